@@ -1,0 +1,40 @@
+//===- MerakBase.td - merak dialect definition -------------*- tablegen -*-===//
+#ifndef MERAK_BASE_TD
+#define MERAK_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Merak_Dialect : Dialect {
+  let name = "merak";
+  let cppNamespace = "::mlir::merak";
+  let summary = "Tensor-level IR for training PyTorch-exported models.";
+  let description = [{
+    The `merak` dialect holds the model and, in later phases, the training
+    step, on builtin ranked tensors with static shapes. Ops follow numpy /
+    ONNX semantics (broadcasting, negative-axis-free normalised attributes),
+    so that an ONNX graph imports one node to a few ops and the reference
+    evaluator (`merak-run`) can execute every op directly. Trainable
+    parameters are module-level `merak.param` symbols whose initial values
+    are dense resources, read with `merak.get_param`.
+  }];
+  let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 0;
+  let discardableAttrs = (ins);
+}
+
+class Merak_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Merak_Dialect, mnemonic, traits>;
+
+// Element types the dialect supports.
+def Merak_Float : AnyTypeOf<[F32, F16, BF16, F64]>;
+def Merak_Int : AnyTypeOf<[I64, I32]>;
+def Merak_Element : AnyTypeOf<[F32, F16, BF16, F64, I64, I32, I1]>;
+
+def Merak_Tensor : RankedTensorOf<[F32, F16, BF16, F64, I64, I32, I1]>;
+def Merak_FloatTensor : RankedTensorOf<[F32, F16, BF16, F64]>;
+def Merak_NumericTensor : RankedTensorOf<[F32, F16, BF16, F64, I64, I32]>;
+def Merak_IntTensor : RankedTensorOf<[I64, I32]>;
+def Merak_BoolTensor : RankedTensorOf<[I1]>;
+
+#endif // MERAK_BASE_TD

@@ -1,0 +1,31 @@
+//===- MerakOps.h - merak dialect ops ---------------------------*- C++ -*-===//
+#ifndef MERAK_DIALECT_MERAK_IR_MERAKOPS_H
+#define MERAK_DIALECT_MERAK_IR_MERAKOPS_H
+
+#include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "merak/Dialect/Merak/IR/MerakOps.h.inc"
+
+namespace mlir::merak {
+
+/// Numpy broadcast of two static shapes; failure when incompatible.
+FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                ArrayRef<int64_t> b);
+
+/// True when `from` numpy-broadcasts to exactly `to`.
+bool isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
+
+/// Number of elements of a static shape, or failure on overflow of int64.
+FailureOr<int64_t> checkedNumElements(ArrayRef<int64_t> shape);
+
+} // namespace mlir::merak
+
+#endif

@@ -1,0 +1,451 @@
+//===- MerakOps.td - merak dialect ops ---------------------*- tablegen -*-===//
+//
+// Ops are grouped by family: parameters and constants, elementwise (binary
+// with numpy broadcasting, unary), shape manipulation, reductions and
+// normalisation, contraction and convolution, and training-specific ops.
+// Every op whose result type follows from its operands and attributes
+// implements InferTypeOpInterface; its `inferReturnTypes` is also its shape
+// verifier.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_OPS_TD
+#define MERAK_OPS_TD
+
+include "merak/Dialect/Merak/IR/MerakBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Parameters and constants
+//===----------------------------------------------------------------------===//
+
+def Merak_ParamOp : Merak_Op<"param", [Symbol]> {
+  let summary = "A named model parameter (or buffer) with its initial value";
+  let description = [{
+    Declares a parameter at module level. The name is the ONNX initializer
+    name (e.g. `transformer.h.0.attn.c_attn.weight`). The initial value is an
+    elements attribute, normally a `dense_resource` blob so that large
+    tensors never appear spelled out in textual IR.
+
+    ```mlir
+    merak.param @"h.0.w" : tensor<64x64xf32> = dense_resource<w0> : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Merak_Tensor>:$type,
+                       ElementsAttr:$initial_value);
+  let assemblyFormat = "$sym_name `:` $type `=` $initial_value attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Merak_GetParamOp : Merak_Op<"get_param",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads the current value of a parameter";
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Merak_ConstantOp : Merak_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary ops (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+class Merak_BinaryOp<string mnemonic, Type operandType, string kind>
+    : Merak_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let description = "Elementwise with numpy broadcasting of the two operands; "
+                    "both operands have the same element type. " # kind;
+}
+
+class Merak_ArithOp<string mnemonic, string summaryText>
+    : Merak_BinaryOp<mnemonic, Merak_NumericTensor,
+                     "The result has the operands' element type."> {
+  let summary = summaryText;
+}
+class Merak_CompareOp<string mnemonic, string summaryText>
+    : Merak_BinaryOp<mnemonic, Merak_Tensor, "The result is `i1`."> {
+  let summary = summaryText;
+}
+class Merak_LogicalOp<string mnemonic, string summaryText>
+    : Merak_BinaryOp<mnemonic, Merak_BoolTensor, "Operands and result are `i1`."> {
+  let summary = summaryText;
+}
+
+def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition">;
+def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction">;
+def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication">;
+def Merak_DivOp : Merak_ArithOp<"div", "Elementwise division (integer division truncates)">;
+def Merak_PowOp : Merak_ArithOp<"pow", "Elementwise power">;
+def Merak_MaxOp : Merak_ArithOp<"max", "Elementwise maximum">;
+def Merak_MinOp : Merak_ArithOp<"min", "Elementwise minimum">;
+def Merak_EqOp : Merak_CompareOp<"eq", "Elementwise equality">;
+def Merak_NeOp : Merak_CompareOp<"ne", "Elementwise inequality">;
+def Merak_LtOp : Merak_CompareOp<"lt", "Elementwise less-than">;
+def Merak_LeOp : Merak_CompareOp<"le", "Elementwise less-or-equal">;
+def Merak_GtOp : Merak_CompareOp<"gt", "Elementwise greater-than">;
+def Merak_GeOp : Merak_CompareOp<"ge", "Elementwise greater-or-equal">;
+def Merak_AndOp : Merak_LogicalOp<"and", "Elementwise logical and">;
+def Merak_OrOp : Merak_LogicalOp<"or", "Elementwise logical or">;
+def Merak_XorOp : Merak_LogicalOp<"xor", "Elementwise logical xor">;
+
+def Merak_WhereOp : Merak_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise select with numpy broadcasting of all three operands";
+  let arguments = (ins Merak_BoolTensor:$condition, Merak_Tensor:$lhs,
+                       Merak_Tensor:$rhs);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $lhs `,` $rhs attr-dict `:` type($condition) `,` type($lhs) `,` type($rhs)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary ops
+//===----------------------------------------------------------------------===//
+
+class Merak_UnaryOp<string mnemonic, Type type, string summaryText,
+                    list<Trait> traits = []>
+    : Merak_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = summaryText;
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Merak_ExpOp : Merak_UnaryOp<"exp", Merak_FloatTensor, "e^x">;
+def Merak_LogOp : Merak_UnaryOp<"log", Merak_FloatTensor, "Natural logarithm">;
+def Merak_SqrtOp : Merak_UnaryOp<"sqrt", Merak_FloatTensor, "Square root">;
+def Merak_RsqrtOp : Merak_UnaryOp<"rsqrt", Merak_FloatTensor, "1 / sqrt(x)">;
+def Merak_TanhOp : Merak_UnaryOp<"tanh", Merak_FloatTensor, "Hyperbolic tangent">;
+def Merak_ErfOp : Merak_UnaryOp<"erf", Merak_FloatTensor, "Gauss error function">;
+def Merak_SigmoidOp : Merak_UnaryOp<"sigmoid", Merak_FloatTensor, "1 / (1 + e^-x)">;
+def Merak_ReciprocalOp : Merak_UnaryOp<"reciprocal", Merak_FloatTensor, "1 / x">;
+def Merak_SinOp : Merak_UnaryOp<"sin", Merak_FloatTensor, "Sine">;
+def Merak_CosOp : Merak_UnaryOp<"cos", Merak_FloatTensor, "Cosine">;
+def Merak_FloorOp : Merak_UnaryOp<"floor", Merak_FloatTensor, "Round down">;
+def Merak_CeilOp : Merak_UnaryOp<"ceil", Merak_FloatTensor, "Round up">;
+def Merak_ReluOp : Merak_UnaryOp<"relu", Merak_NumericTensor, "max(x, 0)">;
+def Merak_NegOp : Merak_UnaryOp<"neg", Merak_NumericTensor, "-x">;
+def Merak_AbsOp : Merak_UnaryOp<"abs", Merak_NumericTensor, "|x|">;
+def Merak_SignOp : Merak_UnaryOp<"sign", Merak_NumericTensor, "-1, 0 or 1">;
+def Merak_NotOp : Merak_UnaryOp<"not", Merak_BoolTensor, "Logical negation">;
+
+def Merak_GeluOp : Merak_UnaryOp<"gelu", Merak_FloatTensor,
+    "Gaussian error linear unit"> {
+  let description = [{
+    `x * 0.5 * (1 + erf(x / sqrt(2)))`, or with `approximate_tanh` the tanh
+    form `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, UnitAttr:$approximate_tanh);
+}
+
+def Merak_LeakyReluOp : Merak_UnaryOp<"leaky_relu", Merak_FloatTensor,
+    "x if x >= 0 else alpha * x"> {
+  let arguments = (ins Merak_FloatTensor:$input, F64Attr:$alpha);
+}
+
+def Merak_ClampOp : Merak_UnaryOp<"clamp", Merak_NumericTensor,
+    "Clamps into [min, max]; a missing bound is unbounded"> {
+  let arguments = (ins Merak_NumericTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+}
+
+def Merak_CastOp : Merak_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Converts the element type";
+  let description = [{
+    Float to integer truncates toward zero; anything to `i1` is `x != 0`.
+  }];
+  let arguments = (ins Merak_Tensor:$input);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Merak_ReshapeOp : Merak_Op<"reshape", [Pure]> {
+  let summary = "Row-major reshape to the result type's shape";
+  let arguments = (ins Merak_Tensor:$input);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Merak_BroadcastOp : Merak_Op<"broadcast", [Pure]> {
+  let summary = "Numpy broadcast to the result type's shape";
+  let arguments = (ins Merak_Tensor:$input);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins Merak_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$input `perm` `=` $perm attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+def Merak_SliceOp : Merak_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Static strided slice";
+  let description = [{
+    One entry per dimension. For a positive stride the elements
+    `start, start+stride, ... < limit`; for a negative stride
+    `start, start+stride, ... > limit` (limit may be -1). Starts are in
+    range; limits are already clamped.
+  }];
+  let arguments = (ins Merak_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `limits` `=` $limits `strides` `=` $strides
+    attr-dict `:` type($input) `to` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Merak_ConcatOp : Merak_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Concatenates along an axis";
+  let arguments = (ins Variadic<Merak_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = "$inputs `axis` `=` $axis attr-dict `:` type($inputs) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Merak_SplitOp : Merak_Op<"split", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Splits along an axis into pieces of the given sizes";
+  let arguments = (ins Merak_Tensor:$input, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Merak_Tensor>:$results);
+  let assemblyFormat = [{
+    $input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:` type($input) `->` type($results)
+  }];
+}
+
+def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Takes slices of `data` along `axis` at `indices` (embedding lookup)";
+  let description = [{
+    ONNX Gather: `result[i..., j..., k...] = data[i..., indices[j...], k...]`
+    with `axis` = rank of `i...`. Negative indices count from the end; an
+    index out of range is an error at run time.
+  }];
+  let arguments = (ins Merak_Tensor:$data, Merak_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = [{
+    $data `[` $indices `]` `axis` `=` $axis attr-dict `:` type($data) `,` type($indices) `->` type($result)
+  }];
+}
+
+def Merak_GatherElementsOp : Merak_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Takes elements along an axis (torch.gather / take_along_axis)";
+  let arguments = (ins Merak_Tensor:$data, Merak_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Merak_Tensor:$result);
+  let assemblyFormat = [{
+    $data `[` $indices `]` `axis` `=` $axis attr-dict `:` type($data) `,` type($indices) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisation
+//===----------------------------------------------------------------------===//
+
+class Merak_ReduceOp<string mnemonic, string summaryText>
+    : Merak_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = summaryText;
+  let description = "Reduces over the sorted, distinct `axes`; with "
+                    "`keepdims` the reduced dimensions stay with size 1.";
+  let arguments = (ins Merak_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       UnitAttr:$keepdims);
+  let results = (outs Merak_NumericTensor:$result);
+  let assemblyFormat = "$input `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
+}
+
+def Merak_ReduceSumOp : Merak_ReduceOp<"reduce_sum", "Sum reduction">;
+def Merak_ReduceMeanOp : Merak_ReduceOp<"reduce_mean", "Mean reduction">;
+def Merak_ReduceMaxOp : Merak_ReduceOp<"reduce_max", "Max reduction">;
+def Merak_ReduceMinOp : Merak_ReduceOp<"reduce_min", "Min reduction">;
+def Merak_ReduceProdOp : Merak_ReduceOp<"reduce_prod", "Product reduction">;
+
+def Merak_ArgMaxOp : Merak_Op<"argmax", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the maximum along an axis (first, or last with select_last_index)";
+  let arguments = (ins Merak_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$keepdims, UnitAttr:$select_last_index);
+  let results = (outs RankedTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
+}
+
+class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
+    : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let arguments = (ins Merak_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+def Merak_SoftmaxOp : Merak_SoftmaxLikeOp<"softmax", "Softmax along one axis">;
+def Merak_LogSoftmaxOp : Merak_SoftmaxLikeOp<"log_softmax", "Log-softmax along one axis">;
+
+def Merak_LayerNormOp : Merak_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Layer normalisation over dimensions [axis, rank)";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * scale + bias` with the biased
+    variance over dimensions `axis..rank-1`; `scale` and `bias` have the
+    normalised shape (or broadcast to it).
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Optional<Merak_FloatTensor>:$scale,
+                       Optional<Merak_FloatTensor>:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`scale` $scale^)? (`bias` $bias^)? `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_RmsNormOp : Merak_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalisation over dimensions [axis, rank)";
+  let description = "`x / sqrt(mean(x^2) + epsilon) * scale`.";
+  let arguments = (ins Merak_FloatTensor:$input, Optional<Merak_FloatTensor>:$scale,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`scale` $scale^)? `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_BatchNormOp : Merak_Op<"batch_norm", [Pure]> {
+  let summary = "Batch normalisation over NC... input, per channel (dim 1)";
+  let description = [{
+    With `training`, normalises with the batch statistics (biased variance)
+    and ignores `mean`/`var`; otherwise uses `mean`/`var` (running stats).
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$scale,
+                       Merak_FloatTensor:$bias, Merak_FloatTensor:$mean,
+                       Merak_FloatTensor:$var, F64Attr:$epsilon, UnitAttr:$training);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $mean `,` $var `epsilon` `=` $epsilon attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contraction, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "numpy.matmul: batched, broadcasting batch dimensions";
+  let description = [{
+    Rank-1 operands follow numpy (a 1-D lhs gains a leading 1 that is then
+    dropped, a 1-D rhs a trailing 1). Batch dimensions broadcast.
+  }];
+  let arguments = (ins Merak_NumericTensor:$lhs, Merak_NumericTensor:$rhs);
+  let results = (outs Merak_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
+def Merak_Conv2DOp : Merak_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
+                       Optional<Merak_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Merak_FloatTensor:$result);
+  let description = "`padding` is [top, left, bottom, right].";
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? `strides` `=` $strides `padding` `=` $padding
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+class Merak_Pool2DOp<string mnemonic, string summaryText>
+    : Merak_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = summaryText;
+  let description = "NCHW input; `padding` is [top, left, bottom, right]; "
+                    "`ceil_mode` rounds the output size up.";
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `padding` `=` $padding
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+def Merak_MaxPool2DOp : Merak_Pool2DOp<"max_pool2d", "2-D max pooling"> {
+  let arguments = (ins Merak_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel `strides` `=` $strides `padding` `=` $padding
+    `dilations` `=` $dilations attr-dict `:` type($input) `->` type($result)
+  }];
+}
+def Merak_AvgPool2DOp : Merak_Pool2DOp<"avg_pool2d", "2-D average pooling"> {
+  let arguments = (ins Merak_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+}
+
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+def Merak_DropoutOp : Merak_Op<"dropout", [Pure]> {
+  let summary = "Seeded inverted dropout";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the rest by
+    `1 / (1 - ratio)`; also returns the keep mask. The mask is a pure
+    function of `seed` and the element index (counter-based), so every
+    evaluation of the same op gives the same mask.
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let results = (outs Merak_FloatTensor:$output, Merak_BoolTensor:$mask);
+  let assemblyFormat = [{
+    $input `ratio` `=` $ratio `seed` `=` $seed attr-dict `:` type($input) `->` type($output) `,` type($mask)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Fused softmax cross-entropy with integer class labels";
+  let description = [{
+    `logits` has the class dimension at `axis`; `labels` has the logits'
+    shape without it. Per element the loss is `logsumexp(logits) -
+    logits[label]`; labels equal to `ignore_index` contribute nothing.
+    `reduction` is `mean` (over non-ignored elements), `sum` or `none`.
+  }];
+  let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
+                       I64Attr:$axis, StrAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `axis` `=` $axis `reduction` `=` $reduction attr-dict
+    `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+}
+
+#endif // MERAK_OPS_TD

@@ -1,0 +1,19 @@
+//===- Passes.h - merak dialect passes --------------------------*- C++ -*-===//
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PASSES_H
+#define MERAK_DIALECT_MERAK_TRANSFORMS_PASSES_H
+
+#include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::merak {
+
+#define GEN_PASS_DECL
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+
+} // namespace mlir::merak
+
+#endif

@@ -1,0 +1,32 @@
+//===- Passes.td - merak dialect passes --------------------*- tablegen -*-===//
+#ifndef MERAK_TRANSFORMS_PASSES_TD
+#define MERAK_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MerakFoldConstants : Pass<"merak-fold-constants", "mlir::ModuleOp"> {
+  let summary = "Evaluates merak ops whose operands are all constants";
+  let description = [{
+    Runs the reference evaluator on every merak op whose operands are
+    constants and whose results have at most `max-elements` elements, and
+    replaces it with `merak.constant`s. This is how shape-arithmetic
+    subgraphs of exported models (Shape, Gather, Concat, Range, ...) fold to
+    static values. Parameters are not constants and are never folded.
+  }];
+  let options = [
+    Option<"maxElements", "max-elements", "int64_t", /*default=*/"65536",
+           "Largest result (in elements) that is folded">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
+  let summary = "Erases merak.param symbols that nothing reads";
+  let description = [{
+    After folding and canonicalisation some initializers (e.g. ONNX
+    constants used only by shape arithmetic) are no longer read. This pass
+    erases their `merak.param` symbols so they neither train nor take memory.
+  }];
+}
+
+#endif

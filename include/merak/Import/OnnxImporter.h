@@ -1,0 +1,35 @@
+//===- OnnxImporter.h - ONNX model to merak IR ------------------*- C++ -*-===//
+#ifndef MERAK_IMPORT_ONNXIMPORTER_H
+#define MERAK_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::merak {
+
+struct ImportOptions {
+  /// Static shapes for graph inputs (`--input-shape NAME=8x128`); they bind
+  /// dynamic dimensions and must agree with the static ones.
+  llvm::StringMap<SmallVector<int64_t>> inputShapes;
+  /// Results up to this many elements computed from constants are folded
+  /// during import (shape arithmetic).
+  int64_t foldMaxElements = 65536;
+};
+
+/// Parses `NAME=D0xD1x...` (a scalar is `NAME=`) into `options`.
+LogicalResult parseInputShape(StringRef spec, ImportOptions &options,
+                              std::string &error);
+
+/// Imports a binary `.onnx` or textual `.onnxtxt` file into a module with
+/// `merak.param`s and one `func.func @forward`. Errors are emitted as
+/// diagnostics (each names the cause); returns null on failure.
+OwningOpRef<ModuleOp> importOnnxFile(StringRef path, MLIRContext *context,
+                                     const ImportOptions &options);
+
+/// Registers the dialects the importer produces.
+void registerImportDialects(DialectRegistry &registry);
+
+} // namespace mlir::merak
+
+#endif

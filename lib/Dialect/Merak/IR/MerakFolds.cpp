@@ -1,0 +1,98 @@
+//===- MerakFolds.cpp - structural folders of merak ops -------------------===//
+//
+// Identity and composition folds that need no arithmetic. General constant
+// folding of small tensors is the `merak-fold-constants` pass, which runs
+// the reference evaluator on ops whose operands are all constant.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+/// A splat (or reshaped dense) constant of a new type, or null.
+static Attribute retypeConstant(Attribute attr, RankedTensorType type) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense)
+    return {};
+  if (dense.isSplat())
+    return SplatElementsAttr::get(type, dense.getSplatValue<Attribute>());
+  return {};
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
+  if (!dense || !dense.isSplat())
+    return {};
+  Type from = dense.getElementType(), to = getType().getElementType();
+  Attribute v = dense.getSplatValue<Attribute>();
+  // Splat casts between floats, and from int to float, are exact enough to
+  // fold here; the rest is left to merak-fold-constants.
+  if (auto f = dyn_cast<FloatType>(to)) {
+    double d;
+    if (auto fa = dyn_cast<FloatAttr>(v))
+      d = fa.getValueAsDouble();
+    else if (from.isInteger(1))
+      d = cast<IntegerAttr>(v).getValue().getBoolValue() ? 1.0 : 0.0;
+    else
+      d = (double)cast<IntegerAttr>(v).getValue().getSExtValue();
+    return SplatElementsAttr::get(getType(), FloatAttr::get(f, d));
+  }
+  return {};
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    setOperand(producer.getInput());
+    return getResult();
+  }
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
+    return dense.reshape(getType());
+  return {};
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return retypeConstant(adaptor.getInput(), getType());
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  ArrayRef<int64_t> perm = getPerm();
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+    return getInput();
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    // transpose(transpose(x, p1), p2)[i] = x[p1[p2[i]]].
+    ArrayRef<int64_t> inner = producer.getPerm();
+    SmallVector<int64_t> composed;
+    for (int64_t p : perm)
+      composed.push_back(inner[p]);
+    setOperand(producer.getInput());
+    setPerm(composed);
+    return getResult();
+  }
+  return retypeConstant(adaptor.getInput(), getType());
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType() &&
+      llvm::all_of(getStarts(), [](int64_t s) { return s == 0; }) &&
+      llvm::all_of(getStrides(), [](int64_t s) { return s == 1; }))
+    return getInput();
+  return retypeConstant(adaptor.getInput(), getType());
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1)
+    return getInputs().front();
+  return {};
+}

@@ -1,0 +1,271 @@
+//===- EvalReduce.cpp - reduction and normalisation reference kernels -----===//
+#include "Kernels.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::kernels;
+
+namespace {
+/// Splits a shape at one axis into outer x dim x inner.
+struct AxisView {
+  int64_t outer = 1, dim = 1, inner = 1;
+  AxisView(ArrayRef<int64_t> shape, int64_t axis) {
+    for (int64_t d = 0; d < (int64_t)shape.size(); ++d) {
+      if (d < axis)
+        outer *= shape[d];
+      else if (d == axis)
+        dim = shape[d];
+      else
+        inner *= shape[d];
+    }
+  }
+  int64_t at(int64_t o, int64_t j, int64_t k) const {
+    return (o * dim + j) * inner + k;
+  }
+};
+/// Splits a shape at `axis` into outer x (everything from axis on).
+struct TailView {
+  int64_t outer = 1, inner = 1;
+  TailView(ArrayRef<int64_t> shape, int64_t axis) {
+    for (int64_t d = 0; d < (int64_t)shape.size(); ++d)
+      (d < axis ? outer : inner) *= shape[d];
+  }
+};
+enum class Red { Sum, Mean, Max, Min, Prod };
+} // namespace
+
+LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
+  Red kind = llvm::TypeSwitch<Operation *, Red>(op)
+                 .Case<ReduceSumOp>([](auto) { return Red::Sum; })
+                 .Case<ReduceMeanOp>([](auto) { return Red::Mean; })
+                 .Case<ReduceMaxOp>([](auto) { return Red::Max; })
+                 .Case<ReduceMinOp>([](auto) { return Red::Min; })
+                 .Default([](auto) { return Red::Prod; });
+  ArrayRef<int64_t> axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+  const HostTensor &a = *in[0];
+  HostTensor r(resultType(op));
+  // Output strides over the input's index space: 0 on reduced axes.
+  SmallVector<int64_t> keptShape;
+  SmallVector<bool> reduced(a.getRank(), false);
+  for (int64_t ax : axes)
+    reduced[ax] = true;
+  for (int64_t d = 0; d < a.getRank(); ++d)
+    keptShape.push_back(reduced[d] ? 1 : a.getShape()[d]);
+  auto ks = rowMajorStrides(keptShape);
+  for (int64_t d = 0; d < a.getRank(); ++d)
+    if (reduced[d])
+      ks[d] = 0;
+  int64_t count = 1;
+  for (int64_t ax : axes)
+    count *= a.getShape()[ax];
+  double init = kind == Red::Max   ? -INFINITY
+                : kind == Red::Min ? INFINITY
+                : kind == Red::Prod ? 1.0
+                                    : 0.0;
+  std::vector<double> acc(r.size(), init);
+  std::vector<bool> sawNan(r.size(), false);
+  forEachIndex(a.getShape(), [&](int64_t lin, ArrayRef<int64_t> idx) {
+    int64_t o = dot(idx, ks);
+    double v = a.getAsDouble(lin);
+    switch (kind) {
+    case Red::Sum:
+    case Red::Mean: acc[o] += v; break;
+    case Red::Prod: acc[o] *= v; break;
+    case Red::Max: acc[o] = std::max(acc[o], v); sawNan[o] = sawNan[o] || std::isnan(v); break;
+    case Red::Min: acc[o] = std::min(acc[o], v); sawNan[o] = sawNan[o] || std::isnan(v); break;
+    }
+  });
+  for (int64_t k = 0; k < r.size(); ++k) {
+    double v = acc[k];
+    if (kind == Red::Mean)
+      v = a.isFloat() ? v / count : std::trunc(v / count);
+    if (sawNan[k])
+      v = NAN;
+    r.setFromDouble(k, v);
+  }
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalArgMax(ArgMaxOp op, Operands in, Results out) {
+  const HostTensor &a = *in[0];
+  HostTensor r(op.getType());
+  AxisView v(a.getShape(), op.getAxis());
+  bool last = op.getSelectLastIndex();
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      int64_t best = 0;
+      double bv = a.getAsDouble(v.at(o, 0, k));
+      for (int64_t j = 1; j < v.dim; ++j) {
+        double x = a.getAsDouble(v.at(o, j, k));
+        if (x > bv || (last && x == bv)) {
+          bv = x;
+          best = j;
+        }
+      }
+      r.i()[o * v.inner + k] = best;
+    }
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalSoftmax(Operation *op, int64_t axis, bool log,
+                                  Operands in, Results out) {
+  const HostTensor &a = *in[0];
+  HostTensor r(resultType(op));
+  AxisView v(a.getShape(), axis);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      double m = -INFINITY;
+      for (int64_t j = 0; j < v.dim; ++j)
+        m = std::max(m, a.f()[v.at(o, j, k)]);
+      double s = 0;
+      for (int64_t j = 0; j < v.dim; ++j)
+        s += std::exp(a.f()[v.at(o, j, k)] - m);
+      for (int64_t j = 0; j < v.dim; ++j) {
+        double x = a.f()[v.at(o, j, k)] - m;
+        r.setFromDouble(v.at(o, j, k), log ? x - std::log(s) : std::exp(x) / s);
+      }
+    }
+  out.push_back(std::move(r));
+  return success();
+}
+
+/// Value of an optional per-feature operand broadcast over the normalised
+/// shape, at feature index `j`.
+static double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,
+                           int64_t j, double dflt) {
+  if (!t)
+    return dflt;
+  if (t->size() == 1)
+    return t->f()[0];
+  if (t->getShape() == normShape)
+    return t->f()[j];
+  // General broadcast: map j to t's index.
+  auto ns = rowMajorStrides(normShape);
+  auto ts = broadcastStrides(t->getShape(), normShape);
+  int64_t o = 0, rem = j;
+  for (size_t d = 0; d < ns.size(); ++d) {
+    o += (rem / ns[d]) * ts[d];
+    rem %= ns[d];
+  }
+  return t->f()[o];
+}
+
+static LogicalResult normalise(Operation *op, const HostTensor &a,
+                               const HostTensor *scale, const HostTensor *bias,
+                               int64_t axis, double eps, bool rms, Results out) {
+  HostTensor r(resultType(op));
+  TailView v(a.getShape(), axis);
+  ArrayRef<int64_t> normShape = a.getShape().drop_front(axis);
+  for (int64_t o = 0; o < v.outer; ++o) {
+    const double *x = a.f().data() + o * v.inner;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < v.inner; ++j)
+        mean += x[j];
+      mean /= v.inner;
+    }
+    for (int64_t j = 0; j < v.inner; ++j)
+      var += (x[j] - mean) * (x[j] - mean);
+    var /= v.inner;
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < v.inner; ++j) {
+      double y = (x[j] - mean) * inv * featureValue(scale, normShape, j, 1.0) +
+                 featureValue(bias, normShape, j, 0.0);
+      r.setFromDouble(o * v.inner + j, y);
+    }
+  }
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalLayerNorm(LayerNormOp op, Operands in, Results out) {
+  const HostTensor *scale = op.getScale() ? in[1] : nullptr;
+  const HostTensor *bias = op.getBias() ? in[op.getScale() ? 2 : 1] : nullptr;
+  return normalise(op, *in[0], scale, bias, op.getAxis(),
+                   op.getEpsilon().convertToDouble(), false, out);
+}
+
+LogicalResult kernels::evalRmsNorm(RmsNormOp op, Operands in, Results out) {
+  const HostTensor *scale = op.getScale() ? in[1] : nullptr;
+  return normalise(op, *in[0], scale, nullptr, op.getAxis(),
+                   op.getEpsilon().convertToDouble(), true, out);
+}
+
+LogicalResult kernels::evalBatchNorm(BatchNormOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &scale = *in[1], &bias = *in[2], &mean = *in[3],
+                   &var = *in[4];
+  HostTensor r(op.getType());
+  AxisView v(x.getShape(), 1);
+  double eps = op.getEpsilon().convertToDouble();
+  for (int64_t c = 0; c < v.dim; ++c) {
+    double m = mean.f()[c], s2 = var.f()[c];
+    if (op.getTraining()) {
+      double sum = 0, sq = 0;
+      int64_t n = v.outer * v.inner;
+      for (int64_t o = 0; o < v.outer; ++o)
+        for (int64_t k = 0; k < v.inner; ++k)
+          sum += x.f()[v.at(o, c, k)];
+      m = sum / n;
+      for (int64_t o = 0; o < v.outer; ++o)
+        for (int64_t k = 0; k < v.inner; ++k) {
+          double d = x.f()[v.at(o, c, k)] - m;
+          sq += d * d;
+        }
+      s2 = sq / n;
+    }
+    double inv = 1.0 / std::sqrt(s2 + eps);
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t k = 0; k < v.inner; ++k) {
+        int64_t at = v.at(o, c, k);
+        r.setFromDouble(at, (x.f()[at] - m) * inv * scale.f()[c] + bias.f()[c]);
+      }
+  }
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalCrossEntropy(CrossEntropyOp op, Operands in,
+                                       Results out) {
+  const HostTensor &logits = *in[0], &labels = *in[1];
+  AxisView v(logits.getShape(), op.getAxis());
+  std::optional<int64_t> ignore;
+  if (op.getIgnoreIndex())
+    ignore = *op.getIgnoreIndex();
+  std::vector<double> losses(labels.size(), 0.0);
+  int64_t counted = 0;
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      int64_t li = o * v.inner + k;
+      int64_t label = labels.i()[li];
+      if (ignore && label == *ignore)
+        continue;
+      if (label < 0 || label >= v.dim)
+        return op.emitError("label ") << label << " out of range [0, " << v.dim << ")";
+      double m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < v.dim; ++j)
+        m = std::max(m, logits.f()[v.at(o, j, k)]);
+      for (int64_t j = 0; j < v.dim; ++j)
+        s += std::exp(logits.f()[v.at(o, j, k)] - m);
+      losses[li] = m + std::log(s) - logits.f()[v.at(o, label, k)];
+      ++counted;
+    }
+  HostTensor r(op.getType());
+  StringRef red = op.getReduction();
+  if (red == "none") {
+    for (size_t k = 0; k < losses.size(); ++k)
+      r.setFromDouble(k, losses[k]);
+  } else {
+    double total = 0;
+    for (double l : losses)
+      total += l;
+    r.setFromDouble(0, red == "mean" ? total / counted : total);
+  }
+  out.push_back(std::move(r));
+  return success();
+}

@@ -1,0 +1,161 @@
+//===- Evaluator.cpp - interpreter over merak IR --------------------------===//
+#include "merak/Evaluator/Evaluator.h"
+#include "Kernels.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::kernels;
+
+LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
+        auto t = HostTensor::fromAttr(c.getValue());
+        if (failed(t))
+          return c.emitError("cannot read constant value");
+        out.push_back(std::move(*t));
+        return success();
+      })
+      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
+            LeOp, GtOp, GeOp, AndOp, OrOp, XorOp>(
+          [&](Operation *o) { return evalBinary(o, in, out); })
+      .Case<WhereOp>([&](WhereOp o) { return evalWhere(o, in, out); })
+      .Case<ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, ErfOp, SigmoidOp,
+            ReciprocalOp, SinOp, CosOp, FloorOp, CeilOp, ReluOp, NegOp, AbsOp,
+            SignOp, NotOp, GeluOp, LeakyReluOp, ClampOp>(
+          [&](Operation *o) { return evalUnary(o, in, out); })
+      .Case<CastOp>([&](CastOp o) { return evalCast(o, in, out); })
+      .Case<ReshapeOp>([&](ReshapeOp o) { return evalReshape(o, in, out); })
+      .Case<BroadcastOp>([&](BroadcastOp o) { return evalBroadcast(o, in, out); })
+      .Case<TransposeOp>([&](TransposeOp o) { return evalTranspose(o, in, out); })
+      .Case<SliceOp>([&](SliceOp o) { return evalSlice(o, in, out); })
+      .Case<ConcatOp>([&](ConcatOp o) { return evalConcat(o, in, out); })
+      .Case<SplitOp>([&](SplitOp o) { return evalSplit(o, in, out); })
+      .Case<GatherOp>([&](GatherOp o) { return evalGather(o, in, out); })
+      .Case<GatherElementsOp>(
+          [&](GatherElementsOp o) { return evalGatherElements(o, in, out); })
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>(
+          [&](Operation *o) { return evalReduce(o, in, out); })
+      .Case<ArgMaxOp>([&](ArgMaxOp o) { return evalArgMax(o, in, out); })
+      .Case<SoftmaxOp>([&](SoftmaxOp o) {
+        return evalSoftmax(o, o.getAxis(), /*log=*/false, in, out);
+      })
+      .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {
+        return evalSoftmax(o, o.getAxis(), /*log=*/true, in, out);
+      })
+      .Case<LayerNormOp>([&](LayerNormOp o) { return evalLayerNorm(o, in, out); })
+      .Case<RmsNormOp>([&](RmsNormOp o) { return evalRmsNorm(o, in, out); })
+      .Case<BatchNormOp>([&](BatchNormOp o) { return evalBatchNorm(o, in, out); })
+      .Case<CrossEntropyOp>(
+          [&](CrossEntropyOp o) { return evalCrossEntropy(o, in, out); })
+      .Case<MatmulOp>([&](MatmulOp o) { return evalMatmul(o, in, out); })
+      .Case<Conv2DOp>([&](Conv2DOp o) { return evalConv2D(o, in, out); })
+      .Case<MaxPool2DOp>([&](MaxPool2DOp o) { return evalMaxPool(o, in, out); })
+      .Case<AvgPool2DOp>([&](AvgPool2DOp o) { return evalAvgPool(o, in, out); })
+      .Case<DropoutOp>([&](DropoutOp o) { return evalDropout(o, in, out); })
+      .Default([&](Operation *o) {
+        return o->emitError("the reference evaluator does not support '")
+               << o->getName() << "'";
+      });
+}
+
+FailureOr<SmallVector<HostTensor>>
+mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs) {
+  if (func.getNumArguments() != inputs.size())
+    return func.emitError("expected ") << func.getNumArguments()
+                                       << " inputs, got " << inputs.size(),
+           failure();
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("function must have a single block"), failure();
+  llvm::DenseMap<Value, HostTensor> env;
+  for (auto [arg, t] : llvm::zip(func.getArguments(), inputs)) {
+    if (arg.getType() != t.getType())
+      return func.emitError("input ") << arg.getArgNumber() << " has type "
+                                      << t.getType() << ", expected "
+                                      << arg.getType(),
+             failure();
+    env[arg] = t;
+  }
+  ModuleOp module = func->getParentOfType<ModuleOp>();
+  SymbolTable symbols(module);
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      SmallVector<HostTensor> results;
+      for (Value v : ret.getOperands())
+        results.push_back(env.lookup(v));
+      return results;
+    }
+    SmallVector<HostTensor> results;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto param = symbols.lookup<ParamOp>(get.getName());
+      if (!param)
+        return get.emitError("unknown parameter"), failure();
+      auto t = HostTensor::fromAttr(param.getInitialValue());
+      if (failed(t))
+        return param.emitError("cannot read initial value"), failure();
+      results.push_back(std::move(*t));
+    } else {
+      SmallVector<const HostTensor *> operands;
+      for (Value v : op.getOperands()) {
+        auto it = env.find(v);
+        if (it == env.end())
+          return op.emitError("operand is not defined before use"), failure();
+        operands.push_back(&it->second);
+      }
+      if (failed(evaluateOp(&op, operands, results)))
+        return failure();
+    }
+    for (auto [res, t] : llvm::zip(op.getResults(), results))
+      env[res] = std::move(t);
+    // Drop values whose last use is this op to bound memory.
+    for (Value v : op.getOperands())
+      if (llvm::all_of(v.getUsers(), [&](Operation *u) {
+            return u->getBlock() == op.getBlock() && !op.isBeforeInBlock(u) ;
+          }))
+        env.erase(v);
+  }
+  return func.emitError("function has no return"), failure();
+}
+
+FailureOr<SmallVector<Attribute>>
+mlir::merak::foldWithEvaluator(Operation *op, int64_t maxElements) {
+  if (op->getNumRegions() || isa<ConstantOp, GetParamOp>(op) ||
+      !isa<MerakDialect>(op->getDialect()))
+    return failure();
+  for (Value r : op->getResults()) {
+    auto t = dyn_cast<RankedTensorType>(r.getType());
+    if (!t || !t.hasStaticShape() || t.getNumElements() > maxElements)
+      return failure();
+  }
+  SmallVector<HostTensor> operands;
+  for (Value v : op->getOperands()) {
+    ElementsAttr attr;
+    if (!matchPattern(v, m_Constant(&attr)))
+      return failure();
+    auto t = HostTensor::fromAttr(attr);
+    if (failed(t))
+      return failure();
+    operands.push_back(std::move(*t));
+  }
+  SmallVector<const HostTensor *> ptrs;
+  for (auto &t : operands)
+    ptrs.push_back(&t);
+  SmallVector<HostTensor> results;
+  {
+    // A fold that would fail at run time (an index out of range) is simply
+    // not folded; the error is reported when the program runs.
+    ScopedDiagnosticHandler silence(op->getContext(),
+                                    [](Diagnostic &) { return success(); });
+    if (failed(evaluateOp(op, ptrs, results)))
+      return failure();
+  }
+  SmallVector<Attribute> attrs;
+  for (auto &t : results)
+    attrs.push_back(t.toAttr());
+  return attrs;
+}

@@ -1,0 +1,152 @@
+//===- ImporterImpl.h - internals of the ONNX importer ----------*- C++ -*-===//
+#ifndef MERAK_LIB_IMPORT_IMPORTERIMPL_H
+#define MERAK_LIB_IMPORT_IMPORTERIMPL_H
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/HostTensor.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+namespace mlir::merak::onnx_import {
+
+/// MLIR element type of an ONNX TensorProto data type, or null.
+Type convertDataType(MLIRContext *ctx, int32_t onnxType);
+/// Name of an ONNX data type ("UINT8") for messages.
+std::string dataTypeName(int32_t onnxType);
+
+/// Decodes a TensorProto (raw, typed or external data). `baseDir` is the
+/// model's directory for external data; empty forbids external data.
+FailureOr<HostTensor> decodeTensor(MLIRContext *ctx, const onnx::TensorProto &t,
+                                   StringRef baseDir, std::string &error);
+
+class GraphImporter;
+
+/// What a per-op handler sees: one ONNX node being imported.
+class NodeContext {
+public:
+  NodeContext(GraphImporter &g, const onnx::NodeProto &node, int64_t opset,
+              OpBuilder &b, Location loc)
+      : graph(g), node(node), opset(opset), b(b), loc(loc) {}
+
+  const onnx::NodeProto &getNode() const { return node; }
+  int64_t getOpset() const { return opset; }
+  OpBuilder &builder() { return b; }
+  Location getLoc() const { return loc; }
+  MLIRContext *getContext() { return b.getContext(); }
+
+  unsigned numInputs() const { return node.input_size(); }
+  /// True when input `i` exists and is not the empty name.
+  bool hasInput(unsigned i) const {
+    return (int)i < node.input_size() && !node.input(i).empty();
+  }
+  /// The value of input `i` (null when absent).
+  Value input(unsigned i);
+  RankedTensorType inputType(unsigned i) {
+    return cast<RankedTensorType>(input(i).getType());
+  }
+  /// The compile-time value of input `i`; an error naming the input when it
+  /// is not a constant.
+  FailureOr<HostTensor> constantInput(unsigned i, StringRef what);
+  /// Integer list from a constant input (e.g. a shape).
+  FailureOr<SmallVector<int64_t>> constantInts(unsigned i, StringRef what);
+  /// True when output `i` is consumed by the graph or is a graph output.
+  bool isOutputUsed(unsigned i) const;
+  unsigned numOutputs() const { return node.output_size(); }
+
+  // Attributes.
+  const onnx::AttributeProto *attr(StringRef name) const;
+  int64_t getInt(StringRef name, int64_t dflt) const;
+  double getFloat(StringRef name, double dflt) const;
+  std::string getString(StringRef name, StringRef dflt) const;
+  std::optional<SmallVector<int64_t>> getInts(StringRef name) const;
+
+  /// Normalises a possibly negative axis against `rank`.
+  FailureOr<int64_t> axis(int64_t a, int64_t rank);
+
+  /// Creates an op, infers and verifies its result types, and folds it when
+  /// its operands are constant. On a malformed node (shapes that do not
+  /// fit) it reports the error, marks the node failed and returns null;
+  /// later creates with null operands are no-ops, so handlers need not
+  /// check every step.
+  template <typename OpTy, typename... Args>
+  Value create(Args &&...args) {
+    auto r = createMulti<OpTy>(std::forward<Args>(args)...);
+    return r.empty() ? Value() : r[0];
+  }
+  template <typename OpTy, typename... Args>
+  SmallVector<Value> createMulti(Args &&...args) {
+    if (failedNode || (isNullArg(args) || ...)) {
+      failedNode = true;
+      return {};
+    }
+    Operation *op;
+    if constexpr (OpTy::template hasTrait<InferTypeOpInterface::Trait>() &&
+                  !std::is_same_v<OpTy, SplitOp>) {
+      // Build with a placeholder type; `finish` infers the real one and
+      // reports bad shapes instead of aborting in the inferring builder.
+      op = OpTy::create(b, loc, b.getNoneType(), std::forward<Args>(args)...)
+               .getOperation();
+    } else {
+      op = OpTy::create(b, loc, std::forward<Args>(args)...).getOperation();
+    }
+    return finish(op);
+  }
+  /// Split has variadic results: pass placeholder types explicitly.
+  SmallVector<Value> createSplit(Value input, int64_t axis, ArrayRef<int64_t> sizes);
+  bool hasFailed() const { return failedNode; }
+  Value constant(const HostTensor &t);
+  Value scalarLike(Value like, double v);
+  /// Numpy broadcast of `v` to `shape` (no-op when equal).
+  Value broadcastTo(Value v, ArrayRef<int64_t> shape);
+  Value reshape(Value v, ArrayRef<int64_t> shape);
+
+  void setOutputs(ArrayRef<Value> values);
+  LogicalResult error(const Twine &msg);
+  LogicalResult unsupported(const Twine &what);
+
+private:
+  SmallVector<Value> finish(Operation *op);
+  static bool isNullArg(Value v) { return !v; }
+  static bool isNullArg(ValueRange r) {
+    return llvm::any_of(r, [](Value v) { return !v; });
+  }
+  static bool isNullArg(const SmallVector<Value> &r) {
+    return isNullArg(ValueRange(r));
+  }
+  template <typename T>
+  static bool isNullArg(const T &) {
+    return false;
+  }
+  bool failedNode = false;
+
+  GraphImporter &graph;
+  const onnx::NodeProto &node;
+  int64_t opset;
+  OpBuilder &b;
+  Location loc;
+};
+
+using Handler = LogicalResult (*)(NodeContext &);
+
+/// The op table: per op type, handlers keyed by the opset version they
+/// apply from.
+class OpRegistry {
+public:
+  void add(StringRef opType, int64_t sinceVersion, Handler fn);
+  /// The handler for `opType` at `opset`, or null.
+  Handler lookup(StringRef opType, int64_t opset) const;
+  static const OpRegistry &get();
+
+private:
+  llvm::StringMap<SmallVector<std::pair<int64_t, Handler>, 2>> table;
+};
+
+void registerElementwiseOps(OpRegistry &r);
+void registerShapeOps(OpRegistry &r);
+void registerNNOps(OpRegistry &r);
+
+} // namespace mlir::merak::onnx_import
+
+#endif

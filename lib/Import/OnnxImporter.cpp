@@ -1,0 +1,672 @@
+//===- OnnxImporter.cpp - ONNX graph to merak IR --------------------------===//
+//
+// Loads the model (binary or text), validates the graph (names, topology,
+// dtypes, shapes), turns initializers into merak.param / merak.constant, and
+// imports nodes in topological order through the per-op table. Every value
+// has a static type; ops whose operands are constants are folded as they
+// are created, which is how shape arithmetic disappears.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Import/OnnxImporter.h"
+#include "ImporterImpl.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/Evaluator.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/defs/parser.h>
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+static constexpr int64_t kProtobufLimit = int64_t(2) << 30;
+
+void mlir::merak::registerImportDialects(DialectRegistry &registry) {
+  registry.insert<MerakDialect, func::FuncDialect>();
+}
+
+LogicalResult mlir::merak::parseInputShape(StringRef spec, ImportOptions &options,
+                                           std::string &error) {
+  auto [name, dims] = spec.split('=');
+  if (name.empty() || !spec.contains('=')) {
+    error = "--input-shape expects NAME=D0xD1x..., got '" + spec.str() + "'";
+    return failure();
+  }
+  SmallVector<int64_t> shape;
+  if (!dims.empty()) {
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.getAsInteger(10, d) || d < 0) {
+        error = "--input-shape " + spec.str() + ": '" + p.str() +
+                "' is not a non-negative dimension";
+        return failure();
+      }
+      shape.push_back(d);
+    }
+  }
+  options.inputShapes[name] = shape;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+namespace mlir::merak::onnx_import {
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                StringRef baseDir, const ImportOptions &options)
+      : ctx(ctx), model(model), graph(model.graph()), baseDir(baseDir),
+        options(options), builder(ctx) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string baseDir;
+  const ImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc = UnknownLoc::get(ctx);
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringSet<> consumed; // names read by some node or graph output
+  ModuleOp module;
+  int64_t opset = 0;
+  unsigned resourceCounter = 0;
+
+  LogicalResult fail(Location loc, const Twine &msg) {
+    emitError(loc) << msg;
+    return failure();
+  }
+  Location nodeLoc(const onnx::NodeProto &node) {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "#" + (node.output_size() ? node.output(0) : "")
+                           : node.name();
+    return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+  }
+  ElementsAttr makeElements(const HostTensor &t, StringRef hint);
+  LogicalResult importInitializers();
+  LogicalResult importIdentityParam(const onnx::NodeProto &node);
+  FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
+  LogicalResult checkSupported(ArrayRef<const onnx::NodeProto *> nodes);
+};
+} // namespace mlir::merak::onnx_import
+
+ElementsAttr GraphImporter::makeElements(const HostTensor &t, StringRef hint) {
+  if (t.size() <= 16)
+    return t.toAttr();
+  // Large values become dense resources: never spelled out in textual IR.
+  std::vector<char> bytes = t.toBytes();
+  size_t align = std::max<int64_t>(HostTensor::elementBytes(t.getElementType()), 1);
+  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+      ArrayRef<char>(bytes.data(), bytes.size()), align);
+  std::string key = hint.str();
+  for (char &c : key)
+    if (!isalnum(c) && c != '_')
+      c = '_';
+  return DenseResourceElementsAttr::get(t.getType(), key, std::move(blob));
+}
+
+LogicalResult GraphImporter::importInitializers() {
+  OpBuilder::InsertionGuard guard(builder);
+  for (const auto &init : graph.initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
+    if (init.name().empty())
+      return fail(loc, "initializer without a name");
+    if (initializers.count(init.name()))
+      return fail(loc, "duplicate initializer name '" + init.name() + "'");
+    initializers[init.name()] = &init;
+  }
+  return success();
+}
+
+FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
+  // Producers of each name; duplicates are an error.
+  llvm::StringMap<int> producer;
+  llvm::StringSet<> defined;
+  for (const auto &in : graph.input())
+    defined.insert(in.name());
+  for (const auto &kv : initializers)
+    defined.insert(kv.getKey());
+  int n = graph.node_size();
+  for (int i = 0; i < n; ++i) {
+    const auto &node = graph.node(i);
+    for (const auto &out : node.output()) {
+      if (out.empty())
+        continue;
+      if (producer.count(out) || defined.contains(out))
+        return fail(nodeLoc(node), "value name '" + out +
+                                       "' is defined more than once"),
+               failure();
+      producer[out] = i;
+    }
+  }
+  // Kahn's algorithm; inputs that nothing defines are dangling.
+  std::vector<int> pending(n, 0);
+  std::vector<SmallVector<int, 2>> users(n);
+  for (int i = 0; i < n; ++i) {
+    const auto &node = graph.node(i);
+    for (const auto &in : node.input()) {
+      if (in.empty() || defined.contains(in))
+        continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return fail(nodeLoc(node), "input '" + in + "' of node '" + node.name() +
+                                       "' (" + node.op_type() +
+                                       ") is not produced by any node, graph "
+                                       "input or initializer (dangling edge)"),
+               failure();
+      ++pending[i];
+      users[it->second].push_back(i);
+    }
+  }
+  SmallVector<const onnx::NodeProto *> order;
+  SmallVector<int> ready;
+  for (int i = n - 1; i >= 0; --i)
+    if (!pending[i])
+      ready.push_back(i);
+  while (!ready.empty()) {
+    int i = ready.pop_back_val();
+    order.push_back(&graph.node(i));
+    for (int u : users[i])
+      if (--pending[u] == 0)
+        ready.push_back(u);
+  }
+  if ((int)order.size() != n) {
+    for (int i = 0; i < n; ++i)
+      if (pending[i])
+        return fail(nodeLoc(graph.node(i)),
+                    "the graph has a cycle through node '" + graph.node(i).name() +
+                        "' (" + graph.node(i).op_type() + ")"),
+               failure();
+  }
+  for (const auto &out : graph.output())
+    if (!defined.contains(out.name()) && !producer.count(out.name()))
+      return fail(fileLoc, "graph output '" + out.name() +
+                               "' is not produced by any node"),
+             failure();
+  return order;
+}
+
+LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> nodes) {
+  const OpRegistry &reg = OpRegistry::get();
+  llvm::StringSet<> reported;
+  bool ok = true;
+  for (const onnx::NodeProto *node : nodes) {
+    bool standard = node->domain().empty() || node->domain() == "ai.onnx";
+    std::string key = node->domain() + "::" + node->op_type();
+    if (standard && reg.lookup(node->op_type(), opset))
+      continue;
+    ok = false;
+    if (!reported.insert(key).second)
+      continue;
+    if (!standard)
+      emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
+                                << "' of domain '" << node->domain()
+                                << "' (node '" << node->name() << "')";
+    else
+      emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
+                                << "' (node '" << node->name() << "', opset "
+                                << opset << ")";
+  }
+  return success(ok);
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  fileLoc = FileLineColLoc::get(ctx, graph.name().empty() ? "model" : graph.name(), 0, 0);
+  for (const auto &imp : model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (opset == 0)
+    return fail(fileLoc, "the model imports no ai.onnx opset"), nullptr;
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fail(fileLoc, "unsupported opset " + Twine(opset) +
+                             " (merak imports ai.onnx opsets 13-17)"),
+           nullptr;
+
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
+  module = *owned;
+  if (failed(importInitializers()))
+    return nullptr;
+  auto order = sortNodes();
+  if (failed(order) || failed(checkSupported(*order)))
+    return nullptr;
+  for (const auto *node : *order)
+    for (const auto &in : node->input())
+      consumed.insert(in);
+  for (const auto &out : graph.output())
+    consumed.insert(out.name());
+
+  // Graph inputs (those that are not initializers) become arguments.
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  llvm::StringSet<> seenInputs;
+  for (const auto &in : graph.input()) {
+    if (initializers.count(in.name()))
+      continue;
+    Location loc = NameLoc::get(StringAttr::get(ctx, in.name()), fileLoc);
+    if (!seenInputs.insert(in.name()).second)
+      return fail(loc, "duplicate graph input '" + in.name() + "'"), nullptr;
+    if (!in.type().has_tensor_type())
+      return fail(loc, "graph input '" + in.name() +
+                           "' is not a tensor (unsupported input kind)"),
+             nullptr;
+    const auto &tt = in.type().tensor_type();
+    Type et = convertDataType(ctx, tt.elem_type());
+    if (!et)
+      return fail(loc, "graph input '" + in.name() + "' has unsupported dtype " +
+                           dataTypeName(tt.elem_type())),
+             nullptr;
+    SmallVector<int64_t> shape;
+    auto bound = options.inputShapes.find(in.name());
+    if (!tt.has_shape() && bound == options.inputShapes.end())
+      return fail(loc, "graph input '" + in.name() +
+                           "' has no shape; bind it with --input-shape " +
+                           in.name() + "=D0xD1x..."),
+             nullptr;
+    if (tt.has_shape()) {
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        if (dim.has_dim_value()) {
+          shape.push_back(dim.dim_value());
+          continue;
+        }
+        if (bound == options.inputShapes.end())
+          return fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
+                               Twine(d) +
+                               (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
+                                                    : std::string()) +
+                               "; bind it with --input-shape " + in.name() +
+                               "=D0xD1x..."),
+                 nullptr;
+        shape.push_back(ShapedType::kDynamic);
+      }
+    }
+    if (bound != options.inputShapes.end()) {
+      ArrayRef<int64_t> given = bound->second;
+      if (tt.has_shape() && given.size() != shape.size())
+        return fail(loc, "--input-shape for '" + in.name() + "' has rank " +
+                             Twine(given.size()) + " but the input has rank " +
+                             Twine(shape.size())),
+               nullptr;
+      for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
+        if (shape[d] != ShapedType::kDynamic && shape[d] != given[d])
+          return fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
+                               Twine(d) + " = " + Twine(given[d]) +
+                               " but the model fixes it to " + Twine(shape[d])),
+                 nullptr;
+      shape.assign(given.begin(), given.end());
+    }
+    auto n = checkedNumElements(shape);
+    if (failed(n) || *n > (int64_t(1) << 40))
+      return fail(loc, "graph input '" + in.name() +
+                           "' has absurd dimensions (element count overflows)"),
+             nullptr;
+    argTypes.push_back(RankedTensorType::get(shape, et));
+    argNames.push_back(in.name());
+  }
+  for (const auto &kv : options.inputShapes)
+    if (!seenInputs.contains(kv.getKey()))
+      return fail(fileLoc, "--input-shape names '" + kv.getKey() +
+                               "', which is not a graph input"),
+             nullptr;
+
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+                                   builder.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    values[name] = body->getArgument(i);
+    func.setArgAttr(i, "merak.name", builder.getStringAttr(name));
+  }
+
+  // Initializers: floats with more than one element are parameters, the
+  // rest (integers, scalars) constants. Created lazily on first use.
+  builder.setInsertionPointToStart(body);
+  llvm::StringSet<> paramNames;
+  for (const auto &kv : initializers) {
+    const onnx::TensorProto &init = *kv.getValue();
+    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
+    if (!consumed.contains(init.name()))
+      continue;
+    std::string err;
+    auto t = decodeTensor(ctx, init, baseDir, err);
+    if (failed(t))
+      return fail(loc, err), nullptr;
+    if (t->isFloat() && t->size() > 1) {
+      OpBuilder pb(ctx);
+      pb.setInsertionPoint(func);
+      ParamOp::create(pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(t->getType()),
+                      makeElements(*t, init.name()));
+      values[init.name()] = GetParamOp::create(builder, loc, t->getType(),
+                                               FlatSymbolRefAttr::get(ctx, init.name()));
+    } else {
+      values[init.name()] = ConstantOp::create(builder, loc, makeElements(*t, init.name()));
+    }
+  }
+
+  const OpRegistry &reg = OpRegistry::get();
+  for (const onnx::NodeProto *node : *order) {
+    Location loc = nodeLoc(*node);
+    if (node->op_type() == "Identity" && node->input_size() == 1 &&
+        initializers.count(node->input(0)) && values.count(node->input(0)) &&
+        values[node->input(0)].getDefiningOp<GetParamOp>()) {
+      if (failed(importIdentityParam(*node)))
+        return nullptr;
+      continue;
+    }
+    NodeContext nc(*this, *node, opset, builder, loc);
+    if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
+      return nullptr;
+    for (const auto &out : node->output())
+      if (!out.empty() && !values.count(out) && consumed.contains(out))
+        return fail(loc, "internal: node did not define output '" + out + "'"),
+               nullptr;
+  }
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : graph.output()) {
+    Value v = values.lookup(out.name());
+    if (!v)
+      return fail(fileLoc, "graph output '" + out.name() + "' has no value"), nullptr;
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "merak.name", builder.getStringAttr(out.name()));
+  if (failed(verify(module)))
+    return nullptr;
+  return owned;
+}
+
+/// torch.onnx.export de-duplicates parameters with equal initial values by
+/// emitting one initializer and `Identity` nodes for the others. Those are
+/// distinct trainable parameters, so each Identity output becomes its own
+/// merak.param named after it, starting from the same value.
+LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
+  auto src = values[node.input(0)].getDefiningOp<GetParamOp>();
+  auto param = SymbolTable::lookupSymbolIn(module, src.getNameAttr());
+  auto srcParam = cast<ParamOp>(param);
+  const std::string &name = node.output(0);
+  Location loc = NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+  OpBuilder pb(ctx);
+  pb.setInsertionPointAfter(srcParam);
+  ParamOp::create(pb, loc, pb.getStringAttr(name), srcParam.getTypeAttr(),
+                  srcParam.getInitialValue());
+  values[name] = GetParamOp::create(builder, loc, srcParam.getTensorType(),
+                                    FlatSymbolRefAttr::get(ctx, name));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+Value NodeContext::input(unsigned i) {
+  if (!hasInput(i))
+    return {};
+  return graph.values.lookup(node.input(i));
+}
+
+FailureOr<HostTensor> NodeContext::constantInput(unsigned i, StringRef what) {
+  ElementsAttr attr;
+  Value v = input(i);
+  if (!v || !matchPattern(v, m_Constant(&attr))) {
+    (void)error(Twine(what) + " (input " + Twine(i) + ", '" +
+                (hasInput(i) ? node.input(i) : std::string()) +
+                "') must be a compile-time constant");
+    return failure();
+  }
+  return HostTensor::fromAttr(attr);
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constantInts(unsigned i, StringRef what) {
+  auto t = constantInput(i, what);
+  if (failed(t))
+    return failure();
+  if (t->isFloat()) {
+    (void)error(Twine(what) + " must be an integer tensor");
+    return failure();
+  }
+  return SmallVector<int64_t>(t->i().begin(), t->i().end());
+}
+
+bool NodeContext::isOutputUsed(unsigned i) const {
+  return (int)i < node.output_size() && !node.output(i).empty() &&
+         graph.consumed.contains(node.output(i));
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+int64_t NodeContext::getInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+double NodeContext::getFloat(StringRef name, double dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+std::string NodeContext::getString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+std::optional<SmallVector<int64_t>> NodeContext::getInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
+  int64_t n = a < 0 ? a + rank : a;
+  if (n < 0 || n >= std::max<int64_t>(rank, 1)) {
+    (void)error("axis " + Twine(a) + " is out of range for rank " + Twine(rank));
+    return failure();
+  }
+  return n;
+}
+
+SmallVector<Value> NodeContext::finish(Operation *op) {
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), loc, op->getOperands(),
+                                      op->getRawDictionaryAttrs(),
+                                      op->getPropertiesStorage(),
+                                      op->getRegions(), types)) ||
+        types.size() != op->getNumResults()) {
+      (void)error("cannot build '" + op->getName().getStringRef() + "'");
+      op->erase();
+      failedNode = true;
+      return {};
+    }
+    for (auto [res, t] : llvm::zip(op->getResults(), types))
+      res.setType(t);
+  }
+  if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+    (void)error("cannot build '" + op->getName().getStringRef() + "'");
+    op->erase();
+    failedNode = true;
+    return {};
+  }
+  auto folded = foldWithEvaluator(op, graph.options.foldMaxElements);
+  if (failed(folded))
+    return SmallVector<Value>(op->getResults());
+  SmallVector<Value> out;
+  for (Attribute a : *folded)
+    out.push_back(ConstantOp::create(b, loc, cast<ElementsAttr>(a)));
+  op->erase();
+  return out;
+}
+
+SmallVector<Value> NodeContext::createSplit(Value input, int64_t axis,
+                                            ArrayRef<int64_t> sizes) {
+  if (failedNode || !input) {
+    failedNode = true;
+    return {};
+  }
+  SmallVector<Type> placeholders(sizes.size(), b.getNoneType());
+  auto op = SplitOp::create(b, loc, placeholders, input, axis, sizes);
+  return finish(op);
+}
+
+Value NodeContext::constant(const HostTensor &t) {
+  return ConstantOp::create(b, loc, graph.makeElements(t, node.name()));
+}
+
+Value NodeContext::scalarLike(Value like, double v) {
+  auto et = cast<RankedTensorType>(like.getType()).getElementType();
+  HostTensor t(RankedTensorType::get({}, et));
+  t.setFromDouble(0, v);
+  return constant(t);
+}
+
+Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return create<BroadcastOp>(RankedTensorType::get(shape, t.getElementType()), v);
+}
+
+Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return create<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
+}
+
+void NodeContext::setOutputs(ArrayRef<Value> vals) {
+  if (failedNode)
+    return;
+  for (auto [i, v] : llvm::enumerate(vals))
+    if ((int)i < node.output_size() && !node.output(i).empty() && v)
+      graph.values[node.output(i)] = v;
+}
+
+LogicalResult NodeContext::error(const Twine &msg) {
+  emitError(loc) << node.op_type() << " node '" << node.name() << "': " << msg;
+  return failure();
+}
+
+LogicalResult NodeContext::unsupported(const Twine &what) {
+  emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
+                 << "' (node '" << node.name() << "', opset " << opset << ")";
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// OpRegistry
+//===----------------------------------------------------------------------===//
+
+void OpRegistry::add(StringRef opType, int64_t since, Handler fn) {
+  auto &list = table[opType];
+  list.push_back({since, fn});
+  llvm::sort(list, [](auto &a, auto &b) { return a.first < b.first; });
+}
+
+Handler OpRegistry::lookup(StringRef opType, int64_t opset) const {
+  auto it = table.find(opType);
+  if (it == table.end())
+    return nullptr;
+  Handler best = nullptr;
+  for (auto &[since, fn] : it->second)
+    if (since <= opset)
+      best = fn;
+  return best;
+}
+
+const OpRegistry &OpRegistry::get() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    registerElementwiseOps(r);
+    registerShapeOps(r);
+    registerNNOps(r);
+    return r;
+  }();
+  return registry;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *ctx,
+                                                  const ImportOptions &options) {
+  ctx->loadDialect<MerakDialect, func::FuncDialect>();
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  uint64_t size = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, size)) {
+    emitError(loc) << "cannot open '" << path << "': " << ec.message();
+    return nullptr;
+  }
+  if ((int64_t)size >= kProtobufLimit) {
+    emitError(loc) << "'" << path << "' is " << size
+                   << " bytes, over protobuf's 2 GiB limit; store large "
+                      "tensors as ONNX external data";
+    return nullptr;
+  }
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/true);
+  if (!buf) {
+    emitError(loc) << "cannot read '" << path << "': " << buf.getError().message();
+    return nullptr;
+  }
+  onnx::ModelProto model;
+  bool text = path.ends_with(".onnxtxt") || path.ends_with(".onnxtext");
+  if (text) {
+    try {
+      auto status = onnx::OnnxParser::Parse(model, (*buf)->getBufferStart());
+      if (!status.IsOK()) {
+        emitError(loc) << "'" << path << "' is not valid ONNX text: "
+                       << status.ErrorMessage();
+        return nullptr;
+      }
+    } catch (const std::exception &e) {
+      emitError(loc) << "'" << path << "' is not valid ONNX text: " << e.what();
+      return nullptr;
+    }
+  } else if (!model.ParseFromArray((*buf)->getBufferStart(),
+                                   (int)(*buf)->getBufferSize())) {
+    emitError(loc) << "'" << path
+                   << "' is not a valid ONNX model (protobuf parsing failed: "
+                      "truncated or not an ONNX file)";
+    return nullptr;
+  }
+  if (!model.has_graph() || model.opset_import_size() == 0) {
+    emitError(loc) << "'" << path
+                   << "' is not an ONNX model (no graph or no opset import)";
+    return nullptr;
+  }
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  try {
+    GraphImporter importer(ctx, model, dir, options);
+    return importer.run();
+  } catch (const std::exception &e) {
+    emitError(loc) << "internal error while importing '" << path << "': " << e.what();
+    return nullptr;
+  }
+}

@@ -1,0 +1,243 @@
+//===- OnnxOpsElementwise.cpp - ONNX elementwise ops ----------------------===//
+//
+// Handlers are registered with the opset version whose semantics they
+// implement; an older model version with different semantics has no
+// handler and is reported as unsupported.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterImpl.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+namespace {
+
+template <typename OpTy>
+LogicalResult binary(NodeContext &n) {
+  n.setOutputs(n.create<OpTy>(n.input(0), n.input(1)));
+  return success();
+}
+
+template <typename OpTy>
+LogicalResult unary(NodeContext &n) {
+  n.setOutputs(n.create<OpTy>(n.input(0)));
+  return success();
+}
+
+/// Sum/Mean/Max/Min over any number of broadcasting inputs.
+template <typename OpTy>
+LogicalResult variadic(NodeContext &n) {
+  if (!n.hasInput(0))
+    return n.error("needs at least one input");
+  Value acc = n.input(0);
+  unsigned count = 1;
+  for (unsigned i = 1; i < n.numInputs(); ++i, ++count)
+    acc = n.create<OpTy>(acc, n.input(i));
+  n.setOutputs(acc);
+  return success();
+}
+
+LogicalResult mean(NodeContext &n) {
+  Value acc = n.input(0);
+  for (unsigned i = 1; i < n.numInputs(); ++i)
+    acc = n.create<AddOp>(acc, n.input(i));
+  if (n.numInputs() > 1)
+    acc = n.create<DivOp>(acc, n.scalarLike(acc, n.numInputs()));
+  n.setOutputs(acc);
+  return success();
+}
+
+LogicalResult pow(NodeContext &n) {
+  Value base = n.input(0), exp = n.input(1);
+  // ONNX allows an exponent of another numeric type.
+  auto bt = n.inputType(0), et = n.inputType(1);
+  if (bt.getElementType() != et.getElementType())
+    exp = n.create<CastOp>(RankedTensorType::get(et.getShape(), bt.getElementType()), exp);
+  n.setOutputs(n.create<PowOp>(base, exp));
+  return success();
+}
+
+LogicalResult identity(NodeContext &n) {
+  n.setOutputs(n.input(0));
+  return success();
+}
+
+LogicalResult castOp(NodeContext &n) {
+  int64_t to = n.getInt("to", 0);
+  Type et = convertDataType(n.getContext(), to);
+  if (!et)
+    return n.unsupported("cast target dtype " + dataTypeName(to));
+  auto t = n.inputType(0);
+  n.setOutputs(n.create<CastOp>(RankedTensorType::get(t.getShape(), et), n.input(0)));
+  return success();
+}
+
+LogicalResult castLike(NodeContext &n) {
+  auto t = n.inputType(0);
+  Type et = n.inputType(1).getElementType();
+  n.setOutputs(n.create<CastOp>(RankedTensorType::get(t.getShape(), et), n.input(0)));
+  return success();
+}
+
+LogicalResult leakyRelu(NodeContext &n) {
+  n.setOutputs(n.create<LeakyReluOp>(n.input(0),
+                                     llvm::APFloat(n.getFloat("alpha", 0.01))));
+  return success();
+}
+
+LogicalResult clip(NodeContext &n) {
+  FloatAttr lo, hi;
+  for (unsigned i : {1u, 2u}) {
+    if (!n.hasInput(i))
+      continue;
+    auto c = n.constantInput(i, i == 1 ? "min" : "max");
+    if (failed(c))
+      return failure();
+    if (c->size() != 1)
+      return n.error("min/max must be scalars");
+    (i == 1 ? lo : hi) = n.builder().getF64FloatAttr(c->getAsDouble(0));
+  }
+  n.setOutputs(n.create<ClampOp>(n.input(0), lo, hi));
+  return success();
+}
+
+/// Softplus, Elu, Selu, HardSigmoid, HardSwish, Softsign, Mish, Gelu-like
+/// compositions of dialect ops.
+LogicalResult softplus(NodeContext &n) {
+  Value x = n.input(0);
+  // log(1 + exp(x)), computed as max(x,0) + log(1 + exp(-|x|)) for range.
+  Value relu = n.create<ReluOp>(x);
+  Value e = n.create<ExpOp>(n.create<NegOp>(n.create<AbsOp>(x)));
+  Value l = n.create<LogOp>(n.create<AddOp>(e, n.scalarLike(x, 1.0)));
+  n.setOutputs(n.create<AddOp>(relu, l));
+  return success();
+}
+
+LogicalResult softsign(NodeContext &n) {
+  Value x = n.input(0);
+  Value d = n.create<AddOp>(n.create<AbsOp>(x), n.scalarLike(x, 1.0));
+  n.setOutputs(n.create<DivOp>(x, d));
+  return success();
+}
+
+/// where(x > 0, scaleP * x, scaleN * (exp(x) - 1)).
+static Value eluLike(NodeContext &n, Value x, double alpha, double gamma) {
+  Value zero = n.scalarLike(x, 0.0);
+  Value pos = n.create<MulOp>(x, n.scalarLike(x, gamma));
+  Value em1 = n.create<SubOp>(n.create<ExpOp>(x), n.scalarLike(x, 1.0));
+  Value neg = n.create<MulOp>(em1, n.scalarLike(x, alpha * gamma));
+  return n.create<WhereOp>(n.create<GtOp>(x, zero), pos, neg);
+}
+
+LogicalResult elu(NodeContext &n) {
+  n.setOutputs(eluLike(n, n.input(0), n.getFloat("alpha", 1.0), 1.0));
+  return success();
+}
+
+LogicalResult selu(NodeContext &n) {
+  n.setOutputs(eluLike(n, n.input(0), n.getFloat("alpha", 1.67326319217681884765625),
+                       n.getFloat("gamma", 1.05070102214813232421875)));
+  return success();
+}
+
+LogicalResult hardSigmoid(NodeContext &n) {
+  Value x = n.input(0);
+  Value y = n.create<AddOp>(n.create<MulOp>(x, n.scalarLike(x, n.getFloat("alpha", 0.2))),
+                            n.scalarLike(x, n.getFloat("beta", 0.5)));
+  auto one = n.builder().getF64FloatAttr(1.0), zero = n.builder().getF64FloatAttr(0.0);
+  n.setOutputs(n.create<ClampOp>(y, zero, one));
+  return success();
+}
+
+LogicalResult hardSwish(NodeContext &n) {
+  Value x = n.input(0);
+  Value y = n.create<AddOp>(n.create<MulOp>(x, n.scalarLike(x, 1.0 / 6.0)),
+                            n.scalarLike(x, 0.5));
+  auto one = n.builder().getF64FloatAttr(1.0), zero = n.builder().getF64FloatAttr(0.0);
+  n.setOutputs(n.create<MulOp>(x, n.create<ClampOp>(y, zero, one)));
+  return success();
+}
+
+LogicalResult thresholdedRelu(NodeContext &n) {
+  Value x = n.input(0);
+  Value keep = n.create<GtOp>(x, n.scalarLike(x, n.getFloat("alpha", 1.0)));
+  n.setOutputs(n.create<WhereOp>(keep, x, n.scalarLike(x, 0.0)));
+  return success();
+}
+
+LogicalResult prelu(NodeContext &n) {
+  Value x = n.input(0), slope = n.input(1);
+  Value neg = n.create<MulOp>(x, slope);
+  Value pos = n.create<GeOp>(x, n.scalarLike(x, 0.0));
+  n.setOutputs(n.create<WhereOp>(pos, x, neg));
+  return success();
+}
+
+LogicalResult where(NodeContext &n) {
+  n.setOutputs(n.create<WhereOp>(n.input(0), n.input(1), n.input(2)));
+  return success();
+}
+
+LogicalResult notOp(NodeContext &n) { return unary<NotOp>(n); }
+
+LogicalResult isNaN(NodeContext &n) {
+  Value x = n.input(0);
+  n.setOutputs(n.create<NeOp>(x, x));
+  return success();
+}
+
+} // namespace
+
+void onnx_import::registerElementwiseOps(OpRegistry &r) {
+  // Binary arithmetic with multidirectional broadcasting (since opset 7).
+  r.add("Add", 7, binary<AddOp>);
+  r.add("Sub", 7, binary<SubOp>);
+  r.add("Mul", 7, binary<MulOp>);
+  r.add("Div", 7, binary<DivOp>);
+  r.add("Pow", 7, pow);
+  r.add("Equal", 7, binary<EqOp>);
+  r.add("Less", 7, binary<LtOp>);
+  r.add("LessOrEqual", 12, binary<LeOp>);
+  r.add("Greater", 7, binary<GtOp>);
+  r.add("GreaterOrEqual", 12, binary<GeOp>);
+  r.add("And", 7, binary<AndOp>);
+  r.add("Or", 7, binary<OrOp>);
+  r.add("Xor", 7, binary<XorOp>);
+  r.add("Max", 8, variadic<MaxOp>);
+  r.add("Min", 8, variadic<MinOp>);
+  r.add("Sum", 8, variadic<AddOp>);
+  r.add("Mean", 8, mean);
+  r.add("Where", 9, where);
+  // Unary (semantics unchanged since opset 6).
+  r.add("Exp", 6, unary<ExpOp>);
+  r.add("Log", 6, unary<LogOp>);
+  r.add("Sqrt", 6, unary<SqrtOp>);
+  r.add("Tanh", 6, unary<TanhOp>);
+  r.add("Erf", 9, unary<ErfOp>);
+  r.add("Sigmoid", 6, unary<SigmoidOp>);
+  r.add("Reciprocal", 6, unary<ReciprocalOp>);
+  r.add("Sin", 7, unary<SinOp>);
+  r.add("Cos", 7, unary<CosOp>);
+  r.add("Floor", 6, unary<FloorOp>);
+  r.add("Ceil", 6, unary<CeilOp>);
+  r.add("Relu", 6, unary<ReluOp>);
+  r.add("Neg", 6, unary<NegOp>);
+  r.add("Abs", 6, unary<AbsOp>);
+  r.add("Sign", 9, unary<SignOp>);
+  r.add("Not", 1, notOp);
+  r.add("IsNaN", 9, isNaN);
+  r.add("Identity", 1, identity);
+  r.add("Cast", 6, castOp);
+  r.add("CastLike", 15, castLike);
+  r.add("LeakyRelu", 6, leakyRelu);
+  r.add("Clip", 11, clip);
+  r.add("Softplus", 1, softplus);
+  r.add("Softsign", 1, softsign);
+  r.add("Elu", 6, elu);
+  r.add("Selu", 6, selu);
+  r.add("HardSigmoid", 6, hardSigmoid);
+  r.add("HardSwish", 14, hardSwish);
+  r.add("ThresholdedRelu", 10, thresholdedRelu);
+  r.add("PRelu", 9, prelu);
+}

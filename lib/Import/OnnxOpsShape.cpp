@@ -1,0 +1,456 @@
+//===- OnnxOpsShape.cpp - ONNX shape and data-movement ops ----------------===//
+//
+// Shape-producing ops (Shape, Size, ConstantOfShape, Range) become
+// constants from the static types; ops that take shapes or indices as
+// inputs require them to be constants by the time they are imported.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterImpl.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+namespace {
+
+HostTensor int64Tensor(MLIRContext *ctx, ArrayRef<int64_t> values, bool scalar = false) {
+  SmallVector<int64_t> shape;
+  if (!scalar)
+    shape.push_back(values.size());
+  HostTensor t(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  for (size_t k = 0; k < values.size(); ++k)
+    t.i()[k] = values[k];
+  return t;
+}
+
+LogicalResult constant(NodeContext &n) {
+  auto *ctx = n.getContext();
+  if (const auto *a = n.attr("value")) {
+    std::string err;
+    auto t = decodeTensor(ctx, a->t(), "", err);
+    if (failed(t))
+      return n.unsupported("constant value (" + err + ")");
+    n.setOutputs(n.constant(*t));
+    return success();
+  }
+  if (const auto *a = n.attr("value_float")) {
+    HostTensor t(RankedTensorType::get({}, Float32Type::get(ctx)));
+    t.setFromDouble(0, a->f());
+    n.setOutputs(n.constant(t));
+    return success();
+  }
+  if (const auto *a = n.attr("value_floats")) {
+    HostTensor t(RankedTensorType::get({(int64_t)a->floats_size()}, Float32Type::get(ctx)));
+    for (int k = 0; k < a->floats_size(); ++k)
+      t.setFromDouble(k, a->floats(k));
+    n.setOutputs(n.constant(t));
+    return success();
+  }
+  if (const auto *a = n.attr("value_int")) {
+    n.setOutputs(n.constant(int64Tensor(ctx, {a->i()}, true)));
+    return success();
+  }
+  if (const auto *a = n.attr("value_ints")) {
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
+    n.setOutputs(n.constant(int64Tensor(ctx, v)));
+    return success();
+  }
+  return n.unsupported("Constant attribute kind (only value, value_float(s), value_int(s))");
+}
+
+LogicalResult shape(NodeContext &n) {
+  ArrayRef<int64_t> s = n.inputType(0).getShape();
+  int64_t rank = s.size();
+  int64_t start = n.getInt("start", 0), end = n.getInt("end", rank);
+  auto clampIdx = [&](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::min(std::max<int64_t>(i, 0), rank);
+  };
+  start = clampIdx(start);
+  end = clampIdx(end);
+  SmallVector<int64_t> v;
+  for (int64_t i = start; i < end; ++i)
+    v.push_back(s[i]);
+  n.setOutputs(n.constant(int64Tensor(n.getContext(), v)));
+  return success();
+}
+
+LogicalResult size(NodeContext &n) {
+  n.setOutputs(n.constant(
+      int64Tensor(n.getContext(), {n.inputType(0).getNumElements()}, true)));
+  return success();
+}
+
+/// Validates a shape read from data: non-negative and not overflowing.
+LogicalResult checkShape(NodeContext &n, ArrayRef<int64_t> shape) {
+  for (int64_t d : shape)
+    if (d < 0)
+      return n.error("shape has a negative dimension " + Twine(d));
+  auto count = checkedNumElements(shape);
+  if (failed(count) || *count > (int64_t(1) << 40))
+    return n.error("shape has absurd dimensions (element count overflows)");
+  return success();
+}
+
+LogicalResult constantOfShape(NodeContext &n) {
+  auto shape = n.constantInts(0, "shape");
+  if (failed(shape) || failed(checkShape(n, *shape)))
+    return failure();
+  Type et = Float32Type::get(n.getContext());
+  double value = 0;
+  if (const auto *a = n.attr("value")) {
+    std::string err;
+    auto t = decodeTensor(n.getContext(), a->t(), "", err);
+    if (failed(t) || t->size() != 1)
+      return n.unsupported("ConstantOfShape value (" + err + ")");
+    et = t->getElementType();
+    value = t->getAsDouble(0);
+  }
+  auto type = RankedTensorType::get(*shape, et);
+  // A splat: never materialise the elements.
+  HostTensor one(RankedTensorType::get({}, et));
+  one.setFromDouble(0, value);
+  Attribute elem = one.toAttr().getSplatValue<Attribute>();
+  Value splat = ConstantOp::create(n.builder(), n.getLoc(),
+                                  SplatElementsAttr::get(type, elem));
+  n.setOutputs(splat);
+  return success();
+}
+
+LogicalResult range(NodeContext &n) {
+  auto start = n.constantInput(0, "start"), limit = n.constantInput(1, "limit"),
+       delta = n.constantInput(2, "delta");
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  double s = start->getAsDouble(0), l = limit->getAsDouble(0), d = delta->getAsDouble(0);
+  if (d == 0)
+    return n.error("delta is zero");
+  int64_t count = std::max<int64_t>((int64_t)std::ceil((l - s) / d), 0);
+  if (count > (int64_t(1) << 32))
+    return n.error("range has absurd length");
+  HostTensor t(RankedTensorType::get({count}, start->getElementType()));
+  for (int64_t k = 0; k < count; ++k) {
+    if (t.isFloat())
+      t.setFromDouble(k, s + k * d);
+    else
+      t.setFromInt(k, start->i()[0] + k * delta->i()[0]);
+  }
+  n.setOutputs(n.constant(t));
+  return success();
+}
+
+LogicalResult reshape(NodeContext &n) {
+  auto target = n.constantInts(1, "shape");
+  if (failed(target))
+    return failure();
+  auto in = n.inputType(0);
+  bool allowZero = n.getInt("allowzero", 0);
+  SmallVector<int64_t> shape;
+  int64_t inferAt = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (i >= (size_t)in.getRank())
+        return n.error("shape copies dimension " + Twine(i) + " of a rank-" +
+                       Twine(in.getRank()) + " input");
+      d = in.getDimSize(i);
+    }
+    if (d == -1) {
+      if (inferAt >= 0)
+        return n.error("shape has more than one -1");
+      inferAt = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return n.error("shape has a negative dimension " + Twine(d));
+    shape.push_back(d);
+    known *= d;
+  }
+  if (inferAt >= 0) {
+    if (known == 0 || in.getNumElements() % known)
+      return n.error("cannot infer -1 reshaping " + Twine(in.getNumElements()) +
+                     " elements");
+    shape[inferAt] = in.getNumElements() / known;
+  }
+  if (failed(checkShape(n, shape)))
+    return failure();
+  auto count = checkedNumElements(shape);
+  if (*count != in.getNumElements())
+    return n.error("cannot reshape " + Twine(in.getNumElements()) +
+                   " elements into " + Twine(*count));
+  n.setOutputs(n.reshape(n.input(0), shape));
+  return success();
+}
+
+LogicalResult flatten(NodeContext &n) {
+  auto in = n.inputType(0);
+  int64_t axis = n.getInt("axis", 1);
+  if (axis < 0)
+    axis += in.getRank();
+  if (axis < 0 || axis > in.getRank())
+    return n.error("axis out of range");
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= in.getDimSize(d);
+  n.setOutputs(n.reshape(n.input(0), {outer, in.getNumElements() / std::max<int64_t>(outer, 1)}));
+  return success();
+}
+
+/// Axes from the `axes` input (opset >= 13) or attribute (older).
+FailureOr<SmallVector<int64_t>> axesOf(NodeContext &n, unsigned inputIdx,
+                                       bool fromInput) {
+  if (fromInput) {
+    if (!n.hasInput(inputIdx))
+      return SmallVector<int64_t>();
+    return n.constantInts(inputIdx, "axes");
+  }
+  return n.getInts("axes").value_or(SmallVector<int64_t>());
+}
+
+LogicalResult unsqueezeImpl(NodeContext &n, bool fromInput) {
+  auto axes = axesOf(n, 1, fromInput);
+  if (failed(axes))
+    return failure();
+  auto in = n.inputType(0);
+  int64_t rank = in.getRank() + axes->size();
+  SmallVector<bool> isNew(rank, false);
+  for (int64_t a : *axes) {
+    auto ax = n.axis(a, rank);
+    if (failed(ax))
+      return failure();
+    if (isNew[*ax])
+      return n.error("duplicate axis " + Twine(a));
+    isNew[*ax] = true;
+  }
+  SmallVector<int64_t> shape;
+  int64_t src = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(isNew[d] ? 1 : in.getDimSize(src++));
+  n.setOutputs(n.reshape(n.input(0), shape));
+  return success();
+}
+LogicalResult unsqueeze13(NodeContext &n) { return unsqueezeImpl(n, true); }
+LogicalResult unsqueeze11(NodeContext &n) { return unsqueezeImpl(n, false); }
+
+LogicalResult squeezeImpl(NodeContext &n, bool fromInput) {
+  auto axes = axesOf(n, 1, fromInput);
+  if (failed(axes))
+    return failure();
+  auto in = n.inputType(0);
+  SmallVector<bool> drop(in.getRank(), false);
+  if (axes->empty()) {
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      drop[d] = in.getDimSize(d) == 1;
+  }
+  for (int64_t a : *axes) {
+    auto ax = n.axis(a, in.getRank());
+    if (failed(ax))
+      return failure();
+    if (in.getDimSize(*ax) != 1)
+      return n.error("cannot squeeze dimension " + Twine(a) + " of size " +
+                     Twine(in.getDimSize(*ax)));
+    drop[*ax] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (!drop[d])
+      shape.push_back(in.getDimSize(d));
+  n.setOutputs(n.reshape(n.input(0), shape));
+  return success();
+}
+LogicalResult squeeze13(NodeContext &n) { return squeezeImpl(n, true); }
+LogicalResult squeeze11(NodeContext &n) { return squeezeImpl(n, false); }
+
+LogicalResult expand(NodeContext &n) {
+  auto target = n.constantInts(1, "shape");
+  if (failed(target))
+    return failure();
+  auto shape = broadcastShapes(n.inputType(0).getShape(), *target);
+  if (failed(shape))
+    return n.error("cannot expand " + Twine(n.inputType(0).getRank()) +
+                   "-d input to the given shape");
+  if (failed(checkShape(n, *shape)))
+    return failure();
+  n.setOutputs(n.broadcastTo(n.input(0), *shape));
+  return success();
+}
+
+LogicalResult transpose(NodeContext &n) {
+  auto in = n.inputType(0);
+  SmallVector<int64_t> perm;
+  if (auto p = n.getInts("perm"))
+    perm = *p;
+  else
+    for (int64_t d = in.getRank() - 1; d >= 0; --d)
+      perm.push_back(d);
+  n.setOutputs(n.create<TransposeOp>(n.input(0), perm));
+  return success();
+}
+
+LogicalResult slice(NodeContext &n) {
+  auto in = n.inputType(0);
+  int64_t rank = in.getRank();
+  auto starts = n.constantInts(1, "starts"), ends = n.constantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (n.hasInput(3)) {
+    auto a = n.constantInts(3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (n.hasInput(4)) {
+    auto s = n.constantInts(4, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return n.error("starts, ends, axes and steps must have equal lengths");
+  SmallVector<int64_t> st(rank, 0), lim(in.getShape()), str(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts->size(); ++i) {
+    auto ax = n.axis(axes[i], rank);
+    if (failed(ax))
+      return failure();
+    if (seen[*ax])
+      return n.error("axis " + Twine(axes[i]) + " repeats");
+    seen[*ax] = true;
+    int64_t dim = in.getDimSize(*ax), s = (*starts)[i], e = (*ends)[i], step = steps[i];
+    if (step == 0)
+      return n.error("step is zero");
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    // INT64_MAX/MIN sentinels were clamped above; the start of an empty
+    // negative slice on an empty dimension stays 0 / -1.
+    st[*ax] = s;
+    lim[*ax] = e;
+    str[*ax] = step;
+  }
+  n.setOutputs(n.create<SliceOp>(n.input(0), st, lim, str));
+  return success();
+}
+
+LogicalResult concat(NodeContext &n) {
+  SmallVector<Value> inputs;
+  for (unsigned i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i) && n.inputType(i).getNumElements() > 0)
+      inputs.push_back(n.input(i));
+  if (inputs.empty())
+    inputs.push_back(n.input(0));
+  auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
+  if (failed(ax))
+    return failure();
+  n.setOutputs(n.create<ConcatOp>(inputs, *ax));
+  return success();
+}
+
+LogicalResult splitImpl(NodeContext &n, bool sizesFromInput) {
+  auto in = n.inputType(0);
+  auto ax = n.axis(n.getInt("axis", 0), in.getRank());
+  if (failed(ax))
+    return failure();
+  SmallVector<int64_t> sizes;
+  if (sizesFromInput && n.hasInput(1)) {
+    auto s = n.constantInts(1, "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  } else if (!sizesFromInput && n.getInts("split")) {
+    sizes = *n.getInts("split");
+  } else {
+    int64_t parts = n.numOutputs(), dim = in.getDimSize(*ax);
+    if (dim % parts)
+      return n.error("dimension " + Twine(dim) + " does not split evenly into " +
+                     Twine(parts) + " outputs");
+    sizes.assign(parts, dim / parts);
+  }
+  if ((int64_t)sizes.size() != n.numOutputs())
+    return n.error("split has " + Twine(sizes.size()) + " sizes for " +
+                   Twine(n.numOutputs()) + " outputs");
+  n.setOutputs(n.createSplit(n.input(0), *ax, sizes));
+  return success();
+}
+LogicalResult split13(NodeContext &n) { return splitImpl(n, true); }
+LogicalResult split11(NodeContext &n) { return splitImpl(n, false); }
+
+LogicalResult gather(NodeContext &n) {
+  auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
+  if (failed(ax))
+    return failure();
+  n.setOutputs(n.create<GatherOp>(n.input(0), n.input(1), *ax));
+  return success();
+}
+
+LogicalResult gatherElements(NodeContext &n) {
+  auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
+  if (failed(ax))
+    return failure();
+  n.setOutputs(n.create<GatherElementsOp>(n.input(0), n.input(1), *ax));
+  return success();
+}
+
+/// Trilu as a select against a compile-time triangular mask.
+LogicalResult trilu(NodeContext &n) {
+  auto in = n.inputType(0);
+  if (in.getRank() < 2)
+    return n.error("input must have rank >= 2");
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    auto kv = n.constantInts(1, "k");
+    if (failed(kv))
+      return failure();
+    k = (*kv)[0];
+  }
+  bool upper = n.getInt("upper", 1);
+  int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
+  HostTensor mask(RankedTensorType::get({rows, cols}, IntegerType::get(n.getContext(), 1)));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+  Value x = n.input(0);
+  n.setOutputs(n.create<WhereOp>(n.constant(mask), x, n.scalarLike(x, 0.0)));
+  return success();
+}
+
+} // namespace
+
+void onnx_import::registerShapeOps(OpRegistry &r) {
+  r.add("Constant", 1, constant);
+  r.add("Shape", 1, shape); // start/end (opset 15) default to the full shape
+  r.add("Size", 1, size);
+  r.add("ConstantOfShape", 9, constantOfShape);
+  r.add("Range", 11, range);
+  r.add("Reshape", 5, reshape); // allowzero (14) defaults to 0
+  r.add("Flatten", 11, flatten);
+  r.add("Unsqueeze", 11, unsqueeze11);
+  r.add("Unsqueeze", 13, unsqueeze13);
+  r.add("Squeeze", 11, squeeze11);
+  r.add("Squeeze", 13, squeeze13);
+  r.add("Expand", 8, expand);
+  r.add("Transpose", 1, transpose);
+  r.add("Slice", 10, slice);
+  r.add("Concat", 4, concat);
+  r.add("Split", 11, split11);
+  r.add("Split", 13, split13);
+  r.add("Gather", 11, gather);
+  r.add("GatherElements", 11, gatherElements);
+  r.add("Trilu", 14, trilu);
+}

@@ -1,0 +1,169 @@
+//===- OnnxTensor.cpp - ONNX TensorProto decoding -------------------------===//
+#include "ImporterImpl.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+Type onnx_import::convertDataType(MLIRContext *ctx, int32_t t) {
+  Builder b(ctx);
+  switch (t) {
+  case onnx::TensorProto::FLOAT: return b.getF32Type();
+  case onnx::TensorProto::DOUBLE: return b.getF64Type();
+  case onnx::TensorProto::FLOAT16: return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
+  case onnx::TensorProto::INT64: return b.getI64Type();
+  case onnx::TensorProto::INT32: return b.getI32Type();
+  case onnx::TensorProto::BOOL: return b.getI1Type();
+  default: return {};
+  }
+}
+
+std::string onnx_import::dataTypeName(int32_t t) {
+  if (onnx::TensorProto::DataType_IsValid(t))
+    return onnx::TensorProto::DataType_Name((onnx::TensorProto::DataType)t);
+  return "type #" + std::to_string(t);
+}
+
+/// Reads external data, refusing locations that leave `baseDir` (absolute
+/// paths, `..`, symlinks), as onnx's CVE-2022-25882 / CVE-2024-27318 fixes.
+static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
+                                           StringRef baseDir, int64_t expected,
+                                           std::string &error) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::strtoll(kv.value().c_str(), nullptr, 10);
+    else if (kv.key() == "length")
+      length = std::strtoll(kv.value().c_str(), nullptr, 10);
+  }
+  auto refuse = [&](const Twine &why) -> FailureOr<std::string> {
+    error = ("tensor '" + t.name() + "': external data location '" + location +
+             "' " + why).str();
+    return failure();
+  };
+  if (baseDir.empty())
+    return refuse("cannot be resolved (no model directory)");
+  if (location.empty())
+    return refuse("is missing");
+  if (llvm::sys::path::is_absolute(location) || location.find('\\') != std::string::npos)
+    return refuse("is an absolute path; refusing to read outside the model directory");
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
+       it != e; ++it)
+    if (*it == "..")
+      return refuse("contains '..'; refusing to read outside the model directory");
+  SmallString<256> full(baseDir);
+  llvm::sys::path::append(full, location);
+  // Every component below baseDir must be a real directory/file, not a link.
+  SmallString<256> walk(baseDir);
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
+       it != e; ++it) {
+    llvm::sys::path::append(walk, *it);
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(walk, st, /*follow=*/false))
+      return refuse("does not exist");
+    if (st.type() == llvm::sys::fs::file_type::symlink_file)
+      return refuse("is or passes through a symbolic link; refusing to follow it");
+  }
+  if (offset < 0)
+    return refuse("has a negative offset");
+  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return refuse("cannot be read: " + buf.getError().message());
+  int64_t size = (*buf)->getBufferSize();
+  if (length < 0)
+    length = size - offset;
+  if (offset > size || length > size - offset)
+    return refuse("range [" + Twine(offset) + ", " + Twine(offset + length) +
+                  ") exceeds the file size " + Twine(size));
+  if (length != expected)
+    return refuse("holds " + Twine(length) + " bytes, expected " + Twine(expected));
+  return std::string((*buf)->getBufferStart() + offset, length);
+}
+
+FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
+                                                const onnx::TensorProto &t,
+                                                StringRef baseDir,
+                                                std::string &error) {
+  Type et = convertDataType(ctx, t.data_type());
+  if (!et) {
+    error = "tensor '" + t.name() + "' has unsupported dtype " +
+            dataTypeName(t.data_type());
+    return failure();
+  }
+  SmallVector<int64_t> dims(t.dims().begin(), t.dims().end());
+  auto n = checkedNumElements(dims);
+  if (failed(n) || *n > (int64_t(1) << 40)) {
+    error = "tensor '" + t.name() + "' has absurd dimensions (element count overflows)";
+    return failure();
+  }
+  auto type = RankedTensorType::get(dims, et);
+  int64_t eb = HostTensor::elementBytes(et);
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto bytes = readExternal(t, baseDir, eb * *n, error);
+    if (failed(bytes))
+      return failure();
+    return HostTensor::fromBytes(type, ArrayRef<char>(bytes->data(), bytes->size()));
+  }
+  if (t.has_raw_data()) {
+    const std::string &raw = t.raw_data();
+    if ((int64_t)raw.size() != eb * *n) {
+      error = "tensor '" + t.name() + "' has " + std::to_string(raw.size()) +
+              " bytes of data, expected " + std::to_string(eb * *n);
+      return failure();
+    }
+    return HostTensor::fromBytes(type, ArrayRef<char>(raw.data(), raw.size()));
+  }
+  HostTensor h(type);
+  auto mismatch = [&](int64_t got) -> FailureOr<HostTensor> {
+    error = "tensor '" + t.name() + "' has " + std::to_string(got) +
+            " values, expected " + std::to_string(*n);
+    return failure();
+  };
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (t.float_data_size() != *n)
+      return mismatch(t.float_data_size());
+    for (int64_t k = 0; k < *n; ++k)
+      h.f()[k] = t.float_data(k);
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (t.double_data_size() != *n)
+      return mismatch(t.double_data_size());
+    for (int64_t k = 0; k < *n; ++k)
+      h.f()[k] = t.double_data(k);
+    break;
+  case onnx::TensorProto::INT64:
+    if (t.int64_data_size() != *n)
+      return mismatch(t.int64_data_size());
+    for (int64_t k = 0; k < *n; ++k)
+      h.i()[k] = t.int64_data(k);
+    break;
+  default: {
+    // INT32, BOOL, FLOAT16, BFLOAT16 live in int32_data (16-bit floats as bits).
+    if (t.int32_data_size() != *n)
+      return mismatch(t.int32_data_size());
+    if (h.isFloat()) {
+      std::vector<char> bytes(2 * *n);
+      for (int64_t k = 0; k < *n; ++k) {
+        uint16_t bits = (uint16_t)t.int32_data(k);
+        std::memcpy(&bytes[2 * k], &bits, 2);
+      }
+      return HostTensor::fromBytes(type, bytes);
+    }
+    for (int64_t k = 0; k < *n; ++k)
+      h.setFromInt(k, t.int32_data(k));
+  }
+  }
+  return h;
+}

@@ -1,0 +1,267 @@
+//===- MerakRun.cpp - the merak-run reference evaluator tool --------------===//
+//
+// merak-run MODEL [--input FILE]... [--expect FILE]... [--output-dir DIR]
+//                 [--rtol R] [--atol A] [--input-shape NAME=DxD]...
+// merak-run MODEL --test-data DIR
+//
+// Exit 0 when every output matches its expectation (or none were given),
+// 1 on any error or mismatch.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Evaluator/Evaluator.h"
+#include "merak/Import/OnnxImporter.h"
+#include "merak/Import/TensorProtoIO.h"
+#include "merak/Tools/Drivers.h"
+#include "merak/Tools/Registration.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace cl = llvm::cl;
+
+namespace {
+struct RunOptions {
+  cl::OptionCategory cat{"merak-run options"};
+  cl::opt<std::string> model{cl::Positional, cl::desc("<model.onnx | model.onnxtxt | model.mlir>"),
+                             cl::Required, cl::cat(cat)};
+  cl::list<std::string> inputs{"input", cl::desc("Input tensor file (.pb or .npy), in the model's input order"),
+                               cl::value_desc("file"), cl::cat(cat)};
+  cl::list<std::string> expects{"expect", cl::desc("Expected output (.pb or .npy), in output order"),
+                                cl::value_desc("file"), cl::cat(cat)};
+  cl::opt<std::string> testData{"test-data", cl::desc("ONNX test case directory with test_data_set_*/input_N.pb, output_N.pb"),
+                                cl::value_desc("dir"), cl::cat(cat)};
+  cl::opt<std::string> outputDir{"output-dir", cl::desc("Write outputs here as output_N.pb (or .npy with --output-format=npy)"),
+                                 cl::value_desc("dir"), cl::cat(cat)};
+  cl::opt<std::string> outputFormat{"output-format", cl::desc("pb or npy"), cl::init("pb"), cl::cat(cat)};
+  cl::opt<double> rtol{"rtol", cl::desc("Relative tolerance (|got-exp| <= atol + rtol*|exp|)"),
+                       cl::init(1e-3), cl::cat(cat)};
+  cl::opt<double> atol{"atol", cl::desc("Absolute tolerance"), cl::init(1e-7), cl::cat(cat)};
+  cl::list<std::string> inputShapes{"input-shape", cl::desc("Bind a graph input's shape, NAME=8x128"),
+                                    cl::value_desc("NAME=DIMS"), cl::cat(cat)};
+};
+
+struct Mismatch {
+  int64_t count = 0, first = -1;
+  double maxAbs = 0, maxRel = 0;
+};
+
+/// Elementwise allclose (NaN equals NaN, infinities must match exactly).
+Mismatch compare(const HostTensor &got, const HostTensor &exp, double rtol,
+                 double atol) {
+  Mismatch m;
+  for (int64_t k = 0; k < exp.size(); ++k) {
+    double g = got.getAsDouble(k), e = exp.getAsDouble(k);
+    bool ok;
+    if (!got.isFloat() && !exp.isFloat())
+      ok = got.i()[k] == exp.i()[k];
+    else if (std::isnan(e) || std::isnan(g))
+      ok = std::isnan(e) && std::isnan(g);
+    else if (std::isinf(e) || std::isinf(g))
+      ok = g == e;
+    else {
+      double abs = std::fabs(g - e);
+      m.maxAbs = std::max(m.maxAbs, abs);
+      if (e != 0)
+        m.maxRel = std::max(m.maxRel, abs / std::fabs(e));
+      ok = abs <= atol + rtol * std::fabs(e);
+    }
+    if (!ok && m.count++ == 0)
+      m.first = k;
+  }
+  return m;
+}
+
+std::string formatIndex(ArrayRef<int64_t> shape, int64_t lin) {
+  SmallVector<int64_t> idx(shape.size());
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    idx[d] = shape[d] ? lin % shape[d] : 0;
+    lin = shape[d] ? lin / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (auto [i, v] : llvm::enumerate(idx))
+    s += (i ? "," : "") + std::to_string(v);
+  return s + "]";
+}
+
+int fail(const Twine &msg) {
+  llvm::errs() << "merak-run: error: " << msg << "\n";
+  return 1;
+}
+} // namespace
+
+int mlir::merak::merakRunMain(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  RunOptions opts;
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  cl::HideUnrelatedOptions(opts.cat);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "merak-run: reference evaluator. Runs a model on input tensors and "
+      "compares its outputs with expected ones.\n\n"
+      "  merak-run model.onnx --input x.pb --expect y.pb\n"
+      "  merak-run model.onnx --test-data onnx/test/case_dir\n"
+      "  merak-run model.mlir --input x.npy --output-dir out/\n");
+
+  DialectRegistry registry;
+  registerMerakDialects(registry);
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
+
+  OwningOpRef<ModuleOp> module;
+  StringRef path = opts.model;
+  if (path.ends_with(".onnx") || path.ends_with(".onnxtxt") || path.ends_with(".onnxtext")) {
+    ImportOptions importOpts;
+    for (const std::string &spec : opts.inputShapes) {
+      std::string err;
+      if (failed(parseInputShape(spec, importOpts, err)))
+        return fail(err);
+    }
+    module = importOnnxFile(path, &ctx, importOpts);
+  } else {
+    if (!llvm::sys::fs::exists(path))
+      return fail("cannot open '" + path + "': no such file");
+    module = parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
+  }
+  if (!module)
+    return 1;
+  auto func = module->lookupSymbol<func::FuncOp>("forward");
+  if (!func)
+    return fail("the module has no func.func @forward");
+
+  // Gather the test cases: (inputs, expectations).
+  struct Case {
+    std::string name;
+    SmallVector<std::string> inputs, expects;
+  };
+  SmallVector<Case> cases;
+  if (!opts.testData.empty()) {
+    if (!opts.inputs.empty() || !opts.expects.empty())
+      return fail("--test-data cannot be combined with --input/--expect");
+    std::error_code ec;
+    SmallVector<std::string> dirs;
+    for (llvm::sys::fs::directory_iterator it(opts.testData, ec), end; it != end && !ec;
+         it.increment(ec))
+      if (llvm::sys::path::filename(it->path()).starts_with("test_data_set_"))
+        dirs.push_back(it->path());
+    if (ec)
+      return fail("cannot read test data directory '" + opts.testData + "': " + ec.message());
+    if (dirs.empty())
+      return fail("'" + opts.testData + "' has no test_data_set_* directories");
+    llvm::sort(dirs);
+    for (const std::string &dir : dirs) {
+      Case c{dir, {}, {}};
+      for (unsigned i = 0;; ++i) {
+        SmallString<256> p(dir);
+        llvm::sys::path::append(p, "input_" + std::to_string(i) + ".pb");
+        if (!llvm::sys::fs::exists(p))
+          break;
+        c.inputs.push_back(p.str().str());
+      }
+      for (unsigned i = 0;; ++i) {
+        SmallString<256> p(dir);
+        llvm::sys::path::append(p, "output_" + std::to_string(i) + ".pb");
+        if (!llvm::sys::fs::exists(p))
+          break;
+        c.expects.push_back(p.str().str());
+      }
+      cases.push_back(std::move(c));
+    }
+  } else {
+    cases.push_back({"command line", SmallVector<std::string>(opts.inputs.begin(), opts.inputs.end()),
+                     SmallVector<std::string>(opts.expects.begin(), opts.expects.end())});
+  }
+
+  unsigned numArgs = func.getNumArguments(), numResults = func.getNumResults();
+  auto argName = [&](unsigned i) {
+    auto a = func.getArgAttrOfType<StringAttr>(i, "merak.name");
+    return a ? a.getValue().str() : "#" + std::to_string(i);
+  };
+  auto resultName = [&](unsigned i) {
+    auto a = func.getResultAttrOfType<StringAttr>(i, "merak.name");
+    return a ? a.getValue().str() : "#" + std::to_string(i);
+  };
+  bool allMatch = true;
+  for (const Case &c : cases) {
+    if (c.inputs.size() != numArgs)
+      return fail("model takes " + Twine(numArgs) + " inputs but " +
+                  Twine(c.inputs.size()) + " were given (" + c.name + ")");
+    if (c.expects.size() > numResults)
+      return fail("model has " + Twine(numResults) + " outputs but " +
+                  Twine(c.expects.size()) + " expectations were given");
+    SmallVector<HostTensor> inputs;
+    for (auto [i, file] : llvm::enumerate(c.inputs)) {
+      std::string err;
+      auto t = readTensorFile(&ctx, file, err);
+      if (failed(t))
+        return fail(err);
+      Type want = func.getArgumentTypes()[i];
+      if (t->getType() != want) {
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        os << "input " << i << " '" << argName(i) << "' from '" << file << "' has type "
+           << t->getType() << ", the model expects " << want;
+        return fail(os.str());
+      }
+      inputs.push_back(std::move(*t));
+    }
+    auto outputs = evaluateFunction(func, inputs);
+    if (failed(outputs))
+      return 1;
+    if (!opts.outputDir.empty()) {
+      llvm::sys::fs::create_directories(opts.outputDir);
+      for (auto [i, t] : llvm::enumerate(*outputs)) {
+        SmallString<256> p(opts.outputDir);
+        llvm::sys::path::append(p, "output_" + std::to_string(i) + "." + opts.outputFormat);
+        std::string err;
+        if (failed(writeTensorFile(t, p, resultName(i), err)))
+          return fail(err);
+      }
+    }
+    for (auto [i, file] : llvm::enumerate(c.expects)) {
+      std::string err;
+      auto exp = readTensorFile(&ctx, file, err);
+      if (failed(exp))
+        return fail(err);
+      const HostTensor &got = (*outputs)[i];
+      std::string label = "output " + std::to_string(i) + " '" + resultName(i) + "'";
+      if (exp->getShape() != got.getShape() ||
+          exp->getElementType() != got.getElementType()) {
+        std::string s;
+        llvm::raw_string_ostream os(s);
+        os << label << ": got " << got.getType() << ", expected " << exp->getType();
+        llvm::errs() << "merak-run: MISMATCH " << os.str() << "\n";
+        allMatch = false;
+        continue;
+      }
+      Mismatch m = compare(got, *exp, opts.rtol, opts.atol);
+      if (m.count) {
+        llvm::errs() << "merak-run: MISMATCH " << label << ": " << m.count << " of "
+                     << exp->size() << " elements differ (rtol " << opts.rtol
+                     << ", atol " << opts.atol << "); first at "
+                     << formatIndex(exp->getShape(), m.first) << ": got "
+                     << got.getAsDouble(m.first) << ", expected "
+                     << exp->getAsDouble(m.first) << "; max abs err " << m.maxAbs
+                     << ", max rel err " << m.maxRel << "\n";
+        allMatch = false;
+      } else {
+        llvm::outs() << "merak-run: " << label << " matches (" << exp->size()
+                     << " elements, max abs err " << m.maxAbs << ", max rel err "
+                     << m.maxRel << ")\n";
+      }
+    }
+  }
+  return allMatch ? 0 : 1;
+}

@@ -1,0 +1,22 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "MERAK"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "onnx-node", "torch"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.merak_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+tool_dirs = [config.merak_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["merak-opt", "merak-run", "merak-compile"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.merak_tools_dir, append_path=True)

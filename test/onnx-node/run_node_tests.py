@@ -1,0 +1,269 @@
+"""Run merak-run over the ONNX backend test cases shipped by libonnx-testdata.
+
+Usage:
+    /usr/bin/python3 test/onnx-node/run_node_tests.py --merak-run PATH
+        [--suite node|pytorch-converted|pytorch-operator|all] [--jobs N]
+        [--filter REGEX] [--verbose] [--json FILE] [--expect-min-pass N]
+
+Each test case is a directory DATA/<suite>/<test> with model.onnx and
+test_data_set_*/; it is run as
+    merak-run DIR/model.onnx --test-data DIR
+Classification:
+    exit 0                                        -> passed
+    exit != 0 and stderr mentions "unsupported"   -> skipped (with a reason)
+    anything else (including a timeout)           -> failed
+The last line printed is "N passed, M failed".  The exit status is 1 if any
+test failed, if nothing passed, or if fewer than --expect-min-pass passed.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+DEFAULT_DATA_ROOT = "/usr/share/libonnx-testdata/data"
+SUITES = ("node", "pytorch-converted", "pytorch-operator")
+
+UNSUPPORTED_RE = re.compile(r"\bunsupported\b", re.IGNORECASE)
+# "path:12:3: error: ", "error: ", "merak-run: error: " ... at line start.
+PREFIX_RE = re.compile(r"^.*?\b(?:error|warning|note|fatal)\s*:\s*",
+                       re.IGNORECASE)
+# Parentheticals naming a node, e.g. "(node 'n1', opset 17)".
+NODE_PAREN_RE = re.compile(r"\s*\([^()]*\bnode\b[^()]*\)", re.IGNORECASE)
+# Quoted node names that remain, with a preposition before them:
+# "on node 'n1'", "in node named \"x\"".
+NODE_NAME_RE = re.compile(
+    r"\s*\b(?:(?:in|on|of|for|at)\s+)?node(?:\s+named)?\s*"
+    r"(?:'[^']*'|\"[^\"]*\"|`[^`]*`)", re.IGNORECASE)
+
+
+def normalize_reason(line):
+    """Turn an 'unsupported' diagnostic into a reason that aggregates well."""
+    text = line.strip()
+    m = PREFIX_RE.match(text)
+    if m and UNSUPPORTED_RE.search(text[m.end():]):
+        text = text[m.end():]
+    text = NODE_PAREN_RE.sub("", text)
+    text = NODE_NAME_RE.sub("", text)
+    text = re.sub(r"\s+", " ", text).strip().rstrip(":;,.")
+    return text
+
+
+def find_tests(data_root, suite, name_filter):
+    suite_dir = os.path.join(data_root, suite)
+    if not os.path.isdir(suite_dir):
+        raise SystemExit("error: no such test suite directory: %s"
+                         % suite_dir)
+    tests = []
+    for name in sorted(os.listdir(suite_dir)):
+        d = os.path.join(suite_dir, name)
+        if not os.path.isfile(os.path.join(d, "model.onnx")):
+            continue
+        if name_filter and not name_filter.search(name):
+            continue
+        tests.append((suite, name, d))
+    return tests
+
+
+def _run(cmd, timeout):
+    """subprocess.run() that kills the whole process group on timeout."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_one(merak_run, suite, name, test_dir, timeout):
+    cmd = [merak_run, os.path.join(test_dir, "model.onnx"),
+           "--test-data", test_dir]
+    start = time.time()
+    result = {"suite": suite, "name": name, "dir": test_dir,
+              "returncode": None, "status": None, "reason": None,
+              "stderr": ""}
+    try:
+        proc = _run(cmd, timeout)
+    except subprocess.TimeoutExpired as e:
+        err = (e.stderr or b"").decode("utf-8", "replace")
+        result.update(status="failed",
+                      stderr="timeout after %d s\n%s" % (timeout, err))
+    except OSError as e:
+        result.update(status="failed",
+                      stderr="cannot run %s: %s" % (merak_run, e))
+    else:
+        err = proc.stderr.decode("utf-8", "replace")
+        rc = proc.returncode
+        result["returncode"] = rc
+        if rc < 0:
+            try:
+                sig = signal.Signals(-rc).name
+            except ValueError:
+                sig = str(-rc)
+            err = "killed by signal %s\n%s" % (sig, err)
+        if rc == 0:
+            result["status"] = "passed"
+        else:
+            unsupported = [l for l in err.splitlines()
+                           if UNSUPPORTED_RE.search(l)]
+            if unsupported and rc > 0:
+                result["status"] = "skipped"
+                result["reason"] = normalize_reason(unsupported[0])
+            else:
+                result["status"] = "failed"
+                if not err.strip():
+                    out = proc.stdout.decode("utf-8", "replace")
+                    err = "exit code %d, empty stderr\n%s" % (rc, out)
+        result["stderr"] = err
+    result["seconds"] = round(time.time() - start, 3)
+    if len(result["stderr"]) > 8000:
+        result["stderr"] = result["stderr"][:8000] + "\n[...truncated]"
+    return result
+
+
+def first_lines(text, n):
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[:n]
+
+
+def print_suite_report(suite, results):
+    by_status = collections.defaultdict(list)
+    for r in results:
+        by_status[r["status"]].append(r)
+    passed, failed, skipped = (by_status["passed"], by_status["failed"],
+                               by_status["skipped"])
+    print("=== suite %s: %d ran, %d passed, %d failed, %d skipped"
+          % (suite, len(results), len(passed), len(failed), len(skipped)))
+    if failed:
+        print("--- failed (%d):" % len(failed))
+        for r in failed:
+            rc = r["returncode"]
+            print("  FAIL %s%s" % (r["name"],
+                                   "" if rc is None else " (exit %d)" % rc))
+            for line in first_lines(r["stderr"], 3):
+                print("      " + line[:300])
+    if skipped:
+        reasons = collections.defaultdict(list)
+        for r in skipped:
+            reasons[r["reason"]].append(r["name"])
+        rows = sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        print("--- skip reasons (%d reasons, %d tests):"
+              % (len(rows), len(skipped)))
+        width = min(max(len(k) for k, _ in rows), 70)
+        for reason, names in rows:
+            examples = ", ".join(names[:3])
+            if len(names) > 3:
+                examples += ", ..."
+            print("  %5d  %-*s  [%s]" % (len(names), width, reason, examples))
+    print()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--merak-run", required=True, help="path to merak-run")
+    ap.add_argument("--suite", default="node", choices=SUITES + ("all",))
+    ap.add_argument("--data-root", default=DEFAULT_DATA_ROOT,
+                    help="default: %(default)s")
+    ap.add_argument("--jobs", "-j", type=int, default=2)
+    ap.add_argument("--filter", default=None,
+                    help="only tests whose name matches this regex (search)")
+    ap.add_argument("--timeout", type=int, default=120,
+                    help="seconds per test (default 120)")
+    ap.add_argument("--verbose", "-v", action="store_true",
+                    help="print every test result as it completes")
+    ap.add_argument("--json", default=None, metavar="FILE",
+                    help="write per-test results as JSON to FILE")
+    ap.add_argument("--expect-min-pass", type=int, default=0, metavar="N",
+                    help="fail if fewer than N tests passed")
+    args = ap.parse_args(argv)
+
+    merak_run = os.path.abspath(args.merak_run)
+    if not (os.path.isfile(merak_run) and os.access(merak_run, os.X_OK)):
+        print("error: merak-run not found or not executable: %s"
+              % args.merak_run, file=sys.stderr)
+        return 1
+    try:
+        name_filter = re.compile(args.filter) if args.filter else None
+    except re.error as e:
+        print("error: bad --filter regex: %s" % e, file=sys.stderr)
+        return 1
+
+    suites = SUITES if args.suite == "all" else (args.suite,)
+    tests = []
+    for suite in suites:
+        tests.extend(find_tests(args.data_root, suite, name_filter))
+    if not tests:
+        print("error: no tests selected", file=sys.stderr)
+        print("0 skipped (unsupported)")
+        print("0 passed, 0 failed")
+        return 1
+
+    results = []
+    jobs = max(1, args.jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_one, merak_run, s, n, d, args.timeout)
+                   for s, n, d in tests]
+        for done, fut in enumerate(
+                concurrent.futures.as_completed(futures), 1):
+            r = fut.result()
+            results.append(r)
+            if args.verbose:
+                extra = ""
+                if r["status"] == "skipped":
+                    extra = "  (%s)" % r["reason"]
+                elif r["status"] == "failed":
+                    lines = first_lines(r["stderr"], 1)
+                    extra = "  (%s)" % (lines[0][:200] if lines else
+                                        "exit %s" % r["returncode"])
+                print("[%d/%d] %-7s %s/%s%s"
+                      % (done, len(tests), r["status"].upper(), r["suite"],
+                         r["name"], extra), flush=True)
+    if args.verbose:
+        print()
+
+    order = {(s, n): i for i, (s, n, _) in enumerate(tests)}
+    results.sort(key=lambda r: order[(r["suite"], r["name"])])
+    for suite in suites:
+        suite_results = [r for r in results if r["suite"] == suite]
+        if suite_results:
+            print_suite_report(suite, suite_results)
+
+    counts = collections.Counter(r["status"] for r in results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"merak_run": merak_run, "suites": list(suites),
+                       "counts": dict(counts), "results": results},
+                      f, indent=1)
+
+    npass, nfail, nskip = counts["passed"], counts["failed"], counts["skipped"]
+    status = 0
+    if nfail:
+        status = 1
+    if npass == 0:
+        print("error: no test passed", file=sys.stderr)
+        status = 1
+    if npass < args.expect_min_pass:
+        print("error: only %d tests passed, expected at least %d"
+              % (npass, args.expect_min_pass), file=sys.stderr)
+        status = 1
+    sys.stdout.flush()
+    print("%d skipped (unsupported)" % nskip)
+    print("%d passed, %d failed" % (npass, nfail))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
