@@ -68,8 +68,8 @@ public:
   /// Creates an op, infers and verifies its result types, and folds it when
   /// its operands are constant. On a malformed node (shapes that do not
   /// fit) it reports the error, marks the node failed and returns null;
-  /// later creates with null operands are no-ops, so handlers need not
-  /// check every step.
+  /// later creates on the node are no-ops, so handlers need not check
+  /// every step.
   template <typename OpTy, typename... Args>
   Value create(Args &&...args) {
     auto r = createMulti<OpTy>(std::forward<Args>(args)...);
@@ -77,10 +77,10 @@ public:
   }
   template <typename OpTy, typename... Args>
   SmallVector<Value> createMulti(Args &&...args) {
-    if (failedNode || (isNullArg(args) || ...)) {
-      failedNode = true;
+    // After a failed create, later ones are no-ops (their operands may be
+    // null). Optional operands are legitimately null Values.
+    if (failedNode)
       return {};
-    }
     Operation *op;
     if constexpr (OpTy::template hasTrait<InferTypeOpInterface::Trait>() &&
                   !std::is_same_v<OpTy, SplitOp>) {
@@ -108,17 +108,6 @@ public:
 
 private:
   SmallVector<Value> finish(Operation *op);
-  static bool isNullArg(Value v) { return !v; }
-  static bool isNullArg(ValueRange r) {
-    return llvm::any_of(r, [](Value v) { return !v; });
-  }
-  static bool isNullArg(const SmallVector<Value> &r) {
-    return isNullArg(ValueRange(r));
-  }
-  template <typename T>
-  static bool isNullArg(const T &) {
-    return false;
-  }
   bool failedNode = false;
 
   GraphImporter &graph;

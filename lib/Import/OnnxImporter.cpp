@@ -29,7 +29,7 @@ using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
-static constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+static constexpr int64_t kMaxOpset = 17;
 static constexpr int64_t kProtobufLimit = int64_t(2) << 30;
 
 void mlir::merak::registerImportDialects(DialectRegistry &registry) {
@@ -232,11 +232,20 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const auto &imp : model.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
-  if (opset == 0)
-    return fail(fileLoc, "the model imports no ai.onnx opset"), nullptr;
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset == 0) {
+    std::string domains;
+    for (const auto &imp : model.opset_import())
+      domains += (domains.empty() ? "" : ", ") + imp.domain();
+    return fail(fileLoc, "unsupported model: it imports no ai.onnx opset (only " +
+                             domains + ")"),
+           nullptr;
+  }
+  // Ops are versioned individually (see OpRegistry): an op whose semantics
+  // at this opset have no handler is reported as unsupported.
+  if (opset > kMaxOpset)
     return fail(fileLoc, "unsupported opset " + Twine(opset) +
-                             " (merak imports ai.onnx opsets 13-17)"),
+                             " (merak imports ai.onnx opsets up to " +
+                             Twine(kMaxOpset) + ")"),
            nullptr;
 
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
@@ -256,12 +265,25 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   llvm::StringSet<> seenInputs;
+  SmallVector<std::pair<std::string, RankedTensorType>> boundInputs;
   for (const auto &in : graph.input()) {
     if (initializers.count(in.name()))
       continue;
     Location loc = NameLoc::get(StringAttr::get(ctx, in.name()), fileLoc);
     if (!seenInputs.insert(in.name()).second)
       return fail(loc, "duplicate graph input '" + in.name() + "'"), nullptr;
+    if (auto c = options.constantInputs.find(in.name());
+        c != options.constantInputs.end()) {
+      Type declared = in.type().has_tensor_type()
+                          ? convertDataType(ctx, in.type().tensor_type().elem_type())
+                          : Type();
+      if (declared != c->second.getElementType())
+        return fail(loc, "the value bound to graph input '" + in.name() +
+                             "' has the wrong element type"),
+               nullptr;
+      boundInputs.push_back({in.name(), c->second.getType()});
+      continue;
+    }
     if (!in.type().has_tensor_type())
       return fail(loc, "graph input '" + in.name() +
                            "' is not a tensor (unsupported input kind)"),
@@ -320,6 +342,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     argTypes.push_back(RankedTensorType::get(shape, et));
     argNames.push_back(in.name());
   }
+  for (const auto &kv : options.constantInputs)
+    if (!seenInputs.contains(kv.getKey()))
+      return fail(fileLoc, "--bind-constant names '" + kv.getKey() +
+                               "', which is not a graph input"),
+             nullptr;
   for (const auto &kv : options.inputShapes)
     if (!seenInputs.contains(kv.getKey()))
       return fail(fileLoc, "--input-shape names '" + kv.getKey() +
@@ -335,12 +362,16 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     func.setArgAttr(i, "merak.name", builder.getStringAttr(name));
   }
 
+  for (auto &[name, type] : boundInputs)
+    values[name] = ConstantOp::create(
+        builder, NameLoc::get(StringAttr::get(ctx, name), fileLoc),
+        makeElements(options.constantInputs.lookup(name), name));
+
   // Initializers: floats with more than one element are parameters, the
   // rest (integers, scalars) constants. Created lazily on first use.
   builder.setInsertionPointToStart(body);
   llvm::StringSet<> paramNames;
-  for (const auto &kv : initializers) {
-    const onnx::TensorProto &init = *kv.getValue();
+  for (const onnx::TensorProto &init : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
     if (!consumed.contains(init.name()))
       continue;
@@ -370,6 +401,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         return nullptr;
       continue;
     }
+    for (const auto &in : node->input())
+      if (!in.empty() && !values.count(in))
+        return fail(loc, "input '" + in + "' of node '" + node->name() +
+                             "' has no value"),
+               nullptr;
     NodeContext nc(*this, *node, opset, builder, loc);
     if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
       return nullptr;

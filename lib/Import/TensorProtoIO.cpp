@@ -13,12 +13,15 @@ using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
 static FailureOr<HostTensor> readPb(MLIRContext *ctx, StringRef path,
-                                    StringRef data, std::string &error) {
+                                    StringRef data, std::string &error,
+                                    std::string *name) {
   onnx::TensorProto proto;
   if (!proto.ParseFromArray(data.data(), (int)data.size())) {
     error = "'" + path.str() + "' is not a valid TensorProto file";
     return failure();
   }
+  if (name)
+    *name = proto.name();
   // External data in test files is resolved next to the file itself.
   SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
@@ -97,7 +100,10 @@ static FailureOr<HostTensor> readNpy(MLIRContext *ctx, StringRef path,
 }
 
 FailureOr<HostTensor> mlir::merak::readTensorFile(MLIRContext *ctx, StringRef path,
-                                                  std::string &error) {
+                                                  std::string &error,
+                                                  std::string *name) {
+  if (name)
+    name->clear();
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                          /*RequiresNullTerminator=*/false);
   if (!buf) {
@@ -107,7 +113,7 @@ FailureOr<HostTensor> mlir::merak::readTensorFile(MLIRContext *ctx, StringRef pa
   StringRef data = (*buf)->getBuffer();
   if (path.ends_with(".npy"))
     return readNpy(ctx, path, data, error);
-  return readPb(ctx, path, data, error);
+  return readPb(ctx, path, data, error, name);
 }
 
 static int32_t onnxDataType(Type t) {

@@ -46,6 +46,12 @@ struct RunOptions {
   cl::opt<double> rtol{"rtol", cl::desc("Relative tolerance (|got-exp| <= atol + rtol*|exp|)"),
                        cl::init(1e-3), cl::cat(cat)};
   cl::opt<double> atol{"atol", cl::desc("Absolute tolerance"), cl::init(1e-7), cl::cat(cat)};
+  cl::list<std::string> bindConstants{
+      "bind-constant",
+      cl::desc("Make graph input NAME a compile-time constant with the value in "
+               "FILE (for shapes/axes fed as inputs); it is then not passed as "
+               "--input, and dropped from --test-data by its TensorProto name"),
+      cl::value_desc("NAME=FILE"), cl::cat(cat)};
   cl::list<std::string> inputShapes{"input-shape", cl::desc("Bind a graph input's shape, NAME=8x128"),
                                     cl::value_desc("NAME=DIMS"), cl::cat(cat)};
 };
@@ -129,8 +135,20 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
       if (failed(parseInputShape(spec, importOpts, err)))
         return fail(err);
     }
+    for (StringRef spec : opts.bindConstants) {
+      auto [name, file] = spec.split('=');
+      if (name.empty() || file.empty())
+        return fail("--bind-constant expects NAME=FILE, got '" + spec + "'");
+      std::string err;
+      auto t = readTensorFile(&ctx, file, err);
+      if (failed(t))
+        return fail(err);
+      importOpts.constantInputs[name] = std::move(*t);
+    }
     module = importOnnxFile(path, &ctx, importOpts);
   } else {
+    if (!opts.bindConstants.empty())
+      return fail("--bind-constant applies to ONNX models only");
     if (!llvm::sys::fs::exists(path))
       return fail("cannot open '" + path + "': no such file");
     module = parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
@@ -168,6 +186,13 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
         llvm::sys::path::append(p, "input_" + std::to_string(i) + ".pb");
         if (!llvm::sys::fs::exists(p))
           break;
+        std::string err, name;
+        if (!opts.bindConstants.empty() &&
+            succeeded(readTensorFile(&ctx, p, err, &name)) &&
+            llvm::any_of(opts.bindConstants, [&](StringRef spec) {
+              return spec.split('=').first == name;
+            }))
+          continue; // bound as a compile-time constant
         c.inputs.push_back(p.str().str());
       }
       for (unsigned i = 0;; ++i) {

@@ -88,9 +88,72 @@ def _run(cmd, timeout):
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
+CONST_RE = re.compile(r"must be a compile-time constant")
+CONST_NAME_RE = re.compile(r"\(input \d+, '([^']+)'\)")
+
+
+def find_input_file(test_dir, tensor_name):
+    """The input_N.pb of the first data set whose TensorProto name matches."""
+    import onnx  # Debian's python3-onnx; only needed for this retry path
+    sets = sorted(d for d in os.listdir(test_dir)
+                  if d.startswith("test_data_set_"))
+    if not sets:
+        return None
+    data_dir = os.path.join(test_dir, sets[0])
+    for f in sorted(os.listdir(data_dir)):
+        if not f.startswith("input_"):
+            continue
+        t = onnx.TensorProto()
+        with open(os.path.join(data_dir, f), "rb") as fh:
+            t.ParseFromString(fh.read())
+        if t.name == tensor_name:
+            return os.path.join(data_dir, f)
+    return None
+
+
+# Tests whose expected outputs come from numpy's random stream (dropout
+# masks drawn by the ONNX reference implementation). merak's dropout is a
+# counter-based hash of (seed, index); no evaluator can reproduce numpy's
+# Mersenne-Twister draws, so these are reported as skipped, not run.
+RNG_DEPENDENT = {
+    "test_training_dropout": "numpy random stream",
+    "test_training_dropout_default": "numpy random stream",
+    "test_training_dropout_default_mask": "numpy random stream",
+    "test_training_dropout_mask": "numpy random stream",
+}
+
+
 def run_one(merak_run, suite, name, test_dir, timeout):
+    if name in RNG_DEPENDENT:
+        return {"suite": suite, "name": name, "dir": test_dir,
+                "returncode": None, "status": "skipped", "stderr": "",
+                "reason": "unsupported: expected output drawn from the %s "
+                          "(random masks cannot match)" % RNG_DEPENDENT[name],
+                "seconds": 0, "bound_constants": []}
+    """Runs one test. merak compiles static programs, so an input that a
+    node needs at compile time (a shape, axes, split sizes fed as a graph
+    input) is bound to its test value with --bind-constant and the test is
+    retried; such passes are reported separately."""
+    bound = []
+    for _ in range(5):
+        result = run_attempt(merak_run, suite, name, test_dir, timeout, bound)
+        m = CONST_NAME_RE.search(result["stderr"]) if CONST_RE.search(
+            result["stderr"]) else None
+        if result["status"] != "failed" or not m:
+            break
+        path = find_input_file(test_dir, m.group(1))
+        if path is None or any(b.startswith(m.group(1) + "=") for b in bound):
+            break
+        bound.append("%s=%s" % (m.group(1), path))
+    result["bound_constants"] = [b.split("=")[0] for b in bound]
+    return result
+
+
+def run_attempt(merak_run, suite, name, test_dir, timeout, bound):
     cmd = [merak_run, os.path.join(test_dir, "model.onnx"),
            "--test-data", test_dir]
+    for b in bound:
+        cmd += ["--bind-constant", b]
     start = time.time()
     result = {"suite": suite, "name": name, "dir": test_dir,
               "returncode": None, "status": None, "reason": None,
@@ -147,6 +210,12 @@ def print_suite_report(suite, results):
                                by_status["skipped"])
     print("=== suite %s: %d ran, %d passed, %d failed, %d skipped"
           % (suite, len(results), len(passed), len(failed), len(skipped)))
+    with_bound = [r["name"] for r in passed if r.get("bound_constants")]
+    if with_bound:
+        print("--- %d passed with graph inputs bound as compile-time "
+              "constants (shapes/axes fed as inputs): %s"
+              % (len(with_bound), ", ".join(with_bound[:8])
+                 + (", ..." if len(with_bound) > 8 else "")))
     if failed:
         print("--- failed (%d):" % len(failed))
         for r in failed:

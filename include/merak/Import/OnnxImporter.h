@@ -2,6 +2,7 @@
 #ifndef MERAK_IMPORT_ONNXIMPORTER_H
 #define MERAK_IMPORT_ONNXIMPORTER_H
 
+#include "merak/Evaluator/HostTensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
@@ -15,6 +16,10 @@ struct ImportOptions {
   /// Results up to this many elements computed from constants are folded
   /// during import (shape arithmetic).
   int64_t foldMaxElements = 65536;
+  /// Graph inputs bound to compile-time values (`merak-run --bind-constant`):
+  /// they become constants instead of arguments, so shapes, axes or indices
+  /// fed as inputs can be folded into a static program.
+  llvm::StringMap<HostTensor> constantInputs;
 };
 
 /// Parses `NAME=D0xD1x...` (a scalar is `NAME=`) into `options`.
