@@ -135,6 +135,8 @@ private:
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);
+void registerLossOps(OpRegistry &r);
+void registerLegacyOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

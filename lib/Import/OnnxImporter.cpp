@@ -638,6 +638,8 @@ const OpRegistry &OpRegistry::get() {
     registerElementwiseOps(r);
     registerShapeOps(r);
     registerNNOps(r);
+    registerLossOps(r);
+    registerLegacyOps(r);
     return r;
   }();
   return registry;

@@ -204,10 +204,10 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("And", 7, binary<AndOp>);
   r.add("Or", 7, binary<OrOp>);
   r.add("Xor", 7, binary<XorOp>);
-  r.add("Max", 8, variadic<MaxOp>);
-  r.add("Min", 8, variadic<MinOp>);
-  r.add("Sum", 8, variadic<AddOp>);
-  r.add("Mean", 8, mean);
+  r.add("Max", 6, variadic<MaxOp>);
+  r.add("Min", 6, variadic<MinOp>);
+  r.add("Sum", 6, variadic<AddOp>);
+  r.add("Mean", 6, mean);
   r.add("Where", 9, where);
   // Unary (semantics unchanged since opset 6).
   r.add("Exp", 6, unary<ExpOp>);
@@ -239,5 +239,5 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("HardSigmoid", 6, hardSigmoid);
   r.add("HardSwish", 14, hardSwish);
   r.add("ThresholdedRelu", 10, thresholdedRelu);
-  r.add("PRelu", 9, prelu);
+  r.add("PRelu", 7, prelu);
 }

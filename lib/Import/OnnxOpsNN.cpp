@@ -34,73 +34,111 @@ LogicalResult gemm(NodeContext &n) {
   return success();
 }
 
-/// Explicit [top, left, bottom, right] padding from `pads`/`auto_pad`.
-FailureOr<SmallVector<int64_t>> windowPadding(NodeContext &n, ArrayRef<int64_t> in,
-                                              ArrayRef<int64_t> k,
-                                              ArrayRef<int64_t> s,
-                                              ArrayRef<int64_t> d) {
+/// Window attributes of a Conv/Pool node in the 2-d form of the merak ops.
+/// 1-d windows are lifted to 2-d with a unit height (so are their input,
+/// weight and output, by the callers).
+struct Window {
+  SmallVector<int64_t> kernel, strides, dilations, padding; // padding: t,l,b,r
+};
+
+FailureOr<Window> windowAttrs(NodeContext &n, ArrayRef<int64_t> inSpatial,
+                              ArrayRef<int64_t> kernel) {
+  size_t r = inSpatial.size();
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  w.strides = n.getInts("strides").value_or(SmallVector<int64_t>(r, 1));
+  w.dilations = n.getInts("dilations").value_or(SmallVector<int64_t>(r, 1));
+  if (w.kernel.size() != r || w.strides.size() != r || w.dilations.size() != r)
+    return (void)n.error("kernel, strides and dilations need " + Twine(r) +
+                         " entries"),
+           failure();
+  SmallVector<int64_t> pads(2 * r, 0);
   std::string autoPad = n.getString("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") {
-    auto pads = n.getInts("pads").value_or(SmallVector<int64_t>(4, 0));
-    if (pads.size() != 4)
-      return (void)n.error("pads must have 4 entries"), failure();
-    return pads;
-  }
-  if (autoPad == "VALID")
-    return SmallVector<int64_t>(4, 0);
-  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    if (auto p = n.getInts("pads"))
+      pads = *p;
+    if (pads.size() != 2 * r)
+      return (void)n.error("pads needs " + Twine(2 * r) + " entries"), failure();
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < r; ++i) {
+      int64_t s = w.strides[i], out = (inSpatial[i] + s - 1) / s;
+      int64_t total = std::max<int64_t>(
+          (out - 1) * s + (w.kernel[i] - 1) * w.dilations[i] + 1 - inSpatial[i], 0);
+      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i] = lo;
+      pads[i + r] = total - lo;
+    }
+  } else if (autoPad != "VALID") {
     return (void)n.error("unknown auto_pad '" + autoPad + "'"), failure();
-  SmallVector<int64_t> pads(4, 0);
-  for (int i = 0; i < 2; ++i) {
-    int64_t out = (in[i] + s[i] - 1) / s[i];
-    int64_t total = std::max<int64_t>((out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i], 0);
-    int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    pads[i] = lo;
-    pads[i + 2] = total - lo;
   }
-  return pads;
+  if (r == 1) {
+    w.kernel.insert(w.kernel.begin(), 1);
+    w.strides.insert(w.strides.begin(), 1);
+    w.dilations.insert(w.dilations.begin(), 1);
+    w.padding = {0, pads[0], 0, pads[1]};
+  } else {
+    w.padding = pads;
+  }
+  return w;
+}
+
+/// [N, C, L] -> [N, C, 1, L] for 1-d windows; unchanged for 2-d.
+Value lift(NodeContext &n, Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getRank() != 3)
+    return v;
+  return n.reshape(v, {t.getDimSize(0), t.getDimSize(1), 1, t.getDimSize(2)});
+}
+/// Inverse of `lift` on a result.
+Value lower(NodeContext &n, Value v, bool wasLifted) {
+  if (!wasLifted || !v)
+    return v;
+  auto t = cast<RankedTensorType>(v.getType());
+  return n.reshape(v, {t.getDimSize(0), t.getDimSize(1), t.getDimSize(3)});
 }
 
 LogicalResult conv(NodeContext &n) {
   auto x = n.inputType(0), w = n.inputType(1);
-  if (x.getRank() != 4)
-    return n.unsupported(Twine(x.getRank() - 2) + "-d convolution (only 2-d)");
-  SmallVector<int64_t> k(w.getShape().drop_front(2));
-  auto s = n.getInts("strides").value_or(SmallVector<int64_t>{1, 1});
-  auto d = n.getInts("dilations").value_or(SmallVector<int64_t>{1, 1});
-  auto pads = windowPadding(n, x.getShape().drop_front(2), k, s, d);
-  if (failed(pads))
+  if (x.getRank() != 3 && x.getRank() != 4)
+    return n.unsupported(Twine(x.getRank() - 2) + "-d convolution (1-d and 2-d only)");
+  if (w.getRank() != x.getRank())
+    return n.error("weight rank differs from input rank");
+  auto win = windowAttrs(n, x.getShape().drop_front(2), w.getShape().drop_front(2));
+  if (failed(win))
     return failure();
   Value bias = n.hasInput(2) ? n.input(2) : Value();
-  n.setOutputs(n.create<Conv2DOp>(n.input(0), n.input(1), bias, s, *pads, d,
-                                  n.getInt("group", 1)));
+  Value y = n.create<Conv2DOp>(lift(n, n.input(0)), lift(n, n.input(1)), bias,
+                               win->strides, win->padding, win->dilations,
+                               n.getInt("group", 1));
+  n.setOutputs(lower(n, y, x.getRank() == 3));
   return success();
 }
 
 LogicalResult pool(NodeContext &n, bool isMax) {
   auto x = n.inputType(0);
-  if (x.getRank() != 4)
-    return n.unsupported(Twine(x.getRank() - 2) + "-d pooling (only 2-d)");
+  if (x.getRank() != 3 && x.getRank() != 4)
+    return n.unsupported(Twine(x.getRank() - 2) + "-d pooling (1-d and 2-d only)");
   if (n.isOutputUsed(1))
     return n.unsupported("Indices output");
   if (n.getInt("storage_order", 0))
     return n.unsupported("storage_order=1");
   auto k = n.getInts("kernel_shape");
-  if (!k || k->size() != 2)
-    return n.error("kernel_shape must have 2 entries");
-  auto s = n.getInts("strides").value_or(SmallVector<int64_t>{1, 1});
-  auto d = n.getInts("dilations").value_or(SmallVector<int64_t>{1, 1});
-  if (!isMax && (d[0] != 1 || d[1] != 1))
-    return n.unsupported("AveragePool dilations");
-  auto pads = windowPadding(n, x.getShape().drop_front(2), *k, s, d);
-  if (failed(pads))
+  if (!k)
+    return n.error("kernel_shape is required");
+  auto win = windowAttrs(n, x.getShape().drop_front(2), *k);
+  if (failed(win))
     return failure();
+  if (!isMax && llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
+    return n.unsupported("AveragePool dilations");
   bool ceil = n.getInt("ceil_mode", 0);
+  Value in = lift(n, n.input(0)), y;
   if (isMax)
-    n.setOutputs(n.create<MaxPool2DOp>(n.input(0), *k, s, *pads, d, ceil));
+    y = n.create<MaxPool2DOp>(in, win->kernel, win->strides, win->padding,
+                              win->dilations, ceil);
   else
-    n.setOutputs(n.create<AvgPool2DOp>(n.input(0), *k, s, *pads, ceil,
-                                       (bool)n.getInt("count_include_pad", 0)));
+    y = n.create<AvgPool2DOp>(in, win->kernel, win->strides, win->padding, ceil,
+                              (bool)n.getInt("count_include_pad", 0));
+  n.setOutputs(lower(n, y, x.getRank() == 3));
   return success();
 }
 LogicalResult maxPool(NodeContext &n) { return pool(n, true); }
@@ -132,17 +170,28 @@ LogicalResult batchNorm(NodeContext &n) {
 
 LogicalResult layerNorm(NodeContext &n) {
   auto x = n.inputType(0);
-  if (n.isOutputUsed(1) || n.isOutputUsed(2))
-    return n.unsupported("Mean/InvStdDev outputs");
   if (n.getInt("stash_type", 1) != 1)
     return n.unsupported("stash_type other than float");
   auto ax = n.axis(n.getInt("axis", -1), x.getRank());
   if (failed(ax))
     return failure();
   Value bias = n.hasInput(2) ? n.input(2) : Value();
-  n.setOutputs(n.create<LayerNormOp>(
-      x, n.input(0), n.input(1), bias, *ax,
-      llvm::APFloat(n.getFloat("epsilon", 1e-5))));
+  double eps = n.getFloat("epsilon", 1e-5);
+  Value y = n.create<LayerNormOp>(x, n.input(0), n.input(1), bias, *ax,
+                                  llvm::APFloat(eps));
+  Value mean, invStd;
+  if (n.isOutputUsed(1) || n.isOutputUsed(2)) {
+    // The saved statistics, shaped [d0..d(axis-1), 1, ..., 1].
+    SmallVector<int64_t> axes;
+    for (int64_t d = *ax; d < x.getRank(); ++d)
+      axes.push_back(d);
+    Value in = n.input(0);
+    mean = n.create<ReduceMeanOp>(in, axes, true);
+    Value centered = n.create<SubOp>(in, mean);
+    Value var = n.create<ReduceMeanOp>(n.create<MulOp>(centered, centered), axes, true);
+    invStd = n.create<RsqrtOp>(n.create<AddOp>(var, n.scalarLike(in, eps)));
+  }
+  n.setOutputs({y, mean, invStd});
   return success();
 }
 
@@ -155,10 +204,11 @@ LogicalResult softmax(NodeContext &n) {
   return success();
 }
 
-/// ReduceX: axes from input (ReduceSum >= 13) or attribute; empty axes
-/// reduce everything unless noop_with_empty_axes.
-template <typename OpTy>
-LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
+/// Normalised, sorted reduction axes of a ReduceX node: from the `axes`
+/// input (ReduceSum >= 13) or attribute. Empty axes reduce everything unless
+/// noop_with_empty_axes, signalled by returning std::nullopt.
+FailureOr<std::optional<SmallVector<int64_t>>> reduceAxes(NodeContext &n,
+                                                         bool axesFromInput) {
   auto x = n.inputType(0);
   SmallVector<int64_t> axes;
   if (axesFromInput) {
@@ -172,10 +222,8 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
     axes = n.getInts("axes").value_or(SmallVector<int64_t>());
   }
   if (axes.empty()) {
-    if (n.getInt("noop_with_empty_axes", 0)) {
-      n.setOutputs(n.input(0));
-      return success();
-    }
+    if (n.getInt("noop_with_empty_axes", 0))
+      return std::optional<SmallVector<int64_t>>();
     for (int64_t d = 0; d < x.getRank(); ++d)
       axes.push_back(d);
   }
@@ -187,13 +235,90 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
   }
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  n.setOutputs(n.create<OpTy>(n.input(0), axes, (bool)n.getInt("keepdims", 1)));
+  return std::optional<SmallVector<int64_t>>(axes);
+}
+
+enum class ReduceKind { Plain, L1, L2, SumSquare, LogSum, LogSumExp };
+
+/// ReduceX and its compositions: L1 = sum|x|, L2 = sqrt(sum x^2),
+/// SumSquare = sum x^2, LogSum = log(sum x), LogSumExp = log(sum e^(x-m)) + m.
+template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
+LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
+  auto axes = reduceAxes(n, axesFromInput);
+  if (failed(axes))
+    return failure();
+  Value x = n.input(0);
+  bool keep = n.getInt("keepdims", 1);
+  if (!*axes) {
+    // noop_with_empty_axes: the elementwise part still applies.
+    if (kind == ReduceKind::L1)
+      x = n.create<AbsOp>(x);
+    else if (kind == ReduceKind::SumSquare)
+      x = n.create<MulOp>(x, x);
+    else if (kind == ReduceKind::L2)
+      x = n.create<AbsOp>(x);
+    else if (kind == ReduceKind::LogSum)
+      x = n.create<LogOp>(x);
+    n.setOutputs(x);
+    return success();
+  }
+  ArrayRef<int64_t> ax = **axes;
+  Value r;
+  switch (kind) {
+  case ReduceKind::Plain:
+    r = n.create<OpTy>(x, ax, keep);
+    break;
+  case ReduceKind::L1:
+    r = n.create<ReduceSumOp>(n.create<AbsOp>(x), ax, keep);
+    break;
+  case ReduceKind::L2:
+    r = n.create<SqrtOp>(n.create<ReduceSumOp>(n.create<MulOp>(x, x), ax, keep));
+    break;
+  case ReduceKind::SumSquare:
+    r = n.create<ReduceSumOp>(n.create<MulOp>(x, x), ax, keep);
+    break;
+  case ReduceKind::LogSum:
+    r = n.create<LogOp>(n.create<ReduceSumOp>(x, ax, keep));
+    break;
+  case ReduceKind::LogSumExp: {
+    Value m = n.create<ReduceMaxOp>(x, ax, true);
+    Value s = n.create<ReduceSumOp>(n.create<ExpOp>(n.create<SubOp>(x, m)), ax, true);
+    r = n.create<AddOp>(n.create<LogOp>(s), m);
+    if (!keep && r) {
+      SmallVector<int64_t> shape;
+      auto rt = cast<RankedTensorType>(r.getType());
+      for (int64_t d = 0; d < rt.getRank(); ++d)
+        if (!llvm::is_contained(ax, d))
+          shape.push_back(rt.getDimSize(d));
+      r = n.reshape(r, shape);
+    }
+    break;
+  }
+  }
+  n.setOutputs(r);
   return success();
 }
-template <typename OpTy>
-LogicalResult reduceAttr(NodeContext &n) { return reduceImpl<OpTy>(n, false); }
+template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
+LogicalResult reduceAttr(NodeContext &n) { return reduceImpl<OpTy, kind>(n, false); }
 template <typename OpTy>
 LogicalResult reduceInput(NodeContext &n) { return reduceImpl<OpTy>(n, true); }
+
+/// Hardmax: one-hot of the first maximum along `axis`.
+LogicalResult hardmax(NodeContext &n) {
+  auto xt = n.inputType(0);
+  auto ax = n.axis(n.getInt("axis", -1), xt.getRank());
+  if (failed(ax))
+    return failure();
+  Value am = n.create<ArgMaxOp>(n.input(0), *ax, true, false);
+  SmallVector<int64_t> iotaShape(xt.getRank(), 1);
+  iotaShape[*ax] = xt.getDimSize(*ax);
+  HostTensor iota(RankedTensorType::get(iotaShape, n.builder().getI64Type()));
+  for (int64_t k = 0; k < iota.size(); ++k)
+    iota.i()[k] = k;
+  Value hot = n.create<EqOp>(n.constant(iota), am);
+  n.setOutputs(n.create<CastOp>(xt, hot));
+  return success();
+}
 
 LogicalResult argImpl(NodeContext &n, bool isMin) {
   auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
@@ -245,43 +370,33 @@ LogicalResult dropout(NodeContext &n) {
   return success();
 }
 
-LogicalResult softmaxCrossEntropy(NodeContext &n) {
-  if (n.hasInput(2))
-    return n.unsupported("class weights");
-  if (n.isOutputUsed(1))
-    return n.unsupported("log_prob output");
-  std::string red = n.getString("reduction", "mean");
-  auto ignore = n.attr("ignore_index");
-  IntegerAttr ignoreAttr =
-      ignore ? n.builder().getI64IntegerAttr(ignore->i()) : IntegerAttr();
-  n.setOutputs(n.create<CrossEntropyOp>(n.input(0), n.input(1),
-                                        n.builder().getI64IntegerAttr(1),
-                                        n.builder().getStringAttr(red), ignoreAttr));
-  return success();
-}
-
 } // namespace
 
 void onnx_import::registerNNOps(OpRegistry &r) {
-  r.add("MatMul", 9, matmul);
-  r.add("Gemm", 11, gemm);
-  r.add("Conv", 11, conv);
-  r.add("MaxPool", 12, maxPool);
-  r.add("AveragePool", 11, avgPool);
+  r.add("MatMul", 1, matmul);
+  r.add("Gemm", 6, gemm);
+  r.add("Conv", 1, conv);
+  r.add("MaxPool", 1, maxPool);
+  r.add("AveragePool", 1, avgPool);
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 9, batchNorm);
   r.add("LayerNormalization", 17, layerNorm);
   r.add("Softmax", 13, softmax<SoftmaxOp>);
   r.add("LogSoftmax", 13, softmax<LogSoftmaxOp>);
-  r.add("ReduceSum", 11, reduceAttr<ReduceSumOp>);
+  r.add("ReduceSum", 1, reduceAttr<ReduceSumOp>);
   r.add("ReduceSum", 13, reduceInput<ReduceSumOp>);
-  r.add("ReduceMean", 11, reduceAttr<ReduceMeanOp>);
-  r.add("ReduceMax", 11, reduceAttr<ReduceMaxOp>);
-  r.add("ReduceMin", 11, reduceAttr<ReduceMinOp>);
-  r.add("ReduceProd", 11, reduceAttr<ReduceProdOp>);
-  r.add("ArgMax", 12, argMax);
-  r.add("ArgMin", 12, argMin);
-  r.add("Dropout", 13, dropout);
-  r.add("SoftmaxCrossEntropyLoss", 13, softmaxCrossEntropy);
+  r.add("ReduceMean", 1, reduceAttr<ReduceMeanOp>);
+  r.add("ReduceMax", 1, reduceAttr<ReduceMaxOp>);
+  r.add("ReduceMin", 1, reduceAttr<ReduceMinOp>);
+  r.add("ReduceProd", 1, reduceAttr<ReduceProdOp>);
+  r.add("ReduceL1", 1, reduceAttr<ReduceSumOp, ReduceKind::L1>);
+  r.add("ReduceL2", 1, reduceAttr<ReduceSumOp, ReduceKind::L2>);
+  r.add("ReduceSumSquare", 1, reduceAttr<ReduceSumOp, ReduceKind::SumSquare>);
+  r.add("ReduceLogSum", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSum>);
+  r.add("ReduceLogSumExp", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSumExp>);
+  r.add("Hardmax", 13, hardmax);
+  r.add("ArgMax", 1, argMax);
+  r.add("ArgMin", 1, argMin);
+  r.add("Dropout", 12, dropout);
 }

@@ -430,6 +430,62 @@ LogicalResult trilu(NodeContext &n) {
   return success();
 }
 
+/// Tile: reshape to interleaved [1, d0, 1, d1, ...], broadcast to
+/// [r0, d0, r1, d1, ...], reshape to [r0*d0, r1*d1, ...].
+LogicalResult tile(NodeContext &n) {
+  auto in = n.inputType(0);
+  auto reps = n.constantInts(1, "repeats");
+  if (failed(reps))
+    return failure();
+  if ((int64_t)reps->size() != in.getRank())
+    return n.error("repeats has " + Twine(reps->size()) + " entries for rank " +
+                   Twine(in.getRank()));
+  SmallVector<int64_t> inter, wide, out;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if ((*reps)[d] < 0)
+      return n.error("repeats must be non-negative");
+    inter.append({1, in.getDimSize(d)});
+    wide.append({(*reps)[d], in.getDimSize(d)});
+    out.push_back((*reps)[d] * in.getDimSize(d));
+  }
+  if (failed(checkShape(n, out)))
+    return failure();
+  Value x = n.broadcastTo(n.reshape(n.input(0), inter), wide);
+  n.setOutputs(n.reshape(x, out));
+  return success();
+}
+
+/// DepthToSpace / SpaceToDepth as reshape-transpose-reshape.
+LogicalResult depthToSpace(NodeContext &n) {
+  auto in = n.inputType(0);
+  int64_t b = n.getInt("blocksize", 0);
+  if (in.getRank() != 4 || b <= 0 || in.getDimSize(1) % (b * b))
+    return n.error("needs NCHW input with C divisible by blocksize^2");
+  int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2),
+          W = in.getDimSize(3), c = C / (b * b);
+  bool crd = n.getString("mode", "DCR") == "CRD";
+  Value x = crd ? n.reshape(n.input(0), {N, c, b, b, H, W})
+                : n.reshape(n.input(0), {N, b, b, c, H, W});
+  SmallVector<int64_t> perm = crd ? SmallVector<int64_t>{0, 1, 4, 2, 5, 3}
+                                  : SmallVector<int64_t>{0, 3, 4, 1, 5, 2};
+  x = n.create<TransposeOp>(x, perm);
+  n.setOutputs(n.reshape(x, {N, c, H * b, W * b}));
+  return success();
+}
+
+LogicalResult spaceToDepth(NodeContext &n) {
+  auto in = n.inputType(0);
+  int64_t b = n.getInt("blocksize", 0);
+  if (in.getRank() != 4 || b <= 0 || in.getDimSize(2) % b || in.getDimSize(3) % b)
+    return n.error("needs NCHW input with H and W divisible by blocksize");
+  int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2) / b,
+          W = in.getDimSize(3) / b;
+  Value x = n.reshape(n.input(0), {N, C, H, b, W, b});
+  x = n.create<TransposeOp>(x, ArrayRef<int64_t>{0, 3, 5, 1, 2, 4});
+  n.setOutputs(n.reshape(x, {N, C * b * b, H, W}));
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerShapeOps(OpRegistry &r) {
@@ -439,18 +495,21 @@ void onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("ConstantOfShape", 9, constantOfShape);
   r.add("Range", 11, range);
   r.add("Reshape", 5, reshape); // allowzero (14) defaults to 0
-  r.add("Flatten", 11, flatten);
-  r.add("Unsqueeze", 11, unsqueeze11);
+  r.add("Flatten", 1, flatten);
+  r.add("Unsqueeze", 1, unsqueeze11);
   r.add("Unsqueeze", 13, unsqueeze13);
-  r.add("Squeeze", 11, squeeze11);
+  r.add("Squeeze", 1, squeeze11);
   r.add("Squeeze", 13, squeeze13);
   r.add("Expand", 8, expand);
   r.add("Transpose", 1, transpose);
   r.add("Slice", 10, slice);
   r.add("Concat", 4, concat);
-  r.add("Split", 11, split11);
+  r.add("Split", 2, split11);
   r.add("Split", 13, split13);
-  r.add("Gather", 11, gather);
+  r.add("Gather", 1, gather);
   r.add("GatherElements", 11, gatherElements);
   r.add("Trilu", 14, trilu);
+  r.add("Tile", 6, tile);
+  r.add("DepthToSpace", 13, depthToSpace);
+  r.add("SpaceToDepth", 13, spaceToDepth);
 }

@@ -123,6 +123,31 @@ RNG_DEPENDENT = {
 }
 
 
+def small_int_inputs(test_dir, bound, max_elements=64):
+    """NAME=FILE for integer inputs of the first data set not yet bound."""
+    import onnx
+    sets = sorted(d for d in os.listdir(test_dir)
+                  if d.startswith("test_data_set_"))
+    if not sets:
+        return []
+    data_dir = os.path.join(test_dir, sets[0])
+    names = {b.split("=")[0] for b in bound}
+    out = []
+    for f in sorted(os.listdir(data_dir)):
+        if not f.startswith("input_"):
+            continue
+        t = onnx.TensorProto()
+        with open(os.path.join(data_dir, f), "rb") as fh:
+            t.ParseFromString(fh.read())
+        count = 1
+        for d in t.dims:
+            count *= d
+        if (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+                and count <= max_elements and t.name not in names):
+            out.append("%s=%s" % (t.name, os.path.join(data_dir, f)))
+    return out
+
+
 def run_one(merak_run, suite, name, test_dir, timeout):
     if name in RNG_DEPENDENT:
         return {"suite": suite, "name": name, "dir": test_dir,
@@ -142,7 +167,15 @@ def run_one(merak_run, suite, name, test_dir, timeout):
         if result["status"] != "failed" or not m:
             break
         path = find_input_file(test_dir, m.group(1))
-        if path is None or any(b.startswith(m.group(1) + "=") for b in bound):
+        if path is None:
+            # The value is computed inside the graph from some input: bind
+            # the small integer inputs it can only have come from.
+            extra = small_int_inputs(test_dir, bound)
+            if not extra:
+                break
+            bound.extend(extra)
+            continue
+        if any(b.startswith(m.group(1) + "=") for b in bound):
             break
         bound.append("%s=%s" % (m.group(1), path))
     result["bound_constants"] = [b.split("=")[0] for b in bound]

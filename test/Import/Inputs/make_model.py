@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Writes small binary ONNX models for the importer's lit tests.
+
+    make_model.py KIND OUT.onnx
+
+Most kinds are deliberately malformed (cycles, dangling edges, bad external
+data, ...), so nothing here runs onnx.checker. Files a kind needs besides the
+model (external data, a symlink, a file outside the model directory) are
+written next to OUT or in its parent directory, as each kind says.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, name="test_graph"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             producer_name="merak-lit")
+
+
+def relu_model():
+    """y = Relu(x), x and y float[2,3]."""
+    return model([helper.make_node("Relu", ["x"], ["y"], name="relu_0")],
+                 [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def weight(name, shape, start=1.0):
+    n = int(np.prod(shape))
+    return numpy_helper.from_array(
+        (np.arange(n, dtype=np.float32) + start).reshape(shape), name)
+
+
+# --- valid models -----------------------------------------------------------
+
+def k_relu(out):
+    return relu_model()
+
+
+def k_params(out):
+    """torch-style parameter names; an Identity over an initializer (torch's
+    de-duplication of equal parameters); integer and scalar initializers."""
+    w = weight("encoder.layer.0.weight", [4, 5])          # 20 elements: resource
+    b = weight("encoder.layer.0.bias", [5])               # 5 elements: inline
+    shape = numpy_helper.from_array(np.array([5, 4], np.int64), "reshape.shape")
+    scale = numpy_helper.from_array(np.array(2.0, np.float32), "scale")
+    unused = weight("unused.weight", [4, 5])
+    nodes = [
+        helper.make_node("Add", ["x", "encoder.layer.0.weight"], ["h0"], name="add_w"),
+        helper.make_node("Identity", ["encoder.layer.0.weight"],
+                         ["encoder.layer.1.weight"], name="dedup"),
+        helper.make_node("Mul", ["h0", "encoder.layer.1.weight"], ["h1"], name="mul_w"),
+        helper.make_node("Add", ["h1", "encoder.layer.0.bias"], ["h2"], name="add_b"),
+        helper.make_node("Mul", ["h2", "scale"], ["h3"], name="mul_s"),
+        helper.make_node("Reshape", ["h3", "reshape.shape"], ["y"], name="reshape"),
+    ]
+    return model(nodes, [vi("x", F, [4, 5])], [vi("y", F, [5, 4])],
+                 [w, b, shape, scale, unused])
+
+
+def k_ext_ok(out):
+    """A 6-element initializer in external data at an offset (the valid
+    counterpart of the ext_* refusals)."""
+    d = os.path.dirname(out)
+    data = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    with open(os.path.join(d, "weights.bin"), "wb") as f:
+        f.write(b"\0" * 16 + data.tobytes())
+    return ext_model("weights.bin", offset=16, length=24)
+
+
+# --- malformed graphs -----------------------------------------------------------
+
+def k_unknown_ops(out):
+    """Several unsupported op types (standard and custom domain) around a
+    supported one; every unsupported type must be reported."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu_ok"),
+        helper.make_node("Einsum", ["a", "a"], ["b"], name="einsum_1", equation="ij,ij->ij"),
+        helper.make_node("NonZero", ["b"], ["c"], name="nonzero_2"),
+        helper.make_node("Frobnicate", ["b"], ["d"], name="frob_3", domain="com.example"),
+        helper.make_node("Hardmax", ["b"], ["e"], name="hardmax_4"),
+        helper.make_node("Add", ["b", "e"], ["y"], name="add_ok"),
+    ]
+    m = model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("c", I64, [2, None]),
+                                             vi("d", F, [2, 3])])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    return m
+
+
+def k_uint8_input(out):
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="cast", to=F)]
+    return model(nodes, [vi("x", TensorProto.UINT8, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_uint8_init(out):
+    q = numpy_helper.from_array(np.arange(6, dtype=np.uint8).reshape(2, 3), "quant.table")
+    nodes = [helper.make_node("Cast", ["quant.table"], ["qf"], name="cast", to=F),
+             helper.make_node("Add", ["x", "qf"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [q])
+
+
+def k_cast_uint8(out):
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="to_u8", to=TensorProto.UINT8)]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", TensorProto.UINT8, [2, 3])])
+
+
+def k_cycle(out):
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["a"], name="add_a"),
+        helper.make_node("Relu", ["a"], ["b"], name="relu_b"),
+        helper.make_node("Neg", ["b"], ["c"], name="neg_c"),
+        helper.make_node("Identity", ["b"], ["y"], name="out"),
+    ]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_dangling(out):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu_a"),
+             helper.make_node("Add", ["a", "nowhere"], ["y"], name="add_dangling")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_dangling_output(out):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("ghost", F, [2, 3])])
+
+
+def k_dup_value(out):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"),
+             helper.make_node("Neg", ["x"], ["a"], name="second"),
+             helper.make_node("Identity", ["a"], ["y"], name="out")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_dup_input_value(out):
+    """A node output that redefines a graph input."""
+    nodes = [helper.make_node("Relu", ["x"], ["x"], name="shadow"),
+             helper.make_node("Identity", ["x"], ["y"], name="out")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_dup_input(out):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [vi("x", F, [2, 3]), vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+
+
+def k_dup_init(out):
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])],
+                 [weight("w", [2, 3]), weight("w", [2, 3], start=7.0)])
+
+
+def k_init_no_data(out):
+    """A graph input that is also an initializer, with dims but no data."""
+    w = helper.make_tensor("w", F, [2, 3], [])
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [2, 3]), vi("w", F, [2, 3])], [vi("y", F, [2, 3])], [w])
+
+
+def k_init_short_raw(out):
+    """raw_data holds 8 bytes for a 2x3 float tensor."""
+    w = TensorProto(name="w", data_type=F, dims=[2, 3], raw_data=b"\0" * 8)
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [w])
+
+
+def k_no_opset(out):
+    m = relu_model()
+    del m.opset_import[:]
+    return m
+
+
+def k_no_graph(out):
+    m = relu_model()
+    m.ClearField("graph")
+    return m
+
+
+def k_input_no_shape(out):
+    x = helper.make_tensor_value_info("x", F, None)
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [x], [vi("y", F, [2, 3])])
+
+
+# --- absurd dimensions ----------------------------------------------------------
+
+BIG = 1 << 40
+
+
+def k_absurd_input(out):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    return model(nodes, [vi("x", F, [BIG, BIG])], [vi("y", F, [BIG, BIG])])
+
+
+def k_absurd_init(out):
+    """An initializer whose dims overflow (no data: it must not be allocated)."""
+    w = TensorProto(name="w", data_type=F, dims=[BIG, BIG])
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [w])
+
+
+def k_absurd_cos(out):
+    shape = numpy_helper.from_array(np.array([BIG, BIG], np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")]
+    return model(nodes, [], [vi("y", F, [BIG, BIG])], [shape])
+
+
+def k_absurd_cos_huge(out):
+    """2^40 elements fit in int64 but must still not be materialised."""
+    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["z"], name="fill"),
+             helper.make_node("Add", ["z", "z"], ["y"], name="twice")]
+    return model(nodes, [], [vi("y", F, [1 << 20, 1 << 20])], [shape])
+
+
+def reshape_to(target):
+    shape = numpy_helper.from_array(np.array(target, np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_big")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)], [shape])
+
+
+def k_absurd_reshape(out):
+    return reshape_to([1 << 62, 4, 1 << 62])
+
+
+def k_absurd_reshape_infer(out):
+    """-1 next to dims whose product overflows int64."""
+    return reshape_to([-1, (1 << 32) + 1, (1 << 32) - 1])
+
+
+def k_absurd_reshape_infer0(out):
+    """-1 next to dims whose product wraps to exactly 0 in 64 bits."""
+    return reshape_to([-1, 1 << 62, 4])
+
+
+def k_absurd_expand(out):
+    shape = numpy_helper.from_array(np.array([BIG, BIG, 3], np.int64), "shape")
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand_big")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)], [shape])
+
+
+# --- external data ----------------------------------------------------------------
+
+def ext_model(location, offset=None, length=None, dims=(2, 3)):
+    w = TensorProto(name="ext.weight", data_type=F, dims=list(dims))
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        if v is not None:
+            e = w.external_data.add()
+            e.key, e.value = k, str(v)
+    nodes = [helper.make_node("Add", ["x", "ext.weight"], ["y"], name="add_ext")]
+    return model(nodes, [vi("x", F, list(dims))], [vi("y", F, list(dims))], [w])
+
+
+def secret_outside(out):
+    """A file one level above the model directory."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(out))), "secret.bin")
+    with open(path, "wb") as f:
+        f.write(np.ones(6, np.float32).tobytes())
+    return path
+
+
+def k_ext_dotdot(out):
+    secret_outside(out)
+    return ext_model("../secret.bin")
+
+
+def k_ext_dotdot_inner(out):
+    """'..' in the middle of a path that would resolve inside the directory."""
+    d = os.path.dirname(out)
+    os.makedirs(os.path.join(d, "sub"), exist_ok=True)
+    with open(os.path.join(d, "w.bin"), "wb") as f:
+        f.write(np.ones(6, np.float32).tobytes())
+    return ext_model("sub/../w.bin")
+
+
+def k_ext_absolute(out):
+    return ext_model(secret_outside(out))
+
+
+def k_ext_symlink(out):
+    secret = secret_outside(out)
+    link = os.path.join(os.path.dirname(out), "link.bin")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(secret, link)
+    return ext_model("link.bin")
+
+
+def k_ext_symlink_dir(out):
+    """A symlinked directory on the way to a regular-looking file."""
+    secret = secret_outside(out)
+    link = os.path.join(os.path.dirname(out), "data")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.dirname(secret), link)
+    return ext_model("data/secret.bin")
+
+
+def k_ext_missing(out):
+    return ext_model("no_such_weights.bin")
+
+
+def write_weights(out, nbytes):
+    with open(os.path.join(os.path.dirname(out), "weights.bin"), "wb") as f:
+        f.write(b"\1" * nbytes)
+
+
+def k_ext_length(out):
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset=0, length=4096)
+
+
+def k_ext_offset(out):
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset=100, length=24)
+
+
+def k_ext_short(out):
+    """No length given and the file is too short for the tensor."""
+    write_weights(out, 10)
+    return ext_model("weights.bin")
+
+
+def k_ext_negative(out):
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset=-8, length=24)
+
+
+def k_ext_huge_offset(out):
+    """offset + length overflows int64."""
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset=(1 << 63) - 8, length=24)
+
+
+def k_ext_no_location(out):
+    write_weights(out, 24)
+    return ext_model(None, offset=0, length=24)
+
+
+def main():
+    kind, out = sys.argv[1], sys.argv[2]
+    fn = globals().get("k_" + kind)
+    if fn is None:
+        sys.exit("unknown kind " + kind)
+    m = fn(out)
+    with open(out, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+if __name__ == "__main__":
+    main()
