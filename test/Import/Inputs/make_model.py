@@ -84,14 +84,19 @@ def k_unknown_ops(out):
     supported one; every unsupported type must be reported."""
     nodes = [
         helper.make_node("Relu", ["x"], ["a"], name="relu_ok"),
-        helper.make_node("Einsum", ["a", "a"], ["b"], name="einsum_1", equation="ij,ij->ij"),
-        helper.make_node("NonZero", ["b"], ["c"], name="nonzero_2"),
+        helper.make_node("TfIdfVectorizer", ["a"], ["b"], name="tfidf_1", mode="TF",
+                         min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                         ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1]),
+        helper.make_node("NonMaxSuppression", ["b", "b"], ["c"], name="nms_2"),
         helper.make_node("Frobnicate", ["b"], ["d"], name="frob_3", domain="com.example"),
-        helper.make_node("Hardmax", ["b"], ["e"], name="hardmax_4"),
+        helper.make_node("StringNormalizer", ["b"], ["e"], name="strnorm_4"),
         helper.make_node("Add", ["b", "e"], ["y"], name="add_ok"),
+        helper.make_node("TfIdfVectorizer", ["a"], ["f"], name="tfidf_5", mode="TF",
+                         min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                         ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1]),
     ]
-    m = model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("c", I64, [2, None]),
-                                             vi("d", F, [2, 3])])
+    m = model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("c", I64, [None, 3]),
+                                             vi("d", F, [2, 3]), vi("f", F, [2, 1])])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     return m
 
@@ -161,7 +166,7 @@ def k_dup_init(out):
 
 def k_init_no_data(out):
     """A graph input that is also an initializer, with dims but no data."""
-    w = helper.make_tensor("w", F, [2, 3], [])
+    w = TensorProto(name="w", data_type=F, dims=[2, 3])
     nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
     return model(nodes, [vi("x", F, [2, 3]), vi("w", F, [2, 3])], [vi("y", F, [2, 3])], [w])
 
@@ -243,7 +248,7 @@ def k_absurd_reshape_infer0(out):
 
 
 def k_absurd_expand(out):
-    shape = numpy_helper.from_array(np.array([BIG, BIG, 3], np.int64), "shape")
+    shape = numpy_helper.from_array(np.array([BIG, BIG, 1, 1], np.int64), "shape")
     nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand_big")]
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)], [shape])
 
