@@ -11,6 +11,10 @@
 
 namespace mlir::merak::onnx_import {
 
+/// Largest tensor (in elements) a model may declare or compute: 2^40.
+/// Anything larger is reported as absurd dimensions.
+inline constexpr int64_t kMaxElements = int64_t(1) << 40;
+
 /// MLIR element type of an ONNX TensorProto data type, or null.
 Type convertDataType(MLIRContext *ctx, int32_t onnxType);
 /// Name of an ONNX data type ("UINT8") for messages.

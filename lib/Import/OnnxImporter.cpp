@@ -335,7 +335,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       shape.assign(given.begin(), given.end());
     }
     auto n = checkedNumElements(shape);
-    if (failed(n) || *n > (int64_t(1) << 40))
+    if (failed(n) || *n > kMaxElements)
       return fail(loc, "graph input '" + in.name() +
                            "' has absurd dimensions (element count overflows)"),
              nullptr;
@@ -539,6 +539,17 @@ SmallVector<Value> NodeContext::finish(Operation *op) {
     }
     for (auto [res, t] : llvm::zip(op->getResults(), types))
       res.setType(t);
+  }
+  for (Type t : op->getResultTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    auto count = rt ? checkedNumElements(rt.getShape()) : FailureOr<int64_t>(0);
+    if (failed(count) || *count > kMaxElements) {
+      (void)error("result of '" + op->getName().getStringRef() +
+                  "' has absurd dimensions (element count overflows)");
+      op->erase();
+      failedNode = true;
+      return {};
+    }
   }
   if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
     (void)error("cannot build '" + op->getName().getStringRef() + "'");

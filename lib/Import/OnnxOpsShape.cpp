@@ -88,7 +88,7 @@ LogicalResult checkShape(NodeContext &n, ArrayRef<int64_t> shape) {
     if (d < 0)
       return n.error("shape has a negative dimension " + Twine(d));
   auto count = checkedNumElements(shape);
-  if (failed(count) || *count > (int64_t(1) << 40))
+  if (failed(count) || *count > kMaxElements)
     return n.error("shape has absurd dimensions (element count overflows)");
   return success();
 }

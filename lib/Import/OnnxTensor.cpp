@@ -103,7 +103,7 @@ FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
   }
   SmallVector<int64_t> dims(t.dims().begin(), t.dims().end());
   auto n = checkedNumElements(dims);
-  if (failed(n) || *n > (int64_t(1) << 40)) {
+  if (failed(n) || *n > kMaxElements) {
     error = "tensor '" + t.name() + "' has absurd dimensions (element count overflows)";
     return failure();
   }
