@@ -20,6 +20,18 @@ Type convertDataType(MLIRContext *ctx, int32_t onnxType);
 /// Name of an ONNX data type ("UINT8") for messages.
 std::string dataTypeName(int32_t onnxType);
 
+/// A tensor's value as little-endian bytes of its element type (i1: one
+/// byte per element), the encoding of HostTensor::fromBytes and of dense
+/// resource blobs.
+struct RawTensor {
+  RankedTensorType type;
+  std::vector<char> bytes;
+};
+/// Decodes a TensorProto (raw, typed or external data) without converting
+/// the elements: parameters go straight into resource blobs.
+FailureOr<RawTensor> decodeTensorRaw(MLIRContext *ctx, const onnx::TensorProto &t,
+                                     StringRef baseDir, std::string &error);
+
 /// Decodes a TensorProto (raw, typed or external data). `baseDir` is the
 /// model's directory for external data; empty forbids external data.
 FailureOr<HostTensor> decodeTensor(MLIRContext *ctx, const onnx::TensorProto &t,

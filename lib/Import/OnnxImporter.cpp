@@ -100,6 +100,9 @@ public:
     return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
   }
   ElementsAttr makeElements(const HostTensor &t, StringRef hint);
+  ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes,
+                            StringRef hint);
+  llvm::StringMap<ParamOp> params;
   LogicalResult importInitializers();
   LogicalResult importIdentityParam(const onnx::NodeProto &node);
   FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
@@ -110,16 +113,20 @@ public:
 ElementsAttr GraphImporter::makeElements(const HostTensor &t, StringRef hint) {
   if (t.size() <= 16)
     return t.toAttr();
-  // Large values become dense resources: never spelled out in textual IR.
   std::vector<char> bytes = t.toBytes();
-  size_t align = std::max<int64_t>(HostTensor::elementBytes(t.getElementType()), 1);
-  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
-      ArrayRef<char>(bytes.data(), bytes.size()), align);
+  return makeResource(t.getType(), bytes, hint);
+}
+
+/// Large values become dense resources: never spelled out in textual IR.
+ElementsAttr GraphImporter::makeResource(RankedTensorType type,
+                                         ArrayRef<char> bytes, StringRef hint) {
+  size_t align = std::max<int64_t>(HostTensor::elementBytes(type.getElementType()), 1);
+  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
   std::string key = hint.str();
   for (char &c : key)
     if (!isalnum(c) && c != '_')
       c = '_';
-  return DenseResourceElementsAttr::get(t.getType(), key, std::move(blob));
+  return DenseResourceElementsAttr::get(type, key, std::move(blob));
 }
 
 LogicalResult GraphImporter::importInitializers() {
@@ -376,17 +383,20 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (!consumed.contains(init.name()))
       continue;
     std::string err;
-    auto t = decodeTensor(ctx, init, baseDir, err);
-    if (failed(t))
+    auto raw = decodeTensorRaw(ctx, init, baseDir, err);
+    if (failed(raw))
       return fail(loc, err), nullptr;
-    if (t->isFloat() && t->size() > 1) {
+    RankedTensorType type = raw->type;
+    if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1) {
       OpBuilder pb(ctx);
       pb.setInsertionPoint(func);
-      ParamOp::create(pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(t->getType()),
-                      makeElements(*t, init.name()));
-      values[init.name()] = GetParamOp::create(builder, loc, t->getType(),
+      params[init.name()] = ParamOp::create(
+          pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(type),
+          makeResource(type, raw->bytes, init.name()));
+      values[init.name()] = GetParamOp::create(builder, loc, type,
                                                FlatSymbolRefAttr::get(ctx, init.name()));
     } else {
+      auto t = HostTensor::fromBytes(type, raw->bytes);
       values[init.name()] = ConstantOp::create(builder, loc, makeElements(*t, init.name()));
     }
   }
@@ -439,14 +449,13 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 /// merak.param named after it, starting from the same value.
 LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
   auto src = values[node.input(0)].getDefiningOp<GetParamOp>();
-  auto param = SymbolTable::lookupSymbolIn(module, src.getNameAttr());
-  auto srcParam = cast<ParamOp>(param);
+  ParamOp srcParam = params.lookup(src.getName());
   const std::string &name = node.output(0);
   Location loc = NameLoc::get(StringAttr::get(ctx, name), fileLoc);
   OpBuilder pb(ctx);
   pb.setInsertionPointAfter(srcParam);
-  ParamOp::create(pb, loc, pb.getStringAttr(name), srcParam.getTypeAttr(),
-                  srcParam.getInitialValue());
+  params[name] = ParamOp::create(pb, loc, pb.getStringAttr(name),
+                                 srcParam.getTypeAttr(), srcParam.getInitialValue());
   values[name] = GetParamOp::create(builder, loc, srcParam.getTensorType(),
                                     FlatSymbolRefAttr::get(ctx, name));
   return success();

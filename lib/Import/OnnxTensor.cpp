@@ -91,10 +91,10 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
   return std::string((*buf)->getBufferStart() + offset, length);
 }
 
-FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
-                                                const onnx::TensorProto &t,
-                                                StringRef baseDir,
-                                                std::string &error) {
+FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
+                                                 const onnx::TensorProto &t,
+                                                 StringRef baseDir,
+                                                 std::string &error) {
   Type et = convertDataType(ctx, t.data_type());
   if (!et) {
     error = "tensor '" + t.name() + "' has unsupported dtype " +
@@ -113,7 +113,7 @@ FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
     auto bytes = readExternal(t, baseDir, eb * *n, error);
     if (failed(bytes))
       return failure();
-    return HostTensor::fromBytes(type, ArrayRef<char>(bytes->data(), bytes->size()));
+    return RawTensor{type, std::vector<char>(bytes->begin(), bytes->end())};
   }
   if (t.has_raw_data()) {
     const std::string &raw = t.raw_data();
@@ -122,10 +122,10 @@ FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
               " bytes of data, expected " + std::to_string(eb * *n);
       return failure();
     }
-    return HostTensor::fromBytes(type, ArrayRef<char>(raw.data(), raw.size()));
+    return RawTensor{type, std::vector<char>(raw.begin(), raw.end())};
   }
   HostTensor h(type);
-  auto mismatch = [&](int64_t got) -> FailureOr<HostTensor> {
+  auto mismatch = [&](int64_t got) -> FailureOr<RawTensor> {
     error = "tensor '" + t.name() + "' has " + std::to_string(got) +
             " values, expected " + std::to_string(*n);
     return failure();
@@ -159,11 +159,21 @@ FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
         uint16_t bits = (uint16_t)t.int32_data(k);
         std::memcpy(&bytes[2 * k], &bits, 2);
       }
-      return HostTensor::fromBytes(type, bytes);
+      return RawTensor{type, std::move(bytes)};
     }
     for (int64_t k = 0; k < *n; ++k)
       h.setFromInt(k, t.int32_data(k));
   }
   }
-  return h;
+  return RawTensor{type, h.toBytes()};
+}
+
+FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,
+                                                const onnx::TensorProto &t,
+                                                StringRef baseDir,
+                                                std::string &error) {
+  auto raw = decodeTensorRaw(ctx, t, baseDir, error);
+  if (failed(raw))
+    return failure();
+  return HostTensor::fromBytes(raw->type, raw->bytes);
 }
