@@ -36,7 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from onnx import numpy_helper
 
-MODEL_NAMES = ("gpt2", "transformer_encoder", "mlp", "resnet18")
+MODEL_NAMES = ("gpt2", "bert", "transformer_encoder", "mlp", "resnet18")
 OPSETS = (13, 17)
 MODES = ("eval", "train")
 # Precision of the torch computation that produces output_N.pb (stored as
@@ -166,6 +166,96 @@ class MLP(nn.Module):
         return self.fc3(x)
 
 
+class BertSelfAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads, self.dim = heads, hidden // heads
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+
+    def split(self, x):
+        b, t, _ = x.size()
+        return x.view(b, t, self.heads, self.dim).permute(0, 2, 1, 3)
+
+    def forward(self, x, ext_mask):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), \
+            self.split(self.value(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.dim) + ext_mask
+        ctx = torch.softmax(scores, dim=-1) @ v
+        b, _, t, _ = ctx.size()
+        return ctx.permute(0, 2, 1, 3).contiguous().view(b, t, -1)
+
+
+class BertLayer(nn.Module):
+    """Post-LayerNorm encoder layer as in BERT (names follow HF's BERT)."""
+
+    def __init__(self, hidden, heads, inter):
+        super().__init__()
+        self.attention = nn.ModuleDict(dict(
+            self=BertSelfAttention(hidden, heads),
+            output=nn.ModuleDict(dict(dense=nn.Linear(hidden, hidden),
+                                      LayerNorm=nn.LayerNorm(hidden, eps=1e-12)))))
+        self.intermediate = nn.ModuleDict(dict(dense=nn.Linear(hidden, inter)))
+        self.output = nn.ModuleDict(dict(dense=nn.Linear(inter, hidden),
+                                         LayerNorm=nn.LayerNorm(hidden, eps=1e-12)))
+
+    def forward(self, x, ext_mask):
+        a = self.attention["self"](x, ext_mask)
+        ao = self.attention["output"]
+        x = ao["LayerNorm"](ao["dense"](a) + x)
+        h = F.gelu(self.intermediate["dense"](x))
+        return self.output["LayerNorm"](self.output["dense"](h) + x)
+
+
+class Bert(nn.Module):
+    """Tiny BERT-style encoder: word/position/token-type embeddings, padding
+    mask turned into an additive -10000 bias, post-LN layers, tanh pooler."""
+
+    def __init__(self, vocab=101, hidden=32, heads=4, inter=64, layers=2,
+                 max_pos=24, type_vocab=2):
+        super().__init__()
+        self.embeddings = nn.ModuleDict(dict(
+            word_embeddings=nn.Embedding(vocab, hidden),
+            position_embeddings=nn.Embedding(max_pos, hidden),
+            token_type_embeddings=nn.Embedding(type_vocab, hidden),
+            LayerNorm=nn.LayerNorm(hidden, eps=1e-12)))
+        self.encoder = nn.ModuleDict(dict(layer=nn.ModuleList(
+            [BertLayer(hidden, heads, inter) for _ in range(layers)])))
+        self.pooler = nn.ModuleDict(dict(dense=nn.Linear(hidden, hidden)))
+        for mod in self.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, mean=0.0, std=0.1)
+            if isinstance(mod, nn.Linear):
+                nn.init.normal_(mod.bias, mean=0.0, std=0.02)
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        t = input_ids.size(1)
+        pos = torch.arange(t, dtype=torch.long).unsqueeze(0)
+        e = self.embeddings
+        x = (e["word_embeddings"](input_ids) + e["position_embeddings"](pos)
+             + e["token_type_embeddings"](token_type_ids))
+        x = e["LayerNorm"](x)
+        ext = attention_mask[:, None, None, :].to(x.dtype)
+        ext = (1.0 - ext) * -10000.0
+        for layer in self.encoder["layer"]:
+            x = layer(x, ext)
+        pooled = torch.tanh(self.pooler["dense"](x[:, 0]))
+        return x, pooled
+
+
+def build_bert(mode):
+    model = Bert()
+    ids = torch.randint(0, 101, (2, 12), dtype=torch.int64)
+    types = torch.cat([torch.zeros(2, 6, dtype=torch.int64),
+                       torch.ones(2, 6, dtype=torch.int64)], dim=1)
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    mask[1, 9:] = 0  # padding in the second sequence
+    return (model, (ids, types, mask),
+            ["input_ids", "token_type_ids", "attention_mask"],
+            ["last_hidden_state", "pooler_output"])
+
+
 def build_gpt2(mode):
     model = GPT2()
     ids = torch.randint(0, 97, (2, 16), dtype=torch.int64)
@@ -229,6 +319,7 @@ def randomize_norm_layers(model):
 
 BUILDERS = {
     "gpt2": build_gpt2,
+    "bert": build_bert,
     "transformer_encoder": build_transformer_encoder,
     "mlp": build_mlp,
     "resnet18": build_resnet18,
