@@ -165,9 +165,14 @@ LogicalResult kernels::evalUnary(Operation *op, Operands in, Results out) {
                   .Case<ClampOp>([](ClampOp c) {
                     double lo = c.getMin() ? c.getMin()->convertToDouble() : -INFINITY;
                     double hi = c.getMax() ? c.getMax()->convertToDouble() : INFINITY;
+                    // Compare in double, but return x itself when in range so
+                    // that int64 values above 2^53 stay exact.
                     return std::function<int64_t(int64_t)>([=](int64_t x) {
-                      double v = std::min(std::max((double)x, lo), hi);
-                      return (int64_t)v;
+                      if ((double)x < lo)
+                        return (int64_t)std::ceil(lo);
+                      if ((double)x > hi)
+                        return (int64_t)std::floor(hi);
+                      return x;
                     });
                   })
                   .Default([](auto) { return std::function<int64_t(int64_t)>(); });

@@ -62,6 +62,28 @@ LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
   int64_t count = 1;
   for (int64_t ax : axes)
     count *= a.getShape()[ax];
+  if (!a.isFloat()) {
+    // Integers reduce exactly in int64 (wrapping like the element type).
+    int64_t iinit = kind == Red::Max   ? std::numeric_limits<int64_t>::min()
+                    : kind == Red::Min ? std::numeric_limits<int64_t>::max()
+                    : kind == Red::Prod ? 1
+                                        : 0;
+    std::vector<int64_t> iacc(r.size(), iinit);
+    forEachIndex(a.getShape(), [&](int64_t lin, ArrayRef<int64_t> idx) {
+      int64_t o = dot(idx, ks), v = a.i()[lin];
+      switch (kind) {
+      case Red::Sum:
+      case Red::Mean: iacc[o] = (int64_t)((uint64_t)iacc[o] + (uint64_t)v); break;
+      case Red::Prod: iacc[o] = (int64_t)((uint64_t)iacc[o] * (uint64_t)v); break;
+      case Red::Max: iacc[o] = std::max(iacc[o], v); break;
+      case Red::Min: iacc[o] = std::min(iacc[o], v); break;
+      }
+    });
+    for (int64_t k = 0; k < r.size(); ++k)
+      r.setFromInt(k, kind == Red::Mean && count ? iacc[k] / count : iacc[k]);
+    out.push_back(std::move(r));
+    return success();
+  }
   double init = kind == Red::Max   ? -INFINITY
                 : kind == Red::Min ? INFINITY
                 : kind == Red::Prod ? 1.0
@@ -99,13 +121,12 @@ LogicalResult kernels::evalArgMax(ArgMaxOp op, Operands in, Results out) {
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t k = 0; k < v.inner; ++k) {
       int64_t best = 0;
-      double bv = a.getAsDouble(v.at(o, 0, k));
       for (int64_t j = 1; j < v.dim; ++j) {
-        double x = a.getAsDouble(v.at(o, j, k));
-        if (x > bv || (last && x == bv)) {
-          bv = x;
+        int64_t cur = v.at(o, j, k), top = v.at(o, best, k);
+        bool greater = a.isFloat() ? a.f()[cur] > a.f()[top] : a.i()[cur] > a.i()[top];
+        bool equal = a.isFloat() ? a.f()[cur] == a.f()[top] : a.i()[cur] == a.i()[top];
+        if (greater || (last && equal))
           best = j;
-        }
       }
       r.i()[o * v.inner + k] = best;
     }

@@ -65,6 +65,8 @@ public:
   /// The compile-time value of input `i`; an error naming the input when it
   /// is not a constant.
   FailureOr<HostTensor> constantInput(unsigned i, StringRef what);
+  /// A scalar (one-element) constant input as a double.
+  FailureOr<double> constantScalar(unsigned i, StringRef what);
   /// Integer list from a constant input (e.g. a shape).
   FailureOr<SmallVector<int64_t>> constantInts(unsigned i, StringRef what);
   /// True when output `i` is consumed by the graph or is a graph output.

@@ -24,6 +24,7 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/defs/parser.h>
+#include <onnx/defs/schema.h>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -416,6 +417,22 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         return fail(loc, "input '" + in + "' of node '" + node->name() +
                              "' has no value"),
                nullptr;
+    // ONNX's own schema checks arity, attribute names/types and required
+    // attributes, so handlers can rely on them.
+    if (const auto *schema =
+            onnx::OpSchemaRegistry::Schema(node->op_type(), (int)opset, "")) {
+      try {
+        schema->Verify(*node);
+      } catch (const std::exception &e) {
+        std::string what = e.what();
+        // Drop onnx's "==> Context: ..." suffix; the location names the node.
+        if (size_t ctx = what.find("\n\n==> Context"); ctx != std::string::npos)
+          what.resize(ctx);
+        return fail(loc, "malformed " + node->op_type() + " node '" +
+                             node->name() + "': " + what),
+               nullptr;
+      }
+    }
     NodeContext nc(*this, *node, opset, builder, loc);
     if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
       return nullptr;
@@ -481,6 +498,18 @@ FailureOr<HostTensor> NodeContext::constantInput(unsigned i, StringRef what) {
     return failure();
   }
   return HostTensor::fromAttr(attr);
+}
+
+FailureOr<double> NodeContext::constantScalar(unsigned i, StringRef what) {
+  auto t = constantInput(i, what);
+  if (failed(t))
+    return failure();
+  if (t->size() != 1) {
+    (void)error(Twine(what) + " must be a scalar, got " + Twine(t->size()) +
+                " elements");
+    return failure();
+  }
+  return t->getAsDouble(0);
 }
 
 FailureOr<SmallVector<int64_t>> NodeContext::constantInts(unsigned i, StringRef what) {

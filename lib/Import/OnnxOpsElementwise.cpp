@@ -91,12 +91,10 @@ LogicalResult clip(NodeContext &n) {
   for (unsigned i : {1u, 2u}) {
     if (!n.hasInput(i))
       continue;
-    auto c = n.constantInput(i, i == 1 ? "min" : "max");
+    auto c = n.constantScalar(i, i == 1 ? "min" : "max");
     if (failed(c))
       return failure();
-    if (c->size() != 1)
-      return n.error("min/max must be scalars");
-    (i == 1 ? lo : hi) = n.builder().getF64FloatAttr(c->getAsDouble(0));
+    (i == 1 ? lo : hi) = n.builder().getF64FloatAttr(*c);
   }
   n.setOutputs(n.create<ClampOp>(n.input(0), lo, hi));
   return success();

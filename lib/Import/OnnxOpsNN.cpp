@@ -337,17 +337,17 @@ LogicalResult argMin(NodeContext &n) { return argImpl(n, true); }
 LogicalResult dropout(NodeContext &n) {
   bool training = false;
   if (n.hasInput(2)) {
-    auto t = n.constantInput(2, "training_mode");
+    auto t = n.constantScalar(2, "training_mode");
     if (failed(t))
       return failure();
-    training = t->getAsDouble(0) != 0;
+    training = *t != 0;
   }
   double ratio = 0.5;
   if (n.hasInput(1)) {
-    auto r = n.constantInput(1, "ratio");
+    auto r = n.constantScalar(1, "ratio");
     if (failed(r))
       return failure();
-    ratio = r->getAsDouble(0);
+    ratio = *r;
   }
   Value x = n.input(0);
   auto xt = n.inputType(0);

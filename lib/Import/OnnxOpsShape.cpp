@@ -123,6 +123,8 @@ LogicalResult range(NodeContext &n) {
        delta = n.constantInput(2, "delta");
   if (failed(start) || failed(limit) || failed(delta))
     return failure();
+  if (start->size() != 1 || limit->size() != 1 || delta->size() != 1)
+    return n.error("start, limit and delta must be scalars");
   double s = start->getAsDouble(0), l = limit->getAsDouble(0), d = delta->getAsDouble(0);
   if (d == 0)
     return n.error("delta is zero");
@@ -335,7 +337,7 @@ LogicalResult slice(NodeContext &n) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
     } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
+      s = std::clamp<int64_t>(s, -1, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
     // INT64_MAX/MIN sentinels were clamped above; the start of an empty
@@ -414,10 +416,10 @@ LogicalResult trilu(NodeContext &n) {
     return n.error("input must have rank >= 2");
   int64_t k = 0;
   if (n.hasInput(1)) {
-    auto kv = n.constantInts(1, "k");
+    auto kv = n.constantScalar(1, "k");
     if (failed(kv))
       return failure();
-    k = (*kv)[0];
+    k = (int64_t)*kv;
   }
   bool upper = n.getInt("upper", 1);
   int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);

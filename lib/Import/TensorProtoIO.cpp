@@ -6,6 +6,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cstring>
 #include <regex>
 
 using namespace mlir;
@@ -71,8 +72,7 @@ static FailureOr<HostTensor> readNpy(MLIRContext *ctx, StringRef path,
   Type et = npyType(ctx, m[1].str());
   if (!et)
     return bad("unsupported dtype '" + m[1].str() + "'");
-  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
-    return bad("Fortran order");
+  bool fortran = std::regex_search(header, m, std::regex("'fortran_order':\\s*True"));
   if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
     return bad("no shape");
   SmallVector<int64_t> shape;
@@ -92,11 +92,34 @@ static FailureOr<HostTensor> readNpy(MLIRContext *ctx, StringRef path,
   if (failed(n))
     return bad("absurd shape");
   StringRef body = data.drop_front(offset + headerLen);
-  auto t = HostTensor::fromBytes(RankedTensorType::get(shape, et),
-                                 ArrayRef<char>(body.data(), body.size()));
-  if (failed(t))
+  auto type = RankedTensorType::get(shape, et);
+  int64_t eb = HostTensor::elementBytes(et);
+  if ((int64_t)body.size() < eb * *n)
     return bad("data size does not match the shape");
-  return t;
+  body = body.take_front(eb * *n);
+  if (!fortran || shape.size() < 2) {
+    auto t = HostTensor::fromBytes(type, ArrayRef<char>(body.data(), body.size()));
+    if (failed(t))
+      return bad("data size does not match the shape");
+    return t;
+  }
+  // Column-major data: element (i0..ik) sits at sum(i_d * prod(shape[<d])).
+  std::vector<char> rowMajor(body.size());
+  SmallVector<int64_t> colStride(shape.size(), 1), idx(shape.size(), 0);
+  for (size_t d = 1; d < shape.size(); ++d)
+    colStride[d] = colStride[d - 1] * shape[d - 1];
+  for (int64_t lin = 0; lin < *n; ++lin) {
+    int64_t src = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      src += idx[d] * colStride[d];
+    std::memcpy(&rowMajor[lin * eb], body.data() + src * eb, eb);
+    for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return HostTensor::fromBytes(type, rowMajor);
 }
 
 FailureOr<HostTensor> mlir::merak::readTensorFile(MLIRContext *ctx, StringRef path,

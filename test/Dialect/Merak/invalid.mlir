@@ -2,13 +2,15 @@
 
 // Every verifier and type-inference error of the merak dialect. Errors from
 // `inferReturnTypes` are reported at the op's location without the op-name
-// prefix, followed by the generic "failed to infer returned types".
+// prefix, followed by the generic "failed to infer returned types" when the
+// op is verified; ops whose result type is inferred while parsing (binary
+// ops, where) report only the first error, from the parser.
 
 //===----------------------------------------------------------------------===//
 // merak.param / merak.get_param
 //===----------------------------------------------------------------------===//
 
-// expected-error @+1 {{'merak.param' op parameter type must have a static shape}}
+// expected-error @+1 {{'merak.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor}}
 merak.param @w : tensor<?x2xf32> = dense<1.0> : tensor<3x2xf32>
 
 // -----
@@ -31,7 +33,7 @@ merak.param @w : tensor<2xf32> = dense_resource<blob> : tensor<2xf16>
 
 // -----
 
-// expected-error @+1 {{'merak.param' op attribute 'type' failed to satisfy constraint: type attribute of ranked tensor of}}
+// expected-error @+1 {{'merak.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of}}
 merak.param @w : tensor<2xi8> = dense<1> : tensor<2xi8>
 
 // -----
@@ -75,7 +77,7 @@ func.func @constant_type_mismatch() {
 // -----
 
 func.func @constant_bad_element_type() {
-  // expected-error @+1 {{'merak.constant' op result #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.constant' op result #0 must be statically shaped tensor of}}
   %0 = merak.constant dense<1> : tensor<2xi16>
   return
 }
@@ -129,7 +131,7 @@ func.func @compare_result_not_i1(%a: tensor<3xf32>) {
 // -----
 
 func.func @arith_on_i1(%a: tensor<3xi1>) {
-  // expected-error @+1 {{'merak.add' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.add' op operand #0 must be statically shaped tensor of}}
   %0 = merak.add %a, %a : tensor<3xi1>, tensor<3xi1>
   return
 }
@@ -137,7 +139,7 @@ func.func @arith_on_i1(%a: tensor<3xi1>) {
 // -----
 
 func.func @logical_on_float(%a: tensor<3xf32>) {
-  // expected-error @+1 {{'merak.and' op operand #0 must be ranked tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{'merak.and' op operand #0 must be statically shaped tensor of 1-bit signless integer values}}
   %0 = merak.and %a, %a : tensor<3xf32>, tensor<3xf32>
   return
 }
@@ -161,7 +163,7 @@ func.func @where_broadcast(%c: tensor<3xi1>, %a: tensor<2x1xf32>, %b: tensor<2xf
 // -----
 
 func.func @where_condition_not_i1(%c: tensor<2xi64>, %a: tensor<2xf32>) {
-  // expected-error @+1 {{'merak.where' op operand #0 must be ranked tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{'merak.where' op operand #0 must be statically shaped tensor of 1-bit signless integer values}}
   %0 = merak.where %c, %a, %a : tensor<2xi64>, tensor<2xf32>, tensor<2xf32>
   return
 }
@@ -169,7 +171,7 @@ func.func @where_condition_not_i1(%c: tensor<2xi64>, %a: tensor<2xf32>) {
 // -----
 
 func.func @exp_of_i1(%a: tensor<3xi1>) {
-  // expected-error @+1 {{'merak.exp' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit float values}}
+  // expected-error @+1 {{'merak.exp' op operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 64-bit float values}}
   %0 = merak.exp %a : tensor<3xi1>
   return
 }
@@ -177,7 +179,7 @@ func.func @exp_of_i1(%a: tensor<3xi1>) {
 // -----
 
 func.func @exp_of_i64(%a: tensor<3xi64>) {
-  // expected-error @+1 {{'merak.exp' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.exp' op operand #0 must be statically shaped tensor of}}
   %0 = merak.exp %a : tensor<3xi64>
   return
 }
@@ -185,7 +187,7 @@ func.func @exp_of_i64(%a: tensor<3xi64>) {
 // -----
 
 func.func @relu_of_i1(%a: tensor<3xi1>) {
-  // expected-error @+1 {{'merak.relu' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.relu' op operand #0 must be statically shaped tensor of}}
   %0 = merak.relu %a : tensor<3xi1>
   return
 }
@@ -193,7 +195,7 @@ func.func @relu_of_i1(%a: tensor<3xi1>) {
 // -----
 
 func.func @not_of_float(%a: tensor<3xf32>) {
-  // expected-error @+1 {{'merak.not' op operand #0 must be ranked tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{'merak.not' op operand #0 must be statically shaped tensor of 1-bit signless integer values}}
   %0 = merak.not %a : tensor<3xf32>
   return
 }
@@ -201,7 +203,7 @@ func.func @not_of_float(%a: tensor<3xf32>) {
 // -----
 
 func.func @unranked(%a: tensor<*xf32>) {
-  // expected-error @+1 {{'merak.tanh' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.tanh' op operand #0 must be statically shaped tensor of}}
   %0 = "merak.tanh"(%a) : (tensor<*xf32>) -> tensor<*xf32>
   return
 }
@@ -238,6 +240,16 @@ func.func @cast_shape(%a: tensor<2x3xf32>) {
   return
 }
 
+// -----
+
+// The dialect works on static shapes only (merak-run aborts on a tensor
+// with a dynamic dimension).
+func.func @dynamic_operand(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{static}}
+  %0 = merak.exp %a : tensor<?x3xf32>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Shape manipulation
 //===----------------------------------------------------------------------===//
@@ -253,7 +265,7 @@ func.func @reshape_element_type(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @reshape_dynamic(%a: tensor<?x3xf32>) {
-  // expected-error @+1 {{'merak.reshape' op requires static shapes}}
+  // expected-error @+1 {{'merak.reshape' op operand #0 must be statically shaped tensor}}
   %0 = merak.reshape %a : tensor<?x3xf32> to tensor<6xf32>
   return
 }
@@ -287,6 +299,14 @@ func.func @broadcast_incompatible(%a: tensor<3x1xf32>) {
 func.func @broadcast_to_lower_rank(%a: tensor<1x3xf32>) {
   // expected-error @+1 {{'merak.broadcast' op cannot broadcast 'tensor<1x3xf32>' to 'tensor<3xf32>'}}
   %0 = merak.broadcast %a : tensor<1x3xf32> to tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_to_dynamic(%a: tensor<3xf32>) {
+  // expected-error @+1 {{static}}
+  %0 = merak.broadcast %a : tensor<3xf32> to tensor<?x3xf32>
   return
 }
 
@@ -382,11 +402,12 @@ func.func @slice_reverse_limit_below(%a: tensor<4x6xf32>) {
 
 // -----
 
-// A reversed slice of an empty dimension (start 0 is allowed there) is empty.
+// A reversed slice starts in [-1, dim - 1]; an empty dimension has no
+// element 0 to start from (the importer clamps such a start to -1).
 func.func @slice_reverse_of_empty(%a: tensor<0xf32>) {
-  // expected-error @+2 {{'merak.slice' op inferred type(s) 'tensor<0xf32>' are incompatible with return type(s) of operation 'tensor<1xf32>'}}
+  // expected-error @+2 {{slice [0, -1) out of bounds for dimension 0 of size 0}}
   // expected-error @+1 {{'merak.slice' op failed to infer returned types}}
-  %0 = merak.slice %a starts = [0] limits = [-1] strides = [-1] : tensor<0xf32> to tensor<1xf32>
+  %0 = merak.slice %a starts = [0] limits = [-1] strides = [-1] : tensor<0xf32> to tensor<0xf32>
   return
 }
 
@@ -492,7 +513,7 @@ func.func @gather_axis(%a: tensor<4x3xf32>, %i: tensor<2xi64>) {
 // -----
 
 func.func @gather_float_indices(%a: tensor<4x3xf32>, %i: tensor<2xf32>) {
-  // expected-error @+1 {{'merak.gather' op operand #1 must be ranked tensor of 64-bit signless integer or 32-bit signless integer values}}
+  // expected-error @+1 {{'merak.gather' op operand #1 must be statically shaped tensor of 64-bit signless integer or 32-bit signless integer values}}
   %0 = merak.gather %a[%i] axis = 0 : tensor<4x3xf32>, tensor<2xf32> -> tensor<2x3xf32>
   return
 }
@@ -587,7 +608,7 @@ func.func @reduce_keepdims_result(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @reduce_of_i1(%a: tensor<2x3xi1>) {
-  // expected-error @+1 {{'merak.reduce_sum' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.reduce_sum' op operand #0 must be statically shaped tensor of}}
   %0 = merak.reduce_sum %a axes = [1] : tensor<2x3xi1> -> tensor<2xi1>
   return
 }
@@ -604,7 +625,7 @@ func.func @argmax_axis(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @argmax_result_i32(%a: tensor<2x3xf32>) {
-  // expected-error @+1 {{'merak.argmax' op result #0 must be ranked tensor of 64-bit signless integer values}}
+  // expected-error @+1 {{'merak.argmax' op result #0 must be statically shaped tensor of 64-bit signless integer values}}
   %0 = merak.argmax %a axis = 1 : tensor<2x3xf32> -> tensor<2xi32>
   return
 }
@@ -628,7 +649,7 @@ func.func @log_softmax_axis(%a: tensor<2x3xf32>) {
 // -----
 
 func.func @softmax_of_int(%a: tensor<2x3xi64>) {
-  // expected-error @+1 {{'merak.softmax' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.softmax' op operand #0 must be statically shaped tensor of}}
   %0 = merak.softmax %a axis = 1 : tensor<2x3xi64>
   return
 }
@@ -748,7 +769,7 @@ func.func @batch_norm_result(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
 // -----
 
 func.func @batch_norm_channels(%a: tensor<2x3x4xf32>, %c: tensor<3xf32>, %v: tensor<4xf32>) {
-  // expected-error @+1 {{'merak.batch_norm' op per-channel operands must be tensor<3xf32>, got 'tensor<4xf32>'}}
+  // expected-error @+1 {{'merak.batch_norm' op per-channel operands must be 'tensor<3xf32>', got 'tensor<4xf32>'}}
   %0 = merak.batch_norm %a, %c, %c, %c, %v epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
   return
 }
@@ -821,7 +842,7 @@ func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
 // -----
 
 func.func @matmul_of_i1(%a: tensor<2x2xi1>) {
-  // expected-error @+1 {{'merak.matmul' op operand #0 must be ranked tensor of}}
+  // expected-error @+1 {{'merak.matmul' op operand #0 must be statically shaped tensor of}}
   %0 = merak.matmul %a, %a : tensor<2x2xi1>, tensor<2x2xi1> -> tensor<2x2xi1>
   return
 }
@@ -1074,7 +1095,7 @@ func.func @dropout_mask_shape(%x: tensor<4xf32>) {
 // -----
 
 func.func @dropout_mask_not_i1(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'merak.dropout' op result #1 must be ranked tensor of 1-bit signless integer values}}
+  // expected-error @+1 {{'merak.dropout' op result #1 must be statically shaped tensor of 1-bit signless integer values}}
   %0:2 = merak.dropout %x ratio = 0.5 seed = 0 : tensor<4xf32> -> tensor<4xf32>, tensor<4xf32>
   return
 }
@@ -1127,7 +1148,7 @@ func.func @cross_entropy_none_result(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
 // -----
 
 func.func @cross_entropy_float_labels(%l: tensor<4x10xf32>, %t: tensor<4xf32>) {
-  // expected-error @+1 {{'merak.cross_entropy' op operand #1 must be ranked tensor of 64-bit signless integer or 32-bit signless integer values}}
+  // expected-error @+1 {{'merak.cross_entropy' op operand #1 must be statically shaped tensor of 64-bit signless integer or 32-bit signless integer values}}
   %0 = merak.cross_entropy %l, %t axis = 1 reduction = "mean" : tensor<4x10xf32>, tensor<4xf32> -> tensor<f32>
   return
 }

@@ -76,8 +76,6 @@ static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
 
 LogicalResult ParamOp::verify() {
   auto type = getTensorType();
-  if (!type.hasStaticShape())
-    return emitOpError("parameter type must have a static shape");
   if (getInitialValue().getType() != type)
     return emitOpError("initial value type ")
            << getInitialValue().getType() << " does not match " << type;
@@ -170,8 +168,6 @@ LogicalResult ReshapeOp::verify() {
   if (in.getElementType() != out.getElementType())
     return emitOpError("element type changes from ")
            << in.getElementType() << " to " << out.getElementType();
-  if (!in.hasStaticShape() || !out.hasStaticShape())
-    return emitOpError("requires static shapes");
   if (in.getNumElements() != out.getNumElements())
     return emitOpError("cannot reshape ")
            << in.getNumElements() << " elements into " << out.getNumElements();
@@ -232,7 +228,7 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
                                  ") out of bounds for dimension ", d, " of size ", dim);
       n = l > s ? llvm::divideCeil(l - s, st) : 0;
     } else {
-      if (s < -1 || s >= std::max<int64_t>(dim, 1) || l < -1 || l >= dim)
+      if (s < -1 || s >= dim || l < -1 || l >= dim)
         return emitOptionalError(loc, "slice [", s, ", ", l,
                                  ") out of bounds for dimension ", d, " of size ", dim);
       n = s > l ? llvm::divideCeil(s - l, -st) : 0;
@@ -316,6 +312,10 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
   if (idx.getRank() != data.getRank())
     return emitOptionalError(loc, "indices rank ", idx.getRank(),
                              " differs from data rank ", data.getRank());
+  for (int64_t d = 0; d < idx.getRank(); ++d)
+    if (d != (int64_t)adaptor.getAxis() && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOptionalError(loc, "indices dimension ", d, " (", idx.getDimSize(d),
+                               ") exceeds the data's (", data.getDimSize(d), ")");
   types.push_back(RankedTensorType::get(idx.getShape(), data.getElementType()));
   return success();
 }
@@ -373,11 +373,18 @@ LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *ctx,
                      adaptor.getKeepdims(), IntegerType::get(ctx, 64), types);
 }
 
+/// Verifier form of checkAxis: "'merak.x' op axis ... out of range".
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
-  return checkAxis(getLoc(), getAxis(), getInput().getType().getRank());
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }
 LogicalResult LogSoftmaxOp::verify() {
-  return checkAxis(getLoc(), getAxis(), getInput().getType().getRank());
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }
 
 /// Checks an optional per-feature operand of a normalisation over [axis, rank).
@@ -396,7 +403,7 @@ static LogicalResult checkNormOperand(Operation *op, Value v, StringRef name,
 
 LogicalResult LayerNormOp::verify() {
   auto in = getInput().getType();
-  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
     return failure();
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError("epsilon must be non-negative");
@@ -409,7 +416,7 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult RmsNormOp::verify() {
   auto in = getInput().getType();
-  if (failed(checkAxis(getLoc(), getAxis(), in.getRank())))
+  if (failed(verifyAxis(*this, getAxis(), in.getRank())))
     return failure();
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError("epsilon must be non-negative");
@@ -429,8 +436,8 @@ LogicalResult BatchNormOp::verify() {
     auto t = tensorType(v);
     if (t.getRank() != 1 || t.getDimSize(0) != c ||
         t.getElementType() != in.getElementType())
-      return emitOpError("per-channel operands must be tensor<")
-             << c << "x" << in.getElementType() << ">, got " << t;
+      return emitOpError("per-channel operands must be ")
+             << RankedTensorType::get({c}, in.getElementType()) << ", got " << t;
   }
   return success();
 }
@@ -506,6 +513,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
       failed(checkArray(loc, adaptor.getPadding(), 4, "padding")) ||
       failed(checkArray(loc, adaptor.getDilations(), 2, "dilations")))
     return failure();
+  if (w.getElementType() != in.getElementType())
+    return emitOptionalError(loc, "weight element type ", w.getElementType(),
+                             " differs from the input's ", in.getElementType());
   int64_t groups = adaptor.getGroups();
   int64_t c = in.getDimSize(1), o = w.getDimSize(0);
   if (groups <= 0 || c % groups || o % groups || w.getDimSize(1) * groups != c)
@@ -515,6 +525,9 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     auto bt = tensorType(b);
     if (bt.getRank() != 1 || bt.getDimSize(0) != o)
       return emitOptionalError(loc, "bias must be tensor<", o, "x...>");
+    if (bt.getElementType() != in.getElementType())
+      return emitOptionalError(loc, "bias element type ", bt.getElementType(),
+                               " differs from the input's ", in.getElementType());
   }
   auto s = adaptor.getStrides(), p = adaptor.getPadding(), d = adaptor.getDilations();
   auto h = windowOut(loc, in.getDimSize(2), w.getDimSize(2), s[0], p[0], p[2], d[0], false);
@@ -540,6 +553,9 @@ static LogicalResult inferPool(std::optional<Location> loc, Value input,
       failed(checkArray(loc, p, 4, "padding")) ||
       failed(checkArray(loc, d, 2, "dilations")))
     return failure();
+  if (k[0] <= 0 || k[1] <= 0)
+    return emitOptionalError(loc, "window sizes, strides and dilations must be "
+                                  "positive and padding non-negative");
   if (p[0] >= k[0] || p[2] >= k[0] || p[1] >= k[1] || p[3] >= k[1])
     return emitOptionalError(loc, "padding must be smaller than the kernel");
   auto h = windowOut(loc, in.getDimSize(2), k[0], s[0], p[0], p[2], d[0], ceil);

@@ -31,10 +31,12 @@ def Merak_Float : AnyTypeOf<[F32, F16, BF16, F64]>;
 def Merak_Int : AnyTypeOf<[I64, I32]>;
 def Merak_Element : AnyTypeOf<[F32, F16, BF16, F64, I64, I32, I1]>;
 
-def Merak_Tensor : RankedTensorOf<[F32, F16, BF16, F64, I64, I32, I1]>;
-def Merak_FloatTensor : RankedTensorOf<[F32, F16, BF16, F64]>;
-def Merak_NumericTensor : RankedTensorOf<[F32, F16, BF16, F64, I64, I32]>;
-def Merak_IntTensor : RankedTensorOf<[I64, I32]>;
-def Merak_BoolTensor : RankedTensorOf<[I1]>;
+// All merak values have static shapes (dynamic dimensions are bound at
+// import), so every later phase can size buffers and shard exactly.
+def Merak_Tensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32, I1]>;
+def Merak_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16, F64]>;
+def Merak_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32]>;
+def Merak_IntTensor : StaticShapeTensorOf<[I64, I32]>;
+def Merak_BoolTensor : StaticShapeTensorOf<[I1]>;
 
 #endif // MERAK_BASE_TD

@@ -292,7 +292,7 @@ def Merak_ArgMaxOp : Merak_Op<"argmax", [Pure, InferTypeOpAdaptor]> {
   let summary = "Index of the maximum along an axis (first, or last with select_last_index)";
   let arguments = (ins Merak_NumericTensor:$input, I64Attr:$axis,
                        UnitAttr:$keepdims, UnitAttr:$select_last_index);
-  let results = (outs RankedTensorOf<[I64]>:$result);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
   let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
 }
 

@@ -1,0 +1,304 @@
+// RUN: merak-opt %s -canonicalize -split-input-file | FileCheck %s
+
+// Structural folds of merak ops (MerakFolds.cpp).
+
+// CHECK-LABEL: func.func @reshape_of_reshape
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: %[[R:.*]] = merak.reshape %[[X]] : tensor<2x3x4xf32> to tensor<4x6xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @reshape_of_reshape(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  %0 = merak.reshape %x : tensor<2x3x4xf32> to tensor<24xf32>
+  %1 = merak.reshape %0 : tensor<24xf32> to tensor<4x6xf32>
+  return %1 : tensor<4x6xf32>
+}
+
+// -----
+
+// A chain that comes back to the input's shape disappears.
+// CHECK-LABEL: func.func @reshape_round_trip
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xi64>)
+// CHECK-NEXT: return %[[X]]
+func.func @reshape_round_trip(%x: tensor<2x3xi64>) -> tensor<2x3xi64> {
+  %0 = merak.reshape %x : tensor<2x3xi64> to tensor<6xi64>
+  %1 = merak.reshape %0 : tensor<6xi64> to tensor<3x2xi64>
+  %2 = merak.reshape %1 : tensor<3x2xi64> to tensor<2x3xi64>
+  return %2 : tensor<2x3xi64>
+}
+
+// -----
+
+// The inner reshape stays when something else reads it.
+// CHECK-LABEL: func.func @reshape_of_reshape_shared
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-DAG: %[[A:.*]] = merak.reshape %[[X]] : tensor<2x3xf32> to tensor<6xf32>
+// CHECK-DAG: %[[B:.*]] = merak.reshape %[[X]] : tensor<2x3xf32> to tensor<3x2xf32>
+// CHECK: return %[[A]], %[[B]]
+func.func @reshape_of_reshape_shared(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<3x2xf32>) {
+  %0 = merak.reshape %x : tensor<2x3xf32> to tensor<6xf32>
+  %1 = merak.reshape %0 : tensor<6xf32> to tensor<3x2xf32>
+  return %0, %1 : tensor<6xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_reshape
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @identity_reshape(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = merak.reshape %x : tensor<2x3xf32> to tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_broadcast
+// CHECK-SAME: (%[[X:.*]]: tensor<1x3xf16>)
+// CHECK-NEXT: return %[[X]]
+func.func @identity_broadcast(%x: tensor<1x3xf16>) -> tensor<1x3xf16> {
+  %0 = merak.broadcast %x : tensor<1x3xf16> to tensor<1x3xf16>
+  return %0 : tensor<1x3xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_cast
+// CHECK-SAME: (%[[X:.*]]: tensor<4xi32>)
+// CHECK-NEXT: return %[[X]]
+func.func @identity_cast(%x: tensor<4xi32>) -> tensor<4xi32> {
+  %0 = merak.cast %x : tensor<4xi32> to tensor<4xi32>
+  return %0 : tensor<4xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_transpose
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @identity_transpose(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = merak.transpose %x perm = [0, 1, 2] : tensor<2x3x4xf32> to tensor<2x3x4xf32>
+  return %0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Same input and result type is not enough: this transpose moves data.
+// CHECK-LABEL: func.func @transpose_equal_dims_kept
+// CHECK: merak.transpose %{{.*}} perm = [1, 0]
+func.func @transpose_equal_dims_kept(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %0 = merak.transpose %x perm = [1, 0] : tensor<3x3xf32> to tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_slice
+// CHECK-SAME: (%[[X:.*]]: tensor<4x6xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @identity_slice(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %0 = merak.slice %x starts = [0, 0] limits = [4, 6] strides = [1, 1] : tensor<4x6xf32> to tensor<4x6xf32>
+  return %0 : tensor<4x6xf32>
+}
+
+// -----
+
+// A full reversal keeps the type but is not the identity.
+// CHECK-LABEL: func.func @reverse_slice_kept
+// CHECK: merak.slice %{{.*}} starts = [3] limits = [-1] strides = [-1]
+func.func @reverse_slice_kept(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = merak.slice %x starts = [3] limits = [-1] strides = [-1] : tensor<4xf32> to tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @concat_of_one
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xi1>)
+// CHECK-NEXT: return %[[X]]
+func.func @concat_of_one(%x: tensor<2x3xi1>) -> tensor<2x3xi1> {
+  %0 = merak.concat %x axis = 1 : tensor<2x3xi1> -> tensor<2x3xi1>
+  return %0 : tensor<2x3xi1>
+}
+
+// -----
+
+// transpose(transpose(x, [1, 0, 2]), [0, 2, 1]) == transpose(x, [1, 2, 0]).
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: %[[T:.*]] = merak.transpose %[[X]] perm = [1, 2, 0] : tensor<2x3x4xf32> to tensor<3x4x2xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> tensor<3x4x2xf32> {
+  %0 = merak.transpose %x perm = [1, 0, 2] : tensor<2x3x4xf32> to tensor<3x2x4xf32>
+  %1 = merak.transpose %0 perm = [0, 2, 1] : tensor<3x2x4xf32> to tensor<3x4x2xf32>
+  return %1 : tensor<3x4x2xf32>
+}
+
+// -----
+
+// Composition order matters: with p1 = [2, 0, 1, 3], p2 = [1, 3, 0, 2] the
+// composed perm is p1[p2[i]] = [0, 3, 2, 1] (not p2[p1[i]] = [0, 1, 3, 2]).
+// CHECK-LABEL: func.func @transpose_composition_order
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4x5xf32>)
+// CHECK-NEXT: %[[T:.*]] = merak.transpose %[[X]] perm = [0, 3, 2, 1] : tensor<2x3x4x5xf32> to tensor<2x5x4x3xf32>
+// CHECK-NEXT: return %[[T]]
+func.func @transpose_composition_order(%x: tensor<2x3x4x5xf32>) -> tensor<2x5x4x3xf32> {
+  %0 = merak.transpose %x perm = [2, 0, 1, 3] : tensor<2x3x4x5xf32> to tensor<4x2x3x5xf32>
+  %1 = merak.transpose %0 perm = [1, 3, 0, 2] : tensor<4x2x3x5xf32> to tensor<2x5x4x3xf32>
+  return %1 : tensor<2x5x4x3xf32>
+}
+
+// -----
+
+// A transpose followed by its inverse cancels.
+// CHECK-LABEL: func.func @transpose_inverse
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @transpose_inverse(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = merak.transpose %x perm = [1, 2, 0] : tensor<2x3x4xf32> to tensor<3x4x2xf32>
+  %1 = merak.transpose %0 perm = [2, 0, 1] : tensor<3x4x2xf32> to tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @splat_broadcast
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<2.500000e+00> : tensor<2x3xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_broadcast() -> tensor<2x3xf32> {
+  %c = merak.constant dense<2.5> : tensor<3xf32>
+  %0 = merak.broadcast %c : tensor<3xf32> to tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Only splats are broadcast by the folder; other constants are left to
+// merak-fold-constants.
+// CHECK-LABEL: func.func @dense_broadcast_kept
+// CHECK: %[[C:.*]] = merak.constant dense<[1, 2, 3]> : tensor<3xi64>
+// CHECK: merak.broadcast %[[C]] : tensor<3xi64> to tensor<2x3xi64>
+func.func @dense_broadcast_kept() -> tensor<2x3xi64> {
+  %c = merak.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %0 = merak.broadcast %c : tensor<3xi64> to tensor<2x3xi64>
+  return %0 : tensor<2x3xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @splat_transpose
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<7> : tensor<4x2xi32>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_transpose() -> tensor<4x2xi32> {
+  %c = merak.constant dense<7> : tensor<2x4xi32>
+  %0 = merak.transpose %c perm = [1, 0] : tensor<2x4xi32> to tensor<4x2xi32>
+  return %0 : tensor<4x2xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @splat_slice
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<true> : tensor<2xi1>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_slice() -> tensor<2xi1> {
+  %c = merak.constant dense<true> : tensor<5xi1>
+  %0 = merak.slice %c starts = [4] limits = [0] strides = [-2] : tensor<5xi1> to tensor<2xi1>
+  return %0 : tensor<2xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @splat_cast_f32_to_f16
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<1.500000e+00> : tensor<2x2xf16>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_cast_f32_to_f16() -> tensor<2x2xf16> {
+  %c = merak.constant dense<1.5> : tensor<2x2xf32>
+  %0 = merak.cast %c : tensor<2x2xf32> to tensor<2x2xf16>
+  return %0 : tensor<2x2xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @splat_cast_i64_to_f64
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<-3.000000e+00> : tensor<3xf64>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_cast_i64_to_f64() -> tensor<3xf64> {
+  %c = merak.constant dense<-3> : tensor<3xi64>
+  %0 = merak.cast %c : tensor<3xi64> to tensor<3xf64>
+  return %0 : tensor<3xf64>
+}
+
+// -----
+
+// true is 1.0, not -1.0 (an i1 is not sign-extended).
+// CHECK-LABEL: func.func @splat_cast_i1_to_bf16
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<1.000000e+00> : tensor<4xbf16>
+// CHECK-NEXT: return %[[C]]
+func.func @splat_cast_i1_to_bf16() -> tensor<4xbf16> {
+  %c = merak.constant dense<true> : tensor<4xi1>
+  %0 = merak.cast %c : tensor<4xi1> to tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// Casts to integer types are not folded by the canonicaliser.
+// CHECK-LABEL: func.func @splat_cast_to_int_kept
+// CHECK: merak.cast %{{.*}} : tensor<2xf32> to tensor<2xi64>
+// CHECK: merak.cast %{{.*}} : tensor<2xi64> to tensor<2xi1>
+func.func @splat_cast_to_int_kept() -> (tensor<2xi64>, tensor<2xi1>) {
+  %c = merak.constant dense<2.75> : tensor<2xf32>
+  %0 = merak.cast %c : tensor<2xf32> to tensor<2xi64>
+  %d = merak.constant dense<5> : tensor<2xi64>
+  %1 = merak.cast %d : tensor<2xi64> to tensor<2xi1>
+  return %0, %1 : tensor<2xi64>, tensor<2xi1>
+}
+
+// -----
+
+// A dense constant is reshaped in place, row-major.
+// CHECK-LABEL: func.func @reshape_of_constant
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<{{\[}}[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @reshape_of_constant() -> tensor<2x3xi64> {
+  %c = merak.constant dense<[1, 2, 3, 4, 5, 6]> : tensor<6xi64>
+  %0 = merak.reshape %c : tensor<6xi64> to tensor<2x3xi64>
+  return %0 : tensor<2x3xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reshape_of_float_constant
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<{{\[}}[1.000000e+00], [2.000000e+00]]> : tensor<2x1xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @reshape_of_float_constant() -> tensor<2x1xf32> {
+  %c = merak.constant dense<[[1.0, 2.0]]> : tensor<1x2xf32>
+  %0 = merak.reshape %c : tensor<1x2xf32> to tensor<2x1xf32>
+  return %0 : tensor<2x1xf32>
+}
+
+// -----
+
+// Folds chain: reshape, then broadcast and transpose of a splat.
+// CHECK-LABEL: func.func @fold_chain
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<0.000000e+00> : tensor<3x2xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_chain() -> tensor<3x2xf32> {
+  %c = merak.constant dense<0.0> : tensor<2xf32>
+  %0 = merak.reshape %c : tensor<2xf32> to tensor<2x1xf32>
+  %1 = merak.broadcast %0 : tensor<2x1xf32> to tensor<2x3xf32>
+  %2 = merak.transpose %1 perm = [1, 0] : tensor<2x3xf32> to tensor<3x2xf32>
+  return %2 : tensor<3x2xf32>
+}
+
+// -----
+
+// Ops that read a parameter are not constants.
+merak.param @w : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+
+// CHECK-LABEL: func.func @param_not_folded
+// CHECK: %[[W:.*]] = merak.get_param @w
+// CHECK: merak.broadcast %[[W]] : tensor<3xf32> to tensor<2x3xf32>
+func.func @param_not_folded() -> tensor<2x3xf32> {
+  %w = merak.get_param @w : tensor<3xf32>
+  %0 = merak.broadcast %w : tensor<3xf32> to tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
