@@ -113,17 +113,18 @@ LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalArgMax(ArgMaxOp op, Operands in, Results out) {
+LogicalResult kernels::evalArg(Operation *op, int64_t axis, bool, bool last,
+                               bool min, Operands in, Results out) {
   const HostTensor &a = *in[0];
-  HostTensor r(op.getType());
-  AxisView v(a.getShape(), op.getAxis());
-  bool last = op.getSelectLastIndex();
+  HostTensor r(resultType(op));
+  AxisView v(a.getShape(), axis);
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t k = 0; k < v.inner; ++k) {
       int64_t best = 0;
       for (int64_t j = 1; j < v.dim; ++j) {
         int64_t cur = v.at(o, j, k), top = v.at(o, best, k);
-        bool greater = a.isFloat() ? a.f()[cur] > a.f()[top] : a.i()[cur] > a.i()[top];
+        bool greater = a.isFloat() ? (min ? a.f()[cur] < a.f()[top] : a.f()[cur] > a.f()[top])
+                                   : (min ? a.i()[cur] < a.i()[top] : a.i()[cur] > a.i()[top]);
         bool equal = a.isFloat() ? a.f()[cur] == a.f()[top] : a.i()[cur] == a.i()[top];
         if (greater || (last && equal))
           best = j;

@@ -41,7 +41,14 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
           [&](GatherElementsOp o) { return evalGatherElements(o, in, out); })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>(
           [&](Operation *o) { return evalReduce(o, in, out); })
-      .Case<ArgMaxOp>([&](ArgMaxOp o) { return evalArgMax(o, in, out); })
+      .Case<ArgMaxOp>([&](ArgMaxOp o) {
+        return evalArg(o, o.getAxis(), o.getKeepdims(), o.getSelectLastIndex(),
+                       /*min=*/false, in, out);
+      })
+      .Case<ArgMinOp>([&](ArgMinOp o) {
+        return evalArg(o, o.getAxis(), o.getKeepdims(), o.getSelectLastIndex(),
+                       /*min=*/true, in, out);
+      })
       .Case<SoftmaxOp>([&](SoftmaxOp o) {
         return evalSoftmax(o, o.getAxis(), /*log=*/false, in, out);
       })

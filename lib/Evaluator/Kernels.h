@@ -59,7 +59,9 @@ LogicalResult evalGather(GatherOp op, Operands in, Results out);
 LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results out);
 
 LogicalResult evalReduce(Operation *op, Operands in, Results out);
-LogicalResult evalArgMax(ArgMaxOp op, Operands in, Results out);
+/// argmax (or argmin with `min`) along `axis`.
+LogicalResult evalArg(Operation *op, int64_t axis, bool keepdims, bool last,
+                      bool min, Operands in, Results out);
 LogicalResult evalSoftmax(Operation *op, int64_t axis, bool log, Operands in,
                           Results out);
 LogicalResult evalLayerNorm(LayerNormOp op, Operands in, Results out);

@@ -39,6 +39,18 @@ FailureOr<HostTensor> decodeTensor(MLIRContext *ctx, const onnx::TensorProto &t,
 
 class GraphImporter;
 
+/// "node 'name'", or for unnamed nodes "node with output 'y' (unnamed)".
+std::string describeNode(const onnx::NodeProto &node);
+
+/// A hash of `s` that is stable across builds and LLVM versions (FNV-1a),
+/// for seeds that must not change when the compiler is rebuilt.
+inline uint64_t stableHash(llvm::StringRef s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 /// What a per-op handler sees: one ONNX node being imported.
 class NodeContext {
 public:

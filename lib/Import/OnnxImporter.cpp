@@ -58,7 +58,10 @@ LogicalResult mlir::merak::parseInputShape(StringRef spec, ImportOptions &option
       shape.push_back(d);
     }
   }
-  options.inputShapes[name] = shape;
+  if (!options.inputShapes.try_emplace(name, shape).second) {
+    error = "--input-shape given twice for '" + name.str() + "'";
+    return failure();
+  }
   return success();
 }
 
@@ -123,7 +126,7 @@ ElementsAttr GraphImporter::makeResource(RankedTensorType type,
                                          ArrayRef<char> bytes, StringRef hint) {
   size_t align = std::max<int64_t>(HostTensor::elementBytes(type.getElementType()), 1);
   auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
-  std::string key = hint.str();
+  std::string key = hint.empty() ? std::string("merak_const") : hint.str();
   for (char &c : key)
     if (!isalnum(c) && c != '_')
       c = '_';
@@ -225,11 +228,11 @@ LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> no
       continue;
     if (!standard)
       emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
-                                << "' of domain '" << node->domain()
-                                << "' (node '" << node->name() << "')";
+                                << "' of domain '" << node->domain() << "' ("
+                                << describeNode(*node) << ")";
     else
       emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
-                                << "' (node '" << node->name() << "', opset "
+                                << "' (" << describeNode(*node) << ", opset "
                                 << opset << ")";
   }
   return success(ok);
@@ -285,9 +288,27 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       Type declared = in.type().has_tensor_type()
                           ? convertDataType(ctx, in.type().tensor_type().elem_type())
                           : Type();
+      std::string got, want;
+      llvm::raw_string_ostream gs(got), ws(want);
+      gs << c->second.getType();
+      if (declared)
+        ws << declared;
+      else
+        ws << "a non-tensor";
       if (declared != c->second.getElementType())
-        return fail(loc, "the value bound to graph input '" + in.name() +
-                             "' has the wrong element type"),
+        return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+                             got + ", but the input's element type is " + want),
+               nullptr;
+      // Static dimensions the model declares must match the bound value.
+      const auto &tt = in.type().tensor_type();
+      ArrayRef<int64_t> vs = c->second.getShape();
+      bool mismatch = tt.has_shape() && tt.shape().dim_size() != (int)vs.size();
+      for (int d = 0; !mismatch && tt.has_shape() && d < tt.shape().dim_size(); ++d)
+        mismatch = tt.shape().dim(d).has_dim_value() &&
+                   tt.shape().dim(d).dim_value() != vs[d];
+      if (mismatch)
+        return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+                             got + ", which does not fit the input's declared shape"),
                nullptr;
       boundInputs.push_back({in.name(), c->second.getType()});
       continue;
@@ -428,8 +449,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         // Drop onnx's "==> Context: ..." suffix; the location names the node.
         if (size_t ctx = what.find("\n\n==> Context"); ctx != std::string::npos)
           what.resize(ctx);
-        return fail(loc, "malformed " + node->op_type() + " node '" +
-                             node->name() + "': " + what),
+        return fail(loc, "malformed " + node->op_type() + " " +
+                             describeNode(*node) + ": " + what),
                nullptr;
       }
     }
@@ -448,6 +469,29 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     Value v = values.lookup(out.name());
     if (!v)
       return fail(fileLoc, "graph output '" + out.name() + "' has no value"), nullptr;
+    // A declared static output type that disagrees with what the graph
+    // computes means a malformed model (or an importer bug): say so.
+    if (out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      auto vt = cast<RankedTensorType>(v.getType());
+      Type et = convertDataType(ctx, tt.elem_type());
+      bool bad = tt.elem_type() != 0 && et != vt.getElementType();
+      if (tt.has_shape()) {
+        bad |= tt.shape().dim_size() != vt.getRank();
+        for (int d = 0; !bad && d < tt.shape().dim_size(); ++d)
+          bad = tt.shape().dim(d).has_dim_value() &&
+                tt.shape().dim(d).dim_value() != vt.getDimSize(d);
+      }
+      if (bad) {
+        std::string got;
+        llvm::raw_string_ostream os(got);
+        os << vt;
+        return fail(fileLoc, "graph output '" + out.name() +
+                                 "' is declared with another type or shape than "
+                                 "the graph computes (" + got + ")"),
+               nullptr;
+      }
+    }
     results.push_back(v);
     resultTypes.push_back(v.getType());
   }
@@ -617,7 +661,18 @@ SmallVector<Value> NodeContext::createSplit(Value input, int64_t axis,
 }
 
 Value NodeContext::constant(const HostTensor &t) {
-  return ConstantOp::create(b, loc, graph.makeElements(t, node.name()));
+  std::string hint = node.name().empty() && node.output_size() ? node.output(0)
+                                                                : node.name();
+  return ConstantOp::create(b, loc, graph.makeElements(t, hint));
+}
+
+std::string onnx_import::describeNode(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return "node '" + node.name() + "'";
+  for (const auto &out : node.output())
+    if (!out.empty())
+      return "node with output '" + out + "' (unnamed)";
+  return "unnamed node";
 }
 
 Value NodeContext::scalarLike(Value like, double v) {
@@ -650,13 +705,13 @@ void NodeContext::setOutputs(ArrayRef<Value> vals) {
 }
 
 LogicalResult NodeContext::error(const Twine &msg) {
-  emitError(loc) << node.op_type() << " node '" << node.name() << "': " << msg;
+  emitError(loc) << node.op_type() << " " << describeNode(node) << ": " << msg;
   return failure();
 }
 
 LogicalResult NodeContext::unsupported(const Twine &what) {
   emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
-                 << "' (node '" << node.name() << "', opset " << opset << ")";
+                 << "' (" << describeNode(node) << ", opset " << opset << ")";
   return failure();
 }
 

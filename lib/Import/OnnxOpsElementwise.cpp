@@ -50,11 +50,23 @@ LogicalResult mean(NodeContext &n) {
 
 LogicalResult pow(NodeContext &n) {
   Value base = n.input(0), exp = n.input(1);
-  // ONNX allows an exponent of another numeric type.
+  // ONNX allows an exponent of another numeric type; the result has the
+  // base's type. An integer base with a float exponent is computed in the
+  // exponent's float type and converted back (numpy's power().astype()).
   auto bt = n.inputType(0), et = n.inputType(1);
-  if (bt.getElementType() != et.getElementType())
-    exp = n.create<CastOp>(RankedTensorType::get(et.getShape(), bt.getElementType()), exp);
-  n.setOutputs(n.create<PowOp>(base, exp));
+  Type be = bt.getElementType(), ee = et.getElementType();
+  if (be == ee) {
+    n.setOutputs(n.create<PowOp>(base, exp));
+  } else if (isa<IntegerType>(be) && isa<FloatType>(ee)) {
+    Value fb = n.create<CastOp>(RankedTensorType::get(bt.getShape(), ee), base);
+    Value r = n.create<PowOp>(fb, exp);
+    n.setOutputs(r ? n.create<CastOp>(
+                         RankedTensorType::get(cast<RankedTensorType>(r.getType()).getShape(), be), r)
+                   : Value());
+  } else {
+    exp = n.create<CastOp>(RankedTensorType::get(et.getShape(), be), exp);
+    n.setOutputs(n.create<PowOp>(base, exp));
+  }
   return success();
 }
 

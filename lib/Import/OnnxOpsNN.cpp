@@ -324,11 +324,9 @@ LogicalResult argImpl(NodeContext &n, bool isMin) {
   auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
   if (failed(ax))
     return failure();
-  Value x = n.input(0);
-  if (isMin)
-    x = n.create<NegOp>(x);
-  n.setOutputs(n.create<ArgMaxOp>(x, *ax, (bool)n.getInt("keepdims", 1),
-                                  (bool)n.getInt("select_last_index", 0)));
+  bool keep = n.getInt("keepdims", 1), last = n.getInt("select_last_index", 0);
+  n.setOutputs(isMin ? n.create<ArgMinOp>(n.input(0), *ax, keep, last)
+                     : n.create<ArgMaxOp>(n.input(0), *ax, keep, last));
   return success();
 }
 LogicalResult argMax(NodeContext &n) { return argImpl(n, false); }
@@ -362,8 +360,10 @@ LogicalResult dropout(NodeContext &n) {
   }
   if (ratio < 0 || ratio >= 1)
     return n.error("ratio must be in [0, 1)");
-  // Seeds are per node, stable across imports of the same model.
-  int64_t seed = n.getInt("seed", (int64_t)llvm::hash_value(n.getNode().name()) & 0x7fffffff);
+  // Seeds are per node (named by its first output, unique in the graph) and
+  // stable across imports and compiler builds.
+  int64_t seed = n.getInt(
+      "seed", (int64_t)(stableHash(n.getNode().output(0)) & 0x7fffffff));
   auto r = n.createMulti<DropoutOp>(xt, maskType, x,
                                     llvm::APFloat(ratio), seed);
   n.setOutputs(r);

@@ -7,11 +7,16 @@
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
 namespace {
+
+/// Range results are constants; a range longer than this is refused.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 26;
 
 HostTensor int64Tensor(MLIRContext *ctx, ArrayRef<int64_t> values, bool scalar = false) {
   SmallVector<int64_t> shape;
@@ -128,9 +133,15 @@ LogicalResult range(NodeContext &n) {
   double s = start->getAsDouble(0), l = limit->getAsDouble(0), d = delta->getAsDouble(0);
   if (d == 0)
     return n.error("delta is zero");
-  int64_t count = std::max<int64_t>((int64_t)std::ceil((l - s) / d), 0);
-  if (count > (int64_t(1) << 32))
-    return n.error("range has absurd length");
+  double steps = std::ceil((l - s) / d);
+  if (!std::isfinite(steps))
+    return n.error("range length is not finite (start " + std::to_string(s) +
+                   ", limit " + std::to_string(l) + ", delta " + std::to_string(d) + ")");
+  // Range is materialised as a constant; bound it like other folded values.
+  if (steps > (double)kMaxRangeElements)
+    return n.error("range of " + std::to_string(steps) + " elements is too large to "
+                   "materialise (limit " + Twine(kMaxRangeElements) + ")");
+  int64_t count = std::max<int64_t>((int64_t)steps, 0);
   HostTensor t(RankedTensorType::get({count}, start->getElementType()));
   for (int64_t k = 0; k < count; ++k) {
     if (t.isFloat())
@@ -167,6 +178,8 @@ LogicalResult reshape(NodeContext &n) {
     if (d < 0)
       return n.error("shape has a negative dimension " + Twine(d));
     shape.push_back(d);
+    if (d != 0 && known > kMaxElements / d)
+      return n.error("shape has absurd dimensions (element count overflows)");
     known *= d;
   }
   if (inferAt >= 0) {
@@ -192,10 +205,10 @@ LogicalResult flatten(NodeContext &n) {
     axis += in.getRank();
   if (axis < 0 || axis > in.getRank())
     return n.error("axis out of range");
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= in.getDimSize(d);
-  n.setOutputs(n.reshape(n.input(0), {outer, in.getNumElements() / std::max<int64_t>(outer, 1)}));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    (d < axis ? outer : inner) *= in.getDimSize(d);
+  n.setOutputs(n.reshape(n.input(0), {outer, inner}));
   return success();
 }
 
@@ -353,10 +366,8 @@ LogicalResult slice(NodeContext &n) {
 LogicalResult concat(NodeContext &n) {
   SmallVector<Value> inputs;
   for (unsigned i = 0; i < n.numInputs(); ++i)
-    if (n.hasInput(i) && n.inputType(i).getNumElements() > 0)
+    if (n.hasInput(i))
       inputs.push_back(n.input(i));
-  if (inputs.empty())
-    inputs.push_back(n.input(0));
   auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
   if (failed(ax))
     return failure();
@@ -461,7 +472,8 @@ LogicalResult tile(NodeContext &n) {
 LogicalResult depthToSpace(NodeContext &n) {
   auto in = n.inputType(0);
   int64_t b = n.getInt("blocksize", 0);
-  if (in.getRank() != 4 || b <= 0 || in.getDimSize(1) % (b * b))
+  if (in.getRank() != 4 || b <= 0 || b > in.getDimSize(1) ||
+      in.getDimSize(1) % (b * b))
     return n.error("needs NCHW input with C divisible by blocksize^2");
   int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2),
           W = in.getDimSize(3), c = C / (b * b);
@@ -478,7 +490,8 @@ LogicalResult depthToSpace(NodeContext &n) {
 LogicalResult spaceToDepth(NodeContext &n) {
   auto in = n.inputType(0);
   int64_t b = n.getInt("blocksize", 0);
-  if (in.getRank() != 4 || b <= 0 || in.getDimSize(2) % b || in.getDimSize(3) % b)
+  if (in.getRank() != 4 || b <= 0 || in.getDimSize(2) % b || in.getDimSize(3) % b ||
+      (in.getDimSize(1) && b > kMaxElements / b / in.getDimSize(1)))
     return n.error("needs NCHW input with H and W divisible by blocksize");
   int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2) / b,
           W = in.getDimSize(3) / b;

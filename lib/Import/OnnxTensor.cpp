@@ -84,8 +84,8 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
   if (length < 0)
     length = size - offset;
   if (offset > size || length > size - offset)
-    return refuse("range [" + Twine(offset) + ", " + Twine(offset + length) +
-                  ") exceeds the file size " + Twine(size));
+    return refuse("offset " + Twine(offset) + " + length " + Twine(length) +
+                  " exceeds the file size " + Twine(size));
   if (length != expected)
     return refuse("holds " + Twine(length) + " bytes, expected " + Twine(expected));
   return std::string((*buf)->getBufferStart() + offset, length);

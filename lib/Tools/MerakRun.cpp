@@ -162,12 +162,16 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
   } else {
     if (!opts.bindConstants.empty())
       return fail("--bind-constant applies to ONNX models only");
+    if (!opts.inputShapes.empty())
+      return fail("--input-shape applies to ONNX models only (merak IR has static shapes)");
     if (!llvm::sys::fs::exists(path))
       return fail("cannot open '" + path + "': no such file");
     module = parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
   }
   if (!module)
     return 1;
+  if (opts.outputFormat != "pb" && opts.outputFormat != "npy")
+    return fail("--output-format must be pb or npy, got '" + opts.outputFormat + "'");
   auto func = module->lookupSymbol<func::FuncOp>("forward");
   if (!func)
     return fail("the module has no func.func @forward");
@@ -259,9 +263,13 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
     if (failed(outputs))
       return 1;
     if (!opts.outputDir.empty()) {
-      llvm::sys::fs::create_directories(opts.outputDir);
+      // One directory per data set when there are several.
+      SmallString<256> dir(opts.outputDir);
+      if (cases.size() > 1)
+        llvm::sys::path::append(dir, llvm::sys::path::filename(c.name));
+      llvm::sys::fs::create_directories(dir);
       for (auto [i, t] : llvm::enumerate(*outputs)) {
-        SmallString<256> p(opts.outputDir);
+        SmallString<256> p(dir);
         llvm::sys::path::append(p, "output_" + std::to_string(i) + "." + opts.outputFormat);
         std::string err;
         if (failed(writeTensorFile(t, p, resultName(i), err)))
@@ -275,18 +283,23 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
         return fail(err);
       const HostTensor &got = (*outputs)[i];
       std::string label = "output " + std::to_string(i) + " '" + resultName(i) + "'";
+      // With several data sets each line says which one it is about.
+      std::string where = cases.size() > 1
+                              ? llvm::sys::path::filename(c.name).str() + ": "
+                              : std::string();
       if (exp->getShape() != got.getShape() ||
           exp->getElementType() != got.getElementType()) {
         std::string s;
         llvm::raw_string_ostream os(s);
         os << label << ": got " << got.getType() << ", expected " << exp->getType();
-        llvm::errs() << "merak-run: MISMATCH " << os.str() << "\n";
+        llvm::errs() << "merak-run: " << where << "MISMATCH " << os.str() << "\n";
         allMatch = false;
         continue;
       }
       Mismatch m = compare(got, *exp, opts.rtol, opts.atol);
       if (m.count) {
-        llvm::errs() << "merak-run: MISMATCH " << label << ": " << m.count << " of "
+        llvm::errs() << "merak-run: " << where << "MISMATCH " << label << ": "
+                     << m.count << " of "
                      << exp->size() << " elements differ (rtol " << opts.rtol
                      << ", atol " << opts.atol << "); first at "
                      << formatIndex(exp->getShape(), m.first) << ": got "
@@ -295,7 +308,7 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
                      << ", max rel err " << m.maxRel << "\n";
         allMatch = false;
       } else {
-        llvm::outs() << "merak-run: " << label << " matches (" << exp->size()
+        llvm::outs() << "merak-run: " << where << label << " matches (" << exp->size()
                      << " elements, max abs err " << m.maxAbs << ", max rel err "
                      << m.maxRel << ")\n";
       }

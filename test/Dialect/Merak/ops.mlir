@@ -281,6 +281,8 @@ func.func @reductions(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>) {
   %5 = merak.argmax %x axis = 2 : tensor<2x3x4xf32> -> tensor<2x3xi64>
   // CHECK: merak.argmax %[[I]] axis = 0 {keepdims, select_last_index} : tensor<5xi64> -> tensor<1xi64>
   %6 = merak.argmax %i axis = 0 {keepdims, select_last_index} : tensor<5xi64> -> tensor<1xi64>
+  // CHECK: merak.argmin %[[X]] axis = 1 {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x4xi64>
+  %7 = merak.argmin %x axis = 1 {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x4xi64>
   return
 }
 

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Writes small binary ONNX models for the importer's lit tests.
 
-    make_model.py KIND OUT.onnx
+    make_model.py KIND OUT
+
+KIND is one of the k_* functions below (without the prefix), a key of
+SHORT_NODES (a single node with too few inputs or an empty scalar input) or
+of RAW_FILES (bytes that are not a model at all).
 
 Most kinds are deliberately malformed (cycles, dangling edges, bad external
 data, ...), so nothing here runs onnx.checker. Files a kind needs besides the
@@ -50,7 +54,7 @@ def k_params(out):
     """torch-style parameter names; an Identity over an initializer (torch's
     de-duplication of equal parameters); integer and scalar initializers."""
     w = weight("encoder.layer.0.weight", [4, 5])          # 20 elements: resource
-    b = weight("encoder.layer.0.bias", [5])               # 5 elements: inline
+    b = weight("encoder.layer.0.bias", [5])               # 5 elements
     shape = numpy_helper.from_array(np.array([5, 4], np.int64), "reshape.shape")
     scale = numpy_helper.from_array(np.array(2.0, np.float32), "scale")
     unused = weight("unused.weight", [4, 5])
@@ -65,6 +69,22 @@ def k_params(out):
     ]
     return model(nodes, [vi("x", F, [4, 5])], [vi("y", F, [5, 4])],
                  [w, b, shape, scale, unused])
+
+
+def k_params_odd_names(out):
+    """Names torch.onnx.export produces for folded constants and nested
+    modules: they need quoting as MLIR symbols and sanitising as resource
+    keys; two of them sanitise to the same key."""
+    a = weight("onnx::MatMul_42", [5, 4])
+    b = weight("/encoder/layer.0/weight", [4, 5], start=100.0)
+    c = weight("onnx__MatMul_42", [4, 5], start=200.0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "onnx::MatMul_42"], ["h"], name="/encoder/MatMul"),
+        helper.make_node("Add", ["x", "/encoder/layer.0/weight"], ["h2"], name="add"),
+        helper.make_node("Add", ["h2", "onnx__MatMul_42"], ["h3"], name="add2"),
+    ]
+    return model(nodes, [vi("x", F, [4, 5])], [vi("h", F, [4, 4]), vi("h3", F, [4, 5])],
+                 [a, b, c])
 
 
 def k_ext_ok(out):
@@ -196,6 +216,43 @@ def k_input_no_shape(out):
     return model(nodes, [x], [vi("y", F, [2, 3])])
 
 
+# --- nodes with too few inputs, or empty tensors where scalars belong -----------
+
+# kind -> (op type, inputs, attributes); node name "<kind>_node".
+SHORT_NODES = {
+    "short_mul": ("Mul", ["x"], {}),
+    "short_relu": ("Relu", [], {}),
+    "short_gemm": ("Gemm", ["x"], {}),
+    "short_conv": ("Conv", ["x4"], {}),
+    "short_where": ("Where", ["c", "x"], {}),
+    "short_batchnorm": ("BatchNormalization", ["x4", "s", "s"], {}),
+    "short_gather": ("Gather", ["x"], {}),
+    "short_concat": ("Concat", [], {"axis": 0}),
+    "short_mean": ("Mean", [], {}),
+    "short_sce": ("SoftmaxCrossEntropyLoss", ["x"], {}),
+    "short_softmax": ("Softmax", [], {}),
+    "short_transpose": ("Transpose", [], {}),
+    "short_dropout": ("Dropout", [], {}),
+    "empty_dropout_ratio": ("Dropout", ["x", "empty_f", "true"], {}),
+    "empty_range_start": ("Range", ["empty_i", "five", "one"], {}),
+    "empty_trilu_k": ("Trilu", ["x", "empty_i"], {}),
+}
+
+
+def short_node(kind):
+    op, inputs, attrs = SHORT_NODES[kind]
+    inits = [numpy_helper.from_array(np.array([], np.float32), "empty_f"),
+             numpy_helper.from_array(np.array([], np.int64), "empty_i"),
+             numpy_helper.from_array(np.array(True), "true"),
+             numpy_helper.from_array(np.array(5, np.int64), "five"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             weight("s", [2])]
+    node = helper.make_node(op, inputs, ["y"], name=kind + "_node", **attrs)
+    return model([node], [vi("x", F, [2, 3]), vi("x4", F, [1, 2, 5, 5]),
+                          vi("c", TensorProto.BOOL, [2, 3])],
+                 [vi("y", F, None)], inits)
+
+
 # --- absurd dimensions ----------------------------------------------------------
 
 BIG = 1 << 40
@@ -217,14 +274,6 @@ def k_absurd_cos(out):
     shape = numpy_helper.from_array(np.array([BIG, BIG], np.int64), "shape")
     nodes = [helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")]
     return model(nodes, [], [vi("y", F, [BIG, BIG])], [shape])
-
-
-def k_absurd_cos_huge(out):
-    """2^40 elements fit in int64 but must still not be materialised."""
-    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")
-    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["z"], name="fill"),
-             helper.make_node("Add", ["z", "z"], ["y"], name="twice")]
-    return model(nodes, [], [vi("y", F, [1 << 20, 1 << 20])], [shape])
 
 
 def reshape_to(target):
@@ -251,6 +300,28 @@ def k_absurd_expand(out):
     shape = numpy_helper.from_array(np.array([BIG, BIG, 1, 1], np.int64), "shape")
     nodes = [helper.make_node("Expand", ["x", "shape"], ["y"], name="expand_big")]
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)], [shape])
+
+
+def range_model(start, limit, delta):
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n)
+             for n, v in (("start", start), ("limit", limit), ("delta", delta))]
+    nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="range_f")]
+    return model(nodes, [], [vi("y", F, None)], inits)
+
+
+def k_range_float_huge(out):
+    """Range(0, 1e30, 1): 1e30 elements, not an empty range."""
+    return range_model(0.0, 1e30, 1.0)
+
+
+def k_range_float_nan(out):
+    return range_model(0.0, float("nan"), 1.0)
+
+
+def k_depth_to_space_huge(out):
+    """blocksize^2 overflows int64."""
+    nodes = [helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s_big", blocksize=1 << 62)]
+    return model(nodes, [vi("x", F, [1, 4, 2, 2])], [vi("y", F, None)])
 
 
 # --- external data ----------------------------------------------------------------
@@ -352,9 +423,24 @@ def k_ext_no_location(out):
     return ext_model(None, offset=0, length=24)
 
 
+# --- files that are not models ----------------------------------------------------
+
+RAW_FILES = {
+    "random_bytes": lambda: bytes(np.random.default_rng(1234).integers(0, 256, 4096, np.uint8)),
+    "text": lambda: b"name,value\nlearning_rate,0.1\n",
+    "empty": lambda: b"",
+}
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
+    if kind in RAW_FILES:
+        with open(out, "wb") as f:
+            f.write(RAW_FILES[kind]())
+        return
     fn = globals().get("k_" + kind)
+    if fn is None and kind in SHORT_NODES:
+        fn = lambda out: short_node(kind)
     if fn is None:
         sys.exit("unknown kind " + kind)
     m = fn(out)

@@ -364,14 +364,19 @@ MERAK_REDUCE_INFER(ReduceMinOp)
 MERAK_REDUCE_INFER(ReduceProdOp)
 #undef MERAK_REDUCE_INFER
 
-LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *ctx,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  int64_t axis = adaptor.getAxis();
-  return inferReduce(loc, adaptor.getInput(), ArrayRef<int64_t>(axis),
-                     adaptor.getKeepdims(), IntegerType::get(ctx, 64), types);
-}
+#define MERAK_ARG_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                         \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    int64_t axis = adaptor.getAxis();                                          \
+    return inferReduce(loc, adaptor.getInput(), ArrayRef<int64_t>(axis),       \
+                       adaptor.getKeepdims(), IntegerType::get(ctx, 64),       \
+                       types);                                                 \
+  }
+MERAK_ARG_INFER(ArgMaxOp)
+MERAK_ARG_INFER(ArgMinOp)
+#undef MERAK_ARG_INFER
 
 /// Verifier form of checkAxis: "'merak.x' op axis ... out of range".
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {

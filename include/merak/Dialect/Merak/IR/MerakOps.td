@@ -288,13 +288,18 @@ def Merak_ReduceMaxOp : Merak_ReduceOp<"reduce_max", "Max reduction">;
 def Merak_ReduceMinOp : Merak_ReduceOp<"reduce_min", "Min reduction">;
 def Merak_ReduceProdOp : Merak_ReduceOp<"reduce_prod", "Product reduction">;
 
-def Merak_ArgMaxOp : Merak_Op<"argmax", [Pure, InferTypeOpAdaptor]> {
-  let summary = "Index of the maximum along an axis (first, or last with select_last_index)";
+class Merak_ArgOp<string mnemonic, string which>
+    : Merak_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the " # which # " along an axis";
+  let description = "The first such index, or the last with "
+                    "`select_last_index`; i64 result.";
   let arguments = (ins Merak_NumericTensor:$input, I64Attr:$axis,
                        UnitAttr:$keepdims, UnitAttr:$select_last_index);
   let results = (outs StaticShapeTensorOf<[I64]>:$result);
   let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
 }
+def Merak_ArgMaxOp : Merak_ArgOp<"argmax", "maximum">;
+def Merak_ArgMinOp : Merak_ArgOp<"argmin", "minimum">;
 
 class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
