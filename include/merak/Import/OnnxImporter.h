@@ -32,9 +32,6 @@ LogicalResult parseInputShape(StringRef spec, ImportOptions &options,
 OwningOpRef<ModuleOp> importOnnxFile(StringRef path, MLIRContext *context,
                                      const ImportOptions &options);
 
-/// Registers the dialects the importer produces.
-void registerImportDialects(DialectRegistry &registry);
-
 } // namespace mlir::merak
 
 #endif

@@ -1,0 +1,59 @@
+//===- GraphImporter.h - state of one ONNX graph import ---------*- C++ -*-===//
+//
+// Internal to lib/Import: the per-model state shared by the graph walk
+// (OnnxImporter.cpp) and the per-node API handlers use (NodeContext.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_LIB_IMPORT_GRAPHIMPORTER_H
+#define MERAK_LIB_IMPORT_GRAPHIMPORTER_H
+
+#include "ImporterImpl.h"
+#include "merak/Import/OnnxImporter.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::merak::onnx_import {
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+                StringRef baseDir, const ImportOptions &options)
+      : ctx(ctx), model(model), graph(model.graph()), baseDir(baseDir),
+        options(options), builder(ctx) {}
+
+  OwningOpRef<ModuleOp> run();
+
+  MLIRContext *ctx;
+  const onnx::ModelProto &model;
+  const onnx::GraphProto &graph;
+  std::string baseDir;
+  const ImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc = UnknownLoc::get(ctx);
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringSet<> consumed; // names read by some node or graph output
+  ModuleOp module;
+  int64_t opset = 0;
+
+  LogicalResult fail(Location loc, const Twine &msg) {
+    emitError(loc) << msg;
+    return failure();
+  }
+  Location nodeLoc(const onnx::NodeProto &node) {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "#" + (node.output_size() ? node.output(0) : "")
+                           : node.name();
+    return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
+  }
+  ElementsAttr makeElements(const HostTensor &t, StringRef hint);
+  ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes,
+                            StringRef hint);
+  llvm::StringMap<ParamOp> params;
+  LogicalResult importInitializers();
+  LogicalResult importIdentityParam(const onnx::NodeProto &node);
+  FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
+  LogicalResult checkSupported(ArrayRef<const onnx::NodeProto *> nodes);
+};
+} // namespace mlir::merak::onnx_import
+
+#endif

@@ -1,0 +1,238 @@
+//===- NodeContext.cpp - the API ONNX op handlers build with --------------===//
+#include "GraphImporter.h"
+
+#include "merak/Evaluator/Evaluator.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+Value NodeContext::input(unsigned i) {
+  if (!hasInput(i))
+    return {};
+  return graph.values.lookup(node.input(i));
+}
+
+FailureOr<HostTensor> NodeContext::constantInput(unsigned i, StringRef what) {
+  ElementsAttr attr;
+  Value v = input(i);
+  if (!v || !matchPattern(v, m_Constant(&attr))) {
+    (void)error(Twine(what) + " (input " + Twine(i) + ", '" +
+                (hasInput(i) ? node.input(i) : std::string()) +
+                "') must be a compile-time constant");
+    return failure();
+  }
+  return HostTensor::fromAttr(attr);
+}
+
+FailureOr<double> NodeContext::constantScalar(unsigned i, StringRef what) {
+  auto t = constantInput(i, what);
+  if (failed(t))
+    return failure();
+  if (t->size() != 1) {
+    (void)error(Twine(what) + " must be a scalar, got " + Twine(t->size()) +
+                " elements");
+    return failure();
+  }
+  return t->getAsDouble(0);
+}
+
+FailureOr<SmallVector<int64_t>> NodeContext::constantInts(unsigned i, StringRef what) {
+  auto t = constantInput(i, what);
+  if (failed(t))
+    return failure();
+  if (t->isFloat()) {
+    (void)error(Twine(what) + " must be an integer tensor");
+    return failure();
+  }
+  return SmallVector<int64_t>(t->i().begin(), t->i().end());
+}
+
+bool NodeContext::isOutputUsed(unsigned i) const {
+  return (int)i < node.output_size() && !node.output(i).empty() &&
+         graph.consumed.contains(node.output(i));
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+int64_t NodeContext::getInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+double NodeContext::getFloat(StringRef name, double dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+std::string NodeContext::getString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+std::optional<SmallVector<int64_t>> NodeContext::getInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
+  int64_t n = a < 0 ? a + rank : a;
+  if (n < 0 || n >= std::max<int64_t>(rank, 1)) {
+    (void)error("axis " + Twine(a) + " is out of range for rank " + Twine(rank));
+    return failure();
+  }
+  return n;
+}
+
+SmallVector<Value> NodeContext::finish(Operation *op) {
+  if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), loc, op->getOperands(),
+                                      op->getRawDictionaryAttrs(),
+                                      op->getPropertiesStorage(),
+                                      op->getRegions(), types)) ||
+        types.size() != op->getNumResults()) {
+      (void)error("cannot build '" + op->getName().getStringRef() + "'");
+      op->erase();
+      failedNode = true;
+      return {};
+    }
+    for (auto [res, t] : llvm::zip(op->getResults(), types))
+      res.setType(t);
+  }
+  for (Type t : op->getResultTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    auto count = rt ? checkedNumElements(rt.getShape()) : FailureOr<int64_t>(0);
+    if (failed(count) || *count > kMaxElements) {
+      (void)error("result of '" + op->getName().getStringRef() +
+                  "' has absurd dimensions (element count overflows)");
+      op->erase();
+      failedNode = true;
+      return {};
+    }
+  }
+  if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+    (void)error("cannot build '" + op->getName().getStringRef() + "'");
+    op->erase();
+    failedNode = true;
+    return {};
+  }
+  auto folded = foldWithEvaluator(op, graph.options.foldMaxElements);
+  if (failed(folded))
+    return SmallVector<Value>(op->getResults());
+  SmallVector<Value> out;
+  for (Attribute a : *folded)
+    out.push_back(ConstantOp::create(b, loc, cast<ElementsAttr>(a)));
+  op->erase();
+  return out;
+}
+
+SmallVector<Value> NodeContext::createSplit(Value input, int64_t axis,
+                                            ArrayRef<int64_t> sizes) {
+  if (failedNode || !input) {
+    failedNode = true;
+    return {};
+  }
+  SmallVector<Type> placeholders(sizes.size(), b.getNoneType());
+  auto op = SplitOp::create(b, loc, placeholders, input, axis, sizes);
+  return finish(op);
+}
+
+Value NodeContext::constant(const HostTensor &t) {
+  std::string hint = node.name().empty() && node.output_size() ? node.output(0)
+                                                                : node.name();
+  return ConstantOp::create(b, loc, graph.makeElements(t, hint));
+}
+
+std::string onnx_import::describeNode(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return "node '" + node.name() + "'";
+  for (const auto &out : node.output())
+    if (!out.empty())
+      return "node with output '" + out + "' (unnamed)";
+  return "unnamed node";
+}
+
+Value NodeContext::scalarLike(Value like, double v) {
+  auto et = cast<RankedTensorType>(like.getType()).getElementType();
+  HostTensor t(RankedTensorType::get({}, et));
+  t.setFromDouble(0, v);
+  return constant(t);
+}
+
+Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return create<BroadcastOp>(RankedTensorType::get(shape, t.getElementType()), v);
+}
+
+Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == shape)
+    return v;
+  return create<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
+}
+
+void NodeContext::setOutputs(ArrayRef<Value> vals) {
+  if (failedNode)
+    return;
+  for (auto [i, v] : llvm::enumerate(vals))
+    if ((int)i < node.output_size() && !node.output(i).empty() && v)
+      graph.values[node.output(i)] = v;
+}
+
+LogicalResult NodeContext::error(const Twine &msg) {
+  emitError(loc) << node.op_type() << " " << describeNode(node) << ": " << msg;
+  return failure();
+}
+
+LogicalResult NodeContext::unsupported(const Twine &what) {
+  emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
+                 << "' (" << describeNode(node) << ", opset " << opset << ")";
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// OpRegistry
+//===----------------------------------------------------------------------===//
+
+void OpRegistry::add(StringRef opType, int64_t since, Handler fn) {
+  auto &list = table[opType];
+  list.push_back({since, fn});
+  llvm::sort(list, [](auto &a, auto &b) { return a.first < b.first; });
+}
+
+Handler OpRegistry::lookup(StringRef opType, int64_t opset) const {
+  auto it = table.find(opType);
+  if (it == table.end())
+    return nullptr;
+  Handler best = nullptr;
+  for (auto &[since, fn] : it->second)
+    if (since <= opset)
+      best = fn;
+  return best;
+}
+
+const OpRegistry &OpRegistry::get() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    registerElementwiseOps(r);
+    registerShapeOps(r);
+    registerNNOps(r);
+    registerLossOps(r);
+    registerLegacyOps(r);
+    return r;
+  }();
+  return registry;
+}
+
