@@ -26,7 +26,7 @@ SmallVector<int64_t> kernels::broadcastStrides(ArrayRef<int64_t> in,
 }
 
 namespace {
-enum class Bin { Add, Sub, Mul, Div, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+enum class Bin { Add, Sub, Mul, Div, Rem, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 } // namespace
 
 static double applyFloat(Bin k, double a, double b) {
@@ -35,6 +35,7 @@ static double applyFloat(Bin k, double a, double b) {
   case Bin::Sub: return a - b;
   case Bin::Mul: return a * b;
   case Bin::Div: return a / b;
+  case Bin::Rem: return std::fmod(a, b);
   case Bin::Pow: return std::pow(a, b);
   case Bin::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
   case Bin::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
@@ -70,6 +71,10 @@ static FailureOr<int64_t> applyInt(Bin k, int64_t a, int64_t b) {
     if (b == 0)
       return failure();
     return a / b; // truncation toward zero, as C and ONNX's reference
+  case Bin::Rem:
+    if (b == 0)
+      return failure();
+    return b == -1 ? 0 : a % b; // INT64_MIN % -1 overflows in C++
   case Bin::Pow: return ipow(a, b);
   case Bin::Max: return std::max(a, b);
   case Bin::Min: return std::min(a, b);
@@ -92,6 +97,7 @@ LogicalResult kernels::evalBinary(Operation *op, Operands in, Results out) {
                  .Case<SubOp>([](auto) { return Bin::Sub; })
                  .Case<MulOp>([](auto) { return Bin::Mul; })
                  .Case<DivOp>([](auto) { return Bin::Div; })
+                 .Case<RemOp>([](auto) { return Bin::Rem; })
                  .Case<PowOp>([](auto) { return Bin::Pow; })
                  .Case<MaxOp>([](auto) { return Bin::Max; })
                  .Case<MinOp>([](auto) { return Bin::Min; })

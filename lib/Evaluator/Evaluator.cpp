@@ -21,7 +21,7 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
         out.push_back(std::move(*t));
         return success();
       })
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
+      .Case<AddOp, SubOp, MulOp, DivOp, RemOp, PowOp, MaxOp, MinOp, EqOp, NeOp, LtOp,
             LeOp, GtOp, GeOp, AndOp, OrOp, XorOp>(
           [&](Operation *o) { return evalBinary(o, in, out); })
       .Case<WhereOp>([&](WhereOp o) { return evalWhere(o, in, out); })

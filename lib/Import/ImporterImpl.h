@@ -39,7 +39,7 @@ FailureOr<HostTensor> decodeTensor(MLIRContext *ctx, const onnx::TensorProto &t,
 
 class GraphImporter;
 
-/// "node 'name'", or for unnamed nodes "node with output 'y' (unnamed)".
+/// "node 'name'", or for unnamed nodes "node <unnamed, output 'y'>".
 std::string describeNode(const onnx::NodeProto &node);
 
 /// A hash of `s` that is stable across builds and LLVM versions (FNV-1a),

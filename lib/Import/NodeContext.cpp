@@ -158,7 +158,7 @@ std::string onnx_import::describeNode(const onnx::NodeProto &node) {
     return "node '" + node.name() + "'";
   for (const auto &out : node.output())
     if (!out.empty())
-      return "node with output '" + out + "' (unnamed)";
+      return "node <unnamed, output '" + out + "'>";
   return "unnamed node";
 }
 

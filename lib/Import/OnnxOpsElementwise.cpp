@@ -70,6 +70,25 @@ LogicalResult pow(NodeContext &n) {
   return success();
 }
 
+/// Mod: fmod=1 is C's remainder (sign of the dividend); fmod=0 (integers)
+/// is Python's, with the sign of the divisor: r + b where r and b differ in
+/// sign and r != 0.
+LogicalResult mod(NodeContext &n) {
+  Value a = n.input(0), b = n.input(1);
+  Value r = n.create<RemOp>(a, b);
+  if (n.getInt("fmod", 0)) {
+    n.setOutputs(r);
+    return success();
+  }
+  if (isa<FloatType>(n.inputType(0).getElementType()))
+    return n.error("fmod must be 1 for floating-point inputs");
+  Value zero = n.scalarLike(a, 0.0);
+  Value differ = n.create<NeOp>(n.create<LtOp>(r, zero), n.create<LtOp>(b, zero));
+  Value fix = n.create<AndOp>(n.create<NeOp>(r, zero), differ);
+  n.setOutputs(n.create<WhereOp>(fix, n.create<AddOp>(r, b), r));
+  return success();
+}
+
 LogicalResult identity(NodeContext &n) {
   n.setOutputs(n.input(0));
   return success();
@@ -206,6 +225,7 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("Mul", 7, binary<MulOp>);
   r.add("Div", 7, binary<DivOp>);
   r.add("Pow", 7, pow);
+  r.add("Mod", 10, mod);
   r.add("Equal", 7, binary<EqOp>);
   r.add("Less", 7, binary<LtOp>);
   r.add("LessOrEqual", 12, binary<LeOp>);

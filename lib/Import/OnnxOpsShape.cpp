@@ -501,6 +501,101 @@ LogicalResult spaceToDepth(NodeContext &n) {
   return success();
 }
 
+/// A slice of `x` along one dimension (other dimensions whole).
+Value sliceDim(NodeContext &n, Value x, int64_t dim, int64_t start, int64_t limit,
+               int64_t stride) {
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()),
+      strides(t.getRank(), 1);
+  starts[dim] = start;
+  limits[dim] = limit;
+  strides[dim] = stride;
+  return n.create<SliceOp>(x, starts, limits, strides);
+}
+
+/// Pad (constant, edge, reflect) as slices and concatenations, one
+/// dimension at a time; negative pads crop.
+LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
+                      StringRef mode) {
+  auto t = n.inputType(0);
+  int64_t rank = t.getRank();
+  if ((int64_t)pads.size() != 2 * rank)
+    return n.error("pads needs " + Twine(2 * rank) + " entries, got " +
+                   Twine(pads.size()));
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return n.unsupported("Pad mode '" + mode + "'");
+  Value x = n.input(0);
+  for (int64_t d = 0; d < rank && x; ++d) {
+    int64_t before = pads[d], after = pads[d + rank];
+    int64_t dim = cast<RankedTensorType>(x.getType()).getDimSize(d);
+    // Crop first (negative pads), then grow.
+    if (before < 0 || after < 0) {
+      int64_t lo = std::max<int64_t>(-before, 0), hi = dim - std::max<int64_t>(-after, 0);
+      if (lo > hi)
+        return n.error("negative pads crop more than dimension " + Twine(d) + " holds");
+      x = sliceDim(n, x, d, lo, hi, 1);
+      dim = hi - lo;
+      before = std::max<int64_t>(before, 0);
+      after = std::max<int64_t>(after, 0);
+    }
+    if (!before && !after)
+      continue;
+    if (before > kMaxElements || after > kMaxElements)
+      return n.error("pads are absurdly large");
+    if (mode != "constant" && dim == 0)
+      return n.error("cannot " + mode + "-pad an empty dimension");
+    if (mode == "reflect" && (before >= dim || after >= dim))
+      return n.error("reflect pads must be smaller than the dimension");
+    auto xt = cast<RankedTensorType>(x.getType());
+    auto block = [&](int64_t size, bool atEnd) -> Value {
+      SmallVector<int64_t> shape(xt.getShape());
+      shape[d] = size;
+      if (mode == "constant") {
+        HostTensor v(RankedTensorType::get({}, xt.getElementType()));
+        v.setFromDouble(0, value);
+        return n.broadcastTo(n.constant(v), shape);
+      }
+      if (mode == "edge") {
+        Value edge = atEnd ? sliceDim(n, x, d, dim - 1, dim, 1) : sliceDim(n, x, d, 0, 1, 1);
+        return n.broadcastTo(edge, shape);
+      }
+      // reflect, excluding the edge element itself.
+      return atEnd ? sliceDim(n, x, d, dim - 2, dim - 2 - size, -1)
+                   : sliceDim(n, x, d, size, 0, -1);
+    };
+    SmallVector<Value> parts;
+    if (before)
+      parts.push_back(block(before, false));
+    parts.push_back(x);
+    if (after)
+      parts.push_back(block(after, true));
+    x = n.create<ConcatOp>(parts, d);
+  }
+  n.setOutputs(x);
+  return success();
+}
+
+LogicalResult pad11(NodeContext &n) {
+  auto pads = n.constantInts(1, "pads");
+  if (failed(pads))
+    return failure();
+  double value = 0;
+  if (n.hasInput(2)) {
+    auto v = n.constantScalar(2, "constant_value");
+    if (failed(v))
+      return failure();
+    value = *v;
+  }
+  return padImpl(n, *pads, value, n.getString("mode", "constant"));
+}
+
+LogicalResult pad2(NodeContext &n) {
+  auto pads = n.getInts("pads");
+  if (!pads)
+    return n.error("pads is required");
+  return padImpl(n, *pads, n.getFloat("value", 0.0), n.getString("mode", "constant"));
+}
+
 } // namespace
 
 void onnx_import::registerShapeOps(OpRegistry &r) {
@@ -525,6 +620,8 @@ void onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("GatherElements", 11, gatherElements);
   r.add("Trilu", 14, trilu);
   r.add("Tile", 6, tile);
+  r.add("Pad", 2, pad2);
+  r.add("Pad", 11, pad11);
   r.add("DepthToSpace", 13, depthToSpace);
   r.add("SpaceToDepth", 13, spaceToDepth);
 }

@@ -96,6 +96,8 @@ def Merak_DivOp : Merak_ArithOp<"div", "Elementwise division (integer division t
 def Merak_PowOp : Merak_ArithOp<"pow", "Elementwise power">;
 def Merak_MaxOp : Merak_ArithOp<"max", "Elementwise maximum">;
 def Merak_MinOp : Merak_ArithOp<"min", "Elementwise minimum">;
+def Merak_RemOp : Merak_ArithOp<"rem",
+    "Elementwise remainder with the sign of the dividend (C fmod / %)">;
 def Merak_EqOp : Merak_CompareOp<"eq", "Elementwise equality">;
 def Merak_NeOp : Merak_CompareOp<"ne", "Elementwise inequality">;
 def Merak_LtOp : Merak_CompareOp<"lt", "Elementwise less-than">;
