@@ -157,6 +157,33 @@ LogicalResult kernels::evalSoftmax(Operation *op, int64_t axis, bool log,
   return success();
 }
 
+LogicalResult kernels::evalCumSum(CumSumOp op, Operands in, Results out) {
+  const HostTensor &a = *in[0];
+  HostTensor r(op.getType());
+  AxisView v(a.getShape(), op.getAxis());
+  bool excl = op.getExclusive(), rev = op.getReverse();
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      double fs = 0;
+      int64_t is = 0;
+      for (int64_t step = 0; step < v.dim; ++step) {
+        int64_t j = rev ? v.dim - 1 - step : step, at = v.at(o, j, k);
+        if (excl) {
+          a.isFloat() ? r.setFromDouble(at, fs) : r.setFromInt(at, is);
+        }
+        if (a.isFloat())
+          fs += a.f()[at];
+        else
+          is = (int64_t)((uint64_t)is + (uint64_t)a.i()[at]);
+        if (!excl) {
+          a.isFloat() ? r.setFromDouble(at, fs) : r.setFromInt(at, is);
+        }
+      }
+    }
+  out.push_back(std::move(r));
+  return success();
+}
+
 /// Value of an optional per-feature operand broadcast over the normalised
 /// shape, at feature index `j`.
 static double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,

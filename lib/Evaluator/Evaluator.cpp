@@ -55,6 +55,7 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {
         return evalSoftmax(o, o.getAxis(), /*log=*/true, in, out);
       })
+      .Case<CumSumOp>([&](CumSumOp o) { return evalCumSum(o, in, out); })
       .Case<LayerNormOp>([&](LayerNormOp o) { return evalLayerNorm(o, in, out); })
       .Case<RmsNormOp>([&](RmsNormOp o) { return evalRmsNorm(o, in, out); })
       .Case<BatchNormOp>([&](BatchNormOp o) { return evalBatchNorm(o, in, out); })

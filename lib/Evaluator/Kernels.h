@@ -64,6 +64,7 @@ LogicalResult evalArg(Operation *op, int64_t axis, bool keepdims, bool last,
                       bool min, Operands in, Results out);
 LogicalResult evalSoftmax(Operation *op, int64_t axis, bool log, Operands in,
                           Results out);
+LogicalResult evalCumSum(CumSumOp op, Operands in, Results out);
 LogicalResult evalLayerNorm(LayerNormOp op, Operands in, Results out);
 LogicalResult evalRmsNorm(RmsNormOp op, Operands in, Results out);
 LogicalResult evalBatchNorm(BatchNormOp op, Operands in, Results out);

@@ -320,6 +320,18 @@ LogicalResult hardmax(NodeContext &n) {
   return success();
 }
 
+LogicalResult cumSum(NodeContext &n) {
+  auto a = n.constantScalar(1, "axis");
+  if (failed(a))
+    return failure();
+  auto ax = n.axis((int64_t)*a, n.inputType(0).getRank());
+  if (failed(ax))
+    return failure();
+  n.setOutputs(n.create<CumSumOp>(n.input(0), *ax, (bool)n.getInt("exclusive", 0),
+                                  (bool)n.getInt("reverse", 0)));
+  return success();
+}
+
 LogicalResult argImpl(NodeContext &n, bool isMin) {
   auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
   if (failed(ax))
@@ -396,6 +408,7 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("ReduceLogSum", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSum>);
   r.add("ReduceLogSumExp", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSumExp>);
   r.add("Hardmax", 13, hardmax);
+  r.add("CumSum", 11, cumSum);
   r.add("ArgMax", 1, argMax);
   r.add("ArgMin", 1, argMin);
   r.add("Dropout", 12, dropout);

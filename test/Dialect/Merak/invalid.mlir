@@ -1152,3 +1152,11 @@ func.func @cross_entropy_float_labels(%l: tensor<4x10xf32>, %t: tensor<4xf32>) {
   %0 = merak.cross_entropy %l, %t axis = 1 reduction = "mean" : tensor<4x10xf32>, tensor<4xf32> -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @cumsum_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.cumsum' op axis 2 is out of range for rank 2}}
+  %0 = merak.cumsum %a axis = 2 : tensor<2x3xf32>
+  return
+}

@@ -283,6 +283,8 @@ func.func @reductions(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>) {
   %6 = merak.argmax %i axis = 0 {keepdims, select_last_index} : tensor<5xi64> -> tensor<1xi64>
   // CHECK: merak.argmin %[[X]] axis = 1 {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x4xi64>
   %7 = merak.argmin %x axis = 1 {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x4xi64>
+  // CHECK: merak.cumsum %[[X]] axis = 2 {exclusive, reverse} : tensor<2x3x4xf32>
+  %8 = merak.cumsum %x axis = 2 {exclusive, reverse} : tensor<2x3x4xf32>
   return
 }
 

@@ -386,6 +386,10 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   return success();
 }
 
+LogicalResult CumSumOp::verify() {
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

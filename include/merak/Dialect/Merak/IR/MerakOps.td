@@ -303,6 +303,19 @@ class Merak_ArgOp<string mnemonic, string which>
 def Merak_ArgMaxOp : Merak_ArgOp<"argmax", "maximum">;
 def Merak_ArgMinOp : Merak_ArgOp<"argmin", "minimum">;
 
+def Merak_CumSumOp : Merak_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along an axis";
+  let description = [{
+    `result[..., i, ...] = sum(input[..., j, ...])` over `j <= i`, or `j < i`
+    with `exclusive`; with `reverse` the sum runs from the end.
+  }];
+  let arguments = (ins Merak_NumericTensor:$input, I64Attr:$axis,
+                       UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Merak_NumericTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = summaryText;
