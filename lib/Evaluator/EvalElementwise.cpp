@@ -3,6 +3,7 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -70,6 +71,8 @@ static FailureOr<int64_t> applyInt(Bin k, int64_t a, int64_t b) {
   case Bin::Div:
     if (b == 0)
       return failure();
+    if (b == -1) // INT64_MIN / -1 overflows in C++; wrap like the hardware
+      return (int64_t)(0 - (uint64_t)a);
     return a / b; // truncation toward zero, as C and ONNX's reference
   case Bin::Rem:
     if (b == 0)
@@ -164,20 +167,29 @@ LogicalResult kernels::evalUnary(Operation *op, Operands in, Results out) {
   if (!a.isFloat()) {
     auto fn = llvm::TypeSwitch<Operation *, std::function<int64_t(int64_t)>>(op)
                   .Case<ReluOp>([](auto) { return [](int64_t x) { return std::max<int64_t>(x, 0); }; })
-                  .Case<NegOp>([](auto) { return [](int64_t x) { return -x; }; })
-                  .Case<AbsOp>([](auto) { return [](int64_t x) { return x < 0 ? -x : x; }; })
+                  .Case<NegOp>([](auto) { return [](int64_t x) { return (int64_t)(0 - (uint64_t)x); }; })
+                  .Case<AbsOp>([](auto) {
+                    return [](int64_t x) { return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; };
+                  })
                   .Case<SignOp>([](auto) { return [](int64_t x) { return (int64_t)((x > 0) - (x < 0)); }; })
                   .Case<NotOp>([](auto) { return [](int64_t x) { return (int64_t)(x == 0); }; })
                   .Case<ClampOp>([](ClampOp c) {
                     double lo = c.getMin() ? c.getMin()->convertToDouble() : -INFINITY;
                     double hi = c.getMax() ? c.getMax()->convertToDouble() : INFINITY;
-                    // Compare in double, but return x itself when in range so
-                    // that int64 values above 2^53 stay exact.
+                    // min(max(x, lo), hi) like the float form (so hi wins when
+                    // lo > hi); x itself is returned when in range so that
+                    // int64 values above 2^53 stay exact. The bounds are f64
+                    // attributes, so bounds beyond 2^53 are rounded.
+                    auto toInt = [](double v) {
+                      return v <= -0x1p63 ? std::numeric_limits<int64_t>::min()
+                             : v >= 0x1p63 ? std::numeric_limits<int64_t>::max()
+                                           : (int64_t)v;
+                    };
                     return std::function<int64_t(int64_t)>([=](int64_t x) {
                       if ((double)x < lo)
-                        return (int64_t)std::ceil(lo);
+                        x = toInt(std::ceil(lo));
                       if ((double)x > hi)
-                        return (int64_t)std::floor(hi);
+                        x = toInt(std::floor(hi));
                       return x;
                     });
                   })

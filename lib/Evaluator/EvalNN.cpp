@@ -33,10 +33,10 @@ LogicalResult kernels::evalMatmul(MatmulOp op, Operands in, Results out) {
             acc += a.f()[ao + i * k + p] * b.f()[bo + p * n + j];
           res.setFromDouble(ro + i * n + j, acc);
         } else {
-          int64_t acc = 0;
+          uint64_t acc = 0; // wraps like the element type, no UB
           for (int64_t p = 0; p < k; ++p)
-            acc += a.i()[ao + i * k + p] * b.i()[bo + p * n + j];
-          res.setFromInt(ro + i * n + j, acc);
+            acc += (uint64_t)a.i()[ao + i * k + p] * (uint64_t)b.i()[bo + p * n + j];
+          res.setFromInt(ro + i * n + j, (int64_t)acc);
         }
       }
   });

@@ -64,8 +64,14 @@ LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
     count *= a.getShape()[ax];
   if (!a.isFloat()) {
     // Integers reduce exactly in int64 (wrapping like the element type).
-    int64_t iinit = kind == Red::Max   ? std::numeric_limits<int64_t>::min()
-                    : kind == Red::Min ? std::numeric_limits<int64_t>::max()
+    // Max/min of nothing is the element type's lowest/highest value.
+    unsigned width = a.getElementType().getIntOrFloatBitWidth();
+    int64_t lowest = width == 32 ? std::numeric_limits<int32_t>::min()
+                                 : std::numeric_limits<int64_t>::min();
+    int64_t highest = width == 32 ? std::numeric_limits<int32_t>::max()
+                                  : std::numeric_limits<int64_t>::max();
+    int64_t iinit = kind == Red::Max   ? lowest
+                    : kind == Red::Min ? highest
                     : kind == Red::Prod ? 1
                                         : 0;
     std::vector<int64_t> iacc(r.size(), iinit);
@@ -104,7 +110,7 @@ LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
   for (int64_t k = 0; k < r.size(); ++k) {
     double v = acc[k];
     if (kind == Red::Mean)
-      v = a.isFloat() ? v / count : std::trunc(v / count);
+      v /= count;
     if (sawNan[k])
       v = NAN;
     r.setFromDouble(k, v);

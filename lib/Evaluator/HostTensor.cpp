@@ -5,6 +5,8 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "llvm/ADT/APFloat.h"
 #include <cstring>
+#include <limits>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -50,13 +52,24 @@ void HostTensor::setFromDouble(int64_t k, double v) {
     idata[k] = v != 0.0;
     return;
   }
-  // Float -> int truncates toward zero; out-of-range is clamped (undefined
-  // in C++, implementation-defined in numpy; we pick saturation).
+  // Float -> int truncates toward zero. Out-of-range values (undefined in
+  // C++, platform-dependent in numpy and PyTorch) saturate to the target
+  // type's limits, and NaN becomes 0: a deliberate, documented choice.
   double t = std::trunc(v);
-  if (!(t == t))
-    t = 0;
-  t = std::max(-9.2e18, std::min(9.2e18, t));
-  idata[k] = wrapToIntType((int64_t)t, it);
+  if (std::isnan(t)) {
+    idata[k] = 0;
+    return;
+  }
+  double lo = it.getWidth() == 32 ? -0x1p31 : -0x1p63;
+  double hi = it.getWidth() == 32 ? 0x1p31 : 0x1p63; // exclusive
+  if (t <= lo)
+    idata[k] = it.getWidth() == 32 ? std::numeric_limits<int32_t>::min()
+                                   : std::numeric_limits<int64_t>::min();
+  else if (t >= hi)
+    idata[k] = it.getWidth() == 32 ? std::numeric_limits<int32_t>::max()
+                                   : std::numeric_limits<int64_t>::max();
+  else
+    idata[k] = (int64_t)t;
 }
 
 void HostTensor::setFromInt(int64_t k, int64_t v) {

@@ -13,6 +13,10 @@
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::merak::onnx_import {
+
+/// The function the importer creates (`func.func @forward`).
+inline constexpr const char *kEntryName = "forward";
+
 class GraphImporter {
 public:
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
@@ -49,7 +53,8 @@ public:
   ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes,
                             StringRef hint);
   llvm::StringMap<ParamOp> params;
-  LogicalResult importInitializers();
+  LogicalResult indexInitializers();
+  LogicalResult verifyNodeSchema(const onnx::NodeProto &node, Location loc);
   LogicalResult importIdentityParam(const onnx::NodeProto &node);
   FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
   LogicalResult checkSupported(ArrayRef<const onnx::NodeProto *> nodes);

@@ -6,6 +6,10 @@
 #include "merak/Evaluator/HostTensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
+#include <vector>
 
 #include <onnx/onnx_pb.h>
 
@@ -23,12 +27,24 @@ std::string dataTypeName(int32_t onnxType);
 /// A tensor's value as little-endian bytes of its element type (i1: one
 /// byte per element), the encoding of HostTensor::fromBytes and of dense
 /// resource blobs.
+/// `bytes` views the proto's raw_data, a mapped external-data file (kept
+/// alive in `file`) or `storage`; move-only, valid while the proto lives.
 struct RawTensor {
   RankedTensorType type;
-  std::vector<char> bytes;
+  ArrayRef<char> bytes;
+  std::vector<char> storage;
+  std::unique_ptr<llvm::MemoryBuffer> file;
+
+  static RawTensor owning(RankedTensorType type, std::vector<char> data) {
+    RawTensor r;
+    r.type = type;
+    r.storage = std::move(data);
+    r.bytes = r.storage;
+    return r;
+  }
 };
 /// Decodes a TensorProto (raw, typed or external data) without converting
-/// the elements: parameters go straight into resource blobs.
+/// or copying the elements: parameters go straight into resource blobs.
 FailureOr<RawTensor> decodeTensorRaw(MLIRContext *ctx, const onnx::TensorProto &t,
                                      StringRef baseDir, std::string &error);
 

@@ -162,7 +162,12 @@ std::string onnx_import::describeNode(const onnx::NodeProto &node) {
   return "unnamed node";
 }
 
+// The helpers below accept a null Value (from an earlier failed create)
+// and then do nothing, like `create`: the node's first error is reported.
+
 Value NodeContext::scalarLike(Value like, double v) {
+  if (failedNode || !like)
+    return {};
   auto et = cast<RankedTensorType>(like.getType()).getElementType();
   HostTensor t(RankedTensorType::get({}, et));
   t.setFromDouble(0, v);
@@ -170,6 +175,8 @@ Value NodeContext::scalarLike(Value like, double v) {
 }
 
 Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
+  if (failedNode || !v)
+    return {};
   auto t = cast<RankedTensorType>(v.getType());
   if (t.getShape() == shape)
     return v;
@@ -177,6 +184,8 @@ Value NodeContext::broadcastTo(Value v, ArrayRef<int64_t> shape) {
 }
 
 Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
+  if (failedNode || !v)
+    return {};
   auto t = cast<RankedTensorType>(v.getType());
   if (t.getShape() == shape)
     return v;

@@ -85,14 +85,16 @@ ElementsAttr GraphImporter::makeResource(RankedTensorType type,
   return DenseResourceElementsAttr::get(type, key, std::move(blob));
 }
 
-LogicalResult GraphImporter::importInitializers() {
-  OpBuilder::InsertionGuard guard(builder);
+LogicalResult GraphImporter::indexInitializers() {
   for (const auto &init : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
     if (init.name().empty())
       return fail(loc, "initializer without a name");
     if (initializers.count(init.name()))
       return fail(loc, "duplicate initializer name '" + init.name() + "'");
+    if (init.name() == kEntryName)
+      return fail(loc, "initializer name '" + init.name() +
+                           "' collides with merak's entry function @" + kEntryName);
     initializers[init.name()] = &init;
   }
   return success();
@@ -213,7 +215,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
   module = *owned;
-  if (failed(importInitializers()))
+  if (failed(indexInitializers()))
     return nullptr;
   auto order = sortNodes();
   if (failed(order) || failed(checkSupported(*order)))
@@ -335,7 +337,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
              nullptr;
 
   builder.setInsertionPointToEnd(module.getBody());
-  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+  auto func = func::FuncOp::create(builder, fileLoc, kEntryName,
                                    builder.getFunctionType(argTypes, {}));
   Block *body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
@@ -348,10 +350,9 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         builder, NameLoc::get(StringAttr::get(ctx, name), fileLoc),
         makeElements(options.constantInputs.lookup(name), name));
 
-  // Initializers: floats with more than one element are parameters, the
-  // rest (integers, scalars) constants. Created lazily on first use.
+  // Initializers that something reads: floats with more than one element
+  // are parameters, the rest (integers, scalars) constants.
   builder.setInsertionPointToStart(body);
-  llvm::StringSet<> paramNames;
   for (const onnx::TensorProto &init : graph.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
     if (!consumed.contains(init.name()))
@@ -378,33 +379,18 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   const OpRegistry &reg = OpRegistry::get();
   for (const onnx::NodeProto *node : *order) {
     Location loc = nodeLoc(*node);
-    if (node->op_type() == "Identity" && node->input_size() == 1 &&
-        initializers.count(node->input(0)) && values.count(node->input(0)) &&
+    for (const auto &in : node->input())
+      if (!in.empty() && !values.count(in))
+        return fail(loc, "input '" + in + "' of " + describeNode(*node) +
+                             " has no value"),
+               nullptr;
+    if (failed(verifyNodeSchema(*node, loc)))
+      return nullptr;
+    if (node->op_type() == "Identity" && initializers.count(node->input(0)) &&
         values[node->input(0)].getDefiningOp<GetParamOp>()) {
       if (failed(importIdentityParam(*node)))
         return nullptr;
       continue;
-    }
-    for (const auto &in : node->input())
-      if (!in.empty() && !values.count(in))
-        return fail(loc, "input '" + in + "' of node '" + node->name() +
-                             "' has no value"),
-               nullptr;
-    // ONNX's own schema checks arity, attribute names/types and required
-    // attributes, so handlers can rely on them.
-    if (const auto *schema =
-            onnx::OpSchemaRegistry::Schema(node->op_type(), (int)opset, "")) {
-      try {
-        schema->Verify(*node);
-      } catch (const std::exception &e) {
-        std::string what = e.what();
-        // Drop onnx's "==> Context: ..." suffix; the location names the node.
-        if (size_t ctx = what.find("\n\n==> Context"); ctx != std::string::npos)
-          what.resize(ctx);
-        return fail(loc, "malformed " + node->op_type() + " " +
-                             describeNode(*node) + ": " + what),
-               nullptr;
-      }
     }
     NodeContext nc(*this, *node, opset, builder, loc);
     if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
@@ -456,6 +442,41 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   return owned;
 }
 
+/// Checks a node against ONNX's own schema (arity, attribute names/types,
+/// required attributes), and that no required or variadic input is the
+/// empty name, so that handlers can rely on their inputs.
+LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
+                                              Location loc) {
+  const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, "");
+  if (!schema)
+    return success();
+  try {
+    schema->Verify(node);
+  } catch (const std::exception &e) {
+    std::string what = e.what();
+    // Drop onnx's "==> Context: ..." suffix; the location names the node.
+    if (size_t ctxPos = what.find("\n\n==> Context"); ctxPos != std::string::npos)
+      what.resize(ctxPos);
+    return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) +
+                         ": " + what);
+  }
+  const auto &formals = schema->inputs();
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (!node.input(i).empty() || formals.empty())
+      continue;
+    const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
+    if (formal.GetOption() != onnx::OpSchema::Optional)
+      return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) +
+                           ": input " + Twine(i) + " ('" + formal.GetName() +
+                           "') is required but empty");
+  }
+  for (const auto &out : node.output())
+    if (out == kEntryName)
+      return fail(loc, "value name '" + out + "' collides with merak's entry "
+                       "function @" + kEntryName);
+  return success();
+}
+
 /// torch.onnx.export de-duplicates parameters with equal initial values by
 /// emitting one initializer and `Identity` nodes for the others. Those are
 /// distinct trainable parameters, so each Identity output becomes its own
@@ -464,6 +485,8 @@ LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
   auto src = values[node.input(0)].getDefiningOp<GetParamOp>();
   ParamOp srcParam = params.lookup(src.getName());
   const std::string &name = node.output(0);
+  if (name.empty())
+    return success(); // an unused output: nothing to name
   Location loc = NameLoc::get(StringAttr::get(ctx, name), fileLoc);
   OpBuilder pb(ctx);
   pb.setInsertionPointAfter(srcParam);

@@ -31,8 +31,7 @@ LogicalResult variadic(NodeContext &n) {
   if (!n.hasInput(0))
     return n.error("needs at least one input");
   Value acc = n.input(0);
-  unsigned count = 1;
-  for (unsigned i = 1; i < n.numInputs(); ++i, ++count)
+  for (unsigned i = 1; i < n.numInputs(); ++i)
     acc = n.create<OpTy>(acc, n.input(i));
   n.setOutputs(acc);
   return success();

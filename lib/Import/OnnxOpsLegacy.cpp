@@ -107,25 +107,6 @@ LogicalResult legacyPrelu(NodeContext &n) {
 
 } // namespace
 
-/// InstanceNormalization: per (n, c) over the spatial dims.
-static LogicalResult instanceNorm(NodeContext &n) {
-  auto t = n.inputType(0);
-  if (t.getRank() < 3)
-    return n.error("input must have rank >= 3 (N, C, D...)");
-  SmallVector<int64_t> axes, chan(t.getRank(), 1);
-  for (int64_t d = 2; d < t.getRank(); ++d)
-    axes.push_back(d);
-  chan[1] = t.getDimSize(1);
-  Value x = n.input(0);
-  Value mean = n.create<ReduceMeanOp>(x, axes, true);
-  Value c = n.create<SubOp>(x, mean);
-  Value var = n.create<ReduceMeanOp>(n.create<MulOp>(c, c), axes, true);
-  Value inv = n.create<RsqrtOp>(n.create<AddOp>(var, n.scalarLike(x, n.getFloat("epsilon", 1e-5))));
-  Value y = n.create<MulOp>(n.create<MulOp>(c, inv), n.reshape(n.input(1), chan));
-  n.setOutputs(n.create<AddOp>(y, n.reshape(n.input(2), chan)));
-  return success();
-}
-
 void onnx_import::registerLegacyOps(OpRegistry &r) {
   r.add("Add", 6, legacyBinary<AddOp>);
   r.add("Sub", 6, legacyBinary<SubOp>);
@@ -143,6 +124,5 @@ void onnx_import::registerLegacyOps(OpRegistry &r) {
   r.add("Clip", 6, legacyClip);
   r.add("BatchNormalization", 6, legacyBatchNorm);
   r.add("Dropout", 7, legacyDropout);
-  r.add("InstanceNormalization", 6, instanceNorm);
   r.add("PRelu", 6, legacyPrelu);
 }

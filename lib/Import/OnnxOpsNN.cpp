@@ -1,6 +1,8 @@
 //===- OnnxOpsNN.cpp - ONNX contraction, normalisation, reduction ops -----===//
 #include "ImporterImpl.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
@@ -51,6 +53,12 @@ FailureOr<Window> windowAttrs(NodeContext &n, ArrayRef<int64_t> inSpatial,
   if (w.kernel.size() != r || w.strides.size() != r || w.dilations.size() != r)
     return (void)n.error("kernel, strides and dilations need " + Twine(r) +
                          " entries"),
+           failure();
+  auto positive = [](ArrayRef<int64_t> v) {
+    return llvm::all_of(v, [](int64_t x) { return x > 0 && x <= kMaxElements; });
+  };
+  if (!positive(w.kernel) || !positive(w.strides) || !positive(w.dilations))
+    return (void)n.error("kernel sizes, strides and dilations must be positive"),
            failure();
   SmallVector<int64_t> pads(2 * r, 0);
   std::string autoPad = n.getString("auto_pad", "NOTSET");
@@ -250,15 +258,7 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
   Value x = n.input(0);
   bool keep = n.getInt("keepdims", 1);
   if (!*axes) {
-    // noop_with_empty_axes: the elementwise part still applies.
-    if (kind == ReduceKind::L1)
-      x = n.create<AbsOp>(x);
-    else if (kind == ReduceKind::SumSquare)
-      x = n.create<MulOp>(x, x);
-    else if (kind == ReduceKind::L2)
-      x = n.create<AbsOp>(x);
-    else if (kind == ReduceKind::LogSum)
-      x = n.create<LogOp>(x);
+    // noop_with_empty_axes (only ReduceSum has it before opset 18).
     n.setOutputs(x);
     return success();
   }
@@ -281,7 +281,11 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
     r = n.create<LogOp>(n.create<ReduceSumOp>(x, ax, keep));
     break;
   case ReduceKind::LogSumExp: {
+    // Shift by the max, except where it is -inf (an all -inf row): shift by
+    // 0 there so that the result is log(0) = -inf rather than NaN.
     Value m = n.create<ReduceMaxOp>(x, ax, true);
+    Value isNegInf = n.create<EqOp>(m, n.scalarLike(x, -INFINITY));
+    m = n.create<WhereOp>(isNegInf, n.scalarLike(x, 0.0), m);
     Value s = n.create<ReduceSumOp>(n.create<ExpOp>(n.create<SubOp>(x, m)), ax, true);
     r = n.create<AddOp>(n.create<LogOp>(s), m);
     if (!keep && r) {
@@ -321,10 +325,12 @@ LogicalResult hardmax(NodeContext &n) {
 }
 
 LogicalResult cumSum(NodeContext &n) {
-  auto a = n.constantScalar(1, "axis");
+  auto a = n.constantInts(1, "axis");
   if (failed(a))
     return failure();
-  auto ax = n.axis((int64_t)*a, n.inputType(0).getRank());
+  if (a->size() != 1)
+    return n.error("axis must be a scalar");
+  auto ax = n.axis((*a)[0], n.inputType(0).getRank());
   if (failed(ax))
     return failure();
   n.setOutputs(n.create<CumSumOp>(n.input(0), *ax, (bool)n.getInt("exclusive", 0),
@@ -382,6 +388,25 @@ LogicalResult dropout(NodeContext &n) {
   return success();
 }
 
+/// InstanceNormalization: per (n, c) over the spatial dims.
+LogicalResult instanceNorm(NodeContext &n) {
+  auto t = n.inputType(0);
+  if (t.getRank() < 3)
+    return n.error("input must have rank >= 3 (N, C, D...)");
+  SmallVector<int64_t> axes, chan(t.getRank(), 1);
+  for (int64_t d = 2; d < t.getRank(); ++d)
+    axes.push_back(d);
+  chan[1] = t.getDimSize(1);
+  Value x = n.input(0);
+  Value mean = n.create<ReduceMeanOp>(x, axes, true);
+  Value c = n.create<SubOp>(x, mean);
+  Value var = n.create<ReduceMeanOp>(n.create<MulOp>(c, c), axes, true);
+  Value inv = n.create<RsqrtOp>(n.create<AddOp>(var, n.scalarLike(x, n.getFloat("epsilon", 1e-5))));
+  Value y = n.create<MulOp>(n.create<MulOp>(c, inv), n.reshape(n.input(1), chan));
+  n.setOutputs(n.create<AddOp>(y, n.reshape(n.input(2), chan)));
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerNNOps(OpRegistry &r) {
@@ -409,6 +434,7 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("ReduceLogSumExp", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSumExp>);
   r.add("Hardmax", 13, hardmax);
   r.add("CumSum", 11, cumSum);
+  r.add("InstanceNormalization", 6, instanceNorm);
   r.add("ArgMax", 1, argMax);
   r.add("ArgMin", 1, argMin);
   r.add("Dropout", 12, dropout);

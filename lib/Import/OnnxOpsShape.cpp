@@ -349,8 +349,11 @@ LogicalResult slice(NodeContext &n) {
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
+    } else if (dim == 0) {
+      s = e = -1; // nothing to take
     } else {
-      s = std::clamp<int64_t>(s, -1, dim - 1);
+      // ONNX Slice: starts clamp into [0, dim-1], ends into [-1, dim-1].
+      s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
     // INT64_MAX/MIN sentinels were clamped above; the start of an empty
@@ -427,10 +430,13 @@ LogicalResult trilu(NodeContext &n) {
     return n.error("input must have rank >= 2");
   int64_t k = 0;
   if (n.hasInput(1)) {
-    auto kv = n.constantScalar(1, "k");
+    auto kv = n.constantInts(1, "k");
     if (failed(kv))
       return failure();
-    k = (int64_t)*kv;
+    if (kv->size() != 1)
+      return n.error("k must be a scalar");
+    // Beyond the matrix, the mask is all-true or all-false anyway.
+    k = std::clamp<int64_t>((*kv)[0], -kMaxElements, kMaxElements);
   }
   bool upper = n.getInt("upper", 1);
   int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
@@ -457,6 +463,8 @@ LogicalResult tile(NodeContext &n) {
   for (int64_t d = 0; d < in.getRank(); ++d) {
     if ((*reps)[d] < 0)
       return n.error("repeats must be non-negative");
+    if (in.getDimSize(d) && (*reps)[d] > kMaxElements / in.getDimSize(d))
+      return n.error("repeats give absurd dimensions (element count overflows)");
     inter.append({1, in.getDimSize(d)});
     wide.append({(*reps)[d], in.getDimSize(d)});
     out.push_back((*reps)[d] * in.getDimSize(d));
@@ -472,11 +480,12 @@ LogicalResult tile(NodeContext &n) {
 LogicalResult depthToSpace(NodeContext &n) {
   auto in = n.inputType(0);
   int64_t b = n.getInt("blocksize", 0);
-  if (in.getRank() != 4 || b <= 0 || b > in.getDimSize(1) ||
-      in.getDimSize(1) % (b * b))
+  // C % b and (C / b) % b rather than C % (b * b), which can overflow.
+  if (in.getRank() != 4 || b <= 0 || in.getDimSize(1) % b ||
+      (in.getDimSize(1) / b) % b)
     return n.error("needs NCHW input with C divisible by blocksize^2");
   int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2),
-          W = in.getDimSize(3), c = C / (b * b);
+          W = in.getDimSize(3), c = C / b / b;
   bool crd = n.getString("mode", "DCR") == "CRD";
   Value x = crd ? n.reshape(n.input(0), {N, c, b, b, H, W})
                 : n.reshape(n.input(0), {N, b, b, c, H, W});
@@ -527,6 +536,9 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
   Value x = n.input(0);
   for (int64_t d = 0; d < rank && x; ++d) {
     int64_t before = pads[d], after = pads[d + rank];
+    if (std::abs(std::max<int64_t>(before, -kMaxElements)) >= kMaxElements ||
+        std::abs(std::max<int64_t>(after, -kMaxElements)) >= kMaxElements)
+      return n.error("pads are absurdly large");
     int64_t dim = cast<RankedTensorType>(x.getType()).getDimSize(d);
     // Crop first (negative pads), then grow.
     if (before < 0 || after < 0) {
@@ -540,8 +552,6 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
     }
     if (!before && !after)
       continue;
-    if (before > kMaxElements || after > kMaxElements)
-      return n.error("pads are absurdly large");
     if (mode != "constant" && dim == 0)
       return n.error("cannot " + mode + "-pad an empty dimension");
     if (mode == "reflect" && (before >= dim || after >= dim))
@@ -622,6 +632,6 @@ void onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("Tile", 6, tile);
   r.add("Pad", 2, pad2);
   r.add("Pad", 11, pad11);
-  r.add("DepthToSpace", 13, depthToSpace);
+  r.add("DepthToSpace", 11, depthToSpace);
   r.add("SpaceToDepth", 13, spaceToDepth);
 }

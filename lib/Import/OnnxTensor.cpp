@@ -33,7 +33,9 @@ std::string onnx_import::dataTypeName(int32_t t) {
 
 /// Reads external data, refusing locations that leave `baseDir` (absolute
 /// paths, `..`, symlinks), as onnx's CVE-2022-25882 / CVE-2024-27318 fixes.
-static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
+/// Maps the external data of `t` into `out` (the file stays mapped in
+/// out.file, out.bytes views the tensor's range of it).
+static LogicalResult readExternal(RawTensor &out, const onnx::TensorProto &t,
                                            StringRef baseDir, int64_t expected,
                                            std::string &error) {
   std::string location;
@@ -46,7 +48,7 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
     else if (kv.key() == "length")
       length = std::strtoll(kv.value().c_str(), nullptr, 10);
   }
-  auto refuse = [&](const Twine &why) -> FailureOr<std::string> {
+  auto refuse = [&](const Twine &why) -> LogicalResult {
     error = ("tensor '" + t.name() + "': external data location '" + location +
              "' " + why).str();
     return failure();
@@ -88,7 +90,9 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
                   " exceeds the file size " + Twine(size));
   if (length != expected)
     return refuse("holds " + Twine(length) + " bytes, expected " + Twine(expected));
-  return std::string((*buf)->getBufferStart() + offset, length);
+  out.bytes = ArrayRef<char>((*buf)->getBufferStart() + offset, length);
+  out.file = std::move(*buf);
+  return success();
 }
 
 FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
@@ -110,10 +114,11 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
   auto type = RankedTensorType::get(dims, et);
   int64_t eb = HostTensor::elementBytes(et);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    auto bytes = readExternal(t, baseDir, eb * *n, error);
-    if (failed(bytes))
+    RawTensor out;
+    out.type = type;
+    if (failed(readExternal(out, t, baseDir, eb * *n, error)))
       return failure();
-    return RawTensor{type, std::vector<char>(bytes->begin(), bytes->end())};
+    return out;
   }
   if (t.has_raw_data()) {
     const std::string &raw = t.raw_data();
@@ -122,7 +127,10 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
               " bytes of data, expected " + std::to_string(eb * *n);
       return failure();
     }
-    return RawTensor{type, std::vector<char>(raw.begin(), raw.end())};
+    RawTensor out; // a view of the proto's bytes: no copy
+    out.type = type;
+    out.bytes = ArrayRef<char>(raw.data(), raw.size());
+    return out;
   }
   HostTensor h(type);
   auto mismatch = [&](int64_t got) -> FailureOr<RawTensor> {
@@ -159,13 +167,13 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
         uint16_t bits = (uint16_t)t.int32_data(k);
         std::memcpy(&bytes[2 * k], &bits, 2);
       }
-      return RawTensor{type, std::move(bytes)};
+      return RawTensor::owning(type, std::move(bytes));
     }
     for (int64_t k = 0; k < *n; ++k)
       h.setFromInt(k, t.int32_data(k));
   }
   }
-  return RawTensor{type, h.toBytes()};
+  return RawTensor::owning(type, h.toBytes());
 }
 
 FailureOr<HostTensor> onnx_import::decodeTensor(MLIRContext *ctx,

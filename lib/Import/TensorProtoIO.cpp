@@ -89,7 +89,7 @@ static FailureOr<HostTensor> readNpy(MLIRContext *ctx, StringRef path,
     shape.push_back(d);
   }
   auto n = checkedNumElements(shape);
-  if (failed(n))
+  if (failed(n) || *n > onnx_import::kMaxElements)
     return bad("absurd shape");
   StringRef body = data.drop_front(offset + headerLen);
   auto type = RankedTensorType::get(shape, et);

@@ -423,6 +423,29 @@ def k_ext_no_location(out):
     return ext_model(None, offset=0, length=24)
 
 
+# --- review regressions: empty variadic inputs, odd Identity outputs ------------
+
+def k_concat_empty_input(out):
+    return model([helper.make_node("Concat", ["", "a"], ["y"], axis=0)],
+                 [vi("a", F, [2])], [vi("y", F, None)])
+
+
+def k_sum_empty_input(out):
+    return model([helper.make_node("Sum", ["a", ""], ["y"])],
+                 [vi("a", F, [2])], [vi("y", F, None)])
+
+
+def k_identity_no_output(out):
+    return model([helper.make_node("Identity", ["w"], []),
+                  helper.make_node("Add", ["w", "w"], ["y"])],
+                 [], [vi("y", F, None)], [weight("w", [2, 2])])
+
+
+def k_param_named_forward(out):
+    return model([helper.make_node("Add", ["forward", "forward"], ["y"])],
+                 [], [vi("y", F, None)], [weight("forward", [2, 2])])
+
+
 # --- files that are not models ----------------------------------------------------
 
 RAW_FILES = {

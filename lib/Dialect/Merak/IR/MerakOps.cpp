@@ -13,6 +13,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -260,7 +261,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
         return emitOptionalError(loc, "input dimension ", d,
                                  " differs: ", t.getDimSize(d), " vs ",
                                  first.getDimSize(d));
-    shape[axis] += t.getDimSize(axis);
+    auto sum = llvm::checkedAdd(shape[axis], t.getDimSize(axis));
+    if (!sum)
+      return emitOptionalError(loc, "concatenated dimension overflows");
+    shape[axis] = *sum;
   }
   types.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
@@ -277,7 +281,10 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   for (int64_t s : adaptor.getSizes()) {
     if (s < 0)
       return emitOptionalError(loc, "split size ", s, " is negative");
-    total += s;
+    auto sum = llvm::checkedAdd(total, s);
+    if (!sum)
+      return emitOptionalError(loc, "split sizes overflow");
+    total = *sum;
     SmallVector<int64_t> shape(in.getShape());
     shape[axis] = s;
     types.push_back(RankedTensorType::get(shape, in.getElementType()));
@@ -494,11 +501,17 @@ static FailureOr<int64_t> windowOut(std::optional<Location> loc, int64_t in,
   if (k <= 0 || stride <= 0 || dilation <= 0 || padLo < 0 || padHi < 0)
     return emitOptionalError(loc, "window sizes, strides and dilations must be "
                                   "positive and padding non-negative");
-  int64_t span = dilation * (k - 1) + 1;
-  int64_t avail = in + padLo + padHi - span;
+  auto span = llvm::checkedMul(dilation, k - 1);
+  auto padded = llvm::checkedAdd(in, padLo);
+  if (padded)
+    padded = llvm::checkedAdd(*padded, padHi);
+  if (!span || *span == std::numeric_limits<int64_t>::max() || !padded)
+    return emitOptionalError(loc, "window attributes overflow");
+  *span += 1;
+  int64_t avail = *padded - *span;
   if (avail < 0)
-    return emitOptionalError(loc, "window of extent ", span,
-                             " does not fit padded input of size ", in + padLo + padHi);
+    return emitOptionalError(loc, "window of extent ", *span,
+                             " does not fit padded input of size ", *padded);
   int64_t out = (ceil ? llvm::divideCeil(avail, stride) : avail / stride) + 1;
   // With ceil_mode the last window must start inside the (left-padded) input.
   if (ceil && (out - 1) * stride >= in + padLo)

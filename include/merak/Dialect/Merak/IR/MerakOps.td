@@ -214,9 +214,9 @@ def Merak_SliceOp : Merak_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let summary = "Static strided slice";
   let description = [{
     One entry per dimension. For a positive stride the elements
-    `start, start+stride, ... < limit`; for a negative stride
-    `start, start+stride, ... > limit` (limit may be -1). Starts are in
-    range; limits are already clamped.
+    `start, start+stride, ... < limit` with `0 <= start, limit <= dim`; for a
+    negative stride `start, start+stride, ... > limit` with
+    `-1 <= start, limit < dim` (-1: before the first element).
   }];
   let arguments = (ins Merak_Tensor:$input, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
