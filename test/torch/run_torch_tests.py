@@ -29,10 +29,16 @@ def _tail(text, n):
     return lines[-n:]
 
 
-def run_case(merak_run, case_dir, rtol, atol, timeout):
+def run_case(merak_run, case_dir, rtol, atol, timeout, model=None):
     """Returns (ok, detail_lines, seconds)."""
-    cmd = [merak_run, os.path.join(case_dir, "model.onnx"),
+    model = model or os.path.join(case_dir, "model.onnx")
+    cmd = [merak_run, model,
            "--test-data", case_dir, "--rtol", str(rtol), "--atol", str(atol)]
+    return run_cmd(cmd, timeout)
+
+
+def run_cmd(cmd, timeout):
+    """Runs a tool; returns (ok, detail_lines, seconds)."""
     start = time.time()
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE,
@@ -40,7 +46,7 @@ def run_case(merak_run, case_dir, rtol, atol, timeout):
     except subprocess.TimeoutExpired:
         return False, ["timeout after %d s" % timeout], time.time() - start
     except OSError as e:
-        return False, ["cannot run %s: %s" % (merak_run, e)], \
+        return False, ["cannot run %s: %s" % (cmd[0], e)], \
             time.time() - start
     elapsed = time.time() - start
     if proc.returncode == 0:
@@ -58,6 +64,10 @@ def run_case(merak_run, case_dir, rtol, atol, timeout):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--merak-run", required=True, help="path to merak-run")
+    ap.add_argument("--merak-compile", default=None,
+                    help="also compile each model with merak-compile "
+                         "(import + clean-up passes) and check the resulting "
+                         "IR with merak-run: the passes must keep the numbers")
     ap.add_argument("--workdir", required=True,
                     help="directory for the exported models (cached)")
     ap.add_argument("--only", default=None,
@@ -103,18 +113,33 @@ def main(argv=None):
             failed.append(name)
             continue
         case_dir = os.path.join(args.workdir, name)
-        ok, detail, secs = run_case(merak_run, case_dir, args.rtol,
-                                    args.atol, args.timeout)
-        if ok:
-            print("PASS %s" % name)
-            passed.append(name)
-        else:
-            print("FAIL %s" % name)
-            print("    after %.1f s" % secs)
-            for line in detail:
-                print("    " + line)
-            failed.append(name)
-        sys.stdout.flush()
+        checks = [(name, lambda: run_case(merak_run, case_dir, args.rtol,
+                                          args.atol, args.timeout))]
+        if args.merak_compile:
+            mlir = os.path.join(case_dir, "model.mlir")
+
+            def compiled(case_dir=case_dir, mlir=mlir):
+                ok, detail, secs = run_cmd(
+                    [os.path.abspath(args.merak_compile),
+                     os.path.join(case_dir, "model.onnx"), "-o", mlir],
+                    args.timeout)
+                if not ok:
+                    return ok, ["merak-compile failed"] + detail, secs
+                return run_case(merak_run, case_dir, args.rtol, args.atol,
+                                args.timeout, model=mlir)
+            checks.append((name + " [compiled]", compiled))
+        for label, check in checks:
+            ok, detail, secs = check()
+            if ok:
+                print("PASS %s" % label)
+                passed.append(label)
+            else:
+                print("FAIL %s" % label)
+                print("    after %.1f s" % secs)
+                for line in detail:
+                    print("    " + line)
+                failed.append(label)
+            sys.stdout.flush()
 
     if failed:
         print("failed: %s" % " ".join(failed))
