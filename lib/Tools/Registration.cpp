@@ -17,6 +17,8 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createMerakFoldConstants());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createMerakFuseDecomposed());
+  pm.addPass(createCanonicalizerPass());
   pm.addPass(createMerakDropUnusedParams());
 }
 
@@ -28,7 +30,8 @@ void merak::registerAllMerakPasses() {
   registerSymbolDCEPass();
   PassPipelineRegistration<>(
       "merak-import-cleanup",
-      "Fold shape arithmetic, canonicalise, CSE and drop unused parameters "
+      "Fold shape arithmetic, canonicalise, CSE, fuse decomposed LayerNorm/"
+      "GELU and drop unused parameters "
       "(what merak-compile runs after import)",
       [](OpPassManager &pm) { buildImportCleanupPipeline(pm); });
 }

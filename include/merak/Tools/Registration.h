@@ -13,7 +13,7 @@ void registerMerakDialects(DialectRegistry &registry);
 void registerAllMerakPasses();
 
 /// The clean-up that follows import: fold shape arithmetic, canonicalise,
-/// CSE, drop parameters nothing reads.
+/// CSE, fuse decomposed LayerNorm/GELU, drop parameters nothing reads.
 void buildImportCleanupPipeline(OpPassManager &pm);
 
 } // namespace mlir::merak

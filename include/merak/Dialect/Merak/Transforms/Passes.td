@@ -29,4 +29,20 @@ def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
   }];
 }
 
+def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
+  let summary = "Recognises decomposed LayerNorm and GELU and fuses them";
+  let description = [{
+    Older exports (opset 13 and below) spell LayerNorm as
+    ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div (then Mul/Add with the affine
+    parameters) and exact GELU as Div/Erf/Add/Mul/Mul. This pass rewrites
+    those subgraphs into `merak.layer_norm` (absorbing the scale and bias)
+    and `merak.gelu`, so that opset-13 and opset-17 exports reach the same
+    IR and later phases can use fused kernels and backward rules. Only exact
+    matches are rewritten: the normalised axes must be trailing, the
+    constants must be 2, 1, 0.5 and sqrt(2) (to f32 precision), and
+    intermediate values must have no other users.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 #endif

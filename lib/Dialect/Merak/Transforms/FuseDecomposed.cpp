@@ -1,0 +1,193 @@
+//===- FuseDecomposed.cpp - merak-fuse-decomposed -------------------------===//
+//
+// Pattern rewrites from exporter decompositions back to merak's fused ops:
+//   div(x - mean(x), sqrt(mean((x - mean(x))^2) + eps))  -> layer_norm
+//   add(mul(layer_norm(x), w), b)                        -> layer_norm(w, b)
+//   mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5)        -> gelu
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include <cmath>
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKFUSEDECOMPOSED
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+/// The value of a splat float constant, if `v` is one.
+static std::optional<double> splatValue(Value v) {
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return attr.getSplatValue<APFloat>().convertToDouble();
+}
+
+static bool isApprox(std::optional<double> v, double want) {
+  return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want);
+}
+
+/// For a commutative binary op, the operand that is not the splat constant
+/// `want` (or null).
+template <typename OpTy>
+static Value otherThanConstant(OpTy op, double want) {
+  if (isApprox(splatValue(op.getRhs()), want))
+    return op.getLhs();
+  if (isApprox(splatValue(op.getLhs()), want))
+    return op.getRhs();
+  return {};
+}
+
+static bool hasOneUse(Value v) { return v && v.hasOneUse(); }
+
+/// The normalised axis when `axes` is the trailing range [axis, rank).
+static std::optional<int64_t> trailingAxis(ArrayRef<int64_t> axes, int64_t rank) {
+  if (axes.empty())
+    return std::nullopt;
+  for (auto [i, a] : llvm::enumerate(axes))
+    if (a != rank - (int64_t)axes.size() + (int64_t)i)
+      return std::nullopt;
+  return axes.front();
+}
+
+namespace {
+/// div(d, sqrt(add(reduce_mean(pow(d, 2)), eps))) with d = sub(x, mean(x)).
+struct FuseLayerNorm : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp div, PatternRewriter &rewriter) const override {
+    auto sub = div.getLhs().getDefiningOp<SubOp>();
+    auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+    if (!sub || !sqrt)
+      return failure();
+    auto mean = sub.getRhs().getDefiningOp<ReduceMeanOp>();
+    Value x = sub.getLhs();
+    if (!mean || mean.getInput() != x || !mean.getKeepdims())
+      return failure();
+    auto type = cast<RankedTensorType>(x.getType());
+    if (div.getType() != type || !isa<FloatType>(type.getElementType()))
+      return failure();
+    auto axis = trailingAxis(mean.getAxes(), type.getRank());
+    if (!axis)
+      return failure();
+    auto add = sqrt.getInput().getDefiningOp<AddOp>();
+    if (!add)
+      return failure();
+    // eps is the scalar constant operand of the add.
+    std::optional<double> eps = splatValue(add.getRhs());
+    Value varValue = add.getLhs();
+    if (!eps) {
+      eps = splatValue(add.getLhs());
+      varValue = add.getRhs();
+    }
+    auto var = varValue ? varValue.getDefiningOp<ReduceMeanOp>() : ReduceMeanOp();
+    if (!eps || *eps < 0 || !var || !var.getKeepdims() ||
+        var.getAxes() != mean.getAxes())
+      return failure();
+    auto sq = var.getInput().getDefiningOp<PowOp>();
+    Value squared;
+    if (sq && sq.getLhs() == sub.getResult() && isApprox(splatValue(sq.getRhs()), 2.0))
+      squared = sq;
+    auto mulSq = var.getInput().getDefiningOp<MulOp>();
+    if (mulSq && mulSq.getLhs() == sub.getResult() && mulSq.getRhs() == sub.getResult())
+      squared = mulSq;
+    if (!squared)
+      return failure();
+    // The intermediates must die with the rewrite: d is read by the square
+    // and the div only.
+    if (!llvm::all_of(sub->getUsers(), [&](Operation *u) {
+          return u == div.getOperation() || u == squared.getDefiningOp();
+        }))
+      return failure();
+    rewriter.replaceOpWithNewOp<LayerNormOp>(div, type, x, Value(), Value(), *axis,
+                                             APFloat(*eps));
+    return success();
+  }
+};
+
+/// add(mul(layer_norm(x), w), b) with a layer_norm without affine
+/// parameters, and w, b shaped like the normalised dimensions.
+struct AbsorbLayerNormAffine : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value prod = side ? add.getRhs() : add.getLhs();
+      Value bias = side ? add.getLhs() : add.getRhs();
+      auto mul = prod.getDefiningOp<MulOp>();
+      if (!mul || !hasOneUse(prod))
+        continue;
+      for (int mside = 0; mside < 2; ++mside) {
+        Value normed = mside ? mul.getRhs() : mul.getLhs();
+        Value scale = mside ? mul.getLhs() : mul.getRhs();
+        auto ln = normed.getDefiningOp<LayerNormOp>();
+        if (!ln || ln.getScale() || ln.getBias() || !hasOneUse(normed))
+          continue;
+        auto type = ln.getType();
+        ArrayRef<int64_t> normShape = type.getShape().drop_front(ln.getAxis());
+        auto fits = [&](Value v) {
+          auto t = cast<RankedTensorType>(v.getType());
+          return t.getElementType() == type.getElementType() &&
+                 isBroadcastableTo(t.getShape(), normShape);
+        };
+        if (add.getType() != type || !fits(scale) || !fits(bias))
+          continue;
+        rewriter.replaceOpWithNewOp<LayerNormOp>(add, type, ln.getInput(), scale,
+                                                 bias, ln.getAxis(), ln.getEpsilon());
+        return success();
+      }
+    }
+    return failure();
+  }
+};
+
+/// mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5), operands in any order
+/// (and x * (1/sqrt 2) for the division).
+struct FuseGelu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp outer, PatternRewriter &rewriter) const override {
+    Value inner = otherThanConstant(outer, 0.5);
+    auto mul = inner ? inner.getDefiningOp<MulOp>() : MulOp();
+    if (!mul || !hasOneUse(inner))
+      return failure();
+    for (int side = 0; side < 2; ++side) {
+      Value x = side ? mul.getRhs() : mul.getLhs();
+      Value other = side ? mul.getLhs() : mul.getRhs();
+      auto add = other.getDefiningOp<AddOp>();
+      if (!add || !hasOneUse(other))
+        continue;
+      Value erfValue = otherThanConstant(add, 1.0);
+      auto erf = erfValue ? erfValue.getDefiningOp<ErfOp>() : ErfOp();
+      if (!erf || !hasOneUse(erfValue))
+        continue;
+      Value scaled = erf.getInput();
+      bool matches = false;
+      if (auto div = scaled.getDefiningOp<DivOp>())
+        matches = div.getLhs() == x && isApprox(splatValue(div.getRhs()), std::sqrt(2.0));
+      else if (auto m = scaled.getDefiningOp<MulOp>())
+        matches = otherThanConstant(m, 1.0 / std::sqrt(2.0)) == x;
+      if (!matches || !hasOneUse(scaled) || outer.getType() != x.getType())
+        continue;
+      rewriter.replaceOpWithNewOp<GeluOp>(outer, x, /*approximate_tanh=*/false);
+      return success();
+    }
+    return failure();
+  }
+};
+
+struct MerakFuseDecomposedPass
+    : merak::impl::MerakFuseDecomposedBase<MerakFuseDecomposedPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseLayerNorm, AbsorbLayerNormAffine, FuseGelu>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,137 @@
+// RUN: merak-opt %s -merak-fuse-decomposed -canonicalize -split-input-file | FileCheck %s
+
+// torch's opset-13 LayerNorm, with the affine parameters.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[B:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[R:.*]] = merak.layer_norm %[[X]] scale %[[W]] bias %[[B]] axis = 2 epsilon = 9.9999997473787516E-6 : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @layer_norm(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %eps = merak.constant dense<9.99999974E-6> : tensor<f32>
+  %m = merak.reduce_mean %x axes = [2] {keepdims} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %d = merak.sub %x, %m : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+  %p = merak.pow %d, %two : tensor<2x4x8xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [2] {keepdims} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %a = merak.add %v, %eps : tensor<2x4x1xf32>, tensor<f32>
+  %s = merak.sqrt %a : tensor<2x4x1xf32>
+  %n = merak.div %d, %s : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+  %y = merak.mul %n, %w : tensor<2x4x8xf32>, tensor<8xf32>
+  %z = merak.add %y, %b : tensor<2x4x8xf32>, tensor<8xf32>
+  return %z : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Normalising over two trailing axes, squaring by a multiplication, eps on
+// the left, no affine part.
+// CHECK-LABEL: func.func @layer_norm_two_axes
+// CHECK-NEXT: merak.layer_norm %{{.*}} axis = 1 epsilon = 0.10000000149011612 :
+// CHECK-NEXT: return
+func.func @layer_norm_two_axes(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %eps = merak.constant dense<0.1> : tensor<f32>
+  %m = merak.reduce_mean %x axes = [1, 2] {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x1xf32>
+  %d = merak.sub %x, %m : tensor<2x3x4xf32>, tensor<2x1x1xf32>
+  %p = merak.mul %d, %d : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %v = merak.reduce_mean %p axes = [1, 2] {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x1xf32>
+  %a = merak.add %eps, %v : tensor<f32>, tensor<2x1x1xf32>
+  %s = merak.sqrt %a : tensor<2x1x1xf32>
+  %n = merak.div %d, %s : tensor<2x3x4xf32>, tensor<2x1x1xf32>
+  return %n : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Not a LayerNorm: the normalised axis is not trailing.
+// CHECK-LABEL: func.func @not_trailing
+// CHECK-NOT: merak.layer_norm
+// CHECK: merak.div
+func.func @not_trailing(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %eps = merak.constant dense<1.0e-5> : tensor<f32>
+  %m = merak.reduce_mean %x axes = [0] {keepdims} : tensor<2x4xf32> -> tensor<1x4xf32>
+  %d = merak.sub %x, %m : tensor<2x4xf32>, tensor<1x4xf32>
+  %p = merak.pow %d, %two : tensor<2x4xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [0] {keepdims} : tensor<2x4xf32> -> tensor<1x4xf32>
+  %a = merak.add %v, %eps : tensor<1x4xf32>, tensor<f32>
+  %s = merak.sqrt %a : tensor<1x4xf32>
+  %n = merak.div %d, %s : tensor<2x4xf32>, tensor<1x4xf32>
+  return %n : tensor<2x4xf32>
+}
+
+// -----
+
+// Not a LayerNorm: the centred value has another user, and the exponent is
+// not 2.
+// CHECK-LABEL: func.func @not_layer_norm
+// CHECK-NOT: merak.layer_norm
+// CHECK: return
+func.func @not_layer_norm(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %three = merak.constant dense<3.0> : tensor<f32>
+  %eps = merak.constant dense<1.0e-5> : tensor<f32>
+  %m = merak.reduce_mean %x axes = [1] {keepdims} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %d = merak.sub %x, %m : tensor<2x4xf32>, tensor<2x1xf32>
+  %p = merak.pow %d, %two : tensor<2x4xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [1] {keepdims} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %a = merak.add %v, %eps : tensor<2x1xf32>, tensor<f32>
+  %s = merak.sqrt %a : tensor<2x1xf32>
+  %n = merak.div %d, %s : tensor<2x4xf32>, tensor<2x1xf32>
+  %d2 = merak.sub %x, %m : tensor<2x4xf32>, tensor<2x1xf32>
+  %p2 = merak.pow %d2, %three : tensor<2x4xf32>, tensor<f32>
+  %v2 = merak.reduce_mean %p2 axes = [1] {keepdims} : tensor<2x4xf32> -> tensor<2x1xf32>
+  %a2 = merak.add %v2, %eps : tensor<2x1xf32>, tensor<f32>
+  %s2 = merak.sqrt %a2 : tensor<2x1xf32>
+  %n2 = merak.div %d2, %s2 : tensor<2x4xf32>, tensor<2x1xf32>
+  return %n, %d, %n2 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// torch's exact GELU: x * (erf(x / sqrt 2) + 1) * 0.5, and the 1/sqrt(2)
+// multiplication form with commuted operands.
+// CHECK-LABEL: func.func @gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<4xf32>)
+// CHECK-NEXT: %[[G1:.*]] = merak.gelu %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[G2:.*]] = merak.gelu %[[X]] : tensor<4xf32>
+// CHECK-NEXT: return %[[G1]], %[[G2]]
+func.func @gelu(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %sqrt2 = merak.constant dense<1.41421354> : tensor<f32>
+  %isqrt2 = merak.constant dense<0.707106769> : tensor<f32>
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %half = merak.constant dense<0.5> : tensor<f32>
+  %d = merak.div %x, %sqrt2 : tensor<4xf32>, tensor<f32>
+  %e = merak.erf %d : tensor<4xf32>
+  %a = merak.add %e, %one : tensor<4xf32>, tensor<f32>
+  %m = merak.mul %x, %a : tensor<4xf32>, tensor<4xf32>
+  %g = merak.mul %m, %half : tensor<4xf32>, tensor<f32>
+  %d2 = merak.mul %isqrt2, %x : tensor<f32>, tensor<4xf32>
+  %e2 = merak.erf %d2 : tensor<4xf32>
+  %a2 = merak.add %one, %e2 : tensor<f32>, tensor<4xf32>
+  %m2 = merak.mul %a2, %x : tensor<4xf32>, tensor<4xf32>
+  %g2 = merak.mul %half, %m2 : tensor<f32>, tensor<4xf32>
+  return %g, %g2 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Not GELU: a different constant, and x differs between the two uses.
+// CHECK-LABEL: func.func @not_gelu
+// CHECK-NOT: merak.gelu
+// CHECK: return
+func.func @not_gelu(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %sqrt2 = merak.constant dense<1.41421354> : tensor<f32>
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %half = merak.constant dense<0.5> : tensor<f32>
+  %d = merak.div %x, %two : tensor<4xf32>, tensor<f32>
+  %e = merak.erf %d : tensor<4xf32>
+  %a = merak.add %e, %one : tensor<4xf32>, tensor<f32>
+  %m = merak.mul %x, %a : tensor<4xf32>, tensor<4xf32>
+  %g = merak.mul %m, %half : tensor<4xf32>, tensor<f32>
+  %d2 = merak.div %y, %sqrt2 : tensor<4xf32>, tensor<f32>
+  %e2 = merak.erf %d2 : tensor<4xf32>
+  %a2 = merak.add %e2, %one : tensor<4xf32>, tensor<f32>
+  %m2 = merak.mul %x, %a2 : tensor<4xf32>, tensor<4xf32>
+  %g2 = merak.mul %m2, %half : tensor<4xf32>, tensor<f32>
+  return %g, %g2 : tensor<4xf32>, tensor<4xf32>
+}
