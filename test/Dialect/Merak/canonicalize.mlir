@@ -302,3 +302,38 @@ func.func @param_not_folded() -> tensor<2x3xf32> {
   %0 = merak.broadcast %w : tensor<3xf32> to tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// x * 1, 1 * x, x / 1, neg(neg x), not(not b), broadcast(broadcast x).
+// CHECK-LABEL: func.func @algebraic_identities
+// CHECK-SAME: (%[[X:.*]]: tensor<3xf32>, %[[B:.*]]: tensor<3xi1>)
+// CHECK-NEXT: %[[BC:.*]] = merak.broadcast %[[X]] : tensor<3xf32> to tensor<4x2x3xf32>
+// CHECK-NEXT: return %[[X]], %[[X]], %[[X]], %[[X]], %[[B]], %[[BC]]
+func.func @algebraic_identities(%x: tensor<3xf32>, %b: tensor<3xi1>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xi1>, tensor<4x2x3xf32>) {
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %0 = merak.mul %x, %one : tensor<3xf32>, tensor<f32>
+  %1 = merak.mul %one, %x : tensor<f32>, tensor<3xf32>
+  %2 = merak.div %x, %one : tensor<3xf32>, tensor<f32>
+  %n = merak.neg %x : tensor<3xf32>
+  %3 = merak.neg %n : tensor<3xf32>
+  %nb = merak.not %b : tensor<3xi1>
+  %4 = merak.not %nb : tensor<3xi1>
+  %b1 = merak.broadcast %x : tensor<3xf32> to tensor<2x3xf32>
+  %5 = merak.broadcast %b1 : tensor<2x3xf32> to tensor<4x2x3xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xi1>, tensor<4x2x3xf32>
+}
+
+// -----
+
+// Not folded: multiplying by 1 broadcasts x to a larger shape; x * 2.
+// CHECK-LABEL: func.func @not_identities
+// CHECK: merak.mul
+// CHECK: merak.mul
+func.func @not_identities(%x: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>) {
+  %one = merak.constant dense<1.0> : tensor<2x3xf32>
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %0 = merak.mul %x, %one : tensor<3xf32>, tensor<2x3xf32>
+  %1 = merak.mul %x, %two : tensor<3xf32>, tensor<f32>
+  return %0, %1 : tensor<2x3xf32>, tensor<3xf32>
+}

@@ -60,9 +60,52 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
+/// True when `attr` is a splat constant equal to one.
+static bool isSplatOne(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat())
+    return false;
+  if (isa<FloatType>(dense.getElementType()))
+    return dense.getSplatValue<APFloat>().isExactlyValue(1.0);
+  return dense.getSplatValue<APInt>().isOne();
+}
+
+// x * 1 and x / 1 are x exactly (also for NaN, infinities and -0), when the
+// constant does not broadcast x to a larger shape.
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOne(adaptor.getRhs()) && getLhs().getType() == getType())
+    return getLhs();
+  if (isSplatOne(adaptor.getLhs()) && getRhs().getType() == getType())
+    return getRhs();
+  return {};
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOne(adaptor.getRhs()) && getLhs().getType() == getType())
+    return getLhs();
+  return {};
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor) {
+  if (auto inner = getInput().getDefiningOp<NegOp>())
+    return inner.getInput();
+  return {};
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor) {
+  if (auto inner = getInput().getDefiningOp<NotOp>())
+    return inner.getInput();
+  return {};
+}
+
 OpFoldResult BroadcastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // broadcast(broadcast(x)) is one broadcast of x.
+  if (auto producer = getInput().getDefiningOp<BroadcastOp>()) {
+    setOperand(producer.getInput());
+    return getResult();
+  }
   return retypeConstant(adaptor.getInput(), getType());
 }
 

@@ -91,8 +91,12 @@ class Merak_LogicalOp<string mnemonic, string summaryText>
 
 def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition">;
 def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction">;
-def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication">;
-def Merak_DivOp : Merak_ArithOp<"div", "Elementwise division (integer division truncates)">;
+def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication"> {
+  let hasFolder = 1;
+}
+def Merak_DivOp : Merak_ArithOp<"div", "Elementwise division (integer division truncates)"> {
+  let hasFolder = 1;
+}
 def Merak_PowOp : Merak_ArithOp<"pow", "Elementwise power">;
 def Merak_MaxOp : Merak_ArithOp<"max", "Elementwise maximum">;
 def Merak_MinOp : Merak_ArithOp<"min", "Elementwise minimum">;
@@ -144,10 +148,14 @@ def Merak_CosOp : Merak_UnaryOp<"cos", Merak_FloatTensor, "Cosine">;
 def Merak_FloorOp : Merak_UnaryOp<"floor", Merak_FloatTensor, "Round down">;
 def Merak_CeilOp : Merak_UnaryOp<"ceil", Merak_FloatTensor, "Round up">;
 def Merak_ReluOp : Merak_UnaryOp<"relu", Merak_NumericTensor, "max(x, 0)">;
-def Merak_NegOp : Merak_UnaryOp<"neg", Merak_NumericTensor, "-x">;
+def Merak_NegOp : Merak_UnaryOp<"neg", Merak_NumericTensor, "-x"> {
+  let hasFolder = 1;
+}
 def Merak_AbsOp : Merak_UnaryOp<"abs", Merak_NumericTensor, "|x|">;
 def Merak_SignOp : Merak_UnaryOp<"sign", Merak_NumericTensor, "-1, 0 or 1">;
-def Merak_NotOp : Merak_UnaryOp<"not", Merak_BoolTensor, "Logical negation">;
+def Merak_NotOp : Merak_UnaryOp<"not", Merak_BoolTensor, "Logical negation"> {
+  let hasFolder = 1;
+}
 
 def Merak_GeluOp : Merak_UnaryOp<"gelu", Merak_FloatTensor,
     "Gaussian error linear unit"> {
