@@ -3,7 +3,7 @@
 // merak targets opsets 13-17 (what torch.onnx.export emits). Older models
 // (ONNX's pytorch-converted tests are opset 6) differ in a few places:
 // legacy `broadcast`/`axis` attributes on binary ops, 2-d coerced Softmax,
-// attribute-based Clip, and BatchNormalization's is_test/spatial. Those
+// attribute-based Clip. Those
 // versions get their own handlers here; ops whose semantics did not change
 // are registered with their original version in the per-family files.
 //
@@ -66,21 +66,6 @@ LogicalResult legacyClip(NodeContext &n) {
   return success();
 }
 
-/// BatchNormalization 6/7: spatial=1 only; training when is_test=0 (6) or
-/// when the running statistics are requested.
-LogicalResult legacyBatchNorm(NodeContext &n) {
-  if (!n.getInt("spatial", 1))
-    return n.unsupported("spatial=0");
-  bool training = n.numOutputs() > 1 && !n.getInt("is_test", 0);
-  for (unsigned i = 1; i < n.numOutputs(); ++i)
-    if (n.isOutputUsed(i))
-      return n.unsupported("running-statistics outputs");
-  n.setOutputs(n.create<BatchNormOp>(
-      n.inputType(0), n.input(0), n.input(1), n.input(2), n.input(3), n.input(4),
-      llvm::APFloat(n.getFloat("epsilon", 1e-5)), training));
-  return success();
-}
-
 /// Dropout before opset 12 is the identity at inference.
 LogicalResult legacyDropout(NodeContext &n) {
   if (n.isOutputUsed(1))
@@ -122,7 +107,6 @@ void onnx_import::registerLegacyOps(OpRegistry &r) {
   r.add("Softmax", 1, legacySoftmax<SoftmaxOp>);
   r.add("LogSoftmax", 1, legacySoftmax<LogSoftmaxOp>);
   r.add("Clip", 6, legacyClip);
-  r.add("BatchNormalization", 6, legacyBatchNorm);
   r.add("Dropout", 7, legacyDropout);
   r.add("PRelu", 6, legacyPrelu);
 }

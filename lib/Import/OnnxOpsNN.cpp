@@ -163,10 +163,13 @@ LogicalResult globalPool(NodeContext &n) {
 }
 
 LogicalResult batchNorm(NodeContext &n) {
-  // BN-9 signals training by asking for the running statistics (5 outputs);
-  // BN-14/15 have `training_mode`.
+  // BN-14/15 have `training_mode`; BN-9 signals training by asking for the
+  // running statistics (5 outputs); BN-6/7 also by is_test=0, and have
+  // `spatial` (only the default, per-channel statistics, is supported).
+  if (n.getOpset() < 9 && !n.getInt("spatial", 1))
+    return n.unsupported("spatial=0");
   bool training = n.getOpset() >= 14 ? n.getInt("training_mode", 0) != 0
-                                     : n.numOutputs() > 1;
+                                     : n.numOutputs() > 1 && !n.getInt("is_test", 0);
   for (unsigned i = 1; i < n.numOutputs(); ++i)
     if (n.isOutputUsed(i))
       return n.unsupported("running-statistics outputs");
@@ -417,7 +420,7 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("AveragePool", 1, avgPool);
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
-  r.add("BatchNormalization", 9, batchNorm);
+  r.add("BatchNormalization", 6, batchNorm);
   r.add("LayerNormalization", 17, layerNorm);
   r.add("Softmax", 13, softmax<SoftmaxOp>);
   r.add("LogSoftmax", 13, softmax<LogSoftmaxOp>);

@@ -92,13 +92,13 @@ CONST_RE = re.compile(r"must be a compile-time constant")
 CONST_NAME_RE = re.compile(r"\(input \d+, '([^']+)'\)")
 
 
-def find_input_file(test_dir, tensor_name):
-    """The input_N.pb of the first data set whose TensorProto name matches."""
-    import onnx  # Debian's python3-onnx; only needed for this retry path
+def first_set_inputs(test_dir):
+    """(path, TensorProto) of each input_N.pb of the first data set."""
+    import onnx  # Debian's python3-onnx; only needed for the retry path
     sets = sorted(d for d in os.listdir(test_dir)
                   if d.startswith("test_data_set_"))
     if not sets:
-        return None
+        return
     data_dir = os.path.join(test_dir, sets[0])
     for f in sorted(os.listdir(data_dir)):
         if not f.startswith("input_"):
@@ -106,8 +106,14 @@ def find_input_file(test_dir, tensor_name):
         t = onnx.TensorProto()
         with open(os.path.join(data_dir, f), "rb") as fh:
             t.ParseFromString(fh.read())
+        yield os.path.join(data_dir, f), t
+
+
+def find_input_file(test_dir, tensor_name):
+    """The input file of the first data set whose TensorProto name matches."""
+    for path, t in first_set_inputs(test_dir):
         if t.name == tensor_name:
-            return os.path.join(data_dir, f)
+            return path
     return None
 
 
@@ -126,25 +132,15 @@ RNG_DEPENDENT = {
 def small_int_inputs(test_dir, bound, max_elements=64):
     """NAME=FILE for integer inputs of the first data set not yet bound."""
     import onnx
-    sets = sorted(d for d in os.listdir(test_dir)
-                  if d.startswith("test_data_set_"))
-    if not sets:
-        return []
-    data_dir = os.path.join(test_dir, sets[0])
     names = {b.split("=")[0] for b in bound}
     out = []
-    for f in sorted(os.listdir(data_dir)):
-        if not f.startswith("input_"):
-            continue
-        t = onnx.TensorProto()
-        with open(os.path.join(data_dir, f), "rb") as fh:
-            t.ParseFromString(fh.read())
+    for path, t in first_set_inputs(test_dir):
         count = 1
         for d in t.dims:
             count *= d
         if (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
                 and count <= max_elements and t.name not in names):
-            out.append("%s=%s" % (t.name, os.path.join(data_dir, f)))
+            out.append("%s=%s" % (t.name, path))
     return out
 
 
