@@ -120,6 +120,31 @@ LogicalResult kernels::evalGather(GatherOp op, Operands in, Results out) {
   return success();
 }
 
+LogicalResult kernels::evalGatherGrad(GatherGradOp op, Operands in, Results out) {
+  const HostTensor &grad = *in[0], &indices = *in[1];
+  HostTensor r(op.getType());
+  int64_t axis = op.getAxis();
+  ArrayRef<int64_t> ds = r.getShape();
+  int64_t outer = 1, inner = 1, dim = ds[axis], n = indices.size();
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ds[d];
+  for (int64_t d = axis + 1; d < (int64_t)ds.size(); ++d)
+    inner *= ds[d];
+  for (int64_t j = 0; j < n; ++j)
+    if (indices.i()[j] < -dim || indices.i()[j] >= dim)
+      return op.emitError("gather_grad index ") << indices.i()[j] << " out of range";
+  // Accumulate in double, round once at the end.
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t ix = indices.i()[j] < 0 ? indices.i()[j] + dim : indices.i()[j];
+      for (int64_t k = 0; k < inner; ++k)
+        r.f()[(o * dim + ix) * inner + k] += grad.f()[(o * n + j) * inner + k];
+    }
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
 LogicalResult kernels::evalGatherElements(GatherElementsOp op, Operands in,
                                          Results out) {
   const HostTensor &data = *in[0], &indices = *in[1];

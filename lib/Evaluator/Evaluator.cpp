@@ -37,6 +37,7 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<ConcatOp>([&](ConcatOp o) { return evalConcat(o, in, out); })
       .Case<SplitOp>([&](SplitOp o) { return evalSplit(o, in, out); })
       .Case<GatherOp>([&](GatherOp o) { return evalGather(o, in, out); })
+      .Case<GatherGradOp>([&](GatherGradOp o) { return evalGatherGrad(o, in, out); })
       .Case<GatherElementsOp>(
           [&](GatherElementsOp o) { return evalGatherElements(o, in, out); })
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>(

@@ -56,6 +56,7 @@ LogicalResult evalSlice(SliceOp op, Operands in, Results out);
 LogicalResult evalConcat(ConcatOp op, Operands in, Results out);
 LogicalResult evalSplit(SplitOp op, Operands in, Results out);
 LogicalResult evalGather(GatherOp op, Operands in, Results out);
+LogicalResult evalGatherGrad(GatherGradOp op, Operands in, Results out);
 LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results out);
 
 LogicalResult evalReduce(Operation *op, Operands in, Results out);

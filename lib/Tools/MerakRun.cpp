@@ -42,6 +42,8 @@ struct RunOptions {
                                 cl::value_desc("dir"), cl::cat(cat)};
   cl::opt<std::string> outputDir{"output-dir", cl::desc("Write outputs here as output_N.pb (or .npy with --output-format=npy)"),
                                  cl::value_desc("dir"), cl::cat(cat)};
+  cl::opt<std::string> entry{"entry", cl::desc("Function to evaluate (merak IR)"),
+                             cl::init("forward"), cl::cat(cat)};
   cl::opt<std::string> outputFormat{"output-format", cl::desc("pb or npy"), cl::init("pb"), cl::cat(cat)};
   cl::opt<double> rtol{"rtol", cl::desc("Relative tolerance (|got-exp| <= atol + rtol*|exp|)"),
                        cl::init(1e-3), cl::cat(cat)};
@@ -172,9 +174,9 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
     return 1;
   if (opts.outputFormat != "pb" && opts.outputFormat != "npy")
     return fail("--output-format must be pb or npy, got '" + opts.outputFormat + "'");
-  auto func = module->lookupSymbol<func::FuncOp>("forward");
+  auto func = module->lookupSymbol<func::FuncOp>(opts.entry);
   if (!func)
-    return fail("the module has no func.func @forward");
+    return fail("the module has no func.func @" + opts.entry);
 
   // Gather the test cases: (inputs, expectations).
   struct Case {

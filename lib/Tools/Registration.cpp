@@ -1,6 +1,7 @@
 //===- Registration.cpp - dialects, passes and pipelines of merak ---------===//
 #include "merak/Tools/Registration.h"
 
+#include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -11,6 +12,7 @@ using namespace mlir;
 
 void merak::registerMerakDialects(DialectRegistry &registry) {
   registry.insert<MerakDialect, func::FuncDialect>();
+  registerVJPExternalModels(registry);
 }
 
 void merak::buildImportCleanupPipeline(OpPassManager &pm) {

@@ -6,6 +6,7 @@ using namespace mlir;
 using namespace mlir::merak;
 
 #include "merak/Dialect/Merak/IR/MerakOpsDialect.cpp.inc"
+#include "merak/Dialect/Merak/IR/MerakInterfaces.cpp.inc"
 
 void MerakDialect::initialize() {
   addOperations<

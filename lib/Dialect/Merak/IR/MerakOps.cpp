@@ -63,6 +63,8 @@ static RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank);
+
 static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
                                int64_t rank, StringRef what = "axis") {
   if (axis < 0 || axis >= rank)
@@ -307,6 +309,21 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   llvm::append_range(shape, idx.getShape());
   llvm::append_range(shape, data.getShape().drop_front(axis + 1));
   types.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  auto data = getType(), grad = getGrad().getType(), idx = getIndices().getType();
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, data.getRank())))
+    return failure();
+  SmallVector<int64_t> expected(data.getShape().take_front(axis));
+  llvm::append_range(expected, idx.getShape());
+  llvm::append_range(expected, data.getShape().drop_front(axis + 1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected) ||
+      grad.getElementType() != data.getElementType())
+    return emitOpError("grad ") << grad << " is not the gather result type of "
+                                << data << " and " << idx;
   return success();
 }
 

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "merak/Dialect/Merak/IR/MerakInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOps.h.inc"
 

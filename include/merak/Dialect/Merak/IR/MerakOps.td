@@ -268,6 +268,21 @@ def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure]> {
+  let summary = "Gradient of gather: scatter-add of `grad` into zeros";
+  let description = [{
+    The adjoint of `merak.gather` with the same `axis`: the result (the
+    data's type) is zero except that every slice of `grad` is added at its
+    index, so repeated indices (an embedding row used twice) accumulate.
+  }];
+  let arguments = (ins Merak_FloatTensor:$grad, Merak_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `[` $indices `]` `axis` `=` $axis attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Merak_GatherElementsOp : Merak_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
   let summary = "Takes elements along an axis (torch.gather / take_along_axis)";
   let arguments = (ins Merak_Tensor:$data, Merak_IntTensor:$indices, I64Attr:$axis);

@@ -45,4 +45,23 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
+  let description = [{
+    For `func.func @<entry>` whose first result is a scalar floating-point
+    loss, adds `func.func @<entry>_grad` with the same arguments returning
+    the loss followed by the gradient of every `merak.param` (in module
+    order; `merak.name = "grad:<param>"`). The backward ops are built by each
+    op's DifferentiableOpInterface rule in reverse order; gradients of
+    values read several times (and of parameters read through several
+    `merak.get_param`, i.e. tied weights) accumulate. An op on the path from
+    a parameter to the loss without a rule is an error naming it.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "Function to differentiate">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

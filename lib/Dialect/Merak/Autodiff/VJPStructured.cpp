@@ -1,0 +1,277 @@
+//===- VJPStructured.cpp - VJP rules of shape, reduction, NN ops ----------===//
+#include "VJPRules.h"
+
+#include "merak/Evaluator/HostTensor.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::vjp;
+
+/// `v` (a reduction result) reshaped with the reduced `axes` kept as 1s.
+static Value keepDims(Emitter &e, Value v, RankedTensorType input,
+                      ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> shape(input.getShape());
+  for (int64_t a : axes)
+    shape[a] = 1;
+  return e.reshape(v, shape);
+}
+
+static SmallVector<int64_t> tailAxes(int64_t from, int64_t rank) {
+  SmallVector<int64_t> axes;
+  for (int64_t d = from; d < rank; ++d)
+    axes.push_back(d);
+  return axes;
+}
+
+namespace mlir::merak::vjp {
+
+LogicalResult rule(ReshapeOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.reshape(g[0], typeOf(op.getInput()).getShape())});
+  return success();
+}
+
+LogicalResult rule(BroadcastOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.unbroadcast(g[0], typeOf(op.getInput()))});
+  return success();
+}
+
+LogicalResult rule(TransposeOp op, Emitter &e, ValueRange g, Grads &out) {
+  ArrayRef<int64_t> perm = op.getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  out.assign({TransposeOp::create(e.b, e.loc, g[0], inverse)});
+  return success();
+}
+
+LogicalResult rule(SliceOp op, Emitter &e, ValueRange g, Grads &out) {
+  // Unit strides only: reverse where the stride is -1, then pad with zeros
+  // back to the input's extent along every sliced dimension.
+  auto in = typeOf(op.getInput());
+  Value grad = g[0];
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t stride = op.getStrides()[d], start = op.getStarts()[d],
+            limit = op.getLimits()[d], dim = in.getDimSize(d);
+    if (stride != 1 && stride != -1)
+      return op.emitError("no derivative rule for a slice with stride ") << stride;
+    int64_t size = typeOf(grad).getDimSize(d);
+    int64_t lo = stride == 1 ? start : limit + 1;
+    if (stride == -1 && size > 1) {
+      SmallVector<int64_t> starts(in.getRank(), 0), limits(typeOf(grad).getShape()),
+          strides(in.getRank(), 1);
+      starts[d] = size - 1;
+      limits[d] = -1;
+      strides[d] = -1;
+      grad = SliceOp::create(e.b, e.loc, grad, starts, limits, strides);
+    }
+    if (size == dim)
+      continue;
+    SmallVector<Value> parts;
+    auto zeros = [&](int64_t n) {
+      SmallVector<int64_t> shape(typeOf(grad).getShape());
+      shape[d] = n;
+      return e.broadcast(e.scalar(grad, 0.0), shape);
+    };
+    if (lo > 0)
+      parts.push_back(zeros(lo));
+    parts.push_back(grad);
+    if (dim - lo - size > 0)
+      parts.push_back(zeros(dim - lo - size));
+    grad = ConcatOp::create(e.b, e.loc, parts, d);
+  }
+  out.assign({grad});
+  return success();
+}
+
+LogicalResult rule(ConcatOp op, Emitter &e, ValueRange g, Grads &out) {
+  SmallVector<int64_t> sizes;
+  int64_t axis = op.getAxis();
+  for (Value in : op.getInputs())
+    sizes.push_back(typeOf(in).getDimSize(axis));
+  SmallVector<Type> types(op.getInputs().getTypes());
+  auto split = SplitOp::create(e.b, e.loc, types, g[0], axis, sizes);
+  out.assign(split.getResults().begin(), split.getResults().end());
+  return success();
+}
+
+LogicalResult rule(SplitOp op, Emitter &e, ValueRange g, Grads &out) {
+  SmallVector<Value> parts;
+  for (auto [res, grad] : llvm::zip(op.getResults(), g))
+    parts.push_back(grad ? grad : e.zerosLike(res));
+  out.assign({ConcatOp::create(e.b, e.loc, parts, op.getAxis())});
+  return success();
+}
+
+LogicalResult rule(GatherOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({GatherGradOp::create(e.b, e.loc, typeOf(op.getData()), g[0], op.getIndices(),
+                              op.getAxis()),
+         Value()});
+  return success();
+}
+
+LogicalResult rule(CumSumOp op, Emitter &e, ValueRange g, Grads &out) {
+  // The adjoint of a cumulative sum is the cumulative sum the other way.
+  out.assign({CumSumOp::create(e.b, e.loc, g[0], op.getAxis(), op.getExclusive(),
+                          !op.getReverse())});
+  return success();
+}
+
+// Reductions: the gradient spreads back over the reduced dimensions.
+
+LogicalResult rule(ReduceSumOp op, Emitter &e, ValueRange g, Grads &out) {
+  auto in = typeOf(op.getInput());
+  out.assign({e.broadcast(keepDims(e, g[0], in, op.getAxes()), in.getShape())});
+  return success();
+}
+
+LogicalResult rule(ReduceMeanOp op, Emitter &e, ValueRange g, Grads &out) {
+  auto in = typeOf(op.getInput());
+  int64_t count = 1;
+  for (int64_t a : op.getAxes())
+    count *= in.getDimSize(a);
+  Value spread = e.broadcast(keepDims(e, g[0], in, op.getAxes()), in.getShape());
+  out.assign({e.div(spread, e.scalar(spread, (double)std::max<int64_t>(count, 1)))});
+  return success();
+}
+
+/// max/min: shared evenly among the elements equal to the extremum.
+template <typename OpTy>
+static LogicalResult extremumRule(OpTy op, Emitter &e, ValueRange g, Grads &out) {
+  auto in = typeOf(op.getInput());
+  Value y = e.broadcast(keepDims(e, op.getResult(), in, op.getAxes()), in.getShape());
+  Value hit = EqOp::create(e.b, e.loc, op.getInput(), y);
+  Value hits = e.sumKeep(e.cast(hit, in.getElementType()), op.getAxes());
+  Value share = e.div(keepDims(e, g[0], in, op.getAxes()), hits);
+  out.assign({WhereOp::create(e.b, e.loc, hit, e.broadcast(share, in.getShape()),
+                         e.scalar(share, 0.0))});
+  return success();
+}
+LogicalResult rule(ReduceMaxOp op, Emitter &e, ValueRange g, Grads &out) {
+  return extremumRule(op, e, g, out);
+}
+LogicalResult rule(ReduceMinOp op, Emitter &e, ValueRange g, Grads &out) {
+  return extremumRule(op, e, g, out);
+}
+
+LogicalResult rule(SoftmaxOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value y = op.getResult();
+  int64_t axis = op.getAxis();
+  Value dot = e.sumKeep(e.mul(g[0], y), axis);
+  out.assign({e.mul(y, e.sub(g[0], dot))});
+  return success();
+}
+
+LogicalResult rule(LogSoftmaxOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value p = ExpOp::create(e.b, e.loc, op.getResult());
+  out.assign({e.sub(g[0], e.mul(p, e.sumKeep(g[0], op.getAxis())))});
+  return success();
+}
+
+/// Shared by layer_norm and rms_norm: xhat and the inverse deviation over
+/// [axis, rank), and dx from dxhat.
+static LogicalResult normRule(Emitter &e, Value x, Value scale, Value bias,
+                              int64_t axis, double eps, bool rms, ValueRange g,
+                              Grads &out) {
+  auto t = typeOf(x);
+  SmallVector<int64_t> axes = tailAxes(axis, t.getRank());
+  Value centered = x;
+  if (!rms)
+    centered = e.sub(x, ReduceMeanOp::create(e.b, e.loc, x, axes, true));
+  Value var = ReduceMeanOp::create(e.b, e.loc, e.mul(centered, centered), axes, true);
+  Value inv = RsqrtOp::create(e.b, e.loc, e.add(var, e.scalar(x, eps)));
+  Value xhat = e.mul(centered, inv);
+  Value dxhat = scale ? e.mul(g[0], scale) : g[0];
+  // dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)); rms has no
+  // mean term.
+  Value proj = e.mul(xhat, ReduceMeanOp::create(e.b, e.loc, e.mul(dxhat, xhat), axes, true));
+  Value inner = e.sub(dxhat, proj);
+  if (!rms)
+    inner = e.sub(inner, ReduceMeanOp::create(e.b, e.loc, dxhat, axes, true));
+  out.assign({e.mul(inv, inner)});
+  if (scale)
+    out.push_back(e.unbroadcast(e.mul(g[0], xhat), typeOf(scale)));
+  if (bias)
+    out.push_back(e.unbroadcast(g[0], typeOf(bias)));
+  return success();
+}
+
+LogicalResult rule(LayerNormOp op, Emitter &e, ValueRange g, Grads &out) {
+  return normRule(e, op.getInput(), op.getScale(), op.getBias(), op.getAxis(),
+                  op.getEpsilon().convertToDouble(), /*rms=*/false, g, out);
+}
+
+LogicalResult rule(RmsNormOp op, Emitter &e, ValueRange g, Grads &out) {
+  return normRule(e, op.getInput(), op.getScale(), Value(), op.getAxis(),
+                  op.getEpsilon().convertToDouble(), /*rms=*/true, g, out);
+}
+
+LogicalResult rule(CrossEntropyOp op, Emitter &e, ValueRange g, Grads &out) {
+  // d loss / d logits = (softmax(logits) - onehot(labels)) * weight, where
+  // weight is g (none), g (sum) or g / #valid (mean), and 0 at ignored labels.
+  Value logits = op.getLogits();
+  auto lt = typeOf(logits);
+  int64_t axis = op.getAxis(), classes = lt.getDimSize(axis);
+  Value p = SoftmaxOp::create(e.b, e.loc, logits, axis);
+  SmallVector<int64_t> labelShape(lt.getShape());
+  labelShape[axis] = 1;
+  Value labels = e.reshape(e.cast(op.getLabels(), e.b.getI64Type()), labelShape);
+  SmallVector<int64_t> iotaShape(lt.getRank(), 1);
+  iotaShape[axis] = classes;
+  HostTensor iota(RankedTensorType::get(iotaShape, e.b.getI64Type()));
+  for (int64_t k = 0; k < classes; ++k)
+    iota.i()[k] = k;
+  Value hot = EqOp::create(e.b, e.loc, ConstantOp::create(e.b, e.loc, iota.toAttr()), labels);
+  Value d = e.sub(p, e.cast(hot, lt.getElementType()));
+  Value valid;
+  if (auto ignore = op.getIgnoreIndex()) {
+    HostTensor ii(RankedTensorType::get({}, e.b.getI64Type()));
+    ii.i()[0] = *ignore;
+    valid = NeOp::create(e.b, e.loc, labels, ConstantOp::create(e.b, e.loc, ii.toAttr()));
+    d = WhereOp::create(e.b, e.loc, valid, d, e.scalar(d, 0.0));
+  }
+  StringRef red = op.getReduction();
+  Value w = g[0];
+  if (red == "none")
+    w = e.reshape(g[0], labelShape);
+  if (red == "mean") {
+    Value count = valid ? ReduceSumOp::create(e.b, e.loc, e.cast(valid, lt.getElementType()),
+                                              tailAxes(0, lt.getRank()), false)
+                        : e.scalar(d, (double)typeOf(op.getLabels()).getNumElements());
+    w = e.div(g[0], count);
+  }
+  out.assign({e.mul(d, w), Value()});
+  return success();
+}
+
+LogicalResult rule(MatmulOp op, Emitter &e, ValueRange g, Grads &out) {
+  // Lift rank-1 operands to matrices as numpy does, then
+  // dA = g B^T and dB = A^T g, summed over broadcast batch dimensions.
+  Value a = op.getLhs(), b = op.getRhs(), grad = g[0];
+  auto at = typeOf(a), bt = typeOf(b);
+  SmallVector<int64_t> as(at.getShape()), bs(bt.getShape()), gs(typeOf(grad).getShape());
+  if (as.size() == 1) {
+    as.insert(as.begin(), 1);
+    gs.insert(gs.end() - (bs.size() == 1 ? 0 : 1), 1);
+  }
+  if (bs.size() == 1) {
+    bs.push_back(1);
+    gs.push_back(1);
+  }
+  Value a2 = e.reshape(a, as), b2 = e.reshape(b, bs), g2 = e.reshape(grad, gs);
+  auto swapLast = [&](Value v) {
+    int64_t r = typeOf(v).getRank();
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < r; ++d)
+      perm.push_back(d);
+    std::swap(perm[r - 1], perm[r - 2]);
+    return TransposeOp::create(e.b, e.loc, v, perm);
+  };
+  Value da = MatmulOp::create(e.b, e.loc, g2, swapLast(b2));
+  Value db = MatmulOp::create(e.b, e.loc, swapLast(a2), g2);
+  da = e.unbroadcast(da, RankedTensorType::get(as, at.getElementType()));
+  db = e.unbroadcast(db, RankedTensorType::get(bs, bt.getElementType()));
+  out.assign({e.reshape(da, at.getShape()), e.reshape(db, bt.getShape())});
+  return success();
+}
+
+} // namespace mlir::merak::vjp
