@@ -27,7 +27,7 @@ using namespace mlir::merak;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Phase { Import };
+enum class Phase { Import, Training };
 
 struct CompileOptions {
   cl::OptionCategory cat{"merak-compile options"};
@@ -39,11 +39,31 @@ struct CompileOptions {
       "compile-to", cl::desc("Stop after this phase and print its IR"),
       cl::values(clEnumValN(Phase::Import, "import",
                             "ONNX -> merak dialect, shapes static, shape "
-                            "arithmetic folded, parameters as merak.param")),
+                            "arithmetic folded, parameters as merak.param"),
+                 clEnumValN(Phase::Training, "training",
+                            "adds @loss (the training loss) and @loss_grad "
+                            "(loss and the gradient of every trainable "
+                            "parameter)")),
       cl::init(Phase::Import), cl::cat(cat)};
   cl::list<std::string> inputShapes{
       "input-shape", cl::desc("Bind a graph input's shape (dynamic dims), e.g. input_ids=8x128"),
       cl::value_desc("NAME=DIMS"), cl::cat(cat)};
+  cl::opt<std::string> loss{"loss",
+                            cl::desc("Training loss: cross-entropy (of the logits output) "
+                                     "or model-output (the model returns its loss)"),
+                            cl::init("cross-entropy"), cl::cat(cat)};
+  cl::opt<std::string> logits{"logits",
+                              cl::desc("Output holding the logits (or the loss); default: the first"),
+                              cl::init(""), cl::cat(cat)};
+  cl::opt<std::string> labels{"labels",
+                              cl::desc("next-token (labels are an extra input shaped like the "
+                                       "logits without the class axis, supplied by the data "
+                                       "loader) or the name of a graph input"),
+                              cl::init("next-token"), cl::cat(cat)};
+  cl::list<std::string> frozen{"frozen",
+                               cl::desc("Glob of parameters that do not train (buffers such as "
+                                        "causal masks); repeatable"),
+                               cl::value_desc("GLOB"), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
                              cl::init(false), cl::cat(cat)};
   cl::opt<bool> noCleanup{"no-cleanup",
@@ -83,6 +103,8 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   DialectRegistry registry;
   registerMerakDialects(registry);
   MLIRContext ctx(registry);
+  // Errors name their cause and location; never dump whole modules at users.
+  ctx.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
 
@@ -96,6 +118,20 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     buildImportCleanupPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
+  }
+  if (opts.compileTo >= Phase::Training) {
+    PassManager pm(&ctx);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return 1;
+    TrainingOptions training;
+    training.loss = opts.loss;
+    training.logits = opts.logits;
+    training.labels = opts.labels;
+    training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
+    buildTrainingPipeline(pm, training);
+    if (failed(pm.run(*module)))
+      return 1;
+    reportTrainableParameters(*module, training, llvm::errs());
   }
   // Open the output only now, so a failed compile never clobbers it.
   std::string err;

@@ -137,6 +137,8 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
   DialectRegistry registry;
   registerMerakDialects(registry);
   MLIRContext ctx(registry);
+  // Errors name their cause and location; never dump whole modules at users.
+  ctx.printOpOnDiagnostic(false);
   ctx.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);

@@ -4,6 +4,7 @@
 #include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -22,6 +23,35 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createMerakFuseDecomposed());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMerakDropUnusedParams());
+}
+
+void merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
+  MerakAttachLossOptions loss;
+  loss.loss = options.loss;
+  loss.logits = options.logits;
+  loss.labels = options.labels;
+  pm.addPass(createMerakAttachLoss(loss));
+  MerakAutodiffOptions autodiff;
+  autodiff.entry = "loss";
+  autodiff.frozen.assign(options.frozen.begin(), options.frozen.end());
+  pm.addPass(createMerakAutodiff(autodiff));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void merak::reportTrainableParameters(ModuleOp module, const TrainingOptions &options,
+                                      llvm::raw_ostream &os) {
+  // The gradient function's results name exactly the trainable parameters.
+  int64_t trainable = 0, elements = 0, total = 0;
+  for (ParamOp param : module.getOps<ParamOp>())
+    (void)param, ++total;
+  if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
+    for (Type t : grad.getResultTypes().drop_front()) {
+      ++trainable;
+      elements += cast<RankedTensorType>(t).getNumElements();
+    }
+  os << "merak-compile: " << trainable << " trainable parameters (" << elements
+     << " elements), " << total - trainable << " frozen\n";
 }
 
 void merak::registerAllMerakPasses() {

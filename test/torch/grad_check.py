@@ -145,6 +145,54 @@ def check(name, opset, bin_dir, work):
     return ok
 
 
+def check_training_phase(bin_dir, work):
+    """GPT exported with logits only: merak-compile --compile-to=training
+    attaches the next-token cross-entropy (labels as an extra input) and
+    differentiates it; every trainable gradient must match torch."""
+    case = os.path.join(work, "gpt2_training_phase")
+    os.makedirs(case, exist_ok=True)
+    torch.manual_seed(0)
+    model, (ids,), in_names, out_names = em.build_gpt2("train")
+    labels = torch.randint(0, 97, ids.shape, dtype=torch.int64)
+    onnx_path = os.path.join(case, "model.onnx")
+    torch.onnx.export(model, (ids,), onnx_path, opset_version=17,
+                      input_names=in_names, output_names=out_names,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    ref = model.double()
+    logits = ref(ids)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+    loss.backward()
+    expected = {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    mlir = os.path.join(case, "train.mlir")
+    p = subprocess.run([os.path.join(bin_dir, "merak-compile"), onnx_path,
+                        "--compile-to=training", "--frozen", "*.attn.bias",
+                        "-o", mlir], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode:
+        raise RuntimeError(p.stderr.decode()[-2000:])
+    summary = p.stderr.decode().strip()
+    np.save(os.path.join(case, "ids.npy"), ids.numpy())
+    np.save(os.path.join(case, "labels.npy"), labels.numpy())
+    out = os.path.join(case, "out")
+    run([os.path.join(bin_dir, "merak-run"), mlir, "--entry", "loss_grad",
+         "--input", os.path.join(case, "ids.npy"),
+         "--input", os.path.join(case, "labels.npy"),
+         "--output-dir", out, "--output-format", "npy"])
+    text = open(mlir).read()
+    sig = text[text.index("func.func @loss_grad"):].split("{\n", 1)[0]
+    names = [n[len("grad:"):] for n in
+             __import__("re").findall(r'merak.name = "(grad:[^"]*)"', sig)]
+    worst = abs(float(np.load(os.path.join(out, "output_0.npy"))) - loss.item()) / loss.item()
+    for i, n in enumerate(names):
+        g = np.load(os.path.join(out, "output_%d.npy" % (i + 1)))
+        e = expected[n]
+        worst = max(worst, np.abs(g - e).max() / np.abs(e).max())
+    ok = worst <= TOLERANCE and sorted(names) == sorted(expected)
+    print("%s gpt2 --compile-to=training: %d gradients, max rel err %.2e (%s)"
+          % ("PASS" if ok else "FAIL", len(names), worst, summary))
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="directory with merak tools")
@@ -161,6 +209,13 @@ def main():
             passed += ok
             failed += not ok
             sys.stdout.flush()
+    try:
+        ok = check_training_phase(os.path.abspath(args.bin), args.workdir)
+    except Exception as e:
+        print("FAIL gpt2 --compile-to=training: %s" % e)
+        ok = False
+    passed += ok
+    failed += not ok
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed or not passed else 0
 

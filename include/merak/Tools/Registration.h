@@ -3,7 +3,10 @@
 #define MERAK_TOOLS_REGISTRATION_H
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include <string>
+#include <vector>
 
 namespace mlir::merak {
 
@@ -15,6 +18,22 @@ void registerAllMerakPasses();
 /// The clean-up that follows import: fold shape arithmetic, canonicalise,
 /// CSE, fuse decomposed LayerNorm/GELU, drop parameters nothing reads.
 void buildImportCleanupPipeline(OpPassManager &pm);
+
+/// Options of the training phase (merak-compile --loss/--logits/--labels/
+/// --frozen).
+struct TrainingOptions {
+  std::string loss = "cross-entropy";
+  std::string logits;
+  std::string labels = "next-token";
+  std::vector<std::string> frozen;
+};
+
+/// Attaches the loss (@loss), differentiates it (@loss_grad) and cleans up.
+void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
+
+/// Prints "N trainable parameters (M elements), K frozen".
+void reportTrainableParameters(ModuleOp module, const TrainingOptions &options,
+                               llvm::raw_ostream &os);
 
 } // namespace mlir::merak
 

@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKAUTODIFF
@@ -43,8 +44,22 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
           << entry << " must be a scalar floating-point loss";
       return signalPassFailure();
     }
+    for (const std::string &pattern : frozen) {
+      auto glob = llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        module.emitError("merak-autodiff: bad --frozen pattern '")
+            << pattern << "': " << llvm::toString(glob.takeError());
+        return signalPassFailure();
+      }
+      frozenGlobs.push_back(std::move(*glob));
+    }
     if (failed(differentiate(module, fwd)))
       return signalPassFailure();
+  }
+
+  SmallVector<llvm::GlobPattern> frozenGlobs;
+  bool isFrozen(StringRef name) const {
+    return llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
 
   LogicalResult differentiate(ModuleOp module, func::FuncOp fwd) {
@@ -59,7 +74,8 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
     // Values on a path from a parameter to the loss need gradients.
     llvm::DenseSet<Value> fromParam, toLoss;
     for (Operation &op : body.without_terminator()) {
-      bool reached = isa<GetParamOp>(op) ||
+      auto get = dyn_cast<GetParamOp>(op);
+      bool reached = (get && !isFrozen(get.getName())) ||
                      llvm::any_of(op.getOperands(), [&](Value v) { return fromParam.contains(v); });
       if (reached)
         for (Value r : op.getResults())
@@ -131,6 +147,8 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
     SmallVector<Attribute> names{b.getDictionaryAttr(
         b.getNamedAttr("merak.name", b.getStringAttr("loss")))};
     for (ParamOp param : module.getOps<ParamOp>()) {
+      if (isFrozen(param.getSymName()))
+        continue;
       Value g = paramGrads.lookup(param.getSymName());
       if (!g)
         g = ConstantOp::create(

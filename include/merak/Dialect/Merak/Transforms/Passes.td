@@ -50,8 +50,9 @@ def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let description = [{
     For `func.func @<entry>` whose first result is a scalar floating-point
     loss, adds `func.func @<entry>_grad` with the same arguments returning
-    the loss followed by the gradient of every `merak.param` (in module
-    order; `merak.name = "grad:<param>"`). The backward ops are built by each
+    the loss followed by the gradient of every trainable `merak.param` (in
+    module order; `merak.name = "grad:<param>"`); parameters matching a
+    `frozen` glob get none. The backward ops are built by each
     op's DifferentiableOpInterface rule in reverse order; gradients of
     values read several times (and of parameters read through several
     `merak.get_param`, i.e. tied weights) accumulate. An op on the path from
@@ -59,7 +60,34 @@ def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
-           "Function to differentiate">
+           "Function to differentiate">,
+    ListOption<"frozen", "frozen", "std::string",
+               "Glob patterns of parameters that do not train (no gradient "
+               "is returned for them), e.g. buffers such as causal masks">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
+def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Adds func.func @loss computing the training loss of @forward";
+  let description = [{
+    Clones `@forward` into `@loss`, which returns one scalar:
+    - `loss=cross-entropy`: the mean cross-entropy of the logits output
+      (`logits=NAME` by `merak.name`, default the first result; the class
+      axis is the last) against integer labels: `labels=next-token` adds an
+      argument `labels` shaped like the logits without the class axis (the
+      data loader supplies the next token of every input position), and
+      `labels=NAME` uses that graph input instead.
+    - `loss=model-output`: the model already returns the loss; its first
+      result (or `logits=NAME`) must be a scalar.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"cross-entropy\"",
+           "cross-entropy or model-output">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "Name of the logits (or loss) output; default: the first">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"next-token\"",
+           "next-token, or the name of a graph input holding the labels">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,0 +1,121 @@
+//===- AttachLoss.cpp - merak-attach-loss ---------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKATTACHLOSS
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+/// The index of the result or argument named `name` (merak.name), or -1.
+static int findNamed(ArrayRef<DictionaryAttr> attrs, StringRef name) {
+  for (auto [i, dict] : llvm::enumerate(attrs))
+    if (dict)
+      if (auto n = dict.getAs<StringAttr>("merak.name"); n && n.getValue() == name)
+        return i;
+  return -1;
+}
+
+namespace {
+struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fwd = module.lookupSymbol<func::FuncOp>("forward");
+    if (!fwd) {
+      module.emitError("merak-attach-loss: no func.func @forward");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("loss")) {
+      module.emitError("merak-attach-loss: the module already has a @loss");
+      return signalPassFailure();
+    }
+    if (loss != "cross-entropy" && loss != "model-output") {
+      module.emitError("merak-attach-loss: unknown loss '")
+          << loss << "' (expected cross-entropy or model-output)";
+      return signalPassFailure();
+    }
+    OpBuilder mb(fwd);
+    mb.setInsertionPointAfter(fwd);
+    auto fn = cast<func::FuncOp>(mb.clone(*fwd));
+    fn.setSymName("loss");
+    if (failed(build(fn)))
+      return signalPassFailure();
+  }
+
+  LogicalResult build(func::FuncOp fn) {
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    if (ret.getNumOperands() == 0)
+      return fn.emitError("merak-attach-loss: @forward returns nothing");
+    SmallVector<DictionaryAttr> resultAttrs;
+    fn.getAllResultAttrs(resultAttrs);
+    int which = 0;
+    if (!logits.empty()) {
+      which = findNamed(resultAttrs, logits);
+      if (which < 0)
+        return fn.emitError("merak-attach-loss: @forward has no output named '")
+               << logits << "'";
+    }
+    Value out = ret.getOperand(which);
+    auto outType = cast<RankedTensorType>(out.getType());
+    OpBuilder b(ret);
+    Value lossValue;
+    if (loss == "model-output") {
+      if (outType.getRank() != 0 || !isa<FloatType>(outType.getElementType()))
+        return fn.emitError("merak-attach-loss: loss=model-output needs a scalar "
+                            "floating-point output, got ")
+               << outType;
+      lossValue = out;
+    } else {
+      if (outType.getRank() < 2 || !isa<FloatType>(outType.getElementType()))
+        return fn.emitError("merak-attach-loss: logits must be a floating-point "
+                            "tensor of rank >= 2, got ")
+               << outType;
+      SmallVector<int64_t> labelShape(outType.getShape().drop_back());
+      Value labelsValue;
+      if (labels == "next-token") {
+        auto type = RankedTensorType::get(labelShape, b.getI64Type());
+        if (failed(fn.insertArgument(fn.getNumArguments(), type,
+                                     b.getDictionaryAttr(b.getNamedAttr(
+                                         "merak.name", b.getStringAttr("labels"))),
+                                     fn.getLoc())))
+          return failure();
+        labelsValue = fn.getArguments().back();
+      } else {
+        SmallVector<DictionaryAttr> argAttrs;
+        fn.getAllArgAttrs(argAttrs);
+        int idx = findNamed(argAttrs, labels);
+        if (idx < 0)
+          return fn.emitError("merak-attach-loss: no graph input named '")
+                 << labels << "' for the labels";
+        labelsValue = fn.getArgument(idx);
+        auto lt = cast<RankedTensorType>(labelsValue.getType());
+        if (!isa<IntegerType>(lt.getElementType()) || lt.getElementType().isInteger(1) ||
+            lt.getShape() != ArrayRef<int64_t>(labelShape))
+          return fn.emitError("merak-attach-loss: labels '")
+                 << labels << "' must be integers shaped like the logits without "
+                              "the class axis, got "
+                 << lt;
+      }
+      lossValue = CrossEntropyOp::create(
+          b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
+          b.getStringAttr("mean"), IntegerAttr());
+    }
+    func::ReturnOp::create(b, ret.getLoc(), lossValue);
+    ret.erase();
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                 {lossValue.getType()}));
+    SmallVector<DictionaryAttr> names{
+        b.getDictionaryAttr(b.getNamedAttr("merak.name", b.getStringAttr("loss")))};
+    fn.setAllResultAttrs(ArrayRef<DictionaryAttr>(names));
+    return success();
+  }
+};
+} // namespace
