@@ -38,6 +38,15 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
       module.emitError("merak-autodiff: no func.func @") << entry;
       return signalPassFailure();
     }
+    if (fwd.isDeclaration()) {
+      fwd.emitError("merak-autodiff: @") << entry << " has no body";
+      return signalPassFailure();
+    }
+    std::string gradName = entry + "_grad";
+    if (module.lookupSymbol(gradName)) {
+      module.emitError("merak-autodiff: the module already has a @") << gradName;
+      return signalPassFailure();
+    }
     if (fwd.getNumResults() == 0 || !isFloatTensor(fwd.getBody().front().getTerminator()->getOperand(0)) ||
         cast<RankedTensorType>(fwd.getResultTypes()[0]).getRank() != 0) {
       fwd.emitError("merak-autodiff: the first result of @")
@@ -154,7 +163,7 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
         g = ConstantOp::create(
             b, param.getLoc(),
             SplatElementsAttr::get(param.getTensorType(),
-                                   b.getFloatAttr(param.getTensorType().getElementType(), 0.0)));
+                                   b.getZeroAttr(param.getTensorType().getElementType())));
       results.push_back(g);
       names.push_back(b.getDictionaryAttr(b.getNamedAttr(
           "merak.name", b.getStringAttr("grad:" + param.getSymName().str()))));
