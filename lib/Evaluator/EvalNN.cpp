@@ -44,21 +44,22 @@ LogicalResult kernels::evalMatmul(MatmulOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalConv2D(Conv2DOp op, Operands in, Results out) {
-  const HostTensor &x = *in[0], &w = *in[1];
-  const HostTensor *bias = op.getBias() ? in[2] : nullptr;
-  HostTensor r(op.getType());
-  ArrayRef<int64_t> xs = x.getShape(), ws = w.getShape(), rs = r.getShape();
+/// Visits every (output position, input position, weight position) triple
+/// of a conv2d: fn(outIndex, inIndex, weightIndex). The forward pass and
+/// both backward passes are the same loop nest with different accumulators.
+template <typename Fn>
+static void forEachConvTap(ArrayRef<int64_t> xs, ArrayRef<int64_t> ws,
+                           ArrayRef<int64_t> rs, ArrayRef<int64_t> s,
+                           ArrayRef<int64_t> p, ArrayRef<int64_t> d,
+                           int64_t groups, Fn fn) {
   int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   int64_t O = ws[0], CG = ws[1], KH = ws[2], KW = ws[3];
-  int64_t OH = rs[2], OW = rs[3], G = op.getGroups(), OG = O / G;
-  auto s = op.getStrides(), p = op.getPadding(), d = op.getDilations();
+  int64_t OH = rs[2], OW = rs[3], OG = O / groups;
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o) {
-      int64_t g = o / OG;
+    for (int64_t o = 0; o < O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
-          double acc = bias ? bias->f()[o] : 0.0;
+          int64_t outIdx = ((n * O + o) * OH + oh) * OW + ow;
           for (int64_t c = 0; c < CG; ++c)
             for (int64_t kh = 0; kh < KH; ++kh) {
               int64_t ih = oh * s[0] - p[0] + kh * d[0];
@@ -68,13 +69,112 @@ LogicalResult kernels::evalConv2D(Conv2DOp op, Operands in, Results out) {
                 int64_t iw = ow * s[1] - p[1] + kw * d[1];
                 if (iw < 0 || iw >= W)
                   continue;
-                acc += x.f()[((n * C + g * CG + c) * H + ih) * W + iw] *
-                       w.f()[((o * CG + c) * KH + kh) * KW + kw];
+                fn(outIdx, ((n * C + (o / OG) * CG + c) * H + ih) * W + iw,
+                   ((o * CG + c) * KH + kh) * KW + kw);
               }
             }
-          r.setFromDouble(((n * O + o) * OH + oh) * OW + ow, acc);
         }
-    }
+}
+
+LogicalResult kernels::evalConv2D(Conv2DOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &w = *in[1];
+  const HostTensor *bias = op.getBias() ? in[2] : nullptr;
+  HostTensor r(op.getType());
+  ArrayRef<int64_t> rs = r.getShape();
+  if (bias)
+    for (int64_t k = 0; k < r.size(); ++k)
+      r.f()[k] = bias->f()[(k / (rs[2] * rs[3])) % rs[1]];
+  forEachConvTap(x.getShape(), w.getShape(), rs, op.getStrides(), op.getPadding(),
+                 op.getDilations(), op.getGroups(),
+                 [&](int64_t o, int64_t i, int64_t k) { r.f()[o] += x.f()[i] * w.f()[k]; });
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalConvBackwardData(Conv2DBackwardDataOp op, Operands in,
+                                            Results out) {
+  const HostTensor &g = *in[0], &w = *in[1];
+  HostTensor r(op.getType());
+  forEachConvTap(r.getShape(), w.getShape(), g.getShape(), op.getStrides(),
+                 op.getPadding(), op.getDilations(), op.getGroups(),
+                 [&](int64_t o, int64_t i, int64_t k) { r.f()[i] += g.f()[o] * w.f()[k]; });
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalConvBackwardFilter(Conv2DBackwardFilterOp op, Operands in,
+                                              Results out) {
+  const HostTensor &x = *in[0], &g = *in[1];
+  HostTensor r(op.getType());
+  forEachConvTap(x.getShape(), r.getShape(), g.getShape(), op.getStrides(),
+                 op.getPadding(), op.getDilations(), op.getGroups(),
+                 [&](int64_t o, int64_t i, int64_t k) { r.f()[k] += g.f()[o] * x.f()[i]; });
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
+/// Visits every window of a 2-d pool: fn(outIndex, inIndices of the window
+/// inside the input, number of window positions inside the padded input).
+template <typename Fn>
+static void forEachPoolWindow(ArrayRef<int64_t> xs, ArrayRef<int64_t> rs,
+                              ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                              ArrayRef<int64_t> p, ArrayRef<int64_t> d, Fn fn) {
+  int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], OH = rs[2], OW = rs[3];
+  SmallVector<int64_t, 16> idx;
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        idx.clear();
+        int64_t padded = 0;
+        for (int64_t kh = 0; kh < k[0]; ++kh) {
+          int64_t ih = oh * s[0] - p[0] + kh * d[0];
+          for (int64_t kw = 0; kw < k[1]; ++kw) {
+            int64_t iw = ow * s[1] - p[1] + kw * d[1];
+            if (ih < H + p[2] && iw < W + p[3])
+              ++padded;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+              idx.push_back((nc * H + ih) * W + iw);
+          }
+        }
+        fn((nc * OH + oh) * OW + ow, ArrayRef<int64_t>(idx), padded);
+      }
+}
+
+LogicalResult kernels::evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &g = *in[1];
+  HostTensor r(op.getType());
+  forEachPoolWindow(x.getShape(), g.getShape(), op.getKernel(), op.getStrides(),
+                    op.getPadding(), op.getDilations(),
+                    [&](int64_t o, ArrayRef<int64_t> idx, int64_t) {
+                      if (idx.empty())
+                        return;
+                      int64_t best = idx[0];
+                      for (int64_t i : idx)
+                        if (x.f()[i] > x.f()[best] || std::isnan(x.f()[i]))
+                          best = i;
+                      r.f()[best] += g.f()[o];
+                    });
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::evalAvgPoolGrad(AvgPool2DGradOp op, Operands in, Results out) {
+  const HostTensor &g = *in[0];
+  HostTensor r(op.getType());
+  int64_t ones[2] = {1, 1};
+  bool includePad = op.getCountIncludePad();
+  forEachPoolWindow(r.getShape(), g.getShape(), op.getKernel(), op.getStrides(),
+                    op.getPadding(), ones,
+                    [&](int64_t o, ArrayRef<int64_t> idx, int64_t padded) {
+                      int64_t n = includePad ? padded : (int64_t)idx.size();
+                      for (int64_t i : idx)
+                        r.f()[i] += g.f()[o] / n;
+                    });
+  r.roundToType();
   out.push_back(std::move(r));
   return success();
 }

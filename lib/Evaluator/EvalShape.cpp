@@ -145,6 +145,30 @@ LogicalResult kernels::evalGatherGrad(GatherGradOp op, Operands in, Results out)
   return success();
 }
 
+LogicalResult kernels::evalGatherElementsGrad(GatherElementsGradOp op, Operands in,
+                                             Results out) {
+  const HostTensor &grad = *in[0], &indices = *in[1];
+  HostTensor r(op.getType());
+  int64_t axis = op.getAxis(), dim = r.getShape()[axis];
+  auto rs = rowMajorStrides(r.getShape());
+  bool bad = false;
+  forEachIndex(indices.getShape(), [&](int64_t lin, ArrayRef<int64_t> idx) {
+    int64_t ix = indices.i()[lin];
+    if (ix < -dim || ix >= dim) {
+      bad = true;
+      return;
+    }
+    if (ix < 0)
+      ix += dim;
+    r.f()[dot(idx, rs) + (ix - idx[axis]) * rs[axis]] += grad.f()[lin];
+  });
+  if (bad)
+    return op.emitError("gather_elements_grad index out of range");
+  r.roundToType();
+  out.push_back(std::move(r));
+  return success();
+}
+
 LogicalResult kernels::evalGatherElements(GatherElementsOp op, Operands in,
                                          Results out) {
   const HostTensor &data = *in[0], &indices = *in[1];

@@ -67,6 +67,14 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<MaxPool2DOp>([&](MaxPool2DOp o) { return evalMaxPool(o, in, out); })
       .Case<AvgPool2DOp>([&](AvgPool2DOp o) { return evalAvgPool(o, in, out); })
       .Case<DropoutOp>([&](DropoutOp o) { return evalDropout(o, in, out); })
+      .Case<Conv2DBackwardDataOp>(
+          [&](Conv2DBackwardDataOp o) { return evalConvBackwardData(o, in, out); })
+      .Case<Conv2DBackwardFilterOp>(
+          [&](Conv2DBackwardFilterOp o) { return evalConvBackwardFilter(o, in, out); })
+      .Case<MaxPool2DGradOp>([&](MaxPool2DGradOp o) { return evalMaxPoolGrad(o, in, out); })
+      .Case<AvgPool2DGradOp>([&](AvgPool2DGradOp o) { return evalAvgPoolGrad(o, in, out); })
+      .Case<GatherElementsGradOp>(
+          [&](GatherElementsGradOp o) { return evalGatherElementsGrad(o, in, out); })
       .Default([&](Operation *o) {
         return o->emitError("the reference evaluator does not support '")
                << o->getName() << "'";

@@ -76,6 +76,11 @@ LogicalResult evalConv2D(Conv2DOp op, Operands in, Results out);
 LogicalResult evalMaxPool(MaxPool2DOp op, Operands in, Results out);
 LogicalResult evalAvgPool(AvgPool2DOp op, Operands in, Results out);
 LogicalResult evalDropout(DropoutOp op, Operands in, Results out);
+LogicalResult evalConvBackwardData(Conv2DBackwardDataOp op, Operands in, Results out);
+LogicalResult evalConvBackwardFilter(Conv2DBackwardFilterOp op, Operands in, Results out);
+LogicalResult evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results out);
+LogicalResult evalAvgPoolGrad(AvgPool2DGradOp op, Operands in, Results out);
+LogicalResult evalGatherElementsGrad(GatherElementsGradOp op, Operands in, Results out);
 
 } // namespace mlir::merak::kernels
 

@@ -26,6 +26,9 @@ sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
 
 TOLERANCE = 1e-4
+# resnet18 input size: train-mode BatchNorm at the last stage normalises over
+# N * (HW/32)^2 values; 64x64 keeps 8 per channel and the run short.
+RESNET_HW = 64
 
 
 class WithLoss(nn.Module):
@@ -65,6 +68,12 @@ def build(name):
     if name == "bert":
         model, inputs, in_names, _ = em.build_bert("train")
         return WithLoss(model, "proj", [(2, 12, 32), (2, 32)]), inputs, in_names
+    if name == "resnet18":
+        import torchvision
+        model = torchvision.models.resnet18(weights=None, num_classes=10)
+        x = torch.randn(2, 3, RESNET_HW, RESNET_HW)
+        labels = torch.randint(0, 10, (2,), dtype=torch.int64)
+        return WithLoss(model, "ce"), (x, labels), ["input", "labels"]
     if name == "transformer_encoder":
         model, inputs, in_names, _ = em.build_transformer_encoder("train")
         return WithLoss(model, "proj", [(2, 10, 32)]), inputs, in_names
@@ -199,7 +208,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()
     passed = failed = 0
-    for name in ("gpt2", "bert", "transformer_encoder", "mlp"):
+    for name in ("gpt2", "bert", "transformer_encoder", "mlp", "resnet18"):
         for opset in (13, 17):
             try:
                 ok = check(name, opset, os.path.abspath(args.bin), args.workdir)

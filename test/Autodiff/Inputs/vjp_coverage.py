@@ -16,6 +16,8 @@ def mnemonic(op):
     special = {"CumSum": "cumsum"}
     if name in special:
         return special[name]
+    # CamelCase to snake_case, keeping "2D" together (Conv2D -> conv2d).
+    name = name.replace("2D", "2d")
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 

@@ -1160,3 +1160,59 @@ func.func @cumsum_axis(%a: tensor<2x3xf32>) {
   %0 = merak.cumsum %a axis = 2 : tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @conv_backward_data_grad(%g: tensor<1x4x2x2xf32>, %w: tensor<4x1x3x3xf32>) {
+  // expected-error @+1 {{'merak.conv2d_backward_data' op grad 'tensor<1x4x2x2xf32>' is not the conv2d result 'tensor<1x4x3x3xf32>' of this input and weight}}
+  %0 = merak.conv2d_backward_data %g, %w strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>
+  return
+}
+
+// -----
+
+func.func @conv_backward_filter_grad(%x: tensor<1x2x5x5xf32>, %g: tensor<1x4x2x2xf32>) {
+  // expected-error @+1 {{'merak.conv2d_backward_filter' op grad 'tensor<1x4x2x2xf32>' is not the conv2d result 'tensor<1x4x3x3xf32>' of this input and weight}}
+  %0 = merak.conv2d_backward_filter %x, %g strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x2x5x5xf32>, tensor<1x4x2x2xf32>) -> tensor<4x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad(%x: tensor<1x1x4x4xf32>, %g: tensor<1x1x3x3xf32>) {
+  // expected-error @+1 {{'merak.max_pool2d_grad' op grad 'tensor<1x1x3x3xf32>' is not the pool result 'tensor<1x1x2x2xf32>'}}
+  %0 = merak.max_pool2d_grad %x, %g kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_result(%x: tensor<1x1x4x4xf32>, %g: tensor<1x1x2x2xf32>) {
+  // expected-error @+1 {{'merak.max_pool2d_grad' op result type must equal the input type}}
+  %0 = merak.max_pool2d_grad %x, %g kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x5xf32>
+  return
+}
+
+// -----
+
+func.func @avg_pool_grad(%g: tensor<1x1x3x3xf32>) {
+  // expected-error @+1 {{'merak.avg_pool2d_grad' op grad 'tensor<1x1x3x3xf32>' is not the pool result 'tensor<1x1x2x2xf32>'}}
+  %0 = merak.avg_pool2d_grad %g kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] : tensor<1x1x3x3xf32> -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_elements_grad(%g: tensor<2x5xf32>, %i: tensor<2x5xi64>) {
+  // expected-error @+1 {{'merak.gather_elements_grad' op indices dimension 1 exceeds the result's}}
+  %0 = merak.gather_elements_grad %g[%i] axis = 0 : tensor<2x5xf32>, tensor<2x5xi64> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad(%g: tensor<2x4xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{'merak.gather_grad' op grad 'tensor<2x4xf32>' is not the gather result type of 'tensor<3x5xf32>' and 'tensor<2xi64>'}}
+  %0 = merak.gather_grad %g[%i] axis = 0 : tensor<2x4xf32>, tensor<2xi64> -> tensor<3x5xf32>
+  return
+}

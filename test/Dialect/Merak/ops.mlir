@@ -402,6 +402,26 @@ func.func @cross_entropy(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %s: tensor<2x5
   return
 }
 
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%x: tensor<1x2x5x5xf32>, %w: tensor<4x1x3x3xf32>, %g: tensor<1x4x3x3xf32>,
+                        %pg: tensor<1x2x2x2xf32>, %d: tensor<3x4xf32>, %i: tensor<2x4xi64>, %eg: tensor<2x4xf32>) {
+  // CHECK: merak.conv2d_backward_data %{{.*}}, %{{.*}} strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x4x3x3xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>
+  %0 = merak.conv2d_backward_data %g, %w strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x4x3x3xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>
+  // CHECK: merak.conv2d_backward_filter %{{.*}}, %{{.*}} strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x2x5x5xf32>, tensor<1x4x3x3xf32>) -> tensor<4x1x3x3xf32>
+  %1 = merak.conv2d_backward_filter %x, %g strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x2x5x5xf32>, tensor<1x4x3x3xf32>) -> tensor<4x1x3x3xf32>
+  // CHECK: merak.max_pool2d_grad %{{.*}}, %{{.*}} kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : (tensor<1x2x5x5xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x5x5xf32>
+  %2 = merak.max_pool2d_grad %x, %pg kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : (tensor<1x2x5x5xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x5x5xf32>
+  // CHECK: merak.avg_pool2d_grad %{{.*}} kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] {count_include_pad} : tensor<1x2x2x2xf32> -> tensor<1x2x5x5xf32>
+  %3 = merak.avg_pool2d_grad %pg kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] {count_include_pad} : tensor<1x2x2x2xf32> -> tensor<1x2x5x5xf32>
+  // CHECK: merak.gather_elements_grad %{{.*}}[%{{.*}}] axis = 0 : tensor<2x4xf32>, tensor<2x4xi64> -> tensor<3x4xf32>
+  %4 = merak.gather_elements_grad %eg[%i] axis = 0 : tensor<2x4xf32>, tensor<2x4xi64> -> tensor<3x4xf32>
+  // CHECK: merak.gather_grad %{{.*}}[%{{.*}}] axis = 0 : tensor<2x4x4xf32>, tensor<2x4xi64> -> tensor<3x4xf32>
+  %e = merak.reshape %eg : tensor<2x4xf32> to tensor<2x4x1xf32>
+  %f = merak.broadcast %e : tensor<2x4x1xf32> to tensor<2x4x4xf32>
+  %5 = merak.gather_grad %f[%i] axis = 0 : tensor<2x4x4xf32>, tensor<2x4xi64> -> tensor<3x4xf32>
+  return
+}
+
 // The resource blob: 4 bytes of alignment (4, little endian), then the
 // four f32 values 1.0, 2.0, 3.0, 4.0.
 // CHECK: dialect_resources
@@ -413,3 +433,4 @@ func.func @cross_entropy(%l: tensor<4x10xf32>, %t: tensor<4xi64>, %s: tensor<2x5
     }
   }
 #-}
+

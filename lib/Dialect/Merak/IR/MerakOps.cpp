@@ -543,24 +543,43 @@ static LogicalResult checkArray(std::optional<Location> loc, ArrayRef<int64_t> a
   return success();
 }
 
-LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  auto in = tensorType(adaptor.getInput()), w = tensorType(adaptor.getWeight());
+/// The conv2d result type for input `in` and weight `w` (bias checked by
+/// the caller); shared by conv2d and its backward ops' verifiers.
+static FailureOr<RankedTensorType>
+convResultType(std::optional<Location> loc, RankedTensorType in,
+               RankedTensorType w, ArrayRef<int64_t> s, ArrayRef<int64_t> p,
+               ArrayRef<int64_t> d, int64_t groups) {
   if (in.getRank() != 4 || w.getRank() != 4)
     return emitOptionalError(loc, "input and weight must have rank 4");
-  if (failed(checkArray(loc, adaptor.getStrides(), 2, "strides")) ||
-      failed(checkArray(loc, adaptor.getPadding(), 4, "padding")) ||
-      failed(checkArray(loc, adaptor.getDilations(), 2, "dilations")))
+  if (failed(checkArray(loc, s, 2, "strides")) ||
+      failed(checkArray(loc, p, 4, "padding")) ||
+      failed(checkArray(loc, d, 2, "dilations")))
     return failure();
   if (w.getElementType() != in.getElementType())
     return emitOptionalError(loc, "weight element type ", w.getElementType(),
                              " differs from the input's ", in.getElementType());
-  int64_t groups = adaptor.getGroups();
   int64_t c = in.getDimSize(1), o = w.getDimSize(0);
   if (groups <= 0 || c % groups || o % groups || w.getDimSize(1) * groups != c)
     return emitOptionalError(loc, "weight ", w, " does not match ", c,
                              " input channels in ", groups, " groups");
+  auto h = windowOut(loc, in.getDimSize(2), w.getDimSize(2), s[0], p[0], p[2], d[0], false);
+  if (failed(h))
+    return failure();
+  auto wd = windowOut(loc, in.getDimSize(3), w.getDimSize(3), s[1], p[1], p[3], d[1], false);
+  if (failed(wd))
+    return failure();
+  return RankedTensorType::get({in.getDimSize(0), o, *h, *wd}, in.getElementType());
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto in = tensorType(adaptor.getInput()), w = tensorType(adaptor.getWeight());
+  auto result = convResultType(loc, in, w, adaptor.getStrides(), adaptor.getPadding(),
+                               adaptor.getDilations(), adaptor.getGroups());
+  if (failed(result))
+    return failure();
+  int64_t o = w.getDimSize(0);
   if (Value b = adaptor.getBias()) {
     auto bt = tensorType(b);
     if (bt.getRank() != 1 || bt.getDimSize(0) != o)
@@ -569,23 +588,48 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
       return emitOptionalError(loc, "bias element type ", bt.getElementType(),
                                " differs from the input's ", in.getElementType());
   }
-  auto s = adaptor.getStrides(), p = adaptor.getPadding(), d = adaptor.getDilations();
-  auto h = windowOut(loc, in.getDimSize(2), w.getDimSize(2), s[0], p[0], p[2], d[0], false);
-  if (failed(h))
-    return failure();
-  auto wd = windowOut(loc, in.getDimSize(3), w.getDimSize(3), s[1], p[1], p[3], d[1], false);
-  if (failed(wd))
-    return failure();
-  types.push_back(RankedTensorType::get({in.getDimSize(0), o, *h, *wd},
-                                        in.getElementType()));
+  types.push_back(*result);
   return success();
 }
+
+LogicalResult Conv2DBackwardDataOp::verify() {
+  auto result = convResultType(getLoc(), getType(), getWeight().getType(), getStrides(),
+                               getPadding(), getDilations(), getGroups());
+  if (failed(result))
+    return failure();
+  if (*result != getGrad().getType())
+    return emitOpError("grad ") << getGrad().getType() << " is not the conv2d result "
+                                << *result << " of this input and weight";
+  return success();
+}
+
+LogicalResult Conv2DBackwardFilterOp::verify() {
+  auto result = convResultType(getLoc(), getInput().getType(), getType(), getStrides(),
+                               getPadding(), getDilations(), getGroups());
+  if (failed(result))
+    return failure();
+  if (*result != getGrad().getType())
+    return emitOpError("grad ") << getGrad().getType() << " is not the conv2d result "
+                                << *result << " of this input and weight";
+  return success();
+}
+
+static LogicalResult inferPoolType(std::optional<Location> loc, RankedTensorType in,
+                                   ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                                   ArrayRef<int64_t> p, ArrayRef<int64_t> d,
+                                   bool ceil, SmallVectorImpl<Type> &types);
 
 static LogicalResult inferPool(std::optional<Location> loc, Value input,
                                ArrayRef<int64_t> k, ArrayRef<int64_t> s,
                                ArrayRef<int64_t> p, ArrayRef<int64_t> d,
                                bool ceil, SmallVectorImpl<Type> &types) {
-  auto in = tensorType(input);
+  return inferPoolType(loc, tensorType(input), k, s, p, d, ceil, types);
+}
+
+static LogicalResult inferPoolType(std::optional<Location> loc, RankedTensorType in,
+                                   ArrayRef<int64_t> k, ArrayRef<int64_t> s,
+                                   ArrayRef<int64_t> p, ArrayRef<int64_t> d,
+                                   bool ceil, SmallVectorImpl<Type> &types) {
   if (in.getRank() != 4)
     return emitOptionalError(loc, "input must have rank 4 (NCHW)");
   if (failed(checkArray(loc, k, 2, "kernel")) ||
@@ -616,6 +660,46 @@ LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
   return inferPool(loc, adaptor.getInput(), adaptor.getKernel(),
                    adaptor.getStrides(), adaptor.getPadding(),
                    adaptor.getDilations(), adaptor.getCeilMode(), types);
+}
+
+/// A pool backward op: `grad` must be the pool's result for `input`.
+static LogicalResult verifyPoolGrad(Operation *op, RankedTensorType input,
+                                    RankedTensorType grad, ArrayRef<int64_t> k,
+                                    ArrayRef<int64_t> s, ArrayRef<int64_t> p,
+                                    ArrayRef<int64_t> d, bool ceil) {
+  SmallVector<Type> types;
+  if (failed(inferPoolType(op->getLoc(), input, k, s, p, d, ceil, types)))
+    return failure();
+  if (types[0] != grad)
+    return op->emitOpError("grad ") << grad << " is not the pool result " << types[0];
+  return success();
+}
+
+LogicalResult MaxPool2DGradOp::verify() {
+  if (getInput().getType() != getType())
+    return emitOpError("result type must equal the input type");
+  return verifyPoolGrad(*this, getType(), getGrad().getType(), getKernel(), getStrides(),
+                        getPadding(), getDilations(), getCeilMode());
+}
+
+LogicalResult AvgPool2DGradOp::verify() {
+  int64_t ones[2] = {1, 1};
+  return verifyPoolGrad(*this, getType(), getGrad().getType(), getKernel(), getStrides(),
+                        getPadding(), ones, getCeilMode());
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto data = getType(), idx = getIndices().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (getGrad().getType().getShape() != idx.getShape() ||
+      getGrad().getType().getElementType() != data.getElementType() ||
+      idx.getRank() != data.getRank())
+    return emitOpError("grad must have the indices' shape and the result's element type");
+  for (int64_t d = 0; d < idx.getRank(); ++d)
+    if (d != (int64_t)getAxis() && idx.getDimSize(d) > data.getDimSize(d))
+      return emitOpError("indices dimension ") << d << " exceeds the result's";
+  return success();
 }
 
 LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,

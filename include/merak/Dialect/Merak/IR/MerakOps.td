@@ -454,6 +454,88 @@ def Merak_AvgPool2DOp : Merak_Pool2DOp<"avg_pool2d", "2-D average pooling"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Backward ops of contraction and windows (built by the VJP rules)
+//===----------------------------------------------------------------------===//
+
+def Merak_Conv2DBackwardDataOp : Merak_Op<"conv2d_backward_data", [Pure]> {
+  let summary = "Gradient of conv2d w.r.t. its input (a transposed convolution)";
+  let description = [{
+    With the attributes of the forward `merak.conv2d`, `grad` its result
+    gradient and `weight` its weight, returns the gradient of its input (the
+    result type, the input's type).
+  }];
+  let arguments = (ins Merak_FloatTensor:$grad, Merak_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $weight `strides` `=` $strides `padding` `=` $padding
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_Conv2DBackwardFilterOp : Merak_Op<"conv2d_backward_filter", [Pure]> {
+  let summary = "Gradient of conv2d w.r.t. its weight";
+  let description = [{
+    With the attributes of the forward `merak.conv2d`, its `input` and the
+    result gradient `grad`, returns the gradient of its weight (the result
+    type, the weight's type).
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `strides` `=` $strides `padding` `=` $padding
+    `dilations` `=` $dilations `groups` `=` $groups attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_MaxPool2DGradOp : Merak_Op<"max_pool2d_grad", [Pure]> {
+  let summary = "Gradient of max_pool2d: each window's gradient goes to its maximum";
+  let description = [{
+    With the attributes of the forward `merak.max_pool2d`, its `input` and
+    the result gradient `grad`: every window adds its gradient to the
+    position of its first maximum (row-major), as PyTorch does.
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
+                       UnitAttr:$ceil_mode);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `kernel` `=` $kernel `strides` `=` $strides `padding` `=` $padding
+    `dilations` `=` $dilations attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_AvgPool2DGradOp : Merak_Op<"avg_pool2d_grad", [Pure]> {
+  let summary = "Gradient of avg_pool2d: each window's gradient spread evenly";
+  let arguments = (ins Merak_FloatTensor:$grad, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$padding,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `kernel` `=` $kernel `strides` `=` $strides `padding` `=` $padding
+    attr-dict `:` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_GatherElementsGradOp : Merak_Op<"gather_elements_grad", [Pure]> {
+  let summary = "Gradient of gather_elements: scatter-add into zeros";
+  let arguments = (ins Merak_FloatTensor:$grad, Merak_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `[` $indices `]` `axis` `=` $axis attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Training ops
 //===----------------------------------------------------------------------===//
 

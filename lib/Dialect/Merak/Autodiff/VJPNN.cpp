@@ -1,0 +1,82 @@
+//===- VJPNN.cpp - VJP rules of convolution, pooling, batch norm ----------===//
+#include "VJPRules.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::vjp;
+
+namespace mlir::merak::vjp {
+
+LogicalResult rule(Conv2DOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value dx = Conv2DBackwardDataOp::create(
+      e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(), op.getStrides(),
+      op.getPadding(), op.getDilations(), op.getGroups());
+  Value dw = Conv2DBackwardFilterOp::create(
+      e.b, e.loc, typeOf(op.getWeight()), op.getInput(), g[0], op.getStrides(),
+      op.getPadding(), op.getDilations(), op.getGroups());
+  out.assign({dx, dw});
+  if (Value bias = op.getBias())
+    out.push_back(ReduceSumOp::create(e.b, e.loc, g[0], ArrayRef<int64_t>{0, 2, 3},
+                                      /*keepdims=*/false));
+  return success();
+}
+
+LogicalResult rule(MaxPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({MaxPool2DGradOp::create(e.b, e.loc, typeOf(op.getInput()), op.getInput(),
+                                      g[0], op.getKernel(), op.getStrides(),
+                                      op.getPadding(), op.getDilations(),
+                                      op.getCeilMode())});
+  return success();
+}
+
+LogicalResult rule(AvgPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({AvgPool2DGradOp::create(e.b, e.loc, typeOf(op.getInput()), g[0],
+                                      op.getKernel(), op.getStrides(), op.getPadding(),
+                                      op.getCeilMode(), op.getCountIncludePad())});
+  return success();
+}
+
+LogicalResult rule(GatherElementsOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({GatherElementsGradOp::create(e.b, e.loc, typeOf(op.getData()), g[0],
+                                           op.getIndices(), op.getAxis()),
+              Value()});
+  return success();
+}
+
+LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
+  // Per channel (dim 1) over the other dimensions. With batch statistics
+  // (training) the mean and variance depend on x as in layer_norm; with
+  // running statistics (inference) x is only scaled. The running mean and
+  // variance are buffers and get no gradient.
+  Value x = op.getInput();
+  auto t = typeOf(x);
+  SmallVector<int64_t> axes{0}, chan(t.getRank(), 1);
+  for (int64_t d = 2; d < t.getRank(); ++d)
+    axes.push_back(d);
+  chan[1] = t.getDimSize(1);
+  double eps = op.getEpsilon().convertToDouble();
+  Value scale = e.reshape(op.getScale(), chan);
+  Value mean = op.getTraining() ? Value(ReduceMeanOp::create(e.b, e.loc, x, axes, true))
+                                : e.reshape(op.getMean(), chan);
+  Value centered = e.sub(x, mean);
+  Value var = op.getTraining()
+                  ? Value(ReduceMeanOp::create(e.b, e.loc, e.mul(centered, centered), axes, true))
+                  : e.reshape(op.getVar(), chan);
+  Value inv = RsqrtOp::create(e.b, e.loc, e.add(var, e.scalar(x, eps)));
+  Value xhat = e.mul(centered, inv);
+  Value dxhat = e.mul(g[0], scale);
+  Value dx;
+  if (op.getTraining()) {
+    Value meanD = ReduceMeanOp::create(e.b, e.loc, dxhat, axes, true);
+    Value proj = e.mul(xhat, ReduceMeanOp::create(e.b, e.loc, e.mul(dxhat, xhat), axes, true));
+    dx = e.mul(inv, e.sub(e.sub(dxhat, meanD), proj));
+  } else {
+    dx = e.mul(dxhat, inv);
+  }
+  Value dscale = ReduceSumOp::create(e.b, e.loc, e.mul(g[0], xhat), axes, false);
+  Value dbias = ReduceSumOp::create(e.b, e.loc, g[0], axes, false);
+  out.assign({dx, dscale, dbias, Value(), Value()});
+  return success();
+}
+
+} // namespace mlir::merak::vjp
