@@ -82,7 +82,11 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
 }
 
 FailureOr<SmallVector<HostTensor>>
-mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs) {
+mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
+                              ParamStore *store) {
+  ParamStore local;
+  if (!store)
+    store = &local;
   if (func.getNumArguments() != inputs.size())
     return func.emitError("expected ") << func.getNumArguments()
                                        << " inputs, got " << inputs.size(),
@@ -108,14 +112,31 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs) {
       return results;
     }
     SmallVector<HostTensor> results;
-    if (auto get = dyn_cast<GetParamOp>(op)) {
-      auto param = symbols.lookup<ParamOp>(get.getName());
+    auto current = [&](StringRef name, Operation *user) -> HostTensor * {
+      auto it = store->find(name);
+      if (it != store->end())
+        return &it->second;
+      auto param = symbols.lookup<ParamOp>(name);
       if (!param)
-        return get.emitError("unknown parameter"), failure();
+        return user->emitError("unknown parameter"), nullptr;
       auto t = HostTensor::fromAttr(param.getInitialValue());
       if (failed(t))
-        return param.emitError("cannot read initial value"), failure();
-      results.push_back(std::move(*t));
+        return param.emitError("cannot read initial value"), nullptr;
+      HostTensor &slot = (*store)[name];
+      slot = std::move(*t);
+      return &slot;
+    };
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      HostTensor *t = current(get.getName(), get);
+      if (!t)
+        return failure();
+      results.push_back(*t);
+    } else if (auto set = dyn_cast<SetParamOp>(op)) {
+      HostTensor *t = current(set.getName(), set);
+      auto it = env.find(set.getValue());
+      if (!t || it == env.end())
+        return set.emitError("cannot update the parameter"), failure();
+      *t = it->second;
     } else {
       SmallVector<const HostTensor *> operands;
       for (Value v : op.getOperands()) {

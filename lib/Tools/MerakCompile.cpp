@@ -64,6 +64,14 @@ struct CompileOptions {
                                cl::desc("Glob of parameters that do not train (buffers such as "
                                         "causal masks); repeatable"),
                                cl::value_desc("GLOB"), cl::cat(cat)};
+  cl::opt<std::string> optimizer{"optimizer", cl::desc("sgd, adamw (default) or adan"),
+                                 cl::init("adamw"), cl::cat(cat)};
+  cl::list<std::string> optimizerOptions{
+      "opt", cl::desc("Optimizer/schedule option KEY=VALUE (repeatable): lr, beta1, beta2, "
+                      "beta3, eps, weight-decay, momentum, nesterov, clip-norm, schedule "
+                      "(constant|linear-warmup|cosine), warmup-steps, total-steps, min-lr; "
+                      "see merak-opt --help for --merak-optimizer"),
+      cl::value_desc("KEY=VALUE"), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
                              cl::init(false), cl::cat(cat)};
   cl::opt<bool> noCleanup{"no-cleanup",
@@ -128,7 +136,14 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.logits = opts.logits;
     training.labels = opts.labels;
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
-    buildTrainingPipeline(pm, training);
+    training.optimizer = "optimizer=" + opts.optimizer;
+    for (const std::string &kv : opts.optimizerOptions) {
+      if (kv.find('=') == std::string::npos || kv.find_first_of(" {}") != std::string::npos)
+        return fail("--opt expects KEY=VALUE, got '" + kv + "'");
+      training.optimizer += " " + kv;
+    }
+    if (failed(buildTrainingPipeline(pm, training)))
+      return fail("bad optimizer options '" + training.optimizer + "'");
     if (failed(pm.run(*module)))
       return 1;
     reportTrainableParameters(*module, training, llvm::errs());

@@ -19,6 +19,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -44,6 +45,12 @@ struct RunOptions {
                                  cl::value_desc("dir"), cl::cat(cat)};
   cl::opt<std::string> entry{"entry", cl::desc("Function to evaluate (merak IR)"),
                              cl::init("forward"), cl::cat(cat)};
+  cl::opt<unsigned> steps{"steps",
+                          cl::desc("Run the entry this many times with the same inputs, "
+                                   "keeping parameter updates (a training step); an "
+                                   "argument named 'step' gets 0, 1, ...; scalar outputs "
+                                   "of every run are printed as JSON lines"),
+                          cl::init(1), cl::cat(cat)};
   cl::opt<std::string> outputFormat{"output-format", cl::desc("pb or npy"), cl::init("pb"), cl::cat(cat)};
   cl::opt<double> rtol{"rtol", cl::desc("Relative tolerance (|got-exp| <= atol + rtol*|exp|)"),
                        cl::init(1e-3), cl::cat(cat)};
@@ -239,16 +246,26 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
     auto a = func.getResultAttrOfType<StringAttr>(i, "merak.name");
     return a ? a.getValue().str() : "#" + std::to_string(i);
   };
+  // An argument named "step" is fed by merak-run (0, 1, ...), not a file.
+  int stepArg = -1;
+  for (unsigned i = 0; i < numArgs; ++i)
+    if (argName(i) == "step")
+      stepArg = i;
+  unsigned fileArgs = numArgs - (stepArg >= 0);
   bool allMatch = true;
   for (const Case &c : cases) {
-    if (c.inputs.size() != numArgs)
-      return fail("model takes " + Twine(numArgs) + " inputs but " +
+    if (c.inputs.size() != fileArgs)
+      return fail("model takes " + Twine(fileArgs) + " inputs but " +
                   Twine(c.inputs.size()) + " were given (" + c.name + ")");
     if (c.expects.size() > numResults)
       return fail("model has " + Twine(numResults) + " outputs but " +
                   Twine(c.expects.size()) + " expectations were given");
+    // Arguments in order; the step argument (if any) is filled per run.
     SmallVector<HostTensor> inputs;
-    for (auto [i, file] : llvm::enumerate(c.inputs)) {
+    for (auto [k, file] : llvm::enumerate(c.inputs)) {
+      if ((int)inputs.size() == stepArg)
+        inputs.push_back(HostTensor());
+      unsigned i = inputs.size();
       std::string err;
       auto t = readTensorFile(&ctx, file, err);
       if (failed(t))
@@ -263,9 +280,29 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
       }
       inputs.push_back(std::move(*t));
     }
-    auto outputs = evaluateFunction(func, inputs);
-    if (failed(outputs))
-      return 1;
+    if (stepArg >= 0 && (int)inputs.size() == stepArg)
+      inputs.push_back(HostTensor());
+    ParamStore store;
+    FailureOr<SmallVector<HostTensor>> outputs;
+    for (unsigned s = 0; s < opts.steps; ++s) {
+      if (stepArg >= 0) {
+        HostTensor stepValue(cast<RankedTensorType>(func.getArgumentTypes()[stepArg]));
+        if (stepValue.size() != 1 || stepValue.isFloat())
+          return fail("argument 'step' must be an integer scalar");
+        stepValue.setFromInt(0, s);
+        inputs[stepArg] = std::move(stepValue);
+      }
+      outputs = evaluateFunction(func, inputs, &store);
+      if (failed(outputs))
+        return 1;
+      if (opts.steps > 1 || stepArg >= 0) {
+        llvm::outs() << "{\"step\": " << s;
+        for (auto [i, t] : llvm::enumerate(*outputs))
+          if (t.size() == 1)
+            llvm::outs() << ", \"" << resultName(i) << "\": " << llvm::format("%.9g", t.getAsDouble(0));
+        llvm::outs() << "}\n";
+      }
+    }
     if (!opts.outputDir.empty()) {
       // One directory per data set when there are several.
       SmallString<256> dir(opts.outputDir);

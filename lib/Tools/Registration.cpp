@@ -7,6 +7,7 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -25,7 +26,8 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createMerakDropUnusedParams());
 }
 
-void merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
+LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
+                                           const TrainingOptions &options) {
   MerakAttachLossOptions loss;
   loss.loss = options.loss;
   loss.logits = options.logits;
@@ -35,16 +37,28 @@ void merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &opti
   autodiff.entry = "loss";
   autodiff.frozen.assign(options.frozen.begin(), options.frozen.end());
   pm.addPass(createMerakAutodiff(autodiff));
+  // The optimizer's options come as the textual pass options, which gives
+  // them one parser and one set of diagnostics with merak-opt.
+  std::unique_ptr<Pass> opt = createMerakOptimizer();
+  if (failed(opt->initializeOptions(options.optimizer, [](const Twine &msg) {
+        llvm::errs() << "merak-compile: error: " << msg << "\n";
+        return failure();
+      })))
+    return failure();
+  pm.addPass(std::move(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  return success();
 }
 
 void merak::reportTrainableParameters(ModuleOp module, const TrainingOptions &options,
                                       llvm::raw_ostream &os) {
   // The gradient function's results name exactly the trainable parameters.
   int64_t trainable = 0, elements = 0, total = 0;
+  // Optimizer state (optimizer.<name>.<slot>.<param>) is not a parameter.
   for (ParamOp param : module.getOps<ParamOp>())
-    (void)param, ++total;
+    if (!param.getSymName().starts_with("optimizer."))
+      ++total;
   if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
     for (Type t : grad.getResultTypes().drop_front()) {
       ++trainable;

@@ -5,6 +5,7 @@
 #include "merak/Evaluator/HostTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::merak {
 
@@ -13,10 +14,17 @@ namespace mlir::merak {
 LogicalResult evaluateOp(Operation *op, ArrayRef<const HostTensor *> operands,
                          SmallVectorImpl<HostTensor> &results);
 
+/// Current values of parameters (and optimizer state) across calls: a
+/// parameter missing from the store starts at its initial value.
+using ParamStore = llvm::StringMap<HostTensor>;
+
 /// Evaluates `func` (merak ops, func.return) on `inputs`. Parameters are
-/// read from the enclosing module's merak.param initial values.
+/// read from `store` (or, without one, the merak.param initial values);
+/// merak.set_param writes into `store`, so a training step can be run
+/// repeatedly.
 FailureOr<SmallVector<HostTensor>> evaluateFunction(func::FuncOp func,
-                                                    ArrayRef<HostTensor> inputs);
+                                                    ArrayRef<HostTensor> inputs,
+                                                    ParamStore *store = nullptr);
 
 /// Folds `op` when all operands are constants and every result has at most
 /// `maxElements` elements; returns the folded attributes.

@@ -26,10 +26,13 @@ struct TrainingOptions {
   std::string logits;
   std::string labels = "next-token";
   std::vector<std::string> frozen;
+  /// merak-optimizer options as `key=value` pairs (optimizer, lr, ...).
+  std::string optimizer = "optimizer=adamw";
 };
 
-/// Attaches the loss (@loss), differentiates it (@loss_grad) and cleans up.
-void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
+/// Attaches the loss (@loss), differentiates it (@loss_grad), builds the
+/// update (@train_step) and cleans up. Fails on bad optimizer options.
+LogicalResult buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
 /// Prints "N trainable parameters (M elements), K frozen".
 void reportTrainableParameters(ModuleOp module, const TrainingOptions &options,

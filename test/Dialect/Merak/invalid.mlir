@@ -1216,3 +1216,20 @@ func.func @gather_grad(%g: tensor<2x4xf32>, %i: tensor<2xi64>) {
   %0 = merak.gather_grad %g[%i] axis = 0 : tensor<2x4xf32>, tensor<2xi64> -> tensor<3x5xf32>
   return
 }
+
+// -----
+
+func.func @unknown(%x: tensor<2xf32>) {
+  // expected-error @+1 {{'merak.set_param' op 'nope' does not name a merak.param}}
+  merak.set_param @nope, %x : tensor<2xf32>
+  return
+}
+
+// -----
+
+merak.param @w_sp : tensor<2xf32> = dense<1.0> : tensor<2xf32>
+func.func @mismatch(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.set_param' op value type 'tensor<3xf32>' does not match parameter type 'tensor<2xf32>'}}
+  merak.set_param @w_sp, %x : tensor<3xf32>
+  return
+}

@@ -4,6 +4,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Merak_Dialect : Dialect {
   let name = "merak";
@@ -22,6 +23,10 @@ def Merak_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 0;
   let discardableAttrs = (ins);
 }
+
+// The state that parameters (and optimizer state) live in: reads and writes
+// of it are ordered, so get_param is not hoisted over set_param.
+def Merak_ParamResource : Resource<"::mlir::merak::ParamResource">;
 
 class Merak_Op<string mnemonic, list<Trait> traits = []>
     : Op<Merak_Dialect, mnemonic, traits>;

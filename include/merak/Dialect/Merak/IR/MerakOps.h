@@ -13,6 +13,13 @@
 
 #include "merak/Dialect/Merak/IR/MerakInterfaces.h.inc"
 
+namespace mlir::merak {
+/// The side-effect resource of parameter state (get_param / set_param).
+struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
+  StringRef getName() final { return "merak.param"; }
+};
+} // namespace mlir::merak
+
 #define GET_OP_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOps.h.inc"
 

@@ -46,11 +46,24 @@ def Merak_ParamOp : Merak_Op<"param", [Symbol]> {
 }
 
 def Merak_GetParamOp : Merak_Op<"get_param",
-    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads the current value of a parameter";
-  let arguments = (ins FlatSymbolRefAttr:$name);
+  let arguments = (ins Arg<FlatSymbolRefAttr, "", [MemRead<Merak_ParamResource>]>:$name);
   let results = (outs Merak_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Merak_SetParamOp : Merak_Op<"set_param",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Replaces the value of a parameter (an optimizer update)";
+  let description = [{
+    Writes `value` into the parameter (or optimizer state) `name`; later
+    `merak.get_param`s of it in program order read the new value, and the
+    value persists across calls of the training step.
+  }];
+  let arguments = (ins Arg<FlatSymbolRefAttr, "", [MemWrite<Merak_ParamResource>]>:$name,
+                       Merak_Tensor:$value);
+  let assemblyFormat = "$name `,` $value attr-dict `:` type($value)";
 }
 
 def Merak_ConstantOp : Merak_Op<"constant",

@@ -92,4 +92,48 @@ def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
+  let summary = "Builds @train_step: loss, gradients and the optimizer update";
+  let description = [{
+    From `@loss_grad` (merak-autodiff), builds `func.func @train_step` with
+    the same arguments plus `step` (tensor<i64>, from 0), returning the loss,
+    the global gradient norm (before clipping) and the learning rate used.
+    After the gradients it clips them to `clip-norm` (global L2 norm, as
+    torch.nn.utils.clip_grad_norm_; 0 disables), computes the learning rate
+    of the schedule at `step`, and updates every trainable parameter with
+    `merak.set_param`. Optimizer state lives in new `merak.param`s named
+    `optimizer.<optimizer>.<slot>.<parameter>`, initialised to zeros, so
+    checkpoints carry it by name.
+    - sgd: PyTorch's SGD (momentum, nesterov, weight decay added to the
+      gradient).
+    - adamw: PyTorch's AdamW (decoupled weight decay, bias-corrected moments).
+    - adan: Xie et al., Algorithm 1: m and v (on gradient differences) and n,
+      `theta = (theta - eta / (sqrt(n) + eps) * (m + (1 - beta2) v)) /
+      (1 + weight_decay * eta)`, the previous gradient equal to the current
+      one at step 0. Betas follow the paper's convention (defaults 0.02,
+      0.08, 0.01).
+    Schedules: constant; linear-warmup (lr * min(1, (step+1)/warmup-steps));
+    cosine (linear warm-up, then cosine decay to min-lr at total-steps).
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd, adamw or adan">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Peak learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"-1", "First beta (default: 0.9 adamw, 0.02 adan)">,
+    Option<"beta2", "beta2", "double", /*default=*/"-1", "Second beta (default: 0.999 adamw, 0.08 adan)">,
+    Option<"beta3", "beta3", "double", /*default=*/"0.01", "Adan's third beta">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0.01 adamw, 0 sgd and adan)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0", "Global gradient-norm clip (0: off)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "constant, linear-warmup or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "Warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0", "Steps of the cosine schedule">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "Final learning rate of the cosine schedule">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

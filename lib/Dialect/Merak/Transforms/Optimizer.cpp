@@ -1,0 +1,237 @@
+//===- Optimizer.cpp - merak-optimizer ------------------------------------===//
+//
+// Builds @train_step from @loss_grad: gradient clipping, the learning-rate
+// schedule and the optimizer update as merak ops, with merak.set_param
+// writing parameters and optimizer state (see Passes.td for the formulas).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include <cmath>
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKOPTIMIZER
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// Builds ops at one location; scalars are rank-0 tensors of `elem`.
+struct Ops {
+  OpBuilder &b;
+  Location loc;
+  Type elem;
+
+  Value c(double v) {
+    return ConstantOp::create(
+        b, loc, SplatElementsAttr::get(RankedTensorType::get({}, elem), b.getFloatAttr(elem, v)));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value min(Value x, Value y) { return MinOp::create(b, loc, x, y); }
+  Value where(Value c, Value x, Value y) { return WhereOp::create(b, loc, c, x, y); }
+  /// a * x + b * y, the moving-average update.
+  Value mix(double a, Value x, double bb, Value y) { return add(mul(c(a), x), mul(c(bb), y)); }
+};
+
+struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grad = module.lookupSymbol<func::FuncOp>("loss_grad");
+    if (!grad) {
+      module.emitError("merak-optimizer: no @loss_grad (run merak-autodiff with entry=loss)");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("train_step")) {
+      module.emitError("merak-optimizer: the module already has a @train_step");
+      return signalPassFailure();
+    }
+    if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "adan") {
+      module.emitError("merak-optimizer: unknown optimizer '")
+          << optimizer << "' (expected sgd, adamw or adan)";
+      return signalPassFailure();
+    }
+    if (schedule != "constant" && schedule != "linear-warmup" && schedule != "cosine") {
+      module.emitError("merak-optimizer: unknown schedule '")
+          << schedule << "' (expected constant, linear-warmup or cosine)";
+      return signalPassFailure();
+    }
+    if (schedule == "cosine" && totalSteps <= warmupSteps) {
+      module.emitError("merak-optimizer: the cosine schedule needs total-steps > warmup-steps");
+      return signalPassFailure();
+    }
+    bool adan = optimizer == "adan";
+    b1 = beta1 >= 0 ? beta1 : (adan ? 0.02 : 0.9);
+    b2 = beta2 >= 0 ? beta2 : (adan ? 0.08 : 0.999);
+    wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
+    if (failed(build(module, grad)))
+      signalPassFailure();
+  }
+
+  double b1 = 0, b2 = 0, wd = 0;
+
+  /// A zero-initialised state parameter next to `param`.
+  Value state(ModuleOp module, OpBuilder &b, ParamOp param, StringRef slot) {
+    std::string name = ("optimizer." + optimizer + "." + slot + "." + param.getSymName()).str();
+    OpBuilder pb(param);
+    pb.setInsertionPointAfter(param);
+    auto type = param.getTensorType();
+    ParamOp::create(pb, param.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                    SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+    stateNames.push_back(name);
+    return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
+  }
+  SmallVector<std::string> stateNames;
+
+  void set(OpBuilder &b, Location loc, StringRef name, Value v) {
+    SetParamOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), name), v);
+  }
+
+  /// The learning rate at `stepF` (rank-0, float): the schedule.
+  Value learningRate(Ops &o, Value stepF) {
+    Value t = o.add(stepF, o.c(1.0));
+    if (schedule == "constant" || warmupSteps <= 0) {
+      if (schedule != "cosine")
+        return o.c(lr);
+    }
+    Value warm = warmupSteps > 0 ? o.min(o.c(1.0), o.div(t, o.c((double)warmupSteps))) : o.c(1.0);
+    Value warmLr = o.mul(o.c(lr), warm);
+    if (schedule == "linear-warmup")
+      return warmLr;
+    // cosine: progress in [0, 1] after the warm-up.
+    Value progress = o.div(o.sub(stepF, o.c((double)warmupSteps)),
+                           o.c((double)(totalSteps - warmupSteps)));
+    progress = ClampOp::create(o.b, o.loc, progress, o.b.getF64FloatAttr(0.0),
+                               o.b.getF64FloatAttr(1.0));
+    Value cosv = CosOp::create(o.b, o.loc, o.mul(o.c(M_PI), progress));
+    Value decayed = o.add(o.c(minLr), o.mul(o.c(0.5 * (lr - minLr)), o.add(o.c(1.0), cosv)));
+    if (warmupSteps <= 0)
+      return decayed;
+    Value inWarmup = LtOp::create(o.b, o.loc, stepF, o.c((double)warmupSteps));
+    return o.where(inWarmup, warmLr, decayed);
+  }
+
+  LogicalResult build(ModuleOp module, func::FuncOp grad) {
+    OpBuilder mb(grad);
+    mb.setInsertionPointAfter(grad);
+    auto fn = cast<func::FuncOp>(mb.clone(*grad));
+    fn.setSymName("train_step");
+    auto i64 = RankedTensorType::get({}, mb.getI64Type());
+    if (failed(fn.insertArgument(fn.getNumArguments(), i64,
+                                 mb.getDictionaryAttr(mb.getNamedAttr(
+                                     "merak.name", mb.getStringAttr("step"))),
+                                 fn.getLoc())))
+      return failure();
+    Value step = fn.getArguments().back();
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    Value loss = ret.getOperand(0);
+    Type elem = cast<RankedTensorType>(loss.getType()).getElementType();
+    OpBuilder b(ret);
+    Ops o{b, fn.getLoc(), elem};
+    auto scalarType = RankedTensorType::get({}, elem);
+    Value stepF = CastOp::create(b, o.loc, scalarType, step);
+
+    // Gradients by parameter, from the result names "grad:<param>".
+    SmallVector<std::pair<ParamOp, Value>> grads;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
+      auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
+      if (!name || !name.getValue().starts_with("grad:"))
+        return fn.emitError("merak-optimizer: result ") << i << " of @loss_grad is not a gradient";
+      auto param = module.lookupSymbol<ParamOp>(name.getValue().drop_front(5));
+      if (!param)
+        return fn.emitError("merak-optimizer: no parameter for ") << name;
+      if (cast<RankedTensorType>(param.getType()).getElementType() != elem)
+        return param.emitError("merak-optimizer: parameter element type differs from the loss's");
+      grads.push_back({param, ret.getOperand(i)});
+    }
+
+    // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_).
+    Value sumSq = o.c(0.0);
+    for (auto &[param, g] : grads) {
+      SmallVector<int64_t> all;
+      for (int64_t d = 0; d < cast<RankedTensorType>(g.getType()).getRank(); ++d)
+        all.push_back(d);
+      Value sq = o.mul(g, g);
+      sumSq = o.add(sumSq, all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false));
+    }
+    Value norm = o.sqrt(sumSq);
+    Value coef;
+    if (clipNorm > 0)
+      coef = o.min(o.c(1.0), o.div(o.c(clipNorm), o.add(norm, o.c(1e-6))));
+    Value lrT = learningRate(o, stepF);
+    Value first = EqOp::create(b, o.loc, step,
+                               ConstantOp::create(b, o.loc, SplatElementsAttr::get(i64, b.getI64IntegerAttr(0))));
+
+    for (auto &[param, gIn] : grads) {
+      Location loc = param.getLoc();
+      Value g = coef ? o.mul(gIn, coef) : gIn;
+      Value p = GetParamOp::create(b, loc, param.getTensorType(), FlatSymbolRefAttr::get(b.getContext(), param.getSymName()));
+      Value updated;
+      if (optimizer == "sgd") {
+        if (wd != 0)
+          g = o.add(g, o.mul(o.c(wd), p));
+        Value d = g;
+        if (momentum != 0) {
+          Value buf = o.add(o.mul(o.c(momentum), state(module, b, param, "momentum_buffer")), g);
+          set(b, loc, stateNames.back(), buf);
+          d = nesterov ? o.add(g, o.mul(o.c(momentum), buf)) : buf;
+        }
+        updated = o.sub(p, o.mul(lrT, d));
+      } else if (optimizer == "adamw") {
+        Value m = o.mix(b1, state(module, b, param, "exp_avg"), 1 - b1, g);
+        set(b, loc, stateNames.back(), m);
+        Value v = o.mix(b2, state(module, b, param, "exp_avg_sq"), 1 - b2, o.mul(g, g));
+        set(b, loc, stateNames.back(), v);
+        Value t = o.add(stepF, o.c(1.0));
+        Value bc1 = o.sub(o.c(1.0), PowOp::create(b, loc, o.c(b1), t));
+        Value bc2 = o.sub(o.c(1.0), PowOp::create(b, loc, o.c(b2), t));
+        Value denom = o.add(o.div(o.sqrt(v), o.sqrt(bc2)), o.c(eps));
+        Value decayed = o.mul(p, o.sub(o.c(1.0), o.mul(lrT, o.c(wd))));
+        updated = o.sub(decayed, o.mul(o.div(lrT, bc1), o.div(m, denom)));
+      } else {
+        // Adan, Algorithm 1 with m0 = g0, v0 = 0, n0 = g0^2.
+        Value prev = state(module, b, param, "prev_grad");
+        std::string prevName = stateNames.back();
+        Value diff = o.sub(g, prev);
+        Value mOld = state(module, b, param, "exp_avg");
+        std::string mName = stateNames.back();
+        Value vOld = state(module, b, param, "exp_avg_diff");
+        std::string vName = stateNames.back();
+        Value nOld = state(module, b, param, "exp_avg_sq");
+        std::string nName = stateNames.back();
+        Value m = o.where(first, g, o.mix(1 - b1, mOld, b1, g));
+        Value v = o.where(first, o.mul(g, o.c(0.0)), o.mix(1 - b2, vOld, b2, diff));
+        Value corr = o.add(g, o.mul(o.c(1 - b2), diff));
+        Value n = o.where(first, o.mul(g, g), o.mix(1 - beta3, nOld, beta3.getValue(), o.mul(corr, corr)));
+        Value eta = o.div(lrT, o.add(o.sqrt(n), o.c(eps)));
+        Value stepDir = o.mul(eta, o.add(m, o.mul(o.c(1 - b2), v)));
+        updated = o.div(o.sub(p, stepDir), o.add(o.c(1.0), o.mul(o.c(wd), lrT)));
+        set(b, loc, mName, m);
+        set(b, loc, vName, v);
+        set(b, loc, nName, n);
+        set(b, loc, prevName, g);
+      }
+      set(b, loc, param.getSymName(), updated);
+    }
+    func::ReturnOp::create(b, ret.getLoc(), ValueRange{loss, norm, lrT});
+    ret.erase();
+    SmallVector<Type> types{loss.getType(), norm.getType(), lrT.getType()};
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
+    SmallVector<DictionaryAttr> names;
+    for (StringRef n : {"loss", "grad_norm", "lr"})
+      names.push_back(b.getDictionaryAttr(b.getNamedAttr("merak.name", b.getStringAttr(n))));
+    fn.setAllResultAttrs(ArrayRef<DictionaryAttr>(names));
+    return success();
+  }
+};
+} // namespace
