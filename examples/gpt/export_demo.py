@@ -5,7 +5,8 @@ parameter names are kept, with a batch of character tokens from corpus.txt.
     /usr/bin/python3 examples/gpt/export_demo.py OUTDIR
 
 writes OUTDIR/model.onnx and OUTDIR/test_data_set_0/{input_0,output_0}.pb,
-the logits computed by PyTorch (in float64, rounded to float32).
+the logits computed by PyTorch (in float64, rounded to float32), and the
+batch with its next-token labels as OUTDIR/{input_ids,labels}.npy.
 """
 import os
 import sys
@@ -22,11 +23,11 @@ BATCH, SEQ = 4, 32
 
 
 def tokens(path, vocab):
+    """A batch of inputs and their next-token labels from the corpus."""
     data = open(path, "rb").read()
     ids = np.frombuffer(data, dtype=np.uint8).astype(np.int64) % vocab
-    need = BATCH * SEQ
-    ids = np.resize(ids, need)  # repeats the corpus if it is short
-    return ids.reshape(BATCH, SEQ)
+    ids = np.resize(ids, BATCH * SEQ + 1)  # repeats the corpus if it is short
+    return ids[:-1].reshape(BATCH, SEQ), ids[1:].reshape(BATCH, SEQ)
 
 
 def main():
@@ -34,7 +35,10 @@ def main():
     os.makedirs(os.path.join(out, "test_data_set_0"), exist_ok=True)
     torch.manual_seed(0)
     model = export_models.GPT2()
-    ids = torch.from_numpy(tokens(os.path.join(HERE, "corpus.txt"), 97))
+    ids_np, labels_np = tokens(os.path.join(HERE, "corpus.txt"), 97)
+    ids = torch.from_numpy(ids_np)
+    np.save(os.path.join(out, "labels.npy"), labels_np)
+    np.save(os.path.join(out, "input_ids.npy"), ids_np)
     with torch.no_grad():
         ref = model.double()(ids).float().numpy()
     model = model.float()
