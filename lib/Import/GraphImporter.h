@@ -19,16 +19,19 @@ inline constexpr const char *kEntryName = "forward";
 
 class GraphImporter {
 public:
-  GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
+  /// Consumes `model`: the raw bytes of each initializer are released once
+  /// they are copied into a resource blob, so peak memory stays near one
+  /// copy of the parameters.
+  GraphImporter(MLIRContext *ctx, onnx::ModelProto &model,
                 StringRef baseDir, const ImportOptions &options)
-      : ctx(ctx), model(model), graph(model.graph()), baseDir(baseDir),
+      : ctx(ctx), model(model), graph(*model.mutable_graph()), baseDir(baseDir),
         options(options), builder(ctx) {}
 
   OwningOpRef<ModuleOp> run();
 
   MLIRContext *ctx;
-  const onnx::ModelProto &model;
-  const onnx::GraphProto &graph;
+  onnx::ModelProto &model;
+  onnx::GraphProto &graph;
   std::string baseDir;
   const ImportOptions &options;
   OpBuilder builder;

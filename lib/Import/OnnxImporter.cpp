@@ -24,6 +24,13 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/defs/parser.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <limits>
 #include <onnx/defs/schema.h>
 
 using namespace mlir;
@@ -353,7 +360,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   // Initializers that something reads: floats with more than one element
   // are parameters, the rest (integers, scalars) constants.
   builder.setInsertionPointToStart(body);
-  for (const onnx::TensorProto &init : graph.initializer()) {
+  for (onnx::TensorProto &init : *graph.mutable_initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
     if (!consumed.contains(init.name()))
       continue;
@@ -368,6 +375,9 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       params[init.name()] = ParamOp::create(
           pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(type),
           makeResource(type, raw->bytes, init.name()));
+      // The blob owns a copy now; drop the proto's (raw->bytes views it).
+      raw->bytes = {};
+      std::string().swap(*init.mutable_raw_data()); // clear() keeps capacity
       values[init.name()] = GetParamOp::create(builder, loc, type,
                                                FlatSymbolRefAttr::get(ctx, init.name()));
     } else {
@@ -516,15 +526,15 @@ OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *c
                       "tensors as ONNX external data";
     return nullptr;
   }
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/true);
-  if (!buf) {
-    emitError(loc) << "cannot read '" << path << "': " << buf.getError().message();
-    return nullptr;
-  }
   onnx::ModelProto model;
   bool text = path.ends_with(".onnxtxt") || path.ends_with(".onnxtext");
   if (text) {
+    auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/true);
+    if (!buf) {
+      emitError(loc) << "cannot read '" << path << "': " << buf.getError().message();
+      return nullptr;
+    }
     try {
       auto status = onnx::OnnxParser::Parse(model, (*buf)->getBufferStart());
       if (!status.IsOK()) {
@@ -536,12 +546,24 @@ OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *c
       emitError(loc) << "'" << path << "' is not valid ONNX text: " << e.what();
       return nullptr;
     }
-  } else if (!model.ParseFromArray((*buf)->getBufferStart(),
-                                   (int)(*buf)->getBufferSize())) {
-    emitError(loc) << "'" << path
-                   << "' is not a valid ONNX model (protobuf parsing failed: "
-                      "truncated or not an ONNX file)";
-    return nullptr;
+  } else {
+    // Stream the protobuf from the file instead of holding the whole file
+    // next to the parsed message: peak memory is one copy of the model.
+    int fd = ::open(path.str().c_str(), O_RDONLY);
+    if (fd < 0) {
+      emitError(loc) << "cannot read '" << path << "': " << std::strerror(errno);
+      return nullptr;
+    }
+    google::protobuf::io::FileInputStream file(fd);
+    file.SetCloseOnDelete(true);
+    google::protobuf::io::CodedInputStream coded(&file);
+    coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+    if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+      emitError(loc) << "'" << path
+                     << "' is not a valid ONNX model (protobuf parsing failed: "
+                        "truncated or not an ONNX file)";
+      return nullptr;
+    }
   }
   if (!model.has_graph() || model.opset_import_size() == 0) {
     emitError(loc) << "'" << path
