@@ -15,7 +15,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -25,6 +24,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
+from grad_check import run  # noqa: E402  (runs a tool, raises on failure)
 
 STEPS = 20
 TOLERANCE = 1e-4
@@ -104,14 +104,6 @@ def reference(model, ids, labels, cfg):
                 group["lr"] = lr_at(cfg, step)
             opt.step()
     return losses
-
-
-def run(cmd):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if p.returncode:
-        raise RuntimeError("%s failed:\n%s" % (os.path.basename(cmd[0]),
-                                               p.stderr.decode()[-2000:]))
-    return p.stdout.decode()
 
 
 def main():
