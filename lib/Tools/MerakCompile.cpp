@@ -41,9 +41,10 @@ struct CompileOptions {
                             "ONNX -> merak dialect, shapes static, shape "
                             "arithmetic folded, parameters as merak.param"),
                  clEnumValN(Phase::Training, "training",
-                            "adds @loss (the training loss) and @loss_grad "
-                            "(loss and the gradient of every trainable "
-                            "parameter)")),
+                            "adds @loss (the training loss), @loss_grad (loss "
+                            "and the gradient of every trainable parameter) and "
+                            "@train_step (gradients, clipping, LR schedule and "
+                            "the optimizer update)")),
       cl::init(Phase::Import), cl::cat(cat)};
   cl::list<std::string> inputShapes{
       "input-shape", cl::desc("Bind a graph input's shape (dynamic dims), e.g. input_ids=8x128"),
@@ -100,7 +101,11 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       "      imports the model into the merak dialect and prints the IR;\n"
       "      inspect or transform it further with merak-opt, evaluate it with merak-run.\n"
       "  merak-compile model.onnx --input-shape input_ids=8x128 --compile-to=import\n"
-      "      binds a dynamic input dimension (every dynamic one must be bound).\n");
+      "      binds a dynamic input dimension (every dynamic one must be bound).\n"
+      "  merak-compile model.onnx --compile-to=training --frozen '*.attn.bias' \\\n"
+      "      --optimizer adamw --opt lr=3e-4 --opt clip-norm=1.0 -o train.mlir\n"
+      "      builds the training step; run it with\n"
+      "      merak-run train.mlir --entry train_step --input ids.npy --input labels.npy --steps 10\n");
 
   ImportOptions importOpts;
   for (const std::string &spec : opts.inputShapes) {
