@@ -1,0 +1,129 @@
+//===- kernels.h - CPU compute kernels (float32) -----------------*- C++ -*-===//
+//
+// The CPU backend's compute kernels: GEMM (OpenBLAS), softmax, log-softmax,
+// layer norm, GELU, cross entropy and the AdamW update, each forward and
+// backward where a training program needs it.
+//
+// Conventions for every kernel:
+//  - plain float32 pointers and int64 sizes; tensors are dense and row-major;
+//    a "row" is the last (contiguous) dimension, `rows` the product of the
+//    others;
+//  - no allocation, no exceptions, no virtual calls; the caller owns every
+//    buffer, and input and output buffers must not overlap unless a kernel
+//    says so;
+//  - reductions (sums over a row or over rows) are accumulated in double;
+//  - row loops run as OpenMP `parallel for` when the work is large enough
+//    (when the runtime is built with OpenMP); GEMM uses OpenBLAS's threads.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_KERNELS_H
+#define MERAK_RT_KERNELS_H
+
+#include <cstdint>
+
+namespace merak::rt::cpu {
+
+// --- GEMM ---------------------------------------------------------------------
+
+/// C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is
+/// [M,K] (A stored [M,K], or [K,M] when transA) and op(B) is [K,N] (B stored
+/// [K,N], or [N,K] when transB). beta == 0 overwrites C (NaNs in C do not
+/// propagate). M, N or K may be 0.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const float *A, const float *B, float beta, float *C);
+
+/// `batch` independent GEMMs as above; operand i of batch b starts at
+/// A + b*strideA, B + b*strideB, C + b*strideC (in elements). A stride of 0
+/// broadcasts that operand (must not be 0 for C when batch > 1).
+void batchedGemm(bool transA, bool transB, int64_t batch, int64_t M,
+                 int64_t N, int64_t K, float alpha, const float *A,
+                 int64_t strideA, const float *B, int64_t strideB, float beta,
+                 float *C, int64_t strideC);
+
+// --- softmax ------------------------------------------------------------------
+
+/// y = softmax(x) along each row of [rows, cols] (max-subtracted, so any
+/// finite input is safe). y may alias x.
+void softmaxForward(const float *x, float *y, int64_t rows, int64_t cols);
+
+/// dx = y * (dy - sum_j(dy_j * y_j)) per row, y the forward output.
+/// dx may alias dy.
+void softmaxBackward(const float *y, const float *dy, float *dx, int64_t rows,
+                     int64_t cols);
+
+/// y = x - max - log(sum exp(x - max)) per row. y may alias x.
+void logSoftmaxForward(const float *x, float *y, int64_t rows, int64_t cols);
+
+/// dx = dy - exp(y) * sum_j(dy_j) per row, y the forward output.
+/// dx may alias dy.
+void logSoftmaxBackward(const float *y, const float *dy, float *dx,
+                        int64_t rows, int64_t cols);
+
+// --- layer norm ---------------------------------------------------------------
+
+/// Normalizes each row of x[rows, cols]:
+///   mean = sum(x)/cols, var = sum((x-mean)^2)/cols (biased),
+///   rstd = 1/sqrt(var + eps), y = (x - mean) * rstd * scale + bias.
+/// scale and bias ([cols]) may be null (meaning 1 and 0). mean and rstd
+/// ([rows]) receive the saved statistics for the backward; either may be null.
+void layerNormForward(const float *x, const float *scale, const float *bias,
+                      float *y, float *mean, float *rstd, int64_t rows,
+                      int64_t cols, float eps);
+
+/// The backward of layerNormForward, from the saved mean and rstd:
+///   xhat = (x - mean) * rstd, g = dy * scale,
+///   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),
+///   dscale[j] = sum_rows(dy * xhat), dbias[j] = sum_rows(dy).
+/// dscale and dbias are overwritten (not added to); each may be null, and
+/// scale may be null (meaning 1). dx may be null (only parameter grads).
+void layerNormBackward(const float *x, const float *scale, const float *mean,
+                       const float *rstd, const float *dy, float *dx,
+                       float *dscale, float *dbias, int64_t rows,
+                       int64_t cols);
+
+// --- GELU ---------------------------------------------------------------------
+
+/// y = 0.5 * x * (1 + erf(x / sqrt(2))) (the exact form), n elements.
+/// y may alias x.
+void geluForward(const float *x, float *y, int64_t n);
+
+/// dx = dy * (Phi(x) + x * phi(x)), Phi/phi the standard normal CDF/density.
+/// dx may alias dy.
+void geluBackward(const float *x, const float *dy, float *dx, int64_t n);
+
+// --- cross entropy ------------------------------------------------------------
+
+/// Per row r of logits[rows, classes] with target labels[r]:
+///   loss[r] = logsumexp(logits[r, :]) - logits[r, labels[r]],
+/// 0 where labels[r] == ignoreIndex. Writes lossPerRow[r] when it is not
+/// null and returns the mean over the non-ignored rows (0 when every row is
+/// ignored; PyTorch would give NaN). A label outside [0, classes) that is not
+/// ignoreIndex gives NaN for that row (and so for the mean).
+float crossEntropyForward(const float *logits, const int64_t *labels,
+                          float *lossPerRow, int64_t rows, int64_t classes,
+                          int64_t ignoreIndex = -100);
+
+/// dlogits = (softmax(logits) - onehot(labels)) * scale per row, and 0 on
+/// rows whose label is ignoreIndex. For the mean loss pass
+/// scale = upstream_grad / (number of non-ignored rows). dlogits may alias
+/// logits.
+void crossEntropyBackward(const float *logits, const int64_t *labels,
+                          float *dlogits, int64_t rows, int64_t classes,
+                          float scale, int64_t ignoreIndex = -100);
+
+// --- optimizer ----------------------------------------------------------------
+
+/// One AdamW step on n parameters, in place, exactly as torch.optim.AdamW
+/// (non-amsgrad, non-maximize) with step counted from 1 (the first call
+/// passes step = 1):
+///   p *= 1 - lr * weightDecay
+///   m = beta1 * m + (1 - beta1) * g
+///   v = beta2 * v + (1 - beta2) * g^2
+///   p -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+void adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
+               float lr, float beta1, float beta2, float eps,
+               float weightDecay, int64_t step);
+
+} // namespace merak::rt::cpu
+
+#endif // MERAK_RT_KERNELS_H
