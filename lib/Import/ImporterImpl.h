@@ -108,6 +108,10 @@ public:
   std::string getString(StringRef name, StringRef dflt) const;
   std::optional<SmallVector<int64_t>> getInts(StringRef name) const;
 
+  /// Input 0 viewed as a matrix at `axis` (Flatten, pre-13 Softmax):
+  /// {product of dims before axis, product of the rest}; axis may be rank.
+  FailureOr<std::pair<int64_t, int64_t>> flattenedAt(int64_t axis);
+
   /// Normalises a possibly negative axis against `rank`.
   FailureOr<int64_t> axis(int64_t a, int64_t rank);
 

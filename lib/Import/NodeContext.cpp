@@ -84,6 +84,20 @@ std::optional<SmallVector<int64_t>> NodeContext::getInts(StringRef name) const {
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+FailureOr<std::pair<int64_t, int64_t>> NodeContext::flattenedAt(int64_t axis) {
+  auto in = inputType(0);
+  if (axis < 0)
+    axis += in.getRank();
+  if (axis < 0 || axis > in.getRank()) {
+    (void)error("axis out of range");
+    return failure();
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    (d < axis ? outer : inner) *= in.getDimSize(d);
+  return std::make_pair(outer, inner);
+}
+
 FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
   int64_t n = a < 0 ? a + rank : a;
   if (n < 0 || n >= std::max<int64_t>(rank, 1)) {

@@ -44,16 +44,10 @@ LogicalResult legacyBinary(NodeContext &n) {
 template <typename OpTy>
 LogicalResult legacySoftmax(NodeContext &n) {
   auto t = n.inputType(0);
-  int64_t axis = n.getInt("axis", 1);
-  if (axis < 0)
-    axis += t.getRank();
-  if (axis < 0 || axis > t.getRank())
-    return n.error("axis out of range");
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= t.getDimSize(d);
-  int64_t inner = t.getNumElements() / std::max<int64_t>(outer, 1);
-  Value x = n.reshape(n.input(0), {outer, inner});
+  auto matrix = n.flattenedAt(n.getInt("axis", 1));
+  if (failed(matrix))
+    return failure();
+  Value x = n.reshape(n.input(0), {matrix->first, matrix->second});
   n.setOutputs(n.reshape(n.create<OpTy>(x, 1), t.getShape()));
   return success();
 }

@@ -199,16 +199,10 @@ LogicalResult reshape(NodeContext &n) {
 }
 
 LogicalResult flatten(NodeContext &n) {
-  auto in = n.inputType(0);
-  int64_t axis = n.getInt("axis", 1);
-  if (axis < 0)
-    axis += in.getRank();
-  if (axis < 0 || axis > in.getRank())
-    return n.error("axis out of range");
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    (d < axis ? outer : inner) *= in.getDimSize(d);
-  n.setOutputs(n.reshape(n.input(0), {outer, inner}));
+  auto matrix = n.flattenedAt(n.getInt("axis", 1));
+  if (failed(matrix))
+    return failure();
+  n.setOutputs(n.reshape(n.input(0), {matrix->first, matrix->second}));
   return success();
 }
 
