@@ -10,6 +10,14 @@
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Tools/Drivers.h"
 #include "merak/Tools/Registration.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Target/Program.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/AsmState.h"
@@ -27,7 +35,7 @@ using namespace mlir::merak;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Phase { Import, Training };
+enum class Phase { Import, Training, Lower, Emit, Binary };
 
 struct CompileOptions {
   cl::OptionCategory cat{"merak-compile options"};
@@ -44,7 +52,18 @@ struct CompileOptions {
                             "adds @loss (the training loss), @loss_grad (loss "
                             "and the gradient of every trainable parameter) and "
                             "@train_step (gradients, clipping, LR schedule and "
-                            "the optimizer update)")),
+                            "the optimizer update)"),
+                 clEnumValN(Phase::Lower, "lower",
+                            "plans the memory of @train_step: arena offsets by "
+                            "liveness, parameter and constant storage (prints the "
+                            "planned merak IR and the peak arena bytes)"),
+                 clEnumValN(Phase::Emit, "emit",
+                            "the C++ host code of the step (EmitC), calling the "
+                            "runtime's kernels"),
+                 clEnumValN(Phase::Binary, "binary",
+                            "the training executable (-o, default ./train): the "
+                            "step compiled by the host C++ compiler, linked with the "
+                            "CPU runtime, parameters embedded")),
       cl::init(Phase::Import), cl::cat(cat)};
   cl::list<std::string> inputShapes{
       "input-shape", cl::desc("Bind a graph input's shape (dynamic dims), e.g. input_ids=8x128"),
@@ -73,6 +92,8 @@ struct CompileOptions {
                       "(constant|linear-warmup|cosine), warmup-steps, total-steps, min-lr; "
                       "see merak-opt --help for --merak-optimizer"),
       cl::value_desc("KEY=VALUE"), cl::cat(cat)};
+  cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
+                        cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
                              cl::init(false), cl::cat(cat)};
   cl::opt<bool> noCleanup{"no-cleanup",
@@ -83,6 +104,78 @@ struct CompileOptions {
 int fail(const Twine &msg) {
   llvm::errs() << "merak-compile: error: " << msg << "\n";
   return 1;
+}
+
+/// Prints the memory plan's totals: the peak arena against what every
+/// temporary would take without reuse.
+void reportMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  int64_t unplanned = 0;
+  fn.walk([&](Operation *op) {
+    if (op->hasAttr(kOffsetsAttr))
+      for (Value r : op->getResults())
+        unplanned += cast<RankedTensorType>(r.getType()).getNumElements() *
+                     storageElementBytes(cast<RankedTensorType>(r.getType()).getElementType());
+  });
+  auto bytes = [&](StringRef name, Operation *on) {
+    return on->getAttrOfType<IntegerAttr>(name).getInt();
+  };
+  os << "merak-compile: memory plan: arena peak " << bytes(kArenaBytesAttr, fn) << " bytes ("
+     << unplanned << " bytes of temporaries without reuse), parameters and state "
+     << bytes(kParamsBytesAttr, module) << " bytes, constants " << bytes(kConstsBytesAttr, module)
+     << " bytes\n";
+}
+
+/// Writes the program's source, manifest and data to a scratch directory and
+/// builds the executable; `out` is replaced only when everything succeeded.
+int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool verbose) {
+  SmallString<128> dir;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("merak-build", dir))
+    return fail("cannot create a build directory: " + ec.message());
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (!verbose)
+      llvm::sys::fs::remove_directories(dir);
+  });
+  auto path = [&](StringRef name) {
+    SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return p.str().str();
+  };
+  std::string manifest = path("manifest.json"), data = path("data.bin"), cpp = path("step.cpp");
+  uint64_t dataBytes = 0;
+  {
+    std::error_code ec1, ec2;
+    llvm::raw_fd_ostream mos(manifest, ec1), dos(data, ec2);
+    if (ec1 || ec2)
+      return fail("cannot write to " + dir);
+    if (failed(writeProgramData(module, program, mos, dos)))
+      return 1;
+    dataBytes = dos.tell();
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream cos(cpp, ec);
+    if (ec)
+      return fail("cannot write " + cpp);
+    if (failed(emitProgramSource(module, program, cos)))
+      return 1;
+  }
+  SmallString<128> outAbs(out);
+  llvm::sys::fs::make_absolute(outAbs);
+  std::string tmp = (outAbs + ".tmp" + Twine(llvm::sys::Process::getProcessId())).str();
+  if (std::string err = buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose);
+      !err.empty()) {
+    llvm::sys::fs::remove(tmp);
+    return fail("building the executable: " + err);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, outAbs)) {
+    llvm::sys::fs::remove(tmp);
+    return fail("cannot write " + out + ": " + ec.message());
+  }
+  if (verbose)
+    llvm::errs() << "merak-compile: build files kept in " << dir << "\n";
+  llvm::errs() << "merak-compile: wrote " << out << "\n";
+  return 0;
 }
 } // namespace
 
@@ -153,12 +246,32 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       return 1;
     reportTrainableParameters(*module, training, llvm::errs());
   }
+  ProgramInfo program;
+  program.model = llvm::sys::path::filename(opts.input).str();
+  program.optimizer = opts.optimizer;
+  if (opts.compileTo >= Phase::Lower) {
+    if (!module->lookupSymbol("train_step"))
+      return fail("no @train_step to lower");
+    PassManager pm(&ctx);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return 1;
+    pm.addPass(createMerakPlanMemory());
+    if (failed(pm.run(*module)))
+      return 1;
+    reportMemoryPlan(*module, llvm::errs());
+  }
+  if (opts.compileTo == Phase::Binary)
+    return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output.getValue(),
+                       opts.verbose);
   // Open the output only now, so a failed compile never clobbers it.
   std::string err;
   auto out = openOutputFile(opts.output, &err);
   if (!out)
     return fail(err);
-  if (opts.emitBytecode) {
+  if (opts.compileTo == Phase::Emit) {
+    if (failed(emitProgramSource(*module, program, out->os())))
+      return 1;
+  } else if (opts.emitBytecode) {
     if (failed(writeBytecodeToFile(*module, out->os())))
       return fail("cannot write bytecode");
   } else {

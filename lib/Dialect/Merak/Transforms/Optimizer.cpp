@@ -86,8 +86,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     OpBuilder pb(param);
     pb.setInsertionPointAfter(param);
     auto type = param.getTensorType();
-    ParamOp::create(pb, param.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
-                    SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+    auto state = ParamOp::create(pb, param.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                                 SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+    state->setAttr(kKindAttr, pb.getStringAttr("state"));
     stateNames.push_back(name);
     return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
   }
@@ -97,15 +98,32 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     SetParamOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), name), v);
   }
 
-  /// The learning rate at `stepF` (rank-0, float): the schedule.
-  Value learningRate(Ops &o, Value stepF) {
+  /// A run-time hyper-parameter: a scalar parameter of kind "hparam" named
+  /// `optimizer.hparams.<key>` holding the compile-time value, so that the
+  /// generated program can override it from its command line (--lr).
+  Value hparam(ModuleOp module, Ops &o, StringRef key, double value) {
+    std::string name = ("optimizer.hparams." + key).str();
+    auto type = RankedTensorType::get({}, o.elem);
+    if (!module.lookupSymbol(name)) {
+      OpBuilder pb = OpBuilder::atBlockBegin(module.getBody());
+      auto p = ParamOp::create(pb, module.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                               SplatElementsAttr::get(type, pb.getFloatAttr(o.elem, value)));
+      p->setAttr(kKindAttr, pb.getStringAttr("hparam"));
+    }
+    return GetParamOp::create(o.b, o.loc, type, FlatSymbolRefAttr::get(o.b.getContext(), name));
+  }
+
+  /// The learning rate at `stepF` (rank-0, float): the schedule, scaled from
+  /// the run-time peak learning rate.
+  Value learningRate(ModuleOp module, Ops &o, Value stepF) {
+    Value peak = hparam(module, o, "lr", lr);
     Value t = o.add(stepF, o.c(1.0));
     if (schedule == "constant" || warmupSteps <= 0) {
       if (schedule != "cosine")
-        return o.c(lr);
+        return peak;
     }
     Value warm = warmupSteps > 0 ? o.min(o.c(1.0), o.div(t, o.c((double)warmupSteps))) : o.c(1.0);
-    Value warmLr = o.mul(o.c(lr), warm);
+    Value warmLr = o.mul(peak, warm);
     if (schedule == "linear-warmup")
       return warmLr;
     // cosine: progress in [0, 1] after the warm-up.
@@ -114,7 +132,8 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     progress = ClampOp::create(o.b, o.loc, progress, o.b.getF64FloatAttr(0.0),
                                o.b.getF64FloatAttr(1.0));
     Value cosv = CosOp::create(o.b, o.loc, o.mul(o.c(M_PI), progress));
-    Value decayed = o.add(o.c(minLr), o.mul(o.c(0.5 * (lr - minLr)), o.add(o.c(1.0), cosv)));
+    Value halfRange = o.mul(o.c(0.5), o.sub(peak, o.c(minLr)));
+    Value decayed = o.add(o.c(minLr), o.mul(halfRange, o.add(o.c(1.0), cosv)));
     if (warmupSteps <= 0)
       return decayed;
     Value inWarmup = LtOp::create(o.b, o.loc, stepF, o.c((double)warmupSteps));
@@ -168,7 +187,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     Value coef;
     if (clipNorm > 0)
       coef = o.min(o.c(1.0), o.div(o.c(clipNorm), o.add(norm, o.c(1e-6))));
-    Value lrT = learningRate(o, stepF);
+    Value lrT = learningRate(module, o, stepF);
     Value first = EqOp::create(b, o.loc, step,
                                ConstantOp::create(b, o.loc, SplatElementsAttr::get(i64, b.getI64IntegerAttr(0))));
 

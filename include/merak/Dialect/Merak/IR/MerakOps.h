@@ -25,6 +25,12 @@ struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
 
 namespace mlir::merak {
 
+/// Discardable attribute on `merak.param`: what the parameter is for the
+/// generated program and its checkpoints: "state" (optimizer state, set by
+/// merak-optimizer) or "hparam" (a run-time hyper-parameter). Absent: a model
+/// parameter, trainable when the training step writes it, frozen otherwise.
+constexpr llvm::StringLiteral kKindAttr = "merak.kind";
+
 /// Numpy broadcast of two static shapes; failure when incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);

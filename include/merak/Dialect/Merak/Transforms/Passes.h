@@ -3,6 +3,7 @@
 #define MERAK_DIALECT_MERAK_TRANSFORMS_PASSES_H
 
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

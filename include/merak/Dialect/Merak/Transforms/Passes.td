@@ -136,4 +136,61 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Static memory plan: a liveness-based arena, parameter and constant storage";
+  let description = [{
+    Plans the memory of the function `entry` for code generation, in three
+    regions (see runtime/include/merak_rt/program.h), every buffer 64-byte
+    aligned:
+    - the arena: every function argument, op result and returned value gets
+      an arena offset; buffers whose live ranges (definition to last use, in
+      program order) do not overlap share bytes. `merak.reshape` results
+      alias their operand (a view), so an alias group lives as long as its
+      longest-lived member. A result is placed before the op's dying operands
+      are freed (kernels never write over their inputs). Placement is
+      best-fit over a coalescing free list, O(n log n) in the number of
+      buffers. Returned values get their own slots, live to the end.
+    - parameter storage: every `merak.param` (model parameters, optimizer
+      state, hyper-parameters) in declaration order.
+    - constants: every `merak.constant` of the entry function.
+    Results: `merak.offsets` (one arena offset per result, -1 for results
+    that live in parameter or constant storage) on ops, `merak.offset` on
+    arguments, `merak.result_offsets` and `merak.arena_bytes` (the peak) on
+    the function; `merak.offset` on params (parameter storage) and on
+    constants (constant storage), `merak.params_bytes` and
+    `merak.consts_bytes` on the module.
+
+    A `merak.get_param` whose value (or a view of it) is still used after a
+    `merak.set_param` of the same parameter is marked `merak.copy`: it gets
+    an arena buffer holding a copy, so the update cannot change it.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The function to plan">
+  ];
+}
+
+def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lowers a planned function to EmitC calls into the CPU runtime";
+  let description = [{
+    Replaces the module's contents by an `emitc.func @merak_train_step(A, P,
+    C)` (the three memory regions of runtime/include/merak_rt/program.h)
+    holding, for every op of the function `entry` planned by
+    merak-plan-memory, one `emitc.call_opaque` of the runtime kernel with its
+    semantics (runtime/include/merak_rt/ops.h): buffer pointers are the
+    region bases plus planned offsets (`emitc.add`), shapes and attributes
+    are `Dims{rank, {...}}` literals. `merak.reshape` emits nothing (a view),
+    `merak.set_param` copies into parameter storage, and returned values in
+    parameter or constant storage are copied to their result slots. Before
+    each kernel an `opMark(i)` call lets the runtime trace ops.
+    `mlir::emitc::translateToCpp` turns the result into C++.
+    Ops without a CPU kernel are reported together, by name.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The planned function to lower">
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
 #endif

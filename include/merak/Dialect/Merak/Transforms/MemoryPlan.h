@@ -1,0 +1,48 @@
+//===- MemoryPlan.h - Reading merak-plan-memory's results -------*- C++ -*-===//
+//
+// merak-plan-memory records where every value of the planned function lives
+// as attributes (see Passes.td); code generation reads them back through
+// these helpers so that the alias rules (reshape views, parameter and
+// constant storage) live in one place.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_MEMORYPLAN_H
+#define MERAK_DIALECT_MERAK_TRANSFORMS_MEMORYPLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::merak {
+
+/// Attribute names written by merak-plan-memory.
+inline constexpr llvm::StringLiteral kOffsetsAttr = "merak.offsets";
+inline constexpr llvm::StringLiteral kOffsetAttr = "merak.offset";
+inline constexpr llvm::StringLiteral kResultOffsetsAttr = "merak.result_offsets";
+inline constexpr llvm::StringLiteral kArenaBytesAttr = "merak.arena_bytes";
+inline constexpr llvm::StringLiteral kParamsBytesAttr = "merak.params_bytes";
+inline constexpr llvm::StringLiteral kConstsBytesAttr = "merak.consts_bytes";
+inline constexpr llvm::StringLiteral kCopyAttr = "merak.copy";
+
+/// Every planned buffer starts at a multiple of this many bytes.
+inline constexpr int64_t kBufferAlignment = 64;
+
+/// Bytes per element of a tensor element type in generated programs (i1 is
+/// one byte), or 0 when code generation does not support the type.
+int64_t storageElementBytes(Type elementType);
+
+/// Where a planned value lives.
+struct PlannedBuffer {
+  enum Region { Arena, Params, Consts } region = Arena;
+  int64_t offset = 0;
+};
+
+/// The buffer of `value` in a function planned by merak-plan-memory
+/// (following reshape views to their source); failure with a diagnostic
+/// when the plan has no entry for it.
+FailureOr<PlannedBuffer> getPlannedBuffer(Value value,
+                                          SymbolTableCollection &symbols);
+
+} // namespace mlir::merak
+
+#endif

@@ -1,0 +1,44 @@
+//===- Program.h - Packaging and building generated programs ----*- C++ -*-===//
+//
+// The last phases of merak-compile: from a module planned by
+// merak-plan-memory, the manifest and initial data of the generated program
+// (runtime/include/merak_rt/program.h describes both), the C++ source of the
+// step (merak-to-emitc, then EmitC's C++ translation), and the executable
+// (the host C++ compiler, linked with the CPU runtime).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_TARGET_PROGRAM_H
+#define MERAK_TARGET_PROGRAM_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+
+namespace mlir::merak {
+
+/// Compile-time facts recorded in the manifest.
+struct ProgramInfo {
+  std::string entry = "train_step";
+  std::string model;     ///< source model file name
+  std::string optimizer; ///< optimizer name
+};
+
+/// Writes the manifest (JSON) and the initial data (parameter storage, then
+/// constants) of `planned`. Failure after a diagnostic.
+LogicalResult writeProgramData(ModuleOp planned, const ProgramInfo &info,
+                               llvm::raw_ostream &manifest, llvm::raw_ostream &data);
+
+/// Lowers `planned` in place with merak-to-emitc and prints its C++.
+LogicalResult emitProgramSource(ModuleOp planned, const ProgramInfo &info,
+                                llvm::raw_ostream &os);
+
+/// Compiles `cppPath` and the data object, links them with the runtime into
+/// `outPath`. Files are written in `workDir`; `log` receives the compiler's
+/// output on failure. Returns an error message, or "" on success.
+std::string buildExecutable(llvm::StringRef workDir, llvm::StringRef cppPath,
+                            llvm::StringRef manifestPath, llvm::StringRef dataPath,
+                            uint64_t dataBytes, llvm::StringRef outPath, bool verbose);
+
+} // namespace mlir::merak
+
+#endif

@@ -1,0 +1,82 @@
+//===- CallBuilder.h - Building runtime calls in EmitC ----------*- C++ -*-===//
+//
+// Helpers of merak-to-emitc: a buffer pointer per planned (region, offset),
+// created once and reused, and `emitc.call_opaque` argument lists mixing
+// those pointers with literal arguments (`Dims{...}`, enum values, numbers).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_LIB_CONVERSION_MERAKTOEMITC_CALLBUILDER_H
+#define MERAK_LIB_CONVERSION_MERAKTOEMITC_CALLBUILDER_H
+
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+
+namespace mlir::merak::emitc_lowering {
+
+/// `Dims{rank, {d0, d1, ...}}`, the runtime's shape literal.
+std::string dimsLiteral(ArrayRef<int64_t> values);
+/// The shape literal of a ranked tensor type.
+std::string dimsOf(Type tensorType);
+/// `DT::F32` etc. for a tensor (or element) type.
+std::string dtypeOf(Type type);
+/// A double literal that round-trips (and spells infinities).
+std::string doubleLiteral(double v);
+
+/// Emits into one EmitC function with the three region base pointers.
+class Emitter {
+public:
+  Emitter(OpBuilder &b, Location loc, Value arena, Value params, Value consts,
+          SymbolTableCollection &symbols)
+      : b(b), loc(loc), bases{arena, params, consts}, symbols(symbols) {}
+
+  /// The pointer to `value`'s planned buffer.
+  FailureOr<Value> pointer(Value value);
+  /// The pointer to (region, offset).
+  Value pointer(PlannedBuffer buffer);
+
+  /// One call: `callee(args...)` where each argument is either a pointer
+  /// operand or a literal.
+  class Call {
+  public:
+    Call(Emitter &e, StringRef callee) : e(e), callee(callee.str()) {}
+    Call &ptr(Value p) {
+      args.push_back(e.b.getIndexAttr(operands.size()));
+      operands.push_back(p);
+      return *this;
+    }
+    Call &lit(const std::string &text) {
+      args.push_back(emitc::OpaqueAttr::get(e.b.getContext(), text));
+      return *this;
+    }
+    Call &i64(int64_t v) { return lit(std::to_string(v)); }
+    Call &f64(double v) { return lit(doubleLiteral(v)); }
+    Call &boolean(bool v) { return lit(v ? "true" : "false"); }
+    Call &dims(Type t) { return lit(dimsOf(t)); }
+    Call &dims(ArrayRef<int64_t> v) { return lit(dimsLiteral(v)); }
+    Call &dtype(Type t) { return lit(dtypeOf(t)); }
+    void emit();
+
+  private:
+    Emitter &e;
+    std::string callee;
+    SmallVector<Attribute> args;
+    SmallVector<Value> operands;
+  };
+  Call call(StringRef callee) { return Call(*this, callee); }
+
+  OpBuilder &b;
+  Location loc;
+
+private:
+  Value bases[3];
+  SymbolTableCollection &symbols;
+  llvm::DenseMap<std::pair<int, int64_t>, Value> cache;
+};
+
+} // namespace mlir::merak::emitc_lowering
+
+#endif

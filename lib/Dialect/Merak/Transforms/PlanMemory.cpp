@@ -1,0 +1,328 @@
+//===- PlanMemory.cpp - merak-plan-memory ---------------------------------===//
+//
+// The static memory plan of the generated program (see Passes.td): arena
+// offsets by liveness with best-fit placement, parameter storage and constant
+// storage offsets. The planned function has a single block, so program order
+// is the order of its ops and a live range is an interval of op indices.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include <map>
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKPLANMEMORY
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+int64_t mlir::merak::storageElementBytes(Type t) {
+  if (t.isInteger(1))
+    return 1;
+  if (t.isF32() || t.isInteger(32))
+    return 4;
+  if (t.isF64() || t.isInteger(64))
+    return 8;
+  return 0;
+}
+
+static int64_t alignUp(int64_t n) {
+  return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+/// Bytes of a tensor's buffer, aligned; every buffer takes at least one
+/// alignment unit so that distinct live values never share an address.
+static int64_t bufferBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return std::max(alignUp(t.getNumElements() * storageElementBytes(t.getElementType())),
+                  kBufferAlignment);
+}
+
+FailureOr<PlannedBuffer> mlir::merak::getPlannedBuffer(Value value,
+                                                       SymbolTableCollection &symbols) {
+  while (auto reshape = value.getDefiningOp<ReshapeOp>())
+    value = reshape.getInput();
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto fn = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (auto off = fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr))
+      return PlannedBuffer{PlannedBuffer::Arena, off.getInt()};
+    return emitError(arg.getLoc(), "argument ") << arg.getArgNumber() << " has no planned offset";
+  }
+  Operation *op = value.getDefiningOp();
+  if (auto get = dyn_cast<GetParamOp>(op); get && !op->hasAttr(kCopyAttr)) {
+    auto param = symbols.lookupNearestSymbolFrom<ParamOp>(op, get.getNameAttr());
+    auto off = param ? param->getAttrOfType<IntegerAttr>(kOffsetAttr) : IntegerAttr();
+    if (!off)
+      return op->emitError("parameter has no planned storage offset");
+    return PlannedBuffer{PlannedBuffer::Params, off.getInt()};
+  }
+  if (isa<ConstantOp>(op)) {
+    auto off = op->getAttrOfType<IntegerAttr>(kOffsetAttr);
+    if (!off)
+      return op->emitError("constant has no planned storage offset");
+    return PlannedBuffer{PlannedBuffer::Consts, off.getInt()};
+  }
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+  unsigned i = cast<OpResult>(value).getResultNumber();
+  if (!offsets || (int64_t)i >= offsets.size() || offsets[i] < 0)
+    return op->emitError("result ") << i << " has no planned arena offset";
+  return PlannedBuffer{PlannedBuffer::Arena, offsets[i]};
+}
+
+namespace {
+/// Best-fit placement over a coalescing free list: blocks by offset (to merge
+/// neighbours) and by size (to find the best fit), both O(log n).
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t size) {
+    auto fit = bySize.lower_bound(size);
+    if (fit != bySize.end()) {
+      int64_t off = fit->second, blockSize = fit->first;
+      erase(off, blockSize);
+      if (blockSize > size)
+        insert(off + size, blockSize - size);
+      return off;
+    }
+    // Extend the free block at the top, if any, rather than leave it behind.
+    if (!byOffset.empty()) {
+      auto last = std::prev(byOffset.end());
+      if (last->first + last->second == top) {
+        int64_t off = last->first;
+        erase(off, last->second);
+        top = off + size;
+        peak = std::max(peak, top);
+        return off;
+      }
+    }
+    int64_t off = top;
+    top += size;
+    peak = std::max(peak, top);
+    return off;
+  }
+
+  void release(int64_t off, int64_t size) {
+    auto next = byOffset.lower_bound(off);
+    if (next != byOffset.end() && off + size == next->first) {
+      size += next->second;
+      erase(next->first, next->second);
+    }
+    auto after = byOffset.lower_bound(off);
+    if (after != byOffset.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second == off) {
+        off = prev->first;
+        size += prev->second;
+        erase(prev->first, prev->second);
+      }
+    }
+    if (off + size == top) {
+      top = off; // the top shrinks back; the bytes stay counted in peak
+      return;
+    }
+    insert(off, size);
+  }
+
+  int64_t peakBytes() const { return peak; }
+
+private:
+  void insert(int64_t off, int64_t size) {
+    byOffset[off] = size;
+    bySize.emplace(size, off);
+  }
+  void erase(int64_t off, int64_t size) {
+    byOffset.erase(off);
+    auto [lo, hi] = bySize.equal_range(size);
+    for (auto it = lo; it != hi; ++it)
+      if (it->second == off) {
+        bySize.erase(it);
+        return;
+      }
+  }
+
+  std::map<int64_t, int64_t> byOffset;
+  std::multimap<int64_t, int64_t> bySize;
+  int64_t top = 0, peak = 0;
+};
+
+struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn) {
+      module.emitError("merak-plan-memory: no function @") << entry;
+      return signalPassFailure();
+    }
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("merak-plan-memory: the function must have a single block");
+      return signalPassFailure();
+    }
+    if (failed(checkTypes(fn)) || failed(planStorage(module, fn)) || failed(planArena(fn)))
+      signalPassFailure();
+  }
+
+  LogicalResult checkType(Location loc, Type type) {
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t || !t.hasStaticShape())
+      return emitError(loc, "merak-plan-memory: not a static tensor: ") << type;
+    if (storageElementBytes(t.getElementType()) == 0)
+      return emitError(loc, "merak-plan-memory: element type ")
+             << t.getElementType() << " is not supported by code generation (f32, f64, i64, i32, i1)";
+    return success();
+  }
+
+  LogicalResult checkTypes(func::FuncOp fn) {
+    for (BlockArgument arg : fn.getArguments())
+      if (failed(checkType(arg.getLoc(), arg.getType())))
+        return failure();
+    WalkResult r = fn.walk([&](Operation *op) {
+      for (Value v : op->getResults())
+        if (failed(checkType(op->getLoc(), v.getType())))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return failure(r.wasInterrupted());
+  }
+
+  /// Parameter storage (every param, declaration order) and constant storage.
+  LogicalResult planStorage(ModuleOp module, func::FuncOp fn) {
+    Builder b(module.getContext());
+    int64_t params = 0;
+    for (auto param : module.getOps<ParamOp>()) {
+      if (failed(checkType(param.getLoc(), param.getType())))
+        return failure();
+      param->setAttr(kOffsetAttr, b.getI64IntegerAttr(params));
+      params += bufferBytes(param.getType());
+    }
+    int64_t consts = 0;
+    fn.walk([&](ConstantOp c) {
+      c->setAttr(kOffsetAttr, b.getI64IntegerAttr(consts));
+      consts += bufferBytes(c.getType());
+    });
+    module->setAttr(kParamsBytesAttr, b.getI64IntegerAttr(params));
+    module->setAttr(kConstsBytesAttr, b.getI64IntegerAttr(consts));
+    return success();
+  }
+
+  LogicalResult planArena(func::FuncOp fn) {
+    Block &block = fn.getBody().front();
+    Builder b(fn.getContext());
+
+    // Program order and alias roots (reshape is a view of its operand).
+    DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : block)
+      index[&op] = n++;
+    auto rootOf = [](Value v) {
+      while (auto r = v.getDefiningOp<ReshapeOp>())
+        v = r.getInput();
+      return v;
+    };
+
+    // Last use of every alias group.
+    DenseMap<Value, int64_t> lastUse;
+    for (Operation &op : block)
+      for (Value v : op.getOperands()) {
+        int64_t &last = lastUse[rootOf(v)];
+        last = std::max(last, index[&op]);
+      }
+
+    // get_param values still read after a set_param of the same parameter
+    // need a private copy.
+    llvm::StringMap<SmallVector<int64_t>> writes;
+    for (Operation &op : block)
+      if (auto set = dyn_cast<SetParamOp>(op))
+        writes[set.getName()].push_back(index[&op]);
+    for (Operation &op : block)
+      if (auto get = dyn_cast<GetParamOp>(op)) {
+        auto it = writes.find(get.getName());
+        if (it == writes.end() || !lastUse.count(get.getResult()))
+          continue;
+        int64_t from = index[&op], to = lastUse[get.getResult()];
+        if (llvm::any_of(it->second, [&](int64_t w) { return w > from && w < to; }))
+          op.setAttr(kCopyAttr, b.getUnitAttr());
+        else
+          op.removeAttr(kCopyAttr);
+      }
+
+    auto inArena = [](Value root) {
+      Operation *def = root.getDefiningOp();
+      if (!def)
+        return true;
+      if (isa<ConstantOp>(def))
+        return false;
+      if (isa<GetParamOp>(def))
+        return def->hasAttr(kCopyAttr);
+      return true;
+    };
+
+    ArenaAllocator arena;
+    DenseMap<Value, int64_t> offsetOf;
+    auto place = [&](Value root) {
+      int64_t off = arena.allocate(bufferBytes(root.getType()));
+      offsetOf[root] = off;
+      return off;
+    };
+    auto release = [&](Value root) {
+      arena.release(offsetOf[root], bufferBytes(root.getType()));
+    };
+
+    // Arguments are written before the step starts.
+    for (BlockArgument arg : fn.getArguments()) {
+      fn.setArgAttr(arg.getArgNumber(), kOffsetAttr, b.getI64IntegerAttr(place(arg)));
+      if (!lastUse.count(arg))
+        release(arg);
+    }
+
+    Operation *terminator = block.getTerminator();
+    SmallVector<int64_t> resultOffsets;
+    for (Operation &op : block) {
+      int64_t i = index[&op];
+      if (&op == terminator) {
+        // Returned values stay where they are; values in parameter or
+        // constant storage get a slot that the step copies them into.
+        for (Value v : op.getOperands()) {
+          Value root = rootOf(v);
+          resultOffsets.push_back(inArena(root) ? offsetOf[root]
+                                                : arena.allocate(bufferBytes(v.getType())));
+        }
+        break;
+      }
+      SmallVector<int64_t> offsets;
+      bool any = false;
+      for (Value r : op.getResults()) {
+        if (isa<ReshapeOp>(op) || !inArena(r)) {
+          offsets.push_back(-1);
+          continue;
+        }
+        offsets.push_back(place(r));
+        any = true;
+      }
+      if (any)
+        op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+      // Operands whose group dies here, then results nobody reads.
+      SmallPtrSet<Value, 4> done;
+      for (Value v : op.getOperands()) {
+        Value root = rootOf(v);
+        if (inArena(root) && lastUse[root] == i && done.insert(root).second)
+          release(root);
+      }
+      for (Value r : op.getResults())
+        if (!isa<ReshapeOp>(op) && inArena(r) && !lastUse.count(r))
+          release(r);
+    }
+    fn->setAttr(kResultOffsetsAttr, b.getDenseI64ArrayAttr(resultOffsets));
+    fn->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena.peakBytes()));
+    return success();
+  }
+};
+} // namespace

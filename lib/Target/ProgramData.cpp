@@ -1,0 +1,203 @@
+//===- ProgramData.cpp - manifest and initial data of a generated program -===//
+#include "merak/Target/Program.h"
+
+#include "merak/Conversion/MerakToEmitC.h"
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+
+static std::string dtypeName(Type t) {
+  Type e = cast<ShapedType>(t).getElementType();
+  if (e.isF32())
+    return "F32";
+  if (e.isF64())
+    return "F64";
+  if (e.isInteger(64))
+    return "I64";
+  if (e.isInteger(32))
+    return "I32";
+  return "BOOL";
+}
+
+static json::Array shapeOf(Type t) {
+  json::Array a;
+  for (int64_t d : cast<RankedTensorType>(t).getShape())
+    a.push_back(d);
+  return a;
+}
+
+/// Appends the bytes of `attr` in storage layout (row-major, little endian,
+/// i1 as one byte) to `out`, then zero padding up to `bytes`.
+static LogicalResult appendElements(Operation *owner, ElementsAttr attr, int64_t bytes,
+                                    std::string &out) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  Type et = type.getElementType();
+  int64_t n = type.getNumElements(), eb = storageElementBytes(et);
+  size_t start = out.size();
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob || (int64_t)blob->getData().size() != n * eb)
+      return owner->emitError("the data of this tensor is missing or has the wrong size");
+    out.append(blob->getData().data(), blob->getData().size());
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    if (et.isInteger(1)) {
+      for (bool v : dense.getValues<bool>())
+        out.push_back(v ? 1 : 0);
+    } else {
+      ArrayRef<char> raw = dense.getRawData();
+      if (dense.isSplat()) {
+        for (int64_t i = 0; i < n; ++i)
+          out.append(raw.data(), eb);
+      } else {
+        out.append(raw.data(), raw.size());
+      }
+    }
+  } else {
+    return owner->emitError("unsupported kind of elements attribute");
+  }
+  if ((int64_t)(out.size() - start) != n * eb)
+    return owner->emitError("tensor data has ") << out.size() - start << " bytes, expected "
+                                                 << n * eb;
+  out.resize(start + bytes, '\0');
+  return success();
+}
+
+static int64_t alignedBytes(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  int64_t b = r.getNumElements() * storageElementBytes(r.getElementType());
+  return std::max((b + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment,
+                  kBufferAlignment);
+}
+
+LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &info,
+                                            llvm::raw_ostream &manifestOs,
+                                            llvm::raw_ostream &dataOs) {
+  auto fn = module.lookupSymbol<func::FuncOp>(info.entry);
+  auto arena = fn ? fn->getAttrOfType<IntegerAttr>(kArenaBytesAttr) : IntegerAttr();
+  auto paramsBytes = module->getAttrOfType<IntegerAttr>(kParamsBytesAttr);
+  auto constsBytes = module->getAttrOfType<IntegerAttr>(kConstsBytesAttr);
+  if (!arena || !paramsBytes || !constsBytes)
+    return module.emitError("no memory plan for @") << info.entry << " (run merak-plan-memory)";
+
+  // Parameters written by the step train; the others are frozen buffers.
+  llvm::StringSet<> written;
+  fn.walk([&](SetParamOp s) { written.insert(s.getName()); });
+
+  std::string data;
+  data.reserve(paramsBytes.getInt() + constsBytes.getInt());
+  json::Array params;
+  json::Object hparams, defaults;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+    if ((int64_t)data.size() != off)
+      return p.emitError("parameter storage offsets are not in declaration order");
+    if (failed(appendElements(p, p.getInitialValue(), alignedBytes(p.getType()), data)))
+      return failure();
+    std::string kind;
+    if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
+      kind = k.str();
+    else
+      kind = written.contains(p.getSymName()) ? "trainable" : "frozen";
+    auto type = p.getTensorType();
+    if (kind == "hparam") {
+      StringRef key = p.getSymName();
+      key.consume_front("optimizer.hparams.");
+      hparams[key] = p.getSymName().str();
+      if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
+        defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
+    }
+    params.push_back(json::Object{{"name", p.getSymName().str()},
+                                  {"dtype", dtypeName(type)},
+                                  {"shape", shapeOf(type)},
+                                  {"offset", off},
+                                  {"bytes", type.getNumElements() *
+                                                storageElementBytes(type.getElementType())},
+                                  {"kind", kind}});
+  }
+  if ((int64_t)data.size() != paramsBytes.getInt())
+    return module.emitError("parameter storage size differs from the plan");
+
+  int64_t constsOffset = data.size();
+  WalkResult walk = fn.walk([&](ConstantOp c) {
+    int64_t off = c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+    if ((int64_t)data.size() != constsOffset + off ||
+        failed(appendElements(c, c.getValue(), alignedBytes(c.getType()), data)))
+      return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return fn.emitError("cannot lay out the constants");
+
+  json::Array inputs, outputs;
+  bool haveTokens = false;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+    std::string n = name ? name.str() : ("arg" + std::to_string(arg.getArgNumber()));
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string role = "other";
+    if (n == "labels")
+      role = "labels";
+    else if (n == "step" && type.getRank() == 0)
+      role = "step";
+    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
+      role = "tokens", haveTokens = true;
+    inputs.push_back(json::Object{
+        {"name", n},
+        {"role", role},
+        {"dtype", dtypeName(type)},
+        {"shape", shapeOf(type)},
+        {"offset", fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()}});
+  }
+  auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
+    outputs.push_back(json::Object{{"name", name ? name.str() : "result" + std::to_string(i)},
+                                   {"dtype", dtypeName(fn.getResultTypes()[i])},
+                                   {"shape", shapeOf(fn.getResultTypes()[i])},
+                                   {"offset", slots[i]}});
+  }
+  json::Array ops;
+  for (std::string &n : kernelOpNames(fn))
+    ops.push_back(std::move(n));
+  if (!info.optimizer.empty())
+    defaults["optimizer"] = info.optimizer;
+
+  json::Object manifest{{"format", 1},
+                        {"entry", info.entry},
+                        {"model", info.model},
+                        {"arena_bytes", arena.getInt()},
+                        {"params_bytes", paramsBytes.getInt()},
+                        {"consts_offset", constsOffset},
+                        {"consts_bytes", constsBytes.getInt()},
+                        {"params", std::move(params)},
+                        {"inputs", std::move(inputs)},
+                        {"outputs", std::move(outputs)},
+                        {"hparams", std::move(hparams)},
+                        {"defaults", std::move(defaults)},
+                        {"ops", std::move(ops)}};
+  manifestOs << json::Value(std::move(manifest));
+  dataOs.write(data.data(), data.size());
+  return success();
+}
+
+LogicalResult mlir::merak::emitProgramSource(ModuleOp module, const ProgramInfo &info,
+                                             llvm::raw_ostream &os) {
+  PassManager pm(module.getContext());
+  MerakToEmitCOptions opts;
+  opts.entry = info.entry;
+  pm.addPass(createMerakToEmitC(opts));
+  if (failed(pm.run(module)))
+    return failure();
+  os << "// Generated by merak-compile from " << info.model << " — do not edit.\n";
+  return emitc::translateToCpp(module, os);
+}

@@ -1,0 +1,59 @@
+//===- program.h - What a generated program provides the runtime -*- C++ -*-===//
+//
+// `merak-compile --compile-to=binary` links three things into ./train:
+//   1. the generated step (C++ from EmitC), `merak_train_step`;
+//   2. an object holding the manifest (JSON text) and the initial data
+//      (parameter and optimizer-state initial values, then constants),
+//      embedded with the assembler's .incbin;
+//   3. libmerak_runtime_cpu.a, whose `merak_train_main` (train_main.cpp) is
+//      the program's main: flags, data, the step loop, checkpoints, metrics.
+//
+// Memory: three regions, all 64-byte aligned.
+//   A  the arena (manifest "arena_bytes"): step inputs, outputs and every
+//      temporary, at offsets planned by merak-plan-memory; contents are
+//      undefined between steps except where the runtime writes inputs;
+//   P  parameter storage ("params_bytes"): parameters, frozen buffers,
+//      optimizer state and hyper-parameters, persistent across steps,
+//      initialised from the first params_bytes of merak_data and
+//      checkpointed;
+//   C  constants: merak_data + "consts_offset", read-only.
+//
+// Manifest (JSON object; every offset in bytes, every shape a list):
+//   "format": 1,
+//   "entry": "train_step",
+//   "arena_bytes", "params_bytes", "consts_offset", "consts_bytes": ints,
+//   "params": [{"name", "dtype" (safetensors spelling: F32, I64, BOOL ...),
+//               "shape", "offset" (in P), "bytes",
+//               "kind": "trainable" | "frozen" | "state" | "hparam"}],
+//   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
+//                "dtype", "shape", "offset" (in A)}],
+//   "outputs": [{"name" ("loss", "grad_norm", "lr", ...), "dtype", "shape",
+//                "offset" (in A)}],
+//   "hparams": {"lr": "<param name>", ...}   run-time overridable scalars
+//   "ops": ["matmul", "add", ...]            op index -> name, for traces
+//   "defaults": {"lr": x, "optimizer": "adamw", ...}  compile-time choices
+//   "model": "<source file name>"
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_PROGRAM_H
+#define MERAK_RT_PROGRAM_H
+
+#include <cstdint>
+
+extern "C" {
+/// One training step: reads inputs from A, parameters and state from P,
+/// constants from C; writes outputs to A and the updated parameters and
+/// state to P.
+void merak_train_step(char *A, char *P, const char *C);
+
+/// The manifest, NUL-terminated JSON.
+extern const char merak_manifest[];
+/// Initial parameter storage followed by the constants.
+extern const unsigned char merak_data[];
+extern const uint64_t merak_data_size;
+
+/// The runtime's main for generated programs (train_main.cpp).
+int merak_train_main(int argc, char **argv);
+}
+
+#endif // MERAK_RT_PROGRAM_H

@@ -1,0 +1,84 @@
+//===- manifest.h - The manifest of a generated program (internal) -*- C++ -*-===//
+//
+// Parses and validates the JSON manifest that merak-compile embeds in every
+// generated training program (format: include/merak_rt/program.h). Not a
+// public header: train_main.cpp is its only user.
+//
+// Validation is strict, since a bad manifest means a compiler bug and the
+// program would otherwise read or write outside its buffers:
+//  - "format" is 1; the four sizes are non-negative integers, and the
+//    constants lie after the parameter storage (consts_offset >=
+//    params_bytes);
+//  - every param/input/output has a non-empty name unique in its list, a
+//    known dtype, a shape of non-negative integers, and a non-negative offset
+//    with offset + bytes inside its region (P for params, A for inputs and
+//    outputs); a param's "bytes", when given, equals its shape's byte size;
+//  - param kinds are trainable | frozen | state | hparam; input roles are
+//    tokens | labels | step | other, each of the first three at most once;
+//  - tokens is a rank-2 [B, T] I64 or I32 tensor with B, T >= 1; labels has
+//    the tokens' shape and is I64 or I32; step is an I64 or I32 scalar;
+//  - the outputs "loss", "grad_norm" and "lr", when present, are F32 or F64
+//    scalars;
+//  - every "hparams" value names a scalar F32 or F64 param;
+//  - "ops" is a list of strings; "defaults" an object whose "lr" (if any) is
+//    a finite non-negative number, "seed" a non-negative integer, "sampler"
+//    "random" or "sequential"; "model" a string.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_SRC_MANIFEST_H
+#define MERAK_RT_SRC_MANIFEST_H
+
+#include "merak_rt/data.h"
+#include "merak_rt/safetensors.h"
+#include "merak_rt/status.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace merak::rt {
+
+/// A param, input or output of the manifest.
+struct ManifestTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;   ///< in P (params) or A (inputs, outputs)
+  uint64_t bytes = 0;    ///< elementCount(shape) * dtypeSize(dtype)
+  uint64_t elements = 0; ///< elementCount(shape)
+  std::string kind;      ///< params: trainable | frozen | state | hparam
+  std::string role;      ///< inputs: tokens | labels | step | other
+};
+
+struct Manifest {
+  int64_t format = 0;
+  std::string entry;
+  uint64_t arenaBytes = 0, paramsBytes = 0, constsOffset = 0, constsBytes = 0;
+  std::vector<ManifestTensor> params, inputs, outputs;
+  /// hparam name ("lr") -> param name, in manifest order.
+  std::vector<std::pair<std::string, std::string>> hparams;
+  std::vector<std::string> ops;
+  std::string model; ///< "" when absent
+
+  // "defaults" (each optional).
+  std::optional<double> defaultLr;
+  std::optional<uint64_t> defaultSeed;
+  std::optional<Sampler> defaultSampler;
+  std::string optimizer; ///< defaults.optimizer (or a top-level "optimizer")
+
+  /// Lookups; nullptr when absent.
+  const ManifestTensor *param(const std::string &name) const;
+  const ManifestTensor *inputWithRole(const std::string &role) const;
+  const ManifestTensor *output(const std::string &name) const;
+};
+
+/// Parses and validates `text`; the error says what is wrong and where
+/// ("params[3] ('wte'): offset 4096 + 1024 bytes exceeds params_bytes 4608").
+Result<Manifest> parseManifest(std::string_view text);
+
+} // namespace merak::rt
+
+#endif // MERAK_RT_SRC_MANIFEST_H

@@ -1,0 +1,382 @@
+//===- ops_reduce.cpp - reductions, argmax, cumsum, dropout, cross entropy --===//
+//
+// See merak_rt/ops.h; semantics of lib/Evaluator/EvalReduce.cpp and the
+// dropout of EvalNN.cpp. Every output of a reduction accumulates its inputs
+// in the evaluator's (row-major) order, floats in double, integers in
+// wrapping int64, so results are bitwise those of the evaluator and do not
+// depend on the thread count.
+//
+// reduce() drops size-1 dims and merges runs of reduced / kept dims, then:
+//  [K.., R]      row reductions (contiguous), parallel over rows;
+//  [K.., R, K]   column reductions (e.g. a bias gradient [B*T, C] -> [C]):
+//                blocks of 64 columns walk the rows, parallel over blocks;
+//  otherwise     per output, an odometer over the reduced dims.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/ops.h"
+
+#include "ops_util.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace merak::rt::cpu {
+using namespace detail;
+
+namespace {
+
+/// The accumulator of one reduction kind over element type T.
+template <class T, Reduce K> struct Acc {
+  static constexpr bool kFloat = std::is_floating_point_v<T>;
+  using A = std::conditional_t<kFloat, double, int64_t>;
+  static A init() {
+    if constexpr (kFloat) {
+      if (K == Reduce::Max)
+        return -INFINITY;
+      if (K == Reduce::Min)
+        return INFINITY;
+      return K == Reduce::Prod ? 1.0 : 0.0;
+    } else {
+      if (K == Reduce::Max)
+        return std::numeric_limits<T>::min();
+      if (K == Reduce::Min)
+        return std::numeric_limits<T>::max();
+      return K == Reduce::Prod ? 1 : 0;
+    }
+  }
+  static A step(A acc, T v) {
+    if constexpr (kFloat) {
+      const double d = static_cast<double>(v);
+      switch (K) {
+      case Reduce::Sum:
+      case Reduce::Mean: return acc + d;
+      case Reduce::Prod: return acc * d;
+      // NaN is sticky (the evaluator: a NaN anywhere gives NaN).
+      case Reduce::Max: return (d > acc || std::isnan(d)) && !std::isnan(acc) ? d : acc;
+      case Reduce::Min: return (d < acc || std::isnan(d)) && !std::isnan(acc) ? d : acc;
+      }
+    } else {
+      const int64_t w = static_cast<int64_t>(v);
+      switch (K) {
+      case Reduce::Sum:
+      case Reduce::Mean:
+        return static_cast<int64_t>(static_cast<uint64_t>(acc) +
+                                    static_cast<uint64_t>(w));
+      case Reduce::Prod:
+        return static_cast<int64_t>(static_cast<uint64_t>(acc) *
+                                    static_cast<uint64_t>(w));
+      case Reduce::Max: return std::max(acc, w);
+      case Reduce::Min: return std::min(acc, w);
+      }
+    }
+    return acc;
+  }
+  static T finish(A acc, int64_t count) {
+    if constexpr (kFloat) {
+      return static_cast<T>(K == Reduce::Mean ? acc / count : acc);
+    } else {
+      const int64_t v = K == Reduce::Mean && count ? acc / count : acc;
+      using U = std::make_unsigned_t<T>;
+      return static_cast<T>(static_cast<U>(static_cast<uint64_t>(v)));
+    }
+  }
+};
+
+struct Group {
+  int64_t size;
+  bool reduced;
+};
+
+template <class T, Reduce K>
+void reduceImpl(const T *x, const Dims &dx, const bool *red, T *y) {
+  using R = Acc<T, K>;
+  using A = typename R::A;
+  int64_t count = 1, nOut = 1;
+  for (int32_t d = 0; d < dx.rank; ++d)
+    (red[d] ? count : nOut) *= dx.d[d];
+  if (nOut == 0)
+    return;
+  // Groups of adjacent dims (size 1 dropped) of the same kind.
+  Group g[kMaxRank];
+  int32_t ng = 0;
+  int64_t rm[kMaxRank];
+  rowMajor(dx, rm);
+  for (int32_t d = 0; d < dx.rank; ++d) {
+    if (dx.d[d] == 1)
+      continue;
+    if (ng > 0 && g[ng - 1].reduced == red[d])
+      g[ng - 1].size *= dx.d[d];
+    else
+      g[ng++] = {dx.d[d], red[d]};
+  }
+  if (count == 0 || ng == 0 || (ng == 1 && !g[0].reduced)) {
+    // Nothing to combine (or an empty reduction): one step per output.
+    parallelFor(nOut, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        y[i] = R::finish(count ? R::step(R::init(), x[i]) : R::init(), count);
+    });
+    return;
+  }
+  if (g[ng - 1].reduced && (ng == 1 || ng == 2)) {
+    // Row reductions: [R] or [K, R].
+    const int64_t len = g[ng - 1].size, rows = nOut;
+    parallelFor(rows, len, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T *xr = x + r * len;
+        A acc = R::init();
+        for (int64_t j = 0; j < len; ++j)
+          acc = R::step(acc, xr[j]);
+        y[r] = R::finish(acc, count);
+      }
+    });
+    return;
+  }
+  if (!g[ng - 1].reduced && g[ng - 2].reduced && ng <= 3) {
+    // Column reductions: [R, K] or [K0, R, K].
+    constexpr int64_t kBlock = 64;
+    const int64_t inner = g[ng - 1].size, mid = g[ng - 2].size;
+    const int64_t outer = ng == 3 ? g[0].size : 1;
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    parallelFor(outer * blocks, mid * kBlock, [&](int64_t b, int64_t e) {
+      A acc[kBlock];
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / blocks, c0 = (it % blocks) * kBlock;
+        const int64_t c1 = std::min(inner, c0 + kBlock), w = c1 - c0;
+        for (int64_t c = 0; c < w; ++c)
+          acc[c] = R::init();
+        const T *xo = x + o * mid * inner + c0;
+        for (int64_t r = 0; r < mid; ++r) {
+          const T *xr = xo + r * inner;
+          for (int64_t c = 0; c < w; ++c)
+            acc[c] = R::step(acc[c], xr[c]);
+        }
+        for (int64_t c = 0; c < w; ++c)
+          y[o * inner + c0 + c] = R::finish(acc[c], count);
+      }
+    });
+    return;
+  }
+  // General: kept dims index the outputs; per output an odometer over the
+  // reduced dims (innermost last, so the order is row-major).
+  int64_t kShape[kMaxRank], kStr[kMaxRank], rShape[kMaxRank], rStr[kMaxRank];
+  int32_t nk = 0, nr = 0;
+  for (int32_t d = 0; d < dx.rank; ++d) {
+    if (dx.d[d] == 1)
+      continue;
+    if (red[d]) {
+      rShape[nr] = dx.d[d];
+      rStr[nr++] = rm[d];
+    } else {
+      kShape[nk] = dx.d[d];
+      kStr[nk++] = rm[d];
+    }
+  }
+  const int64_t rInner = rShape[nr - 1], rInnerStr = rStr[nr - 1];
+  parallelFor(nOut, count, [&](int64_t b, int64_t e) {
+    for (int64_t oIdx = b; oIdx < e; ++oIdx) {
+      int64_t base = 0, rem = oIdx;
+      for (int32_t d = nk - 1; d >= 0; --d) {
+        base += (rem % kShape[d]) * kStr[d];
+        rem /= kShape[d];
+      }
+      A acc = R::init();
+      int64_t idx[kMaxRank] = {};
+      int64_t off = base;
+      const int64_t outerCount = count / rInner;
+      for (int64_t q = 0; q < outerCount; ++q) {
+        for (int64_t j = 0; j < rInner; ++j)
+          acc = R::step(acc, x[off + j * rInnerStr]);
+        for (int32_t d = nr - 2; d >= 0; --d) {
+          off += rStr[d];
+          if (++idx[d] < rShape[d])
+            break;
+          off -= rStr[d] * rShape[d];
+          idx[d] = 0;
+        }
+      }
+      y[oIdx] = R::finish(acc, count);
+    }
+  });
+}
+
+} // namespace
+
+void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
+            void *y) {
+  if (axes.rank == 0) {
+    copyBytes(y, x, dx.numel() * elemSize(t));
+    return;
+  }
+  bool red[kMaxRank] = {};
+  for (int32_t i = 0; i < axes.rank; ++i)
+    red[normAxis(axes.d[i], dx.rank)] = true;
+  dispatchNumeric(t, "reduce: numeric tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    T *py = static_cast<T *>(y);
+    switch (op) {
+    case Reduce::Sum: return reduceImpl<T, Reduce::Sum>(px, dx, red, py);
+    case Reduce::Mean: return reduceImpl<T, Reduce::Mean>(px, dx, red, py);
+    case Reduce::Max: return reduceImpl<T, Reduce::Max>(px, dx, red, py);
+    case Reduce::Min: return reduceImpl<T, Reduce::Min>(px, dx, red, py);
+    case Reduce::Prod: return reduceImpl<T, Reduce::Prod>(px, dx, red, py);
+    }
+  });
+}
+
+// --- argmax / argmin ----------------------------------------------------------
+
+void argReduce(bool isMax, DT t, const void *x, const Dims &dx, int64_t axis,
+               bool selectLast, int64_t *y) {
+  axis = normAxis(axis, dx.rank);
+  AxisSplit s(dx, axis);
+  dispatchNumeric(t, "argmax/argmin: numeric tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    auto better = [isMax](T cur, T top) { return isMax ? cur > top : cur < top; };
+    parallelFor(s.outer * s.inner, s.dim, [&](int64_t b, int64_t e) {
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / s.inner, k = it % s.inner;
+        const T *p = px + o * s.dim * s.inner + k;
+        int64_t best = 0;
+        for (int64_t j = 1; j < s.dim; ++j) {
+          const T cur = p[j * s.inner], top = p[best * s.inner];
+          if (better(cur, top) || (selectLast && cur == top))
+            best = j;
+        }
+        y[it] = best;
+      }
+    });
+  });
+}
+
+// --- cumsum -------------------------------------------------------------------
+
+void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
+            bool reverse, void *y) {
+  axis = normAxis(axis, dx.rank);
+  AxisSplit s(dx, axis);
+  dispatchNumeric(t, "cumsum: numeric tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = typename Acc<T, Reduce::Sum>::A;
+    const T *px = static_cast<const T *>(x);
+    T *py = static_cast<T *>(y);
+    parallelFor(s.outer * s.inner, s.dim, [&](int64_t b, int64_t e) {
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / s.inner, k = it % s.inner;
+        const int64_t base = o * s.dim * s.inner + k;
+        A acc = 0;
+        for (int64_t step = 0; step < s.dim; ++step) {
+          const int64_t j = reverse ? s.dim - 1 - step : step;
+          const int64_t at = base + j * s.inner;
+          const T v = px[at];
+          if (exclusive)
+            py[at] = Acc<T, Reduce::Sum>::finish(acc, 1);
+          acc = Acc<T, Reduce::Sum>::step(acc, v);
+          if (!exclusive)
+            py[at] = Acc<T, Reduce::Sum>::finish(acc, 1);
+        }
+      }
+    });
+  });
+}
+
+// --- dropout ------------------------------------------------------------------
+
+namespace {
+/// Counter-based uniform in [0, 1): splitmix64 of (seed, index) — the
+/// evaluator's uniformAt (lib/Evaluator/EvalNN.cpp), bit for bit.
+inline double uniformAt(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+} // namespace
+
+void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
+             void *y, void *mask) {
+  const double scale = 1.0 / (1.0 - ratio);
+  const uint64_t s = static_cast<uint64_t>(seed);
+  uint8_t *m = static_cast<uint8_t *>(mask);
+  dispatchFloat(t, "dropout: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    T *py = static_cast<T *>(y);
+    parallelFor(n, 4, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const bool keep =
+            ratio == 0.0 || uniformAt(s, static_cast<uint64_t>(k)) >= ratio;
+        if (m)
+          m[k] = keep;
+        py[k] = keep ? static_cast<T>(static_cast<double>(px[k]) * scale)
+                     : T(0);
+      }
+    });
+  });
+}
+
+// --- cross entropy ------------------------------------------------------------
+
+void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
+                  DT labT, const void *labels, int32_t reduction,
+                  bool hasIgnore, int64_t ignoreIndex, void *y) {
+  axis = normAxis(axis, dl.rank);
+  AxisSplit s(dl, axis);
+  const int64_t nLab = s.outer * s.inner;
+  dispatchFloat(t, "cross_entropy: float logits only", [&](auto ttag) {
+    using T = typename decltype(ttag)::type;
+    dispatchIndex(labT, "cross_entropy: labels must be i64 or i32",
+                  [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      const I *lab = static_cast<const I *>(labels);
+      const T *px = static_cast<const T *>(logits);
+      T *py = static_cast<T *>(y);
+      int64_t counted = 0;
+      for (int64_t i = 0; i < nLab; ++i) {
+        const int64_t l = lab[i];
+        if (hasIgnore && l == ignoreIndex)
+          continue;
+        if (l < 0 || l >= s.dim) {
+          std::string msg = "cross_entropy: label " + std::to_string(l) +
+                            " out of range [0, " + std::to_string(s.dim) + ")";
+          fatal(msg.c_str());
+        }
+        ++counted;
+      }
+      double *loss = reduction == 0 ? nullptr
+                                    : scratch<double, 7>(static_cast<size_t>(nLab));
+      parallelFor(nLab, s.dim, [&](int64_t b, int64_t e) {
+        for (int64_t li = b; li < e; ++li) {
+          const int64_t l = lab[li];
+          double v = 0.0;
+          if (!(hasIgnore && l == ignoreIndex)) {
+            const int64_t o = li / s.inner, k = li % s.inner;
+            const T *p = px + o * s.dim * s.inner + k;
+            const int64_t st = s.inner;
+            double m = -INFINITY, sum = 0.0;
+            for (int64_t j = 0; j < s.dim; ++j)
+              m = std::max(m, static_cast<double>(p[j * st]));
+            for (int64_t j = 0; j < s.dim; ++j)
+              sum += std::exp(static_cast<double>(p[j * st]) - m);
+            v = m + std::log(sum) - static_cast<double>(p[l * st]);
+          }
+          if (loss)
+            loss[li] = v;
+          else
+            py[li] = static_cast<T>(v);
+        }
+      });
+      if (!loss)
+        return;
+      double total = 0.0;
+      for (int64_t i = 0; i < nLab; ++i)
+        total += loss[i];
+      py[0] = static_cast<T>(reduction == 1 ? total / counted : total);
+    });
+  });
+}
+
+} // namespace merak::rt::cpu

@@ -1,0 +1,610 @@
+//===- train_main.cpp - The main of generated training programs -----------===//
+//
+// merak_train_main (program.h) is ./train: it reads the embedded manifest,
+// parses the command line (cli.h), sets up the arena A, the parameter
+// storage P and the constants C, feeds token batches (data.h) to the
+// generated merak_train_step, and writes metrics, checkpoints and a trace.
+//
+// Exit codes: 0 success (also --help), 1 a run-time error (data file,
+// checkpoint, I/O, non-finite loss), 2 a bad command line, 3 an internal
+// error (the program's own manifest or data is inconsistent: a compiler bug).
+// Every error is one "train: error: ..." line on stderr.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/program.h"
+
+#include "merak_rt/cli.h"
+#include "merak_rt/data.h"
+#include "merak_rt/metrics.h"
+#include "merak_rt/ops.h"
+#include "merak_rt/safetensors.h"
+#include "merak_rt/trace.h"
+
+#include "file_util.h"
+#include "json.h"
+#include "manifest.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace merak::rt {
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitInternal = 3;
+constexpr uint64_t kAlignment = 64;
+constexpr int kTraceTid = 0;
+
+/// Ends the run with an exit code after the message was printed.
+struct ExitRun {
+  int code;
+};
+
+void printError(const std::string &message) {
+  std::fprintf(stderr, "train: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+void printWarning(const std::string &message) {
+  std::fprintf(stderr, "train: warning: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+[[noreturn]] void die(int code, const std::string &message) {
+  printError(message);
+  throw ExitRun{code};
+}
+
+[[noreturn]] void internalError(const std::string &message) {
+  die(kExitInternal, "internal error: " + message +
+                         " (the program is inconsistent; a merak-compile bug)");
+}
+
+struct FreeDeleter {
+  void operator()(char *p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, FreeDeleter>;
+
+/// A zeroed, 64-byte aligned buffer of at least `bytes` bytes (and at least
+/// 64, so that an empty region still has a valid pointer).
+Buffer allocateAligned(uint64_t bytes, const char *what) {
+  uint64_t rounded = bytes == 0 ? kAlignment
+                                : (bytes + kAlignment - 1) / kAlignment *
+                                      kAlignment;
+  if (rounded < bytes)
+    die(kExitError, std::string("cannot allocate the ") + what + ": " +
+                        std::to_string(bytes) + " bytes is too large");
+  void *p = nullptr;
+  if (::posix_memalign(&p, kAlignment, rounded) != 0 || !p)
+    die(kExitError, std::string("cannot allocate the ") + what + " (" +
+                        std::to_string(bytes) + " bytes): out of memory");
+  std::memset(p, 0, rounded);
+  return Buffer(static_cast<char *>(p));
+}
+
+double readScalar(const char *base, const ManifestTensor &t) {
+  if (t.dtype == DType::F64) {
+    double v;
+    std::memcpy(&v, base + t.offset, sizeof(v));
+    return v;
+  }
+  float v;
+  std::memcpy(&v, base + t.offset, sizeof(v));
+  return v;
+}
+
+void writeScalar(char *base, const ManifestTensor &t, double value) {
+  if (t.dtype == DType::F64) {
+    std::memcpy(base + t.offset, &value, sizeof(value));
+  } else {
+    float v = static_cast<float>(value);
+    std::memcpy(base + t.offset, &v, sizeof(v));
+  }
+}
+
+/// Stores `n` indices into an I64 or I32 tensor of A.
+void writeIndices(char *base, const ManifestTensor &t, const int64_t *values,
+                  uint64_t n) {
+  char *dst = base + t.offset;
+  if (t.dtype == DType::I64) {
+    std::memcpy(dst, values, n * sizeof(int64_t));
+    return;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    int32_t v = static_cast<int32_t>(values[i]);
+    std::memcpy(dst + i * sizeof(int32_t), &v, sizeof(v));
+  }
+}
+
+std::string formatNumber(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", v);
+  return buffer;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string formatLoss(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.4f", v);
+  return buffer;
+}
+
+//===----------------------------------------------------------------------===//
+// Op tracing
+//===----------------------------------------------------------------------===//
+
+/// Turns the generated step's opMark(i) calls into complete events: op i
+/// lasts from its mark to the next one (or to opMark(-1)).
+struct OpTraceRecorder {
+  TraceWriter *writer = nullptr;
+  const std::vector<std::string> *ops = nullptr;
+  int64_t current = -1;
+  double startUs = 0;
+
+  void closeCurrent(double nowUs) {
+    if (current < 0)
+      return;
+    std::string name =
+        static_cast<uint64_t>(current) < ops->size()
+            ? (*ops)[static_cast<size_t>(current)]
+            : "op" + std::to_string(current);
+    writer->complete(name, "op", startUs, nowUs - startUs, kTraceTid,
+                     {{"index", static_cast<double>(current)}});
+    current = -1;
+  }
+
+  /// The OpRecorder; never lets an exception into generated code.
+  static void record(void *ctx, int64_t index) noexcept {
+    auto *self = static_cast<OpTraceRecorder *>(ctx);
+    try {
+      double now = self->writer->nowUs();
+      self->closeCurrent(now);
+      if (index >= 0) {
+        self->current = index;
+        self->startUs = now;
+      }
+    } catch (...) {
+      self->current = -1; // out of memory: drop the event
+    }
+  }
+};
+
+/// Disables the op recorder when it goes out of scope (also on errors), so
+/// generated code never calls into a dead recorder.
+struct RecorderGuard {
+  RecorderGuard() = default;
+  RecorderGuard(const RecorderGuard &) = delete;
+  RecorderGuard &operator=(const RecorderGuard &) = delete;
+  ~RecorderGuard() { cpu::setOpRecorder(nullptr, nullptr); }
+};
+
+//===----------------------------------------------------------------------===//
+// Metrics on resume
+//===----------------------------------------------------------------------===//
+
+/// Drops the lines of an existing metrics file that a resumed run is about
+/// to write again (step >= firstStep) and any unreadable (e.g. half-written)
+/// line, so that the appended file has each step once. A missing file is
+/// fine. Returns the number of lines dropped.
+Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT)
+      return int64_t(0);
+    return Result<int64_t>::error("cannot open metrics file '" + path +
+                                  "': " + detail::errnoMessage(errno));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad())
+    return Result<int64_t>::error("cannot read metrics file '" + path + "'");
+  std::string content = buffer.str(), kept;
+  int64_t dropped = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    bool complete = end != std::string::npos;
+    std::string line =
+        content.substr(pos, complete ? end - pos : std::string::npos);
+    pos = complete ? end + 1 : content.size();
+    if (line.empty())
+      continue;
+    json::Value v;
+    std::string error;
+    const json::Value *step = nullptr;
+    if (complete && json::parse(line, v, error) && v.isObject())
+      step = v.get("step");
+    if (step && step->isInteger() && step->integer < firstStep) {
+      kept += line;
+      kept += '\n';
+    } else {
+      ++dropped;
+    }
+  }
+  if (kept.size() == content.size())
+    return dropped;
+  Status s = detail::writeFileAtomically(
+      path, "metrics file", [&](std::FILE *file) {
+        return detail::writeAll(file, kept.data(), kept.size(), path);
+      });
+  if (!s.ok())
+    return s;
+  return dropped;
+}
+
+//===----------------------------------------------------------------------===//
+// The run
+//===----------------------------------------------------------------------===//
+
+struct Program {
+  Manifest manifest;
+  const ManifestTensor *tokens = nullptr, *labels = nullptr, *step = nullptr;
+  const ManifestTensor *loss = nullptr, *gradNorm = nullptr, *lr = nullptr;
+  std::vector<const ManifestTensor *> extraOutputs; // other float scalars
+  int64_t batch = 0, seqLen = 0;
+};
+
+Program loadProgram() {
+  Result<Manifest> parsed = parseManifest(merak_manifest);
+  if (!parsed.ok())
+    internalError("the embedded manifest is invalid: " + parsed.message());
+  Program p;
+  p.manifest = std::move(parsed).value();
+  const Manifest &m = p.manifest;
+  if (merak_data_size < m.constsOffset + m.constsBytes)
+    internalError("the embedded data holds " +
+                  std::to_string(merak_data_size) +
+                  " bytes, but the manifest needs consts_offset " +
+                  std::to_string(m.constsOffset) + " + consts_bytes " +
+                  std::to_string(m.constsBytes));
+  p.tokens = m.inputWithRole("tokens");
+  if (!p.tokens)
+    internalError("the manifest has no input with role 'tokens'; ./train "
+                  "can only feed token batches");
+  for (const ManifestTensor &in : m.inputs)
+    if (in.role == "other")
+      internalError("input '" + in.name +
+                    "' has role 'other'; ./train can only feed tokens, "
+                    "labels and the step");
+  p.labels = m.inputWithRole("labels");
+  p.step = m.inputWithRole("step");
+  p.loss = m.output("loss");
+  p.gradNorm = m.output("grad_norm");
+  p.lr = m.output("lr");
+  static const std::set<std::string> kStandard = {
+      "step", "loss", "lr", "grad_norm", "tokens_per_s", "time_ms",
+      "nonfinite"};
+  for (const ManifestTensor &out : m.outputs)
+    if (!kStandard.count(out.name) && out.elements == 1 &&
+        (out.dtype == DType::F32 || out.dtype == DType::F64))
+      p.extraOutputs.push_back(&out);
+  p.batch = p.tokens->shape[0];
+  p.seqLen = p.tokens->shape[1];
+  return p;
+}
+
+std::vector<TensorRef> checkpointTensors(const Manifest &m, const char *P) {
+  std::vector<TensorRef> tensors;
+  tensors.reserve(m.params.size());
+  for (const ManifestTensor &t : m.params)
+    tensors.push_back({t.name, t.dtype, t.shape, P + t.offset});
+  return tensors;
+}
+
+Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
+  Metadata meta;
+  meta["format"] = "pt"; // what Hugging Face loaders look for
+  if (!m.model.empty() && json::isValidUtf8(m.model))
+    meta["model"] = m.model;
+  if (!m.optimizer.empty() && json::isValidUtf8(m.optimizer))
+    meta["optimizer"] = m.optimizer;
+  meta["sampler"] = samplerName(o.sampler);
+  meta["seed"] = std::to_string(o.seed);
+  return meta;
+}
+
+/// Restores P from dir/latest; returns the number of completed steps.
+int64_t resume(const Manifest &m, const TrainOptions &o, char *P) {
+  if (!hasCheckpoint(o.checkpointDir))
+    die(kExitError, "--resume: no checkpoint to resume from in '" +
+                        o.checkpointDir + "' (it has no 'latest' file)");
+  Result<Checkpoint> loaded = loadLatestCheckpoint(o.checkpointDir);
+  if (!loaded.ok())
+    die(kExitError, "--resume: " + loaded.message());
+  const SafetensorsFile &file = loaded->file;
+  for (const ManifestTensor &t : m.params) {
+    if (!file.find(t.name))
+      die(kExitError, "--resume: checkpoint '" + file.path +
+                          "' has no tensor '" + t.name +
+                          "', which this program needs (" +
+                          dtypeName(t.dtype) + " " + shapeString(t.shape) +
+                          "); was it written by a different model?");
+    if (Status s = file.copyTensor(t.name, t.dtype, t.shape, P + t.offset);
+        !s.ok())
+      die(kExitError, "--resume: " + s.message());
+  }
+  int64_t unknown = 0;
+  std::string firstUnknown;
+  for (const Tensor &t : file.tensors)
+    if (!m.param(t.name) && unknown++ == 0)
+      firstUnknown = t.name;
+  if (unknown > 0)
+    printWarning("checkpoint '" + file.path + "' holds " +
+                 std::to_string(unknown) +
+                 " tensor(s) this program does not use (e.g. '" +
+                 firstUnknown + "'); ignoring them");
+  auto differs = [&](const char *key, const std::string &now,
+                     const char *flag) {
+    auto it = file.metadata.find(key);
+    if (it != file.metadata.end() && it->second != now)
+      printWarning(std::string("checkpoint '") + file.path +
+                   "' was written with " + flag + " " + it->second +
+                   ", this run uses " + now +
+                   "; the batches differ from an uninterrupted run");
+  };
+  differs("sampler", samplerName(o.sampler), "--sampler");
+  differs("seed", std::to_string(o.seed), "--seed");
+  return loaded->step;
+}
+
+int run(int argc, char **argv) {
+  cpu::setOpRecorder(nullptr, nullptr);
+  RecorderGuard recorderGuard;
+  Program program = loadProgram();
+  const Manifest &m = program.manifest;
+
+  // --- command line -----------------------------------------------------------
+  TrainOptions defaults;
+  if (m.defaultLr)
+    defaults.lr = *m.defaultLr;
+  if (m.defaultSeed)
+    defaults.seed = *m.defaultSeed;
+  if (m.defaultSampler)
+    defaults.sampler = *m.defaultSampler;
+  std::string name = argc > 0 && argv[0] && *argv[0] ? argv[0] : "train";
+  Result<TrainOptions> parsed = parseTrainArgs(argc, argv, defaults);
+  if (!parsed.ok()) {
+    printError(parsed.message());
+    std::fputs(("\n" + trainUsage(name, defaults)).c_str(), stderr);
+    return kExitUsage;
+  }
+  const TrainOptions &o = parsed.value();
+  if (o.help) {
+    std::fputs(trainUsage(name, defaults).c_str(), stdout);
+    return 0;
+  }
+
+  // --- data and memory ---------------------------------------------------------
+  Result<TokenDataset> dataset =
+      TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
+  if (!dataset.ok())
+    die(kExitError, dataset.message());
+
+  Buffer arena = allocateAligned(m.arenaBytes, "arena");
+  Buffer params = allocateAligned(m.paramsBytes, "parameter storage");
+  char *A = arena.get();
+  char *P = params.get();
+  std::memcpy(P, merak_data, m.paramsBytes);
+  const char *C =
+      reinterpret_cast<const char *>(merak_data) + m.constsOffset;
+  Buffer constsCopy;
+  if (reinterpret_cast<uintptr_t>(C) % kAlignment != 0) {
+    constsCopy = allocateAligned(m.constsBytes, "constants");
+    std::memcpy(constsCopy.get(), C, m.constsBytes);
+    C = constsCopy.get();
+  }
+
+  int64_t start = 0;
+  if (o.resume)
+    start = resume(m, o, P);
+  if (start > o.steps)
+    die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir +
+                        "' has completed " + std::to_string(start) +
+                        " steps, more than --steps " +
+                        std::to_string(o.steps));
+  // Run-time hyper-parameters win over the compiled and checkpointed ones.
+  bool lrSettable = false;
+  for (const auto &[key, paramName] : m.hparams)
+    if (key == "lr") {
+      writeScalar(P, *m.param(paramName), o.lr);
+      lrSettable = true;
+    }
+  if (!lrSettable)
+    for (int i = 1; i < argc; ++i)
+      if (argv[i] && (std::strcmp(argv[i], "--lr") == 0 ||
+                      std::strncmp(argv[i], "--lr=", 5) == 0))
+        printWarning("--lr has no effect: this program has no run-time "
+                     "learning rate (no \"lr\" in the manifest's hparams)");
+
+  if (start == o.steps) {
+    std::printf("train: nothing to do: %s\n",
+                o.resume ? ("the checkpoint has already completed " +
+                            std::to_string(start) + " steps")
+                               .c_str()
+                         : "--steps is 0");
+    return 0;
+  }
+
+  // --- outputs ------------------------------------------------------------------
+  std::optional<MetricsWriter> metrics;
+  if (!o.metricsPath.empty()) {
+    if (o.resume) {
+      Result<int64_t> trimmed = trimMetricsFile(o.metricsPath, start);
+      if (!trimmed.ok())
+        die(kExitError, trimmed.message());
+    }
+    Result<MetricsWriter> opened = MetricsWriter::open(o.metricsPath, o.resume);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    metrics.emplace(std::move(opened).value());
+  }
+  std::unique_ptr<TraceWriter> trace;
+  OpTraceRecorder recorder;
+  int64_t traceStep = start + (o.steps - start >= 2 ? 1 : 0);
+  if (!o.tracePath.empty()) {
+    trace = std::make_unique<TraceWriter>(0);
+    trace->setProcessName(m.model.empty() ? "train" : "train " + m.model);
+    trace->setThreadName(kTraceTid, "main");
+    recorder.writer = trace.get();
+    recorder.ops = &m.ops;
+  }
+  auto writeTrace = [&]() {
+    if (!trace)
+      return;
+    if (Status s = trace->write(o.tracePath); !s.ok())
+      die(kExitError, s.message());
+  };
+
+  // --- the loop -----------------------------------------------------------------
+  const uint64_t rowTokens = static_cast<uint64_t>(program.batch) *
+                             static_cast<uint64_t>(program.seqLen);
+  std::vector<int64_t> inputs(rowTokens), labels(rowTokens);
+  ProgressBar progress(stdout, o.steps, o.logEvery, start);
+  // Ends the progress line before an error (a terminal shares the line).
+  auto stop = [&](const std::string &message) {
+    progress.finish();
+    die(kExitError, message);
+  };
+  using Clock = std::chrono::steady_clock;
+  double totalSeconds = 0, lastLoss = std::nan("");
+  for (int64_t s = start; s < o.steps; ++s) {
+    bool tracing = trace && s == traceStep;
+    double stepUs = tracing ? trace->nowUs() : 0;
+    Clock::time_point t0 = Clock::now();
+
+    if (Status st = dataset->fill(s, program.batch, inputs.data(),
+                                  labels.data());
+        !st.ok())
+      stop("step " + std::to_string(s) + ": " + st.message());
+    writeIndices(A, *program.tokens, inputs.data(), rowTokens);
+    if (program.labels)
+      writeIndices(A, *program.labels, labels.data(), rowTokens);
+    if (program.step)
+      writeIndices(A, *program.step, &s, 1);
+    if (tracing) {
+      double now = trace->nowUs();
+      trace->complete("data", "data", stepUs, now - stepUs, kTraceTid);
+      recorder.current = -1;
+      cpu::setOpRecorder(&OpTraceRecorder::record, &recorder);
+    }
+
+    merak_train_step(A, P, C);
+
+    Clock::time_point t1 = Clock::now();
+    if (tracing) {
+      cpu::setOpRecorder(nullptr, nullptr);
+      double now = trace->nowUs();
+      recorder.closeCurrent(now); // in case the step did not mark its end
+      trace->complete("step", "step", stepUs, now - stepUs, kTraceTid,
+                      {{"step", static_cast<double>(s)}});
+    }
+    double seconds = std::chrono::duration<double>(t1 - t0).count();
+    totalSeconds += seconds;
+
+    StepMetrics sm;
+    sm.step = s;
+    sm.loss = program.loss ? readScalar(A, *program.loss) : std::nan("");
+    sm.lr = program.lr ? readScalar(A, *program.lr) : o.lr;
+    sm.gradNorm =
+        program.gradNorm ? readScalar(A, *program.gradNorm) : std::nan("");
+    sm.timeMs = seconds * 1e3;
+    sm.tokensPerSecond =
+        seconds > 0 ? static_cast<double>(rowTokens) / seconds : 0;
+    for (const ManifestTensor *out : program.extraOutputs)
+      sm.extra.emplace_back(out->name, readScalar(A, *out));
+    lastLoss = sm.loss;
+    if (metrics)
+      if (Status st = metrics->write(sm); !st.ok())
+        stop(st.message());
+    progress.update(s, sm.loss, sm.tokensPerSecond);
+
+    if (program.loss && !std::isfinite(sm.loss)) {
+      progress.finish();
+      writeTrace();
+      stop("the loss is " +
+                          std::string(std::isnan(sm.loss) ? "NaN" : "infinite") +
+                          " at step " + std::to_string(s) + " (lr " +
+                          formatNumber(sm.lr) +
+                          "); stopping. Try a lower --lr.");
+    }
+
+    bool last = s + 1 == o.steps;
+    if (!o.checkpointDir.empty() &&
+        (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0))) {
+      double ckptUs = trace ? trace->nowUs() : 0;
+      if (Status st = saveCheckpoint(o.checkpointDir, s + 1,
+                                     checkpointTensors(m, P),
+                                     checkpointMetadata(m, o));
+          !st.ok())
+        stop(st.message());
+      if (trace)
+        trace->complete("checkpoint", "checkpoint", ckptUs,
+                        trace->nowUs() - ckptUs, kTraceTid,
+                        {{"step", static_cast<double>(s + 1)}});
+    }
+  }
+  progress.finish();
+  if (metrics)
+    if (Status st = metrics->close(); !st.ok())
+      die(kExitError, st.message());
+  writeTrace();
+
+  int64_t ran = o.steps - start;
+  double meanRate = totalSeconds > 0 ? static_cast<double>(rowTokens) *
+                                           static_cast<double>(ran) /
+                                           totalSeconds
+                                     : 0;
+  std::string summary =
+      "train: done: " + std::to_string(ran) + " steps (" +
+      std::to_string(start) + ".." + std::to_string(o.steps - 1) +
+      ") | final loss " + (program.loss ? formatLoss(lastLoss) : "n/a") +
+      " | mean " + ProgressBar::formatRate(meanRate) + " tok/s";
+  if (!o.checkpointDir.empty())
+    summary += " | checkpoint " + o.checkpointDir + "/" +
+               checkpointFileName(o.steps);
+  std::printf("%s\n", summary.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+} // namespace
+
+} // namespace merak::rt
+
+extern "C" int merak_train_main(int argc, char **argv) {
+  using namespace merak::rt;
+  try {
+    return run(argc, argv);
+  } catch (const ExitRun &e) {
+    return e.code;
+  } catch (const std::bad_alloc &) {
+    printError("out of memory");
+  } catch (const std::exception &e) {
+    printError(std::string("unexpected failure: ") + e.what());
+  } catch (...) {
+    printError("unexpected failure");
+  }
+  return kExitError;
+}

@@ -1,0 +1,164 @@
+//===- manifest_test.cpp - the generated program's manifest ---------------===//
+#include "manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace merak::rt;
+
+namespace {
+
+/// A valid manifest; `patch` replaces the first occurrence of `from` by `to`.
+std::string manifest(const std::string &from = "", const std::string &to = "") {
+  std::string m = R"({
+    "format": 1, "entry": "train_step",
+    "arena_bytes": 1024, "params_bytes": 256, "consts_offset": 256,
+    "consts_bytes": 16,
+    "params": [
+      {"name": "w", "dtype": "F32", "shape": [4, 4], "offset": 0,
+       "bytes": 64, "kind": "trainable"},
+      {"name": "m.w", "dtype": "F32", "shape": [4, 4], "offset": 64,
+       "bytes": 64, "kind": "state"},
+      {"name": "lr", "dtype": "F32", "shape": [], "offset": 128,
+       "bytes": 4, "kind": "hparam"}
+    ],
+    "inputs": [
+      {"name": "ids", "role": "tokens", "dtype": "I64", "shape": [2, 8],
+       "offset": 0},
+      {"name": "targets", "role": "labels", "dtype": "I32", "shape": [2, 8],
+       "offset": 128},
+      {"name": "t", "role": "step", "dtype": "I64", "shape": [],
+       "offset": 192}
+    ],
+    "outputs": [
+      {"name": "loss", "dtype": "F32", "shape": [], "offset": 256},
+      {"name": "lr", "dtype": "F32", "shape": [], "offset": 260}
+    ],
+    "hparams": {"lr": "lr"},
+    "ops": ["matmul", "add"],
+    "defaults": {"lr": 0.001, "optimizer": "adamw", "seed": 3,
+                 "sampler": "sequential", "warmup": 10},
+    "model": "gpt.onnx"
+  })";
+  if (!from.empty()) {
+    size_t at = m.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos)
+      m.replace(at, from.size(), to);
+  }
+  return m;
+}
+
+void expectError(const std::string &from, const std::string &to,
+                 const std::string &message) {
+  Result<Manifest> r = parseManifest(manifest(from, to));
+  ASSERT_FALSE(r.ok()) << "expected: " << message;
+  EXPECT_EQ(r.message(), message);
+}
+
+} // namespace
+
+TEST(Manifest, Valid) {
+  Result<Manifest> r = parseManifest(manifest());
+  ASSERT_TRUE(r.ok()) << r.message();
+  const Manifest &m = *r;
+  EXPECT_EQ(m.arenaBytes, 1024u);
+  EXPECT_EQ(m.paramsBytes, 256u);
+  EXPECT_EQ(m.constsOffset, 256u);
+  EXPECT_EQ(m.constsBytes, 16u);
+  ASSERT_EQ(m.params.size(), 3u);
+  EXPECT_EQ(m.params[1].name, "m.w");
+  EXPECT_EQ(m.params[1].kind, "state");
+  EXPECT_EQ(m.params[1].offset, 64u);
+  EXPECT_EQ(m.params[1].bytes, 64u);
+  EXPECT_EQ(m.params[2].shape.size(), 0u);
+  EXPECT_EQ(m.params[2].elements, 1u);
+  ASSERT_NE(m.inputWithRole("labels"), nullptr);
+  EXPECT_EQ(m.inputWithRole("labels")->dtype, DType::I32);
+  EXPECT_EQ(m.inputWithRole("tokens")->shape, (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(m.output("loss")->offset, 256u);
+  EXPECT_EQ(m.output("grad_norm"), nullptr);
+  ASSERT_EQ(m.hparams.size(), 1u);
+  EXPECT_EQ(m.hparams[0].second, "lr");
+  EXPECT_EQ(m.ops, (std::vector<std::string>{"matmul", "add"}));
+  EXPECT_EQ(*m.defaultLr, 0.001);
+  EXPECT_EQ(*m.defaultSeed, 3u);
+  EXPECT_EQ(*m.defaultSampler, Sampler::Sequential);
+  EXPECT_EQ(m.optimizer, "adamw");
+  EXPECT_EQ(m.model, "gpt.onnx");
+}
+
+TEST(Manifest, OptionalPartsMayBeAbsent) {
+  Result<Manifest> r = parseManifest(
+      R"({"format": 1, "arena_bytes": 0, "params_bytes": 0,
+          "consts_offset": 0, "consts_bytes": 0, "params": [],
+          "inputs": [], "outputs": []})");
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->defaultLr.has_value());
+  EXPECT_TRUE(r->ops.empty());
+  EXPECT_EQ(r->inputWithRole("tokens"), nullptr);
+}
+
+TEST(Manifest, Errors) {
+  EXPECT_FALSE(parseManifest("{").ok());
+  EXPECT_FALSE(parseManifest("[]").ok());
+  expectError("\"format\": 1", "\"format\": 2",
+              "unsupported \"format\" (this runtime reads format 1)");
+  expectError("\"arena_bytes\": 1024", "\"arena_bytes\": -1",
+              "\"arena_bytes\" must be a non-negative integer");
+  expectError("\"consts_offset\": 256", "\"consts_offset\": 128",
+              "consts_offset 128 is inside the parameter data "
+              "(params_bytes 256)");
+  expectError("\"offset\": 128,\n       \"bytes\": 4",
+              "\"offset\": 254,\n       \"bytes\": 4",
+              "params[2] ('lr'): offset 254 + 4 bytes exceeds params_bytes "
+              "256");
+  expectError("\"bytes\": 64, \"kind\": \"trainable\"",
+              "\"bytes\": 60, \"kind\": \"trainable\"",
+              "params[0] ('w'): bytes is 60 but the shape and dtype need 64");
+  expectError("\"dtype\": \"F32\", \"shape\": [4, 4], \"offset\": 0",
+              "\"dtype\": \"F8\", \"shape\": [4, 4], \"offset\": 0",
+              "params[0] ('w'): unknown dtype 'F8'");
+  expectError("[4, 4], \"offset\": 0", "[4, -4], \"offset\": 0",
+              "params[0] ('w'): shape dimension must be a non-negative "
+              "integer");
+  expectError("\"name\": \"m.w\"", "\"name\": \"w\"",
+              "params[1]: duplicate name 'w'");
+  expectError("\"kind\": \"state\"", "\"kind\": \"buffer\"",
+              "params[1] ('m.w'): unknown kind 'buffer' (expected trainable, "
+              "frozen, state or hparam)");
+  expectError("\"kind\": \"state\"", "\"kinds\": \"state\"",
+              "params[1] ('m.w'): missing \"kind\"");
+  expectError("\"role\": \"labels\"", "\"role\": \"tokens\"",
+              "inputs[1] ('targets'): a second input with role 'tokens'");
+  expectError("\"role\": \"step\"", "\"role\": \"mask\"",
+              "inputs[2] ('t'): unknown role 'mask' (expected tokens, labels, "
+              "step or other)");
+  expectError("\"shape\": [2, 8],\n       \"offset\": 0",
+              "\"shape\": [16],\n       \"offset\": 0",
+              "the tokens input 'ids' must be an I64 or I32 tensor of shape "
+              "[B, T] with B, T >= 1");
+  expectError("\"I32\", \"shape\": [2, 8]", "\"I32\", \"shape\": [2, 7]",
+              "the labels input 'targets' must be I64 or I32 with the "
+              "tokens' shape");
+  expectError("\"step\", \"dtype\": \"I64\"", "\"step\", \"dtype\": \"F32\"",
+              "the step input 't' must be an I64 or I32 scalar");
+  expectError("\"offset\": 192}", "\"offset\": 1020}",
+              "inputs[2] ('t'): offset 1020 + 8 bytes exceeds arena_bytes "
+              "1024");
+  expectError("\"name\": \"loss\", \"dtype\": \"F32\", \"shape\": []",
+              "\"name\": \"loss\", \"dtype\": \"F32\", \"shape\": [2]",
+              "the output 'loss' must be an F32 or F64 scalar");
+  expectError("{\"lr\": \"lr\"}", "{\"lr\": \"nope\"}",
+              "hparams.lr names 'nope', which is not a param");
+  expectError("{\"lr\": \"lr\"}", "{\"lr\": \"w\"}",
+              "hparams.lr names 'w', which is not an F32 or F64 scalar");
+  expectError("[\"matmul\", \"add\"]", "[\"matmul\", 3]",
+              "ops[1] must be a string, got an integer");
+  expectError("\"lr\": 0.001", "\"lr\": -1",
+              "defaults.lr must be a finite non-negative number");
+  expectError("\"sampler\": \"sequential\"", "\"sampler\": \"shuffle\"",
+              "defaults.sampler must be \"random\" or \"sequential\"");
+  expectError("\"inputs\"", "\"inputz\"", "manifest: missing \"inputs\"");
+}

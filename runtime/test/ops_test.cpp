@@ -1,0 +1,1432 @@
+//===- ops_test.cpp - tensor-level CPU kernels (ops.h) against references --===//
+//
+// Every entry point of merak_rt/ops.h against independent loops written here
+// (in double, in the order lib/Evaluator uses, so most comparisons are
+// bitwise): each Unary/Binary kind, the fast paths and the general fallback
+// of binary/where/transpose/reduce, negative-stride slices, gather with
+// negative indices, scatter gradients with repeated indices, conv2d against
+// a direct convolution (and its backward by the adjoint identity), pools with
+// ceil_mode and padding, cross entropy with ignore_index, numpy matmul rules,
+// and the dropout mask against the evaluator's counter-based RNG.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace cpu = merak::rt::cpu;
+using cpu::Dims;
+using cpu::DT;
+
+namespace {
+
+Dims D(std::initializer_list<int64_t> v) {
+  Dims d;
+  for (int64_t x : v)
+    d.d[d.rank++] = x;
+  return d;
+}
+
+std::mt19937_64 &rng() {
+  static std::mt19937_64 g(0xC0FFEEu);
+  return g;
+}
+
+template <class T> std::vector<T> randv(int64_t n, double lo = -2, double hi = 2) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto &x : v)
+    x = static_cast<T>(u(rng()));
+  return v;
+}
+std::vector<int64_t> randi(int64_t n, int64_t lo, int64_t hi) {
+  std::uniform_int_distribution<int64_t> u(lo, hi);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (auto &x : v)
+    x = u(rng());
+  return v;
+}
+
+/// fn(lin, idx) over every index of d, row-major.
+void forEach(const Dims &d, const std::function<void(int64_t, const int64_t *)> &fn) {
+  int64_t n = d.numel();
+  int64_t idx[cpu::kMaxRank] = {};
+  for (int64_t lin = 0; lin < n; ++lin) {
+    fn(lin, idx);
+    for (int32_t k = d.rank - 1; k >= 0; --k) {
+      if (++idx[k] < d.d[k])
+        break;
+      idx[k] = 0;
+    }
+  }
+}
+
+/// Offset in `in` of output index idx (numpy broadcasting to out's rank).
+int64_t bOff(const Dims &in, const Dims &out, const int64_t *idx) {
+  int64_t off = 0, st = 1;
+  for (int32_t k = in.rank - 1; k >= 0; --k) {
+    int32_t ko = k + out.rank - in.rank;
+    if (in.d[k] != 1)
+      off += idx[ko] * st;
+    st *= in.d[k];
+  }
+  return off;
+}
+
+template <class T> void expectBits(const std::vector<T> &got, const std::vector<T> &want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(static_cast<double>(want[i]))) {
+      EXPECT_TRUE(std::isnan(static_cast<double>(got[i]))) << "at " << i;
+      continue;
+    }
+    EXPECT_EQ(got[i], want[i]) << "at " << i;
+    if (got[i] != want[i])
+      return;
+  }
+}
+
+template <class T>
+void expectNear(const std::vector<T> &got, const std::vector<double> &want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(static_cast<double>(got[i]), want[i], tol * (1 + std::fabs(want[i])))
+        << "at " << i;
+    if (std::fabs(static_cast<double>(got[i]) - want[i]) > tol * (1 + std::fabs(want[i])))
+      return;
+  }
+}
+
+} // namespace
+
+// --- basics ---------------------------------------------------------------------
+
+TEST(OpsBasics, ElemSizeFatalRecorder) {
+  EXPECT_EQ(cpu::elemSize(DT::F32), 4);
+  EXPECT_EQ(cpu::elemSize(DT::F64), 8);
+  EXPECT_EQ(cpu::elemSize(DT::I64), 8);
+  EXPECT_EQ(cpu::elemSize(DT::I32), 4);
+  EXPECT_EQ(cpu::elemSize(DT::BOOL), 1);
+  EXPECT_EXIT(cpu::fatal("boom"), ::testing::ExitedWithCode(3), "merak runtime: boom");
+  std::vector<int64_t> seen;
+  cpu::opMark(7); // no recorder: no-op
+  cpu::setOpRecorder([](void *ctx, int64_t i) { static_cast<std::vector<int64_t> *>(ctx)->push_back(i); },
+                     &seen);
+  cpu::opMark(0);
+  cpu::opMark(1);
+  cpu::opMark(-1);
+  cpu::setOpRecorder(nullptr, nullptr);
+  cpu::opMark(5);
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, -1}));
+}
+
+TEST(OpsBasics, CopyBytes) {
+  std::vector<uint8_t> src(3 << 20), dst(src.size());
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<uint8_t>(i * 7 + 3);
+  cpu::copyBytes(dst.data(), src.data(), static_cast<int64_t>(src.size()) - 5);
+  EXPECT_EQ(std::memcmp(dst.data(), src.data(), src.size() - 5), 0);
+  EXPECT_EQ(dst[src.size() - 1], 0);
+}
+
+// --- unary ----------------------------------------------------------------------
+
+namespace {
+double refUnary(cpu::Unary op, double x, double a, double b) {
+  using U = cpu::Unary;
+  switch (op) {
+  case U::Exp: return std::exp(x);
+  case U::Log: return std::log(x);
+  case U::Sqrt: return std::sqrt(x);
+  case U::Rsqrt: return 1.0 / std::sqrt(x);
+  case U::Tanh: return std::tanh(x);
+  case U::Erf: return std::erf(x);
+  case U::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  case U::Reciprocal: return 1.0 / x;
+  case U::Sin: return std::sin(x);
+  case U::Cos: return std::cos(x);
+  case U::Floor: return std::floor(x);
+  case U::Ceil: return std::ceil(x);
+  case U::Relu: return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+  case U::Neg: return -x;
+  case U::Abs: return std::fabs(x);
+  case U::Sign: return (x > 0) - (x < 0);
+  case U::Gelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  case U::GeluTanh:
+    return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case U::LeakyRelu: return x >= 0 ? x : a * x;
+  case U::Clamp: return std::isnan(x) ? x : std::min(std::max(x, a), b);
+  case U::Not: break;
+  }
+  return 0;
+}
+} // namespace
+
+TEST(OpsElementwise, UnaryFloatEveryKind) {
+  using U = cpu::Unary;
+  const U kinds[] = {U::Exp,  U::Log,   U::Sqrt, U::Rsqrt, U::Tanh,     U::Erf,
+                     U::Sigmoid, U::Reciprocal, U::Sin, U::Cos, U::Floor, U::Ceil,
+                     U::Relu, U::Neg,   U::Abs,  U::Sign,  U::Gelu, U::GeluTanh,
+                     U::LeakyRelu, U::Clamp};
+  for (int64_t n : {int64_t(37), int64_t(50000)}) {
+    auto xf = randv<float>(n, -3, 3);
+    xf[0] = 0.0f;
+    xf[1] = -0.0f;
+    xf[2] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<double> xd(xf.begin(), xf.end());
+    for (U op : kinds) {
+      double a = op == U::LeakyRelu ? 0.1 : op == U::Clamp ? -0.5 : 0;
+      double b = op == U::Clamp ? 1.25 : 0;
+      bool positive = op == U::Log || op == U::Sqrt || op == U::Rsqrt;
+      std::vector<float> in = xf;
+      if (positive)
+        for (auto &v : in)
+          v = std::fabs(v) + 0.01f;
+      std::vector<double> ind(in.begin(), in.end());
+      std::vector<float> yf(n), wf(n);
+      std::vector<double> yd(n), wd(n);
+      cpu::unary(op, DT::F32, in.data(), yf.data(), n, a, b);
+      cpu::unary(op, DT::F64, ind.data(), yd.data(), n, a, b);
+      for (int64_t i = 0; i < n; ++i) {
+        wf[i] = static_cast<float>(refUnary(op, in[i], a, b));
+        wd[i] = refUnary(op, ind[i], a, b);
+      }
+      SCOPED_TRACE(static_cast<int>(op));
+      expectBits(yf, wf);
+      expectBits(yd, wd);
+    }
+  }
+  // Relu turns -0 into +0 (as the evaluator); in place works.
+  std::vector<float> z{-0.0f, -1.0f, 2.0f};
+  cpu::unary(U::Relu, DT::F32, z.data(), z.data(), 3);
+  EXPECT_FALSE(std::signbit(z[0]));
+  EXPECT_EQ(z[1], 0.0f);
+  EXPECT_EQ(z[2], 2.0f);
+}
+
+TEST(OpsElementwise, UnaryIntegerAndBool) {
+  using U = cpu::Unary;
+  std::vector<int64_t> x{-5, 0, 7, std::numeric_limits<int64_t>::min(), 3};
+  std::vector<int64_t> y(5);
+  cpu::unary(U::Neg, DT::I64, x.data(), y.data(), 5);
+  EXPECT_EQ(y, (std::vector<int64_t>{5, 0, -7, std::numeric_limits<int64_t>::min(), -3}));
+  cpu::unary(U::Abs, DT::I64, x.data(), y.data(), 5);
+  EXPECT_EQ(y, (std::vector<int64_t>{5, 0, 7, std::numeric_limits<int64_t>::min(), 3}));
+  cpu::unary(U::Sign, DT::I64, x.data(), y.data(), 5);
+  EXPECT_EQ(y, (std::vector<int64_t>{-1, 0, 1, -1, 1}));
+  cpu::unary(U::Relu, DT::I64, x.data(), y.data(), 5);
+  EXPECT_EQ(y, (std::vector<int64_t>{0, 0, 7, 0, 3}));
+  // Clamp with fractional bounds: ceil(lo), floor(hi).
+  cpu::unary(U::Clamp, DT::I64, x.data(), y.data(), 5, -2.5, 4.5);
+  EXPECT_EQ(y, (std::vector<int64_t>{-2, 0, 4, -2, 3}));
+  cpu::unary(U::Clamp, DT::I64, x.data(), y.data(), 5, -HUGE_VAL, 1.0);
+  EXPECT_EQ(y, (std::vector<int64_t>{-5, 0, 1, std::numeric_limits<int64_t>::min(), 1}));
+  std::vector<int32_t> xi{-4, 9, std::numeric_limits<int32_t>::min()}, yi(3);
+  cpu::unary(U::Neg, DT::I32, xi.data(), yi.data(), 3);
+  EXPECT_EQ(yi, (std::vector<int32_t>{4, -9, std::numeric_limits<int32_t>::min()}));
+  cpu::unary(U::Abs, DT::I32, xi.data(), yi.data(), 3);
+  EXPECT_EQ(yi, (std::vector<int32_t>{4, 9, std::numeric_limits<int32_t>::min()}));
+  cpu::unary(U::Clamp, DT::I32, xi.data(), yi.data(), 3, 0, 5);
+  EXPECT_EQ(yi, (std::vector<int32_t>{0, 5, 0}));
+  std::vector<uint8_t> b{0, 1, 1, 0}, nb(4);
+  cpu::unary(U::Not, DT::BOOL, b.data(), nb.data(), 4);
+  EXPECT_EQ(nb, (std::vector<uint8_t>{1, 0, 0, 1}));
+}
+
+// --- binary ---------------------------------------------------------------------
+
+namespace {
+double refBinF(cpu::Binary k, double a, double b) {
+  using B = cpu::Binary;
+  switch (k) {
+  case B::Add: return a + b;
+  case B::Sub: return a - b;
+  case B::Mul: return a * b;
+  case B::Div: return a / b;
+  case B::Rem: return std::fmod(a, b);
+  case B::Pow: return std::pow(a, b);
+  case B::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+  case B::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+  case B::Eq: return a == b;
+  case B::Ne: return a != b;
+  case B::Lt: return a < b;
+  case B::Le: return a <= b;
+  case B::Gt: return a > b;
+  case B::Ge: return a >= b;
+  default: return 0;
+  }
+}
+bool isCompare(cpu::Binary k) { return k >= cpu::Binary::Eq && k <= cpu::Binary::Ge; }
+
+/// Checks binary(op) on F32 and F64 for shapes da, db -> dout against the
+/// double reference, and the in-place form when a has the output's shape.
+void checkBinaryFloat(cpu::Binary op, const Dims &da, const Dims &db, const Dims &dout) {
+  auto a = randv<float>(da.numel(), -3, 3), b = randv<float>(db.numel(), 0.5, 3);
+  if (a.size() > 3) {
+    a[1] = b[1 % b.size()];
+    a[2] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const int64_t n = dout.numel();
+  std::vector<double> want(n);
+  forEach(dout, [&](int64_t lin, const int64_t *idx) {
+    want[lin] = refBinF(op, a[bOff(da, dout, idx)], b[bOff(db, dout, idx)]);
+  });
+  if (isCompare(op)) {
+    std::vector<uint8_t> y(n), w(n);
+    for (int64_t i = 0; i < n; ++i)
+      w[i] = static_cast<uint8_t>(want[i]);
+    cpu::binary(op, DT::F32, a.data(), da, b.data(), db, y.data(), dout);
+    expectBits(y, w);
+    return;
+  }
+  std::vector<float> y(n), w(n);
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = static_cast<float>(want[i]);
+  cpu::binary(op, DT::F32, a.data(), da, b.data(), db, y.data(), dout);
+  expectBits(y, w);
+  std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end()), yd(n);
+  cpu::binary(op, DT::F64, ad.data(), da, bd.data(), db, yd.data(), dout);
+  expectBits(yd, want);
+  if (da.numel() == n) { // out aliases a
+    cpu::binary(op, DT::F32, a.data(), da, b.data(), db, a.data(), dout);
+    expectBits(a, w);
+  }
+}
+} // namespace
+
+TEST(OpsElementwise, BinaryEveryKindEveryPath) {
+  using B = cpu::Binary;
+  const B kinds[] = {B::Add, B::Sub, B::Mul, B::Div, B::Pow, B::Max, B::Min,
+                     B::Rem, B::Eq,  B::Ne,  B::Lt,  B::Le,  B::Gt,  B::Ge};
+  struct Case {
+    Dims a, b, out;
+  } cases[] = {
+      {D({5, 7}), D({5, 7}), D({5, 7})},                 // equal shapes
+      {D({1, 5, 7}), D({5, 7}), D({5, 7})},              // equal up to leading 1
+      {D({5, 7}), D({}), D({5, 7})},                     // scalar b (rank 0)
+      {D({1}), D({4, 6}), D({4, 6})},                    // scalar a
+      {D({2, 3, 8}), D({8}), D({2, 3, 8})},              // suffix (bias add)
+      {D({3}), D({2, 4, 3}), D({2, 4, 3})},              // suffix on a
+      {D({2, 3, 8}), D({2, 3, 1}), D({2, 3, 8})},        // prefix / column
+      {D({2, 3, 1}), D({2, 3, 5}), D({2, 3, 5})},        // column on a
+      {D({2, 1, 4}), D({3, 1}), D({2, 3, 4})},           // general (both broadcast)
+      {D({4, 1, 3, 1}), D({1, 5, 1, 2}), D({4, 5, 3, 2})}, // general, outer product
+      {D({64, 33, 40}), D({40}), D({64, 33, 40})},       // large: parallel suffix
+      {D({64, 33, 40}), D({64, 1, 40}), D({64, 33, 40})}, // large general
+      {D({70000}), D({70000}), D({70000})},              // large flat
+  };
+  for (B op : kinds)
+    for (const Case &c : cases) {
+      SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << " out rank "
+                                        << c.out.rank << " n " << c.out.numel());
+      checkBinaryFloat(op, c.a, c.b, c.out);
+    }
+}
+
+TEST(OpsElementwise, BinaryIntegerSemantics) {
+  using B = cpu::Binary;
+  std::vector<int64_t> a{7, -7, 7, -7, std::numeric_limits<int64_t>::min(), 2, -2, 3};
+  std::vector<int64_t> b{2, 2, -2, -2, -1, -1, 3, 0};
+  std::vector<int64_t> y(8);
+  Dims d = D({8});
+  b[7] = 5;
+  cpu::binary(B::Div, DT::I64, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int64_t>{3, -3, -3, 3, std::numeric_limits<int64_t>::min(), -2, 0, 0}));
+  cpu::binary(B::Rem, DT::I64, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int64_t>{1, -1, 1, -1, 0, 0, -2, 3}));
+  std::vector<int64_t> pa{2, 3, -1, -1, 1, 2, 5}, pb{10, 3, -3, -2, -5, -1, 0}, py(7);
+  Dims d7 = D({7});
+  cpu::binary(B::Pow, DT::I64, pa.data(), d7, pb.data(), d7, py.data(), d7);
+  EXPECT_EQ(py, (std::vector<int64_t>{1024, 27, -1, 1, 1, 0, 1}));
+  // int32 wraps like the element type.
+  std::vector<int32_t> ia{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 65536, -9};
+  std::vector<int32_t> ib{1, -1, 65536, 4}, iy(4);
+  Dims d4 = D({4});
+  cpu::binary(B::Add, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 131072, -5}));
+  cpu::binary(B::Mul, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 0, -36}));
+  cpu::binary(B::Div, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), 1, -2}));
+  cpu::binary(B::Rem, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{0, 0, 0, -1}));
+  cpu::binary(B::Max, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), -1, 65536, 4}));
+  cpu::binary(B::Min, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{1, std::numeric_limits<int32_t>::min(), 65536, -9}));
+  cpu::binary(B::Sub, DT::I32, ia.data(), d4, ib.data(), d4, iy.data(), d4);
+  EXPECT_EQ(iy, (std::vector<int32_t>{std::numeric_limits<int32_t>::max() - 1, std::numeric_limits<int32_t>::min() + 1, 0, -13}));
+  // Comparisons on ints with broadcasting, and on bools.
+  std::vector<int64_t> ca{1, 2, 3, 4, 5, 6}, cb{3};
+  std::vector<uint8_t> cy(6);
+  cpu::binary(B::Le, DT::I64, ca.data(), D({2, 3}), cb.data(), D({1}), cy.data(), D({2, 3}));
+  EXPECT_EQ(cy, (std::vector<uint8_t>{1, 1, 1, 0, 0, 0}));
+  std::vector<uint8_t> ba{0, 0, 1, 1}, bb{0, 1, 0, 1}, by(4);
+  cpu::binary(B::And, DT::BOOL, ba.data(), d4, bb.data(), d4, by.data(), d4);
+  EXPECT_EQ(by, (std::vector<uint8_t>{0, 0, 0, 1}));
+  cpu::binary(B::Or, DT::BOOL, ba.data(), d4, bb.data(), d4, by.data(), d4);
+  EXPECT_EQ(by, (std::vector<uint8_t>{0, 1, 1, 1}));
+  cpu::binary(B::Xor, DT::BOOL, ba.data(), d4, bb.data(), d4, by.data(), d4);
+  EXPECT_EQ(by, (std::vector<uint8_t>{0, 1, 1, 0}));
+  cpu::binary(B::Eq, DT::BOOL, ba.data(), d4, bb.data(), d4, by.data(), d4);
+  EXPECT_EQ(by, (std::vector<uint8_t>{1, 0, 0, 1}));
+  // Logical ops with a broadcast operand (general path).
+  std::vector<uint8_t> col{1, 0}, row{1, 0, 1}, lo(6);
+  cpu::binary(B::And, DT::BOOL, col.data(), D({2, 1}), row.data(), D({3}), lo.data(), D({2, 3}));
+  EXPECT_EQ(lo, (std::vector<uint8_t>{1, 0, 1, 0, 0, 0}));
+}
+
+TEST(OpsElementwise, IntegerDivisionByZeroIsFatal) {
+  std::vector<int64_t> a{1, 2}, b{1, 0}, y(2);
+  EXPECT_EXIT(cpu::binary(cpu::Binary::Div, DT::I64, a.data(), D({2}), b.data(), D({2}), y.data(), D({2})),
+              ::testing::ExitedWithCode(3), "division by zero");
+  EXPECT_EXIT(cpu::binary(cpu::Binary::Rem, DT::I64, a.data(), D({2}), b.data(), D({2}), y.data(), D({2})),
+              ::testing::ExitedWithCode(3), "division by zero");
+}
+
+TEST(OpsElementwise, WhereEveryPath) {
+  struct Case {
+    Dims c, a, b, out;
+  } cases[] = {
+      {D({4, 5}), D({4, 5}), D({4, 5}), D({4, 5})},
+      {D({4, 5}), D({4, 5}), D({}), D({4, 5})},           // masked fill
+      {D({4, 5}), D({1}), D({4, 5}), D({4, 5})},
+      {D({4, 1}), D({4, 5}), D({5}), D({4, 5})},          // one condition per row
+      {D({1, 5}), D({3, 1}), D({3, 5}), D({3, 5})},       // general
+      {D({1, 1, 256, 256}), D({2, 4, 256, 256}), D({}), D({2, 4, 256, 256})}, // causal mask
+  };
+  for (const Case &c : cases) {
+    auto cond = randi(c.c.numel(), 0, 1);
+    std::vector<uint8_t> cb(cond.begin(), cond.end());
+    auto a = randv<float>(c.a.numel()), b = randv<float>(c.b.numel());
+    std::vector<float> y(c.out.numel()), w(c.out.numel());
+    forEach(c.out, [&](int64_t lin, const int64_t *idx) {
+      w[lin] = cb[bOff(c.c, c.out, idx)] ? a[bOff(c.a, c.out, idx)] : b[bOff(c.b, c.out, idx)];
+    });
+    cpu::where(cb.data(), c.c, DT::F32, a.data(), c.a, b.data(), c.b, y.data(), c.out);
+    expectBits(y, w);
+    // 8-byte and 1-byte elements through the same path.
+    std::vector<int64_t> ai(a.size()), bi(b.size()), yi(y.size()), wi(y.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ai[i] = static_cast<int64_t>(i) * 3;
+    for (size_t i = 0; i < b.size(); ++i)
+      bi[i] = -static_cast<int64_t>(i);
+    forEach(c.out, [&](int64_t lin, const int64_t *idx) {
+      wi[lin] = cb[bOff(c.c, c.out, idx)] ? ai[bOff(c.a, c.out, idx)] : bi[bOff(c.b, c.out, idx)];
+    });
+    cpu::where(cb.data(), c.c, DT::I64, ai.data(), c.a, bi.data(), c.b, yi.data(), c.out);
+    EXPECT_EQ(yi, wi);
+  }
+}
+
+TEST(OpsElementwise, CastRules) {
+  std::vector<float> f{1.9f, -1.9f, 0.0f, NAN, 3e9f, -3e9f, 1e30f, -0.0f};
+  std::vector<int32_t> i32(8);
+  cpu::cast(DT::F32, f.data(), DT::I32, i32.data(), 8);
+  const int32_t mx = std::numeric_limits<int32_t>::max(), mn = std::numeric_limits<int32_t>::min();
+  EXPECT_EQ(i32, (std::vector<int32_t>{1, -1, 0, 0, mx, mn, mx, 0}));
+  std::vector<int64_t> i64(8);
+  cpu::cast(DT::F32, f.data(), DT::I64, i64.data(), 8);
+  EXPECT_EQ(i64[0], 1);
+  EXPECT_EQ(i64[4], 3000000000LL);
+  EXPECT_EQ(i64[6], std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(i64[3], 0);
+  std::vector<uint8_t> bo(8);
+  cpu::cast(DT::F32, f.data(), DT::BOOL, bo.data(), 8);
+  EXPECT_EQ(bo, (std::vector<uint8_t>{1, 1, 0, 1, 1, 1, 1, 0}));
+  // int64 -> f32 rounds through double, as the evaluator (double rounding).
+  std::vector<int64_t> big{(int64_t(1) << 60) + (int64_t(1) << 36) + 1, -3, 5000000000LL};
+  std::vector<float> bf(3);
+  cpu::cast(DT::I64, big.data(), DT::F32, bf.data(), 3);
+  EXPECT_EQ(bf[0], static_cast<float>(static_cast<double>(big[0])));
+  EXPECT_EQ(bf[0], std::ldexp(1.0f, 60));
+  EXPECT_EQ(bf[1], -3.0f);
+  // int64 -> int32 wraps; int -> bool is != 0; bool -> f64.
+  std::vector<int32_t> w(3);
+  cpu::cast(DT::I64, big.data(), DT::I32, w.data(), 3);
+  EXPECT_EQ(w[1], -3);
+  EXPECT_EQ(w[2], static_cast<int32_t>(static_cast<uint32_t>(5000000000ULL)));
+  std::vector<int32_t> iv{0, -2, 7};
+  std::vector<uint8_t> ib(3);
+  cpu::cast(DT::I32, iv.data(), DT::BOOL, ib.data(), 3);
+  EXPECT_EQ(ib, (std::vector<uint8_t>{0, 1, 1}));
+  std::vector<double> bd(3);
+  cpu::cast(DT::BOOL, ib.data(), DT::F64, bd.data(), 3);
+  EXPECT_EQ(bd, (std::vector<double>{0, 1, 1}));
+  std::vector<double> dd{0.1, 1e300, -2.5};
+  std::vector<float> df(3);
+  cpu::cast(DT::F64, dd.data(), DT::F32, df.data(), 3);
+  EXPECT_EQ(df[0], 0.1f);
+  EXPECT_TRUE(std::isinf(df[1]));
+  std::vector<float> same(3);
+  cpu::cast(DT::F32, df.data(), DT::F32, same.data(), 3);
+  EXPECT_EQ(same[2], -2.5f);
+}
+
+// --- data movement --------------------------------------------------------------
+
+TEST(OpsShape, BroadcastTo) {
+  struct Case {
+    Dims in, out;
+  } cases[] = {{D({3}), D({4, 3})},         {D({4, 1}), D({4, 5})},
+               {D({}), D({2, 3})},          {D({2, 1, 3}), D({2, 4, 3})},
+               {D({1, 5, 1}), D({3, 5, 2})}, {D({64, 1}), D({64, 1024})}};
+  for (const Case &c : cases) {
+    auto x = randv<float>(c.in.numel());
+    std::vector<float> y(c.out.numel()), w(c.out.numel());
+    forEach(c.out, [&](int64_t lin, const int64_t *idx) { w[lin] = x[bOff(c.in, c.out, idx)]; });
+    cpu::broadcastTo(DT::F32, x.data(), c.in, y.data(), c.out);
+    expectBits(y, w);
+    std::vector<uint8_t> xb(x.size()), yb(y.size()), wb(y.size());
+    for (size_t i = 0; i < xb.size(); ++i)
+      xb[i] = static_cast<uint8_t>(i & 1);
+    forEach(c.out, [&](int64_t lin, const int64_t *idx) { wb[lin] = xb[bOff(c.in, c.out, idx)]; });
+    cpu::broadcastTo(DT::BOOL, xb.data(), c.in, yb.data(), c.out);
+    EXPECT_EQ(yb, wb);
+  }
+}
+
+namespace {
+template <class T> void checkTranspose(DT t, const Dims &dx, const Dims &perm) {
+  const int64_t n = dx.numel();
+  std::vector<T> x(n), y(n), w(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<T>(i * 31 + 7);
+  Dims dy;
+  dy.rank = dx.rank;
+  for (int32_t i = 0; i < dx.rank; ++i)
+    dy.d[i] = dx.d[perm.d[i]];
+  int64_t xs[cpu::kMaxRank];
+  int64_t acc = 1;
+  for (int32_t i = dx.rank - 1; i >= 0; --i) {
+    xs[i] = acc;
+    acc *= dx.d[i];
+  }
+  forEach(dy, [&](int64_t lin, const int64_t *idx) {
+    int64_t off = 0;
+    for (int32_t i = 0; i < dy.rank; ++i)
+      off += idx[i] * xs[perm.d[i]];
+    w[lin] = x[off];
+  });
+  cpu::transpose(t, x.data(), dx, perm, y.data());
+  EXPECT_EQ(y, w);
+}
+} // namespace
+
+TEST(OpsShape, TransposeEveryPath) {
+  struct Case {
+    Dims x, perm;
+  } cases[] = {
+      {D({37, 53}), D({1, 0})},                 // 2-D tiled
+      {D({3, 70, 45}), D({0, 2, 1})},           // swap last two, batched tiles
+      {D({2, 5, 3, 64}), D({0, 2, 1, 3})},      // last dim stays: contiguous runs
+      {D({2, 5, 3, 8}), D({0, 2, 3, 1})},       // [B,T,H,D] -> [B,H,D,T]
+      {D({4, 3, 5}), D({2, 0, 1})},             // general
+      {D({3, 4, 5, 2}), D({3, 1, 0, 2})},       // general, inner strided
+      {D({1, 6, 1, 7}), D({3, 2, 1, 0})},       // size-1 dims
+      {D({300, 257}), D({1, 0})},               // large: parallel tiles
+      {D({5}), D({0})},                         // identity
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.x.numel());
+    checkTranspose<float>(DT::F32, c.x, c.perm);
+    checkTranspose<int64_t>(DT::I64, c.x, c.perm);
+    checkTranspose<uint8_t>(DT::BOOL, c.x, c.perm);
+  }
+}
+
+TEST(OpsShape, SliceIncludingNegativeStrides) {
+  Dims dx = D({5, 6, 7});
+  std::vector<int32_t> x(dx.numel());
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<int32_t>(i);
+  struct Case {
+    Dims starts, strides, out;
+  } cases[] = {
+      {D({1, 0, 2}), D({1, 1, 1}), D({3, 6, 4})},   // contiguous rows
+      {D({4, 5, 6}), D({-1, -1, -1}), D({5, 6, 7})}, // full reverse
+      {D({0, 1, 6}), D({2, 2, -3}), D({3, 3, 3})},   // mixed
+      {D({2, 0, 0}), D({1, 1, 1}), D({1, 6, 7})},    // one plane: memcpy
+      {D({0, 5, 0}), D({1, -2, 1}), D({5, 3, 7})},
+  };
+  for (const Case &c : cases) {
+    std::vector<int32_t> y(c.out.numel()), w(c.out.numel());
+    forEach(c.out, [&](int64_t lin, const int64_t *idx) {
+      int64_t i0 = c.starts.d[0] + idx[0] * c.strides.d[0];
+      int64_t i1 = c.starts.d[1] + idx[1] * c.strides.d[1];
+      int64_t i2 = c.starts.d[2] + idx[2] * c.strides.d[2];
+      w[lin] = x[(i0 * 6 + i1) * 7 + i2];
+    });
+    cpu::slice(DT::I32, x.data(), dx, c.starts, c.strides, y.data(), c.out);
+    EXPECT_EQ(y, w);
+  }
+}
+
+TEST(OpsShape, InsertAlongAxisIsConcat) {
+  Dims da = D({2, 3, 4}), db = D({2, 5, 4}), dy = D({2, 8, 4});
+  auto a = randv<double>(da.numel()), b = randv<double>(db.numel());
+  std::vector<double> y(dy.numel(), -1);
+  cpu::insertAlongAxis(DT::F64, a.data(), da, 1, 0, y.data(), dy);
+  cpu::insertAlongAxis(DT::F64, b.data(), db, 1, 3, y.data(), dy);
+  forEach(dy, [&](int64_t lin, const int64_t *idx) {
+    double want = idx[1] < 3 ? a[(idx[0] * 3 + idx[1]) * 4 + idx[2]]
+                             : b[(idx[0] * 5 + idx[1] - 3) * 4 + idx[2]];
+    EXPECT_EQ(y[lin], want);
+  });
+  // Axis 0 (one contiguous block) and the last axis.
+  std::vector<float> p{1, 2}, q{3, 4, 5, 6}, r(6);
+  cpu::insertAlongAxis(DT::F32, p.data(), D({1, 2}), 0, 0, r.data(), D({3, 2}));
+  cpu::insertAlongAxis(DT::F32, q.data(), D({2, 2}), 0, 1, r.data(), D({3, 2}));
+  EXPECT_EQ(r, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  std::vector<float> s(6);
+  cpu::insertAlongAxis(DT::F32, p.data(), D({2, 1}), 1, 2, s.data(), D({2, 3}));
+  cpu::insertAlongAxis(DT::F32, q.data(), D({2, 2}), 1, 0, s.data(), D({2, 3}));
+  EXPECT_EQ(s, (std::vector<float>{3, 4, 1, 5, 6, 2}));
+}
+
+TEST(OpsShape, GatherNegativeIndicesBothIndexTypes) {
+  Dims dd = D({4, 5, 3});
+  auto data = randv<float>(dd.numel());
+  std::vector<int64_t> idx{0, -1, 2, -5, 4, 4};
+  Dims di = D({2, 3});
+  // axis 1: y [4, 2, 3, 3]
+  std::vector<float> y(4 * 6 * 3), w(y.size());
+  for (int64_t o = 0; o < 4; ++o)
+    for (int64_t j = 0; j < 6; ++j) {
+      int64_t k = idx[j] < 0 ? idx[j] + 5 : idx[j];
+      for (int64_t c = 0; c < 3; ++c)
+        w[(o * 6 + j) * 3 + c] = data[(o * 5 + k) * 3 + c];
+    }
+  cpu::gather(DT::F32, data.data(), dd, DT::I64, idx.data(), di, 1, y.data());
+  EXPECT_EQ(y, w);
+  std::vector<int32_t> idx32(idx.begin(), idx.end());
+  std::fill(y.begin(), y.end(), 0.f);
+  cpu::gather(DT::F32, data.data(), dd, DT::I32, idx32.data(), di, 1, y.data());
+  EXPECT_EQ(y, w);
+  // axis 0, embedding style, large enough to run in parallel.
+  Dims de = D({50, 64});
+  auto emb = randv<float>(de.numel());
+  auto tok = randi(4096, -50, 49);
+  std::vector<float> ye(4096 * 64);
+  cpu::gather(DT::F32, emb.data(), de, DT::I64, tok.data(), D({4096}), 0, ye.data());
+  for (int64_t j = 0; j < 4096; ++j) {
+    int64_t k = tok[j] < 0 ? tok[j] + 50 : tok[j];
+    ASSERT_EQ(0, std::memcmp(&ye[j * 64], &emb[k * 64], 64 * sizeof(float)));
+  }
+  // Scalar index (rank-0 indices): drops the axis.
+  int64_t one = -2;
+  std::vector<float> ys(4 * 3);
+  cpu::gather(DT::F32, data.data(), dd, DT::I64, &one, D({}), 1, ys.data());
+  EXPECT_EQ(ys[0], data[(0 * 5 + 3) * 3]);
+  EXPECT_EXIT(cpu::gather(DT::F32, data.data(), dd, DT::I64, std::vector<int64_t>{5}.data(), D({1}), 1,
+                          y.data()),
+              ::testing::ExitedWithCode(3), "gather: index 5 out of range");
+}
+
+TEST(OpsShape, GatherGradRepeatedIndicesDeterministic) {
+  for (int64_t axis : {0, 1}) {
+    Dims dy = axis == 0 ? D({40, 96}) : D({3, 40, 5});
+    auto idx = randi(2000, -40, 39);
+    idx[0] = idx[1] = idx[2] = 7; // repeats
+    idx[3] = -33;
+    Dims di = D({40, 50});
+    const int64_t outer = axis == 0 ? 1 : 3, inner = axis == 0 ? 96 : 5, dim = 40;
+    auto g = randv<float>(outer * 2000 * inner);
+    std::vector<double> acc(dy.numel(), 0.0);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < 2000; ++j) {
+        int64_t k = idx[j] < 0 ? idx[j] + dim : idx[j];
+        for (int64_t c = 0; c < inner; ++c)
+          acc[(o * dim + k) * inner + c] += g[(o * 2000 + j) * inner + c];
+      }
+    std::vector<float> want(acc.begin(), acc.end()), y(dy.numel(), 123.f);
+    cpu::gatherGrad(DT::F32, g.data(), DT::I64, idx.data(), di, axis, y.data(), dy);
+    expectBits(y, want);
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::vector<float> y1(dy.numel());
+    cpu::gatherGrad(DT::F32, g.data(), DT::I64, idx.data(), di, axis, y1.data(), dy);
+    omp_set_num_threads(saved);
+    expectBits(y1, y);
+#endif
+    std::vector<int32_t> i32(idx.begin(), idx.end());
+    std::vector<double> gd(g.begin(), g.end()), yd(dy.numel());
+    cpu::gatherGrad(DT::F64, gd.data(), DT::I32, i32.data(), di, axis, yd.data(), dy);
+    expectBits(yd, acc);
+  }
+}
+
+TEST(OpsShape, GatherElementsAndGrad) {
+  // data [3, 4, 5], idx [3, 6, 2] along axis 1 (idx smaller in dims 2).
+  Dims dd = D({3, 4, 5}), di = D({3, 6, 2});
+  auto data = randv<float>(dd.numel());
+  auto idx = randi(di.numel(), -4, 3);
+  std::vector<float> y(di.numel()), w(di.numel());
+  forEach(di, [&](int64_t lin, const int64_t *p) {
+    int64_t k = idx[lin] < 0 ? idx[lin] + 4 : idx[lin];
+    w[lin] = data[(p[0] * 4 + k) * 5 + p[2]];
+  });
+  cpu::gatherElements(DT::F32, data.data(), dd, DT::I64, idx.data(), di, 1, y.data());
+  EXPECT_EQ(y, w);
+  // Along the last axis (contiguous fibres), int32 indices, int64 data.
+  Dims dd2 = D({4, 7}), di2 = D({4, 3});
+  std::vector<int64_t> data2(28);
+  for (int i = 0; i < 28; ++i)
+    data2[i] = i * 10;
+  std::vector<int32_t> idx2{0, -1, 3, 6, 6, 0, 2, 2, -7, 1, 5, 4};
+  std::vector<int64_t> y2(12);
+  cpu::gatherElements(DT::I64, data2.data(), dd2, DT::I32, idx2.data(), di2, 1, y2.data());
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) {
+      int k = idx2[r * 3 + c] < 0 ? idx2[r * 3 + c] + 7 : idx2[r * 3 + c];
+      EXPECT_EQ(y2[r * 3 + c], data2[r * 7 + k]);
+    }
+  // Grad: scatter-add with repeats, accumulated in double.
+  auto g = randv<float>(di.numel());
+  std::vector<double> acc(dd.numel(), 0.0);
+  forEach(di, [&](int64_t lin, const int64_t *p) {
+    int64_t k = idx[lin] < 0 ? idx[lin] + 4 : idx[lin];
+    acc[(p[0] * 4 + k) * 5 + p[2]] += g[lin];
+  });
+  std::vector<float> gy(dd.numel(), 9.f), gw(acc.begin(), acc.end());
+  cpu::gatherElementsGrad(DT::F32, g.data(), DT::I64, idx.data(), di, 1, gy.data(), dd);
+  expectBits(gy, gw);
+  EXPECT_EXIT(cpu::gatherElements(DT::F32, data.data(), dd, DT::I64,
+                                  std::vector<int64_t>(di.numel(), 4).data(), di, 1, y.data()),
+              ::testing::ExitedWithCode(3), "gather_elements: index 4 out of range");
+}
+
+// --- reductions -----------------------------------------------------------------
+
+namespace {
+/// The evaluator's reduction: inputs in row-major order into their output.
+template <class T>
+std::vector<T> refReduce(cpu::Reduce op, const std::vector<T> &x, const Dims &dx,
+                         const std::vector<int64_t> &axes) {
+  bool red[cpu::kMaxRank] = {};
+  for (int64_t a : axes)
+    red[a] = true;
+  int64_t nOut = 1, count = 1;
+  for (int32_t d = 0; d < dx.rank; ++d)
+    (red[d] ? count : nOut) *= dx.d[d];
+  constexpr bool isF = std::is_floating_point_v<T>;
+  using A = std::conditional_t<isF, double, int64_t>;
+  A init = op == cpu::Reduce::Max   ? (isF ? A(-INFINITY) : A(std::numeric_limits<T>::min()))
+           : op == cpu::Reduce::Min ? (isF ? A(INFINITY) : A(std::numeric_limits<T>::max()))
+           : op == cpu::Reduce::Prod ? A(1)
+                                     : A(0);
+  std::vector<A> acc(nOut, init);
+  std::vector<bool> nan(nOut, false);
+  forEach(dx, [&](int64_t lin, const int64_t *idx) {
+    int64_t o = 0;
+    for (int32_t d = 0; d < dx.rank; ++d)
+      if (!red[d])
+        o = o * dx.d[d] + idx[d];
+    A v = static_cast<A>(x[lin]);
+    switch (op) {
+    case cpu::Reduce::Sum:
+    case cpu::Reduce::Mean: acc[o] = isF ? acc[o] + v : A(uint64_t(acc[o]) + uint64_t(v)); break;
+    case cpu::Reduce::Prod: acc[o] = isF ? acc[o] * v : A(uint64_t(acc[o]) * uint64_t(v)); break;
+    case cpu::Reduce::Max: acc[o] = std::max(acc[o], v); nan[o] = nan[o] || v != v; break;
+    case cpu::Reduce::Min: acc[o] = std::min(acc[o], v); nan[o] = nan[o] || v != v; break;
+    }
+  });
+  std::vector<T> y(nOut);
+  for (int64_t o = 0; o < nOut; ++o) {
+    A v = acc[o];
+    if (op == cpu::Reduce::Mean)
+      v = isF ? v / count : (count ? v / count : v);
+    if constexpr (isF) {
+      if (nan[o])
+        v = NAN;
+    }
+    y[o] = static_cast<T>(v);
+  }
+  return y;
+}
+} // namespace
+
+TEST(OpsReduce, EveryKindEveryPath) {
+  using R = cpu::Reduce;
+  struct Case {
+    Dims x;
+    std::vector<int64_t> axes;
+  } cases[] = {
+      {D({6, 7, 9}), {2}},          // rows
+      {D({6, 7, 9}), {1, 2}},       // rows (merged)
+      {D({6, 7, 9}), {0, 1, 2}},    // everything
+      {D({6, 7, 9}), {0, 1}},       // columns (bias gradient)
+      {D({150, 1, 200}), {0}},      // columns, large: parallel blocks
+      {D({6, 7, 9}), {1}},          // [K, R, K]
+      {D({6, 7, 9}), {0, 2}},       // general [R, K, R]
+      {D({3, 4, 5, 6}), {0, 2}},    // general [R, K, R, K]
+      {D({5, 1, 4}), {1}},          // size-1 reduced dim only
+      {D({300, 400}), {1}},         // large rows
+  };
+  for (R op : {R::Sum, R::Mean, R::Max, R::Min, R::Prod})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << " n " << c.x.numel());
+      Dims axes;
+      for (int64_t a : c.axes)
+        axes.d[axes.rank++] = a;
+      auto xf = randv<float>(c.x.numel(), 0.5, 1.5);
+      if (c.x.numel() < 1000)
+        xf[5] = std::numeric_limits<float>::quiet_NaN();
+      auto wf = refReduce<float>(op, xf, c.x, c.axes);
+      std::vector<float> yf(wf.size());
+      cpu::reduce(op, DT::F32, xf.data(), c.x, axes, yf.data());
+      expectBits(yf, wf);
+      auto xi = randi(c.x.numel(), -50, 50);
+      std::vector<int32_t> x32(xi.begin(), xi.end());
+      auto wi = refReduce<int64_t>(op, xi, c.x, c.axes);
+      std::vector<int64_t> yi(wi.size());
+      cpu::reduce(op, DT::I64, xi.data(), c.x, axes, yi.data());
+      EXPECT_EQ(yi, wi);
+      auto w32 = refReduce<int32_t>(op, x32, c.x, c.axes);
+      std::vector<int32_t> y32(w32.size());
+      cpu::reduce(op, DT::I32, x32.data(), c.x, axes, y32.data());
+      EXPECT_EQ(y32, w32);
+    }
+  // No axes: a copy. Integer mean truncates.
+  std::vector<double> x{1, 2, 3}, y(3);
+  cpu::reduce(R::Sum, DT::F64, x.data(), D({3}), Dims{}, y.data());
+  EXPECT_EQ(y, x);
+  std::vector<int64_t> xi{-7, 0, 0}, yi(1);
+  cpu::reduce(R::Mean, DT::I64, xi.data(), D({3}), D({0}), yi.data());
+  EXPECT_EQ(yi[0], -2);
+}
+
+TEST(OpsReduce, ArgMaxArgMin) {
+  Dims dx = D({2, 4, 3});
+  std::vector<float> x{1, 5, 2, 3, 5, 2, 3, 1, 2, 0, 0, 9, //
+                       7, 7, 7, 7, 7, 7, 1, 8, 7, -1, 8, 7};
+  std::vector<int64_t> y(6);
+  cpu::argReduce(true, DT::F32, x.data(), dx, 1, false, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{1, 0, 3, 0, 2, 0}));
+  cpu::argReduce(true, DT::F32, x.data(), dx, 1, true, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{2, 1, 3, 1, 3, 3}));
+  cpu::argReduce(false, DT::F32, x.data(), dx, 1, false, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{3, 3, 0, 3, 0, 0}));
+  cpu::argReduce(false, DT::F32, x.data(), dx, 1, true, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{3, 3, 2, 3, 1, 3}));
+  std::vector<int64_t> y8(8);
+  std::vector<int32_t> xi(x.begin(), x.end());
+  cpu::argReduce(true, DT::I32, xi.data(), dx, 2, false, y8.data());
+  EXPECT_EQ(y8, (std::vector<int64_t>{1, 1, 0, 2, 0, 0, 1, 1}));
+}
+
+TEST(OpsReduce, CumSumAllModes) {
+  Dims dx = D({3, 4, 5});
+  auto x = randv<float>(dx.numel());
+  std::vector<int64_t> xi(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xi[i] = static_cast<int64_t>(i % 7) - 3;
+  for (int64_t axis : {0, 1, 2})
+    for (bool excl : {false, true})
+      for (bool rev : {false, true}) {
+        std::vector<float> y(x.size()), w(x.size());
+        std::vector<int64_t> yi(x.size()), wi(x.size());
+        forEach(dx, [&](int64_t lin, const int64_t *idx) {
+          double s = 0;
+          int64_t si = 0;
+          for (int64_t j = 0; j < dx.d[axis]; ++j) {
+            bool take = rev ? (excl ? j > idx[axis] : j >= idx[axis])
+                            : (excl ? j < idx[axis] : j <= idx[axis]);
+            if (!take)
+              continue;
+            int64_t p[3] = {idx[0], idx[1], idx[2]};
+            p[axis] = j;
+            int64_t at = (p[0] * 4 + p[1]) * 5 + p[2];
+            s += x[at];
+            si += xi[at];
+          }
+          w[lin] = static_cast<float>(s);
+          wi[lin] = si;
+        });
+        cpu::cumsum(DT::F32, x.data(), dx, axis, excl, rev, y.data());
+        cpu::cumsum(DT::I64, xi.data(), dx, axis, excl, rev, yi.data());
+        expectNear(y, std::vector<double>(w.begin(), w.end()), 1e-6);
+        EXPECT_EQ(yi, wi);
+      }
+}
+
+// --- normalisation --------------------------------------------------------------
+
+TEST(OpsNorm, SoftmaxAndLogSoftmaxAnyAxis) {
+  for (bool isLog : {false, true})
+    for (int64_t axis : {0, 1, 2}) {
+      Dims dx = D({3, 5, 7});
+      auto x = randv<double>(dx.numel(), -5, 5);
+      x[3] = -INFINITY;
+      std::vector<double> w(x.size());
+      forEach(dx, [&](int64_t lin, const int64_t *idx) {
+        double m = -INFINITY, s = 0;
+        auto at = [&](int64_t j) {
+          int64_t p[3] = {idx[0], idx[1], idx[2]};
+          p[axis] = j;
+          return x[(p[0] * 5 + p[1]) * 7 + p[2]];
+        };
+        for (int64_t j = 0; j < dx.d[axis]; ++j)
+          m = std::max(m, at(j));
+        for (int64_t j = 0; j < dx.d[axis]; ++j)
+          s += std::exp(at(j) - m);
+        w[lin] = isLog ? x[lin] - m - std::log(s) : std::exp(x[lin] - m) / s;
+      });
+      std::vector<double> y(x.size());
+      cpu::softmax(isLog, DT::F64, x.data(), dx, axis, y.data());
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (std::isinf(w[i])) {
+          EXPECT_EQ(y[i], w[i]);
+          continue;
+        }
+        EXPECT_NEAR(y[i], w[i], 1e-12 * (1 + std::fabs(w[i])));
+      }
+      std::vector<float> xf(x.begin(), x.end()), yf(x.size());
+      cpu::softmax(isLog, DT::F32, xf.data(), dx, axis, yf.data());
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (std::isinf(w[i])) {
+          EXPECT_EQ(yf[i], static_cast<float>(w[i]));
+          continue;
+        }
+        EXPECT_NEAR(yf[i], w[i], 2e-6 * (1 + std::fabs(w[i])));
+      }
+    }
+}
+
+namespace {
+std::vector<double> refNorm(const std::vector<double> &x, int64_t outer, int64_t inner,
+                            const std::function<double(int64_t)> &scale,
+                            const std::function<double(int64_t)> &bias, double eps, bool rms) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    const double *xr = x.data() + o * inner;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < inner; ++j)
+        mean += xr[j];
+      mean /= inner;
+    }
+    for (int64_t j = 0; j < inner; ++j)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    var /= inner;
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < inner; ++j)
+      y[o * inner + j] = (xr[j] - mean) * inv * scale(j) + bias(j);
+  }
+  return y;
+}
+} // namespace
+
+TEST(OpsNorm, LayerNormAndRmsNorm) {
+  Dims dx = D({4, 6, 8});
+  auto xf = randv<float>(dx.numel(), -3, 3);
+  std::vector<double> xd(xf.begin(), xf.end());
+  auto sc = randv<float>(48), bi = randv<float>(48);
+  auto one = [](int64_t) { return 1.0; };
+  auto zero = [](int64_t) { return 0.0; };
+  const double eps = 1e-5;
+  // Normalise the last dim with [8] scale/bias.
+  {
+    std::vector<float> y(xf.size());
+    cpu::layerNorm(DT::F32, xf.data(), dx, 2, sc.data(), D({8}), bi.data(), D({8}), eps, y.data());
+    auto w = refNorm(xd, 24, 8, [&](int64_t j) { return double(sc[j]); },
+                     [&](int64_t j) { return double(bi[j]); }, eps, false);
+    std::vector<float> wf(w.begin(), w.end());
+    expectBits(y, wf);
+  }
+  // The last two dims, no scale/bias; F64.
+  {
+    std::vector<double> y(xd.size());
+    cpu::layerNorm(DT::F64, xd.data(), dx, 1, nullptr, Dims{}, nullptr, Dims{}, eps, y.data());
+    expectBits(y, refNorm(xd, 4, 48, one, zero, eps, false));
+  }
+  // Broadcast scale [6, 1] over normalised [6, 8], scalar bias.
+  {
+    std::vector<float> y(xf.size());
+    float b0 = 0.25f;
+    cpu::layerNorm(DT::F32, xf.data(), dx, 1, sc.data(), D({6, 1}), &b0, D({1}), eps, y.data());
+    auto w = refNorm(xd, 4, 48, [&](int64_t j) { return double(sc[j / 8]); },
+                     [&](int64_t) { return 0.25; }, eps, false);
+    std::vector<float> wf(w.begin(), w.end());
+    expectBits(y, wf);
+  }
+  // RMS norm with and without scale.
+  {
+    std::vector<float> y(xf.size());
+    cpu::rmsNorm(DT::F32, xf.data(), dx, 2, sc.data(), D({8}), 1e-6, y.data());
+    auto w = refNorm(xd, 24, 8, [&](int64_t j) { return double(sc[j]); }, zero, 1e-6, true);
+    std::vector<float> wf(w.begin(), w.end());
+    expectBits(y, wf);
+    std::vector<double> yd(xd.size());
+    cpu::rmsNorm(DT::F64, xd.data(), dx, 1, nullptr, Dims{}, 1e-6, yd.data());
+    expectBits(yd, refNorm(xd, 4, 48, one, zero, 1e-6, true));
+  }
+  // Large: parallel rows.
+  {
+    Dims dl = D({512, 96});
+    auto xl = randv<float>(dl.numel());
+    std::vector<double> xld(xl.begin(), xl.end());
+    std::vector<float> y(xl.size());
+    cpu::layerNorm(DT::F32, xl.data(), dl, 1, nullptr, Dims{}, nullptr, Dims{}, eps, y.data());
+    auto w = refNorm(xld, 512, 96, one, zero, eps, false);
+    expectBits(y, std::vector<float>(w.begin(), w.end()));
+  }
+}
+
+TEST(OpsNorm, BatchNormTrainingAndInference) {
+  Dims dx = D({3, 4, 5, 2});
+  auto x = randv<float>(dx.numel(), -2, 2);
+  auto sc = randv<float>(4), bi = randv<float>(4), mu = randv<float>(4);
+  auto var = randv<float>(4, 0.5, 2);
+  for (bool training : {false, true}) {
+    std::vector<float> y(x.size()), w(x.size());
+    for (int64_t c = 0; c < 4; ++c) {
+      double m = mu[c], v = var[c];
+      if (training) {
+        double s = 0, sq = 0;
+        for (int64_t n = 0; n < 3; ++n)
+          for (int64_t k = 0; k < 10; ++k)
+            s += x[(n * 4 + c) * 10 + k];
+        m = s / 30;
+        for (int64_t n = 0; n < 3; ++n)
+          for (int64_t k = 0; k < 10; ++k)
+            sq += (x[(n * 4 + c) * 10 + k] - m) * (x[(n * 4 + c) * 10 + k] - m);
+        v = sq / 30;
+      }
+      double inv = 1.0 / std::sqrt(v + 1e-5);
+      for (int64_t n = 0; n < 3; ++n)
+        for (int64_t k = 0; k < 10; ++k) {
+          int64_t at = (n * 4 + c) * 10 + k;
+          w[at] = static_cast<float>((x[at] - m) * inv * sc[c] + bi[c]);
+        }
+    }
+    cpu::batchNorm(DT::F32, x.data(), dx, sc.data(), bi.data(), mu.data(), var.data(), 1e-5,
+                   training, y.data());
+    expectBits(y, w);
+  }
+}
+
+// --- dropout and cross entropy --------------------------------------------------
+
+namespace {
+// Copied from lib/Evaluator/EvalNN.cpp (uniformAt): the mask must match it.
+double evaluatorUniformAt(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double)(z >> 11) * 0x1.0p-53;
+}
+} // namespace
+
+TEST(OpsDropout, MaskMatchesEvaluatorRng) {
+  const int64_t n = 100003;
+  auto x = randv<float>(n);
+  for (int64_t seed : {int64_t(0), int64_t(42), int64_t(-7)})
+    for (double ratio : {0.0, 0.1, 0.5}) {
+      std::vector<float> y(n);
+      std::vector<uint8_t> m(n);
+      cpu::dropout(DT::F32, x.data(), n, ratio, seed, y.data(), m.data());
+      const double scale = 1.0 / (1.0 - ratio);
+      int64_t kept = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        bool keep = ratio == 0.0 || evaluatorUniformAt(uint64_t(seed), uint64_t(k)) >= ratio;
+        ASSERT_EQ(m[k], keep) << k;
+        ASSERT_EQ(y[k], keep ? static_cast<float>(x[k] * scale) : 0.0f) << k;
+        kept += keep;
+      }
+      EXPECT_NEAR(double(kept) / n, 1.0 - ratio, 0.01);
+    }
+  // A few hand-checked values of the evaluator's generator (seed 42).
+  EXPECT_EQ(evaluatorUniformAt(42, 0) >= 0.0, true);
+  std::vector<double> xd{1, 2, 3, 4}, yd(4);
+  std::vector<uint8_t> md(4);
+  cpu::dropout(DT::F64, xd.data(), 4, 0.5, 42, yd.data(), md.data());
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(md[k], evaluatorUniformAt(42, k) >= 0.5);
+}
+
+TEST(OpsCrossEntropy, ReductionsIgnoreIndexAxis) {
+  // logits [N=3, C=5, T=4] with the class dim at axis 1; labels [3, 4].
+  Dims dl = D({3, 5, 4});
+  auto lg = randv<float>(dl.numel(), -4, 4);
+  std::vector<int64_t> lab{0, 4, -100, 2, 1, 1, 3, -100, 4, 0, 2, 3};
+  std::vector<double> loss(12, 0.0);
+  int64_t counted = 0;
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t t = 0; t < 4; ++t) {
+      int64_t l = lab[n * 4 + t];
+      if (l == -100)
+        continue;
+      double m = -INFINITY, s = 0;
+      for (int64_t c = 0; c < 5; ++c)
+        m = std::max(m, double(lg[(n * 5 + c) * 4 + t]));
+      for (int64_t c = 0; c < 5; ++c)
+        s += std::exp(lg[(n * 5 + c) * 4 + t] - m);
+      loss[n * 4 + t] = m + std::log(s) - lg[(n * 5 + l) * 4 + t];
+      ++counted;
+    }
+  double total = 0;
+  for (double v : loss)
+    total += v;
+  std::vector<float> none(12);
+  cpu::crossEntropy(DT::F32, lg.data(), dl, 1, DT::I64, lab.data(), 0, true, -100, none.data());
+  expectBits(none, std::vector<float>(loss.begin(), loss.end()));
+  float mean = 0, sum = 0;
+  cpu::crossEntropy(DT::F32, lg.data(), dl, 1, DT::I64, lab.data(), 1, true, -100, &mean);
+  cpu::crossEntropy(DT::F32, lg.data(), dl, 1, DT::I64, lab.data(), 2, true, -100, &sum);
+  EXPECT_EQ(mean, static_cast<float>(total / counted));
+  EXPECT_EQ(sum, static_cast<float>(total));
+  // Without ignore_index a -100 label is out of range: fatal.
+  EXPECT_EXIT(cpu::crossEntropy(DT::F32, lg.data(), dl, 1, DT::I64, lab.data(), 1, false, 0, &mean),
+              ::testing::ExitedWithCode(3), "label -100 out of range");
+  // Last axis (GPT layout), int32 labels, large enough to be parallel, F64.
+  const int64_t rows = 300, C = 257;
+  auto big = randv<double>(rows * C, -6, 6);
+  auto bl = randi(rows, 0, C - 1);
+  bl[5] = 3; // ignore index 3
+  std::vector<int32_t> bl32(bl.begin(), bl.end());
+  double want = 0;
+  int64_t cnt = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (bl[r] == 3)
+      continue;
+    double m = -INFINITY, s = 0;
+    for (int64_t c = 0; c < C; ++c)
+      m = std::max(m, big[r * C + c]);
+    for (int64_t c = 0; c < C; ++c)
+      s += std::exp(big[r * C + c] - m);
+    want += m + std::log(s) - big[r * C + bl[r]];
+    ++cnt;
+  }
+  double got = 0;
+  cpu::crossEntropy(DT::F64, big.data(), D({rows, C}), 1, DT::I32, bl32.data(), 1, true, 3, &got);
+  EXPECT_EQ(got, want / cnt);
+}
+
+// --- matmul ---------------------------------------------------------------------
+
+namespace {
+/// numpy.matmul in double (rank-1 rules, broadcast batch dims).
+std::vector<double> refMatmul(const std::vector<double> &a, Dims da, const std::vector<double> &b,
+                              Dims db, Dims &dy) {
+  bool aVec = da.rank == 1, bVec = db.rank == 1;
+  if (aVec)
+    da = D({1, da.d[0]});
+  if (bVec)
+    db = D({db.d[0], 1});
+  int64_t M = da.d[da.rank - 2], K = da.d[da.rank - 1], N = db.d[db.rank - 1];
+  Dims la, lb, batch;
+  la.rank = da.rank - 2;
+  lb.rank = db.rank - 2;
+  for (int i = 0; i < la.rank; ++i)
+    la.d[i] = da.d[i];
+  for (int i = 0; i < lb.rank; ++i)
+    lb.d[i] = db.d[i];
+  batch.rank = std::max(la.rank, lb.rank);
+  for (int i = 0; i < batch.rank; ++i) {
+    int ia = i - (batch.rank - la.rank), ib = i - (batch.rank - lb.rank);
+    int64_t va = ia >= 0 ? la.d[ia] : 1, vb = ib >= 0 ? lb.d[ib] : 1;
+    batch.d[i] = va == 1 ? vb : va;
+  }
+  std::vector<double> y(batch.numel() * M * N);
+  forEach(batch, [&](int64_t bi, const int64_t *idx) {
+    int64_t oa = bOff(la, batch, idx) * M * K, ob = bOff(lb, batch, idx) * K * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < K; ++p)
+          acc += a[oa + i * K + p] * b[ob + p * N + j];
+        y[(bi * M + i) * N + j] = acc;
+      }
+  });
+  dy = batch;
+  if (!aVec)
+    dy.d[dy.rank++] = M;
+  if (!bVec)
+    dy.d[dy.rank++] = N;
+  return y;
+}
+} // namespace
+
+TEST(OpsMatmul, NumpyRulesAndBroadcastBatches) {
+  struct Case {
+    Dims a, b;
+  } cases[] = {
+      {D({5, 7}), D({7, 3})},             // plain
+      {D({2, 3, 5, 7}), D({7, 4})},       // rhs 2-D: batch folded into M
+      {D({5, 7}), D({3, 7, 4})},          // lhs 2-D, batched rhs (stride 0)
+      {D({3, 5, 7}), D({3, 7, 4})},       // equal batches
+      {D({2, 1, 5, 7}), D({3, 7, 4})},    // general broadcast
+      {D({1, 5, 7}), D({2, 7, 4})},       // batch-1 lhs
+      {D({7}), D({7, 4})},                // rank-1 lhs
+      {D({7}), D({2, 7, 4})},             // rank-1 lhs, batched rhs
+      {D({2, 5, 7}), D({7})},             // rank-1 rhs
+      {D({7}), D({7})},                   // dot product -> scalar
+      {D({4, 0}), D({0, 3})},             // K = 0: zeros
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.a.rank << "x" << c.b.rank);
+    auto af = randv<float>(c.a.numel()), bf = randv<float>(c.b.numel());
+    std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
+    Dims dy;
+    auto want = refMatmul(ad, c.a, bd, c.b, dy);
+    std::vector<float> yf(want.size(), NAN);
+    cpu::matmul(DT::F32, af.data(), c.a, bf.data(), c.b, yf.data(), dy);
+    expectNear(yf, want, 1e-5);
+    std::vector<double> yd(want.size(), NAN);
+    cpu::matmul(DT::F64, ad.data(), c.a, bd.data(), c.b, yd.data(), dy);
+    expectBits(yd, want);
+    std::vector<int64_t> ai(ad.size()), bi(bd.size());
+    for (size_t i = 0; i < ai.size(); ++i)
+      ai[i] = static_cast<int64_t>(i % 5) - 2;
+    for (size_t i = 0; i < bi.size(); ++i)
+      bi[i] = static_cast<int64_t>(i % 7) - 3;
+    std::vector<double> aid(ai.begin(), ai.end()), bid(bi.begin(), bi.end());
+    auto wi = refMatmul(aid, c.a, bid, c.b, dy);
+    std::vector<int64_t> yi(wi.size());
+    cpu::matmul(DT::I64, ai.data(), c.a, bi.data(), c.b, yi.data(), dy);
+    std::vector<int32_t> a32(ai.begin(), ai.end()), b32(bi.begin(), bi.end()), y32(wi.size());
+    cpu::matmul(DT::I32, a32.data(), c.a, b32.data(), c.b, y32.data(), dy);
+    for (size_t i = 0; i < wi.size(); ++i) {
+      EXPECT_EQ(yi[i], static_cast<int64_t>(wi[i]));
+      EXPECT_EQ(y32[i], static_cast<int32_t>(wi[i]));
+    }
+  }
+}
+
+// --- convolution ----------------------------------------------------------------
+
+namespace {
+struct ConvCase {
+  Dims x, w;
+  cpu::Conv2DAttrs a;
+};
+
+Dims convOut(const ConvCase &c) {
+  int64_t H = c.x.d[2], W = c.x.d[3], KH = c.w.d[2], KW = c.w.d[3];
+  int64_t OH = (H + c.a.pt + c.a.pb - c.a.dh * (KH - 1) - 1) / c.a.sh + 1;
+  int64_t OW = (W + c.a.pl + c.a.pr - c.a.dw * (KW - 1) - 1) / c.a.sw + 1;
+  return D({c.x.d[0], c.w.d[0], OH, OW});
+}
+
+/// fn(outIndex, inIndex, weightIndex) for every tap (the evaluator's loop).
+void forEachTap(const ConvCase &c, const Dims &dy,
+                const std::function<void(int64_t, int64_t, int64_t)> &fn) {
+  int64_t N = c.x.d[0], C = c.x.d[1], H = c.x.d[2], W = c.x.d[3];
+  int64_t O = c.w.d[0], CG = c.w.d[1], KH = c.w.d[2], KW = c.w.d[3];
+  int64_t OH = dy.d[2], OW = dy.d[3], OG = O / c.a.groups;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow)
+          for (int64_t ci = 0; ci < CG; ++ci)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              int64_t ih = oh * c.a.sh - c.a.pt + kh * c.a.dh;
+              if (ih < 0 || ih >= H)
+                continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t iw = ow * c.a.sw - c.a.pl + kw * c.a.dw;
+                if (iw < 0 || iw >= W)
+                  continue;
+                fn(((n * O + o) * OH + oh) * OW + ow, ((n * C + (o / OG) * CG + ci) * H + ih) * W + iw,
+                   ((o * CG + ci) * KH + kh) * KW + kw);
+              }
+            }
+}
+
+double dotD(const std::vector<double> &a, const std::vector<double> &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+} // namespace
+
+TEST(OpsConv, ForwardBackwardAgainstDirectLoops) {
+  const ConvCase cases[] = {
+      {D({2, 3, 7, 6}), D({4, 3, 3, 3}), {1, 1, 1, 1, 1, 1, 1, 1, 1}},  // same padding
+      {D({2, 4, 9, 8}), D({6, 2, 3, 2}), {2, 1, 1, 0, 2, 1, 1, 2, 2}},  // stride, asym pad, dilation, groups
+      {D({1, 6, 5, 5}), D({6, 1, 3, 3}), {1, 2, 0, 1, 0, 1, 2, 1, 6}},  // depthwise, dilation 2
+      {D({3, 5, 4, 6}), D({7, 5, 1, 1}), {1, 1, 0, 0, 0, 0, 1, 1, 1}},  // 1x1 direct
+      {D({2, 8, 6, 6}), D({4, 4, 1, 1}), {2, 2, 0, 0, 0, 0, 1, 1, 2}},  // 1x1 strided, groups
+  };
+  for (const ConvCase &c : cases) {
+    Dims dy = convOut(c);
+    SCOPED_TRACE(::testing::Message() << "y " << dy.d[1] << "x" << dy.d[2] << "x" << dy.d[3]);
+    auto x = randv<double>(c.x.numel()), w = randv<double>(c.w.numel());
+    auto bias = randv<double>(c.w.d[0]), g = randv<double>(dy.numel());
+    std::vector<double> yRef(dy.numel()), dxRef(x.size(), 0.0), dwRef(w.size(), 0.0);
+    for (int64_t k = 0; k < dy.numel(); ++k)
+      yRef[k] = bias[(k / (dy.d[2] * dy.d[3])) % dy.d[1]];
+    forEachTap(c, dy, [&](int64_t o, int64_t i, int64_t k) {
+      yRef[o] += x[i] * w[k];
+      dxRef[i] += g[o] * w[k];
+      dwRef[k] += g[o] * x[i];
+    });
+    std::vector<double> y(dy.numel()), dx(x.size(), 7.0), dw(w.size(), 7.0);
+    cpu::conv2d(DT::F64, x.data(), c.x, w.data(), c.w, bias.data(), c.a, y.data(), dy);
+    cpu::conv2dBackwardData(DT::F64, g.data(), dy, w.data(), c.w, c.a, dx.data(), c.x);
+    cpu::conv2dBackwardFilter(DT::F64, x.data(), c.x, g.data(), dy, c.a, dw.data(), c.w);
+    expectNear(y, yRef, 1e-12);
+    expectNear(dx, dxRef, 1e-12);
+    expectNear(dw, dwRef, 1e-12);
+    // The adjoint identity <conv(x,w), g> = <x, dX(g,w)> = <w, dW(x,g)>, no bias.
+    std::vector<double> y0(dy.numel());
+    cpu::conv2d(DT::F64, x.data(), c.x, w.data(), c.w, nullptr, c.a, y0.data(), dy);
+    double lhs = dotD(y0, g);
+    EXPECT_NEAR(lhs, dotD(x, dx), 1e-10 * (1 + std::fabs(lhs)));
+    EXPECT_NEAR(lhs, dotD(w, dw), 1e-10 * (1 + std::fabs(lhs)));
+    // F32 through sgemm.
+    std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), bf(bias.begin(), bias.end()),
+        gf(g.begin(), g.end());
+    std::vector<float> yf(dy.numel()), dxf(x.size()), dwf(w.size());
+    cpu::conv2d(DT::F32, xf.data(), c.x, wf.data(), c.w, bf.data(), c.a, yf.data(), dy);
+    cpu::conv2dBackwardData(DT::F32, gf.data(), dy, wf.data(), c.w, c.a, dxf.data(), c.x);
+    cpu::conv2dBackwardFilter(DT::F32, xf.data(), c.x, gf.data(), dy, c.a, dwf.data(), c.w);
+    expectNear(yf, yRef, 1e-5);
+    expectNear(dxf, dxRef, 1e-5);
+    expectNear(dwf, dwRef, 1e-5);
+  }
+}
+
+// --- pooling --------------------------------------------------------------------
+
+namespace {
+int64_t poolOut(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d, bool ceil) {
+  int64_t span = in + p0 + p1 - d * (k - 1) - 1;
+  int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
+  if (ceil && (o - 1) * s >= in + p0) // the last window must start inside
+    --o;
+  return o;
+}
+
+/// The evaluator's window walk: fn(out, in indices, padded count).
+void forEachWindow(const Dims &dx, const Dims &dy, const cpu::Pool2DAttrs &a,
+                   const std::function<void(int64_t, const std::vector<int64_t> &, int64_t)> &fn) {
+  int64_t NC = dx.d[0] * dx.d[1], H = dx.d[2], W = dx.d[3], OH = dy.d[2], OW = dy.d[3];
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        std::vector<int64_t> idx;
+        int64_t padded = 0;
+        for (int64_t kh = 0; kh < a.kh; ++kh) {
+          int64_t ih = oh * a.sh - a.pt + kh * a.dh;
+          for (int64_t kw = 0; kw < a.kw; ++kw) {
+            int64_t iw = ow * a.sw - a.pl + kw * a.dw;
+            if (ih < H + a.pb && iw < W + a.pr)
+              ++padded;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+              idx.push_back((nc * H + ih) * W + iw);
+          }
+        }
+        fn((nc * OH + oh) * OW + ow, idx, padded);
+      }
+}
+} // namespace
+
+TEST(OpsPool, MaxAndAvgWithCeilModeAndPadding) {
+  struct Case {
+    Dims x;
+    cpu::Pool2DAttrs a;
+  } cases[] = {
+      {D({2, 3, 7, 7}), {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true}},   // ceil, pad, include pad
+      {D({2, 3, 7, 7}), {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, false}},  // ceil, exclude pad
+      {D({1, 2, 8, 9}), {2, 3, 2, 2, 0, 1, 0, 1, 1, 1, false, true}},  // asymmetric
+      {D({1, 2, 6, 6}), {2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, false}},  // plain
+      {D({1, 1, 9, 9}), {3, 3, 1, 1, 2, 2, 2, 2, 1, 1, false, false}}, // overlapping windows
+  };
+  for (const Case &c : cases) {
+    for (bool dilated : {false, true}) {
+      cpu::Pool2DAttrs a = c.a;
+      if (dilated) { // max pool only
+        a.dh = 2;
+        a.dw = 2;
+      }
+      Dims dy = D({c.x.d[0], c.x.d[1],
+                   poolOut(c.x.d[2], a.kh, a.sh, a.pt, a.pb, a.dh, a.ceilMode),
+                   poolOut(c.x.d[3], a.kw, a.sw, a.pl, a.pr, a.dw, a.ceilMode)});
+      SCOPED_TRACE(::testing::Message() << "out " << dy.d[2] << "x" << dy.d[3] << " dil " << dilated);
+      auto x = randv<float>(c.x.numel());
+      x[4] = x[5]; // ties: first maximum wins
+      auto g = randv<float>(dy.numel());
+      std::vector<float> yMax(dy.numel()), wMax(dy.numel());
+      std::vector<double> gMax(c.x.numel(), 0.0);
+      forEachWindow(c.x, dy, a, [&](int64_t o, const std::vector<int64_t> &idx, int64_t) {
+        double m = -INFINITY;
+        for (int64_t i : idx)
+          m = std::max(m, double(x[i]));
+        wMax[o] = static_cast<float>(m);
+        if (idx.empty())
+          return;
+        int64_t best = idx[0];
+        for (int64_t i : idx)
+          if (x[i] > x[best])
+            best = i;
+        gMax[best] += g[o];
+      });
+      cpu::maxPool2d(DT::F32, x.data(), c.x, a, yMax.data(), dy);
+      expectBits(yMax, wMax);
+      std::vector<float> dxMax(c.x.numel(), 5.f);
+      cpu::maxPool2dGrad(DT::F32, x.data(), c.x, g.data(), dy, a, dxMax.data());
+      expectBits(dxMax, std::vector<float>(gMax.begin(), gMax.end()));
+      if (dilated)
+        continue;
+      std::vector<float> yAvg(dy.numel()), wAvg(dy.numel());
+      std::vector<double> gAvg(c.x.numel(), 0.0);
+      forEachWindow(c.x, dy, a, [&](int64_t o, const std::vector<int64_t> &idx, int64_t padded) {
+        double s = 0;
+        for (int64_t i : idx)
+          s += x[i];
+        int64_t n = a.countIncludePad ? padded : static_cast<int64_t>(idx.size());
+        wAvg[o] = static_cast<float>(n ? s / n : 0.0);
+        for (int64_t i : idx)
+          gAvg[i] += g[o] / double(n);
+      });
+      cpu::avgPool2d(DT::F32, x.data(), c.x, a, yAvg.data(), dy);
+      expectBits(yAvg, wAvg);
+      std::vector<float> dxAvg(c.x.numel(), 5.f);
+      cpu::avgPool2dGrad(DT::F32, g.data(), dy, a, dxAvg.data(), c.x);
+      expectBits(dxAvg, std::vector<float>(gAvg.begin(), gAvg.end()));
+    }
+  }
+}
+
+TEST(OpsDeterminism, ThreadCountIndependent) {
+#ifdef _OPENMP
+  Dims dx = D({256, 384});
+  auto x = randv<float>(dx.numel());
+  auto run = [&](int threads) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> cols(384), rows(256), ln(x.size()), sm(x.size());
+    cpu::reduce(cpu::Reduce::Sum, DT::F32, x.data(), dx, D({0}), cols.data());
+    cpu::reduce(cpu::Reduce::Mean, DT::F32, x.data(), dx, D({1}), rows.data());
+    cpu::layerNorm(DT::F32, x.data(), dx, 1, nullptr, Dims{}, nullptr, Dims{}, 1e-5, ln.data());
+    cpu::softmax(false, DT::F32, x.data(), dx, 0, sm.data());
+    omp_set_num_threads(saved);
+    std::vector<float> all;
+    for (auto *v : {&cols, &rows, &ln, &sm})
+      all.insert(all.end(), v->begin(), v->end());
+    return all;
+  };
+  auto a = run(1), b = run(2), c = run(4);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
+#else
+  GTEST_SKIP() << "built without OpenMP";
+#endif
+}

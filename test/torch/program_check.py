@@ -1,0 +1,302 @@
+"""The generated training executable (merak-compile --compile-to=binary)
+against PyTorch, and its checkpoint/resume contract.
+
+    /usr/bin/python3 test/torch/program_check.py --bin BUILD/bin --workdir DIR [CHECK...]
+
+The GPT-2-style decoder of the export tests is exported in training mode and
+compiled to ./train; a token file of random tokens is the data, read with
+--sampler sequential, whose batches the reference rebuilds from the spec
+(row r of step s starts at ((s*B + r)*T) mod (N - T - 1)). Checks:
+  losses-*     per-step losses over 20 steps (AdamW, Adan, AdamW with clipping
+               and a cosine schedule, SGD-Nesterov with warm-up) equal PyTorch's
+               (float64) to rel. err <= 1e-4;
+  gradients    after one SGD step with lr = 1 the checkpoint holds p - grad:
+               every parameter's gradient equals torch.autograd's (norm-wise
+               rel. err <= 1e-4);
+  checkpoint   the final checkpoint, read by a few lines of Python, holds the
+               same parameters as PyTorch after 20 AdamW steps (<= 1e-4);
+  resume       10 steps + --resume to 20 give bitwise the losses of one 20-step run;
+  identical    two identical runs give bitwise-identical losses;
+  sigkill      a run killed with SIGKILL while checkpointing every step leaves a
+               loadable `latest` from which --resume completes.
+Ends with "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import export_models as em  # noqa: E402
+import optimizer_check as oc  # noqa: E402  (reference optimizers and schedules)
+from grad_check import run  # noqa: E402
+
+STEPS = 20
+TOLERANCE = 1e-4
+VOCAB = 97
+B, T = 2, 16
+
+
+def read_safetensors(path):
+    """The whole format: 8-byte header length, JSON header, raw data."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32,
+              "BOOL": np.bool_}[info["dtype"]]
+        lo, hi = info["data_offsets"]
+        out[name] = np.frombuffer(data[lo:hi], dtype=dt).reshape(info["shape"])
+    return out
+
+
+def batches(tokens, steps):
+    n = len(tokens)
+    for s in range(steps):
+        rows = []
+        for r in range(B):
+            start = ((s * B + r) * T) % (n - T - 1)
+            rows.append((tokens[start:start + T], tokens[start + 1:start + T + 1]))
+        ids = torch.from_numpy(np.stack([a for a, _ in rows]).astype(np.int64))
+        labels = torch.from_numpy(np.stack([b for _, b in rows]).astype(np.int64))
+        yield ids, labels
+
+
+def reference(model, tokens, cfg, steps=STEPS):
+    """Per-step losses of PyTorch (float64) on the sequential batches."""
+    model = model.double()
+    params = list(model.parameters())
+    name = cfg["optimizer"]
+    if name == "adamw":
+        opt = torch.optim.AdamW(params, lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=cfg.get("weight-decay", 0.01))
+    elif name == "sgd":
+        opt = torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg.get("momentum", 0),
+                              nesterov=cfg.get("nesterov", False),
+                              weight_decay=cfg.get("weight-decay", 0))
+    losses, state, grads = [], {}, None
+    for step, (ids, labels) in enumerate(batches(tokens, steps)):
+        for p in params:
+            p.grad = None
+        logits = model(ids)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+        loss.backward()
+        if grads is None:
+            grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        losses.append(loss.item())
+        if cfg.get("clip-norm"):
+            torch.nn.utils.clip_grad_norm_(params, cfg["clip-norm"])
+        if name == "adan":
+            oc.adan_step(params, state, step, cfg)
+        else:
+            for group in opt.param_groups:
+                group["lr"] = oc.lr_at(cfg, step)
+            opt.step()
+    return losses, grads
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        torch.manual_seed(0)
+        self.model, (ids,), in_names, out_names = em.build_gpt2("train")
+        assert tuple(ids.shape) == (B, T)
+        self.state = {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.onnx = os.path.join(work, "model.onnx")
+        torch.onnx.export(self.model, (ids,), self.onnx, opset_version=17,
+                          input_names=in_names, output_names=out_names,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+        # The bundled corpus as character tokens: learnable, so losses fall.
+        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
+        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+        self.tokens = (text.astype(np.int64) % VOCAB).astype(np.uint16)
+        self.data = os.path.join(work, "tokens.bin")
+        self.tokens.tofile(self.data)
+        self.programs = {}
+
+    def fresh_model(self):
+        self.model.load_state_dict(self.state)
+        return self.model
+
+    def program(self, label, cfg):
+        if label not in self.programs:
+            flags = ["--optimizer", cfg["optimizer"]]
+            for k, v in cfg.items():
+                if k != "optimizer":
+                    flags += ["--opt", "%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v)]
+            exe = os.path.join(self.work, "train-" + label)
+            run([os.path.join(self.bin_dir, "merak-compile"), self.onnx, "--compile-to=binary",
+                 "--frozen", "*.attn.bias", "-o", exe] + flags)
+            self.programs[label] = exe
+        return self.programs[label]
+
+    def train(self, exe, name, steps, *extra):
+        metrics = os.path.join(self.work, name + ".jsonl")
+        cmd = [exe, "--data", self.data, "--steps", str(steps), "--sampler", "sequential",
+               "--metrics", metrics] + list(extra)
+        if "--resume" not in extra and os.path.exists(metrics):
+            os.remove(metrics)
+        run(cmd)
+        with open(metrics) as f:
+            return [json.loads(line) for line in f]
+
+
+def check_losses(env, label, cfg):
+    got = [m["loss"] for m in env.train(env.program(label, cfg), label, STEPS)]
+    want, _ = reference(env.fresh_model(), env.tokens, cfg)
+    errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
+    ok = len(got) == STEPS and max(errs) <= TOLERANCE and want[-1] < want[0]
+    return ok, "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.2e" % (
+        got[0], got[-1], want[0], want[-1], max(errs))
+
+
+def check_gradients(env):
+    cfg = dict(optimizer="sgd", lr=1.0, **{"weight-decay": 0.0})
+    ckpt = os.path.join(env.work, "grad-ckpt")
+    env.train(env.program("sgd-lr1", cfg), "sgd-lr1", 1, "--checkpoint-dir", ckpt)
+    after = read_safetensors(os.path.join(ckpt, "step_1.safetensors"))
+    _, grads = reference(env.fresh_model(), env.tokens, cfg, steps=1)
+    worst, n = 0.0, 0
+    for name, g in grads.items():
+        if name.endswith("attn.bias"):
+            continue
+        g = g.numpy()
+        got = env.state[name].double().numpy() - after[name].astype(np.float64)
+        err = np.linalg.norm(got - g) / max(np.linalg.norm(g), 1e-30)
+        worst, n = max(worst, err), n + 1
+    return worst <= TOLERANCE and n > 10, "%d parameter gradients, max rel err %.2e" % (n, worst)
+
+
+def check_checkpoint(env):
+    cfg = dict(optimizer="adamw", lr=3e-3)
+    ckpt = os.path.join(env.work, "final-ckpt")
+    env.train(env.program("adamw", cfg), "adamw-ckpt", STEPS, "--checkpoint-dir", ckpt)
+    with open(os.path.join(ckpt, "latest")) as f:
+        saved = read_safetensors(os.path.join(ckpt, f.read().strip()))
+    model = env.fresh_model()
+    reference(model, env.tokens, cfg)
+    worst = 0.0
+    # named_parameters() lists a tied weight once (lm_head = wte), as the
+    # ONNX export does; buffers (the causal masks) are saved as frozen.
+    tensors = dict(model.named_parameters())
+    tensors.update(model.named_buffers())
+    for name, p in tensors.items():
+        if name not in saved:
+            return False, "parameter %s missing from the checkpoint" % name
+        want = p.detach().double().numpy()
+        got = saved[name].astype(np.float64)
+        if name.endswith("attn.c_attn.bias"):
+            # The key third of the QKV bias adds the same q.b_k to every score
+            # of a row, which softmax ignores: its exact gradient is zero, and
+            # AdamW turns each side's rounding noise into lr-sized steps of
+            # arbitrary sign. Compare the query and value parts.
+            c = want.shape[0] // 3
+            want = np.concatenate([want[:c], want[2 * c:]])
+            got = np.concatenate([got[:c], got[2 * c:]])
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        if err > TOLERANCE:
+            print("  %s: rel err %.2e" % (name, err))
+        worst = max(worst, err)
+    model.float()
+    states = [k for k in saved if k.startswith("optimizer.adamw.")]
+    return worst <= TOLERANCE and len(states) > 0, (
+        "%d tensors (%d optimizer state), parameters max rel err %.2e vs PyTorch"
+        % (len(saved), len(states), worst))
+
+
+def check_resume(env):
+    exe = env.program("adamw", dict(optimizer="adamw", lr=3e-3))
+    full = [m["loss"] for m in env.train(exe, "full", STEPS)]
+    ckpt = os.path.join(env.work, "resume-ckpt")
+    env.train(exe, "split", 10, "--checkpoint-dir", ckpt)
+    resumed = env.train(exe, "split", STEPS, "--checkpoint-dir", ckpt, "--resume")
+    got = [m["loss"] for m in resumed]
+    steps = [m["step"] for m in resumed]
+    ok = got == full and steps == list(range(STEPS))
+    return ok, "10 + 10 resumed steps %s the 20-step run" % ("equal" if ok else "DIFFER from")
+
+
+def check_identical(env):
+    exe = env.program("adan", dict(optimizer="adan", lr=3e-3, **{"weight-decay": 0.02}))
+    a = [m["loss"] for m in env.train(exe, "run-a", STEPS)]
+    b = [m["loss"] for m in env.train(exe, "run-b", STEPS)]
+    return a == b, "two runs %s" % ("bitwise identical" if a == b else "DIFFER")
+
+
+def check_sigkill(env):
+    exe = env.program("adamw", dict(optimizer="adamw", lr=3e-3))
+    ckpt = os.path.join(env.work, "kill-ckpt")
+    kills = 0
+    for delay in (0.05, 0.1, 0.15, 0.2, 0.3):
+        p = subprocess.Popen([exe, "--data", env.data, "--steps", "100000", "--sampler",
+                              "sequential", "--checkpoint-dir", ckpt, "--checkpoint-every", "1"]
+                             + (["--resume"] if os.path.exists(os.path.join(ckpt, "latest"))
+                                else []),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        kills += 1
+        with open(os.path.join(ckpt, "latest")) as f:
+            name = f.read().strip()
+        saved = read_safetensors(os.path.join(ckpt, name))
+        if "transformer.wte.weight" not in saved:
+            return False, "checkpoint %s after SIGKILL lacks parameters" % name
+    step = int(name.split("_")[1].split(".")[0])
+    after = env.train(exe, "after-kill", step + 2, "--checkpoint-dir", ckpt, "--resume")
+    ok = after and after[-1]["step"] == step + 1
+    return ok, "%d kills mid-run, last complete checkpoint step %d loads and resumes" % (
+        kills, step)
+
+
+CHECKS = {
+    "losses-adamw": lambda e: check_losses(e, "adamw", dict(optimizer="adamw", lr=3e-3)),
+    "losses-adan": lambda e: check_losses(
+        e, "adan", dict(optimizer="adan", lr=3e-3, **{"weight-decay": 0.02})),
+    "losses-adamw-clip-cosine": lambda e: check_losses(e, "adamw-clip-cosine", oc.CONFIGS[1][1]),
+    "losses-sgd-nesterov": lambda e: check_losses(e, "sgd-nesterov-warmup", oc.CONFIGS[3][1]),
+    "gradients": check_gradients,
+    "checkpoint": check_checkpoint,
+    "resume": check_resume,
+    "identical": check_identical,
+    "sigkill": check_sigkill,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("checks", nargs="*", default=list(CHECKS))
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
+    passed = failed = 0
+    for name in args.checks:
+        try:
+            ok, msg = CHECKS[name](env)
+        except Exception as e:  # a failing tool or a broken file fails the check
+            ok, msg = False, str(e)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        sys.stdout.flush()
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
