@@ -4,7 +4,8 @@
         --layers 12 24
 
 Exports each model from PyTorch (training mode, batch 1), then times
-merak-compile --compile-to=import and --compile-to=training (bytecode output)
+merak-compile --compile-to=import, --compile-to=training (bytecode output) and
+--compile-to=binary (ONNX to the linked ./train executable)
 and prints seconds, peak RSS and the ratio to the 12-layer time (the phases
 should grow linearly with depth). A benchmark, not a test: it prints numbers.
 """
@@ -60,10 +61,12 @@ def main():
         t0 = time.time()
         export(layers, onnx_path)
         print("layers %d: exported in %.1f s" % (layers, time.time() - t0))
-        for phase in ("import", "training"):
-            cmd = [compile_, onnx_path, "--compile-to=" + phase, "--emit-bytecode",
-                   "-o", os.path.join(args.workdir, "gpt_%d_%s.mlirbc" % (layers, phase))]
-            if phase == "training":
+        for phase in ("import", "training", "binary"):
+            out = os.path.join(args.workdir, "gpt_%d_%s" % (layers, phase))
+            cmd = [compile_, onnx_path, "--compile-to=" + phase, "-o", out]
+            if phase != "binary":
+                cmd.append("--emit-bytecode")
+            if phase != "import":
                 cmd += ["--frozen", "*.attn.bias"]
             secs, rss = timed(cmd)
             base.setdefault(phase, secs / layers)

@@ -320,6 +320,20 @@ void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
 
 // --- cross entropy ------------------------------------------------------------
 
+namespace {
+/// logsumexp(p[0..dim) at stride st) - p[label], as the evaluator: the max
+/// in double (NaN ignored), the sum of exp(x - max) in double.
+template <class T>
+inline double rowLoss(const T *p, int64_t dim, int64_t st, int64_t label) {
+  double m = -INFINITY, sum = 0.0;
+  for (int64_t j = 0; j < dim; ++j)
+    m = std::max(m, static_cast<double>(p[j * st]));
+  for (int64_t j = 0; j < dim; ++j)
+    sum += std::exp(static_cast<double>(p[j * st]) - m);
+  return m + std::log(sum) - static_cast<double>(p[label * st]);
+}
+} // namespace
+
 void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
                   DT labT, const void *labels, int32_t reduction,
                   bool hasIgnore, int64_t ignoreIndex, void *y) {
@@ -355,13 +369,7 @@ void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
           if (!(hasIgnore && l == ignoreIndex)) {
             const int64_t o = li / s.inner, k = li % s.inner;
             const T *p = px + o * s.dim * s.inner + k;
-            const int64_t st = s.inner;
-            double m = -INFINITY, sum = 0.0;
-            for (int64_t j = 0; j < s.dim; ++j)
-              m = std::max(m, static_cast<double>(p[j * st]));
-            for (int64_t j = 0; j < s.dim; ++j)
-              sum += std::exp(static_cast<double>(p[j * st]) - m);
-            v = m + std::log(sum) - static_cast<double>(p[l * st]);
+            v = s.inner == 1 ? rowLoss(p, s.dim, 1, l) : rowLoss(p, s.dim, s.inner, l);
           }
           if (loss)
             loss[li] = v;

@@ -218,6 +218,17 @@ template <int K, class Fn> inline void forRows(const Plan<K> &p, Fn &&fn) {
     return;
   const int64_t rows = total / inner;
   const int32_t outerRank = p.rank - 1;
+  if (rows == 1) { // one long row (e.g. a scalar broadcast): split it
+    constexpr int64_t kChunk = 1 << 14;
+    parallelFor((inner + kChunk - 1) / kChunk, kChunk, [&](int64_t c0, int64_t c1) {
+      const int64_t b = c0 * kChunk, e = std::min(inner, c1 * kChunk);
+      int64_t off[K];
+      for (int k = 0; k < K; ++k)
+        off[k] = b * p.st[k][outerRank];
+      fn(b, static_cast<const int64_t *>(off), e - b);
+    });
+    return;
+  }
   parallelFor(rows, inner, [&](int64_t r0, int64_t r1) {
     int64_t idx[kMaxRank] = {};
     int64_t off[K] = {};

@@ -111,9 +111,16 @@ void expectNear(const std::vector<T> &got, const std::vector<double> &want, doub
 
 } // namespace
 
+namespace {
+// The runtime's OpenMP workers exist by the time death tests run; re-exec
+// the test binary instead of forking a threaded process.
+void useThreadsafeDeathTests() { ::testing::FLAGS_gtest_death_test_style = "threadsafe"; }
+} // namespace
+
 // --- basics ---------------------------------------------------------------------
 
 TEST(OpsBasics, ElemSizeFatalRecorder) {
+  useThreadsafeDeathTests();
   EXPECT_EQ(cpu::elemSize(DT::F32), 4);
   EXPECT_EQ(cpu::elemSize(DT::F64), 8);
   EXPECT_EQ(cpu::elemSize(DT::I64), 8);
@@ -389,6 +396,7 @@ TEST(OpsElementwise, BinaryIntegerSemantics) {
 }
 
 TEST(OpsElementwise, IntegerDivisionByZeroIsFatal) {
+  useThreadsafeDeathTests();
   std::vector<int64_t> a{1, 2}, b{1, 0}, y(2);
   EXPECT_EXIT(cpu::binary(cpu::Binary::Div, DT::I64, a.data(), D({2}), b.data(), D({2}), y.data(), D({2})),
               ::testing::ExitedWithCode(3), "division by zero");
@@ -482,7 +490,8 @@ TEST(OpsShape, BroadcastTo) {
     Dims in, out;
   } cases[] = {{D({3}), D({4, 3})},         {D({4, 1}), D({4, 5})},
                {D({}), D({2, 3})},          {D({2, 1, 3}), D({2, 4, 3})},
-               {D({1, 5, 1}), D({3, 5, 2})}, {D({64, 1}), D({64, 1024})}};
+               {D({1, 5, 1}), D({3, 5, 2})}, {D({64, 1}), D({64, 1024})},
+               {D({}), D({100000})}}; // one long row, split across threads
   for (const Case &c : cases) {
     auto x = randv<float>(c.in.numel());
     std::vector<float> y(c.out.numel()), w(c.out.numel());
@@ -574,6 +583,20 @@ TEST(OpsShape, SliceIncludingNegativeStrides) {
   }
 }
 
+TEST(OpsShape, SliceLongReversedRow) {
+  const int64_t n = 100000;
+  std::vector<int64_t> x(n), y(n / 2);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = i;
+  cpu::slice(DT::I64, x.data(), D({n}), D({n - 1}), D({-2}), y.data(), D({n / 2}));
+  for (int64_t i = 0; i < n / 2; ++i)
+    ASSERT_EQ(y[i], n - 1 - 2 * i);
+  std::vector<float> a(n, 1.5f), out(n);
+  float two = 2.0f;
+  cpu::binary(cpu::Binary::Mul, DT::F32, &two, D({}), a.data(), D({n}), out.data(), D({n}));
+  EXPECT_EQ(out, std::vector<float>(n, 3.0f));
+}
+
 TEST(OpsShape, InsertAlongAxisIsConcat) {
   Dims da = D({2, 3, 4}), db = D({2, 5, 4}), dy = D({2, 8, 4});
   auto a = randv<double>(da.numel()), b = randv<double>(db.numel());
@@ -597,6 +620,7 @@ TEST(OpsShape, InsertAlongAxisIsConcat) {
 }
 
 TEST(OpsShape, GatherNegativeIndicesBothIndexTypes) {
+  useThreadsafeDeathTests();
   Dims dd = D({4, 5, 3});
   auto data = randv<float>(dd.numel());
   std::vector<int64_t> idx{0, -1, 2, -5, 4, 4};
@@ -670,6 +694,7 @@ TEST(OpsShape, GatherGradRepeatedIndicesDeterministic) {
 }
 
 TEST(OpsShape, GatherElementsAndGrad) {
+  useThreadsafeDeathTests();
   // data [3, 4, 5], idx [3, 6, 2] along axis 1 (idx smaller in dims 2).
   Dims dd = D({3, 4, 5}), di = D({3, 6, 2});
   auto data = randv<float>(dd.numel());
@@ -1060,6 +1085,7 @@ TEST(OpsDropout, MaskMatchesEvaluatorRng) {
 }
 
 TEST(OpsCrossEntropy, ReductionsIgnoreIndexAxis) {
+  useThreadsafeDeathTests();
   // logits [N=3, C=5, T=4] with the class dim at axis 1; labels [3, 4].
   Dims dl = D({3, 5, 4});
   auto lg = randv<float>(dl.numel(), -4, 4);

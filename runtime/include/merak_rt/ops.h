@@ -14,7 +14,10 @@
 //  - shapes have rank <= kMaxRank; a rank-0 shape is a scalar (1 element);
 //  - outputs never alias inputs unless the entry point says so;
 //  - no allocation on the hot path except where noted (GEMM packing is
-//    OpenBLAS's), no exceptions; a bad index (gather) calls fatal() with the
+//    OpenBLAS's; conv2d's im2col buffer, gatherGrad's index buckets and a
+//    few per-thread accumulators are grow-only thread-local scratch, so
+//    they allocate only when a call needs more than any earlier one), no
+//    exceptions; a bad index (gather) calls fatal() with the
 //    op's name, which prints and exits non-zero;
 //  - binary-op operands broadcast numpy-style to the output shape (the
 //    compiler has checked the shapes); the kernels special-case equal shapes,
