@@ -190,9 +190,7 @@ LogicalResult kernels::evalCumSum(CumSumOp op, Operands in, Results out) {
   return success();
 }
 
-/// Value of an optional per-feature operand broadcast over the normalised
-/// shape, at feature index `j`.
-static double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,
+double kernels::featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,
                            int64_t j, double dflt) {
   if (!t)
     return dflt;

@@ -67,6 +67,12 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<MaxPool2DOp>([&](MaxPool2DOp o) { return evalMaxPool(o, in, out); })
       .Case<AvgPool2DOp>([&](AvgPool2DOp o) { return evalAvgPool(o, in, out); })
       .Case<DropoutOp>([&](DropoutOp o) { return evalDropout(o, in, out); })
+      .Case<AllReduceOp>([&](AllReduceOp) {
+        // One process is a group of one rank: the identity.
+        for (const HostTensor *t : in)
+          out.push_back(*t);
+        return success();
+      })
       .Case<Conv2DBackwardDataOp>(
           [&](Conv2DBackwardDataOp o) { return evalConvBackwardData(o, in, out); })
       .Case<Conv2DBackwardFilterOp>(
@@ -75,6 +81,16 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<AvgPool2DGradOp>([&](AvgPool2DGradOp o) { return evalAvgPoolGrad(o, in, out); })
       .Case<GatherElementsGradOp>(
           [&](GatherElementsGradOp o) { return evalGatherElementsGrad(o, in, out); })
+      .Case<GeluGradOp>([&](GeluGradOp o) { return evalGeluGrad(o, in, out); })
+      .Case<SoftmaxGradOp>([&](SoftmaxGradOp o) {
+        return evalSoftmaxGrad(o, o.getAxis(), /*log=*/false, in, out);
+      })
+      .Case<LogSoftmaxGradOp>([&](LogSoftmaxGradOp o) {
+        return evalSoftmaxGrad(o, o.getAxis(), /*log=*/true, in, out);
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp o) { return evalLayerNormGrad(o, in, out); })
+      .Case<CrossEntropyGradOp>(
+          [&](CrossEntropyGradOp o) { return evalCrossEntropyGrad(o, in, out); })
       .Default([&](Operation *o) {
         return o->emitError("the reference evaluator does not support '")
                << o->getName() << "'";

@@ -43,6 +43,11 @@ inline RankedTensorType resultType(Operation *op, unsigned i = 0) {
   return cast<RankedTensorType>(op->getResult(i).getType());
 }
 
+/// Value of an optional per-feature operand `t` (null: `dflt`) broadcast over
+/// the normalised shape, at feature index `j` (layer_norm, rms_norm).
+double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
+                    double dflt);
+
 // One entry per op family; each emits its own errors.
 LogicalResult evalBinary(Operation *op, Operands in, Results out);
 LogicalResult evalWhere(WhereOp op, Operands in, Results out);
@@ -81,6 +86,12 @@ LogicalResult evalConvBackwardFilter(Conv2DBackwardFilterOp op, Operands in, Res
 LogicalResult evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results out);
 LogicalResult evalAvgPoolGrad(AvgPool2DGradOp op, Operands in, Results out);
 LogicalResult evalGatherElementsGrad(GatherElementsGradOp op, Operands in, Results out);
+LogicalResult evalGeluGrad(GeluGradOp op, Operands in, Results out);
+/// softmax_grad, or log_softmax_grad with `log`.
+LogicalResult evalSoftmaxGrad(Operation *op, int64_t axis, bool log, Operands in,
+                              Results out);
+LogicalResult evalLayerNormGrad(LayerNormGradOp op, Operands in, Results out);
+LogicalResult evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in, Results out);
 
 } // namespace mlir::merak::kernels
 

@@ -317,7 +317,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
                              Twine(shape.size())),
                nullptr;
       for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
-        if (shape[d] != ShapedType::kDynamic && shape[d] != given[d])
+        if (shape[d] != ShapedType::kDynamic && shape[d] != given[d] &&
+            !options.overrideStaticDims)
           return fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
                                Twine(d) + " = " + Twine(given[d]) +
                                " but the model fixes it to " + Twine(shape[d])),
@@ -424,7 +425,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       auto vt = cast<RankedTensorType>(v.getType());
       Type et = convertDataType(ctx, tt.elem_type());
       bool bad = tt.elem_type() != 0 && et != vt.getElementType();
-      if (tt.has_shape()) {
+      if (tt.has_shape() && !options.overrideStaticDims) {
         bad |= tt.shape().dim_size() != vt.getRank();
         for (int d = 0; !bad && d < tt.shape().dim_size(); ++d)
           bad = tt.shape().dim(d).has_dim_value() &&

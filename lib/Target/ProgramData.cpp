@@ -36,20 +36,26 @@ static json::Array shapeOf(Type t) {
   return a;
 }
 
-/// Appends the bytes of `attr` in storage layout (row-major, little endian,
-/// i1 as one byte) to `out`, then zero padding up to `bytes`.
-static LogicalResult appendElements(Operation *owner, ElementsAttr attr, int64_t bytes,
-                                    std::string &out) {
+/// Writes the bytes of `attr` in storage layout (row-major, little endian,
+/// i1 as one byte), then zero padding up to `bytes`; `written` counts.
+static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t bytes,
+                                   llvm::raw_ostream &os, int64_t &written) {
   auto type = cast<RankedTensorType>(attr.getType());
   Type et = type.getElementType();
   int64_t n = type.getNumElements(), eb = storageElementBytes(et);
-  size_t start = out.size();
   if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    // Parameter blobs go straight from the resource to the file.
     AsmResourceBlob *blob = res.getRawHandle().getBlob();
     if (!blob || (int64_t)blob->getData().size() != n * eb)
       return owner->emitError("the data of this tensor is missing or has the wrong size");
-    out.append(blob->getData().data(), blob->getData().size());
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    os.write(blob->getData().data(), blob->getData().size());
+    os.write_zeros(bytes - n * eb);
+    written += bytes;
+    return success();
+  }
+  std::string out;
+  size_t start = 0;
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
     if (et.isInteger(1)) {
       for (bool v : dense.getValues<bool>())
         out.push_back(v ? 1 : 0);
@@ -69,6 +75,8 @@ static LogicalResult appendElements(Operation *owner, ElementsAttr attr, int64_t
     return owner->emitError("tensor data has ") << out.size() - start << " bytes, expected "
                                                  << n * eb;
   out.resize(start + bytes, '\0');
+  os << out;
+  written += bytes;
   return success();
 }
 
@@ -90,24 +98,41 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     return module.emitError("no memory plan for @") << info.entry << " (run merak-plan-memory)";
 
   // Parameters written by the step train; the others are frozen buffers.
-  llvm::StringSet<> written;
-  fn.walk([&](SetParamOp s) { written.insert(s.getName()); });
+  llvm::StringSet<> trained;
+  fn.walk([&](SetParamOp s) { trained.insert(s.getName()); });
 
-  std::string data;
-  data.reserve(paramsBytes.getInt() + constsBytes.getInt());
+  auto initBytes = module->getAttrOfType<IntegerAttr>(kParamsInitBytesAttr);
+  if (!initBytes)
+    return module.emitError("no memory plan for the parameters (run merak-plan-memory)");
+  // Initial data: parameters below params_init_bytes, in offset order.
+  SmallVector<ParamOp> withData;
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() < initBytes.getInt())
+      withData.push_back(p);
+  llvm::sort(withData, [](ParamOp a, ParamOp b) {
+    return a->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() <
+           b->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+  });
+  int64_t written = 0;
+  for (ParamOp p : withData) {
+    if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
+      return p.emitError("parameter storage offsets are not contiguous");
+    if (failed(writeElements(p, p.getInitialValue(), alignedBytes(p.getType()), dataOs,
+                             written)))
+      return failure();
+  }
+  if (written != initBytes.getInt())
+    return module.emitError("initialised parameter storage size differs from the plan");
+
   json::Array params;
   json::Object hparams, defaults;
   for (ParamOp p : module.getOps<ParamOp>()) {
     int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    if ((int64_t)data.size() != off)
-      return p.emitError("parameter storage offsets are not in declaration order");
-    if (failed(appendElements(p, p.getInitialValue(), alignedBytes(p.getType()), data)))
-      return failure();
     std::string kind;
     if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
       kind = k.str();
     else
-      kind = written.contains(p.getSymName()) ? "trainable" : "frozen";
+      kind = trained.contains(p.getSymName()) ? "trainable" : "frozen";
     auto type = p.getTensorType();
     if (kind == "hparam") {
       StringRef key = p.getSymName();
@@ -124,14 +149,11 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
                                                 storageElementBytes(type.getElementType())},
                                   {"kind", kind}});
   }
-  if ((int64_t)data.size() != paramsBytes.getInt())
-    return module.emitError("parameter storage size differs from the plan");
-
-  int64_t constsOffset = data.size();
+  int64_t constsOffset = written;
   WalkResult walk = fn.walk([&](ConstantOp c) {
     int64_t off = c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    if ((int64_t)data.size() != constsOffset + off ||
-        failed(appendElements(c, c.getValue(), alignedBytes(c.getType()), data)))
+    if (written != constsOffset + off ||
+        failed(writeElements(c, c.getValue(), alignedBytes(c.getType()), dataOs, written)))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
@@ -177,6 +199,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
                         {"model", info.model},
                         {"arena_bytes", arena.getInt()},
                         {"params_bytes", paramsBytes.getInt()},
+                        {"params_init_bytes", initBytes.getInt()},
                         {"consts_offset", constsOffset},
                         {"consts_bytes", constsBytes.getInt()},
                         {"params", std::move(params)},
@@ -184,9 +207,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
                         {"outputs", std::move(outputs)},
                         {"hparams", std::move(hparams)},
                         {"defaults", std::move(defaults)},
-                        {"ops", std::move(ops)}};
+                        {"ops", std::move(ops)},
+                        {"mesh", json::Object{{"pp", info.pp}, {"dp", info.dp}, {"tp", info.tp}}}};
   manifestOs << json::Value(std::move(manifest));
-  dataOs.write(data.data(), data.size());
   return success();
 }
 

@@ -92,6 +92,16 @@ struct CompileOptions {
                       "(constant|linear-warmup|cosine), warmup-steps, total-steps, min-lr; "
                       "see merak-opt --help for --merak-optimizer"),
       cl::value_desc("KEY=VALUE"), cl::cat(cat)};
+  cl::opt<int64_t> dp{"dp", cl::desc("Data-parallel ranks: the batch is split over them and "
+                                      "gradients are averaged (run with mpirun -np dp*tp*pp)"),
+                      cl::init(1), cl::cat(cat)};
+  cl::opt<int64_t> tp{"tp", cl::desc("Tensor-parallel ranks (not implemented yet: must be 1)"),
+                      cl::init(1), cl::cat(cat)};
+  cl::opt<int64_t> pp{"pp", cl::desc("Pipeline stages (not implemented yet: must be 1)"),
+                      cl::init(1), cl::cat(cat)};
+  cl::opt<double> bucketMb{"bucket-mb",
+                           cl::desc("Gradient all-reduce bucket size in MB (default 25)"),
+                           cl::init(25.0), cl::cat(cat)};
   cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
                         cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
@@ -104,6 +114,22 @@ struct CompileOptions {
 int fail(const Twine &msg) {
   llvm::errs() << "merak-compile: error: " << msg << "\n";
   return 1;
+}
+
+/// The first [batch, sequence] integer argument of @forward: the token ids
+/// data parallelism splits.
+FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokenInput(ModuleOp module) {
+  auto fn = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fn)
+    return failure();
+  for (BlockArgument arg : fn.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+    if (t && name && t.getRank() == 2 && t.getElementType().isInteger() &&
+        !t.getElementType().isInteger(1))
+      return std::make_pair(name.str(), SmallVector<int64_t>(t.getShape()));
+  }
+  return failure();
 }
 
 /// Prints the memory plan's totals: the peak arena against what every
@@ -129,6 +155,14 @@ void reportMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
 /// Writes the program's source, manifest and data to a scratch directory and
 /// builds the executable; `out` is replaced only when everything succeeded.
 int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool verbose) {
+  SmallString<128> outDir(out);
+  llvm::sys::path::remove_filename(outDir);
+  if (outDir.empty())
+    outDir = ".";
+  if (!llvm::sys::fs::is_directory(outDir))
+    return fail("cannot write " + out + ": no directory '" + outDir + "'");
+  if (llvm::sys::fs::is_directory(out))
+    return fail("cannot write " + out + ": it is a directory");
   SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("merak-build", dir))
     return fail("cannot create a build directory: " + ec.message());
@@ -214,16 +248,49 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
 
-  OwningOpRef<ModuleOp> module = importOnnxFile(opts.input, &ctx, importOpts);
-  if (!module)
-    return 1;
-  if (!opts.noCleanup) {
+  if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
+    return fail("--dp, --tp and --pp must be at least 1");
+  if (opts.tp > 1 || opts.pp > 1)
+    return fail("tensor and pipeline parallelism (--tp, --pp) are not implemented yet; "
+                "use --dp");
+  if (opts.dp > 1 && opts.compileTo < Phase::Training)
+    return fail("--dp needs --compile-to=training or a later phase");
+  if (!(opts.bucketMb > 0))
+    return fail("--bucket-mb must be positive");
+
+  auto importAndClean = [&](const ImportOptions &io) -> OwningOpRef<ModuleOp> {
+    OwningOpRef<ModuleOp> m = importOnnxFile(opts.input, &ctx, io);
+    if (!m || opts.noCleanup)
+      return m;
     PassManager pm(&ctx);
     if (failed(applyPassManagerCLOptions(pm)))
-      return 1;
+      return nullptr;
     buildImportCleanupPipeline(pm);
-    if (failed(pm.run(*module)))
-      return 1;
+    if (failed(pm.run(*m)))
+      return nullptr;
+    return m;
+  };
+  OwningOpRef<ModuleOp> module = importAndClean(importOpts);
+  if (!module)
+    return 1;
+  if (opts.dp > 1) {
+    // Data parallelism: import again with the per-rank batch, so every
+    // shape (including those PyTorch computes from the input's) is local.
+    FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
+    if (failed(tokens))
+      return fail("--dp needs a [batch, sequence] integer input (token ids) to split");
+    auto &[name, shape] = *tokens;
+    if (shape[0] % opts.dp != 0)
+      return fail("the batch of input '" + name + "' (" + Twine(shape[0]) +
+                  ") does not divide by --dp " + Twine(opts.dp));
+    ImportOptions local = importOpts;
+    local.overrideStaticDims = true;
+    local.inputShapes[name] = {shape[0] / opts.dp, shape[1]};
+    module = importAndClean(local);
+    if (!module)
+      return fail("importing with the per-rank batch " + Twine(shape[0] / opts.dp) +
+                  " failed: the model may hard-code its batch size (export it "
+                  "computing shapes from the input)");
   }
   if (opts.compileTo >= Phase::Training) {
     PassManager pm(&ctx);
@@ -234,6 +301,8 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.logits = opts.logits;
     training.labels = opts.labels;
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
+    training.dp = opts.dp;
+    training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     training.optimizer = "optimizer=" + opts.optimizer;
     for (const std::string &kv : opts.optimizerOptions) {
       if (kv.find('=') == std::string::npos || kv.find_first_of(" {}") != std::string::npos)
@@ -249,6 +318,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   ProgramInfo program;
   program.model = llvm::sys::path::filename(opts.input).str();
   program.optimizer = opts.optimizer;
+  program.dp = opts.dp;
   if (opts.compileTo >= Phase::Lower) {
     if (!module->lookupSymbol("train_step"))
       return fail("no @train_step to lower");

@@ -38,6 +38,10 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
   autodiff.entry = "loss";
   autodiff.frozen.assign(options.frozen.begin(), options.frozen.end());
   pm.addPass(createMerakAutodiff(autodiff));
+  MerakDataParallelOptions dataParallel;
+  dataParallel.dp = options.dp;
+  dataParallel.bucketBytes = options.bucketBytes;
+  pm.addPass(createMerakDataParallel(dataParallel));
   // The optimizer's options come as the textual pass options, which gives
   // them one parser and one set of diagnostics with merak-opt.
   std::unique_ptr<Pass> opt = createMerakOptimizer();

@@ -4,8 +4,16 @@
 // independent and run as OpenMP `parallel for` above a size threshold (small
 // tensors are not worth waking the thread team).
 //
+// Exponentials, erf and GELU use the vectorisable float functions of
+// ops_util.h (within a few ulp of the double result; the bounds are listed
+// there) through the row kernels defined at the end of this file; sums over
+// a row accumulate in double in a fixed order (expSumRowF32), so every
+// result is independent of the thread count.
+//
 //===----------------------------------------------------------------------===//
 #include "merak_rt/kernels.h"
+
+#include "ops_util.h"
 
 #include <cblas.h>
 
@@ -20,10 +28,7 @@ namespace {
 [[maybe_unused]] constexpr int64_t kParallelMin = 1 << 15;
 
 inline float rowMax(const float *x, int64_t cols) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < cols; ++j)
-    m = std::max(m, x[j]);
-  return m;
+  return detail::rowMaxF32(x, cols);
 }
 
 // log(sum exp(x - max)) + max, with the max returned too.
@@ -32,44 +37,126 @@ inline double rowLogSumExp(const float *x, int64_t cols, float &maxOut) {
   maxOut = m;
   if (!std::isfinite(m))
     return m; // all -inf (or +inf/NaN present): propagate
-  double s = 0.0;
-  for (int64_t j = 0; j < cols; ++j)
-    s += std::exp(static_cast<double>(x[j]) - m);
+  const double s = detail::expSumRowF32(x, m, nullptr, cols);
   return static_cast<double>(m) + std::log(s);
 }
 
 } // namespace
 
 // --- GEMM ---------------------------------------------------------------------
+//
+// Threads come from OpenMP, not OpenBLAS: OpenBLAS is set to one thread
+// once, and each product is cut into blocks (rows of C, or columns when C is
+// wider than tall; one block per batch item when the batch is large) that an
+// OpenMP loop hands out, each block one single-threaded BLAS call. This
+// avoids two thread pools (OpenBLAS's pthreads and OpenMP's spinning
+// workers) competing for the cores, lets a batch of small products run in
+// parallel, and — since the blocks depend only on the shapes — gives
+// bitwise the same C for any number of threads.
 
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
-          float alpha, const float *A, const float *B, float beta, float *C) {
-  if (M <= 0 || N <= 0)
+namespace {
+
+void blasSingleThreaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *A, int64_t lda, const float *B,
+                     int64_t ldb, float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+
+inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     double alpha, const double *A, int64_t lda,
+                     const double *B, int64_t ldb, double beta, double *C,
+                     int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+
+/// `batch` products C_b = alpha op(A_b) op(B_b) + beta C_b (see gemm), in
+/// blocks run by an OpenMP loop.
+template <class T>
+void gemmBlocked(bool transA, bool transB, int64_t batch, int64_t M, int64_t N,
+                 int64_t K, T alpha, const T *A, int64_t strideA, const T *B,
+                 int64_t strideB, T beta, T *C, int64_t strideC) {
+  if (batch <= 0 || M <= 0 || N <= 0)
     return;
   if (K <= 0) {
     // C = beta * C (BLAS semantics), with beta == 0 clearing NaNs.
-    for (int64_t i = 0; i < M * N; ++i)
-      C[i] = beta == 0.0f ? 0.0f : beta * C[i];
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < M * N; ++i)
+        C[b * strideC + i] = beta == T(0) ? T(0) : beta * C[b * strideC + i];
     return;
   }
-  const blasint lda = static_cast<blasint>(transA ? M : K);
-  const blasint ldb = static_cast<blasint>(transB ? K : N);
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
-              static_cast<blasint>(N), static_cast<blasint>(K), alpha, A, lda,
-              B, ldb, beta, C, static_cast<blasint>(N));
+  blasSingleThreaded();
+  // Blocks per item: about 8 tasks in all (enough for a few threads to
+  // share evenly), cutting the longer of M and N into blocks of at least 256
+  // rows / 512 columns (each block packs the whole other operand again).
+  const bool splitRows = M >= N;
+  const int64_t len = splitRows ? M : N, minBlock = splitRows ? 256 : 512;
+  const int64_t want = std::max<int64_t>(1, (8 + batch - 1) / batch);
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min(want, len / minBlock));
+  const int64_t step = (len + blocks - 1) / blocks;
+  const int64_t tasks = batch * blocks;
+  const double flops = 2.0 * static_cast<double>(batch) * M * N * K;
+  const int64_t lda = transA ? M : K, ldb = transB ? K : N;
+  auto run = [&](int64_t t) {
+    const int64_t b = t / blocks, j = t % blocks;
+    const int64_t lo = j * step, hi = std::min(len, lo + step);
+    if (lo >= hi)
+      return;
+    const T *a = A + b * strideA;
+    const T *bb = B + b * strideB;
+    T *c = C + b * strideC;
+    if (splitRows)
+      blasGemm(transA, transB, hi - lo, N, K, alpha,
+               a + (transA ? lo : lo * K), lda, bb, ldb, beta, c + lo * N, N);
+    else
+      blasGemm(transA, transB, M, hi - lo, K, alpha, a, lda,
+               bb + (transB ? lo * K : lo), ldb, beta, c + lo, N);
+  };
+#pragma omp parallel for schedule(static) if (tasks > 1 && flops >= 4e6)
+  for (int64_t t = 0; t < tasks; ++t)
+    run(t);
+}
+
+} // namespace
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const float *A, const float *B, float beta, float *C) {
+  gemmBlocked<float>(transA, transB, 1, M, N, K, alpha, A, 0, B, 0, beta, C,
+                     0);
 }
 
 void batchedGemm(bool transA, bool transB, int64_t batch, int64_t M,
                  int64_t N, int64_t K, float alpha, const float *A,
                  int64_t strideA, const float *B, int64_t strideB, float beta,
                  float *C, int64_t strideC) {
-  // OpenBLAS parallelizes each GEMM itself; nesting an OpenMP loop over the
-  // batch on top of it would oversubscribe the cores.
-  for (int64_t b = 0; b < batch; ++b)
-    gemm(transA, transB, M, N, K, alpha, A + b * strideA, B + b * strideB,
-         beta, C + b * strideC);
+  gemmBlocked<float>(transA, transB, batch, M, N, K, alpha, A, strideA, B,
+                     strideB, beta, C, strideC);
 }
+
+namespace detail {
+void dgemmBlocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                  double alpha, const double *A, const double *B, double beta,
+                  double *C) {
+  gemmBlocked<double>(transA, transB, 1, M, N, K, alpha, A, 0, B, 0, beta, C,
+                      0);
+}
+} // namespace detail
 
 // --- softmax ------------------------------------------------------------------
 
@@ -79,12 +166,7 @@ void softmaxForward(const float *x, float *y, int64_t rows, int64_t cols) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
     const float m = rowMax(xr, cols);
-    double s = 0.0;
-    for (int64_t j = 0; j < cols; ++j) {
-      const float e = std::exp(xr[j] - m);
-      yr[j] = e;
-      s += e;
-    }
+    const double s = detail::expSumRowF32(xr, m, yr, cols);
     const float inv = static_cast<float>(1.0 / s);
     for (int64_t j = 0; j < cols; ++j)
       yr[j] *= inv;
@@ -230,24 +312,15 @@ void layerNormBackward(const float *x, const float *scale, const float *mean,
 // --- GELU ---------------------------------------------------------------------
 
 void geluForward(const float *x, float *y, int64_t n) {
-  constexpr double kInvSqrt2 = 0.70710678118654752440;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * kInvSqrt2)));
-  }
+  detail::parallelFor(n, 4, [&](int64_t b, int64_t e) {
+    detail::mapRowF32(detail::RowFn::Gelu, x + b, y + b, e - b);
+  });
 }
 
 void geluBackward(const float *x, const float *dy, float *dx, int64_t n) {
-  constexpr double kInvSqrt2 = 0.70710678118654752440;
-  constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
-    const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
-    dx[i] = static_cast<float>(dy[i] * (cdf + v * pdf));
-  }
+  detail::parallelFor(n, 4, [&](int64_t b, int64_t e) {
+    detail::geluGradRowF32(x + b, dy + b, dx + b, e - b);
+  });
 }
 
 // --- cross entropy ------------------------------------------------------------
@@ -255,27 +328,31 @@ void geluBackward(const float *x, const float *dy, float *dx, int64_t n) {
 float crossEntropyForward(const float *logits, const int64_t *labels,
                           float *lossPerRow, int64_t rows, int64_t classes,
                           int64_t ignoreIndex) {
-  double total = 0.0;
-  int64_t counted = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total, counted)      \
-    if (rows * classes >= kParallelMin)
+  // Per-row losses in double, then one sum in row order (independent of the
+  // thread count).
+  double *loss = detail::scratch<double, 30>(static_cast<size_t>(rows));
+#pragma omp parallel for schedule(static) if (rows * classes >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t label = labels[r];
-    double loss;
+    double l;
     if (label == ignoreIndex) {
-      loss = 0.0;
+      l = 0.0;
     } else if (label < 0 || label >= classes) {
-      loss = std::numeric_limits<double>::quiet_NaN();
-      ++counted;
+      l = std::numeric_limits<double>::quiet_NaN();
     } else {
       const float *lr = logits + r * classes;
       float m;
-      loss = rowLogSumExp(lr, classes, m) - static_cast<double>(lr[label]);
-      ++counted;
+      l = rowLogSumExp(lr, classes, m) - static_cast<double>(lr[label]);
     }
     if (lossPerRow)
-      lossPerRow[r] = static_cast<float>(loss);
-    total += loss;
+      lossPerRow[r] = static_cast<float>(l);
+    loss[r] = l;
+  }
+  double total = 0.0;
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    total += loss[r];
+    counted += labels[r] != ignoreIndex;
   }
   return counted > 0 ? static_cast<float>(total / counted) : 0.0f;
 }
@@ -293,14 +370,111 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
         dr[j] = 0.0f;
       continue;
     }
-    float m;
-    const double lse = rowLogSumExp(lr, classes, m);
-    for (int64_t j = 0; j < classes; ++j) {
-      const double p = std::exp(static_cast<double>(lr[j]) - lse);
-      dr[j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) * scale);
+    const float m = rowMax(lr, classes);
+    if (!std::isfinite(m)) { // +-inf or NaN in the row: the double form
+      const double lse = m;
+      for (int64_t j = 0; j < classes; ++j) {
+        const double p = std::exp(static_cast<double>(lr[j]) - lse);
+        dr[j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) * scale);
+      }
+      continue;
     }
+    // dr = exp(x - m) (dr may alias lr), then (dr / sum - onehot) * scale.
+    const double s = detail::expSumRowF32(lr, m, dr, classes);
+    const float inv = static_cast<float>(1.0 / s);
+    const bool inRange = label >= 0 && label < classes;
+    const float eLabel = inRange ? dr[label] : 0.0f;
+    for (int64_t j = 0; j < classes; ++j)
+      dr[j] = dr[j] * inv * scale;
+    if (inRange)
+      dr[label] = (eLabel * inv - 1.0f) * scale;
   }
 }
+
+// --- float row kernels (declared in ops_util.h) ----------------------------
+
+namespace detail {
+
+MERAK_RT_SIMD_CLONES void mapRowF32(RowFn f, const float *x, float *y,
+                                    int64_t n) {
+  switch (f) {
+  case RowFn::Exp:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = fexp(x[i]);
+    return;
+  case RowFn::Log:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = flog(x[i]);
+    return;
+  case RowFn::Tanh:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = ftanh(x[i]);
+    return;
+  case RowFn::Erf:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = ferf(x[i]);
+    return;
+  case RowFn::Sigmoid:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = fsigmoid(x[i]);
+    return;
+  case RowFn::Gelu:
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = fgelu(x[i]);
+    return;
+  }
+}
+
+MERAK_RT_SIMD_CLONES void geluGradRowF32(const float *x, const float *dy,
+                                         float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = dy[i] * fgeluGrad(x[i]);
+}
+
+MERAK_RT_SIMD_CLONES float rowMaxF32(const float *x, int64_t n) {
+  constexpr int L = 16;
+  float m[L];
+  for (int l = 0; l < L; ++l)
+    m[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + L <= n; j += L)
+    for (int l = 0; l < L; ++l)
+      m[l] = m[l] < x[j + l] ? x[j + l] : m[l];
+  for (int l = 0; j + l < n; ++l)
+    m[l] = m[l] < x[j + l] ? x[j + l] : m[l];
+  float r = m[0];
+  for (int l = 1; l < L; ++l)
+    r = r < m[l] ? m[l] : r;
+  return r;
+}
+
+MERAK_RT_SIMD_CLONES double expSumRowF32(const float *x, float m, float *y,
+                                         int64_t n) {
+  // Blocks of kB: the exps (vectorised) into y or a stack buffer, then
+  // added to 8 double lanes (lane j mod 8); the lanes are combined in a
+  // fixed tree. The order depends only on n.
+  constexpr int64_t kB = 256;
+  constexpr int L = 8;
+  float buf[kB];
+  double acc[L] = {};
+  for (int64_t j0 = 0; j0 < n; j0 += kB) {
+    const int64_t len = std::min(kB, n - j0);
+    float *e = y ? y + j0 : buf;
+    const float *xs = x + j0;
+    for (int64_t i = 0; i < len; ++i)
+      e[i] = fexp(xs[i] - m);
+    int64_t i = 0;
+    for (; i + L <= len; i += L)
+      for (int l = 0; l < L; ++l)
+        acc[l] += static_cast<double>(e[i + l]);
+    for (int l = 0; i + l < len; ++l)
+      acc[l] += static_cast<double>(e[i + l]);
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+} // namespace detail
 
 // --- optimizer ----------------------------------------------------------------
 

@@ -136,14 +136,22 @@ Manifest parseRoot(const Value &root) {
                              "\"arena_bytes\"");
   m.paramsBytes = nonNegative(member(root, "params_bytes", "manifest"),
                               "\"params_bytes\"");
+  // Storage past params_init_bytes (optimizer state) starts as zeros and
+  // has no bytes in the data; absent, everything has.
+  m.paramsInitBytes = m.paramsBytes;
+  if (const Value *init = root.get("params_init_bytes"))
+    m.paramsInitBytes = nonNegative(*init, "\"params_init_bytes\"");
+  if (m.paramsInitBytes > m.paramsBytes)
+    fail("params_init_bytes " + std::to_string(m.paramsInitBytes) +
+         " exceeds params_bytes " + std::to_string(m.paramsBytes));
   m.constsOffset = nonNegative(member(root, "consts_offset", "manifest"),
                                "\"consts_offset\"");
   m.constsBytes = nonNegative(member(root, "consts_bytes", "manifest"),
                               "\"consts_bytes\"");
-  if (m.constsOffset < m.paramsBytes)
+  if (m.constsOffset < m.paramsInitBytes)
     fail("consts_offset " + std::to_string(m.constsOffset) +
-         " is inside the parameter data (params_bytes " +
-         std::to_string(m.paramsBytes) + ")");
+         " is inside the parameter data (params_init_bytes " +
+         std::to_string(m.paramsInitBytes) + ")");
   if (m.constsBytes > UINT64_MAX - m.constsOffset)
     fail("consts_offset + consts_bytes overflows");
 
@@ -229,6 +237,17 @@ Manifest parseRoot(const Value &root) {
     if (opt->isString())
       m.optimizer = opt->string;
 
+  if (const Value *mesh = root.get("mesh")) {
+    expectKind(*mesh, Value::Kind::Object, "\"mesh\"");
+    for (auto [key, field] : {std::pair<const char *, int64_t *>{"pp", &m.meshPp},
+                              {"dp", &m.meshDp},
+                              {"tp", &m.meshTp}})
+      if (const Value *v = mesh->get(key)) {
+        *field = nonNegative(*v, std::string("mesh.") + key);
+        if (*field < 1 || *field > 65536)
+          fail(std::string("mesh.") + key + " must be in [1, 65536]");
+      }
+  }
   if (const Value *d = root.get("defaults")) {
     expectKind(*d, Value::Kind::Object, "\"defaults\"");
     if (const Value *lr = d->get("lr")) {

@@ -8,7 +8,7 @@
 // program would otherwise read or write outside its buffers:
 //  - "format" is 1; the four sizes are non-negative integers, and the
 //    constants lie after the parameter storage (consts_offset >=
-//    params_bytes);
+//    params_init_bytes);
 //  - every param/input/output has a non-empty name unique in its list, a
 //    known dtype, a shape of non-negative integers, and a non-negative offset
 //    with offset + bytes inside its region (P for params, A for inputs and
@@ -57,6 +57,8 @@ struct Manifest {
   int64_t format = 0;
   std::string entry;
   uint64_t arenaBytes = 0, paramsBytes = 0, constsOffset = 0, constsBytes = 0;
+  /// Bytes of P initialised from the data; the rest starts as zeros.
+  uint64_t paramsInitBytes = 0;
   std::vector<ManifestTensor> params, inputs, outputs;
   /// hparam name ("lr") -> param name, in manifest order.
   std::vector<std::pair<std::string, std::string>> hparams;
@@ -68,6 +70,9 @@ struct Manifest {
   std::optional<uint64_t> defaultSeed;
   std::optional<Sampler> defaultSampler;
   std::string optimizer; ///< defaults.optimizer (or a top-level "optimizer")
+  /// "mesh": {"pp", "dp", "tp"} the program was compiled for (default 1s);
+  /// the token inputs hold this rank's 1/dp of the global batch.
+  int64_t meshPp = 1, meshDp = 1, meshTp = 1;
 
   /// Lookups; nullptr when absent.
   const ManifestTensor *param(const std::string &name) const;

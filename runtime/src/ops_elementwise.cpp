@@ -3,8 +3,10 @@
 // See merak_rt/ops.h. Semantics follow lib/Evaluator/EvalElementwise.cpp:
 // float ops are computed in double and rounded to the element type (for
 // + - * / and fmod the float operation gives the same result, so F32 uses
-// it directly), integers wrap like the element type, and integer Div/Rem by
-// zero is a fatal error.
+// it directly; likewise sqrt and reciprocal), integers wrap like the element
+// type, and integer Div/Rem by zero is a fatal error. The exception: F32
+// exp, log, tanh, erf, sigmoid and gelu use the vectorised float functions
+// of ops_util.h, within a few ulp of the double result (bounds there).
 //
 // Dispatch on (op, dtype) happens once per call; the per-element work is a
 // templated loop. binary/where iterate a coalesced broadcast plan whose
@@ -77,8 +79,36 @@ template <class T, class Fn> void mapD(const T *x, T *y, int64_t n, Fn fn) {
   });
 }
 
+/// The F32 fast paths: the vectorised float functions of ops_util.h for the
+/// transcendentals; sqrt and 1/x directly in float (correctly rounded, so
+/// the same bits as the double form rounded). Returns false for the others.
+bool unaryF32Fast(Unary op, const float *x, float *y, int64_t n) {
+  RowFn f;
+  switch (op) {
+  case Unary::Exp: f = RowFn::Exp; break;
+  case Unary::Log: f = RowFn::Log; break;
+  case Unary::Tanh: f = RowFn::Tanh; break;
+  case Unary::Erf: f = RowFn::Erf; break;
+  case Unary::Sigmoid: f = RowFn::Sigmoid; break;
+  case Unary::Gelu: f = RowFn::Gelu; break;
+  case Unary::Sqrt:
+    mapN(x, y, n, [](float v) { return std::sqrt(v); });
+    return true;
+  case Unary::Reciprocal:
+    mapN(x, y, n, [](float v) { return 1.0f / v; });
+    return true;
+  default: return false;
+  }
+  parallelFor(n, 2, [&](int64_t b, int64_t e) { mapRowF32(f, x + b, y + b, e - b); });
+  return true;
+}
+
 template <class T>
 void unaryFloat(Unary op, const T *x, T *y, int64_t n, double a, double b) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (unaryF32Fast(op, x, y, n))
+      return;
+  }
   switch (op) {
   case Unary::Exp: return mapD(x, y, n, [](double v) { return std::exp(v); });
   case Unary::Log: return mapD(x, y, n, [](double v) { return std::log(v); });

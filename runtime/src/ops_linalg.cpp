@@ -2,14 +2,15 @@
 //
 // See merak_rt/ops.h; semantics of lib/Evaluator/EvalNN.cpp.
 //
-// matmul: F32 through OpenBLAS. A 2-D (or batch-1) rhs folds the lhs batch
+// matmul: F32 through OpenBLAS (kernels.cpp's gemm: OpenMP blocks of
+// single-threaded calls). A 2-D (or batch-1) rhs folds the lhs batch
 // into M (one GEMM); a batch-1 lhs or equal batches are one batchedGemm with
 // stride 0 / full strides; other broadcasts loop over the batch with
 // broadcast strides. Other types: loops accumulating in double (F64) or
 // wrapping int64, in the evaluator's order.
 //
-// conv2d: im2col + GEMM per image and group (sgemm/dgemm); a 1x1, stride-1,
-// unpadded kernel uses the input directly. Backward data: GEMM into a column
+// conv2d: im2col + GEMM per image and group (kernels.cpp's blocked
+// sgemm/dgemm); a 1x1, stride-1, unpadded kernel uses the input directly. Backward data: GEMM into a column
 // buffer, then col2im (parallel over channels, so deterministic). Backward
 // filter: GEMMs accumulated over the images (beta = 1).
 //
@@ -21,8 +22,6 @@
 #include "merak_rt/ops.h"
 
 #include "ops_util.h"
-
-#include <cblas.h>
 
 #include <cmath>
 
@@ -39,19 +38,7 @@ inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
 inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                   double alpha, const double *A, const double *B, double beta,
                   double *C) {
-  if (M <= 0 || N <= 0)
-    return;
-  if (K <= 0) {
-    for (int64_t i = 0; i < M * N; ++i)
-      C[i] = beta == 0.0 ? 0.0 : beta * C[i];
-    return;
-  }
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(M),
-              static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
-              static_cast<blasint>(ta ? M : K), B,
-              static_cast<blasint>(tb ? K : N), beta, C,
-              static_cast<blasint>(N));
+  dgemmBlocked(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 /// One [M,K] x [K,N] product by loops, accumulating per (i, j) over p in

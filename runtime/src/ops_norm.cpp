@@ -2,7 +2,8 @@
 //
 // See merak_rt/ops.h; semantics of lib/Evaluator/EvalReduce.cpp. F32
 // softmax/log-softmax along the last axis use the row kernels of kernels.h
-// (float exp for softmax, so within an ulp or two of the evaluator's double);
+// (the vectorised float exp of ops_util.h, sums in double in a fixed order,
+// rows in parallel: within an ulp or two of the evaluator's double);
 // everything else computes in double exactly as the evaluator, rows in
 // parallel.
 //

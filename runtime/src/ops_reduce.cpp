@@ -1,7 +1,8 @@
 //===- ops_reduce.cpp - reductions, argmax, cumsum, dropout, cross entropy --===//
 //
 // See merak_rt/ops.h; semantics of lib/Evaluator/EvalReduce.cpp and the
-// dropout of EvalNN.cpp. Every output of a reduction accumulates its inputs
+// dropout of EvalNN.cpp. (F32 cross entropy over a contiguous class axis
+// takes its exps in float, vectorised; see rowLoss.) Every output of a reduction accumulates its inputs
 // in the evaluator's (row-major) order, floats in double, integers in
 // wrapping int64, so results are bitwise those of the evaluator and do not
 // depend on the thread count.
@@ -325,6 +326,17 @@ namespace {
 /// in double (NaN ignored), the sum of exp(x - max) in double.
 template <class T>
 inline double rowLoss(const T *p, int64_t dim, int64_t st, int64_t label) {
+  if constexpr (std::is_same_v<T, float>) {
+    // F32, contiguous classes: the float exp of ops_util.h (vectorised),
+    // summed in double in a fixed order; within an ulp or so of the above.
+    if (st == 1) {
+      const float m = rowMaxF32(p, dim);
+      if (std::isfinite(m))
+        return static_cast<double>(m) +
+               std::log(expSumRowF32(p, m, nullptr, dim)) -
+               static_cast<double>(p[label]);
+    }
+  }
   double m = -INFINITY, sum = 0.0;
   for (int64_t j = 0; j < dim; ++j)
     m = std::max(m, static_cast<double>(p[j * st]));

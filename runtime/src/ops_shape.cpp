@@ -5,7 +5,8 @@
 // transpose, slice) build a coalesced plan; the innermost row is a memcpy
 // (stride 1), a fill (stride 0), a reversed or strided loop; a transpose
 // whose innermost output dim reads with a stride while the next one reads
-// contiguously (e.g. swapping the last two dims) is copied in 32x32 tiles.
+// contiguously (e.g. swapping the last two dims) is copied in 32x32 tiles
+// (4x4 SSE register transposes into an L1 buffer, then whole rows out).
 // Gradient scatters (gatherGrad, gatherElementsGrad) accumulate in double in
 // the evaluator's order and are parallelised over output rows/fibres, so
 // the result is deterministic and independent of the thread count.
@@ -16,6 +17,11 @@
 #include "ops_util.h"
 
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 namespace merak::rt::cpu {
 using namespace detail;
@@ -61,8 +67,47 @@ template <class E> void stridedCopy(const E *src, const Plan<1> &p, E *dst) {
   });
 }
 
+/// One block of a transpose: pd[a * ldd + b] = ps[a + b * sB] for a < na,
+/// b < nb.
+template <class E>
+inline void transposeBlock(const E *ps, int64_t sB, E *pd, int64_t ldd,
+                           int64_t na, int64_t nb) {
+  int64_t b = 0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(E) == 4) {
+    // 4x4 register transposes (SSE2 is the x86-64 baseline).
+    for (; b + 4 <= nb; b += 4) {
+      int64_t a = 0;
+      for (; a + 4 <= na; a += 4) {
+        const float *s0 = reinterpret_cast<const float *>(ps + a + b * sB);
+        __m128 r0 = _mm_loadu_ps(s0);
+        __m128 r1 = _mm_loadu_ps(s0 + sB);
+        __m128 r2 = _mm_loadu_ps(s0 + 2 * sB);
+        __m128 r3 = _mm_loadu_ps(s0 + 3 * sB);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float *d0 = reinterpret_cast<float *>(pd + a * ldd + b);
+        _mm_storeu_ps(d0, r0);
+        _mm_storeu_ps(d0 + ldd, r1);
+        _mm_storeu_ps(d0 + 2 * ldd, r2);
+        _mm_storeu_ps(d0 + 3 * ldd, r3);
+      }
+      for (; a < na; ++a)
+        for (int64_t k = 0; k < 4; ++k)
+          pd[a * ldd + b + k] = ps[a + (b + k) * sB];
+    }
+  }
+#endif
+  for (int64_t a = 0; a < na; ++a)
+    for (int64_t bb = b; bb < nb; ++bb)
+      pd[a * ldd + bb] = ps[a + bb * sB];
+}
+
 /// The tiled case: plan dims r-2 (A, source stride 1) and r-1 (B, source
 /// stride sB), i.e. every outer batch is a transpose of a [B, A] matrix.
+/// Each TS x TS tile is transposed (4x4 register transposes) into a small
+/// contiguous buffer, whose rows are then copied out: the source is read
+/// and the destination written a whole cache line at a time, even when
+/// both strides are large powers of two (which alias in L1).
 template <class E> void tiledTranspose(const E *src, const Plan<1> &p, E *dst) {
   constexpr int64_t TS = 32;
   const int32_t r = p.rank;
@@ -70,6 +115,7 @@ template <class E> void tiledTranspose(const E *src, const Plan<1> &p, E *dst) {
   const int64_t batches = p.numel() / (A * B);
   const int64_t tilesA = (A + TS - 1) / TS;
   parallelFor(batches * tilesA, TS * B, [&](int64_t i0, int64_t i1) {
+    alignas(64) E buf[TS * TS];
     for (int64_t it = i0; it < i1; ++it) {
       const int64_t bt = it / tilesA, ta = it % tilesA;
       int64_t rem = bt, srcBase = 0;
@@ -79,12 +125,13 @@ template <class E> void tiledTranspose(const E *src, const Plan<1> &p, E *dst) {
       }
       const E *ps = src + srcBase;
       E *pd = dst + bt * A * B;
-      const int64_t a0 = ta * TS, a1 = std::min(A, a0 + TS);
+      const int64_t a0 = ta * TS, na = std::min(A - a0, TS);
       for (int64_t b0 = 0; b0 < B; b0 += TS) {
-        const int64_t b1 = std::min(B, b0 + TS);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b)
-            pd[a * B + b] = ps[a + b * sB];
+        const int64_t nb = std::min(B - b0, TS);
+        transposeBlock(ps + a0 + b0 * sB, sB, buf, TS, na, nb);
+        for (int64_t a = 0; a < na; ++a)
+          std::memcpy(pd + (a0 + a) * B + b0, buf + a * TS,
+                      static_cast<size_t>(nb) * sizeof(E));
       }
     }
   });

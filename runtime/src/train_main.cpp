@@ -14,6 +14,8 @@
 #include "merak_rt/program.h"
 
 #include "merak_rt/cli.h"
+#include "merak_rt/collectives.h"
+#include "merak_rt/comm.h"
 #include "merak_rt/data.h"
 #include "merak_rt/metrics.h"
 #include "merak_rt/ops.h"
@@ -258,6 +260,11 @@ Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
 // The run
 //===----------------------------------------------------------------------===//
 
+/// The job's communicator (a parallel program), alive until
+/// merak_train_main returns: a rank that fails aborts the whole job rather
+/// than finalize while its peers wait in a collective.
+std::unique_ptr<Comm> gComm;
+
 struct Program {
   Manifest manifest;
   const ManifestTensor *tokens = nullptr, *labels = nullptr, *step = nullptr;
@@ -375,6 +382,25 @@ int run(int argc, char **argv) {
   Program program = loadProgram();
   const Manifest &m = program.manifest;
 
+  // --- processes ----------------------------------------------------------------
+  // A parallel program is one process per device of its mesh (mpirun -np
+  // dp*tp*pp); world rank 0 prints, writes metrics, traces and checkpoints
+  // (parameters are replicated across data-parallel ranks).
+  MeshShape mesh;
+  mesh.pp = static_cast<int>(m.meshPp);
+  mesh.dp = static_cast<int>(m.meshDp);
+  mesh.tp = static_cast<int>(m.meshTp);
+  if (mesh.size() > 1) {
+    Result<std::unique_ptr<Comm>> opened = Comm::init(&argc, &argv, mesh);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    gComm = std::move(opened).value();
+  }
+  Comm *comm = gComm.get();
+  cpu::setCommunicator(comm);
+  const bool leader = !comm || comm->rank() == 0;
+  const int64_t dpRank = comm ? comm->coord().dp : 0;
+
   // --- command line -----------------------------------------------------------
   TrainOptions defaults;
   if (m.defaultLr)
@@ -406,7 +432,7 @@ int run(int argc, char **argv) {
   Buffer params = allocateAligned(m.paramsBytes, "parameter storage");
   char *A = arena.get();
   char *P = params.get();
-  std::memcpy(P, merak_data, m.paramsBytes);
+  std::memcpy(P, merak_data, m.paramsInitBytes); // the rest is zeroed
   const char *C =
       reinterpret_cast<const char *>(merak_data) + m.constsOffset;
   Buffer constsCopy;
@@ -449,7 +475,7 @@ int run(int argc, char **argv) {
 
   // --- outputs ------------------------------------------------------------------
   std::optional<MetricsWriter> metrics;
-  if (!o.metricsPath.empty()) {
+  if (!o.metricsPath.empty() && leader) {
     if (o.resume) {
       Result<int64_t> trimmed = trimMetricsFile(o.metricsPath, start);
       if (!trimmed.ok())
@@ -463,7 +489,7 @@ int run(int argc, char **argv) {
   std::unique_ptr<TraceWriter> trace;
   OpTraceRecorder recorder;
   int64_t traceStep = start + (o.steps - start >= 2 ? 1 : 0);
-  if (!o.tracePath.empty()) {
+  if (!o.tracePath.empty() && leader) {
     trace = std::make_unique<TraceWriter>(0);
     trace->setProcessName(m.model.empty() ? "train" : "train " + m.model);
     trace->setThreadName(kTraceTid, "main");
@@ -478,10 +504,18 @@ int run(int argc, char **argv) {
   };
 
   // --- the loop -----------------------------------------------------------------
+  // This rank's rows of the global batch; tokens/s counts the global batch.
   const uint64_t rowTokens = static_cast<uint64_t>(program.batch) *
                              static_cast<uint64_t>(program.seqLen);
+  const int64_t globalBatch = program.batch * m.meshDp;
+  const uint64_t globalTokens = rowTokens * static_cast<uint64_t>(m.meshDp);
   std::vector<int64_t> inputs(rowTokens), labels(rowTokens);
-  ProgressBar progress(stdout, o.steps, o.logEvery, start);
+  std::FILE *progressOut = leader ? stdout : nullptr;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> devNull(
+      leader ? nullptr : std::fopen("/dev/null", "w"), &std::fclose);
+  if (!leader)
+    progressOut = devNull.get();
+  ProgressBar progress(progressOut, o.steps, o.logEvery, start);
   // Ends the progress line before an error (a terminal shares the line).
   auto stop = [&](const std::string &message) {
     progress.finish();
@@ -494,7 +528,8 @@ int run(int argc, char **argv) {
     double stepUs = tracing ? trace->nowUs() : 0;
     Clock::time_point t0 = Clock::now();
 
-    if (Status st = dataset->fill(s, program.batch, inputs.data(),
+    if (Status st = dataset->fill(s, globalBatch, dpRank * program.batch,
+                                  (dpRank + 1) * program.batch, inputs.data(),
                                   labels.data());
         !st.ok())
       stop("step " + std::to_string(s) + ": " + st.message());
@@ -531,7 +566,7 @@ int run(int argc, char **argv) {
         program.gradNorm ? readScalar(A, *program.gradNorm) : std::nan("");
     sm.timeMs = seconds * 1e3;
     sm.tokensPerSecond =
-        seconds > 0 ? static_cast<double>(rowTokens) / seconds : 0;
+        seconds > 0 ? static_cast<double>(globalTokens) / seconds : 0;
     for (const ManifestTensor *out : program.extraOutputs)
       sm.extra.emplace_back(out->name, readScalar(A, *out));
     lastLoss = sm.loss;
@@ -551,7 +586,7 @@ int run(int argc, char **argv) {
     }
 
     bool last = s + 1 == o.steps;
-    if (!o.checkpointDir.empty() &&
+    if (!o.checkpointDir.empty() && leader &&
         (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0))) {
       double ckptUs = trace ? trace->nowUs() : 0;
       if (Status st = saveCheckpoint(o.checkpointDir, s + 1,
@@ -572,7 +607,9 @@ int run(int argc, char **argv) {
   writeTrace();
 
   int64_t ran = o.steps - start;
-  double meanRate = totalSeconds > 0 ? static_cast<double>(rowTokens) *
+  if (!leader)
+    return 0;
+  double meanRate = totalSeconds > 0 ? static_cast<double>(globalTokens) *
                                            static_cast<double>(ran) /
                                            totalSeconds
                                      : 0;
@@ -593,7 +630,7 @@ int run(int argc, char **argv) {
 
 } // namespace merak::rt
 
-extern "C" int merak_train_main(int argc, char **argv) {
+static int runCatching(int argc, char **argv) {
   using namespace merak::rt;
   try {
     return run(argc, argv);
@@ -607,4 +644,14 @@ extern "C" int merak_train_main(int argc, char **argv) {
     printError("unexpected failure");
   }
   return kExitError;
+}
+
+extern "C" int merak_train_main(int argc, char **argv) {
+  using namespace merak::rt;
+  int code = runCatching(argc, argv);
+  cpu::setCommunicator(nullptr);
+  if (gComm && code != 0)
+    gComm->abort("stopping every rank of the job", code);
+  gComm.reset(); // MPI_Finalize
+  return code;
 }

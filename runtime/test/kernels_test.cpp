@@ -14,10 +14,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace cpu = merak::rt::cpu;
 
@@ -224,6 +229,95 @@ TEST(Kernels, BatchedGemmStridesAndBroadcast) {
                      sB, beta, C.data(), sC);
     EXPECT_LE(relErr(C, ref), kTol) << "trial " << trial;
   }
+}
+
+TEST(Kernels, GemmLargeBlocked) {
+  // Large enough to be cut into blocks (rows when M >= N, columns
+  // otherwise) and run in parallel, every transpose combination, beta != 0.
+  struct Shape {
+    int64_t batch, M, N, K;
+  } shapes[] = {{1, 700, 90, 150}, {1, 40, 1100, 130}, {3, 520, 70, 60}};
+  for (const Shape &sh : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const bool tA = t & 1, tB = t & 2;
+      const int64_t M = sh.M, N = sh.N, K = sh.K, batch = sh.batch;
+      VecF A = randVec(batch * M * K), B = randVec(batch * K * N),
+           C = randVec(batch * M * N);
+      const float alpha = 0.75f, beta = 0.5f;
+      VecD ref(C.size());
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            const float *a = A.data() + b * M * K, *bb = B.data() + b * K * N;
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; ++k)
+              acc += static_cast<double>(tA ? a[k * M + i] : a[i * K + k]) *
+                     (tB ? bb[j * K + k] : bb[k * N + j]);
+            const size_t o = b * M * N + i * N + j;
+            ref[o] = alpha * acc + beta * double(C[o]);
+          }
+      if (batch == 1)
+        cpu::gemm(tA, tB, M, N, K, alpha, A.data(), B.data(), beta, C.data());
+      else
+        cpu::batchedGemm(tA, tB, batch, M, N, K, alpha, A.data(), M * K,
+                         B.data(), K * N, beta, C.data(), M * N);
+      EXPECT_LE(relErr(C, ref), kTol)
+          << "M=" << M << " N=" << N << " K=" << K << " tA=" << tA << " tB=" << tB;
+    }
+}
+
+TEST(Kernels, ThreadCountIndependent) {
+  // GEMM blocks depend only on the shapes and row sums run in a fixed
+  // order, so 1, 2 and 3 threads give the same bits.
+#ifdef _OPENMP
+  const int saved = omp_get_max_threads();
+  const int64_t M = 600, N = 300, K = 200, rows = 257, cols = 1031;
+  VecF A = randVec(M * K), B = randVec(K * N), X = randVec(rows * cols, -9, 9),
+       G = randVec(rows * cols);
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 7 == 3 ? -100 : randSize(0, cols - 1);
+  auto runAll = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<VecF> out;
+    VecF c(M * N);
+    cpu::gemm(false, false, M, N, K, 1.0f, A.data(), B.data(), 0.0f, c.data());
+    out.push_back(c);
+    VecF cw(K * K);
+    cpu::gemm(true, false, K, K, M, 1.0f, A.data(), A.data(), 0.0f, cw.data());
+    out.push_back(cw);
+    VecF y(X.size());
+    cpu::softmaxForward(X.data(), y.data(), rows, cols);
+    out.push_back(y);
+    cpu::logSoftmaxForward(X.data(), y.data(), rows, cols);
+    out.push_back(y);
+    VecF loss(rows);
+    const float mean = cpu::crossEntropyForward(X.data(), labels.data(),
+                                                loss.data(), rows, cols);
+    loss.push_back(mean);
+    out.push_back(loss);
+    cpu::crossEntropyBackward(X.data(), labels.data(), y.data(), rows, cols,
+                              0.01f);
+    out.push_back(y);
+    cpu::geluForward(X.data(), y.data(), rows * cols);
+    out.push_back(y);
+    cpu::geluBackward(X.data(), G.data(), y.data(), rows * cols);
+    out.push_back(y);
+    return out;
+  };
+  const auto one = runAll(1);
+  for (int threads : {2, 3}) {
+    const auto many = runAll(threads);
+    for (size_t k = 0; k < one.size(); ++k)
+      EXPECT_EQ(std::memcmp(one[k].data(), many[k].data(),
+                            one[k].size() * sizeof(float)),
+                0)
+          << "output " << k << ", " << threads << " threads";
+  }
+  omp_set_num_threads(saved);
+#else
+  GTEST_SKIP() << "built without OpenMP";
+#endif
 }
 
 // --- softmax / log-softmax ----------------------------------------------------

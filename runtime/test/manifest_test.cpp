@@ -109,7 +109,11 @@ TEST(Manifest, Errors) {
               "\"arena_bytes\" must be a non-negative integer");
   expectError("\"consts_offset\": 256", "\"consts_offset\": 128",
               "consts_offset 128 is inside the parameter data "
-              "(params_bytes 256)");
+              "(params_init_bytes 256)");
+  // Optimizer state past params_init_bytes has no bytes in the data.
+  expectError("\"consts_offset\": 256",
+              "\"params_init_bytes\": 512, \"consts_offset\": 256",
+              "params_init_bytes 512 exceeds params_bytes 256");
   expectError("\"offset\": 128,\n       \"bytes\": 4",
               "\"offset\": 254,\n       \"bytes\": 4",
               "params[2] ('lr'): offset 254 + 4 bytes exceeds params_bytes "

@@ -13,6 +13,9 @@ struct ImportOptions {
   /// Static shapes for graph inputs (`--input-shape NAME=8x128`); they bind
   /// dynamic dimensions and must agree with the static ones.
   llvm::StringMap<SmallVector<int64_t>> inputShapes;
+  /// Let inputShapes change static dimensions too (data parallelism imports
+  /// the per-rank batch); declared output shapes are then not enforced.
+  bool overrideStaticDims = false;
   /// Results up to this many elements computed from constants are folded
   /// during import (shape arithmetic).
   int64_t foldMaxElements = 65536;

@@ -21,6 +21,7 @@ struct ProgramInfo {
   std::string entry = "train_step";
   std::string model;     ///< source model file name
   std::string optimizer; ///< optimizer name
+  int64_t dp = 1, tp = 1, pp = 1; ///< the device mesh
 };
 
 /// Writes the manifest (JSON) and the initial data (parameter storage, then

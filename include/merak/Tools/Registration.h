@@ -28,6 +28,10 @@ struct TrainingOptions {
   std::vector<std::string> frozen;
   /// merak-optimizer options as `key=value` pairs (optimizer, lr, ...).
   std::string optimizer = "optimizer=adamw";
+  /// Data-parallel ranks (the program was imported with the per-rank batch)
+  /// and the gradient all-reduce bucket size.
+  int64_t dp = 1;
+  int64_t bucketBytes = 25 * 1024 * 1024;
 };
 
 /// Attaches the loss (@loss), differentiates it (@loss_grad), builds the

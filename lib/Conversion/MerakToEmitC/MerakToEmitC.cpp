@@ -362,6 +362,77 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
             .i64(ignore.value_or(-100)).ptr(y).emit();
         return success();
       })
+      .Case([&](AllReduceOp a) -> LogicalResult {
+        Type elem = cast<RankedTensorType>(a.getInputs()[0].getType()).getElementType();
+        StringRef g = a.getGroup();
+        auto call = e.call("allReduceBucket");
+        call.lit(g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP")
+            .lit(a.getReduction() == "mean" ? "CollReduce::Mean" : "CollReduce::Sum")
+            .dtype(elem);
+        for (auto [in, out] : llvm::zip(a.getInputs(), a.getResults())) {
+          if (cast<RankedTensorType>(in.getType()).getElementType() != elem)
+            return a.emitOpError("operands of one bucket must share an element type");
+          PTR(pi, in);
+          PTR(po, out);
+          call.ptr(pi).ptr(po).i64(cast<RankedTensorType>(in.getType()).getNumElements());
+        }
+        call.emit();
+        return success();
+      })
+      .Case([&](GeluGradOp gg) -> LogicalResult {
+        PTR(x, gg.getInput());
+        PTR(g, gg.getGrad());
+        PTR(y, gg.getResult());
+        e.call("geluGrad").dtype(r0).ptr(x).ptr(g).ptr(y)
+            .i64(cast<RankedTensorType>(r0).getNumElements())
+            .boolean(gg.getApproximateTanh()).emit();
+        return success();
+      })
+      .Case<SoftmaxGradOp, LogSoftmaxGradOp>([&](auto s) -> LogicalResult {
+        PTR(y, s.getOutput());
+        PTR(g, s.getGrad());
+        PTR(dx, s.getResult());
+        e.call("softmaxGrad").boolean(isa<LogSoftmaxGradOp>(op)).dtype(r0).ptr(y).ptr(g)
+            .dims(r0).i64(normAxis(s.getAxis(), r0)).ptr(dx).emit();
+        return success();
+      })
+      .Case([&](LayerNormGradOp l) -> LogicalResult {
+        PTR(x, l.getInput());
+        PTR(g, l.getGrad());
+        auto c = e.call("layerNormGrad");
+        c.dtype(r0).ptr(x).ptr(g).dims(r0).i64(normAxis(l.getAxis(), r0));
+        if (Value s = l.getScale()) {
+          PTR(ps, s);
+          c.ptr(ps).dims(s.getType());
+        } else {
+          c.lit("nullptr").lit("Dims{}");
+        }
+        c.f64(l.getEpsilon().convertToDouble()).boolean(l.getRms());
+        // A result nobody reads is not written.
+        for (Value r : l.getResults()) {
+          if (r.use_empty()) {
+            c.lit("nullptr");
+            continue;
+          }
+          PTR(pr, r);
+          c.ptr(pr);
+        }
+        c.emit();
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp c) -> LogicalResult {
+        PTR(l, c.getLogits());
+        PTR(t, c.getLabels());
+        PTR(g, c.getGrad());
+        PTR(y, c.getResult());
+        StringRef red = c.getReduction();
+        int reduction = red == "none" ? 0 : red == "mean" ? 1 : 2;
+        auto ignore = c.getIgnoreIndex();
+        e.call("crossEntropyGrad").dtype(r0).ptr(l).dims(r0).i64(normAxis(c.getAxis(), r0))
+            .dtype(c.getLabels().getType()).ptr(t).ptr(g).i64(reduction)
+            .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
+        return success();
+      })
       .Case([&](MatmulOp m) -> LogicalResult {
         PTR(a, m.getLhs());
         PTR(b, m.getRhs());
@@ -476,6 +547,8 @@ struct MerakToEmitCPass : merak::impl::MerakToEmitCBase<MerakToEmitCPass> {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     Location loc = fn.getLoc();
     emitc::IncludeOp::create(b, loc, "merak_rt/ops.h", /*is_standard_include=*/false);
+    if (!fn.getOps<AllReduceOp>().empty())
+      emitc::IncludeOp::create(b, loc, "merak_rt/collectives.h", /*is_standard_include=*/false);
     emitc::IncludeOp::create(b, loc, "cmath", /*is_standard_include=*/true);
     emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");
     auto charPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));

@@ -188,6 +188,38 @@ void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
                   DT labT, const void *labels, int32_t reduction,
                   bool hasIgnore, int64_t ignoreIndex, void *y);
 
+// --- fused backward ops (built by the compiler's VJP rules) ---------------------
+
+/// merak.gelu_grad: dx = dy * gelu'(x) for n elements, the exact (erf) form
+/// or with tanhApprox the tanh form. dx may alias dy.
+void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
+              bool tanhApprox);
+
+/// merak.softmax_grad (isLog: merak.log_softmax_grad) along `axis` of shape
+/// d, from the forward result y: dx = y * (dy - sum(dy * y)), or
+/// dx = dy - exp(y) * sum(dy). Sums in double.
+void softmaxGrad(bool isLog, DT t, const void *y, const void *dy, const Dims &d,
+                 int64_t axis, void *dx);
+
+/// merak.layer_norm_grad over dims [axis, rank) of x (shape dx): xhat =
+/// (x - mean) * rstd (rms: x * rstd), g = dy * scale (scale null: 1, else
+/// shape ds broadcast to the normalised shape), dxOut = rstd * (g - mean(g)
+/// - xhat * mean(g * xhat)) (rms: no mean(g)). dxOut or xhat may be null
+/// (not written).
+void layerNormGrad(DT t, const void *x, const void *dy, const Dims &dx,
+                   int64_t axis, const void *scale, const Dims &ds, double eps,
+                   bool rms, void *dxOut, void *xhat);
+
+/// merak.cross_entropy_grad: dlogits (the logits' shape dl) =
+/// (softmax(logits) - onehot(labels)) * w along `axis`, w = g[0] (reduction
+/// 2, sum), g[0] / #non-ignored (1, mean) or g at the label's position (0,
+/// none; g has the labels' shape); 0 where the label is ignoreIndex (when
+/// hasIgnore). A label out of range is fatal.
+void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
+                      DT labT, const void *labels, const void *g,
+                      int32_t reduction, bool hasIgnore, int64_t ignoreIndex,
+                      void *dlogits);
+
 // --- linear algebra and convolution -----------------------------------------------
 
 /// numpy.matmul of a (da) and b (db) into y (dy); batch dims broadcast, rank-1

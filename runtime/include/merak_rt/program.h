@@ -14,14 +14,15 @@
 //      undefined between steps except where the runtime writes inputs;
 //   P  parameter storage ("params_bytes"): parameters, frozen buffers,
 //      optimizer state and hyper-parameters, persistent across steps,
-//      initialised from the first params_bytes of merak_data and
-//      checkpointed;
+//      initialised from the first params_init_bytes of merak_data (the
+//      rest, optimizer state, starts as zeros) and checkpointed;
 //   C  constants: merak_data + "consts_offset", read-only.
 //
 // Manifest (JSON object; every offset in bytes, every shape a list):
 //   "format": 1,
 //   "entry": "train_step",
-//   "arena_bytes", "params_bytes", "consts_offset", "consts_bytes": ints,
+//   "arena_bytes", "params_bytes", "params_init_bytes", "consts_offset",
+//   "consts_bytes": ints,
 //   "params": [{"name", "dtype" (safetensors spelling: F32, I64, BOOL ...),
 //               "shape", "offset" (in P), "bytes",
 //               "kind": "trainable" | "frozen" | "state" | "hparam"}],

@@ -1219,6 +1219,126 @@ func.func @gather_grad(%g: tensor<2x4xf32>, %i: tensor<2xi64>) {
 
 // -----
 
+func.func @gelu_grad_types(%x: tensor<4xf32>, %g: tensor<4xf64>) {
+  // expected-error @+1 {{'merak.gelu_grad' op requires the same type for all operands and results}}
+  %0 = "merak.gelu_grad"(%x, %g) : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_axis(%y: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'merak.softmax_grad' op axis 2 is out of range for rank 2}}
+  %0 = merak.softmax_grad %y, %g axis = 2 : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_grad_axis(%y: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'merak.log_softmax_grad' op axis -1 is out of range for rank 2}}
+  %0 = merak.log_softmax_grad %y, %g axis = -1 : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_types(%y: tensor<2x4xf32>, %g: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.softmax_grad' op requires the same type for all operands and results}}
+  %0 = "merak.softmax_grad"(%y, %g) {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_axis(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op axis 2 is out of range for rank 2}}
+  %0:2 = merak.layer_norm_grad %x, %g axis = 2 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_epsilon(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op epsilon must be non-negative}}
+  %0:2 = merak.layer_norm_grad %x, %g axis = 1 epsilon = -1.0 : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_grad(%x: tensor<2x4xf32>, %g: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op grad type 'tensor<2x3xf32>' must equal the input type 'tensor<2x4xf32>'}}
+  %0:2 = merak.layer_norm_grad %x, %g axis = 1 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_results(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op result types must equal the input type 'tensor<2x4xf32>'}}
+  %0:2 = merak.layer_norm_grad %x, %g axis = 1 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf64>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_scale_type(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>, %w: tensor<4xf64>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op scale element type differs from the input's}}
+  %0:2 = merak.layer_norm_grad %x, %g scale %w axis = 1 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf64>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_scale_shape(%x: tensor<2x4xf32>, %g: tensor<2x4xf32>, %w: tensor<2xf32>) {
+  // expected-error @+1 {{'merak.layer_norm_grad' op scale shape 'tensor<2xf32>' does not broadcast to the normalised shape}}
+  %0:2 = merak.layer_norm_grad %x, %g scale %w axis = 1 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_axis(%l: tensor<4x5xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op axis 2 is out of range for rank 2}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 2 reduction = "mean" : tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_result(%l: tensor<4x5xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op result type 'tensor<4x5xf64>' must equal the logits type 'tensor<4x5xf32>'}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 1 reduction = "mean" : tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf64>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%l: tensor<4x5xf32>, %t: tensor<5xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op labels 'tensor<5xi64>' must have the logits' shape without the class axis}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 1 reduction = "mean" : tensor<4x5xf32>, tensor<5xi64>, tensor<f32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_reduction(%l: tensor<4x5xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op reduction must be mean, sum or none, got 'max'}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 1 reduction = "max" : tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_grad(%l: tensor<4x5xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op grad 'tensor<f32>' is not the cross_entropy result type 'tensor<4xf32>'}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 1 reduction = "none" : tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
 func.func @unknown(%x: tensor<2xf32>) {
   // expected-error @+1 {{'merak.set_param' op 'nope' does not name a merak.param}}
   merak.set_param @nope, %x : tensor<2xf32>

@@ -422,6 +422,30 @@ func.func @backward_ops(%x: tensor<1x2x5x5xf32>, %w: tensor<4x1x3x3xf32>, %g: te
   return
 }
 
+// CHECK-LABEL: func.func @fused_backward_ops
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[G:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[L:.*]]: tensor<2x4xi64>, %[[S:.*]]: tensor<f32>, %[[N:.*]]: tensor<2x8xf32>)
+func.func @fused_backward_ops(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>, %w: tensor<8xf32>,
+                              %l: tensor<2x4xi64>, %s: tensor<f32>, %n: tensor<2x8xf32>) {
+  // CHECK: merak.gelu_grad %[[X]], %[[G]] : tensor<2x4x8xf32>
+  %0 = merak.gelu_grad %x, %g : tensor<2x4x8xf32>
+  // CHECK: merak.gelu_grad %[[X]], %[[G]] {approximate_tanh} : tensor<2x4x8xf32>
+  %1 = merak.gelu_grad %x, %g {approximate_tanh} : tensor<2x4x8xf32>
+  // CHECK: merak.softmax_grad %[[X]], %[[G]] axis = 2 : tensor<2x4x8xf32>
+  %2 = merak.softmax_grad %x, %g axis = 2 : tensor<2x4x8xf32>
+  // CHECK: merak.log_softmax_grad %[[X]], %[[G]] axis = 0 : tensor<2x4x8xf32>
+  %3 = merak.log_softmax_grad %x, %g axis = 0 : tensor<2x4x8xf32>
+  // CHECK: merak.layer_norm_grad %[[X]], %[[G]] scale %[[W]] axis = 2 epsilon = 1.000000e-05 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %4:2 = merak.layer_norm_grad %x, %g scale %w axis = 2 epsilon = 1.0e-5 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  // CHECK: merak.layer_norm_grad %[[X]], %[[G]] axis = 1 epsilon = 0.000000e+00 {rms} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %5:2 = merak.layer_norm_grad %x, %g axis = 1 epsilon = 0.0 {rms} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  // CHECK: merak.cross_entropy_grad %[[X]], %[[L]], %[[S]] axis = 2 reduction = "mean" {ignore_index = -100 : i64} : tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32> -> tensor<2x4x8xf32>
+  %6 = merak.cross_entropy_grad %x, %l, %s axis = 2 reduction = "mean" {ignore_index = -100 : i64} : tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32> -> tensor<2x4x8xf32>
+  // CHECK: merak.cross_entropy_grad %[[X]], %{{.*}}, %[[N]] axis = 1 reduction = "none" : tensor<2x4x8xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<2x4x8xf32>
+  %k = merak.constant dense<1> : tensor<2x8xi32>
+  %7 = merak.cross_entropy_grad %x, %k, %n axis = 1 reduction = "none" : tensor<2x4x8xf32>, tensor<2x8xi32>, tensor<2x8xf32> -> tensor<2x4x8xf32>
+  return
+}
+
 // The resource blob: 4 bytes of alignment (4, little endian), then the
 // four f32 values 1.0, 2.0, 3.0, 4.0.
 // CHECK: dialect_resources

@@ -149,30 +149,8 @@ LogicalResult rule(AbsOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 LogicalResult rule(GeluOp op, Emitter &e, ValueRange g, Grads &out) {
-  Value x = op.getInput();
-  Value d;
-  if (op.getApproximateTanh()) {
-    // u = c (x + a x^3), y = x (1 + tanh u) / 2:
-    // y' = (1 + t)/2 + x (1 - t^2) c (1 + 3 a x^2) / 2.
-    double c = std::sqrt(2.0 / M_PI), a = 0.044715;
-    Value x2 = e.mul(x, x);
-    Value u = e.mul(e.scalar(x, c), e.add(x, e.mul(e.scalar(x, a), e.mul(x2, x))));
-    Value t = TanhOp::create(e.b, e.loc, u);
-    Value left = e.mul(e.scalar(x, 0.5), e.add(e.scalar(x, 1.0), t));
-    Value du = e.mul(e.scalar(x, c), e.add(e.scalar(x, 1.0), e.mul(e.scalar(x, 3 * a), x2)));
-    Value right = e.mul(e.mul(e.scalar(x, 0.5), x),
-                        e.mul(e.sub(e.scalar(x, 1.0), e.mul(t, t)), du));
-    d = e.add(left, right);
-  } else {
-    // y' = Phi(x) + x phi(x).
-    Value cdf = e.mul(e.scalar(x, 0.5),
-                      e.add(e.scalar(x, 1.0),
-                            ErfOp::create(e.b, e.loc, e.mul(x, e.scalar(x, M_SQRT1_2)))));
-    Value pdf = e.mul(e.scalar(x, 1.0 / std::sqrt(2.0 * M_PI)),
-                      ExpOp::create(e.b, e.loc, e.mul(e.scalar(x, -0.5), e.mul(x, x))));
-    d = e.add(cdf, e.mul(x, pdf));
-  }
-  out.assign({e.mul(g[0], d)});
+  // One fused kernel: g * gelu'(x), exact or tanh form (see merak.gelu_grad).
+  out.assign({GeluGradOp::create(e.b, e.loc, op.getInput(), g[0], op.getApproximateTanh())});
   return success();
 }
 LogicalResult rule(LeakyReluOp op, Emitter &e, ValueRange g, Grads &out) {

@@ -1,8 +1,6 @@
 //===- VJPStructured.cpp - VJP rules of shape, reduction, NN ops ----------===//
 #include "VJPRules.h"
 
-#include "merak/Evaluator/HostTensor.h"
-
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::vjp;
@@ -14,13 +12,6 @@ static Value keepDims(Emitter &e, Value v, RankedTensorType input,
   for (int64_t a : axes)
     shape[a] = 1;
   return e.reshape(v, shape);
-}
-
-static SmallVector<int64_t> tailAxes(int64_t from, int64_t rank) {
-  SmallVector<int64_t> axes;
-  for (int64_t d = from; d < rank; ++d)
-    axes.push_back(d);
-  return axes;
 }
 
 namespace mlir::merak::vjp {
@@ -154,92 +145,51 @@ LogicalResult rule(ReduceMinOp op, Emitter &e, ValueRange g, Grads &out) {
 }
 
 LogicalResult rule(SoftmaxOp op, Emitter &e, ValueRange g, Grads &out) {
-  Value y = op.getResult();
-  int64_t axis = op.getAxis();
-  Value dot = e.sumKeep(e.mul(g[0], y), axis);
-  out.assign({e.mul(y, e.sub(g[0], dot))});
+  // y * (g - sum_axis(g * y)).
+  out.assign({SoftmaxGradOp::create(e.b, e.loc, op.getResult(), g[0], op.getAxis())});
   return success();
 }
 
 LogicalResult rule(LogSoftmaxOp op, Emitter &e, ValueRange g, Grads &out) {
-  Value p = ExpOp::create(e.b, e.loc, op.getResult());
-  out.assign({e.sub(g[0], e.mul(p, e.sumKeep(g[0], op.getAxis())))});
+  // g - exp(y) * sum_axis(g).
+  out.assign({LogSoftmaxGradOp::create(e.b, e.loc, op.getResult(), g[0], op.getAxis())});
   return success();
 }
 
-/// Shared by layer_norm and rms_norm: xhat and the inverse deviation over
-/// [axis, rank), and dx from dxhat.
+/// Shared by layer_norm and rms_norm: merak.layer_norm_grad gives dx and
+/// xhat (the input normalised over [axis, rank)); the scale and bias
+/// gradients are reductions of g * xhat and g.
 static LogicalResult normRule(Emitter &e, Value x, Value scale, Value bias,
-                              int64_t axis, double eps, bool rms, ValueRange g,
+                              IntegerAttr axis, FloatAttr eps, bool rms, ValueRange g,
                               Grads &out) {
   auto t = typeOf(x);
-  SmallVector<int64_t> axes = tailAxes(axis, t.getRank());
-  Value centered = x;
-  if (!rms)
-    centered = e.sub(x, ReduceMeanOp::create(e.b, e.loc, x, axes, true));
-  Value var = ReduceMeanOp::create(e.b, e.loc, e.mul(centered, centered), axes, true);
-  Value inv = RsqrtOp::create(e.b, e.loc, e.add(var, e.scalar(x, eps)));
-  Value xhat = e.mul(centered, inv);
-  Value dxhat = scale ? e.mul(g[0], scale) : g[0];
-  // dx = inv * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)); rms has no
-  // mean term.
-  Value proj = e.mul(xhat, ReduceMeanOp::create(e.b, e.loc, e.mul(dxhat, xhat), axes, true));
-  Value inner = e.sub(dxhat, proj);
-  if (!rms)
-    inner = e.sub(inner, ReduceMeanOp::create(e.b, e.loc, dxhat, axes, true));
-  out.assign({e.mul(inv, inner)});
+  auto grad = LayerNormGradOp::create(e.b, e.loc, TypeRange{t, t}, x, g[0], scale, axis, eps,
+                                      rms ? e.b.getUnitAttr() : UnitAttr());
+  out.assign({grad.getInputGrad()});
   if (scale)
-    out.push_back(e.unbroadcast(e.mul(g[0], xhat), typeOf(scale)));
+    out.push_back(e.unbroadcast(e.mul(g[0], grad.getNormalized()), typeOf(scale)));
   if (bias)
     out.push_back(e.unbroadcast(g[0], typeOf(bias)));
   return success();
 }
 
 LogicalResult rule(LayerNormOp op, Emitter &e, ValueRange g, Grads &out) {
-  return normRule(e, op.getInput(), op.getScale(), op.getBias(), op.getAxis(),
-                  op.getEpsilon().convertToDouble(), /*rms=*/false, g, out);
+  return normRule(e, op.getInput(), op.getScale(), op.getBias(), op.getAxisAttr(),
+                  op.getEpsilonAttr(), /*rms=*/false, g, out);
 }
 
 LogicalResult rule(RmsNormOp op, Emitter &e, ValueRange g, Grads &out) {
-  return normRule(e, op.getInput(), op.getScale(), Value(), op.getAxis(),
-                  op.getEpsilon().convertToDouble(), /*rms=*/true, g, out);
+  return normRule(e, op.getInput(), op.getScale(), Value(), op.getAxisAttr(),
+                  op.getEpsilonAttr(), /*rms=*/true, g, out);
 }
 
 LogicalResult rule(CrossEntropyOp op, Emitter &e, ValueRange g, Grads &out) {
-  // d loss / d logits = (softmax(logits) - onehot(labels)) * weight, where
-  // weight is g (none), g (sum) or g / #valid (mean), and 0 at ignored labels.
-  Value logits = op.getLogits();
-  auto lt = typeOf(logits);
-  int64_t axis = op.getAxis(), classes = lt.getDimSize(axis);
-  Value p = SoftmaxOp::create(e.b, e.loc, logits, axis);
-  SmallVector<int64_t> labelShape(lt.getShape());
-  labelShape[axis] = 1;
-  Value labels = e.reshape(e.cast(op.getLabels(), e.b.getI64Type()), labelShape);
-  SmallVector<int64_t> iotaShape(lt.getRank(), 1);
-  iotaShape[axis] = classes;
-  HostTensor iota(RankedTensorType::get(iotaShape, e.b.getI64Type()));
-  for (int64_t k = 0; k < classes; ++k)
-    iota.i()[k] = k;
-  Value hot = EqOp::create(e.b, e.loc, ConstantOp::create(e.b, e.loc, iota.toAttr()), labels);
-  Value d = e.sub(p, e.cast(hot, lt.getElementType()));
-  Value valid;
-  if (auto ignore = op.getIgnoreIndex()) {
-    HostTensor ii(RankedTensorType::get({}, e.b.getI64Type()));
-    ii.i()[0] = *ignore;
-    valid = NeOp::create(e.b, e.loc, labels, ConstantOp::create(e.b, e.loc, ii.toAttr()));
-    d = WhereOp::create(e.b, e.loc, valid, d, e.scalar(d, 0.0));
-  }
-  StringRef red = op.getReduction();
-  Value w = g[0];
-  if (red == "none")
-    w = e.reshape(g[0], labelShape);
-  if (red == "mean") {
-    Value count = valid ? ReduceSumOp::create(e.b, e.loc, e.cast(valid, lt.getElementType()),
-                                              tailAxes(0, lt.getRank()), false)
-                        : e.scalar(d, (double)typeOf(op.getLabels()).getNumElements());
-    w = e.div(g[0], count);
-  }
-  out.assign({e.mul(d, w), Value()});
+  // (softmax(logits) - onehot(labels)) * weight, where weight is g (sum),
+  // g / #valid (mean) or g at the label (none), and 0 at ignored labels.
+  out.assign({CrossEntropyGradOp::create(e.b, e.loc, typeOf(op.getLogits()), op.getLogits(),
+                                         op.getLabels(), g[0], op.getAxisAttr(),
+                                         op.getReductionAttr(), op.getIgnoreIndexAttr()),
+              Value()});
   return success();
 }
 

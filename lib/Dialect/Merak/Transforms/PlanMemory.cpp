@@ -193,16 +193,36 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     return failure(r.wasInterrupted());
   }
 
-  /// Parameter storage (every param, declaration order) and constant storage.
+  /// True when a parameter starts as all zeros (optimizer state): the
+  /// program zero-fills it instead of carrying its bytes.
+  static bool startsAtZero(ParamOp p) {
+    auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
+    if (!dense || !dense.isSplat())
+      return false;
+    Type et = dense.getElementType();
+    if (isa<FloatType>(et))
+      return dense.getSplatValue<APFloat>().isPosZero();
+    return dense.getSplatValue<APInt>().isZero();
+  }
+
+  /// Parameter storage (declaration order, the zero-initialised ones last)
+  /// and constant storage.
   LogicalResult planStorage(ModuleOp module, func::FuncOp fn) {
     Builder b(module.getContext());
-    int64_t params = 0;
-    for (auto param : module.getOps<ParamOp>()) {
-      if (failed(checkType(param.getLoc(), param.getType())))
-        return failure();
-      param->setAttr(kOffsetAttr, b.getI64IntegerAttr(params));
-      params += bufferBytes(param.getType());
+    int64_t params = 0, initBytes = 0;
+    for (bool zeros : {false, true}) {
+      for (auto param : module.getOps<ParamOp>()) {
+        if (startsAtZero(param) != zeros)
+          continue;
+        if (failed(checkType(param.getLoc(), param.getType())))
+          return failure();
+        param->setAttr(kOffsetAttr, b.getI64IntegerAttr(params));
+        params += bufferBytes(param.getType());
+      }
+      if (!zeros)
+        initBytes = params;
     }
+    module->setAttr(kParamsInitBytesAttr, b.getI64IntegerAttr(initBytes));
     int64_t consts = 0;
     fn.walk([&](ConstantOp c) {
       c->setAttr(kOffsetAttr, b.getI64IntegerAttr(consts));

@@ -549,6 +549,98 @@ def Merak_GatherElementsGradOp : Merak_Op<"gather_elements_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused backward ops of activations, softmax, normalisation and the loss
+// (built by the VJP rules; each is one kernel where the decomposed form was
+// many elementwise and reduction ops)
+//===----------------------------------------------------------------------===//
+
+def Merak_GeluGradOp : Merak_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of gelu: grad * gelu'(input)";
+  let description = [{
+    With `input` the forward `merak.gelu`'s input and `grad` its result
+    gradient, returns `grad * (Phi(x) + x * phi(x))` (Phi and phi the
+    standard normal distribution and density), or with `approximate_tanh`
+    the derivative of the tanh form: with `u = sqrt(2/pi) (x + 0.044715 x^3)`
+    and `t = tanh(u)`, `grad * ((1 + t) / 2 + x (1 - t^2) sqrt(2/pi)
+    (1 + 3 * 0.044715 x^2) / 2)`.
+
+    ```mlir
+    %dx = merak.gelu_grad %x, %dy {approximate_tanh} : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       UnitAttr:$approximate_tanh);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+class Merak_SoftmaxLikeGradOp<string mnemonic, string summaryText, string formula>
+    : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = summaryText;
+  let description = "With `output` the forward op's result (not its input) "
+                    "and `grad` the result gradient, returns the input "
+                    "gradient " # formula # ", the sum along `axis`.";
+  let arguments = (ins Merak_FloatTensor:$output, Merak_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def Merak_SoftmaxGradOp : Merak_SoftmaxLikeGradOp<"softmax_grad",
+    "Gradient of softmax from its result", "`y * (grad - sum(grad * y))`">;
+def Merak_LogSoftmaxGradOp : Merak_SoftmaxLikeGradOp<"log_softmax_grad",
+    "Gradient of log_softmax from its result", "`grad - exp(y) * sum(grad)`">;
+
+def Merak_LayerNormGradOp : Merak_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Input gradient of layer_norm (or rms_norm) and the normalised input";
+  let description = [{
+    With the forward op's `input`, `scale` (absent: 1), `axis` and
+    `epsilon`, and its result gradient `grad`, over dimensions
+    `axis..rank-1`: `normalized` is `xhat = (x - mean) * rstd` (with `rms`,
+    `x * rstd` and no mean), `rstd = 1 / sqrt(var + epsilon)` with the biased
+    variance (with `rms` the mean of `x^2`), and with `g = grad * scale`,
+    `input_grad = rstd * (g - mean(g) - xhat * mean(g * xhat))` (with `rms`
+    no `mean(g)` term). The scale and bias gradients are reductions of
+    `grad * xhat` and `grad` that the VJP rule builds from the results.
+
+    ```mlir
+    %dx, %xhat = merak.layer_norm_grad %x, %dy scale %w axis = 2 epsilon = 1.0e-05
+        : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       Optional<Merak_FloatTensor>:$scale, I64Attr:$axis,
+                       F64Attr:$epsilon, UnitAttr:$rms);
+  let results = (outs Merak_FloatTensor:$input_grad, Merak_FloatTensor:$normalized);
+  let assemblyFormat = [{
+    $input `,` $grad (`scale` $scale^)? `axis` `=` $axis `epsilon` `=` $epsilon
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_CrossEntropyGradOp : Merak_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "Gradient of cross_entropy w.r.t. its logits";
+  let description = [{
+    With the forward `merak.cross_entropy`'s `logits`, `labels` and
+    attributes, and `grad` the gradient of its result (a scalar for `mean`
+    and `sum`, the labels' shape for `none`): `(softmax(logits) -
+    onehot(labels)) * w` along `axis`, where `w` is `grad` (sum), `grad / n`
+    with `n` the number of labels not equal to `ignore_index` (mean) or the
+    element of `grad` at the label's position (none), and 0 where the label
+    is `ignore_index`.
+  }];
+  let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
+                       Merak_FloatTensor:$grad, I64Attr:$axis, StrAttr:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad `axis` `=` $axis `reduction` `=` $reduction attr-dict
+    `:` type($logits) `,` type($labels) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Training ops
 //===----------------------------------------------------------------------===//
 
@@ -584,6 +676,43 @@ def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]>
     $logits `,` $labels `axis` `=` $axis `reduction` `=` $reduction attr-dict
     `:` type($logits) `,` type($labels) `->` type($result)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
+  let summary = "Sums (or averages) tensors over the ranks of one mesh axis";
+  let description = [{
+    Every rank of the `group` ("dp", "tp" or "pp") passes its tensors;
+    every rank gets, per operand, the elementwise sum over the group
+    (`reduction = "sum"`) or that sum divided by the group size ("mean").
+    Several operands form one bucket, communicated as one message. On a
+    group of one rank (and in the reference evaluator) it is the identity.
+    Not `Pure`: every rank must issue the same collectives in the same
+    order, so they are neither removed nor reordered.
+
+    ```mlir
+    %a, %b = merak.all_reduce %ga, %gb group = "dp" reduction = "mean"
+        : tensor<64xf32>, tensor<64x64xf32> -> tensor<64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group,
+                       StrAttr:$reduction);
+  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `reduction` `=` $reduction attr-dict `:`
+    type($inputs) `->` type($results)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$group,
+                   "::llvm::StringRef":$reduction), [{
+      build($_builder, $_state, inputs.getTypes(), inputs,
+            $_builder.getStringAttr(group), $_builder.getStringAttr(reduction));
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 #endif // MERAK_OPS_TD

@@ -21,6 +21,9 @@ inline constexpr llvm::StringLiteral kOffsetAttr = "merak.offset";
 inline constexpr llvm::StringLiteral kResultOffsetsAttr = "merak.result_offsets";
 inline constexpr llvm::StringLiteral kArenaBytesAttr = "merak.arena_bytes";
 inline constexpr llvm::StringLiteral kParamsBytesAttr = "merak.params_bytes";
+/// Parameter storage below this offset has initial data; above it (the
+/// zero-initialised optimizer state) starts as zeros.
+inline constexpr llvm::StringLiteral kParamsInitBytesAttr = "merak.params_init_bytes";
 inline constexpr llvm::StringLiteral kConstsBytesAttr = "merak.consts_bytes";
 inline constexpr llvm::StringLiteral kCopyAttr = "merak.copy";
 

@@ -136,6 +136,28 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakDataParallel : Pass<"merak-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Averages gradients and the loss over the data-parallel ranks";
+  let description = [{
+    Data parallelism: each of the `dp` ranks runs `@loss_grad` on its own
+    slice of the global batch (the program was imported with the per-rank
+    batch), so its loss and gradients are means over its own tokens. This
+    pass averages them over the `dp` group with `merak.all_reduce` (mean), so
+    that every rank holds the serial program's loss and gradients and the
+    optimizer update that follows is the serial one. Gradients are grouped
+    into buckets of about `bucket-bytes` bytes, in the order the backward
+    pass finishes them (the last-computed first), each bucket placed right
+    after its last member is computed, so that a later overlap phase can run
+    it under the remaining backward. With `dp` = 1 it does nothing.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
+           "Gradient bytes per all-reduce bucket">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
   let summary = "Static memory plan: a liveness-based arena, parameter and constant storage";
   let description = [{
@@ -151,7 +173,9 @@ def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
       best-fit over a coalescing free list, O(n log n) in the number of
       buffers. Returned values get their own slots, live to the end.
     - parameter storage: every `merak.param` (model parameters, optimizer
-      state, hyper-parameters) in declaration order.
+      state, hyper-parameters) in declaration order, those whose initial
+      value is all zeros last (`merak.params_init_bytes` is where they start:
+      the program zero-fills them rather than carry their bytes).
     - constants: every `merak.constant` of the entry function.
     Results: `merak.offsets` (one arena offset per result, -1 for results
     that live in parameter or constant storage) on ops, `merak.offset` on

@@ -1,0 +1,102 @@
+//===- DataParallel.cpp - merak-data-parallel -----------------------------===//
+//
+// Averages @loss_grad's loss and gradients over the data-parallel group in
+// buckets (see Passes.td).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKDATAPARALLEL
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParallelPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (dp < 1 || bucketBytes < 1) {
+      module.emitError("merak-data-parallel: dp and bucket-bytes must be positive");
+      return signalPassFailure();
+    }
+    if (dp == 1)
+      return;
+    auto fn = module.lookupSymbol<func::FuncOp>("loss_grad");
+    if (!fn || !fn.getBody().hasOneBlock()) {
+      module.emitError("merak-data-parallel: no @loss_grad (run merak-autodiff with entry=loss)");
+      return signalPassFailure();
+    }
+    Block &block = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    DenseMap<Operation *, int64_t> position;
+    int64_t n = 0;
+    for (Operation &op : block)
+      position[&op] = n++;
+    auto defPos = [&](Value v) -> int64_t {
+      Operation *def = v.getDefiningOp();
+      return def ? position[def] : -1;
+    };
+
+    // Gradients (results 1..), the last computed first.
+    SmallVector<unsigned> order;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+      order.push_back(i);
+    llvm::stable_sort(order, [&](unsigned a, unsigned b) {
+      return defPos(ret.getOperand(a)) > defPos(ret.getOperand(b));
+    });
+
+    DenseMap<Value, Value> averaged;
+    SmallVector<Value> bucket;
+    int64_t bytes = 0;
+    auto flush = [&]() {
+      if (bucket.empty())
+        return;
+      // Right after the bucket's last-computed member (the terminator's
+      // position stands for block arguments and values defined before).
+      Value last = *llvm::max_element(bucket, [&](Value a, Value b) {
+        return defPos(a) < defPos(b);
+      });
+      OpBuilder b(fn.getContext());
+      if (Operation *def = last.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(&block);
+      auto ar = AllReduceOp::create(b, fn.getLoc(), bucket, "dp", "mean");
+      for (auto [from, to] : llvm::zip(bucket, ar.getResults()))
+        averaged[from] = to;
+      bucket.clear();
+      bytes = 0;
+    };
+    for (unsigned i : order) {
+      Value g = ret.getOperand(i);
+      if (averaged.count(g) || llvm::is_contained(bucket, g))
+        continue;
+      auto t = cast<RankedTensorType>(g.getType());
+      bucket.push_back(g);
+      bytes += t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
+      if (bytes >= bucketBytes)
+        flush();
+    }
+    flush();
+
+    // The loss, for reporting: the mean over the global batch.
+    OpBuilder b(ret);
+    Value loss = ret.getOperand(0);
+    averaged[loss] = AllReduceOp::create(b, fn.getLoc(), ValueRange{loss}, "dp", "mean")
+                         .getResult(0);
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      ret.setOperand(i, averaged.lookup(ret.getOperand(i)));
+  }
+};
+} // namespace

@@ -1,0 +1,65 @@
+//===- collectives.h - Collectives called by generated code -----*- C++ -*-===//
+//
+// The generated step's communication: `merak.all_reduce` lowers to one
+// allReduceBucket call per bucket of tensors. The communicator is the one
+// the program's main created (setCommunicator); without one (a serial
+// program, or a group of one rank) a collective is a copy.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_COLLECTIVES_H
+#define MERAK_RT_COLLECTIVES_H
+
+#include "merak_rt/ops.h"
+
+#include <cstdint>
+
+namespace merak::rt {
+class Comm;
+}
+
+namespace merak::rt::cpu {
+
+/// Mesh axes as the compiler names them.
+enum class Group : int32_t { DP = 0, TP = 1, PP = 2 };
+enum class CollReduce : int32_t { Sum = 0, Mean = 1 };
+
+/// The communicator collectives use; null for a serial program.
+void setCommunicator(Comm *comm);
+Comm *communicator();
+
+/// All-reduces n tensors of type t over `group` as one message: out[i] =
+/// reduce over the group of in[i] (counts[i] elements); in[i] may equal
+/// out[i]. Mean divides by the group size after summing. F32 and F64. A
+/// failed or timed-out collective ends the job (Comm::abort).
+void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
+                         const void *const *in, void *const *out,
+                         const int64_t *counts);
+
+namespace detail {
+inline void collect(const void **, void **, int64_t *) {}
+template <typename... Rest>
+void collect(const void **in, void **out, int64_t *counts, const void *i,
+             void *o, int64_t count, Rest... rest) {
+  *in = i;
+  *out = o;
+  *counts = count;
+  collect(in + 1, out + 1, counts + 1, rest...);
+}
+} // namespace detail
+
+/// allReduceBucketImpl with the tensors as (in, out, count) argument
+/// triples, the form generated code calls.
+template <typename... Triples>
+void allReduceBucket(Group group, CollReduce reduce, DT t, Triples... triples) {
+  constexpr int32_t n = sizeof...(Triples) / 3;
+  static_assert(sizeof...(Triples) % 3 == 0, "(in, out, count) triples");
+  const void *in[n];
+  void *out[n];
+  int64_t counts[n];
+  detail::collect(in, out, counts, triples...);
+  allReduceBucketImpl(group, reduce, t, n, in, out, counts);
+}
+
+} // namespace merak::rt::cpu
+
+#endif // MERAK_RT_COLLECTIVES_H

@@ -1,0 +1,661 @@
+//===- comm.cpp - MPI communication (see merak_rt/comm.h) -----------------===//
+//
+// The only file of the runtime that includes <mpi.h>.
+//
+// Requests: a table of slots, each holding the MPI requests of one
+// operation (several when a buffer is split into INT_MAX-sized chunks) and
+// the axis it runs on (for messages). Request::id indexes the table.
+//
+// Waiting: MPI_Test in a loop (that also drives Open MPI's progress engine
+// for the non-blocking collectives), spinning briefly, then yielding, then
+// sleeping 50 us between polls, so an oversubscribed node is not starved.
+// Past the timeout the job is aborted (MPI_Abort on MPI_COMM_WORLD); see the
+// failure notes in comm.h for what mpirun 4.1.4 does on its own when a rank
+// dies (it ends the job within seconds and names the rank), which is why the
+// timeout is only the backstop for a rank that is alive but never joins.
+//
+//===----------------------------------------------------------------------===//
+
+#include "merak_rt/comm.h"
+
+// Only MPI's C API (linked as MPI::MPI_C / libmpi): no C++ bindings, which
+// would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace merak::rt {
+
+const char *axisName(Axis a) {
+  switch (a) {
+  case Axis::World:
+    return "world";
+  case Axis::PP:
+    return "pp";
+  case Axis::DP:
+    return "dp";
+  case Axis::TP:
+    return "tp";
+  }
+  return "?";
+}
+
+MeshCoord meshCoordOf(const MeshShape &m, int rank) {
+  MeshCoord c;
+  c.tp = rank % m.tp;
+  c.dp = (rank / m.tp) % m.dp;
+  c.pp = rank / (m.tp * m.dp);
+  return c;
+}
+
+int meshRankOf(const MeshShape &m, const MeshCoord &c) {
+  return (c.pp * m.dp + c.dp) * m.tp + c.tp;
+}
+
+int commTypeSize(CommType t) {
+  switch (t) {
+  case CommType::F32:
+    return 4;
+  case CommType::F64:
+  case CommType::I64:
+    return 8;
+  }
+  return 0;
+}
+
+namespace {
+
+MPI_Datatype mpiType(CommType t) {
+  switch (t) {
+  case CommType::F32:
+    return MPI_FLOAT;
+  case CommType::F64:
+    return MPI_DOUBLE;
+  case CommType::I64:
+    return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+std::string mpiErrorString(int code) {
+  char buf[MPI_MAX_ERROR_STRING + 1];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  buf[std::min(len, MPI_MAX_ERROR_STRING)] = '\0';
+  return buf;
+}
+
+/// Set when this process's Comm::init called MPI_Init_thread; cleared by
+/// the destructor's MPI_Finalize.
+bool gOwnsMpi = false;
+
+/// Most elements one MPI call moves: INT_MAX (MPI counts are int). The
+/// environment variable MERAK_COMM_TEST_CHUNK_ELEMS lowers it, so the tests
+/// exercise the chunked paths without 8 GiB buffers.
+int64_t chunkLimit() {
+  int64_t limit = INT_MAX;
+  if (const char *s = std::getenv("MERAK_COMM_TEST_CHUNK_ELEMS")) {
+    char *end = nullptr;
+    long long v = std::strtoll(s, &end, 10);
+    if (end != s && *end == '\0' && v > 0 && v < limit)
+      limit = v;
+  }
+  return limit;
+}
+
+} // namespace
+
+struct Comm::Impl {
+  MeshShape mesh;
+  MeshCoord coord;
+  int rank = 0, size = 1;
+  MPI_Comm world = MPI_COMM_NULL, pp = MPI_COMM_NULL, dp = MPI_COMM_NULL,
+           tp = MPI_COMM_NULL;
+  double timeout = 60.0;
+  int64_t chunk = INT_MAX;
+
+  struct Slot {
+    std::vector<MPI_Request> reqs;
+    Axis axis = Axis::World;
+    bool used = false;
+    std::string error; // a failed post: reported by the wait
+  };
+  std::vector<Slot> slots;
+  std::vector<int> freeSlots;
+
+  MPI_Comm comm(Axis a) const {
+    switch (a) {
+    case Axis::World:
+      return world;
+    case Axis::PP:
+      return pp;
+    case Axis::DP:
+      return dp;
+    case Axis::TP:
+      return tp;
+    }
+    return world;
+  }
+
+  int newSlot(Axis a) {
+    int id;
+    if (!freeSlots.empty()) {
+      id = freeSlots.back();
+      freeSlots.pop_back();
+    } else {
+      id = static_cast<int>(slots.size());
+      slots.emplace_back();
+    }
+    Slot &s = slots[id];
+    s.reqs.clear();
+    s.axis = a;
+    s.used = true;
+    s.error.clear();
+    return id;
+  }
+
+  /// Records the request of one MPI call (or its failure) in slot id.
+  void add(int id, int rc, MPI_Request q, const char *call) {
+    Slot &s = slots[id];
+    if (rc != MPI_SUCCESS) {
+      if (s.error.empty())
+        s.error = std::string(call) + " failed: " + mpiErrorString(rc);
+      return;
+    }
+    s.reqs.push_back(q);
+  }
+
+  void release(int id) {
+    Slot &s = slots[id];
+    s.used = false;
+    s.reqs.clear();
+    s.error.clear();
+    freeSlots.push_back(id);
+  }
+
+  [[noreturn]] void abortJob(const std::string &msg, int code) {
+    std::fprintf(stderr, "train: error: rank %d: %s\n", rank, msg.c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code); // MPI_Abort does not return; just in case
+  }
+
+  void checkCount(int64_t count, const char *op) {
+    if (count < 0)
+      abortJob(std::string("internal error: ") + op + " with negative count " +
+                   std::to_string(count),
+               1);
+  }
+  void checkPeer(Axis a, int peer, const char *op) {
+    int n = 0;
+    MPI_Comm_size(comm(a), &n);
+    if (peer < 0 || peer >= n)
+      abortJob(std::string("internal error: ") + op + " with group rank " +
+                   std::to_string(peer) + " on the " + axisName(a) +
+                   " group of " + std::to_string(n) + " ranks",
+               1);
+  }
+
+  /// Polls the requests of slots ids until all complete. On success or
+  /// error the slots are released.
+  Status waitSlots(const std::vector<int> &ids, const char *what) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    std::string error;
+    Axis errorAxis = Axis::World;
+    for (int id : ids)
+      if (!slots[id].error.empty() && error.empty()) {
+        error = slots[id].error;
+        errorAxis = slots[id].axis;
+      }
+    long polls = 0;
+    while (error.empty()) {
+      bool done = true;
+      Axis pending = Axis::World;
+      for (int id : ids) {
+        Slot &s = slots[id];
+        for (MPI_Request &q : s.reqs) {
+          if (q == MPI_REQUEST_NULL)
+            continue;
+          int flag = 0;
+          MPI_Status st;
+          int rc = MPI_Test(&q, &flag, &st);
+          if (rc != MPI_SUCCESS) {
+            error = mpiErrorString(rc);
+            errorAxis = s.axis;
+            break;
+          }
+          if (!flag) {
+            done = false;
+            pending = s.axis;
+            break;
+          }
+        }
+        if (!done || !error.empty())
+          break;
+      }
+      if (done || !error.empty())
+        break;
+      ++polls;
+      if (polls < 64)
+        continue; // spin: most waits end within microseconds
+      double elapsed =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      if (elapsed > timeout) {
+        char t[32];
+        std::snprintf(t, sizeof t, "%g", timeout);
+        abortJob(std::string(what) + " on the " + axisName(pending) +
+                     " group did not complete within " + t +
+                     " s (a peer rank may have died)",
+                 1);
+      }
+      if (elapsed < 0.002) {
+        sched_yield();
+      } else {
+        struct timespec ts = {0, 50 * 1000};
+        nanosleep(&ts, nullptr);
+      }
+    }
+    if (!error.empty()) {
+      // Leave the other requests as they are: the job is ending.
+      for (int id : ids)
+        release(id);
+      return Status::error("rank " + std::to_string(rank) + ": " + what +
+                           " on the " + axisName(errorAxis) +
+                           " group failed: " + error);
+    }
+    for (int id : ids)
+      release(id);
+    return Status::success();
+  }
+};
+
+Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Comm::~Comm() {
+  if (!impl_)
+    return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    for (MPI_Comm *c : {&impl_->pp, &impl_->dp, &impl_->tp, &impl_->world})
+      if (*c != MPI_COMM_NULL)
+        MPI_Comm_free(c);
+    if (gOwnsMpi)
+      MPI_Finalize();
+  }
+  gOwnsMpi = false;
+}
+
+Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
+                                         MeshShape mesh) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return Result<std::unique_ptr<Comm>>::error(
+        "MPI was already finalized (Comm::init can be called once per "
+        "process)");
+  bool owns = false;
+  if (!initialized) {
+    int provided = 0;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS)
+      return Result<std::unique_ptr<Comm>>::error("MPI_Init_thread failed: " +
+                                                  mpiErrorString(rc));
+    owns = true;
+    // MPI_THREAD_SINGLE would do as well in practice: only the main thread
+    // ever calls MPI.
+  }
+
+  auto impl = std::make_unique<Impl>();
+  MPI_Comm_rank(MPI_COMM_WORLD, &impl->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &impl->size);
+  impl->chunk = chunkLimit();
+
+  // Checks every rank must agree on before building communicators.
+  std::string error;
+  if (mesh.pp < 1 || mesh.dp < 1 || mesh.tp < 1) {
+    error = "invalid mesh dp=" + std::to_string(mesh.dp) +
+            " x tp=" + std::to_string(mesh.tp) +
+            " x pp=" + std::to_string(mesh.pp) + ": every extent must be >= 1";
+  } else if (impl->size != mesh.size()) {
+    error = "launched with " + std::to_string(impl->size) +
+            " processes, but this program was compiled for dp=" +
+            std::to_string(mesh.dp) + " x tp=" + std::to_string(mesh.tp) +
+            " x pp=" + std::to_string(mesh.pp) + " = " +
+            std::to_string(mesh.size()) + " processes: run `mpirun -np " +
+            std::to_string(mesh.size()) + " ...`";
+  }
+  if (const char *s = std::getenv("MERAK_COMM_TIMEOUT"); s && *s) {
+    char *end = nullptr;
+    double v = std::strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0) || v > 1e9) {
+      if (error.empty())
+        error = std::string("MERAK_COMM_TIMEOUT='") + s +
+                "': expected a positive number of seconds";
+    } else {
+      impl->timeout = v;
+    }
+  }
+  // The lowest rank with an error reports it (world rank 0 for a size
+  // mismatch, which every rank sees); every rank learns whether one did.
+  int mine = error.empty() ? INT_MAX : impl->rank, reporter = INT_MAX;
+  MPI_Allreduce(&mine, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (reporter != INT_MAX) {
+    if (!owns) // someone else's MPI: leave it running, every rank reports
+      return Result<std::unique_ptr<Comm>>::error(
+          error.empty() ? "rank " + std::to_string(reporter) +
+                              " failed to set up communication"
+                        : error);
+    // MPI_Finalize is collective (all ranks reach it here), so the reporter
+    // is finalised cleanly. It returns the error; its caller prints it and
+    // exits 1, and mpirun then kills the others, which wait here so that
+    // they neither print a copy of the message nor end the job first.
+    MPI_Finalize();
+    if (impl->rank == reporter)
+      return Result<std::unique_ptr<Comm>>::error(error);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::_Exit(1);
+  }
+  gOwnsMpi = owns;
+
+  const MeshShape &m = mesh;
+  impl->mesh = m;
+  impl->coord = meshCoordOf(m, impl->rank);
+  const MeshCoord &c = impl->coord;
+  auto fail = [&](const char *call, int rc) {
+    return Result<std::unique_ptr<Comm>>::error(
+        "rank " + std::to_string(impl->rank) + ": " + call +
+        " failed: " + mpiErrorString(rc));
+  };
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &impl->world);
+  if (rc != MPI_SUCCESS)
+    return fail("MPI_Comm_dup", rc);
+  // Errors come back as codes (reported by wait) instead of aborting inside
+  // MPI without naming the operation.
+  MPI_Comm_set_errhandler(impl->world, MPI_ERRORS_RETURN);
+  struct Split {
+    MPI_Comm *out;
+    int color, key;
+    const char *name;
+  } splits[] = {
+      {&impl->tp, c.pp * m.dp + c.dp, c.tp, "tp"},
+      {&impl->dp, c.pp * m.tp + c.tp, c.dp, "dp"},
+      {&impl->pp, c.dp * m.tp + c.tp, c.pp, "pp"},
+  };
+  for (const Split &s : splits) {
+    rc = MPI_Comm_split(impl->world, s.color, s.key, s.out);
+    if (rc != MPI_SUCCESS)
+      return fail("MPI_Comm_split", rc);
+    MPI_Comm_set_errhandler(*s.out, MPI_ERRORS_RETURN);
+  }
+  std::unique_ptr<Comm> comm(new Comm(std::move(impl)));
+  // Sanity: the group ranks MPI assigned are the mesh coordinates.
+  for (Axis a : {Axis::PP, Axis::DP, Axis::TP}) {
+    int r = -1, n = -1;
+    MPI_Comm_rank(comm->impl_->comm(a), &r);
+    MPI_Comm_size(comm->impl_->comm(a), &n);
+    if (r != comm->groupRank(a) || n != comm->groupSize(a))
+      comm->abort(std::string("internal error: the ") + axisName(a) +
+                      " communicator has rank " + std::to_string(r) + " of " +
+                      std::to_string(n) + ", expected " +
+                      std::to_string(comm->groupRank(a)) + " of " +
+                      std::to_string(comm->groupSize(a)),
+                  1);
+  }
+  return comm;
+}
+
+int Comm::rank() const { return impl_->rank; }
+int Comm::worldSize() const { return impl_->size; }
+const MeshShape &Comm::mesh() const { return impl_->mesh; }
+MeshCoord Comm::coord() const { return impl_->coord; }
+double Comm::timeoutSeconds() const { return impl_->timeout; }
+
+int Comm::groupSize(Axis a) const {
+  switch (a) {
+  case Axis::World:
+    return impl_->size;
+  case Axis::PP:
+    return impl_->mesh.pp;
+  case Axis::DP:
+    return impl_->mesh.dp;
+  case Axis::TP:
+    return impl_->mesh.tp;
+  }
+  return 1;
+}
+
+int Comm::groupRank(Axis a) const {
+  switch (a) {
+  case Axis::World:
+    return impl_->rank;
+  case Axis::PP:
+    return impl_->coord.pp;
+  case Axis::DP:
+    return impl_->coord.dp;
+  case Axis::TP:
+    return impl_->coord.tp;
+  }
+  return 0;
+}
+
+Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
+                                 CommType t) {
+  impl_->checkCount(count, "all-reduce");
+  if (count == 0)
+    return Request{};
+  const int64_t es = commTypeSize(t);
+  int id = impl_->newSlot(a);
+  for (int64_t o = 0; o < count; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, count - o));
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char *>(buf) + o * es, k,
+                            mpiType(t), MPI_SUM, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Iallreduce");
+  }
+  return Request{id};
+}
+
+Comm::Request Comm::allGather(Axis a, const void *send, void *recv,
+                              int64_t countPerRank, CommType t) {
+  impl_->checkCount(countPerRank, "all-gather");
+  if (countPerRank == 0)
+    return Request{};
+  const int64_t es = commTypeSize(t);
+  const MPI_Datatype dt = mpiType(t);
+  char *r = static_cast<char *>(recv);
+  const char *s = static_cast<const char *>(send);
+  const bool inPlace = s == r + groupRank(a) * countPerRank * es;
+  int id = impl_->newSlot(a);
+  if (countPerRank <= impl_->chunk) {
+    int k = static_cast<int>(countPerRank);
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgather(inPlace ? MPI_IN_PLACE : s, k, dt, r, k, dt,
+                            impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Iallgather");
+    return Request{id};
+  }
+  // Chunk [o, o+k) of every rank's block: received through a datatype of k
+  // elements whose extent is a whole block, so the group ranks' pieces land
+  // countPerRank elements apart. (In place, MPI takes this rank's piece from
+  // recv + o + groupRank * countPerRank: exactly its slot.)
+  for (int64_t o = 0; o < countPerRank; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, countPerRank - o));
+    MPI_Datatype block = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
+    MPI_Type_contiguous(k, dt, &block);
+    MPI_Type_create_resized(block, 0, static_cast<MPI_Aint>(countPerRank * es),
+                            &strided);
+    MPI_Type_commit(&strided);
+    MPI_Type_free(&block);
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgather(inPlace ? MPI_IN_PLACE : s + o * es, k, dt,
+                            r + o * es, 1, strided, impl_->comm(a), &q);
+    // Freeing a datatype does not affect operations already using it.
+    MPI_Type_free(&strided);
+    impl_->add(id, rc, q, "MPI_Iallgather");
+  }
+  return Request{id};
+}
+
+Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
+                                     int64_t countPerRank, CommType t) {
+  impl_->checkCount(countPerRank, "reduce-scatter");
+  if (countPerRank == 0)
+    return Request{};
+  const int64_t es = commTypeSize(t);
+  const MPI_Datatype dt = mpiType(t);
+  const int n = groupSize(a), me = groupRank(a);
+  const char *s = static_cast<const char *>(send);
+  char *r = static_cast<char *>(recv);
+  int id = impl_->newSlot(a);
+  if (countPerRank * n <= impl_->chunk) {
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Ireduce_scatter_block(s, r, static_cast<int>(countPerRank),
+                                       dt, MPI_SUM, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Ireduce_scatter_block");
+    return Request{id};
+  }
+  // Huge buffers: one reduction per (chunk, destination), each to the group
+  // rank that owns the block (no extra memory; still a fixed schedule).
+  for (int64_t o = 0; o < countPerRank; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, countPerRank - o));
+    for (int root = 0; root < n; ++root) {
+      MPI_Request q = MPI_REQUEST_NULL;
+      int rc = MPI_Ireduce(s + (root * countPerRank + o) * es,
+                           root == me ? r + o * es : nullptr, k, dt, MPI_SUM,
+                           root, impl_->comm(a), &q);
+      impl_->add(id, rc, q, "MPI_Ireduce");
+    }
+  }
+  return Request{id};
+}
+
+Comm::Request Comm::broadcast(Axis a, void *buf, int64_t count, CommType t,
+                              int rootGroupRank) {
+  impl_->checkCount(count, "broadcast");
+  impl_->checkPeer(a, rootGroupRank, "broadcast");
+  if (count == 0)
+    return Request{};
+  const int64_t es = commTypeSize(t);
+  int id = impl_->newSlot(a);
+  for (int64_t o = 0; o < count; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, count - o));
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Ibcast(static_cast<char *>(buf) + o * es, k, mpiType(t),
+                        rootGroupRank, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Ibcast");
+  }
+  return Request{id};
+}
+
+Comm::Request Comm::send(Axis a, int peerGroupRank, const void *buf,
+                         int64_t bytes, int tag) {
+  impl_->checkCount(bytes, "send");
+  impl_->checkPeer(a, peerGroupRank, "send");
+  if (tag < 0 || tag > 32767)
+    impl_->abortJob("internal error: send with tag " + std::to_string(tag) +
+                        " outside [0, 32767]",
+                    1);
+  if (bytes == 0)
+    return Request{};
+  int id = impl_->newSlot(a);
+  // Chunks of one message pair up in order: MPI does not overtake messages
+  // between the same ranks with the same tag and communicator.
+  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Isend(static_cast<const char *>(buf) + o, k, MPI_BYTE,
+                       peerGroupRank, tag, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Isend");
+  }
+  return Request{id};
+}
+
+Comm::Request Comm::recv(Axis a, int peerGroupRank, void *buf, int64_t bytes,
+                         int tag) {
+  impl_->checkCount(bytes, "recv");
+  impl_->checkPeer(a, peerGroupRank, "recv");
+  if (tag < 0 || tag > 32767)
+    impl_->abortJob("internal error: recv with tag " + std::to_string(tag) +
+                        " outside [0, 32767]",
+                    1);
+  if (bytes == 0)
+    return Request{};
+  int id = impl_->newSlot(a);
+  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv(static_cast<char *>(buf) + o, k, MPI_BYTE, peerGroupRank,
+                       tag, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Irecv");
+  }
+  return Request{id};
+}
+
+Status Comm::wait(Request &r, const char *what) {
+  if (r.id < 0)
+    return Status::success();
+  if (r.id >= static_cast<int>(impl_->slots.size()) ||
+      !impl_->slots[r.id].used)
+    impl_->abortJob(std::string("internal error: wait for ") + what +
+                        " on a request that is not pending",
+                    1);
+  std::vector<int> ids{r.id};
+  r.id = -1;
+  return impl_->waitSlots(ids, what);
+}
+
+Status Comm::waitAll(std::vector<Request> &rs, const char *what) {
+  std::vector<int> ids;
+  ids.reserve(rs.size());
+  for (Request &r : rs) {
+    if (r.id < 0)
+      continue;
+    if (r.id >= static_cast<int>(impl_->slots.size()) ||
+        !impl_->slots[r.id].used ||
+        std::find(ids.begin(), ids.end(), r.id) != ids.end())
+      impl_->abortJob(std::string("internal error: wait for ") + what +
+                          " on a request that is not pending",
+                      1);
+    ids.push_back(r.id);
+    r.id = -1;
+  }
+  if (ids.empty())
+    return Status::success();
+  return impl_->waitSlots(ids, what);
+}
+
+void Comm::barrier() {
+  int id = impl_->newSlot(Axis::World);
+  MPI_Request q = MPI_REQUEST_NULL;
+  int rc = MPI_Ibarrier(impl_->world, &q);
+  impl_->add(id, rc, q, "MPI_Ibarrier");
+  Status s = impl_->waitSlots({id}, "barrier");
+  if (!s.ok()) { // the message already names the rank
+    std::fprintf(stderr, "train: error: %s\n", s.message().c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+}
+
+void Comm::abort(const std::string &msg, int code) {
+  impl_->abortJob(msg, code);
+}
+
+} // namespace merak::rt

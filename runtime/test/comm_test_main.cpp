@@ -1,0 +1,359 @@
+//===- comm_test_main.cpp - MPI programs for test/comm_test.py ------------===//
+//
+// Usage (under mpirun; see comm_test.py):
+//   merak_comm_test layout PP DP TP   mesh coordinates, groups, collectives
+//   merak_comm_test mismatch          compiled for dp=2 x tp=2 (4 ranks)
+//   merak_comm_test dead              dp=3; rank 1 SIGKILLs itself mid-run
+//   merak_comm_test hang              dp=3; rank 2 never joins an all-reduce
+//   merak_comm_test repeat            dp=world; hash of all-reduced random
+//                                     floats (printed by rank 0)
+// Exit status 0 when every check passed; failures are printed per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "merak_rt/comm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace merak::rt;
+
+namespace {
+
+int gFailures = 0;
+int gRank = -1;
+
+void fail(const std::string &msg) {
+  if (gFailures < 20)
+    std::fprintf(stderr, "comm_test: rank %d: FAIL: %s\n", gRank, msg.c_str());
+  ++gFailures;
+}
+
+#define CHECK(cond, msg)                                                       \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      fail(std::string(msg) + " (" #cond ")");                                 \
+  } while (0)
+
+void mustOk(const Status &s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "comm_test: %s\n", s.message().c_str());
+    std::exit(1);
+  }
+}
+
+/// The layout, computed independently of meshCoordOf: ranks numbered in
+/// loop order pp, dp, tp (tp innermost).
+std::vector<MeshCoord> enumerateMesh(const MeshShape &m) {
+  std::vector<MeshCoord> out;
+  for (int p = 0; p < m.pp; ++p)
+    for (int d = 0; d < m.dp; ++d)
+      for (int t = 0; t < m.tp; ++t)
+        out.push_back(MeshCoord{p, d, t});
+  return out;
+}
+
+int along(const MeshCoord &c, Axis a, int worldRank) {
+  switch (a) {
+  case Axis::PP:
+    return c.pp;
+  case Axis::DP:
+    return c.dp;
+  case Axis::TP:
+    return c.tp;
+  case Axis::World:
+    return worldRank;
+  }
+  return -1;
+}
+
+/// World ranks of my group along a, ordered by group rank.
+std::vector<int> groupMembers(const std::vector<MeshCoord> &all, int me,
+                              Axis a) {
+  std::vector<int> members;
+  const MeshCoord &c = all[me];
+  int n = 0;
+  for (int r = 0; r < (int)all.size(); ++r)
+    n = std::max(n, along(all[r], a, r) + 1);
+  members.assign(n, -1);
+  for (int r = 0; r < (int)all.size(); ++r) {
+    const MeshCoord &o = all[r];
+    bool same = a == Axis::World ||
+                ((a == Axis::PP || o.pp == c.pp) &&
+                 (a == Axis::DP || o.dp == c.dp) &&
+                 (a == Axis::TP || o.tp == c.tp));
+    if (same)
+      members[along(o, a, r)] = r;
+  }
+  return members;
+}
+
+// Values whose sums over up to 8 ranks are exact in every type.
+template <typename T> T value(int rank, int64_t i);
+template <> float value<float>(int rank, int64_t i) {
+  return rank * 8.0f + (i % 16) * 0.5f + 1.0f;
+}
+template <> double value<double>(int rank, int64_t i) {
+  return rank * 0.25 + i * 1024.0 + 0.125;
+}
+template <> int64_t value<int64_t>(int rank, int64_t i) {
+  return (rank + 1) * 1000000000000LL + i * 7 - 3;
+}
+
+template <typename T> const char *typeName();
+template <> const char *typeName<float>() { return "F32"; }
+template <> const char *typeName<double>() { return "F64"; }
+template <> const char *typeName<int64_t>() { return "I64"; }
+
+template <typename T>
+void checkCollectives(Comm &comm, const std::vector<MeshCoord> &all, Axis a,
+                      CommType ct, int64_t count) {
+  const int me = comm.rank();
+  const std::vector<int> members = groupMembers(all, me, a);
+  const int n = (int)members.size(), g = comm.groupRank(a);
+  std::string where = std::string(typeName<T>()) + " " + axisName(a) +
+                      " count " + std::to_string(count) + ": ";
+
+  // Post several operations at once, then wait for all of them.
+  std::vector<T> ar(count), agSend(count), ag(count * n), agInPlace(count * n),
+      rsSend(count * n), rs(count), bc(count), bc0(count), ringOut(count),
+      ringIn(count);
+  for (int64_t i = 0; i < count; ++i) {
+    ar[i] = value<T>(me, i);
+    agSend[i] = value<T>(me, i);
+    agInPlace[g * count + i] = value<T>(me, i);
+    bc[i] = g == n - 1 ? value<T>(me, i) : T(-1);
+    bc0[i] = g == 0 ? value<T>(me, i + 3) : T(-1);
+    ringOut[i] = value<T>(me, i + 11);
+  }
+  for (int64_t i = 0; i < count * n; ++i)
+    rsSend[i] = value<T>(me, i);
+  const int64_t bytes = count * (int64_t)sizeof(T);
+  std::vector<Comm::Request> rs1;
+  rs1.push_back(comm.allReduceSum(a, ar.data(), count, ct));
+  rs1.push_back(comm.allGather(a, agSend.data(), ag.data(), count, ct));
+  rs1.push_back(comm.allGather(a, agInPlace.data() + g * count,
+                               agInPlace.data(), count, ct));
+  rs1.push_back(comm.reduceScatterSum(a, rsSend.data(), rs.data(), count, ct));
+  rs1.push_back(comm.broadcast(a, bc.data(), count, ct, n - 1));
+  rs1.push_back(comm.broadcast(a, bc0.data(), count, ct, 0));
+  rs1.push_back(comm.recv(a, (g + n - 1) % n, ringIn.data(), bytes, 7));
+  rs1.push_back(comm.send(a, (g + 1) % n, ringOut.data(), bytes, 7));
+  mustOk(comm.waitAll(rs1, "collective checks"));
+  for (const Comm::Request &r : rs1)
+    CHECK(r.id == -1, where + "request not reset");
+
+  for (int64_t i = 0; i < count; ++i) {
+    T sum = 0, rsSum = 0;
+    for (int m : members) {
+      sum += value<T>(m, i);
+      rsSum += value<T>(m, g * count + i);
+    }
+    CHECK(ar[i] == sum, where + "all-reduce element " + std::to_string(i));
+    CHECK(rs[i] == rsSum,
+          where + "reduce-scatter element " + std::to_string(i));
+    CHECK(bc[i] == value<T>(members[n - 1], i),
+          where + "broadcast from last, element " + std::to_string(i));
+    CHECK(bc0[i] == value<T>(members[0], i + 3),
+          where + "broadcast from 0, element " + std::to_string(i));
+    CHECK(ringIn[i] == value<T>(members[(g + n - 1) % n], i + 11),
+          where + "ring recv element " + std::to_string(i));
+    for (int j = 0; j < n; ++j) {
+      CHECK(ag[j * count + i] == value<T>(members[j], i),
+            where + "all-gather block " + std::to_string(j) + " element " +
+                std::to_string(i));
+      CHECK(agInPlace[j * count + i] == value<T>(members[j], i),
+            where + "in-place all-gather block " + std::to_string(j) +
+                " element " + std::to_string(i));
+    }
+  }
+}
+
+int runLayout(int argc, char **argv, MeshShape mesh) {
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  Comm &c = **comm;
+  gRank = c.rank();
+  const std::vector<MeshCoord> all = enumerateMesh(mesh);
+  CHECK(c.worldSize() == mesh.size(), "world size");
+  CHECK(c.mesh().pp == mesh.pp && c.mesh().dp == mesh.dp &&
+            c.mesh().tp == mesh.tp,
+        "mesh");
+  const MeshCoord want = all[c.rank()], got = c.coord();
+  CHECK(got.pp == want.pp && got.dp == want.dp && got.tp == want.tp, "coord");
+  for (int r = 0; r < mesh.size(); ++r) {
+    MeshCoord k = meshCoordOf(mesh, r);
+    CHECK(k.pp == all[r].pp && k.dp == all[r].dp && k.tp == all[r].tp,
+          "meshCoordOf(" + std::to_string(r) + ")");
+    CHECK(meshRankOf(mesh, all[r]) == r, "meshRankOf(" + std::to_string(r) + ")");
+  }
+  for (Axis a : {Axis::World, Axis::PP, Axis::DP, Axis::TP}) {
+    std::vector<int> members = groupMembers(all, c.rank(), a);
+    CHECK(c.groupSize(a) == (int)members.size(),
+          std::string("group size ") + axisName(a));
+    CHECK(members[c.groupRank(a)] == c.rank(),
+          std::string("group rank ") + axisName(a));
+  }
+  for (Axis a : {Axis::World, Axis::PP, Axis::DP, Axis::TP})
+    for (int64_t count : {1, 5, 37}) {
+      checkCollectives<float>(c, all, a, CommType::F32, count);
+      checkCollectives<double>(c, all, a, CommType::F64, count);
+      checkCollectives<int64_t>(c, all, a, CommType::I64, count);
+    }
+  // Zero counts complete at once; waiting an empty request is a no-op.
+  Comm::Request none = c.allReduceSum(Axis::DP, nullptr, 0, CommType::F32);
+  CHECK(none.id == -1, "zero-count request");
+  mustOk(c.wait(none, "nothing"));
+  c.barrier();
+
+  // Every rank's failure count, summed (and the job's verdict agreed).
+  int64_t failures = gFailures;
+  Comm::Request r = c.allReduceSum(Axis::World, &failures, 1, CommType::I64);
+  mustOk(c.wait(r, "failure count"));
+  if (c.rank() == 0)
+    std::printf("layout pp=%d dp=%d tp=%d: %s (%" PRId64 " failures)\n",
+                mesh.pp, mesh.dp, mesh.tp, failures ? "FAILED" : "ok",
+                failures);
+  std::fflush(stdout);
+  return failures ? 1 : 0;
+}
+
+int runMismatch(int argc, char **argv) {
+  MeshShape mesh;
+  mesh.dp = 2;
+  mesh.tp = 2;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "comm_test: init unexpectedly succeeded\n");
+  return 0;
+}
+
+/// dp=3: one all-reduce that succeeds, then rank 1 (or rank 2, `hang`)
+/// leaves while the others wait in the next one.
+int runFailure(int argc, char **argv, bool kill) {
+  MeshShape mesh;
+  mesh.dp = 3;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  Comm &c = **comm;
+  std::vector<float> grad(1000, 1.0f);
+  Comm::Request r = c.allReduceSum(Axis::DP, grad.data(), 1000, CommType::F32);
+  mustOk(c.wait(r, "all-reduce of gradient bucket 0"));
+  if (grad[0] != 3.0f) {
+    std::fprintf(stderr, "comm_test: bad sum %g\n", grad[0]);
+    return 1;
+  }
+  std::printf("rank %d: first all-reduce done\n", c.rank());
+  std::fflush(stdout);
+  if (kill && c.rank() == 1) {
+    usleep(300 * 1000);
+    std::fprintf(stderr, "comm_test: rank 1 kills itself\n");
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+  if (!kill && c.rank() == 2) {
+    sleep(120); // never joins; the others abort the job first
+    return 0;
+  }
+  r = c.allReduceSum(Axis::DP, grad.data(), 1000, CommType::F32);
+  Status s = c.wait(r, kill ? "all-reduce of gradient bucket 3"
+                            : "all-reduce of gradient bucket 1");
+  if (!s.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "comm_test: rank %d: second all-reduce completed?\n",
+               c.rank());
+  return 0;
+}
+
+uint64_t fnv1a(const void *p, size_t n) {
+  const unsigned char *b = static_cast<const unsigned char *>(p);
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/// Random floats of mixed magnitudes (sums that depend on the order);
+/// prints the hash of each all-reduced buffer, after checking that every
+/// rank got the same bits.
+int runRepeat(int argc, char **argv) {
+  int n = 1;
+  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
+    n = std::atoi(s);
+  MeshShape mesh;
+  mesh.dp = n;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  Comm &c = **comm;
+  gRank = c.rank();
+  for (int64_t count : {1000, 70000, 1 << 20}) {
+    std::mt19937 gen(1234 + c.rank() * 7919 + (int)count);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(count);
+    for (float &v : x)
+      v = u(gen) * std::ldexp(1.0f, (int)(gen() % 40) - 20);
+    Comm::Request r = c.allReduceSum(Axis::DP, x.data(), count, CommType::F32);
+    mustOk(c.wait(r, "all-reduce of random data"));
+    int64_t h = (int64_t)fnv1a(x.data(), x.size() * sizeof(float));
+    std::vector<int64_t> hs(c.worldSize());
+    r = c.allGather(Axis::World, &h, hs.data(), 1, CommType::I64);
+    mustOk(c.wait(r, "all-gather of hashes"));
+    for (int i = 0; i < c.worldSize(); ++i)
+      CHECK(hs[i] == h, "rank " + std::to_string(i) +
+                            " got different bits for count " +
+                            std::to_string(count));
+    if (c.rank() == 0)
+      std::printf("hash count=%" PRId64 " %016" PRIx64 "\n", count,
+                  (uint64_t)h);
+  }
+  std::fflush(stdout);
+  return gFailures ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "layout" && argc == 5) {
+    MeshShape m;
+    m.pp = std::atoi(argv[2]);
+    m.dp = std::atoi(argv[3]);
+    m.tp = std::atoi(argv[4]);
+    return runLayout(argc, argv, m);
+  }
+  if (cmd == "mismatch")
+    return runMismatch(argc, argv);
+  if (cmd == "dead" || cmd == "hang")
+    return runFailure(argc, argv, cmd == "dead");
+  if (cmd == "repeat")
+    return runRepeat(argc, argv);
+  std::fprintf(stderr, "usage: merak_comm_test layout PP DP TP | mismatch | "
+                       "dead | hang | repeat\n");
+  return 2;
+}
