@@ -399,26 +399,32 @@ MERAK_RT_SIMD_CLONES void mapRowF32(RowFn f, const float *x, float *y,
                                     int64_t n) {
   switch (f) {
   case RowFn::Exp:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = fexp(x[i]);
     return;
   case RowFn::Log:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = flog(x[i]);
     return;
   case RowFn::Tanh:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = ftanh(x[i]);
     return;
   case RowFn::Erf:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = ferf(x[i]);
     return;
   case RowFn::Sigmoid:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = fsigmoid(x[i]);
     return;
   case RowFn::Gelu:
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < n; ++i)
       y[i] = fgelu(x[i]);
     return;
@@ -427,6 +433,7 @@ MERAK_RT_SIMD_CLONES void mapRowF32(RowFn f, const float *x, float *y,
 
 MERAK_RT_SIMD_CLONES void geluGradRowF32(const float *x, const float *dy,
                                          float *dx, int64_t n) {
+  MERAK_RT_VECTORIZE
   for (int64_t i = 0; i < n; ++i)
     dx[i] = dy[i] * fgeluGrad(x[i]);
 }
@@ -461,6 +468,7 @@ MERAK_RT_SIMD_CLONES double expSumRowF32(const float *x, float m, float *y,
     const int64_t len = std::min(kB, n - j0);
     float *e = y ? y + j0 : buf;
     const float *xs = x + j0;
+    MERAK_RT_VECTORIZE
     for (int64_t i = 0; i < len; ++i)
       e[i] = fexp(xs[i] - m);
     int64_t i = 0;

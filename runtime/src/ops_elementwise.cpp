@@ -66,6 +66,7 @@ namespace {
 
 template <class T, class Fn> void mapN(const T *x, T *y, int64_t n, Fn fn) {
   parallelFor(n, 1, [&](int64_t b, int64_t e) {
+    MERAK_RT_VECTORIZE
     for (int64_t i = b; i < e; ++i)
       y[i] = fn(x[i]);
   });
@@ -74,6 +75,7 @@ template <class T, class Fn> void mapN(const T *x, T *y, int64_t n, Fn fn) {
 /// A float op evaluated in double, rounded to T.
 template <class T, class Fn> void mapD(const T *x, T *y, int64_t n, Fn fn) {
   parallelFor(n, 8, [&](int64_t b, int64_t e) {
+    MERAK_RT_VECTORIZE
     for (int64_t i = b; i < e; ++i)
       y[i] = static_cast<T>(fn(static_cast<double>(x[i])));
   });
@@ -227,6 +229,7 @@ void binaryLoop(const T *a, const Dims &da, const T *b, const Dims &db, R *out,
   const int64_t na = da.numel(), nb = db.numel();
   if (na == n && nb == n) { // equal shapes: one flat loop
     parallelFor(n, 1, [&](int64_t s, int64_t e) {
+      MERAK_RT_VECTORIZE
       for (int64_t i = s; i < e; ++i)
         out[i] = f(a[i], b[i]);
     });
@@ -235,6 +238,7 @@ void binaryLoop(const T *a, const Dims &da, const T *b, const Dims &db, R *out,
   if (na == n && nb == 1) { // scalar b
     const T bv = b[0];
     parallelFor(n, 1, [&](int64_t s, int64_t e) {
+      MERAK_RT_VECTORIZE
       for (int64_t i = s; i < e; ++i)
         out[i] = f(a[i], bv);
     });
@@ -243,6 +247,7 @@ void binaryLoop(const T *a, const Dims &da, const T *b, const Dims &db, R *out,
   if (na == 1 && nb == n) { // scalar a
     const T av = a[0];
     parallelFor(n, 1, [&](int64_t s, int64_t e) {
+      MERAK_RT_VECTORIZE
       for (int64_t i = s; i < e; ++i)
         out[i] = f(av, b[i]);
     });
@@ -260,14 +265,17 @@ void binaryLoop(const T *a, const Dims &da, const T *b, const Dims &db, R *out,
     const T *pb = b + off[1];
     R *po = out + o;
     if (sa == 1 && sb == 1) {
+      MERAK_RT_VECTORIZE
       for (int64_t i = 0; i < len; ++i)
         po[i] = f(pa[i], pb[i]);
     } else if (sa == 1 && sb == 0) {
       const T bv = *pb;
+      MERAK_RT_VECTORIZE
       for (int64_t i = 0; i < len; ++i)
         po[i] = f(pa[i], bv);
     } else if (sa == 0 && sb == 1) {
       const T av = *pa;
+      MERAK_RT_VECTORIZE
       for (int64_t i = 0; i < len; ++i)
         po[i] = f(av, pb[i]);
     } else {
@@ -427,6 +435,7 @@ void whereLoop(const uint8_t *c, const Dims &dc, const E *a, const Dims &da,
     return;
   if (dc.numel() == n && da.numel() == n && db.numel() == n) {
     parallelFor(n, 1, [&](int64_t s, int64_t e) {
+      MERAK_RT_VECTORIZE
       for (int64_t i = s; i < e; ++i)
         out[i] = c[i] ? a[i] : b[i];
     });

@@ -24,6 +24,18 @@
 
 namespace merak::rt::cpu::detail {
 
+/// Before an elementwise loop whose output may be the same buffer as an
+/// input (never a partial overlap): tells the vectoriser the iterations are
+/// independent. Without it clang checks the pointers at run time and runs
+/// the scalar loop whenever they overlap, i.e. for every in-place call.
+#if defined(__clang__)
+#define MERAK_RT_VECTORIZE _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define MERAK_RT_VECTORIZE _Pragma("GCC ivdep")
+#else
+#define MERAK_RT_VECTORIZE
+#endif
+
 /// Work (elements) below which a loop stays serial.
 constexpr int64_t kParallelMin = 1 << 15;
 

@@ -62,6 +62,20 @@ def read_safetensors(path):
     return out
 
 
+def param_rel_err(name, got, want):
+    """Norm-wise relative error of a parameter. The key third of a GPT
+    attention's QKV bias (`attn.c_attn.bias`) adds the same q.b_k to every
+    score of a row, which softmax ignores: its exact gradient is zero, and
+    AdamW turns each program's rounding noise into lr-sized steps of
+    arbitrary sign, so only its query and value parts are compared."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    if name.endswith("attn.c_attn.bias"):
+        c = want.shape[0] // 3
+        want = np.concatenate([want[:c], want[2 * c:]])
+        got = np.concatenate([got[:c], got[2 * c:]])
+    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+
+
 def batches(tokens, steps):
     n = len(tokens)
     for s in range(steps):
@@ -196,17 +210,7 @@ def check_checkpoint(env):
     for name, p in tensors.items():
         if name not in saved:
             return False, "parameter %s missing from the checkpoint" % name
-        want = p.detach().double().numpy()
-        got = saved[name].astype(np.float64)
-        if name.endswith("attn.c_attn.bias"):
-            # The key third of the QKV bias adds the same q.b_k to every score
-            # of a row, which softmax ignores: its exact gradient is zero, and
-            # AdamW turns each side's rounding noise into lr-sized steps of
-            # arbitrary sign. Compare the query and value parts.
-            c = want.shape[0] // 3
-            want = np.concatenate([want[:c], want[2 * c:]])
-            got = np.concatenate([got[:c], got[2 * c:]])
-        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        err = param_rel_err(name, saved[name], p.detach().double().numpy())
         if err > TOLERANCE:
             print("  %s: rel err %.2e" % (name, err))
         worst = max(worst, err)

@@ -1,0 +1,177 @@
+"""Parallel training programs against the serial one (mpirun on CPUs).
+
+    /usr/bin/python3 test/parallel/parallel_check.py --bin BUILD/bin --workdir DIR [CHECK...]
+
+A GPT-2-style decoder (4 layers, 4 heads; the test suite's model, exported
+with a dynamic batch axis) is compiled serially and with --dp N, and each
+program trains 20 steps on the bundled corpus with --sampler sequential
+(rows of a step split over the data-parallel ranks). Checks:
+  equal-<opt>-dp<N>  per-step losses within 1e-5 (SGD) / 1e-4 (AdamW)
+                     relative of the serial program, and the final
+                     checkpoint's parameters within the same tolerance;
+  launch-mismatch    a dp=2 program started with 3 processes exits non-zero
+                     naming both counts;
+  dead-rank          a rank killed mid-run ends the whole job non-zero within
+                     60 s, and the output names the rank.
+Ends with "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+import export_models as em  # noqa: E402
+from program_check import param_rel_err, read_safetensors  # noqa: E402
+
+STEPS = 20
+BATCH, SEQ, VOCAB = 4, 16, 97
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+CONFIGS = {
+    "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
+    "adamw": (["--optimizer", "adamw", "--opt", "lr=3e-3"], 1e-4),
+}
+
+
+def run(cmd, env=None, timeout=300):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=timeout)
+    if p.returncode:
+        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
+                                                  p.stdout.decode()[-3000:]))
+    return p.stdout.decode()
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        torch.manual_seed(0)
+        model = em.GPT2(vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=4, block_size=SEQ)
+        ids = torch.zeros(BATCH, SEQ, dtype=torch.int64)
+        self.onnx = os.path.join(work, "model.onnx")
+        torch.onnx.export(model, (ids,), self.onnx, opset_version=17,
+                          input_names=["input_ids"], output_names=["logits"],
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False,
+                          dynamic_axes={"input_ids": {0: "batch"}})
+        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
+        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+        self.data = os.path.join(work, "tokens.bin")
+        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        self.cache = {}
+
+    def program(self, opt, dp):
+        key = (opt, dp)
+        if key not in self.cache:
+            exe = os.path.join(self.work, "train-%s-dp%d" % (opt, dp))
+            run([os.path.join(self.bin_dir, "merak-compile"), self.onnx,
+                 "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
+                 "--frozen", "*.attn.bias", "--dp", str(dp), "-o", exe] + CONFIGS[opt][0])
+            self.cache[key] = exe
+        return self.cache[key]
+
+    def train(self, opt, dp):
+        """Per-step losses and the final checkpoint of one run."""
+        name = "%s-dp%d" % (opt, dp)
+        metrics = os.path.join(self.work, name + ".jsonl")
+        ckpt = os.path.join(self.work, name + "-ckpt")
+        cmd = [self.program(opt, dp), "--data", self.data, "--steps", str(STEPS),
+               "--sampler", "sequential", "--metrics", metrics, "--checkpoint-dir", ckpt]
+        if dp > 1:
+            cmd = MPIRUN + ["-np", str(dp)] + cmd
+        run(cmd, env=self.env)
+        with open(metrics) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % STEPS))
+
+
+def check_equal(env, opt, dp):
+    tol = CONFIGS[opt][1]
+    serial, serial_params = env.train(opt, 1)
+    got, params = env.train(opt, dp)
+    if len(got) != STEPS:
+        return False, "%d metrics lines" % len(got)
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err = 0.0
+    for name, want in serial_params.items():
+        if want.dtype.kind != "f" or name.startswith("optimizer.hparams"):
+            continue
+        param_err = max(param_err, param_rel_err(name, params[name], want))
+    ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0]
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters max rel err %.2e (tol %g)"
+                % (got[0], got[-1], loss_err, param_err, tol))
+
+
+def check_launch_mismatch(env):
+    exe = env.program("sgd", 2)
+    p = subprocess.run(MPIRUN + ["-np", "3", exe, "--data", env.data, "--steps", "2"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env, timeout=120)
+    out = p.stdout.decode()
+    ok = p.returncode != 0 and "launched with 3 processes" in out and "dp=2" in out
+    return ok, "exit %d: %s" % (p.returncode, out.strip().splitlines()[0] if out else "")
+
+
+def check_dead_rank(env):
+    exe = env.program("sgd", 2)
+    start = time.time()
+    p = subprocess.Popen(MPIRUN + ["-np", "2", exe, "--data", env.data, "--steps", "1000000",
+                                   "--sampler", "sequential"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env)
+    time.sleep(3)
+    # The second rank: the newest process running the program.
+    pids = subprocess.run(["pgrep", "-n", "-f", os.path.basename(exe)],
+                          stdout=subprocess.PIPE).stdout.decode().split()
+    if pids:
+        os.kill(int(pids[0]), signal.SIGKILL)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return False, "the job did not end within 60 s of the kill"
+    secs = time.time() - start - 3
+    out = out.decode()
+    ok = bool(pids) and p.returncode != 0 and "rank" in out and "exited on signal 9" in out
+    return ok, "exit %d after %.1f s; %s" % (
+        p.returncode, secs, next((l for l in out.splitlines() if "signal" in l), "").strip())
+
+
+CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
+          "equal-sgd-dp4": lambda e: check_equal(e, "sgd", 4),
+          "equal-adamw-dp2": lambda e: check_equal(e, "adamw", 2),
+          "equal-adamw-dp4": lambda e: check_equal(e, "adamw", 4),
+          "launch-mismatch": check_launch_mismatch,
+          "dead-rank": check_dead_rank}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("checks", nargs="*", default=list(CHECKS))
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
+    passed = failed = 0
+    for name in args.checks:
+        try:
+            ok, msg = CHECKS[name](env)
+        except Exception as e:
+            ok, msg = False, str(e)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        sys.stdout.flush()
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
