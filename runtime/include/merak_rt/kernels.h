@@ -13,7 +13,9 @@
 //    says so;
 //  - reductions (sums over a row or over rows) are accumulated in double;
 //  - row loops run as OpenMP `parallel for` when the work is large enough
-//    (when the runtime is built with OpenMP); GEMM uses OpenBLAS's threads.
+//    (when the runtime is built with OpenMP); GEMM runs single-threaded
+//    OpenBLAS calls on shape-determined blocks under OpenMP, so results do
+//    not depend on the thread count.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_KERNELS_H
