@@ -67,6 +67,10 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<MaxPool2DOp>([&](MaxPool2DOp o) { return evalMaxPool(o, in, out); })
       .Case<AvgPool2DOp>([&](AvgPool2DOp o) { return evalAvgPool(o, in, out); })
       .Case<DropoutOp>([&](DropoutOp o) { return evalDropout(o, in, out); })
+      .Case<TpIdentityOp>([&](TpIdentityOp) {
+        out.push_back(*in[0]); // Megatron's f: the identity forward
+        return success();
+      })
       .Case<AllReduceOp>([&](AllReduceOp) {
         // One process is a group of one rank: the identity.
         for (const HostTensor *t : in)
@@ -135,6 +139,11 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
       auto param = symbols.lookup<ParamOp>(name);
       if (!param)
         return user->emitError("unknown parameter"), nullptr;
+      if (param->hasAttr(kShardAttr))
+        return param.emitError("the evaluator runs one process and cannot run a "
+                               "tensor-parallel shard; evaluate the program before "
+                               "merak-tensor-parallel"),
+               nullptr;
       auto t = HostTensor::fromAttr(param.getInitialValue());
       if (failed(t))
         return param.emitError("cannot read initial value"), nullptr;

@@ -1,5 +1,6 @@
 //===- ProgramData.cpp - manifest and initial data of a generated program -===//
 #include "merak/Target/Program.h"
+#include "merak/Target/PipelineProgram.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -90,6 +91,8 @@ static int64_t alignedBytes(Type t) {
 LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &info,
                                             llvm::raw_ostream &manifestOs,
                                             llvm::raw_ostream &dataOs) {
+  if (isPipelineModule(module))
+    return writePipelineProgramData(module, info, manifestOs, dataOs);
   auto fn = module.lookupSymbol<func::FuncOp>(info.entry);
   auto arena = fn ? fn->getAttrOfType<IntegerAttr>(kArenaBytesAttr) : IntegerAttr();
   auto paramsBytes = module->getAttrOfType<IntegerAttr>(kParamsBytesAttr);
@@ -141,13 +144,20 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
         defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
     }
-    params.push_back(json::Object{{"name", p.getSymName().str()},
-                                  {"dtype", dtypeName(type)},
-                                  {"shape", shapeOf(type)},
-                                  {"offset", off},
-                                  {"bytes", type.getNumElements() *
-                                                storageElementBytes(type.getElementType())},
-                                  {"kind", kind}});
+    json::Object entry{{"name", p.getSymName().str()},
+                       {"dtype", dtypeName(type)},
+                       {"shape", shapeOf(type)},
+                       {"offset", off},
+                       {"bytes", type.getNumElements() * storageElementBytes(type.getElementType())},
+                       {"kind", kind}};
+    if (std::optional<ShardLayout> shard = getShardLayout(p)) {
+      entry["shard"] = json::Object{
+          {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
+      entry["global_shape"] = shapeOf(globalShardType(type, *shard));
+      if (off < initBytes.getInt())
+        return p.emitError("a sharded parameter lies in the initialised storage");
+    }
+    params.push_back(std::move(entry));
   }
   int64_t constsOffset = written;
   WalkResult walk = fn.walk([&](ConstantOp c) {
@@ -159,6 +169,28 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   });
   if (walk.wasInterrupted())
     return fn.emitError("cannot lay out the constants");
+  if (written != constsOffset + constsBytes.getInt())
+    return fn.emitError("constant storage size differs from the plan");
+  // Tensor-parallel shards: the full initial tensors follow the constants;
+  // every rank copies its shard out of them.
+  int64_t index = 0;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    json::Object &entry = *params[index++].getAsObject();
+    if (!entry.get("shard"))
+      continue;
+    auto full = cast<RankedTensorType>(p.getInitialValue().getType());
+    int64_t bytes = full.getNumElements() * storageElementBytes(full.getElementType());
+    bool zeros = false;
+    if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
+      zeros = isa<FloatType>(dense.getElementType()) &&
+              dense.getSplatValue<APFloat>().isPosZero();
+    if (zeros)
+      continue; // zero-initialised (optimizer state): nothing to copy
+    entry["data_offset"] = written;
+    entry["data_bytes"] = bytes;
+    if (failed(writeElements(p, p.getInitialValue(), alignedBytes(full), dataOs, written)))
+      return failure();
+  }
 
   json::Array inputs, outputs;
   bool haveTokens = false;
@@ -215,6 +247,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
 
 LogicalResult mlir::merak::emitProgramSource(ModuleOp module, const ProgramInfo &info,
                                              llvm::raw_ostream &os) {
+  if (isPipelineModule(module))
+    return emitPipelineProgramSource(module, info, os);
   PassManager pm(module.getContext());
   MerakToEmitCOptions opts;
   opts.entry = info.entry;

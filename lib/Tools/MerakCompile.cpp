@@ -10,6 +10,9 @@
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Tools/Drivers.h"
 #include "merak/Tools/Registration.h"
+#include "merak/Tools/PipelineCompile.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Target/PipelineProgram.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Target/Program.h"
@@ -35,7 +38,7 @@ using namespace mlir::merak;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Phase { Import, Training, Lower, Emit, Binary };
+enum class Phase { Import, Training, Pipeline, Schedule, Lower, Emit, Binary };
 
 struct CompileOptions {
   cl::OptionCategory cat{"merak-compile options"};
@@ -53,6 +56,11 @@ struct CompileOptions {
                             "and the gradient of every trainable parameter) and "
                             "@train_step (gradients, clipping, LR schedule and "
                             "the optimizer update)"),
+                 clEnumValN(Phase::Pipeline, "pipeline",
+                            "with --pp/--microbatches: the stage assignment "
+                            "(comment lines) and the IR of every stage's fragments"),
+                 clEnumValN(Phase::Schedule, "schedule",
+                            "with --pp/--microbatches: every stage's instruction list"),
                  clEnumValN(Phase::Lower, "lower",
                             "plans the memory of @train_step: arena offsets by "
                             "liveness, parameter and constant storage (prints the "
@@ -95,10 +103,23 @@ struct CompileOptions {
   cl::opt<int64_t> dp{"dp", cl::desc("Data-parallel ranks: the batch is split over them and "
                                       "gradients are averaged (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
-  cl::opt<int64_t> tp{"tp", cl::desc("Tensor-parallel ranks (not implemented yet: must be 1)"),
+  cl::opt<int64_t> tp{"tp", cl::desc("Tensor-parallel ranks: Megatron-style column/row-parallel MLPs "
+                                      "and head-split attention (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
-  cl::opt<int64_t> pp{"pp", cl::desc("Pipeline stages (not implemented yet: must be 1)"),
+  cl::opt<int64_t> pp{"pp", cl::desc("Pipeline stages: the model is cut into pp stages of "
+                                      "balanced cost (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
+  cl::opt<int64_t> microbatches{
+      "microbatches", cl::desc("Micro-batches per step (pipelining; with --pp 1, gradient "
+                               "accumulation); the batch must divide by dp * microbatches"),
+      cl::init(1), cl::cat(cat)};
+  cl::opt<std::string> schedule{"schedule", cl::desc("Pipeline schedule: gpipe or 1f1b (default)"),
+                                cl::init("1f1b"), cl::cat(cat)};
+  cl::list<int64_t> stageBoundaries{
+      "stage-boundaries",
+      cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
+               "--compile-to=pipeline), stage s ending at cut point s"),
+      cl::CommaSeparated, cl::value_desc("I,J,..."), cl::cat(cat)};
   cl::opt<double> bucketMb{"bucket-mb",
                            cl::desc("Gradient all-reduce bucket size in MB (default 25)"),
                            cl::init(25.0), cl::cat(cat)};
@@ -250,11 +271,24 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
 
   if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
-  if (opts.tp > 1 || opts.pp > 1)
-    return fail("tensor and pipeline parallelism (--tp, --pp) are not implemented yet; "
-                "use --dp");
+  const bool pipelined = opts.pp > 1 || opts.microbatches > 1;
+  if (opts.microbatches < 1)
+    return fail("--microbatches must be at least 1");
+  if (pipelined && opts.tp > 1)
+    return fail("--pp/--microbatches with --tp is not implemented yet");
+  if (pipelined && opts.compileTo < Phase::Training)
+    return fail("--pp and --microbatches need --compile-to=training or a later phase");
+  if (!pipelined && (opts.compileTo == Phase::Pipeline || opts.compileTo == Phase::Schedule))
+    return fail("--compile-to=pipeline and schedule need --pp or --microbatches");
+  if (failed(parsePipelineSchedule(opts.schedule)))
+    return fail("unknown --schedule '" + opts.schedule + "' (expected gpipe or 1f1b)");
+  if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
+    return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
+                Twine(opts.stageBoundaries.size()));
   if (opts.dp > 1 && opts.compileTo < Phase::Training)
     return fail("--dp needs --compile-to=training or a later phase");
+  if (opts.tp > 1 && opts.compileTo < Phase::Training)
+    return fail("--tp needs --compile-to=training or a later phase");
   if (!(opts.bucketMb > 0))
     return fail("--bucket-mb must be positive");
 
@@ -273,22 +307,26 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = importAndClean(importOpts);
   if (!module)
     return 1;
-  if (opts.dp > 1) {
-    // Data parallelism: import again with the per-rank batch, so every
-    // shape (including those PyTorch computes from the input's) is local.
+  // Rows of one micro-batch on one data-parallel rank.
+  const int64_t split = opts.dp * opts.microbatches;
+  if (split > 1) {
+    // Data parallelism / micro-batches: import again with the per-rank
+    // micro-batch, so every shape (including those PyTorch computes from
+    // the input's) is local.
     FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
     if (failed(tokens))
-      return fail("--dp needs a [batch, sequence] integer input (token ids) to split");
+      return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) to split");
     auto &[name, shape] = *tokens;
-    if (shape[0] % opts.dp != 0)
+    if (shape[0] % split != 0)
       return fail("the batch of input '" + name + "' (" + Twine(shape[0]) +
-                  ") does not divide by --dp " + Twine(opts.dp));
+                  ") does not divide by --dp " + Twine(opts.dp) +
+                  (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
     ImportOptions local = importOpts;
     local.overrideStaticDims = true;
-    local.inputShapes[name] = {shape[0] / opts.dp, shape[1]};
+    local.inputShapes[name] = {shape[0] / split, shape[1]};
     module = importAndClean(local);
     if (!module)
-      return fail("importing with the per-rank batch " + Twine(shape[0] / opts.dp) +
+      return fail("importing with the per-rank batch " + Twine(shape[0] / split) +
                   " failed: the model may hard-code its batch size (export it "
                   "computing shapes from the input)");
   }
@@ -302,6 +340,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.labels = opts.labels;
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
     training.dp = opts.dp;
+    training.tp = opts.tp;
     training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     training.optimizer = "optimizer=" + opts.optimizer;
     for (const std::string &kv : opts.optimizerOptions) {
@@ -309,17 +348,45 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
         return fail("--opt expects KEY=VALUE, got '" + kv + "'");
       training.optimizer += " " + kv;
     }
-    if (failed(buildTrainingPipeline(pm, training)))
+    PipelineCompileOptions pipeline;
+    pipeline.pp = opts.pp;
+    pipeline.microbatches = opts.microbatches;
+    pipeline.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
+    pipeline.schedule = opts.schedule;
+    if (failed(pipelined ? buildPipelineTrainingPipeline(pm, training, pipeline)
+                         : buildTrainingPipeline(pm, training)))
       return fail("bad optimizer options '" + training.optimizer + "'");
     if (failed(pm.run(*module)))
       return 1;
-    reportTrainableParameters(*module, training, llvm::errs());
+    if (pipelined)
+      setPipelineSchedule(*module, opts.schedule);
+    else
+      reportTrainableParameters(*module, training, llvm::errs());
+  }
+  if (opts.compileTo == Phase::Pipeline || opts.compileTo == Phase::Schedule) {
+    std::string err;
+    auto out = openOutputFile(opts.output, &err);
+    if (!out)
+      return fail(err);
+    if (opts.compileTo == Phase::Schedule) {
+      printPipelineScheduleOf(*module, out->os());
+    } else {
+      printPipelinePlan(*module, out->os());
+      module->print(out->os());
+    }
+    out->keep();
+    return 0;
   }
   ProgramInfo program;
   program.model = llvm::sys::path::filename(opts.input).str();
   program.optimizer = opts.optimizer;
   program.dp = opts.dp;
-  if (opts.compileTo >= Phase::Lower) {
+  program.pp = opts.pp;
+  program.tp = opts.tp;
+  if (opts.compileTo >= Phase::Lower && pipelined) {
+    if (failed(planPipelineMemory(*module, llvm::errs())))
+      return 1;
+  } else if (opts.compileTo >= Phase::Lower) {
     if (!module->lookupSymbol("train_step"))
       return fail("no @train_step to lower");
     PassManager pm(&ctx);

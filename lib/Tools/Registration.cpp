@@ -29,6 +29,11 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
 
 LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
                                            const TrainingOptions &options) {
+  if (options.tp > 1) {
+    MerakTensorParallelOptions tensorParallel;
+    tensorParallel.tp = options.tp;
+    pm.addPass(createMerakTensorParallel(tensorParallel));
+  }
   MerakAttachLossOptions loss;
   loss.loss = options.loss;
   loss.logits = options.logits;

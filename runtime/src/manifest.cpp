@@ -123,6 +123,49 @@ std::vector<ManifestTensor> parseList(const Value &root, const char *key,
   return out;
 }
 
+/// A param's tensor-parallel "shard", "global_shape", "data_offset" and
+/// "data_bytes" (see program.h).
+void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
+                const std::string &where) {
+  const Value *shard = v.get("shard");
+  if (!shard)
+    return;
+  expectKind(*shard, Value::Kind::Object, where + ": shard");
+  auto field = [&](const char *key) {
+    return static_cast<int64_t>(
+        nonNegative(member(*shard, key, where + ": shard"),
+                    where + ": shard." + key));
+  };
+  t.shardAxis = field("axis");
+  t.shardParts = field("parts");
+  t.shardBlocks = field("blocks");
+  if (t.shardParts != tp)
+    fail(where + ": shard.parts " + std::to_string(t.shardParts) +
+         " differs from mesh.tp " + std::to_string(tp));
+  if (t.shardAxis >= static_cast<int64_t>(t.shape.size()) || t.shardBlocks < 1)
+    fail(where + ": shard axis or blocks out of range");
+  const Value &g = expectKind(member(v, "global_shape", where),
+                              Value::Kind::Array, where + ": global_shape");
+  for (const Value &dim : g.array)
+    t.globalShape.push_back(static_cast<int64_t>(
+        nonNegative(dim, where + ": global_shape dimension")));
+  bool ok = t.globalShape.size() == t.shape.size();
+  for (size_t d = 0; ok && d < t.shape.size(); ++d)
+    ok = static_cast<int64_t>(d) == t.shardAxis
+             ? t.globalShape[d] == t.shape[d] * t.shardParts &&
+                   t.globalShape[d] % (t.shardBlocks * t.shardParts) == 0
+             : t.globalShape[d] == t.shape[d];
+  if (!ok)
+    fail(where + ": global_shape does not match the shard's shape and layout");
+  if (const Value *off = v.get("data_offset")) {
+    t.dataOffset = nonNegative(*off, where + ": data_offset");
+    t.dataBytes = nonNegative(member(v, "data_bytes", where), where + ": data_bytes");
+    if (t.dataBytes != t.bytes * static_cast<uint64_t>(t.shardParts))
+      fail(where + ": data_bytes " + std::to_string(t.dataBytes) +
+           " is not the full tensor's size");
+  }
+}
+
 Manifest parseRoot(const Value &root) {
   expectKind(root, Value::Kind::Object, "the manifest");
   Manifest m;
@@ -248,6 +291,9 @@ Manifest parseRoot(const Value &root) {
           fail(std::string("mesh.") + key + " must be in [1, 65536]");
       }
   }
+  for (size_t i = 0; i < m.params.size(); ++i)
+    parseShard(root.get("params")->array[i], m.params[i], m.meshTp,
+               "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')");
   if (const Value *d = root.get("defaults")) {
     expectKind(*d, Value::Kind::Object, "\"defaults\"");
     if (const Value *lr = d->get("lr")) {

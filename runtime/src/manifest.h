@@ -13,7 +13,10 @@
 //    known dtype, a shape of non-negative integers, and a non-negative offset
 //    with offset + bytes inside its region (P for params, A for inputs and
 //    outputs); a param's "bytes", when given, equals its shape's byte size;
-//  - param kinds are trainable | frozen | state | hparam; input roles are
+//  - param kinds are trainable | frozen | state | hparam; a "shard" has
+//    parts == mesh.tp, a "global_shape" equal to "shape" but for dimension
+//    axis (parts times larger, a multiple of blocks * parts), and
+//    "data_bytes" (when given) the global shape's byte size; input roles are
 //    tokens | labels | step | other, each of the first three at most once;
 //  - tokens is a rank-2 [B, T] I64 or I32 tensor with B, T >= 1; labels has
 //    the tokens' shape and is I64 or I32; step is an I64 or I32 scalar;
@@ -51,6 +54,13 @@ struct ManifestTensor {
   uint64_t elements = 0; ///< elementCount(shape)
   std::string kind;      ///< params: trainable | frozen | state | hparam
   std::string role;      ///< inputs: tokens | labels | step | other
+  /// Params sharded over tp ("shard"; shardParts == 0: replicated): dim
+  /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
+  /// holds part tp_i of every block. dataBytes == 0: no initial data (zeros).
+  int64_t shardAxis = 0, shardParts = 0, shardBlocks = 1;
+  std::vector<int64_t> globalShape;
+  uint64_t dataOffset = 0, dataBytes = 0;
+  bool sharded() const { return shardParts > 0; }
 };
 
 struct Manifest {

@@ -16,6 +16,7 @@
 #include "merak_rt/cli.h"
 #include "merak_rt/collectives.h"
 #include "merak_rt/comm.h"
+#include "merak_rt/pipeline.h"
 #include "merak_rt/data.h"
 #include "merak_rt/metrics.h"
 #include "merak_rt/ops.h"
@@ -25,6 +26,7 @@
 #include "file_util.h"
 #include "json.h"
 #include "manifest.h"
+#include "sharding.h"
 
 #include <cerrno>
 #include <chrono>
@@ -286,6 +288,12 @@ Program loadProgram() {
                   " bytes, but the manifest needs consts_offset " +
                   std::to_string(m.constsOffset) + " + consts_bytes " +
                   std::to_string(m.constsBytes));
+  for (const ManifestTensor &t : m.params)
+    if (t.dataBytes > 0 && (t.dataOffset > merak_data_size ||
+                            t.dataBytes > merak_data_size - t.dataOffset))
+      internalError("the embedded data holds " + std::to_string(merak_data_size) +
+                    " bytes, but the shards of '" + t.name + "' lie at " +
+                    std::to_string(t.dataOffset) + " + " + std::to_string(t.dataBytes));
   p.tokens = m.inputWithRole("tokens");
   if (!p.tokens)
     internalError("the manifest has no input with role 'tokens'; ./train "
@@ -312,11 +320,20 @@ Program loadProgram() {
   return p;
 }
 
-std::vector<TensorRef> checkpointTensors(const Manifest &m, const char *P) {
+/// The checkpoint's tensors: P's, with tensor-parallel shards replaced by
+/// their full tensors (`full`, from gatherShards), so that checkpoints keep
+/// the serial format at every (dp, tp).
+std::vector<TensorRef> checkpointTensors(const Manifest &m, const char *P,
+                                         const std::vector<std::vector<char>> &full) {
   std::vector<TensorRef> tensors;
   tensors.reserve(m.params.size());
-  for (const ManifestTensor &t : m.params)
-    tensors.push_back({t.name, t.dtype, t.shape, P + t.offset});
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ManifestTensor &t = m.params[i];
+    if (t.sharded())
+      tensors.push_back({t.name, t.dtype, t.globalShape, full[i].data()});
+    else
+      tensors.push_back({t.name, t.dtype, t.shape, P + t.offset});
+  }
   return tensors;
 }
 
@@ -332,8 +349,9 @@ Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
   return meta;
 }
 
-/// Restores P from dir/latest; returns the number of completed steps.
-int64_t resume(const Manifest &m, const TrainOptions &o, char *P) {
+/// Restores P from dir/latest (every rank reads the full tensors and keeps
+/// its tensor-parallel shards); returns the number of completed steps.
+int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank) {
   if (!hasCheckpoint(o.checkpointDir))
     die(kExitError, "--resume: no checkpoint to resume from in '" +
                         o.checkpointDir + "' (it has no 'latest' file)");
@@ -348,9 +366,13 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P) {
                           "', which this program needs (" +
                           dtypeName(t.dtype) + " " + shapeString(t.shape) +
                           "); was it written by a different model?");
-    if (Status s = file.copyTensor(t.name, t.dtype, t.shape, P + t.offset);
+    std::vector<char> full(t.sharded() ? t.bytes * t.shardParts : 0);
+    if (Status s = file.copyTensor(t.name, t.dtype, t.sharded() ? t.globalShape : t.shape,
+                                   t.sharded() ? full.data() : P + t.offset);
         !s.ok())
       die(kExitError, "--resume: " + s.message());
+    if (t.sharded())
+      extractShard(t, tpRank, full.data(), P + t.offset);
   }
   int64_t unknown = 0;
   std::string firstUnknown;
@@ -398,8 +420,22 @@ int run(int argc, char **argv) {
   }
   Comm *comm = gComm.get();
   cpu::setCommunicator(comm);
+  // A pipelined program (--pp/--microbatches) runs its fragments through
+  // the pipeline interpreter instead of one merak_train_step.
+  std::unique_ptr<PipelineRunner> pipeline;
+  {
+    Result<std::unique_ptr<PipelineRunner>> r =
+        PipelineRunner::create(merak_manifest, comm);
+    if (!r.ok())
+      internalError(r.message());
+    pipeline = std::move(r).value();
+  }
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
+  const int tpRank = comm ? comm->coord().tp : 0;
+  // Checkpoints gather tensor-parallel shards over world rank 0's tp group.
+  const bool gathersShards = comm && m.meshTp > 1 && comm->coord().dp == 0 &&
+                             comm->coord().pp == 0;
 
   // --- command line -----------------------------------------------------------
   TrainOptions defaults;
@@ -433,6 +469,9 @@ int run(int argc, char **argv) {
   char *A = arena.get();
   char *P = params.get();
   std::memcpy(P, merak_data, m.paramsInitBytes); // the rest is zeroed
+  for (const ManifestTensor &t : m.params) // this rank's tensor-parallel shards
+    if (t.sharded() && t.dataBytes > 0)
+      extractShard(t, tpRank, merak_data + t.dataOffset, P + t.offset);
   const char *C =
       reinterpret_cast<const char *>(merak_data) + m.constsOffset;
   Buffer constsCopy;
@@ -444,7 +483,7 @@ int run(int argc, char **argv) {
 
   int64_t start = 0;
   if (o.resume)
-    start = resume(m, o, P);
+    start = resume(m, o, P, tpRank);
   if (start > o.steps)
     die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir +
                         "' has completed " + std::to_string(start) +
@@ -545,7 +584,12 @@ int run(int argc, char **argv) {
       cpu::setOpRecorder(&OpTraceRecorder::record, &recorder);
     }
 
-    merak_train_step(A, P, C);
+    if (pipeline) {
+      if (Status st = pipeline->step(A, P, C, s); !st.ok())
+        stop("step " + std::to_string(s) + ": " + st.message());
+    } else {
+      merak_train_step(A, P, C);
+    }
 
     Clock::time_point t1 = Clock::now();
     if (tracing) {
@@ -586,11 +630,23 @@ int run(int argc, char **argv) {
     }
 
     bool last = s + 1 == o.steps;
-    if (!o.checkpointDir.empty() && leader &&
-        (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0))) {
+    bool save = !o.checkpointDir.empty() &&
+                (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0));
+    std::vector<std::vector<char>> fullShards(m.params.size());
+    if (save && pipeline)
+      if (Status st = pipeline->gatherParams(P); !st.ok())
+        stop(st.message());
+    if (save && gathersShards) {
+      Result<std::vector<std::vector<char>>> gathered = gatherShards(m, P, *comm);
+      if (!gathered.ok())
+        stop(gathered.message());
+      if (leader)
+        fullShards = std::move(gathered).value();
+    }
+    if (save && leader) {
       double ckptUs = trace ? trace->nowUs() : 0;
       if (Status st = saveCheckpoint(o.checkpointDir, s + 1,
-                                     checkpointTensors(m, P),
+                                     checkpointTensors(m, P, fullShards),
                                      checkpointMetadata(m, o));
           !st.ok())
         stop(st.message());

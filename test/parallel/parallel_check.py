@@ -3,12 +3,18 @@
     /usr/bin/python3 test/parallel/parallel_check.py --bin BUILD/bin --workdir DIR [CHECK...]
 
 A GPT-2-style decoder (4 layers, 4 heads; the test suite's model, exported
-with a dynamic batch axis) is compiled serially and with --dp N, and each
-program trains 20 steps on the bundled corpus with --sampler sequential
-(rows of a step split over the data-parallel ranks). Checks:
-  equal-<opt>-dp<N>  per-step losses within 1e-5 (SGD) / 1e-4 (AdamW)
+with a dynamic batch axis) is compiled serially and with --dp N and/or
+--tp M, and each program trains 20 steps on the bundled corpus with
+--sampler sequential (rows of a step split over the data-parallel ranks;
+the tensor-parallel ranks of a data-parallel rank share its rows). Checks:
+  equal-<opt>-dp<N>, equal-<opt>-tp<M>, equal-<opt>-dp<N>-tp<M>
+                     per-step losses within 1e-5 (SGD) / 1e-4 (AdamW)
                      relative of the serial program, and the final
-                     checkpoint's parameters within the same tolerance;
+                     checkpoint's parameters (full tensors gathered from the
+                     tensor-parallel shards) within the same tolerance;
+  resume-tp<A>-to-tp<B>  AdamW: 10 steps at tp=A with a checkpoint, then
+                     resumed at tp=B for 10 more: losses and final parameters
+                     match the uninterrupted serial run (1e-4);
   launch-mismatch    a dp=2 program started with 3 processes exits non-zero
                      naming both counts;
   dead-rank          a rank killed mid-run ends the whole job non-zero within
@@ -68,44 +74,81 @@ class Env:
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.cache = {}
 
-    def program(self, opt, dp):
-        key = (opt, dp)
+    def program(self, opt, dp, tp=1):
+        key = (opt, dp, tp)
         if key not in self.cache:
-            exe = os.path.join(self.work, "train-%s-dp%d" % (opt, dp))
+            exe = os.path.join(self.work, "train-%s-dp%d-tp%d" % (opt, dp, tp))
             run([os.path.join(self.bin_dir, "merak-compile"), self.onnx,
                  "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
-                 "--frozen", "*.attn.bias", "--dp", str(dp), "-o", exe] + CONFIGS[opt][0])
+                 "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "-o", exe]
+                + CONFIGS[opt][0])
             self.cache[key] = exe
         return self.cache[key]
 
-    def train(self, opt, dp):
+    def train(self, opt, dp, tp=1, steps=STEPS, ckpt=None, resume=False):
         """Per-step losses and the final checkpoint of one run."""
-        name = "%s-dp%d" % (opt, dp)
+        name = "%s-dp%d-tp%d" % (opt, dp, tp)
         metrics = os.path.join(self.work, name + ".jsonl")
-        ckpt = os.path.join(self.work, name + "-ckpt")
-        cmd = [self.program(opt, dp), "--data", self.data, "--steps", str(STEPS),
+        if ckpt is None:
+            ckpt = os.path.join(self.work, name + "-ckpt")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [self.program(opt, dp, tp), "--data", self.data, "--steps", str(steps),
                "--sampler", "sequential", "--metrics", metrics, "--checkpoint-dir", ckpt]
-        if dp > 1:
-            cmd = MPIRUN + ["-np", str(dp)] + cmd
+        if resume:
+            cmd.append("--resume")
+        if dp * tp > 1:
+            cmd = MPIRUN + ["-np", str(dp * tp)] + cmd
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % STEPS))
+        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps))
+
+    def serial(self, opt):
+        if ("serial", opt) not in self.cache:
+            self.cache[("serial", opt)] = self.train(opt, 1)
+        return self.cache[("serial", opt)]
 
 
-def check_equal(env, opt, dp):
-    tol = CONFIGS[opt][1]
-    serial, serial_params = env.train(opt, 1)
-    got, params = env.train(opt, dp)
-    if len(got) != STEPS:
-        return False, "%d metrics lines" % len(got)
-    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
-    param_err = 0.0
+def max_param_err(params, serial_params):
+    err = 0.0
     for name, want in serial_params.items():
         if want.dtype.kind != "f" or name.startswith("optimizer.hparams"):
             continue
-        param_err = max(param_err, param_rel_err(name, params[name], want))
+        if params[name].shape != want.shape:
+            return float("inf")
+        err = max(err, param_rel_err(name, params[name], want))
+    return err
+
+
+def check_equal(env, opt, dp, tp=1):
+    tol = CONFIGS[opt][1]
+    serial, serial_params = env.serial(opt)
+    got, params = env.train(opt, dp, tp)
+    if len(got) != STEPS:
+        return False, "%d metrics lines" % len(got)
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err = max_param_err(params, serial_params)
     ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0]
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters max rel err %.2e (tol %g)"
+                % (got[0], got[-1], loss_err, param_err, tol))
+
+
+def check_resume(env, tp_from, tp_to):
+    """A checkpoint written at one tp resumes at another (checkpoints hold
+    full tensors), matching the uninterrupted serial run."""
+    opt, half = "adamw", STEPS // 2
+    tol = CONFIGS[opt][1]
+    serial, serial_params = env.serial(opt)
+    ckpt = os.path.join(env.work, "resume-tp%d-to-tp%d-ckpt" % (tp_from, tp_to))
+    first, _ = env.train(opt, 1, tp_from, steps=half, ckpt=ckpt)
+    second, params = env.train(opt, 1, tp_to, steps=STEPS, ckpt=ckpt, resume=True)
+    got = first + second
+    if len(got) != STEPS:
+        return False, "%d + %d metrics lines" % (len(first), len(second))
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err = max_param_err(params, serial_params)
+    ok = loss_err <= tol and param_err <= tol
     return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters max rel err %.2e (tol %g)"
                 % (got[0], got[-1], loss_err, param_err, tol))
 
@@ -147,6 +190,14 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "equal-sgd-dp4": lambda e: check_equal(e, "sgd", 4),
           "equal-adamw-dp2": lambda e: check_equal(e, "adamw", 2),
           "equal-adamw-dp4": lambda e: check_equal(e, "adamw", 4),
+          "equal-sgd-tp2": lambda e: check_equal(e, "sgd", 1, 2),
+          "equal-adamw-tp2": lambda e: check_equal(e, "adamw", 1, 2),
+          "equal-sgd-dp2-tp2": lambda e: check_equal(e, "sgd", 2, 2),
+          "equal-adamw-dp2-tp2": lambda e: check_equal(e, "adamw", 2, 2),
+          "equal-sgd-tp4": lambda e: check_equal(e, "sgd", 1, 4),
+          "equal-adamw-tp4": lambda e: check_equal(e, "adamw", 1, 4),
+          "resume-tp2-to-tp1": lambda e: check_resume(e, 2, 1),
+          "resume-tp1-to-tp2": lambda e: check_resume(e, 1, 2),
           "launch-mismatch": check_launch_mismatch,
           "dead-rank": check_dead_rank}
 

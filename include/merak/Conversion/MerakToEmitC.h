@@ -10,6 +10,13 @@ namespace mlir::merak {
 /// the order merak-to-emitc numbers them in its opMark(i) calls (the
 /// manifest's "ops", for traces).
 SmallVector<std::string> kernelOpNames(func::FuncOp fn);
+
+/// Replaces the module's contents by EmitC: one `extern "C" void
+/// name(char *A, char *P, const char *C)` per (planned function, name), in
+/// order, their opMark indices numbered consecutively across them (what
+/// merak-to-emitc does for one function named merak_train_step).
+LogicalResult lowerToEmitC(ModuleOp module,
+                           ArrayRef<std::pair<func::FuncOp, std::string>> fns);
 } // namespace mlir::merak
 
 #endif

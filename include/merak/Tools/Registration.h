@@ -32,9 +32,11 @@ struct TrainingOptions {
   /// and the gradient all-reduce bucket size.
   int64_t dp = 1;
   int64_t bucketBytes = 25 * 1024 * 1024;
+  /// Tensor-parallel ranks: merak-tensor-parallel shards @forward first.
+  int64_t tp = 1;
 };
 
-/// Attaches the loss (@loss), differentiates it (@loss_grad), builds the
+/// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the
 /// update (@train_step) and cleans up. Fails on bad optimizer options.
 LogicalResult buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 

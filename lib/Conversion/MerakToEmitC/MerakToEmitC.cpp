@@ -119,7 +119,7 @@ std::string poolAttrs(ArrayRef<int64_t> k, ArrayRef<int64_t> s, ArrayRef<int64_t
 LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
                       bool &unsupported) {
   unsupported = false;
-  if (isa<ConstantOp, ReshapeOp>(op))
+  if (isa<ConstantOp>(op) || isViewOp(op))
     return success();
   if (auto get = dyn_cast<GetParamOp>(op)) {
     if (!op->hasAttr(kCopyAttr))
@@ -525,11 +525,72 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
 
 /// True for ops that emit at least one kernel call (the trace's op list).
 bool emitsKernel(Operation *op) {
-  if (isa<ConstantOp, ReshapeOp, func::ReturnOp>(op))
+  if (isa<ConstantOp, func::ReturnOp>(op) || isViewOp(op))
     return false;
   if (isa<GetParamOp>(op))
     return op->hasAttr(kCopyAttr);
   return true;
+}
+
+/// Returned values in parameter or constant storage are copied to their
+/// result slots.
+LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e) {
+  auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
+  if (!slots || slots.size() != (int64_t)ret.getNumOperands())
+    return fn.emitError("merak-to-emitc: the function has no planned result offsets");
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    PTR(src, v);
+    Value dst = e.pointer(PlannedBuffer{PlannedBuffer::Arena, slots[i]});
+    if (src != dst)
+      e.call("copyBytes").ptr(dst).ptr(src).i64(byteSize(v.getType())).emit();
+  }
+  return success();
+}
+
+/// Emits `extern "C" void name(char *A, char *P, const char *C)` for `fn`
+/// at the end of the module; opMark indices continue from `index`.
+LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, int64_t &index) {
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = fn.getLoc();
+  auto charPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));
+  auto constCharPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "const char"));
+  auto fnType = FunctionType::get(ctx, {charPtr, charPtr, constCharPtr}, {});
+  auto out = emitc::FuncOp::create(b, loc, name, fnType);
+  out.setSpecifiersAttr(b.getStrArrayAttr({"extern \"C\""}));
+  Block *body = out.addEntryBlock();
+  b.setInsertionPointToStart(body);
+
+  SymbolTableCollection symbols;
+  Emitter e(b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2), symbols);
+  llvm::SetVector<StringRef> unsupported;
+  bool failedAny = false;
+  for (Operation &op : fn.getBody().front()) {
+    e.loc = op.getLoc();
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (failed(lowerReturn(ret, fn, e)))
+        failedAny = true;
+      break;
+    }
+    if (emitsKernel(&op))
+      e.call("opMark").i64(index++).emit();
+    bool isUnsupported = false;
+    if (failed(lowerOp(&op, e, symbols, isUnsupported)))
+      failedAny = true;
+    if (isUnsupported)
+      unsupported.insert(op.getName().getStringRef());
+  }
+  if (!unsupported.empty()) {
+    std::string names;
+    llvm::raw_string_ostream os(names);
+    llvm::interleave(unsupported, os, ", ");
+    return fn.emitError("merak-to-emitc: no CPU kernel for ") << names;
+  }
+  if (failedAny)
+    return failure();
+  e.call("opMark").i64(-1).emit();
+  emitc::ReturnOp::create(b, loc, Value());
+  return success();
 }
 
 struct MerakToEmitCPass : merak::impl::MerakToEmitCBase<MerakToEmitCPass> {
@@ -543,73 +604,8 @@ struct MerakToEmitCPass : merak::impl::MerakToEmitCBase<MerakToEmitCPass> {
           << entry << " planned by merak-plan-memory";
       return signalPassFailure();
     }
-    MLIRContext *ctx = &getContext();
-    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    Location loc = fn.getLoc();
-    emitc::IncludeOp::create(b, loc, "merak_rt/ops.h", /*is_standard_include=*/false);
-    if (!fn.getOps<AllReduceOp>().empty())
-      emitc::IncludeOp::create(b, loc, "merak_rt/collectives.h", /*is_standard_include=*/false);
-    emitc::IncludeOp::create(b, loc, "cmath", /*is_standard_include=*/true);
-    emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");
-    auto charPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));
-    auto constCharPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "const char"));
-    auto fnType = FunctionType::get(ctx, {charPtr, charPtr, constCharPtr}, {});
-    auto out = emitc::FuncOp::create(b, loc, "merak_train_step", fnType);
-    out.setSpecifiersAttr(b.getStrArrayAttr({"extern \"C\""}));
-    Block *body = out.addEntryBlock();
-    b.setInsertionPointToStart(body);
-
-    SymbolTableCollection symbols;
-    Emitter e(b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2), symbols);
-    llvm::SetVector<StringRef> unsupported;
-    int64_t index = 0;
-    bool failedAny = false;
-    for (Operation &op : fn.getBody().front()) {
-      e.loc = op.getLoc();
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        if (failed(lowerReturn(ret, fn, e)))
-          failedAny = true;
-        break;
-      }
-      if (emitsKernel(&op))
-        e.call("opMark").i64(index++).emit();
-      bool isUnsupported = false;
-      if (failed(lowerOp(&op, e, symbols, isUnsupported)))
-        failedAny = true;
-      if (isUnsupported)
-        unsupported.insert(op.getName().getStringRef());
-    }
-    if (!unsupported.empty()) {
-      std::string names;
-      llvm::raw_string_ostream os(names);
-      llvm::interleave(unsupported, os, ", ");
-      fn.emitError("merak-to-emitc: no CPU kernel for ") << names;
-      return signalPassFailure();
-    }
-    if (failedAny)
-      return signalPassFailure();
-    e.call("opMark").i64(-1).emit();
-    emitc::ReturnOp::create(b, loc, Value());
-
-    // Only the EmitC code stays.
-    for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-      if (!isa<emitc::EmitCDialect>(op.getDialect()))
-        op.erase();
-  }
-
-  /// Returned values in parameter or constant storage are copied to their
-  /// result slots.
-  LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e) {
-    auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
-    if (!slots || slots.size() != (int64_t)ret.getNumOperands())
-      return fn.emitError("merak-to-emitc: the function has no planned result offsets");
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      PTR(src, v);
-      Value dst = e.pointer(PlannedBuffer{PlannedBuffer::Arena, slots[i]});
-      if (src != dst)
-        e.call("copyBytes").ptr(dst).ptr(src).i64(byteSize(v.getType())).emit();
-    }
-    return success();
+    if (failed(lowerToEmitC(module, {{fn, "merak_train_step"}})))
+      signalPassFailure();
   }
 };
 } // namespace
@@ -624,3 +620,26 @@ SmallVector<std::string> kernelOpNames(func::FuncOp fn) {
   return names;
 }
 } // namespace mlir::merak
+
+LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
+                                        ArrayRef<std::pair<func::FuncOp, std::string>> fns) {
+  if (fns.empty())
+    return module.emitError("merak-to-emitc: nothing to lower");
+  module.getContext()->getOrLoadDialect<emitc::EmitCDialect>();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = func::FuncOp(fns.front().first).getLoc();
+  emitc::IncludeOp::create(b, loc, "merak_rt/ops.h", /*is_standard_include=*/false);
+  if (llvm::any_of(fns, [](auto &f) { return !func::FuncOp(f.first).getOps<AllReduceOp>().empty(); }))
+    emitc::IncludeOp::create(b, loc, "merak_rt/collectives.h", /*is_standard_include=*/false);
+  emitc::IncludeOp::create(b, loc, "cmath", /*is_standard_include=*/true);
+  emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");
+  int64_t index = 0;
+  for (auto &[fn, name] : fns)
+    if (failed(lowerFunction(module, fn, name, index)))
+      return failure();
+  // Only the EmitC code stays.
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (!isa<emitc::EmitCDialect>(op.getDialect()))
+      op.erase();
+  return success();
+}

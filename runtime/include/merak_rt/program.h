@@ -3,8 +3,9 @@
 // `merak-compile --compile-to=binary` links three things into ./train:
 //   1. the generated step (C++ from EmitC), `merak_train_step`;
 //   2. an object holding the manifest (JSON text) and the initial data
-//      (parameter and optimizer-state initial values, then constants),
-//      embedded with the assembler's .incbin;
+//      (parameter and optimizer-state initial values, then constants, then
+//      the full initial tensors of tensor-parallel shards), embedded with
+//      the assembler's .incbin;
 //   3. libmerak_runtime_cpu.a, whose `merak_train_main` (train_main.cpp) is
 //      the program's main: flags, data, the step loop, checkpoints, metrics.
 //
@@ -15,7 +16,8 @@
 //   P  parameter storage ("params_bytes"): parameters, frozen buffers,
 //      optimizer state and hyper-parameters, persistent across steps,
 //      initialised from the first params_init_bytes of merak_data (the
-//      rest, optimizer state, starts as zeros) and checkpointed;
+//      rest starts as zeros, then each rank copies its tensor-parallel
+//      shards out of their full tensors) and checkpointed;
 //   C  constants: merak_data + "consts_offset", read-only.
 //
 // Manifest (JSON object; every offset in bytes, every shape a list):
@@ -25,7 +27,16 @@
 //   "consts_bytes": ints,
 //   "params": [{"name", "dtype" (safetensors spelling: F32, I64, BOOL ...),
 //               "shape", "offset" (in P), "bytes",
-//               "kind": "trainable" | "frozen" | "state" | "hparam"}],
+//               "kind": "trainable" | "frozen" | "state" | "hparam",
+//               tensor-parallel shards only (merak-tensor-parallel):
+//               "shard": {"axis", "parts", "blocks"}: dimension axis of the
+//                 full tensor viewed as [blocks, parts, n/(blocks*parts)],
+//                 tp rank r holding part r of every block ("shape",
+//                 "offset" and "bytes" describe that local shard in P);
+//               "global_shape": the full tensor's shape (checkpoints hold
+//                 full tensors);
+//               "data_offset", "data_bytes": where the full initial tensor
+//                 lies in merak_data (absent for zero-initialised state)}],
 //   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
 //                "dtype", "shape", "offset" (in A)}],
 //   "outputs": [{"name" ("loss", "grad_norm", "lr", ...), "dtype", "shape",
@@ -34,6 +45,9 @@
 //   "ops": ["matmul", "add", ...]            op index -> name, for traces
 //   "defaults": {"lr": x, "optimizer": "adamw", ...}  compile-time choices
 //   "model": "<source file name>"
+//   "mesh": {"pp", "dp", "tp"}               the device mesh (mpirun -np
+//                                            pp*dp*tp); rank = (pp_i*dp +
+//                                            dp_i)*tp + tp_i
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_PROGRAM_H

@@ -24,7 +24,8 @@ using Grads = SmallVectorImpl<Value>;
   X(SplitOp) X(GatherOp) X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp)         \
   X(ReduceMinOp) X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp)      \
   X(CrossEntropyOp) X(DropoutOp) X(MatmulOp) X(CumSumOp) X(Conv2DOp)          \
-  X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)
+  X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
+  X(AllReduceOp) X(TpIdentityOp)
 
 #define MERAK_VJP_DECLARE(OP)                                                  \
   LogicalResult rule(OP op, Emitter &e, ValueRange g, Grads &out);

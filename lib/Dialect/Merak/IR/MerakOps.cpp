@@ -79,6 +79,18 @@ static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
 
 LogicalResult ParamOp::verify() {
   auto type = getTensorType();
+  if (Attribute shard = (*this)->getAttr(kShardAttr)) {
+    std::optional<ShardLayout> layout = getShardLayout(*this);
+    if (!layout || layout->axis < 0 || layout->axis >= type.getRank() ||
+        layout->parts < 1 || layout->blocks < 1)
+      return emitOpError("malformed ") << kShardAttr << " " << shard
+                                       << " (expected {axis, parts, blocks} within the rank)";
+    if (type.getDimSize(layout->axis) % layout->blocks != 0)
+      return emitOpError("shard dimension ") << layout->axis << " (local size "
+             << type.getDimSize(layout->axis) << ") does not divide into "
+             << layout->blocks << " blocks";
+    type = globalShardType(type, *layout);
+  }
   if (getInitialValue().getType() != type)
     return emitOpError("initial value type ")
            << getInitialValue().getType() << " does not match " << type;

@@ -47,15 +47,23 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto grad = module.lookupSymbol<func::FuncOp>("loss_grad");
-    if (!grad) {
+    // @loss_grad -> @train_step, and every gradient function marked
+    // merak.update (merak-pipeline's stages) -> the update it names.
+    SmallVector<std::pair<func::FuncOp, std::string>> targets;
+    if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
+      targets.push_back({grad, "train_step"});
+    for (auto f : module.getOps<func::FuncOp>())
+      if (auto update = f->getAttrOfType<StringAttr>("merak.update"))
+        targets.push_back({f, update.str()});
+    if (targets.empty()) {
       module.emitError("merak-optimizer: no @loss_grad (run merak-autodiff with entry=loss)");
       return signalPassFailure();
     }
-    if (module.lookupSymbol("train_step")) {
-      module.emitError("merak-optimizer: the module already has a @train_step");
-      return signalPassFailure();
-    }
+    for (auto &target : targets)
+      if (module.lookupSymbol(target.second)) {
+        module.emitError("merak-optimizer: the module already has a @") << target.second;
+        return signalPassFailure();
+      }
     if (optimizer != "sgd" && optimizer != "adamw" && optimizer != "adan") {
       module.emitError("merak-optimizer: unknown optimizer '")
           << optimizer << "' (expected sgd, adamw or adan)";
@@ -74,8 +82,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     b1 = beta1 >= 0 ? beta1 : (adan ? 0.02 : 0.9);
     b2 = beta2 >= 0 ? beta2 : (adan ? 0.08 : 0.999);
     wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01 : 0.0);
-    if (failed(build(module, grad)))
-      signalPassFailure();
+    for (auto &[grad, name] : targets)
+      if (failed(build(module, grad, name)))
+        return signalPassFailure();
   }
 
   double b1 = 0, b2 = 0, wd = 0;
@@ -83,12 +92,23 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
   /// A zero-initialised state parameter next to `param`.
   Value state(ModuleOp module, OpBuilder &b, ParamOp param, StringRef slot) {
     std::string name = ("optimizer." + optimizer + "." + slot + "." + param.getSymName()).str();
+    if (module.lookupSymbol(name)) { // a parameter several update functions hold
+      stateNames.push_back(name);
+      return GetParamOp::create(b, param.getLoc(), param.getTensorType(),
+                                FlatSymbolRefAttr::get(b.getContext(), name));
+    }
     OpBuilder pb(param);
     pb.setInsertionPointAfter(param);
     auto type = param.getTensorType();
+    // A tensor-parallel shard's state is sharded alike (its initial value,
+    // like the parameter's, has the full shape).
+    std::optional<ShardLayout> shard = getShardLayout(param);
+    auto initType = shard ? globalShardType(type, *shard) : type;
     auto state = ParamOp::create(pb, param.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
-                                 SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+                                 SplatElementsAttr::get(initType, pb.getZeroAttr(type.getElementType())));
     state->setAttr(kKindAttr, pb.getStringAttr("state"));
+    if (shard)
+      setShardLayout(state, *shard);
     stateNames.push_back(name);
     return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
   }
@@ -140,11 +160,13 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     return o.where(inWarmup, warmLr, decayed);
   }
 
-  LogicalResult build(ModuleOp module, func::FuncOp grad) {
+  LogicalResult build(ModuleOp module, func::FuncOp grad, StringRef name) {
     OpBuilder mb(grad);
     mb.setInsertionPointAfter(grad);
     auto fn = cast<func::FuncOp>(mb.clone(*grad));
-    fn.setSymName("train_step");
+    fn.setSymName(name);
+    for (StringRef attr : {"merak.update", "merak.norm_group", "merak.norm_skip"})
+      fn->removeAttr(attr);
     auto i64 = RankedTensorType::get({}, mb.getI64Type());
     if (failed(fn.insertArgument(fn.getNumArguments(), i64,
                                  mb.getDictionaryAttr(mb.getNamedAttr(
@@ -175,14 +197,29 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     }
 
     // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_).
-    Value sumSq = o.c(0.0);
+    // Tensor-parallel shards hold parts of their gradients: their squares
+    // are summed over "tp"; replicated gradients are counted once.
+    Value sumSq = o.c(0.0), shardSq;
+    auto normSkip = grad->getAttrOfType<ArrayAttr>("merak.norm_skip");
     for (auto &[param, g] : grads) {
+      if (normSkip && llvm::is_contained(normSkip.getValue(), param.getSymNameAttr()))
+        continue; // a tied copy whose norm another stage counts
       SmallVector<int64_t> all;
       for (int64_t d = 0; d < cast<RankedTensorType>(g.getType()).getRank(); ++d)
         all.push_back(d);
       Value sq = o.mul(g, g);
-      sumSq = o.add(sumSq, all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false));
+      Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
+      if (param->hasAttr(kShardAttr))
+        shardSq = shardSq ? o.add(shardSq, part) : part;
+      else
+        sumSq = o.add(sumSq, part);
     }
+    if (shardSq)
+      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{shardSq}, "tp", "sum")
+                               .getResult(0));
+    if (auto group = grad->getAttrOfType<StringAttr>("merak.norm_group"))
+      sumSq = AllReduceOp::create(b, o.loc, ValueRange{sumSq}, group.getValue(), "sum")
+                  .getResult(0);
     Value norm = o.sqrt(sumSq);
     Value coef;
     if (clipNorm > 0)

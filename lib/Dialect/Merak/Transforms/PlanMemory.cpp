@@ -46,10 +46,20 @@ static int64_t bufferBytes(Type type) {
                   kBufferAlignment);
 }
 
+bool mlir::merak::isViewOp(Operation *op) { return isa<ReshapeOp, TpIdentityOp>(op); }
+
+Value mlir::merak::viewRoot(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isViewOp(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
+
 FailureOr<PlannedBuffer> mlir::merak::getPlannedBuffer(Value value,
                                                        SymbolTableCollection &symbols) {
-  while (auto reshape = value.getDefiningOp<ReshapeOp>())
-    value = reshape.getInput();
+  value = viewRoot(value);
   if (auto arg = dyn_cast<BlockArgument>(value)) {
     auto fn = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
     if (auto off = fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr))
@@ -166,7 +176,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       fn.emitError("merak-plan-memory: the function must have a single block");
       return signalPassFailure();
     }
-    if (failed(checkTypes(fn)) || failed(planStorage(module, fn)) || failed(planArena(fn)))
+    if (failed(checkTypes(fn)) || failed(planStorage(module, {fn})) || failed(planArena(fn)))
       signalPassFailure();
   }
 
@@ -207,27 +217,34 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
 
   /// Parameter storage (declaration order, the zero-initialised ones last)
   /// and constant storage.
-  LogicalResult planStorage(ModuleOp module, func::FuncOp fn) {
+  LogicalResult planStorage(ModuleOp module, ArrayRef<func::FuncOp> fns) {
     Builder b(module.getContext());
+    // Three groups: initialised from the data as they are; tensor-parallel
+    // shards (the program copies its shard out of the full tensor in the
+    // data); zero-initialised.
+    auto group = [](ParamOp p) {
+      return startsAtZero(p) ? 2 : getShardLayout(p) ? 1 : 0;
+    };
     int64_t params = 0, initBytes = 0;
-    for (bool zeros : {false, true}) {
+    for (int g : {0, 1, 2}) {
       for (auto param : module.getOps<ParamOp>()) {
-        if (startsAtZero(param) != zeros)
+        if (group(param) != g)
           continue;
         if (failed(checkType(param.getLoc(), param.getType())))
           return failure();
         param->setAttr(kOffsetAttr, b.getI64IntegerAttr(params));
         params += bufferBytes(param.getType());
       }
-      if (!zeros)
+      if (g == 0)
         initBytes = params;
     }
     module->setAttr(kParamsInitBytesAttr, b.getI64IntegerAttr(initBytes));
     int64_t consts = 0;
-    fn.walk([&](ConstantOp c) {
-      c->setAttr(kOffsetAttr, b.getI64IntegerAttr(consts));
-      consts += bufferBytes(c.getType());
-    });
+    for (func::FuncOp fn : fns)
+      fn.walk([&](ConstantOp c) {
+        c->setAttr(kOffsetAttr, b.getI64IntegerAttr(consts));
+        consts += bufferBytes(c.getType());
+      });
     module->setAttr(kParamsBytesAttr, b.getI64IntegerAttr(params));
     module->setAttr(kConstsBytesAttr, b.getI64IntegerAttr(consts));
     return success();
@@ -242,11 +259,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     int64_t n = 0;
     for (Operation &op : block)
       index[&op] = n++;
-    auto rootOf = [](Value v) {
-      while (auto r = v.getDefiningOp<ReshapeOp>())
-        v = r.getInput();
-      return v;
-    };
+    auto rootOf = [](Value v) { return viewRoot(v); };
 
     // Last use of every alias group.
     DenseMap<Value, int64_t> lastUse;
@@ -320,7 +333,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       SmallVector<int64_t> offsets;
       bool any = false;
       for (Value r : op.getResults()) {
-        if (isa<ReshapeOp>(op) || !inArena(r)) {
+        if (isViewOp(&op) || !inArena(r)) {
           offsets.push_back(-1);
           continue;
         }
@@ -337,7 +350,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
           release(root);
       }
       for (Value r : op.getResults())
-        if (!isa<ReshapeOp>(op) && inArena(r) && !lastUse.count(r))
+        if (!isViewOp(&op) && inArena(r) && !lastUse.count(r))
           release(r);
     }
     fn->setAttr(kResultOffsetsAttr, b.getDenseI64ArrayAttr(resultOffsets));
@@ -346,3 +359,20 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
   }
 };
 } // namespace
+
+LogicalResult mlir::merak::planMemory(ModuleOp module, ArrayRef<func::FuncOp> fns) {
+  MerakPlanMemoryPass pass;
+  for (func::FuncOp fn : fns) {
+    if (!fn.getBody().hasOneBlock())
+      return fn.emitError("merak-plan-memory: the function must have a single block");
+    if (failed(pass.checkTypes(fn)))
+      return failure();
+  }
+  if (failed(pass.planStorage(module, fns)))
+    return failure();
+  for (func::FuncOp fn : fns)
+    if (failed(pass.planArena(fn)))
+      return failure();
+  return success();
+}
+

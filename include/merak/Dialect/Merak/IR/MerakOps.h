@@ -31,6 +31,25 @@ namespace mlir::merak {
 /// parameter, trainable when the training step writes it, frozen otherwise.
 constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 
+/// Discardable attribute on `merak.param` (set by merak-tensor-parallel, and
+/// copied to optimizer state): the parameter is sharded over the "tp" group.
+/// `{axis = A, parts = P, blocks = B}`: dimension A of the full tensor is
+/// viewed as [B, P, n / (B * P)] and tp rank r holds part r of every block
+/// (B = 1 for a plain split; B = 3 for a fused QKV weight). The param's type
+/// is the local shard's; its initial value keeps the full (global) tensor.
+constexpr llvm::StringLiteral kShardAttr = "merak.shard";
+
+/// The shard layout of kShardAttr.
+struct ShardLayout {
+  int64_t axis = 0, parts = 1, blocks = 1;
+};
+
+/// The layout on `op`, if it has a well-formed kShardAttr.
+std::optional<ShardLayout> getShardLayout(Operation *op);
+void setShardLayout(Operation *op, const ShardLayout &layout);
+/// `local` with dimension `axis` multiplied by `parts`: the full tensor's type.
+RankedTensorType globalShardType(RankedTensorType local, const ShardLayout &layout);
+
 /// Numpy broadcast of two static shapes; failure when incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);

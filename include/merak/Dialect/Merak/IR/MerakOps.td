@@ -715,4 +715,24 @@ def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
   let hasVerifier = 1;
 }
 
+def Merak_TpIdentityOp : Merak_Op<"tp_identity", [Pure, SameOperandsAndResultType]> {
+  let summary = "Megatron's f: identity forward, gradient summed over \"tp\" backward";
+  let description = [{
+    Marks the (replicated) input of a column-parallel block of tensor
+    parallelism. The forward is the identity (a view: it emits no code);
+    its derivative (VJP) sums the incoming gradient over the tensor-parallel
+    group (`merak.all_reduce ... group = "tp" reduction = "sum"`), because
+    every rank's column shard contributes a part of the input's gradient.
+    Its partner g is `merak.all_reduce` (tp, sum) on the output of the
+    row-parallel matmul, whose VJP is the identity.
+
+    ```mlir
+    %x1 = merak.tp_identity %x : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input);
+  let results = (outs Merak_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 #endif // MERAK_OPS_TD

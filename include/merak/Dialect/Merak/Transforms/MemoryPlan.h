@@ -9,6 +9,7 @@
 #ifndef MERAK_DIALECT_MERAK_TRANSFORMS_MEMORYPLAN_H
 #define MERAK_DIALECT_MERAK_TRANSFORMS_MEMORYPLAN_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Value.h"
@@ -45,6 +46,18 @@ struct PlannedBuffer {
 /// when the plan has no entry for it.
 FailureOr<PlannedBuffer> getPlannedBuffer(Value value,
                                           SymbolTableCollection &symbols);
+
+/// True for ops whose result is a view of their first operand and that emit
+/// no code: `merak.reshape` and `merak.tp_identity`.
+bool isViewOp(Operation *op);
+
+/// `value` with view ops (isViewOp) followed back to the buffer they alias.
+Value viewRoot(Value value);
+
+/// merak-plan-memory for several functions of one program (pipeline
+/// fragments): parameter storage once, the constants of all of them in one
+/// constant region, an arena plan per function (each from offset 0).
+LogicalResult planMemory(ModuleOp module, ArrayRef<func::FuncOp> fns);
 
 } // namespace mlir::merak
 

@@ -158,6 +158,56 @@ def MerakDataParallel : Pass<"merak-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Megatron-LM tensor parallelism, found by graph structure";
+  let description = [{
+    Shards the model function `entry` (the imported `@forward`, before
+    merak-attach-loss) over `tp` ranks with Megatron-LM's rule, recognising
+    the layers by the structure of the graph, not by parameter names:
+    - A *column-parallel* Linear is a `merak.matmul` of a replicated value by
+      a 2-D parameter read nowhere else, as PyTorch exports nn.Linear
+      (`transpose(get_param W) perm = [1, 0]`, W of shape [out, in]) or as a
+      Gemm-like `matmul(x, get_param W)` (W of shape [in, out]). Its output
+      features are split over the ranks; so are the parameters met
+      elementwise with its output (its bias). Its input passes through
+      `merak.tp_identity` (Megatron's f: the gradient is summed over "tp").
+    - The split propagates through elementwise ops (with broadcasting),
+      `reshape` (the split moves to the output dimension at the same flat
+      position: splitting [B, T, C] into heads [B, T, H, C/H] splits H),
+      `transpose`, `split`, `softmax` over another axis and batched
+      `matmul` over a split batch dimension (attention scores and context).
+    - A *row-parallel* Linear is a matmul of a value split on its
+      contraction dimension by a parameter weight: the weight is split along
+      its input features, and the matmul's output is summed over the ranks
+      by `merak.all_reduce` (group "tp", sum: Megatron's g) before its bias
+      (replicated) is added.
+    So an MLP `Linear -> activation -> Linear` becomes column -> row, and
+    attention becomes a column-parallel QKV projection with the heads split
+    (H/tp per rank), the score/softmax/context ops on local heads, and a
+    row-parallel output projection. A fused QKV projection (GPT-2's c_attn,
+    weight [3C, C]) whose output is split into three equal parts is split
+    block-wise (`blocks = 3`): each rank holds its heads' rows of q, k and v.
+    A Linear whose values reach anything else (a layer norm over the split
+    axis, the function's result such as an LM head, an embedding) stays
+    replicated, with every Linear its values met; embeddings, layer norms,
+    the LM head and the loss are replicated.
+
+    A sharded `merak.param` gets the local shard's type and a `merak.shard =
+    {axis, parts, blocks}` attribute (dimension `axis` viewed as [blocks,
+    parts, n / (blocks * parts)]; rank r holds part r of every block); its
+    initial value stays the full tensor, from which every rank takes its
+    shard at start-up. Errors: a split dimension (hidden size, heads, the
+    features of a Linear) that does not divide by `tp`, naming the op and the
+    sizes; and a model in which no such structure is found.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function to shard">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
   let summary = "Static memory plan: a liveness-based arena, parameter and constant storage";
   let description = [{
@@ -174,8 +224,11 @@ def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
       buffers. Returned values get their own slots, live to the end.
     - parameter storage: every `merak.param` (model parameters, optimizer
       state, hyper-parameters) in declaration order, those whose initial
-      value is all zeros last (`merak.params_init_bytes` is where they start:
-      the program zero-fills them rather than carry their bytes).
+      value is all zeros last (the program zero-fills them rather than carry
+      their bytes); tensor-parallel shards (`merak.shard`) that do not start
+      at zero sit between the two (each rank copies its shard out of the full
+      tensor carried in the data). `merak.params_init_bytes` is where the
+      parameters copied as they are end.
     - constants: every `merak.constant` of the entry function.
     Results: `merak.offsets` (one arena offset per result, -1 for results
     that live in parameter or constant storage) on ops, `merak.offset` on
@@ -215,6 +268,41 @@ def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
            "The planned function to lower">
   ];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
+def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
+  let summary = "Cuts @loss into pipeline stages and builds their fragments";
+  let description = [{
+    Partitions `@loss` (one micro-batch) into `pp` contiguous stages and
+    builds, per stage s, `@stage<s>_forward` (data inputs and the activations
+    crossing the previous cut -> the activations crossing the next cut, or
+    the loss), `@stage<s>_backward` (the same inputs plus the cotangents of
+    the outputs -> the cotangents of the input activations; it recomputes the
+    forward and adds the parameter gradients into zero-initialised state
+    params `pipeline.grad.<param>`) and `@stage<s>_grads` (the accumulated
+    gradients of the parameters the stage reads, averaged over "dp"; marked
+    `merak.update`, so merak-optimizer builds `@stage<s>_update` from it).
+    Ops computed from constants and parameters only are cloned into every
+    stage that needs them; the rest are cut in program order at "cut
+    points": where the fewest floating-point values, of the fewest bytes,
+    cross (every crossing value is forwarded explicitly, skip connections
+    and masks included). The cuts
+    balance estimated forward FLOPs (matmul 2MNK, others their elements)
+    unless `boundaries` lists pp-1 cut-point indices. A parameter read by
+    several stages (tied embeddings) is held by each; only its first holder
+    counts it in the gradient norm (`merak.norm_skip`). The choice is the
+    module attribute `merak.pipeline`.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Micro-batches per step (the backward seeds the loss with 1/microbatches)">,
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (gradients averaged)">,
+    ListOption<"boundaries", "boundaries", "int64_t",
+               "Cut-point indices ending stages 0..pp-2 (default: balanced)">,
+    ListOption<"frozen", "frozen", "std::string", "Globs of parameters that do not train">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
 #endif

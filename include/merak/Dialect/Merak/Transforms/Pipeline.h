@@ -1,0 +1,108 @@
+//===- Pipeline.h - Pipeline parallelism: stages and schedules --*- C++ -*-===//
+//
+// merak-pipeline (PipelinePartition.cpp) cuts @loss into stages and builds
+// each stage's fragments; this header names what it records on the IR and
+// holds the schedules (PipelineSchedule.cpp): the static per-stage
+// instruction lists the generated program's runtime interprets
+// (runtime/src/pipeline.cpp). See docs/architecture.md, "Pipeline".
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
+#define MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::merak {
+
+/// Module attribute written by merak-pipeline: {stages, microbatches,
+/// cut_points (number of candidate cuts), cuts (chosen candidate indices),
+/// costs (estimated forward FLOPs per stage)}.
+inline constexpr llvm::StringLiteral kPipelineAttr = "merak.pipeline";
+/// Function attribute of a fragment: {stage, kind = "forward" | "backward"}.
+inline constexpr llvm::StringLiteral kFragmentAttr = "merak.fragment";
+/// On a per-stage gradient function: the name of the update function
+/// merak-optimizer builds from it (instead of @loss_grad -> @train_step).
+inline constexpr llvm::StringLiteral kUpdateAttr = "merak.update";
+/// On such a function: the mesh axis whose ranks hold the other parts of
+/// the gradient norm (the sum of squares is all-reduced over it).
+inline constexpr llvm::StringLiteral kNormGroupAttr = "merak.norm_group";
+/// On such a function: parameters whose squared gradient another stage
+/// counts (tied copies), left out of this stage's part of the norm.
+inline constexpr llvm::StringLiteral kNormSkipAttr = "merak.norm_skip";
+/// Prefix of the gradient accumulators (state params zeroed every step).
+inline constexpr llvm::StringLiteral kGradAccumulatorPrefix = "pipeline.grad.";
+
+/// Estimated forward FLOPs of one op (matmul 2MNK, convolution 2 * output
+/// * reduction, views 0, everything else its elements).
+int64_t estimateOpFlops(Operation *op);
+
+/// Reverse-mode sweep over the ops of `body` (program order, terminator
+/// excluded), emitted at `b`'s insertion point with the same VJP rules as
+/// merak-autodiff: `seeds` are (value, cotangent) pairs; gradients flow to
+/// `sourceArgs` (block arguments; their gradients land in `argGrads`) and to
+/// the reads of parameters for which `trainable` holds (summed per
+/// parameter into `paramGrads`).
+LogicalResult buildReverseSweep(OpBuilder &b, Block &body,
+                                ArrayRef<std::pair<Value, Value>> seeds,
+                                ArrayRef<Value> sourceArgs,
+                                llvm::function_ref<bool(StringRef)> trainable,
+                                llvm::DenseMap<Value, Value> &argGrads,
+                                llvm::StringMap<Value> &paramGrads);
+
+//===----------------------------------------------------------------------===//
+// Schedules
+//===----------------------------------------------------------------------===//
+
+enum class PipelineScheduleKind { GPipe, OneFOneB };
+
+/// "gpipe" | "1f1b".
+FailureOr<PipelineScheduleKind> parsePipelineSchedule(StringRef name);
+StringRef pipelineScheduleName(PipelineScheduleKind kind);
+
+/// One instruction of a stage's program. Sends and receives are
+/// non-blocking: `recv-*` posts, `wait-*` completes it; `wait-sends` waits
+/// every send of the step. Activations go to stage s+1 and gradients to
+/// stage s-1 (tags: 2 * mb for activations, 2 * mb + 1 for gradients).
+struct PipelineInstr {
+  enum Kind {
+    RecvAct,
+    WaitAct,
+    Forward,
+    SendAct,
+    RecvGrad,
+    WaitGrad,
+    Backward,
+    SendGrad,
+    WaitSends,
+    Update
+  } kind;
+  int64_t mb = -1;
+};
+StringRef pipelineInstrName(PipelineInstr::Kind kind);
+
+/// The instruction lists of every stage (index = stage) for `microbatches`
+/// micro-batches: GPipe (all forwards, then all backwards) or 1F1B
+/// (warm-up forwards, one-forward-one-backward, cool-down backwards).
+/// Receives are posted one ahead of their wait; sends are waited before
+/// the update.
+SmallVector<SmallVector<PipelineInstr>>
+buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches);
+
+/// Prints "stage S order: F0 F1 B0 ..." and "stage S: <instructions>" for
+/// every stage.
+void printPipelineSchedule(PipelineScheduleKind kind, int64_t microbatches,
+                           ArrayRef<SmallVector<PipelineInstr>> program,
+                           llvm::raw_ostream &os);
+
+/// The stage assignment recorded by merak-pipeline, as comment lines: per
+/// stage its ops, estimated FLOPs, parameters and boundary values.
+void printPipelinePlan(ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace mlir::merak
+
+#endif

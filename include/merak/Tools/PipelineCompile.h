@@ -1,0 +1,30 @@
+//===- PipelineCompile.h - merak-compile's pipeline path --------*- C++ -*-===//
+#ifndef MERAK_TOOLS_PIPELINECOMPILE_H
+#define MERAK_TOOLS_PIPELINECOMPILE_H
+
+#include "merak/Tools/Registration.h"
+
+namespace mlir::merak {
+
+/// merak-compile --pp/--microbatches/--schedule/--stage-boundaries.
+struct PipelineCompileOptions {
+  int64_t pp = 1, microbatches = 1;
+  std::vector<int64_t> boundaries;
+  std::string schedule = "1f1b";
+};
+
+/// The training phase of a pipelined (or gradient-accumulating) program:
+/// merak-attach-loss, merak-pipeline, merak-optimizer (building every
+/// stage's update), canonicalize, CSE. Fails on bad optimizer options.
+LogicalResult buildPipelineTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
+                                            const PipelineCompileOptions &pipeline);
+
+/// Records the schedule on the module (read when the program is written).
+void setPipelineSchedule(ModuleOp module, StringRef schedule);
+
+/// --compile-to=schedule: every stage's instruction list.
+void printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace mlir::merak
+
+#endif

@@ -1,0 +1,642 @@
+//===- PipelinePartition.cpp - merak-pipeline -----------------------------===//
+//
+// Cuts @loss (the forward graph and the loss, for one micro-batch) into
+// `pp` contiguous stages and builds every stage's fragments (see Passes.td):
+//
+//  * Ops whose operands all come from constants and parameters ("static":
+//    parameter reads, their transposes, constant masks) belong to no stage;
+//    each stage clones the ones it needs. The other ("dynamic") ops are cut
+//    into contiguous ranges in program order.
+//  * The values crossing a cut are every dynamic value defined before it
+//    and used after it (skip connections and masks included, forwarded
+//    through intermediate stages). Candidate cuts are the positions where
+//    the fewest activations (floating-point values; masks and indices are
+//    forwarded but not counted) of the fewest bytes cross (for a
+//    transformer: only the residual stream); the partitioner picks pp-1 of them minimising the
+//    most expensive stage (estimated FLOPs), or takes --stage-boundaries.
+//  * Per stage s: @stage<s>_forward(data, acts) -> acts' (last: the loss);
+//    @stage<s>_backward(data, acts, cotangents of acts') -> cotangents of
+//    acts, which recomputes the forward from the stage's inputs and
+//    accumulates parameter gradients into `pipeline.grad.<param>` state;
+//    @stage<s>_grads() -> the accumulated gradients of the parameters the
+//    stage holds (dp-averaged), from which merak-optimizer builds
+//    @stage<s>_update. A parameter read by several stages (tied weights) is
+//    held by each; the runtime sums its accumulators over its holders before
+//    the update, and only the first holder counts it in the gradient norm.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKPIPELINE
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+static bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+static int64_t numElements(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.hasStaticShape() ? r.getNumElements() : 0;
+}
+
+static int64_t valueBytes(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
+}
+
+int64_t mlir::merak::estimateOpFlops(Operation *op) {
+  if (isa<ReshapeOp, ConstantOp, GetParamOp, SetParamOp>(op))
+    return 0;
+  if (auto m = dyn_cast<MatmulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+    int64_t k = lhs.getRank() ? lhs.getShape().back() : 1;
+    return 2 * numElements(m.getType()) * k;
+  }
+  if (auto c = dyn_cast<Conv2DOp>(op)) {
+    auto w = cast<RankedTensorType>(c.getWeight().getType());
+    return 2 * numElements(c.getType()) * (w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)));
+  }
+  int64_t n = 0;
+  for (Value v : op->getOperands())
+    n = std::max(n, numElements(v.getType()));
+  for (Value v : op->getResults())
+    n = std::max(n, numElements(v.getType()));
+  if (isa<LayerNormOp, SoftmaxOp, LogSoftmaxOp, CrossEntropyOp>(op))
+    return 5 * n;
+  return n;
+}
+
+LogicalResult mlir::merak::buildReverseSweep(OpBuilder &b, Block &body,
+                                             ArrayRef<std::pair<Value, Value>> seeds,
+                                             ArrayRef<Value> sourceArgs,
+                                             llvm::function_ref<bool(StringRef)> trainable,
+                                             llvm::DenseMap<Value, Value> &argGrads,
+                                             llvm::StringMap<Value> &paramGrads) {
+  // Values on a path from a source to a seed need gradients.
+  llvm::DenseSet<Value> fromSource(sourceArgs.begin(), sourceArgs.end()), toSeed;
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator()) {
+    ops.push_back(&op);
+    auto get = dyn_cast<GetParamOp>(op);
+    bool reached = (get && trainable(get.getName())) ||
+                   llvm::any_of(op.getOperands(), [&](Value v) { return fromSource.contains(v); });
+    if (reached)
+      for (Value r : op.getResults())
+        if (isFloatTensor(r))
+          fromSource.insert(r);
+  }
+  for (auto &seed : seeds)
+    toSeed.insert(seed.first);
+  for (Operation *op : llvm::reverse(ops))
+    if (llvm::any_of(op->getResults(), [&](Value r) { return toSeed.contains(r); }))
+      for (Value v : op->getOperands())
+        if (isFloatTensor(v))
+          toSeed.insert(v);
+  auto needed = [&](Value v) { return fromSource.contains(v) && toSeed.contains(v); };
+
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g) {
+    auto [it, inserted] = grads.try_emplace(v, g);
+    if (!inserted)
+      it->second = AddOp::create(b, g.getLoc(), it->second, g);
+  };
+  for (auto &[v, g] : seeds)
+    if (needed(v))
+      accumulate(v, g);
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      Value g = needed(r) ? grads.lookup(r) : Value();
+      resultGrads.push_back(g);
+      any |= (bool)g;
+    }
+    if (!any)
+      continue;
+    if (auto get = dyn_cast<GetParamOp>(op)) {
+      auto [it, inserted] = paramGrads.try_emplace(get.getName(), resultGrads[0]);
+      if (!inserted)
+        it->second = AddOp::create(b, get.getLoc(), it->second, resultGrads[0]);
+      continue;
+    }
+    if (!llvm::any_of(op->getOperands(), needed))
+      continue;
+    auto diff = dyn_cast<DifferentiableOpInterface>(op);
+    if (!diff)
+      return op->emitError("merak-pipeline: no derivative rule for '") << op->getName() << "'";
+    SmallVector<Value> operandGrads;
+    if (failed(diff.buildVJP(b, resultGrads, operandGrads)))
+      return failure();
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && needed(v))
+        accumulate(v, g);
+  }
+  for (Value a : sourceArgs)
+    if (Value g = grads.lookup(a))
+      argGrads[a] = g;
+  return success();
+}
+
+namespace {
+Value zerosLike(OpBuilder &b, Location loc, Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return ConstantOp::create(b, loc, SplatElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+}
+
+DictionaryAttr nameAttr(Builder &b, const Twine &name) {
+  return b.getDictionaryAttr(b.getNamedAttr("merak.name", b.getStringAttr(name)));
+}
+
+struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
+  using Base::Base;
+
+  SmallVector<llvm::GlobPattern> frozenGlobs;
+  bool isTrainable(StringRef name) const {
+    return !name.starts_with("optimizer.") && !name.starts_with(kGradAccumulatorPrefix) &&
+           !llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
+  }
+
+  // The analysed @loss.
+  func::FuncOp fn;
+  SmallVector<Operation *> dyn;               // dynamic ops, program order
+  llvm::DenseSet<Operation *> staticOps;      // ops cloned per stage
+  llvm::DenseMap<Value, int64_t> defIndex;    // dynamic value -> its op's index
+  llvm::DenseMap<Value, int64_t> lastUse;     // dynamic value -> last user index
+  SmallVector<Value> dynValues;               // definition order
+
+  /// The values crossing the cut before dynamic op k.
+  SmallVector<Value> crossing(int64_t k) {
+    SmallVector<Value> out;
+    for (Value v : dynValues)
+      if (defIndex[v] < k && lastUse.lookup(v) >= k)
+        out.push_back(v);
+    return out;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    fn = module.lookupSymbol<func::FuncOp>("loss");
+    if (!fn || !fn.getBody().hasOneBlock()) {
+      module.emitError("merak-pipeline: no single-block @loss (run merak-attach-loss)");
+      return signalPassFailure();
+    }
+    if (pp < 1 || microbatches < 1 || dp < 1) {
+      module.emitError("merak-pipeline: pp, microbatches and dp must be at least 1");
+      return signalPassFailure();
+    }
+    for (const std::string &pattern : frozen) {
+      auto glob = llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        module.emitError("merak-pipeline: bad frozen pattern '") << pattern << "'";
+        return signalPassFailure();
+      }
+      frozenGlobs.push_back(std::move(*glob));
+    }
+    if (failed(partition(module)))
+      signalPassFailure();
+  }
+
+  LogicalResult partition(ModuleOp module) {
+    Block &body = fn.getBody().front();
+    llvm::DenseSet<Value> staticValues;
+    for (Operation &op : body.without_terminator()) {
+      bool isStatic = op.getNumRegions() == 0 &&
+                      llvm::all_of(op.getOperands(), [&](Value v) { return staticValues.contains(v); });
+      if (isStatic) {
+        staticOps.insert(&op);
+        for (Value r : op.getResults())
+          staticValues.insert(r);
+        continue;
+      }
+      for (Value r : op.getResults()) {
+        defIndex[r] = dyn.size();
+        dynValues.push_back(r);
+      }
+      for (Value v : op.getOperands())
+        if (defIndex.count(v))
+          lastUse[v] = std::max<int64_t>(lastUse.lookup(v), dyn.size());
+      dyn.push_back(&op);
+    }
+    int64_t n = dyn.size();
+    Value loss = body.getTerminator()->getOperand(0);
+    if (!defIndex.count(loss))
+      return fn.emitError("merak-pipeline: the loss does not depend on the inputs");
+    lastUse[loss] = n;
+
+    // Candidate cuts: positions where the fewest floating-point values
+    // (activations) cross, and among those the fewest bytes of them; other
+    // crossing values (masks, indices) are forwarded but do not count.
+    SmallVector<std::pair<int64_t, int64_t>> cross(n + 1, {0, 0});
+    for (Value v : dynValues) {
+      if (!isFloatTensor(v))
+        continue;
+      int64_t d = defIndex[v], u = std::min<int64_t>(lastUse.lookup(v), n - 1);
+      for (int64_t k = d + 1; k <= u; ++k)
+        cross[k] = {cross[k].first + 1, cross[k].second + valueBytes(v)};
+    }
+    std::pair<int64_t, int64_t> best{INT64_MAX, INT64_MAX};
+    for (int64_t k = 1; k < n; ++k)
+      if (cross[k].first > 0)
+        best = std::min(best, cross[k]);
+    int64_t minBytes = best.second;
+    SmallVector<int64_t> candidates;
+    for (int64_t k = 1; k < n; ++k)
+      if (cross[k] == best)
+        candidates.push_back(k);
+
+    SmallVector<int64_t> prefix(n + 1, 0);
+    for (int64_t i = 0; i < n; ++i)
+      prefix[i + 1] = prefix[i] + estimateOpFlops(dyn[i]);
+    // Static ops count on the stages that use them; their cost is small.
+
+    SmallVector<int64_t> chosen; // candidate indices
+    if (!boundaries.empty()) {
+      if ((int64_t)boundaries.size() != pp - 1)
+        return fn.emitError("merak-pipeline: ")
+               << boundaries.size() << " stage boundaries given for " << (int64_t)pp
+               << " stages (expected " << pp - 1 << ")";
+      for (auto [i, c] : llvm::enumerate(boundaries)) {
+        if (c < 0 || c >= (int64_t)candidates.size())
+          return fn.emitError("merak-pipeline: stage boundary ")
+                 << c << " is not a cut point (the model has " << candidates.size()
+                 << ", numbered from 0)";
+        if (i > 0 && c <= boundaries[i - 1])
+          return fn.emitError("merak-pipeline: stage boundaries must increase");
+        chosen.push_back(c);
+      }
+    } else if ((int64_t)candidates.size() < pp - 1) {
+      return fn.emitError("merak-pipeline: the model has ")
+             << candidates.size() << " cut points (positions where only " << best.first
+             << " activation(s) of " << minBytes << " bytes cross), too few for " << (int64_t)pp
+             << " stages";
+    } else {
+      chosen = balance(candidates, prefix, n);
+    }
+
+    SmallVector<int64_t> bounds{0};
+    for (int64_t c : chosen)
+      bounds.push_back(candidates[c]);
+    bounds.push_back(n);
+
+    // Trainable parameters each stage reads (its copy to update).
+    SmallVector<llvm::SetVector<StringRef>> owned(pp);
+    for (int64_t s = 0; s < pp; ++s)
+      for (Operation *op : neededStatics(bounds[s], bounds[s + 1]))
+        if (auto get = dyn_cast<GetParamOp>(op); get && isTrainable(get.getName()))
+          owned[s].insert(get.getName());
+    // Parameters no stage reads still train (with zero gradients) on stage 0.
+    for (ParamOp p : module.getOps<ParamOp>())
+      if (isTrainable(p.getSymName()) &&
+          llvm::none_of(owned, [&](auto &o) { return o.contains(p.getSymName()); }))
+        owned[0].insert(p.getSymName());
+
+    OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+    SmallVector<Attribute> costs, owners;
+    for (int64_t s = 0; s < pp; ++s) {
+      if (failed(buildStage(module, mb, s, bounds[s], bounds[s + 1], owned)))
+        return failure();
+      costs.push_back(mb.getI64IntegerAttr(prefix[bounds[s + 1]] - prefix[bounds[s]]));
+      SmallVector<Attribute> names;
+      for (StringRef p : owned[s])
+        names.push_back(mb.getStringAttr(p));
+      owners.push_back(mb.getArrayAttr(names));
+    }
+    SmallVector<int64_t> chosen64(chosen.begin(), chosen.end());
+    module->setAttr(kPipelineAttr,
+                    mb.getDictionaryAttr({
+                        mb.getNamedAttr("stages", mb.getI64IntegerAttr(pp)),
+                        mb.getNamedAttr("microbatches", mb.getI64IntegerAttr(microbatches)),
+                        mb.getNamedAttr("cut_points", mb.getI64IntegerAttr(candidates.size())),
+                        mb.getNamedAttr("cuts", mb.getDenseI64ArrayAttr(chosen64)),
+                        mb.getNamedAttr("costs", mb.getArrayAttr(costs)),
+                        mb.getNamedAttr("owners", mb.getArrayAttr(owners)),
+                    }));
+    return success();
+  }
+
+  /// pp-1 candidate indices minimising the largest stage cost (dynamic
+  /// programming over the candidates; ties go to the earliest cuts).
+  SmallVector<int64_t> balance(ArrayRef<int64_t> candidates, ArrayRef<int64_t> prefix,
+                               int64_t n) {
+    // Positions: 0, the candidates, n. best[p][i]: the smallest maximum cost
+    // of p stages covering [0, pos[i]).
+    SmallVector<int64_t> pos{0};
+    pos.append(candidates.begin(), candidates.end());
+    pos.push_back(n);
+    int64_t k = pos.size();
+    const int64_t inf = INT64_MAX;
+    std::vector<std::vector<int64_t>> best(pp + 1, std::vector<int64_t>(k, inf)),
+        from(pp + 1, std::vector<int64_t>(k, -1));
+    best[0][0] = 0;
+    for (int64_t p = 1; p <= pp; ++p)
+      for (int64_t i = 1; i < k; ++i)
+        for (int64_t j = 0; j < i; ++j) {
+          if (best[p - 1][j] == inf)
+            continue;
+          int64_t c = std::max(best[p - 1][j], prefix[pos[i]] - prefix[pos[j]]);
+          if (c < best[p][i]) {
+            best[p][i] = c;
+            from[p][i] = j;
+          }
+        }
+    SmallVector<int64_t> cuts;
+    for (int64_t p = pp, i = k - 1; p > 1; --p) {
+      i = from[p][i];
+      cuts.push_back(i - 1); // candidate index of position i
+    }
+    std::reverse(cuts.begin(), cuts.end());
+    return cuts;
+  }
+
+  /// The static ops the dynamic ops [lo, hi) need, in program order.
+  SmallVector<Operation *> neededStatics(int64_t lo, int64_t hi) {
+    llvm::DenseSet<Operation *> need;
+    SmallVector<Operation *> work;
+    auto use = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (def && staticOps.contains(def) && need.insert(def).second)
+        work.push_back(def);
+    };
+    for (int64_t i = lo; i < hi; ++i)
+      for (Value v : dyn[i]->getOperands())
+        use(v);
+    if (hi == (int64_t)dyn.size())
+      for (Value v : fn.getBody().front().getTerminator()->getOperands())
+        use(v);
+    while (!work.empty())
+      for (Value v : work.pop_back_val()->getOperands())
+        use(v);
+    SmallVector<Operation *> out;
+    for (Operation &op : fn.getBody().front())
+      if (need.contains(&op))
+        out.push_back(&op);
+    return out;
+  }
+
+  /// Whether a crossing value carries a gradient back (float and computed
+  /// from a trainable parameter).
+  bool needsGrad(Value v) {
+    if (!isFloatTensor(v))
+      return false;
+    if (!gradAnalysed) {
+      gradAnalysed = true;
+      for (Operation &op : fn.getBody().front().without_terminator()) {
+        auto get = dyn_cast<GetParamOp>(op);
+        bool reached = (get && isTrainable(get.getName())) ||
+                       llvm::any_of(op.getOperands(), [&](Value x) { return gradCache.contains(x); });
+        if (reached)
+          for (Value r : op.getResults())
+            if (isFloatTensor(r))
+              gradCache.insert(r);
+      }
+    }
+    return gradCache.contains(v);
+  }
+  llvm::DenseSet<Value> gradCache;
+  bool gradAnalysed = false;
+
+  ParamOp accumulator(ModuleOp module, StringRef param) {
+    std::string name = (kGradAccumulatorPrefix + param).str();
+    if (auto existing = module.lookupSymbol<ParamOp>(name))
+      return existing;
+    auto p = module.lookupSymbol<ParamOp>(param);
+    OpBuilder pb(p);
+    pb.setInsertionPointAfter(p);
+    auto type = p.getTensorType();
+    auto acc = ParamOp::create(pb, p.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                               SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+    acc->setAttr(kKindAttr, pb.getStringAttr("state"));
+    return acc;
+  }
+
+  LogicalResult buildStage(ModuleOp module, OpBuilder &mb, int64_t s, int64_t lo, int64_t hi,
+                           ArrayRef<llvm::SetVector<StringRef>> owned) {
+    MLIRContext *ctx = module.getContext();
+    Location loc = fn.getLoc();
+    bool last = s == pp - 1;
+    SmallVector<Value> liveIn = s ? crossing(lo) : SmallVector<Value>();
+    SmallVector<Value> liveOut = last ? SmallVector<Value>() : crossing(hi);
+    SmallVector<Operation *> statics = neededStatics(lo, hi);
+    llvm::SetVector<BlockArgument> dataArgs;
+    for (int64_t i = lo; i < hi; ++i)
+      for (Value v : dyn[i]->getOperands())
+        if (auto a = dyn_cast<BlockArgument>(v))
+          dataArgs.insert(a);
+    SmallVector<BlockArgument> data(dataArgs.begin(), dataArgs.end());
+    llvm::sort(data, [](BlockArgument a, BlockArgument b) { return a.getArgNumber() < b.getArgNumber(); });
+    Value loss = fn.getBody().front().getTerminator()->getOperand(0);
+
+    // Arguments shared by both fragments: data inputs, then activations.
+    SmallVector<Type> inTypes;
+    SmallVector<DictionaryAttr> inAttrs;
+    for (BlockArgument a : data) {
+      inTypes.push_back(a.getType());
+      inAttrs.push_back(fn.getArgAttrDict(a.getArgNumber()));
+    }
+    for (auto [i, v] : llvm::enumerate(liveIn)) {
+      inTypes.push_back(v.getType());
+      inAttrs.push_back(nameAttr(mb, "act:" + Twine(i)));
+    }
+    auto makeFn = [&](StringRef name, ArrayRef<Type> args, ArrayRef<Type> results,
+                      StringRef kind) {
+      auto f = func::FuncOp::create(mb, loc, name, FunctionType::get(ctx, args, results));
+      f.addEntryBlock();
+      f->setAttr(kFragmentAttr, mb.getDictionaryAttr({
+                                    mb.getNamedAttr("stage", mb.getI64IntegerAttr(s)),
+                                    mb.getNamedAttr("kind", mb.getStringAttr(kind)),
+                                }));
+      return f;
+    };
+    // Clones the stage's ops into `f` (arguments first as in inTypes).
+    auto cloneBody = [&](func::FuncOp f, IRMapping &map, OpBuilder &b) {
+      for (auto [i, a] : llvm::enumerate(data))
+        map.map(a, f.getArgument(i));
+      for (auto [i, v] : llvm::enumerate(liveIn))
+        map.map(v, f.getArgument(data.size() + i));
+      for (Operation *op : statics)
+        b.clone(*op, map);
+      for (int64_t i = lo; i < hi; ++i)
+        b.clone(*dyn[i], map);
+    };
+
+    // Forward.
+    SmallVector<Type> outTypes;
+    SmallVector<DictionaryAttr> outAttrs;
+    if (last) {
+      outTypes.push_back(loss.getType());
+      outAttrs.push_back(nameAttr(mb, "loss"));
+    }
+    for (auto [i, v] : llvm::enumerate(liveOut)) {
+      outTypes.push_back(v.getType());
+      outAttrs.push_back(nameAttr(mb, "act:" + Twine(i)));
+    }
+    std::string prefix = ("stage" + Twine(s) + "_").str();
+    func::FuncOp fwd = makeFn(prefix + "forward", inTypes, outTypes, "forward");
+    {
+      IRMapping map;
+      OpBuilder b = OpBuilder::atBlockEnd(&fwd.getBody().front());
+      cloneBody(fwd, map, b);
+      SmallVector<Value> results;
+      if (last)
+        results.push_back(map.lookup(loss));
+      for (Value v : liveOut)
+        results.push_back(map.lookup(v));
+      func::ReturnOp::create(b, loc, results);
+      fwd.setAllArgAttrs(inAttrs);
+      fwd.setAllResultAttrs(outAttrs);
+    }
+
+    // Backward: recompute, then the reverse sweep seeded by the output
+    // cotangents (the last stage: d loss = 1/microbatches, so the
+    // accumulated gradient is that of the mean over micro-batches).
+    SmallVector<Type> bwdTypes(inTypes);
+    SmallVector<DictionaryAttr> bwdAttrs(inAttrs);
+    SmallVector<int64_t> cotOut;
+    for (auto [i, v] : llvm::enumerate(liveOut))
+      if (needsGrad(v)) {
+        bwdTypes.push_back(v.getType());
+        bwdAttrs.push_back(nameAttr(mb, "cot:" + Twine(i)));
+        cotOut.push_back(i);
+      }
+    SmallVector<Type> cotInTypes;
+    SmallVector<DictionaryAttr> cotInAttrs;
+    SmallVector<int64_t> cotIn;
+    for (auto [i, v] : llvm::enumerate(liveIn))
+      if (needsGrad(v)) {
+        cotInTypes.push_back(v.getType());
+        cotInAttrs.push_back(nameAttr(mb, "cot:" + Twine(i)));
+        cotIn.push_back(i);
+      }
+    func::FuncOp bwd = makeFn(prefix + "backward", bwdTypes, cotInTypes, "backward");
+    {
+      IRMapping map;
+      OpBuilder b = OpBuilder::atBlockEnd(&bwd.getBody().front());
+      cloneBody(bwd, map, b);
+      SmallVector<std::pair<Value, Value>> seeds;
+      if (last) {
+        auto lt = cast<RankedTensorType>(loss.getType());
+        seeds.push_back({map.lookup(loss),
+                         ConstantOp::create(b, loc,
+                                            SplatElementsAttr::get(
+                                                lt, b.getFloatAttr(lt.getElementType(),
+                                                                   1.0 / (double)microbatches)))});
+      }
+      for (auto [j, i] : llvm::enumerate(cotOut))
+        seeds.push_back({map.lookup(liveOut[i]), bwd.getArgument(inTypes.size() + j)});
+      SmallVector<Value> sources;
+      for (int64_t i : cotIn)
+        sources.push_back(bwd.getArgument(data.size() + i));
+      llvm::DenseMap<Value, Value> argGrads;
+      llvm::StringMap<Value> paramGrads;
+      if (failed(buildReverseSweep(b, bwd.getBody().front(), seeds, sources,
+                                   [&](StringRef p) { return isTrainable(p); }, argGrads,
+                                   paramGrads)))
+        return failure();
+      // Accumulate, in parameter declaration order.
+      for (ParamOp p : module.getOps<ParamOp>()) {
+        Value g = paramGrads.lookup(p.getSymName());
+        if (!g)
+          continue;
+        auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p.getSymName()).getSymName());
+        Value old = GetParamOp::create(b, loc, g.getType(), acc);
+        SetParamOp::create(b, loc, acc, AddOp::create(b, loc, old, g));
+      }
+      SmallVector<Value> results;
+      for (Value a : sources) {
+        Value g = argGrads.lookup(a);
+        results.push_back(g ? g : zerosLike(b, loc, a.getType()));
+      }
+      func::ReturnOp::create(b, loc, results);
+      bwd.setAllArgAttrs(bwdAttrs);
+      bwd.setAllResultAttrs(cotInAttrs);
+    }
+
+    // Gradients of the stage's parameters, for merak-optimizer.
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    SmallVector<Value> grads;
+    SmallVector<DictionaryAttr> gradAttrs{nameAttr(mb, "loss")};
+    SmallVector<Type> gradTypes{lossType};
+    SmallVector<Attribute> skip;
+    auto g = func::FuncOp::create(mb, loc, prefix + "grads", FunctionType::get(ctx, {}, {}));
+    OpBuilder b = OpBuilder::atBlockEnd(g.addEntryBlock());
+    for (StringRef p : owned[s]) {
+      auto param = module.lookupSymbol<ParamOp>(p);
+      auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p).getSymName());
+      grads.push_back(GetParamOp::create(b, loc, param.getTensorType(), acc));
+      gradTypes.push_back(param.getTensorType());
+      gradAttrs.push_back(nameAttr(mb, "grad:" + p));
+      for (int64_t t = 0; t < s; ++t)
+        if (owned[t].contains(p)) {
+          skip.push_back(mb.getStringAttr(p));
+          break;
+        }
+    }
+    if (dp > 1 && !grads.empty()) {
+      auto ar = AllReduceOp::create(b, loc, grads, "dp", "mean");
+      grads.assign(ar.getResults().begin(), ar.getResults().end());
+    }
+    grads.insert(grads.begin(), zerosLike(b, loc, lossType));
+    func::ReturnOp::create(b, loc, grads);
+    g.setType(FunctionType::get(ctx, {}, gradTypes));
+    g.setAllResultAttrs(gradAttrs);
+    g->setAttr(kUpdateAttr, mb.getStringAttr(prefix + "update"));
+    if (pp > 1)
+      g->setAttr(kNormGroupAttr, mb.getStringAttr("pp"));
+    if (!skip.empty())
+      g->setAttr(kNormSkipAttr, mb.getArrayAttr(skip));
+    return success();
+  }
+};
+} // namespace
+
+void mlir::merak::printPipelinePlan(ModuleOp module, llvm::raw_ostream &os) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!plan)
+    return;
+  auto i64 = [&](StringRef k) { return plan.getAs<IntegerAttr>(k).getInt(); };
+  os << "// pipeline: " << i64("stages") << " stages, " << i64("microbatches")
+     << " micro-batches; " << i64("cut_points") << " cut points, chosen:";
+  for (int64_t c : plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef())
+    os << " " << c;
+  os << "\n";
+  auto costs = plan.getAs<ArrayAttr>("costs");
+  auto owners = plan.getAs<ArrayAttr>("owners");
+  for (int64_t s = 0; s < i64("stages"); ++s) {
+    auto fwd = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_forward").str());
+    if (!fwd)
+      continue;
+    int64_t ops = 0;
+    fwd.walk([&](Operation *op) { ops += !isa<func::FuncOp, func::ReturnOp>(op); });
+    os << "// stage " << s << ": " << ops << " ops, "
+       << cast<IntegerAttr>(costs[s]).getInt() << " FLOPs (estimated forward); params:";
+    for (Attribute p : cast<ArrayAttr>(owners[s]))
+      os << " " << cast<StringAttr>(p).getValue();
+    os << "\n//   inputs:";
+    for (auto [i, t] : llvm::enumerate(fwd.getArgumentTypes())) {
+      auto name = fwd.getArgAttrOfType<StringAttr>(i, "merak.name");
+      os << " " << (name ? name.getValue() : "?") << ":" << t;
+    }
+    os << "\n//   outputs:";
+    for (auto [i, t] : llvm::enumerate(fwd.getResultTypes())) {
+      auto name = fwd.getResultAttrOfType<StringAttr>(i, "merak.name");
+      os << " " << (name ? name.getValue() : "?") << ":" << t;
+    }
+    os << "\n";
+  }
+}

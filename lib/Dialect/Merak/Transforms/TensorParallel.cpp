@@ -1,0 +1,499 @@
+//===- TensorParallel.cpp - merak-tensor-parallel -------------------------===//
+//
+// Megatron-LM tensor parallelism found by graph structure (see Passes.td).
+//
+// A *seed* is a Linear whose input is replicated: `matmul(x, W^T)` with W a
+// parameter read only there (`transpose(get_param W) perm = [1, 0]`, PyTorch's
+// [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like). Splitting its
+// output features over the tp ranks makes its result *split*: a value whose
+// dimension `dim` is viewed as [blocks, tp, n / (blocks * tp)] and of which
+// rank r holds part r of every block. A forward walk in program order
+// propagates split values through ops that commute with the split
+// (elementwise with broadcasting, reshape, transpose, split, softmax, batched
+// matmul over a split batch dimension) and ends at a *row-parallel* Linear,
+// a matmul of a value split on its contraction dimension by a parameter
+// weight: that weight is split along its input features and the matmul's
+// output summed over tp (merak.all_reduce, Megatron's g). Replicated
+// parameters met elementwise with a split value (the biases of column
+// layers) are split alike. Seeds whose values reach anything else (a layer
+// norm over the split axis, the function's results, ...) are left
+// replicated, together with every seed their values met; the walk repeats
+// until it is consistent. A fused QKV projection gets blocks = 3 from the
+// `merak.split` of its output into three equal parts.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKTENSORPARALLEL
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+/// How a value is split over tp (see the file comment); `seed` is the
+/// column-parallel Linear it derives from (its union-find class is the
+/// tensor-parallel region).
+struct Split {
+  int64_t dim = 0, blocks = 1;
+  int seed = 0;
+};
+
+/// A weight read by one Linear only: the param, its get_param, and the
+/// transpose between them (null for the [in, out] form).
+struct Weight {
+  ParamOp param;
+  GetParamOp get;
+  TransposeOp transpose;
+  /// The param's dimension that is the Linear's output (resp. input)
+  /// feature dimension.
+  int64_t outAxis() const { return transpose ? 0 : 1; }
+  int64_t inAxis() const { return transpose ? 1 : 0; }
+};
+
+struct Seed {
+  MatmulOp matmul;
+  Weight weight;
+  int64_t blocks = 1;
+  bool alive = true;
+};
+
+struct ParamShard {
+  GetParamOp get;
+  int64_t axis, blocks;
+  int seed;
+};
+
+struct RowParallel {
+  MatmulOp matmul;
+  Weight weight;
+  int64_t blocks;
+  int seed;
+};
+
+/// One propagation over the function for the current seeds.
+struct Walk {
+  SmallVector<Seed> &seeds;
+  const llvm::StringMap<SmallVector<GetParamOp>> &getters;
+  DenseMap<Value, Split> split;
+  llvm::EquivalenceClasses<int> regions;
+  SmallVector<ParamShard> params;
+  SmallVector<RowParallel> rows;
+  SmallVector<MatmulOp> columns;
+  /// Regions that met an op they cannot pass, with the blocks a
+  /// `merak.split` of the seed's output asked for (0: none).
+  DenseMap<int, int64_t> failedRegions;
+
+  Walk(SmallVector<Seed> &seeds, const llvm::StringMap<SmallVector<GetParamOp>> &getters)
+      : seeds(seeds), getters(getters) {
+    for (unsigned i = 0; i < seeds.size(); ++i)
+      regions.insert(i);
+  }
+
+  int root(int seed) { return regions.getLeaderValue(seed); }
+
+  /// `v` read once, from a parameter read nowhere else (through a transpose
+  /// [1, 0] or directly).
+  std::optional<Weight> soleParam(Value v) {
+    Weight w;
+    if (!v.hasOneUse())
+      return std::nullopt;
+    if (auto t = v.getDefiningOp<TransposeOp>()) {
+      if (t.getPerm() != ArrayRef<int64_t>{1, 0})
+        return std::nullopt;
+      w.transpose = t;
+      v = t.getInput();
+      if (!v.hasOneUse())
+        return std::nullopt;
+    }
+    w.get = v.getDefiningOp<GetParamOp>();
+    if (!w.get)
+      return std::nullopt;
+    auto it = getters.find(w.get.getName());
+    if (it == getters.end() || it->second.size() != 1)
+      return std::nullopt;
+    w.param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(w.get, w.get.getNameAttr());
+    if (!w.param || !isa<FloatType>(w.param.getTensorType().getElementType()))
+      return std::nullopt;
+    return w;
+  }
+
+  void setResults(Operation *op, Split s) {
+    for (Value r : op->getResults())
+      split[r] = s;
+  }
+
+  /// Elementwise with numpy broadcasting: every operand is split like the
+  /// result, broadcast along the split dimension, or a parameter read only
+  /// here (split alike).
+  LogicalResult elementwise(Operation *op, int seed) {
+    int64_t rank = tensorOf(op->getResult(0)).getRank(), dim = -1, blocks = 1;
+    for (Value v : op->getOperands())
+      if (auto it = split.find(v); it != split.end()) {
+        dim = it->second.dim + rank - tensorOf(v).getRank();
+        blocks = it->second.blocks;
+        break;
+      }
+    SmallVector<ParamShard> newParams;
+    for (Value v : op->getOperands()) {
+      auto t = tensorOf(v);
+      int64_t j = dim - (rank - t.getRank());
+      auto it = split.find(v);
+      if (j < 0 || t.getDimSize(j) == 1) {
+        if (it != split.end())
+          return failure();
+        continue;
+      }
+      if (it != split.end()) {
+        if (it->second.dim != j || it->second.blocks != blocks)
+          return failure();
+        continue;
+      }
+      auto get = v.getDefiningOp<GetParamOp>();
+      if (!get || !v.hasOneUse() || !soleParam(v))
+        return failure();
+      newParams.push_back({get, j, blocks, seed});
+    }
+    params.append(newParams);
+    setResults(op, {dim, blocks, seed});
+    return success();
+  }
+
+  /// A reshape maps the split onto the output dimension holding the same
+  /// flat position (see the file comment); every rank keeps a contiguous
+  /// block of it.
+  LogicalResult reshape(ReshapeOp op, Split s) {
+    auto in = tensorOf(op.getInput()), out = tensorOf(op.getResult());
+    int64_t outer = product(in.getShape().take_front(s.dim)) * s.blocks;
+    int64_t pre = 1;
+    for (int64_t e = 0; e < out.getRank(); ++e) {
+      int64_t next = pre * out.getDimSize(e);
+      if (pre <= outer && outer < next) {
+        if (outer % pre != 0 || out.getDimSize(e) % (outer / pre) != 0)
+          return failure();
+        split[op.getResult()] = {e, outer / pre, s.seed};
+        return success();
+      }
+      pre = next;
+    }
+    return failure();
+  }
+
+  /// Rules of the ops a split value passes through (see the file comment).
+  LogicalResult propagate(Operation *op, Split s) {
+    if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
+      int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
+      if (axis < 0)
+        axis += tensorOf(op->getResult(0)).getRank();
+      if (axis == s.dim)
+        return failure();
+      setResults(op, s);
+      return success();
+    }
+    if (isa<CumSumOp>(op))
+      return failure();
+    if (isa<DropoutOp, CastOp>(op) ||
+        (op->getNumOperands() == 1 && op->hasTrait<OpTrait::SameOperandsAndResultType>())) {
+      setResults(op, s);
+      return success();
+    }
+    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, RemOp, EqOp, NeOp, LtOp, LeOp,
+            GtOp, GeOp, AndOp, OrOp, XorOp, WhereOp>(op))
+      return elementwise(op, s.seed);
+    if (auto r = dyn_cast<ReshapeOp>(op))
+      return reshape(r, s);
+    if (auto t = dyn_cast<TransposeOp>(op)) {
+      int64_t p = llvm::find(t.getPerm(), s.dim) - t.getPerm().begin();
+      split[t.getResult()] = {p, s.blocks, s.seed};
+      return success();
+    }
+    if (auto sp = dyn_cast<SplitOp>(op)) {
+      if ((int64_t)sp.getAxis() != s.dim) {
+        setResults(op, s);
+        return success();
+      }
+      int64_t k = sp.getSizes().size();
+      if (!llvm::all_equal(sp.getSizes()))
+        return failure();
+      if (s.blocks % k != 0) {
+        // A fused projection split into k equal parts: retry its seed with
+        // blocks = k so that every rank holds its share of each part.
+        if (s.blocks == 1)
+          failedRegions[root(s.seed)] = k;
+        return failure();
+      }
+      setResults(op, {s.dim, s.blocks / k, s.seed});
+      return success();
+    }
+    if (auto mm = dyn_cast<MatmulOp>(op))
+      return matmul(mm);
+    return failure();
+  }
+
+  LogicalResult matmul(MatmulOp mm) {
+    Value lhs = mm.getLhs(), rhs = mm.getRhs();
+    auto lt = tensorOf(lhs), rt = tensorOf(rhs);
+    int64_t rank = tensorOf(mm.getResult()).getRank();
+    auto ls = split.find(lhs), rs = split.find(rhs);
+    bool lSplit = ls != split.end(), rSplit = rs != split.end();
+    // Row-parallel: the contraction dimension is split.
+    if (lSplit && !rSplit && ls->second.dim == lt.getRank() - 1) {
+      std::optional<Weight> w = rt.getRank() == 2 ? soleParam(rhs) : std::nullopt;
+      if (!w)
+        return failure();
+      rows.push_back({mm, *w, ls->second.blocks, ls->second.seed});
+      return success();
+    }
+    // Batched over a split batch dimension (attention heads).
+    std::optional<Split> out;
+    for (auto [v, t, it, isSplit] :
+         {std::tuple(lhs, lt, ls, lSplit), std::tuple(rhs, rt, rs, rSplit)}) {
+      (void)v;
+      if (!isSplit)
+        continue;
+      if (it->second.dim >= t.getRank() - 2)
+        return failure();
+      Split s{it->second.dim + rank - t.getRank(), it->second.blocks, it->second.seed};
+      if (out && (out->dim != s.dim || out->blocks != s.blocks))
+        return failure();
+      out = s;
+    }
+    if (!out)
+      return failure();
+    for (auto [t, isSplit] : {std::pair(lt, lSplit), std::pair(rt, rSplit)}) {
+      int64_t j = out->dim - (rank - t.getRank());
+      if (!isSplit && j >= 0 && t.getDimSize(j) != 1)
+        return failure();
+    }
+    split[mm.getResult()] = *out;
+    return success();
+  }
+
+  void run(func::FuncOp fn) {
+    DenseMap<Operation *, int> seedOf;
+    for (auto [i, s] : llvm::enumerate(seeds))
+      if (s.alive)
+        seedOf[s.matmul] = i;
+    for (Operation &op : fn.getBody().front()) {
+      auto seedIt = seedOf.find(&op);
+      if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
+        Seed &s = seeds[seedIt->second];
+        split[s.matmul.getResult()] = {tensorOf(s.matmul.getResult()).getRank() - 1, s.blocks,
+                                       seedIt->second};
+        columns.push_back(s.matmul);
+        continue;
+      }
+      if (seedIt != seedOf.end())
+        seeds[seedIt->second].alive = false; // its input is split: row-parallel
+      std::optional<Split> first;
+      for (Value v : op.getOperands())
+        if (auto it = split.find(v); it != split.end()) {
+          if (!first)
+            first = it->second;
+          else
+            regions.unionSets(first->seed, it->second.seed);
+        }
+      if (!first)
+        continue;
+      if (failed(propagate(&op, *first)) && !failedRegions.count(root(first->seed)))
+        failedRegions[root(first->seed)] = 0;
+    }
+  }
+};
+
+struct MerakTensorParallelPass
+    : merak::impl::MerakTensorParallelBase<MerakTensorParallelPass> {
+  using Base::Base;
+
+  RankedTensorType local(RankedTensorType t, int64_t dim) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[dim] /= tp;
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  /// Splits `w`'s param along `axis` and retypes its reads.
+  void shardParam(ParamOp param, GetParamOp get, TransposeOp transpose, int64_t axis,
+                  int64_t blocks) {
+    auto type = local(param.getTensorType(), axis);
+    param.setTypeAttr(TypeAttr::get(type));
+    setShardLayout(param, {axis, tp, blocks});
+    get.getResult().setType(type);
+    if (transpose)
+      transpose.getResult().setType(local(tensorOf(transpose.getResult()), 1 - axis));
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError("merak-tensor-parallel: tp must be positive");
+      return signalPassFailure();
+    }
+    if (tp == 1)
+      return;
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn || !fn.getBody().hasOneBlock()) {
+      module.emitError("merak-tensor-parallel: no single-block function @") << entry;
+      return signalPassFailure();
+    }
+    llvm::StringMap<SmallVector<GetParamOp>> getters;
+    bool written = false;
+    module.walk([&](Operation *op) {
+      if (auto get = dyn_cast<GetParamOp>(op))
+        getters[get.getName()].push_back(get);
+      written |= isa<SetParamOp>(op);
+    });
+    if (written) {
+      module.emitError("merak-tensor-parallel: runs on the model before training "
+                       "(found merak.set_param)");
+      return signalPassFailure();
+    }
+
+    // Seeds: every Linear with a weight of its own.
+    SmallVector<Seed> seeds;
+    {
+      Walk probe(seeds, getters);
+      fn.walk([&](MatmulOp mm) {
+        if (tensorOf(mm.getRhs()).getRank() != 2 || tensorOf(mm.getLhs()).getRank() < 2)
+          return;
+        if (std::optional<Weight> w = probe.soleParam(mm.getRhs()))
+          seeds.push_back({mm, *w});
+      });
+    }
+
+    // Propagate until every surviving region is consistent.
+    std::unique_ptr<Walk> walk;
+    while (true) {
+      walk = std::make_unique<Walk>(seeds, getters);
+      walk->run(fn);
+      if (walk->failedRegions.empty())
+        break;
+      for (auto [region, blocks] : walk->failedRegions) {
+        SmallVector<int> members;
+        for (int m : walk->regions.members(region))
+          members.push_back(m);
+        if (blocks > 1 && members.size() == 1 && seeds[members[0]].blocks == 1) {
+          seeds[members[0]].blocks = blocks;
+          continue;
+        }
+        for (int m : members)
+          seeds[m].alive = false;
+      }
+    }
+    // A region without a row-parallel end would only add communication.
+    DenseMap<int, int> rowsOf;
+    for (RowParallel &r : walk->rows)
+      ++rowsOf[walk->root(r.seed)];
+    bool changed = false;
+    for (auto [i, s] : llvm::enumerate(seeds))
+      if (s.alive && !rowsOf.count(walk->root(i)))
+        s.alive = false, changed = true;
+    if (changed) {
+      walk = std::make_unique<Walk>(seeds, getters);
+      walk->run(fn);
+    }
+    if (walk->columns.empty()) {
+      fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
+          << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, or attention "
+          << "projections around a head split) whose intermediate values only pass "
+          << "through elementwise ops, reshapes, transposes, splits, softmax and "
+          << "batched matmuls";
+      return signalPassFailure();
+    }
+
+    // Sizes: every split dimension divides into blocks * tp parts.
+    bool ok = true;
+    auto name = [&](int seed) { return seeds[walk->root(seed)].weight.param.getSymName(); };
+    const int64_t parts = tp;
+    for (Operation &op : fn.getBody().front()) {
+      for (Value r : op.getResults()) {
+        auto it = walk->split.find(r);
+        if (!ok || it == walk->split.end())
+          continue;
+        int64_t n = tensorOf(r).getDimSize(it->second.dim), blocks = it->second.blocks;
+        if (n % (blocks * parts) == 0)
+          continue;
+        InFlightDiagnostic d = op.emitError("merak-tensor-parallel: dimension ")
+                               << it->second.dim << " of this result (size " << n;
+        if (blocks > 1)
+          d << " = " << blocks << " blocks of " << n / blocks;
+        d << (isa<ReshapeOp>(op) ? ", e.g. the attention heads" : "")
+          << ") does not divide by tp=" << parts
+          << (blocks > 1 ? " in each block" : "") << " (the tensor-parallel block of '"
+          << name(it->second.seed) << "')";
+        ok = false;
+      }
+    }
+    for (RowParallel &r : walk->rows) {
+      int64_t n = r.weight.param.getTensorType().getDimSize(r.weight.inAxis());
+      if (ok && n % (r.blocks * tp) != 0) {
+        r.matmul.emitError("merak-tensor-parallel: the input features of '")
+            << r.weight.param.getSymName() << "' (" << n << ") do not divide by tp=" << parts;
+        ok = false;
+      }
+    }
+    if (!ok)
+      return signalPassFailure();
+
+    // Rewrite: local types, sharded params, f and g.
+    for (Operation &op : fn.getBody().front()) {
+      for (Value r : op.getResults())
+        if (auto it = walk->split.find(r); it != walk->split.end())
+          r.setType(local(tensorOf(r), it->second.dim));
+      if (auto sp = dyn_cast<SplitOp>(op); sp && walk->split.count(sp.getInput()) &&
+                                            walk->split[sp.getInput()].dim == (int64_t)sp.getAxis()) {
+        SmallVector<int64_t> sizes;
+        for (int64_t s : sp.getSizes())
+          sizes.push_back(s / tp);
+        sp.setSizes(sizes);
+      }
+    }
+    OpBuilder b(&getContext());
+    DenseMap<Value, Value> fOf;
+    for (MatmulOp mm : walk->columns) {
+      Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
+      shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(),
+                 s.blocks);
+      Value x = mm.getLhs();
+      Value &f = fOf[x];
+      if (!f) {
+        if (Operation *def = x.getDefiningOp())
+          b.setInsertionPointAfter(def);
+        else
+          b.setInsertionPointToStart(&fn.getBody().front());
+        f = TpIdentityOp::create(b, mm.getLoc(), x);
+      }
+      mm.getLhsMutable().assign(f);
+    }
+    for (ParamShard &p : walk->params)
+      shardParam(SymbolTable::lookupNearestSymbolFrom<ParamOp>(p.get, p.get.getNameAttr()),
+                 p.get, TransposeOp(), p.axis, p.blocks);
+    for (RowParallel &r : walk->rows) {
+      shardParam(r.weight.param, r.weight.get, r.weight.transpose, r.weight.inAxis(),
+                 r.blocks);
+      b.setInsertionPointAfter(r.matmul);
+      auto g = AllReduceOp::create(b, r.matmul.getLoc(), ValueRange{r.matmul.getResult()},
+                                   "tp", "sum");
+      r.matmul.getResult().replaceAllUsesExcept(g.getResult(0), g);
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,454 @@
+//===- PipelineProgram.cpp - manifest, data and C++ of pipeline programs --===//
+//
+// Layout of the arena A of a pipeline program: [0, F) is shared by the
+// fragments (F = the largest fragment arena; a fragment's inputs and
+// outputs are only valid around its call), followed by the step's inputs
+// (the rank's whole batch of tokens and labels, all micro-batches, and the
+// step) and outputs (loss, grad_norm, lr), which the runtime reads and
+// writes as for a serial program. Activations and gradients that outlive a
+// fragment call (stashed stage inputs, messages) live in runtime buffers
+// per micro-batch, never in A.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Target/PipelineProgram.h"
+
+#include "merak/Conversion/MerakToEmitC.h"
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+
+static int64_t align64(int64_t n) {
+  return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+static int64_t tensorBytes(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return r.getNumElements() * storageElementBytes(r.getElementType());
+}
+
+static int64_t slotBytes(Type t) { return std::max(align64(tensorBytes(t)), kBufferAlignment); }
+
+static std::string dtypeName(Type t) {
+  Type e = isa<ShapedType>(t) ? cast<ShapedType>(t).getElementType() : t;
+  if (e.isF32())
+    return "F32";
+  if (e.isF64())
+    return "F64";
+  if (e.isInteger(64))
+    return "I64";
+  if (e.isInteger(32))
+    return "I32";
+  return "BOOL";
+}
+
+static json::Array shapeOf(Type t) {
+  json::Array a;
+  for (int64_t d : cast<RankedTensorType>(t).getShape())
+    a.push_back(d);
+  return a;
+}
+
+static DictionaryAttr planAttr(ModuleOp m) {
+  return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+}
+
+bool mlir::merak::isPipelineModule(ModuleOp module) { return (bool)planAttr(module); }
+
+FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp module) {
+  auto plan = planAttr(module);
+  if (!plan)
+    return module.emitError("not a pipeline module (run merak-pipeline)");
+  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  SmallVector<func::FuncOp> out;
+  for (int64_t s = 0; s < stages; ++s)
+    for (StringRef kind : {"forward", "backward", "update"}) {
+      std::string name = ("stage" + Twine(s) + "_" + kind).str();
+      auto fn = module.lookupSymbol<func::FuncOp>(name);
+      if (!fn)
+        return module.emitError("pipeline module without @") << name << " (run merak-optimizer)";
+      out.push_back(fn);
+    }
+  return out;
+}
+
+LogicalResult mlir::merak::planPipelineMemory(ModuleOp module, llvm::raw_ostream &os) {
+  FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
+  if (failed(frags) || failed(planMemory(module, *frags)))
+    return failure();
+  os << "merak-compile: memory plan: fragment arenas";
+  for (func::FuncOp f : *frags)
+    os << " " << f.getSymName() << "="
+       << f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  os << " bytes; parameters and state "
+     << module->getAttrOfType<IntegerAttr>(kParamsBytesAttr).getInt() << " bytes, constants "
+     << module->getAttrOfType<IntegerAttr>(kConstsBytesAttr).getInt() << " bytes\n";
+  return success();
+}
+
+/// Writes `attr` in storage layout, zero padded to `bytes`.
+static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t bytes,
+                                   llvm::raw_ostream &os) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  Type et = type.getElementType();
+  int64_t n = type.getNumElements(), eb = storageElementBytes(et);
+  std::string out;
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob || (int64_t)blob->getData().size() != n * eb)
+      return owner->emitError("the data of this tensor is missing or has the wrong size");
+    out.assign(blob->getData().data(), blob->getData().size());
+  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    if (et.isInteger(1)) {
+      for (bool v : dense.getValues<bool>())
+        out.push_back(v ? 1 : 0);
+    } else if (dense.isSplat()) {
+      ArrayRef<char> raw = dense.getRawData();
+      for (int64_t i = 0; i < n; ++i)
+        out.append(raw.data(), eb);
+    } else {
+      out.assign(dense.getRawData().data(), dense.getRawData().size());
+    }
+  } else {
+    return owner->emitError("unsupported kind of elements attribute");
+  }
+  if ((int64_t)out.size() != n * eb)
+    return owner->emitError("tensor data has the wrong size");
+  out.resize(bytes, '\0');
+  os << out;
+  return success();
+}
+
+namespace {
+/// Offsets of a cut's values inside its activation and gradient messages.
+struct Message {
+  llvm::DenseMap<int64_t, int64_t> offset; // value index -> byte offset
+  int64_t bytes = 0;
+  void add(int64_t index, Type t) {
+    offset[index] = bytes;
+    bytes += slotBytes(t);
+  }
+};
+
+/// "act:3" -> ("act", 3); anything else -> (name, -1).
+std::pair<StringRef, int64_t> splitName(StringRef name) {
+  auto [kind, idx] = name.split(':');
+  int64_t i = -1;
+  if (idx.empty() || idx.getAsInteger(10, i))
+    return {name, -1};
+  return {kind, i};
+}
+
+StringRef argName(func::FuncOp f, unsigned i) {
+  auto n = f.getArgAttrOfType<StringAttr>(i, "merak.name");
+  return n ? n.getValue() : "";
+}
+StringRef resultName(func::FuncOp f, unsigned i) {
+  auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
+  return n ? n.getValue() : "";
+}
+} // namespace
+
+LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const ProgramInfo &info,
+                                                    llvm::raw_ostream &manifestOs,
+                                                    llvm::raw_ostream &dataOs) {
+  DictionaryAttr plan = planAttr(module);
+  FailureOr<SmallVector<func::FuncOp>> fragsOr = pipelineFragments(module);
+  auto lossFn = module.lookupSymbol<func::FuncOp>("loss");
+  auto paramsBytes = module->getAttrOfType<IntegerAttr>(kParamsBytesAttr);
+  auto constsBytes = module->getAttrOfType<IntegerAttr>(kConstsBytesAttr);
+  auto initBytes = module->getAttrOfType<IntegerAttr>(kParamsInitBytesAttr);
+  if (failed(fragsOr) || !lossFn || !paramsBytes || !constsBytes || !initBytes)
+    return module.emitError("no planned pipeline program (run merak-plan-memory)");
+  SmallVector<func::FuncOp> frags = *fragsOr;
+  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
+  auto scheduleName = plan.getAs<StringAttr>("schedule");
+  FailureOr<PipelineScheduleKind> kind =
+      parsePipelineSchedule(scheduleName ? scheduleName.getValue() : "1f1b");
+  if (failed(kind))
+    return module.emitError("unknown pipeline schedule");
+
+  // Parameter data, then the constants of every fragment (plan order).
+  SmallVector<ParamOp> withData;
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() < initBytes.getInt())
+      withData.push_back(p);
+  llvm::sort(withData, [](ParamOp a, ParamOp b) {
+    return a->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() <
+           b->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+  });
+  int64_t written = 0;
+  for (ParamOp p : withData) {
+    if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
+      return p.emitError("parameter storage offsets are not contiguous");
+    if (failed(writeElements(p, p.getInitialValue(), slotBytes(p.getType()), dataOs)))
+      return failure();
+    written += slotBytes(p.getType());
+  }
+  if (written != initBytes.getInt())
+    return module.emitError("initialised parameter storage size differs from the plan");
+  int64_t constsOffset = written;
+  for (func::FuncOp f : frags) {
+    WalkResult r = f.walk([&](ConstantOp c) {
+      if (written != constsOffset + c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() ||
+          failed(writeElements(c, c.getValue(), slotBytes(c.getType()), dataOs)))
+        return WalkResult::interrupt();
+      written += slotBytes(c.getType());
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      return f.emitError("cannot lay out the constants");
+  }
+
+  // Parameters: trainable when an update writes them.
+  llvm::StringSet<> trained;
+  for (func::FuncOp f : frags)
+    f.walk([&](SetParamOp s) { trained.insert(s.getName()); });
+  json::Array params, accumulators;
+  json::Object hparams, defaults;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    std::string kindName;
+    if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
+      kindName = k.str();
+    else
+      kindName = trained.contains(p.getSymName()) ? "trainable" : "frozen";
+    auto type = p.getTensorType();
+    if (kindName == "hparam") {
+      StringRef key = p.getSymName();
+      key.consume_front("optimizer.hparams.");
+      hparams[key] = p.getSymName().str();
+      if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
+        defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
+    }
+    if (p.getSymName().starts_with(kGradAccumulatorPrefix))
+      accumulators.push_back(p.getSymName().str());
+    params.push_back(json::Object{{"name", p.getSymName().str()},
+                                  {"dtype", dtypeName(type)},
+                                  {"shape", shapeOf(type)},
+                                  {"offset", p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt()},
+                                  {"bytes", tensorBytes(type)},
+                                  {"kind", kindName}});
+  }
+
+  // The arena: fragments, then the step's inputs and outputs.
+  int64_t fragArena = 0;
+  for (func::FuncOp f : frags)
+    fragArena = std::max(fragArena, f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt());
+  int64_t top = align64(fragArena);
+  auto place = [&](int64_t bytes) {
+    int64_t off = top;
+    top += std::max(align64(bytes), kBufferAlignment);
+    return off;
+  };
+  json::Array inputs, outputs;
+  llvm::StringMap<std::pair<int64_t, int64_t>> dataSlot; // name -> (offset, mb bytes)
+  bool haveTokens = false;
+  for (BlockArgument arg : lossFn.getArguments()) {
+    auto name = lossFn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string n = name ? name.str() : "";
+    std::string role;
+    if (n == "labels")
+      role = "labels";
+    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
+      role = "tokens", haveTokens = true;
+    else
+      return lossFn.emitError("a pipeline program feeds only token ids and labels; input '")
+             << n << "' is neither";
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= m; // every micro-batch of the step
+    auto full = RankedTensorType::get(shape, type.getElementType());
+    int64_t off = place(tensorBytes(full));
+    dataSlot[n] = {off, tensorBytes(type)};
+    inputs.push_back(json::Object{{"name", n}, {"role", role}, {"dtype", dtypeName(type)},
+                                  {"shape", shapeOf(full)}, {"offset", off}});
+  }
+  auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
+  int64_t stepOff = place(8);
+  inputs.push_back(json::Object{{"name", "step"}, {"role", "step"}, {"dtype", "I64"},
+                                {"shape", json::Array{}}, {"offset", stepOff}});
+  func::FuncOp update0 = frags[2];
+  llvm::StringMap<int64_t> outSlot;
+  for (unsigned i = 0; i < update0.getNumResults(); ++i) {
+    Type t = update0.getResultTypes()[i];
+    std::string n = resultName(update0, i).str();
+    outSlot[n] = place(tensorBytes(t));
+    outputs.push_back(json::Object{{"name", n}, {"dtype", dtypeName(t)}, {"shape", shapeOf(t)},
+                                   {"offset", outSlot[n]}});
+  }
+  (void)i64;
+
+  // Messages of every cut c (between stage c and c + 1).
+  SmallVector<Message> act(stages), cot(stages);
+  for (int64_t c = 0; c + 1 < stages; ++c) {
+    func::FuncOp fwd = frags[3 * c], bwd = frags[3 * c + 1];
+    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
+      if (auto [k, idx] = splitName(resultName(fwd, i)); k == "act")
+        act[c].add(idx, fwd.getResultTypes()[i]);
+    for (unsigned i = 0; i < bwd.getNumArguments(); ++i)
+      if (auto [k, idx] = splitName(argName(bwd, i)); k == "cot")
+        cot[c].add(idx, bwd.getArgumentTypes()[i]);
+  }
+
+  json::Array fragments;
+  for (auto [k, f] : llvm::enumerate(frags)) {
+    int64_t s = k / 3;
+    auto argOffsets = [&](unsigned i) {
+      return f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
+    };
+    auto slots = f->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
+    json::Array args, results;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      Type t = f.getArgumentTypes()[i];
+      auto [kindName, idx] = splitName(argName(f, i));
+      json::Object a{{"offset", argOffsets(i)}, {"bytes", tensorBytes(t)}};
+      if (kindName == "act") {
+        a["source"] = "act";
+        a["msg_offset"] = act[s - 1].offset.lookup(idx);
+      } else if (kindName == "cot") {
+        a["source"] = "cot";
+        a["msg_offset"] = cot[s].offset.lookup(idx);
+      } else if (kindName == "step") {
+        a["source"] = "step";
+      } else if (dataSlot.count(kindName)) {
+        a["source"] = lossFn && kindName == "labels" ? "labels" : "tokens";
+      } else {
+        return f.emitError("fragment argument ") << i << " has no known source";
+      }
+      args.push_back(std::move(a));
+    }
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      Type t = f.getResultTypes()[i];
+      auto [kindName, idx] = splitName(resultName(f, i));
+      json::Object r{{"offset", slots[i]}, {"bytes", tensorBytes(t)}, {"dtype", dtypeName(t)}};
+      if (kindName == "act") {
+        r["dest"] = "act";
+        r["msg_offset"] = act[s].offset.lookup(idx);
+      } else if (kindName == "cot") {
+        r["dest"] = "cot";
+        r["msg_offset"] = cot[s - 1].offset.lookup(idx);
+      } else if (k % 3 == 0 && kindName == "loss") {
+        r["dest"] = "loss";
+      } else if (k % 3 == 2 && (kindName == "grad_norm" || kindName == "lr")) {
+        r["dest"] = kindName.str();
+        r["out_offset"] = outSlot.lookup(kindName);
+      } else {
+        r["dest"] = "none";
+      }
+      results.push_back(std::move(r));
+    }
+    fragments.push_back(json::Object{
+        {"name", f.getSymName().str()},
+        {"stage", s},
+        {"kind", k % 3 == 0 ? "forward" : k % 3 == 1 ? "backward" : "update"},
+        {"arena_bytes", f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt()},
+        {"args", std::move(args)},
+        {"results", std::move(results)}});
+  }
+
+  // Accumulators of parameters several stages hold, summed before updates.
+  auto owners = plan.getAs<ArrayAttr>("owners");
+  llvm::StringMap<SmallVector<int64_t>> holders;
+  SmallVector<std::string> order;
+  for (auto [s, names] : llvm::enumerate(owners))
+    for (Attribute n : cast<ArrayAttr>(names)) {
+      std::string acc = (kGradAccumulatorPrefix + cast<StringAttr>(n).getValue()).str();
+      if (!module.lookupSymbol(acc))
+        continue;
+      auto &h = holders[acc];
+      if (h.empty())
+        order.push_back(acc);
+      h.push_back(s);
+    }
+  json::Array shared;
+  for (const std::string &acc : order)
+    if (holders[acc].size() > 1) {
+      json::Array st;
+      for (int64_t s : holders[acc])
+        st.push_back(s);
+      shared.push_back(json::Object{{"name", acc}, {"stages", std::move(st)}});
+    }
+
+  json::Array stageInfo, programs;
+  auto program = buildPipelineSchedule(*kind, stages, m);
+  for (int64_t s = 0; s < stages; ++s) {
+    json::Array owned;
+    for (Attribute n : cast<ArrayAttr>(owners[s]))
+      owned.push_back(cast<StringAttr>(n).getValue().str());
+    stageInfo.push_back(json::Object{{"act_in_bytes", s ? act[s - 1].bytes : 0},
+                                     {"act_out_bytes", s + 1 < stages ? act[s].bytes : 0},
+                                     {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
+                                     {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
+                                     {"owned", std::move(owned)}});
+    json::Array instrs;
+    for (const PipelineInstr &i : program[s])
+      instrs.push_back(json::Array{pipelineInstrName(i.kind).str(), i.mb});
+    programs.push_back(std::move(instrs));
+  }
+
+  json::Array ops;
+  for (func::FuncOp f : frags)
+    for (std::string &n : kernelOpNames(f))
+      ops.push_back(std::move(n));
+  if (!info.optimizer.empty())
+    defaults["optimizer"] = info.optimizer;
+  json::Object pipeline{{"stages", stages},
+                        {"microbatches", m},
+                        {"schedule", pipelineScheduleName(*kind).str()},
+                        {"fragments", std::move(fragments)},
+                        {"stage_info", std::move(stageInfo)},
+                        {"accumulators", std::move(accumulators)},
+                        {"shared", std::move(shared)},
+                        {"programs", std::move(programs)}};
+  json::Object manifest{{"format", 1},
+                        {"entry", "pipeline"},
+                        {"model", info.model},
+                        {"arena_bytes", top},
+                        {"params_bytes", paramsBytes.getInt()},
+                        {"params_init_bytes", initBytes.getInt()},
+                        {"consts_offset", constsOffset},
+                        {"consts_bytes", constsBytes.getInt()},
+                        {"params", std::move(params)},
+                        {"inputs", std::move(inputs)},
+                        {"outputs", std::move(outputs)},
+                        {"hparams", std::move(hparams)},
+                        {"defaults", std::move(defaults)},
+                        {"ops", std::move(ops)},
+                        {"mesh", json::Object{{"pp", stages}, {"dp", info.dp}, {"tp", info.tp}}},
+                        {"pipeline", std::move(pipeline)}};
+  manifestOs << json::Value(std::move(manifest));
+  return success();
+}
+
+LogicalResult mlir::merak::emitPipelineProgramSource(ModuleOp module, const ProgramInfo &info,
+                                                     llvm::raw_ostream &os) {
+  FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
+  if (failed(frags))
+    return failure();
+  SmallVector<std::pair<func::FuncOp, std::string>> fns;
+  for (auto [k, f] : llvm::enumerate(*frags))
+    fns.push_back({f, "merak_fragment_" + std::to_string(k)});
+  int64_t n = fns.size();
+  if (failed(lowerToEmitC(module, fns)))
+    return failure();
+  os << "// Generated by merak-compile from " << info.model << " — do not edit.\n";
+  if (failed(emitc::translateToCpp(module, os)))
+    return failure();
+  os << "\n// The pipeline runtime calls fragments by index "
+        "(runtime/include/merak_rt/pipeline.h).\n"
+     << "extern \"C\" void merak_run_fragment(long long i, char *A, char *P, const char *C) {\n"
+     << "  switch (i) {\n";
+  for (int64_t k = 0; k < n; ++k)
+    os << "  case " << k << ": merak_fragment_" << k << "(A, P, C); return;\n";
+  os << "  }\n}\n"
+     << "extern \"C\" void merak_train_step(char *, char *, const char *) {}\n";
+  return success();
+}

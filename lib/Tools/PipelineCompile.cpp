@@ -1,0 +1,57 @@
+//===- PipelineCompile.cpp - merak-compile's pipeline path ----------------===//
+#include "merak/Tools/PipelineCompile.h"
+
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
+                                                         const TrainingOptions &training,
+                                                         const PipelineCompileOptions &pipeline) {
+  MerakAttachLossOptions loss;
+  loss.loss = training.loss;
+  loss.logits = training.logits;
+  loss.labels = training.labels;
+  pm.addPass(createMerakAttachLoss(loss));
+  MerakPipelineOptions cut;
+  cut.pp = pipeline.pp;
+  cut.microbatches = pipeline.microbatches;
+  cut.dp = training.dp;
+  cut.boundaries.assign(pipeline.boundaries.begin(), pipeline.boundaries.end());
+  cut.frozen.assign(training.frozen.begin(), training.frozen.end());
+  pm.addPass(createMerakPipeline(cut));
+  std::unique_ptr<Pass> opt = createMerakOptimizer();
+  if (failed(opt->initializeOptions(training.optimizer, [](const Twine &msg) {
+        llvm::errs() << "merak-compile: error: " << msg << "\n";
+        return failure();
+      })))
+    return failure();
+  pm.addPass(std::move(opt));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  return success();
+}
+
+void mlir::merak::setPipelineSchedule(ModuleOp module, StringRef schedule) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!plan)
+    return;
+  NamedAttrList attrs(plan);
+  attrs.set("schedule", StringAttr::get(module.getContext(), schedule));
+  module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
+}
+
+void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!plan)
+    return;
+  auto name = plan.getAs<StringAttr>("schedule");
+  PipelineScheduleKind kind =
+      parsePipelineSchedule(name ? name.getValue() : "1f1b").value_or(PipelineScheduleKind::OneFOneB);
+  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
+  printPipelineSchedule(kind, m, buildPipelineSchedule(kind, stages, m), os);
+}

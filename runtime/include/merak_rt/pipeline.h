@@ -1,0 +1,82 @@
+//===- pipeline.h - The pipeline interpreter of generated programs -*- C++ -*-===//
+//
+// A program compiled with --pp P and/or --microbatches M holds, instead of
+// one step function, fragments (stage s: forward 3s, backward 3s+1, update
+// 3s+2) reached through
+//
+//   extern "C" void merak_run_fragment(long long k, char *A, char *P,
+//                                      const char *C);
+//
+// and a manifest with a "pipeline" object:
+//   "stages", "microbatches", "schedule": "gpipe" | "1f1b",
+//   "fragments": [{"name", "stage", "kind", "arena_bytes",
+//       "args":    [{"source": "tokens"|"labels"|"act"|"cot"|"step",
+//                    "offset" (in A), "bytes", "msg_offset" (act/cot)}],
+//       "results": [{"dest": "act"|"cot"|"loss"|"grad_norm"|"lr"|"none",
+//                    "offset", "bytes", "dtype", "msg_offset" | "out_offset"}]}],
+//   "stage_info": [{"act_in_bytes", "act_out_bytes", "cot_in_bytes",
+//                   "cot_out_bytes", "owned": [param names]}],
+//   "accumulators": [names of the pipeline.grad.* state params],
+//   "shared": [{"name": accumulator, "stages": [holders]}],
+//   "programs": [[[instruction, micro-batch], ...] per stage]
+// (instructions: recv-act, wait-act, fwd, send-act, recv-grad, wait-grad,
+// bwd, send-grad, wait-sends, update; see
+// include/merak/Dialect/Merak/Transforms/Pipeline.h in the compiler).
+//
+// Every rank runs its stage's list (stage = its pp coordinate). A message
+// packs one micro-batch's values of one cut (activations forward, their
+// gradients backward), each 64-byte aligned; stage inputs are stashed per
+// micro-batch until that micro-batch's backward (which recomputes the
+// forward from them). Data inputs are the rows of micro-batch mb of the
+// step's batch in A. Gradient accumulators are zeroed before every step;
+// before the update, the accumulators of parameters several stages hold
+// (tied embeddings) are exchanged between the holders and summed in stage
+// order, so every copy gets bitwise the same gradient.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_PIPELINE_H
+#define MERAK_RT_PIPELINE_H
+
+#include "merak_rt/status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+extern "C" {
+/// Defined by pipeline programs only (weak here: serial programs lack it).
+__attribute__((weak)) void merak_run_fragment(long long k, char *A, char *P,
+                                              const char *C);
+}
+
+namespace merak::rt {
+class Comm;
+
+class PipelineRunner {
+public:
+  /// nullptr when the manifest has no "pipeline" object; an error when it
+  /// is malformed or the program lacks its fragments.
+  static Result<std::unique_ptr<PipelineRunner>>
+  create(std::string_view manifestJson, Comm *comm);
+  ~PipelineRunner();
+
+  /// One step: this stage's instruction list over all micro-batches, then
+  /// the update. Writes the outputs (loss: the mean over micro-batches and
+  /// data-parallel ranks, on every rank; grad_norm; lr) into A.
+  Status step(char *A, char *P, const char *C, int64_t step);
+
+  /// Called by every rank before a checkpoint: stage 0 receives the
+  /// parameters (and their optimizer state) that only later stages hold,
+  /// so that world rank 0's P holds the whole model.
+  Status gatherParams(char *P);
+
+  struct Impl;
+
+private:
+  explicit PipelineRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace merak::rt
+
+#endif // MERAK_RT_PIPELINE_H

@@ -1,0 +1,55 @@
+// RUN: %python %S/Inputs/gradcheck.py %s | FileCheck %s
+
+// Finite-difference checks of tensor parallelism's collectives in the
+// evaluator, where a process is a group of one rank: merak.all_reduce (tp,
+// sum; VJP: the identity) and merak.tp_identity (VJP: all_reduce over tp,
+// here the identity) must both have the identity's derivative.
+
+// CHECK: case 0: PASS
+// CHECK: case 1: PASS
+// CHECK: case 2: PASS
+// CHECK: gradcheck: all 3 cases passed
+
+merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
+func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
+  %x = merak.get_param @x : tensor<2x3xf64>
+  %s = merak.all_reduce %x group = "tp" reduction = "sum" : tensor<2x3xf64> -> tensor<2x3xf64>
+  %e = merak.exp %s : tensor<2x3xf64>
+  %m = merak.mul %e, %w : tensor<2x3xf64>, tensor<2x3xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// A bucket of two operands.
+merak.param @a : tensor<3xf64> = dense<[0.5, -1.0, 1.5]> : tensor<3xf64>
+merak.param @b : tensor<3xf64> = dense<[2.0, 0.25, -0.5]> : tensor<3xf64>
+func.func @forward(%w: tensor<3xf64>) -> tensor<f64> {
+  %a = merak.get_param @a : tensor<3xf64>
+  %b = merak.get_param @b : tensor<3xf64>
+  %ra, %rb = merak.all_reduce %a, %b group = "tp" reduction = "sum" : tensor<3xf64>, tensor<3xf64> -> tensor<3xf64>, tensor<3xf64>
+  %t = merak.tanh %ra : tensor<3xf64>
+  %u = merak.mul %t, %rb : tensor<3xf64>, tensor<3xf64>
+  %m = merak.mul %u, %w : tensor<3xf64>, tensor<3xf64>
+  %l = merak.reduce_sum %m axes = [0] : tensor<3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// Megatron's f in front of a matmul, read twice.
+merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
+merak.param @k : tensor<3x2xf64> = dense<[[0.3, -0.7], [1.1, 0.2], [-0.4, 0.9]]> : tensor<3x2xf64>
+func.func @forward(%w: tensor<2x2xf64>) -> tensor<f64> {
+  %x = merak.get_param @x : tensor<2x3xf64>
+  %k = merak.get_param @k : tensor<3x2xf64>
+  %f = merak.tp_identity %x : tensor<2x3xf64>
+  %y = merak.matmul %f, %k : tensor<2x3xf64>, tensor<3x2xf64> -> tensor<2x2xf64>
+  %s = merak.sin %f : tensor<2x3xf64>
+  %z = merak.matmul %s, %k : tensor<2x3xf64>, tensor<3x2xf64> -> tensor<2x2xf64>
+  %yz = merak.add %y, %z : tensor<2x2xf64>, tensor<2x2xf64>
+  %m = merak.mul %yz, %w : tensor<2x2xf64>, tensor<2x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}

@@ -1,0 +1,110 @@
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 | FileCheck %s
+
+// GPT-2 attention with a fused QKV projection (c_attn, weight [3C, C], C = 8,
+// 2 heads of 4): c_attn is column-parallel block-wise (blocks = 3: each rank
+// holds its head's rows of q, k and v), the split into q, k, v gives each
+// rank C/tp columns of each, the head reshapes, transposes, scores, causal
+// mask, softmax and context run on H/tp = 1 head, and c_proj is
+// row-parallel with the all-reduce before its bias.
+// CHECK-DAG: merak.param @c_attn.weight : tensor<12x8xf32> = dense<{{.*}}> : tensor<24x8xf32> {merak.shard = {axis = 0 : i64, blocks = 3 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @c_attn.bias : tensor<12xf32> = dense<{{.*}}> : tensor<24xf32> {merak.shard = {axis = 0 : i64, blocks = 3 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @c_proj.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @c_proj.bias : tensor<8xf32> = dense<{{.*}}> : tensor<8xf32>{{$}}
+// CHECK-DAG: merak.param @mask : tensor<1x1x4x4xf32> = dense<{{.*}}> : tensor<1x1x4x4xf32>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[F:.*]] = merak.tp_identity %{{.*}} : tensor<1x4x8xf32>
+// CHECK: %[[QKV:.*]] = merak.matmul %[[F]], %{{.*}} : tensor<1x4x8xf32>, tensor<8x12xf32> -> tensor<1x4x12xf32>
+// CHECK: merak.add %{{.*}}, %[[QKV]] : tensor<12xf32>, tensor<1x4x12xf32>
+// CHECK: merak.split %{{.*}} axis = 2 sizes = [4, 4, 4] : tensor<1x4x12xf32> -> tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<1x4x4xf32> to tensor<1x4x1x4xf32>
+// CHECK: merak.transpose %{{.*}} perm = [0, 2, 1, 3] : tensor<1x4x1x4xf32> to tensor<1x1x4x4xf32>
+// CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x1x4x4xf32>
+// CHECK: merak.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x1x4x4xi1>, tensor<f32>, tensor<1x1x4x4xf32>
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<1x1x4x4xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<1x4x1x4xf32> to tensor<1x4x4xf32>
+// CHECK: %[[O:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x4xf32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: %[[R:.*]] = merak.all_reduce %[[O]] group = "tp" reduction = "sum" : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: merak.add %{{.*}}, %[[R]] : tensor<8xf32>, tensor<1x4x8xf32>
+merak.param @c_attn.weight : tensor<24x8xf32> = dense<0.125> : tensor<24x8xf32>
+merak.param @c_attn.bias : tensor<24xf32> = dense<0.25> : tensor<24xf32>
+merak.param @c_proj.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @c_proj.bias : tensor<8xf32> = dense<0.25> : tensor<8xf32>
+merak.param @mask : tensor<1x1x4x4xf32> = dense<1.0> : tensor<1x1x4x4xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %scale = merak.constant dense<5.000000e-01> : tensor<f32>
+  %zero = merak.constant dense<0.000000e+00> : tensor<f32>
+  %wa = merak.get_param @c_attn.weight : tensor<24x8xf32>
+  %ba = merak.get_param @c_attn.bias : tensor<24xf32>
+  %wp = merak.get_param @c_proj.weight : tensor<8x8xf32>
+  %bp = merak.get_param @c_proj.bias : tensor<8xf32>
+  %mask = merak.get_param @mask : tensor<1x1x4x4xf32>
+  %ta = merak.transpose %wa perm = [1, 0] : tensor<24x8xf32> to tensor<8x24xf32>
+  %qkv0 = merak.matmul %x, %ta : tensor<1x4x8xf32>, tensor<8x24xf32> -> tensor<1x4x24xf32>
+  %qkv = merak.add %ba, %qkv0 : tensor<24xf32>, tensor<1x4x24xf32>
+  %s:3 = merak.split %qkv axis = 2 sizes = [8, 8, 8] : tensor<1x4x24xf32> -> tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>
+  %q0 = merak.reshape %s#0 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q = merak.transpose %q0 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %k0 = merak.reshape %s#1 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %kt = merak.transpose %k0 perm = [0, 2, 3, 1] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %v0 = merak.reshape %s#2 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %v = merak.transpose %v0 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %att0 = merak.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %att1 = merak.mul %att0, %scale : tensor<1x2x4x4xf32>, tensor<f32>
+  %cond = merak.eq %mask, %zero : tensor<1x1x4x4xf32>, tensor<f32>
+  %att2 = merak.where %cond, %ninf, %att1 : tensor<1x1x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>
+  %att = merak.softmax %att2 axis = 3 : tensor<1x2x4x4xf32>
+  %y0 = merak.matmul %att, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %y1 = merak.transpose %y0 perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
+  %y = merak.reshape %y1 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %tp = merak.transpose %wp perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o0 = merak.matmul %y, %tp : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %o = merak.add %bp, %o0 : tensor<8xf32>, tensor<1x4x8xf32>
+  return %o : tensor<1x4x8xf32>
+}
+
+// -----
+
+// Separate q, k and v Linears (BERT style): each is column-parallel, their
+// regions meet at the scores and share one f; the output projection is
+// row-parallel.
+// CHECK-DAG: merak.param @q.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @k.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @v.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = {{.*}} {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-1: merak.tp_identity
+// CHECK-NOT: merak.tp_identity
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<1x1x4x4xf32>
+// CHECK: merak.all_reduce
+// CHECK-NOT: merak.all_reduce
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @k.weight : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @v.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wk = merak.get_param @k.weight : tensor<8x8xf32>
+  %wv = merak.get_param @v.weight : tensor<8x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %tv = merak.transpose %wv perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q1 = merak.matmul %x, %tq : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %k1 = merak.matmul %x, %tk : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %v1 = merak.matmul %x, %tv : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %q2 = merak.reshape %q1 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q = merak.transpose %q2 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %k2 = merak.reshape %k1 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %kt = merak.transpose %k2 perm = [0, 2, 3, 1] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %v2 = merak.reshape %v1 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %v = merak.transpose %v2 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %c = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %c1 = merak.transpose %c perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
+  %c2 = merak.reshape %c1 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %c2, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  return %o : tensor<1x4x8xf32>
+}

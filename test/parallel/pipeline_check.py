@@ -1,0 +1,151 @@
+"""Pipeline-parallel (and gradient-accumulating) programs against the serial one.
+
+    /usr/bin/python3 test/parallel/pipeline_check.py --bin BUILD/bin --workdir DIR [CHECK...]
+
+A GPT-2-style decoder (4 heads; 4 layers, or 3 for the uneven checks;
+exported with a dynamic batch axis) is compiled serially and with --pp P
+--microbatches M [--schedule S] [--dp D], and each program trains 20 steps
+on the bundled corpus with --sampler sequential. A check named
+`<opt>-pp<P>-m<M>-<schedule>[-dp<D>][-l<layers>]` passes when the per-step
+losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW) relative of the
+serial program's, and the final checkpoint's parameters (gathered on world
+rank 0) within the same tolerance (param_rel_err of program_check.py).
+Ends with "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+import export_models as em  # noqa: E402
+from program_check import param_rel_err, read_safetensors  # noqa: E402
+
+STEPS = 20
+BATCH, SEQ, VOCAB = 4, 16, 97
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+OPTS = {
+    "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
+    "adamw": (["--optimizer", "adamw", "--opt", "lr=3e-3"], 1e-4),
+}
+CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp2-m4-1f1b",
+          "sgd-pp4-m4-gpipe", "sgd-pp4-m4-1f1b", "adamw-pp4-m4-gpipe", "adamw-pp4-m4-1f1b",
+          "sgd-pp1-m4-1f1b", "adamw-pp1-m4-1f1b", "adamw-pp2-m2-1f1b-dp2",
+          "sgd-pp2-m4-1f1b-l3", "adamw-pp2-m4-gpipe-l3"]
+
+
+def run(cmd, env=None, timeout=300):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=timeout)
+    if p.returncode:
+        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
+                                                  p.stdout.decode()[-3000:]))
+    return p.stdout.decode()
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
+        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+        self.data = os.path.join(work, "tokens.bin")
+        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        self.models, self.results = {}, {}
+
+    def model(self, layers):
+        if layers not in self.models:
+            torch.manual_seed(0)
+            model = em.GPT2(vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=layers,
+                            block_size=SEQ)
+            path = os.path.join(self.work, "model-l%d.onnx" % layers)
+            torch.onnx.export(model, (torch.zeros(BATCH, SEQ, dtype=torch.int64),), path,
+                              opset_version=17, input_names=["input_ids"],
+                              output_names=["logits"],
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False,
+                              dynamic_axes={"input_ids": {0: "batch"}})
+            self.models[layers] = path
+        return self.models[layers]
+
+    def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1):
+        """Per-step losses and the final checkpoint of one configuration."""
+        name = "%s-l%d-pp%d-m%d-%s-dp%d" % (opt, layers, pp, m, schedule, dp)
+        if name in self.results:
+            return self.results[name]
+        exe = os.path.join(self.work, "train-" + name)
+        cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
+               "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
+               "--frozen", "*.attn.bias", "-o", exe] + OPTS[opt][0]
+        if pp > 1 or m > 1:
+            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
+        if dp > 1:
+            cmd += ["--dp", str(dp)]
+        run(cmd)
+        metrics = os.path.join(self.work, name + ".jsonl")
+        ckpt = os.path.join(self.work, name + "-ckpt")
+        cmd = [exe, "--data", self.data, "--steps", str(STEPS), "--sampler", "sequential",
+               "--metrics", metrics, "--checkpoint-dir", ckpt]
+        if pp * dp > 1:
+            cmd = MPIRUN + ["-np", str(pp * dp)] + cmd
+        run(cmd, env=self.env)
+        with open(metrics) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        self.results[name] = (losses, read_safetensors(
+            os.path.join(ckpt, "step_%d.safetensors" % STEPS)))
+        return self.results[name]
+
+
+def check(env, name):
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-l(\d+))?", name)
+    if not m:
+        raise ValueError("unknown check " + name)
+    opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    dp, layers = int(m.group(5) or 1), int(m.group(6) or 4)
+    tol = OPTS[opt][1]
+    serial, serial_params = env.train(opt, layers)
+    got, params = env.train(opt, layers, pp, mb, schedule, dp)
+    if len(got) != STEPS:
+        return False, "%d metrics lines" % len(got)
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err, compared = 0.0, 0
+    for pname, want in serial_params.items():
+        if want.dtype.kind != "f" or pname.startswith("optimizer.hparams"):
+            continue
+        param_err = max(param_err, param_rel_err(pname, params[pname], want))
+        compared += 1
+    ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0] and compared > 0
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; %d parameters max rel err %.2e (tol %g)"
+                % (got[0], got[-1], loss_err, compared, param_err, tol))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("checks", nargs="*", default=CHECKS)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
+    passed = failed = 0
+    for name in args.checks:
+        try:
+            ok, msg = check(env, name)
+        except Exception as e:  # noqa: BLE001
+            ok, msg = False, str(e)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        sys.stdout.flush()
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
