@@ -10,6 +10,9 @@ on the bundled corpus with --sampler sequential. A check named
 losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW) relative of the
 serial program's, and the final checkpoint's parameters (gathered on world
 rank 0) within the same tolerance (param_rel_err of program_check.py).
+`resume-pp2`: 10 steps, then --resume to 20, give bitwise the losses of
+one 20-step run (the checkpoint gathers every stage's parameters and
+optimizer state on world rank 0; every rank resumes from it).
 Ends with "N passed, M failed".
 """
 import argparse
@@ -37,7 +40,7 @@ OPTS = {
 CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp2-m4-1f1b",
           "sgd-pp4-m4-gpipe", "sgd-pp4-m4-1f1b", "adamw-pp4-m4-gpipe", "adamw-pp4-m4-1f1b",
           "sgd-pp1-m4-1f1b", "adamw-pp1-m4-1f1b", "adamw-pp2-m2-1f1b-dp2",
-          "sgd-pp2-m4-1f1b-l3", "adamw-pp2-m4-gpipe-l3"]
+          "sgd-pp2-m4-1f1b-l3", "adamw-pp2-m4-gpipe-l3", "resume-pp2"]
 
 
 def run(cmd, env=None, timeout=300):
@@ -102,7 +105,23 @@ class Env:
         return self.results[name]
 
 
+def check_resume(env):
+    full, _ = env.train("adamw", 4, 2, 4, "1f1b")
+    exe = os.path.join(env.work, "train-adamw-l4-pp2-m4-1f1b-dp1")
+    metrics = os.path.join(env.work, "resume.jsonl")
+    ckpt = os.path.join(env.work, "resume-ckpt")
+    for steps, extra in ((10, []), (STEPS, ["--resume"])):
+        run(MPIRUN + ["-np", "2", exe, "--data", env.data, "--steps", str(steps), "--sampler",
+                      "sequential", "--metrics", metrics, "--checkpoint-dir", ckpt] + extra,
+            env=env.env)
+    with open(metrics) as f:
+        got = [json.loads(line)["loss"] for line in f]
+    return got == full, "%d steps, bitwise equal: %s" % (len(got), got == full)
+
+
 def check(env, name):
+    if name == "resume-pp2":
+        return check_resume(env)
     m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-l(\d+))?", name)
     if not m:
         raise ValueError("unknown check " + name)
