@@ -123,8 +123,7 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
         continue;
       if (producer.count(out) || defined.contains(out))
         return fail(nodeLoc(node), "value name '" + out +
-                                       "' is defined more than once"),
-               failure();
+                                       "' is defined more than once");
       producer[out] = i;
     }
   }
@@ -141,8 +140,7 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
         return fail(nodeLoc(node), "input '" + in + "' of node '" + node.name() +
                                        "' (" + node.op_type() +
                                        ") is not produced by any node, graph "
-                                       "input or initializer (dangling edge)"),
-               failure();
+                                       "input or initializer (dangling edge)");
       ++pending[i];
       users[it->second].push_back(i);
     }
@@ -164,14 +162,12 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
       if (pending[i])
         return fail(nodeLoc(graph.node(i)),
                     "the graph has a cycle through node '" + graph.node(i).name() +
-                        "' (" + graph.node(i).op_type() + ")"),
-               failure();
+                        "' (" + graph.node(i).op_type() + ")");
   }
   for (const auto &out : graph.output())
     if (!defined.contains(out.name()) && !producer.count(out.name()))
       return fail(fileLoc, "graph output '" + out.name() +
-                               "' is not produced by any node"),
-             failure();
+                               "' is not produced by any node");
   return order;
 }
 
@@ -208,14 +204,14 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     std::string domains;
     for (const auto &imp : model.opset_import())
       domains += (domains.empty() ? "" : ", ") + imp.domain();
-    return fail(fileLoc, "unsupported model: it imports no ai.onnx opset (only " +
+    return (void)fail(fileLoc, "unsupported model: it imports no ai.onnx opset (only " +
                              domains + ")"),
            nullptr;
   }
   // Ops are versioned individually (see OpRegistry): an op whose semantics
   // at this opset have no handler is reported as unsupported.
   if (opset > kMaxOpset)
-    return fail(fileLoc, "unsupported opset " + Twine(opset) +
+    return (void)fail(fileLoc, "unsupported opset " + Twine(opset) +
                              " (merak imports ai.onnx opsets up to " +
                              Twine(kMaxOpset) + ")"),
            nullptr;
@@ -243,7 +239,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       continue;
     Location loc = NameLoc::get(StringAttr::get(ctx, in.name()), fileLoc);
     if (!seenInputs.insert(in.name()).second)
-      return fail(loc, "duplicate graph input '" + in.name() + "'"), nullptr;
+      return (void)fail(loc, "duplicate graph input '" + in.name() + "'"), nullptr;
     if (auto c = options.constantInputs.find(in.name());
         c != options.constantInputs.end()) {
       Type declared = in.type().has_tensor_type()
@@ -257,7 +253,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       else
         ws << "a non-tensor";
       if (declared != c->second.getElementType())
-        return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+        return (void)fail(loc, "the value bound to graph input '" + in.name() + "' is " +
                              got + ", but the input's element type is " + want),
                nullptr;
       // Static dimensions the model declares must match the bound value.
@@ -268,26 +264,26 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         mismatch = tt.shape().dim(d).has_dim_value() &&
                    tt.shape().dim(d).dim_value() != vs[d];
       if (mismatch)
-        return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+        return (void)fail(loc, "the value bound to graph input '" + in.name() + "' is " +
                              got + ", which does not fit the input's declared shape"),
                nullptr;
       boundInputs.push_back({in.name(), c->second.getType()});
       continue;
     }
     if (!in.type().has_tensor_type())
-      return fail(loc, "graph input '" + in.name() +
+      return (void)fail(loc, "graph input '" + in.name() +
                            "' is not a tensor (unsupported input kind)"),
              nullptr;
     const auto &tt = in.type().tensor_type();
     Type et = convertDataType(ctx, tt.elem_type());
     if (!et)
-      return fail(loc, "graph input '" + in.name() + "' has unsupported dtype " +
+      return (void)fail(loc, "graph input '" + in.name() + "' has unsupported dtype " +
                            dataTypeName(tt.elem_type())),
              nullptr;
     SmallVector<int64_t> shape;
     auto bound = options.inputShapes.find(in.name());
     if (!tt.has_shape() && bound == options.inputShapes.end())
-      return fail(loc, "graph input '" + in.name() +
+      return (void)fail(loc, "graph input '" + in.name() +
                            "' has no shape; bind it with --input-shape " +
                            in.name() + "=D0xD1x..."),
              nullptr;
@@ -299,7 +295,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
           continue;
         }
         if (bound == options.inputShapes.end())
-          return fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
+          return (void)fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
                                Twine(d) +
                                (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
                                                     : std::string()) +
@@ -312,14 +308,14 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (bound != options.inputShapes.end()) {
       ArrayRef<int64_t> given = bound->second;
       if (tt.has_shape() && given.size() != shape.size())
-        return fail(loc, "--input-shape for '" + in.name() + "' has rank " +
+        return (void)fail(loc, "--input-shape for '" + in.name() + "' has rank " +
                              Twine(given.size()) + " but the input has rank " +
                              Twine(shape.size())),
                nullptr;
       for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
         if (shape[d] != ShapedType::kDynamic && shape[d] != given[d] &&
             !options.overrideStaticDims)
-          return fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
+          return (void)fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
                                Twine(d) + " = " + Twine(given[d]) +
                                " but the model fixes it to " + Twine(shape[d])),
                  nullptr;
@@ -327,7 +323,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     }
     auto n = checkedNumElements(shape);
     if (failed(n) || *n > kMaxElements)
-      return fail(loc, "graph input '" + in.name() +
+      return (void)fail(loc, "graph input '" + in.name() +
                            "' has absurd dimensions (element count overflows)"),
              nullptr;
     argTypes.push_back(RankedTensorType::get(shape, et));
@@ -335,12 +331,12 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   }
   for (const auto &kv : options.constantInputs)
     if (!seenInputs.contains(kv.getKey()))
-      return fail(fileLoc, "--bind-constant names '" + kv.getKey() +
+      return (void)fail(fileLoc, "--bind-constant names '" + kv.getKey() +
                                "', which is not a graph input"),
              nullptr;
   for (const auto &kv : options.inputShapes)
     if (!seenInputs.contains(kv.getKey()))
-      return fail(fileLoc, "--input-shape names '" + kv.getKey() +
+      return (void)fail(fileLoc, "--input-shape names '" + kv.getKey() +
                                "', which is not a graph input"),
              nullptr;
 
@@ -368,7 +364,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     std::string err;
     auto raw = decodeTensorRaw(ctx, init, baseDir, err);
     if (failed(raw))
-      return fail(loc, err), nullptr;
+      return (void)fail(loc, err), nullptr;
     RankedTensorType type = raw->type;
     if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1) {
       OpBuilder pb(ctx);
@@ -392,7 +388,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     Location loc = nodeLoc(*node);
     for (const auto &in : node->input())
       if (!in.empty() && !values.count(in))
-        return fail(loc, "input '" + in + "' of " + describeNode(*node) +
+        return (void)fail(loc, "input '" + in + "' of " + describeNode(*node) +
                              " has no value"),
                nullptr;
     if (failed(verifyNodeSchema(*node, loc)))
@@ -408,7 +404,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       return nullptr;
     for (const auto &out : node->output())
       if (!out.empty() && !values.count(out) && consumed.contains(out))
-        return fail(loc, "internal: node did not define output '" + out + "'"),
+        return (void)fail(loc, "internal: node did not define output '" + out + "'"),
                nullptr;
   }
 
@@ -417,7 +413,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   for (const auto &out : graph.output()) {
     Value v = values.lookup(out.name());
     if (!v)
-      return fail(fileLoc, "graph output '" + out.name() + "' has no value"), nullptr;
+      return (void)fail(fileLoc, "graph output '" + out.name() + "' has no value"), nullptr;
     // A declared static output type that disagrees with what the graph
     // computes means a malformed model (or an importer bug): say so.
     if (out.type().has_tensor_type()) {
@@ -435,7 +431,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         std::string got;
         llvm::raw_string_ostream os(got);
         os << vt;
-        return fail(fileLoc, "graph output '" + out.name() +
+        return (void)fail(fileLoc, "graph output '" + out.name() +
                                  "' is declared with another type or shape than "
                                  "the graph computes (" + got + ")"),
                nullptr;
