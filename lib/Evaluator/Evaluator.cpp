@@ -77,6 +77,18 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
           out.push_back(*t);
         return success();
       })
+      .Case<ReduceScatterOp, AllGatherOp, LocalShardOp>([&](auto o) -> LogicalResult {
+        // One process is a group of one rank: the identity when the op was
+        // built for one part; its other parts live on ranks it cannot run.
+        if (o.getParts() != 1)
+          return o.emitOpError("splits over ")
+                 << o.getParts()
+                 << " ranks; the reference evaluator runs one (compile with --dp 1 or "
+                    "without --zero to evaluate)";
+        for (const HostTensor *t : in)
+          out.push_back(*t);
+        return success();
+      })
       .Case<Conv2DBackwardDataOp>(
           [&](Conv2DBackwardDataOp o) { return evalConvBackwardData(o, in, out); })
       .Case<Conv2DBackwardFilterOp>(

@@ -207,6 +207,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     if (r.wasInterrupted())
       return f.emitError("cannot lay out the constants");
   }
+  if (written != constsOffset + constsBytes.getInt())
+    return module.emitError("constant storage size differs from the plan");
 
   // Parameters: trainable when an update writes them.
   llvm::StringSet<> trained;
@@ -230,12 +232,34 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     }
     if (p.getSymName().starts_with(kGradAccumulatorPrefix))
       accumulators.push_back(p.getSymName().str());
-    params.push_back(json::Object{{"name", p.getSymName().str()},
-                                  {"dtype", dtypeName(type)},
-                                  {"shape", shapeOf(type)},
-                                  {"offset", p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt()},
-                                  {"bytes", tensorBytes(type)},
-                                  {"kind", kindName}});
+    int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+    json::Object entry{{"name", p.getSymName().str()},
+                       {"dtype", dtypeName(type)},
+                       {"shape", shapeOf(type)},
+                       {"offset", off},
+                       {"bytes", tensorBytes(type)},
+                       {"kind", kindName}};
+    // Tensor-parallel shards, as in a serial program's manifest: the full
+    // initial tensor follows the constants and every rank copies its part.
+    if (std::optional<ShardLayout> shard = getShardLayout(p)) {
+      if (off < initBytes.getInt())
+        return p.emitError("a sharded parameter lies in the initialised storage");
+      entry["shard"] = json::Object{
+          {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
+      entry["global_shape"] = shapeOf(globalShardType(type, *shard));
+      auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
+      bool zeros = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+                   dense.getSplatValue<APFloat>().isPosZero();
+      if (!zeros) {
+        auto full = cast<RankedTensorType>(p.getInitialValue().getType());
+        entry["data_offset"] = written;
+        entry["data_bytes"] = tensorBytes(full);
+        if (failed(writeElements(p, p.getInitialValue(), slotBytes(full), dataOs)))
+          return failure();
+        written += slotBytes(full);
+      }
+    }
+    params.push_back(std::move(entry));
   }
 
   // The arena: fragments, then the step's inputs and outputs.

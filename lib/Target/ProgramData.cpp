@@ -157,6 +157,11 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       if (off < initBytes.getInt())
         return p.emitError("a sharded parameter lies in the initialised storage");
     }
+    if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
+      // ZeRO-1 state: this dp rank's part of the flattened, padded tensor.
+      entry["zero"] = json::Object{{"parts", zero->parts}};
+      entry["global_shape"] = json::Array(zero->shape);
+    }
     params.push_back(std::move(entry));
   }
   int64_t constsOffset = written;

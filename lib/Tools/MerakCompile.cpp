@@ -11,6 +11,7 @@
 #include "merak/Tools/Drivers.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/PipelineCompile.h"
+#include "merak/Tools/Report.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Target/PipelineProgram.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
@@ -120,6 +121,10 @@ struct CompileOptions {
       cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
                "--compile-to=pipeline), stage s ending at cut point s"),
       cl::CommaSeparated, cl::value_desc("I,J,..."), cl::cat(cat)};
+  cl::opt<int64_t> zero{"zero",
+                        cl::desc("ZeRO stage with --dp: 0 (default) or 1 (gradients reduce-scattered, "
+                                 "optimizer state sharded over dp, updated parameters all-gathered)"),
+                        cl::value_desc("0|1"), cl::init(0), cl::cat(cat)};
   cl::opt<double> bucketMb{"bucket-mb",
                            cl::desc("Gradient all-reduce bucket size in MB (default 25)"),
                            cl::init(25.0), cl::cat(cat)};
@@ -130,6 +135,14 @@ struct CompileOptions {
   cl::opt<bool> noCleanup{"no-cleanup",
                           cl::desc("Print the importer's raw output (skip folding/canonicalisation)"),
                           cl::init(false), cl::cat(cat)};
+  cl::opt<std::string> report{
+      "report", cl::ValueOptional, cl::value_desc("text|json"),
+      cl::desc("Print the parallel plan (mesh, per stage: ONNX nodes, parameters, memory, "
+               "FLOPs, collectives; tensor-parallel splits, data-parallel buckets); alone, "
+               "implies --compile-to=training; replaces the IR on stdout"),
+      cl::cat(cat)};
+  cl::opt<std::string> reportFile{"report-file", cl::desc("Write --report here (default stdout)"),
+                                  cl::value_desc("file"), cl::init("-"), cl::cat(cat)};
 };
 
 int fail(const Twine &msg) {
@@ -272,10 +285,15 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
   const bool pipelined = opts.pp > 1 || opts.microbatches > 1;
+  const bool report = opts.report.getNumOccurrences() || opts.reportFile.getNumOccurrences();
+  if (report && !opts.compileTo.getNumOccurrences())
+    opts.compileTo = Phase::Training;
+  if (report && opts.compileTo < Phase::Training)
+    return fail("--report needs --compile-to=training or a later phase");
+  if (opts.report != "" && opts.report != "text" && opts.report != "json")
+    return fail("--report=" + opts.report + ": expected text or json");
   if (opts.microbatches < 1)
     return fail("--microbatches must be at least 1");
-  if (pipelined && opts.tp > 1)
-    return fail("--pp/--microbatches with --tp is not implemented yet");
   if (pipelined && opts.compileTo < Phase::Training)
     return fail("--pp and --microbatches need --compile-to=training or a later phase");
   if (!pipelined && (opts.compileTo == Phase::Pipeline || opts.compileTo == Phase::Schedule))
@@ -291,6 +309,15 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return fail("--tp needs --compile-to=training or a later phase");
   if (!(opts.bucketMb > 0))
     return fail("--bucket-mb must be positive");
+  if (opts.zero != 0 && opts.zero != 1)
+    return fail("--zero " + Twine(opts.zero) + ": only stages 0 and 1 exist");
+  if (opts.zero && opts.compileTo < Phase::Training)
+    return fail("--zero needs --compile-to=training or a later phase");
+  if (opts.zero && pipelined)
+    return fail("--zero 1 with --pp/--microbatches is not supported yet (the pipeline's "
+                "per-stage updates average gradients with all-reduce)");
+  if (opts.zero && opts.tp > 1)
+    return fail("--zero 1 with --tp is not supported yet");
 
   auto importAndClean = [&](const ImportOptions &io) -> OwningOpRef<ModuleOp> {
     OwningOpRef<ModuleOp> m = importOnnxFile(opts.input, &ctx, io);
@@ -341,6 +368,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
     training.dp = opts.dp;
     training.tp = opts.tp;
+    training.zero = opts.zero;
     training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     training.optimizer = "optimizer=" + opts.optimizer;
     for (const std::string &kv : opts.optimizerOptions) {
@@ -363,7 +391,23 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     else
       reportTrainableParameters(*module, training, llvm::errs());
   }
+  // --report, after the last phase that changes the program; on stdout it
+  // replaces the IR.
+  auto printReport = [&]() -> std::optional<int> {
+    if (!report)
+      return std::nullopt;
+    ReportOptions ro{llvm::sys::path::filename(opts.input).str(), opts.dp, opts.tp, opts.pp,
+                     opts.microbatches, pipelined ? opts.schedule.getValue() : "",
+                     opts.optimizer, opts.report == "json"};
+    if (failed(writeCompileReport(*module, ro, opts.reportFile)))
+      return 1;
+    if (opts.reportFile == "-" && opts.output == "-" && opts.compileTo != Phase::Binary)
+      return 0;
+    return std::nullopt;
+  };
   if (opts.compileTo == Phase::Pipeline || opts.compileTo == Phase::Schedule) {
+    if (std::optional<int> rc = printReport())
+      return *rc;
     std::string err;
     auto out = openOutputFile(opts.output, &err);
     if (!out)
@@ -397,6 +441,8 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       return 1;
     reportMemoryPlan(*module, llvm::errs());
   }
+  if (std::optional<int> rc = printReport())
+    return *rc;
   if (opts.compileTo == Phase::Binary)
     return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output.getValue(),
                        opts.verbose);

@@ -11,6 +11,13 @@ using namespace mlir::merak;
 LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
                                                          const TrainingOptions &training,
                                                          const PipelineCompileOptions &pipeline) {
+  // Tensor parallelism rewrites @forward to local shapes first, so the
+  // stages hold shards and the tp collectives (differentiated per stage).
+  if (training.tp > 1) {
+    MerakTensorParallelOptions tensorParallel;
+    tensorParallel.tp = training.tp;
+    pm.addPass(createMerakTensorParallel(tensorParallel));
+  }
   MerakAttachLossOptions loss;
   loss.loss = training.loss;
   loss.logits = training.logits;

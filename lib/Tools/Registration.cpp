@@ -46,11 +46,14 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
   MerakDataParallelOptions dataParallel;
   dataParallel.dp = options.dp;
   dataParallel.bucketBytes = options.bucketBytes;
+  dataParallel.zero = options.zero;
   pm.addPass(createMerakDataParallel(dataParallel));
   // The optimizer's options come as the textual pass options, which gives
   // them one parser and one set of diagnostics with merak-opt.
   std::unique_ptr<Pass> opt = createMerakOptimizer();
-  if (failed(opt->initializeOptions(options.optimizer, [](const Twine &msg) {
+  std::string optimizerOptions =
+      "bucket-bytes=" + std::to_string(options.bucketBytes) + " " + options.optimizer;
+  if (failed(opt->initializeOptions(optimizerOptions, [](const Twine &msg) {
         llvm::errs() << "merak-compile: error: " << msg << "\n";
         return failure();
       })))
@@ -69,10 +72,16 @@ void merak::reportTrainableParameters(ModuleOp module, const TrainingOptions &op
   for (ParamOp param : module.getOps<ParamOp>())
     if (!param.getSymName().starts_with("optimizer."))
       ++total;
+  // (With ZeRO the gradients are parts: count the parameters' elements.)
   if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
-    for (Type t : grad.getResultTypes().drop_front()) {
+    for (unsigned i = 1; i < grad.getNumResults(); ++i) {
       ++trainable;
-      elements += cast<RankedTensorType>(t).getNumElements();
+      auto name = grad.getResultAttrOfType<StringAttr>(i, "merak.name");
+      ParamOp param = name && name.getValue().starts_with("grad:")
+                          ? module.lookupSymbol<ParamOp>(name.getValue().drop_front(5))
+                          : ParamOp();
+      elements += cast<RankedTensorType>(param ? param.getType() : grad.getResultTypes()[i])
+                      .getNumElements();
     }
   os << "merak-compile: " << trainable << " trainable parameters (" << elements
      << " elements), " << total - trainable << " frozen\n";

@@ -166,6 +166,33 @@ void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
   }
 }
 
+/// A param's ZeRO-1 "zero" {"parts"} and "global_shape" (see program.h).
+void parseZero(const Value &v, ManifestTensor &t, int64_t dp, const std::string &where) {
+  const Value *zero = v.get("zero");
+  if (!zero)
+    return;
+  expectKind(*zero, Value::Kind::Object, where + ": zero");
+  if (t.sharded())
+    fail(where + ": a param cannot have both \"shard\" and \"zero\"");
+  t.zeroParts = static_cast<int64_t>(
+      nonNegative(member(*zero, "parts", where + ": zero"), where + ": zero.parts"));
+  if (t.zeroParts != dp)
+    fail(where + ": zero.parts " + std::to_string(t.zeroParts) + " differs from mesh.dp " +
+         std::to_string(dp));
+  const Value &g = expectKind(member(v, "global_shape", where), Value::Kind::Array,
+                              where + ": global_shape");
+  uint64_t n = 1;
+  for (const Value &dim : g.array) {
+    t.globalShape.push_back(
+        static_cast<int64_t>(nonNegative(dim, where + ": global_shape dimension")));
+    n *= static_cast<uint64_t>(t.globalShape.back());
+  }
+  uint64_t part = (n + t.zeroParts - 1) / t.zeroParts;
+  if (t.shape.size() != 1 || static_cast<uint64_t>(t.shape[0]) != part)
+    fail(where + ": a ZeRO part of " + std::to_string(n) + " elements over " +
+         std::to_string(t.zeroParts) + " ranks must have shape [" + std::to_string(part) + "]");
+}
+
 Manifest parseRoot(const Value &root) {
   expectKind(root, Value::Kind::Object, "the manifest");
   Manifest m;
@@ -205,9 +232,10 @@ Manifest parseRoot(const Value &root) {
     m.params[i].kind =
         stringMember(root.get("params")->array[i], "kind", where);
     const std::string &k = m.params[i].kind;
-    if (k != "trainable" && k != "frozen" && k != "state" && k != "hparam")
+    if (k != "trainable" && k != "frozen" && k != "state" && k != "scratch" &&
+        k != "hparam")
       fail(where + ": unknown kind '" + k +
-           "' (expected trainable, frozen, state or hparam)");
+           "' (expected trainable, frozen, state, scratch or hparam)");
   }
 
   m.inputs = parseList(root, "inputs", m.arenaBytes, "arena_bytes");
@@ -233,9 +261,9 @@ Manifest parseRoot(const Value &root) {
       if (lab->shape != tok->shape || !isIndex(lab->dtype))
         fail("the labels input '" + lab->name +
              "' must be I64 or I32 with the tokens' shape");
-  } else if (const ManifestTensor *lab = m.inputWithRole("labels")) {
-    fail("the labels input '" + lab->name + "' has no tokens input");
   }
+  // Without tokens, labels are one of the arrays ./train reads from .npy
+  // files (array_data.h), like every other input.
   if (const ManifestTensor *step = m.inputWithRole("step"))
     if (step->elements != 1 || !isIndex(step->dtype))
       fail("the step input '" + step->name + "' must be an I64 or I32 scalar");
@@ -291,9 +319,12 @@ Manifest parseRoot(const Value &root) {
           fail(std::string("mesh.") + key + " must be in [1, 65536]");
       }
   }
-  for (size_t i = 0; i < m.params.size(); ++i)
+  for (size_t i = 0; i < m.params.size(); ++i) {
     parseShard(root.get("params")->array[i], m.params[i], m.meshTp,
                "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')");
+    parseZero(root.get("params")->array[i], m.params[i], m.meshDp,
+              "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')");
+  }
   if (const Value *d = root.get("defaults")) {
     expectKind(*d, Value::Kind::Object, "\"defaults\"");
     if (const Value *lr = d->get("lr")) {

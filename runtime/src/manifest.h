@@ -13,10 +13,12 @@
 //    known dtype, a shape of non-negative integers, and a non-negative offset
 //    with offset + bytes inside its region (P for params, A for inputs and
 //    outputs); a param's "bytes", when given, equals its shape's byte size;
-//  - param kinds are trainable | frozen | state | hparam; a "shard" has
+//  - param kinds are trainable | frozen | state | scratch | hparam; a "shard" has
 //    parts == mesh.tp, a "global_shape" equal to "shape" but for dimension
 //    axis (parts times larger, a multiple of blocks * parts), and
-//    "data_bytes" (when given) the global shape's byte size; input roles are
+//    "data_bytes" (when given) the global shape's byte size; a "zero" has
+//    parts == mesh.dp, a "global_shape" and the shape [ceil(N / parts)] (N
+//    the global shape's elements), and no "shard"; input roles are
 //    tokens | labels | step | other, each of the first three at most once;
 //  - tokens is a rank-2 [B, T] I64 or I32 tensor with B, T >= 1; labels has
 //    the tokens' shape and is I64 or I32; step is an I64 or I32 scalar;
@@ -52,7 +54,7 @@ struct ManifestTensor {
   uint64_t offset = 0;   ///< in P (params) or A (inputs, outputs)
   uint64_t bytes = 0;    ///< elementCount(shape) * dtypeSize(dtype)
   uint64_t elements = 0; ///< elementCount(shape)
-  std::string kind;      ///< params: trainable | frozen | state | hparam
+  std::string kind;      ///< params: trainable | frozen | state | scratch | hparam
   std::string role;      ///< inputs: tokens | labels | step | other
   /// Params sharded over tp ("shard"; shardParts == 0: replicated): dim
   /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
@@ -61,6 +63,11 @@ struct ManifestTensor {
   std::vector<int64_t> globalShape;
   uint64_t dataOffset = 0, dataBytes = 0;
   bool sharded() const { return shardParts > 0; }
+  /// ZeRO-1 optimizer state ("zero"; zeroParts == 0: whole): globalShape
+  /// flattened, zero-padded to zeroParts * shape[0] elements; dp rank r
+  /// holds elements [r * shape[0], (r + 1) * shape[0]).
+  int64_t zeroParts = 0;
+  bool zeroSharded() const { return zeroParts > 0; }
 };
 
 struct Manifest {

@@ -1,6 +1,7 @@
 //===- sharding.cpp - Tensor-parallel parameter shards --------------------===//
 #include "sharding.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace merak::rt {
@@ -75,6 +76,39 @@ Result<std::vector<std::vector<char>>> gatherShards(const Manifest &m, const cha
     full[i].resize(t.bytes * t.shardParts);
     for (int p = 0; p < t.shardParts; ++p)
       insertShard(t, p, parts.data() + p * t.bytes, full[i].data());
+  }
+  return full;
+}
+
+void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *local) {
+  uint64_t n = 1;
+  for (int64_t d : t.globalShape)
+    n *= static_cast<uint64_t>(d);
+  uint64_t es = dtypeSize(t.dtype), begin = static_cast<uint64_t>(part) * t.elements;
+  uint64_t count = begin >= n ? 0 : std::min(t.elements, n - begin);
+  std::memcpy(local, static_cast<const char *>(full) + begin * es, count * es);
+  std::memset(static_cast<char *>(local) + count * es, 0, (t.elements - count) * es);
+}
+
+Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const char *P,
+                                                       Comm &comm) {
+  std::vector<std::vector<char>> full(m.params.size());
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    const ManifestTensor &t = m.params[i];
+    if (!t.zeroSharded())
+      continue;
+    if (t.bytes % 4 != 0)
+      return Status::error("cannot gather '" + t.name + "': " + std::to_string(t.bytes) +
+                           " bytes is not a multiple of 4");
+    uint64_t n = 1;
+    for (int64_t d : t.globalShape)
+      n *= static_cast<uint64_t>(d);
+    full[i].resize(t.bytes * t.zeroParts);
+    Comm::Request r = comm.allGather(Axis::DP, P + t.offset, full[i].data(),
+                                     static_cast<int64_t>(t.bytes / 4), CommType::F32);
+    if (Status st = comm.wait(r, "gather of ZeRO optimizer state for a checkpoint"); !st.ok())
+      return st;
+    full[i].resize(n * dtypeSize(t.dtype)); // drop the padding
   }
   return full;
 }

@@ -34,6 +34,17 @@ void insertShard(const ManifestTensor &t, int part, const void *local, void *ful
 Result<std::vector<std::vector<char>>> gatherShards(const Manifest &m, const char *P,
                                                     Comm &comm);
 
+/// ZeRO-1 (a param with "zero"): copies dp rank `part`'s part of `full`
+/// (t.globalShape, flattened) to `local` (t.shape), zero-filling the padding
+/// past the full tensor's end.
+void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *local);
+
+/// The full tensors of every ZeRO-1 param in `m` (manifest order, empty
+/// vectors for the others), gathered over the dp group of this rank from
+/// each rank's P and cut to the global shape. Collective over the dp group.
+Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const char *P,
+                                                       Comm &comm);
+
 } // namespace merak::rt
 
 #endif // MERAK_RT_SRC_SHARDING_H

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "merak_rt/program.h"
 
+#include "merak_rt/array_data.h"
 #include "merak_rt/cli.h"
 #include "merak_rt/collectives.h"
 #include "merak_rt/comm.h"
@@ -28,6 +29,7 @@
 #include "manifest.h"
 #include "sharding.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -273,6 +275,8 @@ struct Program {
   const ManifestTensor *loss = nullptr, *gradNorm = nullptr, *lr = nullptr;
   std::vector<const ManifestTensor *> extraOutputs; // other float scalars
   int64_t batch = 0, seqLen = 0;
+  /// Inputs fed from .npy arrays when there are no token ids.
+  std::vector<const ManifestTensor *> arrayInputs;
 };
 
 Program loadProgram() {
@@ -295,14 +299,22 @@ Program loadProgram() {
                     " bytes, but the shards of '" + t.name + "' lie at " +
                     std::to_string(t.dataOffset) + " + " + std::to_string(t.dataBytes));
   p.tokens = m.inputWithRole("tokens");
-  if (!p.tokens)
-    internalError("the manifest has no input with role 'tokens'; ./train "
-                  "can only feed token batches");
+  // Without token ids (an MLP, a CNN), every input but the step comes from
+  // a directory of .npy arrays (array_data.h).
   for (const ManifestTensor &in : m.inputs)
-    if (in.role == "other")
+    if (!p.tokens && in.role != "step") {
+      if (in.shape.empty() ||
+          (!p.arrayInputs.empty() && in.shape[0] != p.arrayInputs[0]->shape[0]))
+        internalError("input '" + in.name + "' has no batch dimension shared "
+                      "with the other inputs");
+      p.arrayInputs.push_back(&in);
+    } else if (p.tokens && in.role == "other") {
       internalError("input '" + in.name +
-                    "' has role 'other'; ./train can only feed tokens, "
-                    "labels and the step");
+                    "' has role 'other' next to token ids; ./train can only "
+                    "feed tokens, labels and the step");
+    }
+  if (!p.tokens && p.arrayInputs.empty())
+    internalError("the manifest has no input to feed");
   p.labels = m.inputWithRole("labels");
   p.step = m.inputWithRole("step");
   p.loss = m.output("loss");
@@ -315,8 +327,13 @@ Program loadProgram() {
     if (!kStandard.count(out.name) && out.elements == 1 &&
         (out.dtype == DType::F32 || out.dtype == DType::F64))
       p.extraOutputs.push_back(&out);
-  p.batch = p.tokens->shape[0];
-  p.seqLen = p.tokens->shape[1];
+  if (p.tokens) {
+    p.batch = p.tokens->shape[0];
+    p.seqLen = p.tokens->shape[1];
+  } else {
+    p.batch = p.arrayInputs[0]->shape[0];
+    p.seqLen = 1; // "tokens" per second are samples per second
+  }
   return p;
 }
 
@@ -329,7 +346,9 @@ std::vector<TensorRef> checkpointTensors(const Manifest &m, const char *P,
   tensors.reserve(m.params.size());
   for (size_t i = 0; i < m.params.size(); ++i) {
     const ManifestTensor &t = m.params[i];
-    if (t.sharded())
+    if (t.kind == "scratch") // lives within a step (pipeline accumulators)
+      continue;
+    if (t.sharded() || t.zeroSharded())
       tensors.push_back({t.name, t.dtype, t.globalShape, full[i].data()});
     else
       tensors.push_back({t.name, t.dtype, t.shape, P + t.offset});
@@ -351,7 +370,7 @@ Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
 
 /// Restores P from dir/latest (every rank reads the full tensors and keeps
 /// its tensor-parallel shards); returns the number of completed steps.
-int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank) {
+int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank, int dpRank) {
   if (!hasCheckpoint(o.checkpointDir))
     die(kExitError, "--resume: no checkpoint to resume from in '" +
                         o.checkpointDir + "' (it has no 'latest' file)");
@@ -360,19 +379,27 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank) {
     die(kExitError, "--resume: " + loaded.message());
   const SafetensorsFile &file = loaded->file;
   for (const ManifestTensor &t : m.params) {
+    if (t.kind == "scratch")
+      continue;
     if (!file.find(t.name))
       die(kExitError, "--resume: checkpoint '" + file.path +
                           "' has no tensor '" + t.name +
                           "', which this program needs (" +
                           dtypeName(t.dtype) + " " + shapeString(t.shape) +
                           "); was it written by a different model?");
-    std::vector<char> full(t.sharded() ? t.bytes * t.shardParts : 0);
-    if (Status s = file.copyTensor(t.name, t.dtype, t.sharded() ? t.globalShape : t.shape,
-                                   t.sharded() ? full.data() : P + t.offset);
+    // Tensor-parallel shards and ZeRO parts: this rank's part of the full tensor.
+    bool part = t.sharded() || t.zeroSharded();
+    std::vector<char> full(t.sharded()     ? t.bytes * t.shardParts
+                           : t.zeroSharded() ? t.bytes * t.zeroParts
+                                             : 0);
+    if (Status s = file.copyTensor(t.name, t.dtype, part ? t.globalShape : t.shape,
+                                   part ? full.data() : P + t.offset);
         !s.ok())
       die(kExitError, "--resume: " + s.message());
     if (t.sharded())
       extractShard(t, tpRank, full.data(), P + t.offset);
+    else if (t.zeroSharded())
+      extractZeroPart(t, dpRank, full.data(), P + t.offset);
   }
   int64_t unknown = 0;
   std::string firstUnknown;
@@ -433,7 +460,12 @@ int run(int argc, char **argv) {
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
-  // Checkpoints gather tensor-parallel shards over world rank 0's tp group.
+  // Checkpoints gather ZeRO-1 optimizer state over world rank 0's dp group
+  // and tensor-parallel shards over its tp group.
+  const bool gathersZero =
+      comm && comm->coord().tp == 0 && comm->coord().pp == 0 &&
+      std::any_of(m.params.begin(), m.params.end(),
+                  [](const ManifestTensor &t) { return t.zeroSharded(); });
   const bool gathersShards = comm && m.meshTp > 1 && comm->coord().dp == 0 &&
                              comm->coord().pp == 0;
 
@@ -459,10 +491,28 @@ int run(int argc, char **argv) {
   }
 
   // --- data and memory ---------------------------------------------------------
-  Result<TokenDataset> dataset =
-      TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
-  if (!dataset.ok())
-    die(kExitError, dataset.message());
+  std::optional<ArrayDataset> arrays;
+  if (!program.tokens) {
+    if (pipeline)
+      die(kExitError, "array inputs (a model without token ids) do not run "
+                      "pipelined yet; compile without --pp/--microbatches");
+    std::vector<ArraySpec> specs;
+    for (const ManifestTensor *in : program.arrayInputs)
+      specs.push_back({in->name, in->dtype,
+                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end())});
+    Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    arrays.emplace(std::move(opened).value());
+  }
+  std::optional<TokenDataset> dataset;
+  if (program.tokens) {
+    Result<TokenDataset> opened =
+        TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    dataset.emplace(std::move(opened).value());
+  }
 
   Buffer arena = allocateAligned(m.arenaBytes, "arena");
   Buffer params = allocateAligned(m.paramsBytes, "parameter storage");
@@ -483,7 +533,7 @@ int run(int argc, char **argv) {
 
   int64_t start = 0;
   if (o.resume)
-    start = resume(m, o, P, tpRank);
+    start = resume(m, o, P, tpRank, static_cast<int>(dpRank));
   if (start > o.steps)
     die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir +
                         "' has completed " + std::to_string(start) +
@@ -567,14 +617,23 @@ int run(int argc, char **argv) {
     double stepUs = tracing ? trace->nowUs() : 0;
     Clock::time_point t0 = Clock::now();
 
-    if (Status st = dataset->fill(s, globalBatch, dpRank * program.batch,
-                                  (dpRank + 1) * program.batch, inputs.data(),
-                                  labels.data());
-        !st.ok())
-      stop("step " + std::to_string(s) + ": " + st.message());
-    writeIndices(A, *program.tokens, inputs.data(), rowTokens);
-    if (program.labels)
-      writeIndices(A, *program.labels, labels.data(), rowTokens);
+    if (arrays) {
+      for (size_t i = 0; i < program.arrayInputs.size(); ++i)
+        if (Status st = arrays->fill(i, s, globalBatch, dpRank * program.batch,
+                                     (dpRank + 1) * program.batch,
+                                     A + program.arrayInputs[i]->offset);
+            !st.ok())
+          stop("step " + std::to_string(s) + ": " + st.message());
+    } else {
+      if (Status st = dataset->fill(s, globalBatch, dpRank * program.batch,
+                                    (dpRank + 1) * program.batch, inputs.data(),
+                                    labels.data());
+          !st.ok())
+        stop("step " + std::to_string(s) + ": " + st.message());
+      writeIndices(A, *program.tokens, inputs.data(), rowTokens);
+      if (program.labels)
+        writeIndices(A, *program.labels, labels.data(), rowTokens);
+    }
     if (program.step)
       writeIndices(A, *program.step, &s, 1);
     if (tracing) {
@@ -636,6 +695,15 @@ int run(int argc, char **argv) {
     if (save && pipeline)
       if (Status st = pipeline->gatherParams(P); !st.ok())
         stop(st.message());
+    if (save && gathersZero) {
+      Result<std::vector<std::vector<char>>> gathered = gatherZeroParts(m, P, *comm);
+      if (!gathered.ok())
+        stop(gathered.message());
+      if (leader)
+        for (size_t i = 0; i < m.params.size(); ++i)
+          if (m.params[i].zeroSharded())
+            fullShards[i] = std::move(gathered.value()[i]);
+    }
     if (save && gathersShards) {
       Result<std::vector<std::vector<char>>> gathered = gatherShards(m, P, *comm);
       if (!gathered.ok())

@@ -3,7 +3,7 @@
 
 Usage: comm_test.py MPIRUN MERAK_COMM_TEST CHECK
 CHECK: layout | chunked | singleton | mismatch | dead_rank | timeout |
-       repeatability
+       repeatability | zero
 """
 import os
 import re
@@ -159,7 +159,17 @@ def check_repeatability():
             fail(f"np={np}: two runs differ:\n{outs[0]}\n{outs[1]}")
 
 
+def check_zero():
+    # ZeRO's bucketed reduce-scatter / all-gather / local shard, on groups of
+    # 1 (no communication), 2, 3 and 4 ranks.
+    for np in (1, 2, 3, 4):
+        out = expect_ok(["zero"], np=np)
+        if f"zero dp={np}: ok" not in out:
+            fail(f"np={np}: no 'ok' line")
+
+
 CHECKS = {
+    "zero": check_zero,
     "layout": check_layout,
     "chunked": check_chunked,
     "singleton": check_singleton,

@@ -7,10 +7,14 @@
 //   merak_comm_test hang              dp=3; rank 2 never joins an all-reduce
 //   merak_comm_test repeat            dp=world; hash of all-reduced random
 //                                     floats (printed by rank 0)
+//   merak_comm_test zero              dp=world; ZeRO's bucketed collectives
+//                                     (collectives.h: reduceScatterBucket,
+//                                     allGatherBucket, localShard)
 // Exit status 0 when every check passed; failures are printed per rank.
 //
 //===----------------------------------------------------------------------===//
 
+#include "merak_rt/collectives.h"
 #include "merak_rt/comm.h"
 
 #include <signal.h>
@@ -336,6 +340,69 @@ int runRepeat(int argc, char **argv) {
   return gFailures ? 1 : 0;
 }
 
+/// ZeRO's entry points on a bucket of two tensors of different part sizes
+/// (3 and 5 elements per rank). Values are small integers, so sums are exact.
+int runZero(int argc, char **argv) {
+  int n = 1;
+  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
+    n = std::atoi(s);
+  MeshShape mesh;
+  mesh.dp = n;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  Comm &c = **comm;
+  gRank = c.rank();
+  cpu::setCommunicator(&c);
+  const int64_t counts[2] = {3, 5};
+  // in[t][i] = rank * 100 + t * 10 + i (every rank holds n parts of each).
+  std::vector<float> in[2], out[2], gathered[2], local[2];
+  for (int t = 0; t < 2; ++t) {
+    for (int64_t i = 0; i < n * counts[t]; ++i)
+      in[t].push_back((float)(c.rank() * 100 + t * 10 + i));
+    out[t].assign(counts[t], -1.0f);
+    gathered[t].assign(n * counts[t], -1.0f);
+    local[t].assign(counts[t], -1.0f);
+  }
+  cpu::reduceScatterBucket(cpu::Group::DP, cpu::CollReduce::Sum, cpu::DT::F32, n,
+                           in[0].data(), out[0].data(), counts[0], in[1].data(),
+                           out[1].data(), counts[1]);
+  int rankSum = n * (n - 1) / 2;
+  for (int t = 0; t < 2; ++t)
+    for (int64_t i = 0; i < counts[t]; ++i) {
+      float want = (float)(rankSum * 100 + n * (t * 10 + c.rank() * counts[t] + i));
+      CHECK(out[t][i] == want, "reduce_scatter tensor " + std::to_string(t) + " element " +
+                                   std::to_string(i));
+    }
+  cpu::reduceScatterBucket(cpu::Group::DP, cpu::CollReduce::Mean, cpu::DT::F32, n,
+                           in[0].data(), out[0].data(), counts[0], in[1].data(),
+                           out[1].data(), counts[1]);
+  float want = (float)(rankSum * 100 + n * (10 + c.rank() * counts[1])) / (float)n;
+  CHECK(out[1][0] == want, "reduce_scatter mean");
+  // Gathering every rank's part of its own tensor gives back the rank's
+  // input only where the part is its own; gather the parts it owns.
+  for (int t = 0; t < 2; ++t)
+    cpu::localShard(cpu::Group::DP, cpu::DT::F32, n, in[t].data(), local[t].data(), counts[t]);
+  for (int t = 0; t < 2; ++t)
+    for (int64_t i = 0; i < counts[t]; ++i)
+      CHECK(local[t][i] == in[t][c.rank() * counts[t] + i], "local_shard");
+  cpu::allGatherBucket(cpu::Group::DP, cpu::DT::F32, n, local[0].data(), gathered[0].data(),
+                       counts[0], local[1].data(), gathered[1].data(), counts[1]);
+  for (int t = 0; t < 2; ++t)
+    for (int g = 0; g < n; ++g)
+      for (int64_t i = 0; i < counts[t]; ++i)
+        CHECK(gathered[t][g * counts[t] + i] ==
+                  (float)(g * 100 + t * 10 + g * counts[t] + i),
+              "all_gather tensor " + std::to_string(t) + " part " + std::to_string(g));
+  cpu::setCommunicator(nullptr);
+  if (c.rank() == 0 && !gFailures)
+    std::printf("zero dp=%d: ok\n", n);
+  std::fflush(stdout);
+  return gFailures ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -353,7 +420,9 @@ int main(int argc, char **argv) {
     return runFailure(argc, argv, cmd == "dead");
   if (cmd == "repeat")
     return runRepeat(argc, argv);
+  if (cmd == "zero")
+    return runZero(argc, argv);
   std::fprintf(stderr, "usage: merak_comm_test layout PP DP TP | mismatch | "
-                       "dead | hang | repeat\n");
+                       "dead | hang | repeat | zero\n");
   return 2;
 }

@@ -131,7 +131,7 @@ TEST(Manifest, Errors) {
               "params[1]: duplicate name 'w'");
   expectError("\"kind\": \"state\"", "\"kind\": \"buffer\"",
               "params[1] ('m.w'): unknown kind 'buffer' (expected trainable, "
-              "frozen, state or hparam)");
+              "frozen, state, scratch or hparam)");
   expectError("\"kind\": \"state\"", "\"kinds\": \"state\"",
               "params[1] ('m.w'): missing \"kind\"");
   expectError("\"role\": \"labels\"", "\"role\": \"tokens\"",
@@ -165,4 +165,33 @@ TEST(Manifest, Errors) {
   expectError("\"sampler\": \"sequential\"", "\"sampler\": \"shuffle\"",
               "defaults.sampler must be \"random\" or \"sequential\"");
   expectError("\"inputs\"", "\"inputz\"", "manifest: missing \"inputs\"");
+}
+
+TEST(Manifest, ZeroParts) {
+  // ZeRO-1 state: dp rank r holds part r of the flattened, padded tensor.
+  std::string zero = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [6], \"offset\": 64,\n"
+                     "       \"bytes\": 24, \"zero\": {\"parts\": 3}, \"global_shape\": [4, 4],";
+  std::string from = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [4, 4], \"offset\": 64,\n"
+                     "       \"bytes\": 64,";
+  std::string m = manifest(from, zero);
+  m.replace(m.find("\"model\""), 0, "\"mesh\": {\"dp\": 3},\n    ");
+  Result<Manifest> r = parseManifest(m);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->params[1].zeroSharded());
+  EXPECT_EQ(r->params[1].zeroParts, 3);
+  EXPECT_EQ(r->params[1].globalShape, (std::vector<int64_t>{4, 4}));
+  EXPECT_FALSE(r->params[0].zeroSharded());
+
+  std::string wrongDp = m;
+  wrongDp.replace(wrongDp.find("\"dp\": 3"), 7, "\"dp\": 2");
+  r = parseManifest(wrongDp);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "params[1] ('m.w'): zero.parts 3 differs from mesh.dp 2");
+
+  std::string wrongShape = m;
+  wrongShape.replace(wrongShape.find("\"global_shape\": [4, 4]"), 22, "\"global_shape\": [4, 5]");
+  r = parseManifest(wrongShape);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(),
+            "params[1] ('m.w'): a ZeRO part of 20 elements over 3 ranks must have shape [7]");
 }

@@ -10,8 +10,8 @@
 // the head (indices 0..7); balanced FLOPs put the 2-stage cut after h2
 // (index 4: 168 against 184 FLOPs).
 // CHECK: merak.pipeline = {costs = [168, 184], cut_points = 8 : i64, cuts = array<i64: 4>, microbatches = 4 : i64, owners = {{\[}}["w0", "w1"], ["w0", "w2"]]
-// CHECK-DAG: merak.param @pipeline.grad.w0 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "state"}
-// CHECK-DAG: merak.param @pipeline.grad.w2 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "state"}
+// CHECK-DAG: merak.param @pipeline.grad.w0 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
+// CHECK-DAG: merak.param @pipeline.grad.w2 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
 //
 // Stage 0 sends h2 and the mask (a skip value of its first layer).
 // CHECK-LABEL: func.func @stage0_forward

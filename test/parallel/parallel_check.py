@@ -15,6 +15,16 @@ the tensor-parallel ranks of a data-parallel rank share its rows). Checks:
   resume-tp<A>-to-tp<B>  AdamW: 10 steps at tp=A with a checkpoint, then
                      resumed at tp=B for 10 more: losses and final parameters
                      match the uninterrupted serial run (1e-4);
+  equal-<opt>-dp<N>-zero1  (also adamw-clip: clipping at 0.5 on every step)
+                     as equal-*, with --zero 1 (optimizer state sharded
+                     over dp): the checkpoint's parameters and optimizer state
+                     (gathered to full tensors) match the serial run's;
+  resume-zero-dp2-to-dp1, resume-dp1-to-zero-dp2  AdamW: 10 steps with one
+                     configuration, resumed for 10 with the other;
+  zero-padding       deep-lm (parameter sizes that do not divide by dp):
+                     --zero 1 at dp 3 and 4, and a dp 4 -> dp 3 resume;
+  zero-memory        per-rank parameter storage (params_bytes) at dp=2 and
+                     dp=4, with and without --zero 1 (AdamW): ZeRO is smaller;
   launch-mismatch    a dp=2 program started with 3 processes exits non-zero
                      naming both counts;
   dead-rank          a rank killed mid-run ends the whole job non-zero within
@@ -24,6 +34,7 @@ Ends with "N passed, M failed".
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +54,9 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 CONFIGS = {
     "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
     "adamw": (["--optimizer", "adamw", "--opt", "lr=3e-3"], 1e-4),
+    # Clipping on every step (the gradient norm is about 1-3): the global
+    # norm must be right, e.g. summed from ZeRO's gradient parts.
+    "adamw-clip": (["--optimizer", "adamw", "--opt", "lr=3e-3", "--opt", "clip-norm=0.5"], 1e-4),
 }
 
 
@@ -73,27 +87,31 @@ class Env:
         (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.cache = {}
+        self.params_bytes = {}
 
-    def program(self, opt, dp, tp=1):
-        key = (opt, dp, tp)
+    def program(self, opt, dp, tp=1, zero=0):
+        key = (opt, dp, tp, zero)
         if key not in self.cache:
-            exe = os.path.join(self.work, "train-%s-dp%d-tp%d" % (opt, dp, tp))
-            run([os.path.join(self.bin_dir, "merak-compile"), self.onnx,
-                 "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
-                 "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "-o", exe]
-                + CONFIGS[opt][0])
+            exe = os.path.join(self.work, "train-%s-dp%d-tp%d-zero%d" % (opt, dp, tp, zero))
+            out = run([os.path.join(self.bin_dir, "merak-compile"), self.onnx,
+                       "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
+                       "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp),
+                       "--zero", str(zero), "-o", exe] + CONFIGS[opt][0])
+            # "parameters and state N bytes": the manifest's params_bytes.
+            m = re.search(r"parameters and state (\d+) bytes", out)
+            self.params_bytes[key] = int(m.group(1)) if m else None
             self.cache[key] = exe
         return self.cache[key]
 
-    def train(self, opt, dp, tp=1, steps=STEPS, ckpt=None, resume=False):
+    def train(self, opt, dp, tp=1, steps=STEPS, ckpt=None, resume=False, zero=0):
         """Per-step losses and the final checkpoint of one run."""
-        name = "%s-dp%d-tp%d" % (opt, dp, tp)
+        name = "%s-dp%d-tp%d-zero%d" % (opt, dp, tp, zero)
         metrics = os.path.join(self.work, name + ".jsonl")
         if ckpt is None:
             ckpt = os.path.join(self.work, name + "-ckpt")
         if os.path.exists(metrics):
             os.remove(metrics)
-        cmd = [self.program(opt, dp, tp), "--data", self.data, "--steps", str(steps),
+        cmd = [self.program(opt, dp, tp, zero), "--data", self.data, "--steps", str(steps),
                "--sampler", "sequential", "--metrics", metrics, "--checkpoint-dir", ckpt]
         if resume:
             cmd.append("--resume")
@@ -121,10 +139,10 @@ def max_param_err(params, serial_params):
     return err
 
 
-def check_equal(env, opt, dp, tp=1):
+def check_equal(env, opt, dp, tp=1, zero=0):
     tol = CONFIGS[opt][1]
     serial, serial_params = env.serial(opt)
-    got, params = env.train(opt, dp, tp)
+    got, params = env.train(opt, dp, tp, zero=zero)
     if len(got) != STEPS:
         return False, "%d metrics lines" % len(got)
     loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
@@ -151,6 +169,88 @@ def check_resume(env, tp_from, tp_to):
     ok = loss_err <= tol and param_err <= tol
     return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters max rel err %.2e (tol %g)"
                 % (got[0], got[-1], loss_err, param_err, tol))
+
+
+def check_resume_zero(env, dp_from, zero_from, dp_to, zero_to):
+    """A checkpoint of ZeRO-sharded optimizer state (full tensors) resumes
+    without ZeRO and the reverse, matching the uninterrupted serial run."""
+    opt, half = "adamw", STEPS // 2
+    tol = CONFIGS[opt][1]
+    serial, serial_params = env.serial(opt)
+    ckpt = os.path.join(env.work, "resume-dp%d-z%d-to-dp%d-z%d-ckpt"
+                        % (dp_from, zero_from, dp_to, zero_to))
+    first, _ = env.train(opt, dp_from, steps=half, ckpt=ckpt, zero=zero_from)
+    second, params = env.train(opt, dp_to, steps=STEPS, ckpt=ckpt, resume=True, zero=zero_to)
+    got = first + second
+    if len(got) != STEPS:
+        return False, "%d + %d metrics lines" % (len(first), len(second))
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err = max_param_err(params, serial_params)
+    ok = loss_err <= tol and param_err <= tol
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters and state max rel err "
+                "%.2e (tol %g)" % (got[0], got[-1], loss_err, param_err, tol))
+
+
+def check_zero_padding(env):
+    """Parameters whose sizes do not divide by dp (test/Tools/Inputs/deep-lm:
+    15, 9 and 15 elements) are padded into equal parts: AdamW with --zero 1
+    at dp 3 and 4 matches the serial program, and a checkpoint written at
+    dp 4 resumes at dp 3 (parts of different sizes)."""
+    model = os.path.join(HERE, "..", "Tools", "Inputs", "deep-lm.onnxtxt")
+    work = os.path.join(env.work, "deep-lm")
+    os.makedirs(work, exist_ok=True)
+    data = os.path.join(work, "tokens.bin")
+    (np.arange(4000) * 7 % 5).astype(np.uint16).tofile(data)
+    tol = CONFIGS["adamw"][1]
+
+    def train(dp, zero, steps, ckpt, resume=False):
+        exe = os.path.join(work, "train-dp%d-zero%d" % (dp, zero))
+        if not os.path.exists(exe):
+            run([os.path.join(env.bin_dir, "merak-compile"), model, "--compile-to=binary",
+                 "--dp", str(dp), "--zero", str(zero), "-o", exe] + CONFIGS["adamw"][0])
+        metrics = os.path.join(work, "dp%d-zero%d-%s.jsonl" % (dp, zero, os.path.basename(ckpt)))
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [exe, "--data", data, "--steps", str(steps), "--sampler", "sequential",
+               "--metrics", metrics, "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
+        if dp > 1:
+            cmd = MPIRUN + ["-np", str(dp)] + cmd
+        run(cmd, env=env.env)
+        with open(metrics) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps))
+
+    serial, serial_params = train(1, 0, STEPS, os.path.join(work, "serial-ckpt"))
+    msgs, ok = [], True
+    for name, runs in (("dp3", [(3, STEPS, False)]), ("dp4", [(4, STEPS, False)]),
+                       ("dp4-to-dp3", [(4, STEPS // 2, False), (3, STEPS, True)])):
+        ckpt = os.path.join(work, name + "-ckpt")
+        got = []
+        for dp, steps, resume in runs:
+            losses, params = train(dp, 1, steps, ckpt, resume)
+            got += losses
+        loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+        param_err = max_param_err(params, serial_params)
+        ok = ok and len(got) == STEPS and loss_err <= tol and param_err <= tol
+        msgs.append("%s: losses %.2e, parameters and state %.2e" % (name, loss_err, param_err))
+    return ok, "max rel err " + "; ".join(msgs) + " (tol %g)" % tol
+
+
+def check_zero_memory(env):
+    """Per-rank parameter storage (params, optimizer state, hparams) with and
+    without --zero 1: the state shrinks to about 1/dp."""
+    sizes = {}
+    for dp in (1, 2, 4):
+        for zero in ((0, 1) if dp > 1 else (0,)):
+            env.program("adamw", dp, zero=zero)
+            sizes[(dp, zero)] = env.params_bytes[("adamw", dp, 1, zero)]
+    if None in sizes.values():
+        return False, "no params_bytes in the compile output"
+    serial = sizes[(1, 0)]
+    ok = all(sizes[(dp, 0)] == serial and sizes[(dp, 1)] < serial for dp in (2, 4))
+    ok = ok and sizes[(4, 1)] < sizes[(2, 1)]
+    return ok, "params_bytes per rank: " + ", ".join(
+        "dp%d%s %d" % (dp, " zero1" if z else "", b) for (dp, z), b in sorted(sizes.items()))
 
 
 def check_launch_mismatch(env):
@@ -198,6 +298,15 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "equal-adamw-tp4": lambda e: check_equal(e, "adamw", 1, 4),
           "resume-tp2-to-tp1": lambda e: check_resume(e, 2, 1),
           "resume-tp1-to-tp2": lambda e: check_resume(e, 1, 2),
+          "equal-sgd-dp2-zero1": lambda e: check_equal(e, "sgd", 2, zero=1),
+          "equal-sgd-dp4-zero1": lambda e: check_equal(e, "sgd", 4, zero=1),
+          "equal-adamw-dp2-zero1": lambda e: check_equal(e, "adamw", 2, zero=1),
+          "equal-adamw-dp4-zero1": lambda e: check_equal(e, "adamw", 4, zero=1),
+          "equal-adamw-clip-dp4-zero1": lambda e: check_equal(e, "adamw-clip", 4, zero=1),
+          "resume-zero-dp2-to-dp1": lambda e: check_resume_zero(e, 2, 1, 1, 0),
+          "resume-dp1-to-zero-dp2": lambda e: check_resume_zero(e, 1, 0, 2, 1),
+          "zero-memory": check_zero_memory,
+          "zero-padding": check_zero_padding,
           "launch-mismatch": check_launch_mismatch,
           "dead-rank": check_dead_rank}
 

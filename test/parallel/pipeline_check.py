@@ -4,15 +4,20 @@
 
 A GPT-2-style decoder (4 heads; 4 layers, or 3 for the uneven checks;
 exported with a dynamic batch axis) is compiled serially and with --pp P
---microbatches M [--schedule S] [--dp D], and each program trains 20 steps
-on the bundled corpus with --sampler sequential. A check named
-`<opt>-pp<P>-m<M>-<schedule>[-dp<D>][-l<layers>]` passes when the per-step
-losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW) relative of the
-serial program's, and the final checkpoint's parameters (gathered on world
-rank 0) within the same tolerance (param_rel_err of program_check.py).
+--microbatches M [--schedule S] [--dp D] [--tp T], and each program trains
+20 steps on the bundled corpus with --sampler sequential. A check named
+`<opt>-pp<P>-m<M>-<schedule>[-dp<D>][-tp<T>][-l<layers>]` passes when the
+per-step losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW) relative
+of the serial program's, and the final checkpoint's parameters (gathered on
+world rank 0 from every stage and tensor-parallel shard) within the same
+tolerance (param_rel_err of program_check.py).
 `resume-pp2`: 10 steps, then --resume to 20, give bitwise the losses of
 one 20-step run (the checkpoint gathers every stage's parameters and
 optimizer state on world rank 0; every rank resumes from it).
+`resume-<A>-to-<B>` with A, B mesh spellings `d<dp>t<tp>p<pp>` (AdamW,
+micro-batches 2 when pipelined): 10 steps at A with a checkpoint, then
+--resume at B to 20: losses and final parameters match the uninterrupted
+serial run (1e-4); checkpoints keep the serial format at any mesh.
 Ends with "N passed, M failed".
 """
 import argparse
@@ -40,7 +45,13 @@ OPTS = {
 CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp2-m4-1f1b",
           "sgd-pp4-m4-gpipe", "sgd-pp4-m4-1f1b", "adamw-pp4-m4-gpipe", "adamw-pp4-m4-1f1b",
           "sgd-pp1-m4-1f1b", "adamw-pp1-m4-1f1b", "adamw-pp2-m2-1f1b-dp2",
-          "sgd-pp2-m4-1f1b-l3", "adamw-pp2-m4-gpipe-l3", "resume-pp2"]
+          "sgd-pp2-m4-1f1b-l3", "adamw-pp2-m4-gpipe-l3", "resume-pp2",
+          # 3D: tensor parallelism inside pipeline stages.
+          "sgd-pp2-m2-gpipe-tp2", "sgd-pp2-m2-1f1b-tp2", "adamw-pp2-m2-gpipe-tp2",
+          "adamw-pp2-m2-1f1b-tp2", "sgd-pp2-m2-gpipe-dp2-tp2", "sgd-pp2-m2-1f1b-dp2-tp2",
+          "adamw-pp2-m2-gpipe-dp2-tp2", "adamw-pp2-m2-1f1b-dp2-tp2", "adamw-pp1-m2-1f1b-tp2",
+          "sgd-pp4-m4-1f1b-tp2", "resume-d2t2p2-to-d1t1p1", "resume-d1t1p1-to-d2t2p2", "resume-d2t2p2-to-d1t2p2",
+          "resume-d1t2p2-to-d2t2p2"]
 
 
 def run(cmd, env=None, timeout=300):
@@ -60,7 +71,7 @@ class Env:
         self.data = os.path.join(work, "tokens.bin")
         (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        self.models, self.results = {}, {}
+        self.models, self.results, self.programs = {}, {}, {}
 
     def model(self, layers):
         if layers not in self.models:
@@ -77,37 +88,52 @@ class Env:
             self.models[layers] = path
         return self.models[layers]
 
-    def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1):
-        """Per-step losses and the final checkpoint of one configuration."""
-        name = "%s-l%d-pp%d-m%d-%s-dp%d" % (opt, layers, pp, m, schedule, dp)
-        if name in self.results:
-            return self.results[name]
+    def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1):
+        """The executable of one configuration (compiled once per process)."""
+        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d" % (opt, layers, pp, m, schedule, dp, tp)
         exe = os.path.join(self.work, "train-" + name)
-        cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
-               "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
-               "--frozen", "*.attn.bias", "-o", exe] + OPTS[opt][0]
-        if pp > 1 or m > 1:
-            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
-        if dp > 1:
-            cmd += ["--dp", str(dp)]
-        run(cmd)
+        if name not in self.programs:
+            cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
+                   "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
+                   "--frozen", "*.attn.bias", "-o", exe] + OPTS[opt][0]
+            if pp > 1 or m > 1:
+                cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
+            if dp > 1:
+                cmd += ["--dp", str(dp)]
+            if tp > 1:
+                cmd += ["--tp", str(tp)]
+            run(cmd)
+            self.programs[name] = exe
+        return name, exe
+
+    def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, steps=STEPS,
+              ckpt=None, resume=False):
+        """Per-step losses and the final checkpoint of one configuration
+        (cached for full runs from scratch)."""
+        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp)
+        cached = ckpt is None and steps == STEPS and not resume
+        if cached and name in self.results:
+            return self.results[name]
         metrics = os.path.join(self.work, name + ".jsonl")
-        ckpt = os.path.join(self.work, name + "-ckpt")
-        cmd = [exe, "--data", self.data, "--steps", str(STEPS), "--sampler", "sequential",
-               "--metrics", metrics, "--checkpoint-dir", ckpt]
-        if pp * dp > 1:
-            cmd = MPIRUN + ["-np", str(pp * dp)] + cmd
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        ckpt = ckpt or os.path.join(self.work, name + "-ckpt")
+        cmd = [exe, "--data", self.data, "--steps", str(steps), "--sampler", "sequential",
+               "--metrics", metrics, "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
+        if pp * dp * tp > 1:
+            cmd = MPIRUN + ["-np", str(pp * dp * tp)] + cmd
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        self.results[name] = (losses, read_safetensors(
-            os.path.join(ckpt, "step_%d.safetensors" % STEPS)))
-        return self.results[name]
+        result = (losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps)))
+        if cached:
+            self.results[name] = result
+        return result
 
 
 def check_resume(env):
     full, _ = env.train("adamw", 4, 2, 4, "1f1b")
-    exe = os.path.join(env.work, "train-adamw-l4-pp2-m4-1f1b-dp1")
+    _, exe = env.program("adamw", 4, 2, 4, "1f1b")
     metrics = os.path.join(env.work, "resume.jsonl")
     ckpt = os.path.join(env.work, "resume-ckpt")
     for steps, extra in ((10, []), (STEPS, ["--resume"])):
@@ -119,17 +145,8 @@ def check_resume(env):
     return got == full, "%d steps, bitwise equal: %s" % (len(got), got == full)
 
 
-def check(env, name):
-    if name == "resume-pp2":
-        return check_resume(env)
-    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-l(\d+))?", name)
-    if not m:
-        raise ValueError("unknown check " + name)
-    opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-    dp, layers = int(m.group(5) or 1), int(m.group(6) or 4)
-    tol = OPTS[opt][1]
-    serial, serial_params = env.train(opt, layers)
-    got, params = env.train(opt, layers, pp, mb, schedule, dp)
+def compare(got, params, serial, serial_params, tol):
+    """(ok, message): per-step losses and final parameters against serial."""
     if len(got) != STEPS:
         return False, "%d metrics lines" % len(got)
     loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
@@ -137,11 +154,44 @@ def check(env, name):
     for pname, want in serial_params.items():
         if want.dtype.kind != "f" or pname.startswith("optimizer.hparams"):
             continue
+        if pname not in params or params[pname].shape != want.shape:
+            return False, "checkpoint tensor %s missing or reshaped" % pname
         param_err = max(param_err, param_rel_err(pname, params[pname], want))
         compared += 1
     ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0] and compared > 0
     return ok, ("losses %.4f -> %.4f, max rel err %.2e; %d parameters max rel err %.2e (tol %g)"
                 % (got[0], got[-1], loss_err, compared, param_err, tol))
+
+
+def check_resharded_resume(env, src, dst):
+    """AdamW: 10 steps on mesh `src` with a checkpoint, --resume on `dst`
+    to 20; against the uninterrupted serial run."""
+    def mesh(spelling):
+        dp, tp, pp = (int(x) for x in re.fullmatch(r"d(\d+)t(\d+)p(\d+)", spelling).groups())
+        m = 2 if pp > 1 else 1
+        return dict(pp=pp, m=m, schedule="1f1b", dp=dp, tp=tp)
+    serial, serial_params = env.train("adamw", 4)
+    ckpt = os.path.join(env.work, "resume-%s-to-%s-ckpt" % (src, dst))
+    first, _ = env.train("adamw", 4, steps=STEPS // 2, ckpt=ckpt, **mesh(src))
+    second, params = env.train("adamw", 4, ckpt=ckpt, resume=True, **mesh(dst))
+    return compare(first + second, params, serial, serial_params, OPTS["adamw"][1])
+
+
+def check(env, name):
+    if name == "resume-pp2":
+        return check_resume(env)
+    r = re.fullmatch(r"resume-(d\d+t\d+p\d+)-to-(d\d+t\d+p\d+)", name)
+    if r:
+        return check_resharded_resume(env, r.group(1), r.group(2))
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-tp(\d+))?"
+                     r"(?:-l(\d+))?", name)
+    if not m:
+        raise ValueError("unknown check " + name)
+    opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    dp, tp, layers = int(m.group(5) or 1), int(m.group(6) or 1), int(m.group(7) or 4)
+    serial, serial_params = env.train(opt, layers)
+    got, params = env.train(opt, layers, pp, mb, schedule, dp, tp)
+    return compare(got, params, serial, serial_params, OPTS[opt][1])
 
 
 def main():

@@ -266,6 +266,52 @@ def check_sigkill(env):
         kills, step)
 
 
+def check_mlp_arrays(env):
+    """A non-token model: the MLP of the export tests trains from a directory
+    of .npy arrays (one per input, labels included) with sequential rows
+    (s*B + r) mod N; 20 AdamW steps against PyTorch."""
+    torch.manual_seed(0)
+    model, (x,), in_names, out_names = em.build_mlp("train")
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    onnx_path = os.path.join(env.work, "mlp.onnx")
+    torch.onnx.export(model, (x,), onnx_path, opset_version=17, input_names=in_names,
+                      output_names=out_names, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    data = os.path.join(env.work, "mlp-data")
+    os.makedirs(data, exist_ok=True)
+    rng = np.random.default_rng(3)
+    n, batch = 37, x.shape[0]
+    feats = rng.standard_normal((n, x.shape[1])).astype(np.float32)
+    labels = (feats[:, :10].argmax(axis=1)).astype(np.int64)  # learnable
+    np.save(os.path.join(data, in_names[0] + ".npy"), feats)
+    np.save(os.path.join(data, "labels.npy"), labels)
+    exe = os.path.join(env.work, "train-mlp")
+    run([os.path.join(env.bin_dir, "merak-compile"), onnx_path, "--compile-to=binary",
+         "--optimizer", "adamw", "--opt", "lr=0.01", "-o", exe])
+    metrics = os.path.join(env.work, "mlp.jsonl")
+    run([exe, "--data", data, "--steps", str(STEPS), "--sampler", "sequential",
+         "--metrics", metrics])
+    with open(metrics) as f:
+        got = [json.loads(line)["loss"] for line in f]
+    model.load_state_dict(state)
+    model = model.double()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01)
+    want = []
+    for s in range(STEPS):
+        rows = [(s * batch + r) % n for r in range(batch)]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(torch.from_numpy(feats[rows]).double()),
+                               torch.from_numpy(labels[rows]))
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
+    ok = len(got) == STEPS and max(errs) <= TOLERANCE and want[-1] < want[0]
+    return ok, "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.2e" % (
+        got[0], got[-1], want[0], want[-1], max(errs))
+
+
 CHECKS = {
     "losses-adamw": lambda e: check_losses(e, "adamw", dict(optimizer="adamw", lr=3e-3)),
     "losses-adan": lambda e: check_losses(
@@ -277,6 +323,7 @@ CHECKS = {
     "resume": check_resume,
     "identical": check_identical,
     "sigkill": check_sigkill,
+    "mlp-arrays": check_mlp_arrays,
 }
 
 

@@ -14,7 +14,8 @@ struct PipelineCompileOptions {
 };
 
 /// The training phase of a pipelined (or gradient-accumulating) program:
-/// merak-attach-loss, merak-pipeline, merak-optimizer (building every
+/// merak-tensor-parallel (when training.tp > 1), merak-attach-loss,
+/// merak-pipeline, merak-optimizer (building every
 /// stage's update), canonicalize, CSE. Fails on bad optimizer options.
 LogicalResult buildPipelineTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
                                             const PipelineCompileOptions &pipeline);

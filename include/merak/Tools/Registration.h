@@ -34,6 +34,9 @@ struct TrainingOptions {
   int64_t bucketBytes = 25 * 1024 * 1024;
   /// Tensor-parallel ranks: merak-tensor-parallel shards @forward first.
   int64_t tp = 1;
+  /// ZeRO stage (0 or 1): with 1 and dp > 1, optimizer state is sharded
+  /// over dp (merak-data-parallel zero=1).
+  int64_t zero = 0;
 };
 
 /// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the

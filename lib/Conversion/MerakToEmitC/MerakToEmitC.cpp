@@ -379,6 +379,37 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         call.emit();
         return success();
       })
+      .Case<ReduceScatterOp, AllGatherOp>([&](auto c) -> LogicalResult {
+        // (in, out, local count) triples: the count of one part (ZeRO).
+        constexpr bool scatter = std::is_same_v<decltype(c), ReduceScatterOp>;
+        Type elem = cast<RankedTensorType>(c.getInputs()[0].getType()).getElementType();
+        StringRef g = c.getGroup();
+        auto call = e.call(scatter ? "reduceScatterBucket" : "allGatherBucket");
+        call.lit(g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP");
+        if constexpr (scatter)
+          call.lit(c.getReduction() == "mean" ? "CollReduce::Mean" : "CollReduce::Sum");
+        call.dtype(elem).i64(c.getParts());
+        for (auto [in, out] : llvm::zip(c.getInputs(), c.getResults())) {
+          if (cast<RankedTensorType>(in.getType()).getElementType() != elem)
+            return c.emitOpError("operands of one bucket must share an element type");
+          PTR(pi, in);
+          PTR(po, out);
+          Value local = scatter ? out : in;
+          call.ptr(pi).ptr(po).i64(cast<RankedTensorType>(local.getType()).getNumElements());
+        }
+        call.emit();
+        return success();
+      })
+      .Case([&](LocalShardOp l) -> LogicalResult {
+        PTR(x, l.getInput());
+        PTR(y, l.getResult());
+        StringRef g = l.getGroup();
+        e.call("localShard")
+            .lit(g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP")
+            .dtype(r0).i64(l.getParts()).ptr(x).ptr(y)
+            .i64(cast<RankedTensorType>(r0).getNumElements()).emit();
+        return success();
+      })
       .Case([&](GeluGradOp gg) -> LogicalResult {
         PTR(x, gg.getInput());
         PTR(g, gg.getGrad());
@@ -629,7 +660,15 @@ LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   Location loc = func::FuncOp(fns.front().first).getLoc();
   emitc::IncludeOp::create(b, loc, "merak_rt/ops.h", /*is_standard_include=*/false);
-  if (llvm::any_of(fns, [](auto &f) { return !func::FuncOp(f.first).getOps<AllReduceOp>().empty(); }))
+  if (llvm::any_of(fns, [](auto &f) {
+        return func::FuncOp(f.first)
+            .walk([](Operation *op) {
+              return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp>(op)
+                         ? WalkResult::interrupt()
+                         : WalkResult::advance();
+            })
+            .wasInterrupted();
+      }))
     emitc::IncludeOp::create(b, loc, "merak_rt/collectives.h", /*is_standard_include=*/false);
   emitc::IncludeOp::create(b, loc, "cmath", /*is_standard_include=*/true);
   emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");

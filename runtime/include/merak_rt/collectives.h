@@ -1,7 +1,11 @@
 //===- collectives.h - Collectives called by generated code -----*- C++ -*-===//
 //
 // The generated step's communication: `merak.all_reduce` lowers to one
-// allReduceBucket call per bucket of tensors. The communicator is the one
+// allReduceBucket call per bucket of tensors; ZeRO's `merak.reduce_scatter`,
+// `merak.all_gather` and `merak.local_shard` to reduceScatterBucket,
+// allGatherBucket and localShard (tensors split into `parts` equal parts
+// along their leading dimension, i.e. contiguous runs of elements; `parts`
+// is what the program was compiled for and must equal the group size). The communicator is the one
 // the program's main created (setCommunicator); without one (a serial
 // program, or a group of one rank) a collective is a copy.
 //
@@ -35,6 +39,19 @@ void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
                          const void *const *in, void *const *out,
                          const int64_t *counts);
 
+/// ZeRO: n tensors; in[i] holds parts * counts[i] elements and out[i] gets
+/// counts[i]: part g (elements [g * counts[i], (g + 1) * counts[i])) of the
+/// reduction over the group of in[i] on group rank g. One message.
+void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts, int32_t n,
+                             const void *const *in, void *const *out,
+                             const int64_t *counts);
+/// ZeRO: n tensors of counts[i] elements; out[i] (parts * counts[i]) gets
+/// every group rank's in[i] in group-rank order. One message.
+void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void *const *in,
+                         void *const *out, const int64_t *counts);
+/// out (count elements) = part groupRank of in (parts * count elements).
+void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int64_t count);
+
 namespace detail {
 inline void collect(const void **, void **, int64_t *) {}
 template <typename... Rest>
@@ -58,6 +75,31 @@ void allReduceBucket(Group group, CollReduce reduce, DT t, Triples... triples) {
   int64_t counts[n];
   detail::collect(in, out, counts, triples...);
   allReduceBucketImpl(group, reduce, t, n, in, out, counts);
+}
+
+/// reduceScatterBucketImpl with (in, out, count of one part) triples.
+template <typename... Triples>
+void reduceScatterBucket(Group group, CollReduce reduce, DT t, int64_t parts,
+                         Triples... triples) {
+  constexpr int32_t n = sizeof...(Triples) / 3;
+  static_assert(sizeof...(Triples) % 3 == 0, "(in, out, count) triples");
+  const void *in[n];
+  void *out[n];
+  int64_t counts[n];
+  detail::collect(in, out, counts, triples...);
+  reduceScatterBucketImpl(group, reduce, t, parts, n, in, out, counts);
+}
+
+/// allGatherBucketImpl with (in, out, count of one part) triples.
+template <typename... Triples>
+void allGatherBucket(Group group, DT t, int64_t parts, Triples... triples) {
+  constexpr int32_t n = sizeof...(Triples) / 3;
+  static_assert(sizeof...(Triples) % 3 == 0, "(in, out, count) triples");
+  const void *in[n];
+  void *out[n];
+  int64_t counts[n];
+  detail::collect(in, out, counts, triples...);
+  allGatherBucketImpl(group, t, parts, n, in, out, counts);
 }
 
 } // namespace merak::rt::cpu

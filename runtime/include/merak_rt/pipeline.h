@@ -16,7 +16,8 @@
 //                    "offset", "bytes", "dtype", "msg_offset" | "out_offset"}]}],
 //   "stage_info": [{"act_in_bytes", "act_out_bytes", "cot_in_bytes",
 //                   "cot_out_bytes", "owned": [param names]}],
-//   "accumulators": [names of the pipeline.grad.* state params],
+//   "accumulators": [names of the pipeline.grad.* params (kind "scratch":
+//                    zeroed every step, not checkpointed)],
 //   "shared": [{"name": accumulator, "stages": [holders]}],
 //   "programs": [[[instruction, micro-batch], ...] per stage]
 // (instructions: recv-act, wait-act, fwd, send-act, recv-grad, wait-grad,

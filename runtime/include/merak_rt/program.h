@@ -27,7 +27,9 @@
 //   "consts_bytes": ints,
 //   "params": [{"name", "dtype" (safetensors spelling: F32, I64, BOOL ...),
 //               "shape", "offset" (in P), "bytes",
-//               "kind": "trainable" | "frozen" | "state" | "hparam",
+//               "kind": "trainable" | "frozen" | "state" | "hparam" |
+//                 "scratch" (lives within one step, e.g. pipeline gradient
+//                 accumulators: neither checkpointed nor restored),
 //               tensor-parallel shards only (merak-tensor-parallel):
 //               "shard": {"axis", "parts", "blocks"}: dimension axis of the
 //                 full tensor viewed as [blocks, parts, n/(blocks*parts)],
@@ -36,7 +38,12 @@
 //               "global_shape": the full tensor's shape (checkpoints hold
 //                 full tensors);
 //               "data_offset", "data_bytes": where the full initial tensor
-//                 lies in merak_data (absent for zero-initialised state)}],
+//                 lies in merak_data (absent for zero-initialised state);
+//               ZeRO-1 optimizer state only (merak-compile --zero 1):
+//               "zero": {"parts"} with "global_shape": the full tensor
+//                 flattened and zero-padded to parts * S elements, dp rank r
+//                 holding elements [r*S, (r+1)*S) ("shape" is [S]);
+//                 checkpoints hold the full tensor}],
 //   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
 //                "dtype", "shape", "offset" (in A)}],
 //   "outputs": [{"name" ("loss", "grad_norm", "lr", ...), "dtype", "shape",

@@ -48,3 +48,139 @@ RankedTensorType mlir::merak::globalShardType(RankedTensorType local,
   shape[layout.axis] *= layout.parts;
   return RankedTensorType::get(shape, local.getElementType());
 }
+
+//===----------------------------------------------------------------------===//
+// ZeRO: reduce_scatter, all_gather, local_shard and the flat shard layout
+//===----------------------------------------------------------------------===//
+
+/// Checks `group`, and that every (operand, result) pair has the same
+/// element type and trailing dimensions and leading dimensions related by
+/// one factor `parts` (big = parts * small), which it returns.
+static FailureOr<int64_t> verifyLeadingSplit(Operation *op, StringRef group, TypeRange big,
+                                             TypeRange small, StringRef bigName,
+                                             StringRef smallName) {
+  if (group != "dp" && group != "tp" && group != "pp")
+    return op->emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"",
+           failure();
+  if (big.empty())
+    return op->emitOpError("needs at least one operand"), failure();
+  if (big.size() != small.size())
+    return op->emitOpError("needs one result per operand"), failure();
+  int64_t parts = 0;
+  for (auto [bt, st] : llvm::zip(big, small)) {
+    auto b = cast<RankedTensorType>(bt), s = cast<RankedTensorType>(st);
+    if (b.getElementType() != s.getElementType())
+      return op->emitOpError("result element types must equal the operands'"), failure();
+    if (b.getRank() < 1 || b.getRank() != s.getRank() ||
+        b.getShape().drop_front() != s.getShape().drop_front())
+      return op->emitOpError("the ") << bigName << " " << b << " and the " << smallName << " "
+                                     << s << " must have the same rank (at least 1) and "
+                                     << "differ in the leading dimension only",
+             failure();
+    if (s.getDimSize(0) < 1 || b.getDimSize(0) % s.getDimSize(0) != 0)
+      return op->emitOpError("the leading dimension of the ")
+                 << bigName << " (" << b.getDimSize(0) << ") is not a multiple of the "
+                 << smallName << "'s (" << s.getDimSize(0) << ")",
+             failure();
+    int64_t p = b.getDimSize(0) / s.getDimSize(0);
+    if (parts && p != parts)
+      return op->emitOpError("operands split into different numbers of parts (")
+                 << parts << " and " << p << "); one op is one group",
+             failure();
+    parts = p;
+  }
+  return parts;
+}
+
+static int64_t leadingRatio(Type big, Type small) {
+  int64_t s = cast<RankedTensorType>(small).getDimSize(0);
+  return s > 0 ? cast<RankedTensorType>(big).getDimSize(0) / s : 1;
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  StringRef red = getReduction();
+  if (red != "sum" && red != "mean")
+    return emitOpError("reduction must be \"sum\" or \"mean\", got \"") << red << "\"";
+  return verifyLeadingSplit(*this, getGroup(), getInputs().getTypes(), getResults().getTypes(),
+                            "operand", "result");
+}
+
+int64_t ReduceScatterOp::getParts() {
+  return leadingRatio(getInputs()[0].getType(), getResults()[0].getType());
+}
+
+LogicalResult AllGatherOp::verify() {
+  return verifyLeadingSplit(*this, getGroup(), getResults().getTypes(), getInputs().getTypes(),
+                            "result", "operand");
+}
+
+int64_t AllGatherOp::getParts() {
+  return leadingRatio(getResults()[0].getType(), getInputs()[0].getType());
+}
+
+LogicalResult LocalShardOp::verify() {
+  return verifyLeadingSplit(*this, getGroup(), TypeRange{getInput().getType()},
+                            TypeRange{getResult().getType()}, "operand", "result");
+}
+
+int64_t LocalShardOp::getParts() {
+  return leadingRatio(getInput().getType(), getResult().getType());
+}
+
+int64_t ZeroLayout::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::optional<ZeroLayout> mlir::merak::getZeroLayout(Attribute attr) {
+  auto dict = dyn_cast_or_null<DictionaryAttr>(attr);
+  if (!dict)
+    return std::nullopt;
+  auto parts = dict.getAs<IntegerAttr>("parts");
+  auto shape = dict.getAs<DenseI64ArrayAttr>("shape");
+  if (!parts || !shape || parts.getInt() < 1 ||
+      llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
+    return std::nullopt;
+  ZeroLayout layout;
+  layout.parts = parts.getInt();
+  layout.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+  return layout;
+}
+
+std::optional<ZeroLayout> mlir::merak::getZeroLayout(Operation *op) {
+  return getZeroLayout(op->getAttr(kZeroAttr));
+}
+
+DictionaryAttr mlir::merak::zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout) {
+  Builder b(ctx);
+  return b.getDictionaryAttr({b.getNamedAttr("parts", b.getI64IntegerAttr(layout.parts)),
+                              b.getNamedAttr("shape", b.getDenseI64ArrayAttr(layout.shape))});
+}
+
+Value mlir::merak::buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts) {
+  auto type = cast<RankedTensorType>(full.getType());
+  int64_t n = type.getNumElements(), padded = (n + parts - 1) / parts * parts;
+  Type elem = type.getElementType();
+  Value flat = full;
+  if (type.getRank() != 1)
+    flat = ReshapeOp::create(b, loc, RankedTensorType::get({n}, elem), full);
+  if (padded == n)
+    return flat;
+  auto padType = RankedTensorType::get({padded - n}, elem);
+  Value zeros = ConstantOp::create(b, loc, SplatElementsAttr::get(padType, b.getZeroAttr(elem)));
+  return ConcatOp::create(b, loc, ValueRange{flat, zeros}, 0);
+}
+
+Value mlir::merak::buildZeroUnflatten(OpBuilder &b, Location loc, Value padded,
+                                      RankedTensorType fullType) {
+  int64_t n = fullType.getNumElements();
+  Value flat = padded;
+  if (cast<RankedTensorType>(padded.getType()).getDimSize(0) != n)
+    flat = SliceOp::create(b, loc, padded, ArrayRef<int64_t>{0}, ArrayRef<int64_t>{n},
+                           ArrayRef<int64_t>{1});
+  if (fullType.getRank() == 1)
+    return flat;
+  return ReshapeOp::create(b, loc, fullType, flat);
+}

@@ -79,6 +79,20 @@ static LogicalResult checkAxis(std::optional<Location> loc, int64_t axis,
 
 LogicalResult ParamOp::verify() {
   auto type = getTensorType();
+  if (Attribute zero = (*this)->getAttr(kZeroAttr)) {
+    std::optional<ZeroLayout> layout = getZeroLayout(zero);
+    if (!layout)
+      return emitOpError("malformed ") << kZeroAttr << " " << zero
+                                       << " (expected {parts >= 1, shape = array<i64>})";
+    if ((*this)->hasAttr(kShardAttr))
+      return emitOpError("cannot carry both ") << kShardAttr << " and " << kZeroAttr;
+    if (type.getRank() != 1 || type.getDimSize(0) != layout->partSize())
+      return emitOpError("a ZeRO shard of ")
+             << layout->numElements() << " elements over " << layout->parts
+             << " parts must have type "
+             << RankedTensorType::get({layout->partSize()}, type.getElementType()) << ", got "
+             << type;
+  }
   if (Attribute shard = (*this)->getAttr(kShardAttr)) {
     std::optional<ShardLayout> layout = getShardLayout(*this);
     if (!layout || layout->axis < 0 || layout->axis >= type.getRank() ||

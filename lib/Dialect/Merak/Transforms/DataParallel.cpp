@@ -30,6 +30,10 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
       module.emitError("merak-data-parallel: dp and bucket-bytes must be positive");
       return signalPassFailure();
     }
+    if (zero != 0 && zero != 1) {
+      module.emitError("merak-data-parallel: zero must be 0 or 1, got ") << (int64_t)zero;
+      return signalPassFailure();
+    }
     if (dp == 1)
       return;
     auto fn = module.lookupSymbol<func::FuncOp>("loss_grad");
@@ -72,9 +76,24 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&block);
-      auto ar = AllReduceOp::create(b, fn.getLoc(), bucket, "dp", "mean");
-      for (auto [from, to] : llvm::zip(bucket, ar.getResults()))
-        averaged[from] = to;
+      if (zero) {
+        // ZeRO-1: flattened, padded to dp parts, reduce-scattered: this
+        // rank keeps its part of every averaged gradient.
+        SmallVector<Value> flat;
+        SmallVector<Type> parts;
+        for (Value g : bucket) {
+          flat.push_back(buildZeroFlatten(b, fn.getLoc(), g, dp));
+          auto t = cast<RankedTensorType>(flat.back().getType());
+          parts.push_back(RankedTensorType::get({t.getDimSize(0) / dp}, t.getElementType()));
+        }
+        auto rs = ReduceScatterOp::create(b, fn.getLoc(), parts, flat, "dp", "mean");
+        for (auto [from, to] : llvm::zip(bucket, rs.getResults()))
+          averaged[from] = to;
+      } else {
+        auto ar = AllReduceOp::create(b, fn.getLoc(), bucket, "dp", "mean");
+        for (auto [from, to] : llvm::zip(bucket, ar.getResults()))
+          averaged[from] = to;
+      }
       bucket.clear();
       bytes = 0;
     };
@@ -95,8 +114,16 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
     Value loss = ret.getOperand(0);
     averaged[loss] = AllReduceOp::create(b, fn.getLoc(), ValueRange{loss}, "dp", "mean")
                          .getResult(0);
-    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (zero && i > 0) {
+        auto full = cast<RankedTensorType>(ret.getOperand(i).getType());
+        ZeroLayout layout{dp, SmallVector<int64_t>(full.getShape())};
+        fn.setResultAttr(i, kZeroAttr, zeroLayoutAttr(fn.getContext(), layout));
+      }
       ret.setOperand(i, averaged.lookup(ret.getOperand(i)));
+    }
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                 ret.getOperandTypes()));
   }
 };
 } // namespace

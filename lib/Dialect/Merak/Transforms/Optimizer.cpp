@@ -8,6 +8,7 @@
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include <cmath>
@@ -89,17 +90,31 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
 
   double b1 = 0, b2 = 0, wd = 0;
 
-  /// A zero-initialised state parameter next to `param`.
+  /// The ZeRO layout of the parameter being updated (its gradient is a
+  /// part of the averaged gradient), if any.
+  std::optional<ZeroLayout> zero;
+
+  /// A zero-initialised state parameter next to `param` (with ZeRO, of the
+  /// local part's type).
   Value state(ModuleOp module, OpBuilder &b, ParamOp param, StringRef slot) {
     std::string name = ("optimizer." + optimizer + "." + slot + "." + param.getSymName()).str();
-    if (module.lookupSymbol(name)) { // a parameter several update functions hold
+    if (auto existing = module.lookupSymbol<ParamOp>(name)) { // held by several updates
       stateNames.push_back(name);
-      return GetParamOp::create(b, param.getLoc(), param.getTensorType(),
+      return GetParamOp::create(b, param.getLoc(), existing.getTensorType(),
                                 FlatSymbolRefAttr::get(b.getContext(), name));
     }
     OpBuilder pb(param);
     pb.setInsertionPointAfter(param);
     auto type = param.getTensorType();
+    if (zero) {
+      type = RankedTensorType::get({zero->partSize()}, type.getElementType());
+      auto state = ParamOp::create(pb, param.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                                   SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
+      state->setAttr(kKindAttr, pb.getStringAttr("state"));
+      state->setAttr(kZeroAttr, zeroLayoutAttr(pb.getContext(), *zero));
+      stateNames.push_back(name);
+      return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
+    }
     // A tensor-parallel shard's state is sharded alike (its initial value,
     // like the parameter's, has the full shape).
     std::optional<ShardLayout> shard = getShardLayout(param);
@@ -184,6 +199,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
 
     // Gradients by parameter, from the result names "grad:<param>".
     SmallVector<std::pair<ParamOp, Value>> grads;
+    SmallVector<std::optional<ZeroLayout>> zeros; // per gradient (merak-data-parallel zero=1)
     for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
       auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
       if (!name || !name.getValue().starts_with("grad:"))
@@ -194,14 +210,19 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       if (cast<RankedTensorType>(param.getType()).getElementType() != elem)
         return param.emitError("merak-optimizer: parameter element type differs from the loss's");
       grads.push_back({param, ret.getOperand(i)});
+      zeros.push_back(getZeroLayout(fn.getResultAttr(i, kZeroAttr)));
+      if (zeros.back() && param->hasAttr(kShardAttr))
+        return param.emitError("merak-optimizer: ZeRO of a tensor-parallel shard is not supported");
     }
 
     // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_).
     // Tensor-parallel shards hold parts of their gradients: their squares
     // are summed over "tp"; replicated gradients are counted once.
-    Value sumSq = o.c(0.0), shardSq;
+    // ZeRO parts (zero padded) are summed over "dp".
+    Value sumSq = o.c(0.0), shardSq, zeroSq;
     auto normSkip = grad->getAttrOfType<ArrayAttr>("merak.norm_skip");
-    for (auto &[param, g] : grads) {
+    for (auto [index, pg] : llvm::enumerate(grads)) {
+      auto &[param, g] = pg;
       if (normSkip && llvm::is_contained(normSkip.getValue(), param.getSymNameAttr()))
         continue; // a tied copy whose norm another stage counts
       SmallVector<int64_t> all;
@@ -209,13 +230,18 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         all.push_back(d);
       Value sq = o.mul(g, g);
       Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
-      if (param->hasAttr(kShardAttr))
+      if (zeros[index])
+        zeroSq = zeroSq ? o.add(zeroSq, part) : part;
+      else if (param->hasAttr(kShardAttr))
         shardSq = shardSq ? o.add(shardSq, part) : part;
       else
         sumSq = o.add(sumSq, part);
     }
     if (shardSq)
       sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{shardSq}, "tp", "sum")
+                               .getResult(0));
+    if (zeroSq)
+      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{zeroSq}, "dp", "sum")
                                .getResult(0));
     if (auto group = grad->getAttrOfType<StringAttr>("merak.norm_group"))
       sumSq = AllReduceOp::create(b, o.loc, ValueRange{sumSq}, group.getValue(), "sum")
@@ -228,10 +254,38 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     Value first = EqOp::create(b, o.loc, step,
                                ConstantOp::create(b, o.loc, SplatElementsAttr::get(i64, b.getI64IntegerAttr(0))));
 
-    for (auto &[param, gIn] : grads) {
+    // ZeRO: updated parts waiting for their all-gather, gathered in buckets
+    // of about bucket-bytes.
+    SmallVector<std::tuple<ParamOp, Value, int64_t>> pending; // param, part, parts
+    int64_t pendingBytes = 0;
+    auto gather = [&]() {
+      if (pending.empty())
+        return;
+      SmallVector<Value> parts;
+      SmallVector<Type> types;
+      for (auto &[param, part, n] : pending) {
+        auto t = cast<RankedTensorType>(part.getType());
+        parts.push_back(part);
+        types.push_back(RankedTensorType::get({t.getDimSize(0) * n}, t.getElementType()));
+      }
+      auto ag = AllGatherOp::create(b, o.loc, types, parts, "dp");
+      for (auto [entry, full] : llvm::zip(pending, ag.getResults())) {
+        ParamOp param = std::get<0>(entry);
+        set(b, param.getLoc(), param.getSymName(),
+            buildZeroUnflatten(b, param.getLoc(), full, param.getTensorType()));
+      }
+      pending.clear();
+      pendingBytes = 0;
+    };
+    for (auto [index, pg] : llvm::enumerate(grads)) {
+      auto &[param, gIn] = pg;
+      zero = zeros[index];
       Location loc = param.getLoc();
       Value g = coef ? o.mul(gIn, coef) : gIn;
       Value p = GetParamOp::create(b, loc, param.getTensorType(), FlatSymbolRefAttr::get(b.getContext(), param.getSymName()));
+      if (zero) // this rank's part of the (replicated) parameter
+        p = LocalShardOp::create(b, loc, g.getType(),
+                                 buildZeroFlatten(b, loc, p, zero->parts), "dp");
       Value updated;
       if (optimizer == "sgd") {
         if (wd != 0)
@@ -277,8 +331,18 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         set(b, loc, nName, n);
         set(b, loc, prevName, g);
       }
-      set(b, loc, param.getSymName(), updated);
+      if (!zero) {
+        set(b, loc, param.getSymName(), updated);
+        continue;
+      }
+      pending.push_back({param, updated, zero->parts});
+      auto full = param.getTensorType();
+      pendingBytes += full.getNumElements() * storageElementBytes(full.getElementType());
+      if (pendingBytes >= bucketBytes)
+        gather();
     }
+    gather();
+    zero.reset();
     func::ReturnOp::create(b, ret.getLoc(), ValueRange{loss, norm, lrT});
     ret.erase();
     SmallVector<Type> types{loss.getType(), norm.getType(), lrT.getType()};

@@ -421,7 +421,9 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     auto type = p.getTensorType();
     auto acc = ParamOp::create(pb, p.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
                                SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
-    acc->setAttr(kKindAttr, pb.getStringAttr("state"));
+    // Zeroed by the runtime before every step, so not part of checkpoints
+    // (its shape is a tensor-parallel shard's, and a serial program lacks it).
+    acc->setAttr(kKindAttr, pb.getStringAttr("scratch"));
     return acc;
   }
 

@@ -50,6 +50,36 @@ void setShardLayout(Operation *op, const ShardLayout &layout);
 /// `local` with dimension `axis` multiplied by `parts`: the full tensor's type.
 RankedTensorType globalShardType(RankedTensorType local, const ShardLayout &layout);
 
+/// Discardable attribute of ZeRO stage 1 (merak-data-parallel `zero = 1`,
+/// merak-optimizer), `{parts = P, shape = array<i64: ...>}`: a tensor of
+/// `shape` (N elements) flattened, zero-padded to P * S elements, S =
+/// ceil(N / P), and split into P parts of S; dp rank r holds elements
+/// [r * S, (r + 1) * S). On a `merak.param` (optimizer state) the type is
+/// the local tensor<S x elem> and the initial value is local too (zeros);
+/// checkpoints hold the full tensor of `shape`. On a result of @loss_grad:
+/// that gradient is this rank's part, averaged over "dp".
+constexpr llvm::StringLiteral kZeroAttr = "merak.zero";
+
+/// The layout of kZeroAttr.
+struct ZeroLayout {
+  int64_t parts = 1;
+  SmallVector<int64_t> shape;
+  /// Elements of the full tensor and of one part.
+  int64_t numElements() const;
+  int64_t partSize() const { return (numElements() + parts - 1) / parts; }
+};
+/// The layout a kZeroAttr value spells, if it is well-formed.
+std::optional<ZeroLayout> getZeroLayout(Attribute attr);
+/// The layout of `op`'s kZeroAttr, if any.
+std::optional<ZeroLayout> getZeroLayout(Operation *op);
+DictionaryAttr zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout);
+/// `full` flattened and zero-padded to parts * ceil(N / parts) elements
+/// (merak.reshape, then merak.concat with zeros when N does not divide).
+Value buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts);
+/// The inverse of buildZeroFlatten: the first N elements of `padded`
+/// reshaped to `fullType`.
+Value buildZeroUnflatten(OpBuilder &b, Location loc, Value padded, RankedTensorType fullType);
+
 /// Numpy broadcast of two static shapes; failure when incompatible.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);

@@ -114,6 +114,16 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
       0.08, 0.01).
     Schedules: constant; linear-warmup (lr * min(1, (step+1)/warmup-steps));
     cosine (linear warm-up, then cosine decay to min-lr at total-steps).
+
+    ZeRO stage 1: a gradient result marked `merak.zero` (merak-data-parallel
+    with `zero = 1`) is this dp rank's part of the flattened, padded,
+    averaged gradient. Its parameter is flattened and padded alike and
+    `merak.local_shard` takes this rank's part; the state of that parameter
+    is a local part too (`merak.zero` on the state `merak.param`, so
+    checkpoints gather the full tensor), the update runs on the parts, and
+    the updated parts are gathered with `merak.all_gather` ("dp", in buckets
+    of about `bucket-bytes`), un-padded and written back whole. The squared
+    norms of the parts are summed over "dp" for the global gradient norm.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd, adamw or adan">,
@@ -131,7 +141,9 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
            "constant, linear-warmup or cosine">,
     Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "Warm-up steps">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0", "Steps of the cosine schedule">,
-    Option<"minLr", "min-lr", "double", /*default=*/"0", "Final learning rate of the cosine schedule">
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "Final learning rate of the cosine schedule">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
+           "ZeRO: parameter bytes per all-gather bucket of updated parts">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
@@ -149,11 +161,22 @@ def MerakDataParallel : Pass<"merak-data-parallel", "mlir::ModuleOp"> {
     pass finishes them (the last-computed first), each bucket placed right
     after its last member is computed, so that a later overlap phase can run
     it under the remaining backward. With `dp` = 1 it does nothing.
+
+    With `zero = 1` (ZeRO stage 1) each gradient is instead flattened,
+    zero-padded to a multiple of `dp` elements and reduce-scattered
+    (`merak.reduce_scatter`, "dp", mean; bucketed alike): @loss_grad returns
+    this rank's part of every averaged gradient, its result marked
+    `merak.zero = {parts, shape}` (layout in MerakOps.h), and
+    merak-optimizer updates only that part of the parameter and of its state
+    and all-gathers the updated parameter.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
-           "Gradient bytes per all-reduce bucket">
+           "Gradient bytes per all-reduce bucket">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage: 0 (all-reduce gradients) or 1 (reduce-scatter them; the "
+           "optimizer state is sharded over dp)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
@@ -278,8 +301,9 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     crossing the previous cut -> the activations crossing the next cut, or
     the loss), `@stage<s>_backward` (the same inputs plus the cotangents of
     the outputs -> the cotangents of the input activations; it recomputes the
-    forward and adds the parameter gradients into zero-initialised state
-    params `pipeline.grad.<param>`) and `@stage<s>_grads` (the accumulated
+    forward and adds the parameter gradients into zero-initialised params
+    `pipeline.grad.<param>` of kind "scratch": zeroed before every step, not
+    checkpointed) and `@stage<s>_grads` (the accumulated
     gradients of the parameters the stage reads, averaged over "dp"; marked
     `merak.update`, so merak-optimizer builds `@stage<s>_update` from it).
     Ops computed from constants and parameters only are cloned into every
@@ -291,7 +315,10 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     unless `boundaries` lists pp-1 cut-point indices. A parameter read by
     several stages (tied embeddings) is held by each; only its first holder
     counts it in the gradient norm (`merak.norm_skip`). The choice is the
-    module attribute `merak.pipeline`.
+    module attribute `merak.pipeline`. After merak-tensor-parallel, stages
+    hold local shards and the tp collectives (`merak.tp_identity`,
+    `merak.all_reduce`), which each stage's backward differentiates with
+    their VJP rules; accumulators of sharded parameters are local.
   }];
   let options = [
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,

@@ -34,7 +34,9 @@ inline constexpr llvm::StringLiteral kNormGroupAttr = "merak.norm_group";
 /// On such a function: parameters whose squared gradient another stage
 /// counts (tied copies), left out of this stage's part of the norm.
 inline constexpr llvm::StringLiteral kNormSkipAttr = "merak.norm_skip";
-/// Prefix of the gradient accumulators (state params zeroed every step).
+/// Prefix of the gradient accumulators: params of merak.kind "scratch"
+/// (zeroed by the runtime before every step, never checkpointed; under
+/// tensor parallelism they have the local shard's shape, unsharded).
 inline constexpr llvm::StringLiteral kGradAccumulatorPrefix = "pipeline.grad.";
 
 /// Estimated forward FLOPs of one op (matmul 2MNK, convolution 2 * output

@@ -1,0 +1,756 @@
+//===- Report.cpp - merak-compile --report --------------------------------===//
+//
+// Reads a compiled training program back into a per-stage summary: ONNX
+// nodes (from op locations), parameters and optimizer state, memory (the
+// arena plan, stashes), FLOPs (merak-pipeline's estimateOpFlops over the ops
+// each rank runs per step), collectives and point-to-point traffic. Every
+// number is per rank and per optimizer step. A serial or data/tensor-parallel
+// program is one stage (@train_step); a pipelined one has merak.pipeline and
+// the stage<s>_{forward,backward,update} fragments.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Tools/Report.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include <map>
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+
+namespace {
+
+int64_t tensorBytes(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return r.getNumElements() * std::max<int64_t>(1, storageElementBytes(r.getElementType()));
+}
+
+/// A value's slot in a pipeline message (64-byte aligned, as
+/// lib/Target/PipelineProgram.cpp packs them).
+int64_t messageSlotBytes(Type t) {
+  int64_t b = tensorBytes(t);
+  return std::max((b + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment,
+                  kBufferAlignment);
+}
+
+std::optional<StringRef> collectiveKind(Operation *op);
+
+/// The partitioner's cost of one op; views and collectives do no arithmetic.
+int64_t opFlops(Operation *op) {
+  if (isViewOp(op) || collectiveKind(op) || isa<func::FuncOp, func::ReturnOp>(op))
+    return 0;
+  return estimateOpFlops(op);
+}
+
+int64_t fnFlops(func::FuncOp fn) {
+  int64_t n = 0;
+  if (fn)
+    fn.walk([&](Operation *op) { n += opFlops(op); });
+  return n;
+}
+
+bool isModelParam(ParamOp p) {
+  StringRef n = p.getSymName();
+  return !p->hasAttr(kKindAttr) && !n.starts_with("optimizer.") &&
+         !n.starts_with(kGradAccumulatorPrefix);
+}
+
+/// How a sharded parameter's split axis is used: "column" (output features
+/// of a matmul, or a bias added there), "row" (the contracted dimension) or
+/// "" when no matmul or bias use is found.
+std::string splitKind(Value v, int64_t d) {
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  for (Operation *user : v.getUsers()) {
+    if (auto t = dyn_cast<TransposeOp>(user)) {
+      for (auto [i, p] : llvm::enumerate(t.getPerm()))
+        if (p == d)
+          if (std::string k = splitKind(t.getResult(), i); !k.empty())
+            return k;
+    } else if (auto m = dyn_cast<MatmulOp>(user)) {
+      if (m.getRhs() == v)
+        return d == rank - 1 ? "column" : d == rank - 2 ? "row" : "";
+      return d == rank - 1 ? "row" : "column";
+    } else if (rank == 1 && isa<AddOp>(user)) {
+      return "column";
+    }
+  }
+  return "";
+}
+
+struct ParamInfo {
+  std::string name;
+  SmallVector<int64_t> shape, globalShape;
+  int64_t elements = 0, bytes = 0, stateBytes = 0;
+  bool trainable = false;
+  std::optional<ShardLayout> shard;
+  std::string split;
+  SmallVector<int64_t> holders; // stages
+};
+
+struct Traffic {
+  int64_t count = 0, bytes = 0;
+};
+
+struct Bucket {
+  int64_t stage = 0;
+  std::string kind;
+  int64_t tensors = 0, bytes = 0;
+};
+
+struct StageInfo {
+  SmallVector<std::string> nodes;
+  SmallVector<std::string> params;
+  int64_t paramElements = 0, paramBytes = 0, stateBytes = 0, accumulatorBytes = 0;
+  SmallVector<std::pair<std::string, int64_t>> arenas;
+  int64_t stashBytes = 0;
+  int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
+  std::optional<int64_t> partitionCost;
+  std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step
+  int64_t sendNext = 0, recvPrev = 0, sendPrev = 0, recvNext = 0, tiedBytes = 0;
+  int64_t flops() const { return forwardFlops + backwardFlops + updateFlops; }
+  int64_t arenaPeak() const {
+    int64_t m = 0;
+    for (auto &a : arenas)
+      m = std::max(m, a.second);
+    return m;
+  }
+};
+
+struct Report {
+  const ReportOptions &opts;
+  ModuleOp module;
+  bool pipelined = false, plannedByCompile = false;
+  int64_t microbatchRows = 0, sequence = 0;
+  int64_t paramStorageBytes = 0, constantBytes = 0;
+  int64_t cutPoints = 0;
+  SmallVector<int64_t> cuts;
+  std::vector<ParamInfo> params;
+  llvm::StringMap<size_t> paramIndex;
+  std::vector<StageInfo> stages;
+  SmallVector<Bucket> dpBuckets;
+  int64_t dpScalarBytes = 0;
+
+  Report(const ReportOptions &opts, ModuleOp module) : opts(opts), module(module) {}
+
+  LogicalResult collect();
+  void collectParams();
+  void collectStage(int64_t s, ModuleOp planned);
+  void countCollectives(func::FuncOp fn, int64_t times, int64_t s);
+  void printText(llvm::raw_ostream &os) const;
+  json::Value toJson() const;
+
+  func::FuncOp fn(ModuleOp m, const Twine &name) const {
+    return m.lookupSymbol<func::FuncOp>(name.str());
+  }
+  std::string fragment(int64_t s, StringRef kind) const {
+    return ("stage" + Twine(s) + "_" + kind).str();
+  }
+  ParamInfo &param(StringRef name) { return params[paramIndex.lookup(name)]; }
+  const ParamInfo &param(StringRef name) const { return params[paramIndex.lookup(name)]; }
+};
+
+void Report::collectParams() {
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    if (!isModelParam(p))
+      continue;
+    ParamInfo info;
+    info.name = p.getSymName().str();
+    auto t = p.getTensorType();
+    info.shape.assign(t.getShape().begin(), t.getShape().end());
+    info.elements = t.getNumElements();
+    info.bytes = tensorBytes(t);
+    info.shard = getShardLayout(p);
+    auto g = info.shard ? globalShardType(t, *info.shard) : t;
+    info.globalShape.assign(g.getShape().begin(), g.getShape().end());
+    paramIndex[info.name] = params.size();
+    params.push_back(std::move(info));
+  }
+  // Optimizer state is named optimizer.<optimizer>.<slot>.<param>.
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    StringRef n = p.getSymName();
+    auto kind = p->getAttrOfType<StringAttr>(kKindAttr);
+    if (!kind || kind.getValue() != "state" || !n.consume_front("optimizer."))
+      continue;
+    StringRef rest = n.split('.').second.split('.').second;
+    if (paramIndex.count(rest))
+      param(rest).stateBytes += tensorBytes(p.getTensorType());
+  }
+}
+
+/// Collectives by op name, so that every kind (all_reduce, and the
+/// reduce_scatter / all_gather of ZeRO) is counted the same way: `bytes`
+/// is the full tensors' size (the larger of operands and results).
+std::optional<StringRef> collectiveKind(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  if (!name.consume_front("merak.") || !op->getAttrOfType<StringAttr>("group"))
+    return std::nullopt;
+  if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather")
+    return name;
+  return std::nullopt;
+}
+
+void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
+  if (!f)
+    return;
+  f.walk([&](Operation *op) {
+    std::optional<StringRef> kind = collectiveKind(op);
+    if (!kind)
+      return;
+    StringRef group = op->getAttrOfType<StringAttr>("group").getValue();
+    int64_t in = 0, out = 0;
+    bool scalars = true;
+    for (Value v : op->getOperands()) {
+      in += tensorBytes(v.getType());
+      scalars &= cast<RankedTensorType>(v.getType()).getRank() == 0;
+    }
+    for (Value v : op->getResults())
+      out += tensorBytes(v.getType());
+    int64_t bytes = std::max(in, out);
+    Traffic &t = stages[s].collectives[(*kind + " " + group).str()];
+    t.count += times;
+    t.bytes += times * bytes;
+    if (group != "dp" || *kind == "all_gather")
+      return;
+    if (scalars)
+      dpScalarBytes += times * bytes;
+    else
+      for (int64_t i = 0; i < times; ++i)
+        dpBuckets.push_back({s, kind->str(), (int64_t)op->getNumOperands(), bytes});
+  });
+}
+
+/// The ONNX node names on the ops of `f` (the importer's NameLocs), in
+/// program order; parameter reads and folded constants are not nodes.
+SmallVector<std::string> nodeNames(func::FuncOp f) {
+  llvm::SetVector<StringRef> names;
+  if (f)
+    f.walk([&](Operation *op) {
+      if (isa<GetParamOp, SetParamOp, ConstantOp, func::FuncOp>(op))
+        return;
+      op->getLoc()->walk([&](Location l) {
+        if (auto n = dyn_cast<NameLoc>(l))
+          names.insert(n.getName().getValue());
+        return WalkResult::advance();
+      });
+    });
+  return SmallVector<std::string>(llvm::map_range(names, [](StringRef s) { return s.str(); }));
+}
+
+void Report::collectStage(int64_t s, ModuleOp planned) {
+  StageInfo &st = stages[s];
+  int64_t m = opts.microbatches;
+  llvm::SetVector<StringRef> held;
+  func::FuncOp nodesFn;
+  if (!pipelined) {
+    nodesFn = fn(module, "loss");
+    func::FuncOp step = fn(module, "train_step");
+    llvm::StringSet<> written;
+    step.walk([&](SetParamOp set) { written.insert(set.getName()); });
+    for (ParamInfo &p : params) {
+      held.insert(p.name);
+      p.trainable = written.contains(p.name);
+    }
+    int64_t fwd = fnFlops(nodesFn), fb = fnFlops(fn(module, "loss_grad"));
+    st.forwardFlops = fwd;
+    st.backwardFlops = std::max<int64_t>(0, fb - fwd);
+    st.updateFlops = std::max<int64_t>(0, fnFlops(step) - fb);
+    countCollectives(step, 1, s);
+    if (auto a = fn(planned, "train_step")->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+      st.arenas.push_back({"train_step", a.getInt()});
+  } else {
+    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    func::FuncOp f = fn(module, fragment(s, "forward")), b = fn(module, fragment(s, "backward")),
+                 u = fn(module, fragment(s, "update"));
+    nodesFn = f;
+    for (Attribute n : cast<ArrayAttr>(plan.getAs<ArrayAttr>("owners")[s])) {
+      StringRef name = cast<StringAttr>(n).getValue();
+      if (paramIndex.count(name)) {
+        held.insert(name);
+        param(name).trainable = true;
+      }
+    }
+    for (func::FuncOp frag : {f, b})
+      frag.walk([&](GetParamOp get) {
+        if (paramIndex.count(get.getName()))
+          held.insert(get.getName());
+      });
+    st.forwardFlops = m * fnFlops(f);
+    st.backwardFlops = m * fnFlops(b);
+    st.updateFlops = fnFlops(u);
+    st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
+    countCollectives(f, m, s);
+    countCollectives(b, m, s);
+    countCollectives(u, 1, s);
+    for (StringRef kind : {"forward", "backward", "update"})
+      if (auto a = fn(planned, fragment(s, kind))->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+        st.arenas.push_back({fragment(s, kind), a.getInt()});
+    auto named = [](func::FuncOp g, unsigned i, bool result) {
+      auto n = result ? g.getResultAttrOfType<StringAttr>(i, "merak.name")
+                      : g.getArgAttrOfType<StringAttr>(i, "merak.name");
+      return n ? n.getValue() : StringRef();
+    };
+    int64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
+    for (auto [i, t] : llvm::enumerate(f.getArgumentTypes()))
+      if (named(f, i, false).starts_with("act:"))
+        actIn += messageSlotBytes(t);
+    for (auto [i, t] : llvm::enumerate(f.getResultTypes()))
+      if (named(f, i, true).starts_with("act:"))
+        actOut += messageSlotBytes(t);
+    for (auto [i, t] : llvm::enumerate(b.getArgumentTypes()))
+      if (named(b, i, false).starts_with("cot:"))
+        cotIn += messageSlotBytes(t);
+    for (auto [i, t] : llvm::enumerate(b.getResultTypes()))
+      if (named(b, i, true).starts_with("cot:"))
+        cotOut += messageSlotBytes(t);
+    st.recvPrev = m * actIn;
+    st.sendNext = m * actOut;
+    st.recvNext = m * cotIn;
+    st.sendPrev = m * cotOut;
+    st.stashBytes = m * actIn;
+  }
+  st.nodes = nodeNames(nodesFn);
+  for (StringRef name : held) {
+    ParamInfo &p = param(name);
+    p.holders.push_back(s);
+    st.params.push_back(p.name);
+    st.paramElements += p.elements;
+    st.paramBytes += p.bytes;
+    st.stateBytes += p.stateBytes;
+    if (auto acc = module.lookupSymbol<ParamOp>((kGradAccumulatorPrefix + name).str()))
+      st.accumulatorBytes += tensorBytes(acc.getTensorType());
+    if (p.shard && p.split.empty() && nodesFn) {
+      nodesFn.walk([&](GetParamOp get) {
+        if (p.split.empty() && get.getName() == name)
+          p.split = splitKind(get.getResult(), p.shard->axis);
+      });
+      if (p.split.empty())
+        p.split = "split";
+    }
+  }
+}
+
+LogicalResult Report::collect() {
+  pipelined = (bool)module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  int64_t nStages = 1;
+  SmallVector<func::FuncOp> toPlan;
+  if (pipelined) {
+    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    nStages = plan.getAs<IntegerAttr>("stages").getInt();
+    cutPoints = plan.getAs<IntegerAttr>("cut_points").getInt();
+    llvm::append_range(cuts, plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef());
+    for (int64_t s = 0; s < nStages; ++s)
+      for (StringRef kind : {"forward", "backward", "update"}) {
+        func::FuncOp f = fn(module, fragment(s, kind));
+        if (!f)
+          return module.emitError("--report: no @") << fragment(s, kind)
+                                                    << " (the program has no training step)";
+        toPlan.push_back(f);
+      }
+  } else {
+    func::FuncOp step = fn(module, "train_step");
+    if (!step)
+      return module.emitError("--report: no @train_step (compile to the training phase or later)");
+    toPlan.push_back(step);
+  }
+  plannedByCompile = llvm::all_of(toPlan, [](func::FuncOp f) { return f->hasAttr(kArenaBytesAttr); });
+  // Arena sizes come from the memory plan; plan a copy when the compile
+  // stopped before it.
+  OwningOpRef<ModuleOp> copy;
+  ModuleOp planned = module;
+  if (!plannedByCompile) {
+    copy = module.clone();
+    planned = *copy;
+    SmallVector<func::FuncOp> fns;
+    for (func::FuncOp f : toPlan)
+      fns.push_back(fn(planned, f.getSymName()));
+    if (failed(planMemory(planned, fns)))
+      return failure();
+  }
+  if (auto a = planned->getAttrOfType<IntegerAttr>(kParamsBytesAttr))
+    paramStorageBytes = a.getInt();
+  if (auto a = planned->getAttrOfType<IntegerAttr>(kConstsBytesAttr))
+    constantBytes = a.getInt();
+
+  if (func::FuncOp f = fn(module, "forward"))
+    for (BlockArgument arg : f.getArguments()) {
+      auto t = dyn_cast<RankedTensorType>(arg.getType());
+      if (t && t.getRank() == 2 && t.getElementType().isInteger() &&
+          !t.getElementType().isInteger(1)) {
+        microbatchRows = t.getDimSize(0);
+        sequence = t.getDimSize(1);
+        break;
+      }
+    }
+
+  collectParams();
+  stages.resize(nStages);
+  for (int64_t s = 0; s < nStages; ++s)
+    collectStage(s, planned);
+  // Tied parameters: each holder sends its accumulator to every other.
+  for (const ParamInfo &p : params)
+    if (p.holders.size() > 1)
+      for (int64_t s : p.holders)
+        stages[s].tiedBytes += (p.holders.size() - 1) * p.bytes;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Text
+//===----------------------------------------------------------------------===//
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, "x");
+  return s;
+}
+
+/// "1234 bytes", with a binary-prefixed size from 1 MiB up.
+std::string bytesStr(int64_t b) {
+  std::string s = std::to_string(b) + " bytes";
+  if (b >= (1 << 20))
+    s += b >= (int64_t(1) << 30) ? llvm::formatv(" ({0:F2} GiB)", b / double(1 << 30)).str()
+                                 : llvm::formatv(" ({0:F1} MiB)", b / double(1 << 20)).str();
+  return s;
+}
+
+std::string flopsStr(int64_t f) {
+  std::string s = std::to_string(f);
+  if (f >= 1000000000000)
+    s += llvm::formatv(" ({0:F2} TFLOP)", f / 1e12).str();
+  else if (f >= 1000000000)
+    s += llvm::formatv(" ({0:F2} GFLOP)", f / 1e9).str();
+  else if (f >= 1000000)
+    s += llvm::formatv(" ({0:F2} MFLOP)", f / 1e6).str();
+  return s;
+}
+
+std::string rangeStr(int64_t first, int64_t last) {
+  return first == last ? std::to_string(first)
+                       : std::to_string(first) + "-" + std::to_string(last);
+}
+
+void Report::printText(llvm::raw_ostream &os) const {
+  int64_t dp = opts.dp, tp = opts.tp, m = opts.microbatches;
+  int64_t world = dp * tp * (int64_t)stages.size();
+  os << "merak-compile report: " << opts.model << "\n";
+  os << "mesh: dp " << dp << " x tp " << tp << " x pp " << stages.size() << " = " << world
+     << (world == 1 ? " rank" : " ranks") << " (rank = (stage * dp + dp_rank) * tp + tp_rank)\n";
+  os << "micro-batches: " << m << ", schedule "
+     << (opts.schedule.empty() ? "none (one step, no pipeline)" : opts.schedule) << "\n";
+  if (microbatchRows)
+    os << "batch: " << microbatchRows * m * dp << " rows per step, " << microbatchRows * m
+       << " per dp rank, " << microbatchRows << " per micro-batch; sequence " << sequence << "\n";
+  os << "optimizer: " << opts.optimizer << "\n";
+  os << "memory per rank: parameter storage " << bytesStr(paramStorageBytes)
+     << " (every parameter and its state, on every rank), constants " << bytesStr(constantBytes)
+     << (plannedByCompile ? "" : "; arenas planned for this report") << "\n";
+  auto group = [&](const StageInfo &st, StringRef g) {
+    auto it = st.collectives.find(g.str());
+    return it == st.collectives.end() ? Traffic() : it->second;
+  };
+  for (auto [s, st] : llvm::enumerate(stages)) {
+    int64_t s64 = s;
+    os << "stage " << s << " (ranks " << rangeStr(s64 * dp * tp, (s64 + 1) * dp * tp - 1)
+       << "): " << st.nodes.size() << (st.nodes.size() == 1 ? " ONNX node" : " ONNX nodes");
+    size_t n = st.nodes.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 8 && i == 3) {
+        os << ", ...";
+        i = n - 4;
+        continue;
+      }
+      os << (i ? ", " : ": ") << st.nodes[i];
+    }
+    os << "\n";
+    os << "  parameters: " << st.params.size() << " (" << st.paramElements << " elements, "
+       << bytesStr(st.paramBytes) << "); optimizer state " << bytesStr(st.stateBytes);
+    if (pipelined)
+      os << "; gradient accumulators " << bytesStr(st.accumulatorBytes);
+    os << "\n";
+    for (const std::string &name : st.params) {
+      const ParamInfo &p = param(name);
+      os << "    " << p.name << " " << shapeStr(p.shape) << ", " << p.elements << " elements, "
+         << bytesStr(p.bytes);
+      if (p.shard)
+        os << ", " << p.split << "-parallel shard of " << shapeStr(p.globalShape);
+      if (!p.trainable)
+        os << ", frozen";
+      if (p.holders.size() > 1) {
+        os << ", tied (stages";
+        for (int64_t h : p.holders)
+          os << " " << h;
+        os << ")";
+      }
+      os << "\n";
+    }
+    os << "  activations: arena peak " << bytesStr(st.arenaPeak());
+    if (st.arenas.size() > 1) {
+      os << " (";
+      llvm::interleaveComma(st.arenas, os,
+                            [&](auto &a) { os << a.first << " " << a.second; });
+      os << ")";
+    }
+    if (pipelined)
+      os << "; stash " << bytesStr(st.stashBytes) << " (" << m << " micro-batches)";
+    os << "\n";
+    os << "  FLOPs per step: " << flopsStr(st.flops()) << " (forward " << st.forwardFlops
+       << ", backward " << st.backwardFlops << (pipelined ? " with recomputation" : "")
+       << ", update " << st.updateFlops << ")";
+    if (st.partitionCost)
+      os << "; partitioner cost " << *st.partitionCost << " per micro-batch";
+    os << "\n";
+    os << "  communication per step:";
+    bool any = false;
+    for (auto &[g, t] : st.collectives) {
+      os << (any ? ", " : " ") << g << " " << t.count << " x (" << t.bytes << " bytes)";
+      any = true;
+    }
+    if (pipelined && s > 0) {
+      os << (any ? ", " : " ") << "recv " << st.recvPrev << " / send " << st.sendPrev
+         << " bytes from / to stage " << s - 1;
+      any = true;
+    }
+    if (pipelined && s + 1 < stages.size()) {
+      os << (any ? ", " : " ") << "send " << st.sendNext << " / recv " << st.recvNext
+         << " bytes to / from stage " << s + 1;
+      any = true;
+    }
+    if (st.tiedBytes) {
+      os << (any ? ", " : " ") << "tied gradients " << st.tiedBytes << " bytes each way";
+      any = true;
+    }
+    os << (any ? "" : " none") << "\n";
+  }
+
+  os << "tensor parallel:";
+  if (tp == 1) {
+    os << " none\n";
+  } else {
+    int64_t sharded = llvm::count_if(params, [](const ParamInfo &p) { return (bool)p.shard; });
+    Traffic total;
+    for (const StageInfo &st : stages) {
+      total.count += group(st, "all_reduce tp").count;
+      total.bytes += group(st, "all_reduce tp").bytes;
+    }
+    os << " tp " << tp << ", " << sharded << " sharded parameters; all_reduce tp per step "
+       << total.count << " x (" << total.bytes << " bytes)\n";
+    for (const ParamInfo &p : params)
+      if (p.shard)
+        os << "  " << p.name << ": " << p.split << "-parallel, axis " << p.shard->axis << ", "
+           << p.shard->parts << " parts" << (p.shard->blocks > 1 ? ", " : "")
+           << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "") << ", "
+           << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
+  }
+  os << "data parallel:";
+  if (dp == 1) {
+    os << " none\n";
+  } else {
+    int64_t bytes = 0;
+    for (const Bucket &b : dpBuckets)
+      bytes += b.bytes;
+    os << " dp " << dp << ", " << dpBuckets.size() << " gradient bucket"
+       << (dpBuckets.size() == 1 ? "" : "s") << " per step (" << bytesStr(bytes) << ")";
+    if (dpScalarBytes)
+      os << ", scalars (loss, norms) " << dpScalarBytes << " bytes";
+    os << "\n";
+    for (const Bucket &b : dpBuckets)
+      os << "  stage " << b.stage << ": " << b.kind << " of " << b.tensors << " tensors, "
+         << bytesStr(b.bytes) << "\n";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// JSON
+//===----------------------------------------------------------------------===//
+
+json::Array shapeJson(ArrayRef<int64_t> shape) {
+  json::Array a;
+  for (int64_t d : shape)
+    a.push_back(d);
+  return a;
+}
+
+json::Value Report::toJson() const {
+  int64_t dp = opts.dp, tp = opts.tp, m = opts.microbatches, pp = stages.size();
+  json::Object root;
+  root["model"] = opts.model;
+  root["mesh"] = json::Object{{"dp", dp}, {"tp", tp}, {"pp", pp}, {"world", dp * tp * pp}};
+  root["microbatches"] = m;
+  root["schedule"] = opts.schedule.empty() ? json::Value(nullptr) : json::Value(opts.schedule);
+  root["optimizer"] = opts.optimizer;
+  if (microbatchRows)
+    root["batch"] = json::Object{{"global", microbatchRows * m * dp},
+                                 {"per_dp_rank", microbatchRows * m},
+                                 {"microbatch", microbatchRows},
+                                 {"sequence", sequence}};
+  else
+    root["batch"] = nullptr;
+  root["memory"] = json::Object{{"planned_by_compile", plannedByCompile},
+                                {"param_storage_bytes", paramStorageBytes},
+                                {"constant_bytes", constantBytes}};
+  json::Array stageArr;
+  Traffic tpTotal;
+  for (auto [s, st] : llvm::enumerate(stages)) {
+    int64_t s64 = s;
+    json::Array ranks, nodes, ps;
+    for (int64_t r = s64 * dp * tp; r < (s64 + 1) * dp * tp; ++r)
+      ranks.push_back(r);
+    for (const std::string &n : st.nodes)
+      nodes.push_back(n);
+    for (const std::string &name : st.params) {
+      const ParamInfo &p = param(name);
+      json::Object o{{"name", p.name},
+                     {"shape", shapeJson(p.shape)},
+                     {"elements", p.elements},
+                     {"bytes", p.bytes},
+                     {"optimizer_state_bytes", p.stateBytes},
+                     {"trainable", p.trainable}};
+      if (p.holders.size() > 1) {
+        json::Array h;
+        for (int64_t x : p.holders)
+          h.push_back(x);
+        o["tied_stages"] = std::move(h);
+      }
+      if (p.shard)
+        o["shard"] = json::Object{{"kind", p.split},
+                                  {"axis", p.shard->axis},
+                                  {"parts", p.shard->parts},
+                                  {"blocks", p.shard->blocks},
+                                  {"global_shape", shapeJson(p.globalShape)}};
+      ps.push_back(std::move(o));
+    }
+    json::Object arenas;
+    for (auto &[name, bytes] : st.arenas)
+      arenas[name] = bytes;
+    // {"all_reduce": {"tp": {count, bytes}, ...}, "reduce_scatter": ...}
+    std::map<std::string, json::Object> byKind;
+    for (auto &[key, t] : st.collectives) {
+      auto [kind, g] = StringRef(key).split(' ');
+      byKind[kind.str()][g] = json::Object{{"count", t.count}, {"bytes", t.bytes}};
+      if (key == "all_reduce tp") {
+        tpTotal.count += t.count;
+        tpTotal.bytes += t.bytes;
+      }
+    }
+    json::Object collectives;
+    for (auto &[kind, groups] : byKind)
+      collectives[kind] = std::move(groups);
+    collectives["send"] =
+        json::Object{{"next", st.sendNext}, {"prev", st.sendPrev}, {"tied", st.tiedBytes}};
+    collectives["recv"] =
+        json::Object{{"next", st.recvNext}, {"prev", st.recvPrev}, {"tied", st.tiedBytes}};
+    json::Object stage{
+        {"stage", s64},
+        {"ranks", std::move(ranks)},
+        {"node_count", (int64_t)st.nodes.size()},
+        {"nodes", std::move(nodes)},
+        {"param_count", (int64_t)st.params.size()},
+        {"param_elements", st.paramElements},
+        {"param_bytes", st.paramBytes},
+        {"optimizer_state_bytes", st.stateBytes},
+        {"grad_accumulator_bytes", st.accumulatorBytes},
+        {"params", std::move(ps)},
+        {"activations", json::Object{{"arena_bytes", std::move(arenas)},
+                                     {"arena_peak_bytes", st.arenaPeak()},
+                                     {"stash_bytes", st.stashBytes}}},
+        {"flops", json::Object{{"forward", st.forwardFlops},
+                               {"backward", st.backwardFlops},
+                               {"update", st.updateFlops},
+                               {"total", st.flops()}}},
+        {"partition_cost",
+         st.partitionCost ? json::Value(*st.partitionCost) : json::Value(nullptr)},
+        {"collectives", std::move(collectives)},
+    };
+    stageArr.push_back(std::move(stage));
+  }
+  root["stages"] = std::move(stageArr);
+
+  json::Array sharded;
+  for (const ParamInfo &p : params)
+    if (p.shard) {
+      json::Array h;
+      for (int64_t x : p.holders)
+        h.push_back(x);
+      sharded.push_back(json::Object{{"name", p.name},
+                                     {"stages", std::move(h)},
+                                     {"kind", p.split},
+                                     {"axis", p.shard->axis},
+                                     {"parts", p.shard->parts},
+                                     {"blocks", p.shard->blocks},
+                                     {"shape", shapeJson(p.shape)},
+                                     {"global_shape", shapeJson(p.globalShape)}});
+    }
+  root["tensor_parallel"] =
+      json::Object{{"tp", tp},
+                   {"sharded", std::move(sharded)},
+                   {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
+
+  json::Array buckets;
+  int64_t bucketBytes = 0;
+  for (const Bucket &b : dpBuckets) {
+    buckets.push_back(json::Object{
+        {"stage", b.stage}, {"kind", b.kind}, {"tensors", b.tensors}, {"bytes", b.bytes}});
+    bucketBytes += b.bytes;
+  }
+  root["data_parallel"] = json::Object{{"dp", dp},
+                                       {"bucket_count", (int64_t)dpBuckets.size()},
+                                       {"bucket_bytes", bucketBytes},
+                                       {"buckets", std::move(buckets)},
+                                       {"scalar_bytes", dpScalarBytes}};
+  if (pipelined) {
+    json::Array c;
+    for (int64_t x : cuts)
+      c.push_back(x);
+    int64_t p2p = 0;
+    for (const StageInfo &st : stages)
+      p2p += st.sendNext + st.sendPrev + st.tiedBytes;
+    root["pipeline"] = json::Object{
+        {"cut_points", cutPoints}, {"cuts", std::move(c)}, {"send_bytes", p2p}};
+  } else {
+    root["pipeline"] = nullptr;
+  }
+  return json::Value(std::move(root));
+}
+
+} // namespace
+
+LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptions &options,
+                                              llvm::raw_ostream &os) {
+  Report report(options, module);
+  if (failed(report.collect()))
+    return failure();
+  if (options.json)
+    os << llvm::formatv("{0:2}", report.toJson()) << "\n";
+  else
+    report.printText(os);
+  return success();
+}
+
+LogicalResult mlir::merak::writeCompileReport(ModuleOp module, const ReportOptions &options,
+                                              StringRef file) {
+  std::string text, err;
+  llvm::raw_string_ostream os(text);
+  if (failed(printCompileReport(module, options, os)))
+    return failure();
+  auto out = openOutputFile(file, &err);
+  if (!out) {
+    llvm::errs() << "merak-compile: error: " << err << "\n";
+    return failure();
+  }
+  out->os() << text;
+  out->keep();
+  return success();
+}

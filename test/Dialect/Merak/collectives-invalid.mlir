@@ -1,0 +1,81 @@
+// RUN: merak-opt %s -split-input-file -verify-diagnostics
+
+// Verifier errors of merak.reduce_scatter, merak.all_gather,
+// merak.local_shard and of the ZeRO layout on merak.param.
+
+func.func @bad_group(%a: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{group must be "dp", "tp" or "pp", got "world"}}
+  %r = merak.reduce_scatter %a group = "world" reduction = "sum" : tensor<8xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_reduction(%a: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{reduction must be "sum" or "mean", got "max"}}
+  %r = merak.reduce_scatter %a group = "dp" reduction = "max" : tensor<8xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @not_a_multiple(%a: tensor<7xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{the leading dimension of the operand (7) is not a multiple of the result's (2)}}
+  %r = merak.reduce_scatter %a group = "dp" reduction = "mean" : tensor<7xf32> -> tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+func.func @trailing(%a: tensor<4x3xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{the operand 'tensor<4x3xf32>' and the result 'tensor<2x2xf32>' must have the same rank (at least 1) and differ in the leading dimension only}}
+  %r = merak.reduce_scatter %a group = "dp" reduction = "mean" : tensor<4x3xf32> -> tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @scalar(%a: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{must have the same rank (at least 1)}}
+  %r = merak.local_shard %a group = "dp" : tensor<f32> -> tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+func.func @two_groups(%a: tensor<2xf32>, %b: tensor<2xf32>) -> (tensor<4xf32>, tensor<8xf32>) {
+  // expected-error @+1 {{operands split into different numbers of parts (2 and 4); one op is one group}}
+  %g:2 = merak.all_gather %a, %b group = "dp" : tensor<2xf32>, tensor<2xf32> -> tensor<4xf32>, tensor<8xf32>
+  return %g#0, %g#1 : tensor<4xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @gather_shrinks(%a: tensor<8xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{the leading dimension of the result (4) is not a multiple of the operand's (8)}}
+  %g = merak.all_gather %a group = "dp" : tensor<8xf32> -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+func.func @element_type(%a: tensor<8xf32>) -> tensor<4xf64> {
+  // expected-error @+1 {{result element types must equal the operands'}}
+  %r = merak.local_shard %a group = "dp" : tensor<8xf32> -> tensor<4xf64>
+  return %r : tensor<4xf64>
+}
+
+// -----
+
+// expected-error @+1 {{a ZeRO shard of 6 elements over 4 parts must have type 'tensor<2xf32>', got 'tensor<6xf32>'}}
+merak.param @s : tensor<6xf32> = dense<0.0> : tensor<6xf32> {merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
+
+// -----
+
+// expected-error @+1 {{malformed merak.zero}}
+merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts = 0 : i64, shape = array<i64: 2, 3>}}
+
+// -----
+
+// expected-error @+1 {{cannot carry both merak.shard and merak.zero}}
+merak.param @s : tensor<1xf32> = dense<0.0> : tensor<2xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}
