@@ -250,6 +250,16 @@ def check_sigkill(env):
                              + (["--resume"] if os.path.exists(os.path.join(ckpt, "latest"))
                                 else []),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Kill mid-run, once the run is checkpointing (a loaded machine may
+        # take seconds to start the program): `delay` after the first
+        # checkpoint of this run appeared.
+        latest = os.path.join(ckpt, "latest")
+        before = os.stat(latest).st_mtime_ns if os.path.exists(latest) else None
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(latest) and os.stat(latest).st_mtime_ns != before:
+                break
+            time.sleep(0.01)
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
         p.wait()
