@@ -75,7 +75,8 @@ LogicalResult softmaxCrossEntropy(NodeContext &n) {
     IntegerAttr ignoreAttr = ignore ? n.builder().getI64IntegerAttr(*ignore) : IntegerAttr();
     n.setOutputs(n.create<CrossEntropyOp>(n.input(0), n.input(1),
                                           n.builder().getI64IntegerAttr(1),
-                                          n.builder().getStringAttr(red), ignoreAttr));
+                                          n.builder().getStringAttr(red), ignoreAttr,
+                                          StringAttr()));
     return success();
   }
   if (n.inputType(0).getRank() < 2)

@@ -246,7 +246,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
         return p.emitError("a sharded parameter lies in the initialised storage");
       entry["shard"] = json::Object{
           {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
-      entry["global_shape"] = shapeOf(globalShardType(type, *shard));
+      std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
+      entry["global_shape"] = shapeOf(globalShardType(
+          zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
       auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
       bool zeros = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
                    dense.getSplatValue<APFloat>().isPosZero();
@@ -258,6 +260,12 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
           return failure();
         written += slotBytes(full);
       }
+    }
+    if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
+      // ZeRO-1 state: this dp rank's part, as in a serial program's manifest.
+      entry["zero"] = json::Object{{"parts", zero->parts}};
+      if (!entry.get("global_shape"))
+        entry["global_shape"] = json::Array(zero->shape);
     }
     params.push_back(std::move(entry));
   }
@@ -274,7 +282,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   };
   json::Array inputs, outputs;
   llvm::StringMap<std::pair<int64_t, int64_t>> dataSlot; // name -> (offset, mb bytes)
+  llvm::StringMap<std::string> dataRole;                // name -> role
   bool haveTokens = false;
+  std::string otherInput;
   for (BlockArgument arg : lossFn.getArguments()) {
     auto name = lossFn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
     auto type = cast<RankedTensorType>(arg.getType());
@@ -284,9 +294,13 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       role = "labels";
     else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
       role = "tokens", haveTokens = true;
-    else
-      return lossFn.emitError("a pipeline program feeds only token ids and labels; input '")
-             << n << "' is neither";
+    else // an array input of a model without token ids (features, images)
+      role = "other", otherInput = n;
+    if (haveTokens && !otherInput.empty())
+      return lossFn.emitError("a pipeline program with token ids feeds only them and labels; "
+                              "input '")
+             << otherInput << "' is neither";
+    dataRole[n] = role;
     SmallVector<int64_t> shape(type.getShape());
     shape[0] *= m; // every micro-batch of the step
     auto full = RankedTensorType::get(shape, type.getElementType());
@@ -343,7 +357,10 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       } else if (kindName == "step") {
         a["source"] = "step";
       } else if (dataSlot.count(kindName)) {
-        a["source"] = lossFn && kindName == "labels" ? "labels" : "tokens";
+        std::string role = dataRole.lookup(kindName);
+        a["source"] = role == "other" ? std::string("input") : role;
+        if (role == "other")
+          a["input_offset"] = dataSlot.lookup(kindName).first;
       } else {
         return f.emitError("fragment argument ") << i << " has no known source";
       }

@@ -153,14 +153,18 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     if (std::optional<ShardLayout> shard = getShardLayout(p)) {
       entry["shard"] = json::Object{
           {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
-      entry["global_shape"] = shapeOf(globalShardType(type, *shard));
+      std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
+      entry["global_shape"] = shapeOf(globalShardType(
+          zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
       if (off < initBytes.getInt())
         return p.emitError("a sharded parameter lies in the initialised storage");
     }
     if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
       // ZeRO-1 state: this dp rank's part of the flattened, padded tensor.
+      // (Of a tensor-parallel shard: global_shape is the full tensor's.)
       entry["zero"] = json::Object{{"parts", zero->parts}};
-      entry["global_shape"] = json::Array(zero->shape);
+      if (!entry.get("global_shape"))
+        entry["global_shape"] = json::Array(zero->shape);
     }
     params.push_back(std::move(entry));
   }

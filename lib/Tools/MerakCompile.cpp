@@ -39,7 +39,7 @@ using namespace mlir::merak;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Phase { Import, Training, Pipeline, Schedule, Lower, Emit, Binary };
+enum class Phase { Import, Training, Shard, Pipeline, Schedule, Lower, Emit, Binary };
 
 struct CompileOptions {
   cl::OptionCategory cat{"merak-compile options"};
@@ -57,6 +57,11 @@ struct CompileOptions {
                             "and the gradient of every trainable parameter) and "
                             "@train_step (gradients, clipping, LR schedule and "
                             "the optimizer update)"),
+                 clEnumValN(Phase::Shard, "shard",
+                            "with --tp/--dp/--zero: the training IR after sharding "
+                            "(merak-tensor-parallel runs on @forward before the loss is "
+                            "attached, merak-data-parallel after autodiff), with "
+                            "merak.shard attributes and the inserted collectives"),
                  clEnumValN(Phase::Pipeline, "pipeline",
                             "with --pp/--microbatches: the stage assignment "
                             "(comment lines) and the IR of every stage's fragments"),
@@ -107,6 +112,11 @@ struct CompileOptions {
   cl::opt<int64_t> tp{"tp", cl::desc("Tensor-parallel ranks: Megatron-style column/row-parallel MLPs "
                                       "and head-split attention (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
+  cl::opt<bool> vocabParallel{
+      "vocab-parallel",
+      cl::desc("With --tp: also split the vocabulary (embedding, LM head, cross-entropy; "
+               "Megatron-LM). Pipelined programs (--pp/--microbatches) keep them replicated"),
+      cl::init(false), cl::cat(cat)};
   cl::opt<int64_t> pp{"pp", cl::desc("Pipeline stages: the model is cut into pp stages of "
                                       "balanced cost (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
@@ -164,6 +174,25 @@ FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokenInput(ModuleOp modu
       return std::make_pair(name.str(), SmallVector<int64_t>(t.getShape()));
   }
   return failure();
+}
+
+/// Without token ids (an MLP on features, a CNN on images): every input of
+/// @forward, which must share a leading (batch) dimension. Empty when an
+/// input has no leading dimension or they differ.
+SmallVector<std::pair<std::string, SmallVector<int64_t>>> batchInputs(ModuleOp module) {
+  SmallVector<std::pair<std::string, SmallVector<int64_t>>> inputs;
+  auto fn = module.lookupSymbol<func::FuncOp>("forward");
+  if (!fn)
+    return {};
+  for (BlockArgument arg : fn.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+    if (!t || !name || t.getRank() == 0 ||
+        (!inputs.empty() && t.getDimSize(0) != inputs.front().second[0]))
+      return {};
+    inputs.emplace_back(name.str(), SmallVector<int64_t>(t.getShape()));
+  }
+  return inputs;
 }
 
 /// Prints the memory plan's totals: the peak arena against what every
@@ -313,11 +342,6 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return fail("--zero " + Twine(opts.zero) + ": only stages 0 and 1 exist");
   if (opts.zero && opts.compileTo < Phase::Training)
     return fail("--zero needs --compile-to=training or a later phase");
-  if (opts.zero && pipelined)
-    return fail("--zero 1 with --pp/--microbatches is not supported yet (the pipeline's "
-                "per-stage updates average gradients with all-reduce)");
-  if (opts.zero && opts.tp > 1)
-    return fail("--zero 1 with --tp is not supported yet");
 
   auto importAndClean = [&](const ImportOptions &io) -> OwningOpRef<ModuleOp> {
     OwningOpRef<ModuleOp> m = importOnnxFile(opts.input, &ctx, io);
@@ -340,20 +364,32 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     // Data parallelism / micro-batches: import again with the per-rank
     // micro-batch, so every shape (including those PyTorch computes from
     // the input's) is local.
-    FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
-    if (failed(tokens))
-      return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) to split");
-    auto &[name, shape] = *tokens;
-    if (shape[0] % split != 0)
-      return fail("the batch of input '" + name + "' (" + Twine(shape[0]) +
+    // Token ids split along their batch; without them (an MLP, a CNN)
+    // every input splits along its leading dimension.
+    SmallVector<std::pair<std::string, SmallVector<int64_t>>> splitInputs;
+    if (FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
+        succeeded(tokens))
+      splitInputs.push_back(*tokens);
+    else
+      splitInputs = batchInputs(*module);
+    if (splitInputs.empty())
+      return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) or "
+                  "inputs sharing a leading batch dimension to split");
+    int64_t batch = splitInputs.front().second[0];
+    if (batch % split != 0)
+      return fail("the batch of input '" + splitInputs.front().first + "' (" + Twine(batch) +
                   ") does not divide by --dp " + Twine(opts.dp) +
                   (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
     ImportOptions local = importOpts;
     local.overrideStaticDims = true;
-    local.inputShapes[name] = {shape[0] / split, shape[1]};
+    for (auto &[name, shape] : splitInputs) {
+      SmallVector<int64_t> localShape = shape;
+      localShape[0] = batch / split;
+      local.inputShapes[name] = localShape;
+    }
     module = importAndClean(local);
     if (!module)
-      return fail("importing with the per-rank batch " + Twine(shape[0] / split) +
+      return fail("importing with the per-rank batch " + Twine(batch / split) +
                   " failed: the model may hard-code its batch size (export it "
                   "computing shapes from the input)");
   }
@@ -368,6 +404,13 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
     training.dp = opts.dp;
     training.tp = opts.tp;
+    // Vocabulary parallelism is not composed with the pipeline yet (the tied
+    // wte exchange assumes replicated copies): replicated there.
+    training.vocabParallel = opts.vocabParallel && opts.tp > 1 && !pipelined;
+    if (opts.vocabParallel && opts.tp > 1 && pipelined)
+      llvm::errs() << "merak-compile: warning: --vocab-parallel is not supported with "
+                      "--pp/--microbatches yet; the embedding, LM head and loss stay "
+                      "replicated\n";
     training.zero = opts.zero;
     training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     training.optimizer = "optimizer=" + opts.optimizer;

@@ -27,6 +27,7 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   cut.pp = pipeline.pp;
   cut.microbatches = pipeline.microbatches;
   cut.dp = training.dp;
+  cut.zero = training.zero;
   cut.boundaries.assign(pipeline.boundaries.begin(), pipeline.boundaries.end());
   cut.frozen.assign(training.frozen.begin(), training.frozen.end());
   pm.addPass(createMerakPipeline(cut));

@@ -32,6 +32,7 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
   if (options.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = options.tp;
+    tensorParallel.vocabParallel = options.vocabParallel;
     pm.addPass(createMerakTensorParallel(tensorParallel));
   }
   MerakAttachLossOptions loss;

@@ -3,11 +3,15 @@
 
 #include "merak_rt/comm.h"
 
+#include "ops_util.h"
+
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 namespace merak::rt::cpu {
+using namespace detail;
 namespace {
 Comm *gComm = nullptr;
 
@@ -58,8 +62,10 @@ void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
     std::memcpy(p, in[i], counts[i] * es);
     p += counts[i] * es;
   }
-  Comm::Request r = gComm->allReduceSum(axisOf(group), scratch.data(), total,
-                                        t == DT::F32 ? CommType::F32 : CommType::F64);
+  const CommType ct = t == DT::F32 ? CommType::F32 : CommType::F64;
+  Comm::Request r = reduce == CollReduce::Max
+                        ? gComm->allReduceMax(axisOf(group), scratch.data(), total, ct)
+                        : gComm->allReduceSum(axisOf(group), scratch.data(), total, ct);
   Status s = gComm->wait(r, "all-reduce of a gradient bucket");
   if (!s.ok())
     gComm->abort(s.message(), 1);
@@ -183,6 +189,125 @@ void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int
   int rank = size == 1 ? 0 : gComm->groupRank(axisOf(group));
   int64_t es = elemSize(t);
   std::memmove(out, static_cast<const char *>(in) + rank * count * es, count * es);
+}
+
+void groupRank(Group group, void *out) {
+  int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
+  *static_cast<int64_t *>(out) = size == 1 ? 0 : gComm->groupRank(axisOf(group));
+}
+
+namespace {
+/// Per row (double): the global max m, the global sum of exp(x - m) s and
+/// the label's logit z (0 on ranks without it; summed). Labels are checked
+/// against the global class count.
+template <class T, class I>
+void vocabStats(Group group, const T *x, int64_t rows, int64_t n, const I *lab, bool hasIgnore,
+                int64_t ignoreIndex, std::vector<double> &m, std::vector<double> &sz,
+                int64_t &counted) {
+  int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
+  int rank = size == 1 ? 0 : gComm->groupRank(axisOf(group));
+  const int64_t lo = rank * n, global = size * n;
+  m.assign(rows, -INFINITY);
+  sz.assign(2 * rows, 0.0);
+  counted = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t l = lab[i];
+    if (!(hasIgnore && l == ignoreIndex)) {
+      if (l < 0 || l >= global) {
+        std::string msg = "cross_entropy: label " + std::to_string(l) + " out of range [0, " +
+                          std::to_string(global) + ")";
+        fatal(msg.c_str());
+      }
+      ++counted;
+    }
+    for (int64_t j = 0; j < n; ++j)
+      m[i] = std::max(m[i], static_cast<double>(x[i * n + j]));
+  }
+  const void *in[1] = {m.data()};
+  void *out[1] = {m.data()};
+  int64_t cnt[1] = {rows};
+  if (rows)
+    allReduceBucketImpl(group, CollReduce::Max, DT::F64, 1, in, out, cnt);
+  for (int64_t i = 0; i < rows; ++i) {
+    double s = 0.0;
+    for (int64_t j = 0; j < n; ++j)
+      s += std::exp(static_cast<double>(x[i * n + j]) - m[i]);
+    sz[2 * i] = s;
+    const int64_t l = lab[i] - lo;
+    if (!(hasIgnore && lab[i] == ignoreIndex) && l >= 0 && l < n)
+      sz[2 * i + 1] = static_cast<double>(x[i * n + l]);
+  }
+  in[0] = sz.data();
+  out[0] = sz.data();
+  cnt[0] = 2 * rows;
+  if (rows)
+    allReduceBucketImpl(group, CollReduce::Sum, DT::F64, 1, in, out, cnt);
+}
+} // namespace
+
+void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int64_t n,
+                       DT labT, const void *labels, int32_t reduction, bool hasIgnore,
+                       int64_t ignoreIndex, void *y) {
+  dispatchFloat(t, "cross_entropy: float logits only", [&](auto ttag) {
+    using T = typename decltype(ttag)::type;
+    dispatchIndex(labT, "cross_entropy: labels must be i64 or i32", [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      const I *lab = static_cast<const I *>(labels);
+      T *py = static_cast<T *>(y);
+      std::vector<double> m, sz;
+      int64_t counted = 0;
+      vocabStats(group, static_cast<const T *>(logits), rows, n, lab, hasIgnore, ignoreIndex,
+                 m, sz, counted);
+      double total = 0.0;
+      for (int64_t i = 0; i < rows; ++i) {
+        double v = 0.0;
+        if (!(hasIgnore && lab[i] == ignoreIndex))
+          v = m[i] + std::log(sz[2 * i]) - sz[2 * i + 1];
+        if (reduction == 0)
+          py[i] = static_cast<T>(v);
+        total += v;
+      }
+      if (reduction != 0)
+        py[0] = static_cast<T>(reduction == 1 ? total / counted : total);
+    });
+  });
+}
+
+void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, int64_t n,
+                           DT labT, const void *labels, const void *g, int32_t reduction,
+                           bool hasIgnore, int64_t ignoreIndex, void *dlogits) {
+  int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
+  int rank = size == 1 ? 0 : gComm->groupRank(axisOf(group));
+  dispatchFloat(t, "cross_entropy_grad: float logits only", [&](auto ttag) {
+    using T = typename decltype(ttag)::type;
+    dispatchIndex(labT, "cross_entropy_grad: labels must be i64 or i32", [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      const I *lab = static_cast<const I *>(labels);
+      const T *px = static_cast<const T *>(logits);
+      const T *pg = static_cast<const T *>(g);
+      T *pd = static_cast<T *>(dlogits);
+      std::vector<double> m, sz;
+      int64_t counted = 0;
+      vocabStats(group, px, rows, n, lab, hasIgnore, ignoreIndex, m, sz, counted);
+      const double scale = reduction == 0   ? 0.0
+                           : reduction == 1 ? static_cast<double>(pg[0]) / counted
+                                            : static_cast<double>(pg[0]);
+      for (int64_t i = 0; i < rows; ++i) {
+        if (hasIgnore && lab[i] == ignoreIndex) {
+          for (int64_t j = 0; j < n; ++j)
+            pd[i * n + j] = T(0);
+          continue;
+        }
+        const double w = reduction == 0 ? static_cast<double>(pg[i]) : scale;
+        const double inv = 1.0 / sz[2 * i];
+        const int64_t l = lab[i] - rank * n;
+        for (int64_t j = 0; j < n; ++j) {
+          const double p = std::exp(static_cast<double>(px[i * n + j]) - m[i]) * inv;
+          pd[i * n + j] = static_cast<T>((p - (j == l ? 1.0 : 0.0)) * w);
+        }
+      }
+    });
+  });
 }
 
 } // namespace merak::rt::cpu

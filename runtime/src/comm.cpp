@@ -471,6 +471,23 @@ Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
   return Request{id};
 }
 
+Comm::Request Comm::allReduceMax(Axis a, void *buf, int64_t count,
+                                 CommType t) {
+  impl_->checkCount(count, "all-reduce");
+  if (count == 0)
+    return Request{};
+  const int64_t es = commTypeSize(t);
+  int id = impl_->newSlot(a);
+  for (int64_t o = 0; o < count; o += impl_->chunk) {
+    int k = static_cast<int>(std::min(impl_->chunk, count - o));
+    MPI_Request q = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char *>(buf) + o * es, k,
+                            mpiType(t), MPI_MAX, impl_->comm(a), &q);
+    impl_->add(id, rc, q, "MPI_Iallreduce");
+  }
+  return Request{id};
+}
+
 Comm::Request Comm::allGather(Axis a, const void *send, void *recv,
                               int64_t countPerRank, CommType t) {
   impl_->checkCount(countPerRank, "all-gather");

@@ -142,15 +142,18 @@ void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
   if (t.shardParts != tp)
     fail(where + ": shard.parts " + std::to_string(t.shardParts) +
          " differs from mesh.tp " + std::to_string(tp));
-  if (t.shardAxis >= static_cast<int64_t>(t.shape.size()) || t.shardBlocks < 1)
-    fail(where + ": shard axis or blocks out of range");
   const Value &g = expectKind(member(v, "global_shape", where),
                               Value::Kind::Array, where + ": global_shape");
   for (const Value &dim : g.array)
     t.globalShape.push_back(static_cast<int64_t>(
         nonNegative(dim, where + ": global_shape dimension")));
-  bool ok = t.globalShape.size() == t.shape.size();
-  for (size_t d = 0; ok && d < t.shape.size(); ++d)
+  // With "zero" too, shape is the ZeRO part of the shard (checked there).
+  const bool zero = v.get("zero") != nullptr;
+  if (t.shardAxis >= static_cast<int64_t>(t.globalShape.size()) || t.shardBlocks < 1)
+    fail(where + ": shard axis or blocks out of range");
+  bool ok = zero ? t.globalShape[t.shardAxis] % (t.shardBlocks * t.shardParts) == 0
+                 : t.globalShape.size() == t.shape.size();
+  for (size_t d = 0; !zero && ok && d < t.shape.size(); ++d)
     ok = static_cast<int64_t>(d) == t.shardAxis
              ? t.globalShape[d] == t.shape[d] * t.shardParts &&
                    t.globalShape[d] % (t.shardBlocks * t.shardParts) == 0
@@ -172,21 +175,19 @@ void parseZero(const Value &v, ManifestTensor &t, int64_t dp, const std::string 
   if (!zero)
     return;
   expectKind(*zero, Value::Kind::Object, where + ": zero");
-  if (t.sharded())
-    fail(where + ": a param cannot have both \"shard\" and \"zero\"");
   t.zeroParts = static_cast<int64_t>(
       nonNegative(member(*zero, "parts", where + ": zero"), where + ": zero.parts"));
   if (t.zeroParts != dp)
     fail(where + ": zero.parts " + std::to_string(t.zeroParts) + " differs from mesh.dp " +
          std::to_string(dp));
-  const Value &g = expectKind(member(v, "global_shape", where), Value::Kind::Array,
-                              where + ": global_shape");
-  uint64_t n = 1;
-  for (const Value &dim : g.array) {
-    t.globalShape.push_back(
-        static_cast<int64_t>(nonNegative(dim, where + ": global_shape dimension")));
-    n *= static_cast<uint64_t>(t.globalShape.back());
+  if (!t.sharded()) { // (a shard's state: read by parseShard)
+    const Value &g = expectKind(member(v, "global_shape", where), Value::Kind::Array,
+                                where + ": global_shape");
+    for (const Value &dim : g.array)
+      t.globalShape.push_back(
+          static_cast<int64_t>(nonNegative(dim, where + ": global_shape dimension")));
   }
+  uint64_t n = t.zeroSourceElements();
   uint64_t part = (n + t.zeroParts - 1) / t.zeroParts;
   if (t.shape.size() != 1 || static_cast<uint64_t>(t.shape[0]) != part)
     fail(where + ": a ZeRO part of " + std::to_string(n) + " elements over " +

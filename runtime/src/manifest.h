@@ -66,8 +66,18 @@ struct ManifestTensor {
   /// ZeRO-1 optimizer state ("zero"; zeroParts == 0: whole): globalShape
   /// flattened, zero-padded to zeroParts * shape[0] elements; dp rank r
   /// holds elements [r * shape[0], (r + 1) * shape[0]).
+  /// Both "shard" and "zero" (ZeRO-1 state of a tensor-parallel shard):
+  /// globalShape is the full tensor; the tp rank's shard (globalShape with
+  /// dim shardAxis divided by shardParts) is what is flattened and split.
   int64_t zeroParts = 0;
   bool zeroSharded() const { return zeroParts > 0; }
+  /// Elements of the tensor the ZeRO parts split (before padding).
+  uint64_t zeroSourceElements() const {
+    uint64_t n = 1;
+    for (int64_t d : globalShape)
+      n *= static_cast<uint64_t>(d);
+    return sharded() ? n / static_cast<uint64_t>(shardParts) : n;
+  }
 };
 
 struct Manifest {

@@ -48,6 +48,7 @@ const std::string &str(const json::Value &v, const char *key) {
 struct Slot {
   std::string kind; // source or dest
   uint64_t offset = 0, bytes = 0, msgOffset = 0, outOffset = 0;
+  uint64_t inputOffset = 0; ///< source "input": the step input's offset in A
   bool f64 = false;
 };
 struct Fragment {
@@ -147,6 +148,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
         slot.bytes = integer(s, "bytes");
         slot.msgOffset = optInteger(s, "msg_offset");
         slot.outOffset = optInteger(s, "out_offset");
+        slot.inputOffset = optInteger(s, "input_offset");
         if (const json::Value *d = s.get("dtype"))
           slot.f64 = d->isString() && d->string == "F64";
         (list[0] == 'a' ? fr.args : fr.results).push_back(slot);
@@ -237,6 +239,8 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
       src = A + tokens.offset + mb * s.bytes;
     else if (s.kind == "labels")
       src = A + labels.offset + mb * s.bytes;
+    else if (s.kind == "input") // an array input (features, images)
+      src = A + s.inputOffset + mb * s.bytes;
     else if (s.kind == "act")
       src = actInBuf[mb].get() + s.msgOffset;
     else if (s.kind == "cot")

@@ -54,36 +54,44 @@ void insertShard(const ManifestTensor &t, int part, const void *local, void *ful
                   src + o * g.localRow + b * g.run, g.run);
 }
 
-Result<std::vector<std::vector<char>>> gatherShards(const Manifest &m, const char *P,
-                                                    Comm &comm) {
+Result<std::vector<std::vector<char>>> gatherShards(
+    const Manifest &m, const char *P, Comm &comm,
+    const std::vector<std::vector<char>> *zeroShards) {
   std::vector<std::vector<char>> full(m.params.size());
   std::vector<char> parts;
   for (size_t i = 0; i < m.params.size(); ++i) {
     const ManifestTensor &t = m.params[i];
     if (!t.sharded())
       continue;
+    // ZeRO state of a shard: the shard assembled by gatherZeroParts.
+    const char *local = P + t.offset;
+    uint64_t bytes = t.bytes;
+    if (t.zeroSharded()) {
+      if (!zeroShards || (*zeroShards)[i].size() != t.zeroSourceElements() * dtypeSize(t.dtype))
+        return Status::error("cannot gather '" + t.name + "': its ZeRO parts were not gathered");
+      local = (*zeroShards)[i].data();
+      bytes = (*zeroShards)[i].size();
+    }
     // Gathered as bytes counted in 4-byte words when possible.
     CommType type = CommType::F32;
-    int64_t count = static_cast<int64_t>(t.bytes / 4);
-    if (t.bytes % 4 != 0)
-      return Status::error("cannot gather '" + t.name + "': " + std::to_string(t.bytes) +
+    int64_t count = static_cast<int64_t>(bytes / 4);
+    if (bytes % 4 != 0)
+      return Status::error("cannot gather '" + t.name + "': " + std::to_string(bytes) +
                            " bytes is not a multiple of 4");
-    parts.resize(t.bytes * t.shardParts);
-    Comm::Request r = comm.allGather(Axis::TP, P + t.offset, parts.data(), count, type);
+    parts.resize(bytes * t.shardParts);
+    Comm::Request r = comm.allGather(Axis::TP, local, parts.data(), count, type);
     if (Status st = comm.wait(r, "gather of a tensor-parallel shard for a checkpoint");
         !st.ok())
       return st;
-    full[i].resize(t.bytes * t.shardParts);
+    full[i].resize(bytes * t.shardParts);
     for (int p = 0; p < t.shardParts; ++p)
-      insertShard(t, p, parts.data() + p * t.bytes, full[i].data());
+      insertShard(t, p, parts.data() + p * bytes, full[i].data());
   }
   return full;
 }
 
 void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *local) {
-  uint64_t n = 1;
-  for (int64_t d : t.globalShape)
-    n *= static_cast<uint64_t>(d);
+  uint64_t n = t.zeroSourceElements();
   uint64_t es = dtypeSize(t.dtype), begin = static_cast<uint64_t>(part) * t.elements;
   uint64_t count = begin >= n ? 0 : std::min(t.elements, n - begin);
   std::memcpy(local, static_cast<const char *>(full) + begin * es, count * es);
@@ -100,9 +108,7 @@ Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const 
     if (t.bytes % 4 != 0)
       return Status::error("cannot gather '" + t.name + "': " + std::to_string(t.bytes) +
                            " bytes is not a multiple of 4");
-    uint64_t n = 1;
-    for (int64_t d : t.globalShape)
-      n *= static_cast<uint64_t>(d);
+    uint64_t n = t.zeroSourceElements();
     full[i].resize(t.bytes * t.zeroParts);
     Comm::Request r = comm.allGather(Axis::DP, P + t.offset, full[i].data(),
                                      static_cast<int64_t>(t.bytes / 4), CommType::F32);

@@ -31,8 +31,11 @@ void insertShard(const ManifestTensor &t, int part, const void *local, void *ful
 /// vectors for replicated params), gathered over the tp group of this rank
 /// from each rank's P. Collective over the tp group: every rank of the group
 /// calls it with the same manifest.
-Result<std::vector<std::vector<char>>> gatherShards(const Manifest &m, const char *P,
-                                                    Comm &comm);
+/// ZeRO-1 state of a shard (both "shard" and "zero") is read from
+/// (*zeroShards)[i], the shard gatherZeroParts assembled.
+Result<std::vector<std::vector<char>>> gatherShards(
+    const Manifest &m, const char *P, Comm &comm,
+    const std::vector<std::vector<char>> *zeroShards = nullptr);
 
 /// ZeRO-1 (a param with "zero"): copies dp rank `part`'s part of `full`
 /// (t.globalShape, flattened) to `local` (t.shape), zero-filling the padding
@@ -41,7 +44,9 @@ void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *
 
 /// The full tensors of every ZeRO-1 param in `m` (manifest order, empty
 /// vectors for the others), gathered over the dp group of this rank from
-/// each rank's P and cut to the global shape. Collective over the dp group.
+/// each rank's P and cut to the global shape (for ZeRO state of a
+/// tensor-parallel shard: to this tp rank's shard). Collective over the dp
+/// group.
 Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const char *P,
                                                        Comm &comm);
 

@@ -388,18 +388,27 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank, in
                           dtypeName(t.dtype) + " " + shapeString(t.shape) +
                           "); was it written by a different model?");
     // Tensor-parallel shards and ZeRO parts: this rank's part of the full tensor.
+    // (ZeRO state of a shard: the shard first, then the part of it.)
     bool part = t.sharded() || t.zeroSharded();
-    std::vector<char> full(t.sharded()     ? t.bytes * t.shardParts
-                           : t.zeroSharded() ? t.bytes * t.zeroParts
-                                             : 0);
+    uint64_t es = dtypeSize(t.dtype);
+    std::vector<char> full(!part ? 0
+                           : t.zeroSharded()
+                               ? t.zeroSourceElements() * es *
+                                     static_cast<uint64_t>(t.sharded() ? t.shardParts : 1)
+                               : t.bytes * t.shardParts);
     if (Status s = file.copyTensor(t.name, t.dtype, part ? t.globalShape : t.shape,
                                    part ? full.data() : P + t.offset);
         !s.ok())
       die(kExitError, "--resume: " + s.message());
-    if (t.sharded())
+    if (t.sharded() && t.zeroSharded()) {
+      std::vector<char> shard(t.zeroSourceElements() * es);
+      extractShard(t, tpRank, full.data(), shard.data());
+      extractZeroPart(t, dpRank, shard.data(), P + t.offset);
+    } else if (t.sharded()) {
       extractShard(t, tpRank, full.data(), P + t.offset);
-    else if (t.zeroSharded())
+    } else if (t.zeroSharded()) {
       extractZeroPart(t, dpRank, full.data(), P + t.offset);
+    }
   }
   int64_t unknown = 0;
   std::string firstUnknown;
@@ -460,10 +469,11 @@ int run(int argc, char **argv) {
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
-  // Checkpoints gather ZeRO-1 optimizer state over world rank 0's dp group
-  // and tensor-parallel shards over its tp group.
+  // Checkpoints gather ZeRO-1 optimizer state over the dp groups of stage 0
+  // (every tp rank: the ZeRO state of a shard is then gathered over tp) and
+  // tensor-parallel shards over world rank 0's tp group.
   const bool gathersZero =
-      comm && comm->coord().tp == 0 && comm->coord().pp == 0 &&
+      comm && comm->coord().pp == 0 &&
       std::any_of(m.params.begin(), m.params.end(),
                   [](const ManifestTensor &t) { return t.zeroSharded(); });
   const bool gathersShards = comm && m.meshTp > 1 && comm->coord().dp == 0 &&
@@ -493,9 +503,6 @@ int run(int argc, char **argv) {
   // --- data and memory ---------------------------------------------------------
   std::optional<ArrayDataset> arrays;
   if (!program.tokens) {
-    if (pipeline)
-      die(kExitError, "array inputs (a model without token ids) do not run "
-                      "pipelined yet; compile without --pp/--microbatches");
     std::vector<ArraySpec> specs;
     for (const ManifestTensor *in : program.arrayInputs)
       specs.push_back({in->name, in->dtype,
@@ -695,21 +702,26 @@ int run(int argc, char **argv) {
     if (save && pipeline)
       if (Status st = pipeline->gatherParams(P); !st.ok())
         stop(st.message());
+    std::vector<std::vector<char>> zeroShards;
     if (save && gathersZero) {
       Result<std::vector<std::vector<char>>> gathered = gatherZeroParts(m, P, *comm);
       if (!gathered.ok())
         stop(gathered.message());
+      zeroShards = std::move(gathered).value();
       if (leader)
         for (size_t i = 0; i < m.params.size(); ++i)
-          if (m.params[i].zeroSharded())
-            fullShards[i] = std::move(gathered.value()[i]);
+          if (m.params[i].zeroSharded() && !m.params[i].sharded())
+            fullShards[i] = std::move(zeroShards[i]);
     }
     if (save && gathersShards) {
-      Result<std::vector<std::vector<char>>> gathered = gatherShards(m, P, *comm);
+      Result<std::vector<std::vector<char>>> gathered =
+          gatherShards(m, P, *comm, zeroShards.empty() ? nullptr : &zeroShards);
       if (!gathered.ok())
         stop(gathered.message());
       if (leader)
-        fullShards = std::move(gathered).value();
+        for (size_t i = 0; i < m.params.size(); ++i)
+          if (m.params[i].sharded())
+            fullShards[i] = std::move(gathered.value()[i]);
     }
     if (save && leader) {
       double ckptUs = trace ? trace->nowUs() : 0;

@@ -50,6 +50,7 @@ from program_check import param_rel_err, read_safetensors  # noqa: E402
 
 STEPS = 20
 BATCH, SEQ, VOCAB = 4, 16, 97
+V_SPLIT = 80  # the vocab-* checks' vocabulary (divides by tp)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 CONFIGS = {
     "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
@@ -70,10 +71,11 @@ def run(cmd, env=None, timeout=300):
 
 
 class Env:
-    def __init__(self, bin_dir, work):
-        self.bin_dir, self.work = bin_dir, work
+    def __init__(self, bin_dir, work, vocab=VOCAB, extra=()):
+        self.bin_dir, self.work, self.vocab, self.extra = bin_dir, work, vocab, list(extra)
+        os.makedirs(work, exist_ok=True)
         torch.manual_seed(0)
-        model = em.GPT2(vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=4, block_size=SEQ)
+        model = em.GPT2(vocab_size=vocab, n_embd=64, n_head=4, n_layer=4, block_size=SEQ)
         ids = torch.zeros(BATCH, SEQ, dtype=torch.int64)
         self.onnx = os.path.join(work, "model.onnx")
         torch.onnx.export(model, (ids,), self.onnx, opset_version=17,
@@ -84,7 +86,7 @@ class Env:
         corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
         text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
         self.data = os.path.join(work, "tokens.bin")
-        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        (text.astype(np.int64) % vocab).astype(np.uint16).tofile(self.data)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.cache = {}
         self.params_bytes = {}
@@ -96,7 +98,7 @@ class Env:
             out = run([os.path.join(self.bin_dir, "merak-compile"), self.onnx,
                        "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
                        "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp),
-                       "--zero", str(zero), "-o", exe] + CONFIGS[opt][0])
+                       "--zero", str(zero), "-o", exe] + CONFIGS[opt][0] + self.extra)
             # "parameters and state N bytes": the manifest's params_bytes.
             m = re.search(r"parameters and state (\d+) bytes", out)
             self.params_bytes[key] = int(m.group(1)) if m else None
@@ -150,6 +152,41 @@ def check_equal(env, opt, dp, tp=1, zero=0):
     ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0]
     return ok, ("losses %.4f -> %.4f, max rel err %.2e; parameters max rel err %.2e (tol %g)"
                 % (got[0], got[-1], loss_err, param_err, tol))
+
+
+def vocab_env(env):
+    """The GPT with a vocabulary of 80 (divisible by tp 2 and 4), compiled
+    with --vocab-parallel (a no-op at tp 1, so its serial program is the
+    ordinary one)."""
+    if "vocab" not in env.cache:
+        env.cache["vocab"] = Env(env.bin_dir, os.path.join(env.work, "vocab80"), vocab=V_SPLIT,
+                                 extra=["--vocab-parallel"])
+    return env.cache["vocab"]
+
+
+def check_vocab(env, opt, dp, tp):
+    """Vocabulary-parallel embedding, LM head and cross-entropy: equal to the
+    serial program, and no tensor of the full logits' shape [B, T, V] (nor
+    [V, C]) in the compiled training step of any rank."""
+    venv = vocab_env(env)
+    ok, msg = check_equal(venv, opt, dp, tp)
+    ir = os.path.join(venv.work, "train-%s-dp%d-tp%d.mlir" % (opt, dp, tp))
+    run([os.path.join(env.bin_dir, "merak-compile"), venv.onnx,
+         "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=training",
+         "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--vocab-parallel",
+         "-o", ir] + CONFIGS[opt][0])
+    # The params' declarations name the full initial value; every other type
+    # is what a rank holds.
+    text = "\n".join(l for l in open(ir).read().splitlines()
+                     if "merak.param" not in l)
+    rows, v = BATCH // dp, V_SPLIT
+    full = ["tensor<%dx%dx%dxf32>" % (rows, SEQ, v), "tensor<%dx%dxf32>" % (rows * SEQ, v),
+            "tensor<64x%dxf32>" % v, "tensor<%dx64xf32>" % v]
+    local = "tensor<%dx%dx%dxf32>" % (rows, SEQ, v // tp)
+    found = [s for s in full if s in text]
+    if found or local not in text or "group = \"tp\"" not in text:
+        return False, msg + "; IR has full-vocabulary tensors %s or lacks %s" % (found, local)
+    return ok, msg + "; no [B, T, V] tensor, logits %s" % local
 
 
 def check_resume(env, tp_from, tp_to):
@@ -295,6 +332,11 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "equal-sgd-dp2-tp2": lambda e: check_equal(e, "sgd", 2, 2),
           "equal-adamw-dp2-tp2": lambda e: check_equal(e, "adamw", 2, 2),
           "equal-sgd-tp4": lambda e: check_equal(e, "sgd", 1, 4),
+          "vocab-sgd-tp2": lambda e: check_vocab(e, "sgd", 1, 2),
+          "vocab-adamw-tp2": lambda e: check_vocab(e, "adamw", 1, 2),
+          "vocab-sgd-dp2-tp2": lambda e: check_vocab(e, "sgd", 2, 2),
+          "vocab-adamw-dp2-tp2": lambda e: check_vocab(e, "adamw", 2, 2),
+          "vocab-adamw-tp4": lambda e: check_vocab(e, "adamw", 1, 4),
           "equal-adamw-tp4": lambda e: check_equal(e, "adamw", 1, 4),
           "resume-tp2-to-tp1": lambda e: check_resume(e, 2, 1),
           "resume-tp1-to-tp2": lambda e: check_resume(e, 1, 2),

@@ -6,7 +6,7 @@ A GPT-2-style decoder (4 heads; 4 layers, or 3 for the uneven checks;
 exported with a dynamic batch axis) is compiled serially and with --pp P
 --microbatches M [--schedule S] [--dp D] [--tp T], and each program trains
 20 steps on the bundled corpus with --sampler sequential. A check named
-`<opt>-pp<P>-m<M>-<schedule>[-dp<D>][-tp<T>][-l<layers>]` passes when the
+`<opt>-pp<P>-m<M>-<schedule>[-dp<D>][-tp<T>][-l<layers>][-zero]` passes when the
 per-step losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW) relative
 of the serial program's, and the final checkpoint's parameters (gathered on
 world rank 0 from every stage and tensor-parallel shard) within the same
@@ -18,6 +18,10 @@ optimizer state on world rank 0; every rank resumes from it).
 micro-batches 2 when pipelined): 10 steps at A with a checkpoint, then
 --resume at B to 20: losses and final parameters match the uninterrupted
 serial run (1e-4); checkpoints keep the serial format at any mesh.
+`-zero` (and a mesh spelling ending in `z`) compiles with --zero 1: the
+optimizer state is split over dp (of the tensor-parallel shards too) and
+the checkpoint gathers it back to the serial format. `zero1` runs the ZeRO
+matrix in one process (one serial program per optimizer, OMP_NUM_THREADS=1).
 Ends with "N passed, M failed".
 """
 import argparse
@@ -51,7 +55,13 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m2-1f1b-tp2", "sgd-pp2-m2-gpipe-dp2-tp2", "sgd-pp2-m2-1f1b-dp2-tp2",
           "adamw-pp2-m2-gpipe-dp2-tp2", "adamw-pp2-m2-1f1b-dp2-tp2", "adamw-pp1-m2-1f1b-tp2",
           "sgd-pp4-m4-1f1b-tp2", "resume-d2t2p2-to-d1t1p1", "resume-d1t1p1-to-d2t2p2", "resume-d2t2p2-to-d1t2p2",
-          "resume-d1t2p2-to-d2t2p2"]
+          "resume-d1t2p2-to-d2t2p2", "zero1"]
+# ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
+# and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
+ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
+               "sgd-pp2-m2-gpipe-dp2-zero", "adamw-pp2-m2-1f1b-dp2-zero",
+               "sgd-pp2-m2-1f1b-dp2-tp2-zero", "adamw-pp2-m2-gpipe-dp2-tp2-zero",
+               "resume-d2t2p2z-to-d1t1p1", "resume-d1t1p1-to-d2t2p2z"]
 
 
 def run(cmd, env=None, timeout=300):
@@ -88,9 +98,10 @@ class Env:
             self.models[layers] = path
         return self.models[layers]
 
-    def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1):
+    def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False):
         """The executable of one configuration (compiled once per process)."""
-        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d" % (opt, layers, pp, m, schedule, dp, tp)
+        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s" % (opt, layers, pp, m, schedule, dp, tp,
+                                                   "-zero" if zero else "")
         exe = os.path.join(self.work, "train-" + name)
         if name not in self.programs:
             cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
@@ -102,15 +113,17 @@ class Env:
                 cmd += ["--dp", str(dp)]
             if tp > 1:
                 cmd += ["--tp", str(tp)]
+            if zero:
+                cmd += ["--zero", "1"]
             run(cmd)
             self.programs[name] = exe
         return name, exe
 
     def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, steps=STEPS,
-              ckpt=None, resume=False):
+              ckpt=None, resume=False, zero=False):
         """Per-step losses and the final checkpoint of one configuration
         (cached for full runs from scratch)."""
-        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp)
+        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero)
         cached = ckpt is None and steps == STEPS and not resume
         if cached and name in self.results:
             return self.results[name]
@@ -167,9 +180,10 @@ def check_resharded_resume(env, src, dst):
     """AdamW: 10 steps on mesh `src` with a checkpoint, --resume on `dst`
     to 20; against the uninterrupted serial run."""
     def mesh(spelling):
-        dp, tp, pp = (int(x) for x in re.fullmatch(r"d(\d+)t(\d+)p(\d+)", spelling).groups())
+        r = re.fullmatch(r"d(\d+)t(\d+)p(\d+)(z?)", spelling)
+        dp, tp, pp = (int(x) for x in r.groups()[:3])
         m = 2 if pp > 1 else 1
-        return dict(pp=pp, m=m, schedule="1f1b", dp=dp, tp=tp)
+        return dict(pp=pp, m=m, schedule="1f1b", dp=dp, tp=tp, zero=bool(r.group(4)))
     serial, serial_params = env.train("adamw", 4)
     ckpt = os.path.join(env.work, "resume-%s-to-%s-ckpt" % (src, dst))
     first, _ = env.train("adamw", 4, steps=STEPS // 2, ckpt=ckpt, **mesh(src))
@@ -180,17 +194,23 @@ def check_resharded_resume(env, src, dst):
 def check(env, name):
     if name == "resume-pp2":
         return check_resume(env)
-    r = re.fullmatch(r"resume-(d\d+t\d+p\d+)-to-(d\d+t\d+p\d+)", name)
+    if name == "zero1":
+        results = [(c,) + tuple(check(env, c)) for c in ZERO_CHECKS]
+        for c, ok, msg in results:
+            print("  %s %s: %s" % ("ok" if ok else "FAILED", c, msg))
+        return (all(ok for _, ok, _ in results),
+                "%d of %d ZeRO checks passed" % (sum(ok for _, ok, _ in results), len(results)))
+    r = re.fullmatch(r"resume-(d\d+t\d+p\d+z?)-to-(d\d+t\d+p\d+z?)", name)
     if r:
         return check_resharded_resume(env, r.group(1), r.group(2))
     m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-tp(\d+))?"
-                     r"(?:-l(\d+))?", name)
+                     r"(?:-l(\d+))?(-zero)?", name)
     if not m:
         raise ValueError("unknown check " + name)
     opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
     dp, tp, layers = int(m.group(5) or 1), int(m.group(6) or 1), int(m.group(7) or 4)
     serial, serial_params = env.train(opt, layers)
-    got, params = env.train(opt, layers, pp, mb, schedule, dp, tp)
+    got, params = env.train(opt, layers, pp, mb, schedule, dp, tp, zero=bool(m.group(8)))
     return compare(got, params, serial, serial_params, OPTS[opt][1])
 
 

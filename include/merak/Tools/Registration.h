@@ -34,6 +34,8 @@ struct TrainingOptions {
   int64_t bucketBytes = 25 * 1024 * 1024;
   /// Tensor-parallel ranks: merak-tensor-parallel shards @forward first.
   int64_t tp = 1;
+  /// With tp > 1: vocabulary-parallel embedding, LM head and cross-entropy.
+  bool vocabParallel = false;
   /// ZeRO stage (0 or 1): with 1 and dp > 1, optimizer state is sharded
   /// over dp (merak-data-parallel zero=1).
   int64_t zero = 0;

@@ -357,6 +357,14 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         int reduction = red == "none" ? 0 : red == "mean" ? 1 : 2;
         Type tl = c.getLogits().getType();
         auto ignore = c.getIgnoreIndex();
+        if (c.getGroup()) {
+          auto lt = cast<RankedTensorType>(tl);
+          e.call("vocabCrossEntropy").lit("Group::TP").dtype(tl).ptr(l)
+              .i64(lt.getNumElements() / lt.getShape().back()).i64(lt.getShape().back())
+              .dtype(c.getLabels().getType()).ptr(t).i64(reduction)
+              .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
+          return success();
+        }
         e.call("crossEntropy").dtype(tl).ptr(l).dims(tl).i64(normAxis(c.getAxis(), tl))
             .dtype(c.getLabels().getType()).ptr(t).i64(reduction).boolean(ignore.has_value())
             .i64(ignore.value_or(-100)).ptr(y).emit();
@@ -367,7 +375,9 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         StringRef g = a.getGroup();
         auto call = e.call("allReduceBucket");
         call.lit(g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP")
-            .lit(a.getReduction() == "mean" ? "CollReduce::Mean" : "CollReduce::Sum")
+            .lit(a.getReduction() == "mean"  ? "CollReduce::Mean"
+                 : a.getReduction() == "max" ? "CollReduce::Max"
+                                             : "CollReduce::Sum")
             .dtype(elem);
         for (auto [in, out] : llvm::zip(a.getInputs(), a.getResults())) {
           if (cast<RankedTensorType>(in.getType()).getElementType() != elem)
@@ -398,6 +408,14 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
           call.ptr(pi).ptr(po).i64(cast<RankedTensorType>(local.getType()).getNumElements());
         }
         call.emit();
+        return success();
+      })
+      .Case([&](GroupRankOp g) -> LogicalResult {
+        PTR(y, g.getResult());
+        StringRef gr = g.getGroup();
+        e.call("groupRank")
+            .lit(gr == "dp" ? "Group::DP" : gr == "tp" ? "Group::TP" : "Group::PP")
+            .ptr(y).emit();
         return success();
       })
       .Case([&](LocalShardOp l) -> LogicalResult {
@@ -459,6 +477,14 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         StringRef red = c.getReduction();
         int reduction = red == "none" ? 0 : red == "mean" ? 1 : 2;
         auto ignore = c.getIgnoreIndex();
+        if (c.getGroup()) {
+          auto lt = cast<RankedTensorType>(r0);
+          e.call("vocabCrossEntropyGrad").lit("Group::TP").dtype(r0).ptr(l)
+              .i64(lt.getNumElements() / lt.getShape().back()).i64(lt.getShape().back())
+              .dtype(c.getLabels().getType()).ptr(t).ptr(g).i64(reduction)
+              .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
+          return success();
+        }
         e.call("crossEntropyGrad").dtype(r0).ptr(l).dims(r0).i64(normAxis(c.getAxis(), r0))
             .dtype(c.getLabels().getType()).ptr(t).ptr(g).i64(reduction)
             .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
@@ -663,7 +689,11 @@ LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
   if (llvm::any_of(fns, [](auto &f) {
         return func::FuncOp(f.first)
             .walk([](Operation *op) {
-              return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp>(op)
+              if (auto ce = dyn_cast<CrossEntropyOp>(op); ce && ce.getGroup())
+                return WalkResult::interrupt();
+              if (auto ce = dyn_cast<CrossEntropyGradOp>(op); ce && ce.getGroup())
+                return WalkResult::interrupt();
+              return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp, GroupRankOp>(op)
                          ? WalkResult::interrupt()
                          : WalkResult::advance();
             })

@@ -25,7 +25,7 @@ namespace merak::rt::cpu {
 
 /// Mesh axes as the compiler names them.
 enum class Group : int32_t { DP = 0, TP = 1, PP = 2 };
-enum class CollReduce : int32_t { Sum = 0, Mean = 1 };
+enum class CollReduce : int32_t { Sum = 0, Mean = 1, Max = 2 };
 
 /// The communicator collectives use; null for a serial program.
 void setCommunicator(Comm *comm);
@@ -49,6 +49,24 @@ void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts
 /// every group rank's in[i] in group-rank order. One message.
 void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void *const *in,
                          void *const *out, const int64_t *counts);
+/// merak.group_rank: *out (an i64) = this rank's coordinate in `group` (0
+/// without a communicator).
+void groupRank(Group group, void *out);
+
+/// Vocabulary-parallel merak.cross_entropy (`group` set): logits are rows x
+/// n, this group rank r's classes [r * n, (r + 1) * n); labels (rows, global
+/// class ids). Row max all-reduced (max), the sum of exp and the picked
+/// logit all-reduced (sum) over the group; y as crossEntropy's (reduction
+/// 0 none, 1 mean, 2 sum). Every rank gets the full loss.
+void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int64_t n,
+                       DT labT, const void *labels, int32_t reduction, bool hasIgnore,
+                       int64_t ignoreIndex, void *y);
+/// Its gradient: dlogits (rows x n, local) = (softmax - onehot) * w with the
+/// global softmax (recomputed: two all-reduces), w as crossEntropyGrad's.
+void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, int64_t n,
+                           DT labT, const void *labels, const void *g, int32_t reduction,
+                           bool hasIgnore, int64_t ignoreIndex, void *dlogits);
+
 /// out (count elements) = part groupRank of in (parts * count elements).
 void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int64_t count);
 

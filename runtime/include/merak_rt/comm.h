@@ -138,6 +138,8 @@ public:
 
   /// Sum over the group, in place (count elements of buf).
   Request allReduceSum(Axis a, void *buf, int64_t count, CommType t);
+  /// Elementwise maximum over the group, in place (vocabulary parallelism).
+  Request allReduceMax(Axis a, void *buf, int64_t count, CommType t);
   /// recv[g*countPerRank ..] = send of group rank g. send may be recv's own
   /// slot (recv + groupRank*countPerRank elements): in place.
   Request allGather(Axis a, const void *send, void *recv, int64_t countPerRank,

@@ -10,8 +10,10 @@
 // and a manifest with a "pipeline" object:
 //   "stages", "microbatches", "schedule": "gpipe" | "1f1b",
 //   "fragments": [{"name", "stage", "kind", "arena_bytes",
-//       "args":    [{"source": "tokens"|"labels"|"act"|"cot"|"step",
-//                    "offset" (in A), "bytes", "msg_offset" (act/cot)}],
+//       "args":    [{"source": "tokens"|"labels"|"input"|"act"|"cot"|"step",
+//                    "offset" (in A), "bytes", "msg_offset" (act/cot),
+//                    "input_offset" (input: the step input's offset in A,
+//                    an array input of a model without token ids)}],
 //       "results": [{"dest": "act"|"cot"|"loss"|"grad_norm"|"lr"|"none",
 //                    "offset", "bytes", "dtype", "msg_offset" | "out_offset"}]}],
 //   "stage_info": [{"act_in_bytes", "act_out_bytes", "cot_in_bytes",

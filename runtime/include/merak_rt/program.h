@@ -43,6 +43,9 @@
 //               "zero": {"parts"} with "global_shape": the full tensor
 //                 flattened and zero-padded to parts * S elements, dp rank r
 //                 holding elements [r*S, (r+1)*S) ("shape" is [S]);
+//                 with "shard" too (state of a tensor-parallel shard), the
+//                 tp rank's shard is what is flattened and split, and
+//                 "global_shape" is the full tensor's;
 //                 checkpoints hold the full tensor}],
 //   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
 //                "dtype", "shape", "offset" (in A)}],

@@ -77,5 +77,8 @@ merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts
 
 // -----
 
-// expected-error @+1 {{cannot carry both merak.shard and merak.zero}}
-merak.param @s : tensor<1xf32> = dense<0.0> : tensor<2xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}
+// ZeRO state of a tensor-parallel shard: merak.zero's shape is the local
+// shard, so the shard axis must lie within it.
+merak.param @ok : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}
+// expected-error @+1 {{malformed merak.shard}}
+merak.param @s : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}

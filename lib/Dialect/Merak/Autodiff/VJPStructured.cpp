@@ -188,7 +188,8 @@ LogicalResult rule(CrossEntropyOp op, Emitter &e, ValueRange g, Grads &out) {
   // g / #valid (mean) or g at the label (none), and 0 at ignored labels.
   out.assign({CrossEntropyGradOp::create(e.b, e.loc, typeOf(op.getLogits()), op.getLogits(),
                                          op.getLabels(), g[0], op.getAxisAttr(),
-                                         op.getReductionAttr(), op.getIgnoreIndexAttr()),
+                                         op.getReductionAttr(), op.getIgnoreIndexAttr(),
+                                         op.getGroupAttr()),
               Value()});
   return success();
 }

@@ -13,12 +13,22 @@ LogicalResult AllReduceOp::verify() {
   if (group != "dp" && group != "tp" && group != "pp")
     return emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"";
   StringRef red = getReduction();
-  if (red != "sum" && red != "mean")
-    return emitOpError("reduction must be \"sum\" or \"mean\", got \"") << red << "\"";
+  if (red != "sum" && red != "mean" && red != "max")
+    return emitOpError("reduction must be \"sum\", \"mean\" or \"max\", got \"") << red
+                                                                             << "\"";
   if (getInputs().empty())
     return emitOpError("needs at least one operand");
   if (getInputs().getTypes() != getResults().getTypes())
     return emitOpError("result types must equal the operand types");
+  return success();
+}
+
+LogicalResult GroupRankOp::verify() {
+  StringRef group = getGroup();
+  if (group != "dp" && group != "tp" && group != "pp")
+    return emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"";
+  if (getType().getRank() != 0)
+    return emitOpError("result must be a scalar tensor<i64>");
   return success();
 }
 

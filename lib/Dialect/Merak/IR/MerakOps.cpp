@@ -84,8 +84,6 @@ LogicalResult ParamOp::verify() {
     if (!layout)
       return emitOpError("malformed ") << kZeroAttr << " " << zero
                                        << " (expected {parts >= 1, shape = array<i64>})";
-    if ((*this)->hasAttr(kShardAttr))
-      return emitOpError("cannot carry both ") << kShardAttr << " and " << kZeroAttr;
     if (type.getRank() != 1 || type.getDimSize(0) != layout->partSize())
       return emitOpError("a ZeRO shard of ")
              << layout->numElements() << " elements over " << layout->parts
@@ -95,15 +93,21 @@ LogicalResult ParamOp::verify() {
   }
   if (Attribute shard = (*this)->getAttr(kShardAttr)) {
     std::optional<ShardLayout> layout = getShardLayout(*this);
-    if (!layout || layout->axis < 0 || layout->axis >= type.getRank() ||
+    // ZeRO state of a tensor-parallel shard: merak.zero's shape is the
+    // local shard; the initial value is the part (zeros).
+    auto local = type;
+    if (std::optional<ZeroLayout> zero = getZeroLayout((*this)->getAttr(kZeroAttr)))
+      local = RankedTensorType::get(zero->shape, type.getElementType());
+    if (!layout || layout->axis < 0 || layout->axis >= local.getRank() ||
         layout->parts < 1 || layout->blocks < 1)
       return emitOpError("malformed ") << kShardAttr << " " << shard
                                        << " (expected {axis, parts, blocks} within the rank)";
-    if (type.getDimSize(layout->axis) % layout->blocks != 0)
+    if (local.getDimSize(layout->axis) % layout->blocks != 0)
       return emitOpError("shard dimension ") << layout->axis << " (local size "
-             << type.getDimSize(layout->axis) << ") does not divide into "
+             << local.getDimSize(layout->axis) << ") does not divide into "
              << layout->blocks << " blocks";
-    type = globalShardType(type, *layout);
+    if (local == type)
+      type = globalShardType(type, *layout);
   }
   if (getInitialValue().getType() != type)
     return emitOpError("initial value type ")
@@ -776,6 +780,14 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   if (labels.getShape() != ArrayRef<int64_t>(expected))
     return emitOptionalError(loc, "labels ", labels,
                              " must have the logits' shape without the class axis");
+  if (auto g = adaptor.getGroupAttr()) {
+    if (g.getValue() != "tp")
+      return emitOptionalError(loc, "group must be \"tp\" (vocabulary parallelism), got '",
+                               g.getValue(), "'");
+    if (axis != logits.getRank() - 1)
+      return emitOptionalError(loc, "a vocabulary-parallel cross-entropy needs the class "
+                                    "axis last");
+  }
   StringRef red = adaptor.getReduction();
   if (red == "none")
     types.push_back(RankedTensorType::get(expected, logits.getElementType()));

@@ -64,6 +64,13 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
                << logits << "'";
     }
     Value out = ret.getOperand(which);
+    // merak-tensor-parallel left these logits split over tp on the class
+    // axis (vocabulary parallelism): the loss is the vocab-parallel one.
+    StringAttr vocabGroup = fn.getResultAttrOfType<StringAttr>(which, kVocabParallelAttr);
+    if (vocabGroup && loss != "cross-entropy")
+      return fn.emitError("merak-attach-loss: the logits are split over tp (vocabulary "
+                          "parallelism) but the loss is '")
+             << loss << "'";
     auto outType = cast<RankedTensorType>(out.getType());
     OpBuilder b(ret);
     Value lossValue;
@@ -106,7 +113,7 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
       }
       lossValue = CrossEntropyOp::create(
           b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
-          b.getStringAttr("mean"), IntegerAttr());
+          b.getStringAttr("mean"), IntegerAttr(), vocabGroup);
     }
     func::ReturnOp::create(b, ret.getLoc(), lossValue);
     ret.erase();

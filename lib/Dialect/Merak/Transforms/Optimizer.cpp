@@ -112,6 +112,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
                                    SplatElementsAttr::get(type, pb.getZeroAttr(type.getElementType())));
       state->setAttr(kKindAttr, pb.getStringAttr("state"));
       state->setAttr(kZeroAttr, zeroLayoutAttr(pb.getContext(), *zero));
+      // A tensor-parallel shard's state: the parts split the local shard.
+      if (std::optional<ShardLayout> shard = getShardLayout(param))
+        setShardLayout(state, *shard);
       stateNames.push_back(name);
       return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
     }
@@ -211,15 +214,14 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         return param.emitError("merak-optimizer: parameter element type differs from the loss's");
       grads.push_back({param, ret.getOperand(i)});
       zeros.push_back(getZeroLayout(fn.getResultAttr(i, kZeroAttr)));
-      if (zeros.back() && param->hasAttr(kShardAttr))
-        return param.emitError("merak-optimizer: ZeRO of a tensor-parallel shard is not supported");
     }
 
     // Global gradient norm and clipping (torch.nn.utils.clip_grad_norm_).
     // Tensor-parallel shards hold parts of their gradients: their squares
     // are summed over "tp"; replicated gradients are counted once.
-    // ZeRO parts (zero padded) are summed over "dp".
-    Value sumSq = o.c(0.0), shardSq, zeroSq;
+    // ZeRO parts (zero padded) are summed over "dp" (parts of a shard's
+    // gradient: over "dp", then with the shards over "tp").
+    Value sumSq = o.c(0.0), shardSq, zeroSq, zeroShardSq;
     auto normSkip = grad->getAttrOfType<ArrayAttr>("merak.norm_skip");
     for (auto [index, pg] : llvm::enumerate(grads)) {
       auto &[param, g] = pg;
@@ -230,12 +232,19 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         all.push_back(d);
       Value sq = o.mul(g, g);
       Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
-      if (zeros[index])
+      if (zeros[index] && param->hasAttr(kShardAttr))
+        zeroShardSq = zeroShardSq ? o.add(zeroShardSq, part) : part;
+      else if (zeros[index])
         zeroSq = zeroSq ? o.add(zeroSq, part) : part;
       else if (param->hasAttr(kShardAttr))
         shardSq = shardSq ? o.add(shardSq, part) : part;
       else
         sumSq = o.add(sumSq, part);
+    }
+    if (zeroShardSq) {
+      Value dpSum =
+          AllReduceOp::create(b, o.loc, ValueRange{zeroShardSq}, "dp", "sum").getResult(0);
+      shardSq = shardSq ? o.add(shardSq, dpSum) : dpSum;
     }
     if (shardSq)
       sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{shardSq}, "tp", "sum")

@@ -589,7 +589,24 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
           break;
         }
     }
-    if (dp > 1 && !grads.empty()) {
+    if (dp > 1 && zero && !grads.empty()) {
+      // ZeRO-1: this rank's part of every flattened, padded, averaged
+      // gradient (the tied-weight exchange has summed the accumulators).
+      SmallVector<Value> flat;
+      SmallVector<Type> parts;
+      for (auto [i, gv] : llvm::enumerate(grads)) {
+        auto full = cast<RankedTensorType>(gv.getType());
+        ZeroLayout layout{dp, SmallVector<int64_t>(full.getShape())};
+        flat.push_back(buildZeroFlatten(b, loc, gv, dp));
+        parts.push_back(RankedTensorType::get({layout.partSize()}, full.getElementType()));
+        gradTypes[i + 1] = parts.back();
+        NamedAttrList attrs(gradAttrs[i + 1]);
+        attrs.set(kZeroAttr, zeroLayoutAttr(ctx, layout));
+        gradAttrs[i + 1] = attrs.getDictionary(ctx);
+      }
+      auto rs = ReduceScatterOp::create(b, loc, parts, flat, "dp", "mean");
+      grads.assign(rs.getResults().begin(), rs.getResults().end());
+    } else if (dp > 1 && !grads.empty()) {
       auto ar = AllReduceOp::create(b, loc, grads, "dp", "mean");
       grads.assign(ar.getResults().begin(), ar.getResults().end());
     }

@@ -341,6 +341,93 @@ struct MerakTensorParallelPass
       transpose.getResult().setType(local(tensorOf(transpose.getResult()), 1 - axis));
   }
 
+  /// Vocabulary parallelism (see Passes.td): splits the embedding table on
+  /// V, masks the lookups, and leaves the logits split.
+  LogicalResult splitVocabulary(func::FuncOp fn,
+                                const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
+    auto fail = [&](const Twine &why) {
+      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
+    };
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    if (ret.getNumOperands() != 1)
+      return fail("needs @" + entry + " to return the logits only");
+    auto head = ret.getOperand(0).getDefiningOp<MatmulOp>();
+    TransposeOp t = head ? head.getRhs().getDefiningOp<TransposeOp>() : TransposeOp();
+    GetParamOp headGet = t ? t.getInput().getDefiningOp<GetParamOp>() : GetParamOp();
+    if (!head || !head.getResult().hasOneUse() || !t ||
+        t.getPerm() != ArrayRef<int64_t>{1, 0} || !t.getResult().hasOneUse() || !headGet)
+      return fail("the result is not an LM head matmul(x, transpose(W)) with W [V, C] a "
+                  "parameter");
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(headGet, headGet.getNameAttr());
+    auto wt = param.getTensorType();
+    if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
+      return fail("the LM head weight is not a [V, C] float parameter");
+    int64_t v = wt.getDimSize(0);
+    if (v % tp != 0)
+      return fail("the vocabulary of '" + param.getSymName() + "' (" + Twine(v) +
+                  ") does not divide by tp=" + Twine((int64_t)tp) +
+                  " (pad the vocabulary or compile without --vocab-parallel)");
+    int64_t vl = v / tp;
+    SmallVector<GatherOp> lookups;
+    for (GetParamOp get : getters.lookup(param.getSymName()))
+      for (Operation *user : get.getResult().getUsers()) {
+        if (user == t.getOperation())
+          continue;
+        auto g = dyn_cast<GatherOp>(user);
+        if (!g || g.getData() != get.getResult() || g.getAxis() != 0)
+          return fail("'" + param.getSymName() +
+                      "' is read by something other than the LM head and embedding "
+                      "lookups (merak.gather axis = 0)");
+        lookups.push_back(g);
+      }
+    // Shard the table; the LM head takes f on its input.
+    auto local = RankedTensorType::get({vl, wt.getDimSize(1)}, wt.getElementType());
+    param.setTypeAttr(TypeAttr::get(local));
+    setShardLayout(param, {0, tp, 1});
+    for (GetParamOp get : getters.lookup(param.getSymName()))
+      get.getResult().setType(local);
+    t.getResult().setType(RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
+    auto logits = tensorOf(head.getResult());
+    head.getResult().setType(this->local(logits, logits.getRank() - 1));
+    OpBuilder b(head);
+    head.getLhsMutable().assign(TpIdentityOp::create(b, head.getLoc(), head.getLhs()));
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                 {head.getResult().getType()}));
+    fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
+    // Lookups: ids - rank * V/tp, masked to [0, V/tp), rows zeroed, summed.
+    for (GatherOp g : lookups) {
+      b.setInsertionPoint(g);
+      Location loc = g.getLoc();
+      auto i64 = b.getI64Type();
+      auto scalar = [&](Type type, Attribute value) -> Value {
+        auto st = RankedTensorType::get({}, type);
+        return ConstantOp::create(b, loc, DenseElementsAttr::get(st, value));
+      };
+      Value ids = g.getIndices();
+      auto idsType = tensorOf(ids);
+      if (idsType.getElementType() != i64)
+        ids = CastOp::create(b, loc, RankedTensorType::get(idsType.getShape(), i64), ids);
+      Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
+      Value offset = MulOp::create(b, loc, rank, scalar(i64, b.getI64IntegerAttr(vl)));
+      Value shifted = SubOp::create(b, loc, ids, offset);
+      Value lo = GeOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+      Value hi = LtOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(vl)));
+      Value inside = AndOp::create(b, loc, lo, hi);
+      Value safe = WhereOp::create(b, loc, inside, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+      g.getIndicesMutable().assign(safe);
+      b.setInsertionPointAfter(g);
+      SmallVector<int64_t> maskShape(idsType.getShape());
+      maskShape.push_back(1);
+      Value mask = ReshapeOp::create(
+          b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
+      Value zero = scalar(wt.getElementType(), b.getFloatAttr(wt.getElementType(), 0.0));
+      Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
+      auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
+      g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());
+    }
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (tp < 1) {
@@ -494,6 +581,8 @@ struct MerakTensorParallelPass
                                    "tp", "sum");
       r.matmul.getResult().replaceAllUsesExcept(g.getResult(0), g);
     }
+    if (vocabParallel && failed(splitVocabulary(fn, getters)))
+      return signalPassFailure();
   }
 };
 } // namespace

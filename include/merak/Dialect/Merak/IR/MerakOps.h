@@ -38,6 +38,10 @@ constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 /// (B = 1 for a plain split; B = 3 for a fused QKV weight). The param's type
 /// is the local shard's; its initial value keeps the full (global) tensor.
 constexpr llvm::StringLiteral kShardAttr = "merak.shard";
+/// On a @forward result: the logits are split over this group ("tp") on
+/// their last (class) axis -- merak-tensor-parallel's vocabulary
+/// parallelism; merak-attach-loss builds the vocab-parallel cross-entropy.
+constexpr llvm::StringLiteral kVocabParallelAttr = "merak.vocab_parallel";
 
 /// The shard layout of kShardAttr.
 struct ShardLayout {

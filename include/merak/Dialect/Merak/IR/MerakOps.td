@@ -627,11 +627,17 @@ def Merak_CrossEntropyGradOp : Merak_Op<"cross_entropy_grad", [Pure]> {
     onehot(labels)) * w` along `axis`, where `w` is `grad` (sum), `grad / n`
     with `n` the number of labels not equal to `ignore_index` (mean) or the
     element of `grad` at the label's position (none), and 0 where the label
-    is `ignore_index`.
+    is `ignore_index`. With `group` (vocabulary parallelism, see
+    `merak.cross_entropy`) the logits are this rank's shard of the classes:
+    the softmax uses the group's max and sum of exponentials (two
+    all-reduces over the group), the one-hot is the label shifted by
+    -rank * (local classes), and the result is the local shard of the
+    gradient.
   }];
   let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
                        Merak_FloatTensor:$grad, I64Attr:$axis, StrAttr:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<StrAttr>:$group);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad `axis` `=` $axis `reduction` `=` $reduction attr-dict
@@ -667,10 +673,21 @@ def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]>
     shape without it. Per element the loss is `logsumexp(logits) -
     logits[label]`; labels equal to `ignore_index` contribute nothing.
     `reduction` is `mean` (over non-ignored elements), `sum` or `none`.
+
+    Vocabulary-parallel (Megatron-LM) with `group = "tp"`: the class axis
+    (which must be the last) of `logits` is group rank r's shard of the
+    classes, [r * n, (r + 1) * n) with n the local size, and `labels` are
+    global class indices. The loss is computed without gathering the
+    logits: the row max is all-reduced (max) over the group, the sum of
+    exponentials and the logit at the label (picked on the rank that holds
+    it, 0 elsewhere) are all-reduced (sum); every rank gets the full loss.
+    On a group of one rank (and in the reference evaluator) it is the
+    ordinary cross-entropy.
   }];
   let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
                        I64Attr:$axis, StrAttr:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<StrAttr>:$group);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `axis` `=` $axis `reduction` `=` $reduction attr-dict
@@ -687,7 +704,8 @@ def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
   let description = [{
     Every rank of the `group` ("dp", "tp" or "pp") passes its tensors;
     every rank gets, per operand, the elementwise sum over the group
-    (`reduction = "sum"`) or that sum divided by the group size ("mean").
+    (`reduction = "sum"`), that sum divided by the group size ("mean"), or
+    the elementwise maximum ("max"; not differentiable).
     Several operands form one bucket, communicated as one message. On a
     group of one rank (and in the reference evaluator) it is the identity.
     Not `Pure`: every rank must issue the same collectives in the same
@@ -797,6 +815,25 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
     /// Ranks of the group (operand dim 0 / result dim 0).
     int64_t getParts();
   }];
+  let hasVerifier = 1;
+}
+
+def Merak_GroupRankOp : Merak_Op<"group_rank", []> {
+  let summary = "This rank's coordinate along a mesh axis, as an i64 scalar";
+  let description = [{
+    The rank of the calling process within `group` ("dp", "tp" or "pp"),
+    read from the runtime's communicator: 0 in a serial program, on a group
+    of one rank and in the reference evaluator. Vocabulary parallelism
+    shifts the token ids of an embedding lookup by `-rank * (local rows)`
+    with it. Not `Pure`, so that nothing folds it to the evaluator's 0.
+
+    ```mlir
+    %r = merak.group_rank group = "tp" : tensor<i64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$group);
+  let results = (outs TensorOf<[I64]>:$result);
+  let assemblyFormat = "`group` `=` $group attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

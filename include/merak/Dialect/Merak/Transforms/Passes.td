@@ -124,6 +124,10 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
     the updated parts are gathered with `merak.all_gather` ("dp", in buckets
     of about `bucket-bytes`), un-padded and written back whole. The squared
     norms of the parts are summed over "dp" for the global gradient norm.
+    For a tensor-parallel shard the parts split the local shard: its state
+    carries both `merak.shard` and `merak.zero` (whose shape is the local
+    shard's), and its parts' squared norms are summed over "dp", then over
+    "tp" with the other shards.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd, adamw or adan">,
@@ -222,9 +226,27 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     shard at start-up. Errors: a split dimension (hidden size, heads, the
     features of a Linear) that does not divide by `tp`, naming the op and the
     sizes; and a model in which no such structure is found.
+
+    With `vocab-parallel`, the vocabulary is split too (Megatron-LM): the
+    entry's only result must be logits `matmul(x, transpose(W))` with W
+    [V, C] a parameter otherwise read only by embedding lookups
+    (`merak.gather W[ids] axis = 0`; GPT-2's tied `wte`). W is split on V
+    (`merak.shard` axis 0, rank r holds rows [r V/tp, (r+1) V/tp)); the
+    lookup becomes `ids - merak.group_rank("tp") * V/tp`, masked to the
+    local rows (others read row 0 and are zeroed), then `merak.all_reduce`
+    (tp, sum); the LM head gets f (`merak.tp_identity`) on x and returns
+    the logits split [..., V/tp], marked `merak.vocab_parallel = "tp"`, for
+    which merak-attach-loss builds the vocab-parallel cross-entropy
+    (`merak.cross_entropy ... {group = "tp"}`). V not divisible by tp, or
+    W read in any other way, is an error (the vocabulary is not padded).
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"vocabParallel", "vocab-parallel", "bool", /*default=*/"false",
+           "Also split the vocabulary (Megatron-LM): the embedding table "
+           "[V, C] read by a gather and by the LM head (the entry's only "
+           "result, logits [..., V]) is split on V; the logits stay split and "
+           "are marked merak.vocab_parallel for merak-attach-loss">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];
@@ -319,12 +341,19 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     hold local shards and the tp collectives (`merak.tp_identity`,
     `merak.all_reduce`), which each stage's backward differentiates with
     their VJP rules; accumulators of sharded parameters are local.
+    With `zero = 1` (and dp > 1) `@stage<s>_grads` flattens, pads and
+    reduce-scatters the accumulated gradients over "dp" (mean) as
+    merak-data-parallel does, so that merak-optimizer updates this rank's
+    ZeRO parts of them.
   }];
   let options = [
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Micro-batches per step (the backward seeds the loss with 1/microbatches)">,
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (gradients averaged)">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage: 1 reduce-scatters the stage gradients over dp (each result "
+           "this rank's part, marked merak.zero) instead of all-reducing them">,
     ListOption<"boundaries", "boundaries", "int64_t",
                "Cut-point indices ending stages 0..pp-2 (default: balanced)">,
     ListOption<"frozen", "frozen", "std::string", "Globs of parameters that do not train">

@@ -1,0 +1,54 @@
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel="tp=2 vocab-parallel=true" | FileCheck %s
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel="tp=2 vocab-parallel=true" -merak-attach-loss | FileCheck %s --check-prefix=LOSS
+// RUN: not merak-opt %s -split-input-file -merak-tensor-parallel="tp=4 vocab-parallel=true" 2>&1 | FileCheck %s --check-prefix=ERR
+
+// Vocabulary parallelism on a tied embedding / LM head (GPT-2's wte, V = 6,
+// C = 4) around an MLP: wte is split on V (3 rows per rank); the lookup
+// shifts the ids by -group_rank * 3, masks them to [0, 3), zeroes the rows
+// of other ranks and all-reduces (tp, sum); the LM head takes f and
+// returns the logits split [2, 3, 3] (never [2, 3, 6]), marked for
+// merak-attach-loss, which builds the vocab-parallel cross-entropy.
+// CHECK-DAG: merak.param @wte : tensor<3x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<2x3x3xf32> {merak.vocab_parallel = "tp"})
+// CHECK: %[[W:.*]] = merak.get_param @wte : tensor<3x4xf32>
+// CHECK: %[[R:.*]] = merak.group_rank group = "tp" : tensor<i64>
+// CHECK: %[[OFF:.*]] = merak.mul %[[R]], %{{.*}} : tensor<i64>, tensor<i64>
+// CHECK: %[[S:.*]] = merak.sub %{{.*}}, %[[OFF]] : tensor<2x3xi64>, tensor<i64>
+// CHECK: merak.ge %[[S]]
+// CHECK: merak.lt %[[S]]
+// CHECK: %[[IN:.*]] = merak.and
+// CHECK: %[[SAFE:.*]] = merak.where %[[IN]], %[[S]], %{{.*}} : tensor<2x3xi1>, tensor<2x3xi64>, tensor<i64>
+// CHECK: %[[G:.*]] = merak.gather %[[W]][%[[SAFE]]] axis = 0 : tensor<3x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: %[[M:.*]] = merak.reshape %[[IN]] : tensor<2x3xi1> to tensor<2x3x1xi1>
+// CHECK: %[[P:.*]] = merak.where %[[M]], %[[G]], %{{.*}} : tensor<2x3x1xi1>, tensor<2x3x4xf32>, tensor<f32>
+// CHECK: %[[E:.*]] = merak.all_reduce %[[P]] group = "tp" reduction = "sum"
+// CHECK: merak.tp_identity %[[E]]
+// CHECK: %[[WT:.*]] = merak.transpose %{{.*}} perm = [1, 0] : tensor<3x4xf32> to tensor<4x3xf32>
+// CHECK: %[[HF:.*]] = merak.tp_identity %{{.*}} : tensor<2x3x4xf32>
+// CHECK: %[[L:.*]] = merak.matmul %[[HF]], %[[WT]] : tensor<2x3x4xf32>, tensor<4x3xf32> -> tensor<2x3x3xf32>
+// CHECK: return %[[L]] : tensor<2x3x3xf32>
+// CHECK-NOT: tensor<2x3x6xf32>
+// LOSS-LABEL: func.func @loss
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
+// LOSS-NOT: tensor<2x3x6xf32>
+// ERR: merak-tensor-parallel: vocab-parallel: the vocabulary of 'wte' (6) does not divide by tp=4
+merak.param @wte : tensor<6x4xf32> = dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6], [1.7, 1.8, 1.9, 2.0], [2.1, 2.2, 2.3, 2.4]]> : tensor<6x4xf32>
+merak.param @fc1.weight : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @fc2.weight : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
+  %w = merak.get_param @wte : tensor<6x4xf32>
+  %e = merak.gather %w[%ids] axis = 0 : tensor<6x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %w1 = merak.get_param @fc1.weight : tensor<8x4xf32>
+  %t1 = merak.transpose %w1 perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %m1 = merak.matmul %e, %t1 : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %g = merak.gelu %m1 : tensor<2x3x8xf32>
+  %w2 = merak.get_param @fc2.weight : tensor<4x8xf32>
+  %t2 = merak.transpose %w2 perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %m2 = merak.matmul %g, %t2 : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %h = merak.add %e, %m2 : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %wh = merak.get_param @wte : tensor<6x4xf32>
+  %th = merak.transpose %wh perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %logits = merak.matmul %h, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
+  return %logits : tensor<2x3x6xf32>
+}

@@ -1,0 +1,246 @@
+"""Non-transformer models (array inputs) trained with --dp/--pp against the serial program.
+
+    /usr/bin/python3 test/parallel/array_check.py --bin BUILD/bin --workdir DIR [CHECK...]
+
+Two models without token ids, exported with a dynamic batch axis and fed
+from a directory of .npy arrays (`DIR/<input>.npy`, `DIR/labels.npy`):
+`mlp` (4 linear layers, 16 -> 32 -> 32 -> 32 -> 32 classes, GELU/ReLU) and
+`cnn` (a BatchNorm-free residual CNN: a strided 3x3 stem, two residual
+blocks conv-relu-conv + skip, a linear head). BatchNorm is left out on
+purpose: in training mode its batch statistics are per micro-batch and per
+data-parallel rank, so a BN model is not expected to match the serial
+program. Every layer keeps the per-sample activation size (32 and 4x4x4
+floats), so the partitioner has a cut point between every pair of layers
+(cut points are where the fewest activations of the fewest bytes cross).
+
+A check `<model>-<opt>-<config>` with config `pp2-m2-1f1b`, `pp2-m2-gpipe`,
+`dp2` or `dp2-pp2-m2-1f1b` compiles the model serially (global batch 8) and
+with that configuration, trains 15 steps with --sampler sequential on 37
+samples (row r of step s is sample (s*8 + r) mod 37 in both), and passes
+when the per-step losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW)
+relative of the serial program's and the final parameters within the same
+tolerance (param_rel_err of program_check.py). `mlp-too-few-cuts`: a model
+with fewer cut points than --pp stages fails to compile with a message
+naming the count. Ends with "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+from program_check import param_rel_err, read_safetensors  # noqa: E402
+
+STEPS, BATCH, SAMPLES = 15, 8, 37
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+OPTS = {
+    "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
+    "adamw": (["--optimizer", "adamw", "--opt", "lr=3e-3"], 1e-4),
+}
+CONFIGS = {
+    "pp2-m2-1f1b": dict(pp=2, m=2, schedule="1f1b"),
+    "pp2-m2-gpipe": dict(pp=2, m=2, schedule="gpipe"),
+    "dp2": dict(dp=2),
+    "dp2-pp2-m2-1f1b": dict(dp=2, pp=2, m=2, schedule="1f1b"),
+}
+CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
+          for opt, cfg in (("sgd", "pp2-m2-1f1b"), ("sgd", "pp2-m2-gpipe"), ("sgd", "dp2"),
+                           ("sgd", "dp2-pp2-m2-1f1b"), ("adamw", "pp2-m2-1f1b"),
+                           ("adamw", "dp2-pp2-m2-1f1b"))] + ["mlp-too-few-cuts"]
+
+
+class DeepMLP(nn.Module):
+    def __init__(self, width=32):
+        super().__init__()
+        self.fc1 = nn.Linear(16, width)
+        self.fc2 = nn.Linear(width, width)
+        self.fc3 = nn.Linear(width, width)
+        self.fc4 = nn.Linear(width, width)
+
+    def forward(self, x):
+        x = torch.nn.functional.gelu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        x = torch.relu(self.fc3(x))
+        return self.fc4(x)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(x + self.conv2(torch.relu(self.conv1(x))))
+
+
+class ResCNN(nn.Module):
+    """BatchNorm-free: [B, 3, 8, 8] -> stem [B, 4, 4, 4] -> 2 blocks -> 64 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.block1 = ResBlock(4)
+        self.block2 = ResBlock(4)
+        self.head = nn.Linear(64, 64)
+
+    def forward(self, x):
+        x = self.block2(self.block1(torch.relu(self.stem(x))))
+        return self.head(torch.flatten(x, 1))
+
+
+class NarrowMLP(nn.Module):
+    """Narrows to 10 classes: only the logits are a cut point."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+MODELS = {  # name: (module, input name, per-sample shape, classes)
+    "mlp": (DeepMLP, "features", (16,), 32),
+    "cnn": (ResCNN, "image", (3, 8, 8), 64),
+    "narrow": (NarrowMLP, "features", (16,), 10),
+}
+
+
+def run(cmd, env=None, timeout=300, check=True):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=timeout)
+    if check and p.returncode:
+        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
+                                                  p.stdout.decode()[-3000:]))
+    return p.returncode, p.stdout.decode()
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        self.models, self.results = {}, {}
+
+    def model(self, name):
+        """(onnx path, data dir) of a model, exported with a dynamic batch axis."""
+        if name not in self.models:
+            cls, input_name, shape, classes = MODELS[name]
+            torch.manual_seed(0)
+            model = cls()
+            path = os.path.join(self.work, name + ".onnx")
+            torch.onnx.export(model, (torch.zeros((BATCH,) + shape),), path, opset_version=17,
+                              input_names=[input_name], output_names=["logits"],
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False,
+                              dynamic_axes={input_name: {0: "batch"}})
+            data = os.path.join(self.work, name + "-data")
+            os.makedirs(data, exist_ok=True)
+            rng = np.random.default_rng(3)
+            x = rng.standard_normal((SAMPLES,) + shape).astype(np.float32)
+            flat = x.reshape(SAMPLES, -1)
+            labels = (flat[:, :classes].argmax(axis=1) % classes).astype(np.int64)
+            np.save(os.path.join(data, input_name + ".npy"), x)
+            np.save(os.path.join(data, "labels.npy"), labels)
+            self.models[name] = (path, data)
+        return self.models[name]
+
+    def compile(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, check=True):
+        path, _ = self.model(name)
+        _, input_name, shape, _ = MODELS[name]
+        tag = "%s-%s-pp%d-m%d-%s-dp%d" % (name, opt, pp, m, schedule, dp)
+        exe = os.path.join(self.work, "train-" + tag)
+        cmd = [os.path.join(self.bin_dir, "merak-compile"), path, "--input-shape",
+               "%s=%s" % (input_name, "x".join(str(d) for d in (BATCH,) + shape)),
+               "--compile-to=binary", "-o", exe] + OPTS[opt][0]
+        if pp > 1 or m > 1:
+            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
+        if dp > 1:
+            cmd += ["--dp", str(dp)]
+        rc, out = run(cmd, check=check)
+        return tag, exe, rc, out
+
+    def train(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1):
+        tag, exe, _, _ = self.compile(name, opt, pp, m, schedule, dp)
+        if tag in self.results:
+            return self.results[tag]
+        _, data = self.model(name)
+        metrics = os.path.join(self.work, tag + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        ckpt = os.path.join(self.work, tag + "-ckpt")
+        cmd = [exe, "--data", data, "--steps", str(STEPS), "--sampler", "sequential",
+               "--metrics", metrics, "--checkpoint-dir", ckpt]
+        if pp * dp > 1:
+            cmd = MPIRUN + ["-np", str(pp * dp)] + cmd
+        run(cmd, env=self.env)
+        with open(metrics) as f:
+            losses = [json.loads(line)["loss"] for line in f]
+        result = (losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % STEPS)))
+        self.results[tag] = result
+        return result
+
+
+def compare(got, params, serial, serial_params, tol):
+    if len(got) != STEPS:
+        return False, "%d metrics lines" % len(got)
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err, compared = 0.0, 0
+    for pname, want in serial_params.items():
+        if want.dtype.kind != "f" or pname.startswith("optimizer.hparams"):
+            continue
+        if pname not in params or params[pname].shape != want.shape:
+            return False, "checkpoint tensor %s missing or reshaped" % pname
+        param_err = max(param_err, param_rel_err(pname, params[pname], want))
+        compared += 1
+    ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0] and compared > 0
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; %d parameters max rel err %.2e (tol %g)"
+                % (got[0], got[-1], loss_err, compared, param_err, tol))
+
+
+def check(env, name):
+    if name == "mlp-too-few-cuts":
+        _, _, rc, out = env.compile("narrow", "sgd", pp=4, m=1, check=False)
+        ok = rc != 0 and re.search(r"cut points .*too few for 4 stages", out) is not None
+        return ok, (out.strip().splitlines() or ["no output"])[-1]
+    r = re.fullmatch(r"(mlp|cnn)-(sgd|adamw)-(.+)", name)
+    if not r or r.group(3) not in CONFIGS:
+        raise ValueError("unknown check " + name)
+    model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]
+    serial, serial_params = env.train(model, opt)
+    got, params = env.train(model, opt, **cfg)
+    return compare(got, params, serial, serial_params, OPTS[opt][1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("checks", nargs="*", default=CHECKS)
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
+    passed = failed = 0
+    for name in args.checks:
+        try:
+            ok, msg = check(env, name)
+        except Exception as e:  # noqa: BLE001
+            ok, msg = False, str(e)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        sys.stdout.flush()
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
