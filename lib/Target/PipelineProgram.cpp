@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Target/PipelineProgram.h"
 
+#include "ManifestJSON.h"
+
 #include "merak/Conversion/MerakToEmitC.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
@@ -35,26 +37,6 @@ static int64_t tensorBytes(Type t) {
 }
 
 static int64_t slotBytes(Type t) { return std::max(align64(tensorBytes(t)), kBufferAlignment); }
-
-static std::string dtypeName(Type t) {
-  Type e = isa<ShapedType>(t) ? cast<ShapedType>(t).getElementType() : t;
-  if (e.isF32())
-    return "F32";
-  if (e.isF64())
-    return "F64";
-  if (e.isInteger(64))
-    return "I64";
-  if (e.isInteger(32))
-    return "I32";
-  return "BOOL";
-}
-
-static json::Array shapeOf(Type t) {
-  json::Array a;
-  for (int64_t d : cast<RankedTensorType>(t).getShape())
-    a.push_back(d);
-  return a;
-}
 
 static DictionaryAttr planAttr(ModuleOp m) {
   return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
@@ -234,8 +216,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       accumulators.push_back(p.getSymName().str());
     int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
     json::Object entry{{"name", p.getSymName().str()},
-                       {"dtype", dtypeName(type)},
-                       {"shape", shapeOf(type)},
+                       {"dtype", target::manifestDType(type)},
+                       {"shape", target::manifestShape(type)},
                        {"offset", off},
                        {"bytes", tensorBytes(type)},
                        {"kind", kindName}};
@@ -247,7 +229,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       entry["shard"] = json::Object{
           {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
       std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
-      entry["global_shape"] = shapeOf(globalShardType(
+      entry["global_shape"] = target::manifestShape(globalShardType(
           zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
       auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
       bool zeros = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
@@ -306,8 +288,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     auto full = RankedTensorType::get(shape, type.getElementType());
     int64_t off = place(tensorBytes(full));
     dataSlot[n] = {off, tensorBytes(type)};
-    inputs.push_back(json::Object{{"name", n}, {"role", role}, {"dtype", dtypeName(type)},
-                                  {"shape", shapeOf(full)}, {"offset", off}});
+    inputs.push_back(json::Object{{"name", n}, {"role", role}, {"dtype", target::manifestDType(type)},
+                                  {"shape", target::manifestShape(full)}, {"offset", off}});
   }
   auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
   int64_t stepOff = place(8);
@@ -319,7 +301,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     Type t = update0.getResultTypes()[i];
     std::string n = resultName(update0, i).str();
     outSlot[n] = place(tensorBytes(t));
-    outputs.push_back(json::Object{{"name", n}, {"dtype", dtypeName(t)}, {"shape", shapeOf(t)},
+    outputs.push_back(json::Object{{"name", n}, {"dtype", target::manifestDType(t)}, {"shape", target::manifestShape(t)},
                                    {"offset", outSlot[n]}});
   }
   (void)i64;
@@ -369,7 +351,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
       Type t = f.getResultTypes()[i];
       auto [kindName, idx] = splitName(resultName(f, i));
-      json::Object r{{"offset", slots[i]}, {"bytes", tensorBytes(t)}, {"dtype", dtypeName(t)}};
+      json::Object r{{"offset", slots[i]}, {"bytes", tensorBytes(t)}, {"dtype", target::manifestDType(t)}};
       if (kindName == "act") {
         r["dest"] = "act";
         r["msg_offset"] = act[s].offset.lookup(idx);

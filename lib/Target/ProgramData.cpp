@@ -1,5 +1,7 @@
 //===- ProgramData.cpp - manifest and initial data of a generated program -===//
 #include "merak/Target/Program.h"
+
+#include "ManifestJSON.h"
 #include "merak/Target/PipelineProgram.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
@@ -16,26 +18,6 @@
 using namespace mlir;
 using namespace mlir::merak;
 namespace json = llvm::json;
-
-static std::string dtypeName(Type t) {
-  Type e = cast<ShapedType>(t).getElementType();
-  if (e.isF32())
-    return "F32";
-  if (e.isF64())
-    return "F64";
-  if (e.isInteger(64))
-    return "I64";
-  if (e.isInteger(32))
-    return "I32";
-  return "BOOL";
-}
-
-static json::Array shapeOf(Type t) {
-  json::Array a;
-  for (int64_t d : cast<RankedTensorType>(t).getShape())
-    a.push_back(d);
-  return a;
-}
 
 /// Writes the bytes of `attr` in storage layout (row-major, little endian,
 /// i1 as one byte), then zero padding up to `bytes`; `written` counts.
@@ -145,8 +127,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
         defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
     }
     json::Object entry{{"name", p.getSymName().str()},
-                       {"dtype", dtypeName(type)},
-                       {"shape", shapeOf(type)},
+                       {"dtype", target::manifestDType(type)},
+                       {"shape", target::manifestShape(type)},
                        {"offset", off},
                        {"bytes", type.getNumElements() * storageElementBytes(type.getElementType())},
                        {"kind", kind}};
@@ -154,7 +136,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       entry["shard"] = json::Object{
           {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
       std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
-      entry["global_shape"] = shapeOf(globalShardType(
+      entry["global_shape"] = target::manifestShape(globalShardType(
           zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
       if (off < initBytes.getInt())
         return p.emitError("a sharded parameter lies in the initialised storage");
@@ -217,16 +199,16 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     inputs.push_back(json::Object{
         {"name", n},
         {"role", role},
-        {"dtype", dtypeName(type)},
-        {"shape", shapeOf(type)},
+        {"dtype", target::manifestDType(type)},
+        {"shape", target::manifestShape(type)},
         {"offset", fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()}});
   }
   auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
     outputs.push_back(json::Object{{"name", name ? name.str() : "result" + std::to_string(i)},
-                                   {"dtype", dtypeName(fn.getResultTypes()[i])},
-                                   {"shape", shapeOf(fn.getResultTypes()[i])},
+                                   {"dtype", target::manifestDType(fn.getResultTypes()[i])},
+                                   {"shape", target::manifestShape(fn.getResultTypes()[i])},
                                    {"offset", slots[i]}});
   }
   json::Array ops;
