@@ -23,7 +23,6 @@ tolerance (param_rel_err of program_check.py). `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. Ends with "N passed, M failed".
 """
-import argparse
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 from program_check import param_rel_err, read_safetensors  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 STEPS, BATCH, SAMPLES = 15, 8, 37
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -221,25 +221,7 @@ def check(env, name):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("checks", nargs="*", default=CHECKS)
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
-    passed = failed = 0
-    for name in args.checks:
-        try:
-            ok, msg = check(env, name)
-        except Exception as e:  # noqa: BLE001
-            ok, msg = False, str(e)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
-        sys.stdout.flush()
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(Env, check, CHECKS)
 
 
 if __name__ == "__main__":

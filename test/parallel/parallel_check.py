@@ -31,7 +31,6 @@ the tensor-parallel ranks of a data-parallel rank share its rows). Checks:
                      60 s, and the output names the rank.
 Ends with "N passed, M failed".
 """
-import argparse
 import json
 import os
 import re
@@ -47,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import export_models as em  # noqa: E402
 from program_check import param_rel_err, read_safetensors  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
 BATCH, SEQ, VOCAB = 4, 16, 97
@@ -354,25 +354,7 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("checks", nargs="*", default=list(CHECKS))
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
-    passed = failed = 0
-    for name in args.checks:
-        try:
-            ok, msg = CHECKS[name](env)
-        except Exception as e:
-            ok, msg = False, str(e)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
-        sys.stdout.flush()
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(Env, lambda env, name: CHECKS[name](env), CHECKS)
 
 
 if __name__ == "__main__":

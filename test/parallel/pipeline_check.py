@@ -24,7 +24,6 @@ the checkpoint gathers it back to the serial format. `zero1` runs the ZeRO
 matrix in one process (one serial program per optimizer, OMP_NUM_THREADS=1).
 Ends with "N passed, M failed".
 """
-import argparse
 import json
 import os
 import re
@@ -38,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import export_models as em  # noqa: E402
 from program_check import param_rel_err, read_safetensors  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
 BATCH, SEQ, VOCAB = 4, 16, 97
@@ -215,25 +215,7 @@ def check(env, name):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("checks", nargs="*", default=CHECKS)
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
-    passed = failed = 0
-    for name in args.checks:
-        try:
-            ok, msg = check(env, name)
-        except Exception as e:  # noqa: BLE001
-            ok, msg = False, str(e)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
-        sys.stdout.flush()
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(Env, check, CHECKS)
 
 
 if __name__ == "__main__":

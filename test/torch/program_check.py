@@ -21,7 +21,6 @@ compiled to ./train; a token file of random tokens is the data, read with
                loadable `latest` from which --resume completes.
 Ends with "N passed, M failed".
 """
-import argparse
 import json
 import os
 import signal
@@ -38,6 +37,7 @@ sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
 import optimizer_check as oc  # noqa: E402  (reference optimizers and schedules)
 from grad_check import run  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
 TOLERANCE = 1e-4
@@ -338,25 +338,7 @@ CHECKS = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("checks", nargs="*", default=list(CHECKS))
-    args = ap.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    env = Env(os.path.abspath(args.bin), os.path.abspath(args.workdir))
-    passed = failed = 0
-    for name in args.checks:
-        try:
-            ok, msg = CHECKS[name](env)
-        except Exception as e:  # a failing tool or a broken file fails the check
-            ok, msg = False, str(e)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
-        sys.stdout.flush()
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(Env, lambda env, name: CHECKS[name](env), CHECKS)
 
 
 if __name__ == "__main__":
