@@ -1,0 +1,171 @@
+//===- MerakCollectiveOps.td - merak collective ops --------*- tablegen -*-===//
+//
+// Communication over one axis of the device mesh (dp, tp, pp), inserted by
+// the sharding passes; included from MerakOps.td.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_COLLECTIVE_OPS_TD
+#define MERAK_COLLECTIVE_OPS_TD
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
+  let summary = "Sums (or averages) tensors over the ranks of one mesh axis";
+  let description = [{
+    Every rank of the `group` ("dp", "tp" or "pp") passes its tensors;
+    every rank gets, per operand, the elementwise sum over the group
+    (`reduction = "sum"`), that sum divided by the group size ("mean"), or
+    the elementwise maximum ("max"; not differentiable).
+    Several operands form one bucket, communicated as one message. On a
+    group of one rank (and in the reference evaluator) it is the identity.
+    Not `Pure`: every rank must issue the same collectives in the same
+    order, so they are neither removed nor reordered.
+
+    ```mlir
+    %a, %b = merak.all_reduce %ga, %gb group = "dp" reduction = "mean"
+        : tensor<64xf32>, tensor<64x64xf32> -> tensor<64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group,
+                       StrAttr:$reduction);
+  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `reduction` `=` $reduction attr-dict `:`
+    type($inputs) `->` type($results)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$group,
+                   "::llvm::StringRef":$reduction), [{
+      build($_builder, $_state, inputs.getTypes(), inputs,
+            $_builder.getStringAttr(group), $_builder.getStringAttr(reduction));
+    }]>
+  ];
+  let hasVerifier = 1;
+}
+
+def Merak_ReduceScatterOp : Merak_Op<"reduce_scatter", []> {
+  let summary = "Reduces tensors over a group and leaves each rank its part";
+  let description = [{
+    Every rank of `group` ("dp", "tp" or "pp") passes its tensors; per
+    operand, the elementwise sum over the group (`reduction = "sum"`, or that
+    sum divided by the group size: "mean") is split along the leading
+    dimension into `parts` equal parts and group rank r gets part r. `parts`
+    is the operand's leading dimension over the result's and must equal the
+    group size at run time; the other dimensions are kept. Several operands
+    form one bucket, communicated as one message. With `parts = 1` (a group
+    of one rank) it is the identity; the reference evaluator runs one rank
+    and rejects `parts > 1`. ZeRO (merak-data-parallel with `zero = 1`)
+    reduce-scatters flattened, zero-padded gradients over "dp". Not `Pure`,
+    like `merak.all_reduce`.
+
+    ```mlir
+    %a, %b = merak.reduce_scatter %ga, %gb group = "dp" reduction = "mean"
+        : tensor<64xf32>, tensor<4096xf32> -> tensor<32xf32>, tensor<2048xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group,
+                       StrAttr:$reduction);
+  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `reduction` `=` $reduction attr-dict `:`
+    type($inputs) `->` type($results)
+  }];
+  let extraClassDeclaration = [{
+    /// Ranks of the group the op was built for (operand dim 0 / result dim 0).
+    int64_t getParts();
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_AllGatherOp : Merak_Op<"all_gather", []> {
+  let summary = "Concatenates every rank's tensors along the leading dimension";
+  let description = [{
+    Every rank of `group` passes its tensors; per operand, every rank gets
+    the concatenation of all the group's operands along the leading
+    dimension, in group-rank order (result dim 0 = `parts` x operand dim 0,
+    `parts` the group size at run time). Several operands form one bucket,
+    communicated as one message. With `parts = 1` it is the identity; the
+    reference evaluator rejects `parts > 1`. ZeRO gathers the updated
+    parameter shards with it. Not `Pure`.
+
+    ```mlir
+    %p = merak.all_gather %shard group = "dp" : tensor<2048xf32> -> tensor<4096xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group);
+  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group attr-dict `:` type($inputs) `->` type($results)
+  }];
+  let extraClassDeclaration = [{
+    /// Ranks of the group the op was built for (result dim 0 / operand dim 0).
+    int64_t getParts();
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
+  let summary = "This rank's part of a replicated tensor (no communication)";
+  let description = [{
+    Splits `input` along its leading dimension into `parts` equal parts
+    (operand dim 0 / result dim 0, the size of `group` at run time) and
+    returns part r on group rank r: the same part of a replicated value that
+    `merak.reduce_scatter` leaves to the rank. ZeRO reads the shard of a
+    parameter it updates with it. With `parts = 1` it is the identity; the
+    reference evaluator rejects `parts > 1`.
+
+    ```mlir
+    %s = merak.local_shard %flat group = "dp" : tensor<4096xf32> -> tensor<2048xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, StrAttr:$group);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$input `group` `=` $group attr-dict `:` type($input) `->` type($result)";
+  let extraClassDeclaration = [{
+    /// Ranks of the group (operand dim 0 / result dim 0).
+    int64_t getParts();
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_GroupRankOp : Merak_Op<"group_rank", []> {
+  let summary = "This rank's coordinate along a mesh axis, as an i64 scalar";
+  let description = [{
+    The rank of the calling process within `group` ("dp", "tp" or "pp"),
+    read from the runtime's communicator: 0 in a serial program, on a group
+    of one rank and in the reference evaluator. Vocabulary parallelism
+    shifts the token ids of an embedding lookup by `-rank * (local rows)`
+    with it. Not `Pure`, so that nothing folds it to the evaluator's 0.
+
+    ```mlir
+    %r = merak.group_rank group = "tp" : tensor<i64>
+    ```
+  }];
+  let arguments = (ins StrAttr:$group);
+  let results = (outs TensorOf<[I64]>:$result);
+  let assemblyFormat = "`group` `=` $group attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Merak_TpIdentityOp : Merak_Op<"tp_identity", [Pure, SameOperandsAndResultType]> {
+  let summary = "Megatron's f: identity forward, gradient summed over \"tp\" backward";
+  let description = [{
+    Marks the (replicated) input of a column-parallel block of tensor
+    parallelism. The forward is the identity (a view: it emits no code);
+    its derivative (VJP) sums the incoming gradient over the tensor-parallel
+    group (`merak.all_reduce ... group = "tp" reduction = "sum"`), because
+    every rank's column shard contributes a part of the input's gradient.
+    Its partner g is `merak.all_reduce` (tp, sum) on the output of the
+    row-parallel matmul, whose VJP is the identity.
+
+    ```mlir
+    %x1 = merak.tp_identity %x : tensor<4x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input);
+  let results = (outs Merak_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+#endif // MERAK_COLLECTIVE_OPS_TD
