@@ -1,14 +1,18 @@
 //===- ManifestJSON.h - Spellings shared by the manifest writers -*- C++ -*-===//
 //
 // The serial (ProgramData.cpp) and pipelined (PipelineProgram.cpp) manifest
-// writers spell dtypes and shapes the same way: the runtime's reader
-// (runtime/src/manifest.cpp) expects the safetensors dtype names.
+// and data writers share these: dtypes and shapes spelled as the runtime's
+// reader (runtime/src/manifest.cpp) expects, and tensor data in storage
+// layout.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_LIB_TARGET_MANIFESTJSON_H
 #define MERAK_LIB_TARGET_MANIFESTJSON_H
 
+#include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/JSON.h"
 
 #include <string>
@@ -36,6 +40,12 @@ inline llvm::json::Array manifestShape(Type t) {
     a.push_back(d);
   return a;
 }
+
+/// Writes the bytes of `attr` in storage layout (row-major, little endian,
+/// i1 as one byte) to `os`, zero padded to `bytes`; parameter blobs go
+/// straight from their resource. Failure after a diagnostic on `owner`.
+LogicalResult writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
+                               llvm::raw_ostream &os);
 
 } // namespace mlir::merak::target
 

@@ -75,39 +75,6 @@ LogicalResult mlir::merak::planPipelineMemory(ModuleOp module, llvm::raw_ostream
   return success();
 }
 
-/// Writes `attr` in storage layout, zero padded to `bytes`.
-static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t bytes,
-                                   llvm::raw_ostream &os) {
-  auto type = cast<RankedTensorType>(attr.getType());
-  Type et = type.getElementType();
-  int64_t n = type.getNumElements(), eb = storageElementBytes(et);
-  std::string out;
-  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob || (int64_t)blob->getData().size() != n * eb)
-      return owner->emitError("the data of this tensor is missing or has the wrong size");
-    out.assign(blob->getData().data(), blob->getData().size());
-  } else if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
-    if (et.isInteger(1)) {
-      for (bool v : dense.getValues<bool>())
-        out.push_back(v ? 1 : 0);
-    } else if (dense.isSplat()) {
-      ArrayRef<char> raw = dense.getRawData();
-      for (int64_t i = 0; i < n; ++i)
-        out.append(raw.data(), eb);
-    } else {
-      out.assign(dense.getRawData().data(), dense.getRawData().size());
-    }
-  } else {
-    return owner->emitError("unsupported kind of elements attribute");
-  }
-  if ((int64_t)out.size() != n * eb)
-    return owner->emitError("tensor data has the wrong size");
-  out.resize(bytes, '\0');
-  os << out;
-  return success();
-}
-
 namespace {
 /// Offsets of a cut's values inside its activation and gradient messages.
 struct Message {
@@ -171,7 +138,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   for (ParamOp p : withData) {
     if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
       return p.emitError("parameter storage offsets are not contiguous");
-    if (failed(writeElements(p, p.getInitialValue(), slotBytes(p.getType()), dataOs)))
+    if (failed(target::writeElementData(p, p.getInitialValue(), slotBytes(p.getType()), dataOs)))
       return failure();
     written += slotBytes(p.getType());
   }
@@ -181,7 +148,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   for (func::FuncOp f : frags) {
     WalkResult r = f.walk([&](ConstantOp c) {
       if (written != constsOffset + c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() ||
-          failed(writeElements(c, c.getValue(), slotBytes(c.getType()), dataOs)))
+          failed(target::writeElementData(c, c.getValue(), slotBytes(c.getType()), dataOs)))
         return WalkResult::interrupt();
       written += slotBytes(c.getType());
       return WalkResult::advance();
@@ -238,7 +205,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
         auto full = cast<RankedTensorType>(p.getInitialValue().getType());
         entry["data_offset"] = written;
         entry["data_bytes"] = tensorBytes(full);
-        if (failed(writeElements(p, p.getInitialValue(), slotBytes(full), dataOs)))
+        if (failed(target::writeElementData(p, p.getInitialValue(), slotBytes(full), dataOs)))
           return failure();
         written += slotBytes(full);
       }

@@ -19,10 +19,8 @@ using namespace mlir;
 using namespace mlir::merak;
 namespace json = llvm::json;
 
-/// Writes the bytes of `attr` in storage layout (row-major, little endian,
-/// i1 as one byte), then zero padding up to `bytes`; `written` counts.
-static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t bytes,
-                                   llvm::raw_ostream &os, int64_t &written) {
+LogicalResult target::writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
+                                      llvm::raw_ostream &os) {
   auto type = cast<RankedTensorType>(attr.getType());
   Type et = type.getElementType();
   int64_t n = type.getNumElements(), eb = storageElementBytes(et);
@@ -33,7 +31,6 @@ static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t 
       return owner->emitError("the data of this tensor is missing or has the wrong size");
     os.write(blob->getData().data(), blob->getData().size());
     os.write_zeros(bytes - n * eb);
-    written += bytes;
     return success();
   }
   std::string out;
@@ -59,7 +56,6 @@ static LogicalResult writeElements(Operation *owner, ElementsAttr attr, int64_t 
                                                  << n * eb;
   out.resize(start + bytes, '\0');
   os << out;
-  written += bytes;
   return success();
 }
 
@@ -102,9 +98,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   for (ParamOp p : withData) {
     if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
       return p.emitError("parameter storage offsets are not contiguous");
-    if (failed(writeElements(p, p.getInitialValue(), alignedBytes(p.getType()), dataOs,
-                             written)))
+    if (failed(target::writeElementData(p, p.getInitialValue(), alignedBytes(p.getType()), dataOs)))
       return failure();
+    written += alignedBytes(p.getType());
   }
   if (written != initBytes.getInt())
     return module.emitError("initialised parameter storage size differs from the plan");
@@ -154,8 +150,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   WalkResult walk = fn.walk([&](ConstantOp c) {
     int64_t off = c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
     if (written != constsOffset + off ||
-        failed(writeElements(c, c.getValue(), alignedBytes(c.getType()), dataOs, written)))
+        failed(target::writeElementData(c, c.getValue(), alignedBytes(c.getType()), dataOs)))
       return WalkResult::interrupt();
+    written += alignedBytes(c.getType());
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -179,8 +176,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       continue; // zero-initialised (optimizer state): nothing to copy
     entry["data_offset"] = written;
     entry["data_bytes"] = bytes;
-    if (failed(writeElements(p, p.getInitialValue(), alignedBytes(full), dataOs, written)))
+    if (failed(target::writeElementData(p, p.getInitialValue(), alignedBytes(full), dataOs)))
       return failure();
+    written += alignedBytes(full);
   }
 
   json::Array inputs, outputs;
