@@ -454,38 +454,33 @@ int Comm::groupRank(Axis a) const {
   return 0;
 }
 
-Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
-                                 CommType t) {
-  impl_->checkCount(count, "all-reduce");
+/// In-place all-reduce with `op`, in chunks of at most impl.chunk elements
+/// under one request.
+static Comm::Request allReduceWith(Comm::Impl &impl, Axis a, void *buf, int64_t count,
+                                   CommType t, MPI_Op op) {
+  impl.checkCount(count, "all-reduce");
   if (count == 0)
-    return Request{};
+    return Comm::Request{};
   const int64_t es = commTypeSize(t);
-  int id = impl_->newSlot(a);
-  for (int64_t o = 0; o < count; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, count - o));
+  int id = impl.newSlot(a);
+  for (int64_t o = 0; o < count; o += impl.chunk) {
+    int k = static_cast<int>(std::min(impl.chunk, count - o));
     MPI_Request q = MPI_REQUEST_NULL;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char *>(buf) + o * es, k,
-                            mpiType(t), MPI_SUM, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Iallreduce");
+                            mpiType(t), op, impl.comm(a), &q);
+    impl.add(id, rc, q, "MPI_Iallreduce");
   }
-  return Request{id};
+  return Comm::Request{id};
+}
+
+Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
+                                 CommType t) {
+  return allReduceWith(*impl_, a, buf, count, t, MPI_SUM);
 }
 
 Comm::Request Comm::allReduceMax(Axis a, void *buf, int64_t count,
                                  CommType t) {
-  impl_->checkCount(count, "all-reduce");
-  if (count == 0)
-    return Request{};
-  const int64_t es = commTypeSize(t);
-  int id = impl_->newSlot(a);
-  for (int64_t o = 0; o < count; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, count - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char *>(buf) + o * es, k,
-                            mpiType(t), MPI_MAX, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Iallreduce");
-  }
-  return Request{id};
+  return allReduceWith(*impl_, a, buf, count, t, MPI_MAX);
 }
 
 Comm::Request Comm::allGather(Axis a, const void *send, void *recv,
