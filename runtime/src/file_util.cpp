@@ -36,7 +36,7 @@ Status writeAll(std::FILE *file, const void *data, size_t size,
   return Status::success();
 }
 
-static Status fsyncDirectory(const std::string &dir) {
+Status fsyncDirectory(const std::string &dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return Status::error("cannot open directory '" + dir +

@@ -29,6 +29,9 @@ Status writeFileAtomically(const std::string &path, const std::string &what,
 Status writeAll(std::FILE *file, const void *data, size_t size,
                 const std::string &path);
 
+/// fsync of a directory (after creating, renaming or removing entries).
+Status fsyncDirectory(const std::string &dir);
+
 /// Reads a whole (small) file into `out`.
 Status readSmallFile(const std::string &path, const std::string &what,
                      std::string &out);

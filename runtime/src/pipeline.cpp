@@ -109,9 +109,9 @@ struct PipelineRunner::Impl {
     std::vector<int> stages;
   };
   std::vector<Shared> shared;
-  /// Parameters (and their state) stage 0 must receive before a checkpoint:
-  /// (tensor, the stage that sends it).
-  std::vector<std::pair<Tensor, int>> gather;
+  /// Parameters (and their state) that stage 0 does not hold: param offset
+  /// in P -> the first stage that holds it.
+  std::map<uint64_t, int> laterHolder;
   Tensor tokens, labels, loss;
   bool haveTokens = false, haveLabels = false, haveLoss = false;
 
@@ -189,8 +189,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       sh.stages.push_back(static_cast<int>(x.integer));
     shared.push_back(std::move(sh));
   }
-  // What stage 0 lacks: parameters only later stages hold, with their
-  // optimizer state ("optimizer.<opt>.<slot>.<param>").
+  // Parameters only later stages hold, with their optimizer state ("optimizer.<opt>.<slot>.<param>").
   std::map<std::string, int> firstHolder;
   const json::Value &infos = at(pl, "stage_info");
   for (int64_t s = stages - 1; s >= 0; --s)
@@ -207,7 +206,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     }
     auto it = firstHolder.find(base);
     if (it != firstHolder.end() && it->second > 0)
-      gather.push_back({t, it->second});
+      laterHolder[t.offset] = it->second;
   }
 
   for (const json::Value &in : at(root, "inputs").array) {
@@ -407,22 +406,9 @@ Status PipelineRunner::step(char *A, char *P, const char *C, int64_t step) {
   return impl_->run(A, P, C, step);
 }
 
-Status PipelineRunner::gatherParams(char *P) {
-  Impl &m = *impl_;
-  if (!m.comm || m.stages == 1)
-    return Status();
-  std::vector<Comm::Request> reqs;
-  int tag = 30000;
-  for (const auto &[t, holder] : m.gather) {
-    if (m.stage == 0)
-      reqs.push_back(m.comm->recv(Axis::PP, holder, P + t.offset, t.bytes, tag));
-    else if (m.stage == holder)
-      reqs.push_back(m.comm->send(Axis::PP, 0, P + t.offset, t.bytes, tag));
-    tag = tag < 32767 ? tag + 1 : 30000;
-  }
-  if (reqs.empty())
-    return Status();
-  return m.comm->waitAll(reqs, "gathering parameters for a checkpoint");
+int PipelineRunner::holderStage(uint64_t paramOffset) const {
+  auto it = impl_->laterHolder.find(paramOffset);
+  return it == impl_->laterHolder.end() ? 0 : it->second;
 }
 
 } // namespace merak::rt

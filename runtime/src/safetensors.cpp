@@ -95,9 +95,7 @@ Status SafetensorsFile::copyTensor(const std::string &name, DType dtype,
     return Status::error("'" + path + "': tensor '" + name + "' has shape " +
                          shapeString(t->shape) + ", expected " +
                          shapeString(shape));
-  if (!t->data.empty())
-    std::memcpy(dst, t->data.data(), t->data.size());
-  return Status::success();
+  return readData(*t, dst);
 }
 
 //===----------------------------------------------------------------------===//
@@ -244,7 +242,25 @@ struct Entry {
 };
 } // namespace
 
-static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path) {
+Status SafetensorsFile::readData(const Tensor &t, void *dst) const {
+  if (t.byteSize == 0)
+    return Status::success();
+  if (t.data.size() == t.byteSize) {
+    std::memcpy(dst, t.data.data(), t.byteSize);
+    return Status::success();
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error("cannot open '" + path + "': " + errnoMessage(errno));
+  FdCloser closer{fd};
+  if (!preadAll(fd, dst, t.byteSize, t.fileOffset))
+    return Status::error("cannot read tensor '" + t.name + "' from '" + path +
+                         "' (was the file changed after it was opened?)");
+  return Status::success();
+}
+
+static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
+                                                   bool withData) {
   auto fail = [&](const std::string &cause) {
     return Result<SafetensorsFile>::error("safetensors file '" + path +
                                           "': " + cause);
@@ -385,6 +401,10 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path) {
 
   for (const Entry &e : sorted) {
     Tensor &t = file.tensors[e.tensor];
+    t.fileOffset = 8 + headerSize + e.begin;
+    t.byteSize = e.end - e.begin;
+    if (!withData)
+      continue;
     t.data.resize(e.end - e.begin);
     if (!t.data.empty() &&
         !preadAll(fd, t.data.data(), t.data.size(), 8 + headerSize + e.begin))
@@ -404,7 +424,16 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path) {
 
 Result<SafetensorsFile> readSafetensors(const std::string &path) {
   try {
-    return readSafetensorsImpl(path);
+    return readSafetensorsImpl(path, /*withData=*/true);
+  } catch (const std::exception &e) {
+    return Result<SafetensorsFile>::error("safetensors file '" + path +
+                                          "': " + e.what());
+  }
+}
+
+Result<SafetensorsFile> readSafetensorsHeader(const std::string &path) {
+  try {
+    return readSafetensorsImpl(path, /*withData=*/false);
   } catch (const std::exception &e) {
     return Result<SafetensorsFile>::error("safetensors file '" + path +
                                           "': " + e.what());

@@ -1,4 +1,4 @@
-//===- sharding.cpp - Tensor-parallel parameter shards --------------------===//
+//===- sharding.cpp - Where a rank's piece of a tensor lies ---------------===//
 #include "sharding.h"
 
 #include <algorithm>
@@ -6,117 +6,168 @@
 
 namespace merak::rt {
 
-namespace {
-/// The copy pattern of one shard: `outer` x `blocks` runs of `run` bytes;
-/// the full tensor's stride between outer rows is `fullRow` bytes and the
-/// shard's `localRow`.
-struct ShardGeometry {
-  int64_t outer = 1, blocks = 1, run = 0, fullRow = 0, localRow = 0, partStride = 0;
-};
-
-ShardGeometry geometry(const ManifestTensor &t) {
-  ShardGeometry g;
-  int64_t inner = static_cast<int64_t>(dtypeSize(t.dtype));
-  for (size_t d = 0; d < t.globalShape.size(); ++d) {
-    if (static_cast<int64_t>(d) < t.shardAxis)
-      g.outer *= t.globalShape[d];
-    else if (static_cast<int64_t>(d) > t.shardAxis)
-      inner *= t.globalShape[d];
+uint64_t Piece::localElements() const {
+  uint64_t n = 1;
+  for (size_t d = 0; d < globalShape.size(); ++d) {
+    if (static_cast<int64_t>(d) == axis && !slabs.empty()) {
+      uint64_t len = 0;
+      for (const auto &s : slabs)
+        len += static_cast<uint64_t>(s.second);
+      n *= len;
+    } else {
+      n *= static_cast<uint64_t>(globalShape[d]);
+    }
   }
-  int64_t n = t.globalShape[t.shardAxis];
-  int64_t chunk = n / (t.shardBlocks * t.shardParts);
-  g.blocks = t.shardBlocks;
-  g.run = chunk * inner;
-  g.partStride = g.run;
-  g.fullRow = n * inner;
-  g.localRow = n / t.shardParts * inner;
-  return g;
+  return n;
 }
-} // namespace
+
+std::vector<int64_t> Piece::storedShape() const {
+  if (flat)
+    return {static_cast<int64_t>(flatCount)};
+  std::vector<int64_t> shape = globalShape;
+  if (!slabs.empty()) {
+    shape[static_cast<size_t>(axis)] = 0;
+    for (const auto &s : slabs)
+      shape[static_cast<size_t>(axis)] += s.second;
+  }
+  return shape;
+}
+
+Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank) {
+  Piece p;
+  p.globalShape = t.sharded() || t.zeroSharded() ? t.globalShape : t.shape;
+  if (t.sharded()) {
+    p.axis = t.shardAxis;
+    int64_t chunk = t.globalShape[t.shardAxis] / (t.shardBlocks * t.shardParts);
+    for (int64_t b = 0; b < t.shardBlocks; ++b)
+      p.slabs.push_back({(b * t.shardParts + tpRank) * chunk, chunk});
+  }
+  if (t.zeroSharded()) {
+    uint64_t n = t.zeroSourceElements();
+    uint64_t begin = static_cast<uint64_t>(dpRank) * t.elements;
+    p.flat = true;
+    p.flatBegin = std::min(begin, n);
+    p.flatCount = begin >= n ? 0 : std::min(t.elements, n - begin);
+  }
+  return p;
+}
+
+void copyPiece(const Piece &p, size_t elementSize, void *full, void *piece, bool toFull) {
+  // The local tensor is `outer` rows; row o holds, for each slab, a run of
+  // length * inner bytes taken from the full row at start * inner.
+  uint64_t inner = elementSize, outer = 1;
+  for (size_t d = 0; d < p.globalShape.size(); ++d) {
+    if (static_cast<int64_t>(d) < p.axis)
+      outer *= static_cast<uint64_t>(p.globalShape[d]);
+    else if (static_cast<int64_t>(d) > p.axis)
+      inner *= static_cast<uint64_t>(p.globalShape[d]);
+  }
+  std::vector<std::pair<int64_t, int64_t>> slabs = p.slabs;
+  int64_t n = p.globalShape.empty() ? 1 : p.globalShape[static_cast<size_t>(p.axis)];
+  if (slabs.empty())
+    slabs.push_back({0, n});
+  uint64_t localRow = 0;
+  for (const auto &s : slabs)
+    localRow += static_cast<uint64_t>(s.second) * inner;
+  uint64_t fullRow = static_cast<uint64_t>(n) * inner;
+  uint64_t lo = p.flat ? p.flatBegin * elementSize : 0;
+  uint64_t hi = p.flat ? (p.flatBegin + p.flatCount) * elementSize : outer * localRow;
+  char *f = static_cast<char *>(full), *q = static_cast<char *>(piece);
+  for (uint64_t o = lo / std::max<uint64_t>(localRow, 1); o < outer && o * localRow < hi; ++o) {
+    uint64_t local = o * localRow;
+    for (const auto &s : slabs) {
+      uint64_t len = static_cast<uint64_t>(s.second) * inner;
+      uint64_t a = std::max(local, lo), b = std::min(local + len, hi);
+      if (a < b) {
+        char *src = f + o * fullRow + static_cast<uint64_t>(s.first) * inner + (a - local);
+        char *dst = q + (a - lo);
+        if (toFull)
+          std::memcpy(src, dst, b - a);
+        else
+          std::memcpy(dst, src, b - a);
+      }
+      local += len;
+    }
+  }
+}
 
 void extractShard(const ManifestTensor &t, int part, const void *full, void *local) {
-  ShardGeometry g = geometry(t);
-  const char *src = static_cast<const char *>(full);
-  char *dst = static_cast<char *>(local);
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t b = 0; b < g.blocks; ++b)
-      std::memcpy(dst + o * g.localRow + b * g.run,
-                  src + o * g.fullRow + (b * t.shardParts + part) * g.partStride, g.run);
+  copyPiece(pieceOf(t, part, 0), dtypeSize(t.dtype), const_cast<void *>(full), local,
+            /*toFull=*/false);
 }
 
-void insertShard(const ManifestTensor &t, int part, const void *local, void *full) {
-  ShardGeometry g = geometry(t);
-  const char *src = static_cast<const char *>(local);
-  char *dst = static_cast<char *>(full);
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t b = 0; b < g.blocks; ++b)
-      std::memcpy(dst + o * g.fullRow + (b * t.shardParts + part) * g.partStride,
-                  src + o * g.localRow + b * g.run, g.run);
-}
-
-Result<std::vector<std::vector<char>>> gatherShards(
-    const Manifest &m, const char *P, Comm &comm,
-    const std::vector<std::vector<char>> *zeroShards) {
-  std::vector<std::vector<char>> full(m.params.size());
-  std::vector<char> parts;
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    const ManifestTensor &t = m.params[i];
-    if (!t.sharded())
-      continue;
-    // ZeRO state of a shard: the shard assembled by gatherZeroParts.
-    const char *local = P + t.offset;
-    uint64_t bytes = t.bytes;
-    if (t.zeroSharded()) {
-      if (!zeroShards || (*zeroShards)[i].size() != t.zeroSourceElements() * dtypeSize(t.dtype))
-        return Status::error("cannot gather '" + t.name + "': its ZeRO parts were not gathered");
-      local = (*zeroShards)[i].data();
-      bytes = (*zeroShards)[i].size();
+void appendPieceJson(std::string &out, const Piece &p) {
+  out += "{\"global_shape\":[";
+  for (size_t d = 0; d < p.globalShape.size(); ++d) {
+    if (d)
+      out += ',';
+    json::appendInteger(out, p.globalShape[d]);
+  }
+  out += "],\"axis\":";
+  json::appendInteger(out, p.axis);
+  if (!p.slabs.empty()) {
+    out += ",\"slabs\":[";
+    for (size_t i = 0; i < p.slabs.size(); ++i) {
+      out += i ? ",[" : "[";
+      json::appendInteger(out, p.slabs[i].first);
+      out += ',';
+      json::appendInteger(out, p.slabs[i].second);
+      out += ']';
     }
-    // Gathered as bytes counted in 4-byte words when possible.
-    CommType type = CommType::F32;
-    int64_t count = static_cast<int64_t>(bytes / 4);
-    if (bytes % 4 != 0)
-      return Status::error("cannot gather '" + t.name + "': " + std::to_string(bytes) +
-                           " bytes is not a multiple of 4");
-    parts.resize(bytes * t.shardParts);
-    Comm::Request r = comm.allGather(Axis::TP, local, parts.data(), count, type);
-    if (Status st = comm.wait(r, "gather of a tensor-parallel shard for a checkpoint");
-        !st.ok())
-      return st;
-    full[i].resize(bytes * t.shardParts);
-    for (int p = 0; p < t.shardParts; ++p)
-      insertShard(t, p, parts.data() + p * bytes, full[i].data());
+    out += ']';
   }
-  return full;
+  if (p.flat) {
+    out += ",\"flat\":[";
+    json::appendInteger(out, static_cast<int64_t>(p.flatBegin));
+    out += ',';
+    json::appendInteger(out, static_cast<int64_t>(p.flatCount));
+    out += ']';
+  }
+  out += '}';
 }
 
-void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *local) {
-  uint64_t n = t.zeroSourceElements();
-  uint64_t es = dtypeSize(t.dtype), begin = static_cast<uint64_t>(part) * t.elements;
-  uint64_t count = begin >= n ? 0 : std::min(t.elements, n - begin);
-  std::memcpy(local, static_cast<const char *>(full) + begin * es, count * es);
-  std::memset(static_cast<char *>(local) + count * es, 0, (t.elements - count) * es);
-}
-
-Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const char *P,
-                                                       Comm &comm) {
-  std::vector<std::vector<char>> full(m.params.size());
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    const ManifestTensor &t = m.params[i];
-    if (!t.zeroSharded())
-      continue;
-    if (t.bytes % 4 != 0)
-      return Status::error("cannot gather '" + t.name + "': " + std::to_string(t.bytes) +
-                           " bytes is not a multiple of 4");
-    uint64_t n = t.zeroSourceElements();
-    full[i].resize(t.bytes * t.zeroParts);
-    Comm::Request r = comm.allGather(Axis::DP, P + t.offset, full[i].data(),
-                                     static_cast<int64_t>(t.bytes / 4), CommType::F32);
-    if (Status st = comm.wait(r, "gather of ZeRO optimizer state for a checkpoint"); !st.ok())
-      return st;
-    full[i].resize(n * dtypeSize(t.dtype)); // drop the padding
+Result<Piece> parsePiece(const json::Value &v) {
+  auto bad = [](const std::string &why) { return Result<Piece>::error("bad piece: " + why); };
+  if (!v.isObject())
+    return bad("not an object");
+  Piece p;
+  const json::Value *shape = v.get("global_shape");
+  if (!shape || !shape->isArray())
+    return bad("no \"global_shape\"");
+  for (const json::Value &d : shape->array) {
+    if (!d.isInteger() || d.integer < 0)
+      return bad("\"global_shape\" must hold non-negative integers");
+    p.globalShape.push_back(d.integer);
   }
-  return full;
+  if (const json::Value *axis = v.get("axis")) {
+    if (!axis->isInteger() || axis->integer < 0 ||
+        (axis->integer >= static_cast<int64_t>(p.globalShape.size()) && axis->integer != 0))
+      return bad("\"axis\" out of range");
+    p.axis = axis->integer;
+  }
+  if (const json::Value *slabs = v.get("slabs")) {
+    if (!slabs->isArray() || p.globalShape.empty())
+      return bad("\"slabs\" must be an array (of a tensor with dimensions)");
+    int64_t n = p.globalShape[static_cast<size_t>(p.axis)];
+    for (const json::Value &s : slabs->array) {
+      if (!s.isArray() || s.array.size() != 2 || !s.array[0].isInteger() ||
+          !s.array[1].isInteger() || s.array[0].integer < 0 || s.array[1].integer < 0 ||
+          s.array[0].integer > n - s.array[1].integer)
+        return bad("a slab must be [start, length] inside dimension " + std::to_string(p.axis));
+      p.slabs.push_back({s.array[0].integer, s.array[1].integer});
+    }
+  }
+  if (const json::Value *flat = v.get("flat")) {
+    if (!flat->isArray() || flat->array.size() != 2 || !flat->array[0].isInteger() ||
+        !flat->array[1].isInteger() || flat->array[0].integer < 0 || flat->array[1].integer < 0)
+      return bad("\"flat\" must be [begin, count]");
+    p.flat = true;
+    p.flatBegin = static_cast<uint64_t>(flat->array[0].integer);
+    p.flatCount = static_cast<uint64_t>(flat->array[1].integer);
+    if (p.flatBegin + p.flatCount > p.localElements())
+      return bad("\"flat\" runs past the end of the tensor");
+  }
+  return p;
 }
 
 } // namespace merak::rt

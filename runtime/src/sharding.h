@@ -1,54 +1,70 @@
-//===- sharding.h - Tensor-parallel parameter shards (internal) -*- C++ -*-===//
+//===- sharding.h - Where a rank's piece of a tensor lies (internal) -*- C++ -*-===//
 //
-// A param with a manifest "shard" {axis, parts, blocks} holds, on tp rank r,
-// part r of every block of dimension `axis` of its full tensor, viewed as
-// [blocks, parts, n / (blocks * parts)] (see include/merak_rt/program.h).
-// These helpers cut a shard out of a full tensor (start-up from the
-// embedded data, --resume from a checkpoint of full tensors) and assemble
-// full tensors from the shards of a tp group (checkpoints). Not a public
-// header: train_main.cpp is its only user.
+// A parameter of a parallel program is held whole, or in pieces:
+//   - tensor parallelism ("shard" {axis, parts, blocks}): tp rank r holds
+//     part r of every block of dimension `axis` of the full tensor, viewed
+//     as [blocks, parts, n / (blocks * parts)] (see include/merak_rt/program.h);
+//   - ZeRO-1 ("zero"): dp rank r holds elements [r * k, (r + 1) * k) of the
+//     flattened tensor (of the tp shard, when both), zero-padded past its end.
+// A Piece describes either, or both, in the full tensor's coordinates: the
+// "local" tensor is the full one with dimension `axis` cut to `slabs` (runs
+// [start, start + length) of that dimension, concatenated in order; none =
+// the whole dimension), and the piece is that local tensor, or, when `flat`,
+// the elements [flatBegin, flatBegin + flatCount) of it flattened. Sharded
+// checkpoints store each rank's pieces with this description (as JSON), so
+// that a checkpoint resumes under any other (dp, tp, pp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_SRC_SHARDING_H
 #define MERAK_RT_SRC_SHARDING_H
 
+#include "json.h"
 #include "manifest.h"
-#include "merak_rt/comm.h"
 #include "merak_rt/status.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace merak::rt {
 
+struct Piece {
+  std::vector<int64_t> globalShape;
+  int64_t axis = 0;
+  std::vector<std::pair<int64_t, int64_t>> slabs; ///< (start, length) along axis
+  bool flat = false;
+  uint64_t flatBegin = 0, flatCount = 0;
+
+  bool whole() const { return slabs.empty() && !flat; }
+  /// Elements of the local tensor (before any flat cut).
+  uint64_t localElements() const;
+  /// Elements the piece holds.
+  uint64_t elements() const { return flat ? flatCount : localElements(); }
+  /// The shape the piece is stored with: the local tensor's, or [flatCount].
+  std::vector<int64_t> storedShape() const;
+};
+
+/// The piece of `t` that tp rank `tpRank` and dp rank `dpRank` hold
+/// (t.shape's content, without the ZeRO padding).
+Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank);
+
+/// Copies between a full tensor and a piece of it (elementSize bytes per
+/// element): `toFull` writes `piece` into its place in `full`, otherwise the
+/// piece is cut out of `full`.
+void copyPiece(const Piece &p, size_t elementSize, void *full, void *piece, bool toFull);
+
 /// Copies tp rank `part`'s shard of `full` (t.globalShape) to `local`
-/// (t.shape).
+/// (t.shape); `t` must not be ZeRO-sharded.
 void extractShard(const ManifestTensor &t, int part, const void *full, void *local);
 
-/// Writes `local`, tp rank `part`'s shard, into its place in `full`.
-void insertShard(const ManifestTensor &t, int part, const void *local, void *full);
+/// The JSON form of a piece: {"global_shape": [...], "axis": a,
+/// "slabs": [[start, length], ...], "flat": [begin, count]} ("slabs" and
+/// "flat" only when present).
+void appendPieceJson(std::string &out, const Piece &p);
 
-/// The full tensors of every sharded param in `m` (in manifest order, empty
-/// vectors for replicated params), gathered over the tp group of this rank
-/// from each rank's P. Collective over the tp group: every rank of the group
-/// calls it with the same manifest.
-/// ZeRO-1 state of a shard (both "shard" and "zero") is read from
-/// (*zeroShards)[i], the shard gatherZeroParts assembled.
-Result<std::vector<std::vector<char>>> gatherShards(
-    const Manifest &m, const char *P, Comm &comm,
-    const std::vector<std::vector<char>> *zeroShards = nullptr);
-
-/// ZeRO-1 (a param with "zero"): copies dp rank `part`'s part of `full`
-/// (t.globalShape, flattened) to `local` (t.shape), zero-filling the padding
-/// past the full tensor's end.
-void extractZeroPart(const ManifestTensor &t, int part, const void *full, void *local);
-
-/// The full tensors of every ZeRO-1 param in `m` (manifest order, empty
-/// vectors for the others), gathered over the dp group of this rank from
-/// each rank's P and cut to the global shape (for ZeRO state of a
-/// tensor-parallel shard: to this tp rank's shard). Collective over the dp
-/// group.
-Result<std::vector<std::vector<char>>> gatherZeroParts(const Manifest &m, const char *P,
-                                                       Comm &comm);
+/// Reads appendPieceJson's form back; checks that the slabs and the flat
+/// range lie inside the global shape.
+Result<Piece> parsePiece(const json::Value &v);
 
 } // namespace merak::rt
 

@@ -27,6 +27,7 @@
 #include "file_util.h"
 #include "json.h"
 #include "manifest.h"
+#include "checkpoint_shards.h"
 #include "sharding.h"
 
 #include <algorithm>
@@ -142,13 +143,6 @@ std::string formatNumber(double v) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.6g", v);
   return buffer;
-}
-
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 std::string formatLoss(double v) {
@@ -337,25 +331,6 @@ Program loadProgram() {
   return p;
 }
 
-/// The checkpoint's tensors: P's, with tensor-parallel shards replaced by
-/// their full tensors (`full`, from gatherShards), so that checkpoints keep
-/// the serial format at every (dp, tp).
-std::vector<TensorRef> checkpointTensors(const Manifest &m, const char *P,
-                                         const std::vector<std::vector<char>> &full) {
-  std::vector<TensorRef> tensors;
-  tensors.reserve(m.params.size());
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    const ManifestTensor &t = m.params[i];
-    if (t.kind == "scratch") // lives within a step (pipeline accumulators)
-      continue;
-    if (t.sharded() || t.zeroSharded())
-      tensors.push_back({t.name, t.dtype, t.globalShape, full[i].data()});
-    else
-      tensors.push_back({t.name, t.dtype, t.shape, P + t.offset});
-  }
-  return tensors;
-}
-
 Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
   Metadata meta;
   meta["format"] = "pt"; // what Hugging Face loaders look for
@@ -368,55 +343,22 @@ Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
   return meta;
 }
 
-/// Restores P from dir/latest (every rank reads the full tensors and keeps
-/// its tensor-parallel shards); returns the number of completed steps.
-int64_t resume(const Manifest &m, const TrainOptions &o, char *P, int tpRank, int dpRank) {
+/// Restores P from dir/latest (this rank's pieces of every parameter, from a
+/// checkpoint saved under any mesh); returns the number of completed steps.
+int64_t resume(const Manifest &m, const TrainOptions &o, char *P, const RankPlace &place) {
   if (!hasCheckpoint(o.checkpointDir))
     die(kExitError, "--resume: no checkpoint to resume from in '" +
                         o.checkpointDir + "' (it has no 'latest' file)");
   Result<Checkpoint> loaded = loadLatestCheckpoint(o.checkpointDir);
   if (!loaded.ok())
     die(kExitError, "--resume: " + loaded.message());
-  const SafetensorsFile &file = loaded->file;
-  for (const ManifestTensor &t : m.params) {
-    if (t.kind == "scratch")
-      continue;
-    if (!file.find(t.name))
-      die(kExitError, "--resume: checkpoint '" + file.path +
-                          "' has no tensor '" + t.name +
-                          "', which this program needs (" +
-                          dtypeName(t.dtype) + " " + shapeString(t.shape) +
-                          "); was it written by a different model?");
-    // Tensor-parallel shards and ZeRO parts: this rank's part of the full tensor.
-    // (ZeRO state of a shard: the shard first, then the part of it.)
-    bool part = t.sharded() || t.zeroSharded();
-    uint64_t es = dtypeSize(t.dtype);
-    std::vector<char> full(!part ? 0
-                           : t.zeroSharded()
-                               ? t.zeroSourceElements() * es *
-                                     static_cast<uint64_t>(t.sharded() ? t.shardParts : 1)
-                               : t.bytes * t.shardParts);
-    if (Status s = file.copyTensor(t.name, t.dtype, part ? t.globalShape : t.shape,
-                                   part ? full.data() : P + t.offset);
-        !s.ok())
-      die(kExitError, "--resume: " + s.message());
-    if (t.sharded() && t.zeroSharded()) {
-      std::vector<char> shard(t.zeroSourceElements() * es);
-      extractShard(t, tpRank, full.data(), shard.data());
-      extractZeroPart(t, dpRank, shard.data(), P + t.offset);
-    } else if (t.sharded()) {
-      extractShard(t, tpRank, full.data(), P + t.offset);
-    } else if (t.zeroSharded()) {
-      extractZeroPart(t, dpRank, full.data(), P + t.offset);
-    }
-  }
   int64_t unknown = 0;
   std::string firstUnknown;
-  for (const Tensor &t : file.tensors)
-    if (!m.param(t.name) && unknown++ == 0)
-      firstUnknown = t.name;
+  if (Status s = restoreCheckpoint(*loaded, m, P, place, unknown, firstUnknown); !s.ok())
+    die(kExitError, "--resume: " + s.message());
+  const SafetensorsFile &file = loaded->shards.front();
   if (unknown > 0)
-    printWarning("checkpoint '" + file.path + "' holds " +
+    printWarning("checkpoint '" + loaded->path + "' holds " +
                  std::to_string(unknown) +
                  " tensor(s) this program does not use (e.g. '" +
                  firstUnknown + "'); ignoring them");
@@ -469,15 +411,17 @@ int run(int argc, char **argv) {
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
-  // Checkpoints gather ZeRO-1 optimizer state over the dp groups of stage 0
-  // (every tp rank: the ZeRO state of a shard is then gathered over tp) and
-  // tensor-parallel shards over world rank 0's tp group.
-  const bool gathersZero =
-      comm && comm->coord().pp == 0 &&
-      std::any_of(m.params.begin(), m.params.end(),
-                  [](const ManifestTensor &t) { return t.zeroSharded(); });
-  const bool gathersShards = comm && m.meshTp > 1 && comm->coord().dp == 0 &&
-                             comm->coord().pp == 0;
+  // Each rank writes into checkpoints what it alone holds (checkpoint_shards.h).
+  RankPlace place;
+  place.tp = tpRank;
+  place.dp = static_cast<int>(dpRank);
+  const int ppStage = comm ? comm->coord().pp : 0;
+  const PipelineRunner *runner = pipeline.get();
+  place.writesStage = [runner, ppStage](const ManifestTensor &t) {
+    return (runner ? runner->holderStage(t.offset) : 0) == ppStage;
+  };
+  const int worldSize = comm ? comm->worldSize() : 1;
+  const int worldRank = comm ? comm->rank() : 0;
 
   // --- command line -----------------------------------------------------------
   TrainOptions defaults;
@@ -540,7 +484,7 @@ int run(int argc, char **argv) {
 
   int64_t start = 0;
   if (o.resume)
-    start = resume(m, o, P, tpRank, static_cast<int>(dpRank));
+    start = resume(m, o, P, place);
   if (start > o.steps)
     die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir +
                         "' has completed " + std::to_string(start) +
@@ -698,38 +642,28 @@ int run(int argc, char **argv) {
     bool last = s + 1 == o.steps;
     bool save = !o.checkpointDir.empty() &&
                 (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0));
-    std::vector<std::vector<char>> fullShards(m.params.size());
-    if (save && pipeline)
-      if (Status st = pipeline->gatherParams(P); !st.ok())
-        stop(st.message());
-    std::vector<std::vector<char>> zeroShards;
-    if (save && gathersZero) {
-      Result<std::vector<std::vector<char>>> gathered = gatherZeroParts(m, P, *comm);
-      if (!gathered.ok())
-        stop(gathered.message());
-      zeroShards = std::move(gathered).value();
-      if (leader)
-        for (size_t i = 0; i < m.params.size(); ++i)
-          if (m.params[i].zeroSharded() && !m.params[i].sharded())
-            fullShards[i] = std::move(zeroShards[i]);
-    }
-    if (save && gathersShards) {
-      Result<std::vector<std::vector<char>>> gathered =
-          gatherShards(m, P, *comm, zeroShards.empty() ? nullptr : &zeroShards);
-      if (!gathered.ok())
-        stop(gathered.message());
-      if (leader)
-        for (size_t i = 0; i < m.params.size(); ++i)
-          if (m.params[i].sharded())
-            fullShards[i] = std::move(gathered.value()[i]);
-    }
-    if (save && leader) {
+    if (save) {
+      // beginCheckpoint on rank 0, every rank's shard, commit on rank 0: the
+      // barriers order them (and time out if a rank died).
       double ckptUs = trace ? trace->nowUs() : 0;
-      if (Status st = saveCheckpoint(o.checkpointDir, s + 1,
-                                     checkpointTensors(m, P, fullShards),
-                                     checkpointMetadata(m, o));
+      if (leader)
+        if (Status st = beginCheckpoint(o.checkpointDir, s + 1); !st.ok())
+          stop(st.message());
+      if (comm)
+        comm->barrier();
+      CheckpointShard shard = checkpointShard(m, P, place);
+      Metadata meta = checkpointMetadata(m, o);
+      if (shard.piecesJson != "{}")
+        meta["merak.pieces"] = shard.piecesJson;
+      if (Status st = writeCheckpointShard(o.checkpointDir, s + 1, worldRank, worldSize,
+                                           shard.tensors, meta);
           !st.ok())
         stop(st.message());
+      if (comm)
+        comm->barrier();
+      if (leader)
+        if (Status st = commitCheckpoint(o.checkpointDir, s + 1, worldSize); !st.ok())
+          stop(st.message());
       if (trace)
         trace->complete("checkpoint", "checkpoint", ckptUs,
                         trace->nowUs() - ckptUs, kTraceTid,
@@ -756,7 +690,7 @@ int run(int argc, char **argv) {
       " | mean " + ProgressBar::formatRate(meanRate) + " tok/s";
   if (!o.checkpointDir.empty())
     summary += " | checkpoint " + o.checkpointDir + "/" +
-               checkpointFileName(o.steps);
+               checkpointName(o.steps);
   std::printf("%s\n", summary.c_str());
   std::fflush(stdout);
   return 0;

@@ -41,11 +41,11 @@ def read_safetensors(path):
 
 def check_safetensors(out):
     for path in [os.path.join(out, "sample.safetensors"),
-                 os.path.join(out, "ckpt", "step_5.safetensors")]:
+                 os.path.join(out, "ckpt", "step_5", "shard-0-of-1.safetensors")]:
         t, meta = read_safetensors(path)
         expect_meta = {"format": "pt", "note": 'quote" backslash\\'}
         if "ckpt" in path:
-            expect_meta["step"] = "5"
+            expect_meta.update({"step": "5", "merak.rank": "0", "merak.world": "1"})
         assert meta == expect_meta, meta
         names = list(t)
         assert names[0] == "transformer.h.0.attn.c_attn.weight", names
@@ -67,9 +67,11 @@ def check_safetensors(out):
         assert t['日本.ü "q"'][1][0] == 42.0
         assert t["empty"][1].shape == (0, 4)
     with open(os.path.join(out, "ckpt", "latest")) as f:
-        assert f.read() == "step_5.safetensors\n"
+        assert f.read() == "step_5\n"
     leftovers = [f for f in os.listdir(os.path.join(out, "ckpt"))
-                 if ".tmp." in f]
+                 if ".tmp." in f or ".partial" in f]
+    leftovers += [f for f in os.listdir(os.path.join(out, "ckpt", "step_5"))
+                  if ".tmp." in f]
     assert not leftovers, leftovers
 
 

@@ -37,6 +37,11 @@ def path(*names):
     return os.path.join(OUT, *names)
 
 
+def ckpt_file(run_dir, step):
+    """A single process's checkpoint of `step`: one plain safetensors file."""
+    return path(run_dir, "step_%d" % step, "shard-0-of-1.safetensors")
+
+
 def make_tokens(name="tokens.bin", n=4096):
     """A token file with a learnable bigram structure."""
     rng = np.random.default_rng(0)
@@ -176,9 +181,9 @@ def check_deterministic():
              "--metrics", path(run_name + ".jsonl"),
              "--checkpoint-dir", path(run_name)])
     same_run(read_metrics("a.jsonl"), read_metrics("b.jsonl"))
-    with open(path("a", "step_15.safetensors"), "rb") as f:
+    with open(ckpt_file("a", 15), "rb") as f:
         a = f.read()
-    with open(path("b", "step_15.safetensors"), "rb") as f:
+    with open(ckpt_file("b", 15), "rb") as f:
         b = f.read()
     assert a == b, "checkpoints differ"
 
@@ -191,14 +196,14 @@ def check_resume():
     run(common + ["--steps", "10", "--metrics", path("part.jsonl"),
                   "--checkpoint-dir", path("part"), "--checkpoint-every", "5"])
     assert sorted(os.listdir(path("part"))) == [
-        "latest", "step_10.safetensors", "step_5.safetensors"]
+        "latest", "step_10", "step_5"]
     p = run(common + ["--steps", "20", "--metrics", path("part.jsonl"),
                       "--checkpoint-dir", path("part"), "--resume"])
     assert "train: done: 10 steps (10..19)" in p.stdout, p.stdout
     full, part = read_metrics("full.jsonl"), read_metrics("part.jsonl")
     same_run(full, part)
-    a, _ = read_safetensors(path("full", "step_20.safetensors"))
-    b, meta = read_safetensors(path("part", "step_20.safetensors"))
+    a, _ = read_safetensors(ckpt_file("full", 20))
+    b, meta = read_safetensors(ckpt_file("part", 20))
     for name in a:
         assert a[name][1].tobytes() == b[name][1].tobytes(), name
     assert meta["step"] == "20", meta
@@ -209,7 +214,7 @@ def check_resume():
                   "--checkpoint-dir", path("crash"), "--checkpoint-every",
                   "10"])
     with open(path("crash", "latest"), "w") as f:
-        f.write("step_10.safetensors\n")
+        f.write("step_10\n")
     with open(path("crash.jsonl"), "a") as f:
         f.write('{"step":15,"loss":1.')
     run(common + ["--steps", "20", "--metrics", path("crash.jsonl"),
@@ -241,7 +246,7 @@ def check_resume_errors():
     assert path("empty") in p.stderr, p.stderr
 
     run(["--data", data, "--steps", "3", "--checkpoint-dir", path("good")])
-    good, meta = read_safetensors(path("good", "step_3.safetensors"))
+    good, meta = read_safetensors(ckpt_file("good", 3))
 
     def broken(name, tensors, expect):
         d = path(name)
@@ -268,7 +273,7 @@ def check_resume_errors():
     broken("missing", missing, ["optimizer.sgd.momentum.bigram.bias"])
 
     os.makedirs(path("truncated"))
-    with open(path("good", "step_3.safetensors"), "rb") as f:
+    with open(ckpt_file("good", 3), "rb") as f:
         raw = f.read()
     with open(path("truncated", "step_3.safetensors"), "wb") as f:
         f.write(raw[:-10])
@@ -290,14 +295,14 @@ def check_hparams():
     # The flag wins over the checkpointed value on resume.
     run(["--data", data, "--steps", "4", "--lr", "0.25", "--checkpoint-dir",
          path("ck")])
-    t, _ = read_safetensors(path("ck", "step_4.safetensors"))
+    t, _ = read_safetensors(ckpt_file("ck", 4))
     assert t["hparam.lr"][1] == np.float32(0.25), t["hparam.lr"]
     run(["--data", data, "--steps", "8", "--lr", "0", "--checkpoint-dir",
          path("ck"), "--resume", "--metrics", path("resumed.jsonl")])
     m = read_metrics("resumed.jsonl")
     assert [x["step"] for x in m] == [4, 5, 6, 7], m
     assert all(x["lr"] == 0 for x in m), m
-    t2, _ = read_safetensors(path("ck", "step_8.safetensors"))
+    t2, _ = read_safetensors(ckpt_file("ck", 8))
     assert np.array_equal(t["bigram.weight"][1], t2["bigram.weight"][1])
     assert t2["hparam.lr"][1] == 0
     assert t2["optimizer.step"][1] == 8
@@ -409,11 +414,10 @@ def check_checkpoint_python():
     run(["--data", data, "--steps", "12", "--checkpoint-dir", path("ck"),
          "--checkpoint-every", "5"])
     assert sorted(os.listdir(path("ck"))) == [
-        "latest", "step_10.safetensors", "step_12.safetensors",
-        "step_5.safetensors"]
+        "latest", "step_10", "step_12", "step_5"]
     with open(path("ck", "latest")) as f:
-        assert f.read() == "step_12.safetensors\n"
-    t, meta = read_safetensors(path("ck", "step_12.safetensors"))
+        assert f.read() == "step_12\n"
+    t, meta = read_safetensors(ckpt_file("ck", 12))
     assert [(n, d, list(a.shape)) for n, (d, a) in t.items()] == \
         [(n, d, s) for n, d, s in PARAMS], list(t)
     assert meta["step"] == "12" and meta["model"] == "bigram.onnx", meta
@@ -426,7 +430,7 @@ def check_checkpoint_python():
     # The model learnt the data's rule next = (5 * cur + 3) % 16.
     pred = np.argmax(w + t["bigram.bias"][1], axis=1)
     assert np.mean(pred == (5 * np.arange(16) + 3) % 16) >= 0.75, pred
-    t5, meta5 = read_safetensors(path("ck", "step_5.safetensors"))
+    t5, meta5 = read_safetensors(ckpt_file("ck", 5))
     assert meta5["step"] == "5" and t5["optimizer.step"][1] == 5
 
 

@@ -35,7 +35,9 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from program_check import param_rel_err, read_safetensors  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+from program_check import param_rel_err  # noqa: E402
+from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 
 STEPS, BATCH, SAMPLES = 15, 8, 37
@@ -184,7 +186,7 @@ class Env:
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        result = (losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % STEPS)))
+        result = (losses, read_checkpoint(ckpt, STEPS))
         self.results[tag] = result
         return result
 

@@ -33,6 +33,7 @@ Ends with "N passed, M failed".
 """
 import json
 import os
+import shutil
 import re
 import signal
 import subprocess
@@ -44,8 +45,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import export_models as em  # noqa: E402
-from program_check import param_rel_err, read_safetensors  # noqa: E402
+from program_check import param_rel_err  # noqa: E402
+from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
@@ -122,7 +125,7 @@ class Env:
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps))
+        return losses, read_checkpoint(ckpt, steps)
 
     def serial(self, opt):
         if ("serial", opt) not in self.cache:
@@ -235,7 +238,8 @@ def check_zero_padding(env):
     dp 4 resumes at dp 3 (parts of different sizes)."""
     model = os.path.join(HERE, "..", "Tools", "Inputs", "deep-lm.onnxtxt")
     work = os.path.join(env.work, "deep-lm")
-    os.makedirs(work, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # executables of an earlier build
+    os.makedirs(work)
     data = os.path.join(work, "tokens.bin")
     (np.arange(4000) * 7 % 5).astype(np.uint16).tofile(data)
     tol = CONFIGS["adamw"][1]
@@ -255,7 +259,7 @@ def check_zero_padding(env):
         run(cmd, env=env.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        return losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps))
+        return losses, read_checkpoint(ckpt, steps)
 
     serial, serial_params = train(1, 0, STEPS, os.path.join(work, "serial-ckpt"))
     msgs, ok = [], True

@@ -35,8 +35,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import export_models as em  # noqa: E402
-from program_check import param_rel_err, read_safetensors  # noqa: E402
+from program_check import param_rel_err  # noqa: E402
+from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
@@ -138,7 +140,7 @@ class Env:
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
-        result = (losses, read_safetensors(os.path.join(ckpt, "step_%d.safetensors" % steps)))
+        result = (losses, read_checkpoint(ckpt, steps))
         if cached:
             self.results[name] = result
         return result

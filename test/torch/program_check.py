@@ -43,6 +43,8 @@ STEPS = 20
 TOLERANCE = 1e-4
 VOCAB = 97
 B, T = 2, 16
+# A single process's checkpoint of a step: one plain safetensors file.
+SHARD = "shard-0-of-1.safetensors"
 
 
 def read_safetensors(path):
@@ -181,7 +183,7 @@ def check_gradients(env):
     cfg = dict(optimizer="sgd", lr=1.0, **{"weight-decay": 0.0})
     ckpt = os.path.join(env.work, "grad-ckpt")
     env.train(env.program("sgd-lr1", cfg), "sgd-lr1", 1, "--checkpoint-dir", ckpt)
-    after = read_safetensors(os.path.join(ckpt, "step_1.safetensors"))
+    after = read_safetensors(os.path.join(ckpt, "step_1", SHARD))
     _, grads = reference(env.fresh_model(), env.tokens, cfg, steps=1)
     worst, n = 0.0, 0
     for name, g in grads.items():
@@ -199,7 +201,7 @@ def check_checkpoint(env):
     ckpt = os.path.join(env.work, "final-ckpt")
     env.train(env.program("adamw", cfg), "adamw-ckpt", STEPS, "--checkpoint-dir", ckpt)
     with open(os.path.join(ckpt, "latest")) as f:
-        saved = read_safetensors(os.path.join(ckpt, f.read().strip()))
+        saved = read_safetensors(os.path.join(ckpt, f.read().strip(), SHARD))
     model = env.fresh_model()
     reference(model, env.tokens, cfg)
     worst = 0.0
@@ -266,7 +268,7 @@ def check_sigkill(env):
         kills += 1
         with open(os.path.join(ckpt, "latest")) as f:
             name = f.read().strip()
-        saved = read_safetensors(os.path.join(ckpt, name))
+        saved = read_safetensors(os.path.join(ckpt, name, SHARD))
         if "transformer.wte.weight" not in saved:
             return False, "checkpoint %s after SIGKILL lacks parameters" % name
     step = int(name.split("_")[1].split(".")[0])

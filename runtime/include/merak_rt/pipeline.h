@@ -68,10 +68,10 @@ public:
   /// data-parallel ranks, on every rank; grad_norm; lr) into A.
   Status step(char *A, char *P, const char *C, int64_t step);
 
-  /// Called by every rank before a checkpoint: stage 0 receives the
-  /// parameters (and their optimizer state) that only later stages hold,
-  /// so that world rank 0's P holds the whole model.
-  Status gatherParams(char *P);
+  /// The first stage that holds the parameter (or optimizer state tensor)
+  /// at `paramOffset` in P: the one that writes it into checkpoints. 0 for
+  /// what every stage holds (hyper-parameters, the step counter).
+  int holderStage(uint64_t paramOffset) const;
 
   struct Impl;
 

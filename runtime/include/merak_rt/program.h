@@ -35,8 +35,8 @@
 //                 full tensor viewed as [blocks, parts, n/(blocks*parts)],
 //                 tp rank r holding part r of every block ("shape",
 //                 "offset" and "bytes" describe that local shard in P);
-//               "global_shape": the full tensor's shape (checkpoints hold
-//                 full tensors);
+//               "global_shape": the full tensor's shape (checkpoints
+//                 record each piece's place in it);
 //               "data_offset", "data_bytes": where the full initial tensor
 //                 lies in merak_data (absent for zero-initialised state);
 //               ZeRO-1 optimizer state only (merak-compile --zero 1):
@@ -45,8 +45,7 @@
 //                 holding elements [r*S, (r+1)*S) ("shape" is [S]);
 //                 with "shard" too (state of a tensor-parallel shard), the
 //                 tp rank's shard is what is flattened and split, and
-//                 "global_shape" is the full tensor's;
-//                 checkpoints hold the full tensor}],
+//                 "global_shape" is the full tensor's}],
 //   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
 //                "dtype", "shape", "offset" (in A)}],
 //   "outputs": [{"name" ("loss", "grad_norm", "lr", ...), "dtype", "shape",

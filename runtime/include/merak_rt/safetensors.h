@@ -64,14 +64,17 @@ struct TensorRef {
   const void *data = nullptr;
 };
 
-/// A tensor read from a file; owns its bytes.
+/// A tensor read from a file; owns its bytes (empty when the file was read
+/// with readSafetensorsHeader: SafetensorsFile::readData fetches them).
 struct Tensor {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> data;
+  uint64_t fileOffset = 0; ///< where the bytes start in the file
+  uint64_t byteSize = 0;   ///< elements * dtypeSize(dtype)
 
-  uint64_t numElements() const { return data.size() / dtypeSize(dtype); }
+  uint64_t numElements() const { return byteSize / dtypeSize(dtype); }
 };
 
 using Metadata = std::map<std::string, std::string>;
@@ -91,6 +94,10 @@ struct SafetensorsFile {
   Status copyTensor(const std::string &name, DType dtype,
                     const std::vector<int64_t> &shape, void *dst) const;
 
+  /// Copies `t`'s bytes (t.byteSize) into `dst`: from memory when the file
+  /// was read whole, else from the file at `path`.
+  Status readData(const Tensor &t, void *dst) const;
+
   std::unordered_map<std::string, size_t> index; // name -> position
 };
 
@@ -105,36 +112,75 @@ Status writeSafetensors(const std::string &path,
 /// Reads and validates a whole safetensors file.
 Result<SafetensorsFile> readSafetensors(const std::string &path);
 
+/// Reads and validates the header of a safetensors file (every check
+/// readSafetensors makes but reading the data); tensors' `data` stay empty.
+Result<SafetensorsFile> readSafetensorsHeader(const std::string &path);
+
 //===----------------------------------------------------------------------===//
 // Checkpoint directories
 //===----------------------------------------------------------------------===//
 //
-// A checkpoint directory holds `step_<STEP>.safetensors` files (STEP in
-// decimal, no padding) and a tracker file `latest` whose content is the
-// file name of the newest complete checkpoint followed by a newline, e.g.
-// "step_100.safetensors\n". Both are written atomically, the tracker after
-// the checkpoint, so a crash at any point leaves `latest` naming a complete
-// file. Each checkpoint's metadata also carries "step" = STEP.
-// A writer killed mid-way can leave a `*.tmp.<pid>` file behind; it is never
-// read and may be deleted.
+// A checkpoint directory holds one sub-directory per saved step and a
+// tracker file `latest` naming the newest complete one:
+//
+//   DIR/latest                                  "step_<S>\n"
+//   DIR/step_<S>/shard-<R>-of-<W>.safetensors   one file per process R of W
+//
+// Each process of a parallel job writes the tensors (or the pieces of
+// tensors) it alone holds into its own shard file; a piece records where it
+// lies in the full tensor (see runtime/src/checkpoint_shards.h), so a
+// checkpoint saved at one (dp, tp, pp) resumes at any other. A single
+// process writes `shard-0-of-1.safetensors` with whole tensors: an ordinary
+// safetensors file PyTorch tools load.
+//
+// Saving: one process calls beginCheckpoint (creates DIR/step_<S>.partial),
+// every process calls writeCheckpointShard (each file atomic), and once all
+// have finished one process calls commitCheckpoint, which checks that all W
+// shards are there, renames the .partial directory to step_<S> and then
+// rewrites `latest` atomically. A crash at any point leaves `latest` naming
+// a complete checkpoint. Every shard's metadata carries "step" = S,
+// "merak.rank" = R and "merak.world" = W.
+// A checkpoint of the first format (latest naming a single
+// step_<S>.safetensors file) still loads, as one whole-tensor shard.
 
 struct Checkpoint {
   int64_t step = 0;
-  SafetensorsFile file;
+  std::string path; ///< DIR/step_<S> (or the single file of the first format)
+  /// The shard files in rank order, headers only: SafetensorsFile::readData
+  /// reads a tensor's bytes when they are needed.
+  std::vector<SafetensorsFile> shards;
 };
 
-/// The file name used for `step`: "step_<step>.safetensors".
-std::string checkpointFileName(int64_t step);
+/// "step_<step>", the name of a step's checkpoint directory.
+std::string checkpointName(int64_t step);
 
-/// Writes `dir/step_<step>.safetensors` and then `dir/latest`, both
-/// atomically. Creates `dir` (one level) if it does not exist. When
-/// `keepLast` > 0, afterwards deletes older `step_*.safetensors` files so
-/// that only the newest `keepLast` remain.
+/// "shard-<rank>-of-<world>.safetensors".
+std::string checkpointShardName(int rank, int world);
+
+/// Starts saving step `step`: creates `dir` (one level) and an empty
+/// `dir/step_<step>.partial` (removing what an interrupted save left there).
+Status beginCheckpoint(const std::string &dir, int64_t step);
+
+/// Writes process `rank` of `world`'s shard into the .partial directory
+/// created by beginCheckpoint, atomically.
+Status writeCheckpointShard(const std::string &dir, int64_t step, int rank,
+                            int world, const std::vector<TensorRef> &tensors,
+                            const Metadata &metadata = {});
+
+/// Completes step `step` once every one of the `world` shards is written:
+/// renames the .partial directory to step_<step>, rewrites `dir/latest`,
+/// and when `keepLast` > 0 deletes older step directories so that only the
+/// newest `keepLast` remain.
+Status commitCheckpoint(const std::string &dir, int64_t step, int world,
+                        int keepLast = 0);
+
+/// One process's whole checkpoint: begin, shard 0 of 1, commit.
 Status saveCheckpoint(const std::string &dir, int64_t step,
                       const std::vector<TensorRef> &tensors,
                       const Metadata &metadata = {}, int keepLast = 0);
 
-/// Reads `dir/latest` and loads the file it names.
+/// Reads `dir/latest` and the headers of every shard of the checkpoint it
+/// names, checking that all shards are present and agree on the step.
 Result<Checkpoint> loadLatestCheckpoint(const std::string &dir);
 
 /// True when `dir/latest` exists (whether or not it is valid).

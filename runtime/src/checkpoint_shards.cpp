@@ -1,0 +1,159 @@
+//===- checkpoint_shards.cpp - A program's sharded checkpoints ------------===//
+#include "checkpoint_shards.h"
+
+#include "json.h"
+#include "sharding.h"
+
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+namespace merak::rt {
+
+namespace {
+constexpr const char *kPiecesKey = "merak.pieces";
+
+bool samePiece(const Piece &a, const Piece &b) {
+  if (a.globalShape != b.globalShape || a.flat != b.flat ||
+      (a.flat && (a.flatBegin != b.flatBegin || a.flatCount != b.flatCount)))
+    return false;
+  if (a.slabs.empty() || b.slabs.empty())
+    return a.slabs.empty() && b.slabs.empty();
+  return a.axis == b.axis && a.slabs == b.slabs;
+}
+
+/// One stored piece of a tensor: which shard file, which tensor, where.
+struct Stored {
+  const SafetensorsFile *file;
+  const Tensor *tensor;
+  Piece piece;
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+} // namespace
+
+CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlace &place) {
+  CheckpointShard shard;
+  shard.piecesJson = "{";
+  bool first = true;
+  for (const ManifestTensor &t : m.params) {
+    if (t.kind == "scratch") // lives within a step (pipeline accumulators)
+      continue;
+    if (!place.writesStage(t) || (!t.sharded() && place.tp != 0) ||
+        (!t.zeroSharded() && place.dp != 0))
+      continue;
+    Piece p = pieceOf(t, place.tp, place.dp);
+    shard.tensors.push_back({t.name, t.dtype, p.storedShape(), P + t.offset});
+    if (p.whole())
+      continue;
+    if (!first)
+      shard.piecesJson += ',';
+    first = false;
+    json::appendString(shard.piecesJson, t.name);
+    shard.piecesJson += ':';
+    appendPieceJson(shard.piecesJson, p);
+  }
+  shard.piecesJson += '}';
+  return shard;
+}
+
+Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
+                         int64_t &unused, std::string &firstUnused) {
+  // Every stored piece, by tensor name.
+  std::unordered_map<std::string, std::vector<Stored>> stored;
+  for (const SafetensorsFile &file : c.shards) {
+    std::map<std::string, Piece> pieces;
+    if (auto it = file.metadata.find(kPiecesKey); it != file.metadata.end()) {
+      json::Value root;
+      std::string error;
+      if (!json::parse(it->second, root, error) || !root.isObject())
+        return Status::error("checkpoint '" + file.path + "': malformed \"" + kPiecesKey +
+                             "\" metadata: " + (error.empty() ? "not an object" : error));
+      for (const auto &[name, v] : root.object) {
+        Result<Piece> p = parsePiece(v);
+        if (!p.ok())
+          return Status::error("checkpoint '" + file.path + "': tensor '" + name +
+                               "': " + p.message());
+        pieces[name] = std::move(p).value();
+      }
+    }
+    for (const Tensor &t : file.tensors) {
+      Piece p;
+      if (auto it = pieces.find(t.name); it != pieces.end())
+        p = it->second;
+      else
+        p.globalShape = t.shape;
+      if (p.storedShape() != t.shape)
+        return Status::error("checkpoint '" + file.path + "': tensor '" + t.name +
+                             "' has shape " + shapeText(t.shape) + " but its piece needs " +
+                             shapeText(p.storedShape()));
+      stored[t.name].push_back({&file, &t, std::move(p)});
+    }
+  }
+
+  std::vector<char> full, part;
+  for (const ManifestTensor &t : m.params) {
+    if (t.kind == "scratch")
+      continue;
+    auto it = stored.find(t.name);
+    if (it == stored.end())
+      return Status::error("checkpoint '" + c.path + "' has no tensor '" + t.name +
+                           "', which this program needs (" + dtypeName(t.dtype) + " " +
+                           shapeText(t.sharded() || t.zeroSharded() ? t.globalShape : t.shape) +
+                           "); was it written by a different model?");
+    Piece mine = pieceOf(t, place.tp, place.dp);
+    uint64_t es = dtypeSize(t.dtype), covered = 0;
+    for (const Stored &s : it->second) {
+      if (s.tensor->dtype != t.dtype)
+        return Status::error("checkpoint '" + s.file->path + "': tensor '" + t.name +
+                             "' has dtype " + dtypeName(s.tensor->dtype) + ", expected " +
+                             dtypeName(t.dtype));
+      if (s.piece.globalShape != mine.globalShape)
+        return Status::error("checkpoint '" + s.file->path + "': tensor '" + t.name +
+                             "' has shape " + shapeText(s.piece.globalShape) + ", expected " +
+                             shapeText(mine.globalShape));
+      covered += s.piece.elements();
+    }
+    Piece whole;
+    whole.globalShape = mine.globalShape;
+    uint64_t total = whole.localElements();
+    if (covered != total)
+      return Status::error("checkpoint '" + c.path + "': the pieces of tensor '" + t.name +
+                           "' hold " + std::to_string(covered) + " of its " +
+                           std::to_string(total) + " elements (shards of different saves?)");
+    char *dst = P + t.offset;
+    const Stored *exact = nullptr;
+    for (const Stored &s : it->second)
+      if (samePiece(s.piece, mine))
+        exact = &s;
+    if (exact) {
+      if (Status st = exact->file->readData(*exact->tensor, dst); !st.ok())
+        return st;
+    } else {
+      full.resize(total * es);
+      for (const Stored &s : it->second) {
+        part.resize(s.tensor->byteSize);
+        if (Status st = s.file->readData(*s.tensor, part.data()); !st.ok())
+          return st;
+        copyPiece(s.piece, es, full.data(), part.data(), /*toFull=*/true);
+      }
+      copyPiece(mine, es, full.data(), dst, /*toFull=*/false);
+    }
+    uint64_t got = mine.elements() * es; // ZeRO parts: zero padding past the end
+    if (got < t.bytes)
+      std::memset(dst + got, 0, t.bytes - got);
+  }
+
+  unused = 0;
+  for (const auto &[name, pieces] : stored)
+    if (!m.param(name) && unused++ == 0)
+      firstUnused = name;
+  return Status::success();
+}
+
+} // namespace merak::rt
