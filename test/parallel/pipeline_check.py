@@ -57,7 +57,13 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m2-1f1b-tp2", "sgd-pp2-m2-gpipe-dp2-tp2", "sgd-pp2-m2-1f1b-dp2-tp2",
           "adamw-pp2-m2-gpipe-dp2-tp2", "adamw-pp2-m2-1f1b-dp2-tp2", "adamw-pp1-m2-1f1b-tp2",
           "sgd-pp4-m4-1f1b-tp2", "resume-d2t2p2-to-d1t1p1", "resume-d1t1p1-to-d2t2p2", "resume-d2t2p2-to-d1t2p2",
-          "resume-d1t2p2-to-d2t2p2", "zero1"]
+          "resume-d1t2p2-to-d2t2p2", "zero1",
+          # The rest of the issue's matrix: (2, 1, 2) both schedules and
+          # optimizers, and ZeRO-1 at (2, 1, 2) and (2, 2, 2) with the
+          # schedule/optimizer pairs "zero1" does not cover.
+          "sgd-pp2-m2-gpipe-dp2", "sgd-pp2-m2-1f1b-dp2", "adamw-pp2-m2-gpipe-dp2",
+          "sgd-pp2-m2-1f1b-dp2-zero", "adamw-pp2-m2-gpipe-dp2-zero",
+          "sgd-pp2-m2-gpipe-dp2-tp2-zero", "adamw-pp2-m2-1f1b-dp2-tp2-zero"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
