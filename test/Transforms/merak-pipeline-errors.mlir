@@ -4,7 +4,7 @@
 
 // Errors: more stages than cut points; a boundary that is no cut point.
 merak.param @w : tensor<2xf32> = dense<1.0> : tensor<2xf32>
-// expected-error @+1 {{merak-pipeline: the model has 1 cut points (positions where only 1 activation(s) of 8 bytes cross), too few for 3 stages}}
+// expected-error @+1 {{merak-pipeline: the model has 1 cut points (positions where only 1 activation(s) cross), too few for 3 stages}}
 func.func @loss(%x: tensor<2xf32> {merak.name = "x"}) -> (tensor<f32> {merak.name = "loss"}) {
   %w = merak.get_param @w : tensor<2xf32>
   %a = merak.mul %x, %w : tensor<2xf32>, tensor<2xf32>

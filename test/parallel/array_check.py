@@ -10,8 +10,8 @@ blocks conv-relu-conv + skip, a linear head). BatchNorm is left out on
 purpose: in training mode its batch statistics are per micro-batch and per
 data-parallel rank, so a BN model is not expected to match the serial
 program. Every layer keeps the per-sample activation size (32 and 4x4x4
-floats), so the partitioner has a cut point between every pair of layers
-(cut points are where the fewest activations of the fewest bytes cross).
+floats); the partitioner has a cut point between every pair of layers
+(where one activation crosses).
 
 A check `<model>-<opt>-<config>` with config `pp2-m2-1f1b`, `pp2-m2-gpipe`,
 `dp2` or `dp2-pp2-m2-1f1b` compiles the model serially (global batch 8) and
@@ -21,7 +21,9 @@ when the per-step losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW)
 relative of the serial program's and the final parameters within the same
 tolerance (param_rel_err of program_check.py). `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
-naming the count. Ends with "N passed, M failed".
+naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
+classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
+within 1.5x of their mean). Ends with "N passed, M failed".
 """
 import json
 import os
@@ -51,11 +53,13 @@ CONFIGS = {
     "pp2-m2-gpipe": dict(pp=2, m=2, schedule="gpipe"),
     "dp2": dict(dp=2),
     "dp2-pp2-m2-1f1b": dict(dp=2, pp=2, m=2, schedule="1f1b"),
+    "pp4-m4-1f1b": dict(pp=4, m=4, schedule="1f1b"),
 }
 CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
           for opt, cfg in (("sgd", "pp2-m2-1f1b"), ("sgd", "pp2-m2-gpipe"), ("sgd", "dp2"),
                            ("sgd", "dp2-pp2-m2-1f1b"), ("adamw", "pp2-m2-1f1b"),
-                           ("adamw", "dp2-pp2-m2-1f1b"))] + ["mlp-too-few-cuts"]
+                           ("adamw", "dp2-pp2-m2-1f1b"))] + [
+    "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
 class DeepMLP(nn.Module):
@@ -98,8 +102,29 @@ class ResCNN(nn.Module):
         return self.head(torch.flatten(x, 1))
 
 
+class FunnelMLP(nn.Module):
+    """Four wide layers and a narrow head (48 -> 6 classes): the fewest
+    bytes cross only at the logits, so balancing must cut at wider
+    activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 48)
+        self.fc2 = nn.Linear(48, 48)
+        self.fc3 = nn.Linear(48, 48)
+        self.fc4 = nn.Linear(48, 48)
+        self.head = nn.Linear(48, 6)
+
+    def forward(self, x):
+        x = torch.nn.functional.gelu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        x = torch.relu(self.fc3(x))
+        x = torch.relu(self.fc4(x))
+        return self.head(x)
+
+
 class NarrowMLP(nn.Module):
-    """Narrows to 10 classes: only the logits are a cut point."""
+    """Two layers: few cut points."""
 
     def __init__(self):
         super().__init__()
@@ -113,6 +138,7 @@ class NarrowMLP(nn.Module):
 MODELS = {  # name: (module, input name, per-sample shape, classes)
     "mlp": (DeepMLP, "features", (16,), 32),
     "cnn": (ResCNN, "image", (3, 8, 8), 64),
+    "funnel": (FunnelMLP, "features", (16,), 6),
     "narrow": (NarrowMLP, "features", (16,), 10),
 }
 
@@ -155,14 +181,14 @@ class Env:
             self.models[name] = (path, data)
         return self.models[name]
 
-    def compile(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, check=True):
+    def compile(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, check=True, phase="binary"):
         path, _ = self.model(name)
         _, input_name, shape, _ = MODELS[name]
         tag = "%s-%s-pp%d-m%d-%s-dp%d" % (name, opt, pp, m, schedule, dp)
-        exe = os.path.join(self.work, "train-" + tag)
+        exe = os.path.join(self.work, "train-" + tag + ("" if phase == "binary" else "." + phase))
         cmd = [os.path.join(self.bin_dir, "merak-compile"), path, "--input-shape",
                "%s=%s" % (input_name, "x".join(str(d) for d in (BATCH,) + shape)),
-               "--compile-to=binary", "-o", exe] + OPTS[opt][0]
+               "--compile-to=" + phase, "-o", exe] + OPTS[opt][0]
         if pp > 1 or m > 1:
             cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
         if dp > 1:
@@ -208,12 +234,27 @@ def compare(got, params, serial, serial_params, tol):
                 % (got[0], got[-1], loss_err, compared, param_err, tol))
 
 
+def check_balance(env):
+    """The funnel MLP at --pp 4: every stage's estimated FLOPs within 1.5x
+    of the mean (the first partitioner, cutting only where the fewest bytes
+    cross, could cut only at the logits: 'too few for 4 stages')."""
+    _, exe, _, _ = env.compile("funnel", "sgd", pp=4, m=4, phase="pipeline")
+    with open(exe) as f:
+        flops = [int(x) for x in re.findall(r"^// stage \d+: \d+ ops, (\d+) FLOPs", f.read(), re.M)]
+    if len(flops) != 4:
+        return False, "expected 4 stages, got %s" % flops
+    mean = sum(flops) / 4.0
+    return max(flops) <= 1.5 * mean, "stage FLOPs %s, max/mean %.2f" % (flops, max(flops) / mean)
+
+
 def check(env, name):
     if name == "mlp-too-few-cuts":
-        _, _, rc, out = env.compile("narrow", "sgd", pp=4, m=1, check=False)
-        ok = rc != 0 and re.search(r"cut points .*too few for 4 stages", out) is not None
+        _, _, rc, out = env.compile("narrow", "sgd", pp=16, m=1, check=False)
+        ok = rc != 0 and re.search(r"cut points .*too few for 16 stages", out) is not None
         return ok, (out.strip().splitlines() or ["no output"])[-1]
-    r = re.fullmatch(r"(mlp|cnn)-(sgd|adamw)-(.+)", name)
+    if name == "funnel-balance":
+        return check_balance(env)
+    r = re.fullmatch(r"(mlp|cnn|funnel)-(sgd|adamw)-(.+)", name)
     if not r or r.group(3) not in CONFIGS:
         raise ValueError("unknown check " + name)
     model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]

@@ -10,10 +10,11 @@
 //  * The values crossing a cut are every dynamic value defined before it
 //    and used after it (skip connections and masks included, forwarded
 //    through intermediate stages). Candidate cuts are the positions where
-//    the fewest activations (floating-point values; masks and indices are
-//    forwarded but not counted) of the fewest bytes cross (for a
-//    transformer: only the residual stream); the partitioner picks pp-1 of them minimising the
-//    most expensive stage (estimated FLOPs), or takes --stage-boundaries.
+//    the fewest activations cross (floating-point values; masks and indices
+//    are forwarded but not counted; for a transformer: only the residual
+//    stream or the logits); the partitioner picks pp-1 of them minimising
+//    the most expensive stage (estimated FLOPs) and, within 5% of that,
+//    the bytes sent (chooseCuts), or takes --stage-boundaries.
 //  * Per stage s: @stage<s>_forward(data, acts) -> acts' (last: the loss);
 //    @stage<s>_backward(data, acts, cotangents of acts') -> cotangents of
 //    acts, which recomputes the forward from the stage's inputs and
@@ -240,25 +241,32 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     lastUse[loss] = n;
 
     // Candidate cuts: positions where the fewest floating-point values
-    // (activations) cross, and among those the fewest bytes of them; other
-    // crossing values (masks, indices) are forwarded but do not count.
-    SmallVector<std::pair<int64_t, int64_t>> cross(n + 1, {0, 0});
+    // (activations) cross; other crossing values (masks, indices) are
+    // forwarded but do not count. Crossing counts and bytes per position by
+    // a difference array over the values' live ranges.
+    SmallVector<std::pair<int64_t, int64_t>> delta(n + 2, {0, 0});
     for (Value v : dynValues) {
       if (!isFloatTensor(v))
         continue;
       int64_t d = defIndex[v], u = std::min<int64_t>(lastUse.lookup(v), n - 1);
-      for (int64_t k = d + 1; k <= u; ++k)
-        cross[k] = {cross[k].first + 1, cross[k].second + valueBytes(v)};
+      if (u < d + 1)
+        continue;
+      delta[d + 1].first += 1, delta[d + 1].second += valueBytes(v);
+      delta[u + 1].first -= 1, delta[u + 1].second -= valueBytes(v);
     }
-    std::pair<int64_t, int64_t> best{INT64_MAX, INT64_MAX};
+    SmallVector<std::pair<int64_t, int64_t>> cross(n + 1, {0, 0});
+    for (int64_t k = 1; k <= n; ++k)
+      cross[k] = {cross[k - 1].first + delta[k].first, cross[k - 1].second + delta[k].second};
+    int64_t fewest = INT64_MAX;
     for (int64_t k = 1; k < n; ++k)
       if (cross[k].first > 0)
-        best = std::min(best, cross[k]);
-    int64_t minBytes = best.second;
-    SmallVector<int64_t> candidates;
+        fewest = std::min(fewest, cross[k].first);
+    SmallVector<int64_t> candidates, candidateBytes;
     for (int64_t k = 1; k < n; ++k)
-      if (cross[k] == best)
+      if (cross[k].first == fewest) {
         candidates.push_back(k);
+        candidateBytes.push_back(cross[k].second);
+      }
 
     SmallVector<int64_t> prefix(n + 1, 0);
     for (int64_t i = 0; i < n; ++i)
@@ -282,11 +290,11 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       }
     } else if ((int64_t)candidates.size() < pp - 1) {
       return fn.emitError("merak-pipeline: the model has ")
-             << candidates.size() << " cut points (positions where only " << best.first
-             << " activation(s) of " << minBytes << " bytes cross), too few for " << (int64_t)pp
-             << " stages";
+             << candidates.size() << " cut points (positions where only "
+             << (fewest == INT64_MAX ? 0 : fewest) << " activation(s) cross), too few for "
+             << (int64_t)pp << " stages";
     } else {
-      chosen = balance(candidates, prefix, n);
+      chosen = chooseCuts(candidates, candidateBytes, prefix, n);
     }
 
     SmallVector<int64_t> bounds{0};
@@ -330,14 +338,50 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     return success();
   }
 
-  /// pp-1 candidate indices minimising the largest stage cost (dynamic
-  /// programming over the candidates; ties go to the earliest cuts).
-  SmallVector<int64_t> balance(ArrayRef<int64_t> candidates, ArrayRef<int64_t> prefix,
-                               int64_t n) {
-    // Positions: 0, the candidates, n. best[p][i]: the smallest maximum cost
-    // of p stages covering [0, pos[i]).
+  /// pp-1 candidate indices: balanced compute first, then few bytes sent.
+  /// The cuts allowed are those sending at most a threshold of bytes; the
+  /// threshold is the smallest of the candidates' byte counts at which the
+  /// most expensive stage costs at most 5% more than with every candidate
+  /// allowed. A transformer's block boundaries (the residual stream) thus
+  /// win over the logits, while a model that narrows (an MLP ending in
+  /// fewer classes, a CNN's pooling) is still cut evenly at its wider
+  /// activations.
+  SmallVector<int64_t> chooseCuts(ArrayRef<int64_t> candidates, ArrayRef<int64_t> bytes,
+                                  ArrayRef<int64_t> prefix, int64_t n) {
+    SmallVector<int64_t> levels(bytes.begin(), bytes.end());
+    llvm::sort(levels);
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    auto within = [&](int64_t limit) {
+      SmallVector<int64_t> idx;
+      for (auto [i, b] : llvm::enumerate(bytes))
+        if (b <= limit)
+          idx.push_back(i);
+      return idx;
+    };
+    std::pair<int64_t, SmallVector<int64_t>> all = balance(within(levels.back()), candidates,
+                                                           prefix, n);
+    for (int64_t limit : levels) {
+      SmallVector<int64_t> allowed = within(limit);
+      if ((int64_t)allowed.size() < pp - 1)
+        continue;
+      std::pair<int64_t, SmallVector<int64_t>> r = balance(allowed, candidates, prefix, n);
+      if (r.first <= all.first + all.first / 20)
+        return r.second;
+    }
+    return all.second;
+  }
+
+  /// (the largest stage cost, pp-1 indices into `candidates` taken from
+  /// `allowed`) minimising the largest stage cost (dynamic programming;
+  /// ties go to the earliest cuts).
+  std::pair<int64_t, SmallVector<int64_t>> balance(ArrayRef<int64_t> allowed,
+                                                   ArrayRef<int64_t> candidates,
+                                                   ArrayRef<int64_t> prefix, int64_t n) {
+    // Positions: 0, the allowed candidates, n. best[p][i]: the smallest
+    // maximum cost of p stages covering [0, pos[i]).
     SmallVector<int64_t> pos{0};
-    pos.append(candidates.begin(), candidates.end());
+    for (int64_t a : allowed)
+      pos.push_back(candidates[a]);
     pos.push_back(n);
     int64_t k = pos.size();
     const int64_t inf = INT64_MAX;
@@ -358,10 +402,10 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     SmallVector<int64_t> cuts;
     for (int64_t p = pp, i = k - 1; p > 1; --p) {
       i = from[p][i];
-      cuts.push_back(i - 1); // candidate index of position i
+      cuts.push_back(allowed[i - 1]); // candidate index of position i
     }
     std::reverse(cuts.begin(), cuts.end());
-    return cuts;
+    return {best[pp][k - 1], cuts};
   }
 
   /// The static ops the dynamic ops [lo, hi) need, in program order.

@@ -330,11 +330,11 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     `merak.update`, so merak-optimizer builds `@stage<s>_update` from it).
     Ops computed from constants and parameters only are cloned into every
     stage that needs them; the rest are cut in program order at "cut
-    points": where the fewest floating-point values, of the fewest bytes,
-    cross (every crossing value is forwarded explicitly, skip connections
-    and masks included). The cuts
-    balance estimated forward FLOPs (matmul 2MNK, others their elements)
-    unless `boundaries` lists pp-1 cut-point indices. A parameter read by
+    points": where the fewest floating-point values cross (every crossing
+    value is forwarded explicitly, skip connections and masks included).
+    The cuts balance estimated forward FLOPs (matmul 2MNK, others their
+    elements) and, among choices within 5% of the best balance, send the
+    fewest bytes, unless `boundaries` lists pp-1 cut-point indices. A parameter read by
     several stages (tied embeddings) is held by each; only its first holder
     counts it in the gradient norm (`merak.norm_skip`). The choice is the
     module attribute `merak.pipeline`. After merak-tensor-parallel, stages
