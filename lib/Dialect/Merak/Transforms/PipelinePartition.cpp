@@ -12,8 +12,10 @@
 //    through intermediate stages). Candidate cuts are the positions where
 //    the fewest activations (floating-point values; masks and indices are
 //    forwarded but not counted) of the fewest bytes cross (for a
-//    transformer: only the residual stream); the partitioner picks pp-1 of them minimising the
-//    most expensive stage (estimated FLOPs), or takes --stage-boundaries.
+//    transformer: only the residual stream), preferring positions with a
+//    trainable parameter read on both sides; the partitioner picks pp-1 of
+//    them minimising the most expensive stage (estimated FLOPs), or takes
+//    --stage-boundaries.
 //  * Per stage s: @stage<s>_forward(data, acts) -> acts' (last: the loss);
 //    @stage<s>_backward(data, acts, cotangents of acts') -> cotangents of
 //    acts, which recomputes the forward from the stage's inputs and
@@ -215,14 +217,29 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   LogicalResult partition(ModuleOp module) {
     Block &body = fn.getBody().front();
     llvm::DenseSet<Value> staticValues;
+    // Static values computed from a trainable parameter, and the first and
+    // last dynamic ops reading one.
+    llvm::DenseSet<Value> fromParam;
+    int64_t firstParamUse = -1, lastParamUse = -1;
     for (Operation &op : body.without_terminator()) {
       bool isStatic = op.getNumRegions() == 0 &&
                       llvm::all_of(op.getOperands(), [&](Value v) { return staticValues.contains(v); });
+      auto get = dyn_cast<GetParamOp>(op);
+      bool readsParam = (get && isTrainable(get.getName())) ||
+                        llvm::any_of(op.getOperands(), [&](Value v) { return fromParam.contains(v); });
       if (isStatic) {
         staticOps.insert(&op);
-        for (Value r : op.getResults())
+        for (Value r : op.getResults()) {
           staticValues.insert(r);
+          if (readsParam)
+            fromParam.insert(r);
+        }
         continue;
+      }
+      if (readsParam) {
+        if (firstParamUse < 0)
+          firstParamUse = dyn.size();
+        lastParamUse = dyn.size();
       }
       for (Value r : op.getResults()) {
         defIndex[r] = dyn.size();
@@ -242,6 +259,11 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     // Candidate cuts: positions where the fewest floating-point values
     // (activations) cross, and among those the fewest bytes of them; other
     // crossing values (masks, indices) are forwarded but do not count.
+    // Positions with a trainable parameter read on both sides come first:
+    // a cut after the last one leaves a stage with nothing to train (e.g.
+    // only the loss of vocabulary-split logits [..., V/tp], which can be
+    // smaller than the residual stream); others count only when a model
+    // has no such position.
     SmallVector<std::pair<int64_t, int64_t>> cross(n + 1, {0, 0});
     for (Value v : dynValues) {
       if (!isFloatTensor(v))
@@ -250,14 +272,18 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       for (int64_t k = d + 1; k <= u; ++k)
         cross[k] = {cross[k].first + 1, cross[k].second + valueBytes(v)};
     }
-    std::pair<int64_t, int64_t> best{INT64_MAX, INT64_MAX};
+    auto key = [&](int64_t k) {
+      bool between = firstParamUse >= 0 && firstParamUse < k && k <= lastParamUse;
+      return std::make_tuple(!between, cross[k].first, cross[k].second);
+    };
+    std::tuple<bool, int64_t, int64_t> best{true, INT64_MAX, INT64_MAX};
     for (int64_t k = 1; k < n; ++k)
       if (cross[k].first > 0)
-        best = std::min(best, cross[k]);
-    int64_t minBytes = best.second;
+        best = std::min(best, key(k));
+    int64_t minBytes = std::get<2>(best);
     SmallVector<int64_t> candidates;
     for (int64_t k = 1; k < n; ++k)
-      if (cross[k] == best)
+      if (cross[k].first > 0 && key(k) == best)
         candidates.push_back(k);
 
     SmallVector<int64_t> prefix(n + 1, 0);
@@ -282,7 +308,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       }
     } else if ((int64_t)candidates.size() < pp - 1) {
       return fn.emitError("merak-pipeline: the model has ")
-             << candidates.size() << " cut points (positions where only " << best.first
+             << candidates.size() << " cut points (positions where only " << std::get<1>(best)
              << " activation(s) of " << minBytes << " bytes cross), too few for " << (int64_t)pp
              << " stages";
     } else {
