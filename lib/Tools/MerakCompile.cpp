@@ -114,9 +114,12 @@ struct CompileOptions {
                       cl::init(1), cl::cat(cat)};
   cl::opt<bool> vocabParallel{
       "vocab-parallel",
-      cl::desc("With --tp: also split the vocabulary (embedding, LM head, cross-entropy; "
-               "Megatron-LM). Pipelined programs (--pp/--microbatches) keep them replicated"),
-      cl::init(false), cl::cat(cat)};
+      cl::desc("With --tp: also split the vocabulary (tied embedding / LM head and the "
+               "cross-entropy; Megatron-LM). The default when the vocabulary divides by tp "
+               "(otherwise replicated, with a note); --vocab-parallel=false keeps it "
+               "replicated, an explicit --vocab-parallel makes a vocabulary that cannot be "
+               "split an error"),
+      cl::init(true), cl::cat(cat)};
   cl::opt<int64_t> pp{"pp", cl::desc("Pipeline stages: the model is cut into pp stages of "
                                       "balanced cost (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
@@ -404,13 +407,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
     training.dp = opts.dp;
     training.tp = opts.tp;
-    // Vocabulary parallelism is not composed with the pipeline yet (the tied
-    // wte exchange assumes replicated copies): replicated there.
-    training.vocabParallel = opts.vocabParallel && opts.tp > 1 && !pipelined;
-    if (opts.vocabParallel && opts.tp > 1 && pipelined)
-      llvm::errs() << "merak-compile: warning: --vocab-parallel is not supported with "
-                      "--pp/--microbatches yet; the embedding, LM head and loss stay "
-                      "replicated\n";
+    // Vocabulary parallelism: by default whenever the model qualifies (a
+    // remark says why not otherwise); asked for explicitly, it must apply.
+    const bool vocabExplicit = opts.vocabParallel.getNumOccurrences() > 0;
+    training.vocabParallel =
+        opts.tp > 1 && (vocabExplicit ? opts.vocabParallel : opts.loss == "cross-entropy");
+    training.vocabParallelFallback = !vocabExplicit;
     training.zero = opts.zero;
     training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     training.optimizer = "optimizer=" + opts.optimizer;

@@ -16,6 +16,8 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   if (training.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = training.tp;
+    tensorParallel.vocabParallel = training.vocabParallel;
+    tensorParallel.vocabParallelFallback = training.vocabParallelFallback;
     pm.addPass(createMerakTensorParallel(tensorParallel));
   }
   MerakAttachLossOptions loss;

@@ -33,6 +33,7 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = options.tp;
     tensorParallel.vocabParallel = options.vocabParallel;
+    tensorParallel.vocabParallelFallback = options.vocabParallelFallback;
     pm.addPass(createMerakTensorParallel(tensorParallel));
   }
   MerakAttachLossOptions loss;

@@ -65,11 +65,15 @@ bool isModelParam(ParamOp p) {
          !n.starts_with(kGradAccumulatorPrefix);
 }
 
-/// How a sharded parameter's split axis is used: "column" (output features
-/// of a matmul, or a bias added there), "row" (the contracted dimension) or
-/// "" when no matmul or bias use is found.
+/// How a sharded parameter's split axis is used: "vocab" (the rows of an
+/// embedding table, merak-tensor-parallel's vocabulary parallelism),
+/// "column" (output features of a matmul, or a bias added there), "row"
+/// (the contracted dimension) or "" when no such use is found.
 std::string splitKind(Value v, int64_t d) {
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  for (Operation *user : v.getUsers())
+    if (auto g = dyn_cast<GatherOp>(user); g && g.getData() == v && g.getAxis() == d)
+      return "vocab";
   for (Operation *user : v.getUsers()) {
     if (auto t = dyn_cast<TransposeOp>(user)) {
       for (auto [i, p] : llvm::enumerate(t.getPerm()))
@@ -137,6 +141,8 @@ struct Report {
   std::vector<ParamInfo> params;
   llvm::StringMap<size_t> paramIndex;
   std::vector<StageInfo> stages;
+  /// Vocabulary parallelism: the split embedding / LM head, if any.
+  const ParamInfo *vocab = nullptr;
   SmallVector<Bucket> dpBuckets;
   int64_t dpScalarBytes = 0;
 
@@ -203,6 +209,18 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
   if (!f)
     return;
   f.walk([&](Operation *op) {
+    // The vocab-parallel cross-entropy and its gradient all-reduce, per
+    // row, the max (one double) and the sum of exponentials with the
+    // label's logit (two) over their group.
+    if (isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+      if (auto group = op->getAttrOfType<StringAttr>("group")) {
+        auto logits = cast<RankedTensorType>(op->getOperand(0).getType());
+        int64_t rows = logits.getNumElements() / std::max<int64_t>(1, logits.getShape().back());
+        Traffic &t = stages[s].collectives[("all_reduce " + group.getValue()).str()];
+        t.count += 2 * times;
+        t.bytes += times * 3 * 8 * rows;
+        return;
+      }
     std::optional<StringRef> kind = collectiveKind(op);
     if (!kind)
       return;
@@ -396,6 +414,9 @@ LogicalResult Report::collect() {
   stages.resize(nStages);
   for (int64_t s = 0; s < nStages; ++s)
     collectStage(s, planned);
+  for (const ParamInfo &p : params)
+    if (p.shard && p.split == "vocab")
+      vocab = &p;
   // Tied parameters: each holder sends its accumulator to every other.
   for (const ParamInfo &p : params)
     if (p.holders.size() > 1)
@@ -553,6 +574,12 @@ void Report::printText(llvm::raw_ostream &os) const {
            << p.shard->parts << " parts" << (p.shard->blocks > 1 ? ", " : "")
            << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "") << ", "
            << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
+    if (vocab)
+      os << "  vocabulary: split, " << vocab->shape[0] << " of " << vocab->globalShape[0]
+         << " entries per rank (" << vocab->name
+         << "); logits stay split, vocab-parallel cross-entropy\n";
+    else
+      os << "  vocabulary: replicated (embedding, LM head and loss on every tp rank)\n";
   }
   os << "data parallel:";
   if (dp == 1) {
@@ -696,6 +723,11 @@ json::Value Report::toJson() const {
   root["tensor_parallel"] =
       json::Object{{"tp", tp},
                    {"sharded", std::move(sharded)},
+                   {"vocab", vocab ? json::Value(json::Object{
+                                         {"param", vocab->name},
+                                         {"vocabulary", vocab->globalShape[0]},
+                                         {"per_rank", vocab->shape[0]}})
+                                   : json::Value(nullptr)},
                    {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
 
   json::Array buckets;

@@ -5,11 +5,12 @@
 // Three residual layers h' = h + tanh(h w_i), a mask computed after the
 // first layer and used after the last (a value crossing every later cut),
 // and @w0 read by the first layer and the head (tied). Cut points are the
-// positions where one activation crosses (the input x is data, not an
-// activation): after p0, t0, h1, the mask, h2, h3, the select and the head
-// (indices 0..7, 32 bytes) and the concat (index 8, 64 bytes); balanced
-// FLOPs put the 2-stage cut after h2 (index 4: 168 against 184 FLOPs).
-// CHECK: merak.pipeline = {costs = [168, 184], cut_points = 9 : i64, cuts = array<i64: 4>, microbatches = 4 : i64, owners = {{\[}}["w0", "w1"], ["w0", "w2"]]
+// positions where one activation of 32 bytes crosses (the input x is data,
+// not an activation): after p0, t0, h1, the mask, h2, h3 and the select
+// (indices 0..6; not after the head, which would leave a stage without
+// parameters); balanced FLOPs put the 2-stage cut after h2 (index 4: 168
+// against 184 FLOPs).
+// CHECK: merak.pipeline = {costs = [168, 184], cut_points = 7 : i64, cuts = array<i64: 4>, microbatches = 4 : i64, owners = {{\[}}["w0", "w1"], ["w0", "w2"]]
 // CHECK-DAG: merak.param @pipeline.grad.w0 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
 // CHECK-DAG: merak.param @pipeline.grad.w2 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
 //

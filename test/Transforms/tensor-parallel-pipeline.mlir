@@ -5,8 +5,9 @@
 // blocks, column- then row-parallel) before merak-pipeline cuts it, so each
 // stage's fragments hold local shapes and the tp collectives. The balanced
 // cut lies on the residual stream between the blocks (after h1, before the
-// second block's f).
-// CHECK: merak.pipeline = {costs = [168, 176], cut_points = 9 : i64, cuts = array<i64: 6>
+// second block's f; the positions after fc4, where the stage after the cut
+// would read no parameter, are no cut points).
+// CHECK: merak.pipeline = {costs = [168, 176], cut_points = 6 : i64, cuts = array<i64: 5>
 // CHECK-SAME: owners = {{\[}}["fc1.weight", "fc2.weight", "fc2.bias"], ["fc3.weight", "fc4.weight"]]
 // Sharded params keep their full initial value; their accumulators are
 // local-shaped scratch (never checkpointed).

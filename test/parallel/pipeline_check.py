@@ -18,6 +18,14 @@ optimizer state on world rank 0; every rank resumes from it).
 micro-batches 2 when pipelined): 10 steps at A with a checkpoint, then
 --resume at B to 20: losses and final parameters match the uninterrupted
 serial run (1e-4); checkpoints keep the serial format at any mesh.
+`vocab-<check>`: the same with a vocabulary of 80, which divides by tp 2,
+so that --tp splits it by default (vocabulary parallelism: the tied wte is
+a [40, 64] shard on the first and last stage, whose gradient shards the
+runtime sums over those stages per tp rank); the compiled stages must also
+hold no tensor of the full vocabulary (no [.., 80] logits). The split
+logits (40 floats a token) are narrower than the residual stream (64).
+`vocab-off-<check>`: that model with --vocab-parallel=false (replicated
+embedding, LM head and loss; the stages do hold [.., 80] logits).
 `-zero` (and a mesh spelling ending in `z`) compiles with --zero 1: the
 optimizer state is split over dp (of the tensor-parallel shards too) and
 the checkpoint gathers it back to the serial format. `zero1` runs the ZeRO
@@ -43,6 +51,7 @@ from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
 BATCH, SEQ, VOCAB = 4, 16, 97
+V_SPLIT = 80  # the vocab-* checks' vocabulary (divides by tp 2)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 OPTS = {
     "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
@@ -63,7 +72,13 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           # schedule/optimizer pairs "zero1" does not cover.
           "sgd-pp2-m2-gpipe-dp2", "sgd-pp2-m2-1f1b-dp2", "adamw-pp2-m2-gpipe-dp2",
           "sgd-pp2-m2-1f1b-dp2-zero", "adamw-pp2-m2-gpipe-dp2-zero",
-          "sgd-pp2-m2-gpipe-dp2-tp2-zero", "adamw-pp2-m2-1f1b-dp2-tp2-zero"]
+          "sgd-pp2-m2-gpipe-dp2-tp2-zero", "adamw-pp2-m2-1f1b-dp2-tp2-zero",
+          # Vocabulary parallelism (the default at --tp 2 when V divides) in
+          # pipelines, and its off switch.
+          "vocab-sgd-pp2-m2-gpipe-tp2", "vocab-sgd-pp2-m2-1f1b-tp2",
+          "vocab-adamw-pp2-m2-gpipe-tp2", "vocab-adamw-pp2-m2-1f1b-tp2",
+          "vocab-adamw-pp2-m2-1f1b-dp2-tp2", "vocab-adamw-pp2-m2-1f1b-dp2-tp2-zero",
+          "vocab-off-adamw-pp2-m2-1f1b-tp2"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
@@ -82,19 +97,21 @@ def run(cmd, env=None, timeout=300):
 
 
 class Env:
-    def __init__(self, bin_dir, work):
-        self.bin_dir, self.work = bin_dir, work
+    def __init__(self, bin_dir, work, vocab=VOCAB):
+        self.bin_dir, self.work, self.vocab = bin_dir, work, vocab
+        os.makedirs(work, exist_ok=True)
         corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
         text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
         self.data = os.path.join(work, "tokens.bin")
-        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        (text.astype(np.int64) % vocab).astype(np.uint16).tofile(self.data)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.models, self.results, self.programs = {}, {}, {}
+        self.sub = {}
 
     def model(self, layers):
         if layers not in self.models:
             torch.manual_seed(0)
-            model = em.GPT2(vocab_size=VOCAB, n_embd=64, n_head=4, n_layer=layers,
+            model = em.GPT2(vocab_size=self.vocab, n_embd=64, n_head=4, n_layer=layers,
                             block_size=SEQ)
             path = os.path.join(self.work, "model-l%d.onnx" % layers)
             torch.onnx.export(model, (torch.zeros(BATCH, SEQ, dtype=torch.int64),), path,
@@ -106,32 +123,48 @@ class Env:
             self.models[layers] = path
         return self.models[layers]
 
-    def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False):
+    def vocab_env(self):
+        """The same checks' environment with the vocabulary V_SPLIT."""
+        if "vocab" not in self.sub:
+            self.sub["vocab"] = Env(self.bin_dir, os.path.join(self.work, "vocab%d" % V_SPLIT),
+                                    V_SPLIT)
+        return self.sub["vocab"]
+
+    def compile_cmd(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
+                    vocab_off=False):
+        cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
+               "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ),
+               "--frozen", "*.attn.bias"] + OPTS[opt][0]
+        if pp > 1 or m > 1:
+            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
+        if dp > 1:
+            cmd += ["--dp", str(dp)]
+        if tp > 1:
+            cmd += ["--tp", str(tp)]
+        if zero:
+            cmd += ["--zero", "1"]
+        if vocab_off:
+            cmd += ["--vocab-parallel=false"]
+        return cmd
+
+    def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
+                vocab_off=False):
         """The executable of one configuration (compiled once per process)."""
-        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s" % (opt, layers, pp, m, schedule, dp, tp,
-                                                   "-zero" if zero else "")
+        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s%s" % (opt, layers, pp, m, schedule, dp, tp,
+                                                     "-zero" if zero else "",
+                                                     "-novocab" if vocab_off else "")
         exe = os.path.join(self.work, "train-" + name)
         if name not in self.programs:
-            cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
-                   "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=binary",
-                   "--frozen", "*.attn.bias", "-o", exe] + OPTS[opt][0]
-            if pp > 1 or m > 1:
-                cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
-            if dp > 1:
-                cmd += ["--dp", str(dp)]
-            if tp > 1:
-                cmd += ["--tp", str(tp)]
-            if zero:
-                cmd += ["--zero", "1"]
-            run(cmd)
+            run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off) +
+                ["--compile-to=binary", "-o", exe])
             self.programs[name] = exe
         return name, exe
 
     def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, steps=STEPS,
-              ckpt=None, resume=False, zero=False):
+              ckpt=None, resume=False, zero=False, vocab_off=False):
         """Per-step losses and the final checkpoint of one configuration
         (cached for full runs from scratch)."""
-        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero)
+        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off)
         cached = ckpt is None and steps == STEPS and not resume
         if cached and name in self.results:
             return self.results[name]
@@ -199,7 +232,39 @@ def check_resharded_resume(env, src, dst):
     return compare(first + second, params, serial, serial_params, OPTS["adamw"][1])
 
 
+def check_vocab(env, cfg, off):
+    """A vocab-* check: equivalence on the V_SPLIT model, and the stages'
+    IR split (or, with `off`, not split) on the vocabulary."""
+    venv = env.vocab_env()
+    serial, serial_params = venv.train(cfg["opt"], 4)
+    got, params = venv.train(cfg["opt"], 4, cfg["pp"], cfg["m"], cfg["schedule"], cfg["dp"],
+                             cfg["tp"], zero=cfg["zero"], vocab_off=off)
+    ok, msg = compare(got, params, serial, serial_params, OPTS[cfg["opt"]][1])
+    out = run(venv.compile_cmd(cfg["opt"], 4, cfg["pp"], cfg["m"], cfg["schedule"], cfg["dp"],
+                               cfg["tp"], cfg["zero"], off) + ["--compile-to=pipeline"])
+    # The plan's "// stage s: ... params: ..." lines; the params' declarations
+    # name the full initial value, every other type is what a rank holds.
+    holders = [i for i, l in enumerate(re.findall(r"^// stage \d+: .*$", out, re.M))
+               if " transformer.wte.weight" in l]
+    text = "\n".join(l for l in out.splitlines() if "merak.param" not in l)
+    full = "x%dxf32>" % V_SPLIT
+    local = "tensor<%dx%dx%dxf32>" % (BATCH // (cfg["dp"] * cfg["m"]), SEQ, V_SPLIT // cfg["tp"])
+    split = full not in text and local in text and '{group = "tp"}' in text
+    ok = ok and holders == [0, cfg["pp"] - 1] and split != off
+    return ok, msg + "; wte held by stages %s, vocabulary %s" % (
+        holders, "split (logits %s)" % local if split else "replicated")
+
+
 def check(env, name):
+    r = re.fullmatch(r"vocab(-off)?-(.+)", name)
+    if r:
+        m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?-tp(\d+)(-zero)?",
+                         r.group(2))
+        if not m:
+            raise ValueError("unknown check " + name)
+        cfg = dict(opt=m.group(1), pp=int(m.group(2)), m=int(m.group(3)), schedule=m.group(4),
+                   dp=int(m.group(5) or 1), tp=int(m.group(6)), zero=bool(m.group(7)))
+        return check_vocab(env, cfg, bool(r.group(1)))
     if name == "resume-pp2":
         return check_resume(env)
     if name == "zero1":

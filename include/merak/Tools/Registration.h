@@ -34,8 +34,11 @@ struct TrainingOptions {
   int64_t bucketBytes = 25 * 1024 * 1024;
   /// Tensor-parallel ranks: merak-tensor-parallel shards @forward first.
   int64_t tp = 1;
-  /// With tp > 1: vocabulary-parallel embedding, LM head and cross-entropy.
+  /// With tp > 1: vocabulary-parallel embedding, LM head and cross-entropy;
+  /// with vocabParallelFallback a model that does not qualify keeps them
+  /// replicated (with a remark) instead of failing.
   bool vocabParallel = false;
+  bool vocabParallelFallback = false;
   /// ZeRO stage (0 or 1): with 1 and dp > 1, optimizer state is sharded
   /// over dp (merak-data-parallel zero=1).
   int64_t zero = 0;

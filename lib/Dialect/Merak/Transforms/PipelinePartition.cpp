@@ -12,7 +12,8 @@
 //    through intermediate stages). Candidate cuts are the positions where
 //    the fewest activations cross (floating-point values; masks and indices
 //    are forwarded but not counted; for a transformer: only the residual
-//    stream or the logits); the partitioner picks pp-1 of them minimising
+//    stream), preferring positions with a trainable parameter read on both
+//    sides; the partitioner picks pp-1 of them minimising
 //    the most expensive stage (estimated FLOPs) and, within 5% of that,
 //    the bytes sent (chooseCuts), or takes --stage-boundaries.
 //  * Per stage s: @stage<s>_forward(data, acts) -> acts' (last: the loss);
@@ -216,14 +217,29 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   LogicalResult partition(ModuleOp module) {
     Block &body = fn.getBody().front();
     llvm::DenseSet<Value> staticValues;
+    // Static values computed from a trainable parameter, and the first and
+    // last dynamic ops reading one.
+    llvm::DenseSet<Value> fromParam;
+    int64_t firstParamUse = -1, lastParamUse = -1;
     for (Operation &op : body.without_terminator()) {
       bool isStatic = op.getNumRegions() == 0 &&
                       llvm::all_of(op.getOperands(), [&](Value v) { return staticValues.contains(v); });
+      auto get = dyn_cast<GetParamOp>(op);
+      bool readsParam = (get && isTrainable(get.getName())) ||
+                        llvm::any_of(op.getOperands(), [&](Value v) { return fromParam.contains(v); });
       if (isStatic) {
         staticOps.insert(&op);
-        for (Value r : op.getResults())
+        for (Value r : op.getResults()) {
           staticValues.insert(r);
+          if (readsParam)
+            fromParam.insert(r);
+        }
         continue;
+      }
+      if (readsParam) {
+        if (firstParamUse < 0)
+          firstParamUse = dyn.size();
+        lastParamUse = dyn.size();
       }
       for (Value r : op.getResults()) {
         defIndex[r] = dyn.size();
@@ -257,13 +273,24 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     SmallVector<std::pair<int64_t, int64_t>> cross(n + 1, {0, 0});
     for (int64_t k = 1; k <= n; ++k)
       cross[k] = {cross[k - 1].first + delta[k].first, cross[k - 1].second + delta[k].second};
+    // Positions with a trainable parameter read on both sides come first: a
+    // cut before the first or after the last leaves a stage with nothing to
+    // train (e.g. only the loss of vocabulary-split logits); the others
+    // count only when a model has no such position.
+    auto between = [&](int64_t k) {
+      return firstParamUse >= 0 && firstParamUse < k && k <= lastParamUse;
+    };
+    bool anyBetween = false;
+    for (int64_t k = 1; k < n; ++k)
+      anyBetween |= cross[k].first > 0 && between(k);
+    auto eligible = [&](int64_t k) { return cross[k].first > 0 && (!anyBetween || between(k)); };
     int64_t fewest = INT64_MAX;
     for (int64_t k = 1; k < n; ++k)
-      if (cross[k].first > 0)
+      if (eligible(k))
         fewest = std::min(fewest, cross[k].first);
     SmallVector<int64_t> candidates, candidateBytes;
     for (int64_t k = 1; k < n; ++k)
-      if (cross[k].first == fewest) {
+      if (eligible(k) && cross[k].first == fewest) {
         candidates.push_back(k);
         candidateBytes.push_back(cross[k].second);
       }

@@ -342,11 +342,19 @@ struct MerakTensorParallelPass
   }
 
   /// Vocabulary parallelism (see Passes.td): splits the embedding table on
-  /// V, masks the lookups, and leaves the logits split.
+  /// V, masks the lookups, and leaves the logits split. Every check comes
+  /// before the first change: with `vocab-parallel-fallback` a model that
+  /// does not qualify keeps its vocabulary replicated (with a remark).
   LogicalResult splitVocabulary(func::FuncOp fn,
                                 const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
-    auto fail = [&](const Twine &why) {
-      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
+    auto fail = [&](const Twine &why, StringRef hint = "") -> LogicalResult {
+      if (vocabParallelFallback) {
+        fn.emitRemark("merak-tensor-parallel: the embedding, LM head and loss stay "
+                      "replicated (no vocabulary parallelism): ")
+            << why;
+        return success();
+      }
+      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why << hint;
     };
     auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
     if (ret.getNumOperands() != 1)
@@ -365,7 +373,7 @@ struct MerakTensorParallelPass
     int64_t v = wt.getDimSize(0);
     if (v % tp != 0)
       return fail("the vocabulary of '" + param.getSymName() + "' (" + Twine(v) +
-                  ") does not divide by tp=" + Twine((int64_t)tp) +
+                      ") does not divide by tp=" + Twine((int64_t)tp),
                   " (pad the vocabulary or compile without --vocab-parallel)");
     int64_t vl = v / tp;
     SmallVector<GatherOp> lookups;

@@ -238,7 +238,10 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     the logits split [..., V/tp], marked `merak.vocab_parallel = "tp"`, for
     which merak-attach-loss builds the vocab-parallel cross-entropy
     (`merak.cross_entropy ... {group = "tp"}`). V not divisible by tp, or
-    W read in any other way, is an error (the vocabulary is not padded).
+    W read in any other way, is an error (the vocabulary is not padded);
+    with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
+    such a model keeps its vocabulary replicated instead, with a remark
+    saying why.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
@@ -247,6 +250,10 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
            "[V, C] read by a gather and by the LM head (the entry's only "
            "result, logits [..., V]) is split on V; the logits stay split and "
            "are marked merak.vocab_parallel for merak-attach-loss">,
+    Option<"vocabParallelFallback", "vocab-parallel-fallback", "bool", /*default=*/"false",
+           "With vocab-parallel: a model whose vocabulary cannot be split (no "
+           "such LM head, or V not divisible by tp) keeps it replicated, with a "
+           "remark, instead of failing">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];
@@ -331,12 +338,18 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     Ops computed from constants and parameters only are cloned into every
     stage that needs them; the rest are cut in program order at "cut
     points": where the fewest floating-point values cross (every crossing
-    value is forwarded explicitly, skip connections and masks included).
-    The cuts balance estimated forward FLOPs (matmul 2MNK, others their
-    elements) and, among choices within 5% of the best balance, send the
-    fewest bytes, unless `boundaries` lists pp-1 cut-point indices. A parameter read by
+    value is forwarded explicitly, skip connections and masks included),
+    among the positions with a trainable parameter read on both sides when
+    there are any (so that no stage is left with only the loss). The cuts
+    balance estimated forward FLOPs (matmul 2MNK, others their elements)
+    and, among choices within 5% of the best balance, send the fewest
+    bytes, unless `boundaries` lists pp-1 cut-point indices. A parameter read by
     several stages (tied embeddings) is held by each; only its first holder
-    counts it in the gradient norm (`merak.norm_skip`). The choice is the
+    counts it in the gradient norm (`merak.norm_skip`). A vocabulary-split
+    tied embedding (merak-tensor-parallel `vocab-parallel`) is such a
+    parameter too: each tp rank's stages hold the same [V/tp, C] shard, and
+    the runtime sums their gradient accumulators over the stages (over
+    "pp", so per tp rank). The choice is the
     module attribute `merak.pipeline`. After merak-tensor-parallel, stages
     hold local shards and the tp collectives (`merak.tp_identity`,
     `merak.all_reduce`), which each stage's backward differentiates with
