@@ -20,6 +20,7 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
@@ -373,11 +374,25 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     json::Array owned;
     for (Attribute n : cast<ArrayAttr>(owners[s]))
       owned.push_back(cast<StringAttr>(n).getValue().str());
+    // Every param the stage's fragments read or write: the only part of P
+    // its ranks touch (and initialise, restore and checkpoint).
+    llvm::SetVector<StringRef> used;
+    for (int64_t k = 3 * s; k < 3 * s + 3; ++k)
+      frags[k].walk([&](Operation *op) {
+        if (auto get = dyn_cast<GetParamOp>(op))
+          used.insert(get.getName());
+        else if (auto set = dyn_cast<SetParamOp>(op))
+          used.insert(set.getName());
+      });
+    json::Array params;
+    for (StringRef n : used)
+      params.push_back(n.str());
     stageInfo.push_back(json::Object{{"act_in_bytes", s ? act[s - 1].bytes : 0},
                                      {"act_out_bytes", s + 1 < stages ? act[s].bytes : 0},
                                      {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
                                      {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
-                                     {"owned", std::move(owned)}});
+                                     {"owned", std::move(owned)},
+                                     {"params", std::move(params)}});
     json::Array instrs;
     for (const PipelineInstr &i : program[s])
       instrs.push_back(json::Array{pipelineInstrName(i.kind).str(), i.mb});

@@ -98,7 +98,7 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
 
   std::vector<char> full, part;
   for (const ManifestTensor &t : m.params) {
-    if (t.kind == "scratch")
+    if (t.kind == "scratch" || (place.needs && !place.needs(t)))
       continue;
     auto it = stored.find(t.name);
     if (it == stored.end())

@@ -37,6 +37,8 @@ struct RankPlace {
   int tp = 0, dp = 0;
   /// Whether this rank's stage is the one to write parameter `t`.
   std::function<bool(const ManifestTensor &)> writesStage;
+  /// Whether this rank restores `t` (null: every param).
+  std::function<bool(const ManifestTensor &)> needs;
 };
 
 /// One shard file's content (pointing into P) and its "merak.pieces".
@@ -48,8 +50,8 @@ struct CheckpointShard {
 /// The tensors this rank writes (see above).
 CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlace &place);
 
-/// Fills every parameter of P that is not scratch from checkpoint `c`
-/// (this rank's pieces). Tensors of the checkpoint that the program does
+/// Fills every parameter of P that is not scratch and that the rank
+/// needs from checkpoint `c` (this rank's pieces). Tensors of the checkpoint that the program does
 /// not use are counted in `unused` (the first one named in `firstUnused`).
 Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
                          int64_t &unused, std::string &firstUnused);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -109,9 +110,10 @@ struct PipelineRunner::Impl {
     std::vector<int> stages;
   };
   std::vector<Shared> shared;
-  /// Parameters (and their state) that stage 0 does not hold: param offset
-  /// in P -> the first stage that holds it.
-  std::map<uint64_t, int> laterHolder;
+  /// Param name -> the first stage whose fragments use it; and the params
+  /// this rank's stage uses (stage_info "params").
+  std::map<std::string, int> firstUser;
+  std::set<std::string> usedHere;
   Tensor tokens, labels, loss;
   bool haveTokens = false, haveLabels = false, haveLoss = false;
 
@@ -181,32 +183,24 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       bad("no param '" + name + "'");
     return it->second;
   };
+  const json::Value &infos = at(pl, "stage_info");
+  for (int64_t s = stages - 1; s >= 0; --s)
+    for (const json::Value &n : at(infos.array.at(s), "params").array) {
+      param(n.string); // must exist
+      firstUser[n.string] = static_cast<int>(s);
+      if (s == stage)
+        usedHere.insert(n.string);
+    }
+  // Accumulators are zeroed before every step: only this stage's, so that
+  // the pages of other stages' parameters are never touched.
   for (const json::Value &a : at(pl, "accumulators").array)
-    accumulators.push_back(param(a.string));
+    if (usedHere.count(a.string))
+      accumulators.push_back(param(a.string));
   for (const json::Value &s : at(pl, "shared").array) {
     Shared sh{param(str(s, "name")), {}};
     for (const json::Value &x : at(s, "stages").array)
       sh.stages.push_back(static_cast<int>(x.integer));
     shared.push_back(std::move(sh));
-  }
-  // Parameters only later stages hold, with their optimizer state ("optimizer.<opt>.<slot>.<param>").
-  std::map<std::string, int> firstHolder;
-  const json::Value &infos = at(pl, "stage_info");
-  for (int64_t s = stages - 1; s >= 0; --s)
-    for (const json::Value &n : at(infos.array.at(s), "owned").array)
-      firstHolder[n.string] = static_cast<int>(s);
-  for (const auto &[name, t] : params) {
-    std::string base = name;
-    if (name.rfind("optimizer.", 0) == 0) {
-      size_t a = name.find('.', 10);
-      size_t b = a == std::string::npos ? a : name.find('.', a + 1);
-      if (b == std::string::npos)
-        continue;
-      base = name.substr(b + 1);
-    }
-    auto it = firstHolder.find(base);
-    if (it != firstHolder.end() && it->second > 0)
-      laterHolder[t.offset] = it->second;
   }
 
   for (const json::Value &in : at(root, "inputs").array) {
@@ -406,9 +400,13 @@ Status PipelineRunner::step(char *A, char *P, const char *C, int64_t step) {
   return impl_->run(A, P, C, step);
 }
 
-int PipelineRunner::holderStage(uint64_t paramOffset) const {
-  auto it = impl_->laterHolder.find(paramOffset);
-  return it == impl_->laterHolder.end() ? 0 : it->second;
+int PipelineRunner::ownerStage(const std::string &param) const {
+  auto it = impl_->firstUser.find(param);
+  return it == impl_->firstUser.end() ? 0 : it->second;
+}
+
+bool PipelineRunner::touches(const std::string &param) const {
+  return impl_->usedHere.count(param) || ownerStage(param) == impl_->stage;
 }
 
 } // namespace merak::rt

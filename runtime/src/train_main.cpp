@@ -48,6 +48,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 namespace merak::rt {
 
 namespace {
@@ -104,6 +107,28 @@ Buffer allocateAligned(uint64_t bytes, const char *what) {
   std::memset(p, 0, rounded);
   return Buffer(static_cast<char *>(p));
 }
+
+/// Zeroed anonymous memory whose pages exist only once touched: a pipeline
+/// stage's rank maps the whole parameter storage and arena but commits only
+/// what its fragments use.
+class Mapping {
+public:
+  Mapping(uint64_t bytes, const char *what) : size_(std::max<uint64_t>(bytes, kAlignment)) {
+    void *p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      die(kExitError, std::string("cannot allocate the ") + what + " (" +
+                          std::to_string(bytes) + " bytes): " + std::strerror(errno));
+    data_ = static_cast<char *>(p);
+  }
+  ~Mapping() { ::munmap(data_, size_); }
+  Mapping(const Mapping &) = delete;
+  Mapping &operator=(const Mapping &) = delete;
+  char *get() const { return data_; }
+
+private:
+  uint64_t size_;
+  char *data_ = nullptr;
+};
 
 double readScalar(const char *base, const ManifestTensor &t) {
   if (t.dtype == DType::F64) {
@@ -418,8 +443,9 @@ int run(int argc, char **argv) {
   const int ppStage = comm ? comm->coord().pp : 0;
   const PipelineRunner *runner = pipeline.get();
   place.writesStage = [runner, ppStage](const ManifestTensor &t) {
-    return (runner ? runner->holderStage(t.offset) : 0) == ppStage;
+    return (runner ? runner->ownerStage(t.name) : 0) == ppStage;
   };
+  place.needs = [runner](const ManifestTensor &t) { return !runner || runner->touches(t.name); };
   const int worldSize = comm ? comm->worldSize() : 1;
   const int worldRank = comm ? comm->rank() : 0;
 
@@ -465,14 +491,21 @@ int run(int argc, char **argv) {
     dataset.emplace(std::move(opened).value());
   }
 
-  Buffer arena = allocateAligned(m.arenaBytes, "arena");
-  Buffer params = allocateAligned(m.paramsBytes, "parameter storage");
+  Mapping arena(m.arenaBytes, "arena");
+  Mapping params(m.paramsBytes, "parameter storage");
   char *A = arena.get();
   char *P = params.get();
-  std::memcpy(P, merak_data, m.paramsInitBytes); // the rest is zeroed
-  for (const ManifestTensor &t : m.params) // this rank's tensor-parallel shards
-    if (t.sharded() && t.dataBytes > 0)
+  // The initial data of the params this rank uses (the others' pages stay
+  // untouched); the rest of P is zeros.
+  for (const ManifestTensor &t : m.params) {
+    if (!place.needs(t))
+      continue;
+    if (t.sharded() && t.dataBytes > 0) // this rank's tensor-parallel shard
       extractShard(t, tpRank, merak_data + t.dataOffset, P + t.offset);
+    else if (t.offset < m.paramsInitBytes)
+      std::memcpy(P + t.offset, merak_data + t.offset,
+                  std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset));
+  }
   const char *C =
       reinterpret_cast<const char *>(merak_data) + m.constsOffset;
   Buffer constsCopy;
@@ -676,6 +709,16 @@ int run(int argc, char **argv) {
       die(kExitError, st.message());
   writeTrace();
 
+  // Peak resident memory, the largest over the ranks (getrusage: KiB).
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  double peakMiB = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  if (comm) {
+    Comm::Request r = comm->allReduceMax(Axis::World, &peakMiB, 1, CommType::F64);
+    if (Status st = comm->wait(r, "peak memory over the ranks"); !st.ok())
+      die(kExitError, st.message());
+  }
+
   int64_t ran = o.steps - start;
   if (!leader)
     return 0;
@@ -688,6 +731,10 @@ int run(int argc, char **argv) {
       std::to_string(start) + ".." + std::to_string(o.steps - 1) +
       ") | final loss " + (program.loss ? formatLoss(lastLoss) : "n/a") +
       " | mean " + ProgressBar::formatRate(meanRate) + " tok/s";
+  char peak[64];
+  std::snprintf(peak, sizeof(peak), " | peak memory %.0f MiB%s", peakMiB,
+                comm ? " (largest rank)" : "");
+  summary += peak;
   if (!o.checkpointDir.empty())
     summary += " | checkpoint " + o.checkpointDir + "/" +
                checkpointName(o.steps);

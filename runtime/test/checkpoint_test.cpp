@@ -336,7 +336,7 @@ void roundTrip(const Layout &from, const Layout &to) {
   for (int d = 0; d < from.dp; ++d)
     for (int t = 0; t < from.tp; ++t) {
       storage.push_back(rankStorage(from, t, d));
-      RankPlace place{t, d, [](const ManifestTensor &) { return true; }};
+      RankPlace place{t, d, [](const ManifestTensor &) { return true; }, nullptr};
       CheckpointShard shard = checkpointShard(
           from.m, reinterpret_cast<const char *>(storage.back().data()), place);
       ASSERT_TRUE(writeCheckpointShard(dir, 1, d * from.tp + t, world, shard.tensors,
@@ -349,7 +349,7 @@ void roundTrip(const Layout &from, const Layout &to) {
   for (int d = 0; d < to.dp; ++d)
     for (int t = 0; t < to.tp; ++t) {
       std::vector<float> want = rankStorage(to, t, d), got(want.size(), -1.0f);
-      RankPlace place{t, d, [](const ManifestTensor &) { return true; }};
+      RankPlace place{t, d, [](const ManifestTensor &) { return true; }, nullptr};
       int64_t unused = 0;
       std::string first;
       Status s = restoreCheckpoint(*c, to.m, reinterpret_cast<char *>(got.data()), place,
@@ -376,7 +376,7 @@ TEST(ShardedCheckpoint, OnlyOneRankWritesEachPiece) {
   const char *base = reinterpret_cast<const char *>(P.data());
   // tp 1, dp 1: w's shard (tp-sharded, replicated over dp) is dp 0's to
   // write, b (replicated over tp) tp 0's; m's part is its own.
-  CheckpointShard s = checkpointShard(l.m, base, {1, 1, [](const ManifestTensor &) { return true; }});
+  CheckpointShard s = checkpointShard(l.m, base, {1, 1, [](const ManifestTensor &) { return true; }, nullptr});
   ASSERT_EQ(s.tensors.size(), 1u);
   EXPECT_EQ(s.tensors[0].name, "m");
   EXPECT_EQ(s.tensors[0].shape, (std::vector<int64_t>{12}));
@@ -384,12 +384,12 @@ TEST(ShardedCheckpoint, OnlyOneRankWritesEachPiece) {
                               "\"slabs\":[[2,2],[6,2],[10,2]],\"flat\":[12,12]}"),
             std::string::npos)
       << s.piecesJson;
-  s = checkpointShard(l.m, base, {0, 1, [](const ManifestTensor &) { return true; }});
+  s = checkpointShard(l.m, base, {0, 1, [](const ManifestTensor &) { return true; }, nullptr});
   ASSERT_EQ(s.tensors.size(), 2u);
   EXPECT_EQ(s.tensors[1].name, "b");
   EXPECT_EQ(s.tensors[1].shape, (std::vector<int64_t>{2})); // 5 = 3 + 2, no padding
   // Another stage's parameters are not written here.
-  s = checkpointShard(l.m, base, {0, 0, [](const ManifestTensor &t) { return t.name == "b"; }});
+  s = checkpointShard(l.m, base, {0, 0, [](const ManifestTensor &t) { return t.name == "b"; }, nullptr});
   ASSERT_EQ(s.tensors.size(), 1u);
   EXPECT_EQ(s.tensors[0].name, "b");
 }
@@ -400,7 +400,7 @@ TEST(ShardedCheckpoint, IncompletePiecesAreAnError) {
   std::string dir = tmp.file("ckpt");
   std::vector<float> P = rankStorage(from, 0, 0);
   CheckpointShard shard = checkpointShard(from.m, reinterpret_cast<const char *>(P.data()),
-                                          {0, 0, [](const ManifestTensor &) { return true; }});
+                                          {0, 0, [](const ManifestTensor &) { return true; }, nullptr});
   ASSERT_TRUE(saveCheckpoint(dir, 1, shard.tensors, {{"merak.pieces", shard.piecesJson}}).ok());
   Result<Checkpoint> c = loadLatestCheckpoint(dir);
   ASSERT_TRUE(c.ok()) << c.message();
@@ -408,7 +408,7 @@ TEST(ShardedCheckpoint, IncompletePiecesAreAnError) {
   int64_t unused = 0;
   std::string first;
   Status s = restoreCheckpoint(*c, to.m, reinterpret_cast<char *>(got.data()),
-                               {0, 0, [](const ManifestTensor &) { return true; }}, unused, first);
+                               {0, 0, [](const ManifestTensor &) { return true; }, nullptr}, unused, first);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the pieces of tensor 'w' hold 24 of its 48 elements"),
             std::string::npos)

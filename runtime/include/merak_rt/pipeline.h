@@ -68,10 +68,16 @@ public:
   /// data-parallel ranks, on every rank; grad_norm; lr) into A.
   Status step(char *A, char *P, const char *C, int64_t step);
 
-  /// The first stage that holds the parameter (or optimizer state tensor)
-  /// at `paramOffset` in P: the one that writes it into checkpoints. 0 for
-  /// what every stage holds (hyper-parameters, the step counter).
-  int holderStage(uint64_t paramOffset) const;
+  /// The first stage whose fragments use param `param` (a parameter, its
+  /// optimizer state, an accumulator): the one that writes it into
+  /// checkpoints. 0 for a param no stage uses.
+  int ownerStage(const std::string &param) const;
+
+  /// Whether this rank's stage uses `param` or owns it: the params it
+  /// initialises and restores. The others' storage is never touched (P is
+  /// mapped lazily), so a rank's memory holds only its stage's parameters,
+  /// state and accumulators.
+  bool touches(const std::string &param) const;
 
   struct Impl;
 
