@@ -120,12 +120,14 @@ LogicalResult kernels::evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in,
   if (op.getIgnoreIndex())
     ignore = *op.getIgnoreIndex();
   int64_t counted = 0;
+  // Padding classes (at >= `classes`) are left out: zero gradient.
+  const int64_t dim = std::min<int64_t>(v.dim, op.getClasses().value_or(v.dim));
   for (int64_t li = 0; li < labels.size(); ++li) {
     int64_t label = labels.i()[li];
     if (ignore && label == *ignore)
       continue;
-    if (label < 0 || label >= v.dim)
-      return op.emitError("label ") << label << " out of range [0, " << v.dim << ")";
+    if (label < 0 || label >= dim)
+      return op.emitError("label ") << label << " out of range [0, " << dim << ")";
     ++counted;
   }
   StringRef red = op.getReduction();
@@ -137,11 +139,11 @@ LogicalResult kernels::evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in,
         continue; // zeros
       double w = red == "none" ? g.f()[li] : red == "sum" ? g.f()[0] : g.f()[0] / counted;
       double m = -INFINITY, s = 0;
-      for (int64_t j = 0; j < v.dim; ++j)
+      for (int64_t j = 0; j < dim; ++j)
         m = std::max(m, logits.f()[v.at(o, j, k)]);
-      for (int64_t j = 0; j < v.dim; ++j)
+      for (int64_t j = 0; j < dim; ++j)
         s += std::exp(logits.f()[v.at(o, j, k)] - m);
-      for (int64_t j = 0; j < v.dim; ++j) {
+      for (int64_t j = 0; j < dim; ++j) {
         double p = std::exp(logits.f()[v.at(o, j, k)] - m) / s;
         r.setFromDouble(v.at(o, j, k), (p - (j == label ? 1.0 : 0.0)) * w);
       }

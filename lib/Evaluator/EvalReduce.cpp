@@ -292,18 +292,20 @@ LogicalResult kernels::evalCrossEntropy(CrossEntropyOp op, Operands in,
     ignore = *op.getIgnoreIndex();
   std::vector<double> losses(labels.size(), 0.0);
   int64_t counted = 0;
+  // Padding classes (at >= `classes`) are left out.
+  const int64_t dim = std::min<int64_t>(v.dim, op.getClasses().value_or(v.dim));
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t k = 0; k < v.inner; ++k) {
       int64_t li = o * v.inner + k;
       int64_t label = labels.i()[li];
       if (ignore && label == *ignore)
         continue;
-      if (label < 0 || label >= v.dim)
-        return op.emitError("label ") << label << " out of range [0, " << v.dim << ")";
+      if (label < 0 || label >= dim)
+        return op.emitError("label ") << label << " out of range [0, " << dim << ")";
       double m = -INFINITY, s = 0;
-      for (int64_t j = 0; j < v.dim; ++j)
+      for (int64_t j = 0; j < dim; ++j)
         m = std::max(m, logits.f()[v.at(o, j, k)]);
-      for (int64_t j = 0; j < v.dim; ++j)
+      for (int64_t j = 0; j < dim; ++j)
         s += std::exp(logits.f()[v.at(o, j, k)] - m);
       losses[li] = m + std::log(s) - logits.f()[v.at(o, label, k)];
       ++counted;

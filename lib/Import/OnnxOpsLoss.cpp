@@ -76,7 +76,7 @@ LogicalResult softmaxCrossEntropy(NodeContext &n) {
     n.setOutputs(n.create<CrossEntropyOp>(n.input(0), n.input(1),
                                           n.builder().getI64IntegerAttr(1),
                                           n.builder().getStringAttr(red), ignoreAttr,
-                                          StringAttr()));
+                                          StringAttr(), IntegerAttr()));
     return success();
   }
   if (n.inputType(0).getRank() < 2)

@@ -574,10 +574,14 @@ void Report::printText(llvm::raw_ostream &os) const {
            << p.shard->parts << " parts" << (p.shard->blocks > 1 ? ", " : "")
            << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "") << ", "
            << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
-    if (vocab)
+    if (vocab) {
+      int64_t padded = vocab->shape[0] * tp;
       os << "  vocabulary: split, " << vocab->shape[0] << " of " << vocab->globalShape[0]
-         << " entries per rank (" << vocab->name
-         << "); logits stay split, vocab-parallel cross-entropy\n";
+         << " entries per rank (" << vocab->name;
+      if (padded != vocab->globalShape[0])
+        os << ", padded to " << padded;
+      os << "); logits stay split, vocab-parallel cross-entropy\n";
+    }
     else
       os << "  vocabulary: replicated (embedding, LM head and loss on every tp rank)\n";
   }
@@ -726,7 +730,8 @@ json::Value Report::toJson() const {
                    {"vocab", vocab ? json::Value(json::Object{
                                          {"param", vocab->name},
                                          {"vocabulary", vocab->globalShape[0]},
-                                         {"per_rank", vocab->shape[0]}})
+                                         {"per_rank", vocab->shape[0]},
+                                         {"padded", vocab->shape[0] * tp}})
                                    : json::Value(nullptr)},
                    {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
 

@@ -200,13 +200,20 @@ namespace {
 /// Per row (double): the global max m, the global sum of exp(x - m) s and
 /// the label's logit z (0 on ranks without it; summed). Labels are checked
 /// against the global class count.
-template <class T, class I>
+/// The columns of this rank's shard [lo, lo + n) that are real classes
+/// (`classes` < 0: all).
+int64_t validColumns(int64_t lo, int64_t n, int64_t classes) {
+  return classes < 0 ? n : std::max<int64_t>(0, std::min(n, classes - lo));
+}
+
+template <typename T, typename I>
 void vocabStats(Group group, const T *x, int64_t rows, int64_t n, const I *lab, bool hasIgnore,
-                int64_t ignoreIndex, std::vector<double> &m, std::vector<double> &sz,
-                int64_t &counted) {
+                int64_t ignoreIndex, int64_t classes, std::vector<double> &m,
+                std::vector<double> &sz, int64_t &counted) {
   int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
   int rank = size == 1 ? 0 : gComm->groupRank(axisOf(group));
-  const int64_t lo = rank * n, global = size * n;
+  const int64_t lo = rank * n, global = classes < 0 ? size * n : classes;
+  const int64_t nv = validColumns(lo, n, classes);
   m.assign(rows, -INFINITY);
   sz.assign(2 * rows, 0.0);
   counted = 0;
@@ -220,7 +227,7 @@ void vocabStats(Group group, const T *x, int64_t rows, int64_t n, const I *lab, 
       }
       ++counted;
     }
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < nv; ++j)
       m[i] = std::max(m[i], static_cast<double>(x[i * n + j]));
   }
   const void *in[1] = {m.data()};
@@ -230,11 +237,11 @@ void vocabStats(Group group, const T *x, int64_t rows, int64_t n, const I *lab, 
     allReduceBucketImpl(group, CollReduce::Max, DT::F64, 1, in, out, cnt);
   for (int64_t i = 0; i < rows; ++i) {
     double s = 0.0;
-    for (int64_t j = 0; j < n; ++j)
+    for (int64_t j = 0; j < nv; ++j)
       s += std::exp(static_cast<double>(x[i * n + j]) - m[i]);
     sz[2 * i] = s;
     const int64_t l = lab[i] - lo;
-    if (!(hasIgnore && lab[i] == ignoreIndex) && l >= 0 && l < n)
+    if (!(hasIgnore && lab[i] == ignoreIndex) && l >= 0 && l < nv)
       sz[2 * i + 1] = static_cast<double>(x[i * n + l]);
   }
   in[0] = sz.data();
@@ -247,7 +254,7 @@ void vocabStats(Group group, const T *x, int64_t rows, int64_t n, const I *lab, 
 
 void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int64_t n,
                        DT labT, const void *labels, int32_t reduction, bool hasIgnore,
-                       int64_t ignoreIndex, void *y) {
+                       int64_t ignoreIndex, int64_t classes, void *y) {
   dispatchFloat(t, "cross_entropy: float logits only", [&](auto ttag) {
     using T = typename decltype(ttag)::type;
     dispatchIndex(labT, "cross_entropy: labels must be i64 or i32", [&](auto itag) {
@@ -257,7 +264,7 @@ void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int6
       std::vector<double> m, sz;
       int64_t counted = 0;
       vocabStats(group, static_cast<const T *>(logits), rows, n, lab, hasIgnore, ignoreIndex,
-                 m, sz, counted);
+                 classes, m, sz, counted);
       double total = 0.0;
       for (int64_t i = 0; i < rows; ++i) {
         double v = 0.0;
@@ -275,7 +282,8 @@ void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int6
 
 void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, int64_t n,
                            DT labT, const void *labels, const void *g, int32_t reduction,
-                           bool hasIgnore, int64_t ignoreIndex, void *dlogits) {
+                           bool hasIgnore, int64_t ignoreIndex, int64_t classes,
+                           void *dlogits) {
   int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
   int rank = size == 1 ? 0 : gComm->groupRank(axisOf(group));
   dispatchFloat(t, "cross_entropy_grad: float logits only", [&](auto ttag) {
@@ -288,7 +296,8 @@ void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, 
       T *pd = static_cast<T *>(dlogits);
       std::vector<double> m, sz;
       int64_t counted = 0;
-      vocabStats(group, px, rows, n, lab, hasIgnore, ignoreIndex, m, sz, counted);
+      vocabStats(group, px, rows, n, lab, hasIgnore, ignoreIndex, classes, m, sz, counted);
+      const int64_t nv = validColumns(rank * n, n, classes);
       const double scale = reduction == 0   ? 0.0
                            : reduction == 1 ? static_cast<double>(pg[0]) / counted
                                             : static_cast<double>(pg[0]);
@@ -301,10 +310,12 @@ void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, 
         const double w = reduction == 0 ? static_cast<double>(pg[i]) : scale;
         const double inv = 1.0 / sz[2 * i];
         const int64_t l = lab[i] - rank * n;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 0; j < nv; ++j) {
           const double p = std::exp(static_cast<double>(px[i * n + j]) - m[i]) * inv;
           pd[i * n + j] = static_cast<T>((p - (j == l ? 1.0 : 0.0)) * w);
         }
+        for (int64_t j = nv; j < n; ++j) // padding classes
+          pd[i * n + j] = T(0);
       }
     });
   });

@@ -151,19 +151,23 @@ void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
   const bool zero = v.get("zero") != nullptr;
   if (t.shardAxis >= static_cast<int64_t>(t.globalShape.size()) || t.shardBlocks < 1)
     fail(where + ": shard axis or blocks out of range");
-  bool ok = zero ? t.globalShape[t.shardAxis] % (t.shardBlocks * t.shardParts) == 0
-                 : t.globalShape.size() == t.shape.size();
+  // Only a one-block axis may be padded to divide (vocabulary parallelism).
+  bool ok = t.shardBlocks == 1 ||
+            t.globalShape[t.shardAxis] % (t.shardBlocks * t.shardParts) == 0;
+  ok = ok && (zero || t.globalShape.size() == t.shape.size());
   for (size_t d = 0; !zero && ok && d < t.shape.size(); ++d)
     ok = static_cast<int64_t>(d) == t.shardAxis
-             ? t.globalShape[d] == t.shape[d] * t.shardParts &&
-                   t.globalShape[d] % (t.shardBlocks * t.shardParts) == 0
+             ? t.shape[d] == t.shardChunk() * t.shardBlocks
              : t.globalShape[d] == t.shape[d];
   if (!ok)
     fail(where + ": global_shape does not match the shard's shape and layout");
   if (const Value *off = v.get("data_offset")) {
     t.dataOffset = nonNegative(*off, where + ": data_offset");
     t.dataBytes = nonNegative(member(v, "data_bytes", where), where + ": data_bytes");
-    if (t.dataBytes != t.bytes * static_cast<uint64_t>(t.shardParts))
+    uint64_t full = dtypeSize(t.dtype);
+    for (int64_t d : t.globalShape)
+      full *= static_cast<uint64_t>(d);
+    if (t.dataBytes != full)
       fail(where + ": data_bytes " + std::to_string(t.dataBytes) +
            " is not the full tensor's size");
   }

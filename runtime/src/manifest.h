@@ -71,12 +71,22 @@ struct ManifestTensor {
   /// dim shardAxis divided by shardParts) is what is flattened and split.
   int64_t zeroParts = 0;
   bool zeroSharded() const { return zeroParts > 0; }
-  /// Elements of the tensor the ZeRO parts split (before padding).
+  /// A shard's length of shardAxis per block: ceil(n / (blocks * parts))
+  /// (vocabulary parallelism pads the axis to divide; the padding rows are
+  /// zeros at the end of the last shards).
+  int64_t shardChunk() const {
+    int64_t n = globalShape[shardAxis], k = shardBlocks * shardParts;
+    return (n + k - 1) / k;
+  }
+  /// Elements of the tensor the ZeRO parts split (before padding): the
+  /// local shard's (padding rows included) or the full tensor's.
   uint64_t zeroSourceElements() const {
     uint64_t n = 1;
-    for (int64_t d : globalShape)
-      n *= static_cast<uint64_t>(d);
-    return sharded() ? n / static_cast<uint64_t>(shardParts) : n;
+    for (size_t d = 0; d < globalShape.size(); ++d)
+      n *= static_cast<uint64_t>(sharded() && static_cast<int64_t>(d) == shardAxis
+                                     ? shardChunk() * shardBlocks
+                                     : globalShape[d]);
+    return n;
   }
 };
 

@@ -37,13 +37,19 @@ Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank) {
   Piece p;
   p.globalShape = t.sharded() || t.zeroSharded() ? t.globalShape : t.shape;
   if (t.sharded()) {
+    // A padded axis (vocabulary parallelism): the last shards' rows past
+    // the real length are zeros that no piece holds.
     p.axis = t.shardAxis;
-    int64_t chunk = t.globalShape[t.shardAxis] / (t.shardBlocks * t.shardParts);
-    for (int64_t b = 0; b < t.shardBlocks; ++b)
-      p.slabs.push_back({(b * t.shardParts + tpRank) * chunk, chunk});
+    int64_t n = t.globalShape[t.shardAxis], chunk = t.shardChunk();
+    for (int64_t b = 0; b < t.shardBlocks; ++b) {
+      int64_t start = std::min(n, (b * t.shardParts + tpRank) * chunk);
+      p.slabs.push_back({start, std::min(chunk, n - start)});
+    }
   }
   if (t.zeroSharded()) {
-    uint64_t n = t.zeroSourceElements();
+    // Of the (padded) source the parts split, the real elements are the
+    // prefix the piece's slabs hold.
+    uint64_t n = std::min<uint64_t>(t.zeroSourceElements(), p.localElements());
     uint64_t begin = static_cast<uint64_t>(dpRank) * t.elements;
     p.flat = true;
     p.flatBegin = std::min(begin, n);

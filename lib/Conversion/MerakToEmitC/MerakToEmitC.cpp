@@ -362,7 +362,8 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
           e.call("vocabCrossEntropy").lit("Group::TP").dtype(tl).ptr(l)
               .i64(lt.getNumElements() / lt.getShape().back()).i64(lt.getShape().back())
               .dtype(c.getLabels().getType()).ptr(t).i64(reduction)
-              .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
+              .boolean(ignore.has_value()).i64(ignore.value_or(-100))
+              .i64(c.getClasses().value_or(-1)).ptr(y).emit();
           return success();
         }
         e.call("crossEntropy").dtype(tl).ptr(l).dims(tl).i64(normAxis(c.getAxis(), tl))
@@ -482,7 +483,8 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
           e.call("vocabCrossEntropyGrad").lit("Group::TP").dtype(r0).ptr(l)
               .i64(lt.getNumElements() / lt.getShape().back()).i64(lt.getShape().back())
               .dtype(c.getLabels().getType()).ptr(t).ptr(g).i64(reduction)
-              .boolean(ignore.has_value()).i64(ignore.value_or(-100)).ptr(y).emit();
+              .boolean(ignore.has_value()).i64(ignore.value_or(-100))
+              .i64(c.getClasses().value_or(-1)).ptr(y).emit();
           return success();
         }
         e.call("crossEntropyGrad").dtype(r0).ptr(l).dims(r0).i64(normAxis(c.getAxis(), r0))

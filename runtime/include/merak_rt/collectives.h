@@ -58,14 +58,18 @@ void groupRank(Group group, void *out);
 /// class ids). Row max all-reduced (max), the sum of exp and the picked
 /// logit all-reduced (sum) over the group; y as crossEntropy's (reduction
 /// 0 none, 1 mean, 2 sum). Every rank gets the full loss.
+/// `classes` >= 0: the real number of classes over the group; the columns
+/// at global index >= classes are padding (left out; zero gradient). -1:
+/// every column is a class.
 void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int64_t n,
                        DT labT, const void *labels, int32_t reduction, bool hasIgnore,
-                       int64_t ignoreIndex, void *y);
+                       int64_t ignoreIndex, int64_t classes, void *y);
 /// Its gradient: dlogits (rows x n, local) = (softmax - onehot) * w with the
 /// global softmax (recomputed: two all-reduces), w as crossEntropyGrad's.
 void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, int64_t n,
                            DT labT, const void *labels, const void *g, int32_t reduction,
-                           bool hasIgnore, int64_t ignoreIndex, void *dlogits);
+                           bool hasIgnore, int64_t ignoreIndex, int64_t classes,
+                           void *dlogits);
 
 /// out (count elements) = part groupRank of in (parts * count elements).
 void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int64_t count);

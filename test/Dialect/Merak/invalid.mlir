@@ -1129,6 +1129,23 @@ func.func @cross_entropy_labels_rank(%l: tensor<2x5x3xf32>, %t: tensor<2x5x3xi64
 
 // -----
 
+func.func @cross_entropy_classes_without_group(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
+  // expected-error @+2 {{classes (8) must be positive and needs a group (vocabulary parallelism)}}
+  // expected-error @+1 {{'merak.cross_entropy' op failed to infer returned types}}
+  %0 = merak.cross_entropy %l, %t axis = 1 reduction = "mean" {classes = 8 : i64} : tensor<4x10xf32>, tensor<4xi64> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_classes(%l: tensor<4x5xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'merak.cross_entropy_grad' op classes (0) must be positive and needs a group (vocabulary parallelism)}}
+  %0 = merak.cross_entropy_grad %l, %t, %g axis = 1 reduction = "mean" {classes = 0 : i64, group = "tp"} : tensor<4x5xf32>, tensor<4xi64>, tensor<f32> -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_reduction(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
   // expected-error @+2 {{reduction must be mean, sum or none, got 'max'}}
   // expected-error @+1 {{'merak.cross_entropy' op failed to infer returned types}}

@@ -189,7 +189,7 @@ LogicalResult rule(CrossEntropyOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({CrossEntropyGradOp::create(e.b, e.loc, typeOf(op.getLogits()), op.getLogits(),
                                          op.getLabels(), g[0], op.getAxisAttr(),
                                          op.getReductionAttr(), op.getIgnoreIndexAttr(),
-                                         op.getGroupAttr()),
+                                         op.getGroupAttr(), op.getClassesAttr()),
               Value()});
   return success();
 }

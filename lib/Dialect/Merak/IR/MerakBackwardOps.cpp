@@ -66,6 +66,10 @@ LogicalResult CrossEntropyGradOp::verify() {
   StringRef red = getReduction();
   if (red != "mean" && red != "sum" && red != "none")
     return emitOpError("reduction must be mean, sum or none, got '") << red << "'";
+  if (std::optional<int64_t> c = getClasses(); c && (!getGroup() || *c < 1))
+    return emitOpError("classes (") << *c
+                                    << ") must be positive and needs a group (vocabulary "
+                                       "parallelism)";
   auto loss = RankedTensorType::get(red == "none" ? ArrayRef<int64_t>(expected)
                                                   : ArrayRef<int64_t>(),
                                     logits.getElementType());

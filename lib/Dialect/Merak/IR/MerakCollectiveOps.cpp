@@ -40,22 +40,25 @@ std::optional<ShardLayout> mlir::merak::getShardLayout(Operation *op) {
   IntegerAttr axis = get("axis"), parts = get("parts"), blocks = get("blocks");
   if (!axis || !parts || !blocks)
     return std::nullopt;
-  return ShardLayout{axis.getInt(), parts.getInt(), blocks.getInt()};
+  IntegerAttr size = get("size");
+  return ShardLayout{axis.getInt(), parts.getInt(), blocks.getInt(), size ? size.getInt() : 0};
 }
 
 void mlir::merak::setShardLayout(Operation *op, const ShardLayout &layout) {
   Builder b(op->getContext());
-  op->setAttr(kShardAttr, b.getDictionaryAttr({
-                              b.getNamedAttr("axis", b.getI64IntegerAttr(layout.axis)),
-                              b.getNamedAttr("blocks", b.getI64IntegerAttr(layout.blocks)),
-                              b.getNamedAttr("parts", b.getI64IntegerAttr(layout.parts)),
-                          }));
+  SmallVector<NamedAttribute> entries{
+      b.getNamedAttr("axis", b.getI64IntegerAttr(layout.axis)),
+      b.getNamedAttr("blocks", b.getI64IntegerAttr(layout.blocks)),
+      b.getNamedAttr("parts", b.getI64IntegerAttr(layout.parts))};
+  if (layout.size)
+    entries.push_back(b.getNamedAttr("size", b.getI64IntegerAttr(layout.size)));
+  op->setAttr(kShardAttr, b.getDictionaryAttr(entries));
 }
 
 RankedTensorType mlir::merak::globalShardType(RankedTensorType local,
                                               const ShardLayout &layout) {
   SmallVector<int64_t> shape(local.getShape());
-  shape[layout.axis] *= layout.parts;
+  shape[layout.axis] = layout.size ? layout.size : shape[layout.axis] * layout.parts;
   return RankedTensorType::get(shape, local.getElementType());
 }
 

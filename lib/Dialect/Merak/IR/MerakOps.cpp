@@ -102,6 +102,12 @@ LogicalResult ParamOp::verify() {
         layout->parts < 1 || layout->blocks < 1)
       return emitOpError("malformed ") << kShardAttr << " " << shard
                                        << " (expected {axis, parts, blocks} within the rank)";
+    int64_t n = local.getDimSize(layout->axis);
+    if (layout->size && (layout->blocks != 1 || layout->size < 1 ||
+                         layout->size > n * layout->parts))
+      return emitOpError("padded shard size ")
+             << layout->size << " does not fit " << layout->parts << " shards of " << n
+             << " (one block)";
     if (local.getDimSize(layout->axis) % layout->blocks != 0)
       return emitOpError("shard dimension ") << layout->axis << " (local size "
              << local.getDimSize(layout->axis) << ") does not divide into "
@@ -788,6 +794,10 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
       return emitOptionalError(loc, "a vocabulary-parallel cross-entropy needs the class "
                                     "axis last");
   }
+  if (auto c = adaptor.getClassesAttr())
+    if (!adaptor.getGroupAttr() || c.getInt() < 1)
+      return emitOptionalError(loc, "classes (", c.getInt(),
+                               ") must be positive and needs a group (vocabulary parallelism)");
   StringRef red = adaptor.getReduction();
   if (red == "none")
     types.push_back(RankedTensorType::get(expected, logits.getElementType()));

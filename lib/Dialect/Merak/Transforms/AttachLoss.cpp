@@ -67,6 +67,7 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
     // merak-tensor-parallel left these logits split over tp on the class
     // axis (vocabulary parallelism): the loss is the vocab-parallel one.
     StringAttr vocabGroup = fn.getResultAttrOfType<StringAttr>(which, kVocabParallelAttr);
+    IntegerAttr vocabClasses = fn.getResultAttrOfType<IntegerAttr>(which, kVocabClassesAttr);
     if (vocabGroup && loss != "cross-entropy")
       return fn.emitError("merak-attach-loss: the logits are split over tp (vocabulary "
                           "parallelism) but the loss is '")
@@ -113,7 +114,7 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
       }
       lossValue = CrossEntropyOp::create(
           b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
-          b.getStringAttr("mean"), IntegerAttr(), vocabGroup);
+          b.getStringAttr("mean"), IntegerAttr(), vocabGroup, vocabClasses);
     }
     func::ReturnOp::create(b, ret.getLoc(), lossValue);
     ret.erase();

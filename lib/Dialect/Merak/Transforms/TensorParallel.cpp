@@ -370,12 +370,11 @@ struct MerakTensorParallelPass
     auto wt = param.getTensorType();
     if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
       return fail("the LM head weight is not a [V, C] float parameter");
+    // A vocabulary that does not divide by tp is padded (as Megatron-LM
+    // does): shards of ceil(V / tp) rows, the last ones ending in zero rows
+    // that no id selects and whose logits the cross-entropy leaves out.
     int64_t v = wt.getDimSize(0);
-    if (v % tp != 0)
-      return fail("the vocabulary of '" + param.getSymName() + "' (" + Twine(v) +
-                      ") does not divide by tp=" + Twine((int64_t)tp),
-                  " (pad the vocabulary or compile without --vocab-parallel)");
-    int64_t vl = v / tp;
+    int64_t vl = (v + tp - 1) / tp;
     SmallVector<GatherOp> lookups;
     for (GetParamOp get : getters.lookup(param.getSymName()))
       for (Operation *user : get.getResult().getUsers()) {
@@ -391,17 +390,21 @@ struct MerakTensorParallelPass
     // Shard the table; the LM head takes f on its input.
     auto local = RankedTensorType::get({vl, wt.getDimSize(1)}, wt.getElementType());
     param.setTypeAttr(TypeAttr::get(local));
-    setShardLayout(param, {0, tp, 1});
+    setShardLayout(param, {0, tp, 1, vl * tp == v ? 0 : v});
     for (GetParamOp get : getters.lookup(param.getSymName()))
       get.getResult().setType(local);
     t.getResult().setType(RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
     auto logits = tensorOf(head.getResult());
-    head.getResult().setType(this->local(logits, logits.getRank() - 1));
+    SmallVector<int64_t> logitsShape(logits.getShape());
+    logitsShape.back() = vl;
+    head.getResult().setType(RankedTensorType::get(logitsShape, logits.getElementType()));
     OpBuilder b(head);
     head.getLhsMutable().assign(TpIdentityOp::create(b, head.getLoc(), head.getLhs()));
     fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
                                  {head.getResult().getType()}));
     fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
+    if (vl * tp != v)
+      fn.setResultAttr(0, kVocabClassesAttr, b.getI64IntegerAttr(v));
     // Lookups: ids - rank * V/tp, masked to [0, V/tp), rows zeroed, summed.
     for (GatherOp g : lookups) {
       b.setInsertionPoint(g);

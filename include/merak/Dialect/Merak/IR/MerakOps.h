@@ -42,16 +42,24 @@ constexpr llvm::StringLiteral kShardAttr = "merak.shard";
 /// their last (class) axis -- merak-tensor-parallel's vocabulary
 /// parallelism; merak-attach-loss builds the vocab-parallel cross-entropy.
 constexpr llvm::StringLiteral kVocabParallelAttr = "merak.vocab_parallel";
+/// On such a result, when the vocabulary was padded to divide by tp: the
+/// real number of classes (the columns at global index >= it are padding).
+constexpr llvm::StringLiteral kVocabClassesAttr = "merak.vocab_classes";
 
 /// The shard layout of kShardAttr.
 struct ShardLayout {
   int64_t axis = 0, parts = 1, blocks = 1;
+  /// The full tensor's length of `axis` when the local shards were padded
+  /// to divide it (vocabulary parallelism: V rows in tp shards of
+  /// ceil(V / tp), the last one padded with zero rows); 0: parts * local.
+  int64_t size = 0;
 };
 
 /// The layout on `op`, if it has a well-formed kShardAttr.
 std::optional<ShardLayout> getShardLayout(Operation *op);
 void setShardLayout(Operation *op, const ShardLayout &layout);
-/// `local` with dimension `axis` multiplied by `parts`: the full tensor's type.
+/// `local` with dimension `axis` multiplied by `parts` (or `size`, when
+/// padded): the full tensor's type.
 RankedTensorType globalShardType(RankedTensorType local, const ShardLayout &layout);
 
 /// Discardable attribute of ZeRO stage 1 (merak-data-parallel `zero = 1`,

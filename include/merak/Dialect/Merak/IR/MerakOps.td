@@ -632,12 +632,14 @@ def Merak_CrossEntropyGradOp : Merak_Op<"cross_entropy_grad", [Pure]> {
     the softmax uses the group's max and sum of exponentials (two
     all-reduces over the group), the one-hot is the label shifted by
     -rank * (local classes), and the result is the local shard of the
-    gradient.
+    gradient. `classes` as `merak.cross_entropy`'s: padding classes get a
+    zero gradient.
   }];
   let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
                        Merak_FloatTensor:$grad, I64Attr:$axis, StrAttr:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$group);
+                       OptionalAttr<StrAttr>:$group,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad `axis` `=` $axis `reduction` `=` $reduction attr-dict
@@ -683,11 +685,18 @@ def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]>
     it, 0 elsewhere) are all-reduced (sum); every rank gets the full loss.
     On a group of one rank (and in the reference evaluator) it is the
     ordinary cross-entropy.
+
+    `classes` (only with `group`): the number of real classes when the
+    class axis was padded to divide over the group (a vocabulary of V
+    classes split into tp shards of ceil(V / tp)); the classes at global
+    index >= `classes` are padding: left out of the softmax, their loss
+    gradient is zero.
   }];
   let arguments = (ins Merak_FloatTensor:$logits, Merak_IntTensor:$labels,
                        I64Attr:$axis, StrAttr:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<StrAttr>:$group);
+                       OptionalAttr<StrAttr>:$group,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `axis` `=` $axis `reduction` `=` $reduction attr-dict

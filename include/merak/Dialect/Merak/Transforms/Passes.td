@@ -237,9 +237,11 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     (tp, sum); the LM head gets f (`merak.tp_identity`) on x and returns
     the logits split [..., V/tp], marked `merak.vocab_parallel = "tp"`, for
     which merak-attach-loss builds the vocab-parallel cross-entropy
-    (`merak.cross_entropy ... {group = "tp"}`). V not divisible by tp, or
-    W read in any other way, is an error (the vocabulary is not padded);
-    with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
+    (`merak.cross_entropy ... {group = "tp"}`). A V that does not divide by
+    tp is padded to tp shards of ceil(V / tp) rows (`merak.shard` records
+    `size = V`; the result gets `merak.vocab_classes = V`, the loss
+    `classes = V`, which leaves the padding logits out). W read in any other
+    way is an error; with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
     such a model keeps its vocabulary replicated instead, with a remark
     saying why.
   }];
