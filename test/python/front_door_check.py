@@ -19,7 +19,9 @@ Checks:
                  plan's JSON;
   installed      `cmake --install --component python` to a prefix, and the
                  installed package (with its own copy of the runtime)
-                 compiles and trains an MLP in a fresh interpreter.
+                 compiles and trains an MLP in a fresh interpreter;
+  docs-example   the quick start of docs/python.md (its first python block)
+                 runs from the repository root and its loss falls.
 Ends with "N passed, M failed" (test/torch/check_runner.py).
 """
 import os
@@ -252,6 +254,19 @@ def check_installed(env):
     return ok, "installed to %s: %s" % (site, last if ok else out[-2000:])
 
 
+def check_docs_example(env):
+    import re
+    root = os.path.abspath(os.path.join(HERE, "..", ".."))
+    with open(os.path.join(root, "docs", "python.md")) as f:
+        code = re.findall(r"```python\n(.*?)```", f.read(), re.S)[0]
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    out = p.stdout.decode()
+    m = re.search(r"^loss ([0-9.]+) -> ([0-9.]+)$", out, re.M)
+    ok = p.returncode == 0 and m is not None and float(m.group(2)) < float(m.group(1))
+    return ok, m.group(0) if ok else out[-2000:]
+
+
 CHECKS = {
     "gpt-1-1-1": lambda e: check_gpt(e, 1, 1, 1),
     "gpt-1-2-2": lambda e: check_gpt(e, 1, 2, 2),
@@ -260,6 +275,7 @@ CHECKS = {
     "unsupported": check_unsupported,
     "errors": check_errors,
     "installed": check_installed,
+    "docs-example": check_docs_example,
 }
 
 
