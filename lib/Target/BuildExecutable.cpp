@@ -119,8 +119,7 @@ std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
       !e.empty())
     return e;
   std::vector<std::string> link{cxx, MERAK_PROGRAM_LINKER_FLAG, stepObj.str().str(),
-                                dataObj.str().str(),
-                                mainLib, runtimeLib};
+                                dataObj.str().str(), mainLib, runtimeLib};
   SmallVector<StringRef> flags;
   StringRef(MERAK_RUNTIME_LINK_FLAGS).split(flags, ';', -1, false);
   for (StringRef f : flags)

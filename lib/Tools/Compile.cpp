@@ -144,8 +144,8 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
   SmallString<128> outAbs(out);
   llvm::sys::fs::make_absolute(outAbs);
   std::string tmp = (outAbs + ".tmp" + Twine(llvm::sys::Process::getProcessId())).str();
-  if (std::string err = buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose,
-                                        runtimeDir, log);
+  if (std::string err =
+          buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose, runtimeDir, log);
       !err.empty()) {
     llvm::sys::fs::remove(tmp);
     return fail("building the executable: " + err);
@@ -278,8 +278,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     // Vocabulary parallelism: by default whenever the model qualifies (a
     // remark says why not otherwise); asked for explicitly, it must apply.
     const bool vocabExplicit = opts.vocabParallel >= 0;
-    training.vocabParallel = opts.tp > 1 && (vocabExplicit ? opts.vocabParallel == 1
-                                                           : opts.loss == "cross-entropy");
+    training.vocabParallel =
+        opts.tp > 1 && (vocabExplicit ? opts.vocabParallel == 1 : opts.loss == "cross-entropy");
     training.vocabParallelFallback = !vocabExplicit;
     training.zero = opts.zero;
     training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
@@ -370,8 +370,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   if (std::optional<int> rc = printReport())
     return *rc;
   if (compileTo == Phase::Binary)
-    return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output,
-                       opts.verbose, opts.runtimeDir, log);
+    return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output, opts.verbose,
+                       opts.runtimeDir, log);
   // Open the output only now, so a failed compile never clobbers it.
   std::string err;
   auto out = openOutputFile(opts.output, &err);
