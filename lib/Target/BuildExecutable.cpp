@@ -23,12 +23,13 @@ using namespace mlir::merak;
 
 namespace {
 /// Runs `args` (args[0] the program), with stdout+stderr to `logPath`.
-std::string run(ArrayRef<std::string> args, StringRef logPath, bool verbose) {
+std::string run(ArrayRef<std::string> args, StringRef logPath, bool verbose,
+                llvm::raw_ostream &os) {
   if (verbose) {
-    llvm::errs() << "merak-compile:";
+    os << "merak-compile:";
     for (const std::string &a : args)
-      llvm::errs() << " " << a;
-    llvm::errs() << "\n";
+      os << " " << a;
+    os << "\n";
   }
   SmallVector<StringRef> refs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, logPath, logPath};
@@ -60,11 +61,27 @@ std::string findCompiler() {
 
 std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
                                          StringRef manifestPath, StringRef dataPath,
-                                         uint64_t dataBytes, StringRef outPath, bool verbose) {
+                                         uint64_t dataBytes, StringRef outPath, bool verbose,
+                                         StringRef runtimeDir, llvm::raw_ostream &os) {
   std::string cxx = findCompiler();
   if (!llvm::sys::fs::can_execute(cxx))
     return "no C++ compiler at '" + cxx + "' (set MERAK_CXX)";
-  for (StringRef lib : {StringRef(MERAK_RUNTIME_LIBRARY), StringRef(MERAK_RUNTIME_MAIN_LIBRARY)})
+  // The runtime: the build tree's, or one `cmake --install` put elsewhere.
+  std::string includeDir = MERAK_RUNTIME_INCLUDE_DIR, runtimeLib = MERAK_RUNTIME_LIBRARY,
+              mainLib = MERAK_RUNTIME_MAIN_LIBRARY;
+  if (!runtimeDir.empty()) {
+    auto in = [&](StringRef a, StringRef b = "") {
+      SmallString<256> p(runtimeDir);
+      llvm::sys::path::append(p, a);
+      if (!b.empty())
+        llvm::sys::path::append(p, b);
+      return p.str().str();
+    };
+    includeDir = in("include");
+    runtimeLib = in("lib", llvm::sys::path::filename(MERAK_RUNTIME_LIBRARY));
+    mainLib = in("lib", llvm::sys::path::filename(MERAK_RUNTIME_MAIN_LIBRARY));
+  }
+  for (StringRef lib : {StringRef(runtimeLib), StringRef(mainLib)})
     if (!llvm::sys::fs::exists(lib))
       return "the merak runtime library '" + lib.str() +
              "' is missing (build the merak_runtime_cpu and merak_runtime_main targets)";
@@ -88,27 +105,26 @@ std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
        << "  .incbin \"" << manifestPath << "\"\n  .byte 0\n"
        << "  .section .note.GNU-stack,\"\",@progbits\n";
   }
-  std::string include = std::string("-I") + MERAK_RUNTIME_INCLUDE_DIR;
+  std::string include = "-I" + includeDir;
   // -O0: the step is a straight line of kernel calls with literal
   // arguments, which optimisation does not speed up; at -O1 clang spends
   // ~25 s on a GPT-2-124M step (10k lines) against ~1 s at -O0.
   if (std::string e = run({cxx, "-std=c++17", "-O0", include, "-c", cppPath.str(), "-o",
                            stepObj.str().str()},
-                          log, verbose);
+                          log, verbose, os);
       !e.empty())
     return e;
   if (std::string e = run({cxx, "-c", asmPath.str().str(), "-o", dataObj.str().str()}, log,
-                          verbose);
+                          verbose, os);
       !e.empty())
     return e;
   std::vector<std::string> link{cxx, MERAK_PROGRAM_LINKER_FLAG, stepObj.str().str(),
-                                dataObj.str().str(),
-                                MERAK_RUNTIME_MAIN_LIBRARY, MERAK_RUNTIME_LIBRARY};
+                                dataObj.str().str(), mainLib, runtimeLib};
   SmallVector<StringRef> flags;
   StringRef(MERAK_RUNTIME_LINK_FLAGS).split(flags, ';', -1, false);
   for (StringRef f : flags)
     link.push_back(f.str());
   link.push_back("-o");
   link.push_back(outPath.str());
-  return run(link, log, verbose);
+  return run(link, log, verbose, os);
 }

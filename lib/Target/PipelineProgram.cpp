@@ -287,7 +287,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   }
 
   json::Array fragments;
-  for (auto [k, f] : llvm::enumerate(frags)) {
+  for (auto indexed : llvm::enumerate(frags)) {
+    size_t k = indexed.index();
+    func::FuncOp f = indexed.value();
     int64_t s = k / 3;
     auto argOffsets = [&](unsigned i) {
       return f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();

@@ -10,7 +10,8 @@ using namespace mlir::merak;
 
 LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
                                                          const TrainingOptions &training,
-                                                         const PipelineCompileOptions &pipeline) {
+                                                         const PipelineCompileOptions &pipeline,
+                                                         llvm::raw_ostream &log) {
   // Tensor parallelism rewrites @forward to local shapes first, so the
   // stages hold shards and the tp collectives (differentiated per stage).
   if (training.tp > 1) {
@@ -34,8 +35,8 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   cut.frozen.assign(training.frozen.begin(), training.frozen.end());
   pm.addPass(createMerakPipeline(cut));
   std::unique_ptr<Pass> opt = createMerakOptimizer();
-  if (failed(opt->initializeOptions(training.optimizer, [](const Twine &msg) {
-        llvm::errs() << "merak-compile: error: " << msg << "\n";
+  if (failed(opt->initializeOptions(training.optimizer, [&](const Twine &msg) {
+        log << "merak-compile: error: " << msg << "\n";
         return failure();
       })))
     return failure();

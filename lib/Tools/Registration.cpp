@@ -27,8 +27,8 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createMerakDropUnusedParams());
 }
 
-LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
-                                           const TrainingOptions &options) {
+LogicalResult merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
+                                           llvm::raw_ostream &log) {
   if (options.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = options.tp;
@@ -55,8 +55,8 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm,
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   std::string optimizerOptions =
       "bucket-bytes=" + std::to_string(options.bucketBytes) + " " + options.optimizer;
-  if (failed(opt->initializeOptions(optimizerOptions, [](const Twine &msg) {
-        llvm::errs() << "merak-compile: error: " << msg << "\n";
+  if (failed(opt->initializeOptions(optimizerOptions, [&](const Twine &msg) {
+        log << "merak-compile: error: " << msg << "\n";
         return failure();
       })))
     return failure();

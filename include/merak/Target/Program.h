@@ -35,10 +35,14 @@ LogicalResult emitProgramSource(ModuleOp planned, const ProgramInfo &info,
 
 /// Compiles `cppPath` and the data object, links them with the runtime into
 /// `outPath`. Files are written in `workDir`; `log` receives the compiler's
-/// output on failure. Returns an error message, or "" on success.
+/// output on failure. `runtimeDir`, when not empty, holds an installed
+/// runtime (include/, lib/libmerak_runtime_{cpu,main}.a) to use instead of
+/// the build tree's; with `verbose` the commands are printed to `log`.
+/// Returns an error message, or "" on success.
 std::string buildExecutable(llvm::StringRef workDir, llvm::StringRef cppPath,
                             llvm::StringRef manifestPath, llvm::StringRef dataPath,
-                            uint64_t dataBytes, llvm::StringRef outPath, bool verbose);
+                            uint64_t dataBytes, llvm::StringRef outPath, bool verbose,
+                            llvm::StringRef runtimeDir, llvm::raw_ostream &log);
 
 } // namespace mlir::merak
 

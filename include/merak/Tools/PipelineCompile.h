@@ -16,9 +16,11 @@ struct PipelineCompileOptions {
 /// The training phase of a pipelined (or gradient-accumulating) program:
 /// merak-tensor-parallel (when training.tp > 1), merak-attach-loss,
 /// merak-pipeline, merak-optimizer (building every
-/// stage's update), canonicalize, CSE. Fails on bad optimizer options.
+/// stage's update), canonicalize, CSE. Fails on bad optimizer options
+/// (printed to `log`).
 LogicalResult buildPipelineTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,
-                                            const PipelineCompileOptions &pipeline);
+                                            const PipelineCompileOptions &pipeline,
+                                            llvm::raw_ostream &log);
 
 /// Records the schedule on the module (read when the program is written).
 void setPipelineSchedule(ModuleOp module, StringRef schedule);

@@ -45,8 +45,10 @@ struct TrainingOptions {
 };
 
 /// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the
-/// update (@train_step) and cleans up. Fails on bad optimizer options.
-LogicalResult buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
+/// update (@train_step) and cleans up. Fails on bad optimizer options
+/// (printed to `log`).
+LogicalResult buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
+                                    llvm::raw_ostream &log);
 
 /// Prints "N trainable parameters (M elements), K frozen".
 void reportTrainableParameters(ModuleOp module, const TrainingOptions &options,

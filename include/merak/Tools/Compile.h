@@ -1,0 +1,85 @@
+//===- Compile.h - merak-compile as a library call --------------*- C++ -*-===//
+//
+// The compiler driver behind merak-compile, callable in process: an options
+// struct in, a status, the diagnostics and the report out. merak-compile
+// parses its command line into CompileOptions; the Python module
+// (python-bindings/) fills them from keyword arguments.
+//
+// This header uses only the standard library, so that code built with
+// exceptions and RTTI (pybind11) can include it; nothing thrown crosses it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_TOOLS_COMPILE_H
+#define MERAK_TOOLS_COMPILE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace mlir::merak {
+
+/// merak-compile --compile-to: phases run in this order.
+enum class CompilePhase { Import, Training, Shard, Pipeline, Schedule, Lower, Emit, Binary };
+
+/// Every merak-compile option (docs/user-guide.md describes each flag).
+struct CompileOptions {
+  std::string input;        ///< model.onnx or model.onnxtxt
+  std::string output = "-"; ///< -o ("-": stdout; with Binary: ./train)
+  CompilePhase compileTo = CompilePhase::Import;
+  /// Whether compileTo was chosen; a report alone implies Training.
+  bool compileToGiven = false;
+  std::vector<std::string> inputShapes; ///< --input-shape NAME=D0xD1...
+  std::string loss = "cross-entropy";
+  std::string logits;
+  std::string labels = "next-token";
+  std::vector<std::string> frozen; ///< --frozen GLOB
+  std::string optimizer = "adamw";
+  std::vector<std::string> optimizerOptions; ///< --opt KEY=VALUE
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+  /// --vocab-parallel: -1 the default (when the model qualifies), 0 off,
+  /// 1 required.
+  int vocabParallel = -1;
+  std::string schedule = "1f1b";
+  std::vector<int64_t> stageBoundaries;
+  int64_t zero = 0;
+  double bucketMb = 25.0;
+  bool verbose = false, emitBytecode = false, noCleanup = false;
+  /// The parallel plan: "" none, "text" or "json".
+  std::string report;
+  /// Where the report goes: a file, "-" for stdout, or "" for
+  /// CompileResult::report.
+  std::string reportFile = "-";
+  /// A runtime installed by `cmake --install` (its include/ and lib/); empty:
+  /// the build tree's, recorded when merak was configured.
+  std::string runtimeDir;
+  /// Apply MLIR's pass-manager command-line options (merak-compile
+  /// registers them; a library caller does not).
+  bool commandLinePassOptions = false;
+};
+
+struct CompileResult {
+  bool ok = false;
+  /// Everything the compiler printed to stderr: errors with their
+  /// locations, remarks, the trainable-parameter and memory summaries.
+  std::string diagnostics;
+  /// The report, when CompileOptions::reportFile is "".
+  std::string report;
+};
+
+/// Compiles `options.input` as merak-compile would, in this process, with
+/// the diagnostics captured. Safe to call repeatedly (each call has its own
+/// MLIRContext; no command-line state is read).
+CompileResult compileModel(const CompileOptions &options);
+
+/// compileModel with the diagnostics written to `log` as they happen and
+/// the report (when reportFile is "") to `*report`; merak-compile's body.
+/// Returns the exit status: 0 on success.
+int runCompile(const CompileOptions &options, llvm::raw_ostream &log, std::string *report);
+
+} // namespace mlir::merak
+
+#endif

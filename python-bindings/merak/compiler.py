@@ -1,0 +1,159 @@
+"""merak.compile: a torch.nn.Module or an ONNX file in, a Program out.
+
+The compiler runs in this process (merak._merak.compile, the same driver as
+merak-compile); its diagnostics become the message of CompileError.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import weakref
+
+from . import _merak
+from .export import export_module, onnx_parameter_names
+from .program import Program
+
+
+class CompileError(RuntimeError):
+    """merak could not compile the model. The message holds the compiler's
+    diagnostics (each error with the ONNX node or flag it is about);
+    `diagnostics` is everything the compiler printed."""
+
+    def __init__(self, message, diagnostics=""):
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+def _opt_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _shape_spec(name, shape):
+    if isinstance(shape, str):
+        return "%s=%s" % (name, shape)
+    return "%s=%s" % (name, "x".join(str(int(d)) for d in shape))
+
+
+def _glob_escape(name):
+    """A parameter name as a --frozen glob that matches only itself."""
+    return "".join("\\" + c if c in "*?[]{}\\" else c for c in name)
+
+
+def _error_message(diagnostics):
+    """The compiler's errors, one per line (the whole text if none is marked)."""
+    lines = [l for l in diagnostics.splitlines() if "error:" in l]
+    return "\n".join(lines) if lines else diagnostics.strip() or "compilation failed"
+
+
+def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, devices=None,
+            schedule="1f1b", stage_boundaries=None, zero=0, vocab_parallel=None,
+            bucket_mb=25.0, optimizer="adamw", lr=None, opt=None, loss="cross-entropy",
+            logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
+            workdir=None, output=None, input_names=None, output_names=None, opset=17,
+            verbose=False):
+    """Compiles `model` (a torch.nn.Module, or the path of an .onnx/.onnxtxt
+    file) into a training executable and returns its Program.
+
+    A module is exported with torch.onnx.export (training mode, no constant
+    folding, parameter names kept) on `example_inputs` (a tensor or a tuple:
+    their shapes are the program's; the batch is the global batch), and its
+    buffers and parameters with requires_grad=False are frozen.
+
+    Keywords follow merak-compile's flags (docs/user-guide.md): dp, tp, pp,
+    microbatches, schedule ("gpipe"|"1f1b"), stage_boundaries, zero (0|1),
+    vocab_parallel (None: the default, True, False), bucket_mb, optimizer
+    ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
+    {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
+    logits, labels, frozen (extra globs), input_shapes ({name: shape}).
+    `devices` (the planner) is not implemented yet. `workdir` keeps the
+    export, executable, checkpoints and metrics (default: a temporary
+    directory removed with the Program); `output` names the executable.
+    Raises CompileError with the compiler's diagnostics on failure.
+    """
+    if devices is not None:
+        raise NotImplementedError(
+            "merak.compile(devices=%r): the parallelism planner does not exist yet; "
+            "give the mesh as dp=, tp=, pp= (and microbatches=)" % (devices,))
+    if target != "cpu":
+        raise NotImplementedError("merak.compile(target=%r): only target='cpu' exists" % target)
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError("merak.compile: %s must be a positive int, got %r" % (name, value))
+
+    cleanup = None
+    if workdir is None:
+        workdir = cleanup = tempfile.mkdtemp(prefix="merak-")
+    workdir = os.path.abspath(workdir)
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        source, module_frozen, shapes, names = _source(
+            model, example_inputs, workdir, input_names, output_names, opset, verbose)
+        o = _merak.CompileOptions()
+        o.input = source
+        o.compile_to = "binary"
+        o.output = os.path.abspath(output or os.path.join(workdir, "train"))
+        o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
+        o.schedule = schedule
+        o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
+        o.zero = int(zero)
+        o.vocab_parallel = -1 if vocab_parallel is None else int(bool(vocab_parallel))
+        o.bucket_mb = float(bucket_mb)
+        o.optimizer = optimizer
+        opts = dict(opt or {})
+        if lr is not None:
+            opts["lr"] = lr
+        o.optimizer_options = ["%s=%s" % (k.replace("_", "-"), _opt_value(v))
+                               for k, v in opts.items()]
+        o.loss, o.labels, o.logits = loss, labels, logits or ""
+        o.frozen = [_glob_escape(n) for n in module_frozen] + (
+            [frozen] if isinstance(frozen, str) else list(frozen or ()))
+        shapes.update(input_shapes or {})
+        o.input_shapes = [_shape_spec(k, v) for k, v in shapes.items()]
+        o.verbose = bool(verbose)
+        o.report, o.report_file = "json", ""  # the report comes back as a string
+        runtime = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime")
+        if os.path.isdir(runtime):  # an installed package carries its runtime
+            o.runtime_dir = runtime
+
+        result = _merak.compile(o)
+        if verbose and result.diagnostics:
+            sys.stderr.write(result.diagnostics)
+        if not result.ok:
+            raise CompileError(_error_message(result.diagnostics), result.diagnostics)
+        if not verbose:  # remarks and warnings still reach the user
+            for line in result.diagnostics.splitlines():
+                if "warning:" in line or "remark:" in line:
+                    sys.stderr.write(line + "\n")
+        prog = Program(executable=o.output, dp=dp, tp=tp, pp=pp, workdir=workdir,
+                       report_json=result.report, names=names,
+                       diagnostics=result.diagnostics, source=source)
+    except BaseException:
+        if cleanup:
+            shutil.rmtree(cleanup, ignore_errors=True)
+        raise
+    if cleanup:
+        weakref.finalize(prog, shutil.rmtree, cleanup, True)
+    return prog
+
+
+def _source(model, example_inputs, workdir, input_names, output_names, opset, verbose):
+    """(the model file, names to freeze, {input: shape} to bind, parameter
+    names): the file itself, or the module exported into `workdir`."""
+    if isinstance(model, (str, os.PathLike)):
+        source = os.path.abspath(os.fspath(model))
+        if not os.path.isfile(source):
+            raise FileNotFoundError("merak.compile: no model file '%s'" % source)
+        return source, [], {}, onnx_parameter_names(source, None)
+    if example_inputs is None:
+        raise TypeError("merak.compile: a torch.nn.Module needs example_inputs "
+                        "(a tensor or a tuple of tensors)")
+    source = os.path.join(workdir, "model.onnx")
+    try:
+        frozen, shapes = export_module(model, example_inputs, source, input_names=input_names,
+                                       output_names=output_names, opset=opset,
+                                       verbose=verbose)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise CompileError("merak.compile: torch.onnx.export failed: %s" % e) from e
+    return source, frozen, shapes, onnx_parameter_names(source, model)

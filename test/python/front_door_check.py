@@ -1,0 +1,287 @@
+"""The Python front door (python-bindings/, import merak) against PyTorch.
+
+    PYTHONPATH=BUILD/python-bindings /usr/bin/python3 test/python/front_door_check.py \\
+        --bin BUILD/bin --workdir DIR [CHECK...]
+
+Checks:
+  gpt-1-1-1, gpt-1-2-2  a GPT-style nn.Module through merak.compile at
+                 (dp, tp, pp) = (1,1,1) and (1,2,2) (2 micro-batches), 20 AdamW
+                 steps on a token array with the sequential sampler: losses
+                 equal PyTorch's (float64) within 1e-4 relative, and after
+                 load_into the module's parameters equal PyTorch's (1e-4);
+  mlp            an MLP on feature arrays, the same comparison;
+  encoder        an nn.TransformerEncoder trains (losses finite and falling)
+                 and load_into sets its parameters;
+  unsupported    a module using torch.atan raises merak.CompileError naming
+                 the ONNX op (Atan);
+  errors         devices=N raises NotImplementedError; a failed run raises
+                 merak.TrainError with the rank's message; report() is the
+                 plan's JSON;
+  installed      `cmake --install --component python` to a prefix, and the
+                 installed package (with its own copy of the runtime)
+                 compiles and trains an MLP in a fresh interpreter;
+  docs-example   the quick start of docs/python.md (its first python block)
+                 runs from the repository root and its loss falls.
+Ends with "N passed, M failed" (test/torch/check_runner.py).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+sys.dont_write_bytecode = True
+import export_models as em  # noqa: E402
+from check_runner import run_checks  # noqa: E402
+
+STEPS = 20
+TOLERANCE = 1e-4
+VOCAB = 96  # divides by tp = 2: the vocabulary-parallel path at tp 2
+B, T = 4, 16
+LR = 3e-3
+
+
+def param_rel_err(name, got, want):
+    """Norm-wise relative error. The key third of a GPT attention's QKV bias
+    has an exact gradient of zero (softmax ignores a constant per row), so
+    AdamW turns rounding noise into lr-sized steps there: only the query and
+    value parts are compared (as test/torch/program_check.py does)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if name.endswith("attn.c_attn.bias"):
+        c = want.shape[0] // 3
+        want = np.concatenate([want[:c], want[2 * c:]])
+        got = np.concatenate([got[:c], got[2 * c:]])
+    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+
+
+def adamw(params):
+    return torch.optim.AdamW(params, lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+
+def token_batches(tokens, steps):
+    """The sequential sampler: row r of step s starts at ((s*B + r)*T) mod (N - T - 1)."""
+    n = len(tokens)
+    for s in range(steps):
+        starts = [((s * B + r) * T) % (n - T - 1) for r in range(B)]
+        ids = np.stack([tokens[i:i + T] for i in starts]).astype(np.int64)
+        labels = np.stack([tokens[i + 1:i + T + 1] for i in starts]).astype(np.int64)
+        yield torch.from_numpy(ids), torch.from_numpy(labels)
+
+
+def array_batches(inputs, labels, steps):
+    """Sequential rows of .npy data: row r of step s is (s*B + r) mod N."""
+    n = len(labels)
+    for s in range(steps):
+        rows = [(s * B + r) % n for r in range(B)]
+        yield torch.from_numpy(inputs[rows]).double(), torch.from_numpy(labels[rows])
+
+
+def torch_reference(model, batches):
+    """Per-step losses of PyTorch in float64; `model` is trained in place."""
+    model.double().train()
+    opt = adamw(model.parameters())
+    losses = []
+    for x, labels in batches:
+        opt.zero_grad()
+        out = model(x)
+        loss = F.cross_entropy(out.reshape(-1, out.size(-1)), labels.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def compare(got, want, trained, reference):
+    """(ok, message) for losses and parameters (trained: the module merak's
+    checkpoint was loaded into; reference: the one PyTorch trained)."""
+    errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
+    ref = dict(reference.named_parameters())
+    perr = max(param_rel_err(n, p.detach().numpy(), ref[n].detach().numpy())
+               for n, p in trained.named_parameters())
+    ok = (len(got) == len(want) == STEPS and max(errs) <= TOLERANCE and perr <= TOLERANCE
+          and want[-1] < want[0])
+    return ok, "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.2e; " \
+        "parameters after load_into max rel err %.2e" % (
+            got[0], got[-1], want[0], want[-1], max(errs), perr)
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        import merak
+        self.merak, self.work = merak, work
+        self.build = os.path.dirname(bin_dir)
+        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
+        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+        self.tokens = (text.astype(np.int64) % VOCAB).astype(np.uint16)
+
+    def workdir(self, name):
+        d = os.path.join(self.work, name)
+        os.makedirs(d, exist_ok=True)
+        return d
+
+
+def gpt(seed=0):
+    torch.manual_seed(seed)
+    return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, block_size=T)
+
+
+def check_gpt(env, dp, tp, pp):
+    model, reference = gpt(), gpt()
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    prog = env.merak.compile(model, example_inputs=(ids,), dp=dp, tp=tp, pp=pp,
+                             microbatches=2 if pp > 1 else 1, optimizer="adamw", lr=LR,
+                             workdir=env.workdir("gpt-%d-%d-%d" % (dp, tp, pp)))
+    if prog.ranks != dp * tp * pp:
+        return False, "Program.ranks %d" % prog.ranks
+    got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
+    want = torch_reference(reference, token_batches(env.tokens, STEPS))
+    loaded = prog.load_into(model)
+    if "lm_head.weight" not in loaded or "transformer.wte.weight" not in loaded:
+        return False, "load_into did not set both names of the tied weight: %s" % loaded
+    ok, msg = compare(got, want, model, reference)
+    report = prog.report()
+    ok = ok and report["mesh"]["dp"] == dp and report["mesh"]["pp"] == pp
+    return ok, msg + "; %d ranks" % prog.ranks
+
+
+def check_mlp(env):
+    torch.manual_seed(0)
+    model = em.MLP()
+    reference = em.MLP()
+    reference.load_state_dict(model.state_dict())
+    rng = np.random.default_rng(3)
+    feats = rng.standard_normal((37, 20)).astype(np.float32)
+    labels = feats[:, :10].argmax(axis=1).astype(np.int64)  # learnable
+    prog = env.merak.compile(model, torch.zeros(B, 20), optimizer="adamw", lr=LR,
+                             workdir=env.workdir("mlp"))
+    got = prog.train(data={"x": feats, "labels": labels}, steps=STEPS, sampler="sequential",
+                     progress=False)
+    want = torch_reference(reference, array_batches(feats, labels, STEPS))
+    prog.load_into(model)
+    return compare(got, want, model, reference)
+
+
+def check_encoder(env):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+                                       batch_first=True)
+    model = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((32, T, 32)).astype(np.float32)
+    labels = x.argmax(axis=2).astype(np.int64)  # the largest feature per position
+    prog = env.merak.compile(model, torch.zeros(B, T, 32), optimizer="adamw", lr=1e-2,
+                             workdir=env.workdir("encoder"))
+    losses = prog.train(data={"src": x, "labels": labels}, steps=STEPS, sampler="sequential",
+                        progress=False)
+    loaded = prog.load_into(model)
+    changed = sum(not torch.equal(before[n], p) for n, p in model.named_parameters())
+    ok = (len(losses) == STEPS and all(np.isfinite(losses)) and losses[-1] < losses[0]
+          and changed == len(before))
+    return ok, "losses %.4f -> %.4f; load_into set %d tensors, %d of %d parameters changed" % (
+        losses[0], losses[-1], len(loaded), changed, len(before))
+
+
+class Atan(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(torch.atan(x))
+
+
+def check_unsupported(env):
+    try:
+        env.merak.compile(Atan(), torch.zeros(B, 8), workdir=env.workdir("unsupported"))
+    except env.merak.CompileError as e:
+        ok = "Atan" in str(e) and "unsupported" in str(e)
+        return ok, "CompileError: %s" % str(e).splitlines()[0]
+    return False, "no CompileError"
+
+
+def check_errors(env):
+    m = env.merak
+    try:
+        m.compile(em.MLP(), torch.zeros(B, 20), devices=4)
+        return False, "devices=4 did not raise"
+    except NotImplementedError:
+        pass
+    prog = m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), dp=2,
+                     workdir=env.workdir("errors"))
+    report = prog.report()
+    if report.get("mesh", {}).get("dp") != 2:
+        return False, "report() mesh: %s" % report.get("mesh")
+    try:
+        prog.train(data=os.path.join(env.work, "no-such-tokens.bin"), steps=2, progress=False)
+        return False, "a run without data did not raise"
+    except m.TrainError as e:
+        ok = e.rank is not None and "no-such-tokens.bin" in str(e) and e.returncode != 0
+        return ok, "TrainError: %s" % str(e).splitlines()[0]
+
+
+INSTALLED_SCRIPT = """
+import sys, torch, merak
+model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+prog = merak.compile(model, torch.zeros(4, 6), optimizer="sgd", lr=0.1)
+losses = prog.train(data={"input": torch.randn(32, 6), "labels": torch.randint(0, 3, (32,))},
+                    steps=3, progress=False)
+prog.load_into(model)
+print(merak.__file__, len(losses))
+"""
+
+
+def check_installed(env):
+    prefix = os.path.join(env.work, "prefix")
+    cmake = os.environ.get("MERAK_CMAKE", "cmake")
+    subprocess.run([cmake, "--install", env.build, "--prefix", prefix, "--component", "python"],
+                   check=True, stdout=subprocess.DEVNULL)
+    site = os.path.join(prefix, "lib", "python3", "dist-packages")
+    run_env = dict(os.environ, PYTHONPATH=site)
+    p = subprocess.run([sys.executable, "-c", INSTALLED_SCRIPT], env=run_env, cwd=env.work,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    out = p.stdout.decode().strip()
+    last = out.splitlines()[-1] if out else ""
+    ok = (p.returncode == 0 and last.startswith(os.path.join(site, "merak"))
+          and last.endswith(" 3")
+          and os.path.isfile(os.path.join(site, "merak", "runtime", "lib",
+                                          "libmerak_runtime_cpu.a")))
+    return ok, "installed to %s: %s" % (site, last if ok else out[-2000:])
+
+
+def check_docs_example(env):
+    import re
+    root = os.path.abspath(os.path.join(HERE, "..", ".."))
+    with open(os.path.join(root, "docs", "python.md")) as f:
+        code = re.findall(r"```python\n(.*?)```", f.read(), re.S)[0]
+    p = subprocess.run([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    out = p.stdout.decode()
+    m = re.search(r"^loss ([0-9.]+) -> ([0-9.]+)$", out, re.M)
+    ok = p.returncode == 0 and m is not None and float(m.group(2)) < float(m.group(1))
+    return ok, m.group(0) if ok else out[-2000:]
+
+
+CHECKS = {
+    "gpt-1-1-1": lambda e: check_gpt(e, 1, 1, 1),
+    "gpt-1-2-2": lambda e: check_gpt(e, 1, 2, 2),
+    "mlp": check_mlp,
+    "encoder": check_encoder,
+    "unsupported": check_unsupported,
+    "errors": check_errors,
+    "installed": check_installed,
+    "docs-example": check_docs_example,
+}
+
+
+def main():
+    return run_checks(Env, lambda env, name: CHECKS[name](env), CHECKS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
