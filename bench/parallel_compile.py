@@ -63,7 +63,8 @@ def report(r):
           % (r["mesh"]["dp"], r["mesh"]["tp"], r["mesh"]["pp"], r["mesh"]["world"],
              r["microbatches"], r["schedule"] or "no pipeline", r["batch"]["global"],
              r["batch"]["per_dp_rank"]))
-    print("  parameter storage per rank %s (all parameters and state)"
+    print("  parameter storage mapped per rank %s (all parameters and state; a rank "
+          "touches only its stage's: param bytes + optimizer state below)"
           % mb(r["memory"]["param_storage_bytes"]))
     print("  | stage | ranks | ONNX nodes | params | param bytes | optimizer state | arena peak "
           "| stash | GFLOP/step fwd | bwd (recompute) | update | total | all_reduce tp | "
