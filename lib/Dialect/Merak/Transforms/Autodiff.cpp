@@ -17,11 +17,6 @@ namespace mlir::merak {
 using namespace mlir;
 using namespace mlir::merak;
 
-static bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
-
 namespace {
 struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
   using Base::Base;

@@ -47,11 +47,6 @@ namespace mlir::merak {
 using namespace mlir;
 using namespace mlir::merak;
 
-static bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
-
 static int64_t numElements(Type t) {
   auto r = dyn_cast<RankedTensorType>(t);
   return r && r.hasStaticShape() ? r.getNumElements() : 0;

@@ -102,6 +102,13 @@ bool isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to);
 /// Number of elements of a static shape, or failure on overflow of int64.
 FailureOr<int64_t> checkedNumElements(ArrayRef<int64_t> shape);
 
+/// Whether `v` is a ranked tensor of floating-point elements (what autodiff
+/// differentiates and the pipeline partitioner counts as an activation).
+inline bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
 } // namespace mlir::merak
 
 #endif
