@@ -759,6 +759,14 @@ json::Value Report::toJson() const {
   } else {
     root["pipeline"] = nullptr;
   }
+  if (opts.simulated) {
+    json::Array peak;
+    for (int64_t n : opts.simulated->peakInFlight)
+      peak.push_back(n);
+    root["simulated"] = json::Object{{"step_time_s", opts.simulated->stepTime},
+                                     {"bubble_fraction", opts.simulated->bubbleFraction},
+                                     {"peak_inflight", std::move(peak)}};
+  }
   return json::Value(std::move(root));
 }
 
