@@ -326,8 +326,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
         simulatePipelineOf(*module, PipelineSimulationOptions(), err);
     if (failed(step))
       return fail("--simulate: " + err);
-    log << "merak-compile: ";
-    printSimulatedStep(*step, log);
+    printSimulatedStep(*step, log, "merak-compile: ");
     simulated = *step;
   }
   // The report, after the last phase that changes the program; on stdout it

@@ -5,8 +5,8 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -49,8 +49,7 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   return success();
 }
 
-void mlir::merak::setPipelineSchedule(ModuleOp module, StringRef schedule,
-                                      int64_t virtualStages) {
+void mlir::merak::setPipelineSchedule(ModuleOp module, StringRef schedule, int64_t virtualStages) {
   auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   if (!plan)
     return;
@@ -75,10 +74,10 @@ std::optional<RecordedSchedule> recordedSchedule(ModuleOp module) {
     return std::nullopt;
   auto name = plan.getAs<StringAttr>("schedule");
   auto v = plan.getAs<IntegerAttr>("virtual_stages");
-  return RecordedSchedule{
-      parsePipelineSchedule(name ? name.getValue() : "1f1b").value_or(PipelineScheduleKind::OneFOneB),
-      plan.getAs<IntegerAttr>("stages").getInt(), plan.getAs<IntegerAttr>("microbatches").getInt(),
-      v ? v.getInt() : 1};
+  return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
+                              .value_or(PipelineScheduleKind::OneFOneB),
+                          plan.getAs<IntegerAttr>("stages").getInt(),
+                          plan.getAs<IntegerAttr>("microbatches").getInt(), v ? v.getInt() : 1};
 }
 
 int64_t staticBytes(Type t) {
@@ -93,14 +92,14 @@ void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   if (!r)
     return;
-  printPipelineSchedule(r->kind, r->microbatches,
-                        buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages),
-                        os);
+  printPipelineSchedule(
+      r->kind, r->microbatches,
+      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages), os);
 }
 
-FailureOr<SimulatedStep>
-mlir::merak::simulatePipelineOf(ModuleOp module, const PipelineSimulationOptions &options,
-                                std::string &error) {
+FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
+                                                         const PipelineSimulationOptions &options,
+                                                         std::string &error) {
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   auto flops = plan ? plan.getAs<ArrayAttr>("costs") : ArrayAttr();
@@ -161,11 +160,13 @@ mlir::merak::simulatePipelineOf(ModuleOp module, const PipelineSimulationOptions
   return step;
 }
 
-void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os) {
-  os << llvm::formatv("simulated step: {0:e3} s, bubble {1:F4} of the step ({2:F4} of the "
-                      "compute)\n",
+void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os,
+                                     StringRef prefix) {
+  os << prefix
+     << llvm::formatv("simulated step: {0:e3} s; bubble {1:F4} (idle / (stages x step)), "
+                      "idle / compute {2:F4}\n",
                       step.stepTime, step.bubbleFraction, step.bubbleRatio);
-  os << "simulated peak in-flight micro-batches per stage:";
+  os << prefix << "simulated peak in-flight micro-batches per stage:";
   for (int64_t n : step.peakInFlight)
     os << " " << n;
   os << "\n";

@@ -45,8 +45,9 @@ FailureOr<SimulatedStep> simulatePipelineOf(ModuleOp module,
                                             std::string &error);
 
 /// "simulated step: ..." lines (step time, bubble, per-stage peak
-/// in-flight micro-batches).
-void printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os);
+/// in-flight micro-batches), each after `prefix`.
+void printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os,
+                        StringRef prefix = "");
 
 /// --compile-to=schedule: every stage's instruction list.
 void printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os);

@@ -129,10 +129,8 @@ static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int6
       order.push_back({PipelineInstr::Backward, i});
     return order;
   }
-  case PipelineScheduleKind::OneFOneB:
-    return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
-  case PipelineScheduleKind::ZeroBubbleH1:
-    return oneFOneBOrder(s, stages, m, /*deferW=*/s);
+  case PipelineScheduleKind::OneFOneB: return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
+  case PipelineScheduleKind::ZeroBubbleH1: return oneFOneBOrder(s, stages, m, /*deferW=*/s);
   case PipelineScheduleKind::Interleaved:
     if (v == 1)
       return oneFOneBOrder(s, stages, m, /*deferW=*/-1);

@@ -85,8 +85,7 @@ struct Simulator {
       int64_t k = i.chunk * stages + s;
       switch (i.kind) {
       case PipelineInstr::RecvAct:
-      case PipelineInstr::RecvGrad:
-        break;
+      case PipelineInstr::RecvGrad: break;
       case PipelineInstr::WaitAct:
       case PipelineInstr::WaitGrad: {
         uint64_t key = messageKey(i.kind == PipelineInstr::WaitGrad, k, i.mb);
@@ -106,21 +105,11 @@ struct Simulator {
         compute(s, i, at(costs.backward, k));
         --inFlight[s];
         break;
-      case PipelineInstr::BackwardWeight:
-        compute(s, i, at(costs.weight, k));
-        break;
-      case PipelineInstr::SendAct:
-        send(s, /*grad=*/false, k, i.mb);
-        break;
-      case PipelineInstr::SendGrad:
-        send(s, /*grad=*/true, k, i.mb);
-        break;
-      case PipelineInstr::WaitSends:
-        clock[s] = std::max(clock[s], lastArrival[s]);
-        break;
-      case PipelineInstr::Update:
-        compute(s, i, costs.update);
-        break;
+      case PipelineInstr::BackwardWeight: compute(s, i, at(costs.weight, k)); break;
+      case PipelineInstr::SendAct: send(s, /*grad=*/false, k, i.mb); break;
+      case PipelineInstr::SendGrad: send(s, /*grad=*/true, k, i.mb); break;
+      case PipelineInstr::WaitSends: clock[s] = std::max(clock[s], lastArrival[s]); break;
+      case PipelineInstr::Update: compute(s, i, costs.update); break;
       }
       ++pc[s];
     }
@@ -171,8 +160,8 @@ struct Simulator {
     for (int64_t s = 0; s < stages; ++s)
       if (pc[s] < program[s].size()) {
         const PipelineInstr &i = program[s][pc[s]];
-        os << (blocked.empty() ? "" : ", ") << "stage " << s << " at "
-           << pipelineInstrName(i.kind) << "(" << i.mb << ")";
+        os << (blocked.empty() ? "" : ", ") << "stage " << s << " at " << pipelineInstrName(i.kind)
+           << "(" << i.mb << ")";
         if (i.chunk)
           os << " chunk " << i.chunk;
       }
