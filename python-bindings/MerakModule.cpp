@@ -74,6 +74,8 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("microbatches", &CompileOptions::microbatches)
       .def_readwrite("vocab_parallel", &CompileOptions::vocabParallel)
       .def_readwrite("schedule", &CompileOptions::schedule)
+      .def_readwrite("virtual_stages", &CompileOptions::virtualStages)
+      .def_readwrite("simulate", &CompileOptions::simulate)
       .def_readwrite("stage_boundaries", &CompileOptions::stageBoundaries)
       .def_readwrite("zero", &CompileOptions::zero)
       .def_readwrite("bucket_mb", &CompileOptions::bucketMb)
