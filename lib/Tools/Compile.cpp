@@ -215,6 +215,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
                 "--simulate)");
   if (opts.simulate && !pipelined)
     return fail("--simulate needs --pp or --microbatches");
+  if (!opts.simulateTrace.empty() && !opts.simulate)
+    return fail("--simulate-trace needs --simulate");
   if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
     return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
                 Twine(opts.stageBoundaries.size()));
@@ -322,10 +324,15 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   std::optional<SimulatedStep> simulated;
   if (opts.simulate) {
     std::string err;
-    FailureOr<SimulatedStep> step =
-        simulatePipelineOf(*module, PipelineSimulationOptions(), err);
+    std::unique_ptr<llvm::ToolOutputFile> trace;
+    if (!opts.simulateTrace.empty() && !(trace = openOutputFile(opts.simulateTrace, &err)))
+      return fail(err);
+    FailureOr<SimulatedStep> step = simulatePipelineOf(*module, PipelineSimulationOptions(), err,
+                                                       trace ? &trace->os() : nullptr);
     if (failed(step))
       return fail("--simulate: " + err);
+    if (trace)
+      trace->keep();
     printSimulatedStep(*step, log, "merak-compile: ");
     simulated = *step;
   }

@@ -124,6 +124,11 @@ struct CommandLine {
                "p2p 10 GB/s + 10 us) and print the step time, bubble and per-stage peak "
                "in-flight micro-batches (to stderr; --report=json: \"simulated\")"),
       cl::init(false), cl::cat(cat)};
+  cl::opt<std::string> simulateTrace{
+      "simulate-trace",
+      cl::desc("With --simulate: write the simulated timeline as a Chrome trace "
+               "(chrome://tracing, Perfetto; one row per stage)"),
+      cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",
       cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
@@ -196,6 +201,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.schedule = opts.schedule;
   o.virtualStages = opts.virtualStages;
   o.simulate = opts.simulate;
+  o.simulateTrace = opts.simulateTrace;
   o.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;

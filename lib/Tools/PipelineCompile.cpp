@@ -99,7 +99,8 @@ void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os
 
 FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
                                                          const PipelineSimulationOptions &options,
-                                                         std::string &error) {
+                                                         std::string &error,
+                                                         llvm::raw_ostream *trace) {
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
   auto flops = plan ? plan.getAs<ArrayAttr>("costs") : ArrayAttr();
@@ -149,9 +150,11 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.latency = options.latency;
 
   auto program = buildPipelineSchedule(r->kind, p, r->microbatches, v);
-  FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs, false, &error);
+  FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs, trace, &error);
   if (failed(sim))
     return failure();
+  if (trace)
+    writePipelineTrace(*sim, *trace);
   SimulatedStep step;
   step.stepTime = sim->stepTime;
   step.bubbleFraction = sim->bubbleFraction;

@@ -192,6 +192,13 @@ TEST(PipelineSimulator, TraceHasOneEventPerCompute) {
   PipelineSimulation sim = simulate(PipelineScheduleKind::OneFOneB, 2, 2);
   // 2 stages x (2 F + 2 B + update).
   EXPECT_EQ(sim.events.size(), 10u);
+  // By stage, then time; a stage computes one thing at a time.
+  for (size_t i = 1; i < sim.events.size(); ++i) {
+    const PipelineEvent &a = sim.events[i - 1], &b = sim.events[i];
+    EXPECT_LE(a.stage, b.stage);
+    if (a.stage == b.stage)
+      EXPECT_LE(a.end, b.start);
+  }
   std::string json;
   llvm::raw_string_ostream os(json);
   writePipelineTrace(sim, os);

@@ -49,6 +49,8 @@ struct CompileOptions {
   /// --simulate: run the schedule on the pipeline simulator (placeholder
   /// costs) and print the step time, bubble and in-flight micro-batches.
   bool simulate = false;
+  /// --simulate-trace: also write the simulated timeline as a Chrome trace.
+  std::string simulateTrace;
   std::vector<int64_t> stageBoundaries;
   int64_t zero = 0;
   double bucketMb = 25.0;

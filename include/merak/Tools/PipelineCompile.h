@@ -39,10 +39,12 @@ struct PipelineSimulationOptions {
 };
 
 /// --simulate: runs the module's schedule (recorded by setPipelineSchedule)
-/// on the pipeline simulator. Fails with `error` set.
+/// on the pipeline simulator; writes its Chrome trace to `trace` when given.
+/// Fails with `error` set.
 FailureOr<SimulatedStep> simulatePipelineOf(ModuleOp module,
                                             const PipelineSimulationOptions &options,
-                                            std::string &error);
+                                            std::string &error,
+                                            llvm::raw_ostream *trace = nullptr);
 
 /// "simulated step: ..." lines (step time, bubble, per-stage peak
 /// in-flight micro-batches), each after `prefix`.

@@ -170,6 +170,16 @@ struct Simulator {
       return failure();
     }
 
+    // Grouped by stage (they were recorded as stages were resumed; within a
+    // stage they are in time order already).
+    if (record) {
+      std::vector<std::vector<PipelineEvent>> byStage(stages);
+      for (const PipelineEvent &e : result.events)
+        byStage[e.stage].push_back(e);
+      result.events.clear();
+      for (auto &events : byStage)
+        result.events.insert(result.events.end(), events.begin(), events.end());
+    }
     result.finish.assign(clock.begin(), clock.end());
     result.stepTime = stages ? *std::max_element(clock.begin(), clock.end()) : 0.0;
     double busy = 0.0;

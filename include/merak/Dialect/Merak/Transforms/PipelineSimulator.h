@@ -59,7 +59,7 @@ struct PipelineSimulation {
   /// Per stage: the most micro-batches (over all chunks) whose forward ran
   /// and whose backward (`bwd`) has not, i.e. stashed activations.
   SmallVector<int64_t> peakInFlight;
-  /// Compute intervals, in execution order per stage (when asked for).
+  /// Compute intervals by stage, then start time (when asked for).
   std::vector<PipelineEvent> events;
 };
 
