@@ -198,8 +198,25 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--pp and --microbatches need --compile-to=training or a later phase");
   if (!pipelined && (compileTo == Phase::Pipeline || compileTo == Phase::Schedule))
     return fail("--compile-to=pipeline and schedule need --pp or --microbatches");
-  if (failed(parsePipelineSchedule(opts.schedule)))
-    return fail("unknown --schedule '" + opts.schedule + "' (expected gpipe or 1f1b)");
+  FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
+  if (failed(scheduleKind))
+    return fail("unknown --schedule '" + opts.schedule +
+                "' (expected gpipe, 1f1b, interleaved or zb-h1)");
+  if (opts.virtualStages < 1)
+    return fail("--virtual-stages must be at least 1");
+  if (opts.virtualStages > 1 && *scheduleKind != PipelineScheduleKind::Interleaved)
+    return fail("--virtual-stages needs --schedule interleaved");
+  if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.microbatches % opts.pp != 0)
+    return fail("--schedule interleaved needs --microbatches (" + Twine(opts.microbatches) +
+                ") to be a multiple of --pp (" + Twine(opts.pp) + ")");
+  if (pipelined && compileTo >= Phase::Emit && !pipelineScheduleRunsInRuntime(*scheduleKind))
+    return fail("--schedule " + opts.schedule +
+                " is not supported by the runtime yet (use it with --compile-to=schedule or "
+                "--simulate)");
+  if (opts.simulate && !pipelined)
+    return fail("--simulate needs --pp or --microbatches");
+  if (!opts.simulateTrace.empty() && !opts.simulate)
+    return fail("--simulate-trace needs --simulate");
   if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
     return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
                 Twine(opts.stageBoundaries.size()));
@@ -300,9 +317,24 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     if (failed(pm.run(*module)))
       return 1;
     if (pipelined)
-      setPipelineSchedule(*module, opts.schedule);
+      setPipelineSchedule(*module, opts.schedule, opts.virtualStages);
     else
       reportTrainableParameters(*module, training, log);
+  }
+  std::optional<SimulatedStep> simulated;
+  if (opts.simulate) {
+    std::string err;
+    std::unique_ptr<llvm::ToolOutputFile> trace;
+    if (!opts.simulateTrace.empty() && !(trace = openOutputFile(opts.simulateTrace, &err)))
+      return fail(err);
+    FailureOr<SimulatedStep> step = simulatePipelineOf(*module, PipelineSimulationOptions(), err,
+                                                       trace ? &trace->os() : nullptr);
+    if (failed(step))
+      return fail("--simulate: " + err);
+    if (trace)
+      trace->keep();
+    printSimulatedStep(*step, log, "merak-compile: ");
+    simulated = *step;
   }
   // The report, after the last phase that changes the program; on stdout it
   // replaces the IR.
@@ -311,7 +343,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
       return std::nullopt;
     ReportOptions ro{llvm::sys::path::filename(opts.input).str(), opts.dp, opts.tp, opts.pp,
                      opts.microbatches, pipelined ? opts.schedule : "",
-                     opts.optimizer, opts.report == "json"};
+                     opts.optimizer, opts.report == "json", simulated};
     std::string text;
     llvm::raw_string_ostream os(text);
     if (failed(printCompileReport(*module, ro, os)))

@@ -107,8 +107,28 @@ struct CommandLine {
       "microbatches", cl::desc("Micro-batches per step (pipelining; with --pp 1, gradient "
                                "accumulation); the batch must divide by dp * microbatches"),
       cl::init(1), cl::cat(cat)};
-  cl::opt<std::string> schedule{"schedule", cl::desc("Pipeline schedule: gpipe or 1f1b (default)"),
-                                cl::init("1f1b"), cl::cat(cat)};
+  cl::opt<std::string> schedule{
+      "schedule",
+      cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
+               "or zb-h1; interleaved and zb-h1 are instruction lists for --compile-to=schedule "
+               "and --simulate only (the runtime does not run them yet)"),
+      cl::init("1f1b"), cl::cat(cat)};
+  cl::opt<int64_t> virtualStages{
+      "virtual-stages",
+      cl::desc("With --schedule interleaved: model chunks per pipeline stage (default 1)"),
+      cl::init(1), cl::cat(cat)};
+  cl::opt<bool> simulate{
+      "simulate",
+      cl::desc("With --pp/--microbatches: run the schedule on the pipeline simulator "
+               "(placeholder costs: estimated FLOPs at 1e11 FLOP/s, backward 2x forward, "
+               "p2p 10 GB/s + 10 us) and print the step time, bubble and per-stage peak "
+               "in-flight micro-batches (to stderr; --report=json: \"simulated\")"),
+      cl::init(false), cl::cat(cat)};
+  cl::opt<std::string> simulateTrace{
+      "simulate-trace",
+      cl::desc("With --simulate: write the simulated timeline as a Chrome trace "
+               "(chrome://tracing, Perfetto; one row per stage)"),
+      cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",
       cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
@@ -179,6 +199,9 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.microbatches = opts.microbatches;
   o.vocabParallel = opts.vocabParallel.getNumOccurrences() ? (opts.vocabParallel ? 1 : 0) : -1;
   o.schedule = opts.schedule;
+  o.virtualStages = opts.virtualStages;
+  o.simulate = opts.simulate;
+  o.simulateTrace = opts.simulateTrace;
   o.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;

@@ -72,7 +72,7 @@ bool isModelParam(ParamOp p) {
 std::string splitKind(Value v, int64_t d) {
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
   for (Operation *user : v.getUsers())
-    if (auto g = dyn_cast<GatherOp>(user); g && g.getData() == v && g.getAxis() == d)
+    if (auto g = dyn_cast<GatherOp>(user); g && g.getData() == v && static_cast<int64_t>(g.getAxis()) == d)
       return "vocab";
   for (Operation *user : v.getUsers()) {
     if (auto t = dyn_cast<TransposeOp>(user)) {
@@ -758,6 +758,14 @@ json::Value Report::toJson() const {
         {"cut_points", cutPoints}, {"cuts", std::move(c)}, {"send_bytes", p2p}};
   } else {
     root["pipeline"] = nullptr;
+  }
+  if (opts.simulated) {
+    json::Array peak;
+    for (int64_t n : opts.simulated->peakInFlight)
+      peak.push_back(n);
+    root["simulated"] = json::Object{{"step_time_s", opts.simulated->stepTime},
+                                     {"bubble_fraction", opts.simulated->bubbleFraction},
+                                     {"peak_inflight", std::move(peak)}};
   }
   return json::Value(std::move(root));
 }

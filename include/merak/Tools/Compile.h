@@ -44,6 +44,13 @@ struct CompileOptions {
   /// 1 required.
   int vocabParallel = -1;
   std::string schedule = "1f1b";
+  /// --virtual-stages: model chunks per stage (--schedule interleaved).
+  int64_t virtualStages = 1;
+  /// --simulate: run the schedule on the pipeline simulator (placeholder
+  /// costs) and print the step time, bubble and in-flight micro-batches.
+  bool simulate = false;
+  /// --simulate-trace: also write the simulated timeline as a Chrome trace.
+  std::string simulateTrace;
   std::vector<int64_t> stageBoundaries;
   int64_t zero = 0;
   double bucketMb = 25.0;

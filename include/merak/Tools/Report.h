@@ -12,9 +12,18 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::merak {
+
+/// merak-compile --simulate: the schedule run on the pipeline simulator
+/// (PipelineSimulator.h) with placeholder costs.
+struct SimulatedStep {
+  double stepTime = 0.0, bubbleFraction = 0.0, bubbleRatio = 0.0;
+  std::vector<int64_t> peakInFlight;
+};
 
 /// What the report cannot read from the module: the command line's mesh.
 struct ReportOptions {
@@ -24,6 +33,8 @@ struct ReportOptions {
   std::string schedule;
   std::string optimizer;
   bool json = false;
+  /// With --simulate: the simulated step (JSON "simulated").
+  std::optional<SimulatedStep> simulated;
 };
 
 /// Prints the report of `module`, a training program (the training phase

@@ -1,7 +1,8 @@
-//===- PipelineSchedule.cpp - GPipe and 1F1B instruction lists ------------===//
+//===- PipelineSchedule.cpp - Pipeline schedules' instruction lists -------===//
 //
 // A schedule is first a compute order per stage (which micro-batch's
-// forward or backward runs next); communication is then inserted by one
+// forward, backward or weight gradient runs next, of which chunk under
+// interleaving); communication is then inserted by one
 // rule for every schedule: a fragment's input is received by a non-blocking
 // receive posted right after the previous receive of the same kind was
 // waited (so one receive per kind is always in flight), its outputs are
@@ -9,6 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <string>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -18,11 +24,25 @@ FailureOr<PipelineScheduleKind> mlir::merak::parsePipelineSchedule(StringRef nam
     return PipelineScheduleKind::GPipe;
   if (name == "1f1b")
     return PipelineScheduleKind::OneFOneB;
+  if (name == "interleaved")
+    return PipelineScheduleKind::Interleaved;
+  if (name == "zb-h1")
+    return PipelineScheduleKind::ZeroBubbleH1;
   return failure();
 }
 
 StringRef mlir::merak::pipelineScheduleName(PipelineScheduleKind kind) {
-  return kind == PipelineScheduleKind::GPipe ? "gpipe" : "1f1b";
+  switch (kind) {
+  case PipelineScheduleKind::GPipe: return "gpipe";
+  case PipelineScheduleKind::OneFOneB: return "1f1b";
+  case PipelineScheduleKind::Interleaved: return "interleaved";
+  case PipelineScheduleKind::ZeroBubbleH1: return "zb-h1";
+  }
+  return "?";
+}
+
+bool mlir::merak::pipelineScheduleRunsInRuntime(PipelineScheduleKind kind) {
+  return kind == PipelineScheduleKind::GPipe || kind == PipelineScheduleKind::OneFOneB;
 }
 
 StringRef mlir::merak::pipelineInstrName(PipelineInstr::Kind kind) {
@@ -34,6 +54,7 @@ StringRef mlir::merak::pipelineInstrName(PipelineInstr::Kind kind) {
   case PipelineInstr::RecvGrad: return "recv-grad";
   case PipelineInstr::WaitGrad: return "wait-grad";
   case PipelineInstr::Backward: return "bwd";
+  case PipelineInstr::BackwardWeight: return "bwd-w";
   case PipelineInstr::SendGrad: return "send-grad";
   case PipelineInstr::WaitSends: return "wait-sends";
   case PipelineInstr::Update: return "update";
@@ -41,70 +62,139 @@ StringRef mlir::merak::pipelineInstrName(PipelineInstr::Kind kind) {
   return "?";
 }
 
-/// (is-backward, micro-batch) in the order stage `s` computes them.
-static SmallVector<std::pair<bool, int64_t>> computeOrder(PipelineScheduleKind kind, int64_t s,
-                                                          int64_t stages, int64_t m) {
-  SmallVector<std::pair<bool, int64_t>> order;
-  if (kind == PipelineScheduleKind::GPipe) {
-    for (int64_t i = 0; i < m; ++i)
-      order.push_back({false, i});
-    for (int64_t i = 0; i < m; ++i)
-      order.push_back({true, i});
-    return order;
-  }
-  // 1F1B: stage s runs stages-s-1 forwards ahead, then alternates, then
-  // drains the backwards.
+namespace {
+/// One compute instruction of a stage's order.
+struct Step {
+  PipelineInstr::Kind kind;
+  int64_t mb, chunk = 0;
+};
+} // namespace
+
+/// 1F1B order over F and B; `deferW` >= 0 splits the backward and keeps up
+/// to `deferW` weight gradients pending (ZB-H1: stage s defers s of them,
+/// filling the cool-down bubbles).
+static SmallVector<Step> oneFOneBOrder(int64_t s, int64_t stages, int64_t m, int64_t deferW) {
+  SmallVector<Step> order;
   int64_t warmup = std::min(stages - s - 1, m);
-  for (int64_t i = 0; i < warmup; ++i)
-    order.push_back({false, i});
-  for (int64_t i = 0; i < m - warmup; ++i) {
-    order.push_back({false, warmup + i});
-    order.push_back({true, i});
+  int64_t nf = 0, nb = 0, nw = 0;
+  auto backward = [&] {
+    order.push_back({PipelineInstr::Backward, nb++});
+    if (deferW >= 0 && nb - nw > deferW)
+      order.push_back({PipelineInstr::BackwardWeight, nw++});
+  };
+  for (; nf < warmup;)
+    order.push_back({PipelineInstr::Forward, nf++});
+  while (nb < m) {
+    if (nf < m)
+      order.push_back({PipelineInstr::Forward, nf++});
+    backward();
   }
-  for (int64_t i = m - warmup; i < m; ++i)
-    order.push_back({true, i});
+  while (deferW >= 0 && nw < m)
+    order.push_back({PipelineInstr::BackwardWeight, nw++});
   return order;
 }
 
+/// Interleaved 1F1B (Narayanan et al. 2021): stage s holds chunks s,
+/// s + p, ...; micro-batches go through in groups of p, each group through
+/// every chunk before the next; 2 (p - s - 1) + (v - 1) p warm-up forwards.
+static SmallVector<Step> interleavedOrder(int64_t s, int64_t p, int64_t m, int64_t v) {
+  int64_t total = m * v;
+  auto at = [&](int64_t i, bool fwd) -> Step {
+    int64_t chunk = (i % (p * v)) / p;
+    return {fwd ? PipelineInstr::Forward : PipelineInstr::Backward, (i / (p * v)) * p + i % p,
+            fwd ? chunk : v - 1 - chunk};
+  };
+  int64_t warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  SmallVector<Step> order;
+  for (int64_t i = 0; i < warmup; ++i)
+    order.push_back(at(i, true));
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    order.push_back(at(warmup + i, true));
+    order.push_back(at(i, false));
+  }
+  for (int64_t i = std::max<int64_t>(total - warmup, 0); i < total; ++i)
+    order.push_back(at(i, false));
+  return order;
+}
+
+/// The compute instructions of stage `s` in the order it runs them.
+static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int64_t stages,
+                                      int64_t m, int64_t v) {
+  switch (kind) {
+  case PipelineScheduleKind::GPipe: {
+    SmallVector<Step> order;
+    for (int64_t i = 0; i < m; ++i)
+      order.push_back({PipelineInstr::Forward, i});
+    for (int64_t i = 0; i < m; ++i)
+      order.push_back({PipelineInstr::Backward, i});
+    return order;
+  }
+  case PipelineScheduleKind::OneFOneB: return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
+  case PipelineScheduleKind::ZeroBubbleH1: return oneFOneBOrder(s, stages, m, /*deferW=*/s);
+  case PipelineScheduleKind::Interleaved:
+    if (v == 1)
+      return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
+    return interleavedOrder(s, stages, m, v);
+  }
+  return {};
+}
+
 SmallVector<SmallVector<PipelineInstr>>
-mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t m) {
+mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t m,
+                                   int64_t virtualStages) {
+  int64_t v = kind == PipelineScheduleKind::Interleaved ? virtualStages : 1;
+  int64_t last = stages * v - 1; // the last model stage
   SmallVector<SmallVector<PipelineInstr>> program(stages);
   for (int64_t s = 0; s < stages; ++s) {
-    auto order = computeOrder(kind, s, stages, m);
-    bool recvAct = s > 0, recvGrad = s + 1 < stages;
-    // The micro-batches in the order their inputs are needed, per kind.
-    SmallVector<int64_t> actOrder, gradOrder;
-    for (auto [bwd, mb] : order)
-      (bwd ? gradOrder : actOrder).push_back(mb);
+    auto order = computeOrder(kind, s, stages, m, v);
+    // Model stage k receives activations unless k = 0 and gradients unless
+    // k is the last.
+    auto receivesAct = [&](const Step &c) { return c.chunk * stages + s > 0; };
+    auto receivesGrad = [&](const Step &c) { return c.chunk * stages + s < last; };
+    // The computations in the order their inputs are needed, per kind.
+    SmallVector<Step> actOrder, gradOrder;
+    for (const Step &c : order) {
+      if (c.kind == PipelineInstr::Forward && receivesAct(c))
+        actOrder.push_back(c);
+      if (c.kind == PipelineInstr::Backward && receivesGrad(c))
+        gradOrder.push_back(c);
+    }
     size_t nextAct = 0, nextGrad = 0;
     auto &out = program[s];
     auto postAct = [&] {
-      if (recvAct && nextAct < actOrder.size())
-        out.push_back({PipelineInstr::RecvAct, actOrder[nextAct++]});
+      if (nextAct < actOrder.size()) {
+        out.push_back({PipelineInstr::RecvAct, actOrder[nextAct].mb, actOrder[nextAct].chunk});
+        ++nextAct;
+      }
     };
     auto postGrad = [&] {
-      if (recvGrad && nextGrad < gradOrder.size())
-        out.push_back({PipelineInstr::RecvGrad, gradOrder[nextGrad++]});
+      if (nextGrad < gradOrder.size()) {
+        out.push_back({PipelineInstr::RecvGrad, gradOrder[nextGrad].mb, gradOrder[nextGrad].chunk});
+        ++nextGrad;
+      }
     };
     postAct();
     postGrad();
-    for (auto [bwd, mb] : order) {
-      if (!bwd) {
-        if (recvAct) {
-          out.push_back({PipelineInstr::WaitAct, mb});
+    for (const Step &c : order) {
+      int64_t k = c.chunk * stages + s;
+      if (c.kind == PipelineInstr::Forward) {
+        if (receivesAct(c)) {
+          out.push_back({PipelineInstr::WaitAct, c.mb, c.chunk});
           postAct();
         }
-        out.push_back({PipelineInstr::Forward, mb});
-        if (s + 1 < stages)
-          out.push_back({PipelineInstr::SendAct, mb});
-      } else {
-        if (recvGrad) {
-          out.push_back({PipelineInstr::WaitGrad, mb});
+        out.push_back({PipelineInstr::Forward, c.mb, c.chunk});
+        if (k < last)
+          out.push_back({PipelineInstr::SendAct, c.mb, c.chunk});
+      } else if (c.kind == PipelineInstr::Backward) {
+        if (receivesGrad(c)) {
+          out.push_back({PipelineInstr::WaitGrad, c.mb, c.chunk});
           postGrad();
         }
-        out.push_back({PipelineInstr::Backward, mb});
-        if (s > 0)
-          out.push_back({PipelineInstr::SendGrad, mb});
+        out.push_back({PipelineInstr::Backward, c.mb, c.chunk});
+        if (k > 0)
+          out.push_back({PipelineInstr::SendGrad, c.mb, c.chunk});
+      } else {
+        out.push_back({c.kind, c.mb, c.chunk});
       }
     }
     out.push_back({PipelineInstr::WaitSends, -1});
@@ -116,13 +206,29 @@ mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, in
 void mlir::merak::printPipelineSchedule(PipelineScheduleKind kind, int64_t m,
                                         ArrayRef<SmallVector<PipelineInstr>> program,
                                         llvm::raw_ostream &os) {
+  int64_t chunks = 1;
+  for (const auto &instrs : program)
+    for (const PipelineInstr &i : instrs)
+      chunks = std::max(chunks, i.chunk + 1);
   os << "schedule " << pipelineScheduleName(kind) << ": " << program.size() << " stages, " << m
-     << " micro-batches\n";
+     << " micro-batches";
+  if (kind == PipelineScheduleKind::Interleaved)
+    os << ", " << chunks << " virtual stages";
+  os << "\n";
+  // Under interleaving every micro-batch carries its chunk: F3c1.
+  auto chunk = [&](const PipelineInstr &i) -> std::string {
+    return chunks > 1 && i.mb >= 0 ? ("c" + Twine(i.chunk)).str() : "";
+  };
   for (auto [s, instrs] : llvm::enumerate(program)) {
     os << "stage " << s << " order:";
-    for (const PipelineInstr &i : instrs)
-      if (i.kind == PipelineInstr::Forward || i.kind == PipelineInstr::Backward)
-        os << " " << (i.kind == PipelineInstr::Forward ? "F" : "B") << i.mb;
+    for (const PipelineInstr &i : instrs) {
+      StringRef letter = i.kind == PipelineInstr::Forward          ? "F"
+                         : i.kind == PipelineInstr::Backward       ? "B"
+                         : i.kind == PipelineInstr::BackwardWeight ? "W"
+                                                                   : "";
+      if (!letter.empty())
+        os << " " << letter << i.mb << chunk(i);
+    }
     os << "\n";
   }
   for (auto [s, instrs] : llvm::enumerate(program)) {
@@ -130,7 +236,7 @@ void mlir::merak::printPipelineSchedule(PipelineScheduleKind kind, int64_t m,
     for (const PipelineInstr &i : instrs) {
       os << " " << pipelineInstrName(i.kind);
       if (i.mb >= 0)
-        os << "(" << i.mb << ")";
+        os << "(" << i.mb << chunk(i) << ")";
     }
     os << "\n";
   }

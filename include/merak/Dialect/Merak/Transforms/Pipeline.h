@@ -60,16 +60,24 @@ LogicalResult buildReverseSweep(OpBuilder &b, Block &body,
 // Schedules
 //===----------------------------------------------------------------------===//
 
-enum class PipelineScheduleKind { GPipe, OneFOneB };
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
-/// "gpipe" | "1f1b".
+/// "gpipe" | "1f1b" | "interleaved" | "zb-h1".
 FailureOr<PipelineScheduleKind> parsePipelineSchedule(StringRef name);
 StringRef pipelineScheduleName(PipelineScheduleKind kind);
+/// Whether the generated program's runtime (runtime/src/pipeline.cpp) runs
+/// the schedule; the others exist as instruction lists for the simulator.
+bool pipelineScheduleRunsInRuntime(PipelineScheduleKind kind);
 
 /// One instruction of a stage's program. Sends and receives are
 /// non-blocking: `recv-*` posts, `wait-*` completes it; `wait-sends` waits
 /// every send of the step. Activations go to stage s+1 and gradients to
 /// stage s-1 (tags: 2 * mb for activations, 2 * mb + 1 for gradients).
+/// `chunk` is the model chunk (virtual stage) of an interleaved schedule:
+/// on stage s, chunk c runs model stage c * stages + s (0 otherwise).
+/// `bwd` computes the input gradient and, unless the schedule splits the
+/// backward, the weight gradient; `bwd-w` is the split-off weight gradient
+/// (zero-bubble schedules).
 struct PipelineInstr {
   enum Kind {
     RecvAct,
@@ -79,21 +87,26 @@ struct PipelineInstr {
     RecvGrad,
     WaitGrad,
     Backward,
+    BackwardWeight,
     SendGrad,
     WaitSends,
     Update
   } kind;
   int64_t mb = -1;
+  int64_t chunk = 0;
 };
 StringRef pipelineInstrName(PipelineInstr::Kind kind);
 
 /// The instruction lists of every stage (index = stage) for `microbatches`
-/// micro-batches: GPipe (all forwards, then all backwards) or 1F1B
-/// (warm-up forwards, one-forward-one-backward, cool-down backwards).
-/// Receives are posted one ahead of their wait; sends are waited before
-/// the update.
+/// micro-batches: GPipe (all forwards, then all backwards), 1F1B (warm-up
+/// forwards, one-forward-one-backward, cool-down backwards), interleaved
+/// 1F1B over `virtualStages` chunks per stage (microbatches must be a
+/// multiple of stages), or ZB-H1 (1F1B with the backward split into `bwd`
+/// and `bwd-w`, stage s keeping up to s weight gradients pending). Receives
+/// are posted one ahead of their wait; sends are waited before the update.
 SmallVector<SmallVector<PipelineInstr>>
-buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches);
+buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
+                      int64_t virtualStages = 1);
 
 /// Prints "stage S order: F0 F1 B0 ..." and "stage S: <instructions>" for
 /// every stage.

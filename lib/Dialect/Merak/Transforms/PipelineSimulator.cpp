@@ -1,0 +1,236 @@
+//===- PipelineSimulator.cpp - Event-driven pipeline schedule model -------===//
+//
+// Every stage keeps its own clock and program counter. A stage runs until
+// it reaches a wait whose message has not been sent yet; it is then parked
+// on that message and resumed by the send. Since each clock only depends
+// on the stage's own list and on the arrival times of the messages it
+// waits for, the order in which the worklist resumes stages does not change
+// the result, and each instruction is executed exactly once (linear time).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// A message: its direction, the model stage that receives it, its
+/// micro-batch.
+uint64_t messageKey(bool grad, int64_t modelStage, int64_t mb) {
+  return (uint64_t(grad) << 63) | (uint64_t(modelStage) << 32) | uint64_t(uint32_t(mb));
+}
+
+struct Simulator {
+  ArrayRef<SmallVector<PipelineInstr>> program;
+  const PipelineCostModel &costs;
+  int64_t stages = 0, modelStages = 0;
+  PipelineSimulation result;
+  bool record = false;
+
+  SmallVector<size_t> pc;
+  SmallVector<double> clock, lastArrival;
+  SmallVector<int64_t> inFlight;
+  /// Arrival time of every message sent so far.
+  llvm::DenseMap<uint64_t, double> arrival;
+  /// The stage parked on a message, by message.
+  llvm::DenseMap<uint64_t, int64_t> waiter;
+  /// When each (sender, receiver) link is free again.
+  llvm::DenseMap<uint64_t, double> linkFree;
+  SmallVector<int64_t> worklist;
+
+  Simulator(ArrayRef<SmallVector<PipelineInstr>> program, const PipelineCostModel &costs)
+      : program(program), costs(costs) {}
+
+  static double at(ArrayRef<double> v, int64_t k) { return v.size() == 1 ? v[0] : v[k]; }
+
+  void send(int64_t s, bool grad, int64_t from, int64_t mb) {
+    int64_t to = grad ? from - 1 : from + 1;
+    int64_t dst = to % stages;
+    double t = clock[s];
+    if (dst != s) {
+      double bytes = at(grad ? costs.gradBytes : costs.actBytes, grad ? to : from);
+      double wire = costs.bandwidth > 0 ? bytes / costs.bandwidth : 0.0;
+      double &free = linkFree[(uint64_t(s) << 32) | uint64_t(dst)];
+      double start = std::max(t, free);
+      free = start + wire;
+      t = start + wire + costs.latency;
+    }
+    lastArrival[s] = std::max(lastArrival[s], t);
+    uint64_t key = messageKey(grad, to, mb);
+    arrival[key] = t;
+    if (auto it = waiter.find(key); it != waiter.end()) {
+      worklist.push_back(it->second);
+      waiter.erase(it);
+    }
+  }
+
+  void compute(int64_t s, const PipelineInstr &i, double seconds) {
+    double start = clock[s];
+    clock[s] += seconds;
+    result.busy[s] += seconds;
+    if (record)
+      result.events.push_back({s, i, start, clock[s]});
+  }
+
+  /// Runs stage `s` until it blocks or ends.
+  void run(int64_t s) {
+    ArrayRef<PipelineInstr> list = program[s];
+    while (pc[s] < list.size()) {
+      const PipelineInstr &i = list[pc[s]];
+      int64_t k = i.chunk * stages + s;
+      switch (i.kind) {
+      case PipelineInstr::RecvAct:
+      case PipelineInstr::RecvGrad: break;
+      case PipelineInstr::WaitAct:
+      case PipelineInstr::WaitGrad: {
+        uint64_t key = messageKey(i.kind == PipelineInstr::WaitGrad, k, i.mb);
+        auto it = arrival.find(key);
+        if (it == arrival.end()) {
+          waiter[key] = s;
+          return;
+        }
+        clock[s] = std::max(clock[s], it->second);
+        break;
+      }
+      case PipelineInstr::Forward:
+        compute(s, i, at(costs.forward, k));
+        result.peakInFlight[s] = std::max(result.peakInFlight[s], ++inFlight[s]);
+        break;
+      case PipelineInstr::Backward:
+        compute(s, i, at(costs.backward, k));
+        --inFlight[s];
+        break;
+      case PipelineInstr::BackwardWeight: compute(s, i, at(costs.weight, k)); break;
+      case PipelineInstr::SendAct: send(s, /*grad=*/false, k, i.mb); break;
+      case PipelineInstr::SendGrad: send(s, /*grad=*/true, k, i.mb); break;
+      case PipelineInstr::WaitSends: clock[s] = std::max(clock[s], lastArrival[s]); break;
+      case PipelineInstr::Update: compute(s, i, costs.update); break;
+      }
+      ++pc[s];
+    }
+  }
+
+  LogicalResult simulate(std::string &error) {
+    stages = program.size();
+    int64_t chunks = 1;
+    for (const auto &list : program)
+      for (const PipelineInstr &i : list) {
+        if (i.chunk < 0) {
+          error = "negative chunk in the schedule";
+          return failure();
+        }
+        chunks = std::max(chunks, i.chunk + 1);
+      }
+    modelStages = stages * chunks;
+    auto checkSize = [&](ArrayRef<double> v, int64_t need, StringRef what, bool atLeast = false) {
+      if (v.size() == 1 || (int64_t)v.size() == need || (atLeast && (int64_t)v.size() > need))
+        return true;
+      error = ("the cost model has " + Twine(v.size()) + " " + what + " entries for " +
+               Twine(need) + " model stages")
+                  .str();
+      return false;
+    };
+    if (!checkSize(costs.forward, modelStages, "forward") ||
+        !checkSize(costs.backward, modelStages, "backward") ||
+        !checkSize(costs.weight, modelStages, "weight") ||
+        !checkSize(costs.actBytes, modelStages - 1, "activation-bytes", true) ||
+        !checkSize(costs.gradBytes, modelStages - 1, "gradient-bytes", true))
+      return failure();
+
+    pc.assign(stages, 0);
+    clock.assign(stages, 0.0);
+    lastArrival.assign(stages, 0.0);
+    inFlight.assign(stages, 0);
+    result.busy.assign(stages, 0.0);
+    result.peakInFlight.assign(stages, 0);
+    for (int64_t s = stages - 1; s >= 0; --s)
+      worklist.push_back(s);
+    while (!worklist.empty()) {
+      int64_t s = worklist.pop_back_val();
+      run(s);
+    }
+
+    std::string blocked;
+    llvm::raw_string_ostream os(blocked);
+    for (int64_t s = 0; s < stages; ++s)
+      if (pc[s] < program[s].size()) {
+        const PipelineInstr &i = program[s][pc[s]];
+        os << (blocked.empty() ? "" : ", ") << "stage " << s << " at " << pipelineInstrName(i.kind)
+           << "(" << i.mb << ")";
+        if (i.chunk)
+          os << " chunk " << i.chunk;
+      }
+    if (!blocked.empty()) {
+      error = "the schedule deadlocks: " + blocked;
+      return failure();
+    }
+
+    // Grouped by stage (they were recorded as stages were resumed; within a
+    // stage they are in time order already).
+    if (record) {
+      std::vector<std::vector<PipelineEvent>> byStage(stages);
+      for (const PipelineEvent &e : result.events)
+        byStage[e.stage].push_back(e);
+      result.events.clear();
+      for (auto &events : byStage)
+        result.events.insert(result.events.end(), events.begin(), events.end());
+    }
+    result.finish.assign(clock.begin(), clock.end());
+    result.stepTime = stages ? *std::max_element(clock.begin(), clock.end()) : 0.0;
+    double busy = 0.0;
+    for (double b : result.busy)
+      busy += b;
+    double idle = stages * result.stepTime - busy;
+    result.bubbleFraction = result.stepTime > 0 ? idle / (stages * result.stepTime) : 0.0;
+    result.bubbleRatio = busy > 0 ? idle / busy : 0.0;
+    return success();
+  }
+};
+} // namespace
+
+FailureOr<PipelineSimulation>
+mlir::merak::simulatePipeline(ArrayRef<SmallVector<PipelineInstr>> program,
+                              const PipelineCostModel &costs, bool recordEvents,
+                              std::string *error) {
+  Simulator sim(program, costs);
+  sim.record = recordEvents;
+  std::string msg;
+  if (failed(sim.simulate(msg))) {
+    if (error)
+      *error = msg;
+    return failure();
+  }
+  return std::move(sim.result);
+}
+
+void mlir::merak::writePipelineTrace(const PipelineSimulation &sim, llvm::raw_ostream &os) {
+  os << "{\"traceEvents\": [";
+  bool first = true;
+  for (int64_t s = 0; s < (int64_t)sim.busy.size(); ++s) {
+    os << (first ? "" : ",") << "\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+       << "\"tid\": " << s << ", \"args\": {\"name\": \"stage " << s << "\"}}";
+    first = false;
+  }
+  for (const PipelineEvent &e : sim.events) {
+    StringRef name;
+    switch (e.instr.kind) {
+    case PipelineInstr::Forward: name = "F"; break;
+    case PipelineInstr::Backward: name = "B"; break;
+    case PipelineInstr::BackwardWeight: name = "W"; break;
+    default: name = "update"; break;
+    }
+    os << ",\n  {\"name\": \"" << name;
+    if (e.instr.mb >= 0)
+      os << e.instr.mb;
+    os << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": " << e.stage
+       << ", \"ts\": " << llvm::format("%.3f", e.start * 1e6)
+       << ", \"dur\": " << llvm::format("%.3f", (e.end - e.start) * 1e6)
+       << ", \"args\": {\"chunk\": " << e.instr.chunk << "}}";
+  }
+  os << "\n]}\n";
+}
