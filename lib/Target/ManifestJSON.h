@@ -47,6 +47,16 @@ inline llvm::json::Array manifestShape(Type t) {
 LogicalResult writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
                                llvm::raw_ostream &os);
 
+/// Bytes a tensor of type `t` occupies in an arena or the parameter
+/// storage: its storage size rounded up to kBufferAlignment (at least one
+/// alignment unit).
+int64_t slotBytes(Type t);
+
+/// Writes the initial data of the parameters planned below `initBytes` (the
+/// initialised part of the parameter storage), in offset order, each padded
+/// to its slot; checks that they tile [0, initBytes) exactly.
+LogicalResult writeInitialParams(ModuleOp module, int64_t initBytes, llvm::raw_ostream &os);
+
 } // namespace mlir::merak::target
 
 #endif

@@ -37,7 +37,7 @@ static int64_t tensorBytes(Type t) {
   return r.getNumElements() * storageElementBytes(r.getElementType());
 }
 
-static int64_t slotBytes(Type t) { return std::max(align64(tensorBytes(t)), kBufferAlignment); }
+using target::slotBytes;
 
 static DictionaryAttr planAttr(ModuleOp m) {
   return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
@@ -130,24 +130,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
            << pipelineScheduleName(*kind) << "' is not supported by the runtime yet";
 
   // Parameter data, then the constants of every fragment (plan order).
-  SmallVector<ParamOp> withData;
-  for (ParamOp p : module.getOps<ParamOp>())
-    if (p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() < initBytes.getInt())
-      withData.push_back(p);
-  llvm::sort(withData, [](ParamOp a, ParamOp b) {
-    return a->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() <
-           b->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-  });
-  int64_t written = 0;
-  for (ParamOp p : withData) {
-    if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
-      return p.emitError("parameter storage offsets are not contiguous");
-    if (failed(target::writeElementData(p, p.getInitialValue(), slotBytes(p.getType()), dataOs)))
-      return failure();
-    written += slotBytes(p.getType());
-  }
-  if (written != initBytes.getInt())
-    return module.emitError("initialised parameter storage size differs from the plan");
+  if (failed(target::writeInitialParams(module, initBytes.getInt(), dataOs)))
+    return failure();
+  int64_t written = initBytes.getInt();
   int64_t constsOffset = written;
   for (func::FuncOp f : frags) {
     WalkResult r = f.walk([&](ConstantOp c) {

@@ -59,11 +59,32 @@ LogicalResult target::writeElementData(Operation *owner, ElementsAttr attr, int6
   return success();
 }
 
-static int64_t alignedBytes(Type t) {
+int64_t target::slotBytes(Type t) {
   auto r = cast<RankedTensorType>(t);
   int64_t b = r.getNumElements() * storageElementBytes(r.getElementType());
   return std::max((b + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment,
                   kBufferAlignment);
+}
+
+LogicalResult target::writeInitialParams(ModuleOp module, int64_t initBytes,
+                                         llvm::raw_ostream &os) {
+  auto offsetOf = [](ParamOp p) { return p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt(); };
+  SmallVector<ParamOp> withData;
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (offsetOf(p) < initBytes)
+      withData.push_back(p);
+  llvm::sort(withData, [&](ParamOp a, ParamOp b) { return offsetOf(a) < offsetOf(b); });
+  int64_t written = 0;
+  for (ParamOp p : withData) {
+    if (written != offsetOf(p))
+      return p.emitError("parameter storage offsets are not contiguous");
+    if (failed(writeElementData(p, p.getInitialValue(), slotBytes(p.getType()), os)))
+      return failure();
+    written += slotBytes(p.getType());
+  }
+  if (written != initBytes)
+    return module.emitError("initialised parameter storage size differs from the plan");
+  return success();
 }
 
 LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &info,
@@ -86,24 +107,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   if (!initBytes)
     return module.emitError("no memory plan for the parameters (run merak-plan-memory)");
   // Initial data: parameters below params_init_bytes, in offset order.
-  SmallVector<ParamOp> withData;
-  for (ParamOp p : module.getOps<ParamOp>())
-    if (p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() < initBytes.getInt())
-      withData.push_back(p);
-  llvm::sort(withData, [](ParamOp a, ParamOp b) {
-    return a->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt() <
-           b->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-  });
-  int64_t written = 0;
-  for (ParamOp p : withData) {
-    if (written != p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt())
-      return p.emitError("parameter storage offsets are not contiguous");
-    if (failed(target::writeElementData(p, p.getInitialValue(), alignedBytes(p.getType()), dataOs)))
-      return failure();
-    written += alignedBytes(p.getType());
-  }
-  if (written != initBytes.getInt())
-    return module.emitError("initialised parameter storage size differs from the plan");
+  if (failed(target::writeInitialParams(module, initBytes.getInt(), dataOs)))
+    return failure();
+  int64_t written = initBytes.getInt();
 
   json::Array params;
   json::Object hparams, defaults;
@@ -150,9 +156,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   WalkResult walk = fn.walk([&](ConstantOp c) {
     int64_t off = c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
     if (written != constsOffset + off ||
-        failed(target::writeElementData(c, c.getValue(), alignedBytes(c.getType()), dataOs)))
+        failed(target::writeElementData(c, c.getValue(), target::slotBytes(c.getType()), dataOs)))
       return WalkResult::interrupt();
-    written += alignedBytes(c.getType());
+    written += target::slotBytes(c.getType());
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
@@ -176,9 +182,9 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       continue; // zero-initialised (optimizer state): nothing to copy
     entry["data_offset"] = written;
     entry["data_bytes"] = bytes;
-    if (failed(target::writeElementData(p, p.getInitialValue(), alignedBytes(full), dataOs)))
+    if (failed(target::writeElementData(p, p.getInitialValue(), target::slotBytes(full), dataOs)))
       return failure();
-    written += alignedBytes(full);
+    written += target::slotBytes(full);
   }
 
   json::Array inputs, outputs;
