@@ -117,7 +117,7 @@ def write_safetensors(path, tensors, metadata=None, dtypes=None):
     header, offset, blobs = {}, 0, []
     names = {np.dtype(v).name: k for k, v in DTYPES.items() if k not in ("BF16",)}
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(np.shape(arr))  # (0-d stays 0-d)
         blob = arr.tobytes()
         dtype = (dtypes or {}).get(name) or names[arr.dtype.name]
         header[name] = {"dtype": dtype, "shape": list(arr.shape),

@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import export_models as em  # noqa: E402
-from program_check import param_rel_err  # noqa: E402
+from program_check import param_rel_err, read_safetensors  # noqa: E402
 from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 
@@ -229,7 +229,17 @@ def check_resharded_resume(env, src, dst):
     ckpt = os.path.join(env.work, "resume-%s-to-%s-ckpt" % (src, dst))
     first, _ = env.train("adamw", 4, steps=STEPS // 2, ckpt=ckpt, **mesh(src))
     second, params = env.train("adamw", 4, ckpt=ckpt, resume=True, **mesh(dst))
-    return compare(first + second, params, serial, serial_params, OPTS["adamw"][1])
+    ok, msg = compare(first + second, params, serial, serial_params, OPTS["adamw"][1])
+    # The user's tool: `merak_checkpoint.py merge` gives one plain
+    # safetensors file with the same tensors (read by program_check's own
+    # 10-line reader).
+    merged = os.path.join(env.work, "merged-%s.safetensors" % dst)
+    run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "merak_checkpoint.py"),
+         "merge", ckpt, "-o", merged])
+    plain = read_safetensors(merged)
+    same = sorted(plain) == sorted(params) and all(
+        plain[k].shape == params[k].shape and (plain[k] == params[k]).all() for k in params)
+    return ok and same, msg + "; merged file %s" % ("identical" if same else "DIFFERS")
 
 
 def check_vocab(env, cfg, off):
