@@ -193,8 +193,8 @@ def check_vocab(env, opt, dp, tp):
 
 
 def check_resume(env, tp_from, tp_to):
-    """A checkpoint written at one tp resumes at another (checkpoints hold
-    full tensors), matching the uninterrupted serial run."""
+    """A checkpoint written at one tp resumes at another (each piece records
+    its place in the full tensor), matching the uninterrupted serial run."""
     opt, half = "adamw", STEPS // 2
     tol = CONFIGS[opt][1]
     serial, serial_params = env.serial(opt)
@@ -212,8 +212,9 @@ def check_resume(env, tp_from, tp_to):
 
 
 def check_resume_zero(env, dp_from, zero_from, dp_to, zero_to):
-    """A checkpoint of ZeRO-sharded optimizer state (full tensors) resumes
-    without ZeRO and the reverse, matching the uninterrupted serial run."""
+    """A checkpoint of ZeRO-sharded optimizer state (each dp rank's part)
+    resumes without ZeRO and the reverse, matching the uninterrupted serial
+    run."""
     opt, half = "adamw", STEPS // 2
     tol = CONFIGS[opt][1]
     serial, serial_params = env.serial(opt)
@@ -327,8 +328,65 @@ def check_dead_rank(env):
         p.returncode, secs, next((l for l in out.splitlines() if "signal" in l), "").strip())
 
 
+def check_kill_while_checkpointing(env):
+    """dp 2 x tp 2 (4 ranks, sharded pieces), a checkpoint every step; one
+    rank is SIGKILLed mid-run, several times at different delays. Every
+    time the job ends non-zero within 60 s, `latest` names a complete
+    checkpoint (all 4 shards, readable by the independent reader), and the
+    serial program resumes from it."""
+    exe = env.program("adamw", 2, 2)
+    ckpt = os.path.join(env.work, "kill-ckpt")
+    latest = os.path.join(ckpt, "latest")
+    kills, step = 0, 0
+    for delay in (0.0, 0.05, 0.13, 0.31):
+        before = os.stat(latest).st_mtime_ns if os.path.exists(latest) else None
+        p = subprocess.Popen(MPIRUN + ["-np", "4", exe, "--data", env.data, "--steps", "1000000",
+                                       "--sampler", "sequential", "--checkpoint-dir", ckpt,
+                                       "--checkpoint-every", "1"]
+                             + (["--resume"] if before is not None else []),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env)
+        deadline = time.time() + 120
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(latest) and os.stat(latest).st_mtime_ns != before:
+                break
+            time.sleep(0.01)
+        time.sleep(delay)
+        pids = subprocess.run(["pgrep", "-n", "-f", os.path.basename(exe)],
+                              stdout=subprocess.PIPE).stdout.decode().split()
+        if pids:
+            os.kill(int(pids[0]), signal.SIGKILL)
+        try:
+            p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return False, "the job did not end within 60 s of the kill"
+        if not pids or p.returncode == 0:
+            return False, "no rank was killed (exit %s)" % p.returncode
+        kills += 1
+        with open(latest) as f:
+            name = f.read().strip()
+        shards = [n for n in os.listdir(os.path.join(ckpt, name)) if n.endswith("-of-4.safetensors")]
+        tensors = read_checkpoint(ckpt)
+        if len(shards) != 4 or "transformer.wte.weight" not in tensors:
+            return False, "checkpoint %s after a kill: %d shards" % (name, len(shards))
+        step = int(name.split("_")[1])
+    # The serial program resumes from the last complete checkpoint.
+    serial = env.program("adamw", 1, 1)
+    metrics = os.path.join(env.work, "kill-resume.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run([serial, "--data", env.data, "--steps", str(step + 2), "--sampler", "sequential",
+         "--checkpoint-dir", ckpt, "--resume", "--metrics", metrics], env=env.env)
+    with open(metrics) as f:
+        resumed = [json.loads(line)["step"] for line in f]
+    ok = resumed == [step, step + 1]
+    return ok, "%d kills, last complete checkpoint step %d (4 shards) resumes serially: %s" % (
+        kills, step, resumed)
+
+
 CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "equal-sgd-dp4": lambda e: check_equal(e, "sgd", 4),
+          "kill-while-checkpointing": check_kill_while_checkpointing,
           "equal-adamw-dp2": lambda e: check_equal(e, "adamw", 2),
           "equal-adamw-dp4": lambda e: check_equal(e, "adamw", 4),
           "equal-sgd-tp2": lambda e: check_equal(e, "sgd", 1, 2),
