@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Tools/Report.h"
+#include "merak/Tools/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
@@ -120,6 +121,8 @@ struct StageInfo {
   int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
   std::optional<int64_t> partitionCost;
   std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step
+  /// `collectives` after the forward, and after the backward fragment.
+  std::map<std::string, Traffic> afterForward, afterBackward;
   int64_t sendNext = 0, recvPrev = 0, sendPrev = 0, recvNext = 0, tiedBytes = 0;
   int64_t flops() const { return forwardFlops + backwardFlops + updateFlops; }
   int64_t arenaPeak() const {
@@ -307,7 +310,9 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.updateFlops = fnFlops(u);
     st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
     countCollectives(f, m, s);
+    st.afterForward = st.collectives;
     countCollectives(b, m, s);
+    st.afterBackward = st.collectives;
     countCollectives(u, 1, s);
     for (StringRef kind : {"forward", "backward", "update"})
       if (auto a = fn(planned, fragment(s, kind))->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
@@ -759,14 +764,8 @@ json::Value Report::toJson() const {
   } else {
     root["pipeline"] = nullptr;
   }
-  if (opts.simulated) {
-    json::Array peak;
-    for (int64_t n : opts.simulated->peakInFlight)
-      peak.push_back(n);
-    root["simulated"] = json::Object{{"step_time_s", opts.simulated->stepTime},
-                                     {"bubble_fraction", opts.simulated->bubbleFraction},
-                                     {"peak_inflight", std::move(peak)}};
-  }
+  if (opts.simulated)
+    root["simulated"] = simulatedStepJson(*opts.simulated);
   return json::Value(std::move(root));
 }
 
@@ -782,6 +781,33 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
   else
     report.printText(os);
   return success();
+}
+
+FailureOr<std::vector<StageCosts>>
+mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
+  Report report(options, module);
+  if (failed(report.collect()))
+    return failure();
+  std::vector<StageCosts> costs;
+  for (const StageInfo &st : report.stages) {
+    StageCosts c{st.forwardFlops, st.backwardFlops, st.updateFlops, st.paramBytes,
+                 st.stateBytes,   st.accumulatorBytes, st.arenaPeak(), st.stashBytes};
+    // Per fragment: the difference of the running totals.
+    auto add = [](std::map<std::string, CollectiveTraffic> &to,
+                  const std::map<std::string, Traffic> &now,
+                  const std::map<std::string, Traffic> *before) {
+      for (auto &[key, t] : now) {
+        Traffic b = before && before->count(key) ? before->at(key) : Traffic();
+        if (t.count > b.count)
+          to[key] = {t.count - b.count, t.bytes - b.bytes};
+      }
+    };
+    add(c.forward, st.afterForward, nullptr);
+    add(c.backward, st.afterBackward, &st.afterForward);
+    add(c.update, st.collectives, &st.afterBackward);
+    costs.push_back(std::move(c));
+  }
+  return costs;
 }
 
 LogicalResult mlir::merak::writeCompileReport(ModuleOp module, const ReportOptions &options,
