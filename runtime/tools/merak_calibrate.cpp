@@ -123,18 +123,22 @@ int main(int argc, char **argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  double linkBw = 0, linkLat = 1e-6;
+  // Rank 0 measures compute and memory first, while the others wait.
+  double flops = 0, mem = 0, linkBw = 0, linkLat = 1e-6;
+  if (rank == 0) {
+    openblas_set_num_threads(1);
+    flops = gemmRate();
+    mem = triadBandwidth();
+  }
   bool measured = size >= 2;
   if (measured)
     pingPong(rank, linkBw, linkLat);
+  else
+    linkBw = copyBandwidth();
   if (rank != 0) {
     MPI_Finalize();
     return 0;
   }
-  openblas_set_num_threads(1);
-  double flops = gemmRate(), mem = triadBandwidth();
-  if (!measured)
-    linkBw = copyBandwidth();
   long cores = std::max(1u, std::thread::hardware_concurrency());
   double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / cores;
   std::string comment =
