@@ -797,7 +797,10 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
                   const std::map<std::string, Traffic> &now,
                   const std::map<std::string, Traffic> *before) {
       for (auto &[key, t] : now) {
-        Traffic b = before && before->count(key) ? before->at(key) : Traffic();
+        Traffic b;
+        if (before)
+          if (auto it = before->find(key); it != before->end())
+            b = it->second;
         if (t.count > b.count)
           to[key] = {t.count - b.count, t.bytes - b.bytes};
       }

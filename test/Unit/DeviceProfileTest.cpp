@@ -1,6 +1,7 @@
 //===- DeviceProfileTest.cpp - The device profile reader and collectives --===//
 #include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/JSON.h"
 #include <gtest/gtest.h>
 
@@ -24,7 +25,8 @@ std::string errorAfter(llvm::function_ref<void(llvm::json::Object &)> edit) {
   llvm::json::Value v = cantFail(llvm::json::parse(kGood));
   edit(*v.getAsObject());
   std::string text;
-  llvm::raw_string_ostream(text) << v;
+  llvm::raw_string_ostream os(text);
+  os << v;
   llvm::Expected<DeviceProfile> p = parseDeviceProfile(text, "p.json");
   if (p)
     return "";
