@@ -790,8 +790,15 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     return failure();
   std::vector<StageCosts> costs;
   for (const StageInfo &st : report.stages) {
-    StageCosts c{st.forwardFlops, st.backwardFlops, st.updateFlops, st.paramBytes,
-                 st.stateBytes,   st.accumulatorBytes, st.arenaPeak(), st.stashBytes};
+    StageCosts c;
+    c.forwardFlops = st.forwardFlops;
+    c.backwardFlops = st.backwardFlops;
+    c.updateFlops = st.updateFlops;
+    c.paramBytes = st.paramBytes;
+    c.stateBytes = st.stateBytes;
+    c.accumulatorBytes = st.accumulatorBytes;
+    c.arenaPeakBytes = st.arenaPeak();
+    c.stashBytes = st.stashBytes;
     // Per fragment: the difference of the running totals.
     auto add = [](std::map<std::string, CollectiveTraffic> &to,
                   const std::map<std::string, Traffic> &now,
