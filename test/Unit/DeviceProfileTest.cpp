@@ -80,7 +80,9 @@ TEST(DeviceProfile, BadValuesAreNamed) {
             "p.json: memory_bytes: expected a number");
   EXPECT_EQ(errorAfter([](llvm::json::Object &o) { (*o.getObject("flops"))["bf16"] = 0.0; }),
             "p.json: flops.bf16: must be positive");
-  EXPECT_EQ(errorAfter([](llvm::json::Object &o) { (*o.getObject("inter_node"))["latency"] = -1e-6; }),
+  EXPECT_EQ(errorAfter([](llvm::json::Object &o) {
+              (*o.getObject("inter_node"))["latency"] = -1e-6;
+            }),
             "p.json: inter_node.latency: must not be negative");
   EXPECT_EQ(errorAfter([](llvm::json::Object &o) { o["devices_per_node"] = 2.5; }),
             "p.json: devices_per_node: expected an integer");
