@@ -102,9 +102,7 @@ struct ParamInfo {
   SmallVector<int64_t> holders; // stages
 };
 
-struct Traffic {
-  int64_t count = 0, bytes = 0;
-};
+using Traffic = CollectiveTraffic;
 
 struct Bucket {
   int64_t stage = 0;
@@ -121,8 +119,8 @@ struct StageInfo {
   int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
   std::optional<int64_t> partitionCost;
   std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step
-  /// `collectives` after the forward, and after the backward fragment.
-  std::map<std::string, Traffic> afterForward, afterBackward;
+  /// `collectives` by fragment: forward, backward, update.
+  std::map<std::string, Traffic> byFragment[3];
   int64_t sendNext = 0, recvPrev = 0, sendPrev = 0, recvNext = 0, tiedBytes = 0;
   int64_t flops() const { return forwardFlops + backwardFlops + updateFlops; }
   int64_t arenaPeak() const {
@@ -154,7 +152,7 @@ struct Report {
   LogicalResult collect();
   void collectParams();
   void collectStage(int64_t s, ModuleOp planned);
-  void countCollectives(func::FuncOp fn, int64_t times, int64_t s);
+  void countCollectives(func::FuncOp fn, int64_t times, int64_t s, int fragment = 0);
   void printText(llvm::raw_ostream &os) const;
   json::Value toJson() const;
 
@@ -208,9 +206,13 @@ std::optional<StringRef> collectiveKind(Operation *op) {
   return std::nullopt;
 }
 
-void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
+void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int fragment) {
   if (!f)
     return;
+  auto add = [&](const std::string &key, int64_t count, int64_t bytes) {
+    for (Traffic *t : {&stages[s].collectives[key], &stages[s].byFragment[fragment][key]})
+      *t = {t->count + count, t->bytes + bytes};
+  };
   f.walk([&](Operation *op) {
     // The vocab-parallel cross-entropy and its gradient all-reduce, per
     // row, the max (one double) and the sum of exponentials with the
@@ -219,9 +221,7 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
       if (auto group = op->getAttrOfType<StringAttr>("group")) {
         auto logits = cast<RankedTensorType>(op->getOperand(0).getType());
         int64_t rows = logits.getNumElements() / std::max<int64_t>(1, logits.getShape().back());
-        Traffic &t = stages[s].collectives[("all_reduce " + group.getValue()).str()];
-        t.count += 2 * times;
-        t.bytes += times * 3 * 8 * rows;
+        add(("all_reduce " + group.getValue()).str(), 2 * times, times * 3 * 8 * rows);
         return;
       }
     std::optional<StringRef> kind = collectiveKind(op);
@@ -237,9 +237,7 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
     for (Value v : op->getResults())
       out += tensorBytes(v.getType());
     int64_t bytes = std::max(in, out);
-    Traffic &t = stages[s].collectives[(*kind + " " + group).str()];
-    t.count += times;
-    t.bytes += times * bytes;
+    add((*kind + " " + group).str(), times, times * bytes);
     if (group != "dp" || *kind == "all_gather")
       return;
     if (scalars)
@@ -309,11 +307,9 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.backwardFlops = m * fnFlops(b);
     st.updateFlops = fnFlops(u);
     st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
-    countCollectives(f, m, s);
-    st.afterForward = st.collectives;
-    countCollectives(b, m, s);
-    st.afterBackward = st.collectives;
-    countCollectives(u, 1, s);
+    countCollectives(f, m, s, 0);
+    countCollectives(b, m, s, 1);
+    countCollectives(u, 1, s, 2);
     for (StringRef kind : {"forward", "backward", "update"})
       if (auto a = fn(planned, fragment(s, kind))->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
         st.arenas.push_back({fragment(s, kind), a.getInt()});
@@ -799,22 +795,9 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     c.accumulatorBytes = st.accumulatorBytes;
     c.arenaPeakBytes = st.arenaPeak();
     c.stashBytes = st.stashBytes;
-    // Per fragment: the difference of the running totals.
-    auto add = [](std::map<std::string, CollectiveTraffic> &to,
-                  const std::map<std::string, Traffic> &now,
-                  const std::map<std::string, Traffic> *before) {
-      for (auto &[key, t] : now) {
-        Traffic b;
-        if (before)
-          if (auto it = before->find(key); it != before->end())
-            b = it->second;
-        if (t.count > b.count)
-          to[key] = {t.count - b.count, t.bytes - b.bytes};
-      }
-    };
-    add(c.forward, st.afterForward, nullptr);
-    add(c.backward, st.afterBackward, &st.afterForward);
-    add(c.update, st.collectives, &st.afterBackward);
+    c.forward = st.byFragment[0];
+    c.backward = st.byFragment[1];
+    c.update = st.byFragment[2];
     costs.push_back(std::move(c));
   }
   return costs;
