@@ -77,6 +77,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("virtual_stages", &CompileOptions::virtualStages)
       .def_readwrite("simulate", &CompileOptions::simulate)
       .def_readwrite("simulate_trace", &CompileOptions::simulateTrace)
+      .def_readwrite("device_profile", &CompileOptions::deviceProfile)
       .def_readwrite("stage_boundaries", &CompileOptions::stageBoundaries)
       .def_readwrite("zero", &CompileOptions::zero)
       .def_readwrite("bucket_mb", &CompileOptions::bucketMb)

@@ -17,6 +17,7 @@
 #include "merak/Tools/PipelineCompile.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
+#include "merak/Tools/Simulate.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -217,6 +218,19 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--simulate needs --pp or --microbatches");
   if (!opts.simulateTrace.empty() && !opts.simulate)
     return fail("--simulate-trace needs --simulate");
+  if (!opts.deviceProfile.empty() && !opts.simulate)
+    return fail("--device-profile needs --simulate");
+  SimulateOptions simulation;
+  simulation.dp = opts.dp;
+  simulation.tp = opts.tp;
+  simulation.pp = opts.pp;
+  simulation.microbatches = opts.microbatches;
+  if (!opts.deviceProfile.empty()) {
+    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
+    if (!profile)
+      return fail("--device-profile: " + llvm::toString(profile.takeError()));
+    simulation.profile = std::move(*profile);
+  }
   if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
     return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
                 Twine(opts.stageBoundaries.size()));
@@ -327,7 +341,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     std::unique_ptr<llvm::ToolOutputFile> trace;
     if (!opts.simulateTrace.empty() && !(trace = openOutputFile(opts.simulateTrace, &err)))
       return fail(err);
-    FailureOr<SimulatedStep> step = simulatePipelineOf(*module, PipelineSimulationOptions(), err,
+    FailureOr<SimulatedStep> step = simulatePipelineOf(*module, simulation, err,
                                                        trace ? &trace->os() : nullptr);
     if (failed(step))
       return fail("--simulate: " + err);

@@ -120,14 +120,22 @@ struct CommandLine {
   cl::opt<bool> simulate{
       "simulate",
       cl::desc("With --pp/--microbatches: run the schedule on the pipeline simulator "
-               "(placeholder costs: estimated FLOPs at 1e11 FLOP/s, backward 2x forward, "
-               "p2p 10 GB/s + 10 us) and print the step time, bubble and per-stage peak "
-               "in-flight micro-batches (to stderr; --report=json: \"simulated\")"),
+               "(costs from --device-profile, placeholder costs without: 1e11 FLOP/s, "
+               "10 GB/s + 10 us per message) and print the step time, bubble and per-stage "
+               "peak in-flight micro-batches and memory (to stderr; --report=json: "
+               "\"simulated\")"),
       cl::init(false), cl::cat(cat)};
   cl::opt<std::string> simulateTrace{
       "simulate-trace",
       cl::desc("With --simulate: write the simulated timeline as a Chrome trace "
                "(chrome://tracing, Perfetto; one row per stage)"),
+      cl::value_desc("file"), cl::cat(cat)};
+  cl::alias traceSim{"trace-sim", cl::desc("Alias for --simulate-trace"),
+                     cl::aliasopt(simulateTrace), cl::cat(cat)};
+  cl::opt<std::string> deviceProfile{
+      "device-profile",
+      cl::desc("With --simulate: the device profile JSON (profiles/h200-node.json, or one "
+               "written by merak-calibrate)"),
       cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",
@@ -202,6 +210,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.virtualStages = opts.virtualStages;
   o.simulate = opts.simulate;
   o.simulateTrace = opts.simulateTrace;
+  o.deviceProfile = opts.deviceProfile;
   o.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Tools/Report.h"
+#include "merak/Tools/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
@@ -101,9 +102,7 @@ struct ParamInfo {
   SmallVector<int64_t> holders; // stages
 };
 
-struct Traffic {
-  int64_t count = 0, bytes = 0;
-};
+using Traffic = CollectiveTraffic;
 
 struct Bucket {
   int64_t stage = 0;
@@ -120,6 +119,8 @@ struct StageInfo {
   int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
   std::optional<int64_t> partitionCost;
   std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step
+  /// `collectives` by fragment: forward, backward, update.
+  std::map<std::string, Traffic> byFragment[3];
   int64_t sendNext = 0, recvPrev = 0, sendPrev = 0, recvNext = 0, tiedBytes = 0;
   int64_t flops() const { return forwardFlops + backwardFlops + updateFlops; }
   int64_t arenaPeak() const {
@@ -151,7 +152,7 @@ struct Report {
   LogicalResult collect();
   void collectParams();
   void collectStage(int64_t s, ModuleOp planned);
-  void countCollectives(func::FuncOp fn, int64_t times, int64_t s);
+  void countCollectives(func::FuncOp fn, int64_t times, int64_t s, int fragment = 0);
   void printText(llvm::raw_ostream &os) const;
   json::Value toJson() const;
 
@@ -205,9 +206,13 @@ std::optional<StringRef> collectiveKind(Operation *op) {
   return std::nullopt;
 }
 
-void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
+void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int fragment) {
   if (!f)
     return;
+  auto add = [&](const std::string &key, int64_t count, int64_t bytes) {
+    for (Traffic *t : {&stages[s].collectives[key], &stages[s].byFragment[fragment][key]})
+      *t = {t->count + count, t->bytes + bytes};
+  };
   f.walk([&](Operation *op) {
     // The vocab-parallel cross-entropy and its gradient all-reduce, per
     // row, the max (one double) and the sum of exponentials with the
@@ -216,9 +221,7 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
       if (auto group = op->getAttrOfType<StringAttr>("group")) {
         auto logits = cast<RankedTensorType>(op->getOperand(0).getType());
         int64_t rows = logits.getNumElements() / std::max<int64_t>(1, logits.getShape().back());
-        Traffic &t = stages[s].collectives[("all_reduce " + group.getValue()).str()];
-        t.count += 2 * times;
-        t.bytes += times * 3 * 8 * rows;
+        add(("all_reduce " + group.getValue()).str(), 2 * times, times * 3 * 8 * rows);
         return;
       }
     std::optional<StringRef> kind = collectiveKind(op);
@@ -234,9 +237,7 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s) {
     for (Value v : op->getResults())
       out += tensorBytes(v.getType());
     int64_t bytes = std::max(in, out);
-    Traffic &t = stages[s].collectives[(*kind + " " + group).str()];
-    t.count += times;
-    t.bytes += times * bytes;
+    add((*kind + " " + group).str(), times, times * bytes);
     if (group != "dp" || *kind == "all_gather")
       return;
     if (scalars)
@@ -306,9 +307,9 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.backwardFlops = m * fnFlops(b);
     st.updateFlops = fnFlops(u);
     st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
-    countCollectives(f, m, s);
-    countCollectives(b, m, s);
-    countCollectives(u, 1, s);
+    countCollectives(f, m, s, 0);
+    countCollectives(b, m, s, 1);
+    countCollectives(u, 1, s, 2);
     for (StringRef kind : {"forward", "backward", "update"})
       if (auto a = fn(planned, fragment(s, kind))->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
         st.arenas.push_back({fragment(s, kind), a.getInt()});
@@ -759,14 +760,8 @@ json::Value Report::toJson() const {
   } else {
     root["pipeline"] = nullptr;
   }
-  if (opts.simulated) {
-    json::Array peak;
-    for (int64_t n : opts.simulated->peakInFlight)
-      peak.push_back(n);
-    root["simulated"] = json::Object{{"step_time_s", opts.simulated->stepTime},
-                                     {"bubble_fraction", opts.simulated->bubbleFraction},
-                                     {"peak_inflight", std::move(peak)}};
-  }
+  if (opts.simulated)
+    root["simulated"] = simulatedStepJson(*opts.simulated);
   return json::Value(std::move(root));
 }
 
@@ -782,6 +777,30 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
   else
     report.printText(os);
   return success();
+}
+
+FailureOr<std::vector<StageCosts>>
+mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
+  Report report(options, module);
+  if (failed(report.collect()))
+    return failure();
+  std::vector<StageCosts> costs;
+  for (const StageInfo &st : report.stages) {
+    StageCosts c;
+    c.forwardFlops = st.forwardFlops;
+    c.backwardFlops = st.backwardFlops;
+    c.updateFlops = st.updateFlops;
+    c.paramBytes = st.paramBytes;
+    c.stateBytes = st.stateBytes;
+    c.accumulatorBytes = st.accumulatorBytes;
+    c.arenaPeakBytes = st.arenaPeak();
+    c.stashBytes = st.stashBytes;
+    c.forward = st.byFragment[0];
+    c.backward = st.byFragment[1];
+    c.update = st.byFragment[2];
+    costs.push_back(std::move(c));
+  }
+  return costs;
 }
 
 LogicalResult mlir::merak::writeCompileReport(ModuleOp module, const ReportOptions &options,

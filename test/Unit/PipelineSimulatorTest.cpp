@@ -229,3 +229,25 @@ TEST(PipelineSimulator, CostModelSize) {
 }
 
 } // namespace
+
+TEST(PipelineSimulator, InterNodeLinkAndStageUpdate) {
+  // Two stages on different nodes: the message between them takes the
+  // inter-node link; each stage its own update.
+  PipelineCostModel costs;
+  costs.forward = {1.0};
+  costs.backward = {1.0};
+  costs.actBytes = {100.0};
+  costs.gradBytes = {100.0};
+  costs.bandwidth = 1000.0; // 0.1 s + 0.01 s within a node
+  costs.latency = 0.01;
+  costs.interBandwidth = 100.0; // 1 s + 0.5 s across
+  costs.interLatency = 0.5;
+  costs.node = {0, 1};
+  costs.stageUpdate = {0.25, 0.5};
+  PipelineSimulation sim = simulate(PipelineScheduleKind::GPipe, 2, 1, costs);
+  // F0 1, act 1.5, F1 1, B1 1, grad 1.5, B0 1, update 0.25.
+  EXPECT_NEAR(sim.stepTime, 1 + 1.5 + 1 + 1 + 1.5 + 1 + 0.25, 1e-12);
+  costs.node = {0, 0};
+  sim = simulate(PipelineScheduleKind::GPipe, 2, 1, costs);
+  EXPECT_NEAR(sim.stepTime, 1 + 0.11 + 1 + 1 + 0.11 + 1 + 0.25, 1e-12);
+}

@@ -46,11 +46,14 @@ struct CompileOptions {
   std::string schedule = "1f1b";
   /// --virtual-stages: model chunks per stage (--schedule interleaved).
   int64_t virtualStages = 1;
-  /// --simulate: run the schedule on the pipeline simulator (placeholder
-  /// costs) and print the step time, bubble and in-flight micro-batches.
+  /// --simulate: run the schedule on the pipeline simulator and print the
+  /// step time, bubble, in-flight micro-batches and peak memory.
   bool simulate = false;
-  /// --simulate-trace: also write the simulated timeline as a Chrome trace.
+  /// --simulate-trace / --trace-sim: also write the simulated timeline as a Chrome trace.
   std::string simulateTrace;
+  /// --device-profile: the device profile JSON --simulate uses (empty:
+  /// placeholder costs).
+  std::string deviceProfile;
   std::vector<int64_t> stageBoundaries;
   int64_t zero = 0;
   double bucketMb = 25.0;

@@ -2,6 +2,7 @@
 #ifndef MERAK_TOOLS_PIPELINECOMPILE_H
 #define MERAK_TOOLS_PIPELINECOMPILE_H
 
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
 
@@ -27,29 +28,12 @@ LogicalResult buildPipelineTrainingPipeline(OpPassManager &pm, const TrainingOpt
 /// one) on the module (read when the program is written).
 void setPipelineSchedule(ModuleOp module, StringRef schedule, int64_t virtualStages = 1);
 
-/// The placeholder cost model of --simulate, until device profiles exist:
-/// every stage computes at `flopsPerSecond` (its estimated forward FLOPs;
-/// the backward takes twice the forward, under ZB-H1 half of that is the
-/// weight gradient; an interleaved stage's chunks take 1/v of it each);
-/// messages take `latency` + bytes / `bandwidth`.
-struct PipelineSimulationOptions {
-  double flopsPerSecond = 1e11;
-  double bandwidth = 10e9; ///< bytes per second
-  double latency = 10e-6;  ///< seconds
+/// The schedule recorded on the module (none without merak.pipeline).
+struct RecordedSchedule {
+  PipelineScheduleKind kind;
+  int64_t stages, microbatches, virtualStages;
 };
-
-/// --simulate: runs the module's schedule (recorded by setPipelineSchedule)
-/// on the pipeline simulator; writes its Chrome trace to `trace` when given.
-/// Fails with `error` set.
-FailureOr<SimulatedStep> simulatePipelineOf(ModuleOp module,
-                                            const PipelineSimulationOptions &options,
-                                            std::string &error,
-                                            llvm::raw_ostream *trace = nullptr);
-
-/// "simulated step: ..." lines (step time, bubble, per-stage peak
-/// in-flight micro-batches), each after `prefix`.
-void printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os,
-                        StringRef prefix = "");
+std::optional<RecordedSchedule> recordedSchedule(ModuleOp module);
 
 /// --compile-to=schedule: every stage's instruction list.
 void printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os);

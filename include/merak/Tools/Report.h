@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,10 +20,34 @@
 namespace mlir::merak {
 
 /// merak-compile --simulate: the schedule run on the pipeline simulator
-/// (PipelineSimulator.h) with placeholder costs.
+/// (PipelineSimulator.h) under a device profile's costs (Simulate.h).
 struct SimulatedStep {
   double stepTime = 0.0, bubbleFraction = 0.0, bubbleRatio = 0.0;
   std::vector<int64_t> peakInFlight;
+  /// Per stage: parameters + optimizer state + gradient accumulators +
+  /// arena peak + stash per micro-batch x peak in-flight micro-batches.
+  std::vector<int64_t> peakMemoryBytes;
+  /// The profile's name, or "placeholder".
+  std::string profile;
+  /// The profile's memory size (0: unknown).
+  double memoryBytes = 0.0;
+};
+
+/// Traffic of one collective kind and group ("all_reduce tp").
+struct CollectiveTraffic {
+  int64_t count = 0, bytes = 0;
+};
+
+/// The report's per-rank numbers of one stage that the cost model reads,
+/// per optimizer step (all micro-batches).
+struct StageCosts {
+  int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
+  int64_t paramBytes = 0, stateBytes = 0, accumulatorBytes = 0, arenaPeakBytes = 0;
+  /// Stashed activations of all micro-batches.
+  int64_t stashBytes = 0;
+  /// Collectives by "<kind> <group>", of the forward, backward and update
+  /// fragments.
+  std::map<std::string, CollectiveTraffic> forward, backward, update;
 };
 
 /// What the report cannot read from the module: the command line's mesh.
@@ -43,6 +68,10 @@ struct ReportOptions {
 /// Fails (with a diagnostic) on a module that is not a training program.
 LogicalResult printCompileReport(ModuleOp module, const ReportOptions &options,
                                  llvm::raw_ostream &os);
+
+/// The per-stage numbers of the report of `module` (a pipelined training
+/// program) for the cost model; fails like printCompileReport.
+FailureOr<std::vector<StageCosts>> collectStageCosts(ModuleOp module, const ReportOptions &options);
 
 /// printCompileReport to `file` ("-": stdout), written only when it
 /// succeeds.

@@ -54,11 +54,13 @@ struct Simulator {
     double t = clock[s];
     if (dst != s) {
       double bytes = at(grad ? costs.gradBytes : costs.actBytes, grad ? to : from);
-      double wire = costs.bandwidth > 0 ? bytes / costs.bandwidth : 0.0;
+      bool cross = !costs.node.empty() && costs.node[s] != costs.node[dst];
+      double bw = cross ? costs.interBandwidth : costs.bandwidth;
+      double wire = bw > 0 ? bytes / bw : 0.0;
       double &free = linkFree[(uint64_t(s) << 32) | uint64_t(dst)];
       double start = std::max(t, free);
       free = start + wire;
-      t = start + wire + costs.latency;
+      t = start + wire + (cross ? costs.interLatency : costs.latency);
     }
     lastArrival[s] = std::max(lastArrival[s], t);
     uint64_t key = messageKey(grad, to, mb);
@@ -109,7 +111,9 @@ struct Simulator {
       case PipelineInstr::SendAct: send(s, /*grad=*/false, k, i.mb); break;
       case PipelineInstr::SendGrad: send(s, /*grad=*/true, k, i.mb); break;
       case PipelineInstr::WaitSends: clock[s] = std::max(clock[s], lastArrival[s]); break;
-      case PipelineInstr::Update: compute(s, i, costs.update); break;
+      case PipelineInstr::Update:
+        compute(s, i, costs.stageUpdate.empty() ? costs.update : costs.stageUpdate[s]);
+        break;
       }
       ++pc[s];
     }
@@ -141,6 +145,12 @@ struct Simulator {
         !checkSize(costs.actBytes, modelStages - 1, "activation-bytes", true) ||
         !checkSize(costs.gradBytes, modelStages - 1, "gradient-bytes", true))
       return failure();
+    if ((!costs.stageUpdate.empty() && (int64_t)costs.stageUpdate.size() != stages) ||
+        (!costs.node.empty() && (int64_t)costs.node.size() != stages)) {
+      error = "the cost model's per-stage update or node entries do not match the " +
+              std::to_string(stages) + " stages";
+      return failure();
+    }
 
     pc.assign(stages, 0);
     clock.assign(stages, 0.0);

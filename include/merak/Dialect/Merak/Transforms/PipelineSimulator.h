@@ -26,8 +26,10 @@ struct PipelineCostModel {
   /// the weight gradient unless the schedule has `bwd-w`) / weight
   /// gradient on each model stage.
   SmallVector<double> forward{1.0}, backward{1.0}, weight{0.0};
-  /// Seconds of the optimizer update on each stage (device).
+  /// Seconds of the optimizer update on each stage (device); `stageUpdate`
+  /// (one entry per stage), when not empty, replaces it.
   double update = 0.0;
+  SmallVector<double> stageUpdate;
   /// Bytes of one micro-batch's activations sent from model stage k to
   /// k + 1, and of the gradient sent back from k + 1 to k (index k).
   SmallVector<double> actBytes{0.0}, gradBytes{0.0};
@@ -36,6 +38,10 @@ struct PipelineCostModel {
   /// sender's program order.
   double latency = 0.0;
   double bandwidth = 0.0; ///< 0: infinite.
+  /// The node of each stage (empty: all on one). A message between stages
+  /// on different nodes takes `interLatency` + bytes / `interBandwidth`.
+  SmallVector<int64_t> node;
+  double interLatency = 0.0, interBandwidth = 0.0;
 };
 
 /// One compute interval of the timeline (for traces).

@@ -1,0 +1,59 @@
+//===- DeviceProfile.h - Device profiles for the cost model -----*- C++ -*-===//
+//
+// What the pipeline simulator needs to know about a machine: compute rate
+// per dtype, memory bandwidth and size, devices per node, and the intra- and
+// inter-node links. Read from JSON (profiles/*.json, or one written by
+// merak-calibrate); see docs/user-guide.md, "Device profiles".
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_DEVICEPROFILE_H
+#define MERAK_DIALECT_MERAK_TRANSFORMS_DEVICEPROFILE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::merak {
+
+/// A link between two devices: bytes per second and seconds per message.
+struct LinkProfile {
+  double bandwidth = 0.0, latency = 0.0;
+  /// Seconds to move one message of `bytes`: latency + bytes / bandwidth.
+  double seconds(double bytes) const { return latency + bytes / bandwidth; }
+};
+
+struct DeviceProfile {
+  std::string name;
+  /// Peak FLOP/s per dtype.
+  double flopsF32 = 0.0, flopsBF16 = 0.0, flopsF16 = 0.0;
+  /// Fraction of peak the GEMMs achieve (optional, default 1).
+  double efficiency = 1.0;
+  double memoryBandwidth = 0.0; ///< bytes per second
+  double memoryBytes = 0.0;
+  int64_t devicesPerNode = 1;
+  LinkProfile intraNode, interNode;
+
+  /// Peak FLOP/s for "f32", "bf16" or "f16" (f32 for anything else).
+  double flops(llvm::StringRef dtype) const;
+  /// Achieved FLOP/s: flops(dtype) * efficiency.
+  double achievedFlops(llvm::StringRef dtype) const { return flops(dtype) * efficiency; }
+};
+
+/// Parses a profile (JSON text); `file` names it in errors, which also name
+/// the missing or invalid field ("h200.json: intra_node.bandwidth: ...").
+llvm::Expected<DeviceProfile> parseDeviceProfile(llvm::StringRef json, llvm::StringRef file);
+/// Reads and parses the file at `path`.
+llvm::Expected<DeviceProfile> readDeviceProfile(llvm::StringRef path);
+
+/// Ring all-reduce of `bytes` over `n` devices on `link`:
+///   2 (n - 1) / n * bytes / bandwidth + 2 (n - 1) * latency; 0 for n <= 1.
+double ringAllReduceSeconds(double bytes, int64_t n, const LinkProfile &link);
+/// Ring reduce-scatter or all-gather (half an all-reduce):
+///   (n - 1) / n * bytes / bandwidth + (n - 1) * latency.
+double ringGatherSeconds(double bytes, int64_t n, const LinkProfile &link);
+
+} // namespace mlir::merak
+
+#endif

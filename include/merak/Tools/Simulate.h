@@ -1,0 +1,59 @@
+//===- Simulate.h - merak-compile --simulate: the cost model ----*- C++ -*-===//
+//
+// Turns a pipelined training program and a device profile into the pipeline
+// simulator's costs: per-stage compute from the report's FLOPs, tensor- and
+// data-parallel collectives as ring all-reduces on the intra- or inter-node
+// link, pipeline messages on the link between the stages' nodes, and the
+// per-stage peak memory. See docs/architecture.md, "Cost model".
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_TOOLS_SIMULATE_H
+#define MERAK_TOOLS_SIMULATE_H
+
+#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Tools/Report.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/Support/JSON.h"
+
+namespace mlir::merak {
+
+/// The costs --simulate uses without --device-profile: every dtype at
+/// 1e11 FLOP/s, every message and collective step 10 GB/s + 10 us, one node,
+/// unknown memory size (memory_bytes 0).
+DeviceProfile placeholderDeviceProfile();
+
+struct SimulateOptions {
+  DeviceProfile profile = placeholderDeviceProfile();
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+};
+
+/// The node (rank / devices_per_node) of each pipeline stage's first rank,
+/// rank = (pp_i * dp + dp_i) * tp + tp_i.
+SmallVector<int64_t> stageNodes(int64_t pp, int64_t dp, int64_t tp, int64_t devicesPerNode);
+
+/// Seconds of the collectives in `traffic` ("<kind> <group>" -> count and
+/// bytes) of pipeline stage `stage`: ring all-reduce, reduce-scatter and
+/// all-gather over the tp, dp or pp group, on the intra-node link when the
+/// group's ranks share a node, the inter-node one otherwise.
+double collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic, int64_t stage,
+                         const SimulateOptions &options);
+
+/// --simulate: runs the module's schedule (recorded by setPipelineSchedule)
+/// on the pipeline simulator under `options.profile`; writes its Chrome
+/// trace to `trace` when given. Fails with `error` set.
+FailureOr<SimulatedStep> simulatePipelineOf(ModuleOp module, const SimulateOptions &options,
+                                            std::string &error,
+                                            llvm::raw_ostream *trace = nullptr);
+
+/// "simulated step: ..." lines (profile, step time, bubble, per-stage peak
+/// in-flight micro-batches and memory, a warning per stage over the
+/// profile's memory), each after `prefix`.
+void printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os,
+                        StringRef prefix = "");
+
+/// --report=json's "simulated" object.
+llvm::json::Value simulatedStepJson(const SimulatedStep &step);
+
+} // namespace mlir::merak
+
+#endif

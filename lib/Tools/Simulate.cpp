@@ -1,0 +1,249 @@
+//===- Simulate.cpp - merak-compile --simulate: the cost model ------------===//
+//
+// Per stage s (p stages, m micro-batches, v chunks per stage, rate =
+// flops[dtype] x efficiency), from the report's per-step numbers:
+//   forward  = (forward FLOPs / m) / rate + tp collectives of the forward / m
+//   backward = (backward FLOPs / m) / rate + tp collectives of the backward / m
+//   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
+//   1/v per chunk)
+//   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
+//              + the update's collectives (the dp gradient all-reduce)
+// Messages take latency + bytes / bandwidth on the intra-node link, or the
+// inter-node one when the stages sit on different nodes.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Tools/Simulate.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Tools/PipelineCompile.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+
+DeviceProfile mlir::merak::placeholderDeviceProfile() {
+  DeviceProfile p;
+  p.name = "placeholder";
+  p.flopsF32 = p.flopsBF16 = p.flopsF16 = 1e11;
+  p.memoryBandwidth = 1e11;
+  p.memoryBytes = 0;
+  p.devicesPerNode = std::numeric_limits<int64_t>::max() / 4;
+  p.intraNode = p.interNode = LinkProfile{10e9, 10e-6};
+  return p;
+}
+
+SmallVector<int64_t> mlir::merak::stageNodes(int64_t pp, int64_t dp, int64_t tp,
+                                             int64_t devicesPerNode) {
+  SmallVector<int64_t> nodes;
+  for (int64_t s = 0; s < pp; ++s)
+    nodes.push_back(s * dp * tp / devicesPerNode);
+  return nodes;
+}
+
+namespace {
+/// The link of one group of stage `stage`: intra-node when every group of
+/// that kind on the stage has its first and last rank on one node.
+LinkProfile groupLink(StringRef group, int64_t stage, const SimulateOptions &o, int64_t &n) {
+  const DeviceProfile &p = o.profile;
+  auto node = [&](int64_t pi, int64_t di, int64_t ti) {
+    return ((pi * o.dp + di) * o.tp + ti) / p.devicesPerNode;
+  };
+  bool cross = false;
+  if (group == "tp") {
+    n = o.tp;
+    for (int64_t d = 0; d < o.dp && !cross; ++d)
+      cross = node(stage, d, 0) != node(stage, d, o.tp - 1);
+  } else if (group == "dp") {
+    n = o.dp;
+    for (int64_t t = 0; t < o.tp && !cross; ++t)
+      cross = node(stage, 0, t) != node(stage, o.dp - 1, t);
+  } else { // "pp": tied parameters across stages
+    n = o.pp;
+    cross = node(0, 0, 0) != node(o.pp - 1, 0, 0);
+  }
+  return cross ? p.interNode : p.intraNode;
+}
+
+int64_t staticBytes(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  return shaped.getNumElements() * ((shaped.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// The dtype of the first floating-point model parameter: "f32", "bf16",
+/// "f16" (f32 when there is none).
+StringRef paramDtype(ModuleOp module) {
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    Type e = p.getTensorType().getElementType();
+    if (e.isBF16())
+      return "bf16";
+    if (e.isF16())
+      return "f16";
+    if (e.isF32())
+      return "f32";
+  }
+  return "f32";
+}
+} // namespace
+
+double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
+                                      int64_t stage, const SimulateOptions &options) {
+  double seconds = 0;
+  for (auto &[key, t] : traffic) {
+    auto [kind, group] = StringRef(key).split(' ');
+    int64_t n = 1;
+    LinkProfile link = groupLink(group, stage, options, n);
+    if (n <= 1 || t.count == 0)
+      continue;
+    double each = (double)t.bytes / t.count;
+    double one = kind == "all_reduce" ? ringAllReduceSeconds(each, n, link)
+                                      : ringGatherSeconds(each, n, link);
+    seconds += t.count * one;
+  }
+  return seconds;
+}
+
+FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
+                                                         const SimulateOptions &options,
+                                                         std::string &error,
+                                                         llvm::raw_ostream *trace) {
+  std::optional<RecordedSchedule> r = recordedSchedule(module);
+  if (!r) {
+    error = "no pipeline plan to simulate";
+    return failure();
+  }
+  ReportOptions ro;
+  ro.dp = options.dp;
+  ro.tp = options.tp;
+  ro.pp = r->stages;
+  ro.microbatches = r->microbatches;
+  FailureOr<std::vector<StageCosts>> stages = collectStageCosts(module, ro);
+  if (failed(stages) || (int64_t)stages->size() != r->stages) {
+    error = "cannot read the per-stage costs of the program";
+    return failure();
+  }
+  const DeviceProfile &prof = options.profile;
+  const double rate = prof.achievedFlops(paramDtype(module));
+  const double m = r->microbatches;
+  int64_t p = r->stages, v = r->virtualStages;
+  const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1;
+  PipelineCostModel costs;
+  costs.forward.clear();
+  costs.backward.clear();
+  costs.weight.clear();
+  SmallVector<double> fwd, bwd;
+  for (int64_t s = 0; s < p; ++s) {
+    const StageCosts &c = (*stages)[s];
+    fwd.push_back((c.forwardFlops / m / rate + collectiveSeconds(c.forward, s, options) / m) / v);
+    bwd.push_back((c.backwardFlops / m / rate + collectiveSeconds(c.backward, s, options) / m) /
+                  v);
+    double memory = 2.0 * (c.paramBytes + c.stateBytes) / prof.memoryBandwidth;
+    costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +
+                                collectiveSeconds(c.update, s, options));
+  }
+  // Model stage k = c * p + s runs 1/v of stage s's work.
+  for (int64_t k = 0; k < p * v; ++k) {
+    costs.forward.push_back(fwd[k % p]);
+    costs.backward.push_back(split ? bwd[k % p] / 2 : bwd[k % p]);
+    costs.weight.push_back(split ? bwd[k % p] / 2 : 0.0);
+  }
+  // Messages: the activations stage c's forward sends ("act:N" results),
+  // the same bytes back as gradients. Interleaved chunks have no cuts of
+  // their own: every boundary takes the largest cut's bytes.
+  SmallVector<double> cut;
+  for (int64_t c = 0; c + 1 < p; ++c) {
+    double bytes = 0;
+    if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
+            n && n.getValue().starts_with("act:"))
+          bytes += staticBytes(f.getResultTypes()[i]);
+    cut.push_back(bytes);
+  }
+  costs.actBytes.clear();
+  if (v == 1) {
+    costs.actBytes.assign(cut.begin(), cut.end());
+  } else {
+    double largest = 0;
+    for (double b : cut)
+      largest = std::max(largest, b);
+    costs.actBytes.assign(p * v - 1, largest);
+  }
+  if (costs.actBytes.empty())
+    costs.actBytes.push_back(0.0);
+  costs.gradBytes = costs.actBytes;
+  costs.bandwidth = prof.intraNode.bandwidth;
+  costs.latency = prof.intraNode.latency;
+  costs.interBandwidth = prof.interNode.bandwidth;
+  costs.interLatency = prof.interNode.latency;
+  costs.node = stageNodes(p, options.dp, options.tp, prof.devicesPerNode);
+
+  auto program = buildPipelineSchedule(r->kind, p, r->microbatches, v);
+  FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs, trace, &error);
+  if (failed(sim))
+    return failure();
+  if (trace)
+    writePipelineTrace(*sim, *trace);
+  SimulatedStep step;
+  step.stepTime = sim->stepTime;
+  step.bubbleFraction = sim->bubbleFraction;
+  step.bubbleRatio = sim->bubbleRatio;
+  step.peakInFlight.assign(sim->peakInFlight.begin(), sim->peakInFlight.end());
+  step.profile = prof.name;
+  step.memoryBytes = prof.memoryBytes;
+  for (int64_t s = 0; s < p; ++s) {
+    const StageCosts &c = (*stages)[s];
+    // A stashed (micro-batch, chunk) pair holds 1/v of the stage's stash.
+    int64_t perPair = c.stashBytes / r->microbatches / v;
+    step.peakMemoryBytes.push_back(c.paramBytes + c.stateBytes + c.accumulatorBytes +
+                                   c.arenaPeakBytes + perPair * sim->peakInFlight[s]);
+  }
+  return step;
+}
+
+void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostream &os,
+                                     StringRef prefix) {
+  if (step.profile == "placeholder")
+    os << prefix
+       << "simulated with placeholder costs (1e11 FLOP/s, 10 GB/s + 10 us per message; "
+          "pass --device-profile FILE)\n";
+  else
+    os << prefix << "simulated with device profile '" << step.profile << "'\n";
+  os << prefix
+     << llvm::formatv("simulated step: {0:e3} s; bubble {1:F4} (idle / (stages x step)), "
+                      "idle / compute {2:F4}\n",
+                      step.stepTime, step.bubbleFraction, step.bubbleRatio);
+  os << prefix << "simulated peak in-flight micro-batches per stage:";
+  for (int64_t n : step.peakInFlight)
+    os << " " << n;
+  os << "\n" << prefix << "simulated peak memory per stage (bytes):";
+  for (int64_t b : step.peakMemoryBytes)
+    os << " " << b;
+  os << "\n";
+  for (auto [s, b] : llvm::enumerate(step.peakMemoryBytes))
+    if (step.memoryBytes > 0 && b > step.memoryBytes)
+      os << prefix
+         << llvm::formatv("warning: stage {0} needs {1} bytes, more than the {2:e3} bytes of "
+                          "'{3}'\n",
+                          s, b, step.memoryBytes, step.profile);
+}
+
+json::Value mlir::merak::simulatedStepJson(const SimulatedStep &step) {
+  json::Array peak, memory;
+  for (int64_t n : step.peakInFlight)
+    peak.push_back(n);
+  for (int64_t b : step.peakMemoryBytes)
+    memory.push_back(b);
+  return json::Object{{"step_time_s", step.stepTime},
+                      {"bubble_fraction", step.bubbleFraction},
+                      {"peak_inflight", std::move(peak)},
+                      {"peak_memory_bytes", std::move(memory)},
+                      {"profile", step.profile}};
+}

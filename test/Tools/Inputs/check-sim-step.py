@@ -1,0 +1,24 @@
+"""Reads merak-compile --pp 2 --microbatches 1 --simulate --device-profile
+tiny-profile.json --report=json on stdin and checks simulated.step_time_s
+against the cost model by hand (see simulate-profile.test)."""
+import json
+import sys
+
+r = json.load(sys.stdin)
+rate = 1e6                      # flops.f32, efficiency 1
+msg = 1e-3 + 1152 / 1.152e6     # inter-node latency + the 24x4x3 f32 cut
+s0, s1 = (s["flops"] for s in r["stages"])
+# The update: its FLOPs, then the grad-norm all-reduce over the two stages
+# (one f32 on the inter-node link): 2 (n-1)/n * 4 B / bw + 2 (n-1) latency.
+norm = 4 / 1.152e6 + 2e-3
+want = (s0["forward"] + s1["forward"] + s1["backward"] + s0["backward"] + s0["update"]) / rate \
+    + 2 * msg + norm
+got = r["simulated"]["step_time_s"]
+assert abs(got - want) < 1e-9 * want, (got, want)
+print("step ok %.6e" % got)
+mem = r["simulated"]["peak_memory_bytes"]
+for s, m in zip(r["stages"], mem):
+    a = s["activations"]
+    assert m == s["param_bytes"] + s["optimizer_state_bytes"] + s["grad_accumulator_bytes"] \
+        + a["arena_peak_bytes"] + a["stash_bytes"], (m, s)
+print("memory ok", mem)
