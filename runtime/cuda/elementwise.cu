@@ -18,7 +18,7 @@ constexpr float kTanhC = 0.79788456080286536f; // sqrt(2/pi)
 __device__ __forceinline__ float applyUnary(int op, float x) {
   switch (static_cast<Unary>(op)) {
   case Unary::Relu:
-    return x > 0.f ? x : 0.f;
+    return x > 0.f ? x : (isnan(x) ? x : 0.f); // NaN propagates (ops.h)
   case Unary::Gelu:
     return 0.5f * x * (1.f + erff(x * kSqrt1_2));
   case Unary::GeluTanh:
@@ -51,10 +51,10 @@ __device__ __forceinline__ float applyBinary(int op, float a, float b) {
     return a * b;
   case Binary::Div:
     return a / b;
-  case Binary::Max:
-    return fmaxf(a, b);
+  case Binary::Max: // NaN propagates, as ops.h (fmaxf would drop it)
+    return (isnan(a) || isnan(b)) ? NAN : fmaxf(a, b);
   case Binary::Min:
-    return fminf(a, b);
+    return (isnan(a) || isnan(b)) ? NAN : fminf(a, b);
   }
   return a;
 }

@@ -28,13 +28,15 @@ namespace merak::rt::cuda {
 enum class Unary : int32_t {
   Relu, Gelu, GeluTanh, Tanh, Sigmoid, Exp, Neg, Abs, Sqrt, Rsqrt
 };
-/// y[i] = op(x[i]) for n elements; y may alias x.
+/// y[i] = op(x[i]) for n elements (as cpu::unary; NaN propagates through
+/// Relu); y may alias x.
 Status unary(Unary op, DType t, const void *x, void *y, int64_t n,
              StreamHandle stream);
 
 enum class Binary : int32_t { Add, Sub, Mul, Div, Max, Min };
-/// out = a op b, a (da) and b (db) broadcast numpy-style to dout; out may
-/// alias an operand of shape dout.
+/// out = a op b, a (da) and b (db) broadcast numpy-style to dout (as
+/// cpu::binary; Max/Min propagate NaN); out may alias an operand of shape
+/// dout.
 Status binary(Binary op, DType t, const void *a, const Dims &da, const void *b,
               const Dims &db, void *out, const Dims &dout, StreamHandle stream);
 
