@@ -1,4 +1,4 @@
-//===- params.cu - Embedding forward/backward and the fused AdamW step -------===//
+//===- params.cu - Embedding forward/backward, fused AdamW and Adan steps ---===//
 #include "common.cuh"
 #include "merak_rt/cuda/kernels.h"
 
@@ -110,6 +110,68 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// Adan over float4 vectors (VEC) or elements.
+struct AdanK {
+  float b1, b2, b3, omb1, omb2, omb3, ibc1, ibc2, bc3Sqrt, eps, lr, decay;
+  bool first, noProx;
+};
+template <bool VEC>
+__global__ void __launch_bounds__(256)
+    adanKernel(float *__restrict__ p, const float *__restrict__ g,
+               float *__restrict__ m, float *__restrict__ d,
+               float *__restrict__ v, float *__restrict__ prevG,
+               int64_t items, AdanK k, bf16 *__restrict__ pBf16) {
+  constexpr int N = VEC ? 4 : 1;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < items;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float pv[N], gv[N], mv[N], dv[N], vv[N], pg[N];
+    if constexpr (VEC) {
+      load16(p + i * N, pv);
+      load16(g + i * N, gv);
+      load16(m + i * N, mv);
+      load16(d + i * N, dv);
+      load16(v + i * N, vv);
+      load16(prevG + i * N, pg);
+    } else {
+      pv[0] = p[i], gv[0] = g[i], mv[0] = m[i], dv[0] = d[i], vv[0] = v[i],
+      pg[0] = prevG[i];
+    }
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      const float gi = gv[e];
+      const float diff = k.first ? 0.f : gi - pg[e];
+      mv[e] = k.b1 * mv[e] + k.omb1 * gi;
+      dv[e] = k.b2 * dv[e] + k.omb2 * diff;
+      const float u = gi + k.b2 * diff;
+      vv[e] = k.b3 * vv[e] + k.omb3 * u * u;
+      const float denom = sqrtf(vv[e]) / k.bc3Sqrt + k.eps;
+      const float upd = (mv[e] * k.ibc1 + k.b2 * dv[e] * k.ibc2) / denom;
+      pv[e] = k.noProx ? pv[e] * k.decay - k.lr * upd
+                       : (pv[e] - k.lr * upd) / k.decay;
+      pg[e] = gi;
+    }
+    if constexpr (VEC) {
+      store16(p + i * N, pv);
+      store16(m + i * N, mv);
+      store16(d + i * N, dv);
+      store16(v + i * N, vv);
+      store16(prevG + i * N, pg);
+      if (pBf16) {
+        __nv_bfloat162 h0 = __floats2bfloat162_rn(pv[0], pv[1]);
+        __nv_bfloat162 h1 = __floats2bfloat162_rn(pv[2], pv[3]);
+        uint2 u2;
+        u2.x = *reinterpret_cast<uint32_t *>(&h0);
+        u2.y = *reinterpret_cast<uint32_t *>(&h1);
+        *reinterpret_cast<uint2 *>(pBf16 + i * N) = u2;
+      }
+    } else {
+      p[i] = pv[0], m[i] = mv[0], d[i] = dv[0], v[i] = vv[0], prevG[i] = pg[0];
+      if (pBf16)
+        pBf16[i] = __float2bfloat16_rn(pv[0]);
+    }
+  }
+}
+
 /// Rows per block for a row-copy kernel: 256 threads split as
 /// (threads per row) x (rows per block).
 dim3 rowCopyBlock(int64_t perRowItems) {
@@ -204,6 +266,42 @@ Status adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
         p, g, m, v, items, decay, stepSize, bc2Sqrt, beta1, beta2,
         1.0f - beta1, 1.0f - beta2, eps, pb);
   return launched("adamwKernel");
+}
+
+Status adanStep(float *p, const float *g, float *m, float *d, float *v,
+                float *prevG, int64_t n, const AdanParams &hp, int64_t step,
+                void *pBf16, StreamHandle stream) {
+  if (n < 0 || step < 1)
+    return Status::error("cuda adanStep: bad size or step (steps count from 1)");
+  if (n == 0)
+    return Status::success();
+  const double sd = static_cast<double>(step);
+  AdanK k;
+  k.b1 = hp.beta1, k.b2 = hp.beta2, k.b3 = hp.beta3;
+  k.omb1 = 1.f - hp.beta1, k.omb2 = 1.f - hp.beta2, k.omb3 = 1.f - hp.beta3;
+  k.ibc1 = static_cast<float>(1.0 / (1.0 - std::pow(double(hp.beta1), sd)));
+  k.ibc2 = static_cast<float>(1.0 / (1.0 - std::pow(double(hp.beta2), sd)));
+  k.bc3Sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(double(hp.beta3), sd)));
+  k.eps = hp.eps;
+  k.lr = hp.lr;
+  k.noProx = hp.noProx;
+  k.decay = hp.noProx ? 1.f - hp.lr * hp.weightDecay
+                      : 1.f + hp.lr * hp.weightDecay;
+  k.first = step == 1;
+  const bool vec = n % 4 == 0 && canVectorize(DType::F32, 0, p, g, m, d) &&
+                   canVectorize(DType::F32, 0, v, prevG) &&
+                   (!pBf16 || reinterpret_cast<uintptr_t>(pBf16) % 8 == 0);
+  const int64_t items = vec ? n / 4 : n;
+  const Launch l = elementwiseLaunch(items);
+  auto *pb = static_cast<bf16 *>(pBf16);
+  if (vec)
+    adanKernel<true><<<l.grid, l.block, 0, st(stream)>>>(p, g, m, d, v, prevG,
+                                                         items, k, pb);
+  else
+    adanKernel<false><<<l.grid, l.block, 0, st(stream)>>>(p, g, m, d, v, prevG,
+                                                          items, k, pb);
+  return launched("adanKernel");
 }
 
 } // namespace merak::rt::cuda

@@ -374,6 +374,59 @@ void testAdamW() {
   }
 }
 
+/// Host reference of cuda::adanStep (kernels.h's formulas, float).
+void adanRef(std::vector<float> &p, const std::vector<float> &g,
+             std::vector<float> &m, std::vector<float> &d,
+             std::vector<float> &v, std::vector<float> &prev,
+             const cuda::AdanParams &hp, int64_t step) {
+  const double s = double(step);
+  const float ibc1 = float(1.0 / (1.0 - std::pow(double(hp.beta1), s)));
+  const float ibc2 = float(1.0 / (1.0 - std::pow(double(hp.beta2), s)));
+  const float bc3 = float(std::sqrt(1.0 - std::pow(double(hp.beta3), s)));
+  for (size_t i = 0; i < p.size(); ++i) {
+    const float diff = step == 1 ? 0.f : g[i] - prev[i];
+    m[i] = hp.beta1 * m[i] + (1.f - hp.beta1) * g[i];
+    d[i] = hp.beta2 * d[i] + (1.f - hp.beta2) * diff;
+    const float u = g[i] + hp.beta2 * diff;
+    v[i] = hp.beta3 * v[i] + (1.f - hp.beta3) * u * u;
+    const float upd =
+        (m[i] * ibc1 + hp.beta2 * d[i] * ibc2) / (std::sqrt(v[i]) / bc3 + hp.eps);
+    p[i] = hp.noProx ? p[i] * (1.f - hp.lr * hp.weightDecay) - hp.lr * upd
+                     : (p[i] - hp.lr * upd) / (1.f + hp.lr * hp.weightDecay);
+    prev[i] = g[i];
+  }
+}
+
+void testAdan() {
+  for (bool noProx : {false, true})
+    for (int64_t n : {int64_t(1 << 16), int64_t(999)}) {
+      cuda::AdanParams hp;
+      hp.weightDecay = 0.02f;
+      hp.noProx = noProx;
+      const size_t sn = static_cast<size_t>(n);
+      auto p = randomVec(sn);
+      std::vector<float> m(sn, 0.f), d(sn, 0.f), v(sn, 0.f), prev(sn, 0.f);
+      Buf bp(p, DType::F32), bm(m, DType::F32), bd(d, DType::F32),
+          bv(v, DType::F32), bprev(prev, DType::F32), bh(sn, DType::BF16);
+      for (int64_t step = 1; step <= 4; ++step) {
+        auto g = randomVec(sn);
+        Buf bg(g, DType::F32);
+        must(cuda::adanStep(bp.f(), bg.f(), bm.f(), bd.f(), bv.f(), bprev.f(),
+                            n, hp, step, bh.p, nullptr),
+             "adanStep");
+        adanRef(p, g, m, d, v, prev, hp, step);
+      }
+      const std::string tag = std::string("adan ") +
+                              (noProx ? "noProx " : "prox ") +
+                              "n=" + std::to_string(n);
+      compare(tag + " p", bp.get(), p, 1e-5);
+      compare(tag + " m", bm.get(), m, 1e-5);
+      compare(tag + " d", bd.get(), d, 1e-5);
+      compare(tag + " v", bv.get(), v, 1e-5);
+      compare(tag + " p bf16", bh.get(), asType(p, DType::BF16), 1e-2);
+    }
+}
+
 void testGemm() {
   auto blas = cuda::Blas::create();
   must(blas.status(), "Blas::create");
@@ -434,6 +487,7 @@ int main() {
     testCrossEntropy(t);
   }
   testAdamW();
+  testAdan();
   testGemm();
   std::printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;

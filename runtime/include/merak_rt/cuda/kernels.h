@@ -114,6 +114,31 @@ Status adamwStep(float *p, const float *g, float *m, float *v, int64_t n,
                  float weightDecay, int64_t step, void *pBf16,
                  StreamHandle stream);
 
+/// Adan hyper-parameters (Xie et al., "Adan: Adaptive Nesterov Momentum",
+/// 2022); betas as in the paper's reference implementation (0.98, 0.92,
+/// 0.99).
+struct AdanParams {
+  float lr = 1e-3f;
+  float beta1 = 0.98f, beta2 = 0.92f, beta3 = 0.99f;
+  float eps = 1e-8f;
+  float weightDecay = 0.f;
+  /// true: decoupled decay p *= 1 - lr*wd before the update; false: the
+  /// proximal form p = (p - lr*update) / (1 + lr*wd).
+  bool noProx = false;
+};
+/// One Adan step over a flat float32 buffer, in place, step counted from 1.
+/// m, d (the difference momentum), v and prevG are float32 state of n
+/// elements; on step 1 the gradient difference is 0 (prevG is only
+/// written). Per element, with diff = g - prevG:
+///   m = b1*m + (1-b1)*g;  d = b2*d + (1-b2)*diff
+///   u = g + b2*diff;      v = b3*v + (1-b3)*u*u
+///   upd = (m/bc1 + b2*d/bc2) / (sqrt(v)/sqrt(bc3) + eps),  bcK = 1-bK^step
+///   then the decay/update per noProx, and prevG = g.
+/// pBf16 (may be null) receives the new parameters rounded to bf16.
+Status adanStep(float *p, const float *g, float *m, float *d, float *v,
+                float *prevG, int64_t n, const AdanParams &hp, int64_t step,
+                void *pBf16, StreamHandle stream);
+
 } // namespace merak::rt::cuda
 
 #endif // MERAK_RT_CUDA_KERNELS_H
