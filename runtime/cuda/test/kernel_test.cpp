@@ -353,8 +353,9 @@ void testCrossEntropy(DType t) {
 
 void testAdamW() {
   for (int64_t n : {int64_t(1 << 16), int64_t(1001)}) {
-    auto p = randomVec(static_cast<size_t>(n)), m = randomVec(static_cast<size_t>(n), 0, 0),
-         v = randomVec(static_cast<size_t>(n), 0, 0);
+    auto p = randomVec(static_cast<size_t>(n));
+    std::vector<float> m(static_cast<size_t>(n), 0.f),
+        v(static_cast<size_t>(n), 0.f);
     Buf bp(p, DType::F32), bm(m, DType::F32), bv(v, DType::F32),
         bh(static_cast<size_t>(n), DType::BF16);
     for (int64_t step = 1; step <= 3; ++step) {
