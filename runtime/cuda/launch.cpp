@@ -77,9 +77,9 @@ Result<BroadcastPlan> planBroadcast(const Dims &da, const Dims &db,
   if (p.numel == 0 || r == 0 ||
       (r == 1 && p.strideA[0] == 1 && p.strideB[0] == 1)) {
     p.kind = BroadcastKind::Same;
-  } else if (na == 1) {
-    p.kind = BroadcastKind::ScalarA;
-  } else if (nb == 1) {
+  } else if (na == 1 && nb == p.numel) {
+    p.kind = BroadcastKind::ScalarA; // b dense over out
+  } else if (nb == 1 && na == p.numel) {
     p.kind = BroadcastKind::ScalarB;
   } else if (r == 2 && p.strideA[0] == p.dims[1] && p.strideA[1] == 1 &&
              p.strideB[0] == 0 && p.strideB[1] == 1) {

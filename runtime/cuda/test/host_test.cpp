@@ -67,6 +67,13 @@ TEST(CudaBroadcast, Scalars) {
   auto b = planBroadcast(dims({2, 3, 5}), dims({1, 1}), dims({2, 3, 5}));
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->kind, BroadcastKind::ScalarB);
+  // A scalar with an operand that itself broadcasts is a general walk.
+  auto g = planBroadcast(dims({1}), dims({4, 1}), dims({4, 6}));
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->kind, BroadcastKind::General);
+  EXPECT_EQ(g->strideA[0], 0);
+  EXPECT_EQ(g->strideB[0], 1);
+  EXPECT_EQ(g->strideB[1], 0);
   auto s = planBroadcast(dims({1}), dims({}), dims({1}));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->kind, BroadcastKind::Same);

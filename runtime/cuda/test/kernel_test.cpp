@@ -172,7 +172,8 @@ void testBinary(DType t) {
       {dims({33, 7}), dims({1}), dims({33, 7})},
       {dims({4, 1, 6}), dims({5, 1}), dims({4, 5, 6})},
       {dims({8, 16}), dims({8, 1}), dims({8, 16})},
-      {dims({3, 5, 7}), dims({3, 5, 7}), dims({3, 5, 7})}};
+      {dims({3, 5, 7}), dims({3, 5, 7}), dims({3, 5, 7})},
+      {dims({1}), dims({4, 1}), dims({4, 6})}};
   const std::pair<cuda::Binary, cpu::Binary> ops[] = {
       {cuda::Binary::Add, cpu::Binary::Add},
       {cuda::Binary::Sub, cpu::Binary::Sub},
