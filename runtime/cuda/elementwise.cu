@@ -146,6 +146,74 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+__device__ __forceinline__ float geluDerivative(float v, bool tanhApprox) {
+  if (tanhApprox) {
+    const float t = tanhf(kTanhC * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.f + t) +
+           0.5f * v * (1.f - t * t) * kTanhC * (1.f + 3.f * 0.044715f * v * v);
+  }
+  return 0.5f * (1.f + erff(v * kSqrt1_2)) +
+         v * kInvSqrt2Pi * expf(-0.5f * v * v);
+}
+__device__ __forceinline__ float gelu(float v, bool tanhApprox) {
+  return tanhApprox ? applyUnary(int(Unary::GeluTanh), v)
+                    : applyUnary(int(Unary::Gelu), v);
+}
+
+/// y = gelu(x + bias[col]) (BWD: dx = dy * gelu'(x + bias[col])) over
+/// vectors (VEC: cols is a multiple of the width) or elements.
+template <typename T, bool VEC, bool BWD>
+__global__ void __launch_bounds__(256)
+    biasGeluKernel(const T *x, const T *__restrict__ bias, const T *dy, T *out,
+                   int64_t items, int64_t cols, bool tanhApprox) {
+  constexpr int N = VEC ? Vec<T>::N : 1;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < items;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = i * N, c = e % cols;
+    float xv[N], bv[N], g[N];
+    if constexpr (VEC) {
+      load16(x + e, xv);
+      load16(bias + c, bv);
+      if (BWD)
+        load16(dy + e, g);
+    } else {
+      xv[0] = toF(x[e]);
+      bv[0] = toF(bias[c]);
+      if (BWD)
+        g[0] = toF(dy[e]);
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float v = xv[k] + bv[k];
+      xv[k] = BWD ? g[k] * geluDerivative(v, tanhApprox) : gelu(v, tanhApprox);
+    }
+    if constexpr (VEC)
+      store16(out + e, xv);
+    else
+      out[e] = fromF<T>(xv[0]);
+  }
+}
+
+/// out[j] = sum over rows of x[r, j] (float); a 32x8 block owns 32 columns.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    columnSumKernel(const T *x, float *out, int64_t rows, int64_t cols) {
+  __shared__ float sm[8][33];
+  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float a = 0.f;
+  if (j < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 8)
+      a += toF(x[r * cols + j]);
+  sm[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+#pragma unroll
+    for (int k = 1; k < 8; ++k)
+      a += sm[k][threadIdx.x];
+    out[j] = a;
+  }
+}
+
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(256)
     geluBackwardKernel(const T *x, const T *dy, T *dx,
@@ -162,19 +230,8 @@ __global__ void __launch_bounds__(256)
       g[0] = toF(dy[i]);
     }
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      const float v = xv[k];
-      float d;
-      if (tanhApprox) {
-        const float t = tanhf(kTanhC * (v + 0.044715f * v * v * v));
-        d = 0.5f * (1.f + t) +
-            0.5f * v * (1.f - t * t) * kTanhC * (1.f + 3.f * 0.044715f * v * v);
-      } else {
-        d = 0.5f * (1.f + erff(v * kSqrt1_2)) +
-            v * kInvSqrt2Pi * expf(-0.5f * v * v);
-      }
-      g[k] *= d;
-    }
+    for (int k = 0; k < N; ++k)
+      g[k] *= geluDerivative(xv[k], tanhApprox);
     if constexpr (VEC)
       store16(dx + i * N, g);
     else
@@ -262,7 +319,64 @@ Status geluBackwardT(const void *x, const void *dy, void *dx, int64_t n,
         <<<l.grid, l.block, 0, st(s)>>>(px, pdy, pdx, items, tanhApprox);
   return launched("geluBackwardKernel");
 }
+template <typename T>
+Status biasGeluT(const void *x, const void *bias, const void *dy, void *out,
+                 float *dbias, int64_t rows, int64_t cols, bool tanhApprox,
+                 bool bwd, StreamHandle s) {
+  const int64_t n = rows * cols;
+  const bool vec = cols % Vec<T>::N == 0 &&
+                   canVectorize(DType::F32, 0, x, bias, dy, out);
+  const int64_t items = vec ? n / Vec<T>::N : n;
+  const Launch l = elementwiseLaunch(items);
+  auto *px = static_cast<const T *>(x), *pb = static_cast<const T *>(bias),
+       *pdy = static_cast<const T *>(dy);
+  auto *po = static_cast<T *>(out);
+  if (l.grid > 0) {
+    if (bwd && vec)
+      biasGeluKernel<T, true, true><<<l.grid, l.block, 0, st(s)>>>(
+          px, pb, pdy, po, items, cols, tanhApprox);
+    else if (bwd)
+      biasGeluKernel<T, false, true><<<l.grid, l.block, 0, st(s)>>>(
+          px, pb, pdy, po, items, cols, tanhApprox);
+    else if (vec)
+      biasGeluKernel<T, true, false><<<l.grid, l.block, 0, st(s)>>>(
+          px, pb, pdy, po, items, cols, tanhApprox);
+    else
+      biasGeluKernel<T, false, false><<<l.grid, l.block, 0, st(s)>>>(
+          px, pb, pdy, po, items, cols, tanhApprox);
+    if (Status e = launched("biasGeluKernel"); !e)
+      return e;
+  }
+  if (bwd && dbias && cols > 0) {
+    const dim3 block(32, 8), grid(static_cast<unsigned>((cols + 31) / 32));
+    columnSumKernel<T><<<grid, block, 0, st(s)>>>(po, dbias, rows, cols);
+    return launched("columnSumKernel");
+  }
+  return Status::success();
+}
 } // namespace
+
+Status biasGeluForward(DType t, const void *x, const void *bias, void *y,
+                       int64_t rows, int64_t cols, bool tanhApprox,
+                       StreamHandle stream) {
+  if (rows < 0 || cols < 0)
+    return Status::error("cuda biasGeluForward: negative size");
+  return t == DType::F32 ? biasGeluT<float>(x, bias, nullptr, y, nullptr, rows,
+                                            cols, tanhApprox, false, stream)
+                         : biasGeluT<bf16>(x, bias, nullptr, y, nullptr, rows,
+                                           cols, tanhApprox, false, stream);
+}
+
+Status biasGeluBackward(DType t, const void *x, const void *bias,
+                        const void *dy, void *dx, float *dbias, int64_t rows,
+                        int64_t cols, bool tanhApprox, StreamHandle stream) {
+  if (rows < 0 || cols < 0)
+    return Status::error("cuda biasGeluBackward: negative size");
+  return t == DType::F32 ? biasGeluT<float>(x, bias, dy, dx, dbias, rows, cols,
+                                            tanhApprox, true, stream)
+                         : biasGeluT<bf16>(x, bias, dy, dx, dbias, rows, cols,
+                                           tanhApprox, true, stream);
+}
 
 Status unary(Unary op, DType t, const void *x, void *y, int64_t n,
              StreamHandle stream) {

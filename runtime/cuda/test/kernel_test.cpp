@@ -217,6 +217,41 @@ void testGeluBackward(DType t) {
     }
 }
 
+void testBiasGelu(DType t) {
+  const std::pair<int64_t, int64_t> shapes[] = {{64, 3072}, {7, 101}};
+  for (auto [rows, cols] : shapes)
+    for (bool tanhApprox : {false, true}) {
+      const size_t n = static_cast<size_t>(rows * cols);
+      const size_t c = static_cast<size_t>(cols);
+      auto x = asType(randomVec(n, -3, 3), t), b = asType(randomVec(c), t);
+      auto dy = asType(randomVec(n), t);
+      Buf bx(x, t), bb(b, t), by(n, t), bdy(dy, t), bdx(n, t), bdb(c);
+      must(cuda::biasGeluForward(t, bx.p, bb.p, by.p, rows, cols, tanhApprox,
+                                 nullptr),
+           "biasGeluForward");
+      must(cuda::biasGeluBackward(t, bx.p, bb.p, bdy.p, bdx.p, bdb.f(), rows,
+                                  cols, tanhApprox, nullptr),
+           "biasGeluBackward");
+      // Reference: z = x + b in float (as the kernel), then ops.h.
+      std::vector<float> z(n), y(n), dx(n), db(c, 0.f);
+      for (size_t i = 0; i < n; ++i)
+        z[i] = x[i] + b[i % c];
+      cpu::unary(tanhApprox ? cpu::Unary::GeluTanh : cpu::Unary::Gelu,
+                 cpu::DT::F32, z.data(), y.data(), int64_t(n));
+      cpu::geluGrad(cpu::DT::F32, z.data(), dy.data(), dx.data(), int64_t(n),
+                    tanhApprox);
+      dx = asType(dx, t);
+      for (size_t i = 0; i < n; ++i)
+        db[i % c] += dx[i];
+      const std::string tag = std::string("biasGelu ") +
+                              (tanhApprox ? "tanh " : "erf ") + name(t) + " " +
+                              std::to_string(rows) + "x" + std::to_string(cols);
+      compare(tag + " fwd", by.get(), asType(y, t), tol(t));
+      compare(tag + " bwd dx", bdx.get(), dx, tol(t));
+      compare(tag + " bwd dbias", bdb.get(), db, t == DType::F32 ? 1e-5 : 2e-2);
+    }
+}
+
 void testSoftmax(DType t) {
   const std::pair<int64_t, int64_t> shapes[] = {
       {37, 100}, {64, 768}, {8, 4096}, {5, 50257}};
@@ -483,6 +518,7 @@ int main() {
     testUnary(t);
     testBinary(t);
     testGeluBackward(t);
+    testBiasGelu(t);
     testSoftmax(t);
     testLayerNorm(t);
     testEmbedding(t);

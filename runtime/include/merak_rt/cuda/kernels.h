@@ -44,6 +44,18 @@ Status binary(Binary op, DType t, const void *a, const Dims &da, const void *b,
 Status geluBackward(DType t, const void *x, const void *dy, void *dx,
                     int64_t n, bool tanhApprox, StreamHandle stream);
 
+/// Fused bias + GELU (the MLP's first activation): y = gelu(x + bias) over
+/// x[rows, cols] with bias[cols] (exact erf form, or tanh form). y may alias
+/// x.
+Status biasGeluForward(DType t, const void *x, const void *bias, void *y,
+                       int64_t rows, int64_t cols, bool tanhApprox,
+                       StreamHandle stream);
+/// Its backward: dx = dy * gelu'(x + bias) (type t; may alias dy) and, when
+/// dbias (float [cols], overwritten) is not null, dbias = sum over rows of dx.
+Status biasGeluBackward(DType t, const void *x, const void *bias,
+                        const void *dy, void *dx, float *dbias, int64_t rows,
+                        int64_t cols, bool tanhApprox, StreamHandle stream);
+
 // --- softmax ------------------------------------------------------------------
 
 /// y = softmax(x) (or log-softmax) along rows of [rows, cols]; y may alias x.
