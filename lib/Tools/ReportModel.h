@@ -1,0 +1,103 @@
+//===- ReportModel.h - The data behind merak-compile --report (internal) -*- C++ -*-===//
+//
+// What Report.cpp collects from a compiled program (per-stage parameters,
+// memory, FLOPs and traffic) and ReportJson.cpp writes as --report=json.
+// Not a public header: lib/Tools only.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_LIB_TOOLS_REPORTMODEL_H
+#define MERAK_LIB_TOOLS_REPORTMODEL_H
+
+#include "merak/Tools/Report.h"
+#include "merak/Tools/Simulate.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::merak::report {
+
+namespace json = llvm::json;
+
+struct ParamInfo {
+  std::string name;
+  SmallVector<int64_t> shape, globalShape;
+  int64_t elements = 0, bytes = 0, stateBytes = 0;
+  bool trainable = false;
+  std::optional<ShardLayout> shard;
+  std::string split;
+  SmallVector<int64_t> holders; // stages
+};
+
+using Traffic = CollectiveTraffic;
+
+struct Bucket {
+  int64_t stage = 0;
+  std::string kind;
+  int64_t tensors = 0, bytes = 0;
+};
+
+struct StageInfo {
+  SmallVector<std::string> nodes;
+  SmallVector<std::string> params;
+  int64_t paramElements = 0, paramBytes = 0, stateBytes = 0, accumulatorBytes = 0;
+  SmallVector<std::pair<std::string, int64_t>> arenas;
+  int64_t stashBytes = 0;
+  int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
+  std::optional<int64_t> partitionCost;
+  std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step
+  /// `collectives` by fragment: forward, backward, update.
+  std::map<std::string, Traffic> byFragment[3];
+  int64_t sendNext = 0, recvPrev = 0, sendPrev = 0, recvNext = 0, tiedBytes = 0;
+  int64_t flops() const { return forwardFlops + backwardFlops + updateFlops; }
+  int64_t arenaPeak() const {
+    int64_t m = 0;
+    for (auto &a : arenas)
+      m = std::max(m, a.second);
+    return m;
+  }
+};
+
+struct Report {
+  const ReportOptions &opts;
+  ModuleOp module;
+  bool pipelined = false, plannedByCompile = false;
+  int64_t microbatchRows = 0, sequence = 0;
+  int64_t paramStorageBytes = 0, constantBytes = 0;
+  int64_t cutPoints = 0;
+  SmallVector<int64_t> cuts;
+  std::vector<ParamInfo> params;
+  llvm::StringMap<size_t> paramIndex;
+  std::vector<StageInfo> stages;
+  /// Vocabulary parallelism: the split embedding / LM head, if any.
+  const ParamInfo *vocab = nullptr;
+  SmallVector<Bucket> dpBuckets;
+  int64_t dpScalarBytes = 0;
+
+  Report(const ReportOptions &opts, ModuleOp module) : opts(opts), module(module) {}
+
+  LogicalResult collect();
+  void collectParams();
+  void collectStage(int64_t s, ModuleOp planned);
+  void countCollectives(func::FuncOp fn, int64_t times, int64_t s, int fragment = 0);
+  void printText(llvm::raw_ostream &os) const;
+  json::Value toJson() const;
+
+  func::FuncOp fn(ModuleOp m, const Twine &name) const {
+    return m.lookupSymbol<func::FuncOp>(name.str());
+  }
+  std::string fragment(int64_t s, StringRef kind) const {
+    return ("stage" + Twine(s) + "_" + kind).str();
+  }
+  ParamInfo &param(StringRef name) { return params[paramIndex.lookup(name)]; }
+  const ParamInfo &param(StringRef name) const { return params[paramIndex.lookup(name)]; }
+};
+
+} // namespace mlir::merak::report
+
+#endif // MERAK_LIB_TOOLS_REPORTMODEL_H
