@@ -9,9 +9,11 @@
 #ifndef MERAK_LIB_TARGET_MANIFESTJSON_H
 #define MERAK_LIB_TARGET_MANIFESTJSON_H
 
+#include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Support/JSON.h"
 
@@ -46,6 +48,13 @@ inline llvm::json::Array manifestShape(Type t) {
 /// straight from their resource. Failure after a diagnostic on `owner`.
 LogicalResult writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
                                llvm::raw_ostream &os);
+
+/// A param's manifest "kind": its merak.kind (state, scratch, hparam), else
+/// "trainable" when the step writes it (`trained`), else "frozen"; for an
+/// hparam, records `key -> name` in `hparams` and a splat initial value as
+/// the run-time default in `defaults`.
+std::string manifestParamKind(ParamOp p, const llvm::StringSet<> &trained,
+                              llvm::json::Object &hparams, llvm::json::Object &defaults);
 
 /// Bytes a tensor of type `t` occupies in an arena or the parameter
 /// storage: its storage size rounded up to kBufferAlignment (at least one

@@ -155,19 +155,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   json::Array params, accumulators;
   json::Object hparams, defaults;
   for (ParamOp p : module.getOps<ParamOp>()) {
-    std::string kindName;
-    if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
-      kindName = k.str();
-    else
-      kindName = trained.contains(p.getSymName()) ? "trainable" : "frozen";
+    std::string kindName = target::manifestParamKind(p, trained, hparams, defaults);
     auto type = p.getTensorType();
-    if (kindName == "hparam") {
-      StringRef key = p.getSymName();
-      key.consume_front("optimizer.hparams.");
-      hparams[key] = p.getSymName().str();
-      if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
-        defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
-    }
     if (p.getSymName().starts_with(kGradAccumulatorPrefix))
       accumulators.push_back(p.getSymName().str());
     int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();

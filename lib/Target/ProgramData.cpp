@@ -59,6 +59,23 @@ LogicalResult target::writeElementData(Operation *owner, ElementsAttr attr, int6
   return success();
 }
 
+std::string target::manifestParamKind(ParamOp p, const llvm::StringSet<> &trained,
+                                     json::Object &hparams, json::Object &defaults) {
+  std::string kind;
+  if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
+    kind = k.str();
+  else
+    kind = trained.contains(p.getSymName()) ? "trainable" : "frozen";
+  if (kind == "hparam") {
+    StringRef key = p.getSymName();
+    key.consume_front("optimizer.hparams.");
+    hparams[key] = p.getSymName().str();
+    if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
+      defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
+  }
+  return kind;
+}
+
 int64_t target::slotBytes(Type t) {
   auto r = cast<RankedTensorType>(t);
   int64_t b = r.getNumElements() * storageElementBytes(r.getElementType());
@@ -115,19 +132,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   json::Object hparams, defaults;
   for (ParamOp p : module.getOps<ParamOp>()) {
     int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    std::string kind;
-    if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
-      kind = k.str();
-    else
-      kind = trained.contains(p.getSymName()) ? "trainable" : "frozen";
+    std::string kind = target::manifestParamKind(p, trained, hparams, defaults);
     auto type = p.getTensorType();
-    if (kind == "hparam") {
-      StringRef key = p.getSymName();
-      key.consume_front("optimizer.hparams.");
-      hparams[key] = p.getSymName().str();
-      if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
-        defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
-    }
     json::Object entry{{"name", p.getSymName().str()},
                        {"dtype", target::manifestDType(type)},
                        {"shape", target::manifestShape(type)},

@@ -15,18 +15,7 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
                                                          llvm::raw_ostream &log) {
   // Tensor parallelism rewrites @forward to local shapes first, so the
   // stages hold shards and the tp collectives (differentiated per stage).
-  if (training.tp > 1) {
-    MerakTensorParallelOptions tensorParallel;
-    tensorParallel.tp = training.tp;
-    tensorParallel.vocabParallel = training.vocabParallel;
-    tensorParallel.vocabParallelFallback = training.vocabParallelFallback;
-    pm.addPass(createMerakTensorParallel(tensorParallel));
-  }
-  MerakAttachLossOptions loss;
-  loss.loss = training.loss;
-  loss.logits = training.logits;
-  loss.labels = training.labels;
-  pm.addPass(createMerakAttachLoss(loss));
+  addForwardToLossPasses(pm, training);
   MerakPipelineOptions cut;
   cut.pp = pipeline.pp;
   cut.microbatches = pipeline.microbatches;

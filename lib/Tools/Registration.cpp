@@ -27,8 +27,7 @@ void merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createMerakDropUnusedParams());
 }
 
-LogicalResult merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
-                                           llvm::raw_ostream &log) {
+void merak::addForwardToLossPasses(OpPassManager &pm, const TrainingOptions &options) {
   if (options.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = options.tp;
@@ -41,6 +40,11 @@ LogicalResult merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOpti
   loss.logits = options.logits;
   loss.labels = options.labels;
   pm.addPass(createMerakAttachLoss(loss));
+}
+
+LogicalResult merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
+                                           llvm::raw_ostream &log) {
+  addForwardToLossPasses(pm, options);
   MerakAutodiffOptions autodiff;
   autodiff.entry = "loss";
   autodiff.frozen.assign(options.frozen.begin(), options.frozen.end());

@@ -47,6 +47,10 @@ struct TrainingOptions {
 /// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the
 /// update (@train_step) and cleans up. Fails on bad optimizer options
 /// (printed to `log`).
+/// The passes from the imported @forward to @loss that every training
+/// pipeline starts with: merak-tensor-parallel (tp > 1), merak-attach-loss.
+void addForwardToLossPasses(OpPassManager &pm, const TrainingOptions &options);
+
 LogicalResult buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
                                     llvm::raw_ostream &log);
 
