@@ -45,7 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import export_models as em  # noqa: E402
-from program_check import param_rel_err, read_safetensors  # noqa: E402
+from program_check import compare_with_serial, read_safetensors  # noqa: E402
 from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 
@@ -201,20 +201,7 @@ def check_resume(env):
 
 def compare(got, params, serial, serial_params, tol):
     """(ok, message): per-step losses and final parameters against serial."""
-    if len(got) != STEPS:
-        return False, "%d metrics lines" % len(got)
-    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
-    param_err, compared = 0.0, 0
-    for pname, want in serial_params.items():
-        if want.dtype.kind != "f" or pname.startswith("optimizer.hparams"):
-            continue
-        if pname not in params or params[pname].shape != want.shape:
-            return False, "checkpoint tensor %s missing or reshaped" % pname
-        param_err = max(param_err, param_rel_err(pname, params[pname], want))
-        compared += 1
-    ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0] and compared > 0
-    return ok, ("losses %.4f -> %.4f, max rel err %.2e; %d parameters max rel err %.2e (tol %g)"
-                % (got[0], got[-1], loss_err, compared, param_err, tol))
+    return compare_with_serial(got, params, serial, serial_params, tol, STEPS)
 
 
 def check_resharded_resume(env, src, dst):

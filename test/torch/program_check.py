@@ -78,6 +78,27 @@ def param_rel_err(name, got, want):
     return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
 
 
+
+def compare_with_serial(got, params, serial, serial_params, tol, steps):
+    """(ok, message) of a parallel run against the serial program: its
+    `steps` per-step losses and the final checkpoint's float tensors
+    (parameters and optimizer state) within `tol` relative, and the loss
+    falling."""
+    if len(got) != steps:
+        return False, "%d metrics lines" % len(got)
+    loss_err = max(abs(a - b) / abs(b) for a, b in zip(got, serial))
+    param_err, compared = 0.0, 0
+    for pname, want in serial_params.items():
+        if want.dtype.kind != "f" or pname.startswith("optimizer.hparams"):
+            continue
+        if pname not in params or params[pname].shape != want.shape:
+            return False, "checkpoint tensor %s missing or reshaped" % pname
+        param_err = max(param_err, param_rel_err(pname, params[pname], want))
+        compared += 1
+    ok = loss_err <= tol and param_err <= tol and serial[-1] < serial[0] and compared > 0
+    return ok, ("losses %.4f -> %.4f, max rel err %.2e; %d parameters max rel err %.2e (tol %g)"
+                % (got[0], got[-1], loss_err, compared, param_err, tol))
+
 def batches(tokens, steps):
     n = len(tokens)
     for s in range(steps):
