@@ -202,7 +202,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
   if (failed(scheduleKind))
     return fail("unknown --schedule '" + opts.schedule +
-                "' (expected gpipe, 1f1b, interleaved or zb-h1)");
+                "' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-h2)");
   if (opts.virtualStages < 1)
     return fail("--virtual-stages must be at least 1");
   if (opts.virtualStages > 1 && *scheduleKind != PipelineScheduleKind::Interleaved)

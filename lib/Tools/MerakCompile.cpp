@@ -110,7 +110,7 @@ struct CommandLine {
   cl::opt<std::string> schedule{
       "schedule",
       cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
-               "or zb-h1; interleaved and zb-h1 are instruction lists for --compile-to=schedule "
+               "zb-h1 or zb-h2; interleaved and zb-* are instruction lists for --compile-to=schedule "
                "and --simulate only (the runtime does not run them yet)"),
       cl::init("1f1b"), cl::cat(cat)};
   cl::opt<int64_t> virtualStages{

@@ -133,7 +133,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   const double rate = prof.achievedFlops(paramDtype(module));
   const double m = r->microbatches;
   int64_t p = r->stages, v = r->virtualStages;
-  const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1;
+  const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1 ||
+                     r->kind == PipelineScheduleKind::ZeroBubbleH2;
   PipelineCostModel costs;
   costs.forward.clear();
   costs.backward.clear();

@@ -141,6 +141,59 @@ TEST(PipelineSimulator, ZeroBubbleH1Sweep) {
     }
 }
 
+TEST(PipelineSimulator, ZeroBubbleH2P2M4Order) {
+  // The unit-time list schedule drawn by hand (limits 3 and 1):
+  //   t       0  1  2  3  4  5  6  7  8  9  10 11 12
+  //   stage 0 F0 F1 F2 B0 F3 B1 W0 B2 W1 B3 W2 W3
+  //   stage 1    F0 B0 F1 B1 F2 B2 F3 B3 W0 W1 W2 W3
+  auto orders = buildPipelineSchedule(PipelineScheduleKind::ZeroBubbleH2, 2, 4);
+  auto letters = [](const SmallVector<PipelineInstr> &list) {
+    std::string out;
+    for (const PipelineInstr &i : list) {
+      if (i.kind == PipelineInstr::Forward)
+        out += " F" + std::to_string(i.mb);
+      else if (i.kind == PipelineInstr::Backward)
+        out += " B" + std::to_string(i.mb);
+      else if (i.kind == PipelineInstr::BackwardWeight)
+        out += " W" + std::to_string(i.mb);
+    }
+    return out;
+  };
+  EXPECT_EQ(letters(orders[0]), " F0 F1 F2 B0 F3 B1 W0 B2 W1 B3 W2 W3");
+  EXPECT_EQ(letters(orders[1]), " F0 B0 F1 B1 F2 B2 F3 B3 W0 W1 W2 W3");
+  PipelineSimulation sim = simulate(PipelineScheduleKind::ZeroBubbleH2, 2, 4, splitBackward());
+  EXPECT_DOUBLE_EQ(sim.stepTime, 13.0);
+  EXPECT_EQ(peaks(sim), (SmallVector<int64_t>{3, 1}));
+}
+
+TEST(PipelineSimulator, ZeroBubbleH2P4M8) {
+  // Equal times, no latency: ZB-H1's makespan, up to 2 (p - s) - 1
+  // micro-batches in flight.
+  PipelineSimulation sim = simulate(PipelineScheduleKind::ZeroBubbleH2, 4, 8, splitBackward());
+  EXPECT_DOUBLE_EQ(sim.stepTime, 24.0 + 3.0);
+  EXPECT_EQ(peaks(sim), (SmallVector<int64_t>{7, 5, 3, 1}));
+  for (double b : sim.busy)
+    EXPECT_DOUBLE_EQ(b, 24.0);
+}
+
+TEST(PipelineSimulator, ZeroBubbleH2HidesLatency) {
+  // With message latency the extra warm-up forwards keep the first stages
+  // busy while gradients travel: ZB-H2 beats ZB-H1 and 1F1B.
+  PipelineCostModel costs = splitBackward();
+  costs.latency = 0.5;
+  double h2 = simulate(PipelineScheduleKind::ZeroBubbleH2, 4, 8, costs).stepTime;
+  double h1 = simulate(PipelineScheduleKind::ZeroBubbleH1, 4, 8, costs).stepTime;
+  EXPECT_LT(h2, h1);
+  for (int64_t p = 2; p <= 4; ++p)
+    for (int64_t m = p; m <= 8; ++m) {
+      SCOPED_TRACE("p=" + std::to_string(p) + " m=" + std::to_string(m));
+      EXPECT_LE(simulate(PipelineScheduleKind::ZeroBubbleH2, p, m, costs).stepTime,
+                simulate(PipelineScheduleKind::ZeroBubbleH1, p, m, costs).stepTime);
+      EXPECT_DOUBLE_EQ(simulate(PipelineScheduleKind::ZeroBubbleH2, p, m, splitBackward()).stepTime,
+                       3.0 * m + (p - 1));
+    }
+}
+
 TEST(PipelineSimulator, BackwardTwiceForward) {
   PipelineCostModel costs;
   costs.forward = {1.0};

@@ -28,6 +28,8 @@ FailureOr<PipelineScheduleKind> mlir::merak::parsePipelineSchedule(StringRef nam
     return PipelineScheduleKind::Interleaved;
   if (name == "zb-h1")
     return PipelineScheduleKind::ZeroBubbleH1;
+  if (name == "zb-h2")
+    return PipelineScheduleKind::ZeroBubbleH2;
   return failure();
 }
 
@@ -37,6 +39,7 @@ StringRef mlir::merak::pipelineScheduleName(PipelineScheduleKind kind) {
   case PipelineScheduleKind::OneFOneB: return "1f1b";
   case PipelineScheduleKind::Interleaved: return "interleaved";
   case PipelineScheduleKind::ZeroBubbleH1: return "zb-h1";
+  case PipelineScheduleKind::ZeroBubbleH2: return "zb-h2";
   }
   return "?";
 }
@@ -117,6 +120,47 @@ static SmallVector<Step> interleavedOrder(int64_t s, int64_t p, int64_t m, int64
   return order;
 }
 
+/// ZB-H2 (Qi et al. 2023): every stage's order from a unit-time list
+/// schedule (F = B = W = 1, no communication cost) in which stage s keeps
+/// up to min(m, 2 (p - s) - 1) micro-batches between their forward and
+/// backward and, when idle, runs the ready instruction first in the order
+/// B (frees activations, unblocks the stage before), F, then W (fills what
+/// would be a bubble). The extra warm-up forwards let a stage keep working
+/// while gradients are in flight, so communication latency that ZB-H1
+/// (1F1B's p - s) exposes is hidden, at up to twice 1F1B's activation
+/// memory on the first stage. With equal times and no latency it matches
+/// ZB-H1's m (F + B + W) + (p - 1) F: removing that ramp needs the next
+/// step's forwards to start before the optimizer step (the paper's
+/// post-validation), which merak does not do.
+static SmallVector<SmallVector<Step>> zeroBubbleH2Orders(int64_t p, int64_t m) {
+  SmallVector<SmallVector<Step>> orders(p);
+  // Completion times; -1: not yet run.
+  std::vector<std::vector<int64_t>> fDone(p, std::vector<int64_t>(m, -1)),
+      bDone(p, std::vector<int64_t>(m, -1));
+  SmallVector<int64_t> nf(p, 0), nb(p, 0), nw(p, 0);
+  auto ready = [](int64_t done, int64_t t) { return done >= 0 && done <= t; };
+  int64_t remaining = 3 * p * m;
+  for (int64_t t = 0; remaining > 0; ++t) {
+    for (int64_t s = 0; s < p; ++s) {
+      int64_t limit = std::min(m, 2 * (p - s) - 1);
+      if (nb[s] < nf[s] &&
+          ready(s == p - 1 ? fDone[s][nb[s]] : bDone[s + 1][nb[s]], t)) {
+        orders[s].push_back({PipelineInstr::Backward, nb[s]});
+        bDone[s][nb[s]++] = t + 1;
+      } else if (nf[s] < m && nf[s] - nb[s] < limit && (s == 0 || ready(fDone[s - 1][nf[s]], t))) {
+        orders[s].push_back({PipelineInstr::Forward, nf[s]});
+        fDone[s][nf[s]++] = t + 1;
+      } else if (nw[s] < nb[s]) {
+        orders[s].push_back({PipelineInstr::BackwardWeight, nw[s]++});
+      } else {
+        continue;
+      }
+      --remaining;
+    }
+  }
+  return orders;
+}
+
 /// The compute instructions of stage `s` in the order it runs them.
 static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int64_t stages,
                                       int64_t m, int64_t v) {
@@ -131,6 +175,7 @@ static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int6
   }
   case PipelineScheduleKind::OneFOneB: return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
   case PipelineScheduleKind::ZeroBubbleH1: return oneFOneBOrder(s, stages, m, /*deferW=*/s);
+  case PipelineScheduleKind::ZeroBubbleH2: return zeroBubbleH2Orders(stages, m)[s];
   case PipelineScheduleKind::Interleaved:
     if (v == 1)
       return oneFOneBOrder(s, stages, m, /*deferW=*/-1);

@@ -60,9 +60,9 @@ LogicalResult buildReverseSweep(OpBuilder &b, Block &body,
 // Schedules
 //===----------------------------------------------------------------------===//
 
-enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2 };
 
-/// "gpipe" | "1f1b" | "interleaved" | "zb-h1".
+/// "gpipe" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2".
 FailureOr<PipelineScheduleKind> parsePipelineSchedule(StringRef name);
 StringRef pipelineScheduleName(PipelineScheduleKind kind);
 /// Whether the generated program's runtime (runtime/src/pipeline.cpp) runs
@@ -102,7 +102,9 @@ StringRef pipelineInstrName(PipelineInstr::Kind kind);
 /// forwards, one-forward-one-backward, cool-down backwards), interleaved
 /// 1F1B over `virtualStages` chunks per stage (microbatches must be a
 /// multiple of stages), or ZB-H1 (1F1B with the backward split into `bwd`
-/// and `bwd-w`, stage s keeping up to s weight gradients pending). Receives
+/// and `bwd-w`, stage s keeping up to s weight gradients pending), or ZB-H2
+/// (the split backward with up to min(m, 2 (p - s) - 1) micro-batches in
+/// flight on stage s, from a unit-time list schedule). Receives
 /// are posted one ahead of their wait; sends are waited before the update.
 SmallVector<SmallVector<PipelineInstr>>
 buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
