@@ -15,24 +15,6 @@ static_assert(sizeof(ncclUniqueId) == kNcclIdBytes, "ncclUniqueId size");
 
 namespace {
 
-class MpiBootstrap final : public BootstrapTransport {
-public:
-  MpiBootstrap(Comm &c, Axis a) : comm_(c), axis_(a) {}
-  int rank() const override { return comm_.groupRank(axis_); }
-  int size() const override { return comm_.groupSize(axis_); }
-  Status broadcast(void *bytes, size_t n) override {
-    if (n % 8 != 0)
-      return Status::error("bootstrap broadcast: size not a multiple of 8");
-    Comm::Request r =
-        comm_.broadcast(axis_, bytes, int64_t(n / 8), CommType::I64, 0);
-    return comm_.wait(r, "NCCL unique id broadcast");
-  }
-
-private:
-  Comm &comm_;
-  Axis axis_;
-};
-
 ncclDataType_t ncclType(DType t) {
   return t == DType::F32 ? ncclFloat32 : ncclBfloat16;
 }
@@ -47,10 +29,6 @@ double secondsSince(Clock::time_point t0) {
 void pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 } // namespace
-
-std::unique_ptr<BootstrapTransport> mpiBootstrap(Comm &comm, Axis a) {
-  return std::make_unique<MpiBootstrap>(comm, a);
-}
 
 Result<NcclId> exchangeNcclId(BootstrapTransport &t, const std::string &name,
                               const NcclIdSource &source) {
@@ -416,41 +394,6 @@ Status NcclComm::synchronize(const char *what) {
                   " s (a peer rank may have died or not joined); "
                   "communicator aborted");
     pause();
-  }
-}
-
-// --- NcclMesh -----------------------------------------------------------------
-
-Result<std::unique_ptr<NcclMesh>> NcclMesh::create(Comm &comm,
-                                                   double timeoutSeconds) {
-  std::unique_ptr<NcclMesh> m(new NcclMesh());
-  const std::pair<Axis, std::unique_ptr<NcclComm> NcclMesh::*> axes[] = {
-      {Axis::DP, &NcclMesh::dp_},
-      {Axis::TP, &NcclMesh::tp_},
-      {Axis::PP, &NcclMesh::pp_}};
-  // Same order on every rank: each rank is in exactly one group per axis.
-  for (const auto &[a, member] : axes) {
-    if (comm.groupSize(a) <= 1)
-      continue;
-    auto t = mpiBootstrap(comm, a);
-    auto c = NcclComm::create(*t, axisName(a), comm.rank(), timeoutSeconds);
-    if (!c.ok())
-      return Result<std::unique_ptr<NcclMesh>>::error(c.message());
-    (*m).*member = std::move(*c);
-  }
-  return m;
-}
-
-NcclComm *NcclMesh::get(Axis a) const {
-  switch (a) {
-  case Axis::DP:
-    return dp_.get();
-  case Axis::TP:
-    return tp_.get();
-  case Axis::PP:
-    return pp_.get();
-  default:
-    return nullptr;
   }
 }
 
