@@ -123,6 +123,17 @@ int main(int argc, char **argv) {
                   "attentionForward");
            }, warm, reps),
            f);
+    if (t == DType::BF16) {
+      AttnShape tc = s;
+      tc.tensorCores = true;
+      record("attention fwd bf16 B16 H12 T1024 D64 causal, tensor cores",
+             timeMs([&] {
+               must(attentionForward(t, tc, P(qkv, 0), P(qkv, 1), P(qkv, 2),
+                                     oo, lse, nullptr),
+                    "attentionForward (tensor cores)");
+             }, warm, reps),
+             f);
+    }
     record(std::string("attention bwd ") + tn + " B16 H12 T1024 D64 causal",
            timeMs([&] {
              must(attentionBackward(t, s, P(qkv, 0), P(qkv, 1), P(qkv, 2), oo,

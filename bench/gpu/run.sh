@@ -100,7 +100,11 @@ need=()
 for t in cmake ninja clang++-22 ld.lld protoc mpicc; do command -v $t >/dev/null || need+=("$t"); done
 [ -f /usr/lib/llvm-22/lib/cmake/mlir/MLIRConfig.cmake ] || need+=("MLIR-22")
 [ -f /usr/include/onnx/onnx_pb.h ] || need+=("libonnx-dev")
-ls /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h /usr/include/cblas.h >/dev/null 2>&1 || need+=("OpenBLAS")
+blas=0
+for f in /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h; do
+  [ -f "$f" ] && blas=1
+done
+[ "$blas" = 1 ] || need+=("OpenBLAS")
 if [ ${#need[@]} -gt 0 ]; then
   note "build-full: SKIP (missing ${need[*]}; runtime-only build instead)"
 elif [ "$QUICK" = 1 ] && [ ! -f "$OUT/build/build.ninja" ]; then

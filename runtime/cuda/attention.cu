@@ -12,8 +12,7 @@
 // banks).
 //
 //===----------------------------------------------------------------------===//
-#include "common.cuh"
-#include "merak_rt/cuda/attention.h"
+#include "attention_impl.cuh"
 
 #include <cmath>
 #include <string>
@@ -22,19 +21,11 @@ namespace merak::rt::cuda {
 namespace {
 using namespace detail;
 
-constexpr int kTile = 64;
 constexpr int kLD = kTile + 4;
 constexpr int kThreads = 256;
-constexpr float kLog2e = 1.4426950408889634f;
-
-struct View {
-  const void *p;
-  int64_t sB, sH, sT;
-};
-struct WView {
-  void *p;
-  int64_t sB, sH, sT;
-};
+using View = AttnView;
+using WView = AttnWView;
+using FwdArgs = AttnFwdArgs;
 
 template <typename T>
 __device__ __forceinline__ const T *headPtr(const View &v, int b, int h) {
@@ -146,15 +137,6 @@ __device__ __forceinline__ float halfWarpSum(float v) {
 __device__ __forceinline__ bool masked(int r, int c, int Tn, bool causal) {
   return c >= Tn || (causal && c > r);
 }
-
-struct FwdArgs {
-  View q, k, v;
-  WView o;
-  float *lse;
-  int H, T;
-  float scaleLog2; // scale * log2(e)
-  bool causal;
-};
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -569,6 +551,8 @@ Status attentionForward(DType t, const AttnShape &s, const AttnOperand &q,
   FwdArgs a{view(q), view(k), view(v), wview(o),         lse,
             int(s.H), int(s.T), scale * kLog2e, s.causal};
   const int64_t BH = s.B * s.H;
+  if (s.tensorCores && attentionTcSupported(t, s.D))
+    return attentionForwardTc(a, BH, int(s.D), st(stream));
   return t == DType::F32 ? forwardT<float>(a, BH, int(s.D), st(stream))
                          : forwardT<bf16>(a, BH, int(s.D), st(stream));
 }

@@ -101,7 +101,7 @@ std::vector<float> gather(const Case &c, const std::vector<float> &img,
   return x;
 }
 
-void runCase(const Case &c, DType t) {
+void runCase(const Case &c, DType t, bool tc) {
   const int64_t N = c.B * c.H * c.T * c.D, C = c.H * c.D;
   const int64_t es = dtypeSize(t);
   const double scale = 1.0 / std::sqrt(double(c.D));
@@ -157,6 +157,7 @@ void runCase(const Case &c, DType t) {
   }
   AttnShape s;
   s.B = c.B, s.H = c.H, s.T = c.T, s.D = c.D, s.causal = c.causal;
+  s.tensorCores = tc;
   must(attentionForward(t, s, oq, ok, ov, oo, static_cast<float *>(blse.p),
                         nullptr),
        "attentionForward");
@@ -172,7 +173,7 @@ void runCase(const Case &c, DType t) {
                           std::to_string(c.H) + " T" + std::to_string(c.T) +
                           " D" + std::to_string(c.D) +
                           (c.causal ? " causal" : " full") +
-                          (c.packed ? " packed" : " bhtd");
+                          (c.packed ? " packed" : " bhtd") + (tc ? " tc" : "");
   const double fwdBound = t == DType::F32 ? 2e-5 : 1e-2;
   const double bwdBound = t == DType::F32 ? 1e-4 : 2e-2;
   compare("attention O " + tag,
@@ -200,8 +201,13 @@ void testAttention() {
       {1, 1, 1024, 64, true, true},
   };
   for (DType t : {DType::F32, DType::BF16})
-    for (const Case &c : cases)
-      runCase(c, t);
+    for (const Case &c : cases) {
+      runCase(c, t, false);
+      // The opt-in tensor-core forward (bf16, D 64/128), then the same
+      // backward from its O and L.
+      if (t == DType::BF16 && (c.D == 64 || c.D == 128))
+        runCase(c, t, true);
+    }
 
   // Misuse is reported, not launched.
   AttnShape bad;

@@ -21,7 +21,8 @@
 // aligned and the b/h/t strides multiples of 16 bytes' worth of elements
 // (4 fp32, 8 bf16) so that tiles load with 16-byte vector loads.
 //
-// Implementation (attention.cu): SIMT, float32 FMA (no tensor cores yet).
+// Implementation (attention.cu): SIMT, float32 FMA (tensor cores only for
+// the opt-in bf16 forward, AttnShape::tensorCores).
 // 64-query x 64-key tiles, 256 threads, each thread a 4x4 block of scores
 // and a 4 x D/16 block of the accumulator; tiles are stored transposed in
 // shared memory ([d][token], token contiguous) so the inner loops read
@@ -64,6 +65,12 @@ struct AttnShape {
   /// Multiplies Q.K; 0 means 1/sqrt(D).
   float scale = 0.f;
   bool causal = true;
+  /// bf16 forward only (D 64 or 128): the tensor-core kernel (WMMA
+  /// 16x16x16 bf16 products with fp32 accumulation for S = QK^T and O += PV,
+  /// softmax in fp32 on shared memory). Opt-in while it has not been
+  /// measured against the SIMT kernel on a GPU; ignored for fp32 and other
+  /// head dims.
+  bool tensorCores = false;
 };
 
 /// Host-side check of a call's arguments (no device needed): sizes, the
