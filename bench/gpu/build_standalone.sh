@@ -96,7 +96,7 @@ RT_OBJS=()
 for f in "${SRCS[@]}"; do o=$(objname "$f"); [ -f "$o" ] && RT_OBJS+=("$o"); done
 rm -f "$OUTDIR/obj/libmerak_cuda.a"
 ar rcs "$OUTDIR/obj/libmerak_cuda.a" "${RT_OBJS[@]}"
-LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcudart -lcublasLt -lcublas)
+LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcudart -lcublasLt)
 if [ "$HAVE_NCCL" = 1 ]; then LIBS+=(-L"$NCCL_LIB" -Wl,-rpath,"$NCCL_LIB" -lnccl); fi
 LIBS+=(-lpthread -ldl -lrt)
 

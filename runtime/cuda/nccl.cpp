@@ -142,7 +142,7 @@ NcclComm::create(BootstrapTransport &t, const std::string &axis, int worldRank,
   c->lastOp_ = "communicator setup";
   if (r != ncclSuccess && r != ncclInProgress)
     return Result<std::unique_ptr<NcclComm>>::error(
-        where + ": ncclCommInitRankConfig: " + ncclErrorString(r));
+        c->fail("ncclCommInitRankConfig: " + ncclErrorString(r)).message());
   st = c->waitInit();
   if (!st.ok())
     return Result<std::unique_ptr<NcclComm>>::error(st.message());
