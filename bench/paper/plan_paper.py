@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--devices", type=int, default=64)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--dtype", default="f32", help="f32: merak generates f32 code only")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
