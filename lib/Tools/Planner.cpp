@@ -675,6 +675,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
     }
   }
   const int64_t fine = cutPoints + 1;
+  result.fineStages = fine;
   for (int64_t tp : divisors(pl.devices)) {
     if (tp > pl.profile.devicesPerNode) {
       result.notes.push_back(("tp " + Twine(tp) + ": more than the " +
@@ -737,8 +738,12 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       int64_t dp = pl.devices / tp / pp;
       if (pl.batch % dp != 0)
         continue;
+      // Micro-batches: up to 8 per stage (the bubble (p - 1) / m is then
+      // below 1/8), at least 64 choices of size without a pipeline (they
+      // only trade memory for parameter traffic).
+      const int64_t maxMicrobatches = std::max<int64_t>(8 * pp, 64);
       for (int64_t m : divisors(pl.batch / dp)) {
-        if (m > 512)
+        if (m > maxMicrobatches)
           break;
         if (runtimeOnly && (mlirInput || !pl.batchSplits) && (dp > 1 || m > 1))
           continue;
@@ -873,9 +878,11 @@ json::Object candidateJson(const PlanCandidate &c) {
 
 void mlir::merak::printPlannerResult(const PlannerResult &r, llvm::raw_ostream &os) {
   os << llvm::formatv("merak-compile: planner: profile '{0}', {1} devices x {2} bytes; {3} plans "
-                      "simulated in {4:F3} s ({5:F3} s compiling the cost tables)\n",
+                      "simulated in {4:F3} s ({5:F3} s compiling the cost tables, {6} fine "
+                      "stages)\n",
                       r.profile, r.chosen.dp * r.chosen.tp * r.chosen.pp,
-                      (int64_t)r.memoryPerDevice, r.evaluated, r.searchSeconds, r.probeSeconds);
+                      (int64_t)r.memoryPerDevice, r.evaluated, r.searchSeconds, r.probeSeconds,
+                      r.fineStages);
   os << "merak-compile: planner: chosen " << planName(r.chosen)
      << llvm::formatv(": step {0:e3} s, bubble {1:F3}, peak memory {2} bytes\n",
                       r.chosen.stepTime, r.chosen.bubble, r.chosen.peakMemory);
@@ -901,6 +908,7 @@ json::Value mlir::merak::plannerJson(const PlannerResult &r) {
                       {"search_time_s", r.searchSeconds},
                       {"probe_time_s", r.probeSeconds},
                       {"plans_evaluated", r.evaluated},
+                      {"fine_stages", r.fineStages},
                       {"profile", r.profile},
                       {"memory_per_device_bytes", r.memoryPerDevice},
                       {"notes", std::move(notes)}};

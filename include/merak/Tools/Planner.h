@@ -54,6 +54,8 @@ struct PlannerResult {
   std::vector<std::string> notes;
   double searchSeconds = 0, probeSeconds = 0;
   int64_t evaluated = 0;
+  /// Stages of the finest pipeline the costs were read from.
+  int64_t fineStages = 1;
   std::string profile;
   double memoryPerDevice = 0;
   /// --planner-space: "auto" or "megatron".
