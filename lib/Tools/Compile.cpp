@@ -15,6 +15,7 @@
 #include "merak/Target/PipelineProgram.h"
 #include "merak/Target/Program.h"
 #include "merak/Tools/PipelineCompile.h"
+#include "merak/Tools/Planner.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
 #include "merak/Tools/Simulate.h"
@@ -165,6 +166,8 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
 int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
                             std::string *reportOut) {
   auto fail = [&](const Twine &msg) { return failWith(log, msg); };
+  if (opts.devices != 0)
+    return runPlannedCompile(opts, log, reportOut);
   ImportOptions importOpts;
   for (const std::string &spec : opts.inputShapes) {
     std::string err;
@@ -245,8 +248,15 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   if (opts.zero && compileTo < Phase::Training)
     return fail("--zero needs --compile-to=training or a later phase");
 
+  // A model in merak IR (.mlir: what --compile-to=import prints, or
+  // bench/paper/gpt_mlir.py's generated GPTs) is read as is: its shapes are
+  // fixed, so it cannot be re-imported with a per-rank batch.
+  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
+  if (mlirInput && !opts.inputShapes.empty())
+    return fail("--input-shape needs an ONNX input; " + opts.input + " has fixed shapes");
   auto importAndClean = [&](const ImportOptions &io) -> OwningOpRef<ModuleOp> {
-    OwningOpRef<ModuleOp> m = importOnnxFile(opts.input, &ctx, io);
+    OwningOpRef<ModuleOp> m = mlirInput ? readMerakModule(opts.input, ctx, sourceMgr, log)
+                                        : importOnnxFile(opts.input, &ctx, io);
     if (!m || opts.noCleanup)
       return m;
     PassManager pm(&ctx);
@@ -282,6 +292,10 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
       return fail("the batch of input '" + splitInputs.front().first + "' (" + Twine(batch) +
                   ") does not divide by --dp " + Twine(opts.dp) +
                   (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
+    if (mlirInput)
+      return fail("--dp/--microbatches split the batch, which needs an ONNX input: " +
+                  opts.input + " is merak IR with fixed shapes (plan it with --devices, or "
+                  "compile it with --pp only)");
     ImportOptions local = importOpts;
     local.overrideStaticDims = true;
     for (auto &[name, shape] : splitInputs) {
@@ -357,7 +371,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
       return std::nullopt;
     ReportOptions ro{llvm::sys::path::filename(opts.input).str(), opts.dp, opts.tp, opts.pp,
                      opts.microbatches, pipelined ? opts.schedule : "",
-                     opts.optimizer, opts.report == "json", simulated};
+                     opts.optimizer, opts.report == "json", simulated, opts.plannerJson};
     std::string text;
     llvm::raw_string_ostream os(text);
     if (failed(printCompileReport(*module, ro, os)))

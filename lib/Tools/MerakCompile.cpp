@@ -162,6 +162,18 @@ struct CommandLine {
                "FLOPs, collectives; tensor-parallel splits, data-parallel buckets); alone, "
                "implies --compile-to=training; replaces the IR on stdout"),
       cl::cat(cat)};
+  cl::opt<int64_t> devices{"devices",
+                           cl::desc("Plan dp x tp x pp, micro-batches and schedule for N devices "
+                                    "(the fastest simulated plan that fits) and compile it"),
+                           cl::value_desc("N"), cl::init(0), cl::cat(cat)};
+  cl::opt<double> memoryPerDevice{"memory-per-device",
+                                  cl::desc("Device memory for --devices (default: the "
+                                           "--device-profile's memory_bytes)"),
+                                  cl::value_desc("bytes"), cl::init(0), cl::cat(cat)};
+  cl::opt<std::string> plannerSpace{
+      "planner-space", cl::desc("--devices: 'auto' (default) or 'megatron' (1F1B, full "
+                                "recomputation, uniform layer split, no overlap)"),
+      cl::init("auto"), cl::cat(cat)};
   cl::opt<std::string> reportFile{"report-file", cl::desc("Write --report here (default stdout)"),
                                   cl::value_desc("file"), cl::init("-"), cl::cat(cat)};
 };
@@ -220,6 +232,15 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   if (opts.report.getNumOccurrences() || opts.reportFile.getNumOccurrences())
     o.report = opts.report.empty() ? "text" : opts.report.getValue();
   o.reportFile = opts.reportFile;
+  // --devices 0 (or less) given is an error (runPlannedCompile says so).
+  o.devices = opts.devices.getNumOccurrences() ? std::max<int64_t>(-1, opts.devices) : 0;
+  if (opts.devices.getNumOccurrences() && opts.devices == 0)
+    o.devices = -1;
+  o.memoryPerDevice = opts.memoryPerDevice;
+  o.plannerSpace = opts.plannerSpace;
+  o.meshGiven = opts.dp.getNumOccurrences() || opts.tp.getNumOccurrences() ||
+                opts.pp.getNumOccurrences() || opts.microbatches.getNumOccurrences() ||
+                opts.schedule.getNumOccurrences() || opts.virtualStages.getNumOccurrences();
   o.commandLinePassOptions = true;
   return runCompile(o, llvm::errs(), nullptr);
 }

@@ -569,6 +569,17 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     c.forward = st.byFragment[0];
     c.backward = st.byFragment[1];
     c.update = st.byFragment[2];
+    auto opCosts = [&](StringRef kind) {
+      std::vector<std::pair<int64_t, int64_t>> v;
+      if (auto f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), kind)))
+        f.walk([&](CostOpInterface op) {
+          if (!mlir::merak::report::collectiveKind(op))
+            v.emplace_back(op.getFlops(), op.getBytesAccessed());
+        });
+      return v;
+    };
+    c.forwardOps = opCosts("forward");
+    c.backwardOps = opCosts("backward");
     costs.push_back(std::move(c));
   }
   return costs;

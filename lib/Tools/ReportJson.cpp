@@ -165,6 +165,12 @@ json::Value Report::toJson() const {
   }
   if (opts.simulated)
     root["simulated"] = simulatedStepJson(*opts.simulated);
+  if (!opts.plannerJson.empty()) {
+    if (llvm::Expected<json::Value> planner = json::parse(opts.plannerJson))
+      root["planner"] = std::move(*planner);
+    else
+      llvm::consumeError(planner.takeError());
+  }
   return json::Value(std::move(root));
 }
 

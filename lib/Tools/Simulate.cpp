@@ -2,8 +2,10 @@
 //
 // Per stage s (p stages, m micro-batches, v chunks per stage, rate =
 // flops[dtype] x efficiency), from the report's per-step numbers:
-//   forward  = (forward FLOPs / m) / rate + tp collectives of the forward / m
-//   backward = (backward FLOPs / m) / rate + tp collectives of the backward / m
+//   forward  = sum over the ops of one micro-batch's forward of the roofline
+//              max(FLOPs / rate, bytes / memory bandwidth) (CostOpInterface)
+//              + tp collectives of the forward / m
+//   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
 //   1/v per chunk)
 //   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
@@ -140,10 +142,22 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.backward.clear();
   costs.weight.clear();
   SmallVector<double> fwd, bwd;
+  // Roofline per op: max(FLOPs / rate, bytes / memory bandwidth).
+  auto roofline = [&](const std::vector<std::pair<int64_t, int64_t>> &ops, int64_t flops) {
+    if (ops.empty())
+      return flops / m / rate;
+    double t = 0;
+    for (auto [f, b] : ops)
+      t += std::max(f / rate, prof.memoryBandwidth > 0 ? b / prof.memoryBandwidth : 0.0);
+    return t;
+  };
   for (int64_t s = 0; s < p; ++s) {
     const StageCosts &c = (*stages)[s];
-    fwd.push_back((c.forwardFlops / m / rate + collectiveSeconds(c.forward, s, options) / m) / v);
-    bwd.push_back((c.backwardFlops / m / rate + collectiveSeconds(c.backward, s, options) / m) /
+    fwd.push_back((roofline(c.forwardOps, c.forwardFlops) +
+                   collectiveSeconds(c.forward, s, options) / m) /
+                  v);
+    bwd.push_back((roofline(c.backwardOps, c.backwardFlops) +
+                   collectiveSeconds(c.backward, s, options) / m) /
                   v);
     double memory = 2.0 * (c.paramBytes + c.stateBytes) / prof.memoryBandwidth;
     costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +

@@ -47,8 +47,8 @@ def _error_message(diagnostics):
     return "\n".join(lines) if lines else diagnostics.strip() or "compilation failed"
 
 
-def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, devices=None,
-            schedule="1f1b", stage_boundaries=None, zero=0, vocab_parallel=None,
+def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatches=None,
+            devices=None, memory_per_device=None, device_profile=None, schedule=None, stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, optimizer="adamw", lr=None, opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
@@ -67,15 +67,25 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
     logits, labels, frozen (extra globs), input_shapes ({name: shape}).
-    `devices` (the planner) is not implemented yet. `workdir` keeps the
+    `devices=N` instead of dp/tp/pp/microbatches/schedule: the planner
+    chooses them for N devices (the fastest simulated plan that fits
+    `memory_per_device` bytes, or the memory of `device_profile`, a
+    profiles/*.json path); the Program's dp/tp/pp and `plan` (the report's
+    "planner" object) say what it chose. `workdir` keeps the
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
     Raises CompileError with the compiler's diagnostics on failure.
     """
+    mesh = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "schedule": schedule}
     if devices is not None:
-        raise NotImplementedError(
-            "merak.compile(devices=%r): the parallelism planner does not exist yet; "
-            "give the mesh as dp=, tp=, pp= (and microbatches=)" % (devices,))
+        given = sorted(k for k, v in mesh.items() if v is not None)
+        if given:
+            raise ValueError("merak.compile: devices= chooses %s itself; give either devices= "
+                             "or the mesh" % ", ".join(given))
+        if not isinstance(devices, int) or devices < 1:
+            raise ValueError("merak.compile: devices must be a positive int, got %r" % (devices,))
+    dp, tp, pp = dp or 1, tp or 1, pp or 1
+    microbatches, schedule = microbatches or 1, schedule or "1f1b"
     if target != "cpu":
         raise NotImplementedError("merak.compile(target=%r): only target='cpu' exists" % target)
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):
@@ -95,6 +105,11 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
         o.compile_to = "binary"
         o.output = os.path.abspath(output or os.path.join(workdir, "train"))
         o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
+        if devices is not None:
+            o.devices = devices
+            o.memory_per_device = float(memory_per_device or 0)
+            if device_profile:
+                o.device_profile = os.path.abspath(device_profile)
         o.schedule = schedule
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
         o.zero = int(zero)
@@ -126,6 +141,10 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
             for line in result.diagnostics.splitlines():
                 if "warning:" in line or "remark:" in line:
                     sys.stderr.write(line + "\n")
+        if devices is not None:  # the planner's choice
+            import json
+            chosen = json.loads(result.report)["planner"]["chosen"]
+            dp, tp, pp = chosen["dp"], chosen["tp"], chosen["pp"]
         prog = Program(executable=o.output, dp=dp, tp=tp, pp=pp, workdir=workdir,
                        report_json=result.report, names=names,
                        diagnostics=result.diagnostics, source=source)

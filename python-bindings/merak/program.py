@@ -57,6 +57,9 @@ class Program:
         self.checkpoint_dir = os.path.join(workdir, "checkpoints")
         self.metrics_path = os.path.join(workdir, "metrics.jsonl")
         self._report = json.loads(report_json) if report_json else {}
+        # merak.compile(devices=N): the planner's choice, runners-up and
+        # search time (None when the mesh was given).
+        self.plan = copy.deepcopy(self._report.get("planner"))
         self.parameter_names = names
         self.torch_names = {t: n for n, ts in names.items() for t in ts}
 

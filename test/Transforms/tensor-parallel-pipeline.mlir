@@ -6,8 +6,9 @@
 // stage's fragments hold local shapes and the tp collectives. The balanced
 // cut lies on the residual stream between the blocks (after h1, before the
 // second block's f; the positions after fc4, where the stage after the cut
-// would read no parameter, are no cut points).
-// CHECK: merak.pipeline = {costs = [168, 176], cut_points = 6 : i64, cuts = array<i64: 5>
+// would read no parameter, are no cut points). The costs (CostOpInterface
+// FLOPs) count no arithmetic for the tp collectives and tp_identity.
+// CHECK: merak.pipeline = {costs = [152, 160], cut_points = 6 : i64, cuts = array<i64: 5>
 // CHECK-SAME: owners = {{\[}}["fc1.weight", "fc2.weight", "fc2.bias"], ["fc3.weight", "fc4.weight"]]
 // Sharded params keep their full initial value; their accumulators are
 // local-shaped scratch (never checkpointed).

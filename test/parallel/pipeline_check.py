@@ -30,6 +30,10 @@ embedding, LM head and loss; the stages do hold [.., 80] logits).
 optimizer state is split over dp (of the tensor-parallel shards too) and
 the checkpoint gathers it back to the serial format. `zero1` runs the ZeRO
 matrix in one process (one serial program per optimizer, OMP_NUM_THREADS=1).
+`planner-<opt>-devices<N>`: compiled with --devices N instead of a mesh (the
+planner picks dp, tp, pp, micro-batches and schedule; the report's
+planner.chosen says which), trained under mpirun -np N: losses and final
+parameters match the serial program's.
 Ends with "N passed, M failed".
 """
 import json
@@ -78,6 +82,7 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "vocab-sgd-pp2-m2-gpipe-tp2", "vocab-sgd-pp2-m2-1f1b-tp2",
           "vocab-adamw-pp2-m2-gpipe-tp2", "vocab-adamw-pp2-m2-1f1b-tp2",
           "vocab-adamw-pp2-m2-1f1b-dp2-tp2", "vocab-adamw-pp2-m2-1f1b-dp2-tp2-zero",
+          "planner-adamw-devices2",
           "vocab-off-adamw-pp2-m2-1f1b-tp2"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
@@ -252,7 +257,37 @@ def check_vocab(env, cfg, off):
         holders, "split (logits %s)" % local if split else "replicated")
 
 
+def check_planner(env, opt, devices):
+    """--devices N: the planner's plan trains like the serial program."""
+    exe = os.path.join(env.work, "train-planner-%s-%d" % (opt, devices))
+    report = exe + ".json"
+    cmd = env.compile_cmd(opt, 4) + ["--devices", str(devices), "--compile-to=binary", "-o", exe,
+                                      "--report=json", "--report-file", report]
+    log = run(cmd)
+    with open(report) as f:
+        chosen = json.load(f)["planner"]["chosen"]
+    world = chosen["dp"] * chosen["tp"] * chosen["pp"]
+    if world != devices or chosen["schedule"] not in ("gpipe", "1f1b"):
+        return False, "bad plan %s" % chosen
+    metrics = os.path.join(env.work, "planner-%s-%d.jsonl" % (opt, devices))
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    ckpt = os.path.join(env.work, "planner-%s-%d-ckpt" % (opt, devices))
+    run(MPIRUN + ["-np", str(devices), exe, "--data", env.data, "--steps", str(STEPS),
+                  "--sampler", "sequential", "--metrics", metrics, "--checkpoint-dir", ckpt],
+        env=env.env)
+    with open(metrics) as f:
+        got = [json.loads(line)["loss"] for line in f]
+    serial, serial_params = env.train(opt, 4)
+    ok, msg = compare(got, read_checkpoint(ckpt, STEPS), serial, serial_params, OPTS[opt][1])
+    plan = [l for l in log.splitlines() if "planner: chosen" in l]
+    return ok, "%s; %s" % (plan[0].split("planner: ")[-1] if plan else chosen, msg)
+
+
 def check(env, name):
+    r = re.fullmatch(r"planner-(sgd|adamw)-devices(\d+)", name)
+    if r:
+        return check_planner(env, r.group(1), int(r.group(2)))
     r = re.fullmatch(r"vocab(-off)?-(.+)", name)
     if r:
         m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?-tp(\d+)(-zero)?",

@@ -14,7 +14,9 @@ Checks:
                  and load_into sets its parameters;
   unsupported    a module using torch.atan raises merak.CompileError naming
                  the ONNX op (Atan);
-  errors         devices=N raises NotImplementedError; a failed run raises
+  gpt-devices2   the same GPT with devices=2 (the planner picks the mesh;
+                 Program.plan says which): losses and parameters as above;
+  errors         devices=N together with dp= raises ValueError; a failed run raises
                  merak.TrainError with the rank's message; report() is the
                  plan's JSON;
   installed      `cmake --install --component python` to a prefix, and the
@@ -149,6 +151,22 @@ def check_gpt(env, dp, tp, pp):
     return ok, msg + "; %d ranks" % prog.ranks
 
 
+def check_gpt_devices(env, devices):
+    model, reference = gpt(), gpt()
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    prog = env.merak.compile(model, example_inputs=(ids,), devices=devices, optimizer="adamw",
+                             lr=LR, workdir=env.workdir("gpt-devices%d" % devices))
+    chosen = (prog.plan or {}).get("chosen", {})
+    if prog.ranks != devices or chosen.get("dp", 0) * chosen.get("tp", 0) * \
+            chosen.get("pp", 0) != devices:
+        return False, "Program.ranks %d, plan %s" % (prog.ranks, chosen)
+    got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
+    want = torch_reference(reference, token_batches(env.tokens, STEPS))
+    prog.load_into(model)
+    ok, msg = compare(got, want, model, reference)
+    return ok, msg + "; planned %s" % prog
+
+
 def check_mlp(env):
     torch.manual_seed(0)
     model = em.MLP()
@@ -208,10 +226,11 @@ def check_unsupported(env):
 def check_errors(env):
     m = env.merak
     try:
-        m.compile(em.MLP(), torch.zeros(B, 20), devices=4)
-        return False, "devices=4 did not raise"
-    except NotImplementedError:
-        pass
+        m.compile(em.MLP(), torch.zeros(B, 20), devices=4, dp=2)
+        return False, "devices=4 with dp=2 did not raise"
+    except ValueError as e:
+        if "devices" not in str(e):
+            return False, "ValueError without the cause: %s" % e
     prog = m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), dp=2,
                      workdir=env.workdir("errors"))
     report = prog.report()
@@ -270,6 +289,7 @@ def check_docs_example(env):
 CHECKS = {
     "gpt-1-1-1": lambda e: check_gpt(e, 1, 1, 1),
     "gpt-1-2-2": lambda e: check_gpt(e, 1, 2, 2),
+    "gpt-devices2": lambda e: check_gpt_devices(e, 2),
     "mlp": check_mlp,
     "encoder": check_encoder,
     "unsupported": check_unsupported,

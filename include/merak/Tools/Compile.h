@@ -66,6 +66,20 @@ struct CompileOptions {
   /// A runtime installed by `cmake --install` (its include/ and lib/); empty:
   /// the build tree's, recorded when merak was configured.
   std::string runtimeDir;
+  /// --devices N: the planner (lib/Tools/Planner.cpp) chooses dp, tp, pp,
+  /// the micro-batches and the schedule for N devices, then compiles that
+  /// plan; 0: the mesh is given by dp/tp/pp. meshGiven: any of --dp, --tp,
+  /// --pp, --microbatches, --schedule was given (an error with --devices).
+  int64_t devices = 0;
+  bool meshGiven = false;
+  /// --memory-per-device BYTES for the planner (0: the profile's).
+  double memoryPerDevice = 0;
+  /// --planner-space: "auto" (everything the planner knows) or "megatron"
+  /// (the Megatron-LM hand policy: 1F1B, full recomputation, layers split
+  /// uniformly, no overlap; only dp/tp/pp and micro-batches searched).
+  std::string plannerSpace = "auto";
+  /// The planner's JSON, put into --report=json as "planner" (internal).
+  std::string plannerJson;
   /// Apply MLIR's pass-manager command-line options (merak-compile
   /// registers them; a library caller does not).
   bool commandLinePassOptions = false;
@@ -89,6 +103,10 @@ CompileResult compileModel(const CompileOptions &options);
 /// the report (when reportFile is "") to `*report`; merak-compile's body.
 /// Returns the exit status: 0 on success.
 int runCompile(const CompileOptions &options, llvm::raw_ostream &log, std::string *report);
+
+/// runCompile with options.devices set: plans (Planner.h), prints the plan
+/// and compiles it (a .mlir model is planned only).
+int runPlannedCompile(const CompileOptions &options, llvm::raw_ostream &log, std::string *report);
 
 } // namespace mlir::merak
 

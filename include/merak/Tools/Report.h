@@ -45,6 +45,9 @@ struct StageCosts {
   int64_t paramBytes = 0, stateBytes = 0, accumulatorBytes = 0, arenaPeakBytes = 0;
   /// Stashed activations of all micro-batches.
   int64_t stashBytes = 0;
+  /// (FLOPs, bytes accessed) of every op of one micro-batch's forward and
+  /// backward fragment (CostOpInterface), for the roofline.
+  std::vector<std::pair<int64_t, int64_t>> forwardOps, backwardOps;
   /// Collectives by "<kind> <group>", of the forward, backward and update
   /// fragments.
   std::map<std::string, CollectiveTraffic> forward, backward, update;
@@ -60,6 +63,8 @@ struct ReportOptions {
   bool json = false;
   /// With --simulate: the simulated step (JSON "simulated").
   std::optional<SimulatedStep> simulated;
+  /// With --devices: the planner's JSON (JSON "planner").
+  std::string plannerJson;
 };
 
 /// Prints the report of `module`, a training program (the training phase

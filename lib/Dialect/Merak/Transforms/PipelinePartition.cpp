@@ -47,36 +47,14 @@ namespace mlir::merak {
 using namespace mlir;
 using namespace mlir::merak;
 
-static int64_t numElements(Type t) {
-  auto r = dyn_cast<RankedTensorType>(t);
-  return r && r.hasStaticShape() ? r.getNumElements() : 0;
-}
-
 static int64_t valueBytes(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
 }
 
 int64_t mlir::merak::estimateOpFlops(Operation *op) {
-  if (isa<ReshapeOp, ConstantOp, GetParamOp, SetParamOp>(op))
-    return 0;
-  if (auto m = dyn_cast<MatmulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(m.getLhs().getType());
-    int64_t k = lhs.getRank() ? lhs.getShape().back() : 1;
-    return 2 * numElements(m.getType()) * k;
-  }
-  if (auto c = dyn_cast<Conv2DOp>(op)) {
-    auto w = cast<RankedTensorType>(c.getWeight().getType());
-    return 2 * numElements(c.getType()) * (w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)));
-  }
-  int64_t n = 0;
-  for (Value v : op->getOperands())
-    n = std::max(n, numElements(v.getType()));
-  for (Value v : op->getResults())
-    n = std::max(n, numElements(v.getType()));
-  if (isa<LayerNormOp, SoftmaxOp, LogSoftmaxOp, CrossEntropyOp>(op))
-    return 5 * n;
-  return n;
+  auto cost = dyn_cast<CostOpInterface>(op);
+  return cost ? cost.getFlops() : 0;
 }
 
 LogicalResult mlir::merak::buildReverseSweep(OpBuilder &b, Block &body,

@@ -5,6 +5,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "merak/Dialect/Merak/IR/MerakInterfaces.td"
 
 def Merak_Dialect : Dialect {
   let name = "merak";
@@ -28,8 +29,15 @@ def Merak_Dialect : Dialect {
 // of it are ordered, so get_param is not hoisted over set_param.
 def Merak_ParamResource : Resource<"::mlir::merak::ParamResource">;
 
+// Every op has a cost (FLOPs, bytes accessed) for the cost model; ops whose
+// cost is not elementwise define getFlops/getBytesAccessed in their
+// extraClassDeclaration (MerakCost.cpp).
 class Merak_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Merak_Dialect, mnemonic, traits>;
+    : Op<Merak_Dialect, mnemonic, !listconcat(traits, [Merak_CostOpInterface])>;
+
+// Cost overrides (MerakCost.cpp), spliced into extraClassDeclaration.
+defvar Merak_FlopsCost = "int64_t getFlops();";
+defvar Merak_FlopsAndBytesCost = "int64_t getFlops(); int64_t getBytesAccessed();";
 
 // Element types the dialect supports.
 def Merak_Float : AnyTypeOf<[F32, F16, BF16, F64]>;

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Sums (or averages) tensors over the ranks of one mesh axis";
   let description = [{
     Every rank of the `group` ("dp", "tp" or "pp") passes its tensors;
@@ -71,10 +72,10 @@ def Merak_ReduceScatterOp : Merak_Op<"reduce_scatter", []> {
     $inputs `group` `=` $group `reduction` `=` $reduction attr-dict `:`
     type($inputs) `->` type($results)
   }];
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = !strconcat([{
     /// Ranks of the group the op was built for (operand dim 0 / result dim 0).
     int64_t getParts();
-  }];
+  }], Merak_FlopsAndBytesCost);
   let hasVerifier = 1;
 }
 
@@ -98,10 +99,10 @@ def Merak_AllGatherOp : Merak_Op<"all_gather", []> {
   let assemblyFormat = [{
     $inputs `group` `=` $group attr-dict `:` type($inputs) `->` type($results)
   }];
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = !strconcat([{
     /// Ranks of the group the op was built for (result dim 0 / operand dim 0).
     int64_t getParts();
-  }];
+  }], Merak_FlopsAndBytesCost);
   let hasVerifier = 1;
 }
 
@@ -122,10 +123,10 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
   let arguments = (ins Merak_FloatTensor:$input, StrAttr:$group);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = "$input `group` `=` $group attr-dict `:` type($input) `->` type($result)";
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = !strconcat([{
     /// Ranks of the group (operand dim 0 / result dim 0).
     int64_t getParts();
-  }];
+  }], Merak_FlopsAndBytesCost);
   let hasVerifier = 1;
 }
 
@@ -149,6 +150,7 @@ def Merak_GroupRankOp : Merak_Op<"group_rank", []> {
 }
 
 def Merak_TpIdentityOp : Merak_Op<"tp_identity", [Pure, SameOperandsAndResultType]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Megatron's f: identity forward, gradient summed over \"tp\" backward";
   let description = [{
     Marks the (replicated) input of a column-parallel block of tensor

@@ -24,4 +24,29 @@ def Merak_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def Merak_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::merak";
+  let description = [{
+    The arithmetic and memory traffic of one execution of the op, for the
+    cost model (lib/Tools/Simulate.cpp, the planner in lib/Tools/Planner.cpp
+    and the pipeline partitioner's stage balance). Every merak op has it
+    (Merak_Op adds it); the defaults are those of an elementwise op: one
+    FLOP per element of the largest operand or result, and every operand
+    read and result written once. Ops that differ (contractions,
+    normalisations, softmax and cross-entropy, views, parameter access,
+    collectives) define their own in lib/Dialect/Merak/IR/MerakCost.cpp.
+    The roofline time of an op is max(FLOPs / rate, bytes / bandwidth).
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Floating-point (or integer) operations of one execution.",
+      "int64_t", "getFlops", (ins), "",
+      "return ::mlir::merak::elementwiseOpFlops($_op.getOperation(), 1);">,
+    InterfaceMethod<
+      "Bytes the op reads and writes in memory (operands and results).",
+      "int64_t", "getBytesAccessed", (ins), "",
+      "return ::mlir::merak::operandAndResultBytes($_op.getOperation());">
+  ];
+}
+
 #endif

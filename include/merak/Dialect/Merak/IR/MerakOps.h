@@ -11,6 +11,13 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir::merak {
+/// CostOpInterface's defaults: `perElement` FLOPs per element of the
+/// largest operand or result, and the bytes of every operand and result.
+int64_t elementwiseOpFlops(Operation *op, int64_t perElement);
+int64_t operandAndResultBytes(Operation *op);
+} // namespace mlir::merak
+
 #include "merak/Dialect/Merak/IR/MerakInterfaces.h.inc"
 
 namespace mlir::merak {

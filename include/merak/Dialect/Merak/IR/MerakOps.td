@@ -38,15 +38,16 @@ def Merak_ParamOp : Merak_Op<"param", [Symbol]> {
                        ElementsAttr:$initial_value);
   let assemblyFormat = "$sym_name `:` $type `=` $initial_value attr-dict";
   let hasVerifier = 1;
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = !strconcat([{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
-  }];
+  }], Merak_FlopsAndBytesCost);
 }
 
 def Merak_GetParamOp : Merak_Op<"get_param",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Reads the current value of a parameter";
   let arguments = (ins Arg<FlatSymbolRefAttr, "", [MemRead<Merak_ParamResource>]>:$name);
   let results = (outs Merak_Tensor:$result);
@@ -55,6 +56,7 @@ def Merak_GetParamOp : Merak_Op<"get_param",
 
 def Merak_SetParamOp : Merak_Op<"set_param",
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Replaces the value of a parameter (an optimizer update)";
   let description = [{
     Writes `value` into the parameter (or optimizer state) `name`; later
@@ -68,6 +70,7 @@ def Merak_SetParamOp : Merak_Op<"set_param",
 
 def Merak_ConstantOp : Merak_Op<"constant",
     [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "A constant tensor";
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Merak_Tensor:$result);
@@ -206,6 +209,7 @@ def Merak_CastOp : Merak_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------===//
 
 def Merak_ReshapeOp : Merak_Op<"reshape", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Row-major reshape to the result type's shape";
   let arguments = (ins Merak_Tensor:$input);
   let results = (outs Merak_Tensor:$result);
@@ -354,6 +358,7 @@ def Merak_CumSumOp : Merak_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
 
 class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = summaryText;
   let arguments = (ins Merak_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Merak_FloatTensor:$result);
@@ -364,6 +369,7 @@ def Merak_SoftmaxOp : Merak_SoftmaxLikeOp<"softmax", "Softmax along one axis">;
 def Merak_LogSoftmaxOp : Merak_SoftmaxLikeOp<"log_softmax", "Log-softmax along one axis">;
 
 def Merak_LayerNormOp : Merak_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Layer normalisation over dimensions [axis, rank)";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias` with the biased
@@ -416,6 +422,7 @@ def Merak_BatchNormOp : Merak_Op<"batch_norm", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "numpy.matmul: batched, broadcasting batch dimensions";
   let description = [{
     Rank-1 operands follow numpy (a 1-D lhs gains a leading 1 that is then
@@ -427,6 +434,7 @@ def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Merak_Conv2DOp : Merak_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
                        Optional<Merak_FloatTensor>:$bias,
@@ -471,6 +479,7 @@ def Merak_AvgPool2DOp : Merak_Pool2DOp<"avg_pool2d", "2-D average pooling"> {
 //===----------------------------------------------------------------------===//
 
 def Merak_Conv2DBackwardDataOp : Merak_Op<"conv2d_backward_data", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Gradient of conv2d w.r.t. its input (a transposed convolution)";
   let description = [{
     With the attributes of the forward `merak.conv2d`, `grad` its result
@@ -489,6 +498,7 @@ def Merak_Conv2DBackwardDataOp : Merak_Op<"conv2d_backward_data", [Pure]> {
 }
 
 def Merak_Conv2DBackwardFilterOp : Merak_Op<"conv2d_backward_filter", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Gradient of conv2d w.r.t. its weight";
   let description = [{
     With the attributes of the forward `merak.conv2d`, its `input` and the
@@ -669,6 +679,7 @@ def Merak_DropoutOp : Merak_Op<"dropout", [Pure]> {
 }
 
 def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Fused softmax cross-entropy with integer class labels";
   let description = [{
     `logits` has the class dimension at `axis`; `labels` has the logits'

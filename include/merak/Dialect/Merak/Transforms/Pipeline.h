@@ -39,8 +39,9 @@ inline constexpr llvm::StringLiteral kNormSkipAttr = "merak.norm_skip";
 /// tensor parallelism they have the local shard's shape, unsharded).
 inline constexpr llvm::StringLiteral kGradAccumulatorPrefix = "pipeline.grad.";
 
-/// Estimated forward FLOPs of one op (matmul 2MNK, convolution 2 * output
-/// * reduction, views 0, everything else its elements).
+/// Estimated forward FLOPs of one op: CostOpInterface::getFlops (matmul
+/// 2MNK, convolution 2 * output * reduction, views 0, see MerakCost.cpp);
+/// 0 for ops of other dialects.
 int64_t estimateOpFlops(Operation *op);
 
 /// Reverse-mode sweep over the ops of `body` (program order, terminator

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Writes a GPT-2-style model in merak IR (.mlir) without its weights.
+
+Models of billions of parameters cannot be exported to ONNX here (their
+weights alone are tens of GB). This script writes the IR the ONNX importer
+would produce for the same PyTorch GPT (examples/gpt/export_demo.py's
+structure: tied embedding, pre-LN blocks, fused QKV, GELU MLP, causal mask
+buffer `h.N.attn.bias`), op for op, with every parameter a splat
+(`dense<0.0>`): MLIR stores a splat as one value, so the file is a few
+hundred KB for any size, and the planner (`merak-compile model.mlir
+--devices N`) reads only shapes. The program cannot be trained (its shapes
+are fixed and its weights are zeros); it is for planning and simulation.
+
+  gpt_mlir.py --layers 48 --hidden 1600 --heads 32 --seq 1024 --vocab 50304 \
+      --batch 512 -o gpt-1.5b.mlir
+"""
+import argparse
+import sys
+
+
+def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32"):
+    d, h, s, b, v = hidden, heads, seq, batch, vocab
+    if d % h:
+        sys.exit("gpt_mlir.py: hidden %d is not a multiple of heads %d" % (d, h))
+    hd = d // h
+    ff = 4 * d
+    t = lambda *dims: "tensor<%sx%s>" % ("x".join(str(x) for x in dims), dtype)
+    scalar = "tensor<%s>" % dtype
+    params, body = [], []
+    n = [0]
+
+    def val():
+        n[0] += 1
+        return "%%%d" % n[0]
+
+    def param(name, *dims):
+        params.append('  merak.param @%s : %s = dense<0.000000e+00> : %s' % (name, t(*dims), t(*dims)))
+        r = val()
+        body.append("    %s = merak.get_param @%s : %s" % (r, name, t(*dims)))
+        return r
+
+    def emit(text):
+        r = val()
+        body.append("    %s = %s" % (r, text))
+        return r
+
+    neg_inf = emit("merak.constant dense<0xFF800000> : " + scalar) if dtype == "f32" else \
+        emit("merak.constant dense<-3.0e+38> : " + scalar)
+    scale = emit("merak.constant dense<%r> : %s" % (1.0 / hd ** 0.5, scalar))
+    zero = emit("merak.constant dense<0.000000e+00> : " + scalar)
+    positions = emit("merak.constant dense<0> : tensor<%dxi64>" % s)
+    wte = param("transformer.wte.weight", v, d)
+    wpe = param("transformer.wpe.weight", s, d)
+    pos = emit("merak.gather %s[%s] axis = 0 : %s, tensor<%dxi64> -> %s" % (wpe, positions, t(s, d), s, t(s, d)))
+    tok = emit("merak.gather %s[%%arg0] axis = 0 : %s, tensor<%dx%dxi64> -> %s" % (wte, t(v, d), b, s, t(b, s, d)))
+    x = emit("merak.add %s, %s : %s, %s" % (tok, pos, t(b, s, d), t(s, d)))
+
+    def layer_norm(x, prefix):
+        w = param(prefix + ".weight", d)
+        bias = param(prefix + ".bias", d)
+        return emit("merak.layer_norm %s scale %s bias %s axis = 2 epsilon = 9.9999997473787516E-6 : "
+                    "(%s, %s, %s) -> %s" % (x, w, bias, t(b, s, d), t(d), t(d), t(b, s, d)))
+
+    def linear(x, prefix, n_in, n_out):
+        w = param(prefix + ".weight", n_out, n_in)
+        bias = param(prefix + ".bias", n_out)
+        wt = emit("merak.transpose %s perm = [1, 0] : %s to %s" % (w, t(n_out, n_in), t(n_in, n_out)))
+        y = emit("merak.matmul %s, %s : %s, %s -> %s" % (x, wt, t(b, s, n_in), t(n_in, n_out), t(b, s, n_out)))
+        return emit("merak.add %s, %s : %s, %s" % (bias, y, t(n_out), t(b, s, n_out)))
+
+    for i in range(layers):
+        p = "transformer.h.%d" % i
+        ln1 = layer_norm(x, p + ".ln_1")
+        mask = param(p + ".attn.bias", 1, 1, s, s)
+        qkv = linear(ln1, p + ".attn.c_attn", d, 3 * d)
+        split = val()
+        body.append("    %s:3 = merak.split %s axis = 2 sizes = [%d, %d, %d] : %s -> %s, %s, %s"
+                    % (split, qkv, d, d, d, t(b, s, 3 * d), t(b, s, d), t(b, s, d), t(b, s, d)))
+        q = emit("merak.reshape %s#0 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
+        q = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (q, t(b, s, h, hd), t(b, h, s, hd)))
+        k = emit("merak.reshape %s#1 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
+        k = emit("merak.transpose %s perm = [0, 2, 3, 1] : %s to %s" % (k, t(b, s, h, hd), t(b, h, hd, s)))
+        scores = emit("merak.matmul %s, %s : %s, %s -> %s" % (q, k, t(b, h, s, hd), t(b, h, hd, s), t(b, h, s, s)))
+        vv = emit("merak.reshape %s#2 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
+        vv = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (vv, t(b, s, h, hd), t(b, h, s, hd)))
+        scaled = emit("merak.mul %s, %s : %s, %s" % (scores, scale, t(b, h, s, s), scalar))
+        masked_out = emit("merak.eq %s, %s : %s, %s" % (mask, zero, t(1, 1, s, s), scalar))
+        masked = emit("merak.where %s, %s, %s : tensor<1x1x%dx%dxi1>, %s, %s"
+                      % (masked_out, neg_inf, scaled, s, s, scalar, t(b, h, s, s)))
+        probs = emit("merak.softmax %s axis = 3 : %s" % (masked, t(b, h, s, s)))
+        ctx = emit("merak.matmul %s, %s : %s, %s -> %s" % (probs, vv, t(b, h, s, s), t(b, h, s, hd), t(b, h, s, hd)))
+        ctx = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (ctx, t(b, h, s, hd), t(b, s, h, hd)))
+        ctx = emit("merak.reshape %s : %s to %s" % (ctx, t(b, s, h, hd), t(b, s, d)))
+        attn = linear(ctx, p + ".attn.c_proj", d, d)
+        x = emit("merak.add %s, %s : %s, %s" % (x, attn, t(b, s, d), t(b, s, d)))
+        ln2 = layer_norm(x, p + ".ln_2")
+        fc = linear(ln2, p + ".mlp.c_fc", d, ff)
+        g = emit("merak.gelu %s : %s" % (fc, t(b, s, ff)))
+        mlp = linear(g, p + ".mlp.c_proj", ff, d)
+        x = emit("merak.add %s, %s : %s, %s" % (x, mlp, t(b, s, d), t(b, s, d)))
+    xf = layer_norm(x, "transformer.ln_f")
+    wt = emit("merak.transpose %s perm = [1, 0] : %s to %s" % (wte, t(v, d), t(d, v)))
+    logits = emit("merak.matmul %s, %s : %s, %s -> %s" % (xf, wt, t(b, s, d), t(d, v), t(b, s, v)))
+    body.append("    return %s : %s" % (logits, t(b, s, v)))
+    head = ('  func.func @forward(%%arg0: tensor<%dx%dxi64> {merak.name = "input_ids"}) -> '
+            '(%s {merak.name = "logits"}) {' % (b, s, t(b, s, v)))
+    return "\n".join(["module {", head] + body + ["  }"] + params + ["}"]) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--hidden", type=int, required=True)
+    ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--vocab", type=int, default=50304)
+    ap.add_argument("--batch", type=int, default=512, help="global batch (sequences)")
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
+    ap.add_argument("-o", "--output", default="-")
+    a = ap.parse_args()
+    text = generate(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.batch, a.dtype)
+    if a.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(a.output, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Simulated against measured step times of small plans on this CPU.
+
+    /usr/bin/python3 bench/sim_vs_measured.py --bin build/bin \
+        --calibrate build/runtime/merak-calibrate --workdir /tmp/bench-sim [--steps 12]
+
+1. `mpirun -np 2 merak-calibrate -o cpu.json`: this machine as a device
+   profile (single-threaded sgemm rate, STREAM bandwidth, MPI ping-pong).
+2. A GPT-2-style decoder (d 128, 4 heads, 4 layers, seq 64, batch 8, vocab
+   256; exported with a dynamic batch) is compiled for each plan
+   (dp, tp, pp, micro-batches) with `--simulate --device-profile cpu.json
+   --report=json` (the simulated step) and `--compile-to=binary`, and run
+   under `mpirun -np dp*tp*pp` with OMP_NUM_THREADS=1; the measured step
+   is the median `time_ms` of the metrics after 3 warm-up steps.
+Prints simulated, measured and measured / simulated per plan. A benchmark,
+not a test: the numbers depend on the machine and its load.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "test", "torch"))
+import export_models as em  # noqa: E402
+
+B, T, D, LAYERS, HEADS, VOCAB = 8, 64, 128, 4, 4, 256
+PLANS = [(1, 1, 1, 2), (2, 1, 1, 2), (1, 2, 1, 2), (1, 1, 2, 2), (1, 1, 2, 4), (2, 1, 2, 2)]
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+WARMUP = 3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--calibrate", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--steps", type=int, default=12)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    profile = os.path.join(a.workdir, "cpu.json")
+    subprocess.run(MPIRUN + ["-np", "2", a.calibrate, "-o", profile], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    print("profile:", json.dumps({k: v for k, v in json.load(open(profile)).items()
+                                  if k != "comment"}))
+    torch.manual_seed(0)
+    model = em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=T)
+    onnx_path = os.path.join(a.workdir, "gpt.onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path,
+                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      dynamic_axes={"input_ids": {0: "batch"}})
+    tokens = os.path.join(a.workdir, "tokens.bin")
+    np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
+    compiler = os.path.join(a.bin, "merak-compile")
+    rows = []
+    for dp, tp, pp, m in PLANS:
+        name = "d%dt%dp%dm%d" % (dp, tp, pp, m)
+        exe = os.path.join(a.workdir, "train-" + name)
+        flags = [onnx_path, "--input-shape", "input_ids=%dx%d" % (B, T), "--frozen",
+                 "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--pp", str(pp),
+                 "--microbatches", str(m), "--schedule", "1f1b", "--simulate",
+                 "--device-profile", profile]
+        report = exe + ".json"
+        subprocess.run([compiler] + flags + ["--compile-to=binary", "-o", exe, "--report=json",
+                                            "--report-file", report],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        simulated = json.load(open(report))["simulated"]["step_time_s"] * 1e3
+        metrics = os.path.join(a.workdir, name + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [exe, "--data", tokens, "--steps", str(a.steps), "--metrics", metrics,
+               "--log-every", "1000000"]
+        ranks = dp * tp * pp
+        if ranks > 1:
+            cmd = MPIRUN + ["-np", str(ranks)] + cmd
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+        with open(metrics) as f:
+            measured = statistics.median([json.loads(l)["time_ms"] for l in f][WARMUP:])
+        rows.append((dp, tp, pp, m, simulated, measured))
+        print("(dp %d, tp %d, pp %d) x %d micro-batches: simulated %.2f ms, measured %.2f ms, "
+              "measured / simulated %.2f" % (dp, tp, pp, m, simulated, measured,
+                                            measured / simulated))
+        sys.stdout.flush()
+    print()
+    print("| dp | tp | pp | micro-batches | simulated (ms) | measured (ms) | measured / simulated |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for dp, tp, pp, m, s, me in rows:
+        print("| %d | %d | %d | %d | %.2f | %.2f | %.2f |" % (dp, tp, pp, m, s, me, me / s))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+//===- Planner.h - merak-compile --devices: the parallelism planner -*- C++ -*-===//
+//
+// Chooses dp x tp x pp = N, the micro-batch count, the pipeline schedule,
+// recomputation and communication overlap for a model on N devices of a
+// device profile: the fastest simulated plan whose peak memory fits. The
+// model is compiled once per tensor-parallel degree into the finest
+// pipeline (one stage per candidate cut, one micro-batch of the whole
+// batch); every candidate is then costed from that table (stages grouped,
+// activations scaled to the candidate's micro-batch) and run on the
+// pipeline simulator. See docs/architecture.md, "Planner".
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_TOOLS_PLANNER_H
+#define MERAK_TOOLS_PLANNER_H
+
+#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Tools/Compile.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/JSON.h"
+#include <string>
+#include <vector>
+
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
+namespace mlir::merak {
+
+/// One candidate plan and its simulated cost.
+struct PlanCandidate {
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtualStages = 1;
+  std::string schedule = "1f1b";
+  /// "none", "selective", "full" or "stage-aware" (see RecomputeModel in
+  /// Planner.cpp).
+  std::string recompute = "none";
+  /// Data-parallel gradient all-reduce overlapped with the backward and
+  /// half of the tensor-parallel communication hidden (modelled only).
+  bool overlap = false;
+  double stepTime = 0, bubble = 0;
+  int64_t peakMemory = 0;
+  /// Empty when the plan fits; otherwise why it was rejected.
+  std::string rejected;
+  /// Enumeration order (breaks ties between equal step times).
+  int64_t order = 0;
+};
+
+struct PlannerResult {
+  PlanCandidate chosen;
+  /// The next best plans that fit, then the best ones that did not.
+  std::vector<PlanCandidate> runnersUp;
+  /// Notes on degrees that could not be planned (e.g. a tensor-parallel
+  /// degree the model does not accept).
+  std::vector<std::string> notes;
+  double searchSeconds = 0, probeSeconds = 0;
+  int64_t evaluated = 0;
+  /// Stages of the finest pipeline the costs were read from.
+  int64_t fineStages = 1;
+  std::string profile;
+  double memoryPerDevice = 0;
+  /// --planner-space: "auto" or "megatron".
+  std::string space = "auto";
+};
+
+/// Plans `options.devices` devices for `options.input` (dp, tp, pp,
+/// microbatches unset). With `runtimeOnly`, only plans the generated
+/// program can run are eligible (GPipe and 1F1B; the recomputation today's
+/// runtime does; no modelled overlap). Fails with `error` set (no plan
+/// fits: the smallest memory any plan needs).
+FailureOr<PlannerResult> planParallelism(const CompileOptions &options, bool runtimeOnly,
+                                         llvm::raw_ostream &log, std::string &error);
+
+/// The plan table merak-compile --devices prints.
+void printPlannerResult(const PlannerResult &result, llvm::raw_ostream &os);
+
+/// --report=json's "planner" object: {chosen, runners_up, search_time_s}.
+llvm::json::Value plannerJson(const PlannerResult &result);
+
+/// Reads a model written in merak IR (.mlir); null, with the error on
+/// `log`, when it does not parse or has no @forward.
+OwningOpRef<ModuleOp> readMerakModule(llvm::StringRef path, MLIRContext &ctx,
+                                      llvm::SourceMgr &sourceMgr, llvm::raw_ostream &log);
+
+} // namespace mlir::merak
+
+#endif

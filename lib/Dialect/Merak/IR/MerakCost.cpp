@@ -1,0 +1,102 @@
+//===- MerakCost.cpp - CostOpInterface: FLOPs and bytes of merak ops ------===//
+//
+// The defaults (elementwise: one FLOP per element of the largest operand or
+// result; every operand and result moved once) and the ops that differ:
+//   matmul           2 x result elements x K
+//   conv2d (and its data / filter gradients)
+//                    2 x output elements x (input channels / groups) x kh x kw
+//   softmax, log_softmax, layer_norm, cross_entropy
+//                    5 per element (max/mean, subtract, exp/square,
+//                    sum, divide/scale)
+//   reshape, tp_identity   views: no FLOPs, no bytes
+//   constant, get_param, set_param, param   no FLOPs, no bytes: a
+//                    parameter's or constant's bytes are counted by the ops
+//                    that read it, a written value's by the op producing it
+//   collectives      no FLOPs, no bytes here: their cost is the link's
+//                    (lib/Tools/Simulate.cpp, collectiveSeconds)
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+int64_t elements(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && r.hasStaticShape() ? r.getNumElements() : 0;
+}
+
+int64_t bytes(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape())
+    return 0;
+  unsigned bits = r.getElementType().getIntOrFloatBitWidth();
+  return r.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
+}
+
+/// 2 x output elements x (weight elements / output channels).
+int64_t convFlops(Type output, Type weight) {
+  auto w = cast<RankedTensorType>(weight);
+  return 2 * elements(output) * (w.getNumElements() / std::max<int64_t>(1, w.getDimSize(0)));
+}
+} // namespace
+
+int64_t mlir::merak::elementwiseOpFlops(Operation *op, int64_t perElement) {
+  int64_t n = 0;
+  for (Type t : op->getOperandTypes())
+    n = std::max(n, elements(t));
+  for (Type t : op->getResultTypes())
+    n = std::max(n, elements(t));
+  return perElement * n;
+}
+
+int64_t mlir::merak::operandAndResultBytes(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getOperandTypes())
+    n += bytes(t);
+  for (Type t : op->getResultTypes())
+    n += bytes(t);
+  return n;
+}
+
+int64_t MatmulOp::getFlops() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getRank() ? lhs.getShape().back() : 1;
+  return 2 * elements(getType()) * k;
+}
+
+int64_t Conv2DOp::getFlops() { return convFlops(getType(), getWeight().getType()); }
+int64_t Conv2DBackwardDataOp::getFlops() {
+  return convFlops(getGrad().getType(), getWeight().getType());
+}
+int64_t Conv2DBackwardFilterOp::getFlops() {
+  return convFlops(getGrad().getType(), getType());
+}
+
+int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t ReshapeOp::getBytesAccessed() { return 0; }
+int64_t TpIdentityOp::getFlops() { return 0; }
+int64_t TpIdentityOp::getBytesAccessed() { return 0; }
+int64_t ConstantOp::getFlops() { return 0; }
+int64_t ConstantOp::getBytesAccessed() { return 0; }
+int64_t GetParamOp::getFlops() { return 0; }
+int64_t GetParamOp::getBytesAccessed() { return 0; }
+int64_t SetParamOp::getFlops() { return 0; }
+int64_t SetParamOp::getBytesAccessed() { return 0; }
+int64_t ParamOp::getFlops() { return 0; }
+int64_t ParamOp::getBytesAccessed() { return 0; }
+int64_t LocalShardOp::getFlops() { return 0; }
+int64_t LocalShardOp::getBytesAccessed() { return bytes(getType()); }
+
+int64_t AllReduceOp::getFlops() { return 0; }
+int64_t AllReduceOp::getBytesAccessed() { return 0; }
+int64_t ReduceScatterOp::getFlops() { return 0; }
+int64_t ReduceScatterOp::getBytesAccessed() { return 0; }
+int64_t AllGatherOp::getFlops() { return 0; }
+int64_t AllGatherOp::getBytesAccessed() { return 0; }

@@ -1,0 +1,734 @@
+//===- Planner.cpp - merak-compile --devices: the parallelism planner -----===//
+//
+// 1. Probe: per tensor-parallel degree t (dividing N, within a node, that
+//    merak-tensor-parallel accepts) compile the model once into the finest
+//    pipeline: one stage per candidate cut of merak-pipeline, one
+//    micro-batch holding the whole batch. From it a table per fine stage:
+//    every op of the forward and backward fragments with its FLOPs and
+//    bytes (CostOpInterface; parameter bytes apart from activation bytes),
+//    the collectives, parameter / optimizer-state / accumulator bytes, the
+//    arena, the activations at its cut, what it would stash without
+//    recomputation and the attention core's share.
+// 2. Search: for every dp x t x pp = N, micro-batch count m dividing the
+//    per-rank batch, schedule, recomputation and overlap: group the fine
+//    stages into pp (or 2 pp, interleaved) contiguous stages balancing
+//    forward FLOPs, scale activation terms by the micro-batch's share of
+//    the batch, time every op by the roofline max(FLOPs / rate, bytes /
+//    bandwidth), and run the schedule on the pipeline simulator. The
+//    fastest plan whose peak memory fits wins.
+// Recomputation and overlap are modelled here only (RecomputeModel,
+// overlapped collectives below); see docs/architecture.md, "Planner".
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Tools/Planner.h"
+
+#include "PlannerProbe.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Import/OnnxImporter.h"
+#include "merak/Tools/PipelineCompile.h"
+#include "merak/Tools/Registration.h"
+#include "merak/Tools/Report.h"
+#include "merak/Tools/Simulate.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
+#include <tuple>
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+using namespace mlir::merak::planner;
+
+namespace {
+/// Contiguous groups of `n` fine stages into `g` stages minimising the
+/// largest forward FLOPs; returns the first fine stage of every group
+/// (and n at the end).
+std::vector<int64_t> balance(const std::vector<int64_t> &flops, int64_t g) {
+  int64_t n = flops.size();
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + flops[i];
+  const int64_t inf = std::numeric_limits<int64_t>::max();
+  // best[k][i]: the first i fine stages in k groups.
+  std::vector<std::vector<int64_t>> best(g + 1, std::vector<int64_t>(n + 1, inf)),
+      from(g + 1, std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int64_t k = 1; k <= g; ++k)
+    for (int64_t i = k; i <= n - (g - k); ++i)
+      for (int64_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == inf)
+          continue;
+        int64_t v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (v < best[k][i]) {
+          best[k][i] = v;
+          from[k][i] = j;
+        }
+      }
+  std::vector<int64_t> starts(g + 1, n);
+  for (int64_t k = g, i = n; k > 0; --k) {
+    starts[k - 1] = from[k][i];
+    i = from[k][i];
+  }
+  return starts;
+}
+
+/// A grouped stage (chunk) at one micro-batch size.
+struct Group {
+  double forward = 0, backwardFull = 0, attention = 0, updateCompute = 0;
+  std::map<std::string, CollectiveTraffic> fwdTraffic, bwdTraffic, updTraffic;
+  double fixedBytes = 0, arena = 0, stashInputs = 0, stashAll = 0, stashAttention = 0;
+  double gradBytes = 0, actOut = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// RecomputeModel: what each recomputation policy costs. The probe's
+// fragments are merak-pipeline's, which recompute the whole stage forward
+// in the backward ("full"); the other policies are derived from them:
+//   full       backward = probe backward (forward recomputed),
+//              stash = the stage's inputs per micro-batch
+//   none       backward = probe backward - forward,
+//              stash = every float result of the forward
+//   selective  backward = none + the attention core's forward,
+//              stash = none's minus the attention core's results
+//   stage-aware  per stage the cheapest of none, selective, full whose
+//              memory fits (stages with fewer micro-batches in flight keep
+//              more).
+// When the merak-recompute pass exists, its per-stage numbers replace
+// these estimates here.
+//===----------------------------------------------------------------------===//
+struct RecomputeCost {
+  /// Seconds of one micro-batch's backward; bytes stashed per micro-batch
+  /// in flight; bytes the backward of one micro-batch rebuilds (held only
+  /// while it runs).
+  double backward, stashPerMicrobatch, rebuilt;
+};
+RecomputeCost recomputeCost(StringRef policy, const Group &g) {
+  if (policy == "full")
+    return {g.backwardFull, g.stashInputs, g.stashAll};
+  double none = std::max(0.0, g.backwardFull - g.forward);
+  if (policy == "selective")
+    return {none + g.attention, std::max(g.stashInputs, g.stashAll - g.stashAttention),
+            g.stashAttention};
+  return {none, g.stashAll, 0.0};
+}
+
+/// "81.2 GB" from 1 GB on, bytes below.
+std::string bytesStr(double b) {
+  return b >= 1e9 ? llvm::formatv("{0:F1} GB", b / 1e9).str()
+                  : llvm::formatv("{0} bytes", (int64_t)b).str();
+}
+
+struct Planner {
+  explicit Planner(const CompileOptions &o) : opts(o) {}
+  const CompileOptions &opts;
+  DeviceProfile profile;
+  double memory = 0;
+  bool runtimeOnly = false, megatron = false, batchSplits = true;
+  int64_t devices = 1, batch = 1;
+  std::map<int64_t, Probe> probes;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> groupings;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, PipelineSimulation> shapes;
+  int64_t evaluated = 0;
+
+  double roofline(const std::vector<OpCost> &ops, double f) const {
+    double rate = profile.achievedFlops(probes.begin()->second.dtype), bw = profile.memoryBandwidth;
+    double t = 0;
+    for (const OpCost &c : ops)
+      t += std::max(c.flops * f / rate, bw > 0 ? (c.actBytes * f + c.paramBytes) / bw : 0.0);
+    return t;
+  }
+
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Group>> groupCache;
+
+  /// groups() for a micro-batch of 1 / share of the batch, cached.
+  const std::vector<Group> &groupsFor(const Probe &probe, int64_t g, int64_t share) {
+    auto key = std::make_tuple(probe.tp, g, share);
+    auto it = groupCache.find(key);
+    if (it == groupCache.end())
+      it = groupCache.emplace(key, groups(probe, g, 1.0 / share)).first;
+    return it->second;
+  }
+
+  std::vector<Group> groups(const Probe &probe, int64_t g, double f) {
+    int64_t n = probe.stages.size();
+    auto key = std::make_tuple(probe.tp, g, n);
+    auto it = groupings.find(key);
+    if (it == groupings.end()) {
+      std::vector<int64_t> starts;
+      if (megatron) {
+        // Megatron-LM: the same number of fine stages (half-layers) per stage.
+        for (int64_t k = 0; k <= g; ++k)
+          starts.push_back((k * n + g / 2) / g);
+      } else {
+        std::vector<int64_t> flops;
+        for (const FineStage &s : probe.stages)
+          flops.push_back(s.costs.forwardFlops);
+        starts = balance(flops, g);
+      }
+      it = groupings.emplace(key, starts).first;
+    }
+    const std::vector<int64_t> &starts = it->second;
+    double rate = profile.achievedFlops(probe.dtype);
+    std::vector<Group> out(g);
+    for (int64_t k = 0; k < g; ++k) {
+      Group &gr = out[k];
+      for (int64_t i = starts[k]; i < starts[k + 1]; ++i) {
+        const FineStage &s = probe.stages[i];
+        gr.forward += roofline(s.forward, f);
+        gr.backwardFull += roofline(s.backward, f);
+        gr.attention += roofline(s.attention, f);
+        gr.updateCompute += std::max(s.costs.updateFlops / rate,
+                                     2.0 * (s.costs.paramBytes + s.costs.stateBytes) /
+                                         profile.memoryBandwidth);
+        auto add = [&](std::map<std::string, CollectiveTraffic> &to,
+                       const std::map<std::string, CollectiveTraffic> &from, double scale) {
+          for (auto &[kind, t] : from) {
+            to[kind].count += t.count;
+            to[kind].bytes += (int64_t)(t.bytes * scale);
+          }
+        };
+        add(gr.fwdTraffic, s.costs.forward, f);
+        add(gr.bwdTraffic, s.costs.backward, f);
+        add(gr.updTraffic, s.costs.update, 1.0);
+        gr.fixedBytes += s.costs.paramBytes + s.costs.stateBytes + s.costs.accumulatorBytes;
+        gr.gradBytes += s.costs.accumulatorBytes;
+        // Fragments run one at a time: the largest working set.
+        gr.arena = std::max(gr.arena, s.costs.arenaPeakBytes * f);
+        gr.stashAll += s.stashAll * f;
+        gr.stashAttention += s.stashAttention * f;
+        if (i == starts[k])
+          gr.stashInputs = s.stashInputs * f;
+        if (i + 1 == starts[k + 1])
+          gr.actOut = s.actOut * f;
+      }
+    }
+    return out;
+  }
+
+  /// The instruction lists' peak in-flight micro-batches (independent of
+  /// the costs: the order of a stage's instructions is fixed).
+  const PipelineSimulation &shape(PipelineScheduleKind kind, int64_t p, int64_t m, int64_t v,
+                                  const SmallVector<SmallVector<PipelineInstr>> &program) {
+    auto key = std::make_tuple((int64_t)kind * 1000 + v, p, m);
+    auto it = shapes.find(key);
+    if (it == shapes.end()) {
+      PipelineCostModel unit;
+      unit.forward.assign(p * v, 1.0);
+      unit.backward.assign(p * v, 1.0);
+      unit.weight.assign(p * v, kind == PipelineScheduleKind::ZeroBubbleH1 ? 1.0 : 0.0);
+      unit.actBytes.assign(std::max<int64_t>(1, p * v - 1), 0.0);
+      unit.gradBytes = unit.actBytes;
+      it = shapes.emplace(key, *simulatePipeline(program, unit)).first;
+    }
+    return it->second;
+  }
+
+  void evaluate(PlanCandidate c, const SmallVector<SmallVector<PipelineInstr>> &program,
+                PipelineScheduleKind kind, std::vector<PlanCandidate> &out) {
+    const Probe &probe = probes.at(c.tp);
+    int64_t p = c.pp, v = c.virtualStages, m = c.microbatches;
+    const std::vector<Group> &gs = groupsFor(probe, p * v, c.dp * m);
+    SimulateOptions so;
+    so.profile = profile;
+    so.dp = c.dp;
+    so.tp = c.tp;
+    so.pp = p;
+    const PipelineSimulation &sh = shape(kind, p, m, v, program);
+    const double tpShare = c.overlap ? 0.5 : 1.0;
+    // Per device stage: the recomputation policy, memory.
+    std::vector<std::string> policy(p, c.recompute);
+    std::vector<int64_t> mem(p, 0);
+    for (int64_t s = 0; s < p; ++s) {
+      auto memoryWith = [&](StringRef pol) {
+        double fixed = 0, stash = 0, working = 0;
+        for (int64_t ch = 0; ch < v; ++ch) {
+          const Group &g = gs[ch * p + s];
+          RecomputeCost rc = recomputeCost(pol, g);
+          fixed += g.fixedBytes;
+          stash += rc.stashPerMicrobatch / v;
+          working = std::max(working, g.arena + rc.rebuilt);
+        }
+        return (int64_t)(fixed + working + stash * sh.peakInFlight[s]);
+      };
+      if (c.recompute == "stage-aware") {
+        policy[s] = "full";
+        for (StringRef pol : {"none", "selective"})
+          if (memory <= 0 || memoryWith(pol) <= memory) {
+            policy[s] = pol.str();
+            break;
+          }
+      }
+      mem[s] = memoryWith(policy[s]);
+    }
+    PipelineCostModel costs;
+    costs.forward.clear();
+    costs.backward.clear();
+    costs.weight.clear();
+    const bool split = kind == PipelineScheduleKind::ZeroBubbleH1;
+    for (int64_t k = 0; k < p * v; ++k) {
+      const Group &g = gs[k];
+      int64_t s = k % p;
+      double fwd = g.forward + tpShare * collectiveSeconds(g.fwdTraffic, s, so);
+      double bwd = recomputeCost(policy[s], g).backward +
+                   tpShare * collectiveSeconds(g.bwdTraffic, s, so);
+      costs.forward.push_back(fwd);
+      costs.backward.push_back(split ? bwd / 2 : bwd);
+      costs.weight.push_back(split ? bwd / 2 : 0.0);
+    }
+    for (int64_t s = 0; s < p; ++s) {
+      double update = 0, grads = 0, lastBackward = 0;
+      for (int64_t ch = 0; ch < v; ++ch) {
+        const Group &g = gs[ch * p + s];
+        update += g.updateCompute + collectiveSeconds(g.updTraffic, s, so);
+        grads += g.gradBytes;
+      }
+      lastBackward = costs.backward[s] + costs.weight[s];
+      std::map<std::string, CollectiveTraffic> dp{{"all_reduce dp", {1, (int64_t)grads}}};
+      double allReduce = collectiveSeconds(dp, s, so);
+      update += c.overlap ? std::max(0.0, allReduce - lastBackward) : allReduce;
+      costs.stageUpdate.push_back(update);
+    }
+    costs.actBytes.clear();
+    for (int64_t k = 0; k + 1 < p * v; ++k)
+      costs.actBytes.push_back(gs[k].actOut);
+    if (costs.actBytes.empty())
+      costs.actBytes.push_back(0.0);
+    costs.gradBytes = costs.actBytes;
+    costs.bandwidth = profile.intraNode.bandwidth;
+    costs.latency = profile.intraNode.latency;
+    costs.interBandwidth = profile.interNode.bandwidth;
+    costs.interLatency = profile.interNode.latency;
+    costs.node = stageNodes(p, c.dp, c.tp, profile.devicesPerNode);
+    // Interleaved: model stage k runs on device stage k % p.
+    if (v > 1) {
+      SmallVector<int64_t> nodes;
+      for (int64_t k = 0; k < p * v; ++k)
+        nodes.push_back(costs.node[k % p]);
+      costs.node = nodes;
+    }
+    c.order = evaluated++;
+    FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs);
+    if (failed(sim))
+      return;
+    c.stepTime = sim->stepTime;
+    c.bubble = sim->bubbleFraction;
+    c.peakMemory = *std::max_element(mem.begin(), mem.end());
+    if (memory > 0 && c.peakMemory > memory) {
+      int64_t worst = std::max_element(mem.begin(), mem.end()) - mem.begin();
+      c.rejected = llvm::formatv("stage {0} needs {1} > {2}", worst, bytesStr(c.peakMemory),
+                                 bytesStr(memory))
+                       .str();
+    }
+    out.push_back(std::move(c));
+  }
+};
+
+SmallVector<int64_t> divisors(int64_t n) {
+  SmallVector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      d.push_back(i);
+  return d;
+}
+} // namespace
+
+FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts, bool runtimeOnly,
+                                                      llvm::raw_ostream &log, std::string &error) {
+  auto start = std::chrono::steady_clock::now();
+  Planner pl(opts);
+  pl.devices = opts.devices;
+  pl.runtimeOnly = runtimeOnly;
+  if (opts.plannerSpace != "auto" && opts.plannerSpace != "megatron") {
+    error = "--planner-space " + opts.plannerSpace + ": expected auto or megatron";
+    return failure();
+  }
+  pl.megatron = opts.plannerSpace == "megatron";
+  pl.profile = placeholderDeviceProfile();
+  if (!opts.deviceProfile.empty()) {
+    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
+    if (!profile) {
+      error = "--device-profile: " + llvm::toString(profile.takeError());
+      return failure();
+    }
+    pl.profile = std::move(*profile);
+  }
+  pl.memory = opts.memoryPerDevice > 0 ? opts.memoryPerDevice : pl.profile.memoryBytes;
+  PlannerResult result;
+  result.profile = pl.profile.name;
+  result.space = opts.plannerSpace;
+  result.memoryPerDevice = pl.memory;
+
+  DialectRegistry registry;
+  registerMerakDialects(registry);
+  // The number of candidate cuts: from a two-stage probe without tensor
+  // parallelism (the cut points do not depend on tp).
+  int64_t cutPoints = 0;
+  std::string dtype;
+  {
+    MLIRContext ctx(registry);
+    ctx.printOpOnDiagnostic(false);
+    std::string diag;
+    llvm::raw_string_ostream ds(diag);
+    bool imported = false;
+    OwningOpRef<ModuleOp> m = compileProbe(opts, 1, 2, ctx, ds, &pl.batch, &dtype,
+                                           &pl.batchSplits, &registry, &imported);
+    if (!imported) {
+      error = "cannot read the model:\n" + diag;
+      if (!error.empty() && error.back() == '\n')
+        error.pop_back();
+      return failure();
+    }
+    if (m)
+      if (auto plan = (*m)->getAttrOfType<DictionaryAttr>(kPipelineAttr))
+        if (auto c = plan.getAs<IntegerAttr>("cut_points"))
+          cutPoints = c.getInt();
+    if (!m || cutPoints < 1) {
+      // One stage only: the model cannot be pipelined (or does not compile).
+      MLIRContext ctx1(registry);
+      ctx1.printOpOnDiagnostic(false);
+      std::string d1;
+      llvm::raw_string_ostream ds1(d1);
+      OwningOpRef<ModuleOp> one = compileProbe(opts, 1, 1, ctx1, ds1, &pl.batch, &dtype,
+                                               &pl.batchSplits, &registry);
+      if (!one) {
+        error = "the model does not compile for planning:\n" + diag + d1;
+        return failure();
+      }
+      cutPoints = 0;
+      result.notes.push_back("the model has no pipeline cut: pp = 1 only");
+    }
+  }
+  const int64_t fine = cutPoints + 1;
+  result.fineStages = fine;
+  for (int64_t tp : divisors(pl.devices)) {
+    if (tp > pl.profile.devicesPerNode) {
+      result.notes.push_back(("tp " + Twine(tp) + ": more than the " +
+                              Twine(pl.profile.devicesPerNode) + " devices of a node")
+                                 .str());
+      continue;
+    }
+    MLIRContext ctx(registry);
+    ctx.printOpOnDiagnostic(false);
+    std::string diag;
+    llvm::raw_string_ostream ds(diag);
+    OwningOpRef<ModuleOp> m = compileProbe(opts, tp, fine, ctx, ds, nullptr, nullptr);
+    FailureOr<Probe> probe = failure();
+    if (m) {
+      // Errors of reading the costs (the memory plan) become the note.
+      ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error)
+          ds << "error: " << d.str() << "\n";
+        return success();
+      });
+      probe = readProbe(*m, tp, fine);
+    }
+    if (failed(probe)) {
+      // The first error (remarks may come before it).
+      StringRef first = StringRef(diag).split('\n').first;
+      for (StringRef rest = diag; !rest.empty();) {
+        auto [line, tail] = rest.split('\n');
+        if (line.contains("error:")) {
+          first = line;
+          break;
+        }
+        rest = tail;
+      }
+      result.notes.push_back(("tp " + Twine(tp) + ": not accepted by the model (" +
+                              (first.empty() ? StringRef("cannot read its costs") : first) + ")")
+                                 .str());
+      continue;
+    }
+    probe->dtype = dtype;
+    pl.probes.emplace(tp, std::move(*probe));
+  }
+  if (pl.probes.empty()) {
+    error = "no tensor-parallel degree of the model compiles for planning";
+    for (const std::string &n : result.notes)
+      error += "\n  " + n;
+    return failure();
+  }
+  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
+  if (!pl.batchSplits && !mlirInput && runtimeOnly)
+    result.notes.push_back("the model does not import with a smaller batch (exported with a "
+                           "fixed batch?): dp and micro-batches stay 1");
+  result.probeSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<PlanCandidate> all;
+  for (auto &[tp, probe] : pl.probes) {
+    for (int64_t pp : divisors(pl.devices / tp)) {
+      if (pp > fine)
+        continue;
+      int64_t dp = pl.devices / tp / pp;
+      if (pl.batch % dp != 0)
+        continue;
+      // Micro-batches: up to 8 per stage (the bubble (p - 1) / m is then
+      // below 1/8), at least 64 choices of size without a pipeline (they
+      // only trade memory for parameter traffic).
+      const int64_t maxMicrobatches = std::max<int64_t>(8 * pp, 64);
+      for (int64_t m : divisors(pl.batch / dp)) {
+        if (m > maxMicrobatches)
+          break;
+        if (runtimeOnly && (mlirInput || !pl.batchSplits) && (dp > 1 || m > 1))
+          continue;
+        struct Sched {
+          const char *name;
+          PipelineScheduleKind kind;
+          int64_t v;
+        };
+        SmallVector<Sched> schedules;
+        if (pp == 1) {
+          schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
+        } else if (pl.megatron) {
+          schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
+        } else {
+          schedules.push_back({"gpipe", PipelineScheduleKind::GPipe, 1});
+          schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
+          if (!runtimeOnly) {
+            if (2 * pp <= fine && m % pp == 0)
+              schedules.push_back({"interleaved", PipelineScheduleKind::Interleaved, 2});
+            schedules.push_back({"zb-h1", PipelineScheduleKind::ZeroBubbleH1, 1});
+          }
+        }
+        // Today's runtime: pipelines (pp > 1 or m > 1) recompute each stage's
+        // forward; the serial program keeps its activations.
+        SmallVector<StringRef> recomputes;
+        if (runtimeOnly)
+          recomputes.push_back(pp > 1 || m > 1 ? "full" : "none");
+        else if (pl.megatron)
+          recomputes.push_back("full");
+        else
+          recomputes = {"none", "selective", "full", "stage-aware"};
+        SmallVector<bool> overlaps = runtimeOnly || pl.megatron ? SmallVector<bool>{false}
+                                                                : SmallVector<bool>{false, true};
+        for (const Sched &sc : schedules) {
+          auto program = buildPipelineSchedule(sc.kind, pp, m, sc.v);
+          for (StringRef rc : recomputes)
+            for (bool ov : overlaps) {
+              PlanCandidate c;
+              c.dp = dp;
+              c.tp = tp;
+              c.pp = pp;
+              c.microbatches = m;
+              c.virtualStages = sc.v;
+              c.schedule = sc.name;
+              c.recompute = rc.str();
+              c.overlap = ov;
+              pl.evaluate(std::move(c), program, sc.kind, all);
+            }
+        }
+      }
+    }
+  }
+  result.evaluated = pl.evaluated;
+  if (all.empty()) {
+    error = "no plan to evaluate for " + std::to_string(pl.devices) +
+            " devices (no factorisation dp x tp x pp the model and the batch allow)";
+    for (const std::string &n : result.notes)
+      error += "\n  " + n;
+    return failure();
+  }
+  // Fastest first; equal times keep the enumeration order (fewer tp, pp).
+  std::sort(all.begin(), all.end(), [](const PlanCandidate &a, const PlanCandidate &b) {
+    return a.stepTime != b.stepTime ? a.stepTime < b.stepTime : a.order < b.order;
+  });
+  const PlanCandidate *chosen = nullptr, *smallest = nullptr;
+  for (const PlanCandidate &c : all) {
+    if (c.rejected.empty() && !chosen)
+      chosen = &c;
+    if (!smallest || c.peakMemory < smallest->peakMemory)
+      smallest = &c;
+  }
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!chosen) {
+    error = llvm::formatv("no plan for {0} devices fits in {1} bytes per device; the smallest "
+                          "needs {2} bytes (dp {3} tp {4} pp {5}, {6} micro-batches, {7}, "
+                          "recompute {8})",
+                          pl.devices, (int64_t)pl.memory, smallest ? smallest->peakMemory : 0,
+                          smallest ? smallest->dp : 0, smallest ? smallest->tp : 0,
+                          smallest ? smallest->pp : 0, smallest ? smallest->microbatches : 0,
+                          smallest ? smallest->schedule : "", smallest ? smallest->recompute : "")
+                .str();
+    return failure();
+  }
+  result.chosen = *chosen;
+  int fitting = 0, rejected = 0;
+  for (const PlanCandidate &c : all) {
+    if (&c == chosen)
+      continue;
+    if (c.rejected.empty() && fitting < 5) {
+      result.runnersUp.push_back(c);
+      ++fitting;
+    } else if (!c.rejected.empty() && c.stepTime < chosen->stepTime && rejected < 3) {
+      result.runnersUp.push_back(c);
+      ++rejected;
+    }
+  }
+  (void)log;
+  return result;
+}
+
+namespace {
+std::string planName(const PlanCandidate &c) {
+  std::string s = llvm::formatv("dp {0} tp {1} pp {2} mb {3} {4}", c.dp, c.tp, c.pp,
+                                c.microbatches, c.schedule)
+                      .str();
+  if (c.virtualStages > 1)
+    s += " v" + std::to_string(c.virtualStages);
+  s += " recompute " + c.recompute;
+  if (c.overlap)
+    s += " +overlap";
+  return s;
+}
+
+json::Object candidateJson(const PlanCandidate &c) {
+  json::Object o{{"dp", c.dp},
+                 {"tp", c.tp},
+                 {"pp", c.pp},
+                 {"microbatches", c.microbatches},
+                 {"schedule", c.schedule},
+                 {"virtual_stages", c.virtualStages},
+                 {"recompute", c.recompute},
+                 {"overlap", c.overlap},
+                 {"step_time_s", c.stepTime},
+                 {"bubble_fraction", c.bubble},
+                 {"peak_memory_bytes", c.peakMemory}};
+  if (!c.rejected.empty())
+    o["rejected"] = c.rejected;
+  return o;
+}
+} // namespace
+
+void mlir::merak::printPlannerResult(const PlannerResult &r, llvm::raw_ostream &os) {
+  os << llvm::formatv("merak-compile: planner: profile '{0}', {1} devices x {2} bytes; {3} plans "
+                      "simulated in {4:F3} s ({5:F3} s compiling the cost tables, {6} fine "
+                      "stages)\n",
+                      r.profile, r.chosen.dp * r.chosen.tp * r.chosen.pp,
+                      (int64_t)r.memoryPerDevice, r.evaluated, r.searchSeconds, r.probeSeconds,
+                      r.fineStages);
+  os << "merak-compile: planner: chosen " << planName(r.chosen)
+     << llvm::formatv(": step {0:e3} s, bubble {1:F3}, peak memory {2} bytes\n",
+                      r.chosen.stepTime, r.chosen.bubble, r.chosen.peakMemory);
+  os << "merak-compile: planner: runners-up:\n";
+  for (const PlanCandidate &c : r.runnersUp)
+    os << llvm::formatv("merak-compile: planner:   {0,-60} step {1:e3} s  bubble {2:F3}  "
+                        "memory {3}{4}\n",
+                        planName(c), c.stepTime, c.bubble, c.peakMemory,
+                        c.rejected.empty() ? "" : "  rejected: " + c.rejected);
+  for (const std::string &n : r.notes)
+    os << "merak-compile: planner: note: " << n << "\n";
+}
+
+json::Value mlir::merak::plannerJson(const PlannerResult &r) {
+  json::Array runners, notes;
+  for (const PlanCandidate &c : r.runnersUp)
+    runners.push_back(candidateJson(c));
+  for (const std::string &n : r.notes)
+    notes.push_back(n);
+  return json::Object{{"chosen", candidateJson(r.chosen)},
+                      {"space", r.space},
+                      {"runners_up", std::move(runners)},
+                      {"search_time_s", r.searchSeconds},
+                      {"probe_time_s", r.probeSeconds},
+                      {"plans_evaluated", r.evaluated},
+                      {"fine_stages", r.fineStages},
+                      {"profile", r.profile},
+                      {"memory_per_device_bytes", r.memoryPerDevice},
+                      {"notes", std::move(notes)}};
+}
+
+int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream &log,
+                                   std::string *reportOut) {
+  auto fail = [&](const Twine &msg) {
+    log << "merak-compile: error: " << msg << "\n";
+    return 1;
+  };
+  if (opts.devices < 1)
+    return fail("--devices must be at least 1");
+  if (opts.meshGiven || opts.dp != 1 || opts.tp != 1 || opts.pp != 1 || opts.microbatches != 1)
+    return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
+                "either --devices or the mesh, not both");
+  if (!opts.stageBoundaries.empty())
+    return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
+  if (opts.memoryPerDevice < 0)
+    return fail("--memory-per-device must not be negative");
+  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
+  // Without --compile-to (and without --report, which implies training),
+  // --devices builds the executable. Only what the generated program runs
+  // is eligible when a program is written.
+  const bool defaultBinary = !opts.compileToGiven && opts.report.empty();
+  const bool runtimeOnly =
+      !mlirInput && (defaultBinary || opts.compileTo >= CompilePhase::Emit);
+  std::string error;
+  FailureOr<PlannerResult> plan = planParallelism(opts, runtimeOnly, log, error);
+  if (failed(plan))
+    return fail("--devices " + Twine(opts.devices) + ": " + error);
+  printPlannerResult(*plan, log);
+  std::string json;
+  llvm::raw_string_ostream js(json);
+  js << plannerJson(*plan);
+  if (mlirInput) {
+    // A model in merak IR has fixed shapes: the plan is the result.
+    if (opts.report == "json") {
+      std::string text = "{\"planner\":" + json + "}\n";
+      if (opts.reportFile.empty()) {
+        if (reportOut)
+          *reportOut = text;
+      } else {
+        std::string err;
+        auto out = openOutputFile(opts.reportFile, &err);
+        if (!out)
+          return fail(err);
+        out->os() << text;
+        out->keep();
+      }
+    }
+    log << "merak-compile: planner: " << opts.input
+        << " is merak IR with fixed shapes: planned only, not compiled\n";
+    return 0;
+  }
+  CompileOptions planned = opts;
+  planned.devices = 0;
+  planned.meshGiven = false;
+  const PlanCandidate &c = plan->chosen;
+  planned.dp = c.dp;
+  planned.tp = c.tp;
+  planned.pp = c.pp;
+  planned.microbatches = c.microbatches;
+  planned.schedule = c.schedule;
+  planned.virtualStages = c.virtualStages;
+  planned.plannerJson = json;
+  if (defaultBinary) {
+    planned.compileTo = CompilePhase::Binary;
+    planned.compileToGiven = true;
+  }
+  const bool pipelined = c.pp > 1 || c.microbatches > 1;
+  if (!pipelined) {
+    planned.simulate = false;
+    planned.simulateTrace.clear();
+    planned.deviceProfile.clear();
+  } else if (!opts.deviceProfile.empty()) {
+    planned.simulate = true;
+  }
+  log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
+      << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule << "\n";
+  return runCompile(planned, log, reportOut);
+}
