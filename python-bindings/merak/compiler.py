@@ -52,7 +52,7 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
             bucket_mb=25.0, optimizer="adamw", lr=None, opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
-            verbose=False):
+            verbose=False, recompute=None, memory_per_device=None):
     """Compiles `model` (a torch.nn.Module, or the path of an .onnx/.onnxtxt
     file) into a training executable and returns its Program.
 
@@ -66,7 +66,9 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
     vocab_parallel (None: the default, True, False), bucket_mb, optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
-    logits, labels, frozen (extra globs), input_shapes ({name: shape}).
+    logits, labels, frozen (extra globs), input_shapes ({name: shape}),
+    recompute ("none"|"full"|"selective"|"stage-aware"; None: the default)
+    and memory_per_device (bytes as an int, or a string such as "80GB").
     `devices` (the planner) is not implemented yet. `workdir` keeps the
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
@@ -96,6 +98,8 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
         o.output = os.path.abspath(output or os.path.join(workdir, "train"))
         o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
         o.schedule = schedule
+        o.recompute = recompute or ""
+        o.memory_per_device = "" if memory_per_device is None else str(memory_per_device)
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
         o.zero = int(zero)
         o.vocab_parallel = -1 if vocab_parallel is None else int(bool(vocab_parallel))

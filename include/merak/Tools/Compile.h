@@ -23,7 +23,17 @@ class raw_ostream;
 namespace mlir::merak {
 
 /// merak-compile --compile-to: phases run in this order.
-enum class CompilePhase { Import, Training, Shard, Pipeline, Schedule, Lower, Emit, Binary };
+enum class CompilePhase {
+  Import,
+  Training,
+  Shard,
+  Pipeline,
+  Recompute,
+  Schedule,
+  Lower,
+  Emit,
+  Binary
+};
 
 /// Every merak-compile option (docs/user-guide.md describes each flag).
 struct CompileOptions {
@@ -55,6 +65,12 @@ struct CompileOptions {
   /// placeholder costs).
   std::string deviceProfile;
   std::vector<int64_t> stageBoundaries;
+  /// --recompute: none, full, selective or stage-aware; "" the default
+  /// (stage-aware with a memory budget, none without).
+  std::string recompute;
+  /// --memory-per-device: bytes, with an optional suffix (KB, MB, GB, KiB,
+  /// MiB, GiB); "" none.
+  std::string memoryPerDevice;
   int64_t zero = 0;
   double bucketMb = 25.0;
   bool verbose = false, emitBytecode = false, noCleanup = false;
