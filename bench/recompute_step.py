@@ -4,7 +4,7 @@
         [--pp 2] [--microbatches 4] [--steps 4] [--mode none --mode full ...]
 
 GPT-2-style decoder d=512, 8 layers, 8 heads, vocab 8192 (29M parameters,
-the model of bench/README.md's memory numbers), seq 128, batch 8, AdamW,
+the model of bench/README.md's memory numbers), seq 128, batch 4, AdamW,
 1F1B with --microbatches micro-batches on --pp stages. Each mode is compiled
 with --recompute MODE and run under `mpirun -np pp /usr/bin/time -f ...`
 (OMP_NUM_THREADS=1, --sampler sequential on the same random tokens), which
@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 512, 8, 8, 8192
+B, T, D, LAYERS, HEADS, VOCAB = 4, 128, 512, 8, 8, 8192
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
 
