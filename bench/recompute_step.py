@@ -2,6 +2,7 @@
 
     /usr/bin/python3 bench/recompute_step.py --bin build/bin --workdir /tmp/bench-rc \
         [--pp 2] [--microbatches 4] [--steps 4] [--mode none --mode full ...]
+        [--mode stage-aware --memory-per-device 600MiB]
 
 GPT-2-style decoder d=512, 8 layers, 8 heads, vocab 8192 (29M parameters,
 the model of bench/README.md's memory numbers), seq 128, batch 4, AdamW,
@@ -50,6 +51,7 @@ def main():
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--mode", action="append")
+    ap.add_argument("--memory-per-device", help="the budget of mode stage-aware (e.g. 600MiB)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     onnx_path = os.path.join(args.workdir, "gpt_d%d_l%d.onnx" % (D, LAYERS))
@@ -68,6 +70,8 @@ def main():
         base = [os.path.join(args.bin, "merak-compile"), onnx_path, "--input-shape",
                 "input_ids=%dx%d" % (B, T), "--frozen", "*.attn.bias", "--pp", str(args.pp),
                 "--microbatches", str(args.microbatches), "--recompute", mode]
+        if mode == "stage-aware":
+            base += ["--memory-per-device", args.memory_per_device]
         plan = subprocess.run(base + ["--compile-to=recompute"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT).stdout.decode()
         stash = re.findall(r"stage (\d+) (\S+) \(stash (\d+) bytes", plan)
