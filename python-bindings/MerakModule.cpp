@@ -26,7 +26,8 @@ namespace {
 constexpr std::pair<const char *, CompilePhase> kPhases[] = {
     {"import", CompilePhase::Import},     {"training", CompilePhase::Training},
     {"shard", CompilePhase::Shard},       {"pipeline", CompilePhase::Pipeline},
-    {"schedule", CompilePhase::Schedule}, {"lower", CompilePhase::Lower},
+    {"recompute", CompilePhase::Recompute}, {"schedule", CompilePhase::Schedule},
+    {"lower", CompilePhase::Lower},
     {"emit", CompilePhase::Emit},         {"binary", CompilePhase::Binary},
 };
 
@@ -42,8 +43,8 @@ CompilePhase parsePhase(const std::string &name) {
     if (name == n)
       return p;
   throw py::value_error("unknown phase '" + name +
-                        "' (expected import, training, shard, pipeline, schedule, lower, "
-                        "emit or binary)");
+                        "' (expected import, training, shard, pipeline, recompute, schedule, "
+                        "lower, emit or binary)");
 }
 } // namespace
 
@@ -73,10 +74,11 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("pp", &CompileOptions::pp)
       .def_readwrite("microbatches", &CompileOptions::microbatches)
       .def_readwrite("devices", &CompileOptions::devices)
-      .def_readwrite("memory_per_device", &CompileOptions::memoryPerDevice)
       .def_readwrite("vocab_parallel", &CompileOptions::vocabParallel)
       .def_readwrite("schedule", &CompileOptions::schedule)
       .def_readwrite("virtual_stages", &CompileOptions::virtualStages)
+      .def_readwrite("recompute", &CompileOptions::recompute)
+      .def_readwrite("memory_per_device", &CompileOptions::memoryPerDevice)
       .def_readwrite("simulate", &CompileOptions::simulate)
       .def_readwrite("simulate_trace", &CompileOptions::simulateTrace)
       .def_readwrite("device_profile", &CompileOptions::deviceProfile)

@@ -263,6 +263,16 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
         cot[c].add(idx, bwd.getArgumentTypes()[i]);
   }
 
+  // Stashed activations of every stage (merak-recompute): the forward's
+  // "stash:i" results, laid out like a message, read back by the backward.
+  SmallVector<Message> stash(stages);
+  for (int64_t s = 0; s < stages; ++s) {
+    func::FuncOp fwd = frags[3 * s];
+    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
+      if (auto [k, idx] = splitName(resultName(fwd, i)); k == "stash")
+        stash[s].add(idx, fwd.getResultTypes()[i]);
+  }
+
   json::Array fragments;
   for (auto indexed : llvm::enumerate(frags)) {
     size_t k = indexed.index();
@@ -283,6 +293,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       } else if (kindName == "cot") {
         a["source"] = "cot";
         a["msg_offset"] = cot[s].offset.lookup(idx);
+      } else if (kindName == "stash" && stash[s].offset.count(idx)) {
+        a["source"] = "stash";
+        a["msg_offset"] = stash[s].offset.lookup(idx);
       } else if (kindName == "step") {
         a["source"] = "step";
       } else if (dataSlot.count(kindName)) {
@@ -305,6 +318,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       } else if (kindName == "cot") {
         r["dest"] = "cot";
         r["msg_offset"] = cot[s - 1].offset.lookup(idx);
+      } else if (k % 3 == 0 && kindName == "stash") {
+        r["dest"] = "stash";
+        r["msg_offset"] = stash[s].offset.lookup(idx);
       } else if (k % 3 == 0 && kindName == "loss") {
         r["dest"] = "loss";
       } else if (k % 3 == 2 && (kindName == "grad_norm" || kindName == "lr")) {
@@ -370,6 +386,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
                                      {"act_out_bytes", s + 1 < stages ? act[s].bytes : 0},
                                      {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
                                      {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
+                                     {"stash_bytes", stash[s].bytes},
                                      {"owned", std::move(owned)},
                                      {"params", std::move(params)}});
     json::Array instrs;

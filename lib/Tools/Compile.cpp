@@ -188,7 +188,23 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   Phase compileTo = opts.compileTo;
   if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
-  const bool pipelined = opts.pp > 1 || opts.microbatches > 1;
+  // Recomputation: stage-aware with a memory budget, none without; any
+  // mode but none takes the pipelined path (one stage for a serial program).
+  std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
+  if (!memoryBudget || (!opts.memoryPerDevice.empty() && *memoryBudget <= 0))
+    return fail("--memory-per-device '" + opts.memoryPerDevice +
+                "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
+                "MiB or GiB");
+  std::string recompute =
+      !opts.recompute.empty() ? opts.recompute : *memoryBudget ? "stage-aware" : "none";
+  FailureOr<RecomputeMode> recomputeMode = parseRecomputeMode(recompute);
+  if (failed(recomputeMode))
+    return fail("unknown --recompute '" + recompute +
+                "' (expected none, full, selective or stage-aware)");
+  if (*recomputeMode == RecomputeMode::StageAware && !*memoryBudget)
+    return fail("--recompute stage-aware needs --memory-per-device");
+  const bool pipelined =
+      opts.pp > 1 || opts.microbatches > 1 || *recomputeMode != RecomputeMode::None;
   const bool report = !opts.report.empty();
   if (report && !opts.compileToGiven)
     compileTo = Phase::Training;
@@ -200,8 +216,10 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--microbatches must be at least 1");
   if (pipelined && compileTo < Phase::Training)
     return fail("--pp and --microbatches need --compile-to=training or a later phase");
-  if (!pipelined && (compileTo == Phase::Pipeline || compileTo == Phase::Schedule))
-    return fail("--compile-to=pipeline and schedule need --pp or --microbatches");
+  if (!pipelined && (compileTo == Phase::Pipeline || compileTo == Phase::Recompute ||
+                     compileTo == Phase::Schedule))
+    return fail("--compile-to=pipeline, recompute and schedule need --pp, --microbatches or "
+                "--recompute");
   FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
   if (failed(scheduleKind))
     return fail("unknown --schedule '" + opts.schedule +
@@ -339,6 +357,9 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     pipeline.microbatches = opts.microbatches;
     pipeline.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
     pipeline.schedule = opts.schedule;
+    // --compile-to=pipeline shows merak-pipeline's program (full recomputation).
+    pipeline.recompute = compileTo == Phase::Pipeline ? "" : recompute;
+    pipeline.memoryPerDevice = *memoryBudget;
     if (failed(pipelined ? buildPipelineTrainingPipeline(pm, training, pipeline, log)
                          : buildTrainingPipeline(pm, training, log)))
       return fail("bad optimizer options '" + training.optimizer + "'");
@@ -391,7 +412,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
       return 0;
     return std::nullopt;
   };
-  if (compileTo == Phase::Pipeline || compileTo == Phase::Schedule) {
+  if (compileTo == Phase::Pipeline || compileTo == Phase::Recompute ||
+      compileTo == Phase::Schedule) {
     if (std::optional<int> rc = printReport())
       return *rc;
     std::string err;

@@ -45,6 +45,9 @@ struct CommandLine {
                  clEnumValN(CompilePhase::Pipeline, "pipeline",
                             "with --pp/--microbatches: the stage assignment "
                             "(comment lines) and the IR of every stage's fragments"),
+                 clEnumValN(CompilePhase::Recompute, "recompute",
+                            "with --pp/--microbatches/--recompute: the fragments after "
+                            "merak-recompute (the choice per stage as comment lines)"),
                  clEnumValN(CompilePhase::Schedule, "schedule",
                             "with --pp/--microbatches: every stage's instruction list"),
                  clEnumValN(CompilePhase::Lower, "lower",
@@ -113,6 +116,20 @@ struct CommandLine {
                "zb-h1 or zb-h2; interleaved and zb-* are instruction lists for --compile-to=schedule "
                "and --simulate only (the runtime does not run them yet)"),
       cl::init("1f1b"), cl::cat(cat)};
+  cl::opt<std::string> recompute{
+      "recompute",
+      cl::desc("What pipeline backwards recompute: none (stash every activation), "
+               "selective (the attention core), full (the whole stage forward) or "
+               "stage-aware (per stage the least that fits --memory-per-device); default: "
+               "stage-aware with --memory-per-device, none without. Other than none it "
+               "takes the pipelined path (one stage) for a serial program"),
+      cl::init(""), cl::cat(cat)};
+  cl::opt<std::string> memoryPerDevice{
+      "memory-per-device",
+      cl::desc("Memory of one device, for --recompute stage-aware and --devices (default "
+               "there: the --device-profile's memory_bytes): bytes, or with a suffix "
+               "KB/MB/GB (10^3) or KiB/MiB/GiB (2^10), e.g. 80GB"),
+      cl::init(""), cl::cat(cat)};
   cl::opt<int64_t> virtualStages{
       "virtual-stages",
       cl::desc("With --schedule interleaved: model chunks per pipeline stage (default 1)"),
@@ -166,10 +183,6 @@ struct CommandLine {
                            cl::desc("Plan dp x tp x pp, micro-batches and schedule for N devices "
                                     "(the fastest simulated plan that fits) and compile it"),
                            cl::value_desc("N"), cl::init(0), cl::cat(cat)};
-  cl::opt<double> memoryPerDevice{"memory-per-device",
-                                  cl::desc("Device memory for --devices (default: the "
-                                           "--device-profile's memory_bytes)"),
-                                  cl::value_desc("bytes"), cl::init(0), cl::cat(cat)};
   cl::opt<std::string> plannerSpace{
       "planner-space", cl::desc("--devices: 'auto' (default) or 'megatron' (1F1B, full "
                                 "recomputation, uniform layer split, no overlap)"),
@@ -220,6 +233,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.vocabParallel = opts.vocabParallel.getNumOccurrences() ? (opts.vocabParallel ? 1 : 0) : -1;
   o.schedule = opts.schedule;
   o.virtualStages = opts.virtualStages;
+  o.recompute = opts.recompute;
   o.simulate = opts.simulate;
   o.simulateTrace = opts.simulateTrace;
   o.deviceProfile = opts.deviceProfile;

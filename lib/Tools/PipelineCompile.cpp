@@ -24,6 +24,16 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   cut.boundaries.assign(pipeline.boundaries.begin(), pipeline.boundaries.end());
   cut.frozen.assign(training.frozen.begin(), training.frozen.end());
   pm.addPass(createMerakPipeline(cut));
+  if (!pipeline.recompute.empty()) {
+    MerakRecomputeOptions rc;
+    rc.mode = pipeline.recompute;
+    rc.memoryPerDevice = pipeline.memoryPerDevice;
+    rc.schedule = pipeline.schedule;
+    // Optimizer state per parameter: AdamW's two moments, SGD's momentum.
+    StringRef opt = training.optimizer;
+    rc.optimizerSlots = opt.contains("optimizer=sgd") ? 1 : 2;
+    pm.addPass(createMerakRecompute(rc));
+  }
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   if (failed(opt->initializeOptions(training.optimizer, [&](const Twine &msg) {
         log << "merak-compile: error: " << msg << "\n";
@@ -34,6 +44,31 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   return success();
+}
+
+std::optional<int64_t> mlir::merak::parseByteSize(StringRef text) {
+  text = text.trim();
+  if (text.empty())
+    return 0;
+  size_t digits = 0;
+  while (digits < text.size() && isdigit((unsigned char)text[digits]))
+    ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || text.take_front(digits).getAsInteger(10, n))
+    return std::nullopt;
+  StringRef suffix = text.drop_front(digits).trim();
+  uint64_t scale = 1;
+  std::pair<StringRef, uint64_t> units[] = {
+      {"", 1},          {"B", 1},           {"KB", 1000ull},          {"MB", 1000000ull},
+      {"GB", 1000000000ull}, {"TB", 1000000000000ull}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},   {"TiB", 1ull << 40}};
+  bool known = false;
+  for (auto &[u, f] : units)
+    if (suffix.equals_insensitive(u))
+      scale = f, known = true;
+  if (!known || n > (uint64_t)INT64_MAX / scale)
+    return std::nullopt;
+  return (int64_t)(n * scale);
 }
 
 void mlir::merak::setPipelineSchedule(ModuleOp module, StringRef schedule, int64_t virtualStages) {

@@ -369,7 +369,8 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
     }
     pl.profile = std::move(*profile);
   }
-  pl.memory = opts.memoryPerDevice > 0 ? opts.memoryPerDevice : pl.profile.memoryBytes;
+  std::optional<int64_t> budget = parseByteSize(opts.memoryPerDevice);
+  pl.memory = budget && *budget > 0 ? (double)*budget : pl.profile.memoryBytes;
   PlannerResult result;
   result.profile = pl.profile.name;
   result.space = opts.plannerSpace;
@@ -507,12 +508,10 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
             schedules.push_back({"zb-h1", PipelineScheduleKind::ZeroBubbleH1, 1});
           }
         }
-        // Today's runtime: pipelines (pp > 1 or m > 1) recompute each stage's
-        // forward; the serial program keeps its activations.
+        // Every policy is compiled by merak-recompute (--recompute), which
+        // the chosen plan is compiled with.
         SmallVector<StringRef> recomputes;
-        if (runtimeOnly)
-          recomputes.push_back(pp > 1 || m > 1 ? "full" : "none");
-        else if (pl.megatron)
+        if (pl.megatron)
           recomputes.push_back("full");
         else
           recomputes = {"none", "selective", "full", "stage-aware"};
@@ -668,8 +667,11 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
                 "either --devices or the mesh, not both");
   if (!opts.stageBoundaries.empty())
     return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
-  if (opts.memoryPerDevice < 0)
-    return fail("--memory-per-device must not be negative");
+  std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
+  if (!memoryBudget || *memoryBudget < 0)
+    return fail("--memory-per-device '" + opts.memoryPerDevice +
+                "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
+                "MiB or GiB");
   const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
   // Without --compile-to (and without --report, which implies training),
   // --devices builds the executable. Only what the generated program runs
@@ -715,6 +717,9 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
   planned.microbatches = c.microbatches;
   planned.schedule = c.schedule;
   planned.virtualStages = c.virtualStages;
+  planned.recompute = c.recompute;
+  if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())
+    planned.memoryPerDevice = std::to_string((int64_t)plan->memoryPerDevice);
   planned.plannerJson = json;
   if (defaultBinary) {
     planned.compileTo = CompilePhase::Binary;
@@ -729,6 +734,7 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
     planned.simulate = true;
   }
   log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
-      << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule << "\n";
+      << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
+      << " --recompute " << c.recompute << "\n";
   return runCompile(planned, log, reportOut);
 }

@@ -261,7 +261,20 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.sendNext = m * actOut;
     st.recvNext = m * cotIn;
     st.sendPrev = m * cotOut;
-    st.stashBytes = m * actIn;
+    // Held per micro-batch until its backward: the stage inputs and what
+    // merak-recompute made the forward stash.
+    int64_t stashed = 0;
+    for (auto [i, t] : llvm::enumerate(f.getResultTypes()))
+      if (named(f, i, true).starts_with("stash:"))
+        stashed += messageSlotBytes(t);
+    st.stashPerMicrobatch = actIn + stashed;
+    st.stashBytes = m * st.stashPerMicrobatch;
+    auto pipelinePlan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    auto rc = pipelinePlan ? pipelinePlan.getAs<ArrayAttr>("recompute") : ArrayAttr();
+    if (rc && s < (int64_t)rc.size())
+      st.recompute = cast<StringAttr>(rc[s]).str();
+    else
+      st.recompute = "full";
   }
   st.nodes = nodeNames(nodesFn);
   for (StringRef name : held) {
@@ -452,10 +465,12 @@ void Report::printText(llvm::raw_ostream &os) const {
       os << ")";
     }
     if (pipelined)
-      os << "; stash " << bytesStr(st.stashBytes) << " (" << m << " micro-batches)";
+      os << "; stash " << bytesStr(st.stashBytes) << " (" << m << " micro-batches of "
+         << st.stashPerMicrobatch << " bytes; recompute " << st.recompute << ")";
     os << "\n";
     os << "  FLOPs per step: " << flopsStr(st.flops()) << " (forward " << st.forwardFlops
-       << ", backward " << st.backwardFlops << (pipelined ? " with recomputation" : "")
+       << ", backward " << st.backwardFlops
+       << (pipelined && st.recompute != "none" ? " with recomputation" : "")
        << ", update " << st.updateFlops << ")";
     if (st.partitionCost)
       os << "; partitioner cost " << *st.partitionCost << " per micro-batch";

@@ -100,7 +100,11 @@ json::Value Report::toJson() const {
         {"params", std::move(ps)},
         {"activations", json::Object{{"arena_bytes", std::move(arenas)},
                                      {"arena_peak_bytes", st.arenaPeak()},
-                                     {"stash_bytes", st.stashBytes}}},
+                                     {"stash_bytes", st.stashBytes},
+                                     {"stash_bytes_per_microbatch", st.stashPerMicrobatch},
+                                     {"recompute", st.recompute.empty()
+                                                       ? json::Value(nullptr)
+                                                       : json::Value(st.recompute)}}},
         {"flops", json::Object{{"forward", st.forwardFlops},
                                {"backward", st.backwardFlops},
                                {"update", st.updateFlops},

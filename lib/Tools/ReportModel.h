@@ -48,6 +48,10 @@ struct StageInfo {
   int64_t paramElements = 0, paramBytes = 0, stateBytes = 0, accumulatorBytes = 0;
   SmallVector<std::pair<std::string, int64_t>> arenas;
   int64_t stashBytes = 0;
+  /// Pipelined: bytes held per micro-batch until its backward (stage inputs
+  /// and stashed activations) and merak-recompute's choice for the stage.
+  int64_t stashPerMicrobatch = 0;
+  std::string recompute;
   int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
   std::optional<int64_t> partitionCost;
   std::map<std::string, Traffic> collectives; // "<kind> <group>" -> per step

@@ -48,11 +48,12 @@ def _error_message(diagnostics):
 
 
 def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatches=None,
-            devices=None, memory_per_device=None, device_profile=None, schedule=None, stage_boundaries=None, zero=0, vocab_parallel=None,
+            devices=None, memory_per_device=None, device_profile=None, schedule=None,
+            stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, optimizer="adamw", lr=None, opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
-            verbose=False):
+            verbose=False, recompute=None):
     """Compiles `model` (a torch.nn.Module, or the path of an .onnx/.onnxtxt
     file) into a training executable and returns its Program.
 
@@ -66,7 +67,9 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     vocab_parallel (None: the default, True, False), bucket_mb, optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
-    logits, labels, frozen (extra globs), input_shapes ({name: shape}).
+    logits, labels, frozen (extra globs), input_shapes ({name: shape}),
+    recompute ("none"|"full"|"selective"|"stage-aware"; None: the default)
+    and memory_per_device (bytes as an int, or a string such as "80GB").
     `devices=N` instead of dp/tp/pp/microbatches/schedule: the planner
     chooses them for N devices (the fastest simulated plan that fits
     `memory_per_device` bytes, or the memory of `device_profile`, a
@@ -107,10 +110,11 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
         if devices is not None:
             o.devices = devices
-            o.memory_per_device = float(memory_per_device or 0)
             if device_profile:
                 o.device_profile = os.path.abspath(device_profile)
         o.schedule = schedule
+        o.recompute = recompute or ""
+        o.memory_per_device = "" if memory_per_device is None else str(memory_per_device)
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
         o.zero = int(zero)
         o.vocab_parallel = -1 if vocab_parallel is None else int(bool(vocab_parallel))

@@ -103,7 +103,7 @@ struct PipelineRunner::Impl {
   int64_t stages = 1, microbatches = 1, stage = 0, dp = 1;
   std::vector<Fragment> fragments;
   std::vector<Instr> program;
-  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
+  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0, stashBytes = 0;
   std::vector<Tensor> accumulators;
   struct Shared {
     Tensor acc;
@@ -120,6 +120,12 @@ struct PipelineRunner::Impl {
   // Per micro-batch buffers: stashed stage inputs, outgoing activations,
   // incoming and outgoing gradients.
   std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
+  // Activations a forward stashes for its backward (merak-recompute): a
+  // buffer taken from a pool at the forward and returned after the
+  // backward, so the pool grows to the micro-batches in flight (1F1B:
+  // min(m, stages - stage)), not to m.
+  std::vector<Bytes> stashPool;
+  std::vector<char *> stashFree, stashOf;
   std::vector<Comm::Request> recvAct, recvGrad, sends;
   double lossSum = 0;
 
@@ -164,6 +170,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
   actOut = integer(info, "act_out_bytes");
   cotIn = integer(info, "cot_in_bytes");
   cotOut = integer(info, "cot_out_bytes");
+  stashBytes = optInteger(info, "stash_bytes");
   for (const json::Value &i : at(pl, "programs").array.at(stage).array) {
     if (!i.isArray() || i.array.size() != 2 || !i.array[0].isString() || !i.array[1].isInteger())
       bad("bad instruction");
@@ -221,6 +228,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     cotInBuf.push_back(allocate(cotIn));
     cotOutBuf.push_back(allocate(cotOut));
   }
+  stashOf.assign(microbatches, nullptr);
   recvAct.resize(microbatches);
   recvGrad.resize(microbatches);
 }
@@ -238,6 +246,8 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
       src = actInBuf[mb].get() + s.msgOffset;
     else if (s.kind == "cot")
       src = cotInBuf[mb].get() + s.msgOffset;
+    else if (s.kind == "stash")
+      src = stashOf[mb] + s.msgOffset;
     if (src)
       std::memcpy(A + s.offset, src, s.bytes);
   }
@@ -328,13 +338,30 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
       bool fwd = in.op == "fwd";
       int64_t k = 3 * stage + (fwd ? 0 : 1);
       const Fragment &f = fragments[k];
+      if (fwd && stashBytes && !stashOf[mb]) {
+        if (stashFree.empty()) {
+          stashPool.push_back(allocate(stashBytes));
+          stashFree.push_back(stashPool.back().get());
+        }
+        stashOf[mb] = stashFree.back();
+        stashFree.pop_back();
+      } else if (!fwd && stashBytes && !stashOf[mb]) {
+        return Status::error("backward of micro-batch " + std::to_string(mb) +
+                             " before its forward");
+      }
       copyArgs(f, A, mb);
       merak_run_fragment(k, A, P, C);
+      if (!fwd && stashOf[mb]) {
+        stashFree.push_back(stashOf[mb]);
+        stashOf[mb] = nullptr;
+      }
       for (const Slot &s : f.results) {
         if (s.kind == "act")
           std::memcpy(actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
         else if (s.kind == "cot")
           std::memcpy(cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+        else if (s.kind == "stash")
+          std::memcpy(stashOf[mb] + s.msgOffset, A + s.offset, s.bytes);
         else if (s.kind == "loss")
           lossSum += readScalar(A + s.offset, s.f64);
       }

@@ -34,6 +34,13 @@ matrix in one process (one serial program per optimizer, OMP_NUM_THREADS=1).
 planner picks dp, tp, pp, micro-batches and schedule; the report's
 planner.chosen says which), trained under mpirun -np N: losses and final
 parameters match the serial program's.
+
+`<check>-rc<mode>` compiles with --recompute <mode> (none, full,
+selective, stage-aware; the default is none): the same equivalence, and the
+choice per stage recorded by merak-recompute (--compile-to=recompute) must
+be the mode asked for; stage-aware gets a --memory-per-device between the
+first and the last stage's estimate without recomputation, so under 1F1B
+with pp > 1 stage 0 must recompute and the last stage must not.
 Ends with "N passed, M failed".
 """
 import json
@@ -83,7 +90,15 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "vocab-adamw-pp2-m2-gpipe-tp2", "vocab-adamw-pp2-m2-1f1b-tp2",
           "vocab-adamw-pp2-m2-1f1b-dp2-tp2", "vocab-adamw-pp2-m2-1f1b-dp2-tp2-zero",
           "planner-adamw-devices2",
-          "vocab-off-adamw-pp2-m2-1f1b-tp2"]
+          "vocab-off-adamw-pp2-m2-1f1b-tp2",
+          # Recomputation modes (merak-recompute) at (1,1,2), (2,2,2), (1,1,4)
+          # and serial (--recompute alone: one stage).
+          "adamw-pp2-m4-1f1b-rcnone", "sgd-pp4-m4-gpipe-rcnone",
+          "adamw-pp2-m2-gpipe-dp2-tp2-rcnone", "sgd-pp2-m4-gpipe-rcselective",
+          "adamw-pp4-m4-1f1b-rcselective", "adamw-pp2-m2-1f1b-dp2-tp2-rcselective",
+          "adamw-pp2-m4-1f1b-rcfull", "adamw-pp1-m1-1f1b-rcselective",
+          "adamw-pp4-m4-1f1b-rcstage-aware", "sgd-pp2-m4-gpipe-rcstage-aware",
+          "adamw-pp2-m2-1f1b-dp2-tp2-rcstage-aware"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
@@ -136,7 +151,7 @@ class Env:
         return self.sub["vocab"]
 
     def compile_cmd(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
-                    vocab_off=False):
+                    vocab_off=False, rc=None):
         cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
                "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ),
                "--frozen", "*.attn.bias"] + OPTS[opt][0]
@@ -150,26 +165,29 @@ class Env:
             cmd += ["--zero", "1"]
         if vocab_off:
             cmd += ["--vocab-parallel=false"]
+        if rc:
+            cmd += rc
         return cmd
 
     def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
-                vocab_off=False):
+                vocab_off=False, rc=None):
         """The executable of one configuration (compiled once per process)."""
-        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s%s" % (opt, layers, pp, m, schedule, dp, tp,
-                                                     "-zero" if zero else "",
-                                                     "-novocab" if vocab_off else "")
+        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s%s%s" % (opt, layers, pp, m, schedule, dp, tp,
+                                                       "-zero" if zero else "",
+                                                       "-novocab" if vocab_off else "",
+                                                       "-rc" + "-".join(rc) if rc else "")
         exe = os.path.join(self.work, "train-" + name)
         if name not in self.programs:
-            run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off) +
+            run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc) +
                 ["--compile-to=binary", "-o", exe])
             self.programs[name] = exe
         return name, exe
 
     def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, steps=STEPS,
-              ckpt=None, resume=False, zero=False, vocab_off=False):
+              ckpt=None, resume=False, zero=False, vocab_off=False, rc=None):
         """Per-step losses and the final checkpoint of one configuration
         (cached for full runs from scratch)."""
-        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off)
+        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc)
         cached = ckpt is None and steps == STEPS and not resume
         if cached and name in self.results:
             return self.results[name]
@@ -284,10 +302,52 @@ def check_planner(env, opt, devices):
     return ok, "%s; %s" % (plan[0].split("planner: ")[-1] if plan else chosen, msg)
 
 
+def recompute_plan(env, cmd):
+    """[(mode, stash bytes, estimate)] per stage from --compile-to=recompute."""
+    out = run(cmd + ["--compile-to=recompute"])
+    line = re.search(r"^// recompute \(merak-recompute\):(.*)$", out, re.M)
+    if not line:
+        raise RuntimeError("no recompute line in:\n" + out[:2000])
+    return [(mode, int(stash), int(est)) for mode, stash, est in re.findall(
+        r"stage \d+ (\S+) \(stash (\d+) bytes/micro-batch, estimate (\d+) bytes\)",
+        line.group(1))]
+
+
+def check_recompute(env, name, mode):
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-tp(\d+))?", name)
+    if not m:
+        raise ValueError("unknown check " + name)
+    opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    dp, tp = int(m.group(5) or 1), int(m.group(6) or 1)
+    base = env.compile_cmd(opt, 4, pp, mb, schedule, dp, tp)
+    rc = ["--recompute", mode]
+    expect = None
+    if mode == "stage-aware":
+        none = recompute_plan(env, base + ["--recompute", "none"])
+        budget = (none[0][2] + none[-1][2]) // 2
+        rc += ["--memory-per-device", str(budget)]
+    plan = recompute_plan(env, base + rc)
+    modes = [p[0] for p in plan]
+    if mode == "stage-aware":
+        ok_plan = all(p[2] <= budget for p in plan)
+        if schedule == "1f1b" and pp > 1:
+            ok_plan = ok_plan and modes[0] != "none" and modes[-1] == "none"
+    else:
+        ok_plan = modes == [mode] * pp
+    serial, serial_params = env.train(opt, 4)
+    got, params = env.train(opt, 4, pp, mb, schedule, dp, tp, rc=rc)
+    ok, msg = compare(got, params, serial, serial_params, OPTS[opt][1])
+    return ok and ok_plan, msg + "; recompute per stage %s (stash bytes %s)%s" % (
+        modes, [p[1] for p in plan], "" if ok_plan else " UNEXPECTED")
+
+
 def check(env, name):
     r = re.fullmatch(r"planner-(sgd|adamw)-devices(\d+)", name)
     if r:
         return check_planner(env, r.group(1), int(r.group(2)))
+    rc = re.fullmatch(r"(.+)-rc(none|full|selective|stage-aware)", name)
+    if rc:
+        return check_recompute(env, rc.group(1), rc.group(2))
     r = re.fullmatch(r"vocab(-off)?-(.+)", name)
     if r:
         m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?-tp(\d+)(-zero)?",

@@ -132,12 +132,13 @@ def gpt(seed=0):
     return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, block_size=T)
 
 
-def check_gpt(env, dp, tp, pp):
+def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None):
     model, reference = gpt(), gpt()
     ids = torch.zeros(B, T, dtype=torch.int64)
     prog = env.merak.compile(model, example_inputs=(ids,), dp=dp, tp=tp, pp=pp,
                              microbatches=2 if pp > 1 else 1, optimizer="adamw", lr=LR,
-                             workdir=env.workdir("gpt-%d-%d-%d" % (dp, tp, pp)))
+                             recompute=recompute, memory_per_device=memory_per_device,
+                             workdir=env.workdir("gpt-%d-%d-%d-%s" % (dp, tp, pp, recompute)))
     if prog.ranks != dp * tp * pp:
         return False, "Program.ranks %d" % prog.ranks
     got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
@@ -148,7 +149,24 @@ def check_gpt(env, dp, tp, pp):
     ok, msg = compare(got, want, model, reference)
     report = prog.report()
     ok = ok and report["mesh"]["dp"] == dp and report["mesh"]["pp"] == pp
-    return ok, msg + "; %d ranks" % prog.ranks
+    modes = [s["activations"].get("recompute") for s in report["stages"]]
+    if recompute in ("none", "full", "selective"):
+        ok = ok and modes == [recompute] * pp
+    return ok, msg + "; %d ranks; recompute %s" % (prog.ranks, modes)
+
+
+def check_recompute(env):
+    """recompute= (selective at pp 2: trains as PyTorch does, the report
+    says selective per stage) and a bad mode (CompileError)."""
+    ok, msg = check_gpt(env, 1, 1, 2, recompute="selective")
+    try:
+        env.merak.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), pp=2,
+                          microbatches=2, recompute="sometimes",
+                          workdir=env.workdir("recompute-bad"))
+        return False, "recompute='sometimes' did not raise"
+    except env.merak.CompileError as e:
+        ok = ok and "unknown --recompute 'sometimes'" in str(e)
+    return ok, msg
 
 
 def check_gpt_devices(env, devices):
@@ -294,6 +312,7 @@ CHECKS = {
     "encoder": check_encoder,
     "unsupported": check_unsupported,
     "errors": check_errors,
+    "recompute": check_recompute,
     "installed": check_installed,
     "docs-example": check_docs_example,
 }

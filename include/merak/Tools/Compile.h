@@ -23,7 +23,17 @@ class raw_ostream;
 namespace mlir::merak {
 
 /// merak-compile --compile-to: phases run in this order.
-enum class CompilePhase { Import, Training, Shard, Pipeline, Schedule, Lower, Emit, Binary };
+enum class CompilePhase {
+  Import,
+  Training,
+  Shard,
+  Pipeline,
+  Recompute,
+  Schedule,
+  Lower,
+  Emit,
+  Binary
+};
 
 /// Every merak-compile option (docs/user-guide.md describes each flag).
 struct CompileOptions {
@@ -55,6 +65,12 @@ struct CompileOptions {
   /// placeholder costs).
   std::string deviceProfile;
   std::vector<int64_t> stageBoundaries;
+  /// --recompute: none, full, selective or stage-aware; "" the default
+  /// (stage-aware with a memory budget, none without).
+  std::string recompute;
+  /// --memory-per-device: bytes, with an optional suffix (KB, MB, GB, KiB,
+  /// MiB, GiB); "" none.
+  std::string memoryPerDevice;
   int64_t zero = 0;
   double bucketMb = 25.0;
   bool verbose = false, emitBytecode = false, noCleanup = false;
@@ -72,8 +88,6 @@ struct CompileOptions {
   /// --pp, --microbatches, --schedule was given (an error with --devices).
   int64_t devices = 0;
   bool meshGiven = false;
-  /// --memory-per-device BYTES for the planner (0: the profile's).
-  double memoryPerDevice = 0;
   /// --planner-space: "auto" (everything the planner knows) or "megatron"
   /// (the Megatron-LM hand policy: 1F1B, full recomputation, layers split
   /// uniformly, no overlap; only dp/tp/pp and micro-batches searched).

@@ -13,11 +13,19 @@ struct PipelineCompileOptions {
   int64_t pp = 1, microbatches = 1;
   std::vector<int64_t> boundaries;
   std::string schedule = "1f1b";
+  /// merak-recompute's mode ("": the pass does not run) and budget.
+  std::string recompute;
+  int64_t memoryPerDevice = 0;
 };
+
+/// "80GB" -> 80e9, "512MiB" -> 512 * 2^20, "1000" -> 1000, "" -> 0;
+/// nullopt when malformed or overflowing.
+std::optional<int64_t> parseByteSize(StringRef text);
 
 /// The training phase of a pipelined (or gradient-accumulating) program:
 /// merak-tensor-parallel (when training.tp > 1), merak-attach-loss,
-/// merak-pipeline, merak-optimizer (building every
+/// merak-pipeline, merak-recompute (unless pipeline.recompute is empty),
+/// merak-optimizer (building every
 /// stage's update), canonicalize, CSE. Fails on bad optimizer options
 /// (printed to `log`).
 LogicalResult buildPipelineTrainingPipeline(OpPassManager &pm, const TrainingOptions &training,

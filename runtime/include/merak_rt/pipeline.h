@@ -10,14 +10,15 @@
 // and a manifest with a "pipeline" object:
 //   "stages", "microbatches", "schedule": "gpipe" | "1f1b",
 //   "fragments": [{"name", "stage", "kind", "arena_bytes",
-//       "args":    [{"source": "tokens"|"labels"|"input"|"act"|"cot"|"step",
-//                    "offset" (in A), "bytes", "msg_offset" (act/cot),
+//       "args":    [{"source": "tokens"|"labels"|"input"|"act"|"cot"|"stash"|"step",
+//                    "offset" (in A), "bytes", "msg_offset" (act/cot/stash),
 //                    "input_offset" (input: the step input's offset in A,
 //                    an array input of a model without token ids)}],
-//       "results": [{"dest": "act"|"cot"|"loss"|"grad_norm"|"lr"|"none",
+//       "results": [{"dest": "act"|"cot"|"stash"|"loss"|"grad_norm"|"lr"|"none",
 //                    "offset", "bytes", "dtype", "msg_offset" | "out_offset"}]}],
 //   "stage_info": [{"act_in_bytes", "act_out_bytes", "cot_in_bytes",
-//                   "cot_out_bytes", "owned": [param names]}],
+//                   "cot_out_bytes", "stash_bytes" (optional, 0),
+//                   "owned": [param names], "params": [names used]}],
 //   "accumulators": [names of the pipeline.grad.* params (kind "scratch":
 //                    zeroed every step, not checkpointed)],
 //   "shared": [{"name": accumulator, "stages": [holders]}],
@@ -29,9 +30,13 @@
 // Every rank runs its stage's list (stage = its pp coordinate). A message
 // packs one micro-batch's values of one cut (activations forward, their
 // gradients backward), each 64-byte aligned; stage inputs are stashed per
-// micro-batch until that micro-batch's backward (which recomputes the
-// forward from them). Data inputs are the rows of micro-batch mb of the
-// step's batch in A. Gradient accumulators are zeroed before every step;
+// micro-batch until that micro-batch's backward, which recomputes from them
+// what the forward did not stash: merak-recompute makes the forward return
+// activations as "stash" results (packed like a message, "msg_offset" in
+// a buffer of "stash_bytes") that the backward takes as "stash" args; a
+// stash buffer is taken from a pool at the forward and returned after the
+// backward, so there are as many as micro-batches in flight. Data inputs
+// are the rows of micro-batch mb of the step's batch in A. Gradient accumulators are zeroed before every step;
 // before the update, the accumulators of parameters several stages hold
 // (tied embeddings) are exchanged between the holders and summed in stage
 // order, so every copy gets bitwise the same gradient.

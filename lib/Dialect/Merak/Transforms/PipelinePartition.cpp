@@ -678,6 +678,20 @@ void mlir::merak::printPipelinePlan(ModuleOp module, llvm::raw_ostream &os) {
   for (int64_t c : plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef())
     os << " " << c;
   os << "\n";
+  if (auto rc = plan.getAs<ArrayAttr>("recompute")) {
+    auto stash = plan.getAs<ArrayAttr>("stash_bytes");
+    auto mem = plan.getAs<ArrayAttr>("memory_estimate");
+    os << "// recompute (merak-recompute):";
+    for (auto [s, mode] : llvm::enumerate(rc)) {
+      os << " stage " << s << " " << cast<StringAttr>(mode).getValue();
+      if (stash && s < stash.size())
+        os << " (stash " << cast<IntegerAttr>(stash[s]).getInt() << " bytes/micro-batch";
+      if (mem && s < mem.size())
+        os << ", estimate " << cast<IntegerAttr>(mem[s]).getInt() << " bytes";
+      os << ")" << (s + 1 < rc.size() ? ";" : "");
+    }
+    os << "\n";
+  }
   auto costs = plan.getAs<ArrayAttr>("costs");
   auto owners = plan.getAs<ArrayAttr>("owners");
   for (int64_t s = 0; s < i64("stages"); ++s) {

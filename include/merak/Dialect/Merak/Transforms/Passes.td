@@ -376,4 +376,44 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
+  let summary = "Chooses what each pipeline stage's backward recomputes";
+  let description = [{
+    Runs after merak-pipeline (whose backward fragments recompute the whole
+    forward from the stage inputs) and before merak-optimizer. Per stage,
+    `mode` decides which forward values the backward recomputes; every
+    other activation the reverse sweep (or a recomputed op) reads is
+    stashed: `@stage<s>_forward` returns it as a result named "stash:i",
+    `@stage<s>_backward` takes it as an argument of the same name (after
+    the cotangents), and the backward's now dead copies of the forward are
+    erased. Modes: `none` (nothing recomputed), `full` (merak-pipeline's
+    program unchanged: only stage inputs are kept), `selective`
+    (Korthikanti et al.: only the attention core is recomputed: a softmax
+    fed through elementwise ops by a batched matmul of two activations,
+    QK^T, and the ops from it to the batched matmul it feeds, dropout and
+    probs x V), `stage-aware` (Merak: per stage, the first of none,
+    selective and full whose estimated memory fits `memory-per-device`
+    bytes: (stage-input + stash bytes per micro-batch) x the micro-batches
+    the `schedule` keeps in flight on the stage (1F1B: min(m, S - s);
+    GPipe: m) + the stage's parameter bytes x (2 + `optimizer-slots`):
+    weights, gradient accumulators, optimizer state; an error names the
+    stage when even full does not fit). Ops that depend on no argument
+    (parameter reads, transposed weights, constant masks) are always
+    recomputed. The choice per stage, the stashed bytes per micro-batch
+    (stage inputs included) and the estimate are recorded in
+    `merak.pipeline` as `recompute`, `stash_bytes` and `memory_estimate`.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
+           "none, full, selective or stage-aware">,
+    Option<"memoryPerDevice", "memory-per-device", "int64_t", /*default=*/"0",
+           "Memory budget per device in bytes (stage-aware)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The pipeline schedule (in-flight micro-batches per stage)">,
+    Option<"optimizerSlots", "optimizer-slots", "int64_t", /*default=*/"2",
+           "Optimizer state tensors per parameter (AdamW 2, SGD with momentum 1)">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

@@ -117,6 +117,23 @@ void printPipelineSchedule(PipelineScheduleKind kind, int64_t microbatches,
                            ArrayRef<SmallVector<PipelineInstr>> program,
                            llvm::raw_ostream &os);
 
+//===----------------------------------------------------------------------===//
+// Recomputation (merak-recompute, Recompute.cpp)
+//===----------------------------------------------------------------------===//
+
+/// What a stage's backward recomputes: nothing (the forward stashes every
+/// activation the backward needs), the attention core (selective), the
+/// whole forward from the stage inputs (full), or per stage the least
+/// recomputation that fits a memory budget (stage-aware).
+enum class RecomputeMode { None, Selective, Full, StageAware };
+/// "none" | "selective" | "full" | "stage-aware".
+FailureOr<RecomputeMode> parseRecomputeMode(StringRef name);
+StringRef recomputeModeName(RecomputeMode mode);
+/// Micro-batches whose activations `stage` holds at once under `kind`
+/// (1F1B and ZB-H1: min(m, stages - stage); the others: m).
+int64_t inFlightMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
+                             int64_t stage);
+
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.
 void printPipelinePlan(ModuleOp module, llvm::raw_ostream &os);

@@ -1,0 +1,109 @@
+"""Peak memory per pipeline stage and step time for each --recompute mode.
+
+    /usr/bin/python3 bench/recompute_step.py --bin build/bin --workdir /tmp/bench-rc \
+        [--pp 2] [--microbatches 4] [--steps 4] [--mode none --mode full ...]
+        [--mode stage-aware --memory-per-device 600MiB]
+
+GPT-2-style decoder d=512, 8 layers, 8 heads, vocab 8192 (29M parameters,
+the model of bench/README.md's memory numbers), seq 128, batch 4, AdamW,
+1F1B with --microbatches micro-batches on --pp stages. Each mode is compiled
+with --recompute MODE and run under `mpirun -np pp /usr/bin/time -f ...`
+(OMP_NUM_THREADS=1, --sampler sequential on the same random tokens), which
+gives every rank's (= stage's) peak RSS. Prints a table: per stage the peak
+RSS and the stashed bytes per micro-batch (from --compile-to=recompute),
+the median step time after one warm-up step, and the first and last loss
+(the same in every mode). A benchmark, not a test.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+B, T, D, LAYERS, HEADS, VOCAB = 4, 128, 512, 8, 8, 8192
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def export(path):
+    if os.path.exists(path):
+        return
+    import torch
+    sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
+    import export_models as em
+    torch.manual_seed(0)
+    model = em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=T)
+    ids = torch.zeros(1, T, dtype=torch.int64)
+    torch.onnx.export(model, (ids,), path, opset_version=17, input_names=["input_ids"],
+                      output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, dynamic_axes={"input_ids": {0: "batch"}})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--pp", type=int, default=2)
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--mode", action="append")
+    ap.add_argument("--memory-per-device", help="the budget of mode stage-aware (e.g. 600MiB)")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    onnx_path = os.path.join(args.workdir, "gpt_d%d_l%d.onnx" % (D, LAYERS))
+    export(onnx_path)
+    tokens = os.path.join(args.workdir, "tokens.bin")
+    np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    print("GPT d=%d layers=%d heads=%d seq=%d batch=%d vocab=%d, AdamW, pp %d, %d micro-batches "
+          "(1F1B), %d steps, %d CPU cores" % (D, LAYERS, HEADS, T, B, VOCAB, args.pp,
+                                             args.microbatches, args.steps, os.cpu_count()))
+    print("| recompute | per stage: mode, stash/micro-batch, peak RSS | step (median) | "
+          "loss first -> last |")
+    print("|---|---|---:|---|")
+    for mode in args.mode or ["none", "selective", "full"]:
+        exe = os.path.join(args.workdir, "train-" + mode)
+        base = [os.path.join(args.bin, "merak-compile"), onnx_path, "--input-shape",
+                "input_ids=%dx%d" % (B, T), "--frozen", "*.attn.bias", "--pp", str(args.pp),
+                "--microbatches", str(args.microbatches), "--recompute", mode]
+        if mode == "stage-aware":
+            base += ["--memory-per-device", args.memory_per_device]
+        plan = subprocess.run(base + ["--compile-to=recompute"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT).stdout.decode()
+        stash = re.findall(r"stage (\d+) (\S+) \(stash (\d+) bytes", plan)
+        subprocess.run(base + ["--compile-to=binary", "-o", exe], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        metrics = os.path.join(args.workdir, mode + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        rss_file = os.path.join(args.workdir, mode + "-rss")
+        # Every rank appends "<pp rank> <peak KiB>" (OMPI_COMM_WORLD_RANK =
+        # stage when dp = tp = 1).
+        if os.path.exists(rss_file):
+            os.remove(rss_file)
+        cmd = MPIRUN + ["-np", str(args.pp), "sh", "-c",
+                        '/usr/bin/time -f "$OMPI_COMM_WORLD_RANK %%M" -a -o %s "$@"' % rss_file,
+                        "sh", exe, "--data", tokens, "--steps", str(args.steps), "--sampler",
+                        "sequential", "--metrics", metrics, "--log-every", "1000000"]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.STDOUT)
+        rss = {}
+        for line in open(rss_file):
+            r, kib = line.split()
+            rss[int(r)] = int(kib) / 1024.0
+        with open(metrics) as f:
+            lines = [json.loads(line) for line in f]
+        ms = statistics.median(l["time_ms"] for l in lines[1:] or lines)
+        stages = "; ".join("%s %s %.1f MiB stash, %.0f MiB RSS" % (
+            s, m, int(b) / 2**20, rss.get(int(s), float("nan"))) for s, m, b in stash)
+        print("| %s | %s | %.0f ms | %.4f -> %.4f |" % (mode, stages, ms, lines[0]["loss"],
+                                                        lines[-1]["loss"]))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

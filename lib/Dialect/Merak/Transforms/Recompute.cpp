@@ -1,0 +1,371 @@
+//===- Recompute.cpp - merak-recompute ------------------------------------===//
+//
+// Chooses, per pipeline stage, which forward values the backward recomputes
+// and which the forward stashes (see Passes.td and docs/architecture.md,
+// "Recomputation"):
+//
+//  * merak-pipeline builds @stage<s>_backward by cloning the stage's ops in
+//    the same order as @stage<s>_forward, then the reverse sweep. So the
+//    backward's first N ops (N: the forward's ops) are the forward's, one
+//    for one: op i of the backward recomputes op i of the forward. This pass
+//    relies on that correspondence (checked op by op) and therefore runs
+//    right after merak-pipeline, before anything reorders or folds them.
+//  * A mode picks the recomputed ops R among the backward's copy of the
+//    forward: none (R empty), selective (the attention core, found by
+//    structure: a softmax whose input comes from a batched matmul of two
+//    activations, QK^T, through elementwise ops (scale, mask), with the ops
+//    from the softmax to the batched matmul it feeds, dropout and probs x V),
+//    or full (everything: merak-pipeline's program, unchanged). Values that
+//    depend on no argument (parameter reads, transposed weights, constant
+//    masks) are always recomputed: they hold no activation memory.
+//  * Every activation the reverse sweep or a live recomputed op reads and
+//    that R does not produce is stashed: the forward returns it ("stash:i"),
+//    the backward takes it as an argument of the same name (after the
+//    cotangents), the backward's copies become dead and are erased.
+//  * stage-aware picks, per stage, the first of none, selective, full whose
+//    estimated memory fits `memory-per-device`: (stage input bytes + stash
+//    bytes) per micro-batch x the micro-batches the schedule holds in
+//    flight on that stage (1F1B and ZB-H1: min(m, S - s); GPipe and
+//    interleaved: m) + the bytes of the parameters the stage holds x (2 +
+//    optimizer-slots): the weights, their gradient accumulators and the
+//    optimizer's state (an estimate: fragment arenas are not counted).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKRECOMPUTE
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+static int64_t typeBytes(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape())
+    return 0;
+  return r.getNumElements() * std::max<int64_t>(1, storageElementBytes(r.getElementType()));
+}
+
+FailureOr<RecomputeMode> mlir::merak::parseRecomputeMode(StringRef name) {
+  if (name == "none")
+    return RecomputeMode::None;
+  if (name == "selective")
+    return RecomputeMode::Selective;
+  if (name == "full")
+    return RecomputeMode::Full;
+  if (name == "stage-aware")
+    return RecomputeMode::StageAware;
+  return failure();
+}
+
+StringRef mlir::merak::recomputeModeName(RecomputeMode mode) {
+  switch (mode) {
+  case RecomputeMode::None:
+    return "none";
+  case RecomputeMode::Selective:
+    return "selective";
+  case RecomputeMode::Full:
+    return "full";
+  case RecomputeMode::StageAware:
+    return "stage-aware";
+  }
+  return "full";
+}
+
+int64_t mlir::merak::inFlightMicrobatches(PipelineScheduleKind kind, int64_t stages,
+                                          int64_t microbatches, int64_t stage) {
+  if (kind == PipelineScheduleKind::OneFOneB || kind == PipelineScheduleKind::ZeroBubbleH1)
+    return std::min(microbatches, stages - stage);
+  return microbatches;
+}
+
+namespace {
+/// One stage's forward and backward with the correspondence between the
+/// forward's ops and the backward's copy of them.
+struct StagePair {
+  func::FuncOp fwd, bwd;
+  SmallVector<Operation *> fwdOps, bwdOps; // op i of the forward, its copy
+  llvm::DenseSet<Operation *> prefix;      // bwdOps as a set
+  llvm::DenseSet<Value> dynamic;           // copies' results depending on arguments
+};
+
+/// Whether `op` is a batched matmul of two activations (QK^T, probs x V).
+bool isActivationBmm(Operation *op, const llvm::DenseSet<Value> &dynamic) {
+  auto mm = dyn_cast_or_null<MatmulOp>(op);
+  if (!mm)
+    return false;
+  auto t = dyn_cast<RankedTensorType>(mm.getType());
+  return t && t.getRank() >= 3 && dynamic.contains(mm.getLhs()) && dynamic.contains(mm.getRhs());
+}
+
+/// The attention-core ops among the backward's copy of the forward.
+llvm::DenseSet<Operation *> attentionCore(const StagePair &p) {
+  llvm::DenseSet<Operation *> core;
+  const int kMaxChain = 6;
+  for (Operation *op : p.bwdOps) {
+    auto sm = dyn_cast<SoftmaxOp>(op);
+    if (!sm || !p.dynamic.contains(sm.getResult()))
+      continue;
+    // Back to QK^T through ops with exactly one activation operand.
+    SmallVector<Operation *> chain{op};
+    Value v = sm.getInput();
+    bool found = false;
+    for (int i = 0; i < kMaxChain; ++i) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !p.prefix.contains(def))
+        break;
+      if (isActivationBmm(def, p.dynamic)) {
+        chain.push_back(def);
+        found = true;
+        break;
+      }
+      if (isa<MatmulOp>(def) || def->getNumResults() != 1)
+        break;
+      SmallVector<Value> dyn;
+      for (Value o : def->getOperands())
+        if (p.dynamic.contains(o))
+          dyn.push_back(o);
+      if (dyn.size() != 1)
+        break;
+      chain.push_back(def);
+      v = dyn.front();
+    }
+    if (!found)
+      continue;
+    core.insert(chain.begin(), chain.end());
+    // Forward to probs x V through single-user ops (dropout, casts).
+    Value out = sm.getResult();
+    for (int i = 0; i < kMaxChain; ++i) {
+      Operation *user = nullptr;
+      int users = 0;
+      for (Operation *u : out.getUsers())
+        if (p.prefix.contains(u))
+          user = u, ++users;
+      if (users != 1)
+        break;
+      if (isActivationBmm(user, p.dynamic)) {
+        core.insert(user);
+        break;
+      }
+      if (isa<MatmulOp>(user) || user->getNumResults() == 0)
+        break;
+      core.insert(user);
+      out = user->getResult(0);
+    }
+  }
+  return core;
+}
+
+struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> {
+  using Base::Base;
+
+  LogicalResult pairStage(ModuleOp module, int64_t s, StagePair &p) {
+    std::string prefix = ("stage" + Twine(s) + "_").str();
+    p.fwd = module.lookupSymbol<func::FuncOp>(prefix + "forward");
+    p.bwd = module.lookupSymbol<func::FuncOp>(prefix + "backward");
+    if (!p.fwd || !p.bwd)
+      return module.emitError("merak-recompute: no @") << prefix << "forward/backward (run "
+                                                          "merak-pipeline first)";
+    for (Operation &op : p.fwd.getBody().front().without_terminator())
+      p.fwdOps.push_back(&op);
+    Block &bb = p.bwd.getBody().front();
+    auto it = bb.begin();
+    for (Operation *f : p.fwdOps) {
+      if (it == bb.end() || it->getName() != f->getName() ||
+          it->getNumResults() != f->getNumResults() || it->getNumOperands() != f->getNumOperands())
+        return p.bwd.emitError("merak-recompute: @")
+               << p.bwd.getSymName() << " does not start with a copy of @" << p.fwd.getSymName()
+               << " (run merak-recompute right after merak-pipeline)";
+      p.bwdOps.push_back(&*it++);
+    }
+    p.prefix.insert(p.bwdOps.begin(), p.bwdOps.end());
+    // VJP rules build the gradients of every operand; those nothing reads
+    // (e.g. of a constant scale) would count their inputs as read.
+    SmallVector<Operation *> sweep;
+    for (Operation &op : llvm::make_range(it, bb.end()))
+      sweep.push_back(&op);
+    for (Operation *op : llvm::reverse(sweep))
+      if (isOpTriviallyDead(op))
+        op->erase();
+    for (Operation *op : p.bwdOps)
+      if (llvm::any_of(op->getOperands(), [&](Value v) {
+            return isa<BlockArgument>(v) || p.dynamic.contains(v);
+          }))
+        for (Value r : op->getResults())
+          p.dynamic.insert(r);
+    return success();
+  }
+
+  /// The values `mode` stashes (in program order); `recomputed` the copies
+  /// still run in the backward.
+  SmallVector<Value> stashFor(const StagePair &p, RecomputeMode mode,
+                              const llvm::DenseSet<Operation *> &core) {
+    if (mode == RecomputeMode::Full)
+      return {};
+    auto inR = [&](Operation *op) {
+      return mode == RecomputeMode::Selective && core.contains(op);
+    };
+    // Live recomputed ops: in R, with a result read by the sweep or by a
+    // live recomputed op (reverse program order).
+    llvm::DenseSet<Operation *> live;
+    auto readByLive = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *u) {
+        return !p.prefix.contains(u) || live.contains(u);
+      });
+    };
+    for (Operation *op : llvm::reverse(p.bwdOps))
+      if (inR(op) && llvm::any_of(op->getResults(), readByLive))
+        live.insert(op);
+    SmallVector<Value> stash;
+    for (Operation *op : p.bwdOps) {
+      if (inR(op))
+        continue;
+      for (Value r : op->getResults())
+        if (p.dynamic.contains(r) && readByLive(r))
+          stash.push_back(r);
+    }
+    return stash;
+  }
+
+  int64_t paramsBytes(ModuleOp module, Attribute owned) {
+    int64_t n = 0;
+    if (auto names = dyn_cast_or_null<ArrayAttr>(owned))
+      for (Attribute a : names)
+        if (auto p = module.lookupSymbol<ParamOp>(cast<StringAttr>(a).getValue()))
+          n += typeBytes(p.getTensorType());
+    return n;
+  }
+
+  void rewrite(StagePair &p, ArrayRef<Value> stash) {
+    if (stash.empty())
+      return;
+    MLIRContext *ctx = p.fwd.getContext();
+    Builder b(ctx);
+    llvm::DenseMap<Operation *, int64_t> index;
+    for (auto [i, op] : llvm::enumerate(p.bwdOps))
+      index[op] = i;
+    auto ret = cast<func::ReturnOp>(p.fwd.getBody().front().getTerminator());
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<DictionaryAttr> resultAttrs;
+    p.fwd.getAllResultAttrs(resultAttrs);
+    for (auto [i, stashed] : llvm::enumerate(stash)) {
+      Value v = stashed;
+      auto r = cast<OpResult>(v);
+      Value fv = p.fwdOps[index.lookup(r.getOwner())]->getResult(r.getResultNumber());
+      results.push_back(fv);
+      auto name = b.getDictionaryAttr(
+          b.getNamedAttr("merak.name", b.getStringAttr("stash:" + Twine(i))));
+      resultAttrs.push_back(name);
+      unsigned at = p.bwd.getNumArguments();
+      if (failed(p.bwd.insertArgument(at, v.getType(), name, v.getLoc())))
+        return;
+      v.replaceAllUsesWith(p.bwd.getArgument(at));
+    }
+    ret->setOperands(results);
+    p.fwd.setType(FunctionType::get(ctx, p.fwd.getArgumentTypes(), ValueRange(results).getTypes()));
+    p.fwd.setAllResultAttrs(resultAttrs);
+    // The copies nothing reads any more (ops without results, e.g. a
+    // parameter write, are left alone).
+    for (Operation *op : llvm::reverse(p.bwdOps))
+      if (op->getNumResults() > 0 && op->use_empty())
+        op->erase();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    if (!plan) {
+      module.emitError("merak-recompute: no merak.pipeline (run merak-pipeline first)");
+      return signalPassFailure();
+    }
+    FailureOr<RecomputeMode> modeOr = parseRecomputeMode(mode);
+    if (failed(modeOr)) {
+      module.emitError("merak-recompute: unknown mode '")
+          << mode << "' (expected none, full, selective or stage-aware)";
+      return signalPassFailure();
+    }
+    FailureOr<PipelineScheduleKind> kind = parsePipelineSchedule(schedule);
+    if (failed(kind)) {
+      module.emitError("merak-recompute: unknown schedule '") << schedule << "'";
+      return signalPassFailure();
+    }
+    if (*modeOr == RecomputeMode::StageAware && memoryPerDevice <= 0) {
+      module.emitError("merak-recompute: mode stage-aware needs memory-per-device");
+      return signalPassFailure();
+    }
+    int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+    int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
+    auto owners = plan.getAs<ArrayAttr>("owners");
+
+    SmallVector<Attribute> chosen, stashAttr, memAttr;
+    Builder b(module.getContext());
+    for (int64_t s = 0; s < stages; ++s) {
+      StagePair p;
+      if (failed(pairStage(module, s, p)))
+        return signalPassFailure();
+      llvm::DenseSet<Operation *> core = attentionCore(p);
+      int64_t inputBytes = 0;
+      for (BlockArgument a : p.fwd.getArguments())
+        if (auto n = p.fwd.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
+            n && n.getValue().starts_with("act:"))
+          inputBytes += typeBytes(a.getType());
+      auto bytesOf = [&](ArrayRef<Value> vs) {
+        int64_t n = inputBytes;
+        for (Value v : vs)
+          n += typeBytes(v.getType());
+        return n;
+      };
+      int64_t held = inFlightMicrobatches(*kind, stages, m, s);
+      int64_t fixed = paramsBytes(module, owners ? owners[s] : Attribute()) * (2 + optimizerSlots);
+      RecomputeMode pick = *modeOr;
+      SmallVector<Value> stash;
+      int64_t estimate = 0;
+      if (pick == RecomputeMode::StageAware) {
+        bool fits = false;
+        for (RecomputeMode c : {RecomputeMode::None, RecomputeMode::Selective,
+                                RecomputeMode::Full}) {
+          stash = stashFor(p, c, core);
+          estimate = held * bytesOf(stash) + fixed;
+          if (estimate <= memoryPerDevice) {
+            pick = c, fits = true;
+            break;
+          }
+        }
+        if (!fits) {
+          module.emitError("merak-recompute: stage ")
+              << s << " needs " << estimate << " bytes even with full recomputation ("
+              << held << " micro-batches in flight x " << bytesOf(stash)
+              << " bytes of stage inputs + " << fixed
+              << " bytes of parameters, gradients and optimizer state), more than "
+                 "memory-per-device = "
+              << (int64_t)memoryPerDevice << " bytes";
+          return signalPassFailure();
+        }
+      } else {
+        stash = stashFor(p, pick, core);
+        estimate = held * bytesOf(stash) + fixed;
+      }
+      chosen.push_back(b.getStringAttr(recomputeModeName(pick)));
+      stashAttr.push_back(b.getI64IntegerAttr(bytesOf(stash)));
+      memAttr.push_back(b.getI64IntegerAttr(estimate));
+      rewrite(p, stash);
+    }
+    NamedAttrList attrs(plan);
+    attrs.set("recompute", b.getArrayAttr(chosen));
+    attrs.set("stash_bytes", b.getArrayAttr(stashAttr));
+    attrs.set("memory_estimate", b.getArrayAttr(memAttr));
+    module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
+  }
+};
+} // namespace
