@@ -66,7 +66,8 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
     vocab_parallel (None: the default, True, False), bucket_mb, optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
-    logits, labels, frozen (extra globs), input_shapes ({name: shape}).
+    logits, labels, frozen (extra globs), input_shapes ({name: shape}),
+    target ("cpu"|"cuda": the executable runs on one GPU; serial only).
     `devices` (the planner) is not implemented yet. `workdir` keeps the
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
@@ -76,8 +77,8 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
         raise NotImplementedError(
             "merak.compile(devices=%r): the parallelism planner does not exist yet; "
             "give the mesh as dp=, tp=, pp= (and microbatches=)" % (devices,))
-    if target != "cpu":
-        raise NotImplementedError("merak.compile(target=%r): only target='cpu' exists" % target)
+    if target not in ("cpu", "cuda"):
+        raise ValueError("merak.compile(target=%r): expected 'cpu' or 'cuda'" % (target,))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):
         if not isinstance(value, int) or value < 1:
             raise ValueError("merak.compile: %s must be a positive int, got %r" % (name, value))
@@ -95,6 +96,7 @@ def compile(model, example_inputs=None, *, dp=1, tp=1, pp=1, microbatches=1, dev
         o.compile_to = "binary"
         o.output = os.path.abspath(output or os.path.join(workdir, "train"))
         o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
+        o.target = target
         o.schedule = schedule
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
         o.zero = int(zero)
