@@ -79,14 +79,20 @@ Status checkErrors() {
     return Status::success();
   int code = 0;
   if (Status s = cuda::cudaCheck(
-          static_cast<int>(cudaMemcpy(&code, c.error, sizeof(int),
-                                      cudaMemcpyDeviceToHost)),
+          static_cast<int>(cudaMemcpyAsync(&code, c.error, sizeof(int),
+                                           cudaMemcpyDeviceToHost, detail::cs())),
           "cudaMemcpy (error word)");
+      !s.ok())
+    return s;
+  if (Status s = cuda::cudaCheck(static_cast<int>(cudaStreamSynchronize(detail::cs())),
+                                 "the error word's copy");
       !s.ok())
     return s;
   if (code == detail::kErrNone)
     return Status::success();
-  cudaMemset(c.error, 0, sizeof(int));
+  // On the compute stream (non-blocking: the legacy stream would not order
+  // the clear before the next step's kernels).
+  cudaMemsetAsync(c.error, 0, sizeof(int), detail::cs());
   switch (code) {
   case detail::kErrGatherIndex:
     return Status::error("gather: index out of range");

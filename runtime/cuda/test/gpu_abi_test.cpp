@@ -230,7 +230,7 @@ void run() {
         }
         T y = make(t, dy);
         pair("reduce " + std::to_string(op) + " axes " + std::to_string(axes.rank) + ts, {&y},
-             tl * 100, [&](int side) {
+             tl * 10, [&](int side) {
                (side ? gpu::reduce : cpu::reduce)(cpu::Reduce(op), t, P(x), x.d, axes, P(y));
              });
       }
