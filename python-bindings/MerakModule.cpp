@@ -74,6 +74,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("pp", &CompileOptions::pp)
       .def_readwrite("microbatches", &CompileOptions::microbatches)
       .def_readwrite("devices", &CompileOptions::devices)
+      .def_readwrite("target", &CompileOptions::target)
       .def_readwrite("vocab_parallel", &CompileOptions::vocabParallel)
       .def_readwrite("schedule", &CompileOptions::schedule)
       .def_readwrite("virtual_stages", &CompileOptions::virtualStages)

@@ -104,6 +104,8 @@ void reportMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
 int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool verbose,
                 StringRef runtimeDir, llvm::raw_ostream &log) {
   auto fail = [&](const Twine &msg) { return failWith(log, msg); };
+  if (program.target == "cuda" && !cudaRuntimeAvailable())
+    return fail("--target cuda needs a merak built with CUDA (nvcc not found at configure time)");
   SmallString<128> outDir(out);
   llvm::sys::path::remove_filename(outDir);
   if (outDir.empty())
@@ -147,7 +149,8 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
   llvm::sys::fs::make_absolute(outAbs);
   std::string tmp = (outAbs + ".tmp" + Twine(llvm::sys::Process::getProcessId())).str();
   if (std::string err =
-          buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose, runtimeDir, log);
+          buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose, runtimeDir, log,
+                          program.target);
       !err.empty()) {
     llvm::sys::fs::remove(tmp);
     return fail("building the executable: " + err);
@@ -205,6 +208,11 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--recompute stage-aware needs --memory-per-device");
   const bool pipelined =
       opts.pp > 1 || opts.microbatches > 1 || *recomputeMode != RecomputeMode::None;
+  if (opts.target != "cpu" && opts.target != "cuda")
+    return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
+  if (opts.target == "cuda" && (opts.dp * opts.tp * opts.pp > 1 || pipelined))
+    return fail("--target cuda with --dp/--tp/--pp/--microbatches/--recompute is not yet "
+                "supported (serial programs only; the NCCL communicator is not wired in)");
   const bool report = !opts.report.empty();
   if (report && !opts.compileToGiven)
     compileTo = Phase::Training;
@@ -435,6 +443,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   program.dp = opts.dp;
   program.pp = opts.pp;
   program.tp = opts.tp;
+  program.target = opts.target;
   if (compileTo >= Phase::Lower && pipelined) {
     if (failed(planPipelineMemory(*module, log)))
       return 1;

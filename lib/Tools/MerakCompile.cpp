@@ -110,6 +110,11 @@ struct CommandLine {
       "microbatches", cl::desc("Micro-batches per step (pipelining; with --pp 1, gradient "
                                "accumulation); the batch must divide by dp * microbatches"),
       cl::init(1), cl::cat(cat)};
+  cl::opt<std::string> target{
+      "target",
+      cl::desc("Where the program runs: cpu (default; OpenBLAS + MPI) or cuda (one NVIDIA "
+               "GPU through the CUDA runtime; serial programs only for now)"),
+      cl::init("cpu"), cl::cat(cat)};
   cl::opt<std::string> schedule{
       "schedule",
       cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
@@ -230,6 +235,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.tp = opts.tp;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;
+  o.target = opts.target;
   o.vocabParallel = opts.vocabParallel.getNumOccurrences() ? (opts.vocabParallel ? 1 : 0) : -1;
   o.schedule = opts.schedule;
   o.virtualStages = opts.virtualStages;

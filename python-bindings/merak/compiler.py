@@ -74,7 +74,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     chooses them for N devices (the fastest simulated plan that fits
     `memory_per_device` bytes, or the memory of `device_profile`, a
     profiles/*.json path); the Program's dp/tp/pp and `plan` (the report's
-    "planner" object) say what it chose. `workdir` keeps the
+    "planner" object) say what it chose. target ("cpu"|"cuda": the
+    executable runs on one GPU; serial only). `workdir` keeps the
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
     Raises CompileError with the compiler's diagnostics on failure.
@@ -89,8 +90,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             raise ValueError("merak.compile: devices must be a positive int, got %r" % (devices,))
     dp, tp, pp = dp or 1, tp or 1, pp or 1
     microbatches, schedule = microbatches or 1, schedule or "1f1b"
-    if target != "cpu":
-        raise NotImplementedError("merak.compile(target=%r): only target='cpu' exists" % target)
+    if target not in ("cpu", "cuda"):
+        raise ValueError("merak.compile(target=%r): expected 'cpu' or 'cuda'" % (target,))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):
         if not isinstance(value, int) or value < 1:
             raise ValueError("merak.compile: %s must be a positive int, got %r" % (name, value))
@@ -112,6 +113,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             o.devices = devices
             if device_profile:
                 o.device_profile = os.path.abspath(device_profile)
+        o.target = target
         o.schedule = schedule
         o.recompute = recompute or ""
         o.memory_per_device = "" if memory_per_device is None else str(memory_per_device)

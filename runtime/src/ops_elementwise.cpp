@@ -60,6 +60,8 @@ void opMark(int64_t index) {
     gRecorder(gRecorderCtx, index);
 }
 
+bool opRecorderSet() { return gRecorder != nullptr; }
+
 // --- unary --------------------------------------------------------------------
 
 namespace {

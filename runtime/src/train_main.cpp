@@ -22,6 +22,7 @@
 #include "merak_rt/metrics.h"
 #include "merak_rt/ops.h"
 #include "merak_rt/safetensors.h"
+#include "merak_rt/step_backend.h"
 #include "merak_rt/trace.h"
 
 #include "file_util.h"
@@ -401,7 +402,7 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P, const RankPlac
   return loaded->step;
 }
 
-int run(int argc, char **argv) {
+int run(int argc, char **argv, StepBackend *backend) {
   cpu::setOpRecorder(nullptr, nullptr);
   RecorderGuard recorderGuard;
   Program program = loadProgram();
@@ -415,6 +416,11 @@ int run(int argc, char **argv) {
   mesh.pp = static_cast<int>(m.meshPp);
   mesh.dp = static_cast<int>(m.meshDp);
   mesh.tp = static_cast<int>(m.meshTp);
+  if (backend && mesh.size() > 1)
+    die(kExitError, "a parallel program (mesh pp=" + std::to_string(mesh.pp) +
+                        " dp=" + std::to_string(mesh.dp) + " tp=" +
+                        std::to_string(mesh.tp) + ") is not yet supported on " +
+                        backend->name());
   if (mesh.size() > 1) {
     Result<std::unique_ptr<Comm>> opened = Comm::init(&argc, &argv, mesh);
     if (!opened.ok())
@@ -433,6 +439,8 @@ int run(int argc, char **argv) {
       internalError(r.message());
     pipeline = std::move(r).value();
   }
+  if (backend && pipeline)
+    die(kExitError, "a pipelined program is not yet supported on " + backend->name());
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
@@ -468,6 +476,11 @@ int run(int argc, char **argv) {
   if (o.help) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
+  }
+  if (backend) {
+    if (Status st = backend->open(); !st.ok())
+      die(kExitError, st.message());
+    std::printf("train: %s\n", backend->describe().c_str());
   }
 
   // --- data and memory ---------------------------------------------------------
@@ -536,6 +549,19 @@ int run(int argc, char **argv) {
                       std::strncmp(argv[i], "--lr=", 5) == 0))
         printWarning("--lr has no effect: this program has no run-time "
                      "learning rate (no \"lr\" in the manifest's hparams)");
+
+  // A device program: P (initialised, restored, hyper-parameters set) and C
+  // go to the device once; each step moves only its inputs and outputs.
+  std::vector<ByteRange> inputRanges, outputRanges;
+  if (backend) {
+    for (const ManifestTensor &t : m.inputs)
+      inputRanges.push_back({t.offset, t.bytes});
+    for (const ManifestTensor &t : m.outputs)
+      outputRanges.push_back({t.offset, t.bytes});
+    if (Status st = backend->setup(m.arenaBytes, P, m.paramsBytes, C, m.constsBytes);
+        !st.ok())
+      die(kExitError, st.message());
+  }
 
   if (start == o.steps) {
     std::printf("train: nothing to do: %s\n",
@@ -630,6 +656,9 @@ int run(int argc, char **argv) {
     if (pipeline) {
       if (Status st = pipeline->step(A, P, C, s); !st.ok())
         stop("step " + std::to_string(s) + ": " + st.message());
+    } else if (backend) {
+      if (Status st = backend->step(A, inputRanges, outputRanges); !st.ok())
+        stop("step " + std::to_string(s) + ": " + st.message());
     } else {
       merak_train_step(A, P, C);
     }
@@ -684,6 +713,9 @@ int run(int argc, char **argv) {
           stop(st.message());
       if (comm)
         comm->barrier();
+      if (backend)
+        if (Status st = backend->downloadParams(P, m.paramsBytes); !st.ok())
+          stop(st.message());
       CheckpointShard shard = checkpointShard(m, P, place);
       Metadata meta = checkpointMetadata(m, o);
       if (shard.piecesJson != "{}")
@@ -747,10 +779,10 @@ int run(int argc, char **argv) {
 
 } // namespace merak::rt
 
-static int runCatching(int argc, char **argv) {
+static int runCatching(int argc, char **argv, merak::rt::StepBackend *backend) {
   using namespace merak::rt;
   try {
-    return run(argc, argv);
+    return run(argc, argv, backend);
   } catch (const ExitRun &e) {
     return e.code;
   } catch (const std::bad_alloc &) {
@@ -763,12 +795,15 @@ static int runCatching(int argc, char **argv) {
   return kExitError;
 }
 
-extern "C" int merak_train_main(int argc, char **argv) {
-  using namespace merak::rt;
-  int code = runCatching(argc, argv);
+int merak::rt::trainMain(int argc, char **argv, StepBackend *backend) {
+  int code = runCatching(argc, argv, backend);
   cpu::setCommunicator(nullptr);
   if (gComm && code != 0)
     gComm->abort("stopping every rank of the job", code);
   gComm.reset(); // MPI_Finalize
   return code;
+}
+
+extern "C" int merak_train_main(int argc, char **argv) {
+  return merak::rt::trainMain(argc, argv, nullptr);
 }

@@ -14,9 +14,11 @@ SmallVector<std::string> kernelOpNames(func::FuncOp fn);
 /// Replaces the module's contents by EmitC: one `extern "C" void
 /// name(char *A, char *P, const char *C)` per (planned function, name), in
 /// order, their opMark indices numbered consecutively across them (what
-/// merak-to-emitc does for one function named merak_train_step).
+/// merak-to-emitc does for one function named merak_train_step). `target`
+/// "cpu" calls merak::rt::cpu, "cuda" merak::rt::gpu.
 LogicalResult lowerToEmitC(ModuleOp module,
-                           ArrayRef<std::pair<func::FuncOp, std::string>> fns);
+                           ArrayRef<std::pair<func::FuncOp, std::string>> fns,
+                           StringRef target = "cpu");
 } // namespace mlir::merak
 
 #endif

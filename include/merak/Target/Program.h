@@ -22,7 +22,12 @@ struct ProgramInfo {
   std::string model;     ///< source model file name
   std::string optimizer; ///< optimizer name
   int64_t dp = 1, tp = 1, pp = 1; ///< the device mesh
+  std::string target = "cpu";     ///< "cpu" or "cuda" (merak-to-emitc's target)
 };
+
+/// Whether this merak was built with the CUDA runtime (--target cuda can
+/// build executables).
+bool cudaRuntimeAvailable();
 
 /// Writes the manifest (JSON) and the initial data (parameter storage, then
 /// constants) of `planned`. Failure after a diagnostic.
@@ -42,7 +47,8 @@ LogicalResult emitProgramSource(ModuleOp planned, const ProgramInfo &info,
 std::string buildExecutable(llvm::StringRef workDir, llvm::StringRef cppPath,
                             llvm::StringRef manifestPath, llvm::StringRef dataPath,
                             uint64_t dataBytes, llvm::StringRef outPath, bool verbose,
-                            llvm::StringRef runtimeDir, llvm::raw_ostream &log);
+                            llvm::StringRef runtimeDir, llvm::raw_ostream &log,
+                            llvm::StringRef target = "cpu");
 
 } // namespace mlir::merak
 

@@ -50,6 +50,9 @@ struct CompileOptions {
   std::string optimizer = "adamw";
   std::vector<std::string> optimizerOptions; ///< --opt KEY=VALUE
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+  /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"
+  /// (merak::rt::gpu, one GPU; serial programs only for now).
+  std::string target = "cpu";
   /// --vocab-parallel: -1 the default (when the model qualifies), 0 off,
   /// 1 required.
   int vocabParallel = -1;

@@ -66,7 +66,11 @@ public:
     SmallVector<Attribute> args;
     SmallVector<Value> operands;
   };
-  Call call(StringRef callee) { return Call(*this, callee); }
+  Call call(StringRef callee) { return Call(*this, calleePrefix + callee.str()); }
+
+  /// Prepended to every callee ("gpu::" for the CUDA target: a qualified
+  /// call, so argument-dependent lookup cannot also find merak::rt::cpu's).
+  std::string calleePrefix;
 
   OpBuilder &b;
   Location loc;

@@ -582,6 +582,16 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
       });
 }
 
+/// Ops the CUDA target has no kernel for yet.
+bool unsupportedOnCuda(Operation *op) {
+  if (auto ce = dyn_cast<CrossEntropyOp>(op))
+    return static_cast<bool>(ce.getGroup());
+  if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
+    return static_cast<bool>(ce.getGroup());
+  return isa<Conv2DOp, Conv2DBackwardDataOp, Conv2DBackwardFilterOp, MaxPool2DOp, AvgPool2DOp,
+             MaxPool2DGradOp, AvgPool2DGradOp>(op);
+}
+
 /// True for ops that emit at least one kernel call (the trace's op list).
 bool emitsKernel(Operation *op) {
   if (isa<ConstantOp, func::ReturnOp>(op) || isViewOp(op))
@@ -608,7 +618,8 @@ LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e) {
 
 /// Emits `extern "C" void name(char *A, char *P, const char *C)` for `fn`
 /// at the end of the module; opMark indices continue from `index`.
-LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, int64_t &index) {
+LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, int64_t &index,
+                            bool cuda) {
   MLIRContext *ctx = module.getContext();
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   Location loc = fn.getLoc();
@@ -622,6 +633,8 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
 
   SymbolTableCollection symbols;
   Emitter e(b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2), symbols);
+  if (cuda)
+    e.calleePrefix = "gpu::";
   llvm::SetVector<StringRef> unsupported;
   bool failedAny = false;
   for (Operation &op : fn.getBody().front()) {
@@ -630,6 +643,10 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
       if (failed(lowerReturn(ret, fn, e)))
         failedAny = true;
       break;
+    }
+    if (cuda && unsupportedOnCuda(&op)) {
+      unsupported.insert(op.getName().getStringRef());
+      continue;
     }
     if (emitsKernel(&op))
       e.call("opMark").i64(index++).emit();
@@ -643,7 +660,8 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
     std::string names;
     llvm::raw_string_ostream os(names);
     llvm::interleave(unsupported, os, ", ");
-    return fn.emitError("merak-to-emitc: no CPU kernel for ") << names;
+    return fn.emitError("merak-to-emitc: no ") << (cuda ? "CUDA" : "CPU") << " kernel for "
+                                                 << names;
   }
   if (failedAny)
     return failure();
@@ -663,7 +681,11 @@ struct MerakToEmitCPass : merak::impl::MerakToEmitCBase<MerakToEmitCPass> {
           << entry << " planned by merak-plan-memory";
       return signalPassFailure();
     }
-    if (failed(lowerToEmitC(module, {{fn, "merak_train_step"}})))
+    if (target != "cpu" && target != "cuda") {
+      module.emitError("merak-to-emitc: unknown target '") << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    if (failed(lowerToEmitC(module, {{fn, "merak_train_step"}}, target)))
       signalPassFailure();
   }
 };
@@ -681,13 +703,16 @@ SmallVector<std::string> kernelOpNames(func::FuncOp fn) {
 } // namespace mlir::merak
 
 LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
-                                        ArrayRef<std::pair<func::FuncOp, std::string>> fns) {
+                                        ArrayRef<std::pair<func::FuncOp, std::string>> fns,
+                                        StringRef target) {
+  const bool cuda = target == "cuda";
   if (fns.empty())
     return module.emitError("merak-to-emitc: nothing to lower");
   module.getContext()->getOrLoadDialect<emitc::EmitCDialect>();
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   Location loc = func::FuncOp(fns.front().first).getLoc();
-  emitc::IncludeOp::create(b, loc, "merak_rt/ops.h", /*is_standard_include=*/false);
+  emitc::IncludeOp::create(b, loc, cuda ? "merak_rt/cuda/ops.h" : "merak_rt/ops.h",
+                           /*is_standard_include=*/false);
   if (llvm::any_of(fns, [](auto &f) {
         return func::FuncOp(f.first)
             .walk([](Operation *op) {
@@ -701,12 +726,19 @@ LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
             })
             .wasInterrupted();
       }))
-    emitc::IncludeOp::create(b, loc, "merak_rt/collectives.h", /*is_standard_include=*/false);
+    emitc::IncludeOp::create(b, loc,
+                             cuda ? "merak_rt/cuda/collectives.h" : "merak_rt/collectives.h",
+                             /*is_standard_include=*/false);
   emitc::IncludeOp::create(b, loc, "cmath", /*is_standard_include=*/true);
-  emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");
+  if (cuda) {
+    emitc::VerbatimOp::create(b, loc, "namespace gpu = merak::rt::gpu;");
+    emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::gpu;");
+  } else {
+    emitc::VerbatimOp::create(b, loc, "using namespace merak::rt::cpu;");
+  }
   int64_t index = 0;
   for (auto &[fn, name] : fns)
-    if (failed(lowerFunction(module, fn, name, index)))
+    if (failed(lowerFunction(module, fn, name, index, cuda)))
       return failure();
   // Only the EmitC code stays.
   for (Operation &op : llvm::make_early_inc_range(*module.getBody()))

@@ -270,6 +270,8 @@ void avgPool2dGrad(DT t, const void *g, const Dims &dg, const Pool2DAttrs &a,
 using OpRecorder = void (*)(void *ctx, int64_t index);
 void setOpRecorder(OpRecorder recorder, void *ctx);
 void opMark(int64_t index);
+/// True while a recorder is set (the GPU's opMark synchronises only then).
+bool opRecorderSet();
 
 } // namespace merak::rt::cpu
 

@@ -315,11 +315,18 @@ def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
     parameter or constant storage are copied to their result slots. Before
     each kernel an `opMark(i)` call lets the runtime trace ops.
     `mlir::emitc::translateToCpp` turns the result into C++.
-    Ops without a CPU kernel are reported together, by name.
+    Ops without a kernel on the target are reported together, by name.
+
+    `target=cuda` emits the same calls qualified as `gpu::` (the GPU ABI of
+    runtime/include/merak_rt/cuda/ops.h: the same entry points on device
+    pointers); conv2d, pooling and tensor-parallel cross entropy have no
+    CUDA kernel yet and are reported.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
-           "The planned function to lower">
+           "The planned function to lower">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The runtime ABI to call: cpu (merak::rt::cpu) or cuda (merak::rt::gpu)">
   ];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }

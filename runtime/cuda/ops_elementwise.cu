@@ -1,0 +1,433 @@
+//===- ops_elementwise.cu - GPU ABI: unary, binary, where, cast, dropout ----===//
+//
+// Semantics of runtime/src/ops_elementwise.cpp (and dropout of
+// ops_reduce.cpp): float ops in double rounded to the element type except
+// where the F32 fast path uses the CUDA float functions (the existing
+// cuda::unary / cuda::binary / cuda::geluBackward kernels with 16-byte
+// vector accesses), integers wrapping, comparisons writing BOOL.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/kernels.h"
+#include "ops_common.cuh"
+
+#include <type_traits>
+
+namespace merak::rt::gpu {
+using namespace detail;
+
+namespace {
+
+// --- unary --------------------------------------------------------------------
+
+template <class T>
+__device__ __forceinline__ T unaryFloatOp(int op, T xv, double a, double b) {
+  const double v = static_cast<double>(xv);
+  constexpr double kPi = 3.14159265358979323846;
+  switch (static_cast<Unary>(op)) {
+  case Unary::Exp: return T(exp(v));
+  case Unary::Log: return T(log(v));
+  case Unary::Sqrt: return T(sqrt(v));
+  case Unary::Rsqrt: return T(1.0 / sqrt(v));
+  case Unary::Tanh: return T(tanh(v));
+  case Unary::Erf: return T(erf(v));
+  case Unary::Sigmoid: return T(1.0 / (1.0 + exp(-v)));
+  case Unary::Reciprocal: return T(1.0 / v);
+  // sinpi/cospi of x/pi: CUDA's sin/cos reduce huge arguments with a local
+  // array (a stack frame, which runtime.cuda.ptxas_no_spills forbids);
+  // x/pi costs ~|x| * 1e-16 absolute, far below F32 rounding.
+  case Unary::Sin: return T(sinpi(v * (1.0 / kPi)));
+  case Unary::Cos: return T(cospi(v * (1.0 / kPi)));
+  case Unary::Floor: return T(floor(v));
+  case Unary::Ceil: return T(ceil(v));
+  case Unary::Relu: return xv > T(0) ? xv : (isnan(v) ? xv : T(0));
+  case Unary::Neg: return -xv;
+  case Unary::Abs: return T(fabs(v));
+  case Unary::Sign: return T((v > 0) - (v < 0));
+  case Unary::GeluTanh:
+    return T(0.5 * v * (1.0 + tanh(sqrt(2.0 / kPi) * (v + 0.044715 * v * v * v))));
+  case Unary::Gelu: return T(0.5 * v * (1.0 + erf(v / sqrt(2.0))));
+  case Unary::LeakyRelu: return T(v >= 0 ? v : a * v);
+  case Unary::Clamp: return isnan(v) ? xv : T(fmin(fmax(v, a), b));
+  case Unary::Not: break;
+  }
+  return xv;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    unaryFloatKernel(int op, const T *x, T *y, int64_t n, double a, double b) {
+  MERAK_GRID_STRIDE(i, n) { y[i] = unaryFloatOp(op, x[i], a, b); }
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    unaryIntKernel(int op, const T *x, T *y, int64_t n, double lo, double hi,
+                   int64_t loV, int64_t hiV) {
+  using U = std::make_unsigned_t<T>;
+  MERAK_GRID_STRIDE(i, n) {
+    const T v = x[i];
+    T r = v;
+    switch (static_cast<Unary>(op)) {
+    case Unary::Relu: r = v > 0 ? v : T(0); break;
+    case Unary::Neg: r = T(U(0) - U(v)); break;
+    case Unary::Abs: r = v < 0 ? T(U(0) - U(v)) : v; break;
+    case Unary::Sign: r = T((v > 0) - (v < 0)); break;
+    case Unary::Clamp: {
+      int64_t w = v;
+      if (double(w) < lo)
+        w = loV;
+      if (double(w) > hi)
+        w = hiV;
+      r = T(U(uint64_t(w)));
+      break;
+    }
+    default: break;
+    }
+    y[i] = r;
+  }
+}
+
+__global__ void __launch_bounds__(256)
+    notKernel(const uint8_t *x, uint8_t *y, int64_t n) {
+  MERAK_GRID_STRIDE(i, n) { y[i] = x[i] == 0; }
+}
+
+/// The F32 ops the existing vectorised kernel has.
+bool cudaUnary(Unary op, cuda::Unary &k) {
+  switch (op) {
+  case Unary::Relu: k = cuda::Unary::Relu; return true;
+  case Unary::Gelu: k = cuda::Unary::Gelu; return true;
+  case Unary::GeluTanh: k = cuda::Unary::GeluTanh; return true;
+  case Unary::Tanh: k = cuda::Unary::Tanh; return true;
+  case Unary::Sigmoid: k = cuda::Unary::Sigmoid; return true;
+  case Unary::Exp: k = cuda::Unary::Exp; return true;
+  case Unary::Neg: k = cuda::Unary::Neg; return true;
+  case Unary::Abs: k = cuda::Unary::Abs; return true;
+  case Unary::Sqrt: k = cuda::Unary::Sqrt; return true;
+  default: return false;
+  }
+}
+
+void must(const Status &s) {
+  if (!s.ok())
+    fatal(s.message().c_str());
+}
+
+// --- binary -------------------------------------------------------------------
+
+__device__ __forceinline__ int64_t ipowD(int64_t base, int64_t e) {
+  if (e < 0)
+    return base == 1 ? 1 : (base == -1 ? (e % 2 ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1)
+      r = int64_t(uint64_t(r) * uint64_t(base));
+    base = int64_t(uint64_t(base) * uint64_t(base));
+    e >>= 1;
+  }
+  return r;
+}
+
+template <class T>
+__device__ __forceinline__ T arith(int op, T x, T y, int *err) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (static_cast<Binary>(op)) {
+    case Binary::Add: return x + y;
+    case Binary::Sub: return x - y;
+    case Binary::Mul: return x * y;
+    case Binary::Div: return x / y;
+    case Binary::Rem: return T(fmod(double(x), double(y)));
+    case Binary::Pow: return T(pow(double(x), double(y)));
+    case Binary::Max: return (isnan(x) || isnan(y)) ? T(NAN) : (x > y ? x : y);
+    case Binary::Min: return (isnan(x) || isnan(y)) ? T(NAN) : (x < y ? x : y);
+    default: return x;
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;
+    switch (static_cast<Binary>(op)) {
+    case Binary::Add: return T(U(x) + U(y));
+    case Binary::Sub: return T(U(x) - U(y));
+    case Binary::Mul: return T(U(x) * U(y));
+    case Binary::Div:
+      if (y == 0) {
+        recordError(err, kErrIntDivZero);
+        return T(0);
+      }
+      return y == -1 ? T(U(0) - U(x)) : T(x / y);
+    case Binary::Rem:
+      if (y == 0) {
+        recordError(err, kErrIntDivZero);
+        return T(0);
+      }
+      return y == -1 ? T(0) : T(x % y);
+    case Binary::Pow: return T(U(uint64_t(ipowD(int64_t(x), int64_t(y)))));
+    case Binary::Max: return x > y ? x : y;
+    case Binary::Min: return x < y ? x : y;
+    default: return x;
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ uint8_t compare(int op, T x, T y) {
+  switch (static_cast<Binary>(op)) {
+  case Binary::Eq: return x == y;
+  case Binary::Ne: return x != y;
+  case Binary::Lt: return x < y;
+  case Binary::Le: return x <= y;
+  case Binary::Gt: return x > y;
+  case Binary::Ge: return x >= y;
+  case Binary::And: return (x != 0) & (y != 0);
+  case Binary::Or: return (x != 0) | (y != 0);
+  case Binary::Xor: return (x != 0) != (y != 0);
+  default: return 0;
+  }
+}
+
+/// out = a op b over the walk (s0: out, s1: a, s2: b).
+template <class T, class R, bool Cmp>
+__global__ void __launch_bounds__(256)
+    binaryKernel(int op, const T *a, const T *b, R *out, int64_t n,
+                 const __grid_constant__ Walk w, int *err) {
+  MERAK_GRID_STRIDE(i, n) {
+    int64_t oo, oa, ob;
+    walkOffsets(w, i, oo, oa, ob);
+    if constexpr (Cmp)
+      out[oo] = compare<T>(op, a[oa], b[ob]);
+    else
+      out[oo] = arith<T>(op, a[oa], b[ob], err);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    whereKernel(const uint8_t *c, const T *a, const T *b, T *out, int64_t n,
+                const __grid_constant__ Walk w) {
+  // s0: cond, s1: a, s2: b; out is contiguous (i).
+  MERAK_GRID_STRIDE(i, n) {
+    int64_t oc, oa, ob;
+    walkOffsets(w, i, oc, oa, ob);
+    out[i] = c[oc] ? a[oa] : b[ob];
+  }
+}
+
+/// The walk of dout with the strides of out (contiguous), a and b.
+Walk binaryWalk(const Dims &da, const Dims &db, const Dims &dout) {
+  Walk w;
+  w.rank = dout.rank;
+  for (int32_t i = 0; i < dout.rank; ++i)
+    w.dims[i] = dout.d[i];
+  contiguousStrides(dout, w.s0);
+  broadcastStrides(da, dout, w.s1);
+  broadcastStrides(db, dout, w.s2);
+  coalesce(w);
+  return w;
+}
+
+template <class F, class T>
+__global__ void __launch_bounds__(256)
+    castKernel(const F *x, T *y, int64_t n) {
+  MERAK_GRID_STRIDE(i, n) {
+    if constexpr (std::is_same_v<T, uint8_t>)
+      y[i] = x[i] != F(0);
+    else
+      y[i] = static_cast<T>(x[i]);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    geluGradKernel(const T *x, const T *dy, T *dx, int64_t n, bool tanhApprox) {
+  constexpr double kPi = 3.14159265358979323846;
+  MERAK_GRID_STRIDE(i, n) {
+    const double v = double(x[i]), g = double(dy[i]);
+    double d;
+    if (tanhApprox) {
+      const double c = sqrt(2.0 / kPi);
+      const double u = c * (v + 0.044715 * v * v * v);
+      const double t = tanh(u);
+      d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * v * v);
+    } else {
+      d = 0.5 * (1.0 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2.0 * kPi);
+    }
+    dx[i] = T(g * d);
+  }
+}
+
+/// splitmix64 of (seed, index): runtime/src/ops_reduce.cpp's uniformAt.
+__device__ __forceinline__ double uniformAt(uint64_t seed, uint64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1.0p-53;
+}
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, double ratio,
+                  uint64_t seed) {
+  const double scale = 1.0 / (1.0 - ratio);
+  MERAK_GRID_STRIDE(k, n) {
+    const bool keep = ratio == 0.0 || uniformAt(seed, uint64_t(k)) >= ratio;
+    if (mask)
+      mask[k] = keep;
+    y[k] = keep ? T(double(x[k]) * scale) : T(0);
+  }
+}
+
+} // namespace
+
+void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
+           double b) {
+  if (n <= 0)
+    return;
+  cuda::Unary k;
+  if (t == DT::F32 && cudaUnary(op, k))
+    return must(cuda::unary(k, cuda::DType::F32, x, y, n, stream()));
+  switch (t) {
+  case DT::F32:
+  case DT::F64:
+    if (op == Unary::Not)
+      fatal("unary: op has no float form");
+    dispatchFloat(t, "unary", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      unaryFloatKernel<T><<<gridFor(n), 256, 0, cs()>>>(
+          int(op), static_cast<const T *>(x), static_cast<T *>(y), n, a, b);
+    });
+    break;
+  case DT::I64:
+  case DT::I32: {
+    if (op != Unary::Relu && op != Unary::Neg && op != Unary::Abs &&
+        op != Unary::Sign && op != Unary::Clamp)
+      fatal("unary: op has no integer form");
+    auto toInt = [](double v) {
+      return v <= -0x1p63  ? INT64_MIN
+             : v >= 0x1p63 ? INT64_MAX
+                           : static_cast<int64_t>(v);
+    };
+    const int64_t loV = toInt(std::ceil(a)), hiV = toInt(std::floor(b));
+    if (t == DT::I64)
+      unaryIntKernel<int64_t><<<gridFor(n), 256, 0, cs()>>>(
+          int(op), static_cast<const int64_t *>(x), static_cast<int64_t *>(y), n,
+          a, b, loV, hiV);
+    else
+      unaryIntKernel<int32_t><<<gridFor(n), 256, 0, cs()>>>(
+          int(op), static_cast<const int32_t *>(x), static_cast<int32_t *>(y), n,
+          a, b, loV, hiV);
+    break;
+  }
+  case DT::BOOL:
+    if (op != Unary::Not)
+      fatal("unary: only 'not' takes a bool tensor");
+    notKernel<<<gridFor(n), 256, 0, cs()>>>(static_cast<const uint8_t *>(x),
+                                            static_cast<uint8_t *>(y), n);
+    break;
+  }
+  checkLaunch("unary");
+}
+
+void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
+            const Dims &db, void *out, const Dims &dout) {
+  const int64_t n = dout.numel();
+  if (n == 0)
+    return;
+  const bool cmp = op >= Binary::Eq;
+  if (t == DT::F32 && !cmp &&
+      (op == Binary::Add || op == Binary::Sub || op == Binary::Mul ||
+       op == Binary::Div || op == Binary::Max || op == Binary::Min)) {
+    cuda::Binary k = op == Binary::Add   ? cuda::Binary::Add
+                     : op == Binary::Sub ? cuda::Binary::Sub
+                     : op == Binary::Mul ? cuda::Binary::Mul
+                     : op == Binary::Div ? cuda::Binary::Div
+                     : op == Binary::Max ? cuda::Binary::Max
+                                         : cuda::Binary::Min;
+    return must(cuda::binary(k, cuda::DType::F32, a, da, b, db, out, dout,
+                             stream()));
+  }
+  if (op >= Binary::And && t != DT::BOOL)
+    fatal("binary: logical ops take bool tensors");
+  const Walk w = binaryWalk(da, db, dout);
+  int *err = errorWord();
+  dispatchAll(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (cmp)
+      binaryKernel<T, uint8_t, true><<<gridFor(n), 256, 0, cs()>>>(
+          int(op), static_cast<const T *>(a), static_cast<const T *>(b),
+          static_cast<uint8_t *>(out), n, w, err);
+    else if constexpr (!std::is_same_v<T, uint8_t>)
+      binaryKernel<T, T, false><<<gridFor(n), 256, 0, cs()>>>(
+          int(op), static_cast<const T *>(a), static_cast<const T *>(b),
+          static_cast<T *>(out), n, w, err);
+    else
+      fatal("binary: arithmetic needs a numeric type");
+  });
+  checkLaunch("binary");
+}
+
+void where(const void *cond, const Dims &dc, DT t, const void *a,
+           const Dims &da, const void *b, const Dims &db, void *out,
+           const Dims &dout) {
+  const int64_t n = dout.numel();
+  if (n == 0)
+    return;
+  Walk w;
+  w.rank = dout.rank;
+  for (int32_t i = 0; i < dout.rank; ++i)
+    w.dims[i] = dout.d[i];
+  broadcastStrides(dc, dout, w.s0);
+  broadcastStrides(da, dout, w.s1);
+  broadcastStrides(db, dout, w.s2);
+  dispatchBits(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    whereKernel<T><<<gridFor(n), 256, 0, cs()>>>(
+        static_cast<const uint8_t *>(cond), static_cast<const T *>(a),
+        static_cast<const T *>(b), static_cast<T *>(out), n, w);
+  });
+  checkLaunch("where");
+}
+
+void cast(DT from, const void *x, DT to, void *y, int64_t n) {
+  if (n <= 0)
+    return;
+  dispatchAll(from, [&](auto ft) {
+    using F = typename decltype(ft)::type;
+    dispatchAll(to, [&](auto tt) {
+      using T = typename decltype(tt)::type;
+      castKernel<F, T><<<gridFor(n), 256, 0, cs()>>>(static_cast<const F *>(x),
+                                                     static_cast<T *>(y), n);
+    });
+  });
+  checkLaunch("cast");
+}
+
+void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
+              bool tanhApprox) {
+  if (n <= 0)
+    return;
+  if (t == DT::F32)
+    return must(cuda::geluBackward(cuda::DType::F32, x, dy, dx, n, tanhApprox,
+                                   stream()));
+  dispatchFloat(t, "gelu_grad: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    geluGradKernel<T><<<gridFor(n), 256, 0, cs()>>>(
+        static_cast<const T *>(x), static_cast<const T *>(dy),
+        static_cast<T *>(dx), n, tanhApprox);
+  });
+  checkLaunch("gelu_grad");
+}
+
+void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
+             void *y, void *mask) {
+  if (n <= 0)
+    return;
+  dispatchFloat(t, "dropout: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropoutKernel<T><<<gridFor(n), 256, 0, cs()>>>(
+        static_cast<const T *>(x), static_cast<T *>(y),
+        static_cast<uint8_t *>(mask), n, ratio, static_cast<uint64_t>(seed));
+  });
+  checkLaunch("dropout");
+}
+
+} // namespace merak::rt::gpu

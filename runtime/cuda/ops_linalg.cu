@@ -1,0 +1,148 @@
+//===- ops_linalg.cu - GPU ABI: numpy matmul ---------------------------------===//
+//
+// F32 through cuBLASLt in full FP32 (the CPU program's precision; no TF32),
+// one strided-batched call when each operand's batch dims are either all
+// broadcast or equal to the result's, else one call per result batch.
+// Other element types: one thread per output element, accumulating floats
+// in double and integers wrapping in int64 (as runtime/src/ops_linalg.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/gemm.h"
+#include "ops_common.cuh"
+
+#include <memory>
+#include <type_traits>
+
+namespace merak::rt::gpu {
+using namespace detail;
+
+namespace {
+std::unique_ptr<cuda::Blas> &blasSlot() {
+  static std::unique_ptr<cuda::Blas> b;
+  return b;
+}
+cuda::Blas &blas() {
+  auto &b = blasSlot();
+  if (!b) {
+    Result<cuda::Blas> r = cuda::Blas::create();
+    if (!r.ok())
+      fatal(("matmul: " + r.message()).c_str());
+    b = std::make_unique<cuda::Blas>(std::move(r).value());
+  }
+  return *b;
+}
+
+/// y[batch, M, N] = a[batch, M, K] b[batch, K, N]; batch offsets by walk
+/// (s0: y, s1: a, s2: b in elements).
+template <class T>
+__global__ void __launch_bounds__(256)
+    matmulKernel(const T *a, const T *b, T *y, int64_t batches, int64_t M,
+                 int64_t N, int64_t K, const __grid_constant__ Walk w) {
+  using A = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  MERAK_GRID_STRIDE(i, batches * M * N) {
+    const int64_t n = i % N, m = (i / N) % M, bt = i / (M * N);
+    int64_t oy, oa, ob;
+    walkOffsets(w, bt, oy, oa, ob);
+    A acc = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      if constexpr (std::is_floating_point_v<T>)
+        acc += double(a[oa + m * K + k]) * double(b[ob + k * N + n]);
+      else
+        acc = A(uint64_t(acc) + uint64_t(A(a[oa + m * K + k])) * uint64_t(A(b[ob + k * N + n])));
+    }
+    y[oy + m * N + n] = T(acc);
+  }
+}
+} // namespace
+
+namespace detail {
+void releaseBlas() { blasSlot().reset(); }
+} // namespace detail
+
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
+            void *y, const Dims &dy) {
+  const int64_t M = da.rank == 1 ? 1 : da.d[da.rank - 2];
+  const int64_t K = da.d[da.rank - 1];
+  const int64_t N = db.rank == 1 ? 1 : db.d[db.rank - 1];
+  if (M * N == 0 || dy.numel() == 0)
+    return;
+  // Batch dims: the result's leading dims; a's and b's right-aligned.
+  Dims ab, bb, yb;
+  ab.rank = da.rank > 2 ? da.rank - 2 : 0;
+  bb.rank = db.rank > 2 ? db.rank - 2 : 0;
+  for (int32_t i = 0; i < ab.rank; ++i)
+    ab.d[i] = da.d[i];
+  for (int32_t i = 0; i < bb.rank; ++i)
+    bb.d[i] = db.d[i];
+  yb.rank = ab.rank > bb.rank ? ab.rank : bb.rank;
+  for (int32_t i = 0; i < yb.rank; ++i) {
+    const int32_t ia = i - (yb.rank - ab.rank), ib = i - (yb.rank - bb.rank);
+    const int64_t va = ia >= 0 ? ab.d[ia] : 1, vb = ib >= 0 ? bb.d[ib] : 1;
+    yb.d[i] = va == 1 ? vb : va;
+  }
+  const int64_t batches = yb.numel();
+  if (K == 0) {
+    if (cudaMemsetAsync(y, 0, batches * M * N * elemSize(t), cs()) != cudaSuccess)
+      fatal("matmul: cudaMemsetAsync failed");
+    return;
+  }
+  Walk w;
+  w.rank = yb.rank;
+  for (int32_t i = 0; i < yb.rank; ++i)
+    w.dims[i] = yb.d[i];
+  contiguousStrides(yb, w.s0);
+  broadcastStrides(ab, yb, w.s1);
+  broadcastStrides(bb, yb, w.s2);
+  for (int32_t i = 0; i < yb.rank; ++i) {
+    w.s0[i] *= M * N;
+    w.s1[i] *= M * K;
+    w.s2[i] *= K * N;
+  }
+  if (t != DT::F32) {
+    dispatchNumeric(t, "matmul: numeric tensors only", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      matmulKernel<T><<<gridFor(batches * M * N), 256, 0, cs()>>>(
+          static_cast<const T *>(a), static_cast<const T *>(b),
+          static_cast<T *>(y), batches, M, N, K, w);
+    });
+    checkLaunch("matmul");
+    return;
+  }
+  cuda::GemmShape s;
+  s.M = M, s.N = N, s.K = K;
+  const int64_t na = ab.numel(), nb = bb.numel();
+  const bool simpleA = na == 1 || na == batches, simpleB = nb == 1 || nb == batches;
+  auto run = [&](const cuda::GemmShape &g, const float *pa, const float *pb,
+                 float *py) {
+    if (Status st = blas().gemm(cuda::GemmPrecision::F32, g, 1.f, pa, pb, 0.f,
+                                py, stream());
+        !st.ok())
+      fatal(("matmul: " + st.message()).c_str());
+  };
+  const auto *fa = static_cast<const float *>(a);
+  const auto *fb = static_cast<const float *>(b);
+  auto *fy = static_cast<float *>(y);
+  if (simpleA && simpleB) {
+    s.batch = batches;
+    s.strideA = na == 1 ? 0 : M * K;
+    s.strideB = nb == 1 ? 0 : K * N;
+    s.strideC = M * N;
+    if (batches == 1)
+      s.strideA = s.strideB = s.strideC = 0;
+    return run(s, fa, fb, fy);
+  }
+  // Partial broadcasting ([2,1,M,K] x [1,3,K,N]): one GEMM per result batch.
+  for (int64_t bt = 0; bt < batches; ++bt) {
+    int64_t rem = bt, oy = 0, oa = 0, ob = 0;
+    for (int32_t d = w.rank - 1; d >= 0; --d) {
+      const int64_t k = rem % w.dims[d];
+      rem /= w.dims[d];
+      oy += k * w.s0[d];
+      oa += k * w.s1[d];
+      ob += k * w.s2[d];
+    }
+    run(s, fa + oa, fb + ob, fy + oy);
+  }
+}
+
+} // namespace merak::rt::gpu

@@ -1,0 +1,392 @@
+//===- gpu_abi_test.cpp - merak::rt::gpu against merak::rt::cpu -----------===//
+//
+// merak_cuda_abi_tests: every GPU ABI entry point (merak_rt/cuda/ops.h) on
+// random data against the CPU ABI entry point of the same name (the
+// reference; merak_rt/ops.h), with the same arguments: relative error
+// max|gpu - cpu| / max(max|cpu|, 1) within 1e-5 (F32; 1e-4 for matmul, whose
+// cuBLASLt sums in a different order), 1e-12 for F64, exact for integers,
+// bools, data movement and dropout masks. Without a CUDA device it prints
+// "SKIP: no CUDA device: ..." and exits 77 (ctest: skipped).
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/collectives.h"
+#include "merak_rt/cuda/device.h"
+#include "merak_rt/cuda/ops.h"
+#include "merak_rt/ops.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cuda = merak::rt::cuda;
+namespace cpu = merak::rt::cpu;
+namespace gpu = merak::rt::gpu;
+using cpu::Dims;
+using cpu::DT;
+
+namespace {
+int failures = 0, checks = 0;
+std::mt19937 rng(4321);
+
+/// A host tensor and its device copy.
+struct T {
+  DT t = DT::F32;
+  Dims d;
+  std::vector<unsigned char> host;
+  void *dev = nullptr;
+  int64_t bytes() const { return d.numel() * cpu::elemSize(t); }
+};
+
+void must(const merak::rt::Status &s, const char *what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "FATAL %s: %s\n", what, s.message().c_str());
+    std::exit(1);
+  }
+}
+
+T make(DT t, Dims d) {
+  T x;
+  x.t = t;
+  x.d = d;
+  x.host.assign(static_cast<size_t>(x.bytes() > 0 ? x.bytes() : 1), 0);
+  auto r = cuda::deviceAlloc(x.host.size());
+  must(r.status(), "deviceAlloc");
+  x.dev = r.value();
+  return x;
+}
+/// Random values: floats in [lo, hi), integers in [lo, hi), bools 0/1.
+T rand(DT t, Dims d, double lo = -2, double hi = 2) {
+  T x = make(t, d);
+  const int64_t n = d.numel();
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = u(rng);
+    switch (t) {
+    case DT::F32: reinterpret_cast<float *>(x.host.data())[i] = float(v); break;
+    case DT::F64: reinterpret_cast<double *>(x.host.data())[i] = v; break;
+    case DT::I64: reinterpret_cast<int64_t *>(x.host.data())[i] = int64_t(std::floor(v)); break;
+    case DT::I32: reinterpret_cast<int32_t *>(x.host.data())[i] = int32_t(std::floor(v)); break;
+    case DT::BOOL: x.host[i] = v > (lo + hi) / 2; break;
+    }
+  }
+  must(cuda::copyToDevice(x.dev, x.host.data(), x.host.size()), "copyToDevice");
+  return x;
+}
+double at(const T &x, const unsigned char *p, int64_t i) {
+  switch (x.t) {
+  case DT::F32: return reinterpret_cast<const float *>(p)[i];
+  case DT::F64: return reinterpret_cast<const double *>(p)[i];
+  case DT::I64: return double(reinterpret_cast<const int64_t *>(p)[i]);
+  case DT::I32: return reinterpret_cast<const int32_t *>(p)[i];
+  case DT::BOOL: return p[i];
+  }
+  return 0;
+}
+
+/// Runs `ref` on the host copies and `dut` on the device copies of the same
+/// tensors (`out` are outputs, both sides zeroed first), then compares.
+void check(const std::string &what, std::vector<T *> out, double tol,
+           const std::function<void()> &ref, const std::function<void()> &dut) {
+  for (T *o : out) {
+    std::fill(o->host.begin(), o->host.end(), 0);
+    must(cuda::memsetDevice(o->dev, 0, o->host.size(), gpu::stream()), "memset");
+  }
+  ref();
+  dut();
+  if (merak::rt::Status s = gpu::checkErrors(); !s.ok()) {
+    std::printf("FAIL %s: %s\n", what.c_str(), s.message().c_str());
+    ++failures;
+    return;
+  }
+  ++checks;
+  for (T *o : out) {
+    std::vector<unsigned char> got(o->host.size());
+    must(cuda::copyToHost(got.data(), o->dev, got.size()), "copyToHost");
+    double err = 0, scale = 1;
+    const int64_t n = o->d.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const double c = at(*o, o->host.data(), i), g = at(*o, got.data(), i);
+      scale = std::max(scale, std::fabs(c));
+      if (std::isnan(c) != std::isnan(g))
+        err = INFINITY;
+      else if (!std::isnan(c))
+        err = std::max(err, std::fabs(c - g));
+    }
+    if (err / scale > tol) {
+      std::printf("FAIL %s: relative error %.3g > %.3g\n", what.c_str(), err / scale, tol);
+      ++failures;
+      return;
+    }
+  }
+  std::printf("ok   %s\n", what.c_str());
+}
+
+// H: host pointer, D: device pointer of a tensor, chosen by the side.
+#define P(x) (side ? (x).dev : (void *)(x).host.data())
+
+void run() {
+  const double f32 = 1e-5, f64 = 1e-12;
+  // Each test builds its calls with `side` selecting host (0) or device (1).
+  auto pair = [&](const std::string &what, std::vector<T *> out, double tol,
+                  const std::function<void(int)> &call) {
+    check(what, out, tol, [&] { call(0); }, [&] { call(1); });
+  };
+  for (DT t : {DT::F32, DT::F64}) {
+    const double tl = t == DT::F32 ? f32 : f64;
+    const std::string ts = t == DT::F32 ? " f32" : " f64";
+    // unary (all float ops)
+    for (int op = 0; op <= int(cpu::Unary::GeluTanh); ++op) {
+      if (cpu::Unary(op) == cpu::Unary::Not)
+        continue;
+      const bool pos = cpu::Unary(op) == cpu::Unary::Log || cpu::Unary(op) == cpu::Unary::Sqrt ||
+                       cpu::Unary(op) == cpu::Unary::Rsqrt;
+      T x = rand(t, Dims{2, {37, 29}}, pos ? 0.1 : -3, 3), y = make(t, x.d);
+      pair("unary " + std::to_string(op) + ts, {&y}, tl * 10, [&](int side) {
+        (side ? gpu::unary : cpu::unary)(cpu::Unary(op), t, P(x), P(y), x.d.numel(), 0.1, 1.5);
+      });
+    }
+    // binary with broadcasting: row, column, general
+    for (auto [da, db, dout] : {std::tuple{Dims{2, {8, 33}}, Dims{1, {33}}, Dims{2, {8, 33}}},
+                                std::tuple{Dims{3, {4, 5, 6}}, Dims{3, {4, 5, 1}}, Dims{3, {4, 5, 6}}},
+                                std::tuple{Dims{3, {4, 1, 6}}, Dims{2, {5, 1}}, Dims{3, {4, 5, 6}}}}) {
+      for (int op = 0; op <= int(cpu::Binary::Ge); ++op) {
+        const bool cmp = op >= int(cpu::Binary::Eq);
+        T a = rand(t, da, 0.5, 3), b = rand(t, db, 0.5, 3), y = make(cmp ? DT::BOOL : t, dout);
+        pair("binary " + std::to_string(op) + ts, {&y}, tl, [&](int side) {
+          (side ? gpu::binary : cpu::binary)(cpu::Binary(op), t, P(a), a.d, P(b), b.d, P(y), y.d);
+        });
+      }
+    }
+    {
+      T c = rand(DT::BOOL, Dims{2, {1, 16}}), a = rand(t, Dims{2, {16, 16}}),
+        b = rand(t, Dims{0, {}}), y = make(t, Dims{2, {16, 16}});
+      pair("where" + ts, {&y}, 0, [&](int side) {
+        (side ? gpu::where : cpu::where)(P(c), c.d, t, P(a), a.d, P(b), b.d, P(y), y.d);
+      });
+    }
+    for (DT to : {DT::F32, DT::F64, DT::I64, DT::I32, DT::BOOL}) {
+      T x = rand(t, Dims{1, {100}}, -50, 50), y = make(to, x.d);
+      pair("cast" + ts + " -> " + std::to_string(int(to)), {&y}, 0, [&](int side) {
+        (side ? gpu::cast : cpu::cast)(t, P(x), to, P(y), 100);
+      });
+    }
+    {
+      T x = rand(t, Dims{3, {4, 1, 6}}), y = make(t, Dims{3, {4, 5, 6}});
+      pair("broadcastTo" + ts, {&y}, 0, [&](int side) {
+        (side ? gpu::broadcastTo : cpu::broadcastTo)(t, P(x), x.d, P(y), y.d);
+      });
+      T z = rand(t, Dims{4, {2, 3, 4, 5}}), zt = make(t, Dims{4, {4, 2, 5, 3}});
+      pair("transpose" + ts, {&zt}, 0, [&](int side) {
+        (side ? gpu::transpose : cpu::transpose)(t, P(z), z.d, Dims{4, {2, 0, 3, 1}}, P(zt));
+      });
+      T s = make(t, Dims{2, {2, 3}});
+      T sx = rand(t, Dims{2, {6, 7}});
+      pair("slice" + ts, {&s}, 0, [&](int side) {
+        (side ? gpu::slice : cpu::slice)(t, P(sx), sx.d, Dims{2, {5, 1}}, Dims{2, {-2, 2}}, P(s),
+                                         s.d);
+      });
+      T c1 = rand(t, Dims{3, {2, 3, 4}}), cy = make(t, Dims{3, {2, 5, 4}});
+      pair("insertAlongAxis" + ts, {&cy}, 0, [&](int side) {
+        (side ? gpu::insertAlongAxis : cpu::insertAlongAxis)(t, P(c1), c1.d, 1, 2, P(cy), cy.d);
+      });
+    }
+    {
+      T data = rand(t, Dims{3, {3, 10, 4}}), idx = rand(DT::I64, Dims{2, {2, 5}}, -10, 10),
+        y = make(t, Dims{4, {3, 2, 5, 4}});
+      pair("gather" + ts, {&y}, 0, [&](int side) {
+        (side ? gpu::gather : cpu::gather)(t, P(data), data.d, DT::I64, P(idx), idx.d, 1, P(y));
+      });
+      T g = rand(t, y.d), dy = make(t, data.d);
+      pair("gatherGrad" + ts, {&dy}, tl, [&](int side) {
+        (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(dy),
+                                                   dy.d);
+      });
+      T ie = rand(DT::I32, Dims{3, {3, 6, 4}}, 0, 10), ye = make(t, ie.d);
+      pair("gatherElements" + ts, {&ye}, 0, [&](int side) {
+        (side ? gpu::gatherElements : cpu::gatherElements)(t, P(data), data.d, DT::I32, P(ie),
+                                                           ie.d, 1, P(ye));
+      });
+      T ge = rand(t, ie.d), de = make(t, data.d);
+      pair("gatherElementsGrad" + ts, {&de}, tl, [&](int side) {
+        (side ? gpu::gatherElementsGrad : cpu::gatherElementsGrad)(t, P(ge), DT::I32, P(ie),
+                                                                   ie.d, 1, P(de), de.d);
+      });
+    }
+    for (int op = 0; op <= int(cpu::Reduce::Prod); ++op)
+      for (Dims axes : {Dims{1, {2}}, Dims{1, {0}}, Dims{2, {0, 2}}, Dims{3, {0, 1, 2}}}) {
+        T x = rand(t, Dims{3, {6, 7, 40}}, 0.5, 1.5);
+        Dims dy;
+        for (int i = 0; i < 3; ++i) {
+          bool r = false;
+          for (int j = 0; j < axes.rank; ++j)
+            r |= axes.d[j] == i;
+          if (!r)
+            dy.d[dy.rank++] = x.d.d[i];
+        }
+        T y = make(t, dy);
+        pair("reduce " + std::to_string(op) + " axes " + std::to_string(axes.rank) + ts, {&y},
+             tl * 10, [&](int side) {
+               (side ? gpu::reduce : cpu::reduce)(cpu::Reduce(op), t, P(x), x.d, axes, P(y));
+             });
+      }
+    {
+      T x = rand(t, Dims{3, {5, 9, 7}}), y = make(DT::I64, Dims{2, {5, 7}});
+      pair("argReduce" + ts, {&y}, 0, [&](int side) {
+        (side ? gpu::argReduce : cpu::argReduce)(true, t, P(x), x.d, 1, false,
+                                                 static_cast<int64_t *>(P(y)));
+      });
+      T c = make(t, x.d);
+      pair("cumsum" + ts, {&c}, tl * 10, [&](int side) {
+        (side ? gpu::cumsum : cpu::cumsum)(t, P(x), x.d, 1, true, true, P(c));
+      });
+    }
+    for (int axis : {2, 1}) {
+      for (bool isLog : {false, true}) {
+        T x = rand(t, Dims{3, {6, 17, 300}}, -4, 4), y = make(t, x.d);
+        pair("softmax log=" + std::to_string(isLog) + " axis " + std::to_string(axis) + ts,
+             {&y}, tl * 10, [&](int side) {
+               (side ? gpu::softmax : cpu::softmax)(isLog, t, P(x), x.d, axis, P(y));
+             });
+        T g = rand(t, x.d), dx = make(t, x.d);
+        pair("softmaxGrad log=" + std::to_string(isLog) + ts, {&dx}, tl * 10, [&](int side) {
+          (side ? gpu::softmaxGrad : cpu::softmaxGrad)(isLog, t, P(y), P(g), x.d, axis, P(dx));
+        });
+      }
+    }
+    {
+      T x = rand(t, Dims{3, {4, 6, 96}}), s = rand(t, Dims{1, {96}}), b = rand(t, Dims{1, {96}}),
+        y = make(t, x.d);
+      pair("layerNorm" + ts, {&y}, tl * 10, [&](int side) {
+        (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 2, P(s), s.d, P(b), b.d, 1e-5,
+                                                 P(y));
+      });
+      T s2 = rand(t, Dims{2, {1, 96}}), y2 = make(t, x.d);
+      pair("layerNorm axis 1, broadcast scale" + ts, {&y2}, tl * 10, [&](int side) {
+        (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 1, P(s2), s2.d, nullptr, Dims{},
+                                                 1e-5, P(y2));
+      });
+      T r = make(t, x.d);
+      pair("rmsNorm" + ts, {&r}, tl * 10, [&](int side) {
+        (side ? gpu::rmsNorm : cpu::rmsNorm)(t, P(x), x.d, 2, P(s), s.d, 1e-6, P(r));
+      });
+      T g = rand(t, x.d), dx = make(t, x.d), xh = make(t, x.d);
+      for (bool rms : {false, true})
+        pair(std::string("layerNormGrad rms=") + (rms ? "1" : "0") + ts, {&dx, &xh}, tl * 10,
+             [&](int side) {
+               (side ? gpu::layerNormGrad : cpu::layerNormGrad)(t, P(x), P(g), x.d, 2, P(s), s.d,
+                                                                1e-5, rms, P(dx), P(xh));
+             });
+      T bx = rand(t, Dims{4, {3, 5, 4, 4}}), sc = rand(t, Dims{1, {5}}), bi = rand(t, Dims{1, {5}}),
+        mu = rand(t, Dims{1, {5}}), va = rand(t, Dims{1, {5}}, 0.5, 2), by = make(t, bx.d);
+      for (bool training : {true, false})
+        pair("batchNorm training=" + std::to_string(training) + ts, {&by}, tl * 10,
+             [&](int side) {
+               (side ? gpu::batchNorm : cpu::batchNorm)(t, P(bx), bx.d, P(sc), P(bi), P(mu),
+                                                        P(va), 1e-5, training, P(by));
+             });
+    }
+    {
+      T x = rand(t, Dims{1, {1000}}), y = make(t, x.d), m = make(DT::BOOL, x.d);
+      pair("dropout" + ts, {&y, &m}, 0, [&](int side) {
+        (side ? gpu::dropout : cpu::dropout)(t, P(x), 1000, 0.3, 42, P(y), P(m));
+      });
+      T g = rand(t, x.d), dx = make(t, x.d);
+      for (bool tanh : {false, true})
+        pair("geluGrad tanh=" + std::to_string(tanh) + ts, {&dx}, tl * 10, [&](int side) {
+          (side ? gpu::geluGrad : cpu::geluGrad)(t, P(x), P(g), P(dx), 1000, tanh);
+        });
+    }
+    for (DT lt : {DT::I64, DT::I32})
+      for (int red : {0, 1, 2})
+        for (int axis : {1, 2}) {
+          Dims dl = axis == 2 ? Dims{3, {4, 6, 50}} : Dims{3, {4, 50, 6}};
+          T logits = rand(t, dl, -3, 3), labels = rand(lt, Dims{2, {4, 6}}, 0, 50);
+          T y = make(t, red == 0 ? labels.d : Dims{0, {}});
+          std::string w = "crossEntropy red=" + std::to_string(red) + " axis " +
+                          std::to_string(axis) + (lt == DT::I64 ? " i64" : " i32") + ts;
+          pair(w, {&y}, tl * 10, [&](int side) {
+            (side ? gpu::crossEntropy : cpu::crossEntropy)(t, P(logits), dl, axis, lt, P(labels),
+                                                           red, true, 7, P(y));
+          });
+          T g = rand(t, red == 0 ? labels.d : Dims{0, {}}, 0.5, 1.5), dl2 = make(t, dl);
+          pair(w + " grad", {&dl2}, tl * 10, [&](int side) {
+            (side ? gpu::crossEntropyGrad : cpu::crossEntropyGrad)(
+                t, P(logits), dl, axis, lt, P(labels), P(g), red, true, 7, P(dl2));
+          });
+        }
+    for (auto [da, db, dy] : {std::tuple{Dims{2, {33, 70}}, Dims{2, {70, 45}}, Dims{2, {33, 45}}},
+                              std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {16, 5}}, Dims{3, {3, 8, 5}}},
+                              std::tuple{Dims{4, {2, 1, 8, 16}}, Dims{3, {3, 16, 5}},
+                                         Dims{4, {2, 3, 8, 5}}},
+                              std::tuple{Dims{1, {16}}, Dims{3, {2, 16, 5}}, Dims{2, {2, 5}}}}) {
+      T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+      pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
+           t == DT::F32 ? 1e-4 : f64, [&](int side) {
+             (side ? gpu::matmul : cpu::matmul)(t, P(a), a.d, P(b), b.d, P(y), y.d);
+           });
+    }
+  }
+  // Integer paths.
+  for (DT t : {DT::I64, DT::I32}) {
+    T a = rand(t, Dims{2, {9, 10}}, -20, 20), b = rand(t, Dims{1, {10}}, 1, 7),
+      y = make(t, a.d);
+    for (auto op : {cpu::Binary::Add, cpu::Binary::Mul, cpu::Binary::Div, cpu::Binary::Rem,
+                    cpu::Binary::Max})
+      pair("binary int " + std::to_string(int(op)), {&y}, 0, [&](int side) {
+        (side ? gpu::binary : cpu::binary)(op, t, P(a), a.d, P(b), b.d, P(y), y.d);
+      });
+    for (auto op : {cpu::Unary::Neg, cpu::Unary::Abs, cpu::Unary::Clamp})
+      pair("unary int " + std::to_string(int(op)), {&y}, 0, [&](int side) {
+        (side ? gpu::unary : cpu::unary)(op, t, P(a), P(y), 90, -3.5, 4.5);
+      });
+    T r = make(t, Dims{1, {10}});
+    pair("reduce int sum", {&r}, 0, [&](int side) {
+      (side ? gpu::reduce : cpu::reduce)(cpu::Reduce::Sum, t, P(a), a.d, Dims{1, {0}}, P(r));
+    });
+  }
+  {
+    T a = rand(DT::BOOL, Dims{1, {64}}), b = rand(DT::BOOL, Dims{1, {64}}),
+      y = make(DT::BOOL, a.d);
+    pair("binary xor", {&y}, 0, [&](int side) {
+      (side ? gpu::binary : cpu::binary)(cpu::Binary::Xor, DT::BOOL, P(a), a.d, P(b), b.d, P(y),
+                                         y.d);
+    });
+    pair("unary not", {&y}, 0, [&](int side) {
+      (side ? gpu::unary : cpu::unary)(cpu::Unary::Not, DT::BOOL, P(a), P(y), 64, 0, 0);
+    });
+  }
+  // A bad gather index is reported by checkErrors, not silently used.
+  {
+    T data = rand(DT::F32, Dims{2, {4, 3}}), idx = make(DT::I64, Dims{1, {1}}),
+      y = make(DT::F32, Dims{2, {1, 3}});
+    const int64_t bad = 9;
+    must(cuda::copyToDevice(idx.dev, &bad, sizeof bad), "copyToDevice");
+    gpu::gather(DT::F32, data.dev, data.d, DT::I64, idx.dev, idx.d, 0, y.dev);
+    merak::rt::Status s = gpu::checkErrors();
+    ++checks;
+    if (s.ok() || s.message().find("gather: index out of range") == std::string::npos) {
+      std::printf("FAIL bad gather index: got '%s'\n", s.message().c_str());
+      ++failures;
+    } else {
+      std::printf("ok   bad gather index reported: %s\n", s.message().c_str());
+    }
+  }
+}
+} // namespace
+
+int main() {
+  auto dev = cuda::Device::open(0);
+  if (!dev.ok()) {
+    std::printf("SKIP: %s\n", dev.message().c_str());
+    return 77;
+  }
+  std::printf("device: %s\n", dev->describe().c_str());
+  run();
+  std::printf("%d checks, %d failures\n", checks, failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,119 @@
+//===- train_main_cuda.cpp - ./train for --target cuda programs -------------===//
+//
+// merak_train_main_cuda: the shared training main (train_main.cpp) with a
+// StepBackend that runs the generated step on one GPU. The device arena,
+// parameter storage and constants are cudaMalloc'd once; P and C are copied
+// in after the host initialised (or restored) them; each step copies its
+// inputs from the host arena, runs merak_train_step on the device regions
+// (the step enqueues merak::rt::gpu calls on one stream), waits, reports
+// any error a kernel recorded (gpu::checkErrors) and copies the outputs
+// (loss, grad norm, ...) back. Checkpoints copy P back first.
+//
+// Exit codes are train_main.cpp's: without a GPU the run ends with exit
+// code 1 and "train: error: no CUDA device: <reason>".
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/collectives.h"
+#include "merak_rt/cuda/device.h"
+#include "merak_rt/cuda/ops.h"
+#include "merak_rt/program.h"
+#include "merak_rt/step_backend.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace merak::rt::cuda {
+namespace {
+
+class CudaBackend final : public StepBackend {
+public:
+  ~CudaBackend() override {
+    gpu::setCollectives(nullptr);
+    if (opened_)
+      gpu::releaseContext();
+    gpu::setStream(nullptr);
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  Status open() override {
+    Result<Device> d = Device::open(0);
+    if (!d.ok())
+      return d.status();
+    device_ = std::move(d).value();
+    Result<Stream> s = Stream::create();
+    if (!s.ok())
+      return s.status();
+    stream_ = std::move(s).value();
+    gpu::setStream(stream_.handle());
+    opened_ = true;
+    return Status::success();
+  }
+
+  std::string describe() const override {
+    return "running on " + device_.describe();
+  }
+
+  Status setup(uint64_t arenaBytes, const char *hostP, uint64_t paramsBytes,
+               const char *hostC, uint64_t constsBytes) override {
+    for (auto [region, bytes, name] :
+         {std::tuple{&arena_, arenaBytes, "arena"},
+          std::tuple{&params_, paramsBytes, "parameter storage"},
+          std::tuple{&consts_, constsBytes, "constants"}}) {
+      // 256 bytes at least: every region has a valid base pointer.
+      Result<Arena> a = Arena::create(std::max<uint64_t>(bytes, 256));
+      if (!a.ok())
+        return Status::error(std::string("cannot allocate the device ") + name +
+                             " (" + std::to_string(bytes) + " bytes): " + a.message());
+      *region = std::move(a).value();
+    }
+    if (Status s = arena_.zero(stream_.handle()); !s.ok())
+      return s;
+    if (Status s = copyToDevice(params_.base(), hostP, paramsBytes, stream_.handle());
+        !s.ok())
+      return s;
+    return copyToDevice(consts_.base(), hostC, constsBytes, stream_.handle());
+  }
+
+  Status step(char *hostA, const std::vector<ByteRange> &inputs,
+              const std::vector<ByteRange> &outputs) override {
+    char *A = static_cast<char *>(arena_.base());
+    for (const ByteRange &r : inputs)
+      if (Status s = copyToDevice(A + r.offset, hostA + r.offset, r.bytes,
+                                  stream_.handle(), /*sync=*/false);
+          !s.ok())
+        return s;
+    merak_train_step(A, static_cast<char *>(params_.base()),
+                     static_cast<const char *>(consts_.base()));
+    if (Status s = gpu::checkErrors(); !s.ok())
+      return s;
+    for (const ByteRange &r : outputs)
+      if (Status s = copyToHost(hostA + r.offset, A + r.offset, r.bytes,
+                                stream_.handle(), /*sync=*/false);
+          !s.ok())
+        return s;
+    return stream_.synchronize();
+  }
+
+  Status downloadParams(char *hostP, uint64_t paramsBytes) override {
+    return copyToHost(hostP, params_.base(), paramsBytes, stream_.handle());
+  }
+
+private:
+  bool opened_ = false;
+  Device device_;
+  Stream stream_;
+  Arena arena_, params_, consts_;
+};
+
+} // namespace
+} // namespace merak::rt::cuda
+
+extern "C" int merak_train_main_cuda(int argc, char **argv) {
+  int code;
+  {
+    merak::rt::cuda::CudaBackend backend;
+    code = merak::rt::trainMain(argc, argv, &backend);
+  }
+  return code;
+}

@@ -1,0 +1,56 @@
+//===- step_backend.h - Where ./train runs the generated step ----*- C++ -*-===//
+//
+// merak_train_main (train_main.cpp) owns everything that does not depend on
+// the device: the command line, the manifest, data, parameter init and
+// restore, checkpoints, metrics and traces, all on host memory (A, P, C as
+// in program.h). A CPU program runs merak_train_step on those host regions.
+// A device program (merak-compile --target cuda) passes a StepBackend that
+// mirrors the regions on the device: P and C are copied once, each step
+// copies the input tensors of A in and the output tensors back, and a
+// checkpoint first copies P back to the host.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_RT_STEP_BACKEND_H
+#define MERAK_RT_STEP_BACKEND_H
+
+#include "merak_rt/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace merak::rt {
+
+/// Bytes [offset, offset + bytes) of a region.
+struct ByteRange {
+  uint64_t offset = 0, bytes = 0;
+};
+
+class StepBackend {
+public:
+  virtual ~StepBackend() = default;
+  /// The target's name in messages ("cuda").
+  virtual std::string name() const = 0;
+  /// Opens the device (after the command line was parsed, so --help works
+  /// anywhere); the error ends the run with exit code 1.
+  virtual Status open() = 0;
+  /// One line about the device, printed at the start of the run.
+  virtual std::string describe() const = 0;
+  /// Allocates the device regions and copies P and C from the host.
+  virtual Status setup(uint64_t arenaBytes, const char *hostP,
+                       uint64_t paramsBytes, const char *hostC,
+                       uint64_t constsBytes) = 0;
+  /// Copies the `inputs` ranges of hostA to the device arena, runs one step
+  /// and copies the `outputs` ranges back into hostA.
+  virtual Status step(char *hostA, const std::vector<ByteRange> &inputs,
+                      const std::vector<ByteRange> &outputs) = 0;
+  /// Copies the device parameter storage into hostP.
+  virtual Status downloadParams(char *hostP, uint64_t paramsBytes) = 0;
+};
+
+/// ./train's main with the step on `backend` (null: on the host).
+int trainMain(int argc, char **argv, StepBackend *backend);
+
+} // namespace merak::rt
+
+#endif // MERAK_RT_STEP_BACKEND_H
