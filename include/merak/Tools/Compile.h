@@ -23,7 +23,17 @@ class raw_ostream;
 namespace mlir::merak {
 
 /// merak-compile --compile-to: phases run in this order.
-enum class CompilePhase { Import, Training, Shard, Pipeline, Schedule, Lower, Emit, Binary };
+enum class CompilePhase {
+  Import,
+  Training,
+  Shard,
+  Pipeline,
+  Schedule,
+  Overlap,
+  Lower,
+  Emit,
+  Binary
+};
 
 /// Every merak-compile option (docs/user-guide.md describes each flag).
 struct CompileOptions {
@@ -57,6 +67,10 @@ struct CompileOptions {
   std::vector<int64_t> stageBoundaries;
   int64_t zero = 0;
   double bucketMb = 25.0;
+  /// --tp-overlap: "none" or "sub-pipeline" (merak-overlap).
+  std::string tpOverlap = "none";
+  /// --dp-overlap: start the dp collectives early, wait for them late.
+  bool dpOverlap = true;
   bool verbose = false, emitBytecode = false, noCleanup = false;
   /// The parallel plan: "" none, "text" or "json".
   std::string report;
