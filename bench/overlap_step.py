@@ -85,7 +85,8 @@ def main():
             subprocess.run([os.path.join(args.bin, "merak-compile"), onnx_path, "--input-shape",
                             "input_ids=%dx%d" % (c["B"], c["T"]), "--compile-to=binary",
                             "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp),
-                            "-o", exe] + flags, check=True, stdout=subprocess.DEVNULL)
+                            "-o", exe] + flags, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
             exes[v] = exe
         times = {v: [] for v in variants}
         losses = {}
