@@ -27,6 +27,7 @@ constexpr std::pair<const char *, CompilePhase> kPhases[] = {
     {"import", CompilePhase::Import},     {"training", CompilePhase::Training},
     {"shard", CompilePhase::Shard},       {"pipeline", CompilePhase::Pipeline},
     {"recompute", CompilePhase::Recompute}, {"schedule", CompilePhase::Schedule},
+    {"overlap", CompilePhase::Overlap},
     {"lower", CompilePhase::Lower},
     {"emit", CompilePhase::Emit},         {"binary", CompilePhase::Binary},
 };
@@ -86,6 +87,8 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("stage_boundaries", &CompileOptions::stageBoundaries)
       .def_readwrite("zero", &CompileOptions::zero)
       .def_readwrite("bucket_mb", &CompileOptions::bucketMb)
+      .def_readwrite("tp_overlap", &CompileOptions::tpOverlap)
+      .def_readwrite("dp_overlap", &CompileOptions::dpOverlap)
       .def_readwrite("verbose", &CompileOptions::verbose)
       .def_readwrite("emit_bytecode", &CompileOptions::emitBytecode)
       .def_readwrite("no_cleanup", &CompileOptions::noCleanup)

@@ -140,6 +140,8 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
   }
   ModuleOp module = func->getParentOfType<ModuleOp>();
   SymbolTable symbols(module);
+  // Operands of started collectives, yielded by their merak.wait.
+  llvm::DenseMap<Value, SmallVector<HostTensor>> started;
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<HostTensor> results;
@@ -178,6 +180,20 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
       if (!t || it == env.end())
         return set.emitError("cannot update the parameter"), failure();
       *t = it->second;
+    } else if (isa<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp>(op)) {
+      // One process is a group of one rank: the wait yields the operands.
+      if (auto parts = op.getAttrOfType<IntegerAttr>("parts"); parts && parts.getInt() != 1)
+        return op.emitOpError("splits over ")
+                   << parts.getInt()
+                   << " ranks; the reference evaluator runs one (compile with --dp 1 or "
+                      "without --zero to evaluate)",
+               failure();
+      SmallVector<HostTensor> &held = started[op.getResult(0)];
+      for (Value v : op.getOperands())
+        held.push_back(env.lookup(v));
+    } else if (auto wait = dyn_cast<WaitOp>(op)) {
+      results = started.lookup(wait.getRequest());
+      started.erase(wait.getRequest());
     } else {
       SmallVector<const HostTensor *> operands;
       for (Value v : op.getOperands()) {

@@ -273,6 +273,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--zero " + Twine(opts.zero) + ": only stages 0 and 1 exist");
   if (opts.zero && compileTo < Phase::Training)
     return fail("--zero needs --compile-to=training or a later phase");
+  if (opts.tpOverlap != "none" && opts.tpOverlap != "sub-pipeline")
+    return fail("--tp-overlap must be none or sub-pipeline, got '" + opts.tpOverlap + "'");
 
   // A model in merak IR (.mlir: what --compile-to=import prints, or
   // bench/paper/gpt_mlir.py's generated GPTs) is read as is: its shapes are
@@ -436,6 +438,17 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     }
     out->keep();
     return 0;
+  }
+  if (compileTo >= Phase::Overlap) {
+    PassManager pm(&ctx);
+    if (failed(configure(pm)))
+      return 1;
+    MerakOverlapOptions overlap;
+    overlap.tpOverlap = opts.tpOverlap;
+    overlap.dpOverlap = opts.dpOverlap;
+    pm.addPass(createMerakOverlap(overlap));
+    if (failed(pm.run(*module)))
+      return 1;
   }
   ProgramInfo program;
   program.model = llvm::sys::path::filename(opts.input).str();

@@ -50,6 +50,9 @@ struct CommandLine {
                             "merak-recompute (the choice per stage as comment lines)"),
                  clEnumValN(CompilePhase::Schedule, "schedule",
                             "with --pp/--microbatches: every stage's instruction list"),
+                 clEnumValN(CompilePhase::Overlap, "overlap",
+                            "the training IR with collectives split into start and wait "
+                            "(merak-overlap: --dp-overlap, --tp-overlap)"),
                  clEnumValN(CompilePhase::Lower, "lower",
                             "plans the memory of @train_step: arena offsets by "
                             "liveness, parameter and constant storage (prints the "
@@ -171,6 +174,16 @@ struct CommandLine {
   cl::opt<double> bucketMb{"bucket-mb",
                            cl::desc("Gradient all-reduce bucket size in MB (default 25)"),
                            cl::init(25.0), cl::cat(cat)};
+  cl::opt<std::string> tpOverlap{
+      "tp-overlap",
+      cl::desc("none (default) or sub-pipeline: split each tp all-reduce's matmul in two "
+               "halves along the batch so one half's all-reduce runs under the other's matmul"),
+      cl::value_desc("none|sub-pipeline"), cl::init("none"), cl::cat(cat)};
+  cl::opt<std::string> dpOverlap{
+      "dp-overlap",
+      cl::desc("on (default) or off: start each dp gradient bucket's collective when its "
+               "last gradient is computed and wait for it when the optimizer reads it"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
                         cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
@@ -246,6 +259,13 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;
+  o.tpOverlap = opts.tpOverlap;
+  if (opts.dpOverlap != "on" && opts.dpOverlap != "off") {
+    llvm::errs() << "merak-compile: error: --dp-overlap must be on or off, got '"
+                 << opts.dpOverlap << "'\n";
+    return 1;
+  }
+  o.dpOverlap = opts.dpOverlap == "on";
   o.verbose = opts.verbose;
   o.emitBytecode = opts.emitBytecode;
   o.noCleanup = opts.noCleanup;

@@ -127,6 +127,7 @@ std::optional<StringRef> collectiveKind(Operation *op) {
   StringRef name = op->getName().getStringRef();
   if (!name.consume_front("merak.") || !op->getAttrOfType<StringAttr>("group"))
     return std::nullopt;
+  name.consume_back("_start"); // merak-overlap's started form: the same traffic
   if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather")
     return name;
   return std::nullopt;
@@ -160,7 +161,11 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int frag
       in += tensorBytes(v.getType());
       scalars &= cast<RankedTensorType>(v.getType()).getRank() == 0;
     }
-    for (Value v : op->getResults())
+    // A started collective's results are those of its merak.wait.
+    Operation *results = op;
+    if (op->getNumResults() == 1 && isa<RequestType>(op->getResult(0).getType()))
+      results = *op->getResult(0).user_begin();
+    for (Value v : results->getResults())
       out += tensorBytes(v.getType());
     int64_t bytes = std::max(in, out);
     add((*kind + " " + group).str(), times, times * bytes);

@@ -50,7 +50,8 @@ def _error_message(diagnostics):
 def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatches=None,
             devices=None, memory_per_device=None, device_profile=None, schedule=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
-            bucket_mb=25.0, optimizer="adamw", lr=None, opt=None, loss="cross-entropy",
+            bucket_mb=25.0, tp_overlap="none", dp_overlap=True, optimizer="adamw", lr=None,
+            opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
             verbose=False, recompute=None):
@@ -64,7 +65,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
 
     Keywords follow merak-compile's flags (docs/user-guide.md): dp, tp, pp,
     microbatches, schedule ("gpipe"|"1f1b"), stage_boundaries, zero (0|1),
-    vocab_parallel (None: the default, True, False), bucket_mb, optimizer
+    vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
+    ("none"|"sub-pipeline"), dp_overlap (bool), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
     logits, labels, frozen (extra globs), input_shapes ({name: shape}),
@@ -121,6 +123,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.zero = int(zero)
         o.vocab_parallel = -1 if vocab_parallel is None else int(bool(vocab_parallel))
         o.bucket_mb = float(bucket_mb)
+        o.tp_overlap = tp_overlap
+        o.dp_overlap = bool(dp_overlap)
         o.optimizer = optimizer
         opts = dict(opt or {})
         if lr is not None:

@@ -632,6 +632,25 @@ Status Comm::wait(Request &r, const char *what) {
   return impl_->waitSlots(ids, what);
 }
 
+bool Comm::test(Request &r) {
+  if (r.id < 0)
+    return true;
+  if (r.id >= static_cast<int>(impl_->slots.size()) || !impl_->slots[r.id].used)
+    impl_->abortJob("internal error: test of a request that is not pending", 1);
+  Impl::Slot &s = impl_->slots[r.id];
+  if (!s.error.empty())
+    return false; // the wait reports it
+  for (MPI_Request &q : s.reqs) {
+    if (q == MPI_REQUEST_NULL)
+      continue;
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Test(&q, &flag, &st) != MPI_SUCCESS || !flag)
+      return false; // an error: the wait's own MPI_Test reports it
+  }
+  return true;
+}
+
 Status Comm::waitAll(std::vector<Request> &rs, const char *what) {
   std::vector<int> ids;
   ids.reserve(rs.size());

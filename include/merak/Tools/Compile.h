@@ -30,6 +30,7 @@ enum class CompilePhase {
   Pipeline,
   Recompute,
   Schedule,
+  Overlap,
   Lower,
   Emit,
   Binary
@@ -76,6 +77,10 @@ struct CompileOptions {
   std::string memoryPerDevice;
   int64_t zero = 0;
   double bucketMb = 25.0;
+  /// --tp-overlap: "none" or "sub-pipeline" (merak-overlap).
+  std::string tpOverlap = "none";
+  /// --dp-overlap: start the dp collectives early, wait for them late.
+  bool dpOverlap = true;
   bool verbose = false, emitBytecode = false, noCleanup = false;
   /// The parallel plan: "" none, "text" or "json".
   std::string report;

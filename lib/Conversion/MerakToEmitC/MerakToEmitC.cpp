@@ -4,6 +4,7 @@
 // runtime calls (see Passes.td and runtime/include/merak_rt/ops.h).
 //
 //===----------------------------------------------------------------------===//
+#include "AsyncCollectives.h"
 #include "CallBuilder.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
@@ -637,6 +638,7 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
     e.calleePrefix = "gpu::";
   llvm::SetVector<StringRef> unsupported;
   bool failedAny = false;
+  RequestSlots requests;
   for (Operation &op : fn.getBody().front()) {
     e.loc = op.getLoc();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
@@ -650,11 +652,19 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
     }
     if (emitsKernel(&op))
       e.call("opMark").i64(index++).emit();
+    if (isAsyncCollective(&op)) {
+      if (failed(lowerAsyncCollective(&op, e, requests)))
+        failedAny = true;
+      continue;
+    }
     bool isUnsupported = false;
     if (failed(lowerOp(&op, e, symbols, isUnsupported)))
       failedAny = true;
     if (isUnsupported)
       unsupported.insert(op.getName().getStringRef());
+    // MPI's non-blocking collectives progress only inside MPI calls.
+    if (requests.inFlight() && emitsKernel(&op))
+      e.call("collectiveProgress").emit();
   }
   if (!unsupported.empty()) {
     std::string names;
@@ -720,7 +730,8 @@ LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
                 return WalkResult::interrupt();
               if (auto ce = dyn_cast<CrossEntropyGradOp>(op); ce && ce.getGroup())
                 return WalkResult::interrupt();
-              return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp, GroupRankOp>(op)
+              return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, LocalShardOp, GroupRankOp,
+                         AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp>(op)
                          ? WalkResult::interrupt()
                          : WalkResult::advance();
             })

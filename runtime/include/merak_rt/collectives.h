@@ -124,6 +124,90 @@ void allGatherBucket(Group group, DT t, int64_t parts, Triples... triples) {
   allGatherBucketImpl(group, t, parts, n, in, out, counts);
 }
 
+//===----------------------------------------------------------------------===//
+// Started collectives (merak.*_start and merak.wait, built by merak-overlap)
+//===----------------------------------------------------------------------===//
+//
+// A start packs its operands into the buffers of request slot `slot` (a
+// small index the compiler assigns: the lowest one free at the start, free
+// again after its wait) and posts the non-blocking collective; the wait
+// completes it and unpacks into the results. The slots and their buffers
+// live for the program and are reused, so a step allocates nothing once
+// every slot has seen its largest bucket. A collective that does not
+// complete within the communicator's timeout ends the job with a message
+// naming it ("started all-reduce of 3 tensors on the dp group ..."). Without
+// a communicator, or on a group of one rank, the wait copies the packed
+// operands back (the identity).
+
+/// Posts an all-reduce of n tensors (in[i], counts[i] elements).
+void allReduceStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int32_t n,
+                        const void *const *in, const int64_t *counts);
+/// Posts a reduce-scatter: in[i] holds parts * counts[i] elements.
+void reduceScatterStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int64_t parts,
+                            int32_t n, const void *const *in, const int64_t *counts);
+/// Posts an all-gather of n tensors of counts[i] elements.
+void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t n,
+                        const void *const *in, const int64_t *counts);
+/// Completes the collective of `slot` into out[0..n) (as many tensors as
+/// its start had, sized as the blocking collective's results).
+void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out);
+/// Polls every started collective once (MPI_Test): the generated step
+/// calls it between kernels while one is in flight, since MPI's
+/// non-blocking collectives progress only inside MPI calls.
+void collectiveProgress();
+
+namespace detail {
+inline void collectPairs(const void **, int64_t *) {}
+template <typename... Rest>
+void collectPairs(const void **in, int64_t *counts, const void *i, int64_t count,
+                  Rest... rest) {
+  *in = i;
+  *counts = count;
+  collectPairs(in + 1, counts + 1, rest...);
+}
+} // namespace detail
+
+/// allReduceStartImpl with (in, count) argument pairs.
+template <typename... Pairs>
+void allReduceStart(int32_t slot, Group group, CollReduce reduce, DT t, Pairs... pairs) {
+  constexpr int32_t n = sizeof...(Pairs) / 2;
+  static_assert(sizeof...(Pairs) % 2 == 0, "(in, count) pairs");
+  const void *in[n];
+  int64_t counts[n];
+  detail::collectPairs(in, counts, pairs...);
+  allReduceStartImpl(slot, group, reduce, t, n, in, counts);
+}
+
+/// reduceScatterStartImpl with (in, count of one part) pairs.
+template <typename... Pairs>
+void reduceScatterStart(int32_t slot, Group group, CollReduce reduce, DT t, int64_t parts,
+                        Pairs... pairs) {
+  constexpr int32_t n = sizeof...(Pairs) / 2;
+  static_assert(sizeof...(Pairs) % 2 == 0, "(in, count) pairs");
+  const void *in[n];
+  int64_t counts[n];
+  detail::collectPairs(in, counts, pairs...);
+  reduceScatterStartImpl(slot, group, reduce, t, parts, n, in, counts);
+}
+
+/// allGatherStartImpl with (in, count) pairs.
+template <typename... Pairs>
+void allGatherStart(int32_t slot, Group group, DT t, int64_t parts, Pairs... pairs) {
+  constexpr int32_t n = sizeof...(Pairs) / 2;
+  static_assert(sizeof...(Pairs) % 2 == 0, "(in, count) pairs");
+  const void *in[n];
+  int64_t counts[n];
+  detail::collectPairs(in, counts, pairs...);
+  allGatherStartImpl(slot, group, t, parts, n, in, counts);
+}
+
+/// collectiveWaitImpl with the result pointers as arguments.
+template <typename... Outs>
+void collectiveWait(int32_t slot, Outs... outs) {
+  void *out[] = {static_cast<void *>(outs)...};
+  collectiveWaitImpl(slot, sizeof...(Outs), out);
+}
+
 } // namespace merak::rt::cpu
 
 #endif // MERAK_RT_COLLECTIVES_H

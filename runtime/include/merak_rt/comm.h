@@ -162,6 +162,10 @@ public:
   /// timeoutSeconds() it prints the timeout message and aborts the job; an
   /// MPI error is returned as a failed Status naming the rank and `what`.
   Status wait(Request &r, const char *what);
+  /// Polls r once (MPI_Test on its requests, which also drives the progress
+  /// of non-blocking collectives): true when it has completed. r stays
+  /// pending either way; wait() still completes it (at once, if done).
+  bool test(Request &r);
   /// Waits for all of rs (each id set to -1 as it completes).
   Status waitAll(std::vector<Request> &rs, const char *what);
   /// All ranks of the world (with the same timeout as wait).

@@ -8,10 +8,19 @@ using namespace mlir::merak;
 #include "merak/Dialect/Merak/IR/MerakOpsDialect.cpp.inc"
 #include "merak/Dialect/Merak/IR/MerakInterfaces.cpp.inc"
 
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#define GET_TYPEDEF_CLASSES
+#include "merak/Dialect/Merak/IR/MerakOpsTypes.cpp.inc"
+
 void MerakDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "merak/Dialect/Merak/IR/MerakOps.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "merak/Dialect/Merak/IR/MerakOpsTypes.cpp.inc"
       >();
 }
 

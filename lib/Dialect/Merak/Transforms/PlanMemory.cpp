@@ -196,7 +196,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
         return failure();
     WalkResult r = fn.walk([&](Operation *op) {
       for (Value v : op->getResults())
-        if (failed(checkType(op->getLoc(), v.getType())))
+        if (!isa<RequestType>(v.getType()) && failed(checkType(op->getLoc(), v.getType())))
           return WalkResult::interrupt();
       return WalkResult::advance();
     });
@@ -288,6 +288,8 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       }
 
     auto inArena = [](Value root) {
+      if (isa<RequestType>(root.getType()))
+        return false; // a started collective's request: no buffer
       Operation *def = root.getDefiningOp();
       if (!def)
         return true;

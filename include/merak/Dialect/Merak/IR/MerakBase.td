@@ -22,6 +22,7 @@ def Merak_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 0;
+  let useDefaultTypePrinterParser = 1;
   let discardableAttrs = (ins);
 }
 

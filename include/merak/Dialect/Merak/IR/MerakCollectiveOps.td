@@ -170,4 +170,111 @@ def Merak_TpIdentityOp : Merak_Op<"tp_identity", [Pure, SameOperandsAndResultTyp
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+//===----------------------------------------------------------------------===//
+// Started collectives (merak-overlap)
+//===----------------------------------------------------------------------===//
+
+def Merak_RequestType : TypeDef<Merak_Dialect, "Request"> {
+  let mnemonic = "request";
+  let summary = "A started collective, completed by merak.wait";
+  let description = [{
+    The result of `merak.all_reduce_start`, `merak.reduce_scatter_start` and
+    `merak.all_gather_start`: a collective in flight. Its only use is the
+    `merak.wait` (in the same block) that completes it and yields the
+    collective's results, so that no value of the collective can be read
+    before it completed.
+  }];
+}
+
+class Merak_CollectiveStartOp<string mnemonic> : Merak_Op<mnemonic, []> {
+  let results = (outs Merak_RequestType:$request);
+  let extraClassDeclaration = [{
+    /// The types the completing merak.wait yields.
+    ::llvm::SmallVector<::mlir::Type> getCompletedTypes();
+    /// The merak.wait that completes this collective (verified to exist).
+    WaitOp getWait();
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_AllReduceStartOp : Merak_CollectiveStartOp<"all_reduce_start"> {
+  let summary = "Starts a merak.all_reduce; merak.wait yields its results";
+  let description = [{
+    The non-blocking form of `merak.all_reduce` (same `group`, `reduction`
+    and bucket of operands): the operands are read here, the reduced tensors
+    are the results of the `merak.wait` of the returned request. Between the
+    two the program computes while the collective is in flight.
+    merak-overlap builds it. Not `Pure`: every rank starts the same
+    collectives in the same order.
+
+    ```mlir
+    %r = merak.all_reduce_start %ga, %gb group = "dp" reduction = "mean"
+        : tensor<64xf32>, tensor<64x64xf32>
+    ...
+    %a, %b = merak.wait %r : tensor<64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group,
+                       StrAttr:$reduction);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `reduction` `=` $reduction attr-dict `:` type($inputs)
+  }];
+}
+
+def Merak_ReduceScatterStartOp : Merak_CollectiveStartOp<"reduce_scatter_start"> {
+  let summary = "Starts a merak.reduce_scatter; merak.wait yields its results";
+  let description = [{
+    The non-blocking form of `merak.reduce_scatter` over `parts` ranks
+    (each operand's leading dimension divides by `parts`; the wait yields
+    tensors with it divided by `parts`).
+
+    ```mlir
+    %r = merak.reduce_scatter_start %g group = "dp" reduction = "mean" parts = 2
+        : tensor<4096xf32>
+    %p = merak.wait %r : tensor<2048xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group,
+                       StrAttr:$reduction, I64Attr:$parts);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `reduction` `=` $reduction `parts` `=` $parts attr-dict
+    `:` type($inputs)
+  }];
+}
+
+def Merak_AllGatherStartOp : Merak_CollectiveStartOp<"all_gather_start"> {
+  let summary = "Starts a merak.all_gather; merak.wait yields its results";
+  let description = [{
+    The non-blocking form of `merak.all_gather` over `parts` ranks (the wait
+    yields tensors with the leading dimension multiplied by `parts`).
+
+    ```mlir
+    %r = merak.all_gather_start %shard group = "dp" parts = 2 : tensor<2048xf32>
+    %p = merak.wait %r : tensor<4096xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group, I64Attr:$parts);
+  let assemblyFormat = [{
+    $inputs `group` `=` $group `parts` `=` $parts attr-dict `:` type($inputs)
+  }];
+}
+
+def Merak_WaitOp : Merak_Op<"wait", []> {
+  let summary = "Completes a started collective and yields its results";
+  let description = [{
+    Blocks until the collective that `request` started has completed on this
+    rank and yields its results (one per operand of the start, typed as the
+    blocking collective's results). The request must come from a start op of
+    the same block, and this is its only use.
+
+    ```mlir
+    %a, %b = merak.wait %r : tensor<64xf32>, tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_RequestType:$request);
+  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let assemblyFormat = "$request attr-dict `:` type($results)";
+  let hasVerifier = 1;
+}
+
 #endif // MERAK_COLLECTIVE_OPS_TD

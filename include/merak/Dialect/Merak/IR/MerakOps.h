@@ -27,6 +27,9 @@ struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
 };
 } // namespace mlir::merak
 
+#define GET_TYPEDEF_CLASSES
+#include "merak/Dialect/Merak/IR/MerakOpsTypes.h.inc"
+
 #define GET_OP_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOps.h.inc"
 

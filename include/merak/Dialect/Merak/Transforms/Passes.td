@@ -275,7 +275,9 @@ def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
       longest-lived member. A result is placed before the op's dying operands
       are freed (kernels never write over their inputs). Placement is
       best-fit over a coalescing free list, O(n log n) in the number of
-      buffers. Returned values get their own slots, live to the end.
+      buffers. Returned values get their own slots, live to the end. A
+      `!merak.request` gets no buffer: a started collective reads its
+      operands at the start and writes its results at its `merak.wait`.
     - parameter storage: every `merak.param` (model parameters, optimizer
       state, hyper-parameters) in declaration order, those whose initial
       value is all zeros last (the program zero-fills them rather than carry
@@ -421,6 +423,47 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
            "Optimizer state tensors per parameter (AdamW 2, SGD with momentum 1)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
+def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
+  let summary = "Overlaps collectives with computation (started collectives and waits)";
+  let description = [{
+    Turns the collectives of every function into a start
+    (`merak.all_reduce_start`, `merak.reduce_scatter_start`,
+    `merak.all_gather_start`) and a `merak.wait`, placed within their block:
+    the start right after the last of its operands is computed (and after
+    the previous start, so that every rank starts the collectives in the
+    program's order), the wait right before the first op that reads one of
+    its results (the op itself, when the use is nested in a region). The
+    ops in between run while the collective is in flight. One walk over the
+    block computes every position (linear in ops and uses).
+
+    `dp-overlap` (default on) does this for the "dp" collectives: the
+    gradient buckets merak-data-parallel places right after their last
+    gradient (last-computed first) then run under the rest of the backward
+    and complete before the optimizer reads them; ZeRO's reduce-scatters
+    and all-gathers alike.
+
+    `tp-overlap = sub-pipeline` (Merak's sub-pipelined tensor parallelism,
+    at the granularity of one matmul): a "tp" all-reduce of one operand
+    produced by a `merak.matmul` (used only there) whose lhs has rank >= 2
+    and whose rhs is 2-D (Megatron's row-parallel output in the forward, the
+    column-parallel input gradient in the backward) is split in two halves
+    along the lhs's leading (batch) dimension, or, when the batch is 1, the
+    next one (sequence): matmul A, start A, matmul B, start B, wait A,
+    wait B, concat, so that half A's all-reduce runs under half B's matmul.
+    Rows of a matmul are independent, so the result is the same. A matmul
+    with a single row is left whole with a remark; a "tp" all-reduce of
+    anything else stays one started collective. `none` (default)
+    leaves the "tp" collectives blocking. "pp" collectives stay blocking.
+  }];
+  let options = [
+    Option<"tpOverlap", "tp-overlap", "std::string", /*default=*/"\"none\"",
+           "none or sub-pipeline">,
+    Option<"dpOverlap", "dp-overlap", "bool", /*default=*/"true",
+           "Start the \"dp\" collectives early and wait for them late">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
 #endif

@@ -1,0 +1,230 @@
+//===- collectives_async.cpp - Started collectives and their waits --------===//
+//
+// merak.*_start / merak.wait (see merak_rt/collectives.h): a table of
+// request slots indexed by the compiler's slot numbers, each keeping its
+// pack buffers between steps.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/collectives.h"
+
+#include "merak_rt/comm.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace merak::rt::cpu {
+namespace {
+enum class Kind { AllReduce, ReduceScatter, AllGather };
+
+struct Slot {
+  bool active = false;
+  Kind kind = Kind::AllReduce;
+  CollReduce reduce = CollReduce::Sum;
+  DT t = DT::F32;
+  int size = 1;
+  std::vector<char> send, recv;
+  std::vector<int64_t> counts;
+  Comm::Request req;
+  char what[96] = {0};
+};
+
+std::vector<Slot> gSlots;
+/// Slots started and not yet waited for (collectiveProgress polls them).
+std::vector<int32_t> gInFlight;
+
+Axis axisOf(Group g) {
+  switch (g) {
+  case Group::DP:
+    return Axis::DP;
+  case Group::TP:
+    return Axis::TP;
+  case Group::PP:
+    return Axis::PP;
+  }
+  return Axis::World;
+}
+
+const char *kindName(Kind k) {
+  switch (k) {
+  case Kind::AllReduce:
+    return "all-reduce";
+  case Kind::ReduceScatter:
+    return "reduce-scatter";
+  case Kind::AllGather:
+    return "all-gather";
+  }
+  return "collective";
+}
+
+CommType commType(DT t) { return t == DT::F32 ? CommType::F32 : CommType::F64; }
+
+void grow(std::vector<char> &v, int64_t bytes) {
+  if ((int64_t)v.size() < bytes)
+    v.resize(bytes);
+}
+
+/// The slot for a new collective: checks and records what its wait needs.
+Slot &begin(int32_t slot, Kind kind, Group group, CollReduce reduce, DT t, int64_t parts,
+            int32_t n, const int64_t *counts, int64_t &total) {
+  if (t != DT::F32 && t != DT::F64)
+    fatal((std::string(kindName(kind)) + " supports f32 and f64 only").c_str());
+  if (slot < 0)
+    fatal("internal error: negative request slot");
+  if (slot >= (int32_t)gSlots.size())
+    gSlots.resize(slot + 1);
+  Slot &s = gSlots[slot];
+  if (s.active)
+    fatal(("internal error: request slot " + std::to_string(slot) +
+           " started again before its wait")
+              .c_str());
+  Comm *comm = communicator();
+  s.size = comm ? comm->groupSize(axisOf(group)) : 1;
+  if (kind != Kind::AllReduce && parts != s.size)
+    fatal((std::string(kindName(kind)) + ": compiled for " + std::to_string(parts) +
+           " ranks, but the group has " + std::to_string(s.size))
+              .c_str());
+  s.kind = kind;
+  s.reduce = reduce;
+  s.t = t;
+  s.counts.assign(counts, counts + n);
+  total = 0;
+  for (int32_t i = 0; i < n; ++i)
+    total += counts[i];
+  std::snprintf(s.what, sizeof s.what, "started %s of %d tensors (%lld elements)",
+                kindName(kind), (int)n, (long long)total);
+  s.active = true;
+  gInFlight.push_back(slot);
+  return s;
+}
+
+template <typename T>
+void scaleCopy(const T *src, T *dst, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = src[i] * scale;
+}
+
+/// out = src (count elements), divided by the group size for a mean.
+void unpackOne(const Slot &s, const char *src, void *out, int64_t count) {
+  if (s.reduce == CollReduce::Mean && s.size > 1) {
+    if (s.t == DT::F32)
+      scaleCopy((const float *)src, (float *)out, count, 1.0f / s.size);
+    else
+      scaleCopy((const double *)src, (double *)out, count, 1.0 / s.size);
+    return;
+  }
+  std::memcpy(out, src, count * elemSize(s.t));
+}
+} // namespace
+
+void allReduceStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int32_t n,
+                        const void *const *in, const int64_t *counts) {
+  int64_t total = 0;
+  Slot &s = begin(slot, Kind::AllReduce, group, reduce, t, 1, n, counts, total);
+  const int64_t es = elemSize(t);
+  grow(s.send, total * es);
+  char *p = s.send.data();
+  for (int32_t i = 0; i < n; ++i) {
+    std::memcpy(p, in[i], counts[i] * es);
+    p += counts[i] * es;
+  }
+  s.req = {};
+  if (s.size > 1) {
+    Comm *comm = communicator();
+    s.req = reduce == CollReduce::Max
+                ? comm->allReduceMax(axisOf(group), s.send.data(), total, commType(t))
+                : comm->allReduceSum(axisOf(group), s.send.data(), total, commType(t));
+  }
+}
+
+void reduceScatterStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int64_t parts,
+                            int32_t n, const void *const *in, const int64_t *counts) {
+  int64_t total = 0;
+  Slot &s = begin(slot, Kind::ReduceScatter, group, reduce, t, parts, n, counts, total);
+  const int64_t es = elemSize(t);
+  // Rank-major: every tensor's part g, for g = 0..size-1 (one message).
+  grow(s.send, total * s.size * es);
+  grow(s.recv, total * es);
+  char *p = s.send.data();
+  for (int g = 0; g < s.size; ++g)
+    for (int32_t i = 0; i < n; ++i) {
+      std::memcpy(p, static_cast<const char *>(in[i]) + g * counts[i] * es, counts[i] * es);
+      p += counts[i] * es;
+    }
+  s.req = {};
+  if (s.size > 1)
+    s.req = communicator()->reduceScatterSum(axisOf(group), s.send.data(), s.recv.data(),
+                                             total, commType(t));
+}
+
+void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t n,
+                        const void *const *in, const int64_t *counts) {
+  int64_t total = 0;
+  Slot &s = begin(slot, Kind::AllGather, group, CollReduce::Sum, t, parts, n, counts, total);
+  const int64_t es = elemSize(t);
+  grow(s.send, total * es);
+  grow(s.recv, total * s.size * es);
+  char *p = s.send.data();
+  for (int32_t i = 0; i < n; ++i) {
+    std::memcpy(p, in[i], counts[i] * es);
+    p += counts[i] * es;
+  }
+  s.req = {};
+  if (s.size > 1)
+    s.req = communicator()->allGather(axisOf(group), s.send.data(), s.recv.data(), total,
+                                      commType(t));
+}
+
+void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out) {
+  if (slot < 0 || slot >= (int32_t)gSlots.size() || !gSlots[slot].active)
+    fatal(("internal error: wait for request slot " + std::to_string(slot) +
+           ", which was not started")
+              .c_str());
+  Slot &s = gSlots[slot];
+  if (n != (int32_t)s.counts.size())
+    fatal(("internal error: " + std::string(s.what) + " waited with " + std::to_string(n) +
+           " results")
+              .c_str());
+  if (s.req.id >= 0) {
+    Comm *comm = communicator();
+    Status st = comm->wait(s.req, s.what);
+    if (!st.ok())
+      comm->abort(st.message(), 1);
+  }
+  const int64_t es = elemSize(s.t);
+  const bool one = s.size == 1;
+  const char *p = s.kind == Kind::AllReduce || one ? s.send.data() : s.recv.data();
+  if (s.kind == Kind::AllGather && !one) {
+    for (int g = 0; g < s.size; ++g)
+      for (int32_t i = 0; i < n; ++i) {
+        std::memcpy(static_cast<char *>(out[i]) + g * s.counts[i] * es, p, s.counts[i] * es);
+        p += s.counts[i] * es;
+      }
+  } else {
+    for (int32_t i = 0; i < n; ++i) {
+      unpackOne(s, p, out[i], s.counts[i]);
+      p += s.counts[i] * es;
+    }
+  }
+  s.active = false;
+  for (size_t i = 0; i < gInFlight.size(); ++i)
+    if (gInFlight[i] == slot) {
+      gInFlight[i] = gInFlight.back();
+      gInFlight.pop_back();
+      break;
+    }
+}
+
+void collectiveProgress() {
+  Comm *comm = communicator();
+  if (!comm)
+    return;
+  for (int32_t slot : gInFlight) {
+    Slot &s = gSlots[slot];
+    if (s.req.id >= 0)
+      comm->test(s.req);
+  }
+}
+
+} // namespace merak::rt::cpu
