@@ -107,19 +107,6 @@ OpCost opCost(Operation *op) {
   return c;
 }
 
-std::string paramDtypeOf(ModuleOp module) {
-  for (ParamOp p : module.getOps<ParamOp>()) {
-    Type e = p.getTensorType().getElementType();
-    if (e.isBF16())
-      return "bf16";
-    if (e.isF16())
-      return "f16";
-    if (e.isF32())
-      return "f32";
-  }
-  return "f32";
-}
-
 /// The inputs the batch splits along (as merak-compile splits them): the
 /// first rank-2 integer input (token ids), else every input.
 SmallVector<std::pair<std::string, SmallVector<int64_t>>> batchInputs(ModuleOp module) {
@@ -204,7 +191,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   if (splits)
     *splits = !StringRef(o.input).ends_with(".mlir") && batchSplits(o, *m, *registry);
   if (dtype)
-    *dtype = paramDtypeOf(*m);
+    *dtype = paramDtype(*m).str();
   PassManager pm(&ctx);
   buildImportCleanupPipeline(pm);
   TrainingOptions training;

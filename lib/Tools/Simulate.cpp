@@ -79,9 +79,9 @@ int64_t staticBytes(Type t) {
   return shaped.getNumElements() * ((shaped.getElementTypeBitWidth() + 7) / 8);
 }
 
-/// The dtype of the first floating-point model parameter: "f32", "bf16",
-/// "f16" (f32 when there is none).
-StringRef paramDtype(ModuleOp module) {
+} // namespace
+
+StringRef mlir::merak::paramDtype(ModuleOp module) {
   for (ParamOp p : module.getOps<ParamOp>()) {
     Type e = p.getTensorType().getElementType();
     if (e.isBF16())
@@ -93,7 +93,6 @@ StringRef paramDtype(ModuleOp module) {
   }
   return "f32";
 }
-} // namespace
 
 double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
                                       int64_t stage, const SimulateOptions &options) {

@@ -4,6 +4,7 @@
 #include "merak_rt/comm.h"
 
 #include "ops_util.h"
+#include "collectives_util.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,18 +15,6 @@ namespace merak::rt::cpu {
 using namespace detail;
 namespace {
 Comm *gComm = nullptr;
-
-Axis axisOf(Group g) {
-  switch (g) {
-  case Group::DP:
-    return Axis::DP;
-  case Group::TP:
-    return Axis::TP;
-  case Group::PP:
-    return Axis::PP;
-  }
-  return Axis::World;
-}
 
 template <typename T>
 void scaleCopy(const T *src, T *dst, int64_t n, T scale) {

@@ -8,6 +8,7 @@
 #include "merak_rt/collectives.h"
 
 #include "merak_rt/comm.h"
+#include "collectives_util.h"
 
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <vector>
 
 namespace merak::rt::cpu {
+using detail::axisOf;
 namespace {
 enum class Kind { AllReduce, ReduceScatter, AllGather };
 
@@ -33,18 +35,6 @@ struct Slot {
 std::vector<Slot> gSlots;
 /// Slots started and not yet waited for (collectiveProgress polls them).
 std::vector<int32_t> gInFlight;
-
-Axis axisOf(Group g) {
-  switch (g) {
-  case Group::DP:
-    return Axis::DP;
-  case Group::TP:
-    return Axis::TP;
-  case Group::PP:
-    return Axis::PP;
-  }
-  return Axis::World;
-}
 
 const char *kindName(Kind k) {
   switch (k) {

@@ -22,6 +22,10 @@ namespace mlir::merak {
 /// unknown memory size (memory_bytes 0).
 DeviceProfile placeholderDeviceProfile();
 
+/// The dtype of the first floating-point model parameter: "f32", "bf16",
+/// "f16" (f32 when there is none): the rate a profile's compute uses.
+StringRef paramDtype(ModuleOp module);
+
 struct SimulateOptions {
   DeviceProfile profile = placeholderDeviceProfile();
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
