@@ -515,8 +515,16 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
           recomputes.push_back("full");
         else
           recomputes = {"none", "selective", "full", "stage-aware"};
-        SmallVector<bool> overlaps = runtimeOnly || pl.megatron ? SmallVector<bool>{false}
-                                                                : SmallVector<bool>{false, true};
+        // Overlap as modelled (the dp all-reduce under the backward, half
+        // the tp communication hidden) is what merak-overlap compiles for
+        // a program without micro-batches (--dp-overlap, --tp-overlap
+        // sub-pipeline); a pipeline's gradients are all-reduced after its
+        // last micro-batch, so a written pipelined program is planned
+        // without it.
+        const bool overlapCompiles = !runtimeOnly || (pp == 1 && m == 1);
+        SmallVector<bool> overlaps = pl.megatron || !overlapCompiles
+                                         ? SmallVector<bool>{false}
+                                         : SmallVector<bool>{false, true};
         for (const Sched &sc : schedules) {
           auto program = buildPipelineSchedule(sc.kind, pp, m, sc.v);
           for (StringRef rc : recomputes)
@@ -718,6 +726,8 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
   planned.schedule = c.schedule;
   planned.virtualStages = c.virtualStages;
   planned.recompute = c.recompute;
+  if (c.overlap && c.tp > 1)
+    planned.tpOverlap = "sub-pipeline";
   if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())
     planned.memoryPerDevice = std::to_string((int64_t)plan->memoryPerDevice);
   planned.plannerJson = json;
@@ -735,6 +745,6 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
   }
   log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
       << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
-      << " --recompute " << c.recompute << "\n";
+      << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap << "\n";
   return runCompile(planned, log, reportOut);
 }
