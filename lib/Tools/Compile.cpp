@@ -171,6 +171,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   auto fail = [&](const Twine &msg) { return failWith(log, msg); };
   if (opts.devices != 0)
     return runPlannedCompile(opts, log, reportOut);
+  if (opts.plannerSpace != "auto")
+    return fail("--planner-space needs --devices (it restricts the planner's search)");
   ImportOptions importOpts;
   for (const std::string &spec : opts.inputShapes) {
     std::string err;
