@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <sstream>
+#include <fstream>
 #include <unistd.h>
 
 namespace merak::rt {
@@ -207,5 +209,52 @@ void ProgressBar::finish() {
   }
   lineOpen_ = false;
 }
+
+Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT)
+      return int64_t(0);
+    return Result<int64_t>::error("cannot open metrics file '" + path +
+                                  "': " + detail::errnoMessage(errno));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad())
+    return Result<int64_t>::error("cannot read metrics file '" + path + "'");
+  std::string content = buffer.str(), kept;
+  int64_t dropped = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    bool complete = end != std::string::npos;
+    std::string line =
+        content.substr(pos, complete ? end - pos : std::string::npos);
+    pos = complete ? end + 1 : content.size();
+    if (line.empty())
+      continue;
+    json::Value v;
+    std::string error;
+    const json::Value *step = nullptr;
+    if (complete && json::parse(line, v, error) && v.isObject())
+      step = v.get("step");
+    if (step && step->isInteger() && step->integer < firstStep) {
+      kept += line;
+      kept += '\n';
+    } else {
+      ++dropped;
+    }
+  }
+  if (kept.size() == content.size())
+    return dropped;
+  Status s = detail::writeFileAtomically(
+      path, "metrics file", [&](std::FILE *file) {
+        return detail::writeAll(file, kept.data(), kept.size(), path);
+      });
+  if (!s.ok())
+    return s;
+  return dropped;
+}
+
 
 } // namespace merak::rt

@@ -40,12 +40,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <memory>
 #include <new>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -225,60 +223,6 @@ struct RecorderGuard {
   RecorderGuard &operator=(const RecorderGuard &) = delete;
   ~RecorderGuard() { cpu::setOpRecorder(nullptr, nullptr); }
 };
-
-//===----------------------------------------------------------------------===//
-// Metrics on resume
-//===----------------------------------------------------------------------===//
-
-/// Drops the lines of an existing metrics file that a resumed run is about
-/// to write again (step >= firstStep) and any unreadable (e.g. half-written)
-/// line, so that the appended file has each step once. A missing file is
-/// fine. Returns the number of lines dropped.
-Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT)
-      return int64_t(0);
-    return Result<int64_t>::error("cannot open metrics file '" + path +
-                                  "': " + detail::errnoMessage(errno));
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad())
-    return Result<int64_t>::error("cannot read metrics file '" + path + "'");
-  std::string content = buffer.str(), kept;
-  int64_t dropped = 0;
-  size_t pos = 0;
-  while (pos < content.size()) {
-    size_t end = content.find('\n', pos);
-    bool complete = end != std::string::npos;
-    std::string line =
-        content.substr(pos, complete ? end - pos : std::string::npos);
-    pos = complete ? end + 1 : content.size();
-    if (line.empty())
-      continue;
-    json::Value v;
-    std::string error;
-    const json::Value *step = nullptr;
-    if (complete && json::parse(line, v, error) && v.isObject())
-      step = v.get("step");
-    if (step && step->isInteger() && step->integer < firstStep) {
-      kept += line;
-      kept += '\n';
-    } else {
-      ++dropped;
-    }
-  }
-  if (kept.size() == content.size())
-    return dropped;
-  Status s = detail::writeFileAtomically(
-      path, "metrics file", [&](std::FILE *file) {
-        return detail::writeAll(file, kept.data(), kept.size(), path);
-      });
-  if (!s.ok())
-    return s;
-  return dropped;
-}
 
 //===----------------------------------------------------------------------===//
 // The run

@@ -45,6 +45,12 @@ struct StepMetrics {
 /// The JSON line for `m`, without the trailing newline.
 std::string formatMetricsLine(const StepMetrics &m);
 
+/// Drops the lines of an existing metrics file that a resumed run is about
+/// to write again (step >= firstStep) and any unreadable (e.g. half-written)
+/// line, so that the appended file has each step once. A missing file is
+/// fine. Returns the number of lines dropped.
+Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep);
+
 class MetricsWriter {
 public:
   /// Opens `path` for writing (truncating) or appending (e.g. on resume).
