@@ -209,9 +209,18 @@ struct Comm::Impl {
                1);
   }
 
+  /// Slot ids to wait for, without allocating (a wait is on the hot path
+  /// of started collectives and pipeline messages).
+  struct SlotIds {
+    const int *first;
+    size_t count;
+    const int *begin() const { return first; }
+    const int *end() const { return first + count; }
+  };
+
   /// Polls the requests of slots ids until all complete. On success or
   /// error the slots are released.
-  Status waitSlots(const std::vector<int> &ids, const char *what) {
+  Status waitSlots(SlotIds ids, const char *what) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
     std::string error;
@@ -627,9 +636,9 @@ Status Comm::wait(Request &r, const char *what) {
     impl_->abortJob(std::string("internal error: wait for ") + what +
                         " on a request that is not pending",
                     1);
-  std::vector<int> ids{r.id};
+  int id = r.id;
   r.id = -1;
-  return impl_->waitSlots(ids, what);
+  return impl_->waitSlots({&id, 1}, what);
 }
 
 bool Comm::test(Request &r) {
@@ -668,7 +677,7 @@ Status Comm::waitAll(std::vector<Request> &rs, const char *what) {
   }
   if (ids.empty())
     return Status::success();
-  return impl_->waitSlots(ids, what);
+  return impl_->waitSlots({ids.data(), ids.size()}, what);
 }
 
 void Comm::barrier() {
@@ -676,7 +685,7 @@ void Comm::barrier() {
   MPI_Request q = MPI_REQUEST_NULL;
   int rc = MPI_Ibarrier(impl_->world, &q);
   impl_->add(id, rc, q, "MPI_Ibarrier");
-  Status s = impl_->waitSlots({id}, "barrier");
+  Status s = impl_->waitSlots({&id, 1}, "barrier");
   if (!s.ok()) { // the message already names the rank
     std::fprintf(stderr, "train: error: %s\n", s.message().c_str());
     std::fflush(stderr);
