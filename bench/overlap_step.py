@@ -30,27 +30,14 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from gpt_onnx import export_gpt
+
 MODELS = {"small": dict(B=8, T=64, D=128, L=4, H=4, V=512),
           "29m": dict(B=8, T=128, D=512, L=8, H=8, V=8192)}
 MESHES = {"dp2": (2, 1), "tp2": (1, 2), "dp2tp2": (2, 2)}
 WARMUP = 3
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
-
-def export(path, c):
-    if os.path.exists(path):
-        return
-    import torch
-    sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
-    import export_models as em
-    torch.manual_seed(0)
-    model = em.GPT2(vocab_size=c["V"], n_embd=c["D"], n_head=c["H"], n_layer=c["L"],
-                    block_size=c["T"])
-    torch.onnx.export(model, (torch.zeros(1, c["T"], dtype=torch.int64),), path,
-                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      dynamic_axes={"input_ids": {0: "batch"}})
 
 
 def main():
@@ -65,7 +52,7 @@ def main():
     c = MODELS[args.model]
     os.makedirs(args.workdir, exist_ok=True)
     onnx_path = os.path.join(args.workdir, "gpt-%s.onnx" % args.model)
-    export(onnx_path, c)
+    export_gpt(onnx_path, c["V"], c["D"], c["H"], c["L"], c["T"])
     tokens = os.path.join(args.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, c["V"], 200000).astype(np.uint16).tofile(tokens)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")

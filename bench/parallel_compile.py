@@ -20,22 +20,10 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from gpt_onnx import export_gpt
+
 BATCH, SEQ = 8, 1024
 
-
-def export(path):
-    if os.path.exists(path):
-        return
-    import torch
-    sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
-    import export_models as em
-    torch.manual_seed(0)
-    model = em.GPT2(vocab_size=50304, n_embd=768, n_head=12, n_layer=12, block_size=SEQ)
-    ids = torch.zeros(1, SEQ, dtype=torch.int64)
-    torch.onnx.export(model, (ids,), path, opset_version=17, input_names=["input_ids"],
-                      output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, dynamic_axes={"input_ids": {0: "batch"}})
 
 
 def timed(cmd):
@@ -107,7 +95,7 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     onnx_path = os.path.join(args.workdir, "gpt2_124m_dynbatch.onnx")
     t0 = time.time()
-    export(onnx_path)
+    export_gpt(onnx_path, 50304, 768, 12, 12, SEQ)
     print("GPT-2 124M shape (12 layers, d=768, vocab 50304, seq %d), batch %d; exported in %.1f s"
           % (SEQ, BATCH, time.time() - t0))
     compile_ = os.path.join(os.path.abspath(args.bin), "merak-compile")

@@ -26,25 +26,13 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from gpt_onnx import export_gpt
+
 B, T, D, LAYERS, HEADS, VOCAB = 8, 64, 128, 4, 4, 512
 WARMUP = 3
 MESHES = ["1,1,1", "2,1,1", "1,2,1", "1,1,2", "2,2,1", "1,2,2", "2,1,2", "2,2,2"]
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
-
-def export(path):
-    if os.path.exists(path):
-        return
-    import torch
-    sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
-    import export_models as em
-    torch.manual_seed(0)
-    model = em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=T)
-    ids = torch.zeros(1, T, dtype=torch.int64)
-    torch.onnx.export(model, (ids,), path, opset_version=17, input_names=["input_ids"],
-                      output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, dynamic_axes={"input_ids": {0: "batch"}})
 
 
 def first_error(text):
@@ -66,7 +54,7 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     onnx_path = os.path.join(args.workdir, "gpt_d%d_l%d.onnx" % (D, LAYERS))
-    export(onnx_path)
+    export_gpt(onnx_path, VOCAB, D, HEADS, LAYERS, T)
     tokens = os.path.join(args.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 100000).astype(np.uint16).tofile(tokens)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")

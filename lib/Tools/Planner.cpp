@@ -311,11 +311,7 @@ struct Planner {
     if (costs.actBytes.empty())
       costs.actBytes.push_back(0.0);
     costs.gradBytes = costs.actBytes;
-    costs.bandwidth = profile.intraNode.bandwidth;
-    costs.latency = profile.intraNode.latency;
-    costs.interBandwidth = profile.interNode.bandwidth;
-    costs.interLatency = profile.interNode.latency;
-    costs.node = stageNodes(p, c.dp, c.tp, profile.devicesPerNode);
+    setLinkCosts(costs, profile, p, c.dp, c.tp);
     // Interleaved: model stage k runs on device stage k % p.
     if (v > 1) {
       SmallVector<int64_t> nodes;

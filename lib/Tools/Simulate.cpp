@@ -81,6 +81,15 @@ int64_t staticBytes(Type t) {
 
 } // namespace
 
+void mlir::merak::setLinkCosts(PipelineCostModel &costs, const DeviceProfile &profile,
+                               int64_t pp, int64_t dp, int64_t tp) {
+  costs.bandwidth = profile.intraNode.bandwidth;
+  costs.latency = profile.intraNode.latency;
+  costs.interBandwidth = profile.interNode.bandwidth;
+  costs.interLatency = profile.interNode.latency;
+  costs.node = stageNodes(pp, dp, tp, profile.devicesPerNode);
+}
+
 StringRef mlir::merak::paramDtype(ModuleOp module) {
   for (ParamOp p : module.getOps<ParamOp>()) {
     Type e = p.getTensorType().getElementType();
@@ -193,11 +202,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   if (costs.actBytes.empty())
     costs.actBytes.push_back(0.0);
   costs.gradBytes = costs.actBytes;
-  costs.bandwidth = prof.intraNode.bandwidth;
-  costs.latency = prof.intraNode.latency;
-  costs.interBandwidth = prof.interNode.bandwidth;
-  costs.interLatency = prof.interNode.latency;
-  costs.node = stageNodes(p, options.dp, options.tp, prof.devicesPerNode);
+  setLinkCosts(costs, prof, p, options.dp, options.tp);
 
   auto program = buildPipelineSchedule(r->kind, p, r->microbatches, v);
   FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs, trace, &error);

@@ -11,6 +11,7 @@
 #define MERAK_TOOLS_SIMULATE_H
 
 #include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
 #include "merak/Tools/Report.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/JSON.h"
@@ -34,6 +35,11 @@ struct SimulateOptions {
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.
 SmallVector<int64_t> stageNodes(int64_t pp, int64_t dp, int64_t tp, int64_t devicesPerNode);
+
+/// The pipeline messages' links of `costs`: the profile's intra- and
+/// inter-node bandwidth and latency, and each stage's node (stageNodes).
+void setLinkCosts(PipelineCostModel &costs, const DeviceProfile &profile, int64_t pp, int64_t dp,
+                  int64_t tp);
 
 /// Seconds of the collectives in `traffic` ("<kind> <group>" -> count and
 /// bytes) of pipeline stage `stage`: ring all-reduce, reduce-scatter and
