@@ -33,6 +33,14 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
     StringRef opt = training.optimizer;
     rc.optimizerSlots = opt.contains("optimizer=sgd") ? 1 : 2;
     pm.addPass(createMerakRecompute(rc));
+    // Zero-bubble and shifted-critical-path schedules run the backward in
+    // parts (weight gradients later; the recomputation earlier).
+    if (pipeline.schedule == "zb-h1" || pipeline.schedule == "zb-h2" ||
+        pipeline.schedule == "shifted-critical-path") {
+      MerakSplitBackwardOptions split;
+      split.schedule = pipeline.schedule;
+      pm.addPass(createMerakSplitBackward(split));
+    }
   }
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   if (failed(opt->initializeOptions(training.optimizer, [&](const Twine &msg) {

@@ -53,8 +53,32 @@ struct Slot {
   bool f64 = false;
 };
 struct Fragment {
+  int64_t stage = 0;
+  std::string kind; // forward, backward, update, forward_keep, recompute, backward_weight
   std::vector<Slot> args, results;
 };
+/// Values kept between two fragments of a micro-batch on a stage: the
+/// forward's stash, the recomputation's rstash, the input-gradient
+/// backward's wstash. A buffer per micro-batch in flight, from a pool.
+enum KeptKind { Stash, RStash, WStash, NumKept };
+int keptKind(const std::string &name) {
+  return name == "stash" ? Stash : name == "rstash" ? RStash : name == "wstash" ? WStash : -1;
+}
+const char *keptName(int k) { return k == Stash ? "stash" : k == RStash ? "rstash" : "wstash"; }
+/// The fragment kind an instruction runs; nullptr for the others.
+const char *fragmentKindOf(const std::string &op) {
+  if (op == "fwd")
+    return "forward";
+  if (op == "fwd-keep")
+    return "forward_keep";
+  if (op == "rcp")
+    return "recompute";
+  if (op == "bwd")
+    return "backward";
+  if (op == "bwd-w")
+    return "backward_weight";
+  return nullptr;
+}
 struct Tensor {
   uint64_t offset = 0, bytes = 0;
   bool f64 = false;
@@ -102,8 +126,13 @@ struct PipelineRunner::Impl {
   Comm *comm = nullptr;
   int64_t stages = 1, microbatches = 1, stage = 0, dp = 1;
   std::vector<Fragment> fragments;
+  /// This stage's fragments by kind (index into fragments).
+  std::map<std::string, int64_t> mine;
+  /// The kind after which a micro-batch's kept buffers go back to their
+  /// pools: its last fragment (the weight gradient when split off).
+  std::string finalKind = "backward";
   std::vector<Instr> program;
-  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0, stashBytes = 0;
+  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
   std::vector<Tensor> accumulators;
   struct Shared {
     Tensor acc;
@@ -120,18 +149,23 @@ struct PipelineRunner::Impl {
   // Per micro-batch buffers: stashed stage inputs, outgoing activations,
   // incoming and outgoing gradients.
   std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
-  // Activations a forward stashes for its backward (merak-recompute): a
-  // buffer taken from a pool at the forward and returned after the
-  // backward, so the pool grows to the micro-batches in flight (1F1B:
-  // min(m, stages - stage)), not to m.
-  std::vector<Bytes> stashPool;
-  std::vector<char *> stashFree, stashOf;
+  // Kept values (stash, rstash, wstash): a buffer taken from a pool by the
+  // first fragment of a micro-batch that writes it and returned after the
+  // micro-batch's last fragment, so each pool grows to the micro-batches in
+  // flight (1F1B: min(m, stages - stage)), not to m.
+  struct Kept {
+    uint64_t bytes = 0;
+    std::vector<Bytes> pool;
+    std::vector<char *> free, of;
+  };
+  Kept kept[NumKept];
   std::vector<Comm::Request> recvAct, recvGrad, sends;
   double lossSum = 0;
 
   void parse(const json::Value &root);
   Status run(char *A, char *P, const char *C, int64_t step);
   void copyArgs(const Fragment &f, char *A, int64_t mb);
+  Status compute(const std::string &kind, int64_t mb, char *A, char *P, const char *C);
   Status update(char *A, char *P, const char *C, int64_t step);
 };
 
@@ -148,6 +182,12 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     bad("this rank's stage is outside the pipeline");
   for (const json::Value &f : at(pl, "fragments").array) {
     Fragment fr;
+    fr.stage = integer(f, "stage");
+    fr.kind = str(f, "kind");
+    if (fr.stage >= stages)
+      bad("a fragment's stage is outside the pipeline");
+    if (fr.stage == stage && !mine.emplace(fr.kind, fragments.size()).second)
+      bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(stage));
     for (const char *list : {"args", "results"})
       for (const json::Value &s : at(f, list).array) {
         Slot slot;
@@ -163,20 +203,27 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       }
     fragments.push_back(std::move(fr));
   }
-  if (static_cast<int64_t>(fragments.size()) != 3 * stages)
-    bad("expected 3 fragments per stage");
+  for (const char *k : {"forward", "backward", "update"})
+    if (!mine.count(k))
+      bad(std::string("stage ") + std::to_string(stage) + " has no \"" + k + "\" fragment");
+  if (mine.count("backward_weight"))
+    finalKind = "backward_weight";
   const json::Value &info = at(pl, "stage_info").array.at(stage);
   actIn = integer(info, "act_in_bytes");
   actOut = integer(info, "act_out_bytes");
   cotIn = integer(info, "cot_in_bytes");
   cotOut = integer(info, "cot_out_bytes");
-  stashBytes = optInteger(info, "stash_bytes");
+  for (int k = 0; k < NumKept; ++k)
+    kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
   for (const json::Value &i : at(pl, "programs").array.at(stage).array) {
     if (!i.isArray() || i.array.size() != 2 || !i.array[0].isString() || !i.array[1].isInteger())
       bad("bad instruction");
     if (i.array[1].integer >= microbatches)
       bad("instruction micro-batch out of range");
     program.push_back({i.array[0].string, i.array[1].integer});
+    if (const char *kind = fragmentKindOf(program.back().op); kind && !mine.count(kind))
+      bad("instruction \"" + program.back().op + "\" needs a \"" + kind +
+          "\" fragment, which stage " + std::to_string(stage) + " lacks");
   }
 
   std::map<std::string, Tensor> params;
@@ -228,7 +275,8 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     cotInBuf.push_back(allocate(cotIn));
     cotOutBuf.push_back(allocate(cotOut));
   }
-  stashOf.assign(microbatches, nullptr);
+  for (Kept &k : kept)
+    k.of.assign(microbatches, nullptr);
   recvAct.resize(microbatches);
   recvGrad.resize(microbatches);
 }
@@ -246,11 +294,56 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
       src = actInBuf[mb].get() + s.msgOffset;
     else if (s.kind == "cot")
       src = cotInBuf[mb].get() + s.msgOffset;
-    else if (s.kind == "stash")
-      src = stashOf[mb] + s.msgOffset;
+    else if (int k = keptKind(s.kind); k >= 0)
+      src = kept[k].of[mb] + s.msgOffset;
     if (src)
       std::memcpy(A + s.offset, src, s.bytes);
   }
+}
+
+/// Runs this stage's fragment `kind` for micro-batch `mb`: kept buffers
+/// it writes are taken from their pools, those it reads must hold an
+/// earlier fragment's values, and after the micro-batch's last fragment
+/// every buffer it holds goes back.
+Status PipelineRunner::Impl::compute(const std::string &kind, int64_t mb, char *A, char *P,
+                                     const char *C) {
+  int64_t k = mine.at(kind);
+  const Fragment &f = fragments[k];
+  for (const Slot &s : f.args)
+    if (int c = keptKind(s.kind); c >= 0 && !kept[c].of[mb])
+      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " reads " +
+                           keptName(c) + " values no earlier fragment wrote");
+  for (const Slot &s : f.results) {
+    int c = keptKind(s.kind);
+    if (c < 0 || kept[c].of[mb])
+      continue;
+    Kept &pool = kept[c];
+    if (pool.free.empty()) {
+      pool.pool.push_back(allocate(pool.bytes));
+      pool.free.push_back(pool.pool.back().get());
+    }
+    pool.of[mb] = pool.free.back();
+    pool.free.pop_back();
+  }
+  copyArgs(f, A, mb);
+  merak_run_fragment(k, A, P, C);
+  for (const Slot &s : f.results) {
+    if (s.kind == "act")
+      std::memcpy(actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+    else if (s.kind == "cot")
+      std::memcpy(cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+    else if (int c = keptKind(s.kind); c >= 0)
+      std::memcpy(kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
+    else if (s.kind == "loss")
+      lossSum += readScalar(A + s.offset, s.f64);
+  }
+  if (kind == finalKind)
+    for (Kept &pool : kept)
+      if (pool.of[mb]) {
+        pool.free.push_back(pool.of[mb]);
+        pool.of[mb] = nullptr;
+      }
+  return Status();
 }
 
 Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t step) {
@@ -296,11 +389,12 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
     }
     std::memcpy(P + sh.acc.offset, sum.data(), sh.acc.bytes);
   }
-  const Fragment &f = fragments[3 * stage + 2];
+  int64_t k = mine.at("update");
+  const Fragment &f = fragments[k];
   for (const Slot &s : f.args)
     if (s.kind == "step")
       std::memcpy(A + s.offset, &step, sizeof(step));
-  merak_run_fragment(3 * stage + 2, A, P, C);
+  merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results)
     if (s.kind == "grad_norm" || s.kind == "lr")
       std::memcpy(A + s.outOffset, A + s.offset, s.bytes);
@@ -334,37 +428,9 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
         if (Status s = comm->waitAll(sends, "send of activations or gradients"); !s.ok())
           return s;
       sends.clear();
-    } else if (in.op == "fwd" || in.op == "bwd") {
-      bool fwd = in.op == "fwd";
-      int64_t k = 3 * stage + (fwd ? 0 : 1);
-      const Fragment &f = fragments[k];
-      if (fwd && stashBytes && !stashOf[mb]) {
-        if (stashFree.empty()) {
-          stashPool.push_back(allocate(stashBytes));
-          stashFree.push_back(stashPool.back().get());
-        }
-        stashOf[mb] = stashFree.back();
-        stashFree.pop_back();
-      } else if (!fwd && stashBytes && !stashOf[mb]) {
-        return Status::error("backward of micro-batch " + std::to_string(mb) +
-                             " before its forward");
-      }
-      copyArgs(f, A, mb);
-      merak_run_fragment(k, A, P, C);
-      if (!fwd && stashOf[mb]) {
-        stashFree.push_back(stashOf[mb]);
-        stashOf[mb] = nullptr;
-      }
-      for (const Slot &s : f.results) {
-        if (s.kind == "act")
-          std::memcpy(actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "cot")
-          std::memcpy(cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "stash")
-          std::memcpy(stashOf[mb] + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "loss")
-          lossSum += readScalar(A + s.offset, s.f64);
-      }
+    } else if (const char *kindName = fragmentKindOf(in.op)) {
+      if (Status st = compute(kindName, mb, A, P, C); !st.ok())
+        return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())
         return s;
