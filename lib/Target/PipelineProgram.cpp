@@ -50,9 +50,13 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
   if (!plan)
     return module.emitError("not a pipeline module (run merak-pipeline)");
   int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t ranks = stages / (v ? v.getInt() : 1);
   SmallVector<func::FuncOp> out;
   for (int64_t s = 0; s < stages; ++s) {
     for (StringRef kind : {"forward", "backward", "update"}) {
+      if (kind == "update" && s >= ranks)
+        continue; // interleaved: one update per rank, on its first chunk
       std::string name = ("stage" + Twine(s) + "_" + kind).str();
       auto fn = module.lookupSymbol<func::FuncOp>(name);
       if (!fn)
@@ -132,7 +136,12 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   if (failed(fragsOr) || !lossFn || !paramsBytes || !constsBytes || !initBytes)
     return module.emitError("no planned pipeline program (run merak-plan-memory)");
   SmallVector<func::FuncOp> frags = *fragsOr;
+  // Model stages; interleaved: `chunks` of them per rank (model stage k on
+  // rank k mod ranks).
   int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  auto virtualAttr = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t chunks = virtualAttr ? virtualAttr.getInt() : 1;
+  int64_t ranks = stages / chunks;
   int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
   auto scheduleName = plan.getAs<StringAttr>("schedule");
   FailureOr<PipelineScheduleKind> kind =
@@ -382,7 +391,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       auto &h = holders[acc];
       if (h.empty())
         order.push_back(acc);
-      h.push_back(s);
+      if (!llvm::is_contained(h, (int64_t)s % ranks)) // the holder ranks
+        h.push_back(s % ranks);
     }
   json::Array shared;
   for (const std::string &acc : order)
@@ -394,7 +404,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     }
 
   json::Array stageInfo, programs;
-  auto program = buildPipelineSchedule(*kind, stages, m);
+  auto program = buildPipelineSchedule(*kind, ranks, m, chunks);
   for (int64_t s = 0; s < stages; ++s) {
     json::Array owned;
     for (Attribute n : cast<ArrayAttr>(owners[s]))
@@ -422,9 +432,12 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
                                      {"wstash_bytes", kept["wstash"][s].bytes},
                                      {"owned", std::move(owned)},
                                      {"params", std::move(params)}});
+  }
+  for (int64_t r = 0; r < ranks; ++r) {
     json::Array instrs;
-    for (const PipelineInstr &i : program[s])
-      instrs.push_back(json::Array{pipelineInstrName(i.kind).str(), i.mb});
+    for (const PipelineInstr &i : program[r])
+      instrs.push_back(chunks > 1 ? json::Array{pipelineInstrName(i.kind).str(), i.mb, i.chunk}
+                                  : json::Array{pipelineInstrName(i.kind).str(), i.mb});
     programs.push_back(std::move(instrs));
   }
 
@@ -435,6 +448,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   if (!info.optimizer.empty())
     defaults["optimizer"] = info.optimizer;
   json::Object pipeline{{"stages", stages},
+                        {"virtual_stages", chunks},
                         {"microbatches", m},
                         {"schedule", pipelineScheduleName(*kind).str()},
                         {"fragments", std::move(fragments)},
@@ -456,7 +470,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
                         {"hparams", std::move(hparams)},
                         {"defaults", std::move(defaults)},
                         {"ops", std::move(ops)},
-                        {"mesh", json::Object{{"pp", stages}, {"dp", info.dp}, {"tp", info.tp}}},
+                        {"mesh", json::Object{{"pp", ranks}, {"dp", info.dp}, {"tp", info.tp}}},
                         {"pipeline", std::move(pipeline)}};
   manifestOs << json::Value(std::move(manifest));
   return success();

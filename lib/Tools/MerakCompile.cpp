@@ -120,9 +120,9 @@ struct CommandLine {
       cl::init("cpu"), cl::cat(cat)};
   cl::opt<std::string> schedule{
       "schedule",
-      cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
-               "zb-h1 or zb-h2; interleaved and zb-* are instruction lists for --compile-to=schedule "
-               "and --simulate only (the runtime does not run them yet)"),
+      cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages), "
+               "zb-h1 or zb-h2 (zero bubble: the backward split into input and weight "
+               "gradients)"),
       cl::init("1f1b"), cl::cat(cat)};
   cl::opt<std::string> recompute{
       "recompute",

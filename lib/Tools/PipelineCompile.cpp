@@ -17,7 +17,8 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   // stages hold shards and the tp collectives (differentiated per stage).
   addForwardToLossPasses(pm, training);
   MerakPipelineOptions cut;
-  cut.pp = pipeline.pp;
+  cut.pp = pipeline.pp * pipeline.virtualStages;
+  cut.virtualStages = pipeline.virtualStages;
   cut.microbatches = pipeline.microbatches;
   cut.dp = training.dp;
   cut.zero = training.zero;
@@ -99,7 +100,7 @@ std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
   auto v = plan.getAs<IntegerAttr>("virtual_stages");
   return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
                               .value_or(PipelineScheduleKind::OneFOneB),
-                          plan.getAs<IntegerAttr>("stages").getInt(),
+                          plan.getAs<IntegerAttr>("stages").getInt() / (v ? v.getInt() : 1),
                           plan.getAs<IntegerAttr>("microbatches").getInt(), v ? v.getInt() : 1};
 }
 

@@ -7,7 +7,7 @@
 //              + tp collectives of the forward / m
 //   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
-//   1/v per chunk)
+//   each model chunk its own fragments)
 //   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
 //              + the update's collectives (the dp gradient all-reduce)
 // Messages take latency + bytes / bandwidth on the intra-node link, or the
@@ -135,7 +135,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   ro.pp = r->stages;
   ro.microbatches = r->microbatches;
   FailureOr<std::vector<StageCosts>> stages = collectStageCosts(module, ro);
-  if (failed(stages) || (int64_t)stages->size() != r->stages) {
+  // One StageCosts per model stage: stages x virtual stages (interleaved).
+  if (failed(stages) || (int64_t)stages->size() != r->stages * r->virtualStages) {
     error = "cannot read the per-stage costs of the program";
     return failure();
   }
@@ -159,29 +160,34 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
       t += std::max(f / rate, prof.memoryBandwidth > 0 ? b / prof.memoryBandwidth : 0.0);
     return t;
   };
+  // Model stage k (chunk k / p of rank k mod p under interleaving) has its
+  // own fragments; a rank's update (and the parameters and optimizer state
+  // it streams) is on model stage s < p and covers all its chunks.
+  for (int64_t k = 0; k < p * v; ++k) {
+    const StageCosts &c = (*stages)[k];
+    fwd.push_back(roofline(c.forwardOps, c.forwardFlops) +
+                  collectiveSeconds(c.forward, k % p, options) / m);
+    bwd.push_back(roofline(c.backwardOps, c.backwardFlops) +
+                  collectiveSeconds(c.backward, k % p, options) / m);
+  }
   for (int64_t s = 0; s < p; ++s) {
     const StageCosts &c = (*stages)[s];
-    fwd.push_back((roofline(c.forwardOps, c.forwardFlops) +
-                   collectiveSeconds(c.forward, s, options) / m) /
-                  v);
-    bwd.push_back((roofline(c.backwardOps, c.backwardFlops) +
-                   collectiveSeconds(c.backward, s, options) / m) /
-                  v);
-    double memory = 2.0 * (c.paramBytes + c.stateBytes) / prof.memoryBandwidth;
+    double bytes = 0;
+    for (int64_t k = s; k < p * v; k += p)
+      bytes += (*stages)[k].paramBytes + (*stages)[k].stateBytes;
+    double memory = 2.0 * bytes / prof.memoryBandwidth;
     costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +
                                 collectiveSeconds(c.update, s, options));
   }
-  // Model stage k = c * p + s runs 1/v of stage s's work.
   for (int64_t k = 0; k < p * v; ++k) {
-    costs.forward.push_back(fwd[k % p]);
-    costs.backward.push_back(split ? bwd[k % p] / 2 : bwd[k % p]);
-    costs.weight.push_back(split ? bwd[k % p] / 2 : 0.0);
+    costs.forward.push_back(fwd[k]);
+    costs.backward.push_back(split ? bwd[k] / 2 : bwd[k]);
+    costs.weight.push_back(split ? bwd[k] / 2 : 0.0);
   }
-  // Messages: the activations stage c's forward sends ("act:N" results),
-  // the same bytes back as gradients. Interleaved chunks have no cuts of
-  // their own: every boundary takes the largest cut's bytes.
+  // Messages: the activations model stage c's forward sends ("act:N"
+  // results), the same bytes back as gradients.
   SmallVector<double> cut;
-  for (int64_t c = 0; c + 1 < p; ++c) {
+  for (int64_t c = 0; c + 1 < p * v; ++c) {
     double bytes = 0;
     if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
       for (unsigned i = 0; i < f.getNumResults(); ++i)
@@ -190,15 +196,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
           bytes += staticBytes(f.getResultTypes()[i]);
     cut.push_back(bytes);
   }
-  costs.actBytes.clear();
-  if (v == 1) {
-    costs.actBytes.assign(cut.begin(), cut.end());
-  } else {
-    double largest = 0;
-    for (double b : cut)
-      largest = std::max(largest, b);
-    costs.actBytes.assign(p * v - 1, largest);
-  }
+  costs.actBytes.assign(cut.begin(), cut.end());
   if (costs.actBytes.empty())
     costs.actBytes.push_back(0.0);
   costs.gradBytes = costs.actBytes;
@@ -218,11 +216,16 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
   for (int64_t s = 0; s < p; ++s) {
-    const StageCosts &c = (*stages)[s];
-    // A stashed (micro-batch, chunk) pair holds 1/v of the stage's stash.
-    int64_t perPair = c.stashBytes / r->microbatches / v;
-    step.peakMemoryBytes.push_back(c.paramBytes + c.stateBytes + c.accumulatorBytes +
-                                   c.arenaPeakBytes + perPair * sim->peakInFlight[s]);
+    // A rank holds every chunk's parameters; a stashed (micro-batch, chunk)
+    // pair holds on average its chunks' stash per micro-batch.
+    int64_t bytes = 0, stash = 0, arena = 0;
+    for (int64_t k = s; k < p * v; k += p) {
+      const StageCosts &c = (*stages)[k];
+      bytes += c.paramBytes + c.stateBytes + c.accumulatorBytes;
+      stash += c.stashBytes / r->microbatches;
+      arena = std::max(arena, c.arenaPeakBytes);
+    }
+    step.peakMemoryBytes.push_back(bytes + arena + stash / v * sim->peakInFlight[s]);
   }
   return step;
 }

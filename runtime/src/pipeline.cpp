@@ -85,8 +85,10 @@ struct Tensor {
 };
 struct Instr {
   std::string op;
-  int64_t mb = -1;
+  int64_t mb = -1, chunk = 0;
 };
+/// Tags of the tied-parameter gradient exchange; message tags stay below.
+constexpr int kTiedTagBase = 30000;
 
 struct AlignedFree {
   void operator()(char *p) const { std::free(p); }
@@ -124,31 +126,12 @@ void writeScalar(char *p, bool f64, double value) {
 
 struct PipelineRunner::Impl {
   Comm *comm = nullptr;
-  int64_t stages = 1, microbatches = 1, stage = 0, dp = 1;
+  /// Model stages, of which this rank runs `chunks` (interleaved 1F1B:
+  /// virtual stages): chunk c is model stage c * ranks + rank.
+  int64_t stages = 1, ranks = 1, chunks = 1, microbatches = 1, rank = 0, dp = 1;
   std::vector<Fragment> fragments;
-  /// This stage's fragments by kind (index into fragments).
-  std::map<std::string, int64_t> mine;
-  /// The kind after which a micro-batch's kept buffers go back to their
-  /// pools: its last fragment (the weight gradient when split off).
-  std::string finalKind = "backward";
   std::vector<Instr> program;
-  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
-  std::vector<Tensor> accumulators;
-  struct Shared {
-    Tensor acc;
-    std::vector<int> stages;
-  };
-  std::vector<Shared> shared;
-  /// Param name -> the first stage whose fragments use it; and the params
-  /// this rank's stage uses (stage_info "params").
-  std::map<std::string, int> firstUser;
-  std::set<std::string> usedHere;
-  Tensor tokens, labels, loss;
-  bool haveTokens = false, haveLabels = false, haveLoss = false;
-
-  // Per micro-batch buffers: stashed stage inputs, outgoing activations,
-  // incoming and outgoing gradients.
-  std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
+  int64_t updateFragment = -1;
   // Kept values (stash, rstash, wstash): a buffer taken from a pool by the
   // first fragment of a micro-batch that writes it and returned after the
   // micro-batch's last fragment, so each pool grows to the micro-batches in
@@ -158,36 +141,85 @@ struct PipelineRunner::Impl {
     std::vector<Bytes> pool;
     std::vector<char *> free, of;
   };
-  Kept kept[NumKept];
-  std::vector<Comm::Request> recvAct, recvGrad, sends;
+  /// One model stage this rank runs.
+  struct Chunk {
+    int64_t stage = 0; ///< model stage
+    /// Its fragments by kind (index into fragments).
+    std::map<std::string, int64_t> frags;
+    /// The kind after which a micro-batch's kept buffers go back to their
+    /// pools: its last fragment (the weight gradient when split off).
+    std::string finalKind = "backward";
+    uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
+    Kept kept[NumKept];
+    // Per micro-batch: the stage inputs (held until the micro-batch's last
+    // fragment), outgoing activations, incoming and outgoing gradients.
+    std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
+    std::vector<Comm::Request> recvAct, recvGrad;
+  };
+  std::vector<Chunk> mine;
+  std::vector<Tensor> accumulators;
+  struct Shared {
+    Tensor acc;
+    std::vector<int> stages; ///< the ranks holding it
+  };
+  std::vector<Shared> shared;
+  /// Param name -> the rank that owns it (initialises and checkpoints it);
+  /// and the params this rank's chunks use (stage_info "params").
+  std::map<std::string, int> firstUser;
+  std::set<std::string> usedHere;
+  Tensor tokens, labels, loss;
+  bool haveTokens = false, haveLabels = false, haveLoss = false;
+  std::vector<Comm::Request> sends;
   double lossSum = 0;
 
   void parse(const json::Value &root);
   Status run(char *A, char *P, const char *C, int64_t step);
-  void copyArgs(const Fragment &f, char *A, int64_t mb);
-  Status compute(const std::string &kind, int64_t mb, char *A, char *P, const char *C);
+  void copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
+  Status compute(const std::string &kind, Chunk &ch, int64_t mb, char *A, char *P,
+                 const char *C);
   Status update(char *A, char *P, const char *C, int64_t step);
+  /// Message tag of the activations (grad = false) or gradients into model
+  /// stage `to` for micro-batch `mb`; below the tied-exchange tags.
+  int tag(int64_t to, int64_t mb, bool grad) const {
+    return static_cast<int>(2 * (to * microbatches + mb) + (grad ? 1 : 0));
+  }
 };
 
 void PipelineRunner::Impl::parse(const json::Value &root) {
   const json::Value &pl = at(root, "pipeline");
   stages = integer(pl, "stages");
   microbatches = integer(pl, "microbatches");
-  if (stages < 1 || microbatches < 1 || microbatches > 16000)
-    bad("bad stages or microbatches");
+  chunks = pl.get("virtual_stages") ? integer(pl, "virtual_stages") : 1;
+  if (stages < 1 || microbatches < 1 || chunks < 1 || stages % chunks != 0)
+    bad("bad stages, virtual_stages or microbatches");
+  if (2 * stages * microbatches > kTiedTagBase)
+    bad("too many stages x micro-batches (" + std::to_string(stages * microbatches) +
+        ", at most " + std::to_string(kTiedTagBase / 2) + ")");
+  ranks = stages / chunks;
   if (const json::Value *mesh = root.get("mesh"))
     dp = mesh->get("dp") ? integer(*mesh, "dp") : 1;
-  stage = comm ? comm->coord().pp : 0;
-  if (stage >= stages)
+  rank = comm ? comm->coord().pp : 0;
+  if (rank >= ranks)
     bad("this rank's stage is outside the pipeline");
+  mine.resize(chunks);
+  for (int64_t c = 0; c < chunks; ++c)
+    mine[c].stage = c * ranks + rank;
   for (const json::Value &f : at(pl, "fragments").array) {
     Fragment fr;
     fr.stage = integer(f, "stage");
     fr.kind = str(f, "kind");
     if (fr.stage >= stages)
       bad("a fragment's stage is outside the pipeline");
-    if (fr.stage == stage && !mine.emplace(fr.kind, fragments.size()).second)
-      bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(stage));
+    if (fr.stage % ranks == rank) {
+      if (fr.kind == "update") {
+        if (fr.stage != rank || updateFragment >= 0)
+          bad("rank " + std::to_string(rank) + "'s update must be one fragment of stage " +
+              std::to_string(rank));
+        updateFragment = fragments.size();
+      } else if (!mine[fr.stage / ranks].frags.emplace(fr.kind, fragments.size()).second) {
+        bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(fr.stage));
+      }
+    }
     for (const char *list : {"args", "results"})
       for (const json::Value &s : at(f, list).array) {
         Slot slot;
@@ -203,27 +235,45 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       }
     fragments.push_back(std::move(fr));
   }
-  for (const char *k : {"forward", "backward", "update"})
-    if (!mine.count(k))
-      bad(std::string("stage ") + std::to_string(stage) + " has no \"" + k + "\" fragment");
-  if (mine.count("backward_weight"))
-    finalKind = "backward_weight";
-  const json::Value &info = at(pl, "stage_info").array.at(stage);
-  actIn = integer(info, "act_in_bytes");
-  actOut = integer(info, "act_out_bytes");
-  cotIn = integer(info, "cot_in_bytes");
-  cotOut = integer(info, "cot_out_bytes");
-  for (int k = 0; k < NumKept; ++k)
-    kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
-  for (const json::Value &i : at(pl, "programs").array.at(stage).array) {
-    if (!i.isArray() || i.array.size() != 2 || !i.array[0].isString() || !i.array[1].isInteger())
+  if (updateFragment < 0)
+    bad("stage " + std::to_string(rank) + " has no \"update\" fragment");
+  const json::Value &infos = at(pl, "stage_info");
+  for (Chunk &ch : mine) {
+    for (const char *k : {"forward", "backward"})
+      if (!ch.frags.count(k))
+        bad("stage " + std::to_string(ch.stage) + " has no \"" + k + "\" fragment");
+    if (ch.frags.count("backward_weight"))
+      ch.finalKind = "backward_weight";
+    const json::Value &info = infos.array.at(ch.stage);
+    ch.actIn = integer(info, "act_in_bytes");
+    ch.actOut = integer(info, "act_out_bytes");
+    ch.cotIn = integer(info, "cot_in_bytes");
+    ch.cotOut = integer(info, "cot_out_bytes");
+    for (int k = 0; k < NumKept; ++k) {
+      ch.kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
+      ch.kept[k].of.assign(microbatches, nullptr);
+    }
+    for (int64_t mb = 0; mb < microbatches; ++mb) {
+      ch.actInBuf.push_back(allocate(ch.actIn));
+      ch.actOutBuf.push_back(allocate(ch.actOut));
+      ch.cotInBuf.push_back(allocate(ch.cotIn));
+      ch.cotOutBuf.push_back(allocate(ch.cotOut));
+    }
+    ch.recvAct.resize(microbatches);
+    ch.recvGrad.resize(microbatches);
+  }
+  for (const json::Value &i : at(pl, "programs").array.at(rank).array) {
+    size_t n = i.isArray() ? i.array.size() : 0;
+    if ((n != 2 && n != 3) || !i.array[0].isString() || !i.array[1].isInteger() ||
+        (n == 3 && !i.array[2].isInteger()))
       bad("bad instruction");
-    if (i.array[1].integer >= microbatches)
-      bad("instruction micro-batch out of range");
-    program.push_back({i.array[0].string, i.array[1].integer});
-    if (const char *kind = fragmentKindOf(program.back().op); kind && !mine.count(kind))
-      bad("instruction \"" + program.back().op + "\" needs a \"" + kind +
-          "\" fragment, which stage " + std::to_string(stage) + " lacks");
+    Instr in{i.array[0].string, i.array[1].integer, n == 3 ? i.array[2].integer : 0};
+    if (in.mb >= microbatches || in.chunk < 0 || in.chunk >= chunks)
+      bad("instruction micro-batch or chunk out of range");
+    if (const char *kind = fragmentKindOf(in.op); kind && !mine[in.chunk].frags.count(kind))
+      bad("instruction \"" + in.op + "\" needs a \"" + kind + "\" fragment, which stage " +
+          std::to_string(mine[in.chunk].stage) + " lacks");
+    program.push_back(std::move(in));
   }
 
   std::map<std::string, Tensor> params;
@@ -237,16 +287,15 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       bad("no param '" + name + "'");
     return it->second;
   };
-  const json::Value &infos = at(pl, "stage_info");
   for (int64_t s = stages - 1; s >= 0; --s)
     for (const json::Value &n : at(infos.array.at(s), "params").array) {
       param(n.string); // must exist
-      firstUser[n.string] = static_cast<int>(s);
-      if (s == stage)
+      firstUser[n.string] = static_cast<int>(s % ranks);
+      if (s % ranks == rank)
         usedHere.insert(n.string);
     }
-  // Accumulators are zeroed before every step: only this stage's, so that
-  // the pages of other stages' parameters are never touched.
+  // Accumulators are zeroed before every step: only this rank's, so that
+  // the pages of other ranks' parameters are never touched.
   for (const json::Value &a : at(pl, "accumulators").array)
     if (usedHere.count(a.string))
       accumulators.push_back(param(a.string));
@@ -268,20 +317,9 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     if (str(out, "name") == "loss")
       loss = {static_cast<uint64_t>(integer(out, "offset")), 0, str(out, "dtype") == "F64"},
       haveLoss = true;
-
-  for (int64_t mb = 0; mb < microbatches; ++mb) {
-    actInBuf.push_back(allocate(actIn));
-    actOutBuf.push_back(allocate(actOut));
-    cotInBuf.push_back(allocate(cotIn));
-    cotOutBuf.push_back(allocate(cotOut));
-  }
-  for (Kept &k : kept)
-    k.of.assign(microbatches, nullptr);
-  recvAct.resize(microbatches);
-  recvGrad.resize(microbatches);
 }
 
-void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
+void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
   for (const Slot &s : f.args) {
     const char *src = nullptr;
     if (s.kind == "tokens")
@@ -291,33 +329,34 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
     else if (s.kind == "input") // an array input (features, images)
       src = A + s.inputOffset + mb * s.bytes;
     else if (s.kind == "act")
-      src = actInBuf[mb].get() + s.msgOffset;
+      src = ch.actInBuf[mb].get() + s.msgOffset;
     else if (s.kind == "cot")
-      src = cotInBuf[mb].get() + s.msgOffset;
+      src = ch.cotInBuf[mb].get() + s.msgOffset;
     else if (int k = keptKind(s.kind); k >= 0)
-      src = kept[k].of[mb] + s.msgOffset;
+      src = ch.kept[k].of[mb] + s.msgOffset;
     if (src)
       std::memcpy(A + s.offset, src, s.bytes);
   }
 }
 
-/// Runs this stage's fragment `kind` for micro-batch `mb`: kept buffers
-/// it writes are taken from their pools, those it reads must hold an
-/// earlier fragment's values, and after the micro-batch's last fragment
-/// every buffer it holds goes back.
-Status PipelineRunner::Impl::compute(const std::string &kind, int64_t mb, char *A, char *P,
-                                     const char *C) {
-  int64_t k = mine.at(kind);
+/// Runs the chunk's fragment `kind` for micro-batch `mb`: kept buffers it
+/// writes are taken from their pools, those it reads must hold an earlier
+/// fragment's values, and after the micro-batch's last fragment every
+/// buffer it holds goes back.
+Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t mb, char *A,
+                                     char *P, const char *C) {
+  int64_t k = ch.frags.at(kind);
   const Fragment &f = fragments[k];
   for (const Slot &s : f.args)
-    if (int c = keptKind(s.kind); c >= 0 && !kept[c].of[mb])
-      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " reads " +
-                           keptName(c) + " values no earlier fragment wrote");
+    if (int c = keptKind(s.kind); c >= 0 && !ch.kept[c].of[mb])
+      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " on stage " +
+                           std::to_string(ch.stage) + " reads " + keptName(c) +
+                           " values no earlier fragment wrote");
   for (const Slot &s : f.results) {
     int c = keptKind(s.kind);
-    if (c < 0 || kept[c].of[mb])
+    if (c < 0 || ch.kept[c].of[mb])
       continue;
-    Kept &pool = kept[c];
+    Kept &pool = ch.kept[c];
     if (pool.free.empty()) {
       pool.pool.push_back(allocate(pool.bytes));
       pool.free.push_back(pool.pool.back().get());
@@ -325,20 +364,20 @@ Status PipelineRunner::Impl::compute(const std::string &kind, int64_t mb, char *
     pool.of[mb] = pool.free.back();
     pool.free.pop_back();
   }
-  copyArgs(f, A, mb);
+  copyArgs(f, ch, A, mb);
   merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results) {
     if (s.kind == "act")
-      std::memcpy(actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+      std::memcpy(ch.actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
     else if (s.kind == "cot")
-      std::memcpy(cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+      std::memcpy(ch.cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
     else if (int c = keptKind(s.kind); c >= 0)
-      std::memcpy(kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
+      std::memcpy(ch.kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
     else if (s.kind == "loss")
       lossSum += readScalar(A + s.offset, s.f64);
   }
-  if (kind == finalKind)
-    for (Kept &pool : kept)
+  if (kind == ch.finalKind)
+    for (Kept &pool : ch.kept)
       if (pool.of[mb]) {
         pool.free.push_back(pool.of[mb]);
         pool.of[mb] = nullptr;
@@ -353,14 +392,14 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
     const Shared &sh = shared[i];
     bool holds = false;
     for (int s : sh.stages)
-      holds |= s == stage;
+      holds |= s == rank;
     if (!holds || sh.stages.size() < 2)
       continue;
     std::vector<Bytes> theirs(sh.stages.size());
     std::vector<Comm::Request> reqs;
-    int tag = 20000 + static_cast<int>(i % 10000);
+    int tag = kTiedTagBase + static_cast<int>(i % 2000);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
-      if (sh.stages[h] == stage)
+      if (sh.stages[h] == rank)
         continue;
       theirs[h] = allocate(sh.acc.bytes);
       reqs.push_back(comm->recv(Axis::PP, sh.stages[h], theirs[h].get(), sh.acc.bytes, tag));
@@ -370,7 +409,7 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
       return s;
     std::vector<char> sum(sh.acc.bytes);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
-      const char *src = sh.stages[h] == stage ? P + sh.acc.offset : theirs[h].get();
+      const char *src = sh.stages[h] == rank ? P + sh.acc.offset : theirs[h].get();
       if (h == 0) {
         std::memcpy(sum.data(), src, sh.acc.bytes);
         continue;
@@ -389,7 +428,7 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
     }
     std::memcpy(P + sh.acc.offset, sum.data(), sh.acc.bytes);
   }
-  int64_t k = mine.at("update");
+  int64_t k = updateFragment;
   const Fragment &f = fragments[k];
   for (const Slot &s : f.args)
     if (s.kind == "step")
@@ -401,35 +440,41 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
   return Status();
 }
 
+
 Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) {
   for (const Tensor &t : accumulators)
     std::memset(P + t.offset, 0, t.bytes);
   lossSum = 0;
-  const int prev = static_cast<int>(stage) - 1, next = static_cast<int>(stage) + 1;
+  const int prev = static_cast<int>((rank + ranks - 1) % ranks),
+            next = static_cast<int>((rank + 1) % ranks);
   for (const Instr &in : program) {
     int64_t mb = in.mb;
-    int actTag = static_cast<int>(2 * mb), gradTag = static_cast<int>(2 * mb + 1);
+    Chunk &ch = mine[in.chunk];
     if (in.op == "recv-act") {
-      recvAct[mb] = comm->recv(Axis::PP, prev, actInBuf[mb].get(), actIn, actTag);
+      ch.recvAct[mb] =
+          comm->recv(Axis::PP, prev, ch.actInBuf[mb].get(), ch.actIn, tag(ch.stage, mb, false));
     } else if (in.op == "wait-act") {
-      if (Status s = comm->wait(recvAct[mb], "receive of activations"); !s.ok())
+      if (Status s = comm->wait(ch.recvAct[mb], "receive of activations"); !s.ok())
         return s;
     } else if (in.op == "recv-grad") {
-      recvGrad[mb] = comm->recv(Axis::PP, next, cotInBuf[mb].get(), cotIn, gradTag);
+      ch.recvGrad[mb] =
+          comm->recv(Axis::PP, next, ch.cotInBuf[mb].get(), ch.cotIn, tag(ch.stage, mb, true));
     } else if (in.op == "wait-grad") {
-      if (Status s = comm->wait(recvGrad[mb], "receive of gradients"); !s.ok())
+      if (Status s = comm->wait(ch.recvGrad[mb], "receive of gradients"); !s.ok())
         return s;
     } else if (in.op == "send-act") {
-      sends.push_back(comm->send(Axis::PP, next, actOutBuf[mb].get(), actOut, actTag));
+      sends.push_back(comm->send(Axis::PP, next, ch.actOutBuf[mb].get(), ch.actOut,
+                                 tag(ch.stage + 1, mb, false)));
     } else if (in.op == "send-grad") {
-      sends.push_back(comm->send(Axis::PP, prev, cotOutBuf[mb].get(), cotOut, gradTag));
+      sends.push_back(comm->send(Axis::PP, prev, ch.cotOutBuf[mb].get(), ch.cotOut,
+                                 tag(ch.stage - 1, mb, true)));
     } else if (in.op == "wait-sends") {
       if (!sends.empty())
         if (Status s = comm->waitAll(sends, "send of activations or gradients"); !s.ok())
           return s;
       sends.clear();
     } else if (const char *kindName = fragmentKindOf(in.op)) {
-      if (Status st = compute(kindName, mb, A, P, C); !st.ok())
+      if (Status st = compute(kindName, ch, mb, A, P, C); !st.ok())
         return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())
@@ -439,17 +484,17 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
     }
   }
   // The loss: the mean over micro-batches and data-parallel ranks, from the
-  // last stage to every rank.
+  // rank of the last model stage to every rank.
   double mean = lossSum / static_cast<double>(microbatches);
-  if (comm && stage == stages - 1 && dp > 1) {
+  if (comm && rank == ranks - 1 && dp > 1) {
     Comm::Request r = comm->allReduceSum(Axis::DP, &mean, 1, CommType::F64);
     if (Status s = comm->wait(r, "all-reduce of the loss"); !s.ok())
       return s;
     mean /= static_cast<double>(dp);
   }
-  if (comm && stages > 1) {
+  if (comm && ranks > 1) {
     Comm::Request r =
-        comm->broadcast(Axis::PP, &mean, 1, CommType::F64, static_cast<int>(stages - 1));
+        comm->broadcast(Axis::PP, &mean, 1, CommType::F64, static_cast<int>(ranks - 1));
     if (Status s = comm->wait(r, "broadcast of the loss"); !s.ok())
       return s;
   }
@@ -483,7 +528,7 @@ Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(std::string_view 
     return Result<std::unique_ptr<PipelineRunner>>::error(
         "the manifest's pipeline: a list is too short");
   }
-  if (!comm && (impl->stages > 1 || impl->dp > 1))
+  if (!comm && (impl->ranks > 1 || impl->dp > 1))
     return Result<std::unique_ptr<PipelineRunner>>::error(
         "a parallel pipeline program needs its communicator");
   return std::unique_ptr<PipelineRunner>(new PipelineRunner(std::move(impl)));
@@ -499,7 +544,7 @@ int PipelineRunner::ownerStage(const std::string &param) const {
 }
 
 bool PipelineRunner::touches(const std::string &param) const {
-  return impl_->usedHere.count(param) || ownerStage(param) == impl_->stage;
+  return impl_->usedHere.count(param) || ownerStage(param) == impl_->rank;
 }
 
 } // namespace merak::rt

@@ -369,9 +369,18 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     reduce-scatters the accumulated gradients over "dp" (mean) as
     merak-data-parallel does, so that merak-optimizer updates this rank's
     ZeRO parts of them.
+    With `virtual-stages` v > 1 (interleaved 1F1B) the pp stages are model
+    chunks run by pp / v ranks, model stage k on rank k mod (pp / v): the
+    fragments stay per model stage, but `@stage<r>_grads` exists per rank r
+    over the parameters of all its chunks (one update and one gradient norm
+    part per rank; a tied copy counted by the lowest rank holding it), and
+    `merak.pipeline` records `virtual_stages`.
   }];
   let options = [
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "Pipeline stages (model stages: ranks x virtual-stages)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank (interleaved 1F1B)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Micro-batches per step (the backward seeds the loss with 1/microbatches)">,
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (gradients averaged)">,
