@@ -132,14 +132,37 @@ struct PipelineRunner::Impl {
   std::vector<Fragment> fragments;
   std::vector<Instr> program;
   int64_t updateFragment = -1;
-  // Kept values (stash, rstash, wstash): a buffer taken from a pool by the
-  // first fragment of a micro-batch that writes it and returned after the
-  // micro-batch's last fragment, so each pool grows to the micro-batches in
-  // flight (1F1B: min(m, stages - stage)), not to m.
+  // Per-micro-batch buffers of one kind: taken from a pool when a
+  // micro-batch first needs one and given back when it is done with it, so
+  // each pool grows to the micro-batches in flight (1F1B: min(m, stages -
+  // stage)), not to m.
   struct Kept {
     uint64_t bytes = 0;
     std::vector<Bytes> pool;
     std::vector<char *> free, of;
+    char *take(int64_t mb) {
+      if (!of[mb]) {
+        if (free.empty()) {
+          pool.push_back(allocate(bytes));
+          free.push_back(pool.back().get());
+        }
+        of[mb] = free.back();
+        free.pop_back();
+      }
+      return of[mb];
+    }
+    void give(int64_t mb) {
+      if (of[mb])
+        free.push_back(of[mb]);
+      of[mb] = nullptr;
+    }
+  };
+  /// A posted send and the buffer it reads, returned to its pool once the
+  /// send has completed.
+  struct PendingSend {
+    Comm::Request request;
+    std::vector<char *> *free;
+    char *buffer;
   };
   /// One model stage this rank runs.
   struct Chunk {
@@ -149,11 +172,14 @@ struct PipelineRunner::Impl {
     /// The kind after which a micro-batch's kept buffers go back to their
     /// pools: its last fragment (the weight gradient when split off).
     std::string finalKind = "backward";
-    uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0;
+    // Kept values (stash, rstash, wstash): taken by the first fragment of a
+    // micro-batch that writes them, given back after its last fragment.
     Kept kept[NumKept];
-    // Per micro-batch: the stage inputs (held until the micro-batch's last
-    // fragment), outgoing activations, incoming and outgoing gradients.
-    std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
+    // Messages: received activations and gradients (taken when the receive
+    // is posted, given back after the micro-batch's last fragment, which
+    // may read them), and those to send (taken by the fragment computing
+    // them, given back when the send has completed).
+    Kept actIn, actOut, cotIn, cotOut;
     std::vector<Comm::Request> recvAct, recvGrad;
   };
   std::vector<Chunk> mine;
@@ -169,7 +195,10 @@ struct PipelineRunner::Impl {
   std::set<std::string> usedHere;
   Tensor tokens, labels, loss;
   bool haveTokens = false, haveLabels = false, haveLoss = false;
-  std::vector<Comm::Request> sends;
+  std::vector<PendingSend> sends;
+  /// Sends whose buffers are back in their pools; the others stay pending.
+  void reapSends();
+  Status waitSends();
   double lossSum = 0;
 
   void parse(const json::Value &root);
@@ -245,20 +274,15 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     if (ch.frags.count("backward_weight"))
       ch.finalKind = "backward_weight";
     const json::Value &info = infos.array.at(ch.stage);
-    ch.actIn = integer(info, "act_in_bytes");
-    ch.actOut = integer(info, "act_out_bytes");
-    ch.cotIn = integer(info, "cot_in_bytes");
-    ch.cotOut = integer(info, "cot_out_bytes");
-    for (int k = 0; k < NumKept; ++k) {
+    ch.actIn.bytes = integer(info, "act_in_bytes");
+    ch.actOut.bytes = integer(info, "act_out_bytes");
+    ch.cotIn.bytes = integer(info, "cot_in_bytes");
+    ch.cotOut.bytes = integer(info, "cot_out_bytes");
+    for (int k = 0; k < NumKept; ++k)
       ch.kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
-      ch.kept[k].of.assign(microbatches, nullptr);
-    }
-    for (int64_t mb = 0; mb < microbatches; ++mb) {
-      ch.actInBuf.push_back(allocate(ch.actIn));
-      ch.actOutBuf.push_back(allocate(ch.actOut));
-      ch.cotInBuf.push_back(allocate(ch.cotIn));
-      ch.cotOutBuf.push_back(allocate(ch.cotOut));
-    }
+    for (Kept *b : {&ch.actIn, &ch.actOut, &ch.cotIn, &ch.cotOut, &ch.kept[0], &ch.kept[1],
+                    &ch.kept[2]})
+      b->of.assign(microbatches, nullptr);
     ch.recvAct.resize(microbatches);
     ch.recvGrad.resize(microbatches);
   }
@@ -329,9 +353,9 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64
     else if (s.kind == "input") // an array input (features, images)
       src = A + s.inputOffset + mb * s.bytes;
     else if (s.kind == "act")
-      src = ch.actInBuf[mb].get() + s.msgOffset;
+      src = ch.actIn.of[mb] + s.msgOffset;
     else if (s.kind == "cot")
-      src = ch.cotInBuf[mb].get() + s.msgOffset;
+      src = ch.cotIn.of[mb] + s.msgOffset;
     else if (int k = keptKind(s.kind); k >= 0)
       src = ch.kept[k].of[mb] + s.msgOffset;
     if (src)
@@ -347,41 +371,67 @@ Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t
                                      char *P, const char *C) {
   int64_t k = ch.frags.at(kind);
   const Fragment &f = fragments[k];
-  for (const Slot &s : f.args)
-    if (int c = keptKind(s.kind); c >= 0 && !ch.kept[c].of[mb])
-      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " on stage " +
-                           std::to_string(ch.stage) + " reads " + keptName(c) +
-                           " values no earlier fragment wrote");
-  for (const Slot &s : f.results) {
+  for (const Slot &s : f.args) {
     int c = keptKind(s.kind);
-    if (c < 0 || ch.kept[c].of[mb])
-      continue;
-    Kept &pool = ch.kept[c];
-    if (pool.free.empty()) {
-      pool.pool.push_back(allocate(pool.bytes));
-      pool.free.push_back(pool.pool.back().get());
+    const Kept *from = c >= 0 ? &ch.kept[c] : s.kind == "act" ? &ch.actIn
+                                            : s.kind == "cot" ? &ch.cotIn
+                                                              : nullptr;
+    if (from && !from->of[mb])
+      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " on stage " +
+                           std::to_string(ch.stage) + " reads " + s.kind +
+                           " values no earlier instruction provided");
+  }
+  for (const Slot &s : f.results) {
+    if (int c = keptKind(s.kind); c >= 0)
+      ch.kept[c].take(mb);
+    else if (s.kind == "act" || s.kind == "cot") {
+      Kept &out = s.kind == "act" ? ch.actOut : ch.cotOut;
+      if (out.free.empty())
+        reapSends();
+      out.take(mb);
     }
-    pool.of[mb] = pool.free.back();
-    pool.free.pop_back();
   }
   copyArgs(f, ch, A, mb);
   merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results) {
     if (s.kind == "act")
-      std::memcpy(ch.actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+      std::memcpy(ch.actOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
     else if (s.kind == "cot")
-      std::memcpy(ch.cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
+      std::memcpy(ch.cotOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
     else if (int c = keptKind(s.kind); c >= 0)
       std::memcpy(ch.kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
     else if (s.kind == "loss")
       lossSum += readScalar(A + s.offset, s.f64);
   }
-  if (kind == ch.finalKind)
+  if (kind == ch.finalKind) {
     for (Kept &pool : ch.kept)
-      if (pool.of[mb]) {
-        pool.free.push_back(pool.of[mb]);
-        pool.of[mb] = nullptr;
-      }
+      pool.give(mb);
+    ch.actIn.give(mb);
+    ch.cotIn.give(mb);
+  }
+  return Status();
+}
+
+void PipelineRunner::Impl::reapSends() {
+  size_t kept = 0;
+  for (PendingSend &p : sends) {
+    if (comm->test(p.request)) {
+      (void)comm->wait(p.request, "send of activations or gradients"); // done: returns at once
+      p.free->push_back(p.buffer);
+    } else {
+      sends[kept++] = p;
+    }
+  }
+  sends.resize(kept);
+}
+
+Status PipelineRunner::Impl::waitSends() {
+  for (PendingSend &p : sends) {
+    if (Status s = comm->wait(p.request, "send of activations or gradients"); !s.ok())
+      return s;
+    p.free->push_back(p.buffer);
+  }
+  sends.clear();
   return Status();
 }
 
@@ -451,28 +501,31 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
     int64_t mb = in.mb;
     Chunk &ch = mine[in.chunk];
     if (in.op == "recv-act") {
-      ch.recvAct[mb] =
-          comm->recv(Axis::PP, prev, ch.actInBuf[mb].get(), ch.actIn, tag(ch.stage, mb, false));
+      ch.recvAct[mb] = comm->recv(Axis::PP, prev, ch.actIn.take(mb), ch.actIn.bytes,
+                                  tag(ch.stage, mb, false));
     } else if (in.op == "wait-act") {
       if (Status s = comm->wait(ch.recvAct[mb], "receive of activations"); !s.ok())
         return s;
     } else if (in.op == "recv-grad") {
-      ch.recvGrad[mb] =
-          comm->recv(Axis::PP, next, ch.cotInBuf[mb].get(), ch.cotIn, tag(ch.stage, mb, true));
+      ch.recvGrad[mb] = comm->recv(Axis::PP, next, ch.cotIn.take(mb), ch.cotIn.bytes,
+                                   tag(ch.stage, mb, true));
     } else if (in.op == "wait-grad") {
       if (Status s = comm->wait(ch.recvGrad[mb], "receive of gradients"); !s.ok())
         return s;
-    } else if (in.op == "send-act") {
-      sends.push_back(comm->send(Axis::PP, next, ch.actOutBuf[mb].get(), ch.actOut,
-                                 tag(ch.stage + 1, mb, false)));
-    } else if (in.op == "send-grad") {
-      sends.push_back(comm->send(Axis::PP, prev, ch.cotOutBuf[mb].get(), ch.cotOut,
-                                 tag(ch.stage - 1, mb, true)));
+    } else if (in.op == "send-act" || in.op == "send-grad") {
+      bool act = in.op == "send-act";
+      Kept &out = act ? ch.actOut : ch.cotOut;
+      if (!out.of[mb])
+        return Status::error(in.op + " of micro-batch " + std::to_string(mb) +
+                             " before the fragment computing it");
+      char *buffer = out.of[mb];
+      out.of[mb] = nullptr; // back to the pool once sent
+      sends.push_back({comm->send(Axis::PP, act ? next : prev, buffer, out.bytes,
+                                  act ? tag(ch.stage + 1, mb, false) : tag(ch.stage - 1, mb, true)),
+                       &out.free, buffer});
     } else if (in.op == "wait-sends") {
-      if (!sends.empty())
-        if (Status s = comm->waitAll(sends, "send of activations or gradients"); !s.ok())
-          return s;
-      sends.clear();
+      if (Status s = waitSends(); !s.ok())
+        return s;
     } else if (const char *kindName = fragmentKindOf(in.op)) {
       if (Status st = compute(kindName, ch, mb, A, P, C); !st.ok())
         return st;

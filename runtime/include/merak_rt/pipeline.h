@@ -36,8 +36,13 @@
 //
 // Every rank runs its stage's list (stage = its pp coordinate). A message
 // packs one micro-batch's values of one cut (activations forward, their
-// gradients backward), each 64-byte aligned; stage inputs are stashed per
-// micro-batch until that micro-batch's backward, which recomputes from them
+// gradients backward), each 64-byte aligned. Message buffers are pooled
+// like the stash below: a received one (the stage inputs) is taken when its
+// receive is posted and given back after the micro-batch's last fragment;
+// one to send is taken by the fragment computing it and given back once the
+// send has completed (completed sends are reaped when a pool runs dry), so
+// a stage holds as many as micro-batches in flight, not m. The stage
+// inputs stay until the micro-batch's backward, which recomputes from them
 // what the forward did not stash: merak-recompute makes the forward return
 // activations as "stash" results (packed like a message, "msg_offset" in
 // a buffer of "stash_bytes") that the backward takes as "stash" args. The
