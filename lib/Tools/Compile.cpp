@@ -464,6 +464,15 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   program.pp = opts.pp;
   program.tp = opts.tp;
   program.target = opts.target;
+  // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
+  if (compileTo >= Phase::Lower) {
+    PassManager pm(&ctx);
+    if (failed(configure(pm)))
+      return 1;
+    pm.addPass(createMerakFoldTransposes());
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   if (compileTo >= Phase::Lower && pipelined) {
     if (failed(planPipelineMemory(*module, log)))
       return 1;

@@ -60,10 +60,14 @@ void releaseBlas() { blasSlot().reset(); }
 } // namespace detail
 
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy) {
-  const int64_t M = da.rank == 1 ? 1 : da.d[da.rank - 2];
-  const int64_t K = da.d[da.rank - 1];
-  const int64_t N = db.rank == 1 ? 1 : db.d[db.rank - 1];
+            void *y, const Dims &dy, bool ta, bool tb) {
+  if ((ta || tb) && (t != DT::F32 || da.rank < 2 || db.rank < 2))
+    fatal("matmul: transposed operands need F32 matrices");
+  // Transposed operands are stored [..., K, M] / [..., N, K] and read by
+  // cuBLASLt with op = T (the same element counts per batch).
+  const int64_t M = da.rank == 1 ? 1 : da.d[da.rank - (ta ? 1 : 2)];
+  const int64_t K = da.d[da.rank - (ta ? 2 : 1)];
+  const int64_t N = db.rank == 1 ? 1 : db.d[db.rank - (tb ? 2 : 1)];
   if (M * N == 0 || dy.numel() == 0)
     return;
   // Batch dims: the result's leading dims; a's and b's right-aligned.
@@ -110,6 +114,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   }
   cuda::GemmShape s;
   s.M = M, s.N = N, s.K = K;
+  s.transA = ta, s.transB = tb;
   const int64_t na = ab.numel(), nb = bb.numel();
   const bool simpleA = na == 1 || na == batches, simpleB = nb == 1 || nb == batches;
   auto run = [&](const cuda::GemmShape &g, const float *pa, const float *pb,

@@ -71,9 +71,16 @@ void matmulLoops(const T *a, const T *b, T *y, int64_t M, int64_t N,
 } // namespace
 
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy) {
+            void *y, const Dims &dy, bool ta, bool tb) {
   (void)dy;
+  if ((ta || tb) && (t != DT::F32 || da.rank < 2 || db.rank < 2))
+    fatal("matmul: transposed operands need F32 matrices");
   Dims l = da, r = db;
+  // The logical operands: stored transposed, read transposed.
+  if (ta)
+    std::swap(l.d[l.rank - 2], l.d[l.rank - 1]);
+  if (tb)
+    std::swap(r.d[r.rank - 2], r.d[r.rank - 1]);
   if (l.rank == 1) {
     l.rank = 2;
     l.d[1] = l.d[0];
@@ -109,18 +116,13 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     const T *pb = static_cast<const T *>(b);
     T *py = static_cast<T *>(y);
     if constexpr (std::is_same_v<T, float>) {
-      if (nrb == 1) { // fold the lhs batch into M
-        gemm(false, false, nb * M, N, K, 1.0f, pa, pb, 0.0f, py);
+      if (nrb == 1 && !ta) { // fold the lhs batch into M
+        gemm(false, tb, nb * M, N, K, 1.0f, pa, pb, 0.0f, py);
         return;
       }
-      if (nlb == 1) {
-        batchedGemm(false, false, nb, M, N, K, 1.0f, pa, 0, pb, K * N, 0.0f,
-                    py, M * N);
-        return;
-      }
-      if (nlb == nb && nrb == nb) {
-        batchedGemm(false, false, nb, M, N, K, 1.0f, pa, M * K, pb, K * N,
-                    0.0f, py, M * N);
+      if (nlb == 1 || nrb == 1 || (nlb == nb && nrb == nb)) {
+        batchedGemm(ta, tb, nb, M, N, K, 1.0f, pa, nlb == 1 ? 0 : M * K, pb,
+                    nrb == 1 ? 0 : K * N, 0.0f, py, M * N);
         return;
       }
     }
@@ -132,7 +134,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
       const T *mb = pb + ob * K * N;
       T *my = py + bi * M * N;
       if constexpr (std::is_same_v<T, float>)
-        gemm(false, false, M, N, K, 1.0f, ma, mb, 0.0f, my);
+        gemm(ta, tb, M, N, K, 1.0f, ma, mb, 0.0f, my);
       else
         matmulLoops<T>(ma, mb, my, M, N, K);
       for (int32_t d = batch.rank - 1; d >= 0; --d) {

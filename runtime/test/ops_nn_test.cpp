@@ -332,6 +332,48 @@ std::vector<double> refMatmul(const std::vector<double> &a, Dims da, const std::
 }
 } // namespace
 
+/// `x` (dims dx, rank >= 2) with its last two dimensions swapped.
+static std::vector<double> swapLast2(const std::vector<double> &x, Dims dx, Dims &dt) {
+  int64_t r = dx.d[dx.rank - 2], c = dx.d[dx.rank - 1], n = dx.numel() / (r * c);
+  std::vector<double> y(x.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        y[(b * c + j) * r + i] = x[(b * r + i) * c + j];
+  dt = dx;
+  std::swap(dt.d[dt.rank - 2], dt.d[dt.rank - 1]);
+  return y;
+}
+
+TEST(OpsMatmul, TransposedOperandsReadInPlace) {
+  // Logical shapes as numpy sees them; the kernel gets the stored
+  // (transposed) operands and the flags, on every GEMM path.
+  struct Case {
+    Dims a, b;
+  } cases[] = {
+      {D({5, 7}), D({7, 3})},          // plain
+      {D({2, 3, 5, 7}), D({7, 4})},    // 2-D rhs (the lhs batch folds only untransposed)
+      {D({5, 7}), D({3, 7, 4})},       // 2-D lhs, batched rhs
+      {D({3, 5, 7}), D({3, 7, 4})},    // equal batches
+      {D({2, 1, 5, 7}), D({3, 7, 4})}, // general broadcast
+  };
+  for (const Case &c : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << c.a.rank << "x" << c.b.rank << " " << ta << tb);
+        auto af = randv<float>(c.a.numel()), bf = randv<float>(c.b.numel());
+        std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
+        Dims dy, sa = c.a, sb = c.b;
+        auto want = refMatmul(ad, c.a, bd, c.b, dy);
+        std::vector<double> as = ta ? swapLast2(ad, c.a, sa) : ad;
+        std::vector<double> bs = tb ? swapLast2(bd, c.b, sb) : bd;
+        std::vector<float> asf(as.begin(), as.end()), bsf(bs.begin(), bs.end());
+        std::vector<float> yf(want.size(), NAN);
+        cpu::matmul(DT::F32, asf.data(), sa, bsf.data(), sb, yf.data(), dy, ta, tb);
+        expectNear(yf, want, 1e-5);
+      }
+}
+
 TEST(OpsMatmul, NumpyRulesAndBroadcastBatches) {
   struct Case {
     Dims a, b;

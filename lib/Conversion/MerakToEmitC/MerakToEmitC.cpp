@@ -501,6 +501,15 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
             .dims(m.getRhs().getType()).ptr(y).dims(r0).emit();
         return success();
       })
+      .Case([&](MatmulTOp m) -> LogicalResult {
+        PTR(a, m.getLhs());
+        PTR(b, m.getRhs());
+        PTR(y, m.getResult());
+        e.call("matmul").dtype(r0).ptr(a).dims(m.getLhs().getType()).ptr(b)
+            .dims(m.getRhs().getType()).ptr(y).dims(r0).boolean(m.getTransposeLhs())
+            .boolean(m.getTransposeRhs()).emit();
+        return success();
+      })
       .Case([&](Conv2DOp c) -> LogicalResult {
         PTR(x, c.getInput());
         PTR(w, c.getWeight());

@@ -327,9 +327,29 @@ void run() {
       T a = rand(t, da), b = rand(t, db), y = make(t, dy);
       pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
            t == DT::F32 ? 1e-4 : f64, [&](int side) {
-             (side ? gpu::matmul : cpu::matmul)(t, P(a), a.d, P(b), b.d, P(y), y.d);
+             if (side)
+               gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+             else
+               cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
            });
     }
+    // Transposed operands (merak.matmul_t): stored [.., K, M] / [.., N, K].
+    if (t == DT::F32)
+      for (auto [da, db, dy, ta, tb] :
+           {std::tuple{Dims{2, {70, 33}}, Dims{2, {45, 70}}, Dims{2, {33, 45}}, true, true},
+            std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {5, 16}}, Dims{3, {3, 8, 5}}, false, true},
+            std::tuple{Dims{3, {3, 16, 8}}, Dims{3, {3, 16, 5}}, Dims{3, {3, 8, 5}}, true, false},
+            std::tuple{Dims{4, {2, 1, 16, 8}}, Dims{3, {3, 5, 16}}, Dims{4, {2, 3, 8, 5}}, true,
+                       true}}) {
+        T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+        pair("matmul_t rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank), {&y},
+             1e-4, [&](int side) {
+               if (side)
+                 gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+               else
+                 cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+             });
+      }
   }
   // Integer paths.
   for (DT t : {DT::I64, DT::I32}) {

@@ -224,8 +224,11 @@ void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
 
 /// numpy.matmul of a (da) and b (db) into y (dy); batch dims broadcast, rank-1
 /// operands as numpy. F32 through OpenBLAS GEMM; other types by loops.
+/// transA / transB (F32, rank >= 2 only: merak.matmul_t): the operand is
+/// stored with its last two dimensions swapped (da = [..., K, M], db =
+/// [..., N, K]) and read transposed by the GEMM, never copied.
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy);
+            void *y, const Dims &dy, bool transA = false, bool transB = false);
 
 /// Conv2D attributes: strides [sh, sw], padding [top, left, bottom, right],
 /// dilations [dh, dw], groups.

@@ -218,7 +218,20 @@ LogicalResult rule(MatmulOp op, Emitter &e, ValueRange g, Grads &out) {
     return TransposeOp::create(e.b, e.loc, v, perm);
   };
   Value da = MatmulOp::create(e.b, e.loc, g2, swapLast(b2));
-  Value db = MatmulOp::create(e.b, e.loc, swapLast(a2), g2);
+  Value db;
+  if (bs.size() == 2 && as.size() > 2) {
+    // A linear layer (batched activations times a weight matrix): dB is one
+    // GEMM over every row of every batch, (rows, K)^T (rows, N), instead of
+    // a batched product summed over the batch afterwards.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < as.size(); ++d)
+      rows *= as[d];
+    Value aRows = e.reshape(a2, {rows, as.back()});
+    Value gRows = e.reshape(g2, {rows, gs.back()});
+    db = MatmulOp::create(e.b, e.loc, swapLast(aRows), gRows);
+  } else {
+    db = MatmulOp::create(e.b, e.loc, swapLast(a2), g2);
+  }
   da = e.unbroadcast(da, RankedTensorType::get(as, at.getElementType()));
   db = e.unbroadcast(db, RankedTensorType::get(bs, bt.getElementType()));
   out.assign({e.reshape(da, at.getShape()), e.reshape(db, bt.getShape())});

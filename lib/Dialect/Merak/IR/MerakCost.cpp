@@ -66,6 +66,12 @@ int64_t MatmulOp::getFlops() {
   return 2 * elements(getType()) * k;
 }
 
+int64_t MatmulTOp::getFlops() {
+  auto lhs = cast<RankedTensorType>(getLhs().getType());
+  int64_t k = lhs.getShape()[lhs.getRank() - (getTransposeLhs() ? 2 : 1)];
+  return 2 * elements(getType()) * k;
+}
+
 int64_t Conv2DOp::getFlops() { return convFlops(getType(), getWeight().getType()); }
 int64_t Conv2DBackwardDataOp::getFlops() {
   return convFlops(getGrad().getType(), getWeight().getType());

@@ -458,15 +458,22 @@ LogicalResult BatchNormOp::verify() {
 // Contraction, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &types) {
-  auto lt = tensorType(adaptor.getLhs()), rt = tensorType(adaptor.getRhs());
+/// The result type of numpy.matmul; `transposeL` / `transposeR` read that
+/// operand with its last two dimensions swapped (merak.matmul_t).
+static LogicalResult inferMatmul(std::optional<Location> loc, RankedTensorType lt,
+                                 RankedTensorType rt, bool transposeL, bool transposeR,
+                                 SmallVectorImpl<Type> &types) {
   if (lt.getElementType() != rt.getElementType())
     return emitOptionalError(loc, "operand element types differ");
   if (lt.getRank() < 1 || rt.getRank() < 1)
     return emitOptionalError(loc, "operands must have rank >= 1");
+  if ((transposeL && lt.getRank() < 2) || (transposeR && rt.getRank() < 2))
+    return emitOptionalError(loc, "a transposed operand must have rank >= 2");
   SmallVector<int64_t> l(lt.getShape()), r(rt.getShape());
+  if (transposeL)
+    std::swap(l[l.size() - 2], l.back());
+  if (transposeR)
+    std::swap(r[r.size() - 2], r.back());
   bool lVec = l.size() == 1, rVec = r.size() == 1;
   if (lVec)
     l.insert(l.begin(), 1);
@@ -487,6 +494,21 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     shape.push_back(n);
   types.push_back(RankedTensorType::get(shape, lt.getElementType()));
   return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  return inferMatmul(loc, tensorType(adaptor.getLhs()), tensorType(adaptor.getRhs()), false,
+                     false, types);
+}
+
+LogicalResult MatmulTOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto lt = tensorType(adaptor.getLhs()), rt = tensorType(adaptor.getRhs());
+  if (lt.getRank() < 2 || rt.getRank() < 2)
+    return emitOptionalError(loc, "operands must have rank >= 2");
+  return inferMatmul(loc, lt, rt, adaptor.getTransposeLhs(), adaptor.getTransposeRhs(), types);
 }
 
 /// Output extent of a sliding window (convolution or pooling).

@@ -136,8 +136,10 @@ void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
 
 // --- linear algebra ----------------------------------------------------------------
 
+/// transA / transB as the CPU ABI's (merak.matmul_t): F32 operands stored
+/// with their last two dimensions swapped, read transposed by cuBLASLt.
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy);
+            void *y, const Dims &dy, bool transA = false, bool transB = false);
 
 // --- profiling hook ------------------------------------------------------------------
 

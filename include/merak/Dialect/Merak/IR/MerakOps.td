@@ -433,6 +433,24 @@ def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
+def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "matmul with operands read transposed (a lowering form)";
+  let description = [{
+    `merak.matmul(transpose(lhs), transpose(rhs))` where `transpose` swaps
+    the last two dimensions of the operands marked `transpose_lhs` /
+    `transpose_rhs`; batch dimensions broadcast as in `merak.matmul`. Both
+    operands have rank >= 2. merak-fold-transposes makes it from a matmul
+    fed by such transposes, right before code generation, so that the GEMM
+    reads the operand transposed instead of a copy being made; other passes
+    do not see it.
+  }];
+  let arguments = (ins Merak_NumericTensor:$lhs, Merak_NumericTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Merak_NumericTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+}
+
 def Merak_Conv2DOp : Merak_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";

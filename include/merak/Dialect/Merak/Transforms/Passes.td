@@ -469,6 +469,21 @@ def MerakSplitBackward : Pass<"merak-split-backward", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "Lets matmuls read transposed operands instead of copies";
+  let description = [{
+    Right before code generation for the CPU: a `merak.matmul` of f32
+    operands of rank >= 2 fed by a `merak.transpose` that only swaps the
+    last two dimensions becomes `merak.matmul_t` reading the transpose's
+    input with `transpose_lhs` / `transpose_rhs`; the transpose is erased
+    when nothing else reads it. The GEMM then reads the operand transposed
+    (BLAS trans flags) instead of the program materialising the copy:
+    weights in every linear layer's forward (x W^T), activations and
+    weights in their gradients (x^T g, g W). One walk over the ops.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps collectives with computation (started collectives and waits)";
   let description = [{

@@ -1,0 +1,51 @@
+// RUN: merak-opt %s -merak-fold-transposes | FileCheck %s
+
+// A linear layer's forward x W^T and its gradients g W (no transpose) and
+// x^T g (a transposed activation): the GEMMs read the transposed operands.
+// CHECK-LABEL: func.func @linear
+// CHECK-NOT: merak.transpose
+// CHECK: %[[Y:.*]] = merak.matmul_t %arg0, %arg1 {transpose_rhs} : tensor<6x4xf32>, tensor<3x4xf32> -> tensor<6x3xf32>
+// CHECK: %[[DW:.*]] = merak.matmul_t %arg0, %arg2 {transpose_lhs} : tensor<6x4xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+// CHECK: return %[[Y]], %[[DW]]
+func.func @linear(%x: tensor<6x4xf32>, %w: tensor<3x4xf32>, %g: tensor<6x3xf32>) -> (tensor<6x3xf32>, tensor<4x3xf32>) {
+  %wt = merak.transpose %w perm = [1, 0] : tensor<3x4xf32> to tensor<4x3xf32>
+  %y = merak.matmul %x, %wt : tensor<6x4xf32>, tensor<4x3xf32> -> tensor<6x3xf32>
+  %xt = merak.transpose %x perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %dw = merak.matmul %xt, %g : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  return %y, %dw : tensor<6x3xf32>, tensor<4x3xf32>
+}
+
+// Batched: q k^T with k^T a swap of the last two dimensions; a transpose
+// read elsewhere stays (and is still read); both operands transposed, the
+// same transpose on both sides.
+// CHECK-LABEL: func.func @batched
+// CHECK: %[[KT:.*]] = merak.transpose %arg1 perm = [0, 2, 1]
+// CHECK: merak.matmul_t %arg0, %arg1 {transpose_rhs} : tensor<2x5x4xf32>, tensor<2x5x4xf32> -> tensor<2x5x5xf32>
+// CHECK: merak.matmul_t %arg2, %arg3 {transpose_lhs, transpose_rhs} : tensor<2x3x4xf32>, tensor<2x5x3xf32> -> tensor<2x4x5xf32>
+// CHECK: merak.matmul_t %arg4, %arg4 {transpose_lhs, transpose_rhs} : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NOT: merak.transpose
+// CHECK: return {{.*}}, %[[KT]]
+func.func @batched(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %a: tensor<2x3x4xf32>, %b: tensor<2x5x3xf32>, %x: tensor<2x4x4xf32>) -> (tensor<2x5x5xf32>, tensor<2x4x5xf32>, tensor<2x4x4xf32>, tensor<2x4x5xf32>) {
+  %kt = merak.transpose %k perm = [0, 2, 1] : tensor<2x5x4xf32> to tensor<2x4x5xf32>
+  %s = merak.matmul %q, %kt : tensor<2x5x4xf32>, tensor<2x4x5xf32> -> tensor<2x5x5xf32>
+  %at = merak.transpose %a perm = [0, 2, 1] : tensor<2x3x4xf32> to tensor<2x4x3xf32>
+  %bt = merak.transpose %b perm = [0, 2, 1] : tensor<2x5x3xf32> to tensor<2x3x5xf32>
+  %ab = merak.matmul %at, %bt : tensor<2x4x3xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
+  %xt = merak.transpose %x perm = [0, 2, 1] : tensor<2x4x4xf32> to tensor<2x4x4xf32>
+  %qq = merak.matmul %xt, %xt : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  return %s, %ab, %qq, %kt : tensor<2x5x5xf32>, tensor<2x4x5xf32>, tensor<2x4x4xf32>, tensor<2x4x5xf32>
+}
+
+// Not folded: a permutation that moves a batch dimension, an f64 operand,
+// a vector operand.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: matmul_t
+func.func @kept(%a: tensor<2x3x4xf32>, %b: tensor<2x3xf64>, %c: tensor<3x2xf64>, %v: tensor<3xf32>, %m: tensor<4x3xf32>) -> (tensor<3x2x2xf32>, tensor<3x3xf64>, tensor<4xf32>) {
+  %at = merak.transpose %a perm = [1, 2, 0] : tensor<2x3x4xf32> to tensor<3x4x2xf32>
+  %a2 = merak.transpose %a perm = [1, 0, 2] : tensor<2x3x4xf32> to tensor<3x2x4xf32>
+  %y = merak.matmul %a2, %at : tensor<3x2x4xf32>, tensor<3x4x2xf32> -> tensor<3x2x2xf32>
+  %bt = merak.transpose %b perm = [1, 0] : tensor<2x3xf64> to tensor<3x2xf64>
+  %z = merak.matmul %bt, %b : tensor<3x2xf64>, tensor<2x3xf64> -> tensor<3x3xf64>
+  %w = merak.matmul %m, %v : tensor<4x3xf32>, tensor<3xf32> -> tensor<4xf32>
+  return %y, %z, %w : tensor<3x2x2xf32>, tensor<3x3xf64>, tensor<4xf32>
+}
