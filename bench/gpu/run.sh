@@ -21,6 +21,10 @@
 #              fp32 model GPU vs CPU program, GPT-2 124M bf16 vs PyTorch,
 #              tokens/s, MFU and ratios vs eager / torch.compile
 #              (bench/gpu/e2e.py)
+#   parallel-dp2, parallel-tp2  (with e2e and mpirun) the small GPT at --dp 2
+#              and --tp 2, mpirun -np 2 on the one GPU (host-staged MPI
+#              collectives) vs the CPU programs, losses within 1e-3 over 10
+#              steps (test/cuda/cuda_program_check.py par-vs-cpu-*)
 #   torch      otherwise: the PyTorch GPT-2 124M baseline alone
 #              (bench/gpu/torch_ref.py)
 # --quick: fewer repetitions and steps, batch 8 for GPT-2, no full build
@@ -163,6 +167,17 @@ elif [ "$E2E" = 1 ]; then
   EQ=(); [ "$QUICK" = 1 ] && EQ=(--quick --steps 6)
   phase e2e 300 "$PY" bench/gpu/e2e.py --bin "$OUT/build/bin" --out "$OUT/e2e" --timeout 200 "${EQ[@]}"
   grep "^e2e:" "$OUT/e2e.log" >>"$SUMMARY" 2>/dev/null
+  # dp 2 and tp 2 of the small GPT under mpirun -np 2 (one GPU: the
+  # host-staged MPI collectives) vs the CPU programs, 10 steps, 1e-3.
+  if command -v mpirun >/dev/null 2>&1; then
+    for mesh in dp2 tp2; do
+      phase "parallel-$mesh" 150 "$PY" test/cuda/cuda_program_check.py --bin "$OUT/build/bin" \
+        --src "$ROOT" --workdir "$OUT/parallel-$mesh" "par-vs-cpu-$mesh"
+      grep -E "^(ok|FAIL|train: GPU collectives)" "$OUT/parallel-$mesh.log" | sed "s/^/parallel-$mesh: /" >>"$SUMMARY" 2>/dev/null
+    done
+  else
+    note "parallel: SKIP (no mpirun)"
+  fi
 else
   [ "$FULL" = 1 ] && note "e2e: SKIP (merak-compile has no --target cuda)"
   B=16 S=8; [ "$QUICK" = 1 ] && B=8 S=5

@@ -146,6 +146,11 @@ private:
 /// Device -> host copy of `bytes` into `buf` (after the compute stream).
 void toHost(std::vector<char> &buf, const void *dev, int64_t bytes,
             const char *what) {
+  // NCCL collectives the stream waits for: polled with their timeout first,
+  // so a dead peer is reported instead of hanging the stream wait below.
+  if (DeviceCollectives *c = collectives())
+    if (Status s = c->synchronize(); !s.ok())
+      fatal((std::string(what) + ": " + s.message()).c_str());
   buf.resize(bytes);
   Status s = cuda::copyToHost(buf.data(), dev, bytes, stream(), /*sync=*/true);
   if (!s.ok())

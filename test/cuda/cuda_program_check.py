@@ -25,6 +25,7 @@ CHECK:
                  set it to force one). Exits 77 without a GPU.
 """
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -80,11 +81,12 @@ def small_gpt(args):
         model = em.GPT2(vocab_size=GPT_DYN_VOCAB, n_embd=64, n_head=4, n_layer=4,
                         block_size=GPT_DYN_SEQ)
         ids = torch.zeros(GPT_DYN_BATCH, GPT_DYN_SEQ, dtype=torch.int64)
-        torch.onnx.export(model, (ids,), path, opset_version=17,
-                          input_names=["input_ids"], output_names=["logits"],
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False,
-                          dynamic_axes={"input_ids": {0: "batch"}})
+        kw = dict(opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  dynamic_axes={"input_ids": {0: "batch"}})
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kw["dynamo"] = False  # the TorchScript exporter (newer torch on GPU machines)
+        torch.onnx.export(model, (ids,), path, **kw)
     return path, ["--input-shape", "input_ids=%dx%d" % (GPT_DYN_BATCH, GPT_DYN_SEQ),
                   "--frozen", "*.attn.bias"]
 
