@@ -131,7 +131,7 @@ public:
   Status synchronize() override {
     for (Axis a : {Axis::DP, Axis::TP, Axis::PP})
       if (cuda::NcclComm *nc = mesh_->get(a))
-        if (Status st = nc->synchronize("the training step"); !st.ok())
+        if (Status st = nc->synchronize(); !st.ok())
           return st;
     return Status::success();
   }
