@@ -38,7 +38,7 @@ QUICK=0
 for a in "$@"; do
   case $a in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $a"; exit 2 ;;
   esac
 done
@@ -164,20 +164,22 @@ fi
 if [ -z "$PY" ]; then
   note "e2e/torch: SKIP (no python3 with torch)"
 elif [ "$E2E" = 1 ]; then
-  EQ=(); [ "$QUICK" = 1 ] && EQ=(--quick --steps 6)
-  phase e2e 300 "$PY" bench/gpu/e2e.py --bin "$OUT/build/bin" --out "$OUT/e2e" --timeout 200 "${EQ[@]}"
-  grep "^e2e:" "$OUT/e2e.log" >>"$SUMMARY" 2>/dev/null
   # dp 2 and tp 2 of the small GPT under mpirun -np 2 (one GPU: the
-  # host-staged MPI collectives) vs the CPU programs, 10 steps, 1e-3.
+  # host-staged MPI collectives) vs the CPU programs, 10 steps, 1e-3; short,
+  # so before e2e.
   if command -v mpirun >/dev/null 2>&1; then
     for mesh in dp2 tp2; do
-      phase "parallel-$mesh" 150 "$PY" test/cuda/cuda_program_check.py --bin "$OUT/build/bin" \
-        --src "$ROOT" --workdir "$OUT/parallel-$mesh" "par-vs-cpu-$mesh"
-      grep -E "^(ok|FAIL|train: GPU collectives)" "$OUT/parallel-$mesh.log" | sed "s/^/parallel-$mesh: /" >>"$SUMMARY" 2>/dev/null
+      MERAK_COMM_TIMEOUT=20 phase "parallel-$mesh" 90 "$PY" test/cuda/cuda_program_check.py \
+        --bin "$OUT/build/bin" --src "$ROOT" --workdir "$OUT/parallel-$mesh" "par-vs-cpu-$mesh"
+      grep -E "^(ok|FAIL|train: GPU collectives)" "$OUT/parallel-$mesh.log" \
+        | sed "s/^/parallel-$mesh: /" >>"$SUMMARY" 2>/dev/null
     done
   else
     note "parallel: SKIP (no mpirun)"
   fi
+  EQ=(); [ "$QUICK" = 1 ] && EQ=(--quick --steps 6)
+  phase e2e 300 "$PY" bench/gpu/e2e.py --bin "$OUT/build/bin" --out "$OUT/e2e" --timeout 200 "${EQ[@]}"
+  grep "^e2e:" "$OUT/e2e.log" >>"$SUMMARY" 2>/dev/null
 else
   [ "$FULL" = 1 ] && note "e2e: SKIP (merak-compile has no --target cuda)"
   B=16 S=8; [ "$QUICK" = 1 ] && B=8 S=5

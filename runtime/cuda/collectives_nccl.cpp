@@ -2,15 +2,15 @@
 //
 // createNcclCollectives (merak_rt/cuda/collectives.h): the step's
 // collectives on the NCCL communicator of their mesh axis (cuda::NcclMesh).
-// Every collective runs on its communicator's stream, ordered after the
-// compute stream's work so far by an event (NcclComm::groupStart); a bucket
-// of n tensors is one NCCL group. A blocking collective then makes the
-// compute stream wait (on the device) for it; a started one records an
-// event in its request slot, which the wait makes the compute stream wait
-// for before it copies the results out, so the compute enqueued between a
-// start and its wait overlaps the communication. The inputs of a started
-// collective are first copied (on the compute stream) into the slot's
-// device buffer: later compute may overwrite them. synchronize() (end of
+// Every collective copies its inputs (on the compute stream) into its request
+// slot's device buffers (later compute may overwrite them; the plan may
+// alias a bucket's inputs and outputs), then runs on its communicator's
+// stream, ordered after the compute stream's work so far by an event
+// (NcclComm::groupStart); a bucket of n tensors is one NCCL group. It
+// records the slot's event; the wait makes the compute stream wait for it
+// (on the device) and copies the results out, so the compute enqueued
+// between a start and its wait overlaps the communication. A blocking
+// collective is a start and a wait on a slot of its own. synchronize() (end of
 // the step) polls every communicator up to MERAK_COMM_TIMEOUT and aborts
 // it on an error or a timeout, with the rank and collective in the message.
 //
@@ -47,35 +47,62 @@ public:
     for (Slot &s : slots_)
       if (s.done)
         cudaEventDestroy(static_cast<cudaEvent_t>(s.done));
+    if (blocking_.done)
+      cudaEventDestroy(static_cast<cudaEvent_t>(blocking_.done));
   }
 
   std::string name() const override { return "nccl"; }
   int groupRank(Group g) const override { return comm_.groupRank(axisOf(g)); }
   int groupSize(Group g) const override { return comm_.groupSize(axisOf(g)); }
 
+  /// Blocking: a start and its wait on a slot of its own. Going through the
+  /// slot's packed buffers keeps the NCCL calls correct whatever the memory
+  /// plan aliases between the bucket's inputs and outputs.
   Status run(const CollectiveCall &c, const void *const *in, void *const *out,
              cuda::StreamHandle s) override {
-    cuda::NcclComm *nc = nullptr;
-    if (Status st = check(c, nc); !st.ok())
+    if (Status st = startIn(blocking_, c, in, s); !st.ok())
       return st;
-    // All-reduce is in place on the outputs.
-    if (c.kind == CollKind::AllReduce)
-      for (int32_t i = 0; i < c.n; ++i)
-        if (in[i] != out[i])
-          copyBytes(out[i], in[i], c.counts[i] * elemSize(c.t));
-    if (Status st = post(*nc, c, in, out, s); !st.ok())
-      return st;
-    return nc->joinInto(s);
+    return waitIn(blocking_, c, out, s);
   }
 
   Status start(int32_t slot, const CollectiveCall &c, const void *const *in,
                cuda::StreamHandle s) override {
+    if (slot >= (int32_t)slots_.size())
+      slots_.resize(slot + 1);
+    return startIn(slots_[slot], c, in, s);
+  }
+
+  Status wait(int32_t slot, const CollectiveCall &c, void *const *out,
+              cuda::StreamHandle s) override {
+    if (slot >= (int32_t)slots_.size() || !slots_[slot].done)
+      return Status::error(c.describe() + ": slot " + std::to_string(slot) +
+                           " was not started on NCCL");
+    return waitIn(slots_[slot], c, out, s);
+  }
+
+  Status synchronize() override {
+    for (Axis a : {Axis::DP, Axis::TP, Axis::PP})
+      if (cuda::NcclComm *nc = mesh_->get(a))
+        if (Status st = nc->synchronize(); !st.ok())
+          return st;
+    return Status::success();
+  }
+
+private:
+  struct Slot {
+    void *done = nullptr; // cudaEvent_t on the communicator's stream
+    detail::DeviceScratch send, recv;
+    std::vector<int64_t> inOff, outOff;
+    char *result = nullptr;
+  };
+
+  /// Copies the inputs into sl's buffers (compute stream), posts the
+  /// collective on the axis' communicator and records sl.done there.
+  Status startIn(Slot &sl, const CollectiveCall &c, const void *const *in,
+                 cuda::StreamHandle s) {
     cuda::NcclComm *nc = nullptr;
     if (Status st = check(c, nc); !st.ok())
       return st;
-    if (slot >= (int32_t)slots_.size())
-      slots_.resize(slot + 1);
-    Slot &sl = slots_[slot];
     if (!sl.done) {
       cudaEvent_t e = nullptr;
       if (Status st = cuda::cudaCheck(
@@ -107,15 +134,12 @@ public:
     return cuda::cudaCheck(
         int(cudaEventRecord(static_cast<cudaEvent_t>(sl.done),
                             static_cast<cudaStream_t>(nc->stream()))),
-        "cudaEventRecord (started collective)");
+        "cudaEventRecord (collective)");
   }
 
-  Status wait(int32_t slot, const CollectiveCall &c, void *const *out,
-              cuda::StreamHandle s) override {
-    if (slot >= (int32_t)slots_.size() || !slots_[slot].done)
-      return Status::error(c.describe() + ": slot " + std::to_string(slot) +
-                           " was not started on NCCL");
-    Slot &sl = slots_[slot];
+  /// The compute stream waits for sl's collective, then copies its results.
+  Status waitIn(Slot &sl, const CollectiveCall &c, void *const *out,
+                cuda::StreamHandle s) {
     if (Status st = cuda::cudaCheck(
             int(cudaStreamWaitEvent(static_cast<cudaStream_t>(s),
                                     static_cast<cudaEvent_t>(sl.done), 0)),
@@ -127,22 +151,6 @@ public:
                 c.outCount(i) * elemSize(c.t));
     return Status::success();
   }
-
-  Status synchronize() override {
-    for (Axis a : {Axis::DP, Axis::TP, Axis::PP})
-      if (cuda::NcclComm *nc = mesh_->get(a))
-        if (Status st = nc->synchronize(); !st.ok())
-          return st;
-    return Status::success();
-  }
-
-private:
-  struct Slot {
-    void *done = nullptr; // cudaEvent_t on the communicator's stream
-    detail::DeviceScratch send, recv;
-    std::vector<int64_t> inOff, outOff;
-    char *result = nullptr;
-  };
 
   Status check(const CollectiveCall &c, cuda::NcclComm *&nc) const {
     nc = mesh_->get(axisOf(c.group));
@@ -191,6 +199,7 @@ private:
   Comm &comm_;
   std::unique_ptr<cuda::NcclMesh> mesh_;
   std::vector<Slot> slots_;
+  Slot blocking_; // the blocking collectives' buffers
   std::vector<const void *> packIn_;
   std::vector<void *> packOut_;
 };
