@@ -419,7 +419,10 @@ int run(int argc, char **argv, StepBackend *backend) {
   if (backend) {
     if (Status st = backend->open(comm); !st.ok())
       die(kExitError, st.message());
-    std::printf("train: %s\n", backend->describe().c_str());
+    if (worldSize > 1) // every rank says which device it took
+      std::printf("train: rank %d: %s\n", worldRank, backend->describe().c_str());
+    else
+      std::printf("train: %s\n", backend->describe().c_str());
   }
 
   // --- data and memory ---------------------------------------------------------
