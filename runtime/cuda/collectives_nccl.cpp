@@ -29,9 +29,7 @@
 namespace merak::rt::gpu {
 namespace {
 
-Axis axisOf(Group g) {
-  return g == Group::DP ? Axis::DP : g == Group::TP ? Axis::TP : Axis::PP;
-}
+using cpu::axisOf;
 
 cuda::ReduceOp reduceOp(CollReduce r) {
   return r == CollReduce::Sum    ? cuda::ReduceOp::Sum

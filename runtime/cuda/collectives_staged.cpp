@@ -22,9 +22,7 @@
 namespace merak::rt::gpu {
 namespace {
 
-Axis axisOf(Group g) {
-  return g == Group::DP ? Axis::DP : g == Group::TP ? Axis::TP : Axis::PP;
-}
+using cpu::axisOf;
 
 /// Host staging: grow-only buffers, copies in stream order.
 struct Staging {
