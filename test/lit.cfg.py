@@ -40,3 +40,7 @@ def _have_gpu():
 if getattr(config, "merak_enable_cuda", "OFF").upper() in ("ON", "1", "TRUE", "YES") \
         and _have_gpu():
     config.available_features.add("cuda")
+
+# `mpirun`: Open MPI's launcher is on PATH (parallel programs).
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")

@@ -21,6 +21,10 @@
 #              fp32 model GPU vs CPU program, GPT-2 124M bf16 vs PyTorch,
 #              tokens/s, MFU and ratios vs eager / torch.compile
 #              (bench/gpu/e2e.py)
+#   parallel-dp2, parallel-tp2  (with e2e and mpirun) the small GPT at --dp 2
+#              and --tp 2, mpirun -np 2 on the one GPU (host-staged MPI
+#              collectives) vs the CPU programs, losses within 1e-3 over 10
+#              steps (test/cuda/cuda_program_check.py par-vs-cpu-*)
 #   torch      otherwise: the PyTorch GPT-2 124M baseline alone
 #              (bench/gpu/torch_ref.py)
 # --quick: fewer repetitions and steps, batch 8 for GPT-2, no full build
@@ -34,7 +38,7 @@ QUICK=0
 for a in "$@"; do
   case $a in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $a"; exit 2 ;;
   esac
 done
@@ -160,6 +164,19 @@ fi
 if [ -z "$PY" ]; then
   note "e2e/torch: SKIP (no python3 with torch)"
 elif [ "$E2E" = 1 ]; then
+  # dp 2 and tp 2 of the small GPT under mpirun -np 2 (one GPU: the
+  # host-staged MPI collectives) vs the CPU programs, 10 steps, 1e-3; short,
+  # so before e2e.
+  if command -v mpirun >/dev/null 2>&1; then
+    for mesh in dp2 tp2; do
+      MERAK_COMM_TIMEOUT=20 phase "parallel-$mesh" 90 "$PY" test/cuda/cuda_program_check.py \
+        --bin "$OUT/build/bin" --src "$ROOT" --workdir "$OUT/parallel-$mesh" "par-vs-cpu-$mesh"
+      grep -E "^(ok|FAIL|train: GPU collectives)" "$OUT/parallel-$mesh.log" \
+        | sed "s/^/parallel-$mesh: /" >>"$SUMMARY" 2>/dev/null
+    done
+  else
+    note "parallel: SKIP (no mpirun)"
+  fi
   EQ=(); [ "$QUICK" = 1 ] && EQ=(--quick --steps 6)
   phase e2e 300 "$PY" bench/gpu/e2e.py --bin "$OUT/build/bin" --out "$OUT/e2e" --timeout 200 "${EQ[@]}"
   grep "^e2e:" "$OUT/e2e.log" >>"$SUMMARY" 2>/dev/null

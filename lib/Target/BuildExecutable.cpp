@@ -78,7 +78,8 @@ std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
     return "no C++ compiler at '" + cxx + "' (set MERAK_CXX)";
   // The runtime: the build tree's, or one `cmake --install` put elsewhere.
   std::string includeDir = MERAK_RUNTIME_INCLUDE_DIR, runtimeLib = MERAK_RUNTIME_LIBRARY,
-              mainLib = MERAK_RUNTIME_MAIN_LIBRARY, cudaLib = MERAK_RUNTIME_CUDA_LIBRARY;
+              mainLib = MERAK_RUNTIME_MAIN_LIBRARY, cudaLib = MERAK_RUNTIME_CUDA_LIBRARY,
+              ncclLib = MERAK_RUNTIME_NCCL_LIBRARY;
   if (cuda)
     mainLib = MERAK_RUNTIME_MAIN_CUDA_LIBRARY;
   if (!runtimeDir.empty()) {
@@ -95,8 +96,14 @@ std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
                                                        : MERAK_RUNTIME_MAIN_LIBRARY));
     if (cuda)
       cudaLib = in("lib", llvm::sys::path::filename(MERAK_RUNTIME_CUDA_LIBRARY));
+    if (cuda && !ncclLib.empty())
+      ncclLib = in("lib", llvm::sys::path::filename(MERAK_RUNTIME_NCCL_LIBRARY));
   }
+  // The main's archive first, then what it uses (NCCL collectives before
+  // the CUDA backend they call).
   SmallVector<StringRef> libs{mainLib};
+  if (cuda && !ncclLib.empty())
+    libs.push_back(ncclLib);
   if (cuda)
     libs.push_back(cudaLib);
   libs.push_back(runtimeLib);

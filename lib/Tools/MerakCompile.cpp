@@ -115,8 +115,9 @@ struct CommandLine {
       cl::init(1), cl::cat(cat)};
   cl::opt<std::string> target{
       "target",
-      cl::desc("Where the program runs: cpu (default; OpenBLAS + MPI) or cuda (one NVIDIA "
-               "GPU through the CUDA runtime; serial programs only for now)"),
+      cl::desc("Where the program runs: cpu (default; OpenBLAS + MPI) or cuda (NVIDIA GPUs "
+               "through the CUDA runtime, one per rank; --dp/--tp/--zero with NCCL or "
+               "host-staged MPI collectives; no pipelines yet)"),
       cl::init("cpu"), cl::cat(cat)};
   cl::opt<std::string> schedule{
       "schedule",

@@ -18,9 +18,13 @@ namespace {
 ncclDataType_t ncclType(DType t) {
   return t == DType::F32 ? ncclFloat32 : ncclBfloat16;
 }
-ncclRedOp_t ncclOp(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : ncclAvg; }
+ncclRedOp_t ncclOp(ReduceOp op) {
+  return op == ReduceOp::Sum ? ncclSum : op == ReduceOp::Mean ? ncclAvg : ncclMax;
+}
 const char *typeName(DType t) { return t == DType::F32 ? "fp32" : "bf16"; }
-const char *opName(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "mean"; }
+const char *opName(ReduceOp op) {
+  return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Mean ? "mean" : "max";
+}
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t0) {

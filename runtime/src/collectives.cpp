@@ -4,7 +4,7 @@
 #include "merak_rt/comm.h"
 
 #include "ops_util.h"
-#include "collectives_util.h"
+#include "merak_rt/comm.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,6 +13,19 @@
 
 namespace merak::rt::cpu {
 using namespace detail;
+
+Axis axisOf(Group g) {
+  switch (g) {
+  case Group::DP:
+    return Axis::DP;
+  case Group::TP:
+    return Axis::TP;
+  case Group::PP:
+    return Axis::PP;
+  }
+  return Axis::World;
+}
+
 namespace {
 Comm *gComm = nullptr;
 

@@ -8,7 +8,7 @@
 #include "merak_rt/collectives.h"
 
 #include "merak_rt/comm.h"
-#include "collectives_util.h"
+#include "merak_rt/comm.h"
 
 #include <cstdio>
 #include <cstring>
@@ -16,7 +16,6 @@
 #include <vector>
 
 namespace merak::rt::cpu {
-using detail::axisOf;
 namespace {
 enum class Kind { AllReduce, ReduceScatter, AllGather };
 

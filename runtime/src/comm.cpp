@@ -121,6 +121,7 @@ struct Comm::Impl {
   MeshShape mesh;
   MeshCoord coord;
   int rank = 0, size = 1;
+  int localRank = 0, localSize = 1; // among the ranks sharing this node
   MPI_Comm world = MPI_COMM_NULL, pp = MPI_COMM_NULL, dp = MPI_COMM_NULL,
            tp = MPI_COMM_NULL;
   double timeout = 60.0;
@@ -412,6 +413,17 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
       return fail("MPI_Comm_split", rc);
     MPI_Comm_set_errhandler(*s.out, MPI_ERRORS_RETURN);
   }
+  {
+    // The ranks on this node (GPU selection: local rank modulo devices).
+    MPI_Comm node = MPI_COMM_NULL;
+    rc = MPI_Comm_split_type(impl->world, MPI_COMM_TYPE_SHARED, impl->rank,
+                             MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS)
+      return fail("MPI_Comm_split_type", rc);
+    MPI_Comm_rank(node, &impl->localRank);
+    MPI_Comm_size(node, &impl->localSize);
+    MPI_Comm_free(&node);
+  }
   std::unique_ptr<Comm> comm(new Comm(std::move(impl)));
   // Sanity: the group ranks MPI assigned are the mesh coordinates.
   for (Axis a : {Axis::PP, Axis::DP, Axis::TP}) {
@@ -431,6 +443,8 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
 
 int Comm::rank() const { return impl_->rank; }
 int Comm::worldSize() const { return impl_->size; }
+int Comm::localRank() const { return impl_->localRank; }
+int Comm::localSize() const { return impl_->localSize; }
 const MeshShape &Comm::mesh() const { return impl_->mesh; }
 MeshCoord Comm::coord() const { return impl_->coord; }
 double Comm::timeoutSeconds() const { return impl_->timeout; }

@@ -360,11 +360,6 @@ int run(int argc, char **argv, StepBackend *backend) {
   mesh.pp = static_cast<int>(m.meshPp);
   mesh.dp = static_cast<int>(m.meshDp);
   mesh.tp = static_cast<int>(m.meshTp);
-  if (backend && mesh.size() > 1)
-    die(kExitError, "a parallel program (mesh pp=" + std::to_string(mesh.pp) +
-                        " dp=" + std::to_string(mesh.dp) + " tp=" +
-                        std::to_string(mesh.tp) + ") is not yet supported on " +
-                        backend->name());
   if (mesh.size() > 1) {
     Result<std::unique_ptr<Comm>> opened = Comm::init(&argc, &argv, mesh);
     if (!opened.ok())
@@ -422,9 +417,12 @@ int run(int argc, char **argv, StepBackend *backend) {
     return 0;
   }
   if (backend) {
-    if (Status st = backend->open(); !st.ok())
+    if (Status st = backend->open(comm); !st.ok())
       die(kExitError, st.message());
-    std::printf("train: %s\n", backend->describe().c_str());
+    if (worldSize > 1) // every rank says which device it took
+      std::printf("train: rank %d: %s\n", worldRank, backend->describe().c_str());
+    else
+      std::printf("train: %s\n", backend->describe().c_str());
   }
 
   // --- data and memory ---------------------------------------------------------

@@ -13,8 +13,19 @@ CHECK:
   vs-cpu-MODEL   MODEL in tiny-lm, mlp-lm, gpt: the cuda and the cpu program
                  train 10 steps on the same tokens; every step's loss must agree
                  to 1e-3 relative. Needs a GPU: exits 77 (skip) without one.
+  par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1: the small GPT (the test
+                 suite's, exported here with a dynamic batch axis) compiled
+                 with --target cuda and that mesh compiles and links; without a
+                 GPU, `mpirun -np N ./train` must exit non-zero with "no CUDA
+                 device" (with one it must train).
+  par-vs-cpu-MESH  MESH in dp2, tp2, dp2-tp2-zero1: the small GPT with that
+                 mesh, cuda vs cpu program, both under mpirun, 10 steps, losses
+                 within 1e-3 relative. On a machine with fewer GPUs than ranks
+                 this is the host-staged MPI path (MERAK_GPU_COLLECTIVES=auto;
+                 set it to force one). Exits 77 without a GPU.
 """
 import argparse
+import inspect
 import json
 import os
 import shutil
@@ -24,6 +35,12 @@ import sys
 import numpy as np
 
 SKIP = 77
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+MESHES = {
+    "dp2": (["--dp", "2"], 2),
+    "tp2": (["--tp", "2"], 2),
+    "dp2-tp2-zero1": (["--dp", "2", "--tp", "2", "--zero", "1"], 4),
+}
 
 
 def have_gpu():
@@ -34,13 +51,44 @@ def have_gpu():
 
 
 def model_path(src, name):
+    if os.path.isabs(name):
+        return name
     if name == "gpt":
         return os.path.join(src, "examples", "gpt", "model.onnx")
     return os.path.join(src, "test", "Tools", "Inputs", name + ".onnxtxt")
 
 
 def vocab(name):
+    if name == "gpt-dyn":
+        return GPT_DYN_VOCAB
     return 128 if name == "gpt" else 5
+
+
+GPT_DYN_VOCAB, GPT_DYN_BATCH, GPT_DYN_SEQ = 97, 4, 16
+
+
+def small_gpt(args):
+    """The test suite's small GPT-2 (test/torch/export_models.py: 4 layers, 4
+    heads, d 64, vocab 97, seq 16) exported with a dynamic batch axis, as
+    test/parallel/parallel_check.py does (the bundled examples/gpt model
+    hard-codes its batch, which --dp cannot split). Returns (path, flags)."""
+    path = os.path.join(args.workdir, "gpt-dyn.onnx")
+    if not os.path.exists(path):
+        import torch
+        sys.path.insert(0, os.path.join(args.src, "test", "torch"))
+        import export_models as em
+        torch.manual_seed(0)
+        model = em.GPT2(vocab_size=GPT_DYN_VOCAB, n_embd=64, n_head=4, n_layer=4,
+                        block_size=GPT_DYN_SEQ)
+        ids = torch.zeros(GPT_DYN_BATCH, GPT_DYN_SEQ, dtype=torch.int64)
+        kw = dict(opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                  training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                  dynamic_axes={"input_ids": {0: "batch"}})
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kw["dynamo"] = False  # the TorchScript exporter (newer torch on GPU machines)
+        torch.onnx.export(model, (ids,), path, **kw)
+    return path, ["--input-shape", "input_ids=%dx%d" % (GPT_DYN_BATCH, GPT_DYN_SEQ),
+                  "--frozen", "*.attn.bias"]
 
 
 def compile_model(args, model, target, out, extra=()):
@@ -61,10 +109,13 @@ def tokens(args, model):
     return path
 
 
-def run_train(exe, data, metrics, steps=10):
+def run_train(exe, data, metrics, steps=10, ranks=0, timeout=None):
     cmd = [exe, "--data", data, "--steps", str(steps), "--sampler", "sequential",
            "--metrics", metrics, "--log-every", "100"]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    if ranks:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def check_no_device(args):
@@ -123,6 +174,60 @@ def check_vs_cpu(args, model):
     print("ok: %s, largest relative loss difference %.3g" % (model, worst))
 
 
+def check_par_link(args, mesh):
+    flags, ranks = MESHES[mesh]
+    model, model_flags = small_gpt(args)
+    exe = os.path.join(args.workdir, "train-cuda-" + mesh)
+    compile_model(args, model, "cuda", exe, model_flags + flags)
+    metrics = os.path.join(args.workdir, "m.jsonl")
+    r = run_train(exe, tokens(args, "gpt-dyn"), metrics, 2, ranks, timeout=300)
+    if have_gpu():
+        if r.returncode != 0:
+            sys.exit("FAIL: with a GPU mpirun -np %d ./train failed (%d):\n%s"
+                     % (ranks, r.returncode, r.stderr))
+        print("ok: gpt %s trained on the GPU" % mesh)
+        return
+    if r.returncode == 0 or "no CUDA device" not in r.stderr:
+        sys.exit("FAIL: expected a non-zero exit and 'no CUDA device', got %d:\n%s%s"
+                 % (r.returncode, r.stdout, r.stderr))
+    line = [l for l in r.stderr.splitlines() if "no CUDA device" in l][0]
+    print("ok: gpt %s links; without a GPU: exit %d, %s" % (mesh, r.returncode, line.strip()))
+
+
+def check_par_vs_cpu(args, mesh):
+    if not have_gpu():
+        print("SKIP: no GPU")
+        sys.exit(SKIP)
+    flags, ranks = MESHES[mesh]
+    model, model_flags = small_gpt(args)
+    data = tokens(args, "gpt-dyn")
+    got = {}
+    for target in ("cpu", "cuda"):
+        exe = os.path.join(args.workdir, "train-%s-%s" % (target, mesh))
+        compile_model(args, model, target, exe, model_flags + flags)
+        metrics = os.path.join(args.workdir, "%s-%s.jsonl" % (target, mesh))
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        r = run_train(exe, data, metrics, 10, ranks, timeout=400)
+        if r.returncode != 0:
+            sys.exit("FAIL: %s %s program exited %d:\n%s%s"
+                     % (target, mesh, r.returncode, r.stdout, r.stderr))
+        if target == "cuda":
+            for line in r.stdout.splitlines():
+                if "GPU collectives" in line:
+                    print(line)
+        got[target] = losses(metrics)
+    cpu, gpu = got["cpu"], got["cuda"]
+    if len(cpu) != 10 or len(gpu) != 10:
+        sys.exit("FAIL: expected 10 losses, got cpu %d, cuda %d" % (len(cpu), len(gpu)))
+    for i, (c, g) in enumerate(zip(cpu, gpu)):
+        print("step %d: cpu %.6f cuda %.6f" % (i, c, g))
+    worst = max(abs(g - c) / max(abs(c), 1e-12) for c, g in zip(cpu, gpu))
+    if worst > 1e-3:
+        sys.exit("FAIL: largest relative loss difference %.3g > 1e-3" % worst)
+    print("ok: gpt %s, largest relative loss difference %.3g" % (mesh, worst))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -137,6 +242,10 @@ def main():
         check_link(args, "gpt" if args.check == "link-gpt" else "mlp-lm")
     elif args.check.startswith("vs-cpu-") and args.check[7:] in ("tiny-lm", "mlp-lm", "gpt"):
         check_vs_cpu(args, args.check[7:])
+    elif args.check.startswith("par-link-") and args.check[9:] in MESHES:
+        check_par_link(args, args.check[9:])
+    elif args.check.startswith("par-vs-cpu-") and args.check[11:] in MESHES:
+        check_par_vs_cpu(args, args.check[11:])
     else:
         sys.exit("unknown check %r" % args.check)
 

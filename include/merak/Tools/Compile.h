@@ -52,7 +52,7 @@ struct CompileOptions {
   std::vector<std::string> optimizerOptions; ///< --opt KEY=VALUE
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"
-  /// (merak::rt::gpu, one GPU; serial programs only for now).
+  /// (merak::rt::gpu, a GPU per rank; --dp/--tp/--zero, no pipelines yet).
   std::string target = "cpu";
   /// --vocab-parallel: -1 the default (when the model qualifies), 0 off,
   /// 1 required.

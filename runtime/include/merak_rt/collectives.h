@@ -19,6 +19,7 @@
 
 namespace merak::rt {
 class Comm;
+enum class Axis; // merak_rt/comm.h
 }
 
 namespace merak::rt::cpu {
@@ -26,6 +27,8 @@ namespace merak::rt::cpu {
 /// Mesh axes as the compiler names them.
 enum class Group : int32_t { DP = 0, TP = 1, PP = 2 };
 enum class CollReduce : int32_t { Sum = 0, Mean = 1, Max = 2 };
+/// The communicator axis of a mesh group.
+Axis axisOf(Group g);
 
 /// The communicator collectives use; null for a serial program.
 void setCommunicator(Comm *comm);

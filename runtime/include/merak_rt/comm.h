@@ -124,6 +124,10 @@ public:
 
   int rank() const;
   int worldSize() const;
+  /// This rank among the ranks on its node (MPI_COMM_TYPE_SHARED) and
+  /// their number: a GPU program uses device localRank % device count.
+  int localRank() const;
+  int localSize() const;
   const MeshShape &mesh() const;
   MeshCoord coord() const;
   /// World: worldSize(); PP/DP/TP: the mesh extent along that axis.

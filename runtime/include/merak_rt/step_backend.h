@@ -21,6 +21,8 @@
 
 namespace merak::rt {
 
+class Comm;
+
 /// Bytes [offset, offset + bytes) of a region.
 struct ByteRange {
   uint64_t offset = 0, bytes = 0;
@@ -32,8 +34,10 @@ public:
   /// The target's name in messages ("cuda").
   virtual std::string name() const = 0;
   /// Opens the device (after the command line was parsed, so --help works
-  /// anywhere); the error ends the run with exit code 1.
-  virtual Status open() = 0;
+  /// anywhere); the error ends the run with exit code 1. `comm` is the
+  /// mesh communicator of a parallel program (null for a serial one): the
+  /// backend picks its device and device collectives from it.
+  virtual Status open(Comm *comm) = 0;
   /// One line about the device, printed at the start of the run.
   virtual std::string describe() const = 0;
   /// Allocates the device regions and copies P and C from the host.

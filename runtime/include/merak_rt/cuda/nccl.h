@@ -43,7 +43,7 @@
 
 namespace merak::rt::cuda {
 
-enum class ReduceOp : int32_t { Sum, Mean };
+enum class ReduceOp : int32_t { Sum, Mean, Max };
 
 /// How a group exchanges bootstrap bytes: a broadcast from group rank 0.
 /// mpiBootstrap() does it over an axis of a Comm; tests use an in-process
@@ -105,7 +105,7 @@ public:
 
   /// In place over `count` elements (fp32 or bf16; bf16 sums accumulate in
   /// bf16 inside NCCL's ring, pass fp32 for exact-as-fp32 sums); Mean is
-  /// ncclAvg.
+  /// ncclAvg, Max ncclMax.
   Status allReduce(void *buf, int64_t count, DType t, ReduceOp op,
                    StreamHandle compute);
   /// recv[recvCount] = reduction over the group of send[rank*recvCount ..]

@@ -9,17 +9,30 @@
 // any error a kernel recorded (gpu::checkErrors) and copies the outputs
 // (loss, grad norm, ...) back. Checkpoints copy P back first.
 //
+// A parallel program (--dp/--tp/--zero) runs one process per mesh rank
+// (mpirun, the CPU program's rank layout): each rank uses GPU (rank on its
+// node) % (GPUs on the node) and the step's collectives go through a
+// DeviceCollectives chosen by cuda::chooseCollectives (placement.h): NCCL
+// with one GPU per rank, the host-staged MPI fallback when ranks share a
+// GPU; every rank makes the same choice (the fallback wins when any rank
+// needs it), and rank 0 prints it.
+//
 // Exit codes are train_main.cpp's: without a GPU the run ends with exit
 // code 1 and "train: error: no CUDA device: <reason>".
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/cuda/collectives.h"
 #include "merak_rt/cuda/device.h"
+#include "merak_rt/comm.h"
 #include "merak_rt/cuda/ops.h"
+#include "merak_rt/cuda/placement.h"
 #include "merak_rt/program.h"
 #include "merak_rt/step_backend.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <tuple>
 
 namespace merak::rt::cuda {
@@ -29,6 +42,7 @@ class CudaBackend final : public StepBackend {
 public:
   ~CudaBackend() override {
     gpu::setCollectives(nullptr);
+    collectives_.reset();
     if (opened_)
       gpu::releaseContext();
     gpu::setStream(nullptr);
@@ -36,8 +50,15 @@ public:
 
   std::string name() const override { return "cuda"; }
 
-  Status open() override {
-    Result<Device> d = Device::open(0);
+  Status open(Comm *comm) override {
+    int ordinal = 0;
+    if (comm) {
+      Result<int> count = deviceCount();
+      if (!count.ok())
+        return count.status();
+      ordinal = selectDevice(comm->localRank(), *count);
+    }
+    Result<Device> d = Device::open(ordinal);
     if (!d.ok())
       return d.status();
     device_ = std::move(d).value();
@@ -47,6 +68,8 @@ public:
     stream_ = std::move(s).value();
     gpu::setStream(stream_.handle());
     opened_ = true;
+    if (comm)
+      return openCollectives(*comm);
     return Status::success();
   }
 
@@ -85,6 +108,11 @@ public:
         return s;
     merak_train_step(A, static_cast<char *>(params_.base()),
                      static_cast<const char *>(consts_.base()));
+    // Communication first: a hung collective times out here (and aborts
+    // its communicator) instead of blocking the stream synchronisation.
+    if (collectives_)
+      if (Status s = collectives_->synchronize(); !s.ok())
+        return s;
     if (Status s = gpu::checkErrors(); !s.ok())
       return s;
     for (const ByteRange &r : outputs)
@@ -100,6 +128,51 @@ public:
   }
 
 private:
+  /// Chooses and creates the device collectives (every rank the same kind).
+  Status openCollectives(Comm &comm) {
+#ifdef MERAK_HAVE_NCCL
+    const bool nccl = true;
+#else
+    const bool nccl = false;
+#endif
+    Result<int> count = deviceCount();
+    if (!count.ok())
+      return count.status();
+    const char *env = std::getenv("MERAK_GPU_COLLECTIVES");
+    Result<CollectivesChoice> choice =
+        chooseCollectives(env, comm.localSize(), *count, nccl);
+    if (!choice.ok())
+      return choice.status();
+    // One rank needing the fallback (a node with more ranks than GPUs)
+    // makes every rank use it.
+    double mpi = choice->kind == CollectivesKind::Mpi ? 1 : 0;
+    Comm::Request r = comm.allReduceMax(Axis::World, &mpi, 1, CommType::F64);
+    if (Status s = comm.wait(r, "choice of the GPU collectives"); !s.ok())
+      return s;
+    if (mpi > 0 && choice->kind == CollectivesKind::Nccl)
+      choice = CollectivesChoice{CollectivesKind::Mpi,
+                                 "another node's ranks share a GPU"};
+    if (choice->kind == CollectivesKind::Mpi) {
+      collectives_ = gpu::createStagedCollectives(comm);
+    } else {
+#ifdef MERAK_HAVE_NCCL
+      Result<std::unique_ptr<gpu::DeviceCollectives>> c =
+          gpu::createNcclCollectives(comm);
+      if (!c.ok())
+        return c.status();
+      collectives_ = std::move(c).value();
+#endif
+    }
+    gpu::setCollectives(collectives_.get());
+    if (comm.rank() == 0)
+      std::printf("train: GPU collectives: %s (%s); %d rank(s) on this node, "
+                  "%d GPU(s)\n",
+                  collectives_->name().c_str(), choice->why.c_str(),
+                  comm.localSize(), *count);
+    return Status::success();
+  }
+
+  std::unique_ptr<gpu::DeviceCollectives> collectives_;
   bool opened_ = false;
   Device device_;
   Stream stream_;

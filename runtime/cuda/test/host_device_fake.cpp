@@ -1,0 +1,64 @@
+//===- host_device_fake.cpp - Host memory as "device" memory for tests ----===//
+//
+// The few CUDA runtime calls and merak::rt::cuda / merak::rt::gpu helpers
+// that collectives_gpu.cpp and collectives_staged.cpp use, on host memory
+// (cudaMemcpyAsync is memmove, streams are synchronous), so that their
+// bookkeeping and the host-staged MPI path run under mpirun on a machine
+// without a GPU (merak_cuda_staged_tests). Not linked with cudart.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/device.h"
+#include "merak_rt/cuda/ops.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                       cudaMemcpyKind, cudaStream_t) {
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+namespace merak::rt::cuda {
+Status cudaCheck(int code, const char *call) {
+  return code == 0 ? Status::success()
+                   : Status::error(std::string(call) + ": fake CUDA error " +
+                                   std::to_string(code));
+}
+Status copyToDevice(void *dst, const void *src, uint64_t bytes, StreamHandle,
+                    bool) {
+  std::memmove(dst, src, bytes);
+  return Status::success();
+}
+Status copyToHost(void *dst, const void *src, uint64_t bytes, StreamHandle,
+                  bool) {
+  std::memmove(dst, src, bytes);
+  return Status::success();
+}
+Result<void *> deviceAlloc(uint64_t bytes) {
+  void *p = std::malloc(bytes ? bytes : 1);
+  if (!p)
+    return Result<void *>::error("malloc failed");
+  return p;
+}
+void deviceFree(void *p) { std::free(p); }
+} // namespace merak::rt::cuda
+
+namespace merak::rt::gpu {
+namespace {
+cuda::StreamHandle gStream = nullptr;
+}
+void setStream(cuda::StreamHandle s) { gStream = s; }
+cuda::StreamHandle stream() { return gStream; }
+void fatal(const char *what) {
+  std::fprintf(stderr, "merak runtime: %s\n", what);
+  std::exit(3);
+}
+void copyBytes(void *dst, const void *src, int64_t bytes) {
+  std::memmove(dst, src, bytes);
+}
+} // namespace merak::rt::gpu
