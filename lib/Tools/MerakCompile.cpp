@@ -120,9 +120,11 @@ struct CommandLine {
       cl::init("cpu"), cl::cat(cat)};
   cl::opt<std::string> schedule{
       "schedule",
-      cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
-               "zb-h1 or zb-h2; interleaved and zb-* are instruction lists for --compile-to=schedule "
-               "and --simulate only (the runtime does not run them yet)"),
+      cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages), "
+               "zb-h1, zb-h2 or shifted-critical-path (Merak's: recomputation ahead of the "
+               "gradient's arrival; --recompute full by default); interleaved, zb-* and "
+               "shifted-critical-path are instruction lists for --compile-to=schedule and "
+               "--simulate only (the runtime does not run them yet)"),
       cl::init("1f1b"), cl::cat(cat)};
   cl::opt<std::string> recompute{
       "recompute",

@@ -570,6 +570,34 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
   return success();
 }
 
+/// The ops of backward fragment `f` that no incoming gradient reaches (an
+/// op with regions counts as reached), in one pass in program order.
+static void collectRecompute(func::FuncOp f, StageCosts &c) {
+  llvm::DenseSet<Value> reached;
+  for (BlockArgument a : f.getArguments())
+    if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
+        n && n.getValue().starts_with("cot:"))
+      reached.insert(a);
+  SmallVector<Operation *> ahead;
+  for (Operation &op : f.getBody().front().without_terminator()) {
+    bool r = op.getNumRegions() > 0 ||
+             llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); });
+    if (r) {
+      reached.insert(op.getResults().begin(), op.getResults().end());
+      continue;
+    }
+    ahead.push_back(&op);
+    if (auto cost = dyn_cast<CostOpInterface>(&op); cost && !report::collectiveKind(cost))
+      c.recomputeOps.emplace_back(cost.getFlops(), cost.getBytesAccessed());
+  }
+  llvm::DenseSet<Operation *> aheadSet(ahead.begin(), ahead.end());
+  for (Operation *op : ahead)
+    for (Value v : op->getResults())
+      if (llvm::any_of(v.getUsers(), [&](Operation *u) { return !aheadSet.contains(u); }))
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && t.hasStaticShape())
+          c.recomputeHeldBytes += report::messageSlotBytes(t);
+}
+
 FailureOr<std::vector<StageCosts>>
 mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
   Report report(options, module);
@@ -600,6 +628,8 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     };
     c.forwardOps = opCosts("forward");
     c.backwardOps = opCosts("backward");
+    if (auto f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), "backward")))
+      collectRecompute(f, c);
     costs.push_back(std::move(c));
   }
   return costs;

@@ -7,7 +7,9 @@
 //              + tp collectives of the forward / m
 //   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
-//   1/v per chunk)
+//   1/v per chunk; shifted critical path, stages s < p - 1: less recompute)
+//   recompute = likewise over the backward's ops no incoming gradient
+//              reaches (the recomputed forward; shifted critical path only)
 //   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
 //              + the update's collectives (the dp gradient all-reduce)
 // Messages take latency + bytes / bandwidth on the intra-node link, or the
@@ -145,11 +147,15 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   int64_t p = r->stages, v = r->virtualStages;
   const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1 ||
                      r->kind == PipelineScheduleKind::ZeroBubbleH2;
+  const bool scp = r->kind == PipelineScheduleKind::ShiftedCriticalPath;
   PipelineCostModel costs;
   costs.forward.clear();
   costs.backward.clear();
   costs.weight.clear();
-  SmallVector<double> fwd, bwd;
+  costs.recompute.clear();
+  costs.stashed.clear();
+  costs.kept.clear();
+  SmallVector<double> fwd, bwd, rcp;
   // Roofline per op: max(FLOPs / rate, bytes / memory bandwidth).
   auto roofline = [&](const std::vector<std::pair<int64_t, int64_t>> &ops, int64_t flops) {
     if (ops.empty())
@@ -167,6 +173,16 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     bwd.push_back((roofline(c.backwardOps, c.backwardFlops) +
                    collectiveSeconds(c.backward, s, options) / m) /
                   v);
+    // The recomputation `rcp` runs apart (the backward's collectives stay
+    // with `bwd`); the last stage has none.
+    rcp.push_back(scp && s + 1 < p && !c.recomputeOps.empty()
+                      ? roofline(c.recomputeOps, 0) / v
+                      : 0.0);
+    bwd.back() -= rcp.back();
+    // A stashed (micro-batch, chunk) pair holds 1/v of the stage's stash;
+    // after `rcp` or `fwd-keep` also what the recomputation rebuilds.
+    costs.stashed.push_back((double)(c.stashBytes / r->microbatches / v));
+    costs.kept.push_back(costs.stashed.back() + (double)c.recomputeHeldBytes / v);
     double memory = 2.0 * (c.paramBytes + c.stateBytes) / prof.memoryBandwidth;
     costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +
                                 collectiveSeconds(c.update, s, options));
@@ -176,6 +192,13 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     costs.forward.push_back(fwd[k % p]);
     costs.backward.push_back(split ? bwd[k % p] / 2 : bwd[k % p]);
     costs.weight.push_back(split ? bwd[k % p] / 2 : 0.0);
+    costs.recompute.push_back(rcp[k % p]);
+  }
+  if (v > 1) {
+    costs.stashed.assign(p * v, costs.stashed.front());
+    for (int64_t k = 0; k < p * v; ++k)
+      costs.stashed[k] = costs.stashed[k % p];
+    costs.kept.assign(costs.stashed.begin(), costs.stashed.end());
   }
   // Messages: the activations stage c's forward sends ("act:N" results),
   // the same bytes back as gradients. Interleaved chunks have no cuts of
@@ -219,10 +242,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.memoryBytes = prof.memoryBytes;
   for (int64_t s = 0; s < p; ++s) {
     const StageCosts &c = (*stages)[s];
-    // A stashed (micro-batch, chunk) pair holds 1/v of the stage's stash.
-    int64_t perPair = c.stashBytes / r->microbatches / v;
     step.peakMemoryBytes.push_back(c.paramBytes + c.stateBytes + c.accumulatorBytes +
-                                   c.arenaPeakBytes + perPair * sim->peakInFlight[s]);
+                                   c.arenaPeakBytes + (int64_t)sim->peakActivationBytes[s]);
   }
   return step;
 }
