@@ -194,11 +194,14 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     costs.weight.push_back(split ? bwd[k % p] / 2 : 0.0);
     costs.recompute.push_back(rcp[k % p]);
   }
-  if (v > 1) {
-    costs.stashed.assign(p * v, costs.stashed.front());
-    for (int64_t k = 0; k < p * v; ++k)
-      costs.stashed[k] = costs.stashed[k % p];
-    costs.kept.assign(costs.stashed.begin(), costs.stashed.end());
+  if (v > 1) { // per model stage k = c * p + s
+    SmallVector<double> stashed = costs.stashed, kept = costs.kept;
+    costs.stashed.clear();
+    costs.kept.clear();
+    for (int64_t k = 0; k < p * v; ++k) {
+      costs.stashed.push_back(stashed[k % p]);
+      costs.kept.push_back(kept[k % p]);
+    }
   }
   // Messages: the activations stage c's forward sends ("act:N" results),
   // the same bytes back as gradients. Interleaved chunks have no cuts of

@@ -2,10 +2,12 @@
 //
 // Runs the per-stage instruction lists of a pipeline schedule
 // (buildPipelineSchedule) on a cost model: compute takes a fixed time per
-// model stage and kind (forward, backward, weight gradient, update), a
+// model stage and kind (forward, backward, weight gradient, recomputation,
+// update), a
 // message takes latency + bytes / bandwidth on its link. It reports the
-// step time, each stage's busy time, the bubble and the peak number of
-// micro-batches whose activations a stage holds. See docs/architecture.md,
+// step time, each stage's busy time, the bubble, the peak number of
+// micro-batches whose activations a stage holds and the peak activation
+// bytes. See docs/architecture.md,
 // "Pipeline simulator".
 //
 //===----------------------------------------------------------------------===//
