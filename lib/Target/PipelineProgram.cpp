@@ -50,16 +50,34 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
   if (!plan)
     return module.emitError("not a pipeline module (run merak-pipeline)");
   int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t ranks = stages / (v ? v.getInt() : 1);
   SmallVector<func::FuncOp> out;
-  for (int64_t s = 0; s < stages; ++s)
+  for (int64_t s = 0; s < stages; ++s) {
     for (StringRef kind : {"forward", "backward", "update"}) {
+      if (kind == "update" && s >= ranks)
+        continue; // interleaved: one update per rank, on its first chunk
       std::string name = ("stage" + Twine(s) + "_" + kind).str();
       auto fn = module.lookupSymbol<func::FuncOp>(name);
       if (!fn)
         return module.emitError("pipeline module without @") << name << " (run merak-optimizer)";
       out.push_back(fn);
     }
+    // The parts of a split backward (merak-split-backward), when present.
+    for (StringRef kind : {"forward_keep", "recompute", "backward_weight"})
+      if (auto fn = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
+        out.push_back(fn);
+  }
   return out;
+}
+
+std::pair<int64_t, StringRef> mlir::merak::pipelineFragmentStageKind(func::FuncOp fragment) {
+  StringRef name = fragment.getSymName();
+  auto [head, kind] = name.split('_');
+  int64_t s = -1;
+  if (!head.consume_front("stage") || head.getAsInteger(10, s))
+    return {-1, ""};
+  return {s, kind};
 }
 
 LogicalResult mlir::merak::planPipelineMemory(ModuleOp module, llvm::raw_ostream &os) {
@@ -118,7 +136,12 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   if (failed(fragsOr) || !lossFn || !paramsBytes || !constsBytes || !initBytes)
     return module.emitError("no planned pipeline program (run merak-plan-memory)");
   SmallVector<func::FuncOp> frags = *fragsOr;
+  // Model stages; interleaved: `chunks` of them per rank (model stage k on
+  // rank k mod ranks).
   int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  auto virtualAttr = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t chunks = virtualAttr ? virtualAttr.getInt() : 1;
+  int64_t ranks = stages / chunks;
   int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
   auto scheduleName = plan.getAs<StringAttr>("schedule");
   FailureOr<PipelineScheduleKind> kind =
@@ -240,7 +263,11 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   int64_t stepOff = place(8);
   inputs.push_back(json::Object{{"name", "step"}, {"role", "step"}, {"dtype", "I64"},
                                 {"shape", json::Array{}}, {"offset", stepOff}});
-  func::FuncOp update0 = frags[2];
+  // Fragment (stage, kind) -> function.
+  auto fragment = [&](int64_t s, StringRef kind) {
+    return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
+  };
+  func::FuncOp update0 = fragment(0, "update");
   llvm::StringMap<int64_t> outSlot;
   for (unsigned i = 0; i < update0.getNumResults(); ++i) {
     Type t = update0.getResultTypes()[i];
@@ -254,7 +281,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   // Messages of every cut c (between stage c and c + 1).
   SmallVector<Message> act(stages), cot(stages);
   for (int64_t c = 0; c + 1 < stages; ++c) {
-    func::FuncOp fwd = frags[3 * c], bwd = frags[3 * c + 1];
+    func::FuncOp fwd = fragment(c, "forward"), bwd = fragment(c, "backward");
     for (unsigned i = 0; i < fwd.getNumResults(); ++i)
       if (auto [k, idx] = splitName(resultName(fwd, i)); k == "act")
         act[c].add(idx, fwd.getResultTypes()[i]);
@@ -263,21 +290,32 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
         cot[c].add(idx, bwd.getArgumentTypes()[i]);
   }
 
-  // Stashed activations of every stage (merak-recompute): the forward's
-  // "stash:i" results, laid out like a message, read back by the backward.
-  SmallVector<Message> stash(stages);
-  for (int64_t s = 0; s < stages; ++s) {
-    func::FuncOp fwd = frags[3 * s];
-    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
-      if (auto [k, idx] = splitName(resultName(fwd, i)); k == "stash")
-        stash[s].add(idx, fwd.getResultTypes()[i]);
-  }
+  // Values kept between two fragments of a stage, laid out like a message:
+  // the forward's "stash:i" (merak-recompute: activations the backward
+  // reads), the recomputation's "rstash:i" (merak-split-backward, shifted
+  // critical path: what the rest of the backward reads; the forward_keep
+  // returns the same) and the input-gradient backward's "wstash:i" (zero
+  // bubble: what the weight-gradient backward reads).
+  auto keptLayout = [&](StringRef producer, StringRef name) {
+    SmallVector<Message> out(stages);
+    for (int64_t s = 0; s < stages; ++s)
+      if (func::FuncOp f = fragment(s, producer))
+        for (unsigned i = 0; i < f.getNumResults(); ++i)
+          if (auto [k, idx] = splitName(resultName(f, i)); k == name)
+            out[s].add(idx, f.getResultTypes()[i]);
+    return out;
+  };
+  llvm::StringMap<SmallVector<Message>> kept;
+  kept["stash"] = keptLayout("forward", "stash");
+  kept["rstash"] = keptLayout("recompute", "rstash");
+  kept["wstash"] = keptLayout("backward", "wstash");
+  SmallVector<Message> &stash = kept["stash"];
 
   json::Array fragments;
   for (auto indexed : llvm::enumerate(frags)) {
-    size_t k = indexed.index();
     func::FuncOp f = indexed.value();
-    int64_t s = k / 3;
+    auto [s, fragKind] = pipelineFragmentStageKind(f);
+    bool isForward = fragKind == "forward" || fragKind == "forward_keep";
     auto argOffsets = [&](unsigned i) {
       return f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
     };
@@ -293,9 +331,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       } else if (kindName == "cot") {
         a["source"] = "cot";
         a["msg_offset"] = cot[s].offset.lookup(idx);
-      } else if (kindName == "stash" && stash[s].offset.count(idx)) {
-        a["source"] = "stash";
-        a["msg_offset"] = stash[s].offset.lookup(idx);
+      } else if (kept.count(kindName) && kept[kindName][s].offset.count(idx)) {
+        a["source"] = kindName.str();
+        a["msg_offset"] = kept[kindName][s].offset.lookup(idx);
       } else if (kindName == "step") {
         a["source"] = "step";
       } else if (dataSlot.count(kindName)) {
@@ -318,12 +356,13 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       } else if (kindName == "cot") {
         r["dest"] = "cot";
         r["msg_offset"] = cot[s - 1].offset.lookup(idx);
-      } else if (k % 3 == 0 && kindName == "stash") {
-        r["dest"] = "stash";
-        r["msg_offset"] = stash[s].offset.lookup(idx);
-      } else if (k % 3 == 0 && kindName == "loss") {
+      } else if (kindName != "act" && kept.count(kindName) &&
+                 kept[kindName][s].offset.count(idx) && fragKind != "update") {
+        r["dest"] = kindName.str();
+        r["msg_offset"] = kept[kindName][s].offset.lookup(idx);
+      } else if (isForward && kindName == "loss") {
         r["dest"] = "loss";
-      } else if (k % 3 == 2 && (kindName == "grad_norm" || kindName == "lr")) {
+      } else if (fragKind == "update" && (kindName == "grad_norm" || kindName == "lr")) {
         r["dest"] = kindName.str();
         r["out_offset"] = outSlot.lookup(kindName);
       } else {
@@ -334,7 +373,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     fragments.push_back(json::Object{
         {"name", f.getSymName().str()},
         {"stage", s},
-        {"kind", k % 3 == 0 ? "forward" : k % 3 == 1 ? "backward" : "update"},
+        {"kind", fragKind.str()},
         {"arena_bytes", f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt()},
         {"args", std::move(args)},
         {"results", std::move(results)}});
@@ -352,7 +391,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       auto &h = holders[acc];
       if (h.empty())
         order.push_back(acc);
-      h.push_back(s);
+      if (!llvm::is_contained(h, (int64_t)s % ranks)) // the holder ranks
+        h.push_back(s % ranks);
     }
   json::Array shared;
   for (const std::string &acc : order)
@@ -364,7 +404,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     }
 
   json::Array stageInfo, programs;
-  auto program = buildPipelineSchedule(*kind, stages, m);
+  auto program = buildPipelineSchedule(*kind, ranks, m, chunks);
   for (int64_t s = 0; s < stages; ++s) {
     json::Array owned;
     for (Attribute n : cast<ArrayAttr>(owners[s]))
@@ -372,8 +412,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     // Every param the stage's fragments read or write: the only part of P
     // its ranks touch (and initialise, restore and checkpoint).
     llvm::SetVector<StringRef> used;
-    for (int64_t k = 3 * s; k < 3 * s + 3; ++k)
-      frags[k].walk([&](Operation *op) {
+    for (func::FuncOp f : frags)
+      if (pipelineFragmentStageKind(f).first == s)
+        f.walk([&](Operation *op) {
         if (auto get = dyn_cast<GetParamOp>(op))
           used.insert(get.getName());
         else if (auto set = dyn_cast<SetParamOp>(op))
@@ -387,11 +428,16 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
                                      {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
                                      {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
                                      {"stash_bytes", stash[s].bytes},
+                                     {"rstash_bytes", kept["rstash"][s].bytes},
+                                     {"wstash_bytes", kept["wstash"][s].bytes},
                                      {"owned", std::move(owned)},
                                      {"params", std::move(params)}});
+  }
+  for (int64_t r = 0; r < ranks; ++r) {
     json::Array instrs;
-    for (const PipelineInstr &i : program[s])
-      instrs.push_back(json::Array{pipelineInstrName(i.kind).str(), i.mb});
+    for (const PipelineInstr &i : program[r])
+      instrs.push_back(chunks > 1 ? json::Array{pipelineInstrName(i.kind).str(), i.mb, i.chunk}
+                                  : json::Array{pipelineInstrName(i.kind).str(), i.mb});
     programs.push_back(std::move(instrs));
   }
 
@@ -402,6 +448,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   if (!info.optimizer.empty())
     defaults["optimizer"] = info.optimizer;
   json::Object pipeline{{"stages", stages},
+                        {"virtual_stages", chunks},
                         {"microbatches", m},
                         {"schedule", pipelineScheduleName(*kind).str()},
                         {"fragments", std::move(fragments)},
@@ -423,7 +470,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
                         {"hparams", std::move(hparams)},
                         {"defaults", std::move(defaults)},
                         {"ops", std::move(ops)},
-                        {"mesh", json::Object{{"pp", stages}, {"dp", info.dp}, {"tp", info.tp}}},
+                        {"mesh", json::Object{{"pp", ranks}, {"dp", info.dp}, {"tp", info.tp}}},
                         {"pipeline", std::move(pipeline)}};
   manifestOs << json::Value(std::move(manifest));
   return success();

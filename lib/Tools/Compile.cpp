@@ -244,6 +244,9 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--virtual-stages must be at least 1");
   if (opts.virtualStages > 1 && *scheduleKind != PipelineScheduleKind::Interleaved)
     return fail("--virtual-stages needs --schedule interleaved");
+  if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.virtualStages > 1 &&
+      opts.pp < 2)
+    return fail("--schedule interleaved with --virtual-stages needs --pp of at least 2");
   if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.microbatches % opts.pp != 0)
     return fail("--schedule interleaved needs --microbatches (" + Twine(opts.microbatches) +
                 ") to be a multiple of --pp (" + Twine(opts.pp) + ")");
@@ -372,6 +375,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     }
     PipelineCompileOptions pipeline;
     pipeline.pp = opts.pp;
+    pipeline.virtualStages =
+        *scheduleKind == PipelineScheduleKind::Interleaved ? opts.virtualStages : 1;
     pipeline.microbatches = opts.microbatches;
     pipeline.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
     pipeline.schedule = opts.schedule;

@@ -17,7 +17,8 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
   // stages hold shards and the tp collectives (differentiated per stage).
   addForwardToLossPasses(pm, training);
   MerakPipelineOptions cut;
-  cut.pp = pipeline.pp;
+  cut.pp = pipeline.pp * pipeline.virtualStages;
+  cut.virtualStages = pipeline.virtualStages;
   cut.microbatches = pipeline.microbatches;
   cut.dp = training.dp;
   cut.zero = training.zero;
@@ -33,6 +34,14 @@ LogicalResult mlir::merak::buildPipelineTrainingPipeline(OpPassManager &pm,
     StringRef opt = training.optimizer;
     rc.optimizerSlots = opt.contains("optimizer=sgd") ? 1 : 2;
     pm.addPass(createMerakRecompute(rc));
+    // Zero-bubble and shifted-critical-path schedules run the backward in
+    // parts (weight gradients later; the recomputation earlier).
+    if (pipeline.schedule == "zb-h1" || pipeline.schedule == "zb-h2" ||
+        pipeline.schedule == "shifted-critical-path") {
+      MerakSplitBackwardOptions split;
+      split.schedule = pipeline.schedule;
+      pm.addPass(createMerakSplitBackward(split));
+    }
   }
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   if (failed(opt->initializeOptions(training.optimizer, [&](const Twine &msg) {
@@ -91,7 +100,7 @@ std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
   auto v = plan.getAs<IntegerAttr>("virtual_stages");
   return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
                               .value_or(PipelineScheduleKind::OneFOneB),
-                          plan.getAs<IntegerAttr>("stages").getInt(),
+                          plan.getAs<IntegerAttr>("stages").getInt() / (v ? v.getInt() : 1),
                           plan.getAs<IntegerAttr>("microbatches").getInt(), v ? v.getInt() : 1};
 }
 

@@ -219,8 +219,15 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
       st.arenas.push_back({"train_step", a.getInt()});
   } else {
     auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    // The backward's parts (merak-split-backward: recomputation, input and
+    // weight gradients) count as the backward; interleaved model stages
+    // beyond the first chunk have no update (their rank's is on stage r).
     func::FuncOp f = fn(module, fragment(s, "forward")), b = fn(module, fragment(s, "backward")),
                  u = fn(module, fragment(s, "update"));
+    SmallVector<func::FuncOp> bParts{b};
+    for (StringRef kind : {"recompute", "backward_weight"})
+      if (func::FuncOp part = fn(module, fragment(s, kind)))
+        bParts.push_back(part);
     nodesFn = f;
     for (Attribute n : cast<ArrayAttr>(plan.getAs<ArrayAttr>("owners")[s])) {
       StringRef name = cast<StringAttr>(n).getValue();
@@ -229,21 +236,28 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
         param(name).trainable = true;
       }
     }
-    for (func::FuncOp frag : {f, b})
+    SmallVector<func::FuncOp> fwdAndBwd{f};
+    fwdAndBwd.append(bParts.begin(), bParts.end());
+    for (func::FuncOp frag : fwdAndBwd)
       frag.walk([&](GetParamOp get) {
         if (paramIndex.count(get.getName()))
           held.insert(get.getName());
       });
     st.forwardFlops = m * fnFlops(f);
-    st.backwardFlops = m * fnFlops(b);
-    st.updateFlops = fnFlops(u);
+    for (func::FuncOp part : bParts)
+      st.backwardFlops += m * fnFlops(part);
+    st.updateFlops = u ? fnFlops(u) : 0;
     st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
     countCollectives(f, m, s, 0);
-    countCollectives(b, m, s, 1);
-    countCollectives(u, 1, s, 2);
-    for (StringRef kind : {"forward", "backward", "update"})
-      if (auto a = fn(planned, fragment(s, kind))->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
-        st.arenas.push_back({fragment(s, kind), a.getInt()});
+    for (func::FuncOp part : bParts)
+      countCollectives(part, m, s, 1);
+    if (u)
+      countCollectives(u, 1, s, 2);
+    for (StringRef kind :
+         {"forward", "backward", "update", "forward_keep", "recompute", "backward_weight"})
+      if (func::FuncOp g = fn(planned, fragment(s, kind)))
+        if (auto a = g->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+          st.arenas.push_back({fragment(s, kind), a.getInt()});
     auto named = [](func::FuncOp g, unsigned i, bool result) {
       auto n = result ? g.getResultAttrOfType<StringAttr>(i, "merak.name")
                       : g.getArgAttrOfType<StringAttr>(i, "merak.name");
@@ -311,14 +325,22 @@ LogicalResult Report::collect() {
     nStages = plan.getAs<IntegerAttr>("stages").getInt();
     cutPoints = plan.getAs<IntegerAttr>("cut_points").getInt();
     llvm::append_range(cuts, plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef());
-    for (int64_t s = 0; s < nStages; ++s)
+    auto v = plan.getAs<IntegerAttr>("virtual_stages");
+    int64_t ranks = nStages / (v ? v.getInt() : 1);
+    for (int64_t s = 0; s < nStages; ++s) {
       for (StringRef kind : {"forward", "backward", "update"}) {
         func::FuncOp f = fn(module, fragment(s, kind));
+        if (!f && kind == "update" && s >= ranks)
+          continue; // an interleaved chunk: its rank's update is on stage s mod ranks
         if (!f)
           return module.emitError("--report: no @") << fragment(s, kind)
                                                     << " (the program has no training step)";
         toPlan.push_back(f);
       }
+      for (StringRef kind : {"forward_keep", "recompute", "backward_weight"})
+        if (func::FuncOp f = fn(module, fragment(s, kind)))
+          toPlan.push_back(f);
+    }
   } else {
     func::FuncOp step = fn(module, "train_step");
     if (!step)
@@ -628,8 +650,22 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     };
     c.forwardOps = opCosts("forward");
     c.backwardOps = opCosts("backward");
-    if (auto f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), "backward")))
-      collectRecompute(f, c);
+    for (StringRef kind : {"recompute", "backward_weight"}) {
+      std::vector<std::pair<int64_t, int64_t>> part = opCosts(kind);
+      c.backwardOps.insert(c.backwardOps.end(), part.begin(), part.end());
+    }
+    // The recomputation: merak-split-backward's @stage<s>_recompute (what
+    // it carries to the backward, "rstash:i", is held until then), else the
+    // backward's ops no incoming gradient reaches.
+    if (auto r = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), "recompute"))) {
+      c.recomputeOps = opCosts("recompute");
+      for (Type t : r.getResultTypes())
+        if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.hasStaticShape())
+          c.recomputeHeldBytes += report::messageSlotBytes(rt);
+    } else if (auto b = module.lookupSymbol<func::FuncOp>(
+                   report.fragment(costs.size(), "backward"))) {
+      collectRecompute(b, c);
+    }
     costs.push_back(std::move(c));
   }
   return costs;

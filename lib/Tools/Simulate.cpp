@@ -7,9 +7,11 @@
 //              + tp collectives of the forward / m
 //   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
-//   1/v per chunk; shifted critical path, stages s < p - 1: less recompute)
-//   recompute = likewise over the backward's ops no incoming gradient
-//              reaches (the recomputed forward; shifted critical path only)
+//   each model chunk its own fragments; shifted critical path, stages
+//   s < p - 1: less the recomputation)
+//   recompute = likewise over the recomputation (@stage<s>_recompute, or
+//              the backward's ops no incoming gradient reaches when the
+//              backward is not split; shifted critical path only)
 //   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
 //              + the update's collectives (the dp gradient all-reduce)
 // Messages take latency + bytes / bandwidth on the intra-node link, or the
@@ -137,7 +139,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   ro.pp = r->stages;
   ro.microbatches = r->microbatches;
   FailureOr<std::vector<StageCosts>> stages = collectStageCosts(module, ro);
-  if (failed(stages) || (int64_t)stages->size() != r->stages) {
+  // One StageCosts per model stage: stages x virtual stages (interleaved).
+  if (failed(stages) || (int64_t)stages->size() != r->stages * r->virtualStages) {
     error = "cannot read the per-stage costs of the program";
     return failure();
   }
@@ -165,49 +168,50 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
       t += std::max(f / rate, prof.memoryBandwidth > 0 ? b / prof.memoryBandwidth : 0.0);
     return t;
   };
-  for (int64_t s = 0; s < p; ++s) {
-    const StageCosts &c = (*stages)[s];
-    fwd.push_back((roofline(c.forwardOps, c.forwardFlops) +
-                   collectiveSeconds(c.forward, s, options) / m) /
-                  v);
-    bwd.push_back((roofline(c.backwardOps, c.backwardFlops) +
-                   collectiveSeconds(c.backward, s, options) / m) /
-                  v);
+  // Model stage k (chunk k / p of rank k mod p under interleaving) has its
+  // own fragments; a rank's update (and the parameters and optimizer state
+  // it streams) is on model stage s < p and covers all its chunks.
+  for (int64_t k = 0; k < p * v; ++k) {
+    const StageCosts &c = (*stages)[k];
+    fwd.push_back(roofline(c.forwardOps, c.forwardFlops) +
+                  collectiveSeconds(c.forward, k % p, options) / m);
+    bwd.push_back(roofline(c.backwardOps, c.backwardFlops) +
+                  collectiveSeconds(c.backward, k % p, options) / m);
     // The recomputation `rcp` runs apart (the backward's collectives stay
     // with `bwd`); the last stage has none.
-    rcp.push_back(scp && s + 1 < p && !c.recomputeOps.empty()
-                      ? roofline(c.recomputeOps, 0) / v
-                      : 0.0);
+    rcp.push_back(scp && k + 1 < p * v && !c.recomputeOps.empty() ? roofline(c.recomputeOps, 0)
+                                                                 : 0.0);
     bwd.back() -= rcp.back();
-    // A stashed (micro-batch, chunk) pair holds 1/v of the stage's stash;
-    // after `rcp` or `fwd-keep` also what the recomputation rebuilds.
-    costs.stashed.push_back((double)(c.stashBytes / r->microbatches / v));
-    costs.kept.push_back(costs.stashed.back() + (double)c.recomputeHeldBytes / v);
-    double memory = 2.0 * (c.paramBytes + c.stateBytes) / prof.memoryBandwidth;
+  }
+  // Activation bytes a (micro-batch, chunk) pair holds on rank s: on average
+  // its chunks' stash per micro-batch; after `rcp` or `fwd-keep` also what
+  // the recomputation rebuilds.
+  for (int64_t k = 0; k < p * v; ++k) {
+    int64_t stash = 0;
+    for (int64_t j = k % p; j < p * v; j += p)
+      stash += (*stages)[j].stashBytes / r->microbatches;
+    costs.stashed.push_back((double)(stash / v));
+    costs.kept.push_back(costs.stashed.back() + (double)(*stages)[k].recomputeHeldBytes);
+  }
+  for (int64_t s = 0; s < p; ++s) {
+    const StageCosts &c = (*stages)[s];
+    double bytes = 0;
+    for (int64_t k = s; k < p * v; k += p)
+      bytes += (*stages)[k].paramBytes + (*stages)[k].stateBytes;
+    double memory = 2.0 * bytes / prof.memoryBandwidth;
     costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +
                                 collectiveSeconds(c.update, s, options));
   }
-  // Model stage k = c * p + s runs 1/v of stage s's work.
   for (int64_t k = 0; k < p * v; ++k) {
-    costs.forward.push_back(fwd[k % p]);
-    costs.backward.push_back(split ? bwd[k % p] / 2 : bwd[k % p]);
-    costs.weight.push_back(split ? bwd[k % p] / 2 : 0.0);
-    costs.recompute.push_back(rcp[k % p]);
+    costs.forward.push_back(fwd[k]);
+    costs.backward.push_back(split ? bwd[k] / 2 : bwd[k]);
+    costs.weight.push_back(split ? bwd[k] / 2 : 0.0);
+    costs.recompute.push_back(rcp[k]);
   }
-  if (v > 1) { // per model stage k = c * p + s
-    SmallVector<double> stashed = costs.stashed, kept = costs.kept;
-    costs.stashed.clear();
-    costs.kept.clear();
-    for (int64_t k = 0; k < p * v; ++k) {
-      costs.stashed.push_back(stashed[k % p]);
-      costs.kept.push_back(kept[k % p]);
-    }
-  }
-  // Messages: the activations stage c's forward sends ("act:N" results),
-  // the same bytes back as gradients. Interleaved chunks have no cuts of
-  // their own: every boundary takes the largest cut's bytes.
+  // Messages: the activations model stage c's forward sends ("act:N"
+  // results), the same bytes back as gradients.
   SmallVector<double> cut;
-  for (int64_t c = 0; c + 1 < p; ++c) {
+  for (int64_t c = 0; c + 1 < p * v; ++c) {
     double bytes = 0;
     if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
       for (unsigned i = 0; i < f.getNumResults(); ++i)
@@ -216,15 +220,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
           bytes += staticBytes(f.getResultTypes()[i]);
     cut.push_back(bytes);
   }
-  costs.actBytes.clear();
-  if (v == 1) {
-    costs.actBytes.assign(cut.begin(), cut.end());
-  } else {
-    double largest = 0;
-    for (double b : cut)
-      largest = std::max(largest, b);
-    costs.actBytes.assign(p * v - 1, largest);
-  }
+  costs.actBytes.assign(cut.begin(), cut.end());
   if (costs.actBytes.empty())
     costs.actBytes.push_back(0.0);
   costs.gradBytes = costs.actBytes;
@@ -244,9 +240,13 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
   for (int64_t s = 0; s < p; ++s) {
-    const StageCosts &c = (*stages)[s];
-    step.peakMemoryBytes.push_back(c.paramBytes + c.stateBytes + c.accumulatorBytes +
-                                   c.arenaPeakBytes + (int64_t)sim->peakActivationBytes[s]);
+    int64_t bytes = 0, arena = 0;
+    for (int64_t k = s; k < p * v; k += p) {
+      const StageCosts &ck = (*stages)[k];
+      bytes += ck.paramBytes + ck.stateBytes + ck.accumulatorBytes;
+      arena = std::max(arena, ck.arenaPeakBytes);
+    }
+    step.peakMemoryBytes.push_back(bytes + arena + (int64_t)sim->peakActivationBytes[s]);
   }
   return step;
 }

@@ -53,16 +53,42 @@ struct Slot {
   bool f64 = false;
 };
 struct Fragment {
+  int64_t stage = 0;
+  std::string kind; // forward, backward, update, forward_keep, recompute, backward_weight
   std::vector<Slot> args, results;
 };
+/// Values kept between two fragments of a micro-batch on a stage: the
+/// forward's stash, the recomputation's rstash, the input-gradient
+/// backward's wstash. A buffer per micro-batch in flight, from a pool.
+enum KeptKind { Stash, RStash, WStash, NumKept };
+int keptKind(const std::string &name) {
+  return name == "stash" ? Stash : name == "rstash" ? RStash : name == "wstash" ? WStash : -1;
+}
+const char *keptName(int k) { return k == Stash ? "stash" : k == RStash ? "rstash" : "wstash"; }
+/// The fragment kind an instruction runs; nullptr for the others.
+const char *fragmentKindOf(const std::string &op) {
+  if (op == "fwd")
+    return "forward";
+  if (op == "fwd-keep")
+    return "forward_keep";
+  if (op == "rcp")
+    return "recompute";
+  if (op == "bwd")
+    return "backward";
+  if (op == "bwd-w")
+    return "backward_weight";
+  return nullptr;
+}
 struct Tensor {
   uint64_t offset = 0, bytes = 0;
   bool f64 = false;
 };
 struct Instr {
   std::string op;
-  int64_t mb = -1;
+  int64_t mb = -1, chunk = 0;
 };
+/// Tags of the tied-parameter gradient exchange; message tags stay below.
+constexpr int kTiedTagBase = 30000;
 
 struct AlignedFree {
   void operator()(char *p) const { std::free(p); }
@@ -100,54 +126,129 @@ void writeScalar(char *p, bool f64, double value) {
 
 struct PipelineRunner::Impl {
   Comm *comm = nullptr;
-  int64_t stages = 1, microbatches = 1, stage = 0, dp = 1;
+  /// Model stages, of which this rank runs `chunks` (interleaved 1F1B:
+  /// virtual stages): chunk c is model stage c * ranks + rank.
+  int64_t stages = 1, ranks = 1, chunks = 1, microbatches = 1, rank = 0, dp = 1;
   std::vector<Fragment> fragments;
   std::vector<Instr> program;
-  uint64_t actIn = 0, actOut = 0, cotIn = 0, cotOut = 0, stashBytes = 0;
+  int64_t updateFragment = -1;
+  // Per-micro-batch buffers of one kind: taken from a pool when a
+  // micro-batch first needs one and given back when it is done with it, so
+  // each pool grows to the micro-batches in flight (1F1B: min(m, stages -
+  // stage)), not to m.
+  struct Kept {
+    uint64_t bytes = 0;
+    std::vector<Bytes> pool;
+    std::vector<char *> free, of;
+    char *take(int64_t mb) {
+      if (!of[mb]) {
+        if (free.empty()) {
+          pool.push_back(allocate(bytes));
+          free.push_back(pool.back().get());
+        }
+        of[mb] = free.back();
+        free.pop_back();
+      }
+      return of[mb];
+    }
+    void give(int64_t mb) {
+      if (of[mb])
+        free.push_back(of[mb]);
+      of[mb] = nullptr;
+    }
+  };
+  /// A posted send and the buffer it reads, returned to its pool once the
+  /// send has completed.
+  struct PendingSend {
+    Comm::Request request;
+    std::vector<char *> *free;
+    char *buffer;
+  };
+  /// One model stage this rank runs.
+  struct Chunk {
+    int64_t stage = 0; ///< model stage
+    /// Its fragments by kind (index into fragments).
+    std::map<std::string, int64_t> frags;
+    /// The kind after which a micro-batch's kept buffers go back to their
+    /// pools: its last fragment (the weight gradient when split off).
+    std::string finalKind = "backward";
+    // Kept values (stash, rstash, wstash): taken by the first fragment of a
+    // micro-batch that writes them, given back after its last fragment.
+    Kept kept[NumKept];
+    // Messages: received activations and gradients (taken when the receive
+    // is posted, given back after the micro-batch's last fragment, which
+    // may read them), and those to send (taken by the fragment computing
+    // them, given back when the send has completed).
+    Kept actIn, actOut, cotIn, cotOut;
+    std::vector<Comm::Request> recvAct, recvGrad;
+  };
+  std::vector<Chunk> mine;
   std::vector<Tensor> accumulators;
   struct Shared {
     Tensor acc;
-    std::vector<int> stages;
+    std::vector<int> stages; ///< the ranks holding it
   };
   std::vector<Shared> shared;
-  /// Param name -> the first stage whose fragments use it; and the params
-  /// this rank's stage uses (stage_info "params").
+  /// Param name -> the rank that owns it (initialises and checkpoints it);
+  /// and the params this rank's chunks use (stage_info "params").
   std::map<std::string, int> firstUser;
   std::set<std::string> usedHere;
   Tensor tokens, labels, loss;
   bool haveTokens = false, haveLabels = false, haveLoss = false;
-
-  // Per micro-batch buffers: stashed stage inputs, outgoing activations,
-  // incoming and outgoing gradients.
-  std::vector<Bytes> actInBuf, actOutBuf, cotInBuf, cotOutBuf;
-  // Activations a forward stashes for its backward (merak-recompute): a
-  // buffer taken from a pool at the forward and returned after the
-  // backward, so the pool grows to the micro-batches in flight (1F1B:
-  // min(m, stages - stage)), not to m.
-  std::vector<Bytes> stashPool;
-  std::vector<char *> stashFree, stashOf;
-  std::vector<Comm::Request> recvAct, recvGrad, sends;
+  std::vector<PendingSend> sends;
+  /// Sends whose buffers are back in their pools; the others stay pending.
+  void reapSends();
+  Status waitSends();
   double lossSum = 0;
 
   void parse(const json::Value &root);
   Status run(char *A, char *P, const char *C, int64_t step);
-  void copyArgs(const Fragment &f, char *A, int64_t mb);
+  void copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
+  Status compute(const std::string &kind, Chunk &ch, int64_t mb, char *A, char *P,
+                 const char *C);
   Status update(char *A, char *P, const char *C, int64_t step);
+  /// Message tag of the activations (grad = false) or gradients into model
+  /// stage `to` for micro-batch `mb`; below the tied-exchange tags.
+  int tag(int64_t to, int64_t mb, bool grad) const {
+    return static_cast<int>(2 * (to * microbatches + mb) + (grad ? 1 : 0));
+  }
 };
 
 void PipelineRunner::Impl::parse(const json::Value &root) {
   const json::Value &pl = at(root, "pipeline");
   stages = integer(pl, "stages");
   microbatches = integer(pl, "microbatches");
-  if (stages < 1 || microbatches < 1 || microbatches > 16000)
-    bad("bad stages or microbatches");
+  chunks = pl.get("virtual_stages") ? integer(pl, "virtual_stages") : 1;
+  if (stages < 1 || microbatches < 1 || chunks < 1 || stages % chunks != 0)
+    bad("bad stages, virtual_stages or microbatches");
+  if (2 * stages * microbatches > kTiedTagBase)
+    bad("too many stages x micro-batches (" + std::to_string(stages * microbatches) +
+        ", at most " + std::to_string(kTiedTagBase / 2) + ")");
+  ranks = stages / chunks;
   if (const json::Value *mesh = root.get("mesh"))
     dp = mesh->get("dp") ? integer(*mesh, "dp") : 1;
-  stage = comm ? comm->coord().pp : 0;
-  if (stage >= stages)
+  rank = comm ? comm->coord().pp : 0;
+  if (rank >= ranks)
     bad("this rank's stage is outside the pipeline");
+  mine.resize(chunks);
+  for (int64_t c = 0; c < chunks; ++c)
+    mine[c].stage = c * ranks + rank;
   for (const json::Value &f : at(pl, "fragments").array) {
     Fragment fr;
+    fr.stage = integer(f, "stage");
+    fr.kind = str(f, "kind");
+    if (fr.stage >= stages)
+      bad("a fragment's stage is outside the pipeline");
+    if (fr.stage % ranks == rank) {
+      if (fr.kind == "update") {
+        if (fr.stage != rank || updateFragment >= 0)
+          bad("rank " + std::to_string(rank) + "'s update must be one fragment of stage " +
+              std::to_string(rank));
+        updateFragment = fragments.size();
+      } else if (!mine[fr.stage / ranks].frags.emplace(fr.kind, fragments.size()).second) {
+        bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(fr.stage));
+      }
+    }
     for (const char *list : {"args", "results"})
       for (const json::Value &s : at(f, list).array) {
         Slot slot;
@@ -163,20 +264,40 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       }
     fragments.push_back(std::move(fr));
   }
-  if (static_cast<int64_t>(fragments.size()) != 3 * stages)
-    bad("expected 3 fragments per stage");
-  const json::Value &info = at(pl, "stage_info").array.at(stage);
-  actIn = integer(info, "act_in_bytes");
-  actOut = integer(info, "act_out_bytes");
-  cotIn = integer(info, "cot_in_bytes");
-  cotOut = integer(info, "cot_out_bytes");
-  stashBytes = optInteger(info, "stash_bytes");
-  for (const json::Value &i : at(pl, "programs").array.at(stage).array) {
-    if (!i.isArray() || i.array.size() != 2 || !i.array[0].isString() || !i.array[1].isInteger())
+  if (updateFragment < 0)
+    bad("stage " + std::to_string(rank) + " has no \"update\" fragment");
+  const json::Value &infos = at(pl, "stage_info");
+  for (Chunk &ch : mine) {
+    for (const char *k : {"forward", "backward"})
+      if (!ch.frags.count(k))
+        bad("stage " + std::to_string(ch.stage) + " has no \"" + k + "\" fragment");
+    if (ch.frags.count("backward_weight"))
+      ch.finalKind = "backward_weight";
+    const json::Value &info = infos.array.at(ch.stage);
+    ch.actIn.bytes = integer(info, "act_in_bytes");
+    ch.actOut.bytes = integer(info, "act_out_bytes");
+    ch.cotIn.bytes = integer(info, "cot_in_bytes");
+    ch.cotOut.bytes = integer(info, "cot_out_bytes");
+    for (int k = 0; k < NumKept; ++k)
+      ch.kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
+    for (Kept *b : {&ch.actIn, &ch.actOut, &ch.cotIn, &ch.cotOut, &ch.kept[0], &ch.kept[1],
+                    &ch.kept[2]})
+      b->of.assign(microbatches, nullptr);
+    ch.recvAct.resize(microbatches);
+    ch.recvGrad.resize(microbatches);
+  }
+  for (const json::Value &i : at(pl, "programs").array.at(rank).array) {
+    size_t n = i.isArray() ? i.array.size() : 0;
+    if ((n != 2 && n != 3) || !i.array[0].isString() || !i.array[1].isInteger() ||
+        (n == 3 && !i.array[2].isInteger()))
       bad("bad instruction");
-    if (i.array[1].integer >= microbatches)
-      bad("instruction micro-batch out of range");
-    program.push_back({i.array[0].string, i.array[1].integer});
+    Instr in{i.array[0].string, i.array[1].integer, n == 3 ? i.array[2].integer : 0};
+    if (in.mb >= microbatches || in.chunk < 0 || in.chunk >= chunks)
+      bad("instruction micro-batch or chunk out of range");
+    if (const char *kind = fragmentKindOf(in.op); kind && !mine[in.chunk].frags.count(kind))
+      bad("instruction \"" + in.op + "\" needs a \"" + kind + "\" fragment, which stage " +
+          std::to_string(mine[in.chunk].stage) + " lacks");
+    program.push_back(std::move(in));
   }
 
   std::map<std::string, Tensor> params;
@@ -190,16 +311,15 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       bad("no param '" + name + "'");
     return it->second;
   };
-  const json::Value &infos = at(pl, "stage_info");
   for (int64_t s = stages - 1; s >= 0; --s)
     for (const json::Value &n : at(infos.array.at(s), "params").array) {
       param(n.string); // must exist
-      firstUser[n.string] = static_cast<int>(s);
-      if (s == stage)
+      firstUser[n.string] = static_cast<int>(s % ranks);
+      if (s % ranks == rank)
         usedHere.insert(n.string);
     }
-  // Accumulators are zeroed before every step: only this stage's, so that
-  // the pages of other stages' parameters are never touched.
+  // Accumulators are zeroed before every step: only this rank's, so that
+  // the pages of other ranks' parameters are never touched.
   for (const json::Value &a : at(pl, "accumulators").array)
     if (usedHere.count(a.string))
       accumulators.push_back(param(a.string));
@@ -221,19 +341,9 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     if (str(out, "name") == "loss")
       loss = {static_cast<uint64_t>(integer(out, "offset")), 0, str(out, "dtype") == "F64"},
       haveLoss = true;
-
-  for (int64_t mb = 0; mb < microbatches; ++mb) {
-    actInBuf.push_back(allocate(actIn));
-    actOutBuf.push_back(allocate(actOut));
-    cotInBuf.push_back(allocate(cotIn));
-    cotOutBuf.push_back(allocate(cotOut));
-  }
-  stashOf.assign(microbatches, nullptr);
-  recvAct.resize(microbatches);
-  recvGrad.resize(microbatches);
 }
 
-void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
+void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
   for (const Slot &s : f.args) {
     const char *src = nullptr;
     if (s.kind == "tokens")
@@ -243,14 +353,86 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, char *A, int64_t mb) {
     else if (s.kind == "input") // an array input (features, images)
       src = A + s.inputOffset + mb * s.bytes;
     else if (s.kind == "act")
-      src = actInBuf[mb].get() + s.msgOffset;
+      src = ch.actIn.of[mb] + s.msgOffset;
     else if (s.kind == "cot")
-      src = cotInBuf[mb].get() + s.msgOffset;
-    else if (s.kind == "stash")
-      src = stashOf[mb] + s.msgOffset;
+      src = ch.cotIn.of[mb] + s.msgOffset;
+    else if (int k = keptKind(s.kind); k >= 0)
+      src = ch.kept[k].of[mb] + s.msgOffset;
     if (src)
       std::memcpy(A + s.offset, src, s.bytes);
   }
+}
+
+/// Runs the chunk's fragment `kind` for micro-batch `mb`: kept buffers it
+/// writes are taken from their pools, those it reads must hold an earlier
+/// fragment's values, and after the micro-batch's last fragment every
+/// buffer it holds goes back.
+Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t mb, char *A,
+                                     char *P, const char *C) {
+  int64_t k = ch.frags.at(kind);
+  const Fragment &f = fragments[k];
+  for (const Slot &s : f.args) {
+    int c = keptKind(s.kind);
+    const Kept *from = c >= 0 ? &ch.kept[c] : s.kind == "act" ? &ch.actIn
+                                            : s.kind == "cot" ? &ch.cotIn
+                                                              : nullptr;
+    if (from && !from->of[mb])
+      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " on stage " +
+                           std::to_string(ch.stage) + " reads " + s.kind +
+                           " values no earlier instruction provided");
+  }
+  for (const Slot &s : f.results) {
+    if (int c = keptKind(s.kind); c >= 0)
+      ch.kept[c].take(mb);
+    else if (s.kind == "act" || s.kind == "cot") {
+      Kept &out = s.kind == "act" ? ch.actOut : ch.cotOut;
+      if (out.free.empty())
+        reapSends();
+      out.take(mb);
+    }
+  }
+  copyArgs(f, ch, A, mb);
+  merak_run_fragment(k, A, P, C);
+  for (const Slot &s : f.results) {
+    if (s.kind == "act")
+      std::memcpy(ch.actOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
+    else if (s.kind == "cot")
+      std::memcpy(ch.cotOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
+    else if (int c = keptKind(s.kind); c >= 0)
+      std::memcpy(ch.kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
+    else if (s.kind == "loss")
+      lossSum += readScalar(A + s.offset, s.f64);
+  }
+  if (kind == ch.finalKind) {
+    for (Kept &pool : ch.kept)
+      pool.give(mb);
+    ch.actIn.give(mb);
+    ch.cotIn.give(mb);
+  }
+  return Status();
+}
+
+void PipelineRunner::Impl::reapSends() {
+  size_t kept = 0;
+  for (PendingSend &p : sends) {
+    if (comm->test(p.request)) {
+      (void)comm->wait(p.request, "send of activations or gradients"); // done: returns at once
+      p.free->push_back(p.buffer);
+    } else {
+      sends[kept++] = p;
+    }
+  }
+  sends.resize(kept);
+}
+
+Status PipelineRunner::Impl::waitSends() {
+  for (PendingSend &p : sends) {
+    if (Status s = comm->wait(p.request, "send of activations or gradients"); !s.ok())
+      return s;
+    p.free->push_back(p.buffer);
+  }
+  sends.clear();
+  return Status();
 }
 
 Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t step) {
@@ -260,14 +442,14 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
     const Shared &sh = shared[i];
     bool holds = false;
     for (int s : sh.stages)
-      holds |= s == stage;
+      holds |= s == rank;
     if (!holds || sh.stages.size() < 2)
       continue;
     std::vector<Bytes> theirs(sh.stages.size());
     std::vector<Comm::Request> reqs;
-    int tag = 20000 + static_cast<int>(i % 10000);
+    int tag = kTiedTagBase + static_cast<int>(i % 2000);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
-      if (sh.stages[h] == stage)
+      if (sh.stages[h] == rank)
         continue;
       theirs[h] = allocate(sh.acc.bytes);
       reqs.push_back(comm->recv(Axis::PP, sh.stages[h], theirs[h].get(), sh.acc.bytes, tag));
@@ -277,7 +459,7 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
       return s;
     std::vector<char> sum(sh.acc.bytes);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
-      const char *src = sh.stages[h] == stage ? P + sh.acc.offset : theirs[h].get();
+      const char *src = sh.stages[h] == rank ? P + sh.acc.offset : theirs[h].get();
       if (h == 0) {
         std::memcpy(sum.data(), src, sh.acc.bytes);
         continue;
@@ -296,75 +478,57 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
     }
     std::memcpy(P + sh.acc.offset, sum.data(), sh.acc.bytes);
   }
-  const Fragment &f = fragments[3 * stage + 2];
+  int64_t k = updateFragment;
+  const Fragment &f = fragments[k];
   for (const Slot &s : f.args)
     if (s.kind == "step")
       std::memcpy(A + s.offset, &step, sizeof(step));
-  merak_run_fragment(3 * stage + 2, A, P, C);
+  merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results)
     if (s.kind == "grad_norm" || s.kind == "lr")
       std::memcpy(A + s.outOffset, A + s.offset, s.bytes);
   return Status();
 }
 
+
 Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) {
   for (const Tensor &t : accumulators)
     std::memset(P + t.offset, 0, t.bytes);
   lossSum = 0;
-  const int prev = static_cast<int>(stage) - 1, next = static_cast<int>(stage) + 1;
+  const int prev = static_cast<int>((rank + ranks - 1) % ranks),
+            next = static_cast<int>((rank + 1) % ranks);
   for (const Instr &in : program) {
     int64_t mb = in.mb;
-    int actTag = static_cast<int>(2 * mb), gradTag = static_cast<int>(2 * mb + 1);
+    Chunk &ch = mine[in.chunk];
     if (in.op == "recv-act") {
-      recvAct[mb] = comm->recv(Axis::PP, prev, actInBuf[mb].get(), actIn, actTag);
+      ch.recvAct[mb] = comm->recv(Axis::PP, prev, ch.actIn.take(mb), ch.actIn.bytes,
+                                  tag(ch.stage, mb, false));
     } else if (in.op == "wait-act") {
-      if (Status s = comm->wait(recvAct[mb], "receive of activations"); !s.ok())
+      if (Status s = comm->wait(ch.recvAct[mb], "receive of activations"); !s.ok())
         return s;
     } else if (in.op == "recv-grad") {
-      recvGrad[mb] = comm->recv(Axis::PP, next, cotInBuf[mb].get(), cotIn, gradTag);
+      ch.recvGrad[mb] = comm->recv(Axis::PP, next, ch.cotIn.take(mb), ch.cotIn.bytes,
+                                   tag(ch.stage, mb, true));
     } else if (in.op == "wait-grad") {
-      if (Status s = comm->wait(recvGrad[mb], "receive of gradients"); !s.ok())
+      if (Status s = comm->wait(ch.recvGrad[mb], "receive of gradients"); !s.ok())
         return s;
-    } else if (in.op == "send-act") {
-      sends.push_back(comm->send(Axis::PP, next, actOutBuf[mb].get(), actOut, actTag));
-    } else if (in.op == "send-grad") {
-      sends.push_back(comm->send(Axis::PP, prev, cotOutBuf[mb].get(), cotOut, gradTag));
+    } else if (in.op == "send-act" || in.op == "send-grad") {
+      bool act = in.op == "send-act";
+      Kept &out = act ? ch.actOut : ch.cotOut;
+      if (!out.of[mb])
+        return Status::error(in.op + " of micro-batch " + std::to_string(mb) +
+                             " before the fragment computing it");
+      char *buffer = out.of[mb];
+      out.of[mb] = nullptr; // back to the pool once sent
+      sends.push_back({comm->send(Axis::PP, act ? next : prev, buffer, out.bytes,
+                                  act ? tag(ch.stage + 1, mb, false) : tag(ch.stage - 1, mb, true)),
+                       &out.free, buffer});
     } else if (in.op == "wait-sends") {
-      if (!sends.empty())
-        if (Status s = comm->waitAll(sends, "send of activations or gradients"); !s.ok())
-          return s;
-      sends.clear();
-    } else if (in.op == "fwd" || in.op == "bwd") {
-      bool fwd = in.op == "fwd";
-      int64_t k = 3 * stage + (fwd ? 0 : 1);
-      const Fragment &f = fragments[k];
-      if (fwd && stashBytes && !stashOf[mb]) {
-        if (stashFree.empty()) {
-          stashPool.push_back(allocate(stashBytes));
-          stashFree.push_back(stashPool.back().get());
-        }
-        stashOf[mb] = stashFree.back();
-        stashFree.pop_back();
-      } else if (!fwd && stashBytes && !stashOf[mb]) {
-        return Status::error("backward of micro-batch " + std::to_string(mb) +
-                             " before its forward");
-      }
-      copyArgs(f, A, mb);
-      merak_run_fragment(k, A, P, C);
-      if (!fwd && stashOf[mb]) {
-        stashFree.push_back(stashOf[mb]);
-        stashOf[mb] = nullptr;
-      }
-      for (const Slot &s : f.results) {
-        if (s.kind == "act")
-          std::memcpy(actOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "cot")
-          std::memcpy(cotOutBuf[mb].get() + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "stash")
-          std::memcpy(stashOf[mb] + s.msgOffset, A + s.offset, s.bytes);
-        else if (s.kind == "loss")
-          lossSum += readScalar(A + s.offset, s.f64);
-      }
+      if (Status s = waitSends(); !s.ok())
+        return s;
+    } else if (const char *kindName = fragmentKindOf(in.op)) {
+      if (Status st = compute(kindName, ch, mb, A, P, C); !st.ok())
+        return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())
         return s;
@@ -373,17 +537,17 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
     }
   }
   // The loss: the mean over micro-batches and data-parallel ranks, from the
-  // last stage to every rank.
+  // rank of the last model stage to every rank.
   double mean = lossSum / static_cast<double>(microbatches);
-  if (comm && stage == stages - 1 && dp > 1) {
+  if (comm && rank == ranks - 1 && dp > 1) {
     Comm::Request r = comm->allReduceSum(Axis::DP, &mean, 1, CommType::F64);
     if (Status s = comm->wait(r, "all-reduce of the loss"); !s.ok())
       return s;
     mean /= static_cast<double>(dp);
   }
-  if (comm && stages > 1) {
+  if (comm && ranks > 1) {
     Comm::Request r =
-        comm->broadcast(Axis::PP, &mean, 1, CommType::F64, static_cast<int>(stages - 1));
+        comm->broadcast(Axis::PP, &mean, 1, CommType::F64, static_cast<int>(ranks - 1));
     if (Status s = comm->wait(r, "broadcast of the loss"); !s.ok())
       return s;
   }
@@ -417,7 +581,7 @@ Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(std::string_view 
     return Result<std::unique_ptr<PipelineRunner>>::error(
         "the manifest's pipeline: a list is too short");
   }
-  if (!comm && (impl->stages > 1 || impl->dp > 1))
+  if (!comm && (impl->ranks > 1 || impl->dp > 1))
     return Result<std::unique_ptr<PipelineRunner>>::error(
         "a parallel pipeline program needs its communicator");
   return std::unique_ptr<PipelineRunner>(new PipelineRunner(std::move(impl)));
@@ -433,7 +597,7 @@ int PipelineRunner::ownerStage(const std::string &param) const {
 }
 
 bool PipelineRunner::touches(const std::string &param) const {
-  return impl_->usedHere.count(param) || ownerStage(param) == impl_->stage;
+  return impl_->usedHere.count(param) || ownerStage(param) == impl_->rank;
 }
 
 } // namespace merak::rt

@@ -32,7 +32,10 @@ CHECKS = ["sgd-dp2-tp1-on", "adamw-dp2-tp1-on", "adamw-dp2-tp1-off", "adamw-dp2-
           "sgd-dp1-tp2-sub", "adamw-dp1-tp2-sub",
           "sgd-dp2-tp2-sub", "adamw-dp2-tp2-sub", "adamw-dp2-tp2-off",
           "sgd-pp2-m2-1f1b-dp2-tp2-sub", "adamw-pp2-m2-1f1b-dp2-tp2-sub",
-          "adamw-pp2-m2-gpipe-dp2-tp2-on", "adamw-pp2-m2-1f1b-dp2-tp2-off"]
+          "adamw-pp2-m2-gpipe-dp2-tp2-on", "adamw-pp2-m2-1f1b-dp2-tp2-off",
+          # With the schedules that split the backward or interleave chunks.
+          "adamw-pp2-m2-zbh1-dp2-tp2-sub", "sgd-pp2-m2-int2-dp2-tp2-sub",
+          "adamw-pp2-m2-zbh2-dp2-tp1-on-zero"]
 LOSS_TOL = 1e-5
 MODES = {"on": ["--dp-overlap", "on", "--tp-overlap", "none"],
          "off": ["--dp-overlap", "off", "--tp-overlap", "none"],
@@ -76,7 +79,7 @@ def started(ir, group):
 
 
 def check(env, name):
-    m = re.fullmatch(r"(sgd|adamw)(?:-pp(\d+)-m(\d+)-(gpipe|1f1b))?-dp(\d+)-tp(\d+)-"
+    m = re.fullmatch(r"(sgd|adamw)(?:-pp(\d+)-m(\d+)-" + pc.SCHED + r")?-dp(\d+)-tp(\d+)-"
                      r"(on|off|sub)(-zero)?", name)
     if not m:
         raise ValueError("unknown check " + name)

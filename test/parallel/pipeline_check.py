@@ -35,10 +35,16 @@ planner picks dp, tp, pp, micro-batches and schedule; the report's
 planner.chosen says which), trained under mpirun -np N: losses and final
 parameters match the serial program's.
 
+Schedules in check names: gpipe, 1f1b, zbh1 / zbh2 (--schedule zb-h1 / zb-h2:
+the backward split into input and weight gradients), scp (--schedule
+shifted-critical-path: the recomputation split off and run before the
+gradient arrives), int2 (--schedule interleaved --virtual-stages 2: 2 x pp
+model stages, two per rank).
+
 `<check>-rc<mode>` compiles with --recompute <mode> (none, full,
 selective, stage-aware; the default is none): the same equivalence, and the
 choice per stage recorded by merak-recompute (--compile-to=recompute) must
-be the mode asked for; stage-aware gets a --memory-per-device between the
+be the mode asked for (scp: none on the last stage); stage-aware gets a --memory-per-device between the
 first and the last stage's estimate without recomputation, so under 1F1B
 with pp > 1 stage 0 must recompute and the last stage must not.
 Ends with "N passed, M failed".
@@ -64,6 +70,11 @@ STEPS = 20
 BATCH, SEQ, VOCAB = 4, 16, 97
 V_SPLIT = 80  # the vocab-* checks' vocabulary (divides by tp 2)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+# Check-name spelling of a schedule -> its --schedule value.
+SCHEDULES = {"gpipe": ["gpipe"], "1f1b": ["1f1b"], "zbh1": ["zb-h1"], "zbh2": ["zb-h2"],
+             "scp": ["shifted-critical-path"],
+             "int2": ["interleaved", "--virtual-stages", "2"]}
+SCHED = "(" + "|".join(SCHEDULES) + ")"
 OPTS = {
     "sgd": (["--optimizer", "sgd", "--opt", "lr=0.05", "--opt", "momentum=0.9"], 1e-5),
     "adamw": (["--optimizer", "adamw", "--opt", "lr=3e-3"], 1e-4),
@@ -98,7 +109,14 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp4-m4-1f1b-rcselective", "adamw-pp2-m2-1f1b-dp2-tp2-rcselective",
           "adamw-pp2-m4-1f1b-rcfull", "adamw-pp1-m1-1f1b-rcselective",
           "adamw-pp4-m4-1f1b-rcstage-aware", "sgd-pp2-m4-gpipe-rcstage-aware",
-          "adamw-pp2-m2-1f1b-dp2-tp2-rcstage-aware"]
+          "adamw-pp2-m2-1f1b-dp2-tp2-rcstage-aware",
+          # Zero bubble (the backward split into B and W).
+          "adamw-pp2-m4-zbh1", "sgd-pp4-m4-zbh1", "sgd-pp4-m4-zbh2", "adamw-pp2-m4-zbh2-rcnone",
+          "sgd-pp2-m4-zbh1-rcselective", "adamw-pp2-m2-zbh1-dp2-tp2",
+          "adamw-pp2-m2-zbh2-dp2-tp2-rcfull",
+          # Interleaved 1F1B, two chunks per rank.
+          "adamw-pp2-m4-int2", "sgd-pp4-m4-int2", "sgd-pp2-m2-int2-dp2-tp2",
+          "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
@@ -156,7 +174,7 @@ class Env:
                "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ),
                "--frozen", "*.attn.bias"] + OPTS[opt][0]
         if pp > 1 or m > 1:
-            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
+            cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule"] + SCHEDULES[schedule]
         if dp > 1:
             cmd += ["--dp", str(dp)]
         if tp > 1:
@@ -285,7 +303,7 @@ def check_planner(env, opt, devices):
     with open(report) as f:
         chosen = json.load(f)["planner"]["chosen"]
     world = chosen["dp"] * chosen["tp"] * chosen["pp"]
-    if world != devices or chosen["schedule"] not in ("gpipe", "1f1b"):
+    if world != devices or chosen["schedule"] not in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
         return False, "bad plan %s" % chosen
     metrics = os.path.join(env.work, "planner-%s-%d.jsonl" % (opt, devices))
     if os.path.exists(metrics):
@@ -314,7 +332,7 @@ def recompute_plan(env, cmd):
 
 
 def check_recompute(env, name, mode):
-    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-tp(\d+))?", name)
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-" + SCHED + r"(?:-dp(\d+))?(?:-tp(\d+))?", name)
     if not m:
         raise ValueError("unknown check " + name)
     opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
@@ -332,8 +350,12 @@ def check_recompute(env, name, mode):
         ok_plan = all(p[2] <= budget for p in plan)
         if schedule == "1f1b" and pp > 1:
             ok_plan = ok_plan and modes[0] != "none" and modes[-1] == "none"
+    elif schedule == "scp":
+        # The shifted critical path's last stage never recomputes.
+        ok_plan = modes == [mode] * (pp - 1) + ["none"]
     else:
-        ok_plan = modes == [mode] * pp
+        # Interleaved: merak-recompute chooses per model stage (chunk).
+        ok_plan = modes == [mode] * pp * (2 if schedule == "int2" else 1)
     serial, serial_params = env.train(opt, 4)
     got, params = env.train(opt, 4, pp, mb, schedule, dp, tp, rc=rc)
     ok, msg = compare(got, params, serial, serial_params, OPTS[opt][1])
@@ -350,7 +372,7 @@ def check(env, name):
         return check_recompute(env, rc.group(1), rc.group(2))
     r = re.fullmatch(r"vocab(-off)?-(.+)", name)
     if r:
-        m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?-tp(\d+)(-zero)?",
+        m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-" + SCHED + r"(?:-dp(\d+))?-tp(\d+)(-zero)?",
                          r.group(2))
         if not m:
             raise ValueError("unknown check " + name)
@@ -368,7 +390,7 @@ def check(env, name):
     r = re.fullmatch(r"resume-(d\d+t\d+p\d+z?)-to-(d\d+t\d+p\d+z?)", name)
     if r:
         return check_resharded_resume(env, r.group(1), r.group(2))
-    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-(gpipe|1f1b)(?:-dp(\d+))?(?:-tp(\d+))?"
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-" + SCHED + r"(?:-dp(\d+))?(?:-tp(\d+))?"
                      r"(?:-l(\d+))?(-zero)?", name)
     if not m:
         raise ValueError("unknown check " + name)

@@ -1,8 +1,9 @@
 //===- PipelineProgram.h - Pipeline-parallel generated programs -*- C++ -*-===//
 //
 // A module cut by merak-pipeline (and updated by merak-optimizer) becomes a
-// program of fragments: per stage s, forward (index 3s), backward (3s+1)
-// and update (3s+2), each an `extern "C" merak_fragment_<k>(A, P, C)` with
+// program of fragments (per stage: forward, backward, update and the parts
+// of a split backward, see pipelineFragments), each an
+// `extern "C" merak_fragment_<k>(A, P, C)` with
 // its own arena plan inside the shared arena A, plus
 // `merak_run_fragment(k, A, P, C)` that dispatches to them. The manifest's
 // "pipeline" object (runtime/include/merak_rt/pipeline.h) tells the runtime
@@ -21,8 +22,14 @@ namespace mlir::merak {
 /// True when `module` was cut by merak-pipeline.
 bool isPipelineModule(ModuleOp module);
 
-/// The fragments in index order (stage<s>_forward/_backward/_update).
+/// The fragments in index order: per stage s, @stage<s>_forward, _backward,
+/// _update, then those of merak-split-backward it has (_forward_keep,
+/// _recompute, _backward_weight). The runtime finds them by the manifest's
+/// "stage" and "kind".
 FailureOr<SmallVector<func::FuncOp>> pipelineFragments(ModuleOp module);
+
+/// (s, "kind") of @stage<s>_<kind>; (-1, "") for another name.
+std::pair<int64_t, StringRef> pipelineFragmentStageKind(func::FuncOp fragment);
 
 /// merak-plan-memory over every fragment; prints the totals to `os`.
 LogicalResult planPipelineMemory(ModuleOp module, llvm::raw_ostream &os);

@@ -11,6 +11,9 @@ namespace mlir::merak {
 /// merak-compile --pp/--microbatches/--schedule/--stage-boundaries.
 struct PipelineCompileOptions {
   int64_t pp = 1, microbatches = 1;
+  /// Model chunks per pipeline rank (interleaved 1F1B): merak-pipeline cuts
+  /// pp x virtualStages model stages.
+  int64_t virtualStages = 1;
   std::vector<int64_t> boundaries;
   std::string schedule = "1f1b";
   /// merak-recompute's mode ("": the pass does not run) and budget.

@@ -175,6 +175,13 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       module.emitError("merak-pipeline: pp, microbatches and dp must be at least 1");
       return signalPassFailure();
     }
+    if (virtualStages < 1 || pp % virtualStages != 0 ||
+        (virtualStages > 1 && pp / virtualStages < 2)) {
+      module.emitError("merak-pipeline: virtual-stages (")
+          << (int64_t)virtualStages << ") must divide pp (" << (int64_t)pp
+          << ") into at least 2 ranks";
+      return signalPassFailure();
+    }
     for (const std::string &pattern : frozen) {
       auto glob = llvm::GlobPattern::create(pattern);
       if (!glob) {
@@ -325,16 +332,33 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         names.push_back(mb.getStringAttr(p));
       owners.push_back(mb.getArrayAttr(names));
     }
+    if (virtualStages > 1) {
+      // Interleaved: rank r runs model stages r, r + ranks, ...; one update
+      // per rank over the parameters of all its chunks (one gradient norm),
+      // a tied copy counted by the lowest rank holding it.
+      int64_t ranks = pp / virtualStages;
+      SmallVector<llvm::SetVector<StringRef>> byRank(ranks);
+      for (int64_t k = 0; k < pp; ++k)
+        byRank[k % ranks].insert(owned[k].begin(), owned[k].end());
+      for (int64_t r = 0; r < ranks; ++r)
+        buildGrads(module, mb, r, byRank[r].getArrayRef(), [&](StringRef p) {
+          for (int64_t t = 0; t < r; ++t)
+            if (byRank[t].contains(p))
+              return true;
+          return false;
+        });
+    }
     SmallVector<int64_t> chosen64(chosen.begin(), chosen.end());
-    module->setAttr(kPipelineAttr,
-                    mb.getDictionaryAttr({
-                        mb.getNamedAttr("stages", mb.getI64IntegerAttr(pp)),
+    SmallVector<NamedAttribute> planAttrs{
+        mb.getNamedAttr("stages", mb.getI64IntegerAttr(pp)),
                         mb.getNamedAttr("microbatches", mb.getI64IntegerAttr(microbatches)),
                         mb.getNamedAttr("cut_points", mb.getI64IntegerAttr(candidates.size())),
                         mb.getNamedAttr("cuts", mb.getDenseI64ArrayAttr(chosen64)),
                         mb.getNamedAttr("costs", mb.getArrayAttr(costs)),
-                        mb.getNamedAttr("owners", mb.getArrayAttr(owners)),
-                    }));
+        mb.getNamedAttr("owners", mb.getArrayAttr(owners))};
+    if (virtualStages > 1)
+      planAttrs.push_back(mb.getNamedAttr("virtual_stages", mb.getI64IntegerAttr(virtualStages)));
+    module->setAttr(kPipelineAttr, mb.getDictionaryAttr(planAttrs));
     return success();
   }
 
@@ -613,7 +637,26 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       bwd.setAllResultAttrs(cotInAttrs);
     }
 
-    // Gradients of the stage's parameters, for merak-optimizer.
+    if (virtualStages == 1)
+      buildGrads(module, mb, s, owned[s].getArrayRef(), [&](StringRef p) {
+        for (int64_t t = 0; t < s; ++t)
+          if (owned[t].contains(p))
+            return true;
+        return false;
+      });
+    return success();
+  }
+
+  /// @stage<s>_grads: the accumulated gradients of `params` (dp-averaged,
+  /// or this rank's ZeRO-1 part), for merak-optimizer, which builds
+  /// @stage<s>_update from it. `countedElsewhere` names the tied copies
+  /// another stage counts in the gradient norm.
+  void buildGrads(ModuleOp module, OpBuilder &mb, int64_t s, ArrayRef<StringRef> params,
+                  llvm::function_ref<bool(StringRef)> countedElsewhere) {
+    MLIRContext *ctx = module.getContext();
+    Location loc = fn.getLoc();
+    Value loss = fn.getBody().front().getTerminator()->getOperand(0);
+    std::string prefix = ("stage" + Twine(s) + "_").str();
     auto lossType = cast<RankedTensorType>(loss.getType());
     SmallVector<Value> grads;
     SmallVector<DictionaryAttr> gradAttrs{nameAttr(mb, "loss")};
@@ -621,17 +664,14 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     SmallVector<Attribute> skip;
     auto g = func::FuncOp::create(mb, loc, prefix + "grads", FunctionType::get(ctx, {}, {}));
     OpBuilder b = OpBuilder::atBlockEnd(g.addEntryBlock());
-    for (StringRef p : owned[s]) {
+    for (StringRef p : params) {
       auto param = module.lookupSymbol<ParamOp>(p);
       auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p).getSymName());
       grads.push_back(GetParamOp::create(b, loc, param.getTensorType(), acc));
       gradTypes.push_back(param.getTensorType());
       gradAttrs.push_back(nameAttr(mb, "grad:" + p));
-      for (int64_t t = 0; t < s; ++t)
-        if (owned[t].contains(p)) {
-          skip.push_back(mb.getStringAttr(p));
-          break;
-        }
+      if (countedElsewhere(p))
+        skip.push_back(mb.getStringAttr(p));
     }
     if (dp > 1 && zero && !grads.empty()) {
       // ZeRO-1: this rank's part of every flattened, padded, averaged
@@ -659,11 +699,10 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     g.setType(FunctionType::get(ctx, {}, gradTypes));
     g.setAllResultAttrs(gradAttrs);
     g->setAttr(kUpdateAttr, mb.getStringAttr(prefix + "update"));
-    if (pp > 1)
+    if (pp / virtualStages > 1)
       g->setAttr(kNormGroupAttr, mb.getStringAttr("pp"));
     if (!skip.empty())
       g->setAttr(kNormSkipAttr, mb.getArrayAttr(skip));
-    return success();
   }
 };
 } // namespace

@@ -369,9 +369,18 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
     reduce-scatters the accumulated gradients over "dp" (mean) as
     merak-data-parallel does, so that merak-optimizer updates this rank's
     ZeRO parts of them.
+    With `virtual-stages` v > 1 (interleaved 1F1B) the pp stages are model
+    chunks run by pp / v ranks, model stage k on rank k mod (pp / v): the
+    fragments stay per model stage, but `@stage<r>_grads` exists per rank r
+    over the parameters of all its chunks (one update and one gradient norm
+    part per rank; a tied copy counted by the lowest rank holding it), and
+    `merak.pipeline` records `virtual_stages`.
   }];
   let options = [
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline stages">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1",
+           "Pipeline stages (model stages: ranks x virtual-stages)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank (interleaved 1F1B)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Micro-batches per step (the backward seeds the loss with 1/microbatches)">,
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (gradients averaged)">,
@@ -426,6 +435,41 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
            "The pipeline schedule (in-flight micro-batches per stage)">,
     Option<"optimizerSlots", "optimizer-slots", "int64_t", /*default=*/"2",
            "Optimizer state tensors per parameter (AdamW 2, SGD with momentum 1)">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
+def MerakSplitBackward : Pass<"merak-split-backward", "mlir::ModuleOp"> {
+  let summary = "Splits pipeline backward fragments for zero-bubble and shifted-critical-path schedules";
+  let description = [{
+    Runs after merak-recompute and before merak-optimizer, on the fragments
+    of merak-pipeline, when `schedule` needs the backward in parts:
+
+    * `zb-h1`, `zb-h2` (zero bubble): `@stage<s>_backward` keeps what the
+      input gradients (its "cot:i" results) need (B); every other op (the
+      weight gradients and their accumulation) moves into
+      `@stage<s>_backward_weight` (W), which the schedule runs later. W
+      takes the arguments it reads under their own names and the values B
+      computed for it as "wstash:i" (B returns them).
+    * `shifted-critical-path` (Merak), on every stage but the last:
+      `@stage<s>_recompute` (R) holds the ops of the backward that do not
+      depend on the incoming gradients ("cot:i" arguments) but on the stage
+      inputs or stashed activations: the recomputed forward, which the
+      schedule runs while the gradient is still in flight. R returns what
+      the rest of the backward reads as "rstash:i"; `@stage<s>_backward`
+      takes them as arguments. `@stage<s>_forward_keep` is the forward that
+      also returns those values (R's ops cloned after the forward's;
+      common subexpressions elimination merges them with the forward's), so
+      the final micro-batches of a stage need no recomputation.
+
+    Ops that depend on no argument (parameter reads, constants, transposed
+    weights) are cloned into each part that reads them, never carried.
+    Reads of gradient accumulators never move into R or the forward.
+    Other schedules: no change.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The pipeline schedule">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
