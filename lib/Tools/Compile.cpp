@@ -200,8 +200,13 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--memory-per-device '" + opts.memoryPerDevice +
                 "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
                 "MiB or GiB");
-  std::string recompute =
-      !opts.recompute.empty() ? opts.recompute : *memoryBudget ? "stage-aware" : "none";
+  // The shifted critical path moves recomputation off the critical path:
+  // without --recompute it recomputes fully, as in the Merak paper.
+  bool scpDefault = opts.schedule == "shifted-critical-path" && (opts.pp > 1 || opts.microbatches > 1);
+  std::string recompute = !opts.recompute.empty() ? opts.recompute
+                          : *memoryBudget         ? "stage-aware"
+                          : scpDefault            ? "full"
+                                                  : "none";
   FailureOr<RecomputeMode> recomputeMode = parseRecomputeMode(recompute);
   if (failed(recomputeMode))
     return fail("unknown --recompute '" + recompute +
@@ -233,7 +238,8 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
   if (failed(scheduleKind))
     return fail("unknown --schedule '" + opts.schedule +
-                "' (expected gpipe, 1f1b, interleaved, zb-h1 or zb-h2)");
+                "' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2 or "
+                "shifted-critical-path)");
   if (opts.virtualStages < 1)
     return fail("--virtual-stages must be at least 1");
   if (opts.virtualStages > 1 && *scheduleKind != PipelineScheduleKind::Interleaved)

@@ -122,8 +122,9 @@ struct CommandLine {
   cl::opt<std::string> schedule{
       "schedule",
       cl::desc("Pipeline schedule: gpipe, 1f1b (default), interleaved (with --virtual-stages), "
-               "zb-h1 or zb-h2 (zero bubble: the backward split into input and weight "
-               "gradients)"),
+               "zb-h1, zb-h2 (zero bubble: the backward split into input and weight "
+               "gradients) or shifted-critical-path (Merak's: the recomputation ahead of the "
+               "gradient's arrival; --recompute full by default)"),
       cl::init("1f1b"), cl::cat(cat)};
   cl::opt<std::string> recompute{
       "recompute",

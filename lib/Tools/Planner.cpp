@@ -252,22 +252,31 @@ struct Planner {
     so.pp = p;
     const PipelineSimulation &sh = shape(kind, p, m, v, program);
     const double tpShare = c.overlap ? 0.5 : 1.0;
-    // Per device stage: the recomputation policy, memory.
+    // Per device stage: the recomputation policy, memory. Shifted critical
+    // path: the last stage recomputes nothing; elsewhere `rcp` runs the
+    // recomputation apart and the micro-batches it rebuilt or `fwd-keep`
+    // kept (peakKeptInFlight of the peakInFlight, at the same moment: the
+    // last forward) hold none's stash.
+    const bool scp = kind == PipelineScheduleKind::ShiftedCriticalPath;
     std::vector<std::string> policy(p, c.recompute);
+    if (scp)
+      policy[p - 1] = "none";
     std::vector<int64_t> mem(p, 0);
     for (int64_t s = 0; s < p; ++s) {
       auto memoryWith = [&](StringRef pol) {
-        double fixed = 0, stash = 0, working = 0;
+        double fixed = 0, stash = 0, full = 0, working = 0;
         for (int64_t ch = 0; ch < v; ++ch) {
           const Group &g = gs[ch * p + s];
           RecomputeCost rc = recomputeCost(pol, g);
           fixed += g.fixedBytes;
           stash += rc.stashPerMicrobatch / v;
-          working = std::max(working, g.arena + rc.rebuilt);
+          full += recomputeCost("none", g).stashPerMicrobatch / v;
+          working = std::max(working, g.arena + (scp ? 0.0 : rc.rebuilt));
         }
-        return (int64_t)(fixed + working + stash * sh.peakInFlight[s]);
+        int64_t kept = sh.peakKeptInFlight[s];
+        return (int64_t)(fixed + working + stash * (sh.peakInFlight[s] - kept) + full * kept);
       };
-      if (c.recompute == "stage-aware") {
+      if (c.recompute == "stage-aware" && !(scp && s == p - 1)) {
         policy[s] = "full";
         for (StringRef pol : {"none", "selective"})
           if (memory <= 0 || memoryWith(pol) <= memory) {
@@ -281,16 +290,22 @@ struct Planner {
     costs.forward.clear();
     costs.backward.clear();
     costs.weight.clear();
+    costs.recompute.clear();
     const bool split = kind == PipelineScheduleKind::ZeroBubbleH1;
     for (int64_t k = 0; k < p * v; ++k) {
       const Group &g = gs[k];
       int64_t s = k % p;
       double fwd = g.forward + tpShare * collectiveSeconds(g.fwdTraffic, s, so);
-      double bwd = recomputeCost(policy[s], g).backward +
-                   tpShare * collectiveSeconds(g.bwdTraffic, s, so);
+      double withRecompute = recomputeCost(policy[s], g).backward;
+      // Shifted critical path: `rcp` is the part of the policy's backward
+      // beyond none's (the forward the backward recomputes).
+      double none = scp ? std::min(withRecompute, recomputeCost("none", g).backward) : 0.0;
+      double rcp = scp ? withRecompute - none : 0.0;
+      double bwd = withRecompute - rcp + tpShare * collectiveSeconds(g.bwdTraffic, s, so);
       costs.forward.push_back(fwd);
       costs.backward.push_back(split ? bwd / 2 : bwd);
       costs.weight.push_back(split ? bwd / 2 : 0.0);
+      costs.recompute.push_back(rcp);
     }
     for (int64_t s = 0; s < p; ++s) {
       double update = 0, grads = 0, lastBackward = 0;
@@ -502,6 +517,8 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
             if (2 * pp <= fine && m % pp == 0)
               schedules.push_back({"interleaved", PipelineScheduleKind::Interleaved, 2});
             schedules.push_back({"zb-h1", PipelineScheduleKind::ZeroBubbleH1, 1});
+            schedules.push_back(
+                {"shifted-critical-path", PipelineScheduleKind::ShiftedCriticalPath, 1});
           }
         }
         // Every policy is compiled by merak-recompute (--recompute), which
@@ -525,6 +542,9 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
           auto program = buildPipelineSchedule(sc.kind, pp, m, sc.v);
           for (StringRef rc : recomputes)
             for (bool ov : overlaps) {
+              // Without recomputation the shifted critical path is 1F1B.
+              if (sc.kind == PipelineScheduleKind::ShiftedCriticalPath && rc == "none")
+                continue;
               PlanCandidate c;
               c.dp = dp;
               c.tp = tp;

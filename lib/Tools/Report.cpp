@@ -592,6 +592,34 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
   return success();
 }
 
+/// The ops of backward fragment `f` that no incoming gradient reaches (an
+/// op with regions counts as reached), in one pass in program order.
+static void collectRecompute(func::FuncOp f, StageCosts &c) {
+  llvm::DenseSet<Value> reached;
+  for (BlockArgument a : f.getArguments())
+    if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
+        n && n.getValue().starts_with("cot:"))
+      reached.insert(a);
+  SmallVector<Operation *> ahead;
+  for (Operation &op : f.getBody().front().without_terminator()) {
+    bool r = op.getNumRegions() > 0 ||
+             llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); });
+    if (r) {
+      reached.insert(op.getResults().begin(), op.getResults().end());
+      continue;
+    }
+    ahead.push_back(&op);
+    if (auto cost = dyn_cast<CostOpInterface>(&op); cost && !report::collectiveKind(cost))
+      c.recomputeOps.emplace_back(cost.getFlops(), cost.getBytesAccessed());
+  }
+  llvm::DenseSet<Operation *> aheadSet(ahead.begin(), ahead.end());
+  for (Operation *op : ahead)
+    for (Value v : op->getResults())
+      if (llvm::any_of(v.getUsers(), [&](Operation *u) { return !aheadSet.contains(u); }))
+        if (auto t = dyn_cast<RankedTensorType>(v.getType()); t && t.hasStaticShape())
+          c.recomputeHeldBytes += report::messageSlotBytes(t);
+}
+
 FailureOr<std::vector<StageCosts>>
 mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
   Report report(options, module);
@@ -625,6 +653,18 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     for (StringRef kind : {"recompute", "backward_weight"}) {
       std::vector<std::pair<int64_t, int64_t>> part = opCosts(kind);
       c.backwardOps.insert(c.backwardOps.end(), part.begin(), part.end());
+    }
+    // The recomputation: merak-split-backward's @stage<s>_recompute (what
+    // it carries to the backward, "rstash:i", is held until then), else the
+    // backward's ops no incoming gradient reaches.
+    if (auto r = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), "recompute"))) {
+      c.recomputeOps = opCosts("recompute");
+      for (Type t : r.getResultTypes())
+        if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.hasStaticShape())
+          c.recomputeHeldBytes += report::messageSlotBytes(rt);
+    } else if (auto b = module.lookupSymbol<func::FuncOp>(
+                   report.fragment(costs.size(), "backward"))) {
+      collectRecompute(b, c);
     }
     costs.push_back(std::move(c));
   }

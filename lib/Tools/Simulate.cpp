@@ -7,7 +7,11 @@
 //              + tp collectives of the forward / m
 //   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
-//   each model chunk its own fragments)
+//   each model chunk its own fragments; shifted critical path, stages
+//   s < p - 1: less the recomputation)
+//   recompute = likewise over the recomputation (@stage<s>_recompute, or
+//              the backward's ops no incoming gradient reaches when the
+//              backward is not split; shifted critical path only)
 //   update   = max(update FLOPs / rate, 2 (params + state) / memory bandwidth)
 //              + the update's collectives (the dp gradient all-reduce)
 // Messages take latency + bytes / bandwidth on the intra-node link, or the
@@ -146,11 +150,15 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   int64_t p = r->stages, v = r->virtualStages;
   const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1 ||
                      r->kind == PipelineScheduleKind::ZeroBubbleH2;
+  const bool scp = r->kind == PipelineScheduleKind::ShiftedCriticalPath;
   PipelineCostModel costs;
   costs.forward.clear();
   costs.backward.clear();
   costs.weight.clear();
-  SmallVector<double> fwd, bwd;
+  costs.recompute.clear();
+  costs.stashed.clear();
+  costs.kept.clear();
+  SmallVector<double> fwd, bwd, rcp;
   // Roofline per op: max(FLOPs / rate, bytes / memory bandwidth).
   auto roofline = [&](const std::vector<std::pair<int64_t, int64_t>> &ops, int64_t flops) {
     if (ops.empty())
@@ -169,6 +177,21 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
                   collectiveSeconds(c.forward, k % p, options) / m);
     bwd.push_back(roofline(c.backwardOps, c.backwardFlops) +
                   collectiveSeconds(c.backward, k % p, options) / m);
+    // The recomputation `rcp` runs apart (the backward's collectives stay
+    // with `bwd`); the last stage has none.
+    rcp.push_back(scp && k + 1 < p * v && !c.recomputeOps.empty() ? roofline(c.recomputeOps, 0)
+                                                                 : 0.0);
+    bwd.back() -= rcp.back();
+  }
+  // Activation bytes a (micro-batch, chunk) pair holds on rank s: on average
+  // its chunks' stash per micro-batch; after `rcp` or `fwd-keep` also what
+  // the recomputation rebuilds.
+  for (int64_t k = 0; k < p * v; ++k) {
+    int64_t stash = 0;
+    for (int64_t j = k % p; j < p * v; j += p)
+      stash += (*stages)[j].stashBytes / r->microbatches;
+    costs.stashed.push_back((double)(stash / v));
+    costs.kept.push_back(costs.stashed.back() + (double)(*stages)[k].recomputeHeldBytes);
   }
   for (int64_t s = 0; s < p; ++s) {
     const StageCosts &c = (*stages)[s];
@@ -183,6 +206,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     costs.forward.push_back(fwd[k]);
     costs.backward.push_back(split ? bwd[k] / 2 : bwd[k]);
     costs.weight.push_back(split ? bwd[k] / 2 : 0.0);
+    costs.recompute.push_back(rcp[k]);
   }
   // Messages: the activations model stage c's forward sends ("act:N"
   // results), the same bytes back as gradients.
@@ -216,16 +240,13 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
   for (int64_t s = 0; s < p; ++s) {
-    // A rank holds every chunk's parameters; a stashed (micro-batch, chunk)
-    // pair holds on average its chunks' stash per micro-batch.
-    int64_t bytes = 0, stash = 0, arena = 0;
+    int64_t bytes = 0, arena = 0;
     for (int64_t k = s; k < p * v; k += p) {
-      const StageCosts &c = (*stages)[k];
-      bytes += c.paramBytes + c.stateBytes + c.accumulatorBytes;
-      stash += c.stashBytes / r->microbatches;
-      arena = std::max(arena, c.arenaPeakBytes);
+      const StageCosts &ck = (*stages)[k];
+      bytes += ck.paramBytes + ck.stateBytes + ck.accumulatorBytes;
+      arena = std::max(arena, ck.arenaPeakBytes);
     }
-    step.peakMemoryBytes.push_back(bytes + arena + stash / v * sim->peakInFlight[s]);
+    step.peakMemoryBytes.push_back(bytes + arena + (int64_t)sim->peakActivationBytes[s]);
   }
   return step;
 }

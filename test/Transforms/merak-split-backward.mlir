@@ -54,9 +54,12 @@
 // SCP: merak.set_param @pipeline.grad.w0
 // SCP-LABEL: func.func @stage0_recompute(%{{.*}}: tensor<2x4xf32> {merak.name = "x"}) -> (tensor<4x2xf32> {merak.name = "rstash:0"})
 // SCP-SAME: kind = "recompute", stage = 0
+// A middle stage's input and output are both named "act:0": R's copy in
+// the forward_keep reads the input, not the forward's output.
 // SCP-LABEL: func.func @stage1_forward_keep
-// SCP: merak.tanh
-// SCP: merak.tanh
+// SCP-SAME: (%[[A:.*]]: tensor<2x4xf32> {merak.name = "act:0"})
+// SCP: merak.tanh %[[A]]
+// SCP: merak.tanh %[[A]]
 // SCP-LABEL: func.func @stage1_backward(%{{.*}}: tensor<2x4xf32> {merak.name = "cot:0"}, %{{.*}}: tensor<2x4xf32> {merak.name = "rstash:0"}) -> (tensor<2x4xf32> {merak.name = "cot:0"})
 // SCP-NOT: merak.tanh
 // SCP: return

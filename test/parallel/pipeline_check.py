@@ -44,7 +44,7 @@ model stages, two per rank).
 `<check>-rc<mode>` compiles with --recompute <mode> (none, full,
 selective, stage-aware; the default is none): the same equivalence, and the
 choice per stage recorded by merak-recompute (--compile-to=recompute) must
-be the mode asked for; stage-aware gets a --memory-per-device between the
+be the mode asked for (scp: none on the last stage); stage-aware gets a --memory-per-device between the
 first and the last stage's estimate without recomputation, so under 1F1B
 with pp > 1 stage 0 must recompute and the last stage must not.
 Ends with "N passed, M failed".
@@ -350,6 +350,9 @@ def check_recompute(env, name, mode):
         ok_plan = all(p[2] <= budget for p in plan)
         if schedule == "1f1b" and pp > 1:
             ok_plan = ok_plan and modes[0] != "none" and modes[-1] == "none"
+    elif schedule == "scp":
+        # The shifted critical path's last stage never recomputes.
+        ok_plan = modes == [mode] * (pp - 1) + ["none"]
     else:
         # Interleaved: merak-recompute chooses per model stage (chunk).
         ok_plan = modes == [mode] * pp * (2 if schedule == "int2" else 1)

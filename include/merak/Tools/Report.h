@@ -48,6 +48,12 @@ struct StageCosts {
   /// (FLOPs, bytes accessed) of every op of one micro-batch's forward and
   /// backward fragment (CostOpInterface), for the roofline.
   std::vector<std::pair<int64_t, int64_t>> forwardOps, backwardOps;
+  /// The backward's ops that depend on no incoming gradient ("cot:" args):
+  /// what a shifted-critical-path `rcp` runs ahead of the gradient (the
+  /// recomputed forward), a subset of backwardOps; and the bytes of their
+  /// results the rest of the backward reads (held from `rcp` to `bwd`).
+  std::vector<std::pair<int64_t, int64_t>> recomputeOps;
+  int64_t recomputeHeldBytes = 0;
   /// Collectives by "<kind> <group>", of the forward, backward and update
   /// fragments.
   std::map<std::string, CollectiveTraffic> forward, backward, update;

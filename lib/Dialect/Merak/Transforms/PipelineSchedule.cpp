@@ -7,6 +7,9 @@
 // receive posted right after the previous receive of the same kind was
 // waited (so one receive per kind is always in flight), its outputs are
 // sent right after it ran, and every send is waited before the update.
+// A recomputation (`rcp`, shifted critical path) sits in the order right
+// before its backward, so it lands before that backward's `wait-grad`: it
+// runs while the gradient is in flight.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
@@ -30,6 +33,8 @@ FailureOr<PipelineScheduleKind> mlir::merak::parsePipelineSchedule(StringRef nam
     return PipelineScheduleKind::ZeroBubbleH1;
   if (name == "zb-h2")
     return PipelineScheduleKind::ZeroBubbleH2;
+  if (name == "shifted-critical-path")
+    return PipelineScheduleKind::ShiftedCriticalPath;
   return failure();
 }
 
@@ -40,6 +45,7 @@ StringRef mlir::merak::pipelineScheduleName(PipelineScheduleKind kind) {
   case PipelineScheduleKind::Interleaved: return "interleaved";
   case PipelineScheduleKind::ZeroBubbleH1: return "zb-h1";
   case PipelineScheduleKind::ZeroBubbleH2: return "zb-h2";
+  case PipelineScheduleKind::ShiftedCriticalPath: return "shifted-critical-path";
   }
   return "?";
 }
@@ -62,8 +68,17 @@ StringRef mlir::merak::pipelineInstrName(PipelineInstr::Kind kind) {
   case PipelineInstr::SendGrad: return "send-grad";
   case PipelineInstr::WaitSends: return "wait-sends";
   case PipelineInstr::Update: return "update";
+  case PipelineInstr::Recompute: return "rcp";
+  case PipelineInstr::ForwardKeep: return "fwd-keep";
   }
   return "?";
+}
+
+int64_t mlir::merak::keptMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t m,
+                                      int64_t stage) {
+  if (kind != PipelineScheduleKind::ShiftedCriticalPath)
+    return 0;
+  return std::max<int64_t>(0, std::min(m, stages - stage - 1));
 }
 
 namespace {
@@ -162,6 +177,32 @@ static SmallVector<SmallVector<Step>> zeroBubbleH2Orders(int64_t p, int64_t m) {
   return orders;
 }
 
+/// Merak's shifted critical path (Lai et al., TPDS 2023) on 1F1B: on a
+/// stage s < p - 1 every backward of a checkpointed micro-batch is preceded
+/// by its recomputation, which the communication rule places before the
+/// gradient's wait, so it overlaps the gradient's flight instead of
+/// delaying the backward the stage before waits for; the last
+/// min(m, p - s - 1) forwards keep their activations (`fwd-keep`, no
+/// recomputation). The last stage, whose backward follows its forward
+/// directly, is plain 1F1B.
+static SmallVector<Step> shiftedCriticalPathOrder(int64_t s, int64_t stages, int64_t m) {
+  int64_t firstKept = m - keptMicrobatches(PipelineScheduleKind::ShiftedCriticalPath, stages, m, s);
+  SmallVector<Step> order;
+  for (Step c : oneFOneBOrder(s, stages, m, /*deferW=*/-1)) {
+    if (s == stages - 1) {
+      order.push_back(c);
+    } else if (c.kind == PipelineInstr::Forward) {
+      order.push_back({c.mb >= firstKept ? PipelineInstr::ForwardKeep : PipelineInstr::Forward,
+                       c.mb});
+    } else {
+      if (c.mb < firstKept)
+        order.push_back({PipelineInstr::Recompute, c.mb});
+      order.push_back(c);
+    }
+  }
+  return order;
+}
+
 /// The compute instructions of stage `s` in the order it runs them.
 static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int64_t stages,
                                       int64_t m, int64_t v) {
@@ -177,6 +218,7 @@ static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int6
   case PipelineScheduleKind::OneFOneB: return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
   case PipelineScheduleKind::ZeroBubbleH1: return oneFOneBOrder(s, stages, m, /*deferW=*/s);
   case PipelineScheduleKind::ZeroBubbleH2: return zeroBubbleH2Orders(stages, m)[s];
+  case PipelineScheduleKind::ShiftedCriticalPath: return shiftedCriticalPathOrder(s, stages, m);
   case PipelineScheduleKind::Interleaved:
     if (v == 1)
       return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
@@ -198,9 +240,12 @@ mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, in
     auto receivesAct = [&](const Step &c) { return c.chunk * stages + s > 0; };
     auto receivesGrad = [&](const Step &c) { return c.chunk * stages + s < last; };
     // The computations in the order their inputs are needed, per kind.
+    auto isForward = [](const Step &c) {
+      return c.kind == PipelineInstr::Forward || c.kind == PipelineInstr::ForwardKeep;
+    };
     SmallVector<Step> actOrder, gradOrder;
     for (const Step &c : order) {
-      if (c.kind == PipelineInstr::Forward && receivesAct(c))
+      if (isForward(c) && receivesAct(c))
         actOrder.push_back(c);
       if (c.kind == PipelineInstr::Backward && receivesGrad(c))
         gradOrder.push_back(c);
@@ -223,12 +268,12 @@ mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, in
     postGrad();
     for (const Step &c : order) {
       int64_t k = c.chunk * stages + s;
-      if (c.kind == PipelineInstr::Forward) {
+      if (isForward(c)) {
         if (receivesAct(c)) {
           out.push_back({PipelineInstr::WaitAct, c.mb, c.chunk});
           postAct();
         }
-        out.push_back({PipelineInstr::Forward, c.mb, c.chunk});
+        out.push_back({c.kind, c.mb, c.chunk});
         if (k < last)
           out.push_back({PipelineInstr::SendAct, c.mb, c.chunk});
       } else if (c.kind == PipelineInstr::Backward) {
@@ -261,7 +306,8 @@ void mlir::merak::printPipelineSchedule(PipelineScheduleKind kind, int64_t m,
   if (kind == PipelineScheduleKind::Interleaved)
     os << ", " << chunks << " virtual stages";
   os << "\n";
-  // Under interleaving every micro-batch carries its chunk: F3c1.
+  // Under interleaving every micro-batch carries its chunk: F3c1. In the
+  // order, R3 is `rcp(3)` and K3 `fwd-keep(3)`.
   auto chunk = [&](const PipelineInstr &i) -> std::string {
     return chunks > 1 && i.mb >= 0 ? ("c" + Twine(i.chunk)).str() : "";
   };
@@ -271,6 +317,8 @@ void mlir::merak::printPipelineSchedule(PipelineScheduleKind kind, int64_t m,
       StringRef letter = i.kind == PipelineInstr::Forward          ? "F"
                          : i.kind == PipelineInstr::Backward       ? "B"
                          : i.kind == PipelineInstr::BackwardWeight ? "W"
+                         : i.kind == PipelineInstr::Recompute      ? "R"
+                         : i.kind == PipelineInstr::ForwardKeep    ? "K"
                                                                    : "";
       if (!letter.empty())
         os << " " << letter << i.mb << chunk(i);

@@ -11,6 +11,7 @@
 #include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
@@ -34,7 +35,10 @@ struct Simulator {
 
   SmallVector<size_t> pc;
   SmallVector<double> clock, lastArrival;
-  SmallVector<int64_t> inFlight;
+  SmallVector<int64_t> inFlight, keptInFlight;
+  SmallVector<double> heldBytes;
+  /// Per stage: the (micro-batch, chunk) pairs holding full activations.
+  SmallVector<llvm::DenseSet<uint64_t>> keptSet;
   /// Arrival time of every message sent so far.
   llvm::DenseMap<uint64_t, double> arrival;
   /// The stage parked on a message, by message.
@@ -79,6 +83,17 @@ struct Simulator {
       result.events.push_back({s, i, start, clock[s]});
   }
 
+  static uint64_t pairKey(const PipelineInstr &i) {
+    return (uint64_t(i.chunk) << 32) | uint64_t(uint32_t(i.mb));
+  }
+
+  void hold(int64_t s, double bytes, int64_t kept) {
+    heldBytes[s] += bytes;
+    keptInFlight[s] += kept;
+    result.peakActivationBytes[s] = std::max(result.peakActivationBytes[s], heldBytes[s]);
+    result.peakKeptInFlight[s] = std::max(result.peakKeptInFlight[s], keptInFlight[s]);
+  }
+
   /// Runs stage `s` until it blocks or ends.
   void run(int64_t s) {
     ArrayRef<PipelineInstr> list = program[s];
@@ -100,13 +115,27 @@ struct Simulator {
         break;
       }
       case PipelineInstr::Forward:
+      case PipelineInstr::ForwardKeep: {
+        bool keep = i.kind == PipelineInstr::ForwardKeep;
         compute(s, i, at(costs.forward, k));
         result.peakInFlight[s] = std::max(result.peakInFlight[s], ++inFlight[s]);
+        if (keep)
+          keptSet[s].insert(pairKey(i));
+        hold(s, at(keep ? costs.kept : costs.stashed, k), keep);
         break;
-      case PipelineInstr::Backward:
+      }
+      case PipelineInstr::Recompute:
+        compute(s, i, at(costs.recompute, k));
+        if (keptSet[s].insert(pairKey(i)).second)
+          hold(s, at(costs.kept, k) - at(costs.stashed, k), 1);
+        break;
+      case PipelineInstr::Backward: {
         compute(s, i, at(costs.backward, k));
         --inFlight[s];
+        bool kept = keptSet[s].erase(pairKey(i));
+        hold(s, -at(kept ? costs.kept : costs.stashed, k), kept ? -1 : 0);
         break;
+      }
       case PipelineInstr::BackwardWeight: compute(s, i, at(costs.weight, k)); break;
       case PipelineInstr::SendAct: send(s, /*grad=*/false, k, i.mb); break;
       case PipelineInstr::SendGrad: send(s, /*grad=*/true, k, i.mb); break;
@@ -142,6 +171,9 @@ struct Simulator {
     if (!checkSize(costs.forward, modelStages, "forward") ||
         !checkSize(costs.backward, modelStages, "backward") ||
         !checkSize(costs.weight, modelStages, "weight") ||
+        !checkSize(costs.recompute, modelStages, "recompute") ||
+        !checkSize(costs.stashed, modelStages, "stashed-bytes") ||
+        !checkSize(costs.kept, modelStages, "kept-bytes") ||
         !checkSize(costs.actBytes, modelStages - 1, "activation-bytes", true) ||
         !checkSize(costs.gradBytes, modelStages - 1, "gradient-bytes", true))
       return failure();
@@ -156,6 +188,11 @@ struct Simulator {
     clock.assign(stages, 0.0);
     lastArrival.assign(stages, 0.0);
     inFlight.assign(stages, 0);
+    keptInFlight.assign(stages, 0);
+    heldBytes.assign(stages, 0.0);
+    keptSet.assign(stages, {});
+    result.peakKeptInFlight.assign(stages, 0);
+    result.peakActivationBytes.assign(stages, 0.0);
     result.busy.assign(stages, 0.0);
     result.peakInFlight.assign(stages, 0);
     for (int64_t s = stages - 1; s >= 0; --s)
@@ -232,6 +269,8 @@ void mlir::merak::writePipelineTrace(const PipelineSimulation &sim, llvm::raw_os
     case PipelineInstr::Forward: name = "F"; break;
     case PipelineInstr::Backward: name = "B"; break;
     case PipelineInstr::BackwardWeight: name = "W"; break;
+    case PipelineInstr::Recompute: name = "R"; break;
+    case PipelineInstr::ForwardKeep: name = "K"; break;
     default: name = "update"; break;
     }
     os << ",\n  {\"name\": \"" << name;

@@ -29,6 +29,10 @@
 //    interleaved: m) + the bytes of the parameters the stage holds x (2 +
 //    optimizer-slots): the weights, their gradient accumulators and the
 //    optimizer's state (an estimate: fragment arenas are not counted).
+//  * Under the shifted-critical-path schedule the last stage recomputes
+//    nothing, and min(held, kept + 1) of a stage's held micro-batches
+//    (the `fwd-keep` ones and the one whose `rcp` ran) count at none's
+//    bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -85,7 +89,8 @@ StringRef mlir::merak::recomputeModeName(RecomputeMode mode) {
 
 int64_t mlir::merak::inFlightMicrobatches(PipelineScheduleKind kind, int64_t stages,
                                           int64_t microbatches, int64_t stage) {
-  if (kind == PipelineScheduleKind::OneFOneB || kind == PipelineScheduleKind::ZeroBubbleH1)
+  if (kind == PipelineScheduleKind::OneFOneB || kind == PipelineScheduleKind::ZeroBubbleH1 ||
+      kind == PipelineScheduleKind::ShiftedCriticalPath)
     return std::min(microbatches, stages - stage);
   return microbatches;
 }
@@ -328,7 +333,17 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
       };
       int64_t held = inFlightMicrobatches(*kind, stages, m, s);
       int64_t fixed = paramsBytes(module, owners ? owners[s] : Attribute()) * (2 + optimizerSlots);
-      RecomputeMode pick = *modeOr;
+      // Shifted critical path: the last stage recomputes nothing; on the
+      // others the `fwd-keep` micro-batches and the one recomputed ahead of
+      // its gradient hold every activation (none's stash): at the last
+      // forward, min(held, kept + 1) of the held micro-batches.
+      const bool scp = *kind == PipelineScheduleKind::ShiftedCriticalPath;
+      int64_t fullHeld = scp ? std::min(held, keptMicrobatches(*kind, stages, m, s) + 1) : 0;
+      int64_t fullBytes = scp ? bytesOf(stashFor(p, RecomputeMode::None, core)) : 0;
+      auto estimateOf = [&](ArrayRef<Value> stash) {
+        return (held - fullHeld) * bytesOf(stash) + fullHeld * fullBytes + fixed;
+      };
+      RecomputeMode pick = scp && s == stages - 1 ? RecomputeMode::None : *modeOr;
       SmallVector<Value> stash;
       int64_t estimate = 0;
       if (pick == RecomputeMode::StageAware) {
@@ -336,17 +351,22 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         for (RecomputeMode c : {RecomputeMode::None, RecomputeMode::Selective,
                                 RecomputeMode::Full}) {
           stash = stashFor(p, c, core);
-          estimate = held * bytesOf(stash) + fixed;
+          estimate = estimateOf(stash);
           if (estimate <= memoryPerDevice) {
             pick = c, fits = true;
             break;
           }
         }
         if (!fits) {
-          module.emitError("merak-recompute: stage ")
+          InFlightDiagnostic diag = module.emitError("merak-recompute: stage ");
+          diag
               << s << " needs " << estimate << " bytes even with full recomputation ("
               << held << " micro-batches in flight x " << bytesOf(stash)
-              << " bytes of stage inputs + " << fixed
+              << " bytes of stage inputs";
+          if (fullHeld)
+            diag << ", " << fullHeld << " of them holding all " << fullBytes
+                 << " bytes of activations under shifted-critical-path";
+          diag << " + " << fixed
               << " bytes of parameters, gradients and optimizer state), more than "
                  "memory-per-device = "
               << (int64_t)memoryPerDevice << " bytes";
@@ -354,7 +374,7 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         }
       } else {
         stash = stashFor(p, pick, core);
-        estimate = held * bytesOf(stash) + fixed;
+        estimate = estimateOf(stash);
       }
       chosen.push_back(b.getStringAttr(recomputeModeName(pick)));
       stashAttr.push_back(b.getI64IntegerAttr(bytesOf(stash)));

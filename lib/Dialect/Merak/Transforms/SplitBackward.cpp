@@ -328,9 +328,11 @@ LogicalResult splitRecompute(func::FuncOp fwd, func::FuncOp bwd, int64_t stage) 
   for (unsigned i = 0; i < keep.getNumArguments(); ++i)
     byName[argName(keep, i)] = keep.getArgument(i);
   Operation *kret = keep.getBody().front().getTerminator();
+  // Arguments first: a middle stage's output is named like its input
+  // ("act:0"), and R reads the input.
   for (unsigned i = 0; i < keep.getNumResults(); ++i)
     if (auto n = keep.getResultAttrOfType<StringAttr>(i, kName))
-      byName[n.getValue()] = kret->getOperand(i);
+      byName.try_emplace(n.getValue(), kret->getOperand(i));
   IRMapping map;
   for (unsigned i = 0; i < rfn.getNumArguments(); ++i) {
     Value v = byName.lookup(argName(rfn, i));

@@ -415,7 +415,12 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
     the `schedule` keeps in flight on the stage (1F1B: min(m, S - s);
     GPipe: m) + the stage's parameter bytes x (2 + `optimizer-slots`):
     weights, gradient accumulators, optimizer state; an error names the
-    stage when even full does not fit). Ops that depend on no argument
+    stage when even full does not fit). Under `schedule`
+    shifted-critical-path the last stage's mode is none whatever the mode,
+    and on the others the `fwd-keep` micro-batches (the last
+    min(m, S - s - 1)) and the one recomputed ahead of its gradient hold
+    none's stash: min(held, kept + 1) of the held micro-batches count at
+    none's bytes. Ops that depend on no argument
     (parameter reads, transposed weights, constant masks) are always
     recomputed. The choice per stage, the stashed bytes per micro-batch
     (stage inputs included) and the estimate are recorded in

@@ -61,9 +61,17 @@ LogicalResult buildReverseSweep(OpBuilder &b, Block &body,
 // Schedules
 //===----------------------------------------------------------------------===//
 
-enum class PipelineScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2 };
+enum class PipelineScheduleKind {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZeroBubbleH1,
+  ZeroBubbleH2,
+  ShiftedCriticalPath
+};
 
-/// "gpipe" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2".
+/// "gpipe" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2" |
+/// "shifted-critical-path".
 FailureOr<PipelineScheduleKind> parsePipelineSchedule(StringRef name);
 StringRef pipelineScheduleName(PipelineScheduleKind kind);
 /// Whether the generated program's runtime (runtime/src/pipeline.cpp) runs
@@ -78,7 +86,11 @@ bool pipelineScheduleRunsInRuntime(PipelineScheduleKind kind);
 /// on stage s, chunk c runs model stage c * stages + s (0 otherwise).
 /// `bwd` computes the input gradient and, unless the schedule splits the
 /// backward, the weight gradient; `bwd-w` is the split-off weight gradient
-/// (zero-bubble schedules).
+/// (zero-bubble schedules). `rcp` runs the part of the backward that does
+/// not depend on the incoming gradient (the recomputed forward) ahead of
+/// `wait-grad`, and `fwd-keep` is a forward that keeps everything the
+/// backward would recompute (that micro-batch gets no `rcp`): the
+/// shifted-critical-path schedule.
 struct PipelineInstr {
   enum Kind {
     RecvAct,
@@ -91,7 +103,9 @@ struct PipelineInstr {
     BackwardWeight,
     SendGrad,
     WaitSends,
-    Update
+    Update,
+    Recompute,
+    ForwardKeep
   } kind;
   int64_t mb = -1;
   int64_t chunk = 0;
@@ -105,7 +119,10 @@ StringRef pipelineInstrName(PipelineInstr::Kind kind);
 /// multiple of stages), or ZB-H1 (1F1B with the backward split into `bwd`
 /// and `bwd-w`, stage s keeping up to s weight gradients pending), or ZB-H2
 /// (the split backward with up to min(m, 2 (p - s) - 1) micro-batches in
-/// flight on stage s, from a unit-time list schedule). Receives
+/// flight on stage s, from a unit-time list schedule), or Merak's shifted
+/// critical path (1F1B where stage s < p - 1 runs `rcp mb` before
+/// `wait-grad mb` and its last min(m, p - s - 1) forwards are `fwd-keep`;
+/// the last stage is plain 1F1B). Receives
 /// are posted one ahead of their wait; sends are waited before the update.
 SmallVector<SmallVector<PipelineInstr>>
 buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
@@ -130,9 +147,16 @@ enum class RecomputeMode { None, Selective, Full, StageAware };
 FailureOr<RecomputeMode> parseRecomputeMode(StringRef name);
 StringRef recomputeModeName(RecomputeMode mode);
 /// Micro-batches whose activations `stage` holds at once under `kind`
-/// (1F1B and ZB-H1: min(m, stages - stage); the others: m).
+/// (1F1B, ZB-H1 and shifted critical path: min(m, stages - stage); the
+/// others: m).
 int64_t inFlightMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
                              int64_t stage);
+
+/// Under the shifted critical path: the micro-batches whose forward on
+/// `stage` is `fwd-keep` (the last min(m, stages - stage - 1)); 0 for the
+/// other schedules.
+int64_t keptMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
+                         int64_t stage);
 
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.

@@ -2,10 +2,12 @@
 //
 // Runs the per-stage instruction lists of a pipeline schedule
 // (buildPipelineSchedule) on a cost model: compute takes a fixed time per
-// model stage and kind (forward, backward, weight gradient, update), a
+// model stage and kind (forward, backward, weight gradient, recomputation,
+// update), a
 // message takes latency + bytes / bandwidth on its link. It reports the
-// step time, each stage's busy time, the bubble and the peak number of
-// micro-batches whose activations a stage holds. See docs/architecture.md,
+// step time, each stage's busy time, the bubble, the peak number of
+// micro-batches whose activations a stage holds and the peak activation
+// bytes. See docs/architecture.md,
 // "Pipeline simulator".
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +28,15 @@ struct PipelineCostModel {
   /// the weight gradient unless the schedule has `bwd-w`) / weight
   /// gradient on each model stage.
   SmallVector<double> forward{1.0}, backward{1.0}, weight{0.0};
+  /// Seconds of one micro-batch's `rcp` (the forward the backward
+  /// recomputes) on each model stage; `fwd-keep` costs `forward`. When the
+  /// schedule runs `rcp`, `backward` excludes the recomputation.
+  SmallVector<double> recompute{0.0};
+  /// Activation bytes one micro-batch holds between its forward and its
+  /// backward on each model stage: `stashed` after a `fwd` (what the
+  /// recomputation mode keeps), `kept` after a `fwd-keep` or an `rcp` (every
+  /// activation the backward reads). Only for `peakActivationBytes`.
+  SmallVector<double> stashed{0.0}, kept{0.0};
   /// Seconds of the optimizer update on each stage (device); `stageUpdate`
   /// (one entry per stage), when not empty, replaces it.
   double update = 0.0;
@@ -65,6 +76,13 @@ struct PipelineSimulation {
   /// Per stage: the most micro-batches (over all chunks) whose forward ran
   /// and whose backward (`bwd`) has not, i.e. stashed activations.
   SmallVector<int64_t> peakInFlight;
+  /// Per stage: the most micro-batches holding full activations at once
+  /// (after a `fwd-keep`, or after an `rcp` until their `bwd`).
+  SmallVector<int64_t> peakKeptInFlight;
+  /// Per stage: the most activation bytes held at once (`stashed` per
+  /// micro-batch after `fwd`, `kept` per micro-batch after `fwd-keep` or
+  /// `rcp`).
+  SmallVector<double> peakActivationBytes;
   /// Compute intervals by stage, then start time (when asked for).
   std::vector<PipelineEvent> events;
 };
