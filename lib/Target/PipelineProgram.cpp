@@ -148,9 +148,6 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       parsePipelineSchedule(scheduleName ? scheduleName.getValue() : "1f1b");
   if (failed(kind))
     return module.emitError("unknown pipeline schedule");
-  if (!pipelineScheduleRunsInRuntime(*kind))
-    return module.emitError("pipeline schedule '")
-           << pipelineScheduleName(*kind) << "' is not supported by the runtime yet";
 
   // Parameter data, then the constants of every fragment (plan order).
   if (failed(target::writeInitialParams(module, initBytes.getInt(), dataOs)))

@@ -250,10 +250,6 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.microbatches % opts.pp != 0)
     return fail("--schedule interleaved needs --microbatches (" + Twine(opts.microbatches) +
                 ") to be a multiple of --pp (" + Twine(opts.pp) + ")");
-  if (pipelined && compileTo >= Phase::Emit && !pipelineScheduleRunsInRuntime(*scheduleKind))
-    return fail("--schedule " + opts.schedule +
-                " is not supported by the runtime yet (use it with --compile-to=schedule or "
-                "--simulate)");
   if (opts.simulate && !pipelined)
     return fail("--simulate needs --pp or --microbatches");
   if (!opts.simulateTrace.empty() && !opts.simulate)

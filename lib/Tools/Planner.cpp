@@ -511,15 +511,15 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
         } else if (pl.megatron) {
           schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
         } else {
+          // Every schedule runs in the generated program.
           schedules.push_back({"gpipe", PipelineScheduleKind::GPipe, 1});
           schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
-          if (!runtimeOnly) {
-            if (2 * pp <= fine && m % pp == 0)
-              schedules.push_back({"interleaved", PipelineScheduleKind::Interleaved, 2});
-            schedules.push_back({"zb-h1", PipelineScheduleKind::ZeroBubbleH1, 1});
-            schedules.push_back(
-                {"shifted-critical-path", PipelineScheduleKind::ShiftedCriticalPath, 1});
-          }
+          if (2 * pp <= fine && m % pp == 0)
+            schedules.push_back({"interleaved", PipelineScheduleKind::Interleaved, 2});
+          schedules.push_back({"zb-h1", PipelineScheduleKind::ZeroBubbleH1, 1});
+          schedules.push_back({"zb-h2", PipelineScheduleKind::ZeroBubbleH2, 1});
+          schedules.push_back(
+              {"shifted-critical-path", PipelineScheduleKind::ShiftedCriticalPath, 1});
         }
         // Every policy is compiled by merak-recompute (--recompute), which
         // the chosen plan is compiled with.

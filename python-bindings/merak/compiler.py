@@ -49,6 +49,7 @@ def _error_message(diagnostics):
 
 def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatches=None,
             devices=None, memory_per_device=None, device_profile=None, schedule=None,
+            virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, optimizer="adamw", lr=None,
             opt=None, loss="cross-entropy",
@@ -64,7 +65,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     buffers and parameters with requires_grad=False are frozen.
 
     Keywords follow merak-compile's flags (docs/user-guide.md): dp, tp, pp,
-    microbatches, schedule ("gpipe"|"1f1b"), stage_boundaries, zero (0|1),
+    microbatches, schedule ("gpipe"|"1f1b"|"interleaved"|"zb-h1"|"zb-h2"|
+    "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
     vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
     ("none"|"sub-pipeline"), dp_overlap (bool), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
@@ -117,6 +119,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
                 o.device_profile = os.path.abspath(device_profile)
         o.target = target
         o.schedule = schedule
+        if virtual_stages is not None:
+            o.virtual_stages = virtual_stages
         o.recompute = recompute or ""
         o.memory_per_device = "" if memory_per_device is None else str(memory_per_device)
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]

@@ -303,7 +303,8 @@ def check_planner(env, opt, devices):
     with open(report) as f:
         chosen = json.load(f)["planner"]["chosen"]
     world = chosen["dp"] * chosen["tp"] * chosen["pp"]
-    if world != devices or chosen["schedule"] not in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
+    if world != devices or chosen["schedule"] not in (
+            "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "shifted-critical-path"):
         return False, "bad plan %s" % chosen
     metrics = os.path.join(env.work, "planner-%s-%d.jsonl" % (opt, devices))
     if os.path.exists(metrics):

@@ -14,6 +14,8 @@ Checks:
                  and load_into sets its parameters;
   unsupported    a module using torch.atan raises merak.CompileError naming
                  the ONNX op (Atan);
+  schedules      the GPT at pp 2 with schedule="zb-h2" and
+                 "shifted-critical-path": losses and parameters as above;
   gpt-devices2   the same GPT with devices=2 (the planner picks the mesh;
                  Program.plan says which): losses and parameters as above;
   errors         devices=N together with dp= raises ValueError; a failed run raises
@@ -132,13 +134,15 @@ def gpt(seed=0):
     return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, block_size=T)
 
 
-def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None):
+def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None, schedule=None):
     model, reference = gpt(), gpt()
     ids = torch.zeros(B, T, dtype=torch.int64)
     prog = env.merak.compile(model, example_inputs=(ids,), dp=dp, tp=tp, pp=pp,
                              microbatches=2 if pp > 1 else 1, optimizer="adamw", lr=LR,
                              recompute=recompute, memory_per_device=memory_per_device,
-                             workdir=env.workdir("gpt-%d-%d-%d-%s" % (dp, tp, pp, recompute)))
+                             schedule=schedule,
+                             workdir=env.workdir("gpt-%d-%d-%d-%s-%s" % (dp, tp, pp, recompute,
+                                                                          schedule)))
     if prog.ranks != dp * tp * pp:
         return False, "Program.ranks %d" % prog.ranks
     got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
@@ -167,6 +171,13 @@ def check_recompute(env):
     except env.merak.CompileError as e:
         ok = ok and "unknown --recompute 'sometimes'" in str(e)
     return ok, msg
+
+
+def check_schedules(env):
+    """schedule= zb-h2 and shifted-critical-path (the split backward's
+    fragments) at pp 2: trains as PyTorch does."""
+    results = [check_gpt(env, 1, 1, 2, schedule=s) for s in ("zb-h2", "shifted-critical-path")]
+    return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
 
 
 def check_gpt_devices(env, devices):
@@ -313,6 +324,7 @@ CHECKS = {
     "unsupported": check_unsupported,
     "errors": check_errors,
     "recompute": check_recompute,
+    "schedules": check_schedules,
     "installed": check_installed,
     "docs-example": check_docs_example,
 }

@@ -63,9 +63,11 @@ struct PlannerResult {
 };
 
 /// Plans `options.devices` devices for `options.input` (dp, tp, pp,
-/// microbatches unset). With `runtimeOnly`, only plans the generated
-/// program can run are eligible (GPipe and 1F1B; the recomputation today's
-/// runtime does; no modelled overlap). Fails with `error` set (no plan
+/// microbatches unset). With `runtimeOnly` (a program is written), only
+/// plans merak compiles are eligible: overlap only without micro-batches
+/// (merak-overlap does not overlap a pipeline's gradient all-reduce), dp
+/// and micro-batches only when the model's batch splits. Fails with
+/// `error` set (no plan
 /// fits: the smallest memory any plan needs).
 FailureOr<PlannerResult> planParallelism(const CompileOptions &options, bool runtimeOnly,
                                          llvm::raw_ostream &log, std::string &error);

@@ -50,11 +50,6 @@ StringRef mlir::merak::pipelineScheduleName(PipelineScheduleKind kind) {
   return "?";
 }
 
-bool mlir::merak::pipelineScheduleRunsInRuntime(PipelineScheduleKind kind) {
-  (void)kind;
-  return true;
-}
-
 StringRef mlir::merak::pipelineInstrName(PipelineInstr::Kind kind) {
   switch (kind) {
   case PipelineInstr::RecvAct: return "recv-act";

@@ -74,9 +74,6 @@ enum class PipelineScheduleKind {
 /// "shifted-critical-path".
 FailureOr<PipelineScheduleKind> parsePipelineSchedule(StringRef name);
 StringRef pipelineScheduleName(PipelineScheduleKind kind);
-/// Whether the generated program's runtime (runtime/src/pipeline.cpp) runs
-/// the schedule; the others exist as instruction lists for the simulator.
-bool pipelineScheduleRunsInRuntime(PipelineScheduleKind kind);
 
 /// One instruction of a stage's program. Sends and receives are
 /// non-blocking: `recv-*` posts, `wait-*` completes it; `wait-sends` waits
