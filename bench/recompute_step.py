@@ -96,8 +96,10 @@ def main():
         with open(metrics) as f:
             lines = [json.loads(line) for line in f]
         ms = statistics.median(l["time_ms"] for l in lines[1:] or lines)
-        stages = "; ".join("%s %s %.1f MiB stash, %.0f MiB RSS" % (
-            s, m, int(b) / 2**20, rss.get(int(s), float("nan"))) for s, m, b in stash)
+        # Model stage k runs on rank k mod pp (interleaved: two per rank).
+        stages = "; ".join("%s %s %.1f MiB stash, rank %d %.0f MiB RSS" % (
+            s, m, int(b) / 2**20, int(s) % args.pp, rss.get(int(s) % args.pp, float("nan")))
+            for s, m, b in stash)
         print("| %s | %s | %s | %.0f ms | %.4f -> %.4f |" % (sched, mode, stages, ms,
                                                              lines[0]["loss"], lines[-1]["loss"]))
         sys.stdout.flush()
