@@ -401,7 +401,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     }
 
   json::Array stageInfo, programs;
-  auto program = buildPipelineSchedule(*kind, ranks, m, chunks);
+  auto program = buildPipelineSchedule(*kind, ranks, m, chunks, recordedKeptMicrobatches(module));
   for (int64_t s = 0; s < stages; ++s) {
     json::Array owned;
     for (Attribute n : cast<ArrayAttr>(owners[s]))

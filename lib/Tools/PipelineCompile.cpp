@@ -110,5 +110,7 @@ void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os
     return;
   printPipelineSchedule(
       r->kind, r->microbatches,
-      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages), os);
+      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages,
+                            recordedKeptMicrobatches(module)),
+      os);
 }

@@ -226,7 +226,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.gradBytes = costs.actBytes;
   setLinkCosts(costs, prof, p, options.dp, options.tp);
 
-  auto program = buildPipelineSchedule(r->kind, p, r->microbatches, v);
+  auto program =
+      buildPipelineSchedule(r->kind, p, r->microbatches, v, recordedKeptMicrobatches(module));
   FailureOr<PipelineSimulation> sim = simulatePipeline(program, costs, trace, &error);
   if (failed(sim))
     return failure();

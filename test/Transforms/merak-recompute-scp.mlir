@@ -7,8 +7,11 @@
 // RUN: merak-opt %s -merak-attach-loss=loss=model-output -merak-pipeline="pp=4 microbatches=4" \
 // RUN:   -merak-recompute="mode=stage-aware memory-per-device=7000 schedule=shifted-critical-path" \
 // RUN:   | FileCheck %s --check-prefix=AWARE
-// RUN: not merak-opt %s -merak-attach-loss=loss=model-output -merak-pipeline="pp=4 microbatches=4" \
+// RUN: merak-opt %s -merak-attach-loss=loss=model-output -merak-pipeline="pp=4 microbatches=4" \
 // RUN:   -merak-recompute="mode=stage-aware memory-per-device=6100 schedule=shifted-critical-path" \
+// RUN:   | FileCheck %s --check-prefix=FEWER
+// RUN: not merak-opt %s -merak-attach-loss=loss=model-output -merak-pipeline="pp=4 microbatches=4" \
+// RUN:   -merak-recompute="mode=stage-aware memory-per-device=5000 schedule=shifted-critical-path" \
 // RUN:   2>&1 | FileCheck %s --check-prefix=TIGHT
 
 // merak-recompute under the shifted-critical-path schedule, on the small
@@ -39,9 +42,19 @@
 // So stage-aware picks none wherever that peak fits (7000 bytes: all)...
 // AWARE: memory_estimate = [6656, 6400, 5632, 4864]
 // AWARE-SAME: recompute = ["none", "none", "none", "none"]
-// ...and no mode fits 6100 bytes on stage 0 (1F1B's stage-aware fits it
-// with stage 0 full, merak-recompute.mlir).
-// TIGHT: error: merak-recompute: stage 0 needs 6656 bytes even with full recomputation (4 micro-batches in flight x 0 bytes of stage inputs, 4 of them holding all 640 bytes of activations under shifted-critical-path + 4096 bytes of parameters, gradients and optimizer state), more than memory-per-device = 6100 bytes
+// AWARE-SAME: scp_kept = array<i64: 3, 2, 1, 0>
+// ...and where no mode fits with the paper's kept micro-batches, a stage
+// keeps fewer (k kept: min(held, k + 1) micro-batches at none's stash, the
+// rest at the mode's). 6100 bytes: stage 0 (held 4): none 6656; selective
+// (512 a micro-batch) 6656, 6528, 6400, 6272 for k = 3..0; full (0) k = 3
+// 6656, k = 2: 3 x 640 + 4096 = 6016, fits. Stage 1 (held 3): none 6400;
+// selective (640) 6400, 6272, 6144; full (128) k = 2 6400, k = 1:
+// 2 x 768 + 128 + 4096 = 5760. Stage 2: none 5632 fits with its 1 kept.
+// FEWER: memory_estimate = [6016, 5760, 5632, 4864]
+// FEWER-SAME: recompute = ["full", "full", "none", "none"], scp_kept = array<i64: 2, 1, 1, 0>
+// 5000 bytes: stage 0 fits full with none kept (640 + 4096 = 4736), stage 1
+// not even so (768 + 2 x 128 + 4096 = 5120).
+// TIGHT: error: merak-recompute: stage 1 needs 5120 bytes even with full recomputation (3 micro-batches in flight x 128 bytes of stage inputs, 1 of them holding all 768 bytes of activations under shifted-critical-path + 4096 bytes of parameters, gradients and optimizer state), more than memory-per-device = 5000 bytes
 
 merak.param @b0.w_attn : tensor<24x8xf32> = dense<0.01> : tensor<24x8xf32>
 merak.param @b0.w_proj : tensor<8x8xf32> = dense<0.02> : tensor<8x8xf32>

@@ -112,7 +112,7 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m2-1f1b-dp2-tp2-rcstage-aware",
           # Zero bubble (the backward split into B and W).
           "adamw-pp2-m4-zbh1", "sgd-pp4-m4-zbh1", "sgd-pp4-m4-zbh2", "adamw-pp2-m4-zbh2-rcnone",
-          "sgd-pp2-m4-zbh1-rcselective", "adamw-pp2-m2-zbh1-dp2-tp2",
+          "sgd-pp2-m4-zbh1-rcselective", "adamw-pp2-m2-zbh1-dp2-tp2", "adamw-pp4-m4-scp-rcstage-aware",
           "adamw-pp2-m2-zbh2-dp2-tp2-rcfull",
           # Interleaved 1F1B, two chunks per rank.
           "adamw-pp2-m4-int2", "sgd-pp4-m4-int2", "sgd-pp2-m2-int2-dp2-tp2",
@@ -351,6 +351,15 @@ def check_recompute(env, name, mode):
         ok_plan = all(p[2] <= budget for p in plan)
         if schedule == "1f1b" and pp > 1:
             ok_plan = ok_plan and modes[0] != "none" and modes[-1] == "none"
+        if schedule == "scp":
+            # The budget makes stage 0 keep fewer final micro-batches than
+            # the paper's min(m, pp - 1) (their activations would not fit).
+            out = run(base + rc + ["--compile-to=recompute"])
+            kept = re.search(r"fwd-keep micro-batches per stage:((?: \d+)+)", out)
+            kept = [int(k) for k in kept.group(1).split()] if kept else []
+            ok_plan = (ok_plan and modes[-1] == "none" and len(kept) == pp and
+                       kept[0] < min(mb, pp - 1))
+            expect = "kept %s" % kept
     elif schedule == "scp":
         # The shifted critical path's last stage never recomputes.
         ok_plan = modes == [mode] * (pp - 1) + ["none"]
@@ -360,8 +369,9 @@ def check_recompute(env, name, mode):
     serial, serial_params = env.train(opt, 4)
     got, params = env.train(opt, 4, pp, mb, schedule, dp, tp, rc=rc)
     ok, msg = compare(got, params, serial, serial_params, OPTS[opt][1])
-    return ok and ok_plan, msg + "; recompute per stage %s (stash bytes %s)%s" % (
-        modes, [p[1] for p in plan], "" if ok_plan else " UNEXPECTED")
+    return ok and ok_plan, msg + "; recompute per stage %s (stash bytes %s)%s%s" % (
+        modes, [p[1] for p in plan], "; " + expect if expect else "",
+        "" if ok_plan else " UNEXPECTED")
 
 
 def check(env, name):

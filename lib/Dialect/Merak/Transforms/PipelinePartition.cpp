@@ -730,6 +730,12 @@ void mlir::merak::printPipelinePlan(ModuleOp module, llvm::raw_ostream &os) {
       os << ")" << (s + 1 < rc.size() ? ";" : "");
     }
     os << "\n";
+    if (auto kept = plan.getAs<DenseI64ArrayAttr>("scp_kept")) {
+      os << "// shifted critical path: fwd-keep micro-batches per stage:";
+      for (int64_t k : kept.asArrayRef())
+        os << " " << k;
+      os << "\n";
+    }
   }
   auto costs = plan.getAs<ArrayAttr>("costs");
   auto owners = plan.getAs<ArrayAttr>("owners");

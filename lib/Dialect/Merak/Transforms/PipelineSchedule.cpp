@@ -76,6 +76,14 @@ int64_t mlir::merak::keptMicrobatches(PipelineScheduleKind kind, int64_t stages,
   return std::max<int64_t>(0, std::min(m, stages - stage - 1));
 }
 
+SmallVector<int64_t> mlir::merak::recordedKeptMicrobatches(ModuleOp module) {
+  SmallVector<int64_t> out;
+  if (auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
+    if (auto kept = plan.getAs<DenseI64ArrayAttr>("scp_kept"))
+      out.assign(kept.asArrayRef().begin(), kept.asArrayRef().end());
+  return out;
+}
+
 namespace {
 /// One compute instruction of a stage's order.
 struct Step {
@@ -180,8 +188,11 @@ static SmallVector<SmallVector<Step>> zeroBubbleH2Orders(int64_t p, int64_t m) {
 /// min(m, p - s - 1) forwards keep their activations (`fwd-keep`, no
 /// recomputation). The last stage, whose backward follows its forward
 /// directly, is plain 1F1B.
-static SmallVector<Step> shiftedCriticalPathOrder(int64_t s, int64_t stages, int64_t m) {
-  int64_t firstKept = m - keptMicrobatches(PipelineScheduleKind::ShiftedCriticalPath, stages, m, s);
+static SmallVector<Step> shiftedCriticalPathOrder(int64_t s, int64_t stages, int64_t m,
+                                                  ArrayRef<int64_t> kept) {
+  int64_t most = keptMicrobatches(PipelineScheduleKind::ShiftedCriticalPath, stages, m, s);
+  int64_t firstKept =
+      m - (s < (int64_t)kept.size() ? std::clamp<int64_t>(kept[s], 0, most) : most);
   SmallVector<Step> order;
   for (Step c : oneFOneBOrder(s, stages, m, /*deferW=*/-1)) {
     if (s == stages - 1) {
@@ -200,7 +211,7 @@ static SmallVector<Step> shiftedCriticalPathOrder(int64_t s, int64_t stages, int
 
 /// The compute instructions of stage `s` in the order it runs them.
 static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int64_t stages,
-                                      int64_t m, int64_t v) {
+                                      int64_t m, int64_t v, ArrayRef<int64_t> kept) {
   switch (kind) {
   case PipelineScheduleKind::GPipe: {
     SmallVector<Step> order;
@@ -213,7 +224,8 @@ static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int6
   case PipelineScheduleKind::OneFOneB: return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
   case PipelineScheduleKind::ZeroBubbleH1: return oneFOneBOrder(s, stages, m, /*deferW=*/s);
   case PipelineScheduleKind::ZeroBubbleH2: return zeroBubbleH2Orders(stages, m)[s];
-  case PipelineScheduleKind::ShiftedCriticalPath: return shiftedCriticalPathOrder(s, stages, m);
+  case PipelineScheduleKind::ShiftedCriticalPath:
+    return shiftedCriticalPathOrder(s, stages, m, kept);
   case PipelineScheduleKind::Interleaved:
     if (v == 1)
       return oneFOneBOrder(s, stages, m, /*deferW=*/-1);
@@ -224,12 +236,12 @@ static SmallVector<Step> computeOrder(PipelineScheduleKind kind, int64_t s, int6
 
 SmallVector<SmallVector<PipelineInstr>>
 mlir::merak::buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t m,
-                                   int64_t virtualStages) {
+                                   int64_t virtualStages, ArrayRef<int64_t> kept) {
   int64_t v = kind == PipelineScheduleKind::Interleaved ? virtualStages : 1;
   int64_t last = stages * v - 1; // the last model stage
   SmallVector<SmallVector<PipelineInstr>> program(stages);
   for (int64_t s = 0; s < stages; ++s) {
-    auto order = computeOrder(kind, s, stages, m, v);
+    auto order = computeOrder(kind, s, stages, m, v, kept);
     // Model stage k receives activations unless k = 0 and gradients unless
     // k is the last.
     auto receivesAct = [&](const Step &c) { return c.chunk * stages + s > 0; };

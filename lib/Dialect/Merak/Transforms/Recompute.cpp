@@ -314,6 +314,7 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
     auto owners = plan.getAs<ArrayAttr>("owners");
 
     SmallVector<Attribute> chosen, stashAttr, memAttr;
+    SmallVector<int64_t> keptAttr; // shifted critical path: fwd-keep micro-batches per stage
     Builder b(module.getContext());
     for (int64_t s = 0; s < stages; ++s) {
       StagePair p;
@@ -337,11 +338,30 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
       // others the `fwd-keep` micro-batches and the one recomputed ahead of
       // its gradient hold every activation (none's stash): at the last
       // forward, min(held, kept + 1) of the held micro-batches.
+      // Under a budget, a stage keeps fewer final micro-batches than the
+      // paper's min(m, S - s - 1) when that is what fits (`kept`, recorded
+      // as "scp_kept" for the schedule).
       const bool scp = *kind == PipelineScheduleKind::ShiftedCriticalPath;
-      int64_t fullHeld = scp ? std::min(held, keptMicrobatches(*kind, stages, m, s) + 1) : 0;
+      int64_t mostKept = scp ? keptMicrobatches(*kind, stages, m, s) : 0, kept = mostKept;
+      int64_t fullHeld = 0;
+      auto setKept = [&](int64_t k) {
+        kept = k;
+        fullHeld = scp ? std::min(held, k + 1) : 0;
+      };
+      setKept(mostKept);
       int64_t fullBytes = scp ? bytesOf(stashFor(p, RecomputeMode::None, core)) : 0;
       auto estimateOf = [&](ArrayRef<Value> stash) {
         return (held - fullHeld) * bytesOf(stash) + fullHeld * fullBytes + fixed;
+      };
+      // The most kept micro-batches with which `stash` fits the budget (the
+      // fewest, 0, when none does).
+      auto fitKept = [&](ArrayRef<Value> stash) {
+        for (int64_t k = mostKept; k >= 0; --k) {
+          setKept(k);
+          if (memoryPerDevice <= 0 || estimateOf(stash) <= memoryPerDevice)
+            return true;
+        }
+        return false;
       };
       RecomputeMode pick = scp && s == stages - 1 ? RecomputeMode::None : *modeOr;
       SmallVector<Value> stash;
@@ -351,8 +371,9 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         for (RecomputeMode c : {RecomputeMode::None, RecomputeMode::Selective,
                                 RecomputeMode::Full}) {
           stash = stashFor(p, c, core);
+          bool ok = fitKept(stash);
           estimate = estimateOf(stash);
-          if (estimate <= memoryPerDevice) {
+          if (ok) {
             pick = c, fits = true;
             break;
           }
@@ -374,8 +395,10 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         }
       } else {
         stash = stashFor(p, pick, core);
+        (void)fitKept(stash); // keeps 0 when nothing fits: the mode was asked for
         estimate = estimateOf(stash);
       }
+      keptAttr.push_back(kept);
       chosen.push_back(b.getStringAttr(recomputeModeName(pick)));
       stashAttr.push_back(b.getI64IntegerAttr(bytesOf(stash)));
       memAttr.push_back(b.getI64IntegerAttr(estimate));
@@ -385,6 +408,8 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
     attrs.set("recompute", b.getArrayAttr(chosen));
     attrs.set("stash_bytes", b.getArrayAttr(stashAttr));
     attrs.set("memory_estimate", b.getArrayAttr(memAttr));
+    if (*kind == PipelineScheduleKind::ShiftedCriticalPath)
+      attrs.set("scp_kept", b.getDenseI64ArrayAttr(keptAttr));
     module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
   }
 };

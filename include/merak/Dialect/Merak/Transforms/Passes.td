@@ -425,6 +425,11 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
     recomputed. The choice per stage, the stashed bytes per micro-batch
     (stage inputs included) and the estimate are recorded in
     `merak.pipeline` as `recompute`, `stash_bytes` and `memory_estimate`.
+    Under `schedule` shifted-critical-path the last stage recomputes
+    nothing, and stage s keeps (`fwd-keep`) its last min(m, S - s - 1)
+    micro-batches, or fewer when that is what fits `memory-per-device`
+    (the most that fit; with stage-aware, per mode from none to full):
+    recorded as `scp_kept`, which the schedule follows.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"full\"",

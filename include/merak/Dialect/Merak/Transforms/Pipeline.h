@@ -118,12 +118,13 @@ StringRef pipelineInstrName(PipelineInstr::Kind kind);
 /// (the split backward with up to min(m, 2 (p - s) - 1) micro-batches in
 /// flight on stage s, from a unit-time list schedule), or Merak's shifted
 /// critical path (1F1B where stage s < p - 1 runs `rcp mb` before
-/// `wait-grad mb` and its last min(m, p - s - 1) forwards are `fwd-keep`;
-/// the last stage is plain 1F1B). Receives
+/// `wait-grad mb` and its last min(m, p - s - 1) forwards are `fwd-keep`,
+/// or `kept[s]` of them when given (merak-recompute's "scp_kept": fewer
+/// under a memory budget); the last stage is plain 1F1B). Receives
 /// are posted one ahead of their wait; sends are waited before the update.
 SmallVector<SmallVector<PipelineInstr>>
 buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
-                      int64_t virtualStages = 1);
+                      int64_t virtualStages = 1, ArrayRef<int64_t> kept = {});
 
 /// Prints "stage S order: F0 F1 B0 ..." and "stage S: <instructions>" for
 /// every stage.
@@ -149,11 +150,14 @@ StringRef recomputeModeName(RecomputeMode mode);
 int64_t inFlightMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
                              int64_t stage);
 
-/// Under the shifted critical path: the micro-batches whose forward on
-/// `stage` is `fwd-keep` (the last min(m, stages - stage - 1)); 0 for the
-/// other schedules.
+/// Under the shifted critical path: the most micro-batches whose forward
+/// on `stage` is `fwd-keep` (the paper's: the last min(m, stages - stage -
+/// 1)); 0 for the other schedules. merak-recompute keeps fewer when a
+/// memory budget needs it ("scp_kept" in merak.pipeline).
 int64_t keptMicrobatches(PipelineScheduleKind kind, int64_t stages, int64_t microbatches,
                          int64_t stage);
+/// The "scp_kept" counts merak-recompute recorded (empty: the defaults).
+SmallVector<int64_t> recordedKeptMicrobatches(ModuleOp module);
 
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.
