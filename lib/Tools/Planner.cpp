@@ -56,6 +56,11 @@ using namespace mlir::merak;
 namespace json = llvm::json;
 using namespace mlir::merak::planner;
 
+/// Zero-bubble schedules run the weight gradient (`bwd-w`) apart.
+static bool splitsBackward(PipelineScheduleKind kind) {
+  return kind == PipelineScheduleKind::ZeroBubbleH1 || kind == PipelineScheduleKind::ZeroBubbleH2;
+}
+
 namespace {
 /// Contiguous groups of `n` fine stages into `g` stages minimising the
 /// largest forward FLOPs; returns the first fine stage of every group
@@ -232,7 +237,7 @@ struct Planner {
       PipelineCostModel unit;
       unit.forward.assign(p * v, 1.0);
       unit.backward.assign(p * v, 1.0);
-      unit.weight.assign(p * v, kind == PipelineScheduleKind::ZeroBubbleH1 ? 1.0 : 0.0);
+      unit.weight.assign(p * v, splitsBackward(kind) ? 1.0 : 0.0);
       unit.actBytes.assign(std::max<int64_t>(1, p * v - 1), 0.0);
       unit.gradBytes = unit.actBytes;
       it = shapes.emplace(key, *simulatePipeline(program, unit)).first;
@@ -291,7 +296,7 @@ struct Planner {
     costs.backward.clear();
     costs.weight.clear();
     costs.recompute.clear();
-    const bool split = kind == PipelineScheduleKind::ZeroBubbleH1;
+    const bool split = splitsBackward(kind);
     for (int64_t k = 0; k < p * v; ++k) {
       const Group &g = gs[k];
       int64_t s = k % p;
