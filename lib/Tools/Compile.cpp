@@ -448,15 +448,19 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     out->keep();
     return 0;
   }
-  if (compileTo >= Phase::Overlap) {
+  // One module pass, with the command line's pass-manager options.
+  auto runPass = [&](std::unique_ptr<Pass> pass) {
     PassManager pm(&ctx);
     if (failed(configure(pm)))
-      return 1;
+      return false;
+    pm.addPass(std::move(pass));
+    return succeeded(pm.run(*module));
+  };
+  if (compileTo >= Phase::Overlap) {
     MerakOverlapOptions overlap;
     overlap.tpOverlap = opts.tpOverlap;
     overlap.dpOverlap = opts.dpOverlap;
-    pm.addPass(createMerakOverlap(overlap));
-    if (failed(pm.run(*module)))
+    if (!runPass(createMerakOverlap(overlap)))
       return 1;
   }
   ProgramInfo program;
@@ -467,25 +471,15 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   program.tp = opts.tp;
   program.target = opts.target;
   // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
-  if (compileTo >= Phase::Lower) {
-    PassManager pm(&ctx);
-    if (failed(configure(pm)))
-      return 1;
-    pm.addPass(createMerakFoldTransposes());
-    if (failed(pm.run(*module)))
-      return 1;
-  }
+  if (compileTo >= Phase::Lower && !runPass(createMerakFoldTransposes()))
+    return 1;
   if (compileTo >= Phase::Lower && pipelined) {
     if (failed(planPipelineMemory(*module, log)))
       return 1;
   } else if (compileTo >= Phase::Lower) {
     if (!module->lookupSymbol("train_step"))
       return fail("no @train_step to lower");
-    PassManager pm(&ctx);
-    if (failed(configure(pm)))
-      return 1;
-    pm.addPass(createMerakPlanMemory());
-    if (failed(pm.run(*module)))
+    if (!runPass(createMerakPlanMemory()))
       return 1;
     reportMemoryPlan(*module, log);
   }
