@@ -3,7 +3,8 @@
     /usr/bin/python3 bench/overlap_step.py --bin build/bin --workdir /tmp/bench-overlap \
         [--model small|29m] [--steps 12] [--rounds 2] [--mesh dp2 --mesh tp2 ...]
 
-For each mesh (dp2: --dp 2; tp2: --tp 2; dp2tp2: both) the GPT is compiled
+For each mesh (dp2: --dp 2; tp2: --tp 2; dp2tp2: both; dp2m2: --dp 2
+--microbatches 2, a one-stage pipeline) the GPT is compiled
 twice, without overlap (--dp-overlap off --tp-overlap none: every
 collective blocking) and with it (--dp-overlap on, and --tp-overlap
 sub-pipeline when tp > 1), and both programs train on the same random
@@ -34,7 +35,10 @@ from gpt_onnx import export_gpt
 
 MODELS = {"small": dict(B=8, T=64, D=128, L=4, H=4, V=512),
           "29m": dict(B=8, T=128, D=512, L=8, H=8, V=8192)}
-MESHES = {"dp2": (2, 1), "tp2": (1, 2), "dp2tp2": (2, 2)}
+# mesh -> (dp, tp, micro-batches); dp2m2 is a one-stage pipeline (gradient
+# accumulation): its dp all-reduce runs under the last micro-batch's
+# backward (@stage0_backward_last).
+MESHES = {"dp2": (2, 1, 1), "tp2": (1, 2, 1), "dp2tp2": (2, 2, 1), "dp2m2": (2, 1, 2)}
 WARMUP = 3
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 
@@ -62,7 +66,7 @@ def main():
     print("| mesh | blocking (median) | overlap (median) | overlap / blocking | losses agree |")
     print("|---|---:|---:|---:|---|")
     for mesh in args.mesh or ["dp2", "tp2"]:
-        dp, tp = MESHES[mesh]
+        dp, tp, m = MESHES[mesh]
         variants = {"blocking": ["--dp-overlap", "off", "--tp-overlap", "none"],
                     "overlap": ["--dp-overlap", "on", "--tp-overlap",
                                 "sub-pipeline" if tp > 1 else "none"]}
@@ -72,7 +76,8 @@ def main():
             subprocess.run([os.path.join(args.bin, "merak-compile"), onnx_path, "--input-shape",
                             "input_ids=%dx%d" % (c["B"], c["T"]), "--compile-to=binary",
                             "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp),
-                            "-o", exe] + flags, check=True, stdout=subprocess.DEVNULL,
+                            "--microbatches", str(m), "-o", exe] + flags, check=True,
+                           stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
             exes[v] = exe
         times = {v: [] for v in variants}

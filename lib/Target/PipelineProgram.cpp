@@ -64,7 +64,8 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
       out.push_back(fn);
     }
     // The parts of a split backward (merak-split-backward), when present.
-    for (StringRef kind : {"forward_keep", "recompute", "backward_weight"})
+    for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
+                           "backward_weight_last"})
       if (auto fn = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
         out.push_back(fn);
   }

@@ -460,6 +460,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     MerakOverlapOptions overlap;
     overlap.tpOverlap = opts.tpOverlap;
     overlap.dpOverlap = opts.dpOverlap;
+    overlap.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     if (!runPass(createMerakOverlap(overlap)))
       return 1;
   }

@@ -536,9 +536,11 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
         // Overlap as modelled (the dp all-reduce under the backward, half
         // the tp communication hidden) is what merak-overlap compiles for
         // a program without micro-batches (--dp-overlap, --tp-overlap
-        // sub-pipeline); a pipeline's gradients are all-reduced after its
-        // last micro-batch, so a written pipelined program is planned
-        // without it.
+        // sub-pipeline). A pipeline's gradients are all-reduced under its
+        // last micro-batch's backward only (merak-overlap's
+        // @stage<s>_backward_last), not under the whole backward the model
+        // assumes, so a written pipelined program is planned without it
+        // (conservatively: the program still overlaps).
         const bool overlapCompiles = !runtimeOnly || (pp == 1 && m == 1);
         SmallVector<bool> overlaps = pl.megatron || !overlapCompiles
                                          ? SmallVector<bool>{false}

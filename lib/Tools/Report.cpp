@@ -337,7 +337,8 @@ LogicalResult Report::collect() {
                                                     << " (the program has no training step)";
         toPlan.push_back(f);
       }
-      for (StringRef kind : {"forward_keep", "recompute", "backward_weight"})
+      for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
+                             "backward_weight_last"})
         if (func::FuncOp f = fn(module, fragment(s, kind)))
           toPlan.push_back(f);
     }

@@ -172,6 +172,9 @@ struct PipelineRunner::Impl {
     /// The kind after which a micro-batch's kept buffers go back to their
     /// pools: its last fragment (the weight gradient when split off).
     std::string finalKind = "backward";
+    /// The program index of the chunk's last `finalKind` instruction: the
+    /// one that runs the "_last" fragment when there is one.
+    int64_t lastFinal = -1;
     // Kept values (stash, rstash, wstash): taken by the first fragment of a
     // micro-batch that writes them, given back after its last fragment.
     Kept kept[NumKept];
@@ -205,7 +208,7 @@ struct PipelineRunner::Impl {
   Status run(char *A, char *P, const char *C, int64_t step);
   void copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
   Status compute(const std::string &kind, Chunk &ch, int64_t mb, char *A, char *P,
-                 const char *C);
+                 const char *C, bool last = false);
   Status update(char *A, char *P, const char *C, int64_t step);
   /// Message tag of the activations (grad = false) or gradients into model
   /// stage `to` for micro-batch `mb`; below the tied-exchange tags.
@@ -298,6 +301,9 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       bad("instruction \"" + in.op + "\" needs a \"" + kind + "\" fragment, which stage " +
           std::to_string(mine[in.chunk].stage) + " lacks");
     program.push_back(std::move(in));
+    if (const char *kind = fragmentKindOf(program.back().op);
+        kind && kind == mine[program.back().chunk].finalKind)
+      mine[program.back().chunk].lastFinal = static_cast<int64_t>(program.size()) - 1;
   }
 
   std::map<std::string, Tensor> params;
@@ -368,8 +374,11 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64
 /// fragment's values, and after the micro-batch's last fragment every
 /// buffer it holds goes back.
 Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t mb, char *A,
-                                     char *P, const char *C) {
-  int64_t k = ch.frags.at(kind);
+                                     char *P, const char *C, bool last) {
+  // The stage's last accumulating fragment has a "_last" copy that also
+  // all-reduces the finished gradients over dp (merak-overlap).
+  auto lastIt = ch.frags.find(kind + "_last");
+  int64_t k = last && lastIt != ch.frags.end() ? lastIt->second : ch.frags.at(kind);
   const Fragment &f = fragments[k];
   for (const Slot &s : f.args) {
     int c = keptKind(s.kind);
@@ -527,7 +536,8 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
       if (Status s = waitSends(); !s.ok())
         return s;
     } else if (const char *kindName = fragmentKindOf(in.op)) {
-      if (Status st = compute(kindName, ch, mb, A, P, C); !st.ok())
+      bool last = static_cast<int64_t>(&in - program.data()) == ch.lastFinal;
+      if (Status st = compute(kindName, ch, mb, A, P, C, last); !st.ok())
         return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "OverlapPipelineGrads.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -215,6 +217,9 @@ struct MerakOverlapPass : merak::impl::MerakOverlapBase<MerakOverlapPass> {
       StringRef g = groupOf(op);
       return (g == "dp" && dpOverlap) || (g == "tp" && subPipeline);
     };
+    // A pipeline's dp gradient all-reduce: under its last backward.
+    if (dpOverlap)
+      overlapPipelineGradients(module, bucketBytes);
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (subPipeline) {
         SmallVector<AllReduceOp> tpReduces;

@@ -511,7 +511,15 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
     gradient buckets merak-data-parallel places right after their last
     gradient (last-computed first) then run under the rest of the backward
     and complete before the optimizer reads them; ZeRO's reduce-scatters
-    and all-gathers alike.
+    and all-gathers alike. In a pipeline (one chunk per rank, no ZeRO) the
+    all-reduce of a stage's gradient accumulators moves out of
+    `@stage<s>_update` into `@stage<s>_backward_last` (or
+    `_backward_weight_last` under zero bubble), a copy of the stage's last
+    accumulating fragment that the runtime runs for its last micro-batch:
+    there each accumulator update is followed by its bucket's all-reduce
+    (buckets of about `bucket-bytes` in the order the accumulators become
+    final) and the reduced values are written back at the end, so the
+    buckets travel under the rest of that backward.
 
     `tp-overlap = sub-pipeline` (Merak's sub-pipelined tensor parallelism,
     at the granularity of one matmul): a "tp" all-reduce of one operand
@@ -530,7 +538,9 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
     Option<"tpOverlap", "tp-overlap", "std::string", /*default=*/"\"none\"",
            "none or sub-pipeline">,
     Option<"dpOverlap", "dp-overlap", "bool", /*default=*/"true",
-           "Start the \"dp\" collectives early and wait for them late">
+           "Start the \"dp\" collectives early and wait for them late">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "Bucket size of a pipeline stage's gradient all-reduces (bytes)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
