@@ -116,7 +116,7 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m2-zbh2-dp2-tp2-rcfull",
           # Interleaved 1F1B, two chunks per rank.
           "adamw-pp2-m4-int2", "sgd-pp4-m4-int2", "sgd-pp2-m2-int2-dp2-tp2",
-          "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective"]
+          "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective", "adamw-pp2-m2-int2-dp2"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",

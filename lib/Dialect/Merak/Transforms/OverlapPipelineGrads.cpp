@@ -9,7 +9,9 @@
 // each accumulator update is followed by the all-reduce of its bucket (the
 // buckets filled in the order the updates happen, up to `bucketBytes`)
 // and the reduced values are written back at the end; the all-reduce of
-// the same accumulators in @stage<s>_update becomes the identity. The
+// the same accumulators in @stage<s>_update becomes the identity (under
+// interleaving, rank r's update covers all its chunks: each chunk's copy
+// reduces the accumulators it finishes). The
 // runtime runs the "_last" fragment for a stage's last micro-batch; the
 // scheduling of the block (Overlap.cpp) then splits each bucket's
 // all-reduce into a start right after its last accumulation and a wait
@@ -189,21 +191,56 @@ bool buildLast(func::FuncOp fn, const llvm::StringSet<> &names, int64_t bucketBy
 
 void mlir::merak::overlapPipelineGradients(ModuleOp module, int64_t bucketBytes) {
   auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-  if (!plan || plan.getAs<IntegerAttr>("virtual_stages"))
-    return; // interleaved chunks share one update per rank: not handled
+  if (!plan)
+    return;
   int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  for (int64_t s = 0; s < stages; ++s) {
-    std::string prefix = ("stage" + Twine(s) + "_").str();
-    auto update = module.lookupSymbol<func::FuncOp>(prefix + "update");
-    auto weight = module.lookupSymbol<func::FuncOp>(prefix + "backward_weight");
-    auto backward = module.lookupSymbol<func::FuncOp>(prefix + "backward");
-    func::FuncOp finalFn = weight ? weight : backward; // the last to accumulate
-    if (!update || !finalFn)
+  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t chunks = v ? v.getInt() : 1, ranks = stages / chunks;
+  auto fragment = [&](int64_t s, StringRef kind) {
+    return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
+  };
+  // Rank r's update reduces the accumulators of all its chunks (model
+  // stages r, r + ranks, ...): each chunk's last accumulating fragment
+  // takes over those it writes, each exactly once.
+  for (int64_t r = 0; r < ranks; ++r) {
+    func::FuncOp update = fragment(r, "update");
+    if (!update)
       continue;
     llvm::StringSet<> names;
     AllReduceOp ar = accumulatorAllReduce(update, names);
-    if (!ar || !buildLast(finalFn, names, bucketBytes))
+    if (!ar)
       continue;
+    SmallVector<std::pair<func::FuncOp, llvm::StringSet<>>> parts;
+    llvm::StringSet<> covered;
+    bool disjoint = true;
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t k = c * ranks + r;
+      func::FuncOp weight = fragment(k, "backward_weight");
+      func::FuncOp finalFn = weight ? weight : fragment(k, "backward");
+      if (!finalFn)
+        continue;
+      llvm::StringSet<> mine;
+      finalFn.walk([&](SetParamOp set) {
+        if (names.contains(set.getName()))
+          mine.insert(set.getName());
+      });
+      for (const auto &n : mine)
+        disjoint &= covered.insert(n.getKey()).second;
+      if (!mine.empty())
+        parts.push_back({finalFn, std::move(mine)});
+    }
+    if (!disjoint || covered.size() != names.size())
+      continue; // an accumulator no chunk or two chunks finish: keep the update's
+    bool built = true;
+    for (auto &[fn, mine] : parts)
+      built &= buildLast(fn, mine, bucketBytes);
+    if (!built) {
+      // buildLast builds nothing when it declines; undo the others.
+      for (auto &[fn, mine] : parts)
+        if (auto last = module.lookupSymbol<func::FuncOp>((fn.getSymName() + "_last").str()))
+          last.erase();
+      continue;
+    }
     // The accumulators arrive reduced (mean over dp).
     ar.replaceAllUsesWith(ar.getOperands());
     ar.erase();

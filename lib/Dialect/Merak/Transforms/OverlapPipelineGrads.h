@@ -5,7 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::merak {
-/// In a pipeline module (one chunk per rank) with a dp all-reduce of the
+/// In a pipeline module (interleaved chunks too) with a dp all-reduce of the
 /// gradient accumulators in @stage<s>_update: builds the stage's last
 /// accumulating fragment's "_last" clone, which all-reduces the
 /// accumulators in buckets of about `bucketBytes` as they become final,

@@ -511,7 +511,7 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
     gradient buckets merak-data-parallel places right after their last
     gradient (last-computed first) then run under the rest of the backward
     and complete before the optimizer reads them; ZeRO's reduce-scatters
-    and all-gathers alike. In a pipeline (one chunk per rank, no ZeRO) the
+    and all-gathers alike. In a pipeline (interleaved too; not ZeRO) the
     all-reduce of a stage's gradient accumulators moves out of
     `@stage<s>_update` into `@stage<s>_backward_last` (or
     `_backward_weight_last` under zero bubble), a copy of the stage's last
