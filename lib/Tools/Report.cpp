@@ -15,6 +15,7 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Target/PipelineProgram.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SetVector.h"
@@ -325,23 +326,11 @@ LogicalResult Report::collect() {
     nStages = plan.getAs<IntegerAttr>("stages").getInt();
     cutPoints = plan.getAs<IntegerAttr>("cut_points").getInt();
     llvm::append_range(cuts, plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef());
-    auto v = plan.getAs<IntegerAttr>("virtual_stages");
-    int64_t ranks = nStages / (v ? v.getInt() : 1);
-    for (int64_t s = 0; s < nStages; ++s) {
-      for (StringRef kind : {"forward", "backward", "update"}) {
-        func::FuncOp f = fn(module, fragment(s, kind));
-        if (!f && kind == "update" && s >= ranks)
-          continue; // an interleaved chunk: its rank's update is on stage s mod ranks
-        if (!f)
-          return module.emitError("--report: no @") << fragment(s, kind)
-                                                    << " (the program has no training step)";
-        toPlan.push_back(f);
-      }
-      for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
-                             "backward_weight_last"})
-        if (func::FuncOp f = fn(module, fragment(s, kind)))
-          toPlan.push_back(f);
-    }
+    // Every fragment the program runs (its parts and per-rank updates).
+    FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
+    if (failed(frags))
+      return failure();
+    toPlan = std::move(*frags);
   } else {
     func::FuncOp step = fn(module, "train_step");
     if (!step)

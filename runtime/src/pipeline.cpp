@@ -86,6 +86,10 @@ struct Tensor {
 struct Instr {
   std::string op;
   int64_t mb = -1, chunk = 0;
+  /// A compute instruction's fragment (resolved once when parsed), and
+  /// whether it is the micro-batch's last, after which its buffers go back.
+  int64_t frag = -1;
+  bool releases = false;
 };
 /// Tags of the tied-parameter gradient exchange; message tags stay below.
 constexpr int kTiedTagBase = 30000;
@@ -172,9 +176,6 @@ struct PipelineRunner::Impl {
     /// The kind after which a micro-batch's kept buffers go back to their
     /// pools: its last fragment (the weight gradient when split off).
     std::string finalKind = "backward";
-    /// The program index of the chunk's last `finalKind` instruction: the
-    /// one that runs the "_last" fragment when there is one.
-    int64_t lastFinal = -1;
     // Kept values (stash, rstash, wstash): taken by the first fragment of a
     // micro-batch that writes them, given back after its last fragment.
     Kept kept[NumKept];
@@ -207,8 +208,7 @@ struct PipelineRunner::Impl {
   void parse(const json::Value &root);
   Status run(char *A, char *P, const char *C, int64_t step);
   void copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
-  Status compute(const std::string &kind, Chunk &ch, int64_t mb, char *A, char *P,
-                 const char *C, bool last = false);
+  Status compute(const Instr &in, char *A, char *P, const char *C);
   Status update(char *A, char *P, const char *C, int64_t step);
   /// Message tag of the activations (grad = false) or gradients into model
   /// stage `to` for micro-batch `mb`; below the tied-exchange tags.
@@ -301,9 +301,23 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       bad("instruction \"" + in.op + "\" needs a \"" + kind + "\" fragment, which stage " +
           std::to_string(mine[in.chunk].stage) + " lacks");
     program.push_back(std::move(in));
-    if (const char *kind = fragmentKindOf(program.back().op);
-        kind && kind == mine[program.back().chunk].finalKind)
-      mine[program.back().chunk].lastFinal = static_cast<int64_t>(program.size()) - 1;
+  }
+  // Each compute instruction's fragment. A chunk's last `finalKind`
+  // instruction runs the "_last" copy when there is one (merak-overlap:
+  // it also all-reduces the finished gradients over dp).
+  std::vector<bool> lastSeen(chunks, false);
+  for (auto it = program.rbegin(); it != program.rend(); ++it) {
+    const char *kind = fragmentKindOf(it->op);
+    if (!kind)
+      continue;
+    Chunk &ch = mine[it->chunk];
+    it->frag = ch.frags.at(kind);
+    it->releases = kind == ch.finalKind;
+    if (it->releases && !lastSeen[it->chunk]) {
+      lastSeen[it->chunk] = true;
+      if (auto last = ch.frags.find(std::string(kind) + "_last"); last != ch.frags.end())
+        it->frag = last->second;
+    }
   }
 
   std::map<std::string, Tensor> params;
@@ -369,16 +383,13 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64
   }
 }
 
-/// Runs the chunk's fragment `kind` for micro-batch `mb`: kept buffers it
+/// Runs a compute instruction's fragment for its micro-batch: kept buffers it
 /// writes are taken from their pools, those it reads must hold an earlier
 /// fragment's values, and after the micro-batch's last fragment every
 /// buffer it holds goes back.
-Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t mb, char *A,
-                                     char *P, const char *C, bool last) {
-  // The stage's last accumulating fragment has a "_last" copy that also
-  // all-reduces the finished gradients over dp (merak-overlap).
-  auto lastIt = ch.frags.find(kind + "_last");
-  int64_t k = last && lastIt != ch.frags.end() ? lastIt->second : ch.frags.at(kind);
+Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const char *C) {
+  Chunk &ch = mine[in.chunk];
+  const int64_t mb = in.mb, k = in.frag;
   const Fragment &f = fragments[k];
   for (const Slot &s : f.args) {
     int c = keptKind(s.kind);
@@ -386,7 +397,7 @@ Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t
                                             : s.kind == "cot" ? &ch.cotIn
                                                               : nullptr;
     if (from && !from->of[mb])
-      return Status::error(kind + " of micro-batch " + std::to_string(mb) + " on stage " +
+      return Status::error(f.kind + " of micro-batch " + std::to_string(mb) + " on stage " +
                            std::to_string(ch.stage) + " reads " + s.kind +
                            " values no earlier instruction provided");
   }
@@ -412,7 +423,7 @@ Status PipelineRunner::Impl::compute(const std::string &kind, Chunk &ch, int64_t
     else if (s.kind == "loss")
       lossSum += readScalar(A + s.offset, s.f64);
   }
-  if (kind == ch.finalKind) {
+  if (in.releases) {
     for (Kept &pool : ch.kept)
       pool.give(mb);
     ch.actIn.give(mb);
@@ -535,9 +546,8 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
     } else if (in.op == "wait-sends") {
       if (Status s = waitSends(); !s.ok())
         return s;
-    } else if (const char *kindName = fragmentKindOf(in.op)) {
-      bool last = static_cast<int64_t>(&in - program.data()) == ch.lastFinal;
-      if (Status st = compute(kindName, ch, mb, A, P, C, last); !st.ok())
+    } else if (in.frag >= 0) {
+      if (Status st = compute(in, A, P, C); !st.ok())
         return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())
