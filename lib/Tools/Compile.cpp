@@ -354,6 +354,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     training.labels = opts.labels;
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
     training.fuseAttention = opts.fusedAttention;
+    training.precision = opts.precision;
     training.dp = opts.dp;
     training.tp = opts.tp;
     // Vocabulary parallelism: by default whenever the model qualifies (a

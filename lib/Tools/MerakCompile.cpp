@@ -192,6 +192,12 @@ struct CommandLine {
                "mask, softmax, matmul) by merak.attention, which never stores the T x T "
                "scores"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> precision{
+      "precision",
+      cl::desc("fp32 (default) or bf16: bf16 GEMMs with float32 accumulation, float32 "
+               "master weights, gradients, optimizer and everything but the GEMMs "
+               "(merak-mixed-precision)"),
+      cl::value_desc("fp32|bf16"), cl::init("fp32"), cl::cat(cat)};
   cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
                         cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
@@ -280,6 +286,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.fusedAttention = opts.fusedAttention == "on";
+  if (opts.precision != "fp32" && opts.precision != "bf16") {
+    llvm::errs() << "merak-compile: error: --precision must be fp32 or bf16, got '"
+                 << opts.precision << "'\n";
+    return 1;
+  }
+  o.precision = opts.precision;
   o.verbose = opts.verbose;
   o.emitBytecode = opts.emitBytecode;
   o.noCleanup = opts.noCleanup;

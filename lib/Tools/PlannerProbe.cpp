@@ -200,6 +200,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.labels = o.labels;
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
   training.fuseAttention = o.fusedAttention;
+  training.precision = o.precision;
   training.tp = tp;
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1
                                                            : o.loss == "cross-entropy");

@@ -41,6 +41,12 @@ void merak::addForwardToLossPasses(OpPassManager &pm, const TrainingOptions &opt
     pm.addPass(createMerakFuseAttention(attention));
     pm.addPass(createCanonicalizerPass());
   }
+  if (options.precision != "fp32") {
+    MerakMixedPrecisionOptions mixed;
+    mixed.precision = options.precision;
+    pm.addPass(createMerakMixedPrecision(mixed));
+    pm.addPass(createCSEPass());
+  }
   MerakAttachLossOptions loss;
   loss.loss = options.loss;
   loss.logits = options.logits;

@@ -51,7 +51,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             devices=None, memory_per_device=None, device_profile=None, schedule=None,
             virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
-            bucket_mb=25.0, tp_overlap="none", dp_overlap=True, optimizer="adamw", lr=None,
+            bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True, precision="fp32",
+            optimizer="adamw", lr=None,
             opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
@@ -68,7 +69,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     microbatches, schedule ("gpipe"|"1f1b"|"interleaved"|"zb-h1"|"zb-h2"|
     "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
     vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
-    ("none"|"sub-pipeline"), dp_overlap (bool), optimizer
+    ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), precision ("fp32"|"bf16"), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
     logits, labels, frozen (extra globs), input_shapes ({name: shape}),
@@ -129,6 +130,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.bucket_mb = float(bucket_mb)
         o.tp_overlap = tp_overlap
         o.dp_overlap = bool(dp_overlap)
+        o.fused_attention = bool(fused_attention)
+        o.precision = precision
         o.optimizer = optimizer
         opts = dict(opt or {})
         if lr is not None:

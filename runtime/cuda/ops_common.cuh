@@ -35,6 +35,13 @@ int *errorWord();
 /// that one op can hold several). Allocation happens only when a call needs
 /// more than any earlier one.
 void *scratch(int slot, uint64_t bytes);
+/// DT::BF16 (merak-mixed-precision's storage type): n elements widened to
+/// float32 (exact) and rounded back (nearest even), on the context stream
+/// (mixed.cu's kernels). Arithmetic on bf16 widens into scratch, computes
+/// in float32 and rounds once, as the CPU runtime.
+void widenBf16(const void *x, float *y, int64_t n);
+void narrowToBf16(const float *x, void *y, int64_t n);
+
 /// cudaStream_t of the context.
 inline cudaStream_t cs() { return st(stream()); }
 /// The context's cuBLASLt handle (ops_linalg.cu), created on first use.
@@ -176,6 +183,7 @@ template <class F> void dispatchIndex(DT t, const char *what, F f) {
 template <class F> void dispatchBits(DT t, F f) {
   switch (elemSize(t)) {
   case 1: return f(Tag<uint8_t>{});
+  case 2: return f(Tag<uint16_t>{});
   case 4: return f(Tag<uint32_t>{});
   case 8: return f(Tag<uint64_t>{});
   }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/cuda/kernels.h"
+#include "merak_rt/cuda/mixed.h"
 #include "ops_common.cuh"
 
 #include <type_traits>
@@ -282,6 +283,12 @@ void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
            double b) {
   if (n <= 0)
     return;
+  if (t == DT::BF16) {
+    auto *f = static_cast<float *>(scratch(1, static_cast<uint64_t>(n) * sizeof(float)));
+    widenBf16(x, f, n);
+    gpu::unary(op, DT::F32, f, f, n, a, b);
+    return narrowToBf16(f, y, n);
+  }
   cuda::Unary k;
   if (t == DT::F32 && cudaUnary(op, k))
     return must(cuda::unary(k, cuda::DType::F32, x, y, n, stream()));
@@ -333,6 +340,18 @@ void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
   if (n == 0)
     return;
   const bool cmp = op >= Binary::Eq;
+  if (t == DT::BF16) {
+    const int64_t na = da.numel(), nb = db.numel();
+    auto *fa = static_cast<float *>(scratch(1, static_cast<uint64_t>(na) * sizeof(float)));
+    auto *fb = static_cast<float *>(scratch(2, static_cast<uint64_t>(nb) * sizeof(float)));
+    widenBf16(a, fa, na);
+    widenBf16(b, fb, nb);
+    if (cmp)
+      return gpu::binary(op, DT::F32, fa, da, fb, db, out, dout);
+    auto *fo = static_cast<float *>(scratch(3, static_cast<uint64_t>(n) * sizeof(float)));
+    gpu::binary(op, DT::F32, fa, da, fb, db, fo, dout);
+    return narrowToBf16(fo, out, n);
+  }
   if (t == DT::F32 && !cmp &&
       (op == Binary::Add || op == Binary::Sub || op == Binary::Mul ||
        op == Binary::Div || op == Binary::Max || op == Binary::Min)) {
@@ -387,9 +406,27 @@ void where(const void *cond, const Dims &dc, DT t, const void *a,
   checkLaunch("where");
 }
 
+void detail::widenBf16(const void *x, float *y, int64_t n) {
+  must(cuda::accumulateBf16ToF32(x, y, n, /*overwrite=*/true, stream()));
+}
+void detail::narrowToBf16(const float *x, void *y, int64_t n) {
+  must(cuda::castF32ToBf16(x, y, n, stream()));
+}
+
 void cast(DT from, const void *x, DT to, void *y, int64_t n) {
   if (n <= 0)
     return;
+  if (from == to)
+    return copyBytes(y, x, n * elemSize(from));
+  if (from == DT::BF16 || to == DT::BF16) { // through float32
+    if (from == DT::BF16 && to == DT::F32)
+      return widenBf16(x, static_cast<float *>(y), n);
+    if (from == DT::F32 && to == DT::BF16)
+      return narrowToBf16(static_cast<const float *>(x), y, n);
+    auto *f = static_cast<float *>(scratch(3, static_cast<uint64_t>(n) * sizeof(float)));
+    gpu::cast(from, x, DT::F32, f, n);
+    return gpu::cast(DT::F32, f, to, y, n);
+  }
   dispatchAll(from, [&](auto ft) {
     using F = typename decltype(ft)::type;
     dispatchAll(to, [&](auto tt) {

@@ -9,6 +9,8 @@
 //                   scratch), bf16 tensor cores, fp32 accumulation and
 //                   result: what torch.autocast(bfloat16) does to a matmul,
 //                   with the activations staying fp32 between ops.
+// BF16 tensors (merak-mixed-precision's GEMMs) always run on bf16 tensor
+// cores with fp32 accumulation and a bf16 result.
 // Other element types: one thread per output element, accumulating floats
 // in double and integers wrapping in int64 (as runtime/src/ops_linalg.cpp).
 //
@@ -127,7 +129,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     w.s1[i] *= M * K;
     w.s2[i] *= K * N;
   }
-  if (t != DT::F32) {
+  if (t != DT::F32 && t != DT::BF16) {
     dispatchNumeric(t, "matmul: numeric tensors only", [&](auto tag) {
       using T = typename decltype(tag)::type;
       matmulKernel<T><<<gridFor(batches * M * N), 256, 0, cs()>>>(
@@ -142,12 +144,15 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   s.transA = ta, s.transB = tb;
   const int64_t na = ab.numel(), nb = bb.numel();
   const bool simpleA = na == 1 || na == batches, simpleB = nb == 1 || nb == batches;
-  const cuda::GemmPrecision prec = matmulPrecision();
+  // bf16 tensors (merak-mixed-precision): bf16 tensor cores, fp32
+  // accumulation, a bf16 result. fp32 tensors: MERAK_MATMUL_PRECISION.
+  const bool native = t == DT::BF16;
+  const cuda::GemmPrecision prec = native ? cuda::GemmPrecision::BF16 : matmulPrecision();
   const bool bf16 = prec == cuda::GemmPrecision::BF16;
   // bf16: element offsets stay those of the fp32 operands, into bf16 copies.
   const size_t elem = bf16 ? 2 : 4;
   const char *ca = static_cast<const char *>(a), *cb = static_cast<const char *>(b);
-  if (bf16) {
+  if (bf16 && !native) {
     void *a16 = scratch(0, static_cast<uint64_t>(na * M * K) * 2);
     void *b16 = scratch(1, static_cast<uint64_t>(nb * K * N) * 2);
     if (Status st = cuda::castF32ToBf16(static_cast<const float *>(a), a16, na * M * K, stream());
@@ -159,13 +164,14 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     ca = static_cast<const char *>(a16);
     cb = static_cast<const char *>(b16);
   }
-  auto run = [&](const cuda::GemmShape &g, int64_t oa, int64_t ob, float *py) {
-    if (Status st = blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, 0.f, py,
-                                stream(), /*cIsF32=*/true);
+  const size_t yElem = native ? 2 : 4;
+  auto run = [&](const cuda::GemmShape &g, int64_t oa, int64_t ob, int64_t oy) {
+    if (Status st = blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, 0.f,
+                                static_cast<char *>(y) + oy * yElem, stream(),
+                                /*cIsF32=*/!native);
         !st.ok())
       fatal(("matmul: " + st.message()).c_str());
   };
-  auto *fy = static_cast<float *>(y);
   if (simpleA && simpleB) {
     s.batch = batches;
     s.strideA = na == 1 ? 0 : M * K;
@@ -173,7 +179,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     s.strideC = M * N;
     if (batches == 1)
       s.strideA = s.strideB = s.strideC = 0;
-    return run(s, 0, 0, fy);
+    return run(s, 0, 0, 0);
   }
   // Partial broadcasting ([2,1,M,K] x [1,3,K,N]): one GEMM per result batch.
   for (int64_t bt = 0; bt < batches; ++bt) {
@@ -185,7 +191,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
       oa += k * w.s1[d];
       ob += k * w.s2[d];
     }
-    run(s, oa, ob, fy + oy);
+    run(s, oa, ob, oy);
   }
 }
 

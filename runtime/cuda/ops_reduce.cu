@@ -291,6 +291,16 @@ void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
             void *y) {
   if (axes.rank == 0)
     return copyBytes(y, x, dx.numel() * elemSize(t));
+  if (t == DT::BF16) { // widen, reduce in float32, round once
+    int64_t kept = dx.numel();
+    for (int32_t i = 0; i < axes.rank; ++i)
+      kept = dx.d[normAxis(axes.d[i], dx.rank)] ? kept / dx.d[normAxis(axes.d[i], dx.rank)] : 0;
+    auto *fx = static_cast<float *>(scratch(1, static_cast<uint64_t>(dx.numel()) * sizeof(float)));
+    auto *fy = static_cast<float *>(scratch(3, static_cast<uint64_t>(kept) * sizeof(float)));
+    widenBf16(x, fx, dx.numel());
+    gpu::reduce(op, DT::F32, fx, dx, axes, fy);
+    return narrowToBf16(fy, y, kept);
+  }
   bool isRed[kMaxRank] = {};
   for (int32_t i = 0; i < axes.rank; ++i)
     isRed[normAxis(axes.d[i], dx.rank)] = true;

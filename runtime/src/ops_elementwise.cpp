@@ -33,6 +33,7 @@ int64_t elemSize(DT t) {
   case DT::I64: return 8;
   case DT::I32: return 4;
   case DT::BOOL: return 1;
+  case DT::BF16: return 2;
   }
   return 0;
 }
@@ -196,6 +197,13 @@ void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
            double b) {
   if (n <= 0)
     return;
+  if (t == DT::BF16) { // widen, compute in float32, round once
+    float *fx = scratch<float, 24>(static_cast<size_t>(n));
+    cast(DT::BF16, x, DT::F32, fx, n);
+    unary(op, DT::F32, fx, fx, n, a, b);
+    cast(DT::F32, fx, DT::BF16, y, n);
+    return;
+  }
   switch (t) {
   case DT::F32:
     return unaryFloat(op, static_cast<const float *>(x), static_cast<float *>(y),
@@ -383,6 +391,21 @@ void binaryCompare(Binary op, const T *a, const Dims &da, const T *b,
 
 void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
             const Dims &db, void *out, const Dims &dout) {
+  if (t == DT::BF16) { // widen, compute in float32, round once
+    const int64_t na = da.numel(), nb = db.numel(), no = dout.numel();
+    float *fa = scratch<float, 24>(static_cast<size_t>(na));
+    float *fb = scratch<float, 25>(static_cast<size_t>(nb));
+    cast(DT::BF16, a, DT::F32, fa, na);
+    cast(DT::BF16, b, DT::F32, fb, nb);
+    if (op >= Binary::Eq) { // comparisons write BOOL
+      binary(op, DT::F32, fa, da, fb, db, out, dout);
+      return;
+    }
+    float *fo = scratch<float, 26>(static_cast<size_t>(no));
+    binary(op, DT::F32, fa, da, fb, db, fo, dout);
+    cast(DT::F32, fo, DT::BF16, out, no);
+    return;
+  }
   switch (op) {
   case Binary::Add: case Binary::Sub: case Binary::Mul: case Binary::Div:
   case Binary::Pow: case Binary::Max: case Binary::Min: case Binary::Rem:
@@ -526,6 +549,32 @@ void cast(DT from, const void *x, DT to, void *y, int64_t n) {
     return;
   if (from == to) {
     copyBytes(y, x, n * elemSize(from));
+    return;
+  }
+  // bf16 goes through float32: widening is exact, narrowing rounds once
+  // (to nearest even), as the evaluator's APFloat conversion.
+  if (from == DT::BF16 || to == DT::BF16) {
+    parallelFor(n, 1, [&](int64_t s, int64_t e) {
+      constexpr int64_t kChunk = 1024;
+      float buf[kChunk];
+      for (int64_t b = s; b < e; b += kChunk) {
+        const int64_t m = std::min(kChunk, e - b);
+        if (from == DT::BF16) {
+          const uint16_t *px = static_cast<const uint16_t *>(x) + b;
+          for (int64_t i = 0; i < m; ++i)
+            buf[i] = bf16ToFloat(px[i]);
+        } else {
+          cast(from, static_cast<const char *>(x) + b * elemSize(from), DT::F32, buf, m);
+        }
+        if (to == DT::BF16) {
+          uint16_t *py = static_cast<uint16_t *>(y) + b;
+          for (int64_t i = 0; i < m; ++i)
+            py[i] = floatToBf16(buf[i]);
+        } else {
+          cast(DT::F32, buf, to, static_cast<char *>(y) + b * elemSize(to), m);
+        }
+      }
+    });
     return;
   }
   dispatchAll(from, [&](auto ftag) {

@@ -209,6 +209,17 @@ void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
     copyBytes(y, x, dx.numel() * elemSize(t));
     return;
   }
+  if (t == DT::BF16) { // widen, reduce in float32 (sums in double), round once
+    int64_t kept = dx.numel();
+    for (int32_t i = 0; i < axes.rank; ++i)
+      kept = dx.d[axes.d[i]] ? kept / dx.d[axes.d[i]] : 0;
+    float *fx = scratch<float, 24>(static_cast<size_t>(dx.numel()));
+    float *fy = scratch<float, 26>(static_cast<size_t>(kept));
+    cast(DT::BF16, x, DT::F32, fx, dx.numel());
+    reduce(op, DT::F32, fx, dx, axes, fy);
+    cast(DT::F32, fy, DT::BF16, y, kept);
+    return;
+  }
   bool red[kMaxRank] = {};
   for (int32_t i = 0; i < axes.rank; ++i)
     red[normAxis(axes.d[i], dx.rank)] = true;

@@ -89,6 +89,7 @@ template <class Fn> inline void dispatchIndex(DT t, const char *what, Fn &&fn) {
 template <class Fn> inline void dispatchBySize(DT t, Fn &&fn) {
   switch (elemSize(t)) {
   case 1: fn(Tag<uint8_t>{}); return;
+  case 2: fn(Tag<uint16_t>{}); return;
   case 4: fn(Tag<uint32_t>{}); return;
   default: fn(Tag<uint64_t>{}); return;
   }
@@ -200,6 +201,18 @@ MERAK_RT_ALWAYS_INLINE uint32_t floatToBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+}
+
+/// bfloat16 <-> float32: bf16 is the upper half of the float's bits; the
+/// narrowing rounds to nearest even and keeps NaNs NaN (a quiet bit set).
+MERAK_RT_ALWAYS_INLINE float bf16ToFloat(uint16_t h) {
+  return bitsToFloat(static_cast<uint32_t>(h) << 16);
+}
+MERAK_RT_ALWAYS_INLINE uint16_t floatToBf16(float f) {
+  const uint32_t u = floatToBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 /// 2^n as (s1, s2) with s1 * s2 == 2^n for n in [-252, 254] (each factor a

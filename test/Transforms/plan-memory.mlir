@@ -68,7 +68,7 @@ module {
 
 merak.param @h : tensor<4xf16> = dense<1.0> : tensor<4xf16>
 func.func @train_step() -> tensor<4xf16> {
-  // expected-error @+1 {{merak-plan-memory: element type 'f16' is not supported by code generation (f32, f64, i64, i32, i1)}}
+  // expected-error @+1 {{merak-plan-memory: element type 'f16' is not supported by code generation (f32, f64, bf16, i64, i32, i1)}}
   %h = merak.get_param @h : tensor<4xf16>
   return %h : tensor<4xf16>
 }

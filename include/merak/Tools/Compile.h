@@ -83,6 +83,8 @@ struct CompileOptions {
   bool dpOverlap = true;
   /// --fused-attention: merak-fuse-attention (see Passes.td).
   bool fusedAttention = true;
+  /// --precision: fp32 or bf16 (merak-mixed-precision).
+  std::string precision = "fp32";
   bool verbose = false, emitBytecode = false, noCleanup = false;
   /// The parallel plan: "" none, "text" or "json".
   std::string report;

@@ -44,6 +44,8 @@ struct TrainingOptions {
   int64_t zero = 0;
   /// merak-fuse-attention after tensor parallelism (--fused-attention).
   bool fuseAttention = true;
+  /// merak-mixed-precision: "fp32" (none) or "bf16" (--precision).
+  std::string precision = "fp32";
 };
 
 /// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the

@@ -29,6 +29,8 @@ std::string emitc_lowering::dtypeOf(Type type) {
     return "DT::F32";
   if (type.isF64())
     return "DT::F64";
+  if (type.isBF16())
+    return "DT::BF16";
   if (type.isInteger(64))
     return "DT::I64";
   if (type.isInteger(32))

@@ -72,6 +72,11 @@ T rand(DT t, Dims d, double lo = -2, double hi = 2) {
     case DT::I64: reinterpret_cast<int64_t *>(x.host.data())[i] = int64_t(std::floor(v)); break;
     case DT::I32: reinterpret_cast<int32_t *>(x.host.data())[i] = int32_t(std::floor(v)); break;
     case DT::BOOL: x.host[i] = v > (lo + hi) / 2; break;
+    case DT::BF16: {
+      const float f = float(v);
+      cpu::cast(DT::F32, &f, DT::BF16, x.host.data() + 2 * i, 1);
+      break;
+    }
     }
   }
   must(cuda::copyToDevice(x.dev, x.host.data(), x.host.size()), "copyToDevice");
@@ -84,6 +89,12 @@ double at(const T &x, const unsigned char *p, int64_t i) {
   case DT::I64: return double(reinterpret_cast<const int64_t *>(p)[i]);
   case DT::I32: return reinterpret_cast<const int32_t *>(p)[i];
   case DT::BOOL: return p[i];
+  case DT::BF16: {
+    uint32_t u = uint32_t(reinterpret_cast<const uint16_t *>(p)[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
   }
   return 0;
 }
@@ -395,6 +406,38 @@ void run() {
     } else {
       std::printf("ok   bad gather index reported: %s\n", s.message().c_str());
     }
+  }
+  // bf16 storage (merak-mixed-precision): casts both ways exact (rounding
+  // is nearest even on both sides), a bf16 GEMM (bf16 tensor cores, fp32
+  // accumulation) within a bf16 ulp of the CPU's widened sgemm, and the
+  // widen-compute-round arithmetic.
+  {
+    T x = rand(DT::F32, Dims{2, {64, 96}}), xb = make(DT::BF16, x.d), back = make(DT::F32, x.d);
+    pair("cast f32->bf16", {&xb}, 0, [&](int side) {
+      (side ? gpu::cast : cpu::cast)(DT::F32, P(x), DT::BF16, P(xb), x.d.numel());
+    });
+    pair("cast bf16->f32", {&back}, 0, [&](int side) {
+      (side ? gpu::cast : cpu::cast)(DT::BF16, P(xb), DT::F32, P(back), x.d.numel());
+    });
+    T a = rand(DT::BF16, Dims{3, {2, 64, 96}}), b = rand(DT::BF16, Dims{2, {96, 80}}),
+      y = make(DT::BF16, Dims{3, {2, 64, 80}});
+    for (bool tb : {false, true}) {
+      T bb = tb ? rand(DT::BF16, Dims{2, {80, 96}}) : b;
+      pair(std::string("matmul bf16 transB=") + (tb ? "1" : "0"), {&y}, 1e-2, [&](int side) {
+        (side ? gpu::matmul : cpu::matmul)(DT::BF16, P(a), a.d, P(bb), bb.d, P(y), y.d, false,
+                                          tb);
+      });
+    }
+    T s = rand(DT::BF16, Dims{1, {80}}), z = make(DT::BF16, y.d);
+    pair("binary add bf16 (broadcast)", {&z}, 1e-2, [&](int side) {
+      (side ? gpu::binary : cpu::binary)(cpu::Binary::Add, DT::BF16, P(y), y.d, P(s), s.d, P(z),
+                                         z.d);
+    });
+    T r = make(DT::BF16, Dims{1, {80}});
+    pair("reduce sum bf16", {&r}, 1e-2, [&](int side) {
+      (side ? gpu::reduce : cpu::reduce)(cpu::Reduce::Sum, DT::BF16, P(z), z.d, Dims{2, {0, 1}},
+                                         P(r));
+    });
   }
   // merak.attention: the flash kernels against the CPU's tiled GEMMs, causal
   // and not, T = 200 (several tiles, a partial one), head dims 32 and 64.

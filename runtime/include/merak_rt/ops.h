@@ -46,7 +46,10 @@ struct Dims {
   }
 };
 
-enum class DT : int32_t { F32 = 0, F64 = 1, I64 = 2, I32 = 3, BOOL = 4 };
+/// BF16 (bfloat16, stored as the upper 16 bits of a float32) is a storage
+/// type of mixed precision (merak-mixed-precision): cast, matmul and the
+/// data movement ops take it; arithmetic kernels do not.
+enum class DT : int32_t { F32 = 0, F64 = 1, I64 = 2, I32 = 3, BOOL = 4, BF16 = 5 };
 
 /// Bytes per element of `t`.
 int64_t elemSize(DT t);

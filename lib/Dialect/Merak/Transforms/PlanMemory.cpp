@@ -27,6 +27,8 @@ using namespace mlir::merak;
 int64_t mlir::merak::storageElementBytes(Type t) {
   if (t.isInteger(1))
     return 1;
+  if (t.isBF16())
+    return 2;
   if (t.isF32() || t.isInteger(32))
     return 4;
   if (t.isF64() || t.isInteger(64))
@@ -186,7 +188,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       return emitError(loc, "merak-plan-memory: not a static tensor: ") << type;
     if (storageElementBytes(t.getElementType()) == 0)
       return emitError(loc, "merak-plan-memory: element type ")
-             << t.getElementType() << " is not supported by code generation (f32, f64, i64, i32, i1)";
+             << t.getElementType() << " is not supported by code generation (f32, f64, bf16, i64, i32, i1)";
     return success();
   }
 

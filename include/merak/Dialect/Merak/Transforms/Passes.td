@@ -76,6 +76,32 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "bf16 GEMMs (float32 accumulation) with float32 master weights";
+  let description = [{
+    With `precision=bf16`, every float32 `merak.matmul` becomes
+    `cast(matmul(cast(a, bf16), cast(b, bf16)), f32)` (a transpose feeding
+    an operand moves below its cast, so merak-fold-transposes still folds
+    it). Run before autodiff (the training pipeline runs it after
+    merak-fuse-attention): the matmul VJP then computes the backward's GEMMs
+    on bf16 operands too, the backward keeps the bf16 copies of the GEMM
+    inputs (half their memory), and the cast's VJP gives the float32
+    parameters float32 gradients, so accumulation, clipping, the dp
+    reduction and the optimizer (state and master weights) stay float32.
+    This is torch.autocast(bfloat16)'s policy for matmuls, with the other
+    ops (layer norm, softmax, GELU, residual adds, the loss) in float32.
+    The kernels: bf16 tensor cores with float32 accumulation on CUDA
+    (cuBLASLt); on CPU the operands are widened to float32 and the result
+    rounded once. Matmuls whose VJP would reduce over broadcast batch
+    dimensions (neither a rank-2 right operand nor equal batch dims) and
+    `merak.attention` stay float32. `precision=fp32` changes nothing.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
   let description = [{
