@@ -191,7 +191,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   if (splits)
     *splits = !StringRef(o.input).ends_with(".mlir") && batchSplits(o, *m, *registry);
   if (dtype)
-    *dtype = paramDtype(*m).str();
+    *dtype = computeDtype(*m).str();
   PassManager pm(&ctx);
   buildImportCleanupPipeline(pm);
   TrainingOptions training;

@@ -107,6 +107,18 @@ StringRef mlir::merak::paramDtype(ModuleOp module) {
   return "f32";
 }
 
+StringRef mlir::merak::computeDtype(ModuleOp module) {
+  bool bf16 = false;
+  module.walk([&](Operation *op) {
+    if (!isa<MatmulOp, MatmulTOp>(op) ||
+        !cast<RankedTensorType>(op->getOperand(0).getType()).getElementType().isBF16())
+      return WalkResult::advance();
+    bf16 = true;
+    return WalkResult::interrupt();
+  });
+  return bf16 ? StringRef("bf16") : paramDtype(module);
+}
+
 double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
                                       int64_t stage, const SimulateOptions &options) {
   double seconds = 0;
@@ -145,7 +157,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     return failure();
   }
   const DeviceProfile &prof = options.profile;
-  const double rate = prof.achievedFlops(paramDtype(module));
+  const double rate = prof.achievedFlops(computeDtype(module));
   const double m = r->microbatches;
   int64_t p = r->stages, v = r->virtualStages;
   const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1 ||

@@ -26,6 +26,10 @@ DeviceProfile placeholderDeviceProfile();
 /// The dtype of the first floating-point model parameter: "f32", "bf16",
 /// "f16" (f32 when there is none): the rate a profile's compute uses.
 StringRef paramDtype(ModuleOp module);
+/// The element type the program's GEMMs run in, which sets the FLOP rate
+/// the simulator and planner use: "bf16" when a matmul takes bf16 operands
+/// (--precision bf16), else paramDtype.
+StringRef computeDtype(ModuleOp module);
 
 struct SimulateOptions {
   DeviceProfile profile = placeholderDeviceProfile();

@@ -5,7 +5,9 @@ import json
 import sys
 
 r = json.load(sys.stdin)
-rate = 1e6                      # flops.f32, efficiency 1
+# flops.f32 (efficiency 1), or the rate given (flops.bf16 of
+# tiny-profile-bf16.json for --precision bf16).
+rate = float(sys.argv[1]) if len(sys.argv) > 1 else 1e6
 msg = 1e-3 + 1152 / 1.152e6     # inter-node latency + the 24x4x3 f32 cut
 s0, s1 = (s["flops"] for s in r["stages"])
 # The update: its FLOPs, then the grad-norm all-reduce over the two stages
