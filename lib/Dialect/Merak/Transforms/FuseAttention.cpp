@@ -31,6 +31,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/Support/GlobPattern.h"
 #include <cmath>
+#include <cstring>
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKFUSEATTENTION
