@@ -378,8 +378,6 @@ int run(int argc, char **argv, StepBackend *backend) {
       internalError(r.message());
     pipeline = std::move(r).value();
   }
-  if (backend && pipeline)
-    die(kExitError, "a pipelined program is not yet supported on " + backend->name());
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
@@ -423,6 +421,13 @@ int run(int argc, char **argv, StepBackend *backend) {
       std::printf("train: rank %d: %s\n", worldRank, backend->describe().c_str());
     else
       std::printf("train: %s\n", backend->describe().c_str());
+    // A pipelined program: the runner's buffers on the device.
+    if (pipeline) {
+      PipelineMemory *memory = backend->pipelineMemory();
+      if (!memory)
+        die(kExitError, "a pipelined program is not supported on " + backend->name());
+      pipeline->setMemory(memory);
+    }
   }
 
   // --- data and memory ---------------------------------------------------------
@@ -595,11 +600,16 @@ int run(int argc, char **argv, StepBackend *backend) {
       cpu::setOpRecorder(&OpTraceRecorder::record, &recorder);
     }
 
-    if (pipeline) {
-      if (Status st = pipeline->step(A, P, C, s); !st.ok())
+    if (backend) {
+      DeviceStep runPipeline;
+      if (pipeline)
+        runPipeline = [&](char *dA, char *dP, const char *dC) {
+          return pipeline->step(dA, dP, dC, s);
+        };
+      if (Status st = backend->step(A, inputRanges, outputRanges, runPipeline); !st.ok())
         stop("step " + std::to_string(s) + ": " + st.message());
-    } else if (backend) {
-      if (Status st = backend->step(A, inputRanges, outputRanges); !st.ok())
+    } else if (pipeline) {
+      if (Status st = pipeline->step(A, P, C, s); !st.ok())
         stop("step " + std::to_string(s) + ": " + st.message());
     } else {
       merak_train_step(A, P, C);
