@@ -19,14 +19,23 @@ step's loss and gradient norm, and every tensor of the final checkpoint
 (written from the device parameters), must be bitwise the same.
 
 CHECK is a pipeline of test/cuda/cuda_program_check.py's PIPELINES (pp2-1f1b,
-mb4, pp2-zbh1, pp2-interleaved, pp2-scp-selective, pp2-dp2).
+mb4, pp2-zbh1, pp2-interleaved, pp2-scp-selective, pp2-dp2), or an error path
+of the staged pp 2 program:
+  dead-rank   rank 1 killed mid-run (SIGKILL): the job ends non-zero within
+              60 s and mpirun names the rank
+  timeout     rank 1 stopped mid-run (SIGSTOP) with MERAK_COMM_TIMEOUT=3:
+              rank 0 gives up within seconds with a message naming
+              itself, the pp group and what it waited for
 """
 import argparse
 import json
 import os
+import re
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cuda"))
@@ -67,12 +76,92 @@ def checkpoint_tensors(root):
     return out
 
 
+def rank_pids(exe):
+    """{world rank: pid} of the running ranks of `exe` (its full path)."""
+    out = subprocess.run(["pgrep", "-f", exe], capture_output=True, text=True).stdout.split()
+    ranks = {}
+    for pid in out:
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode()
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+        except OSError:
+            continue
+        rank = env.get(b"OMPI_COMM_WORLD_RANK")
+        if os.path.basename(argv0) == os.path.basename(exe) and rank is not None:  # not mpirun
+            ranks[int(rank)] = int(pid)
+    return ranks
+
+
+def check_error_path(args, kind):
+    flags, ranks = cpc.PIPELINES["pp2-1f1b"]
+    model, model_flags = cpc.small_gpt(args)
+    data = cpc.tokens(args, "gpt-dyn")
+    exe = os.path.join(args.workdir, "train-staged-" + kind)
+    cpc.compile_model(args, model, "cpu", exe,
+                      model_flags + flags + ["--runtime-dir", runtime_dir(args)])
+    metrics = os.path.join(args.workdir, kind + ".jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MERAK_COMM_TIMEOUT="3")
+    p = subprocess.Popen(cpc.MPIRUN + ["-np", "2", exe, "--data", data, "--steps", "100000000",
+                                       "--sampler", "sequential", "--metrics", metrics,
+                                       "--log-every", "1000000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # Both ranks are training once steps are being written.
+    deadline = time.time() + 60
+    while time.time() < deadline and (not os.path.exists(metrics)
+                                      or os.path.getsize(metrics) < 200):
+        time.sleep(0.2)
+    pids = rank_pids(exe)
+    victim = pids.get(1) if len(pids) == 2 else None
+    start = time.time()
+    if victim:
+        os.kill(victim, signal.SIGKILL if kind == "dead-rank" else signal.SIGSTOP)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        out += "\n(the job did not end within 60 s)"
+    secs = time.time() - start
+    if victim and kind == "timeout":  # the stopped rank, if mpirun left it
+        for sig in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.kill(victim, sig)
+            except ProcessLookupError:
+                pass
+    print(out.rstrip())
+    if not victim:
+        sys.exit("FAIL: expected 2 running ranks of %s, found %s" % (exe, pids))
+    if p.returncode == 0 or secs > 60:
+        sys.exit("FAIL: exit %d after %.1f s" % (p.returncode, secs))
+    if kind == "dead-rank":
+        if not re.search(r"process rank 1 .*exited on signal 9", out):
+            sys.exit("FAIL: mpirun did not name the dead rank 1")
+    else:
+        # Where rank 0 waits depends on when rank 1 stopped: a stage message
+        # (receive of gradients, send of activations), the loss broadcast,
+        # the tied-gradient exchange or the update's norm, all on pp.
+        m = re.search(r"rank 0: (.+) on the pp group did not complete within 3 s \(a peer "
+                      r"rank may have died\)", out)
+        if not m:
+            sys.exit("FAIL: no timeout message naming rank 0, the pp group and what it waited for")
+        print("rank 0 waited for: " + m.group(1))
+    print("ok: %s: the job ended %.1f s after rank 1 was %s, exit %d"
+          % (kind, secs, "killed" if kind == "dead-rank" else "stopped", p.returncode))
+
+
 def main():
     p = argparse.ArgumentParser()
     for flag in ("--bin", "--src", "--workdir", "--runtime-lib", "--staged-main", "--include"):
         p.add_argument(flag, required=True)
     p.add_argument("check")
     args = p.parse_args()
+    if args.check in ("dead-rank", "timeout"):
+        os.makedirs(args.workdir, exist_ok=True)
+        return check_error_path(args, args.check)
     if args.check not in cpc.PIPELINES:
         sys.exit("unknown check %r (expected one of %s)" % (args.check, ", ".join(cpc.PIPELINES)))
     os.makedirs(args.workdir, exist_ok=True)
