@@ -29,7 +29,8 @@ PIPELINES (--target cuda pipelined programs: the pipeline runner on device
 memory, stage messages host-staged over MPI): pp2-1f1b, mb4 (micro-batches
 on one rank), pp2-zbh1, pp2-interleaved (2 virtual stages per rank),
 pp2-scp-selective (shifted critical path with selective recomputation),
-pp2-dp2 (with the dp gradient buckets started in the last backward).
+pp2-dp2 (with the dp gradient buckets started in the last backward), pp2-tp2
+(GPipe; the vocabulary-parallel cross-entropy on the last stage).
 """
 import argparse
 import inspect
@@ -57,6 +58,7 @@ PIPELINES = {
     "pp2-scp-selective": (["--pp", "2", "--microbatches", "4", "--schedule",
                            "shifted-critical-path", "--recompute", "selective"], 2),
     "pp2-dp2": (["--pp", "2", "--dp", "2", "--microbatches", "2"], 4),
+    "pp2-tp2": (["--pp", "2", "--tp", "2", "--microbatches", "2", "--schedule", "gpipe"], 4),
 }
 MESHES.update(PIPELINES)
 
