@@ -499,7 +499,7 @@ int run(int argc, char **argv, StepBackend *backend) {
 
   // A device program: P (initialised, restored, hyper-parameters set) and C
   // go to the device once; each step moves only its inputs and outputs.
-  std::vector<ByteRange> inputRanges, outputRanges;
+  std::vector<ByteRange> inputRanges, outputRanges, paramRanges;
   if (backend) {
     for (const ManifestTensor &t : m.inputs)
       inputRanges.push_back({t.offset, t.bytes});
@@ -508,6 +508,25 @@ int run(int argc, char **argv, StepBackend *backend) {
     if (Status st = backend->setup(m.arenaBytes, P, m.paramsBytes, C, m.constsBytes);
         !st.ok())
       die(kExitError, st.message());
+    // What a checkpoint copies back: all of P, or for a pipeline the params
+    // this rank uses (adjacent ones merged), as the CPU rank touches only those.
+    if (!pipeline) {
+      paramRanges.push_back({0, m.paramsBytes});
+    } else {
+      std::vector<ByteRange> used;
+      for (const ManifestTensor &t : m.params)
+        if (place.needs(t))
+          used.push_back({t.offset, t.bytes});
+      std::sort(used.begin(), used.end(),
+                [](const ByteRange &a, const ByteRange &b) { return a.offset < b.offset; });
+      for (const ByteRange &r : used)
+        if (!paramRanges.empty() &&
+            paramRanges.back().offset + paramRanges.back().bytes >= r.offset)
+          paramRanges.back().bytes = std::max(paramRanges.back().bytes,
+                                              r.offset + r.bytes - paramRanges.back().offset);
+        else
+          paramRanges.push_back(r);
+    }
   }
 
   if (start == o.steps) {
@@ -666,7 +685,7 @@ int run(int argc, char **argv, StepBackend *backend) {
       if (comm)
         comm->barrier();
       if (backend)
-        if (Status st = backend->downloadParams(P, m.paramsBytes); !st.ok())
+        if (Status st = backend->downloadParams(P, paramRanges); !st.ok())
           stop(st.message());
       CheckpointShard shard = checkpointShard(m, P, place);
       Metadata meta = checkpointMetadata(m, o);

@@ -195,8 +195,9 @@ public:
       std::memcpy(hostA + r.offset, A_ + r.offset, r.bytes);
     return Status();
   }
-  Status downloadParams(char *hostP, uint64_t paramsBytes) override {
-    std::memcpy(hostP, P_, paramsBytes);
+  Status downloadParams(char *hostP, const std::vector<ByteRange> &ranges) override {
+    for (const ByteRange &r : ranges)
+      std::memcpy(hostP + r.offset, P_ + r.offset, r.bytes);
     return Status();
   }
   PipelineMemory *pipelineMemory() override { return &memory_; }

@@ -21,6 +21,9 @@ step's loss and gradient norm, and every tensor of the final checkpoint
 CHECK is a pipeline of test/cuda/cuda_program_check.py's PIPELINES (pp2-1f1b,
 mb4, pp2-zbh1, pp2-interleaved, pp2-scp-selective, pp2-dp2), or an error path
 of the staged pp 2 program:
+  resume      the staged pp 2 program checkpointed after 3 steps (parameters
+              copied back from its device) and resumed to 6 (restored, copied
+              in again): every loss bitwise equal to the uninterrupted host run
   dead-rank   rank 1 killed mid-run (SIGKILL): the job ends non-zero within
               60 s and mpirun names the rank
   timeout     rank 1 stopped mid-run (SIGSTOP) with MERAK_COMM_TIMEOUT=3:
@@ -153,12 +156,47 @@ def check_error_path(args, kind):
           % (kind, secs, "killed" if kind == "dead-rank" else "stopped", p.returncode))
 
 
+def check_resume(args):
+    flags, ranks = cpc.PIPELINES["pp2-1f1b"]
+    model, model_flags = cpc.small_gpt(args)
+    data = cpc.tokens(args, "gpt-dyn")
+    runs = {}
+    for kind, plan in (("host", [6]), ("staged", [3, 6])):
+        exe = os.path.join(args.workdir, "train-resume-" + kind)
+        extra = model_flags + flags
+        if kind == "staged":
+            extra += ["--runtime-dir", runtime_dir(args)]
+        cpc.compile_model(args, model, "cpu", exe, extra)
+        metrics = os.path.join(args.workdir, "resume-%s.jsonl" % kind)
+        ckpt = os.path.join(args.workdir, "resume-%s-ckpt" % kind)
+        subprocess.run(["rm", "-rf", ckpt, metrics], check=True)
+        for i, steps in enumerate(plan):
+            cmd = cpc.MPIRUN + ["-np", str(ranks), exe, "--data", data, "--steps", str(steps),
+                                "--sampler", "sequential", "--metrics", metrics, "--log-every",
+                                "100", "--checkpoint-dir", ckpt] + (["--resume"] if i else [])
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, OMP_NUM_THREADS="1"))
+            if r.returncode != 0:
+                sys.exit("FAIL: %s (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout,
+                                                     r.stderr))
+        with open(metrics) as f:
+            runs[kind] = [json.loads(l)["loss"] for l in f if l.strip()]
+    if len(runs["host"]) != 6 or runs["host"] != runs["staged"]:
+        sys.exit("FAIL: resumed staged losses %r, uninterrupted host %r"
+                 % (runs["staged"], runs["host"]))
+    print("ok: resume: 3 + 3 steps on the staged device bitwise equal to 6 on the host "
+          "(final loss %.6f)" % runs["host"][-1])
+
+
 def main():
     p = argparse.ArgumentParser()
     for flag in ("--bin", "--src", "--workdir", "--runtime-lib", "--staged-main", "--include"):
         p.add_argument(flag, required=True)
     p.add_argument("check")
     args = p.parse_args()
+    if args.check == "resume":
+        os.makedirs(args.workdir, exist_ok=True)
+        return check_resume(args)
     if args.check in ("dead-rank", "timeout"):
         os.makedirs(args.workdir, exist_ok=True)
         return check_error_path(args, args.check)

@@ -138,8 +138,14 @@ public:
     return stream_.synchronize();
   }
 
-  Status downloadParams(char *hostP, uint64_t paramsBytes) override {
-    return copyToHost(hostP, params_.base(), paramsBytes, stream_.handle());
+  Status downloadParams(char *hostP, const std::vector<ByteRange> &ranges) override {
+    const char *P = static_cast<const char *>(params_.base());
+    for (const ByteRange &r : ranges)
+      if (Status s = copyToHost(hostP + r.offset, P + r.offset, r.bytes, stream_.handle(),
+                                /*sync=*/false);
+          !s.ok())
+        return s;
+    return stream_.synchronize();
   }
 
 private:

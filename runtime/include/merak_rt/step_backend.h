@@ -62,8 +62,10 @@ public:
   /// The pipeline runner's memory on this device (after open()); null when
   /// the backend cannot run pipelined programs.
   virtual PipelineMemory *pipelineMemory() { return nullptr; }
-  /// Copies the device parameter storage into hostP.
-  virtual Status downloadParams(char *hostP, uint64_t paramsBytes) = 0;
+  /// Copies the `ranges` of the device parameter storage into hostP (a
+  /// pipelined program: only the params this rank's stages use, so the
+  /// host pages of the others stay uncommitted).
+  virtual Status downloadParams(char *hostP, const std::vector<ByteRange> &ranges) = 0;
 };
 
 /// ./train's main with the step on `backend` (null: on the host).
