@@ -427,6 +427,10 @@ int run(int argc, char **argv, StepBackend *backend) {
       if (!memory)
         die(kExitError, "a pipelined program is not supported on " + backend->name());
       pipeline->setMemory(memory);
+      if (leader && comm && m.meshPp > 1)
+        std::printf("train: pipeline messages: host-staged over MPI (stashes in %s memory, "
+                    "messages in host memory)\n",
+                    memory->name());
     }
   }
 

@@ -234,7 +234,7 @@ def check_par_vs_cpu(args, mesh):
                      % (target, mesh, r.returncode, r.stdout, r.stderr))
         if target == "cuda":
             for line in r.stdout.splitlines():
-                if "GPU collectives" in line:
+                if "GPU collectives" in line or "pipeline messages" in line:
                     print(line)
         got[target] = losses(metrics)
     cpu, gpu = got["cpu"], got["cuda"]
