@@ -119,17 +119,26 @@ def compile_and_train(bin_dir, onnx, exe, extra, tokens, steps, out, tag, timeou
                    os.path.join(out, tag + ".compile.log"), timeout)
     if rc != 0:
         return {"error": "compile failed (rc %d): %s" % (rc, tail(os.path.join(out, tag + ".compile.log")))}
+    r = train(exe, tokens, steps, out, tag, timeout)
+    if "error" not in r:
+        r["compile_s"] = secs
+    return r
+
+
+def train(exe, tokens, steps, out, tag, timeout, env_extra=None):
+    """Runs an already compiled ./train (env_extra: e.g. MERAK_MATMUL_PRECISION)."""
     metrics = os.path.join(out, tag + ".metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
     rc, tsecs = run([exe, "--data", tokens, "--steps", str(steps), "--sampler", "sequential",
                      "--metrics", metrics, "--log-every", "1000000"],
                     os.path.join(out, tag + ".train.log"), timeout,
-                    env=dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count() or 1)))
+                    env=dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count() or 1),
+                             **(env_extra or {})))
     if rc != 0:
         return {"error": "training failed (rc %d): %s" % (rc, tail(os.path.join(out, tag + ".train.log")))}
     losses, ms = losses_and_ms(metrics)
-    return {"compile_s": secs, "train_s": tsecs, "losses": losses, "step_ms": ms}
+    return {"train_s": tsecs, "losses": losses, "step_ms": ms}
 
 
 def rel_errors(a, b):
@@ -258,6 +267,21 @@ def main(argv=None):
             log(line)
         if not big_res.get("pass"):
             status = 1
+        # The same fp32 program with its GEMMs on bf16 tensor cores (fp32
+        # accumulation; MERAK_MATMUL_PRECISION, runtime/cuda/ops_linalg.cu).
+        if not prec:
+            mb = train(os.path.join(args.out, "gpt2_gpu"), tok_big, args.steps, args.out,
+                       "gpt2_gpu_bf16gemm", args.timeout, {"MERAK_MATMUL_PRECISION": "bf16"})
+            big_res["merak_bf16_gemm"] = mb
+            if "losses" in mb and mb.get("step_ms") and fpt:
+                errs = rel_errors(mb["losses"], L)
+                tok_s = B * cfg["seq"] / (mb["step_ms"] * 1e-3)
+                mb["tokens_per_s"], mb["mfu"] = tok_s, tok_s * fpt / (args.peak_tflops * 1e12)
+                log("GPT-2 124M, bf16 GEMMs: %.1f ms/step, %.0f tokens/s, MFU %.1f%%; losses vs "
+                    "the fp32 program max rel %.2e" % (mb["step_ms"], tok_s, 100 * mb["mfu"],
+                                                       max(errs)))
+            else:
+                log("GPT-2 124M, bf16 GEMMs: %s" % mb.get("error", "no timing"))
     else:
         log("GPT-2 124M: %s" % m.get("error"))
         status = 1

@@ -111,6 +111,8 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<LayerNormGradOp>([&](LayerNormGradOp o) { return evalLayerNormGrad(o, in, out); })
       .Case<CrossEntropyGradOp>(
           [&](CrossEntropyGradOp o) { return evalCrossEntropyGrad(o, in, out); })
+      .Case([&](AttentionOp o) { return evalAttention(o, in, out); })
+      .Case([&](AttentionGradOp o) { return evalAttentionGrad(o, in, out); })
       .Default([&](Operation *o) {
         return o->emitError("the reference evaluator does not support '")
                << o->getName() << "'";

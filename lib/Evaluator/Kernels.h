@@ -92,6 +92,8 @@ LogicalResult evalSoftmaxGrad(Operation *op, int64_t axis, bool log, Operands in
                               Results out);
 LogicalResult evalLayerNormGrad(LayerNormGradOp op, Operands in, Results out);
 LogicalResult evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in, Results out);
+LogicalResult evalAttention(AttentionOp op, Operands in, Results out);
+LogicalResult evalAttentionGrad(AttentionGradOp op, Operands in, Results out);
 
 } // namespace mlir::merak::kernels
 

@@ -350,6 +350,7 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     training.logits = opts.logits;
     training.labels = opts.labels;
     training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
+    training.fuseAttention = opts.fusedAttention;
     training.dp = opts.dp;
     training.tp = opts.tp;
     // Vocabulary parallelism: by default whenever the model qualifies (a

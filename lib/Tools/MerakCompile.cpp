@@ -187,6 +187,12 @@ struct CommandLine {
       cl::desc("on (default) or off: start each dp gradient bucket's collective when its "
                "last gradient is computed and wait for it when the optimizer reads it"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> fusedAttention{
+      "fused-attention",
+      cl::desc("on (default) or off: replace the exported attention (matmul, scale, causal "
+               "mask, softmax, matmul) by merak.attention, which never stores the T x T "
+               "scores"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
                         cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
@@ -275,6 +281,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.dpOverlap = opts.dpOverlap == "on";
+  if (opts.fusedAttention != "on" && opts.fusedAttention != "off") {
+    llvm::errs() << "merak-compile: error: --fused-attention must be on or off, got '"
+                 << opts.fusedAttention << "'\n";
+    return 1;
+  }
+  o.fusedAttention = opts.fusedAttention == "on";
   o.verbose = opts.verbose;
   o.emitBytecode = opts.emitBytecode;
   o.noCleanup = opts.noCleanup;

@@ -199,6 +199,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.logits = o.logits;
   training.labels = o.labels;
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
+  training.fuseAttention = o.fusedAttention;
   training.tp = tp;
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1
                                                            : o.loss == "cross-entropy");

@@ -35,6 +35,12 @@ void merak::addForwardToLossPasses(OpPassManager &pm, const TrainingOptions &opt
     tensorParallel.vocabParallelFallback = options.vocabParallelFallback;
     pm.addPass(createMerakTensorParallel(tensorParallel));
   }
+  if (options.fuseAttention) {
+    MerakFuseAttentionOptions attention;
+    attention.frozen.assign(options.frozen.begin(), options.frozen.end());
+    pm.addPass(createMerakFuseAttention(attention));
+    pm.addPass(createCanonicalizerPass());
+  }
   MerakAttachLossOptions loss;
   loss.loss = options.loss;
   loss.logits = options.logits;

@@ -1,15 +1,24 @@
 //===- ops_linalg.cu - GPU ABI: numpy matmul ---------------------------------===//
 //
-// F32 through cuBLASLt in full FP32 (the CPU program's precision; no TF32),
-// one strided-batched call when each operand's batch dims are either all
-// broadcast or equal to the result's, else one call per result batch.
+// F32 through cuBLASLt, one strided-batched call when each operand's batch
+// dims are either all broadcast or equal to the result's, else one call per
+// result batch. The precision is MERAK_MATMUL_PRECISION (read once):
+//   fp32 (default)  full FP32, the CPU program's precision;
+//   tf32            fp32 in/out on TF32 tensor cores, fp32 accumulation;
+//   bf16            both operands rounded to bf16 (into the context's
+//                   scratch), bf16 tensor cores, fp32 accumulation and
+//                   result: what torch.autocast(bfloat16) does to a matmul,
+//                   with the activations staying fp32 between ops.
 // Other element types: one thread per output element, accumulating floats
 // in double and integers wrapping in int64 (as runtime/src/ops_linalg.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/cuda/gemm.h"
+#include "merak_rt/cuda/mixed.h"
 #include "ops_common.cuh"
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 
@@ -21,6 +30,22 @@ std::unique_ptr<cuda::Blas> &blasSlot() {
   static std::unique_ptr<cuda::Blas> b;
   return b;
 }
+/// MERAK_MATMUL_PRECISION, parsed on the first matmul; a bad value is fatal.
+cuda::GemmPrecision matmulPrecision() {
+  static const cuda::GemmPrecision p = [] {
+    const char *e = std::getenv("MERAK_MATMUL_PRECISION");
+    if (!e || !*e || !std::strcmp(e, "fp32"))
+      return cuda::GemmPrecision::F32;
+    if (!std::strcmp(e, "tf32"))
+      return cuda::GemmPrecision::TF32;
+    if (!std::strcmp(e, "bf16"))
+      return cuda::GemmPrecision::BF16;
+    fatal(("MERAK_MATMUL_PRECISION='" + std::string(e) + "': expected fp32, tf32 or bf16")
+              .c_str());
+  }();
+  return p;
+}
+
 cuda::Blas &blas() {
   auto &b = blasSlot();
   if (!b) {
@@ -117,15 +142,29 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   s.transA = ta, s.transB = tb;
   const int64_t na = ab.numel(), nb = bb.numel();
   const bool simpleA = na == 1 || na == batches, simpleB = nb == 1 || nb == batches;
-  auto run = [&](const cuda::GemmShape &g, const float *pa, const float *pb,
-                 float *py) {
-    if (Status st = blas().gemm(cuda::GemmPrecision::F32, g, 1.f, pa, pb, 0.f,
-                                py, stream());
+  const cuda::GemmPrecision prec = matmulPrecision();
+  const bool bf16 = prec == cuda::GemmPrecision::BF16;
+  // bf16: element offsets stay those of the fp32 operands, into bf16 copies.
+  const size_t elem = bf16 ? 2 : 4;
+  const char *ca = static_cast<const char *>(a), *cb = static_cast<const char *>(b);
+  if (bf16) {
+    void *a16 = scratch(0, static_cast<uint64_t>(na * M * K) * 2);
+    void *b16 = scratch(1, static_cast<uint64_t>(nb * K * N) * 2);
+    if (Status st = cuda::castF32ToBf16(static_cast<const float *>(a), a16, na * M * K, stream());
+        !st.ok())
+      fatal(("matmul: " + st.message()).c_str());
+    if (Status st = cuda::castF32ToBf16(static_cast<const float *>(b), b16, nb * K * N, stream());
+        !st.ok())
+      fatal(("matmul: " + st.message()).c_str());
+    ca = static_cast<const char *>(a16);
+    cb = static_cast<const char *>(b16);
+  }
+  auto run = [&](const cuda::GemmShape &g, int64_t oa, int64_t ob, float *py) {
+    if (Status st = blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, 0.f, py,
+                                stream(), /*cIsF32=*/true);
         !st.ok())
       fatal(("matmul: " + st.message()).c_str());
   };
-  const auto *fa = static_cast<const float *>(a);
-  const auto *fb = static_cast<const float *>(b);
   auto *fy = static_cast<float *>(y);
   if (simpleA && simpleB) {
     s.batch = batches;
@@ -134,7 +173,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     s.strideC = M * N;
     if (batches == 1)
       s.strideA = s.strideB = s.strideC = 0;
-    return run(s, fa, fb, fy);
+    return run(s, 0, 0, fy);
   }
   // Partial broadcasting ([2,1,M,K] x [1,3,K,N]): one GEMM per result batch.
   for (int64_t bt = 0; bt < batches; ++bt) {
@@ -146,7 +185,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
       oa += k * w.s1[d];
       ob += k * w.s2[d];
     }
-    run(s, fa + oa, fb + ob, fy + oy);
+    run(s, oa, ob, fy + oy);
   }
 }
 

@@ -81,6 +81,8 @@ struct CompileOptions {
   std::string tpOverlap = "none";
   /// --dp-overlap: start the dp collectives early, wait for them late.
   bool dpOverlap = true;
+  /// --fused-attention: merak-fuse-attention (see Passes.td).
+  bool fusedAttention = true;
   bool verbose = false, emitBytecode = false, noCleanup = false;
   /// The parallel plan: "" none, "text" or "json".
   std::string report;

@@ -42,6 +42,8 @@ struct TrainingOptions {
   /// ZeRO stage (0 or 1): with 1 and dp > 1, optimizer state is sharded
   /// over dp (merak-data-parallel zero=1).
   int64_t zero = 0;
+  /// merak-fuse-attention after tensor parallelism (--fused-attention).
+  bool fuseAttention = true;
 };
 
 /// Shards @forward over tp (merak-tensor-parallel, when tp > 1), attaches the loss (@loss), differentiates it (@loss_grad), builds the

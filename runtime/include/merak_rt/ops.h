@@ -159,6 +159,21 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
 void softmax(bool isLog, DT t, const void *x, const Dims &dx, int64_t axis,
              void *y);
 
+/// merak.attention (float32): q is [..., T, D] (dims dq), k and v
+/// [..., keys, D] with the same leading dims; o [..., T, D] and lse
+/// [..., T] receive softmax(scale q k^T) v (causal: row r sees keys <= r)
+/// and the rows' log-sum-exp (lse may be null: not written). Never holds more than a [64, keys] tile of
+/// scores per thread.
+void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v,
+               int64_t keys, double scale, bool causal, void *o, void *lse);
+
+/// merak.attention_grad: dq, dk, dv (shaped like q, k, v) from the
+/// forward's operands, its o and lse, and dout, the gradient of o (a null
+/// gradient pointer: not written).
+void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
+                   int64_t keys, const void *o, const void *lse, const void *dout,
+                   double scale, bool causal, void *dqOut, void *dk, void *dv);
+
 /// merak.layer_norm: normalises over dims [axis, rank); scale/bias (null when
 /// absent) have ds/db shapes that broadcast to the normalised shape.
 void layerNorm(DT t, const void *x, const Dims &dx, int64_t axis,

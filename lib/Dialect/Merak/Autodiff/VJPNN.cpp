@@ -79,4 +79,20 @@ LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult rule(AttentionOp op, Emitter &e, ValueRange g, Grads &out) {
+  // lse only feeds attention_grad; nothing differentiates through it.
+  if (g[1])
+    return op.emitError("no derivative rule for merak.attention's lse result");
+  if (!g[0]) {
+    out.assign({Value(), Value(), Value()});
+    return success();
+  }
+  auto grad = AttentionGradOp::create(
+      e.b, e.loc, TypeRange{typeOf(op.getQuery()), typeOf(op.getKey()), typeOf(op.getValue())},
+      op.getQuery(), op.getKey(), op.getValue(), op.getResult(), op.getLse(), g[0],
+      op.getScaleAttr(), op.getCausalAttr());
+  out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  return success();
+}
+
 } // namespace mlir::merak::vjp

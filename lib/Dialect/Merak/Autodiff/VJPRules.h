@@ -25,7 +25,7 @@ using Grads = SmallVectorImpl<Value>;
   X(ReduceMinOp) X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp)      \
   X(CrossEntropyOp) X(DropoutOp) X(MatmulOp) X(CumSumOp) X(Conv2DOp)          \
   X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
-  X(AllReduceOp) X(TpIdentityOp)
+  X(AllReduceOp) X(TpIdentityOp) X(AttentionOp)
 
 #define MERAK_VJP_DECLARE(OP)                                                  \
   LogicalResult rule(OP op, Emitter &e, ValueRange g, Grads &out);

@@ -8,6 +8,10 @@
 //   softmax, log_softmax, layer_norm, cross_entropy
 //                    5 per element (max/mean, subtract, exp/square,
 //                    sum, divide/scale)
+//   attention        4 x D x (query, key) pairs attended (QK^T and PV; a
+//                    causal row r attends r + 1 keys), plus 5 per score
+//                    (the softmax); attention_grad 2.5 x that (it
+//                    recomputes QK^T, then P^T dO, dO V^T, dS K, dS^T Q)
 //   reshape, tp_identity   views: no FLOPs, no bytes
 //   constant, get_param, set_param, param   no FLOPs, no bytes: a
 //                    parameter's or constant's bytes are counted by the ops
@@ -84,6 +88,25 @@ int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+
+/// Query-key pairs an attention op attends, over its batch and head dims.
+static int64_t attendedPairs(Value query, Value key, bool causal) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  int64_t rank = q.getRank(), t = q.getDimSize(rank - 2), s = k.getDimSize(rank - 2);
+  int64_t rows = elements(q) / std::max<int64_t>(1, q.getDimSize(rank - 1));
+  return causal ? rows / std::max<int64_t>(1, t) * (t * (t + 1) / 2) : rows * s;
+}
+
+static int64_t attentionFlops(Value query, Value key, bool causal) {
+  auto q = cast<RankedTensorType>(query.getType());
+  return attendedPairs(query, key, causal) * (4 * q.getShape().back() + 5);
+}
+
+int64_t AttentionOp::getFlops() { return attentionFlops(getQuery(), getKey(), getCausal()); }
+int64_t AttentionGradOp::getFlops() {
+  return attentionFlops(getQuery(), getKey(), getCausal()) * 5 / 2;
+}
 
 int64_t ReshapeOp::getFlops() { return 0; }
 int64_t ReshapeOp::getBytesAccessed() { return 0; }

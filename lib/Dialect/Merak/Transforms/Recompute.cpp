@@ -14,7 +14,9 @@
 //    forward: none (R empty), selective (the attention core, found by
 //    structure: a softmax whose input comes from a batched matmul of two
 //    activations, QK^T, through elementwise ops (scale, mask), with the ops
-//    from the softmax to the batched matmul it feeds, dropout and probs x V),
+//    from the softmax to the batched matmul it feeds, dropout and probs x V;
+//    or a fused merak.attention, whose result is then recomputed from the
+//    stashed q, k, v instead of stashed with its lse),
 //    or full (everything: merak-pipeline's program, unchanged). Values that
 //    depend on no argument (parameter reads, transposed weights, constant
 //    masks) are always recomputed: they hold no activation memory.
@@ -119,6 +121,12 @@ llvm::DenseSet<Operation *> attentionCore(const StagePair &p) {
   llvm::DenseSet<Operation *> core;
   const int kMaxChain = 6;
   for (Operation *op : p.bwdOps) {
+    // merak-fuse-attention's op is the whole core.
+    if (auto attn = dyn_cast<AttentionOp>(op)) {
+      if (p.dynamic.contains(attn.getResult()))
+        core.insert(op);
+      continue;
+    }
     auto sm = dyn_cast<SoftmaxOp>(op);
     if (!sm || !p.dynamic.contains(sm.getResult()))
       continue;

@@ -45,6 +45,37 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Replaces the exporter's decomposed attention by merak.attention";
+  let description = [{
+    PyTorch exports scaled dot-product attention as `matmul(q, k^T)`, a
+    scalar scale, a mask (`where` with a large negative fill, or an added
+    bias) and `matmul(softmax(...), v)`, which materialises the T x S scores
+    (and, in training, keeps them and the probabilities for the backward).
+    This pass rewrites that chain into one `merak.attention` (whose
+    gradient, `merak.attention_grad`, recomputes the probabilities from the
+    saved log-sum-exp), so that both targets run it streamed: memory linear
+    in T, and the CUDA target's flash-attention kernel.
+
+    The mask must be a compile-time constant that is the same for every
+    batch and head: a `merak.constant` or a parameter matching a `frozen`
+    glob (its initial value; a trainable mask could change), possibly
+    sliced, compared with a scalar, negated or cast. It is fused when it
+    keeps exactly the keys `c <= r` of query row `r` (causal) or all keys;
+    a masked score must be a fill (or additive bias) of at most -1e4.
+    Fused only for float32 self-attention (as many keys as queries) with a
+    head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
+    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks,
+    ALiBi biases) stays decomposed. Runs after merak-tensor-parallel (which
+    shards the decomposed form's heads) and before merak-attach-loss.
+  }];
+  let options = [
+    ListOption<"frozen", "frozen", "std::string",
+               "Globs of parameters that do not train (masks read from them are constants)">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
   let description = [{
@@ -409,7 +440,8 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
     (Korthikanti et al.: only the attention core is recomputed: a softmax
     fed through elementwise ops by a batched matmul of two activations,
     QK^T, and the ops from it to the batched matmul it feeds, dropout and
-    probs x V), `stage-aware` (Merak: per stage, the first of none,
+    probs x V; or a fused `merak.attention`, recomputed from its stashed
+    q, k, v), `stage-aware` (Merak: per stage, the first of none,
     selective and full whose estimated memory fits `memory-per-device`
     bytes: (stage-input + stash bytes per micro-batch) x the micro-batches
     the `schedule` keeps in flight on the stage (1F1B: min(m, S - s);

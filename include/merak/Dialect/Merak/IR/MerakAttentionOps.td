@@ -1,0 +1,84 @@
+//===- MerakAttentionOps.td - fused attention ops -----------*- tablegen -*-===//
+//
+// Scaled dot-product attention as one op and its gradient, formed by
+// merak-fuse-attention from the exporter's decomposition (matmul, scale,
+// mask, softmax, matmul); included from MerakOps.td.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_ATTENTION_OPS_TD
+#define MERAK_ATTENTION_OPS_TD
+
+def Merak_AttentionOp : Merak_Op<"attention", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "Fused (causal) scaled dot-product attention";
+  let description = [{
+    Over the leading (batch, head) dimensions of `query` `[..., T, D]`,
+    `key` `[..., S, D]` and `value` `[..., S, D]`, per query row r:
+
+    ```
+    result[r] = sum_c softmax_c(scale * query[r] . key[c]) value[c]
+    lse[r]    = log sum_c exp(scale * query[r] . key[c])
+    ```
+
+    where with `causal` (then S = T) the sums run over the keys c <= r
+    only. `lse` (`[..., T]`) is what the backward needs to
+    recompute the probabilities without storing them: the T x S scores are
+    never a tensor, so the memory of attention is linear in T. The element
+    type is float32 (float64 is accepted for the reference evaluator's
+    gradient checks; the compiled programs have float32 kernels only).
+
+    ```mlir
+    %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal
+        : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
+        -> tensor<2x4x64x64xf32>, tensor<2x4x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
+                       Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "Gradients of merak.attention with respect to query, key and value";
+  let description = [{
+    With the forward op's operands, attributes, `result` and `lse`, and
+    `grad` the gradient of its result: the probabilities
+    `P = exp(scale * Q K^T - lse)` (masked when `causal`) are recomputed,
+    and with `Delta[r] = sum_d grad[r, d] * result[r, d]`:
+
+    ```
+    value_grad = P^T grad
+    dS         = P * (grad V^T - Delta)
+    query_grad = scale * dS K
+    key_grad   = scale * dS^T Q
+    ```
+
+    ```mlir
+    %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %do scale = 0.125 causal
+        : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>,
+          tensor<2x4x64x64xf32>, tensor<2x4x64xf32>, tensor<2x4x64x64xf32>
+        -> tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
+                       Merak_FloatTensor:$value, Merak_FloatTensor:$result,
+                       Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
+                      Merak_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result `,` $lse `,` $grad `scale` `=` $scale
+    (`causal` $causal^)? attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
+    type($result) `,` type($lse) `,` type($grad) `->` type($query_grad) `,`
+    type($key_grad) `,` type($value_grad)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MERAK_ATTENTION_OPS_TD

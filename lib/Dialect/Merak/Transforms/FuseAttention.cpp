@@ -1,0 +1,365 @@
+//===- FuseAttention.cpp - merak-fuse-attention ---------------------------===//
+//
+// Finds the exporter's spelling of scaled dot-product attention,
+//
+//   s = matmul(q, kT)                    q [..., T, D], kT [..., D, S]
+//   s = mul(s, c) | div(s, c)            optional, c a scalar constant
+//   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
+//                                        optional, a constant mask
+//   o = matmul(softmax(s, last axis), v) v [..., S, D]
+//
+// and replaces it with merak.attention(q, transpose(kT), v). The mask must
+// be a compile-time constant (a merak.constant, or a frozen parameter's
+// initial value, possibly sliced and compared with a scalar) that is the
+// same for every batch and head; it is accepted when it keeps exactly the
+// keys c <= r of row r (causal) or every key (no mask). A masked score is a
+// fill <= -1e4 (or an additive bias <= -1e4); exp underflows to 0 in
+// float32 there, which is what the fused op computes.
+//
+// Fused only where the one op serves both targets: float32, as many keys as
+// queries, head dim 16, 32, 64 or 128 (the CUDA kernel's) equal for key and
+// value, a nonzero scale, intermediates with no other users. Everything else (dropout on the probabilities, other
+// masks, other head dims) stays decomposed.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/Support/GlobPattern.h"
+#include <cmath>
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKFUSEATTENTION
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// A compile-time constant tensor's values (row-major), as doubles.
+struct ConstTensor {
+  SmallVector<int64_t> shape;
+  std::vector<double> values;
+};
+
+std::optional<ConstTensor> fromElements(ElementsAttr attr) {
+  auto type = dyn_cast<RankedTensorType>(attr.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  ConstTensor t{SmallVector<int64_t>(type.getShape()), {}};
+  Type et = type.getElementType();
+  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = res.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    ArrayRef<char> bytes = blob->getData();
+    int64_t n = type.getNumElements();
+    auto read = [&](auto tag) -> bool {
+      using T = decltype(tag);
+      if ((int64_t)bytes.size() != n * (int64_t)sizeof(T))
+        return false;
+      t.values.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        T v;
+        std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+        t.values[i] = static_cast<double>(v);
+      }
+      return true;
+    };
+    bool ok = et.isF32() ? read(float()) : et.isF64() ? read(double())
+              : et.isInteger(64) ? read(int64_t()) : et.isInteger(32) ? read(int32_t())
+              : et.isInteger(1)  ? read(bool())
+                                 : false;
+    return ok ? std::optional(std::move(t)) : std::nullopt;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return std::nullopt;
+  if (isa<FloatType>(et)) {
+    for (const APFloat &v : dense.getValues<APFloat>())
+      t.values.push_back(v.convertToDouble());
+  } else if (auto it = dyn_cast<IntegerType>(et)) {
+    for (const APInt &v : dense.getValues<APInt>())
+      t.values.push_back(it.getWidth() == 1 ? (double)v.getBoolValue()
+                                            : (double)v.getSExtValue());
+  } else {
+    return std::nullopt;
+  }
+  return t;
+}
+
+class AttentionFuser {
+public:
+  AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen)
+      : module(module), frozen(frozen) {}
+
+  /// Rewrites the attention ending in `pv` (probs x V) if it matches.
+  bool tryFuse(MatmulOp pv);
+
+private:
+  ModuleOp module;
+  ArrayRef<llvm::GlobPattern> frozen;
+
+  bool isFrozen(StringRef name) const {
+    return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
+  }
+  std::optional<ConstTensor> constantOf(Value v, int depth = 0);
+  std::optional<double> splat(Value v) {
+    auto t = constantOf(v);
+    if (!t || t->values.empty() ||
+        llvm::any_of(t->values, [&](double x) { return x != t->values.front(); }))
+      return std::nullopt;
+    return t->values.front();
+  }
+};
+
+/// The value of `v` when it is computed from constants by the few ops masks
+/// are spelled with: constants, frozen parameters, unit-stride slices,
+/// comparisons with a scalar, not, cast.
+std::optional<ConstTensor> AttentionFuser::constantOf(Value v, int depth) {
+  if (depth > 4)
+    return std::nullopt;
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  // Folded masks are dense_resource blobs, which m_Constant does not match.
+  if (auto c = dyn_cast<ConstantOp>(def))
+    return fromElements(c.getValue());
+  if (auto get = dyn_cast<GetParamOp>(def)) {
+    auto param = module.lookupSymbol<ParamOp>(get.getNameAttr());
+    if (!param || !isFrozen(param.getSymName()))
+      return std::nullopt;
+    return fromElements(param.getInitialValue());
+  }
+  if (auto slice = dyn_cast<SliceOp>(def)) {
+    auto in = constantOf(slice.getInput(), depth + 1);
+    if (!in || llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }))
+      return std::nullopt;
+    auto outType = cast<RankedTensorType>(slice.getType());
+    ConstTensor out{SmallVector<int64_t>(outType.getShape()), {}};
+    int64_t rank = out.shape.size(), n = outType.getNumElements();
+    SmallVector<int64_t> idx(rank, 0), strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * in->shape[d + 1];
+    out.values.reserve(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        off += (idx[d] + slice.getStarts()[d]) * strides[d];
+      out.values.push_back(in->values[off]);
+      for (int64_t d = rank - 1; d >= 0 && ++idx[d] == out.shape[d]; --d)
+        idx[d] = 0;
+    }
+    return out;
+  }
+  if (isa<NotOp, CastOp>(def)) {
+    auto in = constantOf(def->getOperand(0), depth + 1);
+    if (!in)
+      return std::nullopt;
+    if (isa<NotOp>(def))
+      for (double &x : in->values)
+        x = x == 0;
+    else if (cast<RankedTensorType>(def->getResult(0).getType()).getElementType().isInteger(1))
+      for (double &x : in->values)
+        x = x != 0;
+    return in;
+  }
+  if (isa<EqOp, NeOp, LtOp, LeOp, GtOp, GeOp>(def)) {
+    // A tensor compared with a scalar constant (either side).
+    for (int side = 0; side < 2; ++side) {
+      Value scalar = def->getOperand(1 - side);
+      if (cast<RankedTensorType>(scalar.getType()).getNumElements() != 1)
+        continue;
+      auto c = splat(scalar);
+      auto x = c ? constantOf(def->getOperand(side), depth + 1) : std::nullopt;
+      if (!x)
+        continue;
+      for (double &e : x->values) {
+        double a = side == 0 ? e : *c, b = side == 0 ? *c : e;
+        e = isa<EqOp>(def)   ? a == b
+            : isa<NeOp>(def) ? a != b
+            : isa<LtOp>(def) ? a < b
+            : isa<LeOp>(def) ? a <= b
+            : isa<GtOp>(def) ? a > b
+                             : a >= b;
+      }
+      return x;
+    }
+  }
+  return std::nullopt;
+}
+
+/// Which keys a constant keep-mask (nonzero: attend) lets row r see, for a
+/// [T, S] score matrix: nullopt when it is neither causal nor all-true or
+/// differs between batch and head slices.
+std::optional<bool> causalOf(const ConstTensor &keep, int64_t t, int64_t s) {
+  int64_t rank = keep.shape.size();
+  if (rank < 2 || keep.shape[rank - 2] != t || keep.shape[rank - 1] != s ||
+      llvm::any_of(ArrayRef(keep.shape).drop_back(2), [](int64_t d) { return d != 1; }))
+    return std::nullopt;
+  bool all = true, causal = t == s;
+  for (int64_t r = 0; r < t; ++r)
+    for (int64_t c = 0; c < s; ++c) {
+      bool k = keep.values[r * s + c] != 0;
+      all &= k;
+      causal &= k == (c <= r);
+    }
+  if (all)
+    return false;
+  if (causal)
+    return true;
+  return std::nullopt;
+}
+
+constexpr double kMaskedFill = -1e4;
+
+bool AttentionFuser::tryFuse(MatmulOp pv) {
+  auto sm = pv.getLhs().getDefiningOp<SoftmaxOp>();
+  if (!sm || !sm->hasOneUse())
+    return false;
+  auto scoresType = cast<RankedTensorType>(sm.getType());
+  int64_t rank = scoresType.getRank();
+  if (rank < 3 || !scoresType.getElementType().isF32() || sm.getAxis() != rank - 1)
+    return false;
+  int64_t t = scoresType.getDimSize(rank - 2), s = scoresType.getDimSize(rank - 1);
+  if (t != s) // the CUDA kernel's self-attention shapes
+    return false;
+  SmallVector<Operation *> chain{pv, sm};
+  Value x = sm.getInput();
+  // The mask.
+  bool causal = false;
+  auto single = [](Value v) { return v.getDefiningOp() && v.hasOneUse(); };
+  if (auto where = x.getDefiningOp<WhereOp>(); where && single(x)) {
+    std::optional<double> fillL = splat(where.getLhs()), fillR = splat(where.getRhs());
+    bool keepWhenTrue = fillR && *fillR <= kMaskedFill && where.getLhs().getType() == scoresType;
+    bool keepWhenFalse = fillL && *fillL <= kMaskedFill && where.getRhs().getType() == scoresType;
+    auto cond = (keepWhenTrue || keepWhenFalse) ? constantOf(where.getCondition()) : std::nullopt;
+    if (!cond)
+      return false;
+    if (keepWhenFalse && !keepWhenTrue)
+      for (double &v : cond->values)
+        v = v == 0;
+    auto c = causalOf(*cond, t, s);
+    if (!c)
+      return false;
+    causal = *c;
+    chain.push_back(where);
+    x = keepWhenTrue ? where.getLhs() : where.getRhs();
+  } else if (auto add = x.getDefiningOp<AddOp>(); add && single(x)) {
+    for (int side = 0; side < 2; ++side) {
+      Value scores = add->getOperand(side);
+      if (scores.getType() != scoresType)
+        continue;
+      auto bias = constantOf(add->getOperand(1 - side));
+      if (!bias)
+        continue;
+      for (double &v : bias->values) {
+        if (v != 0 && v > kMaskedFill)
+          return false; // a real additive bias (ALiBi, relative positions)
+        v = v == 0;
+      }
+      auto c = causalOf(*bias, t, s);
+      if (!c)
+        return false;
+      causal = *c;
+      chain.push_back(add);
+      x = scores;
+      break;
+    }
+    if (chain.back() != add.getOperation())
+      return false;
+  }
+  // The scale.
+  double scale = 1.0;
+  Operation *scaleOp = x.getDefiningOp();
+  if (scaleOp && isa<MulOp, DivOp>(scaleOp) && single(x)) {
+    // mul: either side; div: scores / c only.
+    bool isDiv = isa<DivOp>(scaleOp);
+    for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
+      Value other = scaleOp->getOperand(1 - side);
+      auto c = splat(other);
+      if (!c || cast<RankedTensorType>(other.getType()).getNumElements() != 1 ||
+          scaleOp->getOperand(side).getType() != scoresType)
+        continue;
+      if (isDiv && *c == 0)
+        return false;
+      scale = isDiv ? 1.0 / *c : *c;
+      if (scale == 0 || !std::isfinite(scale))
+        return false;
+      chain.push_back(scaleOp);
+      x = scaleOp->getOperand(side);
+      break;
+    }
+  }
+  auto qk = x.getDefiningOp<MatmulOp>();
+  if (!qk || !single(x))
+    return false;
+  chain.push_back(qk);
+  Value q = qk.getLhs(), kT = qk.getRhs(), v = pv.getRhs();
+  auto qt = cast<RankedTensorType>(q.getType());
+  auto kt = cast<RankedTensorType>(kT.getType());
+  auto vt = cast<RankedTensorType>(v.getType());
+  if (qt.getRank() != rank || kt.getRank() != rank || vt.getRank() != rank)
+    return false;
+  ArrayRef<int64_t> batch = scoresType.getShape().drop_back(2);
+  if (qt.getShape().drop_back(2) != batch || kt.getShape().drop_back(2) != batch ||
+      vt.getShape().drop_back(2) != batch || vt.getDimSize(rank - 2) != s)
+    return false;
+  int64_t d = qt.getDimSize(rank - 1);
+  if (d != vt.getDimSize(rank - 1) || !llvm::is_contained({16, 32, 64, 128}, d) ||
+      !vt.getElementType().isF32() || !qt.getElementType().isF32())
+    return false;
+
+  OpBuilder b(pv);
+  SmallVector<Location> locs;
+  for (Operation *op : llvm::reverse(chain))
+    locs.push_back(op->getLoc());
+  Location loc = b.getFusedLoc(locs);
+  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  SmallVector<int64_t> kShape(kt.getShape());
+  std::swap(kShape[rank - 1], kShape[rank - 2]);
+  Value k = TransposeOp::create(b, loc, RankedTensorType::get(kShape, kt.getElementType()), kT,
+                                perm);
+  auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
+  auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
+                                  b.getF64FloatAttr(scale),
+                                  causal ? b.getUnitAttr() : UnitAttr());
+  pv.getResult().replaceAllUsesWith(attn.getResult());
+  for (Operation *op : chain)
+    op->erase();
+  return true;
+}
+
+struct MerakFuseAttentionPass
+    : merak::impl::MerakFuseAttentionBase<MerakFuseAttentionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<llvm::GlobPattern> globs;
+    for (const std::string &pattern : frozen) {
+      auto glob = llvm::GlobPattern::create(pattern);
+      if (!glob) {
+        module.emitError("merak-fuse-attention: bad frozen pattern '")
+            << pattern << "': " << llvm::toString(glob.takeError());
+        return signalPassFailure();
+      }
+      globs.push_back(std::move(*glob));
+    }
+    SmallVector<MatmulOp> candidates;
+    module.walk([&](MatmulOp mm) {
+      if (mm.getLhs().getDefiningOp<SoftmaxOp>())
+        candidates.push_back(mm);
+    });
+    AttentionFuser fuser(module, globs);
+    for (MatmulOp mm : candidates)
+      fuser.tryFuse(mm);
+  }
+};
+} // namespace

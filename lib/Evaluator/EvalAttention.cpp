@@ -1,0 +1,127 @@
+//===- EvalAttention.cpp - reference attention and its gradient -----------===//
+//
+// Straight from the definition, in double: the probabilities of each
+// (batch, head) slice are materialised, and attention_grad recomputes them
+// from query and key (it does not read the forward's result or lse), so the
+// runtime's streamed kernels are checked against an independent sum.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// The shapes of one attention op: `batch` (batch x head) slices of T
+/// queries, S keys, head dim D and value dim Dv.
+struct AttnDims {
+  int64_t batch = 1, t = 0, s = 0, d = 0, dv = 0;
+  bool causal = false;
+  double scale = 1;
+
+  AttnDims(Value q, Value k, Value v, double scale, bool causal)
+      : causal(causal), scale(scale) {
+    ArrayRef<int64_t> qs = cast<RankedTensorType>(q.getType()).getShape();
+    for (int64_t x : qs.drop_back(2))
+      batch *= x;
+    t = qs[qs.size() - 2];
+    d = qs.back();
+    s = cast<RankedTensorType>(k.getType()).getShape().drop_back().back();
+    dv = cast<RankedTensorType>(v.getType()).getShape().back();
+  }
+
+  /// Probabilities P [t, s] of slice b (0 where masked), and the row
+  /// log-sum-exps when `lse` is given.
+  void probs(const HostTensor &q, const HostTensor &k, int64_t b, std::vector<double> &p,
+             double *lse = nullptr) const {
+    p.assign(t * s, 0.0);
+    for (int64_t r = 0; r < t; ++r) {
+      int64_t keys = causal ? r + 1 : s;
+      double m = -INFINITY;
+      for (int64_t c = 0; c < keys; ++c) {
+        double dot = 0;
+        for (int64_t j = 0; j < d; ++j)
+          dot += q.f()[(b * t + r) * d + j] * k.f()[(b * s + c) * d + j];
+        p[r * s + c] = scale * dot;
+        m = std::max(m, p[r * s + c]);
+      }
+      double sum = 0;
+      for (int64_t c = 0; c < keys; ++c)
+        sum += std::exp(p[r * s + c] - m);
+      for (int64_t c = 0; c < keys; ++c)
+        p[r * s + c] = std::exp(p[r * s + c] - m) / sum;
+      if (lse)
+        lse[r] = m + std::log(sum);
+    }
+  }
+};
+} // namespace
+
+LogicalResult kernels::evalAttention(AttentionOp op, Operands in, Results out) {
+  AttnDims a(op.getQuery(), op.getKey(), op.getValue(), op.getScale().convertToDouble(),
+             op.getCausal());
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
+  HostTensor o(resultType(op, 0)), lse(resultType(op, 1));
+  std::vector<double> p, l(a.t);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    a.probs(q, k, b, p, l.data());
+    for (int64_t r = 0; r < a.t; ++r) {
+      lse.setFromDouble(b * a.t + r, l[r]);
+      for (int64_t j = 0; j < a.dv; ++j) {
+        double acc = 0;
+        for (int64_t c = 0; c < a.s; ++c)
+          acc += p[r * a.s + c] * v.f()[(b * a.s + c) * a.dv + j];
+        o.setFromDouble((b * a.t + r) * a.dv + j, acc);
+      }
+    }
+  }
+  out.push_back(std::move(o));
+  out.push_back(std::move(lse));
+  return success();
+}
+
+LogicalResult kernels::evalAttentionGrad(AttentionGradOp op, Operands in, Results out) {
+  AttnDims a(op.getQuery(), op.getKey(), op.getValue(), op.getScale().convertToDouble(),
+             op.getCausal());
+  const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
+  HostTensor dq(resultType(op, 0)), dk(resultType(op, 1)), dv(resultType(op, 2));
+  std::vector<double> p, dp(a.s);
+  std::vector<double> dqAcc(q.size(), 0.0), dkAcc(k.size(), 0.0), dvAcc(v.size(), 0.0);
+  for (int64_t b = 0; b < a.batch; ++b) {
+    a.probs(q, k, b, p);
+    for (int64_t r = 0; r < a.t; ++r) {
+      const double *gr = &g.f()[(b * a.t + r) * a.dv];
+      // dP[c] = g[r] . V[c]; dS = P * (dP - sum_c P dP) (the softmax's
+      // Jacobian, not the Delta shortcut through the forward's result).
+      double dot = 0;
+      for (int64_t c = 0; c < a.s; ++c) {
+        double x = 0;
+        for (int64_t j = 0; j < a.dv; ++j)
+          x += gr[j] * v.f()[(b * a.s + c) * a.dv + j];
+        dp[c] = x;
+        dot += p[r * a.s + c] * x;
+      }
+      for (int64_t c = 0; c < a.s; ++c) {
+        double pc = p[r * a.s + c];
+        if (pc == 0)
+          continue;
+        for (int64_t j = 0; j < a.dv; ++j)
+          dvAcc[(b * a.s + c) * a.dv + j] += pc * gr[j];
+        double ds = pc * (dp[c] - dot) * a.scale;
+        for (int64_t j = 0; j < a.d; ++j) {
+          dqAcc[(b * a.t + r) * a.d + j] += ds * k.f()[(b * a.s + c) * a.d + j];
+          dkAcc[(b * a.s + c) * a.d + j] += ds * q.f()[(b * a.t + r) * a.d + j];
+        }
+      }
+    }
+  }
+  for (auto [t, acc] : {std::pair{&dq, &dqAcc}, {&dk, &dkAcc}, {&dv, &dvAcc}})
+    for (size_t i = 0; i < acc->size(); ++i)
+      t->setFromDouble(i, (*acc)[i]);
+  out.push_back(std::move(dq));
+  out.push_back(std::move(dk));
+  out.push_back(std::move(dv));
+  return success();
+}

@@ -1,0 +1,79 @@
+//===- ops_attention.cu - gpu::attention / attentionGrad ------------------===//
+//
+// The GPU ABI's merak.attention: the flash-attention kernels of
+// attention.cu on dense [B, H, T, D] float32 operands (the leading dims
+// before the last one fold into B, the last one is H). The kernels need
+// keys == queries, a head dim of 16, 32, 64 or 128 and 16-byte aligned
+// operands, which merak-fuse-attention only forms (and the arena's 256-byte
+// offsets give); anything else is a fatal error naming the operand. The
+// log-sum-exp (when not read), Delta and unread gradients use the
+// context's scratch.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/cuda/attention.h"
+#include "ops_common.cuh"
+
+namespace merak::rt::gpu {
+using namespace detail;
+
+namespace {
+cuda::AttnShape attnShape(const char *what, DT t, const Dims &dq, int64_t keys, double scale,
+                          bool causal) {
+  if (t != DT::F32)
+    fatal((std::string(what) + ": float32 tensors only").c_str());
+  if (dq.rank < 2)
+    fatal((std::string(what) + ": query must have rank >= 2").c_str());
+  cuda::AttnShape s;
+  s.T = dq.d[dq.rank - 2];
+  s.D = dq.d[dq.rank - 1];
+  if (keys != s.T)
+    fatal((std::string(what) + ": " + std::to_string(keys) + " keys for " +
+           std::to_string(s.T) + " queries (the CUDA kernel needs as many)")
+              .c_str());
+  if (scale == 0)
+    fatal((std::string(what) + ": scale 0 is not supported on CUDA").c_str());
+  s.B = 1;
+  for (int32_t i = 0; i + 3 < dq.rank; ++i)
+    s.B *= dq.d[i];
+  s.H = dq.rank >= 3 ? dq.d[dq.rank - 3] : 1;
+  s.scale = static_cast<float>(scale);
+  s.causal = causal;
+  return s;
+}
+
+cuda::AttnOperand dense(const cuda::AttnShape &s, const void *p) {
+  return cuda::AttnOperand::bhtd(p, s.H, s.T, s.D);
+}
+
+/// `p`, or a scratch buffer of `bytes` when p is null (an unread result).
+void *orScratch(void *p, int slot, uint64_t bytes) { return p ? p : scratch(slot, bytes); }
+} // namespace
+
+void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
+               double scale, bool causal, void *o, void *lse) {
+  const cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
+  const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
+  float *l = static_cast<float *>(orScratch(lse, 0, rows * sizeof(float)));
+  if (Status st = cuda::attentionForward(cuda::DType::F32, s, dense(s, q), dense(s, k),
+                                         dense(s, v), dense(s, o), l, stream());
+      !st.ok())
+    fatal(("attention: " + st.message()).c_str());
+}
+
+void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
+                   int64_t keys, const void *o, const void *lse, const void *dout, double scale,
+                   bool causal, void *dqOut, void *dk, void *dv) {
+  const cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal);
+  const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
+  const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * sizeof(float);
+  auto *delta = static_cast<float *>(scratch(0, rows * sizeof(float)));
+  if (Status st = cuda::attentionBackward(
+          cuda::DType::F32, s, dense(s, q), dense(s, k), dense(s, v), dense(s, o),
+          dense(s, dout), static_cast<const float *>(lse), delta,
+          dense(s, orScratch(dqOut, 1, bytes)), dense(s, orScratch(dk, 2, bytes)),
+          dense(s, orScratch(dv, 3, bytes)), stream());
+      !st.ok())
+    fatal(("attention_grad: " + st.message()).c_str());
+}
+
+} // namespace merak::rt::gpu

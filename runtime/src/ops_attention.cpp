@@ -1,0 +1,144 @@
+//===- ops_attention.cpp - merak.attention and merak.attention_grad -------===//
+//
+// See merak_rt/ops.h; semantics of lib/Evaluator/EvalAttention.cpp. Each
+// (batch, head) slice is walked in tiles of kTile query rows, so the scores
+// in memory are one tile's [kTile, S] (per thread), never [T, S]:
+//   forward:  P = scale Q_t K^T (a GEMM over the keys the tile can see),
+//             per row the softmax over its keys (max, exp and the sum in
+//             double as the softmax kernel; masked keys 0), lse = max +
+//             log(sum), O_t = P V;
+//   backward: P = exp(scale Q_t K^T - lse) recomputed, Delta = rowsum(dO_t
+//             * O_t), dV += P^T dO_t, dS = P * (dO_t V^T - Delta),
+//             dQ_t = scale dS K, dK += scale dS^T Q_t.
+// Slices run in parallel (a slice's dK/dV accumulate over its tiles in one
+// thread); every product is a GEMM of kernels.h.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/kernels.h"
+#include "merak_rt/ops.h"
+
+#include "ops_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace merak::rt::cpu {
+using namespace detail;
+
+namespace {
+constexpr int64_t kTile = 64;
+
+/// The sizes of an attention call: `slices` (batch x head) of T queries and
+/// S keys, head dim D.
+struct AttnSizes {
+  int64_t slices = 1, t = 0, s = 0, d = 0;
+  AttnSizes(const char *what, DT type, const Dims &dq, int64_t keys) : s(keys) {
+    if (type != DT::F32)
+      fatal((std::string(what) + ": float32 tensors only").c_str());
+    if (dq.rank < 2)
+      fatal((std::string(what) + ": query must have rank >= 2").c_str());
+    t = dq.d[dq.rank - 2];
+    d = dq.d[dq.rank - 1];
+    for (int32_t i = 0; i < dq.rank - 2; ++i)
+      slices *= dq.d[i];
+  }
+  /// Keys query row r attends.
+  int64_t keysOf(int64_t r, bool causal) const { return causal ? std::min(r + 1, s) : s; }
+};
+} // namespace
+
+void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
+               int64_t keys, double scale, bool causal, void *o, void *lse) {
+  const AttnSizes z("attention", type, dq, keys);
+  const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
+              *V = static_cast<const float *>(v);
+  float *O = static_cast<float *>(o), *L = static_cast<float *>(lse);
+  if (z.slices * z.t * z.d == 0)
+    return;
+  parallelFor(z.slices, z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
+    float *p = scratch<float, 0>(kTile * z.s);
+    for (int64_t b = b0; b < b1; ++b) {
+      const float *qb = Q + b * z.t * z.d, *kb = K + b * z.s * z.d, *vb = V + b * z.s * z.d;
+      for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
+        const int64_t rows = std::min(kTile, z.t - r0);
+        const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
+        gemm(false, true, rows, seen, z.d, static_cast<float>(scale), qb + r0 * z.d, kb, 0.f,
+             p);
+        for (int64_t i = 0; i < rows; ++i) {
+          float *pr = p + i * seen;
+          const int64_t n = z.keysOf(r0 + i, causal);
+          const float m = rowMaxF32(pr, n);
+          const double sum = expSumRowF32(pr, m, pr, n);
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t c = 0; c < n; ++c)
+            pr[c] *= inv;
+          std::fill(pr + n, pr + seen, 0.f);
+          if (L)
+            L[b * z.t + r0 + i] = m + static_cast<float>(std::log(sum));
+        }
+        gemm(false, false, rows, z.d, seen, 1.f, p, vb, 0.f, O + (b * z.t + r0) * z.d);
+      }
+    }
+  });
+}
+
+void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
+                   int64_t keys, const void *o, const void *lse, const void *dout,
+                   double scale, bool causal, void *gq, void *gk, void *gv) {
+  const AttnSizes z("attention_grad", type, dq, keys);
+  const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
+              *V = static_cast<const float *>(v), *O = static_cast<const float *>(o),
+              *L = static_cast<const float *>(lse), *G = static_cast<const float *>(dout);
+  // A gradient nobody reads (null) still takes part in the sums.
+  std::vector<float> unread[3];
+  auto out = [&](void *ptr, int64_t n, int i) {
+    if (ptr)
+      return static_cast<float *>(ptr);
+    unread[i].resize(n);
+    return unread[i].data();
+  };
+  float *GQ = out(gq, z.slices * z.t * z.d, 0), *GK = out(gk, z.slices * z.s * z.d, 1),
+        *GV = out(gv, z.slices * z.s * z.d, 2);
+  std::fill(GK, GK + z.slices * z.s * z.d, 0.f);
+  std::fill(GV, GV + z.slices * z.s * z.d, 0.f);
+  if (z.slices * z.t * z.d == 0)
+    return;
+  const float sc = static_cast<float>(scale);
+  parallelFor(z.slices, 2 * z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
+    float *p = scratch<float, 0>(kTile * z.s);
+    float *dp = scratch<float, 1>(kTile * z.s);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t qOff = b * z.t * z.d, kOff = b * z.s * z.d;
+      for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
+        const int64_t rows = std::min(kTile, z.t - r0);
+        const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
+        const float *qt = Q + qOff + r0 * z.d, *gt = G + qOff + r0 * z.d,
+                    *ot = O + qOff + r0 * z.d;
+        gemm(false, true, rows, seen, z.d, sc, qt, K + kOff, 0.f, p);
+        gemm(false, true, rows, seen, z.d, 1.f, gt, V + kOff, 0.f, dp);
+        for (int64_t i = 0; i < rows; ++i) {
+          float *pr = p + i * seen, *dpr = dp + i * seen;
+          const int64_t n = z.keysOf(r0 + i, causal);
+          const float l = L[b * z.t + r0 + i];
+          double delta = 0;
+          for (int64_t j = 0; j < z.d; ++j)
+            delta += static_cast<double>(gt[i * z.d + j]) * ot[i * z.d + j];
+          const float dl = static_cast<float>(delta);
+          for (int64_t c = 0; c < n; ++c) {
+            pr[c] = fexp(pr[c] - l);
+            dpr[c] = pr[c] * (dpr[c] - dl);
+          }
+          std::fill(pr + n, pr + seen, 0.f);
+          std::fill(dpr + n, dpr + seen, 0.f);
+        }
+        gemm(true, false, seen, z.d, rows, 1.f, p, gt, 1.f, GV + kOff);
+        gemm(false, false, rows, z.d, seen, sc, dp, K + kOff, 0.f, GQ + qOff + r0 * z.d);
+        gemm(true, false, seen, z.d, rows, sc, dp, qt, 1.f, GK + kOff);
+      }
+    }
+  });
+}
+
+} // namespace merak::rt::cpu

@@ -1,0 +1,147 @@
+//===- ops_attention_test.cpp - attention kernels against a direct sum ----===//
+//
+// cpu::attention / attentionGrad against loops in double written here from
+// the definition (the probabilities materialised, the gradient through the
+// softmax Jacobian, not the kernels' Delta shortcut): causal and unmasked,
+// several query tiles with a partial last one (T = 150 over tiles of 64),
+// more keys than queries, results left unwritten (null), and zero-sized
+// inputs.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace cpu = merak::rt::cpu;
+using cpu::Dims;
+using cpu::DT;
+
+namespace {
+
+struct Case {
+  int64_t slices, t, s, d;
+  bool causal;
+  double scale;
+};
+
+std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float &x : v)
+    x = u(g);
+  return v;
+}
+
+struct Reference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+Reference reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k,
+                    const std::vector<float> &v, const std::vector<float> &g) {
+  Reference r;
+  r.o.assign(c.slices * c.t * c.d, 0);
+  r.lse.assign(c.slices * c.t, 0);
+  r.dq.assign(c.slices * c.t * c.d, 0);
+  r.dk.assign(c.slices * c.s * c.d, 0);
+  r.dv.assign(c.slices * c.s * c.d, 0);
+  std::vector<double> p(c.s), dp(c.s);
+  for (int64_t b = 0; b < c.slices; ++b)
+    for (int64_t i = 0; i < c.t; ++i) {
+      const int64_t n = c.causal ? i + 1 : c.s;
+      double m = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double x = 0;
+        for (int64_t e = 0; e < c.d; ++e)
+          x += double(q[(b * c.t + i) * c.d + e]) * k[(b * c.s + j) * c.d + e];
+        p[j] = c.scale * x;
+        m = std::max(m, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(p[j] - m);
+      r.lse[b * c.t + i] = m + std::log(sum);
+      for (int64_t j = 0; j < n; ++j)
+        p[j] = std::exp(p[j] - m) / sum;
+      const float *gi = &g[(b * c.t + i) * c.d];
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double x = 0;
+        for (int64_t e = 0; e < c.d; ++e) {
+          r.o[(b * c.t + i) * c.d + e] += p[j] * v[(b * c.s + j) * c.d + e];
+          x += double(gi[e]) * v[(b * c.s + j) * c.d + e];
+        }
+        dp[j] = x;
+        dot += p[j] * x;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const double ds = p[j] * (dp[j] - dot) * c.scale;
+        for (int64_t e = 0; e < c.d; ++e) {
+          r.dv[(b * c.s + j) * c.d + e] += p[j] * gi[e];
+          r.dq[(b * c.t + i) * c.d + e] += ds * k[(b * c.s + j) * c.d + e];
+          r.dk[(b * c.s + j) * c.d + e] += ds * q[(b * c.t + i) * c.d + e];
+        }
+      }
+    }
+  return r;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<double> &want,
+                 const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (double w : want)
+    scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5 * (1.0 + std::fabs(want[i])) + 1e-6 * scale)
+        << what << " at " << i;
+}
+
+void check(const Case &c) {
+  std::mt19937_64 g(0xA77Eu + c.t * 131 + c.s);
+  auto q = randf(c.slices * c.t * c.d, g), k = randf(c.slices * c.s * c.d, g),
+       v = randf(c.slices * c.s * c.d, g), dO = randf(c.slices * c.t * c.d, g);
+  Reference want = reference(c, q, k, v, dO);
+  Dims dq;
+  dq.rank = 3;
+  dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
+  std::vector<float> o(q.size()), lse(c.slices * c.t);
+  cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
+                 lse.data());
+  expectClose(o, want.o, "o");
+  expectClose(lse, want.lse, "lse");
+  std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN);
+  cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
+                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data());
+  expectClose(gq, want.dq, "dq");
+  expectClose(gk, want.dk, "dk");
+  expectClose(gv, want.dv, "dv");
+  // Unread results (null) do not change the others.
+  std::vector<float> o2(q.size()), gk2(k.size());
+  cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o2.data(),
+                 nullptr);
+  EXPECT_EQ(o2, o);
+  cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
+                     dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr);
+  EXPECT_EQ(gk2, gk);
+}
+
+TEST(OpsAttention, CausalSeveralTiles) { check({3, 150, 150, 32, true, 0.17}); }
+TEST(OpsAttention, CausalOneTile) { check({2, 16, 16, 16, true, 0.25}); }
+TEST(OpsAttention, UnmaskedMoreKeysThanQueries) { check({2, 70, 130, 16, false, 0.3}); }
+TEST(OpsAttention, CausalExactTiles) { check({1, 128, 128, 64, true, 0.125}); }
+
+TEST(OpsAttention, ZeroSized) {
+  Dims dq;
+  dq.rank = 3;
+  dq.d[0] = 0, dq.d[1] = 4, dq.d[2] = 16;
+  cpu::attention(DT::F32, nullptr, dq, nullptr, nullptr, 4, 1.0, true, nullptr, nullptr);
+  cpu::attentionGrad(DT::F32, nullptr, dq, nullptr, nullptr, 4, nullptr, nullptr, nullptr, 1.0,
+                     true, nullptr, nullptr, nullptr);
+}
+
+} // namespace

@@ -1,0 +1,39 @@
+// RUN: %python %S/Inputs/gradcheck.py %s | FileCheck %s
+
+// Finite-difference checks of merak.attention's rule (merak.attention_grad,
+// which recomputes the probabilities from the saved log-sum-exp): causal
+// self-attention over (batch, head) slices, and unmasked attention with more
+// keys than queries and a value width different from the head dim. The
+// upstream gradient is random (the %w argument).
+
+// CHECK: case 0: PASS
+// CHECK: case 1: PASS
+// CHECK: gradcheck: all 2 cases passed
+
+merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
+merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
+merak.param @v : tensor<2x1x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]]], [[[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4]]]]> : tensor<2x1x3x2xf64>
+func.func @forward(%w: tensor<2x1x3x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x1x3x2xf64>
+  %k = merak.get_param @k : tensor<2x1x3x2xf64>
+  %v = merak.get_param @v : tensor<2x1x3x2xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 0.7 causal : tensor<2x1x3x2xf64>, tensor<2x1x3x2xf64>, tensor<2x1x3x2xf64> -> tensor<2x1x3x2xf64>, tensor<2x1x3xf64>
+  %1 = merak.mul %o, %w : tensor<2x1x3x2xf64>, tensor<2x1x3x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x1x3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<2x2x3xf64> = dense<[[[0.3, -1.2, 0.5], [0.7, 1.5, -0.2]], [[-0.4, 0.9, 0.1], [0.25, -0.6, 0.8]]]> : tensor<2x2x3xf64>
+merak.param @k : tensor<2x4x3xf64> = dense<[[[-0.5, 0.2, 0.3], [0.9, -0.3, 0.6], [0.4, 1.1, -0.7], [0.2, 0.1, 0.05]], [[1.2, 0.35, -0.4], [-0.7, 0.6, 0.9], [0.15, -0.95, 0.3], [0.5, 0.5, -0.5]]]> : tensor<2x4x3xf64>
+merak.param @v : tensor<2x4x2xf64> = dense<[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3], [1.0, -1.0]], [[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4], [0.3, 0.2]]]> : tensor<2x4x2xf64>
+func.func @forward(%w: tensor<2x2x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x2x3xf64>
+  %k = merak.get_param @k : tensor<2x4x3xf64>
+  %v = merak.get_param @v : tensor<2x4x2xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 1.3 : tensor<2x2x3xf64>, tensor<2x4x3xf64>, tensor<2x4x2xf64> -> tensor<2x2x2xf64>, tensor<2x2xf64>
+  %1 = merak.mul %o, %w : tensor<2x2x2xf64>, tensor<2x2x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2] : tensor<2x2x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}

@@ -1,0 +1,87 @@
+// RUN: merak-opt %s -split-input-file -verify-diagnostics
+
+func.func @f16(%q: tensor<2x4x16xf16>) -> tensor<2x4x16xf16> {
+  // expected-error @+1 {{query must be a float32 or float64 tensor}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xf16>, tensor<2x4x16xf16>, tensor<2x4x16xf16> -> tensor<2x4x16xf16>, tensor<2x4xf16>
+  return %o : tensor<2x4x16xf16>
+}
+
+// -----
+
+func.func @mixed(%q: tensor<2x4x16xf32>, %k: tensor<2x4x16xf64>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{key and value must have query's element type 'f32'}}
+  %o, %l = merak.attention %q, %k, %k scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf64>, tensor<2x4x16xf64> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @batch_mismatch(%q: tensor<2x4x16xf32>, %k: tensor<3x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{must have equal leading (batch, head) dimensions}}
+  %o, %l = merak.attention %q, %k, %k scale = 1.0 : tensor<2x4x16xf32>, tensor<3x4x16xf32>, tensor<3x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @head_dim(%q: tensor<2x4x16xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{key's last dimension 8 must equal query's 16}}
+  %o, %l = merak.attention %q, %k, %v scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x8xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @value_rows(%q: tensor<2x4x16xf32>, %k: tensor<2x6x16xf32>, %v: tensor<2x5x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{value has 5 rows but key has 6}}
+  %o, %l = merak.attention %q, %k, %v scale = 1.0 : tensor<2x4x16xf32>, tensor<2x6x16xf32>, tensor<2x5x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @causal_lengths(%q: tensor<2x4x16xf32>, %k: tensor<2x6x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{causal attention needs as many keys as queries, got 6 keys for 4 queries}}
+  %o, %l = merak.attention %q, %k, %k scale = 1.0 causal : tensor<2x4x16xf32>, tensor<2x6x16xf32>, tensor<2x6x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @lse_type(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{lse type 'tensor<2x4x1xf32>' must be 'tensor<2x4xf32>'}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x1xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @result_type(%q: tensor<2x4x16xf32>, %v: tensor<2x4x32xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{result type 'tensor<2x4x16xf32>' must be 'tensor<2x4x32xf32>'}}
+  %o, %l = merak.attention %q, %q, %v scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x32xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @scale_inf(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{scale must be finite}}
+  %o, %l = merak.attention %q, %q, %q scale = 0x7FF0000000000000 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @grad_type(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>, %g: tensor<2x4x32xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{grad type 'tensor<2x4x32xf32>' must equal the result type 'tensor<2x4x16xf32>'}}
+  %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %g scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x32xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return %dq : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @grad_results(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{gradient types must equal query, key and value's}}
+  %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q scale = 1.0 causal : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x8x16xf32>
+  return %dq : tensor<2x4x16xf32>
+}

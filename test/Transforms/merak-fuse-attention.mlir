@@ -1,0 +1,185 @@
+// RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias" -canonicalize | FileCheck %s
+
+// GPT-2's export: k transposed by the head split, the scale multiplied, the
+// causal mask a frozen tril buffer compared with 0, masked scores -inf.
+// CHECK-LABEL: func.func @gpt2_causal
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x3x4x16xf32>, %[[KT:.*]]: tensor<2x3x16x4xf32>, %[[V:.*]]: tensor<2x3x4x16xf32>)
+// CHECK-NEXT: %[[K:.*]] = merak.transpose %[[KT]] perm = [0, 1, 3, 2]
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = merak.attention %[[Q]], %[[K]], %[[V]] scale = 2.500000e-01 causal
+// CHECK-SAME: -> tensor<2x3x4x16xf32>, tensor<2x3x4xf32>
+// CHECK-NEXT: return %[[O]]
+merak.param @h.0.attn.bias : tensor<1x1x4x4xf32> = dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
+func.func @gpt2_causal(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %bias = merak.get_param @h.0.attn.bias : tensor<1x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x3x4x4xf32>, tensor<f32>
+  %c = merak.eq %bias, %zero : tensor<1x1x4x4xf32>, tensor<f32>
+  %m = merak.where %c, %ninf, %ss : tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// SDPA's spelling: a constant additive mask (0 / finfo.min), the scale as a
+// division, keys already [.., T, D] and transposed by a transpose that the
+// fused op's own transpose cancels.
+// CHECK-LABEL: func.func @additive_mask_div
+// CHECK-SAME: (%[[Q:.*]]: tensor<3x4x32xf32>, %[[K:.*]]: tensor<3x4x32xf32>, %[[V:.*]]: tensor<3x4x32xf32>)
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = merak.attention %[[Q]], %[[K]], %[[V]] scale = 1.250000e-01 causal
+// CHECK-NEXT: return %[[O]]
+func.func @additive_mask_div(%q: tensor<3x4x32xf32>, %k: tensor<3x4x32xf32>, %v: tensor<3x4x32xf32>) -> tensor<3x4x32xf32> {
+  %eight = merak.constant dense<8.0> : tensor<f32>
+  %mask = merak.constant dense<[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %kt = merak.transpose %k perm = [0, 2, 1] : tensor<3x4x32xf32> to tensor<3x32x4xf32>
+  %s = merak.matmul %q, %kt : tensor<3x4x32xf32>, tensor<3x32x4xf32> -> tensor<3x4x4xf32>
+  %ss = merak.div %s, %eight : tensor<3x4x4xf32>, tensor<f32>
+  %m = merak.add %ss, %mask : tensor<3x4x4xf32>, tensor<4x4xf32>
+  %p = merak.softmax %m axis = 2 : tensor<3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<3x4x4xf32>, tensor<3x4x32xf32> -> tensor<3x4x32xf32>
+  return %o : tensor<3x4x32xf32>
+}
+
+// -----
+
+// No mask, no scale: bidirectional attention with scale 1.
+// CHECK-LABEL: func.func @unmasked
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 :
+// CHECK-NOT: merak.softmax
+func.func @unmasked(%q: tensor<1x2x4x64xf32>, %kt: tensor<1x2x64x4xf32>, %v: tensor<1x2x4x64xf32>) -> tensor<1x2x4x64xf32> {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x64xf32>, tensor<1x2x64x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x64xf32> -> tensor<1x2x4x64xf32>
+  return %o : tensor<1x2x4x64xf32>
+}
+
+// -----
+
+// The mask is a parameter that trains (not frozen): its value may change,
+// so nothing is fused.
+// CHECK-LABEL: func.func @trainable_mask
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+merak.param @h.0.attn.mask : tensor<1x1x4x4xf32> = dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
+func.func @trainable_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %bias = merak.get_param @h.0.attn.mask : tensor<1x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %c = merak.eq %bias, %zero : tensor<1x1x4x4xf32>, tensor<f32>
+  %m = merak.where %c, %ninf, %s : tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// A frozen mask that is not causal (a sliding window of two keys).
+// CHECK-LABEL: func.func @window_mask
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+merak.param @h.1.attn.bias : tensor<1x1x4x4xf32> = dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
+func.func @window_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %bias = merak.get_param @h.1.attn.bias : tensor<1x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %c = merak.eq %bias, %zero : tensor<1x1x4x4xf32>, tensor<f32>
+  %m = merak.where %c, %ninf, %s : tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// Not fused: the probabilities are also returned (they would have to be
+// materialised anyway), a head dim the CUDA kernel lacks (8), a masked fill
+// that does not underflow (-1), an additive bias that is not a mask.
+// CHECK-LABEL: func.func @probs_used
+// CHECK-NOT: merak.attention
+// CHECK-LABEL: func.func @head_dim_8
+// CHECK-NOT: merak.attention
+// CHECK-LABEL: func.func @small_fill
+// CHECK-NOT: merak.attention
+// CHECK-LABEL: func.func @alibi_like
+// CHECK-NOT: merak.attention
+func.func @probs_used(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> (tensor<1x2x4x16xf32>, tensor<1x2x4x4xf32>) {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o, %p : tensor<1x2x4x16xf32>, tensor<1x2x4x4xf32>
+}
+func.func @head_dim_8(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x2x8x4xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+func.func @small_fill(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %c = merak.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %fill = merak.constant dense<-1.0> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m = merak.where %c, %s, %fill : tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+func.func @alibi_like(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %bias = merak.constant dense<[[0.0, -1.0e9, -1.0e9, -1.0e9], [-1.0, 0.0, -1.0e9, -1.0e9], [-2.0, -1.0, 0.0, -1.0e9], [-3.0, -2.0, -1.0, 0.0]]> : tensor<4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m = merak.add %s, %bias : tensor<1x2x4x4xf32>, tensor<4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// A where whose condition keeps where true: where(tril, scores, -inf) with a
+// boolean constant mask, written with the keep polarity.
+// CHECK-LABEL: func.func @keep_polarity
+// CHECK: merak.attention %{{.*}} scale = 1.000000e+00 causal
+func.func @keep_polarity(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %c = merak.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %fill = merak.constant dense<-1.0e9> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m = merak.where %c, %s, %fill : tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// torch.onnx folds the sliced causal buffer into a boolean dense_resource
+// constant shared by every layer: both attentions fuse.
+// CHECK-LABEL: func.func @resource_mask
+// CHECK-COUNT-2: merak.attention {{.*}} causal
+// CHECK-NOT: merak.softmax
+func.func @resource_mask(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %c = merak.constant dense_resource<tril4> : tensor<1x1x4x4xi1>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m = merak.where %c, %s, %ninf : tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  %s2 = merak.matmul %o, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m2 = merak.where %c, %s2, %ninf : tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %p2 = merak.softmax %m2 axis = 3 : tensor<1x2x4x4xf32>
+  %o2 = merak.matmul %p2, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o2 : tensor<1x2x4x16xf32>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      tril4: "0x0100000001000000010100000101010001010101"
+    }
+  }
+#-}
