@@ -25,6 +25,8 @@
 #              and --tp 2, mpirun -np 2 on the one GPU (host-staged MPI
 #              collectives) vs the CPU programs, losses within 1e-3 over 10
 #              steps (test/cuda/cuda_program_check.py par-vs-cpu-*)
+#   parallel-pp2-1f1b  the same for the pipelined program (--pp 2, 4
+#              micro-batches, 1F1B; stage messages host-staged over MPI)
 #   torch      otherwise: the PyTorch GPT-2 124M baseline alone
 #              (bench/gpu/torch_ref.py)
 # --quick: fewer repetitions and steps, batch 8 for GPT-2, no full build
@@ -38,7 +40,7 @@ QUICK=0
 for a in "$@"; do
   case $a in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $a"; exit 2 ;;
   esac
 done
@@ -164,11 +166,11 @@ fi
 if [ -z "$PY" ]; then
   note "e2e/torch: SKIP (no python3 with torch)"
 elif [ "$E2E" = 1 ]; then
-  # dp 2 and tp 2 of the small GPT under mpirun -np 2 (one GPU: the
-  # host-staged MPI collectives) vs the CPU programs, 10 steps, 1e-3; short,
-  # so before e2e.
+  # dp 2, tp 2 and pp 2 (1F1B, 4 micro-batches) of the small GPT under
+  # mpirun -np 2 (one GPU: the host-staged MPI collectives and stage
+  # messages) vs the CPU programs, 10 steps, 1e-3; short, so before e2e.
   if command -v mpirun >/dev/null 2>&1; then
-    for mesh in dp2 tp2; do
+    for mesh in dp2 tp2 pp2-1f1b; do
       MERAK_COMM_TIMEOUT=20 phase "parallel-$mesh" 90 "$PY" test/cuda/cuda_program_check.py \
         --bin "$OUT/build/bin" --src "$ROOT" --workdir "$OUT/parallel-$mesh" "par-vs-cpu-$mesh"
       grep -E "^(ok|FAIL|train: GPU collectives)" "$OUT/parallel-$mesh.log" \

@@ -248,12 +248,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
 
 LogicalResult mlir::merak::emitProgramSource(ModuleOp module, const ProgramInfo &info,
                                              llvm::raw_ostream &os) {
-  if (isPipelineModule(module)) {
-    if (info.target != "cpu")
-      return module.emitError("a pipelined program is not yet supported with --target ")
-             << info.target;
+  if (isPipelineModule(module))
     return emitPipelineProgramSource(module, info, os);
-  }
   PassManager pm(module.getContext());
   MerakToEmitCOptions opts;
   opts.entry = info.entry;

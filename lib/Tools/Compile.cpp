@@ -217,9 +217,6 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
       opts.pp > 1 || opts.microbatches > 1 || *recomputeMode != RecomputeMode::None;
   if (opts.target != "cpu" && opts.target != "cuda")
     return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
-  if (opts.target == "cuda" && pipelined)
-    return fail("--target cuda with --pp/--microbatches/--recompute is not yet supported (the "
-                "pipeline runner is CPU-only); --dp, --tp and --zero work");
   const bool report = !opts.report.empty();
   if (report && !opts.compileToGiven)
     compileTo = Phase::Training;

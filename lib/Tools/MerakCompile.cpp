@@ -117,7 +117,8 @@ struct CommandLine {
       "target",
       cl::desc("Where the program runs: cpu (default; OpenBLAS + MPI) or cuda (NVIDIA GPUs "
                "through the CUDA runtime, one per rank; --dp/--tp/--zero with NCCL or "
-               "host-staged MPI collectives; no pipelines yet)"),
+               "host-staged MPI collectives; pipelines with stage messages host-staged "
+               "over MPI)"),
       cl::init("cpu"), cl::cat(cat)};
   cl::opt<std::string> schedule{
       "schedule",
@@ -221,6 +222,11 @@ struct CommandLine {
       cl::init("auto"), cl::cat(cat)};
   cl::opt<std::string> reportFile{"report-file", cl::desc("Write --report here (default stdout)"),
                                   cl::value_desc("file"), cl::init("-"), cl::cat(cat)};
+  cl::opt<std::string> runtimeDir{
+      "runtime-dir",
+      cl::desc("--compile-to=binary: link with the runtime in DIR (DIR/include and DIR/lib as "
+               "`cmake --install` lays them out) instead of the build tree's"),
+      cl::value_desc("DIR"), cl::init(""), cl::cat(cat)};
 };
 
 } // namespace
@@ -263,6 +269,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;
   o.target = opts.target;
+  o.runtimeDir = opts.runtimeDir;
   o.vocabParallel = opts.vocabParallel.getNumOccurrences() ? (opts.vocabParallel ? 1 : 0) : -1;
   o.schedule = opts.schedule;
   o.virtualStages = opts.virtualStages;

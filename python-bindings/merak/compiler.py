@@ -80,7 +80,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     `memory_per_device` bytes, or the memory of `device_profile`, a
     profiles/*.json path); the Program's dp/tp/pp and `plan` (the report's
     "planner" object) say what it chose. target ("cpu"|"cuda": the
-    executable runs on a GPU per rank; dp/tp/zero work, pipelines do not). `workdir` keeps the
+    executable runs on a GPU per rank; dp/tp/zero and pipelines work). `workdir` keeps the
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
     Raises CompileError with the compiler's diagnostics on failure.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <new>
 #include <stdexcept>
@@ -94,18 +95,38 @@ struct Instr {
 /// Tags of the tied-parameter gradient exchange; message tags stay below.
 constexpr int kTiedTagBase = 30000;
 
-struct AlignedFree {
-  void operator()(char *p) const { std::free(p); }
+/// A buffer of a PipelineMemory, given back to it when dropped.
+struct Releaser {
+  PipelineMemory *memory = nullptr;
+  bool host = false;
+  void operator()(char *p) const { memory->release(p, host); }
 };
-using Bytes = std::unique_ptr<char, AlignedFree>;
-Bytes allocate(uint64_t bytes) {
-  void *p = nullptr;
-  uint64_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
-  if (::posix_memalign(&p, 64, n) != 0 || !p)
-    throw std::bad_alloc();
-  std::memset(p, 0, n);
-  return Bytes(static_cast<char *>(p));
-}
+using Bytes = std::unique_ptr<char, Releaser>;
+
+/// Host memory (the CPU program): 64-byte aligned, zeroed.
+class HostMemory final : public PipelineMemory {
+public:
+  const char *name() const override { return "host"; }
+  bool hostResident() const override { return true; }
+  char *allocate(uint64_t bytes, bool) override {
+    void *p = nullptr;
+    uint64_t n = bytes ? (bytes + 63) / 64 * 64 : 64;
+    if (::posix_memalign(&p, 64, n) != 0 || !p)
+      return nullptr;
+    std::memset(p, 0, n);
+    return static_cast<char *>(p);
+  }
+  void release(char *p, bool) override { std::free(p); }
+  Status copy(void *dst, const void *src, uint64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status();
+  }
+  Status zero(void *dst, uint64_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return Status();
+  }
+  Status synchronize() override { return Status(); }
+};
 
 double readScalar(const char *p, bool f64) {
   if (f64) {
@@ -117,19 +138,17 @@ double readScalar(const char *p, bool f64) {
   std::memcpy(&v, p, 4);
   return v;
 }
-void writeScalar(char *p, bool f64, double value) {
-  if (f64) {
-    std::memcpy(p, &value, 8);
-  } else {
-    float v = static_cast<float>(value);
-    std::memcpy(p, &v, 4);
-  }
-}
 
 } // namespace
 
+PipelineMemory &hostPipelineMemory() {
+  static HostMemory memory;
+  return memory;
+}
+
 struct PipelineRunner::Impl {
   Comm *comm = nullptr;
+  PipelineMemory *memory = &hostPipelineMemory();
   /// Model stages, of which this rank runs `chunks` (interleaved 1F1B:
   /// virtual stages): chunk c is model stage c * ranks + rank.
   int64_t stages = 1, ranks = 1, chunks = 1, microbatches = 1, rank = 0, dp = 1;
@@ -140,15 +159,22 @@ struct PipelineRunner::Impl {
   // micro-batch first needs one and given back when it is done with it, so
   // each pool grows to the micro-batches in flight (1F1B: min(m, stages -
   // stage)), not to m.
+  // Messages are host buffers when the memory is not (staged over MPI).
   struct Kept {
     uint64_t bytes = 0;
+    bool message = false;
     std::vector<Bytes> pool;
     std::vector<char *> free, of;
-    char *take(int64_t mb) {
+    /// mb's buffer; nullptr when a new one cannot be allocated.
+    char *take(int64_t mb, PipelineMemory &memory) {
       if (!of[mb]) {
         if (free.empty()) {
-          pool.push_back(allocate(bytes));
-          free.push_back(pool.back().get());
+          bool host = message && !memory.hostResident();
+          char *p = memory.allocate(bytes, host);
+          if (!p)
+            return nullptr;
+          pool.push_back(Bytes(p, Releaser{&memory, host}));
+          free.push_back(p);
         }
         of[mb] = free.back();
         free.pop_back();
@@ -203,12 +229,28 @@ struct PipelineRunner::Impl {
   /// Sends whose buffers are back in their pools; the others stay pending.
   void reapSends();
   Status waitSends();
-  double lossSum = 0;
+  /// The loss of every loss-producing fragment of a step, in program
+  /// order, copied out of A as the fragments run (sized when parsed, so
+  /// that pending device -> host copies never see it move) and summed at
+  /// the end of the step; and host copies of the values the step writes
+  /// into A, which must outlive their copies.
+  std::vector<char> losses;
+  size_t lossCount = 0;
+  std::vector<bool> lossF64;
+  int64_t stepValue = 0;
+  double lossMean = 0;
+  float lossMeanF32 = 0;
 
   void parse(const json::Value &root);
   Status run(char *A, char *P, const char *C, int64_t step);
-  void copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
-  Status compute(const Instr &in, char *A, char *P, const char *C);
+  Status copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
+  /// An allocation failure of `what` (bytes) as a Status.
+  Status noMemory(const std::string &what, uint64_t bytes) const {
+    return Status::error("cannot allocate " + std::to_string(bytes) + " bytes of " + what +
+                         " buffers (" + memory->name() + " memory) on pipeline rank " +
+                         std::to_string(rank));
+  }
+  Status compute(const Instr &in, char *A, char *P, const char *C, size_t &lossIndex);
   Status update(char *A, char *P, const char *C, int64_t step);
   /// Message tag of the activations (grad = false) or gradients into model
   /// stage `to` for micro-batch `mb`; below the tied-exchange tags.
@@ -286,6 +328,8 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     for (Kept *b : {&ch.actIn, &ch.actOut, &ch.cotIn, &ch.cotOut, &ch.kept[0], &ch.kept[1],
                     &ch.kept[2]})
       b->of.assign(microbatches, nullptr);
+    for (Kept *b : {&ch.actIn, &ch.actOut, &ch.cotIn, &ch.cotOut})
+      b->message = true;
     ch.recvAct.resize(microbatches);
     ch.recvGrad.resize(microbatches);
   }
@@ -319,6 +363,12 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
         it->frag = last->second;
     }
   }
+  for (const Instr &in : program)
+    if (in.frag >= 0)
+      for (const Slot &r : fragments[in.frag].results)
+        if (r.kind == "loss")
+          lossF64.push_back(r.f64), ++lossCount;
+  losses.assign(8 * lossCount, 0);
 
   std::map<std::string, Tensor> params;
   for (const json::Value &p : at(root, "params").array)
@@ -363,7 +413,7 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
       haveLoss = true;
 }
 
-void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
+Status PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
   for (const Slot &s : f.args) {
     const char *src = nullptr;
     if (s.kind == "tokens")
@@ -379,15 +429,18 @@ void PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64
     else if (int k = keptKind(s.kind); k >= 0)
       src = ch.kept[k].of[mb] + s.msgOffset;
     if (src)
-      std::memcpy(A + s.offset, src, s.bytes);
+      if (Status st = memory->copy(A + s.offset, src, s.bytes); !st.ok())
+        return st;
   }
+  return Status();
 }
 
 /// Runs a compute instruction's fragment for its micro-batch: kept buffers it
 /// writes are taken from their pools, those it reads must hold an earlier
 /// fragment's values, and after the micro-batch's last fragment every
 /// buffer it holds goes back.
-Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const char *C) {
+Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const char *C,
+                                     size_t &lossIndex) {
   Chunk &ch = mine[in.chunk];
   const int64_t mb = in.mb, k = in.frag;
   const Fragment &f = fragments[k];
@@ -402,28 +455,41 @@ Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const ch
                            " values no earlier instruction provided");
   }
   for (const Slot &s : f.results) {
-    if (int c = keptKind(s.kind); c >= 0)
-      ch.kept[c].take(mb);
-    else if (s.kind == "act" || s.kind == "cot") {
-      Kept &out = s.kind == "act" ? ch.actOut : ch.cotOut;
-      if (out.free.empty())
+    Kept *to = nullptr;
+    if (int c = keptKind(s.kind); c >= 0) {
+      to = &ch.kept[c];
+    } else if (s.kind == "act" || s.kind == "cot") {
+      to = s.kind == "act" ? &ch.actOut : &ch.cotOut;
+      if (to->free.empty())
         reapSends();
-      out.take(mb);
     }
+    if (to && !to->take(mb, *memory))
+      return noMemory(s.kind, to->bytes);
   }
-  copyArgs(f, ch, A, mb);
+  if (Status st = copyArgs(f, ch, A, mb); !st.ok())
+    return st;
   merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results) {
+    char *dst = nullptr;
     if (s.kind == "act")
-      std::memcpy(ch.actOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
+      dst = ch.actOut.of[mb] + s.msgOffset;
     else if (s.kind == "cot")
-      std::memcpy(ch.cotOut.of[mb] + s.msgOffset, A + s.offset, s.bytes);
+      dst = ch.cotOut.of[mb] + s.msgOffset;
     else if (int c = keptKind(s.kind); c >= 0)
-      std::memcpy(ch.kept[c].of[mb] + s.msgOffset, A + s.offset, s.bytes);
-    else if (s.kind == "loss")
-      lossSum += readScalar(A + s.offset, s.f64);
+      dst = ch.kept[c].of[mb] + s.msgOffset;
+    else if (s.kind == "loss" && lossIndex < lossCount)
+      dst = losses.data() + 8 * lossIndex++;
+    if (dst)
+      if (Status st = memory->copy(dst, A + s.offset, s.kind == "loss" ? (s.f64 ? 8 : 4) : s.bytes);
+          !st.ok())
+        return st;
   }
   if (in.releases) {
+    // A staged receive's buffer may be read by a host -> device copy still
+    // in flight; it goes back (and MPI may write it) only after that.
+    if (!memory->hostResident() && (ch.actIn.of[mb] || ch.cotIn.of[mb]))
+      if (Status st = memory->synchronize(); !st.ok())
+        return st;
     for (Kept &pool : ch.kept)
       pool.give(mb);
     ch.actIn.give(mb);
@@ -457,7 +523,9 @@ Status PipelineRunner::Impl::waitSends() {
 
 Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t step) {
   // Tied parameters: every holder gets every other holder's accumulator
-  // and sums them all in stage order.
+  // and sums them all in stage order (on the host; a device accumulator
+  // is copied out first and the sum copied back).
+  const bool resident = memory->hostResident();
   for (size_t i = 0; i < shared.size(); ++i) {
     const Shared &sh = shared[i];
     bool holds = false;
@@ -465,21 +533,34 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
       holds |= s == rank;
     if (!holds || sh.stages.size() < 2)
       continue;
+    std::vector<char> staged;
+    const char *mine = P + sh.acc.offset;
+    if (!resident) {
+      staged.resize(sh.acc.bytes);
+      if (Status s = memory->copy(staged.data(), mine, sh.acc.bytes); !s.ok())
+        return s;
+      if (Status s = memory->synchronize(); !s.ok())
+        return s;
+      mine = staged.data();
+    }
     std::vector<Bytes> theirs(sh.stages.size());
     std::vector<Comm::Request> reqs;
     int tag = kTiedTagBase + static_cast<int>(i % 2000);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
       if (sh.stages[h] == rank)
         continue;
-      theirs[h] = allocate(sh.acc.bytes);
+      theirs[h] = Bytes(hostPipelineMemory().allocate(sh.acc.bytes, true),
+                        Releaser{&hostPipelineMemory(), true});
+      if (!theirs[h])
+        return noMemory("tied-gradient", sh.acc.bytes);
       reqs.push_back(comm->recv(Axis::PP, sh.stages[h], theirs[h].get(), sh.acc.bytes, tag));
-      reqs.push_back(comm->send(Axis::PP, sh.stages[h], P + sh.acc.offset, sh.acc.bytes, tag));
+      reqs.push_back(comm->send(Axis::PP, sh.stages[h], mine, sh.acc.bytes, tag));
     }
     if (Status s = comm->waitAll(reqs, "exchange of tied-parameter gradients"); !s.ok())
       return s;
     std::vector<char> sum(sh.acc.bytes);
     for (size_t h = 0; h < sh.stages.size(); ++h) {
-      const char *src = sh.stages[h] == rank ? P + sh.acc.offset : theirs[h].get();
+      const char *src = sh.stages[h] == rank ? mine : theirs[h].get();
       if (h == 0) {
         std::memcpy(sum.data(), src, sh.acc.bytes);
         continue;
@@ -496,39 +577,51 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
           d[e] += x[e];
       }
     }
-    std::memcpy(P + sh.acc.offset, sum.data(), sh.acc.bytes);
+    if (Status s = memory->copy(P + sh.acc.offset, sum.data(), sh.acc.bytes); !s.ok())
+      return s;
+    // `sum` is a host source: the copy must be done before it goes.
+    if (!resident)
+      if (Status s = memory->synchronize(); !s.ok())
+        return s;
   }
   int64_t k = updateFragment;
   const Fragment &f = fragments[k];
+  stepValue = step;
   for (const Slot &s : f.args)
     if (s.kind == "step")
-      std::memcpy(A + s.offset, &step, sizeof(step));
+      if (Status st = memory->copy(A + s.offset, &stepValue, sizeof(stepValue)); !st.ok())
+        return st;
   merak_run_fragment(k, A, P, C);
   for (const Slot &s : f.results)
     if (s.kind == "grad_norm" || s.kind == "lr")
-      std::memcpy(A + s.outOffset, A + s.offset, s.bytes);
+      if (Status st = memory->copy(A + s.outOffset, A + s.offset, s.bytes); !st.ok())
+        return st;
   return Status();
 }
 
 
 Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) {
   for (const Tensor &t : accumulators)
-    std::memset(P + t.offset, 0, t.bytes);
-  lossSum = 0;
+    if (Status s = memory->zero(P + t.offset, t.bytes); !s.ok())
+      return s;
+  const bool resident = memory->hostResident();
+  size_t lossIndex = 0;
   const int prev = static_cast<int>((rank + ranks - 1) % ranks),
             next = static_cast<int>((rank + 1) % ranks);
   for (const Instr &in : program) {
     int64_t mb = in.mb;
     Chunk &ch = mine[in.chunk];
-    if (in.op == "recv-act") {
-      ch.recvAct[mb] = comm->recv(Axis::PP, prev, ch.actIn.take(mb), ch.actIn.bytes,
-                                  tag(ch.stage, mb, false));
+    if (in.op == "recv-act" || in.op == "recv-grad") {
+      bool act = in.op == "recv-act";
+      Kept &into = act ? ch.actIn : ch.cotIn;
+      char *buffer = into.take(mb, *memory);
+      if (!buffer)
+        return noMemory(act ? "received activation" : "received gradient", into.bytes);
+      (act ? ch.recvAct : ch.recvGrad)[mb] =
+          comm->recv(Axis::PP, act ? prev : next, buffer, into.bytes, tag(ch.stage, mb, !act));
     } else if (in.op == "wait-act") {
       if (Status s = comm->wait(ch.recvAct[mb], "receive of activations"); !s.ok())
         return s;
-    } else if (in.op == "recv-grad") {
-      ch.recvGrad[mb] = comm->recv(Axis::PP, next, ch.cotIn.take(mb), ch.cotIn.bytes,
-                                   tag(ch.stage, mb, true));
     } else if (in.op == "wait-grad") {
       if (Status s = comm->wait(ch.recvGrad[mb], "receive of gradients"); !s.ok())
         return s;
@@ -538,6 +631,10 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
       if (!out.of[mb])
         return Status::error(in.op + " of micro-batch " + std::to_string(mb) +
                              " before the fragment computing it");
+      // A staged message: the device -> host copies into it must be done.
+      if (!resident)
+        if (Status s = memory->synchronize(); !s.ok())
+          return s;
       char *buffer = out.of[mb];
       out.of[mb] = nullptr; // back to the pool once sent
       sends.push_back({comm->send(Axis::PP, act ? next : prev, buffer, out.bytes,
@@ -547,7 +644,7 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
       if (Status s = waitSends(); !s.ok())
         return s;
     } else if (in.frag >= 0) {
-      if (Status st = compute(in, A, P, C); !st.ok())
+      if (Status st = compute(in, A, P, C, lossIndex); !st.ok())
         return st;
     } else if (in.op == "update") {
       if (Status s = update(A, P, C, step); !s.ok())
@@ -556,6 +653,12 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
       return Status::error("unknown pipeline instruction '" + in.op + "'");
     }
   }
+  // The losses copied out of A (device -> host on a device).
+  if (Status s = memory->synchronize(); !s.ok())
+    return s;
+  double lossSum = 0;
+  for (size_t i = 0; i < lossIndex; ++i)
+    lossSum += readScalar(losses.data() + 8 * i, lossF64[i]);
   // The loss: the mean over micro-batches and data-parallel ranks, from the
   // rank of the last model stage to every rank.
   double mean = lossSum / static_cast<double>(microbatches);
@@ -571,9 +674,14 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
     if (Status s = comm->wait(r, "broadcast of the loss"); !s.ok())
       return s;
   }
-  if (haveLoss)
-    writeScalar(A + loss.offset, loss.f64, mean);
-  return Status();
+  if (haveLoss) {
+    lossMean = mean;
+    lossMeanF32 = static_cast<float>(mean);
+    const void *src = loss.f64 ? static_cast<const void *>(&lossMean) : &lossMeanF32;
+    if (Status s = memory->copy(A + loss.offset, src, loss.f64 ? 8 : 4); !s.ok())
+      return s;
+  }
+  return memory->synchronize();
 }
 
 PipelineRunner::PipelineRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -609,6 +717,10 @@ Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(std::string_view 
 
 Status PipelineRunner::step(char *A, char *P, const char *C, int64_t step) {
   return impl_->run(A, P, C, step);
+}
+
+void PipelineRunner::setMemory(PipelineMemory *memory) {
+  impl_->memory = memory ? memory : &hostPipelineMemory();
 }
 
 int PipelineRunner::ownerStage(const std::string &param) const {

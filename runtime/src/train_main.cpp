@@ -378,8 +378,6 @@ int run(int argc, char **argv, StepBackend *backend) {
       internalError(r.message());
     pipeline = std::move(r).value();
   }
-  if (backend && pipeline)
-    die(kExitError, "a pipelined program is not yet supported on " + backend->name());
   const bool leader = !comm || comm->rank() == 0;
   const int64_t dpRank = comm ? comm->coord().dp : 0;
   const int tpRank = comm ? comm->coord().tp : 0;
@@ -423,6 +421,17 @@ int run(int argc, char **argv, StepBackend *backend) {
       std::printf("train: rank %d: %s\n", worldRank, backend->describe().c_str());
     else
       std::printf("train: %s\n", backend->describe().c_str());
+    // A pipelined program: the runner's buffers on the device.
+    if (pipeline) {
+      PipelineMemory *memory = backend->pipelineMemory();
+      if (!memory)
+        die(kExitError, "a pipelined program is not supported on " + backend->name());
+      pipeline->setMemory(memory);
+      if (leader && comm && m.meshPp > 1)
+        std::printf("train: pipeline messages: host-staged over MPI (stashes in %s memory, "
+                    "messages in host memory)\n",
+                    memory->name());
+    }
   }
 
   // --- data and memory ---------------------------------------------------------
@@ -494,7 +503,7 @@ int run(int argc, char **argv, StepBackend *backend) {
 
   // A device program: P (initialised, restored, hyper-parameters set) and C
   // go to the device once; each step moves only its inputs and outputs.
-  std::vector<ByteRange> inputRanges, outputRanges;
+  std::vector<ByteRange> inputRanges, outputRanges, paramRanges;
   if (backend) {
     for (const ManifestTensor &t : m.inputs)
       inputRanges.push_back({t.offset, t.bytes});
@@ -503,6 +512,25 @@ int run(int argc, char **argv, StepBackend *backend) {
     if (Status st = backend->setup(m.arenaBytes, P, m.paramsBytes, C, m.constsBytes);
         !st.ok())
       die(kExitError, st.message());
+    // What a checkpoint copies back: all of P, or for a pipeline the params
+    // this rank uses (adjacent ones merged), as the CPU rank touches only those.
+    if (!pipeline) {
+      paramRanges.push_back({0, m.paramsBytes});
+    } else {
+      std::vector<ByteRange> used;
+      for (const ManifestTensor &t : m.params)
+        if (place.needs(t))
+          used.push_back({t.offset, t.bytes});
+      std::sort(used.begin(), used.end(),
+                [](const ByteRange &a, const ByteRange &b) { return a.offset < b.offset; });
+      for (const ByteRange &r : used)
+        if (!paramRanges.empty() &&
+            paramRanges.back().offset + paramRanges.back().bytes >= r.offset)
+          paramRanges.back().bytes = std::max(paramRanges.back().bytes,
+                                              r.offset + r.bytes - paramRanges.back().offset);
+        else
+          paramRanges.push_back(r);
+    }
   }
 
   if (start == o.steps) {
@@ -595,11 +623,16 @@ int run(int argc, char **argv, StepBackend *backend) {
       cpu::setOpRecorder(&OpTraceRecorder::record, &recorder);
     }
 
-    if (pipeline) {
-      if (Status st = pipeline->step(A, P, C, s); !st.ok())
+    if (backend) {
+      DeviceStep runPipeline;
+      if (pipeline)
+        runPipeline = [&](char *dA, char *dP, const char *dC) {
+          return pipeline->step(dA, dP, dC, s);
+        };
+      if (Status st = backend->step(A, inputRanges, outputRanges, runPipeline); !st.ok())
         stop("step " + std::to_string(s) + ": " + st.message());
-    } else if (backend) {
-      if (Status st = backend->step(A, inputRanges, outputRanges); !st.ok())
+    } else if (pipeline) {
+      if (Status st = pipeline->step(A, P, C, s); !st.ok())
         stop("step " + std::to_string(s) + ": " + st.message());
     } else {
       merak_train_step(A, P, C);
@@ -656,7 +689,7 @@ int run(int argc, char **argv, StepBackend *backend) {
       if (comm)
         comm->barrier();
       if (backend)
-        if (Status st = backend->downloadParams(P, m.paramsBytes); !st.ok())
+        if (Status st = backend->downloadParams(P, paramRanges); !st.ok())
           stop(st.message());
       CheckpointShard shard = checkpointShard(m, P, place);
       Metadata meta = checkpointMetadata(m, o);

@@ -13,16 +13,24 @@ CHECK:
   vs-cpu-MODEL   MODEL in tiny-lm, mlp-lm, gpt: the cuda and the cpu program
                  train 10 steps on the same tokens; every step's loss must agree
                  to 1e-3 relative. Needs a GPU: exits 77 (skip) without one.
-  par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1: the small GPT (the test
+  par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1 or a pipeline (PIPELINES
+                 below): the small GPT (the test
                  suite's, exported here with a dynamic batch axis) compiled
                  with --target cuda and that mesh compiles and links; without a
                  GPU, `mpirun -np N ./train` must exit non-zero with "no CUDA
                  device" (with one it must train).
-  par-vs-cpu-MESH  MESH in dp2, tp2, dp2-tp2-zero1: the small GPT with that
+  par-vs-cpu-MESH  MESH as for par-link: the small GPT with that
                  mesh, cuda vs cpu program, both under mpirun, 10 steps, losses
                  within 1e-3 relative. On a machine with fewer GPUs than ranks
                  this is the host-staged MPI path (MERAK_GPU_COLLECTIVES=auto;
                  set it to force one). Exits 77 without a GPU.
+
+PIPELINES (--target cuda pipelined programs: the pipeline runner on device
+memory, stage messages host-staged over MPI): pp2-1f1b, mb4 (micro-batches
+on one rank), pp2-zbh1, pp2-interleaved (2 virtual stages per rank),
+pp2-scp-selective (shifted critical path with selective recomputation),
+pp2-dp2 (with the dp gradient buckets started in the last backward), pp2-tp2
+(GPipe; the vocabulary-parallel cross-entropy on the last stage).
 """
 import argparse
 import inspect
@@ -41,6 +49,18 @@ MESHES = {
     "tp2": (["--tp", "2"], 2),
     "dp2-tp2-zero1": (["--dp", "2", "--tp", "2", "--zero", "1"], 4),
 }
+PIPELINES = {
+    "pp2-1f1b": (["--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], 2),
+    "mb4": (["--microbatches", "4"], 1),
+    "pp2-zbh1": (["--pp", "2", "--microbatches", "4", "--schedule", "zb-h1"], 2),
+    "pp2-interleaved": (["--pp", "2", "--virtual-stages", "2", "--microbatches", "4",
+                         "--schedule", "interleaved"], 2),
+    "pp2-scp-selective": (["--pp", "2", "--microbatches", "4", "--schedule",
+                           "shifted-critical-path", "--recompute", "selective"], 2),
+    "pp2-dp2": (["--pp", "2", "--dp", "2", "--microbatches", "2"], 4),
+    "pp2-tp2": (["--pp", "2", "--tp", "2", "--microbatches", "2", "--schedule", "gpipe"], 4),
+}
+MESHES.update(PIPELINES)
 
 
 def have_gpu():
@@ -217,7 +237,7 @@ def check_par_vs_cpu(args, mesh):
                      % (target, mesh, r.returncode, r.stdout, r.stderr))
         if target == "cuda":
             for line in r.stdout.splitlines():
-                if "GPU collectives" in line:
+                if "GPU collectives" in line or "pipeline messages" in line:
                     print(line)
         got[target] = losses(metrics)
     cpu, gpu = got["cpu"], got["cuda"]

@@ -17,6 +17,11 @@
 // GPU; every rank makes the same choice (the fallback wins when any rank
 // needs it), and rank 0 prints it.
 //
+// A pipelined program (--pp/--microbatches/--recompute) runs the pipeline
+// runner (pipeline.cpp) on the device regions instead of merak_train_step:
+// its stashes live on the device, its messages in pinned host memory
+// between the stages' MPI send/recv (cuda::createPipelineMemory).
+//
 // Exit codes are train_main.cpp's: without a GPU the run ends with exit
 // code 1 and "train: error: no CUDA device: <reason>".
 //
@@ -25,6 +30,7 @@
 #include "merak_rt/cuda/device.h"
 #include "merak_rt/comm.h"
 #include "merak_rt/cuda/ops.h"
+#include "merak_rt/cuda/pipeline_memory.h"
 #include "merak_rt/cuda/placement.h"
 #include "merak_rt/program.h"
 #include "merak_rt/step_backend.h"
@@ -67,6 +73,7 @@ public:
       return s.status();
     stream_ = std::move(s).value();
     gpu::setStream(stream_.handle());
+    pipelineMemory_ = createPipelineMemory(stream_.handle());
     opened_ = true;
     if (comm)
       return openCollectives(*comm);
@@ -98,16 +105,24 @@ public:
     return copyToDevice(consts_.base(), hostC, constsBytes, stream_.handle());
   }
 
+  PipelineMemory *pipelineMemory() override { return pipelineMemory_.get(); }
+
   Status step(char *hostA, const std::vector<ByteRange> &inputs,
-              const std::vector<ByteRange> &outputs) override {
+              const std::vector<ByteRange> &outputs, const DeviceStep &run) override {
     char *A = static_cast<char *>(arena_.base());
     for (const ByteRange &r : inputs)
       if (Status s = copyToDevice(A + r.offset, hostA + r.offset, r.bytes,
                                   stream_.handle(), /*sync=*/false);
           !s.ok())
         return s;
-    merak_train_step(A, static_cast<char *>(params_.base()),
-                     static_cast<const char *>(consts_.base()));
+    char *P = static_cast<char *>(params_.base());
+    const char *C = static_cast<const char *>(consts_.base());
+    if (run) {
+      if (Status s = run(A, P, C); !s.ok())
+        return s;
+    } else {
+      merak_train_step(A, P, C);
+    }
     // Communication first: a hung collective times out here (and aborts
     // its communicator) instead of blocking the stream synchronisation.
     if (collectives_)
@@ -123,8 +138,14 @@ public:
     return stream_.synchronize();
   }
 
-  Status downloadParams(char *hostP, uint64_t paramsBytes) override {
-    return copyToHost(hostP, params_.base(), paramsBytes, stream_.handle());
+  Status downloadParams(char *hostP, const std::vector<ByteRange> &ranges) override {
+    const char *P = static_cast<const char *>(params_.base());
+    for (const ByteRange &r : ranges)
+      if (Status s = copyToHost(hostP + r.offset, P + r.offset, r.bytes, stream_.handle(),
+                                /*sync=*/false);
+          !s.ok())
+        return s;
+    return stream_.synchronize();
   }
 
 private:
@@ -173,6 +194,7 @@ private:
   }
 
   std::unique_ptr<gpu::DeviceCollectives> collectives_;
+  std::unique_ptr<PipelineMemory> pipelineMemory_;
   bool opened_ = false;
   Device device_;
   Stream stream_;

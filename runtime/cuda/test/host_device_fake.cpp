@@ -4,9 +4,13 @@
 // that collectives_gpu.cpp and collectives_staged.cpp use, on host memory
 // (cudaMemcpyAsync is memmove, streams are synchronous), so that their
 // bookkeeping and the host-staged MPI path run under mpirun on a machine
-// without a GPU (merak_cuda_staged_tests). Not linked with cudart.
+// without a GPU (merak_cuda_staged_tests), and the pipeline runner's CUDA
+// memory (pipeline_memory.cpp) runs too (merak_cuda_pipeline_memory_tests,
+// which read the call record in host_device_fake.h). Not linked with cudart.
 //
 //===----------------------------------------------------------------------===//
+#include "host_device_fake.h"
+
 #include "merak_rt/cuda/device.h"
 #include "merak_rt/cuda/ops.h"
 
@@ -16,12 +20,54 @@
 #include <cstdlib>
 #include <cstring>
 
+FakeCalls gFakeCalls;
+
 extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
-                                       cudaMemcpyKind, cudaStream_t) {
+                                       cudaMemcpyKind kind, cudaStream_t stream) {
+  ++gFakeCalls.memcpys;
+  gFakeCalls.lastKind = static_cast<int>(kind);
+  gFakeCalls.lastStream = stream;
+  if (gFakeCalls.failMemcpy)
+    return cudaErrorInvalidValue;
   std::memmove(dst, src, count);
   return cudaSuccess;
 }
-extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  ++gFakeCalls.streamSyncs;
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaMemsetAsync(void *dst, int value, size_t count, cudaStream_t stream) {
+  gFakeCalls.lastStream = stream;
+  std::memset(dst, value, count);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaMalloc(void **p, size_t bytes) {
+  ++gFakeCalls.mallocs;
+  if (gFakeCalls.failAlloc)
+    return cudaErrorMemoryAllocation;
+  *p = std::malloc(bytes ? bytes : 1);
+  // Not zeroed, as cudaMalloc: a caller that needs zeros must say so.
+  std::memset(*p, 0xA5, bytes);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaFree(void *p) {
+  ++gFakeCalls.frees;
+  std::free(p);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  ++gFakeCalls.mallocHosts;
+  if (gFakeCalls.failAlloc)
+    return cudaErrorMemoryAllocation;
+  *p = std::malloc(bytes ? bytes : 1);
+  std::memset(*p, 0x5A, bytes);
+  return cudaSuccess;
+}
+extern "C" cudaError_t cudaFreeHost(void *p) {
+  ++gFakeCalls.freeHosts;
+  std::free(p);
+  return cudaSuccess;
+}
 
 namespace merak::rt::cuda {
 Status cudaCheck(int code, const char *call) {

@@ -76,6 +76,44 @@ __attribute__((weak)) void merak_run_fragment(long long k, char *A, char *P,
 namespace merak::rt {
 class Comm;
 
+/// Where the pipeline runner's buffers live and how it moves bytes between
+/// them: the stashes (stash, rstash, wstash), the messages, the fragment
+/// arguments and results in A, the accumulators in P. The CPU program's
+/// (hostPipelineMemory) is host memory with memcpy/memset; a device
+/// program's (--target cuda: cuda::createPipelineMemory) keeps the stashes
+/// on the device and stages messages through pinned host buffers, since
+/// activations and gradients travel between stages over MPI (device ->
+/// host copy, send/recv, host -> device copy). A, P and C are then device
+/// regions. No CUDA header here: the runtime's sources include none.
+class PipelineMemory {
+public:
+  virtual ~PipelineMemory() = default;
+  /// "host" or "cuda" (messages).
+  virtual const char *name() const = 0;
+  /// Device buffers are host memory (the CPU): messages are then the
+  /// buffers fragments write and receives land in, and tied gradients are
+  /// exchanged straight from P. Otherwise messages are host staging
+  /// buffers and the runner synchronises before MPI touches one.
+  virtual bool hostResident() const = 0;
+  /// A zeroed buffer of `bytes` (at least 64-byte aligned) in device
+  /// memory, or with `host` a host buffer that copies and MPI both use
+  /// (pinned on CUDA); nullptr when out of memory.
+  virtual char *allocate(uint64_t bytes, bool host) = 0;
+  virtual void release(char *p, bool host) = 0;
+  /// Copies `bytes` from src to dst (device or host, either side), ordered
+  /// after the fragments and copies issued before; a host source may be
+  /// reused when the call returns, a host destination is valid after
+  /// synchronize().
+  virtual Status copy(void *dst, const void *src, uint64_t bytes) = 0;
+  /// Zeroes device bytes, in the same order.
+  virtual Status zero(void *dst, uint64_t bytes) = 0;
+  /// Waits until every fragment and copy issued so far has completed.
+  virtual Status synchronize() = 0;
+};
+
+/// The CPU program's: host memory, memcpy, nothing to wait for.
+PipelineMemory &hostPipelineMemory();
+
 class PipelineRunner {
 public:
   /// nullptr when the manifest has no "pipeline" object; an error when it
@@ -88,6 +126,10 @@ public:
   /// the update. Writes the outputs (loss: the mean over micro-batches and
   /// data-parallel ranks, on every rank; grad_norm; lr) into A.
   Status step(char *A, char *P, const char *C, int64_t step);
+
+  /// Where the buffers live (hostPipelineMemory() unless set; set before
+  /// the first step). A, P and C given to step() are then in its memory.
+  void setMemory(PipelineMemory *memory);
 
   /// The first stage whose fragments use param `param` (a parameter, its
   /// optimizer state, an accumulator): the one that writes it into

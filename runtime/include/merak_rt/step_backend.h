@@ -7,7 +7,10 @@
 // A device program (merak-compile --target cuda) passes a StepBackend that
 // mirrors the regions on the device: P and C are copied once, each step
 // copies the input tensors of A in and the output tensors back, and a
-// checkpoint first copies P back to the host.
+// checkpoint first copies P back to the host. A pipelined program
+// (--pp/--microbatches/--recompute) runs the pipeline runner on the device
+// regions in place of merak_train_step, with the backend's PipelineMemory
+// (pipeline.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_STEP_BACKEND_H
@@ -16,17 +19,23 @@
 #include "merak_rt/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace merak::rt {
 
 class Comm;
+class PipelineMemory;
 
 /// Bytes [offset, offset + bytes) of a region.
 struct ByteRange {
   uint64_t offset = 0, bytes = 0;
 };
+
+/// One step on the device regions A, P, C (a pipelined program: the
+/// pipeline runner's step).
+using DeviceStep = std::function<Status(char *A, char *P, const char *C)>;
 
 class StepBackend {
 public:
@@ -45,11 +54,18 @@ public:
                        uint64_t paramsBytes, const char *hostC,
                        uint64_t constsBytes) = 0;
   /// Copies the `inputs` ranges of hostA to the device arena, runs one step
+  /// (`run` on the device regions, or merak_train_step when it is empty)
   /// and copies the `outputs` ranges back into hostA.
   virtual Status step(char *hostA, const std::vector<ByteRange> &inputs,
-                      const std::vector<ByteRange> &outputs) = 0;
-  /// Copies the device parameter storage into hostP.
-  virtual Status downloadParams(char *hostP, uint64_t paramsBytes) = 0;
+                      const std::vector<ByteRange> &outputs,
+                      const DeviceStep &run) = 0;
+  /// The pipeline runner's memory on this device (after open()); null when
+  /// the backend cannot run pipelined programs.
+  virtual PipelineMemory *pipelineMemory() { return nullptr; }
+  /// Copies the `ranges` of the device parameter storage into hostP (a
+  /// pipelined program: only the params this rank's stages use, so the
+  /// host pages of the others stay uncommitted).
+  virtual Status downloadParams(char *hostP, const std::vector<ByteRange> &ranges) = 0;
 };
 
 /// ./train's main with the step on `backend` (null: on the host).
