@@ -111,6 +111,9 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
       .Case<LayerNormGradOp>([&](LayerNormGradOp o) { return evalLayerNormGrad(o, in, out); })
       .Case<CrossEntropyGradOp>(
           [&](CrossEntropyGradOp o) { return evalCrossEntropyGrad(o, in, out); })
+      .Case<AdamWUpdateOp>([&](AdamWUpdateOp o) { return evalAdamWUpdate(o, in, out); })
+      .Case<AdanUpdateOp>([&](AdanUpdateOp o) { return evalAdanUpdate(o, in, out); })
+      .Case<SgdUpdateOp>([&](SgdUpdateOp o) { return evalSgdUpdate(o, in, out); })
       .Default([&](Operation *o) {
         return o->emitError("the reference evaluator does not support '")
                << o->getName() << "'";

@@ -93,6 +93,11 @@ LogicalResult evalSoftmaxGrad(Operation *op, int64_t axis, bool log, Operands in
 LogicalResult evalLayerNormGrad(LayerNormGradOp op, Operands in, Results out);
 LogicalResult evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in, Results out);
 
+// Fused optimizer updates (EvalOptimizer.cpp).
+LogicalResult evalAdamWUpdate(AdamWUpdateOp op, Operands in, Results out);
+LogicalResult evalAdanUpdate(AdanUpdateOp op, Operands in, Results out);
+LogicalResult evalSgdUpdate(SgdUpdateOp op, Operands in, Results out);
+
 } // namespace mlir::merak::kernels
 
 #endif

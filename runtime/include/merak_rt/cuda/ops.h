@@ -120,6 +120,21 @@ void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
                   DT labT, const void *labels, int32_t reduction,
                   bool hasIgnore, int64_t ignoreIndex, void *y);
 
+// --- fused optimizer updates (F32 only; lr, step and clip are device scalars) -----
+
+void adamwUpdate(DT t, const void *p, const void *g, const void *m, const void *v,
+                 const void *lr, const void *step, const void *clip, void *pOut,
+                 void *mOut, void *vOut, int64_t n, double beta1, double beta2,
+                 double eps, double weightDecay);
+void adanUpdate(DT t, const void *p, const void *g, const void *m, const void *d,
+                const void *nsq, const void *prev, const void *lr, const void *step,
+                const void *clip, void *pOut, void *mOut, void *dOut, void *nOut,
+                void *prevOut, int64_t n, double beta1, double beta2, double beta3,
+                double eps, double weightDecay);
+void sgdUpdate(DT t, const void *p, const void *g, const void *buf, const void *lr,
+               const void *clip, void *pOut, void *bufOut, int64_t n, double momentum,
+               double weightDecay, bool nesterov);
+
 // --- fused backward ops -------------------------------------------------------------
 
 void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
