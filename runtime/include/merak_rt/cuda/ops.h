@@ -23,6 +23,8 @@
 //    simple kernel;
 //  - conv2d*, maxPool2d*, avgPool2d* have no GPU kernel: merak-compile
 //    --target cuda rejects a model using them at compile time.
+//  - adamwUpdate, adanUpdate and sgdUpdate take F32 only (fatal otherwise);
+//    AdamW's bias corrections use the device's double pow.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_CUDA_OPS_H
