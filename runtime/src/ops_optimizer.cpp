@@ -6,7 +6,12 @@
 // the element type, in the order of the op's definition, so the result is
 // bit-identical to the reference evaluator's; the per-step scalars are
 // computed once per call. The loops have no calls and no data-dependent
-// branches, so the compiler vectorises them.
+// branches, so the compiler vectorises them. Iteration i reads and writes
+// only element i of every array, so an output that is its input (in place)
+// or a separate buffer are both free of loop-carried dependences; the loops
+// say so (MERAK_ELEMENTWISE_LOOP), because otherwise the compiler's run-time
+// overlap check sees the in-place buffers overlap and runs the scalar loop
+// (measured: 2.5-3x slower per element).
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
@@ -16,6 +21,14 @@
 
 namespace merak::rt::cpu {
 using namespace detail;
+
+#if defined(__clang__)
+#define MERAK_ELEMENTWISE_LOOP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define MERAK_ELEMENTWISE_LOOP _Pragma("GCC ivdep")
+#else
+#define MERAK_ELEMENTWISE_LOOP
+#endif
 
 namespace {
 template <class T> T scalarOr(const void *p, T dflt) {
@@ -43,6 +56,7 @@ void adamwUpdate(DT t, const void *p, const void *g, const void *m, const void *
     const T *pm = static_cast<const T *>(m), *pv = static_cast<const T *>(v);
     T *op = static_cast<T *>(pOut), *om = static_cast<T *>(mOut), *ov = static_cast<T *>(vOut);
     parallelFor(n, 16, [&](int64_t b, int64_t end) {
+      MERAK_ELEMENTWISE_LOOP
       for (int64_t i = b; i < end; ++i) {
         const T gi = pg[i] * coef;
         const T mi = b1 * pm[i] + omb1 * gi;
@@ -78,6 +92,7 @@ void adanUpdate(DT t, const void *p, const void *g, const void *m, const void *d
       *on = static_cast<T *>(nOut), *orr = static_cast<T *>(prevOut);
     parallelFor(n, 24, [&](int64_t b, int64_t end) {
       if (first) {
+        MERAK_ELEMENTWISE_LOOP
         for (int64_t i = b; i < end; ++i) {
           const T gi = pg[i] * coef;
           const T di = gi * T(0);
@@ -88,6 +103,7 @@ void adanUpdate(DT t, const void *p, const void *g, const void *m, const void *d
         }
         return;
       }
+      MERAK_ELEMENTWISE_LOOP
       for (int64_t i = b; i < end; ++i) {
         const T gi = pg[i] * coef;
         const T diff = gi - pr[i];
@@ -118,6 +134,7 @@ void sgdUpdate(DT t, const void *p, const void *g, const void *buf, const void *
     parallelFor(n, 8, [&](int64_t b, int64_t end) {
       // The variants as separate loops, so each vectorises without branches.
       auto run = [&](auto hasDecay, auto hasBuf, auto isNesterov) {
+        MERAK_ELEMENTWISE_LOOP
         for (int64_t i = b; i < end; ++i) {
           T di = pg[i] * coef;
           if constexpr (decltype(hasDecay)::value)
