@@ -113,6 +113,9 @@ LogicalResult mlir::merak::evaluateOp(Operation *op, Operands in, Results out) {
           [&](CrossEntropyGradOp o) { return evalCrossEntropyGrad(o, in, out); })
       .Case([&](AttentionOp o) { return evalAttention(o, in, out); })
       .Case([&](AttentionGradOp o) { return evalAttentionGrad(o, in, out); })
+      .Case<AdamWUpdateOp>([&](AdamWUpdateOp o) { return evalAdamWUpdate(o, in, out); })
+      .Case<AdanUpdateOp>([&](AdanUpdateOp o) { return evalAdanUpdate(o, in, out); })
+      .Case<SgdUpdateOp>([&](SgdUpdateOp o) { return evalSgdUpdate(o, in, out); })
       .Default([&](Operation *o) {
         return o->emitError("the reference evaluator does not support '")
                << o->getName() << "'";

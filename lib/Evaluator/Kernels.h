@@ -95,6 +95,11 @@ LogicalResult evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in, Results o
 LogicalResult evalAttention(AttentionOp op, Operands in, Results out);
 LogicalResult evalAttentionGrad(AttentionGradOp op, Operands in, Results out);
 
+// Fused optimizer updates (EvalOptimizer.cpp).
+LogicalResult evalAdamWUpdate(AdamWUpdateOp op, Operands in, Results out);
+LogicalResult evalAdanUpdate(AdanUpdateOp op, Operands in, Results out);
+LogicalResult evalSgdUpdate(SgdUpdateOp op, Operands in, Results out);
+
 } // namespace mlir::merak::kernels
 
 #endif

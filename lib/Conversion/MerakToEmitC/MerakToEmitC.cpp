@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "AsyncCollectives.h"
 #include "CallBuilder.h"
+#include "OptimizerUpdates.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
 
@@ -709,6 +710,11 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
     if (isAsyncCollective(&op)) {
       if (failed(lowerAsyncCollective(&op, e, requests)))
         failedAny = true;
+      continue;
+    }
+    FailureOr<bool> update = lowerOptimizerUpdate(&op, e);
+    if (failed(update) || *update) {
+      failedAny |= failed(update);
       continue;
     }
     bool isUnsupported = false;

@@ -312,6 +312,42 @@ void run() {
           (side ? gpu::geluGrad : cpu::geluGrad)(t, P(x), P(g), P(dx), 1000, tanh);
         });
     }
+    if (t == DT::F32) {
+      // Fused optimizer updates (F32 only on the GPU): the same float
+      // operations, so bit for bit (AdamW's bias corrections use the
+      // device's double pow: within 1e-6).
+      const int64_t n = 1003;
+      const Dims d{1, {n}}, s{0, {}};
+      T p = rand(t, d, -1, 1), g = rand(t, d, -1, 1), m = rand(t, d, -0.1, 0.1),
+        v = rand(t, d, 0, 0.01), w = rand(t, d, -0.1, 0.1), pr = rand(t, d, -1, 1);
+      T lr = rand(t, s, 0.01, 0.02), clip = rand(t, s, 0.5, 1.0);
+      T po = make(t, d), mo = make(t, d), vo = make(t, d), wo = make(t, d), pro = make(t, d);
+      for (int64_t st : {0, 3}) {
+        T step = make(DT::I64, s);
+        std::memcpy(step.host.data(), &st, sizeof st);
+        must(cuda::copyToDevice(step.dev, step.host.data(), sizeof st), "copyToDevice");
+        const std::string at = " step " + std::to_string(st);
+        pair("adamwUpdate" + at, {&po, &mo, &vo}, 1e-6, [&](int side) {
+          (side ? gpu::adamwUpdate : cpu::adamwUpdate)(t, P(p), P(g), P(m), P(v), P(lr),
+                                                       P(step), P(clip), P(po), P(mo), P(vo),
+                                                       n, 0.9, 0.999, 1e-8, 0.01);
+        });
+        pair("adanUpdate" + at, {&po, &mo, &vo, &wo, &pro}, 0, [&](int side) {
+          (side ? gpu::adanUpdate : cpu::adanUpdate)(
+              t, P(p), P(g), P(m), P(w), P(v), P(pr), P(lr), P(step), P(clip), P(po), P(mo),
+              P(wo), P(vo), P(pro), n, 0.02, 0.08, 0.01, 1e-8, 0.02);
+        });
+      }
+      for (bool nesterov : {false, true})
+        pair("sgdUpdate nesterov=" + std::to_string(nesterov), {&po, &mo}, 0, [&](int side) {
+          (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), P(m), P(lr), P(clip), P(po),
+                                                   P(mo), n, 0.9, 0.01, nesterov);
+        });
+      pair("sgdUpdate plain", {&po}, 0, [&](int side) {
+        (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), nullptr, P(lr), nullptr, P(po),
+                                                 nullptr, n, 0.0, 0.0, false);
+      });
+    }
     for (DT lt : {DT::I64, DT::I32})
       for (int red : {0, 1, 2})
         for (int axis : {1, 2}) {

@@ -238,6 +238,41 @@ void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
                       int32_t reduction, bool hasIgnore, int64_t ignoreIndex,
                       void *dlogits);
 
+// --- fused optimizer updates (merak-optimizer, one call per parameter) -------
+
+/// merak.adamw_update over n elements of type t (F32, F64): G = g * clip[0]
+/// (clip null: g), t = step[0] + 1, bias corrections bc1 = 1 - beta1^t,
+/// bc2 = 1 - beta2^t and the step size lr[0] / bc1 in double, then per
+/// element in t: mOut = beta1 * m + (1 - beta1) * G, vOut = beta2 * v +
+/// (1 - beta2) * (G * G), pOut = p * (1 - lr * weightDecay) - (lr / bc1) *
+/// (mOut / (sqrt(vOut) / sqrt(bc2) + eps)). lr and clip are scalars of t,
+/// step an int64 scalar. Each output may alias its own input (in place).
+void adamwUpdate(DT t, const void *p, const void *g, const void *m, const void *v,
+                 const void *lr, const void *step, const void *clip, void *pOut,
+                 void *mOut, void *vOut, int64_t n, double beta1, double beta2,
+                 double eps, double weightDecay);
+
+/// merak.adan_update (Adan, Algorithm 1, m0 = g0, v0 = 0, n0 = g0^2): with
+/// G = g * clip[0] and first = step[0] == 0, per element in t:
+/// diff = G - prev, mOut = first ? G : (1-b1) m + b1 G, dOut = first ? 0 :
+/// (1-b2) d + b2 diff, u = G + (1-b2) diff, nOut = first ? G^2 : (1-b3) nsq
+/// + b3 u^2, pOut = (p - lr / (sqrt(nOut) + eps) * (mOut + (1-b2) dOut)) /
+/// (1 + weightDecay * lr), prevOut = G. Outputs may alias their inputs.
+void adanUpdate(DT t, const void *p, const void *g, const void *m, const void *d,
+                const void *nsq, const void *prev, const void *lr, const void *step,
+                const void *clip, void *pOut, void *mOut, void *dOut, void *nOut,
+                void *prevOut, int64_t n, double beta1, double beta2, double beta3,
+                double eps, double weightDecay);
+
+/// merak.sgd_update: with G = g * clip[0], per element in t: D = G +
+/// weightDecay * p (G when weightDecay is 0); with a buffer (buf not null)
+/// bufOut = momentum * buf + D and the direction nesterov ? D + momentum *
+/// bufOut : bufOut, else D; pOut = p - lr[0] * direction. Outputs may alias
+/// their inputs.
+void sgdUpdate(DT t, const void *p, const void *g, const void *buf, const void *lr,
+               const void *clip, void *pOut, void *bufOut, int64_t n, double momentum,
+               double weightDecay, bool nesterov);
+
 // --- linear algebra and convolution -----------------------------------------------
 
 /// numpy.matmul of a (da) and b (db) into y (dy); batch dims broadcast, rank-1

@@ -1,8 +1,9 @@
 //===- Optimizer.cpp - merak-optimizer ------------------------------------===//
 //
-// Builds @train_step from @loss_grad: gradient clipping, the learning-rate
-// schedule and the optimizer update as merak ops, with merak.set_param
-// writing parameters and optimizer state (see Passes.td for the formulas).
+// Builds @train_step from @loss_grad: gradient clipping and the
+// learning-rate schedule as scalar merak ops, then one fused update op per
+// parameter (merak.adamw_update / adan_update / sgd_update), with
+// merak.set_param writing parameters and optimizer state (see Passes.td).
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -39,8 +40,6 @@ struct Ops {
   Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
   Value min(Value x, Value y) { return MinOp::create(b, loc, x, y); }
   Value where(Value c, Value x, Value y) { return WhereOp::create(b, loc, c, x, y); }
-  /// a * x + b * y, the moving-average update.
-  Value mix(double a, Value x, double bb, Value y) { return add(mul(c(a), x), mul(c(bb), y)); }
 };
 
 struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> {
@@ -151,15 +150,16 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     return GetParamOp::create(o.b, o.loc, type, FlatSymbolRefAttr::get(o.b.getContext(), name));
   }
 
-  /// The learning rate at `stepF` (rank-0, float): the schedule, scaled from
+  /// The learning rate at `step` (rank-0, i64): the schedule, scaled from
   /// the run-time peak learning rate.
-  Value learningRate(ModuleOp module, Ops &o, Value stepF) {
+  Value learningRate(ModuleOp module, Ops &o, Value step) {
     Value peak = hparam(module, o, "lr", lr);
-    Value t = o.add(stepF, o.c(1.0));
     if (schedule == "constant" || warmupSteps <= 0) {
       if (schedule != "cosine")
         return peak;
     }
+    Value stepF = CastOp::create(o.b, o.loc, RankedTensorType::get({}, o.elem), step);
+    Value t = o.add(stepF, o.c(1.0));
     Value warm = warmupSteps > 0 ? o.min(o.c(1.0), o.div(t, o.c((double)warmupSteps))) : o.c(1.0);
     Value warmLr = o.mul(peak, warm);
     if (schedule == "linear-warmup")
@@ -197,8 +197,6 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     Type elem = cast<RankedTensorType>(loss.getType()).getElementType();
     OpBuilder b(ret);
     Ops o{b, fn.getLoc(), elem};
-    auto scalarType = RankedTensorType::get({}, elem);
-    Value stepF = CastOp::create(b, o.loc, scalarType, step);
 
     // Gradients by parameter, from the result names "grad:<param>".
     SmallVector<std::pair<ParamOp, Value>> grads;
@@ -259,9 +257,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     Value coef;
     if (clipNorm > 0)
       coef = o.min(o.c(1.0), o.div(o.c(clipNorm), o.add(norm, o.c(1e-6))));
-    Value lrT = learningRate(module, o, stepF);
-    Value first = EqOp::create(b, o.loc, step,
-                               ConstantOp::create(b, o.loc, SplatElementsAttr::get(i64, b.getI64IntegerAttr(0))));
+    Value lrT = learningRate(module, o, step);
 
     // ZeRO: updated parts waiting for their all-gather, gathered in buckets
     // of about bucket-bytes.
@@ -290,55 +286,57 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       auto &[param, gIn] = pg;
       zero = zeros[index];
       Location loc = param.getLoc();
-      Value g = coef ? o.mul(gIn, coef) : gIn;
+      Value g = gIn;
       Value p = GetParamOp::create(b, loc, param.getTensorType(), FlatSymbolRefAttr::get(b.getContext(), param.getSymName()));
       if (zero) // this rank's part of the (replicated) parameter
         p = LocalShardOp::create(b, loc, g.getType(),
                                  buildZeroFlatten(b, loc, p, zero->parts), "dp");
+      // One fused update op per parameter; its results are written back
+      // with set_param (state first, then the parameter, as before).
+      auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
       Value updated;
       if (optimizer == "sgd") {
-        if (wd != 0)
-          g = o.add(g, o.mul(o.c(wd), p));
-        Value d = g;
+        Value buf;
+        std::string bufName;
         if (momentum != 0) {
-          Value buf = o.add(o.mul(o.c(momentum), state(module, b, param, "momentum_buffer")), g);
-          set(b, loc, stateNames.back(), buf);
-          d = nesterov ? o.add(g, o.mul(o.c(momentum), buf)) : buf;
+          buf = state(module, b, param, "momentum_buffer");
+          bufName = stateNames.back();
         }
-        updated = o.sub(p, o.mul(lrT, d));
+        SmallVector<Type> types(buf ? 2 : 1, p.getType());
+        auto op = SgdUpdateOp::create(b, loc, types, p, g, buf, lrT, coef, f64(momentum), f64(wd),
+                                      momentum != 0 && nesterov ? b.getUnitAttr() : UnitAttr());
+        if (buf)
+          set(b, loc, bufName, op.getResult(1));
+        updated = op.getResult(0);
       } else if (optimizer == "adamw") {
-        Value m = o.mix(b1, state(module, b, param, "exp_avg"), 1 - b1, g);
-        set(b, loc, stateNames.back(), m);
-        Value v = o.mix(b2, state(module, b, param, "exp_avg_sq"), 1 - b2, o.mul(g, g));
-        set(b, loc, stateNames.back(), v);
-        Value t = o.add(stepF, o.c(1.0));
-        Value bc1 = o.sub(o.c(1.0), PowOp::create(b, loc, o.c(b1), t));
-        Value bc2 = o.sub(o.c(1.0), PowOp::create(b, loc, o.c(b2), t));
-        Value denom = o.add(o.div(o.sqrt(v), o.sqrt(bc2)), o.c(eps));
-        Value decayed = o.mul(p, o.sub(o.c(1.0), o.mul(lrT, o.c(wd))));
-        updated = o.sub(decayed, o.mul(o.div(lrT, bc1), o.div(m, denom)));
+        Value m = state(module, b, param, "exp_avg");
+        std::string mName = stateNames.back();
+        Value v = state(module, b, param, "exp_avg_sq");
+        std::string vName = stateNames.back();
+        auto op = AdamWUpdateOp::create(b, loc, p.getType(), p.getType(), p.getType(), p, g, m, v,
+                                        lrT, step, coef, f64(b1), f64(b2), f64(eps), f64(wd));
+        set(b, loc, mName, op.getNewExpAvg());
+        set(b, loc, vName, op.getNewExpAvgSq());
+        updated = op.getNewParam();
       } else {
         // Adan, Algorithm 1 with m0 = g0, v0 = 0, n0 = g0^2.
         Value prev = state(module, b, param, "prev_grad");
         std::string prevName = stateNames.back();
-        Value diff = o.sub(g, prev);
         Value mOld = state(module, b, param, "exp_avg");
         std::string mName = stateNames.back();
         Value vOld = state(module, b, param, "exp_avg_diff");
         std::string vName = stateNames.back();
         Value nOld = state(module, b, param, "exp_avg_sq");
         std::string nName = stateNames.back();
-        Value m = o.where(first, g, o.mix(1 - b1, mOld, b1, g));
-        Value v = o.where(first, o.mul(g, o.c(0.0)), o.mix(1 - b2, vOld, b2, diff));
-        Value corr = o.add(g, o.mul(o.c(1 - b2), diff));
-        Value n = o.where(first, o.mul(g, g), o.mix(1 - beta3, nOld, beta3.getValue(), o.mul(corr, corr)));
-        Value eta = o.div(lrT, o.add(o.sqrt(n), o.c(eps)));
-        Value stepDir = o.mul(eta, o.add(m, o.mul(o.c(1 - b2), v)));
-        updated = o.div(o.sub(p, stepDir), o.add(o.c(1.0), o.mul(o.c(wd), lrT)));
-        set(b, loc, mName, m);
-        set(b, loc, vName, v);
-        set(b, loc, nName, n);
-        set(b, loc, prevName, g);
+        Type t = p.getType();
+        auto op = AdanUpdateOp::create(b, loc, TypeRange{t, t, t, t, t}, p, g, mOld, vOld, nOld,
+                                       prev, lrT, step, coef, f64(b1), f64(b2),
+                                       f64(beta3.getValue()), f64(eps), f64(wd));
+        set(b, loc, mName, op.getNewExpAvg());
+        set(b, loc, vName, op.getNewExpAvgDiff());
+        set(b, loc, nName, op.getNewExpAvgSq());
+        set(b, loc, prevName, op.getNewPrevGrad());
+        updated = op.getNewParam();
       }
       if (!zero) {
         set(b, loc, param.getSymName(), updated);

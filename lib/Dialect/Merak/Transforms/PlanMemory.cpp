@@ -52,11 +52,32 @@ bool mlir::merak::isViewOp(Operation *op) { return isa<ReshapeOp, TpIdentityOp>(
 
 Value mlir::merak::viewRoot(Value value) {
   while (Operation *def = value.getDefiningOp()) {
-    if (!isViewOp(def))
+    if (isViewOp(def)) {
+      value = def->getOperand(0);
+      continue;
+    }
+    // A result an update op writes into its operand's buffer.
+    auto inPlace = def->getAttrOfType<DenseI64ArrayAttr>(kInPlaceAttr);
+    unsigned k = cast<OpResult>(value).getResultNumber();
+    if (!inPlace || (int64_t)k >= inPlace.size() || inPlace[k] < 0 ||
+        inPlace[k] >= (int64_t)def->getNumOperands())
       break;
-    value = def->getOperand(0);
+    value = def->getOperand(inPlace[k]);
   }
   return value;
+}
+
+SmallVector<std::pair<unsigned, unsigned>> mlir::merak::inPlaceCandidates(Operation *op) {
+  if (isa<AdamWUpdateOp>(op)) // param, exp_avg, exp_avg_sq
+    return {{0, 0}, {1, 2}, {2, 3}};
+  if (isa<AdanUpdateOp>(op)) // param, exp_avg, exp_avg_diff, exp_avg_sq, prev_grad
+    return {{0, 0}, {1, 2}, {2, 3}, {3, 4}, {4, 5}};
+  if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
+    if (sgd.getMomentumBuffer())
+      return {{0, 0}, {1, 2}};
+    return {{0, 0}};
+  }
+  return {};
 }
 
 FailureOr<PlannedBuffer> mlir::merak::getPlannedBuffer(Value value,
@@ -252,6 +273,72 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     return success();
   }
 
+  /// Marks the results of fused optimizer updates that can be written into
+  /// their operand's buffer (kInPlaceAttr): the operand is not a view or an
+  /// argument, and its buffer is not read after the update. An arena
+  /// operand: no use of it (or of a view of it) after the op. A parameter's
+  /// storage (a get_param not copied): every read of that parameter ends at
+  /// the op, and the result is only written back to the same parameter by
+  /// set_params after it (which then copy nothing). O(ops + uses).
+  LogicalResult planInPlace(Block &block, DenseMap<Operation *, int64_t> &index) {
+    Builder b(block.getParentOp()->getContext());
+    for (Operation &op : block)
+      op.removeAttr(kInPlaceAttr);
+    // Last use of every value with its plain views (no in-place aliasing yet).
+    DenseMap<Value, int64_t> lastUse;
+    llvm::StringMap<int64_t> lastRead; // of any get_param of a parameter
+    for (Operation &op : block)
+      for (Value v : op.getOperands()) {
+        Value root = viewRoot(v);
+        int64_t &last = lastUse[root];
+        last = std::max(last, index[&op]);
+        if (auto get = root.getDefiningOp<GetParamOp>()) {
+          int64_t &read = lastRead[get.getName()];
+          read = std::max(read, index[&op]);
+        }
+      }
+    llvm::StringMap<unsigned> writes;
+    for (Operation &op : block)
+      if (auto set = dyn_cast<SetParamOp>(op))
+        ++writes[set.getName()];
+    for (Operation &op : block) {
+      auto pairs = inPlaceCandidates(&op);
+      if (pairs.empty())
+        continue;
+      int64_t i = index[&op];
+      SmallVector<int64_t> inPlace(op.getNumResults(), -1);
+      SmallPtrSet<Value, 8> taken;
+      bool any = false;
+      for (auto [r, o] : pairs) {
+        Value operand = op.getOperand(o), result = op.getResult(r);
+        if (isa<BlockArgument>(operand) || viewRoot(operand) != operand ||
+            operand.getType() != result.getType() || !taken.insert(operand).second)
+          continue;
+        Operation *def = operand.getDefiningOp();
+        if (isa<ConstantOp>(def) || lastUse[operand] != i)
+          continue;
+        if (auto get = dyn_cast<GetParamOp>(def)) {
+          // Parameter storage: nothing reads the old value later, and the
+          // only writes of the parameter are of this result.
+          StringRef name = get.getName();
+          if (lastRead[name] != i || writes[name] == 0 || result.use_empty() ||
+              !llvm::all_of(result.getUsers(), [&](Operation *user) {
+                auto set = dyn_cast<SetParamOp>(user);
+                return set && set.getName() == name;
+              }) ||
+              writes[name] != (unsigned)std::distance(result.getUsers().begin(),
+                                                      result.getUsers().end()))
+            continue;
+        }
+        inPlace[r] = o;
+        any = true;
+      }
+      if (any)
+        op.setAttr(kInPlaceAttr, b.getDenseI64ArrayAttr(inPlace));
+    }
+    return success();
+  }
+
   LogicalResult planArena(func::FuncOp fn) {
     Block &block = fn.getBody().front();
     Builder b(fn.getContext());
@@ -262,6 +349,9 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     for (Operation &op : block)
       index[&op] = n++;
     auto rootOf = [](Value v) { return viewRoot(v); };
+
+    if (failed(planInPlace(block, index)))
+      return failure();
 
     // Last use of every alias group.
     DenseMap<Value, int64_t> lastUse;
@@ -337,7 +427,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       SmallVector<int64_t> offsets;
       bool any = false;
       for (Value r : op.getResults()) {
-        if (isViewOp(&op) || !inArena(r)) {
+        if (isViewOp(&op) || viewRoot(r) != r || !inArena(r)) {
           offsets.push_back(-1);
           continue;
         }
@@ -354,7 +444,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
           release(root);
       }
       for (Value r : op.getResults())
-        if (!isViewOp(&op) && inArena(r) && !lastUse.count(r))
+        if (!isViewOp(&op) && viewRoot(r) == r && inArena(r) && !lastUse.count(r))
           release(r);
     }
     fn->setAttr(kResultOffsetsAttr, b.getDenseI64ArrayAttr(resultOffsets));

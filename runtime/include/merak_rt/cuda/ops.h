@@ -23,6 +23,8 @@
 //    simple kernel;
 //  - conv2d*, maxPool2d*, avgPool2d* have no GPU kernel: merak-compile
 //    --target cuda rejects a model using them at compile time.
+//  - adamwUpdate, adanUpdate and sgdUpdate take F32 only (fatal otherwise);
+//    AdamW's bias corrections use the device's double pow.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_CUDA_OPS_H
@@ -125,6 +127,21 @@ void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
 void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
                   DT labT, const void *labels, int32_t reduction,
                   bool hasIgnore, int64_t ignoreIndex, void *y);
+
+// --- fused optimizer updates (F32 only; lr, step and clip are device scalars) -----
+
+void adamwUpdate(DT t, const void *p, const void *g, const void *m, const void *v,
+                 const void *lr, const void *step, const void *clip, void *pOut,
+                 void *mOut, void *vOut, int64_t n, double beta1, double beta2,
+                 double eps, double weightDecay);
+void adanUpdate(DT t, const void *p, const void *g, const void *m, const void *d,
+                const void *nsq, const void *prev, const void *lr, const void *step,
+                const void *clip, void *pOut, void *mOut, void *dOut, void *nOut,
+                void *prevOut, int64_t n, double beta1, double beta2, double beta3,
+                double eps, double weightDecay);
+void sgdUpdate(DT t, const void *p, const void *g, const void *buf, const void *lr,
+               const void *clip, void *pOut, void *bufOut, int64_t n, double momentum,
+               double weightDecay, bool nesterov);
 
 // --- fused backward ops -------------------------------------------------------------
 

@@ -27,6 +27,9 @@ inline constexpr llvm::StringLiteral kParamsBytesAttr = "merak.params_bytes";
 inline constexpr llvm::StringLiteral kParamsInitBytesAttr = "merak.params_init_bytes";
 inline constexpr llvm::StringLiteral kConstsBytesAttr = "merak.consts_bytes";
 inline constexpr llvm::StringLiteral kCopyAttr = "merak.copy";
+/// On a fused optimizer update (merak.adamw_update, ...): per result, the
+/// operand whose buffer it is written into (an update in place), or -1.
+inline constexpr llvm::StringLiteral kInPlaceAttr = "merak.in_place";
 
 /// Every planned buffer starts at a multiple of this many bytes.
 inline constexpr int64_t kBufferAlignment = 64;
@@ -51,8 +54,12 @@ FailureOr<PlannedBuffer> getPlannedBuffer(Value value,
 /// no code: `merak.reshape` and `merak.tp_identity`.
 bool isViewOp(Operation *op);
 
-/// `value` with view ops (isViewOp) followed back to the buffer they alias.
+/// `value` with view ops (isViewOp) and in-place update results
+/// (kInPlaceAttr) followed back to the buffer they alias.
 Value viewRoot(Value value);
+/// The (result, operand) pairs of an op that may update in place: a fused
+/// optimizer update's new parameter and state and their old values.
+SmallVector<std::pair<unsigned, unsigned>> inPlaceCandidates(Operation *op);
 
 /// merak-plan-memory for several functions of one program (pipeline
 /// fragments): parameter storage once, the constants of all of them in one

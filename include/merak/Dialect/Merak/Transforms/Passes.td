@@ -157,8 +157,12 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
     the global gradient norm (before clipping) and the learning rate used.
     After the gradients it clips them to `clip-norm` (global L2 norm, as
     torch.nn.utils.clip_grad_norm_; 0 disables), computes the learning rate
-    of the schedule at `step`, and updates every trainable parameter with
-    `merak.set_param`. Optimizer state lives in new `merak.param`s named
+    of the schedule at `step` (both as rank-0 ops), and updates every
+    trainable parameter with one fused update op (`merak.sgd_update`,
+    `merak.adamw_update` or `merak.adan_update`: the clip coefficient, the
+    learning rate and `step` are its rank-0 operands, the hyper-parameters
+    its attributes) whose results `merak.set_param` writes back (state
+    first, then the parameter). Optimizer state lives in new `merak.param`s named
     `optimizer.<optimizer>.<slot>.<parameter>`, initialised to zeros, so
     checkpoints carry it by name.
     - sgd: PyTorch's SGD (momentum, nesterov, weight decay added to the
@@ -353,6 +357,16 @@ def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
     A `merak.get_param` whose value (or a view of it) is still used after a
     `merak.set_param` of the same parameter is marked `merak.copy`: it gets
     an arena buffer holding a copy, so the update cannot change it.
+
+    Updates in place: a result of a fused optimizer update (the new
+    parameter or state) is written into its old value's buffer, marked by
+    `merak.in_place` (per result, the operand index or -1) and given no
+    offset of its own, when that operand is not an argument, a constant or a
+    view and nothing reads its buffer after the update: an arena value with
+    no later use, or a parameter's storage (a `merak.get_param` not copied)
+    that no read of the parameter outlives and that only `merak.set_param`s
+    of this result write (which then copy nothing). ZeRO's local parts are
+    updated in place in the arena, and their state in parameter storage.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
