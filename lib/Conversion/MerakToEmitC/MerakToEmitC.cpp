@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "AsyncCollectives.h"
 #include "CallBuilder.h"
+#include "AttentionOps.h"
 #include "OptimizerUpdates.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
@@ -472,54 +473,6 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         c.emit();
         return success();
       })
-      .Case([&](AttentionOp a) -> LogicalResult {
-        if (!a.getQuery().getType().getElementType().isF32()) {
-          unsupported = true; // the kernels are float32
-          return success();
-        }
-        PTR(q, a.getQuery());
-        PTR(k, a.getKey());
-        PTR(v, a.getValue());
-        PTR(o, a.getResult());
-        auto c = e.call("attention");
-        c.dtype(r0).ptr(q).dims(a.getQuery().getType()).ptr(k).ptr(v)
-            .i64(cast<RankedTensorType>(a.getKey().getType()).getShape().drop_back().back())
-            .f64(a.getScale().convertToDouble()).boolean(a.getCausal()).ptr(o);
-        if (a.getLse().use_empty()) {
-          c.lit("nullptr");
-        } else {
-          PTR(l, a.getLse());
-          c.ptr(l);
-        }
-        c.emit();
-        return success();
-      })
-      .Case([&](AttentionGradOp a) -> LogicalResult {
-        if (!a.getQuery().getType().getElementType().isF32()) {
-          unsupported = true;
-          return success();
-        }
-        PTR(q, a.getQuery());
-        PTR(k, a.getKey());
-        PTR(v, a.getValue());
-        PTR(o, a.getResult());
-        PTR(l, a.getLse());
-        PTR(g, a.getGrad());
-        auto c = e.call("attentionGrad");
-        c.dtype(a.getQuery().getType()).ptr(q).dims(a.getQuery().getType()).ptr(k).ptr(v)
-            .i64(cast<RankedTensorType>(a.getKey().getType()).getShape().drop_back().back()).ptr(o).ptr(l).ptr(g)
-            .f64(a.getScale().convertToDouble()).boolean(a.getCausal());
-        for (Value r : a.getResults()) {
-          if (r.use_empty()) {
-            c.lit("nullptr");
-            continue;
-          }
-          PTR(pr, r);
-          c.ptr(pr);
-        }
-        c.emit();
-        return success();
-      })
       .Case([&](CrossEntropyGradOp c) -> LogicalResult {
         PTR(l, c.getLogits());
         PTR(t, c.getLabels());
@@ -718,7 +671,8 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
       continue;
     }
     bool isUnsupported = false;
-    if (failed(lowerOp(&op, e, symbols, isUnsupported)))
+    FailureOr<bool> attention = lowerAttention(&op, e, isUnsupported);
+    if (failed(attention) || (!*attention && failed(lowerOp(&op, e, symbols, isUnsupported))))
       failedAny = true;
     if (isUnsupported)
       unsupported.insert(op.getName().getStringRef());

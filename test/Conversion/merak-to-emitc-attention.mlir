@@ -1,0 +1,39 @@
+// RUN: not merak-opt --split-input-file --merak-plan-memory --merak-to-emitc %s 2>%t.cpu | FileCheck %s
+// RUN: FileCheck %s --check-prefix=CPUERR < %t.cpu
+// RUN: not merak-opt --split-input-file --merak-plan-memory --merak-to-emitc=target=cuda %s 2>%t.cuda | FileCheck %s --check-prefix=CUDA
+// RUN: FileCheck %s --check-prefix=CUDAERR < %t.cuda
+
+// merak.attention: q's dims, the key count, the scale and causal flag, and
+// a null lse when nothing reads it (the forward of a program without a
+// backward); attention_grad: the forward's o and lse, the incoming gradient,
+// a null pointer for an unread gradient (here dk).
+// CHECK-LABEL: emitc.func @merak_train_step
+// CHECK: call_opaque "attention"{{.*}}args = [#emitc.opaque<"DT::F32">, 0 : index, #emitc.opaque<"Dims{4, {2, 3, 16, 32}}">, 1 : index, 2 : index, #emitc.opaque<"16">, #emitc.opaque<"0.125">, #emitc.opaque<"true">, 3 : index, 4 : index]
+// CHECK: call_opaque "attentionGrad"{{.*}}args = [#emitc.opaque<"DT::F32">, 0 : index, #emitc.opaque<"Dims{4, {2, 3, 16, 32}}">, 1 : index, 2 : index, #emitc.opaque<"16">, 3 : index, 4 : index, 5 : index, #emitc.opaque<"0.125">, #emitc.opaque<"true">, 6 : index, #emitc.opaque<"nullptr">, 7 : index]
+// CUDA: call_opaque "gpu::attention"
+// CUDA: call_opaque "gpu::attentionGrad"
+func.func @train_step(%q: tensor<2x3x16x32xf32>, %k: tensor<2x3x16x32xf32>, %v: tensor<2x3x16x32xf32>, %g: tensor<2x3x16x32xf32>) -> (tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>) {
+  %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16xf32>
+  %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %g scale = 0.125 causal : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+  return %dq, %dv : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+}
+
+// -----
+
+// Only the forward: nothing reads lse, so it is not written.
+// CHECK-LABEL: emitc.func @merak_train_step
+// CHECK: call_opaque "attention"{{.*}}#emitc.opaque<"false">, 3 : index, #emitc.opaque<"nullptr">]
+func.func @train_step(%q: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  %o, %lse = merak.attention %q, %q, %q scale = 0.25 : tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32> -> tensor<1x2x8x16xf32>, tensor<1x2x8xf32>
+  return %o : tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// float64 attention (accepted by the op for the evaluator) has no kernel.
+// CPUERR: merak-to-emitc: no CPU kernel for merak.attention
+// CUDAERR: merak-to-emitc: no CUDA kernel for merak.attention
+func.func @train_step(%q: tensor<2x4x16xf64>) -> tensor<2x4x16xf64> {
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xf64>, tensor<2x4x16xf64>, tensor<2x4x16xf64> -> tensor<2x4x16xf64>, tensor<2x4xf64>
+  return %o : tensor<2x4x16xf64>
+}
