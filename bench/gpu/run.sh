@@ -27,6 +27,8 @@
 #              steps (test/cuda/cuda_program_check.py par-vs-cpu-*)
 #   parallel-pp2-1f1b  the same for the pipelined program (--pp 2, 4
 #              micro-batches, 1F1B; stage messages host-staged over MPI)
+#   bf16-vs-cpu  (with e2e) the bundled GPT at --precision bf16, GPU vs
+#              CPU program, losses within 1e-2 over 10 steps
 #   torch      otherwise: the PyTorch GPT-2 124M baseline alone
 #              (bench/gpu/torch_ref.py)
 # --quick: fewer repetitions and steps, batch 8 for GPT-2, no full build
@@ -179,6 +181,10 @@ elif [ "$E2E" = 1 ]; then
   else
     note "parallel: SKIP (no mpirun)"
   fi
+  # --precision bf16 (bf16 GEMMs on tensor cores) vs the CPU's bf16 program.
+  phase bf16-vs-cpu 120 "$PY" test/cuda/cuda_program_check.py \
+    --bin "$OUT/build/bin" --src "$ROOT" --workdir "$OUT/bf16-vs-cpu" vs-cpu-gpt-bf16
+  grep -E "^(ok|FAIL)" "$OUT/bf16-vs-cpu.log" | sed "s/^/bf16-vs-cpu: /" >>"$SUMMARY" 2>/dev/null
   EQ=(); [ "$QUICK" = 1 ] && EQ=(--quick --steps 6)
   phase e2e 300 "$PY" bench/gpu/e2e.py --bin "$OUT/build/bin" --out "$OUT/e2e" --timeout 200 "${EQ[@]}"
   grep "^e2e:" "$OUT/e2e.log" >>"$SUMMARY" 2>/dev/null
