@@ -17,7 +17,7 @@
 //    bandwidth), and run the schedule on the pipeline simulator. The
 //    fastest plan whose peak memory fits wins.
 // Recomputation and overlap are modelled here only (RecomputeModel,
-// overlapped collectives below); see docs/architecture.md, "Planner".
+// overlapped collectives below); see docs/parallelism.md, "Planner".
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Tools/Planner.h"

@@ -4,7 +4,7 @@
 // pipeline (one stage per candidate cut, one micro-batch = the whole
 // batch); every op of each fine stage's forward and backward fragment is
 // read with its FLOPs and bytes (CostOpInterface), parameter operands'
-// bytes apart. See docs/architecture.md, "Planner".
+// bytes apart. See docs/parallelism.md, "Planner".
 //
 //===----------------------------------------------------------------------===//
 #include "PlannerProbe.h"

@@ -7,7 +7,7 @@
 // pipeline (one stage per candidate cut, one micro-batch of the whole
 // batch); every candidate is then costed from that table (stages grouped,
 // activations scaled to the candidate's micro-batch) and run on the
-// pipeline simulator. See docs/architecture.md, "Planner".
+// pipeline simulator. See docs/parallelism.md, "Planner".
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_TOOLS_PLANNER_H

@@ -4,7 +4,7 @@
 // simulator's costs: per-stage compute from the report's FLOPs, tensor- and
 // data-parallel collectives as ring all-reduces on the intra- or inter-node
 // link, pipeline messages on the link between the stages' nodes, and the
-// per-stage peak memory. See docs/architecture.md, "Cost model".
+// per-stage peak memory. See docs/parallelism.md, "Cost model".
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_TOOLS_SIMULATE_H

@@ -1,7 +1,7 @@
 //===- Recompute.cpp - merak-recompute ------------------------------------===//
 //
 // Chooses, per pipeline stage, which forward values the backward recomputes
-// and which the forward stashes (see Passes.td and docs/architecture.md,
+// and which the forward stashes (see Passes.td and docs/parallelism.md,
 // "Recomputation"):
 //
 //  * merak-pipeline builds @stage<s>_backward by cloning the stage's ops in

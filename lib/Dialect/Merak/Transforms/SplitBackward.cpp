@@ -1,7 +1,7 @@
 //===- SplitBackward.cpp - merak-split-backward ---------------------------===//
 //
 // Splits merak-pipeline's backward fragments into the parts a schedule runs
-// at different times (see Passes.td and docs/architecture.md, "Pipeline"):
+// at different times (see Passes.td and docs/parallelism.md, "Pipeline"):
 //
 //  * zero bubble: B (the input gradients) and W (the weight gradients and
 //    their accumulation); B is the backward slice of the "cot:i" results,

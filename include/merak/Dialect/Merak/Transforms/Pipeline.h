@@ -4,7 +4,7 @@
 // each stage's fragments; this header names what it records on the IR and
 // holds the schedules (PipelineSchedule.cpp): the static per-stage
 // instruction lists the generated program's runtime interprets
-// (runtime/src/pipeline.cpp). See docs/architecture.md, "Pipeline".
+// (runtime/src/pipeline.cpp). See docs/parallelism.md, "Pipeline".
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H

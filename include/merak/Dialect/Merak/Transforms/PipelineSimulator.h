@@ -7,7 +7,7 @@
 // message takes latency + bytes / bandwidth on its link. It reports the
 // step time, each stage's busy time, the bubble, the peak number of
 // micro-batches whose activations a stage holds and the peak activation
-// bytes. See docs/architecture.md,
+// bytes. See docs/parallelism.md,
 // "Pipeline simulator".
 //
 //===----------------------------------------------------------------------===//
