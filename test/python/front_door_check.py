@@ -180,6 +180,44 @@ def check_schedules(env):
     return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
 
 
+def check_precision(env):
+    """precision="bf16" (merak-mixed-precision: bf16 GEMMs) trains within
+    bf16 noise of PyTorch's float64 run (2e-3) and measurably not as float32
+    does (the fp32 program is within 1e-5; bf16 must be further than 2e-5:
+    the GEMMs did round); fused_attention=False compiles the exported
+    attention as it is: within 1e-5 too, and only the fused executable links
+    the runtime's attention kernel (head dim 16 here, which fuses; the
+    losses themselves can be bitwise equal: AdamW's steps absorb last-bit
+    gradient differences at this size); a bad precision is a CompileError
+    naming it."""
+    def model():
+        torch.manual_seed(0)
+        return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=2, n_layer=2, block_size=T)
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    want = torch_reference(model(), token_batches(env.tokens, STEPS))
+    errs, linked = {}, {}
+    for prec, fused in (("fp32", True), ("bf16", True), ("fp32", False)):
+        prog = env.merak.compile(model(), example_inputs=(ids,), optimizer="adamw", lr=LR,
+                                 precision=prec, fused_attention=fused,
+                                 workdir=env.workdir("precision-%s-%d" % (prec, fused)))
+        got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
+        errs[(prec, fused)] = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+        syms = subprocess.run(["nm", "-C", prog.executable], capture_output=True, text=True)
+        linked[(prec, fused)] = "cpu::attention(" in syms.stdout
+    ok = (errs[("fp32", True)] <= 1e-5 and errs[("fp32", False)] <= 1e-5
+          and 2e-5 < errs[("bf16", True)] <= 2e-3
+          and linked[("fp32", True)] and not linked[("fp32", False)])
+    try:
+        env.merak.compile(gpt(), (ids,), precision="fp16", workdir=env.workdir("precision-bad"))
+        return False, "precision='fp16' did not raise"
+    except env.merak.CompileError as e:
+        ok = ok and "fp16" in str(e)
+    return ok, ("max rel err vs float64 torch: fp32 %.2e, fp32 unfused %.2e, bf16 %.2e; "
+                "attention kernel linked: fused %s, unfused %s" % (
+                    errs[("fp32", True)], errs[("fp32", False)], errs[("bf16", True)],
+                    linked[("fp32", True)], linked[("fp32", False)]))
+
+
 def check_gpt_devices(env, devices):
     model, reference = gpt(), gpt()
     ids = torch.zeros(B, T, dtype=torch.int64)
@@ -327,6 +365,7 @@ CHECKS = {
     "schedules": check_schedules,
     "installed": check_installed,
     "docs-example": check_docs_example,
+    "precision": check_precision,
 }
 
 
