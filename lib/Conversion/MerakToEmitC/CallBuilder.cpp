@@ -71,6 +71,20 @@ FailureOr<Value> Emitter::pointer(Value value) {
   return pointer(*buffer);
 }
 
+LogicalResult Emitter::Call::ptrs(ArrayRef<Value> values) {
+  for (Value v : values) {
+    if (!v) {
+      lit("nullptr");
+      continue;
+    }
+    FailureOr<Value> p = e.pointer(v);
+    if (failed(p))
+      return failure();
+    ptr(*p);
+  }
+  return success();
+}
+
 void Emitter::Call::emit() {
   emitc::CallOpaqueOp::create(e.b, e.loc, TypeRange{}, callee, operands,
                               e.b.getArrayAttr(args), ArrayAttr());

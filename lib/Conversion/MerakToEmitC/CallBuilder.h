@@ -58,6 +58,10 @@ public:
     Call &dims(Type t) { return lit(dimsOf(t)); }
     Call &dims(ArrayRef<int64_t> v) { return lit(dimsLiteral(v)); }
     Call &dtype(Type t) { return lit(dtypeOf(t)); }
+    /// The planned pointer of each value, a `nullptr` literal for a null
+    /// one (an absent optional operand, or see readOrNull); failure after a
+    /// diagnostic when a value has no planned buffer.
+    LogicalResult ptrs(ArrayRef<Value> values);
     void emit();
 
   private:
@@ -67,6 +71,9 @@ public:
     SmallVector<Value> operands;
   };
   Call call(StringRef callee) { return Call(*this, calleePrefix + callee.str()); }
+
+  /// `v`, or null when nothing reads it (a result the kernel may skip).
+  static Value readOrNull(Value v) { return v.use_empty() ? Value() : v; }
 
   /// Prepended to every callee ("gpu::" for the CUDA target: a qualified
   /// call, so argument-dependent lookup cannot also find merak::rt::cpu's).

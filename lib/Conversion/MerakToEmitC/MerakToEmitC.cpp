@@ -8,6 +8,7 @@
 #include "CallBuilder.h"
 #include "AttentionOps.h"
 #include "OptimizerUpdates.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
 
@@ -462,14 +463,8 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         }
         c.f64(l.getEpsilon().convertToDouble()).boolean(l.getRms());
         // A result nobody reads is not written.
-        for (Value r : l.getResults()) {
-          if (r.use_empty()) {
-            c.lit("nullptr");
-            continue;
-          }
-          PTR(pr, r);
-          c.ptr(pr);
-        }
+        if (failed(c.ptrs(llvm::map_to_vector(l.getResults(), Emitter::readOrNull))))
+          return failure();
         c.emit();
         return success();
       })

@@ -9,21 +9,6 @@ using namespace mlir::merak;
 using namespace mlir::merak::emitc_lowering;
 
 namespace {
-/// Adds the pointers of `values` (null: a `nullptr` literal) to `call`.
-LogicalResult addPointers(Emitter &e, Emitter::Call &call, ArrayRef<Value> values) {
-  for (Value v : values) {
-    if (!v) {
-      call.lit("nullptr");
-      continue;
-    }
-    FailureOr<Value> ptr = e.pointer(v);
-    if (failed(ptr))
-      return failure();
-    call.ptr(*ptr);
-  }
-  return success();
-}
-
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 } // namespace
 
@@ -32,8 +17,7 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerOptimizerUpdate(Operation *op,
       .Case([&](AdamWUpdateOp u) -> FailureOr<bool> {
         auto call = e.call("adamwUpdate");
         call.dtype(u.getParam().getType());
-        if (failed(addPointers(e, call,
-                               {u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgSq(),
+        if (failed(call.ptrs({u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgSq(),
                                 u.getLr(), u.getStep(), u.getClip(), u.getNewParam(),
                                 u.getNewExpAvg(), u.getNewExpAvgSq()})))
           return failure();
@@ -48,8 +32,7 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerOptimizerUpdate(Operation *op,
       .Case([&](AdanUpdateOp u) -> FailureOr<bool> {
         auto call = e.call("adanUpdate");
         call.dtype(u.getParam().getType());
-        if (failed(addPointers(e, call,
-                               {u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgDiff(),
+        if (failed(call.ptrs({u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgDiff(),
                                 u.getExpAvgSq(), u.getPrevGrad(), u.getLr(), u.getStep(),
                                 u.getClip(), u.getNewParam(), u.getNewExpAvg(),
                                 u.getNewExpAvgDiff(), u.getNewExpAvgSq(),
@@ -68,8 +51,7 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerOptimizerUpdate(Operation *op,
         auto call = e.call("sgdUpdate");
         call.dtype(u.getParam().getType());
         Value bufOut = u.getMomentumBuffer() ? u.getResult(1) : Value();
-        if (failed(addPointers(e, call,
-                               {u.getParam(), u.getGrad(), u.getMomentumBuffer(), u.getLr(),
+        if (failed(call.ptrs({u.getParam(), u.getGrad(), u.getMomentumBuffer(), u.getLr(),
                                 u.getClip(), u.getResult(0), bufOut})))
           return failure();
         call.i64(elements(u.getParam()))
