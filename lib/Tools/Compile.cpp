@@ -253,11 +253,14 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     return fail("--simulate-trace needs --simulate");
   if (!opts.deviceProfile.empty() && !opts.simulate)
     return fail("--device-profile needs --simulate");
+  if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
+    return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
   SimulateOptions simulation;
   simulation.dp = opts.dp;
   simulation.tp = opts.tp;
   simulation.pp = opts.pp;
   simulation.microbatches = opts.microbatches;
+  simulation.gradReduceBf16 = opts.gradReduce == "bf16";
   if (!opts.deviceProfile.empty()) {
     llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
     if (!profile)
@@ -461,6 +464,10 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
     overlap.dpOverlap = opts.dpOverlap;
     overlap.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
     if (!runPass(createMerakOverlap(overlap)))
+      return 1;
+    MerakGradReducePrecisionOptions gradReduce;
+    gradReduce.precision = opts.gradReduce;
+    if (opts.gradReduce != "fp32" && !runPass(createMerakGradReducePrecision(gradReduce)))
       return 1;
   }
   ProgramInfo program;

@@ -199,6 +199,12 @@ struct CommandLine {
                "master weights, gradients, optimizer and everything but the GEMMs "
                "(merak-mixed-precision)"),
       cl::value_desc("fp32|bf16"), cl::init("fp32"), cl::cat(cat)};
+  cl::opt<std::string> gradReduce{
+      "grad-reduce",
+      cl::desc("fp32 (default) or bf16: the data-parallel gradient reduction communicates "
+               "bf16 (half the bytes), accumulation and the optimizer stay float32 "
+               "(merak-grad-reduce-precision)"),
+      cl::value_desc("fp32|bf16"), cl::init("fp32"), cl::cat(cat)};
   cl::opt<bool> verbose{"v", cl::desc("Print the host compiler and linker commands"),
                         cl::init(false), cl::cat(cat)};
   cl::opt<bool> emitBytecode{"emit-bytecode", cl::desc("Write MLIR bytecode instead of text"),
@@ -299,6 +305,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.precision = opts.precision;
+  o.gradReduce = opts.gradReduce;
   o.verbose = opts.verbose;
   o.emitBytecode = opts.emitBytecode;
   o.noCleanup = opts.noCleanup;

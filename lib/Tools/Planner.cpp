@@ -255,6 +255,7 @@ struct Planner {
     so.dp = c.dp;
     so.tp = c.tp;
     so.pp = p;
+    so.gradReduceBf16 = opts.gradReduce == "bf16";
     const PipelineSimulation &sh = shape(kind, p, m, v, program);
     const double tpShare = c.overlap ? 0.5 : 1.0;
     // Per device stage: the recomputation policy, memory. Shifted critical

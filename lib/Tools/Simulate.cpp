@@ -129,6 +129,8 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     if (n <= 1 || t.count == 0)
       continue;
     double each = (double)t.bytes / t.count;
+    if (options.gradReduceBf16 && group == "dp" && kind != "all_gather")
+      each /= 2;
     double one = kind == "all_reduce" ? ringAllReduceSeconds(each, n, link)
                                       : ringGatherSeconds(each, n, link);
     seconds += t.count * one;

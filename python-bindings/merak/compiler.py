@@ -52,6 +52,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True, precision="fp32",
+            grad_reduce="fp32",
             optimizer="adamw", lr=None,
             opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
@@ -69,7 +70,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     microbatches, schedule ("gpipe"|"1f1b"|"interleaved"|"zb-h1"|"zb-h2"|
     "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
     vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
-    ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), precision ("fp32"|"bf16"), optimizer
+    ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), precision ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
+    gradient reduction's wire type), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
     logits, labels, frozen (extra globs), input_shapes ({name: shape}),
@@ -132,6 +134,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.dp_overlap = bool(dp_overlap)
         o.fused_attention = bool(fused_attention)
         o.precision = precision
+        o.grad_reduce = grad_reduce
         o.optimizer = optimizer
         opts = dict(opt or {})
         if lr is not None:

@@ -108,7 +108,10 @@ std::string CollectiveCall::describe() const {
          : reduce == CollReduce::Mean ? " (mean)"
                                       : " (max)";
   return s + " of " + std::to_string(n) + " " +
-         (t == DT::F32 ? "f32" : t == DT::F64 ? "f64" : "integer") +
+         (t == DT::F32    ? "f32"
+          : t == DT::F64  ? "f64"
+          : t == DT::BF16 ? "bf16"
+                          : "integer") +
          (n == 1 ? " tensor" : " tensors") + " on the " + groupName(group) +
          " group";
 }

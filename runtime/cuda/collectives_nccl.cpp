@@ -155,10 +155,10 @@ private:
     if (!nc)
       return Status::error("rank " + std::to_string(comm_.rank()) + ": " +
                            c.describe() + ": no NCCL communicator");
-    if (c.t != DT::F32)
+    if (c.t != DT::F32 && c.t != DT::BF16)
       return Status::error(
           "rank " + std::to_string(comm_.rank()) + ": " + c.describe() +
-          ": NCCL collectives take f32 only here (run with "
+          ": NCCL collectives take f32 and bf16 only here (run with "
           "MERAK_GPU_COLLECTIVES=mpi)");
     if (c.kind != CollKind::AllReduce && c.parts != nc->size())
       return Status::error("rank " + std::to_string(comm_.rank()) + ": " +
@@ -175,18 +175,20 @@ private:
     if (Status st = nc.groupStart(s); !st.ok())
       return st;
     Status st = Status::success();
+    const cuda::DType dt =
+        c.t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32;
     for (int32_t i = 0; i < c.n && st.ok(); ++i) {
       switch (c.kind) {
       case CollKind::AllReduce:
-        st = nc.allReduce(out[i], c.counts[i], cuda::DType::F32,
+        st = nc.allReduce(out[i], c.counts[i], dt,
                           reduceOp(c.reduce), s);
         break;
       case CollKind::ReduceScatter:
-        st = nc.reduceScatter(in[i], out[i], c.counts[i], cuda::DType::F32,
+        st = nc.reduceScatter(in[i], out[i], c.counts[i], dt,
                               reduceOp(c.reduce), s);
         break;
       case CollKind::AllGather:
-        st = nc.allGather(in[i], out[i], c.counts[i], cuda::DType::F32, s);
+        st = nc.allGather(in[i], out[i], c.counts[i], dt, s);
         break;
       }
     }

@@ -3,8 +3,8 @@
 
 #include "merak_rt/comm.h"
 
+#include "collective_pack.h"
 #include "ops_util.h"
-#include "merak_rt/comm.h"
 
 #include <cmath>
 #include <cstring>
@@ -28,12 +28,6 @@ Axis axisOf(Group g) {
 
 namespace {
 Comm *gComm = nullptr;
-
-template <typename T>
-void scaleCopy(const T *src, T *dst, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = src[i] * scale;
-}
 } // namespace
 
 void setCommunicator(Comm *comm) { gComm = comm; }
@@ -42,8 +36,7 @@ Comm *communicator() { return gComm; }
 void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
                          const void *const *in, void *const *out,
                          const int64_t *counts) {
-  if (t != DT::F32 && t != DT::F64)
-    fatal("all_reduce supports f32 and f64 only");
+  checkCollectiveType(t, "all_reduce");
   int64_t es = elemSize(t);
   int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
   if (size == 1) {
@@ -64,7 +57,7 @@ void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
     std::memcpy(p, in[i], counts[i] * es);
     p += counts[i] * es;
   }
-  const CommType ct = t == DT::F32 ? CommType::F32 : CommType::F64;
+  const CommType ct = commTypeOf(t);
   Comm::Request r = reduce == CollReduce::Max
                         ? gComm->allReduceMax(axisOf(group), scratch.data(), total, ct)
                         : gComm->allReduceSum(axisOf(group), scratch.data(), total, ct);
@@ -73,12 +66,7 @@ void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
     gComm->abort(s.message(), 1);
   p = scratch.data();
   for (int32_t i = 0; i < n; ++i) {
-    if (reduce == CollReduce::Mean && t == DT::F32)
-      scaleCopy((const float *)p, (float *)out[i], counts[i], 1.0f / size);
-    else if (reduce == CollReduce::Mean)
-      scaleCopy((const double *)p, (double *)out[i], counts[i], 1.0 / size);
-    else
-      std::memcpy(out[i], p, counts[i] * es);
+    unpackReduced(t, p, out[i], counts[i], reduce == CollReduce::Mean, size);
     p += counts[i] * es;
   }
 }
@@ -94,13 +82,6 @@ int zeroGroupSize(Group group, int64_t parts, const char *what) {
   return size;
 }
 
-void checkFloat(DT t, const char *what) {
-  if (t != DT::F32 && t != DT::F64)
-    fatal((std::string(what) + " supports f32 and f64 only").c_str());
-}
-
-CommType commType(DT t) { return t == DT::F32 ? CommType::F32 : CommType::F64; }
-
 void waitOrAbort(Comm::Request &r, const char *what) {
   Status s = gComm->wait(r, what);
   if (!s.ok())
@@ -111,7 +92,7 @@ void waitOrAbort(Comm::Request &r, const char *what) {
 void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts, int32_t n,
                              const void *const *in, void *const *out,
                              const int64_t *counts) {
-  checkFloat(t, "reduce_scatter");
+  checkCollectiveType(t, "reduce_scatter");
   int size = zeroGroupSize(group, parts, "reduce_scatter");
   int64_t es = elemSize(t);
   if (size == 1) {
@@ -137,23 +118,18 @@ void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts
       p += counts[i] * es;
     }
   Comm::Request r = gComm->reduceScatterSum(axisOf(group), send.data(), recv.data(), total,
-                                            commType(t));
+                                            commTypeOf(t));
   waitOrAbort(r, "reduce-scatter of a gradient bucket");
   p = recv.data();
   for (int32_t i = 0; i < n; ++i) {
-    if (reduce == CollReduce::Mean && t == DT::F32)
-      scaleCopy((const float *)p, (float *)out[i], counts[i], 1.0f / size);
-    else if (reduce == CollReduce::Mean)
-      scaleCopy((const double *)p, (double *)out[i], counts[i], 1.0 / size);
-    else
-      std::memcpy(out[i], p, counts[i] * es);
+    unpackReduced(t, p, out[i], counts[i], reduce == CollReduce::Mean, size);
     p += counts[i] * es;
   }
 }
 
 void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void *const *in,
                          void *const *out, const int64_t *counts) {
-  checkFloat(t, "all_gather");
+  checkCollectiveType(t, "all_gather");
   int size = zeroGroupSize(group, parts, "all_gather");
   int64_t es = elemSize(t);
   if (size == 1) {
@@ -176,7 +152,7 @@ void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void
     p += counts[i] * es;
   }
   Comm::Request r = gComm->allGather(axisOf(group), send.data(), recv.data(), total,
-                                     commType(t));
+                                     commTypeOf(t));
   waitOrAbort(r, "all-gather of updated parameter parts");
   p = recv.data();
   for (int g = 0; g < size; ++g)

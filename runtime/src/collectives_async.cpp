@@ -8,7 +8,8 @@
 #include "merak_rt/collectives.h"
 
 #include "merak_rt/comm.h"
-#include "merak_rt/comm.h"
+
+#include "collective_pack.h"
 
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,10 @@
 #include <vector>
 
 namespace merak::rt::cpu {
+using detail::checkCollectiveType;
+using detail::commTypeOf;
+using detail::unpackReduced;
+
 namespace {
 enum class Kind { AllReduce, ReduceScatter, AllGather };
 
@@ -47,8 +52,6 @@ const char *kindName(Kind k) {
   return "collective";
 }
 
-CommType commType(DT t) { return t == DT::F32 ? CommType::F32 : CommType::F64; }
-
 void grow(std::vector<char> &v, int64_t bytes) {
   if ((int64_t)v.size() < bytes)
     v.resize(bytes);
@@ -57,8 +60,7 @@ void grow(std::vector<char> &v, int64_t bytes) {
 /// The slot for a new collective: checks and records what its wait needs.
 Slot &begin(int32_t slot, Kind kind, Group group, CollReduce reduce, DT t, int64_t parts,
             int32_t n, const int64_t *counts, int64_t &total) {
-  if (t != DT::F32 && t != DT::F64)
-    fatal((std::string(kindName(kind)) + " supports f32 and f64 only").c_str());
+  checkCollectiveType(t, kindName(kind));
   if (slot < 0)
     fatal("internal error: negative request slot");
   if (slot >= (int32_t)gSlots.size())
@@ -88,22 +90,9 @@ Slot &begin(int32_t slot, Kind kind, Group group, CollReduce reduce, DT t, int64
   return s;
 }
 
-template <typename T>
-void scaleCopy(const T *src, T *dst, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i)
-    dst[i] = src[i] * scale;
-}
-
 /// out = src (count elements), divided by the group size for a mean.
 void unpackOne(const Slot &s, const char *src, void *out, int64_t count) {
-  if (s.reduce == CollReduce::Mean && s.size > 1) {
-    if (s.t == DT::F32)
-      scaleCopy((const float *)src, (float *)out, count, 1.0f / s.size);
-    else
-      scaleCopy((const double *)src, (double *)out, count, 1.0 / s.size);
-    return;
-  }
-  std::memcpy(out, src, count * elemSize(s.t));
+  unpackReduced(s.t, src, out, count, s.reduce == CollReduce::Mean, s.size);
 }
 } // namespace
 
@@ -122,8 +111,8 @@ void allReduceStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int3
   if (s.size > 1) {
     Comm *comm = communicator();
     s.req = reduce == CollReduce::Max
-                ? comm->allReduceMax(axisOf(group), s.send.data(), total, commType(t))
-                : comm->allReduceSum(axisOf(group), s.send.data(), total, commType(t));
+                ? comm->allReduceMax(axisOf(group), s.send.data(), total, commTypeOf(t))
+                : comm->allReduceSum(axisOf(group), s.send.data(), total, commTypeOf(t));
   }
 }
 
@@ -144,7 +133,7 @@ void reduceScatterStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, 
   s.req = {};
   if (s.size > 1)
     s.req = communicator()->reduceScatterSum(axisOf(group), s.send.data(), s.recv.data(),
-                                             total, commType(t));
+                                             total, commTypeOf(t));
 }
 
 void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t n,
@@ -162,7 +151,7 @@ void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t 
   s.req = {};
   if (s.size > 1)
     s.req = communicator()->allGather(axisOf(group), s.send.data(), s.recv.data(), total,
-                                      commType(t));
+                                      commTypeOf(t));
 }
 
 void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out) {

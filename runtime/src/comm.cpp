@@ -65,6 +65,8 @@ int meshRankOf(const MeshShape &m, const MeshCoord &c) {
 
 int commTypeSize(CommType t) {
   switch (t) {
+  case CommType::BF16:
+    return 2;
   case CommType::F32:
     return 4;
   case CommType::F64:
@@ -84,8 +86,49 @@ MPI_Datatype mpiType(CommType t) {
     return MPI_DOUBLE;
   case CommType::I64:
     return MPI_INT64_T;
+  case CommType::BF16:
+    return MPI_UINT16_T; // combined by bf16Op's user-defined operations
   }
   return MPI_DATATYPE_NULL;
+}
+
+float bf16Widen(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// Round to nearest even; NaN stays NaN (as the kernels' floatToBf16).
+uint16_t bf16Round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <bool Max>
+void bf16Combine(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = bf16Widen(a[i]), y = bf16Widen(b[i]);
+    b[i] = bf16Round(Max ? (x > y || x != x ? x : y) : x + y);
+  }
+}
+
+/// The MPI operation of a sum (max) over t: MPI_SUM (MPI_MAX) but for
+/// bf16, whose commutative user-defined operations are created on first
+/// use (after MPI_Init) and live until MPI_Finalize frees them.
+MPI_Op reduceOp(CommType t, bool max) {
+  if (t != CommType::BF16)
+    return max ? MPI_MAX : MPI_SUM;
+  static MPI_Op sum = MPI_OP_NULL, mx = MPI_OP_NULL;
+  MPI_Op &op = max ? mx : sum;
+  if (op == MPI_OP_NULL)
+    MPI_Op_create(max ? &bf16Combine<true> : &bf16Combine<false>, /*commute=*/1, &op);
+  return op;
 }
 
 std::string mpiErrorString(int code) {
@@ -498,12 +541,12 @@ static Comm::Request allReduceWith(Comm::Impl &impl, Axis a, void *buf, int64_t 
 
 Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
                                  CommType t) {
-  return allReduceWith(*impl_, a, buf, count, t, MPI_SUM);
+  return allReduceWith(*impl_, a, buf, count, t, reduceOp(t, false));
 }
 
 Comm::Request Comm::allReduceMax(Axis a, void *buf, int64_t count,
                                  CommType t) {
-  return allReduceWith(*impl_, a, buf, count, t, MPI_MAX);
+  return allReduceWith(*impl_, a, buf, count, t, reduceOp(t, true));
 }
 
 Comm::Request Comm::allGather(Axis a, const void *send, void *recv,
@@ -561,7 +604,7 @@ Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
   if (countPerRank * n <= impl_->chunk) {
     MPI_Request q = MPI_REQUEST_NULL;
     int rc = MPI_Ireduce_scatter_block(s, r, static_cast<int>(countPerRank),
-                                       dt, MPI_SUM, impl_->comm(a), &q);
+                                       dt, reduceOp(t, false), impl_->comm(a), &q);
     impl_->add(id, rc, q, "MPI_Ireduce_scatter_block");
     return Request{id};
   }
@@ -572,7 +615,7 @@ Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
     for (int root = 0; root < n; ++root) {
       MPI_Request q = MPI_REQUEST_NULL;
       int rc = MPI_Ireduce(s + (root * countPerRank + o) * es,
-                           root == me ? r + o * es : nullptr, k, dt, MPI_SUM,
+                           root == me ? r + o * es : nullptr, k, dt, reduceOp(t, false),
                            root, impl_->comm(a), &q);
       impl_->add(id, rc, q, "MPI_Ireduce");
     }

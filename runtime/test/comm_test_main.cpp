@@ -183,6 +183,66 @@ void checkCollectives(Comm &comm, const std::vector<MeshCoord> &all, Axis a,
   }
 }
 
+uint16_t bf16Of(float f) { // exact for the values used below
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float floatOf(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// CommType::BF16: sums and maxima of small integers (every partial sum
+/// exact in bf16, whatever order MPI combines in), a reduce-scatter, and in
+/// a group of two the rounding of a sum to nearest even.
+void checkBf16(Comm &comm, const std::vector<MeshCoord> &all, Axis a, int64_t count) {
+  const int me = comm.rank();
+  const std::vector<int> members = groupMembers(all, me, a);
+  const int n = (int)members.size(), g = comm.groupRank(a);
+  const std::string where = std::string("BF16 ") + axisName(a) + " count " +
+                            std::to_string(count) + ": ";
+  auto v = [](int rank, int64_t i) { return float((rank + 1) * (i % 4 + 1)); };
+  std::vector<uint16_t> sum(count), mx(count), rsSend(count * n), rs(count);
+  for (int64_t i = 0; i < count; ++i) {
+    sum[i] = mx[i] = bf16Of(v(me, i));
+  }
+  for (int64_t i = 0; i < count * n; ++i)
+    rsSend[i] = bf16Of(v(me, i));
+  std::vector<Comm::Request> reqs;
+  reqs.push_back(comm.allReduceSum(a, sum.data(), count, CommType::BF16));
+  reqs.push_back(comm.allReduceMax(a, mx.data(), count, CommType::BF16));
+  reqs.push_back(comm.reduceScatterSum(a, rsSend.data(), rs.data(), count, CommType::BF16));
+  mustOk(comm.waitAll(reqs, "bf16 collectives"));
+  for (int64_t i = 0; i < count; ++i) {
+    float s = 0, m = 0, r = 0;
+    for (int k : members) {
+      s += v(k, i);
+      m = std::max(m, v(k, i));
+      r += v(k, g * count + i);
+    }
+    CHECK(floatOf(sum[i]) == s, where + "all-reduce sum element " + std::to_string(i));
+    CHECK(floatOf(mx[i]) == m, where + "all-reduce max element " + std::to_string(i));
+    CHECK(floatOf(rs[i]) == r, where + "reduce-scatter element " + std::to_string(i));
+  }
+  if (n != 2)
+    return;
+  // 1 + 2^-8 and (1 + 2^-7) + 2^-8 are ties: to even, 1 and 1 + 2^-6; and
+  // 1 + 3 * 2^-9 (above the tie) rounds up to 1 + 2^-7.
+  const float lead[3] = {1.0f, 1.0f + 0x1p-7f, 1.0f};
+  const float tail[3] = {0x1p-8f, 0x1p-8f, 0x1.8p-8f};
+  const float want[3] = {1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f};
+  uint16_t tie[3];
+  for (int i = 0; i < 3; ++i)
+    tie[i] = bf16Of(g == 0 ? lead[i] : tail[i]);
+  Comm::Request r = comm.allReduceSum(a, tie, 3, CommType::BF16);
+  mustOk(comm.wait(r, "bf16 rounding"));
+  for (int i = 0; i < 3; ++i)
+    CHECK(floatOf(tie[i]) == want[i], where + "rounding case " + std::to_string(i));
+}
+
 int runLayout(int argc, char **argv, MeshShape mesh) {
   auto comm = Comm::init(&argc, &argv, mesh);
   if (!comm.ok()) {
@@ -216,6 +276,7 @@ int runLayout(int argc, char **argv, MeshShape mesh) {
       checkCollectives<float>(c, all, a, CommType::F32, count);
       checkCollectives<double>(c, all, a, CommType::F64, count);
       checkCollectives<int64_t>(c, all, a, CommType::I64, count);
+      checkBf16(c, all, a, count);
     }
   // Zero counts complete at once; waiting an empty request is a no-op.
   Comm::Request none = c.allReduceSum(Axis::DP, nullptr, 0, CommType::F32);

@@ -13,7 +13,7 @@ CHECK:
   vs-cpu-MODEL   MODEL in tiny-lm, mlp-lm, gpt: the cuda and the cpu program
                  train 10 steps on the same tokens; every step's loss must agree
                  to 1e-3 relative. Needs a GPU: exits 77 (skip) without one.
-  par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1 or a pipeline (PIPELINES
+  par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1, dp2-bf16-reduce or a pipeline (PIPELINES
                  below): the small GPT (the test
                  suite's, exported here with a dynamic batch axis) compiled
                  with --target cuda and that mesh compiles and links; without a
@@ -48,6 +48,8 @@ MESHES = {
     "dp2": (["--dp", "2"], 2),
     "tp2": (["--tp", "2"], 2),
     "dp2-tp2-zero1": (["--dp", "2", "--tp", "2", "--zero", "1"], 4),
+    # Gradients reduced in bf16 (ncclBfloat16 / the staged MPI bf16 sum).
+    "dp2-bf16-reduce": (["--dp", "2", "--grad-reduce", "bf16"], 2),
 }
 PIPELINES = {
     "pp2-1f1b": (["--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], 2),

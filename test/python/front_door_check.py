@@ -188,8 +188,8 @@ def check_precision(env):
     attention as it is: within 1e-5 too, and only the fused executable links
     the runtime's attention kernel (head dim 16 here, which fuses; the
     losses themselves can be bitwise equal: AdamW's steps absorb last-bit
-    gradient differences at this size); a bad precision is a CompileError
-    naming it."""
+    gradient differences at this size); a bad precision or grad_reduce is a
+    CompileError naming it."""
     def model():
         torch.manual_seed(0)
         return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=2, n_layer=2, block_size=T)
@@ -212,6 +212,11 @@ def check_precision(env):
         return False, "precision='fp16' did not raise"
     except env.merak.CompileError as e:
         ok = ok and "fp16" in str(e)
+    try:
+        env.merak.compile(gpt(), (ids,), grad_reduce="fp8", workdir=env.workdir("grad-bad"))
+        return False, "grad_reduce='fp8' did not raise"
+    except env.merak.CompileError as e:
+        ok = ok and "--grad-reduce" in str(e) and "fp8" in str(e)
     return ok, ("max rel err vs float64 torch: fp32 %.2e, fp32 unfused %.2e, bf16 %.2e; "
                 "attention kernel linked: fused %s, unfused %s" % (
                     errs[("fp32", True)], errs[("fp32", False)], errs[("bf16", True)],

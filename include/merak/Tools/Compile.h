@@ -85,6 +85,8 @@ struct CompileOptions {
   bool fusedAttention = true;
   /// --precision: fp32 or bf16 (merak-mixed-precision).
   std::string precision = "fp32";
+  /// --grad-reduce: fp32 or bf16 (merak-grad-reduce-precision).
+  std::string gradReduce = "fp32";
   bool verbose = false, emitBytecode = false, noCleanup = false;
   /// The parallel plan: "" none, "text" or "json".
   std::string report;

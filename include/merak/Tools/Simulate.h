@@ -34,6 +34,9 @@ StringRef computeDtype(ModuleOp module);
 struct SimulateOptions {
   DeviceProfile profile = placeholderDeviceProfile();
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+  /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
+  /// the float32 program being simulated will move bf16, half the bytes.
+  bool gradReduceBf16 = false;
 };
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,

@@ -94,7 +94,10 @@ const char *axisName(Axis a);
 MeshCoord meshCoordOf(const MeshShape &m, int rank);
 int meshRankOf(const MeshShape &m, const MeshCoord &c);
 
-enum class CommType { F32, F64, I64 };
+/// BF16 is bfloat16 (the upper 16 bits of a float32, as merak_rt/ops.h's
+/// DT::BF16): its sums and maxima are computed in float and rounded to
+/// nearest even once per combining step (a user-defined MPI operation).
+enum class CommType { F32, F64, I64, BF16 };
 /// Bytes of one element.
 int commTypeSize(CommType t);
 

@@ -566,6 +566,46 @@ def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakGradReducePrecision : Pass<"merak-grad-reduce-precision", "mlir::ModuleOp"> {
+  let summary = "Reduces data-parallel gradients in bf16 (half the bytes on the wire)";
+  let description = [{
+    With `precision=bf16`, every "dp" mean reduction of float32 tensors
+    (`merak.all_reduce`, `merak.reduce_scatter` and their started forms with
+    the `merak.wait` that completes them) communicates bf16: each operand is
+    cast to bf16 before the collective and each result cast back to float32
+    after it (after the wait). The sum is formed in float and rounded to bf16
+    at every combining step (NCCL's bf16 sum; on the CPU runtime a
+    user-defined MPI operation), and the mean's division by the group size
+    is exact for power-of-two groups. So the parameters' gradients lose bf16
+    rounding once before and once after the sum, while accumulation over
+    micro-batches, clipping and the optimizer stay float32 (master weights,
+    float32 state). Megatron-LM's `--grad-reduce-in-bf16`, DeepSpeed's
+    `communication_data_type`. A reduction whose operands are all scalars
+    (the reported loss) stays float32, as do "tp" and "pp" collectives and
+    sums (the clipping norm).
+
+    merak-compile runs it right after merak-overlap, when every gradient
+    reduction exists (data parallel, ZeRO, pipeline stages) and has its
+    final place, so the casts sit next to the collective: the narrowing
+    right before the start, the widening right after the wait.
+    `precision=fp32` changes nothing.
+
+    ```mlir
+    %r = merak.all_reduce_start %g group = "dp" reduction = "mean" : tensor<64xf32>
+    %a = merak.wait %r : tensor<64xf32>
+    // becomes
+    %h = merak.cast %g : tensor<64xf32> to tensor<64xbf16>
+    %r = merak.all_reduce_start %h group = "dp" reduction = "mean" : tensor<64xbf16>
+    %w = merak.wait %r : tensor<64xbf16>
+    %a = merak.cast %w : tensor<64xbf16> to tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps collectives with computation (started collectives and waits)";
   let description = [{
