@@ -283,14 +283,17 @@ void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
            double b) {
   if (n <= 0)
     return;
+  cuda::Unary k;
+  const bool native = cudaUnary(op, k);
+  if (t == DT::BF16 && native) // bf16 in and out, float32 inside
+    return must(cuda::unary(k, cuda::DType::BF16, x, y, n, stream()));
   if (t == DT::BF16) {
     auto *f = static_cast<float *>(scratch(1, static_cast<uint64_t>(n) * sizeof(float)));
     widenBf16(x, f, n);
     gpu::unary(op, DT::F32, f, f, n, a, b);
     return narrowToBf16(f, y, n);
   }
-  cuda::Unary k;
-  if (t == DT::F32 && cudaUnary(op, k))
+  if (t == DT::F32 && native)
     return must(cuda::unary(k, cuda::DType::F32, x, y, n, stream()));
   switch (t) {
   case DT::F32:
@@ -340,6 +343,19 @@ void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
   if (n == 0)
     return;
   const bool cmp = op >= Binary::Eq;
+  const bool arith = op == Binary::Add || op == Binary::Sub || op == Binary::Mul ||
+                     op == Binary::Div || op == Binary::Max || op == Binary::Min;
+  if ((t == DT::F32 || t == DT::BF16) && arith) {
+    cuda::Binary k = op == Binary::Add   ? cuda::Binary::Add
+                     : op == Binary::Sub ? cuda::Binary::Sub
+                     : op == Binary::Mul ? cuda::Binary::Mul
+                     : op == Binary::Div ? cuda::Binary::Div
+                     : op == Binary::Max ? cuda::Binary::Max
+                                         : cuda::Binary::Min;
+    // bf16 natively: loads widened, float32 arithmetic, one rounding.
+    return must(cuda::binary(k, t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32, a,
+                             da, b, db, out, dout, stream()));
+  }
   if (t == DT::BF16) {
     const int64_t na = da.numel(), nb = db.numel();
     auto *fa = static_cast<float *>(scratch(1, static_cast<uint64_t>(na) * sizeof(float)));
@@ -351,18 +367,6 @@ void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
     auto *fo = static_cast<float *>(scratch(3, static_cast<uint64_t>(n) * sizeof(float)));
     gpu::binary(op, DT::F32, fa, da, fb, db, fo, dout);
     return narrowToBf16(fo, out, n);
-  }
-  if (t == DT::F32 && !cmp &&
-      (op == Binary::Add || op == Binary::Sub || op == Binary::Mul ||
-       op == Binary::Div || op == Binary::Max || op == Binary::Min)) {
-    cuda::Binary k = op == Binary::Add   ? cuda::Binary::Add
-                     : op == Binary::Sub ? cuda::Binary::Sub
-                     : op == Binary::Mul ? cuda::Binary::Mul
-                     : op == Binary::Div ? cuda::Binary::Div
-                     : op == Binary::Max ? cuda::Binary::Max
-                                         : cuda::Binary::Min;
-    return must(cuda::binary(k, cuda::DType::F32, a, da, b, db, out, dout,
-                             stream()));
   }
   if (op >= Binary::And && t != DT::BOOL)
     fatal("binary: logical ops take bool tensors");
@@ -442,9 +446,10 @@ void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
               bool tanhApprox) {
   if (n <= 0)
     return;
-  if (t == DT::F32)
-    return must(cuda::geluBackward(cuda::DType::F32, x, dy, dx, n, tanhApprox,
-                                   stream()));
+  if (t == DT::F32 || t == DT::BF16)
+    return must(cuda::geluBackward(
+        t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32, x, dy, dx, n,
+        tanhApprox, stream()));
   dispatchFloat(t, "gelu_grad: float tensors only", [&](auto tag) {
     using T = typename decltype(tag)::type;
     geluGradKernel<T><<<gridFor(n), 256, 0, cs()>>>(

@@ -88,8 +88,15 @@ void releaseBlas() { blasSlot().reset(); }
 
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
             void *y, const Dims &dy, bool ta, bool tb) {
-  if ((ta || tb) && (t != DT::F32 || da.rank < 2 || db.rank < 2))
-    fatal("matmul: transposed operands need F32 matrices");
+  gpu::matmul(t, a, da, b, db, y, dy, ta, tb, t);
+}
+
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
+            void *y, const Dims &dy, bool ta, bool tb, DT yt) {
+  if (yt != t && !(t == DT::BF16 && yt == DT::F32))
+    fatal("matmul: the result type must be the operands' (or f32 for bf16 operands)");
+  if ((ta || tb) && ((t != DT::F32 && t != DT::BF16) || da.rank < 2 || db.rank < 2))
+    fatal("matmul: transposed operands need F32 or BF16 matrices");
   // Transposed operands are stored [..., K, M] / [..., N, K] and read by
   // cuBLASLt with op = T (the same element counts per batch).
   const int64_t M = da.rank == 1 ? 1 : da.d[da.rank - (ta ? 1 : 2)];
@@ -164,11 +171,13 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     ca = static_cast<const char *>(a16);
     cb = static_cast<const char *>(b16);
   }
-  const size_t yElem = native ? 2 : 4;
+  // The result: bf16 for bf16 tensors unless yt asks for float32.
+  const bool yF32 = !native || yt == DT::F32;
+  const size_t yElem = yF32 ? 4 : 2;
   auto run = [&](const cuda::GemmShape &g, int64_t oa, int64_t ob, int64_t oy) {
     if (Status st = blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, 0.f,
                                 static_cast<char *>(y) + oy * yElem, stream(),
-                                /*cIsF32=*/!native);
+                                /*cIsF32=*/yF32);
         !st.ok())
       fatal(("matmul: " + st.message()).c_str());
   };

@@ -40,6 +40,15 @@ inline double geluDerivative(double x, bool tanhApprox) {
 
 void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
               bool tanhApprox) {
+  if (t == DT::BF16) { // widen, compute in float32, round once
+    float *fx = scratch<float, 24>(static_cast<size_t>(n));
+    float *fg = scratch<float, 25>(static_cast<size_t>(n));
+    cast(DT::BF16, x, DT::F32, fx, n);
+    cast(DT::BF16, dy, DT::F32, fg, n);
+    geluGrad(DT::F32, fx, fg, fg, n, tanhApprox);
+    cast(DT::F32, fg, DT::BF16, dx, n);
+    return;
+  }
   if (t == DT::F32 && !tanhApprox) {
     geluBackward(static_cast<const float *>(x), static_cast<const float *>(dy),
                  static_cast<float *>(dx), n);

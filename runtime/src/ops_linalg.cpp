@@ -72,16 +72,26 @@ void matmulLoops(const T *a, const T *b, T *y, int64_t M, int64_t N,
 
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
             void *y, const Dims &dy, bool ta, bool tb) {
+  matmul(t, a, da, b, db, y, dy, ta, tb, t);
+}
+
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
+            void *y, const Dims &dy, bool ta, bool tb, DT yt) {
+  if (yt != t && !(t == DT::BF16 && yt == DT::F32))
+    fatal("matmul: the result type must be the operands' (or f32 for bf16 operands)");
   if (t == DT::BF16) {
     // Mixed precision: bf16 operands widened (exactly) to float32, the
     // float32 GEMM (float accumulation), the result rounded once to bf16 --
-    // a bf16 tensor-core GEMM's numbers up to the accumulation order.
+    // a bf16 tensor-core GEMM's numbers up to the accumulation order -- or
+    // (yt F32) written as it is.
     const int64_t na = da.numel(), nb = db.numel(), ny = dy.numel();
     float *fa = scratch<float, 21>(static_cast<size_t>(na));
     float *fb = scratch<float, 22>(static_cast<size_t>(nb));
-    float *fy = scratch<float, 23>(static_cast<size_t>(ny));
     cast(DT::BF16, a, DT::F32, fa, na);
     cast(DT::BF16, b, DT::F32, fb, nb);
+    if (yt == DT::F32)
+      return matmul(DT::F32, fa, da, fb, db, y, dy, ta, tb);
+    float *fy = scratch<float, 23>(static_cast<size_t>(ny));
     matmul(DT::F32, fa, da, fb, db, fy, dy, ta, tb);
     cast(DT::F32, fy, DT::BF16, y, ny);
     return;

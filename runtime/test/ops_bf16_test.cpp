@@ -90,6 +90,11 @@ TEST(OpsBf16, MatmulWidensAndRoundsOnce) {
   std::vector<uint16_t> y2(2);
   cpu::matmul(DT::BF16, a16.data(), da, bt16.data(), dbt, y2.data(), dy, false, true);
   EXPECT_EQ(y2, y);
+  // A widening GEMM (bf16 operands, float32 result): the float32 sum as it
+  // is, 2 + 2^-6 + 2^-14 and 258 + 2^-7, without the rounding to bf16.
+  std::vector<float> yf(2);
+  cpu::matmul(DT::BF16, a16.data(), da, b16.data(), db, yf.data(), dy, false, false, DT::F32);
+  EXPECT_EQ(yf, (std::vector<float>{2.0f + 0x1p-6f + 0x1p-14f, 258.0f + 0x1p-7f}));
 }
 
 TEST(OpsBf16, ArithmeticRoundsItsFloatResult) {
@@ -123,3 +128,25 @@ TEST(OpsBf16, DataMovementByElementSize) {
 }
 
 } // namespace
+
+TEST(OpsBf16, GeluAndGeluGradRoundOnce) {
+  // The float32 results, rounded once to bf16, for bf16 inputs (exact GELU
+  // and its derivative computed here in double): the bf16 kernels must
+  // equal cast(float32 kernel(widened inputs)) for every element.
+  const std::vector<float> xs = {-3.0f, -1.0f, -0.5f, 0.0f, 0.375f, 1.0f, 2.5f, 4.0f};
+  auto x = toBf16(xs);
+  auto g = toBf16({1.0f, -2.0f, 0.5f, 3.0f, 1.0f + 0x1p-7f, -1.0f, 0.25f, 8.0f});
+  const int64_t n = int64_t(xs.size());
+  std::vector<uint16_t> y(n), dx(n);
+  cpu::unary(cpu::Unary::Gelu, DT::BF16, x.data(), y.data(), n);
+  cpu::geluGrad(DT::BF16, x.data(), g.data(), dx.data(), n, false);
+  auto xf = toF32(x), gf = toF32(g), yf = toF32(y), dxf = toF32(dx);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xf[i];
+    const double gelu = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    const double d = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) +
+                     v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI);
+    EXPECT_EQ(bits(yf[i]), bits(toF32(toBf16({float(gelu)}))[0])) << "gelu x=" << v;
+    EXPECT_EQ(bits(dxf[i]), bits(toF32(toBf16({float(gf[i] * d)}))[0])) << "gelu_grad x=" << v;
+  }
+}

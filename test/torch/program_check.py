@@ -49,10 +49,10 @@ TOLERANCE = 1e-4
 # accumulation straddle a rounding boundary, and every later rounding sees
 # the changed value, so two correct implementations of the same policy
 # differ by bf16 noise that grows from the loss back to the embeddings
-# (measured 2.6e-4 at ln_f.bias, 4.2e-3 at the first layer; float64 is
-# 6e-3 to 9e-3 away). The bound is the noise, and the float64 gradients
-# must be at least 1.5x further away than the emulated ones.
-GRAD_BF16_TOL = 6e-3
+# (with bf16 activations, measured 1.1e-3 at worst; float64 is 1.1e-2
+# away). The bound is the noise, and the float64 gradients must be at least
+# 3x further away than the emulated ones.
+GRAD_BF16_TOL = 3e-3
 VOCAB = 97
 B, T = 2, 16
 # A single process's checkpoint of a step: one plain safetensors file.
@@ -364,41 +364,87 @@ def rb(t):
 
 class LinearBf16(torch.autograd.Function):
     """merak-mixed-precision's linear layer, written independently in
-    float64 torch: the GEMM operands rounded to bf16 and its result rounded
-    to bf16 (float accumulation), the bias added in float; the backward's
-    GEMMs take the incoming gradient rounded to bf16 and round their results
-    to bf16 (the VJPs of the casts around a bf16 matmul)."""
+    float64 torch: the GEMM operands rounded to bf16; with a bias, the GEMM
+    result rounded to bf16, the bias rounded to bf16 and the sum rounded to
+    bf16 (the add runs in bf16, autocast's addmm); without one (the LM head,
+    read by the float32 loss) the GEMM's float accumulation as it is. The
+    backward takes the incoming gradient rounded to bf16 (the VJP of the
+    widening cast; a no-op when the consumer was bf16 too), reduces it to
+    the bias gradient with one rounding, and its GEMMs give float
+    accumulations for the weight and for an input that was float32 (both
+    reach a widening cast's VJP), rounded to bf16 only for an input that was
+    bf16 already (GELU's output, marked `_bf16`)."""
 
     @staticmethod
-    def forward(ctx, x, w):
+    def forward(ctx, x, w, b=None):
         xb, wb = rb(x), rb(w)
         ctx.save_for_backward(xb, wb)
-        return rb(xb @ wb.t())
+        ctx.bias = b is not None
+        ctx.round_dx = getattr(x, "_bf16", False)
+        y = xb @ wb.t()
+        return rb(rb(y) + rb(b)) if b is not None else y
 
     @staticmethod
     def backward(ctx, g):
         xb, wb = ctx.saved_tensors
         gb = rb(g)
         rows = gb.reshape(-1, gb.shape[-1])
-        return rb(gb @ wb), rb(rows.t() @ xb.reshape(-1, xb.shape[-1]))
+        gbias = rb(rows.sum(0)) if ctx.bias else None
+        dx = gb @ wb
+        return (rb(dx) if ctx.round_dx else dx,
+                rows.t() @ xb.reshape(-1, xb.shape[-1]), gbias)
+
+
+_GELU = F.gelu  # the float64 GELU (F.gelu is patched within Bf16Policy)
+
+
+class GeluBf16(torch.autograd.Function):
+    """GELU on a bf16 activation: computed wide, rounded once; its backward
+    likewise from the bf16 input and the bf16 incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return rb(_GELU(x))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        with torch.enable_grad():
+            xr = x.detach().requires_grad_()
+            d, = torch.autograd.grad(_GELU(xr), xr, torch.ones_like(xr))
+        return rb(rb(g) * d)
+
+
+def bf16_valued(t):
+    t._bf16 = True
+    return t
+
+
+class Bf16Policy:
+    """Within the block, F.linear and F.gelu follow merak's bf16 policy."""
+
+    def __enter__(self):
+        self.saved = F.linear, F.gelu
+        F.linear = lambda x, w, b=None: LinearBf16.apply(x, w, b)
+        F.gelu = lambda x, approximate="none": bf16_valued(GeluBf16.apply(x))
+
+    def __exit__(self, *exc):
+        F.linear, F.gelu = self.saved
 
 
 def check_losses_bf16(env):
     """--precision bf16 against (1) the same policy emulated in float64
-    torch (LinearBf16 for every nn.Linear; attention's matmuls stay fused
-    float32 in merak, float64 here), to 2e-3 relative, and (2) PyTorch's own
-    torch.autocast(cpu, bfloat16) in float32, which also runs the attention
-    matmuls, GELU and the bias adds in bf16: within bf16 noise (3e-2)."""
+    torch (Bf16Policy: LinearBf16 for every nn.Linear with its bias add in
+    bf16, GeluBf16; attention's matmuls stay fused float32 in merak, float64
+    here), to 2e-3 relative, and (2) PyTorch's own torch.autocast(cpu,
+    bfloat16) in float32, which also runs the attention matmuls in bf16:
+    within bf16 noise (3e-2)."""
     cfg = dict(optimizer="adamw", lr=3e-3)
     got = [m["loss"] for m in env.train(env.program("adamw-bf16", cfg, ["--precision", "bf16"]),
                                         "adamw-bf16", STEPS)]
-    linear = F.linear
-    try:
-        F.linear = lambda x, w, b=None: (LinearBf16.apply(x, w) + b if b is not None
-                                         else LinearBf16.apply(x, w))
+    with Bf16Policy():
         emulated, _ = reference(env.fresh_model(), env.tokens, cfg)
-    finally:
-        F.linear = linear
     model = env.fresh_model().float()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01)
@@ -423,12 +469,8 @@ def check_losses_bf16(env):
     env.train(env.program("sgd-lr1-bf16", sgd, ["--precision", "bf16"]), "sgd-lr1-bf16", 1,
               "--checkpoint-dir", ckpt)
     after = read_safetensors(os.path.join(ckpt, "step_1", SHARD))
-    try:
-        F.linear = lambda x, w, b=None: (LinearBf16.apply(x, w) + b if b is not None
-                                         else LinearBf16.apply(x, w))
+    with Bf16Policy():
         _, gemu = reference(env.fresh_model(), env.tokens, sgd, steps=1)
-    finally:
-        F.linear = linear
     _, g64 = reference(env.fresh_model(), env.tokens, sgd, steps=1)
     ge, g6 = 0.0, 0.0
     for name, g in gemu.items():
@@ -438,10 +480,10 @@ def check_losses_bf16(env):
         ge = max(ge, np.linalg.norm(mine - g.numpy()) / np.linalg.norm(g.numpy()))
         g6 = max(g6, np.linalg.norm(mine - g64[name].numpy()) / np.linalg.norm(g64[name].numpy()))
     ok = (len(got) == STEPS and e1 <= 2e-3 and e2 <= 3e-2 and got[-1] < got[0]
-          and ge <= GRAD_BF16_TOL and g6 >= 1.5 * ge)
+          and ge <= GRAD_BF16_TOL and g6 >= 3 * ge)
     return ok, ("losses %.4f -> %.4f; max rel err vs the emulated policy %.2e (<= 2e-3), vs "
                 "torch.autocast bf16 %.2e (<= 3e-2), the policy vs float64 %.2e; one step's "
-                "gradients vs the emulated policy %.2e (<= %.0e), vs float64 %.2e (>= 1.5x)" % (
+                "gradients vs the emulated policy %.2e (<= %.0e), vs float64 %.2e (>= 3x)" % (
                     got[0], got[-1], e1, e2, e3, ge, GRAD_BF16_TOL, g6))
 
 

@@ -494,17 +494,28 @@ LogicalResult lowerOp(Operation *op, Emitter &e, SymbolTableCollection &symbols,
         PTR(a, m.getLhs());
         PTR(b, m.getRhs());
         PTR(y, m.getResult());
-        e.call("matmul").dtype(r0).ptr(a).dims(m.getLhs().getType()).ptr(b)
-            .dims(m.getRhs().getType()).ptr(y).dims(r0).emit();
+        auto call = e.call("matmul");
+        call.dtype(m.getLhs().getType()).ptr(a).dims(m.getLhs().getType()).ptr(b)
+            .dims(m.getRhs().getType()).ptr(y).dims(r0);
+        // A widening GEMM (bf16 operands, f32 result) names its result type.
+        if (cast<RankedTensorType>(m.getLhs().getType()).getElementType() !=
+            cast<RankedTensorType>(r0).getElementType())
+          call.boolean(false).boolean(false).dtype(r0);
+        call.emit();
         return success();
       })
       .Case([&](MatmulTOp m) -> LogicalResult {
         PTR(a, m.getLhs());
         PTR(b, m.getRhs());
         PTR(y, m.getResult());
-        e.call("matmul").dtype(r0).ptr(a).dims(m.getLhs().getType()).ptr(b)
+        auto call = e.call("matmul");
+        call.dtype(m.getLhs().getType()).ptr(a).dims(m.getLhs().getType()).ptr(b)
             .dims(m.getRhs().getType()).ptr(y).dims(r0).boolean(m.getTransposeLhs())
-            .boolean(m.getTransposeRhs()).emit();
+            .boolean(m.getTransposeRhs());
+        if (cast<RankedTensorType>(m.getLhs().getType()).getElementType() !=
+            cast<RankedTensorType>(r0).getElementType())
+          call.dtype(r0);
+        call.emit();
         return success();
       })
       .Case([&](Conv2DOp c) -> LogicalResult {

@@ -460,8 +460,10 @@ void run() {
     for (bool tb : {false, true}) {
       T bb = tb ? rand(DT::BF16, Dims{2, {80, 96}}) : b;
       pair(std::string("matmul bf16 transB=") + (tb ? "1" : "0"), {&y}, 1e-2, [&](int side) {
-        (side ? gpu::matmul : cpu::matmul)(DT::BF16, P(a), a.d, P(bb), bb.d, P(y), y.d, false,
-                                          tb);
+        if (side)
+          gpu::matmul(DT::BF16, P(a), a.d, P(bb), bb.d, P(y), y.d, false, tb);
+        else
+          cpu::matmul(DT::BF16, P(a), a.d, P(bb), bb.d, P(y), y.d, false, tb);
       });
     }
     T s = rand(DT::BF16, Dims{1, {80}}), z = make(DT::BF16, y.d);
@@ -473,6 +475,28 @@ void run() {
     pair("reduce sum bf16", {&r}, 1e-2, [&](int side) {
       (side ? gpu::reduce : cpu::reduce)(cpu::Reduce::Sum, DT::BF16, P(z), z.d, Dims{2, {0, 1}},
                                          P(r));
+    });
+    // A widening GEMM (bf16 operands, float32 result: cuBLASLt's fp32 C),
+    // both operands transposed as a weight gradient's may be.
+    T at = rand(DT::BF16, Dims{3, {2, 96, 64}}), yf = make(DT::F32, y.d);
+    for (bool tb : {false, true}) {
+      T bb = tb ? rand(DT::BF16, Dims{2, {80, 96}}) : b;
+      pair(std::string("matmul bf16->f32 transB=") + (tb ? "1" : "0"), {&yf}, 1e-4,
+           [&](int side) {
+             if (side)
+               gpu::matmul(DT::BF16, P(at), at.d, P(bb), bb.d, P(yf), yf.d, true, tb, DT::F32);
+             else
+               cpu::matmul(DT::BF16, P(at), at.d, P(bb), bb.d, P(yf), yf.d, true, tb, DT::F32);
+           });
+    }
+    // bf16 activations: GELU and its gradient natively in bf16.
+    T gx = rand(DT::BF16, z.d, -4, 4), gy = make(DT::BF16, z.d), gd = make(DT::BF16, z.d);
+    pair("gelu bf16", {&gy}, 1e-2, [&](int side) {
+      (side ? gpu::unary : cpu::unary)(cpu::Unary::Gelu, DT::BF16, P(gx), P(gy), gx.d.numel(), 0,
+                                       0);
+    });
+    pair("gelu_grad bf16", {&gd}, 1e-2, [&](int side) {
+      (side ? gpu::geluGrad : cpu::geluGrad)(DT::BF16, P(gx), P(z), P(gd), gx.d.numel(), false);
     });
   }
   // merak.attention: the flash kernels against the CPU's tiled GEMMs, causal

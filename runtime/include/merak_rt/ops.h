@@ -282,6 +282,10 @@ void sgdUpdate(DT t, const void *p, const void *g, const void *buf, const void *
 /// [..., N, K]) and read transposed by the GEMM, never copied.
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
             void *y, const Dims &dy, bool transA = false, bool transB = false);
+/// As above with the result's type `yt`: t, or F32 for BF16 operands (the
+/// float32 accumulation written without rounding to bf16).
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
+            void *y, const Dims &dy, bool transA, bool transB, DT yt);
 
 /// Conv2D attributes: strides [sh, sw], padding [top, left, bottom, right],
 /// dilations [dh, dw], groups.

@@ -71,6 +71,31 @@ func.func @identity_cast(%x: tensor<4xi32>) -> tensor<4xi32> {
 
 // -----
 
+// Narrowing an exactly widened value gives it back (bf16 -> f32 -> bf16,
+// f32 -> f64 -> f32); the reverse order rounds, and bf16 -> f16 is not a
+// widening (f16 has fewer exponent bits): both stay.
+// CHECK-LABEL: func.func @cast_of_widening
+// CHECK-SAME: (%[[H:.*]]: tensor<4xbf16>, %[[F:.*]]: tensor<4xf32>)
+// CHECK-NEXT: %[[A:.*]] = merak.cast %[[F]] : tensor<4xf32> to tensor<4xbf16>
+// CHECK-NEXT: %[[B:.*]] = merak.cast %[[A]] : tensor<4xbf16> to tensor<4xf32>
+// CHECK-NEXT: %[[C:.*]] = merak.cast %[[H]] : tensor<4xbf16> to tensor<4xf16>
+// CHECK-NEXT: %[[D:.*]] = merak.cast %[[C]] : tensor<4xf16> to tensor<4xbf16>
+// CHECK-NEXT: return %[[H]], %[[F]], %[[B]], %[[D]]
+func.func @cast_of_widening(%h: tensor<4xbf16>, %f: tensor<4xf32>)
+    -> (tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xbf16>) {
+  %0 = merak.cast %h : tensor<4xbf16> to tensor<4xf32>
+  %1 = merak.cast %0 : tensor<4xf32> to tensor<4xbf16>
+  %2 = merak.cast %f : tensor<4xf32> to tensor<4xf64>
+  %3 = merak.cast %2 : tensor<4xf64> to tensor<4xf32>
+  %4 = merak.cast %f : tensor<4xf32> to tensor<4xbf16>
+  %5 = merak.cast %4 : tensor<4xbf16> to tensor<4xf32>
+  %6 = merak.cast %h : tensor<4xbf16> to tensor<4xf16>
+  %7 = merak.cast %6 : tensor<4xf16> to tensor<4xbf16>
+  return %1, %3, %5, %7 : tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xbf16>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @identity_transpose
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
 // CHECK-NEXT: return %[[X]]

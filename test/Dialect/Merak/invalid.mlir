@@ -805,6 +805,35 @@ func.func @matmul_element_types(%a: tensor<2x3xf32>, %b: tensor<3x4xf64>) {
 
 // -----
 
+// Only bf16 operands may widen their result (to f32, not f64); f32 operands
+// never narrow theirs.
+func.func @matmul_narrowing_result(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{'merak.matmul' op inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4xbf16>'}}
+  // expected-error @+1 {{'merak.matmul' op failed to infer returned types}}
+  %0 = merak.matmul %a, %b : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_widening_to_f64(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>) {
+  // expected-error @+2 {{'merak.matmul' op inferred type(s) 'tensor<2x4xbf16>' are incompatible with return type(s) of operation 'tensor<2x4xf64>'}}
+  // expected-error @+1 {{'merak.matmul' op failed to infer returned types}}
+  %0 = merak.matmul %a, %b : tensor<2x3xbf16>, tensor<3x4xbf16> -> tensor<2x4xf64>
+  return
+}
+
+// -----
+
+func.func @matmul_t_widening_shape(%a: tensor<3x2xbf16>, %b: tensor<3x4xbf16>) {
+  // expected-error @+2 {{'merak.matmul_t' op inferred type(s) 'tensor<2x4xbf16>' are incompatible with return type(s) of operation 'tensor<4x2xf32>'}}
+  // expected-error @+1 {{'merak.matmul_t' op failed to infer returned types}}
+  %0 = merak.matmul_t %a, %b {transpose_lhs} : tensor<3x2xbf16>, tensor<3x4xbf16> -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_rank0(%a: tensor<f32>, %b: tensor<3xf32>) {
   // expected-error @+2 {{operands must have rank >= 1}}
   // expected-error @+1 {{'merak.matmul' op failed to infer returned types}}

@@ -353,6 +353,16 @@ func.func @matmul(%a: tensor<2x1x3x4xf32>, %b: tensor<5x4x6xf32>, %v: tensor<4xf
   return
 }
 
+// A widening GEMM: bf16 operands, the float32 accumulation as the result.
+// CHECK-LABEL: func.func @matmul_widening
+func.func @matmul_widening(%a: tensor<3x4xbf16>, %b: tensor<4x2xbf16>, %c: tensor<2x4xbf16>) {
+  // CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<3x4xbf16>, tensor<4x2xbf16> -> tensor<3x2xf32>
+  %0 = merak.matmul %a, %b : tensor<3x4xbf16>, tensor<4x2xbf16> -> tensor<3x2xf32>
+  // CHECK: merak.matmul_t %{{.*}}, %{{.*}} {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16> -> tensor<3x2xf32>
+  %1 = merak.matmul_t %a, %c {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16> -> tensor<3x2xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @conv2d
 // CHECK-SAME: (%[[X:.*]]: tensor<1x4x8x8xf32>, %[[W:.*]]: tensor<6x2x3x3xf32>, %[[B:.*]]: tensor<6xf32>)
 func.func @conv2d(%x: tensor<1x4x8x8xf32>, %w: tensor<6x2x3x3xf32>, %b: tensor<6xf32>) {

@@ -175,9 +175,27 @@ LogicalResult rule(ClampOp op, Emitter &e, ValueRange g, Grads &out) {
 LogicalResult rule(CastOp op, Emitter &e, ValueRange g, Grads &out) {
   Type from = typeOf(op.getInput()).getElementType();
   // Only float -> float casts carry a gradient (cast back).
-  out.assign({isa<FloatType>(from) && isa<FloatType>(typeOf(op.getResult()).getElementType())
-             ? e.cast(g[0], from)
-             : Value()});
+  if (!isa<FloatType>(from) || !isa<FloatType>(typeOf(op.getResult()).getElementType())) {
+    out.assign({Value()});
+    return success();
+  }
+  // The gradient of a bf16 copy of a float32 value (a mixed-precision
+  // weight), made by a bf16 GEMM -- possibly transposed or reshaped, each
+  // value read only on this path: the GEMM writes its float32 accumulation
+  // instead of rounding it to bf16 to be widened here.
+  if (from.isF32() && typeOf(g[0]).getElementType().isBF16() && g[0].use_empty()) {
+    SmallVector<Value> chain{g[0]};
+    while (isa_and_nonnull<TransposeOp, ReshapeOp>(chain.back().getDefiningOp()) &&
+           chain.back().getDefiningOp()->getOperand(0).hasOneUse())
+      chain.push_back(chain.back().getDefiningOp()->getOperand(0));
+    if (chain.back().getDefiningOp<MatmulOp>()) {
+      for (Value v : chain)
+        v.setType(RankedTensorType::get(typeOf(v).getShape(), from));
+      out.assign({g[0]});
+      return success();
+    }
+  }
+  out.assign({e.cast(g[0], from)});
   return success();
 }
 

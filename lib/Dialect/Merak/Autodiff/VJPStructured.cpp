@@ -197,8 +197,11 @@ LogicalResult rule(CrossEntropyOp op, Emitter &e, ValueRange g, Grads &out) {
 LogicalResult rule(MatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   // Lift rank-1 operands to matrices as numpy does, then
   // dA = g B^T and dB = A^T g, summed over broadcast batch dimensions.
-  Value a = op.getLhs(), b = op.getRhs(), grad = g[0];
+  Value a = op.getLhs(), b = op.getRhs();
   auto at = typeOf(a), bt = typeOf(b);
+  // A widening GEMM (bf16 operands, f32 result): the gradient GEMMs take
+  // the gradient rounded to bf16, as the VJP of a widening cast would.
+  Value grad = e.cast(g[0], at.getElementType());
   SmallVector<int64_t> as(at.getShape()), bs(bt.getShape()), gs(typeOf(grad).getShape());
   if (as.size() == 1) {
     as.insert(as.begin(), 1);

@@ -25,9 +25,22 @@ static Attribute retypeConstant(Attribute attr, RankedTensorType type) {
   return {};
 }
 
+/// Every value of float type `from` is exactly a value of float type `to`
+/// (bf16/f16 -> f32/f64, f32 -> f64).
+static bool exactWidening(Type from, Type to) {
+  if (from.isBF16() || from.isF16())
+    return to.isF32() || to.isF64();
+  return from.isF32() && to.isF64();
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
+  // cast(cast(x, wider), x's type) is x: the widening was exact.
+  if (auto inner = getInput().getDefiningOp<CastOp>())
+    if (inner.getInput().getType() == getType() &&
+        exactWidening(getType().getElementType(), inner.getType().getElementType()))
+      return inner.getInput();
   auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput());
   if (!dense || !dense.isSplat())
     return {};

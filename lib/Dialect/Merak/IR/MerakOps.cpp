@@ -503,6 +503,25 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                      false, types);
 }
 
+/// The inferred result, or (bf16 operands) the same shape in f32.
+static bool gemmResultCompatible(TypeRange inferred, TypeRange actual) {
+  if (inferred == actual)
+    return true;
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto i = dyn_cast<RankedTensorType>(inferred[0]), a = dyn_cast<RankedTensorType>(actual[0]);
+  return i && a && i.getShape() == a.getShape() && i.getElementType().isBF16() &&
+         a.getElementType().isF32();
+}
+
+bool MatmulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return gemmResultCompatible(inferred, actual);
+}
+
+bool MatmulTOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return gemmResultCompatible(inferred, actual);
+}
+
 LogicalResult MatmulTOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
   auto lt = tensorType(adaptor.getLhs()), rt = tensorType(adaptor.getRhs());

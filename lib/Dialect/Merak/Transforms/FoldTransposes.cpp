@@ -54,7 +54,7 @@ struct MerakFoldTransposesPass
       Operation *tb = b ? m.getRhs().getDefiningOp() : nullptr;
       if (tb == ta)
         tb = nullptr;
-      auto folded = MatmulTOp::create(builder, m.getLoc(), a ? a : m.getLhs(),
+      auto folded = MatmulTOp::create(builder, m.getLoc(), m.getType(), a ? a : m.getLhs(),
                                       b ? b : m.getRhs(), /*transpose_lhs=*/(bool)a,
                                       /*transpose_rhs=*/(bool)b);
       m.replaceAllUsesWith(folded.getResult());

@@ -159,10 +159,14 @@ void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
 
 // --- linear algebra ----------------------------------------------------------------
 
-/// transA / transB as the CPU ABI's (merak.matmul_t): F32 operands stored
-/// with their last two dimensions swapped, read transposed by cuBLASLt.
+/// transA / transB as the CPU ABI's (merak.matmul_t): F32 or BF16 operands
+/// stored with their last two dimensions swapped, read transposed by
+/// cuBLASLt. yt: the result type, t or F32 for BF16 operands (cuBLASLt's
+/// fp32 output of a bf16 GEMM).
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
             void *y, const Dims &dy, bool transA = false, bool transB = false);
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
+            void *y, const Dims &dy, bool transA, bool transB, DT yt);
 
 // --- profiling hook ------------------------------------------------------------------
 

@@ -38,6 +38,11 @@ class Merak_Op<string mnemonic, list<Trait> traits = []>
 
 // Cost overrides (MerakCost.cpp), spliced into extraClassDeclaration.
 defvar Merak_FlopsCost = "int64_t getFlops();";
+// A GEMM whose bf16 operands may produce an f32 result (InferTypeOpAdaptor
+// then accepts the inferred bf16 type widened to f32).
+defvar Merak_WideningResult = [{
+  static bool isCompatibleReturnTypes(::mlir::TypeRange inferred, ::mlir::TypeRange actual);
+}];
 defvar Merak_FlopsAndBytesCost = "int64_t getFlops(); int64_t getBytesAccessed();";
 
 // Element types the dialect supports.

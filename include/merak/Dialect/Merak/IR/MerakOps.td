@@ -422,11 +422,16 @@ def Merak_BatchNormOp : Merak_Op<"batch_norm", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
-  let extraClassDeclaration = Merak_FlopsCost;
+  let extraClassDeclaration = !strconcat(Merak_FlopsCost, Merak_WideningResult);
   let summary = "numpy.matmul: batched, broadcasting batch dimensions";
   let description = [{
     Rank-1 operands follow numpy (a 1-D lhs gains a leading 1 that is then
-    dropped, a 1-D rhs a trailing 1). Batch dimensions broadcast.
+    dropped, a 1-D rhs a trailing 1). Batch dimensions broadcast. The
+    result has the operands' element type, except that bf16 operands may
+    give an f32 result: the float32 accumulation written as it is, without
+    rounding to bf16 (a tensor-core GEMM with an fp32 output; what
+    merak-mixed-precision makes of a bf16 GEMM whose result is only used
+    widened, e.g. a weight gradient).
   }];
   let arguments = (ins Merak_NumericTensor:$lhs, Merak_NumericTensor:$rhs);
   let results = (outs Merak_NumericTensor:$result);
@@ -434,7 +439,7 @@ def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor]> {
-  let extraClassDeclaration = Merak_FlopsCost;
+  let extraClassDeclaration = !strconcat(Merak_FlopsCost, Merak_WideningResult);
   let summary = "matmul with operands read transposed (a lowering form)";
   let description = [{
     `merak.matmul(transpose(lhs), transpose(rhs))` where `transpose` swaps

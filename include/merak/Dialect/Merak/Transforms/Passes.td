@@ -88,8 +88,18 @@ def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
     inputs (half their memory), and the cast's VJP gives the float32
     parameters float32 gradients, so accumulation, clipping, the dp
     reduction and the optimizer (state and master weights) stay float32.
-    This is torch.autocast(bfloat16)'s policy for matmuls, with the other
-    ops (layer norm, softmax, GELU, residual adds, the loss) in float32.
+    Then bf16 activations: the GEMM's bf16 result flows on in bf16 through
+    the ops torch.autocast runs in its input's dtype -- a bias add (the
+    parameter operand, possibly reshaped or broadcast, is cast to bf16, as
+    autocast's addmm), `merak.gelu`, reshapes, transposes and splits -- the
+    widening cast moving below each, and a narrowing of a widened value is
+    the value itself; it stops at every other op (layer norm, softmax,
+    attention, the loss, a residual add whose other operand is a float32
+    activation). So an MLP's hidden activations go from GEMM to GEMM in
+    bf16 (GELU's input kept for the backward in bf16), the QKV projection's
+    bias add, split and head transposes move bf16 up to the float32
+    attention, and everything else stays float32: torch.autocast(bfloat16)'s
+    policy, with attention float32.
     The kernels: bf16 tensor cores with float32 accumulation on CUDA
     (cuBLASLt); on CPU the operands are widened to float32 and the result
     rounded once. Matmuls whose VJP would reduce over broadcast batch
