@@ -1,7 +1,7 @@
 //===- ops_attention.cu - gpu::attention / attentionGrad ------------------===//
 //
 // The GPU ABI's merak.attention: the flash-attention kernels of
-// attention.cu on dense [B, H, T, D] float32 operands (the leading dims
+// attention.cu on dense [B, H, T, D] float32 or bf16 operands (the leading dims
 // before the last one fold into B, the last one is H). The kernels need
 // keys == queries, a head dim of 16, 32, 64 or 128 and 16-byte aligned
 // operands, which merak-fuse-attention only forms (and the arena's 256-byte
@@ -19,8 +19,8 @@ using namespace detail;
 namespace {
 cuda::AttnShape attnShape(const char *what, DT t, const Dims &dq, int64_t keys, double scale,
                           bool causal) {
-  if (t != DT::F32)
-    fatal((std::string(what) + ": float32 tensors only").c_str());
+  if (t != DT::F32 && t != DT::BF16)
+    fatal((std::string(what) + ": float32 or bf16 tensors only").c_str());
   if (dq.rank < 2)
     fatal((std::string(what) + ": query must have rank >= 2").c_str());
   cuda::AttnShape s;
@@ -47,6 +47,9 @@ cuda::AttnOperand dense(const cuda::AttnShape &s, const void *p) {
 
 /// `p`, or a scratch buffer of `bytes` when p is null (an unread result).
 void *orScratch(void *p, int slot, uint64_t bytes) { return p ? p : scratch(slot, bytes); }
+
+/// The kernels' element type (lse and Delta are float32 either way).
+cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
@@ -54,7 +57,7 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
   const cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   float *l = static_cast<float *>(orScratch(lse, 0, rows * sizeof(float)));
-  if (Status st = cuda::attentionForward(cuda::DType::F32, s, dense(s, q), dense(s, k),
+  if (Status st = cuda::attentionForward(kernelType(t), s, dense(s, q), dense(s, k),
                                          dense(s, v), dense(s, o), l, stream());
       !st.ok())
     fatal(("attention: " + st.message()).c_str());
@@ -65,10 +68,10 @@ void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const voi
                    bool causal, void *dqOut, void *dk, void *dv) {
   const cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
-  const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * sizeof(float);
+  const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * (t == DT::BF16 ? 2 : 4);
   auto *delta = static_cast<float *>(scratch(0, rows * sizeof(float)));
   if (Status st = cuda::attentionBackward(
-          cuda::DType::F32, s, dense(s, q), dense(s, k), dense(s, v), dense(s, o),
+          kernelType(t), s, dense(s, q), dense(s, k), dense(s, v), dense(s, o),
           dense(s, dout), static_cast<const float *>(lse), delta,
           dense(s, orScratch(dqOut, 1, bytes)), dense(s, orScratch(dk, 2, bytes)),
           dense(s, orScratch(dv, 3, bytes)), stream());

@@ -47,10 +47,39 @@ struct AttnSizes {
   /// Keys query row r attends.
   int64_t keysOf(int64_t r, bool causal) const { return causal ? std::min(r + 1, s) : s; }
 };
+
+/// A float32 copy of the bf16 tensor x (n elements), or null for null.
+std::vector<float> widened(const void *x, int64_t n) {
+  std::vector<float> y(x ? n : 0);
+  if (x)
+    cast(DT::BF16, x, DT::F32, y.data(), n);
+  return y;
+}
+const float *orNull(const std::vector<float> &v) { return v.empty() ? nullptr : v.data(); }
+float *orNull(std::vector<float> &v) { return v.empty() ? nullptr : v.data(); }
+
+/// Rounds the float32 results in `f` into the bf16 outputs (skipping null).
+void narrowInto(void *out, const std::vector<float> &f) {
+  if (out && !f.empty())
+    cast(DT::F32, f.data(), DT::BF16, out, int64_t(f.size()));
+}
+
+/// The [..., T, D] element counts of q and of k / v (S keys).
+void counts(const Dims &dq, int64_t keys, int64_t &nq, int64_t &nk) {
+  nq = dq.numel();
+  nk = dq.d[dq.rank - 2] ? nq / dq.d[dq.rank - 2] * keys : 0;
+}
 } // namespace
 
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                int64_t keys, double scale, bool causal, void *o, void *lse) {
+  if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
+    int64_t nq, nk;
+    counts(dq, keys, nq, nk);
+    std::vector<float> fq = widened(q, nq), fk = widened(k, nk), fv = widened(v, nk), fo(nq);
+    attention(DT::F32, fq.data(), dq, fk.data(), fv.data(), keys, scale, causal, fo.data(), lse);
+    return narrowInto(o, fo);
+  }
   const AttnSizes z("attention", type, dq, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v);
@@ -87,6 +116,19 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
                    double scale, bool causal, void *gq, void *gk, void *gv) {
+  if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
+    int64_t nq, nk;
+    counts(dq, keys, nq, nk);
+    std::vector<float> fq = widened(q, nq), fk = widened(k, nk), fv = widened(v, nk),
+                       fo = widened(o, nq), fg = widened(dout, nq);
+    std::vector<float> rq(gq ? nq : 0), rk(gk ? nk : 0), rv(gv ? nk : 0);
+    attentionGrad(DT::F32, fq.data(), dq, fk.data(), fv.data(), keys, fo.data(), lse,
+                  orNull(fg), scale, causal, orNull(rq), orNull(rk), orNull(rv));
+    narrowInto(gq, rq);
+    narrowInto(gk, rk);
+    narrowInto(gv, rv);
+    return;
+  }
   const AttnSizes z("attention_grad", type, dq, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v), *O = static_cast<const float *>(o),

@@ -145,3 +145,48 @@ TEST(OpsAttention, ZeroSized) {
 }
 
 } // namespace
+
+namespace {
+std::vector<uint16_t> toBf16(const std::vector<float> &x) {
+  std::vector<uint16_t> y(x.size());
+  cpu::cast(DT::F32, x.data(), DT::BF16, y.data(), int64_t(x.size()));
+  return y;
+}
+std::vector<float> toF32(const std::vector<uint16_t> &x) {
+  std::vector<float> y(x.size());
+  cpu::cast(DT::BF16, x.data(), DT::F32, y.data(), int64_t(x.size()));
+  return y;
+}
+
+// bf16 attention (merak-mixed-precision): exactly the float32 kernels on the
+// widened operands with each result rounded once (lse float32), for unmasked
+// keys != queries and a causal partial tile, with an unread gradient.
+TEST(OpsAttention, Bf16IsTheRoundedFloat32Kernel) {
+  for (const Case c : {Case{2, 70, 130, 16, false, 0.3}, Case{1, 80, 80, 32, true, 0.2}}) {
+    std::mt19937_64 g(7 + c.t);
+    auto q = toBf16(randf(c.slices * c.t * c.d, g)), k = toBf16(randf(c.slices * c.s * c.d, g)),
+         v = toBf16(randf(c.slices * c.s * c.d, g)), dO = toBf16(randf(c.slices * c.t * c.d, g));
+    Dims dq;
+    dq.rank = 3;
+    dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
+    std::vector<uint16_t> o(q.size());
+    std::vector<float> lse(c.slices * c.t), fo(q.size()), flse(lse.size());
+    cpu::attention(DT::BF16, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
+                   lse.data());
+    auto fq = toF32(q), fk = toF32(k), fv = toF32(v), fdo = toF32(dO);
+    cpu::attention(DT::F32, fq.data(), dq, fk.data(), fv.data(), c.s, c.scale, c.causal,
+                   fo.data(), flse.data());
+    EXPECT_EQ(o, toBf16(fo));
+    EXPECT_EQ(lse, flse);
+    std::vector<uint16_t> gq(q.size()), gv(v.size());
+    cpu::attentionGrad(DT::BF16, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
+                       dO.data(), c.scale, c.causal, gq.data(), nullptr, gv.data());
+    std::vector<float> wq(q.size()), wk(k.size()), wv(v.size()), fob = toF32(o);
+    cpu::attentionGrad(DT::F32, fq.data(), dq, fk.data(), fv.data(), c.s, fob.data(),
+                       flse.data(), fdo.data(), c.scale, c.causal, wq.data(), wk.data(),
+                       wv.data());
+    EXPECT_EQ(gq, toBf16(wq));
+    EXPECT_EQ(gv, toBf16(wv));
+  }
+}
+} // namespace

@@ -110,3 +110,21 @@ func.func @qkv(%x: tensor<2x8xf32>, %a: tensor<2x4xf32>) -> (tensor<4x2xf32>, te
   %u = merak.add %q#1, %a : tensor<2x4xf32>, tensor<2x4xf32>
   return %s, %u : tensor<4x2xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Attention whose query, key and value all arrive in bf16 runs in bf16
+// (lse float32); its result goes on in bf16 to the next GEMM. With one
+// operand float32 (here v, an argument) it stays float32.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[O:.*]], %[[L:.*]] = merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16> -> tensor<2x4x16xbf16>, tensor<2x4xf32>
+// CHECK: merak.matmul %[[O]], %{{.*}} : tensor<2x4x16xbf16>, tensor<16x8xbf16> -> tensor<2x4x8xf32>
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+func.func @attention(%x: tensor<2x4x16xf32>, %w: tensor<16x16xf32>, %wo: tensor<16x8xf32>, %v: tensor<2x4x16xf32>)
+    -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x16xf32>) {
+  %q = merak.matmul %x, %w : tensor<2x4x16xf32>, tensor<16x16xf32> -> tensor<2x4x16xf32>
+  %o, %l = merak.attention %q, %q, %q scale = 0.25 causal : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  %y = merak.matmul %o, %wo : tensor<2x4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+  %o2, %l2 = merak.attention %q, %q, %v scale = 0.25 causal : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %y, %l, %o2 : tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x16xf32>
+}

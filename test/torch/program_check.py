@@ -25,6 +25,7 @@ compiled to ./train; a token file of random tokens is the data, read with
 Ends with "N passed, M failed".
 """
 import json
+import math
 import os
 import signal
 import subprocess
@@ -44,15 +45,13 @@ from check_runner import run_checks  # noqa: E402
 
 STEPS = 20
 TOLERANCE = 1e-4
-# --precision bf16 against its policy emulated in float64: a bf16 rounding
-# of a GEMM result flips by an ulp (2^-8 relative) where float and double
-# accumulation straddle a rounding boundary, and every later rounding sees
-# the changed value, so two correct implementations of the same policy
-# differ by bf16 noise that grows from the loss back to the embeddings
-# (with bf16 activations, measured 1.1e-3 at worst; float64 is 1.1e-2
-# away). The bound is the noise, and the float64 gradients must be at least
-# 3x further away than the emulated ones.
-GRAD_BF16_TOL = 3e-3
+# --precision bf16 against its policy emulated in float64 (Bf16Policy): the
+# emulation rounds to bf16 exactly where merak does, so the two differ only
+# where float and double arithmetic straddle a bf16 rounding boundary (an
+# ulp, 2^-8 relative, that later roundings then carry): measured 1.0e-5 at
+# worst, while float64 is 1.0e-2 away. The bound leaves 20x for such flips,
+# and float64 must be at least 10x further away than the emulated policy.
+GRAD_BF16_TOL = 2e-4
 VOCAB = 97
 B, T = 2, 16
 # A single process's checkpoint of a step: one plain safetensors file.
@@ -421,25 +420,70 @@ def bf16_valued(t):
     return t
 
 
+class AttentionBf16(torch.autograd.Function):
+    """merak.attention on bf16 q, k, v (merak-mixed-precision): computed
+    wide, the result rounded to bf16 once. The backward is attention_grad's
+    definition, computed wide from the bf16 operands, the bf16 incoming
+    gradient and the stored (bf16) result -- Delta = rowsum(dO * O) uses
+    that rounded O, as flash attention's backward does -- each gradient
+    rounded once."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        p = AttentionBf16.probabilities(q, k)
+        o = rb(p @ v)
+        ctx.save_for_backward(q, k, v, o)
+        return o
+
+    @staticmethod
+    def probabilities(q, k):
+        t, hd = q.size(-2), q.size(-1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        return torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, o = ctx.saved_tensors
+        scale = 1.0 / math.sqrt(q.size(-1))
+        g = rb(g)
+        p = AttentionBf16.probabilities(q, k)
+        delta = (g * o).sum(-1, keepdim=True)
+        ds = p * (g @ v.transpose(-2, -1) - delta)
+        return rb(scale * ds @ k), rb(scale * ds.transpose(-2, -1) @ q), rb(p.transpose(-2, -1) @ g)
+
+
+def attention_bf16(self, x):
+    """em.CausalSelfAttention.forward under the bf16 policy (attn_dropout
+    and resid_dropout are p = 0 here)."""
+    b, t, c = x.size()
+    q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+    hd = self.n_embd // self.n_head
+    q, k, v = (z.view(b, t, self.n_head, hd).transpose(1, 2) for z in (q, k, v))
+    y = AttentionBf16.apply(q, k, v).transpose(1, 2).contiguous().view(b, t, c)
+    return self.c_proj(bf16_valued(y))
+
+
 class Bf16Policy:
-    """Within the block, F.linear and F.gelu follow merak's bf16 policy."""
+    """Within the block, F.linear, F.gelu and the GPT's attention follow
+    merak's bf16 policy."""
 
     def __enter__(self):
-        self.saved = F.linear, F.gelu
+        self.saved = F.linear, F.gelu, em.CausalSelfAttention.forward
         F.linear = lambda x, w, b=None: LinearBf16.apply(x, w, b)
         F.gelu = lambda x, approximate="none": bf16_valued(GeluBf16.apply(x))
+        em.CausalSelfAttention.forward = attention_bf16
 
     def __exit__(self, *exc):
-        F.linear, F.gelu = self.saved
+        F.linear, F.gelu, em.CausalSelfAttention.forward = self.saved
 
 
 def check_losses_bf16(env):
     """--precision bf16 against (1) the same policy emulated in float64
     torch (Bf16Policy: LinearBf16 for every nn.Linear with its bias add in
-    bf16, GeluBf16; attention's matmuls stay fused float32 in merak, float64
-    here), to 2e-3 relative, and (2) PyTorch's own torch.autocast(cpu,
-    bfloat16) in float32, which also runs the attention matmuls in bf16:
-    within bf16 noise (3e-2)."""
+    bf16, GeluBf16, AttentionBf16), to 5e-4 relative, and (2) PyTorch's own torch.autocast(cpu,
+    bfloat16) in float32, whose policy differs in details (its bias adds
+    and GEMM results round differently): within bf16 noise (3e-2)."""
     cfg = dict(optimizer="adamw", lr=3e-3)
     got = [m["loss"] for m in env.train(env.program("adamw-bf16", cfg, ["--precision", "bf16"]),
                                         "adamw-bf16", STEPS)]
@@ -479,11 +523,11 @@ def check_losses_bf16(env):
         mine = env.state[name].double().numpy() - after[name].astype(np.float64)
         ge = max(ge, np.linalg.norm(mine - g.numpy()) / np.linalg.norm(g.numpy()))
         g6 = max(g6, np.linalg.norm(mine - g64[name].numpy()) / np.linalg.norm(g64[name].numpy()))
-    ok = (len(got) == STEPS and e1 <= 2e-3 and e2 <= 3e-2 and got[-1] < got[0]
-          and ge <= GRAD_BF16_TOL and g6 >= 3 * ge)
-    return ok, ("losses %.4f -> %.4f; max rel err vs the emulated policy %.2e (<= 2e-3), vs "
+    ok = (len(got) == STEPS and e1 <= 5e-4 and e2 <= 3e-2 and got[-1] < got[0]
+          and ge <= GRAD_BF16_TOL and g6 >= 10 * ge)
+    return ok, ("losses %.4f -> %.4f; max rel err vs the emulated policy %.2e (<= 5e-4), vs "
                 "torch.autocast bf16 %.2e (<= 3e-2), the policy vs float64 %.2e; one step's "
-                "gradients vs the emulated policy %.2e (<= %.0e), vs float64 %.2e (>= 3x)" % (
+                "gradients vs the emulated policy %.2e (<= %.0e), vs float64 %.2e (>= 10x)" % (
                     got[0], got[-1], e1, e2, e3, ge, GRAD_BF16_TOL, g6))
 
 

@@ -15,8 +15,9 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerAttention(Operation *op, Emitt
   // Both ops start (query, key, value, ...): the shared leading arguments
   // (dtype, q, q's dims, k, v, the key count).
   Value q = op->getOperand(0), k = op->getOperand(1), v = op->getOperand(2);
-  if (!cast<RankedTensorType>(q.getType()).getElementType().isF32()) {
-    unsupported = true; // the kernels are float32
+  Type elem = cast<RankedTensorType>(q.getType()).getElementType();
+  if (!elem.isF32() && !elem.isBF16()) {
+    unsupported = true; // the kernels are float32 and bf16
     return true;
   }
   const bool grad = isa<AttentionGradOp>(op);

@@ -500,27 +500,30 @@ void run() {
     });
   }
   // merak.attention: the flash kernels against the CPU's tiled GEMMs, causal
-  // and not, T = 200 (several tiles, a partial one), head dims 32 and 64.
+  // and not, T = 200 (several tiles, a partial one), head dims 32 and 64;
+  // float32 and bf16 (merak-mixed-precision's bf16 attention: one rounding
+  // of each result on both sides, lse float32).
+  for (DT et : {DT::F32, DT::BF16})
   for (int64_t hd : {32, 64})
     for (bool causal : {true, false}) {
       const Dims d{4, {2, 3, 200, hd}}, dl{3, {2, 3, 200}};
-      T q = rand(DT::F32, d, -1, 1), k = rand(DT::F32, d, -1, 1), v = rand(DT::F32, d, -1, 1);
-      T o = make(DT::F32, d), lse = make(DT::F32, dl);
-      const std::string what = "attention D=" + std::to_string(hd) + " causal=" +
-                               std::to_string(causal);
+      T q = rand(et, d, -1, 1), k = rand(et, d, -1, 1), v = rand(et, d, -1, 1);
+      T o = make(et, d), lse = make(DT::F32, dl);
+      const std::string what = std::string(et == DT::BF16 ? "bf16 " : "") + "attention D=" +
+                               std::to_string(hd) + " causal=" + std::to_string(causal);
       const double scale = 1.0 / std::sqrt(double(hd));
-      pair(what, {&o, &lse}, 1e-4, [&](int side) {
-        (side ? gpu::attention : cpu::attention)(DT::F32, P(q), d, P(k), P(v), 200, scale, causal,
+      const double tol = et == DT::BF16 ? 1e-2 : 1e-4;
+      pair(what, {&o, &lse}, tol, [&](int side) {
+        (side ? gpu::attention : cpu::attention)(et, P(q), d, P(k), P(v), 200, scale, causal,
                                                 P(o), P(lse));
       });
-      T g = rand(DT::F32, d, -1, 1), dq = make(DT::F32, d), dk = make(DT::F32, d),
-        dv = make(DT::F32, d);
+      T g = rand(et, d, -1, 1), dq = make(et, d), dk = make(et, d), dv = make(et, d);
       // Both sides read the CPU's o and lse (the device copies are the
       // GPU's own; they agree within the forward's tolerance).
       must(cuda::copyToDevice(o.dev, o.host.data(), o.host.size()), "copyToDevice");
       must(cuda::copyToDevice(lse.dev, lse.host.data(), lse.host.size()), "copyToDevice");
-      pair(what + " grad", {&dq, &dk, &dv}, 1e-4, [&](int side) {
-        (side ? gpu::attentionGrad : cpu::attentionGrad)(DT::F32, P(q), d, P(k), P(v), 200, P(o),
+      pair(what + " grad", {&dq, &dk, &dv}, tol, [&](int side) {
+        (side ? gpu::attentionGrad : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o),
                                                         P(lse), P(g), scale, causal, P(dq),
                                                         P(dk), P(dv));
       });

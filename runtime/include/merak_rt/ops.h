@@ -162,7 +162,8 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
 void softmax(bool isLog, DT t, const void *x, const Dims &dx, int64_t axis,
              void *y);
 
-/// merak.attention (float32): q is [..., T, D] (dims dq), k and v
+/// merak.attention (float32, or bf16: widened, the float32 kernel, results
+/// rounded once; lse is float32 either way): q is [..., T, D] (dims dq), k and v
 /// [..., keys, D] with the same leading dims; o [..., T, D] and lse
 /// [..., T] receive softmax(scale q k^T) v (causal: row r sees keys <= r)
 /// and the rows' log-sum-exp (lse may be null: not written). Never holds more than a [64, keys] tile of

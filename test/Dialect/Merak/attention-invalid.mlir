@@ -1,9 +1,18 @@
 // RUN: merak-opt %s -split-input-file -verify-diagnostics
 
 func.func @f16(%q: tensor<2x4x16xf16>) -> tensor<2x4x16xf16> {
-  // expected-error @+1 {{query must be a float32 or float64 tensor}}
+  // expected-error @+1 {{query must be a float32, bf16 or float64 tensor}}
   %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xf16>, tensor<2x4x16xf16>, tensor<2x4x16xf16> -> tensor<2x4x16xf16>, tensor<2x4xf16>
   return %o : tensor<2x4x16xf16>
+}
+
+// -----
+
+// bf16 attention keeps its lse in float32.
+func.func @bf16_lse(%q: tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16> {
+  // expected-error @+1 {{lse type 'tensor<2x4xbf16>' must be 'tensor<2x4xf32>'}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16> -> tensor<2x4x16xbf16>, tensor<2x4xbf16>
+  return %o : tensor<2x4x16xbf16>
 }
 
 // -----

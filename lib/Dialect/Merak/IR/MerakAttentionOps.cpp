@@ -1,8 +1,9 @@
 //===- MerakAttentionOps.cpp - verifiers of attention and its gradient ----===//
 //
 // Both ops take query [..., T, D], key [..., S, D] and value [..., S, D]
-// with equal leading (batch, head) dimensions, float32 (or float64: the
-// evaluator's gradient checks); causal needs S = T.
+// with equal leading (batch, head) dimensions, float32, bf16 (with a
+// float32 lse; merak-mixed-precision) or float64 (the evaluator's gradient
+// checks); causal needs S = T.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -23,8 +24,8 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   auto k = cast<RankedTensorType>(key.getType());
   auto v = cast<RankedTensorType>(value.getType());
   Type elem = q.getElementType();
-  if (!elem.isF32() && !elem.isF64())
-    return op->emitOpError("query must be a float32 or float64 tensor, got ") << q;
+  if (!elem.isF32() && !elem.isF64() && !elem.isBF16())
+    return op->emitOpError("query must be a float32, bf16 or float64 tensor, got ") << q;
   if (k.getElementType() != elem || v.getElementType() != elem)
     return op->emitOpError("key and value must have query's element type ") << elem;
   int64_t rank = q.getRank();
@@ -53,7 +54,9 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   auto want = RankedTensorType::get(outShape, q.getElementType());
   if (result != want)
     return op->emitOpError("result type ") << result << " must be " << want;
-  auto wantLse = RankedTensorType::get(qs.drop_back(), elem);
+  // bf16 attention keeps its row statistics in float32.
+  auto wantLse = RankedTensorType::get(
+      qs.drop_back(), elem.isBF16() ? Float32Type::get(op->getContext()) : elem);
   if (lse != wantLse)
     return op->emitOpError("lse type ") << lse << " must be " << wantLse;
   return success();

@@ -16,15 +16,16 @@
 //
 // Only matmuls whose VJP needs no reduction over broadcast batch dims are
 // converted (a rank-2 right operand, or equal batch dims); the rest stay
-// float32. merak.attention (float32 kernels) is left alone.
+// float32.
 //
 // Then bf16 activations: a GEMM's bf16 result flows on in bf16 through the
 // ops torch.autocast runs in the input's dtype -- the bias add (a
 // parameter operand is cast to bf16, as autocast's addmm does), GELU, the
-// reshapes, transposes and splits between a projection and attention --
-// moving the widening cast below each; it stops at anything else (layer
-// norm, softmax, attention, the loss, a residual add with a float32
-// operand: float32 by type promotion). A narrowing cast of a widened bf16
+// reshapes, transposes and splits between a projection and attention, and
+// merak.attention itself when its query, key and value all arrive in bf16
+// (lse stays float32) -- moving the widening cast below each; it stops at
+// anything else (layer norm, softmax, the loss, a residual add with a
+// float32 operand: float32 by type promotion). A narrowing cast of a widened bf16
 // value is then that value, so MLP activations go from one GEMM to the
 // next in bf16 and the backward keeps GELU's input in bf16. A GEMM whose
 // bf16 result is still only widened (the LM head) gives its float32
@@ -106,7 +107,7 @@ bool parameterLike(Value v) {
 /// input's dtype, every operand float32, each a widened bf16 value or
 /// (binary ops) parameter-like, at least one widened.
 bool runsInBf16(Operation *op) {
-  bool unary = isa<GeluOp, ReshapeOp, TransposeOp, SplitOp>(op);
+  bool unary = isa<GeluOp, ReshapeOp, TransposeOp, SplitOp, AttentionOp>(op);
   bool binary = isa<AddOp, SubOp, MulOp>(op);
   if (!unary && !binary)
     return false;
@@ -126,6 +127,10 @@ bool runsInBf16(Operation *op) {
   return any;
 }
 
+/// Whether result `i` of an op running in bf16 is bf16 (attention's lse,
+/// its row statistics, stays float32).
+bool narrowResult(Operation *op, unsigned i) { return !isa<AttentionOp>(op) || i == 0; }
+
 /// Rebuilds `op` (runsInBf16) on bf16 operands with bf16 results, each
 /// result widened back for its users; returns the new widening casts.
 SmallVector<CastOp> toBf16Op(Operation *op, Type bf16) {
@@ -138,7 +143,11 @@ SmallVector<CastOp> toBf16Op(Operation *op, Type bf16) {
   Operation *n = b.clone(*op, map);
   SmallVector<CastOp> widen;
   b.setInsertionPointAfter(n);
-  for (auto [from, to] : llvm::zip(op->getResults(), n->getResults())) {
+  for (auto [i, from, to] : llvm::enumerate(op->getResults(), n->getResults())) {
+    if (!narrowResult(op, i)) {
+      from.replaceAllUsesWith(to);
+      continue;
+    }
     to.setType(withElement(from.getType(), bf16));
     widen.push_back(CastOp::create(b, op->getLoc(), from.getType(), to));
     from.replaceAllUsesWith(widen.back().getResult());

@@ -24,8 +24,9 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure]> {
     only. `lse` (`[..., T]`) is what the backward needs to
     recompute the probabilities without storing them: the T x S scores are
     never a tensor, so the memory of attention is linear in T. The element
-    type is float32 (float64 is accepted for the reference evaluator's
-    gradient checks; the compiled programs have float32 kernels only).
+    type is float32, or bf16 with a float32 `lse` (merak-mixed-precision:
+    every product and statistic in float32, the result rounded once);
+    float64 is accepted for the reference evaluator's gradient checks.
 
     ```mlir
     %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal

@@ -92,14 +92,18 @@ def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
     the ops torch.autocast runs in its input's dtype -- a bias add (the
     parameter operand, possibly reshaped or broadcast, is cast to bf16, as
     autocast's addmm), `merak.gelu`, reshapes, transposes and splits -- the
-    widening cast moving below each, and a narrowing of a widened value is
-    the value itself; it stops at every other op (layer norm, softmax,
-    attention, the loss, a residual add whose other operand is a float32
+    widening cast moving below each, and `merak.attention` when its query,
+    key and value all arrive in bf16 (its lse stays float32); a narrowing of
+    a widened value is the value itself; it stops at every other op (layer
+    norm, softmax, the loss, a residual add whose other operand is a float32
     activation). So an MLP's hidden activations go from GEMM to GEMM in
-    bf16 (GELU's input kept for the backward in bf16), the QKV projection's
-    bias add, split and head transposes move bf16 up to the float32
-    attention, and everything else stays float32: torch.autocast(bfloat16)'s
-    policy, with attention float32.
+    bf16 (GELU's input kept for the backward in bf16), attention runs from
+    the QKV projection to the output projection in bf16, and everything else
+    stays float32: torch.autocast(bfloat16)'s policy. A GEMM whose bf16
+    result is then only widened (the LM head) gives its float32
+    accumulation directly (a bf16 x bf16 -> f32 `merak.matmul`), as do,
+    through the cast's VJP, the weight-gradient GEMMs of the bf16 weight
+    copies.
     The kernels: bf16 tensor cores with float32 accumulation on CUDA
     (cuBLASLt); on CPU the operands are widened to float32 and the result
     rounded once. Matmuls whose VJP would reduce over broadcast batch
