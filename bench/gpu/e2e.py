@@ -18,7 +18,9 @@
    the same weights on the same batches (bench/gpu/torch_ref.py; bf16
    rounding differs between the two, so this is "within bf16 noise", not
    bitwise); then prints tokens/s and MFU of merak, PyTorch eager and
-   torch.compile, and the ratios.
+   torch.compile, and the ratios, and the step-time breakdown of a traced
+   run (GEMMs, attention, optimizer, collectives, the rest:
+   bench/trace_breakdown.py).
 Everything (ONNX, programs, metrics, logs, e2e.json) is written under OUT.
 """
 import argparse
@@ -39,6 +41,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "torch"))
 sys.path.insert(0, HERE)
 import export_models as em  # noqa: E402
 import torch_ref  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+import trace_breakdown  # noqa: E402
 
 WARMUP = 3
 
@@ -265,6 +269,28 @@ def main(argv=None):
                     line += "; torch %s %.0f tokens/s (MFU %.1f%%), merak/torch speed %.2fx" % (
                         mode, r["tokens_per_s"], 100 * r["mfu"], tok_s / r["tokens_per_s"])
             log(line)
+        # Step-time breakdown: one more short run with --trace (each op
+        # synchronised and timed on its own; bench/trace_breakdown.py).
+        trace = os.path.join(args.out, "gpt2_gpu.trace.json")
+        rc, _ = run([os.path.join(args.out, "gpt2_gpu"), "--data", tok_big, "--steps", "2",
+                     "--sampler", "sequential", "--trace", trace],
+                    os.path.join(args.out, "gpt2_gpu.trace.log"), args.timeout)
+        if rc == 0 and os.path.exists(trace):
+            big_res["breakdown"] = trace_breakdown.breakdown(trace)
+            log("GPT-2 124M step-time breakdown: " + trace_breakdown.describe(big_res["breakdown"]))
+        else:
+            log("GPT-2 124M step-time breakdown: traced run failed (rc %d)" % rc)
+        # bf16 attention's forward on the WMMA tensor-core kernel (opt-in).
+        if prec and m.get("step_ms"):
+            mt = train(os.path.join(args.out, "gpt2_gpu"), tok_big, args.steps, args.out,
+                       "gpt2_gpu_attn_tc", args.timeout, {"MERAK_ATTENTION_TC": "1"})
+            big_res["merak_attention_tc"] = mt
+            if "losses" in mt and mt.get("step_ms"):
+                log("GPT-2 124M with MERAK_ATTENTION_TC=1: %.1f ms/step (SIMT %.1f); losses vs "
+                    "SIMT max rel %.2e" % (mt["step_ms"], m["step_ms"],
+                                          max(rel_errors(mt["losses"], m["losses"]))))
+            else:
+                log("GPT-2 124M with MERAK_ATTENTION_TC=1: %s" % mt.get("error", "no timing"))
         if not big_res.get("pass"):
             status = 1
         # The same fp32 program with its GEMMs on bf16 tensor cores (fp32

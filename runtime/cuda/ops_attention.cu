@@ -13,6 +13,8 @@
 #include "merak_rt/cuda/attention.h"
 #include "ops_common.cuh"
 
+#include <cstdlib>
+
 namespace merak::rt::gpu {
 using namespace detail;
 
@@ -54,7 +56,14 @@ cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
                double scale, bool causal, void *o, void *lse) {
-  const cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
+  cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
+  // MERAK_ATTENTION_TC=1: bf16 forward on the WMMA tensor-core kernel
+  // (attention_tc.cu; opt-in until it is measured against the SIMT one).
+  static const bool tc = [] {
+    const char *e = std::getenv("MERAK_ATTENTION_TC");
+    return e && e[0] == '1';
+  }();
+  s.tensorCores = tc && t == DT::BF16;
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   float *l = static_cast<float *>(orScratch(lse, 0, rows * sizeof(float)));
   if (Status st = cuda::attentionForward(kernelType(t), s, dense(s, q), dense(s, k),
