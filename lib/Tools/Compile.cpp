@@ -218,8 +218,10 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   if (opts.target != "cpu" && opts.target != "cuda")
     return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
   const bool report = !opts.report.empty();
+  // --report alone describes the training step; with --grad-reduce bf16 the
+  // overlap phase, after which the dp buckets are bf16.
   if (report && !opts.compileToGiven)
-    compileTo = Phase::Training;
+    compileTo = opts.gradReduce == "bf16" ? Phase::Overlap : Phase::Training;
   if (report && compileTo < Phase::Training)
     return fail("--report needs --compile-to=training or a later phase");
   if (report && opts.report != "text" && opts.report != "json")

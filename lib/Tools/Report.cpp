@@ -174,9 +174,13 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int frag
       return;
     if (scalars)
       dpScalarBytes += times * bytes;
-    else
+    else {
+      std::string dtype;
+      llvm::raw_string_ostream ds(dtype);
+      ds << cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
       for (int64_t i = 0; i < times; ++i)
-        dpBuckets.push_back({s, kind->str(), (int64_t)op->getNumOperands(), bytes});
+        dpBuckets.push_back({s, kind->str(), (int64_t)op->getNumOperands(), bytes, dtype});
+    }
   });
 }
 
@@ -557,8 +561,8 @@ void Report::printText(llvm::raw_ostream &os) const {
       os << ", scalars (loss, norms) " << dpScalarBytes << " bytes";
     os << "\n";
     for (const Bucket &b : dpBuckets)
-      os << "  stage " << b.stage << ": " << b.kind << " of " << b.tensors << " tensors, "
-         << bytesStr(b.bytes) << "\n";
+      os << "  stage " << b.stage << ": " << b.kind << " of " << b.tensors << " " << b.dtype
+         << " tensors, " << bytesStr(b.bytes) << "\n";
   }
 }
 

@@ -147,7 +147,8 @@ json::Value Report::toJson() const {
   int64_t bucketBytes = 0;
   for (const Bucket &b : dpBuckets) {
     buckets.push_back(json::Object{
-        {"stage", b.stage}, {"kind", b.kind}, {"tensors", b.tensors}, {"bytes", b.bytes}});
+        {"stage", b.stage}, {"kind", b.kind}, {"tensors", b.tensors}, {"bytes", b.bytes},
+        {"dtype", b.dtype}});
     bucketBytes += b.bytes;
   }
   root["data_parallel"] = json::Object{{"dp", dp},

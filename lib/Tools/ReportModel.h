@@ -40,6 +40,8 @@ struct Bucket {
   int64_t stage = 0;
   std::string kind;
   int64_t tensors = 0, bytes = 0;
+  /// The element type on the wire: "f32", or "bf16" (--grad-reduce bf16).
+  std::string dtype;
 };
 
 struct StageInfo {
