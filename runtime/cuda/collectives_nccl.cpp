@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 #include "merak_rt/comm.h"
 #include "merak_rt/cuda/collectives.h"
+#include "merak_rt/cuda/mixed.h"
 #include "merak_rt/cuda/nccl.h"
 
 #include "collectives_util.h"
@@ -144,9 +145,22 @@ private:
             "cudaStreamWaitEvent (collective wait)");
         !st.ok())
       return st;
-    for (int32_t i = 0; i < c.n; ++i)
+    // A bf16 mean: NCCL summed in bf16 (see post); divide here in fp32 and
+    // round once, as the CPU runtime does.
+    const int n = comm_.groupSize(axisOf(c.group));
+    const bool bf16Mean = c.t == DT::BF16 && c.reduce == CollReduce::Mean &&
+                          c.kind != CollKind::AllGather && n > 1;
+    for (int32_t i = 0; i < c.n; ++i) {
+      if (bf16Mean) {
+        if (Status st = cuda::scaleBf16(sl.result + sl.outOff[i], out[i],
+                                        c.outCount(i), 1.0f / float(n), s);
+            !st.ok())
+          return st;
+        continue;
+      }
       copyBytes(out[i], sl.result + sl.outOff[i],
                 c.outCount(i) * elemSize(c.t));
+    }
     return Status::success();
   }
 
@@ -177,15 +191,18 @@ private:
     Status st = Status::success();
     const cuda::DType dt =
         c.t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32;
+    // ncclAvg on bf16 pre-multiplies by a bf16-rounded 1/n (inexact unless n
+    // is a power of two): sum, and waitIn divides in fp32.
+    const cuda::ReduceOp op = c.t == DT::BF16 && c.reduce == CollReduce::Mean
+                                  ? cuda::ReduceOp::Sum
+                                  : reduceOp(c.reduce);
     for (int32_t i = 0; i < c.n && st.ok(); ++i) {
       switch (c.kind) {
       case CollKind::AllReduce:
-        st = nc.allReduce(out[i], c.counts[i], dt,
-                          reduceOp(c.reduce), s);
+        st = nc.allReduce(out[i], c.counts[i], dt, op, s);
         break;
       case CollKind::ReduceScatter:
-        st = nc.reduceScatter(in[i], out[i], c.counts[i], dt,
-                              reduceOp(c.reduce), s);
+        st = nc.reduceScatter(in[i], out[i], c.counts[i], dt, op, s);
         break;
       case CollKind::AllGather:
         st = nc.allGather(in[i], out[i], c.counts[i], dt, s);

@@ -141,6 +141,24 @@ Status Blas::gemm(GemmPrecision prec, const GemmShape &s, float alpha,
   uint64_t ws = workspaceBytes_;
   MERAK_LT(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  // The pointers' actual alignment (the heuristic otherwise assumes 256
+  // bytes; a per-batch offset into a broadcast operand may have less).
+  auto alignment = [](const void *p) {
+    const auto u = reinterpret_cast<uintptr_t>(p);
+    uint32_t a = 256;
+    while (a > 1 && (u & (a - 1)))
+      a >>= 1;
+    return a;
+  };
+  const uint32_t alignA = alignment(B), alignB = alignment(A), alignC = alignment(C);
+  MERAK_LT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA));
+  MERAK_LT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof alignB));
+  MERAK_LT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof alignC));
+  MERAK_LT(cublasLtMatmulPreferenceSetAttribute(
+      d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof alignC));
   auto h = static_cast<cublasLtHandle_t>(handle_);
   cublasLtMatmulHeuristicResult_t heur = {};
   int found = 0;

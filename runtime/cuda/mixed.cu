@@ -143,6 +143,25 @@ Status castSegments(DType from, DType to, const CastSegment *segs, int count,
   return Status::success();
 }
 
+namespace {
+__global__ void __launch_bounds__(256)
+    scaleBf16Kernel(const bf16 *x, bf16 *y, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fromF<bf16>(toF(x[i]) * s);
+}
+} // namespace
+
+Status scaleBf16(const void *src, void *dst, int64_t n, float scale,
+                 StreamHandle stream) {
+  if (n <= 0)
+    return Status::success();
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535);
+  scaleBf16Kernel<<<int(blocks), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const bf16 *>(src), static_cast<bf16 *>(dst), n, scale);
+  return cudaCheck(int(cudaGetLastError()), "scaleBf16 launch");
+}
+
 Status castF32ToBf16(const float *src, void *dst, int64_t n,
                      StreamHandle stream) {
   const CastSegment s{src, dst, n};

@@ -120,7 +120,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   }
   const int64_t batches = yb.numel();
   if (K == 0) {
-    if (cudaMemsetAsync(y, 0, batches * M * N * elemSize(t), cs()) != cudaSuccess)
+    if (cudaMemsetAsync(y, 0, batches * M * N * elemSize(yt), cs()) != cudaSuccess)
       fatal("matmul: cudaMemsetAsync failed");
     return;
   }

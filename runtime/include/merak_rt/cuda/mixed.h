@@ -49,6 +49,11 @@ Status castSegments(DType from, DType to, const CastSegment *segs, int count,
 /// dst[n] (bf16) = src[n] (fp32), rounded to nearest even.
 Status castF32ToBf16(const float *src, void *dst, int64_t n,
                      StreamHandle stream);
+/// dst[n] (bf16) = src[n] * scale computed in fp32, rounded once to nearest
+/// even (a bf16 mean: a bf16 sum divided by the group size); in place when
+/// dst == src.
+Status scaleBf16(const void *src, void *dst, int64_t n, float scale,
+                 StreamHandle stream);
 /// acc[n] (fp32) += g[n] (bf16), or acc = g when `overwrite`.
 Status accumulateBf16ToF32(const void *g, float *acc, int64_t n,
                            bool overwrite, StreamHandle stream);
