@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
+#include "ops_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -147,16 +148,6 @@ TEST(OpsAttention, ZeroSized) {
 } // namespace
 
 namespace {
-std::vector<uint16_t> toBf16(const std::vector<float> &x) {
-  std::vector<uint16_t> y(x.size());
-  cpu::cast(DT::F32, x.data(), DT::BF16, y.data(), int64_t(x.size()));
-  return y;
-}
-std::vector<float> toF32(const std::vector<uint16_t> &x) {
-  std::vector<float> y(x.size());
-  cpu::cast(DT::BF16, x.data(), DT::F32, y.data(), int64_t(x.size()));
-  return y;
-}
 
 // bf16 attention (merak-mixed-precision): exactly the float32 kernels on the
 // widened operands with each result rounded once (lse float32), for unmasked

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
+#include "ops_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -34,16 +35,6 @@ float fromBits(uint32_t u) {
 /// The bf16 of the float whose upper 16 bits are `hi` (exactly representable).
 float bfv(uint16_t hi) { return fromBits(uint32_t(hi) << 16); }
 
-std::vector<uint16_t> toBf16(const std::vector<float> &x) {
-  std::vector<uint16_t> y(x.size());
-  cpu::cast(DT::F32, x.data(), DT::BF16, y.data(), int64_t(x.size()));
-  return y;
-}
-std::vector<float> toF32(const std::vector<uint16_t> &x) {
-  std::vector<float> y(x.size());
-  cpu::cast(DT::BF16, x.data(), DT::F32, y.data(), int64_t(x.size()));
-  return y;
-}
 
 TEST(OpsBf16, CastRoundsToNearestEven) {
   EXPECT_EQ(cpu::elemSize(DT::BF16), 2);

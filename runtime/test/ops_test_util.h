@@ -1,7 +1,7 @@
 //===- ops_test_util.h - helpers of the ops.h kernel tests ------*- C++ -*-===//
 //
-// Shared by ops_test.cpp and ops_nn_test.cpp: shape literals, seeded random
-// data, index iteration, broadcasting offsets and comparisons.
+// Shared by the ops kernel tests: shape literals, seeded random data, index
+// iteration, broadcasting offsets, comparisons and bf16 conversions.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_TEST_OPS_TEST_UTIL_H
@@ -104,6 +104,18 @@ void expectNear(const std::vector<T> &got, const std::vector<double> &want, doub
     if (std::fabs(static_cast<double>(got[i]) - want[i]) > tol * (1 + std::fabs(want[i])))
       return;
   }
+}
+
+/// x rounded to bf16 by the runtime's cast, and bf16 widened back.
+inline std::vector<uint16_t> toBf16(const std::vector<float> &x) {
+  std::vector<uint16_t> y(x.size());
+  cpu::cast(DT::F32, x.data(), DT::BF16, y.data(), int64_t(x.size()));
+  return y;
+}
+inline std::vector<float> toF32(const std::vector<uint16_t> &x) {
+  std::vector<float> y(x.size());
+  cpu::cast(DT::BF16, x.data(), DT::F32, y.data(), int64_t(x.size()));
+  return y;
 }
 
 } // namespace

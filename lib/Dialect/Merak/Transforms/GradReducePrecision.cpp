@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "PrecisionUtil.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -20,10 +22,6 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-RankedTensorType withElement(Type t, Type elem) {
-  return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), elem);
-}
-
 /// A data-parallel gradient reduction: group "dp", a mean, every operand
 /// float32 and not all of them scalars (the reported loss is one; it stays
 /// float32, like the metrics).
@@ -91,13 +89,11 @@ struct MerakGradReducePrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (precision == "fp32")
-      return;
-    if (precision != "bf16") {
-      module.emitError("merak-grad-reduce-precision: precision '")
-          << precision << "': expected fp32 or bf16";
+    FailureOr<bool> bf16Wanted = bf16Requested(module, "merak-grad-reduce-precision", precision);
+    if (failed(bf16Wanted))
       return signalPassFailure();
-    }
+    if (!*bf16Wanted)
+      return;
     Type bf16 = BFloat16Type::get(&getContext());
     SmallVector<Operation *> work;
     module.walk([&](Operation *op) {

@@ -36,6 +36,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "PrecisionUtil.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -51,11 +53,6 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-RankedTensorType withElement(Type t, Type elem) {
-  auto r = cast<RankedTensorType>(t);
-  return RankedTensorType::get(r.getShape(), elem);
-}
-
 /// `v` as bf16: a cast, placed below a transpose that feeds only this use.
 Value toBf16(OpBuilder &b, Location loc, Value v, Type bf16) {
   if (auto tr = v.getDefiningOp<TransposeOp>(); tr && tr->hasOneUse()) {
@@ -197,13 +194,11 @@ struct MerakMixedPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (precision == "fp32")
-      return;
-    if (precision != "bf16") {
-      module.emitError("merak-mixed-precision: precision '")
-          << precision << "': expected fp32 or bf16";
+    FailureOr<bool> bf16Wanted = bf16Requested(module, "merak-mixed-precision", precision);
+    if (failed(bf16Wanted))
       return signalPassFailure();
-    }
+    if (!*bf16Wanted)
+      return;
     Type bf16 = BFloat16Type::get(&getContext());
     SmallVector<CastOp> widenings;
     SmallVector<MatmulOp> matmuls;
