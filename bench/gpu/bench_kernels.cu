@@ -141,6 +141,17 @@ int main(int argc, char **argv) {
                   "attentionBackward");
            }, warm, reps),
            2.5 * f);
+    if (t == DType::BF16) {
+      AttnShape tc = s;
+      tc.tensorCores = true;
+      record("attention bwd bf16 B16 H12 T1024 D64 causal, tensor cores",
+             timeMs([&] {
+               must(attentionBackward(t, tc, P(qkv, 0), P(qkv, 1), P(qkv, 2), oo, og, lse,
+                                      delta, P(dqkv, 0), P(dqkv, 1), P(dqkv, 2), nullptr),
+                    "attentionBackward (tensor cores)");
+             }, warm, reps),
+             2.5 * f);
+    }
     for (void *p : {qkv, o, dO, dqkv, static_cast<void *>(lse),
                     static_cast<void *>(delta)})
       deviceFree(p);

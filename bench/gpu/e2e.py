@@ -280,7 +280,8 @@ def main(argv=None):
             log("GPT-2 124M step-time breakdown: " + trace_breakdown.describe(big_res["breakdown"]))
         else:
             log("GPT-2 124M step-time breakdown: traced run failed (rc %d)" % rc)
-        # bf16 attention's forward on the WMMA tensor-core kernel (opt-in).
+        # bf16 attention (forward and backward) on the WMMA tensor-core
+        # kernels (opt-in).
         if prec and m.get("step_ms"):
             mt = train(os.path.join(args.out, "gpt2_gpu"), tok_big, args.steps, args.out,
                        "gpt2_gpu_attn_tc", args.timeout, {"MERAK_ATTENTION_TC": "1"})

@@ -223,14 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // --- backward -----------------------------------------------------------------
 
-struct BwdArgs {
-  View q, k, v, dO;
-  const float *lse, *delta;
-  WView dq, dk, dv;
-  int H, T;
-  float scale, scaleLog2;
-  bool causal;
-};
+using BwdArgs = AttnBwdArgs;
 
 /// Delta[r] = sum_d dO[r,d] O[r,d]: one warp per row.
 template <typename T>
@@ -593,6 +586,8 @@ Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q,
             wview(dv), int(s.H), int(s.T),       scale,
             scale * kLog2e, s.causal};
   const int64_t BH = s.B * s.H;
+  if (s.tensorCores && attentionTcSupported(t, s.D))
+    return attentionBackwardTc(a, BH, int(s.D), st(stream));
   return t == DType::F32 ? backwardT<float>(a, BH, int(s.D), st(stream))
                          : backwardT<bf16>(a, BH, int(s.D), st(stream));
 }

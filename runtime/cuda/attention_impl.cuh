@@ -34,10 +34,22 @@ struct AttnFwdArgs {
   bool causal;
 };
 
-/// The tensor-core forward (attention_tc.cu): bf16, D 64 or 128.
+struct AttnBwdArgs {
+  AttnView q, k, v, dO;
+  const float *lse, *delta;
+  AttnWView dq, dk, dv;
+  int H, T;
+  float scale, scaleLog2;
+  bool causal;
+};
+
+/// The tensor-core kernels (attention_tc.cu): bf16, D 64 or 128. The
+/// backward expects Delta already computed (attnDeltaKernel).
 bool attentionTcSupported(DType t, int64_t D);
 Status attentionForwardTc(const AttnFwdArgs &a, int64_t BH, int D,
                           cudaStream_t stream);
+Status attentionBackwardTc(const AttnBwdArgs &a, int64_t BH, int D,
+                           cudaStream_t stream);
 
 } // namespace merak::rt::cuda::detail
 

@@ -50,6 +50,16 @@ cuda::AttnOperand dense(const cuda::AttnShape &s, const void *p) {
 /// `p`, or a scratch buffer of `bytes` when p is null (an unread result).
 void *orScratch(void *p, int slot, uint64_t bytes) { return p ? p : scratch(slot, bytes); }
 
+/// MERAK_ATTENTION_TC=1: bf16 attention on the WMMA tensor-core kernels
+/// (attention_tc.cu; opt-in until measured against the SIMT ones).
+bool tensorCores(DT t) {
+  static const bool on = [] {
+    const char *e = std::getenv("MERAK_ATTENTION_TC");
+    return e && e[0] == '1';
+  }();
+  return on && t == DT::BF16;
+}
+
 /// The kernels' element type (lse and Delta are float32 either way).
 cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
@@ -57,13 +67,7 @@ cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
                double scale, bool causal, void *o, void *lse) {
   cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
-  // MERAK_ATTENTION_TC=1: bf16 forward on the WMMA tensor-core kernel
-  // (attention_tc.cu; opt-in until it is measured against the SIMT one).
-  static const bool tc = [] {
-    const char *e = std::getenv("MERAK_ATTENTION_TC");
-    return e && e[0] == '1';
-  }();
-  s.tensorCores = tc && t == DT::BF16;
+  s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   float *l = static_cast<float *>(orScratch(lse, 0, rows * sizeof(float)));
   if (Status st = cuda::attentionForward(kernelType(t), s, dense(s, q), dense(s, k),
@@ -75,7 +79,8 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
                    bool causal, void *dqOut, void *dk, void *dv) {
-  const cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal);
+  cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal);
+  s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * (t == DT::BF16 ? 2 : 4);
   auto *delta = static_cast<float *>(scratch(0, rows * sizeof(float)));

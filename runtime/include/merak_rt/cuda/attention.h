@@ -22,7 +22,7 @@
 // (4 fp32, 8 bf16) so that tiles load with 16-byte vector loads.
 //
 // Implementation (attention.cu): SIMT, float32 FMA (tensor cores only for
-// the opt-in bf16 forward, AttnShape::tensorCores).
+// the opt-in bf16 kernels, AttnShape::tensorCores).
 // 64-query x 64-key tiles, 256 threads, each thread a 4x4 block of scores
 // and a 4 x D/16 block of the accumulator; tiles are stored transposed in
 // shared memory ([d][token], token contiguous) so the inner loops read
@@ -65,11 +65,12 @@ struct AttnShape {
   /// Multiplies Q.K; 0 means 1/sqrt(D).
   float scale = 0.f;
   bool causal = true;
-  /// bf16 forward only (D 64 or 128): the tensor-core kernel (WMMA
-  /// 16x16x16 bf16 products with fp32 accumulation for S = QK^T and O += PV,
-  /// softmax in fp32 on shared memory). Opt-in while it has not been
-  /// measured against the SIMT kernel on a GPU; ignored for fp32 and other
-  /// head dims.
+  /// bf16, D 64 or 128: the tensor-core kernels (attention_tc.cu: WMMA
+  /// 16x16x16 bf16 products with fp32 accumulation for S = QK^T, O += PV
+  /// and the backward's S, dP, dV, dK and dQ products; softmax and dS in
+  /// fp32 on shared memory, P and dS rounded to bf16 for the products).
+  /// Opt-in while they have not been measured against the SIMT kernels on
+  /// a GPU; ignored for fp32 and other head dims.
   bool tensorCores = false;
 };
 
