@@ -36,6 +36,20 @@ func.func @batched(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %a: tensor<2x3x
   return %s, %ab, %qq, %kt : tensor<2x5x5xf32>, tensor<2x4x5xf32>, tensor<2x4x4xf32>, tensor<2x4x5xf32>
 }
 
+// bf16 GEMMs (merak-mixed-precision's) fold the same way, also the
+// widening form (bf16 operands, f32 result), which keeps its result type.
+// CHECK-LABEL: func.func @bf16
+// CHECK-NOT: merak.transpose
+// CHECK: merak.matmul_t %arg0, %arg1 {transpose_rhs} : tensor<6x4xbf16>, tensor<3x4xbf16> -> tensor<6x3xbf16>
+// CHECK: merak.matmul_t %arg0, %arg2 {transpose_lhs} : tensor<6x4xbf16>, tensor<6x3xbf16> -> tensor<4x3xf32>
+func.func @bf16(%x: tensor<6x4xbf16>, %w: tensor<3x4xbf16>, %g: tensor<6x3xbf16>) -> (tensor<6x3xbf16>, tensor<4x3xf32>) {
+  %wt = merak.transpose %w perm = [1, 0] : tensor<3x4xbf16> to tensor<4x3xbf16>
+  %y = merak.matmul %x, %wt : tensor<6x4xbf16>, tensor<4x3xbf16> -> tensor<6x3xbf16>
+  %xt = merak.transpose %x perm = [1, 0] : tensor<6x4xbf16> to tensor<4x6xbf16>
+  %dw = merak.matmul %xt, %g : tensor<4x6xbf16>, tensor<6x3xbf16> -> tensor<4x3xf32>
+  return %y, %dw : tensor<6x3xbf16>, tensor<4x3xf32>
+}
+
 // Not folded: a permutation that moves a batch dimension, an f64 operand,
 // a vector operand.
 // CHECK-LABEL: func.func @kept

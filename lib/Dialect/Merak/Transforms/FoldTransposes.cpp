@@ -2,7 +2,7 @@
 //
 // matmul(transpose(a), b) -> matmul_t(a, b) {transpose_lhs} (and the rhs
 // likewise) when the transpose swaps only the last two dimensions of an f32
-// operand of rank >= 2; see Passes.td.
+// or bf16 operand of rank >= 2; see Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -21,14 +21,17 @@ using namespace mlir::merak;
 namespace {
 
 /// The input of `v`'s defining transpose when it swaps only the last two
-/// dimensions of an f32 tensor of rank >= 2.
+/// dimensions of an f32 or bf16 tensor of rank >= 2 (the GEMM kernels'
+/// transposed reads: BLAS / cuBLASLt flags; bf16 through the widening path
+/// on CPU).
 Value swappedInput(Value v) {
   auto t = v.getDefiningOp<TransposeOp>();
   if (!t)
     return {};
   ArrayRef<int64_t> perm = t.getPerm();
   int64_t r = perm.size();
-  if (r < 2 || !cast<RankedTensorType>(v.getType()).getElementType().isF32())
+  Type elem = cast<RankedTensorType>(v.getType()).getElementType();
+  if (r < 2 || !(elem.isF32() || elem.isBF16()))
     return {};
   for (int64_t d = 0; d + 2 < r; ++d)
     if (perm[d] != d)

@@ -568,7 +568,7 @@ def MerakSplitBackward : Pass<"merak-split-backward", "mlir::ModuleOp"> {
 def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
   let summary = "Lets matmuls read transposed operands instead of copies";
   let description = [{
-    Right before code generation for the CPU: a `merak.matmul` of f32
+    Right before code generation: a `merak.matmul` of f32 or bf16
     operands of rank >= 2 fed by a `merak.transpose` that only swaps the
     last two dimensions becomes `merak.matmul_t` reading the transpose's
     input with `transpose_lhs` / `transpose_rhs`; the transpose is erased
