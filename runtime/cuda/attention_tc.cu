@@ -206,18 +206,22 @@ template <int D> struct TcBwdLayout {
   static constexpr int ldo = D + 4;     // float
   static constexpr size_t tile = size_t(kTile) * ldq * 2;
   static constexpr size_t own0 = 0, own1 = tile, str0 = 2 * tile, str1 = 3 * tile;
+  // What the dQ kernel uses comes first, so that it can launch with less
+  // (at D = 64, two blocks per SM).
   static constexpr size_t s = 4 * tile;                              // fp32
   static constexpr size_t dp = s + size_t(kTile) * kLdS * 4;         // fp32
-  static constexpr size_t p = dp + size_t(kTile) * kLdS * 4;         // bf16
-  static constexpr size_t ds = p + size_t(kTile) * kLdP * 2;         // bf16
+  static constexpr size_t ds = dp + size_t(kTile) * kLdS * 4;        // bf16
   static constexpr size_t acc0 = ds + size_t(kTile) * kLdP * 2;      // fp32
-  static constexpr size_t acc1 = acc0 + size_t(kTile) * ldo * 4;    // fp32
+  static constexpr size_t qBytes = acc0 + size_t(kTile) * ldo * 4;  // dQ kernel
+  static constexpr size_t p = qBytes;                                 // bf16
+  static constexpr size_t acc1 = p + size_t(kTile) * kLdP * 2;       // fp32
   static constexpr size_t rows = acc1 + size_t(kTile) * ldo * 4;    // 2 x 64 fp32
-  static constexpr size_t bytes = rows + 2 * kTile * 4;
+  static constexpr size_t bytes = rows + 2 * kTile * 4;              // dK/dV kernel
   static_assert(tile % 32 == 0 && s % 32 == 0 && dp % 32 == 0 && p % 32 == 0 &&
                     ds % 32 == 0 && acc0 % 32 == 0 && acc1 % 32 == 0 && rows % 32 == 0,
                 "WMMA needs 32-byte aligned regions");
-  static_assert((16 * ldq * 2) % 32 == 0 && (16 * ldo * 4) % 32 == 0,
+  static_assert((16 * ldq * 2) % 32 == 0 && (16 * ldo * 4) % 32 == 0 &&
+                    (16 * kLdS * 4) % 32 == 0 && (16 * kLdP * 2) % 32 == 0,
                 "WMMA needs 32-byte aligned row blocks");
   static_assert(bytes <= 227 * 1024, "shared memory of one block");
 };
@@ -410,13 +414,12 @@ Status launchTcKernel(K kernel, const char *name, dim3 grid, size_t smem,
 template <int D>
 Status launchBwdTc(const AttnBwdArgs &a, int64_t BH, cudaStream_t stream) {
   const dim3 grid(unsigned(BH), unsigned((a.T + kTile - 1) / kTile));
-  const size_t smem = TcBwdLayout<D>::bytes;
   Status s = launchTcKernel(attnBwdKVTcKernel<D>, "attention tensor-core backward dK/dV kernel",
-                            grid, smem, a, stream);
+                            grid, TcBwdLayout<D>::bytes, a, stream);
   if (!s.ok())
     return s;
   return launchTcKernel(attnBwdQTcKernel<D>, "attention tensor-core backward dQ kernel", grid,
-                        smem, a, stream);
+                        TcBwdLayout<D>::qBytes, a, stream);
 }
 
 } // namespace
