@@ -12,6 +12,7 @@
 
 using namespace mlir;
 using namespace mlir::merak;
+using namespace mlir::merak::kernels;
 
 namespace {
 /// The shapes of one attention op: `batch` (batch x head) slices of T
@@ -21,15 +22,15 @@ struct AttnDims {
   bool causal = false;
   double scale = 1;
 
-  AttnDims(Value q, Value k, Value v, double scale, bool causal)
+  AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
+           bool causal)
       : causal(causal), scale(scale) {
-    ArrayRef<int64_t> qs = cast<RankedTensorType>(q.getType()).getShape();
     for (int64_t x : qs.drop_back(2))
       batch *= x;
     t = qs[qs.size() - 2];
     d = qs.back();
-    s = cast<RankedTensorType>(k.getType()).getShape().drop_back().back();
-    dv = cast<RankedTensorType>(v.getType()).getShape().back();
+    s = ks.drop_back().back();
+    dv = vs.back();
   }
 
   /// Probabilities P [t, s] of slice b (0 where masked), and the row
@@ -57,13 +58,53 @@ struct AttnDims {
     }
   }
 };
+/// `x` with dims rank-3 and rank-2 swapped ([..., T, H, D] <-> [..., H, T, D]).
+HostTensor swapSeqHeads(const HostTensor &x) {
+  ArrayRef<int64_t> s = x.getShape();
+  const size_t r = s.size();
+  const int64_t A = s[r - 3], B = s[r - 2], D = s[r - 1];
+  const int64_t outer = A * B * D ? x.size() / (A * B * D) : 0;
+  SmallVector<int64_t> t(s);
+  std::swap(t[r - 3], t[r - 2]);
+  HostTensor y(RankedTensorType::get(t, x.getType().getElementType()));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t d = 0; d < D; ++d)
+          y.setFromDouble(((o * B + b) * A + a) * D + d, x.f()[((o * A + a) * B + b) * D + d]);
+  return y;
+}
+
+/// A seq_major op evaluated heads-first: its float operands (`which`)
+/// swapped in, the listed results swapped back.
+template <typename Eval>
+LogicalResult viaHeadsFirst(Operation *op, Operands in, Results out, ArrayRef<unsigned> which,
+                            ArrayRef<unsigned> resultsToSwap, Eval eval) {
+  std::vector<HostTensor> swapped;
+  swapped.reserve(in.size());
+  SmallVector<const HostTensor *> ptrs(in.begin(), in.end());
+  for (unsigned i : which) {
+    swapped.push_back(swapSeqHeads(*in[i]));
+    ptrs[i] = &swapped.back();
+  }
+  SmallVector<HostTensor, 3> tmp;
+  if (failed(eval(Operands(ptrs), tmp)))
+    return failure();
+  for (unsigned i = 0; i < tmp.size(); ++i)
+    out.push_back(llvm::is_contained(resultsToSwap, i) ? swapSeqHeads(tmp[i])
+                                                       : std::move(tmp[i]));
+  return success();
+}
 } // namespace
 
-LogicalResult kernels::evalAttention(AttentionOp op, Operands in, Results out) {
-  AttnDims a(op.getQuery(), op.getKey(), op.getValue(), op.getScale().convertToDouble(),
-             op.getCausal());
+static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results out) {
+  AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
+             op.getScale().convertToDouble(), op.getCausal());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
-  HostTensor o(resultType(op, 0)), lse(resultType(op, 1));
+  SmallVector<int64_t> oShape(q.getShape());
+  oShape.back() = v.getShape().back();
+  HostTensor o(RankedTensorType::get(oShape, q.getType().getElementType())),
+      lse(resultType(op, 1));
   std::vector<double> p, l(a.t);
   for (int64_t b = 0; b < a.batch; ++b) {
     a.probs(q, k, b, p, l.data());
@@ -82,11 +123,19 @@ LogicalResult kernels::evalAttention(AttentionOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalAttentionGrad(AttentionGradOp op, Operands in, Results out) {
-  AttnDims a(op.getQuery(), op.getKey(), op.getValue(), op.getScale().convertToDouble(),
-             op.getCausal());
+LogicalResult kernels::evalAttention(AttentionOp op, Operands in, Results out) {
+  if (!op.getSeqMajor())
+    return attentionHeadsFirst(op, in, out);
+  return viaHeadsFirst(op, in, out, {0, 1, 2}, {0}, [&](Operands sin, Results sout) {
+    return attentionHeadsFirst(op, sin, sout);
+  });
+}
+
+static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Results out) {
+  AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
+             op.getScale().convertToDouble(), op.getCausal());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
-  HostTensor dq(resultType(op, 0)), dk(resultType(op, 1)), dv(resultType(op, 2));
+  HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
   std::vector<double> p, dp(a.s);
   std::vector<double> dqAcc(q.size(), 0.0), dkAcc(k.size(), 0.0), dvAcc(v.size(), 0.0);
   for (int64_t b = 0; b < a.batch; ++b) {
@@ -124,4 +173,13 @@ LogicalResult kernels::evalAttentionGrad(AttentionGradOp op, Operands in, Result
   out.push_back(std::move(dk));
   out.push_back(std::move(dv));
   return success();
+}
+
+LogicalResult kernels::evalAttentionGrad(AttentionGradOp op, Operands in, Results out) {
+  if (!op.getSeqMajor())
+    return attentionGradHeadsFirst(op, in, out);
+  return viaHeadsFirst(op, in, out, {0, 1, 2, 3, 5}, {0, 1, 2},
+                       [&](Operands sin, Results sout) {
+                         return attentionGradHeadsFirst(op, sin, sout);
+                       });
 }

@@ -20,13 +20,13 @@ using namespace detail;
 
 namespace {
 cuda::AttnShape attnShape(const char *what, DT t, const Dims &dq, int64_t keys, double scale,
-                          bool causal) {
+                          bool causal, bool seqMajor) {
   if (t != DT::F32 && t != DT::BF16)
     fatal((std::string(what) + ": float32 or bf16 tensors only").c_str());
-  if (dq.rank < 2)
-    fatal((std::string(what) + ": query must have rank >= 2").c_str());
+  if (dq.rank < (seqMajor ? 3 : 2))
+    fatal((std::string(what) + ": query must have rank >= 2 (3 when seq_major)").c_str());
   cuda::AttnShape s;
-  s.T = dq.d[dq.rank - 2];
+  s.T = dq.d[dq.rank - (seqMajor ? 3 : 2)];
   s.D = dq.d[dq.rank - 1];
   if (keys != s.T)
     fatal((std::string(what) + ": " + std::to_string(keys) + " keys for " +
@@ -37,14 +37,17 @@ cuda::AttnShape attnShape(const char *what, DT t, const Dims &dq, int64_t keys, 
   s.B = 1;
   for (int32_t i = 0; i + 3 < dq.rank; ++i)
     s.B *= dq.d[i];
-  s.H = dq.rank >= 3 ? dq.d[dq.rank - 3] : 1;
+  s.H = seqMajor ? dq.d[dq.rank - 2] : dq.rank >= 3 ? dq.d[dq.rank - 3] : 1;
   s.scale = static_cast<float>(scale);
   s.causal = causal;
   return s;
 }
 
-cuda::AttnOperand dense(const cuda::AttnShape &s, const void *p) {
-  return cuda::AttnOperand::bhtd(p, s.H, s.T, s.D);
+/// A dense operand: [B, H, T, D], or [B, T, H, D] (seq_major) read with
+/// strides in place.
+cuda::AttnOperand dense(const cuda::AttnShape &s, const void *p, bool seqMajor) {
+  return seqMajor ? cuda::AttnOperand::bthd(p, s.H, s.T, s.D)
+                  : cuda::AttnOperand::bhtd(p, s.H, s.T, s.D);
 }
 
 /// `p`, or a scratch buffer of `bytes` when p is null (an unread result).
@@ -65,30 +68,32 @@ cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::
 } // namespace
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
-               double scale, bool causal, void *o, void *lse) {
-  cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal);
+               double scale, bool causal, void *o, void *lse, bool seqMajor) {
+  cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   float *l = static_cast<float *>(orScratch(lse, 0, rows * sizeof(float)));
-  if (Status st = cuda::attentionForward(kernelType(t), s, dense(s, q), dense(s, k),
-                                         dense(s, v), dense(s, o), l, stream());
+  if (Status st = cuda::attentionForward(kernelType(t), s, dense(s, q, seqMajor),
+                                         dense(s, k, seqMajor), dense(s, v, seqMajor),
+                                         dense(s, o, seqMajor), l, stream());
       !st.ok())
     fatal(("attention: " + st.message()).c_str());
 }
 
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
-                   bool causal, void *dqOut, void *dk, void *dv) {
-  cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal);
+                   bool causal, void *dqOut, void *dk, void *dv, bool seqMajor) {
+  cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
   const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * (t == DT::BF16 ? 2 : 4);
   auto *delta = static_cast<float *>(scratch(0, rows * sizeof(float)));
   if (Status st = cuda::attentionBackward(
-          kernelType(t), s, dense(s, q), dense(s, k), dense(s, v), dense(s, o),
-          dense(s, dout), static_cast<const float *>(lse), delta,
-          dense(s, orScratch(dqOut, 1, bytes)), dense(s, orScratch(dk, 2, bytes)),
-          dense(s, orScratch(dv, 3, bytes)), stream());
+          kernelType(t), s, dense(s, q, seqMajor), dense(s, k, seqMajor),
+          dense(s, v, seqMajor), dense(s, o, seqMajor), dense(s, dout, seqMajor),
+          static_cast<const float *>(lse), delta, dense(s, orScratch(dqOut, 1, bytes), seqMajor),
+          dense(s, orScratch(dk, 2, bytes), seqMajor),
+          dense(s, orScratch(dv, 3, bytes), seqMajor), stream());
       !st.ok())
     fatal(("attention_grad: " + st.message()).c_str());
 }

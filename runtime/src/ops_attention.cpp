@@ -71,8 +71,65 @@ void counts(const Dims &dq, int64_t keys, int64_t &nq, int64_t &nk) {
 }
 } // namespace
 
+namespace {
+/// seq_major on the CPU: the operands are transposed into heads-first
+/// copies, the heads-first kernel runs, the results are transposed back.
+struct HeadsFirst {
+  DT t;
+  Dims seq, heads, perm; // [..., T, H, D] (or S) and [..., H, T, D]
+  std::vector<std::vector<char>> bufs;
+
+  HeadsFirst(DT t, const Dims &d) : t(t), seq(d), heads(d) {
+    if (d.rank < 3)
+      fatal("attention: seq_major needs rank >= 3 ([..., T, H, D])");
+    std::swap(heads.d[d.rank - 3], heads.d[d.rank - 2]);
+    perm.rank = d.rank;
+    for (int32_t i = 0; i < d.rank; ++i)
+      perm.d[i] = i;
+    std::swap(perm.d[d.rank - 3], perm.d[d.rank - 2]);
+  }
+  /// Dims of an operand with `rows` sequence positions.
+  Dims withRows(Dims d, int64_t rows) const {
+    d.d[d.rank - 3] = rows;
+    return d;
+  }
+  /// A heads-first copy of x (laid out as withRows(seq, rows)), or null.
+  void *in(const void *x, int64_t rows) {
+    if (!x)
+      return nullptr;
+    const Dims src = withRows(seq, rows);
+    bufs.emplace_back(size_t(src.numel() * elemSize(t)));
+    transpose(t, x, src, perm, bufs.back().data());
+    return bufs.back().data();
+  }
+  /// A heads-first result buffer for `out` (null stays null).
+  void *scratch(void *out, int64_t rows) {
+    if (!out)
+      return nullptr;
+    bufs.emplace_back(size_t(withRows(seq, rows).numel() * elemSize(t)));
+    return bufs.back().data();
+  }
+  /// Writes the heads-first `buf` back into `out` seq-major.
+  void back(const void *buf, void *out, int64_t rows) {
+    if (!out)
+      return;
+    Dims h = withRows(seq, rows);
+    std::swap(h.d[h.rank - 3], h.d[h.rank - 2]);
+    transpose(t, buf, h, perm, out);
+  }
+};
+} // namespace
+
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
-               int64_t keys, double scale, bool causal, void *o, void *lse) {
+               int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor) {
+  if (seqMajor) {
+    HeadsFirst h(type, dq);
+    const int64_t t = dq.d[dq.rank - 3];
+    void *hq = h.in(q, t), *hk = h.in(k, keys), *hv = h.in(v, keys), *ho = h.scratch(o, t);
+    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse);
+    h.back(ho, o, t);
+    return;
+  }
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
@@ -115,7 +172,19 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
-                   double scale, bool causal, void *gq, void *gk, void *gv) {
+                   double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor) {
+  if (seqMajor) {
+    HeadsFirst h(type, dq);
+    const int64_t t = dq.d[dq.rank - 3];
+    void *hq = h.in(q, t), *hk = h.in(k, keys), *hv = h.in(v, keys), *ho = h.in(o, t),
+         *hg = h.in(dout, t);
+    void *rq = h.scratch(gq, t), *rk = h.scratch(gk, keys), *rv = h.scratch(gv, keys);
+    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv);
+    h.back(rq, gq, t);
+    h.back(rk, gk, keys);
+    h.back(rv, gv, keys);
+    return;
+  }
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
     counts(dq, keys, nq, nk);

@@ -181,3 +181,47 @@ TEST(OpsAttention, Bf16IsTheRoundedFloat32Kernel) {
   }
 }
 } // namespace
+
+namespace {
+/// [S, A, B, D] -> [S, B, A, D].
+std::vector<float> swapMid(const std::vector<float> &x, int64_t s, int64_t a, int64_t b, int64_t d) {
+  std::vector<float> y(x.size());
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < a; ++j)
+      for (int64_t k = 0; k < b; ++k)
+        for (int64_t e = 0; e < d; ++e)
+          y[((i * b + k) * a + j) * d + e] = x[((i * a + j) * b + k) * d + e];
+  return y;
+}
+
+// seq_major ([B, T, H, D] operands) is exactly the heads-first kernel on
+// the transposed operands, forward and backward, for both element types
+// of the float32 kernel (f32 here).
+TEST(OpsAttention, SeqMajorIsTheTransposedKernel) {
+  const int64_t B = 2, T = 70, H = 3, D = 16;
+  std::mt19937_64 g(11);
+  const int64_t n = B * T * H * D;
+  auto q = randf(n, g), k = randf(n, g), v = randf(n, g), dO = randf(n, g);
+  Dims seq, heads;
+  seq.rank = heads.rank = 4;
+  seq.d[0] = heads.d[0] = B, seq.d[1] = T, seq.d[2] = H, seq.d[3] = D;
+  heads.d[1] = H, heads.d[2] = T, heads.d[3] = D;
+  std::vector<float> o(n), lse(B * H * T), ho(n), hlse(B * H * T);
+  cpu::attention(DT::F32, q.data(), seq, k.data(), v.data(), T, 0.25, true, o.data(), lse.data(),
+                 true);
+  auto hq = swapMid(q, B, T, H, D), hk = swapMid(k, B, T, H, D), hv = swapMid(v, B, T, H, D),
+       hdo = swapMid(dO, B, T, H, D);
+  cpu::attention(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, 0.25, true, ho.data(),
+                 hlse.data());
+  EXPECT_EQ(swapMid(o, B, T, H, D), ho);
+  EXPECT_EQ(lse, hlse);
+  std::vector<float> gq(n), gk(n), gv(n), hgq(n), hgk(n), hgv(n);
+  cpu::attentionGrad(DT::F32, q.data(), seq, k.data(), v.data(), T, o.data(), lse.data(),
+                     dO.data(), 0.25, true, gq.data(), gk.data(), gv.data(), true);
+  cpu::attentionGrad(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, ho.data(), hlse.data(),
+                     hdo.data(), 0.25, true, hgq.data(), hgk.data(), hgv.data());
+  EXPECT_EQ(swapMid(gq, B, T, H, D), hgq);
+  EXPECT_EQ(swapMid(gk, B, T, H, D), hgk);
+  EXPECT_EQ(swapMid(gv, B, T, H, D), hgv);
+}
+} // namespace

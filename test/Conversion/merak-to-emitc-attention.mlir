@@ -20,6 +20,20 @@ func.func @train_step(%q: tensor<2x3x16x32xf32>, %k: tensor<2x3x16x32xf32>, %v: 
 
 // -----
 
+// seq_major ([B, T, H, D] operands, merak-fold-transposes' form): q's
+// dims as stored, the key count from k's dim 1, and a trailing true.
+// CHECK-LABEL: emitc.func @merak_train_step
+// CHECK: call_opaque "attention"{{.*}}args = [#emitc.opaque<"DT::BF16">, 0 : index, #emitc.opaque<"Dims{4, {2, 16, 3, 32}}">, 1 : index, 2 : index, #emitc.opaque<"16">, #emitc.opaque<"0.125">, #emitc.opaque<"true">, 3 : index, 4 : index, #emitc.opaque<"true">]
+// CHECK: call_opaque "attentionGrad"{{.*}}#emitc.opaque<"0.125">, #emitc.opaque<"true">, 6 : index, 7 : index, 8 : index, #emitc.opaque<"true">]
+// CUDA: call_opaque "gpu::attention"{{.*}}#emitc.opaque<"true">]
+func.func @train_step(%q: tensor<2x16x3x32xbf16>, %k: tensor<2x16x3x32xbf16>, %v: tensor<2x16x3x32xbf16>, %g: tensor<2x16x3x32xbf16>) -> (tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>) {
+  %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal seq_major : tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16> -> tensor<2x16x3x32xbf16>, tensor<2x3x16xf32>
+  %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %g scale = 0.125 causal seq_major : tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x3x16xf32>, tensor<2x16x3x32xbf16> -> tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>
+  return %dq, %dk, %dv : tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>, tensor<2x16x3x32xbf16>
+}
+
+// -----
+
 // Only the forward: nothing reads lse, so it is not written.
 // CHECK-LABEL: emitc.func @merak_train_step
 // CHECK: call_opaque "attention"{{.*}}#emitc.opaque<"false">, 3 : index, #emitc.opaque<"nullptr">]

@@ -63,3 +63,52 @@ func.func @kept(%a: tensor<2x3x4xf32>, %b: tensor<2x3xf64>, %c: tensor<3x2xf64>,
   %w = merak.matmul %m, %v : tensor<4x3xf32>, tensor<3xf32> -> tensor<4xf32>
   return %y, %z, %w : tensor<3x2x2xf32>, tensor<3x3xf64>, tensor<4xf32>
 }
+
+// Attention whose query, key and value are heads transposes of
+// [B, T, H, D] tensors reads those in place (seq_major) and gives its result
+// in that layout (the transpose back is gone); its gradient likewise once
+// the forward's result and the incoming gradient are heads transposes too,
+// its results replacing the transposes back. Nothing else reads the heads
+// transposes, so none is left.
+// CHECK-LABEL: func.func @attention_layout
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x3x16xf32>, %[[K:.*]]: tensor<2x8x3x16xf32>, %[[V:.*]]: tensor<2x8x3x16xf32>, %[[G:.*]]: tensor<2x8x3x16xf32>)
+// CHECK-NOT: merak.transpose
+// CHECK: %[[O:.*]], %[[L:.*]] = merak.attention %[[Q]], %[[K]], %[[V]] scale = 2.500000e-01 causal seq_major : tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32> -> tensor<2x8x3x16xf32>, tensor<2x3x8xf32>
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = merak.attention_grad %[[Q]], %[[K]], %[[V]], %[[O]], %[[L]], %[[G]] scale = 2.500000e-01 causal seq_major
+// CHECK-NOT: merak.transpose
+// CHECK: return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
+func.func @attention_layout(%q: tensor<2x8x3x16xf32>, %k: tensor<2x8x3x16xf32>, %v: tensor<2x8x3x16xf32>, %g: tensor<2x8x3x16xf32>)
+    -> (tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>) {
+  %qt = merak.transpose %q perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %kt = merak.transpose %k perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %vt = merak.transpose %v perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %o, %l = merak.attention %qt, %kt, %vt scale = 0.25 causal : tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32> -> tensor<2x3x8x16xf32>, tensor<2x3x8xf32>
+  %y = merak.transpose %o perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
+  %gt = merak.transpose %g perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %dq, %dk, %dv = merak.attention_grad %qt, %kt, %vt, %o, %l, %gt scale = 0.25 causal : tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8xf32>, tensor<2x3x8x16xf32> -> tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>
+  %dqt = merak.transpose %dq perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
+  %dkt = merak.transpose %dk perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
+  %dvt = merak.transpose %dv perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
+  return %y, %dqt, %dkt, %dvt : tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>
+}
+
+// An operand that is not a heads transpose (v here) keeps the op heads-first;
+// a result also read heads-first (returned here) gets one transpose back.
+// CHECK-LABEL: func.func @attention_kept
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 : tensor<2x3x8x16xf32>
+// CHECK-NOT: seq_major
+// CHECK-LABEL: func.func @attention_result_read_twice
+// CHECK: %[[O:.*]], %{{.*}} = merak.attention {{.*}} seq_major
+// CHECK: %[[B:.*]] = merak.transpose %[[O]] perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+// CHECK: return %[[O]], %[[B]]
+func.func @attention_kept(%q: tensor<2x8x3x16xf32>, %v: tensor<2x3x8x16xf32>) -> tensor<2x3x8x16xf32> {
+  %qt = merak.transpose %q perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %o, %l = merak.attention %qt, %qt, %v scale = 0.25 : tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32> -> tensor<2x3x8x16xf32>, tensor<2x3x8xf32>
+  return %o : tensor<2x3x8x16xf32>
+}
+func.func @attention_result_read_twice(%q: tensor<2x8x3x16xf32>) -> (tensor<2x8x3x16xf32>, tensor<2x3x8x16xf32>) {
+  %qt = merak.transpose %q perm = [0, 2, 1, 3] : tensor<2x8x3x16xf32> to tensor<2x3x8x16xf32>
+  %o, %l = merak.attention %qt, %qt, %qt scale = 0.25 : tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32> -> tensor<2x3x8x16xf32>, tensor<2x3x8xf32>
+  %y = merak.transpose %o perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
+  return %y, %o : tensor<2x8x3x16xf32>, tensor<2x3x8x16xf32>
+}

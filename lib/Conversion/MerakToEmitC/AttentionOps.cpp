@@ -28,7 +28,10 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerAttention(Operation *op, Emitt
   call.dims(q.getType());
   if (failed(call.ptrs({k, v})))
     return failure();
-  call.i64(cast<RankedTensorType>(k.getType()).getShape().drop_back().back());
+  // The key count: k's sequence dim (rank-2, or rank-3 when seq_major).
+  const bool seqMajor = op->hasAttr("seq_major");
+  ArrayRef<int64_t> ks = cast<RankedTensorType>(k.getType()).getShape();
+  call.i64(ks[ks.size() - (seqMajor ? 3 : 2)]);
   auto scaleAndCausal = [&](auto o) {
     call.f64(o.getScale().convertToDouble()).boolean(o.getCausal());
   };
@@ -46,6 +49,8 @@ FailureOr<bool> mlir::merak::emitc_lowering::lowerAttention(Operation *op, Emitt
     if (failed(call.ptrs(outs)))
       return failure();
   }
+  if (seqMajor)
+    call.boolean(true); // operands [..., T, H, D], read in place
   call.emit();
   return true;
 }

@@ -503,19 +503,24 @@ void run() {
   // and not, T = 200 (several tiles, a partial one), head dims 32 and 64;
   // float32 and bf16 (merak-mixed-precision's bf16 attention: one rounding
   // of each result on both sides, lse float32).
+  // seq_major: [B, T, H, D] operands read in place (merak-fold-transposes'
+  // form) against the CPU's transposing path.
   for (DT et : {DT::F32, DT::BF16})
   for (int64_t hd : {32, 64})
+  for (bool sm : {false, true})
     for (bool causal : {true, false}) {
-      const Dims d{4, {2, 3, 200, hd}}, dl{3, {2, 3, 200}};
+      const Dims d = sm ? Dims{4, {2, 200, 3, hd}} : Dims{4, {2, 3, 200, hd}},
+                 dl{3, {2, 3, 200}};
       T q = rand(et, d, -1, 1), k = rand(et, d, -1, 1), v = rand(et, d, -1, 1);
       T o = make(et, d), lse = make(DT::F32, dl);
       const std::string what = std::string(et == DT::BF16 ? "bf16 " : "") + "attention D=" +
-                               std::to_string(hd) + " causal=" + std::to_string(causal);
+                               std::to_string(hd) + " causal=" + std::to_string(causal) +
+                               (sm ? " seq_major" : "");
       const double scale = 1.0 / std::sqrt(double(hd));
       const double tol = et == DT::BF16 ? 1e-2 : 1e-4;
       pair(what, {&o, &lse}, tol, [&](int side) {
         (side ? gpu::attention : cpu::attention)(et, P(q), d, P(k), P(v), 200, scale, causal,
-                                                P(o), P(lse));
+                                                P(o), P(lse), sm);
       });
       T g = rand(et, d, -1, 1), dq = make(et, d), dk = make(et, d), dv = make(et, d);
       // Both sides read the CPU's o and lse (the device copies are the
@@ -525,7 +530,7 @@ void run() {
       pair(what + " grad", {&dq, &dk, &dv}, tol, [&](int side) {
         (side ? gpu::attentionGrad : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o),
                                                         P(lse), P(g), scale, causal, P(dq),
-                                                        P(dk), P(dv));
+                                                        P(dk), P(dv), sm);
       });
     }
 }

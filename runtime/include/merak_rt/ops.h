@@ -168,15 +168,19 @@ void softmax(bool isLog, DT t, const void *x, const Dims &dx, int64_t axis,
 /// [..., T] receive softmax(scale q k^T) v (causal: row r sees keys <= r)
 /// and the rows' log-sum-exp (lse may be null: not written). Never holds more than a [64, keys] tile of
 /// scores per thread.
+/// seqMajor: q, k, v and o are [..., T, H, D] (merak.attention's
+/// seq_major; dq is then that shape), lse still [..., H, T].
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v,
-               int64_t keys, double scale, bool causal, void *o, void *lse);
+               int64_t keys, double scale, bool causal, void *o, void *lse,
+               bool seqMajor = false);
 
 /// merak.attention_grad: dq, dk, dv (shaped like q, k, v) from the
 /// forward's operands, its o and lse, and dout, the gradient of o (a null
 /// gradient pointer: not written).
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
-                   double scale, bool causal, void *dqOut, void *dk, void *dv);
+                   double scale, bool causal, void *dqOut, void *dk, void *dv,
+                   bool seqMajor = false);
 
 /// merak.layer_norm: normalises over dims [axis, rank); scale/bias (null when
 /// absent) have ds/db shapes that broadcast to the normalised shape.

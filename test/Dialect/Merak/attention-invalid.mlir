@@ -8,6 +8,24 @@ func.func @f16(%q: tensor<2x4x16xf16>) -> tensor<2x4x16xf16> {
 
 // -----
 
+// seq_major needs [..., T, H, D] operands.
+func.func @seq_major_rank(%q: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{seq_major needs query, key and value of rank >= 3}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 seq_major : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32> -> tensor<4x16xf32>, tensor<4xf32>
+  return %o : tensor<4x16xf32>
+}
+
+// -----
+
+// seq_major: the result is [..., T, H, D] too and lse [..., H, T].
+func.func @seq_major_result(%q: tensor<2x8x3x16xf32>) -> tensor<2x3x8x16xf32> {
+  // expected-error @+1 {{result type 'tensor<2x3x8x16xf32>' must be 'tensor<2x8x3x16xf32>'}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 seq_major : tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32> -> tensor<2x3x8x16xf32>, tensor<2x3x8xf32>
+  return %o : tensor<2x3x8x16xf32>
+}
+
+// -----
+
 // bf16 attention keeps its lse in float32.
 func.func @bf16_lse(%q: tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16> {
   // expected-error @+1 {{lse type 'tensor<2x4xbf16>' must be 'tensor<2x4xf32>'}}

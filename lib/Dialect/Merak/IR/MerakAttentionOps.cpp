@@ -1,7 +1,8 @@
 //===- MerakAttentionOps.cpp - verifiers of attention and its gradient ----===//
 //
 // Both ops take query [..., T, D], key [..., S, D] and value [..., S, D]
-// with equal leading (batch, head) dimensions, float32, bf16 (with a
+// with equal leading (batch, head) dimensions (or, seq_major, [..., T, H, D]
+// and the like), float32, bf16 (with a
 // float32 lse; merak-mixed-precision) or float64 (the evaluator's gradient
 // checks); causal needs S = T.
 //
@@ -15,14 +16,30 @@
 using namespace mlir;
 using namespace mlir::merak;
 
+/// `t` with dims rank-3 and rank-2 swapped: a seq_major operand's
+/// [..., T, H, D] as the [..., H, T, D] the checks are written for.
+static RankedTensorType headsFirst(RankedTensorType t) {
+  SmallVector<int64_t> s(t.getShape());
+  std::swap(s[s.size() - 3], s[s.size() - 2]);
+  return RankedTensorType::get(s, t.getElementType());
+}
+
 /// The checks shared by attention and attention_grad: operand shapes, the
 /// element type, the scale; `result`/`lse` are the forward's result types
-/// (attention_grad receives them as operands).
+/// (attention_grad receives them as operands). Messages name the types as
+/// written (seq_major: [..., T, H, D]).
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value,
-                                     Type result, Type lse, double scale, bool causal) {
+                                     Type result, Type lse, double scale, bool causal,
+                                     bool seqMajor) {
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
   auto v = cast<RankedTensorType>(value.getType());
+  if (seqMajor) {
+    if (q.getRank() < 3 || k.getRank() < 3 || v.getRank() < 3)
+      return op->emitOpError("seq_major needs query, key and value of rank >= 3 "
+                             "([..., T, H, D])");
+    q = headsFirst(q), k = headsFirst(k), v = headsFirst(v);
+  }
   Type elem = q.getElementType();
   if (!elem.isF32() && !elem.isF64() && !elem.isBF16())
     return op->emitOpError("query must be a float32, bf16 or float64 tensor, got ") << q;
@@ -52,6 +69,8 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   SmallVector<int64_t> outShape(qs);
   outShape.back() = vs.back();
   auto want = RankedTensorType::get(outShape, q.getElementType());
+  if (seqMajor)
+    want = headsFirst(want); // back to [..., T, H, D]
   if (result != want)
     return op->emitOpError("result type ") << result << " must be " << want;
   // bf16 attention keeps its row statistics in float32.
@@ -64,12 +83,14 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
-                         getLse().getType(), getScale().convertToDouble(), getCausal());
+                         getLse().getType(), getScale().convertToDouble(), getCausal(),
+                         getSeqMajor());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
-                             getLse().getType(), getScale().convertToDouble(), getCausal())))
+                             getLse().getType(), getScale().convertToDouble(), getCausal(),
+                             getSeqMajor())))
     return failure();
   if (getGrad().getType() != getResult().getType())
     return emitOpError("grad type ")

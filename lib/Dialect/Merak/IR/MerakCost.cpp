@@ -89,23 +89,27 @@ int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
-/// Query-key pairs an attention op attends, over its batch and head dims.
-static int64_t attendedPairs(Value query, Value key, bool causal) {
+/// Query-key pairs an attention op attends, over its batch and head dims
+/// (the sequence dims are rank-2, or rank-3 when seq_major).
+static int64_t attendedPairs(Value query, Value key, bool causal, bool seqMajor) {
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
-  int64_t rank = q.getRank(), t = q.getDimSize(rank - 2), s = k.getDimSize(rank - 2);
+  int64_t rank = q.getRank(), seq = rank - (seqMajor ? 3 : 2);
+  int64_t t = q.getDimSize(seq), s = k.getDimSize(seq);
   int64_t rows = elements(q) / std::max<int64_t>(1, q.getDimSize(rank - 1));
   return causal ? rows / std::max<int64_t>(1, t) * (t * (t + 1) / 2) : rows * s;
 }
 
-static int64_t attentionFlops(Value query, Value key, bool causal) {
+static int64_t attentionFlops(Value query, Value key, bool causal, bool seqMajor) {
   auto q = cast<RankedTensorType>(query.getType());
-  return attendedPairs(query, key, causal) * (4 * q.getShape().back() + 5);
+  return attendedPairs(query, key, causal, seqMajor) * (4 * q.getShape().back() + 5);
 }
 
-int64_t AttentionOp::getFlops() { return attentionFlops(getQuery(), getKey(), getCausal()); }
+int64_t AttentionOp::getFlops() {
+  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor());
+}
 int64_t AttentionGradOp::getFlops() {
-  return attentionFlops(getQuery(), getKey(), getCausal()) * 5 / 2;
+  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor()) * 5 / 2;
 }
 
 int64_t ReshapeOp::getFlops() { return 0; }

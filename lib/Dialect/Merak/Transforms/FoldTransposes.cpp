@@ -39,9 +39,118 @@ Value swappedInput(Value v) {
   return perm[r - 2] == r - 1 && perm[r - 1] == r - 2 ? t.getInput() : Value();
 }
 
+/// Whether `perm` swaps dims rank-3 and rank-2 only: [..., T, H, D] <->
+/// [..., H, T, D], the heads transpose around attention.
+bool isHeadsSwap(ArrayRef<int64_t> perm) {
+  int64_t r = perm.size();
+  if (r < 3)
+    return false;
+  for (int64_t d = 0; d < r; ++d)
+    if (perm[d] != (d == r - 3 ? r - 2 : d == r - 2 ? r - 3 : d))
+      return false;
+  return true;
+}
+
+Value headsSwappedInput(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && isHeadsSwap(t.getPerm()) ? t.getInput() : Value();
+}
+
+RankedTensorType headsSwapped(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  SmallVector<int64_t> s(r.getShape());
+  std::swap(s[s.size() - 3], s[s.size() - 2]);
+  return RankedTensorType::get(s, r.getElementType());
+}
+
+/// Hands `from`'s (heads-first) uses to `to` (its seq-major form): a heads
+/// transpose of `from` becomes `to` itself (and is erased); any other use
+/// reads one transpose of `to`. Afterwards `from` has no uses.
+void rewire(OpBuilder &b, Value from, Value to) {
+  Value back;
+  for (OpOperand &use : llvm::make_early_inc_range(from.getUses())) {
+    auto t = dyn_cast<TransposeOp>(use.getOwner());
+    if (t && isHeadsSwap(t.getPerm())) {
+      t.getResult().replaceAllUsesWith(to);
+      t.erase();
+      continue;
+    }
+    if (!back) {
+      b.setInsertionPointAfter(to.getDefiningOp());
+      SmallVector<int64_t> perm;
+      for (int64_t d = 0, r = cast<RankedTensorType>(to.getType()).getRank(); d < r; ++d)
+        perm.push_back(d);
+      std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+      back = TransposeOp::create(b, to.getLoc(), from.getType(), to, perm);
+    }
+    use.set(back);
+  }
+}
+
+/// Attention (and its gradient) whose every [..., H, T, D] operand is a
+/// heads transpose read the transposes' inputs as seq_major; forward ops
+/// first, so that a gradient op's `result` operand is by then a transpose
+/// of the folded forward's.
+void foldAttentionLayouts(ModuleOp module) {
+  SmallVector<AttentionOp> fwd;
+  SmallVector<AttentionGradOp> bwd;
+  module.walk([&](Operation *op) {
+    if (auto a = dyn_cast<AttentionOp>(op); a && !a.getSeqMajor())
+      fwd.push_back(a);
+    else if (auto g = dyn_cast<AttentionGradOp>(op); g && !g.getSeqMajor())
+      bwd.push_back(g);
+  });
+  OpBuilder b(module.getContext());
+  for (AttentionOp a : fwd) {
+    Value q = headsSwappedInput(a.getQuery()), k = headsSwappedInput(a.getKey()),
+          v = headsSwappedInput(a.getValue());
+    if (!q || !k || !v)
+      continue;
+    b.setInsertionPoint(a);
+    auto n = AttentionOp::create(b, a.getLoc(),
+                                 TypeRange{headsSwapped(a.getResult().getType()),
+                                           a.getLse().getType()},
+                                 q, k, v, a.getScaleAttr(), a.getCausalAttr(), b.getUnitAttr());
+    a.getLse().replaceAllUsesWith(n.getLse());
+    rewire(b, a.getResult(), n.getResult());
+    a.erase();
+  }
+  for (AttentionGradOp g : bwd) {
+    SmallVector<Value> in;
+    for (Value x : {g.getQuery(), g.getKey(), g.getValue(), g.getResult(), g.getGrad()})
+      in.push_back(headsSwappedInput(x));
+    if (llvm::is_contained(in, Value()))
+      continue;
+    b.setInsertionPoint(g);
+    auto n = AttentionGradOp::create(
+        b, g.getLoc(),
+        TypeRange{headsSwapped(g.getQueryGrad().getType()), headsSwapped(g.getKeyGrad().getType()),
+                  headsSwapped(g.getValueGrad().getType())},
+        in[0], in[1], in[2], in[3], g.getLse(), in[4], g.getScaleAttr(), g.getCausalAttr(),
+        b.getUnitAttr());
+    for (auto [from, to] : llvm::zip(g.getResults(), n.getResults()))
+      rewire(b, from, to);
+    g.erase();
+  }
+  // The heads transposes nobody reads any more (the operands' and the
+  // inserted ones), producers after their consumers.
+  if (fwd.empty() && bwd.empty())
+    return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    module.walk([&](TransposeOp t) {
+      if (t->use_empty() && isHeadsSwap(t.getPerm())) {
+        t.erase();
+        changed = true;
+      }
+    });
+  }
+}
+
 struct MerakFoldTransposesPass
     : merak::impl::MerakFoldTransposesBase<MerakFoldTransposesPass> {
   void runOnOperation() override {
+    foldAttentionLayouts(getOperation());
     SmallVector<MatmulOp> matmuls;
     getOperation().walk([&](MatmulOp m) { matmuls.push_back(m); });
     for (MatmulOp m : matmuls) {

@@ -330,7 +330,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
   auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
                                   b.getF64FloatAttr(scale),
-                                  causal ? b.getUnitAttr() : UnitAttr());
+                                  causal ? b.getUnitAttr() : UnitAttr(), UnitAttr());
   pv.getResult().replaceAllUsesWith(attn.getResult());
   for (Operation *op : chain)
     op->erase();

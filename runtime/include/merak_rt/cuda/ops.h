@@ -109,12 +109,15 @@ void softmax(bool isLog, DT t, const void *x, const Dims &dx, int64_t axis,
 void layerNorm(DT t, const void *x, const Dims &dx, int64_t axis,
                const void *scale, const Dims &ds, const void *bias,
                const Dims &db, double eps, void *y);
-/// Flash attention (attention.cu): keys == queries, head dim 16/32/64/128.
+/// Flash attention (attention.cu): keys == queries, head dim 16/32/64/128;
+/// seqMajor: operands [..., T, H, D] read in place (AttnOperand::bthd).
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v,
-               int64_t keys, double scale, bool causal, void *o, void *lse);
+               int64_t keys, double scale, bool causal, void *o, void *lse,
+               bool seqMajor = false);
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
-                   double scale, bool causal, void *dqOut, void *dk, void *dv);
+                   double scale, bool causal, void *dqOut, void *dk, void *dv,
+                   bool seqMajor = false);
 void rmsNorm(DT t, const void *x, const Dims &dx, int64_t axis,
              const void *scale, const Dims &ds, double eps, void *y);
 void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,

@@ -28,6 +28,13 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure]> {
     every product and statistic in float32, the result rounded once);
     float64 is accepted for the reference evaluator's gradient checks.
 
+    With `seq_major`, query, key, value and result are laid out
+    `[..., T, H, D]` (the sequence before the heads: the projections'
+    layout, `[B, T, H*D]` reshaped) instead of `[..., H, T, D]`; `lse`
+    stays `[..., H, T]`. merak-fold-transposes makes this form from the
+    head transposes around an attention, so that the kernels read the
+    operands in place.
+
     ```mlir
     %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal
         : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
@@ -35,10 +42,12 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure]> {
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
-                       Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal);
+                       Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal,
+                       UnitAttr:$seq_major);
   let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? attr-dict
+    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)?
+    (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,` type($lse)
   }];
   let hasVerifier = 1;
@@ -70,12 +79,13 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
-                       F64Attr:$scale, UnitAttr:$causal);
+                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major);
   let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
                       Merak_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $lse `,` $grad `scale` `=` $scale
-    (`causal` $causal^)? attr-dict `:` type($query) `,` type($key) `,` type($value) `,`
+    (`causal` $causal^)? (`seq_major` $seq_major^)? attr-dict
+    `:` type($query) `,` type($key) `,` type($value) `,`
     type($result) `,` type($lse) `,` type($grad) `->` type($query_grad) `,`
     type($key_grad) `,` type($value_grad)
   }];

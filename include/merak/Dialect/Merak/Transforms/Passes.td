@@ -576,6 +576,16 @@ def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
     (BLAS trans flags) instead of the program materialising the copy:
     weights in every linear layer's forward (x W^T), activations and
     weights in their gradients (x^T g, g W). One walk over the ops.
+
+    Likewise for attention: a `merak.attention` whose query, key and value
+    are all transposes swapping dims rank-3 and rank-2 (the heads transpose
+    `[..., T, H, D] -> [..., H, T, D]` after the projection's reshape) reads
+    the transposes' inputs with `seq_major` and gives its result in that
+    layout (a heads transpose of the result becomes the result itself;
+    another reader gets one transpose back), and a `merak.attention_grad`
+    whose query, key, value, result and incoming gradient are such
+    transposes does the same for its gradients. The CUDA kernels read these
+    layouts in place (strided rows); the CPU runtime transposes internally.
   }];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
