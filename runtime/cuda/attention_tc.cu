@@ -59,6 +59,48 @@ __device__ __forceinline__ void copyTile(bf16 *dst, int ld, const bf16 *src,
   }
 }
 
+/// dst[16 x 64] (fp32, row-major, ld kLdS) = A[16 x D] B^T for the warp's 16
+/// rows of A (bf16 row-major, ld `lda`) and the 64 rows of B (bf16, ld `ldb`).
+template <int D>
+__device__ __forceinline__ void rowsTimesTileT(float *dst, const bf16 *A, int lda,
+                                               const bf16 *B, int ldb) {
+#pragma unroll
+  for (int n = 0; n < kTile / 16; ++n) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
+      wmma::load_matrix_sync(fa, A + 16 * kk, lda);
+      wmma::load_matrix_sync(fb, B + 16 * n * ldb + 16 * kk, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(dst + 16 * n, acc, kLdS, wmma::mem_row_major);
+  }
+}
+
+/// acc[16 x D] (fp32 smem, ld `ldo`) += A[16 x 64] (bf16, ld kLdP) B[64 x D]
+/// (bf16 row-major, ld `ldb`).
+template <int D>
+__device__ __forceinline__ void accumulateTile(float *acc, int ldo, const bf16 *A,
+                                               const bf16 *B, int ldb) {
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::load_matrix_sync(c, acc + 16 * n, ldo, wmma::mem_row_major);
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, A + 16 * kk, kLdP);
+      wmma::load_matrix_sync(fb, B + 16 * kk * ldb + 16 * n, ldb);
+      wmma::mma_sync(c, fa, fb, c);
+    }
+    wmma::store_matrix_sync(acc + 16 * n, c, ldo, wmma::mem_row_major);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kTcThreads)
     attnFwdTcKernel(const AttnFwdArgs a) {
@@ -94,21 +136,7 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncthreads();
 
     // S = Q K^T for the warp's 16 rows.
-#pragma unroll
-    for (int n = 0; n < kTile / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, Qs + 16 * warp * L::ldq + 16 * kk, L::ldq);
-        wmma::load_matrix_sync(fb, Ks + 16 * n * L::ldq + 16 * kk, L::ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(Ss + 16 * warp * kLdS + 16 * n, acc, kLdS,
-                              wmma::mem_row_major);
-    }
+    rowsTimesTileT<D>(Ss + 16 * warp * kLdS, Qs + 16 * warp * L::ldq, L::ldq, Ks, L::ldq);
     __syncwarp();
 
     // Online softmax on the row: 32 columns per lane.
@@ -142,22 +170,7 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncwarp();
 
     // O += P V for the warp's 16 rows.
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, Os + 16 * warp * L::ldo + 16 * n, L::ldo,
-                             wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, Ps + 16 * warp * kLdP + 16 * kk, kLdP);
-        wmma::load_matrix_sync(fb, Vs + 16 * kk * L::ldq + 16 * n, L::ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(Os + 16 * warp * L::ldo + 16 * n, acc, L::ldo,
-                              wmma::mem_row_major);
-    }
+    accumulateTile<D>(Os + 16 * warp * L::ldo, L::ldo, Ps + 16 * warp * kLdP, Vs, L::ldq);
     __syncwarp();
   }
 
@@ -225,48 +238,6 @@ template <int D> struct TcBwdLayout {
                 "WMMA needs 32-byte aligned row blocks");
   static_assert(bytes <= 227 * 1024, "shared memory of one block");
 };
-
-/// dst[16 x 64] (fp32, row-major, ld kLdS) = A[16 x D] B^T for the warp's 16
-/// rows of A (bf16 row-major, ld `lda`) and the 64 rows of B (bf16, ld `ldb`).
-template <int D>
-__device__ __forceinline__ void rowsTimesTileT(float *dst, const bf16 *A, int lda,
-                                               const bf16 *B, int ldb) {
-#pragma unroll
-  for (int n = 0; n < kTile / 16; ++n) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-      wmma::load_matrix_sync(fa, A + 16 * kk, lda);
-      wmma::load_matrix_sync(fb, B + 16 * n * ldb + 16 * kk, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(dst + 16 * n, acc, kLdS, wmma::mem_row_major);
-  }
-}
-
-/// acc[16 x D] (fp32 smem, ld `ldo`) += A[16 x 64] (bf16, ld kLdP) B[64 x D]
-/// (bf16 row-major, ld `ldb`).
-template <int D>
-__device__ __forceinline__ void accumulateTile(float *acc, int ldo, const bf16 *A,
-                                               const bf16 *B, int ldb) {
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-    wmma::load_matrix_sync(c, acc + 16 * n, ldo, wmma::mem_row_major);
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
-      wmma::load_matrix_sync(fa, A + 16 * kk, kLdP);
-      wmma::load_matrix_sync(fb, B + 16 * kk * ldb + 16 * n, ldb);
-      wmma::mma_sync(c, fa, fb, c);
-    }
-    wmma::store_matrix_sync(acc + 16 * n, c, ldo, wmma::mem_row_major);
-  }
-}
 
 __device__ __forceinline__ const bf16 *headOf(const AttnView &v, int b, int h) {
   return static_cast<const bf16 *>(v.p) + b * v.sB + h * v.sH;
