@@ -18,6 +18,8 @@
 
 #include "merak_rt/comm.h"
 
+#include "ops_util.h"
+
 // Only MPI's C API (linked as MPI::MPI_C / libmpi): no C++ bindings, which
 // would need libmpi_cxx.
 #define OMPI_SKIP_MPICXX 1
@@ -92,29 +94,13 @@ MPI_Datatype mpiType(CommType t) {
   return MPI_DATATYPE_NULL;
 }
 
-float bf16Widen(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/// Round to nearest even; NaN stays NaN (as the kernels' floatToBf16).
-uint16_t bf16Round(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((u >> 16) | 0x40u);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 template <bool Max>
 void bf16Combine(void *in, void *inout, int *len, MPI_Datatype *) {
   const uint16_t *a = static_cast<const uint16_t *>(in);
   uint16_t *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i) {
-    const float x = bf16Widen(a[i]), y = bf16Widen(b[i]);
-    b[i] = bf16Round(Max ? (x > y || x != x ? x : y) : x + y);
+    const float x = cpu::detail::bf16ToFloat(a[i]), y = cpu::detail::bf16ToFloat(b[i]);
+    b[i] = cpu::detail::floatToBf16(Max ? (x > y || x != x ? x : y) : x + y);
   }
 }
 

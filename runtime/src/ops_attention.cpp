@@ -48,20 +48,29 @@ struct AttnSizes {
   int64_t keysOf(int64_t r, bool causal) const { return causal ? std::min(r + 1, s) : s; }
 };
 
-/// A float32 copy of the bf16 tensor x (n elements), or null for null.
-std::vector<float> widened(const void *x, int64_t n) {
-  std::vector<float> y(x ? n : 0);
-  if (x)
-    cast(DT::BF16, x, DT::F32, y.data(), n);
+// The bf16 and seq_major wrappers below stage their copies in the
+// grow-only per-thread scratch buffers of ops_util.h (slots 40 and up,
+// apart from the kernels' own), so a training step reuses them instead of
+// allocating per call.
+
+/// A float32 copy (scratch slot `Slot`) of the bf16 tensor x (n elements),
+/// or null for null.
+template <int Slot> const float *widened(const void *x, int64_t n) {
+  if (!x)
+    return nullptr;
+  float *y = scratch<float, Slot>(size_t(n));
+  cast(DT::BF16, x, DT::F32, y, n);
   return y;
 }
-const float *orNull(const std::vector<float> &v) { return v.empty() ? nullptr : v.data(); }
-float *orNull(std::vector<float> &v) { return v.empty() ? nullptr : v.data(); }
-
-/// Rounds the float32 results in `f` into the bf16 outputs (skipping null).
-void narrowInto(void *out, const std::vector<float> &f) {
-  if (out && !f.empty())
-    cast(DT::F32, f.data(), DT::BF16, out, int64_t(f.size()));
+/// A float32 result buffer (scratch slot `Slot`) for the bf16 output
+/// `out`, or null when `out` is (an unread result).
+template <int Slot> float *resultFor(void *out, int64_t n) {
+  return out ? scratch<float, Slot>(size_t(n)) : nullptr;
+}
+/// Rounds the float32 results `f` (n) into the bf16 output (skipping null).
+void narrowInto(void *out, const float *f, int64_t n) {
+  if (out)
+    cast(DT::F32, f, DT::BF16, out, n);
 }
 
 /// The [..., T, D] element counts of q and of k / v (S keys).
@@ -69,15 +78,12 @@ void counts(const Dims &dq, int64_t keys, int64_t &nq, int64_t &nk) {
   nq = dq.numel();
   nk = dq.d[dq.rank - 2] ? nq / dq.d[dq.rank - 2] * keys : 0;
 }
-} // namespace
 
-namespace {
 /// seq_major on the CPU: the operands are transposed into heads-first
 /// copies, the heads-first kernel runs, the results are transposed back.
 struct HeadsFirst {
   DT t;
   Dims seq, heads, perm; // [..., T, H, D] (or S) and [..., H, T, D]
-  std::vector<std::vector<char>> bufs;
 
   HeadsFirst(DT t, const Dims &d) : t(t), seq(d), heads(d) {
     if (d.rank < 3)
@@ -93,24 +99,21 @@ struct HeadsFirst {
     d.d[d.rank - 3] = rows;
     return d;
   }
-  /// A heads-first copy of x (laid out as withRows(seq, rows)), or null.
-  void *in(const void *x, int64_t rows) {
-    if (!x)
-      return nullptr;
-    const Dims src = withRows(seq, rows);
-    bufs.emplace_back(size_t(src.numel() * elemSize(t)));
-    transpose(t, x, src, perm, bufs.back().data());
-    return bufs.back().data();
+  /// A heads-first buffer (scratch slot `Slot`) for an operand of `rows`
+  /// positions, or null when `p` is null.
+  template <int Slot> char *buffer(const void *p, int64_t rows) const {
+    return p ? scratch<char, Slot>(size_t(withRows(seq, rows).numel() * elemSize(t)))
+             : nullptr;
   }
-  /// A heads-first result buffer for `out` (null stays null).
-  void *scratch(void *out, int64_t rows) {
-    if (!out)
-      return nullptr;
-    bufs.emplace_back(size_t(withRows(seq, rows).numel() * elemSize(t)));
-    return bufs.back().data();
+  /// A heads-first copy of x (laid out as withRows(seq, rows)), or null.
+  template <int Slot> void *in(const void *x, int64_t rows) const {
+    char *buf = buffer<Slot>(x, rows);
+    if (buf)
+      transpose(t, x, withRows(seq, rows), perm, buf);
+    return buf;
   }
   /// Writes the heads-first `buf` back into `out` seq-major.
-  void back(const void *buf, void *out, int64_t rows) {
+  void back(const void *buf, void *out, int64_t rows) const {
     if (!out)
       return;
     Dims h = withRows(seq, rows);
@@ -123,9 +126,10 @@ struct HeadsFirst {
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor) {
   if (seqMajor) {
-    HeadsFirst h(type, dq);
+    const HeadsFirst h(type, dq);
     const int64_t t = dq.d[dq.rank - 3];
-    void *hq = h.in(q, t), *hk = h.in(k, keys), *hv = h.in(v, keys), *ho = h.scratch(o, t);
+    void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
+         *ho = h.buffer<43>(o, t);
     attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse);
     h.back(ho, o, t);
     return;
@@ -133,9 +137,10 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
-    std::vector<float> fq = widened(q, nq), fk = widened(k, nk), fv = widened(v, nk), fo(nq);
-    attention(DT::F32, fq.data(), dq, fk.data(), fv.data(), keys, scale, causal, fo.data(), lse);
-    return narrowInto(o, fo);
+    float *fo = scratch<float, 53>(size_t(nq));
+    attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
+              scale, causal, fo, lse);
+    return narrowInto(o, fo, nq);
   }
   const AttnSizes z("attention", type, dq, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
@@ -174,11 +179,11 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
                    int64_t keys, const void *o, const void *lse, const void *dout,
                    double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor) {
   if (seqMajor) {
-    HeadsFirst h(type, dq);
+    const HeadsFirst h(type, dq);
     const int64_t t = dq.d[dq.rank - 3];
-    void *hq = h.in(q, t), *hk = h.in(k, keys), *hv = h.in(v, keys), *ho = h.in(o, t),
-         *hg = h.in(dout, t);
-    void *rq = h.scratch(gq, t), *rk = h.scratch(gk, keys), *rv = h.scratch(gv, keys);
+    void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
+         *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
+    void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
     attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv);
     h.back(rq, gq, t);
     h.back(rk, gk, keys);
@@ -188,14 +193,12 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
-    std::vector<float> fq = widened(q, nq), fk = widened(k, nk), fv = widened(v, nk),
-                       fo = widened(o, nq), fg = widened(dout, nq);
-    std::vector<float> rq(gq ? nq : 0), rk(gk ? nk : 0), rv(gv ? nk : 0);
-    attentionGrad(DT::F32, fq.data(), dq, fk.data(), fv.data(), keys, fo.data(), lse,
-                  orNull(fg), scale, causal, orNull(rq), orNull(rk), orNull(rv));
-    narrowInto(gq, rq);
-    narrowInto(gk, rk);
-    narrowInto(gv, rv);
+    float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
+    attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
+                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv);
+    narrowInto(gq, rq, nq);
+    narrowInto(gk, rk, nk);
+    narrowInto(gv, rv, nk);
     return;
   }
   const AttnSizes z("attention_grad", type, dq, keys);
