@@ -101,6 +101,7 @@ void foldAttentionLayouts(ModuleOp module) {
       bwd.push_back(g);
   });
   OpBuilder b(module.getContext());
+  bool folded = false;
   for (AttentionOp a : fwd) {
     Value q = headsSwappedInput(a.getQuery()), k = headsSwappedInput(a.getKey()),
           v = headsSwappedInput(a.getValue());
@@ -114,6 +115,7 @@ void foldAttentionLayouts(ModuleOp module) {
     a.getLse().replaceAllUsesWith(n.getLse());
     rewire(b, a.getResult(), n.getResult());
     a.erase();
+    folded = true;
   }
   for (AttentionGradOp g : bwd) {
     SmallVector<Value> in;
@@ -131,10 +133,11 @@ void foldAttentionLayouts(ModuleOp module) {
     for (auto [from, to] : llvm::zip(g.getResults(), n.getResults()))
       rewire(b, from, to);
     g.erase();
+    folded = true;
   }
   // The heads transposes nobody reads any more (the operands' and the
   // inserted ones), producers after their consumers.
-  if (fwd.empty() && bwd.empty())
+  if (!folded)
     return;
   for (bool changed = true; changed;) {
     changed = false;
