@@ -3,6 +3,7 @@
 
 #include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -16,6 +17,7 @@ using namespace mlir;
 void merak::registerMerakDialects(DialectRegistry &registry) {
   registry.insert<MerakDialect, func::FuncDialect, emitc::EmitCDialect>();
   registerVJPExternalModels(registry);
+  registerShardingRuleExternalModels(registry);
 }
 
 void merak::buildImportCleanupPipeline(OpPassManager &pm) {

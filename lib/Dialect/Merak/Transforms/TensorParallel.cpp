@@ -8,18 +8,19 @@
 // output features over the tp ranks makes its result *split*: a value whose
 // dimension `dim` is viewed as [blocks, tp, n / (blocks * tp)] and of which
 // rank r holds part r of every block. A forward walk in program order
-// propagates split values through ops that commute with the split
-// (elementwise with broadcasting, reshape, transpose, split, softmax, batched
-// matmul over a split batch dimension) and ends at a *row-parallel* Linear,
-// a matmul of a value split on its contraction dimension by a parameter
-// weight: that weight is split along its input features and the matmul's
-// output summed over tp (merak.all_reduce, Megatron's g). Replicated
-// parameters met elementwise with a split value (the biases of column
-// layers) are split alike. Seeds whose values reach anything else (a layer
-// norm over the split axis, the function's results, ...) are left
-// replicated, together with every seed their values met; the walk repeats
-// until it is consistent. A fused QKV projection gets blocks = 3 from the
-// `merak.split` of its output into three equal parts.
+// propagates split values through each op by its sharding rule
+// (ShardingRuleOpInterface, lib/Dialect/Merak/Interfaces): the split lands
+// on one factor of the op; the operands holding that factor must be split
+// alike, or be parameters read only there (the biases of column layers, the
+// weight of a row-parallel layer), which are split alike; the results
+// holding it are split. A split *reduction* factor is a row-parallel end:
+// every rank holds a partial sum, summed over tp (merak.all_reduce,
+// Megatron's g). Seeds whose values reach a replicated factor (a layer
+// norm over the split axis, a softmax's axis) or an op without a rule (the
+// function's results, ...) are left replicated, together with every seed
+// their values met; the walk repeats until it is consistent. A fused QKV
+// projection gets blocks = 3 when its split lands on the replicated part
+// selector of a `merak.split` of its output into three equal parts.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -28,6 +29,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Debug.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -35,6 +37,8 @@ namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKTENSORPARALLEL
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-tensor-parallel"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -77,16 +81,20 @@ struct Seed {
   bool alive = true;
 };
 
+/// A parameter split alike with a split value it meets (a column layer's
+/// bias, a row-parallel layer's weight), `axis` being the param's own.
 struct ParamShard {
-  GetParamOp get;
+  Weight weight;
+  Operation *user;
   int64_t axis, blocks;
   int seed;
 };
 
-struct RowParallel {
-  MatmulOp matmul;
-  Weight weight;
-  int64_t blocks;
+/// An op whose split factor is a reduction (a row-parallel Linear's
+/// contraction): every rank holds a partial sum of its results, which the
+/// rewrite sums over tp (Megatron's g).
+struct Partial {
+  Operation *op;
   int seed;
 };
 
@@ -97,7 +105,7 @@ struct Walk {
   DenseMap<Value, Split> split;
   llvm::EquivalenceClasses<int> regions;
   SmallVector<ParamShard> params;
-  SmallVector<RowParallel> rows;
+  SmallVector<Partial> partials;
   SmallVector<MatmulOp> columns;
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
@@ -137,154 +145,58 @@ struct Walk {
     return w;
   }
 
-  void setResults(Operation *op, Split s) {
-    for (Value r : op->getResults())
-      split[r] = s;
-  }
-
-  /// Elementwise with numpy broadcasting: every operand is split like the
-  /// result, broadcast along the split dimension, or a parameter read only
-  /// here (split alike).
-  LogicalResult elementwise(Operation *op, int seed) {
-    int64_t rank = tensorOf(op->getResult(0)).getRank(), dim = -1, blocks = 1;
-    for (Value v : op->getOperands())
-      if (auto it = split.find(v); it != split.end()) {
-        dim = it->second.dim + rank - tensorOf(v).getRank();
-        blocks = it->second.blocks;
-        break;
-      }
-    SmallVector<ParamShard> newParams;
-    for (Value v : op->getOperands()) {
-      auto t = tensorOf(v);
-      int64_t j = dim - (rank - t.getRank());
-      auto it = split.find(v);
-      if (j < 0 || t.getDimSize(j) == 1) {
-        if (it != split.end())
-          return failure();
-        continue;
-      }
-      if (it != split.end()) {
-        if (it->second.dim != j || it->second.blocks != blocks)
-          return failure();
-        continue;
-      }
-      auto get = v.getDefiningOp<GetParamOp>();
-      if (!get || !v.hasOneUse() || !soleParam(v))
-        return failure();
-      newParams.push_back({get, j, blocks, seed});
-    }
-    params.append(newParams);
-    setResults(op, {dim, blocks, seed});
-    return success();
-  }
-
-  /// A reshape maps the split onto the output dimension holding the same
-  /// flat position (see the file comment); every rank keeps a contiguous
-  /// block of it.
-  LogicalResult reshape(ReshapeOp op, Split s) {
-    auto in = tensorOf(op.getInput()), out = tensorOf(op.getResult());
-    int64_t outer = product(in.getShape().take_front(s.dim)) * s.blocks;
-    int64_t pre = 1;
-    for (int64_t e = 0; e < out.getRank(); ++e) {
-      int64_t next = pre * out.getDimSize(e);
-      if (pre <= outer && outer < next) {
-        if (outer % pre != 0 || out.getDimSize(e) % (outer / pre) != 0)
-          return failure();
-        split[op.getResult()] = {e, outer / pre, s.seed};
-        return success();
-      }
-      pre = next;
-    }
-    return failure();
-  }
-
-  /// Rules of the ops a split value passes through (see the file comment).
-  LogicalResult propagate(Operation *op, Split s) {
-    if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
-      int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
-      if (axis < 0)
-        axis += tensorOf(op->getResult(0)).getRank();
-      if (axis == s.dim)
-        return failure();
-      setResults(op, s);
-      return success();
-    }
-    if (isa<CumSumOp>(op))
+  /// Propagates the split `s` of `op`'s operand `index` through the op's
+  /// sharding rule: every operand holding the split factor must be split
+  /// alike or be a parameter read only here (then split alike), the
+  /// results holding it are split, and a split reduction factor leaves
+  /// partial sums.
+  LogicalResult propagate(Operation *op, unsigned index, Split s) {
+    auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+    std::optional<ShardingRule> rule =
+        iface ? iface.getShardingRule() : std::optional<ShardingRule>();
+    if (!rule)
       return failure();
-    if (isa<DropoutOp, CastOp>(op) ||
-        (op->getNumOperands() == 1 && op->hasTrait<OpTrait::SameOperandsAndResultType>())) {
-      setResults(op, s);
-      return success();
+    const ShardingRule::TensorFactors &from = rule->operands[index];
+    std::optional<ShardingRule::FactorSplit> fs = rule->locate(from, s.dim, s.blocks);
+    if (!fs)
+      return failure();
+    FactorKind kind = rule->factors[fs->factor].kind;
+    if (kind == FactorKind::Replicated) {
+      // A fused projection split into equal parts: retry its seed with
+      // blocks = parts so that every rank holds its share of each part.
+      if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
+        failedRegions[root(s.seed)] = blocks;
+      return failure();
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, RemOp, EqOp, NeOp, LtOp, LeOp,
-            GtOp, GeOp, AndOp, OrOp, XorOp, WhereOp>(op))
-      return elementwise(op, s.seed);
-    if (auto r = dyn_cast<ReshapeOp>(op))
-      return reshape(r, s);
-    if (auto t = dyn_cast<TransposeOp>(op)) {
-      int64_t p = llvm::find(t.getPerm(), s.dim) - t.getPerm().begin();
-      split[t.getResult()] = {p, s.blocks, s.seed};
-      return success();
-    }
-    if (auto sp = dyn_cast<SplitOp>(op)) {
-      if ((int64_t)sp.getAxis() != s.dim) {
-        setResults(op, s);
-        return success();
+    SmallVector<ParamShard> newParams;
+    for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands)) {
+      auto where = rule->find(factors, *fs);
+      auto it = split.find(v);
+      if (it != split.end()) {
+        if (!where || it->second.dim != where->first || it->second.blocks != where->second)
+          return failure();
+        continue;
       }
-      int64_t k = sp.getSizes().size();
-      if (!llvm::all_equal(sp.getSizes()))
-        return failure();
-      if (s.blocks % k != 0) {
-        // A fused projection split into k equal parts: retry its seed with
-        // blocks = k so that every rank holds its share of each part.
-        if (s.blocks == 1)
-          failedRegions[root(s.seed)] = k;
-        return failure();
-      }
-      setResults(op, {s.dim, s.blocks / k, s.seed});
-      return success();
-    }
-    if (auto mm = dyn_cast<MatmulOp>(op))
-      return matmul(mm);
-    return failure();
-  }
-
-  LogicalResult matmul(MatmulOp mm) {
-    Value lhs = mm.getLhs(), rhs = mm.getRhs();
-    auto lt = tensorOf(lhs), rt = tensorOf(rhs);
-    int64_t rank = tensorOf(mm.getResult()).getRank();
-    auto ls = split.find(lhs), rs = split.find(rhs);
-    bool lSplit = ls != split.end(), rSplit = rs != split.end();
-    // Row-parallel: the contraction dimension is split.
-    if (lSplit && !rSplit && ls->second.dim == lt.getRank() - 1) {
-      std::optional<Weight> w = rt.getRank() == 2 ? soleParam(rhs) : std::nullopt;
+      if (!where)
+        continue;
+      std::optional<Weight> w = soleParam(v);
       if (!w)
         return failure();
-      rows.push_back({mm, *w, ls->second.blocks, ls->second.seed});
-      return success();
+      int64_t axis = w->transpose ? w->transpose.getPerm()[where->first] : where->first;
+      newParams.push_back({*w, op, axis, where->second, s.seed});
     }
-    // Batched over a split batch dimension (attention heads).
-    std::optional<Split> out;
-    for (auto [v, t, it, isSplit] :
-         {std::tuple(lhs, lt, ls, lSplit), std::tuple(rhs, rt, rs, rSplit)}) {
-      (void)v;
-      if (!isSplit)
-        continue;
-      if (it->second.dim >= t.getRank() - 2)
-        return failure();
-      Split s{it->second.dim + rank - t.getRank(), it->second.blocks, it->second.seed};
-      if (out && (out->dim != s.dim || out->blocks != s.blocks))
-        return failure();
-      out = s;
-    }
-    if (!out)
-      return failure();
-    for (auto [t, isSplit] : {std::pair(lt, lSplit), std::pair(rt, rSplit)}) {
-      int64_t j = out->dim - (rank - t.getRank());
-      if (!isSplit && j >= 0 && t.getDimSize(j) != 1)
+    SmallVector<std::pair<Value, Split>> results;
+    for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
+      if (auto where = rule->find(factors, *fs))
+        results.push_back({r, {where->first, where->second, s.seed}});
+      else if (kind == FactorKind::Parallel)
         return failure();
     }
-    split[mm.getResult()] = *out;
+    params.append(newParams);
+    for (auto [r, rs] : results)
+      split[r] = rs;
+    if (kind == FactorKind::Reduction)
+      partials.push_back({op, s.seed});
     return success();
   }
 
@@ -305,16 +217,17 @@ struct Walk {
       if (seedIt != seedOf.end())
         seeds[seedIt->second].alive = false; // its input is split: row-parallel
       std::optional<Split> first;
-      for (Value v : op.getOperands())
+      unsigned firstIndex = 0;
+      for (auto [i, v] : llvm::enumerate(op.getOperands()))
         if (auto it = split.find(v); it != split.end()) {
           if (!first)
-            first = it->second;
+            first = it->second, firstIndex = i;
           else
             regions.unionSets(first->seed, it->second.seed);
         }
       if (!first)
         continue;
-      if (failed(propagate(&op, *first)) && !failedRegions.count(root(first->seed)))
+      if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
         failedRegions[root(first->seed)] = 0;
     }
   }
@@ -337,8 +250,10 @@ struct MerakTensorParallelPass
     param.setTypeAttr(TypeAttr::get(type));
     setShardLayout(param, {axis, tp, blocks});
     get.getResult().setType(type);
-    if (transpose)
-      transpose.getResult().setType(local(tensorOf(transpose.getResult()), 1 - axis));
+    if (transpose) {
+      int64_t at = llvm::find(transpose.getPerm(), axis) - transpose.getPerm().begin();
+      transpose.getResult().setType(local(tensorOf(transpose.getResult()), at));
+    }
   }
 
   /// Vocabulary parallelism (see Passes.td): splits the embedding table on
@@ -498,8 +413,8 @@ struct MerakTensorParallelPass
     }
     // A region without a row-parallel end would only add communication.
     DenseMap<int, int> rowsOf;
-    for (RowParallel &r : walk->rows)
-      ++rowsOf[walk->root(r.seed)];
+    for (Partial &p : walk->partials)
+      ++rowsOf[walk->root(p.seed)];
     bool changed = false;
     for (auto [i, s] : llvm::enumerate(seeds))
       if (s.alive && !rowsOf.count(walk->root(i)))
@@ -512,8 +427,8 @@ struct MerakTensorParallelPass
       fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
           << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, or attention "
           << "projections around a head split) whose intermediate values only pass "
-          << "through elementwise ops, reshapes, transposes, splits, softmax and "
-          << "batched matmuls";
+          << "through ops whose sharding rule keeps the split (elementwise ops, "
+          << "reshapes, transposes, splits, softmax, batched matmuls, ...)";
       return signalPassFailure();
     }
 
@@ -540,11 +455,12 @@ struct MerakTensorParallelPass
         ok = false;
       }
     }
-    for (RowParallel &r : walk->rows) {
-      int64_t n = r.weight.param.getTensorType().getDimSize(r.weight.inAxis());
-      if (ok && n % (r.blocks * tp) != 0) {
-        r.matmul.emitError("merak-tensor-parallel: the input features of '")
-            << r.weight.param.getSymName() << "' (" << n << ") do not divide by tp=" << parts;
+    for (ParamShard &p : walk->params) {
+      int64_t n = p.weight.param.getTensorType().getDimSize(p.axis);
+      if (ok && n % (p.blocks * tp) != 0) {
+        p.user->emitError("merak-tensor-parallel: dimension ")
+            << p.axis << " of '" << p.weight.param.getSymName() << "' (" << n
+            << ") does not divide by tp=" << parts;
         ok = false;
       }
     }
@@ -556,13 +472,9 @@ struct MerakTensorParallelPass
       for (Value r : op.getResults())
         if (auto it = walk->split.find(r); it != walk->split.end())
           r.setType(local(tensorOf(r), it->second.dim));
-      if (auto sp = dyn_cast<SplitOp>(op); sp && walk->split.count(sp.getInput()) &&
-                                            walk->split[sp.getInput()].dim == (int64_t)sp.getAxis()) {
-        SmallVector<int64_t> sizes;
-        for (int64_t s : sp.getSizes())
-          sizes.push_back(s / tp);
-        sp.setSizes(sizes);
-      }
+      auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+      if (iface && llvm::any_of(op.getOperands(), [&](Value v) { return walk->split.count(v); }))
+        iface.adaptToLocalTypes();
     }
     OpBuilder b(&getContext());
     DenseMap<Value, Value> fOf;
@@ -582,15 +494,12 @@ struct MerakTensorParallelPass
       mm.getLhsMutable().assign(f);
     }
     for (ParamShard &p : walk->params)
-      shardParam(SymbolTable::lookupNearestSymbolFrom<ParamOp>(p.get, p.get.getNameAttr()),
-                 p.get, TransposeOp(), p.axis, p.blocks);
-    for (RowParallel &r : walk->rows) {
-      shardParam(r.weight.param, r.weight.get, r.weight.transpose, r.weight.inAxis(),
-                 r.blocks);
-      b.setInsertionPointAfter(r.matmul);
-      auto g = AllReduceOp::create(b, r.matmul.getLoc(), ValueRange{r.matmul.getResult()},
-                                   "tp", "sum");
-      r.matmul.getResult().replaceAllUsesExcept(g.getResult(0), g);
+      shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks);
+    for (Partial &p : walk->partials) {
+      b.setInsertionPointAfter(p.op);
+      auto g = AllReduceOp::create(b, p.op->getLoc(), p.op->getResults(), "tp", "sum");
+      for (auto [partial, sum] : llvm::zip(p.op->getResults(), g.getResults()))
+        partial.replaceAllUsesExcept(sum, g);
     }
     if (vocabParallel && failed(splitVocabulary(fn, getters)))
       return signalPassFailure();

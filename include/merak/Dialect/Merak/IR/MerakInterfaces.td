@@ -49,4 +49,27 @@ def Merak_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::mlir::merak";
+  let description = [{
+    How the op's dimensions follow each other when a value is split over
+    ranks: its factor rule (include/merak/Dialect/Merak/Interfaces/
+    ShardingRule.h). The passes that split values (merak-tensor-parallel;
+    later the batch and expert axes) propagate splits through this
+    interface only, never by op kind. Rules are attached as external models
+    (lib/Dialect/Merak/Interfaces/ShardingModels.cpp), one per op; an op
+    without the interface stops every split that reaches it.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The op's factor rule; nullopt where this instance cannot be split "
+      "(a reshape whose shapes do not line up).",
+      "std::optional<::mlir::merak::ShardingRule>", "getShardingRule", (ins)>,
+    InterfaceMethod<
+      "After a pass gave the results their local (split) types: updates the "
+      "attributes that spell result sizes (merak.split's sizes).",
+      "void", "adaptToLocalTypes", (ins), "", "return;">
+  ];
+}
+
 #endif

@@ -3,6 +3,7 @@
 #define MERAK_DIALECT_MERAK_IR_MERAKOPS_H
 
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "merak/Dialect/Merak/Interfaces/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

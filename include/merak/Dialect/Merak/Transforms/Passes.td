@@ -273,13 +273,19 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       features are split over the ranks; so are the parameters met
       elementwise with its output (its bias). Its input passes through
       `merak.tp_identity` (Megatron's f: the gradient is summed over "tp").
-    - The split propagates through elementwise ops (with broadcasting),
+    - The split propagates through every op by its sharding rule
+      (ShardingRuleOpInterface: the op's dimensions as parallel, reduction
+      and replicated factors; lib/Dialect/Merak/Interfaces): elementwise ops
+      (with broadcasting; a parameter read only there is split alike),
       `reshape` (the split moves to the output dimension at the same flat
       position: splitting [B, T, C] into heads [B, T, H, C/H] splits H),
-      `transpose`, `split`, `softmax` over another axis and batched
+      `transpose`, `split`, `softmax` or a norm over other axes, and batched
       `matmul` over a split batch dimension (attention scores and context).
+      A split reaching a replicated factor (a softmax's axis) or an op
+      without a rule stops the region.
     - A *row-parallel* Linear is a matmul of a value split on its
-      contraction dimension by a parameter weight: the weight is split along
+      contraction dimension (a reduction factor; `reduce_sum` over the split
+      axis ends a region the same way) by a parameter weight: the weight is split along
       its input features, and the matmul's output is summed over the ranks
       by `merak.all_reduce` (group "tp", sum: Megatron's g) before its bias
       (replicated) is added.

@@ -1,0 +1,315 @@
+//===- ShardingModels.cpp - the sharding rule of each merak op -----------===//
+//
+// One `rule` overload per op (or per op family sharing a shape), attached as
+// ShardingRuleOpInterface external models (see ShardingRule.h for what a
+// factor is). The rules:
+//
+//   elementwise (binary, where, unary, cast, dropout, broadcast, tp_identity)
+//       every result dim a parallel factor; operands broadcast numpy-style
+//   softmax, log_softmax, cumsum, argmax/argmin   the axis replicated
+//   layer_norm, rms_norm        the normalised dims [axis, rank) replicated
+//   reduce_sum                  reduced dims are reduction factors
+//   reduce_mean/max/min/prod    reduced dims replicated
+//   matmul  [b.., M, K] x [b.., K, N] -> [b.., M, N]  K a reduction factor
+//   transpose                   a permutation of the input's factors
+//   reshape                     the common refinement of the two shapes
+//   split   equal parts:        axis = [part selector (replicated), rest]
+//   concat, slice, gather       the axis (sliced dims) replicated
+//   cross_entropy               class axis replicated; "none" keeps the
+//                               other dims, "sum" reduces them, "mean" is
+//                               replicated (its divisor is global)
+//   attention (heads-first)     batch and heads parallel; T, S, D replicated
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
+
+#include "merak/Dialect/Merak/IR/MerakDialect.h"
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+using Rule = std::optional<ShardingRule>;
+using TensorFactors = ShardingRule::TensorFactors;
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+int64_t normalise(int64_t axis, Value v) {
+  return axis < 0 ? axis + (int64_t)shapeOf(v).size() : axis;
+}
+
+/// Builds rules whose operands and results share factors dimension by
+/// dimension, with some dimensions given their own factors.
+struct RuleBuilder {
+  ShardingRule rule;
+
+  unsigned factor(int64_t size, FactorKind kind) {
+    rule.factors.push_back({size, kind});
+    return rule.factors.size() - 1;
+  }
+  /// One factor per dimension of `v`; `kindOf(d)` gives each one's kind.
+  template <typename KindFn>
+  SmallVector<unsigned> factorsOf(Value v, KindFn kindOf) {
+    SmallVector<unsigned> fs;
+    for (auto [d, size] : llvm::enumerate(shapeOf(v)))
+      fs.push_back(factor(size, kindOf(d)));
+    return fs;
+  }
+  static TensorFactors tensor(ArrayRef<unsigned> dimFactors) {
+    TensorFactors t;
+    for (unsigned f : dimFactors)
+      t.push_back({f});
+    return t;
+  }
+};
+
+ShardingRule elementwiseAxis(Operation *op, int64_t axis) {
+  return ShardingRule::elementwiseExcept(op, {normalise(axis, op->getResult(0))});
+}
+
+/// Reductions over `axes` of the input (with or without kept size-1 dims).
+ShardingRule reduction(Operation *op, ArrayRef<int64_t> axes, bool keepdims,
+                       FactorKind reducedKind) {
+  RuleBuilder b;
+  Value in = op->getOperand(0);
+  auto reduced = [&](int64_t d) {
+    return llvm::any_of(axes, [&](int64_t a) { return normalise(a, in) == d; });
+  };
+  SmallVector<unsigned> fs =
+      b.factorsOf(in, [&](int64_t d) { return reduced(d) ? reducedKind : FactorKind::Parallel; });
+  TensorFactors result;
+  for (auto [d, f] : llvm::enumerate(fs)) {
+    if (!reduced(d))
+      result.push_back({f});
+    else if (keepdims)
+      result.push_back({});
+  }
+  b.rule.operands.push_back(RuleBuilder::tensor(fs));
+  b.rule.results.push_back(std::move(result));
+  return b.rule;
+}
+
+/// Ops whose operands and results have the same dims except along `axis`,
+/// where each gets a replicated factor of its own.
+ShardingRule sharedExceptAxis(Operation *op, int64_t axis) {
+  RuleBuilder b;
+  Value first = op->getNumOperands() ? op->getOperand(0) : op->getResult(0);
+  SmallVector<unsigned> shared = b.factorsOf(first, [](int64_t) { return FactorKind::Parallel; });
+  auto withOwnAxis = [&](Value v) {
+    TensorFactors t = RuleBuilder::tensor(shared);
+    t[axis] = {b.factor(shapeOf(v)[axis], FactorKind::Replicated)};
+    return t;
+  };
+  for (Value v : op->getOperands())
+    b.rule.operands.push_back(withOwnAxis(v));
+  for (Value v : op->getResults())
+    b.rule.results.push_back(withOwnAxis(v));
+  return b.rule;
+}
+
+//===----------------------------------------------------------------------===//
+// The rules.
+//===----------------------------------------------------------------------===//
+
+#define MERAK_SHARDING_ELEMENTWISE_OPS(X)                                      \
+  X(AddOp) X(SubOp) X(MulOp) X(DivOp) X(PowOp) X(MaxOp) X(MinOp) X(RemOp)      \
+  X(EqOp) X(NeOp) X(LtOp) X(LeOp) X(GtOp) X(GeOp) X(AndOp) X(OrOp) X(XorOp)    \
+  X(WhereOp) X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp)         \
+  X(SigmoidOp) X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp) X(CeilOp)          \
+  X(ReluOp) X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(GeluOp) X(LeakyReluOp)      \
+  X(ClampOp) X(CastOp) X(DropoutOp) X(BroadcastOp) X(TpIdentityOp)
+
+#define MERAK_SHARDING_ELEMENTWISE_RULE(OP)                                    \
+  Rule rule(OP op) { return ShardingRule::elementwise(op); }
+MERAK_SHARDING_ELEMENTWISE_OPS(MERAK_SHARDING_ELEMENTWISE_RULE)
+#undef MERAK_SHARDING_ELEMENTWISE_RULE
+
+Rule rule(SoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
+Rule rule(LogSoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
+Rule rule(CumSumOp op) { return elementwiseAxis(op, op.getAxis()); }
+
+template <typename NormOp>
+Rule normRule(NormOp op) {
+  int64_t rank = shapeOf(op.getResult()).size();
+  SmallVector<int64_t> normalised;
+  for (int64_t d = normalise(op.getAxis(), op.getResult()); d < rank; ++d)
+    normalised.push_back(d);
+  return ShardingRule::elementwiseExcept(op, normalised);
+}
+Rule rule(LayerNormOp op) { return normRule(op); }
+Rule rule(RmsNormOp op) { return normRule(op); }
+
+Rule rule(ReduceSumOp op) {
+  return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Reduction);
+}
+#define MERAK_SHARDING_REPLICATED_REDUCE_RULE(OP)                              \
+  Rule rule(OP op) {                                                           \
+    return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Replicated); \
+  }
+MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMeanOp)
+MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMaxOp)
+MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMinOp)
+MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceProdOp)
+#undef MERAK_SHARDING_REPLICATED_REDUCE_RULE
+
+Rule rule(ArgMaxOp op) {
+  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Replicated);
+}
+Rule rule(ArgMinOp op) {
+  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Replicated);
+}
+
+Rule rule(MatmulOp op) {
+  ArrayRef<int64_t> l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs()),
+                    y = shapeOf(op.getResult());
+  if (l.size() < 2 || r.size() < 2)
+    return std::nullopt;
+  RuleBuilder b;
+  int64_t rank = y.size();
+  SmallVector<unsigned> dims;
+  for (int64_t d = 0; d < rank; ++d)
+    dims.push_back(b.factor(y[d], FactorKind::Parallel));
+  unsigned k = b.factor(l.back(), FactorKind::Reduction);
+  auto operand = [&](ArrayRef<int64_t> s, bool isLhs) {
+    TensorFactors t(s.size());
+    int64_t n = s.size();
+    for (int64_t d = 0; d + 2 < n; ++d) // batch dims, right-aligned
+      if (s[d] != 1 || y[d + rank - n] == 1)
+        t[d].push_back(dims[d + rank - n]);
+    t[n - 2] = {isLhs ? dims[rank - 2] : k};
+    t[n - 1] = {isLhs ? k : dims[rank - 1]};
+    return t;
+  };
+  b.rule.operands.push_back(operand(l, true));
+  b.rule.operands.push_back(operand(r, false));
+  b.rule.results.push_back(RuleBuilder::tensor(dims));
+  return b.rule;
+}
+
+Rule rule(TransposeOp op) { return ShardingRule::permutation(op, op.getPerm()); }
+Rule rule(ReshapeOp op) { return ShardingRule::reshape(op); }
+
+Rule rule(SplitOp op) {
+  int64_t axis = op.getAxis();
+  ArrayRef<int64_t> sizes = op.getSizes();
+  if (sizes.empty() || !llvm::all_equal(sizes))
+    return sharedExceptAxis(op, axis);
+  RuleBuilder b;
+  SmallVector<unsigned> shared =
+      b.factorsOf(op.getResult(0), [](int64_t) { return FactorKind::Parallel; });
+  TensorFactors input = RuleBuilder::tensor(shared);
+  if (sizes.size() > 1)
+    input[axis].insert(input[axis].begin(), b.factor(sizes.size(), FactorKind::Replicated));
+  b.rule.operands.push_back(std::move(input));
+  for (unsigned i = 0; i < sizes.size(); ++i)
+    b.rule.results.push_back(RuleBuilder::tensor(shared));
+  return b.rule;
+}
+Rule rule(ConcatOp op) { return sharedExceptAxis(op, normalise(op.getAxis(), op.getResult())); }
+
+Rule rule(SliceOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  TensorFactors input, result;
+  for (unsigned d = 0; d < in.size(); ++d) {
+    bool whole = op.getStarts()[d] == 0 && op.getLimits()[d] == in[d] &&
+                 op.getStrides()[d] == 1;
+    unsigned f = b.factor(in[d], whole ? FactorKind::Parallel : FactorKind::Replicated);
+    input.push_back({f});
+    result.push_back({whole ? f : b.factor(out[d], FactorKind::Replicated)});
+  }
+  b.rule.operands.push_back(std::move(input));
+  b.rule.results.push_back(std::move(result));
+  return b.rule;
+}
+
+Rule rule(GatherOp op) {
+  RuleBuilder b;
+  int64_t axis = normalise(op.getAxis(), op.getData());
+  auto parallel = [](int64_t) { return FactorKind::Parallel; };
+  SmallVector<unsigned> data = b.factorsOf(op.getData(), parallel);
+  b.rule.factors[data[axis]].kind = FactorKind::Replicated;
+  SmallVector<unsigned> indices = b.factorsOf(op.getIndices(), parallel);
+  SmallVector<unsigned> result(ArrayRef<unsigned>(data).take_front(axis));
+  result.append(indices);
+  result.append(data.begin() + axis + 1, data.end());
+  b.rule.operands = {RuleBuilder::tensor(data), RuleBuilder::tensor(indices)};
+  b.rule.results = {RuleBuilder::tensor(result)};
+  return b.rule;
+}
+
+Rule rule(CrossEntropyOp op) {
+  if (op.getGroup())
+    return std::nullopt; // already vocabulary-parallel
+  RuleBuilder b;
+  int64_t axis = normalise(op.getAxis(), op.getLogits());
+  StringRef reduction = op.getReduction();
+  FactorKind rows = reduction == "none"  ? FactorKind::Parallel
+                    : reduction == "sum" ? FactorKind::Reduction
+                                         : FactorKind::Replicated;
+  SmallVector<unsigned> logits = b.factorsOf(op.getLogits(), [&](int64_t d) {
+    return d == axis ? FactorKind::Replicated : rows;
+  });
+  SmallVector<unsigned> labels(logits);
+  labels.erase(labels.begin() + axis);
+  b.rule.operands = {RuleBuilder::tensor(logits), RuleBuilder::tensor(labels)};
+  b.rule.results = {reduction == "none" ? RuleBuilder::tensor(labels) : TensorFactors{}};
+  return b.rule;
+}
+
+Rule rule(AttentionOp op) {
+  if (op.getSeqMajor())
+    return std::nullopt;
+  RuleBuilder b;
+  ArrayRef<int64_t> q = shapeOf(op.getQuery());
+  int64_t lead = q.size() - 2;
+  SmallVector<unsigned> batch;
+  for (int64_t d = 0; d < lead; ++d)
+    batch.push_back(b.factor(q[d], FactorKind::Parallel));
+  auto withTail = [&](Value v, unsigned tailDims) {
+    TensorFactors t = RuleBuilder::tensor(batch);
+    ArrayRef<int64_t> s = shapeOf(v);
+    for (unsigned d = lead; d < lead + tailDims; ++d)
+      t.push_back({b.factor(s[d], FactorKind::Replicated)});
+    return t;
+  };
+  for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
+    b.rule.operands.push_back(withTail(v, 2));
+  b.rule.results = {withTail(op.getResult(), 2), withTail(op.getLse(), 1)};
+  return b.rule;
+}
+
+#define MERAK_SHARDING_OPS(X)                                                  \
+  MERAK_SHARDING_ELEMENTWISE_OPS(X)                                            \
+  X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp)         \
+  X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp) X(ReduceMinOp) X(ReduceProdOp) \
+  X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
+  X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)
+
+template <typename OpTy>
+struct ShardingModel
+    : ShardingRuleOpInterface::ExternalModel<ShardingModel<OpTy>, OpTy> {
+  std::optional<ShardingRule> getShardingRule(Operation *op) const {
+    return rule(cast<OpTy>(op));
+  }
+  void adaptToLocalTypes(Operation *op) const {
+    if constexpr (std::is_same_v<OpTy, SplitOp>) {
+      // Sizes follow the (local) result types along the axis.
+      auto split = cast<SplitOp>(op);
+      SmallVector<int64_t> sizes;
+      for (Value r : split.getResults())
+        sizes.push_back(shapeOf(r)[split.getAxis()]);
+      split.setSizes(sizes);
+    }
+  }
+};
+} // namespace
+
+void mlir::merak::registerShardingRuleExternalModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, MerakDialect *) {
+#define MERAK_SHARDING_ATTACH(OP) OP::attachInterface<ShardingModel<OP>>(*ctx);
+    MERAK_SHARDING_OPS(MERAK_SHARDING_ATTACH)
+#undef MERAK_SHARDING_ATTACH
+  });
+}

@@ -1,0 +1,138 @@
+//===- ShardingRule.cpp - factor rules and their common builders ---------===//
+#include "merak/Dialect/Merak/Interfaces/ShardingRule.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+
+int64_t normalise(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+} // namespace
+
+std::optional<ShardingRule::FactorSplit>
+ShardingRule::locate(const TensorFactors &tensor, int64_t dim, int64_t blocks) const {
+  if (dim < 0 || dim >= (int64_t)tensor.size())
+    return std::nullopt;
+  int64_t prefix = 1;
+  for (unsigned f : tensor[dim]) {
+    int64_t size = factors[f].size;
+    if (prefix <= blocks && blocks < prefix * size) {
+      if (blocks % prefix != 0 || size % (blocks / prefix) != 0)
+        return std::nullopt;
+      return FactorSplit{f, blocks / prefix};
+    }
+    prefix *= size;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+ShardingRule::find(const TensorFactors &tensor, FactorSplit split) const {
+  for (auto [dim, dimFactors] : llvm::enumerate(tensor)) {
+    int64_t prefix = 1;
+    for (unsigned f : dimFactors) {
+      if (f == split.factor)
+        return std::pair<int64_t, int64_t>(dim, prefix * split.blocks);
+      prefix *= factors[f].size;
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t ShardingRule::blocksPastReplicated(const TensorFactors &tensor, int64_t dim,
+                                           FactorSplit split) const {
+  if (split.blocks != 1 || factors[split.factor].kind != FactorKind::Replicated)
+    return 0;
+  int64_t prefix = 1;
+  const DimFactors &dimFactors = tensor[dim];
+  for (auto [i, f] : llvm::enumerate(dimFactors)) {
+    prefix *= factors[f].size;
+    if (f == split.factor)
+      return i + 1 < dimFactors.size() ? prefix : 0;
+  }
+  return 0;
+}
+
+ShardingRule ShardingRule::elementwise(Operation *op) { return elementwiseExcept(op, {}); }
+
+ShardingRule ShardingRule::elementwiseExcept(Operation *op, ArrayRef<int64_t> replicated) {
+  ShardingRule rule;
+  ArrayRef<int64_t> shape = shapeOf(op->getResult(0));
+  int64_t rank = shape.size();
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    bool fixed = llvm::any_of(replicated,
+                              [&](int64_t r) { return normalise(r, rank) == (int64_t)d; });
+    rule.factors.push_back({size, fixed ? FactorKind::Replicated : FactorKind::Parallel});
+  }
+  auto aligned = [&](Value v) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    TensorFactors t(s.size());
+    for (auto [d, size] : llvm::enumerate(s)) {
+      int64_t r = d + rank - s.size();
+      if (r >= 0 && (size != 1 || shape[r] == 1))
+        t[d].push_back(r);
+    }
+    return t;
+  };
+  for (Value v : op->getOperands())
+    rule.operands.push_back(aligned(v));
+  for (Value v : op->getResults())
+    rule.results.push_back(aligned(v));
+  return rule;
+}
+
+ShardingRule ShardingRule::permutation(Operation *op, ArrayRef<int64_t> perm) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  TensorFactors operand(in.size()), result(perm.size());
+  for (auto [d, size] : llvm::enumerate(in)) {
+    rule.factors.push_back({size, FactorKind::Parallel});
+    operand[d].push_back(d);
+  }
+  for (auto [i, p] : llvm::enumerate(perm))
+    result[i].push_back(p);
+  rule.operands.push_back(std::move(operand));
+  rule.results.push_back(std::move(result));
+  return rule;
+}
+
+std::optional<ShardingRule> ShardingRule::reshape(Operation *op) {
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
+  // The boundaries (flat strides from the major end) of both shapes; the
+  // factors are the segments between consecutive ones, when each divides
+  // the next.
+  auto prefixes = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> p{1};
+    for (int64_t d : shape)
+      p.push_back(p.back() * d);
+    return p;
+  };
+  SmallVector<int64_t> pin = prefixes(in), pout = prefixes(out);
+  if (pin.back() != pout.back())
+    return std::nullopt;
+  SmallVector<int64_t> bounds(pin);
+  bounds.append(pout);
+  llvm::sort(bounds);
+  bounds.erase(llvm::unique(bounds), bounds.end());
+  for (unsigned i = 1; i < bounds.size(); ++i)
+    if (bounds[i - 1] == 0 || bounds[i] % bounds[i - 1] != 0)
+      return std::nullopt;
+  ShardingRule rule;
+  for (unsigned i = 1; i < bounds.size(); ++i)
+    rule.factors.push_back({bounds[i] / bounds[i - 1], FactorKind::Parallel});
+  auto dims = [&](ArrayRef<int64_t> p) {
+    TensorFactors t(p.size() - 1);
+    unsigned f = 0;
+    for (unsigned d = 0; d + 1 < p.size(); ++d)
+      for (; f < rule.factors.size() && bounds[f + 1] <= p[d + 1]; ++f)
+        t[d].push_back(f);
+    return t;
+  };
+  rule.operands.push_back(dims(pin));
+  rule.results.push_back(dims(pout));
+  return rule;
+}
