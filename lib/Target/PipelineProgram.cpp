@@ -43,48 +43,10 @@ static DictionaryAttr planAttr(ModuleOp m) {
   return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
 }
 
-bool mlir::merak::isPipelineModule(ModuleOp module) { return (bool)planAttr(module); }
-
-FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp module) {
-  auto plan = planAttr(module);
-  if (!plan)
-    return module.emitError("not a pipeline module (run merak-pipeline)");
-  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  auto v = plan.getAs<IntegerAttr>("virtual_stages");
-  int64_t ranks = stages / (v ? v.getInt() : 1);
-  SmallVector<func::FuncOp> out;
-  for (int64_t s = 0; s < stages; ++s) {
-    for (StringRef kind : {"forward", "backward", "update"}) {
-      if (kind == "update" && s >= ranks)
-        continue; // interleaved: one update per rank, on its first chunk
-      std::string name = ("stage" + Twine(s) + "_" + kind).str();
-      auto fn = module.lookupSymbol<func::FuncOp>(name);
-      if (!fn)
-        return module.emitError("pipeline module without @") << name << " (run merak-optimizer)";
-      out.push_back(fn);
-    }
-    // The parts of a split backward (merak-split-backward), when present.
-    for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
-                           "backward_weight_last"})
-      if (auto fn = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
-        out.push_back(fn);
-  }
-  return out;
-}
-
-std::pair<int64_t, StringRef> mlir::merak::pipelineFragmentStageKind(func::FuncOp fragment) {
-  StringRef name = fragment.getSymName();
-  auto [head, kind] = name.split('_');
-  int64_t s = -1;
-  if (!head.consume_front("stage") || head.getAsInteger(10, s))
-    return {-1, ""};
-  return {s, kind};
-}
-
-LogicalResult mlir::merak::planPipelineMemory(ModuleOp module, llvm::raw_ostream &os) {
+void mlir::merak::reportPipelineMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
   FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
-  if (failed(frags) || failed(planMemory(module, *frags)))
-    return failure();
+  if (failed(frags))
+    return;
   os << "merak-compile: memory plan: fragment arenas";
   for (func::FuncOp f : *frags)
     os << " " << f.getSymName() << "="
@@ -92,7 +54,6 @@ LogicalResult mlir::merak::planPipelineMemory(ModuleOp module, llvm::raw_ostream
   os << " bytes; parameters and state "
      << module->getAttrOfType<IntegerAttr>(kParamsBytesAttr).getInt() << " bytes, constants "
      << module->getAttrOfType<IntegerAttr>(kConstsBytesAttr).getInt() << " bytes\n";
-  return success();
 }
 
 namespace {

@@ -14,8 +14,9 @@
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Target/PipelineProgram.h"
 #include "merak/Target/Program.h"
-#include "merak/Tools/PipelineCompile.h"
+#include "merak/Tools/ResolvedOptions.h"
 #include "merak/Tools/Planner.h"
+#include "merak/Pipelines/Pipelines.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
 #include "merak/Tools/Simulate.h"
@@ -37,8 +38,6 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-using Phase = CompilePhase;
-
 int failWith(llvm::raw_ostream &log, const Twine &msg) {
   log << "merak-compile: error: " << msg << "\n";
   return 1;
@@ -166,312 +165,201 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
 }
 } // namespace
 
-int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
-                            std::string *reportOut) {
-  auto fail = [&](const Twine &msg) { return failWith(log, msg); };
-  if (opts.devices != 0)
-    return runPlannedCompile(opts, log, reportOut);
-  if (opts.plannerSpace != "auto")
-    return fail("--planner-space needs --devices (it restricts the planner's search)");
-  ImportOptions importOpts;
-  for (const std::string &spec : opts.inputShapes) {
-    std::string err;
-    if (failed(parseInputShape(spec, importOpts, err)))
-      return fail(err);
+namespace {
+/// One compilation: the context, the module and the options, with each
+/// step of runCompile a method.
+class Compilation {
+public:
+  Compilation(const CompileOptions &opts, const ResolvedOptions &resolved,
+              llvm::raw_ostream &log, std::string *reportOut)
+      : opts(opts), r(resolved), log(log), reportOut(reportOut), ctx(registry()),
+        diag(sourceMgr, &ctx, log) {
+    // Errors name their cause and location; never dump whole modules at users.
+    ctx.printOpOnDiagnostic(false);
   }
-  DialectRegistry registry;
-  registerMerakDialects(registry);
-  MLIRContext ctx(registry);
-  // Errors name their cause and location; never dump whole modules at users.
-  ctx.printOpOnDiagnostic(false);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diag(sourceMgr, &ctx, log);
-  auto configure = [&](PassManager &pm) {
+
+  int run();
+
+private:
+  static DialectRegistry registry() {
+    DialectRegistry registry;
+    registerMerakDialects(registry);
+    return registry;
+  }
+  int fail(const Twine &msg) { return failWith(log, msg); }
+  LogicalResult configure(PassManager &pm) {
     return opts.commandLinePassOptions ? applyPassManagerCLOptions(pm) : success();
-  };
-
-  Phase compileTo = opts.compileTo;
-  if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
-    return fail("--dp, --tp and --pp must be at least 1");
-  // Recomputation: stage-aware with a memory budget, none without; any
-  // mode but none takes the pipelined path (one stage for a serial program).
-  std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
-  if (!memoryBudget || (!opts.memoryPerDevice.empty() && *memoryBudget <= 0))
-    return fail("--memory-per-device '" + opts.memoryPerDevice +
-                "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
-                "MiB or GiB");
-  // The shifted critical path moves recomputation off the critical path:
-  // without --recompute it recomputes fully, as in the Merak paper.
-  bool scpDefault = opts.schedule == "shifted-critical-path" && (opts.pp > 1 || opts.microbatches > 1);
-  std::string recompute = !opts.recompute.empty() ? opts.recompute
-                          : *memoryBudget         ? "stage-aware"
-                          : scpDefault            ? "full"
-                                                  : "none";
-  FailureOr<RecomputeMode> recomputeMode = parseRecomputeMode(recompute);
-  if (failed(recomputeMode))
-    return fail("unknown --recompute '" + recompute +
-                "' (expected none, full, selective or stage-aware)");
-  if (*recomputeMode == RecomputeMode::StageAware && !*memoryBudget)
-    return fail("--recompute stage-aware needs --memory-per-device");
-  const bool pipelined =
-      opts.pp > 1 || opts.microbatches > 1 || *recomputeMode != RecomputeMode::None;
-  if (opts.target != "cpu" && opts.target != "cuda")
-    return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
-  const bool report = !opts.report.empty();
-  // --report alone describes the training step; with --grad-reduce bf16 the
-  // overlap phase, after which the dp buckets are bf16.
-  if (report && !opts.compileToGiven)
-    compileTo = opts.gradReduce == "bf16" ? Phase::Overlap : Phase::Training;
-  if (report && compileTo < Phase::Training)
-    return fail("--report needs --compile-to=training or a later phase");
-  if (report && opts.report != "text" && opts.report != "json")
-    return fail("--report=" + opts.report + ": expected text or json");
-  if (opts.microbatches < 1)
-    return fail("--microbatches must be at least 1");
-  if (pipelined && compileTo < Phase::Training)
-    return fail("--pp and --microbatches need --compile-to=training or a later phase");
-  if (!pipelined && (compileTo == Phase::Pipeline || compileTo == Phase::Recompute ||
-                     compileTo == Phase::Schedule))
-    return fail("--compile-to=pipeline, recompute and schedule need --pp, --microbatches or "
-                "--recompute");
-  FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
-  if (failed(scheduleKind))
-    return fail("unknown --schedule '" + opts.schedule +
-                "' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2 or "
-                "shifted-critical-path)");
-  if (opts.virtualStages < 1)
-    return fail("--virtual-stages must be at least 1");
-  if (opts.virtualStages > 1 && *scheduleKind != PipelineScheduleKind::Interleaved)
-    return fail("--virtual-stages needs --schedule interleaved");
-  if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.virtualStages > 1 &&
-      opts.pp < 2)
-    return fail("--schedule interleaved with --virtual-stages needs --pp of at least 2");
-  if (*scheduleKind == PipelineScheduleKind::Interleaved && opts.microbatches % opts.pp != 0)
-    return fail("--schedule interleaved needs --microbatches (" + Twine(opts.microbatches) +
-                ") to be a multiple of --pp (" + Twine(opts.pp) + ")");
-  if (opts.simulate && !pipelined)
-    return fail("--simulate needs --pp or --microbatches");
-  if (!opts.simulateTrace.empty() && !opts.simulate)
-    return fail("--simulate-trace needs --simulate");
-  if (!opts.deviceProfile.empty() && !opts.simulate)
-    return fail("--device-profile needs --simulate");
-  if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
-    return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
-  SimulateOptions simulation;
-  simulation.dp = opts.dp;
-  simulation.tp = opts.tp;
-  simulation.pp = opts.pp;
-  simulation.microbatches = opts.microbatches;
-  simulation.gradReduceBf16 = opts.gradReduce == "bf16";
-  if (!opts.deviceProfile.empty()) {
-    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
-    if (!profile)
-      return fail("--device-profile: " + llvm::toString(profile.takeError()));
-    simulation.profile = std::move(*profile);
   }
-  if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
-    return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
-                Twine(opts.stageBoundaries.size()));
-  if (opts.dp > 1 && compileTo < Phase::Training)
-    return fail("--dp needs --compile-to=training or a later phase");
-  if (opts.tp > 1 && compileTo < Phase::Training)
-    return fail("--tp needs --compile-to=training or a later phase");
-  if (!(opts.bucketMb > 0))
-    return fail("--bucket-mb must be positive");
-  if (opts.zero != 0 && opts.zero != 1)
-    return fail("--zero " + Twine(opts.zero) + ": only stages 0 and 1 exist");
-  if (opts.zero && compileTo < Phase::Training)
-    return fail("--zero needs --compile-to=training or a later phase");
-  if (opts.tpOverlap != "none" && opts.tpOverlap != "sub-pipeline")
-    return fail("--tp-overlap must be none or sub-pipeline, got '" + opts.tpOverlap + "'");
+  OwningOpRef<ModuleOp> importAndClean(const ImportOptions &io);
+  /// The module with the per-rank micro-batch (dp, micro-batches).
+  std::optional<int> importModule();
+  /// The passes from `from` to `to` (merak's pipeline builder).
+  bool runPhases(CompilePhase from, CompilePhase to);
+  std::optional<int> simulate();
+  std::optional<int> printReport();
+  int printPipelinePhase();
+  int writeOutput();
 
+  const CompileOptions &opts;
+  const ResolvedOptions &r;
+  llvm::raw_ostream &log;
+  std::string *reportOut;
+  MLIRContext ctx;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diag;
+  OwningOpRef<ModuleOp> module;
+  std::optional<SimulatedStep> simulated;
+};
+
+OwningOpRef<ModuleOp> Compilation::importAndClean(const ImportOptions &io) {
   // A model in merak IR (.mlir: what --compile-to=import prints, or
   // bench/paper/gpt_mlir.py's generated GPTs) is read as is: its shapes are
   // fixed, so it cannot be re-imported with a per-rank batch.
-  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
-  if (mlirInput && !opts.inputShapes.empty())
-    return fail("--input-shape needs an ONNX input; " + opts.input + " has fixed shapes");
-  auto importAndClean = [&](const ImportOptions &io) -> OwningOpRef<ModuleOp> {
-    OwningOpRef<ModuleOp> m = mlirInput ? readMerakModule(opts.input, ctx, sourceMgr, log)
+  OwningOpRef<ModuleOp> m = r.mlirInput ? readMerakModule(opts.input, ctx, sourceMgr, log)
                                         : importOnnxFile(opts.input, &ctx, io);
-    if (!m || opts.noCleanup)
-      return m;
-    PassManager pm(&ctx);
-    if (failed(configure(pm)))
-      return nullptr;
-    buildImportCleanupPipeline(pm);
-    if (failed(pm.run(*m)))
-      return nullptr;
+  if (!m || opts.noCleanup)
     return m;
-  };
-  OwningOpRef<ModuleOp> module = importAndClean(importOpts);
+  PassManager pm(&ctx);
+  if (failed(configure(pm)))
+    return nullptr;
+  buildImportCleanupPipeline(pm);
+  if (failed(pm.run(*m)))
+    return nullptr;
+  return m;
+}
+
+std::optional<int> Compilation::importModule() {
+  module = importAndClean(r.import);
   if (!module)
     return 1;
   // Rows of one micro-batch on one data-parallel rank.
   const int64_t split = opts.dp * opts.microbatches;
-  if (split > 1) {
-    // Data parallelism / micro-batches: import again with the per-rank
-    // micro-batch, so every shape (including those PyTorch computes from
-    // the input's) is local.
-    // Token ids split along their batch; without them (an MLP, a CNN)
-    // every input splits along its leading dimension.
-    SmallVector<std::pair<std::string, SmallVector<int64_t>>> splitInputs;
-    if (FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
-        succeeded(tokens))
-      splitInputs.push_back(*tokens);
-    else
-      splitInputs = batchInputs(*module);
-    if (splitInputs.empty())
-      return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) or "
-                  "inputs sharing a leading batch dimension to split");
-    int64_t batch = splitInputs.front().second[0];
-    if (batch % split != 0)
-      return fail("the batch of input '" + splitInputs.front().first + "' (" + Twine(batch) +
-                  ") does not divide by --dp " + Twine(opts.dp) +
-                  (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
-    if (mlirInput)
-      return fail("--dp/--microbatches split the batch, which needs an ONNX input: " +
-                  opts.input + " is merak IR with fixed shapes (plan it with --devices, or "
-                  "compile it with --pp only)");
-    ImportOptions local = importOpts;
-    local.overrideStaticDims = true;
-    for (auto &[name, shape] : splitInputs) {
-      SmallVector<int64_t> localShape = shape;
-      localShape[0] = batch / split;
-      local.inputShapes[name] = localShape;
-    }
-    module = importAndClean(local);
-    if (!module)
-      return fail("importing with the per-rank batch " + Twine(batch / split) +
-                  " failed: the model may hard-code its batch size (export it "
-                  "computing shapes from the input)");
-  }
-  if (compileTo >= Phase::Training) {
-    PassManager pm(&ctx);
-    if (failed(configure(pm)))
-      return 1;
-    TrainingOptions training;
-    training.loss = opts.loss;
-    training.logits = opts.logits;
-    training.labels = opts.labels;
-    training.frozen.assign(opts.frozen.begin(), opts.frozen.end());
-    training.fuseAttention = opts.fusedAttention;
-    training.precision = opts.precision;
-    training.dp = opts.dp;
-    training.tp = opts.tp;
-    // Vocabulary parallelism: by default whenever the model qualifies (a
-    // remark says why not otherwise); asked for explicitly, it must apply.
-    const bool vocabExplicit = opts.vocabParallel >= 0;
-    training.vocabParallel =
-        opts.tp > 1 && (vocabExplicit ? opts.vocabParallel == 1 : opts.loss == "cross-entropy");
-    training.vocabParallelFallback = !vocabExplicit;
-    training.zero = opts.zero;
-    training.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
-    training.optimizer = "optimizer=" + opts.optimizer;
-    for (const std::string &kv : opts.optimizerOptions) {
-      if (kv.find('=') == std::string::npos || kv.find_first_of(" {}") != std::string::npos)
-        return fail("--opt expects KEY=VALUE, got '" + kv + "'");
-      training.optimizer += " " + kv;
-    }
-    PipelineCompileOptions pipeline;
-    pipeline.pp = opts.pp;
-    pipeline.virtualStages =
-        *scheduleKind == PipelineScheduleKind::Interleaved ? opts.virtualStages : 1;
-    pipeline.microbatches = opts.microbatches;
-    pipeline.boundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
-    pipeline.schedule = opts.schedule;
-    // --compile-to=pipeline shows merak-pipeline's program (full recomputation).
-    pipeline.recompute = compileTo == Phase::Pipeline ? "" : recompute;
-    pipeline.memoryPerDevice = *memoryBudget;
-    if (failed(pipelined ? buildPipelineTrainingPipeline(pm, training, pipeline, log)
-                         : buildTrainingPipeline(pm, training, log)))
-      return fail("bad optimizer options '" + training.optimizer + "'");
-    if (failed(pm.run(*module)))
-      return 1;
-    if (pipelined)
-      setPipelineSchedule(*module, opts.schedule, opts.virtualStages);
-    else
-      reportTrainableParameters(*module, training, log);
-  }
-  std::optional<SimulatedStep> simulated;
-  if (opts.simulate) {
-    std::string err;
-    std::unique_ptr<llvm::ToolOutputFile> trace;
-    if (!opts.simulateTrace.empty() && !(trace = openOutputFile(opts.simulateTrace, &err)))
-      return fail(err);
-    FailureOr<SimulatedStep> step = simulatePipelineOf(*module, simulation, err,
-                                                       trace ? &trace->os() : nullptr);
-    if (failed(step))
-      return fail("--simulate: " + err);
-    if (trace)
-      trace->keep();
-    printSimulatedStep(*step, log, "merak-compile: ");
-    simulated = *step;
-  }
-  // The report, after the last phase that changes the program; on stdout it
-  // replaces the IR.
-  auto printReport = [&]() -> std::optional<int> {
-    if (!report)
-      return std::nullopt;
-    ReportOptions ro{llvm::sys::path::filename(opts.input).str(), opts.dp, opts.tp, opts.pp,
-                     opts.microbatches, pipelined ? opts.schedule : "",
-                     opts.optimizer, opts.report == "json", simulated, opts.plannerJson};
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    if (failed(printCompileReport(*module, ro, os)))
-      return 1;
-    if (opts.reportFile.empty()) {
-      if (reportOut)
-        *reportOut = text;
-      return std::nullopt;
-    }
-    std::string err;
-    auto out = openOutputFile(opts.reportFile, &err);
-    if (!out)
-      return fail(err);
-    out->os() << text;
-    out->keep();
-    if (opts.reportFile == "-" && opts.output == "-" && compileTo != Phase::Binary)
-      return 0;
+  if (split <= 1)
     return std::nullopt;
-  };
-  if (compileTo == Phase::Pipeline || compileTo == Phase::Recompute ||
-      compileTo == Phase::Schedule) {
-    if (std::optional<int> rc = printReport())
-      return *rc;
-    std::string err;
-    auto out = openOutputFile(opts.output, &err);
-    if (!out)
-      return fail(err);
-    if (compileTo == Phase::Schedule) {
-      printPipelineScheduleOf(*module, out->os());
-    } else {
-      printPipelinePlan(*module, out->os());
-      module->print(out->os());
-    }
-    out->keep();
+  // Data parallelism / micro-batches: import again with the per-rank
+  // micro-batch, so every shape (including those PyTorch computes from
+  // the input's) is local.
+  // Token ids split along their batch; without them (an MLP, a CNN)
+  // every input splits along its leading dimension.
+  SmallVector<std::pair<std::string, SmallVector<int64_t>>> splitInputs;
+  if (FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
+      succeeded(tokens))
+    splitInputs.push_back(*tokens);
+  else
+    splitInputs = batchInputs(*module);
+  if (splitInputs.empty())
+    return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) or "
+                "inputs sharing a leading batch dimension to split");
+  int64_t batch = splitInputs.front().second[0];
+  if (batch % split != 0)
+    return fail("the batch of input '" + splitInputs.front().first + "' (" + Twine(batch) +
+                ") does not divide by --dp " + Twine(opts.dp) +
+                (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
+  if (r.mlirInput)
+    return fail("--dp/--microbatches split the batch, which needs an ONNX input: " +
+                opts.input + " is merak IR with fixed shapes (plan it with --devices, or "
+                "compile it with --pp only)");
+  ImportOptions local = r.import;
+  local.overrideStaticDims = true;
+  for (auto &[name, shape] : splitInputs) {
+    SmallVector<int64_t> localShape = shape;
+    localShape[0] = batch / split;
+    local.inputShapes[name] = localShape;
+  }
+  module = importAndClean(local);
+  if (!module)
+    return fail("importing with the per-rank batch " + Twine(batch / split) +
+                " failed: the model may hard-code its batch size (export it "
+                "computing shapes from the input)");
+  return std::nullopt;
+}
+
+bool Compilation::runPhases(CompilePhase from, CompilePhase to) {
+  PassManager pm(&ctx);
+  if (failed(configure(pm)))
+    return false;
+  if (failed(buildMerakPipeline(pm, from, to, r.pipeline, log))) {
+    fail("bad optimizer options '" + r.pipeline.optimizer + "'");
+    return false;
+  }
+  return succeeded(pm.run(*module));
+}
+
+std::optional<int> Compilation::simulate() {
+  if (!opts.simulate)
+    return std::nullopt;
+  std::string err;
+  std::unique_ptr<llvm::ToolOutputFile> trace;
+  if (!opts.simulateTrace.empty() && !(trace = openOutputFile(opts.simulateTrace, &err)))
+    return fail(err);
+  FailureOr<SimulatedStep> step =
+      simulatePipelineOf(*module, r.simulation, err, trace ? &trace->os() : nullptr);
+  if (failed(step))
+    return fail("--simulate: " + err);
+  if (trace)
+    trace->keep();
+  printSimulatedStep(*step, log, "merak-compile: ");
+  simulated = *step;
+  return std::nullopt;
+}
+
+/// The report, after the last phase that changes the program; on stdout it
+/// replaces the IR.
+std::optional<int> Compilation::printReport() {
+  if (!r.report)
+    return std::nullopt;
+  ReportOptions ro{llvm::sys::path::filename(opts.input).str(),
+                   opts.dp,
+                   opts.tp,
+                   opts.pp,
+                   opts.microbatches,
+                   r.pipeline.pipelined() ? opts.schedule : "",
+                   opts.optimizer,
+                   opts.report == "json",
+                   simulated,
+                   opts.plannerJson};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (failed(printCompileReport(*module, ro, os)))
+    return 1;
+  if (opts.reportFile.empty()) {
+    if (reportOut)
+      *reportOut = text;
+    return std::nullopt;
+  }
+  std::string err;
+  auto out = openOutputFile(opts.reportFile, &err);
+  if (!out)
+    return fail(err);
+  out->os() << text;
+  out->keep();
+  if (opts.reportFile == "-" && opts.output == "-" && r.compileTo != CompilePhase::Binary)
     return 0;
+  return std::nullopt;
+}
+
+/// --compile-to=pipeline, recompute, schedule: the plan and the IR, or the
+/// instruction lists.
+int Compilation::printPipelinePhase() {
+  if (std::optional<int> rc = printReport())
+    return *rc;
+  std::string err;
+  auto out = openOutputFile(opts.output, &err);
+  if (!out)
+    return fail(err);
+  if (r.compileTo == CompilePhase::Schedule) {
+    printPipelineScheduleOf(*module, out->os());
+  } else {
+    printPipelinePlan(*module, out->os());
+    module->print(out->os());
   }
-  // One module pass, with the command line's pass-manager options.
-  auto runPass = [&](std::unique_ptr<Pass> pass) {
-    PassManager pm(&ctx);
-    if (failed(configure(pm)))
-      return false;
-    pm.addPass(std::move(pass));
-    return succeeded(pm.run(*module));
-  };
-  if (compileTo >= Phase::Overlap) {
-    MerakOverlapOptions overlap;
-    overlap.tpOverlap = opts.tpOverlap;
-    overlap.dpOverlap = opts.dpOverlap;
-    overlap.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
-    if (!runPass(createMerakOverlap(overlap)))
-      return 1;
-    MerakGradReducePrecisionOptions gradReduce;
-    gradReduce.precision = opts.gradReduce;
-    if (opts.gradReduce != "fp32" && !runPass(createMerakGradReducePrecision(gradReduce)))
-      return 1;
-  }
+  out->keep();
+  return 0;
+}
+
+int Compilation::writeOutput() {
+  if (std::optional<int> rc = printReport())
+    return *rc;
   ProgramInfo program;
   program.model = llvm::sys::path::filename(opts.input).str();
   program.optimizer = opts.optimizer;
@@ -479,30 +367,15 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   program.pp = opts.pp;
   program.tp = opts.tp;
   program.target = opts.target;
-  // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
-  if (compileTo >= Phase::Lower && !runPass(createMerakFoldTransposes()))
-    return 1;
-  if (compileTo >= Phase::Lower && pipelined) {
-    if (failed(planPipelineMemory(*module, log)))
-      return 1;
-  } else if (compileTo >= Phase::Lower) {
-    if (!module->lookupSymbol("train_step"))
-      return fail("no @train_step to lower");
-    if (!runPass(createMerakPlanMemory()))
-      return 1;
-    reportMemoryPlan(*module, log);
-  }
-  if (std::optional<int> rc = printReport())
-    return *rc;
-  if (compileTo == Phase::Binary)
-    return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output, opts.verbose,
-                       opts.runtimeDir, log);
+  if (r.compileTo == CompilePhase::Binary)
+    return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output,
+                       opts.verbose, opts.runtimeDir, log);
   // Open the output only now, so a failed compile never clobbers it.
   std::string err;
   auto out = openOutputFile(opts.output, &err);
   if (!out)
     return fail(err);
-  if (compileTo == Phase::Emit) {
+  if (r.compileTo == CompilePhase::Emit) {
     if (failed(emitProgramSource(*module, program, out->os())))
       return 1;
   } else if (opts.emitBytecode) {
@@ -513,6 +386,52 @@ int mlir::merak::runCompile(const CompileOptions &opts, llvm::raw_ostream &log,
   }
   out->keep();
   return 0;
+}
+
+int Compilation::run() {
+  if (std::optional<int> rc = importModule())
+    return *rc;
+  const CompilePhase to = r.compileTo;
+  const bool pipelined = r.pipeline.pipelined();
+  // The training step (with its stages and schedule), then the simulator
+  // on it, then overlap and the memory plan.
+  if (to >= CompilePhase::Training) {
+    if (!runPhases(CompilePhase::Import, std::min(to, CompilePhase::Schedule)))
+      return 1;
+    if (!pipelined)
+      reportTrainableParameters(*module, log);
+  }
+  if (std::optional<int> rc = simulate())
+    return *rc;
+  if (to == CompilePhase::Pipeline || to == CompilePhase::Recompute ||
+      to == CompilePhase::Schedule)
+    return printPipelinePhase();
+  if (to >= CompilePhase::Lower && !pipelined && !module->lookupSymbol("train_step"))
+    return fail("no @train_step to lower");
+  if (to >= CompilePhase::Overlap && !runPhases(CompilePhase::Schedule, to))
+    return 1;
+  if (to >= CompilePhase::Lower && pipelined)
+    reportPipelineMemoryPlan(*module, log);
+  else if (to >= CompilePhase::Lower)
+    reportMemoryPlan(*module, log);
+  return writeOutput();
+}
+} // namespace
+
+int mlir::merak::runCompile(const CompileOptions &given, llvm::raw_ostream &log,
+                            std::string *reportOut) {
+  // --devices: the planner chooses the mesh, then that plan is compiled.
+  CompileOptions planned;
+  if (given.devices != 0) {
+    if (std::optional<int> rc = planCompile(given, log, reportOut, planned))
+      return *rc;
+  }
+  const CompileOptions &opts = given.devices != 0 ? planned : given;
+  std::string error;
+  FailureOr<ResolvedOptions> resolved = resolveCompileOptions(opts, error);
+  if (failed(resolved))
+    return failWith(log, error);
+  return Compilation(opts, *resolved, log, reportOut).run();
 }
 
 CompileResult mlir::merak::compileModel(const CompileOptions &options) {

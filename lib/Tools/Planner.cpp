@@ -29,7 +29,7 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
-#include "merak/Tools/PipelineCompile.h"
+#include "merak/Tools/ResolvedOptions.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
 #include "merak/Tools/Simulate.h"
@@ -686,9 +686,9 @@ json::Value mlir::merak::plannerJson(const PlannerResult &r) {
                       {"notes", std::move(notes)}};
 }
 
-int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream &log,
-                                   std::string *reportOut) {
-  auto fail = [&](const Twine &msg) {
+std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::raw_ostream &log,
+                                            std::string *reportOut, CompileOptions &planned) {
+  auto fail = [&](const Twine &msg) -> std::optional<int> {
     log << "merak-compile: error: " << msg << "\n";
     return 1;
   };
@@ -739,7 +739,7 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
         << " is merak IR with fixed shapes: planned only, not compiled\n";
     return 0;
   }
-  CompileOptions planned = opts;
+  planned = opts;
   planned.devices = 0;
   planned.meshGiven = false;
   const PlanCandidate &c = plan->chosen;
@@ -770,5 +770,5 @@ int mlir::merak::runPlannedCompile(const CompileOptions &opts, llvm::raw_ostream
   log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
       << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
       << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap << "\n";
-  return runCompile(planned, log, reportOut);
+  return std::nullopt;
 }

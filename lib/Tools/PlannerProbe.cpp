@@ -15,7 +15,8 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
-#include "merak/Tools/PipelineCompile.h"
+#include "merak/Pipelines/Pipelines.h"
+#include "merak/Tools/ResolvedOptions.h"
 #include "merak/Tools/Registration.h"
 #include "merak/Tools/Report.h"
 #include "merak/Tools/Simulate.h"
@@ -194,12 +195,12 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
     *dtype = computeDtype(*m).str();
   PassManager pm(&ctx);
   buildImportCleanupPipeline(pm);
-  TrainingOptions training;
+  PipelineOptions training;
   training.loss = o.loss;
   training.logits = o.logits;
   training.labels = o.labels;
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
-  training.fuseAttention = o.fusedAttention;
+  training.fusedAttention = o.fusedAttention;
   training.precision = o.precision;
   training.tp = tp;
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1
@@ -208,12 +209,15 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.optimizer = "optimizer=" + o.optimizer;
   for (const std::string &kv : o.optimizerOptions)
     training.optimizer += " " + kv;
-  PipelineCompileOptions pipeline;
-  pipeline.pp = pp;
-  pipeline.microbatches = 1;
-  if (failed(buildPipelineTrainingPipeline(pm, training, pipeline, diag)) || failed(pm.run(*m)))
+  training.pp = pp;
+  training.microbatches = 1;
+  // The stages as merak-pipeline cuts them, one stage included, before
+  // recomputation.
+  training.alwaysPipelined = true;
+  if (failed(buildMerakPipeline(pm, CompilePhase::Import, CompilePhase::Pipeline, training,
+                                diag)) ||
+      failed(pm.run(*m)))
     return nullptr;
-  setPipelineSchedule(*m, "1f1b");
   return m;
 }
 

@@ -5,6 +5,7 @@
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Pipelines/Pipelines.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,72 +21,7 @@ void merak::registerMerakDialects(DialectRegistry &registry) {
   registerShardingRuleExternalModels(registry);
 }
 
-void merak::buildImportCleanupPipeline(OpPassManager &pm) {
-  pm.addPass(createMerakFoldConstants());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addPass(createMerakFuseDecomposed());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createMerakDropUnusedParams());
-}
-
-void merak::addForwardToLossPasses(OpPassManager &pm, const TrainingOptions &options) {
-  if (options.tp > 1) {
-    MerakTensorParallelOptions tensorParallel;
-    tensorParallel.tp = options.tp;
-    tensorParallel.vocabParallel = options.vocabParallel;
-    tensorParallel.vocabParallelFallback = options.vocabParallelFallback;
-    pm.addPass(createMerakTensorParallel(tensorParallel));
-  }
-  if (options.fuseAttention) {
-    MerakFuseAttentionOptions attention;
-    attention.frozen.assign(options.frozen.begin(), options.frozen.end());
-    pm.addPass(createMerakFuseAttention(attention));
-    pm.addPass(createCanonicalizerPass());
-  }
-  if (options.precision != "fp32") {
-    MerakMixedPrecisionOptions mixed;
-    mixed.precision = options.precision;
-    pm.addPass(createMerakMixedPrecision(mixed));
-    pm.addPass(createCSEPass());
-  }
-  MerakAttachLossOptions loss;
-  loss.loss = options.loss;
-  loss.logits = options.logits;
-  loss.labels = options.labels;
-  pm.addPass(createMerakAttachLoss(loss));
-}
-
-LogicalResult merak::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options,
-                                           llvm::raw_ostream &log) {
-  addForwardToLossPasses(pm, options);
-  MerakAutodiffOptions autodiff;
-  autodiff.entry = "loss";
-  autodiff.frozen.assign(options.frozen.begin(), options.frozen.end());
-  pm.addPass(createMerakAutodiff(autodiff));
-  MerakDataParallelOptions dataParallel;
-  dataParallel.dp = options.dp;
-  dataParallel.bucketBytes = options.bucketBytes;
-  dataParallel.zero = options.zero;
-  pm.addPass(createMerakDataParallel(dataParallel));
-  // The optimizer's options come as the textual pass options, which gives
-  // them one parser and one set of diagnostics with merak-opt.
-  std::unique_ptr<Pass> opt = createMerakOptimizer();
-  std::string optimizerOptions =
-      "bucket-bytes=" + std::to_string(options.bucketBytes) + " " + options.optimizer;
-  if (failed(opt->initializeOptions(optimizerOptions, [&](const Twine &msg) {
-        log << "merak-compile: error: " << msg << "\n";
-        return failure();
-      })))
-    return failure();
-  pm.addPass(std::move(opt));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  return success();
-}
-
-void merak::reportTrainableParameters(ModuleOp module, const TrainingOptions &options,
-                                      llvm::raw_ostream &os) {
+void merak::reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
   // The gradient function's results name exactly the trainable parameters.
   int64_t trainable = 0, elements = 0, total = 0;
   // Optimizer state (optimizer.<name>.<slot>.<param>) is not a parameter.
@@ -113,10 +49,5 @@ void merak::registerAllMerakPasses() {
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();
-  PassPipelineRegistration<>(
-      "merak-import-cleanup",
-      "Fold shape arithmetic, canonicalise, CSE, fuse decomposed LayerNorm/"
-      "GELU and drop unused parameters "
-      "(what merak-compile runs after import)",
-      [](OpPassManager &pm) { buildImportCleanupPipeline(pm); });
+  registerMerakPipelines();
 }

@@ -23,7 +23,6 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
-#include "merak/Tools/PipelineCompile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
 

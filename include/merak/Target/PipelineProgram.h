@@ -14,25 +14,15 @@
 #ifndef MERAK_TARGET_PIPELINEPROGRAM_H
 #define MERAK_TARGET_PIPELINEPROGRAM_H
 
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Target/Program.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::merak {
 
-/// True when `module` was cut by merak-pipeline.
-bool isPipelineModule(ModuleOp module);
-
-/// The fragments in index order: per stage s, @stage<s>_forward, _backward,
-/// _update, then those of merak-split-backward it has (_forward_keep,
-/// _recompute, _backward_weight). The runtime finds them by the manifest's
-/// "stage" and "kind".
-FailureOr<SmallVector<func::FuncOp>> pipelineFragments(ModuleOp module);
-
-/// (s, "kind") of @stage<s>_<kind>; (-1, "") for another name.
-std::pair<int64_t, StringRef> pipelineFragmentStageKind(func::FuncOp fragment);
-
-/// merak-plan-memory over every fragment; prints the totals to `os`.
-LogicalResult planPipelineMemory(ModuleOp module, llvm::raw_ostream &os);
+/// Prints the fragment arenas of a module planned by
+/// merak-plan-pipeline-memory ("merak-compile: memory plan: ...").
+void reportPipelineMemoryPlan(ModuleOp module, llvm::raw_ostream &os);
 
 /// The manifest (with its "pipeline" object) and the initial data.
 LogicalResult writePipelineProgramData(ModuleOp planned, const ProgramInfo &info,

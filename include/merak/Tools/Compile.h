@@ -12,7 +12,10 @@
 #ifndef MERAK_TOOLS_COMPILE_H
 #define MERAK_TOOLS_COMPILE_H
 
+#include "merak/Pipelines/Phase.h"
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,20 +24,6 @@ class raw_ostream;
 } // namespace llvm
 
 namespace mlir::merak {
-
-/// merak-compile --compile-to: phases run in this order.
-enum class CompilePhase {
-  Import,
-  Training,
-  Shard,
-  Pipeline,
-  Recompute,
-  Schedule,
-  Overlap,
-  Lower,
-  Emit,
-  Binary
-};
 
 /// Every merak-compile option (docs/user-guide.md describes each flag).
 struct CompileOptions {
@@ -132,9 +121,12 @@ CompileResult compileModel(const CompileOptions &options);
 /// Returns the exit status: 0 on success.
 int runCompile(const CompileOptions &options, llvm::raw_ostream &log, std::string *report);
 
-/// runCompile with options.devices set: plans (Planner.h), prints the plan
-/// and compiles it (a .mlir model is planned only).
-int runPlannedCompile(const CompileOptions &options, llvm::raw_ostream &log, std::string *report);
+/// With options.devices set: plans (Planner.h) and prints the plan. Returns
+/// the exit status when nothing is left to compile (an error, or a .mlir
+/// model, which is planned only); otherwise nullopt with `planned` the
+/// options of the chosen plan, which runCompile then compiles.
+std::optional<int> planCompile(const CompileOptions &options, llvm::raw_ostream &log,
+                               std::string *report, CompileOptions &planned);
 
 } // namespace mlir::merak
 

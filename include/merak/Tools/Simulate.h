@@ -55,7 +55,7 @@ void setLinkCosts(PipelineCostModel &costs, const DeviceProfile &profile, int64_
 double collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic, int64_t stage,
                          const SimulateOptions &options);
 
-/// --simulate: runs the module's schedule (recorded by setPipelineSchedule)
+/// --simulate: runs the module's schedule (recorded by merak-record-schedule)
 /// on the pipeline simulator under `options.profile`; writes its Chrome
 /// trace to `trace` when given. Fails with `error` set.
 FailureOr<SimulatedStep> simulatePipelineOf(ModuleOp module, const SimulateOptions &options,

@@ -394,6 +394,33 @@ def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
   ];
 }
 
+def MerakPlanPipelineMemory : Pass<"merak-plan-pipeline-memory", "mlir::ModuleOp"> {
+  let summary = "[lower] merak-plan-memory for every fragment of a pipelined module";
+  let description = [{
+    The memory plan of a module cut by merak-pipeline: every fragment
+    (@stage<s>_forward, _backward, _update and the parts of a split
+    backward, in the order of pipelineFragments) gets its own arena plan as
+    merak-plan-memory makes it, and the module one parameter and one
+    constant storage shared by the fragments.
+  }];
+}
+
+def MerakRecordSchedule : Pass<"merak-record-schedule", "mlir::ModuleOp"> {
+  let summary = "[schedule] Records the pipeline schedule on the merak.pipeline plan";
+  let description = [{
+    Sets merak.pipeline's "schedule" (and "virtual_stages" when there is
+    more than one model chunk per stage), which the schedule printer
+    (--compile-to=schedule), the simulator and the program writer read.
+    Without merak.pipeline it does nothing.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or shifted-critical-path">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline stage (interleaved 1F1B)">
+  ];
+}
+
 def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
   let summary = "Lowers a planned function to EmitC calls into the CPU runtime";
   let description = [{

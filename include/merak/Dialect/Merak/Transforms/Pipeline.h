@@ -10,6 +10,7 @@
 #ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
 #define MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -162,6 +163,29 @@ SmallVector<int64_t> recordedKeptMicrobatches(ModuleOp module);
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.
 void printPipelinePlan(ModuleOp module, llvm::raw_ostream &os);
+
+/// True when `module` was cut by merak-pipeline.
+bool isPipelineModule(ModuleOp module);
+
+/// The fragments in index order: per stage s, @stage<s>_forward, _backward,
+/// _update, then those of merak-split-backward it has (_forward_keep,
+/// _recompute, _backward_weight). The runtime finds them by the manifest's
+/// "stage" and "kind".
+FailureOr<SmallVector<func::FuncOp>> pipelineFragments(ModuleOp module);
+
+/// (s, "kind") of @stage<s>_<kind>; (-1, "") for another name.
+std::pair<int64_t, StringRef> pipelineFragmentStageKind(func::FuncOp fragment);
+
+/// The schedule merak-record-schedule recorded on the module (none without
+/// merak.pipeline).
+struct RecordedSchedule {
+  PipelineScheduleKind kind;
+  int64_t stages, microbatches, virtualStages;
+};
+std::optional<RecordedSchedule> recordedSchedule(ModuleOp module);
+
+/// --compile-to=schedule: every stage's instruction list.
+void printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::merak
 

@@ -1,0 +1,56 @@
+//===- PipelineFragments.cpp - the fragments of a cut module -------------===//
+//
+// The functions merak-pipeline (and merak-split-backward, merak-optimizer)
+// leave in a pipelined module, in the index order the generated program and
+// the runtime use (see Pipeline.h).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+static DictionaryAttr planAttr(ModuleOp m) {
+  return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+}
+
+bool mlir::merak::isPipelineModule(ModuleOp module) { return (bool)planAttr(module); }
+
+FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp module) {
+  auto plan = planAttr(module);
+  if (!plan)
+    return module.emitError("not a pipeline module (run merak-pipeline)");
+  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  int64_t ranks = stages / (v ? v.getInt() : 1);
+  SmallVector<func::FuncOp> out;
+  for (int64_t s = 0; s < stages; ++s) {
+    for (StringRef kind : {"forward", "backward", "update"}) {
+      if (kind == "update" && s >= ranks)
+        continue; // interleaved: one update per rank, on its first chunk
+      std::string name = ("stage" + Twine(s) + "_" + kind).str();
+      auto fn = module.lookupSymbol<func::FuncOp>(name);
+      if (!fn)
+        return module.emitError("pipeline module without @") << name << " (run merak-optimizer)";
+      out.push_back(fn);
+    }
+    // The parts of a split backward (merak-split-backward), when present.
+    for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
+                           "backward_weight_last"})
+      if (auto fn = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
+        out.push_back(fn);
+  }
+  return out;
+}
+
+std::pair<int64_t, StringRef> mlir::merak::pipelineFragmentStageKind(func::FuncOp fragment) {
+  StringRef name = fragment.getSymName();
+  auto [head, kind] = name.split('_');
+  int64_t s = -1;
+  if (!head.consume_front("stage") || head.getAsInteger(10, s))
+    return {-1, ""};
+  return {s, kind};
+}
+

@@ -1,0 +1,70 @@
+//===- RecordSchedule.cpp - merak-record-schedule -------------------------===//
+//
+// Records the pipeline schedule on the plan merak-pipeline left
+// (merak.pipeline's "schedule", and "virtual_stages" for interleaved 1F1B),
+// where the simulator, the report and the program writer read it back.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+
+#include "llvm/Support/Debug.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKRECORDSCHEDULE
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-record-schedule"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+struct MerakRecordSchedulePass
+    : merak::impl::MerakRecordScheduleBase<MerakRecordSchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(parsePipelineSchedule(schedule))) {
+      module.emitError("merak-record-schedule: unknown schedule '") << schedule << "'";
+      return signalPassFailure();
+    }
+    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    if (!plan) {
+      LLVM_DEBUG(llvm::dbgs() << "no merak.pipeline: nothing to record\n");
+      return;
+    }
+    NamedAttrList attrs(plan);
+    Builder b(module.getContext());
+    attrs.set("schedule", b.getStringAttr(schedule));
+    if (virtualStages > 1)
+      attrs.set("virtual_stages", b.getI64IntegerAttr(virtualStages));
+    module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
+  }
+};
+} // namespace
+
+std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  if (!plan)
+    return std::nullopt;
+  auto name = plan.getAs<StringAttr>("schedule");
+  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
+                              .value_or(PipelineScheduleKind::OneFOneB),
+                          plan.getAs<IntegerAttr>("stages").getInt() / (v ? v.getInt() : 1),
+                          plan.getAs<IntegerAttr>("microbatches").getInt(), v ? v.getInt() : 1};
+}
+
+void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os) {
+  std::optional<RecordedSchedule> r = recordedSchedule(module);
+  if (!r)
+    return;
+  printPipelineSchedule(
+      r->kind, r->microbatches,
+      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages,
+                            recordedKeptMicrobatches(module)),
+      os);
+}

@@ -1,0 +1,192 @@
+//===- Pipelines.cpp - merak's pass pipelines, phase by phase -------------===//
+//
+//   import cleanup   merak-fold-constants, canonicalize, cse,
+//                    merak-fuse-decomposed, canonicalize, merak-drop-unused-params
+//   training         merak-tensor-parallel (tp > 1), merak-fuse-attention,
+//                    merak-mixed-precision (bf16), merak-attach-loss, then
+//                    serial:    merak-autodiff, merak-data-parallel, merak-optimizer
+//                    pipelined: merak-pipeline, merak-recompute and
+//                               merak-split-backward (not at --compile-to=pipeline),
+//                               merak-optimizer, merak-record-schedule
+//                    canonicalize, cse
+//   overlap          merak-overlap, merak-grad-reduce-precision (bf16)
+//   lower            merak-fold-transposes, merak-plan-memory (serial) or
+//                    merak-plan-pipeline-memory (pipelined)
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Pipelines/Pipelines.h"
+
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+constexpr std::pair<CompilePhase, llvm::StringLiteral> kPhaseNames[] = {
+    {CompilePhase::Import, "import"},       {CompilePhase::Training, "training"},
+    {CompilePhase::Shard, "shard"},         {CompilePhase::Pipeline, "pipeline"},
+    {CompilePhase::Recompute, "recompute"}, {CompilePhase::Schedule, "schedule"},
+    {CompilePhase::Overlap, "overlap"},     {CompilePhase::Lower, "lower"},
+    {CompilePhase::Emit, "emit"},           {CompilePhase::Binary, "binary"}};
+
+/// merak-optimizer with its textual options (one parser and one set of
+/// diagnostics with merak-opt's --merak-optimizer).
+LogicalResult addOptimizer(OpPassManager &pm, const std::string &options,
+                           llvm::raw_ostream &log) {
+  std::unique_ptr<Pass> opt = createMerakOptimizer();
+  if (failed(opt->initializeOptions(options, [&](const Twine &msg) {
+        log << "merak-compile: error: " << msg << "\n";
+        return failure();
+      })))
+    return failure();
+  pm.addPass(std::move(opt));
+  return success();
+}
+
+/// From the imported @forward to @loss: every training pipeline starts so.
+void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
+  if (o.tp > 1) {
+    MerakTensorParallelOptions tensorParallel;
+    tensorParallel.tp = o.tp;
+    tensorParallel.vocabParallel = o.vocabParallel;
+    tensorParallel.vocabParallelFallback = o.vocabParallelFallback;
+    pm.addPass(createMerakTensorParallel(tensorParallel));
+  }
+  if (o.fusedAttention) {
+    MerakFuseAttentionOptions attention;
+    attention.frozen.assign(o.frozen.begin(), o.frozen.end());
+    pm.addPass(createMerakFuseAttention(attention));
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (o.precision != "fp32") {
+    MerakMixedPrecisionOptions mixed;
+    mixed.precision = o.precision;
+    pm.addPass(createMerakMixedPrecision(mixed));
+    pm.addPass(createCSEPass());
+  }
+  MerakAttachLossOptions loss;
+  loss.loss = o.loss;
+  loss.logits = o.logits;
+  loss.labels = o.labels;
+  pm.addPass(createMerakAttachLoss(loss));
+}
+
+/// The serial training step: autodiff, data parallelism, the update.
+LogicalResult addSerialTrainingPasses(OpPassManager &pm, const PipelineOptions &o,
+                                      llvm::raw_ostream &log) {
+  MerakAutodiffOptions autodiff;
+  autodiff.entry = "loss";
+  autodiff.frozen.assign(o.frozen.begin(), o.frozen.end());
+  pm.addPass(createMerakAutodiff(autodiff));
+  MerakDataParallelOptions dataParallel;
+  dataParallel.dp = o.dp;
+  dataParallel.bucketBytes = o.bucketBytes;
+  dataParallel.zero = o.zero;
+  pm.addPass(createMerakDataParallel(dataParallel));
+  return addOptimizer(pm, "bucket-bytes=" + std::to_string(o.bucketBytes) + " " + o.optimizer,
+                      log);
+}
+
+/// The pipelined training step: stages (fragments), recomputation unless
+/// `withRecompute` is false, the split backward of the zero-bubble and
+/// shifted-critical-path schedules, every stage's update, the schedule.
+LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOptions &o,
+                                         bool withRecompute, llvm::raw_ostream &log) {
+  MerakPipelineOptions cut;
+  cut.pp = o.pp * o.virtualStages;
+  cut.virtualStages = o.virtualStages;
+  cut.microbatches = o.microbatches;
+  cut.dp = o.dp;
+  cut.zero = o.zero;
+  cut.boundaries.assign(o.stageBoundaries.begin(), o.stageBoundaries.end());
+  cut.frozen.assign(o.frozen.begin(), o.frozen.end());
+  pm.addPass(createMerakPipeline(cut));
+  if (withRecompute) {
+    MerakRecomputeOptions rc;
+    rc.mode = o.recompute;
+    rc.memoryPerDevice = o.memoryPerDevice;
+    rc.schedule = o.schedule;
+    // Optimizer state per parameter: AdamW's two moments, SGD's momentum.
+    rc.optimizerSlots = StringRef(o.optimizer).contains("optimizer=sgd") ? 1 : 2;
+    pm.addPass(createMerakRecompute(rc));
+    // Zero-bubble and shifted-critical-path schedules run the backward in
+    // parts (weight gradients later; the recomputation earlier).
+    if (o.schedule == "zb-h1" || o.schedule == "zb-h2" || o.schedule == "shifted-critical-path") {
+      MerakSplitBackwardOptions split;
+      split.schedule = o.schedule;
+      pm.addPass(createMerakSplitBackward(split));
+    }
+  }
+  if (failed(addOptimizer(pm, o.optimizer, log)))
+    return failure();
+  MerakRecordScheduleOptions record;
+  record.schedule = o.schedule;
+  record.virtualStages = o.virtualStages;
+  pm.addPass(createMerakRecordSchedule(record));
+  return success();
+}
+} // namespace
+
+void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm) {
+  pm.addPass(createMerakFoldConstants());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createMerakFuseDecomposed());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createMerakDropUnusedParams());
+}
+
+LogicalResult mlir::merak::buildMerakPipeline(OpPassManager &pm, CompilePhase from,
+                                              CompilePhase to, const PipelineOptions &o,
+                                              llvm::raw_ostream &log) {
+  // Emit and binary translate the lowered module.
+  if (to > CompilePhase::Lower)
+    to = CompilePhase::Lower;
+  auto runs = [&](CompilePhase first) { return from < first && first <= to; };
+  if (runs(CompilePhase::Training)) {
+    addForwardToLossPasses(pm, o);
+    if (failed(o.pipelined()
+                   ? addPipelinedTrainingPasses(pm, o, to != CompilePhase::Pipeline, log)
+                   : addSerialTrainingPasses(pm, o, log)))
+      return failure();
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (runs(CompilePhase::Overlap)) {
+    MerakOverlapOptions overlap;
+    overlap.tpOverlap = o.tpOverlap;
+    overlap.dpOverlap = o.dpOverlap;
+    overlap.bucketBytes = o.bucketBytes;
+    pm.addPass(createMerakOverlap(overlap));
+    if (o.gradReduce != "fp32") {
+      MerakGradReducePrecisionOptions gradReduce;
+      gradReduce.precision = o.gradReduce;
+      pm.addPass(createMerakGradReducePrecision(gradReduce));
+    }
+  }
+  if (runs(CompilePhase::Lower)) {
+    // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
+    pm.addPass(createMerakFoldTransposes());
+    if (o.pipelined())
+      pm.addPass(createMerakPlanPipelineMemory());
+    else
+      pm.addPass(createMerakPlanMemory());
+  }
+  return success();
+}
+
+StringRef mlir::merak::phaseName(CompilePhase phase) {
+  for (auto &[p, name] : kPhaseNames)
+    if (p == phase)
+      return name;
+  return "";
+}
+
+std::optional<CompilePhase> mlir::merak::parsePhase(StringRef name) {
+  for (auto &[p, n] : kPhaseNames)
+    if (n == name)
+      return p;
+  return std::nullopt;
+}

@@ -1,0 +1,207 @@
+//===- ResolvedOptions.cpp - merak-compile's options, checked -------------===//
+#include "merak/Tools/ResolvedOptions.h"
+
+#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "llvm/ADT/Twine.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// The checks of the mesh, the schedule and the overlap flags (the first
+/// failing one is reported).
+LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
+                        PipelineScheduleKind schedule, bool pipelined, std::string &error) {
+  auto fail = [&](const Twine &msg) {
+    error = msg.str();
+    return failure();
+  };
+  const CompilePhase compileTo = r.compileTo;
+  if (opts.virtualStages < 1)
+    return fail("--virtual-stages must be at least 1");
+  if (opts.virtualStages > 1 && schedule != PipelineScheduleKind::Interleaved)
+    return fail("--virtual-stages needs --schedule interleaved");
+  if (schedule == PipelineScheduleKind::Interleaved && opts.virtualStages > 1 && opts.pp < 2)
+    return fail("--schedule interleaved with --virtual-stages needs --pp of at least 2");
+  if (schedule == PipelineScheduleKind::Interleaved && opts.microbatches % opts.pp != 0)
+    return fail("--schedule interleaved needs --microbatches (" + Twine(opts.microbatches) +
+                ") to be a multiple of --pp (" + Twine(opts.pp) + ")");
+  if (opts.simulate && !pipelined)
+    return fail("--simulate needs --pp or --microbatches");
+  if (!opts.simulateTrace.empty() && !opts.simulate)
+    return fail("--simulate-trace needs --simulate");
+  if (!opts.deviceProfile.empty() && !opts.simulate)
+    return fail("--device-profile needs --simulate");
+  if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
+    return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
+  r.simulation.dp = opts.dp;
+  r.simulation.tp = opts.tp;
+  r.simulation.pp = opts.pp;
+  r.simulation.microbatches = opts.microbatches;
+  r.simulation.gradReduceBf16 = opts.gradReduce == "bf16";
+  if (!opts.deviceProfile.empty()) {
+    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
+    if (!profile)
+      return fail("--device-profile: " + llvm::toString(profile.takeError()));
+    r.simulation.profile = std::move(*profile);
+  }
+  if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
+    return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
+                Twine(opts.stageBoundaries.size()));
+  if (opts.dp > 1 && compileTo < CompilePhase::Training)
+    return fail("--dp needs --compile-to=training or a later phase");
+  if (opts.tp > 1 && compileTo < CompilePhase::Training)
+    return fail("--tp needs --compile-to=training or a later phase");
+  if (!(opts.bucketMb > 0))
+    return fail("--bucket-mb must be positive");
+  if (opts.zero != 0 && opts.zero != 1)
+    return fail("--zero " + Twine(opts.zero) + ": only stages 0 and 1 exist");
+  if (opts.zero && compileTo < CompilePhase::Training)
+    return fail("--zero needs --compile-to=training or a later phase");
+  if (opts.tpOverlap != "none" && opts.tpOverlap != "sub-pipeline")
+    return fail("--tp-overlap must be none or sub-pipeline, got '" + opts.tpOverlap + "'");
+  return success();
+}
+
+/// The training step's quantities (checked only when training is built).
+LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
+                              std::string &error) {
+  p.loss = opts.loss;
+  p.logits = opts.logits;
+  p.labels = opts.labels;
+  p.frozen.assign(opts.frozen.begin(), opts.frozen.end());
+  p.fusedAttention = opts.fusedAttention;
+  p.precision = opts.precision;
+  // Vocabulary parallelism: by default whenever the model qualifies (a
+  // remark says why not otherwise); asked for explicitly, it must apply.
+  const bool vocabExplicit = opts.vocabParallel >= 0;
+  p.vocabParallel =
+      opts.tp > 1 && (vocabExplicit ? opts.vocabParallel == 1 : opts.loss == "cross-entropy");
+  p.vocabParallelFallback = !vocabExplicit;
+  p.optimizer = "optimizer=" + opts.optimizer;
+  for (const std::string &kv : opts.optimizerOptions) {
+    if (kv.find('=') == std::string::npos || kv.find_first_of(" {}") != std::string::npos) {
+      error = "--opt expects KEY=VALUE, got '" + kv + "'";
+      return failure();
+    }
+    p.optimizer += " " + kv;
+  }
+  return success();
+}
+} // namespace
+
+FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptions &opts,
+                                                              std::string &error) {
+  auto fail = [&](const Twine &msg) -> FailureOr<ResolvedOptions> {
+    error = msg.str();
+    return failure();
+  };
+  if (opts.plannerSpace != "auto")
+    return fail("--planner-space needs --devices (it restricts the planner's search)");
+  ResolvedOptions r;
+  for (const std::string &spec : opts.inputShapes)
+    if (failed(parseInputShape(spec, r.import, error)))
+      return failure();
+  r.compileTo = opts.compileTo;
+  if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
+    return fail("--dp, --tp and --pp must be at least 1");
+  // Recomputation: stage-aware with a memory budget, none without; any
+  // mode but none takes the pipelined path (one stage for a serial program).
+  std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
+  if (!memoryBudget || (!opts.memoryPerDevice.empty() && *memoryBudget <= 0))
+    return fail("--memory-per-device '" + opts.memoryPerDevice +
+                "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
+                "MiB or GiB");
+  // The shifted critical path moves recomputation off the critical path:
+  // without --recompute it recomputes fully, as in the Merak paper.
+  bool scpDefault =
+      opts.schedule == "shifted-critical-path" && (opts.pp > 1 || opts.microbatches > 1);
+  std::string recompute = !opts.recompute.empty() ? opts.recompute
+                          : *memoryBudget         ? "stage-aware"
+                          : scpDefault            ? "full"
+                                                  : "none";
+  FailureOr<RecomputeMode> recomputeMode = parseRecomputeMode(recompute);
+  if (failed(recomputeMode))
+    return fail("unknown --recompute '" + recompute +
+                "' (expected none, full, selective or stage-aware)");
+  if (*recomputeMode == RecomputeMode::StageAware && !*memoryBudget)
+    return fail("--recompute stage-aware needs --memory-per-device");
+  const bool pipelined =
+      opts.pp > 1 || opts.microbatches > 1 || *recomputeMode != RecomputeMode::None;
+  if (opts.target != "cpu" && opts.target != "cuda")
+    return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
+  r.report = !opts.report.empty();
+  // --report alone describes the training step; with --grad-reduce bf16 the
+  // overlap phase, after which the dp buckets are bf16.
+  if (r.report && !opts.compileToGiven)
+    r.compileTo = opts.gradReduce == "bf16" ? CompilePhase::Overlap : CompilePhase::Training;
+  const CompilePhase compileTo = r.compileTo;
+  if (r.report && compileTo < CompilePhase::Training)
+    return fail("--report needs --compile-to=training or a later phase");
+  if (r.report && opts.report != "text" && opts.report != "json")
+    return fail("--report=" + opts.report + ": expected text or json");
+  if (opts.microbatches < 1)
+    return fail("--microbatches must be at least 1");
+  if (pipelined && compileTo < CompilePhase::Training)
+    return fail("--pp and --microbatches need --compile-to=training or a later phase");
+  if (!pipelined && (compileTo == CompilePhase::Pipeline || compileTo == CompilePhase::Recompute ||
+                     compileTo == CompilePhase::Schedule))
+    return fail("--compile-to=pipeline, recompute and schedule need --pp, --microbatches or "
+                "--recompute");
+  FailureOr<PipelineScheduleKind> scheduleKind = parsePipelineSchedule(opts.schedule);
+  if (failed(scheduleKind))
+    return fail("unknown --schedule '" + opts.schedule +
+                "' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2 or "
+                "shifted-critical-path)");
+  if (failed(checkMesh(opts, r, *scheduleKind, pipelined, error)))
+    return failure();
+  r.mlirInput = StringRef(opts.input).ends_with(".mlir");
+  if (r.mlirInput && !opts.inputShapes.empty())
+    return fail("--input-shape needs an ONNX input; " + opts.input + " has fixed shapes");
+
+  PipelineOptions &p = r.pipeline;
+  p.dp = opts.dp;
+  p.tp = opts.tp;
+  p.pp = opts.pp;
+  p.microbatches = opts.microbatches;
+  p.virtualStages =
+      *scheduleKind == PipelineScheduleKind::Interleaved ? opts.virtualStages : 1;
+  p.zero = opts.zero;
+  p.bucketBytes = std::max<int64_t>(1, (int64_t)(opts.bucketMb * 1024 * 1024));
+  p.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
+  p.schedule = opts.schedule;
+  p.recompute = recompute;
+  p.memoryPerDevice = *memoryBudget;
+  p.tpOverlap = opts.tpOverlap;
+  p.dpOverlap = opts.dpOverlap;
+  p.gradReduce = opts.gradReduce;
+  if (r.compileTo >= CompilePhase::Training && failed(resolveTraining(opts, p, error)))
+    return failure();
+  return r;
+}
+
+std::optional<int64_t> mlir::merak::parseByteSize(StringRef text) {
+  text = text.trim();
+  if (text.empty())
+    return 0;
+  size_t digits = 0;
+  while (digits < text.size() && isdigit((unsigned char)text[digits]))
+    ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || text.take_front(digits).getAsInteger(10, n))
+    return std::nullopt;
+  StringRef suffix = text.drop_front(digits).trim();
+  uint64_t scale = 1;
+  std::pair<StringRef, uint64_t> units[] = {
+      {"", 1},          {"B", 1},           {"KB", 1000ull},          {"MB", 1000000ull},
+      {"GB", 1000000000ull}, {"TB", 1000000000000ull}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},   {"TiB", 1ull << 40}};
+  bool known = false;
+  for (auto &[u, f] : units)
+    if (suffix.equals_insensitive(u))
+      scale = f, known = true;
+  if (!known || n > (uint64_t)INT64_MAX / scale)
+    return std::nullopt;
+  return (int64_t)(n * scale);
+}
+
