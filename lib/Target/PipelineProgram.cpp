@@ -39,10 +39,6 @@ static int64_t tensorBytes(Type t) {
 
 using target::slotBytes;
 
-static DictionaryAttr planAttr(ModuleOp m) {
-  return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-}
-
 void mlir::merak::reportPipelineMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
   FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
   if (failed(frags))
@@ -89,7 +85,7 @@ StringRef resultName(func::FuncOp f, unsigned i) {
 LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const ProgramInfo &info,
                                                     llvm::raw_ostream &manifestOs,
                                                     llvm::raw_ostream &dataOs) {
-  DictionaryAttr plan = planAttr(module);
+  PipelinePlanAttr plan = getPipelinePlan(module);
   FailureOr<SmallVector<func::FuncOp>> fragsOr = pipelineFragments(module);
   auto lossFn = module.lookupSymbol<func::FuncOp>("loss");
   auto paramsBytes = module->getAttrOfType<IntegerAttr>(kParamsBytesAttr);
@@ -100,12 +96,9 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   SmallVector<func::FuncOp> frags = *fragsOr;
   // Model stages; interleaved: `chunks` of them per rank (model stage k on
   // rank k mod ranks).
-  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  auto virtualAttr = plan.getAs<IntegerAttr>("virtual_stages");
-  int64_t chunks = virtualAttr ? virtualAttr.getInt() : 1;
-  int64_t ranks = stages / chunks;
-  int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
-  auto scheduleName = plan.getAs<StringAttr>("schedule");
+  int64_t stages = plan.getStages(), chunks = plan.getVirtualStages(), ranks = plan.getRanks();
+  int64_t m = plan.getMicrobatches();
+  StringAttr scheduleName = plan.getSchedule();
   FailureOr<PipelineScheduleKind> kind =
       parsePipelineSchedule(scheduleName ? scheduleName.getValue() : "1f1b");
   if (failed(kind))
@@ -339,7 +332,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   }
 
   // Accumulators of parameters several stages hold, summed before updates.
-  auto owners = plan.getAs<ArrayAttr>("owners");
+  ArrayAttr owners = plan.getOwners();
   llvm::StringMap<SmallVector<int64_t>> holders;
   SmallVector<std::string> order;
   for (auto [s, names] : llvm::enumerate(owners))

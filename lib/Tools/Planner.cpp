@@ -414,9 +414,8 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       return failure();
     }
     if (m)
-      if (auto plan = (*m)->getAttrOfType<DictionaryAttr>(kPipelineAttr))
-        if (auto c = plan.getAs<IntegerAttr>("cut_points"))
-          cutPoints = c.getInt();
+      if (PipelinePlanAttr plan = getPipelinePlan(*m))
+        cutPoints = plan.getCutPoints();
     if (!m || cutPoints < 1) {
       // One stage only: the model cannot be pipelined (or does not compile).
       MLIRContext ctx1(registry);

@@ -223,7 +223,7 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     if (auto a = fn(planned, "train_step")->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
       st.arenas.push_back({"train_step", a.getInt()});
   } else {
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    PipelinePlanAttr plan = getPipelinePlan(module);
     // The backward's parts (merak-split-backward: recomputation, input and
     // weight gradients) count as the backward; interleaved model stages
     // beyond the first chunk have no update (their rank's is on stage r).
@@ -234,8 +234,7 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
       if (func::FuncOp part = fn(module, fragment(s, kind)))
         bParts.push_back(part);
     nodesFn = f;
-    for (Attribute n : cast<ArrayAttr>(plan.getAs<ArrayAttr>("owners")[s])) {
-      StringRef name = cast<StringAttr>(n).getValue();
+    for (StringRef name : plan.getOwnersOf(s)) {
       if (paramIndex.count(name)) {
         held.insert(name);
         param(name).trainable = true;
@@ -252,7 +251,7 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     for (func::FuncOp part : bParts)
       st.backwardFlops += m * fnFlops(part);
     st.updateFlops = u ? fnFlops(u) : 0;
-    st.partitionCost = cast<IntegerAttr>(plan.getAs<ArrayAttr>("costs")[s]).getInt();
+    st.partitionCost = plan.getCosts()[s];
     countCollectives(f, m, s, 0);
     for (func::FuncOp part : bParts)
       countCollectives(part, m, s, 1);
@@ -293,8 +292,7 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
         stashed += messageSlotBytes(t);
     st.stashPerMicrobatch = actIn + stashed;
     st.stashBytes = m * st.stashPerMicrobatch;
-    auto pipelinePlan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-    auto rc = pipelinePlan ? pipelinePlan.getAs<ArrayAttr>("recompute") : ArrayAttr();
+    ArrayAttr rc = plan.getRecompute();
     if (rc && s < (int64_t)rc.size())
       st.recompute = cast<StringAttr>(rc[s]).str();
     else
@@ -322,14 +320,14 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
 }
 
 LogicalResult Report::collect() {
-  pipelined = (bool)module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  PipelinePlanAttr plan = getPipelinePlan(module);
+  pipelined = (bool)plan;
   int64_t nStages = 1;
   SmallVector<func::FuncOp> toPlan;
   if (pipelined) {
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-    nStages = plan.getAs<IntegerAttr>("stages").getInt();
-    cutPoints = plan.getAs<IntegerAttr>("cut_points").getInt();
-    llvm::append_range(cuts, plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef());
+    nStages = plan.getStages();
+    cutPoints = plan.getCutPoints();
+    llvm::append_range(cuts, plan.getCuts());
     // Every fragment the program runs (its parts and per-rank updates).
     FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
     if (failed(frags))

@@ -10,7 +10,7 @@
 // (indices 0..6; not after the head, which would leave a stage without
 // parameters); balanced FLOPs put the 2-stage cut after h2 (index 4: 168
 // against 184 FLOPs).
-// CHECK: merak.pipeline = {costs = [168, 184], cut_points = 7 : i64, cuts = array<i64: 4>, microbatches = 4 : i64, owners = {{\[}}["w0", "w1"], ["w0", "w2"]]
+// CHECK: merak.pipeline = #merak.pipeline_plan<stages = 2, microbatches = 4, cut_points = 7, cuts = [4], costs = [168, 184], owners = {{\[}}["w0", "w1"], ["w0", "w2"]]
 // CHECK-DAG: merak.param @pipeline.grad.w0 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
 // CHECK-DAG: merak.param @pipeline.grad.w2 : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
 //
@@ -54,7 +54,7 @@
 //
 // Three stages at cut points 3 (after the mask) and 5 (after h3): the
 // middle stage receives h1 and the mask and forwards the mask with h3.
-// PP3: cuts = array<i64: 3, 5>
+// PP3: cuts = [3, 5]
 // PP3-LABEL: func.func @stage1_forward
 // PP3-SAME: (%{{.*}}: tensor<2x4xf32> {merak.name = "act:0"}, %{{.*}}: tensor<2x4xi1> {merak.name = "act:1"})
 // PP3-SAME: -> (tensor<2x4xi1> {merak.name = "act:0"}, tensor<2x4xf32> {merak.name = "act:1"})

@@ -42,7 +42,7 @@
 // So stage-aware picks none wherever that peak fits (7000 bytes: all)...
 // AWARE: memory_estimate = [6656, 6400, 5632, 4864]
 // AWARE-SAME: recompute = ["none", "none", "none", "none"]
-// AWARE-SAME: scp_kept = array<i64: 3, 2, 1, 0>
+// AWARE-SAME: scp_kept = [3, 2, 1, 0]
 // ...and where no mode fits with the paper's kept micro-batches, a stage
 // keeps fewer (k kept: min(held, k + 1) micro-batches at none's stash, the
 // rest at the mode's). 6100 bytes: stage 0 (held 4): none 6656; selective
@@ -51,7 +51,7 @@
 // selective (640) 6400, 6272, 6144; full (128) k = 2 6400, k = 1:
 // 2 x 768 + 128 + 4096 = 5760. Stage 2: none 5632 fits with its 1 kept.
 // FEWER: memory_estimate = [6016, 5760, 5632, 4864]
-// FEWER-SAME: recompute = ["full", "full", "none", "none"], scp_kept = array<i64: 2, 1, 1, 0>
+// FEWER-SAME: recompute = ["full", "full", "none", "none"], scp_kept = [2, 1, 1, 0]
 // 5000 bytes: stage 0 fits full with none kept (640 + 4096 = 4736), stage 1
 // not even so (768 + 2 x 128 + 4096 = 5120).
 // TIGHT: error: merak-recompute: stage 1 needs 5120 bytes even with full recomputation (3 micro-batches in flight x 128 bytes of stage inputs, 1 of them holding all 768 bytes of activations under shifted-critical-path + 4096 bytes of parameters, gradients and optimizer state), more than memory-per-device = 5000 bytes

@@ -8,7 +8,7 @@
 // second block's f; the positions after fc4, where the stage after the cut
 // would read no parameter, are no cut points). The costs (CostOpInterface
 // FLOPs) count no arithmetic for the tp collectives and tp_identity.
-// CHECK: merak.pipeline = {costs = [152, 160], cut_points = 6 : i64, cuts = array<i64: 5>
+// CHECK: merak.pipeline = #merak.pipeline_plan<stages = 2, microbatches = {{[0-9]+}}, cut_points = 6, cuts = [5], costs = [152, 160]
 // CHECK-SAME: owners = {{\[}}["fc1.weight", "fc2.weight", "fc2.bias"], ["fc3.weight", "fc4.weight"]]
 // Sharded params keep their full initial value; their accumulators are
 // local-shaped scratch (never checkpointed).

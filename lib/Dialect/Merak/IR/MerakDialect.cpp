@@ -12,6 +12,8 @@ using namespace mlir::merak;
 #include "llvm/ADT/TypeSwitch.h"
 #define GET_TYPEDEF_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOpsTypes.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "merak/Dialect/Merak/IR/MerakOpsAttrs.cpp.inc"
 
 void MerakDialect::initialize() {
   addOperations<
@@ -22,6 +24,45 @@ void MerakDialect::initialize() {
 #define GET_TYPEDEF_LIST
 #include "merak/Dialect/Merak/IR/MerakOpsTypes.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "merak/Dialect/Merak/IR/MerakOpsAttrs.cpp.inc"
+      >();
+}
+
+void mlir::merak::printI64List(AsmPrinter &printer, ArrayRef<int64_t> values) {
+  printer << '[';
+  llvm::interleaveComma(values, printer);
+  printer << ']';
+}
+
+FailureOr<SmallVector<int64_t>> mlir::merak::parseI64List(AsmParser &parser) {
+  SmallVector<int64_t> values;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() {
+        return parser.parseInteger(values.emplace_back());
+      }))
+    return failure();
+  return values;
+}
+
+SmallVector<StringRef> PipelinePlanAttr::getOwnersOf(int64_t s) const {
+  SmallVector<StringRef> names;
+  for (Attribute n : cast<ArrayAttr>(getOwners()[s]))
+    names.push_back(cast<StringAttr>(n).getValue());
+  return names;
+}
+
+PipelinePlanAttr PipelinePlanAttr::withSchedule(StringRef schedule, int64_t virtualStages) const {
+  return get(getContext(), getStages(), getMicrobatches(), getCutPoints(), getCuts(), getCosts(),
+             getOwners(), virtualStages, getMemoryEstimate(), getRecompute(), getScpKept(),
+             getStashBytes(), StringAttr::get(getContext(), schedule));
+}
+
+PipelinePlanAttr PipelinePlanAttr::withRecompute(ArrayAttr modes, ArrayRef<int64_t> stash,
+                                                 ArrayRef<int64_t> estimate,
+                                                 ArrayRef<int64_t> scpKept) const {
+  return get(getContext(), getStages(), getMicrobatches(), getCutPoints(), getCuts(), getCosts(),
+             getOwners(), getVirtualStages(), estimate, modes, scpKept, stash, getSchedule());
 }
 
 Operation *MerakDialect::materializeConstant(OpBuilder &builder,

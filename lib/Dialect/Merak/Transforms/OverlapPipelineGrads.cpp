@@ -190,12 +190,10 @@ bool buildLast(func::FuncOp fn, const llvm::StringSet<> &names, int64_t bucketBy
 } // namespace
 
 void mlir::merak::overlapPipelineGradients(ModuleOp module, int64_t bucketBytes) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  PipelinePlanAttr plan = getPipelinePlan(module);
   if (!plan)
     return;
-  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  auto v = plan.getAs<IntegerAttr>("virtual_stages");
-  int64_t chunks = v ? v.getInt() : 1, ranks = stages / chunks;
+  int64_t stages = plan.getStages(), chunks = plan.getVirtualStages(), ranks = plan.getRanks();
   auto fragment = [&](int64_t s, StringRef kind) {
     return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
   };

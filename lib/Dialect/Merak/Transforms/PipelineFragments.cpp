@@ -12,19 +12,13 @@
 using namespace mlir;
 using namespace mlir::merak;
 
-static DictionaryAttr planAttr(ModuleOp m) {
-  return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
-}
-
-bool mlir::merak::isPipelineModule(ModuleOp module) { return (bool)planAttr(module); }
+bool mlir::merak::isPipelineModule(ModuleOp module) { return (bool)getPipelinePlan(module); }
 
 FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp module) {
-  auto plan = planAttr(module);
+  PipelinePlanAttr plan = getPipelinePlan(module);
   if (!plan)
     return module.emitError("not a pipeline module (run merak-pipeline)");
-  int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-  auto v = plan.getAs<IntegerAttr>("virtual_stages");
-  int64_t ranks = stages / (v ? v.getInt() : 1);
+  int64_t stages = plan.getStages(), ranks = plan.getRanks();
   SmallVector<func::FuncOp> out;
   for (int64_t s = 0; s < stages; ++s) {
     for (StringRef kind : {"forward", "backward", "update"}) {

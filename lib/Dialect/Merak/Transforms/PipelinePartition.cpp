@@ -322,11 +322,12 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         owned[0].insert(p.getSymName());
 
     OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-    SmallVector<Attribute> costs, owners;
+    SmallVector<int64_t> costs;
+    SmallVector<Attribute> owners;
     for (int64_t s = 0; s < pp; ++s) {
       if (failed(buildStage(module, mb, s, bounds[s], bounds[s + 1], owned)))
         return failure();
-      costs.push_back(mb.getI64IntegerAttr(prefix[bounds[s + 1]] - prefix[bounds[s]]));
+      costs.push_back(prefix[bounds[s + 1]] - prefix[bounds[s]]);
       SmallVector<Attribute> names;
       for (StringRef p : owned[s])
         names.push_back(mb.getStringAttr(p));
@@ -349,16 +350,11 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         });
     }
     SmallVector<int64_t> chosen64(chosen.begin(), chosen.end());
-    SmallVector<NamedAttribute> planAttrs{
-        mb.getNamedAttr("stages", mb.getI64IntegerAttr(pp)),
-                        mb.getNamedAttr("microbatches", mb.getI64IntegerAttr(microbatches)),
-                        mb.getNamedAttr("cut_points", mb.getI64IntegerAttr(candidates.size())),
-                        mb.getNamedAttr("cuts", mb.getDenseI64ArrayAttr(chosen64)),
-                        mb.getNamedAttr("costs", mb.getArrayAttr(costs)),
-        mb.getNamedAttr("owners", mb.getArrayAttr(owners))};
-    if (virtualStages > 1)
-      planAttrs.push_back(mb.getNamedAttr("virtual_stages", mb.getI64IntegerAttr(virtualStages)));
-    module->setAttr(kPipelineAttr, mb.getDictionaryAttr(planAttrs));
+    module->setAttr(kPipelineAttr,
+                    PipelinePlanAttr::get(module.getContext(), pp, microbatches,
+                                          candidates.size(), chosen64, costs,
+                                          mb.getArrayAttr(owners), virtualStages, {},
+                                          ArrayAttr(), {}, {}, StringAttr()));
     return success();
   }
 
@@ -708,45 +704,43 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
 } // namespace
 
 void mlir::merak::printPipelinePlan(ModuleOp module, llvm::raw_ostream &os) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  PipelinePlanAttr plan = getPipelinePlan(module);
   if (!plan)
     return;
-  auto i64 = [&](StringRef k) { return plan.getAs<IntegerAttr>(k).getInt(); };
-  os << "// pipeline: " << i64("stages") << " stages, " << i64("microbatches")
-     << " micro-batches; " << i64("cut_points") << " cut points, chosen:";
-  for (int64_t c : plan.getAs<DenseI64ArrayAttr>("cuts").asArrayRef())
+  os << "// pipeline: " << plan.getStages() << " stages, " << plan.getMicrobatches()
+     << " micro-batches; " << plan.getCutPoints() << " cut points, chosen:";
+  for (int64_t c : plan.getCuts())
     os << " " << c;
   os << "\n";
-  if (auto rc = plan.getAs<ArrayAttr>("recompute")) {
-    auto stash = plan.getAs<ArrayAttr>("stash_bytes");
-    auto mem = plan.getAs<ArrayAttr>("memory_estimate");
+  if (ArrayAttr rc = plan.getRecompute()) {
+    ArrayRef<int64_t> stash = plan.getStashBytes(), mem = plan.getMemoryEstimate();
     os << "// recompute (merak-recompute):";
     for (auto [s, mode] : llvm::enumerate(rc)) {
       os << " stage " << s << " " << cast<StringAttr>(mode).getValue();
-      if (stash && s < stash.size())
-        os << " (stash " << cast<IntegerAttr>(stash[s]).getInt() << " bytes/micro-batch";
-      if (mem && s < mem.size())
-        os << ", estimate " << cast<IntegerAttr>(mem[s]).getInt() << " bytes";
+      if (s < stash.size())
+        os << " (stash " << stash[s] << " bytes/micro-batch";
+      if (s < mem.size())
+        os << ", estimate " << mem[s] << " bytes";
       os << ")" << (s + 1 < rc.size() ? ";" : "");
     }
     os << "\n";
-    if (auto kept = plan.getAs<DenseI64ArrayAttr>("scp_kept")) {
+    if (!plan.getScpKept().empty()) {
       os << "// shifted critical path: fwd-keep micro-batches per stage:";
-      for (int64_t k : kept.asArrayRef())
+      for (int64_t k : plan.getScpKept())
         os << " " << k;
       os << "\n";
     }
   }
-  auto costs = plan.getAs<ArrayAttr>("costs");
-  auto owners = plan.getAs<ArrayAttr>("owners");
-  for (int64_t s = 0; s < i64("stages"); ++s) {
+  ArrayRef<int64_t> costs = plan.getCosts();
+  ArrayAttr owners = plan.getOwners();
+  for (int64_t s = 0; s < plan.getStages(); ++s) {
     auto fwd = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_forward").str());
     if (!fwd)
       continue;
     int64_t ops = 0;
     fwd.walk([&](Operation *op) { ops += !isa<func::FuncOp, func::ReturnOp>(op); });
     os << "// stage " << s << ": " << ops << " ops, "
-       << cast<IntegerAttr>(costs[s]).getInt() << " FLOPs (estimated forward); params:";
+       << costs[s] << " FLOPs (estimated forward); params:";
     for (Attribute p : cast<ArrayAttr>(owners[s]))
       os << " " << cast<StringAttr>(p).getValue();
     os << "\n//   inputs:";

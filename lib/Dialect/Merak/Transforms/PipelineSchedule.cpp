@@ -78,9 +78,8 @@ int64_t mlir::merak::keptMicrobatches(PipelineScheduleKind kind, int64_t stages,
 
 SmallVector<int64_t> mlir::merak::recordedKeptMicrobatches(ModuleOp module) {
   SmallVector<int64_t> out;
-  if (auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr))
-    if (auto kept = plan.getAs<DenseI64ArrayAttr>("scp_kept"))
-      out.assign(kept.asArrayRef().begin(), kept.asArrayRef().end());
+  if (PipelinePlanAttr plan = getPipelinePlan(module))
+    out.assign(plan.getScpKept().begin(), plan.getScpKept().end());
   return out;
 }
 

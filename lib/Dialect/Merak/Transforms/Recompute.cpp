@@ -297,7 +297,7 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    PipelinePlanAttr plan = getPipelinePlan(module);
     if (!plan) {
       module.emitError("merak-recompute: no merak.pipeline (run merak-pipeline first)");
       return signalPassFailure();
@@ -317,11 +317,12 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
       module.emitError("merak-recompute: mode stage-aware needs memory-per-device");
       return signalPassFailure();
     }
-    int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
-    int64_t m = plan.getAs<IntegerAttr>("microbatches").getInt();
-    auto owners = plan.getAs<ArrayAttr>("owners");
+    int64_t stages = plan.getStages();
+    int64_t m = plan.getMicrobatches();
+    ArrayAttr owners = plan.getOwners();
 
-    SmallVector<Attribute> chosen, stashAttr, memAttr;
+    SmallVector<Attribute> chosen;
+    SmallVector<int64_t> stashAttr, memAttr;
     SmallVector<int64_t> keptAttr; // shifted critical path: fwd-keep micro-batches per stage
     Builder b(module.getContext());
     for (int64_t s = 0; s < stages; ++s) {
@@ -408,17 +409,15 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
       }
       keptAttr.push_back(kept);
       chosen.push_back(b.getStringAttr(recomputeModeName(pick)));
-      stashAttr.push_back(b.getI64IntegerAttr(bytesOf(stash)));
-      memAttr.push_back(b.getI64IntegerAttr(estimate));
+      stashAttr.push_back(bytesOf(stash));
+      memAttr.push_back(estimate);
       rewrite(p, stash);
     }
-    NamedAttrList attrs(plan);
-    attrs.set("recompute", b.getArrayAttr(chosen));
-    attrs.set("stash_bytes", b.getArrayAttr(stashAttr));
-    attrs.set("memory_estimate", b.getArrayAttr(memAttr));
-    if (*kind == PipelineScheduleKind::ShiftedCriticalPath)
-      attrs.set("scp_kept", b.getDenseI64ArrayAttr(keptAttr));
-    module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
+    // The shifted critical path's fwd-keep counts per stage (none otherwise).
+    if (*kind != PipelineScheduleKind::ShiftedCriticalPath)
+      keptAttr.clear();
+    module->setAttr(kPipelineAttr,
+                    plan.withRecompute(b.getArrayAttr(chosen), stashAttr, memAttr, keptAttr));
   }
 };
 } // namespace

@@ -31,31 +31,26 @@ struct MerakRecordSchedulePass
       module.emitError("merak-record-schedule: unknown schedule '") << schedule << "'";
       return signalPassFailure();
     }
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    PipelinePlanAttr plan = getPipelinePlan(module);
     if (!plan) {
       LLVM_DEBUG(llvm::dbgs() << "no merak.pipeline: nothing to record\n");
       return;
     }
-    NamedAttrList attrs(plan);
-    Builder b(module.getContext());
-    attrs.set("schedule", b.getStringAttr(schedule));
-    if (virtualStages > 1)
-      attrs.set("virtual_stages", b.getI64IntegerAttr(virtualStages));
-    module->setAttr(kPipelineAttr, attrs.getDictionary(module.getContext()));
+    module->setAttr(kPipelineAttr,
+                    plan.withSchedule(schedule, virtualStages > 1 ? (int64_t)virtualStages
+                                                                  : plan.getVirtualStages()));
   }
 };
 } // namespace
 
 std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
-  auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+  PipelinePlanAttr plan = getPipelinePlan(module);
   if (!plan)
     return std::nullopt;
-  auto name = plan.getAs<StringAttr>("schedule");
-  auto v = plan.getAs<IntegerAttr>("virtual_stages");
+  StringAttr name = plan.getSchedule();
   return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
                               .value_or(PipelineScheduleKind::OneFOneB),
-                          plan.getAs<IntegerAttr>("stages").getInt() / (v ? v.getInt() : 1),
-                          plan.getAs<IntegerAttr>("microbatches").getInt(), v ? v.getInt() : 1};
+                          plan.getRanks(), plan.getMicrobatches(), plan.getVirtualStages()};
 }
 
 void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os) {

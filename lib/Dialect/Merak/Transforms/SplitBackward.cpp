@@ -369,12 +369,12 @@ struct MerakSplitBackwardPass : merak::impl::MerakSplitBackwardBase<MerakSplitBa
     bool recompute = schedule == "shifted-critical-path";
     if (!weight && !recompute)
       return;
-    auto plan = module->getAttrOfType<DictionaryAttr>(kPipelineAttr);
+    PipelinePlanAttr plan = getPipelinePlan(module);
     if (!plan) {
       module.emitError("merak-split-backward: not a pipeline module (run merak-pipeline)");
       return signalPassFailure();
     }
-    int64_t stages = plan.getAs<IntegerAttr>("stages").getInt();
+    int64_t stages = plan.getStages();
     for (int64_t s = 0; s < stages; ++s) {
       std::string prefix = ("stage" + Twine(s) + "_").str();
       auto fwd = module.lookupSymbol<func::FuncOp>(prefix + "forward");

@@ -21,7 +21,7 @@ def Merak_Dialect : Dialect {
     are dense resources, read with `merak.get_param`.
   }];
   let hasConstantMaterializer = 1;
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
   let discardableAttrs = (ins);
 }

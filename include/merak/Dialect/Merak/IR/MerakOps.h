@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -30,6 +31,15 @@ struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
 
 #define GET_TYPEDEF_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOpsTypes.h.inc"
+
+namespace mlir::merak {
+/// `[1, 2, 3]`: the spelling of integer-list attribute parameters.
+void printI64List(AsmPrinter &printer, ArrayRef<int64_t> values);
+FailureOr<SmallVector<int64_t>> parseI64List(AsmParser &parser);
+} // namespace mlir::merak
+
+#define GET_ATTRDEF_CLASSES
+#include "merak/Dialect/Merak/IR/MerakOpsAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "merak/Dialect/Merak/IR/MerakOps.h.inc"

@@ -12,6 +12,7 @@
 #define MERAK_OPS_TD
 
 include "merak/Dialect/Merak/IR/MerakBase.td"
+include "merak/Dialect/Merak/IR/MerakAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"

@@ -10,6 +10,7 @@
 #ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
 #define MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
 
+#include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Builders.h"
@@ -24,6 +25,11 @@ namespace mlir::merak {
 /// cut_points (number of candidate cuts), cuts (chosen candidate indices),
 /// costs (estimated forward FLOPs per stage)}.
 inline constexpr llvm::StringLiteral kPipelineAttr = "merak.pipeline";
+/// The module's plan (#merak.pipeline_plan under kPipelineAttr); null when
+/// merak-pipeline has not run.
+inline PipelinePlanAttr getPipelinePlan(ModuleOp module) {
+  return module->getAttrOfType<PipelinePlanAttr>(kPipelineAttr);
+}
 /// Function attribute of a fragment: {stage, kind = "forward" | "backward"}.
 inline constexpr llvm::StringLiteral kFragmentAttr = "merak.fragment";
 /// On a per-stage gradient function: the name of the update function

@@ -1,0 +1,79 @@
+//===- MerakAttrs.td - merak dialect attributes ------------*- tablegen -*-===//
+//
+// Typed contracts between passes: what one pass decides and a later one (or
+// the program writer) reads back, with named, typed fields rather than
+// dictionary keys.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_ATTRS_TD
+#define MERAK_ATTRS_TD
+
+include "merak/Dialect/Merak/IR/MerakBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+class Merak_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Merak_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+// A list of integers spelled `[1, 2, 3]` (the default spelling of an array
+// parameter has no brackets, which a struct of several lists cannot parse).
+class Merak_I64List<string desc = ""> : ArrayRefParameter<"int64_t", desc> {
+  let printer = "::mlir::merak::printI64List($_printer, $_self)";
+  let parser = "::mlir::merak::parseI64List($_parser)";
+}
+class Merak_OptionalI64List<string desc = ""> : OptionalArrayRefParameter<"int64_t", desc> {
+  let printer = "::mlir::merak::printI64List($_printer, $_self)";
+  let parser = "::mlir::merak::parseI64List($_parser)";
+}
+
+def Merak_PipelinePlanAttr : Merak_Attr<"PipelinePlan", "pipeline_plan"> {
+  let summary = "The pipeline plan: stages, their parameters, recomputation and schedule";
+  let description = [{
+    The module attribute `merak.pipeline`, written by merak-pipeline (the
+    stage assignment), completed by merak-recompute (the choice per stage)
+    and merak-record-schedule (the schedule), and read by every later phase
+    and the program writer.
+    - `stages`: model stages, `pp * virtual_stages` (interleaved 1F1B runs
+      `virtual_stages` model chunks per pipeline rank; `getRanks()` is pp);
+    - `microbatches`; `cut_points`: the candidate cuts the partitioner saw;
+      `cuts`: the chosen ones (stage s ends at cut `cuts[s]`);
+    - `costs`: the estimated forward FLOPs of each stage; `owners`: the
+      parameters each stage holds (a tied parameter on several stages);
+    - `schedule`: gpipe, 1f1b, interleaved, zb-h1, zb-h2 or
+      shifted-critical-path (merak-record-schedule);
+    - `recompute`, `stash_bytes`, `memory_estimate`: per stage, the mode
+      merak-recompute chose, the bytes a micro-batch stashes and the
+      estimated peak; `scp_kept`: the micro-batches the shifted critical
+      path keeps per stage.
+  }];
+  let parameters = (ins
+    "int64_t":$stages,
+    "int64_t":$microbatches,
+    "int64_t":$cut_points,
+    Merak_I64List<>:$cuts,
+    Merak_I64List<>:$costs,
+    "::mlir::ArrayAttr":$owners,
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
+    Merak_OptionalI64List<>:$memory_estimate,
+    OptionalParameter<"::mlir::ArrayAttr">:$recompute,
+    Merak_OptionalI64List<>:$scp_kept,
+    Merak_OptionalI64List<>:$stash_bytes,
+    OptionalParameter<"::mlir::StringAttr">:$schedule
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// Pipeline ranks (--pp): the model stages over the chunks per rank.
+    int64_t getRanks() const { return getStages() / getVirtualStages(); }
+    /// The parameters stage `s` holds.
+    ::llvm::SmallVector<::llvm::StringRef> getOwnersOf(int64_t s) const;
+    /// This plan with the schedule recorded.
+    PipelinePlanAttr withSchedule(::llvm::StringRef schedule, int64_t virtualStages) const;
+    /// This plan with merak-recompute's choice recorded.
+    PipelinePlanAttr withRecompute(::mlir::ArrayAttr modes, ::llvm::ArrayRef<int64_t> stash,
+                                   ::llvm::ArrayRef<int64_t> estimate,
+                                   ::llvm::ArrayRef<int64_t> scpKept) const;
+  }];
+}
+
+#endif
