@@ -5,6 +5,7 @@
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/Evaluator.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -16,6 +17,7 @@ using namespace mlir;
 void merak::registerMerakDialects(DialectRegistry &registry) {
   registry.insert<MerakDialect, func::FuncDialect, emitc::EmitCDialect>();
   registerVJPExternalModels(registry);
+  registerEvaluatorExternalModels(registry);
 }
 
 void merak::buildImportCleanupPipeline(OpPassManager &pm) {
