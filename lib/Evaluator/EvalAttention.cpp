@@ -123,7 +123,7 @@ static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results ou
   return success();
 }
 
-LogicalResult kernels::evalAttention(AttentionOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AttentionOp op, Operands in, Results out) {
   if (!op.getSeqMajor())
     return attentionHeadsFirst(op, in, out);
   return viaHeadsFirst(op, in, out, {0, 1, 2}, {0}, [&](Operands sin, Results sout) {
@@ -175,7 +175,7 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
   return success();
 }
 
-LogicalResult kernels::evalAttentionGrad(AttentionGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AttentionGradOp op, Operands in, Results out) {
   if (!op.getSeqMajor())
     return attentionGradHeadsFirst(op, in, out);
   return viaHeadsFirst(op, in, out, {0, 1, 2, 3, 5}, {0, 1, 2},

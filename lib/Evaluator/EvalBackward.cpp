@@ -37,7 +37,7 @@ static double geluDerivative(double x, bool tanhApprox) {
   return cdf + x * pdf;
 }
 
-LogicalResult kernels::evalGeluGrad(GeluGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(GeluGradOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &g = *in[1];
   HostTensor r(op.getType());
   bool tanhApprox = op.getApproximateTanh();
@@ -47,8 +47,9 @@ LogicalResult kernels::evalGeluGrad(GeluGradOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalSoftmaxGrad(Operation *op, int64_t axis, bool log,
-                                       Operands in, Results out) {
+/// softmax_grad, or log_softmax_grad with `log`.
+static LogicalResult evalSoftmaxGrad(Operation *op, int64_t axis, bool log,
+                                     Operands in, Results out) {
   const HostTensor &y = *in[0], &g = *in[1];
   HostTensor r(resultType(op));
   AxisSplit v(y.getShape(), axis);
@@ -68,7 +69,15 @@ LogicalResult kernels::evalSoftmaxGrad(Operation *op, int64_t axis, bool log,
   return success();
 }
 
-LogicalResult kernels::evalLayerNormGrad(LayerNormGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(SoftmaxGradOp op, Operands in, Results out) {
+  return evalSoftmaxGrad(op, op.getAxis(), /*log=*/false, in, out);
+}
+
+LogicalResult kernels::eval(LogSoftmaxGradOp op, Operands in, Results out) {
+  return evalSoftmaxGrad(op, op.getAxis(), /*log=*/true, in, out);
+}
+
+LogicalResult kernels::eval(LayerNormGradOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &g = *in[1];
   const HostTensor *scale = op.getScale() ? in[2] : nullptr;
   bool rms = op.getRms();
@@ -112,7 +121,7 @@ LogicalResult kernels::evalLayerNormGrad(LayerNormGradOp op, Operands in, Result
   return success();
 }
 
-LogicalResult kernels::evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in,
+LogicalResult kernels::eval(CrossEntropyGradOp op, Operands in,
                                            Results out) {
   const HostTensor &logits = *in[0], &labels = *in[1], &g = *in[2];
   AxisSplit v(logits.getShape(), op.getAxis());

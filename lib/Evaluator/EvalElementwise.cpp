@@ -1,7 +1,7 @@
 //===- EvalElementwise.cpp - elementwise reference kernels ----------------===//
 #include "Kernels.h"
 
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <cmath>
 #include <limits>
 
@@ -94,25 +94,7 @@ static FailureOr<int64_t> applyInt(Bin k, int64_t a, int64_t b) {
   return failure();
 }
 
-LogicalResult kernels::evalBinary(Operation *op, Operands in, Results out) {
-  Bin kind = llvm::TypeSwitch<Operation *, Bin>(op)
-                 .Case<AddOp>([](auto) { return Bin::Add; })
-                 .Case<SubOp>([](auto) { return Bin::Sub; })
-                 .Case<MulOp>([](auto) { return Bin::Mul; })
-                 .Case<DivOp>([](auto) { return Bin::Div; })
-                 .Case<RemOp>([](auto) { return Bin::Rem; })
-                 .Case<PowOp>([](auto) { return Bin::Pow; })
-                 .Case<MaxOp>([](auto) { return Bin::Max; })
-                 .Case<MinOp>([](auto) { return Bin::Min; })
-                 .Case<EqOp>([](auto) { return Bin::Eq; })
-                 .Case<NeOp>([](auto) { return Bin::Ne; })
-                 .Case<LtOp>([](auto) { return Bin::Lt; })
-                 .Case<LeOp>([](auto) { return Bin::Le; })
-                 .Case<GtOp>([](auto) { return Bin::Gt; })
-                 .Case<GeOp>([](auto) { return Bin::Ge; })
-                 .Case<AndOp>([](auto) { return Bin::And; })
-                 .Case<OrOp>([](auto) { return Bin::Or; })
-                 .Default([](auto) { return Bin::Xor; });
+static LogicalResult evalBinary(Operation *op, Bin kind, Operands in, Results out) {
   const HostTensor &a = *in[0], &b = *in[1];
   HostTensor r(resultType(op));
   auto sa = broadcastStrides(a.getShape(), r.getShape());
@@ -136,7 +118,14 @@ LogicalResult kernels::evalBinary(Operation *op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalWhere(WhereOp op, Operands in, Results out) {
+#define MERAK_EVAL_BINARY(OP, KIND)                                            \
+  LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
+    return evalBinary(op, Bin::KIND, in, out);                                 \
+  }
+MERAK_EVAL_BINARY_OPS(MERAK_EVAL_BINARY)
+#undef MERAK_EVAL_BINARY
+
+LogicalResult kernels::eval(WhereOp op, Operands in, Results out) {
   const HostTensor &c = *in[0], &a = *in[1], &b = *in[2];
   HostTensor r(op.getType());
   auto sc = broadcastStrides(c.getShape(), r.getShape());
@@ -161,89 +150,106 @@ static double gelu(double x, bool tanhApprox) {
   return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
 }
 
-LogicalResult kernels::evalUnary(Operation *op, Operands in, Results out) {
+/// Applies `f` to a float tensor or `i` to an integer one; an op without
+/// the function for its operand's element type fails.
+static LogicalResult evalUnary(Operation *op, Operands in, Results out,
+                               function_ref<double(double)> f,
+                               function_ref<int64_t(int64_t)> i = nullptr) {
   const HostTensor &a = *in[0];
   HostTensor r(resultType(op));
   if (!a.isFloat()) {
-    auto fn = llvm::TypeSwitch<Operation *, std::function<int64_t(int64_t)>>(op)
-                  .Case<ReluOp>([](auto) { return [](int64_t x) { return std::max<int64_t>(x, 0); }; })
-                  .Case<NegOp>([](auto) { return [](int64_t x) { return (int64_t)(0 - (uint64_t)x); }; })
-                  .Case<AbsOp>([](auto) {
-                    return [](int64_t x) { return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; };
-                  })
-                  .Case<SignOp>([](auto) { return [](int64_t x) { return (int64_t)((x > 0) - (x < 0)); }; })
-                  .Case<NotOp>([](auto) { return [](int64_t x) { return (int64_t)(x == 0); }; })
-                  .Case<ClampOp>([](ClampOp c) {
-                    double lo = c.getMin() ? c.getMin()->convertToDouble() : -INFINITY;
-                    double hi = c.getMax() ? c.getMax()->convertToDouble() : INFINITY;
-                    // min(max(x, lo), hi) like the float form (so hi wins when
-                    // lo > hi); x itself is returned when in range so that
-                    // int64 values above 2^53 stay exact. The bounds are f64
-                    // attributes, so bounds beyond 2^53 are rounded.
-                    auto toInt = [](double v) {
-                      return v <= -0x1p63 ? std::numeric_limits<int64_t>::min()
-                             : v >= 0x1p63 ? std::numeric_limits<int64_t>::max()
-                                           : (int64_t)v;
-                    };
-                    return std::function<int64_t(int64_t)>([=](int64_t x) {
-                      if ((double)x < lo)
-                        x = toInt(std::ceil(lo));
-                      if ((double)x > hi)
-                        x = toInt(std::floor(hi));
-                      return x;
-                    });
-                  })
-                  .Default([](auto) { return std::function<int64_t(int64_t)>(); });
-    if (!fn)
+    if (!i)
       return op->emitError("op has no integer evaluation");
     for (int64_t k = 0; k < a.size(); ++k)
-      r.setFromInt(k, fn(a.i()[k]));
+      r.setFromInt(k, i(a.i()[k]));
     out.push_back(std::move(r));
     return success();
   }
-  auto fn =
-      llvm::TypeSwitch<Operation *, std::function<double(double)>>(op)
-          .Case<ExpOp>([](auto) { return [](double x) { return std::exp(x); }; })
-          .Case<LogOp>([](auto) { return [](double x) { return std::log(x); }; })
-          .Case<SqrtOp>([](auto) { return [](double x) { return std::sqrt(x); }; })
-          .Case<RsqrtOp>([](auto) { return [](double x) { return 1.0 / std::sqrt(x); }; })
-          .Case<TanhOp>([](auto) { return [](double x) { return std::tanh(x); }; })
-          .Case<ErfOp>([](auto) { return [](double x) { return std::erf(x); }; })
-          .Case<SigmoidOp>([](auto) { return [](double x) { return 1.0 / (1.0 + std::exp(-x)); }; })
-          .Case<ReciprocalOp>([](auto) { return [](double x) { return 1.0 / x; }; })
-          .Case<SinOp>([](auto) { return [](double x) { return std::sin(x); }; })
-          .Case<CosOp>([](auto) { return [](double x) { return std::cos(x); }; })
-          .Case<FloorOp>([](auto) { return [](double x) { return std::floor(x); }; })
-          .Case<CeilOp>([](auto) { return [](double x) { return std::ceil(x); }; })
-          .Case<ReluOp>([](auto) { return [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }; })
-          .Case<NegOp>([](auto) { return [](double x) { return -x; }; })
-          .Case<AbsOp>([](auto) { return [](double x) { return std::fabs(x); }; })
-          .Case<SignOp>([](auto) { return [](double x) { return (double)((x > 0) - (x < 0)); }; })
-          .Case<GeluOp>([](GeluOp g) {
-            bool t = g.getApproximateTanh();
-            return std::function<double(double)>([t](double x) { return gelu(x, t); });
-          })
-          .Case<LeakyReluOp>([](LeakyReluOp l) {
-            double alpha = l.getAlpha().convertToDouble();
-            return std::function<double(double)>([alpha](double x) { return x >= 0 ? x : alpha * x; });
-          })
-          .Case<ClampOp>([](ClampOp c) {
-            double lo = c.getMin() ? c.getMin()->convertToDouble() : -INFINITY;
-            double hi = c.getMax() ? c.getMax()->convertToDouble() : INFINITY;
-            return std::function<double(double)>([=](double x) {
-              return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
-            });
-          })
-          .Default([](auto) { return std::function<double(double)>(); });
-  if (!fn)
+  if (!f)
     return op->emitError("op has no float evaluation");
   for (int64_t k = 0; k < a.size(); ++k)
-    r.setFromDouble(k, fn(a.f()[k]));
+    r.setFromDouble(k, f(a.f()[k]));
   out.push_back(std::move(r));
   return success();
 }
 
-LogicalResult kernels::evalCast(CastOp op, Operands in, Results out) {
+// The unary ops of floats only, as X(Op, f(x)).
+#define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                          \
+  X(ExpOp, std::exp(x)) X(LogOp, std::log(x)) X(SqrtOp, std::sqrt(x))          \
+  X(RsqrtOp, 1.0 / std::sqrt(x)) X(TanhOp, std::tanh(x)) X(ErfOp, std::erf(x)) \
+  X(SigmoidOp, 1.0 / (1.0 + std::exp(-x))) X(ReciprocalOp, 1.0 / x)            \
+  X(SinOp, std::sin(x)) X(CosOp, std::cos(x)) X(FloorOp, std::floor(x))        \
+  X(CeilOp, std::ceil(x))
+#define MERAK_EVAL_FLOAT_UNARY(OP, FX)                                         \
+  LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
+    return evalUnary(op, in, out, [](double x) { return FX; });                \
+  }
+MERAK_EVAL_FLOAT_UNARY_OPS(MERAK_EVAL_FLOAT_UNARY)
+#undef MERAK_EVAL_FLOAT_UNARY
+
+LogicalResult kernels::eval(ReluOp op, Operands in, Results out) {
+  return evalUnary(
+      op, in, out, [](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); },
+      [](int64_t x) { return std::max<int64_t>(x, 0); });
+}
+
+LogicalResult kernels::eval(NegOp op, Operands in, Results out) {
+  return evalUnary(
+      op, in, out, [](double x) { return -x; },
+      [](int64_t x) { return (int64_t)(0 - (uint64_t)x); });
+}
+
+LogicalResult kernels::eval(AbsOp op, Operands in, Results out) {
+  return evalUnary(
+      op, in, out, [](double x) { return std::fabs(x); },
+      [](int64_t x) { return x < 0 ? (int64_t)(0 - (uint64_t)x) : x; });
+}
+
+LogicalResult kernels::eval(SignOp op, Operands in, Results out) {
+  return evalUnary(
+      op, in, out, [](double x) { return (double)((x > 0) - (x < 0)); },
+      [](int64_t x) { return (int64_t)((x > 0) - (x < 0)); });
+}
+
+LogicalResult kernels::eval(NotOp op, Operands in, Results out) {
+  return evalUnary(op, in, out, nullptr, [](int64_t x) { return (int64_t)(x == 0); });
+}
+
+LogicalResult kernels::eval(GeluOp op, Operands in, Results out) {
+  bool t = op.getApproximateTanh();
+  return evalUnary(op, in, out, [t](double x) { return gelu(x, t); });
+}
+
+LogicalResult kernels::eval(LeakyReluOp op, Operands in, Results out) {
+  double alpha = op.getAlpha().convertToDouble();
+  return evalUnary(op, in, out, [alpha](double x) { return x >= 0 ? x : alpha * x; });
+}
+
+LogicalResult kernels::eval(ClampOp op, Operands in, Results out) {
+  double lo = op.getMin() ? op.getMin()->convertToDouble() : -INFINITY;
+  double hi = op.getMax() ? op.getMax()->convertToDouble() : INFINITY;
+  // On integers: min(max(x, lo), hi) like the float form (so hi wins when
+  // lo > hi); x itself is returned when in range so that int64 values above
+  // 2^53 stay exact. The bounds are f64 attributes, so bounds beyond 2^53
+  // are rounded.
+  auto toInt = [](double v) {
+    return v <= -0x1p63 ? std::numeric_limits<int64_t>::min()
+           : v >= 0x1p63 ? std::numeric_limits<int64_t>::max()
+                         : (int64_t)v;
+  };
+  return evalUnary(
+      op, in, out,
+      [=](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); },
+      [=](int64_t x) {
+        if ((double)x < lo)
+          x = toInt(std::ceil(lo));
+        if ((double)x > hi)
+          x = toInt(std::floor(hi));
+        return x;
+      });
+}
+
+LogicalResult kernels::eval(CastOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(op.getType());
   for (int64_t k = 0; k < a.size(); ++k) {

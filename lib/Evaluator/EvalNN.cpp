@@ -7,7 +7,7 @@ using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::kernels;
 
-LogicalResult kernels::evalMatmul(MatmulOp op, Operands in, Results out) {
+LogicalResult kernels::eval(MatmulOp op, Operands in, Results out) {
   const HostTensor &a = *in[0], &b = *in[1];
   SmallVector<int64_t> l(a.getShape()), r(b.getShape());
   if (l.size() == 1)
@@ -76,7 +76,7 @@ static void forEachConvTap(ArrayRef<int64_t> xs, ArrayRef<int64_t> ws,
         }
 }
 
-LogicalResult kernels::evalConv2D(Conv2DOp op, Operands in, Results out) {
+LogicalResult kernels::eval(Conv2DOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &w = *in[1];
   const HostTensor *bias = op.getBias() ? in[2] : nullptr;
   HostTensor r(op.getType());
@@ -92,7 +92,7 @@ LogicalResult kernels::evalConv2D(Conv2DOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalConvBackwardData(Conv2DBackwardDataOp op, Operands in,
+LogicalResult kernels::eval(Conv2DBackwardDataOp op, Operands in,
                                             Results out) {
   const HostTensor &g = *in[0], &w = *in[1];
   HostTensor r(op.getType());
@@ -104,7 +104,7 @@ LogicalResult kernels::evalConvBackwardData(Conv2DBackwardDataOp op, Operands in
   return success();
 }
 
-LogicalResult kernels::evalConvBackwardFilter(Conv2DBackwardFilterOp op, Operands in,
+LogicalResult kernels::eval(Conv2DBackwardFilterOp op, Operands in,
                                               Results out) {
   const HostTensor &x = *in[0], &g = *in[1];
   HostTensor r(op.getType());
@@ -143,7 +143,7 @@ static void forEachPoolWindow(ArrayRef<int64_t> xs, ArrayRef<int64_t> rs,
       }
 }
 
-LogicalResult kernels::evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(MaxPool2DGradOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &g = *in[1];
   HostTensor r(op.getType());
   forEachPoolWindow(x.getShape(), g.getShape(), op.getKernel(), op.getStrides(),
@@ -162,7 +162,7 @@ LogicalResult kernels::evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results 
   return success();
 }
 
-LogicalResult kernels::evalAvgPoolGrad(AvgPool2DGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AvgPool2DGradOp op, Operands in, Results out) {
   const HostTensor &g = *in[0];
   HostTensor r(op.getType());
   int64_t ones[2] = {1, 1};
@@ -204,7 +204,7 @@ static void forEachWindow(const HostTensor &x, HostTensor &r, ArrayRef<int64_t> 
       }
 }
 
-LogicalResult kernels::evalMaxPool(MaxPool2DOp op, Operands in, Results out) {
+LogicalResult kernels::eval(MaxPool2DOp op, Operands in, Results out) {
   HostTensor r(op.getType());
   forEachWindow(*in[0], r, op.getKernel(), op.getStrides(), op.getPadding(),
                 op.getDilations(), [](ArrayRef<double> v, int64_t) {
@@ -217,7 +217,7 @@ LogicalResult kernels::evalMaxPool(MaxPool2DOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalAvgPool(AvgPool2DOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AvgPool2DOp op, Operands in, Results out) {
   HostTensor r(op.getType());
   int64_t ones[2] = {1, 1};
   bool includePad = op.getCountIncludePad();
@@ -242,7 +242,7 @@ static double uniformAt(uint64_t seed, uint64_t index) {
   return (double)(z >> 11) * 0x1.0p-53;
 }
 
-LogicalResult kernels::evalDropout(DropoutOp op, Operands in, Results out) {
+LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
   const HostTensor &x = *in[0];
   HostTensor y(op.getOutput().getType()), mask(op.getMask().getType());
   double ratio = op.getRatio().convertToDouble(), scale = 1.0 / (1.0 - ratio);

@@ -46,7 +46,7 @@ double clipped(const Rounded &r, const HostTensor &g, const HostTensor *clip, in
 }
 } // namespace
 
-LogicalResult kernels::evalAdamWUpdate(AdamWUpdateOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AdamWUpdateOp op, Operands in, Results out) {
   Rounded r = roundingOf(op.getParam());
   const HostTensor &p = *in[0], &g = *in[1], &m = *in[2], &v = *in[3];
   const double lr = in[4]->f()[0];
@@ -75,7 +75,7 @@ LogicalResult kernels::evalAdamWUpdate(AdamWUpdateOp op, Operands in, Results ou
   return success();
 }
 
-LogicalResult kernels::evalAdanUpdate(AdanUpdateOp op, Operands in, Results out) {
+LogicalResult kernels::eval(AdanUpdateOp op, Operands in, Results out) {
   Rounded r = roundingOf(op.getParam());
   const HostTensor &p = *in[0], &g = *in[1], &m = *in[2], &d = *in[3], &n = *in[4],
                    &prev = *in[5];
@@ -112,7 +112,7 @@ LogicalResult kernels::evalAdanUpdate(AdanUpdateOp op, Operands in, Results out)
   return success();
 }
 
-LogicalResult kernels::evalSgdUpdate(SgdUpdateOp op, Operands in, Results out) {
+LogicalResult kernels::eval(SgdUpdateOp op, Operands in, Results out) {
   Rounded r = roundingOf(op.getParam());
   const HostTensor &p = *in[0], &g = *in[1];
   const HostTensor *buf = operandFor(op, in, op.getMomentumBuffer());

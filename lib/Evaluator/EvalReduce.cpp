@@ -1,7 +1,6 @@
 //===- EvalReduce.cpp - reduction and normalisation reference kernels -----===//
 #include "Kernels.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 #include <cmath>
 #include <limits>
 
@@ -38,13 +37,7 @@ struct TailView {
 enum class Red { Sum, Mean, Max, Min, Prod };
 } // namespace
 
-LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
-  Red kind = llvm::TypeSwitch<Operation *, Red>(op)
-                 .Case<ReduceSumOp>([](auto) { return Red::Sum; })
-                 .Case<ReduceMeanOp>([](auto) { return Red::Mean; })
-                 .Case<ReduceMaxOp>([](auto) { return Red::Max; })
-                 .Case<ReduceMinOp>([](auto) { return Red::Min; })
-                 .Default([](auto) { return Red::Prod; });
+static LogicalResult evalReduce(Operation *op, Red kind, Operands in, Results out) {
   ArrayRef<int64_t> axes = op->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
   const HostTensor &a = *in[0];
   HostTensor r(resultType(op));
@@ -119,8 +112,16 @@ LogicalResult kernels::evalReduce(Operation *op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalArg(Operation *op, int64_t axis, bool, bool last,
-                               bool min, Operands in, Results out) {
+#define MERAK_EVAL_REDUCE(OP, KIND)                                            \
+  LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
+    return evalReduce(op, Red::KIND, in, out);                                 \
+  }
+MERAK_EVAL_REDUCE_OPS(MERAK_EVAL_REDUCE)
+#undef MERAK_EVAL_REDUCE
+
+/// argmax (or argmin with `min`) along `axis`.
+static LogicalResult evalArg(Operation *op, int64_t axis, bool last, bool min,
+                             Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(resultType(op));
   AxisView v(a.getShape(), axis);
@@ -141,8 +142,17 @@ LogicalResult kernels::evalArg(Operation *op, int64_t axis, bool, bool last,
   return success();
 }
 
-LogicalResult kernels::evalSoftmax(Operation *op, int64_t axis, bool log,
-                                  Operands in, Results out) {
+LogicalResult kernels::eval(ArgMaxOp op, Operands in, Results out) {
+  return evalArg(op, op.getAxis(), op.getSelectLastIndex(), /*min=*/false, in, out);
+}
+
+LogicalResult kernels::eval(ArgMinOp op, Operands in, Results out) {
+  return evalArg(op, op.getAxis(), op.getSelectLastIndex(), /*min=*/true, in, out);
+}
+
+/// softmax, or log_softmax with `log`, along `axis`.
+static LogicalResult evalSoftmax(Operation *op, int64_t axis, bool log, Operands in,
+                                 Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(resultType(op));
   AxisView v(a.getShape(), axis);
@@ -163,7 +173,15 @@ LogicalResult kernels::evalSoftmax(Operation *op, int64_t axis, bool log,
   return success();
 }
 
-LogicalResult kernels::evalCumSum(CumSumOp op, Operands in, Results out) {
+LogicalResult kernels::eval(SoftmaxOp op, Operands in, Results out) {
+  return evalSoftmax(op, op.getAxis(), /*log=*/false, in, out);
+}
+
+LogicalResult kernels::eval(LogSoftmaxOp op, Operands in, Results out) {
+  return evalSoftmax(op, op.getAxis(), /*log=*/true, in, out);
+}
+
+LogicalResult kernels::eval(CumSumOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(op.getType());
   AxisView v(a.getShape(), op.getAxis());
@@ -237,20 +255,20 @@ static LogicalResult normalise(Operation *op, const HostTensor &a,
   return success();
 }
 
-LogicalResult kernels::evalLayerNorm(LayerNormOp op, Operands in, Results out) {
+LogicalResult kernels::eval(LayerNormOp op, Operands in, Results out) {
   const HostTensor *scale = op.getScale() ? in[1] : nullptr;
   const HostTensor *bias = op.getBias() ? in[op.getScale() ? 2 : 1] : nullptr;
   return normalise(op, *in[0], scale, bias, op.getAxis(),
                    op.getEpsilon().convertToDouble(), false, out);
 }
 
-LogicalResult kernels::evalRmsNorm(RmsNormOp op, Operands in, Results out) {
+LogicalResult kernels::eval(RmsNormOp op, Operands in, Results out) {
   const HostTensor *scale = op.getScale() ? in[1] : nullptr;
   return normalise(op, *in[0], scale, nullptr, op.getAxis(),
                    op.getEpsilon().convertToDouble(), true, out);
 }
 
-LogicalResult kernels::evalBatchNorm(BatchNormOp op, Operands in, Results out) {
+LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &scale = *in[1], &bias = *in[2], &mean = *in[3],
                    &var = *in[4];
   HostTensor r(op.getType());
@@ -283,7 +301,7 @@ LogicalResult kernels::evalBatchNorm(BatchNormOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalCrossEntropy(CrossEntropyOp op, Operands in,
+LogicalResult kernels::eval(CrossEntropyOp op, Operands in,
                                        Results out) {
   const HostTensor &logits = *in[0], &labels = *in[1];
   AxisView v(logits.getShape(), op.getAxis());

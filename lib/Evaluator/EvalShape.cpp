@@ -14,12 +14,20 @@ static inline void copyElem(const HostTensor &src, int64_t from, HostTensor &dst
     dst.i()[to] = src.i()[from];
 }
 
-LogicalResult kernels::evalReshape(Operation *op, Operands in, Results out) {
+LogicalResult kernels::eval(ConstantOp op, Operands, Results out) {
+  auto t = HostTensor::fromAttr(op.getValue());
+  if (failed(t))
+    return op.emitError("cannot read constant value");
+  out.push_back(std::move(*t));
+  return success();
+}
+
+LogicalResult kernels::eval(ReshapeOp op, Operands in, Results out) {
   out.push_back(in[0]->reshaped(resultType(op)));
   return success();
 }
 
-LogicalResult kernels::evalBroadcast(BroadcastOp op, Operands in, Results out) {
+LogicalResult kernels::eval(BroadcastOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(op.getType());
   auto s = broadcastStrides(a.getShape(), r.getShape());
@@ -30,7 +38,7 @@ LogicalResult kernels::evalBroadcast(BroadcastOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalTranspose(TransposeOp op, Operands in, Results out) {
+LogicalResult kernels::eval(TransposeOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(op.getType());
   auto inStrides = rowMajorStrides(a.getShape());
@@ -44,7 +52,7 @@ LogicalResult kernels::evalTranspose(TransposeOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalSlice(SliceOp op, Operands in, Results out) {
+LogicalResult kernels::eval(SliceOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   HostTensor r(op.getType());
   auto inStrides = rowMajorStrides(a.getShape());
@@ -60,7 +68,7 @@ LogicalResult kernels::evalSlice(SliceOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalConcat(ConcatOp op, Operands in, Results out) {
+LogicalResult kernels::eval(ConcatOp op, Operands in, Results out) {
   HostTensor r(op.getType());
   int64_t axis = op.getAxis();
   auto rs = rowMajorStrides(r.getShape());
@@ -75,7 +83,7 @@ LogicalResult kernels::evalConcat(ConcatOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalSplit(SplitOp op, Operands in, Results out) {
+LogicalResult kernels::eval(SplitOp op, Operands in, Results out) {
   const HostTensor &a = *in[0];
   int64_t axis = op.getAxis();
   auto as = rowMajorStrides(a.getShape());
@@ -91,7 +99,7 @@ LogicalResult kernels::evalSplit(SplitOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalGather(GatherOp op, Operands in, Results out) {
+LogicalResult kernels::eval(GatherOp op, Operands in, Results out) {
   const HostTensor &data = *in[0], &indices = *in[1];
   HostTensor r(op.getType());
   int64_t axis = op.getAxis();
@@ -120,7 +128,7 @@ LogicalResult kernels::evalGather(GatherOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::evalGatherGrad(GatherGradOp op, Operands in, Results out) {
+LogicalResult kernels::eval(GatherGradOp op, Operands in, Results out) {
   const HostTensor &grad = *in[0], &indices = *in[1];
   HostTensor r(op.getType());
   int64_t axis = op.getAxis();
@@ -145,7 +153,7 @@ LogicalResult kernels::evalGatherGrad(GatherGradOp op, Operands in, Results out)
   return success();
 }
 
-LogicalResult kernels::evalGatherElementsGrad(GatherElementsGradOp op, Operands in,
+LogicalResult kernels::eval(GatherElementsGradOp op, Operands in,
                                              Results out) {
   const HostTensor &grad = *in[0], &indices = *in[1];
   HostTensor r(op.getType());
@@ -169,7 +177,7 @@ LogicalResult kernels::evalGatherElementsGrad(GatherElementsGradOp op, Operands 
   return success();
 }
 
-LogicalResult kernels::evalGatherElements(GatherElementsOp op, Operands in,
+LogicalResult kernels::eval(GatherElementsOp op, Operands in,
                                          Results out) {
   const HostTensor &data = *in[0], &indices = *in[1];
   HostTensor r(op.getType());

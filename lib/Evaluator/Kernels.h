@@ -48,57 +48,43 @@ inline RankedTensorType resultType(Operation *op, unsigned i = 0) {
 double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
                     double dflt);
 
-// One entry per op family; each emits its own errors.
-LogicalResult evalBinary(Operation *op, Operands in, Results out);
-LogicalResult evalWhere(WhereOp op, Operands in, Results out);
-LogicalResult evalUnary(Operation *op, Operands in, Results out);
-LogicalResult evalCast(CastOp op, Operands in, Results out);
+/// Every op the evaluator runs, as X(Op, ...). The families whose ops share
+/// one kernel have their own lists; binary and reduction ops name their
+/// kind there (X(AddOp, Add) is Bin::Add in EvalElementwise.cpp).
+#define MERAK_EVAL_BINARY_OPS(X)                                               \
+  X(AddOp, Add) X(SubOp, Sub) X(MulOp, Mul) X(DivOp, Div) X(RemOp, Rem)        \
+  X(PowOp, Pow) X(MaxOp, Max) X(MinOp, Min) X(EqOp, Eq) X(NeOp, Ne)            \
+  X(LtOp, Lt) X(LeOp, Le) X(GtOp, Gt) X(GeOp, Ge) X(AndOp, And) X(OrOp, Or)    \
+  X(XorOp, Xor)
+#define MERAK_EVAL_REDUCE_OPS(X)                                               \
+  X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
+  X(ReduceMinOp, Min) X(ReduceProdOp, Prod)
+/// Collectives split over `parts` ranks (EvalCollectives.cpp).
+#define MERAK_EVAL_PARTS_OPS(X)                                                \
+  X(ReduceScatterOp) X(AllGatherOp) X(LocalShardOp)
+#define MERAK_EVAL_OPS(X)                                                      \
+  X(ConstantOp) MERAK_EVAL_BINARY_OPS(X) X(WhereOp) X(ExpOp) X(LogOp)          \
+  X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp) X(SigmoidOp) X(ReciprocalOp)         \
+  X(SinOp) X(CosOp) X(FloorOp) X(CeilOp) X(ReluOp) X(NegOp) X(AbsOp)           \
+  X(SignOp) X(NotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)             \
+  X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp)            \
+  X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)                   \
+  MERAK_EVAL_REDUCE_OPS(X) X(ArgMaxOp) X(ArgMinOp) X(SoftmaxOp)                \
+  X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp)       \
+  X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp) X(AvgPool2DOp)      \
+  X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)                   \
+  MERAK_EVAL_PARTS_OPS(X) X(Conv2DBackwardDataOp) X(Conv2DBackwardFilterOp)    \
+  X(MaxPool2DGradOp) X(AvgPool2DGradOp) X(GatherElementsGradOp)                \
+  X(GeluGradOp) X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)        \
+  X(CrossEntropyGradOp) X(AttentionOp) X(AttentionGradOp) X(AdamWUpdateOp)     \
+  X(AdanUpdateOp) X(SgdUpdateOp)
 
-LogicalResult evalReshape(Operation *op, Operands in, Results out);
-LogicalResult evalBroadcast(BroadcastOp op, Operands in, Results out);
-LogicalResult evalTranspose(TransposeOp op, Operands in, Results out);
-LogicalResult evalSlice(SliceOp op, Operands in, Results out);
-LogicalResult evalConcat(ConcatOp op, Operands in, Results out);
-LogicalResult evalSplit(SplitOp op, Operands in, Results out);
-LogicalResult evalGather(GatherOp op, Operands in, Results out);
-LogicalResult evalGatherGrad(GatherGradOp op, Operands in, Results out);
-LogicalResult evalGatherElements(GatherElementsOp op, Operands in, Results out);
-
-LogicalResult evalReduce(Operation *op, Operands in, Results out);
-/// argmax (or argmin with `min`) along `axis`.
-LogicalResult evalArg(Operation *op, int64_t axis, bool keepdims, bool last,
-                      bool min, Operands in, Results out);
-LogicalResult evalSoftmax(Operation *op, int64_t axis, bool log, Operands in,
-                          Results out);
-LogicalResult evalCumSum(CumSumOp op, Operands in, Results out);
-LogicalResult evalLayerNorm(LayerNormOp op, Operands in, Results out);
-LogicalResult evalRmsNorm(RmsNormOp op, Operands in, Results out);
-LogicalResult evalBatchNorm(BatchNormOp op, Operands in, Results out);
-LogicalResult evalCrossEntropy(CrossEntropyOp op, Operands in, Results out);
-
-LogicalResult evalMatmul(MatmulOp op, Operands in, Results out);
-LogicalResult evalConv2D(Conv2DOp op, Operands in, Results out);
-LogicalResult evalMaxPool(MaxPool2DOp op, Operands in, Results out);
-LogicalResult evalAvgPool(AvgPool2DOp op, Operands in, Results out);
-LogicalResult evalDropout(DropoutOp op, Operands in, Results out);
-LogicalResult evalConvBackwardData(Conv2DBackwardDataOp op, Operands in, Results out);
-LogicalResult evalConvBackwardFilter(Conv2DBackwardFilterOp op, Operands in, Results out);
-LogicalResult evalMaxPoolGrad(MaxPool2DGradOp op, Operands in, Results out);
-LogicalResult evalAvgPoolGrad(AvgPool2DGradOp op, Operands in, Results out);
-LogicalResult evalGatherElementsGrad(GatherElementsGradOp op, Operands in, Results out);
-LogicalResult evalGeluGrad(GeluGradOp op, Operands in, Results out);
-/// softmax_grad, or log_softmax_grad with `log`.
-LogicalResult evalSoftmaxGrad(Operation *op, int64_t axis, bool log, Operands in,
-                              Results out);
-LogicalResult evalLayerNormGrad(LayerNormGradOp op, Operands in, Results out);
-LogicalResult evalCrossEntropyGrad(CrossEntropyGradOp op, Operands in, Results out);
-LogicalResult evalAttention(AttentionOp op, Operands in, Results out);
-LogicalResult evalAttentionGrad(AttentionGradOp op, Operands in, Results out);
-
-// Fused optimizer updates (EvalOptimizer.cpp).
-LogicalResult evalAdamWUpdate(AdamWUpdateOp op, Operands in, Results out);
-LogicalResult evalAdanUpdate(AdanUpdateOp op, Operands in, Results out);
-LogicalResult evalSgdUpdate(SgdUpdateOp op, Operands in, Results out);
+// One rule per op (EvalModels.cpp attaches them as EvaluableOpInterface
+// external models); each emits its own errors.
+#define MERAK_EVAL_DECLARE(OP, ...)                                            \
+  LogicalResult eval(OP op, Operands in, Results out);
+MERAK_EVAL_OPS(MERAK_EVAL_DECLARE)
+#undef MERAK_EVAL_DECLARE
 
 } // namespace mlir::merak::kernels
 

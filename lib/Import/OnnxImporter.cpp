@@ -510,6 +510,10 @@ LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
 
 OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *ctx,
                                                   const ImportOptions &options) {
+  // Constant subgraphs fold through the evaluator (foldWithEvaluator).
+  DialectRegistry evaluator;
+  registerEvaluatorExternalModels(evaluator);
+  ctx->appendDialectRegistry(evaluator);
   ctx->loadDialect<MerakDialect, func::FuncDialect>();
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   uint64_t size = 0;

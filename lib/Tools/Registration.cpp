@@ -7,6 +7,7 @@
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Pipelines/Pipelines.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/Evaluator.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -19,6 +20,7 @@ void merak::registerMerakDialects(DialectRegistry &registry) {
   registry.insert<MerakDialect, func::FuncDialect, emitc::EmitCDialect>();
   registerVJPExternalModels(registry);
   registerShardingRuleExternalModels(registry);
+  registerEvaluatorExternalModels(registry);
 }
 
 void merak::reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {

@@ -5,12 +5,19 @@
 #include "merak/Evaluator/HostTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::merak {
 
-/// Evaluates one merak op on host tensors. Emits an error on the op and
-/// fails for unsupported ops or run-time errors (index out of range).
+/// Attaches the EvaluableOpInterface external models (one evaluation rule
+/// per op) to the merak dialect's ops. Every context that evaluates or folds
+/// with the evaluator needs them.
+void registerEvaluatorExternalModels(DialectRegistry &registry);
+
+/// Evaluates one op on host tensors through its EvaluableOpInterface. Emits
+/// an error on the op and fails for unsupported ops (those without the
+/// interface) or run-time errors (index out of range).
 LogicalResult evaluateOp(Operation *op, ArrayRef<const HostTensor *> operands,
                          SmallVectorImpl<HostTensor> &results);
 

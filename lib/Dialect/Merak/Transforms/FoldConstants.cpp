@@ -17,6 +17,12 @@ namespace {
 struct MerakFoldConstantsPass
     : merak::impl::MerakFoldConstantsBase<MerakFoldConstantsPass> {
   using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registerEvaluatorExternalModels(registry);
+  }
+
   void runOnOperation() override {
     // One forward walk suffices: operands are folded before their users.
     SmallVector<Operation *> dead;

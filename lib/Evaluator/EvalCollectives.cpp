@@ -1,0 +1,51 @@
+//===- EvalCollectives.cpp - collectives in a group of one rank -----------===//
+//
+// The reference evaluator runs one process, so every collective runs in a
+// group of one rank: group_rank is 0 and the collectives are the identity
+// when they were built for one part.
+//
+//===----------------------------------------------------------------------===//
+#include "Kernels.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::kernels;
+
+static void forwardOperands(Operands in, Results out) {
+  for (const HostTensor *t : in)
+    out.push_back(*t);
+}
+
+LogicalResult kernels::eval(GroupRankOp op, Operands, Results out) {
+  out.push_back(HostTensor(cast<RankedTensorType>(op.getType()))); // rank 0 of one
+  return success();
+}
+
+LogicalResult kernels::eval(TpIdentityOp, Operands in, Results out) {
+  out.push_back(*in[0]); // Megatron's f: the identity forward
+  return success();
+}
+
+LogicalResult kernels::eval(AllReduceOp, Operands in, Results out) {
+  forwardOperands(in, out);
+  return success();
+}
+
+/// The identity when `op` was built for one part; its other parts live on
+/// ranks the evaluator cannot run.
+static LogicalResult onePart(Operation *op, int64_t parts, Operands in, Results out) {
+  if (parts != 1)
+    return op->emitOpError("splits over ")
+           << parts
+           << " ranks; the reference evaluator runs one (compile with --dp 1 or "
+              "without --zero to evaluate)";
+  forwardOperands(in, out);
+  return success();
+}
+
+#define MERAK_EVAL_PARTS(OP)                                                   \
+  LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
+    return onePart(op, op.getParts(), in, out);                                \
+  }
+MERAK_EVAL_PARTS_OPS(MERAK_EVAL_PARTS)
+#undef MERAK_EVAL_PARTS
