@@ -1,6 +1,7 @@
 //===- Registration.cpp - dialects, passes and pipelines of merak ---------===//
 #include "merak/Tools/Registration.h"
 
+#include "merak/Conversion/MerakToEmitC/LowerToRuntimeOpInterface.h"
 #include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -16,6 +17,7 @@ using namespace mlir;
 void merak::registerMerakDialects(DialectRegistry &registry) {
   registry.insert<MerakDialect, func::FuncDialect, emitc::EmitCDialect>();
   registerVJPExternalModels(registry);
+  registerMerakToEmitCExternalModels(registry);
 }
 
 void merak::buildImportCleanupPipeline(OpPassManager &pm) {
