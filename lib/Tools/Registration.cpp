@@ -1,6 +1,7 @@
 //===- Registration.cpp - dialects, passes and pipelines of merak ---------===//
 #include "merak/Tools/Registration.h"
 
+#include "merak/Conversion/MerakToEmitC/LowerToRuntimeOpInterface.h"
 #include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
@@ -21,6 +22,7 @@ void merak::registerMerakDialects(DialectRegistry &registry) {
   registerVJPExternalModels(registry);
   registerShardingRuleExternalModels(registry);
   registerEvaluatorExternalModels(registry);
+  registerMerakToEmitCExternalModels(registry);
 }
 
 void merak::reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {

@@ -2,7 +2,7 @@
 # Usage: cmake -DDIR=<runtime source dir> -P check_includes.cmake
 file(GLOB_RECURSE sources
   ${DIR}/*.h ${DIR}/*.hpp ${DIR}/*.cpp ${DIR}/*.cc ${DIR}/*.c ${DIR}/*.cu
-  ${DIR}/*.cuh ${DIR}/*.inc)
+  ${DIR}/*.cuh ${DIR}/*.inc ${DIR}/*.def)
 set(bad "")
 foreach(f IN LISTS sources)
   file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"](mlir|llvm|llvm-c)/")

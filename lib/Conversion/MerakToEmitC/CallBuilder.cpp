@@ -49,6 +49,23 @@ std::string emitc_lowering::doubleLiteral(double v) {
   return s;
 }
 
+std::string emitc_lowering::groupLiteral(StringRef g) {
+  return g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP";
+}
+
+int64_t emitc_lowering::byteSize(Type tensorType) {
+  auto r = cast<RankedTensorType>(tensorType);
+  return r.getNumElements() * storageElementBytes(r.getElementType());
+}
+
+int64_t emitc_lowering::numElements(Type tensorType) {
+  return cast<RankedTensorType>(tensorType).getNumElements();
+}
+
+int64_t emitc_lowering::normAxis(int64_t axis, Type tensorType) {
+  return axis < 0 ? axis + cast<RankedTensorType>(tensorType).getRank() : axis;
+}
+
 Value Emitter::pointer(PlannedBuffer buffer) {
   auto key = std::make_pair((int)buffer.region, buffer.offset);
   auto it = cache.find(key);

@@ -8,6 +8,8 @@
 #ifndef MERAK_LIB_CONVERSION_MERAKTOEMITC_CALLBUILDER_H
 #define MERAK_LIB_CONVERSION_MERAKTOEMITC_CALLBUILDER_H
 
+#include "RuntimeKernels.h"
+
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/IR/Builders.h"
@@ -25,6 +27,15 @@ std::string dimsOf(Type tensorType);
 std::string dtypeOf(Type type);
 /// A double literal that round-trips (and spells infinities).
 std::string doubleLiteral(double v);
+/// `Group::DP` etc. for a group attribute ("dp", "tp", "pp").
+std::string groupLiteral(StringRef group);
+
+/// Bytes of a ranked tensor type.
+int64_t byteSize(Type tensorType);
+/// Elements of a ranked tensor type.
+int64_t numElements(Type tensorType);
+/// `axis` (negative: from the end) of a ranked tensor type, counted from 0.
+int64_t normAxis(int64_t axis, Type tensorType);
 
 /// Emits into one EmitC function with the three region base pointers.
 class Emitter {
@@ -42,7 +53,6 @@ public:
   /// operand or a literal.
   class Call {
   public:
-    Call(Emitter &e, StringRef callee) : e(e), callee(callee.str()) {}
     Call &ptr(Value p) {
       args.push_back(e.b.getIndexAttr(operands.size()));
       operands.push_back(p);
@@ -65,12 +75,19 @@ public:
     void emit();
 
   private:
+    friend class Emitter;
+    Call(Emitter &e, std::string callee) : e(e), callee(std::move(callee)) {}
+
     Emitter &e;
     std::string callee;
     SmallVector<Attribute> args;
     SmallVector<Value> operands;
   };
-  Call call(StringRef callee) { return Call(*this, calleePrefix + callee.str()); }
+  /// A call of `kernel` (one of the kernels:: constants).
+  Call call(Kernel kernel) {
+    calledCollective |= kernel.collective;
+    return Call(*this, calleePrefix + kernel.name);
+  }
 
   /// `v`, or null when nothing reads it (a result the kernel may skip).
   static Value readOrNull(Value v) { return v.use_empty() ? Value() : v; }
@@ -78,6 +95,9 @@ public:
   /// Prepended to every callee ("gpu::" for the CUDA target: a qualified
   /// call, so argument-dependent lookup cannot also find merak::rt::cpu's).
   std::string calleePrefix;
+  /// Whether some call was of an entry point of merak_rt/collectives.h (the
+  /// generated code then includes it).
+  bool calledCollective = false;
 
   OpBuilder &b;
   Location loc;

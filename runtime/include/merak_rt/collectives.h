@@ -34,48 +34,11 @@ Axis axisOf(Group g);
 void setCommunicator(Comm *comm);
 Comm *communicator();
 
-/// All-reduces n tensors of type t over `group` as one message: out[i] =
-/// reduce over the group of in[i] (counts[i] elements); in[i] may equal
-/// out[i]. Mean divides by the group size after summing. F32 and F64. A
-/// failed or timed-out collective ends the job (Comm::abort).
-void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
-                         const void *const *in, void *const *out,
-                         const int64_t *counts);
-
-/// ZeRO: n tensors; in[i] holds parts * counts[i] elements and out[i] gets
-/// counts[i]: part g (elements [g * counts[i], (g + 1) * counts[i])) of the
-/// reduction over the group of in[i] on group rank g. One message.
-void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts, int32_t n,
-                             const void *const *in, void *const *out,
-                             const int64_t *counts);
-/// ZeRO: n tensors of counts[i] elements; out[i] (parts * counts[i]) gets
-/// every group rank's in[i] in group-rank order. One message.
-void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void *const *in,
-                         void *const *out, const int64_t *counts);
-/// merak.group_rank: *out (an i64) = this rank's coordinate in `group` (0
-/// without a communicator).
-void groupRank(Group group, void *out);
-
-/// Vocabulary-parallel merak.cross_entropy (`group` set): logits are rows x
-/// n, this group rank r's classes [r * n, (r + 1) * n); labels (rows, global
-/// class ids). Row max all-reduced (max), the sum of exp and the picked
-/// logit all-reduced (sum) over the group; y as crossEntropy's (reduction
-/// 0 none, 1 mean, 2 sum). Every rank gets the full loss.
-/// `classes` >= 0: the real number of classes over the group; the columns
-/// at global index >= classes are padding (left out; zero gradient). -1:
-/// every column is a class.
-void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows, int64_t n,
-                       DT labT, const void *labels, int32_t reduction, bool hasIgnore,
-                       int64_t ignoreIndex, int64_t classes, void *y);
-/// Its gradient: dlogits (rows x n, local) = (softmax - onehot) * w with the
-/// global softmax (recomputed: two all-reduces), w as crossEntropyGrad's.
-void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows, int64_t n,
-                           DT labT, const void *labels, const void *g, int32_t reduction,
-                           bool hasIgnore, int64_t ignoreIndex, int64_t classes,
-                           void *dlogits);
-
-/// out (count elements) = part groupRank of in (parts * count elements).
-void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int64_t count);
+// The entry points, documented in merak_rt/kernels.def (the GPU's
+// merak_rt/cuda/collectives.h declares them from the same list).
+#define MERAK_COLLECTIVE(name, ret, params) ret name params;
+#define MERAK_COLLECTIVE_IMPL(name, ret, params) ret name params;
+#include "merak_rt/kernels.def"
 
 namespace detail {
 inline void collect(const void **, void **, int64_t *) {}
@@ -142,23 +105,6 @@ void allGatherBucket(Group group, DT t, int64_t parts, Triples... triples) {
 // a communicator, or on a group of one rank, the wait copies the packed
 // operands back (the identity).
 
-/// Posts an all-reduce of n tensors (in[i], counts[i] elements).
-void allReduceStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int32_t n,
-                        const void *const *in, const int64_t *counts);
-/// Posts a reduce-scatter: in[i] holds parts * counts[i] elements.
-void reduceScatterStartImpl(int32_t slot, Group group, CollReduce reduce, DT t, int64_t parts,
-                            int32_t n, const void *const *in, const int64_t *counts);
-/// Posts an all-gather of n tensors of counts[i] elements.
-void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t n,
-                        const void *const *in, const int64_t *counts);
-/// Completes the collective of `slot` into out[0..n) (as many tensors as
-/// its start had, sized as the blocking collective's results).
-void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out);
-/// Polls every started collective once (MPI_Test): the generated step
-/// calls it between kernels while one is in flight, since MPI's
-/// non-blocking collectives progress only inside MPI calls.
-void collectiveProgress();
-
 namespace detail {
 inline void collectPairs(const void **, int64_t *) {}
 template <typename... Rest>
@@ -210,6 +156,13 @@ void collectiveWait(int32_t slot, Outs... outs) {
   void *out[] = {static_cast<void *>(outs)...};
   collectiveWaitImpl(slot, sizeof...(Outs), out);
 }
+
+// Every variadic form kernels.def names is defined above (else this fails
+// to compile).
+namespace kernels_def {
+#define MERAK_COLLECTIVE_VARIADIC(name) using cpu::name;
+#include "merak_rt/kernels.def"
+} // namespace kernels_def
 
 } // namespace merak::rt::cpu
 

@@ -105,27 +105,12 @@ Result<std::unique_ptr<DeviceCollectives>> createNcclCollectives(Comm &comm);
 void setCollectives(DeviceCollectives *c);
 DeviceCollectives *collectives();
 
-void allReduceBucketImpl(Group group, CollReduce reduce, DT t, int32_t n,
-                         const void *const *in, void *const *out,
-                         const int64_t *counts);
-void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t,
-                             int64_t parts, int32_t n, const void *const *in,
-                             void *const *out, const int64_t *counts);
-void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n,
-                         const void *const *in, void *const *out,
-                         const int64_t *counts);
-/// *out (a device i64) = this rank's coordinate in `group`.
-void groupRank(Group group, void *out);
-void localShard(Group group, DT t, int64_t parts, const void *in, void *out,
-                int64_t count);
-void vocabCrossEntropy(Group group, DT t, const void *logits, int64_t rows,
-                       int64_t n, DT labT, const void *labels,
-                       int32_t reduction, bool hasIgnore, int64_t ignoreIndex,
-                       int64_t classes, void *y);
-void vocabCrossEntropyGrad(Group group, DT t, const void *logits, int64_t rows,
-                           int64_t n, DT labT, const void *labels,
-                           const void *g, int32_t reduction, bool hasIgnore,
-                           int64_t ignoreIndex, int64_t classes, void *dlogits);
+// The entry points of merak_rt/collectives.h, declared from the same list
+// (merak_rt/kernels.def, where they are documented); pointers are device
+// pointers (groupRank's *out is a device i64).
+#define MERAK_COLLECTIVE(name, ret, params) ret name params;
+#define MERAK_COLLECTIVE_IMPL(name, ret, params) ret name params;
+#include "merak_rt/kernels.def"
 
 /// The (in, out, count) triple forms generated code calls.
 template <typename... Triples>
@@ -162,17 +147,6 @@ void allGatherBucket(Group group, DT t, int64_t parts, Triples... triples) {
 
 // --- started collectives (merak.*_start, merak.wait; see merak_rt/collectives.h)
 
-void allReduceStartImpl(int32_t slot, Group group, CollReduce reduce, DT t,
-                        int32_t n, const void *const *in, const int64_t *counts);
-void reduceScatterStartImpl(int32_t slot, Group group, CollReduce reduce, DT t,
-                            int64_t parts, int32_t n, const void *const *in,
-                            const int64_t *counts);
-void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts,
-                        int32_t n, const void *const *in,
-                        const int64_t *counts);
-void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out);
-void collectiveProgress();
-
 template <typename... Pairs>
 void allReduceStart(int32_t slot, Group group, CollReduce reduce, DT t,
                     Pairs... pairs) {
@@ -207,6 +181,13 @@ template <typename... Outs> void collectiveWait(int32_t slot, Outs... outs) {
   void *out[] = {static_cast<void *>(outs)...};
   gpu::collectiveWaitImpl(slot, sizeof...(Outs), out);
 }
+
+// Every variadic form kernels.def names is defined above (else this fails
+// to compile).
+namespace kernels_def {
+#define MERAK_COLLECTIVE_VARIADIC(name) using gpu::name;
+#include "merak_rt/kernels.def"
+} // namespace kernels_def
 
 } // namespace merak::rt::gpu
 

@@ -1,0 +1,152 @@
+//===- LinalgRules.cpp - Lowering matmul, convolution and pooling ---------===//
+//
+// matmul / matmul_t (a widening GEMM names its result type), and conv2d,
+// max/avg pool and their gradients, whose kernels are CPU-only: on
+// --target cuda their rules report no kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "LoweringRules.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::emitc_lowering;
+
+namespace {
+std::string convAttrs(ArrayRef<int64_t> s, ArrayRef<int64_t> p, ArrayRef<int64_t> d, int64_t g) {
+  return "Conv2DAttrs{" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
+         std::to_string(p[0]) + ", " + std::to_string(p[1]) + ", " + std::to_string(p[2]) +
+         ", " + std::to_string(p[3]) + ", " + std::to_string(d[0]) + ", " +
+         std::to_string(d[1]) + ", " + std::to_string(g) + "}";
+}
+
+template <typename OpTy> std::string convAttrs(OpTy c) {
+  return convAttrs(c.getStrides(), c.getPadding(), c.getDilations(), c.getGroups());
+}
+
+std::string poolAttrs(ArrayRef<int64_t> k, ArrayRef<int64_t> s, ArrayRef<int64_t> p,
+                      ArrayRef<int64_t> d, bool ceil, bool includePad) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  return "Pool2DAttrs{" + n(k[0]) + ", " + n(k[1]) + ", " + n(s[0]) + ", " + n(s[1]) + ", " +
+         n(p[0]) + ", " + n(p[1]) + ", " + n(p[2]) + ", " + n(p[3]) + ", " + n(d[0]) + ", " +
+         n(d[1]) + ", " + (ceil ? "true" : "false") + ", " + (includePad ? "true" : "false") +
+         "}";
+}
+
+/// The attributes of a max pool (dilated) or an avg pool (count_include_pad).
+template <typename OpTy> std::string maxPoolAttrs(OpTy m) {
+  return poolAttrs(m.getKernel(), m.getStrides(), m.getPadding(), m.getDilations(),
+                   m.getCeilMode(), false);
+}
+template <typename OpTy> std::string avgPoolAttrs(OpTy m) {
+  SmallVector<int64_t> ones{1, 1};
+  return poolAttrs(m.getKernel(), m.getStrides(), m.getPadding(), ones, m.getCeilMode(),
+                   m.getCountIncludePad());
+}
+
+/// matmul(t, a, da, b, db, y, dy[, transA, transB][, yt]): the transposes
+/// of merak.matmul_t, the result type of a widening GEMM (bf16 operands,
+/// f32 result).
+FailureOr<Lowering> lowerMatmul(Operation *op, std::optional<std::pair<bool, bool>> transpose,
+                                Emitter &e) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  PTR(a, lhs);
+  PTR(b, rhs);
+  PTR(y, op->getResult(0));
+  Type r0 = op->getResult(0).getType();
+  const bool widening = cast<RankedTensorType>(lhs.getType()).getElementType() !=
+                        cast<RankedTensorType>(r0).getElementType();
+  auto call = e.call(kernels::matmul);
+  call.dtype(lhs.getType()).ptr(a).dims(lhs.getType()).ptr(b).dims(rhs.getType()).ptr(y)
+      .dims(r0);
+  if (transpose || widening)
+    call.boolean(transpose && transpose->first).boolean(transpose && transpose->second);
+  if (widening)
+    call.dtype(r0);
+  call.emit();
+  return Lowering::Done;
+}
+} // namespace
+
+FailureOr<Lowering> emitc_lowering::rule(MatmulOp m, Emitter &e, LoweringContext &) {
+  return lowerMatmul(m, std::nullopt, e);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(MatmulTOp m, Emitter &e, LoweringContext &) {
+  return lowerMatmul(m, std::make_pair(m.getTransposeLhs(), m.getTransposeRhs()), e);
+}
+
+namespace {
+/// The shape of every conv2d / pool call: (t, then each operand of
+/// `shaped` with its shape, [the bias pointer or nullptr,] attrs, y, [dy]);
+/// pointers are taken for the operands, then the result, then the bias.
+struct WindowCall {
+  Kernel kernel;
+  SmallVector<Value, 2> shaped;
+  std::string attrs;
+  std::optional<Value> bias = std::nullopt;
+  bool resultDims = true;
+};
+
+FailureOr<Lowering> lowerWindow(Operation *op, const WindowCall &w, Emitter &e,
+                                LoweringContext &ctx) {
+  if (ctx.lacks(w.kernel))
+    return Lowering::NoKernel;
+  SmallVector<Value, 2> ptrs;
+  for (Value v : w.shaped) {
+    PTR(p, v);
+    ptrs.push_back(p);
+  }
+  PTR(y, op->getResult(0));
+  Type r0 = op->getResult(0).getType();
+  auto call = e.call(w.kernel);
+  call.dtype(r0);
+  for (auto [p, v] : llvm::zip(ptrs, w.shaped))
+    call.ptr(p).dims(v.getType());
+  if (w.bias && failed(call.ptrs({*w.bias})))
+    return failure();
+  call.lit(w.attrs).ptr(y);
+  if (w.resultDims)
+    call.dims(r0);
+  call.emit();
+  return Lowering::Done;
+}
+} // namespace
+
+FailureOr<Lowering> emitc_lowering::rule(Conv2DOp c, Emitter &e, LoweringContext &ctx) {
+  return lowerWindow(c, {kernels::conv2d, {c.getInput(), c.getWeight()}, convAttrs(c), c.getBias()},
+                     e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(Conv2DBackwardDataOp c, Emitter &e,
+                                         LoweringContext &ctx) {
+  return lowerWindow(c, {kernels::conv2dBackwardData, {c.getGrad(), c.getWeight()}, convAttrs(c)},
+                     e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(Conv2DBackwardFilterOp c, Emitter &e,
+                                         LoweringContext &ctx) {
+  return lowerWindow(
+      c, {kernels::conv2dBackwardFilter, {c.getInput(), c.getGrad()}, convAttrs(c)}, e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(MaxPool2DOp m, Emitter &e, LoweringContext &ctx) {
+  return lowerWindow(m, {kernels::maxPool2d, {m.getInput()}, maxPoolAttrs(m)}, e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(AvgPool2DOp m, Emitter &e, LoweringContext &ctx) {
+  return lowerWindow(m, {kernels::avgPool2d, {m.getInput()}, avgPoolAttrs(m)}, e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(MaxPool2DGradOp m, Emitter &e, LoweringContext &ctx) {
+  // The only one without the result's shape (it is the input's).
+  return lowerWindow(m,
+                     {kernels::maxPool2dGrad, {m.getInput(), m.getGrad()}, maxPoolAttrs(m),
+                      /*bias=*/std::nullopt, /*resultDims=*/false},
+                     e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(AvgPool2DGradOp m, Emitter &e, LoweringContext &ctx) {
+  return lowerWindow(m, {kernels::avgPool2dGrad, {m.getGrad()}, avgPoolAttrs(m)}, e, ctx);
+}

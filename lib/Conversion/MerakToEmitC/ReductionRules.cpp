@@ -1,0 +1,55 @@
+//===- ReductionRules.cpp - Lowering reductions ---------------------------===//
+//
+// reduce_* (one runtime entry point, the op's Reduce value an argument),
+// argmax / argmin and cumsum.
+//
+//===----------------------------------------------------------------------===//
+#include "LoweringRules.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::emitc_lowering;
+
+namespace {
+/// reduce(kind, t, x, dx, axes, y) of a reduce_* op.
+FailureOr<Lowering> reduce(Operation *op, Emitter &e, const char *kind) {
+  PTR(x, op->getOperand(0));
+  PTR(y, op->getResult(0));
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+  Type tx = op->getOperand(0).getType();
+  e.call(kernels::reduce).lit(kind).dtype(tx).ptr(x).dims(tx).dims(axes.asArrayRef()).ptr(y)
+      .emit();
+  return Lowering::Done;
+}
+
+/// argReduce(isMax, t, x, dx, axis, selectLast, y).
+template <typename OpTy> FailureOr<Lowering> argReduce(OpTy a, Emitter &e, bool isMax) {
+  PTR(x, a.getInput());
+  PTR(y, a.getResult());
+  Type tx = a.getInput().getType();
+  e.call(kernels::argReduce).boolean(isMax).dtype(tx).ptr(x).dims(tx)
+      .i64(normAxis(a.getAxis(), tx)).boolean(a.getSelectLastIndex()).ptr(y).emit();
+  return Lowering::Done;
+}
+} // namespace
+
+#define MERAK_REDUCE_RULE(OP, KIND) MERAK_DEFINE_KIND_RULE(OP, KIND, reduce, "Reduce")
+MERAK_REDUCE_OPS(MERAK_REDUCE_RULE)
+#undef MERAK_REDUCE_RULE
+
+FailureOr<Lowering> emitc_lowering::rule(ArgMaxOp a, Emitter &e, LoweringContext &) {
+  return argReduce(a, e, /*isMax=*/true);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(ArgMinOp a, Emitter &e, LoweringContext &) {
+  return argReduce(a, e, /*isMax=*/false);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(CumSumOp c, Emitter &e, LoweringContext &) {
+  PTR(x, c.getInput());
+  PTR(y, c.getResult());
+  Type r0 = c.getType();
+  e.call(kernels::cumsum).dtype(r0).ptr(x).dims(r0).i64(normAxis(c.getAxis(), r0))
+      .boolean(c.getExclusive()).boolean(c.getReverse()).ptr(y).emit();
+  return Lowering::Done;
+}
