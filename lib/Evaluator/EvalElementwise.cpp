@@ -173,13 +173,7 @@ static LogicalResult evalUnary(Operation *op, Operands in, Results out,
   return success();
 }
 
-// The unary ops of floats only, as X(Op, f(x)).
-#define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                          \
-  X(ExpOp, std::exp(x)) X(LogOp, std::log(x)) X(SqrtOp, std::sqrt(x))          \
-  X(RsqrtOp, 1.0 / std::sqrt(x)) X(TanhOp, std::tanh(x)) X(ErfOp, std::erf(x)) \
-  X(SigmoidOp, 1.0 / (1.0 + std::exp(-x))) X(ReciprocalOp, 1.0 / x)            \
-  X(SinOp, std::sin(x)) X(CosOp, std::cos(x)) X(FloorOp, std::floor(x))        \
-  X(CeilOp, std::ceil(x))
+// The unary ops of floats only (Kernels.h lists them with f(x)).
 #define MERAK_EVAL_FLOAT_UNARY(OP, FX)                                         \
   LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
     return evalUnary(op, in, out, [](double x) { return FX; });                \

@@ -59,13 +59,21 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
 #define MERAK_EVAL_REDUCE_OPS(X)                                               \
   X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
   X(ReduceMinOp, Min) X(ReduceProdOp, Prod)
+/// The unary ops of floats only, as X(Op, f(x)) in double precision
+/// (EvalElementwise.cpp).
+#define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                          \
+  X(ExpOp, std::exp(x)) X(LogOp, std::log(x)) X(SqrtOp, std::sqrt(x))          \
+  X(RsqrtOp, 1.0 / std::sqrt(x)) X(TanhOp, std::tanh(x)) X(ErfOp, std::erf(x)) \
+  X(SigmoidOp, 1.0 / (1.0 + std::exp(-x)))                                     \
+  X(SoftplusOp, std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))))       \
+  X(ReciprocalOp, 1.0 / x) X(SinOp, std::sin(x)) X(CosOp, std::cos(x))         \
+  X(FloorOp, std::floor(x)) X(CeilOp, std::ceil(x))
 /// Collectives split over `parts` ranks (EvalCollectives.cpp).
 #define MERAK_EVAL_PARTS_OPS(X)                                                \
   X(ReduceScatterOp) X(AllGatherOp) X(LocalShardOp)
 #define MERAK_EVAL_OPS(X)                                                      \
-  X(ConstantOp) MERAK_EVAL_BINARY_OPS(X) X(WhereOp) X(ExpOp) X(LogOp)          \
-  X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp) X(SigmoidOp) X(ReciprocalOp)         \
-  X(SinOp) X(CosOp) X(FloorOp) X(CeilOp) X(ReluOp) X(NegOp) X(AbsOp)           \
+  X(ConstantOp) MERAK_EVAL_BINARY_OPS(X) X(WhereOp)                           \
+  MERAK_EVAL_FLOAT_UNARY_OPS(X) X(ReluOp) X(NegOp) X(AbsOp)                    \
   X(SignOp) X(NotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)             \
   X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp)            \
   X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)                   \

@@ -130,18 +130,8 @@ LogicalResult clip(NodeContext &n) {
   return success();
 }
 
-/// Softplus, Elu, Selu, HardSigmoid, HardSwish, Softsign, Mish, Gelu-like
+/// Elu, Selu, HardSigmoid, HardSwish, Softsign, Gelu-like
 /// compositions of dialect ops.
-LogicalResult softplus(NodeContext &n) {
-  Value x = n.input(0);
-  // log(1 + exp(x)), computed as max(x,0) + log(1 + exp(-|x|)) for range.
-  Value relu = n.create<ReluOp>(x);
-  Value e = n.create<ExpOp>(n.create<NegOp>(n.create<AbsOp>(x)));
-  Value l = n.create<LogOp>(n.create<AddOp>(e, n.scalarLike(x, 1.0)));
-  n.setOutputs(n.create<AddOp>(relu, l));
-  return success();
-}
-
 LogicalResult softsign(NodeContext &n) {
   Value x = n.input(0);
   Value d = n.create<AddOp>(n.create<AbsOp>(x), n.scalarLike(x, 1.0));
@@ -261,7 +251,7 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("CastLike", 15, castLike);
   r.add("LeakyRelu", 6, leakyRelu);
   r.add("Clip", 11, clip);
-  r.add("Softplus", 1, softplus);
+  r.add("Softplus", 1, unary<SoftplusOp>);
   r.add("Softsign", 1, softsign);
   r.add("Elu", 6, elu);
   r.add("Selu", 6, selu);

@@ -15,11 +15,11 @@
 #include "merak/Target/PipelineProgram.h"
 #include "merak/Target/Program.h"
 #include "merak/Tools/ResolvedOptions.h"
-#include "merak/Tools/Planner.h"
+#include "merak/Planner/Planner.h"
 #include "merak/Pipelines/Pipelines.h"
-#include "merak/Tools/Registration.h"
-#include "merak/Tools/Report.h"
-#include "merak/Tools/Simulate.h"
+#include "merak/Pipelines/Registration.h"
+#include "merak/Planner/Report.h"
+#include "merak/Planner/Simulate.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,6 +76,29 @@ SmallVector<std::pair<std::string, SmallVector<int64_t>>> batchInputs(ModuleOp m
     inputs.emplace_back(name.str(), SmallVector<int64_t>(t.getShape()));
   }
   return inputs;
+}
+
+/// Prints "N trainable parameters (M elements), K frozen".
+void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
+  // The gradient function's results name exactly the trainable parameters.
+  int64_t trainable = 0, elements = 0, total = 0;
+  // Optimizer state (optimizer.<name>.<slot>.<param>) is not a parameter.
+  for (ParamOp param : module.getOps<ParamOp>())
+    if (!param.getSymName().starts_with("optimizer."))
+      ++total;
+  // (With ZeRO the gradients are parts: count the parameters' elements.)
+  if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
+    for (unsigned i = 1; i < grad.getNumResults(); ++i) {
+      ++trainable;
+      auto name = grad.getResultAttrOfType<StringAttr>(i, "merak.name");
+      ParamOp param = name && name.getValue().starts_with("grad:")
+                          ? module.lookupSymbol<ParamOp>(name.getValue().drop_front(5))
+                          : ParamOp();
+      elements += cast<RankedTensorType>(param ? param.getType() : grad.getResultTypes()[i])
+                      .getNumElements();
+    }
+  os << "merak-compile: " << trainable << " trainable parameters (" << elements
+     << " elements), " << total - trainable << " frozen\n";
 }
 
 /// Prints the memory plan's totals: the peak arena against what every

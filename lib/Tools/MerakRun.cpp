@@ -12,7 +12,7 @@
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Import/TensorProtoIO.h"
 #include "merak/Tools/Drivers.h"
-#include "merak/Tools/Registration.h"
+#include "merak/Pipelines/Registration.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"

@@ -32,6 +32,7 @@ __device__ __forceinline__ T unaryFloatOp(int op, T xv, double a, double b) {
   case Unary::Tanh: return T(tanh(v));
   case Unary::Erf: return T(erf(v));
   case Unary::Sigmoid: return T(1.0 / (1.0 + exp(-v)));
+  case Unary::Softplus: return T(fmax(v, 0.0) + log1p(exp(-fabs(v))));
   case Unary::Reciprocal: return T(1.0 / v);
   // sinpi/cospi of x/pi: CUDA's sin/cos reduce huge arguments with a local
   // array (a stack frame, which runtime.cuda.ptxas_no_spills forbids);

@@ -124,6 +124,10 @@ void unaryFloat(Unary op, const T *x, T *y, int64_t n, double a, double b) {
   case Unary::Erf: return mapD(x, y, n, [](double v) { return std::erf(v); });
   case Unary::Sigmoid:
     return mapD(x, y, n, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+  case Unary::Softplus:
+    return mapD(x, y, n, [](double v) {
+      return std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v)));
+    });
   case Unary::Reciprocal:
     return mapD(x, y, n, [](double v) { return 1.0 / v; });
   case Unary::Sin: return mapD(x, y, n, [](double v) { return std::sin(v); });

@@ -54,6 +54,7 @@ double refUnary(cpu::Unary op, double x, double a, double b) {
   case U::Tanh: return std::tanh(x);
   case U::Erf: return std::erf(x);
   case U::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  case U::Softplus: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   case U::Reciprocal: return 1.0 / x;
   case U::Sin: return std::sin(x);
   case U::Cos: return std::cos(x);
@@ -133,7 +134,7 @@ TEST(OpsElementwise, UnaryFloatEveryKind) {
   const U kinds[] = {U::Exp,  U::Log,   U::Sqrt, U::Rsqrt, U::Tanh,     U::Erf,
                      U::Sigmoid, U::Reciprocal, U::Sin, U::Cos, U::Floor, U::Ceil,
                      U::Relu, U::Neg,   U::Abs,  U::Sign,  U::Gelu, U::GeluTanh,
-                     U::LeakyRelu, U::Clamp};
+                     U::LeakyRelu, U::Clamp, U::Softplus};
   for (int64_t n : {int64_t(37), int64_t(50000)}) {
     auto xf = randv<float>(n, -3, 3);
     xf[0] = 0.0f;

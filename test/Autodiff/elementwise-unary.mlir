@@ -14,6 +14,7 @@
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
+// CHECK: case 9: PASS
 // CHECK: gradcheck: all 9 cases passed
 
 // exp, log, sqrt, rsqrt on one positive parameter each.
@@ -191,5 +192,18 @@ func.func @forward(%w: tensor<5xf64>) -> tensor<f64> {
   %5 = merak.gelu %4 : tensor<5xf64>
   %6 = merak.mul %5, %w : tensor<5xf64>, tensor<5xf64>
   %loss = merak.reduce_sum %6 axes = [0] : tensor<5xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// softplus (its gradient is sigmoid), on both sides of 0 and far out where
+// the overflow-free form matters.
+merak.param @x : tensor<6xf64> = dense<[-30.0, -2.4, -0.3, 0.2, 1.9, 25.0]> : tensor<6xf64>
+func.func @forward(%w: tensor<6xf64>) -> tensor<f64> {
+  %x = merak.get_param @x : tensor<6xf64>
+  %0 = merak.softplus %x : tensor<6xf64>
+  %1 = merak.mul %0, %w : tensor<6xf64>, tensor<6xf64>
+  %loss = merak.reduce_sum %1 axes = [0] : tensor<6xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -68,3 +68,14 @@ func.func @train_step(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %w: tensor<8xf32
   %5 = merak.cross_entropy_grad %x, %l, %s axis = 1 reduction = "mean" {ignore_index = -1 : i64} : tensor<2x8xf32>, tensor<2xi64>, tensor<f32> -> tensor<2x8xf32>
   return %0, %1, %2, %3#1, %4#0, %5 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// softplus is unary(Unary::Softplus, ...), like the other attribute-free
+// unary ops.
+// CHECK: {{^//.-{5}$}}
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Softplus">, #emitc.opaque<"DT::F32">, 0 : index, 1 : index, #emitc.opaque<"6">]}
+func.func @train_step(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = merak.softplus %x : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

@@ -1,5 +1,5 @@
 //===- DeviceProfileTest.cpp - The device profile reader and collectives --===//
-#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/JSON.h"

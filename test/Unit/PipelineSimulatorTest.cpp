@@ -4,7 +4,7 @@
 // Qi et al. 2023) checked on buildPipelineSchedule's instruction lists.
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 // computed by hand.
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 
 #include "gtest/gtest.h"
 

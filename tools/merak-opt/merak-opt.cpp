@@ -1,5 +1,5 @@
 //===- merak-opt.cpp - merak's opt driver ---------------------------------===//
-#include "merak/Tools/Registration.h"
+#include "merak/Pipelines/Registration.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {

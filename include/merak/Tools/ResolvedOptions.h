@@ -12,7 +12,8 @@
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Pipelines/Pipelines.h"
 #include "merak/Tools/Compile.h"
-#include "merak/Tools/Simulate.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
+#include "merak/Planner/Simulate.h"
 
 namespace mlir::merak {
 
@@ -32,10 +33,6 @@ struct ResolvedOptions {
 /// on failure.
 FailureOr<ResolvedOptions> resolveCompileOptions(const CompileOptions &opts,
                                                  std::string &error);
-
-/// "80GB" -> 80e9, "512MiB" -> 512 * 2^20, "1000" -> 1000, "" -> 0;
-/// nullopt when malformed or overflowing.
-std::optional<int64_t> parseByteSize(StringRef text);
 
 } // namespace mlir::merak
 

@@ -31,7 +31,7 @@ namespace mlir::merak::emitc_lowering {
 /// clamp have rules of their own).
 #define MERAK_UNARY_OPS(X)                                                     \
   X(ExpOp, Exp) X(LogOp, Log) X(SqrtOp, Sqrt) X(RsqrtOp, Rsqrt)                \
-  X(TanhOp, Tanh) X(ErfOp, Erf) X(SigmoidOp, Sigmoid)                          \
+  X(TanhOp, Tanh) X(ErfOp, Erf) X(SigmoidOp, Sigmoid) X(SoftplusOp, Softplus)  \
   X(ReciprocalOp, Reciprocal) X(SinOp, Sin) X(CosOp, Cos) X(FloorOp, Floor)    \
   X(CeilOp, Ceil) X(ReluOp, Relu) X(NegOp, Neg) X(AbsOp, Abs) X(SignOp, Sign)  \
   X(NotOp, Not)

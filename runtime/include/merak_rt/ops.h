@@ -70,7 +70,8 @@ int64_t elemSize(DT t);
 enum class Unary : int32_t {
   Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Reciprocal, Sin, Cos, Floor,
   Ceil, Relu, Neg, Abs, Sign, Not, Gelu, LeakyRelu, Clamp,
-  GeluTanh // gelu with approximate_tanh
+  GeluTanh, // gelu with approximate_tanh
+  Softplus  // log(1 + e^x) as max(x, 0) + log1p(e^-|x|)
 };
 
 /// The op of binary().

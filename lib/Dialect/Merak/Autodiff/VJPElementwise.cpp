@@ -108,6 +108,11 @@ LogicalResult rule(SigmoidOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({e.mul(g[0], e.mul(y, e.sub(e.scalar(y, 1.0), y)))});
   return success();
 }
+// d softplus(x) / dx = sigmoid(x).
+LogicalResult rule(SoftplusOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.mul(g[0], SigmoidOp::create(e.b, e.loc, op.getInput()))});
+  return success();
+}
 LogicalResult rule(ReciprocalOp op, Emitter &e, ValueRange g, Grads &out) {
   Value y = op.getResult();
   out.assign({e.neg(e.mul(g[0], e.mul(y, y)))});

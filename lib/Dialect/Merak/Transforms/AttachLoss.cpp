@@ -4,11 +4,14 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKATTACHLOSS
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-attach-loss"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -8,11 +8,14 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKAUTODIFF
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-autodiff"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -3,11 +3,14 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKDROPUNUSEDPARAMS
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-drop-unused-params"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -32,11 +32,14 @@
 #include "llvm/Support/GlobPattern.h"
 #include <cmath>
 #include <cstring>
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKFUSEATTENTION
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-fuse-attention"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -13,11 +13,14 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include <cmath>
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKFUSEDECOMPOSED
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-fuse-decomposed"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -12,11 +12,14 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKGRADREDUCEPRECISION
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-grad-reduce-precision"
 
 using namespace mlir;
 using namespace mlir::merak;

@@ -38,11 +38,14 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPIPELINE
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-pipeline"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -350,6 +353,16 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         });
     }
     SmallVector<int64_t> chosen64(chosen.begin(), chosen.end());
+    LLVM_DEBUG({
+      llvm::dbgs() << "merak-pipeline: " << pp << " stages over " << candidates.size()
+                   << " cut points, cuts";
+      for (int64_t c : chosen64)
+        llvm::dbgs() << " " << c;
+      llvm::dbgs() << ", forward FLOPs";
+      for (int64_t c : costs)
+        llvm::dbgs() << " " << c;
+      llvm::dbgs() << "\n";
+    });
     module->setAttr(kPipelineAttr,
                     PipelinePlanAttr::get(module.getContext(), pp, microbatches,
                                           candidates.size(), chosen64, costs,

@@ -15,11 +15,14 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include <map>
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPLANMEMORY
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-plan-memory"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -448,6 +451,8 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
           release(r);
     }
     fn->setAttr(kResultOffsetsAttr, b.getDenseI64ArrayAttr(resultOffsets));
+    LLVM_DEBUG(llvm::dbgs() << "merak-plan-memory: @" << fn.getSymName() << " arena peak "
+                            << arena.peakBytes() << " bytes\n");
     fn->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena.peakBytes()));
     return success();
   }

@@ -10,11 +10,14 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPLANPIPELINEMEMORY
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-plan-pipeline-memory"
 
 using namespace mlir;
 using namespace mlir::merak;

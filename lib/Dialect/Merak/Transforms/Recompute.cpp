@@ -47,11 +47,14 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKRECOMPUTE
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-recompute"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -408,6 +411,9 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         estimate = estimateOf(stash);
       }
       keptAttr.push_back(kept);
+      LLVM_DEBUG(llvm::dbgs() << "merak-recompute: stage " << s << ": "
+                              << recomputeModeName(pick) << ", stash " << bytesOf(stash)
+                              << " bytes per micro-batch, estimated peak " << estimate << "\n");
       chosen.push_back(b.getStringAttr(recomputeModeName(pick)));
       stashAttr.push_back(bytesOf(stash));
       memAttr.push_back(estimate);

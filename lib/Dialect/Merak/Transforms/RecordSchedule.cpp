@@ -42,24 +42,3 @@ struct MerakRecordSchedulePass
   }
 };
 } // namespace
-
-std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
-  PipelinePlanAttr plan = getPipelinePlan(module);
-  if (!plan)
-    return std::nullopt;
-  StringAttr name = plan.getSchedule();
-  return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
-                              .value_or(PipelineScheduleKind::OneFOneB),
-                          plan.getRanks(), plan.getMicrobatches(), plan.getVirtualStages()};
-}
-
-void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os) {
-  std::optional<RecordedSchedule> r = recordedSchedule(module);
-  if (!r)
-    return;
-  printPipelineSchedule(
-      r->kind, r->microbatches,
-      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages,
-                            recordedKeptMicrobatches(module)),
-      os);
-}

@@ -29,11 +29,14 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKSPLITBACKWARD
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"
 } // namespace mlir::merak
+
+#define DEBUG_TYPE "merak-split-backward"
 
 using namespace mlir;
 using namespace mlir::merak;

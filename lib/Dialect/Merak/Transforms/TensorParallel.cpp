@@ -432,6 +432,11 @@ struct MerakTensorParallelPass
       return signalPassFailure();
     }
 
+    LLVM_DEBUG(llvm::dbgs() << "merak-tensor-parallel: " << walk->columns.size()
+                            << " column-parallel Linears, " << walk->partials.size()
+                            << " partial sums (row-parallel ends), " << walk->params.size()
+                            << " parameters split alike, " << walk->split.size()
+                            << " split values\n");
     // Sizes: every split dimension divides into blocks * tp parts.
     bool ok = true;
     auto name = [&](int seed) { return seeds[walk->root(seed)].weight.param.getSymName(); };

@@ -1,6 +1,6 @@
 //===- mixed.h - Mixed-precision support kernels (sm_90) ----------*- C++ -*-===//
 //
-// The bf16 policy (docs/architecture.md, "Mixed precision"): fp32 master
+// The bf16 policy (docs/design/runtime.md, "Mixed precision"): fp32 master
 // weights and optimizer state, bf16 copies of the weights for the forward and
 // backward, bf16 activation gradients, parameter gradients accumulated in
 // fp32. These kernels move data between the two precisions:

@@ -7,7 +7,7 @@
 // storage P or constants C) and every call only enqueues work on the current
 // compute stream (setStream); nothing synchronises except where noted.
 //
-// Differences from the CPU ABI (documented in docs/architecture.md "CUDA
+// Differences from the CPU ABI (documented in docs/design/runtime.md "CUDA
 // codegen"):
 //  - a bad index (gather, gatherElements), an out-of-range cross-entropy
 //    label or an integer division by zero cannot stop the program from a

@@ -159,6 +159,8 @@ def Merak_RsqrtOp : Merak_UnaryOp<"rsqrt", Merak_FloatTensor, "1 / sqrt(x)">;
 def Merak_TanhOp : Merak_UnaryOp<"tanh", Merak_FloatTensor, "Hyperbolic tangent">;
 def Merak_ErfOp : Merak_UnaryOp<"erf", Merak_FloatTensor, "Gauss error function">;
 def Merak_SigmoidOp : Merak_UnaryOp<"sigmoid", Merak_FloatTensor, "1 / (1 + e^-x)">;
+def Merak_SoftplusOp : Merak_UnaryOp<"softplus", Merak_FloatTensor,
+    "log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|)">;
 def Merak_ReciprocalOp : Merak_UnaryOp<"reciprocal", Merak_FloatTensor, "1 / x">;
 def Merak_SinOp : Merak_UnaryOp<"sin", Merak_FloatTensor, "Sine">;
 def Merak_CosOp : Merak_UnaryOp<"cos", Merak_FloatTensor, "Cosine">;

@@ -4,8 +4,15 @@
 
 include "mlir/Pass/PassBase.td"
 
+// The passes in the order merak-compile runs them (lib/Pipelines), phase by
+// phase; each summary starts with its phase ([import], [training], ...).
+
+//===----------------------------------------------------------------------===//
+// Phase import: the clean-up after the ONNX importer (merak-import-cleanup).
+//===----------------------------------------------------------------------===//
+
 def MerakFoldConstants : Pass<"merak-fold-constants", "mlir::ModuleOp"> {
-  let summary = "Evaluates merak ops whose operands are all constants";
+  let summary = "[import] Evaluates merak ops whose operands are all constants";
   let description = [{
     Runs the reference evaluator on every merak op whose operands are
     constants and whose results have at most `max-elements` elements, and
@@ -20,17 +27,8 @@ def MerakFoldConstants : Pass<"merak-fold-constants", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
-def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
-  let summary = "Erases merak.param symbols that nothing reads";
-  let description = [{
-    After folding and canonicalisation some initializers (e.g. ONNX
-    constants used only by shape arithmetic) are no longer read. This pass
-    erases their `merak.param` symbols so they neither train nor take memory.
-  }];
-}
-
 def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
-  let summary = "Recognises decomposed LayerNorm and GELU and fuses them";
+  let summary = "[import] Recognises decomposed LayerNorm and GELU and fuses them";
   let description = [{
     Older exports (opset 13 and below) spell LayerNorm as
     ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div (then Mul/Add with the affine
@@ -45,223 +43,21 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
-def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
-  let summary = "Replaces the exporter's decomposed attention by merak.attention";
+def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
+  let summary = "[import] Erases merak.param symbols that nothing reads";
   let description = [{
-    PyTorch exports scaled dot-product attention as `matmul(q, k^T)`, a
-    scalar scale, a mask (`where` with a large negative fill, or an added
-    bias) and `matmul(softmax(...), v)`, which materialises the T x S scores
-    (and, in training, keeps them and the probabilities for the backward).
-    This pass rewrites that chain into one `merak.attention` (whose
-    gradient, `merak.attention_grad`, recomputes the probabilities from the
-    saved log-sum-exp), so that both targets run it streamed: memory linear
-    in T, and the CUDA target's flash-attention kernel.
-
-    The mask must be a compile-time constant that is the same for every
-    batch and head: a `merak.constant` or a parameter matching a `frozen`
-    glob (its initial value; a trainable mask could change), possibly
-    sliced, compared with a scalar, negated or cast. It is fused when it
-    keeps exactly the keys `c <= r` of query row `r` (causal) or all keys;
-    a masked score must be a fill (or additive bias) of at most -1e4.
-    Fused only for float32 self-attention (as many keys as queries) with a
-    head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
-    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks,
-    ALiBi biases) stays decomposed. Runs after merak-tensor-parallel (which
-    shards the decomposed form's heads) and before merak-attach-loss.
+    After folding and canonicalisation some initializers (e.g. ONNX
+    constants used only by shape arithmetic) are no longer read. This pass
+    erases their `merak.param` symbols so they neither train nor take memory.
   }];
-  let options = [
-    ListOption<"frozen", "frozen", "std::string",
-               "Globs of parameters that do not train (masks read from them are constants)">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
-def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "bf16 GEMMs (float32 accumulation) with float32 master weights";
-  let description = [{
-    With `precision=bf16`, every float32 `merak.matmul` becomes
-    `cast(matmul(cast(a, bf16), cast(b, bf16)), f32)` (a transpose feeding
-    an operand moves below its cast, so merak-fold-transposes still folds
-    it). Run before autodiff (the training pipeline runs it after
-    merak-fuse-attention): the matmul VJP then computes the backward's GEMMs
-    on bf16 operands too, the backward keeps the bf16 copies of the GEMM
-    inputs (half their memory), and the cast's VJP gives the float32
-    parameters float32 gradients, so accumulation, clipping, the dp
-    reduction and the optimizer (state and master weights) stay float32.
-    Then bf16 activations: the GEMM's bf16 result flows on in bf16 through
-    the ops torch.autocast runs in its input's dtype -- a bias add (the
-    parameter operand, possibly reshaped or broadcast, is cast to bf16, as
-    autocast's addmm), `merak.gelu`, reshapes, transposes and splits -- the
-    widening cast moving below each, and `merak.attention` when its query,
-    key and value all arrive in bf16 (its lse stays float32); a narrowing of
-    a widened value is the value itself; it stops at every other op (layer
-    norm, softmax, the loss, a residual add whose other operand is a float32
-    activation). So an MLP's hidden activations go from GEMM to GEMM in
-    bf16 (GELU's input kept for the backward in bf16), attention runs from
-    the QKV projection to the output projection in bf16, and everything else
-    stays float32: torch.autocast(bfloat16)'s policy. A GEMM whose bf16
-    result is then only widened (the LM head) gives its float32
-    accumulation directly (a bf16 x bf16 -> f32 `merak.matmul`), as do,
-    through the cast's VJP, the weight-gradient GEMMs of the bf16 weight
-    copies.
-    The kernels: bf16 tensor cores with float32 accumulation on CUDA
-    (cuBLASLt); on CPU the operands are widened to float32 and the result
-    rounded once. Matmuls whose VJP would reduce over broadcast batch
-    dimensions (neither a rank-2 right operand nor equal batch dims) and
-    `merak.attention` stay float32. `precision=fp32` changes nothing.
-  }];
-  let options = [
-    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect"];
-}
-
-def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
-  let summary = "Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
-  let description = [{
-    For `func.func @<entry>` whose first result is a scalar floating-point
-    loss, adds `func.func @<entry>_grad` with the same arguments returning
-    the loss followed by the gradient of every trainable `merak.param` (in
-    module order; `merak.name = "grad:<param>"`); parameters matching a
-    `frozen` glob get none. The backward ops are built by each
-    op's DifferentiableOpInterface rule in reverse order; gradients of
-    values read several times (and of parameters read through several
-    `merak.get_param`, i.e. tied weights) accumulate. An op on the path from
-    a parameter to the loss without a rule is an error naming it.
-  }];
-  let options = [
-    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
-           "Function to differentiate">,
-    ListOption<"frozen", "frozen", "std::string",
-               "Glob patterns of parameters that do not train (no gradient "
-               "is returned for them), e.g. buffers such as causal masks">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
-}
-
-def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
-  let summary = "Adds func.func @loss computing the training loss of @forward";
-  let description = [{
-    Clones `@forward` into `@loss`, which returns one scalar:
-    - `loss=cross-entropy`: the mean cross-entropy of the logits output
-      (`logits=NAME` by `merak.name`, default the first result; the class
-      axis is the last) against integer labels: `labels=next-token` adds an
-      argument `labels` shaped like the logits without the class axis (the
-      data loader supplies the next token of every input position), and
-      `labels=NAME` uses that graph input instead.
-    - `loss=model-output`: the model already returns the loss; its first
-      result (or `logits=NAME`) must be a scalar.
-  }];
-  let options = [
-    Option<"loss", "loss", "std::string", /*default=*/"\"cross-entropy\"",
-           "cross-entropy or model-output">,
-    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
-           "Name of the logits (or loss) output; default: the first">,
-    Option<"labels", "labels", "std::string", /*default=*/"\"next-token\"",
-           "next-token, or the name of a graph input holding the labels">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
-}
-
-def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
-  let summary = "Builds @train_step: loss, gradients and the optimizer update";
-  let description = [{
-    From `@loss_grad` (merak-autodiff), builds `func.func @train_step` with
-    the same arguments plus `step` (tensor<i64>, from 0), returning the loss,
-    the global gradient norm (before clipping) and the learning rate used.
-    After the gradients it clips them to `clip-norm` (global L2 norm, as
-    torch.nn.utils.clip_grad_norm_; 0 disables), computes the learning rate
-    of the schedule at `step` (both as rank-0 ops), and updates every
-    trainable parameter with one fused update op (`merak.sgd_update`,
-    `merak.adamw_update` or `merak.adan_update`: the clip coefficient, the
-    learning rate and `step` are its rank-0 operands, the hyper-parameters
-    its attributes) whose results `merak.set_param` writes back (state
-    first, then the parameter). Optimizer state lives in new `merak.param`s named
-    `optimizer.<optimizer>.<slot>.<parameter>`, initialised to zeros, so
-    checkpoints carry it by name.
-    - sgd: PyTorch's SGD (momentum, nesterov, weight decay added to the
-      gradient).
-    - adamw: PyTorch's AdamW (decoupled weight decay, bias-corrected moments).
-    - adan: Xie et al., Algorithm 1: m and v (on gradient differences) and n,
-      `theta = (theta - eta / (sqrt(n) + eps) * (m + (1 - beta2) v)) /
-      (1 + weight_decay * eta)`, the previous gradient equal to the current
-      one at step 0. Betas follow the paper's convention (defaults 0.02,
-      0.08, 0.01).
-    Schedules: constant; linear-warmup (lr * min(1, (step+1)/warmup-steps));
-    cosine (linear warm-up, then cosine decay to min-lr at total-steps).
-
-    ZeRO stage 1: a gradient result marked `merak.zero` (merak-data-parallel
-    with `zero = 1`) is this dp rank's part of the flattened, padded,
-    averaged gradient. Its parameter is flattened and padded alike and
-    `merak.local_shard` takes this rank's part; the state of that parameter
-    is a local part too (`merak.zero` on the state `merak.param`, so
-    checkpoints gather the full tensor), the update runs on the parts, and
-    the updated parts are gathered with `merak.all_gather` ("dp", in buckets
-    of about `bucket-bytes`), un-padded and written back whole. The squared
-    norms of the parts are summed over "dp" for the global gradient norm.
-    For a tensor-parallel shard the parts split the local shard: its state
-    carries both `merak.shard` and `merak.zero` (whose shape is the local
-    shard's), and its parts' squared norms are summed over "dp", then over
-    "tp" with the other shards.
-  }];
-  let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd, adamw or adan">,
-    Option<"lr", "lr", "double", /*default=*/"1e-3", "Peak learning rate">,
-    Option<"beta1", "beta1", "double", /*default=*/"-1", "First beta (default: 0.9 adamw, 0.02 adan)">,
-    Option<"beta2", "beta2", "double", /*default=*/"-1", "Second beta (default: 0.999 adamw, 0.08 adan)">,
-    Option<"beta3", "beta3", "double", /*default=*/"0.01", "Adan's third beta">,
-    Option<"eps", "eps", "double", /*default=*/"1e-8", "Denominator epsilon">,
-    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
-           "Weight decay (default: 0.01 adamw, 0 sgd and adan)">,
-    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
-    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
-    Option<"clipNorm", "clip-norm", "double", /*default=*/"0", "Global gradient-norm clip (0: off)">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
-           "constant, linear-warmup or cosine">,
-    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "Warm-up steps">,
-    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0", "Steps of the cosine schedule">,
-    Option<"minLr", "min-lr", "double", /*default=*/"0", "Final learning rate of the cosine schedule">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
-           "ZeRO: parameter bytes per all-gather bucket of updated parts">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
-}
-
-def MerakDataParallel : Pass<"merak-data-parallel", "mlir::ModuleOp"> {
-  let summary = "Averages gradients and the loss over the data-parallel ranks";
-  let description = [{
-    Data parallelism: each of the `dp` ranks runs `@loss_grad` on its own
-    slice of the global batch (the program was imported with the per-rank
-    batch), so its loss and gradients are means over its own tokens. This
-    pass averages them over the `dp` group with `merak.all_reduce` (mean), so
-    that every rank holds the serial program's loss and gradients and the
-    optimizer update that follows is the serial one. Gradients are grouped
-    into buckets of about `bucket-bytes` bytes, in the order the backward
-    pass finishes them (the last-computed first), each bucket placed right
-    after its last member is computed, so that a later overlap phase can run
-    it under the remaining backward. With `dp` = 1 it does nothing.
-
-    With `zero = 1` (ZeRO stage 1) each gradient is instead flattened,
-    zero-padded to a multiple of `dp` elements and reduce-scattered
-    (`merak.reduce_scatter`, "dp", mean; bucketed alike): @loss_grad returns
-    this rank's part of every averaged gradient, its result marked
-    `merak.zero = {parts, shape}` (layout in MerakOps.h), and
-    merak-optimizer updates only that part of the parameter and of its state
-    and all-gathers the updated parameter.
-  }];
-  let options = [
-    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
-           "Gradient bytes per all-reduce bucket">,
-    Option<"zero", "zero", "int64_t", /*default=*/"0",
-           "ZeRO stage: 0 (all-reduce gradients) or 1 (reduce-scatter them; the "
-           "optimizer state is sharded over dp)">
-  ];
-  let dependentDialects = ["::mlir::merak::MerakDialect"];
-}
+//===----------------------------------------------------------------------===//
+// Phase training (and shard, pipeline, recompute, schedule): the training step.
+//===----------------------------------------------------------------------===//
 
 def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "Megatron-LM tensor parallelism, found by graph structure";
+  let summary = "[training] Megatron-LM tensor parallelism, found by graph structure";
   let description = [{
     Shards the model function `entry` (the imported `@forward`, before
     merak-attach-loss) over `tp` ranks with Megatron-LM's rule, recognising
@@ -343,116 +139,159 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
-def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
-  let summary = "Static memory plan: a liveness-based arena, parameter and constant storage";
+def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "[training] Replaces the exporter's decomposed attention by merak.attention";
   let description = [{
-    Plans the memory of the function `entry` for code generation, in three
-    regions (see runtime/include/merak_rt/program.h), every buffer 64-byte
-    aligned:
-    - the arena: every function argument, op result and returned value gets
-      an arena offset; buffers whose live ranges (definition to last use, in
-      program order) do not overlap share bytes. `merak.reshape` results
-      alias their operand (a view), so an alias group lives as long as its
-      longest-lived member. A result is placed before the op's dying operands
-      are freed (kernels never write over their inputs). Placement is
-      best-fit over a coalescing free list, O(n log n) in the number of
-      buffers. Returned values get their own slots, live to the end. A
-      `!merak.request` gets no buffer: a started collective reads its
-      operands at the start and writes its results at its `merak.wait`.
-    - parameter storage: every `merak.param` (model parameters, optimizer
-      state, hyper-parameters) in declaration order, those whose initial
-      value is all zeros last (the program zero-fills them rather than carry
-      their bytes); tensor-parallel shards (`merak.shard`) that do not start
-      at zero sit between the two (each rank copies its shard out of the full
-      tensor carried in the data). `merak.params_init_bytes` is where the
-      parameters copied as they are end.
-    - constants: every `merak.constant` of the entry function.
-    Results: `merak.offsets` (one arena offset per result, -1 for results
-    that live in parameter or constant storage) on ops, `merak.offset` on
-    arguments, `merak.result_offsets` and `merak.arena_bytes` (the peak) on
-    the function; `merak.offset` on params (parameter storage) and on
-    constants (constant storage), `merak.params_bytes` and
-    `merak.consts_bytes` on the module.
+    PyTorch exports scaled dot-product attention as `matmul(q, k^T)`, a
+    scalar scale, a mask (`where` with a large negative fill, or an added
+    bias) and `matmul(softmax(...), v)`, which materialises the T x S scores
+    (and, in training, keeps them and the probabilities for the backward).
+    This pass rewrites that chain into one `merak.attention` (whose
+    gradient, `merak.attention_grad`, recomputes the probabilities from the
+    saved log-sum-exp), so that both targets run it streamed: memory linear
+    in T, and the CUDA target's flash-attention kernel.
 
-    A `merak.get_param` whose value (or a view of it) is still used after a
-    `merak.set_param` of the same parameter is marked `merak.copy`: it gets
-    an arena buffer holding a copy, so the update cannot change it.
-
-    Updates in place: a result of a fused optimizer update (the new
-    parameter or state) is written into its old value's buffer, marked by
-    `merak.in_place` (per result, the operand index or -1) and given no
-    offset of its own, when that operand is not an argument, a constant or a
-    view and nothing reads its buffer after the update: an arena value with
-    no later use, or a parameter's storage (a `merak.get_param` not copied)
-    that no read of the parameter outlives and that only `merak.set_param`s
-    of this result write (which then copy nothing). ZeRO's local parts are
-    updated in place in the arena, and their state in parameter storage.
+    The mask must be a compile-time constant that is the same for every
+    batch and head: a `merak.constant` or a parameter matching a `frozen`
+    glob (its initial value; a trainable mask could change), possibly
+    sliced, compared with a scalar, negated or cast. It is fused when it
+    keeps exactly the keys `c <= r` of query row `r` (causal) or all keys;
+    a masked score must be a fill (or additive bias) of at most -1e4.
+    Fused only for float32 self-attention (as many keys as queries) with a
+    head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
+    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks,
+    ALiBi biases) stays decomposed. Runs after merak-tensor-parallel (which
+    shards the decomposed form's heads) and before merak-attach-loss.
   }];
   let options = [
-    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
-           "The function to plan">
+    ListOption<"frozen", "frozen", "std::string",
+               "Globs of parameters that do not train (masks read from them are constants)">
   ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
-def MerakPlanPipelineMemory : Pass<"merak-plan-pipeline-memory", "mlir::ModuleOp"> {
-  let summary = "[lower] merak-plan-memory for every fragment of a pipelined module";
+def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "[training] bf16 GEMMs (float32 accumulation) with float32 master weights";
   let description = [{
-    The memory plan of a module cut by merak-pipeline: every fragment
-    (@stage<s>_forward, _backward, _update and the parts of a split
-    backward, in the order of pipelineFragments) gets its own arena plan as
-    merak-plan-memory makes it, and the module one parameter and one
-    constant storage shared by the fragments.
-  }];
-}
-
-def MerakRecordSchedule : Pass<"merak-record-schedule", "mlir::ModuleOp"> {
-  let summary = "[schedule] Records the pipeline schedule on the merak.pipeline plan";
-  let description = [{
-    Sets merak.pipeline's "schedule" (and "virtual_stages" when there is
-    more than one model chunk per stage), which the schedule printer
-    (--compile-to=schedule), the simulator and the program writer read.
-    Without merak.pipeline it does nothing.
-  }];
-  let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or shifted-critical-path">,
-    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
-           "Model chunks per pipeline stage (interleaved 1F1B)">
-  ];
-}
-
-def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
-  let summary = "Lowers a planned function to EmitC calls into the CPU runtime";
-  let description = [{
-    Replaces the module's contents by an `emitc.func @merak_train_step(A, P,
-    C)` (the three memory regions of runtime/include/merak_rt/program.h)
-    holding, for every op of the function `entry` planned by
-    merak-plan-memory, one `emitc.call_opaque` of the runtime kernel with its
-    semantics (runtime/include/merak_rt/ops.h): buffer pointers are the
-    region bases plus planned offsets (`emitc.add`), shapes and attributes
-    are `Dims{rank, {...}}` literals. `merak.reshape` emits nothing (a view),
-    `merak.set_param` copies into parameter storage, and returned values in
-    parameter or constant storage are copied to their result slots. Before
-    each kernel an `opMark(i)` call lets the runtime trace ops.
-    `mlir::emitc::translateToCpp` turns the result into C++.
-    Ops without a kernel on the target are reported together, by name.
-
-    `target=cuda` emits the same calls qualified as `gpu::` (the GPU ABI of
-    runtime/include/merak_rt/cuda/ops.h: the same entry points on device
-    pointers); conv2d, pooling and tensor-parallel cross entropy have no
-    CUDA kernel yet and are reported.
+    With `precision=bf16`, every float32 `merak.matmul` becomes
+    `cast(matmul(cast(a, bf16), cast(b, bf16)), f32)` (a transpose feeding
+    an operand moves below its cast, so merak-fold-transposes still folds
+    it). Run before autodiff (the training pipeline runs it after
+    merak-fuse-attention): the matmul VJP then computes the backward's GEMMs
+    on bf16 operands too, the backward keeps the bf16 copies of the GEMM
+    inputs (half their memory), and the cast's VJP gives the float32
+    parameters float32 gradients, so accumulation, clipping, the dp
+    reduction and the optimizer (state and master weights) stay float32.
+    Then bf16 activations: the GEMM's bf16 result flows on in bf16 through
+    the ops torch.autocast runs in its input's dtype -- a bias add (the
+    parameter operand, possibly reshaped or broadcast, is cast to bf16, as
+    autocast's addmm), `merak.gelu`, reshapes, transposes and splits -- the
+    widening cast moving below each, and `merak.attention` when its query,
+    key and value all arrive in bf16 (its lse stays float32); a narrowing of
+    a widened value is the value itself; it stops at every other op (layer
+    norm, softmax, the loss, a residual add whose other operand is a float32
+    activation). So an MLP's hidden activations go from GEMM to GEMM in
+    bf16 (GELU's input kept for the backward in bf16), attention runs from
+    the QKV projection to the output projection in bf16, and everything else
+    stays float32: torch.autocast(bfloat16)'s policy. A GEMM whose bf16
+    result is then only widened (the LM head) gives its float32
+    accumulation directly (a bf16 x bf16 -> f32 `merak.matmul`), as do,
+    through the cast's VJP, the weight-gradient GEMMs of the bf16 weight
+    copies.
+    The kernels: bf16 tensor cores with float32 accumulation on CUDA
+    (cuBLASLt); on CPU the operands are widened to float32 and the result
+    rounded once. Matmuls whose VJP would reduce over broadcast batch
+    dimensions (neither a rank-2 right operand nor equal batch dims) and
+    `merak.attention` stay float32. `precision=fp32` changes nothing.
   }];
   let options = [
-    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
-           "The planned function to lower">,
-    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "The runtime ABI to call: cpu (merak::rt::cpu) or cuda (merak::rt::gpu)">
+    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
   ];
-  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
+  let summary = "[training] Adds func.func @loss computing the training loss of @forward";
+  let description = [{
+    Clones `@forward` into `@loss`, which returns one scalar:
+    - `loss=cross-entropy`: the mean cross-entropy of the logits output
+      (`logits=NAME` by `merak.name`, default the first result; the class
+      axis is the last) against integer labels: `labels=next-token` adds an
+      argument `labels` shaped like the logits without the class axis (the
+      data loader supplies the next token of every input position), and
+      `labels=NAME` uses that graph input instead.
+    - `loss=model-output`: the model already returns the loss; its first
+      result (or `logits=NAME`) must be a scalar.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"cross-entropy\"",
+           "cross-entropy or model-output">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "Name of the logits (or loss) output; default: the first">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"next-token\"",
+           "next-token, or the name of a graph input holding the labels">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
+def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
+  let summary = "[training] Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
+  let description = [{
+    For `func.func @<entry>` whose first result is a scalar floating-point
+    loss, adds `func.func @<entry>_grad` with the same arguments returning
+    the loss followed by the gradient of every trainable `merak.param` (in
+    module order; `merak.name = "grad:<param>"`); parameters matching a
+    `frozen` glob get none. The backward ops are built by each
+    op's DifferentiableOpInterface rule in reverse order; gradients of
+    values read several times (and of parameters read through several
+    `merak.get_param`, i.e. tied weights) accumulate. An op on the path from
+    a parameter to the loss without a rule is an error naming it.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "Function to differentiate">,
+    ListOption<"frozen", "frozen", "std::string",
+               "Glob patterns of parameters that do not train (no gradient "
+               "is returned for them), e.g. buffers such as causal masks">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
+def MerakDataParallel : Pass<"merak-data-parallel", "mlir::ModuleOp"> {
+  let summary = "[training] Averages gradients and the loss over the data-parallel ranks";
+  let description = [{
+    Data parallelism: each of the `dp` ranks runs `@loss_grad` on its own
+    slice of the global batch (the program was imported with the per-rank
+    batch), so its loss and gradients are means over its own tokens. This
+    pass averages them over the `dp` group with `merak.all_reduce` (mean), so
+    that every rank holds the serial program's loss and gradients and the
+    optimizer update that follows is the serial one. Gradients are grouped
+    into buckets of about `bucket-bytes` bytes, in the order the backward
+    pass finishes them (the last-computed first), each bucket placed right
+    after its last member is computed, so that a later overlap phase can run
+    it under the remaining backward. With `dp` = 1 it does nothing.
+
+    With `zero = 1` (ZeRO stage 1) each gradient is instead flattened,
+    zero-padded to a multiple of `dp` elements and reduce-scattered
+    (`merak.reduce_scatter`, "dp", mean; bucketed alike): @loss_grad returns
+    this rank's part of every averaged gradient, its result marked
+    `merak.zero = {parts, shape}` (layout in MerakOps.h), and
+    merak-optimizer updates only that part of the parameter and of its state
+    and all-gathers the updated parameter.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
+           "Gradient bytes per all-reduce bucket">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage: 0 (all-reduce gradients) or 1 (reduce-scatter them; the "
+           "optimizer state is sharded over dp)">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
 def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
-  let summary = "Cuts @loss into pipeline stages and builds their fragments";
+  let summary = "[training] Cuts @loss into pipeline stages and builds their fragments";
   let description = [{
     Partitions `@loss` (one micro-batch) into `pp` contiguous stages and
     builds, per stage s, `@stage<s>_forward` (data inputs and the activations
@@ -513,7 +352,7 @@ def MerakPipeline : Pass<"merak-pipeline", "mlir::ModuleOp"> {
 }
 
 def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
-  let summary = "Chooses what each pipeline stage's backward recomputes";
+  let summary = "[training] Chooses what each pipeline stage's backward recomputes";
   let description = [{
     Runs after merak-pipeline (whose backward fragments recompute the whole
     forward from the stage inputs) and before merak-optimizer. Per stage,
@@ -564,7 +403,7 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
 }
 
 def MerakSplitBackward : Pass<"merak-split-backward", "mlir::ModuleOp"> {
-  let summary = "Splits pipeline backward fragments for zero-bubble and shifted-critical-path schedules";
+  let summary = "[training] Splits pipeline backward fragments for zero-bubble and shifted-critical-path schedules";
   let description = [{
     Runs after merak-recompute and before merak-optimizer, on the fragments
     of merak-pipeline, when `schedule` needs the backward in parts:
@@ -598,73 +437,92 @@ def MerakSplitBackward : Pass<"merak-split-backward", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
-def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
-  let summary = "Lets matmuls read transposed operands instead of copies";
+def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
+  let summary = "[training] Builds @train_step: loss, gradients and the optimizer update";
   let description = [{
-    Right before code generation: a `merak.matmul` of f32 or bf16
-    operands of rank >= 2 fed by a `merak.transpose` that only swaps the
-    last two dimensions becomes `merak.matmul_t` reading the transpose's
-    input with `transpose_lhs` / `transpose_rhs`; the transpose is erased
-    when nothing else reads it. The GEMM then reads the operand transposed
-    (BLAS trans flags) instead of the program materialising the copy:
-    weights in every linear layer's forward (x W^T), activations and
-    weights in their gradients (x^T g, g W). One walk over the ops.
+    From `@loss_grad` (merak-autodiff), builds `func.func @train_step` with
+    the same arguments plus `step` (tensor<i64>, from 0), returning the loss,
+    the global gradient norm (before clipping) and the learning rate used.
+    After the gradients it clips them to `clip-norm` (global L2 norm, as
+    torch.nn.utils.clip_grad_norm_; 0 disables), computes the learning rate
+    of the schedule at `step` (both as rank-0 ops), and updates every
+    trainable parameter with one fused update op (`merak.sgd_update`,
+    `merak.adamw_update` or `merak.adan_update`: the clip coefficient, the
+    learning rate and `step` are its rank-0 operands, the hyper-parameters
+    its attributes) whose results `merak.set_param` writes back (state
+    first, then the parameter). Optimizer state lives in new `merak.param`s named
+    `optimizer.<optimizer>.<slot>.<parameter>`, initialised to zeros, so
+    checkpoints carry it by name.
+    - sgd: PyTorch's SGD (momentum, nesterov, weight decay added to the
+      gradient).
+    - adamw: PyTorch's AdamW (decoupled weight decay, bias-corrected moments).
+    - adan: Xie et al., Algorithm 1: m and v (on gradient differences) and n,
+      `theta = (theta - eta / (sqrt(n) + eps) * (m + (1 - beta2) v)) /
+      (1 + weight_decay * eta)`, the previous gradient equal to the current
+      one at step 0. Betas follow the paper's convention (defaults 0.02,
+      0.08, 0.01).
+    Schedules: constant; linear-warmup (lr * min(1, (step+1)/warmup-steps));
+    cosine (linear warm-up, then cosine decay to min-lr at total-steps).
 
-    Likewise for attention: a `merak.attention` whose query, key and value
-    are all transposes swapping dims rank-3 and rank-2 (the heads transpose
-    `[..., T, H, D] -> [..., H, T, D]` after the projection's reshape) reads
-    the transposes' inputs with `seq_major` and gives its result in that
-    layout (a heads transpose of the result becomes the result itself;
-    another reader gets one transpose back), and a `merak.attention_grad`
-    whose query, key, value, result and incoming gradient are such
-    transposes does the same for its gradients. The CUDA kernels read these
-    layouts in place (strided rows); the CPU runtime transposes internally.
-  }];
-  let dependentDialects = ["::mlir::merak::MerakDialect"];
-}
-
-def MerakGradReducePrecision : Pass<"merak-grad-reduce-precision", "mlir::ModuleOp"> {
-  let summary = "Reduces data-parallel gradients in bf16 (half the bytes on the wire)";
-  let description = [{
-    With `precision=bf16`, every "dp" mean reduction of float32 tensors
-    (`merak.all_reduce`, `merak.reduce_scatter` and their started forms with
-    the `merak.wait` that completes them) communicates bf16: each operand is
-    cast to bf16 before the collective and each result cast back to float32
-    after it (after the wait). The sum is formed in float and rounded to bf16
-    at every combining step (NCCL's bf16 sum; on the CPU runtime a
-    user-defined MPI operation), and the mean's division by the group size
-    is exact for power-of-two groups. So the parameters' gradients lose bf16
-    rounding once before and once after the sum, while accumulation over
-    micro-batches, clipping and the optimizer stay float32 (master weights,
-    float32 state). Megatron-LM's `--grad-reduce-in-bf16`, DeepSpeed's
-    `communication_data_type`. A reduction whose operands are all scalars
-    (the reported loss) stays float32, as do "tp" and "pp" collectives and
-    sums (the clipping norm).
-
-    merak-compile runs it right after merak-overlap, when every gradient
-    reduction exists (data parallel, ZeRO, pipeline stages) and has its
-    final place, so the casts sit next to the collective: the narrowing
-    right before the start, the widening right after the wait.
-    `precision=fp32` changes nothing.
-
-    ```mlir
-    %r = merak.all_reduce_start %g group = "dp" reduction = "mean" : tensor<64xf32>
-    %a = merak.wait %r : tensor<64xf32>
-    // becomes
-    %h = merak.cast %g : tensor<64xf32> to tensor<64xbf16>
-    %r = merak.all_reduce_start %h group = "dp" reduction = "mean" : tensor<64xbf16>
-    %w = merak.wait %r : tensor<64xbf16>
-    %a = merak.cast %w : tensor<64xbf16> to tensor<64xf32>
-    ```
+    ZeRO stage 1: a gradient result marked `merak.zero` (merak-data-parallel
+    with `zero = 1`) is this dp rank's part of the flattened, padded,
+    averaged gradient. Its parameter is flattened and padded alike and
+    `merak.local_shard` takes this rank's part; the state of that parameter
+    is a local part too (`merak.zero` on the state `merak.param`, so
+    checkpoints gather the full tensor), the update runs on the parts, and
+    the updated parts are gathered with `merak.all_gather` ("dp", in buckets
+    of about `bucket-bytes`), un-padded and written back whole. The squared
+    norms of the parts are summed over "dp" for the global gradient norm.
+    For a tensor-parallel shard the parts split the local shard: its state
+    carries both `merak.shard` and `merak.zero` (whose shape is the local
+    shard's), and its parts' squared norms are summed over "dp", then over
+    "tp" with the other shards.
   }];
   let options = [
-    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "sgd, adamw or adan">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Peak learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"-1", "First beta (default: 0.9 adamw, 0.02 adan)">,
+    Option<"beta2", "beta2", "double", /*default=*/"-1", "Second beta (default: 0.999 adamw, 0.08 adan)">,
+    Option<"beta3", "beta3", "double", /*default=*/"0.01", "Adan's third beta">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0.01 adamw, 0 sgd and adan)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0", "Global gradient-norm clip (0: off)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "constant, linear-warmup or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "Warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0", "Steps of the cosine schedule">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "Final learning rate of the cosine schedule">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 * 1024 * 1024",
+           "ZeRO: parameter bytes per all-gather bucket of updated parts">
   ];
-  let dependentDialects = ["::mlir::merak::MerakDialect"];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakRecordSchedule : Pass<"merak-record-schedule", "mlir::ModuleOp"> {
+  let summary = "[training] Records the pipeline schedule on the merak.pipeline plan";
+  let description = [{
+    Sets merak.pipeline's "schedule" (and "virtual_stages" when there is
+    more than one model chunk per stage), which the schedule printer
+    (--compile-to=schedule), the simulator and the program writer read.
+    Without merak.pipeline it does nothing.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or shifted-critical-path">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline stage (interleaved 1F1B)">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Phase overlap: collectives under computation.
+//===----------------------------------------------------------------------===//
+
 def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
-  let summary = "Overlaps collectives with computation (started collectives and waits)";
+  let summary = "[overlap] Overlaps collectives with computation (started collectives and waits)";
   let description = [{
     Turns the collectives of every function into a start
     (`merak.all_reduce_start`, `merak.reduce_scatter_start`,
@@ -712,6 +570,171 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
            "Bucket size of a pipeline stage's gradient all-reduces (bytes)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakGradReducePrecision : Pass<"merak-grad-reduce-precision", "mlir::ModuleOp"> {
+  let summary = "[overlap] Reduces data-parallel gradients in bf16 (half the bytes on the wire)";
+  let description = [{
+    With `precision=bf16`, every "dp" mean reduction of float32 tensors
+    (`merak.all_reduce`, `merak.reduce_scatter` and their started forms with
+    the `merak.wait` that completes them) communicates bf16: each operand is
+    cast to bf16 before the collective and each result cast back to float32
+    after it (after the wait). The sum is formed in float and rounded to bf16
+    at every combining step (NCCL's bf16 sum; on the CPU runtime a
+    user-defined MPI operation), and the mean's division by the group size
+    is exact for power-of-two groups. So the parameters' gradients lose bf16
+    rounding once before and once after the sum, while accumulation over
+    micro-batches, clipping and the optimizer stay float32 (master weights,
+    float32 state). Megatron-LM's `--grad-reduce-in-bf16`, DeepSpeed's
+    `communication_data_type`. A reduction whose operands are all scalars
+    (the reported loss) stays float32, as do "tp" and "pp" collectives and
+    sums (the clipping norm).
+
+    merak-compile runs it right after merak-overlap, when every gradient
+    reduction exists (data parallel, ZeRO, pipeline stages) and has its
+    final place, so the casts sit next to the collective: the narrowing
+    right before the start, the widening right after the wait.
+    `precision=fp32` changes nothing.
+
+    ```mlir
+    %r = merak.all_reduce_start %g group = "dp" reduction = "mean" : tensor<64xf32>
+    %a = merak.wait %r : tensor<64xf32>
+    // becomes
+    %h = merak.cast %g : tensor<64xf32> to tensor<64xbf16>
+    %r = merak.all_reduce_start %h group = "dp" reduction = "mean" : tensor<64xbf16>
+    %w = merak.wait %r : tensor<64xbf16>
+    %a = merak.cast %w : tensor<64xbf16> to tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32 or bf16">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Phase lower: the memory plan.
+//===----------------------------------------------------------------------===//
+
+def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "[lower] Lets matmuls read transposed operands instead of copies";
+  let description = [{
+    Right before code generation: a `merak.matmul` of f32 or bf16
+    operands of rank >= 2 fed by a `merak.transpose` that only swaps the
+    last two dimensions becomes `merak.matmul_t` reading the transpose's
+    input with `transpose_lhs` / `transpose_rhs`; the transpose is erased
+    when nothing else reads it. The GEMM then reads the operand transposed
+    (BLAS trans flags) instead of the program materialising the copy:
+    weights in every linear layer's forward (x W^T), activations and
+    weights in their gradients (x^T g, g W). One walk over the ops.
+
+    Likewise for attention: a `merak.attention` whose query, key and value
+    are all transposes swapping dims rank-3 and rank-2 (the heads transpose
+    `[..., T, H, D] -> [..., H, T, D]` after the projection's reshape) reads
+    the transposes' inputs with `seq_major` and gives its result in that
+    layout (a heads transpose of the result becomes the result itself;
+    another reader gets one transpose back), and a `merak.attention_grad`
+    whose query, key, value, result and incoming gradient are such
+    transposes does the same for its gradients. The CUDA kernels read these
+    layouts in place (strided rows); the CPU runtime transposes internally.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
+  let summary = "[lower] Static memory plan: a liveness-based arena, parameter and constant storage";
+  let description = [{
+    Plans the memory of the function `entry` for code generation, in three
+    regions (see runtime/include/merak_rt/program.h), every buffer 64-byte
+    aligned:
+    - the arena: every function argument, op result and returned value gets
+      an arena offset; buffers whose live ranges (definition to last use, in
+      program order) do not overlap share bytes. `merak.reshape` results
+      alias their operand (a view), so an alias group lives as long as its
+      longest-lived member. A result is placed before the op's dying operands
+      are freed (kernels never write over their inputs). Placement is
+      best-fit over a coalescing free list, O(n log n) in the number of
+      buffers. Returned values get their own slots, live to the end. A
+      `!merak.request` gets no buffer: a started collective reads its
+      operands at the start and writes its results at its `merak.wait`.
+    - parameter storage: every `merak.param` (model parameters, optimizer
+      state, hyper-parameters) in declaration order, those whose initial
+      value is all zeros last (the program zero-fills them rather than carry
+      their bytes); tensor-parallel shards (`merak.shard`) that do not start
+      at zero sit between the two (each rank copies its shard out of the full
+      tensor carried in the data). `merak.params_init_bytes` is where the
+      parameters copied as they are end.
+    - constants: every `merak.constant` of the entry function.
+    Results: `merak.offsets` (one arena offset per result, -1 for results
+    that live in parameter or constant storage) on ops, `merak.offset` on
+    arguments, `merak.result_offsets` and `merak.arena_bytes` (the peak) on
+    the function; `merak.offset` on params (parameter storage) and on
+    constants (constant storage), `merak.params_bytes` and
+    `merak.consts_bytes` on the module.
+
+    A `merak.get_param` whose value (or a view of it) is still used after a
+    `merak.set_param` of the same parameter is marked `merak.copy`: it gets
+    an arena buffer holding a copy, so the update cannot change it.
+
+    Updates in place: a result of a fused optimizer update (the new
+    parameter or state) is written into its old value's buffer, marked by
+    `merak.in_place` (per result, the operand index or -1) and given no
+    offset of its own, when that operand is not an argument, a constant or a
+    view and nothing reads its buffer after the update: an arena value with
+    no later use, or a parameter's storage (a `merak.get_param` not copied)
+    that no read of the parameter outlives and that only `merak.set_param`s
+    of this result write (which then copy nothing). ZeRO's local parts are
+    updated in place in the arena, and their state in parameter storage.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The function to plan">
+  ];
+}
+
+def MerakPlanPipelineMemory : Pass<"merak-plan-pipeline-memory", "mlir::ModuleOp"> {
+  let summary = "[lower] merak-plan-memory for every fragment of a pipelined module";
+  let description = [{
+    The memory plan of a module cut by merak-pipeline: every fragment
+    (@stage<s>_forward, _backward, _update and the parts of a split
+    backward, in the order of pipelineFragments) gets its own arena plan as
+    merak-plan-memory makes it, and the module one parameter and one
+    constant storage shared by the fragments.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Phase emit: EmitC host code.
+//===----------------------------------------------------------------------===//
+
+def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
+  let summary = "[emit] Lowers a planned function to EmitC calls into the CPU runtime";
+  let description = [{
+    Replaces the module's contents by an `emitc.func @merak_train_step(A, P,
+    C)` (the three memory regions of runtime/include/merak_rt/program.h)
+    holding, for every op of the function `entry` planned by
+    merak-plan-memory, one `emitc.call_opaque` of the runtime kernel with its
+    semantics (runtime/include/merak_rt/ops.h): buffer pointers are the
+    region bases plus planned offsets (`emitc.add`), shapes and attributes
+    are `Dims{rank, {...}}` literals. `merak.reshape` emits nothing (a view),
+    `merak.set_param` copies into parameter storage, and returned values in
+    parameter or constant storage are copied to their result slots. Before
+    each kernel an `opMark(i)` call lets the runtime trace ops.
+    `mlir::emitc::translateToCpp` turns the result into C++.
+    Ops without a kernel on the target are reported together, by name.
+
+    `target=cuda` emits the same calls qualified as `gpu::` (the GPU ABI of
+    runtime/include/merak_rt/cuda/ops.h: the same entry points on device
+    pointers); conv2d, pooling and tensor-parallel cross entropy have no
+    CUDA kernel yet and are reported.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The planned function to lower">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The runtime ABI to call: cpu (merak::rt::cpu) or cuda (merak::rt::gpu)">
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }
 
 #endif

@@ -12,7 +12,7 @@
 // runs while the gradient is in flight.
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 
 #include "llvm/ADT/Twine.h"
 

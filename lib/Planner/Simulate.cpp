@@ -18,11 +18,11 @@
 // inter-node one when the stages sit on different nodes.
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Tools/Simulate.h"
+#include "merak/Planner/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
 

@@ -2,10 +2,11 @@
 //
 // The functions merak-pipeline (and merak-split-backward, merak-optimizer)
 // leave in a pipelined module, in the index order the generated program and
-// the runtime use (see Pipeline.h).
+// the runtime use, and the schedule merak-record-schedule recorded (see
+// PipelineSchedule.h).
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -48,3 +49,23 @@ std::pair<int64_t, StringRef> mlir::merak::pipelineFragmentStageKind(func::FuncO
   return {s, kind};
 }
 
+std::optional<RecordedSchedule> mlir::merak::recordedSchedule(ModuleOp module) {
+  PipelinePlanAttr plan = getPipelinePlan(module);
+  if (!plan)
+    return std::nullopt;
+  StringAttr name = plan.getSchedule();
+  return RecordedSchedule{parsePipelineSchedule(name ? name.getValue() : "1f1b")
+                              .value_or(PipelineScheduleKind::OneFOneB),
+                          plan.getRanks(), plan.getMicrobatches(), plan.getVirtualStages()};
+}
+
+void mlir::merak::printPipelineScheduleOf(ModuleOp module, llvm::raw_ostream &os) {
+  std::optional<RecordedSchedule> r = recordedSchedule(module);
+  if (!r)
+    return;
+  printPipelineSchedule(
+      r->kind, r->microbatches,
+      buildPipelineSchedule(r->kind, r->stages, r->microbatches, r->virtualStages,
+                            recordedKeptMicrobatches(module)),
+      os);
+}

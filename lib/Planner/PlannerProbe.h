@@ -5,11 +5,11 @@
 // search over plans is Planner.cpp's.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_LIB_TOOLS_PLANNERPROBE_H
-#define MERAK_LIB_TOOLS_PLANNERPROBE_H
+#ifndef MERAK_LIB_PLANNER_PLANNERPROBE_H
+#define MERAK_LIB_PLANNER_PLANNERPROBE_H
 
 #include "merak/Tools/Compile.h"
-#include "merak/Tools/Report.h"
+#include "merak/Planner/Report.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OwningOpRef.h"

@@ -1,9 +1,10 @@
 //===- DeviceProfile.cpp - Device profiles for the cost model -------------===//
-#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+using namespace mlir;
 using namespace mlir::merak;
 namespace json = llvm::json;
 
@@ -116,3 +117,29 @@ double mlir::merak::ringGatherSeconds(double bytes, int64_t n, const LinkProfile
     return 0.0;
   return (double)(n - 1) / n * bytes / link.bandwidth + (n - 1) * link.latency;
 }
+
+std::optional<int64_t> mlir::merak::parseByteSize(llvm::StringRef text) {
+  text = text.trim();
+  if (text.empty())
+    return 0;
+  size_t digits = 0;
+  while (digits < text.size() && isdigit((unsigned char)text[digits]))
+    ++digits;
+  uint64_t n = 0;
+  if (digits == 0 || text.take_front(digits).getAsInteger(10, n))
+    return std::nullopt;
+  StringRef suffix = text.drop_front(digits).trim();
+  uint64_t scale = 1;
+  std::pair<StringRef, uint64_t> units[] = {
+      {"", 1},          {"B", 1},           {"KB", 1000ull},          {"MB", 1000000ull},
+      {"GB", 1000000000ull}, {"TB", 1000000000000ull}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+      {"GiB", 1ull << 30},   {"TiB", 1ull << 40}};
+  bool known = false;
+  for (auto &[u, f] : units)
+    if (suffix.equals_insensitive(u))
+      scale = f, known = true;
+  if (!known || n > (uint64_t)INT64_MAX / scale)
+    return std::nullopt;
+  return (int64_t)(n * scale);
+}
+

@@ -8,7 +8,7 @@
 // the result, and each instruction is executed exactly once (linear time).
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"

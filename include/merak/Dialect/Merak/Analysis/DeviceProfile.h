@@ -6,13 +6,15 @@
 // merak-calibrate); see docs/user-guide.md, "Device profiles".
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_DEVICEPROFILE_H
-#define MERAK_DIALECT_MERAK_TRANSFORMS_DEVICEPROFILE_H
+#ifndef MERAK_DIALECT_MERAK_ANALYSIS_DEVICEPROFILE_H
+#define MERAK_DIALECT_MERAK_ANALYSIS_DEVICEPROFILE_H
 
+#include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mlir::merak {
@@ -53,6 +55,11 @@ double ringAllReduceSeconds(double bytes, int64_t n, const LinkProfile &link);
 /// Ring reduce-scatter or all-gather (half an all-reduce):
 ///   (n - 1) / n * bytes / bandwidth + (n - 1) * latency.
 double ringGatherSeconds(double bytes, int64_t n, const LinkProfile &link);
+
+/// "80GB" -> 80e9, "512MiB" -> 512 * 2^20, "1000" -> 1000, "" -> 0 (memory
+/// sizes as --memory-per-device spells them); nullopt when malformed or
+/// overflowing.
+std::optional<int64_t> parseByteSize(StringRef text);
 
 } // namespace mlir::merak
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ReportModel.h"
-#include "merak/Tools/Simulate.h"
+#include "merak/Planner/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"

@@ -20,19 +20,19 @@
 // overlapped collectives below); see docs/parallelism.md, "Planner".
 //
 //===----------------------------------------------------------------------===//
-#include "merak/Tools/Planner.h"
+#include "merak/Planner/Planner.h"
 
 #include "PlannerProbe.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Tools/ResolvedOptions.h"
-#include "merak/Tools/Registration.h"
-#include "merak/Tools/Report.h"
-#include "merak/Tools/Simulate.h"
+#include "merak/Pipelines/Registration.h"
+#include "merak/Planner/Report.h"
+#include "merak/Planner/Simulate.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

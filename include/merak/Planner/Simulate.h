@@ -7,12 +7,12 @@
 // per-stage peak memory. See docs/parallelism.md, "Cost model".
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_TOOLS_SIMULATE_H
-#define MERAK_TOOLS_SIMULATE_H
+#ifndef MERAK_PLANNER_SIMULATE_H
+#define MERAK_PLANNER_SIMULATE_H
 
-#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
-#include "merak/Dialect/Merak/Transforms/PipelineSimulator.h"
-#include "merak/Tools/Report.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
+#include "merak/Planner/Report.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/JSON.h"
 

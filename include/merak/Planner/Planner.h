@@ -10,10 +10,10 @@
 // pipeline simulator. See docs/parallelism.md, "Planner".
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_TOOLS_PLANNER_H
-#define MERAK_TOOLS_PLANNER_H
+#ifndef MERAK_PLANNER_PLANNER_H
+#define MERAK_PLANNER_PLANNER_H
 
-#include "merak/Dialect/Merak/Transforms/DeviceProfile.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
 #include "merak/Tools/Compile.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

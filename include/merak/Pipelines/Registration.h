@@ -1,6 +1,6 @@
 //===- Registration.h - everything the merak tools register -----*- C++ -*-===//
-#ifndef MERAK_TOOLS_REGISTRATION_H
-#define MERAK_TOOLS_REGISTRATION_H
+#ifndef MERAK_PIPELINES_REGISTRATION_H
+#define MERAK_PIPELINES_REGISTRATION_H
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -12,9 +12,6 @@ namespace mlir::merak {
 void registerMerakDialects(DialectRegistry &registry);
 /// Every merak pass and pipeline, plus the upstream passes merak uses.
 void registerAllMerakPasses();
-
-/// Prints "N trainable parameters (M elements), K frozen".
-void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::merak
 

@@ -7,8 +7,8 @@
 // docs/user-guide.md, "merak-compile --report").
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_TOOLS_REPORT_H
-#define MERAK_TOOLS_REPORT_H
+#ifndef MERAK_PLANNER_REPORT_H
+#define MERAK_PLANNER_REPORT_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"

@@ -8,8 +8,8 @@
 #ifndef MERAK_LIB_TOOLS_REPORTMODEL_H
 #define MERAK_LIB_TOOLS_REPORTMODEL_H
 
-#include "merak/Tools/Report.h"
-#include "merak/Tools/Simulate.h"
+#include "merak/Planner/Report.h"
+#include "merak/Planner/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -11,10 +11,10 @@
 // "Pipeline simulator".
 //
 //===----------------------------------------------------------------------===//
-#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINESIMULATOR_H
-#define MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINESIMULATOR_H
+#ifndef MERAK_DIALECT_MERAK_ANALYSIS_PIPELINESIMULATOR_H
+#define MERAK_DIALECT_MERAK_ANALYSIS_PIPELINESIMULATOR_H
 
-#include "merak/Dialect/Merak/Transforms/Pipeline.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 
 #include <string>
 
