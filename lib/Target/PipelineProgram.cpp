@@ -22,22 +22,17 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::merak;
-namespace json = llvm::json;
+namespace schema = ::merak::rt::schema;
 
 static int64_t align64(int64_t n) {
   return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
-static int64_t tensorBytes(Type t) {
-  auto r = cast<RankedTensorType>(t);
-  return r.getNumElements() * storageElementBytes(r.getElementType());
-}
-
 using target::slotBytes;
+using target::tensorBytes;
 
 static DictionaryAttr planAttr(ModuleOp m) {
   return m->getAttrOfType<DictionaryAttr>(kPipelineAttr);
@@ -173,49 +168,20 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   llvm::StringSet<> trained;
   for (func::FuncOp f : frags)
     f.walk([&](SetParamOp s) { trained.insert(s.getName()); });
-  json::Array params, accumulators;
-  json::Object hparams, defaults;
+  schema::Program manifest;
+  manifest.constsOffset = constsOffset;
+  schema::Pipeline &pipeline = manifest.pipeline.emplace();
   for (ParamOp p : module.getOps<ParamOp>()) {
-    std::string kindName = target::manifestParamKind(p, trained, hparams, defaults);
-    auto type = p.getTensorType();
     if (p.getSymName().starts_with(kGradAccumulatorPrefix))
-      accumulators.push_back(p.getSymName().str());
-    int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    json::Object entry{{"name", p.getSymName().str()},
-                       {"dtype", target::manifestDType(type)},
-                       {"shape", target::manifestShape(type)},
-                       {"offset", off},
-                       {"bytes", tensorBytes(type)},
-                       {"kind", kindName}};
+      pipeline.accumulators.push_back(p.getSymName().str());
     // Tensor-parallel shards, as in a serial program's manifest: the full
     // initial tensor follows the constants and every rank copies its part.
-    if (std::optional<ShardLayout> shard = getShardLayout(p)) {
-      if (off < initBytes.getInt())
-        return p.emitError("a sharded parameter lies in the initialised storage");
-      entry["shard"] = json::Object{
-          {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
-      std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
-      entry["global_shape"] = target::manifestShape(globalShardType(
-          zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
-      auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
-      bool zeros = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
-                   dense.getSplatValue<APFloat>().isPosZero();
-      if (!zeros) {
-        auto full = cast<RankedTensorType>(p.getInitialValue().getType());
-        entry["data_offset"] = written;
-        entry["data_bytes"] = tensorBytes(full);
-        if (failed(target::writeElementData(p, p.getInitialValue(), slotBytes(full), dataOs)))
-          return failure();
-        written += slotBytes(full);
-      }
-    }
-    if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
-      // ZeRO-1 state: this dp rank's part, as in a serial program's manifest.
-      entry["zero"] = json::Object{{"parts", zero->parts}};
-      if (!entry.get("global_shape"))
-        entry["global_shape"] = json::Array(zero->shape);
-    }
-    params.push_back(std::move(entry));
+    FailureOr<schema::Tensor> entry =
+        target::manifestParam(p, trained, initBytes.getInt(), manifest);
+    if (failed(entry) ||
+        (entry->shard && failed(target::writeShardData(p, *entry, written, dataOs))))
+      return failure();
+    manifest.params.push_back(std::move(*entry));
   }
 
   // The arena: fragments, then the step's inputs and outputs.
@@ -228,7 +194,6 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     top += std::max(align64(bytes), kBufferAlignment);
     return off;
   };
-  json::Array inputs, outputs;
   llvm::StringMap<std::pair<int64_t, int64_t>> dataSlot; // name -> (offset, mb bytes)
   llvm::StringMap<std::string> dataRole;                // name -> role
   bool haveTokens = false;
@@ -254,13 +219,12 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     auto full = RankedTensorType::get(shape, type.getElementType());
     int64_t off = place(tensorBytes(full));
     dataSlot[n] = {off, tensorBytes(type)};
-    inputs.push_back(json::Object{{"name", n}, {"role", role}, {"dtype", target::manifestDType(type)},
-                                  {"shape", target::manifestShape(full)}, {"offset", off}});
+    manifest.inputs.push_back(target::manifestTensor(n, full, off));
+    manifest.inputs.back().role = role;
   }
   auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
-  int64_t stepOff = place(8);
-  inputs.push_back(json::Object{{"name", "step"}, {"role", "step"}, {"dtype", "I64"},
-                                {"shape", json::Array{}}, {"offset", stepOff}});
+  manifest.inputs.push_back(target::manifestTensor("step", i64, place(8)));
+  manifest.inputs.back().role = "step";
   // Fragment (stage, kind) -> function.
   auto fragment = [&](int64_t s, StringRef kind) {
     return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
@@ -271,10 +235,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
     Type t = update0.getResultTypes()[i];
     std::string n = resultName(update0, i).str();
     outSlot[n] = place(tensorBytes(t));
-    outputs.push_back(json::Object{{"name", n}, {"dtype", target::manifestDType(t)}, {"shape", target::manifestShape(t)},
-                                   {"offset", outSlot[n]}});
+    manifest.outputs.push_back(target::manifestTensor(n, t, outSlot[n]));
   }
-  (void)i64;
 
   // Messages of every cut c (between stage c and c + 1).
   SmallVector<Message> act(stages), cot(stages);
@@ -309,7 +271,6 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   kept["wstash"] = keptLayout("backward", "wstash");
   SmallVector<Message> &stash = kept["stash"];
 
-  json::Array fragments;
   for (auto indexed : llvm::enumerate(frags)) {
     func::FuncOp f = indexed.value();
     auto [s, fragKind] = pipelineFragmentStageKind(f);
@@ -318,63 +279,62 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       return f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
     };
     auto slots = f->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
-    json::Array args, results;
+    schema::Fragment &fragment = pipeline.fragments.emplace_back();
+    fragment.name = f.getSymName().str();
+    fragment.stage = s;
+    fragment.kind = fragKind.str();
+    fragment.arenaBytes = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      Type t = f.getArgumentTypes()[i];
       auto [kindName, idx] = splitName(argName(f, i));
-      json::Object a{{"offset", argOffsets(i)}, {"bytes", tensorBytes(t)}};
+      schema::FragmentArg &a = fragment.args.emplace_back();
+      a.offset = argOffsets(i);
+      a.bytes = tensorBytes(f.getArgumentTypes()[i]);
       if (kindName == "act") {
-        a["source"] = "act";
-        a["msg_offset"] = act[s - 1].offset.lookup(idx);
+        a.source = "act";
+        a.msgOffset = act[s - 1].offset.lookup(idx);
       } else if (kindName == "cot") {
-        a["source"] = "cot";
-        a["msg_offset"] = cot[s].offset.lookup(idx);
+        a.source = "cot";
+        a.msgOffset = cot[s].offset.lookup(idx);
       } else if (kept.count(kindName) && kept[kindName][s].offset.count(idx)) {
-        a["source"] = kindName.str();
-        a["msg_offset"] = kept[kindName][s].offset.lookup(idx);
+        a.source = kindName.str();
+        a.msgOffset = kept[kindName][s].offset.lookup(idx);
       } else if (kindName == "step") {
-        a["source"] = "step";
+        a.source = "step";
       } else if (dataSlot.count(kindName)) {
         std::string role = dataRole.lookup(kindName);
-        a["source"] = role == "other" ? std::string("input") : role;
+        a.source = role == "other" ? std::string("input") : role;
         if (role == "other")
-          a["input_offset"] = dataSlot.lookup(kindName).first;
+          a.inputOffset = dataSlot.lookup(kindName).first;
       } else {
         return f.emitError("fragment argument ") << i << " has no known source";
       }
-      args.push_back(std::move(a));
     }
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
       Type t = f.getResultTypes()[i];
       auto [kindName, idx] = splitName(resultName(f, i));
-      json::Object r{{"offset", slots[i]}, {"bytes", tensorBytes(t)}, {"dtype", target::manifestDType(t)}};
+      schema::FragmentResult &r = fragment.results.emplace_back();
+      r.offset = slots[i];
+      r.bytes = tensorBytes(t);
+      r.dtype = target::manifestDType(t);
       if (kindName == "act") {
-        r["dest"] = "act";
-        r["msg_offset"] = act[s].offset.lookup(idx);
+        r.dest = "act";
+        r.msgOffset = act[s].offset.lookup(idx);
       } else if (kindName == "cot") {
-        r["dest"] = "cot";
-        r["msg_offset"] = cot[s - 1].offset.lookup(idx);
+        r.dest = "cot";
+        r.msgOffset = cot[s - 1].offset.lookup(idx);
       } else if (kindName != "act" && kept.count(kindName) &&
                  kept[kindName][s].offset.count(idx) && fragKind != "update") {
-        r["dest"] = kindName.str();
-        r["msg_offset"] = kept[kindName][s].offset.lookup(idx);
+        r.dest = kindName.str();
+        r.msgOffset = kept[kindName][s].offset.lookup(idx);
       } else if (isForward && kindName == "loss") {
-        r["dest"] = "loss";
+        r.dest = "loss";
       } else if (fragKind == "update" && (kindName == "grad_norm" || kindName == "lr")) {
-        r["dest"] = kindName.str();
-        r["out_offset"] = outSlot.lookup(kindName);
+        r.dest = kindName.str();
+        r.outOffset = outSlot.lookup(kindName);
       } else {
-        r["dest"] = "none";
+        r.dest = "none";
       }
-      results.push_back(std::move(r));
     }
-    fragments.push_back(json::Object{
-        {"name", f.getSymName().str()},
-        {"stage", s},
-        {"kind", fragKind.str()},
-        {"arena_bytes", f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt()},
-        {"args", std::move(args)},
-        {"results", std::move(results)}});
   }
 
   // Accumulators of parameters several stages hold, summed before updates.
@@ -392,21 +352,15 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
       if (!llvm::is_contained(h, (int64_t)s % ranks)) // the holder ranks
         h.push_back(s % ranks);
     }
-  json::Array shared;
   for (const std::string &acc : order)
-    if (holders[acc].size() > 1) {
-      json::Array st;
-      for (int64_t s : holders[acc])
-        st.push_back(s);
-      shared.push_back(json::Object{{"name", acc}, {"stages", std::move(st)}});
-    }
+    if (holders[acc].size() > 1)
+      pipeline.shared.push_back({acc, std::vector<int64_t>(holders[acc].begin(), holders[acc].end())});
 
-  json::Array stageInfo, programs;
   auto program = buildPipelineSchedule(*kind, ranks, m, chunks, recordedKeptMicrobatches(module));
   for (int64_t s = 0; s < stages; ++s) {
-    json::Array owned;
+    schema::StageInfo &stage = pipeline.stageInfo.emplace_back();
     for (Attribute n : cast<ArrayAttr>(owners[s]))
-      owned.push_back(cast<StringAttr>(n).getValue().str());
+      stage.owned.push_back(cast<StringAttr>(n).getValue().str());
     // Every param the stage's fragments read or write: the only part of P
     // its ranks touch (and initialise, restore and checkpoint).
     llvm::SetVector<StringRef> used;
@@ -418,59 +372,40 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
         else if (auto set = dyn_cast<SetParamOp>(op))
           used.insert(set.getName());
       });
-    json::Array params;
     for (StringRef n : used)
-      params.push_back(n.str());
-    stageInfo.push_back(json::Object{{"act_in_bytes", s ? act[s - 1].bytes : 0},
-                                     {"act_out_bytes", s + 1 < stages ? act[s].bytes : 0},
-                                     {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
-                                     {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
-                                     {"stash_bytes", stash[s].bytes},
-                                     {"rstash_bytes", kept["rstash"][s].bytes},
-                                     {"wstash_bytes", kept["wstash"][s].bytes},
-                                     {"owned", std::move(owned)},
-                                     {"params", std::move(params)}});
+      stage.params.push_back(n.str());
+    stage.actInBytes = s ? act[s - 1].bytes : 0;
+    stage.actOutBytes = s + 1 < stages ? act[s].bytes : 0;
+    stage.cotInBytes = s + 1 < stages ? cot[s].bytes : 0;
+    stage.cotOutBytes = s ? cot[s - 1].bytes : 0;
+    stage.stashBytes = stash[s].bytes;
+    stage.rstashBytes = kept["rstash"][s].bytes;
+    stage.wstashBytes = kept["wstash"][s].bytes;
   }
   for (int64_t r = 0; r < ranks; ++r) {
-    json::Array instrs;
+    std::vector<schema::Instr> &instrs = pipeline.programs.emplace_back();
     for (const PipelineInstr &i : program[r])
-      instrs.push_back(chunks > 1 ? json::Array{pipelineInstrName(i.kind).str(), i.mb, i.chunk}
-                                  : json::Array{pipelineInstrName(i.kind).str(), i.mb});
-    programs.push_back(std::move(instrs));
+      instrs.push_back({pipelineInstrName(i.kind).str(), i.mb,
+                        chunks > 1 ? std::optional<int64_t>(i.chunk) : std::nullopt});
   }
 
-  json::Array ops;
   for (func::FuncOp f : frags)
     for (std::string &n : kernelOpNames(f))
-      ops.push_back(std::move(n));
+      manifest.ops.push_back(std::move(n));
   if (!info.optimizer.empty())
-    defaults["optimizer"] = info.optimizer;
-  json::Object pipeline{{"stages", stages},
-                        {"virtual_stages", chunks},
-                        {"microbatches", m},
-                        {"schedule", pipelineScheduleName(*kind).str()},
-                        {"fragments", std::move(fragments)},
-                        {"stage_info", std::move(stageInfo)},
-                        {"accumulators", std::move(accumulators)},
-                        {"shared", std::move(shared)},
-                        {"programs", std::move(programs)}};
-  json::Object manifest{{"format", 1},
-                        {"entry", "pipeline"},
-                        {"model", info.model},
-                        {"arena_bytes", top},
-                        {"params_bytes", paramsBytes.getInt()},
-                        {"params_init_bytes", initBytes.getInt()},
-                        {"consts_offset", constsOffset},
-                        {"consts_bytes", constsBytes.getInt()},
-                        {"params", std::move(params)},
-                        {"inputs", std::move(inputs)},
-                        {"outputs", std::move(outputs)},
-                        {"hparams", std::move(hparams)},
-                        {"defaults", std::move(defaults)},
-                        {"ops", std::move(ops)},
-                        {"mesh", json::Object{{"pp", ranks}, {"dp", info.dp}, {"tp", info.tp}}},
-                        {"pipeline", std::move(pipeline)}};
-  manifestOs << json::Value(std::move(manifest));
+    manifest.defaults.optimizer = info.optimizer;
+  pipeline.stages = stages;
+  pipeline.virtualStages = chunks;
+  pipeline.microbatches = m;
+  pipeline.schedule = pipelineScheduleName(*kind).str();
+  manifest.entry = "pipeline";
+  manifest.model = info.model;
+  manifest.arenaBytes = top;
+  manifest.paramsBytes = paramsBytes.getInt();
+  manifest.paramsInitBytes = initBytes.getInt();
+  manifest.constsBytes = constsBytes.getInt();
+  manifest.mesh = {ranks, info.dp, info.tp};
+  manifestOs << schema::dump(manifest);
   return success();
 }
 
