@@ -373,7 +373,7 @@ int run(int argc, char **argv, StepBackend *backend) {
   std::unique_ptr<PipelineRunner> pipeline;
   {
     Result<std::unique_ptr<PipelineRunner>> r =
-        PipelineRunner::create(merak_manifest, comm);
+        PipelineRunner::create(m, comm);
     if (!r.ok())
       internalError(r.message());
     pipeline = std::move(r).value();
