@@ -284,22 +284,22 @@ void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
         bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(fr.stage));
       }
     }
+    auto slot = [](const schema::FragmentSlot &s, const std::string &kind) {
+      Slot out;
+      out.kind = kind;
+      out.offset = s.offset;
+      out.bytes = s.bytes;
+      out.msgOffset = s.msgOffset.value_or(0);
+      return out;
+    };
     for (const schema::FragmentArg &a : f.args) {
-      Slot &slot = fr.args.emplace_back();
-      slot.kind = a.source;
-      slot.offset = a.offset;
-      slot.bytes = a.bytes;
-      slot.msgOffset = a.msgOffset.value_or(0);
-      slot.inputOffset = a.inputOffset.value_or(0);
+      fr.args.push_back(slot(a, a.source));
+      fr.args.back().inputOffset = a.inputOffset.value_or(0);
     }
     for (const schema::FragmentResult &r : f.results) {
-      Slot &slot = fr.results.emplace_back();
-      slot.kind = r.dest;
-      slot.offset = r.offset;
-      slot.bytes = r.bytes;
-      slot.msgOffset = r.msgOffset.value_or(0);
-      slot.outOffset = r.outOffset.value_or(0);
-      slot.f64 = r.dtype == "F64";
+      fr.results.push_back(slot(r, r.dest));
+      fr.results.back().outOffset = r.outOffset.value_or(0);
+      fr.results.back().f64 = r.dtype == "F64";
     }
     fragments.push_back(std::move(fr));
   }

@@ -113,31 +113,37 @@ struct Mesh {
   }
 };
 
-/// A pipeline fragment's argument: where its bytes come from.
-struct FragmentArg {
-  std::string source;
+/// What a pipeline fragment's arguments and results share: where they lie
+/// in A and, for messages and kept values, in their buffer.
+struct FragmentSlot {
   int64_t offset = 0, bytes = 0;
-  std::optional<int64_t> msgOffset, inputOffset;
+  std::optional<int64_t> msgOffset;
   template <class S, class V> static void visit(S &s, V &v) {
-    v("source", s.source);
     v("offset", s.offset);
     v("bytes", s.bytes);
     v("msg_offset", s.msgOffset);
+  }
+};
+
+/// An argument: where its bytes come from.
+struct FragmentArg : FragmentSlot {
+  std::string source;
+  std::optional<int64_t> inputOffset;
+  template <class S, class V> static void visit(S &s, V &v) {
+    FragmentSlot::visit(s, v);
+    v("source", s.source);
     v("input_offset", s.inputOffset);
   }
 };
 
-/// A pipeline fragment's result: where its bytes go.
-struct FragmentResult {
+/// A result: where its bytes go.
+struct FragmentResult : FragmentSlot {
   std::string dest, dtype;
-  int64_t offset = 0, bytes = 0;
-  std::optional<int64_t> msgOffset, outOffset;
+  std::optional<int64_t> outOffset;
   template <class S, class V> static void visit(S &s, V &v) {
+    FragmentSlot::visit(s, v);
     v("dest", s.dest);
     v("dtype", s.dtype, kDefaulted);
-    v("offset", s.offset);
-    v("bytes", s.bytes);
-    v("msg_offset", s.msgOffset);
     v("out_offset", s.outOffset);
   }
 };
