@@ -235,6 +235,28 @@ Status SafetensorsFile::readData(const Tensor &t, void *dst) const {
   return Status::success();
 }
 
+/// The header's JSON object; an error when it is not one or gives a key twice.
+static Result<nlohmann::json> parseHeader(const std::string &header) {
+  ParsedJson parsed;
+  try {
+    parsed = parseJson(header);
+  } catch (const nlohmann::json::parse_error &e) {
+    return Result<nlohmann::json>::error("malformed header JSON: " + jsonErrorText(e));
+  }
+  if (!parsed.value.is_object())
+    return Result<nlohmann::json>::error("malformed header: not a JSON object");
+  const std::vector<std::string> &dup = parsed.duplicate;
+  if (dup.empty())
+    return std::move(parsed.value);
+  std::string why = "tensor '" + dup[0] + "': duplicate key '" + dup.back() + "'";
+  if (dup.size() == 1)
+    why = dup[0] == kMetadataKey ? "duplicate \"__metadata__\""
+                                 : "tensor '" + dup[0] + "': duplicate tensor name";
+  else if (dup.size() == 2 && dup[0] == kMetadataKey)
+    why = "duplicate metadata key '" + dup[1] + "'";
+  return Result<nlohmann::json>::error(why);
+}
+
 static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
                                                    bool withData) {
   auto fail = [&](const std::string &cause) {
@@ -271,23 +293,10 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
   if (!preadAll(fd, header.data(), headerSize, 8))
     return fail("cannot read the header");
 
-  ParsedJson parsed;
-  try {
-    parsed = parseJson(header);
-  } catch (const nlohmann::json::parse_error &e) {
-    return fail("malformed header JSON: " + jsonErrorText(e));
-  }
-  const nlohmann::json &root = parsed.value;
-  if (!root.is_object())
-    return fail("malformed header: not a JSON object");
-  if (const std::vector<std::string> &dup = parsed.duplicate; !dup.empty()) {
-    if (dup.size() == 1)
-      return dup[0] == kMetadataKey ? fail("duplicate \"__metadata__\"")
-                                    : fail("tensor '" + dup[0] + "': duplicate tensor name");
-    if (dup.size() == 2 && dup[0] == kMetadataKey)
-      return fail("duplicate metadata key '" + dup[1] + "'");
-    return fail("tensor '" + dup[0] + "': duplicate key '" + dup.back() + "'");
-  }
+  Result<nlohmann::json> parsed = parseHeader(header);
+  if (!parsed.ok())
+    return fail(parsed.message());
+  const nlohmann::json &root = *parsed;
 
   SafetensorsFile file;
   file.path = path;
