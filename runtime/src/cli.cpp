@@ -23,8 +23,11 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace merak::rt {
 
