@@ -9,7 +9,7 @@ PKGS=(
   libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
   openmpi-bin libopenmpi-dev libopenblas-dev libomp-22-dev procps time
   python3-onnx python3-numpy python3-torch python3-torchvision
-  pybind11-dev python3-dev
+  pybind11-dev python3-dev nlohmann-json3-dev libcli11-dev
 )
 
 missing=()

@@ -1,25 +1,30 @@
 //===- ManifestJSON.h - Spellings shared by the manifest writers -*- C++ -*-===//
 //
 // The serial (ProgramData.cpp) and pipelined (PipelineProgram.cpp) manifest
-// and data writers share these: dtypes and shapes spelled as the runtime's
-// reader (runtime/src/manifest.cpp) expects, and tensor data in storage
-// layout.
+// and data writers share these: manifest entries in the schema the runtime
+// reads (runtime/include/merak_rt/manifest_schema.h; this target defines
+// JSON_NOEXCEPTION and only writes it), and tensor data in storage layout.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_LIB_TARGET_MANIFESTJSON_H
 #define MERAK_LIB_TARGET_MANIFESTJSON_H
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/JSON.h"
+
+#include "merak_rt/manifest_schema.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::merak::target {
+
+namespace schema = ::merak::rt::schema;
 
 /// "F32", "F64", "I64", "I32" or "BOOL" for a tensor or element type.
 inline std::string manifestDType(Type t) {
@@ -35,12 +40,20 @@ inline std::string manifestDType(Type t) {
   return "BOOL";
 }
 
-/// A ranked tensor type's shape as a JSON list.
-inline llvm::json::Array manifestShape(Type t) {
-  llvm::json::Array a;
-  for (int64_t d : cast<RankedTensorType>(t).getShape())
-    a.push_back(d);
-  return a;
+/// A ranked tensor type's shape.
+inline std::vector<int64_t> manifestShape(Type t) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(t).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+/// An input's or output's entry: name, dtype, shape and offset.
+inline schema::Tensor manifestTensor(std::string name, Type t, int64_t offset) {
+  schema::Tensor e;
+  e.name = std::move(name);
+  e.dtype = manifestDType(t);
+  e.shape = manifestShape(t);
+  e.offset = offset;
+  return e;
 }
 
 /// Writes the bytes of `attr` in storage layout (row-major, little endian,
@@ -49,12 +62,28 @@ inline llvm::json::Array manifestShape(Type t) {
 LogicalResult writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
                                llvm::raw_ostream &os);
 
-/// A param's manifest "kind": its merak.kind (state, scratch, hparam), else
-/// "trainable" when the step writes it (`trained`), else "frozen"; for an
-/// hparam, records `key -> name` in `hparams` and a splat initial value as
-/// the run-time default in `defaults`.
-std::string manifestParamKind(ParamOp p, const llvm::StringSet<> &trained,
-                              llvm::json::Object &hparams, llvm::json::Object &defaults);
+/// A param's manifest entry: name, dtype, shape, offset, bytes; "kind" (its
+/// merak.kind: state, scratch, hparam; else "trainable" when the step writes
+/// it (`trained`), else "frozen"; an hparam's `key -> name` goes into
+/// `program`'s hparams, a splat initial value into its defaults); a
+/// tensor-parallel shard's "shard" and "global_shape"; ZeRO-1 state's
+/// "zero" and "global_shape". Failure after a diagnostic when a shard lies
+/// below `initBytes` (the initialised storage).
+FailureOr<schema::Tensor> manifestParam(ParamOp p, const llvm::StringSet<> &trained,
+                                        int64_t initBytes, schema::Program &program);
+
+/// A sharded param's full initial tensor, which every rank copies its shard
+/// out of: unless zero-initialised (optimizer state), written to `os` at
+/// data offset `written` (advanced past its slot) and recorded in `entry`'s
+/// "data_offset" and "data_bytes".
+LogicalResult writeShardData(ParamOp p, schema::Tensor &entry, int64_t &written,
+                             llvm::raw_ostream &os);
+
+/// Bytes of a tensor of type `t` in storage layout.
+inline int64_t tensorBytes(Type t) {
+  auto r = cast<RankedTensorType>(t);
+  return r.getNumElements() * storageElementBytes(r.getElementType());
+}
 
 /// Bytes a tensor of type `t` occupies in an arena or the parameter
 /// storage: its storage size rounded up to kBufferAlignment (at least one

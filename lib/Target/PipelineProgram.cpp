@@ -22,22 +22,17 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::merak;
-namespace json = llvm::json;
+namespace schema = ::merak::rt::schema;
 
 static int64_t align64(int64_t n) {
   return (n + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
 }
 
-static int64_t tensorBytes(Type t) {
-  auto r = cast<RankedTensorType>(t);
-  return r.getNumElements() * storageElementBytes(r.getElementType());
-}
-
 using target::slotBytes;
+using target::tensorBytes;
 
 void mlir::merak::reportPipelineMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
   FailureOr<SmallVector<func::FuncOp>> frags = pipelineFragments(module);
@@ -79,6 +74,233 @@ StringRef argName(func::FuncOp f, unsigned i) {
 StringRef resultName(func::FuncOp f, unsigned i) {
   auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
   return n ? n.getValue() : "";
+}
+
+/// Fragment (stage, kind) -> function; null when there is none.
+func::FuncOp fragmentOf(ModuleOp module, int64_t s, StringRef kind) {
+  return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
+}
+
+/// Where a pipeline program's values travel between fragments: the
+/// messages of every cut, the values kept between a stage's fragments, and
+/// the step's inputs and outputs in A.
+struct Layout {
+  SmallVector<Message> act, cot; ///< cut c: between stage c and c + 1
+  llvm::StringMap<SmallVector<Message>> kept; ///< "stash", "rstash", "wstash": per stage
+  llvm::StringMap<std::pair<int64_t, int64_t>> dataSlot; ///< input -> (offset, mb bytes)
+  llvm::StringMap<std::string> dataRole;                 ///< input -> role
+  llvm::StringMap<int64_t> outSlot;                      ///< output -> offset
+  /// Where kept value `name`:`idx` of stage `s` lies in its buffer.
+  std::optional<int64_t> keptOffset(StringRef name, int64_t s, int64_t idx) const {
+    auto it = kept.find(name);
+    if (it == kept.end() || !it->second[s].offset.count(idx))
+      return std::nullopt;
+    return it->second[s].offset.lookup(idx);
+  }
+};
+
+/// The step's inputs (every micro-batch's tokens and labels, or arrays, then
+/// the step) and outputs (the update's results), placed in A from `top`
+/// (advanced past them); their slots go into `l`.
+LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m, int64_t &top,
+                                 Layout &l, schema::Program &manifest) {
+  auto place = [&](int64_t bytes) {
+    int64_t off = top;
+    top += std::max(align64(bytes), kBufferAlignment);
+    return off;
+  };
+  bool haveTokens = false;
+  std::string otherInput;
+  for (BlockArgument arg : lossFn.getArguments()) {
+    auto name = lossFn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+    auto type = cast<RankedTensorType>(arg.getType());
+    std::string n = name ? name.str() : "";
+    std::string role;
+    if (n == "labels")
+      role = "labels";
+    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
+      role = "tokens", haveTokens = true;
+    else // an array input of a model without token ids (features, images)
+      role = "other", otherInput = n;
+    if (haveTokens && !otherInput.empty())
+      return lossFn.emitError("a pipeline program with token ids feeds only them and labels; "
+                              "input '")
+             << otherInput << "' is neither";
+    l.dataRole[n] = role;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= m; // every micro-batch of the step
+    auto full = RankedTensorType::get(shape, type.getElementType());
+    int64_t off = place(tensorBytes(full));
+    l.dataSlot[n] = {off, tensorBytes(type)};
+    manifest.inputs.push_back(target::manifestTensor(n, full, off));
+    manifest.inputs.back().role = role;
+  }
+  auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
+  manifest.inputs.push_back(target::manifestTensor("step", i64, place(8)));
+  manifest.inputs.back().role = "step";
+  func::FuncOp update0 = fragmentOf(module, 0, "update");
+  for (unsigned i = 0; i < update0.getNumResults(); ++i) {
+    Type t = update0.getResultTypes()[i];
+    std::string n = resultName(update0, i).str();
+    l.outSlot[n] = place(tensorBytes(t));
+    manifest.outputs.push_back(target::manifestTensor(n, t, l.outSlot[n]));
+  }
+  return success();
+}
+
+/// The messages of every cut and the kept values of every stage.
+void layoutMessages(ModuleOp module, int64_t stages, Layout &l) {
+  l.act.assign(stages, Message());
+  l.cot.assign(stages, Message());
+  for (int64_t c = 0; c + 1 < stages; ++c) {
+    func::FuncOp fwd = fragmentOf(module, c, "forward"), bwd = fragmentOf(module, c, "backward");
+    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
+      if (auto [k, idx] = splitName(resultName(fwd, i)); k == "act")
+        l.act[c].add(idx, fwd.getResultTypes()[i]);
+    for (unsigned i = 0; i < bwd.getNumArguments(); ++i)
+      if (auto [k, idx] = splitName(argName(bwd, i)); k == "cot")
+        l.cot[c].add(idx, bwd.getArgumentTypes()[i]);
+  }
+  // Values kept between two fragments of a stage, laid out like a message:
+  // the forward's "stash:i" (merak-recompute: activations the backward
+  // reads), the recomputation's "rstash:i" (merak-split-backward, shifted
+  // critical path: what the rest of the backward reads; the forward_keep
+  // returns the same) and the input-gradient backward's "wstash:i" (zero
+  // bubble: what the weight-gradient backward reads).
+  for (auto [producer, name] : {std::pair<StringRef, StringRef>{"forward", "stash"},
+                                {"recompute", "rstash"},
+                                {"backward", "wstash"}}) {
+    SmallVector<Message> &out = l.kept[name];
+    out.assign(stages, Message());
+    for (int64_t s = 0; s < stages; ++s)
+      if (func::FuncOp f = fragmentOf(module, s, producer))
+        for (unsigned i = 0; i < f.getNumResults(); ++i)
+          if (auto [k, idx] = splitName(resultName(f, i)); k == name)
+            out[s].add(idx, f.getResultTypes()[i]);
+  }
+}
+
+/// Fragment `f`'s entry: where each argument comes from and each result goes.
+FailureOr<schema::Fragment> fragmentEntry(func::FuncOp f, const Layout &l) {
+  auto [s, fragKind] = pipelineFragmentStageKind(f);
+  bool isForward = fragKind == "forward" || fragKind == "forward_keep";
+  auto slots = f->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
+  schema::Fragment entry;
+  entry.name = f.getSymName().str();
+  entry.stage = s;
+  entry.kind = fragKind.str();
+  entry.arenaBytes = f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto [kindName, idx] = splitName(argName(f, i));
+    schema::FragmentArg &a = entry.args.emplace_back();
+    a.offset = f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
+    a.bytes = tensorBytes(f.getArgumentTypes()[i]);
+    if (kindName == "act") {
+      a.source = "act";
+      a.msgOffset = l.act[s - 1].offset.lookup(idx);
+    } else if (kindName == "cot") {
+      a.source = "cot";
+      a.msgOffset = l.cot[s].offset.lookup(idx);
+    } else if (std::optional<int64_t> kept = l.keptOffset(kindName, s, idx)) {
+      a.source = kindName.str();
+      a.msgOffset = kept;
+    } else if (kindName == "step") {
+      a.source = "step";
+    } else if (l.dataSlot.count(kindName)) {
+      std::string role = l.dataRole.lookup(kindName);
+      a.source = role == "other" ? std::string("input") : role;
+      if (role == "other")
+        a.inputOffset = l.dataSlot.lookup(kindName).first;
+    } else {
+      return f.emitError("fragment argument ") << i << " has no known source";
+    }
+  }
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    Type t = f.getResultTypes()[i];
+    auto [kindName, idx] = splitName(resultName(f, i));
+    schema::FragmentResult &r = entry.results.emplace_back();
+    r.offset = slots[i];
+    r.bytes = tensorBytes(t);
+    r.dtype = target::manifestDType(t);
+    std::optional<int64_t> kept = l.keptOffset(kindName, s, idx);
+    if (kindName == "act") {
+      r.dest = "act";
+      r.msgOffset = l.act[s].offset.lookup(idx);
+    } else if (kindName == "cot") {
+      r.dest = "cot";
+      r.msgOffset = l.cot[s - 1].offset.lookup(idx);
+    } else if (kept && fragKind != "update") {
+      r.dest = kindName.str();
+      r.msgOffset = kept;
+    } else if (isForward && kindName == "loss") {
+      r.dest = "loss";
+    } else if (fragKind == "update" && (kindName == "grad_norm" || kindName == "lr")) {
+      r.dest = kindName.str();
+      r.outOffset = l.outSlot.lookup(kindName);
+    } else {
+      r.dest = "none";
+    }
+  }
+  return entry;
+}
+
+/// Per stage: message and kept-value sizes, the params it owns and uses;
+/// the gradient accumulators several ranks hold; each rank's instructions.
+void addStages(ModuleOp module, ArrayRef<func::FuncOp> frags, const Layout &l,
+               PipelineScheduleKind kind, int64_t ranks, int64_t m, int64_t chunks,
+               schema::Pipeline &pipeline) {
+  // Accumulators of parameters several stages hold, summed before updates.
+  int64_t stages = ranks * chunks;
+  ArrayAttr owners = getPipelinePlan(module).getOwners();
+  llvm::StringMap<SmallVector<int64_t>> holders;
+  SmallVector<std::string> order;
+  for (auto [s, names] : llvm::enumerate(owners))
+    for (Attribute n : cast<ArrayAttr>(names)) {
+      std::string acc = (kGradAccumulatorPrefix + cast<StringAttr>(n).getValue()).str();
+      if (!module.lookupSymbol(acc))
+        continue;
+      auto &h = holders[acc];
+      if (h.empty())
+        order.push_back(acc);
+      if (!llvm::is_contained(h, (int64_t)s % ranks)) // the holder ranks
+        h.push_back(s % ranks);
+    }
+  for (const std::string &acc : order)
+    if (holders[acc].size() > 1)
+      pipeline.shared.push_back({acc, std::vector<int64_t>(holders[acc].begin(), holders[acc].end())});
+
+  for (int64_t s = 0; s < stages; ++s) {
+    schema::StageInfo &stage = pipeline.stageInfo.emplace_back();
+    for (Attribute n : cast<ArrayAttr>(owners[s]))
+      stage.owned.push_back(cast<StringAttr>(n).getValue().str());
+    // Every param the stage's fragments read or write: the only part of P
+    // its ranks touch (and initialise, restore and checkpoint).
+    llvm::SetVector<StringRef> used;
+    for (func::FuncOp f : frags)
+      if (pipelineFragmentStageKind(f).first == s)
+        f.walk([&](Operation *op) {
+        if (auto get = dyn_cast<GetParamOp>(op))
+          used.insert(get.getName());
+        else if (auto set = dyn_cast<SetParamOp>(op))
+          used.insert(set.getName());
+      });
+    for (StringRef n : used)
+      stage.params.push_back(n.str());
+    stage.actInBytes = s ? l.act[s - 1].bytes : 0;
+    stage.actOutBytes = s + 1 < stages ? l.act[s].bytes : 0;
+    stage.cotInBytes = s + 1 < stages ? l.cot[s].bytes : 0;
+    stage.cotOutBytes = s ? l.cot[s - 1].bytes : 0;
+    stage.stashBytes = l.kept.find("stash")->second[s].bytes;
+    stage.rstashBytes = l.kept.find("rstash")->second[s].bytes;
+    stage.wstashBytes = l.kept.find("wstash")->second[s].bytes;
+  }
+  auto program = buildPipelineSchedule(kind, ranks, m, chunks, recordedKeptMicrobatches(module));
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::vector<schema::Instr> &instrs = pipeline.programs.emplace_back();
+    for (const PipelineInstr &i : program[r])
+      instrs.push_back({pipelineInstrName(i.kind).str(), i.mb,
+                        chunks > 1 ? std::optional<int64_t>(i.chunk) : std::nullopt});
+  }
 }
 } // namespace
 
@@ -127,49 +349,20 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   llvm::StringSet<> trained;
   for (func::FuncOp f : frags)
     f.walk([&](SetParamOp s) { trained.insert(s.getName()); });
-  json::Array params, accumulators;
-  json::Object hparams, defaults;
+  schema::Program manifest;
+  manifest.constsOffset = constsOffset;
+  schema::Pipeline &pipeline = manifest.pipeline.emplace();
   for (ParamOp p : module.getOps<ParamOp>()) {
-    std::string kindName = target::manifestParamKind(p, trained, hparams, defaults);
-    auto type = p.getTensorType();
     if (p.getSymName().starts_with(kGradAccumulatorPrefix))
-      accumulators.push_back(p.getSymName().str());
-    int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    json::Object entry{{"name", p.getSymName().str()},
-                       {"dtype", target::manifestDType(type)},
-                       {"shape", target::manifestShape(type)},
-                       {"offset", off},
-                       {"bytes", tensorBytes(type)},
-                       {"kind", kindName}};
+      pipeline.accumulators.push_back(p.getSymName().str());
     // Tensor-parallel shards, as in a serial program's manifest: the full
     // initial tensor follows the constants and every rank copies its part.
-    if (std::optional<ShardLayout> shard = getShardLayout(p)) {
-      if (off < initBytes.getInt())
-        return p.emitError("a sharded parameter lies in the initialised storage");
-      entry["shard"] = json::Object{
-          {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
-      std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
-      entry["global_shape"] = target::manifestShape(globalShardType(
-          zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
-      auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
-      bool zeros = dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
-                   dense.getSplatValue<APFloat>().isPosZero();
-      if (!zeros) {
-        auto full = cast<RankedTensorType>(p.getInitialValue().getType());
-        entry["data_offset"] = written;
-        entry["data_bytes"] = tensorBytes(full);
-        if (failed(target::writeElementData(p, p.getInitialValue(), slotBytes(full), dataOs)))
-          return failure();
-        written += slotBytes(full);
-      }
-    }
-    if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
-      // ZeRO-1 state: this dp rank's part, as in a serial program's manifest.
-      entry["zero"] = json::Object{{"parts", zero->parts}};
-      if (!entry.get("global_shape"))
-        entry["global_shape"] = json::Array(zero->shape);
-    }
-    params.push_back(std::move(entry));
+    FailureOr<schema::Tensor> entry =
+        target::manifestParam(p, trained, initBytes.getInt(), manifest);
+    if (failed(entry) ||
+        (entry->shard && failed(target::writeShardData(p, *entry, written, dataOs))))
+      return failure();
+    manifest.params.push_back(std::move(*entry));
   }
 
   // The arena: fragments, then the step's inputs and outputs.
@@ -177,254 +370,35 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   for (func::FuncOp f : frags)
     fragArena = std::max(fragArena, f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt());
   int64_t top = align64(fragArena);
-  auto place = [&](int64_t bytes) {
-    int64_t off = top;
-    top += std::max(align64(bytes), kBufferAlignment);
-    return off;
-  };
-  json::Array inputs, outputs;
-  llvm::StringMap<std::pair<int64_t, int64_t>> dataSlot; // name -> (offset, mb bytes)
-  llvm::StringMap<std::string> dataRole;                // name -> role
-  bool haveTokens = false;
-  std::string otherInput;
-  for (BlockArgument arg : lossFn.getArguments()) {
-    auto name = lossFn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
-    auto type = cast<RankedTensorType>(arg.getType());
-    std::string n = name ? name.str() : "";
-    std::string role;
-    if (n == "labels")
-      role = "labels";
-    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
-      role = "tokens", haveTokens = true;
-    else // an array input of a model without token ids (features, images)
-      role = "other", otherInput = n;
-    if (haveTokens && !otherInput.empty())
-      return lossFn.emitError("a pipeline program with token ids feeds only them and labels; "
-                              "input '")
-             << otherInput << "' is neither";
-    dataRole[n] = role;
-    SmallVector<int64_t> shape(type.getShape());
-    shape[0] *= m; // every micro-batch of the step
-    auto full = RankedTensorType::get(shape, type.getElementType());
-    int64_t off = place(tensorBytes(full));
-    dataSlot[n] = {off, tensorBytes(type)};
-    inputs.push_back(json::Object{{"name", n}, {"role", role}, {"dtype", target::manifestDType(type)},
-                                  {"shape", target::manifestShape(full)}, {"offset", off}});
+  Layout layout;
+  if (failed(placeInputsOutputs(module, lossFn, m, top, layout, manifest)))
+    return failure();
+  layoutMessages(module, stages, layout);
+  for (func::FuncOp f : frags) {
+    FailureOr<schema::Fragment> entry = fragmentEntry(f, layout);
+    if (failed(entry))
+      return failure();
+    pipeline.fragments.push_back(std::move(*entry));
   }
-  auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
-  int64_t stepOff = place(8);
-  inputs.push_back(json::Object{{"name", "step"}, {"role", "step"}, {"dtype", "I64"},
-                                {"shape", json::Array{}}, {"offset", stepOff}});
-  // Fragment (stage, kind) -> function.
-  auto fragment = [&](int64_t s, StringRef kind) {
-    return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
-  };
-  func::FuncOp update0 = fragment(0, "update");
-  llvm::StringMap<int64_t> outSlot;
-  for (unsigned i = 0; i < update0.getNumResults(); ++i) {
-    Type t = update0.getResultTypes()[i];
-    std::string n = resultName(update0, i).str();
-    outSlot[n] = place(tensorBytes(t));
-    outputs.push_back(json::Object{{"name", n}, {"dtype", target::manifestDType(t)}, {"shape", target::manifestShape(t)},
-                                   {"offset", outSlot[n]}});
-  }
-  (void)i64;
+  addStages(module, frags, layout, *kind, ranks, m, chunks, pipeline);
 
-  // Messages of every cut c (between stage c and c + 1).
-  SmallVector<Message> act(stages), cot(stages);
-  for (int64_t c = 0; c + 1 < stages; ++c) {
-    func::FuncOp fwd = fragment(c, "forward"), bwd = fragment(c, "backward");
-    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
-      if (auto [k, idx] = splitName(resultName(fwd, i)); k == "act")
-        act[c].add(idx, fwd.getResultTypes()[i]);
-    for (unsigned i = 0; i < bwd.getNumArguments(); ++i)
-      if (auto [k, idx] = splitName(argName(bwd, i)); k == "cot")
-        cot[c].add(idx, bwd.getArgumentTypes()[i]);
-  }
-
-  // Values kept between two fragments of a stage, laid out like a message:
-  // the forward's "stash:i" (merak-recompute: activations the backward
-  // reads), the recomputation's "rstash:i" (merak-split-backward, shifted
-  // critical path: what the rest of the backward reads; the forward_keep
-  // returns the same) and the input-gradient backward's "wstash:i" (zero
-  // bubble: what the weight-gradient backward reads).
-  auto keptLayout = [&](StringRef producer, StringRef name) {
-    SmallVector<Message> out(stages);
-    for (int64_t s = 0; s < stages; ++s)
-      if (func::FuncOp f = fragment(s, producer))
-        for (unsigned i = 0; i < f.getNumResults(); ++i)
-          if (auto [k, idx] = splitName(resultName(f, i)); k == name)
-            out[s].add(idx, f.getResultTypes()[i]);
-    return out;
-  };
-  llvm::StringMap<SmallVector<Message>> kept;
-  kept["stash"] = keptLayout("forward", "stash");
-  kept["rstash"] = keptLayout("recompute", "rstash");
-  kept["wstash"] = keptLayout("backward", "wstash");
-  SmallVector<Message> &stash = kept["stash"];
-
-  json::Array fragments;
-  for (auto indexed : llvm::enumerate(frags)) {
-    func::FuncOp f = indexed.value();
-    auto [s, fragKind] = pipelineFragmentStageKind(f);
-    bool isForward = fragKind == "forward" || fragKind == "forward_keep";
-    auto argOffsets = [&](unsigned i) {
-      return f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
-    };
-    auto slots = f->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
-    json::Array args, results;
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      Type t = f.getArgumentTypes()[i];
-      auto [kindName, idx] = splitName(argName(f, i));
-      json::Object a{{"offset", argOffsets(i)}, {"bytes", tensorBytes(t)}};
-      if (kindName == "act") {
-        a["source"] = "act";
-        a["msg_offset"] = act[s - 1].offset.lookup(idx);
-      } else if (kindName == "cot") {
-        a["source"] = "cot";
-        a["msg_offset"] = cot[s].offset.lookup(idx);
-      } else if (kept.count(kindName) && kept[kindName][s].offset.count(idx)) {
-        a["source"] = kindName.str();
-        a["msg_offset"] = kept[kindName][s].offset.lookup(idx);
-      } else if (kindName == "step") {
-        a["source"] = "step";
-      } else if (dataSlot.count(kindName)) {
-        std::string role = dataRole.lookup(kindName);
-        a["source"] = role == "other" ? std::string("input") : role;
-        if (role == "other")
-          a["input_offset"] = dataSlot.lookup(kindName).first;
-      } else {
-        return f.emitError("fragment argument ") << i << " has no known source";
-      }
-      args.push_back(std::move(a));
-    }
-    for (unsigned i = 0; i < f.getNumResults(); ++i) {
-      Type t = f.getResultTypes()[i];
-      auto [kindName, idx] = splitName(resultName(f, i));
-      json::Object r{{"offset", slots[i]}, {"bytes", tensorBytes(t)}, {"dtype", target::manifestDType(t)}};
-      if (kindName == "act") {
-        r["dest"] = "act";
-        r["msg_offset"] = act[s].offset.lookup(idx);
-      } else if (kindName == "cot") {
-        r["dest"] = "cot";
-        r["msg_offset"] = cot[s - 1].offset.lookup(idx);
-      } else if (kindName != "act" && kept.count(kindName) &&
-                 kept[kindName][s].offset.count(idx) && fragKind != "update") {
-        r["dest"] = kindName.str();
-        r["msg_offset"] = kept[kindName][s].offset.lookup(idx);
-      } else if (isForward && kindName == "loss") {
-        r["dest"] = "loss";
-      } else if (fragKind == "update" && (kindName == "grad_norm" || kindName == "lr")) {
-        r["dest"] = kindName.str();
-        r["out_offset"] = outSlot.lookup(kindName);
-      } else {
-        r["dest"] = "none";
-      }
-      results.push_back(std::move(r));
-    }
-    fragments.push_back(json::Object{
-        {"name", f.getSymName().str()},
-        {"stage", s},
-        {"kind", fragKind.str()},
-        {"arena_bytes", f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt()},
-        {"args", std::move(args)},
-        {"results", std::move(results)}});
-  }
-
-  // Accumulators of parameters several stages hold, summed before updates.
-  ArrayAttr owners = plan.getOwners();
-  llvm::StringMap<SmallVector<int64_t>> holders;
-  SmallVector<std::string> order;
-  for (auto [s, names] : llvm::enumerate(owners))
-    for (Attribute n : cast<ArrayAttr>(names)) {
-      std::string acc = (kGradAccumulatorPrefix + cast<StringAttr>(n).getValue()).str();
-      if (!module.lookupSymbol(acc))
-        continue;
-      auto &h = holders[acc];
-      if (h.empty())
-        order.push_back(acc);
-      if (!llvm::is_contained(h, (int64_t)s % ranks)) // the holder ranks
-        h.push_back(s % ranks);
-    }
-  json::Array shared;
-  for (const std::string &acc : order)
-    if (holders[acc].size() > 1) {
-      json::Array st;
-      for (int64_t s : holders[acc])
-        st.push_back(s);
-      shared.push_back(json::Object{{"name", acc}, {"stages", std::move(st)}});
-    }
-
-  json::Array stageInfo, programs;
-  auto program = buildPipelineSchedule(*kind, ranks, m, chunks, recordedKeptMicrobatches(module));
-  for (int64_t s = 0; s < stages; ++s) {
-    json::Array owned;
-    for (Attribute n : cast<ArrayAttr>(owners[s]))
-      owned.push_back(cast<StringAttr>(n).getValue().str());
-    // Every param the stage's fragments read or write: the only part of P
-    // its ranks touch (and initialise, restore and checkpoint).
-    llvm::SetVector<StringRef> used;
-    for (func::FuncOp f : frags)
-      if (pipelineFragmentStageKind(f).first == s)
-        f.walk([&](Operation *op) {
-        if (auto get = dyn_cast<GetParamOp>(op))
-          used.insert(get.getName());
-        else if (auto set = dyn_cast<SetParamOp>(op))
-          used.insert(set.getName());
-      });
-    json::Array params;
-    for (StringRef n : used)
-      params.push_back(n.str());
-    stageInfo.push_back(json::Object{{"act_in_bytes", s ? act[s - 1].bytes : 0},
-                                     {"act_out_bytes", s + 1 < stages ? act[s].bytes : 0},
-                                     {"cot_in_bytes", s + 1 < stages ? cot[s].bytes : 0},
-                                     {"cot_out_bytes", s ? cot[s - 1].bytes : 0},
-                                     {"stash_bytes", stash[s].bytes},
-                                     {"rstash_bytes", kept["rstash"][s].bytes},
-                                     {"wstash_bytes", kept["wstash"][s].bytes},
-                                     {"owned", std::move(owned)},
-                                     {"params", std::move(params)}});
-  }
-  for (int64_t r = 0; r < ranks; ++r) {
-    json::Array instrs;
-    for (const PipelineInstr &i : program[r])
-      instrs.push_back(chunks > 1 ? json::Array{pipelineInstrName(i.kind).str(), i.mb, i.chunk}
-                                  : json::Array{pipelineInstrName(i.kind).str(), i.mb});
-    programs.push_back(std::move(instrs));
-  }
-
-  json::Array ops;
   for (func::FuncOp f : frags)
     for (std::string &n : kernelOpNames(f))
-      ops.push_back(std::move(n));
+      manifest.ops.push_back(std::move(n));
   if (!info.optimizer.empty())
-    defaults["optimizer"] = info.optimizer;
-  json::Object pipeline{{"stages", stages},
-                        {"virtual_stages", chunks},
-                        {"microbatches", m},
-                        {"schedule", pipelineScheduleName(*kind).str()},
-                        {"fragments", std::move(fragments)},
-                        {"stage_info", std::move(stageInfo)},
-                        {"accumulators", std::move(accumulators)},
-                        {"shared", std::move(shared)},
-                        {"programs", std::move(programs)}};
-  json::Object manifest{{"format", 1},
-                        {"entry", "pipeline"},
-                        {"model", info.model},
-                        {"arena_bytes", top},
-                        {"params_bytes", paramsBytes.getInt()},
-                        {"params_init_bytes", initBytes.getInt()},
-                        {"consts_offset", constsOffset},
-                        {"consts_bytes", constsBytes.getInt()},
-                        {"params", std::move(params)},
-                        {"inputs", std::move(inputs)},
-                        {"outputs", std::move(outputs)},
-                        {"hparams", std::move(hparams)},
-                        {"defaults", std::move(defaults)},
-                        {"ops", std::move(ops)},
-                        {"mesh", json::Object{{"pp", ranks}, {"dp", info.dp}, {"tp", info.tp}}},
-                        {"pipeline", std::move(pipeline)}};
-  manifestOs << json::Value(std::move(manifest));
+    manifest.defaults.optimizer = info.optimizer;
+  pipeline.stages = stages;
+  pipeline.virtualStages = chunks;
+  pipeline.microbatches = m;
+  pipeline.schedule = pipelineScheduleName(*kind).str();
+  manifest.entry = "pipeline";
+  manifest.model = info.model;
+  manifest.arenaBytes = top;
+  manifest.paramsBytes = paramsBytes.getInt();
+  manifest.paramsInitBytes = initBytes.getInt();
+  manifest.constsBytes = constsBytes.getInt();
+  manifest.mesh = {ranks, info.dp, info.tp};
+  manifestOs << schema::dump(manifest);
   return success();
 }
 

@@ -13,11 +13,10 @@
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::merak;
-namespace json = llvm::json;
+namespace schema = ::merak::rt::schema;
 
 LogicalResult target::writeElementData(Operation *owner, ElementsAttr attr, int64_t bytes,
                                       llvm::raw_ostream &os) {
@@ -59,21 +58,54 @@ LogicalResult target::writeElementData(Operation *owner, ElementsAttr attr, int6
   return success();
 }
 
-std::string target::manifestParamKind(ParamOp p, const llvm::StringSet<> &trained,
-                                     json::Object &hparams, json::Object &defaults) {
-  std::string kind;
+FailureOr<schema::Tensor> target::manifestParam(ParamOp p, const llvm::StringSet<> &trained,
+                                                int64_t initBytes, schema::Program &program) {
+  auto type = p.getTensorType();
+  int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
+  schema::Tensor entry = manifestTensor(p.getSymName().str(), type, off);
+  entry.bytes = target::tensorBytes(type);
   if (auto k = p->getAttrOfType<StringAttr>(kKindAttr))
-    kind = k.str();
+    entry.kind = k.str();
   else
-    kind = trained.contains(p.getSymName()) ? "trainable" : "frozen";
-  if (kind == "hparam") {
+    entry.kind = trained.contains(p.getSymName()) ? "trainable" : "frozen";
+  if (entry.kind == "hparam") {
     StringRef key = p.getSymName();
     key.consume_front("optimizer.hparams.");
-    hparams[key] = p.getSymName().str();
+    program.hparams[key.str()] = p.getSymName().str();
     if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
-      defaults[key] = dense.getSplatValue<APFloat>().convertToDouble();
+      program.defaults.hparams[key.str()] = dense.getSplatValue<APFloat>().convertToDouble();
   }
-  return kind;
+  std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
+  if (std::optional<ShardLayout> shard = getShardLayout(p)) {
+    if (off < initBytes)
+      return p.emitError("a sharded parameter lies in the initialised storage");
+    entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks};
+    entry.globalShape = manifestShape(globalShardType(
+        zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
+  }
+  if (zero) {
+    // ZeRO-1 state: this dp rank's part of the flattened, padded tensor.
+    // (Of a tensor-parallel shard: global_shape is the full tensor's.)
+    entry.zero = schema::Zero{zero->parts};
+    if (!entry.globalShape)
+      entry.globalShape = std::vector<int64_t>(zero->shape.begin(), zero->shape.end());
+  }
+  return entry;
+}
+
+LogicalResult target::writeShardData(ParamOp p, schema::Tensor &entry, int64_t &written,
+                                     llvm::raw_ostream &os) {
+  auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue());
+  if (dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+      dense.getSplatValue<APFloat>().isPosZero())
+    return success(); // zero-initialised (optimizer state): nothing to copy
+  auto full = cast<RankedTensorType>(p.getInitialValue().getType());
+  entry.dataOffset = written;
+  entry.dataBytes = tensorBytes(full);
+  if (failed(writeElementData(p, p.getInitialValue(), slotBytes(full), os)))
+    return failure();
+  written += slotBytes(full);
+  return success();
 }
 
 int64_t target::slotBytes(Type t) {
@@ -128,40 +160,25 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     return failure();
   int64_t written = initBytes.getInt();
 
-  json::Array params;
-  json::Object hparams, defaults;
+  schema::Program manifest;
+  manifest.entry = info.entry;
+  manifest.model = info.model;
+  manifest.arenaBytes = arena.getInt();
+  manifest.paramsBytes = paramsBytes.getInt();
+  manifest.paramsInitBytes = initBytes.getInt();
+  manifest.constsBytes = constsBytes.getInt();
+  manifest.mesh = {info.pp, info.dp, info.tp};
   for (ParamOp p : module.getOps<ParamOp>()) {
-    int64_t off = p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    std::string kind = target::manifestParamKind(p, trained, hparams, defaults);
-    auto type = p.getTensorType();
-    json::Object entry{{"name", p.getSymName().str()},
-                       {"dtype", target::manifestDType(type)},
-                       {"shape", target::manifestShape(type)},
-                       {"offset", off},
-                       {"bytes", type.getNumElements() * storageElementBytes(type.getElementType())},
-                       {"kind", kind}};
-    if (std::optional<ShardLayout> shard = getShardLayout(p)) {
-      entry["shard"] = json::Object{
-          {"axis", shard->axis}, {"parts", shard->parts}, {"blocks", shard->blocks}};
-      std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation());
-      entry["global_shape"] = target::manifestShape(globalShardType(
-          zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
-      if (off < initBytes.getInt())
-        return p.emitError("a sharded parameter lies in the initialised storage");
-    }
-    if (std::optional<ZeroLayout> zero = getZeroLayout(p.getOperation())) {
-      // ZeRO-1 state: this dp rank's part of the flattened, padded tensor.
-      // (Of a tensor-parallel shard: global_shape is the full tensor's.)
-      entry["zero"] = json::Object{{"parts", zero->parts}};
-      if (!entry.get("global_shape"))
-        entry["global_shape"] = json::Array(zero->shape);
-    }
-    params.push_back(std::move(entry));
+    FailureOr<schema::Tensor> entry =
+        target::manifestParam(p, trained, initBytes.getInt(), manifest);
+    if (failed(entry))
+      return failure();
+    manifest.params.push_back(std::move(*entry));
   }
-  int64_t constsOffset = written;
+  manifest.constsOffset = written;
   WalkResult walk = fn.walk([&](ConstantOp c) {
     int64_t off = c->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt();
-    if (written != constsOffset + off ||
+    if (written != manifest.constsOffset + off ||
         failed(target::writeElementData(c, c.getValue(), target::slotBytes(c.getType()), dataOs)))
       return WalkResult::interrupt();
     written += target::slotBytes(c.getType());
@@ -169,31 +186,17 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   });
   if (walk.wasInterrupted())
     return fn.emitError("cannot lay out the constants");
-  if (written != constsOffset + constsBytes.getInt())
+  if (written != manifest.constsOffset + constsBytes.getInt())
     return fn.emitError("constant storage size differs from the plan");
   // Tensor-parallel shards: the full initial tensors follow the constants;
   // every rank copies its shard out of them.
   int64_t index = 0;
   for (ParamOp p : module.getOps<ParamOp>()) {
-    json::Object &entry = *params[index++].getAsObject();
-    if (!entry.get("shard"))
-      continue;
-    auto full = cast<RankedTensorType>(p.getInitialValue().getType());
-    int64_t bytes = full.getNumElements() * storageElementBytes(full.getElementType());
-    bool zeros = false;
-    if (auto dense = dyn_cast<DenseElementsAttr>(p.getInitialValue()); dense && dense.isSplat())
-      zeros = isa<FloatType>(dense.getElementType()) &&
-              dense.getSplatValue<APFloat>().isPosZero();
-    if (zeros)
-      continue; // zero-initialised (optimizer state): nothing to copy
-    entry["data_offset"] = written;
-    entry["data_bytes"] = bytes;
-    if (failed(target::writeElementData(p, p.getInitialValue(), target::slotBytes(full), dataOs)))
+    schema::Tensor &entry = manifest.params[index++];
+    if (entry.shard && failed(target::writeShardData(p, entry, written, dataOs)))
       return failure();
-    written += target::slotBytes(full);
   }
 
-  json::Array inputs, outputs;
   bool haveTokens = false;
   for (BlockArgument arg : fn.getArguments()) {
     auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
@@ -206,43 +209,21 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       role = "step";
     else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
       role = "tokens", haveTokens = true;
-    inputs.push_back(json::Object{
-        {"name", n},
-        {"role", role},
-        {"dtype", target::manifestDType(type)},
-        {"shape", target::manifestShape(type)},
-        {"offset", fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()}});
+    manifest.inputs.push_back(target::manifestTensor(
+        n, type, fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()));
+    manifest.inputs.back().role = role;
   }
   auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
-    outputs.push_back(json::Object{{"name", name ? name.str() : "result" + std::to_string(i)},
-                                   {"dtype", target::manifestDType(fn.getResultTypes()[i])},
-                                   {"shape", target::manifestShape(fn.getResultTypes()[i])},
-                                   {"offset", slots[i]}});
+    manifest.outputs.push_back(target::manifestTensor(
+        name ? name.str() : "result" + std::to_string(i), fn.getResultTypes()[i], slots[i]));
   }
-  json::Array ops;
   for (std::string &n : kernelOpNames(fn))
-    ops.push_back(std::move(n));
+    manifest.ops.push_back(std::move(n));
   if (!info.optimizer.empty())
-    defaults["optimizer"] = info.optimizer;
-
-  json::Object manifest{{"format", 1},
-                        {"entry", info.entry},
-                        {"model", info.model},
-                        {"arena_bytes", arena.getInt()},
-                        {"params_bytes", paramsBytes.getInt()},
-                        {"params_init_bytes", initBytes.getInt()},
-                        {"consts_offset", constsOffset},
-                        {"consts_bytes", constsBytes.getInt()},
-                        {"params", std::move(params)},
-                        {"inputs", std::move(inputs)},
-                        {"outputs", std::move(outputs)},
-                        {"hparams", std::move(hparams)},
-                        {"defaults", std::move(defaults)},
-                        {"ops", std::move(ops)},
-                        {"mesh", json::Object{{"pp", info.pp}, {"dp", info.dp}, {"tp", info.tp}}}};
-  manifestOs << json::Value(std::move(manifest));
+    manifest.defaults.optimizer = info.optimizer;
+  manifestOs << schema::dump(manifest);
   return success();
 }
 

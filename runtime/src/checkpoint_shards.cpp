@@ -1,7 +1,7 @@
 //===- checkpoint_shards.cpp - A program's sharded checkpoints ------------===//
 #include "checkpoint_shards.h"
 
-#include "json.h"
+#include "json_util.h"
 #include "sharding.h"
 
 #include <cstring>
@@ -39,8 +39,8 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 
 CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlace &place) {
   CheckpointShard shard;
-  shard.piecesJson = "{";
-  bool first = true;
+  // Tensors in params order.
+  nlohmann::ordered_json pieces = nlohmann::ordered_json::object();
   for (const ManifestTensor &t : m.params) {
     if (t.kind == "scratch") // lives within a step (pipeline accumulators)
       continue;
@@ -51,14 +51,9 @@ CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlac
     shard.tensors.push_back({t.name, t.dtype, p.storedShape(), P + t.offset});
     if (p.whole())
       continue;
-    if (!first)
-      shard.piecesJson += ',';
-    first = false;
-    json::appendString(shard.piecesJson, t.name);
-    shard.piecesJson += ':';
-    appendPieceJson(shard.piecesJson, p);
+    pieces[t.name] = pieceJson(p);
   }
-  shard.piecesJson += '}';
+  shard.piecesJson = pieces.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return shard;
 }
 
@@ -69,12 +64,17 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
   for (const SafetensorsFile &file : c.shards) {
     std::map<std::string, Piece> pieces;
     if (auto it = file.metadata.find(kPiecesKey); it != file.metadata.end()) {
-      json::Value root;
-      std::string error;
-      if (!json::parse(it->second, root, error) || !root.isObject())
+      nlohmann::json root;
+      std::string error = "not an object";
+      try {
+        root = nlohmann::json::parse(it->second);
+      } catch (const nlohmann::json::parse_error &e) {
+        error = jsonErrorText(e);
+      }
+      if (!root.is_object())
         return Status::error("checkpoint '" + file.path + "': malformed \"" + kPiecesKey +
-                             "\" metadata: " + (error.empty() ? "not an object" : error));
-      for (const auto &[name, v] : root.object) {
+                             "\" metadata: " + error);
+      for (const auto &[name, v] : root.items()) {
         Result<Piece> p = parsePiece(v);
         if (!p.ok())
           return Status::error("checkpoint '" + file.path + "': tensor '" + name +

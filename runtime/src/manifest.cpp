@@ -1,19 +1,18 @@
 //===- manifest.cpp - The manifest of a generated program -----------------===//
 #include "manifest.h"
 
-#include "json.h"
+#include "json_util.h"
 
 #include <cmath>
 #include <exception>
 #include <set>
+#include <tuple>
 
 namespace merak::rt {
 
 namespace {
 
-using json::Value;
-
-/// Thrown inside the parser only; parseManifest turns it into an error.
+/// Thrown inside the checks only; parseManifest turns it into an error.
 struct ManifestError {
   std::string message;
 };
@@ -22,77 +21,30 @@ struct ManifestError {
   throw ManifestError{message};
 }
 
-const char *kindName(Value::Kind k) {
-  switch (k) {
-  case Value::Kind::Null: return "null";
-  case Value::Kind::Bool: return "a boolean";
-  case Value::Kind::Integer: return "an integer";
-  case Value::Kind::Double: return "a number";
-  case Value::Kind::String: return "a string";
-  case Value::Kind::Array: return "a list";
-  case Value::Kind::Object: return "an object";
-  }
-  return "a value";
-}
+/// An integer of the manifest (the schema checked that it is >= 0).
+uint64_t u64(int64_t v) { return static_cast<uint64_t>(v); }
 
-const Value &member(const Value &object, const std::string &key,
-                    const std::string &where) {
-  const Value *v = object.get(key);
-  if (!v)
-    fail(where + ": missing \"" + key + "\"");
-  return *v;
-}
-
-const Value &expectKind(const Value &v, Value::Kind kind,
-                        const std::string &what) {
-  if (v.kind != kind)
-    fail(what + " must be " + kindName(kind) + ", got " + kindName(v.kind));
-  return v;
-}
-
-uint64_t nonNegative(const Value &v, const std::string &what) {
-  if (!v.isInteger() || v.integer < 0)
-    fail(what + " must be a non-negative integer");
-  return static_cast<uint64_t>(v.integer);
-}
-
-std::string stringMember(const Value &object, const std::string &key,
-                         const std::string &where) {
-  return expectKind(member(object, key, where), Value::Kind::String,
-                    where + ": \"" + key + "\"")
-      .string;
-}
-
-ManifestTensor parseTensor(const Value &v, const std::string &where,
+ManifestTensor checkTensor(const schema::Tensor &v, const std::string &where,
                            uint64_t regionBytes, const char *regionName) {
-  expectKind(v, Value::Kind::Object, where);
   ManifestTensor t;
-  t.name = stringMember(v, "name", where);
+  t.name = v.name;
   if (t.name.empty())
     fail(where + ": empty name");
   std::string at = where + " ('" + t.name + "')";
-  std::string dtype = stringMember(v, "dtype", at);
-  std::optional<DType> d = parseDType(dtype);
+  std::optional<DType> d = parseDType(v.dtype);
   if (!d)
-    fail(at + ": unknown dtype '" + dtype + "'");
+    fail(at + ": unknown dtype '" + v.dtype + "'");
   t.dtype = *d;
-  const Value &shape =
-      expectKind(member(v, "shape", at), Value::Kind::Array, at + ": shape");
-  for (const Value &dim : shape.array)
-    t.shape.push_back(
-        static_cast<int64_t>(nonNegative(dim, at + ": shape dimension")));
+  t.shape = v.shape;
   std::optional<uint64_t> n = elementCount(t.shape);
   if (!n || *n > (UINT64_MAX / 16))
     fail(at + ": shape too large");
   t.elements = *n;
   t.bytes = *n * dtypeSize(t.dtype);
-  if (const Value *b = v.get("bytes")) {
-    uint64_t declared = nonNegative(*b, at + ": bytes");
-    if (declared != t.bytes)
-      fail(at + ": bytes is " + std::to_string(declared) + " but the shape " +
-           "and dtype need " + std::to_string(t.bytes));
-  }
-  t.offset = nonNegative(member(v, "offset", at), at + ": offset");
+  if (v.bytes && u64(*v.bytes) != t.bytes)
+    fail(at + ": bytes is " + std::to_string(*v.bytes) + " but the shape " +
+         "and dtype need " + std::to_string(t.bytes));
+  t.offset = u64(v.offset);
   if (t.offset > regionBytes || t.bytes > regionBytes - t.offset)
     fail(at + ": offset " + std::to_string(t.offset) + " + " +
          std::to_string(t.bytes) + " bytes exceeds " + regionName + " " +
@@ -106,17 +58,14 @@ bool isFloatScalar(const ManifestTensor &t) {
 
 bool isIndex(DType d) { return d == DType::I64 || d == DType::I32; }
 
-std::vector<ManifestTensor> parseList(const Value &root, const char *key,
-                                      uint64_t regionBytes,
+std::vector<ManifestTensor> checkList(const std::vector<schema::Tensor> &list,
+                                      const char *key, uint64_t regionBytes,
                                       const char *regionName) {
-  const Value &list = expectKind(member(root, key, "manifest"),
-                                 Value::Kind::Array,
-                                 std::string("\"") + key + "\"");
   std::vector<ManifestTensor> out;
   std::set<std::string> names;
-  for (size_t i = 0; i < list.array.size(); ++i) {
+  for (size_t i = 0; i < list.size(); ++i) {
     std::string where = std::string(key) + "[" + std::to_string(i) + "]";
-    out.push_back(parseTensor(list.array[i], where, regionBytes, regionName));
+    out.push_back(checkTensor(list[i], where, regionBytes, regionName));
     if (!names.insert(out.back().name).second)
       fail(where + ": duplicate name '" + out.back().name + "'");
   }
@@ -125,30 +74,21 @@ std::vector<ManifestTensor> parseList(const Value &root, const char *key,
 
 /// A param's tensor-parallel "shard", "global_shape", "data_offset" and
 /// "data_bytes" (see program.h).
-void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
+void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp,
                 const std::string &where) {
-  const Value *shard = v.get("shard");
-  if (!shard)
+  if (!v.shard)
     return;
-  expectKind(*shard, Value::Kind::Object, where + ": shard");
-  auto field = [&](const char *key) {
-    return static_cast<int64_t>(
-        nonNegative(member(*shard, key, where + ": shard"),
-                    where + ": shard." + key));
-  };
-  t.shardAxis = field("axis");
-  t.shardParts = field("parts");
-  t.shardBlocks = field("blocks");
+  t.shardAxis = v.shard->axis;
+  t.shardParts = v.shard->parts;
+  t.shardBlocks = v.shard->blocks;
   if (t.shardParts != tp)
     fail(where + ": shard.parts " + std::to_string(t.shardParts) +
          " differs from mesh.tp " + std::to_string(tp));
-  const Value &g = expectKind(member(v, "global_shape", where),
-                              Value::Kind::Array, where + ": global_shape");
-  for (const Value &dim : g.array)
-    t.globalShape.push_back(static_cast<int64_t>(
-        nonNegative(dim, where + ": global_shape dimension")));
+  if (!v.globalShape)
+    fail(where + ": missing \"global_shape\"");
+  t.globalShape = *v.globalShape;
   // With "zero" too, shape is the ZeRO part of the shard (checked there).
-  const bool zero = v.get("zero") != nullptr;
+  const bool zero = v.zero.has_value();
   if (t.shardAxis >= static_cast<int64_t>(t.globalShape.size()) || t.shardBlocks < 1)
     fail(where + ": shard axis or blocks out of range");
   // Only a one-block axis may be padded to divide (vocabulary parallelism).
@@ -161,9 +101,11 @@ void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
              : t.globalShape[d] == t.shape[d];
   if (!ok)
     fail(where + ": global_shape does not match the shard's shape and layout");
-  if (const Value *off = v.get("data_offset")) {
-    t.dataOffset = nonNegative(*off, where + ": data_offset");
-    t.dataBytes = nonNegative(member(v, "data_bytes", where), where + ": data_bytes");
+  if (v.dataOffset) {
+    if (!v.dataBytes)
+      fail(where + ": missing \"data_bytes\"");
+    t.dataOffset = u64(*v.dataOffset);
+    t.dataBytes = u64(*v.dataBytes);
     uint64_t full = dtypeSize(t.dtype);
     for (int64_t d : t.globalShape)
       full *= static_cast<uint64_t>(d);
@@ -174,22 +116,17 @@ void parseShard(const Value &v, ManifestTensor &t, int64_t tp,
 }
 
 /// A param's ZeRO-1 "zero" {"parts"} and "global_shape" (see program.h).
-void parseZero(const Value &v, ManifestTensor &t, int64_t dp, const std::string &where) {
-  const Value *zero = v.get("zero");
-  if (!zero)
+void checkZero(const schema::Tensor &v, ManifestTensor &t, int64_t dp, const std::string &where) {
+  if (!v.zero)
     return;
-  expectKind(*zero, Value::Kind::Object, where + ": zero");
-  t.zeroParts = static_cast<int64_t>(
-      nonNegative(member(*zero, "parts", where + ": zero"), where + ": zero.parts"));
+  t.zeroParts = v.zero->parts;
   if (t.zeroParts != dp)
     fail(where + ": zero.parts " + std::to_string(t.zeroParts) + " differs from mesh.dp " +
          std::to_string(dp));
-  if (!t.sharded()) { // (a shard's state: read by parseShard)
-    const Value &g = expectKind(member(v, "global_shape", where), Value::Kind::Array,
-                                where + ": global_shape");
-    for (const Value &dim : g.array)
-      t.globalShape.push_back(
-          static_cast<int64_t>(nonNegative(dim, where + ": global_shape dimension")));
+  if (!t.sharded()) { // (a shard's state: read by checkShard)
+    if (!v.globalShape)
+      fail(where + ": missing \"global_shape\"");
+    t.globalShape = *v.globalShape;
   }
   uint64_t n = t.zeroSourceElements();
   uint64_t part = (n + t.zeroParts - 1) / t.zeroParts;
@@ -198,56 +135,48 @@ void parseZero(const Value &v, ManifestTensor &t, int64_t dp, const std::string 
          std::to_string(t.zeroParts) + " ranks must have shape [" + std::to_string(part) + "]");
 }
 
-Manifest parseRoot(const Value &root) {
-  expectKind(root, Value::Kind::Object, "the manifest");
-  Manifest m;
-  const Value &format = member(root, "format", "manifest");
-  if (!format.isInteger() || format.integer != 1)
-    fail("unsupported \"format\" (this runtime reads format 1)");
-  m.format = 1;
-  if (const Value *e = root.get("entry"))
-    m.entry = expectKind(*e, Value::Kind::String, "\"entry\"").string;
-  m.arenaBytes = nonNegative(member(root, "arena_bytes", "manifest"),
-                             "\"arena_bytes\"");
-  m.paramsBytes = nonNegative(member(root, "params_bytes", "manifest"),
-                              "\"params_bytes\"");
+/// The sizes of the regions, checked against each other.
+void checkSizes(const schema::Program &p, Manifest &m) {
+  m.arenaBytes = u64(p.arenaBytes);
+  m.paramsBytes = u64(p.paramsBytes);
   // Storage past params_init_bytes (optimizer state) starts as zeros and
   // has no bytes in the data; absent, everything has.
-  m.paramsInitBytes = m.paramsBytes;
-  if (const Value *init = root.get("params_init_bytes"))
-    m.paramsInitBytes = nonNegative(*init, "\"params_init_bytes\"");
+  m.paramsInitBytes = p.paramsInitBytes ? u64(*p.paramsInitBytes) : m.paramsBytes;
   if (m.paramsInitBytes > m.paramsBytes)
     fail("params_init_bytes " + std::to_string(m.paramsInitBytes) +
          " exceeds params_bytes " + std::to_string(m.paramsBytes));
-  m.constsOffset = nonNegative(member(root, "consts_offset", "manifest"),
-                               "\"consts_offset\"");
-  m.constsBytes = nonNegative(member(root, "consts_bytes", "manifest"),
-                              "\"consts_bytes\"");
+  m.constsOffset = u64(p.constsOffset);
+  m.constsBytes = u64(p.constsBytes);
   if (m.constsOffset < m.paramsInitBytes)
     fail("consts_offset " + std::to_string(m.constsOffset) +
          " is inside the parameter data (params_init_bytes " +
          std::to_string(m.paramsInitBytes) + ")");
   if (m.constsBytes > UINT64_MAX - m.constsOffset)
     fail("consts_offset + consts_bytes overflows");
+}
 
-  m.params = parseList(root, "params", m.paramsBytes, "params_bytes");
+/// Params, inputs and outputs: kinds, roles, and what ./train feeds and reads.
+void checkTensors(const schema::Program &p, Manifest &m) {
+  m.params = checkList(p.params, "params", m.paramsBytes, "params_bytes");
   for (size_t i = 0; i < m.params.size(); ++i) {
     std::string where =
         "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')";
-    m.params[i].kind =
-        stringMember(root.get("params")->array[i], "kind", where);
-    const std::string &k = m.params[i].kind;
+    if (!p.params[i].kind)
+      fail(where + ": missing \"kind\"");
+    const std::string &k = m.params[i].kind = *p.params[i].kind;
     if (k != "trainable" && k != "frozen" && k != "state" && k != "scratch" &&
         k != "hparam")
       fail(where + ": unknown kind '" + k +
            "' (expected trainable, frozen, state, scratch or hparam)");
   }
 
-  m.inputs = parseList(root, "inputs", m.arenaBytes, "arena_bytes");
+  m.inputs = checkList(p.inputs, "inputs", m.arenaBytes, "arena_bytes");
   for (size_t i = 0; i < m.inputs.size(); ++i) {
     ManifestTensor &t = m.inputs[i];
     std::string where = "inputs[" + std::to_string(i) + "] ('" + t.name + "')";
-    t.role = stringMember(root.get("inputs")->array[i], "role", where);
+    if (!p.inputs[i].role)
+      fail(where + ": missing \"role\"");
+    t.role = *p.inputs[i].role;
     if (t.role != "tokens" && t.role != "labels" && t.role != "step" &&
         t.role != "other")
       fail(where + ": unknown role '" + t.role +
@@ -273,83 +202,62 @@ Manifest parseRoot(const Value &root) {
     if (step->elements != 1 || !isIndex(step->dtype))
       fail("the step input '" + step->name + "' must be an I64 or I32 scalar");
 
-  m.outputs = parseList(root, "outputs", m.arenaBytes, "arena_bytes");
+  m.outputs = checkList(p.outputs, "outputs", m.arenaBytes, "arena_bytes");
   for (const char *name : {"loss", "grad_norm", "lr"})
     if (const ManifestTensor *t = m.output(name))
       if (!isFloatScalar(*t))
         fail(std::string("the output '") + name +
              "' must be an F32 or F64 scalar");
+}
 
-  if (const Value *h = root.get("hparams")) {
-    expectKind(*h, Value::Kind::Object, "\"hparams\"");
-    for (const auto &[key, value] : h->object) {
-      std::string where = "hparams." + key;
-      const std::string &target =
-          expectKind(value, Value::Kind::String, where).string;
-      const ManifestTensor *p = m.param(target);
-      if (!p)
-        fail(where + " names '" + target + "', which is not a param");
-      if (!isFloatScalar(*p))
-        fail(where + " names '" + target +
-             "', which is not an F32 or F64 scalar");
-      for (const auto &seen : m.hparams)
-        if (seen.first == key)
-          fail("hparams: '" + key + "' given twice");
-      m.hparams.emplace_back(key, target);
-    }
+Manifest check(const schema::Program &p) {
+  Manifest m;
+  m.format = 1;
+  m.entry = p.entry;
+  checkSizes(p, m);
+  checkTensors(p, m);
+  for (const auto &[key, target] : p.hparams) {
+    std::string where = "hparams." + key;
+    const ManifestTensor *param = m.param(target);
+    if (!param)
+      fail(where + " names '" + target + "', which is not a param");
+    if (!isFloatScalar(*param))
+      fail(where + " names '" + target + "', which is not an F32 or F64 scalar");
+    m.hparams.emplace_back(key, target);
   }
-
-  if (const Value *ops = root.get("ops")) {
-    expectKind(*ops, Value::Kind::Array, "\"ops\"");
-    for (size_t i = 0; i < ops->array.size(); ++i)
-      m.ops.push_back(expectKind(ops->array[i], Value::Kind::String,
-                                 "ops[" + std::to_string(i) + "]")
-                          .string);
-  }
-
-  if (const Value *model = root.get("model"))
-    m.model = expectKind(*model, Value::Kind::String, "\"model\"").string;
-  if (const Value *opt = root.get("optimizer"))
-    if (opt->isString())
-      m.optimizer = opt->string;
-
-  if (const Value *mesh = root.get("mesh")) {
-    expectKind(*mesh, Value::Kind::Object, "\"mesh\"");
-    for (auto [key, field] : {std::pair<const char *, int64_t *>{"pp", &m.meshPp},
-                              {"dp", &m.meshDp},
-                              {"tp", &m.meshTp}})
-      if (const Value *v = mesh->get(key)) {
-        *field = nonNegative(*v, std::string("mesh.") + key);
-        if (*field < 1 || *field > 65536)
-          fail(std::string("mesh.") + key + " must be in [1, 65536]");
-      }
+  m.ops = p.ops;
+  m.model = p.model;
+  if (p.optimizer)
+    m.optimizer = *p.optimizer;
+  for (auto [key, v, field] : {std::tuple<const char *, int64_t, int64_t *>{"pp", p.mesh.pp, &m.meshPp},
+                               {"dp", p.mesh.dp, &m.meshDp},
+                               {"tp", p.mesh.tp, &m.meshTp}}) {
+    if (v < 1 || v > 65536)
+      fail(std::string("mesh.") + key + " must be in [1, 65536]");
+    *field = v;
   }
   for (size_t i = 0; i < m.params.size(); ++i) {
-    parseShard(root.get("params")->array[i], m.params[i], m.meshTp,
-               "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')");
-    parseZero(root.get("params")->array[i], m.params[i], m.meshDp,
-              "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')");
+    std::string where = "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')";
+    checkShard(p.params[i], m.params[i], m.meshTp, where);
+    checkZero(p.params[i], m.params[i], m.meshDp, where);
   }
-  if (const Value *d = root.get("defaults")) {
-    expectKind(*d, Value::Kind::Object, "\"defaults\"");
-    if (const Value *lr = d->get("lr")) {
-      if (!lr->isNumber() || !std::isfinite(lr->number) || lr->number < 0)
-        fail("defaults.lr must be a finite non-negative number");
-      m.defaultLr = lr->number;
-    }
-    if (const Value *seed = d->get("seed"))
-      m.defaultSeed = nonNegative(*seed, "defaults.seed");
-    if (const Value *s = d->get("sampler")) {
-      std::optional<Sampler> sampler = parseSampler(
-          expectKind(*s, Value::Kind::String, "defaults.sampler").string);
-      if (!sampler)
-        fail("defaults.sampler must be \"random\" or \"sequential\"");
-      m.defaultSampler = sampler;
-    }
-    if (const Value *opt = d->get("optimizer"))
-      m.optimizer =
-          expectKind(*opt, Value::Kind::String, "defaults.optimizer").string;
+  const schema::Defaults &d = p.defaults;
+  if (auto lr = d.hparams.find("lr"); lr != d.hparams.end()) {
+    if (!std::isfinite(lr->second) || lr->second < 0)
+      fail("defaults.lr must be a finite non-negative number");
+    m.defaultLr = lr->second;
   }
+  if (d.seed)
+    m.defaultSeed = u64(*d.seed);
+  if (d.sampler) {
+    std::optional<Sampler> sampler = parseSampler(*d.sampler);
+    if (!sampler)
+      fail("defaults.sampler must be \"random\" or \"sequential\"");
+    m.defaultSampler = sampler;
+  }
+  if (d.optimizer)
+    m.optimizer = *d.optimizer;
+  m.pipeline = p.pipeline;
   return m;
 }
 
@@ -378,13 +286,30 @@ const ManifestTensor *Manifest::output(const std::string &name) const {
 
 Result<Manifest> parseManifest(std::string_view text) {
   try {
-    Value root;
-    std::string error;
-    if (!json::parse(text, root, error))
-      return Result<Manifest>::error("not valid JSON: " + error);
-    return parseRoot(root);
+    ParsedJson parsed = parseJson(text);
+    const nlohmann::json &root = parsed.value;
+    if (!parsed.duplicate.empty()) {
+      std::string path;
+      for (const std::string &k : parsed.duplicate)
+        path += (path.empty() || k[0] == '[' ? "" : ".") + k;
+      return Result<Manifest>::error("'" + path + "' given twice");
+    }
+    // The format first: what follows is format 1's schema.
+    if (root.is_object()) {
+      auto format = root.find("format");
+      if (format == root.end())
+        return Result<Manifest>::error("manifest: missing \"format\"");
+      if (!format->is_number_integer() || format->get<int64_t>() != 1)
+        return Result<Manifest>::error(
+            "unsupported \"format\" (this runtime reads format 1)");
+    }
+    return check(root.get<schema::Program>());
   } catch (const ManifestError &e) {
     return Result<Manifest>::error(e.message);
+  } catch (const schema::Error &e) {
+    return Result<Manifest>::error(e.what());
+  } catch (const nlohmann::json::parse_error &e) {
+    return Result<Manifest>::error("not valid JSON: " + jsonErrorText(e));
   } catch (const std::exception &e) {
     return Result<Manifest>::error(std::string("cannot read it: ") + e.what());
   }

@@ -1,18 +1,19 @@
 //===- manifest.h - The manifest of a generated program (internal) -*- C++ -*-===//
 //
-// Parses and validates the JSON manifest that merak-compile embeds in every
-// generated training program (format: include/merak_rt/program.h). Not a
-// public header: train_main.cpp is its only user.
+// Reads the JSON manifest that merak-compile embeds in every generated
+// training program (format: include/merak_rt/program.h) through its schema
+// (include/merak_rt/manifest_schema.h: the types, what is required) and
+// validates it. Not a public header: train_main.cpp is its only user.
 //
 // Validation is strict, since a bad manifest means a compiler bug and the
 // program would otherwise read or write outside its buffers:
-//  - "format" is 1; the four sizes are non-negative integers, and the
-//    constants lie after the parameter storage (consts_offset >=
-//    params_init_bytes);
+//  - "format" is 1 (checked before the schema); no key is given twice in an
+//    object; every integer is non-negative; the constants lie after the
+//    parameter storage (consts_offset >= params_init_bytes);
 //  - every param/input/output has a non-empty name unique in its list, a
-//    known dtype, a shape of non-negative integers, and a non-negative offset
-//    with offset + bytes inside its region (P for params, A for inputs and
-//    outputs); a param's "bytes", when given, equals its shape's byte size;
+//    known dtype, and offset + bytes inside its region (P for params, A for
+//    inputs and outputs); a param's "bytes", when given, equals its shape's
+//    byte size;
 //  - param kinds are trainable | frozen | state | scratch | hparam; a "shard" has
 //    parts == mesh.tp, a "global_shape" equal to "shape" but for dimension
 //    axis (parts times larger, a multiple of blocks * parts), and
@@ -25,15 +26,15 @@
 //  - the outputs "loss", "grad_norm" and "lr", when present, are F32 or F64
 //    scalars;
 //  - every "hparams" value names a scalar F32 or F64 param;
-//  - "ops" is a list of strings; "defaults" an object whose "lr" (if any) is
-//    a finite non-negative number, "seed" a non-negative integer, "sampler"
-//    "random" or "sequential"; "model" a string.
+//  - "defaults.lr" (if any) is a finite non-negative number, "sampler"
+//    "random" or "sequential"; mesh sizes lie in [1, 65536].
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_SRC_MANIFEST_H
 #define MERAK_RT_SRC_MANIFEST_H
 
 #include "merak_rt/data.h"
+#include "merak_rt/manifest_schema.h"
 #include "merak_rt/safetensors.h"
 #include "merak_rt/status.h"
 
@@ -110,6 +111,9 @@ struct Manifest {
   /// "mesh": {"pp", "dp", "tp"} the program was compiled for (default 1s);
   /// the token inputs hold this rank's 1/dp of the global batch.
   int64_t meshPp = 1, meshDp = 1, meshTp = 1;
+  /// A pipelined program's fragments and schedules (checked by
+  /// PipelineRunner::create).
+  std::optional<schema::Pipeline> pipeline;
 
   /// Lookups; nullptr when absent.
   const ManifestTensor *param(const std::string &name) const;

@@ -2,7 +2,7 @@
 #include "merak_rt/metrics.h"
 
 #include "file_util.h"
-#include "json.h"
+#include "json_util.h"
 
 #include <cerrno>
 #include <cmath>
@@ -13,14 +13,13 @@
 namespace merak::rt {
 
 std::string formatMetricsLine(const StepMetrics &m) {
-  std::string line = "{\"step\":";
-  json::appendInteger(line, m.step);
+  std::string line = "{\"step\":" + std::to_string(m.step);
   bool nonfinite = false;
   auto field = [&](const std::string &name, double value) {
     line += ',';
-    json::appendString(line, name);
+    appendString(line, name);
     line += ':';
-    json::appendNumber(line, value);
+    appendNumber(line, value);
     if (!std::isfinite(value))
       nonfinite = true;
   };
@@ -233,12 +232,13 @@ Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
     pos = complete ? end + 1 : content.size();
     if (line.empty())
       continue;
-    json::Value v;
-    std::string error;
-    const json::Value *step = nullptr;
-    if (complete && json::parse(line, v, error) && v.isObject())
-      step = v.get("step");
-    if (step && step->isInteger() && step->integer < firstStep) {
+    std::optional<int64_t> step;
+    if (complete) {
+      nlohmann::json v = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (v.is_object() && v.contains("step"))
+        step = nonNegativeInteger(v["step"]);
+    }
+    if (step && *step < firstStep) {
       kept += line;
       kept += '\n';
     } else {

@@ -3,7 +3,7 @@
 
 #include "merak_rt/comm.h"
 
-#include "json.h"
+#include "manifest.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -19,33 +19,13 @@ namespace merak::rt {
 
 namespace {
 
+/// What is inconsistent in the manifest's pipeline (its types are the
+/// schema's, checked when it was read).
 struct ParseError {
   std::string message;
 };
 
 [[noreturn]] void bad(const std::string &m) { throw ParseError{m}; }
-
-const json::Value &at(const json::Value &v, const char *key) {
-  const json::Value *x = v.get(key);
-  if (!x)
-    bad(std::string("missing \"") + key + "\"");
-  return *x;
-}
-int64_t integer(const json::Value &v, const char *key) {
-  const json::Value &x = at(v, key);
-  if (!x.isInteger() || x.integer < 0)
-    bad(std::string("\"") + key + "\" must be a non-negative integer");
-  return x.integer;
-}
-int64_t optInteger(const json::Value &v, const char *key) {
-  return v.get(key) ? integer(v, key) : 0;
-}
-const std::string &str(const json::Value &v, const char *key) {
-  const json::Value &x = at(v, key);
-  if (!x.isString())
-    bad(std::string("\"") + key + "\" must be a string");
-  return x.string;
-}
 
 struct Slot {
   std::string kind; // source or dest
@@ -65,7 +45,6 @@ enum KeptKind { Stash, RStash, WStash, NumKept };
 int keptKind(const std::string &name) {
   return name == "stash" ? Stash : name == "rstash" ? RStash : name == "wstash" ? WStash : -1;
 }
-const char *keptName(int k) { return k == Stash ? "stash" : k == RStash ? "rstash" : "wstash"; }
 /// The fragment kind an instruction runs; nullptr for the others.
 const char *fragmentKindOf(const std::string &op) {
   if (op == "fwd")
@@ -80,7 +59,8 @@ const char *fragmentKindOf(const std::string &op) {
     return "backward_weight";
   return nullptr;
 }
-struct Tensor {
+/// Bytes of A or P the runner reads or writes.
+struct Region {
   uint64_t offset = 0, bytes = 0;
   bool f64 = false;
 };
@@ -213,9 +193,9 @@ struct PipelineRunner::Impl {
     std::vector<Comm::Request> recvAct, recvGrad;
   };
   std::vector<Chunk> mine;
-  std::vector<Tensor> accumulators;
+  std::vector<Region> accumulators;
   struct Shared {
-    Tensor acc;
+    Region acc;
     std::vector<int> stages; ///< the ranks holding it
   };
   std::vector<Shared> shared;
@@ -223,7 +203,7 @@ struct PipelineRunner::Impl {
   /// and the params this rank's chunks use (stage_info "params").
   std::map<std::string, int> firstUser;
   std::set<std::string> usedHere;
-  Tensor tokens, labels, loss;
+  Region tokens, labels, loss;
   bool haveTokens = false, haveLabels = false, haveLoss = false;
   std::vector<PendingSend> sends;
   /// Sends whose buffers are back in their pools; the others stay pending.
@@ -241,7 +221,11 @@ struct PipelineRunner::Impl {
   double lossMean = 0;
   float lossMeanF32 = 0;
 
-  void parse(const json::Value &root);
+  void parse(const Manifest &m);
+  void parseFragments(const schema::Pipeline &pl);
+  void parseChunks(const schema::Pipeline &pl);
+  void parseProgram(const schema::Pipeline &pl);
+  void parseTensors(const Manifest &m, const schema::Pipeline &pl);
   Status run(char *A, char *P, const char *C, int64_t step);
   Status copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
   /// An allocation failure of `what` (bytes) as a Status.
@@ -259,29 +243,35 @@ struct PipelineRunner::Impl {
   }
 };
 
-void PipelineRunner::Impl::parse(const json::Value &root) {
-  const json::Value &pl = at(root, "pipeline");
-  stages = integer(pl, "stages");
-  microbatches = integer(pl, "microbatches");
-  chunks = pl.get("virtual_stages") ? integer(pl, "virtual_stages") : 1;
+void PipelineRunner::Impl::parse(const Manifest &m) {
+  const schema::Pipeline &pl = *m.pipeline;
+  stages = pl.stages;
+  microbatches = pl.microbatches;
+  chunks = pl.virtualStages;
   if (stages < 1 || microbatches < 1 || chunks < 1 || stages % chunks != 0)
     bad("bad stages, virtual_stages or microbatches");
   if (2 * stages * microbatches > kTiedTagBase)
     bad("too many stages x micro-batches (" + std::to_string(stages * microbatches) +
         ", at most " + std::to_string(kTiedTagBase / 2) + ")");
   ranks = stages / chunks;
-  if (const json::Value *mesh = root.get("mesh"))
-    dp = mesh->get("dp") ? integer(*mesh, "dp") : 1;
+  dp = m.meshDp;
   rank = comm ? comm->coord().pp : 0;
   if (rank >= ranks)
     bad("this rank's stage is outside the pipeline");
   mine.resize(chunks);
   for (int64_t c = 0; c < chunks; ++c)
     mine[c].stage = c * ranks + rank;
-  for (const json::Value &f : at(pl, "fragments").array) {
+  parseFragments(pl);
+  parseChunks(pl);
+  parseProgram(pl);
+  parseTensors(m, pl);
+}
+
+void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
+  for (const schema::Fragment &f : pl.fragments) {
     Fragment fr;
-    fr.stage = integer(f, "stage");
-    fr.kind = str(f, "kind");
+    fr.stage = f.stage;
+    fr.kind = f.kind;
     if (fr.stage >= stages)
       bad("a fragment's stage is outside the pipeline");
     if (fr.stage % ranks == rank) {
@@ -294,37 +284,44 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
         bad("two \"" + fr.kind + "\" fragments on stage " + std::to_string(fr.stage));
       }
     }
-    for (const char *list : {"args", "results"})
-      for (const json::Value &s : at(f, list).array) {
-        Slot slot;
-        slot.kind = str(s, list[0] == 'a' ? "source" : "dest");
-        slot.offset = integer(s, "offset");
-        slot.bytes = integer(s, "bytes");
-        slot.msgOffset = optInteger(s, "msg_offset");
-        slot.outOffset = optInteger(s, "out_offset");
-        slot.inputOffset = optInteger(s, "input_offset");
-        if (const json::Value *d = s.get("dtype"))
-          slot.f64 = d->isString() && d->string == "F64";
-        (list[0] == 'a' ? fr.args : fr.results).push_back(slot);
-      }
+    auto slot = [](const schema::FragmentSlot &s, const std::string &kind) {
+      Slot out;
+      out.kind = kind;
+      out.offset = s.offset;
+      out.bytes = s.bytes;
+      out.msgOffset = s.msgOffset.value_or(0);
+      return out;
+    };
+    for (const schema::FragmentArg &a : f.args) {
+      fr.args.push_back(slot(a, a.source));
+      fr.args.back().inputOffset = a.inputOffset.value_or(0);
+    }
+    for (const schema::FragmentResult &r : f.results) {
+      fr.results.push_back(slot(r, r.dest));
+      fr.results.back().outOffset = r.outOffset.value_or(0);
+      fr.results.back().f64 = r.dtype == "F64";
+    }
     fragments.push_back(std::move(fr));
   }
   if (updateFragment < 0)
     bad("stage " + std::to_string(rank) + " has no \"update\" fragment");
-  const json::Value &infos = at(pl, "stage_info");
+}
+
+void PipelineRunner::Impl::parseChunks(const schema::Pipeline &pl) {
   for (Chunk &ch : mine) {
     for (const char *k : {"forward", "backward"})
       if (!ch.frags.count(k))
         bad("stage " + std::to_string(ch.stage) + " has no \"" + k + "\" fragment");
     if (ch.frags.count("backward_weight"))
       ch.finalKind = "backward_weight";
-    const json::Value &info = infos.array.at(ch.stage);
-    ch.actIn.bytes = integer(info, "act_in_bytes");
-    ch.actOut.bytes = integer(info, "act_out_bytes");
-    ch.cotIn.bytes = integer(info, "cot_in_bytes");
-    ch.cotOut.bytes = integer(info, "cot_out_bytes");
-    for (int k = 0; k < NumKept; ++k)
-      ch.kept[k].bytes = optInteger(info, (std::string(keptName(k)) + "_bytes").c_str());
+    const schema::StageInfo &info = pl.stageInfo.at(ch.stage);
+    ch.actIn.bytes = info.actInBytes;
+    ch.actOut.bytes = info.actOutBytes;
+    ch.cotIn.bytes = info.cotInBytes;
+    ch.cotOut.bytes = info.cotOutBytes;
+    ch.kept[Stash].bytes = info.stashBytes;
+    ch.kept[RStash].bytes = info.rstashBytes;
+    ch.kept[WStash].bytes = info.wstashBytes;
     for (Kept *b : {&ch.actIn, &ch.actOut, &ch.cotIn, &ch.cotOut, &ch.kept[0], &ch.kept[1],
                     &ch.kept[2]})
       b->of.assign(microbatches, nullptr);
@@ -333,12 +330,11 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     ch.recvAct.resize(microbatches);
     ch.recvGrad.resize(microbatches);
   }
-  for (const json::Value &i : at(pl, "programs").array.at(rank).array) {
-    size_t n = i.isArray() ? i.array.size() : 0;
-    if ((n != 2 && n != 3) || !i.array[0].isString() || !i.array[1].isInteger() ||
-        (n == 3 && !i.array[2].isInteger()))
-      bad("bad instruction");
-    Instr in{i.array[0].string, i.array[1].integer, n == 3 ? i.array[2].integer : 0};
+}
+
+void PipelineRunner::Impl::parseProgram(const schema::Pipeline &pl) {
+  for (const schema::Instr &i : pl.programs.at(rank)) {
+    Instr in{i.op, i.mb, i.chunk.value_or(0)};
     if (in.mb >= microbatches || in.chunk < 0 || in.chunk >= chunks)
       bad("instruction micro-batch or chunk out of range");
     if (const char *kind = fragmentKindOf(in.op); kind && !mine[in.chunk].frags.count(kind))
@@ -369,12 +365,12 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
         if (r.kind == "loss")
           lossF64.push_back(r.f64), ++lossCount;
   losses.assign(8 * lossCount, 0);
+}
 
-  std::map<std::string, Tensor> params;
-  for (const json::Value &p : at(root, "params").array)
-    params[str(p, "name")] = {static_cast<uint64_t>(integer(p, "offset")),
-                              static_cast<uint64_t>(integer(p, "bytes")),
-                              str(p, "dtype") == "F64"};
+void PipelineRunner::Impl::parseTensors(const Manifest &m, const schema::Pipeline &pl) {
+  std::map<std::string, Region> params;
+  for (const ManifestTensor &p : m.params)
+    params[p.name] = {p.offset, p.bytes, p.dtype == DType::F64};
   auto param = [&](const std::string &name) {
     auto it = params.find(name);
     if (it == params.end())
@@ -382,35 +378,33 @@ void PipelineRunner::Impl::parse(const json::Value &root) {
     return it->second;
   };
   for (int64_t s = stages - 1; s >= 0; --s)
-    for (const json::Value &n : at(infos.array.at(s), "params").array) {
-      param(n.string); // must exist
-      firstUser[n.string] = static_cast<int>(s % ranks);
+    for (const std::string &n : pl.stageInfo.at(s).params) {
+      param(n); // must exist
+      firstUser[n] = static_cast<int>(s % ranks);
       if (s % ranks == rank)
-        usedHere.insert(n.string);
+        usedHere.insert(n);
     }
   // Accumulators are zeroed before every step: only this rank's, so that
   // the pages of other ranks' parameters are never touched.
-  for (const json::Value &a : at(pl, "accumulators").array)
-    if (usedHere.count(a.string))
-      accumulators.push_back(param(a.string));
-  for (const json::Value &s : at(pl, "shared").array) {
-    Shared sh{param(str(s, "name")), {}};
-    for (const json::Value &x : at(s, "stages").array)
-      sh.stages.push_back(static_cast<int>(x.integer));
+  for (const std::string &a : pl.accumulators)
+    if (usedHere.count(a))
+      accumulators.push_back(param(a));
+  for (const schema::SharedAccumulator &s : pl.shared) {
+    Shared sh{param(s.name), {}};
+    for (int64_t x : s.stages)
+      sh.stages.push_back(static_cast<int>(x));
     shared.push_back(std::move(sh));
   }
 
-  for (const json::Value &in : at(root, "inputs").array) {
-    Tensor t{static_cast<uint64_t>(integer(in, "offset")), 0, false};
-    if (str(in, "role") == "tokens")
+  for (const ManifestTensor &in : m.inputs) {
+    Region t{in.offset, 0, false};
+    if (in.role == "tokens")
       tokens = t, haveTokens = true;
-    else if (str(in, "role") == "labels")
+    else if (in.role == "labels")
       labels = t, haveLabels = true;
   }
-  for (const json::Value &out : at(root, "outputs").array)
-    if (str(out, "name") == "loss")
-      loss = {static_cast<uint64_t>(integer(out, "offset")), 0, str(out, "dtype") == "F64"},
-      haveLoss = true;
+  if (const ManifestTensor *out = m.output("loss"))
+    loss = {out->offset, 0, out->dtype == DType::F64}, haveLoss = true;
 }
 
 Status PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
@@ -601,7 +595,7 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
 
 
 Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) {
-  for (const Tensor &t : accumulators)
+  for (const Region &t : accumulators)
     if (Status s = memory->zero(P + t.offset, t.bytes); !s.ok())
       return s;
   const bool resident = memory->hostResident();
@@ -687,13 +681,9 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
 PipelineRunner::PipelineRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PipelineRunner::~PipelineRunner() = default;
 
-Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(std::string_view manifestJson,
+Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(const Manifest &manifest,
                                                                Comm *comm) {
-  json::Value root;
-  std::string error;
-  if (!json::parse(manifestJson, root, error))
-    return Result<std::unique_ptr<PipelineRunner>>::error("the manifest is not JSON: " + error);
-  if (!root.get("pipeline"))
+  if (!manifest.pipeline)
     return std::unique_ptr<PipelineRunner>();
   if (!merak_run_fragment)
     return Result<std::unique_ptr<PipelineRunner>>::error(
@@ -701,7 +691,7 @@ Result<std::unique_ptr<PipelineRunner>> PipelineRunner::create(std::string_view 
   auto impl = std::make_unique<Impl>();
   impl->comm = comm;
   try {
-    impl->parse(root);
+    impl->parse(manifest);
   } catch (const ParseError &e) {
     return Result<std::unique_ptr<PipelineRunner>>::error("the manifest's pipeline: " +
                                                           e.message);

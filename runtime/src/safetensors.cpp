@@ -2,7 +2,7 @@
 #include "merak_rt/safetensors.h"
 
 #include "file_util.h"
-#include "json.h"
+#include "json_util.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -115,7 +115,7 @@ static Status writeSafetensorsImpl(const std::string &path,
   for (const TensorRef &t : tensors) {
     if (t.name == kMetadataKey)
       return fail("the tensor name \"__metadata__\" is reserved");
-    if (!json::isValidUtf8(t.name))
+    if (!isValidUtf8(t.name))
       return fail("tensor name '" + t.name + "' is not valid UTF-8");
     if (!seen.emplace(t.name, sizes.size()).second)
       return fail("duplicate tensor name '" + t.name + "'");
@@ -129,47 +129,23 @@ static Status writeSafetensorsImpl(const std::string &path,
     sizes.push_back(bytes);
   }
   for (const auto &[key, value] : metadata)
-    if (!json::isValidUtf8(key) || !json::isValidUtf8(value))
+    if (!isValidUtf8(key) || !isValidUtf8(value))
       return fail("metadata entry '" + key + "' is not valid UTF-8");
 
-  std::string header = "{";
+  // Members in the order written: the tensors as given, then the metadata.
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorRef &t = tensors[i];
-    if (i)
-      header += ',';
-    json::appendString(header, t.name);
-    header += ":{\"dtype\":\"";
-    header += dtypeName(t.dtype);
-    header += "\",\"shape\":[";
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (d)
-        header += ',';
-      json::appendInteger(header, t.shape[d]);
-    }
-    header += "],\"data_offsets\":[";
-    json::appendInteger(header, static_cast<int64_t>(offset));
-    header += ',';
+    nlohmann::ordered_json &entry = root[t.name];
+    entry["dtype"] = dtypeName(t.dtype);
+    entry["shape"] = t.shape;
+    entry["data_offsets"] = {offset, offset + sizes[i]};
     offset += sizes[i];
-    json::appendInteger(header, static_cast<int64_t>(offset));
-    header += "]}";
   }
-  if (!metadata.empty()) {
-    if (!tensors.empty())
-      header += ',';
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto &[key, value] : metadata) {
-      if (!first)
-        header += ',';
-      first = false;
-      json::appendString(header, key);
-      header += ':';
-      json::appendString(header, value);
-    }
-    header += '}';
-  }
-  header += '}';
+  if (!metadata.empty())
+    root[kMetadataKey] = metadata;
+  std::string header = root.dump();
   while ((8 + header.size()) % 8 != 0)
     header += ' ';
 
@@ -259,6 +235,28 @@ Status SafetensorsFile::readData(const Tensor &t, void *dst) const {
   return Status::success();
 }
 
+/// The header's JSON object; an error when it is not one or gives a key twice.
+static Result<nlohmann::json> parseHeader(const std::string &header) {
+  ParsedJson parsed;
+  try {
+    parsed = parseJson(header);
+  } catch (const nlohmann::json::parse_error &e) {
+    return Result<nlohmann::json>::error("malformed header JSON: " + jsonErrorText(e));
+  }
+  if (!parsed.value.is_object())
+    return Result<nlohmann::json>::error("malformed header: not a JSON object");
+  const std::vector<std::string> &dup = parsed.duplicate;
+  if (dup.empty())
+    return std::move(parsed.value);
+  std::string why = "tensor '" + dup[0] + "': duplicate key '" + dup.back() + "'";
+  if (dup.size() == 1)
+    why = dup[0] == kMetadataKey ? "duplicate \"__metadata__\""
+                                 : "tensor '" + dup[0] + "': duplicate tensor name";
+  else if (dup.size() == 2 && dup[0] == kMetadataKey)
+    why = "duplicate metadata key '" + dup[1] + "'";
+  return Result<nlohmann::json>::error(why);
+}
+
 static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
                                                    bool withData) {
   auto fail = [&](const std::string &cause) {
@@ -295,31 +293,24 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
   if (!preadAll(fd, header.data(), headerSize, 8))
     return fail("cannot read the header");
 
-  json::Value root;
-  std::string jsonError;
-  if (!json::parse(header, root, jsonError))
-    return fail("malformed header JSON: " + jsonError);
-  if (!root.isObject())
-    return fail("malformed header: not a JSON object");
+  Result<nlohmann::json> parsed = parseHeader(header);
+  if (!parsed.ok())
+    return fail(parsed.message());
+  const nlohmann::json &root = *parsed;
 
   SafetensorsFile file;
   file.path = path;
   std::vector<Entry> entries;
-  bool sawMetadata = false;
-  for (auto &[name, value] : root.object) {
+  for (const auto &[name, value] : root.items()) {
     if (name == kMetadataKey) {
-      if (sawMetadata)
-        return fail("duplicate \"__metadata__\"");
-      sawMetadata = true;
-      if (value.isNull())
+      if (value.is_null())
         continue;
-      if (!value.isObject())
+      if (!value.is_object())
         return fail("\"__metadata__\" is not an object");
-      for (auto &[key, v] : value.object) {
-        if (!v.isString())
+      for (const auto &[key, v] : value.items()) {
+        if (!v.is_string())
           return fail("metadata value for '" + key + "' is not a string");
-        if (!file.metadata.emplace(key, v.string).second)
-          return fail("duplicate metadata key '" + key + "'");
+        file.metadata.emplace(key, v.get<std::string>());
       }
       continue;
     }
@@ -327,34 +318,34 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
     auto bad = [&](const std::string &cause) {
       return fail("tensor '" + tensorName + "': " + cause);
     };
-    if (!value.isObject())
+    if (!value.is_object())
       return bad("header entry is not an object");
-    const json::Value *dtype = value.get("dtype");
-    const json::Value *shape = value.get("shape");
-    const json::Value *offsets = value.get("data_offsets");
-    if (!dtype || !dtype->isString())
+    auto dtype = value.find("dtype"), shape = value.find("shape"),
+         offsets = value.find("data_offsets");
+    if (dtype == value.end() || !dtype->is_string())
       return bad("missing or non-string \"dtype\"");
-    std::optional<DType> dt = parseDType(dtype->string);
+    std::optional<DType> dt = parseDType(dtype->get<std::string>());
     if (!dt)
-      return bad("unknown dtype '" + dtype->string + "'");
-    if (!shape || !shape->isArray())
+      return bad("unknown dtype '" + dtype->get<std::string>() + "'");
+    if (shape == value.end() || !shape->is_array())
       return bad("missing or non-array \"shape\"");
     Tensor tensor;
     tensor.name = name;
     tensor.dtype = *dt;
-    for (const json::Value &d : shape->array) {
-      if (!d.isInteger() || d.integer < 0)
+    for (const nlohmann::json &d : *shape) {
+      std::optional<int64_t> dim = nonNegativeInteger(d);
+      if (!dim)
         return bad("shape entries must be non-negative integers");
-      tensor.shape.push_back(d.integer);
+      tensor.shape.push_back(*dim);
     }
-    if (!offsets || !offsets->isArray() || offsets->array.size() != 2 ||
-        !offsets->array[0].isInteger() || !offsets->array[1].isInteger() ||
-        offsets->array[0].integer < 0 ||
-        offsets->array[1].integer < offsets->array[0].integer)
+    std::optional<int64_t> first, last;
+    if (offsets != value.end() && offsets->is_array() && offsets->size() == 2)
+      first = nonNegativeInteger((*offsets)[0]), last = nonNegativeInteger((*offsets)[1]);
+    if (!first || !last || *last < *first)
       return bad("\"data_offsets\" must be [BEGIN, END] with "
                  "0 <= BEGIN <= END");
-    uint64_t begin = static_cast<uint64_t>(offsets->array[0].integer);
-    uint64_t end = static_cast<uint64_t>(offsets->array[1].integer);
+    uint64_t begin = static_cast<uint64_t>(*first);
+    uint64_t end = static_cast<uint64_t>(*last);
     std::optional<uint64_t> count = elementCount(tensor.shape);
     if (!count || *count > UINT64_MAX / dtypeSize(tensor.dtype))
       return bad("shape " + shapeString(tensor.shape) + " is too large");

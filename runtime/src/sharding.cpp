@@ -1,8 +1,12 @@
 //===- sharding.cpp - Where a rank's piece of a tensor lies ---------------===//
 #include "sharding.h"
 
+#include "json_util.h"
+
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 namespace merak::rt {
 
@@ -102,74 +106,62 @@ void extractShard(const ManifestTensor &t, int part, const void *full, void *loc
             /*toFull=*/false);
 }
 
-void appendPieceJson(std::string &out, const Piece &p) {
-  out += "{\"global_shape\":[";
-  for (size_t d = 0; d < p.globalShape.size(); ++d) {
-    if (d)
-      out += ',';
-    json::appendInteger(out, p.globalShape[d]);
-  }
-  out += "],\"axis\":";
-  json::appendInteger(out, p.axis);
-  if (!p.slabs.empty()) {
-    out += ",\"slabs\":[";
-    for (size_t i = 0; i < p.slabs.size(); ++i) {
-      out += i ? ",[" : "[";
-      json::appendInteger(out, p.slabs[i].first);
-      out += ',';
-      json::appendInteger(out, p.slabs[i].second);
-      out += ']';
-    }
-    out += ']';
-  }
-  if (p.flat) {
-    out += ",\"flat\":[";
-    json::appendInteger(out, static_cast<int64_t>(p.flatBegin));
-    out += ',';
-    json::appendInteger(out, static_cast<int64_t>(p.flatCount));
-    out += ']';
-  }
-  out += '}';
+nlohmann::ordered_json pieceJson(const Piece &p) {
+  nlohmann::ordered_json j = {{"global_shape", p.globalShape}, {"axis", p.axis}};
+  if (!p.slabs.empty())
+    j["slabs"] = p.slabs;
+  if (p.flat)
+    j["flat"] = {p.flatBegin, p.flatCount};
+  return j;
 }
 
-Result<Piece> parsePiece(const json::Value &v) {
+Result<Piece> parsePiece(const nlohmann::json &v) {
   auto bad = [](const std::string &why) { return Result<Piece>::error("bad piece: " + why); };
-  if (!v.isObject())
+  if (!v.is_object())
     return bad("not an object");
   Piece p;
-  const json::Value *shape = v.get("global_shape");
-  if (!shape || !shape->isArray())
+  auto shape = v.find("global_shape");
+  if (shape == v.end() || !shape->is_array())
     return bad("no \"global_shape\"");
-  for (const json::Value &d : shape->array) {
-    if (!d.isInteger() || d.integer < 0)
+  for (const nlohmann::json &d : *shape) {
+    std::optional<int64_t> n = nonNegativeInteger(d);
+    if (!n)
       return bad("\"global_shape\" must hold non-negative integers");
-    p.globalShape.push_back(d.integer);
+    p.globalShape.push_back(*n);
   }
-  if (const json::Value *axis = v.get("axis")) {
-    if (!axis->isInteger() || axis->integer < 0 ||
-        (axis->integer >= static_cast<int64_t>(p.globalShape.size()) && axis->integer != 0))
+  // [a, b] of non-negative integers.
+  auto pair = [](const nlohmann::json &j) -> std::optional<std::pair<int64_t, int64_t>> {
+    if (!j.is_array() || j.size() != 2)
+      return std::nullopt;
+    std::optional<int64_t> a = nonNegativeInteger(j[0]), b = nonNegativeInteger(j[1]);
+    if (!a || !b)
+      return std::nullopt;
+    return std::make_pair(*a, *b);
+  };
+  if (auto axis = v.find("axis"); axis != v.end()) {
+    std::optional<int64_t> a = nonNegativeInteger(*axis);
+    if (!a || (*a >= static_cast<int64_t>(p.globalShape.size()) && *a != 0))
       return bad("\"axis\" out of range");
-    p.axis = axis->integer;
+    p.axis = *a;
   }
-  if (const json::Value *slabs = v.get("slabs")) {
-    if (!slabs->isArray() || p.globalShape.empty())
+  if (auto slabs = v.find("slabs"); slabs != v.end()) {
+    if (!slabs->is_array() || p.globalShape.empty())
       return bad("\"slabs\" must be an array (of a tensor with dimensions)");
     int64_t n = p.globalShape[static_cast<size_t>(p.axis)];
-    for (const json::Value &s : slabs->array) {
-      if (!s.isArray() || s.array.size() != 2 || !s.array[0].isInteger() ||
-          !s.array[1].isInteger() || s.array[0].integer < 0 || s.array[1].integer < 0 ||
-          s.array[0].integer > n - s.array[1].integer)
+    for (const nlohmann::json &s : *slabs) {
+      auto slab = pair(s);
+      if (!slab || slab->first > n - slab->second)
         return bad("a slab must be [start, length] inside dimension " + std::to_string(p.axis));
-      p.slabs.push_back({s.array[0].integer, s.array[1].integer});
+      p.slabs.push_back(*slab);
     }
   }
-  if (const json::Value *flat = v.get("flat")) {
-    if (!flat->isArray() || flat->array.size() != 2 || !flat->array[0].isInteger() ||
-        !flat->array[1].isInteger() || flat->array[0].integer < 0 || flat->array[1].integer < 0)
+  if (auto flat = v.find("flat"); flat != v.end()) {
+    auto range = pair(*flat);
+    if (!range)
       return bad("\"flat\" must be [begin, count]");
     p.flat = true;
-    p.flatBegin = static_cast<uint64_t>(flat->array[0].integer);
-    p.flatCount = static_cast<uint64_t>(flat->array[1].integer);
+    p.flatBegin = static_cast<uint64_t>(range->first);
+    p.flatCount = static_cast<uint64_t>(range->second);
     if (p.flatBegin + p.flatCount > p.localElements())
       return bad("\"flat\" runs past the end of the tensor");
   }

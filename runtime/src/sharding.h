@@ -18,7 +18,6 @@
 #ifndef MERAK_RT_SRC_SHARDING_H
 #define MERAK_RT_SRC_SHARDING_H
 
-#include "json.h"
 #include "manifest.h"
 #include "merak_rt/status.h"
 
@@ -59,12 +58,12 @@ void extractShard(const ManifestTensor &t, int part, const void *full, void *loc
 
 /// The JSON form of a piece: {"global_shape": [...], "axis": a,
 /// "slabs": [[start, length], ...], "flat": [begin, count]} ("slabs" and
-/// "flat" only when present).
-void appendPieceJson(std::string &out, const Piece &p);
+/// "flat" only when present; members in this order).
+nlohmann::ordered_json pieceJson(const Piece &p);
 
-/// Reads appendPieceJson's form back; checks that the slabs and the flat
-/// range lie inside the global shape.
-Result<Piece> parsePiece(const json::Value &v);
+/// Reads pieceJson's form back; checks that the slabs and the flat range
+/// lie inside the global shape.
+Result<Piece> parsePiece(const nlohmann::json &v);
 
 } // namespace merak::rt
 

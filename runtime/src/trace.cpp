@@ -2,7 +2,7 @@
 #include "merak_rt/trace.h"
 
 #include "file_util.h"
-#include "json.h"
+#include "json_util.h"
 
 #include <cmath>
 #include <cstdio>
@@ -29,11 +29,11 @@ void appendMetadataEvent(std::string &out, const char *kind, int pid, int tid,
   out += "{\"name\":\"";
   out += kind;
   out += "\",\"ph\":\"M\",\"pid\":";
-  json::appendInteger(out, pid);
+  out += std::to_string(pid);
   out += ",\"tid\":";
-  json::appendInteger(out, tid);
+  out += std::to_string(tid);
   out += ",\"args\":{\"name\":";
-  json::appendString(out, name);
+  appendString(out, name);
   out += "}}";
 }
 } // namespace
@@ -114,25 +114,25 @@ std::string TraceWriter::toJson() const {
   for (const Event &e : events_) {
     separator();
     out += "{\"name\":";
-    json::appendString(out, e.name);
+    appendString(out, e.name);
     out += ",\"cat\":";
-    json::appendString(out, e.category);
+    appendString(out, e.category);
     out += ",\"ph\":\"X\",\"ts\":";
     appendMicros(out, e.tsUs);
     out += ",\"dur\":";
     appendMicros(out, e.durUs);
     out += ",\"pid\":";
-    json::appendInteger(out, rank_);
+    out += std::to_string(rank_);
     out += ",\"tid\":";
-    json::appendInteger(out, e.tid);
+    out += std::to_string(e.tid);
     if (!e.args.empty()) {
       out += ",\"args\":{";
       for (size_t i = 0; i < e.args.size(); ++i) {
         if (i)
           out += ',';
-        json::appendString(out, e.args[i].first);
+        appendString(out, e.args[i].first);
         out += ':';
-        json::appendNumber(out, e.args[i].second);
+        appendNumber(out, e.args[i].second);
       }
       out += '}';
     }

@@ -26,7 +26,6 @@
 #include "merak_rt/trace.h"
 
 #include "file_util.h"
-#include "json.h"
 #include "manifest.h"
 #include "checkpoint_shards.h"
 #include "sharding.h"
@@ -304,9 +303,10 @@ Program loadProgram() {
 Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
   Metadata meta;
   meta["format"] = "pt"; // what Hugging Face loaders look for
-  if (!m.model.empty() && json::isValidUtf8(m.model))
+  // (Strings of the manifest are valid UTF-8: the JSON reader checked.)
+  if (!m.model.empty())
     meta["model"] = m.model;
-  if (!m.optimizer.empty() && json::isValidUtf8(m.optimizer))
+  if (!m.optimizer.empty())
     meta["optimizer"] = m.optimizer;
   meta["sampler"] = samplerName(o.sampler);
   meta["seed"] = std::to_string(o.seed);
@@ -373,7 +373,7 @@ int run(int argc, char **argv, StepBackend *backend) {
   std::unique_ptr<PipelineRunner> pipeline;
   {
     Result<std::unique_ptr<PipelineRunner>> r =
-        PipelineRunner::create(merak_manifest, comm);
+        PipelineRunner::create(m, comm);
     if (!r.ok())
       internalError(r.message());
     pipeline = std::move(r).value();

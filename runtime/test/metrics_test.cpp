@@ -1,7 +1,7 @@
 //===- metrics_test.cpp - JSONL metrics and progress bar ------------------===//
 #include "merak_rt/metrics.h"
 
-#include "json.h"
+#include <nlohmann/json.hpp>
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -67,9 +67,7 @@ TEST(Metrics, NonFiniteBecomesNull) {
   EXPECT_EQ(line, "{\"step\":3,\"loss\":null,\"lr\":0,\"grad_norm\":null,"
                   "\"tokens_per_s\":0,\"time_ms\":0,\"x\":null,"
                   "\"nonfinite\":true}");
-  json::Value v;
-  std::string error;
-  ASSERT_TRUE(json::parse(line, v, error)) << error;
+  ASSERT_NO_THROW((void)nlohmann::json::parse(line)) << line;
 }
 
 TEST(Metrics, WriterFlushesEachLineAndRoundTrips) {
@@ -92,16 +90,15 @@ TEST(Metrics, WriterFlushesEachLineAndRoundTrips) {
   }
   std::vector<std::string> ls = lines(readFile(path));
   for (int step = 0; step < 3; ++step) {
-    json::Value v;
-    std::string error;
-    ASSERT_TRUE(json::parse(ls[step], v, error)) << error;
-    ASSERT_TRUE(v.isObject());
-    EXPECT_EQ(v.object[0].first, "step");
-    EXPECT_EQ(v.get("step")->integer, step);
-    EXPECT_EQ(v.get("loss")->number, losses[step]); // bitwise round trip
-    EXPECT_EQ(v.get("lr")->number, 6e-4 * (step + 1));
-    EXPECT_EQ(v.get("tokens_per_s")->number, 12345.678);
-    EXPECT_EQ(v.get("nonfinite"), nullptr);
+    nlohmann::ordered_json v; // (keeps the members in file order)
+    ASSERT_NO_THROW(v = nlohmann::ordered_json::parse(ls[step])) << ls[step];
+    ASSERT_TRUE(v.is_object());
+    EXPECT_EQ(v.begin().key(), "step");
+    EXPECT_EQ(v["step"].get<int64_t>(), step);
+    EXPECT_EQ(v["loss"].get<double>(), losses[step]); // bitwise round trip
+    EXPECT_EQ(v["lr"].get<double>(), 6e-4 * (step + 1));
+    EXPECT_EQ(v["tokens_per_s"].get<double>(), 12345.678);
+    EXPECT_FALSE(v.contains("nonfinite"));
   }
   ASSERT_TRUE(w->close().ok());
   EXPECT_FALSE(w->write(StepMetrics()).ok());

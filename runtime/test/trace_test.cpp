@@ -1,7 +1,7 @@
 //===- trace_test.cpp - Chrome trace writer -------------------------------===//
 #include "merak_rt/trace.h"
 
-#include "json.h"
+#include <nlohmann/json.hpp>
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -29,37 +29,35 @@ TEST(Trace, EventsAndMetadata) {
   { TraceWriter::Scope nothing(nullptr, "ignored", "x"); }
   EXPECT_EQ(trace.numEvents(), 3u);
 
-  json::Value root;
-  std::string error;
-  ASSERT_TRUE(json::parse(trace.toJson(), root, error)) << error;
-  const json::Value *events = root.get("traceEvents");
-  ASSERT_TRUE(events && events->isArray());
-  ASSERT_EQ(events->array.size(), 6u);
-  const auto &e = events->array;
-  EXPECT_EQ(e[0].get("ph")->string, "M");
-  EXPECT_EQ(e[0].get("name")->string, "process_name");
-  EXPECT_EQ(e[0].get("args")->get("name")->string, "rank 3");
-  EXPECT_EQ(e[0].get("pid")->integer, 3);
-  EXPECT_EQ(e[1].get("name")->string, "thread_name");
-  EXPECT_EQ(e[1].get("tid")->integer, 1);
-  EXPECT_EQ(e[2].get("args")->get("name")->string, "comm \"ring\"");
+  nlohmann::json root;
+  ASSERT_NO_THROW(root = nlohmann::json::parse(trace.toJson()));
+  ASSERT_TRUE(root.contains("traceEvents") && root["traceEvents"].is_array());
+  const nlohmann::json &e = root["traceEvents"];
+  ASSERT_EQ(e.size(), 6u);
+  EXPECT_EQ(e[0]["ph"], "M");
+  EXPECT_EQ(e[0]["name"], "process_name");
+  EXPECT_EQ(e[0]["args"]["name"], "rank 3");
+  EXPECT_EQ(e[0]["pid"].get<int64_t>(), 3);
+  EXPECT_EQ(e[1]["name"], "thread_name");
+  EXPECT_EQ(e[1]["tid"].get<int64_t>(), 1);
+  EXPECT_EQ(e[2]["args"]["name"], "comm \"ring\"");
 
-  EXPECT_EQ(e[3].get("ph")->string, "X");
-  EXPECT_EQ(e[3].get("name")->string, "matmul");
-  EXPECT_EQ(e[3].get("cat")->string, "kernel");
-  EXPECT_EQ(e[3].get("ts")->number, 12.5);
-  EXPECT_EQ(e[3].get("dur")->number, 3.25);
-  EXPECT_EQ(e[3].get("pid")->integer, 3);
-  EXPECT_EQ(e[3].get("tid")->integer, 1);
-  EXPECT_EQ(e[3].get("args")->get("flops")->number, 1.6e7);
+  EXPECT_EQ(e[3]["ph"], "X");
+  EXPECT_EQ(e[3]["name"], "matmul");
+  EXPECT_EQ(e[3]["cat"], "kernel");
+  EXPECT_EQ(e[3]["ts"].get<double>(), 12.5);
+  EXPECT_EQ(e[3]["dur"].get<double>(), 3.25);
+  EXPECT_EQ(e[3]["pid"].get<int64_t>(), 3);
+  EXPECT_EQ(e[3]["tid"].get<int64_t>(), 1);
+  EXPECT_EQ(e[3]["args"]["flops"].get<double>(), 1.6e7);
 
-  EXPECT_EQ(e[4].get("name")->string, "allreduce");
-  EXPECT_EQ(e[4].get("tid")->integer, 2);
-  EXPECT_GE(e[4].get("dur")->number, 1500.0); // slept 2 ms
-  EXPECT_GE(e[4].get("ts")->number, 0.0);
-  EXPECT_EQ(e[5].get("name")->string, "optimizer");
-  EXPECT_GE(e[5].get("ts")->number,
-            e[4].get("ts")->number + e[4].get("dur")->number);
+  EXPECT_EQ(e[4]["name"], "allreduce");
+  EXPECT_EQ(e[4]["tid"].get<int64_t>(), 2);
+  EXPECT_GE(e[4]["dur"].get<double>(), 1500.0); // slept 2 ms
+  EXPECT_GE(e[4]["ts"].get<double>(), 0.0);
+  EXPECT_EQ(e[5]["name"], "optimizer");
+  EXPECT_GE(e[5]["ts"].get<double>(),
+            e[4]["ts"].get<double>() + e[4]["dur"].get<double>());
 
   trace.clear();
   EXPECT_EQ(trace.numEvents(), 0u);

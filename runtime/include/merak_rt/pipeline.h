@@ -65,7 +65,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string_view>
 
 extern "C" {
 /// Defined by pipeline programs only (weak here: serial programs lack it).
@@ -75,6 +74,7 @@ __attribute__((weak)) void merak_run_fragment(long long k, char *A, char *P,
 
 namespace merak::rt {
 class Comm;
+struct Manifest; // src/manifest.h: the checked manifest
 
 /// Where the pipeline runner's buffers live and how it moves bytes between
 /// them: the stashes (stash, rstash, wstash), the messages, the fragment
@@ -117,9 +117,8 @@ PipelineMemory &hostPipelineMemory();
 class PipelineRunner {
 public:
   /// nullptr when the manifest has no "pipeline" object; an error when it
-  /// is malformed or the program lacks its fragments.
-  static Result<std::unique_ptr<PipelineRunner>>
-  create(std::string_view manifestJson, Comm *comm);
+  /// is inconsistent or the program lacks its fragments.
+  static Result<std::unique_ptr<PipelineRunner>> create(const Manifest &manifest, Comm *comm);
   ~PipelineRunner();
 
   /// One step: this stage's instruction list over all micro-batches, then

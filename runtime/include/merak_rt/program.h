@@ -20,7 +20,9 @@
 //      shards out of their full tensors) and checkpointed;
 //   C  constants: merak_data + "consts_offset", read-only.
 //
-// Manifest (JSON object; every offset in bytes, every shape a list):
+// Manifest (JSON object; every offset in bytes, every shape a list; the
+// schema as code, which the compiler writes and the runtime reads:
+// manifest_schema.h):
 //   "format": 1,
 //   "entry": "train_step",
 //   "arena_bytes", "params_bytes", "params_init_bytes", "consts_offset",
