@@ -15,7 +15,7 @@
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
 // CHECK: case 9: PASS
-// CHECK: gradcheck: all 9 cases passed
+// CHECK: gradcheck: all 10 cases passed
 
 // exp, log, sqrt, rsqrt on one positive parameter each.
 merak.param @e : tensor<4xf64> = dense<[-1.3, 0.2, 0.75, 1.6]> : tensor<4xf64>

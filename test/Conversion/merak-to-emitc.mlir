@@ -74,7 +74,7 @@ func.func @train_step(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>, %w: tensor<8xf32
 // softplus is unary(Unary::Softplus, ...), like the other attribute-free
 // unary ops.
 // CHECK: {{^//.-{5}$}}
-// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Softplus">, #emitc.opaque<"DT::F32">, 0 : index, 1 : index, #emitc.opaque<"6">]}
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Softplus">, #emitc.opaque<"DT::F32">, 0 : index, 1 : index, #emitc.opaque<"6">, #emitc.opaque<"0">, #emitc.opaque<"0">]}
 func.func @train_step(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = merak.softplus %x : tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
