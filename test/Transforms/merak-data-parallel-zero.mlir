@@ -3,15 +3,15 @@
 // RUN: merak-opt %s -split-input-file -merak-data-parallel="dp=1 zero=1" -verify-diagnostics | FileCheck %s --check-prefix=DP1
 
 // The state is the local part (zeros), with the layout for checkpoints.
-// CHECK-DAG: merak.param @optimizer.adamw.exp_avg.w : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.kind = "state", merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
-// CHECK-DAG: merak.param @optimizer.adamw.exp_avg_sq.b : tensor<1xf32> = dense<0.000000e+00> : tensor<1xf32> {merak.kind = "state", merak.zero = {parts = 4 : i64, shape = array<i64: 4>}}
+// CHECK-DAG: merak.param @optimizer.adamw.exp_avg.w : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.kind = "state", merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}
+// CHECK-DAG: merak.param @optimizer.adamw.exp_avg_sq.b : tensor<1xf32> = dense<0.000000e+00> : tensor<1xf32> {merak.kind = "state", merak.zero = #merak.zero<parts = 4, shape = [4]>}
 
 // ZeRO stage 1 over dp = 4. @loss_grad: each gradient is flattened, padded
 // with zeros to a multiple of 4 elements (w: 6 -> 8) and reduce-scattered
 // (mean) in the bucket; the results are this rank's parts, marked with
 // their layout.
 // CHECK-LABEL: func.func @loss_grad
-// CHECK-SAME: -> (tensor<f32> {merak.name = "loss"}, tensor<2xf32> {merak.name = "grad:w", merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}, tensor<1xf32> {merak.name = "grad:b", merak.zero = {parts = 4 : i64, shape = array<i64: 4>}})
+// CHECK-SAME: -> (tensor<f32> {merak.name = "loss"}, tensor<2xf32> {merak.name = "grad:w", merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}, tensor<1xf32> {merak.name = "grad:b", merak.zero = #merak.zero<parts = 4, shape = [4]>})
 // CHECK: %[[FLAT:.*]] = merak.reshape %{{.*}} : tensor<2x3xf32> to tensor<6xf32>
 // CHECK: %[[PAD:.*]] = merak.constant dense<0.000000e+00> : tensor<2xf32>
 // CHECK: %[[PADDED:.*]] = merak.concat %[[FLAT]], %[[PAD]] axis = 0 : tensor<6xf32>, tensor<2xf32> -> tensor<8xf32>
@@ -43,7 +43,7 @@
 // CHECK: merak.set_param @b, %[[AG]]#1 : tensor<4xf32>
 
 // A 16-byte bucket: every updated parameter is gathered on its own.
-// SGD-DAG: merak.param @optimizer.sgd.momentum_buffer.w : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.kind = "state", merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
+// SGD-DAG: merak.param @optimizer.sgd.momentum_buffer.w : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.kind = "state", merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}
 // SGD-LABEL: func.func @train_step
 // SGD: merak.all_gather %{{.*}} group = "dp" : tensor<2xf32> -> tensor<8xf32>
 // SGD: merak.set_param @w

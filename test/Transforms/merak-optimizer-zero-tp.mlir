@@ -4,7 +4,7 @@
 // with the local shape); the squared norm of its parts is summed over dp,
 // then over tp with the other shards.
 
-// CHECK: merak.param @optimizer.sgd.momentum_buffer.t : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "state", merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2, 3>}}
+// CHECK: merak.param @optimizer.sgd.momentum_buffer.t : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "state", merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>, merak.zero = #merak.zero<parts = 2, shape = [2, 3]>}
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[G:.*]] = merak.reduce_scatter {{.*}} group = "dp" reduction = "mean" : tensor<6xf32> -> tensor<3xf32>
 // CHECK: %[[DP:.*]] = merak.all_reduce {{.*}} group = "dp" reduction = "sum"
@@ -19,7 +19,7 @@
 // CHECK: %[[FULL:.*]] = merak.all_gather %[[U]]#0 group = "dp" : tensor<3xf32> -> tensor<6xf32>
 // CHECK: %[[R:.*]] = merak.reshape %[[FULL]] : tensor<6xf32> to tensor<2x3xf32>
 // CHECK: merak.set_param @t, %[[R]]
-merak.param @t : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+merak.param @t : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 func.func @loss_grad(%x: tensor<2x3xf32>) -> (tensor<f32> {merak.name = "loss"}, tensor<2x3xf32> {merak.name = "grad:t"}) {
   %l = merak.reduce_sum %x axes = [0, 1] : tensor<2x3xf32> -> tensor<f32>
   return %l, %x : tensor<f32>, tensor<2x3xf32>

@@ -6,9 +6,9 @@
 // rank C/tp columns of each, the head reshapes, transposes, scores, causal
 // mask, softmax and context run on H/tp = 1 head, and c_proj is
 // row-parallel with the all-reduce before its bias.
-// CHECK-DAG: merak.param @c_attn.weight : tensor<12x8xf32> = dense<{{.*}}> : tensor<24x8xf32> {merak.shard = {axis = 0 : i64, blocks = 3 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @c_attn.bias : tensor<12xf32> = dense<{{.*}}> : tensor<24xf32> {merak.shard = {axis = 0 : i64, blocks = 3 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @c_proj.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @c_attn.weight : tensor<12x8xf32> = dense<{{.*}}> : tensor<24x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
+// CHECK-DAG: merak.param @c_attn.bias : tensor<12xf32> = dense<{{.*}}> : tensor<24xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
+// CHECK-DAG: merak.param @c_proj.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @c_proj.bias : tensor<8xf32> = dense<{{.*}}> : tensor<8xf32>{{$}}
 // CHECK-DAG: merak.param @mask : tensor<1x1x4x4xf32> = dense<{{.*}}> : tensor<1x1x4x4xf32>{{$}}
 // CHECK-LABEL: func.func @forward
@@ -68,10 +68,10 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
 // Separate q, k and v Linears (BERT style): each is column-parallel, their
 // regions meet at the scores and share one f; the output projection is
 // row-parallel.
-// CHECK-DAG: merak.param @q.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @k.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @v.weight : tensor<4x8xf32> = {{.*}} {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = {{.*}} {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @q.weight : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @k.weight : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @v.weight : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
 // CHECK-LABEL: func.func @forward
 // CHECK-COUNT-1: merak.tp_identity
 // CHECK-NOT: merak.tp_identity

@@ -66,4 +66,4 @@ func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x8xf32> {
 
 // The shard attribute's layout must fit the parameter.
 // expected-error @+1 {{'merak.param' op shard dimension 0 (local size 4) does not divide into 3 blocks}}
-merak.param @w : tensor<4x4xf32> = dense<0.5> : tensor<8x4xf32> {merak.shard = {axis = 0 : i64, blocks = 3 : i64, parts = 2 : i64}}
+merak.param @w : tensor<4x4xf32> = dense<0.5> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}

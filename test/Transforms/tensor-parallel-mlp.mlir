@@ -4,9 +4,9 @@
 // first Linear column-parallel (weight rows and bias split), the second
 // row-parallel (weight columns split); f (tp_identity) on the input, g
 // (all_reduce tp sum) on the second matmul's output before its bias.
-// CHECK-DAG: merak.param @fc1.weight : tensor<6x4xf32> = dense<5.000000e-01> : tensor<12x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @fc1.bias : tensor<6xf32> = dense<2.500000e-01> : tensor<12xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @fc2.weight : tensor<4x6xf32> = dense<5.000000e-01> : tensor<4x12xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @fc1.weight : tensor<6x4xf32> = dense<5.000000e-01> : tensor<12x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @fc1.bias : tensor<6xf32> = dense<2.500000e-01> : tensor<12xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @fc2.weight : tensor<4x6xf32> = dense<5.000000e-01> : tensor<4x12xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @fc2.bias : tensor<4xf32> = dense<2.500000e-01> : tensor<4xf32>{{$}}
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
@@ -44,9 +44,9 @@ func.func @forward(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
 // Gemm-like weights ([in, out], no transpose), ReLU, bias after the matmul;
 // a following Linear whose output is the function's result (an LM head)
 // stays replicated.
-// CHECK-DAG: merak.param @w1 : tensor<4x4xf32> = dense<{{.*}}> : tensor<4x8xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @b1 : tensor<4xf32> = dense<{{.*}}> : tensor<8xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @w2 : tensor<4x4xf32> = dense<{{.*}}> : tensor<8x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @w1 : tensor<4x4xf32> = dense<{{.*}}> : tensor<4x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @b1 : tensor<4xf32> = dense<{{.*}}> : tensor<8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @w2 : tensor<4x4xf32> = dense<{{.*}}> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @head : tensor<4x5xf32> = dense<{{.*}}> : tensor<4x5xf32>{{$}}
 // CHECK-LABEL: func.func @forward
 // CHECK: merak.tp_identity

@@ -3,8 +3,8 @@
 // Optimizer state of a tensor-parallel shard is sharded alike (local type,
 // full-shape zero initial value, the same merak.shard), and the squared norm
 // of sharded gradients is summed over "tp" before the global norm.
-// CHECK-DAG: merak.param @optimizer.adamw.exp_avg.w : tensor<2x3xf32> = dense<0.000000e+00> : tensor<4x3xf32> {merak.kind = "state", merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-// CHECK-DAG: merak.param @optimizer.adamw.exp_avg_sq.w : tensor<2x3xf32> = dense<0.000000e+00> : tensor<4x3xf32> {merak.kind = "state", merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @optimizer.adamw.exp_avg.w : tensor<2x3xf32> = dense<0.000000e+00> : tensor<4x3xf32> {merak.kind = "state", merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @optimizer.adamw.exp_avg_sq.w : tensor<2x3xf32> = dense<0.000000e+00> : tensor<4x3xf32> {merak.kind = "state", merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @optimizer.adamw.exp_avg.b : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "state"}
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[M:.*]] = merak.mul %[[G:.*]], %[[G]] : tensor<2x3xf32>, tensor<2x3xf32>
@@ -21,7 +21,7 @@
 // CHECK: merak.set_param @w, %[[U]] : tensor<2x3xf32>
 // CHECK: %[[UB:[^,]*]], %{{.*}}, %{{.*}} = merak.adamw_update {{.*}} -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
 // CHECK: merak.set_param @b, %[[UB]] : tensor<3xf32>
-merak.param @w : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+merak.param @w : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 merak.param @b : tensor<3xf32> = dense<1.0> : tensor<3xf32>
 func.func @loss_grad(%x: tensor<2x3xf32>) -> (tensor<f32> {merak.name = "loss"}, tensor<2x3xf32> {merak.name = "grad:w"}, tensor<3xf32> {merak.name = "grad:b"}) {
   %w = merak.get_param @w : tensor<2x3xf32>

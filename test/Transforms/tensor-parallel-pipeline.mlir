@@ -12,9 +12,9 @@
 // CHECK-SAME: owners = {{\[}}["fc1.weight", "fc2.weight", "fc2.bias"], ["fc3.weight", "fc4.weight"]]
 // Sharded params keep their full initial value; their accumulators are
 // local-shaped scratch (never checkpointed).
-// CHECK-DAG: merak.param @fc1.weight : tensor<4x4xf32> = dense<5.000000e-01> : tensor<8x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @fc1.weight : tensor<4x4xf32> = dense<5.000000e-01> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @pipeline.grad.fc1.weight : tensor<4x4xf32> = dense<0.000000e+00> : tensor<4x4xf32> {merak.kind = "scratch"}
-// CHECK-DAG: merak.param @optimizer.sgd.momentum_buffer.fc3.weight : tensor<4x4xf32> = dense<0.000000e+00> : tensor<8x4xf32> {merak.kind = "state", merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @optimizer.sgd.momentum_buffer.fc3.weight : tensor<4x4xf32> = dense<0.000000e+00> : tensor<8x4xf32> {merak.kind = "state", merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 //
 // Stage 0: f on the data input, g (all_reduce tp) before fc2's bias.
 // CHECK-LABEL: func.func @stage0_forward

@@ -12,8 +12,8 @@
 // PLAN-NOT: merak.offsets
 // PLAN-SAME: tensor<2x3xf32>
 // PLAN-NEXT: merak.add {{.*}} {merak.offsets
-merak.param @z : tensor<2x3xf32> = dense<0.0> : tensor<4x3xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
-merak.param @s : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+merak.param @z : tensor<2x3xf32> = dense<0.0> : tensor<4x3xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+merak.param @s : tensor<2x3xf32> = dense<1.0> : tensor<4x3xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 merak.param @r : tensor<2x3xf32> = dense<1.0> : tensor<2x3xf32>
 func.func @step(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %f = merak.tp_identity %x : tensor<2x3xf32>

@@ -4,7 +4,7 @@
 // kinds: a split reaching a reduce_sum over the split features lands on its
 // reduction factor, which ends the region like a row-parallel Linear (a
 // partial sum per rank, summed over tp).
-// CHECK-DAG: merak.param @fc.weight : tensor<6x4xf32> = dense<5.000000e-01> : tensor<12x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @fc.weight : tensor<6x4xf32> = dense<5.000000e-01> : tensor<12x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[G:.*]] = merak.gelu %{{.*}} : tensor<2x3x6xf32>
 // CHECK-NEXT: %[[S:.*]] = merak.reduce_sum %[[G]] axes = [2] : tensor<2x3x6xf32> -> tensor<2x3xf32>

@@ -8,7 +8,7 @@
 // of other ranks and all-reduces (tp, sum); the LM head takes f and
 // returns the logits split [2, 3, 3] (never [2, 3, 6]), marked for
 // merak-attach-loss, which builds the vocab-parallel cross-entropy.
-// CHECK-DAG: merak.param @wte : tensor<3x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+// CHECK-DAG: merak.param @wte : tensor<3x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<2x3x3xf32> {merak.vocab_parallel = "tp"})
 // CHECK: %[[W:.*]] = merak.get_param @wte : tensor<3x4xf32>
@@ -35,7 +35,7 @@
 // A vocabulary that does not divide by tp is padded (Megatron-LM): at tp 4,
 // shards of ceil(6 / 4) = 2 rows, the last one all padding (rows 6 and 7,
 // zeros, never looked up); the cross-entropy leaves the padding classes out.
-// PAD: merak.param @wte : tensor<2x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 4 : i64, size = 6 : i64}}
+// PAD: merak.param @wte : tensor<2x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 4, size = 6>}
 // PAD-LABEL: func.func @loss
 // PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp"} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
 merak.param @wte : tensor<6x4xf32> = dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6], [1.7, 1.8, 1.9, 2.0], [2.1, 2.2, 2.3, 2.4]]> : tensor<6x4xf32>

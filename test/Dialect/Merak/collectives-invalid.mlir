@@ -68,17 +68,28 @@ func.func @element_type(%a: tensor<8xf32>) -> tensor<4xf64> {
 // -----
 
 // expected-error @+1 {{a ZeRO shard of 6 elements over 4 parts must have type 'tensor<2xf32>', got 'tensor<6xf32>'}}
-merak.param @s : tensor<6xf32> = dense<0.0> : tensor<6xf32> {merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
+merak.param @s : tensor<6xf32> = dense<0.0> : tensor<6xf32> {merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}
 
 // -----
 
 // expected-error @+1 {{malformed merak.zero}}
-merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts = 0 : i64, shape = array<i64: 2, 3>}}
+merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = #merak.zero<parts = 0, shape = [2, 3]>}
+
+// -----
+
+// The layouts are typed attributes: a dictionary is not one.
+// expected-error @+1 {{malformed merak.shard}}
+merak.param @d : tensor<2xf32> = dense<0.0> : tensor<4xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}}
+
+// -----
+
+// expected-error @+1 {{malformed merak.zero}}
+merak.param @d : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts = 2 : i64, shape = array<i64: 4>}}
 
 // -----
 
 // ZeRO state of a tensor-parallel shard: merak.zero's shape is the local
 // shard, so the shard axis must lie within it.
-merak.param @ok : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = {axis = 0 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}
+merak.param @ok : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>, merak.zero = #merak.zero<parts = 2, shape = [2]>}
 // expected-error @+1 {{malformed merak.shard}}
-merak.param @s : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = {axis = 1 : i64, blocks = 1 : i64, parts = 2 : i64}, merak.zero = {parts = 2 : i64, shape = array<i64: 2>}}
+merak.param @s : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>, merak.zero = #merak.zero<parts = 2, shape = [2]>}

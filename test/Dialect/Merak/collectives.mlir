@@ -15,5 +15,5 @@ func.func @zero_collectives(%a: tensor<8xf32>, %b: tensor<4x3xf32>) -> (tensor<8
 // -----
 
 // A ZeRO part of optimizer state: tensor<ceil(N / parts)>, local zeros.
-// CHECK: merak.param @s : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
-merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts = 4 : i64, shape = array<i64: 2, 3>}}
+// CHECK: merak.param @s : tensor<2xf32> = dense<0.000000e+00> : tensor<2xf32> {merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}
+merak.param @s : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = #merak.zero<parts = 4, shape = [2, 3]>}

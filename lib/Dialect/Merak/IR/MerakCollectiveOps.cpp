@@ -33,26 +33,15 @@ LogicalResult GroupRankOp::verify() {
 }
 
 std::optional<ShardLayout> mlir::merak::getShardLayout(Operation *op) {
-  auto dict = op->getAttrOfType<DictionaryAttr>(kShardAttr);
-  if (!dict)
+  auto attr = op->getAttrOfType<ShardLayoutAttr>(kShardAttr);
+  if (!attr)
     return std::nullopt;
-  auto get = [&](StringRef key) { return dict.getAs<IntegerAttr>(key); };
-  IntegerAttr axis = get("axis"), parts = get("parts"), blocks = get("blocks");
-  if (!axis || !parts || !blocks)
-    return std::nullopt;
-  IntegerAttr size = get("size");
-  return ShardLayout{axis.getInt(), parts.getInt(), blocks.getInt(), size ? size.getInt() : 0};
+  return ShardLayout{attr.getAxis(), attr.getParts(), attr.getBlocks(), attr.getSize()};
 }
 
 void mlir::merak::setShardLayout(Operation *op, const ShardLayout &layout) {
-  Builder b(op->getContext());
-  SmallVector<NamedAttribute> entries{
-      b.getNamedAttr("axis", b.getI64IntegerAttr(layout.axis)),
-      b.getNamedAttr("blocks", b.getI64IntegerAttr(layout.blocks)),
-      b.getNamedAttr("parts", b.getI64IntegerAttr(layout.parts))};
-  if (layout.size)
-    entries.push_back(b.getNamedAttr("size", b.getI64IntegerAttr(layout.size)));
-  op->setAttr(kShardAttr, b.getDictionaryAttr(entries));
+  op->setAttr(kShardAttr, ShardLayoutAttr::get(op->getContext(), layout.axis, layout.blocks,
+                                               layout.parts, layout.size));
 }
 
 RankedTensorType mlir::merak::globalShardType(RankedTensorType local,
@@ -148,17 +137,13 @@ int64_t ZeroLayout::numElements() const {
 }
 
 std::optional<ZeroLayout> mlir::merak::getZeroLayout(Attribute attr) {
-  auto dict = dyn_cast_or_null<DictionaryAttr>(attr);
-  if (!dict)
-    return std::nullopt;
-  auto parts = dict.getAs<IntegerAttr>("parts");
-  auto shape = dict.getAs<DenseI64ArrayAttr>("shape");
-  if (!parts || !shape || parts.getInt() < 1 ||
-      llvm::any_of(shape.asArrayRef(), [](int64_t d) { return d < 0; }))
+  auto zero = dyn_cast_or_null<ZeroLayoutAttr>(attr);
+  if (!zero || zero.getParts() < 1 ||
+      llvm::any_of(zero.getShape(), [](int64_t d) { return d < 0; }))
     return std::nullopt;
   ZeroLayout layout;
-  layout.parts = parts.getInt();
-  layout.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+  layout.parts = zero.getParts();
+  layout.shape.assign(zero.getShape().begin(), zero.getShape().end());
   return layout;
 }
 
@@ -166,10 +151,8 @@ std::optional<ZeroLayout> mlir::merak::getZeroLayout(Operation *op) {
   return getZeroLayout(op->getAttr(kZeroAttr));
 }
 
-DictionaryAttr mlir::merak::zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout) {
-  Builder b(ctx);
-  return b.getDictionaryAttr({b.getNamedAttr("parts", b.getI64IntegerAttr(layout.parts)),
-                              b.getNamedAttr("shape", b.getDenseI64ArrayAttr(layout.shape))});
+Attribute mlir::merak::zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout) {
+  return ZeroLayoutAttr::get(ctx, layout.parts, layout.shape);
 }
 
 Value mlir::merak::buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts) {

@@ -40,7 +40,8 @@ LogicalResult ParamOp::verify() {
     if (!layout || layout->axis < 0 || layout->axis >= local.getRank() ||
         layout->parts < 1 || layout->blocks < 1)
       return emitOpError("malformed ") << kShardAttr << " " << shard
-                                       << " (expected {axis, parts, blocks} within the rank)";
+                                       << " (expected #merak.shard<axis, blocks, parts> with the "
+                                          "axis within the rank)";
     int64_t n = local.getDimSize(layout->axis);
     if (layout->size && (layout->blocks != 1 || layout->size < 1 ||
                          layout->size > n * layout->parts))

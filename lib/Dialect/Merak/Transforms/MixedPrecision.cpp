@@ -107,8 +107,8 @@ bool parameterLike(Value v) {
 /// input's dtype, every operand float32, each a widened bf16 value or
 /// (binary ops) parameter-like, at least one widened.
 bool runsInBf16(Operation *op) {
-  bool unary = isa<GeluOp, ReshapeOp, TransposeOp, SplitOp, AttentionOp>(op);
-  bool binary = isa<AddOp, SubOp, MulOp>(op);
+  bool unary = op->hasTrait<AutocastKeepsInput>();
+  bool binary = op->hasTrait<AutocastBinary>();
   if (!unary && !binary)
     return false;
   bool any = false;

@@ -8,7 +8,7 @@
 #ifndef MERAK_ATTENTION_OPS_TD
 #define MERAK_ATTENTION_OPS_TD
 
-def Merak_AttentionOp : Merak_Op<"attention", [Pure]> {
+def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Fused (causal) scaled dot-product attention";
   let description = [{

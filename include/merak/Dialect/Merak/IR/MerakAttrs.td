@@ -76,4 +76,31 @@ def Merak_PipelinePlanAttr : Merak_Attr<"PipelinePlan", "pipeline_plan"> {
   }];
 }
 
+def Merak_ShardLayoutAttr : Merak_Attr<"ShardLayout", "shard"> {
+  let summary = "How a tensor-parallel parameter is split over the tp ranks";
+  let description = [{
+    `merak.shard` on a `merak.param` (merak-tensor-parallel, copied to the
+    optimizer state): dimension `axis` of the full tensor viewed as
+    [blocks, parts, n / (blocks * parts)], tp rank r holding part r of every
+    block (blocks = 3 for a fused QKV weight). `size`, when not 0, is the
+    full length of `axis` when the shards were padded to divide it (the
+    vocabulary of vocabulary parallelism). Read through getShardLayout.
+  }];
+  let parameters = (ins "int64_t":$axis, "int64_t":$blocks, "int64_t":$parts,
+                        DefaultValuedParameter<"int64_t", "0">:$size);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Merak_ZeroLayoutAttr : Merak_Attr<"ZeroLayout", "zero"> {
+  let summary = "A ZeRO stage 1 part: a flattened tensor split over dp";
+  let description = [{
+    `merak.zero` (merak-data-parallel zero = 1, merak-optimizer): a tensor
+    of `shape` flattened, zero-padded to a multiple of `parts` and split
+    into `parts` equal parts, dp rank r holding part r. Read through
+    getZeroLayout.
+  }];
+  let parameters = (ins "int64_t":$parts, Merak_I64List<>:$shape);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif

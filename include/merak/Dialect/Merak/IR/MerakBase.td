@@ -36,6 +36,18 @@ def Merak_ParamResource : Resource<"::mlir::merak::ParamResource">;
 class Merak_Op<string mnemonic, list<Trait> traits = []>
     : Op<Merak_Dialect, mnemonic, !listconcat(traits, [Merak_CostOpInterface])>;
 
+// Autocast (merak-mixed-precision): the op runs on bf16 operands and keeps
+// its result in bf16 when its float32 operands are widened bf16 values.
+// KeepsInput: one data operand (activations, views, attention's q, k, v);
+// Binary: two operands, one of which may be a float32 parameter-like value
+// (a bias), cast to bf16.
+def Merak_AutocastKeepsInput : NativeOpTrait<"AutocastKeepsInput"> {
+  let cppNamespace = "::mlir::merak";
+}
+def Merak_AutocastBinary : NativeOpTrait<"AutocastBinary"> {
+  let cppNamespace = "::mlir::merak";
+}
+
 // Cost overrides (MerakCost.cpp), spliced into extraClassDeclaration.
 defvar Merak_FlopsCost = "int64_t getFlops();";
 // A GEMM whose bf16 operands may produce an f32 result (InferTypeOpAdaptor

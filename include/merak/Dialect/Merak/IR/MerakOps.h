@@ -23,6 +23,14 @@ int64_t operandAndResultBytes(Operation *op);
 #include "merak/Dialect/Merak/IR/MerakInterfaces.h.inc"
 
 namespace mlir::merak {
+/// Op traits of merak-mixed-precision's autocast policy (MerakBase.td).
+template <typename ConcreteType>
+class AutocastKeepsInput : public OpTrait::TraitBase<ConcreteType, AutocastKeepsInput> {};
+template <typename ConcreteType>
+class AutocastBinary : public OpTrait::TraitBase<ConcreteType, AutocastBinary> {};
+} // namespace mlir::merak
+
+namespace mlir::merak {
 /// The side-effect resource of parameter state (get_param / set_param).
 struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
   StringRef getName() final { return "merak.param"; }
@@ -54,7 +62,7 @@ constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 
 /// Discardable attribute on `merak.param` (set by merak-tensor-parallel, and
 /// copied to optimizer state): the parameter is sharded over the "tp" group.
-/// `{axis = A, parts = P, blocks = B}`: dimension A of the full tensor is
+/// `#merak.shard<axis = A, blocks = B, parts = P>`: dimension A of the full tensor is
 /// viewed as [B, P, n / (B * P)] and tp rank r holds part r of every block
 /// (B = 1 for a plain split; B = 3 for a fused QKV weight). The param's type
 /// is the local shard's; its initial value keeps the full (global) tensor.
@@ -84,7 +92,7 @@ void setShardLayout(Operation *op, const ShardLayout &layout);
 RankedTensorType globalShardType(RankedTensorType local, const ShardLayout &layout);
 
 /// Discardable attribute of ZeRO stage 1 (merak-data-parallel `zero = 1`,
-/// merak-optimizer), `{parts = P, shape = array<i64: ...>}`: a tensor of
+/// merak-optimizer), `#merak.zero<parts = P, shape = [...]>`: a tensor of
 /// `shape` (N elements) flattened, zero-padded to P * S elements, S =
 /// ceil(N / P), and split into P parts of S; dp rank r holds elements
 /// [r * S, (r + 1) * S). On a `merak.param` (optimizer state) the type is
@@ -105,7 +113,7 @@ struct ZeroLayout {
 std::optional<ZeroLayout> getZeroLayout(Attribute attr);
 /// The layout of `op`'s kZeroAttr, if any.
 std::optional<ZeroLayout> getZeroLayout(Operation *op);
-DictionaryAttr zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout);
+Attribute zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout);
 /// `full` flattened and zero-padded to parts * ceil(N / parts) elements
 /// (merak.reshape, then merak.concat with zeros when N does not divide).
 Value buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts);

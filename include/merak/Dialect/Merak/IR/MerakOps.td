@@ -83,8 +83,9 @@ def Merak_ConstantOp : Merak_Op<"constant",
 // Elementwise binary ops (numpy broadcasting)
 //===----------------------------------------------------------------------===//
 
-class Merak_BinaryOp<string mnemonic, Type operandType, string kind>
-    : Merak_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+class Merak_BinaryOp<string mnemonic, Type operandType, string kind,
+                     list<Trait> traits = []>
+    : Merak_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs Merak_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
@@ -92,9 +93,9 @@ class Merak_BinaryOp<string mnemonic, Type operandType, string kind>
                     "both operands have the same element type. " # kind;
 }
 
-class Merak_ArithOp<string mnemonic, string summaryText>
+class Merak_ArithOp<string mnemonic, string summaryText, list<Trait> traits = []>
     : Merak_BinaryOp<mnemonic, Merak_NumericTensor,
-                     "The result has the operands' element type."> {
+                     "The result has the operands' element type.", traits> {
   let summary = summaryText;
 }
 class Merak_CompareOp<string mnemonic, string summaryText>
@@ -106,9 +107,9 @@ class Merak_LogicalOp<string mnemonic, string summaryText>
   let summary = summaryText;
 }
 
-def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition">;
-def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction">;
-def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication"> {
+def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition", [Merak_AutocastBinary]>;
+def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction", [Merak_AutocastBinary]>;
+def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication", [Merak_AutocastBinary]> {
   let hasFolder = 1;
 }
 def Merak_DivOp : Merak_ArithOp<"div", "Elementwise division (integer division truncates)"> {
@@ -177,7 +178,7 @@ def Merak_NotOp : Merak_UnaryOp<"not", Merak_BoolTensor, "Logical negation"> {
 }
 
 def Merak_GeluOp : Merak_UnaryOp<"gelu", Merak_FloatTensor,
-    "Gaussian error linear unit"> {
+    "Gaussian error linear unit", [Merak_AutocastKeepsInput]> {
   let description = [{
     `x * 0.5 * (1 + erf(x / sqrt(2)))`, or with `approximate_tanh` the tanh
     form `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
@@ -211,7 +212,7 @@ def Merak_CastOp : Merak_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Merak_ReshapeOp : Merak_Op<"reshape", [Pure]> {
+def Merak_ReshapeOp : Merak_Op<"reshape", [Pure, Merak_AutocastKeepsInput]> {
   let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Row-major reshape to the result type's shape";
   let arguments = (ins Merak_Tensor:$input);
@@ -230,7 +231,7 @@ def Merak_BroadcastOp : Merak_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor, Merak_AutocastKeepsInput]> {
   let summary = "Permutes dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Merak_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Merak_Tensor:$result);
@@ -264,7 +265,7 @@ def Merak_ConcatOp : Merak_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Merak_SplitOp : Merak_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Merak_SplitOp : Merak_Op<"split", [Pure, InferTypeOpAdaptor, Merak_AutocastKeepsInput]> {
   let summary = "Splits along an axis into pieces of the given sizes";
   let arguments = (ins Merak_Tensor:$input, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
