@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - merak-autodiff --------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "merak/Dialect/Merak/Autodiff/ReverseSweep.h"
 #include "merak/Dialect/Merak/Autodiff/VJP.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,75 +79,18 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value loss = ret.getOperand(0);
 
-    // Values on a path from a parameter to the loss need gradients.
-    llvm::DenseSet<Value> fromParam, toLoss;
-    for (Operation &op : body.without_terminator()) {
-      auto get = dyn_cast<GetParamOp>(op);
-      bool reached = (get && !isFrozen(get.getName())) ||
-                     llvm::any_of(op.getOperands(), [&](Value v) { return fromParam.contains(v); });
-      if (reached)
-        for (Value r : op.getResults())
-          if (isFloatTensor(r))
-            fromParam.insert(r);
-    }
-    toLoss.insert(loss);
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    for (Operation *op : llvm::reverse(ops))
-      if (llvm::any_of(op->getResults(), [&](Value r) { return toLoss.contains(r); }))
-        for (Value v : op->getOperands())
-          if (isFloatTensor(v))
-            toLoss.insert(v);
-    auto needed = [&](Value v) { return fromParam.contains(v) && toLoss.contains(v); };
-
+    // The sweep from the loss (seeded with 1) to every trainable parameter.
     OpBuilder b(ret);
-    llvm::DenseMap<Value, Value> grads;
-    auto accumulate = [&](Value v, Value g) {
-      auto [it, inserted] = grads.try_emplace(v, g);
-      if (!inserted)
-        it->second = AddOp::create(b, g.getLoc(), it->second, g);
-    };
     auto lossType = cast<RankedTensorType>(loss.getType());
-    accumulate(loss, ConstantOp::create(
-                         b, loss.getLoc(),
-                         SplatElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0))));
-
+    Value one = ConstantOp::create(
+        b, loss.getLoc(),
+        SplatElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+    llvm::DenseMap<Value, Value> argGrads;
     llvm::StringMap<Value> paramGrads;
-    for (Operation *op : llvm::reverse(ops)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value r : op->getResults()) {
-        Value g = needed(r) ? grads.lookup(r) : Value();
-        resultGrads.push_back(g);
-        any |= (bool)g;
-      }
-      if (!any)
-        continue;
-      if (auto get = dyn_cast<GetParamOp>(op)) {
-        Value g = resultGrads[0];
-        auto [it, inserted] = paramGrads.try_emplace(get.getName(), g);
-        if (!inserted)
-          it->second = AddOp::create(b, get.getLoc(), it->second, g);
-        continue;
-      }
-      if (!llvm::any_of(op->getOperands(), needed))
-        continue;
-      auto diff = dyn_cast<DifferentiableOpInterface>(op);
-      if (!diff)
-        return op->emitError("merak-autodiff: no derivative rule for '")
-               << op->getName() << "'";
-      SmallVector<Value> operandGrads;
-      if (failed(diff.buildVJP(b, resultGrads, operandGrads)))
-        return failure();
-      if (operandGrads.size() != op->getNumOperands())
-        return op->emitError("merak-autodiff: rule returned ")
-               << operandGrads.size() << " gradients for " << op->getNumOperands()
-               << " operands";
-      for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
-        if (g && needed(v))
-          accumulate(v, g);
-    }
+    if (failed(buildReverseSweep(
+            b, body, {{loss, one}}, {}, "merak-autodiff",
+            [&](StringRef name) { return !isFrozen(name); }, argGrads, paramGrads)))
+      return failure();
 
     // Return the loss and one gradient per parameter (zeros when the loss
     // does not depend on it).

@@ -60,77 +60,6 @@ int64_t mlir::merak::estimateOpFlops(Operation *op) {
   return cost ? cost.getFlops() : 0;
 }
 
-LogicalResult mlir::merak::buildReverseSweep(OpBuilder &b, Block &body,
-                                             ArrayRef<std::pair<Value, Value>> seeds,
-                                             ArrayRef<Value> sourceArgs,
-                                             llvm::function_ref<bool(StringRef)> trainable,
-                                             llvm::DenseMap<Value, Value> &argGrads,
-                                             llvm::StringMap<Value> &paramGrads) {
-  // Values on a path from a source to a seed need gradients.
-  llvm::DenseSet<Value> fromSource(sourceArgs.begin(), sourceArgs.end()), toSeed;
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator()) {
-    ops.push_back(&op);
-    auto get = dyn_cast<GetParamOp>(op);
-    bool reached = (get && trainable(get.getName())) ||
-                   llvm::any_of(op.getOperands(), [&](Value v) { return fromSource.contains(v); });
-    if (reached)
-      for (Value r : op.getResults())
-        if (isFloatTensor(r))
-          fromSource.insert(r);
-  }
-  for (auto &seed : seeds)
-    toSeed.insert(seed.first);
-  for (Operation *op : llvm::reverse(ops))
-    if (llvm::any_of(op->getResults(), [&](Value r) { return toSeed.contains(r); }))
-      for (Value v : op->getOperands())
-        if (isFloatTensor(v))
-          toSeed.insert(v);
-  auto needed = [&](Value v) { return fromSource.contains(v) && toSeed.contains(v); };
-
-  llvm::DenseMap<Value, Value> grads;
-  auto accumulate = [&](Value v, Value g) {
-    auto [it, inserted] = grads.try_emplace(v, g);
-    if (!inserted)
-      it->second = AddOp::create(b, g.getLoc(), it->second, g);
-  };
-  for (auto &[v, g] : seeds)
-    if (needed(v))
-      accumulate(v, g);
-  for (Operation *op : llvm::reverse(ops)) {
-    SmallVector<Value> resultGrads;
-    bool any = false;
-    for (Value r : op->getResults()) {
-      Value g = needed(r) ? grads.lookup(r) : Value();
-      resultGrads.push_back(g);
-      any |= (bool)g;
-    }
-    if (!any)
-      continue;
-    if (auto get = dyn_cast<GetParamOp>(op)) {
-      auto [it, inserted] = paramGrads.try_emplace(get.getName(), resultGrads[0]);
-      if (!inserted)
-        it->second = AddOp::create(b, get.getLoc(), it->second, resultGrads[0]);
-      continue;
-    }
-    if (!llvm::any_of(op->getOperands(), needed))
-      continue;
-    auto diff = dyn_cast<DifferentiableOpInterface>(op);
-    if (!diff)
-      return op->emitError("merak-pipeline: no derivative rule for '") << op->getName() << "'";
-    SmallVector<Value> operandGrads;
-    if (failed(diff.buildVJP(b, resultGrads, operandGrads)))
-      return failure();
-    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
-      if (g && needed(v))
-        accumulate(v, g);
-  }
-  for (Value a : sourceArgs)
-    if (Value g = grads.lookup(a))
-      argGrads[a] = g;
-  return success();
-}
-
 namespace {
 Value zerosLike(OpBuilder &b, Location loc, Type type) {
   auto t = cast<RankedTensorType>(type);
@@ -623,7 +552,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         sources.push_back(bwd.getArgument(data.size() + i));
       llvm::DenseMap<Value, Value> argGrads;
       llvm::StringMap<Value> paramGrads;
-      if (failed(buildReverseSweep(b, bwd.getBody().front(), seeds, sources,
+      if (failed(buildReverseSweep(b, bwd.getBody().front(), seeds, sources, "merak-pipeline",
                                    [&](StringRef p) { return isTrainable(p); }, argGrads,
                                    paramGrads)))
         return failure();

@@ -10,6 +10,7 @@
 #define MERAK_DIALECT_MERAK_TRANSFORMS_PIPELINE_H
 
 #include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
+#include "merak/Dialect/Merak/Autodiff/ReverseSweep.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Block.h"
@@ -42,18 +43,6 @@ inline constexpr llvm::StringLiteral kGradAccumulatorPrefix = "pipeline.grad.";
 /// 0 for ops of other dialects.
 int64_t estimateOpFlops(Operation *op);
 
-/// Reverse-mode sweep over the ops of `body` (program order, terminator
-/// excluded), emitted at `b`'s insertion point with the same VJP rules as
-/// merak-autodiff: `seeds` are (value, cotangent) pairs; gradients flow to
-/// `sourceArgs` (block arguments; their gradients land in `argGrads`) and to
-/// the reads of parameters for which `trainable` holds (summed per
-/// parameter into `paramGrads`).
-LogicalResult buildReverseSweep(OpBuilder &b, Block &body,
-                                ArrayRef<std::pair<Value, Value>> seeds,
-                                ArrayRef<Value> sourceArgs,
-                                llvm::function_ref<bool(StringRef)> trainable,
-                                llvm::DenseMap<Value, Value> &argGrads,
-                                llvm::StringMap<Value> &paramGrads);
 
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.
