@@ -346,6 +346,237 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P, const RankPlac
   return loaded->step;
 }
 
+/// The processes of a parallel program: one per device of its mesh
+/// (mpirun -np dp*tp*pp), with the runtime's communicator set; null for
+/// one process.
+Comm *openMesh(const Manifest &m, int *argc, char ***argv) {
+  MeshShape mesh;
+  mesh.pp = static_cast<int>(m.meshPp);
+  mesh.dp = static_cast<int>(m.meshDp);
+  mesh.tp = static_cast<int>(m.meshTp);
+  if (mesh.size() > 1) {
+    Result<std::unique_ptr<Comm>> opened = Comm::init(argc, argv, mesh);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    gComm = std::move(opened).value();
+  }
+  Comm *comm = gComm.get();
+  cpu::setCommunicator(comm);
+  return comm;
+}
+
+/// A device program: the device opened (and, pipelined, the runner's
+/// buffers on it).
+void openBackend(StepBackend &backend, Comm *comm, PipelineRunner *pipeline,
+                 const Manifest &m, bool leader) {
+  if (Status st = backend.open(comm); !st.ok())
+    die(kExitError, st.message());
+  if (comm && comm->worldSize() > 1) // every rank says which device it took
+    std::printf("train: rank %d: %s\n", comm->rank(), backend.describe().c_str());
+  else
+    std::printf("train: %s\n", backend.describe().c_str());
+  // A pipelined program: the runner's buffers on the device.
+  if (pipeline) {
+    PipelineMemory *memory = backend.pipelineMemory();
+    if (!memory)
+      die(kExitError, "a pipelined program is not supported on " + backend.name());
+    pipeline->setMemory(memory);
+    if (leader && comm && m.meshPp > 1)
+      std::printf("train: pipeline messages: host-staged over MPI (stashes in %s memory, "
+                  "messages in host memory)\n",
+                  memory->name());
+  }
+}
+
+/// The training data: token ids, or one array per input of the model.
+struct Datasets {
+  std::optional<ArrayDataset> arrays;
+  std::optional<TokenDataset> tokens;
+};
+Datasets openData(const Program &program, const TrainOptions &o) {
+  Datasets d;
+  if (!program.tokens) {
+    std::vector<ArraySpec> specs;
+    for (const ManifestTensor *in : program.arrayInputs)
+      specs.push_back({in->name, in->dtype,
+                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end())});
+    Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    d.arrays.emplace(std::move(opened).value());
+  }
+  if (program.tokens) {
+    Result<TokenDataset> opened =
+        TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
+    if (!opened.ok())
+      die(kExitError, opened.message());
+    d.tokens.emplace(std::move(opened).value());
+  }
+  return d;
+}
+
+/// The initial data of the params this rank uses (the others' pages stay
+/// untouched); the rest of P is zeros.
+void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P) {
+  for (const ManifestTensor &t : m.params) {
+    if (!place.needs(t))
+      continue;
+    if (t.sharded() && t.dataBytes > 0) // this rank's tensor-parallel shard
+      extractShard(t, tpRank, merak_data + t.dataOffset, P + t.offset);
+    else if (t.offset < m.paramsInitBytes)
+      std::memcpy(P + t.offset, merak_data + t.offset,
+                  std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset));
+  }
+}
+
+/// The constants, in the executable's data (copied when not aligned).
+const char *constants(const Manifest &m, Buffer &constsCopy) {
+  const char *C =
+      reinterpret_cast<const char *>(merak_data) + m.constsOffset;
+  if (reinterpret_cast<uintptr_t>(C) % kAlignment != 0) {
+    constsCopy = allocateAligned(m.constsBytes, "constants");
+    std::memcpy(constsCopy.get(), C, m.constsBytes);
+    C = constsCopy.get();
+  }
+  return C;
+}
+
+/// Run-time hyper-parameters win over the compiled and checkpointed ones.
+void setRunHyperparameters(const Manifest &m, const TrainOptions &o, char *P, int argc,
+                           char **argv) {
+  bool lrSettable = false;
+  for (const auto &[key, paramName] : m.hparams)
+    if (key == "lr") {
+      writeScalar(P, *m.param(paramName), o.lr);
+      lrSettable = true;
+    }
+  if (!lrSettable)
+    for (int i = 1; i < argc; ++i)
+      if (argv[i] && (std::strcmp(argv[i], "--lr") == 0 ||
+                      std::strncmp(argv[i], "--lr=", 5) == 0))
+        printWarning("--lr has no effect: this program has no run-time "
+                     "learning rate (no \"lr\" in the manifest's hparams)");
+}
+
+/// What a checkpoint copies back from the device: all of P, or for a
+/// pipeline the params this rank uses (adjacent ones merged), as the CPU
+/// rank touches only those.
+std::vector<ByteRange> checkpointRanges(const Manifest &m, const RankPlace &place,
+                                        bool pipelined) {
+  std::vector<ByteRange> paramRanges;
+  if (!pipelined) {
+    paramRanges.push_back({0, m.paramsBytes});
+  } else {
+    std::vector<ByteRange> used;
+    for (const ManifestTensor &t : m.params)
+      if (place.needs(t))
+        used.push_back({t.offset, t.bytes});
+    std::sort(used.begin(), used.end(),
+              [](const ByteRange &a, const ByteRange &b) { return a.offset < b.offset; });
+    for (const ByteRange &r : used)
+      if (!paramRanges.empty() &&
+          paramRanges.back().offset + paramRanges.back().bytes >= r.offset)
+        paramRanges.back().bytes = std::max(paramRanges.back().bytes,
+                                            r.offset + r.bytes - paramRanges.back().offset);
+      else
+        paramRanges.push_back(r);
+  }
+  return paramRanges;
+}
+
+/// --metrics (on a resume, the lines past the checkpoint dropped first).
+MetricsWriter openMetrics(const TrainOptions &o, int64_t start) {
+  if (o.resume) {
+    Result<int64_t> trimmed = trimMetricsFile(o.metricsPath, start);
+    if (!trimmed.ok())
+      die(kExitError, trimmed.message());
+  }
+  Result<MetricsWriter> opened = MetricsWriter::open(o.metricsPath, o.resume);
+  if (!opened.ok())
+    die(kExitError, opened.message());
+  return std::move(opened).value();
+}
+
+/// The last line: steps, final loss, mean rate, peak memory, checkpoint.
+void printSummary(const TrainOptions &o, int64_t start, bool hasLoss, double lastLoss,
+                  double totalSeconds, uint64_t globalTokens, double peakMiB, bool parallel) {
+  int64_t ran = o.steps - start;
+  double meanRate = totalSeconds > 0 ? static_cast<double>(globalTokens) *
+                                           static_cast<double>(ran) /
+                                           totalSeconds
+                                     : 0;
+  std::string summary =
+      "train: done: " + std::to_string(ran) + " steps (" +
+      std::to_string(start) + ".." + std::to_string(o.steps - 1) +
+      ") | final loss " + (hasLoss ? formatLoss(lastLoss) : "n/a") +
+      " | mean " + ProgressBar::formatRate(meanRate) + " tok/s";
+  char peak[64];
+  std::snprintf(peak, sizeof(peak), " | peak memory %.0f MiB%s", peakMiB,
+                parallel ? " (largest rank)" : "");
+  summary += peak;
+  if (!o.checkpointDir.empty())
+    summary += " | checkpoint " + o.checkpointDir + "/" +
+               checkpointName(o.steps);
+  std::printf("%s\n", summary.c_str());
+  std::fflush(stdout);
+}
+
+/// Step `s`'s inputs in the arena: this data-parallel rank's rows of the
+/// global batch (token ids and labels, or every array input) and the step.
+Status fillStepInputs(const Program &program, Datasets &data, int64_t s, int64_t dpRank,
+                      char *A, std::vector<int64_t> &inputs, std::vector<int64_t> &labels) {
+  const int64_t globalBatch = program.batch * program.manifest.meshDp;
+  const int64_t begin = dpRank * program.batch, end = (dpRank + 1) * program.batch;
+  if (data.arrays) {
+    for (size_t i = 0; i < program.arrayInputs.size(); ++i)
+      if (Status st = data.arrays->fill(i, s, globalBatch, begin, end,
+                                        A + program.arrayInputs[i]->offset);
+          !st.ok())
+        return st;
+  } else {
+    if (Status st = data.tokens->fill(s, globalBatch, begin, end, inputs.data(), labels.data());
+        !st.ok())
+      return st;
+    writeIndices(A, *program.tokens, inputs.data(), inputs.size());
+    if (program.labels)
+      writeIndices(A, *program.labels, labels.data(), labels.size());
+  }
+  if (program.step)
+    writeIndices(A, *program.step, &s, 1);
+  return Status();
+}
+
+/// Checkpoint `steps` into --checkpoint-dir: beginCheckpoint on rank 0,
+/// every rank's shard, commit on rank 0; the barriers order them (and time
+/// out if a rank died).
+Status saveCheckpoint(const Manifest &m, const TrainOptions &o, int64_t steps, char *P,
+                      const RankPlace &place, Comm *comm, StepBackend *backend,
+                      const std::vector<ByteRange> &paramRanges) {
+  const int worldSize = comm ? comm->worldSize() : 1;
+  if (!comm || comm->rank() == 0)
+    if (Status st = beginCheckpoint(o.checkpointDir, steps); !st.ok())
+      return st;
+  if (comm)
+    comm->barrier();
+  if (backend)
+    if (Status st = backend->downloadParams(P, paramRanges); !st.ok())
+      return st;
+  CheckpointShard shard = checkpointShard(m, P, place);
+  Metadata meta = checkpointMetadata(m, o);
+  if (shard.piecesJson != "{}")
+    meta["merak.pieces"] = shard.piecesJson;
+  if (Status st = writeCheckpointShard(o.checkpointDir, steps, comm ? comm->rank() : 0,
+                                       worldSize, shard.tensors, meta);
+      !st.ok())
+    return st;
+  if (comm)
+    comm->barrier();
+  if (!comm || comm->rank() == 0)
+    if (Status st = commitCheckpoint(o.checkpointDir, steps, worldSize); !st.ok())
+      return st;
+  return Status();
+}
+
 int run(int argc, char **argv, StepBackend *backend) {
   cpu::setOpRecorder(nullptr, nullptr);
   RecorderGuard recorderGuard;
@@ -356,18 +587,7 @@ int run(int argc, char **argv, StepBackend *backend) {
   // A parallel program is one process per device of its mesh (mpirun -np
   // dp*tp*pp); world rank 0 prints, writes metrics, traces and checkpoints
   // (parameters are replicated across data-parallel ranks).
-  MeshShape mesh;
-  mesh.pp = static_cast<int>(m.meshPp);
-  mesh.dp = static_cast<int>(m.meshDp);
-  mesh.tp = static_cast<int>(m.meshTp);
-  if (mesh.size() > 1) {
-    Result<std::unique_ptr<Comm>> opened = Comm::init(&argc, &argv, mesh);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    gComm = std::move(opened).value();
-  }
-  Comm *comm = gComm.get();
-  cpu::setCommunicator(comm);
+  Comm *comm = openMesh(m, &argc, &argv);
   // A pipelined program (--pp/--microbatches) runs its fragments through
   // the pipeline interpreter instead of one merak_train_step.
   std::unique_ptr<PipelineRunner> pipeline;
@@ -391,8 +611,6 @@ int run(int argc, char **argv, StepBackend *backend) {
     return (runner ? runner->ownerStage(t.name) : 0) == ppStage;
   };
   place.needs = [runner](const ManifestTensor &t) { return !runner || runner->touches(t.name); };
-  const int worldSize = comm ? comm->worldSize() : 1;
-  const int worldRank = comm ? comm->rank() : 0;
 
   // --- command line -----------------------------------------------------------
   TrainOptions defaults;
@@ -414,70 +632,19 @@ int run(int argc, char **argv, StepBackend *backend) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
-  if (backend) {
-    if (Status st = backend->open(comm); !st.ok())
-      die(kExitError, st.message());
-    if (worldSize > 1) // every rank says which device it took
-      std::printf("train: rank %d: %s\n", worldRank, backend->describe().c_str());
-    else
-      std::printf("train: %s\n", backend->describe().c_str());
-    // A pipelined program: the runner's buffers on the device.
-    if (pipeline) {
-      PipelineMemory *memory = backend->pipelineMemory();
-      if (!memory)
-        die(kExitError, "a pipelined program is not supported on " + backend->name());
-      pipeline->setMemory(memory);
-      if (leader && comm && m.meshPp > 1)
-        std::printf("train: pipeline messages: host-staged over MPI (stashes in %s memory, "
-                    "messages in host memory)\n",
-                    memory->name());
-    }
-  }
+  if (backend)
+    openBackend(*backend, comm, pipeline.get(), m, leader);
 
   // --- data and memory ---------------------------------------------------------
-  std::optional<ArrayDataset> arrays;
-  if (!program.tokens) {
-    std::vector<ArraySpec> specs;
-    for (const ManifestTensor *in : program.arrayInputs)
-      specs.push_back({in->name, in->dtype,
-                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end())});
-    Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    arrays.emplace(std::move(opened).value());
-  }
-  std::optional<TokenDataset> dataset;
-  if (program.tokens) {
-    Result<TokenDataset> opened =
-        TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    dataset.emplace(std::move(opened).value());
-  }
+  Datasets data = openData(program, o);
 
   Mapping arena(m.arenaBytes, "arena");
   Mapping params(m.paramsBytes, "parameter storage");
   char *A = arena.get();
   char *P = params.get();
-  // The initial data of the params this rank uses (the others' pages stay
-  // untouched); the rest of P is zeros.
-  for (const ManifestTensor &t : m.params) {
-    if (!place.needs(t))
-      continue;
-    if (t.sharded() && t.dataBytes > 0) // this rank's tensor-parallel shard
-      extractShard(t, tpRank, merak_data + t.dataOffset, P + t.offset);
-    else if (t.offset < m.paramsInitBytes)
-      std::memcpy(P + t.offset, merak_data + t.offset,
-                  std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset));
-  }
-  const char *C =
-      reinterpret_cast<const char *>(merak_data) + m.constsOffset;
+  loadInitialParams(m, place, tpRank, P);
   Buffer constsCopy;
-  if (reinterpret_cast<uintptr_t>(C) % kAlignment != 0) {
-    constsCopy = allocateAligned(m.constsBytes, "constants");
-    std::memcpy(constsCopy.get(), C, m.constsBytes);
-    C = constsCopy.get();
-  }
+  const char *C = constants(m, constsCopy);
 
   int64_t start = 0;
   if (o.resume)
@@ -487,19 +654,7 @@ int run(int argc, char **argv, StepBackend *backend) {
                         "' has completed " + std::to_string(start) +
                         " steps, more than --steps " +
                         std::to_string(o.steps));
-  // Run-time hyper-parameters win over the compiled and checkpointed ones.
-  bool lrSettable = false;
-  for (const auto &[key, paramName] : m.hparams)
-    if (key == "lr") {
-      writeScalar(P, *m.param(paramName), o.lr);
-      lrSettable = true;
-    }
-  if (!lrSettable)
-    for (int i = 1; i < argc; ++i)
-      if (argv[i] && (std::strcmp(argv[i], "--lr") == 0 ||
-                      std::strncmp(argv[i], "--lr=", 5) == 0))
-        printWarning("--lr has no effect: this program has no run-time "
-                     "learning rate (no \"lr\" in the manifest's hparams)");
+  setRunHyperparameters(m, o, P, argc, argv);
 
   // A device program: P (initialised, restored, hyper-parameters set) and C
   // go to the device once; each step moves only its inputs and outputs.
@@ -512,25 +667,8 @@ int run(int argc, char **argv, StepBackend *backend) {
     if (Status st = backend->setup(m.arenaBytes, P, m.paramsBytes, C, m.constsBytes);
         !st.ok())
       die(kExitError, st.message());
-    // What a checkpoint copies back: all of P, or for a pipeline the params
-    // this rank uses (adjacent ones merged), as the CPU rank touches only those.
-    if (!pipeline) {
-      paramRanges.push_back({0, m.paramsBytes});
-    } else {
-      std::vector<ByteRange> used;
-      for (const ManifestTensor &t : m.params)
-        if (place.needs(t))
-          used.push_back({t.offset, t.bytes});
-      std::sort(used.begin(), used.end(),
-                [](const ByteRange &a, const ByteRange &b) { return a.offset < b.offset; });
-      for (const ByteRange &r : used)
-        if (!paramRanges.empty() &&
-            paramRanges.back().offset + paramRanges.back().bytes >= r.offset)
-          paramRanges.back().bytes = std::max(paramRanges.back().bytes,
-                                              r.offset + r.bytes - paramRanges.back().offset);
-        else
-          paramRanges.push_back(r);
-    }
+    // What a checkpoint copies back.
+    paramRanges = checkpointRanges(m, place, pipeline != nullptr);
   }
 
   if (start == o.steps) {
@@ -544,17 +682,8 @@ int run(int argc, char **argv, StepBackend *backend) {
 
   // --- outputs ------------------------------------------------------------------
   std::optional<MetricsWriter> metrics;
-  if (!o.metricsPath.empty() && leader) {
-    if (o.resume) {
-      Result<int64_t> trimmed = trimMetricsFile(o.metricsPath, start);
-      if (!trimmed.ok())
-        die(kExitError, trimmed.message());
-    }
-    Result<MetricsWriter> opened = MetricsWriter::open(o.metricsPath, o.resume);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    metrics.emplace(std::move(opened).value());
-  }
+  if (!o.metricsPath.empty() && leader)
+    metrics.emplace(openMetrics(o, start));
   std::unique_ptr<TraceWriter> trace;
   OpTraceRecorder recorder;
   int64_t traceStep = start + (o.steps - start >= 2 ? 1 : 0);
@@ -576,7 +705,6 @@ int run(int argc, char **argv, StepBackend *backend) {
   // This rank's rows of the global batch; tokens/s counts the global batch.
   const uint64_t rowTokens = static_cast<uint64_t>(program.batch) *
                              static_cast<uint64_t>(program.seqLen);
-  const int64_t globalBatch = program.batch * m.meshDp;
   const uint64_t globalTokens = rowTokens * static_cast<uint64_t>(m.meshDp);
   std::vector<int64_t> inputs(rowTokens), labels(rowTokens);
   std::FILE *progressOut = leader ? stdout : nullptr;
@@ -597,25 +725,8 @@ int run(int argc, char **argv, StepBackend *backend) {
     double stepUs = tracing ? trace->nowUs() : 0;
     Clock::time_point t0 = Clock::now();
 
-    if (arrays) {
-      for (size_t i = 0; i < program.arrayInputs.size(); ++i)
-        if (Status st = arrays->fill(i, s, globalBatch, dpRank * program.batch,
-                                     (dpRank + 1) * program.batch,
-                                     A + program.arrayInputs[i]->offset);
-            !st.ok())
-          stop("step " + std::to_string(s) + ": " + st.message());
-    } else {
-      if (Status st = dataset->fill(s, globalBatch, dpRank * program.batch,
-                                    (dpRank + 1) * program.batch, inputs.data(),
-                                    labels.data());
-          !st.ok())
-        stop("step " + std::to_string(s) + ": " + st.message());
-      writeIndices(A, *program.tokens, inputs.data(), rowTokens);
-      if (program.labels)
-        writeIndices(A, *program.labels, labels.data(), rowTokens);
-    }
-    if (program.step)
-      writeIndices(A, *program.step, &s, 1);
+    if (Status st = fillStepInputs(program, data, s, dpRank, A, inputs, labels); !st.ok())
+      stop("step " + std::to_string(s) + ": " + st.message());
     if (tracing) {
       double now = trace->nowUs();
       trace->complete("data", "data", stepUs, now - stepUs, kTraceTid);
@@ -680,30 +791,10 @@ int run(int argc, char **argv, StepBackend *backend) {
     bool save = !o.checkpointDir.empty() &&
                 (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0));
     if (save) {
-      // beginCheckpoint on rank 0, every rank's shard, commit on rank 0: the
-      // barriers order them (and time out if a rank died).
       double ckptUs = trace ? trace->nowUs() : 0;
-      if (leader)
-        if (Status st = beginCheckpoint(o.checkpointDir, s + 1); !st.ok())
-          stop(st.message());
-      if (comm)
-        comm->barrier();
-      if (backend)
-        if (Status st = backend->downloadParams(P, paramRanges); !st.ok())
-          stop(st.message());
-      CheckpointShard shard = checkpointShard(m, P, place);
-      Metadata meta = checkpointMetadata(m, o);
-      if (shard.piecesJson != "{}")
-        meta["merak.pieces"] = shard.piecesJson;
-      if (Status st = writeCheckpointShard(o.checkpointDir, s + 1, worldRank, worldSize,
-                                           shard.tensors, meta);
+      if (Status st = saveCheckpoint(m, o, s + 1, P, place, comm, backend, paramRanges);
           !st.ok())
         stop(st.message());
-      if (comm)
-        comm->barrier();
-      if (leader)
-        if (Status st = commitCheckpoint(o.checkpointDir, s + 1, worldSize); !st.ok())
-          stop(st.message());
       if (trace)
         trace->complete("checkpoint", "checkpoint", ckptUs,
                         trace->nowUs() - ckptUs, kTraceTid,
@@ -726,27 +817,9 @@ int run(int argc, char **argv, StepBackend *backend) {
       die(kExitError, st.message());
   }
 
-  int64_t ran = o.steps - start;
-  if (!leader)
-    return 0;
-  double meanRate = totalSeconds > 0 ? static_cast<double>(globalTokens) *
-                                           static_cast<double>(ran) /
-                                           totalSeconds
-                                     : 0;
-  std::string summary =
-      "train: done: " + std::to_string(ran) + " steps (" +
-      std::to_string(start) + ".." + std::to_string(o.steps - 1) +
-      ") | final loss " + (program.loss ? formatLoss(lastLoss) : "n/a") +
-      " | mean " + ProgressBar::formatRate(meanRate) + " tok/s";
-  char peak[64];
-  std::snprintf(peak, sizeof(peak), " | peak memory %.0f MiB%s", peakMiB,
-                comm ? " (largest rank)" : "");
-  summary += peak;
-  if (!o.checkpointDir.empty())
-    summary += " | checkpoint " + o.checkpointDir + "/" +
-               checkpointName(o.steps);
-  std::printf("%s\n", summary.c_str());
-  std::fflush(stdout);
+  if (leader)
+    printSummary(o, start, program.loss != nullptr, lastLoss, totalSeconds, globalTokens,
+                 peakMiB, comm != nullptr);
   return 0;
 }
 
