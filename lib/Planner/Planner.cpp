@@ -721,18 +721,9 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   if (mlirInput) {
     // A model in merak IR has fixed shapes: the plan is the result.
     if (opts.report == "json") {
-      std::string text = "{\"planner\":" + json + "}\n";
-      if (opts.reportFile.empty()) {
-        if (reportOut)
-          *reportOut = text;
-      } else {
-        std::string err;
-        auto out = openOutputFile(opts.reportFile, &err);
-        if (!out)
-          return fail(err);
-        out->os() << text;
-        out->keep();
-      }
+      std::string err;
+      if (failed(deliverReport("{\"planner\":" + json + "}\n", opts.reportFile, reportOut, err)))
+        return fail(err);
     }
     log << "merak-compile: planner: " << opts.input
         << " is merak IR with fixed shapes: planned only, not compiled\n";

@@ -663,17 +663,16 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
   return costs;
 }
 
-LogicalResult mlir::merak::writeCompileReport(ModuleOp module, const ReportOptions &options,
-                                              StringRef file) {
-  std::string text, err;
-  llvm::raw_string_ostream os(text);
-  if (failed(printCompileReport(module, options, os)))
-    return failure();
-  auto out = openOutputFile(file, &err);
-  if (!out) {
-    llvm::errs() << "merak-compile: error: " << err << "\n";
-    return failure();
+LogicalResult mlir::merak::deliverReport(StringRef text, StringRef file, std::string *inMemory,
+                                         std::string &error) {
+  if (file.empty()) {
+    if (inMemory)
+      *inMemory = text.str();
+    return success();
   }
+  auto out = openOutputFile(file, &error);
+  if (!out)
+    return failure();
   out->os() << text;
   out->keep();
   return success();

@@ -345,17 +345,9 @@ std::optional<int> Compilation::printReport() {
   llvm::raw_string_ostream os(text);
   if (failed(printCompileReport(*module, ro, os)))
     return 1;
-  if (opts.reportFile.empty()) {
-    if (reportOut)
-      *reportOut = text;
-    return std::nullopt;
-  }
   std::string err;
-  auto out = openOutputFile(opts.reportFile, &err);
-  if (!out)
+  if (failed(deliverReport(text, opts.reportFile, reportOut, err)))
     return fail(err);
-  out->os() << text;
-  out->keep();
   if (opts.reportFile == "-" && opts.output == "-" && r.compileTo != CompilePhase::Binary)
     return 0;
   return std::nullopt;

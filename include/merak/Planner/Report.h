@@ -84,10 +84,11 @@ LogicalResult printCompileReport(ModuleOp module, const ReportOptions &options,
 /// program) for the cost model; fails like printCompileReport.
 FailureOr<std::vector<StageCosts>> collectStageCosts(ModuleOp module, const ReportOptions &options);
 
-/// printCompileReport to `file` ("-": stdout), written only when it
-/// succeeds.
-LogicalResult writeCompileReport(ModuleOp module, const ReportOptions &options,
-                                 llvm::StringRef file);
+/// A finished report to where --report-file says: `file` ("-": stdout), or
+/// with an empty `file` into `*inMemory` (the library call's result). Fails
+/// with `error` when the file cannot be written.
+LogicalResult deliverReport(llvm::StringRef text, llvm::StringRef file, std::string *inMemory,
+                            std::string &error);
 
 } // namespace mlir::merak
 
