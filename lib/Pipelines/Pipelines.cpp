@@ -2,7 +2,7 @@
 //
 //   import cleanup   merak-fold-constants, canonicalize, cse,
 //                    merak-fuse-decomposed, canonicalize, merak-drop-unused-params
-//   training         merak-tensor-parallel (tp > 1), merak-fuse-attention,
+//   training         merak-record-mesh, merak-tensor-parallel (tp > 1), merak-fuse-attention,
 //                    merak-mixed-precision (bf16), merak-attach-loss, then
 //                    serial:    merak-autodiff, merak-data-parallel, merak-optimizer
 //                    pipelined: merak-pipeline, merak-recompute and
@@ -47,6 +47,11 @@ LogicalResult addOptimizer(OpPassManager &pm, const std::string &options,
 
 /// From the imported @forward to @loss: every training pipeline starts so.
 void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
+  MerakRecordMeshOptions mesh;
+  mesh.dp = o.dp;
+  mesh.tp = o.tp;
+  mesh.pp = o.pp;
+  pm.addPass(createMerakRecordMesh(mesh));
   if (o.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = o.tp;

@@ -397,7 +397,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   manifest.paramsBytes = paramsBytes.getInt();
   manifest.paramsInitBytes = initBytes.getInt();
   manifest.constsBytes = constsBytes.getInt();
-  manifest.mesh = {ranks, info.dp, info.tp};
+  DeviceMesh mesh = getMesh(module);
+  manifest.mesh = {ranks, mesh.dp, mesh.tp};
   manifestOs << schema::dump(manifest);
   return success();
 }

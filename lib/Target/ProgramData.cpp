@@ -167,7 +167,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   manifest.paramsBytes = paramsBytes.getInt();
   manifest.paramsInitBytes = initBytes.getInt();
   manifest.constsBytes = constsBytes.getInt();
-  manifest.mesh = {info.pp, info.dp, info.tp};
+  DeviceMesh mesh = getMesh(module);
+  manifest.mesh = {mesh.pp, mesh.dp, mesh.tp};
   for (ParamOp p : module.getOps<ParamOp>()) {
     FailureOr<schema::Tensor> entry =
         target::manifestParam(p, trained, initBytes.getInt(), manifest);

@@ -378,9 +378,6 @@ int Compilation::writeOutput() {
   ProgramInfo program;
   program.model = llvm::sys::path::filename(opts.input).str();
   program.optimizer = opts.optimizer;
-  program.dp = opts.dp;
-  program.pp = opts.pp;
-  program.tp = opts.tp;
   program.target = opts.target;
   if (r.compileTo == CompilePhase::Binary)
     return buildBinary(*module, program, opts.output == "-" ? "train" : opts.output,

@@ -21,7 +21,6 @@ struct ProgramInfo {
   std::string entry = "train_step";
   std::string model;     ///< source model file name
   std::string optimizer; ///< optimizer name
-  int64_t dp = 1, tp = 1, pp = 1; ///< the device mesh
   std::string target = "cpu";     ///< "cpu" or "cuda" (merak-to-emitc's target)
 };
 

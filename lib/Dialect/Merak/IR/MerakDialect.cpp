@@ -30,6 +30,12 @@ void MerakDialect::initialize() {
       >();
 }
 
+DeviceMesh mlir::merak::getMesh(ModuleOp module) {
+  if (auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttr))
+    return {mesh.getDp(), mesh.getTp(), mesh.getPp()};
+  return {};
+}
+
 void mlir::merak::printI64List(AsmPrinter &printer, ArrayRef<int64_t> values) {
   printer << '[';
   llvm::interleaveComma(values, printer);

@@ -76,6 +76,19 @@ def Merak_PipelinePlanAttr : Merak_Attr<"PipelinePlan", "pipeline_plan"> {
   }];
 }
 
+def Merak_MeshAttr : Merak_Attr<"Mesh", "mesh"> {
+  let summary = "The device mesh the program is compiled for";
+  let description = [{
+    The module attribute `merak.mesh` (merak-record-mesh, the first pass of
+    the training phase, when any axis has more than one rank): data-,
+    tensor- and pipeline-parallel ranks; the program runs on dp * tp * pp
+    processes, rank = (pp_i * dp + dp_i) * tp + tp_i. The program writer
+    reads it (getMesh); a module without it is serial.
+  }];
+  let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 def Merak_ShardLayoutAttr : Merak_Attr<"ShardLayout", "shard"> {
   let summary = "How a tensor-parallel parameter is split over the tp ranks";
   let description = [{

@@ -6,6 +6,7 @@
 #include "merak/Dialect/Merak/Interfaces/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
@@ -67,6 +68,13 @@ constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 /// (B = 1 for a plain split; B = 3 for a fused QKV weight). The param's type
 /// is the local shard's; its initial value keeps the full (global) tensor.
 constexpr llvm::StringLiteral kShardAttr = "merak.shard";
+/// Module attribute: the device mesh (#merak.mesh, merak-record-mesh).
+constexpr llvm::StringLiteral kMeshAttr = "merak.mesh";
+/// The module's mesh; (1, 1, 1) without merak.mesh.
+struct DeviceMesh {
+  int64_t dp = 1, tp = 1, pp = 1;
+};
+DeviceMesh getMesh(ModuleOp module);
 /// On a @forward result: the logits are split over this group ("tp") on
 /// their last (class) axis -- merak-tensor-parallel's vocabulary
 /// parallelism; merak-attach-loss builds the vocab-parallel cross-entropy.

@@ -56,6 +56,21 @@ def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
 // Phase training (and shard, pipeline, recompute, schedule): the training step.
 //===----------------------------------------------------------------------===//
 
+def MerakRecordMesh : Pass<"merak-record-mesh", "mlir::ModuleOp"> {
+  let summary = "[training] Records the device mesh (#merak.mesh) on the module";
+  let description = [{
+    Sets `merak.mesh = #merak.mesh<dp = D, tp = T, pp = P>` on the module
+    when the mesh has more than one rank (a serial module has none): the
+    program writer puts it into the manifest, which the runtime checks
+    against the processes it was started with.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">
+  ];
+}
+
 def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "[training] Megatron-LM tensor parallelism, found by graph structure";
   let description = [{
