@@ -69,6 +69,7 @@ def MerakRecordMesh : Pass<"merak-record-mesh", "mlir::ModuleOp"> {
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">
   ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
 def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
