@@ -31,6 +31,7 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Analysis/StageBalance.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -126,8 +127,12 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       signalPassFailure();
   }
 
-  LogicalResult partition(ModuleOp module) {
-    Block &body = fn.getBody().front();
+  /// Classifies the ops of @loss: static ones (computable from constants
+  /// and parameters alone, replicated to the stages that need them) and
+  /// dynamic ones in program order, with each dynamic value's definition and
+  /// last use. Returns the first and last dynamic op reading a trainable
+  /// parameter (-1 without any).
+  std::pair<int64_t, int64_t> scanOps(Block &body) {
     llvm::DenseSet<Value> staticValues;
     // Static values computed from a trainable parameter, and the first and
     // last dynamic ops reading one.
@@ -162,12 +167,16 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
           lastUse[v] = std::max<int64_t>(lastUse.lookup(v), dyn.size());
       dyn.push_back(&op);
     }
-    int64_t n = dyn.size();
-    Value loss = body.getTerminator()->getOperand(0);
-    if (!defIndex.count(loss))
-      return fn.emitError("merak-pipeline: the loss does not depend on the inputs");
-    lastUse[loss] = n;
+    return {firstParamUse, lastParamUse};
+  }
 
+  /// Positions where stages may end (the cut points) and the bytes that
+  /// cross each.
+  struct CutCandidates {
+    SmallVector<int64_t> positions, bytes;
+    int64_t fewest = INT64_MAX;
+  };
+  CutCandidates cutCandidates(int64_t n, int64_t firstParamUse, int64_t lastParamUse) {
     // Candidate cuts: positions where the fewest floating-point values
     // (activations) cross; other crossing values (masks, indices) are
     // forwarded but do not count. Crossing counts and bytes per position by
@@ -200,12 +209,29 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     for (int64_t k = 1; k < n; ++k)
       if (eligible(k))
         fewest = std::min(fewest, cross[k].first);
-    SmallVector<int64_t> candidates, candidateBytes;
+    CutCandidates cut;
+    cut.fewest = fewest;
     for (int64_t k = 1; k < n; ++k)
       if (eligible(k) && cross[k].first == fewest) {
-        candidates.push_back(k);
-        candidateBytes.push_back(cross[k].second);
+        cut.positions.push_back(k);
+        cut.bytes.push_back(cross[k].second);
       }
+    return cut;
+
+  }
+
+  LogicalResult partition(ModuleOp module) {
+    Block &body = fn.getBody().front();
+    auto [firstParamUse, lastParamUse] = scanOps(body);
+    int64_t n = dyn.size();
+    Value loss = body.getTerminator()->getOperand(0);
+    if (!defIndex.count(loss))
+      return fn.emitError("merak-pipeline: the loss does not depend on the inputs");
+    lastUse[loss] = n;
+
+    CutCandidates cut = cutCandidates(n, firstParamUse, lastParamUse);
+    ArrayRef<int64_t> candidates = cut.positions;
+    const int64_t fewest = cut.fewest;
 
     SmallVector<int64_t> prefix(n + 1, 0);
     for (int64_t i = 0; i < n; ++i)
@@ -233,7 +259,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
              << (fewest == INT64_MAX ? 0 : fewest) << " activation(s) cross), too few for "
              << (int64_t)pp << " stages";
     } else {
-      chosen = chooseCuts(candidates, candidateBytes, prefix, n);
+      chosen = chooseStageCuts(candidates, cut.bytes, prefix, n, pp);
     }
 
     SmallVector<int64_t> bounds{0};
@@ -298,76 +324,6 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
                                           mb.getArrayAttr(owners), virtualStages, {},
                                           ArrayAttr(), {}, {}, StringAttr()));
     return success();
-  }
-
-  /// pp-1 candidate indices: balanced compute first, then few bytes sent.
-  /// The cuts allowed are those sending at most a threshold of bytes; the
-  /// threshold is the smallest of the candidates' byte counts at which the
-  /// most expensive stage costs at most 5% more than with every candidate
-  /// allowed. A transformer's block boundaries (the residual stream) thus
-  /// win over the logits, while a model that narrows (an MLP ending in
-  /// fewer classes, a CNN's pooling) is still cut evenly at its wider
-  /// activations.
-  SmallVector<int64_t> chooseCuts(ArrayRef<int64_t> candidates, ArrayRef<int64_t> bytes,
-                                  ArrayRef<int64_t> prefix, int64_t n) {
-    SmallVector<int64_t> levels(bytes.begin(), bytes.end());
-    llvm::sort(levels);
-    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
-    auto within = [&](int64_t limit) {
-      SmallVector<int64_t> idx;
-      for (auto [i, b] : llvm::enumerate(bytes))
-        if (b <= limit)
-          idx.push_back(i);
-      return idx;
-    };
-    std::pair<int64_t, SmallVector<int64_t>> all = balance(within(levels.back()), candidates,
-                                                           prefix, n);
-    for (int64_t limit : levels) {
-      SmallVector<int64_t> allowed = within(limit);
-      if ((int64_t)allowed.size() < pp - 1)
-        continue;
-      std::pair<int64_t, SmallVector<int64_t>> r = balance(allowed, candidates, prefix, n);
-      if (r.first <= all.first + all.first / 20)
-        return r.second;
-    }
-    return all.second;
-  }
-
-  /// (the largest stage cost, pp-1 indices into `candidates` taken from
-  /// `allowed`) minimising the largest stage cost (dynamic programming;
-  /// ties go to the earliest cuts).
-  std::pair<int64_t, SmallVector<int64_t>> balance(ArrayRef<int64_t> allowed,
-                                                   ArrayRef<int64_t> candidates,
-                                                   ArrayRef<int64_t> prefix, int64_t n) {
-    // Positions: 0, the allowed candidates, n. best[p][i]: the smallest
-    // maximum cost of p stages covering [0, pos[i]).
-    SmallVector<int64_t> pos{0};
-    for (int64_t a : allowed)
-      pos.push_back(candidates[a]);
-    pos.push_back(n);
-    int64_t k = pos.size();
-    const int64_t inf = INT64_MAX;
-    std::vector<std::vector<int64_t>> best(pp + 1, std::vector<int64_t>(k, inf)),
-        from(pp + 1, std::vector<int64_t>(k, -1));
-    best[0][0] = 0;
-    for (int64_t p = 1; p <= pp; ++p)
-      for (int64_t i = 1; i < k; ++i)
-        for (int64_t j = 0; j < i; ++j) {
-          if (best[p - 1][j] == inf)
-            continue;
-          int64_t c = std::max(best[p - 1][j], prefix[pos[i]] - prefix[pos[j]]);
-          if (c < best[p][i]) {
-            best[p][i] = c;
-            from[p][i] = j;
-          }
-        }
-    SmallVector<int64_t> cuts;
-    for (int64_t p = pp, i = k - 1; p > 1; --p) {
-      i = from[p][i];
-      cuts.push_back(allowed[i - 1]); // candidate index of position i
-    }
-    std::reverse(cuts.begin(), cuts.end());
-    return {best[pp][k - 1], cuts};
   }
 
   /// The static ops the dynamic ops [lo, hi) need, in program order.
