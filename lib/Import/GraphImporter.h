@@ -9,6 +9,7 @@
 
 #include "ImporterImpl.h"
 #include "merak/Import/OnnxImporter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -61,6 +62,14 @@ public:
   LogicalResult importIdentityParam(const onnx::NodeProto &node);
   FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
   LogicalResult checkSupported(ArrayRef<const onnx::NodeProto *> nodes);
+  // The phases of run().
+  LogicalResult readOpset();
+  LogicalResult checkBoundInput(const onnx::ValueInfoProto &in, Location loc,
+                                const HostTensor &value);
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &in, Location loc);
+  LogicalResult importInitializers(func::FuncOp func);
+  LogicalResult importNodes(ArrayRef<const onnx::NodeProto *> order);
+  LogicalResult importOutputs(func::FuncOp func, ArrayRef<Type> argTypes);
 };
 } // namespace mlir::merak::onnx_import
 

@@ -195,8 +195,10 @@ LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> no
   return success(ok);
 }
 
-OwningOpRef<ModuleOp> GraphImporter::run() {
-  fileLoc = FileLineColLoc::get(ctx, graph.name().empty() ? "model" : graph.name(), 0, 0);
+/// The model's ai.onnx opset (ops are versioned individually, see
+/// OpRegistry: an op whose semantics at this opset have no handler is
+/// reported as unsupported).
+LogicalResult GraphImporter::readOpset() {
   for (const auto &imp : model.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
@@ -204,18 +206,209 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     std::string domains;
     for (const auto &imp : model.opset_import())
       domains += (domains.empty() ? "" : ", ") + imp.domain();
-    return (void)fail(fileLoc, "unsupported model: it imports no ai.onnx opset (only " +
-                             domains + ")"),
-           nullptr;
+    return fail(fileLoc, "unsupported model: it imports no ai.onnx opset (only " +
+                             domains + ")");
   }
-  // Ops are versioned individually (see OpRegistry): an op whose semantics
-  // at this opset have no handler is reported as unsupported.
   if (opset > kMaxOpset)
-    return (void)fail(fileLoc, "unsupported opset " + Twine(opset) +
+    return fail(fileLoc, "unsupported opset " + Twine(opset) +
                              " (merak imports ai.onnx opsets up to " +
-                             Twine(kMaxOpset) + ")"),
-           nullptr;
+                             Twine(kMaxOpset) + ")");
 
+  return success();
+}
+
+/// A graph input bound to a constant (--bind-constant): its value must fit
+/// the input's declared element type and static dimensions.
+LogicalResult GraphImporter::checkBoundInput(const onnx::ValueInfoProto &in, Location loc,
+                                             const HostTensor &value) {
+  Type declared = in.type().has_tensor_type()
+                      ? convertDataType(ctx, in.type().tensor_type().elem_type())
+                      : Type();
+  std::string got, want;
+  llvm::raw_string_ostream gs(got), ws(want);
+  gs << value.getType();
+  if (declared)
+    ws << declared;
+  else
+    ws << "a non-tensor";
+  if (declared != value.getElementType())
+    return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+                         got + ", but the input's element type is " + want);
+  // Static dimensions the model declares must match the bound value.
+  const auto &tt = in.type().tensor_type();
+  ArrayRef<int64_t> vs = value.getShape();
+  bool mismatch = tt.has_shape() && tt.shape().dim_size() != (int)vs.size();
+  for (int d = 0; !mismatch && tt.has_shape() && d < tt.shape().dim_size(); ++d)
+    mismatch = tt.shape().dim(d).has_dim_value() &&
+               tt.shape().dim(d).dim_value() != vs[d];
+  if (mismatch)
+    return fail(loc, "the value bound to graph input '" + in.name() + "' is " +
+                         got + ", which does not fit the input's declared shape");
+  return success();
+}
+
+/// The type of a graph input from its declaration and --input-shape.
+FailureOr<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto &in,
+                                                     Location loc) {
+  if (!in.type().has_tensor_type())
+    return fail(loc, "graph input '" + in.name() +
+                         "' is not a tensor (unsupported input kind)");
+  const auto &tt = in.type().tensor_type();
+  Type et = convertDataType(ctx, tt.elem_type());
+  if (!et)
+    return fail(loc, "graph input '" + in.name() + "' has unsupported dtype " +
+                         dataTypeName(tt.elem_type()));
+  SmallVector<int64_t> shape;
+  auto bound = options.inputShapes.find(in.name());
+  if (!tt.has_shape() && bound == options.inputShapes.end())
+    return fail(loc, "graph input '" + in.name() +
+                         "' has no shape; bind it with --input-shape " +
+                         in.name() + "=D0xD1x...");
+  if (tt.has_shape()) {
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      if (dim.has_dim_value()) {
+        shape.push_back(dim.dim_value());
+        continue;
+      }
+      if (bound == options.inputShapes.end())
+        return fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
+                             Twine(d) +
+                             (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
+                                                  : std::string()) +
+                             "; bind it with --input-shape " + in.name() +
+                             "=D0xD1x...");
+      shape.push_back(ShapedType::kDynamic);
+    }
+  }
+  if (bound != options.inputShapes.end()) {
+    ArrayRef<int64_t> given = bound->second;
+    if (tt.has_shape() && given.size() != shape.size())
+      return fail(loc, "--input-shape for '" + in.name() + "' has rank " +
+                           Twine(given.size()) + " but the input has rank " +
+                           Twine(shape.size()));
+    for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
+      if (shape[d] != ShapedType::kDynamic && shape[d] != given[d] &&
+          !options.overrideStaticDims)
+        return fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
+                             Twine(d) + " = " + Twine(given[d]) +
+                             " but the model fixes it to " + Twine(shape[d]));
+    shape.assign(given.begin(), given.end());
+  }
+  auto n = checkedNumElements(shape);
+  if (failed(n) || *n > kMaxElements)
+    return fail(loc, "graph input '" + in.name() +
+                         "' has absurd dimensions (element count overflows)");
+  return RankedTensorType::get(shape, et);
+}
+
+/// Initializers that something reads: floats with more than one element
+/// are parameters (merak.param + merak.get_param), the rest (integers,
+/// scalars) constants.
+LogicalResult GraphImporter::importInitializers(func::FuncOp func) {
+  builder.setInsertionPointToStart(&func.getBody().front());
+  for (onnx::TensorProto &init : *graph.mutable_initializer()) {
+    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
+    if (!consumed.contains(init.name()))
+      continue;
+    std::string err;
+    auto raw = decodeTensorRaw(ctx, init, baseDir, err);
+    if (failed(raw))
+      return fail(loc, err);
+    RankedTensorType type = raw->type;
+    if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1) {
+      OpBuilder pb(ctx);
+      pb.setInsertionPoint(func);
+      params[init.name()] = ParamOp::create(
+          pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(type),
+          makeResource(type, raw->bytes, init.name()));
+      // The blob owns a copy now; drop the proto's (raw->bytes views it).
+      raw->bytes = {};
+      std::string().swap(*init.mutable_raw_data()); // clear() keeps capacity
+      values[init.name()] = GetParamOp::create(builder, loc, type,
+                                               FlatSymbolRefAttr::get(ctx, init.name()));
+    } else {
+      auto t = HostTensor::fromBytes(type, raw->bytes);
+      values[init.name()] = ConstantOp::create(builder, loc, makeElements(*t, init.name()));
+    }
+  }
+
+  return success();
+}
+
+/// Every node, in topological order, through its op's import rule.
+LogicalResult GraphImporter::importNodes(ArrayRef<const onnx::NodeProto *> order) {
+  const OpRegistry &reg = OpRegistry::get();
+  for (const onnx::NodeProto *node : order) {
+    Location loc = nodeLoc(*node);
+    for (const auto &in : node->input())
+      if (!in.empty() && !values.count(in))
+        return fail(loc, "input '" + in + "' of " + describeNode(*node) +
+                             " has no value");
+    if (failed(verifyNodeSchema(*node, loc)))
+      return failure();
+    if (node->op_type() == "Identity" && initializers.count(node->input(0)) &&
+        values[node->input(0)].getDefiningOp<GetParamOp>()) {
+      if (failed(importIdentityParam(*node)))
+        return failure();
+      continue;
+    }
+    NodeContext nc(*this, *node, opset, builder, loc);
+    if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
+      return failure();
+    for (const auto &out : node->output())
+      if (!out.empty() && !values.count(out) && consumed.contains(out))
+        return fail(loc, "internal: node did not define output '" + out + "'");
+  }
+
+  return success();
+}
+
+/// The function's results: every graph output, checked against its
+/// declared type; the function type and result names.
+LogicalResult GraphImporter::importOutputs(func::FuncOp func, ArrayRef<Type> argTypes) {
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : graph.output()) {
+    Value v = values.lookup(out.name());
+    if (!v)
+      return fail(fileLoc, "graph output '" + out.name() + "' has no value");
+    // A declared static output type that disagrees with what the graph
+    // computes means a malformed model (or an importer bug): say so.
+    if (out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      auto vt = cast<RankedTensorType>(v.getType());
+      Type et = convertDataType(ctx, tt.elem_type());
+      bool bad = tt.elem_type() != 0 && et != vt.getElementType();
+      if (tt.has_shape() && !options.overrideStaticDims) {
+        bad |= tt.shape().dim_size() != vt.getRank();
+        for (int d = 0; !bad && d < tt.shape().dim_size(); ++d)
+          bad = tt.shape().dim(d).has_dim_value() &&
+                tt.shape().dim(d).dim_value() != vt.getDimSize(d);
+      }
+      if (bad) {
+        std::string got;
+        llvm::raw_string_ostream os(got);
+        os << vt;
+        return fail(fileLoc, "graph output '" + out.name() +
+                                 "' is declared with another type or shape than "
+                                 "the graph computes (" + got + ")");
+      }
+    }
+    results.push_back(v);
+    resultTypes.push_back(v.getType());
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "merak.name", builder.getStringAttr(out.name()));
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  fileLoc = FileLineColLoc::get(ctx, graph.name().empty() ? "model" : graph.name(), 0, 0);
+  if (failed(readOpset()))
+    return nullptr;
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
   module = *owned;
   if (failed(indexInitializers()))
@@ -242,91 +435,15 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       return (void)fail(loc, "duplicate graph input '" + in.name() + "'"), nullptr;
     if (auto c = options.constantInputs.find(in.name());
         c != options.constantInputs.end()) {
-      Type declared = in.type().has_tensor_type()
-                          ? convertDataType(ctx, in.type().tensor_type().elem_type())
-                          : Type();
-      std::string got, want;
-      llvm::raw_string_ostream gs(got), ws(want);
-      gs << c->second.getType();
-      if (declared)
-        ws << declared;
-      else
-        ws << "a non-tensor";
-      if (declared != c->second.getElementType())
-        return (void)fail(loc, "the value bound to graph input '" + in.name() + "' is " +
-                             got + ", but the input's element type is " + want),
-               nullptr;
-      // Static dimensions the model declares must match the bound value.
-      const auto &tt = in.type().tensor_type();
-      ArrayRef<int64_t> vs = c->second.getShape();
-      bool mismatch = tt.has_shape() && tt.shape().dim_size() != (int)vs.size();
-      for (int d = 0; !mismatch && tt.has_shape() && d < tt.shape().dim_size(); ++d)
-        mismatch = tt.shape().dim(d).has_dim_value() &&
-                   tt.shape().dim(d).dim_value() != vs[d];
-      if (mismatch)
-        return (void)fail(loc, "the value bound to graph input '" + in.name() + "' is " +
-                             got + ", which does not fit the input's declared shape"),
-               nullptr;
+      if (failed(checkBoundInput(in, loc, c->second)))
+        return nullptr;
       boundInputs.push_back({in.name(), c->second.getType()});
       continue;
     }
-    if (!in.type().has_tensor_type())
-      return (void)fail(loc, "graph input '" + in.name() +
-                           "' is not a tensor (unsupported input kind)"),
-             nullptr;
-    const auto &tt = in.type().tensor_type();
-    Type et = convertDataType(ctx, tt.elem_type());
-    if (!et)
-      return (void)fail(loc, "graph input '" + in.name() + "' has unsupported dtype " +
-                           dataTypeName(tt.elem_type())),
-             nullptr;
-    SmallVector<int64_t> shape;
-    auto bound = options.inputShapes.find(in.name());
-    if (!tt.has_shape() && bound == options.inputShapes.end())
-      return (void)fail(loc, "graph input '" + in.name() +
-                           "' has no shape; bind it with --input-shape " +
-                           in.name() + "=D0xD1x..."),
-             nullptr;
-    if (tt.has_shape()) {
-      for (int d = 0; d < tt.shape().dim_size(); ++d) {
-        const auto &dim = tt.shape().dim(d);
-        if (dim.has_dim_value()) {
-          shape.push_back(dim.dim_value());
-          continue;
-        }
-        if (bound == options.inputShapes.end())
-          return (void)fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
-                               Twine(d) +
-                               (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
-                                                    : std::string()) +
-                               "; bind it with --input-shape " + in.name() +
-                               "=D0xD1x..."),
-                 nullptr;
-        shape.push_back(ShapedType::kDynamic);
-      }
-    }
-    if (bound != options.inputShapes.end()) {
-      ArrayRef<int64_t> given = bound->second;
-      if (tt.has_shape() && given.size() != shape.size())
-        return (void)fail(loc, "--input-shape for '" + in.name() + "' has rank " +
-                             Twine(given.size()) + " but the input has rank " +
-                             Twine(shape.size())),
-               nullptr;
-      for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
-        if (shape[d] != ShapedType::kDynamic && shape[d] != given[d] &&
-            !options.overrideStaticDims)
-          return (void)fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
-                               Twine(d) + " = " + Twine(given[d]) +
-                               " but the model fixes it to " + Twine(shape[d])),
-                 nullptr;
-      shape.assign(given.begin(), given.end());
-    }
-    auto n = checkedNumElements(shape);
-    if (failed(n) || *n > kMaxElements)
-      return (void)fail(loc, "graph input '" + in.name() +
-                           "' has absurd dimensions (element count overflows)"),
-             nullptr;
-    argTypes.push_back(RankedTensorType::get(shape, et));
+    FailureOr<RankedTensorType> type = inputType(in, loc);
+    if (failed(type))
+      return nullptr;
+    argTypes.push_back(*type);
     argNames.push_back(in.name());
   }
   for (const auto &kv : options.constantInputs)
@@ -354,96 +471,14 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         builder, NameLoc::get(StringAttr::get(ctx, name), fileLoc),
         makeElements(options.constantInputs.lookup(name), name));
 
-  // Initializers that something reads: floats with more than one element
-  // are parameters, the rest (integers, scalars) constants.
-  builder.setInsertionPointToStart(body);
-  for (onnx::TensorProto &init : *graph.mutable_initializer()) {
-    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()), fileLoc);
-    if (!consumed.contains(init.name()))
-      continue;
-    std::string err;
-    auto raw = decodeTensorRaw(ctx, init, baseDir, err);
-    if (failed(raw))
-      return (void)fail(loc, err), nullptr;
-    RankedTensorType type = raw->type;
-    if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1) {
-      OpBuilder pb(ctx);
-      pb.setInsertionPoint(func);
-      params[init.name()] = ParamOp::create(
-          pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(type),
-          makeResource(type, raw->bytes, init.name()));
-      // The blob owns a copy now; drop the proto's (raw->bytes views it).
-      raw->bytes = {};
-      std::string().swap(*init.mutable_raw_data()); // clear() keeps capacity
-      values[init.name()] = GetParamOp::create(builder, loc, type,
-                                               FlatSymbolRefAttr::get(ctx, init.name()));
-    } else {
-      auto t = HostTensor::fromBytes(type, raw->bytes);
-      values[init.name()] = ConstantOp::create(builder, loc, makeElements(*t, init.name()));
-    }
-  }
+  if (failed(importInitializers(func)))
+    return nullptr;
 
-  const OpRegistry &reg = OpRegistry::get();
-  for (const onnx::NodeProto *node : *order) {
-    Location loc = nodeLoc(*node);
-    for (const auto &in : node->input())
-      if (!in.empty() && !values.count(in))
-        return (void)fail(loc, "input '" + in + "' of " + describeNode(*node) +
-                             " has no value"),
-               nullptr;
-    if (failed(verifyNodeSchema(*node, loc)))
-      return nullptr;
-    if (node->op_type() == "Identity" && initializers.count(node->input(0)) &&
-        values[node->input(0)].getDefiningOp<GetParamOp>()) {
-      if (failed(importIdentityParam(*node)))
-        return nullptr;
-      continue;
-    }
-    NodeContext nc(*this, *node, opset, builder, loc);
-    if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
-      return nullptr;
-    for (const auto &out : node->output())
-      if (!out.empty() && !values.count(out) && consumed.contains(out))
-        return (void)fail(loc, "internal: node did not define output '" + out + "'"),
-               nullptr;
-  }
+  if (failed(importNodes(*order)))
+    return nullptr;
 
-  SmallVector<Value> results;
-  SmallVector<Type> resultTypes;
-  for (const auto &out : graph.output()) {
-    Value v = values.lookup(out.name());
-    if (!v)
-      return (void)fail(fileLoc, "graph output '" + out.name() + "' has no value"), nullptr;
-    // A declared static output type that disagrees with what the graph
-    // computes means a malformed model (or an importer bug): say so.
-    if (out.type().has_tensor_type()) {
-      const auto &tt = out.type().tensor_type();
-      auto vt = cast<RankedTensorType>(v.getType());
-      Type et = convertDataType(ctx, tt.elem_type());
-      bool bad = tt.elem_type() != 0 && et != vt.getElementType();
-      if (tt.has_shape() && !options.overrideStaticDims) {
-        bad |= tt.shape().dim_size() != vt.getRank();
-        for (int d = 0; !bad && d < tt.shape().dim_size(); ++d)
-          bad = tt.shape().dim(d).has_dim_value() &&
-                tt.shape().dim(d).dim_value() != vt.getDimSize(d);
-      }
-      if (bad) {
-        std::string got;
-        llvm::raw_string_ostream os(got);
-        os << vt;
-        return (void)fail(fileLoc, "graph output '" + out.name() +
-                                 "' is declared with another type or shape than "
-                                 "the graph computes (" + got + ")"),
-               nullptr;
-      }
-    }
-    results.push_back(v);
-    resultTypes.push_back(v.getType());
-  }
-  func::ReturnOp::create(builder, fileLoc, results);
-  func.setType(builder.getFunctionType(argTypes, resultTypes));
-  for (auto [i, out] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "merak.name", builder.getStringAttr(out.name()));
+  if (failed(importOutputs(func, argTypes)))
+    return nullptr;
   if (failed(verify(module)))
     return nullptr;
   return owned;
