@@ -366,39 +366,14 @@ SmallVector<int64_t> divisors(int64_t n) {
 }
 } // namespace
 
-FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts, bool runtimeOnly,
-                                                      llvm::raw_ostream &log, std::string &error) {
-  auto start = std::chrono::steady_clock::now();
-  Planner pl(opts);
-  pl.devices = opts.devices;
-  pl.runtimeOnly = runtimeOnly;
-  if (opts.plannerSpace != "auto" && opts.plannerSpace != "megatron") {
-    error = "--planner-space " + opts.plannerSpace + ": expected auto or megatron";
-    return failure();
-  }
-  pl.megatron = opts.plannerSpace == "megatron";
-  pl.profile = placeholderDeviceProfile();
-  if (!opts.deviceProfile.empty()) {
-    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
-    if (!profile) {
-      error = "--device-profile: " + llvm::toString(profile.takeError());
-      return failure();
-    }
-    pl.profile = std::move(*profile);
-  }
-  std::optional<int64_t> budget = parseByteSize(opts.memoryPerDevice);
-  pl.memory = budget && *budget > 0 ? (double)*budget : pl.profile.memoryBytes;
-  PlannerResult result;
-  result.profile = pl.profile.name;
-  result.space = opts.plannerSpace;
-  result.memoryPerDevice = pl.memory;
-
-  DialectRegistry registry;
-  registerMerakDialects(registry);
-  // The number of candidate cuts: from a two-stage probe without tensor
-  // parallelism (the cut points do not depend on tp).
-  int64_t cutPoints = 0;
-  std::string dtype;
+namespace {
+/// The number of candidate cuts: from a two-stage probe without tensor
+/// parallelism (the cut points do not depend on tp); 0 when the model
+/// cannot be pipelined. Also reads the batch and the compute dtype.
+LogicalResult probeCutPoints(Planner &pl, const CompileOptions &opts, DialectRegistry &registry,
+                             PlannerResult &result, int64_t &cutPoints, std::string &dtype,
+                             std::string &error) {
+  cutPoints = 0;
   {
     MLIRContext ctx(registry);
     ctx.printOpOnDiagnostic(false);
@@ -432,8 +407,14 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       result.notes.push_back("the model has no pipeline cut: pp = 1 only");
     }
   }
-  const int64_t fine = cutPoints + 1;
-  result.fineStages = fine;
+  return success();
+}
+
+/// The stage costs at every tensor-parallel degree the devices allow and
+/// the model accepts (the others become notes).
+void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
+                                DialectRegistry &registry, int64_t fine,
+                                const std::string &dtype, PlannerResult &result) {
   for (int64_t tp : divisors(pl.devices)) {
     if (tp > pl.profile.devicesPerNode) {
       result.notes.push_back(("tp " + Twine(tp) + ": more than the " +
@@ -475,19 +456,10 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
     probe->dtype = dtype;
     pl.probes.emplace(tp, std::move(*probe));
   }
-  if (pl.probes.empty()) {
-    error = "no tensor-parallel degree of the model compiles for planning";
-    for (const std::string &n : result.notes)
-      error += "\n  " + n;
-    return failure();
-  }
-  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
-  if (!pl.batchSplits && !mlirInput && runtimeOnly)
-    result.notes.push_back("the model does not import with a smaller batch (exported with a "
-                           "fixed batch?): dp and micro-batches stay 1");
-  result.probeSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
+/// Every plan of the search space, simulated (pl.evaluate).
+std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine, bool mlirInput) {
   std::vector<PlanCandidate> all;
   for (auto &[tp, probe] : pl.probes) {
     for (int64_t pp : divisors(pl.devices / tp)) {
@@ -503,7 +475,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       for (int64_t m : divisors(pl.batch / dp)) {
         if (m > maxMicrobatches)
           break;
-        if (runtimeOnly && (mlirInput || !pl.batchSplits) && (dp > 1 || m > 1))
+        if (pl.runtimeOnly && (mlirInput || !pl.batchSplits) && (dp > 1 || m > 1))
           continue;
         struct Sched {
           const char *name;
@@ -541,7 +513,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
         // @stage<s>_backward_last), not under the whole backward the model
         // assumes, so a written pipelined program is planned without it
         // (conservatively: the program still overlaps).
-        const bool overlapCompiles = !runtimeOnly || (pp == 1 && m == 1);
+        const bool overlapCompiles = !pl.runtimeOnly || (pp == 1 && m == 1);
         SmallVector<bool> overlaps = pl.megatron || !overlapCompiles
                                          ? SmallVector<bool>{false}
                                          : SmallVector<bool>{false, true};
@@ -567,7 +539,14 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       }
     }
   }
-  result.evaluated = pl.evaluated;
+  return all;
+}
+
+/// The fastest plan that fits, and the runners-up; `error` says why none
+/// fits.
+LogicalResult choosePlan(const Planner &pl, std::vector<PlanCandidate> &all,
+                         std::chrono::steady_clock::time_point start, PlannerResult &result,
+                         std::string &error) {
   if (all.empty()) {
     error = "no plan to evaluate for " + std::to_string(pl.devices) +
             " devices (no factorisation dp x tp x pp the model and the batch allow)";
@@ -612,6 +591,64 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       ++rejected;
     }
   }
+  return success();
+}
+
+} // namespace
+
+FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts, bool runtimeOnly,
+                                                      llvm::raw_ostream &log, std::string &error) {
+  auto start = std::chrono::steady_clock::now();
+  Planner pl(opts);
+  pl.devices = opts.devices;
+  pl.runtimeOnly = runtimeOnly;
+  if (opts.plannerSpace != "auto" && opts.plannerSpace != "megatron") {
+    error = "--planner-space " + opts.plannerSpace + ": expected auto or megatron";
+    return failure();
+  }
+  pl.megatron = opts.plannerSpace == "megatron";
+  pl.profile = placeholderDeviceProfile();
+  if (!opts.deviceProfile.empty()) {
+    llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
+    if (!profile) {
+      error = "--device-profile: " + llvm::toString(profile.takeError());
+      return failure();
+    }
+    pl.profile = std::move(*profile);
+  }
+  std::optional<int64_t> budget = parseByteSize(opts.memoryPerDevice);
+  pl.memory = budget && *budget > 0 ? (double)*budget : pl.profile.memoryBytes;
+  PlannerResult result;
+  result.profile = pl.profile.name;
+  result.space = opts.plannerSpace;
+  result.memoryPerDevice = pl.memory;
+
+  DialectRegistry registry;
+  registerMerakDialects(registry);
+  int64_t cutPoints = 0;
+  std::string dtype;
+  if (failed(probeCutPoints(pl, opts, registry, result, cutPoints, dtype, error)))
+    return failure();
+  const int64_t fine = cutPoints + 1;
+  result.fineStages = fine;
+  probeTensorParallelDegrees(pl, opts, registry, fine, dtype, result);
+  if (pl.probes.empty()) {
+    error = "no tensor-parallel degree of the model compiles for planning";
+    for (const std::string &n : result.notes)
+      error += "\n  " + n;
+    return failure();
+  }
+  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
+  if (!pl.batchSplits && !mlirInput && runtimeOnly)
+    result.notes.push_back("the model does not import with a smaller batch (exported with a "
+                           "fixed batch?): dp and micro-batches stay 1");
+  result.probeSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<PlanCandidate> all = enumeratePlans(pl, fine, mlirInput);
+  result.evaluated = pl.evaluated;
+  if (failed(choosePlan(pl, all, start, result, error)))
+    return failure();
   (void)log;
   return result;
 }
