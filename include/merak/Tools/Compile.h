@@ -85,7 +85,7 @@ struct CompileOptions {
   /// A runtime installed by `cmake --install` (its include/ and lib/); empty:
   /// the build tree's, recorded when merak was configured.
   std::string runtimeDir;
-  /// --devices N: the planner (lib/Tools/Planner.cpp) chooses dp, tp, pp,
+  /// --devices N: the planner (lib/Planner/Planner.cpp) chooses dp, tp, pp,
   /// the micro-batches and the schedule for N devices, then compiles that
   /// plan; 0: the mesh is given by dp/tp/pp. meshGiven: any of --dp, --tp,
   /// --pp, --microbatches, --schedule was given (an error with --devices).

@@ -17,7 +17,7 @@
 //                    parameter's or constant's bytes are counted by the ops
 //                    that read it, a written value's by the op producing it
 //   collectives      no FLOPs, no bytes here: their cost is the link's
-//                    (lib/Tools/Simulate.cpp, collectiveSeconds)
+//                    (lib/Planner/Simulate.cpp, collectiveSeconds)
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"

@@ -28,7 +28,7 @@ def Merak_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::mlir::merak";
   let description = [{
     The arithmetic and memory traffic of one execution of the op, for the
-    cost model (lib/Tools/Simulate.cpp, the planner in lib/Tools/Planner.cpp
+    cost model (lib/Planner/Simulate.cpp, the planner in lib/Planner/Planner.cpp
     and the pipeline partitioner's stage balance). Every merak op has it
     (Merak_Op adds it); the defaults are those of an elementwise op: one
     FLOP per element of the largest operand or result, and every operand
