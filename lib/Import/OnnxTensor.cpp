@@ -39,20 +39,33 @@ static LogicalResult readExternal(RawTensor &out, const onnx::TensorProto &t,
                                            StringRef baseDir, int64_t expected,
                                            std::string &error) {
   std::string location;
+  // The whole value, in decimal, or the key's name when it is malformed.
+  std::string malformed;
   int64_t offset = 0, length = -1;
+  auto parse = [&](const std::string &key, const std::string &text, int64_t &into) {
+    StringRef digits(text);
+    if (digits.empty() || digits.getAsInteger(10, into))
+      malformed = key + " '" + text + "'";
+  };
   for (const auto &kv : t.external_data()) {
     if (kv.key() == "location")
       location = kv.value();
     else if (kv.key() == "offset")
-      offset = std::strtoll(kv.value().c_str(), nullptr, 10);
+      parse("offset", kv.value(), offset);
     else if (kv.key() == "length")
-      length = std::strtoll(kv.value().c_str(), nullptr, 10);
+      parse("length", kv.value(), length);
   }
   auto refuse = [&](const Twine &why) -> LogicalResult {
     error = ("tensor '" + t.name() + "': external data location '" + location +
              "' " + why).str();
     return failure();
   };
+  if (!malformed.empty())
+    return refuse("has a malformed " + malformed + " (expected a byte count in decimal)");
+  bool lengthGiven = llvm::any_of(t.external_data(),
+                                  [](const auto &kv) { return kv.key() == "length"; });
+  if (lengthGiven && length < 0)
+    return refuse("has a negative length " + Twine(length));
   if (baseDir.empty())
     return refuse("cannot be resolved (no model directory)");
   if (location.empty())

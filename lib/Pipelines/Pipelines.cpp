@@ -37,7 +37,8 @@ LogicalResult addOptimizer(OpPassManager &pm, const std::string &options,
                            llvm::raw_ostream &log) {
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   if (failed(opt->initializeOptions(options, [&](const Twine &msg) {
-        log << "merak-compile: error: " << msg << "\n";
+        if (!msg.isTriviallyEmpty() && !msg.str().empty())
+          log << "merak-compile: error: " << msg << "\n";
         return failure();
       })))
     return failure();

@@ -63,6 +63,41 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   return success();
 }
 
+/// `--opt KEY=VALUE`: a key of merak-optimizer with a value of its type
+/// (the pass's own parser would reject a bad one without naming it).
+LogicalResult checkOptimizerOption(StringRef key, StringRef value, std::string &error) {
+  enum Kind { Number, Integer, Boolean, Word };
+  static const std::pair<StringRef, Kind> kKeys[] = {
+      {"optimizer", Word},     {"lr", Number},          {"beta1", Number},
+      {"beta2", Number},       {"beta3", Number},       {"eps", Number},
+      {"weight-decay", Number}, {"momentum", Number},   {"nesterov", Boolean},
+      {"clip-norm", Number},   {"schedule", Word},      {"warmup-steps", Integer},
+      {"total-steps", Integer}, {"min-lr", Number}};
+  const auto *it = llvm::find_if(kKeys, [&](const auto &k) { return k.first == key; });
+  if (it == std::end(kKeys)) {
+    error = ("--opt " + key + "=" + value + ": unknown key '" + key + "' (expected").str();
+    for (const auto &k : kKeys)
+      error += " " + k.first.str();
+    error += ")";
+    return failure();
+  }
+  double d;
+  int64_t i;
+  bool ok = it->second == Word      ? !value.empty()
+            : it->second == Integer ? !value.getAsInteger(10, i)
+            : it->second == Boolean
+                ? llvm::is_contained({"true", "false", "1", "0"}, value)
+                : !value.getAsDouble(d);
+  if (ok)
+    return success();
+  const char *what = it->second == Integer   ? "an integer"
+                     : it->second == Boolean ? "true or false"
+                     : it->second == Word    ? "a name"
+                                             : "a number";
+  error = ("--opt " + key + "=" + value + ": '" + value + "' is not " + what).str();
+  return failure();
+}
+
 /// The training step's quantities (checked only when training is built).
 LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
                               std::string &error) {
@@ -84,6 +119,9 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
       error = "--opt expects KEY=VALUE, got '" + kv + "'";
       return failure();
     }
+    auto [key, value] = StringRef(kv).split('=');
+    if (failed(checkOptimizerOption(key, value, error)))
+      return failure();
     p.optimizer += " " + kv;
   }
   return success();

@@ -418,6 +418,23 @@ def k_ext_huge_offset(out):
     return ext_model("weights.bin", offset=(1 << 63) - 8, length=24)
 
 
+def k_ext_bad_offset(out):
+    """A malformed offset (once read as 0)."""
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset="abc", length=24)
+
+
+def k_ext_trailing_offset(out):
+    """Trailing characters after the number (once read as 12)."""
+    write_weights(out, 48)
+    return ext_model("weights.bin", offset="12abc", length=24)
+
+
+def k_ext_negative_length(out):
+    write_weights(out, 24)
+    return ext_model("weights.bin", offset=0, length=-5)
+
+
 def k_ext_no_location(out):
     write_weights(out, 24)
     return ext_model(None, offset=0, length=24)

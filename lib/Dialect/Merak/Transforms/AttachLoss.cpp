@@ -45,6 +45,17 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
           << loss << "' (expected cross-entropy or model-output)";
       return signalPassFailure();
     }
+    // A training step over an empty batch would "train" at loss 0.
+    for (BlockArgument arg : fwd.getArguments())
+      if (auto t = dyn_cast<RankedTensorType>(arg.getType());
+          t && t.hasStaticShape() && t.getNumElements() == 0) {
+        auto name = fwd.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
+        fwd.emitError("merak-attach-loss: input '")
+            << (name ? name.getValue() : StringRef("#" + std::to_string(arg.getArgNumber())))
+            << "' of type " << t
+            << " has no elements; a training step needs a batch of at least 1";
+        return signalPassFailure();
+      }
     OpBuilder mb(fwd);
     mb.setInsertionPointAfter(fwd);
     auto fn = cast<func::FuncOp>(mb.clone(*fwd));

@@ -81,6 +81,8 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       module.emitError("merak-optimizer: the cosine schedule needs total-steps > warmup-steps");
       return signalPassFailure();
     }
+    if (failed(checkHyperparameters(module)))
+      return signalPassFailure();
     bool adan = optimizer == "adan";
     b1 = beta1 >= 0 ? beta1 : (adan ? 0.02 : 0.9);
     b2 = beta2 >= 0 ? beta2 : (adan ? 0.08 : 0.999);
@@ -91,6 +93,41 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
   }
 
   double b1 = 0, b2 = 0, wd = 0;
+
+  /// Every hyper-parameter in its domain, so that a bad value is a compile
+  /// error naming it rather than a NaN (or an internal error) at run time.
+  /// -1 is the "the optimizer's default" of beta1, beta2 and weight-decay.
+  LogicalResult checkHyperparameters(ModuleOp module) {
+    auto bad = [&](StringRef name, double v, StringRef domain) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", v);
+      module.emitError("merak-optimizer: ") << name << " = " << text << " is not " << domain;
+      return failure();
+    };
+    auto finite = [](double v) { return std::isfinite(v); };
+    if (!finite(lr) || lr < 0)
+      return bad("lr", lr, "a finite number >= 0");
+    if (!finite(minLr) || minLr < 0)
+      return bad("min-lr", minLr, "a finite number >= 0");
+    for (auto [name, v] : {std::pair<StringRef, double>("beta1", beta1), {"beta2", beta2}})
+      if (v != -1 && !(v >= 0 && v < 1))
+        return bad(name, v, "in [0, 1)");
+    if (!(beta3 >= 0 && beta3 < 1))
+      return bad("beta3", beta3, "in [0, 1)");
+    if (!finite(eps) || eps <= 0)
+      return bad("eps", eps, "a finite number > 0");
+    if (weightDecay != -1 && (!finite(weightDecay) || weightDecay < 0))
+      return bad("weight-decay", weightDecay, "a finite number >= 0");
+    if (!finite(momentum) || momentum < 0)
+      return bad("momentum", momentum, "a finite number >= 0");
+    if (!finite(clipNorm) || clipNorm < 0)
+      return bad("clip-norm", clipNorm, "a finite number >= 0 (0: off)");
+    if (warmupSteps < 0 || totalSteps < 0) {
+      module.emitError("merak-optimizer: warmup-steps and total-steps must be >= 0");
+      return failure();
+    }
+    return success();
+  }
 
   /// The ZeRO layout of the parameter being updated (its gradient is a
   /// part of the averaged gradient), if any.
