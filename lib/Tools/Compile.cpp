@@ -222,6 +222,7 @@ private:
   std::optional<int> printReport();
   int printPipelinePhase();
   int writeOutput();
+  int keep(llvm::ToolOutputFile &out);
 
   const CompileOptions &opts;
   const ResolvedOptions &r;
@@ -368,8 +369,7 @@ int Compilation::printPipelinePhase() {
     printPipelinePlan(*module, out->os());
     module->print(out->os());
   }
-  out->keep();
-  return 0;
+  return keep(*out);
 }
 
 int Compilation::writeOutput() {
@@ -396,7 +396,18 @@ int Compilation::writeOutput() {
   } else {
     module->print(out->os());
   }
-  out->keep();
+  return keep(*out);
+}
+
+/// Keeps a written output, or says why it could not be written (a full
+/// disk, /dev/full) instead of letting the stream abort the process.
+int Compilation::keep(llvm::ToolOutputFile &out) {
+  out.os().flush();
+  if (std::error_code ec = out.os().error()) {
+    out.os().clear_error();
+    return fail("cannot write " + opts.output + ": " + ec.message());
+  }
+  out.keep();
   return 0;
 }
 

@@ -213,6 +213,9 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.tpOverlap = opts.tpOverlap;
   p.dpOverlap = opts.dpOverlap;
   p.gradReduce = opts.gradReduce;
+  if (r.compileTo < CompilePhase::Training && !opts.optimizerOptions.empty())
+    return fail("--opt needs --compile-to=training or a later phase (the optimizer is part "
+                "of the training step)");
   if (r.compileTo >= CompilePhase::Training && failed(resolveTraining(opts, p, error)))
     return failure();
   return r;
