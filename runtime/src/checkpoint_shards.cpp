@@ -4,6 +4,7 @@
 #include "json_util.h"
 #include "sharding.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -56,6 +57,34 @@ CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlac
   shard.piecesJson = pieces.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return shard;
 }
+
+namespace {
+/// The index of the first NaN or infinity among `n` elements of float type
+/// `t` at `data`; -1 when all are finite (or `t` is not a float type).
+int64_t firstNonFinite(DType t, const char *data, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    double v;
+    if (t == DType::F32) {
+      float f;
+      std::memcpy(&f, data + 4 * i, 4);
+      v = f;
+    } else if (t == DType::F64) {
+      std::memcpy(&v, data + 8 * i, 8);
+    } else if (t == DType::BF16) {
+      uint32_t bits = 0;
+      std::memcpy(reinterpret_cast<char *>(&bits) + 2, data + 2 * i, 2);
+      float f;
+      std::memcpy(&f, &bits, 4);
+      v = f;
+    } else {
+      return -1;
+    }
+    if (!std::isfinite(v))
+      return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+} // namespace
 
 Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
                          int64_t &unused, std::string &firstUnused) {
@@ -147,6 +176,14 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
     uint64_t got = mine.elements() * es; // ZeRO parts: zero padding past the end
     if (got < t.bytes)
       std::memset(dst + got, 0, t.bytes - got);
+    // Training cannot continue from a diverged state: say so here rather
+    // than at the first step's loss.
+    if (int64_t bad = firstNonFinite(t.dtype, dst, mine.elements()); bad >= 0)
+      return Status::error("checkpoint '" + c.path + "': tensor '" + t.name +
+                           "' holds a non-finite value (NaN or infinity) at element " +
+                           std::to_string(bad) +
+                           "; it cannot be resumed from (was it saved after the loss "
+                           "diverged?)");
   }
 
   unused = 0;

@@ -267,6 +267,28 @@ def check_resume(env):
     return ok, "10 + 10 resumed steps %s the 20-step run" % ("equal" if ok else "DIFFER from")
 
 
+def check_resume_nan(env):
+    """A checkpoint holding a NaN (saved after divergence, or corrupted) is
+    refused at --resume, naming the tensor, instead of training into a NaN
+    loss that blames the learning rate."""
+    exe = env.program("adamw", dict(optimizer="adamw", lr=3e-3))
+    ckpt = os.path.join(env.work, "nan-ckpt")
+    env.train(exe, "nan-split", 5, "--checkpoint-dir", ckpt)
+    with open(os.path.join(ckpt, "latest")) as f:
+        path = os.path.join(ckpt, f.read().strip(), SHARD)
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        lo = header["transformer.wte.weight"]["data_offsets"][0]
+        f.seek(8 + n + lo + 4 * 7)  # element 7
+        f.write(np.array([np.nan], np.float32).tobytes())
+    p = subprocess.run([exe, "--data", env.data, "--steps", "10", "--checkpoint-dir", ckpt,
+                        "--resume"], capture_output=True, text=True, timeout=300)
+    want = "tensor 'transformer.wte.weight' holds a non-finite value (NaN or infinity) at element 7"
+    ok = p.returncode == 1 and want in p.stderr and "lower --lr" not in p.stderr
+    return ok, "exit %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1])
+
+
 def check_identical(env):
     exe = env.program("adan", dict(optimizer="adan", lr=3e-3, **{"weight-decay": 0.02}))
     a = [m["loss"] for m in env.train(exe, "run-a", STEPS)]
@@ -541,6 +563,7 @@ CHECKS = {
     "gradients": check_gradients,
     "checkpoint": check_checkpoint,
     "resume": check_resume,
+    "resume-nan": check_resume_nan,
     "identical": check_identical,
     "sigkill": check_sigkill,
     "mlp-arrays": check_mlp_arrays,
