@@ -230,6 +230,9 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
           break;
         c.expects.push_back(p.str().str());
       }
+      // A data set without expected outputs would compare nothing and pass.
+      if (c.expects.empty())
+        return fail("'" + dir + "' has no output_0.pb: --test-data has nothing to compare");
       cases.push_back(std::move(c));
     }
   } else {

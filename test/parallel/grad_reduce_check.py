@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 import export_models as em  # noqa: E402
 import parallel_check as pc  # noqa: E402
+from program_check import is_causal_mask  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 from merak_checkpoint import read_checkpoint  # noqa: E402
 
@@ -120,7 +121,7 @@ def check_step(env, mesh):
     compared = 0
     split = "pp" in mesh
     for name, g0 in grads[0].items():
-        if name.endswith("attn.bias") or name == HEAD:
+        if is_causal_mask(name) or name == HEAD:
             continue
         g1 = grads[1][name]
         if name == TIED and split:

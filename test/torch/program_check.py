@@ -75,6 +75,13 @@ def read_safetensors(path):
     return out
 
 
+def is_causal_mask(name):
+    """The frozen causal-mask buffer of a GPT block, `transformer.h.N.attn.bias`
+    (not a suffix match: that would also drop every layer's trainable
+    `attn.c_attn.bias`)."""
+    return name.split(".")[-2:] == ["attn", "bias"]
+
+
 def param_rel_err(name, got, want):
     """Norm-wise relative error of a parameter. The key third of a GPT
     attention's QKV bias (`attn.c_attn.bias`) adds the same q.b_k to every
@@ -219,7 +226,7 @@ def check_gradients(env):
     _, grads = reference(env.fresh_model(), env.tokens, cfg, steps=1)
     worst, n = 0.0, 0
     for name, g in grads.items():
-        if name.endswith("attn.bias"):
+        if is_causal_mask(name):
             continue
         g = g.numpy()
         got = env.state[name].double().numpy() - after[name].astype(np.float64)
@@ -526,6 +533,11 @@ def check_losses_bf16(env):
     fp32, _ = reference(env.fresh_model(), env.tokens, cfg)
     e1 = max(abs(g - w) / abs(w) for g, w in zip(got, emulated))
     e2 = max(abs(g - w) / abs(w) for g, w in zip(got, autocast))
+    # e3: the reference itself, the emulated bf16 policy against the float64
+    # model. e1 only says merak matches the emulation, which a policy that
+    # rounds somewhere it should not (and so trains differently) would pass
+    # just as well; the emulation must stay within the same bf16 noise (3e-2)
+    # that e2 allows between merak and torch.autocast, another bf16 policy.
     e3 = max(abs(g - w) / abs(w) for g, w in zip(emulated, fp32))
     # One step's gradients (SGD, lr = 1: the checkpoint holds p - grad),
     # where bf16 rounding is visible: they must match the emulated policy
@@ -540,15 +552,15 @@ def check_losses_bf16(env):
     _, g64 = reference(env.fresh_model(), env.tokens, sgd, steps=1)
     ge, g6 = 0.0, 0.0
     for name, g in gemu.items():
-        if name.endswith("attn.bias"):
+        if is_causal_mask(name):
             continue
         mine = env.state[name].double().numpy() - after[name].astype(np.float64)
         ge = max(ge, np.linalg.norm(mine - g.numpy()) / np.linalg.norm(g.numpy()))
         g6 = max(g6, np.linalg.norm(mine - g64[name].numpy()) / np.linalg.norm(g64[name].numpy()))
-    ok = (len(got) == STEPS and e1 <= 5e-4 and e2 <= 3e-2 and got[-1] < got[0]
+    ok = (len(got) == STEPS and e1 <= 5e-4 and e2 <= 3e-2 and e3 <= 3e-2 and got[-1] < got[0]
           and ge <= GRAD_BF16_TOL and g6 >= 10 * ge)
     return ok, ("losses %.4f -> %.4f; max rel err vs the emulated policy %.2e (<= 5e-4), vs "
-                "torch.autocast bf16 %.2e (<= 3e-2), the policy vs float64 %.2e; one step's "
+                "torch.autocast bf16 %.2e (<= 3e-2), the policy vs float64 %.2e (<= 3e-2); one step's "
                 "gradients vs the emulated policy %.2e (<= %.0e), vs float64 %.2e (>= 10x)" % (
                     got[0], got[-1], e1, e2, e3, ge, GRAD_BF16_TOL, g6))
 
