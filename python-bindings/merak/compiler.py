@@ -95,8 +95,9 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
                              "or the mesh" % ", ".join(given))
         if not isinstance(devices, int) or devices < 1:
             raise ValueError("merak.compile: devices must be a positive int, got %r" % (devices,))
-    dp, tp, pp = dp or 1, tp or 1, pp or 1
-    microbatches, schedule = microbatches or 1, schedule or "1f1b"
+    # None is the default (1); 0 and negatives are rejected below, not defaulted.
+    dp, tp, pp, microbatches = (1 if v is None else v for v in (dp, tp, pp, microbatches))
+    schedule = schedule or "1f1b"
     if target not in ("cpu", "cuda"):
         raise ValueError("merak.compile(target=%r): expected 'cpu' or 'cuda'" % (target,))
     for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <dirent.h>
 #include <exception>
 #include <sys/stat.h>
@@ -204,6 +205,42 @@ std::string checkpointShardName(int rank, int world) {
 bool hasCheckpoint(const std::string &dir) {
   struct stat st;
   return ::stat(joinPath(dir, kLatest).c_str(), &st) == 0;
+}
+
+Status prepareCheckpointDir(const std::string &dir, int rank) {
+  auto cannotCreate = [&dir](int err) {
+    return Status::error("cannot create checkpoint directory '" + dir + "': " +
+                         errnoMessage(err));
+  };
+  // mkdir -p: each parent (a prefix ending before a '/'), then `dir`.
+  for (size_t end = dir.find('/', 1); end != std::string::npos; end = dir.find('/', end + 1))
+    if (::mkdir(dir.substr(0, end).c_str(), 0755) != 0 && errno != EEXIST)
+      return cannotCreate(errno);
+  struct stat st;
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return cannotCreate(errno);
+  if (::stat(dir.c_str(), &st) != 0)
+    return cannotCreate(errno);
+  if (!S_ISDIR(st.st_mode))
+    return cannotCreate(ENOTDIR);
+  // The probe: a file written, closed and removed, as a checkpoint would.
+  std::string probe =
+      joinPath(dir, ".probe-" + std::to_string(rank) + "-" + std::to_string(::getpid()));
+  int err = 0;
+  if (std::FILE *f = std::fopen(probe.c_str(), "w")) {
+    if (std::fputs("merak\n", f) < 0)
+      err = errno;
+    if (std::fclose(f) != 0 && !err)
+      err = errno;
+    if (::unlink(probe.c_str()) != 0 && !err)
+      err = errno;
+  } else {
+    err = errno;
+  }
+  if (err)
+    return Status::error("checkpoint directory '" + dir + "' is not writable: " +
+                         errnoMessage(err));
+  return Status::success();
 }
 
 Status beginCheckpoint(const std::string &dir, int64_t step) {

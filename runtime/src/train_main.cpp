@@ -632,6 +632,12 @@ int run(int argc, char **argv, StepBackend *backend) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
+  // An unusable --checkpoint-dir fails now, not at the first checkpoint
+  // after the training it would keep. Every rank writes its shard there, so
+  // every rank checks, before any collective: each fails on its own, none waits.
+  if (!o.checkpointDir.empty())
+    if (Status st = prepareCheckpointDir(o.checkpointDir, comm ? comm->rank() : 0); !st.ok())
+      die(kExitError, st.message());
   if (backend)
     openBackend(*backend, comm, pipeline.get(), m, leader);
 

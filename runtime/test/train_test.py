@@ -357,6 +357,32 @@ def check_errors():
     assert "nothing to do" in p.stdout, p.stdout
 
 
+def check_checkpoint_dir():
+    """An unusable --checkpoint-dir fails at start-up, before step 0."""
+    data, _ = make_tokens()
+    with open(path("a_file"), "w") as f:
+        f.write("x")
+    # A regular file, and a path under one (as root, permission bits would
+    # not stop the writes a read-only directory is meant to refuse).
+    for bad in [path("a_file"), path("a_file", "sub"), path("a_file", "sub", "deeper")]:
+        p = run(["--data", data, "--steps", "3", "--metrics", path("m.jsonl"),
+                 "--checkpoint-dir", bad], rc=1)
+        assert p.stderr.startswith(
+            "train: error: cannot create checkpoint directory '%s': " % bad), p.stderr
+        assert "Not a directory" in p.stderr, p.stderr
+        assert "step" not in p.stdout and not os.path.exists(path("m.jsonl")), p.stdout
+
+    # A valid nested path is created (parents too) before step 0: here the
+    # run fails on its data afterwards, and leaves the directory empty.
+    nested = path("runs", "a", "ck")
+    p = run(["--data", path("no_such_tokens.bin"), "--steps", "3",
+             "--checkpoint-dir", nested], rc=1)
+    assert p.stderr.startswith("train: error: token file"), p.stderr
+    assert os.listdir(nested) == [], os.listdir(nested)
+    run(["--data", data, "--steps", "3", "--checkpoint-dir", path("new", "ck")])
+    assert sorted(os.listdir(path("new", "ck"))) == ["latest", "step_3"]
+
+
 def check_help():
     p = run(["--help"])
     assert p.stdout.startswith("usage: "), p.stdout

@@ -297,6 +297,15 @@ def check_unsupported(env):
 
 def check_errors(env):
     m = env.merak
+    # 0 is rejected like -1 (None alone means the default, 1), naming the argument.
+    for name in ("dp", "tp", "pp", "microbatches"):
+        for bad in (0, -1):
+            try:
+                m.compile(em.MLP(), torch.zeros(B, 20), **{name: bad})
+                return False, "%s=%d did not raise" % (name, bad)
+            except ValueError as e:
+                if "%s must be a positive int" % name not in str(e):
+                    return False, "%s=%d: ValueError without the cause: %s" % (name, bad, e)
     try:
         m.compile(em.MLP(), torch.zeros(B, 20), devices=4, dp=2)
         return False, "devices=4 with dp=2 did not raise"

@@ -157,6 +157,12 @@ std::string checkpointName(int64_t step);
 /// "shard-<rank>-of-<world>.safetensors".
 std::string checkpointShardName(int rank, int world);
 
+/// Makes `dir` usable for checkpoints before a run starts: creates it and
+/// its parents (like mkdir -p), then writes and removes a probe file in it
+/// (named after `rank`, so that ranks sharing `dir` do not collide). The
+/// error names `dir` and the OS error.
+Status prepareCheckpointDir(const std::string &dir, int rank);
+
 /// Starts saving step `step`: creates `dir` (one level) and an empty
 /// `dir/step_<step>.partial` (removing what an interrupted save left there).
 Status beginCheckpoint(const std::string &dir, int64_t step);
