@@ -286,6 +286,10 @@ def main(argv=None):
                     help="write per-test results as JSON to FILE")
     ap.add_argument("--expect-min-pass", type=int, default=0, metavar="N",
                     help="fail if fewer than N tests passed")
+    ap.add_argument("--expect-pass", type=int, default=None, metavar="N",
+                    help="fail unless exactly N tests passed")
+    ap.add_argument("--expect-skip", type=int, default=None, metavar="N",
+                    help="fail unless exactly N tests were skipped as unsupported")
     args = ap.parse_args(argv)
 
     merak_run = os.path.abspath(args.merak_run)
@@ -357,6 +361,15 @@ def main(argv=None):
         print("error: only %d tests passed, expected at least %d"
               % (npass, args.expect_min_pass), file=sys.stderr)
         status = 1
+    # Pinned counts: a change that turns passes into skips (or adds support)
+    # shows, instead of hiding behind the 'unsupported' classification.
+    for what, got, want in (("passed", npass, args.expect_pass),
+                            ("skipped", nskip, args.expect_skip)):
+        if want is not None and got != want:
+            print("error: %d tests %s, the pinned count is %d (update the pin in "
+                  "test/CMakeLists.txt if an op gained or lost support on purpose)"
+                  % (got, what, want), file=sys.stderr)
+            status = 1
     sys.stdout.flush()
     print("%d skipped (unsupported)" % nskip)
     print("%d passed, %d failed" % (npass, nfail))
