@@ -4,6 +4,7 @@
 #include "json_util.h"
 #include "sharding.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -86,8 +87,20 @@ int64_t firstNonFinite(DType t, const char *data, uint64_t n) {
 }
 } // namespace
 
+/// "'a', 'b', 'c' and 2 more".
+std::string listNames(const std::vector<std::string> &names) {
+  std::string out;
+  const size_t shown = std::min<size_t>(names.size(), 5);
+  for (size_t i = 0; i < shown; ++i)
+    out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > shown)
+    out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
+
 Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
-                         int64_t &unused, std::string &firstUnused) {
+                         bool partial, RestoreReport &report) {
+  report = RestoreReport();
   // Every stored piece, by tensor name.
   std::unordered_map<std::string, std::vector<Stored>> stored;
   for (const SafetensorsFile &file : c.shards) {
@@ -130,11 +143,13 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
     if (t.kind == "scratch" || (place.needs && !place.needs(t)))
       continue;
     auto it = stored.find(t.name);
-    if (it == stored.end())
-      return Status::error("checkpoint '" + c.path + "' has no tensor '" + t.name +
-                           "', which this program needs (" + dtypeName(t.dtype) + " " +
-                           shapeText(t.sharded() || t.zeroSharded() ? t.globalShape : t.shape) +
-                           "); was it written by a different model?");
+    if (it == stored.end()) {
+      report.missing.push_back(t.name + " (" + dtypeName(t.dtype) + " " +
+                               shapeText(t.sharded() || t.zeroSharded() ? t.globalShape
+                                                                        : t.shape) +
+                               ")");
+      continue;
+    }
     Piece mine = pieceOf(t, place.tp, place.dp);
     uint64_t es = dtypeSize(t.dtype), covered = 0;
     for (const Stored &s : it->second) {
@@ -186,11 +201,21 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
                            "diverged?)");
   }
 
-  unused = 0;
   for (const auto &[name, pieces] : stored)
-    if (!m.param(name) && unused++ == 0)
-      firstUnused = name;
-  return Status::success();
+    if (!m.param(name))
+      report.unused.push_back(name);
+  std::sort(report.unused.begin(), report.unused.end());
+  if (partial || (report.missing.empty() && report.unused.empty()))
+    return Status::success();
+  std::string why = "checkpoint '" + c.path + "' does not match this program";
+  if (!report.missing.empty())
+    why += "; it lacks " + std::to_string(report.missing.size()) + " tensor(s) the program needs: " +
+           listNames(report.missing);
+  if (!report.unused.empty())
+    why += "; it holds " + std::to_string(report.unused.size()) +
+           " tensor(s) the program does not use: " + listNames(report.unused);
+  return Status::error(why + " (was it written by a different model? --allow-partial-resume "
+                             "restores what matches and keeps the rest at its initial value)");
 }
 
 } // namespace merak::rt

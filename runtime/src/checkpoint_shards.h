@@ -50,11 +50,20 @@ struct CheckpointShard {
 /// The tensors this rank writes (see above).
 CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlace &place);
 
-/// Fills every parameter of P that is not scratch and that the rank
-/// needs from checkpoint `c` (this rank's pieces). Tensors of the checkpoint that the program does
-/// not use are counted in `unused` (the first one named in `firstUnused`).
+/// What a restore found besides the tensors it filled: parameters the
+/// checkpoint lacks (kept at their initial values) and tensors of the
+/// checkpoint the program does not use.
+struct RestoreReport {
+  std::vector<std::string> missing, unused;
+};
+
+/// Fills every parameter of P that is not scratch and that the rank needs
+/// from checkpoint `c` (this rank's pieces). Unless `partial`, a parameter
+/// the checkpoint lacks or a tensor the program does not use is an error
+/// listing them all (a checkpoint of another model); with `partial` they
+/// are only reported.
 Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
-                         int64_t &unused, std::string &firstUnused);
+                         bool partial, RestoreReport &report);
 
 } // namespace merak::rt
 

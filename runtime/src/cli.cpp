@@ -162,6 +162,9 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
             "]",
         [&](const std::string &v) { parseInt("--checkpoint-every", v, 1, o.checkpointEvery); });
   app.add_flag("--resume", o.resume, "continue from DIR/latest (needs --checkpoint-dir)");
+  app.add_flag("--allow-partial-resume", o.allowPartialResume,
+               "with --resume: restore the tensors that match the program and keep the "
+               "others at their initial values (fine-tuning another model's checkpoint)");
   value("--metrics", "FILE",
         "write one JSON line per step to FILE [default: " + orNone(d.metricsPath, "none") + "]",
         [&](const std::string &v) { parseName("--metrics", "a file name", v, o.metricsPath); });
@@ -251,6 +254,8 @@ Result<TrainOptions> parseImpl(int argc, const char *const *argv,
         "--checkpoint-every requires --checkpoint-dir");
   if (o.resume && o.checkpointDir.empty())
     return Result<TrainOptions>::error("--resume requires --checkpoint-dir");
+  if (o.allowPartialResume && !o.resume)
+    return Result<TrainOptions>::error("--allow-partial-resume requires --resume");
   return o;
 }
 

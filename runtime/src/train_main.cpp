@@ -322,16 +322,19 @@ int64_t resume(const Manifest &m, const TrainOptions &o, char *P, const RankPlac
   Result<Checkpoint> loaded = loadLatestCheckpoint(o.checkpointDir);
   if (!loaded.ok())
     die(kExitError, "--resume: " + loaded.message());
-  int64_t unknown = 0;
-  std::string firstUnknown;
-  if (Status s = restoreCheckpoint(*loaded, m, P, place, unknown, firstUnknown); !s.ok())
+  RestoreReport report;
+  if (Status s = restoreCheckpoint(*loaded, m, P, place, o.allowPartialResume, report); !s.ok())
     die(kExitError, "--resume: " + s.message());
   const SafetensorsFile &file = loaded->shards.front();
-  if (unknown > 0)
-    printWarning("checkpoint '" + loaded->path + "' holds " +
-                 std::to_string(unknown) +
-                 " tensor(s) this program does not use (e.g. '" +
-                 firstUnknown + "'); ignoring them");
+  if (!report.missing.empty())
+    printWarning("--allow-partial-resume: checkpoint '" + loaded->path + "' lacks " +
+                 std::to_string(report.missing.size()) + " tensor(s) (e.g. " +
+                 report.missing.front() + "); they keep their initial values");
+  if (!report.unused.empty())
+    printWarning("--allow-partial-resume: checkpoint '" + loaded->path + "' holds " +
+                 std::to_string(report.unused.size()) +
+                 " tensor(s) this program does not use (e.g. '" + report.unused.front() +
+                 "'); ignoring them");
   auto differs = [&](const char *key, const std::string &now,
                      const char *flag) {
     auto it = file.metadata.find(key);

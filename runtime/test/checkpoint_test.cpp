@@ -350,15 +350,15 @@ void roundTrip(const Layout &from, const Layout &to) {
     for (int t = 0; t < to.tp; ++t) {
       std::vector<float> want = rankStorage(to, t, d), got(want.size(), -1.0f);
       RankPlace place{t, d, [](const ManifestTensor &) { return true; }, nullptr};
-      int64_t unused = 0;
-      std::string first;
+      RestoreReport report;
       Status s = restoreCheckpoint(*c, to.m, reinterpret_cast<char *>(got.data()), place,
-                                   unused, first);
+                                   /*partial=*/false, report);
       ASSERT_TRUE(s.ok()) << s.message();
       EXPECT_EQ(got, want) << "saved at tp " << from.tp << " dp " << from.dp
                            << ", resumed at tp " << to.tp << " dp " << to.dp << " rank (" << t
                            << ", " << d << ")";
-      EXPECT_EQ(unused, 0);
+      EXPECT_TRUE(report.unused.empty());
+      EXPECT_TRUE(report.missing.empty());
     }
 }
 } // namespace
@@ -405,10 +405,10 @@ TEST(ShardedCheckpoint, IncompletePiecesAreAnError) {
   Result<Checkpoint> c = loadLatestCheckpoint(dir);
   ASSERT_TRUE(c.ok()) << c.message();
   std::vector<float> got(100);
-  int64_t unused = 0;
-  std::string first;
+  RestoreReport report;
   Status s = restoreCheckpoint(*c, to.m, reinterpret_cast<char *>(got.data()),
-                               {0, 0, [](const ManifestTensor &) { return true; }, nullptr}, unused, first);
+                               {0, 0, [](const ManifestTensor &) { return true; }, nullptr},
+                               /*partial=*/false, report);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("the pieces of tensor 'w' hold 24 of its 48 elements"),
             std::string::npos)

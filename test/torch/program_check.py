@@ -296,6 +296,32 @@ def check_resume_nan(env):
     return ok, "exit %d: %s" % (p.returncode, (p.stderr.strip().splitlines() or [""])[-1])
 
 
+def check_resume_partial(env):
+    """A checkpoint of another program (AdamW state, resumed by SGD with
+    momentum) is refused, listing what is missing and what is left over;
+    --allow-partial-resume restores the matching tensors (the model) and
+    keeps the momentum at zero."""
+    ckpt = os.path.join(env.work, "partial-ckpt")
+    adamw = env.program("adamw", dict(optimizer="adamw", lr=3e-3))
+    env.train(adamw, "partial-adamw", 4, "--checkpoint-dir", ckpt)
+    sgd = env.program("sgd-momentum", dict(optimizer="sgd", lr=3e-3, momentum=0.9))
+    base = [sgd, "--data", env.data, "--steps", "6", "--checkpoint-dir", ckpt, "--resume"]
+    strict = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    ok = (strict.returncode == 1 and "does not match this program" in strict.stderr
+          and "lacks 28 tensor(s)" in strict.stderr
+          and "'optimizer.sgd.momentum_buffer.transformer.wte.weight (F32 [97, 64])'"
+          in strict.stderr
+          and "holds 56 tensor(s) the program does not use" in strict.stderr
+          and "optimizer.adamw.exp_avg" in strict.stderr)
+    partial = subprocess.run(base + ["--allow-partial-resume"], capture_output=True, text=True,
+                             timeout=300)
+    ok = ok and partial.returncode == 0 and "keep their initial values" in partial.stderr \
+        and "train: done: 2 steps (4..5)" in partial.stdout
+    return ok, "strict exit %d (%s); partial exit %d" % (
+        strict.returncode, (strict.stderr.strip().splitlines() or [""])[-1][:160],
+        partial.returncode)
+
+
 def check_identical(env):
     exe = env.program("adan", dict(optimizer="adan", lr=3e-3, **{"weight-decay": 0.02}))
     a = [m["loss"] for m in env.train(exe, "run-a", STEPS)]
@@ -576,6 +602,7 @@ CHECKS = {
     "checkpoint": check_checkpoint,
     "resume": check_resume,
     "resume-nan": check_resume_nan,
+    "resume-partial": check_resume_partial,
     "identical": check_identical,
     "sigkill": check_sigkill,
     "mlp-arrays": check_mlp_arrays,

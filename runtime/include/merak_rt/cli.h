@@ -37,6 +37,9 @@ struct TrainOptions {
   /// --checkpoint-every; 0: only after the last step (when a directory is set)
   int64_t checkpointEvery = 0;
   bool resume = false;       ///< --resume from checkpointDir/latest
+  /// --allow-partial-resume: restore the tensors that match, keep the
+  /// others at their initial values (otherwise a mismatch is an error).
+  bool allowPartialResume = false;
   std::string metricsPath;   ///< --metrics; empty: no JSONL metrics
   std::string tracePath;     ///< --trace; empty: no trace
   int64_t logEvery = 10;     ///< --log-every (progress lines off a terminal)
