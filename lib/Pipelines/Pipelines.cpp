@@ -37,8 +37,8 @@ LogicalResult addOptimizer(OpPassManager &pm, const std::string &options,
                            llvm::raw_ostream &log) {
   std::unique_ptr<Pass> opt = createMerakOptimizer();
   if (failed(opt->initializeOptions(options, [&](const Twine &msg) {
-        if (!msg.isTriviallyEmpty() && !msg.str().empty())
-          log << "merak-compile: error: " << msg << "\n";
+        if (std::string text = msg.str(); !text.empty())
+          log << "merak-compile: error: " << text << "\n";
         return failure();
       })))
     return failure();

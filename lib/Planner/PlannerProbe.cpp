@@ -16,7 +16,7 @@
 #include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Pipelines/Pipelines.h"
-#include "merak/Tools/ResolvedOptions.h"
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
 #include "merak/Pipelines/Registration.h"
 #include "merak/Planner/Report.h"
 #include "merak/Planner/Simulate.h"
