@@ -122,7 +122,7 @@ static LogicalResult evalBinary(Operation *op, Bin kind, Operands in, Results ou
   LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
     return evalBinary(op, Bin::KIND, in, out);                                 \
   }
-MERAK_EVAL_BINARY_OPS(MERAK_EVAL_BINARY)
+MERAK_BINARY_OP_KINDS(MERAK_EVAL_BINARY)
 #undef MERAK_EVAL_BINARY
 
 LogicalResult kernels::eval(WhereOp op, Operands in, Results out) {

@@ -116,7 +116,7 @@ static LogicalResult evalReduce(Operation *op, Red kind, Operands in, Results ou
   LogicalResult kernels::eval(OP op, Operands in, Results out) {               \
     return evalReduce(op, Red::KIND, in, out);                                 \
   }
-MERAK_EVAL_REDUCE_OPS(MERAK_EVAL_REDUCE)
+MERAK_REDUCE_OP_KINDS(MERAK_EVAL_REDUCE)
 #undef MERAK_EVAL_REDUCE
 
 /// argmax (or argmin with `min`) along `axis`.

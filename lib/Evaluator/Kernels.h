@@ -50,15 +50,8 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
 
 /// Every op the evaluator runs, as X(Op, ...). The families whose ops share
 /// one kernel have their own lists; binary and reduction ops name their
-/// kind there (X(AddOp, Add) is Bin::Add in EvalElementwise.cpp).
-#define MERAK_EVAL_BINARY_OPS(X)                                               \
-  X(AddOp, Add) X(SubOp, Sub) X(MulOp, Mul) X(DivOp, Div) X(RemOp, Rem)        \
-  X(PowOp, Pow) X(MaxOp, Max) X(MinOp, Min) X(EqOp, Eq) X(NeOp, Ne)            \
-  X(LtOp, Lt) X(LeOp, Le) X(GtOp, Gt) X(GeOp, Ge) X(AndOp, And) X(OrOp, Or)    \
-  X(XorOp, Xor)
-#define MERAK_EVAL_REDUCE_OPS(X)                                               \
-  X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
-  X(ReduceMinOp, Min) X(ReduceProdOp, Prod)
+/// kind in MerakOps.h's lists (X(AddOp, Add) is Bin::Add in
+/// EvalElementwise.cpp).
 /// The unary ops of floats only, as X(Op, f(x)) in double precision
 /// (EvalElementwise.cpp).
 #define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                          \
@@ -72,12 +65,12 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
 #define MERAK_EVAL_PARTS_OPS(X)                                                \
   X(ReduceScatterOp) X(AllGatherOp) X(LocalShardOp)
 #define MERAK_EVAL_OPS(X)                                                      \
-  X(ConstantOp) MERAK_EVAL_BINARY_OPS(X) X(WhereOp)                           \
+  X(ConstantOp) MERAK_BINARY_OP_KINDS(X) X(WhereOp)                           \
   MERAK_EVAL_FLOAT_UNARY_OPS(X) X(ReluOp) X(NegOp) X(AbsOp)                    \
   X(SignOp) X(NotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)             \
   X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp)            \
   X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)                   \
-  MERAK_EVAL_REDUCE_OPS(X) X(ArgMaxOp) X(ArgMinOp) X(SoftmaxOp)                \
+  MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp) X(SoftmaxOp)                \
   X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp)       \
   X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp) X(AvgPool2DOp)      \
   X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)                   \

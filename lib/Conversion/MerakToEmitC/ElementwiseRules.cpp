@@ -38,7 +38,7 @@ FailureOr<Lowering> unary(Operation *op, Emitter &e, const char *kind, double a 
 } // namespace
 
 #define MERAK_BINARY_RULE(OP, KIND) MERAK_DEFINE_KIND_RULE(OP, KIND, binary, "Binary")
-MERAK_BINARY_OPS(MERAK_BINARY_RULE)
+MERAK_BINARY_OP_KINDS(MERAK_BINARY_RULE)
 #undef MERAK_BINARY_RULE
 
 #define MERAK_UNARY_RULE(OP, KIND) MERAK_DEFINE_KIND_RULE(OP, KIND, unary, "Unary")

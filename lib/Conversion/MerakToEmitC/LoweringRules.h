@@ -20,12 +20,8 @@
 
 namespace mlir::merak::emitc_lowering {
 
-/// binary(Binary::KIND, ...) ops.
-#define MERAK_BINARY_OPS(X)                                                    \
-  X(AddOp, Add) X(SubOp, Sub) X(MulOp, Mul) X(DivOp, Div) X(PowOp, Pow)        \
-  X(MaxOp, Max) X(MinOp, Min) X(RemOp, Rem) X(EqOp, Eq) X(NeOp, Ne)            \
-  X(LtOp, Lt) X(LeOp, Le) X(GtOp, Gt) X(GeOp, Ge) X(AndOp, And) X(OrOp, Or)    \
-  X(XorOp, Xor)
+// binary(Binary::KIND, ...) and reduce(Reduce::KIND, ...) ops: MerakOps.h's
+// MERAK_BINARY_OP_KINDS and MERAK_REDUCE_OP_KINDS.
 
 /// unary(Unary::KIND, ...) ops without attributes (gelu, leaky_relu and
 /// clamp have rules of their own).
@@ -35,11 +31,6 @@ namespace mlir::merak::emitc_lowering {
   X(ReciprocalOp, Reciprocal) X(SinOp, Sin) X(CosOp, Cos) X(FloorOp, Floor)    \
   X(CeilOp, Ceil) X(ReluOp, Relu) X(NegOp, Neg) X(AbsOp, Abs) X(SignOp, Sign)  \
   X(NotOp, Not)
-
-/// reduce(Reduce::KIND, ...) ops.
-#define MERAK_REDUCE_OPS(X)                                                    \
-  X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
-  X(ReduceMinOp, Min) X(ReduceProdOp, Prod)
 
 /// Every other op with a rule.
 #define MERAK_LOWERING_OPS(X)                                                  \
@@ -74,14 +65,14 @@ namespace mlir::merak::emitc_lowering {
   FailureOr<Lowering> rule(OP op, Emitter &e, LoweringContext &ctx);
 #define MERAK_LOWERING_DECLARE_KIND(OP, KIND) MERAK_LOWERING_DECLARE(OP)
 MERAK_LOWERING_OPS(MERAK_LOWERING_DECLARE)
-MERAK_BINARY_OPS(MERAK_LOWERING_DECLARE_KIND)
+MERAK_BINARY_OP_KINDS(MERAK_LOWERING_DECLARE_KIND)
 MERAK_UNARY_OPS(MERAK_LOWERING_DECLARE_KIND)
-MERAK_REDUCE_OPS(MERAK_LOWERING_DECLARE_KIND)
+MERAK_REDUCE_OP_KINDS(MERAK_LOWERING_DECLARE_KIND)
 #undef MERAK_LOWERING_DECLARE_KIND
 #undef MERAK_LOWERING_DECLARE
 
 /// Defines the rule of family op OP as `LOWER(op, e, "ENUM::KIND")`, the
-/// family's lowering given the op's enum value (MERAK_BINARY_OPS etc.).
+/// family's lowering given the op's enum value (MERAK_BINARY_OP_KINDS etc.).
 #define MERAK_DEFINE_KIND_RULE(OP, KIND, LOWER, ENUM)                                  \
   FailureOr<Lowering> emitc_lowering::rule(OP op, Emitter &e, LoweringContext &) {     \
     return LOWER(op, e, ENUM "::" #KIND);                                              \

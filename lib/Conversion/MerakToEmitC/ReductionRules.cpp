@@ -34,7 +34,7 @@ template <typename OpTy> FailureOr<Lowering> argReduce(OpTy a, Emitter &e, bool 
 } // namespace
 
 #define MERAK_REDUCE_RULE(OP, KIND) MERAK_DEFINE_KIND_RULE(OP, KIND, reduce, "Reduce")
-MERAK_REDUCE_OPS(MERAK_REDUCE_RULE)
+MERAK_REDUCE_OP_KINDS(MERAK_REDUCE_RULE)
 #undef MERAK_REDUCE_RULE
 
 FailureOr<Lowering> emitc_lowering::rule(ArgMaxOp a, Emitter &e, LoweringContext &) {

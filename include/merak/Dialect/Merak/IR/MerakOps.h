@@ -23,6 +23,18 @@ int64_t operandAndResultBytes(Operation *op);
 
 #include "merak/Dialect/Merak/IR/MerakInterfaces.h.inc"
 
+/// The elementwise binary ops and the reductions, each with its kind: the
+/// one list the evaluator (Bin::KIND) and the lowering (Binary::KIND,
+/// Reduce::KIND) expand, as X(Op, KIND).
+#define MERAK_BINARY_OP_KINDS(X)                                               \
+  X(AddOp, Add) X(SubOp, Sub) X(MulOp, Mul) X(DivOp, Div) X(PowOp, Pow)        \
+  X(MaxOp, Max) X(MinOp, Min) X(RemOp, Rem) X(EqOp, Eq) X(NeOp, Ne)            \
+  X(LtOp, Lt) X(LeOp, Le) X(GtOp, Gt) X(GeOp, Ge) X(AndOp, And) X(OrOp, Or)    \
+  X(XorOp, Xor)
+#define MERAK_REDUCE_OP_KINDS(X)                                               \
+  X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
+  X(ReduceMinOp, Min) X(ReduceProdOp, Prod)
+
 namespace mlir::merak {
 /// Op traits of merak-mixed-precision's autocast policy (MerakBase.td).
 template <typename ConcreteType>
