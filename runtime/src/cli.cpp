@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak_rt/cli.h"
 
+#include "stop_signals.h"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -176,6 +178,18 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
         "progress line every K steps when not on a terminal [default: " +
             std::to_string(d.logEvery) + "]",
         [&](const std::string &v) { parseInt("--log-every", v, 1, o.logEvery); });
+  value("--stop-signals", "LIST",
+        "signals that stop after the current step with a checkpoint, exit 128+signal; "
+        "'none' [default: " + formatStopSignals(d.stopSignals) + "]",
+        [&](const std::string &v) {
+          std::optional<std::vector<int>> signals = parseStopSignals(v);
+          if (!signals)
+            badValue("--stop-signals",
+                     "a comma-separated list of TERM, INT, USR1, USR2, HUP, QUIT, XCPU, ALRM "
+                     "without repeats, or 'none'",
+                     v);
+          o.stopSignals = *signals;
+        });
   app.set_help_flag("--help,-h", "show this text"); // (last in --help)
 }
 

@@ -7,8 +7,9 @@
 //
 // Exit codes: 0 success (also --help), 1 a run-time error (data file,
 // checkpoint, I/O, non-finite loss), 2 a bad command line, 3 an internal
-// error (the program's own manifest or data is inconsistent: a compiler bug).
-// Every error is one "train: error: ..." line on stderr.
+// error (the program's own manifest or data is inconsistent: a compiler bug),
+// 128 + a stop signal after the coordinated checkpoint it asked for
+// (stop_signals.h). Every error is one "train: error: ..." line on stderr.
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/program.h"
@@ -29,6 +30,7 @@
 #include "manifest.h"
 #include "checkpoint_shards.h"
 #include "sharding.h"
+#include "stop_signals.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -63,6 +65,10 @@ constexpr int kTraceTid = 0;
 struct ExitRun {
   int code;
 };
+
+/// Set when every rank ends together with a non-zero code (a stop signal,
+/// after a coordinated checkpoint): no rank aborts the job.
+bool gCoordinatedExit = false;
 
 void printError(const std::string &message) {
   std::fprintf(stderr, "train: error: %s\n", message.c_str());
@@ -580,6 +586,32 @@ Status saveCheckpoint(const Manifest &m, const TrainOptions &o, int64_t steps, c
   return Status();
 }
 
+/// The end of a run stopped by `signal` after `steps` steps: the checkpoint
+/// of that step (unless the loop just wrote it), a barrier so that no rank
+/// exits before rank 0 committed it, one line on rank 0; exit 128 + signal.
+int stopOnSignal(const Manifest &m, const TrainOptions &o, int signal, int64_t steps,
+                 bool checkpointed, char *P, const RankPlace &place, Comm *comm,
+                 StepBackend *backend, const std::vector<ByteRange> &paramRanges) {
+  if (!o.checkpointDir.empty() && !checkpointed)
+    if (Status st = saveCheckpoint(m, o, steps, P, place, comm, backend, paramRanges); !st.ok())
+      die(kExitError, st.message());
+  if (comm)
+    comm->barrier();
+  if (!comm || comm->rank() == 0) {
+    std::string what =
+        o.checkpointDir.empty()
+            ? "no --checkpoint-dir, so nothing was saved"
+            : "checkpoint " + o.checkpointDir + "/" + checkpointName(steps) +
+                  " written; continue with --resume";
+    std::fprintf(stderr, "train: %s: stopped after step %lld of %lld: %s (exit %d)\n",
+                 stopSignalName(signal).c_str(), static_cast<long long>(steps),
+                 static_cast<long long>(o.steps), what.c_str(), 128 + signal);
+    std::fflush(stderr);
+  }
+  gCoordinatedExit = true;
+  return 128 + signal;
+}
+
 int run(int argc, char **argv, StepBackend *backend) {
   cpu::setOpRecorder(nullptr, nullptr);
   RecorderGuard recorderGuard;
@@ -635,6 +667,7 @@ int run(int argc, char **argv, StepBackend *backend) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
+  installStopHandlers(o.stopSignals);
   // An unusable --checkpoint-dir fails now, not at the first checkpoint
   // after the training it would keep. Every rank writes its shard there, so
   // every rank checks, before any collective: each fails on its own, none waits.
@@ -729,6 +762,9 @@ int run(int argc, char **argv, StepBackend *backend) {
   };
   using Clock = std::chrono::steady_clock;
   double totalSeconds = 0, lastLoss = std::nan("");
+  int stopSignal = 0;       // the agreed stop signal, once received
+  int64_t stoppedAfter = 0; // the steps completed when it stopped the loop
+  bool checkpointed = false;
   for (int64_t s = start; s < o.steps; ++s) {
     bool tracing = trace && s == traceStep;
     double stepUs = tracing ? trace->nowUs() : 0;
@@ -809,12 +845,27 @@ int run(int argc, char **argv, StepBackend *backend) {
                         trace->nowUs() - ckptUs, kTraceTid,
                         {{"step", static_cast<double>(s + 1)}});
     }
+    // Preemption: every rank stops after the same step (stop_signals.h).
+    if (!last && !o.stopSignals.empty()) {
+      Result<int> agreed = agreedStopSignal(comm);
+      if (!agreed.ok())
+        stop(agreed.message());
+      if (*agreed != 0) {
+        stopSignal = *agreed;
+        stoppedAfter = s + 1;
+        checkpointed = save;
+        break;
+      }
+    }
   }
   progress.finish();
   if (metrics)
     if (Status st = metrics->close(); !st.ok())
       die(kExitError, st.message());
   writeTrace();
+  if (stopSignal != 0)
+    return stopOnSignal(m, o, stopSignal, stoppedAfter, checkpointed, P, place, comm, backend,
+                        paramRanges);
 
   // Peak resident memory, the largest over the ranks (getrusage: KiB).
   struct rusage usage {};
@@ -855,7 +906,7 @@ static int runCatching(int argc, char **argv, merak::rt::StepBackend *backend) {
 int merak::rt::trainMain(int argc, char **argv, StepBackend *backend) {
   int code = runCatching(argc, argv, backend);
   cpu::setCommunicator(nullptr);
-  if (gComm && code != 0)
+  if (gComm && code != 0 && !gCoordinatedExit)
     gComm->abort("stopping every rank of the job", code);
   gComm.reset(); // MPI_Finalize
   return code;

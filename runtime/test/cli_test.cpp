@@ -1,6 +1,8 @@
 //===- cli_test.cpp - command line of generated programs ------------------===//
 #include "merak_rt/cli.h"
 
+#include "stop_signals.h"
+
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -168,4 +170,23 @@ TEST(Cli, Dependencies) {
   expectError({"--data", "d"}, "missing required flag --steps N (see --help)");
   expectError({"--data", "d", "--steps", "1", "--steps", "2"},
               "--steps given more than once");
+}
+
+TEST(Cli, StopSignals) {
+  Result<TrainOptions> r = parse({"--data", "d", "--steps", "1"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stopSignals, (std::vector<int>{SIGTERM, SIGINT, SIGUSR1}));
+  r = parse({"--data", "d", "--steps", "1", "--stop-signals", "sigusr2,Term,1"});
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->stopSignals, (std::vector<int>{SIGUSR2, SIGTERM, SIGHUP}));
+  r = parse({"--data", "d", "--steps", "1", "--stop-signals", "none"});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopSignals.empty());
+  for (const char *bad : {"KILL", "STOP", "9", "TERM,TERM", "", "TERM,", "BOGUS", "15x"}) {
+    r = parse({"--data", "d", "--steps", "1", "--stop-signals", bad});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("--stop-signals"), std::string::npos) << r.message();
+  }
+  EXPECT_EQ(formatStopSignals({SIGTERM, SIGUSR1}), "TERM,USR1");
+  EXPECT_EQ(stopSignalName(SIGINT), "SIGINT");
 }

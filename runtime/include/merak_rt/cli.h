@@ -3,7 +3,8 @@
 //   ./train --data FILE --steps N [--lr X] [--seed S]
 //           [--sampler random|sequential]
 //           [--checkpoint-dir DIR [--checkpoint-every K] [--resume]]
-//           [--metrics FILE] [--trace FILE] [--log-every K] [--help]
+//           [--metrics FILE] [--trace FILE] [--log-every K]
+//           [--stop-signals LIST] [--help]
 //
 // Defaults come from the caller (the hyper-parameters compiled into the
 // program). Values are given as `--flag VALUE` or `--flag=VALUE`. Parsing is
@@ -22,8 +23,10 @@
 #include "merak_rt/data.h"
 #include "merak_rt/status.h"
 
+#include <csignal>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace merak::rt {
 
@@ -43,6 +46,9 @@ struct TrainOptions {
   std::string metricsPath;   ///< --metrics; empty: no JSONL metrics
   std::string tracePath;     ///< --trace; empty: no trace
   int64_t logEvery = 10;     ///< --log-every (progress lines off a terminal)
+  /// --stop-signals: the signals that stop the run after the current step
+  /// with a checkpoint (stop_signals.h); empty: none are caught.
+  std::vector<int> stopSignals{SIGTERM, SIGINT, SIGUSR1};
   bool help = false;         ///< --help / -h was given
 };
 
