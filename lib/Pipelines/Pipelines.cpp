@@ -53,6 +53,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   mesh.tp = o.tp;
   mesh.pp = o.pp;
   pm.addPass(createMerakRecordMesh(mesh));
+  pm.addPass(createMerakRecordIndexLimits());
   if (o.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = o.tp;

@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -47,6 +48,13 @@ inline std::vector<int64_t> manifestShape(Type t) {
 }
 
 /// An input's or output's entry: name, dtype, shape and offset.
+/// An input's merak.index_limit (merak-record-index-limits), if any.
+inline std::optional<int64_t> indexLimit(FunctionOpInterface fn, unsigned arg) {
+  if (auto limit = fn.getArgAttrOfType<IntegerAttr>(arg, kIndexLimitAttr))
+    return limit.getInt();
+  return std::nullopt;
+}
+
 inline schema::Tensor manifestTensor(std::string name, Type t, int64_t offset) {
   schema::Tensor e;
   e.name = std::move(name);

@@ -134,6 +134,7 @@ LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m
     l.dataSlot[n] = {off, tensorBytes(type)};
     manifest.inputs.push_back(target::manifestTensor(n, full, off));
     manifest.inputs.back().role = role;
+    manifest.inputs.back().indexLimit = target::indexLimit(lossFn, arg.getArgNumber());
   }
   auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
   manifest.inputs.push_back(target::manifestTensor("step", i64, place(8)));

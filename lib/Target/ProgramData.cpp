@@ -213,6 +213,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     manifest.inputs.push_back(target::manifestTensor(
         n, type, fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()));
     manifest.inputs.back().role = role;
+    manifest.inputs.back().indexLimit = target::indexLimit(fn, arg.getArgNumber());
   }
   auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {

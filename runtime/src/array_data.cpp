@@ -89,6 +89,36 @@ Status parseNpy(const std::string &path, const std::vector<char> &file,
   return Status::success();
 }
 
+/// An integer array's values against spec.indexLimit: the first value
+/// outside [0, limit), by sample and element.
+template <class T>
+Status checkIndexValues(const std::string &path, const ArraySpec &spec, const T *v, int64_t n,
+                        int64_t perSample) {
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] < 0 || static_cast<int64_t>(v[i]) >= spec.indexLimit)
+      return Status::error(path + ": value " + std::to_string(v[i]) + " at sample " +
+                           std::to_string(i / perSample) + " (element " +
+                           std::to_string(i % perSample) + ") of input '" + spec.name +
+                           "' is outside [0, " + std::to_string(spec.indexLimit) +
+                           "), the range the model indexes with it");
+  return Status::success();
+}
+
+Status checkIndices(const ArrayDataset::Array &a, const ArraySpec &spec) {
+  if (spec.indexLimit <= 0)
+    return Status::success();
+  int64_t perSample = 1;
+  for (int64_t d : spec.sampleShape)
+    perSample *= d;
+  if (spec.dtype == DType::I64)
+    return checkIndexValues(a.path, spec, reinterpret_cast<const int64_t *>(a.data.data()),
+                            static_cast<int64_t>(a.data.size() / 8), perSample);
+  if (spec.dtype == DType::I32)
+    return checkIndexValues(a.path, spec, reinterpret_cast<const int32_t *>(a.data.data()),
+                            static_cast<int64_t>(a.data.size() / 4), perSample);
+  return Status::success();
+}
+
 } // namespace
 
 Result<ArrayDataset> ArrayDataset::open(const std::string &dir,
@@ -137,6 +167,8 @@ Result<ArrayDataset> ArrayDataset::open(const std::string &dir,
       return Status::error(a.path + ": truncated data");
     a.data.assign(file.begin() + offset,
                   file.begin() + offset + a.rowBytes * shape[0]);
+    if (Status s = checkIndices(a, spec); !s.ok())
+      return s;
     ds.arrays_.push_back(std::move(a));
   }
   return ds;

@@ -3,6 +3,7 @@
 
 #include "file_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -33,6 +34,32 @@ uint64_t splitmix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+Status TokenDataset::checkIds(int64_t limit) const {
+  if (limit > 0xFFFF)
+    return Status::success(); // every uint16 id fits
+  // The maximum of each block first (vectorised), the position only when a
+  // block holds a bad id.
+  constexpr int64_t kBlock = 1 << 14;
+  for (int64_t begin = 0; begin < numTokens_; begin += kBlock) {
+    int64_t end = std::min(numTokens_, begin + kBlock);
+    uint16_t top = 0;
+    for (int64_t i = begin; i < end; ++i)
+      top = std::max(top, tokens_[i]);
+    if (top < limit)
+      continue;
+    for (int64_t i = begin; i < end; ++i)
+      if (tokens_[i] >= limit)
+        return Status::error("token file '" + path_ + "': token id " +
+                             std::to_string(tokens_[i]) + " at byte offset " +
+                             std::to_string(2 * i) + " (token " + std::to_string(i) +
+                             ") is outside the model's vocabulary of " +
+                             std::to_string(limit) + " ids (0.." +
+                             std::to_string(limit - 1) +
+                             "): was the file tokenized for this model?");
+  }
+  return Status::success();
 }
 
 Result<TokenDataset> TokenDataset::open(const std::string &path,

@@ -177,6 +177,11 @@ void checkTensors(const schema::Program &p, Manifest &m) {
     if (!p.inputs[i].role)
       fail(where + ": missing \"role\"");
     t.role = *p.inputs[i].role;
+    if (p.inputs[i].indexLimit) {
+      if (*p.inputs[i].indexLimit < 1 || !isIndex(t.dtype))
+        fail(where + ": index_limit needs an integer input and a limit >= 1");
+      t.indexLimit = *p.inputs[i].indexLimit;
+    }
     if (t.role != "tokens" && t.role != "labels" && t.role != "step" &&
         t.role != "other")
       fail(where + ": unknown role '" + t.role +

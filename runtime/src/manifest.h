@@ -57,6 +57,8 @@ struct ManifestTensor {
   uint64_t elements = 0; ///< elementCount(shape)
   std::string kind;      ///< params: trainable | frozen | state | scratch | hparam
   std::string role;      ///< inputs: tokens | labels | step | other
+  /// Integer inputs: values lie in [0, indexLimit); 0: no limit recorded.
+  int64_t indexLimit = 0;
   /// Params sharded over tp ("shard"; shardParts == 0: replicated): dim
   /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
   /// holds part tp_i of every block. dataBytes == 0: no initial data (zeros).

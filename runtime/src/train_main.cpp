@@ -408,7 +408,8 @@ Datasets openData(const Program &program, const TrainOptions &o) {
     std::vector<ArraySpec> specs;
     for (const ManifestTensor *in : program.arrayInputs)
       specs.push_back({in->name, in->dtype,
-                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end())});
+                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end()),
+                       in->indexLimit});
     Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
     if (!opened.ok())
       die(kExitError, opened.message());
@@ -420,6 +421,14 @@ Datasets openData(const Program &program, const TrainOptions &o) {
     if (!opened.ok())
       die(kExitError, opened.message());
     d.tokens.emplace(std::move(opened).value());
+    // Labels are the same file shifted by one: both limits apply to it.
+    int64_t limit = program.tokens->indexLimit;
+    if (program.labels && program.labels->indexLimit > 0)
+      limit = limit > 0 ? std::min(limit, program.labels->indexLimit)
+                        : program.labels->indexLimit;
+    if (limit > 0)
+      if (Status st = d.tokens->checkIds(limit); !st.ok())
+        die(kExitError, st.message());
   }
   return d;
 }

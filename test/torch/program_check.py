@@ -218,6 +218,23 @@ def check_losses(env, label, cfg):
         got[0], got[-1], want[0], want[-1], max(errs))
 
 
+def check_bad_tokens(env):
+    """A token id outside the vocabulary fails when the file is opened, with
+    the file, the byte offset and the value (exit 1), before any step; it
+    used to stop at the step's gather as an internal error (exit 3)."""
+    exe = env.program("adamw", dict(optimizer="adamw", lr=3e-3))
+    bad = env.tokens.copy()
+    bad[5000] = VOCAB
+    path = os.path.join(env.work, "bad-tokens.bin")
+    bad.tofile(path)
+    p = subprocess.run([exe, "--data", path, "--steps", "2"], capture_output=True, text=True,
+                       timeout=300)
+    want = ("token file '%s': token id %d at byte offset 10000 (token 5000) is outside the "
+            "model's vocabulary of %d ids" % (path, VOCAB, VOCAB))
+    ok = p.returncode == 1 and want in p.stderr and "step" not in p.stdout
+    return ok, "exit %d: %s" % (p.returncode, p.stderr.strip())
+
+
 def check_gradients(env):
     cfg = dict(optimizer="sgd", lr=1.0, **{"weight-decay": 0.0})
     ckpt = os.path.join(env.work, "grad-ckpt")
@@ -407,7 +424,16 @@ def check_mlp_arrays(env):
         want.append(loss.item())
     errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
     ok = len(got) == STEPS and max(errs) <= TOLERANCE and want[-1] < want[0]
-    return ok, "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.2e" % (
+    # A label outside the model's 10 classes is refused when the data is
+    # opened, naming the file, the sample and the value (exit 1, not 3).
+    labels[29] = 10
+    np.save(os.path.join(data, "labels.npy"), labels)
+    p = subprocess.run([exe, "--data", data, "--steps", "1"], capture_output=True, text=True,
+                       timeout=300)
+    want_err = "labels.npy: value 10 at sample 29 (element 0) of input 'labels' is outside [0, 10)"
+    if p.returncode != 1 or want_err not in p.stderr:
+        return False, "bad label: exit %d: %s" % (p.returncode, p.stderr.strip())
+    return ok, "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.2e; bad label refused" % (
         got[0], got[-1], want[0], want[-1], max(errs))
 
 
@@ -606,6 +632,7 @@ CHECKS = {
     "identical": check_identical,
     "sigkill": check_sigkill,
     "mlp-arrays": check_mlp_arrays,
+    "bad-tokens": check_bad_tokens,
 }
 
 

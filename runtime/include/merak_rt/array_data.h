@@ -28,6 +28,9 @@ struct ArraySpec {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> sampleShape; ///< the input's shape without the batch dim
+  /// Integer arrays: values must lie in [0, indexLimit) (class labels,
+  /// ids; the manifest's index_limit); 0: unchecked.
+  int64_t indexLimit = 0;
 };
 
 class ArrayDataset {
@@ -45,12 +48,14 @@ public:
   Status fill(size_t i, int64_t step, int64_t globalBatch, int64_t rowBegin,
               int64_t rowEnd, void *dst) const;
 
-private:
+  /// One input's rows (public for the index check in array_data.cpp).
   struct Array {
     std::string path;
     std::vector<char> data; ///< N rows of rowBytes
     int64_t rowBytes = 0;
   };
+
+private:
   std::vector<Array> arrays_;
   int64_t samples_ = 0;
   Sampler sampler_ = Sampler::Sequential;

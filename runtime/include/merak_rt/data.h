@@ -85,6 +85,11 @@ public:
   uint16_t token(int64_t i) const { return tokens_[i]; }
   const uint16_t *tokens() const { return tokens_; }
 
+  /// Checks that every token id is below `limit` (the model's vocabulary,
+  /// the manifest's index_limit): one pass over the file. The error names
+  /// the file, the first bad id, its byte offset and the limit.
+  Status checkIds(int64_t limit) const;
+
   /// Window start for global row `row` of step `step` with global batch size
   /// `batchSize` under the current sampler.
   int64_t windowStart(int64_t step, int64_t batchSize, int64_t row) const;

@@ -73,6 +73,9 @@ struct Tensor {
   std::optional<Zero> zero;
   std::optional<std::vector<int64_t>> globalShape;
   std::optional<int64_t> dataOffset, dataBytes;
+  /// Integer inputs: values must lie in [0, indexLimit) (token ids: the
+  /// vocabulary), from merak-record-index-limits.
+  std::optional<int64_t> indexLimit;
   template <class S, class V> static void visit(S &s, V &v) {
     v("name", s.name);
     v("dtype", s.dtype);
@@ -86,6 +89,7 @@ struct Tensor {
     v("data_offset", s.dataOffset);
     v("data_bytes", s.dataBytes);
     v("zero", s.zero);
+    v("index_limit", s.indexLimit);
   }
 };
 

@@ -126,6 +126,15 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
                               "the class axis, got "
                  << lt;
       }
+      // The labels' range (the manifest's index_limit): every class of the
+      // logits, all tp shards of them under vocabulary parallelism.
+      int64_t classes = vocabClasses ? vocabClasses.getInt()
+                                     : outType.getShape().back() *
+                                           (vocabGroup ? getMesh(fn->getParentOfType<ModuleOp>()).tp
+                                                       : 1);
+      if (!ShapedType::isDynamic(outType.getShape().back()))
+        fn.setArgAttr(cast<BlockArgument>(labelsValue).getArgNumber(), kIndexLimitAttr,
+                      b.getI64IntegerAttr(classes));
       lossValue = CrossEntropyOp::create(
           b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
           b.getStringAttr("mean"), IntegerAttr(), vocabGroup, vocabClasses);

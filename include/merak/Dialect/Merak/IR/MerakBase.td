@@ -48,6 +48,13 @@ def Merak_AutocastBinary : NativeOpTrait<"AutocastBinary"> {
   let cppNamespace = "::mlir::merak";
 }
 
+// Every element of the result is an element of the first operand (views,
+// slices, broadcasts): a bound on the result's values (an index limit,
+// merak-record-index-limits) is a bound on the operand's.
+def Merak_ForwardsElements : NativeOpTrait<"ForwardsElements"> {
+  let cppNamespace = "::mlir::merak";
+}
+
 // Cost overrides (MerakCost.cpp), spliced into extraClassDeclaration.
 defvar Merak_FlopsCost = "int64_t getFlops();";
 // A GEMM whose bf16 operands may produce an f32 result (InferTypeOpAdaptor

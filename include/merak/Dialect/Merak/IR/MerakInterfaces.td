@@ -72,4 +72,21 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Merak_IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
+  let cppNamespace = "::mlir::merak";
+  let description = [{
+    An op that reads an integer operand as indices into another one (the
+    rows of an embedding table, the classes of logits). merak-record-index-
+    limits follows the program's integer inputs to these ops, so that the
+    training program rejects an out-of-range token id or label when it
+    opens the data, naming the file and the position.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The exclusive upper bound of the values of operand `operandIndex` "
+      "(indices are >= 0 below it), or nullopt where the op sets none.",
+      "std::optional<int64_t>", "getIndexLimit", (ins "unsigned":$operandIndex)>
+  ];
+}
+
 #endif

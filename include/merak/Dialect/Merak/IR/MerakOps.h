@@ -41,6 +41,9 @@ template <typename ConcreteType>
 class AutocastKeepsInput : public OpTrait::TraitBase<ConcreteType, AutocastKeepsInput> {};
 template <typename ConcreteType>
 class AutocastBinary : public OpTrait::TraitBase<ConcreteType, AutocastBinary> {};
+/// The result's elements are elements of operand 0 (MerakBase.td).
+template <typename ConcreteType>
+class ForwardsElements : public OpTrait::TraitBase<ConcreteType, ForwardsElements> {};
 } // namespace mlir::merak
 
 namespace mlir::merak {
@@ -91,6 +94,9 @@ DeviceMesh getMesh(ModuleOp module);
 /// their last (class) axis -- merak-tensor-parallel's vocabulary
 /// parallelism; merak-attach-loss builds the vocab-parallel cross-entropy.
 constexpr llvm::StringLiteral kVocabParallelAttr = "merak.vocab_parallel";
+/// On an integer argument of @forward/@loss: the exclusive upper bound of
+/// its values (merak-record-index-limits; the manifest's index_limit).
+constexpr llvm::StringLiteral kIndexLimitAttr = "merak.index_limit";
 /// On such a result, when the vocabulary was padded to divide by tp: the
 /// real number of classes (the columns at global index >= it are padding).
 constexpr llvm::StringLiteral kVocabClassesAttr = "merak.vocab_classes";

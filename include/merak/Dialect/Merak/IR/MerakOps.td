@@ -212,7 +212,8 @@ def Merak_CastOp : Merak_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Merak_ReshapeOp : Merak_Op<"reshape", [Pure, Merak_AutocastKeepsInput]> {
+def Merak_ReshapeOp : Merak_Op<"reshape", [Pure, Merak_AutocastKeepsInput,
+    Merak_ForwardsElements]> {
   let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Row-major reshape to the result type's shape";
   let arguments = (ins Merak_Tensor:$input);
@@ -222,7 +223,7 @@ def Merak_ReshapeOp : Merak_Op<"reshape", [Pure, Merak_AutocastKeepsInput]> {
   let hasFolder = 1;
 }
 
-def Merak_BroadcastOp : Merak_Op<"broadcast", [Pure]> {
+def Merak_BroadcastOp : Merak_Op<"broadcast", [Pure, Merak_ForwardsElements]> {
   let summary = "Numpy broadcast to the result type's shape";
   let arguments = (ins Merak_Tensor:$input);
   let results = (outs Merak_Tensor:$result);
@@ -231,7 +232,8 @@ def Merak_BroadcastOp : Merak_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor, Merak_AutocastKeepsInput]> {
+def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor,
+    Merak_AutocastKeepsInput, Merak_ForwardsElements]> {
   let summary = "Permutes dimensions: result dim i is input dim perm[i]";
   let arguments = (ins Merak_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Merak_Tensor:$result);
@@ -239,7 +241,7 @@ def Merak_TransposeOp : Merak_Op<"transpose", [Pure, InferTypeOpAdaptor, Merak_A
   let hasFolder = 1;
 }
 
-def Merak_SliceOp : Merak_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Merak_SliceOp : Merak_Op<"slice", [Pure, InferTypeOpAdaptor, Merak_ForwardsElements]> {
   let summary = "Static strided slice";
   let description = [{
     One entry per dimension. For a positive stride the elements
@@ -275,7 +277,8 @@ def Merak_SplitOp : Merak_Op<"split", [Pure, InferTypeOpAdaptor, Merak_AutocastK
   }];
 }
 
-def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Merak_IndexOperandOpInterface>]> {
   let summary = "Takes slices of `data` along `axis` at `indices` (embedding lookup)";
   let description = [{
     ONNX Gather: `result[i..., j..., k...] = data[i..., indices[j...], k...]`
@@ -304,7 +307,8 @@ def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Merak_GatherElementsOp : Merak_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+def Merak_GatherElementsOp : Merak_Op<"gather_elements", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Merak_IndexOperandOpInterface>]> {
   let summary = "Takes elements along an axis (torch.gather / take_along_axis)";
   let arguments = (ins Merak_Tensor:$data, Merak_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Merak_Tensor:$result);
@@ -705,7 +709,8 @@ def Merak_DropoutOp : Merak_Op<"dropout", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]> {
+def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Merak_IndexOperandOpInterface>]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Fused softmax cross-entropy with integer class labels";
   let description = [{

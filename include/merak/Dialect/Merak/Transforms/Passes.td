@@ -72,6 +72,27 @@ def MerakRecordMesh : Pass<"merak-record-mesh", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakRecordIndexLimits : Pass<"merak-record-index-limits", "mlir::ModuleOp"> {
+  let summary = "[training] Records the range of the model's integer inputs (token ids)";
+  let description = [{
+    For every integer argument of `entry` (the imported `@forward`, before
+    merak-tensor-parallel splits the tables), follows its uses through ops
+    that forward elements (reshape, transpose, slice, broadcast) to the ops
+    that read it as indices (IndexOperandOpInterface: gather, gather_elements,
+    cross_entropy) and sets `merak.index_limit = N` on the argument, N the
+    smallest bound found (an embedding table's rows: the vocabulary). The
+    program writer puts it into the manifest, and the training program checks
+    the data against it when it opens the file, naming the file, the offset
+    and the value of the first id out of range. merak-attach-loss sets the
+    labels' limit (the classes of the logits).
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "[training] Megatron-LM tensor parallelism, found by graph structure";
   let description = [{
