@@ -4,6 +4,7 @@ The compiler runs in this process (merak._merak.compile, the same driver as
 merak-compile); its diagnostics become the message of CompileError.
 """
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -41,9 +42,21 @@ def _glob_escape(name):
     return "".join("\\" + c if c in "*?[]{}\\" else c for c in name)
 
 
+_SEVERITY = re.compile(r"\b(error|warning|remark|note): ")
+
+
 def _error_message(diagnostics):
-    """The compiler's errors, one per line (the whole text if none is marked)."""
-    lines = [l for l in diagnostics.splitlines() if "error:" in l]
+    """The compiler's errors, each with the lines that follow it up to the
+    next warning or remark (its notes, the source line and caret of a .mlir
+    input, a message's continuation lines); the whole text if no line is
+    marked as an error."""
+    lines, keep = [], False
+    for line in diagnostics.splitlines():
+        m = _SEVERITY.search(line)
+        if m and m.group(1) != "note":
+            keep = m.group(1) == "error"
+        if keep:
+            lines.append(line)
     return "\n".join(lines) if lines else diagnostics.strip() or "compilation failed"
 
 

@@ -19,16 +19,24 @@ Checks:
   gpt-devices2   the same GPT with devices=2 (the planner picks the mesh;
                  Program.plan says which): losses and parameters as above;
   errors         devices=N together with dp= raises ValueError; a failed run raises
-                 merak.TrainError with the rank's message; report() is the
-                 plan's JSON;
+                 merak.TrainError with the rank's error (not the notice that
+                 the job stops) and the exit status; report() is the plan's
+                 JSON;
   installed      `cmake --install --component python` to a prefix, and the
                  installed package (with its own copy of the runtime)
                  compiles and trains an MLP in a fresh interpreter;
   docs-example   the quick start of docs/python.md (its first python block)
-                 runs from the repository root and its loss falls.
+                 runs from the repository root and its loss falls;
+  train-errors   TrainError's message is the executable's last error line and
+                 the exit status (a bad --lr; fake executables: several error
+                 lines and the notice that the job stops, the runtime's fatal
+                 line without "error:", SIGSEGV);
+  compile-error-text  CompileError of a bad .mlir input holds each error with
+                 its source line, caret and note, not only the error lines.
 Ends with "N passed, M failed" (test/torch/check_runner.py).
 """
 import os
+import stat
 import subprocess
 import sys
 
@@ -321,8 +329,72 @@ def check_errors(env):
         prog.train(data=os.path.join(env.work, "no-such-tokens.bin"), steps=2, progress=False)
         return False, "a run without data did not raise"
     except m.TrainError as e:
-        ok = e.rank is not None and "no-such-tokens.bin" in str(e) and e.returncode != 0
+        # The cause, not the notice that follows it ("rank 0: stopping
+        # every rank of the job").
+        ok = (e.rank is not None and "train: error: token file" in str(e)
+              and "no-such-tokens.bin" in str(e) and "stopping" not in str(e)
+              and e.returncode != 0 and "(exit status %d)" % e.returncode in str(e))
         return ok, "TrainError: %s" % str(e).splitlines()[0]
+
+
+def check_train_errors(env):
+    """TrainError: the executable's last error line and the exit status."""
+    m = env.merak
+    results = []
+
+    def failure(prog, **kwargs):
+        data = {"x": np.zeros((8, 20), np.float32), "labels": np.zeros(8, np.int64)}
+        try:
+            prog.train(data=data, steps=2, progress=False, **kwargs)
+        except m.TrainError as e:
+            results.append(str(e))
+            return e
+        raise AssertionError("no TrainError")
+
+    prog = m.compile(em.MLP(), torch.zeros(B, 20), workdir=env.workdir("train-errors"))
+    e = failure(prog, lr="fast")
+    ok = ("train: error: --lr: expected a non-negative number, got 'fast' (exit status 2)"
+          in str(e) and e.returncode == 2 and e.rank == 0)
+
+    def fake(name, script):
+        """A Program whose executable is a shell script."""
+        d = env.workdir("train-errors-" + name)
+        path = os.path.join(d, "train")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + script + "\n")
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        return m.Program(executable=path, dp=1, tp=1, pp=1, workdir=d, report_json="",
+                         names={})
+
+    e = failure(fake("several", "echo 'train: warning: slow' >&2; echo 'train: error: first' "
+                                ">&2; echo 'train: error: the last one' >&2; echo 'train: "
+                                "error: rank 0: stopping every rank of the job' >&2; exit 1"))
+    ok = ok and str(e).endswith(": train: error: the last one (exit status 1)") \
+        and "train: error: first" in e.stderr
+    e = failure(fake("fatal", "echo 'merak runtime: bad request slot' >&2; exit 3"))
+    ok = ok and "merak runtime: bad request slot (exit status 3)" in str(e) and e.returncode == 3
+    e = failure(fake("segv", "kill -SEGV $$"))
+    ok = ok and str(e).endswith("on rank 0 of 1: killed by SIGSEGV") and e.returncode == -11
+    return ok, " | ".join(results)
+
+
+def check_compile_error_text(env):
+    """Each error of the compiler with the lines that belong to it."""
+    path = os.path.join(env.workdir("compile-error-text"), "bad.mlir")
+    with open(path, "w") as f:
+        f.write("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+                "  %0 = arith.addf %x, %x : tensor<4xf32>\n"
+                "  return %0 : tensor<4xf32>\n}\n")
+    try:
+        env.merak.compile(path, workdir=env.workdir("compile-error-text"))
+        return False, "no CompileError"
+    except env.merak.CompileError as e:
+        lines = str(e).splitlines()
+    ok = (len(lines) >= 4 and lines[0].startswith(path + ":2:")
+          and "error:" in lines[0] and lines[1].strip() == "%0 = arith.addf %x, %x : tensor<4xf32>"
+          and lines[2].strip() == "^" and any("note:" in l for l in lines)
+          and "cannot read" in lines[-1])
+    return ok, "CompileError:\n" + "\n".join(lines)
 
 
 INSTALLED_SCRIPT = """
@@ -380,6 +452,8 @@ CHECKS = {
     "installed": check_installed,
     "docs-example": check_docs_example,
     "precision": check_precision,
+    "train-errors": check_train_errors,
+    "compile-error-text": check_compile_error_text,
 }
 
 
