@@ -50,12 +50,15 @@ class Program:
     """What merak.compile returns. Attributes: `executable` (path),
     `ranks` (= dp * tp * pp), `dp`, `tp`, `pp`, `workdir`, `checkpoint_dir`,
     `metrics_path`, `diagnostics` (the compiler's summary lines),
-    `parameter_names` ({program name: [module names]}) and `torch_names`
-    ({module name: program name})."""
+    `parameter_names` ({program name: [module names]}), `torch_names`
+    ({module name: program name}) and `exporter` (which torch.onnx exporter
+    wrote the module's ONNX file: "dynamo" or "torchscript"; None when an
+    ONNX file was given)."""
 
     def __init__(self, executable, dp, tp, pp, workdir, report_json, names, diagnostics="",
-                 source=None):
+                 source=None, exporter=None):
         self.executable = executable
+        self.exporter = exporter
         self.dp, self.tp, self.pp = dp, tp, pp
         self.ranks = dp * tp * pp
         self.workdir = workdir
