@@ -15,5 +15,6 @@ the quick start.
 """
 from .compiler import CompileError, compile  # noqa: F401  (shadows the builtin on purpose)
 from .program import Program, TrainError  # noqa: F401
+from .trace_checks import TraceSpecializationWarning  # noqa: F401
 
-__all__ = ["compile", "Program", "CompileError", "TrainError"]
+__all__ = ["compile", "Program", "CompileError", "TrainError", "TraceSpecializationWarning"]

@@ -4,6 +4,7 @@ The compiler runs in this process (merak._merak.compile, the same driver as
 merak-compile); its diagnostics become the message of CompileError.
 """
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -12,11 +13,13 @@ import weakref
 from . import _merak
 from .export import export_module, onnx_parameter_names
 from .program import Program
+from .trace_checks import ExportRefused
 
 
 class CompileError(RuntimeError):
     """merak could not compile the model. The message holds the compiler's
-    diagnostics (each error with the ONNX node or flag it is about);
+    errors (each with the ONNX node or flag it is about, and the lines that
+    belong to it), or why the module cannot be exported faithfully;
     `diagnostics` is everything the compiler printed."""
 
     def __init__(self, message, diagnostics=""):
@@ -41,9 +44,21 @@ def _glob_escape(name):
     return "".join("\\" + c if c in "*?[]{}\\" else c for c in name)
 
 
+_SEVERITY = re.compile(r"\b(error|warning|remark|note): ")
+
+
 def _error_message(diagnostics):
-    """The compiler's errors, one per line (the whole text if none is marked)."""
-    lines = [l for l in diagnostics.splitlines() if "error:" in l]
+    """The compiler's errors, each with the lines that follow it up to the
+    next warning or remark (its notes, the source line and caret of a .mlir
+    input, a message's continuation lines); the whole text if no line is
+    marked as an error."""
+    lines, keep = [], False
+    for line in diagnostics.splitlines():
+        m = _SEVERITY.search(line)
+        if m and m.group(1) != "note":
+            keep = m.group(1) == "error"
+        if keep:
+            lines.append(line)
     return "\n".join(lines) if lines else diagnostics.strip() or "compilation failed"
 
 
@@ -57,7 +72,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             opt=None, loss="cross-entropy",
             logits=None, labels="next-token", frozen=(), input_shapes=None, target="cpu",
             workdir=None, output=None, input_names=None, output_names=None, opset=17,
-            verbose=False, recompute=None):
+            verbose=False, recompute=None, allow_trace_specialization=False):
     """Compiles `model` (a torch.nn.Module, or the path of an .onnx/.onnxtxt
     file) into a training executable and returns its Program.
 
@@ -86,6 +101,15 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     export, executable, checkpoints and metrics (default: a temporary
     directory removed with the Program); `output` names the executable.
     Raises CompileError with the compiler's diagnostics on failure.
+
+    A module whose forward cannot be exported faithfully raises
+    CompileError naming the file and line: control flow on tensor values
+    (`if x.sum() > 0`, `int(n)`, `.item()`, iterating over a tensor), which
+    the trace would fix to the example inputs' path, and custom
+    torch.autograd.Functions without an ONNX `symbolic` (their backward
+    would be dropped). allow_trace_specialization=True compiles the traced
+    path of the former and reports each place as a
+    merak.TraceSpecializationWarning instead.
     """
     mesh = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "schedule": schedule}
     if devices is not None:
@@ -110,8 +134,11 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     try:
-        source, module_frozen, shapes, names = _source(
-            model, example_inputs, workdir, input_names, output_names, opset, verbose)
+        source, module_frozen, shapes, names, exporter = _source(
+            model, example_inputs, workdir, input_names, output_names, opset, verbose,
+            allow_trace_specialization)
+        if verbose and exporter:
+            sys.stderr.write("merak.compile: exported with the %s exporter\n" % exporter)
         o = _merak.CompileOptions()
         o.input = source
         o.compile_to = "binary"
@@ -168,7 +195,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             dp, tp, pp = chosen["dp"], chosen["tp"], chosen["pp"]
         prog = Program(executable=o.output, dp=dp, tp=tp, pp=pp, workdir=workdir,
                        report_json=result.report, names=names,
-                       diagnostics=result.diagnostics, source=source)
+                       diagnostics=result.diagnostics, source=source, exporter=exporter)
     except BaseException:
         if cleanup:
             shutil.rmtree(cleanup, ignore_errors=True)
@@ -178,22 +205,26 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     return prog
 
 
-def _source(model, example_inputs, workdir, input_names, output_names, opset, verbose):
+def _source(model, example_inputs, workdir, input_names, output_names, opset, verbose,
+            allow_trace_specialization):
     """(the model file, names to freeze, {input: shape} to bind, parameter
-    names): the file itself, or the module exported into `workdir`."""
+    names, the exporter used or None): the file itself, or the module
+    exported into `workdir`."""
     if isinstance(model, (str, os.PathLike)):
         source = os.path.abspath(os.fspath(model))
         if not os.path.isfile(source):
             raise FileNotFoundError("merak.compile: no model file '%s'" % source)
-        return source, [], {}, onnx_parameter_names(source, None)
+        return source, [], {}, onnx_parameter_names(source, None), None
     if example_inputs is None:
         raise TypeError("merak.compile: a torch.nn.Module needs example_inputs "
                         "(a tensor or a tuple of tensors)")
     source = os.path.join(workdir, "model.onnx")
     try:
-        frozen, shapes = export_module(model, example_inputs, source, input_names=input_names,
-                                       output_names=output_names, opset=opset,
-                                       verbose=verbose)
+        frozen, shapes, exporter = export_module(
+            model, example_inputs, source, input_names=input_names, output_names=output_names,
+            opset=opset, verbose=verbose, allow_trace_specialization=allow_trace_specialization)
+    except ExportRefused as e:
+        raise CompileError(str(e)) from None
     except (RuntimeError, ValueError, TypeError) as e:
         raise CompileError("merak.compile: torch.onnx.export failed: %s" % e) from e
-    return source, frozen, shapes, onnx_parameter_names(source, model)
+    return source, frozen, shapes, onnx_parameter_names(source, model), exporter

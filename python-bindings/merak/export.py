@@ -7,11 +7,19 @@ pre-transpose weights), parameter names kept, so that the program's
 parameters (and its checkpoints) carry the module's state_dict names. A
 weight tied to another (an LM head sharing the embedding) is exported once,
 under one of its names; `aliases` gives every name of each tensor.
+
+With torch >= 2.5 the dynamo exporter (torch.export) is tried first: it
+refuses data-dependent control flow itself. Otherwise, or when it fails,
+the TorchScript exporter traces the module. Either way trace_checks watches
+the export and refuses what the ONNX file would not compute faithfully
+(control flow on tensor values, custom autograd Functions).
 """
 import contextlib
 import inspect
 import io
 import warnings
+
+from .trace_checks import ExportGuard
 
 
 def _input_names(model, count):
@@ -34,11 +42,15 @@ def frozen_names(model):
 
 
 def export_module(model, example_inputs, path, input_names=None, output_names=None, opset=17,
-                  verbose=False):
+                  verbose=False, allow_trace_specialization=False):
     """Exports `model` to `path` with a dynamic batch (the leading
     dimension of every input), so that merak can re-import it with the
     per-rank batch of data parallelism and micro-batches. Returns (the
-    names to freeze, {input name: example shape} to bind the batch to)."""
+    names to freeze, {input name: example shape} to bind the batch to, the
+    exporter used: "dynamo" or "torchscript"). Raises
+    trace_checks.ExportRefused when the export would not compute what the
+    module does (with allow_trace_specialization, control flow on tensor
+    values is a TraceSpecializationWarning instead)."""
     import torch
 
     if isinstance(example_inputs, torch.Tensor):
@@ -47,30 +59,73 @@ def export_module(model, example_inputs, path, input_names=None, output_names=No
     if not all(isinstance(t, torch.Tensor) for t in example_inputs):
         raise TypeError("example_inputs must be tensors (a tensor or a tuple of tensors)")
     input_names = list(input_names or _input_names(model, len(example_inputs)))
-    dynamic = {n: {0: "batch"} for n, t in zip(input_names, example_inputs) if t.dim() > 0}
+    common = dict(opset_version=opset, input_names=input_names,
+                  output_names=list(output_names) if output_names else None,
+                  export_params=True,
+                  dynamic_axes={n: {0: "batch"} for n, t in zip(input_names, example_inputs)
+                                if t.dim() > 0})
     shapes = {n: list(t.shape) for n, t in zip(input_names, example_inputs) if t.dim() > 0}
-    # The export traces one forward in training mode, which would update
+    guard = ExportGuard(allow_trace_specialization, verbose)
+    # The export runs one forward in training mode, which would update
     # BatchNorm's running statistics: the module's buffers are put back.
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
-    # torch 1.13 prints a diagnostic summary and warns about training-mode
-    # exports; keep that for verbose=True.
-    quiet = contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
     try:
-        with quiet, warnings.catch_warnings():
-            if not verbose:
-                warnings.simplefilter("ignore")
-            torch.onnx.export(model, example_inputs, path, opset_version=opset,
-                              input_names=input_names,
-                              output_names=list(output_names) if output_names else None,
-                              training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False, export_params=True,
-                              dynamic_axes=dynamic)
+        exporter = _export(torch, guard, model, example_inputs, path, common,
+                           lambda: _restore_buffers(model, saved), verbose)
     finally:
-        with torch.no_grad():
-            for n, b in model.named_buffers():
-                if n in saved:
-                    b.copy_(saved[n])
-    return frozen_names(model), shapes
+        _restore_buffers(model, saved)
+    guard.check()
+    return frozen_names(model), shapes, exporter
+
+
+def _export(torch, guard, model, example_inputs, path, common, restore, verbose):
+    """Writes `path` with the dynamo exporter where torch has one (its
+    torch.onnx.export takes dynamo=), else, or when it fails, with the
+    TorchScript exporter; returns which one wrote it."""
+    # torch 1.13 prints a diagnostic summary; keep that for verbose=True
+    # (the warnings are recorded by `guard`, shown by its check()).
+    def quiet():
+        return contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO())
+
+    parameters = inspect.signature(torch.onnx.export).parameters
+    if "dynamo" in parameters:
+        # Untested here (Debian's torch is 1.13): the path of torch >= 2.5.
+        options = {k: False for k in ("optimize", "fallback") if k in parameters}
+        try:
+            with quiet(), guard.recording(classify=False), guard.watching_functions(), \
+                    _training(model):
+                torch.onnx.export(model, example_inputs, path, dynamo=True, **common, **options)
+            return "dynamo"
+        except Exception as e:  # noqa: BLE001  (any failure: TorchScript may still do)
+            restore()
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            warnings.warn("merak.compile: the dynamo exporter failed (%s); exporting with "
+                          "TorchScript" % first)
+    with quiet(), guard.recording(), guard.watching_functions():
+        torch.onnx.export(model, example_inputs, path,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, **common)
+    return "torchscript"
+
+
+@contextlib.contextmanager
+def _training(model):
+    """The module (every submodule) in training mode, then as it was."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.train()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def _restore_buffers(model, saved):
+    import torch
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            if n in saved:
+                b.copy_(saved[n])
 
 
 def aliases(model):

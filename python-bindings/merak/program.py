@@ -18,10 +18,17 @@ from . import _config
 from . import checkpoint as _checkpoint
 
 
+# What a rank of several prints after its error, before MPI_Abort
+# (runtime/src/train_main.cpp): not the cause.
+_ABORT_NOTICE = "stopping every rank of the job"
+
+
 class TrainError(RuntimeError):
-    """A run of the executable failed. `rank` is the failing rank (None if
-    unknown), `returncode` the launcher's exit status, `stderr` every rank's
-    error output."""
+    """A run of the executable failed. The message is the failing rank's
+    last `train: error: ...` line (or the last line it printed) and the exit
+    status; `rank` is the failing rank (None if unknown), `returncode` the
+    exit status (of mpirun for several ranks; negative: killed by that
+    signal), `stderr` every rank's error output."""
 
     def __init__(self, message, rank=None, returncode=None, stderr=""):
         super().__init__(message)
@@ -43,12 +50,15 @@ class Program:
     """What merak.compile returns. Attributes: `executable` (path),
     `ranks` (= dp * tp * pp), `dp`, `tp`, `pp`, `workdir`, `checkpoint_dir`,
     `metrics_path`, `diagnostics` (the compiler's summary lines),
-    `parameter_names` ({program name: [module names]}) and `torch_names`
-    ({module name: program name})."""
+    `parameter_names` ({program name: [module names]}), `torch_names`
+    ({module name: program name}) and `exporter` (which torch.onnx exporter
+    wrote the module's ONNX file: "dynamo" or "torchscript"; None when an
+    ONNX file was given)."""
 
     def __init__(self, executable, dp, tp, pp, workdir, report_json, names, diagnostics="",
-                 source=None):
+                 source=None, exporter=None):
         self.executable = executable
+        self.exporter = exporter
         self.dp, self.tp, self.pp = dp, tp, pp
         self.ranks = dp * tp * pp
         self.workdir = workdir
@@ -195,32 +205,52 @@ class Program:
         return p.returncode, launcher_err
 
     def _failure(self, rc, logs, launcher_err):
-        """TrainError with the failing rank's message: the rank that reports
-        an error other than a peer's death, else the lowest with an error,
-        else the one the launcher says died."""
-        errors, everything = {}, []
+        """TrainError with the failing rank's last error line (not the
+        notice that it stops the job, which follows the cause): the rank
+        that reports an error other than a peer's death, else the lowest
+        with an error; without any `error:` line (a crash, the runtime's own
+        fatal message), the last line a rank printed, or the launcher's word
+        on which rank died. The message ends with the exit status."""
+        errors, last_lines, everything = {}, {}, []
         for name in sorted(os.listdir(logs), key=lambda n: (len(n), n)):
-            m = re.match(r"rank-(\d+)\.txt$", name)
+            m = re.match(r"rank-(\d+|x)\.txt$", name)  # x: a launcher that names no rank
             if not m:
                 continue
+            rank = int(m.group(1)) if m.group(1) != "x" else None
             with open(os.path.join(logs, name), errors="replace") as f:
                 text = f.read()
             if text.strip():
                 everything.append("rank %s:\n%s" % (m.group(1), text.rstrip()))
-            lines = [l for l in text.splitlines() if "error:" in l]
-            if lines:
-                errors[int(m.group(1))] = "\n".join(lines)
+            lines = [l.strip() for l in text.splitlines() if l.strip()]
+            marked = [l for l in lines if "error:" in l]
+            causes = [l for l in marked if not l.endswith(_ABORT_NOTICE)]
+            if marked:
+                errors[rank] = (causes or marked)[-1]
+            elif lines:
+                last_lines[rank] = lines[-1]
         stderr = "\n".join(everything + ([launcher_err.rstrip()] if launcher_err.strip() else []))
-        primary = [r for r, t in sorted(errors.items()) if "peer rank may have died" not in t]
-        rank = (primary or sorted(errors) or [None])[0]
-        if rank is not None:
+
+        def ranks(found):
+            return sorted(found, key=lambda r: (r is None, r or 0))
+        primary = [r for r in ranks(errors) if "peer rank may have died" not in errors[r]]
+        died = re.search(r"process rank (\d+).*", launcher_err)
+        if errors:
+            rank = (primary or ranks(errors))[0]
             msg = errors[rank]
+        elif last_lines:
+            rank = ranks(last_lines)[0]
+            msg = last_lines[rank]
+        elif died:
+            rank, msg = int(died.group(1)), died.group(0)
         else:
-            died = re.search(r"process rank (\d+).*", launcher_err)
-            rank = int(died.group(1)) if died else None
-            msg = died.group(0) if died else (launcher_err.strip() or "exit status %d" % rc)
+            launcher_lines = launcher_err.strip().splitlines()
+            rank, msg = None, launcher_lines[-1] if launcher_lines else ""
+        if rank is None and self.ranks == 1:
+            rank = 0
         where = " on rank %d of %d" % (rank, self.ranks) if rank is not None else ""
-        return TrainError("merak: training failed%s: %s" % (where, msg), rank, rc, stderr)
+        status = _exit_status(rc)
+        return TrainError("merak: training failed%s: %s" % (
+            where, "%s (%s)" % (msg, status) if msg else status), rank, rc, stderr)
 
     # --- results ------------------------------------------------------------
 
@@ -267,6 +297,17 @@ class Program:
         if missing:
             raise ValueError("merak: the checkpoint lacks parameters %s" % ", ".join(missing))
         return loaded
+
+
+def _exit_status(rc):
+    """'exit status N', or the signal that ended the process."""
+    if rc >= 0:
+        return "exit status %d" % rc
+    import signal
+    try:
+        return "killed by %s" % signal.Signals(-rc).name
+    except ValueError:
+        return "killed by signal %d" % -rc
 
 
 def _isatty(stream):

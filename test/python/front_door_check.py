@@ -19,18 +19,40 @@ Checks:
   gpt-devices2   the same GPT with devices=2 (the planner picks the mesh;
                  Program.plan says which): losses and parameters as above;
   errors         devices=N together with dp= raises ValueError; a failed run raises
-                 merak.TrainError with the rank's message; report() is the
-                 plan's JSON;
+                 merak.TrainError with the rank's error (not the notice that
+                 the job stops) and the exit status; report() is the plan's
+                 JSON;
   installed      `cmake --install --component python` to a prefix, and the
                  installed package (with its own copy of the runtime)
                  compiles and trains an MLP in a fresh interpreter;
   docs-example   the quick start of docs/python.md (its first python block)
-                 runs from the repository root and its loss falls.
+                 runs from the repository root and its loss falls;
+  trace-if       a forward that branches on a tensor value raises
+                 CompileError naming this file and the line of the `if`;
+  trace-loop     a loop run int(tensor) times: CompileError naming the line;
+  trace-allow    the `if` with allow_trace_specialization=True compiles, with
+                 a TraceSpecializationWarning at the line of the `if`;
+  trace-shapes   an assert on x.size() (shapes only) compiles with a
+                 TraceSpecializationWarning, not an error;
+  trace-ordinary the GPT, the MLP and nn.TransformerEncoder (whose torch code
+                 raises TracerWarnings of its own) compile with no
+                 TraceSpecializationWarning;
+  custom-function a custom torch.autograd.Function without `symbolic` raises
+                 CompileError naming it and where it is applied; the same
+                 Function with a `symbolic` compiles;
+  train-errors   TrainError's message is the executable's last error line and
+                 the exit status (a bad --lr; fake executables: several error
+                 lines and the notice that the job stops, the runtime's fatal
+                 line without "error:", SIGSEGV);
+  compile-error-text  CompileError of a bad .mlir input holds each error with
+                 its source line, caret and note, not only the error lines.
 Ends with "N passed, M failed" (test/torch/check_runner.py).
 """
 import os
+import stat
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -321,8 +343,226 @@ def check_errors(env):
         prog.train(data=os.path.join(env.work, "no-such-tokens.bin"), steps=2, progress=False)
         return False, "a run without data did not raise"
     except m.TrainError as e:
-        ok = e.rank is not None and "no-such-tokens.bin" in str(e) and e.returncode != 0
+        # The cause, not the notice that follows it ("rank 0: stopping
+        # every rank of the job").
+        ok = (e.rank is not None and "train: error: token file" in str(e)
+              and "no-such-tokens.bin" in str(e) and "stopping" not in str(e)
+              and e.returncode != 0 and "(exit status %d)" % e.returncode in str(e))
         return ok, "TrainError: %s" % str(e).splitlines()[0]
+
+
+def line_of(marker):
+    """The number of the line of this file that ends with the comment `marker`."""
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if line.rstrip().endswith("# " + marker):
+                return number
+    raise LookupError(marker)
+
+
+class BranchOnValue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:  # trace-if
+            return self.fc(x)
+        return self.fc(-x)
+
+
+class LoopOnValue(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x):
+        for _ in range(int(x.abs().sum()) % 3 + 1):  # trace-loop
+            x = torch.relu(self.fc(x))
+        return self.out(x)
+
+
+class AssertOnShape(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        _, features = x.size()
+        assert features <= 8, "too many features"  # trace-shapes
+        return self.fc(x)
+
+
+class Cube(torch.autograd.Function):
+    """x**3 with a hand-written backward, which the export would drop."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return 3 * x * x * grad
+
+
+class CubeWithSymbolic(Cube):
+    @staticmethod
+    def symbolic(g, x):
+        return g.op("Mul", g.op("Mul", x, x), x)
+
+
+class UsesFunction(nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(self.function.apply(x))  # custom-function
+
+
+def compile_error(env, model, name, **kwargs):
+    """The CompileError text of compiling `model` (None: it compiled)."""
+    try:
+        env.merak.compile(model, torch.ones(B, 8), workdir=env.workdir(name), **kwargs)
+    except env.merak.CompileError as e:
+        return str(e)
+    return None
+
+
+def check_trace_error(env, model, marker, what):
+    """CompileError naming this file, the marked line and `what` the
+    forward did there, and the way out."""
+    text = compile_error(env, model, marker)
+    if text is None:
+        return False, "compiled without a CompileError"
+    where = "%s:%d" % (__file__, line_of(marker))
+    ok = (where in text and what in text and "allow_trace_specialization=True" in text
+          and "depends on tensor values" in text)
+    return ok, "CompileError (expected %s and %r): %s" % (where, what, text)
+
+
+def specialization_warnings(env, records):
+    return [r for r in records if issubclass(r.category, env.merak.TraceSpecializationWarning)]
+
+
+def check_trace_allow(env):
+    """allow_trace_specialization=True: the `if` compiles, reported at its line."""
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        prog = env.merak.compile(BranchOnValue(), torch.ones(B, 8),
+                                 allow_trace_specialization=True,
+                                 workdir=env.workdir("trace-allow"))
+    found = [(r.filename, r.lineno, str(r.message))
+             for r in specialization_warnings(env, records)]
+    ok = (os.path.isfile(prog.executable) and prog.exporter == "torchscript"
+          and [(f, l) for f, l, _ in found] == [(__file__, line_of("trace-if"))]
+          and "Python boolean" in found[0][2] and "allow_trace_specialization" in found[0][2])
+    return ok, "exporter %s; warnings %s" % (prog.exporter, found)
+
+
+def check_trace_shapes(env):
+    """A condition on sizes alone is a warning, not an error."""
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        text = compile_error(env, AssertOnShape(), "trace-shapes")
+    found = [(r.filename, r.lineno, str(r.message))
+             for r in specialization_warnings(env, records)]
+    ok = (text is None and [(f, l) for f, l, _ in found] == [(__file__, line_of("trace-shapes"))]
+          and "depends only on tensor shapes" in found[0][2])
+    return ok, "CompileError: %s; warnings %s" % (text, found)
+
+
+def check_trace_ordinary(env):
+    """The repository's ordinary models: no error, no specialization warning
+    (nn.TransformerEncoder's own TracerWarnings come from torch's files)."""
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+                                       batch_first=True)
+    encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    models = (("gpt", gpt(), (torch.zeros(B, T, dtype=torch.int64),)),
+              ("mlp", em.MLP(), torch.zeros(B, 20)),
+              ("encoder", encoder, torch.zeros(B, T, 32)))
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        for name, model, inputs in models:
+            env.merak.compile(model, inputs, workdir=env.workdir("trace-ordinary-" + name))
+    found = [(r.filename, r.lineno, str(r.message))
+             for r in specialization_warnings(env, records)]
+    tracer = sum(r.category is torch.jit.TracerWarning for r in records)
+    return not found, "3 models compiled; TraceSpecializationWarnings %s; TracerWarnings " \
+        "passed on: %d" % (found, tracer)
+
+
+def check_custom_function(env):
+    text = compile_error(env, UsesFunction(Cube), "custom-function")
+    where = "%s:%d" % (__file__, line_of("custom-function"))
+    ok = (text is not None and "torch.autograd.Function %s.Cube" % __name__ in text
+          and where in text and "symbolic" in text)
+    with_symbolic = compile_error(env, UsesFunction(CubeWithSymbolic), "custom-function-symbolic")
+    ok = ok and with_symbolic is None
+    return ok, "CompileError: %s; with a symbolic: %s" % (text, with_symbolic or "compiles")
+
+
+def check_train_errors(env):
+    """TrainError: the executable's last error line and the exit status."""
+    m = env.merak
+    results = []
+
+    def failure(prog, **kwargs):
+        data = {"x": np.zeros((8, 20), np.float32), "labels": np.zeros(8, np.int64)}
+        try:
+            prog.train(data=data, steps=2, progress=False, **kwargs)
+        except m.TrainError as e:
+            results.append(str(e))
+            return e
+        raise AssertionError("no TrainError")
+
+    prog = m.compile(em.MLP(), torch.zeros(B, 20), workdir=env.workdir("train-errors"))
+    e = failure(prog, lr="fast")
+    ok = ("train: error: --lr: expected a non-negative number, got 'fast' (exit status 2)"
+          in str(e) and e.returncode == 2 and e.rank == 0)
+
+    def fake(name, script):
+        """A Program whose executable is a shell script."""
+        d = env.workdir("train-errors-" + name)
+        path = os.path.join(d, "train")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + script + "\n")
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        return m.Program(executable=path, dp=1, tp=1, pp=1, workdir=d, report_json="",
+                         names={})
+
+    e = failure(fake("several", "echo 'train: warning: slow' >&2; echo 'train: error: first' "
+                                ">&2; echo 'train: error: the last one' >&2; echo 'train: "
+                                "error: rank 0: stopping every rank of the job' >&2; exit 1"))
+    ok = ok and str(e).endswith(": train: error: the last one (exit status 1)") \
+        and "train: error: first" in e.stderr
+    e = failure(fake("fatal", "echo 'merak runtime: bad request slot' >&2; exit 3"))
+    ok = ok and "merak runtime: bad request slot (exit status 3)" in str(e) and e.returncode == 3
+    e = failure(fake("segv", "kill -SEGV $$"))
+    ok = ok and str(e).endswith("on rank 0 of 1: killed by SIGSEGV") and e.returncode == -11
+    return ok, " | ".join(results)
+
+
+def check_compile_error_text(env):
+    """Each error of the compiler with the lines that belong to it."""
+    path = os.path.join(env.workdir("compile-error-text"), "bad.mlir")
+    with open(path, "w") as f:
+        f.write("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+                "  %0 = arith.addf %x, %x : tensor<4xf32>\n"
+                "  return %0 : tensor<4xf32>\n}\n")
+    try:
+        env.merak.compile(path, workdir=env.workdir("compile-error-text"))
+        return False, "no CompileError"
+    except env.merak.CompileError as e:
+        lines = str(e).splitlines()
+    ok = (len(lines) >= 4 and lines[0].startswith(path + ":2:")
+          and "error:" in lines[0] and lines[1].strip() == "%0 = arith.addf %x, %x : tensor<4xf32>"
+          and lines[2].strip() == "^" and any("note:" in l for l in lines)
+          and "cannot read" in lines[-1])
+    return ok, "CompileError:\n" + "\n".join(lines)
 
 
 INSTALLED_SCRIPT = """
@@ -380,6 +620,16 @@ CHECKS = {
     "installed": check_installed,
     "docs-example": check_docs_example,
     "precision": check_precision,
+    "trace-if": lambda e: check_trace_error(e, BranchOnValue(), "trace-if",
+                                            "converts a tensor to a Python boolean"),
+    "trace-loop": lambda e: check_trace_error(e, LoopOnValue(), "trace-loop",
+                                              "converts a tensor to a Python integer"),
+    "trace-allow": check_trace_allow,
+    "trace-shapes": check_trace_shapes,
+    "trace-ordinary": check_trace_ordinary,
+    "custom-function": check_custom_function,
+    "train-errors": check_train_errors,
+    "compile-error-text": check_compile_error_text,
 }
 
 
