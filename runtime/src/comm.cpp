@@ -18,6 +18,7 @@
 
 #include "merak_rt/comm.h"
 
+#include "heartbeat.h"
 #include "ops_util.h"
 
 // Only MPI's C API (linked as MPI::MPI_C / libmpi): no C++ bindings, which
@@ -35,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <thread>
 
 namespace merak::rt {
@@ -155,6 +157,9 @@ struct Comm::Impl {
            tp = MPI_COMM_NULL;
   double timeout = 60.0;
   int64_t chunk = INT_MAX;
+  // Progress stamps shared by this node's ranks (heartbeat.h).
+  MPI_Win heartbeatWin = MPI_WIN_NULL;
+  std::unique_ptr<Heartbeat> heartbeat;
 
   struct Slot {
     std::vector<MPI_Request> reqs;
@@ -251,6 +256,17 @@ struct Comm::Impl {
   /// Polls the requests of slots ids until all complete. On success or
   /// error the slots are released.
   Status waitSlots(SlotIds ids, const char *what) {
+    struct Waiting { // the heartbeat shows this rank waiting until it returns
+      Heartbeat *h;
+      explicit Waiting(Heartbeat *h) : h(h) {
+        if (h)
+          h->enterWait();
+      }
+      ~Waiting() {
+        if (h)
+          h->leaveWait();
+      }
+    } waiting(heartbeat.get());
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
     std::string error;
@@ -296,11 +312,16 @@ struct Comm::Impl {
       if (elapsed > timeout) {
         char t[32];
         std::snprintf(t, sizeof t, "%g", timeout);
+        std::string cause =
+            heartbeat ? heartbeat->diagnose() : std::string("a peer rank may have died");
+        if (heartbeat)
+          heartbeat->markAborting();
         abortJob(std::string(what) + " on the " + axisName(pending) +
-                     " group did not complete within " + t +
-                     " s (a peer rank may have died)",
+                     " group did not complete within " + t + " s; " + cause,
                  1);
       }
+      if (heartbeat)
+        heartbeat->poll();
       if (elapsed < 0.002) {
         sched_yield();
       } else {
@@ -330,6 +351,9 @@ Comm::~Comm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
+    impl_->heartbeat.reset();
+    if (impl_->heartbeatWin != MPI_WIN_NULL)
+      MPI_Win_free(&impl_->heartbeatWin);
     for (MPI_Comm *c : {&impl_->pp, &impl_->dp, &impl_->tp, &impl_->world})
       if (*c != MPI_COMM_NULL)
         MPI_Comm_free(c);
@@ -451,6 +475,23 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
       return fail("MPI_Comm_split_type", rc);
     MPI_Comm_rank(node, &impl->localRank);
     MPI_Comm_size(node, &impl->localSize);
+    // One heartbeat slot per rank of the node, contiguous from local rank 0.
+    void *mine = nullptr;
+    rc = MPI_Win_allocate_shared(sizeof(Heartbeat::Slot), sizeof(Heartbeat::Slot),
+                                 MPI_INFO_NULL, node, &mine, &impl->heartbeatWin);
+    if (rc != MPI_SUCCESS)
+      return fail("MPI_Win_allocate_shared", rc);
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    void *first = nullptr;
+    rc = MPI_Win_shared_query(impl->heartbeatWin, 0, &bytes, &unit, &first);
+    if (rc != MPI_SUCCESS)
+      return fail("MPI_Win_shared_query", rc);
+    auto *slots = static_cast<Heartbeat::Slot *>(first);
+    new (slots + impl->localRank) Heartbeat::Slot();
+    impl->heartbeat =
+        std::make_unique<Heartbeat>(slots, impl->localSize, impl->localRank, impl->rank);
+    MPI_Barrier(node); // every slot initialised before anyone reads one
     MPI_Comm_free(&node);
   }
   std::unique_ptr<Comm> comm(new Comm(std::move(impl)));

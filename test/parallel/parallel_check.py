@@ -29,6 +29,8 @@ the tensor-parallel ranks of a data-parallel rank share its rows). Checks:
                      naming both counts;
   dead-rank          a rank killed mid-run ends the whole job non-zero within
                      60 s, and the output names the rank.
+  stopped-rank       a rank stopped (SIGSTOP) mid-run: the job ends non-zero
+                     within 60 s, and the ranks that time out name it.
 Ends with "N passed, M failed".
 """
 import json
@@ -328,6 +330,50 @@ def check_dead_rank(env):
         p.returncode, secs, next((l for l in out.splitlines() if "signal" in l), "").strip())
 
 
+def check_stopped_rank(env):
+    """dp 2 x tp 2: rank 2 is stopped (SIGSTOP) mid-run. With a 5 s
+    communication timeout the job ends non-zero within 60 s, and the ranks
+    that time out name rank 2 as stopped (the node's heartbeat), not
+    themselves."""
+    exe = env.program("sgd", 2, 2)
+    p = subprocess.Popen(MPIRUN + ["-np", "4", "-x", "MERAK_COMM_TIMEOUT=5", exe, "--data",
+                                   env.data, "--steps", "1000000", "--sampler", "sequential",
+                                   "--log-every", "1000000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env)
+    time.sleep(3)
+    stopped = None
+    out = subprocess.run(["pgrep", "-P", str(p.pid)], stdout=subprocess.PIPE).stdout.decode()
+    for pid in out.split():
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if b"OMPI_COMM_WORLD_RANK=2\0" in f.read():
+                    stopped = int(pid)
+        except OSError:
+            pass
+    if stopped is None:
+        p.kill()
+        return False, "rank 2's process not found under mpirun"
+    os.kill(stopped, signal.SIGSTOP)
+    start = time.time()
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        os.kill(stopped, signal.SIGKILL)
+        return False, "the job did not end within 60 s of the stop"
+    secs = time.time() - start
+    out = out.decode()
+    # The first rank to time out names rank 2; the later ones may run after
+    # mpirun began ending the job (it sends SIGCONT), but none blames another.
+    want = "rank 2 (pid %d, this host) is stopped" % stopped
+    lines = [l for l in out.splitlines() if "did not complete" in l]
+    ok = (p.returncode != 0 and lines and want in lines[0]
+          and not any(re.search(r"rank [013] \(pid", l) for l in lines))
+    if not ok:
+        return False, "exit %d after %.1f s:\n%s" % (p.returncode, secs, out[-3000:])
+    return ok, "exit %d after %.1f s; %s" % (p.returncode, secs, lines[0].strip())
+
+
 def check_kill_while_checkpointing(env):
     """dp 2 x tp 2 (4 ranks, sharded pieces), a checkpoint every step; one
     rank is SIGKILLed mid-run, several times at different delays. Every
@@ -412,7 +458,8 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "zero-memory": check_zero_memory,
           "zero-padding": check_zero_padding,
           "launch-mismatch": check_launch_mismatch,
-          "dead-rank": check_dead_rank}
+          "dead-rank": check_dead_rank,
+          "stopped-rank": check_stopped_rank}
 
 
 def main():

@@ -50,11 +50,16 @@
 //  * A rank that exits non-zero without MPI_Finalize (e.g. after printing a
 //    Status error): mpirun aborts the job ("... 1 process returned a
 //    non-zero exit code. Per user-direction, the job has been aborted.").
-//  * A rank that is alive but never joins (hang, deadlock, a lost node that
-//    mpirun cannot see): wait/waitAll poll with MPI_Test and, past
+//  * A rank that is alive but never joins (hang, deadlock, SIGSTOP, a lost
+//    node that mpirun cannot see): wait/waitAll poll with MPI_Test and, past
 //    timeoutSeconds(), print "train: error: rank R: <what> on the <axis>
-//    group did not complete within T s (a peer rank may have died)" and
-//    MPI_Abort(MPI_COMM_WORLD, 1), which makes mpirun end every rank.
+//    group did not complete within T s; the rank it waits for: rank S (pid
+//    P, this host) is stopped | is not waiting on any communication | hangs
+//    inside a communication (its last communication ended X s ago)" -- the
+//    ranks of a node share progress stamps (src/heartbeat.h), so the rank
+//    that stopped is named, not the ones that wait; a rank on another node
+//    is named by its own node's ranks -- and MPI_Abort(MPI_COMM_WORLD, 1),
+//    which makes mpirun end every rank.
 //    (When several ranks time out at once, mpirun 4.1.4 may also print
 //    "ORTE_ERROR_LOG: Data unpack would read past end of buffer ...
 //    show_help.c": harmless noise from its help-message aggregation.)
