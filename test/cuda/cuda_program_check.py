@@ -12,7 +12,7 @@ CHECK:
                  (both: ./train --help runs anywhere, it opens no device)
   vs-cpu-MODEL   MODEL in tiny-lm, mlp-lm, gpt: the cuda and the cpu program
                  train 10 steps on the same tokens; every step's loss must agree
-                 to 1e-3 relative. Needs a GPU: exits 77 (skip) without one.
+                 to 1e-4 relative (FP32_LOSS_BOUND). Needs a GPU: exits 77 (skip) without one.
   par-link-MESH  MESH in dp2, tp2, dp2-tp2-zero1, dp2-bf16-reduce or a pipeline (PIPELINES
                  below): the small GPT (the test
                  suite's, exported here with a dynamic batch axis) compiled
@@ -21,7 +21,7 @@ CHECK:
                  device" (with one it must train).
   par-vs-cpu-MESH  MESH as for par-link: the small GPT with that
                  mesh, cuda vs cpu program, both under mpirun, 10 steps, losses
-                 within 1e-3 relative. On a machine with fewer GPUs than ranks
+                 within 1e-4 relative. On a machine with fewer GPUs than ranks
                  this is the host-staged MPI path (MERAK_GPU_COLLECTIVES=auto;
                  set it to force one). Exits 77 without a GPU.
 
@@ -38,6 +38,15 @@ import json
 import os
 import shutil
 import subprocess
+
+# fp32 CUDA vs CPU: every kernel agrees to 1e-5 relative (runtime.cuda.abi);
+# the two programs differ only in summation order (cuBLASLt vs OpenBLAS, the
+# reduction trees), and 10 optimizer steps carry those differences into the
+# weights. AdamW divides each update by the gradient's running RMS, so only a
+# gradient within rounding of zero can move its weight differently; 1e-4 on
+# the losses leaves a factor 10 over the kernels. (1e-3 until issue 20; the
+# tighter bound is not yet measured on a GPU.)
+FP32_LOSS_BOUND = 1e-4
 import sys
 
 import numpy as np
@@ -169,7 +178,7 @@ def losses(path):
         return [json.loads(line)["loss"] for line in f if line.strip()]
 
 
-def check_vs_cpu(args, model, extra=(), bound=1e-3):
+def check_vs_cpu(args, model, extra=(), bound=FP32_LOSS_BOUND):
     """10 steps of the cuda and the cpu program on the same tokens; with
     --precision bf16 (extra) both round their GEMM results to bf16, the GPU
     after fp32 tensor-core accumulation, the CPU after sgemm's."""
@@ -248,8 +257,8 @@ def check_par_vs_cpu(args, mesh):
     for i, (c, g) in enumerate(zip(cpu, gpu)):
         print("step %d: cpu %.6f cuda %.6f" % (i, c, g))
     worst = max(abs(g - c) / max(abs(c), 1e-12) for c, g in zip(cpu, gpu))
-    if worst > 1e-3:
-        sys.exit("FAIL: largest relative loss difference %.3g > 1e-3" % worst)
+    if worst > FP32_LOSS_BOUND:
+        sys.exit("FAIL: largest relative loss difference %.3g > %g" % (worst, FP32_LOSS_BOUND))
     print("ok: gpt %s, largest relative loss difference %.3g" % (mesh, worst))
 
 
@@ -269,7 +278,7 @@ def main():
         check_link(args, "gpt", ["--precision", "bf16"])
     elif args.check == "vs-cpu-gpt-bf16":
         # bf16 roundings of GEMM results flip where the two accumulations
-        # straddle a boundary: bf16 noise, not 1e-3.
+        # straddle a boundary: bf16 noise, not fp32's bound.
         check_vs_cpu(args, "gpt", ["--precision", "bf16"], bound=1e-2)
     elif args.check.startswith("vs-cpu-") and args.check[7:] in ("tiny-lm", "mlp-lm", "gpt"):
         check_vs_cpu(args, args.check[7:])
