@@ -1,6 +1,7 @@
 //===- heartbeat.cpp - Which rank stopped: progress stamps on a node ------===//
 #include "heartbeat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,9 @@ int64_t nowNs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+/// A live rank polls every ~50 us while it waits: a second without is a stall.
+constexpr int64_t kStallNs = 1000000000;
 
 std::string seconds(int64_t ns) {
   char text[32];
@@ -46,12 +50,16 @@ Heartbeat::Heartbeat(Slot *slots, int localSize, int localRank, int worldRank)
 
 void Heartbeat::enterWait() {
   int64_t now = nowNs();
+  ownGapNs_ = 0;
   slots_[localRank_].polledNs.store(now, std::memory_order_relaxed);
   slots_[localRank_].waitingSinceNs.store(now, std::memory_order_relaxed);
 }
 
 void Heartbeat::poll() {
-  slots_[localRank_].polledNs.store(nowNs(), std::memory_order_relaxed);
+  int64_t now = nowNs();
+  Slot &mine = slots_[localRank_];
+  ownGapNs_ = std::max(ownGapNs_, now - mine.polledNs.load(std::memory_order_relaxed));
+  mine.polledNs.store(now, std::memory_order_relaxed);
 }
 
 void Heartbeat::leaveWait() {
@@ -64,20 +72,27 @@ void Heartbeat::markAborting() { slots_[localRank_].aborting.store(1); }
 
 std::string Heartbeat::diagnose() const {
   std::ostringstream out;
-  int culprits = 0;
+  int culprits = 0, timedOut = -1;
   const int64_t now = nowNs();
+  if (ownGapNs_ > kStallNs) // this rank was stopped and has been continued
+    return "this rank itself did not run for " + seconds(ownGapNs_) +
+           " (stopped by a signal such as SIGSTOP, or a debugger)";
   for (int i = 0; i < localSize_; ++i) {
     if (i == localRank_)
       continue;
     const Slot &s = slots_[i];
     int64_t pid = s.pid.load(), rank = s.worldRank.load();
-    if (pid == 0 || s.aborting.load() != 0)
-      continue; // not set up yet, or a waiter that timed out before this one
+    if (s.aborting.load() != 0) {
+      timedOut = static_cast<int>(s.worldRank.load()); // a waiter that gave up first
+      continue;
+    }
+    if (pid == 0)
+      continue; // not set up yet
     char state = processState(pid);
     bool stopped = state == 'T' || state == 't', exited = state == 'Z' || state == '?';
     bool waiting = s.waitingSinceNs.load() != 0;
     // A live waiting rank polls every ~50 us; a second without is a hang.
-    bool stalled = waiting && now - s.polledNs.load() > 1000000000;
+    bool stalled = waiting && now - s.polledNs.load() > kStallNs;
     if (!stopped && !exited && waiting && !stalled)
       continue; // waiting like this rank
     out << (culprits++ ? "; " : "") << "rank " << rank << " (pid " << pid << ", this host) ";
@@ -91,6 +106,9 @@ std::string Heartbeat::diagnose() const {
       out << "hangs inside a communication";
     out << " (its last communication ended " << seconds(now - s.lastLeftNs.load()) << " ago)";
   }
+  if (culprits == 0 && timedOut >= 0)
+    return "rank " + std::to_string(timedOut) + " timed out first; its message names the rank "
+                                                 "it waited for";
   if (culprits == 0)
     return localSize_ > 1 ? "every rank on this host is waiting: the rank that stopped runs "
                             "on another host"

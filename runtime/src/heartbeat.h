@@ -41,7 +41,9 @@ public:
   Heartbeat(Slot *slots, int localSize, int localRank, int worldRank);
 
   void enterWait();
-  /// From the slow path of a wait's polling loop: this rank is alive.
+  /// From the slow path of a wait's polling loop: this rank is alive. A
+  /// gap of over a second since the last poll means this rank itself did
+  /// not run (stopped, then continued): diagnose() says so.
   void poll();
   void leaveWait();
   /// Before this rank aborts the job after its own timeout: the others
@@ -56,6 +58,7 @@ public:
 private:
   Slot *slots_;
   int localSize_, localRank_;
+  int64_t ownGapNs_ = 0; ///< the longest gap between this wait's polls
 };
 
 /// The state letter of /proc/<pid>/stat ('R', 'S', 'T', ...), or '?'.

@@ -31,6 +31,8 @@
 #include "checkpoint_shards.h"
 #include "sharding.h"
 #include "stop_signals.h"
+#include "train_checkpoint.h"
+#include "train_support.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -55,40 +57,14 @@ namespace merak::rt {
 
 namespace {
 
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitInternal = 3;
 constexpr uint64_t kAlignment = 64;
 constexpr int kTraceTid = 0;
-
-/// Ends the run with an exit code after the message was printed.
-struct ExitRun {
-  int code;
-};
 
 /// Set when every rank ends together with a non-zero code (a stop signal,
 /// after a coordinated checkpoint): no rank aborts the job.
 bool gCoordinatedExit = false;
 
-void printError(const std::string &message) {
-  std::fprintf(stderr, "train: error: %s\n", message.c_str());
-  std::fflush(stderr);
-}
-
-void printWarning(const std::string &message) {
-  std::fprintf(stderr, "train: warning: %s\n", message.c_str());
-  std::fflush(stderr);
-}
-
-[[noreturn]] void die(int code, const std::string &message) {
-  printError(message);
-  throw ExitRun{code};
-}
-
-[[noreturn]] void internalError(const std::string &message) {
-  die(kExitInternal, "internal error: " + message +
-                         " (the program is inconsistent; a merak-compile bug)");
-}
+using namespace train;
 
 struct FreeDeleter {
   void operator()(char *p) const { std::free(p); }
@@ -306,55 +282,6 @@ Program loadProgram() {
   return p;
 }
 
-Metadata checkpointMetadata(const Manifest &m, const TrainOptions &o) {
-  Metadata meta;
-  meta["format"] = "pt"; // what Hugging Face loaders look for
-  // (Strings of the manifest are valid UTF-8: the JSON reader checked.)
-  if (!m.model.empty())
-    meta["model"] = m.model;
-  if (!m.optimizer.empty())
-    meta["optimizer"] = m.optimizer;
-  meta["sampler"] = samplerName(o.sampler);
-  meta["seed"] = std::to_string(o.seed);
-  return meta;
-}
-
-/// Restores P from dir/latest (this rank's pieces of every parameter, from a
-/// checkpoint saved under any mesh); returns the number of completed steps.
-int64_t resume(const Manifest &m, const TrainOptions &o, char *P, const RankPlace &place) {
-  if (!hasCheckpoint(o.checkpointDir))
-    die(kExitError, "--resume: no checkpoint to resume from in '" +
-                        o.checkpointDir + "' (it has no 'latest' file)");
-  Result<Checkpoint> loaded = loadLatestCheckpoint(o.checkpointDir);
-  if (!loaded.ok())
-    die(kExitError, "--resume: " + loaded.message());
-  RestoreReport report;
-  if (Status s = restoreCheckpoint(*loaded, m, P, place, o.allowPartialResume, report); !s.ok())
-    die(kExitError, "--resume: " + s.message());
-  const SafetensorsFile &file = loaded->shards.front();
-  if (!report.missing.empty())
-    printWarning("--allow-partial-resume: checkpoint '" + loaded->path + "' lacks " +
-                 std::to_string(report.missing.size()) + " tensor(s) (e.g. " +
-                 report.missing.front() + "); they keep their initial values");
-  if (!report.unused.empty())
-    printWarning("--allow-partial-resume: checkpoint '" + loaded->path + "' holds " +
-                 std::to_string(report.unused.size()) +
-                 " tensor(s) this program does not use (e.g. '" + report.unused.front() +
-                 "'); ignoring them");
-  auto differs = [&](const char *key, const std::string &now,
-                     const char *flag) {
-    auto it = file.metadata.find(key);
-    if (it != file.metadata.end() && it->second != now)
-      printWarning(std::string("checkpoint '") + file.path +
-                   "' was written with " + flag + " " + it->second +
-                   ", this run uses " + now +
-                   "; the batches differ from an uninterrupted run");
-  };
-  differs("sampler", samplerName(o.sampler), "--sampler");
-  differs("seed", std::to_string(o.seed), "--seed");
-  return loaded->step;
-}
-
 /// The processes of a parallel program: one per device of its mesh
 /// (mpirun -np dp*tp*pp), with the runtime's communicator set; null for
 /// one process.
@@ -476,32 +403,6 @@ void setRunHyperparameters(const Manifest &m, const TrainOptions &o, char *P, in
                      "learning rate (no \"lr\" in the manifest's hparams)");
 }
 
-/// What a checkpoint copies back from the device: all of P, or for a
-/// pipeline the params this rank uses (adjacent ones merged), as the CPU
-/// rank touches only those.
-std::vector<ByteRange> checkpointRanges(const Manifest &m, const RankPlace &place,
-                                        bool pipelined) {
-  std::vector<ByteRange> paramRanges;
-  if (!pipelined) {
-    paramRanges.push_back({0, m.paramsBytes});
-  } else {
-    std::vector<ByteRange> used;
-    for (const ManifestTensor &t : m.params)
-      if (place.needs(t))
-        used.push_back({t.offset, t.bytes});
-    std::sort(used.begin(), used.end(),
-              [](const ByteRange &a, const ByteRange &b) { return a.offset < b.offset; });
-    for (const ByteRange &r : used)
-      if (!paramRanges.empty() &&
-          paramRanges.back().offset + paramRanges.back().bytes >= r.offset)
-        paramRanges.back().bytes = std::max(paramRanges.back().bytes,
-                                            r.offset + r.bytes - paramRanges.back().offset);
-      else
-        paramRanges.push_back(r);
-  }
-  return paramRanges;
-}
-
 /// --metrics (on a resume, the lines past the checkpoint dropped first).
 MetricsWriter openMetrics(const TrainOptions &o, int64_t start) {
   if (o.resume) {
@@ -564,99 +465,91 @@ Status fillStepInputs(const Program &program, Datasets &data, int64_t s, int64_t
   return Status();
 }
 
-/// Checkpoint `steps` into --checkpoint-dir: beginCheckpoint on rank 0,
-/// every rank's shard, commit on rank 0; the barriers order them (and time
-/// out if a rank died).
-Status saveCheckpoint(const Manifest &m, const TrainOptions &o, int64_t steps, char *P,
-                      const RankPlace &place, Comm *comm, StepBackend *backend,
-                      const std::vector<ByteRange> &paramRanges) {
-  const int worldSize = comm ? comm->worldSize() : 1;
-  if (!comm || comm->rank() == 0)
-    if (Status st = beginCheckpoint(o.checkpointDir, steps); !st.ok())
-      return st;
-  if (comm)
-    comm->barrier();
-  if (backend)
-    if (Status st = backend->downloadParams(P, paramRanges); !st.ok())
-      return st;
-  CheckpointShard shard = checkpointShard(m, P, place);
-  Metadata meta = checkpointMetadata(m, o);
-  if (shard.piecesJson != "{}")
-    meta["merak.pieces"] = shard.piecesJson;
-  if (Status st = writeCheckpointShard(o.checkpointDir, steps, comm ? comm->rank() : 0,
-                                       worldSize, shard.tensors, meta);
-      !st.ok())
-    return st;
-  if (comm)
-    comm->barrier();
-  if (!comm || comm->rank() == 0)
-    if (Status st = commitCheckpoint(o.checkpointDir, steps, worldSize); !st.ok())
-      return st;
-  return Status();
-}
+/// One run of ./train: the processes, the command line, data and memory,
+/// the steps, the end. Each phase is a method; errors end the run through
+/// die() (train_support.h).
+class Trainer {
+public:
+  explicit Trainer(StepBackend *backend) : backend_(backend) {}
+  int run(int argc, char **argv);
 
-/// The end of a run stopped by `signal` after `steps` steps: the checkpoint
-/// of that step (unless the loop just wrote it), a barrier so that no rank
-/// exits before rank 0 committed it, one line on rank 0; exit 128 + signal.
-int stopOnSignal(const Manifest &m, const TrainOptions &o, int signal, int64_t steps,
-                 bool checkpointed, char *P, const RankPlace &place, Comm *comm,
-                 StepBackend *backend, const std::vector<ByteRange> &paramRanges) {
-  if (!o.checkpointDir.empty() && !checkpointed)
-    if (Status st = saveCheckpoint(m, o, steps, P, place, comm, backend, paramRanges); !st.ok())
-      die(kExitError, st.message());
-  if (comm)
-    comm->barrier();
-  if (!comm || comm->rank() == 0) {
-    std::string what =
-        o.checkpointDir.empty()
-            ? "no --checkpoint-dir, so nothing was saved"
-            : "checkpoint " + o.checkpointDir + "/" + checkpointName(steps) +
-                  " written; continue with --resume";
-    std::fprintf(stderr, "train: %s: stopped after step %lld of %lld: %s (exit %d)\n",
-                 stopSignalName(signal).c_str(), static_cast<long long>(steps),
-                 static_cast<long long>(o.steps), what.c_str(), 128 + signal);
-    std::fflush(stderr);
+private:
+  void openProcesses(int *argc, char ***argv);
+  /// The options, or the exit code of --help or a bad command line.
+  std::optional<int> parseCommandLine(int argc, char **argv);
+  void prepare(int argc, char **argv);
+  void openOutputs();
+  /// Runs steps from start_ until --steps or an agreed stop signal.
+  void runSteps();
+  void step(int64_t s, bool tracing);
+  /// The metrics of step s (read from A), written and shown.
+  StepMetrics report(int64_t s, double seconds);
+  int finish();
+
+  [[noreturn]] void stop(const std::string &message) {
+    if (progress_)
+      progress_->finish(); // ends the progress line (a terminal shares it)
+    die(kExitError, message);
   }
-  gCoordinatedExit = true;
-  return 128 + signal;
-}
-
-int run(int argc, char **argv, StepBackend *backend) {
-  cpu::setOpRecorder(nullptr, nullptr);
-  RecorderGuard recorderGuard;
-  Program program = loadProgram();
-  const Manifest &m = program.manifest;
-
-  // --- processes ----------------------------------------------------------------
-  // A parallel program is one process per device of its mesh (mpirun -np
-  // dp*tp*pp); world rank 0 prints, writes metrics, traces and checkpoints
-  // (parameters are replicated across data-parallel ranks).
-  Comm *comm = openMesh(m, &argc, &argv);
-  // A pipelined program (--pp/--microbatches) runs its fragments through
-  // the pipeline interpreter instead of one merak_train_step.
-  std::unique_ptr<PipelineRunner> pipeline;
-  {
-    Result<std::unique_ptr<PipelineRunner>> r =
-        PipelineRunner::create(m, comm);
-    if (!r.ok())
-      internalError(r.message());
-    pipeline = std::move(r).value();
+  void writeTrace() {
+    if (trace_)
+      if (Status s = trace_->write(options_.tracePath); !s.ok())
+        die(kExitError, s.message());
   }
-  const bool leader = !comm || comm->rank() == 0;
-  const int64_t dpRank = comm ? comm->coord().dp : 0;
-  const int tpRank = comm ? comm->coord().tp : 0;
+  bool leader() const { return !comm_ || comm_->rank() == 0; }
+
+  StepBackend *backend_;
+  Program program_;
+  Comm *comm_ = nullptr;
+  std::unique_ptr<PipelineRunner> pipeline_;
+  RankPlace place_;
+  TrainOptions options_;
+  std::optional<Datasets> data_;
+  std::optional<Mapping> arena_, params_;
+  char *A_ = nullptr, *P_ = nullptr;
+  const char *C_ = nullptr;
+  Buffer constsCopy_;
+  std::optional<CheckpointSite> site_;
+  std::vector<ByteRange> inputRanges_, outputRanges_;
+  int64_t start_ = 0;
+  // Outputs and the loop's state.
+  std::optional<MetricsWriter> metrics_;
+  std::unique_ptr<TraceWriter> trace_;
+  OpTraceRecorder recorder_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> devNull_{nullptr, &std::fclose};
+  std::optional<ProgressBar> progress_;
+  std::vector<int64_t> inputs_, labels_;
+  uint64_t globalTokens_ = 0;
+  double totalSeconds_ = 0, lastLoss_ = std::nan("");
+  int stopSignal_ = 0;       ///< the agreed stop signal, once received
+  int64_t stoppedAfter_ = 0; ///< the steps completed when it stopped the loop
+  bool checkpointed_ = false; ///< a checkpoint of stoppedAfter_ exists
+};
+
+/// A parallel program is one process per device of its mesh (mpirun -np
+/// dp*tp*pp); world rank 0 prints, writes metrics, traces and checkpoints.
+/// A pipelined program (--pp/--microbatches) runs its fragments through the
+/// pipeline interpreter instead of one merak_train_step.
+void Trainer::openProcesses(int *argc, char ***argv) {
+  const Manifest &m = program_.manifest;
+  comm_ = openMesh(m, argc, argv);
+  Result<std::unique_ptr<PipelineRunner>> r = PipelineRunner::create(m, comm_);
+  if (!r.ok())
+    internalError(r.message());
+  pipeline_ = std::move(r).value();
   // Each rank writes into checkpoints what it alone holds (checkpoint_shards.h).
-  RankPlace place;
-  place.tp = tpRank;
-  place.dp = static_cast<int>(dpRank);
-  const int ppStage = comm ? comm->coord().pp : 0;
-  const PipelineRunner *runner = pipeline.get();
-  place.writesStage = [runner, ppStage](const ManifestTensor &t) {
+  place_.tp = comm_ ? comm_->coord().tp : 0;
+  place_.dp = comm_ ? comm_->coord().dp : 0;
+  const int ppStage = comm_ ? comm_->coord().pp : 0;
+  const PipelineRunner *runner = pipeline_.get();
+  place_.writesStage = [runner, ppStage](const ManifestTensor &t) {
     return (runner ? runner->ownerStage(t.name) : 0) == ppStage;
   };
-  place.needs = [runner](const ManifestTensor &t) { return !runner || runner->touches(t.name); };
+  place_.needs = [runner](const ManifestTensor &t) { return !runner || runner->touches(t.name); };
+}
 
-  // --- command line -----------------------------------------------------------
+std::optional<int> Trainer::parseCommandLine(int argc, char **argv) {
+  const Manifest &m = program_.manifest;
   TrainOptions defaults;
   if (m.defaultLr)
     defaults.lr = *m.defaultLr;
@@ -671,225 +564,230 @@ int run(int argc, char **argv, StepBackend *backend) {
     std::fputs(("\n" + trainUsage(name, defaults)).c_str(), stderr);
     return kExitUsage;
   }
-  const TrainOptions &o = parsed.value();
-  if (o.help) {
+  options_ = std::move(parsed).value();
+  if (options_.help) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
+  return std::nullopt;
+}
+
+/// Everything before step start_: the checkpoint directory, the device, the
+/// data, A, P (initial or resumed, with the run's hyper-parameters) and C.
+void Trainer::prepare(int argc, char **argv) {
+  const Manifest &m = program_.manifest;
+  const TrainOptions &o = options_;
   installStopHandlers(o.stopSignals);
   // An unusable --checkpoint-dir fails now, not at the first checkpoint
   // after the training it would keep. Every rank writes its shard there, so
   // every rank checks, before any collective: each fails on its own, none waits.
   if (!o.checkpointDir.empty())
-    if (Status st = prepareCheckpointDir(o.checkpointDir, comm ? comm->rank() : 0); !st.ok())
+    if (Status st = prepareCheckpointDir(o.checkpointDir, comm_ ? comm_->rank() : 0); !st.ok())
       die(kExitError, st.message());
-  if (backend)
-    openBackend(*backend, comm, pipeline.get(), m, leader);
+  if (backend_)
+    openBackend(*backend_, comm_, pipeline_.get(), m, leader());
 
-  // --- data and memory ---------------------------------------------------------
-  Datasets data = openData(program, o);
+  data_.emplace(openData(program_, o));
+  arena_.emplace(m.arenaBytes, "arena");
+  params_.emplace(m.paramsBytes, "parameter storage");
+  A_ = arena_->get();
+  P_ = params_->get();
+  loadInitialParams(m, place_, place_.tp, P_);
+  C_ = constants(m, constsCopy_);
 
-  Mapping arena(m.arenaBytes, "arena");
-  Mapping params(m.paramsBytes, "parameter storage");
-  char *A = arena.get();
-  char *P = params.get();
-  loadInitialParams(m, place, tpRank, P);
-  Buffer constsCopy;
-  const char *C = constants(m, constsCopy);
-
-  int64_t start = 0;
+  site_.emplace(CheckpointSite{m, options_, place_, comm_, backend_, {}});
   if (o.resume)
-    start = resume(m, o, P, place);
-  if (start > o.steps)
-    die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir +
-                        "' has completed " + std::to_string(start) +
-                        " steps, more than --steps " +
+    start_ = resumeFromCheckpoint(*site_, P_);
+  if (start_ > o.steps)
+    die(kExitError, "--resume: the checkpoint in '" + o.checkpointDir + "' has completed " +
+                        std::to_string(start_) + " steps, more than --steps " +
                         std::to_string(o.steps));
-  setRunHyperparameters(m, o, P, argc, argv);
+  setRunHyperparameters(m, o, P_, argc, argv);
 
   // A device program: P (initialised, restored, hyper-parameters set) and C
   // go to the device once; each step moves only its inputs and outputs.
-  std::vector<ByteRange> inputRanges, outputRanges, paramRanges;
-  if (backend) {
+  if (backend_) {
     for (const ManifestTensor &t : m.inputs)
-      inputRanges.push_back({t.offset, t.bytes});
+      inputRanges_.push_back({t.offset, t.bytes});
     for (const ManifestTensor &t : m.outputs)
-      outputRanges.push_back({t.offset, t.bytes});
-    if (Status st = backend->setup(m.arenaBytes, P, m.paramsBytes, C, m.constsBytes);
+      outputRanges_.push_back({t.offset, t.bytes});
+    if (Status st = backend_->setup(m.arenaBytes, P_, m.paramsBytes, C_, m.constsBytes);
         !st.ok())
       die(kExitError, st.message());
-    // What a checkpoint copies back.
-    paramRanges = checkpointRanges(m, place, pipeline != nullptr);
+    site_->paramRanges = checkpointRanges(m, place_, pipeline_ != nullptr);
   }
+}
 
-  if (start == o.steps) {
-    std::printf("train: nothing to do: %s\n",
-                o.resume ? ("the checkpoint has already completed " +
-                            std::to_string(start) + " steps")
-                               .c_str()
-                         : "--steps is 0");
-    return 0;
+/// --metrics and --trace (rank 0), the progress line and the step buffers.
+void Trainer::openOutputs() {
+  const Manifest &m = program_.manifest;
+  const TrainOptions &o = options_;
+  if (!o.metricsPath.empty() && leader())
+    metrics_.emplace(openMetrics(o, start_));
+  if (!o.tracePath.empty() && leader()) {
+    trace_ = std::make_unique<TraceWriter>(0);
+    trace_->setProcessName(m.model.empty() ? "train" : "train " + m.model);
+    trace_->setThreadName(kTraceTid, "main");
+    recorder_.writer = trace_.get();
+    recorder_.ops = &m.ops;
   }
-
-  // --- outputs ------------------------------------------------------------------
-  std::optional<MetricsWriter> metrics;
-  if (!o.metricsPath.empty() && leader)
-    metrics.emplace(openMetrics(o, start));
-  std::unique_ptr<TraceWriter> trace;
-  OpTraceRecorder recorder;
-  int64_t traceStep = start + (o.steps - start >= 2 ? 1 : 0);
-  if (!o.tracePath.empty() && leader) {
-    trace = std::make_unique<TraceWriter>(0);
-    trace->setProcessName(m.model.empty() ? "train" : "train " + m.model);
-    trace->setThreadName(kTraceTid, "main");
-    recorder.writer = trace.get();
-    recorder.ops = &m.ops;
-  }
-  auto writeTrace = [&]() {
-    if (!trace)
-      return;
-    if (Status s = trace->write(o.tracePath); !s.ok())
-      die(kExitError, s.message());
-  };
-
-  // --- the loop -----------------------------------------------------------------
   // This rank's rows of the global batch; tokens/s counts the global batch.
-  const uint64_t rowTokens = static_cast<uint64_t>(program.batch) *
-                             static_cast<uint64_t>(program.seqLen);
-  const uint64_t globalTokens = rowTokens * static_cast<uint64_t>(m.meshDp);
-  std::vector<int64_t> inputs(rowTokens), labels(rowTokens);
-  std::FILE *progressOut = leader ? stdout : nullptr;
-  std::unique_ptr<std::FILE, int (*)(std::FILE *)> devNull(
-      leader ? nullptr : std::fopen("/dev/null", "w"), &std::fclose);
-  if (!leader)
-    progressOut = devNull.get();
-  ProgressBar progress(progressOut, o.steps, o.logEvery, start);
-  // Ends the progress line before an error (a terminal shares the line).
-  auto stop = [&](const std::string &message) {
-    progress.finish();
-    die(kExitError, message);
-  };
-  using Clock = std::chrono::steady_clock;
-  double totalSeconds = 0, lastLoss = std::nan("");
-  int stopSignal = 0;       // the agreed stop signal, once received
-  int64_t stoppedAfter = 0; // the steps completed when it stopped the loop
-  bool checkpointed = false;
-  for (int64_t s = start; s < o.steps; ++s) {
-    bool tracing = trace && s == traceStep;
-    double stepUs = tracing ? trace->nowUs() : 0;
-    Clock::time_point t0 = Clock::now();
+  const uint64_t rowTokens = static_cast<uint64_t>(program_.batch) *
+                             static_cast<uint64_t>(program_.seqLen);
+  globalTokens_ = rowTokens * static_cast<uint64_t>(m.meshDp);
+  inputs_.assign(rowTokens, 0);
+  labels_.assign(rowTokens, 0);
+  std::FILE *progressOut = stdout;
+  if (!leader()) {
+    devNull_.reset(std::fopen("/dev/null", "w"));
+    progressOut = devNull_.get();
+  }
+  progress_.emplace(progressOut, o.steps, o.logEvery, start_);
+}
 
-    if (Status st = fillStepInputs(program, data, s, dpRank, A, inputs, labels); !st.ok())
+/// Step s's computation: its inputs, then the step on the device, through
+/// the pipeline runner, or merak_train_step.
+void Trainer::step(int64_t s, bool tracing) {
+  double stepUs = tracing ? trace_->nowUs() : 0;
+  if (Status st = fillStepInputs(program_, *data_, s, place_.dp, A_, inputs_, labels_); !st.ok())
+    stop("step " + std::to_string(s) + ": " + st.message());
+  if (tracing) {
+    double now = trace_->nowUs();
+    trace_->complete("data", "data", stepUs, now - stepUs, kTraceTid);
+    recorder_.current = -1;
+    cpu::setOpRecorder(&OpTraceRecorder::record, &recorder_);
+  }
+  if (backend_) {
+    DeviceStep runPipeline;
+    if (pipeline_)
+      runPipeline = [&](char *dA, char *dP, const char *dC) {
+        return pipeline_->step(dA, dP, dC, s);
+      };
+    if (Status st = backend_->step(A_, inputRanges_, outputRanges_, runPipeline); !st.ok())
       stop("step " + std::to_string(s) + ": " + st.message());
-    if (tracing) {
-      double now = trace->nowUs();
-      trace->complete("data", "data", stepUs, now - stepUs, kTraceTid);
-      recorder.current = -1;
-      cpu::setOpRecorder(&OpTraceRecorder::record, &recorder);
-    }
+  } else if (pipeline_) {
+    if (Status st = pipeline_->step(A_, P_, C_, s); !st.ok())
+      stop("step " + std::to_string(s) + ": " + st.message());
+  } else {
+    merak_train_step(A_, P_, C_);
+  }
+  if (tracing) {
+    cpu::setOpRecorder(nullptr, nullptr);
+    double now = trace_->nowUs();
+    recorder_.closeCurrent(now); // in case the step did not mark its end
+    trace_->complete("step", "step", stepUs, now - stepUs, kTraceTid,
+                     {{"step", static_cast<double>(s)}});
+  }
+}
 
-    if (backend) {
-      DeviceStep runPipeline;
-      if (pipeline)
-        runPipeline = [&](char *dA, char *dP, const char *dC) {
-          return pipeline->step(dA, dP, dC, s);
-        };
-      if (Status st = backend->step(A, inputRanges, outputRanges, runPipeline); !st.ok())
-        stop("step " + std::to_string(s) + ": " + st.message());
-    } else if (pipeline) {
-      if (Status st = pipeline->step(A, P, C, s); !st.ok())
-        stop("step " + std::to_string(s) + ": " + st.message());
-    } else {
-      merak_train_step(A, P, C);
-    }
+StepMetrics Trainer::report(int64_t s, double seconds) {
+  StepMetrics sm;
+  sm.step = s;
+  sm.loss = program_.loss ? readScalar(A_, *program_.loss) : std::nan("");
+  sm.lr = program_.lr ? readScalar(A_, *program_.lr) : options_.lr;
+  sm.gradNorm = program_.gradNorm ? readScalar(A_, *program_.gradNorm) : std::nan("");
+  sm.timeMs = seconds * 1e3;
+  sm.tokensPerSecond = seconds > 0 ? static_cast<double>(globalTokens_) / seconds : 0;
+  for (const ManifestTensor *out : program_.extraOutputs)
+    sm.extra.emplace_back(out->name, readScalar(A_, *out));
+  lastLoss_ = sm.loss;
+  if (metrics_)
+    if (Status st = metrics_->write(sm); !st.ok())
+      stop(st.message());
+  progress_->update(s, sm.loss, sm.tokensPerSecond);
+  return sm;
+}
 
-    Clock::time_point t1 = Clock::now();
-    if (tracing) {
-      cpu::setOpRecorder(nullptr, nullptr);
-      double now = trace->nowUs();
-      recorder.closeCurrent(now); // in case the step did not mark its end
-      trace->complete("step", "step", stepUs, now - stepUs, kTraceTid,
-                      {{"step", static_cast<double>(s)}});
-    }
-    double seconds = std::chrono::duration<double>(t1 - t0).count();
-    totalSeconds += seconds;
-
-    StepMetrics sm;
-    sm.step = s;
-    sm.loss = program.loss ? readScalar(A, *program.loss) : std::nan("");
-    sm.lr = program.lr ? readScalar(A, *program.lr) : o.lr;
-    sm.gradNorm =
-        program.gradNorm ? readScalar(A, *program.gradNorm) : std::nan("");
-    sm.timeMs = seconds * 1e3;
-    sm.tokensPerSecond =
-        seconds > 0 ? static_cast<double>(globalTokens) / seconds : 0;
-    for (const ManifestTensor *out : program.extraOutputs)
-      sm.extra.emplace_back(out->name, readScalar(A, *out));
-    lastLoss = sm.loss;
-    if (metrics)
-      if (Status st = metrics->write(sm); !st.ok())
-        stop(st.message());
-    progress.update(s, sm.loss, sm.tokensPerSecond);
-
-    if (program.loss && !std::isfinite(sm.loss)) {
-      progress.finish();
+void Trainer::runSteps() {
+  const TrainOptions &o = options_;
+  const int64_t traceStep = start_ + (o.steps - start_ >= 2 ? 1 : 0);
+  using Clock = std::chrono::steady_clock;
+  for (int64_t s = start_; s < o.steps; ++s) {
+    Clock::time_point t0 = Clock::now();
+    step(s, trace_ && s == traceStep);
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    totalSeconds_ += seconds;
+    StepMetrics sm = report(s, seconds);
+    if (program_.loss && !std::isfinite(sm.loss)) {
+      progress_->finish();
       writeTrace();
-      stop("the loss is " +
-                          std::string(std::isnan(sm.loss) ? "NaN" : "infinite") +
-                          " at step " + std::to_string(s) + " (lr " +
-                          formatNumber(sm.lr) +
-                          "); stopping. Try a lower --lr.");
+      stop("the loss is " + std::string(std::isnan(sm.loss) ? "NaN" : "infinite") +
+           " at step " + std::to_string(s) + " (lr " + formatNumber(sm.lr) +
+           "); stopping. Try a lower --lr.");
     }
-
     bool last = s + 1 == o.steps;
     bool save = !o.checkpointDir.empty() &&
                 (last || (o.checkpointEvery > 0 && (s + 1) % o.checkpointEvery == 0));
     if (save) {
-      double ckptUs = trace ? trace->nowUs() : 0;
-      if (Status st = saveCheckpoint(m, o, s + 1, P, place, comm, backend, paramRanges);
-          !st.ok())
+      double ckptUs = trace_ ? trace_->nowUs() : 0;
+      if (Status st = saveCheckpoint(*site_, s + 1, P_); !st.ok())
         stop(st.message());
-      if (trace)
-        trace->complete("checkpoint", "checkpoint", ckptUs,
-                        trace->nowUs() - ckptUs, kTraceTid,
-                        {{"step", static_cast<double>(s + 1)}});
+      if (trace_)
+        trace_->complete("checkpoint", "checkpoint", ckptUs, trace_->nowUs() - ckptUs,
+                         kTraceTid, {{"step", static_cast<double>(s + 1)}});
     }
     // Preemption: every rank stops after the same step (stop_signals.h).
     if (!last && !o.stopSignals.empty()) {
-      Result<int> agreed = agreedStopSignal(comm);
+      Result<int> agreed = agreedStopSignal(comm_);
       if (!agreed.ok())
         stop(agreed.message());
       if (*agreed != 0) {
-        stopSignal = *agreed;
-        stoppedAfter = s + 1;
-        checkpointed = save;
-        break;
+        stopSignal_ = *agreed;
+        stoppedAfter_ = s + 1;
+        checkpointed_ = save;
+        return;
       }
     }
   }
-  progress.finish();
-  if (metrics)
-    if (Status st = metrics->close(); !st.ok())
+}
+
+/// After the loop: metrics and trace closed; a stopped run's coordinated
+/// checkpoint, or the peak memory over the ranks and the summary line.
+int Trainer::finish() {
+  progress_->finish();
+  if (metrics_)
+    if (Status st = metrics_->close(); !st.ok())
       die(kExitError, st.message());
   writeTrace();
-  if (stopSignal != 0)
-    return stopOnSignal(m, o, stopSignal, stoppedAfter, checkpointed, P, place, comm, backend,
-                        paramRanges);
-
+  if (stopSignal_ != 0) {
+    int code = stopOnSignal(*site_, stopSignal_, stoppedAfter_, checkpointed_, P_);
+    gCoordinatedExit = true;
+    return code;
+  }
   // Peak resident memory, the largest over the ranks (getrusage: KiB).
   struct rusage usage {};
   ::getrusage(RUSAGE_SELF, &usage);
   double peakMiB = static_cast<double>(usage.ru_maxrss) / 1024.0;
-  if (comm) {
-    Comm::Request r = comm->allReduceMax(Axis::World, &peakMiB, 1, CommType::F64);
-    if (Status st = comm->wait(r, "peak memory over the ranks"); !st.ok())
+  if (comm_) {
+    Comm::Request r = comm_->allReduceMax(Axis::World, &peakMiB, 1, CommType::F64);
+    if (Status st = comm_->wait(r, "peak memory over the ranks"); !st.ok())
       die(kExitError, st.message());
   }
-
-  if (leader)
-    printSummary(o, start, program.loss != nullptr, lastLoss, totalSeconds, globalTokens,
-                 peakMiB, comm != nullptr);
+  if (leader())
+    printSummary(options_, start_, program_.loss != nullptr, lastLoss_, totalSeconds_,
+                 globalTokens_, peakMiB, comm_ != nullptr);
   return 0;
+}
+
+int Trainer::run(int argc, char **argv) {
+  cpu::setOpRecorder(nullptr, nullptr);
+  RecorderGuard recorderGuard;
+  program_ = loadProgram();
+  openProcesses(&argc, &argv);
+  if (std::optional<int> code = parseCommandLine(argc, argv))
+    return *code;
+  prepare(argc, argv);
+  if (start_ == options_.steps) {
+    std::printf("train: nothing to do: %s\n",
+                options_.resume ? ("the checkpoint has already completed " +
+                                   std::to_string(start_) + " steps")
+                                      .c_str()
+                                : "--steps is 0");
+    return 0;
+  }
+  openOutputs();
+  runSteps();
+  return finish();
 }
 
 } // namespace
@@ -899,7 +797,8 @@ int run(int argc, char **argv, StepBackend *backend) {
 static int runCatching(int argc, char **argv, merak::rt::StepBackend *backend) {
   using namespace merak::rt;
   try {
-    return run(argc, argv, backend);
+    Trainer trainer(backend);
+    return trainer.run(argc, argv);
   } catch (const ExitRun &e) {
     return e.code;
   } catch (const std::bad_alloc &) {

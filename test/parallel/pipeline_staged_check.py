@@ -28,7 +28,8 @@ of the staged pp 2 program:
               60 s and mpirun names the rank
   timeout     rank 1 stopped mid-run (SIGSTOP) with MERAK_COMM_TIMEOUT=3:
               rank 0 gives up within seconds with a message naming
-              itself, the pp group and what it waited for
+              itself, the pp group, what it waited for and rank 1 as
+              the stopped rank (the node's heartbeat)
 """
 import argparse
 import json
@@ -147,10 +148,11 @@ def check_error_path(args, kind):
         # Where rank 0 waits depends on when rank 1 stopped: a stage message
         # (receive of gradients, send of activations), the loss broadcast,
         # the tied-gradient exchange or the update's norm, all on pp.
-        m = re.search(r"rank 0: (.+) on the pp group did not complete within 3 s \(a peer "
-                      r"rank may have died\)", out)
+        m = re.search(r"rank 0: (.+) on the pp group did not complete within 3 s; the rank it "
+                      r"waits for: rank 1 \(pid \d+, this host\) is stopped", out)
         if not m:
-            sys.exit("FAIL: no timeout message naming rank 0, the pp group and what it waited for")
+            sys.exit("FAIL: no timeout message of rank 0 naming the pp group, what it waited "
+                     "for and rank 1 as stopped")
         print("rank 0 waited for: " + m.group(1))
     print("ok: %s: the job ended %.1f s after rank 1 was %s, exit %d"
           % (kind, secs, "killed" if kind == "dead-rank" else "stopped", p.returncode))
