@@ -28,7 +28,8 @@ struct CommandLine {
   cl::opt<std::string> output{"o", cl::desc("Output file ('-' for stdout)"),
                               cl::value_desc("file"), cl::init("-"), cl::cat(cat)};
   cl::opt<CompilePhase> compileTo{
-      "compile-to", cl::desc("Stop after this phase and print its IR"),
+      "compile-to",
+      cl::desc("Stop after this phase and print its IR (default: binary, the executable)"),
       cl::values(clEnumValN(CompilePhase::Import, "import",
                             "ONNX -> merak dialect, shapes static, shape "
                             "arithmetic folded, parameters as merak.param"),
@@ -64,7 +65,7 @@ struct CommandLine {
                             "the training executable (-o, default ./train): the "
                             "step compiled by the host C++ compiler, linked with the "
                             "CPU runtime, parameters embedded")),
-      cl::init(CompilePhase::Import), cl::cat(cat)};
+      cl::init(CompilePhase::Binary), cl::cat(cat)};
   cl::list<std::string> inputShapes{
       "input-shape", cl::desc("Bind a graph input's shape (dynamic dims), e.g. input_ids=8x128"),
       cl::value_desc("NAME=DIMS"), cl::cat(cat)};
@@ -248,6 +249,9 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       argc, argv,
       "merak-compile: compiles an ONNX model (exported from PyTorch) into a "
       "parallel training program.\n\n"
+      "  merak-compile model.onnx\n"
+      "      writes the training executable ./train (-o to name it); run it with\n"
+      "      ./train --data tokens.bin --steps 1000 (mpirun -np N for --dp/--tp/--pp).\n"
       "  merak-compile model.onnx --compile-to=import -o model.mlir\n"
       "      imports the model into the merak dialect and prints the IR;\n"
       "      inspect or transform it further with merak-opt, evaluate it with merak-run.\n"

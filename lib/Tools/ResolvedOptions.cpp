@@ -169,10 +169,13 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.target != "cpu" && opts.target != "cuda")
     return fail("unknown --target '" + opts.target + "' (expected cpu or cuda)");
   r.report = !opts.report.empty();
-  // --report alone describes the training step; with --grad-reduce bf16 the
-  // overlap phase, after which the dp buckets are bf16.
-  if (r.report && !opts.compileToGiven)
-    r.compileTo = opts.gradReduce == "bf16" ? CompilePhase::Overlap : CompilePhase::Training;
+  // Without --compile-to: the training executable. --report alone describes
+  // the training step; with --grad-reduce bf16 the overlap phase, after which
+  // the dp buckets are bf16.
+  if (!opts.compileToGiven)
+    r.compileTo = !r.report ? CompilePhase::Binary
+                  : opts.gradReduce == "bf16" ? CompilePhase::Overlap
+                                              : CompilePhase::Training;
   const CompilePhase compileTo = r.compileTo;
   if (r.report && compileTo < CompilePhase::Training)
     return fail("--report needs --compile-to=training or a later phase");

@@ -29,8 +29,9 @@ namespace mlir::merak {
 struct CompileOptions {
   std::string input;        ///< model.onnx or model.onnxtxt
   std::string output = "-"; ///< -o ("-": stdout; with Binary: ./train)
-  CompilePhase compileTo = CompilePhase::Import;
-  /// Whether compileTo was chosen; a report alone implies Training.
+  CompilePhase compileTo = CompilePhase::Binary;
+  /// Whether compileTo was chosen; if not, merak-compile builds the
+  /// executable (Binary), and a report alone implies Training.
   bool compileToGiven = false;
   std::vector<std::string> inputShapes; ///< --input-shape NAME=D0xD1...
   std::string loss = "cross-entropy";

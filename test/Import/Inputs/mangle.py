@@ -18,7 +18,7 @@ import sys
 
 
 def run(tool, path):
-    r = subprocess.run([tool, path, "-o", os.devnull], capture_output=True, timeout=120)
+    r = subprocess.run([tool, path, "--compile-to=import", "-o", os.devnull], capture_output=True, timeout=120)
     return r.returncode, r.stderr.decode(errors="replace")
 
 
