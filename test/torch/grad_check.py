@@ -115,7 +115,7 @@ def check(name, opset, bin_dir, work):
         feeds += ["--input", path]
     mlir = os.path.join(case, "model.mlir")
     grad = os.path.join(case, "grad.mlir")
-    run([os.path.join(bin_dir, "merak-compile"), onnx_path, "-o", mlir])
+    run([os.path.join(bin_dir, "merak-compile"), onnx_path, "--compile-to=import", "-o", mlir])
     run([os.path.join(bin_dir, "merak-opt"), mlir, "--merak-autodiff", "-o", grad])
     out = os.path.join(case, "out")
     run([os.path.join(bin_dir, "merak-run"), grad, "--entry", "forward_grad",

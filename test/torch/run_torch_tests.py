@@ -121,7 +121,7 @@ def main(argv=None):
             def compiled(case_dir=case_dir, mlir=mlir):
                 ok, detail, secs = run_cmd(
                     [os.path.abspath(args.merak_compile),
-                     os.path.join(case_dir, "model.onnx"), "-o", mlir],
+                     os.path.join(case_dir, "model.onnx"), "--compile-to=import", "-o", mlir],
                     args.timeout)
                 if not ok:
                     return ok, ["merak-compile failed"] + detail, secs
