@@ -1,7 +1,8 @@
 // RUN: %python %S/Inputs/gradcheck.py %s | FileCheck %s
 
 // Finite-difference checks of the shape rules: reshape, broadcast,
-// transpose, slice (strides 1 and -1), concat, split, gather, cumsum. The
+// transpose, slice (strides 1 and -1; other strides: slice-strided.mlir),
+// concat, split, gather, cumsum. The
 // upstream gradients are random (the argument %w), so a wrong permutation,
 // offset or direction shows.
 

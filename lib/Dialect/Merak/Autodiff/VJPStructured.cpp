@@ -35,25 +35,48 @@ LogicalResult rule(TransposeOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+/// `grad` with k - 1 zeros after each element along `d` (the last element's
+/// trailing zeros dropped): element i lands at position i * k.
+static Value spreadWithZeros(Emitter &e, Value grad, int64_t d, int64_t k) {
+  auto type = typeOf(grad);
+  int64_t n = type.getDimSize(d);
+  SmallVector<int64_t> column(type.getShape()), spread(type.getShape());
+  column.insert(column.begin() + d + 1, 1);
+  SmallVector<int64_t> zerosShape(column);
+  zerosShape[d + 1] = k - 1;
+  Value zeros = e.broadcast(e.scalar(grad, 0.0), zerosShape);
+  Value pairs = ConcatOp::create(e.b, e.loc, ValueRange{e.reshape(grad, column), zeros}, d + 1);
+  spread[d] = n * k;
+  Value flat = e.reshape(pairs, spread);
+  SmallVector<int64_t> starts(type.getRank(), 0), limits(spread), strides(type.getRank(), 1);
+  limits[d] = (n - 1) * k + 1;
+  return SliceOp::create(e.b, e.loc, flat, starts, limits, strides);
+}
+
 LogicalResult rule(SliceOp op, Emitter &e, ValueRange g, Grads &out) {
-  // Unit strides only: reverse where the stride is -1, then pad with zeros
-  // back to the input's extent along every sliced dimension.
+  // Per sliced dimension: a negative stride reversed, a stride k > 1 spread
+  // with k - 1 zeros between the elements (interleaved rotary embeddings'
+  // x[..., ::2]), then zeros padded back to the input's extent.
   auto in = typeOf(op.getInput());
   Value grad = g[0];
   for (int64_t d = 0; d < in.getRank(); ++d) {
-    int64_t stride = op.getStrides()[d], start = op.getStarts()[d],
-            limit = op.getLimits()[d], dim = in.getDimSize(d);
-    if (stride != 1 && stride != -1)
-      return op.emitError("no derivative rule for a slice with stride ") << stride;
-    int64_t size = typeOf(grad).getDimSize(d);
-    int64_t lo = stride == 1 ? start : limit + 1;
-    if (stride == -1 && size > 1) {
+    int64_t stride = op.getStrides()[d], start = op.getStarts()[d], dim = in.getDimSize(d);
+    int64_t size = typeOf(grad).getDimSize(d), k = std::abs(stride);
+    if (size == 0)
+      continue;
+    // The first (lowest) input position the slice reads along d.
+    int64_t lo = stride > 0 ? start : start - (size - 1) * k;
+    if (stride < 0 && size > 1) {
       SmallVector<int64_t> starts(in.getRank(), 0), limits(typeOf(grad).getShape()),
           strides(in.getRank(), 1);
       starts[d] = size - 1;
       limits[d] = -1;
       strides[d] = -1;
       grad = SliceOp::create(e.b, e.loc, grad, starts, limits, strides);
+    }
+    if (k > 1 && size > 1) {
+      grad = spreadWithZeros(e, grad, d, k);
+      size = typeOf(grad).getDimSize(d);
     }
     if (size == dim)
       continue;
