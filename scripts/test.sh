@@ -3,7 +3,7 @@
 # ONNX backend node tests, torch exports) under ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --venv
 scripts/build.sh
 BUILD=${MERAK_BUILD_DIR:-build}
 cd "$BUILD"

@@ -183,3 +183,39 @@ func.func @resource_mask(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v
     }
   }
 #-}
+
+// -----
+
+// nn.MultiheadAttention's spelling (PyTorch 1.13): q divided by sqrt(d)
+// before the product, heads folded into the batch, no mask; a second scale
+// on k multiplies in.
+// CHECK-LABEL: func.func @scaled_query
+// CHECK-SAME: (%[[Q:.*]]: tensor<8x10x16xf32>, %[[KT:.*]]: tensor<8x16x10xf32>, %[[V:.*]]: tensor<8x10x16xf32>)
+// CHECK: merak.attention %[[Q]], %{{.*}}, %[[V]] scale = 5.000000e-01 :
+// CHECK-NOT: merak.softmax
+// CHECK-NOT: merak.div
+func.func @scaled_query(%q: tensor<8x10x16xf32>, %kt: tensor<8x16x10xf32>, %v: tensor<8x10x16xf32>) -> tensor<8x10x16xf32> {
+  %four = merak.constant dense<4.0> : tensor<f32>
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %qs = merak.div %q, %four : tensor<8x10x16xf32>, tensor<f32>
+  %ks = merak.mul %two, %kt : tensor<f32>, tensor<8x16x10xf32>
+  %s = merak.matmul %qs, %ks : tensor<8x10x16xf32>, tensor<8x16x10xf32> -> tensor<8x10x10xf32>
+  %p = merak.softmax %s axis = 2 : tensor<8x10x10xf32>
+  %o = merak.matmul %p, %v : tensor<8x10x10xf32>, tensor<8x10x16xf32> -> tensor<8x10x16xf32>
+  return %o : tensor<8x10x16xf32>
+}
+
+// -----
+
+// A scaled query with another user stays: attention reads it, scale 1.
+// CHECK-LABEL: func.func @scaled_query_shared
+// CHECK: %[[QS:.*]] = merak.div
+// CHECK: merak.attention %[[QS]], %{{.*}}, %{{.*}} scale = 1.000000e+00 :
+func.func @scaled_query_shared(%q: tensor<8x10x16xf32>, %kt: tensor<8x16x10xf32>, %v: tensor<8x10x16xf32>) -> (tensor<8x10x16xf32>, tensor<8x10x16xf32>) {
+  %four = merak.constant dense<4.0> : tensor<f32>
+  %qs = merak.div %q, %four : tensor<8x10x16xf32>, tensor<f32>
+  %s = merak.matmul %qs, %kt : tensor<8x10x16xf32>, tensor<8x16x10xf32> -> tensor<8x10x10xf32>
+  %p = merak.softmax %s axis = 2 : tensor<8x10x10xf32>
+  %o = merak.matmul %p, %v : tensor<8x10x10xf32>, tensor<8x10x16xf32> -> tensor<8x10x16xf32>
+  return %o, %qs : tensor<8x10x16xf32>, tensor<8x10x16xf32>
+}

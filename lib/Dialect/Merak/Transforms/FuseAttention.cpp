@@ -3,6 +3,8 @@
 // Finds the exporter's spelling of scaled dot-product attention,
 //
 //   s = matmul(q, kT)                    q [..., T, D], kT [..., D, S]
+//                                        (q or kT may be mul(x, c) | div(x, c)
+//                                        themselves: nn.MultiheadAttention)
 //   s = mul(s, c) | div(s, c)            optional, c a scalar constant
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
 //                                        optional, a constant mask
@@ -305,6 +307,28 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     return false;
   chain.push_back(qk);
   Value q = qk.getLhs(), kT = qk.getRhs(), v = pv.getRhs();
+  // A scale applied to q or k before their product (PyTorch's
+  // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
+  for (Value *operand : {&q, &kT}) {
+    Operation *op = operand->getDefiningOp();
+    if (!op || !isa<MulOp, DivOp>(op) || !single(*operand))
+      continue;
+    bool isDiv = isa<DivOp>(op);
+    for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
+      Value other = op->getOperand(1 - side);
+      auto c = splat(other);
+      if (!c || cast<RankedTensorType>(other.getType()).getNumElements() != 1 ||
+          op->getOperand(side).getType() != operand->getType())
+        continue;
+      double factor = isDiv ? 1.0 / *c : *c;
+      if (factor == 0 || !std::isfinite(factor))
+        return false;
+      scale *= factor;
+      chain.push_back(op);
+      *operand = op->getOperand(side);
+      break;
+    }
+  }
   auto qt = cast<RankedTensorType>(q.getType());
   auto kt = cast<RankedTensorType>(kT.getType());
   auto vt = cast<RankedTensorType>(v.getType());

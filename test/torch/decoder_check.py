@@ -1,20 +1,24 @@
-"""A Llama-style decoder with interleaved rotary embeddings, trained by the
-generated executable against PyTorch.
+"""Decoders beyond the test suite's GPT-2, trained by the generated
+executable against PyTorch (float64), 20 AdamW steps, rel. err <= 1e-4.
 
-    /usr/bin/python3 test/torch/llama_check.py --bin BUILD/bin --workdir DIR [CHECK...]
+    /usr/bin/python3 test/torch/decoder_check.py --bin BUILD/bin --workdir DIR [CHECK...]
 
-The model (2 layers, width 32, 4 query heads over 2 key/value heads) has
+interleaved-rotary: a Llama-style decoder. The model (2 layers, width 32, 4 query heads over 2 key/value heads) has
 what Meta's reference Llama and GPT-J do and GPT-2 does not: RMSNorm,
 rotary embeddings applied to interleaved pairs (x[..., ::2], x[..., 1::2]:
 strided slices, recombined by stack + flatten), grouped-query attention
 (the key/value heads repeated), a SwiGLU MLP and no biases. It is exported
-by the TorchScript exporter at opset 17 in training mode. Checks:
-  interleaved-rotary  20 AdamW steps of ./train (--sampler sequential) on
-                      the bundled corpus: every loss equals PyTorch's
-                      (float64) to rel. err <= 1e-4.
+by the TorchScript exporter at opset 17 in training mode.
+
+mha-fused: a causal LM on PyTorch's own nn.TransformerEncoder (width 64, 4
+heads of 16, pre-norm, a causal mask): nn.MultiheadAttention's export
+(q divided by sqrt(d) before the product, heads folded into the batch) must
+become merak.attention -- the emitted step calls the attention kernel -- and
+train as PyTorch does.
 Ends with "N passed, M failed".
 """
 import json
+import re
 import math
 import os
 import sys
@@ -133,7 +137,55 @@ def check_interleaved_rotary(env):
         got[0], got[-1], want[0], want[-1], max(errs))
 
 
-CHECKS = {"interleaved-rotary": check_interleaved_rotary}
+class EncoderLM(nn.Module):
+    """Token embedding + learned positions, nn.TransformerEncoder with a
+    causal mask, a linear head."""
+
+    def __init__(self, width=64, heads=4, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, width)
+        self.pos = nn.Parameter(torch.randn(T, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, VOCAB)
+        self.register_buffer("mask", torch.triu(torch.full((T, T), float("-inf")), 1),
+                             persistent=False)
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.tok(ids) + self.pos, mask=self.mask))
+
+
+def check_mha_fused(env):
+    torch.manual_seed(0)
+    model = EncoderLM()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    onnx_path = os.path.join(env.work, "encoder.onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path,
+                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    step_cpp = os.path.join(env.work, "encoder-step.cpp")
+    run([os.path.join(env.bin_dir, "merak-compile"), onnx_path, "--compile-to=emit",
+         "-o", step_cpp])
+    with open(step_cpp) as f:
+        fused = len(re.findall(r"\battention\(", f.read()))
+    exe = os.path.join(env.work, "train-encoder")
+    run([os.path.join(env.bin_dir, "merak-compile"), onnx_path, "--optimizer", "adamw",
+         "--opt", "lr=3e-3", "-o", exe])
+    metrics = os.path.join(env.work, "encoder.jsonl")
+    run([exe, "--data", env.data, "--steps", str(STEPS), "--sampler", "sequential",
+         "--metrics", metrics])
+    with open(metrics) as f:
+        got = [json.loads(line)["loss"] for line in f]
+    model.load_state_dict(state)
+    want, _ = reference(model, env.tokens, dict(optimizer="adamw", lr=3e-3))
+    errs = [abs(g - w) / abs(w) for g, w in zip(got, want)]
+    ok = fused == 2 and len(got) == STEPS and max(errs) <= TOLERANCE and want[-1] < want[0]
+    return ok, "%d fused attention calls (2 layers); losses %.4f -> %.4f (torch %.4f -> %.4f), " \
+               "max rel err %.2e" % (fused, got[0], got[-1], want[0], want[-1], max(errs))
+
+
+CHECKS = {"interleaved-rotary": check_interleaved_rotary, "mha-fused": check_mha_fused}
 
 
 def main():
