@@ -444,7 +444,9 @@ LogicalResult trilu(NodeContext &n) {
 }
 
 /// Tile: reshape to interleaved [1, d0, 1, d1, ...], broadcast to
-/// [r0, d0, r1, d1, ...], reshape to [r0*d0, r1*d1, ...].
+/// [r0, d0, r1, d1, ...], reshape to [r0*d0, r1*d1, ...]; a dimension
+/// repeated once, or of size 1, needs no extra axis (so repeat_interleave's
+/// rank-5 Tile stays rank 5, within the runtime's rank limit).
 LogicalResult tile(NodeContext &n) {
   auto in = n.inputType(0);
   auto reps = n.constantInts(1, "repeats");
@@ -459,9 +461,15 @@ LogicalResult tile(NodeContext &n) {
       return n.error("repeats must be non-negative");
     if (in.getDimSize(d) && (*reps)[d] > kMaxElements / in.getDimSize(d))
       return n.error("repeats give absurd dimensions (element count overflows)");
-    inter.append({1, in.getDimSize(d)});
-    wide.append({(*reps)[d], in.getDimSize(d)});
-    out.push_back((*reps)[d] * in.getDimSize(d));
+    int64_t size = in.getDimSize(d), rep = (*reps)[d];
+    if (rep == 1 || size == 1) {
+      inter.push_back(size);
+      wide.push_back(rep * size);
+    } else {
+      inter.append({1, size});
+      wide.append({rep, size});
+    }
+    out.push_back(rep * size);
   }
   if (failed(checkShape(n, out)))
     return failure();

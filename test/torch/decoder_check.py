@@ -53,38 +53,39 @@ def rotate_interleaved(x, cos, sin):
 
 
 class Attention(nn.Module):
-    def __init__(self):
+    def __init__(self, dim, heads, kv_heads):
         super().__init__()
-        self.head_dim = DIM // HEADS
-        self.wq = nn.Linear(DIM, HEADS * self.head_dim, bias=False)
-        self.wk = nn.Linear(DIM, KV_HEADS * self.head_dim, bias=False)
-        self.wv = nn.Linear(DIM, KV_HEADS * self.head_dim, bias=False)
-        self.wo = nn.Linear(HEADS * self.head_dim, DIM, bias=False)
+        self.dim, self.heads, self.kv_heads = dim, heads, kv_heads
+        self.head_dim = dim // heads
+        self.wq = nn.Linear(dim, heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
 
     def forward(self, x, cos, sin):
         b, t, _ = x.shape
-        q = self.wq(x).view(b, t, HEADS, self.head_dim).transpose(1, 2)
-        k = self.wk(x).view(b, t, KV_HEADS, self.head_dim).transpose(1, 2)
-        v = self.wv(x).view(b, t, KV_HEADS, self.head_dim).transpose(1, 2)
+        q = self.wq(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = rotate_interleaved(q, cos, sin), rotate_interleaved(k, cos, sin)
-        rep = HEADS // KV_HEADS  # grouped-query attention: repeat the kv heads
+        rep = self.heads // self.kv_heads  # grouped-query attention: repeat the kv heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
         att = att.masked_fill(mask, float("-inf")).softmax(-1)
-        return self.wo((att @ v).transpose(1, 2).reshape(b, t, DIM))
+        return self.wo((att @ v).transpose(1, 2).reshape(b, t, self.dim))
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, dim, heads, kv_heads, hidden):
         super().__init__()
-        self.attention_norm = RMSNorm(DIM)
-        self.attention = Attention()
-        self.ffn_norm = RMSNorm(DIM)
-        self.w1 = nn.Linear(DIM, HIDDEN, bias=False)
-        self.w2 = nn.Linear(HIDDEN, DIM, bias=False)
-        self.w3 = nn.Linear(DIM, HIDDEN, bias=False)
+        self.attention_norm = RMSNorm(dim)
+        self.attention = Attention(dim, heads, kv_heads)
+        self.ffn_norm = RMSNorm(dim)
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
 
     def forward(self, x, cos, sin):
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -93,15 +94,16 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self):
+    def __init__(self, vocab=VOCAB, seq=T, dim=DIM, heads=HEADS, kv_heads=KV_HEADS,
+                 layers=LAYERS, hidden=HIDDEN):
         super().__init__()
-        self.tok_embeddings = nn.Embedding(VOCAB, DIM)
-        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.norm = RMSNorm(DIM)
-        self.output = nn.Linear(DIM, VOCAB, bias=False)
-        half = DIM // HEADS // 2
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(Block(dim, heads, kv_heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+        half = dim // heads // 2
         inv = 1.0 / (10000 ** (torch.arange(half, dtype=torch.float32) / half))
-        angles = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+        angles = torch.arange(seq, dtype=torch.float32)[:, None] * inv[None, :]
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
@@ -141,15 +143,15 @@ class EncoderLM(nn.Module):
     """Token embedding + learned positions, nn.TransformerEncoder with a
     causal mask, a linear head."""
 
-    def __init__(self, width=64, heads=4, layers=2):
+    def __init__(self, vocab=VOCAB, seq=T, width=64, heads=4, layers=2):
         super().__init__()
-        self.tok = nn.Embedding(VOCAB, width)
-        self.pos = nn.Parameter(torch.randn(T, width) * 0.02)
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.randn(seq, width) * 0.02)
         layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
                                            batch_first=True, norm_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.head = nn.Linear(width, VOCAB)
-        self.register_buffer("mask", torch.triu(torch.full((T, T), float("-inf")), 1),
+        self.head = nn.Linear(width, vocab)
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1),
                              persistent=False)
 
     def forward(self, ids):

@@ -1,0 +1,142 @@
+"""CPU training-step time of three model families: merak's executable vs
+PyTorch 2.x eager and torch.compile (inductor), one thread, in one run.
+
+    $(scripts/venv-path.sh)/bin/python bench/zoo_step.py --bin build/bin --workdir /tmp/zoo \
+        [--steps 20] [--models gpt2,llama,encoder]
+
+Every model: d=256, 4 layers, 8 heads (Llama: 2 kv heads, SwiGLU 4d,
+interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
+  gpt2     test/torch/export_models.py's GPT-2 (tied embeddings)
+  llama    test/torch/decoder_check.py's Llama-style decoder
+  encoder  a causal LM on nn.TransformerEncoder (pre-norm)
+merak: exported by the TorchScript exporter (opset 17, training mode),
+merak-compile, ./train on random tokens with OMP/OpenBLAS at 1 thread; the
+median of the per-step time_ms after 5 warm-up steps. PyTorch: forward,
+cross-entropy, backward, AdamW.step() with torch.set_num_threads(1), median
+over the same steps, eager and with the model under torch.compile (its
+compilation excluded). Prints the step times, merak / eager and
+merak / compile (goal <= 0.8), and the achieved FLOP/s (6 * params * tokens
+plus the attention's 12 * layers * B * T^2 * d, per step) against the
+single-core SGEMM peak measured here (torch.mm 1024^3, 1 thread).
+A benchmark, not a test.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
+import export_models as em  # noqa: E402
+from decoder_check import EncoderLM, Llama  # noqa: E402
+
+B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 256, 4, 8, 2048
+WARMUP = 5
+
+
+def build(name):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=T), \
+            ["--frozen", "*.attn.bias"]
+    if name == "llama":
+        return Llama(vocab=VOCAB, seq=T, dim=D, heads=HEADS, kv_heads=2, layers=LAYERS,
+                     hidden=4 * D), []
+    return EncoderLM(vocab=VOCAB, seq=T, width=D, heads=HEADS, layers=LAYERS), []
+
+
+def torch_step_ms(model, steps, compiled):
+    model = model.train()
+    fwd = torch.compile(model) if compiled else model
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
+    rng = torch.Generator().manual_seed(1)
+    times = []
+    for s in range(WARMUP + steps):
+        ids = torch.randint(0, VOCAB, (B, T + 1), generator=rng)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        logits = fwd(ids[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        if s >= WARMUP:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def merak_step_ms(args, name, model, flags):
+    onnx_path = os.path.join(args.workdir, name + ".onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path,
+                      opset_version=17, dynamo=False, input_names=["input_ids"],
+                      output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    exe = os.path.join(args.workdir, "train-" + name)
+    subprocess.run([os.path.join(args.bin, "merak-compile"), onnx_path, "--optimizer", "adamw",
+                    "--opt", "lr=3e-4", "-o", exe] + flags, check=True, capture_output=True)
+    step_cpp = os.path.join(args.workdir, name + "-step.cpp")
+    subprocess.run([os.path.join(args.bin, "merak-compile"), onnx_path, "--compile-to=emit",
+                    "-o", step_cpp] + flags, check=True, capture_output=True)
+    fused = open(step_cpp).read().count(" attention(")
+    tokens = os.path.join(args.workdir, "tokens.bin")
+    np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
+    metrics = os.path.join(args.workdir, name + ".jsonl")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    subprocess.run([exe, "--data", tokens, "--steps", str(WARMUP + args.steps), "--metrics",
+                    metrics, "--log-every", "1000"], check=True, env=env, capture_output=True)
+    with open(metrics) as f:
+        times = [json.loads(line)["time_ms"] for line in f][WARMUP:]
+    return statistics.median(times), fused
+
+
+def sgemm_peak():
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    for _ in range(3):
+        torch.mm(a, b)
+    best = min(timeit(lambda: torch.mm(a, b)) for _ in range(5))
+    return 2 * 1024 ** 3 / best
+
+
+def timeit(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--models", default="gpt2,llama,encoder")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_num_threads(1)
+    peak = sgemm_peak()
+    print("torch %s, one thread; single-core SGEMM peak %.1f GFLOP/s" % (torch.__version__,
+                                                                         peak / 1e9))
+    for name in args.models.split(","):
+        model, flags = build(name)
+        params = sum(p.numel() for p in model.parameters())
+        flops = 6 * params * B * T + 12 * LAYERS * B * T * T * D
+        merak_ms, fused = merak_step_ms(args, name, model, flags)
+        eager_ms = torch_step_ms(build(name)[0], args.steps, False)
+        compiled_ms = torch_step_ms(build(name)[0], args.steps, True)
+        print("%-8s %5.1fM params | merak %7.1f ms (%d attention fused, %.1f GFLOP/s = %.0f%% "
+              "of peak) | eager %7.1f ms | compile %7.1f ms | merak/eager %.2f | "
+              "merak/compile %.2f (goal <= 0.8)"
+              % (name, params / 1e6, merak_ms, fused, flops / merak_ms / 1e6,
+                 100 * flops / merak_ms * 1e3 / peak, eager_ms, compiled_ms,
+                 merak_ms / eager_ms, merak_ms / compiled_ms))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
