@@ -328,6 +328,14 @@ LogicalResult reduceAttr(NodeContext &n) { return reduceImpl<OpTy, kind>(n, fals
 template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
 LogicalResult reduceInput(NodeContext &n) { return reduceImpl<OpTy, kind>(n, true); }
 
+/// ReduceMax/ReduceMin-20 add bool inputs, which merak's reductions lack.
+template <typename OpTy>
+LogicalResult reduceMinMax20(NodeContext &n) {
+  if (n.inputType(0).getElementType().isInteger(1))
+    return n.unsupported("bool input");
+  return reduceInput<OpTy>(n);
+}
+
 /// Hardmax: one-hot of the first maximum along `axis`.
 LogicalResult hardmax(NodeContext &n) {
   auto xt = n.inputType(0);
@@ -496,9 +504,9 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   // ReduceSum-13).
   r.add("ReduceMean", 18, reduceInput<ReduceMeanOp>);
   r.add("ReduceMax", 18, reduceInput<ReduceMaxOp>);
-  r.sameAs("ReduceMax", 20, 18); // bool inputs
+  r.add("ReduceMax", 20, reduceMinMax20<ReduceMaxOp>);
   r.add("ReduceMin", 18, reduceInput<ReduceMinOp>);
-  r.sameAs("ReduceMin", 20, 18); // bool inputs
+  r.add("ReduceMin", 20, reduceMinMax20<ReduceMinOp>);
   r.add("ReduceProd", 18, reduceInput<ReduceProdOp>);
   r.add("ReduceL1", 18, reduceInput<ReduceSumOp, ReduceKind::L1>);
   r.add("ReduceL2", 18, reduceInput<ReduceSumOp, ReduceKind::L2>);
