@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -169,17 +170,46 @@ private:
 
 using Handler = LogicalResult (*)(NodeContext &);
 
-/// The op table: per op type, handlers keyed by the opset version they
-/// apply from.
+/// The op table. ONNX versions every op separately: at a model's opset an
+/// op has the semantics of its largest since-version <= opset (the ai.onnx
+/// history in OnnxOpVersions.inc, generated from the onnx wheel). A node is
+/// imported only by a handler that covers exactly that version:
+///  - add(op, v, fn): fn implements version v;
+///  - sameAs(op, v, base): version v only widened types merak does not
+///    support, or added something base's handler already handles or
+///    refuses by name (decided per op from onnx's Changelog.md);
+///  - up to kAuditedOpset, a handler also covers the versions up to the next
+///    add() of the op: the handlers were written against ONNX 1.12's schemas
+///    (opsets <= 17), whose node tests check them.
+/// Any other version is unsupported ("Reshape-21").
 class OpRegistry {
 public:
+  static constexpr int64_t kAuditedOpset = 17;
+
   void add(StringRef opType, int64_t sinceVersion, Handler fn);
-  /// The handler for `opType` at `opset`, or null.
-  Handler lookup(StringRef opType, int64_t opset) const;
+  void sameAs(StringRef opType, int64_t version, int64_t base);
+
+  struct Resolution {
+    /// The op's ONNX version at the opset; 0 when ONNX does not define the
+    /// op (or not yet at this opset).
+    int64_t version = 0;
+    /// Null when merak has no handler for that version.
+    Handler fn = nullptr;
+  };
+  Resolution lookup(StringRef opType, int64_t opset) const;
+  /// True when some version of the op has a handler.
+  bool imports(StringRef opType) const { return table.count(opType); }
+  /// The since-versions of an ai.onnx op, ascending; empty if ONNX has no
+  /// such op.
+  static ArrayRef<int64_t> onnxVersions(StringRef opType);
   static const OpRegistry &get();
 
 private:
-  llvm::StringMap<SmallVector<std::pair<int64_t, Handler>, 2>> table;
+  struct Entry {
+    Handler fn = nullptr; // set by add()
+    int64_t base = 0;     // set by sameAs()
+  };
+  llvm::StringMap<std::map<int64_t, Entry>> table;
 };
 
 void registerElementwiseOps(OpRegistry &r);

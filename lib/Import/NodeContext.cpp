@@ -224,38 +224,3 @@ LogicalResult NodeContext::unsupported(const Twine &what) {
                  << "' (" << describeNode(node) << ", opset " << opset << ")";
   return failure();
 }
-
-//===----------------------------------------------------------------------===//
-// OpRegistry
-//===----------------------------------------------------------------------===//
-
-void OpRegistry::add(StringRef opType, int64_t since, Handler fn) {
-  auto &list = table[opType];
-  list.push_back({since, fn});
-  llvm::sort(list, [](auto &a, auto &b) { return a.first < b.first; });
-}
-
-Handler OpRegistry::lookup(StringRef opType, int64_t opset) const {
-  auto it = table.find(opType);
-  if (it == table.end())
-    return nullptr;
-  Handler best = nullptr;
-  for (auto &[since, fn] : it->second)
-    if (since <= opset)
-      best = fn;
-  return best;
-}
-
-const OpRegistry &OpRegistry::get() {
-  static const OpRegistry registry = [] {
-    OpRegistry r;
-    registerElementwiseOps(r);
-    registerShapeOps(r);
-    registerNNOps(r);
-    registerLossOps(r);
-    registerLegacyOps(r);
-    return r;
-  }();
-  return registry;
-}
-

@@ -37,7 +37,7 @@ using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
-static constexpr int64_t kMaxOpset = 17;
+static constexpr int64_t kMaxOpset = 23;
 static constexpr int64_t kProtobufLimit = int64_t(2) << 30;
 
 LogicalResult mlir::merak::parseInputShape(StringRef spec, ImportOptions &options,
@@ -178,19 +178,28 @@ LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> no
   for (const onnx::NodeProto *node : nodes) {
     bool standard = node->domain().empty() || node->domain() == "ai.onnx";
     std::string key = node->domain() + "::" + node->op_type();
-    if (standard && reg.lookup(node->op_type(), opset))
-      continue;
+    OpRegistry::Resolution res;
+    if (standard) {
+      res = reg.lookup(node->op_type(), opset);
+      if (res.fn)
+        continue;
+    }
     ok = false;
     if (!reported.insert(key).second)
       continue;
-    if (!standard)
-      emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
-                                << "' of domain '" << node->domain() << "' ("
-                                << describeNode(*node) << ")";
-    else
-      emitError(nodeLoc(*node)) << "unsupported ONNX op '" << node->op_type()
-                                << "' (" << describeNode(*node) << ", opset "
-                                << opset << ")";
+    InFlightDiagnostic diag = emitError(nodeLoc(*node));
+    if (!standard) {
+      diag << "unsupported ONNX op '" << node->op_type() << "' of domain '"
+           << node->domain() << "' (" << describeNode(*node) << ")";
+    } else if (res.version && reg.imports(node->op_type())) {
+      // merak imports the op, but not the semantics it has at this opset.
+      diag << "unsupported ONNX op " << node->op_type() << "-" << res.version
+           << ": merak does not import that version (" << describeNode(*node)
+           << ", opset " << opset << ")";
+    } else {
+      diag << "unsupported ONNX op '" << node->op_type() << "' ("
+           << describeNode(*node) << ", opset " << opset << ")";
+    }
   }
   return success(ok);
 }
@@ -354,7 +363,7 @@ LogicalResult GraphImporter::importNodes(ArrayRef<const onnx::NodeProto *> order
       continue;
     }
     NodeContext nc(*this, *node, opset, builder, loc);
-    if (failed(reg.lookup(node->op_type(), opset)(nc)) || nc.hasFailed())
+    if (failed(reg.lookup(node->op_type(), opset).fn(nc)) || nc.hasFailed())
       return failure();
     for (const auto &out : node->output())
       if (!out.empty() && !values.count(out) && consumed.contains(out))
@@ -489,8 +498,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 /// empty name, so that handlers can rely on their inputs.
 LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
                                               Location loc) {
+  // Debian's onnx library knows the op versions up to opset 17: a newer
+  // version is checked by its handler alone.
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, "");
-  if (!schema)
+  if (!schema ||
+      schema->SinceVersion() != OpRegistry::get().lookup(node.op_type(), opset).version)
     return success();
   try {
     schema->Verify(node);

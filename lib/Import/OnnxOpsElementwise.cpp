@@ -205,6 +205,15 @@ LogicalResult isNaN(NodeContext &n) {
   return success();
 }
 
+/// Gelu-20: the erf form, or with approximate="tanh" the tanh form.
+LogicalResult gelu(NodeContext &n) {
+  std::string approx = n.getString("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    return n.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
+  n.setOutputs(n.create<GeluOp>(n.input(0), approx == "tanh"));
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerElementwiseOps(OpRegistry &r) {
@@ -259,4 +268,25 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("HardSwish", 14, hardSwish);
   r.add("ThresholdedRelu", 10, thresholdedRelu);
   r.add("PRelu", 7, prelu);
+  r.add("Gelu", 20, gelu);
+
+  // Versions after 17 that only add dtypes (bfloat16, float8, int4,
+  // float4, strings) that merak accepts or refuses by dtype. Cast-19 and
+  // CastLike-19 add `saturate`, which only affects float8 targets.
+  r.sameAs("Cos", 22, 7);
+  r.sameAs("Sin", 22, 7);
+  r.sameAs("Elu", 22, 6);
+  r.sameAs("Selu", 22, 6);
+  r.sameAs("HardSigmoid", 22, 6);
+  r.sameAs("HardSwish", 22, 14);
+  r.sameAs("Softplus", 22, 1);
+  r.sameAs("Softsign", 22, 1);
+  r.sameAs("ThresholdedRelu", 22, 10);
+  r.sameAs("Equal", 19, 7);
+  r.sameAs("IsNaN", 20, 9);
+  for (int64_t v : {19, 21, 23}) {
+    r.sameAs("Identity", v, 1);
+    r.sameAs("Cast", v, 6);
+    r.sameAs("CastLike", v, 15);
+  }
 }

@@ -103,4 +103,5 @@ LogicalResult negativeLogLikelihood(NodeContext &n) {
 void onnx_import::registerLossOps(OpRegistry &r) {
   r.add("SoftmaxCrossEntropyLoss", 13, softmaxCrossEntropy);
   r.add("NegativeLogLikelihoodLoss", 13, negativeLogLikelihood);
+  r.sameAs("NegativeLogLikelihoodLoss", 22, 13); // bfloat16
 }

@@ -261,8 +261,26 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
   Value x = n.input(0);
   bool keep = n.getInt("keepdims", 1);
   if (!*axes) {
-    // noop_with_empty_axes (only ReduceSum has it before opset 18).
-    n.setOutputs(x);
+    // noop_with_empty_axes (ReduceSum-13, the others from 18): nothing is
+    // reduced, but the element-wise part still applies (onnx's reference:
+    // ReduceSumSquare gives x^2, ReduceL1 |x|, ReduceLogSum log x).
+    Value r = x;
+    switch (kind) {
+    case ReduceKind::Plain:
+    case ReduceKind::LogSumExp: // log(e^x) = x
+      break;
+    case ReduceKind::L1:
+    case ReduceKind::L2: // sqrt(x^2)
+      r = n.create<AbsOp>(x);
+      break;
+    case ReduceKind::SumSquare:
+      r = n.create<MulOp>(x, x);
+      break;
+    case ReduceKind::LogSum:
+      r = n.create<LogOp>(x);
+      break;
+    }
+    n.setOutputs(r);
     return success();
   }
   ArrayRef<int64_t> ax = **axes;
@@ -307,8 +325,16 @@ LogicalResult reduceImpl(NodeContext &n, bool axesFromInput) {
 }
 template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
 LogicalResult reduceAttr(NodeContext &n) { return reduceImpl<OpTy, kind>(n, false); }
+template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
+LogicalResult reduceInput(NodeContext &n) { return reduceImpl<OpTy, kind>(n, true); }
+
+/// ReduceMax/ReduceMin-20 add bool inputs, which merak's reductions lack.
 template <typename OpTy>
-LogicalResult reduceInput(NodeContext &n) { return reduceImpl<OpTy>(n, true); }
+LogicalResult reduceMinMax20(NodeContext &n) {
+  if (n.inputType(0).getElementType().isInteger(1))
+    return n.unsupported("bool input");
+  return reduceInput<OpTy>(n);
+}
 
 /// Hardmax: one-hot of the first maximum along `axis`.
 LogicalResult hardmax(NodeContext &n) {
@@ -410,6 +436,45 @@ LogicalResult instanceNorm(NodeContext &n) {
   return success();
 }
 
+/// GroupNormalization: per (n, group) over the group's channels and the
+/// spatial dims. scale and bias are per channel (21) or per group (18).
+LogicalResult groupNorm(NodeContext &n, bool perGroupAffine) {
+  auto t = n.inputType(0);
+  if (t.getRank() < 3)
+    return n.error("input must have rank >= 3 (N, C, D...)");
+  if (n.getInt("stash_type", 1) != 1)
+    return n.unsupported("stash_type other than float");
+  int64_t groups = n.getInt("num_groups", 0), c = t.getDimSize(1);
+  if (groups <= 0 || c % groups)
+    return n.error("num_groups " + Twine(groups) + " does not divide the " +
+                   Twine(c) + " channels");
+  int64_t affine = perGroupAffine ? groups : c;
+  for (unsigned i : {1u, 2u})
+    if (n.inputType(i).getRank() != 1 || n.inputType(i).getDimSize(0) != affine)
+      return n.error(Twine(i == 1 ? "scale" : "bias") + " must have shape [" +
+                     Twine(affine) + "]");
+  Value x = n.input(0);
+  Value g = n.reshape(x, {t.getDimSize(0), groups, t.getNumElements() / (t.getDimSize(0) * groups)});
+  Value mean = n.create<ReduceMeanOp>(g, ArrayRef<int64_t>{2}, true);
+  Value centered = n.create<SubOp>(g, mean);
+  Value var = n.create<ReduceMeanOp>(n.create<MulOp>(centered, centered),
+                                     ArrayRef<int64_t>{2}, true);
+  Value inv = n.create<RsqrtOp>(n.create<AddOp>(var, n.scalarLike(x, n.getFloat("epsilon", 1e-5))));
+  Value y = n.reshape(n.create<MulOp>(centered, inv), t.getShape());
+  SmallVector<int64_t> chan(t.getRank(), 1);
+  chan[1] = c;
+  auto perChannel = [&](Value v) {
+    if (perGroupAffine) // [G] -> [G, C/G] -> [C]
+      v = n.reshape(n.broadcastTo(n.reshape(v, {groups, 1}), {groups, c / groups}), {c});
+    return n.reshape(v, chan);
+  };
+  y = n.create<MulOp>(y, perChannel(n.input(1)));
+  n.setOutputs(n.create<AddOp>(y, perChannel(n.input(2))));
+  return success();
+}
+LogicalResult groupNorm18(NodeContext &n) { return groupNorm(n, true); }
+LogicalResult groupNorm21(NodeContext &n) { return groupNorm(n, false); }
+
 } // namespace
 
 void onnx_import::registerNNOps(OpRegistry &r) {
@@ -435,10 +500,34 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("ReduceSumSquare", 1, reduceAttr<ReduceSumOp, ReduceKind::SumSquare>);
   r.add("ReduceLogSum", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSum>);
   r.add("ReduceLogSumExp", 1, reduceAttr<ReduceSumOp, ReduceKind::LogSumExp>);
+  // 18: axes move to an optional input, with noop_with_empty_axes (as
+  // ReduceSum-13).
+  r.add("ReduceMean", 18, reduceInput<ReduceMeanOp>);
+  r.add("ReduceMax", 18, reduceInput<ReduceMaxOp>);
+  r.add("ReduceMax", 20, reduceMinMax20<ReduceMaxOp>);
+  r.add("ReduceMin", 18, reduceInput<ReduceMinOp>);
+  r.add("ReduceMin", 20, reduceMinMax20<ReduceMinOp>);
+  r.add("ReduceProd", 18, reduceInput<ReduceProdOp>);
+  r.add("ReduceL1", 18, reduceInput<ReduceSumOp, ReduceKind::L1>);
+  r.add("ReduceL2", 18, reduceInput<ReduceSumOp, ReduceKind::L2>);
+  r.add("ReduceSumSquare", 18, reduceInput<ReduceSumOp, ReduceKind::SumSquare>);
+  r.add("ReduceLogSum", 18, reduceInput<ReduceSumOp, ReduceKind::LogSum>);
+  r.add("ReduceLogSumExp", 18, reduceInput<ReduceSumOp, ReduceKind::LogSumExp>);
   r.add("Hardmax", 13, hardmax);
   r.add("CumSum", 11, cumSum);
   r.add("InstanceNormalization", 6, instanceNorm);
   r.add("ArgMax", 1, argMax);
   r.add("ArgMin", 1, argMin);
   r.add("Dropout", 12, dropout);
+  r.add("GroupNormalization", 18, groupNorm18);
+  r.add("GroupNormalization", 21, groupNorm21);
+  // Versions after 17 that only add dtypes (bfloat16, float8) merak's
+  // handlers accept or refuse by dtype; AveragePool-19 adds dilations,
+  // which the pool handler already refuses by name.
+  r.sameAs("AveragePool", 19, 1);
+  r.sameAs("AveragePool", 22, 1);
+  for (StringRef op : {"Conv", "MaxPool", "GlobalAveragePool", "GlobalMaxPool"})
+    r.sameAs(op, 22, 1);
+  r.sameAs("InstanceNormalization", 22, 6);
+  r.sameAs("Dropout", 22, 12);
 }

@@ -399,6 +399,33 @@ LogicalResult splitImpl(NodeContext &n, bool sizesFromInput) {
   return success();
 }
 LogicalResult split13(NodeContext &n) { return splitImpl(n, true); }
+/// Split-18: the `split` input, or num_outputs parts of ceil(dim / parts)
+/// elements, the last one smaller.
+LogicalResult split18(NodeContext &n) {
+  const onnx::AttributeProto *numAttr = n.attr("num_outputs");
+  if (n.hasInput(1) && numAttr)
+    return n.error("takes either the split input or num_outputs, not both");
+  if (n.hasInput(1))
+    return splitImpl(n, true);
+  if (!numAttr)
+    return n.error("needs the split input or num_outputs");
+  int64_t parts = n.getInt("num_outputs", 0);
+  if (parts < 1 || parts != n.numOutputs())
+    return n.error("num_outputs is " + Twine(parts) + " but the node has " +
+                   Twine(n.numOutputs()) + " outputs");
+  auto in = n.inputType(0);
+  auto ax = n.axis(n.getInt("axis", 0), in.getRank());
+  if (failed(ax))
+    return failure();
+  int64_t dim = in.getDimSize(*ax), chunk = (dim + parts - 1) / parts;
+  if (chunk * (parts - 1) >= dim && parts > 1)
+    return n.error("dimension " + Twine(dim) + " cannot be split into " +
+                   Twine(parts) + " non-empty parts of " + Twine(chunk));
+  SmallVector<int64_t> sizes(parts - 1, chunk);
+  sizes.push_back(dim - chunk * (parts - 1));
+  n.setOutputs(n.createSplit(n.input(0), *ax, sizes));
+  return success();
+}
 LogicalResult split11(NodeContext &n) { return splitImpl(n, false); }
 
 LogicalResult gather(NodeContext &n) {
@@ -533,7 +560,7 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
   if ((int64_t)pads.size() != 2 * rank)
     return n.error("pads needs " + Twine(2 * rank) + " entries, got " +
                    Twine(pads.size()));
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
     return n.unsupported("Pad mode '" + mode + "'");
   Value x = n.input(0);
   for (int64_t d = 0; d < rank && x; ++d) {
@@ -558,6 +585,8 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
       return n.error("cannot " + mode + "-pad an empty dimension");
     if (mode == "reflect" && (before >= dim || after >= dim))
       return n.error("reflect pads must be smaller than the dimension");
+    if (mode == "wrap" && (before > dim || after > dim))
+      return n.unsupported("wrap pads larger than the dimension");
     auto xt = cast<RankedTensorType>(x.getType());
     auto block = [&](int64_t size, bool atEnd) -> Value {
       SmallVector<int64_t> shape(xt.getShape());
@@ -571,6 +600,8 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
         Value edge = atEnd ? sliceDim(n, x, d, dim - 1, dim, 1) : sliceDim(n, x, d, 0, 1, 1);
         return n.broadcastTo(edge, shape);
       }
+      if (mode == "wrap") // the other end's elements, in order
+        return atEnd ? sliceDim(n, x, d, 0, size, 1) : sliceDim(n, x, d, dim - size, dim, 1);
       // reflect, excluding the edge element itself.
       return atEnd ? sliceDim(n, x, d, dim - 2, dim - 2 - size, -1)
                    : sliceDim(n, x, d, size, 0, -1);
@@ -601,6 +632,41 @@ LogicalResult pad11(NodeContext &n) {
   return padImpl(n, *pads, value, n.getString("mode", "constant"));
 }
 
+/// Pad-18: pads (and constant_value) for the dimensions in the optional
+/// `axes` input only; 19 adds mode "wrap".
+LogicalResult pad18(NodeContext &n) {
+  if (!n.hasInput(3))
+    return pad11(n);
+  auto pads = n.constantInts(1, "pads");
+  auto axes = n.constantInts(3, "axes");
+  if (failed(pads) || failed(axes))
+    return failure();
+  int64_t rank = n.inputType(0).getRank(), k = axes->size();
+  if ((int64_t)pads->size() != 2 * k)
+    return n.error("pads needs " + Twine(2 * k) + " entries for " + Twine(k) +
+                   " axes, got " + Twine(pads->size()));
+  SmallVector<int64_t> full(2 * rank, 0);
+  SmallVector<bool> seen(rank, false);
+  for (int64_t i = 0; i < k; ++i) {
+    auto ax = n.axis((*axes)[i], rank);
+    if (failed(ax))
+      return failure();
+    if (seen[*ax])
+      return n.error("axis " + Twine(*ax) + " is repeated in axes");
+    seen[*ax] = true;
+    full[*ax] = (*pads)[i];
+    full[*ax + rank] = (*pads)[i + k];
+  }
+  double value = 0;
+  if (n.hasInput(2)) {
+    auto v = n.constantScalar(2, "constant_value");
+    if (failed(v))
+      return failure();
+    value = *v;
+  }
+  return padImpl(n, full, value, n.getString("mode", "constant"));
+}
+
 LogicalResult pad2(NodeContext &n) {
   auto pads = n.getInts("pads");
   if (!pads)
@@ -628,12 +694,33 @@ void onnx_import::registerShapeOps(OpRegistry &r) {
   r.add("Concat", 4, concat);
   r.add("Split", 2, split11);
   r.add("Split", 13, split13);
+  r.add("Split", 18, split18);
   r.add("Gather", 1, gather);
   r.add("GatherElements", 11, gatherElements);
   r.add("Trilu", 14, trilu);
   r.add("Tile", 6, tile);
   r.add("Pad", 2, pad2);
   r.add("Pad", 11, pad11);
+  r.add("Pad", 18, pad18);
+  r.sameAs("Pad", 19, 18); // mode "wrap", which padImpl implements
+  r.sameAs("Pad", 21, 18); // float8, int4
+  r.sameAs("Pad", 23, 18); // float4
+
+  // Versions after 17 that only add dtypes (float8, int4, float4).
+  for (int64_t v : {19, 21, 23}) {
+    r.sameAs("Constant", v, 1);
+    r.sameAs("Reshape", v, 5);
+    r.sameAs("Shape", v, 1);
+    r.sameAs("Size", v, 1);
+  }
+  for (int64_t v : {20, 21, 23})
+    r.sameAs("ConstantOfShape", v, 9);
+  for (int64_t v : {21, 23}) {
+    r.sameAs("Flatten", v, 1);
+    r.sameAs("Squeeze", v, 13);
+    r.sameAs("Unsqueeze", v, 13);
+    r.sameAs("Transpose", v, 1);
+  }
   r.add("DepthToSpace", 11, depthToSpace);
   r.add("SpaceToDepth", 13, spaceToDepth);
 }
