@@ -68,6 +68,8 @@ public:
                                 const HostTensor &value);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &in, Location loc);
   LogicalResult importInitializers(func::FuncOp func);
+  /// Refuses a tied weight the exporter's optimizer copied (FoldedCopies.cpp).
+  LogicalResult checkFoldedCopies();
   LogicalResult importNodes(ArrayRef<const onnx::NodeProto *> order);
   LogicalResult importOutputs(func::FuncOp func, ArrayRef<Type> argTypes);
 };

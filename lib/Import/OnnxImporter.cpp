@@ -480,7 +480,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         builder, NameLoc::get(StringAttr::get(ctx, name), fileLoc),
         makeElements(options.constantInputs.lookup(name), name));
 
-  if (failed(importInitializers(func)))
+  if (failed(importInitializers(func)) || failed(checkFoldedCopies()))
     return nullptr;
 
   if (failed(importNodes(*order)))
