@@ -163,7 +163,8 @@ func.func @forward() {
 merak.param @k : tensor<3xf64> = dense<0.25> : tensor<3xf64>
 func.func @forward(%x: tensor<3xf64>) -> tensor<f64> {
   %k = merak.get_param @k : tensor<3xf64>
-  // expected-error @+1 {{merak-autodiff: no derivative rule for 'merak.rem'}}
+  // expected-error @+2 {{merak-autodiff: no derivative rule for 1 op kind(s) on the path to the loss: 'merak.rem' (1x)}}
+  // expected-note @+1 {{first 'merak.rem' here}}
   %0 = merak.rem %x, %k : tensor<3xf64>, tensor<3xf64>
   %l = merak.reduce_sum %0 axes = [0] : tensor<3xf64> -> tensor<f64>
   return %l : tensor<f64>
@@ -176,8 +177,25 @@ merak.param @p : tensor<3xf64> = dense<[1.0, 2.0, 3.0]> : tensor<3xf64>
 func.func @forward() -> tensor<f64> {
   %p = merak.get_param @p : tensor<3xf64>
   %0 = merak.exp %p : tensor<3xf64>
-  // expected-error @+1 {{merak-autodiff: no derivative rule for 'merak.reduce_prod'}}
+  // expected-error @+2 {{merak-autodiff: no derivative rule for 1 op kind(s) on the path to the loss: 'merak.reduce_prod' (1x)}}
+  // expected-note @+1 {{first 'merak.reduce_prod' here}}
   %1 = merak.reduce_prod %0 axes = [0] : tensor<3xf64> -> tensor<f64>
   %2 = merak.log %1 : tensor<f64>
+  return %2 : tensor<f64>
+}
+
+// -----
+
+// Every op kind without a rule is listed at once, with its count: rem
+// twice, then reduce_prod.
+merak.param @q : tensor<3xf64> = dense<[1.0, 2.0, 3.0]> : tensor<3xf64>
+func.func @forward(%x: tensor<3xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<3xf64>
+  // expected-error @+2 {{merak-autodiff: no derivative rule for 2 op kind(s) on the path to the loss: 'merak.rem' (2x) 'merak.reduce_prod' (1x)}}
+  // expected-note @+1 {{first 'merak.rem' here}}
+  %0 = merak.rem %x, %q : tensor<3xf64>, tensor<3xf64>
+  %1 = merak.rem %0, %q : tensor<3xf64>, tensor<3xf64>
+  // expected-note @+1 {{first 'merak.reduce_prod' here}}
+  %2 = merak.reduce_prod %1 axes = [0] : tensor<3xf64> -> tensor<f64>
   return %2 : tensor<f64>
 }

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Autodiff/ReverseSweep.h"
 
+#include "llvm/ADT/MapVector.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -42,6 +44,24 @@ LogicalResult mlir::merak::buildReverseSweep(OpBuilder &b, Block &body,
         if (isFloatTensor(v))
           toSeed.insert(v);
   auto needed = [&](Value v) { return fromSource.contains(v) && toSeed.contains(v); };
+
+  // Every op kind on the path from a trainable value to the loss that has no
+  // derivative rule, reported at once (not one per compile).
+  llvm::MapVector<OperationName, SmallVector<Operation *>> missing;
+  for (Operation *op : ops)
+    if (!isa<GetParamOp>(op) && !isa<DifferentiableOpInterface>(op) &&
+        llvm::any_of(op->getOperands(), needed) && llvm::any_of(op->getResults(), needed))
+      missing[op->getName()].push_back(op);
+  if (!missing.empty()) {
+    auto diag = missing.front().second.front()->emitError(pass)
+                << ": no derivative rule for " << missing.size()
+                << " op kind(s) on the path to the loss:";
+    for (auto &[name, uses] : missing)
+      diag << " '" << name << "' (" << uses.size() << "x)";
+    for (auto &[name, uses] : missing)
+      diag.attachNote(uses.front()->getLoc()) << "first '" << name << "' here";
+    return failure();
+  }
 
   llvm::DenseMap<Value, Value> grads;
   auto accumulate = [&](Value v, Value g) {
