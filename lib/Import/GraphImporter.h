@@ -40,6 +40,7 @@ public:
   llvm::StringMap<Value> values;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringSet<> consumed; // names read by some node or graph output
+  llvm::StringMap<int> readers; // how many node inputs read each name
   ModuleOp module;
   int64_t opset = 0;
 
@@ -57,6 +58,8 @@ public:
   ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes,
                             StringRef hint);
   llvm::StringMap<ParamOp> params;
+  /// Sequence values (ONNX seq(tensor)) of static length, as their items.
+  llvm::StringMap<SmallVector<Value>> sequences;
   LogicalResult indexInitializers();
   LogicalResult verifyNodeSchema(const onnx::NodeProto &node, Location loc);
   LogicalResult importIdentityParam(const onnx::NodeProto &node);

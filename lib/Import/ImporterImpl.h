@@ -154,6 +154,10 @@ public:
   Value reshape(Value v, ArrayRef<int64_t> shape);
 
   void setOutputs(ArrayRef<Value> values);
+  /// Sequences (OnnxOpsSequence.cpp): input `i` as a list of values (null
+  /// when it is not a sequence), and output 0 set to a list.
+  const SmallVector<Value> *inputSequence(unsigned i);
+  void setSequenceOutput(ArrayRef<Value> items);
   LogicalResult error(const Twine &msg);
   LogicalResult unsupported(const Twine &what);
 
@@ -217,6 +221,7 @@ void registerShapeOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);
 void registerLossOps(OpRegistry &r);
 void registerLegacyOps(OpRegistry &r);
+void registerSequenceOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

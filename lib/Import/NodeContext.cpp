@@ -214,6 +214,21 @@ void NodeContext::setOutputs(ArrayRef<Value> vals) {
       graph.values[node.output(i)] = v;
 }
 
+const SmallVector<Value> *NodeContext::inputSequence(unsigned i) {
+  if (!hasInput(i))
+    return nullptr;
+  auto it = graph.sequences.find(node.input(i));
+  return it == graph.sequences.end() ? nullptr : &it->second;
+}
+
+void NodeContext::setSequenceOutput(ArrayRef<Value> items) {
+  if (failedNode || node.output_size() == 0 || node.output(0).empty())
+    return;
+  if (llvm::any_of(items, [](Value v) { return !v; }))
+    return;
+  graph.sequences[node.output(0)] = SmallVector<Value>(items);
+}
+
 LogicalResult NodeContext::error(const Twine &msg) {
   emitError(loc) << node.op_type() << " " << describeNode(node) << ": " << msg;
   return failure();

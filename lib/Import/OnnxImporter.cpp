@@ -351,13 +351,17 @@ LogicalResult GraphImporter::importNodes(ArrayRef<const onnx::NodeProto *> order
   for (const onnx::NodeProto *node : order) {
     Location loc = nodeLoc(*node);
     for (const auto &in : node->input())
-      if (!in.empty() && !values.count(in))
+      if (!in.empty() && !values.count(in) && !sequences.count(in))
         return fail(loc, "input '" + in + "' of " + describeNode(*node) +
                              " has no value");
     if (failed(verifyNodeSchema(*node, loc)))
       return failure();
+    // An Identity of a parameter that something else reads too is
+    // TorchScript's de-duplication (a parameter of its own); the sole
+    // reader of it is an alias (the dynamo exporter's lifted buffers).
     if (node->op_type() == "Identity" && initializers.count(node->input(0)) &&
-        values[node->input(0)].getDefiningOp<GetParamOp>()) {
+        values[node->input(0)].getDefiningOp<GetParamOp>() &&
+        readers.lookup(node->input(0)) > 1) {
       if (failed(importIdentityParam(*node)))
         return failure();
       continue;
@@ -366,7 +370,8 @@ LogicalResult GraphImporter::importNodes(ArrayRef<const onnx::NodeProto *> order
     if (failed(reg.lookup(node->op_type(), opset).fn(nc)) || nc.hasFailed())
       return failure();
     for (const auto &out : node->output())
-      if (!out.empty() && !values.count(out) && consumed.contains(out))
+      if (!out.empty() && !values.count(out) && !sequences.count(out) &&
+          consumed.contains(out))
         return fail(loc, "internal: node did not define output '" + out + "'");
   }
 
@@ -426,8 +431,10 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   if (failed(order) || failed(checkSupported(*order)))
     return nullptr;
   for (const auto *node : *order)
-    for (const auto &in : node->input())
+    for (const auto &in : node->input()) {
       consumed.insert(in);
+      ++readers[in];
+    }
   for (const auto &out : graph.output())
     consumed.insert(out.name());
 
@@ -534,7 +541,9 @@ LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
 /// torch.onnx.export de-duplicates parameters with equal initial values by
 /// emitting one initializer and `Identity` nodes for the others. Those are
 /// distinct trainable parameters, so each Identity output becomes its own
-/// merak.param named after it, starting from the same value.
+/// merak.param named after it, starting from the same value. (An Identity
+/// that is an initializer's only reader is a plain alias: importNodes leaves
+/// it to the Identity rule, which keeps the initializer's own name.)
 LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
   auto src = values[node.input(0)].getDefiningOp<GetParamOp>();
   ParamOp srcParam = params.lookup(src.getName());

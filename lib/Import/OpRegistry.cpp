@@ -72,6 +72,7 @@ const OpRegistry &OpRegistry::get() {
     registerNNOps(r);
     registerLossOps(r);
     registerLegacyOps(r);
+    registerSequenceOps(r);
     return r;
   }();
   return registry;

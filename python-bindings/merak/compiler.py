@@ -11,7 +11,7 @@ import tempfile
 import weakref
 
 from . import _merak
-from .export import export_module, onnx_parameter_names
+from .export import export_module, non_parameter_initializers, onnx_parameter_names
 from .program import Program
 from .trace_checks import ExportRefused
 
@@ -227,4 +227,6 @@ def _source(model, example_inputs, workdir, input_names, output_names, opset, ve
         raise CompileError(str(e)) from None
     except (RuntimeError, ValueError, TypeError) as e:
         raise CompileError("merak.compile: torch.onnx.export failed: %s" % e) from e
+    if exporter == "dynamo":
+        frozen = list(frozen) + non_parameter_initializers(source, model)
     return source, frozen, shapes, onnx_parameter_names(source, model), exporter

@@ -89,7 +89,7 @@ def _export(torch, guard, model, example_inputs, path, common, restore, verbose)
 
     parameters = inspect.signature(torch.onnx.export).parameters
     if "dynamo" in parameters:
-        # Untested here (Debian's torch is 1.13): the path of torch >= 2.5.
+        # torch >= 2.5 (the project venv's 2.15: the torch2-front-door-* ctests).
         options = {k: False for k in ("optimize", "fallback") if k in parameters}
         try:
             with quiet(), guard.recording(classify=False), guard.watching_functions(), \
@@ -101,10 +101,12 @@ def _export(torch, guard, model, example_inputs, path, common, restore, verbose)
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             warnings.warn("merak.compile: the dynamo exporter failed (%s); exporting with "
                           "TorchScript" % first)
+    # torch >= 2.9 exports with dynamo unless told otherwise.
+    torchscript = {"dynamo": False} if "dynamo" in parameters else {}
     with quiet(), guard.recording(), guard.watching_functions():
         torch.onnx.export(model, example_inputs, path,
                           training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, **common)
+                          do_constant_folding=False, **common, **torchscript)
     return "torchscript"
 
 
@@ -134,6 +136,22 @@ def aliases(model):
     for name, t in model.state_dict(keep_vars=True).items():
         by_tensor.setdefault(id(t), []).append(name)
     return {n: group for group in by_tensor.values() for n in group}
+
+
+def non_parameter_initializers(path, model):
+    """The initializers of `path` that are not trainable parameters of
+    `model`: the dynamo exporter names a lifted buffer after the op that
+    made it (a sliced causal mask becomes "alias"), so frozen_names' buffer
+    names miss it, and an unfrozen mask would train (and not fuse)."""
+    try:
+        import onnx
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception:  # noqa: BLE001  (onnx missing: the buffer names must do)
+        return []
+    names = aliases(model)  # a tied weight is a parameter under every name
+    trainable = {a for n, p in model.named_parameters() if p.requires_grad
+                 for a in names.get(n, [n])}
+    return [t.name for t in graph.initializer if t.name not in trainable]
 
 
 def onnx_parameter_names(path, model):
