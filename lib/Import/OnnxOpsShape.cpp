@@ -618,18 +618,17 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
   return success();
 }
 
+/// Pad's optional constant_value input (input 2), 0 when absent.
+FailureOr<double> padValue(NodeContext &n) {
+  return n.hasInput(2) ? n.constantScalar(2, "constant_value") : FailureOr<double>(0.0);
+}
+
 LogicalResult pad11(NodeContext &n) {
   auto pads = n.constantInts(1, "pads");
-  if (failed(pads))
+  auto value = padValue(n);
+  if (failed(pads) || failed(value))
     return failure();
-  double value = 0;
-  if (n.hasInput(2)) {
-    auto v = n.constantScalar(2, "constant_value");
-    if (failed(v))
-      return failure();
-    value = *v;
-  }
-  return padImpl(n, *pads, value, n.getString("mode", "constant"));
+  return padImpl(n, *pads, *value, n.getString("mode", "constant"));
 }
 
 /// Pad-18: pads (and constant_value) for the dimensions in the optional
@@ -657,14 +656,10 @@ LogicalResult pad18(NodeContext &n) {
     full[*ax] = (*pads)[i];
     full[*ax + rank] = (*pads)[i + k];
   }
-  double value = 0;
-  if (n.hasInput(2)) {
-    auto v = n.constantScalar(2, "constant_value");
-    if (failed(v))
-      return failure();
-    value = *v;
-  }
-  return padImpl(n, full, value, n.getString("mode", "constant"));
+  auto value = padValue(n);
+  if (failed(value))
+    return failure();
+  return padImpl(n, full, *value, n.getString("mode", "constant"));
 }
 
 LogicalResult pad2(NodeContext &n) {
