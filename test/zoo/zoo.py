@@ -1,0 +1,678 @@
+"""A generated model zoo: scaled-down Hugging Face models (and PyTorch's
+nn.TransformerEncoder) built from their configs with random weights, each
+exported by every exporter the venv's torch has, and taken through merak.
+Run with the project venv's Python (nothing is downloaded):
+
+    $(scripts/venv-path.sh)/bin/python test/zoo/zoo.py --bin BUILD/bin --workdir DIR
+        [--models gpt2,llama,...] [--exporters ts17,dynamo18,dynamo20,dynamo23]
+        [--checks abc] [--parallel] [--attention]
+        [--write-table docs/models.md] [--expect-table docs/models.md]
+
+Every model has 2 layers, width 64, 4 heads, a vocabulary of 128, sequence
+16, batch 2, dropout 0 (torch.manual_seed(0)), and is wrapped so that
+forward(input) returns the logits only (no caches). Exporters: TorchScript at
+opset 17 (ts17: dynamo=False, training mode, no constant folding) and dynamo
+at opsets 18, 20 and 23 (dynamoN: optimize=False; merak refuses optimised
+exports), all with a dynamic batch axis. Every initializer that is not a
+trainable parameter of the module is passed as --frozen. The cells of a row:
+  export  the exporter's error, if it failed;
+  a       merak-compile --compile-to=import;
+  b       the forward of merak-run equal to onnxruntime's and to PyTorch's
+          (fp32; max |got - want| / max |want| <= 1e-4);
+  c       20 AdamW steps (lr 3e-3) of the compiled ./train (--sampler
+          sequential) equal to PyTorch training the same module in float64
+          (per-step loss rel. err <= 1e-4). Token models: next-token
+          cross-entropy on the bundled corpus (tokens mod 128), as ./train
+          forms batches; ViT: class cross-entropy on --data DIR (random
+          images and labels);
+  d       (--parallel) --dp 2 --tp 2 --pp 2 --microbatches 4 (8 ranks under
+          mpirun, batch 8) against the serial program at batch 8, 20 SGD
+          steps (lr 0.02, momentum 0.9), per-step loss rel. err <= 1e-5;
+          when that fails, dp2 pp2 m4 (4 ranks) is tried to tell whether
+          tensor parallelism is the cause;
+  attention fused  (--attention) how many times the emitted step
+          (--compile-to=emit) calls the attention( kernel.
+A cell is "✓" or the first line of its error; "-" when an earlier cell of
+the row failed. --write-table writes the markdown table (docs/models.md);
+--expect-table reads one and fails when a cell it documents as ✓ is not ✓
+now (a known gap does not fail). Prints "PASS|FAIL model/exporter: ..."
+lines and ends with "N passed, M failed".
+"""
+import argparse
+import copy
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
+PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
+STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
+IMAGE, PATCH, CHANNELS, CLASSES, SAMPLES = 16, 4, 3, 10, 64
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+EXPORTERS = ["ts17", "dynamo18", "dynamo20", "dynamo23"]
+COLUMNS = ["export", "a", "b", "c", "d", "attention"]
+HEADERS = {"export": "export", "a": "(a) import", "b": "(b) forward = ORT, PyTorch",
+           "c": "(c) 20 AdamW steps = PyTorch f64", "d": "(d) dp2 tp2 pp2 m4 = serial",
+           "attention": "attention fused"}
+OK = "✓"
+NOT_RUN = "-"
+
+
+# ----------------------------------------------------------------------------
+# The models: builders from Hugging Face configs, each wrapped to return logits.
+
+def no_dropout(**kw):
+    """Every dropout probability a config may have, set to 0."""
+    for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout",
+              "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate",
+              "classifier_dropout", "summary_first_dropout"):
+        kw.setdefault(k, 0.0)
+    return kw
+
+
+class CausalLM(nn.Module):
+    """A decoder-only Hugging Face model: input_ids -> logits, no cache.
+    The attention mask is all ones, as a tokenizer gives for unpadded rows:
+    without one, transformers 5 looks for packed sequences in the position
+    ids (torch.diff, then a gather: aten::diff, which TorchScript cannot
+    export, and GatherND under dynamo)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                          use_cache=False, return_dict=True).logits
+
+
+class MaskedLM(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, return_dict=True).logits
+
+
+class Seq2SeqLM(nn.Module):
+    """T5: the decoder reads the input shifted right (decoder_start_token_id
+    first), as in teacher-forced training."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids,
+                          decoder_input_ids=self.model._shift_right(input_ids),
+                          use_cache=False, return_dict=True).logits
+
+
+class ImageClassifier(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values, return_dict=True).logits
+
+
+class EncoderLM(nn.Module):
+    """decoder_check.EncoderLM: token embedding + learned positions,
+    nn.TransformerEncoder with a causal mask, a linear head."""
+
+    def __init__(self, vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.randn(seq, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, vocab)
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1),
+                             persistent=False)
+
+    def forward(self, input_ids):
+        return self.head(self.encoder(self.tok(input_ids) + self.pos, mask=self.mask))
+
+
+def decoder_kwargs(**kw):
+    base = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+                num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
+                max_position_embeddings=T, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                tie_word_embeddings=False)
+    base.update(kw)
+    return no_dropout(**base)
+
+
+def build(name):
+    """(module, example input) of one zoo model, seeded."""
+    import transformers as tf
+    torch.manual_seed(0)
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    if name == "gpt2":
+        cfg = tf.GPT2Config(**no_dropout(vocab_size=VOCAB, n_positions=T, n_embd=WIDTH,
+                                         n_layer=LAYERS, n_head=HEADS, bos_token_id=1,
+                                         eos_token_id=2))
+        return CausalLM(tf.GPT2LMHeadModel(cfg)), ids
+    if name == "llama":
+        # Grouped-query attention (2 key/value heads for 4) and linear RoPE scaling.
+        cfg = tf.LlamaConfig(**decoder_kwargs(
+            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}))
+        return CausalLM(tf.LlamaForCausalLM(cfg)), ids
+    if name == "qwen2":
+        cfg = tf.Qwen2Config(**decoder_kwargs())
+        return CausalLM(tf.Qwen2ForCausalLM(cfg)), ids
+    if name == "mistral":
+        cfg = tf.MistralConfig(**decoder_kwargs(sliding_window=8))
+        return CausalLM(tf.MistralForCausalLM(cfg)), ids
+    if name == "gemma2":
+        cfg = tf.Gemma2Config(**decoder_kwargs(head_dim=WIDTH // HEADS, sliding_window=8,
+                                               query_pre_attn_scalar=WIDTH // HEADS))
+        return CausalLM(tf.Gemma2ForCausalLM(cfg)), ids
+    if name == "phi3":
+        cfg = tf.Phi3Config(**decoder_kwargs(original_max_position_embeddings=T))
+        return CausalLM(tf.Phi3ForCausalLM(cfg)), ids
+    if name == "gpt-neox":
+        cfg = tf.GPTNeoXConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
+            rotary_pct=0.25, tie_word_embeddings=False))
+        return CausalLM(tf.GPTNeoXForCausalLM(cfg)), ids
+    if name == "bert":
+        cfg = tf.BertConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T))
+        return MaskedLM(tf.BertForMaskedLM(cfg)), ids
+    if name == "t5":
+        cfg = tf.T5Config(**no_dropout(
+            vocab_size=VOCAB, d_model=WIDTH, d_kv=WIDTH // HEADS, d_ff=2 * WIDTH,
+            num_layers=LAYERS, num_decoder_layers=LAYERS, num_heads=HEADS,
+            decoder_start_token_id=0, pad_token_id=0, eos_token_id=1))
+        return Seq2SeqLM(tf.T5ForConditionalGeneration(cfg)), ids
+    if name == "vit":
+        cfg = tf.ViTConfig(**no_dropout(
+            image_size=IMAGE, patch_size=PATCH, num_channels=CHANNELS, hidden_size=WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=2 * WIDTH,
+            num_labels=CLASSES))
+        return ImageClassifier(tf.ViTForImageClassification(cfg)), \
+            torch.zeros(B, CHANNELS, IMAGE, IMAGE)
+    if name == "nn-transformer":
+        return EncoderLM(), ids
+    raise KeyError(name)
+
+
+MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
+          "vit", "nn-transformer"]
+TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
+          "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
+          "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
+          "phi3": "Phi-3 (fused qkv, GQA)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
+          "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
+          "vit": "ViT (image classification)",
+          "nn-transformer": "nn.TransformerEncoder (causal LM)"}
+
+
+def is_image(name):
+    return name == "vit"
+
+
+def input_name(name):
+    return "pixel_values" if is_image(name) else "input_ids"
+
+
+# ----------------------------------------------------------------------------
+# Export.
+
+def export(model, example, path, exporter, dynamic=True):
+    """Writes `path` (with a dynamic batch axis unless told otherwise);
+    raises the exporter's error."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    name = "pixel_values" if example.dtype.is_floating_point else "input_ids"
+    model.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "ts17":
+            torch.onnx.export(model, (example,), path, dynamo=False, opset_version=17,
+                              input_names=[name], output_names=["logits"],
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False,
+                              dynamic_axes={name: {0: "batch"}} if dynamic else None)
+        else:
+            opset = int(exporter[len("dynamo"):])
+            shapes = {name: {0: torch.export.Dim("batch", min=1, max=1024)}} if dynamic else None
+            torch.onnx.export(model, (example,), path, dynamo=True, optimize=False,
+                              opset_version=opset, input_names=[name],
+                              output_names=["logits"], dynamic_shapes=shapes, verbose=False)
+
+
+def non_parameter_initializers(path, model):
+    """As python-bindings/merak/export.py: the initializers of `path` that
+    are not trainable parameters (every name of a tied weight counts)."""
+    import onnx
+    graph = onnx.load(path, load_external_data=False).graph
+    by_tensor = {}
+    for n, t in model.state_dict(keep_vars=True).items():
+        by_tensor.setdefault(id(t), []).append(n)
+    names = {n: g for g in by_tensor.values() for n in g}
+    trainable = {a for n, p in model.named_parameters() if p.requires_grad
+                 for a in names.get(n, [n])}
+    return [t.name for t in graph.initializer if t.name not in trainable]
+
+
+# ----------------------------------------------------------------------------
+# Running the tools.
+
+class Failure(Exception):
+    """A cell's failure; str() is the first line of the error."""
+
+
+def first_error_line(text):
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for l in lines:
+        if re.search(r"\berror\b", l, re.I):
+            return l
+    return lines[0] if lines else "(no output)"
+
+
+def tool(cmd, env=None, timeout=600):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure("%s: timed out after %d s" % (os.path.basename(cmd[0]), timeout))
+    out = p.stdout.decode(errors="replace")
+    if p.returncode:
+        raise Failure("%s (exit %d): %s" % (os.path.basename(cmd[0]), p.returncode,
+                                            first_error_line(out)))
+    return out
+
+
+def rel(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+class Row:
+    """One model x exporter: its files and the results of its cells."""
+
+    def __init__(self, zoo, model_name, exporter):
+        self.zoo, self.name, self.exporter = zoo, model_name, exporter
+        self.dir = os.path.join(zoo.work, model_name, exporter)
+        self.onnx = os.path.join(self.dir, "model.onnx")
+        self.cells, self.notes = {}, {}
+        self.static = None  # the dynamic-batch export's error, when only a static one worked
+        os.makedirs(self.dir, exist_ok=True)
+
+    def compile_cmd(self, batch, *flags):
+        cmd = [os.path.join(self.zoo.bin, "merak-compile"), self.onnx]
+        if not self.static:
+            cmd += ["--input-shape", "%s=%s" % (input_name(self.name), self.shape(batch))]
+        for f in self.frozen:
+            cmd += ["--frozen", f]
+        return cmd + list(flags)
+
+    def shape(self, batch):
+        if is_image(self.name):
+            return "%dx%dx%dx%d" % (batch, CHANNELS, IMAGE, IMAGE)
+        return "%dx%d" % (batch, T)
+
+    def data(self, batch):
+        return self.zoo.image_data() if is_image(self.name) else self.zoo.tokens_file
+
+    # The cells, in order; each returns a note or raises.
+    def do_export(self):
+        self.module, self.example = build(self.name)
+        self.state = copy.deepcopy(self.module.state_dict())
+        try:
+            export(self.module, self.example, self.onnx, self.exporter)
+        except Exception as e:  # noqa: BLE001  (the exporter's error is the cell)
+            # A static batch may still export: (a)-(c) run on it, (d) cannot.
+            self.static = "dynamic batch: " + exporter_error(e)
+            self.module.load_state_dict(self.state)
+            try:
+                export(self.module, self.example, self.onnx, self.exporter, dynamic=False)
+            except Exception as e2:  # noqa: BLE001
+                raise Failure(exporter_error(e2))
+            self.cells["export"] = "static batch only; " + self.static
+        self.module.load_state_dict(self.state)
+        self.frozen = non_parameter_initializers(self.onnx, self.module)
+        return "%d frozen initializers" % len(self.frozen)
+
+    def do_a(self):
+        tool(self.compile_cmd(B, "--compile-to=import", "-o", os.path.join(self.dir, "import.mlir")))
+        return ""
+
+    def do_b(self):
+        import onnxruntime as ort
+        torch.manual_seed(1)
+        if is_image(self.name):
+            x = torch.randn(B, CHANNELS, IMAGE, IMAGE)
+        else:
+            x = torch.randint(0, VOCAB, (B, T))
+        with torch.no_grad():
+            want = self.module(x).numpy()
+        xfile = os.path.join(self.dir, "x.npy")
+        np.save(xfile, x.numpy())
+        sess = ort.InferenceSession(self.onnx, providers=["CPUExecutionProvider"])
+        got_ort = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+        out = os.path.join(self.dir, "forward")
+        os.makedirs(out, exist_ok=True)
+        shape = [] if self.static else ["--input-shape", "%s=%s" % (input_name(self.name),
+                                                                     self.shape(B))]
+        tool([os.path.join(self.zoo.bin, "merak-run"), self.onnx, "--input", xfile] + shape +
+             ["--output-dir", out, "--output-format", "npy"])
+        got = np.load(os.path.join(out, "output_0.npy"))
+        e_ort, e_torch, ort_torch = rel(got, got_ort), rel(got, want), rel(got_ort, want)
+        note = "rel err %.1e vs ORT, %.1e vs PyTorch (ORT vs PyTorch %.1e)" % (
+            e_ort, e_torch, ort_torch)
+        if max(e_ort, e_torch) > FWD_TOLERANCE:
+            raise Failure("forward differs: " + note)
+        return note
+
+    def train(self, batch, tag, flags, ranks=1):
+        exe = os.path.join(self.dir, "train-" + tag)
+        tool(self.compile_cmd(batch, *flags, "-o", exe))
+        metrics = os.path.join(self.dir, tag + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [exe, "--data", self.data(batch), "--steps", str(STEPS), "--sampler",
+               "sequential", "--metrics", metrics]
+        if ranks > 1:
+            cmd = MPIRUN + ["-np", str(ranks)] + cmd
+        tool(cmd, env=self.zoo.env)
+        with open(metrics) as f:
+            return [json.loads(line)["loss"] for line in f]
+
+    def do_c(self):
+        got = self.train(B, "adamw", ["--optimizer", "adamw", "--opt", "lr=3e-3"])
+        self.module.load_state_dict(self.state)
+        want = reference(copy.deepcopy(self.module), self.name, self.zoo)
+        if len(got) != STEPS:
+            raise Failure("%d metrics lines for %d steps" % (len(got), STEPS))
+        err = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+        note = "losses %.4f -> %.4f (torch %.4f -> %.4f), max rel err %.1e" % (
+            got[0], got[-1], want[0], want[-1], err)
+        if err > TOLERANCE or not want[-1] < want[0]:
+            raise Failure("training differs: " + note)
+        return note
+
+    def do_d(self):
+        if self.static:
+            raise Failure("not run: static-batch export (%s)" % self.static)
+        sgd = ["--optimizer", "sgd", "--opt", "lr=0.02", "--opt", "momentum=0.9"]
+        serial = self.train(PAR_B, "sgd-serial", sgd)
+
+        def parallel(tag, flags, ranks):
+            par = self.train(PAR_B, tag, sgd + flags, ranks=ranks)
+            if len(par) != STEPS:
+                raise Failure("%d metrics lines for %d steps" % (len(par), STEPS))
+            err = max(abs(g - w) / abs(w) for g, w in zip(par, serial))
+            note = "losses %.4f -> %.4f, max rel err %.1e vs serial" % (par[0], par[-1], err)
+            if err > PAR_TOLERANCE:
+                raise Failure("parallel differs: " + note)
+            return note
+
+        mesh = ["--dp", "2", "--pp", "2", "--microbatches", "4"]
+        try:
+            return parallel("sgd-d2t2p2m4", mesh + ["--tp", "2"], 8)
+        except Failure as e:
+            # Without tensor parallelism, to tell which part fails.
+            try:
+                parallel("sgd-d2p2m4", mesh, 4)
+                rest = "without --tp: " + OK
+            except Failure as e2:
+                rest = "without --tp too: %s" % e2
+            raise Failure("%s (%s)" % (e, rest))
+
+    def do_attention(self):
+        step = os.path.join(self.dir, "step.cpp")
+        tool(self.compile_cmd(B, "--compile-to=emit", "-o", step))
+        with open(step) as f:
+            n = len(re.findall(r"\battention\(", f.read()))
+        self.cells["attention"] = "yes (%d)" % n if n else "no"
+        return ""
+
+    def run(self, checks):
+        """Runs the export and the `checks` (a subset of a b c d attention);
+        nothing runs after a failed export or import."""
+        blocked = False
+        for col in ["export", "a", "b", "c", "d", "attention"]:
+            if col != "export" and col not in checks:
+                continue
+            if blocked:
+                self.cells[col] = NOT_RUN
+                continue
+            start = time.time()
+            try:
+                note = getattr(self, "do_" + col)()
+                self.cells.setdefault(col, OK)
+            except Failure as e:
+                self.cells[col], note = str(e), ""
+            except Exception as e:  # noqa: BLE001  (a bug in a reference is this cell's failure)
+                self.cells[col] = "%s: %s" % (type(e).__name__, first_line(str(e)))
+                note = traceback.format_exc(limit=3)
+            self.notes[col] = "%s (%.0f s)" % (note, time.time() - start)
+            blocked = col in ("export", "a") and self.cells[col] != OK and \
+                not (col == "export" and self.static and self.cells[col] != OK and
+                     self.cells[col].startswith("static batch only"))
+
+
+def first_line(text):
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def exporter_error(e):
+    """The innermost cause of torch.onnx's error (its own first line only
+    says which step of the export failed)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return "%s: %s" % (type(e).__name__, first_line(str(e)))
+
+
+# ----------------------------------------------------------------------------
+# The PyTorch float64 references.
+
+def token_batches(tokens, batch, steps):
+    """./train's --sampler sequential: row r of step s starts at
+    ((s*B + r)*T) mod (N - T - 1); labels are the next tokens."""
+    n = len(tokens)
+    for s in range(steps):
+        starts = [((s * batch + r) * T) % (n - T - 1) for r in range(batch)]
+        ids = np.stack([tokens[i:i + T] for i in starts]).astype(np.int64)
+        labels = np.stack([tokens[i + 1:i + T + 1] for i in starts]).astype(np.int64)
+        yield torch.from_numpy(ids), torch.from_numpy(labels)
+
+
+def image_batches(images, labels, batch, steps):
+    """--data DIR, sequential: row r of step s is sample (s*B + r) mod N."""
+    n = len(images)
+    for s in range(steps):
+        rows = [(s * batch + r) % n for r in range(batch)]
+        yield torch.from_numpy(images[rows]).double(), torch.from_numpy(labels[rows])
+
+
+def reference(model, name, zoo):
+    """Per-step losses of PyTorch AdamW (lr 3e-3, PyTorch's defaults and
+    weight decay 0.01 as merak's) training `model` in float64."""
+    model = model.double().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01)
+    if is_image(name):
+        batches = image_batches(zoo.images, zoo.labels, B, STEPS)
+    else:
+        batches = token_batches(zoo.tokens, B, STEPS)
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+# ----------------------------------------------------------------------------
+# The zoo: data, rows, the table.
+
+class Zoo:
+    def __init__(self, bin_dir, work):
+        self.bin, self.work = bin_dir, work
+        os.makedirs(work, exist_ok=True)
+        corpus = os.path.join(ROOT, "examples", "gpt", "corpus.txt")
+        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+        self.tokens = (text.astype(np.int64) % VOCAB).astype(np.uint16)
+        self.tokens_file = os.path.join(work, "tokens.bin")
+        self.tokens.tofile(self.tokens_file)
+        # Images: a random pattern per class plus noise, so that the loss falls.
+        rng = np.random.default_rng(0)
+        patterns = rng.standard_normal((CLASSES, CHANNELS, IMAGE, IMAGE))
+        self.labels = rng.integers(0, CLASSES, SAMPLES).astype(np.int64)
+        noise = rng.standard_normal((SAMPLES, CHANNELS, IMAGE, IMAGE))
+        self.images = (patterns[self.labels] + 0.5 * noise).astype(np.float32)
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+    def image_data(self):
+        d = os.path.join(self.work, "images")
+        if not os.path.isdir(d):
+            os.makedirs(d)
+            np.save(os.path.join(d, "pixel_values.npy"), self.images)
+            np.save(os.path.join(d, "labels.npy"), self.labels)
+        return d
+
+
+def cell_text(text):
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def read_table(path):
+    """{(model, exporter): {column: cell}} from a table written by write_table."""
+    rows, header = {}, None
+    for line in open(path, encoding="utf-8"):
+        if not line.startswith("|"):
+            header = None if not line.strip() else header
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if cells and cells[0] == "model":
+            header = cells
+            continue
+        if header is None or set(cells[0]) <= set("-: "):
+            continue
+        row = dict(zip(header, cells))
+        key = (row.get("id"), row.get("exporter"))
+        rows[key] = {col: row.get(HEADERS[col], "") for col in COLUMNS}
+    return rows
+
+
+def write_table(path, rows, seconds):
+    import onnx
+    import onnxruntime
+    import transformers
+    lines = []
+    lines.append("<!-- Generated by test/zoo/zoo.py --write-table; the ctests zoo-* read the "
+                 "table: every cell shown as %s must stay %s. -->" % (OK, OK))
+    lines.append("")
+    lines.append("Measured %s with torch %s, transformers %s, onnx %s, onnxruntime %s "
+                 "(%.0f s on this machine's 2 cores)." % (
+                     datetime.date.today().isoformat(), torch.__version__,
+                     transformers.__version__, onnx.__version__, onnxruntime.__version__,
+                     seconds))
+    lines.append("")
+    cols = COLUMNS
+    lines.append("| model | id | exporter | " + " | ".join(HEADERS[c] for c in cols) + " |")
+    lines.append("|" + "---|" * (3 + len(cols)))
+    for r in rows:
+        lines.append("| %s | %s | %s | %s |" % (
+            TITLES[r.name], r.name, r.exporter,
+            " | ".join(cell_text(r.cells.get(c, NOT_RUN)) for c in cols)))
+    doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    start, end = "<!-- zoo table begin -->", "<!-- zoo table end -->"
+    table = start + "\n" + "\n".join(lines) + "\n" + end
+    if start in doc and end in doc:
+        doc = doc[:doc.index(start)] + table + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc + ("\n" if doc else "") + table + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin", required=True, help="merak's tools (BUILD/bin)")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--exporters", default=",".join(EXPORTERS))
+    ap.add_argument("--checks", default="abc", help="letters of a, b, c (default abc)")
+    ap.add_argument("--parallel", action="store_true", help="also (d): dp2 tp2 pp2 m4")
+    ap.add_argument("--attention", action="store_true",
+                    help="also count the emitted attention( calls")
+    ap.add_argument("--write-table", metavar="MD")
+    ap.add_argument("--expect-table", metavar="MD",
+                    help="fail when a cell documented as %s is not %s now" % (OK, OK))
+    ap.add_argument("--json", metavar="FILE", help="write every cell and note")
+    args = ap.parse_args()
+    checks = list(args.checks) + (["d"] if args.parallel else []) + \
+        (["attention"] if args.attention else [])
+    zoo = Zoo(os.path.abspath(args.bin), os.path.abspath(args.workdir))
+    expected = read_table(args.expect_table) if args.expect_table else {}
+    start, rows, passed, failed = time.time(), [], 0, 0
+    for m in args.models.split(","):
+        for e in args.exporters.split(","):
+            t0 = time.time()
+            row = Row(zoo, m, e)
+            row.run(checks)
+            rows.append(row)
+            doc = expected.get((m, e), {})
+            regressed = [c for c in ["export"] + checks
+                         if doc.get(c) == OK and row.cells.get(c) != OK]
+            improved = [c for c in ["export"] + checks
+                        if doc and doc.get(c) not in (OK, None) and row.cells.get(c) == OK]
+            missing = args.expect_table and not doc
+            if missing:
+                regressed = ["(no row in %s)" % args.expect_table]
+            ok = not regressed if args.expect_table else all(
+                row.cells.get(c) == OK for c in ["export"] + [k for k in checks
+                                                                 if k != "attention"])
+            passed += ok
+            failed += not ok
+            print("%s %s/%s (%.0f s)%s%s" % (
+                "PASS" if ok else "FAIL", m, e, time.time() - t0,
+                " regressed: %s" % ", ".join(regressed) if regressed else "",
+                " now passing (update the table): %s" % ", ".join(improved) if improved else ""))
+            for c in ["export"] + checks:
+                print("  %-9s %s%s" % (c, row.cells.get(c, NOT_RUN),
+                                       ("  [%s]" % row.notes[c].strip()) if row.notes.get(c) else ""))
+            sys.stdout.flush()
+    seconds = time.time() - start
+    if args.write_table:
+        write_table(args.write_table, rows, seconds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"model": r.name, "exporter": r.exporter, "cells": r.cells,
+                        "notes": r.notes} for r in rows], f, indent=1, ensure_ascii=False)
+    print("%d passed, %d failed (%.0f s)" % (passed, failed, seconds))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
