@@ -8,7 +8,8 @@
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
-// CHECK: gradcheck: all 3 cases passed
+// CHECK: case 3: PASS
+// CHECK: gradcheck: all 4 cases passed
 
 // Interleaved rotary embeddings (Meta's Llama, GPT-J): x[..., ::2] and
 // x[..., 1::2] of the same tensor, recombined as (x0 * c - x1 * s).
@@ -61,5 +62,22 @@ func.func @forward(%w: tensor<2x3xf64>, %u: tensor<1x2xf64>) -> tensor<f64> {
   %4 = merak.reduce_sum %1 axes = [0, 1] : tensor<2x3xf64> -> tensor<f64>
   %5 = merak.reduce_sum %3 axes = [0, 1] : tensor<1x2xf64> -> tensor<f64>
   %loss = merak.add %4, %5 : tensor<f64>, tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// An empty slice (Phi-3's pass-through rotary part x[..., rotary_dim:] when
+// the rotary part is all of it) concatenated back: its gradient is empty and
+// the input's gradient comes from the other slice alone.
+merak.param @e : tensor<2x4xf64> = dense<[[0.3, -1.2, 0.7, 1.5], [-0.4, 0.9, 0.25, -0.6]]> : tensor<2x4xf64>
+func.func @forward(%w: tensor<2x4xf64>) -> tensor<f64> {
+  %e = merak.get_param @e : tensor<2x4xf64>
+  %0 = merak.slice %e starts = [0, 0] limits = [2, 4] strides = [1, 1] : tensor<2x4xf64> to tensor<2x4xf64>
+  %1 = merak.slice %e starts = [0, 4] limits = [2, 4] strides = [1, 1] : tensor<2x4xf64> to tensor<2x0xf64>
+  %2 = merak.concat %0, %1 axis = 1 : tensor<2x4xf64>, tensor<2x0xf64> -> tensor<2x4xf64>
+  %3 = merak.mul %2, %2 : tensor<2x4xf64>, tensor<2x4xf64>
+  %4 = merak.mul %3, %w : tensor<2x4xf64>, tensor<2x4xf64>
+  %loss = merak.reduce_sum %4 axes = [0, 1] : tensor<2x4xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

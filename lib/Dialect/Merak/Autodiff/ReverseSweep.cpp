@@ -99,9 +99,15 @@ LogicalResult mlir::merak::buildReverseSweep(OpBuilder &b, Block &body,
     if (operandGrads.size() != op->getNumOperands())
       return op->emitError(pass) << ": rule returned " << operandGrads.size()
                                  << " gradients for " << op->getNumOperands() << " operands";
-    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
-      if (g && needed(v))
-        accumulate(v, g);
+    for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!g || !needed(v))
+        continue;
+      if (g.getType() != v.getType()) // a rule's bug: say so, do not abort
+        return op->emitError(pass) << ": internal error: the derivative rule of '"
+                                   << op->getName() << "' gave a gradient of type "
+                                   << g.getType() << " for an operand of type " << v.getType();
+      accumulate(v, g);
+    }
   }
   for (Value a : sourceArgs)
     if (Value g = grads.lookup(a))

@@ -62,10 +62,9 @@ LogicalResult rule(SliceOp op, Emitter &e, ValueRange g, Grads &out) {
   for (int64_t d = 0; d < in.getRank(); ++d) {
     int64_t stride = op.getStrides()[d], start = op.getStarts()[d], dim = in.getDimSize(d);
     int64_t size = typeOf(grad).getDimSize(d), k = std::abs(stride);
-    if (size == 0)
-      continue;
-    // The first (lowest) input position the slice reads along d.
-    int64_t lo = stride > 0 ? start : start - (size - 1) * k;
+    // The first (lowest) input position the slice reads along d; an empty
+    // slice (Phi-3's pass-through rotary part) reads none: all zeros.
+    int64_t lo = size == 0 ? 0 : stride > 0 ? start : start - (size - 1) * k;
     if (stride < 0 && size > 1) {
       SmallVector<int64_t> starts(in.getRank(), 0), limits(typeOf(grad).getShape()),
           strides(in.getRank(), 1);
