@@ -303,6 +303,16 @@ struct ShardingModel
         sizes.push_back(shapeOf(r)[split.getAxis()]);
       split.setSizes(sizes);
     }
+    if constexpr (std::is_same_v<OpTy, SliceOp>) {
+      // A whole dimension (a parallel factor) ends at the local extent.
+      auto slice = cast<SliceOp>(op);
+      ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(slice.getResult());
+      SmallVector<int64_t> limits(slice.getLimits());
+      for (unsigned d = 0; d < in.size(); ++d)
+        if (slice.getStarts()[d] == 0 && slice.getStrides()[d] == 1 && out[d] == in[d])
+          limits[d] = in[d];
+      slice.setLimits(limits);
+    }
   }
 };
 } // namespace
