@@ -100,7 +100,8 @@ FailureOr<std::pair<int64_t, int64_t>> NodeContext::flattenedAt(int64_t axis) {
 
 FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
   int64_t n = a < 0 ? a + rank : a;
-  if (n < 0 || n >= std::max<int64_t>(rank, 1)) {
+  // A scalar has no axis: every caller indexes the shape with the result.
+  if (n < 0 || n >= rank) {
     (void)error("axis " + Twine(a) + " is out of range for rank " + Twine(rank));
     return failure();
   }

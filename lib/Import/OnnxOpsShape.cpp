@@ -15,9 +15,6 @@ using namespace mlir::merak::onnx_import;
 
 namespace {
 
-/// Range results are constants; a range longer than this is refused.
-constexpr int64_t kMaxRangeElements = int64_t(1) << 26;
-
 HostTensor int64Tensor(MLIRContext *ctx, ArrayRef<int64_t> values, bool scalar = false) {
   SmallVector<int64_t> shape;
   if (!scalar)
@@ -138,9 +135,9 @@ LogicalResult range(NodeContext &n) {
     return n.error("range length is not finite (start " + std::to_string(s) +
                    ", limit " + std::to_string(l) + ", delta " + std::to_string(d) + ")");
   // Range is materialised as a constant; bound it like other folded values.
-  if (steps > (double)kMaxRangeElements)
+  if (steps > (double)kMaxMaterialisedElements)
     return n.error("range of " + std::to_string(steps) + " elements is too large to "
-                   "materialise (limit " + Twine(kMaxRangeElements) + ")");
+                   "materialise (limit " + Twine(kMaxMaterialisedElements) + ")");
   int64_t count = std::max<int64_t>((int64_t)steps, 0);
   HostTensor t(RankedTensorType::get({count}, start->getElementType()));
   for (int64_t k = 0; k < count; ++k) {
@@ -434,12 +431,25 @@ LogicalResult trilu(NodeContext &n) {
   }
   bool upper = n.getInt("upper", 1);
   int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
-  HostTensor mask(RankedTensorType::get({rows, cols}, IntegerType::get(n.getContext(), 1)));
+  if (rows > kMaxMaterialisedElements || cols > kMaxMaterialisedElements)
+    return n.error("a " + Twine(rows) + "x" + Twine(cols) +
+                   " matrix is too large for Trilu's index vectors (limit " +
+                   Twine(kMaxMaterialisedElements) + " per dimension)");
+  // The mask is (column - row) against k over a [rows, 1] and a [1, cols]
+  // index vector: it folds to a constant when small, and a large matrix
+  // never has rows x cols elements materialised here.
+  MLIRContext *ctx = n.getContext();
+  HostTensor rowIdx(RankedTensorType::get({rows, 1}, IntegerType::get(ctx, 64)));
+  HostTensor colIdx(RankedTensorType::get({1, cols}, IntegerType::get(ctx, 64)));
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      mask.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+    rowIdx.i()[i] = i;
+  for (int64_t j = 0; j < cols; ++j)
+    colIdx.i()[j] = j;
+  Value diag = n.create<SubOp>(n.constant(colIdx), n.constant(rowIdx));
+  Value kv = n.constant(int64Tensor(ctx, {k}, /*scalar=*/true));
+  Value mask = upper ? n.create<GeOp>(diag, kv) : n.create<LeOp>(diag, kv);
   Value x = n.input(0);
-  n.setOutputs(n.create<WhereOp>(n.constant(mask), x, n.scalarLike(x, 0.0)));
+  n.setOutputs(n.create<WhereOp>(mask, x, n.scalarLike(x, 0.0)));
   return success();
 }
 
