@@ -28,6 +28,14 @@ FailureOr<HostTensor> NodeContext::constantInput(unsigned i, StringRef what) {
                 "') must be a compile-time constant");
     return failure();
   }
+  // A splat (ConstantOfShape's output) holds one value for any declared
+  // size; reading it expands every element.
+  if (attr.getNumElements() > kMaxMaterialisedElements) {
+    (void)error(Twine(what) + " (input " + Twine(i) + ", '" + node.input(i) + "') has " +
+                Twine(attr.getNumElements()) + " elements, too many to read at compile "
+                "time (limit " + Twine(kMaxMaterialisedElements) + ")");
+    return failure();
+  }
   return HostTensor::fromAttr(attr);
 }
 
