@@ -23,4 +23,5 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 nice ninja -C "$dir" ${MERAK_BUILD_JOBS:+-j"$MERAK_BUILD_JOBS"} \
   merak-fuzz-onnx merak-fuzz-onnxtxt \
-  merak_runtime_cpu merak_runtime_main merak_runtime_tests
+  merak_runtime_cpu merak_runtime_main merak_runtime_tests \
+  merak_fake_train merak_fake_train_bad_manifest merak_comm_test
