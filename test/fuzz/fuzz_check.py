@@ -74,10 +74,13 @@ def main():
 
     stats = dict(re.findall(r"^stat::(\w+):\s+(\d+)", log, re.M))
     cov = re.findall(r"cov: (\d+) ft: (\d+)", log)
-    print("fuzz_check: %s: %s runs in %s s, %s inputs in the corpus, coverage %s edges, %s features"
-          % (args.kind, stats.get("number_of_executed_units", "?"),
-             stats.get("total_time", args.seconds), len(os.listdir(corpus)),
-             cov[-1][0] if cov else "?", cov[-1][1] if cov else "?"))
+    seed = re.search(r"INFO: Seed: (\d+)", log)
+    print("fuzz_check: %s: %s runs in %d s (%s/s, seed %s), %s inputs in the corpus, "
+          "coverage %s edges, %s features, peak RSS %s MB"
+          % (args.kind, stats.get("number_of_executed_units", "?"), args.seconds,
+             stats.get("average_exec_per_sec", "?"), seed.group(1) if seed else "?",
+             len(os.listdir(corpus)), cov[-1][0] if cov else "?", cov[-1][1] if cov else "?",
+             stats.get("peak_rss_mb", "?")))
     found = sorted(os.listdir(artifacts))
     if rc == 0 and not found:
         return 0
