@@ -479,8 +479,12 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   if (failed(importOutputs(func, argTypes)))
     return nullptr;
+  // Every op was verified as it was created (NodeContext::create), so a
+  // module that fails here is an importer bug, not a bad model.
   if (failed(verify(module)))
-    return nullptr;
+    return (void)fail(fileLoc, "internal: the imported module does not verify "
+                               "(an importer bug; the error above names the op)"),
+           nullptr;
   return owned;
 }
 

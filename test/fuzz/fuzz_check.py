@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -67,8 +68,12 @@ def main():
     cmd += dirs
     print("fuzz_check: " + " ".join(cmd), flush=True)
     log_path = os.path.join(args.workdir, "fuzz.log")
+    # UBSan's reports name the line only; the stack says how it got there.
+    env = dict(os.environ, UBSAN_OPTIONS="print_stacktrace=1:" + os.environ.get("UBSAN_OPTIONS", ""))
+    began = time.time()
     with open(log_path, "w") as log:
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    wall = time.time() - began
     with open(log_path, errors="replace") as f:
         log = f.read()
 
@@ -77,7 +82,7 @@ def main():
     seed = re.search(r"INFO: Seed: (\d+)", log)
     print("fuzz_check: %s: %s runs in %d s (%s/s, seed %s), %s inputs in the corpus, "
           "coverage %s edges, %s features, peak RSS %s MB"
-          % (args.kind, stats.get("number_of_executed_units", "?"), args.seconds,
+          % (args.kind, stats.get("number_of_executed_units", "?"), wall,
              stats.get("average_exec_per_sec", "?"), seed.group(1) if seed else "?",
              len(os.listdir(corpus)), cov[-1][0] if cov else "?", cov[-1][1] if cov else "?",
              stats.get("peak_rss_mb", "?")))
