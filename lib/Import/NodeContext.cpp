@@ -223,14 +223,18 @@ void NodeContext::setOutputs(ArrayRef<Value> vals) {
       graph.values[node.output(i)] = v;
 }
 
+// An error fails the node even when a helper that reported it returns a
+// null Value and its handler carries on (importNodes checks hasFailed()).
 LogicalResult NodeContext::error(const Twine &msg) {
   emitError(loc) << node.op_type() << " " << describeNode(node) << ": " << msg;
+  failedNode = true;
   return failure();
 }
 
 LogicalResult NodeContext::unsupported(const Twine &what) {
   emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
                  << "' (" << describeNode(node) << ", opset " << opset << ")";
+  failedNode = true;
   return failure();
 }
 
