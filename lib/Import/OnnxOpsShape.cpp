@@ -127,6 +127,14 @@ LogicalResult range(NodeContext &n) {
     return failure();
   if (start->size() != 1 || limit->size() != 1 || delta->size() != 1)
     return n.error("start, limit and delta must be scalars");
+  if (limit->getElementType() != start->getElementType() ||
+      delta->getElementType() != start->getElementType()) {
+    std::string types;
+    llvm::raw_string_ostream os(types);
+    os << start->getElementType() << ", " << limit->getElementType() << " and "
+       << delta->getElementType();
+    return n.error("start, limit and delta must have one element type, got " + types);
+  }
   double s = start->getAsDouble(0), l = limit->getAsDouble(0), d = delta->getAsDouble(0);
   if (d == 0)
     return n.error("delta is zero");
@@ -141,10 +149,19 @@ LogicalResult range(NodeContext &n) {
   int64_t count = std::max<int64_t>((int64_t)steps, 0);
   HostTensor t(RankedTensorType::get({count}, start->getElementType()));
   for (int64_t k = 0; k < count; ++k) {
-    if (t.isFloat())
+    if (t.isFloat()) {
       t.setFromDouble(k, s + k * d);
-    else
-      t.setFromInt(k, start->i()[0] + k * delta->i()[0]);
+      continue;
+    }
+    // The length came from doubles: near the ends of int64 the last value
+    // may not be representable.
+    int64_t v;
+    if (__builtin_mul_overflow(k, delta->i()[0], &v) ||
+        __builtin_add_overflow(v, start->i()[0], &v))
+      return n.error("range value " + Twine(k) + " (start " + Twine(start->i()[0]) +
+                     " + " + Twine(k) + " * delta " + Twine(delta->i()[0]) +
+                     ") overflows int64");
+    t.setFromInt(k, v);
   }
   n.setOutputs(n.constant(t));
   return success();
