@@ -44,8 +44,8 @@ std::string &externalDataDir() {
   return dir;
 }
 
-/// The last diagnostic, for the report when a printed module does not
-/// parse back.
+/// The last error (or, after an internal error, the one before it: what
+/// failed), for the report of a bug.
 std::string &lastDiagnostic() {
   static std::string message;
   return message;
