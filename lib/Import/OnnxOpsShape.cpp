@@ -431,7 +431,8 @@ LogicalResult gatherElements(NodeContext &n) {
   return success();
 }
 
-/// Trilu as a select against a compile-time triangular mask.
+/// Trilu as a select against a compile-time triangular mask (computed by
+/// the program instead when the matrix is too large to materialise).
 LogicalResult trilu(NodeContext &n) {
   auto in = n.inputType(0);
   if (in.getRank() < 2)
@@ -448,23 +449,32 @@ LogicalResult trilu(NodeContext &n) {
   }
   bool upper = n.getInt("upper", 1);
   int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
-  if (rows > kMaxMaterialisedElements || cols > kMaxMaterialisedElements)
-    return n.error("a " + Twine(rows) + "x" + Twine(cols) +
-                   " matrix is too large for Trilu's index vectors (limit " +
-                   Twine(kMaxMaterialisedElements) + " per dimension)");
-  // The mask is (column - row) against k over a [rows, 1] and a [1, cols]
-  // index vector: it folds to a constant when small, and a large matrix
-  // never has rows x cols elements materialised here.
   MLIRContext *ctx = n.getContext();
-  HostTensor rowIdx(RankedTensorType::get({rows, 1}, IntegerType::get(ctx, 64)));
-  HostTensor colIdx(RankedTensorType::get({1, cols}, IntegerType::get(ctx, 64)));
-  for (int64_t i = 0; i < rows; ++i)
-    rowIdx.i()[i] = i;
-  for (int64_t j = 0; j < cols; ++j)
-    colIdx.i()[j] = j;
-  Value diag = n.create<SubOp>(n.constant(colIdx), n.constant(rowIdx));
-  Value kv = n.constant(int64Tensor(ctx, {k}, /*scalar=*/true));
-  Value mask = upper ? n.create<GeOp>(diag, kv) : n.create<LeOp>(diag, kv);
+  Value mask;
+  if (rows * cols <= kMaxMaterialisedElements) {
+    HostTensor m(RankedTensorType::get({rows, cols}, IntegerType::get(ctx, 1)));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        m.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+    mask = n.constant(m);
+  } else {
+    // A declared matrix too large for a constant mask (rows x cols stays
+    // under kMaxElements, but may be 2^40): the program computes it, as
+    // (column - row) against k over a [rows, 1] and a [1, cols] index vector.
+    if (rows > kMaxMaterialisedElements || cols > kMaxMaterialisedElements)
+      return n.error("a " + Twine(rows) + "x" + Twine(cols) +
+                     " matrix is too large for Trilu's index vectors (limit " +
+                     Twine(kMaxMaterialisedElements) + " per dimension)");
+    HostTensor rowIdx(RankedTensorType::get({rows, 1}, IntegerType::get(ctx, 64)));
+    HostTensor colIdx(RankedTensorType::get({1, cols}, IntegerType::get(ctx, 64)));
+    for (int64_t i = 0; i < rows; ++i)
+      rowIdx.i()[i] = i;
+    for (int64_t j = 0; j < cols; ++j)
+      colIdx.i()[j] = j;
+    Value diag = n.create<SubOp>(n.constant(colIdx), n.constant(rowIdx));
+    Value kv = n.constant(int64Tensor(ctx, {k}, /*scalar=*/true));
+    mask = upper ? n.create<GeOp>(diag, kv) : n.create<LeOp>(diag, kv);
+  }
   Value x = n.input(0);
   n.setOutputs(n.create<WhereOp>(mask, x, n.scalarLike(x, 0.0)));
   return success();
