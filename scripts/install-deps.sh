@@ -26,7 +26,7 @@ install_venv() {
 PKGS=(
   python3-venv python3-pip
   cmake ninja-build ccache git libgtest-dev g++
-  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22 libclang-rt-22-dev
   libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
   openmpi-bin libopenmpi-dev libopenblas-dev libomp-22-dev procps time iproute2
   python3-onnx python3-numpy python3-torch python3-torchvision

@@ -120,6 +120,10 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
   return func.emitError("function has no return"), failure();
 }
 
+/// The largest splat operand foldWithEvaluator expands (2^24 elements,
+/// 128 MiB as doubles) when its results are small.
+static constexpr int64_t kMaxSplatOperand = int64_t(1) << 24;
+
 FailureOr<SmallVector<Attribute>>
 mlir::merak::foldWithEvaluator(Operation *op, int64_t maxElements) {
   if (op->getNumRegions() || isa<ConstantOp, GetParamOp>(op) ||
@@ -134,6 +138,11 @@ mlir::merak::foldWithEvaluator(Operation *op, int64_t maxElements) {
   for (Value v : op->getOperands()) {
     ElementsAttr attr;
     if (!matchPattern(v, m_Constant(&attr)))
+      return failure();
+    // A splat holds one value for any size (ConstantOfShape of a declared
+    // shape); a small result (a reduction) does not bound what evaluating it
+    // would expand. Dense operands are bounded by the bytes they came from.
+    if (attr.isSplat() && attr.getNumElements() > std::max(maxElements, kMaxSplatOperand))
       return failure();
     auto t = HostTensor::fromAttr(attr);
     if (failed(t))

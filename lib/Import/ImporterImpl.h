@@ -19,6 +19,10 @@ namespace mlir::merak::onnx_import {
 /// Largest tensor (in elements) a model may declare or compute: 2^40.
 /// Anything larger is reported as absurd dimensions.
 inline constexpr int64_t kMaxElements = int64_t(1) << 40;
+/// Largest constant the importer builds from a model's shapes and attributes
+/// (Range's values, index vectors): 2^24 elements. A declared dimension may
+/// be far larger (types cost nothing); materialising it may not.
+inline constexpr int64_t kMaxMaterialisedElements = int64_t(1) << 24;
 
 /// MLIR element type of an ONNX TensorProto data type, or null.
 Type convertDataType(MLIRContext *ctx, int32_t onnxType);

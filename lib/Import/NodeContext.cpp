@@ -28,6 +28,14 @@ FailureOr<HostTensor> NodeContext::constantInput(unsigned i, StringRef what) {
                 "') must be a compile-time constant");
     return failure();
   }
+  // A splat (ConstantOfShape's output) holds one value for any declared
+  // size; reading it expands every element.
+  if (attr.getNumElements() > kMaxMaterialisedElements) {
+    (void)error(Twine(what) + " (input " + Twine(i) + ", '" + node.input(i) + "') has " +
+                Twine(attr.getNumElements()) + " elements, too many to read at compile "
+                "time (limit " + Twine(kMaxMaterialisedElements) + ")");
+    return failure();
+  }
   return HostTensor::fromAttr(attr);
 }
 
@@ -100,7 +108,8 @@ FailureOr<std::pair<int64_t, int64_t>> NodeContext::flattenedAt(int64_t axis) {
 
 FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
   int64_t n = a < 0 ? a + rank : a;
-  if (n < 0 || n >= std::max<int64_t>(rank, 1)) {
+  // A scalar has no axis: every caller indexes the shape with the result.
+  if (n < 0 || n >= rank) {
     (void)error("axis " + Twine(a) + " is out of range for rank " + Twine(rank));
     return failure();
   }
@@ -229,13 +238,17 @@ void NodeContext::setSequenceOutput(ArrayRef<Value> items) {
   graph.sequences[node.output(0)] = SmallVector<Value>(items);
 }
 
+// An error fails the node even when a helper that reported it returns a
+// null Value and its handler carries on (importNodes checks hasFailed()).
 LogicalResult NodeContext::error(const Twine &msg) {
   emitError(loc) << node.op_type() << " " << describeNode(node) << ": " << msg;
+  failedNode = true;
   return failure();
 }
 
 LogicalResult NodeContext::unsupported(const Twine &what) {
   emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
                  << "' (" << describeNode(node) << ", opset " << opset << ")";
+  failedNode = true;
   return failure();
 }

@@ -495,8 +495,12 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   if (failed(importOutputs(func, argTypes)))
     return nullptr;
+  // Every op was verified as it was created (NodeContext::create), so a
+  // module that fails here is an importer bug, not a bad model.
   if (failed(verify(module)))
-    return nullptr;
+    return (void)fail(fileLoc, "internal: the imported module does not verify "
+                               "(an importer bug; the error above names the op)"),
+           nullptr;
   return owned;
 }
 
@@ -564,13 +568,83 @@ LogicalResult GraphImporter::importIdentityParam(const onnx::NodeProto &node) {
 // Entry point
 //===----------------------------------------------------------------------===//
 
-OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *ctx,
-                                                  const ImportOptions &options) {
-  // Constant subgraphs fold through the evaluator (foldWithEvaluator).
+/// Loads what an import needs into `ctx`: the dialects it creates and the
+/// evaluator's models (constant subgraphs fold through foldWithEvaluator).
+static void prepareContext(MLIRContext *ctx) {
   DialectRegistry evaluator;
   registerEvaluatorExternalModels(evaluator);
   ctx->appendDialectRegistry(evaluator);
   ctx->loadDialect<MerakDialect, func::FuncDialect>();
+}
+
+/// Parses ONNX text (the onnx library's syntax) into `model`.
+static LogicalResult parseOnnxText(StringRef text, StringRef name, Location loc,
+                                   onnx::ModelProto &model) {
+  // The onnx parser reads a NUL-terminated string; an embedded NUL would end
+  // the text early without an error, so refuse it.
+  if (text.contains('\0')) {
+    emitError(loc) << "'" << name << "' is not valid ONNX text: it contains a NUL byte";
+    return failure();
+  }
+  std::string buffer = text.str();
+  try {
+    auto status = onnx::OnnxParser::Parse(model, buffer.c_str());
+    if (!status.IsOK()) {
+      emitError(loc) << "'" << name << "' is not valid ONNX text: " << status.ErrorMessage();
+      return failure();
+    }
+  } catch (const std::exception &e) {
+    emitError(loc) << "'" << name << "' is not valid ONNX text: " << e.what();
+    return failure();
+  }
+  return success();
+}
+
+/// The graph import proper, shared by the file and the buffer entry points.
+static OwningOpRef<ModuleOp> importModel(onnx::ModelProto &model, StringRef name,
+                                         StringRef baseDir, Location loc,
+                                         MLIRContext *ctx, const ImportOptions &options) {
+  if (!model.has_graph() || model.opset_import_size() == 0) {
+    emitError(loc) << "'" << name << "' is not an ONNX model (no graph or no opset import)";
+    return nullptr;
+  }
+  try {
+    GraphImporter importer(ctx, model, baseDir, options);
+    return importer.run();
+  } catch (const std::exception &e) {
+    emitError(loc) << "internal error while importing '" << name << "': " << e.what();
+    return nullptr;
+  }
+}
+
+OwningOpRef<ModuleOp> mlir::merak::importOnnxBuffer(StringRef bytes, bool isText,
+                                                    StringRef name, StringRef baseDir,
+                                                    MLIRContext *ctx,
+                                                    const ImportOptions &options) {
+  prepareContext(ctx);
+  Location loc = FileLineColLoc::get(ctx, name, 0, 0);
+  if ((int64_t)bytes.size() >= kProtobufLimit) {
+    emitError(loc) << "'" << name << "' is " << bytes.size()
+                   << " bytes, over protobuf's 2 GiB limit; store large "
+                      "tensors as ONNX external data";
+    return nullptr;
+  }
+  onnx::ModelProto model;
+  if (isText) {
+    if (failed(parseOnnxText(bytes, name, loc, model)))
+      return nullptr;
+  } else if (!model.ParseFromArray(bytes.data(), (int)bytes.size())) {
+    emitError(loc) << "'" << name
+                   << "' is not a valid ONNX model (protobuf parsing failed: "
+                      "truncated or not an ONNX file)";
+    return nullptr;
+  }
+  return importModel(model, name, baseDir, loc, ctx, options);
+}
+
+OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *ctx,
+                                                  const ImportOptions &options) {
+  prepareContext(ctx);
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   uint64_t size = 0;
   if (std::error_code ec = llvm::sys::fs::file_size(path, size)) {
@@ -583,26 +657,21 @@ OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *c
                       "tensors as ONNX external data";
     return nullptr;
   }
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
   onnx::ModelProto model;
   bool text = path.ends_with(".onnxtxt") || path.ends_with(".onnxtext");
   if (text) {
     auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/true);
+                                           /*RequiresNullTerminator=*/false);
     if (!buf) {
       emitError(loc) << "cannot read '" << path << "': " << buf.getError().message();
       return nullptr;
     }
-    try {
-      auto status = onnx::OnnxParser::Parse(model, (*buf)->getBufferStart());
-      if (!status.IsOK()) {
-        emitError(loc) << "'" << path << "' is not valid ONNX text: "
-                       << status.ErrorMessage();
-        return nullptr;
-      }
-    } catch (const std::exception &e) {
-      emitError(loc) << "'" << path << "' is not valid ONNX text: " << e.what();
+    if (failed(parseOnnxText((*buf)->getBuffer(), path, loc, model)))
       return nullptr;
-    }
   } else {
     // Stream the protobuf from the file instead of holding the whole file
     // next to the parsed message: peak memory is one copy of the model.
@@ -622,20 +691,5 @@ OwningOpRef<ModuleOp> mlir::merak::importOnnxFile(StringRef path, MLIRContext *c
       return nullptr;
     }
   }
-  if (!model.has_graph() || model.opset_import_size() == 0) {
-    emitError(loc) << "'" << path
-                   << "' is not an ONNX model (no graph or no opset import)";
-    return nullptr;
-  }
-  SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  try {
-    GraphImporter importer(ctx, model, dir, options);
-    return importer.run();
-  } catch (const std::exception &e) {
-    emitError(loc) << "internal error while importing '" << path << "': " << e.what();
-    return nullptr;
-  }
+  return importModel(model, path, dir, loc, ctx, options);
 }

@@ -17,7 +17,21 @@ namespace {
 /// NLL over log-probabilities `logp` [N, C, d...] and `target` [N, d...].
 Value nllLoss(NodeContext &n, Value logp, Value target, Value weight,
               std::optional<int64_t> ignore, StringRef reduction) {
+  if (!logp || !target)
+    return {}; // an earlier create failed and reported why
   auto tt = cast<RankedTensorType>(target.getType());
+  auto lt = cast<RankedTensorType>(logp.getType());
+  if (!tt.getElementType().isInteger(64) && !tt.getElementType().isInteger(32)) {
+    std::string got;
+    llvm::raw_string_ostream os(got);
+    os << tt;
+    return (void)n.error("target must hold class indices (int64 or int32), got " + got),
+           Value();
+  }
+  if (tt.getRank() != lt.getRank() - 1)
+    return (void)n.error("target has rank " + Twine(tt.getRank()) + ", expected " +
+                         Twine(lt.getRank() - 1) + " (the input's rank without C)"),
+           Value();
   Value valid, tc = target;
   if (ignore) {
     HostTensor ii(RankedTensorType::get({}, tt.getElementType()));

@@ -342,6 +342,10 @@ LogicalResult hardmax(NodeContext &n) {
   auto ax = n.axis(n.getInt("axis", -1), xt.getRank());
   if (failed(ax))
     return failure();
+  if (xt.getDimSize(*ax) > kMaxMaterialisedElements)
+    return n.error("axis " + Twine(*ax) + " has " + Twine(xt.getDimSize(*ax)) +
+                   " elements, too many for Hardmax's index constant (limit " +
+                   Twine(kMaxMaterialisedElements) + ")");
   Value am = n.create<ArgMaxOp>(n.input(0), *ax, true, false);
   SmallVector<int64_t> iotaShape(xt.getRank(), 1);
   iotaShape[*ax] = xt.getDimSize(*ax);

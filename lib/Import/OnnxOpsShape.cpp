@@ -15,9 +15,6 @@ using namespace mlir::merak::onnx_import;
 
 namespace {
 
-/// Range results are constants; a range longer than this is refused.
-constexpr int64_t kMaxRangeElements = int64_t(1) << 26;
-
 HostTensor int64Tensor(MLIRContext *ctx, ArrayRef<int64_t> values, bool scalar = false) {
   SmallVector<int64_t> shape;
   if (!scalar)
@@ -130,6 +127,14 @@ LogicalResult range(NodeContext &n) {
     return failure();
   if (start->size() != 1 || limit->size() != 1 || delta->size() != 1)
     return n.error("start, limit and delta must be scalars");
+  if (limit->getElementType() != start->getElementType() ||
+      delta->getElementType() != start->getElementType()) {
+    std::string types;
+    llvm::raw_string_ostream os(types);
+    os << start->getElementType() << ", " << limit->getElementType() << " and "
+       << delta->getElementType();
+    return n.error("start, limit and delta must have one element type, got " + types);
+  }
   double s = start->getAsDouble(0), l = limit->getAsDouble(0), d = delta->getAsDouble(0);
   if (d == 0)
     return n.error("delta is zero");
@@ -138,16 +143,25 @@ LogicalResult range(NodeContext &n) {
     return n.error("range length is not finite (start " + std::to_string(s) +
                    ", limit " + std::to_string(l) + ", delta " + std::to_string(d) + ")");
   // Range is materialised as a constant; bound it like other folded values.
-  if (steps > (double)kMaxRangeElements)
+  if (steps > (double)kMaxMaterialisedElements)
     return n.error("range of " + std::to_string(steps) + " elements is too large to "
-                   "materialise (limit " + Twine(kMaxRangeElements) + ")");
+                   "materialise (limit " + Twine(kMaxMaterialisedElements) + ")");
   int64_t count = std::max<int64_t>((int64_t)steps, 0);
   HostTensor t(RankedTensorType::get({count}, start->getElementType()));
   for (int64_t k = 0; k < count; ++k) {
-    if (t.isFloat())
+    if (t.isFloat()) {
       t.setFromDouble(k, s + k * d);
-    else
-      t.setFromInt(k, start->i()[0] + k * delta->i()[0]);
+      continue;
+    }
+    // The length came from doubles: near the ends of int64 the last value
+    // may not be representable.
+    int64_t v;
+    if (__builtin_mul_overflow(k, delta->i()[0], &v) ||
+        __builtin_add_overflow(v, start->i()[0], &v))
+      return n.error("range value " + Twine(k) + " (start " + Twine(start->i()[0]) +
+                     " + " + Twine(k) + " * delta " + Twine(delta->i()[0]) +
+                     ") overflows int64");
+    t.setFromInt(k, v);
   }
   n.setOutputs(n.constant(t));
   return success();
@@ -444,7 +458,8 @@ LogicalResult gatherElements(NodeContext &n) {
   return success();
 }
 
-/// Trilu as a select against a compile-time triangular mask.
+/// Trilu as a select against a compile-time triangular mask (computed by
+/// the program instead when the matrix is too large to materialise).
 LogicalResult trilu(NodeContext &n) {
   auto in = n.inputType(0);
   if (in.getRank() < 2)
@@ -461,12 +476,34 @@ LogicalResult trilu(NodeContext &n) {
   }
   bool upper = n.getInt("upper", 1);
   int64_t rows = in.getDimSize(in.getRank() - 2), cols = in.getDimSize(in.getRank() - 1);
-  HostTensor mask(RankedTensorType::get({rows, cols}, IntegerType::get(n.getContext(), 1)));
-  for (int64_t i = 0; i < rows; ++i)
+  MLIRContext *ctx = n.getContext();
+  Value mask;
+  if (rows * cols <= kMaxMaterialisedElements) {
+    HostTensor m(RankedTensorType::get({rows, cols}, IntegerType::get(ctx, 1)));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        m.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+    mask = n.constant(m);
+  } else {
+    // A declared matrix too large for a constant mask (rows x cols stays
+    // under kMaxElements, but may be 2^40): the program computes it, as
+    // (column - row) against k over a [rows, 1] and a [1, cols] index vector.
+    if (rows > kMaxMaterialisedElements || cols > kMaxMaterialisedElements)
+      return n.error("a " + Twine(rows) + "x" + Twine(cols) +
+                     " matrix is too large for Trilu's index vectors (limit " +
+                     Twine(kMaxMaterialisedElements) + " per dimension)");
+    HostTensor rowIdx(RankedTensorType::get({rows, 1}, IntegerType::get(ctx, 64)));
+    HostTensor colIdx(RankedTensorType::get({1, cols}, IntegerType::get(ctx, 64)));
+    for (int64_t i = 0; i < rows; ++i)
+      rowIdx.i()[i] = i;
     for (int64_t j = 0; j < cols; ++j)
-      mask.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+      colIdx.i()[j] = j;
+    Value diag = n.create<SubOp>(n.constant(colIdx), n.constant(rowIdx));
+    Value kv = n.constant(int64Tensor(ctx, {k}, /*scalar=*/true));
+    mask = upper ? n.create<GeOp>(diag, kv) : n.create<LeOp>(diag, kv);
+  }
   Value x = n.input(0);
-  n.setOutputs(n.create<WhereOp>(n.constant(mask), x, n.scalarLike(x, 0.0)));
+  n.setOutputs(n.create<WhereOp>(mask, x, n.scalarLike(x, 0.0)));
   return success();
 }
 

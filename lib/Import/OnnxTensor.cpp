@@ -145,35 +145,36 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
     out.bytes = ArrayRef<char>(raw.data(), raw.size());
     return out;
   }
-  HostTensor h(type);
-  auto mismatch = [&](int64_t got) -> FailureOr<RawTensor> {
-    error = "tensor '" + t.name() + "' has " + std::to_string(got) +
+  // Typed data: the count the proto holds must match before anything of
+  // the declared size is allocated (the dims alone may ask for terabytes).
+  int64_t given;
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT: given = t.float_data_size(); break;
+  case onnx::TensorProto::DOUBLE: given = t.double_data_size(); break;
+  case onnx::TensorProto::INT64: given = t.int64_data_size(); break;
+  // INT32, BOOL, FLOAT16, BFLOAT16 live in int32_data (16-bit floats as bits).
+  default: given = t.int32_data_size(); break;
+  }
+  if (given != *n) {
+    error = "tensor '" + t.name() + "' has " + std::to_string(given) +
             " values, expected " + std::to_string(*n);
     return failure();
-  };
+  }
+  HostTensor h(type);
   switch (t.data_type()) {
   case onnx::TensorProto::FLOAT:
-    if (t.float_data_size() != *n)
-      return mismatch(t.float_data_size());
     for (int64_t k = 0; k < *n; ++k)
       h.f()[k] = t.float_data(k);
     break;
   case onnx::TensorProto::DOUBLE:
-    if (t.double_data_size() != *n)
-      return mismatch(t.double_data_size());
     for (int64_t k = 0; k < *n; ++k)
       h.f()[k] = t.double_data(k);
     break;
   case onnx::TensorProto::INT64:
-    if (t.int64_data_size() != *n)
-      return mismatch(t.int64_data_size());
     for (int64_t k = 0; k < *n; ++k)
       h.i()[k] = t.int64_data(k);
     break;
   default: {
-    // INT32, BOOL, FLOAT16, BFLOAT16 live in int32_data (16-bit floats as bits).
-    if (t.int32_data_size() != *n)
-      return mismatch(t.int32_data_size());
     if (h.isFloat()) {
       std::vector<char> bytes(2 * *n);
       for (int64_t k = 0; k < *n; ++k) {

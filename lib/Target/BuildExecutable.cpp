@@ -1,7 +1,9 @@
 //===- BuildExecutable.cpp - host compiler and link step ------------------===//
 //
 // The generated step is compiled by the host C++ compiler the project was
-// configured with (MERAK_CXX overrides it), the manifest and initial data
+// configured with (MERAK_CXX overrides it; MERAK_CXXFLAGS adds flags to its
+// compile and link commands, e.g. -fsanitize=address,undefined to link a
+// sanitized runtime), the manifest and initial data
 // are embedded by an assembler file with .incbin (no huge C arrays to
 // parse), and everything is linked with the CPU runtime archives; a
 // --target cuda program also with the CUDA runtime's (its own main, the
@@ -60,6 +62,20 @@ std::string findCompiler() {
     return env;
   }
   return MERAK_CXX_COMPILER;
+}
+
+/// $MERAK_CXXFLAGS, split at whitespace: flags for the step's compile and
+/// the program's link.
+std::vector<std::string> extraFlags() {
+  std::vector<std::string> flags;
+  const char *env = std::getenv("MERAK_CXXFLAGS");
+  if (!env)
+    return flags;
+  SmallVector<StringRef> parts;
+  llvm::SplitString(env, parts);
+  for (StringRef p : parts)
+    flags.push_back(p.str());
+  return flags;
 }
 } // namespace
 
@@ -137,17 +153,19 @@ std::string mlir::merak::buildExecutable(StringRef workDir, StringRef cppPath,
   // -O0: the step is a straight line of kernel calls with literal
   // arguments, which optimisation does not speed up; at -O1 clang spends
   // ~25 s on a GPT-2-124M step (10k lines) against ~1 s at -O0.
-  if (std::string e = run({cxx, "-std=c++17", "-O0", include, "-c", cppPath.str(), "-o",
-                           stepObj.str().str()},
-                          log, verbose, os);
-      !e.empty())
+  std::vector<std::string> extra = extraFlags();
+  std::vector<std::string> compile{cxx, "-std=c++17", "-O0", include};
+  compile.insert(compile.end(), extra.begin(), extra.end());
+  compile.insert(compile.end(), {"-c", cppPath.str(), "-o", stepObj.str().str()});
+  if (std::string e = run(compile, log, verbose, os); !e.empty())
     return e;
   if (std::string e = run({cxx, "-c", asmPath.str().str(), "-o", dataObj.str().str()}, log,
                           verbose, os);
       !e.empty())
     return e;
-  std::vector<std::string> link{cxx, MERAK_PROGRAM_LINKER_FLAG, stepObj.str().str(),
-                                dataObj.str().str()};
+  std::vector<std::string> link{cxx, MERAK_PROGRAM_LINKER_FLAG};
+  link.insert(link.end(), extra.begin(), extra.end());
+  link.insert(link.end(), {stepObj.str().str(), dataObj.str().str()});
   for (StringRef lib : libs)
     link.push_back(lib.str());
   SmallVector<StringRef> flags;

@@ -34,7 +34,8 @@ FailureOr<SmallVector<HostTensor>> evaluateFunction(func::FuncOp func,
                                                     ParamStore *store = nullptr);
 
 /// Folds `op` when all operands are constants and every result has at most
-/// `maxElements` elements; returns the folded attributes.
+/// `maxElements` elements (and no splat operand has more than 2^24 or
+/// `maxElements`); returns the folded attributes.
 FailureOr<SmallVector<Attribute>> foldWithEvaluator(Operation *op,
                                                     int64_t maxElements);
 

@@ -35,6 +35,14 @@ LogicalResult parseInputShape(StringRef spec, ImportOptions &options,
 OwningOpRef<ModuleOp> importOnnxFile(StringRef path, MLIRContext *context,
                                      const ImportOptions &options);
 
+/// Imports a model held in memory: a serialized ModelProto, or ONNX text
+/// when `isText`. `name` stands for the model in diagnostics; external data
+/// is looked up under `baseDir` (empty: refused). importOnnxFile's checks
+/// and errors, without the file (the fuzz targets under test/fuzz use it).
+OwningOpRef<ModuleOp> importOnnxBuffer(StringRef bytes, bool isText, StringRef name,
+                                       StringRef baseDir, MLIRContext *context,
+                                       const ImportOptions &options);
+
 } // namespace mlir::merak
 
 #endif
