@@ -479,10 +479,12 @@ LogicalResult trilu(NodeContext &n) {
   MLIRContext *ctx = n.getContext();
   Value mask;
   if (rows * cols <= kMaxMaterialisedElements) {
+    // One step per element: an empty matrix may still have 2^40 rows.
     HostTensor m(RankedTensorType::get({rows, cols}, IntegerType::get(ctx, 1)));
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        m.i()[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+    for (int64_t e = 0; e < rows * cols; ++e) {
+      int64_t i = e / cols, j = e % cols;
+      m.i()[e] = upper ? (j - i >= k) : (j - i <= k);
+    }
     mask = n.constant(m);
   } else {
     // A declared matrix too large for a constant mask (rows x cols stays
