@@ -57,6 +57,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+from decoder_check import EncoderLM  # noqa: E402  (the causal nn.TransformerEncoder LM)
 
 B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
 PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
@@ -132,25 +134,6 @@ class ImageClassifier(nn.Module):
         return self.model(pixel_values=pixel_values, return_dict=True).logits
 
 
-class EncoderLM(nn.Module):
-    """decoder_check.EncoderLM: token embedding + learned positions,
-    nn.TransformerEncoder with a causal mask, a linear head."""
-
-    def __init__(self, vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Parameter(torch.randn(seq, width) * 0.02)
-        layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=2 * width, dropout=0.0,
-                                           batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.head = nn.Linear(width, vocab)
-        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1),
-                             persistent=False)
-
-    def forward(self, input_ids):
-        return self.head(self.encoder(self.tok(input_ids) + self.pos, mask=self.mask))
-
-
 def decoder_kwargs(**kw):
     base = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
                 num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
@@ -213,7 +196,7 @@ def build(name):
         return ImageClassifier(tf.ViTForImageClassification(cfg)), \
             torch.zeros(B, CHANNELS, IMAGE, IMAGE)
     if name == "nn-transformer":
-        return EncoderLM(), ids
+        return EncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
     raise KeyError(name)
 
 
