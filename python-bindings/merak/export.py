@@ -143,15 +143,23 @@ def non_parameter_initializers(path, model):
     `model`: the dynamo exporter names a lifted buffer after the op that
     made it (a sliced causal mask becomes "alias"), so frozen_names' buffer
     names miss it, and an unfrozen mask would train (and not fuse)."""
-    try:
-        import onnx
-        graph = onnx.load(path, load_external_data=False).graph
-    except Exception:  # noqa: BLE001  (onnx missing: the buffer names must do)
+    initializers = initializer_names(path)
+    if initializers is None:  # onnx missing: the buffer names must do
         return []
     names = aliases(model)  # a tied weight is a parameter under every name
     trainable = {a for n, p in model.named_parameters() if p.requires_grad
                  for a in names.get(n, [n])}
-    return [t.name for t in graph.initializer if t.name not in trainable]
+    return [n for n in initializers if n not in trainable]
+
+
+def initializer_names(path):
+    """The initializers of the ONNX file `path`, or None without the onnx
+    package (or for a text model)."""
+    try:
+        import onnx
+        return [t.name for t in onnx.load(path, load_external_data=False).graph.initializer]
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def onnx_parameter_names(path, model):
@@ -159,12 +167,7 @@ def onnx_parameter_names(path, model):
     initializers, matched to the module's state_dict (tied weights under
     every name). Without a module (an ONNX file given) each name maps to
     itself; without the onnx package, the module's names are used as is."""
-    try:
-        import onnx
-        graph = onnx.load(path, load_external_data=False).graph
-        initializers = [t.name for t in graph.initializer]
-    except Exception:  # noqa: BLE001  (onnx missing, or a text model)
-        initializers = None
+    initializers = initializer_names(path)
     if model is None:
         return {n: [n] for n in initializers or []}
     names = aliases(model)
