@@ -226,6 +226,7 @@ void registerNNOps(OpRegistry &r);
 void registerLossOps(OpRegistry &r);
 void registerLegacyOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
+void registerIndexingOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

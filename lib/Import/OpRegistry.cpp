@@ -73,6 +73,7 @@ const OpRegistry &OpRegistry::get() {
     registerLossOps(r);
     registerLegacyOps(r);
     registerSequenceOps(r);
+    registerIndexingOps(r);
     return r;
   }();
   return registry;

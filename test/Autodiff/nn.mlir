@@ -1,7 +1,8 @@
 // RUN: %python %S/Inputs/gradcheck.py %s | FileCheck %s
 
 // Finite-difference checks of the convolution, pooling, batch norm and
-// gather_elements rules. Upstream gradients are random (%w arguments).
+// gather_elements rules, and of the scatter-adds (gather_grad,
+// gather_elements_grad) that imported ScatterND/ScatterElements use forward. Upstream gradients are random (%w arguments).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -9,7 +10,9 @@
 // CHECK: case 3: PASS
 // CHECK: case 4: PASS
 // CHECK: case 5: PASS
-// CHECK: gradcheck: all 6 cases passed
+// CHECK: case 6: PASS
+// CHECK: case 7: PASS
+// CHECK: gradcheck: all 8 cases passed
 
 // conv2d with stride 2, asymmetric padding, dilation and 2 groups, and a
 // bias; the input is a parameter too, so both backward ops are checked.
@@ -100,6 +103,36 @@ func.func @forward(%i: tensor<2x3xi64>, %w: tensor<2x3xf64>) -> tensor<f64> {
   %d = merak.get_param @d : tensor<3x3xf64>
   %g = merak.gather_elements %d[%i] axis = 1 : tensor<3x3xf64>, tensor<2x3xi64> -> tensor<2x3xf64>
   %m = merak.mul %g, %w : tensor<2x3xf64>, tensor<2x3xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// gather_grad forward (ScatterND with reduction add): rows 1 and 3 of a
+// 4x2 table receive two and one update rows (index 1 twice, and -1).
+// gradcheck-arg: %i = [1, -1, 1]
+merak.param @u : tensor<3x2xf64> = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf64>
+func.func @forward(%i: tensor<3xi64>, %w: tensor<4x2xf64>) -> tensor<f64> {
+  %u = merak.get_param @u : tensor<3x2xf64>
+  %s = merak.gather_grad %u[%i] axis = 0 : tensor<3x2xf64>, tensor<3xi64> -> tensor<4x2xf64>
+  %t = merak.tanh %s : tensor<4x2xf64>
+  %m = merak.mul %t, %w : tensor<4x2xf64>, tensor<4x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<4x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// gather_elements_grad forward (ScatterElements with reduction add) along
+// axis 1, a repeated index in row 0.
+// gradcheck-arg: %i = [[2, 2], [0, 1]]
+merak.param @u : tensor<2x2xf64> = dense<[[0.7, -0.3], [0.2, 0.9]]> : tensor<2x2xf64>
+func.func @forward(%i: tensor<2x2xi64>, %w: tensor<2x3xf64>) -> tensor<f64> {
+  %u = merak.get_param @u : tensor<2x2xf64>
+  %s = merak.gather_elements_grad %u[%i] axis = 1 : tensor<2x2xf64>, tensor<2x2xi64> -> tensor<2x3xf64>
+  %t = merak.tanh %s : tensor<2x3xf64>
+  %m = merak.mul %t, %w : tensor<2x3xf64>, tensor<2x3xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x3xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

@@ -43,6 +43,22 @@ LogicalResult rule(GatherElementsOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+// The scatter-adds (imported ScatterND/ScatterElements use them forward)
+// are linear in the scattered values: their adjoint gathers.
+LogicalResult rule(GatherGradOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({GatherOp::create(e.b, e.loc, typeOf(op.getGrad()), g[0], op.getIndices(),
+                               op.getAxis()),
+              Value()});
+  return success();
+}
+
+LogicalResult rule(GatherElementsGradOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({GatherElementsOp::create(e.b, e.loc, typeOf(op.getGrad()), g[0],
+                                       op.getIndices(), op.getAxis()),
+              Value()});
+  return success();
+}
+
 LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
   // Per channel (dim 1) over the other dimensions. With batch statistics
   // (training) the mean and variance depend on x as in layer_norm; with

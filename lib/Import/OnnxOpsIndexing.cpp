@@ -1,0 +1,303 @@
+//===- OnnxOpsIndexing.cpp - GatherND, ScatterND, ScatterElements ---------===//
+//
+// The multi-index ops, lowered onto merak's one-axis gather and its
+// scatter-add adjoint, so that they need no kernels and no derivative rules
+// of their own:
+//
+//   GatherND(data, idx[..., k], batch_dims b)
+//     = gather(reshape(data, [B * D_b..D_{b+k-1}, rest...]), linear, axis 0)
+//   with linear = batch offset + sum_j wrap(idx[..., j]) * stride_j, and a
+//   component outside [-d, d) made out of range of the flattened axis, so
+//   that the gather reports it at run time instead of reading a
+//   neighbouring row.
+//
+//   ScatterND / ScatterElements(data, indices, updates), reduction "none":
+//     indices known at compile time (what exporters emit for `x[..., 0] =
+//     v` and shifted token ids: they come from shapes), any element type:
+//       src[p] = the last update written to position p, or -1
+//       result = where(src >= 0, gather(updates, max(src, 0)), data)
+//     indices computed at run time (float data only):
+//       result = where(scatter_add(1, idx) > 0, scatter_add(updates, idx), data)
+//   reduction "add": data + scatter_add(updates, idx).
+//
+// Repeated indices with reduction "none" are undefined in ONNX; the
+// compile-time path keeps the last write (as onnxruntime does).
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterImpl.h"
+
+#include "mlir/IR/Matchers.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+namespace {
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+RankedTensorType withElement(ArrayRef<int64_t> shape, Type et) {
+  return RankedTensorType::get(shape, et);
+}
+
+/// Indices as int64 (Cast from int32; others are refused by the caller).
+Value indicesAsI64(NodeContext &n, unsigned i) {
+  Value v = n.input(i);
+  auto t = n.inputType(i);
+  auto i64 = n.builder().getI64Type();
+  if (t.getElementType() == i64)
+    return v;
+  return n.create<CastOp>(withElement(t.getShape(), i64), v);
+}
+
+/// Input `i`'s value when it is a compile-time constant small enough to
+/// read (no error otherwise: the run-time form is taken).
+std::optional<HostTensor> knownIndices(NodeContext &n, unsigned i) {
+  ElementsAttr attr;
+  if (!matchPattern(n.input(i), m_Constant(&attr)) ||
+      attr.getNumElements() > kMaxMaterialisedElements)
+    return std::nullopt;
+  auto t = HostTensor::fromAttr(attr);
+  if (failed(t))
+    return std::nullopt;
+  return std::move(*t);
+}
+
+LogicalResult checkIndexType(NodeContext &n, unsigned i) {
+  auto et = dyn_cast<IntegerType>(n.inputType(i).getElementType());
+  if (!et || (et.getWidth() != 32 && et.getWidth() != 64))
+    return n.error("indices must be int32 or int64");
+  return success();
+}
+
+/// Linear positions into `dims` (the indexed axes) of the index tuples
+/// `idx[..., k]` (k = dims.size()), wrapped from negative; a tuple with a
+/// component outside [-d, d) maps to product(dims), one past the end.
+Value linearIndex(NodeContext &n, Value idx, ArrayRef<int64_t> dims) {
+  auto t = cast<RankedTensorType>(idx.getType());
+  SmallVector<int64_t> outer(t.getShape().drop_back());
+  int64_t k = dims.size(), total = product(dims);
+  Value zero = n.scalarLike(idx, 0);
+  Value linear = n.broadcastTo(zero, outer), valid;
+  int64_t stride = total;
+  for (int64_t j = 0; j < k; ++j) {
+    stride /= dims[j];
+    SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
+        step(t.getRank(), 1);
+    start.back() = j;
+    limit.back() = j + 1;
+    Value comp = n.create<SliceOp>(idx, start, limit, step);
+    comp = n.reshape(comp, outer);
+    Value d = n.scalarLike(idx, dims[j]);
+    Value neg = n.create<LtOp>(comp, zero);
+    comp = n.create<WhereOp>(neg, n.create<AddOp>(comp, d), comp);
+    Value ok = n.create<AndOp>(n.create<GeOp>(comp, zero), n.create<LtOp>(comp, d));
+    valid = valid ? n.create<AndOp>(valid, ok) : ok;
+    linear = n.create<AddOp>(linear, n.create<MulOp>(comp, n.scalarLike(idx, stride)));
+  }
+  if (valid)
+    linear = n.create<WhereOp>(valid, linear, n.scalarLike(idx, total));
+  return linear;
+}
+
+LogicalResult gatherND(NodeContext &n) {
+  if (failed(checkIndexType(n, 1)))
+    return failure();
+  auto data = n.inputType(0), idxT = n.inputType(1);
+  int64_t r = data.getRank(), q = idxT.getRank(), b = n.getInt("batch_dims", 0);
+  if (q < 1)
+    return n.error("indices must have rank >= 1");
+  int64_t k = idxT.getShape().back();
+  if (b < 0 || b >= std::min(r, q))
+    return n.error("batch_dims " + Twine(b) + " must be in [0, min(rank(data), "
+                   "rank(indices)) = " + Twine(std::min(r, q)) + ")");
+  if (k < 0 || k > r - b)
+    return n.error("indices' last dimension " + Twine(k) + " exceeds rank(data) - "
+                   "batch_dims = " + Twine(r - b));
+  if (data.getShape().take_front(b) != idxT.getShape().take_front(b))
+    return n.error("the first batch_dims dimensions of data and indices differ");
+  Value idx = indicesAsI64(n, 1);
+  ArrayRef<int64_t> dshape = data.getShape();
+  Value linear = linearIndex(n, idx, dshape.slice(b, k));
+  int64_t block = product(dshape.slice(b, k));
+  if (b > 0) {
+    // Batch position j of the leading b dimensions starts at j * block.
+    SmallVector<int64_t> offShape(idxT.getShape().take_front(b));
+    offShape.append(q - 1 - b, 1);
+    HostTensor off(withElement(offShape, n.builder().getI64Type()));
+    for (int64_t j = 0, e = off.size(); j < e; ++j)
+      off.setFromInt(j, j * block);
+    linear = n.create<AddOp>(linear, n.constant(off));
+  }
+  SmallVector<int64_t> flat{product(dshape.take_front(b + k))};
+  flat.append(dshape.begin() + b + k, dshape.end());
+  n.setOutputs(n.create<GatherOp>(n.reshape(n.input(0), flat), linear, 0));
+  return success();
+}
+
+/// The reduction attribute: "none" or "add" (mul/min/max are refused).
+FailureOr<bool> isAddReduction(NodeContext &n) {
+  std::string red = n.getString("reduction", "none");
+  if (red == "none" || red == "add")
+    return red == "add";
+  return n.unsupported("reduction '" + red + "'");
+}
+
+/// result = where(src >= 0, updates[src], data) over the flattened data,
+/// with src computed here from the compile-time flat positions `pos` of
+/// the updates (in their row-major order; out-of-range positions refused).
+LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
+  auto data = n.inputType(0);
+  int64_t total = data.getNumElements();
+  if (total > kMaxMaterialisedElements)
+    return n.error("data of " + Twine(total) + " elements is too large for a "
+                   "compile-time scatter map (limit " +
+                   Twine(kMaxMaterialisedElements) + ")");
+  auto i64 = n.builder().getI64Type();
+  HostTensor src(withElement({total}, i64)), isSet(withElement({total}, n.builder().getI1Type()));
+  std::fill(src.i().begin(), src.i().end(), 0);
+  for (auto [u, p] : llvm::enumerate(pos)) {
+    if (p < 0 || p >= total)
+      return n.error("an index is out of range of data's shape");
+    src.i()[p] = u;
+    isSet.i()[p] = 1;
+  }
+  Value upd = n.reshape(n.input(2), {(int64_t)pos.size()});
+  Value picked = n.create<GatherOp>(upd, n.constant(src), 0);
+  Value flat = n.reshape(n.input(0), {total});
+  Value out = n.create<WhereOp>(n.constant(isSet), picked, flat);
+  n.setOutputs(n.reshape(out, data.getShape()));
+  return success();
+}
+
+/// result = data + scatter_add(updates) (add), or the masked form (none),
+/// with `scatter(v)` the scatter-add of v (updates-shaped) into data's shape.
+template <typename ScatterFn>
+LogicalResult scatterRuntime(NodeContext &n, bool add, ScatterFn scatter) {
+  auto data = n.inputType(0);
+  if (!isa<FloatType>(data.getElementType()))
+    return n.error("data of element type other than float needs indices known "
+                   "at compile time (these are computed at run time)");
+  Value sum = scatter(n.input(2));
+  if (add) {
+    n.setOutputs(n.create<AddOp>(n.input(0), sum));
+    return success();
+  }
+  Value ones = n.broadcastTo(n.scalarLike(n.input(2), 1.0), n.inputType(2).getShape());
+  Value hit = n.create<GtOp>(scatter(ones), n.scalarLike(n.input(0), 0.0));
+  n.setOutputs(n.create<WhereOp>(hit, sum, n.input(0)));
+  return success();
+}
+
+LogicalResult scatterND(NodeContext &n) {
+  if (failed(checkIndexType(n, 1)))
+    return failure();
+  auto add = isAddReduction(n);
+  if (failed(add))
+    return failure();
+  auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
+  int64_t r = data.getRank(), q = idxT.getRank();
+  if (q < 1)
+    return n.error("indices must have rank >= 1");
+  int64_t k = idxT.getShape().back();
+  if (k < 1 || k > r)
+    return n.error("indices' last dimension " + Twine(k) + " must be in [1, rank(data) = " +
+                   Twine(r) + "]");
+  SmallVector<int64_t> want(idxT.getShape().drop_back());
+  want.append(data.getShape().begin() + k, data.getShape().end());
+  if (updT.getShape() != ArrayRef<int64_t>(want) ||
+      updT.getElementType() != data.getElementType())
+    return n.error("updates must have data's element type and shape "
+                   "indices.shape[:-1] + data.shape[k:]");
+  ArrayRef<int64_t> dims = data.getShape().take_front(k);
+  int64_t block = product(data.getShape().drop_front(k));
+  if (auto c = knownIndices(n, 1); c && !*add) {
+    SmallVector<int64_t> pos;
+    int64_t tuples = idxT.getNumElements() / std::max<int64_t>(k, 1);
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t lin = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t v = c->i()[t * k + j];
+        if (v < -dims[j] || v >= dims[j])
+          return n.error("index " + Twine(v) + " is out of range of dimension " +
+                         Twine(j) + " (size " + Twine(dims[j]) + ")");
+        lin = lin * dims[j] + (v < 0 ? v + dims[j] : v);
+      }
+      for (int64_t e = 0; e < block; ++e)
+        pos.push_back(lin * block + e);
+    }
+    return scatterConstant(n, pos);
+  }
+  SmallVector<int64_t> flat{product(dims)};
+  flat.append(data.getShape().begin() + k, data.getShape().end());
+  Value linear = linearIndex(n, indicesAsI64(n, 1), dims);
+  auto flatType = withElement(flat, data.getElementType());
+  return scatterRuntime(n, *add, [&](Value v) {
+    Value s = n.create<GatherGradOp>(flatType, v, linear, 0);
+    return n.reshape(s, data.getShape());
+  });
+}
+
+LogicalResult scatterElements(NodeContext &n) {
+  if (failed(checkIndexType(n, 1)))
+    return failure();
+  auto add = isAddReduction(n);
+  if (failed(add))
+    return failure();
+  auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
+  auto ax = n.axis(n.getInt("axis", 0), data.getRank());
+  if (failed(ax))
+    return failure();
+  if (updT.getShape() != idxT.getShape() || updT.getElementType() != data.getElementType() ||
+      idxT.getRank() != data.getRank())
+    return n.error("updates must have indices' shape and data's element type, "
+                   "and indices data's rank");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != *ax && idxT.getDimSize(d) > data.getDimSize(d))
+      return n.error("indices' dimension " + Twine(d) + " exceeds data's");
+  if (auto c = knownIndices(n, 1); c && !*add) {
+    ArrayRef<int64_t> ishape = idxT.getShape(), dshape = data.getShape();
+    int64_t rank = ishape.size(), dim = dshape[*ax];
+    SmallVector<int64_t> pos, at(rank, 0);
+    for (int64_t e = 0, end = idxT.getNumElements(); e < end; ++e) {
+      int64_t v = c->i()[e];
+      if (v < -dim || v >= dim)
+        return n.error("index " + Twine(v) + " is out of range of axis " + Twine(*ax) +
+                       " (size " + Twine(dim) + ")");
+      int64_t lin = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        lin = lin * dshape[d] + (d == *ax ? (v < 0 ? v + dim : v) : at[d]);
+      pos.push_back(lin);
+      for (int64_t d = rank - 1; d >= 0 && ++at[d] == ishape[d]; --d)
+        at[d] = 0;
+    }
+    return scatterConstant(n, pos);
+  }
+  Value idx = indicesAsI64(n, 1);
+  return scatterRuntime(n, *add, [&](Value v) {
+    return n.create<GatherElementsGradOp>(data, v, idx, *ax);
+  });
+}
+
+} // namespace
+
+void onnx_import::registerIndexingOps(OpRegistry &r) {
+  r.add("GatherND", 11, gatherND);
+  r.add("GatherND", 12, gatherND); // batch_dims
+  r.sameAs("GatherND", 13, 12);    // bfloat16
+  r.add("ScatterND", 11, scatterND);
+  r.sameAs("ScatterND", 13, 11);   // bfloat16
+  r.add("ScatterND", 16, scatterND); // reduction add/mul
+  r.sameAs("ScatterND", 18, 16);     // reduction min/max (refused by name)
+  r.add("Scatter", 9, scatterElements); // ScatterElements under its old name
+  r.sameAs("Scatter", 11, 9);
+  r.add("ScatterElements", 11, scatterElements);
+  r.sameAs("ScatterElements", 13, 11);
+  r.add("ScatterElements", 16, scatterElements);
+  r.sameAs("ScatterElements", 18, 16);
+}
