@@ -227,6 +227,7 @@ void registerLossOps(OpRegistry &r);
 void registerLegacyOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
+void registerAttentionOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

@@ -74,6 +74,7 @@ const OpRegistry &OpRegistry::get() {
     registerLegacyOps(r);
     registerSequenceOps(r);
     registerIndexingOps(r);
+    registerAttentionOps(r);
     return r;
   }();
   return registry;

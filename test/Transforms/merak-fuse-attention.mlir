@@ -219,3 +219,57 @@ func.func @scaled_query_shared(%q: tensor<8x10x16xf32>, %kt: tensor<8x16x10xf32>
   %o = merak.matmul %p, %v : tensor<8x10x10xf32>, tensor<8x10x16xf32> -> tensor<8x10x16xf32>
   return %o, %qs : tensor<8x10x16xf32>, tensor<8x10x16xf32>
 }
+
+// -----
+
+// torch 2's SDPA decomposition: the causal bias per batch ([2,1,T,S], the
+// same in both batches), and the NaN guard where(isnan(p), 0, p) between
+// softmax and the value product; the guard goes with the rest.
+// CHECK-LABEL: func.func @sdpa_nan_guard
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal :
+// CHECK-NOT: merak.softmax
+// CHECK-NOT: merak.ne
+func.func @sdpa_nan_guard(%q: tensor<2x2x3x16xf32>, %kt: tensor<2x2x16x3xf32>, %v: tensor<2x2x3x16xf32>) -> tensor<2x2x3x16xf32> {
+  %c = merak.constant dense<0.5> : tensor<f32>
+  %z = merak.constant dense<0.0> : tensor<f32>
+  %bias = merak.constant dense<[[[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]], [[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %qs = merak.mul %q, %c : tensor<2x2x3x16xf32>, tensor<f32>
+  %ks = merak.mul %kt, %c : tensor<2x2x16x3xf32>, tensor<f32>
+  %s = merak.matmul %qs, %ks : tensor<2x2x3x16xf32>, tensor<2x2x16x3xf32> -> tensor<2x2x3x3xf32>
+  %b = merak.add %s, %bias : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+  %p = merak.softmax %b axis = 3 : tensor<2x2x3x3xf32>
+  %nan = merak.ne %p, %p : tensor<2x2x3x3xf32>, tensor<2x2x3x3xf32>
+  %g = merak.where %nan, %z, %p : tensor<2x2x3x3xi1>, tensor<f32>, tensor<2x2x3x3xf32>
+  %o = merak.matmul %g, %v : tensor<2x2x3x3xf32>, tensor<2x2x3x16xf32> -> tensor<2x2x3x16xf32>
+  return %o : tensor<2x2x3x16xf32>
+}
+
+// -----
+
+// A bias that differs between the batches is not one mask: not fused.
+// CHECK-LABEL: func.func @per_batch_mask
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @per_batch_mask(%q: tensor<2x2x2x16xf32>, %kt: tensor<2x2x16x2xf32>, %v: tensor<2x2x2x16xf32>) -> tensor<2x2x2x16xf32> {
+  %bias = merak.constant dense<[[[[0.0, 0xFF800000], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>
+  %s = merak.matmul %q, %kt : tensor<2x2x2x16xf32>, tensor<2x2x16x2xf32> -> tensor<2x2x2x2xf32>
+  %b = merak.add %s, %bias : tensor<2x2x2x2xf32>, tensor<2x1x2x2xf32>
+  %p = merak.softmax %b axis = 3 : tensor<2x2x2x2xf32>
+  %o = merak.matmul %p, %v : tensor<2x2x2x2xf32>, tensor<2x2x2x16xf32> -> tensor<2x2x2x16xf32>
+  return %o : tensor<2x2x2x16xf32>
+}
+
+// -----
+
+// The guarded probabilities are used elsewhere too: not fused.
+// CHECK-LABEL: func.func @guard_used
+// CHECK-NOT: merak.attention
+func.func @guard_used(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> (tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>) {
+  %z = merak.constant dense<0.0> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %nan = merak.ne %p, %p : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %g = merak.where %nan, %z, %p : tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>
+  %o = merak.matmul %g, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o, %nan : tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>
+}

@@ -8,7 +8,9 @@
 //   s = mul(s, c) | div(s, c)            optional, c a scalar constant
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
 //                                        optional, a constant mask
-//   o = matmul(softmax(s, last axis), v) v [..., S, D]
+//   p = softmax(s, last axis)
+//   p = where(ne(p, p), 0, p)            optional (torch's SDPA: NaN rows to 0)
+//   o = matmul(p, v)                     v [..., S, D]
 //
 // and replaces it with merak.attention(q, transpose(kT), v). The mask must
 // be a compile-time constant (a merak.constant, or a frozen parameter's
@@ -205,9 +207,14 @@ std::optional<ConstTensor> AttentionFuser::constantOf(Value v, int depth) {
 /// differs between batch and head slices.
 std::optional<bool> causalOf(const ConstTensor &keep, int64_t t, int64_t s) {
   int64_t rank = keep.shape.size();
-  if (rank < 2 || keep.shape[rank - 2] != t || keep.shape[rank - 1] != s ||
-      llvm::any_of(ArrayRef(keep.shape).drop_back(2), [](int64_t d) { return d != 1; }))
+  if (rank < 2 || keep.shape[rank - 2] != t || keep.shape[rank - 1] != s)
     return std::nullopt;
+  // Every [T, S] slice (one per batch and head) must be the first one.
+  int64_t slice = t * s, slices = (int64_t)keep.values.size() / slice;
+  for (int64_t i = 1; i < slices; ++i)
+    for (int64_t e = 0; e < slice; ++e)
+      if ((keep.values[i * slice + e] != 0) != (keep.values[e] != 0))
+        return std::nullopt;
   bool all = true, causal = t == s;
   for (int64_t r = 0; r < t; ++r)
     for (int64_t c = 0; c < s; ++c) {
@@ -224,9 +231,33 @@ std::optional<bool> causalOf(const ConstTensor &keep, int64_t t, int64_t s) {
 
 constexpr double kMaskedFill = -1e4;
 
+/// The softmax whose probabilities `probs` are, directly or behind the NaN
+/// guard `where(ne(p, p), 0, p)` (torch's SDPA decomposition zeroes the
+/// rows a mask hides completely; the masks fused here hide none, so the
+/// guard is the identity); the guard's ops are appended to `chain`.
+SoftmaxOp softmaxOf(Value probs, SmallVectorImpl<Operation *> &chain,
+                    llvm::function_ref<std::optional<double>(Value)> splat) {
+  if (auto sm = probs.getDefiningOp<SoftmaxOp>())
+    return sm->hasOneUse() ? sm : SoftmaxOp();
+  auto where = probs.getDefiningOp<WhereOp>();
+  if (!where || !probs.hasOneUse())
+    return {};
+  Value p = where.getRhs();
+  auto sm = p.getDefiningOp<SoftmaxOp>();
+  auto isNan = where.getCondition().getDefiningOp<NeOp>();
+  std::optional<double> fill = splat(where.getLhs());
+  if (!sm || !isNan || isNan.getLhs() != p || isNan.getRhs() != p || !fill || *fill != 0 ||
+      !isNan->hasOneUse() ||
+      llvm::any_of(p.getUsers(), [&](Operation *u) { return u != where && u != isNan; }))
+    return {};
+  chain.append({where, isNan});
+  return sm;
+}
+
 bool AttentionFuser::tryFuse(MatmulOp pv) {
-  auto sm = pv.getLhs().getDefiningOp<SoftmaxOp>();
-  if (!sm || !sm->hasOneUse())
+  SmallVector<Operation *> chain{pv};
+  auto sm = softmaxOf(pv.getLhs(), chain, [&](Value v) { return splat(v); });
+  if (!sm)
     return false;
   auto scoresType = cast<RankedTensorType>(sm.getType());
   int64_t rank = scoresType.getRank();
@@ -235,7 +266,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   int64_t t = scoresType.getDimSize(rank - 2), s = scoresType.getDimSize(rank - 1);
   if (t != s) // the CUDA kernel's self-attention shapes
     return false;
-  SmallVector<Operation *> chain{pv, sm};
+  chain.push_back(sm);
   Value x = sm.getInput();
   // The mask.
   bool causal = false;
@@ -382,7 +413,8 @@ struct MerakFuseAttentionPass
     }
     SmallVector<MatmulOp> candidates;
     module.walk([&](MatmulOp mm) {
-      if (mm.getLhs().getDefiningOp<SoftmaxOp>())
+      Operation *def = mm.getLhs().getDefiningOp();
+      if (isa_and_nonnull<SoftmaxOp, WhereOp>(def))
         candidates.push_back(mm);
     });
     AttentionFuser fuser(module, globs);
