@@ -35,6 +35,8 @@ public:
   onnx::GraphProto &graph;
   std::string baseDir;
   const ImportOptions &options;
+  /// Set when --batch-size bound some input's leading dimension.
+  bool batchBound = false;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(ctx);
   llvm::StringMap<Value> values;

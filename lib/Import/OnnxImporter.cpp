@@ -280,13 +280,18 @@ FailureOr<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto 
         shape.push_back(dim.dim_value());
         continue;
       }
+      if (bound == options.inputShapes.end() && d == 0 && options.batchSize > 0) {
+        shape.push_back(options.batchSize);
+        batchBound = true;
+        continue;
+      }
       if (bound == options.inputShapes.end())
         return fail(loc, "graph input '" + in.name() + "' has dynamic dimension " +
                              Twine(d) +
                              (dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
                                                   : std::string()) +
-                             "; bind it with --input-shape " + in.name() +
-                             "=D0xD1x...");
+                             "; bind it with --input-shape " + in.name() + "=D0xD1x..." +
+                             (d == 0 ? " or --batch-size N" : ""));
       shape.push_back(ShapedType::kDynamic);
     }
   }
@@ -467,6 +472,12 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       return (void)fail(fileLoc, "--bind-constant names '" + kv.getKey() +
                                "', which is not a graph input"),
              nullptr;
+  if (options.batchSize > 0 && !batchBound && !options.overrideStaticDims)
+    return (void)fail(fileLoc, "--batch-size " + Twine(options.batchSize) +
+                                   ": no graph input has a dynamic leading (batch) "
+                                   "dimension left to bind (the model was exported with a "
+                                   "fixed batch, or --input-shape binds every input)"),
+           nullptr;
   for (const auto &kv : options.inputShapes)
     if (!seenInputs.contains(kv.getKey()))
       return (void)fail(fileLoc, "--input-shape names '" + kv.getKey() +

@@ -285,6 +285,8 @@ std::optional<int> Compilation::importModule() {
                 "compile it with --pp only)");
   ImportOptions local = r.import;
   local.overrideStaticDims = true;
+  if (local.batchSize > 0) // other batched inputs (masks) follow the split inputs
+    local.batchSize = batch / split;
   for (auto &[name, shape] : splitInputs) {
     SmallVector<int64_t> localShape = shape;
     localShape[0] = batch / split;

@@ -69,6 +69,12 @@ struct CommandLine {
   cl::list<std::string> inputShapes{
       "input-shape", cl::desc("Bind a graph input's shape (dynamic dims), e.g. input_ids=8x128"),
       cl::value_desc("NAME=DIMS"), cl::cat(cat)};
+  cl::opt<int64_t> batchSize{
+      "batch-size",
+      cl::desc("Bind the dynamic batch (leading) dimension of the graph inputs that "
+               "--input-shape does not bind; the global batch, split by --dp and "
+               "--microbatches"),
+      cl::value_desc("N"), cl::init(0), cl::cat(cat)};
   cl::opt<std::string> loss{"loss",
                             cl::desc("Training loss: cross-entropy (of the logits output) "
                                      "or model-output (the model returns its loss)"),
@@ -268,6 +274,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.compileTo = opts.compileTo;
   o.compileToGiven = opts.compileTo.getNumOccurrences() > 0;
   o.inputShapes.assign(opts.inputShapes.begin(), opts.inputShapes.end());
+  o.batchSize = opts.batchSize;
   o.loss = opts.loss;
   o.logits = opts.logits;
   o.labels = opts.labels;

@@ -140,6 +140,9 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   for (const std::string &spec : opts.inputShapes)
     if (failed(parseInputShape(spec, r.import, error)))
       return failure();
+  if (opts.batchSize < 0)
+    return fail("--batch-size must be positive");
+  r.import.batchSize = opts.batchSize;
   r.compileTo = opts.compileTo;
   if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
@@ -199,6 +202,8 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   r.mlirInput = StringRef(opts.input).ends_with(".mlir");
   if (r.mlirInput && !opts.inputShapes.empty())
     return fail("--input-shape needs an ONNX input; " + opts.input + " has fixed shapes");
+  if (r.mlirInput && opts.batchSize)
+    return fail("--batch-size needs an ONNX input; " + opts.input + " has fixed shapes");
 
   PipelineOptions &p = r.pipeline;
   p.dp = opts.dp;

@@ -60,6 +60,18 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 from decoder_check import EncoderLM  # noqa: E402  (the causal nn.TransformerEncoder LM)
 
+
+
+class CausalEncoderLM(EncoderLM):
+    """EncoderLM called as PyTorch's docs advise for a causal mask: with
+    `is_causal=True` as well. Without the hint, nn.TransformerEncoder checks
+    whether the mask is causal by comparing values (_detect_is_causal_mask),
+    which torch.export cannot trace (GuardOnDataDependentSymNode)."""
+
+    def forward(self, ids):
+        return self.head(self.encoder(self.tok(ids) + self.pos, mask=self.mask, is_causal=True))
+
+
 B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
 PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
@@ -196,7 +208,7 @@ def build(name):
         return ImageClassifier(tf.ViTForImageClassification(cfg)), \
             torch.zeros(B, CHANNELS, IMAGE, IMAGE)
     if name == "nn-transformer":
-        return EncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
+        return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
     raise KeyError(name)
 
 

@@ -16,6 +16,10 @@ struct ImportOptions {
   /// Let inputShapes change static dimensions too (data parallelism imports
   /// the per-rank batch); declared output shapes are then not enforced.
   bool overrideStaticDims = false;
+  /// `--batch-size N`: binds the dynamic leading dimension of every graph
+  /// input that inputShapes does not bind (0: unset). At least one input
+  /// must have a dynamic leading dimension.
+  int64_t batchSize = 0;
   /// Results up to this many elements computed from constants are folded
   /// during import (shape arithmetic).
   int64_t foldMaxElements = 65536;

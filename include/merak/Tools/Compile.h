@@ -34,6 +34,7 @@ struct CompileOptions {
   /// executable (Binary), and a report alone implies Training.
   bool compileToGiven = false;
   std::vector<std::string> inputShapes; ///< --input-shape NAME=D0xD1...
+  int64_t batchSize = 0;                ///< --batch-size N (0: unset)
   std::string loss = "cross-entropy";
   std::string logits;
   std::string labels = "next-token";
