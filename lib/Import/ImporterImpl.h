@@ -228,6 +228,7 @@ void registerLegacyOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
 void registerAttentionOps(OpRegistry &r);
+void registerResizeOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

@@ -75,6 +75,7 @@ const OpRegistry &OpRegistry::get() {
     registerSequenceOps(r);
     registerIndexingOps(r);
     registerAttentionOps(r);
+    registerResizeOps(r);
     return r;
   }();
   return registry;

@@ -15,6 +15,11 @@ heads of 16, pre-norm, a causal mask): nn.MultiheadAttention's export
 (q divided by sqrt(d) before the product, heads folded into the batch) must
 become merak.attention -- the emitted step calls the attention kernel -- and
 train as PyTorch does.
+
+resize: a token model that pools its hidden sequence to half the length
+and interpolates it back (F.interpolate: linear with align_corners and
+without, nearest): ONNX Resize along the sequence, trained through the
+interpolation weights.
 Ends with "N passed, M failed".
 """
 import json
@@ -177,7 +182,33 @@ def check_mha_fused(env):
     return ok and fused == 2, "%d fused attention calls (2 layers); %s" % (fused, message)
 
 
-CHECKS = {"interleaved-rotary": check_interleaved_rotary, "mha-fused": check_mha_fused}
+class ResizeLM(nn.Module):
+    """Embedding, then per layer the hidden sequence [B, D, T] is halved
+    (linear, half-pixel) and brought back (linear with corners aligned, or
+    nearest) and added to the residual stream; a linear head."""
+
+    def __init__(self, vocab=VOCAB, width=DIM):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.mix = nn.Linear(width, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        h = self.tok(ids).transpose(1, 2)  # [B, D, T]
+        half = F.interpolate(h, scale_factor=0.5, mode="linear", align_corners=False)
+        up = F.interpolate(half, size=h.shape[-1], mode="linear", align_corners=True)
+        h = h + torch.tanh(up) + F.interpolate(half, scale_factor=2.0, mode="nearest")
+        return self.head(torch.tanh(self.mix(h.transpose(1, 2))))
+
+
+def check_resize(env):
+    torch.manual_seed(0)
+    ok, message, _ = export_and_train(env, "resize", ResizeLM())
+    return ok, message
+
+
+CHECKS = {"interleaved-rotary": check_interleaved_rotary, "mha-fused": check_mha_fused,
+          "resize": check_resize}
 
 
 def main():
