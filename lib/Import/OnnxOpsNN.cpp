@@ -122,6 +122,67 @@ LogicalResult conv(NodeContext &n) {
   return success();
 }
 
+/// ConvTranspose: the data gradient of the convolution it inverts (whose
+/// weight layout [C_in, C_out/group, k...] it shares), plus the bias. The
+/// result extent is s*(in-1) + output_padding + (k-1)*d + 1 - pads, or
+/// output_shape (pads then from auto_pad SAME_*, else zero, the extra rows
+/// at the end).
+LogicalResult convTranspose(NodeContext &n) {
+  auto x = n.inputType(0), w = n.inputType(1);
+  int64_t rank = x.getRank(), r = rank - 2;
+  if (rank != 3 && rank != 4)
+    return n.unsupported(Twine(r) + "-d transposed convolution (1-d and 2-d only)");
+  if (w.getRank() != rank)
+    return n.error("weight rank differs from input rank");
+  int64_t group = n.getInt("group", 1);
+  if (group < 1 || x.getDimSize(1) != w.getDimSize(0) || w.getDimSize(0) % group)
+    return n.error("the weight's first dimension must be the input's " +
+                   Twine(x.getDimSize(1)) + " channels, a multiple of group " + Twine(group));
+  auto win = windowAttrs(n, x.getShape().drop_front(2), w.getShape().drop_front(2));
+  if (failed(win))
+    return failure();
+  SmallVector<int64_t> outPad = n.getInts("output_padding").value_or(SmallVector<int64_t>(r, 0));
+  auto outShape = n.getInts("output_shape");
+  if ((int64_t)outPad.size() != r || (outShape && (int64_t)outShape->size() != r))
+    return n.error("output_padding and output_shape need " + Twine(r) + " entries");
+  // Per spatial dim (in the lifted 2-d form for 1-d): begin/end pads.
+  int64_t off = r == 1 ? 1 : 0;
+  std::string autoPad = n.getString("auto_pad", "NOTSET");
+  SmallVector<int64_t> shape{x.getDimSize(0), w.getDimSize(1) * group};
+  if (r == 1)
+    shape.push_back(1);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t s = win->strides[off + i], k = win->kernel[off + i], d = win->dilations[off + i];
+    if (outPad[i] < 0 || outPad[i] >= std::max(s, d))
+      return n.error("output_padding " + Twine(outPad[i]) +
+                     " must be smaller than the stride or the dilation");
+    int64_t full = s * (x.getDimSize(2 + i) - 1) + outPad[i] + (k - 1) * d + 1;
+    int64_t &lo = win->padding[off + i], &hi = win->padding[off + i + 2];
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      int64_t want = outShape ? (*outShape)[i] : x.getDimSize(2 + i) * s;
+      int64_t total = full - want;
+      lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      hi = total - lo;
+    } else if (outShape) {
+      lo = hi = 0;
+    }
+    int64_t extent = outShape ? (*outShape)[i] : full - lo - hi;
+    if (extent <= 0)
+      return n.error("the output would have " + Twine(extent) + " elements along spatial "
+                     "dimension " + Twine(i));
+    shape.push_back(extent);
+  }
+  auto type = RankedTensorType::get(shape, x.getElementType());
+  Value y = n.create<Conv2DBackwardDataOp>(type, lift(n, n.input(0)), lift(n, n.input(1)),
+                                           win->strides, win->padding, win->dilations, group);
+  if (n.hasInput(2)) {
+    Value b = n.reshape(n.input(2), {1, shape[1], 1, 1});
+    y = n.create<AddOp>(y, b);
+  }
+  n.setOutputs(lower(n, y, rank == 3));
+  return success();
+}
+
 LogicalResult pool(NodeContext &n, bool isMax) {
   auto x = n.inputType(0);
   if (x.getRank() != 3 && x.getRank() != 4)
@@ -485,6 +546,9 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("MatMul", 1, matmul);
   r.add("Gemm", 6, gemm);
   r.add("Conv", 1, conv);
+  r.add("ConvTranspose", 1, convTranspose);
+  r.sameAs("ConvTranspose", 11, 1);  // pads and output_shape clarified
+  r.sameAs("ConvTranspose", 22, 1);  // bfloat16
   r.add("MaxPool", 1, maxPool);
   r.add("AveragePool", 1, avgPool);
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);

@@ -2,7 +2,8 @@
 
 // Finite-difference checks of the convolution, pooling, batch norm and
 // gather_elements rules, and of the scatter-adds (gather_grad,
-// gather_elements_grad) that imported ScatterND/ScatterElements use forward. Upstream gradients are random (%w arguments).
+// gather_elements_grad) that imported ScatterND/ScatterElements use forward,
+// and of conv2d_backward_data forward (ConvTranspose). Upstream gradients are random (%w arguments).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -12,7 +13,8 @@
 // CHECK: case 5: PASS
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
-// CHECK: gradcheck: all 8 cases passed
+// CHECK: case 8: PASS
+// CHECK: gradcheck: all 9 cases passed
 
 // conv2d with stride 2, asymmetric padding, dilation and 2 groups, and a
 // bias; the input is a parameter too, so both backward ops are checked.
@@ -134,5 +136,22 @@ func.func @forward(%i: tensor<2x2xi64>, %w: tensor<2x3xf64>) -> tensor<f64> {
   %t = merak.tanh %s : tensor<2x3xf64>
   %m = merak.mul %t, %w : tensor<2x3xf64>, tensor<2x3xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// conv2d_backward_data forward (ONNX ConvTranspose): stride 2, padding,
+// dilation, 2 groups, an output one row/column larger than the minimal
+// (output_padding); both the input and the weight are parameters.
+merak.param @x : tensor<1x4x2x2xf64> = dense<[[[[0.1, -0.2], [0.3, 0.5]], [[-0.7, 0.2], [0.4, -0.6]], [[0.8, 0.1], [-0.3, 0.5]], [[0.7, -0.2], [0.1, 0.9]]]]> : tensor<1x4x2x2xf64>
+merak.param @k : tensor<4x1x2x2xf64> = dense<[[[[0.5, -0.4], [0.3, 0.2]]], [[[-0.1, 0.6], [0.7, -0.8]]], [[[0.9, 0.1], [-0.2, 0.3]]], [[[0.4, -0.5], [0.6, 0.7]]]]> : tensor<4x1x2x2xf64>
+func.func @forward(%w: tensor<1x2x6x5xf64>) -> tensor<f64> {
+  %x = merak.get_param @x : tensor<1x4x2x2xf64>
+  %k = merak.get_param @k : tensor<4x1x2x2xf64>
+  %y = merak.conv2d_backward_data %x, %k strides = [2, 2] padding = [0, 1, 0, 0] dilations = [2, 2] groups = 2 : (tensor<1x4x2x2xf64>, tensor<4x1x2x2xf64>) -> tensor<1x2x6x5xf64>
+  %t = merak.tanh %y : tensor<1x2x6x5xf64>
+  %m = merak.mul %t, %w : tensor<1x2x6x5xf64>, tensor<1x2x6x5xf64>
+  %l = merak.reduce_sum %m axes = [0, 1, 2, 3] : tensor<1x2x6x5xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

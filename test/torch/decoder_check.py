@@ -16,10 +16,10 @@ heads of 16, pre-norm, a causal mask): nn.MultiheadAttention's export
 become merak.attention -- the emitted step calls the attention kernel -- and
 train as PyTorch does.
 
-resize: a token model that pools its hidden sequence to half the length
-and interpolates it back (F.interpolate: linear with align_corners and
-without, nearest): ONNX Resize along the sequence, trained through the
-interpolation weights.
+upsample: a token model that halves its hidden sequence and brings it back
+(F.interpolate: linear with align_corners and without, nearest: ONNX
+Resize; and a strided Conv1d undone by a grouped ConvTranspose1d), trained
+through the interpolation weights and the transposed convolution's.
 Ends with "N passed, M failed".
 """
 import json
@@ -182,14 +182,17 @@ def check_mha_fused(env):
     return ok and fused == 2, "%d fused attention calls (2 layers); %s" % (fused, message)
 
 
-class ResizeLM(nn.Module):
-    """Embedding, then per layer the hidden sequence [B, D, T] is halved
-    (linear, half-pixel) and brought back (linear with corners aligned, or
-    nearest) and added to the residual stream; a linear head."""
+class UpsampleLM(nn.Module):
+    """Embedding; the hidden sequence [B, D, T] is halved (linear,
+    half-pixel; a stride-2 Conv1d) and brought back (linear with corners
+    aligned, nearest; a grouped stride-2 ConvTranspose1d), each added to
+    the residual stream; a linear head."""
 
     def __init__(self, vocab=VOCAB, width=DIM):
         super().__init__()
         self.tok = nn.Embedding(vocab, width)
+        self.down = nn.Conv1d(width, width, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose1d(width, width, 4, stride=2, padding=1, groups=2)
         self.mix = nn.Linear(width, width)
         self.head = nn.Linear(width, vocab)
 
@@ -198,17 +201,18 @@ class ResizeLM(nn.Module):
         half = F.interpolate(h, scale_factor=0.5, mode="linear", align_corners=False)
         up = F.interpolate(half, size=h.shape[-1], mode="linear", align_corners=True)
         h = h + torch.tanh(up) + F.interpolate(half, scale_factor=2.0, mode="nearest")
+        h = h + torch.tanh(self.up(torch.tanh(self.down(h))))
         return self.head(torch.tanh(self.mix(h.transpose(1, 2))))
 
 
-def check_resize(env):
+def check_upsample(env):
     torch.manual_seed(0)
-    ok, message, _ = export_and_train(env, "resize", ResizeLM())
+    ok, message, _ = export_and_train(env, "upsample", UpsampleLM())
     return ok, message
 
 
 CHECKS = {"interleaved-rotary": check_interleaved_rotary, "mha-fused": check_mha_fused,
-          "resize": check_resize}
+          "upsample": check_upsample}
 
 
 def main():

@@ -21,6 +21,21 @@ LogicalResult rule(Conv2DOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+// conv2d_backward_data forward (ONNX ConvTranspose): y = conv^T(x, w) is
+// linear in x and in w; its adjoints are the convolution it transposes
+// (for x) and that convolution's filter gradient with y's gradient as the
+// convolution's input (for w).
+LogicalResult rule(Conv2DBackwardDataOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value dx = Conv2DOp::create(e.b, e.loc, typeOf(op.getGrad()), g[0], op.getWeight(), Value(),
+                              op.getStrides(), op.getPadding(), op.getDilations(),
+                              op.getGroups());
+  Value dw = Conv2DBackwardFilterOp::create(
+      e.b, e.loc, typeOf(op.getWeight()), g[0], op.getGrad(), op.getStrides(), op.getPadding(),
+      op.getDilations(), op.getGroups());
+  out.assign({dx, dw});
+  return success();
+}
+
 LogicalResult rule(MaxPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({MaxPool2DGradOp::create(e.b, e.loc, typeOf(op.getInput()), op.getInput(),
                                       g[0], op.getKernel(), op.getStrides(),

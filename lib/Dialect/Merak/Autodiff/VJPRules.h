@@ -26,7 +26,7 @@ using Grads = SmallVectorImpl<Value>;
   X(ReduceMinOp) X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp)      \
   X(CrossEntropyOp) X(DropoutOp) X(MatmulOp) X(CumSumOp) X(Conv2DOp)          \
   X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
-  X(GatherGradOp) X(GatherElementsGradOp)                                      \
+  X(GatherGradOp) X(GatherElementsGradOp) X(Conv2DBackwardDataOp)             \
   X(AllReduceOp) X(TpIdentityOp) X(AttentionOp)
 
 #define MERAK_VJP_DECLARE(OP)                                                  \
