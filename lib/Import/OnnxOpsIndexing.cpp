@@ -1,4 +1,4 @@
-//===- OnnxOpsIndexing.cpp - GatherND, ScatterND, ScatterElements ---------===//
+//===- OnnxOpsIndexing.cpp - GatherND, Scatter*, TopK, NonZero ------------===//
 //
 // The multi-index ops, lowered onto merak's one-axis gather and its
 // scatter-add adjoint, so that they need no kernels and no derivative rules
@@ -284,9 +284,117 @@ LogicalResult scatterElements(NodeContext &n) {
   });
 }
 
+/// TopK by ranks: rank[j] = #{l : x[l] beats x[j]} where l beats j when it
+/// is larger (smaller for largest=0), or equal at a smaller index (ONNX's
+/// order); the i-th result is the position of rank i. Exact for ties and
+/// infinities; the values are a gather_elements of x (differentiable). It
+/// compares every pair along the axis, so the axis is limited to 4096
+/// (routing over experts, not sampling over a vocabulary).
+LogicalResult topKImpl(NodeContext &n, int64_t k) {
+  auto xt = n.inputType(0);
+  int64_t rank = xt.getRank();
+  auto ax = n.axis(n.getInt("axis", -1), rank);
+  if (failed(ax))
+    return failure();
+  int64_t len = xt.getDimSize(*ax);
+  if (k < 0 || k > len)
+    return n.error("k = " + Twine(k) + " is not in [0, " + Twine(len) + "]");
+  if (len > 4096)
+    return n.unsupported("TopK along an axis of " + Twine(len) +
+                         " elements (at most 4096: it ranks every pair)");
+  if (k == 0)
+    return n.unsupported("k = 0 (empty results)");
+  bool largest = n.getInt("largest", 1);
+  SmallVector<int64_t> perm, back(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *ax)
+      perm.push_back(d);
+  perm.push_back(*ax);
+  for (int64_t d = 0; d < rank; ++d)
+    back[perm[d]] = d;
+  Value x = *ax == rank - 1 ? n.input(0) : n.create<TransposeOp>(n.input(0), perm);
+  auto moved = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> rows(moved.getShape().drop_back());
+  auto shapeWith = [&](ArrayRef<int64_t> tail) {
+    SmallVector<int64_t> s(rows);
+    s.append(tail.begin(), tail.end());
+    return s;
+  };
+  Value xj = n.reshape(x, shapeWith({len, 1})), xl = n.reshape(x, shapeWith({1, len}));
+  Value better = largest ? n.create<GtOp>(xl, xj) : n.create<LtOp>(xl, xj);
+  auto i1 = n.builder().getI1Type(), i64 = n.builder().getI64Type();
+  HostTensor earlier(RankedTensorType::get({len, len}, i1));
+  for (int64_t j = 0; j < len; ++j)
+    for (int64_t l = 0; l < j; ++l)
+      earlier.i()[j * len + l] = 1;
+  Value tie = n.create<AndOp>(n.create<EqOp>(xl, xj), n.constant(earlier));
+  Value beats = n.create<OrOp>(better, tie);
+  Value ranks = n.create<ReduceSumOp>(
+      n.create<CastOp>(RankedTensorType::get(shapeWith({len, len}), i64), beats),
+      SmallVector<int64_t>{(int64_t)rows.size() + 1}, /*keepdims=*/false);
+  HostTensor wanted(RankedTensorType::get({k, 1}, i64));
+  for (int64_t i = 0; i < k; ++i)
+    wanted.i()[i] = i;
+  Value hit = n.create<EqOp>(n.reshape(ranks, shapeWith({1, len})), n.constant(wanted));
+  Value hitInt = n.create<CastOp>(RankedTensorType::get(shapeWith({k, len}), i64), hit);
+  Value idx = n.create<ArgMaxOp>(hitInt, (int64_t)rows.size() + 1, false, false);
+  Value vals = n.create<GatherElementsOp>(x, idx, (int64_t)rows.size());
+  if (*ax != rank - 1) {
+    vals = n.create<TransposeOp>(vals, back);
+    idx = n.create<TransposeOp>(idx, back);
+  }
+  n.setOutputs({vals, idx});
+  return success();
+}
+
+LogicalResult topK1(NodeContext &n) { return topKImpl(n, n.getInt("k", -1)); }
+LogicalResult topK10(NodeContext &n) {
+  auto k = n.constantInts(1, "K");
+  if (failed(k))
+    return failure();
+  if (k->size() != 1)
+    return n.error("K must hold one value");
+  return topKImpl(n, (*k)[0]);
+}
+
+/// NonZero of a compile-time constant (a shape computation); on run-time
+/// data its result's shape would depend on the values.
+LogicalResult nonZero(NodeContext &n) {
+  ElementsAttr attr;
+  if (!matchPattern(n.input(0), m_Constant(&attr)))
+    return n.unsupported("NonZero of a value computed at run time (its result's shape "
+                         "depends on the data)");
+  auto t = HostTensor::fromAttr(attr);
+  if (failed(t))
+    return n.error("cannot read the constant input");
+  ArrayRef<int64_t> shape = t->getShape();
+  int64_t rank = shape.size();
+  SmallVector<int64_t> hits;
+  for (int64_t e = 0; e < t->size(); ++e)
+    if (t->getAsDouble(e) != 0)
+      hits.push_back(e);
+  int64_t count = hits.size();
+  HostTensor out(RankedTensorType::get({std::max<int64_t>(rank, 1), count},
+                                       n.builder().getI64Type()));
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t rest = hits[c];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      out.i()[d * count + c] = rest % shape[d];
+      rest /= shape[d];
+    }
+  }
+  n.setOutputs(n.constant(out));
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerIndexingOps(OpRegistry &r) {
+  r.add("TopK", 1, topK1);
+  r.add("TopK", 10, topK10);
+  r.add("TopK", 11, topK10); // largest, sorted, negative axis
+  r.add("NonZero", 9, nonZero);
+  r.sameAs("NonZero", 13, 9);
   r.add("GatherND", 11, gatherND);
   r.add("GatherND", 12, gatherND); // batch_dims
   r.sameAs("GatherND", 13, 12);    // bfloat16
