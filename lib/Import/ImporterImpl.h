@@ -229,6 +229,7 @@ void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
 void registerAttentionOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
+void registerEinsumOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

@@ -76,6 +76,7 @@ const OpRegistry &OpRegistry::get() {
     registerIndexingOps(r);
     registerAttentionOps(r);
     registerResizeOps(r);
+    registerEinsumOps(r);
     return r;
   }();
   return registry;
