@@ -20,11 +20,12 @@ namespace {
 struct AttnDims {
   int64_t batch = 1, t = 0, s = 0, d = 0, dv = 0;
   bool causal = false;
+  int64_t window = 0;
   double scale = 1;
 
   AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
-           bool causal)
-      : causal(causal), scale(scale) {
+           bool causal, int64_t window)
+      : causal(causal), window(window), scale(scale) {
     for (int64_t x : qs.drop_back(2))
       batch *= x;
     t = qs[qs.size() - 2];
@@ -40,8 +41,9 @@ struct AttnDims {
     p.assign(t * s, 0.0);
     for (int64_t r = 0; r < t; ++r) {
       int64_t keys = causal ? r + 1 : s;
+      int64_t first = window > 0 ? std::max<int64_t>(0, r - window + 1) : 0;
       double m = -INFINITY;
-      for (int64_t c = 0; c < keys; ++c) {
+      for (int64_t c = first; c < keys; ++c) {
         double dot = 0;
         for (int64_t j = 0; j < d; ++j)
           dot += q.f()[(b * t + r) * d + j] * k.f()[(b * s + c) * d + j];
@@ -49,9 +51,9 @@ struct AttnDims {
         m = std::max(m, p[r * s + c]);
       }
       double sum = 0;
-      for (int64_t c = 0; c < keys; ++c)
+      for (int64_t c = first; c < keys; ++c)
         sum += std::exp(p[r * s + c] - m);
-      for (int64_t c = 0; c < keys; ++c)
+      for (int64_t c = first; c < keys; ++c)
         p[r * s + c] = std::exp(p[r * s + c] - m) / sum;
       if (lse)
         lse[r] = m + std::log(sum);
@@ -99,7 +101,7 @@ LogicalResult viaHeadsFirst(Operation *op, Operands in, Results out, ArrayRef<un
 
 static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results out) {
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
-             op.getScale().convertToDouble(), op.getCausal());
+             op.getScale().convertToDouble(), op.getCausal(), op.getWindow());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
   SmallVector<int64_t> oShape(q.getShape());
   oShape.back() = v.getShape().back();
@@ -133,7 +135,7 @@ LogicalResult kernels::eval(AttentionOp op, Operands in, Results out) {
 
 static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Results out) {
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
-             op.getScale().convertToDouble(), op.getCausal());
+             op.getScale().convertToDouble(), op.getCausal(), op.getWindow());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
   HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
   std::vector<double> p, dp(a.s);

@@ -67,8 +67,18 @@ bool tensorCores(DT t) {
 cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
 
+/// The CUDA kernels mask causally only; merak-fuse-attention does not form
+/// windowed attention for --target cuda.
+static void noWindow(const char *what, int64_t window) {
+  if (window)
+    fatal((std::string(what) + ": sliding-window attention (window " + std::to_string(window) +
+           ") is not in the CUDA kernels")
+              .c_str());
+}
+
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
-               double scale, bool causal, void *o, void *lse, bool seqMajor) {
+               double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window) {
+  noWindow("attention", window);
   cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
@@ -82,7 +92,9 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
 
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
-                   bool causal, void *dqOut, void *dk, void *dv, bool seqMajor) {
+                   bool causal, void *dqOut, void *dk, void *dv, bool seqMajor,
+                   int64_t window) {
+  noWindow("attention_grad", window);
   cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);

@@ -44,8 +44,11 @@ struct AttnSizes {
     for (int32_t i = 0; i < dq.rank - 2; ++i)
       slices *= dq.d[i];
   }
-  /// Keys query row r attends.
+  /// Keys query row r attends: [firstOf, keysOf).
   int64_t keysOf(int64_t r, bool causal) const { return causal ? std::min(r + 1, s) : s; }
+  static int64_t firstOf(int64_t r, int64_t window) {
+    return window > 0 ? std::max<int64_t>(0, r - window + 1) : 0;
+  }
 };
 
 // The bf16 and seq_major wrappers below stage their copies in the
@@ -124,13 +127,16 @@ struct HeadsFirst {
 } // namespace
 
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
-               int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor) {
+               int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor,
+               int64_t window) {
+  if (window && !causal)
+    fatal("attention: a window needs causal attention");
   if (seqMajor) {
     const HeadsFirst h(type, dq);
     const int64_t t = dq.d[dq.rank - 3];
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.buffer<43>(o, t);
-    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse);
+    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window);
     h.back(ho, o, t);
     return;
   }
@@ -139,7 +145,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     counts(dq, keys, nq, nk);
     float *fo = scratch<float, 53>(size_t(nq));
     attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-              scale, causal, fo, lse);
+              scale, causal, fo, lse, false, window);
     return narrowInto(o, fo, nq);
   }
   const AttnSizes z("attention", type, dq, keys);
@@ -153,23 +159,28 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     for (int64_t b = b0; b < b1; ++b) {
       const float *qb = Q + b * z.t * z.d, *kb = K + b * z.s * z.d, *vb = V + b * z.s * z.d;
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
+        // The tile's keys [k0, seen): from its first row's window start.
         const int64_t rows = std::min(kTile, z.t - r0);
         const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
-        gemm(false, true, rows, seen, z.d, static_cast<float>(scale), qb + r0 * z.d, kb, 0.f,
-             p);
+        const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
+        gemm(false, true, rows, width, z.d, static_cast<float>(scale), qb + r0 * z.d,
+             kb + k0 * z.d, 0.f, p);
         for (int64_t i = 0; i < rows; ++i) {
-          float *pr = p + i * seen;
-          const int64_t n = z.keysOf(r0 + i, causal);
-          const float m = rowMaxF32(pr, n);
-          const double sum = expSumRowF32(pr, m, pr, n);
+          float *pr = p + i * width;
+          const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
+                        n = z.keysOf(r0 + i, causal) - k0;
+          const float m = rowMaxF32(pr + lo, n - lo);
+          const double sum = expSumRowF32(pr + lo, m, pr + lo, n - lo);
           const float inv = static_cast<float>(1.0 / sum);
-          for (int64_t c = 0; c < n; ++c)
+          for (int64_t c = lo; c < n; ++c)
             pr[c] *= inv;
-          std::fill(pr + n, pr + seen, 0.f);
+          std::fill(pr, pr + lo, 0.f);
+          std::fill(pr + n, pr + width, 0.f);
           if (L)
             L[b * z.t + r0 + i] = m + static_cast<float>(std::log(sum));
         }
-        gemm(false, false, rows, z.d, seen, 1.f, p, vb, 0.f, O + (b * z.t + r0) * z.d);
+        gemm(false, false, rows, z.d, width, 1.f, p, vb + k0 * z.d, 0.f,
+             O + (b * z.t + r0) * z.d);
       }
     }
   });
@@ -177,14 +188,18 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
-                   double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor) {
+                   double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor,
+                   int64_t window) {
+  if (window && !causal)
+    fatal("attention_grad: a window needs causal attention");
   if (seqMajor) {
     const HeadsFirst h(type, dq);
     const int64_t t = dq.d[dq.rank - 3];
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
     void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
-    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv);
+    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv,
+                  false, window);
     h.back(rq, gq, t);
     h.back(rk, gk, keys);
     h.back(rv, gv, keys);
@@ -195,7 +210,8 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     counts(dq, keys, nq, nk);
     float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv);
+                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
+                  false, window);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
@@ -228,28 +244,33 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
         const int64_t rows = std::min(kTile, z.t - r0);
         const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
+        const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
+        const int64_t kw = kOff + k0 * z.d; // the tile's first key
         const float *qt = Q + qOff + r0 * z.d, *gt = G + qOff + r0 * z.d,
                     *ot = O + qOff + r0 * z.d;
-        gemm(false, true, rows, seen, z.d, sc, qt, K + kOff, 0.f, p);
-        gemm(false, true, rows, seen, z.d, 1.f, gt, V + kOff, 0.f, dp);
+        gemm(false, true, rows, width, z.d, sc, qt, K + kw, 0.f, p);
+        gemm(false, true, rows, width, z.d, 1.f, gt, V + kw, 0.f, dp);
         for (int64_t i = 0; i < rows; ++i) {
-          float *pr = p + i * seen, *dpr = dp + i * seen;
-          const int64_t n = z.keysOf(r0 + i, causal);
+          float *pr = p + i * width, *dpr = dp + i * width;
+          const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
+                        n = z.keysOf(r0 + i, causal) - k0;
           const float l = L[b * z.t + r0 + i];
           double delta = 0;
           for (int64_t j = 0; j < z.d; ++j)
             delta += static_cast<double>(gt[i * z.d + j]) * ot[i * z.d + j];
           const float dl = static_cast<float>(delta);
-          for (int64_t c = 0; c < n; ++c) {
+          for (int64_t c = lo; c < n; ++c) {
             pr[c] = fexp(pr[c] - l);
             dpr[c] = pr[c] * (dpr[c] - dl);
           }
-          std::fill(pr + n, pr + seen, 0.f);
-          std::fill(dpr + n, dpr + seen, 0.f);
+          std::fill(pr, pr + lo, 0.f);
+          std::fill(dpr, dpr + lo, 0.f);
+          std::fill(pr + n, pr + width, 0.f);
+          std::fill(dpr + n, dpr + width, 0.f);
         }
-        gemm(true, false, seen, z.d, rows, 1.f, p, gt, 1.f, GV + kOff);
-        gemm(false, false, rows, z.d, seen, sc, dp, K + kOff, 0.f, GQ + qOff + r0 * z.d);
-        gemm(true, false, seen, z.d, rows, sc, dp, qt, 1.f, GK + kOff);
+        gemm(true, false, width, z.d, rows, 1.f, p, gt, 1.f, GV + kw);
+        gemm(false, false, rows, z.d, width, sc, dp, K + kw, 0.f, GQ + qOff + r0 * z.d);
+        gemm(true, false, width, z.d, rows, sc, dp, qt, 1.f, GK + kw);
       }
     }
   });

@@ -28,6 +28,7 @@ struct Case {
   int64_t slices, t, s, d;
   bool causal;
   double scale;
+  int64_t window = 0; // with causal: row i sees keys i - window < j <= i
 };
 
 std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
@@ -54,8 +55,9 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
   for (int64_t b = 0; b < c.slices; ++b)
     for (int64_t i = 0; i < c.t; ++i) {
       const int64_t n = c.causal ? i + 1 : c.s;
+      const int64_t lo = c.window > 0 ? std::max<int64_t>(0, i - c.window + 1) : 0;
       double m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         double x = 0;
         for (int64_t e = 0; e < c.d; ++e)
           x += double(q[(b * c.t + i) * c.d + e]) * k[(b * c.s + j) * c.d + e];
@@ -63,14 +65,14 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         m = std::max(m, p[j]);
       }
       double sum = 0;
-      for (int64_t j = 0; j < n; ++j)
+      for (int64_t j = lo; j < n; ++j)
         sum += std::exp(p[j] - m);
       r.lse[b * c.t + i] = m + std::log(sum);
-      for (int64_t j = 0; j < n; ++j)
+      for (int64_t j = lo; j < n; ++j)
         p[j] = std::exp(p[j] - m) / sum;
       const float *gi = &g[(b * c.t + i) * c.d];
       double dot = 0;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         double x = 0;
         for (int64_t e = 0; e < c.d; ++e) {
           r.o[(b * c.t + i) * c.d + e] += p[j] * v[(b * c.s + j) * c.d + e];
@@ -79,7 +81,7 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         dp[j] = x;
         dot += p[j] * x;
       }
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         const double ds = p[j] * (dp[j] - dot) * c.scale;
         for (int64_t e = 0; e < c.d; ++e) {
           r.dv[(b * c.s + j) * c.d + e] += p[j] * gi[e];
@@ -112,22 +114,24 @@ void check(const Case &c) {
   dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
   std::vector<float> o(q.size()), lse(c.slices * c.t);
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
-                 lse.data());
+                 lse.data(), false, c.window);
   expectClose(o, want.o, "o");
   expectClose(lse, want.lse, "lse");
   std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
-                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data());
+                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false,
+                     c.window);
   expectClose(gq, want.dq, "dq");
   expectClose(gk, want.dk, "dk");
   expectClose(gv, want.dv, "dv");
   // Unread results (null) do not change the others.
   std::vector<float> o2(q.size()), gk2(k.size());
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o2.data(),
-                 nullptr);
+                 nullptr, false, c.window);
   EXPECT_EQ(o2, o);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
-                     dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr);
+                     dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false,
+                     c.window);
   EXPECT_EQ(gk2, gk);
 }
 
@@ -135,6 +139,11 @@ TEST(OpsAttention, CausalSeveralTiles) { check({3, 150, 150, 32, true, 0.17}); }
 TEST(OpsAttention, CausalOneTile) { check({2, 16, 16, 16, true, 0.25}); }
 TEST(OpsAttention, UnmaskedMoreKeysThanQueries) { check({2, 70, 130, 16, false, 0.3}); }
 TEST(OpsAttention, CausalExactTiles) { check({1, 128, 128, 64, true, 0.125}); }
+// Sliding windows: narrower than a tile (tiles then start past key 0), wider
+// than one, and of one key (each row sees itself).
+TEST(OpsAttention, WindowNarrowerThanATile) { check({2, 150, 150, 16, true, 0.2, 7}); }
+TEST(OpsAttention, WindowWiderThanATile) { check({1, 200, 200, 32, true, 0.15, 90}); }
+TEST(OpsAttention, WindowOfOneKey) { check({1, 70, 70, 16, true, 0.3, 1}); }
 
 TEST(OpsAttention, ZeroSized) {
   Dims dq;

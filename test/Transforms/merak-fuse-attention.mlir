@@ -1,4 +1,5 @@
 // RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias" -canonicalize | FileCheck %s
+// RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias windows=false" -canonicalize | FileCheck %s --check-prefix=NOWIN
 
 // GPT-2's export: k transposed by the head split, the scale multiplied, the
 // causal mask a frozen tril buffer compared with 0, masked scores -inf.
@@ -79,10 +80,15 @@ func.func @trainable_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %
 
 // -----
 
-// A frozen mask that is not causal (a sliding window of two keys).
+// A frozen sliding-window mask (two keys: r - 2 < c <= r): causal with
+// window = 2; not fused when windows are off (the CUDA target).
 // CHECK-LABEL: func.func @window_mask
-// CHECK-NOT: merak.attention
-// CHECK: merak.softmax
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 causal window = 2 :
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @window_mask
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func
 merak.param @h.1.attn.bias : tensor<1x1x4x4xf32> = dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
 func.func @window_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
   %zero = merak.constant dense<0.0> : tensor<f32>

@@ -250,7 +250,8 @@ def export(model, example, path, exporter, dynamic=True):
                               dynamic_axes={name: {0: "batch"}} if dynamic else None)
         else:
             opset = int(exporter[len("dynamo"):])
-            shapes = {name: {0: torch.export.Dim("batch", min=1, max=1024)}} if dynamic else None
+            # Positional (a tuple): forward's argument may have another name.
+            shapes = ({0: torch.export.Dim("batch", min=1, max=1024)},) if dynamic else None
             torch.onnx.export(model, (example,), path, dynamo=True, optimize=False,
                               opset_version=opset, input_names=[name],
                               output_names=["logits"], dynamic_shapes=shapes, verbose=False)

@@ -33,6 +33,9 @@ struct PipelineOptions {
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";
   bool fusedAttention = true;
+  /// Sliding-window attention fused too (the CPU kernels have windows, the
+  /// CUDA ones not): false for --target cuda.
+  bool attentionWindows = true;
   std::string precision = "fp32";
   // The mesh. dp: data-parallel ranks (the module has the per-rank batch);
   // tp: tensor-parallel ranks; pp: pipeline ranks, each holding

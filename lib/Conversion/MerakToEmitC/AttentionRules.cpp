@@ -39,10 +39,13 @@ bool hasKernel(Operation *op) {
   return elem.isF32() || elem.isBF16();
 }
 
-/// Ends the call: operands [..., T, H, D], read in place, when seq_major.
-FailureOr<Lowering> emitWithLayout(Operation *op, Emitter::Call &call) {
-  if (op->hasAttr("seq_major"))
-    call.boolean(true);
+/// Ends the call: operands [..., T, H, D], read in place, when seq_major;
+/// the sliding window when there is one.
+FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, Emitter::Call &call) {
+  if (op->hasAttr("seq_major") || window)
+    call.boolean(op->hasAttr("seq_major"));
+  if (window)
+    call.i64(window);
   call.emit();
   return Lowering::Done;
 }
@@ -58,7 +61,7 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringCont
   // Results nobody reads are null pointers, which the kernels skip.
   if (failed(call->ptrs({a.getResult(), Emitter::readOrNull(a.getLse())})))
     return failure();
-  return emitWithLayout(a, *call);
+  return emitWithLayout(a, a.getWindow(), *call);
 }
 
 FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &) {
@@ -70,5 +73,5 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, Lowering
   call->f64(g.getScale().convertToDouble()).boolean(g.getCausal());
   if (failed(call->ptrs(llvm::map_to_vector(g.getResults(), Emitter::readOrNull))))
     return failure();
-  return emitWithLayout(g, *call);
+  return emitWithLayout(g, g.getWindow(), *call);
 }

@@ -112,3 +112,19 @@ func.func @grad_results(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>) -> tensor<2
   %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q scale = 1.0 causal : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x8x16xf32>
   return %dq : tensor<2x4x16xf32>
 }
+
+// -----
+
+func.func @window_without_causal(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{window 3 must be 0, or positive with causal}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 window = 3 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @negative_window(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{window -1 must be 0, or positive with causal}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 causal window = -1 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}

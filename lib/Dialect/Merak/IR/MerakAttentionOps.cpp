@@ -30,7 +30,9 @@ static RankedTensorType headsFirst(RankedTensorType t) {
 /// written (seq_major: [..., T, H, D]).
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value,
                                      Type result, Type lse, double scale, bool causal,
-                                     bool seqMajor) {
+                                     bool seqMajor, int64_t window) {
+  if (window < 0 || (window > 0 && !causal))
+    return op->emitOpError("window ") << window << " must be 0, or positive with causal";
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
   auto v = cast<RankedTensorType>(value.getType());
@@ -84,13 +86,13 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
                          getLse().getType(), getScale().convertToDouble(), getCausal(),
-                         getSeqMajor());
+                         getSeqMajor(), getWindow());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
                              getLse().getType(), getScale().convertToDouble(), getCausal(),
-                             getSeqMajor())))
+                             getSeqMajor(), getWindow())))
     return failure();
   if (getGrad().getType() != getResult().getType())
     return emitOpError("grad type ")

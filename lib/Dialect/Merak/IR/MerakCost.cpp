@@ -91,25 +91,32 @@ int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
 /// Query-key pairs an attention op attends, over its batch and head dims
 /// (the sequence dims are rank-2, or rank-3 when seq_major).
-static int64_t attendedPairs(Value query, Value key, bool causal, bool seqMajor) {
+/// (with a sliding window w, row r attends min(r + 1, w) keys).
+static int64_t attendedPairs(Value query, Value key, bool causal, bool seqMajor,
+                             int64_t window) {
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
   int64_t rank = q.getRank(), seq = rank - (seqMajor ? 3 : 2);
   int64_t t = q.getDimSize(seq), s = k.getDimSize(seq);
   int64_t rows = elements(q) / std::max<int64_t>(1, q.getDimSize(rank - 1));
-  return causal ? rows / std::max<int64_t>(1, t) * (t * (t + 1) / 2) : rows * s;
+  if (!causal)
+    return rows * s;
+  int64_t w = window > 0 ? std::min(window, t) : t;
+  int64_t perSlice = w * (w + 1) / 2 + (t - w) * w;
+  return rows / std::max<int64_t>(1, t) * perSlice;
 }
 
-static int64_t attentionFlops(Value query, Value key, bool causal, bool seqMajor) {
+static int64_t attentionFlops(Value query, Value key, bool causal, bool seqMajor,
+                              int64_t window) {
   auto q = cast<RankedTensorType>(query.getType());
-  return attendedPairs(query, key, causal, seqMajor) * (4 * q.getShape().back() + 5);
+  return attendedPairs(query, key, causal, seqMajor, window) * (4 * q.getShape().back() + 5);
 }
 
 int64_t AttentionOp::getFlops() {
-  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor());
+  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor(), getWindow());
 }
 int64_t AttentionGradOp::getFlops() {
-  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor()) * 5 / 2;
+  return attentionFlops(getQuery(), getKey(), getCausal(), getSeqMajor(), getWindow()) * 5 / 2;
 }
 
 int64_t ReshapeOp::getFlops() { return 0; }

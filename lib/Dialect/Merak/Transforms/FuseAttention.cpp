@@ -14,9 +14,12 @@
 //
 // and replaces it with merak.attention(q, transpose(kT), v). The mask must
 // be a compile-time constant (a merak.constant, or a frozen parameter's
-// initial value, possibly sliced and compared with a scalar) that is the
+// initial value, possibly sliced and compared with a scalar, or anything the
+// reference evaluator computes from those within 2^26 elements) that is the
 // same for every batch and head; it is accepted when it keeps exactly the
-// keys c <= r of row r (causal) or every key (no mask). A masked score is a
+// keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window,
+// unless the `windows` option is off: the CUDA kernels have none) or every
+// key (no mask). A masked score is a
 // fill <= -1e4 (or an additive bias <= -1e4); exp underflows to 0 in
 // float32 there, which is what the fused op computes.
 //
@@ -29,9 +32,11 @@
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/Evaluator.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/Support/GlobPattern.h"
 #include <cmath>
@@ -103,8 +108,8 @@ std::optional<ConstTensor> fromElements(ElementsAttr attr) {
 
 class AttentionFuser {
 public:
-  AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen)
-      : module(module), frozen(frozen) {}
+  AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen, bool windows)
+      : module(module), frozen(frozen), windows(windows) {}
 
   /// Rewrites the attention ending in `pv` (probs x V) if it matches.
   bool tryFuse(MatmulOp pv);
@@ -112,11 +117,20 @@ public:
 private:
   ModuleOp module;
   ArrayRef<llvm::GlobPattern> frozen;
+  bool windows;
 
   bool isFrozen(StringRef name) const {
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
   std::optional<ConstTensor> constantOf(Value v, int depth = 0);
+  /// The value of `v` when everything it is computed from is constant
+  /// (constants, frozen parameters), evaluated op by op with the reference
+  /// evaluator within a budget of elements: masks that transformers builds
+  /// from the input's shape (ones_like, index functions, comparisons)
+  /// larger than the importer's folding limit.
+  const HostTensor *evaluated(Value v, int depth = 0);
+  llvm::DenseMap<Value, std::optional<HostTensor>> evaluatedValues;
+  int64_t evaluatedElements = 0;
   std::optional<double> splat(Value v) {
     auto t = constantOf(v);
     if (!t || t->values.empty() ||
@@ -126,12 +140,60 @@ private:
   }
 };
 
+const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
+  constexpr int kMaxDepth = 64;
+  constexpr int64_t kBudget = int64_t(1) << 26; // elements, over one pass
+  if (auto it = evaluatedValues.find(v); it != evaluatedValues.end())
+    return it->second ? &*it->second : nullptr;
+  std::optional<HostTensor> value;
+  Operation *def = v.getDefiningOp();
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (def && type && depth <= kMaxDepth && isPure(def) &&
+      evaluatedElements + type.getNumElements() <= kBudget) {
+    if (auto c = dyn_cast<ConstantOp>(def)) {
+      if (auto h = HostTensor::fromAttr(c.getValue()); succeeded(h))
+        value = std::move(*h);
+    } else if (auto get = dyn_cast<GetParamOp>(def)) {
+      auto param = module.lookupSymbol<ParamOp>(get.getNameAttr());
+      if (param && isFrozen(param.getSymName()))
+        if (auto h = HostTensor::fromAttr(param.getInitialValue()); succeeded(h))
+          value = std::move(*h);
+    } else if (def->getNumResults() == 1 && def->getNumRegions() == 0) {
+      SmallVector<const HostTensor *> operands;
+      for (Value operand : def->getOperands())
+        if (const HostTensor *h = evaluated(operand, depth + 1))
+          operands.push_back(h);
+      SmallVector<HostTensor> results;
+      // A probe: an op the evaluator lacks (or an error in it) means "not a
+      // constant", not a diagnostic for the user.
+      ScopedDiagnosticHandler quiet(def->getContext(), [](Diagnostic &) { return success(); });
+      if (operands.size() == def->getNumOperands() &&
+          succeeded(evaluateOp(def, operands, results)) && results.size() == 1)
+        value = std::move(results[0]);
+    }
+  }
+  if (value)
+    evaluatedElements += value->size();
+  auto &slot = evaluatedValues[v];
+  slot = std::move(value);
+  return slot ? &*slot : nullptr;
+}
+
 /// The value of `v` when it is computed from constants by the few ops masks
 /// are spelled with: constants, frozen parameters, unit-stride slices,
-/// comparisons with a scalar, not, cast.
+/// comparisons with a scalar, not, cast; or else, by anything the
+/// reference evaluator computes from constants (`evaluated`).
 std::optional<ConstTensor> AttentionFuser::constantOf(Value v, int depth) {
-  if (depth > 4)
-    return std::nullopt;
+  if (depth > 4) {
+    const HostTensor *h = evaluated(v);
+    if (!h)
+      return std::nullopt;
+    ConstTensor t{SmallVector<int64_t>(h->getShape()), {}};
+    t.values.reserve(h->size());
+    for (int64_t i = 0; i < h->size(); ++i)
+      t.values.push_back(h->getAsDouble(i));
+    return t;
+  }
   Operation *def = v.getDefiningOp();
   if (!def)
     return std::nullopt;
@@ -199,13 +261,19 @@ std::optional<ConstTensor> AttentionFuser::constantOf(Value v, int depth) {
       return x;
     }
   }
-  return std::nullopt;
+  return constantOf(v, /*depth=*/5); // the evaluator's general fold
 }
 
-/// Which keys a constant keep-mask (nonzero: attend) lets row r see, for a
-/// [T, S] score matrix: nullopt when it is neither causal nor all-true or
-/// differs between batch and head slices.
-std::optional<bool> causalOf(const ConstTensor &keep, int64_t t, int64_t s) {
+/// What a constant keep-mask (nonzero: attend) lets query row r see, for a
+/// [T, S] score matrix: every key, the causal keys c <= r, or (when
+/// `windows`) a sliding window r - w < c <= r; nullopt for anything else,
+/// or when it differs between batch and head slices.
+struct MaskKind {
+  bool causal = false;
+  int64_t window = 0;
+};
+std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s,
+                                   bool windows) {
   int64_t rank = keep.shape.size();
   if (rank < 2 || keep.shape[rank - 2] != t || keep.shape[rank - 1] != s)
     return std::nullopt;
@@ -215,17 +283,25 @@ std::optional<bool> causalOf(const ConstTensor &keep, int64_t t, int64_t s) {
     for (int64_t e = 0; e < slice; ++e)
       if ((keep.values[i * slice + e] != 0) != (keep.values[e] != 0))
         return std::nullopt;
-  bool all = true, causal = t == s;
+  auto kept = [&](int64_t r, int64_t c) { return keep.values[r * s + c] != 0; };
+  // The window is what the last row keeps; w >= T is plain causal.
+  int64_t w = 0;
+  for (int64_t c = 0; c < s && t > 0; ++c)
+    w += kept(t - 1, c);
+  bool all = true, causal = t == s, window = t == s && w > 0;
   for (int64_t r = 0; r < t; ++r)
     for (int64_t c = 0; c < s; ++c) {
-      bool k = keep.values[r * s + c] != 0;
+      bool k = kept(r, c);
       all &= k;
       causal &= k == (c <= r);
+      window &= k == (c <= r && c > r - w);
     }
   if (all)
-    return false;
+    return MaskKind{};
   if (causal)
-    return true;
+    return MaskKind{true, 0};
+  if (window && windows)
+    return MaskKind{true, w};
   return std::nullopt;
 }
 
@@ -269,7 +345,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   chain.push_back(sm);
   Value x = sm.getInput();
   // The mask.
-  bool causal = false;
+  MaskKind mask;
   auto single = [](Value v) { return v.getDefiningOp() && v.hasOneUse(); };
   if (auto where = x.getDefiningOp<WhereOp>(); where && single(x)) {
     std::optional<double> fillL = splat(where.getLhs()), fillR = splat(where.getRhs());
@@ -281,10 +357,10 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     if (keepWhenFalse && !keepWhenTrue)
       for (double &v : cond->values)
         v = v == 0;
-    auto c = causalOf(*cond, t, s);
+    auto c = maskKindOf(*cond, t, s, windows);
     if (!c)
       return false;
-    causal = *c;
+    mask = *c;
     chain.push_back(where);
     x = keepWhenTrue ? where.getLhs() : where.getRhs();
   } else if (auto add = x.getDefiningOp<AddOp>(); add && single(x)) {
@@ -300,10 +376,10 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
           return false; // a real additive bias (ALiBi, relative positions)
         v = v == 0;
       }
-      auto c = causalOf(*bias, t, s);
+      auto c = maskKindOf(*bias, t, s, windows);
       if (!c)
         return false;
-      causal = *c;
+      mask = *c;
       chain.push_back(add);
       x = scores;
       break;
@@ -388,7 +464,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
   auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
                                   b.getF64FloatAttr(scale),
-                                  causal ? b.getUnitAttr() : UnitAttr(), UnitAttr());
+                                  mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
+                                  b.getI64IntegerAttr(mask.window));
   pv.getResult().replaceAllUsesWith(attn.getResult());
   for (Operation *op : chain)
     op->erase();
@@ -398,6 +475,11 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
 struct MerakFuseAttentionPass
     : merak::impl::MerakFuseAttentionBase<MerakFuseAttentionPass> {
   using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registerEvaluatorExternalModels(registry);
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -417,7 +499,7 @@ struct MerakFuseAttentionPass
       if (isa_and_nonnull<SoftmaxOp, WhereOp>(def))
         candidates.push_back(mm);
     });
-    AttentionFuser fuser(module, globs);
+    AttentionFuser fuser(module, globs, windows);
     for (MatmulOp mm : candidates)
       fuser.tryFuse(mm);
   }

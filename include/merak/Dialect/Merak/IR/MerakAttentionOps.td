@@ -21,7 +21,8 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
     ```
 
     where with `causal` (then S = T) the sums run over the keys c <= r
-    only. `lse` (`[..., T]`) is what the backward needs to
+    only, and with a `window` w > 0 as well (a sliding window: Mistral's,
+    Gemma 2's local layers) over the keys r - w < c <= r only. `lse` (`[..., T]`) is what the backward needs to
     recompute the probabilities without storing them: the T x S scores are
     never a tensor, so the memory of attention is linear in T. The element
     type is float32, or bf16 with a float32 `lse` (merak-mixed-precision:
@@ -43,11 +44,11 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
   }];
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal,
-                       UnitAttr:$seq_major);
+                       UnitAttr:$seq_major, DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)?
-    (`seq_major` $seq_major^)? attr-dict
+    (`window` `=` $window^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,` type($lse)
   }];
   let hasVerifier = 1;
@@ -59,7 +60,8 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
   let description = [{
     With the forward op's operands, attributes, `result` and `lse`, and
     `grad` the gradient of its result: the probabilities
-    `P = exp(scale * Q K^T - lse)` (masked when `causal`) are recomputed,
+    `P = exp(scale * Q K^T - lse)` (masked when `causal`, and outside the
+    `window`) are recomputed,
     and with `Delta[r] = sum_d grad[r, d] * result[r, d]`:
 
     ```
@@ -79,12 +81,13 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
-                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major);
+                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major,
+                       DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
                       Merak_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $lse `,` $grad `scale` `=` $scale
-    (`causal` $causal^)? (`seq_major` $seq_major^)? attr-dict
+    (`causal` $causal^)? (`window` `=` $window^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,`
     type($result) `,` type($lse) `,` type($grad) `->` type($query_grad) `,`
     type($key_grad) `,` type($value_grad)

@@ -192,8 +192,11 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     batch and head: a `merak.constant` or a parameter matching a `frozen`
     glob (its initial value; a trainable mask could change), possibly
     sliced, compared with a scalar, negated or cast. It is fused when it
-    keeps exactly the keys `c <= r` of query row `r` (causal) or all keys;
-    a masked score must be a fill (or additive bias) of at most -1e4.
+    keeps exactly the keys `c <= r` of query row `r` (causal), the keys
+    `r - w < c <= r` (a sliding window of w, with `windows`: the CUDA kernels
+    have none), or all keys; a masked score must be a fill (or additive
+    bias) of at most -1e4. torch's SDPA NaN guard (`where(isnan(p), 0, p)`
+    after the softmax) goes with it.
     Fused only for float32 self-attention (as many keys as queries) with a
     head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
     kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks,
@@ -202,7 +205,9 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
   }];
   let options = [
     ListOption<"frozen", "frozen", "std::string",
-               "Globs of parameters that do not train (masks read from them are constants)">
+               "Globs of parameters that do not train (masks read from them are constants)">,
+    Option<"windows", "windows", "bool", /*default=*/"true",
+           "Fuse sliding-window masks too (off for the CUDA target)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
