@@ -21,11 +21,11 @@ struct AttnDims {
   int64_t batch = 1, t = 0, s = 0, d = 0, dv = 0;
   bool causal = false;
   int64_t window = 0;
-  double scale = 1;
+  double scale = 1, softcap = 0;
 
   AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
-           bool causal, int64_t window)
-      : causal(causal), window(window), scale(scale) {
+           bool causal, int64_t window, double softcap)
+      : causal(causal), window(window), scale(scale), softcap(softcap) {
     for (int64_t x : qs.drop_back(2))
       batch *= x;
     t = qs[qs.size() - 2];
@@ -48,6 +48,8 @@ struct AttnDims {
         for (int64_t j = 0; j < d; ++j)
           dot += q.f()[(b * t + r) * d + j] * k.f()[(b * s + c) * d + j];
         p[r * s + c] = scale * dot;
+        if (softcap > 0)
+          p[r * s + c] = softcap * std::tanh(p[r * s + c] / softcap);
         m = std::max(m, p[r * s + c]);
       }
       double sum = 0;
@@ -101,7 +103,8 @@ LogicalResult viaHeadsFirst(Operation *op, Operands in, Results out, ArrayRef<un
 
 static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results out) {
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
-             op.getScale().convertToDouble(), op.getCausal(), op.getWindow());
+             op.getScale().convertToDouble(), op.getCausal(), op.getWindow(),
+             op.getSoftcap().convertToDouble());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
   SmallVector<int64_t> oShape(q.getShape());
   oShape.back() = v.getShape().back();
@@ -135,7 +138,8 @@ LogicalResult kernels::eval(AttentionOp op, Operands in, Results out) {
 
 static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Results out) {
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
-             op.getScale().convertToDouble(), op.getCausal(), op.getWindow());
+             op.getScale().convertToDouble(), op.getCausal(), op.getWindow(),
+             op.getSoftcap().convertToDouble());
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
   HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
   std::vector<double> p, dp(a.s);
@@ -161,6 +165,13 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
         for (int64_t j = 0; j < a.dv; ++j)
           dvAcc[(b * a.s + c) * a.dv + j] += pc * gr[j];
         double ds = pc * (dp[c] - dot) * a.scale;
+        if (a.softcap > 0) { // d/ds of c tanh(s / c) = 1 - tanh^2
+          double raw = 0;
+          for (int64_t j = 0; j < a.d; ++j)
+            raw += q.f()[(b * a.t + r) * a.d + j] * k.f()[(b * a.s + c) * a.d + j];
+          double th = std::tanh(a.scale * raw / a.softcap);
+          ds *= 1 - th * th;
+        }
         for (int64_t j = 0; j < a.d; ++j) {
           dqAcc[(b * a.t + r) * a.d + j] += ds * k.f()[(b * a.s + c) * a.d + j];
           dkAcc[(b * a.s + c) * a.d + j] += ds * q.f()[(b * a.t + r) * a.d + j];

@@ -64,7 +64,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   if (o.fusedAttention) {
     MerakFuseAttentionOptions attention;
     attention.frozen.assign(o.frozen.begin(), o.frozen.end());
-    attention.windows = o.attentionWindows;
+    attention.cpuForms = o.attentionCpuForms;
     pm.addPass(createMerakFuseAttention(attention));
     pm.addPass(createCanonicalizerPass());
   }

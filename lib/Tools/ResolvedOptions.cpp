@@ -106,7 +106,7 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
   p.labels = opts.labels;
   p.frozen.assign(opts.frozen.begin(), opts.frozen.end());
   p.fusedAttention = opts.fusedAttention;
-  p.attentionWindows = opts.target != "cuda";
+  p.attentionCpuForms = opts.target != "cuda";
   p.precision = opts.precision;
   // Vocabulary parallelism: by default whenever the model qualifies (a
   // remark says why not otherwise); asked for explicitly, it must apply.

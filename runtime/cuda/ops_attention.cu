@@ -67,18 +67,21 @@ bool tensorCores(DT t) {
 cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
 
-/// The CUDA kernels mask causally only; merak-fuse-attention does not form
-/// windowed attention for --target cuda.
-static void noWindow(const char *what, int64_t window) {
+/// The CUDA kernels mask causally only and do not soft-cap;
+/// merak-fuse-attention does not form those for --target cuda.
+static void noWindow(const char *what, int64_t window, double softcap) {
   if (window)
     fatal((std::string(what) + ": sliding-window attention (window " + std::to_string(window) +
            ") is not in the CUDA kernels")
               .c_str());
+  if (softcap != 0)
+    fatal((std::string(what) + ": soft-capped attention is not in the CUDA kernels").c_str());
 }
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
-               double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window) {
-  noWindow("attention", window);
+               double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window,
+               double softcap) {
+  noWindow("attention", window, softcap);
   cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
@@ -93,8 +96,8 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
                    bool causal, void *dqOut, void *dk, void *dv, bool seqMajor,
-                   int64_t window) {
-  noWindow("attention_grad", window);
+                   int64_t window, double softcap) {
+  noWindow("attention_grad", window, softcap);
   cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);

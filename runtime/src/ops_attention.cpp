@@ -30,6 +30,12 @@ using namespace detail;
 namespace {
 constexpr int64_t kTile = 64;
 
+/// Soft-capping of n scores in place: s -> cap * tanh(s / cap).
+void capRow(float *s, int64_t n, float cap) {
+  for (int64_t c = 0; c < n; ++c)
+    s[c] = cap * std::tanh(s[c] / cap);
+}
+
 /// The sizes of an attention call: `slices` (batch x head) of T queries and
 /// S keys, head dim D.
 struct AttnSizes {
@@ -128,7 +134,7 @@ struct HeadsFirst {
 
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor,
-               int64_t window) {
+               int64_t window, double softcap) {
   if (window && !causal)
     fatal("attention: a window needs causal attention");
   if (seqMajor) {
@@ -136,7 +142,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     const int64_t t = dq.d[dq.rank - 3];
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.buffer<43>(o, t);
-    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window);
+    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap);
     h.back(ho, o, t);
     return;
   }
@@ -145,7 +151,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     counts(dq, keys, nq, nk);
     float *fo = scratch<float, 53>(size_t(nq));
     attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-              scale, causal, fo, lse, false, window);
+              scale, causal, fo, lse, false, window, softcap);
     return narrowInto(o, fo, nq);
   }
   const AttnSizes z("attention", type, dq, keys);
@@ -169,6 +175,8 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
           float *pr = p + i * width;
           const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
                         n = z.keysOf(r0 + i, causal) - k0;
+          if (softcap > 0)
+            capRow(pr + lo, n - lo, static_cast<float>(softcap));
           const float m = rowMaxF32(pr + lo, n - lo);
           const double sum = expSumRowF32(pr + lo, m, pr + lo, n - lo);
           const float inv = static_cast<float>(1.0 / sum);
@@ -189,7 +197,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
                    double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor,
-                   int64_t window) {
+                   int64_t window, double softcap) {
   if (window && !causal)
     fatal("attention_grad: a window needs causal attention");
   if (seqMajor) {
@@ -199,7 +207,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
          *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
     void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
     attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv,
-                  false, window);
+                  false, window, softcap);
     h.back(rq, gq, t);
     h.back(rk, gk, keys);
     h.back(rv, gv, keys);
@@ -211,7 +219,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
                   widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
-                  false, window);
+                  false, window, softcap);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
@@ -259,9 +267,18 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           for (int64_t j = 0; j < z.d; ++j)
             delta += static_cast<double>(gt[i * z.d + j]) * ot[i * z.d + j];
           const float dl = static_cast<float>(delta);
-          for (int64_t c = lo; c < n; ++c) {
-            pr[c] = fexp(pr[c] - l);
-            dpr[c] = pr[c] * (dpr[c] - dl);
+          if (softcap > 0) { // capped scores, and the cap's slope 1 - tanh^2
+            const float cap = static_cast<float>(softcap);
+            for (int64_t c = lo; c < n; ++c) {
+              const float th = std::tanh(pr[c] / cap);
+              pr[c] = fexp(cap * th - l);
+              dpr[c] = pr[c] * (dpr[c] - dl) * (1.f - th * th);
+            }
+          } else {
+            for (int64_t c = lo; c < n; ++c) {
+              pr[c] = fexp(pr[c] - l);
+              dpr[c] = pr[c] * (dpr[c] - dl);
+            }
           }
           std::fill(pr, pr + lo, 0.f);
           std::fill(dpr, dpr + lo, 0.f);

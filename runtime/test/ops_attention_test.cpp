@@ -29,6 +29,7 @@ struct Case {
   bool causal;
   double scale;
   int64_t window = 0; // with causal: row i sees keys i - window < j <= i
+  double softcap = 0; // scores s -> softcap * tanh(s / softcap)
 };
 
 std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
@@ -62,6 +63,8 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         for (int64_t e = 0; e < c.d; ++e)
           x += double(q[(b * c.t + i) * c.d + e]) * k[(b * c.s + j) * c.d + e];
         p[j] = c.scale * x;
+        if (c.softcap > 0)
+          p[j] = c.softcap * std::tanh(p[j] / c.softcap);
         m = std::max(m, p[j]);
       }
       double sum = 0;
@@ -82,7 +85,14 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         dot += p[j] * x;
       }
       for (int64_t j = lo; j < n; ++j) {
-        const double ds = p[j] * (dp[j] - dot) * c.scale;
+        double ds = p[j] * (dp[j] - dot) * c.scale;
+        if (c.softcap > 0) {
+          double raw = 0;
+          for (int64_t e = 0; e < c.d; ++e)
+            raw += double(q[(b * c.t + i) * c.d + e]) * k[(b * c.s + j) * c.d + e];
+          const double th = std::tanh(c.scale * raw / c.softcap);
+          ds *= 1 - th * th;
+        }
         for (int64_t e = 0; e < c.d; ++e) {
           r.dv[(b * c.s + j) * c.d + e] += p[j] * gi[e];
           r.dq[(b * c.t + i) * c.d + e] += ds * k[(b * c.s + j) * c.d + e];
@@ -114,24 +124,24 @@ void check(const Case &c) {
   dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
   std::vector<float> o(q.size()), lse(c.slices * c.t);
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
-                 lse.data(), false, c.window);
+                 lse.data(), false, c.window, c.softcap);
   expectClose(o, want.o, "o");
   expectClose(lse, want.lse, "lse");
   std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false,
-                     c.window);
+                     c.window, c.softcap);
   expectClose(gq, want.dq, "dq");
   expectClose(gk, want.dk, "dk");
   expectClose(gv, want.dv, "dv");
   // Unread results (null) do not change the others.
   std::vector<float> o2(q.size()), gk2(k.size());
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o2.data(),
-                 nullptr, false, c.window);
+                 nullptr, false, c.window, c.softcap);
   EXPECT_EQ(o2, o);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false,
-                     c.window);
+                     c.window, c.softcap);
   EXPECT_EQ(gk2, gk);
 }
 
@@ -144,6 +154,10 @@ TEST(OpsAttention, CausalExactTiles) { check({1, 128, 128, 64, true, 0.125}); }
 TEST(OpsAttention, WindowNarrowerThanATile) { check({2, 150, 150, 16, true, 0.2, 7}); }
 TEST(OpsAttention, WindowWiderThanATile) { check({1, 200, 200, 32, true, 0.15, 90}); }
 TEST(OpsAttention, WindowOfOneKey) { check({1, 70, 70, 16, true, 0.3, 1}); }
+// Soft-capped scores (Gemma 2): unmasked, causal, and with a window.
+TEST(OpsAttention, SoftcapUnmasked) { check({2, 40, 90, 16, false, 0.9, 0, 2.5}); }
+TEST(OpsAttention, SoftcapCausal) { check({1, 130, 130, 32, true, 0.6, 0, 3.0}); }
+TEST(OpsAttention, SoftcapWindow) { check({1, 100, 100, 16, true, 0.5, 20, 1.5}); }
 
 TEST(OpsAttention, ZeroSized) {
   Dims dq;

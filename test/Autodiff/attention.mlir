@@ -6,13 +6,15 @@
 // keys than queries and a value width different from the head dim. The
 // upstream gradient is random (the %w argument). Case 2: seq_major
 // ([B, T, H, D] operands: 2 heads of a 3-token sequence), causal. Case 3:
-// a sliding window of 2 keys over 4 tokens.
+// a sliding window of 2 keys over 4 tokens. Case 4: soft-capped scores
+// (softcap 0.5, small enough that the tanh bends), causal.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
 // CHECK: case 3: PASS
-// CHECK: gradcheck: all 4 cases passed
+// CHECK: case 4: PASS
+// CHECK: gradcheck: all 5 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -69,5 +71,20 @@ func.func @forward(%w: tensor<1x1x4x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v scale = 0.8 causal window = 2 : tensor<1x1x4x2xf64>, tensor<1x1x4x2xf64>, tensor<1x1x4x2xf64> -> tensor<1x1x4x2xf64>, tensor<1x1x4xf64>
   %1 = merak.mul %o, %w : tensor<1x1x4x2xf64>, tensor<1x1x4x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x1x4x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<1x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]]]> : tensor<1x1x3x2xf64>
+merak.param @k : tensor<1x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]]]> : tensor<1x1x3x2xf64>
+merak.param @v : tensor<1x1x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]]]]> : tensor<1x1x3x2xf64>
+func.func @forward(%w: tensor<1x1x3x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<1x1x3x2xf64>
+  %k = merak.get_param @k : tensor<1x1x3x2xf64>
+  %v = merak.get_param @v : tensor<1x1x3x2xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 1.3 causal softcap = 0.5 : tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64> -> tensor<1x1x3x2xf64>, tensor<1x1x3xf64>
+  %1 = merak.mul %o, %w : tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x1x3x2xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

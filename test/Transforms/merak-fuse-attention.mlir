@@ -1,5 +1,5 @@
 // RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias" -canonicalize | FileCheck %s
-// RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias windows=false" -canonicalize | FileCheck %s --check-prefix=NOWIN
+// RUN: merak-opt %s -split-input-file -merak-fuse-attention="frozen=*.attn.bias cpu-forms=false" -canonicalize | FileCheck %s --check-prefix=NOWIN
 
 // GPT-2's export: k transposed by the head split, the scale multiplied, the
 // causal mask a frozen tril buffer compared with 0, masked scores -inf.
@@ -278,4 +278,29 @@ func.func @guard_used(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: t
   %g = merak.where %nan, %z, %p : tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>
   %o = merak.matmul %g, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
   return %o, %nan : tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>
+}
+
+// -----
+
+// Gemma 2: soft-capped scores (mul(tanh(div(s, 50)), 50)) before a causal
+// bias: softcap = 50 (with cpu-forms; kept decomposed without).
+// CHECK-LABEL: func.func @softcap
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal softcap = 5.000000e+01 :
+// CHECK-NOT: merak.tanh
+// NOWIN-LABEL: func.func @softcap
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.tanh
+func.func @softcap(%q: tensor<1x2x3x16xf32>, %kt: tensor<1x2x16x3xf32>, %v: tensor<1x2x3x16xf32>) -> tensor<1x2x3x16xf32> {
+  %sc = merak.constant dense<0.25> : tensor<f32>
+  %cap = merak.constant dense<50.0> : tensor<f32>
+  %bias = merak.constant dense<[[[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %s = merak.matmul %q, %kt : tensor<1x2x3x16xf32>, tensor<1x2x16x3xf32> -> tensor<1x2x3x3xf32>
+  %s1 = merak.mul %s, %sc : tensor<1x2x3x3xf32>, tensor<f32>
+  %d = merak.div %s1, %cap : tensor<1x2x3x3xf32>, tensor<f32>
+  %t = merak.tanh %d : tensor<1x2x3x3xf32>
+  %c = merak.mul %t, %cap : tensor<1x2x3x3xf32>, tensor<f32>
+  %b = merak.add %c, %bias : tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>
+  %p = merak.softmax %b axis = 3 : tensor<1x2x3x3xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x16xf32> -> tensor<1x2x3x16xf32>
+  return %o : tensor<1x2x3x16xf32>
 }

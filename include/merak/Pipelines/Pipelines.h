@@ -33,9 +33,9 @@ struct PipelineOptions {
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";
   bool fusedAttention = true;
-  /// Sliding-window attention fused too (the CPU kernels have windows, the
-  /// CUDA ones not): false for --target cuda.
-  bool attentionWindows = true;
+  /// Sliding-window and soft-capped attention fused too (the CPU kernels
+  /// have them, the CUDA ones not): false for --target cuda.
+  bool attentionCpuForms = true;
   std::string precision = "fp32";
   // The mesh. dp: data-parallel ranks (the module has the per-rank batch);
   // tp: tensor-parallel ranks; pp: pipeline ranks, each holding

@@ -40,12 +40,15 @@ bool hasKernel(Operation *op) {
 }
 
 /// Ends the call: operands [..., T, H, D], read in place, when seq_major;
-/// the sliding window when there is one.
-FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, Emitter::Call &call) {
-  if (op->hasAttr("seq_major") || window)
+/// the sliding window and the soft-capping when there are.
+FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, double softcap,
+                                   Emitter::Call &call) {
+  if (op->hasAttr("seq_major") || window || softcap)
     call.boolean(op->hasAttr("seq_major"));
-  if (window)
+  if (window || softcap)
     call.i64(window);
+  if (softcap)
+    call.f64(softcap);
   call.emit();
   return Lowering::Done;
 }
@@ -61,7 +64,7 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringCont
   // Results nobody reads are null pointers, which the kernels skip.
   if (failed(call->ptrs({a.getResult(), Emitter::readOrNull(a.getLse())})))
     return failure();
-  return emitWithLayout(a, a.getWindow(), *call);
+  return emitWithLayout(a, a.getWindow(), a.getSoftcap().convertToDouble(), *call);
 }
 
 FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &) {
@@ -73,5 +76,5 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, Lowering
   call->f64(g.getScale().convertToDouble()).boolean(g.getCausal());
   if (failed(call->ptrs(llvm::map_to_vector(g.getResults(), Emitter::readOrNull))))
     return failure();
-  return emitWithLayout(g, g.getWindow(), *call);
+  return emitWithLayout(g, g.getWindow(), g.getSoftcap().convertToDouble(), *call);
 }

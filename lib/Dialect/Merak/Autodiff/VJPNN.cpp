@@ -121,7 +121,8 @@ LogicalResult rule(AttentionOp op, Emitter &e, ValueRange g, Grads &out) {
   auto grad = AttentionGradOp::create(
       e.b, e.loc, TypeRange{typeOf(op.getQuery()), typeOf(op.getKey()), typeOf(op.getValue())},
       op.getQuery(), op.getKey(), op.getValue(), op.getResult(), op.getLse(), g[0],
-      op.getScaleAttr(), op.getCausalAttr(), op.getSeqMajorAttr(), op.getWindowAttr());
+      op.getScaleAttr(), op.getCausalAttr(), op.getSeqMajorAttr(), op.getWindowAttr(),
+      op.getSoftcapAttr());
   out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   return success();
 }

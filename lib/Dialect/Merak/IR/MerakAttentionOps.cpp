@@ -30,9 +30,11 @@ static RankedTensorType headsFirst(RankedTensorType t) {
 /// written (seq_major: [..., T, H, D]).
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value,
                                      Type result, Type lse, double scale, bool causal,
-                                     bool seqMajor, int64_t window) {
+                                     bool seqMajor, int64_t window, double softcap) {
   if (window < 0 || (window > 0 && !causal))
     return op->emitOpError("window ") << window << " must be 0, or positive with causal";
+  if (!(softcap >= 0) || !std::isfinite(softcap))
+    return op->emitOpError("softcap ") << softcap << " must be 0 (none) or positive";
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
   auto v = cast<RankedTensorType>(value.getType());
@@ -86,13 +88,14 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
                          getLse().getType(), getScale().convertToDouble(), getCausal(),
-                         getSeqMajor(), getWindow());
+                         getSeqMajor(), getWindow(),
+                         getSoftcap().convertToDouble());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
                              getLse().getType(), getScale().convertToDouble(), getCausal(),
-                             getSeqMajor(), getWindow())))
+                             getSeqMajor(), getWindow(), getSoftcap().convertToDouble())))
     return failure();
   if (getGrad().getType() != getResult().getType())
     return emitOpError("grad type ")

@@ -115,7 +115,7 @@ void foldAttentionLayouts(ModuleOp module) {
                                  TypeRange{headsSwapped(a.getResult().getType()),
                                            a.getLse().getType()},
                                  q, k, v, a.getScaleAttr(), a.getCausalAttr(), b.getUnitAttr(),
-                                 a.getWindowAttr());
+                                 a.getWindowAttr(), a.getSoftcapAttr());
     a.getLse().replaceAllUsesWith(n.getLse());
     rewire(b, a.getResult(), n.getResult());
     a.erase();
@@ -133,7 +133,7 @@ void foldAttentionLayouts(ModuleOp module) {
         TypeRange{headsSwapped(g.getQueryGrad().getType()), headsSwapped(g.getKeyGrad().getType()),
                   headsSwapped(g.getValueGrad().getType())},
         in[0], in[1], in[2], in[3], g.getLse(), in[4], g.getScaleAttr(), g.getCausalAttr(),
-        b.getUnitAttr(), g.getWindowAttr());
+        b.getUnitAttr(), g.getWindowAttr(), g.getSoftcapAttr());
     for (auto [from, to] : llvm::zip(g.getResults(), n.getResults()))
       rewire(b, from, to);
     g.erase();

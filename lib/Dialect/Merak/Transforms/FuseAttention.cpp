@@ -6,6 +6,7 @@
 //                                        (q or kT may be mul(x, c) | div(x, c)
 //                                        themselves: nn.MultiheadAttention)
 //   s = mul(s, c) | div(s, c)            optional, c a scalar constant
+//   s = mul(tanh(div(s, cap)), cap)      optional soft-capping (Gemma 2)
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
 //                                        optional, a constant mask
 //   p = softmax(s, last axis)
@@ -17,9 +18,9 @@
 // initial value, possibly sliced and compared with a scalar, or anything the
 // reference evaluator computes from those within 2^26 elements) that is the
 // same for every batch and head; it is accepted when it keeps exactly the
-// keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window,
-// unless the `windows` option is off: the CUDA kernels have none) or every
-// key (no mask). A masked score is a
+// keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window)
+// or every key (no mask). Windows and soft-capping only with the
+// `cpu-forms` option (the CUDA kernels have neither). A masked score is a
 // fill <= -1e4 (or an additive bias <= -1e4); exp underflows to 0 in
 // float32 there, which is what the fused op computes.
 //
@@ -108,8 +109,8 @@ std::optional<ConstTensor> fromElements(ElementsAttr attr) {
 
 class AttentionFuser {
 public:
-  AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen, bool windows)
-      : module(module), frozen(frozen), windows(windows) {}
+  AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen, bool cpuForms)
+      : module(module), frozen(frozen), cpuForms(cpuForms) {}
 
   /// Rewrites the attention ending in `pv` (probs x V) if it matches.
   bool tryFuse(MatmulOp pv);
@@ -117,7 +118,7 @@ public:
 private:
   ModuleOp module;
   ArrayRef<llvm::GlobPattern> frozen;
-  bool windows;
+  bool cpuForms; // windows and soft-capping (the CPU kernels only)
 
   bool isFrozen(StringRef name) const {
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
@@ -357,7 +358,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     if (keepWhenFalse && !keepWhenTrue)
       for (double &v : cond->values)
         v = v == 0;
-    auto c = maskKindOf(*cond, t, s, windows);
+    auto c = maskKindOf(*cond, t, s, cpuForms);
     if (!c)
       return false;
     mask = *c;
@@ -376,7 +377,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
           return false; // a real additive bias (ALiBi, relative positions)
         v = v == 0;
       }
-      auto c = maskKindOf(*bias, t, s, windows);
+      auto c = maskKindOf(*bias, t, s, cpuForms);
       if (!c)
         return false;
       mask = *c;
@@ -386,6 +387,34 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     }
     if (chain.back() != add.getOperation())
       return false;
+  }
+  // Soft-capping: mul(tanh(div(s, c)), c) (either side of the mul; or
+  // tanh(mul(s, 1 / c))).
+  double softcap = 0;
+  if (auto capMul = x.getDefiningOp<MulOp>(); capMul && cpuForms && single(x)) {
+    for (int side = 0; side < 2 && softcap == 0; ++side) {
+      auto tanh = capMul->getOperand(side).getDefiningOp<TanhOp>();
+      auto c = splat(capMul->getOperand(1 - side));
+      if (!tanh || !c || *c <= 0 || !single(capMul->getOperand(side)) ||
+          capMul->getOperand(side).getType() != scoresType)
+        continue;
+      Value in = tanh.getInput();
+      Operation *div = in.getDefiningOp();
+      if (!div || !single(in))
+        continue;
+      std::optional<double> d;
+      if (isa<DivOp>(div))
+        d = splat(div->getOperand(1));
+      else if (isa<MulOp>(div))
+        if (auto r = splat(div->getOperand(1)); r && *r != 0)
+          d = 1.0 / *r;
+      if (!d || std::abs(*d - *c) > 1e-6 * *c ||
+          div->getOperand(0).getType() != scoresType)
+        continue;
+      softcap = *c;
+      chain.append({capMul, tanh, div});
+      x = div->getOperand(0);
+    }
   }
   // The scale.
   double scale = 1.0;
@@ -465,7 +494,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
                                   b.getF64FloatAttr(scale),
                                   mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
-                                  b.getI64IntegerAttr(mask.window));
+                                  b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap));
   pv.getResult().replaceAllUsesWith(attn.getResult());
   for (Operation *op : chain)
     op->erase();
@@ -499,7 +528,7 @@ struct MerakFuseAttentionPass
       if (isa_and_nonnull<SoftmaxOp, WhereOp>(def))
         candidates.push_back(mm);
     });
-    AttentionFuser fuser(module, globs, windows);
+    AttentionFuser fuser(module, globs, cpuForms);
     for (MatmulOp mm : candidates)
       fuser.tryFuse(mm);
   }

@@ -22,7 +22,9 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
 
     where with `causal` (then S = T) the sums run over the keys c <= r
     only, and with a `window` w > 0 as well (a sliding window: Mistral's,
-    Gemma 2's local layers) over the keys r - w < c <= r only. `lse` (`[..., T]`) is what the backward needs to
+    Gemma 2's local layers) over the keys r - w < c <= r only. A `softcap`
+    c > 0 (Gemma 2's logit soft-capping) replaces every score s by
+    c * tanh(s / c) before the softmax. `lse` (`[..., T]`) is what the backward needs to
     recompute the probabilities without storing them: the T x S scores are
     never a tensor, so the memory of attention is linear in T. The element
     type is float32, or bf16 with a float32 `lse` (merak-mixed-precision:
@@ -44,11 +46,12 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
   }];
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal,
-                       UnitAttr:$seq_major, DefaultValuedAttr<I64Attr, "0">:$window);
+                       UnitAttr:$seq_major, DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)?
-    (`window` `=` $window^)? (`seq_major` $seq_major^)? attr-dict
+    (`window` `=` $window^)? (`softcap` `=` $softcap^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,` type($lse)
   }];
   let hasVerifier = 1;
@@ -60,13 +63,13 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
   let description = [{
     With the forward op's operands, attributes, `result` and `lse`, and
     `grad` the gradient of its result: the probabilities
-    `P = exp(scale * Q K^T - lse)` (masked when `causal`, and outside the
-    `window`) are recomputed,
+    `P = exp(cap(scale * Q K^T) - lse)` (masked when `causal`, and outside
+    the `window`; cap the soft-capping) are recomputed,
     and with `Delta[r] = sum_d grad[r, d] * result[r, d]`:
 
     ```
     value_grad = P^T grad
-    dS         = P * (grad V^T - Delta)
+    dS         = P * (grad V^T - Delta) * cap'(scale * Q K^T)
     query_grad = scale * dS K
     key_grad   = scale * dS^T Q
     ```
@@ -82,12 +85,14 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
                        F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major,
-                       DefaultValuedAttr<I64Attr, "0">:$window);
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
                       Merak_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $lse `,` $grad `scale` `=` $scale
-    (`causal` $causal^)? (`window` `=` $window^)? (`seq_major` $seq_major^)? attr-dict
+    (`causal` $causal^)? (`window` `=` $window^)? (`softcap` `=` $softcap^)?
+    (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,`
     type($result) `,` type($lse) `,` type($grad) `->` type($query_grad) `,`
     type($key_grad) `,` type($value_grad)

@@ -193,9 +193,11 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     glob (its initial value; a trainable mask could change), possibly
     sliced, compared with a scalar, negated or cast. It is fused when it
     keeps exactly the keys `c <= r` of query row `r` (causal), the keys
-    `r - w < c <= r` (a sliding window of w, with `windows`: the CUDA kernels
-    have none), or all keys; a masked score must be a fill (or additive
-    bias) of at most -1e4. torch's SDPA NaN guard (`where(isnan(p), 0, p)`
+    `r - w < c <= r` (a sliding window of w), or all keys; a masked score
+    must be a fill (or additive bias) of at most -1e4. Soft-capping of the
+    scaled scores before the mask (`mul(tanh(div(s, c)), c)`, Gemma 2) is
+    taken in too. Windows and soft-capping only with `cpu-forms` (the CUDA
+    kernels have neither). torch's SDPA NaN guard (`where(isnan(p), 0, p)`
     after the softmax) goes with it.
     Fused only for float32 self-attention (as many keys as queries) with a
     head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
@@ -206,8 +208,9 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
   let options = [
     ListOption<"frozen", "frozen", "std::string",
                "Globs of parameters that do not train (masks read from them are constants)">,
-    Option<"windows", "windows", "bool", /*default=*/"true",
-           "Fuse sliding-window masks too (off for the CUDA target)">
+    Option<"cpuForms", "cpu-forms", "bool", /*default=*/"true",
+           "Also fuse what only the CPU kernels implement: sliding windows and "
+           "soft-capping (off for the CUDA target)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
