@@ -140,8 +140,11 @@ LogicalResult gatherND(NodeContext &n) {
   return success();
 }
 
-/// The reduction attribute: "none" or "add" (mul/min/max are refused).
-FailureOr<bool> isAddReduction(NodeContext &n) {
+/// The reduction attribute of a scatter with valid indices: "none" or "add"
+/// (true; mul/min/max are refused).
+FailureOr<bool> scatterReduction(NodeContext &n) {
+  if (failed(checkIndexType(n, 1)))
+    return failure();
   std::string red = n.getString("reduction", "none");
   if (red == "none" || red == "add")
     return red == "add";
@@ -195,9 +198,7 @@ LogicalResult scatterRuntime(NodeContext &n, bool add, ScatterFn scatter) {
 }
 
 LogicalResult scatterND(NodeContext &n) {
-  if (failed(checkIndexType(n, 1)))
-    return failure();
-  auto add = isAddReduction(n);
+  auto add = scatterReduction(n);
   if (failed(add))
     return failure();
   auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
@@ -244,9 +245,7 @@ LogicalResult scatterND(NodeContext &n) {
 }
 
 LogicalResult scatterElements(NodeContext &n) {
-  if (failed(checkIndexType(n, 1)))
-    return failure();
-  auto add = isAddReduction(n);
+  auto add = scatterReduction(n);
   if (failed(add))
     return failure();
   auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
