@@ -16,6 +16,7 @@ import os
 import sys
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
@@ -445,6 +446,18 @@ def k_ext_no_location(out):
 def k_concat_empty_input(out):
     return model([helper.make_node("Concat", ["", "a"], ["y"], axis=0)],
                  [vi("a", F, [2])], [vi("y", F, None)])
+
+
+def k_constant_empty_ints(out):
+    """Constant<value_ints = []> (torch's dynamo exporter writes it for an
+    empty shape list): an INTS attribute without elements, which onnx 1.12's
+    schema check rejects and newer ONNX allows. y = Concat(c, x) = x."""
+    node = helper.make_node("Constant", [], ["c"])
+    attr = node.attribute.add()
+    attr.name = "value_ints"
+    attr.type = onnx.AttributeProto.INTS
+    return model([node, helper.make_node("Concat", ["c", "x"], ["y"], axis=0)],
+                 [vi("x", I64, [3])], [vi("y", I64, [3])], opset=18)
 
 
 def k_sum_empty_input(out):
