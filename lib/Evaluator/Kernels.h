@@ -60,6 +60,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   X(SigmoidOp, 1.0 / (1.0 + std::exp(-x)))                                     \
   X(SoftplusOp, std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))))       \
   X(ReciprocalOp, 1.0 / x) X(SinOp, std::sin(x)) X(CosOp, std::cos(x))         \
+  X(AsinOp, std::asin(x)) X(AcosOp, std::acos(x)) X(AtanOp, std::atan(x))       \
   X(FloorOp, std::floor(x)) X(CeilOp, std::ceil(x))
 /// Collectives split over `parts` ranks (EvalCollectives.cpp).
 #define MERAK_EVAL_PARTS_OPS(X)                                                \

@@ -39,6 +39,9 @@ __device__ __forceinline__ T unaryFloatOp(int op, T xv, double a, double b) {
   // x/pi costs ~|x| * 1e-16 absolute, far below F32 rounding.
   case Unary::Sin: return T(sinpi(v * (1.0 / kPi)));
   case Unary::Cos: return T(cospi(v * (1.0 / kPi)));
+  case Unary::Asin: return T(asin(v));
+  case Unary::Acos: return T(acos(v));
+  case Unary::Atan: return T(atan(v));
   case Unary::Floor: return T(floor(v));
   case Unary::Ceil: return T(ceil(v));
   case Unary::Relu: return xv > T(0) ? xv : (isnan(v) ? xv : T(0));

@@ -132,6 +132,9 @@ void unaryFloat(Unary op, const T *x, T *y, int64_t n, double a, double b) {
     return mapD(x, y, n, [](double v) { return 1.0 / v; });
   case Unary::Sin: return mapD(x, y, n, [](double v) { return std::sin(v); });
   case Unary::Cos: return mapD(x, y, n, [](double v) { return std::cos(v); });
+  case Unary::Asin: return mapD(x, y, n, [](double v) { return std::asin(v); });
+  case Unary::Acos: return mapD(x, y, n, [](double v) { return std::acos(v); });
+  case Unary::Atan: return mapD(x, y, n, [](double v) { return std::atan(v); });
   case Unary::Floor: return mapN(x, y, n, [](T v) { return std::floor(v); });
   case Unary::Ceil: return mapN(x, y, n, [](T v) { return std::ceil(v); });
   case Unary::Relu:

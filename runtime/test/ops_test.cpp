@@ -58,6 +58,9 @@ double refUnary(cpu::Unary op, double x, double a, double b) {
   case U::Reciprocal: return 1.0 / x;
   case U::Sin: return std::sin(x);
   case U::Cos: return std::cos(x);
+  case U::Asin: return std::asin(x);
+  case U::Acos: return std::acos(x);
+  case U::Atan: return std::atan(x);
   case U::Floor: return std::floor(x);
   case U::Ceil: return std::ceil(x);
   case U::Relu: return x > 0 ? x : (std::isnan(x) ? x : 0.0);
@@ -134,7 +137,7 @@ TEST(OpsElementwise, UnaryFloatEveryKind) {
   const U kinds[] = {U::Exp,  U::Log,   U::Sqrt, U::Rsqrt, U::Tanh,     U::Erf,
                      U::Sigmoid, U::Reciprocal, U::Sin, U::Cos, U::Floor, U::Ceil,
                      U::Relu, U::Neg,   U::Abs,  U::Sign,  U::Gelu, U::GeluTanh,
-                     U::LeakyRelu, U::Clamp, U::Softplus};
+                     U::LeakyRelu, U::Clamp, U::Softplus, U::Asin, U::Acos, U::Atan};
   for (int64_t n : {int64_t(37), int64_t(50000)}) {
     auto xf = randv<float>(n, -3, 3);
     xf[0] = 0.0f;
@@ -149,6 +152,9 @@ TEST(OpsElementwise, UnaryFloatEveryKind) {
       if (positive)
         for (auto &v : in)
           v = std::fabs(v) + 0.01f;
+      if (op == U::Asin || op == U::Acos) // NaN outside [-1, 1]
+        for (auto &v : in)
+          v = v / 3.0f;
       std::vector<double> ind(in.begin(), in.end());
       std::vector<float> yf(n), wf(n);
       std::vector<double> yd(n), wd(n);

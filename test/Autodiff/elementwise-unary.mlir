@@ -15,7 +15,8 @@
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
 // CHECK: case 9: PASS
-// CHECK: gradcheck: all 10 cases passed
+// CHECK: case 10: PASS
+// CHECK: gradcheck: all 11 cases passed
 
 // exp, log, sqrt, rsqrt on one positive parameter each.
 merak.param @e : tensor<4xf64> = dense<[-1.3, 0.2, 0.75, 1.6]> : tensor<4xf64>
@@ -205,5 +206,25 @@ func.func @forward(%w: tensor<6xf64>) -> tensor<f64> {
   %0 = merak.softplus %x : tensor<6xf64>
   %1 = merak.mul %0, %w : tensor<6xf64>, tensor<6xf64>
   %loss = merak.reduce_sum %1 axes = [0] : tensor<6xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// asin, acos (inside (-1, 1)) and atan.
+merak.param @s : tensor<3xf64> = dense<[-0.8, 0.15, 0.6]> : tensor<3xf64>
+merak.param @c : tensor<3xf64> = dense<[0.7, -0.45, 0.05]> : tensor<3xf64>
+merak.param @t : tensor<3xf64> = dense<[-2.5, 0.3, 1.4]> : tensor<3xf64>
+func.func @forward(%w: tensor<3xf64>) -> tensor<f64> {
+  %s = merak.get_param @s : tensor<3xf64>
+  %c = merak.get_param @c : tensor<3xf64>
+  %t = merak.get_param @t : tensor<3xf64>
+  %0 = merak.asin %s : tensor<3xf64>
+  %1 = merak.acos %c : tensor<3xf64>
+  %2 = merak.atan %t : tensor<3xf64>
+  %3 = merak.mul %0, %1 : tensor<3xf64>, tensor<3xf64>
+  %4 = merak.add %3, %2 : tensor<3xf64>, tensor<3xf64>
+  %5 = merak.mul %4, %w : tensor<3xf64>, tensor<3xf64>
+  %loss = merak.reduce_sum %5 axes = [0] : tensor<3xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -79,3 +79,17 @@ func.func @train_step(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = merak.softplus %x : tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// asin, acos and atan are unary(Unary::Asin/Acos/Atan, ...).
+// CHECK: {{^//.-{5}$}}
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Asin">, #emitc.opaque<"DT::F32">, 0 : index, 1 : index, #emitc.opaque<"6">, #emitc.opaque<"0">, #emitc.opaque<"0">]}
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Acos">,
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Atan">,
+func.func @train_step(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = merak.asin %x : tensor<2x3xf32>
+  %1 = merak.acos %x : tensor<2x3xf32>
+  %2 = merak.atan %x : tensor<2x3xf32>
+  return %0, %1, %2 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}

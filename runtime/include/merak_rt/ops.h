@@ -71,7 +71,8 @@ enum class Unary : int32_t {
   Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Reciprocal, Sin, Cos, Floor,
   Ceil, Relu, Neg, Abs, Sign, Not, Gelu, LeakyRelu, Clamp,
   GeluTanh, // gelu with approximate_tanh
-  Softplus  // log(1 + e^x) as max(x, 0) + log1p(e^-|x|)
+  Softplus, // log(1 + e^x) as max(x, 0) + log1p(e^-|x|)
+  Asin, Acos, Atan // NaN outside [-1, 1] for asin and acos
 };
 
 /// The op of binary().

@@ -142,6 +142,12 @@ func.func @unary_float(%x: tensor<4xf32>, %h: tensor<2x2xf16>, %b: tensor<3xbf16
   %10 = merak.floor %b : tensor<3xbf16>
   // CHECK: merak.ceil %[[B]] : tensor<3xbf16>
   %11 = merak.ceil %b : tensor<3xbf16>
+  // CHECK: merak.asin %[[X]] : tensor<4xf32>
+  %12 = merak.asin %x : tensor<4xf32>
+  // CHECK: merak.acos %[[D]] : tensor<f64>
+  %13 = merak.acos %d : tensor<f64>
+  // CHECK: merak.atan %[[H]] : tensor<2x2xf16>
+  %14 = merak.atan %h : tensor<2x2xf16>
   return
 }
 

@@ -126,6 +126,24 @@ LogicalResult rule(CosOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({e.neg(e.mul(g[0], SinOp::create(e.b, e.loc, op.getInput())))});
   return success();
 }
+// d asin(x) = 1 / sqrt(1 - x^2), d acos(x) = -1 / sqrt(1 - x^2),
+// d atan(x) = 1 / (1 + x^2).
+static Value rsqrtOneMinusSquare(Emitter &e, Value x) {
+  return RsqrtOp::create(e.b, e.loc, e.sub(e.scalar(x, 1.0), e.mul(x, x)));
+}
+LogicalResult rule(AsinOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.mul(g[0], rsqrtOneMinusSquare(e, op.getInput()))});
+  return success();
+}
+LogicalResult rule(AcosOp op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.neg(e.mul(g[0], rsqrtOneMinusSquare(e, op.getInput())))});
+  return success();
+}
+LogicalResult rule(AtanOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value x = op.getInput();
+  out.assign({e.div(g[0], e.add(e.scalar(x, 1.0), e.mul(x, x)))});
+  return success();
+}
 // Piecewise-constant functions have zero gradient almost everywhere.
 LogicalResult rule(FloorOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({e.zerosLike(op.getInput())});

@@ -20,6 +20,7 @@ using Grads = SmallVectorImpl<Value>;
   X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp) X(SigmoidOp)       \
   X(SoftplusOp)                                                                \
   X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp) X(CeilOp) X(ReluOp) X(NegOp)    \
+  X(AsinOp) X(AcosOp) X(AtanOp)                                                \
   X(AbsOp) X(SignOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)             \
   X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp)            \
   X(SplitOp) X(GatherOp) X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp)         \

@@ -117,6 +117,7 @@ ShardingRule sharedExceptAxis(Operation *op, int64_t axis) {
   X(EqOp) X(NeOp) X(LtOp) X(LeOp) X(GtOp) X(GeOp) X(AndOp) X(OrOp) X(XorOp)    \
   X(WhereOp) X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp)         \
   X(SigmoidOp) X(SoftplusOp) X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp)      \
+  X(AsinOp) X(AcosOp) X(AtanOp)                                                \
   X(CeilOp) X(ReluOp) X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(GeluOp)           \
   X(LeakyReluOp) X(ClampOp) X(CastOp) X(DropoutOp) X(BroadcastOp)              \
   X(TpIdentityOp)

@@ -165,6 +165,9 @@ def Merak_SoftplusOp : Merak_UnaryOp<"softplus", Merak_FloatTensor,
 def Merak_ReciprocalOp : Merak_UnaryOp<"reciprocal", Merak_FloatTensor, "1 / x">;
 def Merak_SinOp : Merak_UnaryOp<"sin", Merak_FloatTensor, "Sine">;
 def Merak_CosOp : Merak_UnaryOp<"cos", Merak_FloatTensor, "Cosine">;
+def Merak_AsinOp : Merak_UnaryOp<"asin", Merak_FloatTensor, "Arcsine (NaN outside [-1, 1])">;
+def Merak_AcosOp : Merak_UnaryOp<"acos", Merak_FloatTensor, "Arccosine (NaN outside [-1, 1])">;
+def Merak_AtanOp : Merak_UnaryOp<"atan", Merak_FloatTensor, "Arctangent">;
 def Merak_FloorOp : Merak_UnaryOp<"floor", Merak_FloatTensor, "Round down">;
 def Merak_CeilOp : Merak_UnaryOp<"ceil", Merak_FloatTensor, "Round up">;
 def Merak_ReluOp : Merak_UnaryOp<"relu", Merak_NumericTensor, "max(x, 0)">;
