@@ -230,6 +230,7 @@ void registerIndexingOps(OpRegistry &r);
 void registerAttentionOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
+void registerMathOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

@@ -77,6 +77,7 @@ const OpRegistry &OpRegistry::get() {
     registerAttentionOps(r);
     registerResizeOps(r);
     registerEinsumOps(r);
+    registerMathOps(r);
     return r;
   }();
   return registry;
