@@ -267,6 +267,105 @@ LogicalResult layerNorm(NodeContext &n) {
   return success();
 }
 
+/// RMSNormalization-23: merak.rms_norm, which normalises over [axis, rank)
+/// like ONNX and takes a scale that broadcasts to the normalised shape.
+/// merak computes in at least the input's precision, as stash_type = 1
+/// (float) asks for float inputs; other stash types are refused.
+LogicalResult rmsNorm(NodeContext &n) {
+  auto x = n.inputType(0);
+  if (int64_t st = n.getInt("stash_type", 1); st != 1)
+    return n.unsupported("stash_type " + Twine(st) + " (only 1, float, is supported)");
+  auto ax = n.axis(n.getInt("axis", -1), x.getRank());
+  if (failed(ax))
+    return failure();
+  double eps = n.getFloat("epsilon", 1e-5);
+  n.setOutputs(n.create<RmsNormOp>(x, n.input(0), n.input(1), *ax, llvm::APFloat(eps)));
+  return success();
+}
+
+/// RotaryEmbedding-23 as slices, products and a concat. The input is
+/// [batch, heads, seq, head_size], or [batch, seq, hidden] with num_heads;
+/// the caches are [batch, seq, rot/2], or [max_position, rot/2] gathered at
+/// position_ids [batch, seq]. The first rot = rotary_embedding_dim (default
+/// head_size) features of each head rotate, as pairs (x[2i], x[2i+1]) when
+/// interleaved, else (x[i], x[i + rot/2]); the rest pass through.
+LogicalResult rotaryEmbedding(NodeContext &n) {
+  auto xt = n.inputType(0);
+  int64_t rank = xt.getRank();
+  if (rank != 3 && rank != 4)
+    return n.error("input must have rank 3 or 4, got " + Twine(rank));
+  bool interleaved = n.getInt("interleaved", 0);
+  Value x = n.input(0);
+  int64_t batch = xt.getDimSize(0), seq = xt.getDimSize(rank == 4 ? 2 : 1), headSize;
+  if (rank == 4) {
+    headSize = xt.getDimSize(3);
+  } else {
+    int64_t heads = n.getInt("num_heads", 0), hidden = xt.getDimSize(2);
+    if (heads <= 0 || hidden % heads)
+      return n.error("num_heads must be positive and divide the hidden size " +
+                     Twine(hidden) + " of a 3-D input, got " + Twine(heads));
+    headSize = hidden / heads;
+    // [batch, seq, heads, head_size]: the caches broadcast over dim 2.
+    x = n.reshape(x, {batch, seq, heads, headSize});
+  }
+  int64_t rot = n.getInt("rotary_embedding_dim", 0);
+  if (rot == 0)
+    rot = headSize;
+  if (rot < 0 || rot > headSize || rot % 2)
+    return n.error("rotary_embedding_dim must be even and at most the head size " +
+                   Twine(headSize) + ", got " + Twine(rot));
+  int64_t half = rot / 2;
+
+  Value caches[2] = {n.input(1), n.input(2)};
+  for (Value &c : caches) {
+    auto ct = cast<RankedTensorType>(c.getType());
+    if (n.hasInput(3)) {
+      if (ct.getRank() != 2)
+        return n.error("with position_ids the caches must be 2-D [max_position, " +
+                       Twine(half) + "]");
+      c = n.create<GatherOp>(c, n.input(3), 0);
+      if (!c)
+        return failure();
+      ct = cast<RankedTensorType>(c.getType());
+    }
+    if (ct.getRank() != 3 || ct.getDimSize(2) != half)
+      return n.error("the caches must be [batch, seq, " + Twine(half) +
+                     "] (rotary_embedding_dim / 2), got " + Twine(ct.getRank()) + "-D");
+    int64_t c0 = ct.getDimSize(0), c1 = ct.getDimSize(1);
+    c = rank == 4 ? n.reshape(c, {c0, 1, c1, half}) : n.reshape(c, {c0, c1, 1, half});
+  }
+  Value cosv = caches[0], sinv = caches[1];
+
+  auto lastDim = [&](Value v, int64_t start, int64_t limit, int64_t stride) {
+    auto shape = cast<RankedTensorType>(v.getType()).getShape();
+    SmallVector<int64_t> st(4, 0), lim(shape), str(4, 1);
+    st[3] = start, lim[3] = limit, str[3] = stride;
+    return n.create<SliceOp>(v, st, lim, str);
+  };
+  Value x1 = interleaved ? lastDim(x, 0, rot, 2) : lastDim(x, 0, half, 1);
+  Value x2 = interleaved ? lastDim(x, 1, rot, 2) : lastDim(x, half, rot, 1);
+  Value real = n.create<SubOp>(n.create<MulOp>(cosv, x1), n.create<MulOp>(sinv, x2));
+  Value imag = n.create<AddOp>(n.create<MulOp>(sinv, x1), n.create<MulOp>(cosv, x2));
+  if (!real || !imag)
+    return failure();
+  auto rs = cast<RankedTensorType>(real.getType()).getShape();
+  Value rotated;
+  if (interleaved) {
+    SmallVector<int64_t> pairs(rs), flat(rs);
+    pairs.push_back(1);
+    flat[3] = rot;
+    Value both = n.create<ConcatOp>(ValueRange{n.reshape(real, pairs), n.reshape(imag, pairs)}, 4);
+    rotated = n.reshape(both, flat);
+  } else {
+    rotated = n.create<ConcatOp>(ValueRange{real, imag}, 3);
+  }
+  Value y = rotated;
+  if (rot < headSize)
+    y = n.create<ConcatOp>(ValueRange{rotated, lastDim(x, rot, headSize, 1)}, 3);
+  n.setOutputs(rank == 3 ? n.reshape(y, xt.getShape()) : y);
+  return success();
+}
+
 template <typename OpTy>
 LogicalResult softmax(NodeContext &n) {
   auto ax = n.axis(n.getInt("axis", -1), n.inputType(0).getRank());
@@ -555,6 +654,8 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 6, batchNorm);
   r.add("LayerNormalization", 17, layerNorm);
+  r.add("RMSNormalization", 23, rmsNorm);
+  r.add("RotaryEmbedding", 23, rotaryEmbedding);
   r.add("Softmax", 13, softmax<SoftmaxOp>);
   r.add("LogSoftmax", 13, softmax<LogSoftmaxOp>);
   r.add("ReduceSum", 1, reduceAttr<ReduceSumOp>);
