@@ -12,8 +12,8 @@ Checks:
   mlp            an MLP on feature arrays, the same comparison;
   encoder        an nn.TransformerEncoder trains (losses finite and falling)
                  and load_into sets its parameters;
-  unsupported    a module using torch.atan raises merak.CompileError naming
-                 the ONNX op (Atan);
+  unsupported    a module using torch.linalg.det raises merak.CompileError
+                 naming the ONNX op (Det);
   schedules      the GPT at pp 2 with schedule="zb-h2" and
                  "shifted-critical-path": losses and parameters as above;
   gpt-devices2   the same GPT with devices=2 (the planner picks the mesh;
@@ -300,20 +300,20 @@ def check_encoder(env):
         losses[0], losses[-1], len(loaded), changed, len(before))
 
 
-class Atan(nn.Module):
+class Det(nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc = nn.Linear(8, 4)
+        self.fc = nn.Linear(2, 4)
 
     def forward(self, x):
-        return self.fc(torch.atan(x))
+        return self.fc(torch.linalg.det(x.view(-1, 2, 2, 2)))
 
 
 def check_unsupported(env):
     try:
-        env.merak.compile(Atan(), torch.zeros(B, 8), workdir=env.workdir("unsupported"))
+        env.merak.compile(Det(), torch.zeros(B, 8), workdir=env.workdir("unsupported"))
     except env.merak.CompileError as e:
-        ok = "Atan" in str(e) and "unsupported" in str(e)
+        ok = "Det" in str(e) and "unsupported" in str(e)
         return ok, "CompileError: %s" % str(e).splitlines()[0]
     return False, "no CompileError"
 
