@@ -48,8 +48,8 @@ Value log1p(NodeContext &n, Value y) {
 
 /// Beyond this magnitude, asinh and acosh are log(2|x|) to the precision of
 /// the element type, and x^2 may overflow a 16-bit float.
-double largeArgument(Value x) {
-  Type et = cast<RankedTensorType>(x.getType()).getElementType();
+double largeArgument(NodeContext &n) {
+  Type et = n.inputType(0).getElementType();
   return et.getIntOrFloatBitWidth() <= 16 ? 128.0 : 16777216.0;
 }
 
@@ -107,7 +107,7 @@ LogicalResult asinh(NodeContext &n) {
   Value x = n.input(0);
   n.setOutputs(oddExtension(n, x, [&](Value a) {
     Value one = n.scalarLike(a, 1.0);
-    Value large = n.create<GtOp>(a, n.scalarLike(a, largeArgument(a)));
+    Value large = n.create<GtOp>(a, n.scalarLike(a, largeArgument(n)));
     Value as = where(n, large, n.scalarLike(a, 0.0), a);
     Value sq = n.create<MulOp>(as, as);
     Value root = n.create<SqrtOp>(n.create<AddOp>(one, sq));
@@ -126,7 +126,7 @@ LogicalResult acosh(NodeContext &n) {
     return failure();
   Value x = n.input(0);
   Value one = n.scalarLike(x, 1.0), two = n.scalarLike(x, 2.0);
-  Value large = n.create<GtOp>(x, n.scalarLike(x, largeArgument(x)));
+  Value large = n.create<GtOp>(x, n.scalarLike(x, largeArgument(n)));
   Value xs = where(n, large, two, x);
   Value m = n.create<SubOp>(xs, one);
   // sqrt(x - 1) sqrt(x + 1): NaN below 1 (a product of two negatives
