@@ -203,6 +203,8 @@ public:
     int64_t version = 0;
     /// Null when merak has no handler for that version.
     Handler fn = nullptr;
+    /// The earlier version `version` was declared the same as (sameAs), or 0.
+    int64_t sameAs = 0;
   };
   Resolution lookup(StringRef opType, int64_t opset) const;
   /// True when some version of the op has a handler.

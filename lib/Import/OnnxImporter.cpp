@@ -521,11 +521,20 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
                                               Location loc) {
   // Debian's onnx library knows the op versions up to opset 17: a newer
-  // version is checked by its handler alone.
+  // version is checked by its handler alone, or when it is declared the
+  // same as one Debian knows (Cos-22 as Cos-7), also by that version's
+  // inputs (its attributes may differ).
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, "");
-  if (!schema ||
-      schema->SinceVersion() != OpRegistry::get().lookup(node.op_type(), opset).version)
+  if (!schema)
     return success();
+  auto resolved = OpRegistry::get().lookup(node.op_type(), opset);
+  bool inputsOnly = schema->SinceVersion() != resolved.version;
+  if (inputsOnly && schema->SinceVersion() != resolved.sameAs)
+    return success();
+  if (inputsOnly && node.input_size() < schema->min_input())
+    return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) + ": " +
+                         Twine(node.input_size()) + " inputs, it needs at least " +
+                         Twine(schema->min_input()));
   // onnx 1.12 rejects an empty list attribute (INTS without ints: torch's
   // dynamo exporter writes `value_ints = []`) as a missing field, which
   // newer ONNX allows; such a node skips onnx's attribute check (its
@@ -536,7 +545,7 @@ LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
            (a.type() == onnx::AttributeProto::STRINGS && a.strings_size() == 0);
   });
   try {
-    if (!emptyList)
+    if (!inputsOnly && !emptyList)
       schema->Verify(node);
   } catch (const std::exception &e) {
     std::string what = e.what();
@@ -548,7 +557,8 @@ LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
   }
   const auto &formals = schema->inputs();
   for (int i = 0; i < node.input_size(); ++i) {
-    if (!node.input(i).empty() || formals.empty())
+    if (!node.input(i).empty() || formals.empty() ||
+        (inputsOnly && i >= (int)formals.size()))
       continue;
     const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
     if (formal.GetOption() != onnx::OpSchema::Optional)

@@ -52,6 +52,7 @@ OpRegistry::Resolution OpRegistry::lookup(StringRef opType, int64_t opset) const
     return r;
   const auto &entries = it->second;
   if (auto e = entries.find(r.version); e != entries.end()) {
+    r.sameAs = e->second.fn ? 0 : e->second.base;
     r.fn = e->second.fn ? e->second.fn : entries.at(e->second.base).fn;
     return r;
   }
