@@ -222,6 +222,10 @@ private:
   llvm::StringMap<std::map<int64_t, Entry>> table;
 };
 
+/// Replaces every call of one of the model's local functions by the
+/// function's body (LocalFunctions.cpp); `error` names what cannot be.
+LogicalResult inlineLocalFunctions(onnx::ModelProto &model, std::string &error);
+
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);

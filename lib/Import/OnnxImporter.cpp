@@ -639,6 +639,10 @@ static OwningOpRef<ModuleOp> importModel(onnx::ModelProto &model, StringRef name
     emitError(loc) << "'" << name << "' is not an ONNX model (no graph or no opset import)";
     return nullptr;
   }
+  if (std::string error; failed(onnx_import::inlineLocalFunctions(model, error))) {
+    emitError(loc) << "'" << name << "': " << error;
+    return nullptr;
+  }
   try {
     GraphImporter importer(ctx, model, baseDir, options);
     return importer.run();

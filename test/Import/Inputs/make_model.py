@@ -460,6 +460,51 @@ def k_constant_empty_ints(out):
                  [vi("x", I64, [3])], [vi("y", I64, [3])], opset=18)
 
 
+def _scaled_fn():
+    """local.Scaled(x) = x * alpha (alpha: the call's attribute)."""
+    c = helper.make_node("Constant", [], ["c"])
+    ref = c.attribute.add()
+    ref.name = "value_float"
+    ref.type = onnx.AttributeProto.FLOAT
+    ref.ref_attr_name = "alpha"
+    return helper.make_function("local", "Scaled", ["x"], ["y"],
+                                [c, helper.make_node("Mul", ["x", "c"], ["y"])],
+                                [helper.make_opsetid("", 17)], ["alpha"])
+
+
+def _with_functions(nodes, functions):
+    m = model(nodes, [vi("x", F, [3])], [vi("y", F, [3])])
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    m.functions.extend(functions)
+    return m
+
+
+def k_local_functions(out):
+    """y = Twice(x) + x with Twice(x) = Scaled(Scaled(x, alpha=2), alpha=3)
+    (a function calling a function, each call's attribute its own)."""
+    twice = helper.make_function(
+        "local", "Twice", ["x"], ["y"],
+        [helper.make_node("Scaled", ["x"], ["t"], domain="local", alpha=2.0),
+         helper.make_node("Scaled", ["t"], ["y"], domain="local", alpha=3.0)],
+        [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    return _with_functions(
+        [helper.make_node("Twice", ["x"], ["t"], domain="local", name="call"),
+         helper.make_node("Add", ["t", "x"], ["y"])], [_scaled_fn(), twice])
+
+
+def k_local_function_recursive(out):
+    loop = helper.make_function(
+        "local", "Loop", ["x"], ["y"],
+        [helper.make_node("Loop", ["x"], ["y"], domain="local")],
+        [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    return _with_functions([helper.make_node("Loop", ["x"], ["y"], domain="local")], [loop])
+
+
+def k_local_function_no_attr(out):
+    return _with_functions([helper.make_node("Scaled", ["x"], ["y"], domain="local")],
+                           [_scaled_fn()])
+
+
 def k_sum_empty_input(out):
     return model([helper.make_node("Sum", ["a", ""], ["y"])],
                  [vi("a", F, [2])], [vi("y", F, None)])
