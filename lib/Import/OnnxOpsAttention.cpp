@@ -131,6 +131,11 @@ bool everyRowVisible(Value bias) {
 }
 
 LogicalResult attention(NodeContext &n) {
+  // Debian's onnx has no schema of Attention-23 to check the arity.
+  for (unsigned i = 0; i < 3; ++i)
+    if (!n.hasInput(i))
+      return n.error("input " + Twine(i) + " (" + (i == 0 ? "Q" : i == 1 ? "K" : "V") +
+                     ") is required");
   if (n.hasInput(4) != n.hasInput(5))
     return n.error("past_key and past_value must be given together");
   int64_t mode = n.getInt("qk_matmul_output_mode", 0);

@@ -84,9 +84,8 @@ Value linearIndex(NodeContext &n, Value idx, ArrayRef<int64_t> dims) {
   int64_t k = dims.size(), total = product(dims);
   Value zero = n.scalarLike(idx, 0);
   Value linear = n.broadcastTo(zero, outer), valid;
-  int64_t stride = total;
   for (int64_t j = 0; j < k; ++j) {
-    stride /= dims[j];
+    int64_t stride = product(dims.drop_front(j + 1)); // (dims may hold a 0)
     SmallVector<int64_t> start(t.getRank(), 0), limit(t.getShape()),
         step(t.getRank(), 1);
     start.back() = j;
