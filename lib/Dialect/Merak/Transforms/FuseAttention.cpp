@@ -131,7 +131,8 @@ private:
   /// larger than the importer's folding limit.
   const HostTensor *evaluated(Value v, int depth = 0);
   llvm::DenseMap<Value, std::optional<HostTensor>> evaluatedValues;
-  int64_t evaluatedElements = 0;
+  int64_t evaluatedElements = 0, evaluatedFlops = 0;
+  bool withinWork(Operation *op);
   std::optional<double> splat(Value v) {
     auto t = constantOf(v);
     if (!t || t->values.empty() ||
@@ -140,6 +141,19 @@ private:
     return t->values.front();
   }
 };
+
+/// True while the probe's arithmetic stays small (2^30 operations over the
+/// pass): masks are elementwise work on [B, 1, T, S]; a large contraction
+/// of frozen weights is not a mask and would be slow to evaluate.
+bool AttentionFuser::withinWork(Operation *op) {
+  constexpr int64_t kWork = int64_t(1) << 30;
+  auto cost = dyn_cast<CostOpInterface>(op);
+  int64_t flops = cost ? cost.getFlops() : kWork;
+  if (flops < 0 || evaluatedFlops + flops > kWork)
+    return false;
+  evaluatedFlops += flops;
+  return true;
+}
 
 const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
   constexpr int kMaxDepth = 64;
@@ -159,7 +173,8 @@ const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
       if (param && isFrozen(param.getSymName()))
         if (auto h = HostTensor::fromAttr(param.getInitialValue()); succeeded(h))
           value = std::move(*h);
-    } else if (def->getNumResults() == 1 && def->getNumRegions() == 0) {
+    } else if (def->getNumResults() == 1 && def->getNumRegions() == 0 &&
+               withinWork(def)) {
       SmallVector<const HostTensor *> operands;
       for (Value operand : def->getOperands())
         if (const HostTensor *h = evaluated(operand, depth + 1))
