@@ -14,9 +14,10 @@
 //   o = matmul(p, v)                     v [..., S, D]
 //
 // and replaces it with merak.attention(q, transpose(kT), v). The mask must
-// be a compile-time constant (a merak.constant, or a frozen parameter's
-// initial value, possibly sliced and compared with a scalar, or anything the
-// reference evaluator computes from those within 2^26 elements) that is the
+// be a compile-time constant: what the reference evaluator computes from
+// merak.constants and frozen parameters' initial values (slices,
+// comparisons, the index functions masks are built with; within 2^26
+// elements and 2^30 operations per pass), the
 // same for every batch and head; it is accepted when it keeps exactly the
 // keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window)
 // or every key (no mask). Windows and soft-capping only with the
@@ -38,10 +39,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/Support/GlobPattern.h"
 #include <cmath>
-#include <cstring>
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -61,52 +60,6 @@ struct ConstTensor {
   std::vector<double> values;
 };
 
-std::optional<ConstTensor> fromElements(ElementsAttr attr) {
-  auto type = dyn_cast<RankedTensorType>(attr.getType());
-  if (!type || !type.hasStaticShape())
-    return std::nullopt;
-  ConstTensor t{SmallVector<int64_t>(type.getShape()), {}};
-  Type et = type.getElementType();
-  if (auto res = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = res.getRawHandle().getBlob();
-    if (!blob)
-      return std::nullopt;
-    ArrayRef<char> bytes = blob->getData();
-    int64_t n = type.getNumElements();
-    auto read = [&](auto tag) -> bool {
-      using T = decltype(tag);
-      if ((int64_t)bytes.size() != n * (int64_t)sizeof(T))
-        return false;
-      t.values.resize(n);
-      for (int64_t i = 0; i < n; ++i) {
-        T v;
-        std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-        t.values[i] = static_cast<double>(v);
-      }
-      return true;
-    };
-    bool ok = et.isF32() ? read(float()) : et.isF64() ? read(double())
-              : et.isInteger(64) ? read(int64_t()) : et.isInteger(32) ? read(int32_t())
-              : et.isInteger(1)  ? read(bool())
-                                 : false;
-    return ok ? std::optional(std::move(t)) : std::nullopt;
-  }
-  auto dense = dyn_cast<DenseElementsAttr>(attr);
-  if (!dense)
-    return std::nullopt;
-  if (isa<FloatType>(et)) {
-    for (const APFloat &v : dense.getValues<APFloat>())
-      t.values.push_back(v.convertToDouble());
-  } else if (auto it = dyn_cast<IntegerType>(et)) {
-    for (const APInt &v : dense.getValues<APInt>())
-      t.values.push_back(it.getWidth() == 1 ? (double)v.getBoolValue()
-                                            : (double)v.getSExtValue());
-  } else {
-    return std::nullopt;
-  }
-  return t;
-}
-
 class AttentionFuser {
 public:
   AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen, bool cpuForms)
@@ -123,7 +76,7 @@ private:
   bool isFrozen(StringRef name) const {
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
-  std::optional<ConstTensor> constantOf(Value v, int depth = 0);
+  std::optional<ConstTensor> constantOf(Value v);
   /// The value of `v` when everything it is computed from is constant
   /// (constants, frozen parameters), evaluated op by op with the reference
   /// evaluator within a budget of elements: masks that transformers builds
@@ -163,7 +116,7 @@ const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
   std::optional<HostTensor> value;
   Operation *def = v.getDefiningOp();
   auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (def && type && depth <= kMaxDepth && isPure(def) &&
+  if (def && type && depth <= kMaxDepth &&
       evaluatedElements + type.getNumElements() <= kBudget) {
     if (auto c = dyn_cast<ConstantOp>(def)) {
       if (auto h = HostTensor::fromAttr(c.getValue()); succeeded(h))
@@ -173,7 +126,7 @@ const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
       if (param && isFrozen(param.getSymName()))
         if (auto h = HostTensor::fromAttr(param.getInitialValue()); succeeded(h))
           value = std::move(*h);
-    } else if (def->getNumResults() == 1 && def->getNumRegions() == 0 &&
+    } else if (isPure(def) && def->getNumResults() == 1 && def->getNumRegions() == 0 &&
                withinWork(def)) {
       SmallVector<const HostTensor *> operands;
       for (Value operand : def->getOperands())
@@ -195,89 +148,17 @@ const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
   return slot ? &*slot : nullptr;
 }
 
-/// The value of `v` when it is computed from constants by the few ops masks
-/// are spelled with: constants, frozen parameters, unit-stride slices,
-/// comparisons with a scalar, not, cast; or else, by anything the
-/// reference evaluator computes from constants (`evaluated`).
-std::optional<ConstTensor> AttentionFuser::constantOf(Value v, int depth) {
-  if (depth > 4) {
-    const HostTensor *h = evaluated(v);
-    if (!h)
-      return std::nullopt;
-    ConstTensor t{SmallVector<int64_t>(h->getShape()), {}};
-    t.values.reserve(h->size());
-    for (int64_t i = 0; i < h->size(); ++i)
-      t.values.push_back(h->getAsDouble(i));
-    return t;
-  }
-  Operation *def = v.getDefiningOp();
-  if (!def)
+/// The value of `v` when it is computed from constants (`evaluated`), as
+/// doubles.
+std::optional<ConstTensor> AttentionFuser::constantOf(Value v) {
+  const HostTensor *h = evaluated(v);
+  if (!h)
     return std::nullopt;
-  // Folded masks are dense_resource blobs, which m_Constant does not match.
-  if (auto c = dyn_cast<ConstantOp>(def))
-    return fromElements(c.getValue());
-  if (auto get = dyn_cast<GetParamOp>(def)) {
-    auto param = module.lookupSymbol<ParamOp>(get.getNameAttr());
-    if (!param || !isFrozen(param.getSymName()))
-      return std::nullopt;
-    return fromElements(param.getInitialValue());
-  }
-  if (auto slice = dyn_cast<SliceOp>(def)) {
-    auto in = constantOf(slice.getInput(), depth + 1);
-    if (!in || llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }))
-      return std::nullopt;
-    auto outType = cast<RankedTensorType>(slice.getType());
-    ConstTensor out{SmallVector<int64_t>(outType.getShape()), {}};
-    int64_t rank = out.shape.size(), n = outType.getNumElements();
-    SmallVector<int64_t> idx(rank, 0), strides(rank, 1);
-    for (int64_t d = rank - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * in->shape[d + 1];
-    out.values.reserve(n);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < rank; ++d)
-        off += (idx[d] + slice.getStarts()[d]) * strides[d];
-      out.values.push_back(in->values[off]);
-      for (int64_t d = rank - 1; d >= 0 && ++idx[d] == out.shape[d]; --d)
-        idx[d] = 0;
-    }
-    return out;
-  }
-  if (isa<NotOp, CastOp>(def)) {
-    auto in = constantOf(def->getOperand(0), depth + 1);
-    if (!in)
-      return std::nullopt;
-    if (isa<NotOp>(def))
-      for (double &x : in->values)
-        x = x == 0;
-    else if (cast<RankedTensorType>(def->getResult(0).getType()).getElementType().isInteger(1))
-      for (double &x : in->values)
-        x = x != 0;
-    return in;
-  }
-  if (isa<EqOp, NeOp, LtOp, LeOp, GtOp, GeOp>(def)) {
-    // A tensor compared with a scalar constant (either side).
-    for (int side = 0; side < 2; ++side) {
-      Value scalar = def->getOperand(1 - side);
-      if (cast<RankedTensorType>(scalar.getType()).getNumElements() != 1)
-        continue;
-      auto c = splat(scalar);
-      auto x = c ? constantOf(def->getOperand(side), depth + 1) : std::nullopt;
-      if (!x)
-        continue;
-      for (double &e : x->values) {
-        double a = side == 0 ? e : *c, b = side == 0 ? *c : e;
-        e = isa<EqOp>(def)   ? a == b
-            : isa<NeOp>(def) ? a != b
-            : isa<LtOp>(def) ? a < b
-            : isa<LeOp>(def) ? a <= b
-            : isa<GtOp>(def) ? a > b
-                             : a >= b;
-      }
-      return x;
-    }
-  }
-  return constantOf(v, /*depth=*/5); // the evaluator's general fold
+  ConstTensor t{SmallVector<int64_t>(h->getShape()), {}};
+  t.values.reserve(h->size());
+  for (int64_t i = 0; i < h->size(); ++i)
+    t.values.push_back(h->getAsDouble(i));
+  return t;
 }
 
 /// What a constant keep-mask (nonzero: attend) lets query row r see, for a
