@@ -60,6 +60,13 @@ struct ConstTensor {
   std::vector<double> values;
 };
 
+/// What a mask lets a query row see: every key, the causal keys, or a
+/// causal sliding window of `window` keys.
+struct MaskKind {
+  bool causal = false;
+  int64_t window = 0;
+};
+
 class AttentionFuser {
 public:
   AttentionFuser(ModuleOp module, ArrayRef<llvm::GlobPattern> frozen, bool cpuForms)
@@ -77,6 +84,10 @@ private:
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
   std::optional<ConstTensor> constantOf(Value v);
+  // The steps of tryFuse, each peeling one op off the scores (into chain).
+  std::optional<MaskKind> peelMask(Value &x, SmallVectorImpl<Operation *> &chain);
+  double peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain);
+  std::optional<double> peelScale(Value &x, SmallVectorImpl<Operation *> &chain);
   /// The value of `v` when everything it is computed from is constant
   /// (constants, frozen parameters), evaluated op by op with the reference
   /// evaluator within a budget of elements: masks that transformers builds
@@ -165,10 +176,6 @@ std::optional<ConstTensor> AttentionFuser::constantOf(Value v) {
 /// [T, S] score matrix: every key, the causal keys c <= r, or (when
 /// `windows`) a sliding window r - w < c <= r; nullopt for anything else,
 /// or when it differs between batch and head slices.
-struct MaskKind {
-  bool causal = false;
-  int64_t window = 0;
-};
 std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s,
                                    bool windows) {
   int64_t rank = keep.shape.size();
@@ -227,6 +234,115 @@ SoftmaxOp softmaxOf(Value probs, SmallVectorImpl<Operation *> &chain,
   return sm;
 }
 
+/// True when `v` is an op's result that nothing else reads (an
+/// intermediate the rewrite may erase).
+bool single(Value v) { return v.getDefiningOp() && v.hasOneUse(); }
+
+/// Peels `x = mul(y, c) | mul(c, y) | div(y, c)` with c a scalar constant:
+/// x becomes y and the factor (c or 1 / c) is returned; 1 when x is not
+/// such a product; nullopt when its factor is 0 or not finite.
+std::optional<double> AttentionFuser::peelScale(Value &x, SmallVectorImpl<Operation *> &chain) {
+  Operation *op = x.getDefiningOp();
+  if (!op || !isa<MulOp, DivOp>(op) || !single(x))
+    return 1.0;
+  bool isDiv = isa<DivOp>(op);
+  for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
+    Value other = op->getOperand(1 - side);
+    auto c = splat(other);
+    if (!c || cast<RankedTensorType>(other.getType()).getNumElements() != 1 ||
+        op->getOperand(side).getType() != x.getType())
+      continue;
+    double factor = isDiv ? 1.0 / *c : *c;
+    if (factor == 0 || !std::isfinite(factor))
+      return std::nullopt;
+    chain.push_back(op);
+    x = op->getOperand(side);
+    return factor;
+  }
+  return 1.0;
+}
+
+/// Peels the mask off the scores `x` (`where(mask, x, fill)`,
+/// `where(mask, fill, x)` or `add(x, bias)`): the kind of mask (none when x
+/// has none), or nullopt when it is one the kernels cannot apply.
+std::optional<MaskKind> AttentionFuser::peelMask(Value &x, SmallVectorImpl<Operation *> &chain) {
+  auto scoresType = cast<RankedTensorType>(x.getType());
+  int64_t t = scoresType.getDimSize(scoresType.getRank() - 2),
+          s = scoresType.getDimSize(scoresType.getRank() - 1);
+  if (auto where = x.getDefiningOp<WhereOp>(); where && single(x)) {
+    std::optional<double> fillL = splat(where.getLhs()), fillR = splat(where.getRhs());
+    bool keepWhenTrue = fillR && *fillR <= kMaskedFill && where.getLhs().getType() == scoresType;
+    bool keepWhenFalse = fillL && *fillL <= kMaskedFill && where.getRhs().getType() == scoresType;
+    auto cond = (keepWhenTrue || keepWhenFalse) ? constantOf(where.getCondition()) : std::nullopt;
+    if (!cond)
+      return std::nullopt;
+    if (keepWhenFalse && !keepWhenTrue)
+      for (double &v : cond->values)
+        v = v == 0;
+    auto kind = maskKindOf(*cond, t, s, cpuForms);
+    if (kind) {
+      chain.push_back(where);
+      x = keepWhenTrue ? where.getLhs() : where.getRhs();
+    }
+    return kind;
+  }
+  auto add = x.getDefiningOp<AddOp>();
+  if (!add || !single(x))
+    return MaskKind{};
+  for (int side = 0; side < 2; ++side) {
+    Value scores = add->getOperand(side);
+    if (scores.getType() != scoresType)
+      continue;
+    auto bias = constantOf(add->getOperand(1 - side));
+    if (!bias)
+      continue;
+    for (double &v : bias->values) {
+      if (v != 0 && v > kMaskedFill)
+        return std::nullopt; // a real additive bias (ALiBi, relative positions)
+      v = v == 0;
+    }
+    auto kind = maskKindOf(*bias, t, s, cpuForms);
+    if (kind) {
+      chain.push_back(add);
+      x = scores;
+    }
+    return kind;
+  }
+  return std::nullopt; // an add of something that is not a constant mask
+}
+
+/// Peels Gemma 2's soft-capping off the scores `x`: mul(tanh(div(y, c)), c)
+/// (either side of the mul; or tanh(mul(y, 1 / c))) becomes y; returns c,
+/// or 0 when x is not soft-capped (or cpu-forms is off).
+double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain) {
+  auto capMul = x.getDefiningOp<MulOp>();
+  if (!capMul || !cpuForms || !single(x))
+    return 0;
+  for (int side = 0; side < 2; ++side) {
+    auto tanh = capMul->getOperand(side).getDefiningOp<TanhOp>();
+    auto c = splat(capMul->getOperand(1 - side));
+    if (!tanh || !c || *c <= 0 || !single(capMul->getOperand(side)) ||
+        capMul->getOperand(side).getType() != x.getType())
+      continue;
+    Value in = tanh.getInput();
+    Operation *div = in.getDefiningOp();
+    if (!div || !single(in))
+      continue;
+    std::optional<double> d;
+    if (isa<DivOp>(div))
+      d = splat(div->getOperand(1));
+    else if (isa<MulOp>(div))
+      if (auto r = splat(div->getOperand(1)); r && *r != 0)
+        d = 1.0 / *r;
+    if (!d || std::abs(*d - *c) > 1e-6 * *c || div->getOperand(0).getType() != x.getType())
+      continue;
+    chain.append({capMul, tanh, div});
+    x = div->getOperand(0);
+    return *c;
+  }
+  return 0;
+}
+
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
   auto sm = softmaxOf(pv.getLhs(), chain, [&](Value v) { return splat(v); });
@@ -240,126 +356,25 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   if (t != s) // the CUDA kernel's self-attention shapes
     return false;
   chain.push_back(sm);
+  // Peel, from the softmax back: the mask, the soft-capping, the scale, the
+  // product q kT, and scales applied to q or k before it (PyTorch's
+  // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
   Value x = sm.getInput();
-  // The mask.
-  MaskKind mask;
-  auto single = [](Value v) { return v.getDefiningOp() && v.hasOneUse(); };
-  if (auto where = x.getDefiningOp<WhereOp>(); where && single(x)) {
-    std::optional<double> fillL = splat(where.getLhs()), fillR = splat(where.getRhs());
-    bool keepWhenTrue = fillR && *fillR <= kMaskedFill && where.getLhs().getType() == scoresType;
-    bool keepWhenFalse = fillL && *fillL <= kMaskedFill && where.getRhs().getType() == scoresType;
-    auto cond = (keepWhenTrue || keepWhenFalse) ? constantOf(where.getCondition()) : std::nullopt;
-    if (!cond)
-      return false;
-    if (keepWhenFalse && !keepWhenTrue)
-      for (double &v : cond->values)
-        v = v == 0;
-    auto c = maskKindOf(*cond, t, s, cpuForms);
-    if (!c)
-      return false;
-    mask = *c;
-    chain.push_back(where);
-    x = keepWhenTrue ? where.getLhs() : where.getRhs();
-  } else if (auto add = x.getDefiningOp<AddOp>(); add && single(x)) {
-    for (int side = 0; side < 2; ++side) {
-      Value scores = add->getOperand(side);
-      if (scores.getType() != scoresType)
-        continue;
-      auto bias = constantOf(add->getOperand(1 - side));
-      if (!bias)
-        continue;
-      for (double &v : bias->values) {
-        if (v != 0 && v > kMaskedFill)
-          return false; // a real additive bias (ALiBi, relative positions)
-        v = v == 0;
-      }
-      auto c = maskKindOf(*bias, t, s, cpuForms);
-      if (!c)
-        return false;
-      mask = *c;
-      chain.push_back(add);
-      x = scores;
-      break;
-    }
-    if (chain.back() != add.getOperation())
-      return false;
-  }
-  // Soft-capping: mul(tanh(div(s, c)), c) (either side of the mul; or
-  // tanh(mul(s, 1 / c))).
-  double softcap = 0;
-  if (auto capMul = x.getDefiningOp<MulOp>(); capMul && cpuForms && single(x)) {
-    for (int side = 0; side < 2 && softcap == 0; ++side) {
-      auto tanh = capMul->getOperand(side).getDefiningOp<TanhOp>();
-      auto c = splat(capMul->getOperand(1 - side));
-      if (!tanh || !c || *c <= 0 || !single(capMul->getOperand(side)) ||
-          capMul->getOperand(side).getType() != scoresType)
-        continue;
-      Value in = tanh.getInput();
-      Operation *div = in.getDefiningOp();
-      if (!div || !single(in))
-        continue;
-      std::optional<double> d;
-      if (isa<DivOp>(div))
-        d = splat(div->getOperand(1));
-      else if (isa<MulOp>(div))
-        if (auto r = splat(div->getOperand(1)); r && *r != 0)
-          d = 1.0 / *r;
-      if (!d || std::abs(*d - *c) > 1e-6 * *c ||
-          div->getOperand(0).getType() != scoresType)
-        continue;
-      softcap = *c;
-      chain.append({capMul, tanh, div});
-      x = div->getOperand(0);
-    }
-  }
-  // The scale.
-  double scale = 1.0;
-  Operation *scaleOp = x.getDefiningOp();
-  if (scaleOp && isa<MulOp, DivOp>(scaleOp) && single(x)) {
-    // mul: either side; div: scores / c only.
-    bool isDiv = isa<DivOp>(scaleOp);
-    for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
-      Value other = scaleOp->getOperand(1 - side);
-      auto c = splat(other);
-      if (!c || cast<RankedTensorType>(other.getType()).getNumElements() != 1 ||
-          scaleOp->getOperand(side).getType() != scoresType)
-        continue;
-      if (isDiv && *c == 0)
-        return false;
-      scale = isDiv ? 1.0 / *c : *c;
-      if (scale == 0 || !std::isfinite(scale))
-        return false;
-      chain.push_back(scaleOp);
-      x = scaleOp->getOperand(side);
-      break;
-    }
-  }
+  std::optional<MaskKind> mask = peelMask(x, chain);
+  if (!mask)
+    return false;
+  double softcap = peelSoftcap(x, chain);
+  std::optional<double> scale = peelScale(x, chain);
   auto qk = x.getDefiningOp<MatmulOp>();
-  if (!qk || !single(x))
+  if (!scale || !qk || !single(x))
     return false;
   chain.push_back(qk);
   Value q = qk.getLhs(), kT = qk.getRhs(), v = pv.getRhs();
-  // A scale applied to q or k before their product (PyTorch's
-  // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
   for (Value *operand : {&q, &kT}) {
-    Operation *op = operand->getDefiningOp();
-    if (!op || !isa<MulOp, DivOp>(op) || !single(*operand))
-      continue;
-    bool isDiv = isa<DivOp>(op);
-    for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
-      Value other = op->getOperand(1 - side);
-      auto c = splat(other);
-      if (!c || cast<RankedTensorType>(other.getType()).getNumElements() != 1 ||
-          op->getOperand(side).getType() != operand->getType())
-        continue;
-      double factor = isDiv ? 1.0 / *c : *c;
-      if (factor == 0 || !std::isfinite(factor))
-        return false;
-      scale *= factor;
-      chain.push_back(op);
-      *operand = op->getOperand(side);
-      break;
-    }
+    std::optional<double> factor = peelScale(*operand, chain);
+    if (!factor)
+      return false;
+    *scale *= *factor;
   }
   auto qt = cast<RankedTensorType>(q.getType());
   auto kt = cast<RankedTensorType>(kT.getType());
@@ -388,9 +403,9 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
                                 perm);
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
   auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
-                                  b.getF64FloatAttr(scale),
-                                  mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
-                                  b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap));
+                                  b.getF64FloatAttr(*scale),
+                                  mask->causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
+                                  b.getI64IntegerAttr(mask->window), b.getF64FloatAttr(softcap));
   pv.getResult().replaceAllUsesWith(attn.getResult());
   for (Operation *op : chain)
     op->erase();
