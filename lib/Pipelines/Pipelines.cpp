@@ -2,7 +2,8 @@
 //
 //   import cleanup   merak-fold-constants, canonicalize, cse,
 //                    merak-fuse-decomposed, canonicalize, merak-drop-unused-params
-//   training         merak-record-mesh, merak-tensor-parallel (tp > 1), merak-fuse-attention,
+//   training         merak-split-batch (dp x micro-batches > 1), merak-record-mesh,
+//                    merak-tensor-parallel (tp > 1), merak-fuse-attention,
 //                    merak-mixed-precision (bf16), merak-attach-loss, then
 //                    serial:    merak-autodiff, merak-data-parallel, merak-optimizer
 //                    pipelined: merak-pipeline, merak-recompute and
@@ -48,6 +49,11 @@ LogicalResult addOptimizer(OpPassManager &pm, const std::string &options,
 
 /// From the imported @forward to @loss: every training pipeline starts so.
 void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
+  if (int64_t parts = o.dp * o.microbatches; parts > 1) {
+    MerakSplitBatchOptions batch;
+    batch.parts = parts;
+    pm.addPass(createMerakSplitBatch(batch));
+  }
   MerakRecordMeshOptions mesh;
   mesh.dp = o.dp;
   mesh.tp = o.tp;

@@ -121,14 +121,16 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   llvm::raw_string_ostream js(json);
   js << plannerJson(*plan);
   if (mlirInput) {
-    // A model in merak IR has fixed shapes: the plan is the result.
+    // A model in merak IR (bench/paper's generated GPTs, up to 20B
+    // parameters of splat weights): the plan is the result.
     if (opts.report == "json") {
       std::string err;
       if (failed(deliverReport("{\"planner\":" + json + "}\n", opts.reportFile, reportOut, err)))
         return fail(err);
     }
     log << "merak-compile: planner: " << opts.input
-        << " is merak IR with fixed shapes: planned only, not compiled\n";
+        << " is merak IR: planned only, not compiled (give the plan's --dp/--tp/--pp "
+           "to compile it)\n";
     return 0;
   }
   planned = opts;

@@ -380,7 +380,7 @@ LogicalResult probeCutPoints(Planner &pl, const CompileOptions &opts, DialectReg
     llvm::raw_string_ostream ds(diag);
     bool imported = false;
     OwningOpRef<ModuleOp> m = compileProbe(opts, 1, 2, ctx, ds, &pl.batch, &dtype,
-                                           &pl.batchSplits, &registry, &imported);
+                                           &pl.batchSplits, &imported);
     if (!imported) {
       error = "cannot read the model:\n" + diag;
       if (!error.empty() && error.back() == '\n')
@@ -397,7 +397,7 @@ LogicalResult probeCutPoints(Planner &pl, const CompileOptions &opts, DialectReg
       std::string d1;
       llvm::raw_string_ostream ds1(d1);
       OwningOpRef<ModuleOp> one = compileProbe(opts, 1, 1, ctx1, ds1, &pl.batch, &dtype,
-                                               &pl.batchSplits, &registry);
+                                               &pl.batchSplits);
       if (!one) {
         error = "the model does not compile for planning:\n" + diag + d1;
         return failure();
@@ -458,7 +458,7 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
 }
 
 /// Every plan of the search space, simulated (pl.evaluate).
-std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine, bool mlirInput) {
+std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
   std::vector<PlanCandidate> all;
   for (auto &[tp, probe] : pl.probes) {
     for (int64_t pp : divisors(pl.devices / tp)) {
@@ -474,7 +474,7 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine, bool mlirIn
       for (int64_t m : divisors(pl.batch / dp)) {
         if (m > maxMicrobatches)
           break;
-        if (pl.runtimeOnly && (mlirInput || !pl.batchSplits) && (dp > 1 || m > 1))
+        if (pl.runtimeOnly && !pl.batchSplits && (dp > 1 || m > 1))
           continue;
         struct Sched {
           const char *name;
@@ -637,14 +637,13 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       error += "\n  " + n;
     return failure();
   }
-  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
-  if (!pl.batchSplits && !mlirInput && runtimeOnly)
-    result.notes.push_back("the model does not import with a smaller batch (exported with a "
-                           "fixed batch?): dp and micro-batches stay 1");
+  if (!pl.batchSplits && runtimeOnly)
+    result.notes.push_back("merak-split-batch cannot split the model's batch: dp and "
+                           "micro-batches stay 1");
   result.probeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::vector<PlanCandidate> all = enumeratePlans(pl, fine, mlirInput);
+  std::vector<PlanCandidate> all = enumeratePlans(pl, fine);
   result.evaluated = pl.evaluated;
   if (failed(choosePlan(pl, all, start, result, error)))
     return failure();

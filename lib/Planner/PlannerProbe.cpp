@@ -12,6 +12,7 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
+#include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
@@ -108,57 +109,28 @@ OpCost opCost(Operation *op) {
   return c;
 }
 
-/// The inputs the batch splits along (as merak-compile splits them): the
-/// first rank-2 integer input (token ids), else every input.
-SmallVector<std::pair<std::string, SmallVector<int64_t>>> batchInputs(ModuleOp module) {
-  SmallVector<std::pair<std::string, SmallVector<int64_t>>> inputs;
-  auto fn = module.lookupSymbol<func::FuncOp>("forward");
-  if (!fn)
-    return inputs;
-  for (BlockArgument arg : fn.getArguments()) {
-    auto r = dyn_cast<RankedTensorType>(arg.getType());
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
-    if (!r || !name || r.getRank() == 0)
-      continue;
-    std::pair<std::string, SmallVector<int64_t>> in(name.str(), SmallVector<int64_t>(r.getShape()));
-    if (r.getRank() == 2 && r.getElementType().isInteger() && !r.getElementType().isInteger(1))
-      return {in};
-    inputs.push_back(in);
-  }
-  return inputs;
-}
-
 int64_t modelBatch(ModuleOp module) {
-  auto inputs = batchInputs(module);
-  return inputs.empty() ? 1 : inputs.front().second[0];
+  auto fn = module.lookupSymbol<func::FuncOp>("forward");
+  SmallVector<BlockArgument> inputs = fn ? batchInputs(fn) : SmallVector<BlockArgument>();
+  return inputs.empty() ? 1 : cast<RankedTensorType>(inputs.front().getType()).getDimSize(0);
 }
 
-/// Whether the ONNX model imports with a smaller batch (a model exported
-/// with a fixed batch does not: then dp and the micro-batches stay 1).
-bool batchSplits(const CompileOptions &o, ModuleOp imported, DialectRegistry &registry) {
-  auto inputs = batchInputs(imported);
-  if (inputs.empty())
-    return false;
-  int64_t batch = inputs.front().second[0], part = 2;
+/// Whether merak-split-batch splits the model's batch (into its smallest
+/// divisor above 1); where it does not, dp and the micro-batches stay 1.
+bool batchSplits(ModuleOp imported) {
+  int64_t batch = modelBatch(imported), part = 2;
   while (part <= batch && batch % part)
     ++part;
   if (part > batch)
     return false;
-  MLIRContext ctx(registry);
-  ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
-  ImportOptions io;
-  for (const std::string &spec : o.inputShapes) {
-    std::string err;
-    if (failed(parseInputShape(spec, io, err)))
-      return false;
-  }
-  io.overrideStaticDims = true;
-  for (auto &[name, shape] : inputs) {
-    SmallVector<int64_t> local = shape;
-    local[0] = batch / part;
-    io.inputShapes[name] = local;
-  }
-  return (bool)importOnnxFile(o.input, &ctx, io);
+  OwningOpRef<ModuleOp> copy = imported.clone();
+  ScopedDiagnosticHandler quiet(imported.getContext(), [](Diagnostic &) { return success(); });
+  PassManager pm(imported.getContext());
+  buildImportCleanupPipeline(pm);
+  MerakSplitBatchOptions split;
+  split.parts = part;
+  pm.addPass(createMerakSplitBatch(split));
+  return succeeded(pm.run(*copy));
 }
 
 /// Compiles the model with tensor parallelism `tp` into `pp` pipeline
@@ -166,7 +138,7 @@ bool batchSplits(const CompileOptions &o, ModuleOp imported, DialectRegistry &re
 OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t pp,
                                    MLIRContext &ctx, llvm::raw_ostream &diag, int64_t *batch,
                                    std::string *dtype, bool *splits,
-                                   DialectRegistry *registry, bool *imported) {
+                                   bool *imported) {
   llvm::SourceMgr sm;
   SourceMgrDiagnosticHandler handler(sm, &ctx, diag);
   OwningOpRef<ModuleOp> m;
@@ -190,7 +162,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   if (imported)
     *imported = true;
   if (splits)
-    *splits = !StringRef(o.input).ends_with(".mlir") && batchSplits(o, *m, *registry);
+    *splits = batchSplits(*m);
   if (dtype)
     *dtype = computeDtype(*m).str();
   PassManager pm(&ctx);

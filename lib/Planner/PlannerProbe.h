@@ -44,13 +44,12 @@ struct Probe {
 
 /// Compiles the model with tensor parallelism `tp` into `pp` pipeline
 /// stages of one micro-batch (the whole batch); diagnostics go to `diag`.
-/// Optionally returns the batch, the parameters' dtype, whether the ONNX
-/// model imports with a smaller batch (`registry` needed), and whether the
-/// model could be read at all.
+/// Optionally returns the batch, the parameters' dtype, whether
+/// merak-split-batch splits the batch, and whether the model could be read
+/// at all.
 OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t pp,
                                    MLIRContext &ctx, llvm::raw_ostream &diag, int64_t *batch,
                                    std::string *dtype, bool *splits = nullptr,
-                                   DialectRegistry *registry = nullptr,
                                    bool *imported = nullptr);
 
 /// The cost table of a probe compiled with `pp` stages.

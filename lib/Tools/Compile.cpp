@@ -43,41 +43,6 @@ int failWith(llvm::raw_ostream &log, const Twine &msg) {
   return 1;
 }
 
-/// The first [batch, sequence] integer argument of @forward: the token ids
-/// data parallelism splits.
-FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokenInput(ModuleOp module) {
-  auto fn = module.lookupSymbol<func::FuncOp>("forward");
-  if (!fn)
-    return failure();
-  for (BlockArgument arg : fn.getArguments()) {
-    auto t = dyn_cast<RankedTensorType>(arg.getType());
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
-    if (t && name && t.getRank() == 2 && t.getElementType().isInteger() &&
-        !t.getElementType().isInteger(1))
-      return std::make_pair(name.str(), SmallVector<int64_t>(t.getShape()));
-  }
-  return failure();
-}
-
-/// Without token ids (an MLP on features, a CNN on images): every input of
-/// @forward, which must share a leading (batch) dimension. Empty when an
-/// input has no leading dimension or they differ.
-SmallVector<std::pair<std::string, SmallVector<int64_t>>> batchInputs(ModuleOp module) {
-  SmallVector<std::pair<std::string, SmallVector<int64_t>>> inputs;
-  auto fn = module.lookupSymbol<func::FuncOp>("forward");
-  if (!fn)
-    return {};
-  for (BlockArgument arg : fn.getArguments()) {
-    auto t = dyn_cast<RankedTensorType>(arg.getType());
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
-    if (!t || !name || t.getRank() == 0 ||
-        (!inputs.empty() && t.getDimSize(0) != inputs.front().second[0]))
-      return {};
-    inputs.emplace_back(name.str(), SmallVector<int64_t>(t.getShape()));
-  }
-  return inputs;
-}
-
 /// Prints "N trainable parameters (M elements), K frozen".
 void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
   // The gradient function's results name exactly the trainable parameters.
@@ -237,8 +202,7 @@ private:
 
 OwningOpRef<ModuleOp> Compilation::importAndClean(const ImportOptions &io) {
   // A model in merak IR (.mlir: what --compile-to=import prints, or
-  // bench/paper/gpt_mlir.py's generated GPTs) is read as is: its shapes are
-  // fixed, so it cannot be re-imported with a per-rank batch.
+  // bench/paper/gpt_mlir.py's generated GPTs) is read as is.
   OwningOpRef<ModuleOp> m = r.mlirInput ? readMerakModule(opts.input, ctx, sourceMgr, log)
                                         : importOnnxFile(opts.input, &ctx, io);
   if (!m || opts.noCleanup)
@@ -256,47 +220,23 @@ std::optional<int> Compilation::importModule() {
   module = importAndClean(r.import);
   if (!module)
     return 1;
-  // Rows of one micro-batch on one data-parallel rank.
+  // Rows of one micro-batch on one data-parallel rank: merak-split-batch
+  // (the training phase's first pass) makes the model compute them. The
+  // batch must divide; anything else it cannot split, it names.
   const int64_t split = opts.dp * opts.microbatches;
-  if (split <= 1)
+  auto fn = module->lookupSymbol<func::FuncOp>("forward");
+  if (split <= 1 || !fn)
     return std::nullopt;
-  // Data parallelism / micro-batches: import again with the per-rank
-  // micro-batch, so every shape (including those PyTorch computes from
-  // the input's) is local.
-  // Token ids split along their batch; without them (an MLP, a CNN)
-  // every input splits along its leading dimension.
-  SmallVector<std::pair<std::string, SmallVector<int64_t>>> splitInputs;
-  if (FailureOr<std::pair<std::string, SmallVector<int64_t>>> tokens = tokenInput(*module);
-      succeeded(tokens))
-    splitInputs.push_back(*tokens);
-  else
-    splitInputs = batchInputs(*module);
-  if (splitInputs.empty())
+  SmallVector<BlockArgument> inputs = batchInputs(fn);
+  if (inputs.empty())
     return fail("--dp/--microbatches need a [batch, sequence] integer input (token ids) or "
                 "inputs sharing a leading batch dimension to split");
-  int64_t batch = splitInputs.front().second[0];
+  int64_t batch = cast<RankedTensorType>(inputs.front().getType()).getDimSize(0);
+  auto name = fn.getArgAttrOfType<StringAttr>(inputs.front().getArgNumber(), "merak.name");
   if (batch % split != 0)
-    return fail("the batch of input '" + splitInputs.front().first + "' (" + Twine(batch) +
-                ") does not divide by --dp " + Twine(opts.dp) +
+    return fail("the batch of input '" + (name ? name.getValue() : StringRef("?")) + "' (" +
+                Twine(batch) + ") does not divide by --dp " + Twine(opts.dp) +
                 (opts.microbatches > 1 ? " x --microbatches " + Twine(opts.microbatches) : ""));
-  if (r.mlirInput)
-    return fail("--dp/--microbatches split the batch, which needs an ONNX input: " +
-                opts.input + " is merak IR with fixed shapes (plan it with --devices, or "
-                "compile it with --pp only)");
-  ImportOptions local = r.import;
-  local.overrideStaticDims = true;
-  if (local.batchSize > 0) // other batched inputs (masks) follow the split inputs
-    local.batchSize = batch / split;
-  for (auto &[name, shape] : splitInputs) {
-    SmallVector<int64_t> localShape = shape;
-    localShape[0] = batch / split;
-    local.inputShapes[name] = localShape;
-  }
-  module = importAndClean(local);
-  if (!module)
-    return fail("importing with the per-rank batch " + Twine(batch / split) +
-                " failed: the model may hard-code its batch size (export it "
-                "computing shapes from the input)");
   return std::nullopt;
 }
 

@@ -44,8 +44,9 @@ def frozen_names(model):
 def export_module(model, example_inputs, path, input_names=None, output_names=None, opset=17,
                   verbose=False, allow_trace_specialization=False):
     """Exports `model` to `path` with a dynamic batch (the leading
-    dimension of every input), so that merak can re-import it with the
-    per-rank batch of data parallelism and micro-batches. Returns (the
+    dimension of every input), bound at compile time to the example's
+    (merak-split-batch then takes each rank's micro-batch of it, as it
+    does for a static-batch export). Returns (the
     names to freeze, {input name: example shape} to bind the batch to, the
     exporter used: "dynamo" or "torchscript"). Raises
     trace_checks.ExportRefused when the export would not compute what the

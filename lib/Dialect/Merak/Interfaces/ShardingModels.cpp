@@ -9,16 +9,28 @@
 //   softmax, log_softmax, cumsum, argmax/argmin   the axis replicated
 //   layer_norm, rms_norm        the normalised dims [axis, rank) replicated
 //   reduce_sum                  reduced dims are reduction factors
-//   reduce_mean/max/min/prod    reduced dims replicated
+//   reduce_mean/max/min/prod    reduced dims combined (argmax/argmin too)
 //   matmul  [b.., M, K] x [b.., K, N] -> [b.., M, N]  K a reduction factor
 //   transpose                   a permutation of the input's factors
 //   reshape                     the common refinement of the two shapes
 //   split   equal parts:        axis = [part selector (replicated), rest]
 //   concat, slice, gather       the axis (sliced dims) replicated
 //   cross_entropy               class axis replicated; "none" keeps the
-//                               other dims, "sum" reduces them, "mean" is
-//                               replicated (its divisor is global)
+//                               other dims, "sum" reduces them, "mean"
+//                               combines them (its divisor is the count)
 //   attention (heads-first)     batch and heads parallel; T, S, D replicated
+//   conv2d [N, C, H, W] * [O, C/g, kh, kw]   N parallel; with one group O
+//                               parallel and C a reduction (replicated
+//                               with several); the windows replicated
+//   conv2d_backward_data        the same with O and C exchanged
+//   max_pool2d, avg_pool2d      N, C parallel; the windows replicated
+//   batch_norm                  C parallel; in training N and the spatial
+//                               dims replicated (the batch statistics)
+//   gather_elements             indices and result share their dims (the
+//                               data's, where the sizes agree); the data's
+//                               axis replicated
+//   gather_grad (scatter-add)   the indices' dims reductions; the result's
+//                               axis replicated
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
@@ -145,21 +157,21 @@ Rule rule(RmsNormOp op) { return normRule(op); }
 Rule rule(ReduceSumOp op) {
   return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Reduction);
 }
-#define MERAK_SHARDING_REPLICATED_REDUCE_RULE(OP)                              \
+#define MERAK_SHARDING_COMBINED_REDUCE_RULE(OP)                                \
   Rule rule(OP op) {                                                           \
-    return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Replicated); \
+    return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Combined); \
   }
-MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMeanOp)
-MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMaxOp)
-MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceMinOp)
-MERAK_SHARDING_REPLICATED_REDUCE_RULE(ReduceProdOp)
-#undef MERAK_SHARDING_REPLICATED_REDUCE_RULE
+MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMeanOp)
+MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMaxOp)
+MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMinOp)
+MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceProdOp)
+#undef MERAK_SHARDING_COMBINED_REDUCE_RULE
 
 Rule rule(ArgMaxOp op) {
-  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Replicated);
+  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Combined);
 }
 Rule rule(ArgMinOp op) {
-  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Replicated);
+  return reduction(op, {(int64_t)op.getAxis()}, op.getKeepdims(), FactorKind::Combined);
 }
 
 Rule rule(MatmulOp op) {
@@ -249,7 +261,7 @@ Rule rule(CrossEntropyOp op) {
   StringRef reduction = op.getReduction();
   FactorKind rows = reduction == "none"  ? FactorKind::Parallel
                     : reduction == "sum" ? FactorKind::Reduction
-                                         : FactorKind::Replicated;
+                                         : FactorKind::Combined;
   SmallVector<unsigned> logits = b.factorsOf(op.getLogits(), [&](int64_t d) {
     return d == axis ? FactorKind::Replicated : rows;
   });
@@ -282,12 +294,118 @@ Rule rule(AttentionOp op) {
   return b.rule;
 }
 
+/// Windowed NCHW ops: the batch and channel factors given, every other
+/// dimension a replicated factor of its own.
+struct WindowRule {
+  RuleBuilder b;
+  /// A replicated factor per dimension of `v` from `from` on.
+  TensorFactors ownFrom(Value v, unsigned from, TensorFactors lead) {
+    ArrayRef<int64_t> s = shapeOf(v);
+    for (unsigned d = from; d < s.size(); ++d)
+      lead.push_back({b.factor(s[d], FactorKind::Replicated)});
+    return lead;
+  }
+};
+
+Rule rule(Conv2DOp op) {
+  WindowRule w;
+  ArrayRef<int64_t> in = shapeOf(op.getInput()), wt = shapeOf(op.getWeight());
+  bool grouped = op.getGroups() != 1;
+  unsigned n = w.b.factor(in[0], FactorKind::Parallel);
+  unsigned o = w.b.factor(wt[0], grouped ? FactorKind::Replicated : FactorKind::Parallel);
+  unsigned c = w.b.factor(in[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
+  unsigned wc = grouped ? w.b.factor(wt[1], FactorKind::Replicated) : c;
+  w.b.rule.operands.push_back(w.ownFrom(op.getInput(), 2, {{n}, {c}}));
+  w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 2, {{o}, {wc}}));
+  if (op.getBias())
+    w.b.rule.operands.push_back({{o}});
+  w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {o}}));
+  return w.b.rule;
+}
+
+Rule rule(Conv2DBackwardDataOp op) {
+  WindowRule w;
+  ArrayRef<int64_t> g = shapeOf(op.getGrad()), wt = shapeOf(op.getWeight());
+  bool grouped = op.getGroups() != 1;
+  unsigned n = w.b.factor(g[0], FactorKind::Parallel);
+  unsigned o = w.b.factor(g[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
+  unsigned c = w.b.factor(wt[1], grouped ? FactorKind::Replicated : FactorKind::Parallel);
+  unsigned wo = grouped ? w.b.factor(wt[0], FactorKind::Replicated) : o;
+  unsigned rc = grouped ? w.b.factor(shapeOf(op.getResult())[1], FactorKind::Replicated) : c;
+  w.b.rule.operands.push_back(w.ownFrom(op.getGrad(), 2, {{n}, {o}}));
+  w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 2, {{wo}, {c}}));
+  w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {rc}}));
+  return w.b.rule;
+}
+
+template <typename PoolOp>
+Rule poolRule(PoolOp op) {
+  WindowRule w;
+  ArrayRef<int64_t> in = shapeOf(op.getInput());
+  unsigned n = w.b.factor(in[0], FactorKind::Parallel);
+  unsigned c = w.b.factor(in[1], FactorKind::Parallel);
+  w.b.rule.operands.push_back(w.ownFrom(op.getInput(), 2, {{n}, {c}}));
+  w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {c}}));
+  return w.b.rule;
+}
+Rule rule(MaxPool2DOp op) { return poolRule(op); }
+Rule rule(AvgPool2DOp op) { return poolRule(op); }
+
+Rule rule(BatchNormOp op) {
+  RuleBuilder b;
+  bool statistics = op.getTraining();
+  SmallVector<unsigned> dims = b.factorsOf(op.getInput(), [&](int64_t d) {
+    return d == 1 || !statistics ? FactorKind::Parallel : FactorKind::Replicated;
+  });
+  TensorFactors input = RuleBuilder::tensor(dims);
+  b.rule.operands.push_back(input);
+  for (unsigned i = 1; i < op->getNumOperands(); ++i)
+    b.rule.operands.push_back({{dims[1]}});
+  b.rule.results.push_back(std::move(input));
+  return b.rule;
+}
+
+Rule rule(GatherElementsOp op) {
+  RuleBuilder b;
+  int64_t axis = normalise(op.getAxis(), op.getData());
+  ArrayRef<int64_t> data = shapeOf(op.getData()), indices = shapeOf(op.getIndices());
+  TensorFactors d, i;
+  for (unsigned k = 0; k < data.size(); ++k) {
+    bool shared = (int64_t)k != axis && data[k] == indices[k];
+    unsigned fi = b.factor(indices[k], (int64_t)k == axis || shared ? FactorKind::Parallel
+                                                                     : FactorKind::Replicated);
+    i.push_back({fi});
+    d.push_back({shared ? fi : b.factor(data[k], FactorKind::Replicated)});
+  }
+  b.rule.operands = {std::move(d), i};
+  b.rule.results = {std::move(i)};
+  return b.rule;
+}
+
+Rule rule(GatherGradOp op) {
+  RuleBuilder b;
+  int64_t axis = normalise(op.getAxis(), op.getResult());
+  auto parallel = [](int64_t) { return FactorKind::Parallel; };
+  SmallVector<unsigned> result = b.factorsOf(op.getResult(), parallel);
+  b.rule.factors[result[axis]].kind = FactorKind::Replicated;
+  SmallVector<unsigned> indices =
+      b.factorsOf(op.getIndices(), [](int64_t) { return FactorKind::Reduction; });
+  SmallVector<unsigned> grad(ArrayRef<unsigned>(result).take_front(axis));
+  grad.append(indices);
+  grad.append(result.begin() + axis + 1, result.end());
+  b.rule.operands = {RuleBuilder::tensor(grad), RuleBuilder::tensor(indices)};
+  b.rule.results = {RuleBuilder::tensor(result)};
+  return b.rule;
+}
+
 #define MERAK_SHARDING_OPS(X)                                                  \
   MERAK_SHARDING_ELEMENTWISE_OPS(X)                                            \
   X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp)         \
   X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp) X(ReduceMinOp) X(ReduceProdOp) \
   X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
-  X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)
+  X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \
+  X(Conv2DOp) X(Conv2DBackwardDataOp) X(MaxPool2DOp) X(AvgPool2DOp)            \
+  X(BatchNormOp) X(GatherElementsOp) X(GatherGradOp)
 
 template <typename OpTy>
 struct ShardingModel

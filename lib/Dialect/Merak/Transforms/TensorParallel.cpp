@@ -168,6 +168,8 @@ struct Walk {
         failedRegions[root(s.seed)] = blocks;
       return failure();
     }
+    if (kind == FactorKind::Combined) // a mean or max over the split axis
+      return failure();
     SmallVector<ParamShard> newParams;
     for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands)) {
       auto where = rule->find(factors, *fs);

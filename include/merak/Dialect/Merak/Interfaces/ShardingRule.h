@@ -9,6 +9,11 @@
 //  - reduction: it appears in operands only and is summed over (a
 //    contraction's K, reduce_sum's axes); splitting it leaves every rank a
 //    partial sum of the results;
+//  - combined: it appears in operands only and is reduced over by something
+//    other than a sum (reduce_mean/max/min/prod, argmax, a mean loss);
+//    splitting it leaves every rank the reduction of its own part, which
+//    only a data split (the batch, whose rows are independent samples) may
+//    keep as it is;
 //  - replicated: it cannot be split (a softmax's axis, a layer norm's
 //    normalised dimensions, a slice's sliced dimension).
 // A broadcast dimension of size 1 has no factor. The passes that split
@@ -27,7 +32,7 @@
 
 namespace mlir::merak {
 
-enum class FactorKind { Parallel, Reduction, Replicated };
+enum class FactorKind { Parallel, Reduction, Combined, Replicated };
 
 struct ShardingRule {
   struct Factor {

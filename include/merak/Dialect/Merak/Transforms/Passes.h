@@ -7,7 +7,16 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
 namespace mlir::merak {
+
+/// The inputs whose leading dimension merak-split-batch splits: the token
+/// ids (the first rank-2 integer argument of `fn`), or without them every
+/// argument, when all share a leading dimension (empty otherwise).
+SmallVector<BlockArgument> batchInputs(func::FuncOp fn);
 
 #define GEN_PASS_DECL
 #include "merak/Dialect/Merak/Transforms/Passes.h.inc"

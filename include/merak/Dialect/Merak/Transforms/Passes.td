@@ -93,6 +93,59 @@ def MerakRecordIndexLimits : Pass<"merak-record-index-limits", "mlir::ModuleOp">
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakSplitBatch : Pass<"merak-split-batch", "mlir::ModuleOp"> {
+  let summary = "[training] Splits the batch into `parts` by propagation: the "
+                "per-rank, per-micro-batch model";
+  let description = [{
+    Data parallelism and micro-batching run the model on a part of the
+    batch. This pass makes the model function `entry` (the imported
+    `@forward`, before merak-attach-loss) compute one part: 1/`parts` of the
+    rows of every input that carries the batch. It needs nothing from the
+    exporter: a static-batch export, whose Reshape targets and masks spell
+    the batch as a number, splits as a dynamic one does.
+
+    The batch inputs are the token ids (the first rank-2 integer input), or
+    without them every input, which must share a leading dimension; their
+    dimension 0 is split, rank r holding rows [r b, (r+1) b) with b =
+    batch / parts. The split then follows every value in program order
+    through the op's sharding rule (ShardingRuleOpInterface, as in
+    merak-tensor-parallel; the batch may sit inside a dimension, e.g. the
+    batch-major or sequence-major [B*H] of heads folded into the batch):
+    - a parallel factor (elementwise ops, matmul, reshape, transpose,
+      attention, convolutions, ...) splits the results alike;
+    - a reduction or combined factor (a sum, mean or max over the batch; a
+      mean loss) leaves every part its own reduction, as PyTorch's
+      DistributedDataParallel computes one replica's loss; merak-data-
+      parallel and the micro-batch accumulation then average the gradients;
+    - a replicated factor kept by the results (a softmax over the batch
+      axis, batch normalisation's statistics) is computed per part, as DDP
+      does without SyncBatchNorm;
+    - an operand that meets a split value but does not derive from the
+      inputs (a constant mask [B, 1, T, T], a broadcast of position ids to
+      [B, T], ConstantOfShape) is computed again at the local size: a
+      constant keeps its first part when every part is equal, other ops are
+      cloned on their operands' local versions. Another input that meets the
+      batch is split too (an attention mask).
+    The results, function type and the attributes that spell sizes
+    (`adaptToLocalTypes`: slice limits, split sizes) follow the local types.
+
+    Errors name the op: a batch that does not divide into `parts` (per
+    block); an op without a sharding rule that a split value reaches; a
+    slice, gather or concatenation along the batch (the part would need
+    other ranks' rows); a batch inside a reshape that does not keep it as a
+    whole factor (e.g. [B, T] to [T, B] as a flat reshape); two operands
+    carrying the batch in different dimensions; a parameter or a constant
+    that differs along the batch meeting it.
+  }];
+  let options = [
+    Option<"parts", "parts", "int64_t", /*default=*/"1",
+           "Parts of the batch: data-parallel ranks x micro-batches">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function to split">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "[training] Megatron-LM tensor parallelism, found by graph structure";
   let description = [{

@@ -1,0 +1,96 @@
+// RUN: merak-opt %s -split-input-file -merak-split-batch=parts=2 | FileCheck %s
+
+// A static-batch export (batch 4, sequence 3, width 8, 2 heads): the token
+// ids split, the batch followed through the lookup, the head reshapes and
+// transposes, a flattening of batch and sequence into rows and back, and
+// the Reshape targets that spelled 4 now spell 2. A causal mask built
+// for the whole batch (equal in every part) keeps part 0; position ids
+// broadcast to [4, 3] are broadcast to [2, 3]; the mean stays a scalar
+// (each part's mean, as DDP computes one replica's loss).
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[IDS:[a-z0-9]+]]: tensor<2x3xi64> {merak.name = "input_ids"}) -> (tensor<2x3x8xf32>, tensor<f32>)
+// CHECK: %[[POS:.*]] = merak.constant dense<{{\[\[}}0, 1, 2{{\]\]}}> : tensor<1x3xi64>
+// CHECK: merak.broadcast %[[POS]] : tensor<1x3xi64> to tensor<2x3xi64>
+// CHECK: merak.gather %{{.*}}[%[[IDS]]] axis = 0 : tensor<16x8xf32>, tensor<2x3xi64> -> tensor<2x3x8xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<2x3x8xf32> to tensor<2x3x2x4xf32>
+// CHECK: merak.transpose %{{.*}} perm = [0, 2, 1, 3] : tensor<2x3x2x4xf32> to tensor<2x2x3x4xf32>
+// CHECK: merak.constant dense<{{.*}}> : tensor<2x1x3x3xf32>
+// CHECK: merak.add %{{.*}}, %{{.*}} : tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<2x2x3x3xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<2x3x8xf32> to tensor<6x8xf32>
+// CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<6x8xf32>, tensor<8x8xf32> -> tensor<6x8xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<6x8xf32> to tensor<2x3x8xf32>
+// CHECK: merak.reduce_mean %{{.*}} axes = [0, 1, 2] : tensor<2x3x8xf32> -> tensor<f32>
+merak.param @wte : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @wpe : tensor<3x8xf32> = dense<0.25> : tensor<3x8xf32>
+merak.param @w : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+func.func @forward(%ids: tensor<4x3xi64> {merak.name = "input_ids"}) -> (tensor<4x3x8xf32>, tensor<f32>) {
+  %pos0 = merak.constant dense<[[0, 1, 2]]> : tensor<1x3xi64>
+  %pos = merak.broadcast %pos0 : tensor<1x3xi64> to tensor<4x3xi64>
+  %wte = merak.get_param @wte : tensor<16x8xf32>
+  %wpe = merak.get_param @wpe : tensor<3x8xf32>
+  %tok = merak.gather %wte[%ids] axis = 0 : tensor<16x8xf32>, tensor<4x3xi64> -> tensor<4x3x8xf32>
+  %p = merak.gather %wpe[%pos] axis = 0 : tensor<3x8xf32>, tensor<4x3xi64> -> tensor<4x3x8xf32>
+  %x = merak.add %tok, %p : tensor<4x3x8xf32>, tensor<4x3x8xf32>
+  %h = merak.reshape %x : tensor<4x3x8xf32> to tensor<4x3x2x4xf32>
+  %q = merak.transpose %h perm = [0, 2, 1, 3] : tensor<4x3x2x4xf32> to tensor<4x2x3x4xf32>
+  %k = merak.transpose %h perm = [0, 2, 3, 1] : tensor<4x3x2x4xf32> to tensor<4x2x4x3xf32>
+  %s = merak.matmul %q, %k : tensor<4x2x3x4xf32>, tensor<4x2x4x3xf32> -> tensor<4x2x3x3xf32>
+  %mask = merak.constant dense<[[[[0.0, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0]]], [[[0.0, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0]]], [[[0.0, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0]]], [[[0.0, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0]]]]> : tensor<4x1x3x3xf32>
+  %m = merak.add %s, %mask : tensor<4x2x3x3xf32>, tensor<4x1x3x3xf32>
+  %a = merak.softmax %m axis = 3 : tensor<4x2x3x3xf32>
+  %rows = merak.reshape %x : tensor<4x3x8xf32> to tensor<12x8xf32>
+  %w = merak.get_param @w : tensor<8x8xf32>
+  %y = merak.matmul %rows, %w : tensor<12x8xf32>, tensor<8x8xf32> -> tensor<12x8xf32>
+  %out = merak.reshape %y : tensor<12x8xf32> to tensor<4x3x8xf32>
+  %mean = merak.reduce_mean %out axes = [0, 1, 2] : tensor<4x3x8xf32> -> tensor<f32>
+  return %out, %mean : tensor<4x3x8xf32>, tensor<f32>
+}
+
+// -----
+
+// Sequence-major attention as nn.MultiheadAttention exports it: [T, B, C]
+// with the heads folded into the batch ([T, B*H, D]: the batch is the major
+// factor of dimension 1) and the rows flattened sequence-major ([T*B, C]:
+// the batch is split in each of T blocks). An attention mask input that
+// meets the batch is split too.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%{{.*}}: tensor<2x3xi64> {merak.name = "ids"}, %{{.*}}: tensor<2x3xf32> {merak.name = "mask"}) -> tensor<3x2x8xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<3x2x8xf32> to tensor<3x4x4xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<3x4x4xf32> to tensor<6x8xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<6x8xf32> to tensor<3x2x8xf32>
+// CHECK: merak.transpose %{{.*}} perm = [1, 0] : tensor<2x3xf32> to tensor<3x2xf32>
+merak.param @wte : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+func.func @forward(%ids: tensor<4x3xi64> {merak.name = "ids"}, %mask: tensor<4x3xf32> {merak.name = "mask"}) -> tensor<3x4x8xf32> {
+  %wte = merak.get_param @wte : tensor<16x8xf32>
+  %t = merak.transpose %ids perm = [1, 0] : tensor<4x3xi64> to tensor<3x4xi64>
+  %x = merak.gather %wte[%t] axis = 0 : tensor<16x8xf32>, tensor<3x4xi64> -> tensor<3x4x8xf32>
+  %h = merak.reshape %x : tensor<3x4x8xf32> to tensor<3x8x4xf32>
+  %r = merak.reshape %h : tensor<3x8x4xf32> to tensor<12x8xf32>
+  %y = merak.reshape %r : tensor<12x8xf32> to tensor<3x4x8xf32>
+  %mt = merak.transpose %mask perm = [1, 0] : tensor<4x3xf32> to tensor<3x4xf32>
+  %m = merak.reshape %mt : tensor<3x4xf32> to tensor<3x4x1xf32>
+  %z = merak.mul %y, %m : tensor<3x4x8xf32>, tensor<3x4x1xf32>
+  return %z : tensor<3x4x8xf32>
+}
+
+// -----
+
+// A CNN without token ids: the images split; convolution, batch
+// normalisation (each part's statistics, as DDP without SyncBatchNorm) and
+// pooling follow the batch.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%{{.*}}: tensor<2x1x4x4xf32> {merak.name = "image"}) -> tensor<2x2x2x2xf32>
+// CHECK: merak.conv2d {{.*}} -> tensor<2x2x4x4xf32>
+// CHECK: merak.batch_norm {{.*}} -> tensor<2x2x4x4xf32>
+// CHECK: merak.max_pool2d {{.*}} : tensor<2x2x4x4xf32> -> tensor<2x2x2x2xf32>
+merak.param @k : tensor<2x1x3x3xf32> = dense<0.5> : tensor<2x1x3x3xf32>
+merak.param @c : tensor<2xf32> = dense<1.0> : tensor<2xf32>
+func.func @forward(%x: tensor<4x1x4x4xf32> {merak.name = "image"}) -> tensor<4x2x2x2xf32> {
+  %k = merak.get_param @k : tensor<2x1x3x3xf32>
+  %c = merak.get_param @c : tensor<2xf32>
+  %y = merak.conv2d %x, %k bias %c strides = [1, 1] padding = [1, 1, 1, 1] dilations = [1, 1] groups = 1 : (tensor<4x1x4x4xf32>, tensor<2x1x3x3xf32>, tensor<2xf32>) -> tensor<4x2x4x4xf32>
+  %n = merak.batch_norm %y, %c, %c, %c, %c epsilon = 1.0e-5 {training} : (tensor<4x2x4x4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2x4x4xf32>
+  %p = merak.max_pool2d %n kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : tensor<4x2x4x4xf32> -> tensor<4x2x2x2xf32>
+  return %p : tensor<4x2x2x2xf32>
+}
