@@ -84,12 +84,13 @@ def is_causal_mask(name):
 
 def param_rel_err(name, got, want):
     """Norm-wise relative error of a parameter. The key third of a GPT
-    attention's QKV bias (`attn.c_attn.bias`) adds the same q.b_k to every
+    attention's QKV bias (`attn.c_attn.bias`; nn.MultiheadAttention's
+    `self_attn.in_proj_bias`) adds the same q.b_k to every
     score of a row, which softmax ignores: its exact gradient is zero, and
     AdamW turns each program's rounding noise into lr-sized steps of
     arbitrary sign, so only its query and value parts are compared."""
     got, want = got.astype(np.float64), want.astype(np.float64)
-    if name.endswith("attn.c_attn.bias"):
+    if name.endswith(("attn.c_attn.bias", "self_attn.in_proj_bias")):
         c = want.shape[0] // 3
         want = np.concatenate([want[:c], want[2 * c:]])
         got = np.concatenate([got[:c], got[2 * c:]])
