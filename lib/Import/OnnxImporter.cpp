@@ -302,8 +302,7 @@ FailureOr<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto 
                            Twine(given.size()) + " but the input has rank " +
                            Twine(shape.size()));
     for (size_t d = 0; tt.has_shape() && d < shape.size(); ++d)
-      if (shape[d] != ShapedType::kDynamic && shape[d] != given[d] &&
-          !options.overrideStaticDims)
+      if (shape[d] != ShapedType::kDynamic && shape[d] != given[d])
         return fail(loc, "--input-shape for '" + in.name() + "' gives dimension " +
                              Twine(d) + " = " + Twine(given[d]) +
                              " but the model fixes it to " + Twine(shape[d]));
@@ -399,7 +398,7 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func, ArrayRef<Type> arg
       auto vt = cast<RankedTensorType>(v.getType());
       Type et = convertDataType(ctx, tt.elem_type());
       bool bad = tt.elem_type() != 0 && et != vt.getElementType();
-      if (tt.has_shape() && !options.overrideStaticDims) {
+      if (tt.has_shape()) {
         bad |= tt.shape().dim_size() != vt.getRank();
         for (int d = 0; !bad && d < tt.shape().dim_size(); ++d)
           bad = tt.shape().dim(d).has_dim_value() &&
@@ -472,7 +471,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       return (void)fail(fileLoc, "--bind-constant names '" + kv.getKey() +
                                "', which is not a graph input"),
              nullptr;
-  if (options.batchSize > 0 && !batchBound && !options.overrideStaticDims)
+  if (options.batchSize > 0 && !batchBound)
     return (void)fail(fileLoc, "--batch-size " + Twine(options.batchSize) +
                                    ": no graph input has a dynamic leading (batch) "
                                    "dimension left to bind (the model was exported with a "

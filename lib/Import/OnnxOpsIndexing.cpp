@@ -150,9 +150,38 @@ FailureOr<bool> scatterReduction(NodeContext &n) {
   return n.unsupported("reduction '" + red + "'");
 }
 
-/// result = where(src >= 0, updates[src], data) over the flattened data,
-/// with src computed here from the compile-time flat positions `pos` of
-/// the updates (in their row-major order; out-of-range positions refused).
+/// The most leading dimensions of data (at most rank - 1) over which the
+/// scatter at flat positions `pos` is the same in every slice: update u
+/// lands in slice u / (U / outer), at the position within its slice that
+/// update u mod (U / outer) has in slice 0. 0 when none.
+int64_t sliceLocalDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> pos) {
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  for (int64_t lead = (int64_t)shape.size() - 1; lead >= 1; --lead) {
+    int64_t outer = 1;
+    for (int64_t d = 0; d < lead; ++d)
+      outer *= shape[d];
+    int64_t inner = total / outer, count = pos.size();
+    if (outer <= 1 || count % outer != 0)
+      continue;
+    int64_t per = count / outer;
+    bool local = true;
+    for (int64_t u = 0; local && u < count; ++u)
+      local = pos[u] >= 0 && pos[u] < total && pos[u] / inner == u / per &&
+              pos[u] % inner == pos[u % per] % inner;
+    if (local)
+      return lead;
+  }
+  return 0;
+}
+
+/// result = where(set, updates[src], data) with src and set computed here
+/// from the compile-time flat positions `pos` of the updates (in their
+/// row-major order; out-of-range positions refused). Where the scatter is
+/// the same in every slice of the leading dimensions (T5's decoder ids
+/// shifted right in every row), the map covers one slice and the gather
+/// runs along the slice, so the leading (batch) rows stay independent.
 LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
   auto data = n.inputType(0);
   int64_t total = data.getNumElements();
@@ -160,19 +189,24 @@ LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
     return n.error("data of " + Twine(total) + " elements is too large for a "
                    "compile-time scatter map (limit " +
                    Twine(kMaxMaterialisedElements) + ")");
-  auto i64 = n.builder().getI64Type();
-  HostTensor src(withElement({total}, i64)), isSet(withElement({total}, n.builder().getI1Type()));
-  std::fill(src.i().begin(), src.i().end(), 0);
-  for (auto [u, p] : llvm::enumerate(pos)) {
+  for (int64_t p : pos)
     if (p < 0 || p >= total)
       return n.error("an index is out of range of data's shape");
-    src.i()[p] = u;
-    isSet.i()[p] = 1;
+  int64_t outer = 1;
+  for (int64_t d = 0, lead = sliceLocalDims(data.getShape(), pos); d < lead; ++d)
+    outer *= data.getDimSize(d);
+  int64_t inner = total / outer, per = (int64_t)pos.size() / outer;
+  auto i64 = n.builder().getI64Type();
+  HostTensor src(withElement({inner}, i64)), isSet(withElement({inner}, n.builder().getI1Type()));
+  std::fill(src.i().begin(), src.i().end(), 0);
+  for (int64_t u = 0; u < per; ++u) {
+    src.i()[pos[u] % inner] = u;
+    isSet.i()[pos[u] % inner] = 1;
   }
-  Value upd = n.reshape(n.input(2), {(int64_t)pos.size()});
-  Value picked = n.create<GatherOp>(upd, n.constant(src), 0);
-  Value flat = n.reshape(n.input(0), {total});
-  Value out = n.create<WhereOp>(n.constant(isSet), picked, flat);
+  Value upd = n.reshape(n.input(2), {outer, per});
+  Value picked = n.create<GatherOp>(upd, n.constant(src), 1);
+  Value rows = n.reshape(n.input(0), {outer, inner});
+  Value out = n.create<WhereOp>(n.constant(isSet), picked, rows);
   n.setOutputs(n.reshape(out, data.getShape()));
   return success();
 }

@@ -2,7 +2,7 @@
 
 // A slice of the first row: a part would need another part's rows.
 func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<1x3xf32> {
-  // expected-error @+1 {{merak-split-batch: selects along the batch (dimension 0 of operand #0): a part of the batch would need the rows of others}}
+  // expected-error @+1 {{merak-split-batch: 'merak.slice': selects along the batch (dimension 0 of operand #0): a part of the batch would need the rows of others}}
   %y = merak.slice %x starts = [0, 0] limits = [1, 3] strides = [1, 1] : tensor<4x3xf32> to tensor<1x3xf32>
   return %y : tensor<1x3xf32>
 }
@@ -11,7 +11,7 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<1x3xf32> {
 
 // A flat reshape of [B, T] to [T, B]: the batch does not stay a whole factor.
 func.func @forward(%x: tensor<4x6xf32> {merak.name = "x"}) -> tensor<6x4xf32> {
-  // expected-error @+1 {{merak-split-batch: operand #0 carries the batch, and this op has no sharding rule for these shapes (a reshape that mixes the batch with other axes)}}
+  // expected-error @+1 {{merak-split-batch: 'merak.reshape': operand #0 carries the batch, and this op has no sharding rule for these shapes (a reshape that mixes the batch with other axes)}}
   %y = merak.reshape %x : tensor<4x6xf32> to tensor<6x4xf32>
   return %y : tensor<6x4xf32>
 }
@@ -22,7 +22,7 @@ func.func @forward(%x: tensor<4x6xf32> {merak.name = "x"}) -> tensor<6x4xf32> {
 merak.param @p : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
 func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
   %p = merak.get_param @p : tensor<4x3xf32>
-  // expected-error @+1 {{merak-split-batch: meets the batch with the parameter 'p'}}
+  // expected-error @+1 {{merak-split-batch: 'merak.add': meets the batch with the parameter 'p'}}
   %y = merak.add %x, %p : tensor<4x3xf32>, tensor<4x3xf32>
   return %y : tensor<4x3xf32>
 }
@@ -32,7 +32,7 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
 // A constant whose rows differ along the batch.
 func.func @forward(%x: tensor<4x2xf32> {merak.name = "x"}) -> tensor<4x2xf32> {
   %c = merak.constant dense<[[1.0], [2.0], [3.0], [4.0]]> : tensor<4x1xf32>
-  // expected-error @+1 {{merak-split-batch: meets the batch with a constant whose parts along dimension 0 differ}}
+  // expected-error @+1 {{merak-split-batch: 'merak.mul': meets the batch with a constant whose parts along dimension 0 differ}}
   %y = merak.mul %x, %c : tensor<4x2xf32>, tensor<4x1xf32>
   return %y : tensor<4x2xf32>
 }
@@ -41,7 +41,7 @@ func.func @forward(%x: tensor<4x2xf32> {merak.name = "x"}) -> tensor<4x2xf32> {
 
 // An op without a sharding rule.
 func.func @forward(%x: tensor<4x2xf32> {merak.name = "x"}) -> tensor<4x2xf32> {
-  // expected-error @+1 {{merak-split-batch: operand #0 carries the batch, and this op has no sharding rule to follow it}}
+  // expected-error @+1 {{merak-split-batch: 'merak.all_reduce': operand #0 carries the batch, and this op has no sharding rule to follow it}}
   %y = merak.all_reduce %x group = "dp" reduction = "sum" : tensor<4x2xf32> -> tensor<4x2xf32>
   return %y : tensor<4x2xf32>
 }
@@ -61,7 +61,7 @@ func.func @forward(%x: tensor<3x2xf32> {merak.name = "x"}) -> tensor<3x2xf32> {
 // of the flat [12], which are not whole rows of [3, 4].
 func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<3x4xf32> {
   %a = merak.reshape %x : tensor<4x3xf32> to tensor<12xf32>
-  // expected-error @+1 {{merak-split-batch: dimension 0 of this result (size 3) does not divide into 2 parts}}
+  // expected-error @+1 {{merak-split-batch: 'merak.reshape': dimension 0 of this result (size 3) does not divide into 2 parts}}
   %b = merak.reshape %a : tensor<12xf32> to tensor<3x4xf32>
   return %b : tensor<3x4xf32>
 }
@@ -71,7 +71,7 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<3x4xf32> {
 // The batch of two inputs meets crosswise (an outer product over the batch).
 func.func @forward(%x: tensor<4xf32> {merak.name = "x"}, %y: tensor<4xf32> {merak.name = "y"}) -> tensor<4x4xf32> {
   %a = merak.reshape %x : tensor<4xf32> to tensor<4x1xf32>
-  // expected-error @+1 {{merak-split-batch: operands #0 and #1 carry the batch in different dimensions}}
+  // expected-error @+1 {{merak-split-batch: 'merak.mul': operands #0 and #1 carry the batch in different dimensions}}
   %b = merak.mul %a, %y : tensor<4x1xf32>, tensor<4xf32>
   return %b : tensor<4x4xf32>
 }

@@ -6,7 +6,7 @@ Run with the project venv's Python (nothing is downloaded):
 
     $(scripts/venv-path.sh)/bin/python test/zoo/zoo.py --bin BUILD/bin --workdir DIR
         [--models gpt2,llama,...] [--exporters ts17,dynamo18,dynamo20,dynamo23]
-        [--checks abc] [--parallel] [--attention]
+        [--checks abc] [--parallel] [--attention] [--static-batch]
         [--write-table docs/models.md] [--expect-table docs/models.md]
 
 Every transformer has 2 layers, width 64, 4 heads, a vocabulary of 128,
@@ -16,7 +16,11 @@ torchvision's, whole (10 classes, zero_init_residual), on 3x64x64 images,
 batch 2, BatchNorm in training mode. Exporters: TorchScript at opset 17
 (ts17: dynamo=False, training mode, no constant folding) and dynamo at
 opsets 18, 20 and 23 (dynamoN: optimize=False; merak refuses optimised
-exports), all with a dynamic batch axis. Every initializer that is not a
+exports), all with a dynamic batch axis; with --static-batch without one,
+as torch.onnx.export(model, (x,), path) writes by default (the batch baked
+into the graph: a second static export at batch 8 serves (d), whose batch
+merak-split-batch splits). A model that exports only with a static batch
+is taken so too. Every initializer that is not a
 trainable parameter of the module is passed as --frozen. The cells of a row:
   export  the exporter's error, if it failed;
   a       merak-compile --compile-to=import;
@@ -341,11 +345,24 @@ class Row:
         self.dir = os.path.join(zoo.work, model_name, exporter)
         self.onnx = os.path.join(self.dir, "model.onnx")
         self.cells, self.notes = {}, {}
-        self.static = None  # the dynamic-batch export's error, when only a static one worked
+        # Why the export is static (--static-batch, or the dynamic-batch
+        # export's error); None for a dynamic batch.
+        self.static = "--static-batch" if zoo.static_batch else None
         os.makedirs(self.dir, exist_ok=True)
 
+    def onnx_for(self, batch):
+        """The export of batch `batch` (a static one per batch)."""
+        if not self.static or batch == B:
+            return self.onnx
+        path = os.path.join(self.dir, "model-b%d.onnx" % batch)
+        if not os.path.exists(path):
+            example = self.example.new_zeros((batch,) + tuple(self.example.shape[1:]))
+            export(self.module, example, path, self.exporter, dynamic=False)
+            self.module.load_state_dict(self.state)
+        return path
+
     def compile_cmd(self, batch, *flags):
-        cmd = [os.path.join(self.zoo.bin, "merak-compile"), self.onnx]
+        cmd = [os.path.join(self.zoo.bin, "merak-compile"), self.onnx_for(batch)]
         if not self.static:
             cmd += ["--input-shape", "%s=%s" % (input_name(self.name), self.shape(batch))]
         for f in self.frozen:
@@ -366,17 +383,20 @@ class Row:
     def do_export(self):
         self.module, self.example = build(self.name)
         self.state = copy.deepcopy(self.module.state_dict())
-        try:
-            export(self.module, self.example, self.onnx, self.exporter)
-        except Exception as e:  # noqa: BLE001  (the exporter's error is the cell)
-            # A static batch may still export: (a)-(c) run on it, (d) cannot.
-            self.static = "dynamic batch: " + exporter_error(e)
-            self.module.load_state_dict(self.state)
+        if self.static:
+            export(self.module, self.example, self.onnx, self.exporter, dynamic=False)
+        else:
             try:
-                export(self.module, self.example, self.onnx, self.exporter, dynamic=False)
-            except Exception as e2:  # noqa: BLE001
-                raise Failure(exporter_error(e2))
-            self.cells["export"] = "static batch only; " + self.static
+                export(self.module, self.example, self.onnx, self.exporter)
+            except Exception as e:  # noqa: BLE001  (the exporter's error is the cell)
+                # A static batch may still export.
+                self.static = "dynamic batch: " + exporter_error(e)
+                self.module.load_state_dict(self.state)
+                try:
+                    export(self.module, self.example, self.onnx, self.exporter, dynamic=False)
+                except Exception as e2:  # noqa: BLE001
+                    raise Failure(exporter_error(e2))
+                self.cells["export"] = "static batch only; " + self.static
         self.module.load_state_dict(self.state)
         self.frozen = non_parameter_initializers(self.onnx, self.module)
         return "%d frozen initializers" % len(self.frozen)
@@ -446,8 +466,6 @@ class Row:
         return note
 
     def do_d(self):
-        if self.static:
-            raise Failure("not run: static-batch export (%s)" % self.static)
         sgd = ["--optimizer", "sgd", "--opt", "lr=0.02", "--opt", "momentum=0.9"]
         serial = self.train(PAR_B, "sgd-serial", sgd)
 
@@ -578,6 +596,7 @@ class Zoo:
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self._images = {}
         self.references = {}  # model -> reference()'s losses
+        self.static_batch = False  # --static-batch
 
     def images(self, size):
         """(images, labels) of side `size`: a random pattern per class plus
@@ -605,10 +624,20 @@ def cell_text(text):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def read_table(path):
+def table_markers(static):
+    """The comments around the dynamic-batch table or the --static-batch one."""
+    kind = "zoo static-batch table" if static else "zoo table"
+    return "<!-- %s begin -->" % kind, "<!-- %s end -->" % kind
+
+
+def read_table(path, static=False):
     """{(model, exporter): {column: cell}} from a table written by write_table."""
     rows, header = {}, None
-    for line in open(path, encoding="utf-8"):
+    doc = open(path, encoding="utf-8").read()
+    start, end = table_markers(static)
+    if start in doc and end in doc:
+        doc = doc[doc.index(start):doc.index(end)]
+    for line in doc.splitlines():
         if not line.startswith("|"):
             header = None if not line.strip() else header
             continue
@@ -624,7 +653,7 @@ def read_table(path):
     return rows
 
 
-def write_table(path, rows, seconds):
+def write_table(path, rows, seconds, static=False):
     import onnx
     import onnxruntime
     import torchvision
@@ -647,7 +676,7 @@ def write_table(path, rows, seconds):
             TITLES[r.name], r.name, r.exporter,
             " | ".join(cell_text(r.cells.get(c, NOT_RUN)) for c in cols)))
     doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    start, end = "<!-- zoo table begin -->", "<!-- zoo table end -->"
+    start, end = table_markers(static)
     table = start + "\n" + "\n".join(lines) + "\n" + end
     if start in doc and end in doc:
         doc = doc[:doc.index(start)] + table + doc[doc.index(end) + len(end):]
@@ -667,6 +696,9 @@ def main():
     ap.add_argument("--parallel", action="store_true", help="also (d): dp2 tp2 pp2 m4")
     ap.add_argument("--attention", action="store_true",
                     help="also count the emitted attention( calls")
+    ap.add_argument("--static-batch", action="store_true",
+                    help="export without a dynamic batch axis (a second export at batch %d "
+                         "for (d))" % PAR_B)
     ap.add_argument("--write-table", metavar="MD")
     ap.add_argument("--expect-table", metavar="MD",
                     help="fail when a cell documented as %s is not %s now" % (OK, OK))
@@ -675,7 +707,8 @@ def main():
     checks = list(args.checks) + (["d"] if args.parallel else []) + \
         (["attention"] if args.attention else [])
     zoo = Zoo(os.path.abspath(args.bin), os.path.abspath(args.workdir))
-    expected = read_table(args.expect_table) if args.expect_table else {}
+    zoo.static_batch = args.static_batch
+    expected = read_table(args.expect_table, args.static_batch) if args.expect_table else {}
     start, rows, passed, failed = time.time(), [], 0, 0
     for m in args.models.split(","):
         for e in args.exporters.split(","):
@@ -706,7 +739,7 @@ def main():
             sys.stdout.flush()
     seconds = time.time() - start
     if args.write_table:
-        write_table(args.write_table, rows, seconds)
+        write_table(args.write_table, rows, seconds, args.static_batch)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"model": r.name, "exporter": r.exporter, "cells": r.cells,

@@ -13,9 +13,6 @@ struct ImportOptions {
   /// Static shapes for graph inputs (`--input-shape NAME=8x128`); they bind
   /// dynamic dimensions and must agree with the static ones.
   llvm::StringMap<SmallVector<int64_t>> inputShapes;
-  /// Let inputShapes change static dimensions too (data parallelism imports
-  /// the per-rank batch); declared output shapes are then not enforced.
-  bool overrideStaticDims = false;
   /// `--batch-size N`: binds the dynamic leading dimension of every graph
   /// input that inputShapes does not bind (0: unset). At least one input
   /// must have a dynamic leading dimension.

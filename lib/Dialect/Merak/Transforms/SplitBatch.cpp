@@ -122,8 +122,10 @@ private:
   /// An input that met the batch (the analysis restarts with it split).
   BlockArgument demanded;
 
+  /// An error at `op` naming it (imported ops carry the graph's location,
+  /// not the node's).
   InFlightDiagnostic error(Operation *op) {
-    return op->emitError("merak-split-batch: ");
+    return op->emitError("merak-split-batch: '") << op->getName() << "': ";
   }
 
   LogicalResult analyse() {
