@@ -28,6 +28,8 @@ std::string planName(const PlanCandidate &c) {
   s += " recompute " + c.recompute;
   if (c.overlap)
     s += " +overlap";
+  if (c.zero)
+    s += " +zero";
   return s;
 }
 
@@ -40,6 +42,7 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"virtual_stages", c.virtualStages},
                  {"recompute", c.recompute},
                  {"overlap", c.overlap},
+                 {"zero", c.zero},
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};
@@ -144,6 +147,7 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   planned.schedule = c.schedule;
   planned.virtualStages = c.virtualStages;
   planned.recompute = c.recompute;
+  planned.zero = c.zero ? 1 : 0;
   if (c.overlap && c.tp > 1)
     planned.tpOverlap = "sub-pipeline";
   if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())
@@ -163,6 +167,7 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   }
   log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
       << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
-      << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap << "\n";
+      << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap
+      << " --zero " << planned.zero << "\n";
   return std::nullopt;
 }

@@ -99,6 +99,8 @@ struct Group {
   std::map<std::string, CollectiveTraffic> fwdTraffic, bwdTraffic, updTraffic;
   double fixedBytes = 0, arena = 0, stashInputs = 0, stashAll = 0, stashAttention = 0;
   double gradBytes = 0, actOut = 0;
+  /// Optimizer state (AdamW's moments): what ZeRO-1 splits over dp.
+  double stateBytes = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -144,7 +146,11 @@ struct Planner {
   const CompileOptions &opts;
   DeviceProfile profile;
   double memory = 0;
-  bool runtimeOnly = false, megatron = false, batchSplits = true;
+  bool runtimeOnly = false, batchSplits = true;
+  /// --planner-space megatron (the fixed hand policy) or megatron-best
+  /// (Megatron-LM's own knobs, searched): layers split uniformly, no
+  /// merak-only schedule or recomputation policy.
+  bool megatron = false, megatronBest = false;
   int64_t devices = 1, batch = 1;
   std::map<int64_t, Probe> probes;
   std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> groupings;
@@ -176,7 +182,7 @@ struct Planner {
     auto it = groupings.find(key);
     if (it == groupings.end()) {
       std::vector<int64_t> starts;
-      if (megatron) {
+      if (megatron || megatronBest) {
         // Megatron-LM: the same number of fine stages (half-layers) per stage.
         for (int64_t k = 0; k <= g; ++k)
           starts.push_back((k * n + g / 2) / g);
@@ -213,6 +219,7 @@ struct Planner {
         add(gr.updTraffic, s.costs.update, 1.0);
         gr.fixedBytes += s.costs.paramBytes + s.costs.stateBytes + s.costs.accumulatorBytes;
         gr.gradBytes += s.costs.accumulatorBytes;
+        gr.stateBytes += s.costs.stateBytes;
         // Fragments run one at a time: the largest working set.
         gr.arena = std::max(gr.arena, s.costs.arenaPeakBytes * f);
         gr.stashAll += s.stashAll * f;
@@ -273,7 +280,7 @@ struct Planner {
         for (int64_t ch = 0; ch < v; ++ch) {
           const Group &g = gs[ch * p + s];
           RecomputeCost rc = recomputeCost(pol, g);
-          fixed += g.fixedBytes;
+          fixed += g.fixedBytes - (c.zero ? g.stateBytes * (1.0 - 1.0 / c.dp) : 0.0);
           stash += rc.stashPerMicrobatch / v;
           full += recomputeCost("none", g).stashPerMicrobatch / v;
           working = std::max(working, g.arena + (scp ? 0.0 : rc.rebuilt));
@@ -316,7 +323,9 @@ struct Planner {
       double update = 0, grads = 0, lastBackward = 0;
       for (int64_t ch = 0; ch < v; ++ch) {
         const Group &g = gs[ch * p + s];
-        update += g.updateCompute + collectiveSeconds(g.updTraffic, s, so);
+        // ZeRO-1: each dp rank updates its part (the reduce-scatter and
+        // all-gather move what the all-reduce moved).
+        update += g.updateCompute / (c.zero ? c.dp : 1) + collectiveSeconds(g.updTraffic, s, so);
         grads += g.gradBytes;
       }
       lastBackward = costs.backward[s] + costs.weight[s];
@@ -486,6 +495,11 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
           schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
         } else if (pl.megatron) {
           schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
+        } else if (pl.megatronBest) {
+          // Megatron-LM's 1F1B and its interleaved schedule.
+          schedules.push_back({"1f1b", PipelineScheduleKind::OneFOneB, 1});
+          if (2 * pp <= fine && m % pp == 0)
+            schedules.push_back({"interleaved", PipelineScheduleKind::Interleaved, 2});
         } else {
           // Every schedule runs in the generated program.
           schedules.push_back({"gpipe", PipelineScheduleKind::GPipe, 1});
@@ -502,6 +516,8 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
         SmallVector<StringRef> recomputes;
         if (pl.megatron)
           recomputes.push_back("full");
+        else if (pl.megatronBest)
+          recomputes = {"none", "selective", "full"};
         else
           recomputes = {"none", "selective", "full", "stage-aware"};
         // Overlap as modelled (the dp all-reduce under the backward, half
@@ -516,10 +532,15 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
         SmallVector<bool> overlaps = pl.megatron || !overlapCompiles
                                          ? SmallVector<bool>{false}
                                          : SmallVector<bool>{false, true};
+        // ZeRO-1 (Megatron's distributed optimizer): the optimizer state
+        // and its update split over dp.
+        SmallVector<bool> zeros = pl.megatron || dp == 1 ? SmallVector<bool>{false}
+                                                         : SmallVector<bool>{false, true};
         for (const Sched &sc : schedules) {
           auto program = buildPipelineSchedule(sc.kind, pp, m, sc.v);
           for (StringRef rc : recomputes)
-            for (bool ov : overlaps) {
+            for (bool ov : overlaps)
+              for (bool zero : zeros) {
               // Without recomputation the shifted critical path is 1F1B.
               if (sc.kind == PipelineScheduleKind::ShiftedCriticalPath && rc == "none")
                 continue;
@@ -532,8 +553,9 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
               c.schedule = sc.name;
               c.recompute = rc.str();
               c.overlap = ov;
+              c.zero = zero;
               pl.evaluate(std::move(c), program, sc.kind, all);
-            }
+              }
         }
       }
     }
@@ -601,11 +623,13 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
   Planner pl(opts);
   pl.devices = opts.devices;
   pl.runtimeOnly = runtimeOnly;
-  if (opts.plannerSpace != "auto" && opts.plannerSpace != "megatron") {
-    error = "--planner-space " + opts.plannerSpace + ": expected auto or megatron";
+  if (opts.plannerSpace != "auto" && opts.plannerSpace != "megatron" &&
+      opts.plannerSpace != "megatron-best") {
+    error = "--planner-space " + opts.plannerSpace + ": expected auto, megatron or megatron-best";
     return failure();
   }
   pl.megatron = opts.plannerSpace == "megatron";
+  pl.megatronBest = opts.plannerSpace == "megatron-best";
   pl.profile = placeholderDeviceProfile();
   if (!opts.deviceProfile.empty()) {
     llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);

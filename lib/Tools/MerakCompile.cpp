@@ -230,8 +230,12 @@ struct CommandLine {
                                     "(the fastest simulated plan that fits) and compile it"),
                            cl::value_desc("N"), cl::init(0), cl::cat(cat)};
   cl::opt<std::string> plannerSpace{
-      "planner-space", cl::desc("--devices: 'auto' (default) or 'megatron' (1F1B, full "
-                                "recomputation, uniform layer split, no overlap)"),
+      "planner-space",
+      cl::desc("--devices: 'auto' (default), 'megatron' (Megatron-LM's fixed policy: 1F1B, "
+               "full recomputation, uniform layer split, no overlap) or 'megatron-best' "
+               "(Megatron-LM as an expert configures it: 1F1B or interleaved, no, selective "
+               "or full recomputation, overlapped gradient reduction, the distributed "
+               "optimizer, uniform layer split; searched)"),
       cl::init("auto"), cl::cat(cat)};
   cl::opt<std::string> reportFile{"report-file", cl::desc("Write --report here (default stdout)"),
                                   cl::value_desc("file"), cl::init("-"), cl::cat(cat)};

@@ -114,6 +114,8 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m4-zbh1", "sgd-pp4-m4-zbh1", "sgd-pp4-m4-zbh2", "adamw-pp2-m4-zbh2-rcnone",
           "sgd-pp2-m4-zbh1-rcselective", "adamw-pp2-m2-zbh1-dp2-tp2", "adamw-pp4-m4-scp-rcstage-aware",
           "adamw-pp2-m2-zbh2-dp2-tp2-rcfull",
+          "adamw-pp2-m2-zbh1-dp2-zero", "adamw-pp2-m2-zbh2-dp2-zero", "sgd-pp2-m2-int2-dp2-zero",
+          "adamw-pp2-m2-scp-dp2-zero",
           # Interleaved 1F1B, two chunks per rank.
           "adamw-pp2-m4-int2", "sgd-pp4-m4-int2", "sgd-pp2-m2-int2-dp2-tp2",
           "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective", "adamw-pp2-m2-int2-dp2"]

@@ -37,6 +37,9 @@ struct PlanCandidate {
   /// Data-parallel gradient all-reduce overlapped with the backward and
   /// half of the tensor-parallel communication hidden (modelled only).
   bool overlap = false;
+  /// The optimizer state and its update split over dp (--zero 1; Megatron-LM's
+  /// distributed optimizer).
+  bool zero = false;
   double stepTime = 0, bubble = 0;
   int64_t peakMemory = 0;
   /// Empty when the plan fits; otherwise why it was rejected.
@@ -58,7 +61,7 @@ struct PlannerResult {
   int64_t fineStages = 1;
   std::string profile;
   double memoryPerDevice = 0;
-  /// --planner-space: "auto" or "megatron".
+  /// --planner-space: "auto", "megatron" or "megatron-best".
   std::string space = "auto";
 };
 
