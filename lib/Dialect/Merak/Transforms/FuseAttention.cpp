@@ -39,9 +39,12 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/Support/GlobPattern.h"
-#include <cmath>
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <cmath>
+#include <deque>
+#include <map>
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKFUSEATTENTION
@@ -84,6 +87,14 @@ private:
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
   std::optional<ConstTensor> constantOf(Value v);
+  /// How a constant mask is read: keep where nonzero or where zero (a
+  /// where's condition), or an additive mask (0 keeps, <= kMaskedFill hides).
+  enum class MaskReading { KeepNonzero, KeepZero, Additive };
+  /// What constant `v` read as `reading` lets a [t, s] score matrix see:
+  /// failure when `v` is not a constant, nullopt when it is not a mask the
+  /// kernels apply (memoised per value: every layer's mask is one value).
+  FailureOr<std::optional<MaskKind>> maskOf(Value v, MaskReading reading, int64_t t, int64_t s);
+  std::map<std::tuple<const HostTensor *, int, int64_t, int64_t>, std::optional<MaskKind>> masks;
   // The steps of tryFuse, each peeling one op off the scores (into chain).
   std::optional<MaskKind> peelMask(Value &x, SmallVectorImpl<Operation *> &chain);
   double peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain);
@@ -93,8 +104,18 @@ private:
   /// evaluator within a budget of elements: masks that transformers builds
   /// from the input's shape (ones_like, index functions, comparisons)
   /// larger than the importer's folding limit.
+  /// Values are numbered by structure: a constant or frozen parameter by its
+  /// (uniqued) attribute, an op by its name, attributes, type and its
+  /// operands' values, so that the mask every layer builds alike from the
+  /// same constants is evaluated once.
   const HostTensor *evaluated(Value v, int depth = 0);
-  llvm::DenseMap<Value, std::optional<HostTensor>> evaluatedValues;
+  const HostTensor *evaluatedUncached(Value v, int depth);
+  std::deque<HostTensor> evaluatedStore; // stable addresses
+  llvm::DenseMap<Value, const HostTensor *> evaluatedValues; // null: not constant
+  llvm::DenseMap<Attribute, const HostTensor *> evaluatedAttrs;
+  std::map<std::tuple<const void *, const void *, const void *, std::vector<const HostTensor *>>,
+           const HostTensor *>
+      evaluatedOps;
   int64_t evaluatedElements = 0, evaluatedFlops = 0;
   bool withinWork(Operation *op);
   std::optional<double> splat(Value v) {
@@ -120,43 +141,63 @@ bool AttentionFuser::withinWork(Operation *op) {
 }
 
 const HostTensor *AttentionFuser::evaluated(Value v, int depth) {
+  if (auto it = evaluatedValues.find(v); it != evaluatedValues.end())
+    return it->second;
+  const HostTensor *h = evaluatedUncached(v, depth);
+  evaluatedValues[v] = h;
+  return h;
+}
+
+const HostTensor *AttentionFuser::evaluatedUncached(Value v, int depth) {
   constexpr int kMaxDepth = 64;
   constexpr int64_t kBudget = int64_t(1) << 26; // elements, over one pass
-  if (auto it = evaluatedValues.find(v); it != evaluatedValues.end())
-    return it->second ? &*it->second : nullptr;
-  std::optional<HostTensor> value;
   Operation *def = v.getDefiningOp();
   auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (def && type && depth <= kMaxDepth &&
-      evaluatedElements + type.getNumElements() <= kBudget) {
-    if (auto c = dyn_cast<ConstantOp>(def)) {
-      if (auto h = HostTensor::fromAttr(c.getValue()); succeeded(h))
-        value = std::move(*h);
-    } else if (auto get = dyn_cast<GetParamOp>(def)) {
-      auto param = module.lookupSymbol<ParamOp>(get.getNameAttr());
-      if (param && isFrozen(param.getSymName()))
-        if (auto h = HostTensor::fromAttr(param.getInitialValue()); succeeded(h))
-          value = std::move(*h);
-    } else if (isPure(def) && def->getNumResults() == 1 && def->getNumRegions() == 0 &&
-               withinWork(def)) {
-      SmallVector<const HostTensor *> operands;
-      for (Value operand : def->getOperands())
-        if (const HostTensor *h = evaluated(operand, depth + 1))
-          operands.push_back(h);
-      SmallVector<HostTensor> results;
-      // A probe: an op the evaluator lacks (or an error in it) means "not a
-      // constant", not a diagnostic for the user.
-      ScopedDiagnosticHandler quiet(def->getContext(), [](Diagnostic &) { return success(); });
-      if (operands.size() == def->getNumOperands() &&
-          succeeded(evaluateOp(def, operands, results)) && results.size() == 1)
-        value = std::move(results[0]);
-    }
+  if (!def || !type || depth > kMaxDepth)
+    return nullptr;
+  auto keep = [&](HostTensor t) -> const HostTensor * {
+    evaluatedElements += t.size();
+    evaluatedStore.push_back(std::move(t));
+    return &evaluatedStore.back();
+  };
+  auto fromAttr = [&](ElementsAttr attr) -> const HostTensor * {
+    auto [it, inserted] = evaluatedAttrs.try_emplace(attr, nullptr);
+    if (inserted && evaluatedElements + type.getNumElements() <= kBudget)
+      if (auto h = HostTensor::fromAttr(attr); succeeded(h))
+        it->second = keep(std::move(*h));
+    return it->second;
+  };
+  if (auto c = dyn_cast<ConstantOp>(def))
+    return fromAttr(c.getValue());
+  if (auto get = dyn_cast<GetParamOp>(def)) {
+    auto param = module.lookupSymbol<ParamOp>(get.getNameAttr());
+    return param && isFrozen(param.getSymName()) ? fromAttr(param.getInitialValue()) : nullptr;
   }
-  if (value)
-    evaluatedElements += value->size();
-  auto &slot = evaluatedValues[v];
-  slot = std::move(value);
-  return slot ? &*slot : nullptr;
+  if (!isPure(def) || def->getNumResults() != 1 || def->getNumRegions() != 0)
+    return nullptr;
+  std::vector<const HostTensor *> operands;
+  for (Value operand : def->getOperands()) {
+    const HostTensor *h = evaluated(operand, depth + 1);
+    if (!h)
+      return nullptr;
+    operands.push_back(h);
+  }
+  auto key = std::make_tuple(def->getName().getAsOpaquePointer(),
+                             def->getAttrDictionary().getAsOpaquePointer(),
+                             type.getAsOpaquePointer(), operands);
+  if (auto it = evaluatedOps.find(key); it != evaluatedOps.end())
+    return it->second;
+  const HostTensor *value = nullptr;
+  SmallVector<HostTensor> results;
+  // A probe: an op the evaluator lacks (or an error in it) means "not a
+  // constant", not a diagnostic for the user.
+  ScopedDiagnosticHandler quiet(def->getContext(), [](Diagnostic &) { return success(); });
+  if (evaluatedElements + type.getNumElements() <= kBudget && withinWork(def) &&
+      succeeded(evaluateOp(def, ArrayRef<const HostTensor *>(operands), results)) &&
+      results.size() == 1)
+    value = keep(std::move(results[0]));
+  evaluatedOps[key] = value;
+  return value;
 }
 
 /// The value of `v` when it is computed from constants (`evaluated`), as
@@ -166,9 +207,10 @@ std::optional<ConstTensor> AttentionFuser::constantOf(Value v) {
   if (!h)
     return std::nullopt;
   ConstTensor t{SmallVector<int64_t>(h->getShape()), {}};
-  t.values.reserve(h->size());
-  for (int64_t i = 0; i < h->size(); ++i)
-    t.values.push_back(h->getAsDouble(i));
+  if (h->isFloat())
+    t.values = h->f();
+  else
+    t.values.assign(h->i().begin(), h->i().end());
   return t;
 }
 
@@ -209,7 +251,31 @@ std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s
   return std::nullopt;
 }
 
+/// A fill at or below this hides a score (PyTorch's masks use -inf or the
+/// dtype's minimum; HF's older models -1e4 or -1e9).
 constexpr double kMaskedFill = -1e4;
+
+FailureOr<std::optional<MaskKind>>
+AttentionFuser::maskOf(Value v, MaskReading reading, int64_t t, int64_t s) {
+  const HostTensor *h = evaluated(v);
+  if (!h)
+    return failure();
+  auto key = std::make_tuple(h, (int)reading, t, s);
+  if (auto it = masks.find(key); it != masks.end())
+    return it->second;
+  ConstTensor keep{SmallVector<int64_t>(h->getShape()), std::vector<double>(h->size())};
+  bool isFloat = h->isFloat(), mask = true;
+  for (int64_t i = 0; mask && i < h->size(); ++i) {
+    double x = isFloat ? h->f()[i] : (double)h->i()[i];
+    if (reading == MaskReading::Additive)
+      mask = x == 0 || x <= kMaskedFill; // else a real bias (ALiBi, relative positions)
+    keep.values[i] = reading == MaskReading::KeepNonzero ? x != 0 : x == 0;
+  }
+  std::optional<MaskKind> kind = mask ? maskKindOf(keep, t, s, cpuForms) : std::nullopt;
+  masks[key] = kind;
+  return kind;
+}
+
 
 /// The softmax whose probabilities `probs` are, directly or behind the NaN
 /// guard `where(ne(p, p), 0, p)` (torch's SDPA decomposition zeroes the
@@ -273,18 +339,15 @@ std::optional<MaskKind> AttentionFuser::peelMask(Value &x, SmallVectorImpl<Opera
     std::optional<double> fillL = splat(where.getLhs()), fillR = splat(where.getRhs());
     bool keepWhenTrue = fillR && *fillR <= kMaskedFill && where.getLhs().getType() == scoresType;
     bool keepWhenFalse = fillL && *fillL <= kMaskedFill && where.getRhs().getType() == scoresType;
-    auto cond = (keepWhenTrue || keepWhenFalse) ? constantOf(where.getCondition()) : std::nullopt;
-    if (!cond)
+    if (!keepWhenTrue && !keepWhenFalse)
       return std::nullopt;
-    if (keepWhenFalse && !keepWhenTrue)
-      for (double &v : cond->values)
-        v = v == 0;
-    auto kind = maskKindOf(*cond, t, s, cpuForms);
-    if (kind) {
-      chain.push_back(where);
-      x = keepWhenTrue ? where.getLhs() : where.getRhs();
-    }
-    return kind;
+    auto kind = maskOf(where.getCondition(),
+                       keepWhenTrue ? MaskReading::KeepNonzero : MaskReading::KeepZero, t, s);
+    if (failed(kind) || !*kind)
+      return std::nullopt;
+    chain.push_back(where);
+    x = keepWhenTrue ? where.getLhs() : where.getRhs();
+    return *kind;
   }
   auto add = x.getDefiningOp<AddOp>();
   if (!add || !single(x))
@@ -293,20 +356,14 @@ std::optional<MaskKind> AttentionFuser::peelMask(Value &x, SmallVectorImpl<Opera
     Value scores = add->getOperand(side);
     if (scores.getType() != scoresType)
       continue;
-    auto bias = constantOf(add->getOperand(1 - side));
-    if (!bias)
+    auto kind = maskOf(add->getOperand(1 - side), MaskReading::Additive, t, s);
+    if (failed(kind))
       continue;
-    for (double &v : bias->values) {
-      if (v != 0 && v > kMaskedFill)
-        return std::nullopt; // a real additive bias (ALiBi, relative positions)
-      v = v == 0;
-    }
-    auto kind = maskKindOf(*bias, t, s, cpuForms);
-    if (kind) {
+    if (*kind) {
       chain.push_back(add);
       x = scores;
     }
-    return kind;
+    return *kind;
   }
   return std::nullopt; // an add of something that is not a constant mask
 }
