@@ -400,6 +400,8 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   manifest.constsBytes = constsBytes.getInt();
   DeviceMesh mesh = getMesh(module);
   manifest.mesh = {ranks, mesh.dp, mesh.tp};
+  if (!info.weightsFile.empty())
+    manifest.weights = schema::Weights{info.weightsFile, info.weightsId};
   manifestOs << schema::dump(manifest);
   return success();
 }

@@ -225,6 +225,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     manifest.ops.push_back(std::move(n));
   if (!info.optimizer.empty())
     manifest.defaults.optimizer = info.optimizer;
+  if (!info.weightsFile.empty())
+    manifest.weights = schema::Weights{info.weightsFile, info.weightsId};
   manifestOs << schema::dump(manifest);
   return success();
 }

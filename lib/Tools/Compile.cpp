@@ -28,11 +28,14 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -86,9 +89,21 @@ void reportMemoryPlan(ModuleOp module, llvm::raw_ostream &os) {
      << " bytes\n";
 }
 
+/// A new compilation's id (64 random bits and the time, in hex): the
+/// executable and its weights file carry it, so that a stale weights file is
+/// an error, not other weights.
+std::string newProgramId() {
+  uint64_t hi = llvm::sys::Process::GetRandomNumber(),
+           lo = llvm::sys::Process::GetRandomNumber();
+  uint64_t now = std::chrono::system_clock::now().time_since_epoch().count();
+  return llvm::formatv("{0:x-8}{1:x-8}{2:x-16}", hi & 0xffffffff, lo & 0xffffffff, now).str();
+}
+
 /// Writes the program's source, manifest and data to a scratch directory and
-/// builds the executable; `out` is replaced only when everything succeeded.
-int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool verbose,
+/// builds the executable `out` and its weights file `out`.safetensors (the
+/// initial data, read by the ranks at start-up); they replace what was
+/// there only when everything succeeded.
+int buildBinary(ModuleOp module, ProgramInfo program, StringRef out, bool verbose,
                 StringRef runtimeDir, llvm::raw_ostream &log) {
   auto fail = [&](const Twine &msg) { return failWith(log, msg); };
   if (program.target == "cuda" && !cudaRuntimeAvailable())
@@ -113,8 +128,10 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
     llvm::sys::path::append(p, name);
     return p.str().str();
   };
-  std::string manifest = path("manifest.json"), data = path("data.bin"), cpp = path("step.cpp");
-  uint64_t dataBytes = 0;
+  std::string manifest = path("manifest.json"), data = path("data.bin"), cpp = path("step.cpp"),
+              embedded = path("embedded.bin");
+  program.weightsFile = (llvm::sys::path::filename(out) + ".safetensors").str();
+  program.weightsId = newProgramId();
   {
     std::error_code ec1, ec2;
     llvm::raw_fd_ostream mos(manifest, ec1), dos(data, ec2);
@@ -122,7 +139,13 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
       return fail("cannot write to " + dir);
     if (failed(writeProgramData(module, program, mos, dos)))
       return 1;
-    dataBytes = dos.tell();
+  }
+  {
+    // The executable embeds no data: its weights file holds it.
+    std::error_code ec;
+    llvm::raw_fd_ostream eos(embedded, ec);
+    if (ec)
+      return fail("cannot write to " + dir);
   }
   {
     std::error_code ec;
@@ -134,21 +157,34 @@ int buildBinary(ModuleOp module, const ProgramInfo &program, StringRef out, bool
   }
   SmallString<128> outAbs(out);
   llvm::sys::fs::make_absolute(outAbs);
-  std::string tmp = (outAbs + ".tmp" + Twine(llvm::sys::Process::getProcessId())).str();
-  if (std::string err =
-          buildExecutable(dir, cpp, manifest, data, dataBytes, tmp, verbose, runtimeDir, log,
-                          program.target);
-      !err.empty()) {
+  std::string pid = std::to_string(llvm::sys::Process::getProcessId());
+  std::string tmp = (outAbs + ".tmp" + pid).str();
+  std::string weights = (outAbs + ".safetensors").str(), weightsTmp = weights + ".tmp" + pid;
+  auto removeTemporaries = [&] {
     llvm::sys::fs::remove(tmp);
+    llvm::sys::fs::remove(weightsTmp);
+  };
+  if (std::string err = writeWeightsFile(manifest, data, weightsTmp, program.weightsId);
+      !err.empty()) {
+    removeTemporaries();
+    return fail("writing the weights file " + weights + ": " + err);
+  }
+  if (std::string err = buildExecutable(dir, cpp, manifest, embedded, 0, tmp, verbose,
+                                        runtimeDir, log, program.target);
+      !err.empty()) {
+    removeTemporaries();
     return fail("building the executable: " + err);
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, outAbs)) {
-    llvm::sys::fs::remove(tmp);
-    return fail("cannot write " + out + ": " + ec.message());
-  }
+  // The weights first: an executable never lands without its weights.
+  for (auto [from, to] : {std::pair<std::string, std::string>{weightsTmp, weights},
+                          {tmp, outAbs.str().str()}})
+    if (std::error_code ec = llvm::sys::fs::rename(from, to)) {
+      removeTemporaries();
+      return fail("cannot write " + to + ": " + ec.message());
+    }
   if (verbose)
     log << "merak-compile: build files kept in " << dir << "\n";
-  log << "merak-compile: wrote " << out << "\n";
+  log << "merak-compile: wrote " << out << " and " << out << ".safetensors\n";
   return 0;
 }
 } // namespace

@@ -263,6 +263,9 @@ Manifest check(const schema::Program &p) {
   if (d.optimizer)
     m.optimizer = *d.optimizer;
   m.pipeline = p.pipeline;
+  m.weights = p.weights;
+  if (m.weights && (m.weights->file.empty() || m.weights->file.find('/') != std::string::npos))
+    fail("weights.file must be a file name (looked up next to the executable)");
   return m;
 }
 

@@ -116,6 +116,9 @@ struct Manifest {
   /// A pipelined program's fragments and schedules (checked by
   /// PipelineRunner::create).
   std::optional<schema::Pipeline> pipeline;
+  /// The initial data's safetensors file next to the executable; absent:
+  /// merak_data (its offsets are then data_offset, consts_offset, ...).
+  std::optional<schema::Weights> weights;
 
   /// Lookups; nullptr when absent.
   const ManifestTensor *param(const std::string &name) const;

@@ -32,7 +32,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
     {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-    {DType::U16, "U16", 2}, {DType::BOOL, "BOOL", 1},
+    {DType::U16, "U16", 2}, {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
 };
 
 std::string shapeString(const std::vector<int64_t> &shape) {

@@ -33,6 +33,7 @@
 #include "stop_signals.h"
 #include "train_checkpoint.h"
 #include "train_support.h"
+#include "weights_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -231,14 +232,15 @@ Program loadProgram() {
   Program p;
   p.manifest = std::move(parsed).value();
   const Manifest &m = p.manifest;
-  if (merak_data_size < m.constsOffset + m.constsBytes)
+  // With a weights file, its tensors are checked when it is opened.
+  if (!m.weights && merak_data_size < m.constsOffset + m.constsBytes)
     internalError("the embedded data holds " +
                   std::to_string(merak_data_size) +
                   " bytes, but the manifest needs consts_offset " +
                   std::to_string(m.constsOffset) + " + consts_bytes " +
                   std::to_string(m.constsBytes));
   for (const ManifestTensor &t : m.params)
-    if (t.dataBytes > 0 && (t.dataOffset > merak_data_size ||
+    if (!m.weights && t.dataBytes > 0 && (t.dataOffset > merak_data_size ||
                             t.dataBytes > merak_data_size - t.dataOffset))
       internalError("the embedded data holds " + std::to_string(merak_data_size) +
                     " bytes, but the shards of '" + t.name + "' lie at " +
@@ -360,24 +362,52 @@ Datasets openData(const Program &program, const TrainOptions &o) {
   return d;
 }
 
+/// The name of the constants in a weights file.
+constexpr const char *kConstantsTensor = "merak.constants";
+
+/// Where `bytes` bytes of `t`'s initial data lie: its tensor in the weights
+/// file, or merak_data at `offset`.
+const char *initialData(const WeightsFile *w, const ManifestTensor &t, uint64_t offset,
+                        uint64_t bytes) {
+  if (!w)
+    return reinterpret_cast<const char *>(merak_data) + offset;
+  const char *p = w->tensor(t.name, bytes);
+  if (!p)
+    die(kExitError, "the weights file '" + w->path() + "' has no tensor '" + t.name + "' of " +
+                        std::to_string(bytes) + " bytes (recompile the program)");
+  return p;
+}
+
 /// The initial data of the params this rank uses (the others' pages stay
-/// untouched); the rest of P is zeros.
-void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P) {
+/// untouched; a weights file's are released after the copy); the rest of P
+/// is zeros.
+void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
+                       const WeightsFile *w) {
   for (const ManifestTensor &t : m.params) {
     if (!place.needs(t))
       continue;
-    if (t.sharded() && t.dataBytes > 0) // this rank's tensor-parallel shard
-      extractShard(t, tpRank, merak_data + t.dataOffset, P + t.offset);
-    else if (t.offset < m.paramsInitBytes)
-      std::memcpy(P + t.offset, merak_data + t.offset,
-                  std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset));
+    if (t.sharded() && t.dataBytes > 0) { // this rank's tensor-parallel shard
+      extractShard(t, tpRank, initialData(w, t, t.dataOffset, t.dataBytes), P + t.offset);
+    } else if (t.offset < m.paramsInitBytes) {
+      uint64_t n = std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset);
+      std::memcpy(P + t.offset, initialData(w, t, t.offset, n), n);
+    }
   }
+  if (w)
+    w->releaseExcept(kConstantsTensor);
 }
 
-/// The constants, in the executable's data (copied when not aligned).
-const char *constants(const Manifest &m, Buffer &constsCopy) {
-  const char *C =
-      reinterpret_cast<const char *>(merak_data) + m.constsOffset;
+/// The constants, in the executable's data or the weights file (copied
+/// when not aligned).
+const char *constants(const Manifest &m, const WeightsFile *w, Buffer &constsCopy) {
+  const char *C = reinterpret_cast<const char *>(merak_data) + m.constsOffset;
+  if (w && m.constsBytes > 0) {
+    C = w->tensor(kConstantsTensor, m.constsBytes);
+    if (!C)
+      die(kExitError, "the weights file '" + w->path() + "' has no " +
+                          std::to_string(m.constsBytes) + " bytes of constants '" +
+                          kConstantsTensor + "' (recompile the program)");
+  }
   if (reinterpret_cast<uintptr_t>(C) % kAlignment != 0) {
     constsCopy = allocateAligned(m.constsBytes, "constants");
     std::memcpy(constsCopy.get(), C, m.constsBytes);
@@ -509,6 +539,9 @@ private:
   char *A_ = nullptr, *P_ = nullptr;
   const char *C_ = nullptr;
   Buffer constsCopy_;
+  /// The initial data's file when the manifest names one (mapped while the
+  /// constants are read from it).
+  std::unique_ptr<WeightsFile> weights_;
   std::optional<CheckpointSite> site_;
   std::vector<ByteRange> inputRanges_, outputRanges_;
   int64_t start_ = 0;
@@ -592,8 +625,15 @@ void Trainer::prepare(int argc, char **argv) {
   params_.emplace(m.paramsBytes, "parameter storage");
   A_ = arena_->get();
   P_ = params_->get();
-  loadInitialParams(m, place_, place_.tp, P_);
-  C_ = constants(m, constsCopy_);
+  if (m.weights) {
+    Result<std::unique_ptr<WeightsFile>> w =
+        WeightsFile::open(executableDirectory() + "/" + m.weights->file, m.weights->id);
+    if (!w.ok())
+      die(kExitError, w.message());
+    weights_ = std::move(w).value();
+  }
+  loadInitialParams(m, place_, place_.tp, P_, weights_.get());
+  C_ = constants(m, weights_.get(), constsCopy_);
 
   site_.emplace(CheckpointSite{m, options_, place_, comm_, backend_, {}});
   if (o.resume)

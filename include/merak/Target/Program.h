@@ -22,6 +22,9 @@ struct ProgramInfo {
   std::string model;     ///< source model file name
   std::string optimizer; ///< optimizer name
   std::string target = "cpu";     ///< "cpu" or "cuda" (merak-to-emitc's target)
+  /// The initial data's safetensors file next to the executable (a file
+  /// name) and this compilation's id; empty: embedded in the executable.
+  std::string weightsFile, weightsId;
 };
 
 /// Whether this merak was built with the CUDA runtime (--target cuda can
@@ -36,6 +39,17 @@ LogicalResult writeProgramData(ModuleOp planned, const ProgramInfo &info,
 /// Lowers `planned` in place with merak-to-emitc and prints its C++.
 LogicalResult emitProgramSource(ModuleOp planned, const ProgramInfo &info,
                                 llvm::raw_ostream &os);
+
+/// Writes the initial data `dataPath` (laid out as `manifestPath` says:
+/// parameters at their offsets below params_init_bytes, the constants at
+/// consts_offset, the full tensors of tensor-parallel shards at their
+/// data_offset) to `outPath` as a safetensors file: one tensor per
+/// parameter with data (its name, dtype and shape; a sharded one's full
+/// global tensor), the constants as "merak.constants" (U8, first, 64-byte
+/// aligned), metadata "merak.program" = `id`. The data is read through a
+/// memory map, never held whole. Returns an error message or "".
+std::string writeWeightsFile(llvm::StringRef manifestPath, llvm::StringRef dataPath,
+                             llvm::StringRef outPath, llvm::StringRef id);
 
 /// Compiles `cppPath` and the data object, links them with the runtime into
 /// `outPath`. Files are written in `workDir`; `log` receives the compiler's

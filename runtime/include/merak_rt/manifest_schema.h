@@ -107,6 +107,17 @@ struct Defaults {
   }
 };
 
+/// The initial data in a safetensors file next to the executable: `file`
+/// (a name, looked up in the executable's directory) whose metadata
+/// "merak.program" is `id`, this compilation's.
+struct Weights {
+  std::string file, id;
+  template <class S, class V> static void visit(S &s, V &v) {
+    v("file", s.file);
+    v("id", s.id);
+  }
+};
+
 /// The device mesh (mpirun -np pp*dp*tp).
 struct Mesh {
   int64_t pp = 1, dp = 1, tp = 1;
@@ -239,6 +250,7 @@ struct Program {
   std::vector<std::string> ops;         ///< op index -> name, for traces
   Mesh mesh;
   std::optional<Pipeline> pipeline;
+  std::optional<Weights> weights; ///< absent: the data is merak_data
   template <class S, class V> static void visit(S &s, V &v) {
     v("format", s.format);
     v("entry", s.entry, kDefaulted);
@@ -257,6 +269,7 @@ struct Program {
     v("ops", s.ops, kDefaulted);
     v("mesh", s.mesh, kDefaulted);
     v("pipeline", s.pipeline);
+    v("weights", s.weights);
   }
 };
 
@@ -296,6 +309,7 @@ inline void to_json(nlohmann::json &j, const Zero &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Tensor &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Defaults &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Mesh &s) { detail::write(j, s); }
+inline void to_json(nlohmann::json &j, const Weights &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const FragmentArg &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const FragmentResult &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Fragment &s) { detail::write(j, s); }
@@ -466,6 +480,7 @@ inline void from_json(const nlohmann::json &j, Zero &s) { detail::readMembers(j,
 inline void from_json(const nlohmann::json &j, Tensor &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Defaults &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Mesh &s) { detail::readMembers(j, s); }
+inline void from_json(const nlohmann::json &j, Weights &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, FragmentArg &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, FragmentResult &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Fragment &s) { detail::readMembers(j, s); }

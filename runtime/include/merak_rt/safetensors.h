@@ -19,7 +19,7 @@
 // element count times the dtype size, offsets inside the data section, no
 // overlap, no gap, no trailing bytes, no duplicate names.
 //
-// dtypes: F64 F32 F16 BF16 I64 I32 U16 BOOL (BOOL is one byte, 0 or 1).
+// dtypes: F64 F32 F16 BF16 I64 I32 U16 U8 BOOL (BOOL is one byte, 0 or 1).
 //
 // All writes are atomic: the file is written to `<path>.tmp.<pid>` in the
 // same directory, fflush'ed and fsync'ed, renamed over `path`, and the
@@ -42,7 +42,7 @@
 
 namespace merak::rt {
 
-enum class DType { F64, F32, F16, BF16, I64, I32, U16, BOOL };
+enum class DType { F64, F32, F16, BF16, I64, I32, U16, U8, BOOL };
 
 /// Bytes per element.
 size_t dtypeSize(DType dtype);
