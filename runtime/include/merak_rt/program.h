@@ -2,10 +2,14 @@
 //
 // `merak-compile --compile-to=binary` links three things into ./train:
 //   1. the generated step (C++ from EmitC), `merak_train_step`;
-//   2. an object holding the manifest (JSON text) and the initial data
-//      (parameter and optimizer-state initial values, then constants, then
-//      the full initial tensors of tensor-parallel shards), embedded with
-//      the assembler's .incbin;
+//   2. an object holding the manifest (JSON text), embedded with the
+//      assembler's .incbin; the initial data (parameter and optimizer-state
+//      initial values, constants, the full initial tensors of
+//      tensor-parallel shards) is in the safetensors file the manifest's
+//      "weights" names, next to the executable (runtime/src/weights_file.h;
+//      merak_data is then empty). Without "weights" (older programs, the
+//      runtime's tests) it is merak_data: parameters, then constants, then
+//      the shards' full tensors;
 //   3. libmerak_runtime_cpu.a, whose `merak_train_main` (train_main.cpp) is
 //      the program's main: flags, data, the step loop, checkpoints, metrics.
 //
@@ -56,6 +60,10 @@
 //   "ops": ["matmul", "add", ...]            op index -> name, for traces
 //   "defaults": {"lr": x, "optimizer": "adamw", ...}  compile-time choices
 //   "model": "<source file name>"
+//   "weights": {"file", "id"}                the initial data's safetensors
+//                                            file (a name, next to the
+//                                            executable) and the id its
+//                                            metadata "merak.program" has
 //   "mesh": {"pp", "dp", "tp"}               the device mesh (mpirun -np
 //                                            pp*dp*tp); rank = (pp_i*dp +
 //                                            dp_i)*tp + tp_i
