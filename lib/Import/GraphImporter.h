@@ -57,8 +57,8 @@ public:
     return NameLoc::get(StringAttr::get(ctx, name), fileLoc);
   }
   ElementsAttr makeElements(const HostTensor &t, StringRef hint);
-  ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes,
-                            StringRef hint);
+  ElementsAttr makeResource(RankedTensorType type, ArrayRef<char> bytes, StringRef hint,
+                            std::unique_ptr<llvm::MemoryBuffer> mapped = nullptr);
   llvm::StringMap<ParamOp> params;
   /// Sequence values (ONNX seq(tensor)) of static length, as their items.
   llvm::StringMap<SmallVector<Value>> sequences;

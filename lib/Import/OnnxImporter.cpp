@@ -81,10 +81,22 @@ ElementsAttr GraphImporter::makeElements(const HostTensor &t, StringRef hint) {
 }
 
 /// Large values become dense resources: never spelled out in textual IR.
-ElementsAttr GraphImporter::makeResource(RankedTensorType type,
-                                         ArrayRef<char> bytes, StringRef hint) {
+/// With `mapped` (external data: the file range `bytes` views) the blob
+/// keeps the mapping instead of a copy, so that the weights are in memory
+/// once (as file pages) however large the model.
+ElementsAttr GraphImporter::makeResource(RankedTensorType type, ArrayRef<char> bytes,
+                                         StringRef hint,
+                                         std::unique_ptr<llvm::MemoryBuffer> mapped) {
   size_t align = std::max<int64_t>(HostTensor::elementBytes(type.getElementType()), 1);
-  auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
+  AsmResourceBlob blob;
+  if (mapped && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+    std::shared_ptr<llvm::MemoryBuffer> owner(std::move(mapped));
+    blob = AsmResourceBlob(
+        bytes, align, [owner](void *, size_t, size_t) mutable { owner.reset(); },
+        /*dataIsMutable=*/false);
+  } else {
+    blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(bytes, align);
+  }
   std::string key = hint.empty() ? std::string("merak_const") : hint.str();
   for (char &c : key)
     if (!isalnum(c) && c != '_')
@@ -334,8 +346,9 @@ LogicalResult GraphImporter::importInitializers(func::FuncOp func) {
       pb.setInsertionPoint(func);
       params[init.name()] = ParamOp::create(
           pb, loc, pb.getStringAttr(init.name()), TypeAttr::get(type),
-          makeResource(type, raw->bytes, init.name()));
-      // The blob owns a copy now; drop the proto's (raw->bytes views it).
+          makeResource(type, raw->bytes, init.name(), std::move(raw->file)));
+      // The blob owns a copy or the mapping now; drop the proto's (raw->bytes
+      // views it).
       raw->bytes = {};
       std::string().swap(*init.mutable_raw_data()); // clear() keeps capacity
       values[init.name()] = GetParamOp::create(builder, loc, type,

@@ -91,11 +91,10 @@ static LogicalResult readExternal(RawTensor &out, const onnx::TensorProto &t,
   }
   if (offset < 0)
     return refuse("has a negative offset");
-  auto buf = llvm::MemoryBuffer::getFile(full, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false);
-  if (!buf)
-    return refuse("cannot be read: " + buf.getError().message());
-  int64_t size = (*buf)->getBufferSize();
+  uint64_t fileSize = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(full, fileSize))
+    return refuse("cannot be read: " + ec.message());
+  int64_t size = (int64_t)fileSize;
   if (length < 0)
     length = size - offset;
   if (offset > size || length > size - offset)
@@ -103,7 +102,12 @@ static LogicalResult readExternal(RawTensor &out, const onnx::TensorProto &t,
                   " exceeds the file size " + Twine(size));
   if (length != expected)
     return refuse("holds " + Twine(length) + " bytes, expected " + Twine(expected));
-  out.bytes = ArrayRef<char>((*buf)->getBufferStart() + offset, length);
+  // Only the tensor's range is mapped; the parameter's resource keeps the
+  // mapping (GraphImporter::makeResource) instead of copying it.
+  auto buf = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  if (!buf)
+    return refuse("cannot be read: " + buf.getError().message());
+  out.bytes = ArrayRef<char>((*buf)->getBufferStart(), length);
   out.file = std::move(*buf);
   return success();
 }

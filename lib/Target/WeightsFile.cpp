@@ -12,7 +12,8 @@
 //                                          tensor, global_shape)
 //   __metadata__       {"format": "merak-weights", "merak.program": <id>}
 //
-// The tensors are copied from the build's data file through a memory map.
+// The tensors are copied from the build's data file in chunks, so that the
+// compiler never holds the weights a second time.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Target/Program.h"
@@ -104,17 +105,14 @@ std::string mlir::merak::writeWeightsFile(StringRef manifestPath, StringRef data
   llvm::Expected<std::vector<Piece>> pieces = piecesOf(*manifest);
   if (!pieces)
     return llvm::toString(pieces.takeError());
-  // Mapped, not read: the data may be as large as the model.
-  auto data = llvm::MemoryBuffer::getFile(dataPath, /*IsText=*/false,
-                                          /*RequiresNullTerminator=*/false);
-  if (!data)
+  uint64_t dataSize = 0;
+  if (llvm::sys::fs::file_size(dataPath, dataSize))
     return "cannot read " + dataPath.str();
-  StringRef bytes = (*data)->getBuffer();
 
   llvm::json::Object header;
   uint64_t at = 0;
   for (const Piece &p : *pieces) {
-    if (p.from + p.bytes > bytes.size())
+    if (p.from + p.bytes > dataSize)
       return "the data file ends before tensor '" + p.name + "'";
     llvm::json::Array shape;
     for (int64_t d : p.shape)
@@ -142,8 +140,26 @@ std::string mlir::merak::writeWeightsFile(StringRef manifestPath, StringRef data
     length[i] = char((n >> (8 * i)) & 0xff);
   os.write(length, 8);
   os << text;
+  llvm::Expected<llvm::sys::fs::file_t> in = llvm::sys::fs::openNativeFileForRead(dataPath);
+  if (!in)
+    return "cannot read " + dataPath.str() + ": " + llvm::toString(in.takeError());
+  std::vector<char> chunk(size_t(4) << 20);
+  std::string readError;
   for (const Piece &p : *pieces)
-    os.write(bytes.data() + p.from, p.bytes);
+    for (uint64_t done = 0; done < p.bytes && readError.empty();) {
+      size_t want = std::min<uint64_t>(chunk.size(), p.bytes - done);
+      llvm::Expected<size_t> got = llvm::sys::fs::readNativeFileSlice(
+          *in, llvm::MutableArrayRef<char>(chunk.data(), want), p.from + done);
+      if (!got || *got != want) {
+        readError = got ? "short read" : llvm::toString(got.takeError());
+        break;
+      }
+      os.write(chunk.data(), want);
+      done += want;
+    }
+  llvm::sys::fs::closeFile(*in);
+  if (!readError.empty())
+    return "cannot read " + dataPath.str() + ": " + readError;
   os.close();
   if (os.has_error())
     return "cannot write " + outPath.str() + ": " + os.error().message();

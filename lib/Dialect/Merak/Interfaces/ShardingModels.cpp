@@ -238,18 +238,30 @@ Rule rule(SliceOp op) {
   return b.rule;
 }
 
+/// The factors of a gather-like op: one per dimension of `table` (its
+/// `axis` replicated), one of `indexKind` per dimension of `indices`, and
+/// the indexed tensor's: table[:axis] + indices + table[axis + 1:].
+struct IndexedAxis {
+  SmallVector<unsigned> table, indices, indexed;
+};
+IndexedAxis indexedAxis(RuleBuilder &b, Value table, int64_t axis, Value indices,
+                        FactorKind indexKind) {
+  IndexedAxis f;
+  f.table = b.factorsOf(table, [](int64_t) { return FactorKind::Parallel; });
+  b.rule.factors[f.table[axis]].kind = FactorKind::Replicated;
+  f.indices = b.factorsOf(indices, [&](int64_t) { return indexKind; });
+  f.indexed.assign(f.table.begin(), f.table.begin() + axis);
+  f.indexed.append(f.indices);
+  f.indexed.append(f.table.begin() + axis + 1, f.table.end());
+  return f;
+}
+
 Rule rule(GatherOp op) {
   RuleBuilder b;
-  int64_t axis = normalise(op.getAxis(), op.getData());
-  auto parallel = [](int64_t) { return FactorKind::Parallel; };
-  SmallVector<unsigned> data = b.factorsOf(op.getData(), parallel);
-  b.rule.factors[data[axis]].kind = FactorKind::Replicated;
-  SmallVector<unsigned> indices = b.factorsOf(op.getIndices(), parallel);
-  SmallVector<unsigned> result(ArrayRef<unsigned>(data).take_front(axis));
-  result.append(indices);
-  result.append(data.begin() + axis + 1, data.end());
-  b.rule.operands = {RuleBuilder::tensor(data), RuleBuilder::tensor(indices)};
-  b.rule.results = {RuleBuilder::tensor(result)};
+  IndexedAxis f = indexedAxis(b, op.getData(), normalise(op.getAxis(), op.getData()),
+                              op.getIndices(), FactorKind::Parallel);
+  b.rule.operands = {RuleBuilder::tensor(f.table), RuleBuilder::tensor(f.indices)};
+  b.rule.results = {RuleBuilder::tensor(f.indexed)};
   return b.rule;
 }
 
@@ -383,18 +395,11 @@ Rule rule(GatherElementsOp op) {
 }
 
 Rule rule(GatherGradOp op) {
-  RuleBuilder b;
-  int64_t axis = normalise(op.getAxis(), op.getResult());
-  auto parallel = [](int64_t) { return FactorKind::Parallel; };
-  SmallVector<unsigned> result = b.factorsOf(op.getResult(), parallel);
-  b.rule.factors[result[axis]].kind = FactorKind::Replicated;
-  SmallVector<unsigned> indices =
-      b.factorsOf(op.getIndices(), [](int64_t) { return FactorKind::Reduction; });
-  SmallVector<unsigned> grad(ArrayRef<unsigned>(result).take_front(axis));
-  grad.append(indices);
-  grad.append(result.begin() + axis + 1, result.end());
-  b.rule.operands = {RuleBuilder::tensor(grad), RuleBuilder::tensor(indices)};
-  b.rule.results = {RuleBuilder::tensor(result)};
+  RuleBuilder b; // the scatter-add of grad (gather's result) into the table
+  IndexedAxis f = indexedAxis(b, op.getResult(), normalise(op.getAxis(), op.getResult()),
+                              op.getIndices(), FactorKind::Reduction);
+  b.rule.operands = {RuleBuilder::tensor(f.indexed), RuleBuilder::tensor(f.indices)};
+  b.rule.results = {RuleBuilder::tensor(f.table)};
   return b.rule;
 }
 
