@@ -10,6 +10,14 @@ batch 8 x sequence 128 (dynamic batch bound with --input-shape). For each
 phase (--compile-to=import, training, binary) it runs merak-compile from the
 ONNX file under /usr/bin/time and prints wall seconds and peak RSS. A
 benchmark, not a test.
+
+GPT-2-XL-shaped (1.5B: 48 layers, d=1600, 32 heads of 50 so that tp
+divides, sequence 1024), to a --tp 2 --pp 4 program only (printing the
+IR of 6 GB of weights as text is not a phase anyone runs):
+
+    ... bench/gpt2_compile.py --bin build/bin --workdir /tmp/gpt2xl --layers 48 \
+        --width 1600 --heads 32 --seq 1024 --phases binary \
+        --flags="--tp 2 --pp 4 --microbatches 4"
 """
 import argparse
 import os
@@ -41,32 +49,42 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--width", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--phases", default="import,training,binary")
+    ap.add_argument("--flags", default="", help="more merak-compile flags (a mesh)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     import transformers as tf
     torch.manual_seed(0)
-    cfg = tf.GPT2Config(**zoo.no_dropout())
+    cfg = tf.GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=args.heads,
+                        n_positions=max(1024, args.seq), **zoo.no_dropout())
     model = zoo.CausalLM(tf.GPT2LMHeadModel(cfg))
     params = sum(p.numel() for p in model.parameters())
     onnx_path = os.path.join(args.workdir, "gpt2.onnx")
     ids = torch.zeros(2, args.seq, dtype=torch.long)
     start = time.time()
-    zoo.export(model, ids, onnx_path, "dynamo20")
+    with torch.no_grad():
+        zoo.export(model, ids, onnx_path, "dynamo20")
     export_s = time.time() - start
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    frozen = zoo.non_parameter_initializers(onnx_path, model)
+    del model  # its 6 GB at the XL shape
     data = sum(os.path.getsize(os.path.join(args.workdir, f)) for f in os.listdir(args.workdir)
                if f.startswith("gpt2.onnx"))
-    frozen = zoo.non_parameter_initializers(onnx_path, model)
-    print("GPT-2 %.1f M parameters; dynamo opset 20 export %.1f s, %.0f MB on disk"
-          % (params / 1e6, export_s, data / 1e6))
+    print("GPT-2 %.1f M parameters (%.2f GB); dynamo opset 20 export %.1f s, %.0f MB on disk"
+          % (params / 1e6, weights / 1e9, export_s, data / 1e6))
     base = [os.path.join(args.bin, "merak-compile"), onnx_path,
-            "--input-shape", "input_ids=%dx%d" % (args.batch, args.seq)]
+            "--input-shape", "input_ids=%dx%d" % (args.batch, args.seq)] + args.flags.split()
     for f in frozen:
         base += ["--frozen", f]
-    for phase, out in (("import", "gpt2.mlir"), ("training", "train.mlir"),
-                       ("binary", "train")):
+    outputs = {"import": "gpt2.mlir", "training": "train.mlir", "binary": "train"}
+    for phase in args.phases.split(","):
         wall, rss = measure(base + ["--compile-to=" + phase, "-o",
-                                    os.path.join(args.workdir, out)])
-        print("%-9s %6.1f s  peak RSS %6.0f MB" % (phase, wall, rss))
+                                    os.path.join(args.workdir, outputs[phase])])
+        print("%-9s %6.1f s  peak RSS %6.0f MB (%.2fx the weights)"
+              % (phase, wall, rss, rss * 2**20 / weights))
 
 
 if __name__ == "__main__":

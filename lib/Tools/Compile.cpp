@@ -37,6 +37,8 @@
 
 #include <chrono>
 
+#include <sys/resource.h>
+
 using namespace mlir;
 using namespace mlir::merak;
 
@@ -217,6 +219,10 @@ private:
   OwningOpRef<ModuleOp> importAndClean(const ImportOptions &io);
   /// The module with the per-rank micro-batch (dp, micro-batches).
   std::optional<int> importModule();
+  /// With -v: the seconds since the previous mark and the peak resident
+  /// memory so far, after phase `name`.
+  void markPhase(StringRef name);
+  std::chrono::steady_clock::time_point lastMark = std::chrono::steady_clock::now();
   /// The passes from `from` to `to` (merak's pipeline builder).
   bool runPhases(CompilePhase from, CompilePhase to);
   std::optional<int> simulate();
@@ -389,9 +395,22 @@ int Compilation::keep(llvm::ToolOutputFile &out) {
   return 0;
 }
 
+void Compilation::markPhase(StringRef name) {
+  if (!opts.verbose)
+    return;
+  auto now = std::chrono::steady_clock::now();
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  log << llvm::formatv("merak-compile: phase {0}: {1:f1} s, peak RSS {2} MB\n", name,
+                       std::chrono::duration<double>(now - lastMark).count(),
+                       usage.ru_maxrss / 1024);
+  lastMark = now;
+}
+
 int Compilation::run() {
   if (std::optional<int> rc = importModule())
     return *rc;
+  markPhase("import");
   const CompilePhase to = r.compileTo;
   const bool pipelined = r.pipeline.pipelined();
   // The training step (with its stages and schedule), then the simulator
@@ -399,6 +418,7 @@ int Compilation::run() {
   if (to >= CompilePhase::Training) {
     if (!runPhases(CompilePhase::Import, std::min(to, CompilePhase::Schedule)))
       return 1;
+    markPhase("training");
     if (!pipelined)
       reportTrainableParameters(*module, log);
   }
@@ -411,11 +431,15 @@ int Compilation::run() {
     return fail("no @train_step to lower");
   if (to >= CompilePhase::Overlap && !runPhases(CompilePhase::Schedule, to))
     return 1;
+  if (to >= CompilePhase::Overlap)
+    markPhase("overlap and lower");
   if (to >= CompilePhase::Lower && pipelined)
     reportPipelineMemoryPlan(*module, log);
   else if (to >= CompilePhase::Lower)
     reportMemoryPlan(*module, log);
-  return writeOutput();
+  int rc = writeOutput();
+  markPhase(to >= CompilePhase::Emit ? "emit and binary" : "output");
+  return rc;
 }
 } // namespace
 
