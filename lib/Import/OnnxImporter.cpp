@@ -37,7 +37,7 @@ using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
-static constexpr int64_t kMaxOpset = 23;
+static constexpr int64_t kMaxOpset = 28;
 static constexpr int64_t kProtobufLimit = int64_t(2) << 30;
 
 LogicalResult mlir::merak::parseInputShape(StringRef spec, ImportOptions &options,

@@ -99,14 +99,24 @@ Value maskBias(NodeContext &n, Value mask, RankedTensorType qt, int64_t keys) {
   return n.create<ConcatOp>(ValueRange{bias, pad}, mt.getRank() - 1);
 }
 
-/// 0 where key j is visible to query i (j <= i + past), -inf elsewhere.
-Value causalBias(NodeContext &n, RankedTensorType qt, int64_t queries, int64_t keys,
-                 int64_t past) {
+/// Which keys query i (at position i + past) sees: with `causal` none after
+/// it, with a `left` (`right`) window >= 0 none more than that many before
+/// (after) it; as an additive [queries, keys] bias of 0 and -inf.
+struct KeyWindow {
+  bool causal = false;
+  int64_t left = -1, right = -1;
+  bool any() const { return causal || left >= 0 || right >= 0; }
+};
+Value positionBias(NodeContext &n, RankedTensorType qt, int64_t queries, int64_t keys,
+                   int64_t past, KeyWindow w) {
   HostTensor t(like(qt, {queries, keys}));
   for (int64_t i = 0; i < queries; ++i)
-    for (int64_t j = 0; j < keys; ++j)
-      t.setFromDouble(i * keys + j,
-                      j <= i + past ? 0.0 : -std::numeric_limits<double>::infinity());
+    for (int64_t j = 0; j < keys; ++j) {
+      int64_t at = i + past;
+      bool seen = (!w.causal || j <= at) && (w.left < 0 || j >= at - w.left) &&
+                  (w.right < 0 || j <= at + w.right);
+      t.setFromDouble(i * keys + j, seen ? 0.0 : -std::numeric_limits<double>::infinity());
+    }
   return n.constant(t);
 }
 
@@ -130,7 +140,51 @@ bool everyRowVisible(Value bias) {
   return true;
 }
 
-LogicalResult attention(NodeContext &n) {
+/// Attention-24's nonpad_kv_seqlen (one count per sample, computed at run
+/// time): sample b's first lengths[b] keys are valid, and its queries are
+/// the last ones before them, so that query i sits at position
+/// i + lengths[b] - queries for `window` (causal, sliding); as a [batch, 1,
+/// queries, keys] bias of 0 and -inf.
+Value nonpadBias(NodeContext &n, Value lengths, RankedTensorType qt, int64_t batch,
+                 int64_t queries, int64_t keys, KeyWindow window) {
+  auto lt = cast<RankedTensorType>(lengths.getType());
+  if (lt.getRank() != 1 || lt.getDimSize(0) != batch || !lt.getElementType().isInteger() ||
+      lt.getElementType().isInteger(1)) {
+    (void)n.error("nonpad_kv_seqlen must be an integer vector of the batch size");
+    return {};
+  }
+  Type it = lt.getElementType();
+  HostTensor positions(RankedTensorType::get({1, 1, 1, keys}, it));
+  HostTensor rowMinusCol(RankedTensorType::get({1, 1, queries, keys}, it));
+  for (int64_t j = 0; j < keys; ++j) {
+    positions.setFromInt(j, j);
+    for (int64_t i = 0; i < queries; ++i)
+      rowMinusCol.setFromInt(i * keys + j, i - j);
+  }
+  Value len = n.reshape(lengths, {batch, 1, 1, 1});
+  Value visible = n.create<LtOp>(n.constant(positions), len);
+  if (window.any()) {
+    // d = (query position) - (key position) = i - j + lengths[b] - queries.
+    Value offset = n.create<SubOp>(len, n.scalarLike(len, (double)queries));
+    Value d = n.create<AddOp>(n.constant(rowMinusCol), offset);
+    auto keep = [&](Value cond) { visible = n.create<AndOp>(visible, cond); };
+    if (window.causal)
+      keep(n.create<GeOp>(d, n.scalarLike(len, 0.0)));
+    if (window.left >= 0)
+      keep(n.create<LeOp>(d, n.scalarLike(len, (double)window.left)));
+    if (window.right >= 0)
+      keep(n.create<GeOp>(d, n.scalarLike(len, -(double)window.right)));
+  }
+  auto vt = cast<RankedTensorType>(visible.getType());
+  Value zero = n.broadcastTo(n.scalarLike(n.input(0), 0.0), vt.getShape());
+  return n.create<WhereOp>(visible, zero,
+                           n.scalarLike(n.input(0), -std::numeric_limits<double>::infinity()));
+}
+
+/// Attention as its definition (opsets 23-25); `window` holds Attention-25's
+/// left_window_size / right_window_size (-1 before 25), `nonpad`
+/// Attention-24's key lengths.
+LogicalResult attentionImpl(NodeContext &n, KeyWindow window, bool nonpad = false) {
   // Debian's onnx has no schema of Attention-23 to check the arity.
   for (unsigned i = 0; i < 3; ++i)
     if (!n.hasInput(i))
@@ -201,8 +255,20 @@ LogicalResult attention(NodeContext &n) {
   Value bias;
   if (n.hasInput(3))
     bias = maskBias(n, n.input(3), q4, keys);
-  if (n.getInt("is_causal", 0)) {
-    Value c = causalBias(n, q4, queries, keys, past);
+  window.causal = n.getInt("is_causal", 0) != 0;
+  // The causal and window masks are compile-time [queries, keys] tensors.
+  if ((window.any() || (nonpad && n.hasInput(6))) &&
+      queries > kMaxMaterialisedElements / std::max<int64_t>(keys, 1))
+    return n.error("the " + Twine(queries) + " x " + Twine(keys) +
+                   " positional mask is too large to build at compile time (limit " +
+                   Twine(kMaxMaterialisedElements) + " elements)");
+  if (nonpad && n.hasInput(6)) {
+    if (past > 0)
+      return n.error("nonpad_kv_seqlen cannot be used with past_key and past_value");
+    Value b = nonpadBias(n, n.input(6), q4, batch, queries, keys, window);
+    bias = bias && b ? n.create<AddOp>(bias, b) : b;
+  } else if (window.any()) {
+    Value c = positionBias(n, q4, queries, keys, past, window);
     bias = bias ? n.create<AddOp>(bias, c) : c;
   }
   if (n.hasFailed())
@@ -241,8 +307,26 @@ LogicalResult attention(NodeContext &n) {
   return success();
 }
 
+LogicalResult attention(NodeContext &n) { return attentionImpl(n, {}); }
+
+/// Attention-24 adds the optional input nonpad_kv_seqlen (per-sample key
+/// lengths, a padding mask).
+LogicalResult attention24(NodeContext &n) { return attentionImpl(n, {}, /*nonpad=*/true); }
+
+/// Attention-25 adds left_window_size / right_window_size (-1: unbounded),
+/// a sliding window that composes with is_causal and the mask.
+LogicalResult attention25(NodeContext &n) {
+  KeyWindow w;
+  w.left = n.getInt("left_window_size", -1);
+  w.right = n.getInt("right_window_size", -1);
+  if (w.left < -1 || w.right < -1)
+    return n.error("window sizes must be -1 (unbounded) or >= 0");
+  return attentionImpl(n, w, /*nonpad=*/true);
+}
 } // namespace
 
 void onnx_import::registerAttentionOps(OpRegistry &r) {
   r.add("Attention", 23, attention);
+  r.add("Attention", 24, attention24);
+  r.add("Attention", 25, attention25);
 }

@@ -258,4 +258,7 @@ LogicalResult einsum(NodeContext &n) {
 
 } // namespace
 
-void onnx_import::registerEinsumOps(OpRegistry &r) { r.add("Einsum", 12, einsum); }
+void onnx_import::registerEinsumOps(OpRegistry &r) {
+  r.add("Einsum", 12, einsum);
+  r.sameAs("Einsum", 28, 12); // bfloat16
+}

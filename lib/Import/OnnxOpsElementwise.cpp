@@ -72,14 +72,17 @@ LogicalResult pow(NodeContext &n) {
 /// Mod: fmod=1 is C's remainder (sign of the dividend); fmod=0 (integers)
 /// is Python's, with the sign of the divisor: r + b where r and b differ in
 /// sign and r != 0.
-LogicalResult mod(NodeContext &n) {
+/// Mod: fmod = 1 is C's fmod (merak.rem); fmod = 0 rounds the quotient
+/// down (Python's %): the remainder moved by B where its sign differs from
+/// B's. Before opset 28 fmod = 0 is for integers only.
+LogicalResult modImpl(NodeContext &n, bool floatFloor) {
   Value a = n.input(0), b = n.input(1);
   Value r = n.create<RemOp>(a, b);
   if (n.getInt("fmod", 0)) {
     n.setOutputs(r);
     return success();
   }
-  if (isa<FloatType>(n.inputType(0).getElementType()))
+  if (!floatFloor && isa<FloatType>(n.inputType(0).getElementType()))
     return n.error("fmod must be 1 for floating-point inputs");
   Value zero = n.scalarLike(a, 0.0);
   Value differ = n.create<NeOp>(n.create<LtOp>(r, zero), n.create<LtOp>(b, zero));
@@ -87,6 +90,8 @@ LogicalResult mod(NodeContext &n) {
   n.setOutputs(n.create<WhereOp>(fix, n.create<AddOp>(r, b), r));
   return success();
 }
+LogicalResult mod(NodeContext &n) { return modImpl(n, false); }
+LogicalResult mod28(NodeContext &n) { return modImpl(n, true); }
 
 LogicalResult identity(NodeContext &n) {
   n.setOutputs(n.input(0));
@@ -284,9 +289,12 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.sameAs("ThresholdedRelu", 22, 10);
   r.sameAs("Equal", 19, 7);
   r.sameAs("IsNaN", 20, 9);
-  for (int64_t v : {19, 21, 23}) {
+  // Cast-24's round_mode applies to float8e8m0 only, which merak refuses.
+  for (int64_t v : {19, 21, 23, 24, 25}) {
     r.sameAs("Identity", v, 1);
     r.sameAs("Cast", v, 6);
     r.sameAs("CastLike", v, 15);
   }
+  r.sameAs("Cast", 28, 6); // float6 types
+  r.add("Mod", 28, mod28);
 }

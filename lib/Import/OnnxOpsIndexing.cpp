@@ -425,6 +425,7 @@ void onnx_import::registerIndexingOps(OpRegistry &r) {
   r.add("TopK", 1, topK1);
   r.add("TopK", 10, topK10);
   r.add("TopK", 11, topK10); // largest, sorted, negative axis
+  r.sameAs("TopK", 24, 11);  // bfloat16
   r.add("NonZero", 9, nonZero);
   r.sameAs("NonZero", 13, 9);
   r.add("GatherND", 11, gatherND);

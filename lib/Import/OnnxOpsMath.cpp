@@ -301,6 +301,105 @@ LogicalResult oneHot(NodeContext &n) {
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Activations and normalisations defined by formulas (differentiable as
+// their decompositions are).
+//===----------------------------------------------------------------------===//
+
+/// alpha * x (x itself for alpha = 1).
+Value scaled(NodeContext &n, Value x, double alpha) {
+  return alpha == 1.0 ? x : n.create<MulOp>(x, n.scalarLike(x, alpha));
+}
+
+/// Swish-24: x * sigmoid(alpha x).
+Value swishOf(NodeContext &n, Value x, double alpha) {
+  return n.create<MulOp>(x, n.create<SigmoidOp>(scaled(n, x, alpha)));
+}
+LogicalResult swish(NodeContext &n) {
+  n.setOutputs(swishOf(n, n.input(0), n.getFloat("alpha", 1.0)));
+  return success();
+}
+
+/// SwiGLU-28: Swish_alpha(A) * B, A and B of one shape (no broadcasting).
+LogicalResult swiGLU(NodeContext &n) {
+  if (n.inputType(0) != n.inputType(1))
+    return n.error("A and B must have the same shape and type");
+  n.setOutputs(n.create<MulOp>(swishOf(n, n.input(0), n.getFloat("alpha", 1.0)), n.input(1)));
+  return success();
+}
+
+/// Celu: max(0, x) + min(0, alpha (exp(x / alpha) - 1)).
+LogicalResult celu(NodeContext &n) {
+  Value x = n.input(0);
+  double alpha = n.getFloat("alpha", 1.0);
+  if (alpha == 0.0)
+    return n.error("alpha must be nonzero");
+  Value zero = n.scalarLike(x, 0.0);
+  Value e = n.create<SubOp>(n.create<ExpOp>(scaled(n, x, 1.0 / alpha)), n.scalarLike(x, 1.0));
+  n.setOutputs(n.create<AddOp>(n.create<MaxOp>(x, zero),
+                               n.create<MinOp>(scaled(n, e, alpha), zero)));
+  return success();
+}
+
+/// Mish: x * tanh(softplus(x)).
+LogicalResult mish(NodeContext &n) {
+  Value x = n.input(0);
+  n.setOutputs(n.create<MulOp>(x, n.create<TanhOp>(n.create<SoftplusOp>(x))));
+  return success();
+}
+
+/// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+LogicalResult shrink(NodeContext &n) {
+  Value x = n.input(0);
+  double lambd = n.getFloat("lambd", 0.5), bias = n.getFloat("bias", 0.0);
+  Value below = n.create<LtOp>(x, n.scalarLike(x, -lambd));
+  Value above = n.create<GtOp>(x, n.scalarLike(x, lambd));
+  Value b = n.scalarLike(x, bias);
+  n.setOutputs(where(n, below, n.create<AddOp>(x, b),
+                     where(n, above, n.create<SubOp>(x, b), n.scalarLike(x, 0.0))));
+  return success();
+}
+
+/// LpNormalization (p = 1 or 2): x / ||x||_p along axis; an all-zero row
+/// stays zero (its norm is taken as 1, so the gradient stays finite).
+LogicalResult lpNormalization(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t p = n.getInt("p", 2), rank = n.inputType(0).getRank();
+  int64_t axis = n.getInt("axis", -1);
+  if (axis < -rank || axis >= rank)
+    return n.error("axis " + Twine(axis) + " is out of range");
+  if (p != 1 && p != 2)
+    return n.unsupported("p = " + Twine(p) + " (1 and 2 are defined)");
+  SmallVector<int64_t> axes{axis < 0 ? axis + rank : axis};
+  Value norm = p == 1 ? n.create<ReduceSumOp>(n.create<AbsOp>(x), axes, true)
+                      : n.create<SqrtOp>(n.create<ReduceSumOp>(n.create<MulOp>(x, x), axes, true));
+  Value zero = n.create<EqOp>(norm, n.scalarLike(norm, 0.0));
+  n.setOutputs(n.create<DivOp>(x, where(n, zero, n.scalarLike(norm, 1.0), norm)));
+  return success();
+}
+
+/// MeanVarianceNormalization: (x - E x) / (sqrt(E x^2 - (E x)^2) + 1e-9)
+/// over `axes`, as ONNX's reference computes it.
+LogicalResult meanVarianceNormalization(NodeContext &n) {
+  Value x = n.input(0);
+  int64_t rank = n.inputType(0).getRank();
+  SmallVector<int64_t> axes;
+  std::optional<SmallVector<int64_t>> given = n.getInts("axes");
+  for (int64_t a : given ? *given : SmallVector<int64_t>{0, 2, 3}) {
+    if (a < -rank || a >= rank)
+      return n.error("axis " + Twine(a) + " is out of range");
+    axes.push_back(a < 0 ? a + rank : a);
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  Value mean = n.create<ReduceMeanOp>(x, axes, true);
+  Value meanOfSquares = n.create<ReduceMeanOp>(n.create<MulOp>(x, x), axes, true);
+  Value var = n.create<SubOp>(meanOfSquares, n.create<MulOp>(mean, mean));
+  Value std = n.create<AddOp>(n.create<SqrtOp>(var), n.scalarLike(x, 1e-9));
+  n.setOutputs(n.create<DivOp>(n.create<SubOp>(x, mean), std));
+  return success();
+}
+
 void onnx_import::registerMathOps(OpRegistry &r) {
   r.add("Tan", 7, tan);
   r.add("Sinh", 9, sinh);
@@ -316,6 +415,18 @@ void onnx_import::registerMathOps(OpRegistry &r) {
   r.add("EyeLike", 9, eyeLike);
   r.add("OneHot", 9, oneHot<false>);
   r.add("OneHot", 11, oneHot<true>);
+  r.sameAs("OneHot", 28, 11); // bfloat16 values
+  r.add("Swish", 24, swish);
+  r.add("SwiGLU", 28, swiGLU);
+  r.add("Celu", 12, celu);
+  r.sameAs("Celu", 28, 12); // float16, double, bfloat16
+  r.add("Mish", 18, mish);
+  r.sameAs("Mish", 22, 18);
+  r.add("Shrink", 9, shrink);
+  r.add("LpNormalization", 1, lpNormalization);
+  r.sameAs("LpNormalization", 22, 1);
+  r.add("MeanVarianceNormalization", 9, meanVarianceNormalization);
+  r.sameAs("MeanVarianceNormalization", 13, 9);
   // Versions 20 and 22 only add dtypes (bfloat16, float8), which merak
   // accepts or refuses by dtype.
   for (StringRef op : {"Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Asin", "Acos",

@@ -687,6 +687,8 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("ReduceSumSquare", 18, reduceInput<ReduceSumOp, ReduceKind::SumSquare>);
   r.add("ReduceLogSum", 18, reduceInput<ReduceSumOp, ReduceKind::LogSum>);
   r.add("ReduceLogSumExp", 18, reduceInput<ReduceSumOp, ReduceKind::LogSumExp>);
+  r.sameAs("ReduceLogSum", 28, 18);    // integer types dropped
+  r.sameAs("ReduceLogSumExp", 28, 18);
   r.add("Hardmax", 13, hardmax);
   r.add("CumSum", 11, cumSum);
   r.add("InstanceNormalization", 6, instanceNorm);

@@ -128,6 +128,7 @@ LogicalResult sequenceLength(NodeContext &n) {
 
 void onnx_import::registerSequenceOps(OpRegistry &r) {
   r.add("SplitToSequence", 11, splitToSequence);
+  r.sameAs("SplitToSequence", 24, 11); // bfloat16
   r.add("SequenceAt", 11, sequenceAt);
   r.add("SequenceConstruct", 11, sequenceConstruct);
   r.add("ConcatFromSequence", 11, concatFromSequence);

@@ -564,6 +564,16 @@ LogicalResult depthToSpace(NodeContext &n) {
   return success();
 }
 
+LogicalResult spaceToDepth(NodeContext &n);
+
+/// SpaceToDepth-28 adds `mode`; its default, DCR, is the earlier order.
+LogicalResult spaceToDepth28(NodeContext &n) {
+  std::string mode = n.getString("mode", "DCR");
+  if (mode != "DCR")
+    return n.unsupported("mode '" + mode + "'");
+  return spaceToDepth(n);
+}
+
 LogicalResult spaceToDepth(NodeContext &n) {
   auto in = n.inputType(0);
   int64_t b = n.getInt("blocksize", 0);
@@ -739,22 +749,28 @@ void onnx_import::registerShapeOps(OpRegistry &r) {
   r.sameAs("Pad", 19, 18); // mode "wrap", which padImpl implements
   r.sameAs("Pad", 21, 18); // float8, int4
   r.sameAs("Pad", 23, 18); // float4
+  r.sameAs("Pad", 24, 18); // float8e8m0
+  r.sameAs("Pad", 25, 18); // int2, uint2
 
-  // Versions after 17 that only add dtypes (float8, int4, float4).
-  for (int64_t v : {19, 21, 23}) {
+  // Versions after 17 that only add dtypes (float8, int4, float4 up to 23;
+  // float8e8m0 at 24; int2/uint2 at 25).
+  for (int64_t v : {19, 21, 23, 24, 25}) {
     r.sameAs("Constant", v, 1);
     r.sameAs("Reshape", v, 5);
     r.sameAs("Shape", v, 1);
     r.sameAs("Size", v, 1);
   }
-  for (int64_t v : {20, 21, 23})
+  for (int64_t v : {20, 21, 23, 24, 25})
     r.sameAs("ConstantOfShape", v, 9);
-  for (int64_t v : {21, 23}) {
+  for (int64_t v : {21, 23, 24, 25}) {
     r.sameAs("Flatten", v, 1);
     r.sameAs("Squeeze", v, 13);
     r.sameAs("Unsqueeze", v, 13);
     r.sameAs("Transpose", v, 1);
   }
+  r.sameAs("Range", 27, 11); // stash_type: float16/bfloat16 only
   r.add("DepthToSpace", 11, depthToSpace);
+  r.sameAs("DepthToSpace", 28, 11); // schema unchanged
   r.add("SpaceToDepth", 13, spaceToDepth);
+  r.add("SpaceToDepth", 28, spaceToDepth28);
 }
