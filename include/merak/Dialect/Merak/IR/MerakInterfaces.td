@@ -54,8 +54,8 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let description = [{
     How the op's dimensions follow each other when a value is split over
     ranks: its factor rule (include/merak/Dialect/Merak/Interfaces/
-    ShardingRule.h). The passes that split values (merak-tensor-parallel;
-    later the batch and expert axes) propagate splits through this
+    ShardingRule.h). The passes that split values (merak-tensor-parallel,
+    merak-split-batch; later the expert axis) propagate splits through this
     interface only, never by op kind. Rules are attached as external models
     (lib/Dialect/Merak/Interfaces/ShardingModels.cpp), one per op; an op
     without the interface stops every split that reaches it.
