@@ -21,7 +21,6 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import onnx
 import torch
 
@@ -32,7 +31,7 @@ import export_models as em  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 from decoder_check import EncoderLM  # noqa: E402
 from merak_checkpoint import read_checkpoint  # noqa: E402
-from program_check import compare_with_serial  # noqa: E402
+from program_check import compare_with_serial, corpus_tokens  # noqa: E402
 
 STEPS, BATCH, SEQ, VOCAB, TOLERANCE = 20, 8, 16, 97, 1e-5
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -57,10 +56,7 @@ def run(cmd, env=None):
 class Env:
     def __init__(self, bin_dir, work):
         self.bin_dir, self.work = bin_dir, work
-        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
-        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
-        self.data = os.path.join(work, "tokens.bin")
-        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        _, self.data = corpus_tokens(work, VOCAB)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.exports, self.serial = {}, {}
 

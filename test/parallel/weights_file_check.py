@@ -38,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import export_models as em  # noqa: E402
 from check_runner import run_checks  # noqa: E402
+from program_check import corpus_tokens  # noqa: E402
 
 VOCAB, BATCH, SEQ, STEPS = 97, 4, 16, 4
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -72,10 +73,7 @@ def read_safetensors(path):
 class Env:
     def __init__(self, bin_dir, work):
         self.bin_dir, self.work = bin_dir, work
-        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
-        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
-        self.data = os.path.join(work, "tokens.bin")
-        (text.astype(np.int64) % VOCAB).astype(np.uint16).tofile(self.data)
+        _, self.data = corpus_tokens(work, VOCAB)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         torch.manual_seed(0)
         self.onnx = os.path.join(work, "gpt.onnx")

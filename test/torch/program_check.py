@@ -98,6 +98,17 @@ def param_rel_err(name, got, want):
 
 
 
+def corpus_tokens(work, vocab):
+    """The bundled corpus as character tokens mod `vocab` (learnable, so
+    losses fall), written to WORK/tokens.bin: (the tokens, that path)."""
+    corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
+    text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
+    tokens = (text.astype(np.int64) % vocab).astype(np.uint16)
+    path = os.path.join(work, "tokens.bin")
+    tokens.tofile(path)
+    return tokens, path
+
+
 def compare_with_serial(got, params, serial, serial_params, tol, steps):
     """(ok, message) of a parallel run against the serial program: its
     `steps` per-step losses and the final checkpoint's float tensors
@@ -175,12 +186,7 @@ class Env:
                           input_names=in_names, output_names=out_names,
                           training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False)
-        # The bundled corpus as character tokens: learnable, so losses fall.
-        corpus = os.path.join(HERE, "..", "..", "examples", "gpt", "corpus.txt")
-        text = np.frombuffer(open(corpus, "rb").read(), dtype=np.uint8)
-        self.tokens = (text.astype(np.int64) % VOCAB).astype(np.uint16)
-        self.data = os.path.join(work, "tokens.bin")
-        self.tokens.tofile(self.data)
+        self.tokens, self.data = corpus_tokens(work, VOCAB)
         self.programs = {}
 
     def fresh_model(self):
