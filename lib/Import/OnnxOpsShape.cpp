@@ -564,17 +564,10 @@ LogicalResult depthToSpace(NodeContext &n) {
   return success();
 }
 
-LogicalResult spaceToDepth(NodeContext &n);
-
-/// SpaceToDepth-28 adds `mode`; its default, DCR, is the earlier order.
-LogicalResult spaceToDepth28(NodeContext &n) {
-  std::string mode = n.getString("mode", "DCR");
-  if (mode != "DCR")
-    return n.unsupported("mode '" + mode + "'");
-  return spaceToDepth(n);
-}
-
-LogicalResult spaceToDepth(NodeContext &n) {
+/// SpaceToDepth: the b x b blocks of every channel become channels, block
+/// position major (DCR: channel (i b + j) C + c; the only order before
+/// opset 28) or channel major (CRD: c b^2 + i b + j, SpaceToDepth-28's mode).
+LogicalResult spaceToDepthImpl(NodeContext &n, bool crd) {
   auto in = n.inputType(0);
   int64_t b = n.getInt("blocksize", 0);
   if (in.getRank() != 4 || b <= 0 || in.getDimSize(2) % b || in.getDimSize(3) % b ||
@@ -583,9 +576,17 @@ LogicalResult spaceToDepth(NodeContext &n) {
   int64_t N = in.getDimSize(0), C = in.getDimSize(1), H = in.getDimSize(2) / b,
           W = in.getDimSize(3) / b;
   Value x = n.reshape(n.input(0), {N, C, H, b, W, b});
-  x = n.create<TransposeOp>(x, ArrayRef<int64_t>{0, 3, 5, 1, 2, 4});
+  x = n.create<TransposeOp>(x, crd ? ArrayRef<int64_t>{0, 1, 3, 5, 2, 4}
+                                   : ArrayRef<int64_t>{0, 3, 5, 1, 2, 4});
   n.setOutputs(n.reshape(x, {N, C * b * b, H, W}));
   return success();
+}
+LogicalResult spaceToDepth(NodeContext &n) { return spaceToDepthImpl(n, false); }
+LogicalResult spaceToDepth28(NodeContext &n) {
+  std::string mode = n.getString("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD")
+    return n.error("mode '" + mode + "' is neither DCR nor CRD");
+  return spaceToDepthImpl(n, mode == "CRD");
 }
 
 /// A slice of `x` along one dimension (other dimensions whole).
