@@ -364,13 +364,13 @@ LogicalResult shrink(NodeContext &n) {
 /// stays zero (its norm is taken as 1, so the gradient stays finite).
 LogicalResult lpNormalization(NodeContext &n) {
   Value x = n.input(0);
-  int64_t p = n.getInt("p", 2), rank = n.inputType(0).getRank();
-  int64_t axis = n.getInt("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return n.error("axis " + Twine(axis) + " is out of range");
+  int64_t p = n.getInt("p", 2);
+  FailureOr<int64_t> axis = n.axis(n.getInt("axis", -1), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
   if (p != 1 && p != 2)
     return n.unsupported("p = " + Twine(p) + " (1 and 2 are defined)");
-  SmallVector<int64_t> axes{axis < 0 ? axis + rank : axis};
+  SmallVector<int64_t> axes{*axis};
   Value norm = p == 1 ? n.create<ReduceSumOp>(n.create<AbsOp>(x), axes, true)
                       : n.create<SqrtOp>(n.create<ReduceSumOp>(n.create<MulOp>(x, x), axes, true));
   Value zero = n.create<EqOp>(norm, n.scalarLike(norm, 0.0));
@@ -383,12 +383,12 @@ LogicalResult lpNormalization(NodeContext &n) {
 LogicalResult meanVarianceNormalization(NodeContext &n) {
   Value x = n.input(0);
   int64_t rank = n.inputType(0).getRank();
-  SmallVector<int64_t> axes;
-  std::optional<SmallVector<int64_t>> given = n.getInts("axes");
-  for (int64_t a : given ? *given : SmallVector<int64_t>{0, 2, 3}) {
-    if (a < -rank || a >= rank)
-      return n.error("axis " + Twine(a) + " is out of range");
-    axes.push_back(a < 0 ? a + rank : a);
+  SmallVector<int64_t> axes = n.getInts("axes").value_or(SmallVector<int64_t>{0, 2, 3});
+  for (int64_t &a : axes) {
+    FailureOr<int64_t> ax = n.axis(a, rank);
+    if (failed(ax))
+      return failure();
+    a = *ax;
   }
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
