@@ -86,7 +86,6 @@ private:
   bool isFrozen(StringRef name) const {
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
-  std::optional<ConstTensor> constantOf(Value v);
   /// How a constant mask is read: keep where nonzero or where zero (a
   /// where's condition), or an additive mask (0 keeps, <= kMaskedFill hides).
   enum class MaskReading { KeepNonzero, KeepZero, Additive };
@@ -118,12 +117,16 @@ private:
       evaluatedOps;
   int64_t evaluatedElements = 0, evaluatedFlops = 0;
   bool withinWork(Operation *op);
+  /// The value of every element of `v` when it is a constant with one.
   std::optional<double> splat(Value v) {
-    auto t = constantOf(v);
-    if (!t || t->values.empty() ||
-        llvm::any_of(t->values, [&](double x) { return x != t->values.front(); }))
+    const HostTensor *h = evaluated(v);
+    if (!h || h->size() == 0)
       return std::nullopt;
-    return t->values.front();
+    double first = h->getAsDouble(0);
+    for (int64_t i = 1; i < h->size(); ++i)
+      if (h->getAsDouble(i) != first)
+        return std::nullopt;
+    return first;
   }
 };
 
@@ -198,20 +201,6 @@ const HostTensor *AttentionFuser::evaluatedUncached(Value v, int depth) {
     value = keep(std::move(results[0]));
   evaluatedOps[key] = value;
   return value;
-}
-
-/// The value of `v` when it is computed from constants (`evaluated`), as
-/// doubles.
-std::optional<ConstTensor> AttentionFuser::constantOf(Value v) {
-  const HostTensor *h = evaluated(v);
-  if (!h)
-    return std::nullopt;
-  ConstTensor t{SmallVector<int64_t>(h->getShape()), {}};
-  if (h->isFloat())
-    t.values = h->f();
-  else
-    t.values.assign(h->i().begin(), h->i().end());
-  return t;
 }
 
 /// What a constant keep-mask (nonzero: attend) lets query row r see, for a
