@@ -90,7 +90,8 @@ public:
   /// it are added and the analysis repeats. Then applies it.
   LogicalResult run(SmallVector<BlockArgument> inputs) {
     while (true) {
-      split.clear(), local.clear(), pending.clear(), demanded = BlockArgument();
+      split.clear(), local.clear(), localConstants.clear(), pending.clear();
+      demanded = BlockArgument();
       for (BlockArgument arg : inputs)
         split[arg] = {0, 1};
       if (failed(analyse()))
@@ -112,6 +113,8 @@ private:
   llvm::MapVector<Value, Where> split;
   /// Values checked for a local copy, and whether they can have one.
   DenseMap<Key, bool> local;
+  /// The local values of the constants among them (part 0).
+  DenseMap<Key, Attribute> localConstants;
   /// Operands to replace by their local copies.
   struct Pending {
     Operation *user;
@@ -220,9 +223,11 @@ private:
     if (auto get = dyn_cast<GetParamOp>(def))
       return error(user) << "meets the batch with the parameter '" << get.getName() << "'";
     if (auto c = dyn_cast<ConstantOp>(def)) {
-      if (failed(localConstant(c, w)))
+      FailureOr<Attribute> part = localConstant(c, w);
+      if (failed(part))
         return error(user) << "meets the batch with a constant whose parts along dimension "
                            << w.dim << " differ (a part could not keep its own rows)";
+      localConstants[keyOf(v, w)] = *part;
       return success();
     }
     std::optional<ShardingRule> rule = ruleOf(def);
@@ -315,7 +320,7 @@ private:
     b.setInsertionPointAfter(def);
     Value result;
     if (auto c = dyn_cast<ConstantOp>(def)) {
-      auto value = cast<ElementsAttr>(*localConstant(c, w));
+      auto value = cast<ElementsAttr>(localConstants.lookup(keyOf(v, w)));
       result = ConstantOp::create(b, c.getLoc(), value.getType(), value);
     } else {
       std::optional<ShardingRule> rule = ruleOf(def);
