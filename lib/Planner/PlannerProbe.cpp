@@ -115,18 +115,18 @@ int64_t modelBatch(ModuleOp module) {
   return inputs.empty() ? 1 : cast<RankedTensorType>(inputs.front().getType()).getDimSize(0);
 }
 
-/// Whether merak-split-batch splits the model's batch (into its smallest
-/// divisor above 1); where it does not, dp and the micro-batches stay 1.
-bool batchSplits(ModuleOp imported) {
-  int64_t batch = modelBatch(imported), part = 2;
+/// Whether merak-split-batch splits the cleaned-up model's batch (into its
+/// smallest divisor above 1); where it does not, dp and the micro-batches
+/// stay 1.
+bool batchSplits(ModuleOp cleaned) {
+  int64_t batch = modelBatch(cleaned), part = 2;
   while (part <= batch && batch % part)
     ++part;
   if (part > batch)
     return false;
-  OwningOpRef<ModuleOp> copy = imported.clone();
-  ScopedDiagnosticHandler quiet(imported.getContext(), [](Diagnostic &) { return success(); });
-  PassManager pm(imported.getContext());
-  buildImportCleanupPipeline(pm);
+  OwningOpRef<ModuleOp> copy = cleaned.clone();
+  ScopedDiagnosticHandler quiet(cleaned.getContext(), [](Diagnostic &) { return success(); });
+  PassManager pm(cleaned.getContext());
   MerakSplitBatchOptions split;
   split.parts = part;
   pm.addPass(createMerakSplitBatch(split));
@@ -161,12 +161,15 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
     *batch = modelBatch(*m);
   if (imported)
     *imported = true;
-  if (splits)
-    *splits = batchSplits(*m);
   if (dtype)
     *dtype = computeDtype(*m).str();
+  PassManager cleanup(&ctx);
+  buildImportCleanupPipeline(cleanup);
+  if (failed(cleanup.run(*m)))
+    return nullptr;
+  if (splits)
+    *splits = batchSplits(*m);
   PassManager pm(&ctx);
-  buildImportCleanupPipeline(pm);
   PipelineOptions training;
   training.loss = o.loss;
   training.logits = o.logits;
