@@ -362,41 +362,6 @@ Datasets openData(const Program &program, const TrainOptions &o) {
   return d;
 }
 
-/// The name of the constants in a weights file.
-constexpr const char *kConstantsTensor = "merak.constants";
-
-/// Where `bytes` bytes of `t`'s initial data lie: its tensor in the weights
-/// file, or merak_data at `offset`.
-const char *initialData(const WeightsFile *w, const ManifestTensor &t, uint64_t offset,
-                        uint64_t bytes) {
-  if (!w)
-    return reinterpret_cast<const char *>(merak_data) + offset;
-  const char *p = w->tensor(t.name, bytes);
-  if (!p)
-    die(kExitError, "the weights file '" + w->path() + "' has no tensor '" + t.name + "' of " +
-                        std::to_string(bytes) + " bytes (recompile the program)");
-  return p;
-}
-
-/// The initial data of the params this rank uses (the others' pages stay
-/// untouched; a weights file's are released after the copy); the rest of P
-/// is zeros.
-void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
-                       const WeightsFile *w) {
-  for (const ManifestTensor &t : m.params) {
-    if (!place.needs(t))
-      continue;
-    if (t.sharded() && t.dataBytes > 0) { // this rank's tensor-parallel shard
-      extractShard(t, tpRank, initialData(w, t, t.dataOffset, t.dataBytes), P + t.offset);
-    } else if (t.offset < m.paramsInitBytes) {
-      uint64_t n = std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset);
-      std::memcpy(P + t.offset, initialData(w, t, t.offset, n), n);
-    }
-  }
-  if (w)
-    w->releaseExcept(kConstantsTensor);
-}
-
 /// The constants, in the executable's data or the weights file (copied
 /// when not aligned).
 const char *constants(const Manifest &m, const WeightsFile *w, Buffer &constsCopy) {

@@ -1,6 +1,12 @@
 //===- weights_file.cpp - a program's initial data next to it -------------===//
 #include "weights_file.h"
 
+#include "merak_rt/program.h"
+#include "sharding.h"
+#include "train_support.h"
+
+#include <algorithm>
+
 #include <cerrno>
 #include <cstring>
 
@@ -70,6 +76,37 @@ void WeightsFile::releaseExcept(const std::string &keep) const {
     if (end > begin)
       ::madvise(map_ + begin, end - begin, MADV_DONTNEED);
   }
+}
+
+/// Where `bytes` bytes of `t`'s initial data lie: its tensor in the weights
+/// file, or merak_data at `offset`.
+namespace {
+const char *initialData(const WeightsFile *w, const ManifestTensor &t, uint64_t offset,
+                        uint64_t bytes) {
+  if (!w)
+    return reinterpret_cast<const char *>(merak_data) + offset;
+  const char *p = w->tensor(t.name, bytes);
+  if (!p)
+    train::die(train::kExitError, "the weights file '" + w->path() + "' has no tensor '" + t.name + "' of " +
+                        std::to_string(bytes) + " bytes (recompile the program)");
+  return p;
+}
+} // namespace
+
+void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
+                       const WeightsFile *w) {
+  for (const ManifestTensor &t : m.params) {
+    if (!place.needs(t))
+      continue;
+    if (t.sharded() && t.dataBytes > 0) { // this rank's tensor-parallel shard
+      extractShard(t, tpRank, initialData(w, t, t.dataOffset, t.dataBytes), P + t.offset);
+    } else if (t.offset < m.paramsInitBytes) {
+      uint64_t n = std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset);
+      std::memcpy(P + t.offset, initialData(w, t, t.offset, n), n);
+    }
+  }
+  if (w)
+    w->releaseExcept(kConstantsTensor);
 }
 
 std::string executableDirectory() {

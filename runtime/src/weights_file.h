@@ -15,6 +15,9 @@
 #include "merak_rt/safetensors.h"
 #include "merak_rt/status.h"
 
+#include "checkpoint_shards.h"
+#include "manifest.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +51,16 @@ private:
 
 /// The directory of the running executable (/proc/self/exe), "." if unknown.
 std::string executableDirectory();
+
+/// The name of the constants in a weights file.
+inline constexpr const char *kConstantsTensor = "merak.constants";
+
+/// Copies the initial data of the params this rank uses into P, from `w`
+/// (its pages then released, the constants' kept) or, without one, from
+/// merak_data; the other params' data is never read. A tensor missing from
+/// `w` ends the program with an error naming it.
+void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
+                       const WeightsFile *w);
 
 } // namespace merak::rt
 
