@@ -1,0 +1,150 @@
+//===- ShardingPasses.td - the passes that split values ---*- tablegen -*-===//
+//
+// Included by Passes.td in pipeline order (after merak-record-index-limits):
+// merak-split-batch and merak-tensor-parallel, which split values over
+// ranks through the ops' sharding rules (ShardingRuleOpInterface).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_SHARDINGPASSES_TD
+#define MERAK_DIALECT_MERAK_TRANSFORMS_SHARDINGPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MerakSplitBatch : Pass<"merak-split-batch", "mlir::ModuleOp"> {
+  let summary = "[training] Splits the batch into `parts` by propagation: the "
+                "per-rank, per-micro-batch model";
+  let description = [{
+    Data parallelism and micro-batching run the model on a part of the
+    batch. This pass makes the model function `entry` (the imported
+    `@forward`, before merak-attach-loss) compute one part: 1/`parts` of the
+    rows of every input that carries the batch. It needs nothing from the
+    exporter: a static-batch export, whose Reshape targets and masks spell
+    the batch as a number, splits as a dynamic one does.
+
+    The batch inputs are the token ids (the first rank-2 integer input), or
+    without them every input, which must share a leading dimension; their
+    dimension 0 is split, rank r holding rows [r b, (r+1) b) with b =
+    batch / parts. The split then follows every value in program order
+    through the op's sharding rule (ShardingRuleOpInterface, as in
+    merak-tensor-parallel; the batch may sit inside a dimension, e.g. the
+    batch-major or sequence-major [B*H] of heads folded into the batch):
+    - a parallel factor (elementwise ops, matmul, reshape, transpose,
+      attention, convolutions, ...) splits the results alike;
+    - a reduction or combined factor (a sum, mean or max over the batch; a
+      mean loss) leaves every part its own reduction, as PyTorch's
+      DistributedDataParallel computes one replica's loss; merak-data-
+      parallel and the micro-batch accumulation then average the gradients;
+    - a replicated factor kept by the results (a softmax over the batch
+      axis, batch normalisation's statistics) is computed per part, as DDP
+      does without SyncBatchNorm;
+    - an operand that meets a split value but does not derive from the
+      inputs (a constant mask [B, 1, T, T], a broadcast of position ids to
+      [B, T], ConstantOfShape) is computed again at the local size: a
+      constant keeps its first part when every part is equal, other ops are
+      cloned on their operands' local versions. Another input that meets the
+      batch is split too (an attention mask).
+    The results, function type and the attributes that spell sizes
+    (`adaptToLocalTypes`: slice limits, split sizes) follow the local types.
+
+    Errors name the op: a batch that does not divide into `parts` (per
+    block); an op without a sharding rule that a split value reaches; a
+    slice, gather or concatenation along the batch (the part would need
+    other ranks' rows); a batch inside a reshape that does not keep it as a
+    whole factor (e.g. [B, T] to [T, B] as a flat reshape); two operands
+    carrying the batch in different dimensions; a parameter or a constant
+    that differs along the batch meeting it.
+  }];
+  let options = [
+    Option<"parts", "parts", "int64_t", /*default=*/"1",
+           "Parts of the batch: data-parallel ranks x micro-batches">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function to split">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "[training] Megatron-LM tensor parallelism, found by graph structure";
+  let description = [{
+    Shards the model function `entry` (the imported `@forward`, before
+    merak-attach-loss) over `tp` ranks with Megatron-LM's rule, recognising
+    the layers by the structure of the graph, not by parameter names:
+    - A *column-parallel* Linear is a `merak.matmul` of a replicated value by
+      a 2-D parameter read nowhere else, as PyTorch exports nn.Linear
+      (`transpose(get_param W) perm = [1, 0]`, W of shape [out, in]) or as a
+      Gemm-like `matmul(x, get_param W)` (W of shape [in, out]). Its output
+      features are split over the ranks; so are the parameters met
+      elementwise with its output (its bias). Its input passes through
+      `merak.tp_identity` (Megatron's f: the gradient is summed over "tp").
+    - The split propagates through every op by its sharding rule
+      (ShardingRuleOpInterface: the op's dimensions as parallel, reduction
+      and replicated factors; lib/Dialect/Merak/Interfaces): elementwise ops
+      (with broadcasting; a parameter read only there is split alike),
+      `reshape` (the split moves to the output dimension at the same flat
+      position: splitting [B, T, C] into heads [B, T, H, C/H] splits H),
+      `transpose`, `split`, `softmax` or a norm over other axes, and batched
+      `matmul` over a split batch dimension (attention scores and context).
+      A split reaching a replicated factor (a softmax's axis) or an op
+      without a rule stops the region.
+    - A *row-parallel* Linear is a matmul of a value split on its
+      contraction dimension (a reduction factor; `reduce_sum` over the split
+      axis ends a region the same way) by a parameter weight: the weight is split along
+      its input features, and the matmul's output is summed over the ranks
+      by `merak.all_reduce` (group "tp", sum: Megatron's g) before its bias
+      (replicated) is added.
+    So an MLP `Linear -> activation -> Linear` becomes column -> row, and
+    attention becomes a column-parallel QKV projection with the heads split
+    (H/tp per rank), the score/softmax/context ops on local heads, and a
+    row-parallel output projection. A fused QKV projection (GPT-2's c_attn,
+    weight [3C, C]) whose output is split into three equal parts is split
+    block-wise (`blocks = 3`): each rank holds its heads' rows of q, k and v.
+    A Linear whose values reach anything else (a layer norm over the split
+    axis, the function's result such as an LM head, an embedding) stays
+    replicated, with every Linear its values met; embeddings, layer norms,
+    the LM head and the loss are replicated.
+
+    A sharded `merak.param` gets the local shard's type and a `merak.shard =
+    {axis, parts, blocks}` attribute (dimension `axis` viewed as [blocks,
+    parts, n / (blocks * parts)]; rank r holds part r of every block); its
+    initial value stays the full tensor, from which every rank takes its
+    shard at start-up. Errors: a split dimension (hidden size, heads, the
+    features of a Linear) that does not divide by `tp`, naming the op and the
+    sizes; and a model in which no such structure is found.
+
+    With `vocab-parallel`, the vocabulary is split too (Megatron-LM): the
+    entry's only result must be logits `matmul(x, transpose(W))` with W
+    [V, C] a parameter otherwise read only by embedding lookups
+    (`merak.gather W[ids] axis = 0`; GPT-2's tied `wte`). W is split on V
+    (`merak.shard` axis 0, rank r holds rows [r V/tp, (r+1) V/tp)); the
+    lookup becomes `ids - merak.group_rank("tp") * V/tp`, masked to the
+    local rows (others read row 0 and are zeroed), then `merak.all_reduce`
+    (tp, sum); the LM head gets f (`merak.tp_identity`) on x and returns
+    the logits split [..., V/tp], marked `merak.vocab_parallel = "tp"`, for
+    which merak-attach-loss builds the vocab-parallel cross-entropy
+    (`merak.cross_entropy ... {group = "tp"}`). A V that does not divide by
+    tp is padded to tp shards of ceil(V / tp) rows (`merak.shard` records
+    `size = V`; the result gets `merak.vocab_classes = V`, the loss
+    `classes = V`, which leaves the padding logits out). W read in any other
+    way is an error; with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
+    such a model keeps its vocabulary replicated instead, with a remark
+    saying why.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"vocabParallel", "vocab-parallel", "bool", /*default=*/"false",
+           "Also split the vocabulary (Megatron-LM): the embedding table "
+           "[V, C] read by a gather and by the LM head (the entry's only "
+           "result, logits [..., V]) is split on V; the logits stay split and "
+           "are marked merak.vocab_parallel for merak-attach-loss">,
+    Option<"vocabParallelFallback", "vocab-parallel-fallback", "bool", /*default=*/"false",
+           "With vocab-parallel: a model whose vocabulary cannot be split (no "
+           "such LM head, or V not divisible by tp) keeps it replicated, with a "
+           "remark, instead of failing">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function to shard">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+#endif // MERAK_DIALECT_MERAK_TRANSFORMS_SHARDINGPASSES_TD
