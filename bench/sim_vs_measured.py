@@ -12,8 +12,15 @@
    --report=json` (the simulated step) and `--compile-to=binary`, and run
    under `mpirun -np dp*tp*pp` with OMP_NUM_THREADS=1; the measured step
    is the median `time_ms` of the metrics after 3 warm-up steps.
-Prints simulated, measured and measured / simulated per plan. A benchmark,
-not a test: the numbers depend on the machine and its load.
+3. Profile-guided costs: before the measurement, every plan's program runs
+   once with `--profile-ops op-costs.json` (a few steps), which times its
+   ops and merges the medians by op shape into the one shared file; each
+   plan is then simulated twice, with the roofline alone and with
+   `--op-costs op-costs.json` (the measured seconds of every op whose shape
+   was timed).
+Prints both simulations, the measurement and their ratios per plan, and the
+order of the plans (those with at most one rank per core) by each. A
+benchmark, not a test: the numbers depend on the machine and its load.
 """
 import argparse
 import json
@@ -41,6 +48,8 @@ def main():
     ap.add_argument("--calibrate", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--profile-steps", type=int, default=6,
+                    help="steps of each plan's --profile-ops run (the first is a warm-up)")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -59,41 +68,75 @@ def main():
     tokens = os.path.join(a.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
     compiler = os.path.join(a.bin, "merak-compile")
-    rows = []
-    for dp, tp, pp, m in PLANS:
-        name = "d%dt%dp%dm%d" % (dp, tp, pp, m)
-        exe = os.path.join(a.workdir, "train-" + name)
-        flags = [onnx_path, "--input-shape", "input_ids=%dx%d" % (B, T), "--frozen",
-                 "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--pp", str(pp),
-                 "--microbatches", str(m), "--schedule", "1f1b", "--simulate",
-                 "--device-profile", profile]
-        report = exe + ".json"
-        subprocess.run([compiler] + flags + ["--compile-to=binary", "-o", exe, "--report=json",
-                                            "--report-file", report],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        simulated = json.load(open(report))["simulated"]["step_time_s"] * 1e3
-        metrics = os.path.join(a.workdir, name + ".jsonl")
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        cmd = [exe, "--data", tokens, "--steps", str(a.steps), "--metrics", metrics,
-               "--log-every", "1000000"]
-        ranks = dp * tp * pp
+    costs = os.path.join(a.workdir, "op-costs.json")
+    if os.path.exists(costs):
+        os.remove(costs)
+
+    def plan_flags(dp, tp, pp, m):
+        return [onnx_path, "--input-shape", "input_ids=%dx%d" % (B, T), "--frozen",
+                "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--pp", str(pp),
+                "--microbatches", str(m), "--schedule", "1f1b", "--simulate",
+                "--device-profile", profile]
+
+    def run(exe, ranks, extra):
+        cmd = [exe, "--data", tokens, "--log-every", "1000000"] + extra
         if ranks > 1:
             cmd = MPIRUN + ["-np", str(ranks)] + cmd
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+
+    def simulated(flags, extra):
+        report = os.path.join(a.workdir, "report.json")
+        subprocess.run([compiler] + flags + extra + ["--compile-to=schedule", "-o", os.devnull,
+                                                     "--report=json", "--report-file", report],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.load(open(report))["simulated"]["step_time_s"] * 1e3
+
+    # 1. Every plan's program, and its ops timed once into the shared op-cost
+    #    file (--profile-ops; the first step is a warm-up).
+    exes = {}
+    for dp, tp, pp, m in PLANS:
+        name = "d%dt%dp%dm%d" % (dp, tp, pp, m)
+        exe = os.path.join(a.workdir, "train-" + name)
+        subprocess.run([compiler] + plan_flags(dp, tp, pp, m) + ["--compile-to=binary", "-o", exe],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run(exe, dp * tp * pp, ["--steps", str(a.profile_steps), "--profile-ops", costs])
+        exes[(dp, tp, pp, m)] = (name, exe)
+    # 2. Simulated with the roofline and with the measured op costs; measured.
+    rows = []
+    for dp, tp, pp, m in PLANS:
+        name, exe = exes[(dp, tp, pp, m)]
+        flags = plan_flags(dp, tp, pp, m)
+        roofline = simulated(flags, [])
+        profiled = simulated(flags, ["--op-costs", costs])
+        metrics = os.path.join(a.workdir, name + ".jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        run(exe, dp * tp * pp, ["--steps", str(a.steps), "--metrics", metrics])
         with open(metrics) as f:
             measured = statistics.median([json.loads(l)["time_ms"] for l in f][WARMUP:])
-        rows.append((dp, tp, pp, m, simulated, measured))
-        print("(dp %d, tp %d, pp %d) x %d micro-batches: simulated %.2f ms, measured %.2f ms, "
-              "measured / simulated %.2f" % (dp, tp, pp, m, simulated, measured,
-                                            measured / simulated))
+        rows.append((dp, tp, pp, m, roofline, profiled, measured))
+        print("(dp %d, tp %d, pp %d) x %d micro-batches: simulated %.2f ms (roofline), %.2f ms "
+              "(measured op costs); measured %.2f ms; measured / simulated %.2f, %.2f"
+              % (dp, tp, pp, m, roofline, profiled, measured, measured / roofline,
+                 measured / profiled))
         sys.stdout.flush()
     print()
-    print("| dp | tp | pp | micro-batches | simulated (ms) | measured (ms) | measured / simulated |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for dp, tp, pp, m, s, me in rows:
-        print("| %d | %d | %d | %d | %.2f | %.2f | %.2f |" % (dp, tp, pp, m, s, me, me / s))
-
+    print("| dp | tp | pp | micro-batches | simulated, roofline (ms) | simulated, measured op "
+          "costs (ms) | measured (ms) | measured / roofline | measured / op costs |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for dp, tp, pp, m, r, p, me in rows:
+        print("| %d | %d | %d | %d | %.2f | %.2f | %.2f | %.2f | %.2f |"
+              % (dp, tp, pp, m, r, p, me, me / r, me / p))
+    # The order of the plans that fit the machine (one rank per core).
+    cores = os.cpu_count() or 1
+    fit = [r for r in rows if r[0] * r[1] * r[2] <= cores]
+    label = lambda r: "d%dt%dp%dm%d" % r[:4]
+    for col, what in ((4, "roofline"), (5, "measured op costs"), (6, "measured")):
+        print("order by %s: %s" % (what, " < ".join(label(r) for r in
+                                                    sorted(fit, key=lambda r: r[col]))))
+    worst = max(abs(r[6] / r[5] - 1) for r in fit)
+    print("largest |measured / simulated - 1| with measured op costs over the plans of at most "
+          "%d ranks: %.1f%%" % (cores, 100 * worst))
 
 if __name__ == "__main__":
     main()

@@ -83,6 +83,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("memory_per_device", &CompileOptions::memoryPerDevice)
       .def_readwrite("simulate", &CompileOptions::simulate)
       .def_readwrite("simulate_trace", &CompileOptions::simulateTrace)
+      .def_readwrite("op_costs", &CompileOptions::opCosts)
       .def_readwrite("device_profile", &CompileOptions::deviceProfile)
       .def_readwrite("stage_boundaries", &CompileOptions::stageBoundaries)
       .def_readwrite("zero", &CompileOptions::zero)

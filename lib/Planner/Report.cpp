@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ReportModel.h"
+#include "merak/Dialect/Merak/Analysis/OpCosts.h"
 #include "merak/Planner/Simulate.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -259,9 +260,11 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
       countCollectives(u, 1, s, 2);
     for (StringRef kind :
          {"forward", "backward", "update", "forward_keep", "recompute", "backward_weight"})
-      if (func::FuncOp g = fn(planned, fragment(s, kind)))
+      if (func::FuncOp g = fn(planned, fragment(s, kind))) {
         if (auto a = g->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
           st.arenas.push_back({fragment(s, kind), a.getInt()});
+        st.copies.push_back({fragment(s, kind), fragmentCopyBytes(g)});
+      }
     auto named = [](func::FuncOp g, unsigned i, bool result) {
       auto n = result ? g.getResultAttrOfType<StringAttr>(i, "merak.name")
                       : g.getArgAttrOfType<StringAttr>(i, "merak.name");
@@ -584,9 +587,24 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
   return success();
 }
 
+int64_t mlir::merak::fragmentCopyBytes(func::FuncOp fragment) {
+  int64_t bytes = 0;
+  for (Type t : llvm::concat<const Type>(fragment.getArgumentTypes(), fragment.getResultTypes()))
+    if (auto r = dyn_cast<RankedTensorType>(t); r && r.hasStaticShape())
+      bytes += r.getNumElements() * std::max<int64_t>(1, storageElementBytes(r.getElementType()));
+  return bytes;
+}
+
+static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
+  OpWork w{op.getFlops(), op.getBytesAccessed(), std::nullopt};
+  if (measured)
+    w.seconds = measured->lookup(op);
+  return w;
+}
+
 /// The ops of backward fragment `f` that no incoming gradient reaches (an
 /// op with regions counts as reached), in one pass in program order.
-static void collectRecompute(func::FuncOp f, StageCosts &c) {
+static void collectRecompute(func::FuncOp f, StageCosts &c, const MeasuredOpCosts *measured) {
   llvm::DenseSet<Value> reached;
   for (BlockArgument a : f.getArguments())
     if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
@@ -602,7 +620,7 @@ static void collectRecompute(func::FuncOp f, StageCosts &c) {
     }
     ahead.push_back(&op);
     if (auto cost = dyn_cast<CostOpInterface>(&op); cost && !report::collectiveKind(cost))
-      c.recomputeOps.emplace_back(cost.getFlops(), cost.getBytesAccessed());
+      c.recomputeOps.push_back(opWork(cost, measured));
   }
   llvm::DenseSet<Operation *> aheadSet(ahead.begin(), ahead.end());
   for (Operation *op : ahead)
@@ -613,7 +631,8 @@ static void collectRecompute(func::FuncOp f, StageCosts &c) {
 }
 
 FailureOr<std::vector<StageCosts>>
-mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
+mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options,
+                               const MeasuredOpCosts *measured) {
   Report report(options, module);
   if (failed(report.collect()))
     return failure();
@@ -632,18 +651,26 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
     c.backward = st.byFragment[1];
     c.update = st.byFragment[2];
     auto opCosts = [&](StringRef kind) {
-      std::vector<std::pair<int64_t, int64_t>> v;
+      std::vector<OpWork> v;
       if (auto f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), kind)))
         f.walk([&](CostOpInterface op) {
           if (!mlir::merak::report::collectiveKind(op))
-            v.emplace_back(op.getFlops(), op.getBytesAccessed());
+            v.push_back(opWork(op, measured));
         });
       return v;
     };
     c.forwardOps = opCosts("forward");
     c.backwardOps = opCosts("backward");
+    auto copies = [&](StringRef kind) {
+      func::FuncOp f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), kind));
+      return f ? fragmentCopyBytes(f) : 0;
+    };
+    c.forwardCopyBytes = copies("forward");
+    c.backwardCopyBytes = copies("backward") + copies("recompute") + copies("backward_weight");
+    c.updateCopyBytes = copies("update");
+    c.updateOps = opCosts("update");
     for (StringRef kind : {"recompute", "backward_weight"}) {
-      std::vector<std::pair<int64_t, int64_t>> part = opCosts(kind);
+      std::vector<OpWork> part = opCosts(kind);
       c.backwardOps.insert(c.backwardOps.end(), part.begin(), part.end());
     }
     // The recomputation: merak-split-backward's @stage<s>_recompute (what
@@ -656,7 +683,7 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options) {
           c.recomputeHeldBytes += report::messageSlotBytes(rt);
     } else if (auto b = module.lookupSymbol<func::FuncOp>(
                    report.fragment(costs.size(), "backward"))) {
-      collectRecompute(b, c);
+      collectRecompute(b, c, measured);
     }
     costs.push_back(std::move(c));
   }

@@ -67,9 +67,11 @@ json::Value Report::toJson() const {
                                   {"global_shape", shapeJson(p.globalShape)}};
       ps.push_back(std::move(o));
     }
-    json::Object arenas;
+    json::Object arenas, copies;
     for (auto &[name, bytes] : st.arenas)
       arenas[name] = bytes;
+    for (auto &[name, bytes] : st.copies)
+      copies[name] = bytes;
     // {"all_reduce": {"tp": {count, bytes}, ...}, "reduce_scatter": ...}
     std::map<std::string, json::Object> byKind;
     for (auto &[key, t] : st.collectives) {
@@ -100,6 +102,7 @@ json::Value Report::toJson() const {
         {"params", std::move(ps)},
         {"activations", json::Object{{"arena_bytes", std::move(arenas)},
                                      {"arena_peak_bytes", st.arenaPeak()},
+                                     {"copy_bytes", std::move(copies)},
                                      {"stash_bytes", st.stashBytes},
                                      {"stash_bytes_per_microbatch", st.stashPerMicrobatch},
                                      {"recompute", st.recompute.empty()

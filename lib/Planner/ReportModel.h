@@ -49,6 +49,8 @@ struct StageInfo {
   SmallVector<std::string> params;
   int64_t paramElements = 0, paramBytes = 0, stateBytes = 0, accumulatorBytes = 0;
   SmallVector<std::pair<std::string, int64_t>> arenas;
+  /// Per fragment: the bytes a call copies in and out (fragmentCopyBytes).
+  SmallVector<std::pair<std::string, int64_t>> copies;
   int64_t stashBytes = 0;
   /// Pipelined: bytes held per micro-batch until its backward (stage inputs
   /// and stashed activations) and merak-recompute's choice for the stage.

@@ -1,9 +1,13 @@
 //===- Simulate.cpp - merak-compile --simulate: the cost model ------------===//
 //
 // Per stage s (p stages, m micro-batches, v chunks per stage, rate =
-// flops[dtype] x efficiency), from the report's per-step numbers:
-//   forward  = sum over the ops of one micro-batch's forward of the roofline
-//              max(FLOPs / rate, bytes / memory bandwidth) (CostOpInterface)
+// flops[dtype] x efficiency), from the report's per-step numbers of the
+// program with its transposes folded into the GEMMs (as it is emitted):
+//   forward  = sum over the ops of one micro-batch's forward of the measured
+//              seconds (--op-costs) or else the roofline max(FLOPs / rate,
+//              bytes / memory bandwidth) (CostOpInterface)
+//              + the runner's copies, 2 x (argument + result bytes) /
+//              memory bandwidth
 //              + tp collectives of the forward / m
 //   backward = likewise over the backward fragment
 //   (ZB-H1: half of it input gradient, half weight gradient; interleaved:
@@ -19,6 +23,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Planner/Simulate.h"
+
+#include "merak/Dialect/Merak/Analysis/OpCosts.h"
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
@@ -151,7 +159,19 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   ro.tp = options.tp;
   ro.pp = r->stages;
   ro.microbatches = r->microbatches;
-  FailureOr<std::vector<StageCosts>> stages = collectStageCosts(module, ro);
+  // The ops are costed as the emitted program runs them: its GEMMs read
+  // transposed operands in place (merak-fold-transposes, in the lower phase,
+  // after --simulate), so no transpose is charged for them, and measured op
+  // costs are keyed by those GEMMs. The costs are read from a folded copy.
+  OwningOpRef<ModuleOp> folded = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(createMerakFoldTransposes());
+  if (failed(pm.run(*folded))) {
+    error = "cannot fold the transposes of a copy of the program";
+    return failure();
+  }
+  FailureOr<std::vector<StageCosts>> stages =
+      collectStageCosts(*folded, ro, options.measured.get());
   // One StageCosts per model stage: stages x virtual stages (interleaved).
   if (failed(stages) || (int64_t)stages->size() != r->stages * r->virtualStages) {
     error = "cannot read the per-stage costs of the program";
@@ -172,23 +192,42 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.stashed.clear();
   costs.kept.clear();
   SmallVector<double> fwd, bwd, rcp;
-  // Roofline per op: max(FLOPs / rate, bytes / memory bandwidth).
-  auto roofline = [&](const std::vector<std::pair<int64_t, int64_t>> &ops, int64_t flops) {
+  // Per op: its measured seconds (--op-costs), else the roofline
+  // max(FLOPs / rate, bytes / memory bandwidth).
+  int64_t measuredOps = 0, costedOps = 0;
+  // (Ops that cost nothing under the roofline, views and parameter reads,
+  // call no kernel and are never timed: they are not counted.)
+  auto opSeconds = [&](const OpWork &w) {
+    if (w.seconds) {
+      ++costedOps;
+      ++measuredOps;
+      return *w.seconds;
+    }
+    double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
+                                                                 : 0.0);
+    costedOps += t > 0;
+    return t;
+  };
+  auto roofline = [&](const std::vector<OpWork> &ops, int64_t flops) {
     if (ops.empty())
       return flops / m / rate;
     double t = 0;
-    for (auto [f, b] : ops)
-      t += std::max(f / rate, prof.memoryBandwidth > 0 ? b / prof.memoryBandwidth : 0.0);
+    for (const OpWork &w : ops)
+      t += opSeconds(w);
     return t;
   };
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
   // it streams) is on model stage s < p and covers all its chunks.
+  // The runner's copies around a fragment call: read and write each byte.
+  auto copy = [&](int64_t bytes) {
+    return prof.memoryBandwidth > 0 ? 2.0 * bytes / prof.memoryBandwidth : 0.0;
+  };
   for (int64_t k = 0; k < p * v; ++k) {
     const StageCosts &c = (*stages)[k];
-    fwd.push_back(roofline(c.forwardOps, c.forwardFlops) +
+    fwd.push_back(roofline(c.forwardOps, c.forwardFlops) + copy(c.forwardCopyBytes) +
                   collectiveSeconds(c.forward, k % p, options) / m);
-    bwd.push_back(roofline(c.backwardOps, c.backwardFlops) +
+    bwd.push_back(roofline(c.backwardOps, c.backwardFlops) + copy(c.backwardCopyBytes) +
                   collectiveSeconds(c.backward, k % p, options) / m);
     // The recomputation `rcp` runs apart (the backward's collectives stay
     // with `bwd`); the last stage has none.
@@ -212,8 +251,17 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     for (int64_t k = s; k < p * v; k += p)
       bytes += (*stages)[k].paramBytes + (*stages)[k].stateBytes;
     double memory = 2.0 * bytes / prof.memoryBandwidth;
-    costs.stageUpdate.push_back(std::max(c.updateFlops / rate, memory) +
-                                collectiveSeconds(c.update, s, options));
+    // Measured update ops replace the stage's roofline (which streams the
+    // parameters and state once) when any was timed.
+    double update = std::max(c.updateFlops / rate, memory);
+    if (llvm::any_of(c.updateOps, [](const OpWork &w) { return w.seconds.has_value(); })) {
+      update = 0;
+      for (int64_t k = s; k < p * v; k += p)
+        update += roofline((*stages)[k].updateOps, 0);
+    }
+    for (int64_t k = s; k < p * v; k += p)
+      update += copy((*stages)[k].updateCopyBytes);
+    costs.stageUpdate.push_back(update + collectiveSeconds(c.update, s, options));
   }
   for (int64_t k = 0; k < p * v; ++k) {
     costs.forward.push_back(fwd[k]);
@@ -253,6 +301,11 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.peakInFlight.assign(sim->peakInFlight.begin(), sim->peakInFlight.end());
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
+  if (options.measured) {
+    step.opCostsFile = options.measured->path;
+    step.measuredOps = measuredOps;
+    step.costedOps = costedOps;
+  }
   for (int64_t s = 0; s < p; ++s) {
     int64_t bytes = 0, arena = 0;
     for (int64_t k = s; k < p * v; k += p) {
@@ -273,6 +326,11 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
           "pass --device-profile FILE)\n";
   else
     os << prefix << "simulated with device profile '" << step.profile << "'\n";
+  if (!step.opCostsFile.empty())
+    os << prefix
+       << llvm::formatv("measured op costs for {0} of {1} ops ({2}); the roofline for the "
+                        "rest\n",
+                        step.measuredOps, step.costedOps, step.opCostsFile);
   os << prefix
      << llvm::formatv("simulated step: {0:e3} s; bubble {1:F4} (idle / (stages x step)), "
                       "idle / compute {2:F4}\n",
@@ -302,5 +360,11 @@ json::Value mlir::merak::simulatedStepJson(const SimulatedStep &step) {
                       {"bubble_fraction", step.bubbleFraction},
                       {"peak_inflight", std::move(peak)},
                       {"peak_memory_bytes", std::move(memory)},
-                      {"profile", step.profile}};
+                      {"profile", step.profile},
+                     {"op_costs", step.opCostsFile.empty()
+                                      ? json::Value(nullptr)
+                                      : json::Value(json::Object{
+                                            {"file", step.opCostsFile},
+                                            {"measured_ops", step.measuredOps},
+                                            {"costed_ops", step.costedOps}})}};
 }

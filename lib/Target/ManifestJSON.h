@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
@@ -97,6 +98,10 @@ inline int64_t tensorBytes(Type t) {
 /// storage: its storage size rounded up to kBufferAlignment (at least one
 /// alignment unit).
 int64_t slotBytes(Type t);
+
+/// Appends the kernel ops of `fn` (merak-to-emitc's opMark order) to the
+/// manifest's "ops" (names) and "op_keys" (shape keys).
+void addKernelOps(func::FuncOp fn, schema::Program &manifest);
 
 /// Writes the initial data of the parameters planned below `initBytes` (the
 /// initialised part of the parameter storage), in offset order, each padded

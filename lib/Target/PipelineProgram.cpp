@@ -384,8 +384,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   addStages(module, frags, layout, *kind, ranks, m, chunks, pipeline);
 
   for (func::FuncOp f : frags)
-    for (std::string &n : kernelOpNames(f))
-      manifest.ops.push_back(std::move(n));
+    target::addKernelOps(f, manifest);
   if (!info.optimizer.empty())
     manifest.defaults.optimizer = info.optimizer;
   pipeline.stages = stages;

@@ -5,6 +5,7 @@
 #include "merak/Target/PipelineProgram.h"
 
 #include "merak/Conversion/MerakToEmitC.h"
+#include "merak/Dialect/Merak/Analysis/OpCosts.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -115,6 +116,13 @@ int64_t target::slotBytes(Type t) {
                   kBufferAlignment);
 }
 
+void target::addKernelOps(func::FuncOp fn, schema::Program &manifest) {
+  for (Operation *op : kernelOps(fn)) {
+    manifest.ops.push_back(op->getName().stripDialect().str());
+    manifest.opKeys.push_back(opCostKey(op));
+  }
+}
+
 LogicalResult target::writeInitialParams(ModuleOp module, int64_t initBytes,
                                          llvm::raw_ostream &os) {
   auto offsetOf = [](ParamOp p) { return p->getAttrOfType<IntegerAttr>(kOffsetAttr).getInt(); };
@@ -221,8 +229,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
     manifest.outputs.push_back(target::manifestTensor(
         name ? name.str() : "result" + std::to_string(i), fn.getResultTypes()[i], slots[i]));
   }
-  for (std::string &n : kernelOpNames(fn))
-    manifest.ops.push_back(std::move(n));
+  target::addKernelOps(fn, manifest);
   if (!info.optimizer.empty())
     manifest.defaults.optimizer = info.optimizer;
   if (!info.weightsFile.empty())

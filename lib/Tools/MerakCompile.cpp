@@ -172,6 +172,12 @@ struct CommandLine {
       cl::desc("With --simulate: the device profile JSON (profiles/h200-node.json, or one "
                "written by merak-calibrate)"),
       cl::value_desc("file"), cl::cat(cat)};
+  cl::opt<std::string> opCosts{
+      "op-costs",
+      cl::desc("With --simulate: measured op costs (the file a training program writes "
+               "with --profile-ops); ops whose shape it timed cost what was measured, the "
+               "others the device profile's roofline"),
+      cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",
       cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
@@ -298,6 +304,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.simulate = opts.simulate;
   o.simulateTrace = opts.simulateTrace;
   o.deviceProfile = opts.deviceProfile;
+  o.opCosts = opts.opCosts;
   o.stageBoundaries.assign(opts.stageBoundaries.begin(), opts.stageBoundaries.end());
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;

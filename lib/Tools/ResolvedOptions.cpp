@@ -1,6 +1,7 @@
 //===- ResolvedOptions.cpp - merak-compile's options, checked -------------===//
 #include "merak/Tools/ResolvedOptions.h"
 
+#include "merak/Dialect/Merak/Analysis/OpCosts.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "llvm/ADT/Twine.h"
 
@@ -32,6 +33,8 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
     return fail("--simulate-trace needs --simulate");
   if (!opts.deviceProfile.empty() && !opts.simulate)
     return fail("--device-profile needs --simulate");
+  if (!opts.opCosts.empty() && !opts.simulate)
+    return fail("--op-costs needs --simulate");
   if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
     return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
   r.simulation.dp = opts.dp;
@@ -44,6 +47,15 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
     if (!profile)
       return fail("--device-profile: " + llvm::toString(profile.takeError()));
     r.simulation.profile = std::move(*profile);
+  }
+  if (!opts.opCosts.empty()) {
+    llvm::Expected<MeasuredOpCosts> costs = readMeasuredOpCosts(opts.opCosts);
+    if (!costs)
+      return fail("--op-costs: " + llvm::toString(costs.takeError()));
+    if (!costs->target.empty() && costs->target != opts.target)
+      return fail("--op-costs: " + opts.opCosts + " was measured on target '" +
+                  costs->target + "', not '" + opts.target + "'");
+    r.simulation.measured = std::make_shared<const MeasuredOpCosts>(std::move(*costs));
   }
   if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
     return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +

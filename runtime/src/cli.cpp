@@ -84,7 +84,8 @@ public:
         "usage: " + name + " --data FILE --steps N [--lr X] [--seed S]\n"
         "         [--sampler random|sequential]\n"
         "         [--checkpoint-dir DIR [--checkpoint-every K] [--resume]]\n"
-        "         [--metrics FILE] [--trace FILE] [--log-every K] [--help]\n"
+        "         [--metrics FILE] [--trace FILE | --profile-ops FILE] [--log-every K]\n"
+        "         [--help]\n"
         "\n" + app->get_description() + "\n\n";
     for (const CLI::Option *opt : app->get_options())
       out += make_option(opt, false);
@@ -174,6 +175,12 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
         "write a Chrome trace of one step to FILE [default: " + orNone(d.tracePath, "none") +
             "]",
         [&](const std::string &v) { parseName("--trace", "a file name", v, o.tracePath); });
+  value("--profile-ops", "FILE",
+        "time every op of the steps after the first and merge the medians by op shape into "
+        "the op-cost file FILE, for merak-compile --op-costs [default: none]",
+        [&](const std::string &v) {
+          parseName("--profile-ops", "a file name", v, o.profileOpsPath);
+        });
   value("--log-every", "K",
         "progress line every K steps when not on a terminal [default: " +
             std::to_string(d.logEvery) + "]",
@@ -270,6 +277,9 @@ Result<TrainOptions> parseImpl(int argc, const char *const *argv,
     return Result<TrainOptions>::error("--resume requires --checkpoint-dir");
   if (o.allowPartialResume && !o.resume)
     return Result<TrainOptions>::error("--allow-partial-resume requires --resume");
+  if (!o.tracePath.empty() && !o.profileOpsPath.empty())
+    return Result<TrainOptions>::error(
+        "--trace and --profile-ops cannot be combined (both time every op; run twice)");
   return o;
 }
 

@@ -231,6 +231,10 @@ Manifest check(const schema::Program &p) {
     m.hparams.emplace_back(key, target);
   }
   m.ops = p.ops;
+  if (!p.opKeys.empty() && p.opKeys.size() != p.ops.size())
+    fail("op_keys has " + std::to_string(p.opKeys.size()) + " entries but ops has " +
+         std::to_string(p.ops.size()));
+  m.opKeys = p.opKeys;
   m.model = p.model;
   if (p.optimizer)
     m.optimizer = *p.optimizer;

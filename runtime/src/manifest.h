@@ -103,6 +103,8 @@ struct Manifest {
   /// hparam name ("lr") -> param name, in manifest order.
   std::vector<std::pair<std::string, std::string>> hparams;
   std::vector<std::string> ops;
+  /// Shape keys of the ops (as many as ops, or none: an older program).
+  std::vector<std::string> opKeys;
   std::string model; ///< "" when absent
 
   // "defaults" (each optional).

@@ -25,6 +25,7 @@
 #include "merak_rt/safetensors.h"
 #include "merak_rt/step_backend.h"
 #include "merak_rt/trace.h"
+#include "op_profile.h"
 
 #include "file_util.h"
 #include "manifest.h"
@@ -514,6 +515,7 @@ private:
   std::optional<MetricsWriter> metrics_;
   std::unique_ptr<TraceWriter> trace_;
   OpTraceRecorder recorder_;
+  std::optional<OpProfiler> profiler_;
   std::unique_ptr<std::FILE, int (*)(std::FILE *)> devNull_{nullptr, &std::fclose};
   std::optional<ProgressBar> progress_;
   std::vector<int64_t> inputs_, labels_;
@@ -636,6 +638,13 @@ void Trainer::openOutputs() {
     recorder_.writer = trace_.get();
     recorder_.ops = &m.ops;
   }
+  if (!o.profileOpsPath.empty()) {
+    Result<OpProfiler> p =
+        OpProfiler::create(m, o.profileOpsPath, backend_ ? backend_->name() : "cpu");
+    if (!p.ok())
+      die(kExitError, p.status().message());
+    profiler_.emplace(std::move(p).value());
+  }
   // This rank's rows of the global batch; tokens/s counts the global batch.
   const uint64_t rowTokens = static_cast<uint64_t>(program_.batch) *
                              static_cast<uint64_t>(program_.seqLen);
@@ -656,6 +665,10 @@ void Trainer::step(int64_t s, bool tracing) {
   double stepUs = tracing ? trace_->nowUs() : 0;
   if (Status st = fillStepInputs(program_, *data_, s, place_.dp, A_, inputs_, labels_); !st.ok())
     stop("step " + std::to_string(s) + ": " + st.message());
+  // --profile-ops: every step but the first (the warm-up).
+  const bool profiling = profiler_ && s > start_;
+  if (profiling)
+    profiler_->install();
   if (tracing) {
     double now = trace_->nowUs();
     trace_->complete("data", "data", stepUs, now - stepUs, kTraceTid);
@@ -676,6 +689,8 @@ void Trainer::step(int64_t s, bool tracing) {
   } else {
     merak_train_step(A_, P_, C_);
   }
+  if (profiling)
+    profiler_->uninstall();
   if (tracing) {
     cpu::setOpRecorder(nullptr, nullptr);
     double now = trace_->nowUs();
@@ -754,6 +769,9 @@ int Trainer::finish() {
     if (Status st = metrics_->close(); !st.ok())
       die(kExitError, st.message());
   writeTrace();
+  if (profiler_)
+    if (Status st = profiler_->write(comm_); !st.ok())
+      die(kExitError, st.message());
   if (stopSignal_ != 0) {
     int code = stopOnSignal(*site_, stopSignal_, stoppedAfter_, checkpointed_, P_);
     gCoordinatedExit = true;

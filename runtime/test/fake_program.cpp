@@ -138,7 +138,7 @@ extern "C" const char merak_manifest[] = R"({
 #else
     R"("params_bytes": 2368,)"
 #endif
-    R"(
+    R"m(
   "consts_offset": 2368,
   "consts_bytes": 64,
   "params": [
@@ -175,9 +175,12 @@ extern "C" const char merak_manifest[] = R"({
   "hparams": {"lr": "hparam.lr"},
   "ops": ["embedding", "cross_entropy", "embedding_backward", "grad_norm",
           "sgd_momentum"],
+  "op_keys": ["fake.gather(tensor<16x16xf32>)", "fake.cross_entropy(tensor<4x8x16xf32>)",
+              "fake.gather(tensor<16x16xf32>)", "fake.grad_norm(tensor<16x16xf32>)",
+              "fake.sgd(tensor<16x16xf32>)"],
   "defaults": {"lr": 0.1, "optimizer": "sgd", "batch_size": 4},
   "model": "bigram.onnx"
-})";
+})m";
 
 // The initial data: P (lr 0.5 -- overridden at run time --, temperature 1.0,
 // everything else zero), then C (1/32).

@@ -435,6 +435,63 @@ def check_trace():
         assert [e["args"]["step"] for e in ckpt] == want, ckpt
 
 
+def check_profile_ops():
+    """--profile-ops: every op of the steps after the first is timed; the
+    medians by op key (the manifest's op_keys; ops 0 and 2 share one) are
+    merged into the op-cost file, weighted by their sample counts."""
+    data, _ = make_tokens()
+    costs = path("costs.json")
+    run(["--data", data, "--steps", "5", "--profile-ops", costs])
+    with open(costs) as f:
+        first = json.load(f)
+    assert first["format"] == "merak-op-costs" and first["version"] == 1, first
+    assert first["target"] == "cpu" and first["threads"] >= 1, first
+    ops = first["ops"]
+    # Four timed steps (1..4); the shared key pools both ops' samples.
+    assert sorted(ops) == sorted(["fake.gather(tensor<16x16xf32>)",
+                                  "fake.cross_entropy(tensor<4x8x16xf32>)",
+                                  "fake.grad_norm(tensor<16x16xf32>)",
+                                  "fake.sgd(tensor<16x16xf32>)"]), ops
+    assert ops["fake.gather(tensor<16x16xf32>)"]["samples"] == 8, ops
+    for key in ops:
+        assert ops[key]["seconds"] >= 0 and ops[key]["seconds"] < 1, ops
+        if key != "fake.gather(tensor<16x16xf32>)":
+            assert ops[key]["samples"] == 4, ops
+    # A second run merges: the old median weighted by its 4 samples with the
+    # new one by its 2 (steps 1..2); a key the program lacks would stay.
+    ops["other.op()"] = {"seconds": 0.25, "samples": 3}
+    with open(costs, "w") as f:
+        json.dump(first, f)
+    run(["--data", data, "--steps", "3", "--profile-ops", costs])
+    with open(costs) as f:
+        second = json.load(f)["ops"]
+    assert second["other.op()"] == {"seconds": 0.25, "samples": 3}, second
+    key = "fake.sgd(tensor<16x16xf32>)"
+    assert second[key]["samples"] == 6, second
+    new = (second[key]["seconds"] * 6 - ops[key]["seconds"] * 4) / 2
+    assert new >= -1e-12, (second[key], ops[key])
+    # One run's first step only: nothing is timed, the file keeps its ops.
+    run(["--data", data, "--steps", "1", "--profile-ops", costs])
+    with open(costs) as f:
+        assert json.load(f)["ops"] == second
+    # Errors: another file is never overwritten; --trace is exclusive.
+    other = path("other.json")
+    for text, why in [('{"a": 1}', "not an op-cost file"),
+                      ("not json", "not JSON"),
+                      (json.dumps({"format": "merak-op-costs", "version": 1,
+                                   "target": "cuda", "threads": 1, "ops": {}}),
+                       "holds costs measured for target 'cuda'")]:
+        with open(other, "w") as f:
+            f.write(text)
+        p = run(["--data", data, "--steps", "3", "--profile-ops", other], rc=1)
+        assert "--profile-ops: " + other + ": " + why in p.stderr, p.stderr
+        with open(other) as f:
+            assert f.read() == text
+    p = run(["--data", data, "--steps", "3", "--profile-ops", costs, "--trace",
+             path("t.json")], rc=2)
+    assert "--trace and --profile-ops cannot be combined" in p.stderr, p.stderr
+
+
 def check_checkpoint_python():
     data, _ = make_tokens()
     run(["--data", data, "--steps", "12", "--checkpoint-dir", path("ck"),

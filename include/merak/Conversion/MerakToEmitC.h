@@ -6,10 +6,11 @@
 #include <string>
 
 namespace mlir::merak {
-/// The names of the ops of a planned function that emit kernel calls, in
-/// the order merak-to-emitc numbers them in its opMark(i) calls (the
-/// manifest's "ops", for traces).
-SmallVector<std::string> kernelOpNames(func::FuncOp fn);
+/// The ops of a planned function that emit kernel calls, in the order
+/// merak-to-emitc numbers them in its opMark(i) calls (the manifest's "ops"
+/// name them for traces, its "op_keys" give their shape keys for
+/// --profile-ops).
+SmallVector<Operation *> kernelOps(func::FuncOp fn);
 
 /// Replaces the module's contents by EmitC: one `extern "C" void
 /// name(char *A, char *P, const char *C)` per (planned function, name), in

@@ -10,12 +10,17 @@
 #ifndef MERAK_PLANNER_REPORT_H
 #define MERAK_PLANNER_REPORT_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace mlir::merak {
+struct MeasuredOpCosts;
+} // namespace mlir::merak
 
 namespace mlir::merak {
 
@@ -31,6 +36,10 @@ struct SimulatedStep {
   std::string profile;
   /// The profile's memory size (0: unknown).
   double memoryBytes = 0.0;
+  /// --op-costs: the file, and how many of the costed ops (of every
+  /// fragment) it had measured seconds for; the others use the roofline.
+  std::string opCostsFile;
+  int64_t measuredOps = 0, costedOps = 0;
 };
 
 /// Traffic of one collective kind and group ("all_reduce tp").
@@ -40,20 +49,31 @@ struct CollectiveTraffic {
 
 /// The report's per-rank numbers of one stage that the cost model reads,
 /// per optimizer step (all micro-batches).
+/// One op for the cost model: FLOPs and bytes accessed (the roofline), and
+/// its measured seconds (--op-costs) when its shape key was timed.
+struct OpWork {
+  int64_t flops = 0, bytes = 0;
+  std::optional<double> seconds;
+};
+
 struct StageCosts {
   int64_t forwardFlops = 0, backwardFlops = 0, updateFlops = 0;
   int64_t paramBytes = 0, stateBytes = 0, accumulatorBytes = 0, arenaPeakBytes = 0;
   /// Stashed activations of all micro-batches.
   int64_t stashBytes = 0;
-  /// (FLOPs, bytes accessed) of every op of one micro-batch's forward and
-  /// backward fragment (CostOpInterface), for the roofline.
-  std::vector<std::pair<int64_t, int64_t>> forwardOps, backwardOps;
+  /// Every op of one micro-batch's forward and backward fragment
+  /// (CostOpInterface), and of the stage's update.
+  std::vector<OpWork> forwardOps, backwardOps, updateOps;
   /// The backward's ops that depend on no incoming gradient ("cot:" args):
   /// what a shifted-critical-path `rcp` runs ahead of the gradient (the
   /// recomputed forward), a subset of backwardOps; and the bytes of their
   /// results the rest of the backward reads (held from `rcp` to `bwd`).
-  std::vector<std::pair<int64_t, int64_t>> recomputeOps;
+  std::vector<OpWork> recomputeOps;
   int64_t recomputeHeldBytes = 0;
+  /// Bytes the pipeline runner copies into and out of the arena around one
+  /// call of the forward, the backward (its parts) and the update: every
+  /// argument and result (fragmentCopyBytes).
+  int64_t forwardCopyBytes = 0, backwardCopyBytes = 0, updateCopyBytes = 0;
   /// Collectives by "<kind> <group>", of the forward, backward and update
   /// fragments.
   std::map<std::string, CollectiveTraffic> forward, backward, update;
@@ -80,9 +100,16 @@ struct ReportOptions {
 LogicalResult printCompileReport(ModuleOp module, const ReportOptions &options,
                                  llvm::raw_ostream &os);
 
+/// Bytes of the arguments and results of a pipeline fragment: what the
+/// runner copies into the arena before a call and out of it after (stashed
+/// values, messages, the micro-batch's inputs).
+int64_t fragmentCopyBytes(func::FuncOp fragment);
+
 /// The per-stage numbers of the report of `module` (a pipelined training
-/// program) for the cost model; fails like printCompileReport.
-FailureOr<std::vector<StageCosts>> collectStageCosts(ModuleOp module, const ReportOptions &options);
+/// program) for the cost model; fails like printCompileReport. With
+/// `measured`, each op's measured seconds where its key was timed.
+FailureOr<std::vector<StageCosts>> collectStageCosts(ModuleOp module, const ReportOptions &options,
+                                                     const MeasuredOpCosts *measured = nullptr);
 
 /// A finished report to where --report-file says: `file` ("-": stdout), or
 /// with an empty `file` into `*inMemory` (the library call's result). Fails

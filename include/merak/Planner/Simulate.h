@@ -16,6 +16,8 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/JSON.h"
 
+#include <memory>
+
 namespace mlir::merak {
 
 /// The costs --simulate uses without --device-profile: every dtype at
@@ -37,6 +39,9 @@ struct SimulateOptions {
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;
+  /// --op-costs: measured op seconds, used instead of the roofline where an
+  /// op's shape key was timed.
+  std::shared_ptr<const MeasuredOpCosts> measured;
 };
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,

@@ -59,6 +59,9 @@ struct CompileOptions {
   /// --device-profile: the device profile JSON --simulate uses (empty:
   /// placeholder costs).
   std::string deviceProfile;
+  /// --op-costs: an op-cost file (./train --profile-ops) whose measured op
+  /// seconds --simulate uses instead of the roofline (empty: none).
+  std::string opCosts;
   std::vector<int64_t> stageBoundaries;
   /// --recompute: none, full, selective or stage-aware; "" the default
   /// (stage-aware with a memory budget, none without).

@@ -78,7 +78,7 @@ MERAK_REDUCE_OP_KINDS(MERAK_LOWERING_DECLARE_KIND)
     return LOWER(op, e, ENUM "::" #KIND);                                              \
   }
 
-/// Whether the rule of an op calls a kernel (opMark, kernelOpNames): every
+/// Whether the rule of an op calls a kernel (opMark, kernelOps): every
 /// op's but those of the overloads below (ShapeRules.cpp).
 template <typename OpTy> bool emitsKernel(OpTy) { return true; }
 bool emitsKernel(ConstantOp);

@@ -144,13 +144,12 @@ struct MerakToEmitCPass : merak::impl::MerakToEmitCBase<MerakToEmitCPass> {
 } // namespace
 
 namespace mlir::merak {
-/// The op names in trace order, as merak-to-emitc numbers them in opMark.
-SmallVector<std::string> kernelOpNames(func::FuncOp fn) {
-  SmallVector<std::string> names;
+SmallVector<Operation *> kernelOps(func::FuncOp fn) {
+  SmallVector<Operation *> ops;
   for (Operation &op : fn.getBody().front())
     if (emitsKernel(&op))
-      names.push_back(op.getName().stripDialect().str());
-  return names;
+      ops.push_back(&op);
+  return ops;
 }
 } // namespace mlir::merak
 

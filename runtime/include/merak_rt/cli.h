@@ -3,7 +3,7 @@
 //   ./train --data FILE --steps N [--lr X] [--seed S]
 //           [--sampler random|sequential]
 //           [--checkpoint-dir DIR [--checkpoint-every K] [--resume]]
-//           [--metrics FILE] [--trace FILE] [--log-every K]
+//           [--metrics FILE] [--trace FILE | --profile-ops FILE] [--log-every K]
 //           [--stop-signals LIST] [--help]
 //
 // Defaults come from the caller (the hyper-parameters compiled into the
@@ -45,6 +45,8 @@ struct TrainOptions {
   bool allowPartialResume = false;
   std::string metricsPath;   ///< --metrics; empty: no JSONL metrics
   std::string tracePath;     ///< --trace; empty: no trace
+  /// --profile-ops: the op-cost file to merge op timings into; empty: none
+  std::string profileOpsPath;
   int64_t logEvery = 10;     ///< --log-every (progress lines off a terminal)
   /// --stop-signals: the signals that stop the run after the current step
   /// with a checkpoint (stop_signals.h); empty: none are caught.

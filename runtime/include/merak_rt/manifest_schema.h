@@ -248,6 +248,9 @@ struct Program {
   Defaults defaults;
   std::optional<std::string> optimizer; ///< older manifests: defaults.optimizer
   std::vector<std::string> ops;         ///< op index -> name, for traces
+  /// op index -> shape key (merak/Dialect/Merak/Analysis/OpCosts.h), for
+  /// --profile-ops; empty in older manifests.
+  std::vector<std::string> opKeys;
   Mesh mesh;
   std::optional<Pipeline> pipeline;
   std::optional<Weights> weights; ///< absent: the data is merak_data
@@ -267,6 +270,7 @@ struct Program {
     v("defaults", s.defaults, kDefaulted);
     v("optimizer", s.optimizer);
     v("ops", s.ops, kDefaulted);
+    v("op_keys", s.opKeys, kDefaulted);
     v("mesh", s.mesh, kDefaulted);
     v("pipeline", s.pipeline);
     v("weights", s.weights);

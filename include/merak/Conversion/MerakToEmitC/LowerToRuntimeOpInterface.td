@@ -25,7 +25,7 @@ def Merak_LowerToRuntimeOpInterface : OpInterface<"LowerToRuntimeOpInterface"> {
            "::mlir::merak::emitc_lowering::LoweringContext &":$context)>,
     InterfaceMethod<
       [{Whether the op's lowering calls a kernel: it is then announced by an
-        opMark call and named in the trace's op list (kernelOpNames).}],
+        opMark call and named in the trace's op list (kernelOps).}],
       "bool", "emitsKernel", (ins)>,
     InterfaceMethod<
       [{Whether, while a started collective is in flight, the op's calls
