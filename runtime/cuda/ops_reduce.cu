@@ -335,7 +335,8 @@ void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
 }
 
 void argReduce(bool isMax, DT t, const void *x, const Dims &dx, int64_t axis,
-               bool selectLast, int64_t *y) {
+               bool selectLast, void *out) {
+  int64_t *y = static_cast<int64_t *>(out);
   axis = normAxis(axis, dx.rank);
   AxisSplit s(dx, axis);
   if (s.outer * s.inner == 0)

@@ -200,6 +200,16 @@ def build(name):
         cfg = tf.Gemma2Config(**decoder_kwargs(head_dim=WIDTH // HEADS, sliding_window=8,
                                                query_pre_attn_scalar=WIDTH // HEADS))
         return CausalLM(tf.Gemma2ForCausalLM(cfg)), ids
+    if name in ("mixtral", "mixtral-sparse"):
+        # 4 experts, top-2, no router jitter. transformers 5 picks how the
+        # experts run: "batched_mm" gathers each (token, choice) pair's
+        # expert weights and multiplies them batched (static shapes), "eager"
+        # loops over the experts hit, each with the tokens routed to it
+        # (nonzero / index_add_: shapes that depend on the routing).
+        cfg = tf.MixtralConfig(**decoder_kwargs(num_local_experts=4, num_experts_per_tok=2,
+                                                router_jitter_noise=0.0))
+        cfg._experts_implementation = "batched_mm" if name == "mixtral" else "eager"
+        return CausalLM(tf.MixtralForCausalLM(cfg)), ids
     if name == "phi3":
         cfg = tf.Phi3Config(**decoder_kwargs(original_max_position_embeddings=T))
         return CausalLM(tf.Phi3ForCausalLM(cfg)), ids
@@ -243,11 +253,13 @@ def build(name):
 
 
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
-          "vit", "resnet50", "nn-transformer"]
+          "vit", "resnet50", "nn-transformer", "mixtral", "mixtral-sparse"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
-          "phi3": "Phi-3 (fused qkv, GQA)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
+          "phi3": "Phi-3 (fused qkv, GQA)",
+          "mixtral": "Mixtral MoE (4 experts, top-2; batched_mm experts)",
+          "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
           "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",
