@@ -256,3 +256,56 @@ LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
   out.push_back(std::move(mask));
   return success();
 }
+
+/// The expert of row s, checked against [0, experts); `what` names the op.
+static FailureOr<int64_t> expertOf(Operation *op, const HostTensor &ids, int64_t s,
+                                   int64_t experts) {
+  int64_t e = ids.i()[s];
+  if (e < 0 || e >= experts)
+    return op->emitError("expert index ") << e << " of row " << s << " out of range [0, "
+                                          << experts << ")";
+  return e;
+}
+
+LogicalResult kernels::eval(ExpertMatmulOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &w = *in[1], &ids = *in[2];
+  HostTensor res(op.getType());
+  int64_t s = x.getShape()[0], k = x.getShape()[1], o = res.getShape()[1];
+  int64_t experts = w.getShape()[0];
+  bool t = op.getTransposeWeight();
+  for (int64_t r = 0; r < s; ++r) {
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts);
+    if (failed(e))
+      return failure();
+    const double *we = w.f().data() + *e * o * k;
+    for (int64_t j = 0; j < o; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += (t ? we[p * o + j] : we[j * k + p]) * x.f()[r * k + p];
+      res.setFromDouble(r * o + j, acc);
+    }
+  }
+  out.push_back(std::move(res));
+  return success();
+}
+
+LogicalResult kernels::eval(ExpertMatmulGradWeightOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &g = *in[1], &ids = *in[2];
+  HostTensor res(op.getType());
+  int64_t s = x.getShape()[0], k = x.getShape()[1], o = g.getShape()[1];
+  int64_t experts = res.getShape()[0];
+  bool t = op.getTransposeWeight();
+  // Accumulate in double, round once at the end.
+  for (int64_t r = 0; r < s; ++r) {
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts);
+    if (failed(e))
+      return failure();
+    double *we = res.f().data() + *e * o * k;
+    for (int64_t j = 0; j < o; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        (t ? we[p * o + j] : we[j * k + p]) += g.f()[r * o + j] * x.f()[r * k + p];
+  }
+  res.roundToType();
+  out.push_back(std::move(res));
+  return success();
+}

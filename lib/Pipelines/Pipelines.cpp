@@ -148,6 +148,7 @@ void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createMerakFuseDecomposed());
+  pm.addPass(createMerakFuseExperts());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMerakDropUnusedParams());
 }

@@ -642,3 +642,61 @@ TEST(OpsDeterminism, ThreadCountIndependent) {
   GTEST_SKIP() << "built without OpenMP";
 #endif
 }
+
+// --- Mixture-of-Experts GEMMs ---------------------------------------------------
+
+// expertMatmul / expertMatmulGradWeight against loops over the rows: both
+// weight layouts, I64 and I32 expert indices, an expert without rows (its
+// gradient is zero) and, in F64, to rounding; F32 to the GEMM's rounding.
+TEST(OpsExperts, GroupedGemmMatchesLoops) {
+  const int64_t S = 37, K = 19, O = 23, E = 5;
+  std::vector<int64_t> ids(S);
+  for (int64_t s = 0; s < S; ++s)
+    ids[s] = (s * 7 + s / 3) % E == 3 ? 1 : (s * 7 + s / 3) % E; // expert 3: none
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  auto x = randv<double>(S * K), w = randv<double>(E * O * K), g = randv<double>(S * O);
+  for (bool transW : {false, true}) {
+    auto wAt = [&](int64_t e, int64_t o, int64_t k) {
+      return transW ? w[(e * K + k) * O + o] : w[(e * O + o) * K + k];
+    };
+    std::vector<double> want(S * O, 0), wantDw(E * O * K, 0);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t k = 0; k < K; ++k) {
+          want[s * O + o] += wAt(ids[s], o, k) * x[s * K + k];
+          int64_t at = transW ? (ids[s] * K + k) * O + o : (ids[s] * O + o) * K + k;
+          wantDw[at] += g[s * O + o] * x[s * K + k];
+        }
+    std::vector<double> y(S * O), dw(E * O * K, 7.0);
+    cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, ids.data(), S, K, O, E, transW,
+                      y.data());
+    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I32, ids32.data(), S, K, O, E,
+                                transW, dw.data());
+    for (int64_t i = 0; i < S * O; ++i)
+      EXPECT_NEAR(y[i], want[i], 1e-12);
+    for (int64_t i = 0; i < E * O * K; ++i)
+      EXPECT_NEAR(dw[i], wantDw[i], 1e-12);
+    for (int64_t i = 3 * O * K; i < 4 * O * K; ++i)
+      EXPECT_EQ(dw[i], 0.0);
+    std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), gf(g.begin(), g.end());
+    std::vector<float> yf(S * O), dwf(E * O * K);
+    cpu::expertMatmul(DT::F32, xf.data(), wf.data(), DT::I32, ids32.data(), S, K, O, E, transW,
+                      yf.data());
+    cpu::expertMatmulGradWeight(DT::F32, xf.data(), gf.data(), DT::I64, ids.data(), S, K, O, E,
+                                transW, dwf.data());
+    for (int64_t i = 0; i < S * O; ++i)
+      EXPECT_NEAR(yf[i], want[i], 1e-5 * (1 + std::fabs(want[i])));
+    for (int64_t i = 0; i < E * O * K; ++i)
+      EXPECT_NEAR(dwf[i], wantDw[i], 1e-5 * (1 + std::fabs(wantDw[i])));
+  }
+}
+
+TEST(OpsExperts, ExpertIndexOutOfRangeStops) {
+  useThreadsafeDeathTests();
+  std::vector<float> x(6, 1.0f), w(2 * 2 * 3, 1.0f), y(4);
+  std::vector<int64_t> ids = {0, 2};
+  EXPECT_EXIT(cpu::expertMatmul(DT::F32, x.data(), w.data(), DT::I64, ids.data(), 2, 3, 2, 2,
+                                false, y.data()),
+              ::testing::ExitedWithCode(3),
+              "expert_matmul: expert index 2 of row 1 out of range \\[0, 2\\)");
+}

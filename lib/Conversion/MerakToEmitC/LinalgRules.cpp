@@ -1,8 +1,8 @@
 //===- LinalgRules.cpp - Lowering matmul, convolution and pooling ---------===//
 //
 // matmul / matmul_t (a widening GEMM names its result type), and conv2d,
-// max/avg pool and their gradients, whose kernels are CPU-only: on
-// --target cuda their rules report no kernel.
+// max/avg pool and their gradients, and the expert GEMMs, whose kernels are
+// CPU-only: on --target cuda their rules report no kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "LoweringRules.h"
@@ -149,4 +149,37 @@ FailureOr<Lowering> emitc_lowering::rule(MaxPool2DGradOp m, Emitter &e, Lowering
 
 FailureOr<Lowering> emitc_lowering::rule(AvgPool2DGradOp m, Emitter &e, LoweringContext &ctx) {
   return lowerWindow(m, {kernels::avgPool2dGrad, {m.getGrad()}, avgPoolAttrs(m)}, e, ctx);
+}
+
+namespace {
+/// expertMatmul / expertMatmulGradWeight(t, x, second, ti, experts, S, K, O,
+/// E, transW, result): `second` is the weight or the result's gradient.
+template <typename OpTy>
+FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value rows,
+                                    Value weight, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernel))
+    return Lowering::NoKernel;
+  PTR(x, op.getInput());
+  PTR(b, second);
+  PTR(ids, op.getExperts());
+  PTR(y, op.getResult());
+  auto xt = cast<RankedTensorType>(op.getInput().getType());
+  auto wt = cast<RankedTensorType>(weight.getType());
+  e.call(kernel).dtype(xt).ptr(x).ptr(b).dtype(op.getExperts().getType()).ptr(ids)
+      .i64(xt.getDimSize(0)).i64(xt.getDimSize(1))
+      .i64(cast<RankedTensorType>(rows.getType()).getDimSize(1)).i64(wt.getDimSize(0))
+      .boolean(op.getTransposeWeight()).ptr(y).emit();
+  return Lowering::Done;
+}
+} // namespace
+
+FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulOp m, Emitter &e, LoweringContext &ctx) {
+  return lowerExpertGemm(m, kernels::expertMatmul, m.getWeight(), m.getResult(), m.getWeight(),
+                         e, ctx);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
+                                         LoweringContext &ctx) {
+  return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),
+                         m.getResult(), e, ctx);
 }

@@ -49,7 +49,7 @@ namespace mlir::merak::emitc_lowering {
   /* LinalgRules.cpp */                                                        \
   X(MatmulOp) X(MatmulTOp) X(Conv2DOp) X(Conv2DBackwardDataOp)                 \
   X(Conv2DBackwardFilterOp) X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp)   \
-  X(AvgPool2DGradOp)                                                           \
+  X(AvgPool2DGradOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)             \
   /* CollectiveRules.cpp */                                                    \
   X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(GroupRankOp)              \
   X(LocalShardOp) X(AllReduceStartOp) X(ReduceScatterStartOp)                  \

@@ -51,6 +51,19 @@ LogicalResult rule(AvgPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+// y[s] = W[e_s] x[s] is linear in x and W: dx[s] = W[e_s]^T dy[s] (the same
+// op with the weight read transposed), dW[e] = sum over the rows routed to
+// e of dy[s] x[s]^T; the routing (experts) gets none.
+LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value dx = ExpertMatmulOp::create(e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(),
+                                    op.getExperts(), !op.getTransposeWeight());
+  Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
+                                              op.getInput(), g[0], op.getExperts(),
+                                              op.getTransposeWeight());
+  out.assign({dx, dw, Value()});
+  return success();
+}
+
 LogicalResult rule(GatherElementsOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({GatherElementsGradOp::create(e.b, e.loc, typeOf(op.getData()), g[0],
                                            op.getIndices(), op.getAxis()),

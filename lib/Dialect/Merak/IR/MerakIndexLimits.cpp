@@ -25,6 +25,12 @@ std::optional<int64_t> GatherOp::getIndexLimit(unsigned operandIndex) {
   return staticDim(getData().getType(), getAxis());
 }
 
+std::optional<int64_t> ExpertMatmulOp::getIndexLimit(unsigned operandIndex) {
+  if (operandIndex != getExpertsMutable().getOperandNumber())
+    return std::nullopt;
+  return staticDim(getWeight().getType(), 0);
+}
+
 std::optional<int64_t> GatherElementsOp::getIndexLimit(unsigned operandIndex) {
   if (operandIndex != getIndicesMutable().getOperandNumber())
     return std::nullopt;

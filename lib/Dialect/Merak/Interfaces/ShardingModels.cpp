@@ -31,6 +31,11 @@
 //                               axis replicated
 //   gather_grad (scatter-add)   the indices' dims reductions; the result's
 //                               axis replicated
+//   expert_matmul  [S, K] x [E, O, K] -> [S, O]   rows S parallel, K a
+//                               reduction, O parallel, the experts E
+//                               replicated (chosen per row)
+//   expert_matmul_grad_weight   rows S a reduction (summed per expert); K,
+//                               O parallel; E replicated
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
@@ -403,6 +408,45 @@ Rule rule(GatherGradOp op) {
   return b.rule;
 }
 
+/// The factors of the expert GEMMs: rows S, input features K, output
+/// features O, experts E (indexed by `experts`: replicated).
+struct ExpertFactors {
+  unsigned s, k, o, e;
+  TensorFactors weight(bool transposed) const {
+    return RuleBuilder::tensor(transposed ? ArrayRef<unsigned>{e, k, o}
+                                          : ArrayRef<unsigned>{e, o, k});
+  }
+};
+ExpertFactors expertFactors(RuleBuilder &b, Value input, int64_t outFeatures, int64_t experts,
+                            FactorKind rows, FactorKind inFeatures) {
+  ArrayRef<int64_t> x = shapeOf(input);
+  return {b.factor(x[0], rows), b.factor(x[1], inFeatures),
+          b.factor(outFeatures, FactorKind::Parallel),
+          b.factor(experts, FactorKind::Replicated)};
+}
+
+Rule rule(ExpertMatmulOp op) {
+  RuleBuilder b;
+  ExpertFactors f =
+      expertFactors(b, op.getInput(), shapeOf(op.getResult())[1], shapeOf(op.getWeight())[0],
+                    FactorKind::Parallel, FactorKind::Reduction);
+  b.rule.operands = {RuleBuilder::tensor({f.s, f.k}), f.weight(op.getTransposeWeight()),
+                     RuleBuilder::tensor({f.s})};
+  b.rule.results = {RuleBuilder::tensor({f.s, f.o})};
+  return b.rule;
+}
+
+Rule rule(ExpertMatmulGradWeightOp op) {
+  RuleBuilder b; // the rows are summed into each expert's gradient
+  ExpertFactors f =
+      expertFactors(b, op.getInput(), shapeOf(op.getGrad())[1], shapeOf(op.getResult())[0],
+                    FactorKind::Reduction, FactorKind::Parallel);
+  b.rule.operands = {RuleBuilder::tensor({f.s, f.k}), RuleBuilder::tensor({f.s, f.o}),
+                     RuleBuilder::tensor({f.s})};
+  b.rule.results = {f.weight(op.getTransposeWeight())};
+  return b.rule;
+}
+
 #define MERAK_SHARDING_OPS(X)                                                  \
   MERAK_SHARDING_ELEMENTWISE_OPS(X)                                            \
   X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp)         \
@@ -410,7 +454,8 @@ Rule rule(GatherGradOp op) {
   X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
   X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \
   X(Conv2DOp) X(Conv2DBackwardDataOp) X(MaxPool2DOp) X(AvgPool2DOp)            \
-  X(BatchNormOp) X(GatherElementsOp) X(GatherGradOp)
+  X(BatchNormOp) X(GatherElementsOp) X(GatherGradOp) X(ExpertMatmulOp)        \
+  X(ExpertMatmulGradWeightOp)
 
 template <typename OpTy>
 struct ShardingModel

@@ -752,6 +752,7 @@ def Merak_CrossEntropyOp : Merak_Op<"cross_entropy", [Pure, InferTypeOpAdaptor,
 
 include "merak/Dialect/Merak/IR/MerakCollectiveOps.td"
 include "merak/Dialect/Merak/IR/MerakAttentionOps.td"
+include "merak/Dialect/Merak/IR/MerakExpertOps.td"
 include "merak/Dialect/Merak/IR/MerakOptimizerOps.td"
 
 #endif // MERAK_OPS_TD

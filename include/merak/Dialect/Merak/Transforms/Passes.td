@@ -43,6 +43,26 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakFuseExperts : Pass<"merak-fuse-experts", "mlir::ModuleOp"> {
+  let summary = "[import] Forms grouped expert GEMMs (merak.expert_matmul) of MoE layers";
+  let description = [{
+    A Mixture-of-Experts layer exported with static shapes (transformers'
+    `batched_mm` experts, both exporters) multiplies every (token, choice)
+    row by its expert's weight through a gather of the weights:
+    `matmul(gather(w [E, O, K], experts [S]), x [S, K, 1])`, or
+    `matmul(x [S, 1, K], gather(w [E, K, O], experts [S]))`. That gathers
+    an `[S, O, K]` copy of the weights (terabytes at Mixtral's sizes) and
+    its gradient scatters one back. This pass rewrites the pair into
+    `merak.expert_matmul` (reshapes around it), which groups the rows by
+    expert and runs one GEMM per expert; its gradient is
+    `merak.expert_matmul_grad_weight`. The gather is erased when nothing
+    else reads it. Expert indices must lie in `[0, E)` (the kernels stop
+    the program otherwise, where the gather would have wrapped a negative
+    one).
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakDropUnusedParams : Pass<"merak-drop-unused-params", "mlir::ModuleOp"> {
   let summary = "[import] Erases merak.param symbols that nothing reads";
   let description = [{

@@ -1,0 +1,79 @@
+//===- MerakExpertOps.td - Mixture-of-Experts GEMMs ----------*- tablegen -*-===//
+//
+// The expert GEMM of a Mixture-of-Experts layer: every row of the input
+// multiplied by the weight of the expert its router chose, without
+// gathering an [S, O, K] copy of the weights; and its weight gradient.
+// merak-fuse-experts forms them from the exporters' gather + batched
+// matmul; included from MerakOps.td.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_EXPERT_OPS_TD
+#define MERAK_EXPERT_OPS_TD
+
+def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
+    DeclareOpInterfaceMethods<Merak_IndexOperandOpInterface>]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
+  let summary = "Per-row GEMM with the weight of each row's expert";
+  let description = [{
+    With `input` `[S, K]`, `weight` `[E, O, K]` (one `[O, K]` matrix per
+    expert, torch.nn.Linear's layout; `[E, K, O]` with `transpose_weight`)
+    and `experts` `[S]` (integers in `[0, E)`), row s of the result is
+
+    ```
+    result[s, o] = sum_k weight[experts[s], o, k] * input[s, k]
+                   (transpose_weight: weight[experts[s], k, o])
+    ```
+
+    which is `matmul(gather(weight, experts, axis 0), input[:, :, None])`
+    without the gathered `[S, O, K]` weights: the kernel groups the rows by
+    expert and runs one GEMM per expert (a grouped GEMM). Its gradient with
+    respect to `input` is `expert_matmul` of the result's gradient with
+    `transpose_weight` flipped, with respect to `weight`
+    `expert_matmul_grad_weight`; `experts` gets none.
+
+    ```mlir
+    %y = merak.expert_matmul %x, %w[%e]
+        : tensor<64x32xf32>, tensor<4x96x32xf32>, tensor<64xi64> -> tensor<64x96xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
+                       Merak_IntTensor:$experts, UnitAttr:$transpose_weight);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `[` $experts `]` (`transpose_weight` $transpose_weight^)? attr-dict
+    `:` type($input) `,` type($weight) `,` type($experts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "Gradient of merak.expert_matmul with respect to the weight";
+  let description = [{
+    With the forward's `input` `[S, K]` and `experts` `[S]`, and `grad` the
+    gradient of its result `[S, O]`: per expert e, the sum over the rows
+    routed to it (zero for an expert no row chose)
+
+    ```
+    result[e, o, k] = sum_{s : experts[s] = e} grad[s, o] * input[s, k]
+                      (transpose_weight: result[e, k, o])
+    ```
+
+    The result has the weight's type `[E, O, K]` (`[E, K, O]`).
+
+    ```mlir
+    %dw = merak.expert_matmul_grad_weight %x, %dy[%e]
+        : tensor<64x32xf32>, tensor<64x96xf32>, tensor<64xi64> -> tensor<4x96x32xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       Merak_IntTensor:$experts, UnitAttr:$transpose_weight);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `[` $experts `]` (`transpose_weight` $transpose_weight^)? attr-dict
+    `:` type($input) `,` type($grad) `,` type($experts) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MERAK_EXPERT_OPS_TD

@@ -1,0 +1,90 @@
+//===- MerakExpertOps.cpp - verifiers and costs of the expert GEMMs -------===//
+//
+// expert_matmul: input [S, K], weight [E, O, K] ([E, K, O] transposed),
+// experts [S] -> [S, O]; expert_matmul_grad_weight: input [S, K], grad
+// [S, O], experts [S] -> the weight's [E, O, K] ([E, K, O]). One float
+// element type throughout.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// The checks both ops share, on the weight-shaped type `weight`
+/// ([E, O, K] or [E, K, O]) and the row-shaped `input` [S, K], `rows`
+/// [S, O] and `experts` [S].
+LogicalResult verifyExpertGemm(Operation *op, RankedTensorType input, RankedTensorType weight,
+                               RankedTensorType rows, RankedTensorType experts,
+                               bool transposed, StringRef weightName, StringRef rowsName) {
+  if (input.getRank() != 2 || rows.getRank() != 2 || weight.getRank() != 3 ||
+      experts.getRank() != 1)
+    return op->emitOpError("expects input [S, K], ")
+           << rowsName << " [S, O], " << weightName
+           << " [E, O, K] and experts [S], got ranks " << input.getRank() << ", "
+           << rows.getRank() << ", " << weight.getRank() << " and " << experts.getRank();
+  if (input.getElementType() != weight.getElementType() ||
+      input.getElementType() != rows.getElementType())
+    return op->emitOpError("input, ") << rowsName << " and " << weightName
+                                      << " must have one element type";
+  int64_t s = input.getDimSize(0), k = input.getDimSize(1), o = rows.getDimSize(1);
+  if (rows.getDimSize(0) != s || experts.getDimSize(0) != s)
+    return op->emitOpError("input, ") << rowsName << " and experts must have the same rows, got "
+                                      << s << ", " << rows.getDimSize(0) << " and "
+                                      << experts.getDimSize(0);
+  int64_t wo = weight.getDimSize(transposed ? 2 : 1), wk = weight.getDimSize(transposed ? 1 : 2);
+  if (wo != o || wk != k)
+    return op->emitOpError() << weightName << " " << weight << " does not match input [" << s
+                             << ", " << k << "] and " << rowsName << " [" << s << ", " << o
+                             << "]: expected [E, " << (transposed ? k : o) << ", "
+                             << (transposed ? o : k) << "]"
+                             << (transposed ? " (transpose_weight)" : "");
+  if (weight.getDimSize(0) < 1)
+    return op->emitOpError() << weightName << " needs at least one expert";
+  return success();
+}
+} // namespace
+
+LogicalResult ExpertMatmulOp::verify() {
+  return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
+                          cast<RankedTensorType>(getWeight().getType()),
+                          cast<RankedTensorType>(getResult().getType()),
+                          cast<RankedTensorType>(getExperts().getType()), getTransposeWeight(),
+                          "weight", "result");
+}
+
+LogicalResult ExpertMatmulGradWeightOp::verify() {
+  return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
+                          cast<RankedTensorType>(getResult().getType()),
+                          cast<RankedTensorType>(getGrad().getType()),
+                          cast<RankedTensorType>(getExperts().getType()), getTransposeWeight(),
+                          "result", "grad");
+}
+
+/// 2 S O K: each row meets one expert's matrix.
+static int64_t expertGemmFlops(Value input, Value rows) {
+  auto x = cast<RankedTensorType>(input.getType());
+  auto y = cast<RankedTensorType>(rows.getType());
+  return 2 * x.getDimSize(0) * x.getDimSize(1) * y.getDimSize(1);
+}
+
+int64_t ExpertMatmulOp::getFlops() { return expertGemmFlops(getInput(), getResult()); }
+
+/// The rows in and out, and at most the experts' matrices the rows can
+/// reach (min(S, E) of them).
+int64_t ExpertMatmulOp::getBytesAccessed() {
+  auto bytes = [](Type t) {
+    auto r = cast<RankedTensorType>(t);
+    return r.getNumElements() * ((r.getElementTypeBitWidth() + 7) / 8);
+  };
+  auto w = cast<RankedTensorType>(getWeight().getType());
+  int64_t experts = w.getDimSize(0), rows = cast<RankedTensorType>(getInput().getType()).getDimSize(0);
+  return bytes(getInput().getType()) + bytes(getExperts().getType()) +
+         bytes(getResult().getType()) + bytes(w) / experts * std::min(experts, rows);
+}
+
+int64_t ExpertMatmulGradWeightOp::getFlops() { return expertGemmFlops(getInput(), getGrad()); }

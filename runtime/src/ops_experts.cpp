@@ -1,0 +1,155 @@
+//===- ops_experts.cpp - the expert GEMMs of Mixture-of-Experts layers -----===//
+//
+// See merak_rt/kernels.def; semantics of lib/Evaluator/EvalNN.cpp.
+//
+// expertMatmul and expertMatmulGradWeight group the rows by expert with a
+// stable counting sort (so the rows of one expert keep their order and the
+// result does not depend on the thread count), pack each expert's rows
+// contiguously, and run one GEMM per expert that has rows (F32 through
+// kernels.h's gemm, F64 through dgemmBlocked): a grouped GEMM. The weight
+// gradient of an expert no row chose is zero. An expert index outside
+// [0, E) stops the program naming the op and the row.
+//
+//===----------------------------------------------------------------------===//
+#include "merak_rt/kernels.h"
+#include "merak_rt/ops.h"
+
+#include "ops_util.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace merak::rt::cpu {
+using namespace detail;
+
+namespace {
+
+inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                  const float *B, float *C) {
+  gemm(ta, tb, M, N, K, 1.0f, A, B, 0.0f, C);
+}
+inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
+                  const double *B, double *C) {
+  dgemmBlocked(ta, tb, M, N, K, 1.0, A, B, 0.0, C);
+}
+
+/// The rows grouped by expert: expert e's rows are order[offset[e] ..
+/// offset[e + 1]), in increasing row order.
+struct Groups {
+  std::vector<int64_t> offset, order;
+};
+
+Groups groupRows(DT ti, const void *experts, int64_t S, int64_t E, const char *op) {
+  Groups g;
+  g.offset.assign(static_cast<size_t>(E) + 1, 0);
+  g.order.resize(static_cast<size_t>(S));
+  auto expertOf = [&](int64_t s) {
+    return ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
+                         : static_cast<const int64_t *>(experts)[s];
+  };
+  if (ti != DT::I32 && ti != DT::I64)
+    fatal("expert_matmul: experts must be I64 or I32");
+  for (int64_t s = 0; s < S; ++s) {
+    int64_t e = expertOf(s);
+    if (e < 0 || e >= E) {
+      std::string what = std::string(op) + ": expert index " + std::to_string(e) +
+                         " of row " + std::to_string(s) + " out of range [0, " +
+                         std::to_string(E) + ")";
+      fatal(what.c_str());
+    }
+    ++g.offset[static_cast<size_t>(e) + 1];
+  }
+  for (int64_t e = 0; e < E; ++e)
+    g.offset[e + 1] += g.offset[e];
+  std::vector<int64_t> next(g.offset.begin(), g.offset.end() - 1);
+  for (int64_t s = 0; s < S; ++s)
+    g.order[next[expertOf(s)]++] = s;
+  return g;
+}
+
+/// dst[i] = src[order[i]] (rows of n elements), or the reverse (scatter).
+template <class T>
+void permuteRows(const T *src, T *dst, const std::vector<int64_t> &order, int64_t n,
+                 bool scatter) {
+  const int64_t rows = static_cast<int64_t>(order.size());
+  parallelFor(rows, n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t s = order[i];
+      if (scatter)
+        std::memcpy(dst + s * n, src + i * n, sizeof(T) * n);
+      else
+        std::memcpy(dst + i * n, src + s * n, sizeof(T) * n);
+    }
+  });
+}
+
+template <class T>
+void expertMatmulT(const T *x, const T *w, const Groups &g, int64_t K, int64_t O, int64_t E,
+                   bool transW, T *y) {
+  const int64_t S = static_cast<int64_t>(g.order.size());
+  T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
+  T *yp = scratch<T, 61>(static_cast<size_t>(S * O));
+  permuteRows(x, xp, g.order, K, /*scatter=*/false);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = g.offset[e], n = g.offset[e + 1] - b;
+    if (n == 0)
+      continue;
+    // y_e [n, O] = x_e [n, K] W_e^T (W_e [O, K]) or x_e W_e (W_e [K, O]).
+    gemmT(false, !transW, n, O, K, xp + b * K, w + e * O * K, yp + b * O);
+  }
+  permuteRows(yp, y, g.order, O, /*scatter=*/true);
+}
+
+template <class T>
+void expertGradWeightT(const T *x, const T *gr, const Groups &g, int64_t K, int64_t O,
+                       int64_t E, bool transW, T *dw) {
+  const int64_t S = static_cast<int64_t>(g.order.size());
+  T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
+  T *gp = scratch<T, 61>(static_cast<size_t>(S * O));
+  permuteRows(x, xp, g.order, K, /*scatter=*/false);
+  permuteRows(gr, gp, g.order, O, /*scatter=*/false);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = g.offset[e], n = g.offset[e + 1] - b;
+    T *out = dw + e * O * K;
+    if (n == 0) {
+      std::fill(out, out + O * K, T(0));
+      continue;
+    }
+    if (transW) // dW_e [K, O] = x_e^T g_e
+      gemmT(true, false, K, O, n, xp + b * K, gp + b * O, out);
+    else // dW_e [O, K] = g_e^T x_e
+      gemmT(true, false, O, K, n, gp + b * O, xp + b * K, out);
+  }
+}
+
+} // namespace
+
+void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts, int64_t S,
+                  int64_t K, int64_t O, int64_t E, bool transW, void *y) {
+  Groups g = groupRows(ti, experts, S, E, "expert_matmul");
+  if (t == DT::F32)
+    expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w), g, K, O, E,
+                  transW, static_cast<float *>(y));
+  else if (t == DT::F64)
+    expertMatmulT(static_cast<const double *>(x), static_cast<const double *>(w), g, K, O, E,
+                  transW, static_cast<double *>(y));
+  else
+    fatal("expert_matmul: F32 or F64 only");
+}
+
+void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const void *experts,
+                            int64_t S, int64_t K, int64_t O, int64_t E, bool transW, void *dw) {
+  Groups g = groupRows(ti, experts, S, E, "expert_matmul_grad_weight");
+  if (t == DT::F32)
+    expertGradWeightT(static_cast<const float *>(x), static_cast<const float *>(grad), g, K, O,
+                      E, transW, static_cast<float *>(dw));
+  else if (t == DT::F64)
+    expertGradWeightT(static_cast<const double *>(x), static_cast<const double *>(grad), g, K,
+                      O, E, transW, static_cast<double *>(dw));
+  else
+    fatal("expert_matmul_grad_weight: F32 or F64 only");
+}
+
+} // namespace merak::rt::cpu
