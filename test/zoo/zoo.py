@@ -210,6 +210,26 @@ def build(name):
                                                 router_jitter_noise=0.0))
         cfg._experts_implementation = "batched_mm" if name == "mixtral" else "eager"
         return CausalLM(tf.MixtralForCausalLM(cfg)), ids
+    if name == "qwen2-moe":
+        # 4 routed experts (top-2, renormalised) and a sigmoid-gated shared expert.
+        cfg = tf.Qwen2MoeConfig(**decoder_kwargs(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=WIDTH,
+            shared_expert_intermediate_size=2 * WIDTH, norm_topk_prob=True))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.Qwen2MoeForCausalLM(cfg)), ids
+    if name == "olmoe":
+        # 4 experts, top-2 without renormalisation; q/k norms.
+        cfg = tf.OlmoeConfig(**decoder_kwargs(num_experts=4, num_experts_per_tok=2))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.OlmoeForCausalLM(cfg)), ids
+    if name == "gpt-oss":
+        # 4 experts with biases (top-2), clamped SwiGLU, attention sinks,
+        # alternating sliding-window and full attention layers.
+        cfg = tf.GptOssConfig(**decoder_kwargs(
+            num_local_experts=4, num_experts_per_tok=2, head_dim=WIDTH // HEADS,
+            sliding_window=8, layer_types=["sliding_attention", "full_attention"][:LAYERS]))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.GptOssForCausalLM(cfg)), ids
     if name == "phi3":
         cfg = tf.Phi3Config(**decoder_kwargs(original_max_position_embeddings=T))
         return CausalLM(tf.Phi3ForCausalLM(cfg)), ids
@@ -253,13 +273,17 @@ def build(name):
 
 
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
-          "vit", "resnet50", "nn-transformer", "mixtral", "mixtral-sparse"]
+          "vit", "resnet50", "nn-transformer", "mixtral", "mixtral-sparse", "qwen2-moe",
+          "olmoe", "gpt-oss"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
           "phi3": "Phi-3 (fused qkv, GQA)",
           "mixtral": "Mixtral MoE (4 experts, top-2; batched_mm experts)",
-          "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
+          "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)",
+          "qwen2-moe": "Qwen2-MoE (4 experts top-2 + gated shared expert)",
+          "olmoe": "OLMoE (4 experts top-2, q/k norm)",
+          "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
           "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",

@@ -14,7 +14,11 @@
 //   transpose                   a permutation of the input's factors
 //   reshape                     the common refinement of the two shapes
 //   split   equal parts:        axis = [part selector (replicated), rest]
-//   concat, slice, gather       the axis (sliced dims) replicated
+//   concat, slice, gather       the axis (sliced dims) replicated; a slice
+//                               that is one of n equal parts of a dim: as
+//                               split (torch.chunk exported as slices); every
+//                               k-th element: [elements parallel, phase k
+//                               replicated]
 //   cross_entropy               class axis replicated; "none" keeps the
 //                               other dims, "sum" reduces them, "mean"
 //                               combines them (its divisor is the count)
@@ -227,13 +231,38 @@ Rule rule(SplitOp op) {
 }
 Rule rule(ConcatOp op) { return sharedExceptAxis(op, normalise(op.getAxis(), op.getResult())); }
 
+/// Part j of `n` equal parts of a dimension of `size` (stride 1): the
+/// number of parts, or 0.
+int64_t equalPartOf(int64_t start, int64_t limit, int64_t stride, int64_t size) {
+  int64_t part = limit - start;
+  if (stride != 1 || part <= 0 || part == size || size % part || start % part)
+    return 0;
+  return size / part;
+}
+
 Rule rule(SliceOp op) {
   RuleBuilder b;
   ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
   TensorFactors input, result;
   for (unsigned d = 0; d < in.size(); ++d) {
-    bool whole = op.getStarts()[d] == 0 && op.getLimits()[d] == in[d] &&
-                 op.getStrides()[d] == 1;
+    int64_t start = op.getStarts()[d], limit = op.getLimits()[d], stride = op.getStrides()[d];
+    bool whole = start == 0 && limit == in[d] && stride == 1;
+    // One of n equal parts (torch.chunk as TorchScript exports it): like a
+    // split, [part selector (replicated), the part].
+    if (int64_t parts = equalPartOf(start, limit, stride, in[d])) {
+      unsigned f = b.factor(out[d], FactorKind::Parallel);
+      input.push_back({b.factor(parts, FactorKind::Replicated), f});
+      result.push_back({f});
+      continue;
+    }
+    // Every stride-th element (x[..., 1::2], an interleaved gate/up):
+    // [the elements, the phase (replicated)].
+    if (stride > 1 && start < stride && in[d] % stride == 0 && out[d] * stride == in[d]) {
+      unsigned f = b.factor(out[d], FactorKind::Parallel);
+      input.push_back({f, b.factor(stride, FactorKind::Replicated)});
+      result.push_back({f});
+      continue;
+    }
     unsigned f = b.factor(in[d], whole ? FactorKind::Parallel : FactorKind::Replicated);
     input.push_back({f});
     result.push_back({whole ? f : b.factor(out[d], FactorKind::Replicated)});
@@ -473,13 +502,28 @@ struct ShardingModel
       split.setSizes(sizes);
     }
     if constexpr (std::is_same_v<OpTy, SliceOp>) {
-      // A whole dimension (a parallel factor) ends at the local extent.
+      // A whole dimension (a parallel factor) ends at the local extent; part
+      // j of n equal parts, split in blocks of n, is the local part j.
       auto slice = cast<SliceOp>(op);
       ArrayRef<int64_t> in = shapeOf(slice.getInput()), out = shapeOf(slice.getResult());
-      SmallVector<int64_t> limits(slice.getLimits());
-      for (unsigned d = 0; d < in.size(); ++d)
-        if (slice.getStarts()[d] == 0 && slice.getStrides()[d] == 1 && out[d] == in[d])
+      SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
+      for (unsigned d = 0; d < in.size(); ++d) {
+        int64_t stride = slice.getStrides()[d];
+        if (stride > 1 && out[d] * stride == in[d]) { // every stride-th element
           limits[d] = in[d];
+          continue;
+        }
+        if (stride != 1)
+          continue;
+        int64_t part = limits[d] - starts[d];
+        if (starts[d] == 0 && out[d] == in[d]) {
+          limits[d] = in[d];
+        } else if (out[d] != part && part > 0 && starts[d] % part == 0) {
+          starts[d] = starts[d] / part * out[d];
+          limits[d] = starts[d] + out[d];
+        }
+      }
+      slice.setStarts(starts);
       slice.setLimits(limits);
     }
   }

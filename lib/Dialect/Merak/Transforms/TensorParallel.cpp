@@ -4,7 +4,10 @@
 //
 // A *seed* is a Linear whose input is replicated: `matmul(x, W^T)` with W a
 // parameter read only there (`transpose(get_param W) perm = [1, 0]`, PyTorch's
-// [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like). Splitting its
+// [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like), or the expert
+// GEMM of a Mixture-of-Experts layer, `expert_matmul(x, W[e])` with W
+// [E, out, in] (or [E, in, out]) read only there: every expert's matrix is
+// split alike on its output features (expert tensor parallelism). Splitting its
 // output features over the tp ranks makes its result *split*: a value whose
 // dimension `dim` is viewed as [blocks, tp, n / (blocks * tp)] and of which
 // rank r holds part r of every block. A forward walk in program order
@@ -12,7 +15,8 @@
 // (ShardingRuleOpInterface, lib/Dialect/Merak/Interfaces): the split lands
 // on one factor of the op; the operands holding that factor must be split
 // alike, or be parameters read only there (the biases of column layers, the
-// weight of a row-parallel layer), which are split alike; the results
+// weight of a row-parallel layer, the rows of an expert's bias gathered per
+// token), which are split alike; the results
 // holding it are split. A split *reduction* factor is a row-parallel end:
 // every rank holds a partial sum, summed over tp (merak.all_reduce,
 // Megatron's g). Seeds whose values reach a replicated factor (a layer
@@ -68,14 +72,17 @@ struct Weight {
   ParamOp param;
   GetParamOp get;
   TransposeOp transpose;
-  /// The param's dimension that is the Linear's output (resp. input)
-  /// feature dimension.
-  int64_t outAxis() const { return transpose ? 0 : 1; }
-  int64_t inAxis() const { return transpose ? 1 : 0; }
+  /// The param's dimension that is the Linear's output feature dimension:
+  /// 1 for [in, out] (or an expert weight [E, out, in]), 0 through the
+  /// transpose of [out, in], 2 for an expert weight [E, in, out].
+  int64_t out = 1;
+  int64_t outAxis() const { return transpose ? 0 : out; }
 };
 
 struct Seed {
-  MatmulOp matmul;
+  /// The Linear: a matmul, or an expert_matmul (its input is operand 0
+  /// either way).
+  Operation *matmul;
   Weight weight;
   int64_t blocks = 1;
   bool alive = true;
@@ -106,7 +113,7 @@ struct Walk {
   llvm::EquivalenceClasses<int> regions;
   SmallVector<ParamShard> params;
   SmallVector<Partial> partials;
-  SmallVector<MatmulOp> columns;
+  SmallVector<Operation *> columns;
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
   DenseMap<int, int64_t> failedRegions;
@@ -145,6 +152,19 @@ struct Walk {
     return w;
   }
 
+  /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
+  /// the data's (not an index dimension); null otherwise.
+  GatherOp gatheredRows(Value v, int64_t dim) {
+    auto g = v.getDefiningOp<GatherOp>();
+    if (!g || !v.hasOneUse())
+      return {};
+    int64_t axis = g.getAxis() < 0 ? g.getAxis() + tensorOf(g.getData()).getRank() : g.getAxis();
+    int64_t indexRank = tensorOf(g.getIndices()).getRank();
+    if (dim >= axis && dim < axis + indexRank)
+      return {};
+    return g;
+  }
+
   /// Propagates the split `s` of `op`'s operand `index` through the op's
   /// sharding rule: every operand holding the split factor must be split
   /// alike or be a parameter read only here (then split alike), the
@@ -171,6 +191,7 @@ struct Walk {
     if (kind == FactorKind::Combined) // a mean or max over the split axis
       return failure();
     SmallVector<ParamShard> newParams;
+    SmallVector<std::pair<Value, Split>> newGathered;
     for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands)) {
       auto where = rule->find(factors, *fs);
       auto it = split.find(v);
@@ -181,10 +202,20 @@ struct Walk {
       }
       if (!where)
         continue;
-      std::optional<Weight> w = soleParam(v);
+      int64_t dim = where->first;
+      // A parameter row chosen per token (an expert's bias, gather(b [E, O],
+      // experts)): the parameter is split on the matching dimension and the
+      // gathered rows with it.
+      GatherOp rows = gatheredRows(v, dim);
+      std::optional<Weight> w = soleParam(rows ? rows.getData() : v);
       if (!w)
         return failure();
-      int64_t axis = w->transpose ? w->transpose.getPerm()[where->first] : where->first;
+      if (rows) {
+        int64_t indexRank = tensorOf(rows.getIndices()).getRank();
+        newGathered.push_back({rows.getResult(), {dim, where->second, s.seed}});
+        dim = dim < rows.getAxis() ? dim : dim - indexRank + 1;
+      }
+      int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
       newParams.push_back({*w, op, axis, where->second, s.seed});
     }
     SmallVector<std::pair<Value, Split>> results;
@@ -195,6 +226,8 @@ struct Walk {
         return failure();
     }
     params.append(newParams);
+    for (auto [r, rs] : newGathered)
+      split[r] = rs;
     for (auto [r, rs] : results)
       split[r] = rs;
     if (kind == FactorKind::Reduction)
@@ -211,7 +244,7 @@ struct Walk {
       auto seedIt = seedOf.find(&op);
       if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
         Seed &s = seeds[seedIt->second];
-        split[s.matmul.getResult()] = {tensorOf(s.matmul.getResult()).getRank() - 1, s.blocks,
+        split[s.matmul->getResult(0)] = {tensorOf(s.matmul->getResult(0)).getRank() - 1, s.blocks,
                                        seedIt->second};
         columns.push_back(s.matmul);
         continue;
@@ -392,6 +425,13 @@ struct MerakTensorParallelPass
         if (std::optional<Weight> w = probe.soleParam(mm.getRhs()))
           seeds.push_back({mm, *w});
       });
+      fn.walk([&](ExpertMatmulOp em) {
+        std::optional<Weight> w = probe.soleParam(em.getWeight());
+        if (!w || w->transpose)
+          return;
+        w->out = em.getTransposeWeight() ? 2 : 1;
+        seeds.push_back({em, *w});
+      });
     }
 
     // Propagate until every surviving region is consistent.
@@ -485,20 +525,20 @@ struct MerakTensorParallelPass
     }
     OpBuilder b(&getContext());
     DenseMap<Value, Value> fOf;
-    for (MatmulOp mm : walk->columns) {
+    for (Operation *mm : walk->columns) {
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
       shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(),
                  s.blocks);
-      Value x = mm.getLhs();
+      Value x = mm->getOperand(0);
       Value &f = fOf[x];
       if (!f) {
         if (Operation *def = x.getDefiningOp())
           b.setInsertionPointAfter(def);
         else
           b.setInsertionPointToStart(&fn.getBody().front());
-        f = TpIdentityOp::create(b, mm.getLoc(), x);
+        f = TpIdentityOp::create(b, mm->getLoc(), x);
       }
-      mm.getLhsMutable().assign(f);
+      mm->setOperand(0, f);
     }
     for (ParamShard &p : walk->params)
       shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks);
