@@ -85,6 +85,11 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   loss.logits = o.logits;
   loss.labels = o.labels;
   pm.addPass(createMerakAttachLoss(loss));
+  if (o.moeAuxLoss > 0) {
+    MerakMoeAuxLossOptions aux;
+    aux.coefficient = o.moeAuxLoss;
+    pm.addPass(createMerakMoeAuxLoss(aux));
+  }
 }
 
 /// The serial training step: autodiff, data parallelism, the update.

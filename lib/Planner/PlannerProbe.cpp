@@ -176,6 +176,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.labels = o.labels;
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
   training.fusedAttention = o.fusedAttention;
+  training.moeAuxLoss = o.moeAuxLoss;
   training.precision = o.precision;
   training.tp = tp;
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1

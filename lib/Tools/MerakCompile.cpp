@@ -206,6 +206,12 @@ struct CommandLine {
                "mask, softmax, matmul) by merak.attention, which never stores the T x T "
                "scores"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<double> moeAuxLoss{
+      "moe-aux-loss",
+      cl::desc("Add the Mixture-of-Experts load-balancing loss (Switch Transformer, as "
+               "transformers' router_aux_loss_coef) with this coefficient, e.g. 0.02; 0 "
+               "(default): none"),
+      cl::value_desc("coef"), cl::init(0.0), cl::cat(cat)};
   cl::opt<std::string> precision{
       "precision",
       cl::desc("fp32 (default) or bf16: bf16 GEMMs with float32 accumulation, float32 "
@@ -321,6 +327,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.fusedAttention = opts.fusedAttention == "on";
+  o.moeAuxLoss = opts.moeAuxLoss;
   if (opts.precision != "fp32" && opts.precision != "bf16") {
     llvm::errs() << "merak-compile: error: --precision must be fp32 or bf16, got '"
                  << opts.precision << "'\n";

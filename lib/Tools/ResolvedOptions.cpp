@@ -5,6 +5,8 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "llvm/ADT/Twine.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::merak;
 
@@ -118,6 +120,11 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
   p.labels = opts.labels;
   p.frozen.assign(opts.frozen.begin(), opts.frozen.end());
   p.fusedAttention = opts.fusedAttention;
+  if (!(opts.moeAuxLoss >= 0) || !std::isfinite(opts.moeAuxLoss)) {
+    error = "--moe-aux-loss must be a finite number >= 0, got " + std::to_string(opts.moeAuxLoss);
+    return failure();
+  }
+  p.moeAuxLoss = opts.moeAuxLoss;
   p.attentionCpuForms = opts.target != "cuda";
   p.precision = opts.precision;
   // Vocabulary parallelism: by default whenever the model qualifies (a

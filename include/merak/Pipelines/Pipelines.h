@@ -29,6 +29,8 @@ struct PipelineOptions {
   std::string loss = "cross-entropy";
   std::string logits;
   std::string labels = "next-token";
+  /// merak-moe-aux-loss's coefficient; 0: no load-balancing loss.
+  double moeAuxLoss = 0;
   std::vector<std::string> frozen;
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";

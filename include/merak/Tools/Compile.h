@@ -77,6 +77,9 @@ struct CompileOptions {
   bool dpOverlap = true;
   /// --fused-attention: merak-fuse-attention (see Passes.td).
   bool fusedAttention = true;
+  /// --moe-aux-loss: the MoE load-balancing loss coefficient
+  /// (merak-moe-aux-loss); 0: none.
+  double moeAuxLoss = 0;
   /// --precision: fp32 or bf16 (merak-mixed-precision).
   std::string precision = "fp32";
   /// --grad-reduce: fp32 or bf16 (merak-grad-reduce-precision).

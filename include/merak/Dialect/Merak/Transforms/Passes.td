@@ -219,6 +219,31 @@ def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakMoeAuxLoss : Pass<"merak-moe-aux-loss", "mlir::ModuleOp"> {
+  let summary = "[training] Adds the MoE load-balancing loss (Switch / transformers) to @loss";
+  let description = [{
+    `merak-compile --moe-aux-loss COEF`: to the loss of `@loss`
+    (merak-attach-loss) adds `COEF * E * sum_e f[e] P[e]` over the
+    Mixture-of-Experts layers, as transformers' `load_balancing_loss_func`
+    computes it over all layers together: `f[e]` the share of the layers'
+    top-k choices that went to expert e (a count, no gradient), `P[e]` the
+    mean over the layers' tokens of the router's softmax probability of e
+    (the gradient reaches the routers through it). A layer is found from
+    its `merak.expert_matmul`s: their expert indices derive from the top-k
+    (`merak.gather_elements` of the indices) of a `[tokens, E]` score
+    tensor, the router's probabilities (a softmax over the experts) or its
+    logits (then their softmax is taken). Errors: no MoE layer, a router
+    that is not found, layers with different E. Under data parallelism and
+    micro-batching each part computes it over its own tokens (as
+    Megatron-LM and DeepSpeed do).
+  }];
+  let options = [
+    Option<"coefficient", "coefficient", "double", /*default=*/"0.01",
+           "The loss coefficient (transformers' router_aux_loss_coef)">,
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let summary = "[training] Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
   let description = [{

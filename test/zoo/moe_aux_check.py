@@ -1,0 +1,118 @@
+"""The Mixture-of-Experts load-balancing loss (merak-compile --moe-aux-loss)
+against transformers' own (router_aux_loss_coef x load_balancing_loss_func).
+
+    $(scripts/venv-path.sh)/bin/python test/zoo/moe_aux_check.py --bin build/bin \\
+        --workdir DIR [MODEL...]
+
+For each model of test/zoo/zoo.py (default: mixtral, whose router takes the
+top-k of its softmax, and gpt-oss, which takes the top-k of the logits and
+softmaxes them after), exported with TorchScript at opset 17:
+  - merak's 20 AdamW steps with --moe-aux-loss 0.02 equal PyTorch's float64
+    training of the same module with loss = cross-entropy + 0.02 x the
+    module's aux_loss (output_router_logits=True): per-step loss relative
+    error <= 1e-4;
+  - the check can fail: the same run differs from PyTorch without the aux
+    loss by more than that, and merak's step-0 loss exceeds the plain
+    cross-entropy by 0.02 x aux (about 0.02 x k at a balanced start).
+Ends with "N passed, M failed".
+"""
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import zoo  # noqa: E402
+
+COEF = 0.02
+
+
+def reference(wrapper, with_aux, tokens):
+    """PyTorch float64 AdamW (zoo.reference's settings), loss CE (+ COEF x
+    the model's aux_loss)."""
+    hf = copy.deepcopy(wrapper.model).double().train()
+    opt = torch.optim.AdamW(hf.parameters(), lr=3e-3, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01)
+    losses = []
+    for x, y in zoo.token_batches(tokens, zoo.B, zoo.STEPS):
+        opt.zero_grad()
+        out = hf(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False,
+                 output_router_logits=True, return_dict=True)
+        loss = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
+        if with_aux:
+            loss = loss + COEF * out.aux_loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def rel_err(a, b):
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+
+
+def check(name, bin_dir, work, data):
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    module, example = zoo.build(name)
+    state = copy.deepcopy(module.state_dict())
+    onnx_path = os.path.join(d, "model.onnx")
+    zoo.export(module, example, onnx_path, "ts17")
+    module.load_state_dict(state)
+    frozen = zoo.non_parameter_initializers(onnx_path, module)
+    exe = os.path.join(d, "train")
+    cmd = [os.path.join(bin_dir, "merak-compile"), onnx_path, "--input-shape",
+           "input_ids=%dx%d" % (zoo.B, zoo.T), "--optimizer", "adamw", "--opt", "lr=3e-3",
+           "--moe-aux-loss", str(COEF), "-o", exe]
+    for f in frozen:
+        cmd += ["--frozen", f]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    metrics = os.path.join(d, "m.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    subprocess.run([exe, "--data", data, "--steps", str(zoo.STEPS), "--sampler", "sequential",
+                    "--metrics", metrics], check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, OMP_NUM_THREADS="1"))
+    got = [json.loads(line)["loss"] for line in open(metrics)]
+    tokens = zoo.Zoo(bin_dir, os.path.join(work, "data")).tokens
+    want = reference(module, True, tokens)
+    plain = reference(module, False, tokens)
+    err, err_plain = rel_err(got, want), rel_err(got, plain)
+    ok = len(got) == zoo.STEPS and err <= zoo.TOLERANCE and err_plain > 10 * zoo.TOLERANCE \
+        and got[0] > plain[0]
+    return ok, ("losses %.5f -> %.5f (torch with aux %.5f -> %.5f, without %.5f -> %.5f); "
+                "max rel err %.1e with the aux loss, %.1e without" % (
+                    got[0], got[-1], want[0], want[-1], plain[0], plain[-1], err, err_plain))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("models", nargs="*", default=["mixtral", "gpt-oss"])
+    a = ap.parse_args()
+    work = os.path.abspath(a.workdir)
+    os.makedirs(work, exist_ok=True)
+    data = zoo.Zoo(os.path.abspath(a.bin), os.path.join(work, "data")).tokens_file
+    passed = failed = 0
+    for name in a.models:
+        try:
+            ok, msg = check(name, os.path.abspath(a.bin), work, data)
+        except Exception as e:  # noqa: BLE001  (a failing tool fails the check)
+            ok, msg = False, str(e)
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
+        sys.stdout.flush()
+        passed += ok
+        failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
