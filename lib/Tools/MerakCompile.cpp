@@ -176,7 +176,8 @@ struct CommandLine {
       "op-costs",
       cl::desc("With --simulate: measured op costs (the file a training program writes "
                "with --profile-ops); ops whose shape it timed cost what was measured, the "
-               "others the device profile's roofline"),
+               "others the device profile's roofline. With --devices: the planner's best "
+               "plans are compiled and re-ranked by their simulation with these costs"),
       cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",

@@ -36,7 +36,7 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   if (!opts.deviceProfile.empty() && !opts.simulate)
     return fail("--device-profile needs --simulate");
   if (!opts.opCosts.empty() && !opts.simulate)
-    return fail("--op-costs needs --simulate");
+    return fail("--op-costs needs --simulate (or --devices)");
   if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
     return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
   r.simulation.dp = opts.dp;

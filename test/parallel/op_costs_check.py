@@ -18,25 +18,27 @@ The model: the test suite's GPT-2 (4 layers, width 128, vocabulary 97).
             F + B + update (ms) is the number of measured ops;
   scale     the same with 2 ms per op: every fragment and the step double;
   fallback  a file with none of the program's keys leaves the simulation
-            equal to the roofline's, bit for bit.
+            equal to the roofline's, bit for bit;
+  planner   merak-compile --devices 2 --op-costs: the planner's best plans
+            that fit are compiled and re-ranked by their simulation with
+            the measured costs (each profiled: all of their ops measured,
+            ranked by the measured-cost step, the chosen one's equal to
+            --simulate --op-costs of its program); a 10 MB budget makes the
+            plans pipelines (a plan without a schedule keeps its estimate).
 Ends with "N passed, M failed".
 """
 import json
 import os
-import subprocess
 import sys
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-import export_models as em  # noqa: E402
 from check_runner import run_checks  # noqa: E402
-from program_check import corpus_tokens  # noqa: E402
+from program_check import corpus_tokens, export_gpt2, tool_output as run  # noqa: E402
 
 VOCAB, BATCH, SEQ = 97, 4, 16
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-CHECKS = ["keys", "sum", "scale", "fallback"]
+CHECKS = ["keys", "sum", "scale", "fallback", "planner"]
 # Compute, memory and links that cost (next to) nothing: only measured op
 # seconds remain in the simulated step.
 FREE = {"name": "free", "flops": {"f32": 1e30}, "memory_bandwidth": 1e30,
@@ -45,28 +47,13 @@ FREE = {"name": "free", "flops": {"f32": 1e30}, "memory_bandwidth": 1e30,
         "inter_node": {"bandwidth": 1e30, "latency": 0}}
 
 
-def run(cmd, env=None):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                       timeout=600)
-    if p.returncode:
-        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
-                                                  p.stdout.decode()[-3000:]))
-    return p.stdout.decode()
-
-
 class Env:
     def __init__(self, bin_dir, work):
         self.bin_dir, self.work = bin_dir, work
         _, self.data = corpus_tokens(work, VOCAB)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        torch.manual_seed(0)
         self.onnx = os.path.join(work, "gpt.onnx")
-        torch.onnx.export(em.GPT2(vocab_size=VOCAB, n_embd=128, n_head=4, n_layer=4,
-                                  block_size=SEQ),
-                          (torch.zeros(BATCH, SEQ, dtype=torch.int64),), self.onnx,
-                          opset_version=17, input_names=["input_ids"],
-                          output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, dynamic_axes={"input_ids": {0: "batch"}})
+        export_gpt2(self.onnx, VOCAB, BATCH, SEQ, dynamic_batch=True)
         self.free = os.path.join(work, "free.json")
         with open(self.free, "w") as f:
             json.dump(FREE, f)
@@ -164,8 +151,72 @@ def check_fallback(env):
                                                                   other["step_time_s"])
 
 
+# A CPU-like profile for the planner check (numbers of this machine's order).
+CPU = {"name": "cpu-like", "flops": {"f32": 1e11}, "memory_bandwidth": 2e10,
+       "memory_bytes": 8e9, "devices_per_node": 64,
+       "intra_node": {"bandwidth": 5e9, "latency": 1e-6},
+       "inter_node": {"bandwidth": 5e9, "latency": 1e-6}}
+
+
+def plan(env, extra):
+    """The planner's JSON ("planner") for 2 devices."""
+    profile = os.path.join(env.work, "cpu-like.json")
+    with open(profile, "w") as f:
+        json.dump(CPU, f)
+    report = os.path.join(env.work, "plan.json")
+    run([os.path.join(env.bin_dir, "merak-compile")] + env.flags(["--devices", "2"]) +
+        ["--device-profile", profile, "--compile-to=schedule", "-o", os.devnull,
+         "--report=json", "--report-file", report] + extra)
+    return json.load(open(report))["planner"]
+
+
+def mesh_of(c):
+    return ["--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
+            "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
+            "--recompute", c["recompute"]]
+
+
+def pipelined(c):
+    return c["pp"] > 1 or c["microbatches"] > 1
+
+
+def check_planner(env):
+    # 10 MB per device: data parallelism (every rank holding the whole
+    # model and its state) does not fit, the plans are pipelines.
+    budget = ["--memory-per-device", "10MB"]
+    estimated = plan(env, budget)
+    first = estimated["chosen"]
+    candidates = [c for c in [first] + estimated["runners_up"]
+                  if "rejected" not in c and pipelined(c)]
+    if not pipelined(first):
+        return False, "the planner's first choice is not pipelined: %s" % first
+    # Every candidate the refinement compiles, profiled into one file.
+    costs = os.path.join(env.work, "planner-costs.json")
+    if os.path.exists(costs):
+        os.remove(costs)
+    for i, c in enumerate(candidates):
+        env.profile("plan%d" % i, mesh_of(c) + budget, c["dp"] * c["tp"] * c["pp"], costs)
+    refined = plan(env, budget + ["--op-costs", costs])
+    ranked = [c for c in [refined["chosen"]] + refined["runners_up"] if "measured_op_costs" in c]
+    steps = [c["measured_op_costs"]["step_time_s"] for c in ranked]
+    full = all(c["measured_op_costs"]["measured_ops"] == c["measured_op_costs"]["costed_ops"] > 0
+               for c in ranked)
+    # The chosen plan's step is what --simulate --op-costs gives its program.
+    sim, _ = env.simulate(mesh_of(refined["chosen"]) + budget,
+                          ["--op-costs", costs, "--device-profile",
+                           os.path.join(env.work, "cpu-like.json")])
+    direct = sim["step_time_s"]
+    ok = len(ranked) == len(candidates) and full and steps == sorted(steps) and \
+        abs(direct - steps[0]) <= 1e-12 * direct
+    return ok, ("estimated first choice %s; %d candidates re-ranked by measured costs "
+                "(%s); chosen %s, its program simulated directly: %.4f ms" % (
+                    " ".join(mesh_of(first)), len(ranked),
+                    ", ".join("%.4f ms" % (1e3 * t) for t in steps),
+                    " ".join(mesh_of(refined["chosen"])), 1e3 * direct))
+
+
 CHECK_FUNCS = {"keys": check_keys, "sum": check_sum, "scale": check_scale,
-               "fallback": check_fallback}
+               "fallback": check_fallback, "planner": check_planner}
 
 
 def main():

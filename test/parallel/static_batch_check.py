@@ -18,7 +18,6 @@ Ends with "N passed, M failed".
 import json
 import os
 import re
-import subprocess
 import sys
 
 import onnx
@@ -31,7 +30,7 @@ import export_models as em  # noqa: E402
 from check_runner import run_checks  # noqa: E402
 from decoder_check import EncoderLM  # noqa: E402
 from merak_checkpoint import read_checkpoint  # noqa: E402
-from program_check import compare_with_serial, corpus_tokens  # noqa: E402
+from program_check import compare_with_serial, corpus_tokens, tool_output as run  # noqa: E402
 
 STEPS, BATCH, SEQ, VOCAB, TOLERANCE = 20, 8, 16, 97, 1e-5
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -42,15 +41,6 @@ MODELS = {
 }
 CHECKS = ["encoder-dp2-pp2-m4", "encoder-dp2-tp2-pp2-m4", "gpt2-dp2-pp2-m4",
           "gpt2-dp2-tp2-pp2-m4", "gpt2-dp4-pp1-m1", "encoder-dp1-pp1-m4"]
-
-
-def run(cmd, env=None):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                       timeout=600)
-    if p.returncode:
-        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
-                                                  p.stdout.decode()[-3000:]))
-    return p.stdout.decode()
 
 
 class Env:

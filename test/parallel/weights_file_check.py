@@ -31,14 +31,12 @@ import sys
 
 import numpy as np
 import onnx
-import torch
 from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-import export_models as em  # noqa: E402
 from check_runner import run_checks  # noqa: E402
-from program_check import corpus_tokens  # noqa: E402
+from program_check import corpus_tokens, export_gpt2  # noqa: E402
 
 VOCAB, BATCH, SEQ, STEPS = 97, 4, 16, 4
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -75,14 +73,8 @@ class Env:
         self.bin_dir, self.work = bin_dir, work
         _, self.data = corpus_tokens(work, VOCAB)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        torch.manual_seed(0)
         self.onnx = os.path.join(work, "gpt.onnx")
-        torch.onnx.export(em.GPT2(vocab_size=VOCAB, n_embd=128, n_head=4, n_layer=4,
-                                  block_size=SEQ),
-                          (torch.zeros(BATCH, SEQ, dtype=torch.int64),), self.onnx,
-                          opset_version=17, input_names=["input_ids"],
-                          output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False)
+        export_gpt2(self.onnx, VOCAB, BATCH, SEQ)
         self.exe = self.compile("serial", [])
         self.serial = self.train(self.exe)
 

@@ -98,6 +98,28 @@ def param_rel_err(name, got, want):
 
 
 
+def tool_output(cmd, env=None):
+    """stdout+stderr of a tool run; raises naming the tool and its last
+    output when it fails (the parallel checks' runner)."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=600)
+    if p.returncode:
+        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
+                                                  p.stdout.decode()[-3000:]))
+    return p.stdout.decode()
+
+
+def export_gpt2(path, vocab, batch, seq, dynamic_batch=False):
+    """The test suite's GPT-2 (4 layers, width 128, 4 heads), seeded,
+    exported in training mode at opset 17 (a dynamic batch axis if asked)."""
+    torch.manual_seed(0)
+    torch.onnx.export(em.GPT2(vocab_size=vocab, n_embd=128, n_head=4, n_layer=4, block_size=seq),
+                      (torch.zeros(batch, seq, dtype=torch.int64),), path, opset_version=17,
+                      input_names=["input_ids"], output_names=["logits"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      dynamic_axes={"input_ids": {0: "batch"}} if dynamic_batch else None)
+
+
 def corpus_tokens(work, vocab):
     """The bundled corpus as character tokens mod `vocab` (learnable, so
     losses fall), written to WORK/tokens.bin: (the tokens, that path)."""

@@ -16,7 +16,6 @@ softmaxes them after), exported with TorchScript at opset 17:
     cross-entropy by 0.02 x aux (about 0.02 x k at a balanced start).
 Ends with "N passed, M failed".
 """
-import argparse
 import copy
 import json
 import os
@@ -28,7 +27,9 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import zoo  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 COEF = 0.02
 
@@ -91,27 +92,15 @@ def check(name, bin_dir, work, data):
                     got[0], got[-1], want[0], want[-1], plain[0], plain[-1], err, err_plain))
 
 
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        self.data = zoo.Zoo(bin_dir, os.path.join(work, "data")).tokens_file
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("models", nargs="*", default=["mixtral", "gpt-oss"])
-    a = ap.parse_args()
-    work = os.path.abspath(a.workdir)
-    os.makedirs(work, exist_ok=True)
-    data = zoo.Zoo(os.path.abspath(a.bin), os.path.join(work, "data")).tokens_file
-    passed = failed = 0
-    for name in a.models:
-        try:
-            ok, msg = check(name, os.path.abspath(a.bin), work, data)
-        except Exception as e:  # noqa: BLE001  (a failing tool fails the check)
-            ok, msg = False, str(e)
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, msg))
-        sys.stdout.flush()
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(Env, lambda env, name: check(name, env.bin_dir, env.work, env.data),
+                      ["mixtral", "gpt-oss"])
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/JSON.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ struct PlanCandidate {
   std::string rejected;
   /// Enumeration order (breaks ties between equal step times).
   int64_t order = 0;
+  /// With --op-costs: the step the plan's compiled program simulates to
+  /// with the measured op costs, and how many of its costed ops they
+  /// covered (refinePlanWithOpCosts).
+  std::optional<double> measuredStepTime;
+  int64_t measuredOps = 0, costedOps = 0;
 };
 
 struct PlannerResult {

@@ -136,6 +136,23 @@ int runCompile(const CompileOptions &options, llvm::raw_ostream &log, std::strin
 std::optional<int> planCompile(const CompileOptions &options, llvm::raw_ostream &log,
                                std::string *report, CompileOptions &planned);
 
+struct PlanCandidate;
+struct PlannerResult;
+/// The options that compile candidate `c` (from the --devices options):
+/// its mesh, schedule, recomputation, ZeRO and overlap.
+CompileOptions candidateOptions(const CompileOptions &options, const PlanCandidate &c,
+                                double memoryPerDevice);
+
+/// With --op-costs (and a pipelined plan): the chosen plan and its fitting
+/// runners-up are compiled to the schedule phase and simulated with the
+/// measured op costs (what the planner's probes, compiled at the whole
+/// batch, cannot look up for the candidates' micro-batch shapes); the
+/// fastest of them becomes the plan. Candidates that are not pipelined, or
+/// that fail to compile, keep their estimate and are not re-ranked; a
+/// chosen plan that is not pipelined is kept (with a note).
+void refinePlanWithOpCosts(const CompileOptions &options, PlannerResult &plan,
+                           llvm::raw_ostream &log);
+
 } // namespace mlir::merak
 
 #endif

@@ -1,0 +1,187 @@
+//===- PlanCompile.cpp - merak-compile --devices: plan, refine, compile ---===//
+//
+// What merak-compile --devices does with the planner's result: prints it,
+// puts it in --report=json's "planner", and gives runCompile the options of
+// the chosen plan (planCompile). With --op-costs the planner's few best
+// candidates are first compiled for real (to the schedule phase, in this
+// process) and simulated with the measured op costs, and the fastest of
+// them becomes the plan (refinePlanWithOpCosts): the planner estimates
+// every candidate from probes compiled at the whole batch, scaling their op
+// costs by the micro-batch's share, while measured op costs
+// (./train --profile-ops) are keyed by exact shapes, which those scaled
+// costs do not have.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Planner/Planner.h"
+
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
+#include "merak/Planner/Report.h"
+#include "merak/Tools/Compile.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+namespace json = llvm::json;
+
+namespace {
+/// The simulated step of `c`'s program with the measured op costs.
+bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memoryPerDevice,
+                      llvm::raw_ostream &log) {
+  if (c.pp == 1 && c.microbatches == 1)
+    return false; // --simulate needs a pipeline plan
+  CompileOptions o = candidateOptions(opts, c, memoryPerDevice);
+  o.compileTo = CompilePhase::Schedule;
+  o.compileToGiven = true;
+  o.output = "/dev/null";
+  o.simulate = true;
+  o.simulateTrace.clear();
+  o.report = "json";
+  o.reportFile = "";
+  o.plannerJson.clear();
+  CompileResult r = compileModel(o);
+  llvm::Expected<llvm::json::Value> report = llvm::json::parse(r.report);
+  const llvm::json::Object *root = report ? report->getAsObject() : nullptr;
+  const llvm::json::Object *sim = root ? root->getObject("simulated") : nullptr;
+  const llvm::json::Object *costs = sim ? sim->getObject("op_costs") : nullptr;
+  std::optional<double> step = sim ? sim->getNumber("step_time_s") : std::nullopt;
+  if (!r.ok || !step || !costs) {
+    if (!report)
+      llvm::consumeError(report.takeError());
+    log << "merak-compile: planner: note: dp " << c.dp << " tp " << c.tp << " pp " << c.pp
+        << " mb " << c.microbatches << " could not be simulated with the measured op costs; "
+        << "it keeps its estimate\n";
+    return false;
+  }
+  c.measuredStepTime = *step;
+  c.measuredOps = costs->getInteger("measured_ops").value_or(0);
+  c.costedOps = costs->getInteger("costed_ops").value_or(0);
+  return true;
+}
+} // namespace
+
+void mlir::merak::refinePlanWithOpCosts(const CompileOptions &opts, PlannerResult &plan,
+                                        llvm::raw_ostream &log) {
+  // Measured and estimated steps do not compare: without a schedule to
+  // simulate, the chosen plan keeps its estimate and nothing is re-ranked.
+  if (plan.chosen.pp == 1 && plan.chosen.microbatches == 1) {
+    plan.notes.push_back("the chosen plan has no pipeline schedule to simulate: the measured "
+                         "op costs were not applied");
+    return;
+  }
+  // The chosen plan and the runners-up that fit.
+  std::vector<PlanCandidate> fitting{plan.chosen}, rest;
+  for (PlanCandidate &c : plan.runnersUp)
+    (c.rejected.empty() ? fitting : rest).push_back(c);
+  std::vector<PlanCandidate> measured, estimated;
+  for (PlanCandidate &c : fitting)
+    (simulateMeasured(opts, c, plan.memoryPerDevice, log) ? measured : estimated).push_back(c);
+  if (measured.empty())
+    return;
+  std::stable_sort(measured.begin(), measured.end(),
+                   [](const PlanCandidate &a, const PlanCandidate &b) {
+                     return *a.measuredStepTime < *b.measuredStepTime;
+                   });
+  plan.chosen = measured.front();
+  plan.runnersUp.clear();
+  plan.runnersUp.insert(plan.runnersUp.end(), measured.begin() + 1, measured.end());
+  plan.runnersUp.insert(plan.runnersUp.end(), estimated.begin(), estimated.end());
+  plan.runnersUp.insert(plan.runnersUp.end(), rest.begin(), rest.end());
+  plan.notes.push_back(llvm::formatv("re-ranked the {0} best plans that fit by their compiled "
+                                     "programs simulated with the measured op costs of {1}",
+                                     measured.size(), opts.opCosts)
+                           .str());
+}
+
+CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const PlanCandidate &c,
+                                             double memoryPerDevice) {
+  CompileOptions o = opts;
+  o.devices = 0;
+  o.meshGiven = false;
+  o.dp = c.dp;
+  o.tp = c.tp;
+  o.pp = c.pp;
+  o.microbatches = c.microbatches;
+  o.schedule = c.schedule;
+  o.virtualStages = c.virtualStages;
+  o.recompute = c.recompute;
+  o.zero = c.zero ? 1 : 0;
+  if (c.overlap && c.tp > 1)
+    o.tpOverlap = "sub-pipeline";
+  if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())
+    o.memoryPerDevice = std::to_string((int64_t)memoryPerDevice);
+  return o;
+}
+
+std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::raw_ostream &log,
+                                            std::string *reportOut, CompileOptions &planned) {
+  auto fail = [&](const Twine &msg) -> std::optional<int> {
+    log << "merak-compile: error: " << msg << "\n";
+    return 1;
+  };
+  if (opts.devices < 1)
+    return fail("--devices must be at least 1");
+  if (opts.meshGiven || opts.dp != 1 || opts.tp != 1 || opts.pp != 1 || opts.microbatches != 1)
+    return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
+                "either --devices or the mesh, not both");
+  if (!opts.stageBoundaries.empty())
+    return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
+  std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
+  if (!memoryBudget || *memoryBudget < 0)
+    return fail("--memory-per-device '" + opts.memoryPerDevice +
+                "': expected a positive byte count, optionally with a suffix KB, MB, GB, KiB, "
+                "MiB or GiB");
+  const bool mlirInput = StringRef(opts.input).ends_with(".mlir");
+  // Without --compile-to (and without --report, which implies training),
+  // --devices builds the executable. Only what the generated program runs
+  // is eligible when a program is written.
+  const bool defaultBinary = !opts.compileToGiven && opts.report.empty();
+  const bool runtimeOnly =
+      !mlirInput && (defaultBinary || opts.compileTo >= CompilePhase::Emit);
+  std::string error;
+  FailureOr<PlannerResult> plan = planParallelism(opts, runtimeOnly, log, error);
+  if (failed(plan))
+    return fail("--devices " + Twine(opts.devices) + ": " + error);
+  if (!opts.opCosts.empty())
+    refinePlanWithOpCosts(opts, *plan, log);
+  printPlannerResult(*plan, log);
+  std::string json;
+  llvm::raw_string_ostream js(json);
+  js << plannerJson(*plan);
+  if (mlirInput) {
+    // A model in merak IR (bench/paper's generated GPTs, up to 20B
+    // parameters of splat weights): the plan is the result.
+    if (opts.report == "json") {
+      std::string err;
+      if (failed(deliverReport("{\"planner\":" + json + "}\n", opts.reportFile, reportOut, err)))
+        return fail(err);
+    }
+    log << "merak-compile: planner: " << opts.input
+        << " is merak IR: planned only, not compiled (give the plan's --dp/--tp/--pp "
+           "to compile it)\n";
+    return 0;
+  }
+  const PlanCandidate &c = plan->chosen;
+  planned = candidateOptions(opts, c, plan->memoryPerDevice);
+  planned.plannerJson = json;
+  if (defaultBinary) {
+    planned.compileTo = CompilePhase::Binary;
+    planned.compileToGiven = true;
+  }
+  const bool pipelined = c.pp > 1 || c.microbatches > 1;
+  if (!pipelined) {
+    planned.simulate = false;
+    planned.simulateTrace.clear();
+    planned.deviceProfile.clear();
+    planned.opCosts.clear();
+  } else if (!opts.deviceProfile.empty() || !opts.opCosts.empty()) {
+    planned.simulate = true;
+  }
+  log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
+      << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
+      << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap
+      << " --zero " << planned.zero << "\n";
+  return std::nullopt;
+}
