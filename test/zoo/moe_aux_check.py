@@ -14,6 +14,11 @@ softmaxes them after), exported with TorchScript at opset 17:
   - the check can fail: the same run differs from PyTorch without the aux
     loss by more than that, and merak's step-0 loss exceeds the plain
     cross-entropy by 0.02 x aux (about 0.02 x k at a balanced start).
+Check "parallel" (Mixtral): each part of the batch computes the aux loss
+over its own tokens, so --dp 2 --tp 2 --pp 2 --microbatches 2 (8 ranks;
+the routers of both stages feed the last stage's loss) equals the serial
+program with --microbatches 4 (the same four parts of the batch of 8): 10
+SGD steps, per-step loss relative error <= 1e-5.
 Ends with "N passed, M failed".
 """
 import copy
@@ -74,13 +79,7 @@ def check(name, bin_dir, work, data):
     for f in frozen:
         cmd += ["--frozen", f]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    metrics = os.path.join(d, "m.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    subprocess.run([exe, "--data", data, "--steps", str(zoo.STEPS), "--sampler", "sequential",
-                    "--metrics", metrics], check=True, stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, OMP_NUM_THREADS="1"))
-    got = [json.loads(line)["loss"] for line in open(metrics)]
+    got = train(exe, data, zoo.STEPS)
     tokens = zoo.Zoo(bin_dir, os.path.join(work, "data")).tokens
     want = reference(module, True, tokens)
     plain = reference(module, False, tokens)
@@ -92,6 +91,41 @@ def check(name, bin_dir, work, data):
                     got[0], got[-1], want[0], want[-1], plain[0], plain[-1], err, err_plain))
 
 
+def train(exe, data, steps, ranks=1):
+    metrics = exe + ".jsonl"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = [exe, "--data", data, "--steps", str(steps), "--sampler", "sequential", "--metrics",
+           metrics]
+    if ranks > 1:
+        cmd = zoo.MPIRUN + ["-np", str(ranks)] + cmd
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return [json.loads(line)["loss"] for line in open(metrics)]
+
+
+def check_parallel(bin_dir, work, data):
+    d = os.path.join(work, "parallel")
+    os.makedirs(d, exist_ok=True)
+    module, example = zoo.build("mixtral")
+    onnx_path = os.path.join(d, "model.onnx")
+    zoo.export(module, example, onnx_path, "ts17")
+    base = [os.path.join(bin_dir, "merak-compile"), onnx_path, "--input-shape",
+            "input_ids=8x%d" % zoo.T, "--optimizer", "sgd", "--opt", "lr=0.02",
+            "--moe-aux-loss", str(COEF)]
+    losses = {}
+    for tag, mesh, ranks in [("m4", ["--microbatches", "4"], 1),
+                             ("d2t2p2m2", ["--dp", "2", "--tp", "2", "--pp", "2",
+                                           "--microbatches", "2"], 8)]:
+        exe = os.path.join(d, "train-" + tag)
+        subprocess.run(base + mesh + ["-o", exe], check=True, stdout=subprocess.DEVNULL)
+        losses[tag] = train(exe, data, 10, ranks)
+    err = rel_err(losses["d2t2p2m2"], losses["m4"])
+    return err <= 1e-5 and len(losses["m4"]) == 10, (
+        "losses %.5f -> %.5f; dp2 tp2 pp2 m2 vs serial m4: max rel err %.1e" % (
+            losses["m4"][0], losses["m4"][-1], err))
+
+
 class Env:
     def __init__(self, bin_dir, work):
         self.bin_dir, self.work = bin_dir, work
@@ -99,8 +133,11 @@ class Env:
 
 
 def main():
-    return run_checks(Env, lambda env, name: check(name, env.bin_dir, env.work, env.data),
-                      ["mixtral", "gpt-oss"])
+    def one(env, name):
+        if name == "parallel":
+            return check_parallel(env.bin_dir, env.work, env.data)
+        return check(name, env.bin_dir, env.work, env.data)
+    return run_checks(Env, one, ["mixtral", "gpt-oss", "parallel"])
 
 
 if __name__ == "__main__":
