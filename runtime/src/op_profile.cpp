@@ -1,4 +1,4 @@
-//===- op_profile.cpp - ./train --profile-ops -------------------------------===//
+//===- op_profile.cpp - the op recorders of ./train: --trace, --profile-ops ===//
 #include "op_profile.h"
 
 #include "file_util.h"
@@ -31,6 +31,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 } // namespace
+
+void OpTraceRecorder::closeCurrent(double nowUs) {
+  if (current < 0)
+    return;
+  std::string name = static_cast<uint64_t>(current) < ops->size()
+                         ? (*ops)[static_cast<size_t>(current)]
+                         : "op" + std::to_string(current);
+  writer->complete(name, "op", startUs, nowUs - startUs, kTraceTid,
+                   {{"index", static_cast<double>(current)}});
+  current = -1;
+}
+
+void OpTraceRecorder::record(void *ctx, int64_t index) noexcept {
+  auto *self = static_cast<OpTraceRecorder *>(ctx);
+  try {
+    double now = self->writer->nowUs();
+    self->closeCurrent(now);
+    if (index >= 0) {
+      self->current = index;
+      self->startUs = now;
+    }
+  } catch (...) {
+    self->current = -1; // out of memory: drop the event
+  }
+}
 
 Result<OpProfiler> OpProfiler::create(const Manifest &m, std::string path,
                                       std::string target) {

@@ -1,6 +1,11 @@
-//===- op_profile.h - ./train --profile-ops (internal) ----------*- C++ -*-===//
+//===- op_profile.h - the op recorders of ./train (internal) ----*- C++ -*-===//
 //
-// Times every op (kernel call) of the training steps after the first (the
+// The generated step calls opMark(i) before op i and opMark(-1) at its end;
+// a recorder installed with cpu::setOpRecorder sees those marks. Two use
+// them: --trace (OpTraceRecorder: one Chrome-trace event per op of one
+// step) and --profile-ops (OpProfiler, below).
+//
+// OpProfiler times every op (kernel call) of the training steps after the first (the
 // warm-up) and merges the median seconds per shape key into an op-cost
 // file, the cache merak-compile --op-costs reads (format in
 // merak/Dialect/Merak/Analysis/OpCosts.h). The keys come from the
@@ -18,13 +23,40 @@
 
 #include "manifest.h"
 #include "merak_rt/comm.h"
+#include "merak_rt/ops.h"
 #include "merak_rt/status.h"
+#include "merak_rt/trace.h"
 
 #include <chrono>
 #include <string>
 #include <vector>
 
 namespace merak::rt {
+
+/// The trace's thread of the training loop (steps, data, ops).
+constexpr int kTraceTid = 0;
+
+/// Turns the generated step's opMark(i) calls into complete events: op i
+/// lasts from its mark to the next one (or to opMark(-1)).
+struct OpTraceRecorder {
+  TraceWriter *writer = nullptr;
+  const std::vector<std::string> *ops = nullptr;
+  int64_t current = -1;
+  double startUs = 0;
+
+  void closeCurrent(double nowUs);
+  /// The OpRecorder; never lets an exception into generated code.
+  static void record(void *ctx, int64_t index) noexcept;
+};
+
+/// Disables the op recorder when it goes out of scope (also on errors), so
+/// generated code never calls into a dead recorder.
+struct RecorderGuard {
+  RecorderGuard() = default;
+  RecorderGuard(const RecorderGuard &) = delete;
+  RecorderGuard &operator=(const RecorderGuard &) = delete;
+  ~RecorderGuard() { cpu::setOpRecorder(nullptr, nullptr); }
+};
 
 class OpProfiler {
 public:

@@ -60,7 +60,6 @@ namespace merak::rt {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
-constexpr int kTraceTid = 0;
 
 /// Set when every rank ends together with a non-zero code (a stop signal,
 /// after a coordinated checkpoint): no rank aborts the job.
@@ -157,55 +156,6 @@ std::string formatLoss(double v) {
   std::snprintf(buffer, sizeof(buffer), "%.4f", v);
   return buffer;
 }
-
-//===----------------------------------------------------------------------===//
-// Op tracing
-//===----------------------------------------------------------------------===//
-
-/// Turns the generated step's opMark(i) calls into complete events: op i
-/// lasts from its mark to the next one (or to opMark(-1)).
-struct OpTraceRecorder {
-  TraceWriter *writer = nullptr;
-  const std::vector<std::string> *ops = nullptr;
-  int64_t current = -1;
-  double startUs = 0;
-
-  void closeCurrent(double nowUs) {
-    if (current < 0)
-      return;
-    std::string name =
-        static_cast<uint64_t>(current) < ops->size()
-            ? (*ops)[static_cast<size_t>(current)]
-            : "op" + std::to_string(current);
-    writer->complete(name, "op", startUs, nowUs - startUs, kTraceTid,
-                     {{"index", static_cast<double>(current)}});
-    current = -1;
-  }
-
-  /// The OpRecorder; never lets an exception into generated code.
-  static void record(void *ctx, int64_t index) noexcept {
-    auto *self = static_cast<OpTraceRecorder *>(ctx);
-    try {
-      double now = self->writer->nowUs();
-      self->closeCurrent(now);
-      if (index >= 0) {
-        self->current = index;
-        self->startUs = now;
-      }
-    } catch (...) {
-      self->current = -1; // out of memory: drop the event
-    }
-  }
-};
-
-/// Disables the op recorder when it goes out of scope (also on errors), so
-/// generated code never calls into a dead recorder.
-struct RecorderGuard {
-  RecorderGuard() = default;
-  RecorderGuard(const RecorderGuard &) = delete;
-  RecorderGuard &operator=(const RecorderGuard &) = delete;
-  ~RecorderGuard() { cpu::setOpRecorder(nullptr, nullptr); }
-};
 
 //===----------------------------------------------------------------------===//
 // The run
