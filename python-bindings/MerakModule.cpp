@@ -92,6 +92,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("dp_overlap", &CompileOptions::dpOverlap)
       .def_readwrite("fused_attention", &CompileOptions::fusedAttention)
       .def_readwrite("moe_aux_loss", &CompileOptions::moeAuxLoss)
+      .def_readwrite("fused_experts", &CompileOptions::fusedExperts)
       .def_readwrite("precision", &CompileOptions::precision)
       .def_readwrite("grad_reduce", &CompileOptions::gradReduce)
       .def_readwrite("verbose", &CompileOptions::verbose)

@@ -148,12 +148,13 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
 }
 } // namespace
 
-void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm) {
+void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts) {
   pm.addPass(createMerakFoldConstants());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createMerakFuseDecomposed());
-  pm.addPass(createMerakFuseExperts());
+  if (fuseExperts)
+    pm.addPass(createMerakFuseExperts());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createMerakDropUnusedParams());
 }

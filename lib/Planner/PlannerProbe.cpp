@@ -164,7 +164,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   if (dtype)
     *dtype = computeDtype(*m).str();
   PassManager cleanup(&ctx);
-  buildImportCleanupPipeline(cleanup);
+  buildImportCleanupPipeline(cleanup, o.fusedExperts);
   if (failed(cleanup.run(*m)))
     return nullptr;
   if (splits)

@@ -252,7 +252,7 @@ OwningOpRef<ModuleOp> Compilation::importAndClean(const ImportOptions &io) {
   PassManager pm(&ctx);
   if (failed(configure(pm)))
     return nullptr;
-  buildImportCleanupPipeline(pm);
+  buildImportCleanupPipeline(pm, opts.fusedExperts);
   if (failed(pm.run(*m)))
     return nullptr;
   return m;

@@ -207,6 +207,12 @@ struct CommandLine {
                "mask, softmax, matmul) by merak.attention, which never stores the T x T "
                "scores"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> fusedExperts{
+      "fused-experts",
+      cl::desc("on (default) or off: replace a Mixture-of-Experts layer's gathered expert "
+               "weights and batched matmul by merak.expert_matmul, a grouped GEMM that never "
+               "gathers the weights"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<double> moeAuxLoss{
       "moe-aux-loss",
       cl::desc("Add the Mixture-of-Experts load-balancing loss (Switch Transformer, as "
@@ -328,6 +334,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.fusedAttention = opts.fusedAttention == "on";
+  if (opts.fusedExperts != "on" && opts.fusedExperts != "off") {
+    llvm::errs() << "merak-compile: error: --fused-experts must be on or off, got '"
+                 << opts.fusedExperts << "'\n";
+    return 1;
+  }
+  o.fusedExperts = opts.fusedExperts == "on";
   o.moeAuxLoss = opts.moeAuxLoss;
   if (opts.precision != "fp32" && opts.precision != "bf16") {
     llvm::errs() << "merak-compile: error: --precision must be fp32 or bf16, got '"

@@ -70,7 +70,7 @@ struct PipelineOptions {
 /// The clean-up that follows import: fold shape arithmetic, canonicalise,
 /// CSE, fuse decomposed LayerNorm/GELU, drop parameters nothing reads
 /// (merak-import-cleanup).
-void buildImportCleanupPipeline(OpPassManager &pm);
+void buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts = true);
 
 /// Adds the passes of the phases after `from` up to `to` (a module at
 /// `from`: Import is the cleaned-up imported module). Fails on bad options

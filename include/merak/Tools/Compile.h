@@ -77,6 +77,9 @@ struct CompileOptions {
   bool dpOverlap = true;
   /// --fused-attention: merak-fuse-attention (see Passes.td).
   bool fusedAttention = true;
+  /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import
+  /// clean-up.
+  bool fusedExperts = true;
   /// --moe-aux-loss: the MoE load-balancing loss coefficient
   /// (merak-moe-aux-loss); 0: none.
   double moeAuxLoss = 0;
