@@ -2,6 +2,9 @@
 #include "merak/Dialect/Merak/Analysis/OpCosts.h"
 
 #include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/xxhash.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,7 +27,19 @@ std::string mlir::merak::opCostKey(Operation *op) {
   for (NamedAttribute a : op->getAttrs()) {
     if (a.getName().getValue().contains('.'))
       continue;
-    os << (first ? " {" : ", ") << a.getName().getValue() << " = " << a.getValue();
+    os << (first ? " {" : ", ") << a.getName().getValue() << " = ";
+    // A large dense constant by its type and a hash of its bytes: the key
+    // stays short and the same from run to run.
+    auto dense = dyn_cast<DenseElementsAttr>(a.getValue());
+    if (dense && !dense.isSplat() && dense.getNumElements() > 16)
+    {
+      ArrayRef<char> raw = dense.getRawData();
+      uint64_t hash = llvm::xxh3_64bits(
+          ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(raw.data()), raw.size()));
+      os << "dense<" << llvm::format_hex(hash, 18) << "> : " << dense.getType();
+    }
+    else
+      os << a.getValue();
     first = false;
   }
   if (!first)

@@ -17,7 +17,8 @@
 //
 // The key is what determines an op's cost: its name, operand and result
 // types and inherent attributes (not its discardable `merak.*` ones, not its
-// location), e.g.
+// location; a dense constant of more than 16 distinct elements by its type
+// and an xxh3 hash of its bytes, so keys stay short and stable), e.g.
 //   merak.matmul(tensor<128x128xf32>, tensor<128x512xf32>) -> (tensor<128x512xf32>) {transpose_b = true}
 // The compiler writes each kernel's key into the manifest ("op_keys"), so
 // the runtime never spells one itself.
