@@ -389,13 +389,38 @@ LogicalResult topK10(NodeContext &n) {
   return topKImpl(n, (*k)[0]);
 }
 
+/// Whether `v` derives, within a few ops, from an argmax: the indices of an
+/// imported TopK (a Mixture-of-Experts router's choice).
+static bool nearTopK(Value v) {
+  SmallVector<std::pair<Value, int>> work{{v, 0}};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    auto [value, depth] = work.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def || depth > 12 || !seen.insert(def).second)
+      continue;
+    if (isa<ArgMaxOp>(def))
+      return true;
+    for (Value in : def->getOperands())
+      work.push_back({in, depth + 1});
+  }
+  return false;
+}
+
 /// NonZero of a compile-time constant (a shape computation); on run-time
 /// data its result's shape would depend on the values.
 LogicalResult nonZero(NodeContext &n) {
   ElementsAttr attr;
-  if (!matchPattern(n.input(0), m_Constant(&attr)))
+  if (!matchPattern(n.input(0), m_Constant(&attr))) {
+    if (nearTopK(n.input(0)))
+      return n.unsupported(
+          "NonZero of a value computed at run time (its result's shape depends on the "
+          "data); it selects by a top-k routing, as transformers' \"eager\" Mixture-of-"
+          "Experts layers do: export the model with config._experts_implementation = "
+          "\"batched_mm\" (docs/models.md)");
     return n.unsupported("NonZero of a value computed at run time (its result's shape "
                          "depends on the data)");
+  }
   auto t = HostTensor::fromAttr(attr);
   if (failed(t))
     return n.error("cannot read the constant input");
