@@ -94,3 +94,21 @@ func.func @forward(%x: tensor<4x1x4x4xf32> {merak.name = "image"}) -> tensor<4x2
   %p = merak.max_pool2d %n kernel = [2, 2] strides = [2, 2] padding = [0, 0, 0, 0] dilations = [1, 1] : tensor<4x2x4x4xf32> -> tensor<4x2x2x2xf32>
   return %p : tensor<4x2x2x2xf32>
 }
+
+// -----
+
+// A dense MoE gate: the renormalised top-2 router probabilities scattered
+// into [rows, experts] (ScatterElements, imported as gather_elements_grad)
+// and the experts' outputs weighted by it: the rows follow the batch.
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.gather_elements_grad %{{.*}}[%{{.*}}] axis = 1 : tensor<6x2xf32>, tensor<6x2xi64> -> tensor<6x4xf32>
+// CHECK: merak.mul %{{.*}}, %{{.*}} : tensor<6x4xf32>, tensor<6x4xf32>
+func.func @forward(%x: tensor<4x3x4xf32> {merak.name = "scores"}, %i: tensor<4x3x2xi64> {merak.name = "choice"}) -> tensor<12x4xf32> {
+  %s = merak.reshape %x : tensor<4x3x4xf32> to tensor<12x4xf32>
+  %p = merak.softmax %s axis = 1 : tensor<12x4xf32>
+  %idx = merak.reshape %i : tensor<4x3x2xi64> to tensor<12x2xi64>
+  %top = merak.gather_elements %p[%idx] axis = 1 : tensor<12x4xf32>, tensor<12x2xi64> -> tensor<12x2xf32>
+  %gate = merak.gather_elements_grad %top[%idx] axis = 1 : tensor<12x2xf32>, tensor<12x2xi64> -> tensor<12x4xf32>
+  %y = merak.mul %gate, %p : tensor<12x4xf32>, tensor<12x4xf32>
+  return %y : tensor<12x4xf32>
+}

@@ -80,6 +80,54 @@ class CausalEncoderLM(EncoderLM):
         return self.head(self.encoder(self.tok(ids) + self.pos, mask=self.mask, is_causal=True))
 
 
+class DenseMoE(nn.Module):
+    """A Mixture-of-Experts layer in the dense form (as optimum exports
+    GPT-OSS): every token goes through every expert (batched matmuls over
+    the expert axis), the outputs weighted by a dense gate that is the
+    renormalised top-k router probabilities scattered into [tokens, E]
+    (zero for the experts a token did not choose)."""
+
+    def __init__(self, width, hidden, experts, k):
+        super().__init__()
+        self.k = k
+        self.router = nn.Linear(width, experts, bias=False)
+        self.w_in = nn.Parameter(torch.randn(experts, width, hidden) * 0.05)
+        self.w_out = nn.Parameter(torch.randn(experts, hidden, width) * 0.05)
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.size(-1))
+        probs = torch.softmax(self.router(flat), dim=-1)
+        top, idx = probs.topk(self.k, dim=-1)
+        gate = torch.zeros_like(probs).scatter(-1, idx, top / top.sum(-1, keepdim=True))
+        h = F.silu(flat.unsqueeze(0).expand(self.w_in.size(0), -1, -1) @ self.w_in)
+        y = h @ self.w_out  # [E, tokens, width]
+        return (y * gate.t().unsqueeze(-1)).sum(0).reshape(x.shape)
+
+
+class DenseMoELM(nn.Module):
+    """Token and position embeddings, blocks of (layer norm, MLP) and
+    (layer norm, dense MoE) with residuals, a final norm and the LM head."""
+
+    def __init__(self, vocab, seq, width, layers, experts=4, k=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Parameter(torch.randn(1, seq, width) * 0.02)
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(2 * layers))
+        self.mlps = nn.ModuleList(nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(),
+                                                nn.Linear(2 * width, width))
+                                  for _ in range(layers))
+        self.moes = nn.ModuleList(DenseMoE(width, 2 * width, experts, k) for _ in range(layers))
+        self.final = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos
+        for i, (mlp, moe) in enumerate(zip(self.mlps, self.moes)):
+            x = x + mlp(self.norms[2 * i](x))
+            x = x + moe(self.norms[2 * i + 1](x))
+        return self.head(self.final(x))
+
+
 B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
 PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
@@ -267,6 +315,8 @@ def build(name):
         return torchvision.models.resnet50(weights=None, num_classes=CLASSES,
                                            zero_init_residual=True), \
             torch.zeros(B, CHANNELS, size, size)
+    if name == "dense-moe":
+        return DenseMoELM(vocab=VOCAB, seq=T, width=WIDTH, layers=LAYERS), ids
     if name == "nn-transformer":
         return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
     raise KeyError(name)
@@ -274,7 +324,7 @@ def build(name):
 
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
           "vit", "resnet50", "nn-transformer", "mixtral", "mixtral-sparse", "qwen2-moe",
-          "olmoe", "gpt-oss"]
+          "olmoe", "gpt-oss", "dense-moe"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -283,7 +333,8 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)",
           "qwen2-moe": "Qwen2-MoE (4 experts top-2 + gated shared expert)",
           "olmoe": "OLMoE (4 experts top-2, q/k norm)",
-          "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
+          "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",
+          "dense-moe": "dense MoE (every token through every expert, top-2 gate; MLP blocks)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
           "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",

@@ -35,6 +35,9 @@
 //                               axis replicated
 //   gather_grad (scatter-add)   the indices' dims reductions; the result's
 //                               axis replicated
+//   gather_elements_grad        grad and indices share their dims with the
+//                               result where the sizes agree; their axis a
+//                               reduction, the result's replicated
 //   expert_matmul  [S, K] x [E, O, K] -> [S, O]   rows S parallel, K a
 //                               reduction, O parallel, the experts E
 //                               replicated (chosen per row)
@@ -428,6 +431,26 @@ Rule rule(GatherElementsOp op) {
   return b.rule;
 }
 
+Rule rule(GatherElementsGradOp op) {
+  RuleBuilder b; // the scatter-add of grad (shaped like indices) into zeros
+  int64_t axis = normalise(op.getAxis(), op.getResult());
+  ArrayRef<int64_t> data = shapeOf(op.getResult()), indices = shapeOf(op.getIndices());
+  TensorFactors d, i;
+  for (unsigned k = 0; k < data.size(); ++k) {
+    bool shared = (int64_t)k != axis && data[k] == indices[k];
+    // Along the axis every element of grad lands somewhere in the result's
+    // axis: split there, each part scatters a partial sum.
+    unsigned fi = b.factor(indices[k], (int64_t)k == axis ? FactorKind::Reduction
+                                       : shared           ? FactorKind::Parallel
+                                                          : FactorKind::Replicated);
+    i.push_back({fi});
+    d.push_back({shared ? fi : b.factor(data[k], FactorKind::Replicated)});
+  }
+  b.rule.operands = {i, i};
+  b.rule.results = {std::move(d)};
+  return b.rule;
+}
+
 Rule rule(GatherGradOp op) {
   RuleBuilder b; // the scatter-add of grad (gather's result) into the table
   IndexedAxis f = indexedAxis(b, op.getResult(), normalise(op.getAxis(), op.getResult()),
@@ -483,7 +506,8 @@ Rule rule(ExpertMatmulGradWeightOp op) {
   X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
   X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \
   X(Conv2DOp) X(Conv2DBackwardDataOp) X(MaxPool2DOp) X(AvgPool2DOp)            \
-  X(BatchNormOp) X(GatherElementsOp) X(GatherGradOp) X(ExpertMatmulOp)        \
+  X(BatchNormOp) X(GatherElementsOp) X(GatherElementsGradOp) X(GatherGradOp)   \
+  X(ExpertMatmulOp)                                                            \
   X(ExpertMatmulGradWeightOp)
 
 template <typename OpTy>
