@@ -25,17 +25,10 @@ import sys
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "zoo"))
+from zoo import CausalLM  # noqa: E402  (input_ids -> logits, an all-ones attention mask)
+
 B, T, VOCAB = 4, 64, 512
-
-
-class CausalLM(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                          use_cache=False, return_dict=True).logits
 
 
 def main():
