@@ -63,20 +63,21 @@ llvm::SetVector<Value> integerAncestors(Value experts, size_t limit = 64) {
   return seen;
 }
 
-/// The top-k of the layer whose expert GEMM reads `experts`.
-FailureOr<Routing> routingOf(ExpertMatmulOp mm, func::FuncOp fn) {
+/// The top-k of the layer whose expert GEMM reads `experts`, among the
+/// function's [N, k] gathers of [N, E] scores (`topks`).
+FailureOr<Routing> routingOf(ExpertMatmulOp mm, ArrayRef<GatherElementsOp> topks) {
   int64_t e = tensorOf(mm.getWeight()).getDimSize(0);
   int64_t rows = tensorOf(mm.getExperts()).getDimSize(0);
   llvm::SetVector<Value> ancestors = integerAncestors(mm.getExperts());
   GatherElementsOp found;
-  fn.walk([&](GatherElementsOp g) {
+  for (GatherElementsOp g : topks) {
     RankedTensorType scores = tensorOf(g.getData()), idx = tensorOf(g.getIndices());
-    if (found || scores.getRank() != 2 || idx.getRank() != 2 || !ancestors.contains(g.getIndices()) ||
-        scores.getDimSize(1) != e || scores.getDimSize(0) != idx.getDimSize(0) ||
-        idx.getDimSize(0) * idx.getDimSize(1) != rows || !isa<FloatType>(scores.getElementType()))
-      return;
-    found = g;
-  });
+    if (scores.getDimSize(1) == e && idx.getDimSize(0) * idx.getDimSize(1) == rows &&
+        ancestors.contains(g.getIndices())) {
+      found = g;
+      break;
+    }
+  }
   if (!found)
     return mm.emitError("merak-moe-aux-loss: cannot find the router of this expert GEMM: "
                         "expected its expert indices to be the top-k of a [tokens, ")
@@ -98,11 +99,20 @@ struct MerakMoeAuxLossPass : merak::impl::MerakMoeAuxLossBase<MerakMoeAuxLossPas
       module.emitError("merak-moe-aux-loss: the coefficient must be >= 0, got ") << coefficient;
       return signalPassFailure();
     }
+    // The candidate top-ks: a float [N, E] score tensor gathered at [N, k]
+    // indices along the experts.
+    SmallVector<GatherElementsOp> topks;
+    fn.walk([&](GatherElementsOp g) {
+      RankedTensorType scores = tensorOf(g.getData()), idx = tensorOf(g.getIndices());
+      if (scores.getRank() == 2 && idx.getRank() == 2 &&
+          scores.getDimSize(0) == idx.getDimSize(0) && isa<FloatType>(scores.getElementType()))
+        topks.push_back(g);
+    });
     // One routing per layer (its GEMMs share the top-k), in program order.
     SmallVector<Routing> layers;
     llvm::SmallPtrSet<Operation *, 8> seen;
     WalkResult walk = fn.walk([&](ExpertMatmulOp mm) {
-      FailureOr<Routing> r = routingOf(mm, fn);
+      FailureOr<Routing> r = routingOf(mm, topks);
       if (failed(r))
         return WalkResult::interrupt();
       if (seen.insert(r->topk).second)
