@@ -66,7 +66,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             devices=None, memory_per_device=None, device_profile=None, schedule=None,
             virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
-            bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True, precision="fp32",
+            bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True,
+            fused_experts=True, moe_aux_loss=0.0, precision="fp32",
             grad_reduce="fp32",
             optimizer="adamw", lr=None,
             opt=None, loss="cross-entropy",
@@ -85,7 +86,9 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     microbatches, schedule ("gpipe"|"1f1b"|"interleaved"|"zb-h1"|"zb-h2"|
     "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
     vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
-    ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), precision ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
+    ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), fused_experts
+    (bool), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), precision
+    ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
     gradient reduction's wire type), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
     {"weight_decay": 0.01, "clip_norm": 1.0}; "_" may stand for "-"), loss,
@@ -161,6 +164,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.tp_overlap = tp_overlap
         o.dp_overlap = bool(dp_overlap)
         o.fused_attention = bool(fused_attention)
+        o.fused_experts = bool(fused_experts)
+        o.moe_aux_loss = float(moe_aux_loss)
         o.precision = precision
         o.grad_reduce = grad_reduce
         o.optimizer = optimizer

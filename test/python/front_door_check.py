@@ -335,6 +335,14 @@ def check_errors(env):
     except ValueError as e:
         if "devices" not in str(e):
             return False, "ValueError without the cause: %s" % e
+    # moe_aux_loss reaches the compiler: a model without MoE layers is refused.
+    try:
+        m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), moe_aux_loss=0.02,
+                  workdir=env.workdir("errors-moe"))
+        return False, "moe_aux_loss on a model without MoE layers did not raise"
+    except m.CompileError as e:
+        if "no Mixture-of-Experts layer" not in str(e):
+            return False, "moe_aux_loss: CompileError without the cause: %s" % e
     prog = m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), dp=2,
                      workdir=env.workdir("errors"))
     report = prog.report()
