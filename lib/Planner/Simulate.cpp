@@ -90,6 +90,63 @@ int64_t staticBytes(Type t) {
   return shaped.getNumElements() * ((shaped.getElementTypeBitWidth() + 7) / 8);
 }
 
+/// The per-stage costs of the program as it is emitted: its GEMMs read
+/// transposed operands in place (merak-fold-transposes, in the lower phase,
+/// after --simulate), so no transpose is charged for them, and measured op
+/// costs are keyed by those GEMMs. They are read from a folded copy.
+FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const ReportOptions &ro,
+                                                     const MeasuredOpCosts *measured,
+                                                     std::string &error) {
+  OwningOpRef<ModuleOp> folded = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(createMerakFoldTransposes());
+  if (failed(pm.run(*folded))) {
+    error = "cannot fold the transposes of a copy of the program";
+    return failure();
+  }
+  FailureOr<std::vector<StageCosts>> stages = collectStageCosts(*folded, ro, measured);
+  if (failed(stages))
+    error = "cannot read the per-stage costs of the program";
+  return stages;
+}
+
+/// Seconds of a fragment's ops: each op's measured seconds (--op-costs),
+/// else the roofline max(FLOPs / rate, bytes / memory bandwidth); and of
+/// the runner's copies around a call (each byte read and written). Counts
+/// the ops it costed and those it had measurements for; ops that cost
+/// nothing under the roofline (views, parameter reads) call no kernel, are
+/// never timed, and are not counted.
+struct OpTimer {
+  const DeviceProfile &prof;
+  double rate, microbatches;
+  int64_t measuredOps = 0, costedOps = 0;
+
+  double op(const OpWork &w) {
+    if (w.seconds) {
+      ++costedOps;
+      ++measuredOps;
+      return *w.seconds;
+    }
+    double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
+                                                                 : 0.0);
+    costedOps += t > 0;
+    return t;
+  }
+  /// `ops` one after another; without per-op costs, `flops` (of all
+  /// micro-batches) at the rate.
+  double ops(const std::vector<OpWork> &ops, int64_t flops) {
+    if (ops.empty())
+      return flops / microbatches / rate;
+    double t = 0;
+    for (const OpWork &w : ops)
+      t += op(w);
+    return t;
+  }
+  double copy(int64_t bytes) const {
+    return prof.memoryBandwidth > 0 ? 2.0 * bytes / prof.memoryBandwidth : 0.0;
+  }
+};
+
 } // namespace
 
 void mlir::merak::setLinkCosts(PipelineCostModel &costs, const DeviceProfile &profile,
@@ -159,26 +216,16 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   ro.tp = options.tp;
   ro.pp = r->stages;
   ro.microbatches = r->microbatches;
-  // The ops are costed as the emitted program runs them: its GEMMs read
-  // transposed operands in place (merak-fold-transposes, in the lower phase,
-  // after --simulate), so no transpose is charged for them, and measured op
-  // costs are keyed by those GEMMs. The costs are read from a folded copy.
-  OwningOpRef<ModuleOp> folded = module.clone();
-  PassManager pm(module.getContext());
-  pm.addPass(createMerakFoldTransposes());
-  if (failed(pm.run(*folded))) {
-    error = "cannot fold the transposes of a copy of the program";
-    return failure();
-  }
   FailureOr<std::vector<StageCosts>> stages =
-      collectStageCosts(*folded, ro, options.measured.get());
+      emittedStageCosts(module, ro, options.measured.get(), error);
+  if (failed(stages))
+    return failure();
   // One StageCosts per model stage: stages x virtual stages (interleaved).
-  if (failed(stages) || (int64_t)stages->size() != r->stages * r->virtualStages) {
+  if ((int64_t)stages->size() != r->stages * r->virtualStages) {
     error = "cannot read the per-stage costs of the program";
     return failure();
   }
   const DeviceProfile &prof = options.profile;
-  const double rate = prof.achievedFlops(computeDtype(module));
   const double m = r->microbatches;
   int64_t p = r->stages, v = r->virtualStages;
   const bool split = r->kind == PipelineScheduleKind::ZeroBubbleH1 ||
@@ -192,46 +239,20 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.stashed.clear();
   costs.kept.clear();
   SmallVector<double> fwd, bwd, rcp;
-  // Per op: its measured seconds (--op-costs), else the roofline
-  // max(FLOPs / rate, bytes / memory bandwidth).
-  int64_t measuredOps = 0, costedOps = 0;
-  // (Ops that cost nothing under the roofline, views and parameter reads,
-  // call no kernel and are never timed: they are not counted.)
-  auto opSeconds = [&](const OpWork &w) {
-    if (w.seconds) {
-      ++costedOps;
-      ++measuredOps;
-      return *w.seconds;
-    }
-    double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
-                                                                 : 0.0);
-    costedOps += t > 0;
-    return t;
-  };
-  auto roofline = [&](const std::vector<OpWork> &ops, int64_t flops) {
-    if (ops.empty())
-      return flops / m / rate;
-    double t = 0;
-    for (const OpWork &w : ops)
-      t += opSeconds(w);
-    return t;
-  };
+  OpTimer timer{prof, prof.achievedFlops(computeDtype(module)), m};
+  const double rate = timer.rate;
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
   // it streams) is on model stage s < p and covers all its chunks.
-  // The runner's copies around a fragment call: read and write each byte.
-  auto copy = [&](int64_t bytes) {
-    return prof.memoryBandwidth > 0 ? 2.0 * bytes / prof.memoryBandwidth : 0.0;
-  };
   for (int64_t k = 0; k < p * v; ++k) {
     const StageCosts &c = (*stages)[k];
-    fwd.push_back(roofline(c.forwardOps, c.forwardFlops) + copy(c.forwardCopyBytes) +
+    fwd.push_back(timer.ops(c.forwardOps, c.forwardFlops) + timer.copy(c.forwardCopyBytes) +
                   collectiveSeconds(c.forward, k % p, options) / m);
-    bwd.push_back(roofline(c.backwardOps, c.backwardFlops) + copy(c.backwardCopyBytes) +
+    bwd.push_back(timer.ops(c.backwardOps, c.backwardFlops) + timer.copy(c.backwardCopyBytes) +
                   collectiveSeconds(c.backward, k % p, options) / m);
     // The recomputation `rcp` runs apart (the backward's collectives stay
     // with `bwd`); the last stage has none.
-    rcp.push_back(scp && k + 1 < p * v && !c.recomputeOps.empty() ? roofline(c.recomputeOps, 0)
+    rcp.push_back(scp && k + 1 < p * v && !c.recomputeOps.empty() ? timer.ops(c.recomputeOps, 0)
                                                                  : 0.0);
     bwd.back() -= rcp.back();
   }
@@ -257,10 +278,10 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     if (llvm::any_of(c.updateOps, [](const OpWork &w) { return w.seconds.has_value(); })) {
       update = 0;
       for (int64_t k = s; k < p * v; k += p)
-        update += roofline((*stages)[k].updateOps, 0);
+        update += timer.ops((*stages)[k].updateOps, 0);
     }
     for (int64_t k = s; k < p * v; k += p)
-      update += copy((*stages)[k].updateCopyBytes);
+      update += timer.copy((*stages)[k].updateCopyBytes);
     costs.stageUpdate.push_back(update + collectiveSeconds(c.update, s, options));
   }
   for (int64_t k = 0; k < p * v; ++k) {
@@ -303,8 +324,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.memoryBytes = prof.memoryBytes;
   if (options.measured) {
     step.opCostsFile = options.measured->path;
-    step.measuredOps = measuredOps;
-    step.costedOps = costedOps;
+    step.measuredOps = timer.measuredOps;
+    step.costedOps = timer.costedOps;
   }
   for (int64_t s = 0; s < p; ++s) {
     int64_t bytes = 0, arena = 0;
