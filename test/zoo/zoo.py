@@ -60,72 +60,14 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-from decoder_check import EncoderLM  # noqa: E402  (the causal nn.TransformerEncoder LM)
+from zoo_models import (CausalEncoderLM, CausalLM, DenseMoELM, ImageClassifier,  # noqa: E402,F401
+                        MaskedLM, Seq2SeqLM)
 
-
-
-class CausalEncoderLM(EncoderLM):
-    """EncoderLM called as PyTorch's docs advise for a causal mask: with
-    `is_causal=True` as well. Without the hint, nn.TransformerEncoder checks
-    whether the mask is causal by comparing values (_detect_is_causal_mask),
-    which torch.export cannot trace (GuardOnDataDependentSymNode)."""
-
-    def forward(self, ids):
-        return self.head(self.encoder(self.tok(ids) + self.pos, mask=self.mask, is_causal=True))
-
-
-class DenseMoE(nn.Module):
-    """A Mixture-of-Experts layer in the dense form (as optimum exports
-    GPT-OSS): every token goes through every expert (batched matmuls over
-    the expert axis), the outputs weighted by a dense gate that is the
-    renormalised top-k router probabilities scattered into [tokens, E]
-    (zero for the experts a token did not choose)."""
-
-    def __init__(self, width, hidden, experts, k):
-        super().__init__()
-        self.k = k
-        self.router = nn.Linear(width, experts, bias=False)
-        self.w_in = nn.Parameter(torch.randn(experts, width, hidden) * 0.05)
-        self.w_out = nn.Parameter(torch.randn(experts, hidden, width) * 0.05)
-
-    def forward(self, x):
-        flat = x.reshape(-1, x.size(-1))
-        probs = torch.softmax(self.router(flat), dim=-1)
-        top, idx = probs.topk(self.k, dim=-1)
-        gate = torch.zeros_like(probs).scatter(-1, idx, top / top.sum(-1, keepdim=True))
-        h = F.silu(flat.unsqueeze(0).expand(self.w_in.size(0), -1, -1) @ self.w_in)
-        y = h @ self.w_out  # [E, tokens, width]
-        return (y * gate.t().unsqueeze(-1)).sum(0).reshape(x.shape)
-
-
-class DenseMoELM(nn.Module):
-    """Token and position embeddings, blocks of (layer norm, MLP) and
-    (layer norm, dense MoE) with residuals, a final norm and the LM head."""
-
-    def __init__(self, vocab, seq, width, layers, experts=4, k=2):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Parameter(torch.randn(1, seq, width) * 0.02)
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(2 * layers))
-        self.mlps = nn.ModuleList(nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(),
-                                                nn.Linear(2 * width, width))
-                                  for _ in range(layers))
-        self.moes = nn.ModuleList(DenseMoE(width, 2 * width, experts, k) for _ in range(layers))
-        self.final = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-
-    def forward(self, ids):
-        x = self.tok(ids) + self.pos
-        for i, (mlp, moe) in enumerate(zip(self.mlps, self.moes)):
-            x = x + mlp(self.norms[2 * i](x))
-            x = x + moe(self.norms[2 * i + 1](x))
-        return self.head(self.final(x))
 
 
 B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
@@ -164,54 +106,6 @@ def no_dropout(**kw):
               "classifier_dropout", "summary_first_dropout"):
         kw.setdefault(k, 0.0)
     return kw
-
-
-class CausalLM(nn.Module):
-    """A decoder-only Hugging Face model: input_ids -> logits, no cache.
-    The attention mask is all ones, as a tokenizer gives for unpadded rows:
-    without one, transformers 5 looks for packed sequences in the position
-    ids (torch.diff, then a gather: aten::diff, which TorchScript cannot
-    export, and GatherND under dynamo)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                          use_cache=False, return_dict=True).logits
-
-
-class MaskedLM(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids, return_dict=True).logits
-
-
-class Seq2SeqLM(nn.Module):
-    """T5: the decoder reads the input shifted right (decoder_start_token_id
-    first), as in teacher-forced training."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids,
-                          decoder_input_ids=self.model._shift_right(input_ids),
-                          use_cache=False, return_dict=True).logits
-
-
-class ImageClassifier(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixel_values):
-        return self.model(pixel_values=pixel_values, return_dict=True).logits
 
 
 def decoder_kwargs(**kw):
