@@ -591,7 +591,7 @@ int64_t mlir::merak::fragmentCopyBytes(func::FuncOp fragment) {
   int64_t bytes = 0;
   for (Type t : llvm::concat<const Type>(fragment.getArgumentTypes(), fragment.getResultTypes()))
     if (auto r = dyn_cast<RankedTensorType>(t); r && r.hasStaticShape())
-      bytes += r.getNumElements() * std::max<int64_t>(1, storageElementBytes(r.getElementType()));
+      bytes += report::tensorBytes(r);
   return bytes;
 }
 
