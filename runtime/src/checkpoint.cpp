@@ -125,6 +125,25 @@ Status removeOldCheckpoints(const std::string &dir, int64_t newest, int keepLast
   return Status::success();
 }
 
+/// Removes what killed runs left in `dir`: unfinished step directories
+/// ("step_N.partial") and half-written trackers ("latest.tmp.PID"). Called
+/// after a commit, when no rank is writing into `dir`.
+Status removeLeftovers(const std::string &dir) {
+  Result<std::vector<std::string>> names = listDirectory(dir);
+  if (!names.ok())
+    return Status::error(names.message());
+  const std::string partial = kPartial, tmp = std::string(kLatest) + ".tmp.";
+  for (const std::string &name : *names) {
+    bool unfinished = name.size() > partial.size() &&
+                      name.compare(name.size() - partial.size(), partial.size(), partial) == 0 &&
+                      parseStepName(name.substr(0, name.size() - partial.size())) >= 0;
+    if (unfinished || name.compare(0, tmp.size(), tmp) == 0)
+      if (Status s = removeTree(joinPath(dir, name)); !s.ok())
+        return Status::error("cannot remove a killed run's leftover: " + s.message());
+  }
+  return Status::success();
+}
+
 std::string partialDir(const std::string &dir, int64_t step) {
   return joinPath(dir, checkpointName(step) + kPartial);
 }
@@ -299,6 +318,8 @@ Status commitCheckpoint(const std::string &dir, int64_t step, int world, int kee
                                       joinPath(dir, kLatest));
             });
         !s.ok())
+      return s;
+    if (Status s = removeLeftovers(dir); !s.ok())
       return s;
     if (keepLast > 0)
       return removeOldCheckpoints(dir, step, keepLast);

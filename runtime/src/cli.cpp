@@ -83,7 +83,7 @@ public:
     std::string out =
         "usage: " + name + " --data FILE --steps N [--lr X] [--seed S]\n"
         "         [--sampler random|sequential]\n"
-        "         [--checkpoint-dir DIR [--checkpoint-every K] [--resume]]\n"
+        "         [--checkpoint-dir DIR [--checkpoint-every K] [--checkpoint-keep N] [--resume]]\n"
         "         [--metrics FILE] [--trace FILE | --profile-ops FILE] [--log-every K]\n"
         "         [--help]\n"
         "\n" + app->get_description() + "\n\n";
@@ -164,6 +164,11 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
                                    : std::string("at the end only")) +
             "]",
         [&](const std::string &v) { parseInt("--checkpoint-every", v, 1, o.checkpointEvery); });
+  value("--checkpoint-keep", "N",
+        "keep the newest N checkpoints and delete older ones after each new one (needs "
+        "--checkpoint-dir) [default: " +
+            (d.checkpointKeep > 0 ? std::to_string(d.checkpointKeep) : std::string("all")) + "]",
+        [&](const std::string &v) { parseInt("--checkpoint-keep", v, 1, o.checkpointKeep); });
   app.add_flag("--resume", o.resume, "continue from DIR/latest (needs --checkpoint-dir)");
   app.add_flag("--allow-partial-resume", o.allowPartialResume,
                "with --resume: restore the tensors that match the program and keep the "
@@ -273,6 +278,8 @@ Result<TrainOptions> parseImpl(int argc, const char *const *argv,
   if (p.seen.count("--checkpoint-every") && o.checkpointDir.empty())
     return Result<TrainOptions>::error(
         "--checkpoint-every requires --checkpoint-dir");
+  if (p.seen.count("--checkpoint-keep") && o.checkpointDir.empty())
+    return Result<TrainOptions>::error("--checkpoint-keep requires --checkpoint-dir");
   if (o.resume && o.checkpointDir.empty())
     return Result<TrainOptions>::error("--resume requires --checkpoint-dir");
   if (o.allowPartialResume && !o.resume)

@@ -7,6 +7,7 @@
 #include "train_support.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -113,7 +114,8 @@ Status saveCheckpoint(const CheckpointSite &site, int64_t steps, char *P) {
   if (comm)
     comm->barrier();
   if (!comm || comm->rank() == 0)
-    if (Status st = commitCheckpoint(o.checkpointDir, steps, worldSize); !st.ok())
+    if (Status st = commitCheckpoint(o.checkpointDir, steps, worldSize,
+                                         static_cast<int>(std::min<int64_t>(o.checkpointKeep, INT32_MAX))); !st.ok())
       return st;
   return Status();
 }

@@ -55,6 +55,17 @@ TEST(Checkpoint, SaveAndLoadLatest) {
   EXPECT_FALSE(fileExists(dir + "/step_20"));
   EXPECT_TRUE(fileExists(dir + "/step_30/shard-0-of-1.safetensors"));
   EXPECT_TRUE(fileExists(dir + "/step_40/shard-0-of-1.safetensors"));
+
+  // A killed run's leftovers (an unfinished step, a half-written tracker)
+  // go with the next commit; other files in the directory stay.
+  ASSERT_TRUE(beginCheckpoint(dir, 41).ok());
+  writeFile(dir + "/latest.tmp.999999", "step_4");
+  writeFile(dir + "/notes.txt", "mine");
+  ASSERT_TRUE(saveCheckpoint(dir, 50, {{"w", DType::F32, {10}, w.data()}}).ok());
+  EXPECT_FALSE(fileExists(dir + "/step_41.partial"));
+  EXPECT_FALSE(fileExists(dir + "/latest.tmp.999999"));
+  EXPECT_TRUE(fileExists(dir + "/notes.txt"));
+  EXPECT_TRUE(fileExists(dir + "/step_30/shard-0-of-1.safetensors"));
   EXPECT_EQ(checkpointName(7), "step_7");
   EXPECT_EQ(checkpointShardName(3, 8), "shard-3-of-8.safetensors");
   EXPECT_FALSE(saveCheckpoint(dir, -1, {}).ok());

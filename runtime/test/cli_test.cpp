@@ -157,11 +157,16 @@ TEST(Cli, NegativeOrZero) {
   expectError({"--data", "d", "--steps", "1", "--checkpoint-dir", "c",
                "--checkpoint-every", "0"},
               "--checkpoint-every: expected an integer >= 1, got '0'");
+  expectError({"--data", "d", "--steps", "1", "--checkpoint-dir", "c",
+               "--checkpoint-keep", "0"},
+              "--checkpoint-keep: expected an integer >= 1, got '0'");
 }
 
 TEST(Cli, Dependencies) {
   expectError({"--data", "d", "--steps", "1", "--checkpoint-every", "5"},
               "--checkpoint-every requires --checkpoint-dir");
+  expectError({"--data", "d", "--steps", "1", "--checkpoint-keep", "2"},
+              "--checkpoint-keep requires --checkpoint-dir");
   expectError({"--data", "d", "--steps", "1", "--resume"},
               "--resume requires --checkpoint-dir");
   expectError({"--data", "d", "--steps", "1", "--resume=yes"},

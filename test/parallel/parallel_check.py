@@ -374,12 +374,21 @@ def check_stopped_rank(env):
     return ok, "exit %d after %.1f s; %s" % (p.returncode, secs, lines[0].strip())
 
 
+def checkpoint_dirs(ckpt):
+    """The step directories in `ckpt`: complete ones and unfinished ones."""
+    names = [n for n in os.listdir(ckpt) if n.startswith("step_")]
+    return {"complete": sorted(n for n in names if not n.endswith(".partial")),
+            "partial": sorted(n for n in names if n.endswith(".partial"))}
+
+
 def check_kill_while_checkpointing(env):
     """dp 2 x tp 2 (4 ranks, sharded pieces), a checkpoint every step; one
     rank is SIGKILLed mid-run, several times at different delays. Every
     time the job ends non-zero within 60 s, `latest` names a complete
-    checkpoint (all 4 shards, readable by the independent reader), and the
-    serial program resumes from it."""
+    checkpoint (all 4 shards, readable by the independent reader),
+    --checkpoint-keep 3 left at most 3 checkpoints (4 when the kill cut the
+    pruning short) and one unfinished one, and the serial program resumes
+    from the last."""
     exe = env.program("adamw", 2, 2)
     ckpt = os.path.join(env.work, "kill-ckpt")
     latest = os.path.join(ckpt, "latest")
@@ -388,7 +397,7 @@ def check_kill_while_checkpointing(env):
         before = os.stat(latest).st_mtime_ns if os.path.exists(latest) else None
         p = subprocess.Popen(MPIRUN + ["-np", "4", exe, "--data", env.data, "--steps", "1000000",
                                        "--sampler", "sequential", "--checkpoint-dir", ckpt,
-                                       "--checkpoint-every", "1"]
+                                       "--checkpoint-every", "1", "--checkpoint-keep", "3"]
                              + (["--resume"] if before is not None else []),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env)
         deadline = time.time() + 120
@@ -416,6 +425,9 @@ def check_kill_while_checkpointing(env):
         if len(shards) != 4 or "transformer.wte.weight" not in tensors:
             return False, "checkpoint %s after a kill: %d shards" % (name, len(shards))
         step = int(name.split("_")[1])
+        kept = checkpoint_dirs(ckpt)
+        if len(kept["complete"]) > 4 or len(kept["partial"]) > 1:
+            return False, "--checkpoint-keep 3 left %s" % kept
     # The serial program resumes from the last complete checkpoint.
     serial = env.program("adamw", 1, 1)
     metrics = os.path.join(env.work, "kill-resume.jsonl")

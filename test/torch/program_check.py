@@ -21,7 +21,9 @@ compiled to ./train; a token file of random tokens is the data, read with
   resume       10 steps + --resume to 20 give bitwise the losses of one 20-step run;
   identical    two identical runs give bitwise-identical losses;
   sigkill      a run killed with SIGKILL while checkpointing every step leaves a
-               loadable `latest` from which --resume completes.
+               loadable `latest` from which --resume completes, and
+               --checkpoint-keep 2 leaves at most 2 (3 when a kill cut the
+               pruning short) checkpoints and one unfinished one.
 Ends with "N passed, M failed".
 """
 import json
@@ -381,7 +383,8 @@ def check_sigkill(env):
     kills = 0
     for delay in (0.05, 0.1, 0.15, 0.2, 0.3):
         p = subprocess.Popen([exe, "--data", env.data, "--steps", "100000", "--sampler",
-                              "sequential", "--checkpoint-dir", ckpt, "--checkpoint-every", "1"]
+                              "sequential", "--checkpoint-dir", ckpt, "--checkpoint-every", "1",
+                              "--checkpoint-keep", "2"]
                              + (["--resume"] if os.path.exists(os.path.join(ckpt, "latest"))
                                 else []),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -404,6 +407,10 @@ def check_sigkill(env):
         saved = read_safetensors(os.path.join(ckpt, name, SHARD))
         if "transformer.wte.weight" not in saved:
             return False, "checkpoint %s after SIGKILL lacks parameters" % name
+        steps = [n for n in os.listdir(ckpt) if n.startswith("step_")]
+        if len([n for n in steps if not n.endswith(".partial")]) > 3 or \
+                len([n for n in steps if n.endswith(".partial")]) > 1:
+            return False, "--checkpoint-keep 2 left %s" % sorted(steps)
     step = int(name.split("_")[1].split(".")[0])
     after = env.train(exe, "after-kill", step + 2, "--checkpoint-dir", ckpt, "--resume")
     ok = after and after[-1]["step"] == step + 1

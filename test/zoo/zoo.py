@@ -52,6 +52,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -383,7 +384,8 @@ class Row:
         return "%d frozen initializers" % len(self.frozen)
 
     def do_a(self):
-        tool(self.compile_cmd(B, "--compile-to=import", "-o", os.path.join(self.dir, "import.mlir")))
+        tool(self.compile_cmd(B, "--compile-to=import", "--mlir-elide-resource-strings-if-larger=64",
+                              "-o", os.path.join(self.dir, "import.mlir")))
         return ""
 
     def do_b(self):
@@ -684,6 +686,8 @@ def main():
     ap.add_argument("--expect-table", metavar="MD",
                     help="fail when a cell documented as %s is not %s now" % (OK, OK))
     ap.add_argument("--json", metavar="FILE", help="write every cell and note")
+    ap.add_argument("--keep-work", action="store_true",
+                    help="keep a passing row's files (by default only failing rows keep theirs)")
     args = ap.parse_args()
     checks = list(args.checks) + (["d"] if args.parallel else []) + \
         (["attention"] if args.attention else [])
@@ -718,6 +722,8 @@ def main():
                 print("  %-9s %s%s" % (c, row.cells.get(c, NOT_RUN),
                                        ("  [%s]" % row.notes[c].strip()) if row.notes.get(c) else ""))
             sys.stdout.flush()
+            if ok and not args.keep_work:  # models, programs, weights: GBs for the zoo
+                shutil.rmtree(row.dir, ignore_errors=True)
     seconds = time.time() - start
     if args.write_table:
         write_table(args.write_table, rows, seconds, args.static_batch)

@@ -39,6 +39,9 @@ struct TrainOptions {
   std::string checkpointDir; ///< --checkpoint-dir; empty: no checkpoints
   /// --checkpoint-every; 0: only after the last step (when a directory is set)
   int64_t checkpointEvery = 0;
+  /// --checkpoint-keep; the newest N checkpoints stay, older ones are
+  /// deleted after each commit; 0: all stay
+  int64_t checkpointKeep = 0;
   bool resume = false;       ///< --resume from checkpointDir/latest
   /// --allow-partial-resume: restore the tensors that match, keep the
   /// others at their initial values (otherwise a mismatch is an error).

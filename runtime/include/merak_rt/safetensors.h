@@ -175,8 +175,9 @@ Status writeCheckpointShard(const std::string &dir, int64_t step, int rank,
 
 /// Completes step `step` once every one of the `world` shards is written:
 /// renames the .partial directory to step_<step>, rewrites `dir/latest`,
-/// and when `keepLast` > 0 deletes older step directories so that only the
-/// newest `keepLast` remain.
+/// deletes what killed runs left (other .partial directories, half-written
+/// trackers), and when `keepLast` > 0 deletes older step directories so
+/// that only the newest `keepLast` remain.
 Status commitCheckpoint(const std::string &dir, int64_t step, int world,
                         int keepLast = 0);
 
