@@ -110,7 +110,7 @@ class Program:
 
     def command(self, data, steps, sampler=None, lr=None, seed=None, resume=False,
                 checkpoint_every=None, log_every=None, trace=None, metrics=None,
-                checkpoint_dir=None, launcher=None):
+                checkpoint_dir=None, launcher=None, checkpoint_keep=None):
         """The command line train() runs (a list), for running it elsewhere.
         `launcher` replaces ["mpirun", "-np", ranks, ...] for several ranks."""
         argv = [self.executable, "--data", self._data_path(data), "--steps", str(int(steps)),
@@ -118,6 +118,7 @@ class Program:
                 "--metrics", metrics or self.metrics_path]
         for flag, value in (("--sampler", sampler), ("--lr", lr), ("--seed", seed),
                             ("--checkpoint-every", checkpoint_every),
+                            ("--checkpoint-keep", checkpoint_keep),
                             ("--log-every", log_every), ("--trace", trace)):
             if value is not None:
                 argv += [flag, repr(value) if isinstance(value, float) else str(value)]
@@ -133,7 +134,7 @@ class Program:
 
     def train(self, data, steps, sampler=None, lr=None, seed=None, resume=False,
               checkpoint_every=None, log_every=None, trace=None, progress=True,
-              timeout=None, launcher=None, env=None):
+              timeout=None, launcher=None, env=None, checkpoint_keep=None):
         """Runs the executable for `steps` steps and returns the per-step
         losses (the metrics file, `metrics_path`, keeps every field).
 
@@ -142,13 +143,14 @@ class Program:
         the work directory). A run starts from the compiled (initial)
         parameters, or with resume=True from the latest checkpoint, to
         `steps` steps in total; it checkpoints to `checkpoint_dir` at the end
-        (and every `checkpoint_every` steps), which load_into() reads.
+        (and every `checkpoint_every` steps, keeping the newest
+        `checkpoint_keep`, default all), which load_into() reads.
         `progress` shows the executable's progress bar (lines when stdout is
         not a terminal). Raises TrainError naming the failing rank.
         """
         argv = self.command(data, steps, sampler=sampler, lr=lr, seed=seed, resume=resume,
                             checkpoint_every=checkpoint_every, log_every=log_every,
-                            trace=trace, launcher=launcher)
+                            trace=trace, launcher=launcher, checkpoint_keep=checkpoint_keep)
         logs = os.path.join(self.workdir, "logs")
         os.makedirs(logs, exist_ok=True)
         for f in os.listdir(logs):

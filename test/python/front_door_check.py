@@ -273,10 +273,15 @@ def check_mlp(env):
     prog = env.merak.compile(model, torch.zeros(B, 20), optimizer="adamw", lr=LR,
                              workdir=env.workdir("mlp"))
     got = prog.train(data={"x": feats, "labels": labels}, steps=STEPS, sampler="sequential",
-                     progress=False)
+                     progress=False, checkpoint_every=3, checkpoint_keep=2)
     want = torch_reference(reference, array_batches(feats, labels, STEPS))
     prog.load_into(model)
-    return compare(got, want, model, reference)
+    ok, msg = compare(got, want, model, reference)
+    kept = sorted(n for n in os.listdir(prog.checkpoint_dir) if n.startswith("step_"))
+    last = "step_%d" % STEPS
+    if len(kept) != 2 or last not in kept:
+        return False, "checkpoint_keep=2 left %s" % kept
+    return ok, msg + "; checkpoint_keep=2 left %s" % kept
 
 
 def check_encoder(env):
