@@ -258,9 +258,15 @@ LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
 }
 
 /// The expert of row s, checked against [0, experts); `what` names the op.
+/// With `first` (the op's first expert), ids are global: a row routed
+/// outside [first, first + experts) gives -1 (another rank's expert).
 static FailureOr<int64_t> expertOf(Operation *op, const HostTensor &ids, int64_t s,
-                                   int64_t experts) {
+                                   int64_t experts, const HostTensor *first) {
   int64_t e = ids.i()[s];
+  if (first) {
+    e -= first->i()[0];
+    return e < 0 || e >= experts ? -1 : e;
+  }
   if (e < 0 || e >= experts)
     return op->emitError("expert index ") << e << " of row " << s << " out of range [0, "
                                           << experts << ")";
@@ -274,9 +280,14 @@ LogicalResult kernels::eval(ExpertMatmulOp op, Operands in, Results out) {
   int64_t experts = w.getShape()[0];
   bool t = op.getTransposeWeight();
   for (int64_t r = 0; r < s; ++r) {
-    FailureOr<int64_t> e = expertOf(op, ids, r, experts);
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts, in.size() > 3 ? in[3] : nullptr);
     if (failed(e))
       return failure();
+    if (*e < 0) { // another rank's expert: a zero row
+      for (int64_t j = 0; j < o; ++j)
+        res.setFromDouble(r * o + j, 0.0);
+      continue;
+    }
     const double *we = w.f().data() + *e * o * k;
     for (int64_t j = 0; j < o; ++j) {
       double acc = 0;
@@ -297,9 +308,11 @@ LogicalResult kernels::eval(ExpertMatmulGradWeightOp op, Operands in, Results ou
   bool t = op.getTransposeWeight();
   // Accumulate in double, round once at the end.
   for (int64_t r = 0; r < s; ++r) {
-    FailureOr<int64_t> e = expertOf(op, ids, r, experts);
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts, in.size() > 3 ? in[3] : nullptr);
     if (failed(e))
       return failure();
+    if (*e < 0)
+      continue;
     double *we = res.f().data() + *e * o * k;
     for (int64_t j = 0; j < o; ++j)
       for (int64_t p = 0; p < k; ++p)

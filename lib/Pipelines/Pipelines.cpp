@@ -58,8 +58,14 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   mesh.dp = o.dp;
   mesh.tp = o.tp;
   mesh.pp = o.pp;
+  mesh.ep = o.ep;
   pm.addPass(createMerakRecordMesh(mesh));
   pm.addPass(createMerakRecordIndexLimits());
+  if (o.ep > 1) {
+    MerakExpertParallelOptions expertParallel;
+    expertParallel.ep = o.ep;
+    pm.addPass(createMerakExpertParallel(expertParallel));
+  }
   if (o.tp > 1) {
     MerakTensorParallelOptions tensorParallel;
     tensorParallel.tp = o.tp;

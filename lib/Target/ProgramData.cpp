@@ -80,7 +80,7 @@ FailureOr<schema::Tensor> target::manifestParam(ParamOp p, const llvm::StringSet
   if (std::optional<ShardLayout> shard = getShardLayout(p)) {
     if (off < initBytes)
       return p.emitError("a sharded parameter lies in the initialised storage");
-    entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks};
+    entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks, shard->group};
     entry.globalShape = manifestShape(globalShardType(
         zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
   }
@@ -176,7 +176,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
   manifest.paramsInitBytes = initBytes.getInt();
   manifest.constsBytes = constsBytes.getInt();
   DeviceMesh mesh = getMesh(module);
-  manifest.mesh = {mesh.pp, mesh.dp, mesh.tp};
+  manifest.mesh = {mesh.pp, mesh.dp, mesh.tp, mesh.ep};
   for (ParamOp p : module.getOps<ParamOp>()) {
     FailureOr<schema::Tensor> entry =
         target::manifestParam(p, trained, initBytes.getInt(), manifest);

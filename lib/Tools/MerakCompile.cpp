@@ -105,6 +105,11 @@ struct CommandLine {
   cl::opt<int64_t> tp{"tp", cl::desc("Tensor-parallel ranks: Megatron-style column/row-parallel MLPs "
                                       "and head-split attention (run with mpirun -np dp*tp*pp)"),
                       cl::init(1), cl::cat(cat)};
+  cl::opt<int64_t> ep{"ep",
+                      cl::desc("Expert-parallel ranks of a Mixture-of-Experts model: the experts "
+                               "are split over groups of ep data-parallel ranks (divides --dp; "
+                               "adds no processes)"),
+                      cl::init(1), cl::cat(cat)};
   cl::opt<bool> vocabParallel{
       "vocab-parallel",
       cl::desc("With --tp: also split the vocabulary (tied embedding / LM head and the "
@@ -306,6 +311,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.optimizerOptions.assign(opts.optimizerOptions.begin(), opts.optimizerOptions.end());
   o.dp = opts.dp;
   o.tp = opts.tp;
+  o.ep = opts.ep;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;
   o.target = opts.target;
@@ -361,6 +367,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.memoryPerDevice = opts.memoryPerDevice;
   o.plannerSpace = opts.plannerSpace;
   o.meshGiven = opts.dp.getNumOccurrences() || opts.tp.getNumOccurrences() ||
+                opts.ep.getNumOccurrences() ||
                 opts.pp.getNumOccurrences() || opts.microbatches.getNumOccurrences() ||
                 opts.schedule.getNumOccurrences() || opts.virtualStages.getNumOccurrences();
   o.commandLinePassOptions = true;

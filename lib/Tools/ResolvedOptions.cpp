@@ -166,6 +166,16 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   r.compileTo = opts.compileTo;
   if (opts.dp < 1 || opts.tp < 1 || opts.pp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
+  if (opts.ep < 1 || opts.dp % opts.ep != 0)
+    return fail("--ep " + std::to_string(opts.ep) + " must divide --dp " +
+                std::to_string(opts.dp) +
+                " (expert parallelism splits the experts over groups of ep data-parallel ranks)");
+  if (opts.ep > 1 && opts.zero != 0)
+    return fail("--ep with --zero 1 is not supported yet (the experts' optimizer state "
+                "would be split over their expert-data-parallel group)");
+  if (opts.ep > 1 && opts.target != "cpu")
+    return fail("--ep is supported on --target cpu only (the CUDA target has no expert "
+                "GEMM kernel yet)");
   // Recomputation: stage-aware with a memory budget, none without; any
   // mode but none takes the pipelined path (one stage for a serial program).
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
@@ -228,6 +238,7 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   PipelineOptions &p = r.pipeline;
   p.dp = opts.dp;
   p.tp = opts.tp;
+  p.ep = opts.ep;
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;
   p.virtualStages =

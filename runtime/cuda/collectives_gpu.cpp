@@ -23,7 +23,7 @@ namespace {
 DeviceCollectives *gCollectives = nullptr;
 
 const char *groupName(Group g) {
-  return g == Group::DP ? "dp" : g == Group::TP ? "tp" : "pp";
+  return g == Group::DP ? "dp" : g == Group::TP ? "tp" : g == Group::EP ? "ep" : g == Group::EDP ? "edp" : "pp";
 }
 
 void must(const Status &s, const char *what) {

@@ -46,10 +46,9 @@ CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlac
   for (const ManifestTensor &t : m.params) {
     if (t.kind == "scratch") // lives within a step (pipeline accumulators)
       continue;
-    if (!place.writesStage(t) || (!t.sharded() && place.tp != 0) ||
-        (!t.zeroSharded() && place.dp != 0))
+    if (!place.writesStage(t) || !place.writes(t))
       continue;
-    Piece p = pieceOf(t, place.tp, place.dp);
+    Piece p = pieceOf(t, place.partOf(t), place.dp);
     shard.tensors.push_back({t.name, t.dtype, p.storedShape(), P + t.offset});
     if (p.whole())
       continue;
@@ -150,7 +149,7 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
                                ")");
       continue;
     }
-    Piece mine = pieceOf(t, place.tp, place.dp);
+    Piece mine = pieceOf(t, place.partOf(t), place.dp);
     uint64_t es = dtypeSize(t.dtype), covered = 0;
     for (const Stored &s : it->second) {
       if (s.tensor->dtype != t.dtype)

@@ -39,6 +39,20 @@ struct RankPlace {
   std::function<bool(const ManifestTensor &)> writesStage;
   /// Whether this rank restores `t` (null: every param).
   std::function<bool(const ManifestTensor &)> needs;
+  /// The expert-parallel group's size (mesh.ep, dividing dp).
+  int ep = 1;
+
+  /// This rank's part of a sharded `t`: its ep rank for an expert shard,
+  /// its tp rank otherwise.
+  int partOf(const ManifestTensor &t) const { return t.expertShard ? dp % ep : tp; }
+  /// Whether this rank writes `t` to a checkpoint: tensors replicated over
+  /// a group are written by its rank 0 (an expert shard is replicated over
+  /// tp and over the expert-data-parallel group, dp / ep).
+  bool writes(const ManifestTensor &t) const {
+    bool tpReplica = !t.sharded() || t.expertShard;
+    int dpReplica = t.zeroSharded() ? 0 : t.expertShard ? dp / ep : dp;
+    return !(tpReplica && tp != 0) && dpReplica == 0;
+  }
 };
 
 /// One shard file's content (pointing into P) and its "merak.pieces".

@@ -27,7 +27,10 @@ inline void checkCollectiveType(DT t, const char *what) {
 }
 
 inline CommType commTypeOf(DT t) {
-  return t == DT::F32 ? CommType::F32 : t == DT::BF16 ? CommType::BF16 : CommType::F64;
+  return t == DT::F32    ? CommType::F32
+         : t == DT::BF16 ? CommType::BF16
+         : t == DT::I64  ? CommType::I64
+                         : CommType::F64;
 }
 
 /// dst = src (n elements of t), divided by `size` when `mean`. A bf16 mean

@@ -22,6 +22,10 @@ Axis axisOf(Group g) {
     return Axis::TP;
   case Group::PP:
     return Axis::PP;
+  case Group::EP:
+    return Axis::EP;
+  case Group::EDP:
+    return Axis::EDP;
   }
   return Axis::World;
 }
@@ -129,7 +133,8 @@ void reduceScatterBucketImpl(Group group, CollReduce reduce, DT t, int64_t parts
 
 void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void *const *in,
                          void *const *out, const int64_t *counts) {
-  checkCollectiveType(t, "all_gather");
+  if (t != DT::I64) // a concatenation: the expert ids of expert parallelism too
+    checkCollectiveType(t, "all_gather");
   int size = zeroGroupSize(group, parts, "all_gather");
   int64_t es = elemSize(t);
   if (size == 1) {
@@ -153,7 +158,8 @@ void allGatherBucketImpl(Group group, DT t, int64_t parts, int32_t n, const void
   }
   Comm::Request r = gComm->allGather(axisOf(group), send.data(), recv.data(), total,
                                      commTypeOf(t));
-  waitOrAbort(r, "all-gather of updated parameter parts");
+  waitOrAbort(r, group == Group::EP ? "all-gather of the expert group's tokens"
+                                     : "all-gather of updated parameter parts");
   p = recv.data();
   for (int g = 0; g < size; ++g)
     for (int32_t i = 0; i < n; ++i) {

@@ -51,6 +51,10 @@ const char *axisName(Axis a) {
     return "dp";
   case Axis::TP:
     return "tp";
+  case Axis::EP:
+    return "ep";
+  case Axis::EDP:
+    return "edp";
   }
   return "?";
 }
@@ -154,7 +158,7 @@ struct Comm::Impl {
   int rank = 0, size = 1;
   int localRank = 0, localSize = 1; // among the ranks sharing this node
   MPI_Comm world = MPI_COMM_NULL, pp = MPI_COMM_NULL, dp = MPI_COMM_NULL,
-           tp = MPI_COMM_NULL;
+           tp = MPI_COMM_NULL, ep = MPI_COMM_NULL, edp = MPI_COMM_NULL;
   double timeout = 60.0;
   int64_t chunk = INT_MAX;
   // Progress stamps shared by this node's ranks (heartbeat.h).
@@ -180,6 +184,10 @@ struct Comm::Impl {
       return dp;
     case Axis::TP:
       return tp;
+    case Axis::EP:
+      return ep;
+    case Axis::EDP:
+      return edp;
     }
     return world;
   }
@@ -354,7 +362,8 @@ Comm::~Comm() {
     impl_->heartbeat.reset();
     if (impl_->heartbeatWin != MPI_WIN_NULL)
       MPI_Win_free(&impl_->heartbeatWin);
-    for (MPI_Comm *c : {&impl_->pp, &impl_->dp, &impl_->tp, &impl_->world})
+    for (MPI_Comm *c :
+         {&impl_->pp, &impl_->dp, &impl_->tp, &impl_->ep, &impl_->edp, &impl_->world})
       if (*c != MPI_COMM_NULL)
         MPI_Comm_free(c);
     if (gOwnsMpi)
@@ -395,6 +404,9 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
     error = "invalid mesh dp=" + std::to_string(mesh.dp) +
             " x tp=" + std::to_string(mesh.tp) +
             " x pp=" + std::to_string(mesh.pp) + ": every extent must be >= 1";
+  } else if (mesh.ep < 1 || mesh.dp % mesh.ep != 0) {
+    error = "invalid mesh: ep=" + std::to_string(mesh.ep) + " must divide dp=" +
+            std::to_string(mesh.dp);
   } else if (impl->size != mesh.size()) {
     error = "launched with " + std::to_string(impl->size) +
             " processes, but this program was compiled for dp=" +
@@ -459,6 +471,8 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
       {&impl->tp, c.pp * m.dp + c.dp, c.tp, "tp"},
       {&impl->dp, c.pp * m.tp + c.tp, c.dp, "dp"},
       {&impl->pp, c.dp * m.tp + c.tp, c.pp, "pp"},
+      {&impl->ep, (c.pp * m.tp + c.tp) * m.dp + c.edp(m), c.ep(m), "ep"},
+      {&impl->edp, (c.pp * m.tp + c.tp) * m.dp + c.ep(m), c.edp(m), "edp"},
   };
   for (const Split &s : splits) {
     rc = MPI_Comm_split(impl->world, s.color, s.key, s.out);
@@ -496,7 +510,7 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
   }
   std::unique_ptr<Comm> comm(new Comm(std::move(impl)));
   // Sanity: the group ranks MPI assigned are the mesh coordinates.
-  for (Axis a : {Axis::PP, Axis::DP, Axis::TP}) {
+  for (Axis a : {Axis::PP, Axis::DP, Axis::TP, Axis::EP, Axis::EDP}) {
     int r = -1, n = -1;
     MPI_Comm_rank(comm->impl_->comm(a), &r);
     MPI_Comm_size(comm->impl_->comm(a), &n);
@@ -529,6 +543,10 @@ int Comm::groupSize(Axis a) const {
     return impl_->mesh.dp;
   case Axis::TP:
     return impl_->mesh.tp;
+  case Axis::EP:
+    return impl_->mesh.ep;
+  case Axis::EDP:
+    return impl_->mesh.dp / impl_->mesh.ep;
   }
   return 1;
 }
@@ -543,6 +561,10 @@ int Comm::groupRank(Axis a) const {
     return impl_->coord.dp;
   case Axis::TP:
     return impl_->coord.tp;
+  case Axis::EP:
+    return impl_->coord.ep(impl_->mesh);
+  case Axis::EDP:
+    return impl_->coord.edp(impl_->mesh);
   }
   return 0;
 }

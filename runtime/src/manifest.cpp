@@ -74,16 +74,20 @@ std::vector<ManifestTensor> checkList(const std::vector<schema::Tensor> &list,
 
 /// A param's tensor-parallel "shard", "global_shape", "data_offset" and
 /// "data_bytes" (see program.h).
-void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp,
+void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t ep,
                 const std::string &where) {
   if (!v.shard)
     return;
   t.shardAxis = v.shard->axis;
   t.shardParts = v.shard->parts;
   t.shardBlocks = v.shard->blocks;
-  if (t.shardParts != tp)
-    fail(where + ": shard.parts " + std::to_string(t.shardParts) +
-         " differs from mesh.tp " + std::to_string(tp));
+  if (v.shard->group != "tp" && v.shard->group != "ep")
+    fail(where + ": shard.group must be \"tp\" or \"ep\", got \"" + v.shard->group + "\"");
+  t.expertShard = v.shard->group == "ep";
+  int64_t parts = t.expertShard ? ep : tp;
+  if (t.shardParts != parts)
+    fail(where + ": shard.parts " + std::to_string(t.shardParts) + " differs from mesh." +
+         v.shard->group + " " + std::to_string(parts));
   if (!v.globalShape)
     fail(where + ": missing \"global_shape\"");
   t.globalShape = *v.globalShape;
@@ -240,14 +244,18 @@ Manifest check(const schema::Program &p) {
     m.optimizer = *p.optimizer;
   for (auto [key, v, field] : {std::tuple<const char *, int64_t, int64_t *>{"pp", p.mesh.pp, &m.meshPp},
                                {"dp", p.mesh.dp, &m.meshDp},
-                               {"tp", p.mesh.tp, &m.meshTp}}) {
+                               {"tp", p.mesh.tp, &m.meshTp},
+                               {"ep", p.mesh.ep, &m.meshEp}}) {
     if (v < 1 || v > 65536)
       fail(std::string("mesh.") + key + " must be in [1, 65536]");
     *field = v;
   }
+  if (m.meshDp % m.meshEp != 0)
+    fail("mesh.ep " + std::to_string(m.meshEp) + " must divide mesh.dp " +
+         std::to_string(m.meshDp));
   for (size_t i = 0; i < m.params.size(); ++i) {
     std::string where = "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')";
-    checkShard(p.params[i], m.params[i], m.meshTp, where);
+    checkShard(p.params[i], m.params[i], m.meshTp, m.meshEp, where);
     checkZero(p.params[i], m.params[i], m.meshDp, where);
   }
   const schema::Defaults &d = p.defaults;

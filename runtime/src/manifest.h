@@ -63,6 +63,9 @@ struct ManifestTensor {
   /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
   /// holds part tp_i of every block. dataBytes == 0: no initial data (zeros).
   int64_t shardAxis = 0, shardParts = 0, shardBlocks = 1;
+  /// The shard's parts are held by the "ep" group's ranks (an expert
+  /// weight under expert parallelism), not the "tp" group's.
+  bool expertShard = false;
   std::vector<int64_t> globalShape;
   uint64_t dataOffset = 0, dataBytes = 0;
   bool sharded() const { return shardParts > 0; }
@@ -115,6 +118,8 @@ struct Manifest {
   /// "mesh": {"pp", "dp", "tp"} the program was compiled for (default 1s);
   /// the token inputs hold this rank's 1/dp of the global batch.
   int64_t meshPp = 1, meshDp = 1, meshTp = 1;
+  /// "mesh"."ep": expert parallelism, dividing meshDp (default 1).
+  int64_t meshEp = 1;
   /// A pipelined program's fragments and schedules (checked by
   /// PipelineRunner::create).
   std::optional<schema::Pipeline> pipeline;

@@ -8,7 +8,9 @@
 // contiguously, and run one GEMM per expert that has rows (F32 through
 // kernels.h's gemm, F64 through dgemmBlocked): a grouped GEMM. The weight
 // gradient of an expert no row chose is zero. An expert index outside
-// [0, E) stops the program naming the op and the row.
+// [0, E) stops the program naming the op and the row; with a `first`
+// expert (expert parallelism) such a row belongs to another rank and is
+// skipped (a zero result row).
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/kernels.h"
@@ -36,23 +38,29 @@ inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const doubl
 }
 
 /// The rows grouped by expert: expert e's rows are order[offset[e] ..
-/// offset[e + 1]), in increasing row order.
+/// offset[e + 1]), in increasing row order. With a `first` expert, the rows
+/// of other ranks' experts are in no group (order has offset[E] entries).
 struct Groups {
   std::vector<int64_t> offset, order;
+  int64_t rows() const { return offset.back(); }
 };
 
-Groups groupRows(DT ti, const void *experts, int64_t S, int64_t E, const char *op) {
+Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64_t E,
+                 const char *op) {
   Groups g;
   g.offset.assign(static_cast<size_t>(E) + 1, 0);
-  g.order.resize(static_cast<size_t>(S));
+  const int64_t shift = first ? *static_cast<const int64_t *>(first) : 0;
   auto expertOf = [&](int64_t s) {
-    return ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
-                         : static_cast<const int64_t *>(experts)[s];
+    return (ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
+                          : static_cast<const int64_t *>(experts)[s]) -
+           shift;
   };
   if (ti != DT::I32 && ti != DT::I64)
     fatal("expert_matmul: experts must be I64 or I32");
   for (int64_t s = 0; s < S; ++s) {
     int64_t e = expertOf(s);
+    if (first && (e < 0 || e >= E))
+      continue; // another rank's expert
     if (e < 0 || e >= E) {
       std::string what = std::string(op) + ": expert index " + std::to_string(e) +
                          " of row " + std::to_string(s) + " out of range [0, " +
@@ -63,9 +71,11 @@ Groups groupRows(DT ti, const void *experts, int64_t S, int64_t E, const char *o
   }
   for (int64_t e = 0; e < E; ++e)
     g.offset[e + 1] += g.offset[e];
+  g.order.resize(static_cast<size_t>(g.offset[E]));
   std::vector<int64_t> next(g.offset.begin(), g.offset.end() - 1);
   for (int64_t s = 0; s < S; ++s)
-    g.order[next[expertOf(s)]++] = s;
+    if (int64_t e = expertOf(s); e >= 0 && e < E)
+      g.order[next[e]++] = s;
   return g;
 }
 
@@ -86,9 +96,11 @@ void permuteRows(const T *src, T *dst, const std::vector<int64_t> &order, int64_
 }
 
 template <class T>
-void expertMatmulT(const T *x, const T *w, const Groups &g, int64_t K, int64_t O, int64_t E,
-                   bool transW, T *y) {
-  const int64_t S = static_cast<int64_t>(g.order.size());
+void expertMatmulT(const T *x, const T *w, const Groups &g, int64_t S, int64_t K, int64_t O,
+                   int64_t E, bool transW, T *y) {
+  if (g.rows() < S) // rows of other ranks' experts stay zero
+    std::fill(y, y + S * O, T(0));
+  S = g.rows();
   T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
   T *yp = scratch<T, 61>(static_cast<size_t>(S * O));
   permuteRows(x, xp, g.order, K, /*scatter=*/false);
@@ -105,7 +117,7 @@ void expertMatmulT(const T *x, const T *w, const Groups &g, int64_t K, int64_t O
 template <class T>
 void expertGradWeightT(const T *x, const T *gr, const Groups &g, int64_t K, int64_t O,
                        int64_t E, bool transW, T *dw) {
-  const int64_t S = static_cast<int64_t>(g.order.size());
+  const int64_t S = g.rows();
   T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
   T *gp = scratch<T, 61>(static_cast<size_t>(S * O));
   permuteRows(x, xp, g.order, K, /*scatter=*/false);
@@ -126,22 +138,24 @@ void expertGradWeightT(const T *x, const T *gr, const Groups &g, int64_t K, int6
 
 } // namespace
 
-void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts, int64_t S,
-                  int64_t K, int64_t O, int64_t E, bool transW, void *y) {
-  Groups g = groupRows(ti, experts, S, E, "expert_matmul");
+void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts,
+                  const void *first, int64_t S, int64_t K, int64_t O, int64_t E, bool transW,
+                  void *y) {
+  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul");
   if (t == DT::F32)
-    expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w), g, K, O, E,
+    expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w), g, S, K, O, E,
                   transW, static_cast<float *>(y));
   else if (t == DT::F64)
-    expertMatmulT(static_cast<const double *>(x), static_cast<const double *>(w), g, K, O, E,
-                  transW, static_cast<double *>(y));
+    expertMatmulT(static_cast<const double *>(x), static_cast<const double *>(w), g, S, K, O,
+                  E, transW, static_cast<double *>(y));
   else
     fatal("expert_matmul: F32 or F64 only");
 }
 
 void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const void *experts,
-                            int64_t S, int64_t K, int64_t O, int64_t E, bool transW, void *dw) {
-  Groups g = groupRows(ti, experts, S, E, "expert_matmul_grad_weight");
+                            const void *first, int64_t S, int64_t K, int64_t O, int64_t E,
+                            bool transW, void *dw) {
+  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul_grad_weight");
   if (t == DT::F32)
     expertGradWeightT(static_cast<const float *>(x), static_cast<const float *>(grad), g, K, O,
                       E, transW, static_cast<float *>(dw));

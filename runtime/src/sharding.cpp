@@ -37,7 +37,7 @@ std::vector<int64_t> Piece::storedShape() const {
   return shape;
 }
 
-Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank) {
+Piece pieceOf(const ManifestTensor &t, int part, int dpRank) {
   Piece p;
   p.globalShape = t.sharded() || t.zeroSharded() ? t.globalShape : t.shape;
   if (t.sharded()) {
@@ -46,7 +46,7 @@ Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank) {
     p.axis = t.shardAxis;
     int64_t n = t.globalShape[t.shardAxis], chunk = t.shardChunk();
     for (int64_t b = 0; b < t.shardBlocks; ++b) {
-      int64_t start = std::min(n, (b * t.shardParts + tpRank) * chunk);
+      int64_t start = std::min(n, (b * t.shardParts + part) * chunk);
       p.slabs.push_back({start, std::min(chunk, n - start)});
     }
   }

@@ -43,16 +43,17 @@ struct Piece {
   std::vector<int64_t> storedShape() const;
 };
 
-/// The piece of `t` that tp rank `tpRank` and dp rank `dpRank` hold
-/// (t.shape's content, without the ZeRO padding).
-Piece pieceOf(const ManifestTensor &t, int tpRank, int dpRank);
+/// The piece of `t` that the rank holding shard part `part` (its tp rank,
+/// or its ep rank for an expert shard) and dp rank `dpRank` hold (t.shape's
+/// content, without the ZeRO padding).
+Piece pieceOf(const ManifestTensor &t, int part, int dpRank);
 
 /// Copies between a full tensor and a piece of it (elementSize bytes per
 /// element): `toFull` writes `piece` into its place in `full`, otherwise the
 /// piece is cut out of `full`.
 void copyPiece(const Piece &p, size_t elementSize, void *full, void *piece, bool toFull);
 
-/// Copies tp rank `part`'s shard of `full` (t.globalShape) to `local`
+/// Copies part `part`'s shard (tp or ep rank) of `full` (t.globalShape) to `local`
 /// (t.shape); `t` must not be ZeRO-sharded.
 void extractShard(const ManifestTensor &t, int part, const void *full, void *local);
 

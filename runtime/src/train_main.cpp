@@ -243,6 +243,7 @@ Comm *openMesh(const Manifest &m, int *argc, char ***argv) {
   mesh.pp = static_cast<int>(m.meshPp);
   mesh.dp = static_cast<int>(m.meshDp);
   mesh.tp = static_cast<int>(m.meshTp);
+  mesh.ep = static_cast<int>(m.meshEp);
   if (mesh.size() > 1) {
     Result<std::unique_ptr<Comm>> opened = Comm::init(argc, argv, mesh);
     if (!opened.ok())
@@ -490,6 +491,7 @@ void Trainer::openProcesses(int *argc, char ***argv) {
   // Each rank writes into checkpoints what it alone holds (checkpoint_shards.h).
   place_.tp = comm_ ? comm_->coord().tp : 0;
   place_.dp = comm_ ? comm_->coord().dp : 0;
+  place_.ep = static_cast<int>(m.meshEp);
   const int ppStage = comm_ ? comm_->coord().pp : 0;
   const PipelineRunner *runner = pipeline_.get();
   place_.writesStage = [runner, ppStage](const ManifestTensor &t) {
@@ -549,7 +551,7 @@ void Trainer::prepare(int argc, char **argv) {
       die(kExitError, w.message());
     weights_ = std::move(w).value();
   }
-  loadInitialParams(m, place_, place_.tp, P_, weights_.get());
+  loadInitialParams(m, place_, P_, weights_.get());
   C_ = constants(m, weights_.get(), constsCopy_);
 
   site_.emplace(CheckpointSite{m, options_, place_, comm_, backend_, {}});

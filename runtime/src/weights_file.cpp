@@ -93,13 +93,14 @@ const char *initialData(const WeightsFile *w, const ManifestTensor &t, uint64_t 
 }
 } // namespace
 
-void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
+void loadInitialParams(const Manifest &m, const RankPlace &place, char *P,
                        const WeightsFile *w) {
   for (const ManifestTensor &t : m.params) {
     if (!place.needs(t))
       continue;
-    if (t.sharded() && t.dataBytes > 0) { // this rank's tensor-parallel shard
-      extractShard(t, tpRank, initialData(w, t, t.dataOffset, t.dataBytes), P + t.offset);
+    if (t.sharded() && t.dataBytes > 0) { // this rank's tensor- or expert-parallel shard
+      extractShard(t, place.partOf(t), initialData(w, t, t.dataOffset, t.dataBytes),
+                   P + t.offset);
     } else if (t.offset < m.paramsInitBytes) {
       uint64_t n = std::min<uint64_t>(t.bytes, m.paramsInitBytes - t.offset);
       std::memcpy(P + t.offset, initialData(w, t, t.offset, n), n);

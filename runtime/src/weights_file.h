@@ -59,7 +59,7 @@ inline constexpr const char *kConstantsTensor = "merak.constants";
 /// (its pages then released, the constants' kept) or, without one, from
 /// merak_data; the other params' data is never read. A tensor missing from
 /// `w` ends the program with an error naming it.
-void loadInitialParams(const Manifest &m, const RankPlace &place, int tpRank, char *P,
+void loadInitialParams(const Manifest &m, const RankPlace &place, char *P,
                        const WeightsFile *w);
 
 } // namespace merak::rt

@@ -668,10 +668,10 @@ TEST(OpsExperts, GroupedGemmMatchesLoops) {
           wantDw[at] += g[s * O + o] * x[s * K + k];
         }
     std::vector<double> y(S * O), dw(E * O * K, 7.0);
-    cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, ids.data(), S, K, O, E, transW,
+    cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, ids.data(), nullptr, S, K, O, E, transW,
                       y.data());
-    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I32, ids32.data(), S, K, O, E,
-                                transW, dw.data());
+    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I32, ids32.data(), nullptr, S, K, O,
+                                E, transW, dw.data());
     for (int64_t i = 0; i < S * O; ++i)
       EXPECT_NEAR(y[i], want[i], 1e-12);
     for (int64_t i = 0; i < E * O * K; ++i)
@@ -680,10 +680,10 @@ TEST(OpsExperts, GroupedGemmMatchesLoops) {
       EXPECT_EQ(dw[i], 0.0);
     std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), gf(g.begin(), g.end());
     std::vector<float> yf(S * O), dwf(E * O * K);
-    cpu::expertMatmul(DT::F32, xf.data(), wf.data(), DT::I32, ids32.data(), S, K, O, E, transW,
+    cpu::expertMatmul(DT::F32, xf.data(), wf.data(), DT::I32, ids32.data(), nullptr, S, K, O, E, transW,
                       yf.data());
-    cpu::expertMatmulGradWeight(DT::F32, xf.data(), gf.data(), DT::I64, ids.data(), S, K, O, E,
-                                transW, dwf.data());
+    cpu::expertMatmulGradWeight(DT::F32, xf.data(), gf.data(), DT::I64, ids.data(), nullptr, S, K, O,
+                                E, transW, dwf.data());
     for (int64_t i = 0; i < S * O; ++i)
       EXPECT_NEAR(yf[i], want[i], 1e-5 * (1 + std::fabs(want[i])));
     for (int64_t i = 0; i < E * O * K; ++i)
@@ -691,11 +691,47 @@ TEST(OpsExperts, GroupedGemmMatchesLoops) {
   }
 }
 
+// Expert parallelism: two ranks each holding 2 of 4 experts ("first" 0 and
+// 2) see global ids; a rank's rows of the other's experts are zero, and the
+// two results add up to the serial op's (exactly: each row has one owner).
+// Their weight gradients are the serial gradient's halves, exactly.
+TEST(OpsExperts, FirstExpertSplitsTheExpertsExactly) {
+  const int64_t S = 29, K = 7, O = 5, E = 4, half = 2;
+  std::vector<int64_t> ids(S);
+  for (int64_t s = 0; s < S; ++s)
+    ids[s] = (s * 5 + 1) % E;
+  auto x = randv<double>(S * K), w = randv<double>(E * O * K), g = randv<double>(S * O);
+  std::vector<double> y(S * O), dw(E * O * K);
+  cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, ids.data(), nullptr, S, K, O, E,
+                    false, y.data());
+  cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I64, ids.data(), nullptr, S, K,
+                              O, E, false, dw.data());
+  std::vector<double> sum(S * O, 0.0);
+  for (int64_t first : {int64_t(0), half}) {
+    std::vector<double> yr(S * O, 9.0), dwr(half * O * K, 9.0);
+    cpu::expertMatmul(DT::F64, x.data(), w.data() + first * O * K, DT::I64, ids.data(), &first,
+                      S, K, O, half, false, yr.data());
+    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I64, ids.data(), &first, S, K,
+                                O, half, false, dwr.data());
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t o = 0; o < O; ++o) {
+        bool mine = ids[s] >= first && ids[s] < first + half;
+        if (!mine)
+          EXPECT_EQ(yr[s * O + o], 0.0);
+        sum[s * O + o] += yr[s * O + o];
+      }
+    for (int64_t i = 0; i < half * O * K; ++i)
+      EXPECT_EQ(dwr[i], dw[first * O * K + i]);
+  }
+  for (int64_t i = 0; i < S * O; ++i)
+    EXPECT_EQ(sum[i], y[i]);
+}
+
 TEST(OpsExperts, ExpertIndexOutOfRangeStops) {
   useThreadsafeDeathTests();
   std::vector<float> x(6, 1.0f), w(2 * 2 * 3, 1.0f), y(4);
   std::vector<int64_t> ids = {0, 2};
-  EXPECT_EXIT(cpu::expertMatmul(DT::F32, x.data(), w.data(), DT::I64, ids.data(), 2, 3, 2, 2,
+  EXPECT_EXIT(cpu::expertMatmul(DT::F32, x.data(), w.data(), DT::I64, ids.data(), nullptr, 2, 3, 2, 2,
                                 false, y.data()),
               ::testing::ExitedWithCode(3),
               "expert_matmul: expert index 2 of row 1 out of range \\[0, 2\\)");

@@ -3,12 +3,15 @@
 // Finite-difference checks of tensor parallelism's collectives in the
 // evaluator, where a process is a group of one rank: merak.all_reduce (tp,
 // sum; VJP: the identity) and merak.tp_identity (VJP: all_reduce over tp,
-// here the identity) must both have the identity's derivative.
+// here the identity) must both have the identity's derivative; so must
+// expert parallelism's merak.all_gather and merak.reduce_scatter over "ep"
+// (each other's VJP), with an i64 operand (the expert ids) that gets none.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
-// CHECK: gradcheck: all 3 cases passed
+// CHECK: case 3: PASS
+// CHECK: gradcheck: all 4 cases passed
 
 merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
 func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
@@ -51,5 +54,27 @@ func.func @forward(%w: tensor<2x2xf64>) -> tensor<f64> {
   %yz = merak.add %y, %z : tensor<2x2xf64>, tensor<2x2xf64>
   %m = merak.mul %yz, %w : tensor<2x2xf64>, tensor<2x2xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<2x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// Expert parallelism's dispatch and combine around an expert GEMM holding
+// experts [first, first + 2) = [0, 2) of the ids' global range: row 1 is
+// another rank's (id 3), a zero row with no gradient.
+merak.param @x : tensor<3x2xf64> = dense<[[0.5, -1.25], [0.75, 1.5], [-0.3, 0.8]]> : tensor<3x2xf64>
+merak.param @k : tensor<2x2x2xf64> = dense<[[[0.3, -0.7], [1.1, 0.2]], [[-0.4, 0.9], [0.6, -0.5]]]> : tensor<2x2x2xf64>
+func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
+  %e = merak.constant dense<[1, 3, 0]> : tensor<3xi64>
+  %first = merak.constant dense<0> : tensor<i64>
+  %x = merak.get_param @x : tensor<3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x2xf64>
+  %xg = merak.all_gather %x group = "ep" : tensor<3x2xf64> -> tensor<3x2xf64>
+  %eg = merak.all_gather %e group = "ep" : tensor<3xi64> -> tensor<3xi64>
+  %yl = merak.expert_matmul %xg, %k[%eg first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %y = merak.reduce_scatter %yl group = "ep" reduction = "sum" : tensor<3x2xf64> -> tensor<3x2xf64>
+  %t = merak.tanh %y : tensor<3x2xf64>
+  %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

@@ -43,6 +43,8 @@ struct PipelineOptions {
   // tp: tensor-parallel ranks; pp: pipeline ranks, each holding
   // virtualStages model chunks (pp * virtualStages model stages).
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtualStages = 1;
+  // ep: expert-parallel ranks, folded into dp (merak-expert-parallel).
+  int64_t ep = 1;
   bool vocabParallel = false, vocabParallelFallback = false;
   int64_t zero = 0;
   int64_t bucketBytes = 25 * 1024 * 1024;

@@ -42,6 +42,8 @@ struct CompileOptions {
   std::string optimizer = "adamw";
   std::vector<std::string> optimizerOptions; ///< --opt KEY=VALUE
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+  /// --ep: expert-parallel ranks, folded into dp (divides it).
+  int64_t ep = 1;
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"
   /// (merak::rt::gpu, a GPU per rank; --dp/--tp/--zero, no pipelines yet).
   std::string target = "cpu";

@@ -50,7 +50,11 @@ std::string emitc_lowering::doubleLiteral(double v) {
 }
 
 std::string emitc_lowering::groupLiteral(StringRef g) {
-  return g == "dp" ? "Group::DP" : g == "tp" ? "Group::TP" : "Group::PP";
+  return g == "dp"    ? "Group::DP"
+         : g == "tp"  ? "Group::TP"
+         : g == "ep"  ? "Group::EP"
+         : g == "edp" ? "Group::EDP"
+                      : "Group::PP";
 }
 
 int64_t emitc_lowering::byteSize(Type tensorType) {

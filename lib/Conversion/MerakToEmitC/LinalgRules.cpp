@@ -152,8 +152,8 @@ FailureOr<Lowering> emitc_lowering::rule(AvgPool2DGradOp m, Emitter &e, Lowering
 }
 
 namespace {
-/// expertMatmul / expertMatmulGradWeight(t, x, second, ti, experts, S, K, O,
-/// E, transW, result): `second` is the weight or the result's gradient.
+/// expertMatmul / expertMatmulGradWeight(t, x, second, ti, experts, first, S,
+/// K, O, E, transW, result): `second` is the weight or the result's gradient.
 template <typename OpTy>
 FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value rows,
                                     Value weight, Emitter &e, LoweringContext &ctx) {
@@ -165,8 +165,11 @@ FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value 
   PTR(y, op.getResult());
   auto xt = cast<RankedTensorType>(op.getInput().getType());
   auto wt = cast<RankedTensorType>(weight.getType());
-  e.call(kernel).dtype(xt).ptr(x).ptr(b).dtype(op.getExperts().getType()).ptr(ids)
-      .i64(xt.getDimSize(0)).i64(xt.getDimSize(1))
+  auto c = e.call(kernel);
+  c.dtype(xt).ptr(x).ptr(b).dtype(op.getExperts().getType()).ptr(ids);
+  if (failed(c.ptrs({op.getFirst()}))) // nullptr without one
+    return failure();
+  c.i64(xt.getDimSize(0)).i64(xt.getDimSize(1))
       .i64(cast<RankedTensorType>(rows.getType()).getDimSize(1)).i64(wt.getDimSize(0))
       .boolean(op.getTransposeWeight()).ptr(y).emit();
   return Lowering::Done;

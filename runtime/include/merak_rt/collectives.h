@@ -25,7 +25,7 @@ enum class Axis; // merak_rt/comm.h
 namespace merak::rt::cpu {
 
 /// Mesh axes as the compiler names them.
-enum class Group : int32_t { DP = 0, TP = 1, PP = 2 };
+enum class Group : int32_t { DP = 0, TP = 1, PP = 2, EP = 3, EDP = 4 };
 enum class CollReduce : int32_t { Sum = 0, Mean = 1, Max = 2 };
 /// The communicator axis of a mesh group.
 Axis axisOf(Group g);

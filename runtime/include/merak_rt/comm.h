@@ -83,16 +83,25 @@
 
 namespace merak::rt {
 
+/// ep (expert parallelism) folds into dp, as in Megatron-LM: it divides dp
+/// and does not add ranks. The dp group splits into dp / ep "ep" groups of
+/// ep consecutive dp ranks, which hold the experts between them; the ranks
+/// at one position of every ep group form an "edp" (expert-data-parallel)
+/// group, which holds the same experts and reduces their gradients.
 struct MeshShape {
-  int pp = 1, dp = 1, tp = 1;
+  int pp = 1, dp = 1, tp = 1, ep = 1;
   int size() const { return pp * dp * tp; }
 };
 struct MeshCoord {
   int pp = 0, dp = 0, tp = 0;
+  /// Position within the ep group (dp % ep) and the ep group's index
+  /// (dp / ep): the rank within the "ep" and within the "edp" group.
+  int ep(const MeshShape &m) const { return dp % m.ep; }
+  int edp(const MeshShape &m) const { return dp / m.ep; }
 };
-enum class Axis { World, PP, DP, TP };
+enum class Axis { World, PP, DP, TP, EP, EDP };
 
-/// "world", "pp", "dp", "tp".
+/// "world", "pp", "dp", "tp", "ep", "edp".
 const char *axisName(Axis a);
 
 /// rank = (pp_i * dp + dp_i) * tp + tp_i (tp varies fastest).

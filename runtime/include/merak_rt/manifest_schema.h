@@ -49,10 +49,14 @@ constexpr const char *kDimension = "dimension";
 /// Tensor parallelism: dimension `axis` as [blocks, parts, rest].
 struct Shard {
   int64_t axis = 0, parts = 0, blocks = 1;
+  /// The group whose ranks hold the parts: "tp" (tensor parallelism) or
+  /// "ep" (expert parallelism: an expert weight split on its expert axis).
+  std::string group = "tp";
   template <class S, class V> static void visit(S &s, V &v) {
     v("axis", s.axis);
     v("parts", s.parts);
     v("blocks", s.blocks);
+    v("group", s.group, kDefaulted);
   }
 };
 
@@ -121,10 +125,13 @@ struct Weights {
 /// The device mesh (mpirun -np pp*dp*tp).
 struct Mesh {
   int64_t pp = 1, dp = 1, tp = 1;
+  /// Expert parallelism, folded into dp (divides it; adds no ranks).
+  int64_t ep = 1;
   template <class S, class V> static void visit(S &s, V &v) {
     v("pp", s.pp, kDefaulted);
     v("dp", s.dp, kDefaulted);
     v("tp", s.tp, kDefaulted);
+    v("ep", s.ep, kDefaulted);
   }
 };
 

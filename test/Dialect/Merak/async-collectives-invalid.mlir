@@ -21,7 +21,7 @@ func.func @waited_twice(%a: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
 // -----
 
 func.func @bad_group(%a: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{group must be "dp", "tp" or "pp", got "world"}}
+  // expected-error @+1 {{group must be "dp", "tp", "pp", "ep" or "edp", got "world"}}
   %r = merak.all_reduce_start %a group = "world" reduction = "sum" : tensor<8xf32>
   %x = merak.wait %r : tensor<8xf32>
   return %x : tensor<8xf32>

@@ -4,7 +4,7 @@
 // merak.local_shard and of the ZeRO layout on merak.param.
 
 func.func @bad_group(%a: tensor<8xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{group must be "dp", "tp" or "pp", got "world"}}
+  // expected-error @+1 {{group must be "dp", "tp", "pp", "ep" or "edp", got "world"}}
   %r = merak.reduce_scatter %a group = "world" reduction = "sum" : tensor<8xf32> -> tensor<4xf32>
   return %r : tensor<4xf32>
 }

@@ -6,6 +6,12 @@
 // since everything after it is computed identically on every rank of the
 // group, so the incoming gradient is already replicated.
 //
+// Expert parallelism's dispatch and combine (merak-expert-parallel) are an
+// all-gather and a reduce-scatter (sum) over "ep", each other's transpose:
+// the gradient of an all-gather is the reduce-scatter (sum) of the incoming
+// gradient (every rank's copy of a rank's rows contributed), that of a
+// reduce-scatter the all-gather of the incoming parts.
+//
 //===----------------------------------------------------------------------===//
 #include "VJPRules.h"
 
@@ -30,6 +36,34 @@ LogicalResult rule(TpIdentityOp op, Emitter &e, ValueRange g, Grads &out) {
     return success();
   }
   out.assign({AllReduceOp::create(e.b, e.loc, ValueRange{g[0]}, "tp", "sum").getResult(0)});
+  return success();
+}
+
+LogicalResult rule(AllGatherOp op, Emitter &e, ValueRange g, Grads &out) {
+  if (op.getGroup() != "ep")
+    return op.emitError("no derivative rule for merak.all_gather over \"")
+           << op.getGroup() << "\" (only expert parallelism's \"ep\" is differentiated)";
+  out.clear();
+  for (auto [in, grad] : llvm::zip(op.getInputs(), g))
+    out.push_back(grad && isa<FloatType>(cast<RankedTensorType>(in.getType()).getElementType())
+                      ? ReduceScatterOp::create(e.b, e.loc, TypeRange{in.getType()},
+                                                ValueRange{grad}, "ep", "sum")
+                            .getResult(0)
+                      : Value());
+  return success();
+}
+
+LogicalResult rule(ReduceScatterOp op, Emitter &e, ValueRange g, Grads &out) {
+  if (op.getGroup() != "ep" || op.getReduction() != "sum")
+    return op.emitError("no derivative rule for merak.reduce_scatter over \"")
+           << op.getGroup() << "\" with reduction \"" << op.getReduction()
+           << "\" (only expert parallelism's ep/sum is differentiated)";
+  out.clear();
+  for (auto [in, grad] : llvm::zip(op.getInputs(), g))
+    out.push_back(grad ? AllGatherOp::create(e.b, e.loc, TypeRange{in.getType()},
+                                             ValueRange{grad}, "ep")
+                             .getResult(0)
+                       : Value());
   return success();
 }
 

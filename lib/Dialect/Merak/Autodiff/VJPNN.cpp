@@ -56,11 +56,13 @@ LogicalResult rule(AvgPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
 // e of dy[s] x[s]^T; the routing (experts) gets none.
 LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   Value dx = ExpertMatmulOp::create(e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(),
-                                    op.getExperts(), !op.getTransposeWeight());
+                                    op.getExperts(), op.getFirst(), !op.getTransposeWeight());
   Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
                                               op.getInput(), g[0], op.getExperts(),
-                                              op.getTransposeWeight());
+                                              op.getFirst(), op.getTransposeWeight());
   out.assign({dx, dw, Value()});
+  if (op.getFirst())
+    out.push_back(Value());
   return success();
 }
 

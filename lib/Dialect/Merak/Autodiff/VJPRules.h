@@ -28,7 +28,8 @@ using Grads = SmallVectorImpl<Value>;
   X(CrossEntropyOp) X(DropoutOp) X(MatmulOp) X(CumSumOp) X(Conv2DOp)          \
   X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
   X(GatherGradOp) X(GatherElementsGradOp) X(Conv2DBackwardDataOp)             \
-  X(AllReduceOp) X(TpIdentityOp) X(AttentionOp) X(ExpertMatmulOp)
+  X(AllReduceOp) X(TpIdentityOp) X(AllGatherOp) X(ReduceScatterOp)            \
+  X(AttentionOp) X(ExpertMatmulOp)
 
 #define MERAK_VJP_DECLARE(OP)                                                  \
   LogicalResult rule(OP op, Emitter &e, ValueRange g, Grads &out);

@@ -16,8 +16,8 @@ using namespace mlir::merak;
 
 namespace {
 LogicalResult verifyGroup(Operation *op, StringRef group) {
-  if (group != "dp" && group != "tp" && group != "pp")
-    return op->emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"";
+  if (!isMeshGroup(group))
+    return op->emitOpError("group must be ") << kMeshGroups << ", got \"" << group << "\"";
   return success();
 }
 

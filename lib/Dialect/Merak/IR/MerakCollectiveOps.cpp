@@ -10,8 +10,8 @@ using namespace mlir::merak;
 
 LogicalResult AllReduceOp::verify() {
   StringRef group = getGroup();
-  if (group != "dp" && group != "tp" && group != "pp")
-    return emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"";
+  if (!isMeshGroup(group))
+    return emitOpError("group must be ") << kMeshGroups << ", got \"" << group << "\"";
   StringRef red = getReduction();
   if (red != "sum" && red != "mean" && red != "max")
     return emitOpError("reduction must be \"sum\", \"mean\" or \"max\", got \"") << red
@@ -25,8 +25,8 @@ LogicalResult AllReduceOp::verify() {
 
 LogicalResult GroupRankOp::verify() {
   StringRef group = getGroup();
-  if (group != "dp" && group != "tp" && group != "pp")
-    return emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"";
+  if (!isMeshGroup(group))
+    return emitOpError("group must be ") << kMeshGroups << ", got \"" << group << "\"";
   if (getType().getRank() != 0)
     return emitOpError("result must be a scalar tensor<i64>");
   return success();
@@ -36,12 +36,13 @@ std::optional<ShardLayout> mlir::merak::getShardLayout(Operation *op) {
   auto attr = op->getAttrOfType<ShardLayoutAttr>(kShardAttr);
   if (!attr)
     return std::nullopt;
-  return ShardLayout{attr.getAxis(), attr.getParts(), attr.getBlocks(), attr.getSize()};
+  return ShardLayout{attr.getAxis(), attr.getParts(), attr.getBlocks(), attr.getSize(),
+                     attr.getGroup().str()};
 }
 
 void mlir::merak::setShardLayout(Operation *op, const ShardLayout &layout) {
   op->setAttr(kShardAttr, ShardLayoutAttr::get(op->getContext(), layout.axis, layout.blocks,
-                                               layout.parts, layout.size));
+                                               layout.parts, layout.size, layout.group));
 }
 
 RankedTensorType mlir::merak::globalShardType(RankedTensorType local,
@@ -61,8 +62,8 @@ RankedTensorType mlir::merak::globalShardType(RankedTensorType local,
 static FailureOr<int64_t> verifyLeadingSplit(Operation *op, StringRef group, TypeRange big,
                                              TypeRange small, StringRef bigName,
                                              StringRef smallName) {
-  if (group != "dp" && group != "tp" && group != "pp")
-    return op->emitOpError("group must be \"dp\", \"tp\" or \"pp\", got \"") << group << "\"",
+  if (!isMeshGroup(group))
+    return op->emitOpError("group must be ") << kMeshGroups << ", got \"" << group << "\"",
            failure();
   if (big.empty())
     return op->emitOpError("needs at least one operand"), failure();
@@ -167,6 +168,26 @@ Value mlir::merak::buildZeroFlatten(OpBuilder &b, Location loc, Value full, int6
   auto padType = RankedTensorType::get({padded - n}, elem);
   Value zeros = ConstantOp::create(b, loc, SplatElementsAttr::get(padType, b.getZeroAttr(elem)));
   return ConcatOp::create(b, loc, ValueRange{flat, zeros}, 0);
+}
+
+bool mlir::merak::isExpertShard(Operation *param) {
+  std::optional<ShardLayout> layout = getShardLayout(param);
+  return layout && layout->group == "ep";
+}
+
+SmallVector<Value> mlir::merak::buildGradientMean(OpBuilder &b, Location loc, ValueRange grads,
+                                                  bool expert, int64_t ep) {
+  auto ar = AllReduceOp::create(b, loc, grads, expert ? "edp" : "dp", "mean");
+  SmallVector<Value> out(ar.getResults());
+  if (!expert || ep == 1)
+    return out;
+  for (Value &v : out) {
+    auto scalar = RankedTensorType::get({}, cast<RankedTensorType>(v.getType()).getElementType());
+    Value inv = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(scalar.getElementType(), 1.0 / ep)));
+    v = MulOp::create(b, loc, v, inv);
+  }
+  return out;
 }
 
 Value mlir::merak::buildZeroUnflatten(OpBuilder &b, Location loc, Value padded,

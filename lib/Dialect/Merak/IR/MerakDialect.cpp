@@ -32,7 +32,7 @@ void MerakDialect::initialize() {
 
 DeviceMesh mlir::merak::getMesh(ModuleOp module) {
   if (auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttr))
-    return {mesh.getDp(), mesh.getTp(), mesh.getPp()};
+    return {mesh.getDp(), mesh.getTp(), mesh.getPp(), mesh.getEp()};
   return {};
 }
 

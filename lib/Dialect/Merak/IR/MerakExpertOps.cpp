@@ -47,9 +47,17 @@ LogicalResult verifyExpertGemm(Operation *op, RankedTensorType input, RankedTens
     return op->emitOpError() << weightName << " needs at least one expert";
   return success();
 }
+
+LogicalResult verifyFirst(Operation *op, Value first) {
+  if (first && cast<RankedTensorType>(first.getType()).getRank() != 0)
+    return op->emitOpError("first must be a scalar tensor<i64>, got ") << first.getType();
+  return success();
+}
 } // namespace
 
 LogicalResult ExpertMatmulOp::verify() {
+  if (failed(verifyFirst(*this, getFirst())))
+    return failure();
   return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
                           cast<RankedTensorType>(getWeight().getType()),
                           cast<RankedTensorType>(getResult().getType()),
@@ -58,6 +66,8 @@ LogicalResult ExpertMatmulOp::verify() {
 }
 
 LogicalResult ExpertMatmulGradWeightOp::verify() {
+  if (failed(verifyFirst(*this, getFirst())))
+    return failure();
   return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
                           cast<RankedTensorType>(getResult().getType()),
                           cast<RankedTensorType>(getGrad().getType()),

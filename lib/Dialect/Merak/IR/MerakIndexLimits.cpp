@@ -26,7 +26,8 @@ std::optional<int64_t> GatherOp::getIndexLimit(unsigned operandIndex) {
 }
 
 std::optional<int64_t> ExpertMatmulOp::getIndexLimit(unsigned operandIndex) {
-  if (operandIndex != getExpertsMutable().getOperandNumber())
+  // With `first` the ids are global and may lie outside this rank's experts.
+  if (operandIndex != getExpertsMutable().getOperandNumber() || getFirst())
     return std::nullopt;
   return staticDim(getWeight().getType(), 0);
 }

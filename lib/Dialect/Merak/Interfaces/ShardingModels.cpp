@@ -484,6 +484,8 @@ Rule rule(ExpertMatmulOp op) {
                     FactorKind::Parallel, FactorKind::Reduction);
   b.rule.operands = {RuleBuilder::tensor({f.s, f.k}), f.weight(op.getTransposeWeight()),
                      RuleBuilder::tensor({f.s})};
+  if (op.getFirst())
+    b.rule.operands.push_back(RuleBuilder::tensor({}));
   b.rule.results = {RuleBuilder::tensor({f.s, f.o})};
   return b.rule;
 }
@@ -495,6 +497,8 @@ Rule rule(ExpertMatmulGradWeightOp op) {
                     FactorKind::Reduction, FactorKind::Parallel);
   b.rule.operands = {RuleBuilder::tensor({f.s, f.k}), RuleBuilder::tensor({f.s, f.o}),
                      RuleBuilder::tensor({f.s})};
+  if (op.getFirst())
+    b.rule.operands.push_back(RuleBuilder::tensor({}));
   b.rule.results = {f.weight(op.getTransposeWeight())};
   return b.rule;
 }

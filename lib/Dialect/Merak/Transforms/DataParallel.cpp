@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -63,10 +64,27 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
       return defPos(ret.getOperand(a)) > defPos(ret.getOperand(b));
     });
 
+    // Expert parallelism: an expert shard's gradient is averaged over the
+    // ranks holding the same experts ("edp"), in buckets of its own.
+    const int64_t ep = getMesh(module).ep;
+    auto isExpertGrad = [&](unsigned i) {
+      auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
+      if (!name || !name.getValue().starts_with("grad:"))
+        return false;
+      Operation *param = SymbolTable::lookupSymbolIn(module, name.getValue().drop_front(5));
+      return param && isExpertShard(param);
+    };
+    if (zero && llvm::any_of(llvm::seq<unsigned>(1, ret.getNumOperands()), isExpertGrad)) {
+      fn.emitError("merak-data-parallel: ZeRO (zero = 1) with expert parallelism is not "
+                   "supported yet (the experts' optimizer state would be split over \"edp\")");
+      return signalPassFailure();
+    }
+
     DenseMap<Value, Value> averaged;
-    SmallVector<Value> bucket;
-    int64_t bytes = 0;
-    auto flush = [&]() {
+    SmallVector<Value> buckets[2]; // [expert shards?]
+    int64_t bucketBytes_[2] = {0, 0};
+    auto flush = [&](bool expert) {
+      SmallVector<Value> &bucket = buckets[expert];
       if (bucket.empty())
         return;
       // Right after the bucket's last-computed member (the terminator's
@@ -93,24 +111,27 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
         for (auto [from, to] : llvm::zip(bucket, rs.getResults()))
           averaged[from] = to;
       } else {
-        auto ar = AllReduceOp::create(b, fn.getLoc(), bucket, "dp", "mean");
-        for (auto [from, to] : llvm::zip(bucket, ar.getResults()))
+        SmallVector<Value> mean = buildGradientMean(b, fn.getLoc(), bucket, expert, ep);
+        for (auto [from, to] : llvm::zip(bucket, mean))
           averaged[from] = to;
       }
       bucket.clear();
-      bytes = 0;
+      bucketBytes_[expert] = 0;
     };
     for (unsigned i : order) {
       Value g = ret.getOperand(i);
-      if (averaged.count(g) || llvm::is_contained(bucket, g))
+      bool expert = isExpertGrad(i);
+      if (averaged.count(g) || llvm::is_contained(buckets[expert], g))
         continue;
       auto t = cast<RankedTensorType>(g.getType());
-      bucket.push_back(g);
-      bytes += t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
-      if (bytes >= bucketBytes)
-        flush();
+      buckets[expert].push_back(g);
+      bucketBytes_[expert] +=
+          t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
+      if (bucketBytes_[expert] >= bucketBytes)
+        flush(expert);
     }
-    flush();
+    flush(false);
+    flush(true);
 
     // The loss, for reporting: the mean over the global batch.
     OpBuilder b(ret);

@@ -74,7 +74,8 @@ struct FuseExpertMatmul : OpRewritePattern<MatmulOp> {
     Location loc = mm.getLoc();
     Value rows = ReshapeOp::create(rewriter, loc, RankedTensorType::get({s, k}, elem), x);
     Value y = ExpertMatmulOp::create(rewriter, loc, RankedTensorType::get({s, o}, elem), rows,
-                                     g.getData(), g.getIndices(), transposed);
+                                     g.getData(), g.getIndices(), /*first=*/Value(),
+                                     transposed);
     rewriter.replaceOpWithNewOp<ReshapeOp>(mm, out, y);
     return success();
   }

@@ -29,7 +29,7 @@ namespace {
 /// float32 and not all of them scalars (the reported loss is one; it stays
 /// float32, like the metrics).
 bool isGradientReduction(ValueRange inputs, StringRef group, StringRef reduction) {
-  if (group != "dp" || reduction != "mean" || inputs.empty())
+  if ((group != "dp" && group != "edp") || reduction != "mean" || inputs.empty())
     return false;
   bool tensor = false;
   for (Value v : inputs) {

@@ -66,9 +66,16 @@ llvm::SetVector<Value> integerAncestors(Value experts, size_t limit = 64) {
 /// The top-k of the layer whose expert GEMM reads `experts`, among the
 /// function's [N, k] gathers of [N, E] scores (`topks`).
 FailureOr<Routing> routingOf(ExpertMatmulOp mm, ArrayRef<GatherElementsOp> topks) {
+  Value ids = mm.getExperts();
   int64_t e = tensorOf(mm.getWeight()).getDimSize(0);
-  int64_t rows = tensorOf(mm.getExperts()).getDimSize(0);
-  llvm::SetVector<Value> ancestors = integerAncestors(mm.getExperts());
+  if (auto gathered = ids.getDefiningOp<AllGatherOp>()) {
+    // Expert parallelism: the GEMM holds E / ep experts and reads the ep
+    // group's ids; the layer's routing is this rank's.
+    ids = gathered.getInputs()[0];
+    e *= gathered.getParts();
+  }
+  int64_t rows = tensorOf(ids).getDimSize(0);
+  llvm::SetVector<Value> ancestors = integerAncestors(ids);
   GatherElementsOp found;
   for (GatherElementsOp g : topks) {
     RankedTensorType scores = tensorOf(g.getData()), idx = tensorOf(g.getIndices());

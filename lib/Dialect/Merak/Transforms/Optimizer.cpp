@@ -259,7 +259,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     // are summed over "tp"; replicated gradients are counted once.
     // ZeRO parts (zero padded) are summed over "dp" (parts of a shard's
     // gradient: over "dp", then with the shards over "tp").
-    Value sumSq = o.c(0.0), shardSq, zeroSq, zeroShardSq;
+    // Expert-parallel shards (merak-expert-parallel) hold other experts on
+    // every rank of "ep": their squares are summed over "ep".
+    Value sumSq = o.c(0.0), shardSq, zeroSq, zeroShardSq, expertSq;
     auto normSkip = grad->getAttrOfType<ArrayAttr>("merak.norm_skip");
     for (auto [index, pg] : llvm::enumerate(grads)) {
       auto &[param, g] = pg;
@@ -270,7 +272,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         all.push_back(d);
       Value sq = o.mul(g, g);
       Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
-      if (zeros[index] && param->hasAttr(kShardAttr))
+      if (isExpertShard(param))
+        expertSq = expertSq ? o.add(expertSq, part) : part;
+      else if (zeros[index] && param->hasAttr(kShardAttr))
         zeroShardSq = zeroShardSq ? o.add(zeroShardSq, part) : part;
       else if (zeros[index])
         zeroSq = zeroSq ? o.add(zeroSq, part) : part;
@@ -289,6 +293,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
                                .getResult(0));
     if (zeroSq)
       sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{zeroSq}, "dp", "sum")
+                               .getResult(0));
+    if (expertSq)
+      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{expertSq}, "ep", "sum")
                                .getResult(0));
     if (auto group = grad->getAttrOfType<StringAttr>("merak.norm_group"))
       sumSq = AllReduceOp::create(b, o.loc, ValueRange{sumSq}, group.getValue(), "sum")

@@ -585,8 +585,20 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       auto rs = ReduceScatterOp::create(b, loc, parts, flat, "dp", "mean");
       grads.assign(rs.getResults().begin(), rs.getResults().end());
     } else if (dp > 1 && !grads.empty()) {
-      auto ar = AllReduceOp::create(b, loc, grads, "dp", "mean");
-      grads.assign(ar.getResults().begin(), ar.getResults().end());
+      // Expert shards (expert parallelism) over "edp", the others over "dp".
+      SmallVector<Value> kinds[2];
+      SmallVector<bool> expert;
+      for (StringRef p : params) {
+        expert.push_back(isExpertShard(module.lookupSymbol<ParamOp>(p)));
+        kinds[expert.back()].push_back(grads[expert.size() - 1]);
+      }
+      SmallVector<Value> means[2];
+      for (bool e : {false, true})
+        if (!kinds[e].empty())
+          means[e] = buildGradientMean(b, loc, kinds[e], e, getMesh(module).ep);
+      size_t at[2] = {0, 0};
+      for (auto [i, e] : llvm::enumerate(expert))
+        grads[i] = means[e][at[e]++];
     }
     grads.insert(grads.begin(), zerosLike(b, loc, lossType));
     func::ReturnOp::create(b, loc, grads);

@@ -27,9 +27,14 @@ struct MerakRecordMeshPass : merak::impl::MerakRecordMeshBase<MerakRecordMeshPas
       module.emitError("merak-record-mesh: dp, tp and pp must be at least 1");
       return signalPassFailure();
     }
+    if (ep < 1 || dp % ep != 0) {
+      module.emitError("merak-record-mesh: ep (") << (int64_t)ep << ") must divide dp ("
+                                                  << (int64_t)dp << ")";
+      return signalPassFailure();
+    }
     if (dp * tp * pp == 1)
       return; // serial: no mesh
-    module->setAttr(kMeshAttr, MeshAttr::get(module.getContext(), dp, tp, pp));
+    module->setAttr(kMeshAttr, MeshAttr::get(module.getContext(), dp, tp, pp, ep));
   }
 };
 } // namespace

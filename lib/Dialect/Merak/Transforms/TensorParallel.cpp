@@ -426,6 +426,8 @@ struct MerakTensorParallelPass
           seeds.push_back({mm, *w});
       });
       fn.walk([&](ExpertMatmulOp em) {
+        if (em.getFirst()) // split over "ep" already (experts replicated over tp)
+          return;
         std::optional<Weight> w = probe.soleParam(em.getWeight());
         if (!w || w->transpose)
           return;

@@ -82,25 +82,32 @@ def Merak_MeshAttr : Merak_Attr<"Mesh", "mesh"> {
     The module attribute `merak.mesh` (merak-record-mesh, the first pass of
     the training phase, when any axis has more than one rank): data-,
     tensor- and pipeline-parallel ranks; the program runs on dp * tp * pp
-    processes, rank = (pp_i * dp + dp_i) * tp + tp_i. The program writer
-    reads it (getMesh); a module without it is serial.
+    processes, rank = (pp_i * dp + dp_i) * tp + tp_i. `ep` (expert
+    parallelism, default 1) folds into dp and divides it: the experts are
+    split over groups of ep consecutive dp ranks. The program writer reads
+    it (getMesh); a module without it is serial.
   }];
-  let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp);
+  let parameters = (ins "int64_t":$dp, "int64_t":$tp, "int64_t":$pp,
+                        DefaultValuedParameter<"int64_t", "1">:$ep);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
 def Merak_ShardLayoutAttr : Merak_Attr<"ShardLayout", "shard"> {
-  let summary = "How a tensor-parallel parameter is split over the tp ranks";
+  let summary = "How a parameter is split over the tp (or ep) ranks";
   let description = [{
     `merak.shard` on a `merak.param` (merak-tensor-parallel, copied to the
     optimizer state): dimension `axis` of the full tensor viewed as
     [blocks, parts, n / (blocks * parts)], tp rank r holding part r of every
     block (blocks = 3 for a fused QKV weight). `size`, when not 0, is the
     full length of `axis` when the shards were padded to divide it (the
-    vocabulary of vocabulary parallelism). Read through getShardLayout.
+    vocabulary of vocabulary parallelism). `group` is the group whose ranks
+    hold the parts: "tp", or "ep" for an expert weight that
+    merak-expert-parallel split on its expert axis. Read through
+    getShardLayout.
   }];
   let parameters = (ins "int64_t":$axis, "int64_t":$blocks, "int64_t":$parts,
-                        DefaultValuedParameter<"int64_t", "0">:$size);
+                        DefaultValuedParameter<"int64_t", "0">:$size,
+                        StringRefParameter<"the group holding the parts", "\"tp\"">:$group);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

@@ -6,6 +6,10 @@
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_COLLECTIVE_OPS_TD
 #define MERAK_COLLECTIVE_OPS_TD
+
+/// What merak.all_gather concatenates: floats, and i64 indices (the expert
+/// ids that go with the tokens under expert parallelism).
+def Merak_GatherableTensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64]>;
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
@@ -88,14 +92,15 @@ def Merak_AllGatherOp : Merak_Op<"all_gather", []> {
     `parts` the group size at run time). Several operands form one bucket,
     communicated as one message. With `parts = 1` it is the identity; the
     reference evaluator rejects `parts > 1`. ZeRO gathers the updated
-    parameter shards with it. Not `Pure`.
+    parameter shards with it; expert parallelism (merak-expert-parallel)
+    the tokens of the "ep" group and their expert ids (i64). Not `Pure`.
 
     ```mlir
     %p = merak.all_gather %shard group = "dp" : tensor<2048xf32> -> tensor<4096xf32>
     ```
   }];
-  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group);
-  let results = (outs Variadic<Merak_FloatTensor>:$results);
+  let arguments = (ins Variadic<Merak_GatherableTensor>:$inputs, StrAttr:$group);
+  let results = (outs Variadic<Merak_GatherableTensor>:$results);
   let assemblyFormat = [{
     $inputs `group` `=` $group attr-dict `:` type($inputs) `->` type($results)
   }];
@@ -253,7 +258,7 @@ def Merak_AllGatherStartOp : Merak_CollectiveStartOp<"all_gather_start"> {
     %p = merak.wait %r : tensor<4096xf32>
     ```
   }];
-  let arguments = (ins Variadic<Merak_FloatTensor>:$inputs, StrAttr:$group, I64Attr:$parts);
+  let arguments = (ins Variadic<Merak_GatherableTensor>:$inputs, StrAttr:$group, I64Attr:$parts);
   let assemblyFormat = [{
     $inputs `group` `=` $group `parts` `=` $parts attr-dict `:` type($inputs)
   }];

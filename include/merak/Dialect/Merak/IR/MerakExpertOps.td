@@ -31,16 +31,23 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
     `transpose_weight` flipped, with respect to `weight`
     `expert_matmul_grad_weight`; `experts` gets none.
 
+    With `first` (an i64 scalar, set by merak-expert-parallel), `weight`
+    holds experts `[first, first + E)` of a larger set and `experts` are
+    global ids: row s uses matrix `experts[s] - first`, and a row routed to
+    an expert outside that range (held by another rank) gives a zero row.
+
     ```mlir
     %y = merak.expert_matmul %x, %w[%e]
         : tensor<64x32xf32>, tensor<4x96x32xf32>, tensor<64xi64> -> tensor<64x96xf32>
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
-                       Merak_IntTensor:$experts, UnitAttr:$transpose_weight);
+                       Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
+                       UnitAttr:$transpose_weight);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight `[` $experts `]` (`transpose_weight` $transpose_weight^)? attr-dict
+    $input `,` $weight `[` $experts (`first` $first^ `:` type($first))? `]`
+    (`transpose_weight` $transpose_weight^)? attr-dict
     `:` type($input) `,` type($weight) `,` type($experts) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -59,7 +66,9 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
                       (transpose_weight: result[e, k, o])
     ```
 
-    The result has the weight's type `[E, O, K]` (`[E, K, O]`).
+    The result has the weight's type `[E, O, K]` (`[E, K, O]`). With
+    `first`, as for `merak.expert_matmul`: the result holds experts
+    `[first, first + E)` and the rows routed elsewhere add nothing.
 
     ```mlir
     %dw = merak.expert_matmul_grad_weight %x, %dy[%e]
@@ -67,10 +76,12 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
-                       Merak_IntTensor:$experts, UnitAttr:$transpose_weight);
+                       Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
+                       UnitAttr:$transpose_weight);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $grad `[` $experts `]` (`transpose_weight` $transpose_weight^)? attr-dict
+    $input `,` $grad `[` $experts (`first` $first^ `:` type($first))? `]`
+    (`transpose_weight` $transpose_weight^)? attr-dict
     `:` type($input) `,` type($grad) `,` type($experts) `->` type($result)
   }];
   let hasVerifier = 1;

@@ -88,8 +88,18 @@ constexpr llvm::StringLiteral kMeshAttr = "merak.mesh";
 /// The module's mesh; (1, 1, 1) without merak.mesh.
 struct DeviceMesh {
   int64_t dp = 1, tp = 1, pp = 1;
+  /// Expert parallelism, folded into dp (divides it; adds no ranks).
+  int64_t ep = 1;
 };
 DeviceMesh getMesh(ModuleOp module);
+/// The groups a collective may name: the mesh axes "dp", "tp", "pp", and
+/// under expert parallelism "ep" (the ranks splitting the experts) and
+/// "edp" (the ranks holding the same experts).
+inline bool isMeshGroup(llvm::StringRef g) {
+  return g == "dp" || g == "tp" || g == "pp" || g == "ep" || g == "edp";
+}
+/// isMeshGroup's names, for diagnostics.
+constexpr llvm::StringLiteral kMeshGroups = "\"dp\", \"tp\", \"pp\", \"ep\" or \"edp\"";
 /// On a @forward result: the logits are split over this group ("tp") on
 /// their last (class) axis -- merak-tensor-parallel's vocabulary
 /// parallelism; merak-attach-loss builds the vocab-parallel cross-entropy.
@@ -108,6 +118,9 @@ struct ShardLayout {
   /// to divide it (vocabulary parallelism: V rows in tp shards of
   /// ceil(V / tp), the last one padded with zero rows); 0: parts * local.
   int64_t size = 0;
+  /// The group whose ranks hold the parts: "tp", or "ep" (an expert weight
+  /// split on its expert axis by merak-expert-parallel).
+  std::string group = "tp";
 };
 
 /// The layout on `op`, if it has a well-formed kShardAttr.
@@ -143,6 +156,15 @@ Attribute zeroLayoutAttr(MLIRContext *ctx, const ZeroLayout &layout);
 /// `full` flattened and zero-padded to parts * ceil(N / parts) elements
 /// (merak.reshape, then merak.concat with zeros when N does not divide).
 Value buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts);
+/// Whether `param` is an expert weight split over "ep" (merak-expert-parallel).
+bool isExpertShard(Operation *param);
+/// The data-parallel mean of gradients `grads` (one bucket, one message):
+/// over "dp" (merak.all_reduce, mean), or for expert shards (`expert`) over
+/// "edp", the dp / ep ranks holding the same experts, divided by `ep`
+/// (each rank of an ep group computed its experts' gradient over the whole
+/// group's tokens).
+SmallVector<Value> buildGradientMean(OpBuilder &b, Location loc, ValueRange grads, bool expert,
+                                     int64_t ep);
 /// The inverse of buildZeroFlatten: the first N elements of `padded`
 /// reshaped to `fullType`.
 Value buildZeroUnflatten(OpBuilder &b, Location loc, Value padded, RankedTensorType fullType);

@@ -87,7 +87,9 @@ def MerakRecordMesh : Pass<"merak-record-mesh", "mlir::ModuleOp"> {
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
-    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
+    Option<"ep", "ep", "int64_t", /*default=*/"1",
+           "Expert-parallel ranks, folded into dp (must divide it)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }

@@ -147,4 +147,44 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
+  let summary = "[training] Expert parallelism: the experts split over the ep ranks";
+  let description = [{
+    Splits every Mixture-of-Experts weight of the model function `entry`
+    (the imported `@forward`, after merak-split-batch, before
+    merak-tensor-parallel and merak-attach-loss) over the `ep` ranks of an
+    expert-parallel group, Megatron-LM's way with its all-gather token
+    dispatcher. The ep group is `ep` consecutive data-parallel ranks (ep
+    divides dp, merak-record-mesh's `merak.mesh`); each rank holds E / ep
+    experts and its own tokens. Each `merak.expert_matmul %x, %w[%e]` whose
+    weight `%w` is a parameter `[E, ...]` read only by expert GEMMs becomes
+
+    ```
+    %xg = merak.all_gather %x group = "ep"        // the group's tokens
+    %eg = merak.all_gather %e group = "ep"        // and their expert ids
+    %first = merak.group_rank "ep" * (E / ep)     // this rank's first expert
+    %yl = merak.expert_matmul %xg, %w[%eg first %first]  // rows of its experts
+    %y = merak.reduce_scatter %yl group = "ep" reduction = "sum"
+    ```
+
+    The parameter gets the local `[E / ep, ...]` type and `merak.shard =
+    {axis = 0, parts = ep, group = "ep"}`. Every row is computed by exactly
+    one rank and is zero on the others, so the reduce-scatter returns each
+    rank its rows exactly (adding zeros). Autodiff turns the reduce-scatter
+    into an all-gather of the gradient and the all-gathers into
+    reduce-scatters; the weight's gradient then sums the whole group's
+    tokens, and merak-data-parallel averages it over the ranks holding the
+    same experts ("edp", dp / ep ranks) divided by ep. The all-gathers of
+    one value (the gate and up projections' input) are shared. Errors: E not
+    divisible by ep, a weight that is not a parameter (or is read by
+    anything else), a model without expert GEMMs.
+  }];
+  let options = [
+    Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function to shard">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 #endif // MERAK_DIALECT_MERAK_TRANSFORMS_SHARDINGPASSES_TD
