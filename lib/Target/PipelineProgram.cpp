@@ -398,7 +398,7 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   manifest.paramsInitBytes = initBytes.getInt();
   manifest.constsBytes = constsBytes.getInt();
   DeviceMesh mesh = getMesh(module);
-  manifest.mesh = {ranks, mesh.dp, mesh.tp};
+  manifest.mesh = {ranks, mesh.dp, mesh.tp, mesh.ep};
   if (!info.weightsFile.empty())
     manifest.weights = schema::Weights{info.weightsFile, info.weightsId};
   manifestOs << schema::dump(manifest);

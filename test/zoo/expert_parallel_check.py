@@ -1,0 +1,179 @@
+"""Expert parallelism (merak-compile --ep N) against the serial program.
+
+    $(scripts/venv-path.sh)/bin/python test/zoo/expert_parallel_check.py --bin build/bin \\
+        --workdir DIR [CHECK...]
+
+The models are test/zoo/zoo.py's scaled-down Hugging Face MoE models (4
+experts, top-2), exported with TorchScript at opset 17 with a batch of 8.
+Every parallel program trains 20 steps of AdamW (clip-norm 1.0, so the
+experts' squares are summed over the ep group) on the same sequential
+batches as the serial program; per-step loss relative error <= 1e-5:
+  ep2        Mixtral, --dp 2 --ep 2 (2 ranks, one ep group)
+  ep4        Mixtral, --dp 4 --ep 4 (4 ranks, one expert per rank)
+  ep2-dp4    Mixtral, --dp 4 --ep 2 (two ep groups; each expert's gradient
+             is averaged over its expert-data-parallel pair)
+  ep2-tp2    Mixtral, --dp 2 --ep 2 --tp 2 (attention tensor-parallel, the
+             experts replicated over tp)
+  ep2-pp2    Mixtral, --dp 2 --ep 2 --pp 2 --microbatches 2 (a MoE layer
+             in each stage; 1F1B)
+  gpt-oss    GPT-OSS (experts [E, in, out] with per-expert biases), --dp 2 --ep 2
+  aux        Mixtral with --moe-aux-loss 0.02: --dp 2 --ep 2 equals the
+             serial program with --microbatches 2 (each part of the batch
+             computes the aux loss over its own tokens)
+  resume     --dp 2 --ep 2: 10 steps with a checkpoint, resumed to 20, are
+             bitwise the uninterrupted run; the serial program (ep 1)
+             resumed from that checkpoint stays within 1e-6 of it
+  errors     --ep not dividing --dp, --ep on a dense model, --ep with --zero 1
+             and with --target cuda are errors naming the cause
+The checks can fail: "ep2" also compares against a serial run with another
+learning rate, which must differ by more than the tolerance.
+Ends with "N passed, M failed".
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+import zoo  # noqa: E402
+from check_runner import run_checks  # noqa: E402
+
+STEPS, TOL, BATCH = 20, 1e-5, 8
+OPT = ["--optimizer", "adamw", "--opt", "lr=3e-3", "--opt", "clip-norm=1.0"]
+
+
+def rel_err(a, b):
+    if len(a) != len(b):
+        return float("inf")
+    return max(abs(x - y) / abs(y) for x, y in zip(a, b))
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        self.data = zoo.Zoo(bin_dir, os.path.join(work, "data")).tokens_file
+        self.models, self.serial = {}, {}
+
+    def model(self, name):
+        """The model's ONNX export (batch 8 bound at compile time)."""
+        if name not in self.models:
+            d = os.path.join(self.work, name)
+            os.makedirs(d, exist_ok=True)
+            module, example = zoo.build(name)
+            path = os.path.join(d, "model.onnx")
+            zoo.export(module, example, path, "ts17")
+            self.models[name] = (path, zoo.non_parameter_initializers(path, module))
+        return self.models[name]
+
+    def compile(self, name, tag, flags, check=True):
+        path, frozen = self.model(name)
+        exe = os.path.join(self.work, name, "train-" + tag)
+        cmd = [os.path.join(self.bin_dir, "merak-compile"), path, "--input-shape",
+               "input_ids=%dx%d" % (BATCH, zoo.T)] + OPT + flags + ["-o", exe]
+        for f in frozen:
+            cmd += ["--frozen", f]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if check and p.returncode != 0:
+            raise RuntimeError("merak-compile %s failed:\n%s" % (" ".join(flags), p.stdout))
+        return exe if check else p
+
+    def train(self, exe, steps, ranks=1, extra=()):
+        metrics = exe + ".jsonl"
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        cmd = [exe, "--data", self.data, "--steps", str(steps), "--sampler", "sequential",
+               "--metrics", metrics] + list(extra)
+        if ranks > 1:
+            cmd = zoo.MPIRUN + ["-np", str(ranks)] + cmd
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        return [json.loads(line)["loss"] for line in open(metrics)]
+
+    def serial_losses(self, name, flags=()):
+        key = (name, tuple(flags))
+        if key not in self.serial:
+            tag = "serial" + "".join(f.strip("-") for f in flags)
+            self.serial[key] = self.train(self.compile(name, tag, list(flags)), STEPS)
+        return self.serial[key]
+
+
+def versus_serial(env, name, flags, ranks, serial_flags=()):
+    want = env.serial_losses(name, serial_flags)
+    tag = "".join(f.strip("-") for f in flags)
+    got = env.train(env.compile(name, tag, flags), STEPS, ranks)
+    err = rel_err(got, want)
+    return err <= TOL, "%s on %d ranks: losses %.5f -> %.5f, max rel err %.1e vs serial" % (
+        " ".join(flags), ranks, got[0], got[-1], err)
+
+
+def check_ep2(env):
+    ok, msg = versus_serial(env, "mixtral", ["--dp", "2", "--ep", "2"], 2)
+    other = env.train(env.compile("mixtral", "serial-lr", ["--opt", "lr=2e-3"]), STEPS)
+    got = env.train(os.path.join(env.work, "mixtral", "train-dp2ep2"), STEPS, 2)
+    sensitive = rel_err(got, other) > 10 * TOL
+    return ok and sensitive, msg + ("; a serial run at lr 2e-3 differs by %.1e" %
+                                    rel_err(got, other))
+
+
+def check_resume(env):
+    exe = env.compile("mixtral", "resume", ["--dp", "2", "--ep", "2"])
+    whole = env.train(exe, STEPS, 2)
+    ckpt = os.path.join(env.work, "mixtral", "ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    first = env.train(exe, STEPS // 2, 2, ["--checkpoint-dir", ckpt])
+    shutil.rmtree(ckpt + "-serial", ignore_errors=True)
+    shutil.copytree(ckpt, ckpt + "-serial")
+    second = env.train(exe, STEPS, 2, ["--checkpoint-dir", ckpt, "--resume"])
+    same = first + second == whole
+    # The serial program (ep 1) from the ep-2 checkpoint: the sums run in
+    # another order, so within 1e-6, not bitwise.
+    serial = env.compile("mixtral", "serial-resume", [])
+    later = env.train(serial, STEPS, 1, ["--checkpoint-dir", ckpt + "-serial", "--resume"])
+    err = rel_err(later, whole[STEPS // 2:])
+    return same and err <= 1e-6, (
+        "ep2 resume %s the uninterrupted run; serial (ep 1) resumed from the ep-2 "
+        "checkpoint: max rel err %.1e" % ("bitwise equals" if same else "DIFFERS from", err))
+
+
+def check_errors(env):
+    cases = [
+        (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
+        (["--dp", "2", "--ep", "2"], "llama", "needs a Mixture-of-Experts model"),
+        (["--dp", "2", "--ep", "2", "--zero", "1"], "mixtral", "--ep with --zero 1"),
+        (["--dp", "2", "--ep", "2", "--target", "cuda"], "mixtral", "--target cpu only"),
+    ]
+    bad = []
+    for flags, name, want in cases:
+        p = env.compile(name, "err", flags, check=False)
+        if p.returncode == 0 or want not in p.stdout or "error" not in p.stdout:
+            bad.append("%s: exit %d, %r" % (" ".join(flags), p.returncode, p.stdout[-300:]))
+    return not bad, "; ".join(bad) if bad else "%d bad meshes refused, naming the cause" % len(
+        cases)
+
+
+CHECKS = {
+    "ep2": check_ep2,
+    "ep4": lambda env: versus_serial(env, "mixtral", ["--dp", "4", "--ep", "4"], 4),
+    "ep2-dp4": lambda env: versus_serial(env, "mixtral", ["--dp", "4", "--ep", "2"], 4),
+    "ep2-tp2": lambda env: versus_serial(env, "mixtral", ["--dp", "2", "--ep", "2", "--tp", "2"],
+                                         4),
+    "ep2-pp2": lambda env: versus_serial(
+        env, "mixtral", ["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
+    "gpt-oss": lambda env: versus_serial(env, "gpt-oss", ["--dp", "2", "--ep", "2"], 2),
+    "aux": lambda env: versus_serial(env, "mixtral",
+                                     ["--dp", "2", "--ep", "2", "--moe-aux-loss", "0.02"], 2,
+                                     ["--microbatches", "2", "--moe-aux-loss", "0.02"]),
+    "resume": check_resume,
+    "errors": check_errors,
+}
+
+
+def main():
+    return run_checks(Env, lambda env, name: CHECKS[name](env), list(CHECKS))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
