@@ -31,6 +31,23 @@ LogicalResult kernels::eval(AllReduceOp, Operands in, Results out) {
   return success();
 }
 
+/// One rank holds every expert: a combine is the identity, a dispatch
+/// zeroes the rows of no expert this rank holds (ids outside [0,
+/// experts_per_rank) are an error, as in the runtime).
+LogicalResult kernels::eval(AllToAllOp op, Operands in, Results out) {
+  if (op.getParts() != 1)
+    return op.emitOpError("splits over ")
+           << op.getParts() << " ranks; the reference evaluator runs one";
+  const HostTensor &x = *in[0], &ids = *in[1];
+  int64_t rows = x.getShape()[0];
+  for (int64_t s = 0; s < rows; ++s)
+    if (int64_t e = ids.i()[s]; e < 0 || e >= op.getExpertsPerRank())
+      return op.emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
+                                          << op.getExpertsPerRank() << ")";
+  out.push_back(x);
+  return success();
+}
+
 /// The identity when `op` was built for one part; its other parts live on
 /// ranks the evaluator cannot run.
 static LogicalResult onePart(Operation *op, int64_t parts, Operands in, Results out) {

@@ -74,7 +74,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp) X(SoftmaxOp)                \
   X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp)       \
   X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp) X(AvgPool2DOp)      \
-  X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)                   \
+  X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp) X(AllToAllOp)     \
   MERAK_EVAL_PARTS_OPS(X) X(Conv2DBackwardDataOp) X(Conv2DBackwardFilterOp)    \
   X(MaxPool2DGradOp) X(AvgPool2DGradOp) X(GatherElementsGradOp)                \
   X(GeluGradOp) X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)        \

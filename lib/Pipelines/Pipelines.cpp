@@ -64,6 +64,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   if (o.ep > 1) {
     MerakExpertParallelOptions expertParallel;
     expertParallel.ep = o.ep;
+    expertParallel.dispatcher = o.moeDispatcher;
     pm.addPass(createMerakExpertParallel(expertParallel));
   }
   if (o.tp > 1) {

@@ -110,6 +110,12 @@ struct CommandLine {
                                "are split over groups of ep data-parallel ranks (divides --dp; "
                                "adds no processes)"),
                       cl::init(1), cl::cat(cat)};
+  cl::opt<std::string> moeDispatcher{
+      "moe-dispatcher",
+      cl::desc("With --ep: how tokens reach their experts' ranks: alltoall (each row sent to "
+               "the rank holding its expert; Megatron-LM's alltoall dispatcher) or allgather "
+               "(every rank gathers the group's tokens); the same values either way"),
+      cl::value_desc("alltoall|allgather"), cl::init("alltoall"), cl::cat(cat)};
   cl::opt<bool> vocabParallel{
       "vocab-parallel",
       cl::desc("With --tp: also split the vocabulary (tied embedding / LM head and the "
@@ -312,6 +318,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.dp = opts.dp;
   o.tp = opts.tp;
   o.ep = opts.ep;
+  o.moeDispatcher = opts.moeDispatcher;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;
   o.target = opts.target;

@@ -170,6 +170,9 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
     return fail("--ep " + std::to_string(opts.ep) + " must divide --dp " +
                 std::to_string(opts.dp) +
                 " (expert parallelism splits the experts over groups of ep data-parallel ranks)");
+  if (opts.moeDispatcher != "alltoall" && opts.moeDispatcher != "allgather")
+    return fail("--moe-dispatcher must be alltoall or allgather, got '" + opts.moeDispatcher +
+                "'");
   if (opts.ep > 1 && opts.zero != 0)
     return fail("--ep with --zero 1 is not supported yet (the experts' optimizer state "
                 "would be split over their expert-data-parallel group)");
@@ -239,6 +242,7 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.dp = opts.dp;
   p.tp = opts.tp;
   p.ep = opts.ep;
+  p.moeDispatcher = opts.moeDispatcher;
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;
   p.virtualStages =

@@ -175,6 +175,72 @@ void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int
   std::memmove(out, static_cast<const char *>(in) + rank * count * es, count * es);
 }
 
+void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *idsData,
+                    int64_t S, int64_t row, int64_t perRank, const void *in, void *out) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData); // i64
+  checkCollectiveType(t, "all_to_all");
+  const int size = zeroGroupSize(group, parts, "all_to_all");
+  const int me = size == 1 ? 0 : gComm->groupRank(axisOf(group));
+  const int64_t rowBytes = row * elemSize(t), experts = perRank * parts;
+  auto owner = [&](int64_t i, int64_t s) {
+    int64_t e = ids[i * S + s];
+    if (e < 0 || e >= experts)
+      fatal(("all_to_all: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
+             " of group rank " + std::to_string(i) + " out of range [0, " +
+             std::to_string(experts) + ")")
+                .c_str());
+    return e / perRank;
+  };
+  // Dispatch sends this rank's rows to their experts' ranks and receives
+  // from every rank i its rows of this rank's experts; combine reverses it.
+  // Either way a message holds rows in increasing s, blocks in rank order.
+  std::vector<int64_t> sendCounts(size, 0), recvCounts(size, 0);
+  for (int i = 0; i < size; ++i)
+    for (int64_t s = 0; s < S; ++s) {
+      if (owner(me, s) == i) // my row s lives on i
+        ++(combine ? recvCounts : sendCounts)[i];
+      if (owner(i, s) == me) // i's row s lives here
+        ++(combine ? sendCounts : recvCounts)[i];
+    }
+  static thread_local std::vector<char> send, recv;
+  int64_t sendRows = 0, recvRows = 0;
+  for (int i = 0; i < size; ++i) {
+    sendRows += sendCounts[i];
+    recvRows += recvCounts[i];
+  }
+  send.resize(static_cast<size_t>(sendRows * rowBytes));
+  recv.resize(static_cast<size_t>(recvRows * rowBytes));
+  const char *src = static_cast<const char *>(in);
+  char *dst = static_cast<char *>(out), *p = send.data();
+  for (int i = 0; i < size; ++i)
+    for (int64_t s = 0; s < S; ++s)
+      if (combine ? owner(i, s) == me : owner(me, s) == i) {
+        std::memcpy(p, src + (combine ? i * S + s : s) * rowBytes, rowBytes);
+        p += rowBytes;
+      }
+  if (size == 1) {
+    recv = send;
+  } else {
+    for (int i = 0; i < size; ++i) {
+      sendCounts[i] *= row;
+      recvCounts[i] *= row;
+    }
+    Comm::Request r = gComm->allToAllV(axisOf(group), send.data(), sendCounts.data(),
+                                       recv.data(), recvCounts.data(), commTypeOf(t));
+    waitOrAbort(r, combine ? "all-to-all combining the experts' rows"
+                           : "all-to-all dispatching tokens to their experts");
+  }
+  if (!combine)
+    std::memset(dst, 0, static_cast<size_t>(size * S * rowBytes));
+  p = recv.data();
+  for (int i = 0; i < size; ++i)
+    for (int64_t s = 0; s < S; ++s)
+      if (combine ? owner(me, s) == i : owner(i, s) == me) {
+        std::memcpy(dst + (combine ? s : i * S + s) * rowBytes, p, rowBytes);
+        p += rowBytes;
+      }
+}
+
 void groupRank(Group group, void *out) {
   int size = gComm ? gComm->groupSize(axisOf(group)) : 1;
   *static_cast<int64_t *>(out) = size == 1 ? 0 : gComm->groupRank(axisOf(group));

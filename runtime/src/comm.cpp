@@ -170,6 +170,9 @@ struct Comm::Impl {
     Axis axis = Axis::World;
     bool used = false;
     std::string error; // a failed post: reported by the wait
+    /// MPI_Ialltoallv's count and displacement arrays, which must live
+    /// until the exchange completes.
+    std::vector<int> counts;
   };
   std::vector<Slot> slots;
   std::vector<int> freeSlots;
@@ -669,6 +672,36 @@ Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
       impl_->add(id, rc, q, "MPI_Ireduce");
     }
   }
+  return Request{id};
+}
+
+Comm::Request Comm::allToAllV(Axis a, const void *send, const int64_t *sendCounts, void *recv,
+                              const int64_t *recvCounts, CommType t) {
+  const int n = groupSize(a);
+  int id = impl_->newSlot(a);
+  std::vector<int> &arrays = impl_->slots[id].counts;
+  arrays.assign(4 * static_cast<size_t>(n), 0);
+  int *sc = arrays.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;
+  int64_t sendAt = 0, recvAt = 0;
+  for (int g = 0; g < n; ++g) {
+    impl_->checkCount(sendCounts[g], "all-to-all");
+    impl_->checkCount(recvCounts[g], "all-to-all");
+    if (sendAt + sendCounts[g] > INT_MAX || recvAt + recvCounts[g] > INT_MAX)
+      impl_->abortJob(std::string("all-to-all over ") + axisName(a) +
+                          ": more than 2^31 - 1 elements in one exchange (use more ranks "
+                          "or smaller micro-batches)",
+                      1);
+    sc[g] = static_cast<int>(sendCounts[g]);
+    sd[g] = static_cast<int>(sendAt);
+    rc[g] = static_cast<int>(recvCounts[g]);
+    rd[g] = static_cast<int>(recvAt);
+    sendAt += sendCounts[g];
+    recvAt += recvCounts[g];
+  }
+  MPI_Request q = MPI_REQUEST_NULL;
+  const MPI_Datatype dt = mpiType(t);
+  int code = MPI_Ialltoallv(send, sc, sd, dt, recv, rc, rd, dt, impl_->comm(a), &q);
+  impl_->add(id, code, q, "MPI_Ialltoallv");
   return Request{id};
 }
 

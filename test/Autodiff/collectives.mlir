@@ -5,13 +5,15 @@
 // sum; VJP: the identity) and merak.tp_identity (VJP: all_reduce over tp,
 // here the identity) must both have the identity's derivative; so must
 // expert parallelism's merak.all_gather and merak.reduce_scatter over "ep"
-// (each other's VJP), with an i64 operand (the expert ids) that gets none.
+// (each other's VJP), with an i64 operand (the expert ids) that gets none,
+// and merak.all_to_all's dispatch and combine.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
 // CHECK: case 3: PASS
-// CHECK: gradcheck: all 4 cases passed
+// CHECK: case 4: PASS
+// CHECK: gradcheck: all 5 cases passed
 
 merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
 func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
@@ -73,6 +75,25 @@ func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
   %eg = merak.all_gather %e group = "ep" : tensor<3xi64> -> tensor<3xi64>
   %yl = merak.expert_matmul %xg, %k[%eg first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %y = merak.reduce_scatter %yl group = "ep" reduction = "sum" : tensor<3x2xf64> -> tensor<3x2xf64>
+  %t = merak.tanh %y : tensor<3x2xf64>
+  %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// The all-to-all dispatcher: dispatch, the expert GEMM, combine.
+merak.param @x : tensor<3x2xf64> = dense<[[0.5, -1.25], [0.75, 1.5], [-0.3, 0.8]]> : tensor<3x2xf64>
+merak.param @k : tensor<2x2x2xf64> = dense<[[[0.3, -0.7], [1.1, 0.2]], [[-0.4, 0.9], [0.6, -0.5]]]> : tensor<2x2x2xf64>
+func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
+  %e = merak.constant dense<[1, 0, 1]> : tensor<3xi64>
+  %first = merak.constant dense<0> : tensor<i64>
+  %x = merak.get_param @x : tensor<3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x2xf64>
+  %xr = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %yl = merak.expert_matmul %xr, %k[%e first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %y = merak.all_to_all %yl routed %e group = "ep" combine experts_per_rank = 2 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %t = merak.tanh %y : tensor<3x2xf64>
   %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>

@@ -20,6 +20,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
   aux        Mixtral with --moe-aux-loss 0.02: --dp 2 --ep 2 equals the
              serial program with --microbatches 2 (each part of the batch
              computes the aux loss over its own tokens)
+  allgather  --moe-dispatcher allgather (every rank gathers the group's
+             tokens) gives bitwise the losses of the default alltoall
+             dispatcher (merak.all_to_all), at --dp 4 --ep 2 and --ep 4
   resume     --dp 2 --ep 2: 10 steps with a checkpoint, resumed to 20, are
              bitwise the uninterrupted run; the serial program (ep 1)
              resumed from that checkpoint stays within 1e-6 of it
@@ -138,12 +141,27 @@ def check_resume(env):
         "checkpoint: max rel err %.1e" % ("bitwise equals" if same else "DIFFERS from", err))
 
 
+def check_allgather(env):
+    results = []
+    for ep in ("2", "4"):
+        flags = ["--dp", "4", "--ep", ep]
+        a2a = env.train(env.compile("mixtral", "a2a-ep" + ep, flags), STEPS, 4)
+        ag = env.train(env.compile("mixtral", "ag-ep" + ep, flags + ["--moe-dispatcher",
+                                                                      "allgather"]), STEPS, 4)
+        results.append((ep, a2a == ag and len(a2a) == STEPS, rel_err(ag, a2a)))
+    return all(ok for _, ok, _ in results), "; ".join(
+        "ep %s: allgather %s alltoall (max rel err %.1e)" % (
+            ep, "bitwise equals" if ok else "DIFFERS from", err) for ep, ok, err in results)
+
+
 def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
         (["--dp", "2", "--ep", "2"], "llama", "needs a Mixture-of-Experts model"),
         (["--dp", "2", "--ep", "2", "--zero", "1"], "mixtral", "--ep with --zero 1"),
         (["--dp", "2", "--ep", "2", "--target", "cuda"], "mixtral", "--target cpu only"),
+        (["--dp", "2", "--ep", "2", "--moe-dispatcher", "ring"], "mixtral",
+         "--moe-dispatcher must be alltoall or allgather"),
     ]
     bad = []
     for flags, name, want in cases:
@@ -166,6 +184,7 @@ CHECKS = {
     "aux": lambda env: versus_serial(env, "mixtral",
                                      ["--dp", "2", "--ep", "2", "--moe-aux-loss", "0.02"], 2,
                                      ["--microbatches", "2", "--moe-aux-loss", "0.02"]),
+    "allgather": check_allgather,
     "resume": check_resume,
     "errors": check_errors,
 }

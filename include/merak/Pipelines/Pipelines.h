@@ -45,6 +45,7 @@ struct PipelineOptions {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtualStages = 1;
   // ep: expert-parallel ranks, folded into dp (merak-expert-parallel).
   int64_t ep = 1;
+  std::string moeDispatcher = "alltoall"; ///< alltoall or allgather
   bool vocabParallel = false, vocabParallelFallback = false;
   int64_t zero = 0;
   int64_t bucketBytes = 25 * 1024 * 1024;

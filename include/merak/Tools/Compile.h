@@ -44,6 +44,8 @@ struct CompileOptions {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   /// --ep: expert-parallel ranks, folded into dp (divides it).
   int64_t ep = 1;
+  /// --moe-dispatcher: alltoall (merak.all_to_all) or allgather.
+  std::string moeDispatcher = "alltoall";
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"
   /// (merak::rt::gpu, a GPU per rank; --dp/--tp/--zero, no pipelines yet).
   std::string target = "cpu";

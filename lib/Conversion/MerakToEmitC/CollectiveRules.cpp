@@ -107,6 +107,17 @@ FailureOr<Lowering> emitc_lowering::rule(AllGatherOp g, Emitter &e, LoweringCont
   return emitIf(addTriples(call, e, g, g.getInputs(), g.getResults(), false), call);
 }
 
+FailureOr<Lowering> emitc_lowering::rule(AllToAllOp a, Emitter &e, LoweringContext &) {
+  PTR(x, a.getInput());
+  PTR(ids, a.getExperts());
+  PTR(y, a.getResult());
+  auto in = cast<RankedTensorType>(a.getInput().getType());
+  e.call(kernels::expertAllToAll).lit(groupLiteral(a.getGroup())).dtype(in)
+      .boolean(a.getCombine()).i64(a.getParts()).ptr(ids).i64(a.getLocalRows())
+      .i64(in.getDimSize(1)).i64(a.getExpertsPerRank()).ptr(x).ptr(y).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(GroupRankOp g, Emitter &e, LoweringContext &) {
   PTR(y, g.getResult());
   e.call(kernels::groupRank).lit(groupLiteral(g.getGroup())).ptr(y).emit();

@@ -165,6 +165,13 @@ public:
   /// slot (recv + groupRank*countPerRank elements): in place.
   Request allGather(Axis a, const void *send, void *recv, int64_t countPerRank,
                     CommType t);
+  /// Personalised exchange (MPI_Alltoallv): send holds, for each group rank
+  /// g in order, sendCounts[g] elements for g; recv gets, for each g in
+  /// order, recvCounts[g] elements from g. Both count arrays have groupSize
+  /// entries and must agree across the group (g's sendCounts[me] ==
+  /// my recvCounts[g]). Expert parallelism's token dispatch and combine.
+  Request allToAllV(Axis a, const void *send, const int64_t *sendCounts, void *recv,
+                    const int64_t *recvCounts, CommType t);
   /// recv (countPerRank) = sum over the group of send[groupRank*countPerRank
   /// ..] (send holds groupSize*countPerRank). send and recv must not overlap.
   Request reduceScatterSum(Axis a, const void *send, void *recv,

@@ -93,3 +93,35 @@ merak.param @d : tensor<2xf32> = dense<0.0> : tensor<2xf32> {merak.zero = {parts
 merak.param @ok : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>, merak.zero = #merak.zero<parts = 2, shape = [2]>}
 // expected-error @+1 {{malformed merak.shard}}
 merak.param @s : tensor<1xf32> = dense<0.0> : tensor<1xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>, merak.zero = #merak.zero<parts = 2, shape = [2]>}
+
+// -----
+
+func.func @all_to_all_rows(%x: tensor<16x8xf32>, %e: tensor<30xi64>) -> tensor<30x8xf32> {
+  // expected-error @+1 {{the group's 30 rows are not a multiple of this rank's 16}}
+  %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 : tensor<16x8xf32>, tensor<30xi64> -> tensor<30x8xf32>
+  return %y : tensor<30x8xf32>
+}
+
+// -----
+
+func.func @all_to_all_ids(%x: tensor<32x8xf32>, %e: tensor<16xi64>) -> tensor<16x8xf32> {
+  // expected-error @+1 {{the input must have one row per expert id (16), got 32}}
+  %y = merak.all_to_all %x routed %e group = "ep" combine experts_per_rank = 2 : tensor<32x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}
+
+// -----
+
+func.func @all_to_all_width(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<32x4xf32> {
+  // expected-error @+1 {{input and result must have one element type and row width}}
+  %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x4xf32>
+  return %y : tensor<32x4xf32>
+}
+
+// -----
+
+func.func @expert_first_scalar(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>, %e: tensor<4xi64>, %f: tensor<1xi64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{first must be a scalar tensor<i64>}}
+  %y = merak.expert_matmul %x, %w[%e first %f : tensor<1xi64>] : tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<4xi64> -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}

@@ -10,7 +10,9 @@
 // all-gather and a reduce-scatter (sum) over "ep", each other's transpose:
 // the gradient of an all-gather is the reduce-scatter (sum) of the incoming
 // gradient (every rank's copy of a rank's rows contributed), that of a
-// reduce-scatter the all-gather of the incoming parts.
+// reduce-scatter the all-gather of the incoming parts. Its all-to-all
+// dispatch and combine (merak.all_to_all) are likewise each other's
+// transpose.
 //
 //===----------------------------------------------------------------------===//
 #include "VJPRules.h"
@@ -50,6 +52,16 @@ LogicalResult rule(AllGatherOp op, Emitter &e, ValueRange g, Grads &out) {
                                                 ValueRange{grad}, "ep", "sum")
                             .getResult(0)
                       : Value());
+  return success();
+}
+
+LogicalResult rule(AllToAllOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value back;
+  if (g[0])
+    back = AllToAllOp::create(e.b, e.loc, op.getInput().getType(), g[0], op.getExperts(),
+                              op.getGroupAttr(), op.getCombine() ? UnitAttr() : e.b.getUnitAttr(),
+                              op.getExpertsPerRankAttr());
+  out.assign({back, Value()});
   return success();
 }
 

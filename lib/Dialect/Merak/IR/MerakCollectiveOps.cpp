@@ -121,6 +121,38 @@ int64_t AllGatherOp::getParts() {
   return leadingRatio(getResults()[0].getType(), getInputs()[0].getType());
 }
 
+LogicalResult AllToAllOp::verify() {
+  if (!isMeshGroup(getGroup()))
+    return emitOpError("group must be ") << kMeshGroups << ", got \"" << getGroup() << "\"";
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getRank() != 2 || out.getRank() != 2 || ids.getRank() != 1)
+    return emitOpError("expects rows (rank 2) in and out and one expert id per row of the "
+                       "group (rank 1)");
+  if (in.getElementType() != out.getElementType() || in.getDimSize(1) != out.getDimSize(1))
+    return emitOpError("input and result must have one element type and row width");
+  RankedTensorType all = getCombine() ? in : out, mine = getCombine() ? out : in;
+  if (all.getDimSize(0) != ids.getDimSize(0))
+    return emitOpError("the ") << (getCombine() ? "input" : "result") << " must have one row "
+                               << "per expert id (" << ids.getDimSize(0) << "), got "
+                               << all.getDimSize(0);
+  if (mine.getDimSize(0) < 1 || ids.getDimSize(0) % mine.getDimSize(0) != 0)
+    return emitOpError("the group's ") << ids.getDimSize(0) << " rows are not a multiple of "
+                                       << "this rank's " << mine.getDimSize(0);
+  if (getExpertsPerRank() < 1)
+    return emitOpError("experts_per_rank must be at least 1");
+  return success();
+}
+
+int64_t AllToAllOp::getLocalRows() {
+  return cast<RankedTensorType>(getCombine() ? getType() : getInput().getType()).getDimSize(0);
+}
+
+int64_t AllToAllOp::getParts() {
+  return cast<RankedTensorType>(getExperts().getType()).getDimSize(0) / getLocalRows();
+}
+
 LogicalResult LocalShardOp::verify() {
   return verifyLeadingSplit(*this, getGroup(), TypeRange{getInput().getType()},
                             TypeRange{getResult().getType()}, "operand", "result");

@@ -10,8 +10,12 @@
 //
 // W becomes this rank's E/ep experts (merak.shard axis 0, group "ep"). A
 // row of another rank's expert is a zero row here, so the sum of the
-// reduce-scatter is exact. The all-gathers of one value and the `first`
-// of one E/ep are built once, before the first GEMM that reads them.
+// reduce-scatter is exact. With the all-to-all dispatcher (the default)
+// the all-gather of x and the reduce-scatter become merak.all_to_all's
+// dispatch and combine, which move only the rows each rank's experts need
+// and give the same values; the ids are all-gathered either way. The
+// all-gathers and dispatches of one value and the `first` of one E/ep are
+// built once, before the first GEMM that reads them.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -47,6 +51,11 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     ModuleOp module = getOperation();
     if (ep < 1) {
       module.emitError("merak-expert-parallel: ep must be at least 1, got ") << (int64_t)ep;
+      return signalPassFailure();
+    }
+    if (dispatcher != "alltoall" && dispatcher != "allgather") {
+      module.emitError("merak-expert-parallel: dispatcher must be alltoall or allgather, got '")
+          << dispatcher << "'";
       return signalPassFailure();
     }
     if (ep == 1)
@@ -167,6 +176,22 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     return first;
   }
 
+  /// `op`'s input dispatched to the experts' ranks by the gathered ids `e`,
+  /// built once per (input, ids) before the first GEMM reading it.
+  Value dispatched(ExpertMatmulOp op, Value e, int64_t perRank) {
+    Value x = op.getInput();
+    auto key = std::make_pair(x, e);
+    if (Value done = dispatches.lookup(key))
+      return done;
+    OpBuilder b(op);
+    Value d = AllToAllOp::create(b, op.getLoc(), scaleLeading(tensorOf(x), ep, 1), x, e,
+                                 b.getStringAttr("ep"), UnitAttr(),
+                                 b.getI64IntegerAttr(perRank))
+                  .getResult();
+    dispatches[key] = d;
+    return d;
+  }
+
   void rewrite(ExpertMatmulOp op) {
     auto fn = op->getParentOfType<func::FuncOp>();
     Location loc = op.getLoc();
@@ -177,20 +202,28 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
                                                          b.getI64Type()),
                            ids);
     }
-    Value x = gathered(op.getInput()), e = gathered(ids);
-    Value first = firstExpert(fn, loc, tensorOf(op.getWeight()).getDimSize(0));
+    const int64_t perRank = tensorOf(op.getWeight()).getDimSize(0);
+    Value e = gathered(ids);
+    Value first = firstExpert(fn, loc, perRank);
+    const bool allToAll = dispatcher == "alltoall";
+    Value x = allToAll ? dispatched(op, e, perRank) : gathered(op.getInput());
     OpBuilder b(op);
     RankedTensorType rows = tensorOf(op.getResult());
     Value local = ExpertMatmulOp::create(b, loc, scaleLeading(rows, ep, 1), x, op.getWeight(), e,
                                          first, op.getTransposeWeight());
     Value mine =
-        ReduceScatterOp::create(b, loc, TypeRange{rows}, ValueRange{local}, "ep", "sum")
-            .getResult(0);
+        allToAll
+            ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),
+                                 b.getI64IntegerAttr(perRank))
+                  .getResult()
+            : ReduceScatterOp::create(b, loc, TypeRange{rows}, ValueRange{local}, "ep", "sum")
+                  .getResult(0);
     op.getResult().replaceAllUsesWith(mine);
     op.erase();
   }
 
   DenseMap<Value, Value> gathers;
+  DenseMap<std::pair<Value, Value>, Value> dispatches;
   DenseMap<int64_t, Value> firsts;
 };
 } // namespace

@@ -111,6 +111,55 @@ def Merak_AllGatherOp : Merak_Op<"all_gather", []> {
   let hasVerifier = 1;
 }
 
+def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
+  let summary = "Expert parallelism's token dispatch or combine (one all-to-all)";
+  let description = [{
+    The rows of a Mixture-of-Experts layer travel to the rank that holds
+    their expert and back. `experts` holds the group's `parts * S` global
+    expert ids (group rank i's S rows at `[i * S, (i + 1) * S)`: the
+    all-gather of every rank's ids), and group rank j holds experts
+    `[j * experts_per_rank, (j + 1) * experts_per_rank)`.
+
+    - Dispatch (`input` `[S, K]`, result `[parts * S, K]`): result row
+      `i * S + s` is group rank i's row s when this rank holds that row's
+      expert, and zero otherwise: the all-gather of the inputs with the
+      rows of other ranks' experts left out.
+    - Combine (`combine`; `input` `[parts * S, O]`, result `[S, O]`):
+      result row s is row `me * S + s` of the rank holding that row's
+      expert: the reduce-scatter (sum) of inputs that are zero outside each
+      rank's experts, with the zeros left out.
+
+    Each row crosses the network once (to one rank), where the all-gather
+    moves every row to every rank. The two forms are each other's
+    transpose: the gradient of a dispatch is the combine of the incoming
+    gradient, and the reverse; `experts` gets none. With `parts = 1` (and
+    in the reference evaluator) a dispatch zeroes the rows of no expert and
+    a combine is the identity. CPU: `MPI_Alltoallv`. Not `Pure`.
+
+    ```mlir
+    %xr = merak.all_to_all %x routed %ids group = "ep" experts_per_rank = 2
+        : tensor<16x64xf32>, tensor<32xi64> -> tensor<32x64xf32>
+    %y = merak.all_to_all %yr routed %ids group = "ep" combine experts_per_rank = 2
+        : tensor<32x64xf32>, tensor<32xi64> -> tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
+                       UnitAttr:$combine, I64Attr:$experts_per_rank);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `routed` $experts `group` `=` $group (`combine` $combine^)?
+    `experts_per_rank` `=` $experts_per_rank attr-dict
+    `:` type($input) `,` type($experts) `->` type($result)
+  }];
+  let extraClassDeclaration = !strconcat([{
+    /// Ranks of the group (the ids' rows over this rank's S rows).
+    int64_t getParts();
+    /// S: this rank's rows.
+    int64_t getLocalRows();
+  }], Merak_FlopsAndBytesCost);
+  let hasVerifier = 1;
+}
+
 def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
   let summary = "This rank's part of a replicated tensor (no communication)";
   let description = [{

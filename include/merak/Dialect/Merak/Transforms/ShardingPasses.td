@@ -175,12 +175,20 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     reduce-scatters; the weight's gradient then sums the whole group's
     tokens, and merak-data-parallel averages it over the ranks holding the
     same experts ("edp", dp / ep ranks) divided by ep. The all-gathers of
-    one value (the gate and up projections' input) are shared. Errors: E not
-    divisible by ep, a weight that is not a parameter (or is read by
-    anything else), a model without expert GEMMs.
+    one value (the gate and up projections' input) are shared.
+
+    `dispatcher = "alltoall"` (the default; Megatron-LM's alltoall token
+    dispatcher) replaces the all-gather of `%x` and the reduce-scatter by
+    `merak.all_to_all` dispatch and combine routed by `%eg`: each row goes
+    only to the rank holding its expert (1/ep of the all-gather's bytes when
+    routing is balanced), with the same values. `"allgather"` keeps the
+    form above. Errors: E not divisible by ep, a weight that is not a
+    parameter (or is read by anything else), a model without expert GEMMs.
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
+    Option<"dispatcher", "dispatcher", "std::string", /*default=*/"\"alltoall\"",
+           "Token dispatcher: alltoall (merak.all_to_all) or allgather">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];

@@ -1,0 +1,46 @@
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel=ep=2 -verify-diagnostics
+
+// 3 experts do not split over 2 ranks.
+merak.param @w : tensor<3x4x8xf32> = dense<0.5> : tensor<3x4x8xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x4xf32> {
+  %w = merak.get_param @w : tensor<3x4x8xf32>
+  // expected-error @+1 {{merak-expert-parallel: 3 experts do not divide by --ep 2}}
+  %y = merak.expert_matmul %x, %w[%e] : tensor<16x8xf32>, tensor<3x4x8xf32>, tensor<16xi64> -> tensor<16x4xf32>
+  return %y : tensor<16x4xf32>
+}
+
+// -----
+
+// The expert weight is read by something else too.
+merak.param @w : tensor<4x4x8xf32> = dense<0.5> : tensor<4x4x8xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> (tensor<16x4xf32>, tensor<4x4x8xf32>) {
+  // expected-error @+1 {{the expert weight @w is read here other than as an expert GEMM's weight}}
+  %w = merak.get_param @w : tensor<4x4x8xf32>
+  %y = merak.expert_matmul %x, %w[%e] : tensor<16x8xf32>, tensor<4x4x8xf32>, tensor<16xi64> -> tensor<16x4xf32>
+  %z = merak.exp %w : tensor<4x4x8xf32>
+  return %y, %z : tensor<16x4xf32>, tensor<4x4x8xf32>
+}
+
+// -----
+
+// A computed weight is not a parameter.
+merak.param @w : tensor<4x4x8xf32> = dense<0.5> : tensor<4x4x8xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x4xf32> {
+  %w = merak.get_param @w : tensor<4x4x8xf32>
+  %w2 = merak.exp %w : tensor<4x4x8xf32>
+  // expected-error @+1 {{the expert weight is not a parameter}}
+  %y = merak.expert_matmul %x, %w2[%e] : tensor<16x8xf32>, tensor<4x4x8xf32>, tensor<16xi64> -> tensor<16x4xf32>
+  return %y : tensor<16x4xf32>
+}
+
+// -----
+
+// A dense model.
+merak.param @w : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+// expected-error @+1 {{--ep 2 needs a Mixture-of-Experts model, but @forward has no expert GEMM}}
+func.func @forward(%x: tensor<16x8xf32>) -> tensor<16x4xf32> {
+  %w = merak.get_param @w : tensor<4x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %y = merak.matmul %x, %t : tensor<16x8xf32>, tensor<8x4xf32> -> tensor<16x4xf32>
+  return %y : tensor<16x4xf32>
+}

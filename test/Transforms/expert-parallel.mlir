@@ -1,0 +1,42 @@
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel=ep=2 | FileCheck %s
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 dispatcher=allgather" | FileCheck %s --check-prefix=AG
+
+// A Mixture-of-Experts MLP under expert parallelism: both expert weights
+// hold this rank's 2 of 4 experts (merak.shard axis 0 over "ep"); the ids
+// are all-gathered once, the first expert is group_rank("ep") * 2, the
+// input is dispatched once for the gate/up GEMM (merak.all_to_all), and
+// each GEMM's rows go back by a combine.
+// CHECK-DAG: merak.param @gate_up : tensor<2x24x8xf32> = dense<5.000000e-01> : tensor<4x24x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep">}
+// CHECK-DAG: merak.param @down : tensor<2x8x12xf32> = dense<5.000000e-01> : tensor<4x8x12xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep">}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[R:.*]] = merak.group_rank group = "ep" : tensor<i64>
+// CHECK: %[[N:.*]] = merak.constant dense<2> : tensor<i64>
+// CHECK: %[[FIRST:.*]] = merak.mul %[[R]], %[[N]]
+// CHECK: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
+// CHECK: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x8xf32>
+// CHECK: %[[H:.*]] = merak.expert_matmul %[[XR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>] : tensor<32x8xf32>, tensor<2x24x8xf32>, tensor<32xi64> -> tensor<32x24xf32>
+// CHECK: merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x24xf32>, tensor<32xi64> -> tensor<16x24xf32>
+// CHECK: %[[MR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x12xf32>, tensor<32xi64> -> tensor<32x12xf32>
+// CHECK: %[[D:.*]] = merak.expert_matmul %[[MR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>]
+// CHECK: merak.all_to_all %[[D]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x8xf32>, tensor<32xi64> -> tensor<16x8xf32>
+// CHECK-NOT: merak.all_to_all
+
+// The all-gather dispatcher: the input all-gathered, the rows reduce-scattered.
+// AG-LABEL: func.func @forward
+// AG-DAG: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
+// AG-DAG: %[[XG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16x8xf32> -> tensor<32x8xf32>
+// AG: %[[H:.*]] = merak.expert_matmul %[[XG]], %{{.*}}[%[[EG]] first %{{.*}} : tensor<i64>]
+// AG: merak.reduce_scatter %[[H]] group = "ep" reduction = "sum" : tensor<32x24xf32> -> tensor<16x24xf32>
+// AG-NOT: merak.all_to_all
+merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
+merak.param @down : tensor<4x8x12xf32> = dense<0.5> : tensor<4x8x12xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x8xf32> {
+  %wu = merak.get_param @gate_up : tensor<4x24x8xf32>
+  %wd = merak.get_param @down : tensor<4x8x12xf32>
+  %h = merak.expert_matmul %x, %wu[%e] : tensor<16x8xf32>, tensor<4x24x8xf32>, tensor<16xi64> -> tensor<16x24xf32>
+  %g = merak.slice %h starts = [0, 0] limits = [16, 12] strides = [1, 1] : tensor<16x24xf32> to tensor<16x12xf32>
+  %u = merak.slice %h starts = [0, 12] limits = [16, 24] strides = [1, 1] : tensor<16x24xf32> to tensor<16x12xf32>
+  %m = merak.mul %g, %u : tensor<16x12xf32>, tensor<16x12xf32>
+  %y = merak.expert_matmul %m, %wd[%e] : tensor<16x12xf32>, tensor<4x8x12xf32>, tensor<16xi64> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}
