@@ -173,9 +173,6 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeDispatcher != "alltoall" && opts.moeDispatcher != "allgather")
     return fail("--moe-dispatcher must be alltoall or allgather, got '" + opts.moeDispatcher +
                 "'");
-  if (opts.ep > 1 && opts.zero != 0)
-    return fail("--ep with --zero 1 is not supported yet (the experts' optimizer state "
-                "would be split over their expert-data-parallel group)");
   if (opts.ep > 1 && opts.target != "cpu")
     return fail("--ep is supported on --target cpu only (the CUDA target has no expert "
                 "GEMM kernel yet)");

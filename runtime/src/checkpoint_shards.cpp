@@ -48,7 +48,7 @@ CheckpointShard checkpointShard(const Manifest &m, const char *P, const RankPlac
       continue;
     if (!place.writesStage(t) || !place.writes(t))
       continue;
-    Piece p = pieceOf(t, place.partOf(t), place.dp);
+    Piece p = pieceOf(t, place.partOf(t), place.zeroPartOf(t));
     shard.tensors.push_back({t.name, t.dtype, p.storedShape(), P + t.offset});
     if (p.whole())
       continue;
@@ -149,7 +149,7 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
                                ")");
       continue;
     }
-    Piece mine = pieceOf(t, place.partOf(t), place.dp);
+    Piece mine = pieceOf(t, place.partOf(t), place.zeroPartOf(t));
     uint64_t es = dtypeSize(t.dtype), covered = 0;
     for (const Stored &s : it->second) {
       if (s.tensor->dtype != t.dtype)

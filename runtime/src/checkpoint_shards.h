@@ -45,6 +45,9 @@ struct RankPlace {
   /// This rank's part of a sharded `t`: its ep rank for an expert shard,
   /// its tp rank otherwise.
   int partOf(const ManifestTensor &t) const { return t.expertShard ? dp % ep : tp; }
+  /// This rank's ZeRO part of a ZeRO-split `t`: its dp rank, or for an
+  /// expert shard its rank in the expert-data-parallel group (dp / ep).
+  int zeroPartOf(const ManifestTensor &t) const { return t.expertShard ? dp / ep : dp; }
   /// Whether this rank writes `t` to a checkpoint: tensors replicated over
   /// a group are written by its rank 0 (an expert shard is replicated over
   /// tp and over the expert-data-parallel group, dp / ep).

@@ -120,13 +120,16 @@ void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t 
 }
 
 /// A param's ZeRO-1 "zero" {"parts"} and "global_shape" (see program.h).
-void checkZero(const schema::Tensor &v, ManifestTensor &t, int64_t dp, const std::string &where) {
+void checkZero(const schema::Tensor &v, ManifestTensor &t, int64_t dp, int64_t ep,
+               const std::string &where) {
   if (!v.zero)
     return;
   t.zeroParts = v.zero->parts;
-  if (t.zeroParts != dp)
-    fail(where + ": zero.parts " + std::to_string(t.zeroParts) + " differs from mesh.dp " +
-         std::to_string(dp));
+  // An expert shard's state is split over its expert-data-parallel group.
+  int64_t parts = t.expertShard ? dp / ep : dp;
+  if (t.zeroParts != parts)
+    fail(where + ": zero.parts " + std::to_string(t.zeroParts) + " differs from " +
+         (t.expertShard ? "mesh.dp / mesh.ep " : "mesh.dp ") + std::to_string(parts));
   if (!t.sharded()) { // (a shard's state: read by checkShard)
     if (!v.globalShape)
       fail(where + ": missing \"global_shape\"");
@@ -256,7 +259,7 @@ Manifest check(const schema::Program &p) {
   for (size_t i = 0; i < m.params.size(); ++i) {
     std::string where = "params[" + std::to_string(i) + "] ('" + m.params[i].name + "')";
     checkShard(p.params[i], m.params[i], m.meshTp, m.meshEp, where);
-    checkZero(p.params[i], m.params[i], m.meshDp, where);
+    checkZero(p.params[i], m.params[i], m.meshDp, m.meshEp, where);
   }
   const schema::Defaults &d = p.defaults;
   if (auto lr = d.hparams.find("lr"); lr != d.hparams.end()) {

@@ -16,6 +16,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              experts replicated over tp)
   ep2-pp2    Mixtral, --dp 2 --ep 2 --pp 2 --microbatches 2 (a MoE layer
              in each stage; 1F1B)
+  ep2-zero   Mixtral, --dp 4 --ep 2 --zero 1 (the experts' optimizer state
+             split over their expert-data-parallel pair, the rest over dp)
+  ep2-pp2-zero  Mixtral, --dp 4 --ep 2 --pp 2 --microbatches 2 --zero 1 (8 ranks)
   gpt-oss    GPT-OSS (experts [E, in, out] with per-expert biases), --dp 2 --ep 2
   aux        Mixtral with --moe-aux-loss 0.02: --dp 2 --ep 2 equals the
              serial program with --microbatches 2 (each part of the batch
@@ -26,8 +29,8 @@ batches as the serial program; per-step loss relative error <= 1e-5:
   resume     --dp 2 --ep 2: 10 steps with a checkpoint, resumed to 20, are
              bitwise the uninterrupted run; the serial program (ep 1)
              resumed from that checkpoint stays within 1e-6 of it
-  errors     --ep not dividing --dp, --ep on a dense model, --ep with --zero 1
-             and with --target cuda are errors naming the cause
+  errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
+             cuda and an unknown --moe-dispatcher are errors naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
 learning rate, which must differ by more than the tolerance.
 Ends with "N passed, M failed".
@@ -158,7 +161,6 @@ def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
         (["--dp", "2", "--ep", "2"], "llama", "needs a Mixture-of-Experts model"),
-        (["--dp", "2", "--ep", "2", "--zero", "1"], "mixtral", "--ep with --zero 1"),
         (["--dp", "2", "--ep", "2", "--target", "cuda"], "mixtral", "--target cpu only"),
         (["--dp", "2", "--ep", "2", "--moe-dispatcher", "ring"], "mixtral",
          "--moe-dispatcher must be alltoall or allgather"),
@@ -180,6 +182,11 @@ CHECKS = {
                                          4),
     "ep2-pp2": lambda env: versus_serial(
         env, "mixtral", ["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
+    "ep2-zero": lambda env: versus_serial(
+        env, "mixtral", ["--dp", "4", "--ep", "2", "--zero", "1"], 4),
+    "ep2-pp2-zero": lambda env: versus_serial(
+        env, "mixtral",
+        ["--dp", "4", "--ep", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], 8),
     "gpt-oss": lambda env: versus_serial(env, "gpt-oss", ["--dp", "2", "--ep", "2"], 2),
     "aux": lambda env: versus_serial(env, "mixtral",
                                      ["--dp", "2", "--ep", "2", "--moe-aux-loss", "0.02"], 2,

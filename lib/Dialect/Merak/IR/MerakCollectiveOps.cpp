@@ -210,14 +210,19 @@ bool mlir::merak::isExpertShard(Operation *param) {
 SmallVector<Value> mlir::merak::buildGradientMean(OpBuilder &b, Location loc, ValueRange grads,
                                                   bool expert, int64_t ep) {
   auto ar = AllReduceOp::create(b, loc, grads, expert ? "edp" : "dp", "mean");
-  SmallVector<Value> out(ar.getResults());
   if (!expert || ep == 1)
-    return out;
-  for (Value &v : out) {
+    return SmallVector<Value>(ar.getResults());
+  return buildScaled(b, loc, ar.getResults(), 1.0 / ep);
+}
+
+SmallVector<Value> mlir::merak::buildScaled(OpBuilder &b, Location loc, ValueRange values,
+                                            double factor) {
+  SmallVector<Value> out;
+  for (Value v : values) {
     auto scalar = RankedTensorType::get({}, cast<RankedTensorType>(v.getType()).getElementType());
-    Value inv = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(scalar.getElementType(), 1.0 / ep)));
-    v = MulOp::create(b, loc, v, inv);
+    Value c = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(scalar.getElementType(), factor)));
+    out.push_back(MulOp::create(b, loc, v, c));
   }
   return out;
 }

@@ -74,11 +74,9 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
       Operation *param = SymbolTable::lookupSymbolIn(module, name.getValue().drop_front(5));
       return param && isExpertShard(param);
     };
-    if (zero && llvm::any_of(llvm::seq<unsigned>(1, ret.getNumOperands()), isExpertGrad)) {
-      fn.emitError("merak-data-parallel: ZeRO (zero = 1) with expert parallelism is not "
-                   "supported yet (the experts' optimizer state would be split over \"edp\")");
-      return signalPassFailure();
-    }
+    // ZeRO splits an expert shard's gradient over its "edp" group (none
+    // when that is one rank: dp == ep).
+    auto zeroParts = [&](bool expert) -> int64_t { return !zero ? 1 : expert ? dp / ep : dp; };
 
     DenseMap<Value, Value> averaged;
     SmallVector<Value> buckets[2]; // [expert shards?]
@@ -97,18 +95,22 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&block);
-      if (zero) {
-        // ZeRO-1: flattened, padded to dp parts, reduce-scattered: this
+      if (int64_t n = zeroParts(expert); n > 1) {
+        // ZeRO-1: flattened, padded to n parts, reduce-scattered: this
         // rank keeps its part of every averaged gradient.
         SmallVector<Value> flat;
         SmallVector<Type> parts;
         for (Value g : bucket) {
-          flat.push_back(buildZeroFlatten(b, fn.getLoc(), g, dp));
+          flat.push_back(buildZeroFlatten(b, fn.getLoc(), g, n));
           auto t = cast<RankedTensorType>(flat.back().getType());
-          parts.push_back(RankedTensorType::get({t.getDimSize(0) / dp}, t.getElementType()));
+          parts.push_back(RankedTensorType::get({t.getDimSize(0) / n}, t.getElementType()));
         }
-        auto rs = ReduceScatterOp::create(b, fn.getLoc(), parts, flat, "dp", "mean");
-        for (auto [from, to] : llvm::zip(bucket, rs.getResults()))
+        auto rs = ReduceScatterOp::create(b, fn.getLoc(), parts, flat, expert ? "edp" : "dp",
+                                          "mean");
+        SmallVector<Value> mean(rs.getResults());
+        if (expert) // each ep rank summed the whole ep group's tokens
+          mean = buildScaled(b, fn.getLoc(), mean, 1.0 / ep);
+        for (auto [from, to] : llvm::zip(bucket, mean))
           averaged[from] = to;
       } else {
         SmallVector<Value> mean = buildGradientMean(b, fn.getLoc(), bucket, expert, ep);
@@ -139,9 +141,9 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
     averaged[loss] = AllReduceOp::create(b, fn.getLoc(), ValueRange{loss}, "dp", "mean")
                          .getResult(0);
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      if (zero && i > 0) {
+      if (int64_t n = i > 0 ? zeroParts(isExpertGrad(i)) : 1; n > 1) {
         auto full = cast<RankedTensorType>(ret.getOperand(i).getType());
-        ZeroLayout layout{dp, SmallVector<int64_t>(full.getShape())};
+        ZeroLayout layout{n, SmallVector<int64_t>(full.getShape())};
         fn.setResultAttr(i, kZeroAttr, zeroLayoutAttr(fn.getContext(), layout));
       }
       ret.setOperand(i, averaged.lookup(ret.getOperand(i)));

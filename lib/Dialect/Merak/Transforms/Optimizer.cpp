@@ -26,6 +26,10 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
+/// The group a ZeRO part is split over: "dp", or for an expert shard
+/// (expert parallelism) the ranks holding the same experts, "edp".
+StringRef zeroGroup(bool expert) { return expert ? "edp" : "dp"; }
+
 /// Builds ops at one location; scalars are rank-0 tensors of `elem`.
 struct Ops {
   OpBuilder &b;
@@ -261,7 +265,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     // gradient: over "dp", then with the shards over "tp").
     // Expert-parallel shards (merak-expert-parallel) hold other experts on
     // every rank of "ep": their squares are summed over "ep".
-    Value sumSq = o.c(0.0), shardSq, zeroSq, zeroShardSq, expertSq;
+    Value sumSq = o.c(0.0), shardSq, zeroSq, zeroShardSq, expertSq, zeroExpertSq;
     auto normSkip = grad->getAttrOfType<ArrayAttr>("merak.norm_skip");
     for (auto [index, pg] : llvm::enumerate(grads)) {
       auto &[param, g] = pg;
@@ -272,7 +276,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         all.push_back(d);
       Value sq = o.mul(g, g);
       Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
-      if (isExpertShard(param))
+      if (isExpertShard(param) && zeros[index])
+        zeroExpertSq = zeroExpertSq ? o.add(zeroExpertSq, part) : part;
+      else if (isExpertShard(param))
         expertSq = expertSq ? o.add(expertSq, part) : part;
       else if (zeros[index] && param->hasAttr(kShardAttr))
         zeroShardSq = zeroShardSq ? o.add(zeroShardSq, part) : part;
@@ -294,6 +300,11 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     if (zeroSq)
       sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{zeroSq}, "dp", "sum")
                                .getResult(0));
+    if (zeroExpertSq) { // ZeRO parts of expert shards: over "edp", then "ep"
+      Value edpSum =
+          AllReduceOp::create(b, o.loc, ValueRange{zeroExpertSq}, "edp", "sum").getResult(0);
+      expertSq = expertSq ? o.add(expertSq, edpSum) : edpSum;
+    }
     if (expertSq)
       sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{expertSq}, "ep", "sum")
                                .getResult(0));
@@ -307,10 +318,11 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     Value lrT = learningRate(module, o, step);
 
     // ZeRO: updated parts waiting for their all-gather, gathered in buckets
-    // of about bucket-bytes.
-    SmallVector<std::tuple<ParamOp, Value, int64_t>> pending; // param, part, parts
-    int64_t pendingBytes = 0;
-    auto gather = [&]() {
+    // of about bucket-bytes; an expert shard's parts over its "edp" group.
+    SmallVector<std::tuple<ParamOp, Value, int64_t>> pendings[2]; // param, part, parts
+    int64_t pendingBytes[2] = {0, 0};
+    auto gather = [&](bool expert) {
+      auto &pending = pendings[expert];
       if (pending.empty())
         return;
       SmallVector<Value> parts;
@@ -320,14 +332,14 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         parts.push_back(part);
         types.push_back(RankedTensorType::get({t.getDimSize(0) * n}, t.getElementType()));
       }
-      auto ag = AllGatherOp::create(b, o.loc, types, parts, "dp");
+      auto ag = AllGatherOp::create(b, o.loc, types, parts, zeroGroup(expert));
       for (auto [entry, full] : llvm::zip(pending, ag.getResults())) {
         ParamOp param = std::get<0>(entry);
         set(b, param.getLoc(), param.getSymName(),
             buildZeroUnflatten(b, param.getLoc(), full, param.getTensorType()));
       }
       pending.clear();
-      pendingBytes = 0;
+      pendingBytes[expert] = 0;
     };
     for (auto [index, pg] : llvm::enumerate(grads)) {
       auto &[param, gIn] = pg;
@@ -335,9 +347,10 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       Location loc = param.getLoc();
       Value g = gIn;
       Value p = GetParamOp::create(b, loc, param.getTensorType(), FlatSymbolRefAttr::get(b.getContext(), param.getSymName()));
+      const bool expert = isExpertShard(param);
       if (zero) // this rank's part of the (replicated) parameter
         p = LocalShardOp::create(b, loc, g.getType(),
-                                 buildZeroFlatten(b, loc, p, zero->parts), "dp");
+                                 buildZeroFlatten(b, loc, p, zero->parts), zeroGroup(expert));
       // One fused update op per parameter; its results are written back
       // with set_param (state first, then the parameter, as before).
       auto f64 = [&](double v) { return b.getF64FloatAttr(v); };
@@ -389,13 +402,14 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         set(b, loc, param.getSymName(), updated);
         continue;
       }
-      pending.push_back({param, updated, zero->parts});
+      pendings[expert].push_back({param, updated, zero->parts});
       auto full = param.getTensorType();
-      pendingBytes += full.getNumElements() * storageElementBytes(full.getElementType());
-      if (pendingBytes >= bucketBytes)
-        gather();
+      pendingBytes[expert] += full.getNumElements() * storageElementBytes(full.getElementType());
+      if (pendingBytes[expert] >= bucketBytes)
+        gather(expert);
     }
-    gather();
+    gather(false);
+    gather(true);
     zero.reset();
     func::ReturnOp::create(b, ret.getLoc(), ValueRange{loss, norm, lrT});
     ret.erase();

@@ -567,38 +567,43 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       if (countedElsewhere(p))
         skip.push_back(mb.getStringAttr(p));
     }
-    if (dp > 1 && zero && !grads.empty()) {
-      // ZeRO-1: this rank's part of every flattened, padded, averaged
-      // gradient (the tied-weight exchange has summed the accumulators).
-      SmallVector<Value> flat;
-      SmallVector<Type> parts;
-      for (auto [i, gv] : llvm::enumerate(grads)) {
-        auto full = cast<RankedTensorType>(gv.getType());
-        ZeroLayout layout{dp, SmallVector<int64_t>(full.getShape())};
-        flat.push_back(buildZeroFlatten(b, loc, gv, dp));
-        parts.push_back(RankedTensorType::get({layout.partSize()}, full.getElementType()));
-        gradTypes[i + 1] = parts.back();
-        NamedAttrList attrs(gradAttrs[i + 1]);
-        attrs.set(kZeroAttr, zeroLayoutAttr(ctx, layout));
-        gradAttrs[i + 1] = attrs.getDictionary(ctx);
+    if (dp > 1 && !grads.empty()) {
+      // Expert shards (expert parallelism) over "edp", the others over
+      // "dp"; with ZeRO-1 each rank keeps its part of every flattened,
+      // padded, averaged gradient (the tied-weight exchange has summed the
+      // accumulators).
+      const int64_t ep = getMesh(module).ep;
+      for (bool expert : {false, true}) {
+        SmallVector<unsigned> mine;
+        for (auto [i, p] : llvm::enumerate(params))
+          if (isExpertShard(module.lookupSymbol<ParamOp>(p)) == expert)
+            mine.push_back(i);
+        if (mine.empty())
+          continue;
+        SmallVector<Value> values = llvm::map_to_vector(mine, [&](unsigned i) { return grads[i]; });
+        const int64_t n = !zero ? 1 : expert ? dp / ep : dp;
+        if (n == 1) {
+          values = buildGradientMean(b, loc, values, expert, ep);
+        } else {
+          SmallVector<Type> parts;
+          for (auto [k, i] : llvm::enumerate(mine)) {
+            auto full = cast<RankedTensorType>(values[k].getType());
+            ZeroLayout layout{n, SmallVector<int64_t>(full.getShape())};
+            values[k] = buildZeroFlatten(b, loc, values[k], n);
+            parts.push_back(RankedTensorType::get({layout.partSize()}, full.getElementType()));
+            gradTypes[i + 1] = parts.back();
+            NamedAttrList attrs(gradAttrs[i + 1]);
+            attrs.set(kZeroAttr, zeroLayoutAttr(ctx, layout));
+            gradAttrs[i + 1] = attrs.getDictionary(ctx);
+          }
+          auto rs = ReduceScatterOp::create(b, loc, parts, values, expert ? "edp" : "dp", "mean");
+          values.assign(rs.getResults().begin(), rs.getResults().end());
+          if (expert)
+            values = buildScaled(b, loc, values, 1.0 / ep);
+        }
+        for (auto [k, i] : llvm::enumerate(mine))
+          grads[i] = values[k];
       }
-      auto rs = ReduceScatterOp::create(b, loc, parts, flat, "dp", "mean");
-      grads.assign(rs.getResults().begin(), rs.getResults().end());
-    } else if (dp > 1 && !grads.empty()) {
-      // Expert shards (expert parallelism) over "edp", the others over "dp".
-      SmallVector<Value> kinds[2];
-      SmallVector<bool> expert;
-      for (StringRef p : params) {
-        expert.push_back(isExpertShard(module.lookupSymbol<ParamOp>(p)));
-        kinds[expert.back()].push_back(grads[expert.size() - 1]);
-      }
-      SmallVector<Value> means[2];
-      for (bool e : {false, true})
-        if (!kinds[e].empty())
-          means[e] = buildGradientMean(b, loc, kinds[e], e, getMesh(module).ep);
-      size_t at[2] = {0, 0};
-      for (auto [i, e] : llvm::enumerate(expert))
-        grads[i] = means[e][at[e]++];
     }
     grads.insert(grads.begin(), zerosLike(b, loc, lossType));
     func::ReturnOp::create(b, loc, grads);

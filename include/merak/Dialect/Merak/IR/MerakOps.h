@@ -165,6 +165,8 @@ bool isExpertShard(Operation *param);
 /// group's tokens).
 SmallVector<Value> buildGradientMean(OpBuilder &b, Location loc, ValueRange grads, bool expert,
                                      int64_t ep);
+/// Each of `values` times the scalar `factor` (in its element type).
+SmallVector<Value> buildScaled(OpBuilder &b, Location loc, ValueRange values, double factor);
 /// The inverse of buildZeroFlatten: the first N elements of `padded`
 /// reshaped to `fullType`.
 Value buildZeroUnflatten(OpBuilder &b, Location loc, Value padded, RankedTensorType fullType);
