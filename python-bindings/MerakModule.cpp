@@ -93,6 +93,8 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("fused_attention", &CompileOptions::fusedAttention)
       .def_readwrite("moe_aux_loss", &CompileOptions::moeAuxLoss)
       .def_readwrite("fused_experts", &CompileOptions::fusedExperts)
+      .def_readwrite("ep", &CompileOptions::ep)
+      .def_readwrite("moe_dispatcher", &CompileOptions::moeDispatcher)
       .def_readwrite("precision", &CompileOptions::precision)
       .def_readwrite("grad_reduce", &CompileOptions::gradReduce)
       .def_readwrite("verbose", &CompileOptions::verbose)

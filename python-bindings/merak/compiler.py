@@ -67,7 +67,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True,
-            fused_experts=True, moe_aux_loss=0.0, precision="fp32",
+            fused_experts=True, moe_aux_loss=0.0, ep=1, moe_dispatcher="alltoall",
+            precision="fp32",
             grad_reduce="fp32",
             optimizer="adamw", lr=None,
             opt=None, loss="cross-entropy",
@@ -87,7 +88,9 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
     vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
     ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), fused_experts
-    (bool), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), precision
+    (bool), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), ep
+    (expert-parallel ranks of a MoE model, dividing dp), moe_dispatcher
+    ("alltoall"|"allgather"), precision
     ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
     gradient reduction's wire type), optimizer
     ("sgd"|"adamw"|"adan"), lr and opt (a dict of --opt KEY=VALUE, e.g.
@@ -127,7 +130,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     schedule = schedule or "1f1b"
     if target not in ("cpu", "cuda"):
         raise ValueError("merak.compile(target=%r): expected 'cpu' or 'cuda'" % (target,))
-    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches)):
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("microbatches", microbatches),
+                        ("ep", ep)):
         if not isinstance(value, int) or value < 1:
             raise ValueError("merak.compile: %s must be a positive int, got %r" % (name, value))
 
@@ -166,6 +170,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.fused_attention = bool(fused_attention)
         o.fused_experts = bool(fused_experts)
         o.moe_aux_loss = float(moe_aux_loss)
+        o.ep = ep
+        o.moe_dispatcher = moe_dispatcher
         o.precision = precision
         o.grad_reduce = grad_reduce
         o.optimizer = optimizer

@@ -348,6 +348,14 @@ def check_errors(env):
     except m.CompileError as e:
         if "no Mixture-of-Experts layer" not in str(e):
             return False, "moe_aux_loss: CompileError without the cause: %s" % e
+    # ep reaches the compiler: expert parallelism needs expert GEMMs.
+    try:
+        m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), dp=2, ep=2,
+                  workdir=env.workdir("errors-ep"))
+        return False, "ep=2 on a model without MoE layers did not raise"
+    except m.CompileError as e:
+        if "needs a Mixture-of-Experts model" not in str(e):
+            return False, "ep: CompileError without the cause: %s" % e
     prog = m.compile(gpt(), (torch.zeros(B, T, dtype=torch.int64),), dp=2,
                      workdir=env.workdir("errors"))
     report = prog.report()
