@@ -15,11 +15,13 @@
 //    inputs and outputs); a param's "bytes", when given, equals its shape's
 //    byte size;
 //  - param kinds are trainable | frozen | state | scratch | hparam; a "shard" has
-//    parts == mesh.tp, a "global_shape" equal to "shape" but for dimension
-//    axis (parts times larger, a multiple of blocks * parts), and
-//    "data_bytes" (when given) the global shape's byte size; a "zero" has
-//    parts == mesh.dp, a "global_shape" and the shape [ceil(N / parts)] (N
-//    the global shape's elements), and no "shard"; input roles are
+//    group "tp" (the default) with parts == mesh.tp or "ep" (an expert
+//    weight) with parts == mesh.ep, a "global_shape" equal to "shape" but
+//    for dimension axis (parts times larger, a multiple of blocks * parts),
+//    and "data_bytes" (when given) the global shape's byte size; a "zero"
+//    has parts == mesh.dp (mesh.dp / mesh.ep for an "ep" shard's state), a
+//    "global_shape" and the shape [ceil(N / parts)] (N the elements it
+//    splits); mesh.ep divides mesh.dp; input roles are
 //    tokens | labels | step | other, each of the first three at most once;
 //  - tokens is a rank-2 [B, T] I64 or I32 tensor with B, T >= 1; labels has
 //    the tokens' shape and is I64 or I32; step is an I64 or I32 scalar;

@@ -167,6 +167,41 @@ TEST(Manifest, Errors) {
   expectError("\"inputs\"", "\"inputz\"", "manifest: missing \"inputs\"");
 }
 
+TEST(Manifest, ExpertShards) {
+  // Expert parallelism: a [4, 4] expert weight split on axis 0 over ep 2
+  // (rank j holds experts [2j, 2j + 2)); its ZeRO state over dp / ep.
+  std::string from = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [4, 4], \"offset\": 64,\n"
+                     "       \"bytes\": 64,";
+  std::string shard = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [2, 4], \"offset\": 64,\n"
+                      "       \"bytes\": 32, \"shard\": {\"axis\": 0, \"parts\": 2, \"blocks\": 1,"
+                      " \"group\": \"ep\"}, \"global_shape\": [4, 4],";
+  std::string m = manifest(from, shard);
+  m.replace(m.find("\"model\""), 0, "\"mesh\": {\"dp\": 4, \"ep\": 2},\n    ");
+  Result<Manifest> r = parseManifest(m);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_TRUE(r->params[1].expertShard);
+  EXPECT_EQ(r->meshEp, 2);
+  EXPECT_FALSE(r->params[0].expertShard);
+
+  std::string badGroup = m;
+  badGroup.replace(badGroup.find("\"group\": \"ep\""), 13, "\"group\": \"xp\"");
+  r = parseManifest(badGroup);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "params[1] ('m.w'): shard.group must be \"tp\" or \"ep\", got \"xp\"");
+
+  std::string badEp = m;
+  badEp.replace(badEp.find("\"ep\": 2"), 7, "\"ep\": 3");
+  r = parseManifest(badEp);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "mesh.ep 3 must divide mesh.dp 4");
+
+  std::string tpParts = m;
+  tpParts.replace(tpParts.find(", \"group\": \"ep\""), 15, "");
+  r = parseManifest(tpParts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), "params[1] ('m.w'): shard.parts 2 differs from mesh.tp 1");
+}
+
 TEST(Manifest, ZeroParts) {
   // ZeRO-1 state: dp rank r holds part r of the flattened, padded tensor.
   std::string zero = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [6], \"offset\": 64,\n"
