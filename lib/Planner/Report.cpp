@@ -124,13 +124,16 @@ void Report::collectParams() {
 
 /// Collectives by op name, so that every kind (all_reduce, and the
 /// reduce_scatter / all_gather of ZeRO) is counted the same way: `bytes`
-/// is the full tensors' size (the larger of operands and results).
+/// is the full tensors' size (the larger of operands and results); an
+/// all_to_all (expert parallelism) counts this rank's rows, what it sends
+/// in all (each row to one rank).
 std::optional<StringRef> collectiveKind(Operation *op) {
   StringRef name = op->getName().getStringRef();
   if (!name.consume_front("merak.") || !op->getAttrOfType<StringAttr>("group"))
     return std::nullopt;
   name.consume_back("_start"); // merak-overlap's started form: the same traffic
-  if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather")
+  if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather" ||
+      name == "all_to_all")
     return name;
   return std::nullopt;
 }
@@ -170,6 +173,8 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int frag
     for (Value v : results->getResults())
       out += tensorBytes(v.getType());
     int64_t bytes = std::max(in, out);
+    if (auto a2a = dyn_cast<AllToAllOp>(op))
+      bytes = tensorBytes((a2a.getCombine() ? a2a.getResult() : a2a.getInput()).getType());
     add((*kind + " " + group).str(), times, times * bytes);
     if (group != "dp" || *kind == "all_gather")
       return;
@@ -311,6 +316,8 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.stateBytes += p.stateBytes;
     if (auto acc = module.lookupSymbol<ParamOp>((kGradAccumulatorPrefix + name).str()))
       st.accumulatorBytes += tensorBytes(acc.getTensorType());
+    if (p.shard && p.shard->group == "ep")
+      p.split = "expert"; // E / ep experts of every expert GEMM's weight
     if (p.shard && p.split.empty() && nodesFn) {
       nodesFn.walk([&](GetParamOp get) {
         if (p.split.empty() && get.getName() == name)
@@ -431,6 +438,11 @@ void Report::printText(llvm::raw_ostream &os) const {
   os << "merak-compile report: " << opts.model << "\n";
   os << "mesh: dp " << dp << " x tp " << tp << " x pp " << stages.size() << " = " << world
      << (world == 1 ? " rank" : " ranks") << " (rank = (stage * dp + dp_rank) * tp + tp_rank)\n";
+  if (int64_t ep = getMesh(module).ep; ep > 1)
+    os << "experts: ep " << ep << " (" << dp / ep << (dp / ep == 1 ? " group" : " groups")
+       << " of " << ep << " consecutive dp ranks): each rank holds 1/" << ep
+       << " of the experts, each expert is held by " << dp / ep
+       << (dp / ep == 1 ? " rank" : " ranks (its edp group)") << "\n";
   os << "micro-batches: " << m << ", schedule "
      << (opts.schedule.empty() ? "none (one step, no pipeline)" : opts.schedule) << "\n";
   if (microbatchRows)

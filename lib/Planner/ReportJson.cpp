@@ -22,7 +22,8 @@ json::Value Report::toJson() const {
   int64_t dp = opts.dp, tp = opts.tp, m = opts.microbatches, pp = stages.size();
   json::Object root;
   root["model"] = opts.model;
-  root["mesh"] = json::Object{{"dp", dp}, {"tp", tp}, {"pp", pp}, {"world", dp * tp * pp}};
+  root["mesh"] = json::Object{{"dp", dp}, {"tp", tp}, {"pp", pp}, {"world", dp * tp * pp},
+                              {"ep", getMesh(module).ep}};
   root["microbatches"] = m;
   root["schedule"] = opts.schedule.empty() ? json::Value(nullptr) : json::Value(opts.schedule);
   root["optimizer"] = opts.optimizer;

@@ -76,6 +76,11 @@ LinkProfile groupLink(StringRef group, int64_t stage, const SimulateOptions &o, 
     n = o.dp;
     for (int64_t t = 0; t < o.tp && !cross; ++t)
       cross = node(stage, 0, t) != node(stage, o.dp - 1, t);
+  } else if (group == "ep" || group == "edp") {
+    // ep: dp ranks [0, ep) of a group; edp: dp ranks 0, ep, 2 ep, ...
+    bool expert = group == "ep";
+    n = expert ? o.ep : o.dp / std::max<int64_t>(1, o.ep);
+    cross = n > 1 && node(stage, 0, 0) != node(stage, expert ? o.ep - 1 : o.dp - o.ep, 0);
   } else { // "pp": tied parameters across stages
     n = o.pp;
     cross = node(0, 0, 0) != node(o.pp - 1, 0, 0);

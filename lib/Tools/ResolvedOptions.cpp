@@ -41,6 +41,7 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
     return fail("--grad-reduce must be fp32 or bf16, got '" + opts.gradReduce + "'");
   r.simulation.dp = opts.dp;
   r.simulation.tp = opts.tp;
+  r.simulation.ep = opts.ep;
   r.simulation.pp = opts.pp;
   r.simulation.microbatches = opts.microbatches;
   r.simulation.gradReduceBf16 = opts.gradReduce == "bf16";

@@ -36,6 +36,8 @@ StringRef computeDtype(ModuleOp module);
 struct SimulateOptions {
   DeviceProfile profile = placeholderDeviceProfile();
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+  /// --ep: expert parallelism within dp (the "ep" and "edp" groups).
+  int64_t ep = 1;
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;

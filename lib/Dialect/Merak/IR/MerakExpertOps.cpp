@@ -75,14 +75,26 @@ LogicalResult ExpertMatmulGradWeightOp::verify() {
                           "result", "grad");
 }
 
-/// 2 S O K: each row meets one expert's matrix.
-static int64_t expertGemmFlops(Value input, Value rows) {
-  auto x = cast<RankedTensorType>(input.getType());
-  auto y = cast<RankedTensorType>(rows.getType());
-  return 2 * x.getDimSize(0) * x.getDimSize(1) * y.getDimSize(1);
+/// The rows the op multiplies: all S, or with `first` (expert
+/// parallelism: the ep group's rows, of which this rank's experts get 1/ep
+/// when routing is balanced) S over the group size of the ids' all-gather.
+static int64_t expectedRows(Value input, Value experts, Value first) {
+  int64_t s = cast<RankedTensorType>(input.getType()).getDimSize(0);
+  if (auto gathered = first ? experts.getDefiningOp<AllGatherOp>() : AllGatherOp())
+    return s / std::max<int64_t>(1, gathered.getParts());
+  return s;
 }
 
-int64_t ExpertMatmulOp::getFlops() { return expertGemmFlops(getInput(), getResult()); }
+/// 2 S O K: each row meets one expert's matrix.
+static int64_t expertGemmFlops(Value input, Value rows, Value experts, Value first) {
+  auto x = cast<RankedTensorType>(input.getType());
+  auto y = cast<RankedTensorType>(rows.getType());
+  return 2 * expectedRows(input, experts, first) * x.getDimSize(1) * y.getDimSize(1);
+}
+
+int64_t ExpertMatmulOp::getFlops() {
+  return expertGemmFlops(getInput(), getResult(), getExperts(), getFirst());
+}
 
 /// The rows in and out, and at most the experts' matrices the rows can
 /// reach (min(S, E) of them).
@@ -97,4 +109,6 @@ int64_t ExpertMatmulOp::getBytesAccessed() {
          bytes(getResult().getType()) + bytes(w) / experts * std::min(experts, rows);
 }
 
-int64_t ExpertMatmulGradWeightOp::getFlops() { return expertGemmFlops(getInput(), getGrad()); }
+int64_t ExpertMatmulGradWeightOp::getFlops() {
+  return expertGemmFlops(getInput(), getGrad(), getExperts(), getFirst());
+}
