@@ -208,11 +208,13 @@ bool mlir::merak::isExpertShard(Operation *param) {
 }
 
 SmallVector<Value> mlir::merak::buildGradientMean(OpBuilder &b, Location loc, ValueRange grads,
-                                                  bool expert, int64_t ep) {
-  auto ar = AllReduceOp::create(b, loc, grads, expert ? "edp" : "dp", "mean");
-  if (!expert || ep == 1)
-    return SmallVector<Value>(ar.getResults());
-  return buildScaled(b, loc, ar.getResults(), 1.0 / ep);
+                                                  bool expert, int64_t dp, int64_t ep) {
+  if (!expert)
+    return SmallVector<Value>(AllReduceOp::create(b, loc, grads, "dp", "mean").getResults());
+  ValueRange mean = grads;
+  if (dp / ep > 1)
+    mean = AllReduceOp::create(b, loc, grads, "edp", "mean").getResults();
+  return ep == 1 ? SmallVector<Value>(mean) : buildScaled(b, loc, mean, 1.0 / ep);
 }
 
 SmallVector<Value> mlir::merak::buildScaled(OpBuilder &b, Location loc, ValueRange values,

@@ -113,7 +113,7 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
         for (auto [from, to] : llvm::zip(bucket, mean))
           averaged[from] = to;
       } else {
-        SmallVector<Value> mean = buildGradientMean(b, fn.getLoc(), bucket, expert, ep);
+        SmallVector<Value> mean = buildGradientMean(b, fn.getLoc(), bucket, expert, dp, ep);
         for (auto [from, to] : llvm::zip(bucket, mean))
           averaged[from] = to;
       }

@@ -583,7 +583,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         SmallVector<Value> values = llvm::map_to_vector(mine, [&](unsigned i) { return grads[i]; });
         const int64_t n = !zero ? 1 : expert ? dp / ep : dp;
         if (n == 1) {
-          values = buildGradientMean(b, loc, values, expert, ep);
+          values = buildGradientMean(b, loc, values, expert, dp, ep);
         } else {
           SmallVector<Type> parts;
           for (auto [k, i] : llvm::enumerate(mine)) {

@@ -160,11 +160,11 @@ Value buildZeroFlatten(OpBuilder &b, Location loc, Value full, int64_t parts);
 bool isExpertShard(Operation *param);
 /// The data-parallel mean of gradients `grads` (one bucket, one message):
 /// over "dp" (merak.all_reduce, mean), or for expert shards (`expert`) over
-/// "edp", the dp / ep ranks holding the same experts, divided by `ep`
-/// (each rank of an ep group computed its experts' gradient over the whole
-/// group's tokens).
+/// "edp", the dp / ep ranks holding the same experts (no message when that
+/// is one rank), divided by `ep` (each rank of an ep group computed its
+/// experts' gradient over the whole group's tokens).
 SmallVector<Value> buildGradientMean(OpBuilder &b, Location loc, ValueRange grads, bool expert,
-                                     int64_t ep);
+                                     int64_t dp, int64_t ep);
 /// Each of `values` times the scalar `factor` (in its element type).
 SmallVector<Value> buildScaled(OpBuilder &b, Location loc, ValueRange values, double factor);
 /// The inverse of buildZeroFlatten: the first N elements of `padded`
