@@ -13,12 +13,20 @@ are fixed and its weights are zeros); it is for planning and simulation.
 
   gpt_mlir.py --layers 48 --hidden 1600 --heads 32 --seq 1024 --vocab 50304 \
       --batch 512 -o gpt-1.5b.mlir
+
+With --experts E (and --top-k K, --ffn F) every MLP is a Mixtral-style
+Mixture-of-Experts block instead: a router [hidden, E], each token's row
+repeated K times and routed by the router's argmax (the shapes and costs
+of top-K routing, not its values), grouped expert GEMMs (merak.expert_matmul,
+as merak-fuse-experts forms them) with gate/up weights [E, 2F, hidden] and
+down weights [E, hidden, F], SiLU gating, and the K rows summed back.
 """
 import argparse
 import sys
 
 
-def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32"):
+def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32", experts=0, top_k=2,
+             ffn=0):
     d, h, s, b, v = hidden, heads, seq, batch, vocab
     if d % h:
         sys.exit("gpt_mlir.py: hidden %d is not a multiple of heads %d" % (d, h))
@@ -68,6 +76,33 @@ def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32"):
         y = emit("merak.matmul %s, %s : %s, %s -> %s" % (x, wt, t(b, s, n_in), t(n_in, n_out), t(b, s, n_out)))
         return emit("merak.add %s, %s : %s, %s" % (bias, y, t(n_out), t(b, s, n_out)))
 
+    def moe(x, prefix):
+        e, k, f, n = experts, top_k, ffn or 4 * d, b * s
+        rows = emit("merak.reshape %s : %s to %s" % (x, t(b, s, d), t(n, d)))
+        router = param(prefix + ".router.weight", d, e)
+        scores = emit("merak.matmul %s, %s : %s, %s -> %s" % (rows, router, t(n, d), t(d, e), t(n, e)))
+        ids = emit("merak.argmax %s axis = 1 : %s -> tensor<%dxi64>" % (scores, t(n, e), n))
+        # Row t * k + j is token t's j-th choice (transformers' order).
+        x3 = emit("merak.reshape %s : %s to %s" % (rows, t(n, d), t(n, 1, d)))
+        xb = emit("merak.broadcast %s : %s to %s" % (x3, t(n, 1, d), t(n, k, d)))
+        xk = emit("merak.reshape %s : %s to %s" % (xb, t(n, k, d), t(n * k, d)))
+        i2 = emit("merak.reshape %s : tensor<%dxi64> to tensor<%dx1xi64>" % (ids, n, n))
+        ib = emit("merak.broadcast %s : tensor<%dx1xi64> to tensor<%dx%dxi64>" % (i2, n, n, k))
+        ek = emit("merak.reshape %s : tensor<%dx%dxi64> to tensor<%dxi64>" % (ib, n, k, n * k))
+        w1 = param(prefix + ".experts.gate_up_proj", e, 2 * f, d)
+        hu = emit("merak.expert_matmul %s, %s[%s] : %s, %s, tensor<%dxi64> -> %s" % (xk, w1, ek, t(n * k, d), t(e, 2 * f, d), n * k, t(n * k, 2 * f)))
+        gu = val()
+        body.append("    %s:2 = merak.split %s axis = 1 sizes = [%d, %d] : %s -> %s, %s"
+                    % (gu, hu, f, f, t(n * k, 2 * f), t(n * k, f), t(n * k, f)))
+        sig = emit("merak.sigmoid %s#0 : %s" % (gu, t(n * k, f)))
+        act = emit("merak.mul %s#0, %s : %s, %s" % (gu, sig, t(n * k, f), t(n * k, f)))
+        prod = emit("merak.mul %s, %s#1 : %s, %s" % (act, gu, t(n * k, f), t(n * k, f)))
+        w2 = param(prefix + ".experts.down_proj", e, d, f)
+        y = emit("merak.expert_matmul %s, %s[%s] : %s, %s, tensor<%dxi64> -> %s" % (prod, w2, ek, t(n * k, f), t(e, d, f), n * k, t(n * k, d)))
+        per = emit("merak.reshape %s : %s to %s" % (y, t(n * k, d), t(n, k, d)))
+        total = emit("merak.reduce_sum %s axes = [1] : %s -> %s" % (per, t(n, k, d), t(n, d)))
+        return emit("merak.reshape %s : %s to %s" % (total, t(n, d), t(b, s, d)))
+
     for i in range(layers):
         p = "transformer.h.%d" % i
         ln1 = layer_norm(x, p + ".ln_1")
@@ -94,9 +129,12 @@ def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32"):
         attn = linear(ctx, p + ".attn.c_proj", d, d)
         x = emit("merak.add %s, %s : %s, %s" % (x, attn, t(b, s, d), t(b, s, d)))
         ln2 = layer_norm(x, p + ".ln_2")
-        fc = linear(ln2, p + ".mlp.c_fc", d, ff)
-        g = emit("merak.gelu %s : %s" % (fc, t(b, s, ff)))
-        mlp = linear(g, p + ".mlp.c_proj", ff, d)
+        if experts:
+            mlp = moe(ln2, p + ".moe")
+        else:
+            fc = linear(ln2, p + ".mlp.c_fc", d, ff)
+            g = emit("merak.gelu %s : %s" % (fc, t(b, s, ff)))
+            mlp = linear(g, p + ".mlp.c_proj", ff, d)
         x = emit("merak.add %s, %s : %s, %s" % (x, mlp, t(b, s, d), t(b, s, d)))
     xf = layer_norm(x, "transformer.ln_f")
     wt = emit("merak.transpose %s perm = [1, 0] : %s to %s" % (wte, t(v, d), t(d, v)))
@@ -116,9 +154,13 @@ def main():
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--batch", type=int, default=512, help="global batch (sequences)")
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
+    ap.add_argument("--experts", type=int, default=0, help="MoE blocks with this many experts")
+    ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=0, help="an expert's hidden size (default 4 x hidden)")
     ap.add_argument("-o", "--output", default="-")
     a = ap.parse_args()
-    text = generate(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.batch, a.dtype)
+    text = generate(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.batch, a.dtype, a.experts,
+                    a.top_k, a.ffn)
     if a.output == "-":
         sys.stdout.write(text)
     else:

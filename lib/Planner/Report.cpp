@@ -609,6 +609,10 @@ int64_t mlir::merak::fragmentCopyBytes(func::FuncOp fragment) {
 
 static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
   OpWork w{op.getFlops(), op.getBytesAccessed(), std::nullopt};
+  if (auto mm = dyn_cast<ExpertMatmulOp>(op.getOperation()))
+    w.routed = mm.getFirst() != nullptr;
+  else if (auto gw = dyn_cast<ExpertMatmulGradWeightOp>(op.getOperation()))
+    w.routed = gw.getFirst() != nullptr;
   if (measured)
     w.seconds = measured->lookup(op);
   return w;

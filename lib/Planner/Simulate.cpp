@@ -34,6 +34,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -124,6 +126,8 @@ FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const Repo
 struct OpTimer {
   const DeviceProfile &prof;
   double rate, microbatches;
+  /// The busiest ep rank's share of an expert GEMM's rows (--moe-skew).
+  double routedScale = 1.0;
   int64_t measuredOps = 0, costedOps = 0;
 
   double op(const OpWork &w) {
@@ -135,7 +139,7 @@ struct OpTimer {
     double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
                                                                  : 0.0);
     costedOps += t > 0;
-    return t;
+    return w.routed ? t * routedScale : t;
   }
   /// `ops` one after another; without per-op costs, `flops` (of all
   /// micro-batches) at the rate.
@@ -200,6 +204,8 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     double each = (double)t.bytes / t.count;
     if (options.gradReduceBf16 && group == "dp" && kind != "all_gather")
       each /= 2;
+    if (kind == "all_to_all") // the busiest rank receives its share of the rows
+      each *= options.routedScale;
     double one = kind == "all_reduce" ? ringAllReduceSeconds(each, n, link)
                                       : ringGatherSeconds(each, n, link);
     seconds += t.count * one;
@@ -207,10 +213,37 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
   return seconds;
 }
 
+double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
+  if (experts < 1 || ep < 1)
+    return 1.0;
+  std::vector<double> load(ep, 0.0);
+  double total = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    double share = std::pow((double)(e + 1), -skew);
+    load[std::min<int64_t>(e * ep / experts, ep - 1)] += share;
+    total += share;
+  }
+  return *std::max_element(load.begin(), load.end()) * ep / total;
+}
+
+/// The number of experts of the module's expert-parallel weights (their
+/// global leading dimension); 0 without expert parallelism.
+static int64_t expertCount(ModuleOp module) {
+  int64_t experts = 0;
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (std::optional<ShardLayout> l = getShardLayout(p); l && l->group == "ep")
+      experts = std::max(experts, globalShardType(p.getTensorType(), *l).getDimSize(0));
+  return experts;
+}
+
 FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
-                                                         const SimulateOptions &options,
+                                                         const SimulateOptions &given,
                                                          std::string &error,
                                                          llvm::raw_ostream *trace) {
+  SimulateOptions options = given;
+  const int64_t experts = expertCount(module);
+  if (experts)
+    options.routedScale = expertImbalance(experts, options.ep, options.moeSkew);
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   if (!r) {
     error = "no pipeline plan to simulate";
@@ -244,7 +277,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.stashed.clear();
   costs.kept.clear();
   SmallVector<double> fwd, bwd, rcp;
-  OpTimer timer{prof, prof.achievedFlops(computeDtype(module)), m};
+  OpTimer timer{prof, prof.achievedFlops(computeDtype(module)), m, options.routedScale};
   const double rate = timer.rate;
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
@@ -327,6 +360,10 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.peakInFlight.assign(sim->peakInFlight.begin(), sim->peakInFlight.end());
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
+  if (experts) {
+    step.moeImbalance = options.routedScale;
+    step.moeSkew = options.moeSkew;
+  }
   if (options.measured) {
     step.opCostsFile = options.measured->path;
     step.measuredOps = timer.measuredOps;
@@ -361,6 +398,12 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
      << llvm::formatv("simulated step: {0:e3} s; bubble {1:F4} (idle / (stages x step)), "
                       "idle / compute {2:F4}\n",
                       step.stepTime, step.bubbleFraction, step.bubbleRatio);
+  if (step.moeImbalance > 0)
+    os << prefix
+       << llvm::formatv("simulated expert load: the busiest ep rank gets {0:F3}x the mean "
+                        "routed rows (--moe-skew {1}); its expert GEMMs and all-to-alls take "
+                        "that much longer\n",
+                        step.moeImbalance, step.moeSkew);
   os << prefix << "simulated peak in-flight micro-batches per stage:";
   for (int64_t n : step.peakInFlight)
     os << " " << n;
@@ -387,6 +430,8 @@ json::Value mlir::merak::simulatedStepJson(const SimulatedStep &step) {
                       {"peak_inflight", std::move(peak)},
                       {"peak_memory_bytes", std::move(memory)},
                       {"profile", step.profile},
+                      {"moe_imbalance", step.moeImbalance > 0 ? json::Value(step.moeImbalance)
+                                                              : json::Value(nullptr)},
                      {"op_costs", step.opCostsFile.empty()
                                       ? json::Value(nullptr)
                                       : json::Value(json::Object{

@@ -116,6 +116,12 @@ struct CommandLine {
                "the rank holding its expert; Megatron-LM's alltoall dispatcher) or allgather "
                "(every rank gathers the group's tokens); the same values either way"),
       cl::value_desc("alltoall|allgather"), cl::init("alltoall"), cl::cat(cat)};
+  cl::opt<double> moeSkew{
+      "moe-skew",
+      cl::desc("With --simulate and --ep: uneven routing, expert e getting a share of the "
+               "rows proportional to (e + 1)^-S (Zipf; 0 uniform, about 1 heavy); the busiest "
+               "rank's expert GEMMs and all-to-alls set the pace"),
+      cl::value_desc("S"), cl::init(0.0), cl::cat(cat)};
   cl::opt<bool> vocabParallel{
       "vocab-parallel",
       cl::desc("With --tp: also split the vocabulary (tied embedding / LM head and the "
@@ -319,6 +325,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.tp = opts.tp;
   o.ep = opts.ep;
   o.moeDispatcher = opts.moeDispatcher;
+  o.moeSkew = opts.moeSkew;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;
   o.target = opts.target;

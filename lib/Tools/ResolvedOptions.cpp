@@ -42,6 +42,11 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   r.simulation.dp = opts.dp;
   r.simulation.tp = opts.tp;
   r.simulation.ep = opts.ep;
+  if (!(opts.moeSkew >= 0) || !std::isfinite(opts.moeSkew))
+    return fail("--moe-skew must be a finite number >= 0");
+  if (opts.moeSkew > 0 && !opts.simulate)
+    return fail("--moe-skew needs --simulate");
+  r.simulation.moeSkew = opts.moeSkew;
   r.simulation.pp = opts.pp;
   r.simulation.microbatches = opts.microbatches;
   r.simulation.gradReduceBf16 = opts.gradReduce == "bf16";

@@ -14,7 +14,7 @@
 // CHECK: %[[FIRST:.*]] = merak.mul %[[R]], %[[N]]
 // CHECK: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
 // CHECK: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x8xf32>
-// CHECK: %[[H:.*]] = merak.expert_matmul %[[XR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>] : tensor<32x8xf32>, tensor<2x24x8xf32>, tensor<32xi64> -> tensor<32x24xf32>
+// CHECK: %[[H:.*]] = merak.expert_matmul %[[XR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>] {total_experts = 4 : i64} : tensor<32x8xf32>, tensor<2x24x8xf32>, tensor<32xi64> -> tensor<32x24xf32>
 // CHECK: merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x24xf32>, tensor<32xi64> -> tensor<16x24xf32>
 // CHECK: %[[MR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x12xf32>, tensor<32xi64> -> tensor<32x12xf32>
 // CHECK: %[[D:.*]] = merak.expert_matmul %[[MR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>]

@@ -40,6 +40,9 @@ struct SimulatedStep {
   /// fragment) it had measured seconds for; the others use the roofline.
   std::string opCostsFile;
   int64_t measuredOps = 0, costedOps = 0;
+  /// Expert parallelism: the busiest ep rank's rows over the mean under
+  /// --moe-skew (1: balanced), and the skew; 0 without expert parallelism.
+  double moeImbalance = 0.0, moeSkew = 0.0;
 };
 
 /// Traffic of one collective kind and group ("all_reduce tp").
@@ -54,6 +57,9 @@ struct CollectiveTraffic {
 struct OpWork {
   int64_t flops = 0, bytes = 0;
   std::optional<double> seconds;
+  /// An expert GEMM under expert parallelism: its rows (so its time)
+  /// follow the routing, which the simulator's --moe-skew makes uneven.
+  bool routed = false;
 };
 
 struct StageCosts {

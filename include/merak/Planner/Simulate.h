@@ -38,6 +38,13 @@ struct SimulateOptions {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   /// --ep: expert parallelism within dp (the "ep" and "edp" groups).
   int64_t ep = 1;
+  /// --moe-skew: a Zipf exponent for the experts' share of the routed rows
+  /// (expert e gets a share proportional to (e + 1)^-skew; 0: uniform).
+  /// The busiest ep rank's expert GEMMs and all-to-all take its share.
+  double moeSkew = 0.0;
+  /// Set by simulatePipelineOf from moeSkew: what an all_to_all's bytes and
+  /// a routed expert GEMM's time are multiplied by on the busiest rank.
+  double routedScale = 1.0;
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;
@@ -45,6 +52,12 @@ struct SimulateOptions {
   /// op's shape key was timed.
   std::shared_ptr<const MeasuredOpCosts> measured;
 };
+
+/// The busiest ep rank's share of the routed rows over the mean (>= 1):
+/// `experts` experts in ep contiguous blocks, expert e's share of the rows
+/// proportional to (e + 1)^-skew (the hottest experts on one rank: static
+/// placement's worst case).
+double expertImbalance(int64_t experts, int64_t ep, double skew);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.

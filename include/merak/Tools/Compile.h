@@ -46,6 +46,8 @@ struct CompileOptions {
   int64_t ep = 1;
   /// --moe-dispatcher: alltoall (merak.all_to_all) or allgather.
   std::string moeDispatcher = "alltoall";
+  /// --moe-skew: with --simulate, the Zipf exponent of the experts' loads.
+  double moeSkew = 0.0;
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"
   /// (merak::rt::gpu, a GPU per rank; --dp/--tp/--zero, no pipelines yet).
   std::string target = "cpu";

@@ -56,10 +56,12 @@ LogicalResult rule(AvgPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
 // e of dy[s] x[s]^T; the routing (experts) gets none.
 LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   Value dx = ExpertMatmulOp::create(e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(),
-                                    op.getExperts(), op.getFirst(), !op.getTransposeWeight());
+                                    op.getExperts(), op.getFirst(), !op.getTransposeWeight(),
+                                    op.getTotalExpertsAttr());
   Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
                                               op.getInput(), g[0], op.getExperts(),
-                                              op.getFirst(), op.getTransposeWeight());
+                                              op.getFirst(), op.getTransposeWeight(),
+                                              op.getTotalExpertsAttr());
   out.assign({dx, dw, Value()});
   if (op.getFirst())
     out.push_back(Value());

@@ -75,25 +75,28 @@ LogicalResult ExpertMatmulGradWeightOp::verify() {
                           "result", "grad");
 }
 
-/// The rows the op multiplies: all S, or with `first` (expert
-/// parallelism: the ep group's rows, of which this rank's experts get 1/ep
-/// when routing is balanced) S over the group size of the ids' all-gather.
-static int64_t expectedRows(Value input, Value experts, Value first) {
+/// The rows the op multiplies: all S, or with `first` and `total_experts`
+/// (expert parallelism: the ep group's rows, of which this rank's E experts
+/// get E / total when routing is balanced) that share of S.
+static int64_t expectedRows(Value input, int64_t experts, std::optional<uint64_t> total) {
   int64_t s = cast<RankedTensorType>(input.getType()).getDimSize(0);
-  if (auto gathered = first ? experts.getDefiningOp<AllGatherOp>() : AllGatherOp())
-    return s / std::max<int64_t>(1, gathered.getParts());
+  if (total && *total > 0)
+    return s * experts / static_cast<int64_t>(*total);
   return s;
 }
 
 /// 2 S O K: each row meets one expert's matrix.
-static int64_t expertGemmFlops(Value input, Value rows, Value experts, Value first) {
+static int64_t expertGemmFlops(Value input, Value rows, int64_t experts,
+                               std::optional<uint64_t> total) {
   auto x = cast<RankedTensorType>(input.getType());
   auto y = cast<RankedTensorType>(rows.getType());
-  return 2 * expectedRows(input, experts, first) * x.getDimSize(1) * y.getDimSize(1);
+  return 2 * expectedRows(input, experts, total) * x.getDimSize(1) * y.getDimSize(1);
 }
 
 int64_t ExpertMatmulOp::getFlops() {
-  return expertGemmFlops(getInput(), getResult(), getExperts(), getFirst());
+  return expertGemmFlops(getInput(), getResult(),
+                         cast<RankedTensorType>(getWeight().getType()).getDimSize(0),
+                         getTotalExperts());
 }
 
 /// The rows in and out, and at most the experts' matrices the rows can
@@ -110,5 +113,7 @@ int64_t ExpertMatmulOp::getBytesAccessed() {
 }
 
 int64_t ExpertMatmulGradWeightOp::getFlops() {
-  return expertGemmFlops(getInput(), getGrad(), getExperts(), getFirst());
+  return expertGemmFlops(getInput(), getGrad(),
+                         cast<RankedTensorType>(getResult().getType()).getDimSize(0),
+                         getTotalExperts());
 }

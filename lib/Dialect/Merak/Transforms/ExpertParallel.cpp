@@ -210,7 +210,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     OpBuilder b(op);
     RankedTensorType rows = tensorOf(op.getResult());
     Value local = ExpertMatmulOp::create(b, loc, scaleLeading(rows, ep, 1), x, op.getWeight(), e,
-                                         first, op.getTransposeWeight());
+                                         first, op.getTransposeWeight(),
+                                         b.getI64IntegerAttr(perRank * ep));
     Value mine =
         allToAll
             ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),

@@ -35,6 +35,9 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
     holds experts `[first, first + E)` of a larger set and `experts` are
     global ids: row s uses matrix `experts[s] - first`, and a row routed to
     an expert outside that range (held by another rank) gives a zero row.
+    `total_experts` (with `first`) is the number of experts of the whole
+    set: the cost model expects `E / total_experts` of the rows to be this
+    rank's.
 
     ```mlir
     %y = merak.expert_matmul %x, %w[%e]
@@ -43,7 +46,7 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
-                       UnitAttr:$transpose_weight);
+                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `[` $experts (`first` $first^ `:` type($first))? `]`
@@ -68,7 +71,8 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
 
     The result has the weight's type `[E, O, K]` (`[E, K, O]`). With
     `first`, as for `merak.expert_matmul`: the result holds experts
-    `[first, first + E)` and the rows routed elsewhere add nothing.
+    `[first, first + E)` and the rows routed elsewhere add nothing
+    (`total_experts` as there).
 
     ```mlir
     %dw = merak.expert_matmul_grad_weight %x, %dy[%e]
@@ -77,7 +81,7 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
-                       UnitAttr:$transpose_weight);
+                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $grad `[` $experts (`first` $first^ `:` type($first))? `]`
