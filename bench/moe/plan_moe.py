@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Expert-parallel plans for a Mixtral-8x7B-shaped model under routing skew,
+on the simulator (not measured).
+
+    python3 bench/moe/plan_moe.py --bin build/bin --workdir /tmp/bench-moe-plan
+
+The model is bench/paper/gpt_mlir.py's generated IR (bf16, no weights): 32
+layers, hidden 4096, 32 heads, sequence 2048, vocabulary 32000, and in
+every layer a Mixture-of-Experts block of 8 experts (top-2, expert hidden
+14336); global batch 128 sequences. Every plan is compiled to its schedule
+and simulated (`--simulate`) with profiles/h200-node.json (8 GPUs per
+node, 64 in all) under a Zipf routing skew S (`--moe-skew`: expert e gets a
+share of the rows proportional to (e + 1)^-S; the busiest rank's expert
+GEMMs and all-to-alls set the pace).
+
+The static Megatron-style plan is dp 16 x pp 4 with ep 8 (all-to-all
+dispatcher, no shadowing, no rebalancing). merak's choice here is the
+fastest simulated plan that fits the GPU's memory among dp x tp x pp
+meshes of 64 GPUs with every ep dividing dp (ep 1: the experts stay with
+the tokens, tensor-parallel when tp > 1). This is a choice of plan per skew;
+merak has no shadowing or rebalancing yet, so a plan cannot change while
+training. A benchmark, not a test.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "bench", "paper"))
+import gpt_mlir  # noqa: E402
+
+SKEWS = [0.0, 0.5, 1.0, 1.5]
+STATIC = (16, 1, 4, 8)  # dp, tp, pp, ep
+MESHES = [(16, 1, 4), (8, 2, 4), (8, 1, 8), (8, 8, 1), (4, 4, 4)]
+BATCH = 128
+
+
+def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew):
+    m = BATCH // dp
+    cmd = [os.path.join(bin_dir, "merak-compile"), model, "--dp", str(dp), "--tp", str(tp),
+           "--pp", str(pp), "--ep", str(ep), "--microbatches", str(m), "--simulate",
+           "--device-profile", profile, "--moe-skew", str(skew), "--compile-to=schedule",
+           "--report=json", "-o", os.devnull]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    sim = json.loads(p.stdout)["simulated"]
+    with open(profile) as f:
+        memory = json.load(f).get("memory_bytes", 0)
+    fits = not memory or max(sim["peak_memory_bytes"]) <= memory
+    return sim["step_time_s"], fits, max(sim["peak_memory_bytes"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--profile", default=os.path.join(ROOT, "profiles", "h200-node.json"))
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    model = os.path.join(a.workdir, "mixtral-8x7b.mlir")
+    with open(model, "w") as f:
+        f.write(gpt_mlir.generate(32, 4096, 32, 2048, 32000, BATCH, "bf16", experts=8, top_k=2,
+                                  ffn=14336))
+    rows = []
+    for skew in SKEWS:
+        results = {}
+        for dp, tp, pp in MESHES:
+            for ep in (1, 2, 4, 8):
+                if dp % ep:
+                    continue
+                r = simulate(a.bin, model, a.profile, dp, tp, pp, ep, skew)
+                if r:
+                    results[(dp, tp, pp, ep)] = r
+                    print("skew %.1f dp %d tp %d pp %d ep %d: step %.3f s, peak %.1f GB%s" % (
+                        skew, dp, tp, pp, ep, r[0], r[2] / 1e9, "" if r[1] else " (does not fit)"))
+                    sys.stdout.flush()
+        static = results.get(STATIC)
+        fitting = {k: v for k, v in results.items() if v[1]}
+        best = min(fitting, key=lambda k: fitting[k][0]) if fitting else None
+        rows.append((skew, static, best, fitting.get(best)))
+    print("\n| skew | static dp16 pp4 ep8 (s) | merak's choice | its step (s) | speed-up |")
+    print("|---:|---:|---|---:|---:|")
+    for skew, static, best, r in rows:
+        if not static or not best:
+            print("| %.1f | %s | %s | | |" % (skew, static and "%.3f" % static[0], best))
+            continue
+        print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d | %.3f | %.2fx |" % (
+            skew, static[0], "" if static[1] else " (no fit)", *best, r[0], static[0] / r[0]))
+
+
+if __name__ == "__main__":
+    main()
