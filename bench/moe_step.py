@@ -31,13 +31,9 @@ from zoo import CausalLM  # noqa: E402  (input_ids -> logits, an all-ones attent
 B, T, VOCAB = 4, 64, 512
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--steps", type=int, default=6)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+def mixtral_model():
+    """The benchmarks' Mixtral shape (hidden 256, intermediate 512, 8 experts,
+    top-2, 2 layers, 4 heads, vocabulary 512; batched_mm experts), seeded."""
     import transformers as tf
     cfg = tf.MixtralConfig(vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -46,7 +42,17 @@ def main():
                            attention_dropout=0.0)
     cfg._experts_implementation = "batched_mm"
     torch.manual_seed(0)
-    model = CausalLM(tf.MixtralForCausalLM(cfg)).train()
+    return CausalLM(tf.MixtralForCausalLM(cfg)).train()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--steps", type=int, default=6)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    model = mixtral_model()
     onnx_path = os.path.join(a.workdir, "mixtral.onnx")
     torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path, dynamo=False,
                       opset_version=17, input_names=["input_ids"], output_names=["logits"],

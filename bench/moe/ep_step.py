@@ -25,10 +25,12 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "zoo"))
-from zoo import CausalLM, MPIRUN  # noqa: E402
+from moe_step import T, VOCAB, mixtral_model  # noqa: E402  (the same Mixtral shape)
+from zoo import MPIRUN  # noqa: E402
 
-B, T, VOCAB = 8, 64, 512
+B = 8  # the global batch (moe_step.py's is 4)
 PLANS = [  # (name, flags, ranks)
     ("serial", [], 1),
     ("dp2", ["--dp", "2"], 2),
@@ -38,15 +40,7 @@ PLANS = [  # (name, flags, ranks)
 
 
 def export(workdir):
-    import transformers as tf
-    cfg = tf.MixtralConfig(vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                           num_local_experts=8, num_experts_per_tok=2, max_position_embeddings=T,
-                           tie_word_embeddings=False, router_jitter_noise=0.0,
-                           attention_dropout=0.0)
-    cfg._experts_implementation = "batched_mm"
-    torch.manual_seed(0)
-    model = CausalLM(tf.MixtralForCausalLM(cfg)).train()
+    model = mixtral_model()
     path = os.path.join(workdir, "mixtral.onnx")
     torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), path, dynamo=False,
                       opset_version=17, input_names=["input_ids"], output_names=["logits"],
