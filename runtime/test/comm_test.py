@@ -3,7 +3,7 @@
 
 Usage: comm_test.py MPIRUN MERAK_COMM_TEST CHECK
 CHECK: layout | chunked | singleton | mismatch | dead_rank | timeout |
-       repeatability | zero
+       repeatability | zero | experts
 """
 import os
 import re
@@ -169,8 +169,18 @@ def check_zero():
             fail(f"np={np}: no 'ok' line")
 
 
+def check_experts():
+    # Expert parallelism's all-to-all dispatch and combine, mixed and fully
+    # skewed routing, on 1 (no communication), 2, 3 and 4 ranks.
+    for np in (1, 2, 3, 4):
+        out = expect_ok(["experts"], np=np)
+        if f"experts ep={np}: ok" not in out:
+            fail(f"np={np}: no 'ok' line")
+
+
 CHECKS = {
     "zero": check_zero,
+    "experts": check_experts,
     "layout": check_layout,
     "chunked": check_chunked,
     "singleton": check_singleton,

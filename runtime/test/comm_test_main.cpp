@@ -464,6 +464,68 @@ int runZero(int argc, char **argv) {
   return gFailures ? 1 : 0;
 }
 
+/// Expert parallelism's all-to-all (expertAllToAll) on dp = ep = n ranks,
+/// 2 experts per rank, S = 5 rows of 3 floats per rank; routings: mixed
+/// ((rank + s) % E), and every row to expert 0 (rank 0 receives all, the
+/// others nothing). Dispatch leaves row i*S + s = rank i's row s where this
+/// rank holds its expert, zero elsewhere; combine brings every row back from
+/// the rank holding its expert. The ep/edp groups are the dp group and one
+/// rank.
+int runExperts(int argc, char **argv) {
+  int n = 1;
+  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
+    n = std::atoi(s);
+  MeshShape mesh;
+  mesh.dp = n;
+  mesh.ep = n;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return 1;
+  }
+  Comm &c = **comm;
+  gRank = c.rank();
+  cpu::setCommunicator(&c);
+  CHECK(c.groupSize(Axis::EP) == n && c.groupRank(Axis::EP) == c.rank(), "ep group");
+  CHECK(c.groupSize(Axis::EDP) == 1 && c.groupRank(Axis::EDP) == 0, "edp group");
+  const int64_t S = 5, W = 3, perRank = 2, E = perRank * n;
+  const int me = c.rank();
+  for (bool skewed : {false, true}) {
+    std::vector<int64_t> ids(n * S);
+    for (int i = 0; i < n; ++i)
+      for (int64_t s = 0; s < S; ++s)
+        ids[i * S + s] = skewed ? 0 : (i + s) % E;
+    auto owner = [&](int i, int64_t s) { return ids[i * S + s] / perRank; };
+    std::vector<float> x(S * W), xr(n * S * W, -1.0f), yl(n * S * W), y(S * W, -1.0f);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t j = 0; j < W; ++j)
+        x[s * W + j] = (float)(me * 1000 + s * 10 + j);
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank,
+                        x.data(), xr.data());
+    for (int i = 0; i < n; ++i)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t j = 0; j < W; ++j)
+          CHECK(xr[(i * S + s) * W + j] ==
+                    (owner(i, s) == me ? (float)(i * 1000 + s * 10 + j) : 0.0f),
+                std::string(skewed ? "skewed" : "mixed") + " dispatch row " +
+                    std::to_string(i * S + s));
+    for (int64_t r = 0; r < n * S; ++r)
+      for (int64_t j = 0; j < W; ++j)
+        yl[r * W + j] = (float)(me * 100000 + r * 10 + j);
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W, perRank,
+                        yl.data(), y.data());
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t j = 0; j < W; ++j)
+        CHECK(y[s * W + j] == (float)(owner(me, s) * 100000 + (me * S + s) * 10 + j),
+              std::string(skewed ? "skewed" : "mixed") + " combine row " + std::to_string(s));
+  }
+  cpu::setCommunicator(nullptr);
+  if (c.rank() == 0 && !gFailures)
+    std::printf("experts ep=%d: ok\n", n);
+  std::fflush(stdout);
+  return gFailures ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -483,7 +545,9 @@ int main(int argc, char **argv) {
     return runRepeat(argc, argv);
   if (cmd == "zero")
     return runZero(argc, argv);
+  if (cmd == "experts")
+    return runExperts(argc, argv);
   std::fprintf(stderr, "usage: merak_comm_test layout PP DP TP | mismatch | "
-                       "dead | hang | repeat | zero\n");
+                       "dead | hang | repeat | zero | experts\n");
   return 2;
 }
