@@ -98,6 +98,10 @@ LogicalResult concatFromSequence(NodeContext &n) {
   if (!seq || seq->empty())
     return n.error("input 0 is not a non-empty sequence");
   int64_t rank = cast<RankedTensorType>((*seq)[0].getType()).getRank();
+  for (auto [i, v] : llvm::enumerate(*seq))
+    if (int64_t r = cast<RankedTensorType>(v.getType()).getRank(); r != rank)
+      return n.error("the sequence's items have different ranks: item 0 has rank " +
+                     Twine(rank) + ", item " + Twine(i) + " rank " + Twine(r));
   bool stack = n.getInt("new_axis", 0) == 1;
   auto ax = n.axis(n.getInt("axis", 0), rank + (stack ? 1 : 0));
   if (failed(ax))
