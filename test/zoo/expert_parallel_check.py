@@ -16,6 +16,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              experts replicated over tp)
   ep2-pp2    Mixtral, --dp 2 --ep 2 --pp 2 --microbatches 2 (a MoE layer
              in each stage; 1F1B)
+  ep2-schedules  Mixtral at --dp 2 --ep 2 --pp 2 (4 ranks) with zb-h1 (the
+             weight gradients split off), interleaved (2 virtual stages) and
+             full recomputation (the dispatch recomputed)
   ep2-zero   Mixtral, --dp 4 --ep 2 --zero 1 (the experts' optimizer state
              split over their expert-data-parallel pair, the rest over dp)
   ep2-pp2-zero  Mixtral, --dp 4 --ep 2 --pp 2 --microbatches 2 --zero 1 (8 ranks)
@@ -144,6 +147,15 @@ def check_resume(env):
         "checkpoint: max rel err %.1e" % ("bitwise equals" if same else "DIFFERS from", err))
 
 
+def check_schedules(env):
+    base = ["--dp", "2", "--ep", "2", "--pp", "2"]
+    results = [versus_serial(env, "mixtral", base + extra, 4) for extra in (
+        ["--microbatches", "4", "--schedule", "zb-h1"],
+        ["--microbatches", "4", "--schedule", "interleaved", "--virtual-stages", "2"],
+        ["--microbatches", "2", "--recompute", "full"])]
+    return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
+
+
 def check_allgather(env):
     results = []
     for ep in ("2", "4"):
@@ -182,6 +194,7 @@ CHECKS = {
                                          4),
     "ep2-pp2": lambda env: versus_serial(
         env, "mixtral", ["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
+    "ep2-schedules": check_schedules,
     "ep2-zero": lambda env: versus_serial(
         env, "mixtral", ["--dp", "4", "--ep", "2", "--zero", "1"], 4),
     "ep2-pp2-zero": lambda env: versus_serial(
