@@ -217,6 +217,22 @@ SmallVector<Value> mlir::merak::buildGradientMean(OpBuilder &b, Location loc, Va
   return ep == 1 ? SmallVector<Value>(mean) : buildScaled(b, loc, mean, 1.0 / ep);
 }
 
+SmallVector<Value> mlir::merak::buildZeroGradientMean(OpBuilder &b, Location loc,
+                                                      ValueRange grads, bool expert,
+                                                      int64_t parts, int64_t ep) {
+  SmallVector<Value> flat;
+  SmallVector<Type> types;
+  for (Value g : grads) {
+    flat.push_back(buildZeroFlatten(b, loc, g, parts));
+    auto t = cast<RankedTensorType>(flat.back().getType());
+    types.push_back(RankedTensorType::get({t.getDimSize(0) / parts}, t.getElementType()));
+  }
+  auto rs = ReduceScatterOp::create(b, loc, types, flat, expert ? "edp" : "dp", "mean");
+  if (!expert || ep == 1)
+    return SmallVector<Value>(rs.getResults());
+  return buildScaled(b, loc, rs.getResults(), 1.0 / ep);
+}
+
 SmallVector<Value> mlir::merak::buildScaled(OpBuilder &b, Location loc, ValueRange values,
                                             double factor) {
   SmallVector<Value> out;

@@ -66,21 +66,22 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
 
     // Expert parallelism: an expert shard's gradient is averaged over the
     // ranks holding the same experts ("edp"), in buckets of its own.
+    // One symbol table, looked up once per result.
     const int64_t ep = getMesh(module).ep;
-    auto isExpertGrad = [&](unsigned i) {
-      auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
-      if (!name || !name.getValue().starts_with("grad:"))
-        return false;
-      Operation *param = SymbolTable::lookupSymbolIn(module, name.getValue().drop_front(5));
-      return param && isExpertShard(param);
-    };
+    SymbolTable symbols(module);
+    SmallVector<bool> expertGrad(ret.getNumOperands(), false);
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+      if (auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
+          name && name.getValue().starts_with("grad:"))
+        if (Operation *param = symbols.lookup(name.getValue().drop_front(5)))
+          expertGrad[i] = isExpertShard(param);
     // ZeRO splits an expert shard's gradient over its "edp" group (none
     // when that is one rank: dp == ep).
     auto zeroParts = [&](bool expert) -> int64_t { return !zero ? 1 : expert ? dp / ep : dp; };
 
     DenseMap<Value, Value> averaged;
     SmallVector<Value> buckets[2]; // [expert shards?]
-    int64_t bucketBytes_[2] = {0, 0};
+    int64_t filled[2] = {0, 0}; // bytes in each bucket
     auto flush = [&](bool expert) {
       SmallVector<Value> &bucket = buckets[expert];
       if (bucket.empty())
@@ -96,20 +97,8 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
       else
         b.setInsertionPointToStart(&block);
       if (int64_t n = zeroParts(expert); n > 1) {
-        // ZeRO-1: flattened, padded to n parts, reduce-scattered: this
-        // rank keeps its part of every averaged gradient.
-        SmallVector<Value> flat;
-        SmallVector<Type> parts;
-        for (Value g : bucket) {
-          flat.push_back(buildZeroFlatten(b, fn.getLoc(), g, n));
-          auto t = cast<RankedTensorType>(flat.back().getType());
-          parts.push_back(RankedTensorType::get({t.getDimSize(0) / n}, t.getElementType()));
-        }
-        auto rs = ReduceScatterOp::create(b, fn.getLoc(), parts, flat, expert ? "edp" : "dp",
-                                          "mean");
-        SmallVector<Value> mean(rs.getResults());
-        if (expert) // each ep rank summed the whole ep group's tokens
-          mean = buildScaled(b, fn.getLoc(), mean, 1.0 / ep);
+        // ZeRO-1: this rank keeps its part of every averaged gradient.
+        SmallVector<Value> mean = buildZeroGradientMean(b, fn.getLoc(), bucket, expert, n, ep);
         for (auto [from, to] : llvm::zip(bucket, mean))
           averaged[from] = to;
       } else {
@@ -118,18 +107,18 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
           averaged[from] = to;
       }
       bucket.clear();
-      bucketBytes_[expert] = 0;
+      filled[expert] = 0;
     };
     for (unsigned i : order) {
       Value g = ret.getOperand(i);
-      bool expert = isExpertGrad(i);
+      bool expert = expertGrad[i];
       if (averaged.count(g) || llvm::is_contained(buckets[expert], g))
         continue;
       auto t = cast<RankedTensorType>(g.getType());
       buckets[expert].push_back(g);
-      bucketBytes_[expert] +=
+      filled[expert] +=
           t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
-      if (bucketBytes_[expert] >= bucketBytes)
+      if (filled[expert] >= bucketBytes)
         flush(expert);
     }
     flush(false);
@@ -141,7 +130,7 @@ struct MerakDataParallelPass : merak::impl::MerakDataParallelBase<MerakDataParal
     averaged[loss] = AllReduceOp::create(b, fn.getLoc(), ValueRange{loss}, "dp", "mean")
                          .getResult(0);
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      if (int64_t n = i > 0 ? zeroParts(isExpertGrad(i)) : 1; n > 1) {
+      if (int64_t n = i > 0 ? zeroParts(expertGrad[i]) : 1; n > 1) {
         auto full = cast<RankedTensorType>(ret.getOperand(i).getType());
         ZeroLayout layout{n, SmallVector<int64_t>(full.getShape())};
         fn.setResultAttr(i, kZeroAttr, zeroLayoutAttr(fn.getContext(), layout));

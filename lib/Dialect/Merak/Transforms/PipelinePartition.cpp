@@ -556,10 +556,12 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     SmallVector<DictionaryAttr> gradAttrs{nameAttr(mb, "loss")};
     SmallVector<Type> gradTypes{lossType};
     SmallVector<Attribute> skip;
+    SmallVector<bool> expertParam; // per param: an expert shard (expert parallelism)
     auto g = func::FuncOp::create(mb, loc, prefix + "grads", FunctionType::get(ctx, {}, {}));
     OpBuilder b = OpBuilder::atBlockEnd(g.addEntryBlock());
     for (StringRef p : params) {
       auto param = module.lookupSymbol<ParamOp>(p);
+      expertParam.push_back(isExpertShard(param));
       auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p).getSymName());
       grads.push_back(GetParamOp::create(b, loc, param.getTensorType(), acc));
       gradTypes.push_back(param.getTensorType());
@@ -575,8 +577,8 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       const int64_t ep = getMesh(module).ep;
       for (bool expert : {false, true}) {
         SmallVector<unsigned> mine;
-        for (auto [i, p] : llvm::enumerate(params))
-          if (isExpertShard(module.lookupSymbol<ParamOp>(p)) == expert)
+        for (auto [i, e] : llvm::enumerate(expertParam))
+          if (e == expert)
             mine.push_back(i);
         if (mine.empty())
           continue;
@@ -585,21 +587,15 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         if (n == 1) {
           values = buildGradientMean(b, loc, values, expert, dp, ep);
         } else {
-          SmallVector<Type> parts;
           for (auto [k, i] : llvm::enumerate(mine)) {
             auto full = cast<RankedTensorType>(values[k].getType());
             ZeroLayout layout{n, SmallVector<int64_t>(full.getShape())};
-            values[k] = buildZeroFlatten(b, loc, values[k], n);
-            parts.push_back(RankedTensorType::get({layout.partSize()}, full.getElementType()));
-            gradTypes[i + 1] = parts.back();
+            gradTypes[i + 1] = RankedTensorType::get({layout.partSize()}, full.getElementType());
             NamedAttrList attrs(gradAttrs[i + 1]);
             attrs.set(kZeroAttr, zeroLayoutAttr(ctx, layout));
             gradAttrs[i + 1] = attrs.getDictionary(ctx);
           }
-          auto rs = ReduceScatterOp::create(b, loc, parts, values, expert ? "edp" : "dp", "mean");
-          values.assign(rs.getResults().begin(), rs.getResults().end());
-          if (expert)
-            values = buildScaled(b, loc, values, 1.0 / ep);
+          values = buildZeroGradientMean(b, loc, values, expert, n, ep);
         }
         for (auto [k, i] : llvm::enumerate(mine))
           grads[i] = values[k];

@@ -165,6 +165,12 @@ bool isExpertShard(Operation *param);
 /// experts' gradient over the whole group's tokens).
 SmallVector<Value> buildGradientMean(OpBuilder &b, Location loc, ValueRange grads, bool expert,
                                      int64_t dp, int64_t ep);
+/// ZeRO-1's form of buildGradientMean: each gradient flattened and padded
+/// to `parts` parts (buildZeroFlatten), reduce-scattered (mean) over "dp"
+/// or, for expert shards, over "edp" and divided by `ep`; this rank's
+/// parts, in order.
+SmallVector<Value> buildZeroGradientMean(OpBuilder &b, Location loc, ValueRange grads,
+                                         bool expert, int64_t parts, int64_t ep);
 /// Each of `values` times the scalar `factor` (in its element type).
 SmallVector<Value> buildScaled(OpBuilder &b, Location loc, ValueRange values, double factor);
 /// The inverse of buildZeroFlatten: the first N elements of `padded`
