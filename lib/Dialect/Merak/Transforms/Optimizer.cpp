@@ -276,38 +276,31 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
         all.push_back(d);
       Value sq = o.mul(g, g);
       Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
-      if (isExpertShard(param) && zeros[index])
-        zeroExpertSq = zeroExpertSq ? o.add(zeroExpertSq, part) : part;
-      else if (isExpertShard(param))
-        expertSq = expertSq ? o.add(expertSq, part) : part;
-      else if (zeros[index] && param->hasAttr(kShardAttr))
-        zeroShardSq = zeroShardSq ? o.add(zeroShardSq, part) : part;
-      else if (zeros[index])
-        zeroSq = zeroSq ? o.add(zeroSq, part) : part;
+      Value *into = &sumSq;
+      if (isExpertShard(param))
+        into = zeros[index] ? &zeroExpertSq : &expertSq;
       else if (param->hasAttr(kShardAttr))
-        shardSq = shardSq ? o.add(shardSq, part) : part;
-      else
-        sumSq = o.add(sumSq, part);
+        into = zeros[index] ? &zeroShardSq : &shardSq;
+      else if (zeros[index])
+        into = &zeroSq;
+      *into = *into ? o.add(*into, part) : part;
     }
-    if (zeroShardSq) {
-      Value dpSum =
-          AllReduceOp::create(b, o.loc, ValueRange{zeroShardSq}, "dp", "sum").getResult(0);
-      shardSq = shardSq ? o.add(shardSq, dpSum) : dpSum;
-    }
+    // `partial` summed over `group`, added to `into` (or alone).
+    auto addSummed = [&](Value into, Value partial, StringRef group) -> Value {
+      Value sum =
+          AllReduceOp::create(b, o.loc, ValueRange{partial}, group, "sum").getResult(0);
+      return into ? o.add(into, sum) : sum;
+    };
+    if (zeroShardSq)
+      shardSq = addSummed(shardSq, zeroShardSq, "dp");
     if (shardSq)
-      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{shardSq}, "tp", "sum")
-                               .getResult(0));
+      sumSq = addSummed(sumSq, shardSq, "tp");
     if (zeroSq)
-      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{zeroSq}, "dp", "sum")
-                               .getResult(0));
-    if (zeroExpertSq) { // ZeRO parts of expert shards: over "edp", then "ep"
-      Value edpSum =
-          AllReduceOp::create(b, o.loc, ValueRange{zeroExpertSq}, "edp", "sum").getResult(0);
-      expertSq = expertSq ? o.add(expertSq, edpSum) : edpSum;
-    }
+      sumSq = addSummed(sumSq, zeroSq, "dp");
+    if (zeroExpertSq) // ZeRO parts of expert shards: over "edp", then "ep"
+      expertSq = addSummed(expertSq, zeroExpertSq, "edp");
     if (expertSq)
-      sumSq = o.add(sumSq, AllReduceOp::create(b, o.loc, ValueRange{expertSq}, "ep", "sum")
-                               .getResult(0));
+      sumSq = addSummed(sumSq, expertSq, "ep");
     if (auto group = grad->getAttrOfType<StringAttr>("merak.norm_group"))
       sumSq = AllReduceOp::create(b, o.loc, ValueRange{sumSq}, group.getValue(), "sum")
                   .getResult(0);
