@@ -39,11 +39,11 @@ LogicalResult kernels::eval(AllToAllOp op, Operands in, Results out) {
     return op.emitOpError("splits over ")
            << op.getParts() << " ranks; the reference evaluator runs one";
   const HostTensor &x = *in[0], &ids = *in[1];
-  int64_t rows = x.getShape()[0];
+  const int64_t rows = x.getShape()[0], experts = op.getExpertsPerRank();
   for (int64_t s = 0; s < rows; ++s)
-    if (int64_t e = ids.i()[s]; e < 0 || e >= op.getExpertsPerRank())
+    if (int64_t e = ids.i()[s]; e < 0 || e >= experts)
       return op.emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
-                                          << op.getExpertsPerRank() << ")";
+                                          << experts << ")";
   out.push_back(x);
   return success();
 }

@@ -332,6 +332,25 @@ Comm::~Comm() {
   gOwnsMpi = false;
 }
 
+namespace {
+/// Why `mesh` cannot run on a world of `size` processes; empty when it can.
+std::string meshError(const MeshShape &mesh, int size) {
+  if (mesh.pp < 1 || mesh.dp < 1 || mesh.tp < 1)
+    return "invalid mesh dp=" + std::to_string(mesh.dp) + " x tp=" + std::to_string(mesh.tp) +
+           " x pp=" + std::to_string(mesh.pp) + ": every extent must be >= 1";
+  if (mesh.ep < 1 || mesh.dp % mesh.ep != 0)
+    return "invalid mesh: ep=" + std::to_string(mesh.ep) + " must divide dp=" +
+           std::to_string(mesh.dp);
+  if (size != mesh.size())
+    return "launched with " + std::to_string(size) +
+           " processes, but this program was compiled for dp=" + std::to_string(mesh.dp) +
+           " x tp=" + std::to_string(mesh.tp) + " x pp=" + std::to_string(mesh.pp) + " = " +
+           std::to_string(mesh.size()) + " processes: run `mpirun -np " +
+           std::to_string(mesh.size()) + " ...`";
+  return "";
+}
+} // namespace
+
 Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
                                          MeshShape mesh) {
   int initialized = 0, finalized = 0;
@@ -359,22 +378,7 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
   impl->chunk = chunkLimit();
 
   // Checks every rank must agree on before building communicators.
-  std::string error;
-  if (mesh.pp < 1 || mesh.dp < 1 || mesh.tp < 1) {
-    error = "invalid mesh dp=" + std::to_string(mesh.dp) +
-            " x tp=" + std::to_string(mesh.tp) +
-            " x pp=" + std::to_string(mesh.pp) + ": every extent must be >= 1";
-  } else if (mesh.ep < 1 || mesh.dp % mesh.ep != 0) {
-    error = "invalid mesh: ep=" + std::to_string(mesh.ep) + " must divide dp=" +
-            std::to_string(mesh.dp);
-  } else if (impl->size != mesh.size()) {
-    error = "launched with " + std::to_string(impl->size) +
-            " processes, but this program was compiled for dp=" +
-            std::to_string(mesh.dp) + " x tp=" + std::to_string(mesh.tp) +
-            " x pp=" + std::to_string(mesh.pp) + " = " +
-            std::to_string(mesh.size()) + " processes: run `mpirun -np " +
-            std::to_string(mesh.size()) + " ...`";
-  }
+  std::string error = meshError(mesh, impl->size);
   if (const char *s = std::getenv("MERAK_COMM_TIMEOUT"); s && *s) {
     char *end = nullptr;
     double v = std::strtod(s, &end);

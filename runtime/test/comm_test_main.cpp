@@ -77,6 +77,9 @@ int along(const MeshCoord &c, Axis a, int worldRank) {
     return c.tp;
   case Axis::World:
     return worldRank;
+  case Axis::EP: // expert groups: checked by runExperts (the layouts here have ep = 1)
+  case Axis::EDP:
+    return -1;
   }
   return -1;
 }
@@ -361,22 +364,31 @@ uint64_t fnv1a(const void *p, size_t n) {
   return h;
 }
 
+/// The launcher's world (OMPI_COMM_WORLD_SIZE ranks) as one dp group,
+/// which is also one ep group with `expertGroup`; sets gRank. Null after
+/// printing Comm::init's error.
+std::unique_ptr<Comm> initWorldAsDp(int &argc, char **&argv, bool expertGroup = false) {
+  MeshShape mesh;
+  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
+    mesh.dp = std::atoi(s);
+  mesh.ep = expertGroup ? mesh.dp : 1;
+  auto comm = Comm::init(&argc, &argv, mesh);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+    return nullptr;
+  }
+  gRank = (*comm)->rank();
+  return std::move(*comm);
+}
+
 /// Random floats of mixed magnitudes (sums that depend on the order);
 /// prints the hash of each all-reduced buffer, after checking that every
 /// rank got the same bits.
 int runRepeat(int argc, char **argv) {
-  int n = 1;
-  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
-    n = std::atoi(s);
-  MeshShape mesh;
-  mesh.dp = n;
-  auto comm = Comm::init(&argc, &argv, mesh);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+  std::unique_ptr<Comm> comm = initWorldAsDp(argc, argv);
+  if (!comm)
     return 1;
-  }
-  Comm &c = **comm;
-  gRank = c.rank();
+  Comm &c = *comm;
   for (int64_t count : {1000, 70000, 1 << 20}) {
     std::mt19937 gen(1234 + c.rank() * 7919 + (int)count);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -404,18 +416,11 @@ int runRepeat(int argc, char **argv) {
 /// ZeRO's entry points on a bucket of two tensors of different part sizes
 /// (3 and 5 elements per rank). Values are small integers, so sums are exact.
 int runZero(int argc, char **argv) {
-  int n = 1;
-  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
-    n = std::atoi(s);
-  MeshShape mesh;
-  mesh.dp = n;
-  auto comm = Comm::init(&argc, &argv, mesh);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+  std::unique_ptr<Comm> comm = initWorldAsDp(argc, argv);
+  if (!comm)
     return 1;
-  }
-  Comm &c = **comm;
-  gRank = c.rank();
+  Comm &c = *comm;
+  const int n = c.worldSize();
   cpu::setCommunicator(&c);
   const int64_t counts[2] = {3, 5};
   // in[t][i] = rank * 100 + t * 10 + i (every rank holds n parts of each).
@@ -472,19 +477,11 @@ int runZero(int argc, char **argv) {
 /// the rank holding its expert. The ep/edp groups are the dp group and one
 /// rank.
 int runExperts(int argc, char **argv) {
-  int n = 1;
-  if (const char *s = std::getenv("OMPI_COMM_WORLD_SIZE"))
-    n = std::atoi(s);
-  MeshShape mesh;
-  mesh.dp = n;
-  mesh.ep = n;
-  auto comm = Comm::init(&argc, &argv, mesh);
-  if (!comm.ok()) {
-    std::fprintf(stderr, "train: error: %s\n", comm.message().c_str());
+  std::unique_ptr<Comm> comm = initWorldAsDp(argc, argv, /*expertGroup=*/true);
+  if (!comm)
     return 1;
-  }
-  Comm &c = **comm;
-  gRank = c.rank();
+  Comm &c = *comm;
+  const int n = c.worldSize();
   cpu::setCommunicator(&c);
   CHECK(c.groupSize(Axis::EP) == n && c.groupRank(Axis::EP) == c.rank(), "ep group");
   CHECK(c.groupSize(Axis::EDP) == 1 && c.groupRank(Axis::EDP) == 0, "edp group");
