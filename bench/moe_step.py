@@ -45,6 +45,17 @@ def mixtral_model():
     return CausalLM(tf.MixtralForCausalLM(cfg)).train()
 
 
+def export_mixtral(workdir, batch=B):
+    """mixtral_model() exported with TorchScript at opset 17 (a batch of
+    `batch` x T tokens) to WORKDIR/mixtral.onnx; returns the path."""
+    path = os.path.join(workdir, "mixtral.onnx")
+    torch.onnx.export(mixtral_model(), (torch.zeros(batch, T, dtype=torch.int64),), path,
+                      dynamo=False, opset_version=17, input_names=["input_ids"],
+                      output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -52,11 +63,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    model = mixtral_model()
-    onnx_path = os.path.join(a.workdir, "mixtral.onnx")
-    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path, dynamo=False,
-                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    onnx_path = export_mixtral(a.workdir)
     tokens = os.path.join(a.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")

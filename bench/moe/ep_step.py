@@ -22,12 +22,11 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "zoo"))
-from moe_step import T, VOCAB, mixtral_model  # noqa: E402  (the same Mixtral shape)
+from moe_step import VOCAB, export_mixtral  # noqa: E402  (the same Mixtral shape)
 from zoo import MPIRUN  # noqa: E402
 
 B = 8  # the global batch (moe_step.py's is 4)
@@ -37,15 +36,6 @@ PLANS = [  # (name, flags, ranks)
     ("dp2 ep2 alltoall", ["--dp", "2", "--ep", "2"], 2),
     ("dp2 ep2 allgather", ["--dp", "2", "--ep", "2", "--moe-dispatcher", "allgather"], 2),
 ]
-
-
-def export(workdir):
-    model = mixtral_model()
-    path = os.path.join(workdir, "mixtral.onnx")
-    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), path, dynamo=False,
-                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    return path
 
 
 def expert_traffic(bin_dir, onnx_path, flags):
@@ -69,7 +59,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    onnx_path = export(a.workdir)
+    onnx_path = export_mixtral(a.workdir, B)
     tokens = os.path.join(a.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 400000).astype(np.uint16).tofile(tokens)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
