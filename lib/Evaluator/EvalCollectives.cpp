@@ -39,12 +39,39 @@ LogicalResult kernels::eval(AllToAllOp op, Operands in, Results out) {
     return op.emitOpError("splits over ")
            << op.getParts() << " ranks; the reference evaluator runs one";
   const HostTensor &x = *in[0], &ids = *in[1];
-  const int64_t rows = x.getShape()[0], experts = op.getExpertsPerRank();
+  // With one rank a shadow copy's id (expert_shadow_plan) is also this rank's.
+  const int64_t rows = x.getShape()[0],
+                experts = op.getExpertsPerRank() + op.getShadowSlots();
   for (int64_t s = 0; s < rows; ++s)
     if (int64_t e = ids.i()[s]; e < 0 || e >= experts)
       return op.emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
                                           << experts << ")";
   out.push_back(x);
+  return success();
+}
+
+/// One rank owns every expert: a broadcast copies the slots' matrices, a
+/// reduce puts each slot back on its expert.
+LogicalResult kernels::eval(ExpertShadowOp op, Operands in, Results out) {
+  if (op.getParts() != 1)
+    return op.emitOpError("splits over ")
+           << op.getParts() << " ranks; the reference evaluator runs one";
+  const HostTensor &x = *in[0], &slots = *in[1];
+  HostTensor res(op.getType());
+  const int64_t matrix = static_cast<int64_t>(res.f().size()) / res.getShape()[0];
+  const int64_t experts = (op.getReduce() ? res : x).getShape()[0];
+  for (int64_t j = 0; j < slots.getShape()[0]; ++j) {
+    const int64_t e = slots.i()[j];
+    if (e < -1 || e >= experts)
+      return op.emitOpError("slot ") << j << " names expert " << e << ", out of range [0, "
+                                     << experts << ")";
+    if (e < 0)
+      continue;
+    const int64_t from = (op.getReduce() ? j : e) * matrix, to = (op.getReduce() ? e : j) * matrix;
+    for (int64_t k = 0; k < matrix; ++k)
+      res.f()[to + k] = x.f()[from + k];
+  }
+  out.push_back(std::move(res));
   return success();
 }
 

@@ -322,3 +322,21 @@ LogicalResult kernels::eval(ExpertMatmulGradWeightOp op, Operands in, Results ou
   out.push_back(std::move(res));
   return success();
 }
+
+/// With one rank no expert has remote rows, so nothing is shadowed: the ids
+/// pass through and every slot is unused.
+LogicalResult kernels::eval(ExpertShadowPlanOp op, Operands in, Results out) {
+  if (op.getParts() != 1)
+    return op.emitOpError("splits over ")
+           << op.getParts() << " ranks; the reference evaluator runs one";
+  const HostTensor &ids = *in[0];
+  for (int64_t s = 0; s < ids.getShape()[0]; ++s)
+    if (int64_t e = ids.i()[s]; e < 0 || e >= static_cast<int64_t>(op.getExpertsPerRank()))
+      return op.emitOpError("expert id ")
+             << e << " of row " << s << " out of range [0, " << op.getExpertsPerRank() << ")";
+  HostTensor slots(cast<RankedTensorType>(op.getSlots().getType()));
+  std::fill(slots.i().begin(), slots.i().end(), -1);
+  out.push_back(ids);
+  out.push_back(std::move(slots));
+  return success();
+}

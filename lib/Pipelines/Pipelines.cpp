@@ -65,6 +65,8 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     MerakExpertParallelOptions expertParallel;
     expertParallel.ep = o.ep;
     expertParallel.dispatcher = o.moeDispatcher;
+    expertParallel.shadow = o.moeShadow;
+    expertParallel.shadowMinRows = o.moeShadowMinRows;
     pm.addPass(createMerakExpertParallel(expertParallel));
   }
   if (o.tp > 1) {

@@ -116,6 +116,18 @@ struct CommandLine {
                "the rank holding its expert; Megatron-LM's alltoall dispatcher) or allgather "
                "(every rank gathers the group's tokens); the same values either way"),
       cl::value_desc("alltoall|allgather"), cl::init("alltoall"), cl::cat(cat)};
+  cl::opt<int64_t> moeShadow{
+      "moe-shadow",
+      cl::desc("With --ep: FasterMoE's dynamic shadowing. Every step, up to N experts per "
+               "layer whose rows from other ranks cost more on the all-to-all than their "
+               "weights are copied to every rank of the ep group, which then computes its own "
+               "rows of them (0: off). The losses do not change"),
+      cl::value_desc("N"), cl::init(0), cl::cat(cat)};
+  cl::opt<int64_t> moeShadowMinRows{
+      "moe-shadow-min-rows",
+      cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
+               "ranks are routed to it (0: where that costs what its weights do)"),
+      cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
   cl::opt<double> moeSkew{
       "moe-skew",
       cl::desc("With --simulate and --ep: uneven routing, expert e getting a share of the "
@@ -325,6 +337,8 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.tp = opts.tp;
   o.ep = opts.ep;
   o.moeDispatcher = opts.moeDispatcher;
+  o.moeShadow = opts.moeShadow;
+  o.moeShadowMinRows = opts.moeShadowMinRows;
   o.moeSkew = opts.moeSkew;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;

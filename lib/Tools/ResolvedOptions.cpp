@@ -179,6 +179,14 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeDispatcher != "alltoall" && opts.moeDispatcher != "allgather")
     return fail("--moe-dispatcher must be alltoall or allgather, got '" + opts.moeDispatcher +
                 "'");
+  if (opts.moeShadow < 0 || opts.moeShadowMinRows < 0)
+    return fail("--moe-shadow and --moe-shadow-min-rows must not be negative");
+  if (opts.moeShadow > 0 && opts.ep < 2)
+    return fail("--moe-shadow needs expert parallelism (--ep 2 or more): it copies hot experts "
+                "to the other ranks of their ep group");
+  if (opts.moeShadow > 0 && opts.moeDispatcher != "alltoall")
+    return fail("--moe-shadow needs --moe-dispatcher alltoall (the allgather dispatcher "
+                "already sends every row to every rank)");
   if (opts.ep > 1 && opts.target != "cpu")
     return fail("--ep is supported on --target cpu only (the CUDA target has no expert "
                 "GEMM kernel yet)");
@@ -246,6 +254,8 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.tp = opts.tp;
   p.ep = opts.ep;
   p.moeDispatcher = opts.moeDispatcher;
+  p.moeShadow = opts.moeShadow;
+  p.moeShadowMinRows = opts.moeShadowMinRows;
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;
   p.virtualStages =

@@ -176,20 +176,24 @@ void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int
 }
 
 void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *idsData,
-                    int64_t S, int64_t row, int64_t perRank, const void *in, void *out) {
+                    int64_t S, int64_t row, int64_t perRank, int64_t shadowSlots,
+                    const void *in, void *out) {
   const int64_t *ids = static_cast<const int64_t *>(idsData); // i64
   checkCollectiveType(t, "all_to_all");
   const int size = zeroGroupSize(group, parts, "all_to_all");
   const int me = size == 1 ? 0 : gComm->groupRank(axisOf(group));
   const int64_t rowBytes = row * elemSize(t), experts = perRank * parts;
+  // A shadow copy's id (expert_shadow_plan) names a slot of the row's own rank.
   auto owner = [&](int64_t i, int64_t s) {
     int64_t e = ids[i * S + s];
-    if (e < 0 || e >= experts)
+    if (e < 0 || e >= experts + parts * shadowSlots ||
+        (e >= experts && (e - experts) / shadowSlots != i))
       fatal(("all_to_all: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
              " of group rank " + std::to_string(i) + " out of range [0, " +
-             std::to_string(experts) + ")")
+             std::to_string(experts) + ")" +
+             (shadowSlots ? " or rank " + std::to_string(i) + "'s shadow slots" : ""))
                 .c_str());
-    return e / perRank;
+    return e < experts ? e / perRank : i;
   };
   // Dispatch sends this rank's rows to their experts' ranks and receives
   // from every rank i its rows of this rank's experts; combine reverses it.
@@ -239,6 +243,53 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
         std::memcpy(dst + (combine ? s : i * S + s) * rowBytes, p, rowBytes);
         p += rowBytes;
       }
+}
+
+void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slotsData,
+                  int64_t M, int64_t perRank, int64_t matrix, const void *in, void *out) {
+  const int64_t *slots = static_cast<const int64_t *>(slotsData);
+  checkCollectiveType(t, "expert_shadow");
+  const int size = zeroGroupSize(group, parts, "expert_shadow");
+  const int me = size == 1 ? 0 : gComm->groupRank(axisOf(group));
+  const size_t bytes = static_cast<size_t>(matrix * elemSize(t));
+  const char *src = static_cast<const char *>(in);
+  char *dst = static_cast<char *>(out);
+  auto owner = [&](int64_t j) {
+    const int64_t e = slots[j];
+    if (e < -1 || e >= perRank * parts)
+      fatal(("expert_shadow: slot " + std::to_string(j) + " names expert " + std::to_string(e) +
+             ", out of range [0, " + std::to_string(perRank * parts) + ")")
+                .c_str());
+    return e < 0 ? -1 : static_cast<int>(e / perRank);
+  };
+  if (!reduce) { // each used slot from its owner's rows
+    std::vector<Comm::Request> requests;
+    for (int64_t j = 0; j < M; ++j) {
+      const int from = owner(j);
+      char *slot = dst + j * bytes;
+      if (from < 0) {
+        std::memset(slot, 0, bytes);
+        continue;
+      }
+      if (from == me)
+        std::memcpy(slot, src + (slots[j] - me * perRank) * bytes, bytes);
+      if (size > 1)
+        requests.push_back(gComm->broadcast(axisOf(group), slot, matrix, commTypeOf(t), from));
+    }
+    for (Comm::Request &r : requests)
+      waitOrAbort(r, "broadcasting a shadowed expert's weights");
+    return;
+  }
+  static thread_local std::vector<char> sum;
+  sum.assign(src, src + M * bytes);
+  if (size > 1) {
+    Comm::Request r = gComm->allReduceSum(axisOf(group), sum.data(), M * matrix, commTypeOf(t));
+    waitOrAbort(r, "reducing shadowed experts' gradients to their owners");
+  }
+  std::memset(dst, 0, static_cast<size_t>(perRank) * bytes);
+  for (int64_t j = 0; j < M; ++j)
+    if (owner(j) == me)
+      std::memcpy(dst + (slots[j] - me * perRank) * bytes, sum.data() + j * bytes, bytes);
 }
 
 void groupRank(Group group, void *out) {

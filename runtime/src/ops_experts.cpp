@@ -18,6 +18,7 @@
 
 #include "ops_util.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -164,6 +165,60 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
                       O, E, transW, static_cast<double *>(dw));
   else
     fatal("expert_matmul_grad_weight: F32 or F64 only");
+}
+
+namespace {
+ExpertShadowCounts gShadowCounts; // the step's plans run on one thread
+} // namespace
+
+ExpertShadowCounts takeExpertShadowCounts() {
+  ExpertShadowCounts c = gShadowCounts;
+  gShadowCounts = {};
+  return c;
+}
+
+void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t perRank, int64_t M,
+                      int64_t minRows, void *routedData, void *slotsData) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData);
+  int64_t *routed = static_cast<int64_t *>(routedData), *slots = static_cast<int64_t *>(slotsData);
+  const int64_t E = parts * perRank;
+  // An expert's remote rows: those the all-to-all would send its owner.
+  std::vector<int64_t> remote(static_cast<size_t>(E), 0);
+  for (int64_t i = 0; i < parts; ++i)
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t e = ids[i * S + s];
+      if (e < 0 || e >= E)
+        fatal(("expert_shadow_plan: expert id " + std::to_string(e) + " of row " +
+               std::to_string(s) + " of group rank " + std::to_string(i) + " out of range [0, " +
+               std::to_string(E) + ")")
+                  .c_str());
+      remote[e] += e / perRank != i;
+    }
+  std::vector<int64_t> hot;
+  for (int64_t e = 0; e < E; ++e)
+    if (remote[e] >= minRows)
+      hot.push_back(e);
+  auto busier = [&](int64_t a, int64_t b) {
+    return remote[a] != remote[b] ? remote[a] > remote[b] : a < b;
+  };
+  if (static_cast<int64_t>(hot.size()) > M) {
+    std::nth_element(hot.begin(), hot.begin() + M, hot.end(), busier);
+    hot.resize(static_cast<size_t>(M));
+  }
+  std::sort(hot.begin(), hot.end());
+  std::vector<int64_t> slotOf(static_cast<size_t>(E), -1);
+  for (int64_t j = 0; j < M; ++j) {
+    slots[j] = j < static_cast<int64_t>(hot.size()) ? hot[j] : -1;
+    if (slots[j] >= 0)
+      slotOf[slots[j]] = j;
+  }
+  for (int64_t i = 0; i < parts; ++i)
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t e = ids[i * S + s];
+      routed[i * S + s] = slotOf[e] < 0 ? e : E + i * M + slotOf[e];
+    }
+  ++gShadowCounts.plans;
+  gShadowCounts.shadowed += static_cast<int64_t>(hot.size());
 }
 
 } // namespace merak::rt::cpu

@@ -662,6 +662,10 @@ StepMetrics Trainer::report(int64_t s, double seconds) {
   sm.tokensPerSecond = seconds > 0 ? static_cast<double>(globalTokens_) / seconds : 0;
   for (const ManifestTensor *out : program_.extraOutputs)
     sm.extra.emplace_back(out->name, readScalar(A_, *out));
+  // Dynamic shadowing (--moe-shadow): the experts shadowed in the step, over
+  // every layer and micro-batch (the same on every ep rank).
+  if (cpu::ExpertShadowCounts c = cpu::takeExpertShadowCounts(); c.plans > 0)
+    sm.extra.emplace_back("moe_shadowed", static_cast<double>(c.shadowed));
   lastLoss_ = sm.loss;
   if (metrics_)
     if (Status st = metrics_->write(sm); !st.ok())

@@ -469,6 +469,54 @@ int runZero(int argc, char **argv) {
   return gFailures ? 1 : 0;
 }
 
+/// Dynamic shadowing on the skewed routing (every row to expert 0, held by
+/// rank 0): the plan shadows expert 0 alone (one slot) and renames every
+/// row to its own rank's copy, so the all-to-all moves nothing; the
+/// broadcast gives every rank rank 0's matrix of expert 0, and the reduce
+/// brings the sum of every rank's slot back to rank 0's expert 0.
+void runShadowing(int n, int me, int64_t S, int64_t W, int64_t perRank) {
+  const int64_t E = perRank * n, M = 1;
+  std::vector<int64_t> ids(n * S, 0), routed(n * S, -7), slots(M, -7);
+  cpu::takeExpertShadowCounts();
+  cpu::expertShadowPlan(ids.data(), n, S, perRank, M, /*minRows=*/n > 1 ? S : 0,
+                        routed.data(), slots.data());
+  cpu::ExpertShadowCounts counts = cpu::takeExpertShadowCounts();
+  CHECK(slots[0] == 0 && counts.plans == 1 && counts.shadowed == 1, "plan shadows expert 0");
+  for (int i = 0; i < n; ++i)
+    for (int64_t s = 0; s < S; ++s)
+      CHECK(routed[i * S + s] == E + i * M, "plan renames row " + std::to_string(i * S + s));
+  std::vector<int64_t> cold(n * S, 1), coldRouted(n * S), coldSlots(M);
+  cpu::expertShadowPlan(cold.data(), n, S, perRank, M, /*minRows=*/S * n, coldRouted.data(),
+                        coldSlots.data());
+  CHECK(coldSlots[0] == -1 && coldRouted == cold, "no expert over min_rows: nothing shadowed");
+  std::vector<float> x(S * W), xr(n * S * W, -1.0f), y(S * W, -1.0f);
+  for (int64_t r = 0; r < S * W; ++r)
+    x[r] = (float)(me * 1000 + r);
+  cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, routed.data(), S, W, perRank, M,
+                      x.data(), xr.data());
+  for (int64_t r = 0; r < n * S * W; ++r)
+    CHECK(xr[r] == (r / (S * W) == me ? x[r % (S * W)] : 0.0f),
+          "shadowed dispatch keeps row " + std::to_string(r / W) + " local");
+  cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, routed.data(), S, W, perRank, M,
+                      xr.data(), y.data());
+  CHECK(y == x, "shadowed combine takes the local rows back");
+  std::vector<float> w(perRank * W), ws(M * W, -1.0f), back(perRank * W, -1.0f);
+  for (int64_t r = 0; r < perRank * W; ++r)
+    w[r] = (float)(me * 100 + r);
+  cpu::expertShadow(cpu::Group::EP, cpu::DT::F32, false, n, slots.data(), M, perRank, W,
+                    w.data(), ws.data());
+  for (int64_t j = 0; j < W; ++j)
+    CHECK(ws[j] == (float)j, "broadcast element " + std::to_string(j));
+  std::vector<float> g(M * W);
+  for (int64_t j = 0; j < W; ++j)
+    g[j] = (float)(me + 1 + j);
+  cpu::expertShadow(cpu::Group::EP, cpu::DT::F32, true, n, slots.data(), M, perRank, W,
+                    g.data(), back.data());
+  for (int64_t r = 0; r < perRank * W; ++r)
+    CHECK(back[r] == (me == 0 && r < W ? (float)(n * (n + 1) / 2 + n * r) : 0.0f),
+          "reduce element " + std::to_string(r));
+}
+
 /// Expert parallelism's all-to-all (expertAllToAll) on dp = ep = n ranks,
 /// 2 experts per rank, S = 5 rows of 3 floats per rank; routings: mixed
 /// ((rank + s) % E), and every row to expert 0 (rank 0 receives all, the
@@ -497,7 +545,7 @@ int runExperts(int argc, char **argv) {
     for (int64_t s = 0; s < S; ++s)
       for (int64_t j = 0; j < W; ++j)
         x[s * W + j] = (float)(me * 1000 + s * 10 + j);
-    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank,
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank, 0,
                         x.data(), xr.data());
     for (int i = 0; i < n; ++i)
       for (int64_t s = 0; s < S; ++s)
@@ -509,13 +557,14 @@ int runExperts(int argc, char **argv) {
     for (int64_t r = 0; r < n * S; ++r)
       for (int64_t j = 0; j < W; ++j)
         yl[r * W + j] = (float)(me * 100000 + r * 10 + j);
-    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W, perRank,
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W, perRank, 0,
                         yl.data(), y.data());
     for (int64_t s = 0; s < S; ++s)
       for (int64_t j = 0; j < W; ++j)
         CHECK(y[s * W + j] == (float)(owner(me, s) * 100000 + (me * S + s) * 10 + j),
               std::string(skewed ? "skewed" : "mixed") + " combine row " + std::to_string(s));
   }
+  runShadowing(n, me, S, W, perRank);
   cpu::setCommunicator(nullptr);
   if (c.rank() == 0 && !gFailures)
     std::printf("experts ep=%d: ok\n", n);

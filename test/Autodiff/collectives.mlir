@@ -6,14 +6,16 @@
 // here the identity) must both have the identity's derivative; so must
 // expert parallelism's merak.all_gather and merak.reduce_scatter over "ep"
 // (each other's VJP), with an i64 operand (the expert ids) that gets none,
-// and merak.all_to_all's dispatch and combine.
+// and merak.all_to_all's dispatch and combine, and dynamic shadowing
+// (merak.expert_shadow's broadcast, whose VJP is its reduce).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
 // CHECK: case 3: PASS
 // CHECK: case 4: PASS
-// CHECK: gradcheck: all 5 cases passed
+// CHECK: case 5: PASS
+// CHECK: gradcheck: all 6 cases passed
 
 merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
 func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
@@ -94,6 +96,33 @@ func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
   %xr = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %yl = merak.expert_matmul %xr, %k[%e first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %y = merak.all_to_all %yl routed %e group = "ep" combine experts_per_rank = 2 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %t = merak.tanh %y : tensor<3x2xf64>
+  %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// Shadowing with one rank (2 experts, 1 slot): expert 1 is shadowed, so
+// rows 0 and 2 are renamed to its copy (id 2 = E + 0 * M + slot 0) and
+// multiplied by the broadcast slot; expert 1's gradient comes back through
+// the reduce.
+merak.param @x : tensor<3x2xf64> = dense<[[0.5, -1.25], [0.75, 1.5], [-0.3, 0.8]]> : tensor<3x2xf64>
+merak.param @k : tensor<2x2x2xf64> = dense<[[[0.3, -0.7], [1.1, 0.2]], [[-0.4, 0.9], [0.6, -0.5]]]> : tensor<2x2x2xf64>
+func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
+  %r = merak.constant dense<[2, 0, 2]> : tensor<3xi64>
+  %slots = merak.constant dense<[1]> : tensor<1xi64>
+  %first = merak.constant dense<0> : tensor<i64>
+  %copies = merak.constant dense<2> : tensor<i64>
+  %x = merak.get_param @x : tensor<3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x2xf64>
+  %ks = merak.expert_shadow %k, %slots group = "ep" parts = 1 : tensor<2x2x2xf64>, tensor<1xi64> -> tensor<1x2x2xf64>
+  %xr = merak.all_to_all %x routed %r group = "ep" experts_per_rank = 2 shadow_slots = 1 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %yo = merak.expert_matmul %xr, %k[%r first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %ys = merak.expert_matmul %xr, %ks[%r first %copies : tensor<i64>] : tensor<3x2xf64>, tensor<1x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
+  %yl = merak.add %yo, %ys : tensor<3x2xf64>, tensor<3x2xf64>
+  %y = merak.all_to_all %yl routed %r group = "ep" combine experts_per_rank = 2 shadow_slots = 1 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %t = merak.tanh %y : tensor<3x2xf64>
   %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>

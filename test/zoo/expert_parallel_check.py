@@ -32,6 +32,12 @@ batches as the serial program; per-step loss relative error <= 1e-5:
   resume     --dp 2 --ep 2: 10 steps with a checkpoint, resumed to 20, are
              bitwise the uninterrupted run; the serial program (ep 1)
              resumed from that checkpoint stays within 1e-6 of it
+  shadow     dynamic shadowing (--moe-shadow, every step's hottest experts
+             copied to every ep rank; --moe-shadow-min-rows 1 so that the
+             small batch shadows some): --dp 2 --ep 2 with one slot and --dp
+             4 --ep 4 --zero 1 with two stay within 1e-6 of plain expert
+             parallelism and 1e-5 of serial, and the metrics show experts
+             shadowed in every step
   errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
              cuda and an unknown --moe-dispatcher are errors naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
@@ -90,6 +96,9 @@ class Env:
         return exe if check else p
 
     def train(self, exe, steps, ranks=1, extra=()):
+        return [m["loss"] for m in self.metrics(exe, steps, ranks, extra)]
+
+    def metrics(self, exe, steps, ranks=1, extra=()):
         metrics = exe + ".jsonl"
         if os.path.exists(metrics):
             os.remove(metrics)
@@ -99,7 +108,7 @@ class Env:
             cmd = zoo.MPIRUN + ["-np", str(ranks)] + cmd
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
-        return [json.loads(line)["loss"] for line in open(metrics)]
+        return [json.loads(line) for line in open(metrics)]
 
     def serial_losses(self, name, flags=()):
         key = (name, tuple(flags))
@@ -169,6 +178,24 @@ def check_allgather(env):
             ep, "bitwise equals" if ok else "DIFFERS from", err) for ep, ok, err in results)
 
 
+def check_shadow(env):
+    results, ok = [], True
+    for flags, ranks, slots in ((["--dp", "2", "--ep", "2"], 2, "1"),
+                                (["--dp", "4", "--ep", "4", "--zero", "1"], 4, "2")):
+        tag = "".join(f.strip("-") for f in flags)
+        plain = env.train(env.compile("mixtral", tag, flags), STEPS, ranks)
+        shadow = env.metrics(env.compile("mixtral", tag + "-shadow", flags + [
+            "--moe-shadow", slots, "--moe-shadow-min-rows", "1"]), STEPS, ranks)
+        got = [m["loss"] for m in shadow]
+        shadowed = [m.get("moe_shadowed", 0) for m in shadow]
+        err, serial = rel_err(got, plain), rel_err(got, env.serial_losses("mixtral"))
+        ok &= err <= 1e-6 and serial <= TOL and min(shadowed) > 0
+        results.append("%s --moe-shadow %s: %d..%d experts shadowed per step, max rel err "
+                       "%.1e vs plain ep, %.1e vs serial" % (
+                           " ".join(flags), slots, min(shadowed), max(shadowed), err, serial))
+    return ok, "; ".join(results)
+
+
 def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
@@ -176,6 +203,9 @@ def check_errors(env):
         (["--dp", "2", "--ep", "2", "--target", "cuda"], "mixtral", "--target cpu only"),
         (["--dp", "2", "--ep", "2", "--moe-dispatcher", "ring"], "mixtral",
          "--moe-dispatcher must be alltoall or allgather"),
+        (["--dp", "2", "--moe-shadow", "1"], "mixtral", "--moe-shadow needs expert parallelism"),
+        (["--dp", "2", "--ep", "2", "--moe-shadow", "1", "--moe-dispatcher", "allgather"],
+         "mixtral", "--moe-shadow needs --moe-dispatcher alltoall"),
     ]
     bad = []
     for flags, name, want in cases:
@@ -206,6 +236,7 @@ CHECKS = {
                                      ["--microbatches", "2", "--moe-aux-loss", "0.02"]),
     "allgather": check_allgather,
     "resume": check_resume,
+    "shadow": check_shadow,
     "errors": check_errors,
 }
 

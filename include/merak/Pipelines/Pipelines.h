@@ -46,6 +46,7 @@ struct PipelineOptions {
   // ep: expert-parallel ranks, folded into dp (merak-expert-parallel).
   int64_t ep = 1;
   std::string moeDispatcher = "alltoall"; ///< alltoall or allgather
+  int64_t moeShadow = 0, moeShadowMinRows = 0; ///< merak-expert-parallel's shadow options
   bool vocabParallel = false, vocabParallelFallback = false;
   int64_t zero = 0;
   int64_t bucketBytes = 25 * 1024 * 1024;

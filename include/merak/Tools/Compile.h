@@ -46,6 +46,9 @@ struct CompileOptions {
   int64_t ep = 1;
   /// --moe-dispatcher: alltoall (merak.all_to_all) or allgather.
   std::string moeDispatcher = "alltoall";
+  /// --moe-shadow: dynamic shadowing's slots per layer (0: off), and
+  /// --moe-shadow-min-rows: its threshold (0: from the cost of the weights).
+  int64_t moeShadow = 0, moeShadowMinRows = 0;
   /// --moe-skew: with --simulate, the Zipf exponent of the experts' loads.
   double moeSkew = 0.0;
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"

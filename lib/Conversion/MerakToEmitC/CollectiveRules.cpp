@@ -114,7 +114,21 @@ FailureOr<Lowering> emitc_lowering::rule(AllToAllOp a, Emitter &e, LoweringConte
   auto in = cast<RankedTensorType>(a.getInput().getType());
   e.call(kernels::expertAllToAll).lit(groupLiteral(a.getGroup())).dtype(in)
       .boolean(a.getCombine()).i64(a.getParts()).ptr(ids).i64(a.getLocalRows())
-      .i64(in.getDimSize(1)).i64(a.getExpertsPerRank()).ptr(x).ptr(y).emit();
+      .i64(in.getDimSize(1)).i64(a.getExpertsPerRank()).i64(a.getShadowSlots()).ptr(x).ptr(y)
+      .emit();
+  return Lowering::Done;
+}
+
+FailureOr<Lowering> emitc_lowering::rule(ExpertShadowOp a, Emitter &e, LoweringContext &) {
+  PTR(x, a.getInput());
+  PTR(slots, a.getSlots());
+  PTR(y, a.getResult());
+  auto in = cast<RankedTensorType>(a.getInput().getType());
+  auto weights = cast<RankedTensorType>((a.getReduce() ? a.getResult() : a.getInput()).getType());
+  const int64_t slotCount = cast<RankedTensorType>(a.getSlots().getType()).getDimSize(0);
+  e.call(kernels::expertShadow).lit(groupLiteral(a.getGroup())).dtype(in)
+      .boolean(a.getReduce()).i64(a.getParts()).ptr(slots).i64(slotCount).i64(weights.getDimSize(0))
+      .i64(weights.getNumElements() / weights.getDimSize(0)).ptr(x).ptr(y).emit();
   return Lowering::Done;
 }
 

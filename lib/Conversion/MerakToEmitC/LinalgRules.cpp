@@ -181,6 +181,20 @@ FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulOp m, Emitter &e, LoweringC
                          e, ctx);
 }
 
+FailureOr<Lowering> emitc_lowering::rule(ExpertShadowPlanOp p, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::expertShadowPlan))
+    return Lowering::NoKernel;
+  PTR(ids, p.getExperts());
+  PTR(routed, p.getRouted());
+  PTR(slots, p.getSlots());
+  const int64_t rows = cast<RankedTensorType>(p.getExperts().getType()).getDimSize(0);
+  e.call(kernels::expertShadowPlan).ptr(ids).i64(p.getParts()).i64(rows / p.getParts())
+      .i64(p.getExpertsPerRank())
+      .i64(cast<RankedTensorType>(p.getSlots().getType()).getDimSize(0)).i64(p.getMinRows())
+      .ptr(routed).ptr(slots).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
                                          LoweringContext &ctx) {
   return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),

@@ -50,9 +50,11 @@ namespace mlir::merak::emitc_lowering {
   X(MatmulOp) X(MatmulTOp) X(Conv2DOp) X(Conv2DBackwardDataOp)                 \
   X(Conv2DBackwardFilterOp) X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp)   \
   X(AvgPool2DGradOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)             \
+  X(ExpertShadowPlanOp)                                                        \
   /* CollectiveRules.cpp */                                                    \
-  X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp) X(GroupRankOp) \
-  X(LocalShardOp) X(AllReduceStartOp) X(ReduceScatterStartOp)                  \
+  X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp)              \
+  X(ExpertShadowOp) X(GroupRankOp) X(LocalShardOp) X(AllReduceStartOp)         \
+  X(ReduceScatterStartOp)                                                      \
   X(AllGatherStartOp) X(WaitOp)                                                \
   /* OptimizerRules.cpp */                                                     \
   X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)                              \

@@ -113,6 +113,16 @@ void setOpRecorder(OpRecorder recorder, void *ctx);
 /// True while a recorder is set (the GPU's opMark synchronises only then).
 bool opRecorderSet();
 
+// --- Mixture-of-Experts statistics -------------------------------------------------
+
+/// What expertShadowPlan saw since the last call: how many plans it made
+/// and how many experts they shadowed in all. The trainer reads it after
+/// each step (the metrics' moe_shadowed) and so resets it.
+struct ExpertShadowCounts {
+  int64_t plans = 0, shadowed = 0;
+};
+ExpertShadowCounts takeExpertShadowCounts();
+
 } // namespace merak::rt::cpu
 
 #endif // MERAK_RT_OPS_H

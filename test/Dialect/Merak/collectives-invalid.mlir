@@ -125,3 +125,59 @@ func.func @expert_first_scalar(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>, %e: t
   %y = merak.expert_matmul %x, %w[%e first %f : tensor<1xi64>] : tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<4xi64> -> tensor<4x5xf32>
   return %y : tensor<4x5xf32>
 }
+
+// -----
+
+func.func @shadow_slots(%w: tensor<2x5x3xf32>, %s: tensor<2xi64>) -> tensor<1x5x3xf32> {
+  // expected-error @+1 {{the result must have one matrix per slot (2), got 1}}
+  %y = merak.expert_shadow %w, %s group = "ep" parts = 2 : tensor<2x5x3xf32>, tensor<2xi64> -> tensor<1x5x3xf32>
+  return %y : tensor<1x5x3xf32>
+}
+
+// -----
+
+func.func @shadow_matrix(%g: tensor<1x5x3xf32>, %s: tensor<1xi64>) -> tensor<2x3x5xf32> {
+  // expected-error @+1 {{input and result must be expert matrices of one type and shape}}
+  %y = merak.expert_shadow %g, %s group = "ep" reduce parts = 2 : tensor<1x5x3xf32>, tensor<1xi64> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+func.func @shadow_group(%w: tensor<2x5x3xf32>, %s: tensor<1xi64>) -> tensor<1x5x3xf32> {
+  // expected-error @+1 {{group must be}}
+  %y = merak.expert_shadow %w, %s group = "ring" parts = 2 : tensor<2x5x3xf32>, tensor<1xi64> -> tensor<1x5x3xf32>
+  return %y : tensor<1x5x3xf32>
+}
+
+// -----
+
+func.func @shadow_plan_parts(%e: tensor<30xi64>) -> tensor<1xi64> {
+  // expected-error @+1 {{the group's 30 rows do not divide by 4 parts}}
+  %r, %s = merak.expert_shadow_plan %e experts_per_rank = 2 parts = 4 min_rows = 3 : tensor<30xi64> -> tensor<30xi64>, tensor<1xi64>
+  return %s : tensor<1xi64>
+}
+
+// -----
+
+func.func @shadow_plan_routed(%e: tensor<32xi64>) -> tensor<1xi64> {
+  // expected-error @+1 {{expects one expert id per row (rank 1) and routed ids of that type}}
+  %r, %s = merak.expert_shadow_plan %e experts_per_rank = 2 parts = 4 min_rows = 3 : tensor<32xi64> -> tensor<16xi64>, tensor<1xi64>
+  return %s : tensor<1xi64>
+}
+
+// -----
+
+func.func @shadow_plan_rows(%e: tensor<32xi64>) -> tensor<1xi64> {
+  // expected-error @+1 {{experts_per_rank, parts and min_rows must be at least 1}}
+  %r, %s = merak.expert_shadow_plan %e experts_per_rank = 2 parts = 4 min_rows = 0 : tensor<32xi64> -> tensor<32xi64>, tensor<1xi64>
+  return %s : tensor<1xi64>
+}
+
+// -----
+
+func.func @all_to_all_shadow(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<32x8xf32> {
+  // expected-error @+1 {{shadow_slots must not be negative}}
+  %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 shadow_slots = -1 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x8xf32>
+  return %y : tensor<32x8xf32>
+}

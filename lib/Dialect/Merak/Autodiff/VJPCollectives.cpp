@@ -60,7 +60,19 @@ LogicalResult rule(AllToAllOp op, Emitter &e, ValueRange g, Grads &out) {
   if (g[0])
     back = AllToAllOp::create(e.b, e.loc, op.getInput().getType(), g[0], op.getExperts(),
                               op.getGroupAttr(), op.getCombine() ? UnitAttr() : e.b.getUnitAttr(),
-                              op.getExpertsPerRankAttr());
+                              op.getExpertsPerRankAttr(), op.getShadowSlotsAttr());
+  out.assign({back, Value()});
+  return success();
+}
+
+/// Shadowing's broadcast and reduce are each other's transpose.
+LogicalResult rule(ExpertShadowOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value back;
+  if (g[0])
+    back = ExpertShadowOp::create(e.b, e.loc, op.getInput().getType(), g[0], op.getSlots(),
+                                  op.getGroupAttr(),
+                                  op.getReduce() ? UnitAttr() : e.b.getUnitAttr(),
+                                  op.getPartsAttr());
   out.assign({back, Value()});
   return success();
 }

@@ -29,7 +29,7 @@ using Grads = SmallVectorImpl<Value>;
   X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
   X(GatherGradOp) X(GatherElementsGradOp) X(Conv2DBackwardDataOp)             \
   X(AllReduceOp) X(TpIdentityOp) X(AllGatherOp) X(ReduceScatterOp)            \
-  X(AllToAllOp)                                                                \
+  X(AllToAllOp) X(ExpertShadowOp)                                             \
   X(AttentionOp) X(ExpertMatmulOp)
 
 #define MERAK_VJP_DECLARE(OP)                                                  \

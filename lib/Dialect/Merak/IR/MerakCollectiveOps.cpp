@@ -140,8 +140,32 @@ LogicalResult AllToAllOp::verify() {
   if (mine.getDimSize(0) < 1 || ids.getDimSize(0) % mine.getDimSize(0) != 0)
     return emitOpError("the group's ") << ids.getDimSize(0) << " rows are not a multiple of "
                                        << "this rank's " << mine.getDimSize(0);
-  if (getExpertsPerRank() < 1)
+  if (static_cast<int64_t>(getExpertsPerRank()) < 1)
     return emitOpError("experts_per_rank must be at least 1");
+  if (static_cast<int64_t>(getShadowSlots()) < 0)
+    return emitOpError("shadow_slots must not be negative");
+  return success();
+}
+
+LogicalResult ExpertShadowOp::verify() {
+  if (!isMeshGroup(getGroup()))
+    return emitOpError("group must be ") << kMeshGroups << ", got \"" << getGroup() << "\"";
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  auto slots = cast<RankedTensorType>(getSlots().getType());
+  if (slots.getRank() != 1)
+    return emitOpError("expects the slots' expert ids (rank 1), got ") << slots;
+  RankedTensorType shadows = getReduce() ? in : out, weights = getReduce() ? out : in;
+  if (in.getRank() < 1 || in.getElementType() != out.getElementType() ||
+      in.getShape().drop_front() != out.getShape().drop_front())
+    return emitOpError("input and result must be expert matrices of one type and shape, got ")
+           << in << " and " << out;
+  if (shadows.getDimSize(0) != slots.getDimSize(0))
+    return emitOpError("the ") << (getReduce() ? "input" : "result") << " must have one matrix "
+                               << "per slot (" << slots.getDimSize(0) << "), got "
+                               << shadows.getDimSize(0);
+  if (weights.getDimSize(0) < 1 || static_cast<int64_t>(getParts()) < 1)
+    return emitOpError("expects at least one expert per rank and one part");
   return success();
 }
 

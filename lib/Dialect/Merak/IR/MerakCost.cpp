@@ -140,5 +140,7 @@ int64_t ReduceScatterOp::getFlops() { return 0; }
 int64_t ReduceScatterOp::getBytesAccessed() { return 0; }
 int64_t AllToAllOp::getFlops() { return 0; }
 int64_t AllToAllOp::getBytesAccessed() { return 0; }
+int64_t ExpertShadowOp::getFlops() { return 0; }
+int64_t ExpertShadowOp::getBytesAccessed() { return 0; }
 int64_t AllGatherOp::getFlops() { return 0; }
 int64_t AllGatherOp::getBytesAccessed() { return 0; }

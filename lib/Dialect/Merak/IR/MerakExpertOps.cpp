@@ -117,3 +117,20 @@ int64_t ExpertMatmulGradWeightOp::getFlops() {
                          cast<RankedTensorType>(getResult().getType()).getDimSize(0),
                          getTotalExperts());
 }
+
+LogicalResult ExpertShadowPlanOp::verify() {
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  auto routed = cast<RankedTensorType>(getRouted().getType());
+  auto slots = cast<RankedTensorType>(getSlots().getType());
+  if (ids.getRank() != 1 || routed != ids)
+    return emitOpError("expects one expert id per row (rank 1) and routed ids of that type");
+  if (slots.getRank() != 1 || slots.getDimSize(0) < 1)
+    return emitOpError("expects at least one slot (a rank-1 result), got ") << slots;
+  if (static_cast<int64_t>(getExpertsPerRank()) < 1 || static_cast<int64_t>(getParts()) < 1 ||
+      static_cast<int64_t>(getMinRows()) < 1)
+    return emitOpError("experts_per_rank, parts and min_rows must be at least 1");
+  if (ids.getDimSize(0) % static_cast<int64_t>(getParts()) != 0)
+    return emitOpError("the group's ")
+           << ids.getDimSize(0) << " rows do not divide by " << getParts() << " parts";
+  return success();
+}

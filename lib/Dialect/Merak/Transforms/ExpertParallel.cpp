@@ -17,6 +17,16 @@
 // all-gathers and dispatches of one value and the `first` of one E/ep are
 // built once, before the first GEMM that reads them.
 //
+// Dynamic shadowing (`shadow` = M slots, alltoall only; FasterMoE):
+//
+//   %r, %slots = expert_shadow_plan %eg       // once per layer (its ids)
+//   %ws = expert_shadow %w, %slots            // the hot experts' weights
+//   %yl = expert_matmul %xd, %w[%r first %first]
+//       + expert_matmul %xd, %ws[%r first E + group_rank_ep * M]
+//
+// with %xd and the combine routed by %r (`shadow_slots = M`): the rows of
+// a shadowed expert stay on their rank and meet its copy there.
+//
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
@@ -24,6 +34,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::merak {
@@ -58,6 +69,15 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
           << dispatcher << "'";
       return signalPassFailure();
     }
+    if (shadow < 0 || shadowMinRows < 0) {
+      module.emitError("merak-expert-parallel: shadow and shadow-min-rows must not be negative");
+      return signalPassFailure();
+    }
+    if (shadow > 0 && dispatcher != "alltoall") {
+      module.emitError("merak-expert-parallel: shadowing (shadow = ")
+          << (int64_t)shadow << ") needs the alltoall dispatcher, not '" << dispatcher << "'";
+      return signalPassFailure();
+    }
     if (ep == 1)
       return;
     auto fn = module.lookupSymbol<func::FuncOp>(entry);
@@ -83,6 +103,9 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       return signalPassFailure();
     for (ParamOp p : *params)
       shardParam(module, fn, p);
+    if (shadow > 0)
+      for (ExpertMatmulOp op : gemms)
+        layers[ids64(op)].push_back(op);
     for (ExpertMatmulOp op : gemms)
       rewrite(op);
   }
@@ -162,18 +185,93 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     return g;
   }
 
-  /// `group_rank("ep") * local`: the first expert this rank holds, built
-  /// once per `local` at the function's start.
-  Value firstExpert(func::FuncOp fn, Location loc, int64_t local) {
-    if (Value done = firsts.lookup(local))
+  /// `offset + group_rank("ep") * local`: the first expert (or shadow
+  /// slot's id) this rank holds, built once per pair at the function's start.
+  Value firstExpert(func::FuncOp fn, Location loc, int64_t local, int64_t offset = 0) {
+    if (Value done = firsts.lookup({local, offset}))
       return done;
     OpBuilder b = OpBuilder::atBlockBegin(&fn.getBody().front());
     auto i64 = RankedTensorType::get({}, b.getI64Type());
-    Value rank = GroupRankOp::create(b, loc, i64, "ep");
-    Value n = ConstantOp::create(b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(local)));
-    Value first = MulOp::create(b, loc, rank, n);
-    firsts[local] = first;
+    auto constant = [&](int64_t v) {
+      return ConstantOp::create(b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(v)));
+    };
+    if (!rank)
+      rank = GroupRankOp::create(b, loc, i64, "ep");
+    else
+      b.setInsertionPointAfter(rank.getDefiningOp());
+    Value first = MulOp::create(b, loc, rank, constant(local));
+    if (offset)
+      first = AddOp::create(b, loc, first, constant(offset));
+    firsts[{local, offset}] = first;
     return first;
+  }
+
+  /// The GEMM's ids as i64 (the gather concatenates i64), cast once per value.
+  Value ids64(ExpertMatmulOp op) {
+    Value ids = op.getExperts();
+    if (!tensorOf(ids).getElementType().isInteger(32))
+      return ids;
+    if (Value done = casts.lookup(ids))
+      return done;
+    OpBuilder b(ids.getContext());
+    if (Operation *def = ids.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(ids).getOwner());
+    Value c = CastOp::create(b, op.getLoc(),
+                             RankedTensorType::get(tensorOf(ids).getShape(), b.getI64Type()), ids);
+    casts[ids] = c;
+    return c;
+  }
+
+  /// Where shadowing one expert of `ids`' layer pays: its weights (every
+  /// GEMM's O K elements) cost what this many of its rows cost on the
+  /// all-to-all (each GEMM's O combined, each distinct input's K dispatched).
+  int64_t minRows(Value ids) {
+    if (shadowMinRows > 0)
+      return shadowMinRows;
+    int64_t weight = 0, row = 0;
+    llvm::SmallDenseSet<Value, 4> inputs;
+    for (ExpertMatmulOp op : layers.lookup(ids)) {
+      RankedTensorType w = tensorOf(op.getWeight());
+      weight += w.getNumElements() / w.getDimSize(0);
+      row += tensorOf(op.getResult()).getDimSize(1);
+      if (inputs.insert(op.getInput()).second)
+        row += tensorOf(op.getInput()).getDimSize(1);
+    }
+    return std::max<int64_t>(1, (weight + row - 1) / std::max<int64_t>(1, row));
+  }
+
+  /// The shadowing plan of the gathered ids `e` (of the GEMM ids `ids`),
+  /// built once right after them: the routed ids and the slots.
+  ExpertShadowPlanOp shadowPlan(Value ids, Value e, int64_t perRank) {
+    if (ExpertShadowPlanOp done = plans.lookup(e))
+      return done;
+    OpBuilder b(e.getContext());
+    b.setInsertionPointAfter(e.getDefiningOp());
+    auto plan = ExpertShadowPlanOp::create(
+        b, e.getLoc(), tensorOf(e), RankedTensorType::get({(int64_t)shadow}, b.getI64Type()), e,
+        b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(ep), b.getI64IntegerAttr(minRows(ids)));
+    plans[e] = plan;
+    return plan;
+  }
+
+  /// The shadowed experts' copies of weight `w`, built once per (w, plan).
+  Value shadowWeights(ExpertMatmulOp op, ExpertShadowPlanOp plan) {
+    Value w = op.getWeight();
+    auto key = std::make_pair(w, plan.getSlots());
+    if (Value done = shadows.lookup(key))
+      return done;
+    OpBuilder b(op);
+    SmallVector<int64_t> shape(tensorOf(w).getShape());
+    shape[0] = shadow;
+    Value ws = ExpertShadowOp::create(b, op.getLoc(),
+                                      RankedTensorType::get(shape, tensorOf(w).getElementType()),
+                                      w, plan.getSlots(), b.getStringAttr("ep"), UnitAttr(),
+                                      b.getI64IntegerAttr(ep))
+                   .getResult();
+    shadows[key] = ws;
+    return ws;
   }
 
   /// `op`'s input dispatched to the experts' ranks by the gathered ids `e`,
@@ -186,7 +284,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     OpBuilder b(op);
     Value d = AllToAllOp::create(b, op.getLoc(), scaleLeading(tensorOf(x), ep, 1), x, e,
                                  b.getStringAttr("ep"), UnitAttr(),
-                                 b.getI64IntegerAttr(perRank))
+                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow))
                   .getResult();
     dispatches[key] = d;
     return d;
@@ -195,27 +293,29 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   void rewrite(ExpertMatmulOp op) {
     auto fn = op->getParentOfType<func::FuncOp>();
     Location loc = op.getLoc();
-    Value ids = op.getExperts();
-    if (tensorOf(ids).getElementType().isInteger(32)) { // the gather concatenates i64
-      OpBuilder b(op);
-      ids = CastOp::create(b, loc, RankedTensorType::get(tensorOf(ids).getShape(),
-                                                         b.getI64Type()),
-                           ids);
-    }
-    const int64_t perRank = tensorOf(op.getWeight()).getDimSize(0);
+    Value ids = ids64(op);
+    const int64_t perRank = tensorOf(op.getWeight()).getDimSize(0), experts = perRank * ep;
     Value e = gathered(ids);
+    ExpertShadowPlanOp plan = shadow > 0 ? shadowPlan(ids, e, perRank) : ExpertShadowPlanOp();
+    if (plan)
+      e = plan.getRouted();
     Value first = firstExpert(fn, loc, perRank);
     const bool allToAll = dispatcher == "alltoall";
     Value x = allToAll ? dispatched(op, e, perRank) : gathered(op.getInput());
     OpBuilder b(op);
-    RankedTensorType rows = tensorOf(op.getResult());
-    Value local = ExpertMatmulOp::create(b, loc, scaleLeading(rows, ep, 1), x, op.getWeight(), e,
-                                         first, op.getTransposeWeight(),
-                                         b.getI64IntegerAttr(perRank * ep));
+    RankedTensorType rows = tensorOf(op.getResult()), all = scaleLeading(rows, ep, 1);
+    Value local = ExpertMatmulOp::create(b, loc, all, x, op.getWeight(), e, first,
+                                         op.getTransposeWeight(), b.getI64IntegerAttr(experts));
+    if (plan) { // the rows of shadowed experts, against this rank's copies
+      Value copies = ExpertMatmulOp::create(
+          b, loc, all, x, shadowWeights(op, plan), e, firstExpert(fn, loc, shadow, experts),
+          op.getTransposeWeight(), b.getI64IntegerAttr(experts + ep * shadow));
+      local = AddOp::create(b, loc, local, copies);
+    }
     Value mine =
         allToAll
             ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),
-                                 b.getI64IntegerAttr(perRank))
+                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow))
                   .getResult()
             : ReduceScatterOp::create(b, loc, TypeRange{rows}, ValueRange{local}, "ep", "sum")
                   .getResult(0);
@@ -223,8 +323,13 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     op.erase();
   }
 
-  DenseMap<Value, Value> gathers;
-  DenseMap<std::pair<Value, Value>, Value> dispatches;
-  DenseMap<int64_t, Value> firsts;
+  Value rank; // group_rank("ep")
+  DenseMap<Value, Value> gathers, casts;
+  DenseMap<std::pair<Value, Value>, Value> dispatches, shadows;
+  DenseMap<std::pair<int64_t, int64_t>, Value> firsts;
+  /// Shadowing: each layer's GEMMs by their (i64) ids, and its plan by the
+  /// gathered ids.
+  DenseMap<Value, SmallVector<ExpertMatmulOp>> layers;
+  DenseMap<Value, ExpertShadowPlanOp> plans;
 };
 } // namespace

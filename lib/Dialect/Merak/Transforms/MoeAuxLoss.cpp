@@ -68,6 +68,8 @@ llvm::SetVector<Value> integerAncestors(Value experts, size_t limit = 64) {
 FailureOr<Routing> routingOf(ExpertMatmulOp mm, ArrayRef<GatherElementsOp> topks) {
   Value ids = mm.getExperts();
   int64_t e = tensorOf(mm.getWeight()).getDimSize(0);
+  if (auto plan = ids.getDefiningOp<ExpertShadowPlanOp>()) // shadowing renames the ids
+    ids = plan.getExperts();
   if (auto gathered = ids.getDefiningOp<AllGatherOp>()) {
     // Expert parallelism: the GEMM holds E / ep experts and reads the ep
     // group's ids; the layer's routing is this rank's.
@@ -119,6 +121,8 @@ struct MerakMoeAuxLossPass : merak::impl::MerakMoeAuxLossBase<MerakMoeAuxLossPas
     SmallVector<Routing> layers;
     llvm::SmallPtrSet<Operation *, 8> seen;
     WalkResult walk = fn.walk([&](ExpertMatmulOp mm) {
+      if (mm.getWeight().getDefiningOp<ExpertShadowOp>()) // shadow copies: see their layer's
+        return WalkResult::advance();
       FailureOr<Routing> r = routingOf(mm, topks);
       if (failed(r))
         return WalkResult::interrupt();

@@ -136,6 +136,13 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
     in the reference evaluator) a dispatch zeroes the rows of no expert and
     a combine is the identity. CPU: `MPI_Alltoallv`. Not `Pure`.
 
+    With `shadow_slots = M` (dynamic shadowing, see
+    `merak.expert_shadow_plan`) the ids may also name shadow copies: an id
+    `v >= parts * experts_per_rank` is slot `(v - parts *
+    experts_per_rank) % M` of group rank `(v - parts * experts_per_rank) /
+    M`, which is always the row's own rank, so such a row stays where it
+    is (a dispatch copies it to row `me * S + s`).
+
     ```mlir
     %xr = merak.all_to_all %x routed %ids group = "ep" experts_per_rank = 2
         : tensor<16x64xf32>, tensor<32xi64> -> tensor<32x64xf32>
@@ -144,11 +151,12 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
-                       UnitAttr:$combine, I64Attr:$experts_per_rank);
+                       UnitAttr:$combine, I64Attr:$experts_per_rank,
+                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `routed` $experts `group` `=` $group (`combine` $combine^)?
-    `experts_per_rank` `=` $experts_per_rank attr-dict
+    `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)? attr-dict
     `:` type($input) `,` type($experts) `->` type($result)
   }];
   let extraClassDeclaration = !strconcat([{
@@ -157,6 +165,42 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
     /// S: this rank's rows.
     int64_t getLocalRows();
   }], Merak_FlopsAndBytesCost);
+  let hasVerifier = 1;
+}
+
+def Merak_ExpertShadowOp : Merak_Op<"expert_shadow", []> {
+  let summary = "Dynamic shadowing: hot experts' weights to every rank, or their gradients back";
+  let description = [{
+    FasterMoE's shadowing. `slots` `[M]` (from `merak.expert_shadow_plan`)
+    names the experts shadowed this step (`-1`: an unused slot); group
+    rank j of the `parts` ranks holds experts `[j * E, (j + 1) * E)`, its
+    weight being `[E, ...]`.
+
+    - Broadcast (`input` `[E, ...]`, result `[M, ...]`): result slot j is
+      the weight of expert `slots[j]`, sent by its owner to every rank of
+      the group; an unused slot is zero.
+    - Reduce (`reduce`; `input` `[M, ...]`, result `[E, ...]`): the group's
+      sum of slot j lands on expert `slots[j]` of its owner; the rows of
+      experts not shadowed are zero.
+
+    The two are each other's transpose (the gradient of one is the other
+    of the incoming gradient; `slots` gets none). With one rank both copy
+    the slots. CPU: one `MPI_Bcast` per used slot, one `MPI_Allreduce`.
+    Not `Pure`.
+
+    ```mlir
+    %ws = merak.expert_shadow %w, %slots group = "ep" parts = 2
+        : tensor<2x96x32xf32>, tensor<1xi64> -> tensor<1x96x32xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$slots, StrAttr:$group,
+                       UnitAttr:$reduce, I64Attr:$parts);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $slots `group` `=` $group (`reduce` $reduce^)? `parts` `=` $parts attr-dict
+    `:` type($input) `,` type($slots) `->` type($result)
+  }];
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let hasVerifier = 1;
 }
 

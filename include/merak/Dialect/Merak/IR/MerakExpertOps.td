@@ -91,4 +91,48 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
   let hasVerifier = 1;
 }
 
+def Merak_ExpertShadowPlanOp : Merak_Op<"expert_shadow_plan", [Pure]> {
+  let summary = "Which hot experts to shadow this step, and the ids that route to the copies";
+  let description = [{
+    FasterMoE's dynamic shadowing decision, made from the expert ids of the
+    whole ep group (`experts` `[parts * S]`, group rank i's rows at
+    `[i * S, (i + 1) * S)`; group rank j holds experts `[j * P, (j + 1) *
+    P)` of `E = parts * P`, `P = experts_per_rank`). Every rank computes
+    the same plan from the same ids, so no message is needed.
+
+    An expert's *remote rows* are its rows from ranks other than its owner:
+    what the all-to-all would send it. The experts with at least `min_rows`
+    remote rows, at most `slots` of them (the most remote rows first, then
+    the lower id), are shadowed: their owner sends their weights to every
+    rank (`merak.expert_shadow`) and every rank computes its own rows for
+    them, so those rows never cross the network. `min_rows` is where
+    sending one expert's weights costs what sending its rows does.
+
+    - `slots` `[M]`: the shadowed experts in increasing id order, `-1` for
+      the unused slots.
+    - `routed` `[parts * S]`: the ids with every row of a shadowed expert
+      renamed to its copy on the row's own rank, `E + i * M + j` for slot j
+      on rank i. `merak.all_to_all` with `shadow_slots = M` keeps such rows
+      local, and `merak.expert_matmul` with `first = E + me * M` over the
+      slots' weights computes them.
+
+    Placement changes nothing in the math: every row is multiplied by the
+    same weights, and only the order in which weight gradients are summed
+    differs.
+
+    ```mlir
+    %routed, %slots = merak.expert_shadow_plan %ids experts_per_rank = 2 parts = 2 min_rows = 8
+        : tensor<64xi64> -> tensor<64xi64>, tensor<1xi64>
+    ```
+  }];
+  let arguments = (ins TensorOf<[I64]>:$experts, I64Attr:$experts_per_rank, I64Attr:$parts,
+                       I64Attr:$min_rows);
+  let results = (outs TensorOf<[I64]>:$routed, TensorOf<[I64]>:$slots);
+  let assemblyFormat = [{
+    $experts `experts_per_rank` `=` $experts_per_rank `parts` `=` $parts
+    `min_rows` `=` $min_rows attr-dict `:` type($experts) `->` type($routed) `,` type($slots)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MERAK_EXPERT_OPS_TD

@@ -182,13 +182,32 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     `merak.all_to_all` dispatch and combine routed by `%eg`: each row goes
     only to the rank holding its expert (1/ep of the all-gather's bytes when
     routing is balanced), with the same values. `"allgather"` keeps the
-    form above. Errors: E not divisible by ep, a weight that is not a
-    parameter (or is read by anything else), a model without expert GEMMs.
+    form above.
+
+    `shadow = M` (alltoall only) adds FasterMoE's dynamic shadowing with M
+    slots per layer: a `merak.expert_shadow_plan` of the gathered ids picks,
+    every step, the experts with at least `shadow-min-rows` rows from other
+    ranks (0: where one expert's weights cost what that many of its rows
+    cost on the all-to-all, from the layer's GEMM shapes); their owners
+    broadcast the weights (`merak.expert_shadow`), each rank computes its
+    own rows of them with a second `merak.expert_matmul` over the copies,
+    and the copies' weight gradients are reduced back to the owners. The
+    losses equal plain expert parallelism's; the weight gradients are
+    summed in another order.
+
+    Errors: E not divisible by ep, a weight that is not a parameter (or is
+    read by anything else), a model without expert GEMMs, shadowing with
+    the allgather dispatcher.
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
     Option<"dispatcher", "dispatcher", "std::string", /*default=*/"\"alltoall\"",
            "Token dispatcher: alltoall (merak.all_to_all) or allgather">,
+    Option<"shadow", "shadow", "int64_t", /*default=*/"0",
+           "Dynamic shadowing: at most this many hot experts per layer (0: off)">,
+    Option<"shadowMinRows", "shadow-min-rows", "int64_t", /*default=*/"0",
+           "Shadow an expert with at least this many rows from other ranks (0: from the "
+           "cost of its weights)">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];
