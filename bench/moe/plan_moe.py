@@ -17,9 +17,12 @@ The static Megatron-style plan is dp 16 x pp 4 with ep 8 (all-to-all
 dispatcher, no shadowing, no rebalancing). merak's choice here is the
 fastest simulated plan that fits the GPU's memory among dp x tp x pp
 meshes of 64 GPUs with every ep dividing dp (ep 1: the experts stay with
-the tokens, tensor-parallel when tp > 1). This is a choice of plan per skew;
-merak has no shadowing or rebalancing yet, so a plan cannot change while
-training. A benchmark, not a test.
+the tokens, tensor-parallel when tp > 1) and, with ep > 1, dynamic
+shadowing of 0, 1 or 2 experts per layer (`--moe-shadow`: the simulator
+applies merak.expert_shadow_plan's greedy rule to the skewed shares and
+counts the weights' broadcast and the copies' GEMMs). A second table
+holds the static mesh with shadowing alone. The planner does not search
+these options itself yet: this script does. A benchmark, not a test.
 """
 import argparse
 import json
@@ -38,10 +41,11 @@ MESHES = [(16, 1, 4), (8, 2, 4), (8, 1, 8), (8, 8, 1), (4, 4, 4)]
 BATCH = 128
 
 
-def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew):
+def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew, shadow=0):
     m = BATCH // dp
     cmd = [os.path.join(bin_dir, "merak-compile"), model, "--dp", str(dp), "--tp", str(tp),
-           "--pp", str(pp), "--ep", str(ep), "--microbatches", str(m), "--simulate",
+           "--pp", str(pp), "--ep", str(ep), "--moe-shadow", str(shadow),
+           "--microbatches", str(m), "--simulate",
            "--device-profile", profile, "--moe-skew", str(skew), "--compile-to=schedule",
            "--report=json", "-o", os.devnull]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -65,20 +69,23 @@ def main():
     with open(model, "w") as f:
         f.write(gpt_mlir.generate(32, 4096, 32, 2048, 32000, BATCH, "bf16", experts=8, top_k=2,
                                   ffn=14336))
-    rows = []
+    rows, shadowed = [], []
     for skew in SKEWS:
         results = {}
         for dp, tp, pp in MESHES:
             for ep in (1, 2, 4, 8):
                 if dp % ep:
                     continue
-                r = simulate(a.bin, model, a.profile, dp, tp, pp, ep, skew)
-                if r:
-                    results[(dp, tp, pp, ep)] = r
-                    print("skew %.1f dp %d tp %d pp %d ep %d: step %.3f s, peak %.1f GB%s" % (
-                        skew, dp, tp, pp, ep, r[0], r[2] / 1e9, "" if r[1] else " (does not fit)"))
-                    sys.stdout.flush()
-        static = results.get(STATIC)
+                for shadow in ((0, 1, 2) if ep > 1 else (0,)):
+                    r = simulate(a.bin, model, a.profile, dp, tp, pp, ep, skew, shadow)
+                    if r:
+                        results[(dp, tp, pp, ep, shadow)] = r
+                        print("skew %.1f dp %d tp %d pp %d ep %d shadow %d: step %.3f s, "
+                              "peak %.1f GB%s" % (skew, dp, tp, pp, ep, shadow, r[0], r[2] / 1e9,
+                                                  "" if r[1] else " (does not fit)"))
+                        sys.stdout.flush()
+        static = results.get(STATIC + (0,))
+        shadowed.append((skew, static, [results.get(STATIC + (n,)) for n in (1, 2)]))
         fitting = {k: v for k, v in results.items() if v[1]}
         best = min(fitting, key=lambda k: fitting[k][0]) if fitting else None
         rows.append((skew, static, best, fitting.get(best)))
@@ -88,8 +95,15 @@ def main():
         if not static or not best:
             print("| %.1f | %s | %s | | |" % (skew, static and "%.3f" % static[0], best))
             continue
-        print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d | %.3f | %.2fx |" % (
+        print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d shadow %d | %.3f | %.2fx |" % (
             skew, static[0], "" if static[1] else " (no fit)", *best, r[0], static[0] / r[0]))
+    print("\n| skew | static (s) | + --moe-shadow 1 (s) | speed-up | + --moe-shadow 2 (s) | "
+          "speed-up |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for skew, static, (one, two) in shadowed:
+        if static and one and two:
+            print("| %.1f | %.3f | %.3f | %.2fx | %.3f | %.2fx |" % (
+                skew, static[0], one[0], static[0] / one[0], two[0], static[0] / two[0]))
 
 
 if __name__ == "__main__":

@@ -275,20 +275,25 @@ static FailureOr<int64_t> expertOf(Operation *op, const HostTensor &ids, int64_t
 
 LogicalResult kernels::eval(ExpertMatmulOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &w = *in[1], &ids = *in[2];
+  const HostTensor *first = op.getFirst() ? in[3] : nullptr;
+  const HostTensor *shadow = op.getShadow() ? in[4] : nullptr;
   HostTensor res(op.getType());
   int64_t s = x.getShape()[0], k = x.getShape()[1], o = res.getShape()[1];
   int64_t experts = w.getShape()[0];
   bool t = op.getTransposeWeight();
   for (int64_t r = 0; r < s; ++r) {
-    FailureOr<int64_t> e = expertOf(op, ids, r, experts, in.size() > 3 ? in[3] : nullptr);
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts, first);
     if (failed(e))
       return failure();
-    if (*e < 0) { // another rank's expert: a zero row
+    const double *we = *e >= 0 ? w.f().data() + *e * o * k : nullptr;
+    if (shadow && *e < 0) // a shadow copy's row, or another rank's
+      if (int64_t c = ids.i()[r] - in[5]->i()[0]; c >= 0 && c < shadow->getShape()[0])
+        we = shadow->f().data() + c * o * k;
+    if (!we) { // another rank's expert: a zero row
       for (int64_t j = 0; j < o; ++j)
         res.setFromDouble(r * o + j, 0.0);
       continue;
     }
-    const double *we = w.f().data() + *e * o * k;
     for (int64_t j = 0; j < o; ++j) {
       double acc = 0;
       for (int64_t p = 0; p < k; ++p)

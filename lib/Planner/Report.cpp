@@ -133,7 +133,7 @@ std::optional<StringRef> collectiveKind(Operation *op) {
     return std::nullopt;
   name.consume_back("_start"); // merak-overlap's started form: the same traffic
   if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather" ||
-      name == "all_to_all")
+      name == "all_to_all" || name == "expert_shadow")
     return name;
   return std::nullopt;
 }
@@ -175,6 +175,8 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int frag
     int64_t bytes = std::max(in, out);
     if (auto a2a = dyn_cast<AllToAllOp>(op))
       bytes = tensorBytes((a2a.getCombine() ? a2a.getResult() : a2a.getInput()).getType());
+    if (auto shadow = dyn_cast<ExpertShadowOp>(op)) // every slot used
+      bytes = tensorBytes((shadow.getReduce() ? shadow.getInput() : shadow.getResult()).getType());
     add((*kind + " " + group).str(), times, times * bytes);
     if (group != "dp" || *kind == "all_gather")
       return;
@@ -609,10 +611,17 @@ int64_t mlir::merak::fragmentCopyBytes(func::FuncOp fragment) {
 
 static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
   OpWork w{op.getFlops(), op.getBytesAccessed(), std::nullopt};
-  if (auto mm = dyn_cast<ExpertMatmulOp>(op.getOperation()))
-    w.routed = mm.getFirst() != nullptr;
+  auto routed = [&](auto gemm, Value weight) {
+    w.routed = gemm.getFirst() != nullptr;
+    w.weightExperts = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+    w.totalExperts = gemm.getTotalExperts().value_or(0);
+  };
+  if (auto mm = dyn_cast<ExpertMatmulOp>(op.getOperation())) {
+    routed(mm, mm.getWeight());
+    w.withCopies = mm.getShadow() != nullptr;
+  }
   else if (auto gw = dyn_cast<ExpertMatmulGradWeightOp>(op.getOperation()))
-    w.routed = gw.getFirst() != nullptr;
+    routed(gw, gw.getResult());
   if (measured)
     w.seconds = measured->lookup(op);
   return w;

@@ -126,8 +126,12 @@ FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const Repo
 struct OpTimer {
   const DeviceProfile &prof;
   double rate, microbatches;
-  /// The busiest ep rank's share of an expert GEMM's rows (--moe-skew).
-  double routedScale = 1.0;
+  /// The busiest ep rank's share of an expert GEMM's rows (--moe-skew), and
+  /// of a weight gradient of shadow copies (--moe-shadow; see
+  /// SimulateOptions); a GEMM over its experts and the copies adds the
+  /// copies' share of the rows (shadowShare).
+  double routedScale = 1.0, shadowScale = 1.0, shadowShare = 0.0;
+  int64_t ep = 1;
   int64_t measuredOps = 0, costedOps = 0;
 
   double op(const OpWork &w) {
@@ -139,7 +143,11 @@ struct OpTimer {
     double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
                                                                  : 0.0);
     costedOps += t > 0;
-    return w.routed ? t * routedScale : t;
+    if (!w.routed)
+      return t;
+    if (w.totalExperts > w.weightExperts * ep)
+      return t * shadowScale;
+    return t * (routedScale + (w.withCopies ? shadowShare : 0.0));
   }
   /// `ops` one after another; without per-op costs, `flops` (of all
   /// micro-batches) at the rate.
@@ -206,6 +214,8 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
       each /= 2;
     if (kind == "all_to_all") // the busiest rank receives its share of the rows
       each *= options.routedScale;
+    if (kind == "expert_shadow") // the slots the skew fills
+      each *= options.shadowTraffic;
     double one = kind == "all_reduce" ? ringAllReduceSeconds(each, n, link)
                                       : ringGatherSeconds(each, n, link);
     seconds += t.count * one;
@@ -214,16 +224,49 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
 }
 
 double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
+  return expertLoad(experts, ep, skew, 0, 0.0).local;
+}
+
+ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots,
+                                   double minShare) {
+  ExpertLoad result;
   if (experts < 1 || ep < 1)
-    return 1.0;
-  std::vector<double> load(ep, 0.0);
+    return result;
+  std::vector<double> share(experts);
   double total = 0;
-  for (int64_t e = 0; e < experts; ++e) {
-    double share = std::pow((double)(e + 1), -skew);
-    load[std::min<int64_t>(e * ep / experts, ep - 1)] += share;
-    total += share;
+  for (int64_t e = 0; e < experts; ++e)
+    total += share[e] = std::pow((double)(e + 1), -skew);
+  auto ownerOf = [&](int64_t e) { return std::min<int64_t>(e * ep / experts, ep - 1); };
+  // Each rank's rows to compute (shares of all rows); every rank routes
+  // alike, so it has 1 / ep of each expert's rows.
+  std::vector<double> load(ep, 0.0), local(ep, 0.0);
+  for (int64_t e = 0; e < experts; ++e)
+    load[ownerOf(e)] += share[e] / total;
+  local = load;
+  std::vector<char> shadowed(experts, 0);
+  // merak.expert_shadow_plan's greedy rule on these shares.
+  while (result.shadowed < slots) {
+    const int64_t busy = std::max_element(load.begin(), load.end()) - load.begin();
+    int64_t pick = -1;
+    for (int64_t e = 0; e < experts; ++e)
+      if (ownerOf(e) == busy && !shadowed[e] && (pick < 0 || share[e] > share[pick]))
+        pick = e;
+    if (pick < 0 || share[pick] / total < minShare)
+      break;
+    const double s = share[pick] / total;
+    std::vector<double> after(load);
+    for (int64_t r = 0; r < ep; ++r)
+      after[r] += r == busy ? -(s - s / ep) : s / ep;
+    if (*std::max_element(after.begin(), after.end()) >= load[busy])
+      break;
+    load.swap(after);
+    local[busy] -= s;
+    shadowed[pick] = 1;
+    ++result.shadowed;
+    result.shadowShare += s;
   }
-  return *std::max_element(load.begin(), load.end()) * ep / total;
+  result.local = *std::max_element(local.begin(), local.end()) * ep;
+  return result;
 }
 
 /// The number of experts of the module's expert-parallel weights (their
@@ -242,8 +285,29 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
                                                          llvm::raw_ostream *trace) {
   SimulateOptions options = given;
   const int64_t experts = expertCount(module);
-  if (experts)
-    options.routedScale = expertImbalance(experts, options.ep, options.moeSkew);
+  ExpertLoad load;
+  int64_t slots = 0;
+  if (experts) {
+    // Shadowing's plan (every layer's alike): its slots, and min_rows of
+    // the group's rows, of which (ep - 1) / ep are remote.
+    double minShare = 0;
+    module.walk([&](ExpertShadowPlanOp plan) {
+      slots = cast<RankedTensorType>(plan.getSlots().getType()).getDimSize(0);
+      int64_t rows = cast<RankedTensorType>(plan.getExperts().getType()).getDimSize(0);
+      minShare = (double)plan.getMinRows() * options.ep / (rows * (options.ep - 1.0));
+      return WalkResult::interrupt();
+    });
+    load = expertLoad(experts, options.ep, options.moeSkew, slots, minShare);
+    options.routedScale = load.local;
+    if (slots) {
+      // A GEMM over the copies costs the rows of M slots out of E + ep M
+      // ids of the group (total_experts); each rank has shadowShare of its
+      // own rows, 1 / ep of the group's.
+      options.shadowScale =
+          load.shadowShare * (experts + options.ep * slots) / ((double)options.ep * slots);
+      options.shadowTraffic = (double)load.shadowed / slots;
+    }
+  }
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   if (!r) {
     error = "no pipeline plan to simulate";
@@ -277,7 +341,10 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.stashed.clear();
   costs.kept.clear();
   SmallVector<double> fwd, bwd, rcp;
-  OpTimer timer{prof, prof.achievedFlops(computeDtype(module)), m, options.routedScale};
+  OpTimer timer{prof,         prof.achievedFlops(computeDtype(module)),
+                m,            options.routedScale,
+                options.shadowScale, load.shadowShare,
+                options.ep};
   const double rate = timer.rate;
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
@@ -363,6 +430,8 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   if (experts) {
     step.moeImbalance = options.routedScale;
     step.moeSkew = options.moeSkew;
+    step.moeShadowSlots = slots;
+    step.moeShadowed = load.shadowed;
   }
   if (options.measured) {
     step.opCostsFile = options.measured->path;
@@ -404,6 +473,11 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
                         "routed rows (--moe-skew {1}); its expert GEMMs and all-to-alls take "
                         "that much longer\n",
                         step.moeImbalance, step.moeSkew);
+  if (step.moeShadowSlots > 0)
+    os << prefix
+       << llvm::formatv("simulated shadowing: {0} of {1} slots per layer filled (the hottest "
+                        "experts, computed by every rank on its own rows)\n",
+                        step.moeShadowed, step.moeShadowSlots);
   os << prefix << "simulated peak in-flight micro-batches per stage:";
   for (int64_t n : step.peakInFlight)
     os << " " << n;
@@ -432,6 +506,8 @@ json::Value mlir::merak::simulatedStepJson(const SimulatedStep &step) {
                       {"profile", step.profile},
                       {"moe_imbalance", step.moeImbalance > 0 ? json::Value(step.moeImbalance)
                                                               : json::Value(nullptr)},
+                      {"moe_shadowed", step.moeShadowSlots > 0 ? json::Value(step.moeShadowed)
+                                                               : json::Value(nullptr)},
                      {"op_costs", step.opCostsFile.empty()
                                       ? json::Value(nullptr)
                                       : json::Value(json::Object{

@@ -7,6 +7,7 @@
 #include "ops_util.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -280,13 +281,15 @@ void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slo
       waitOrAbort(r, "broadcasting a shadowed expert's weights");
     return;
   }
+  std::memset(dst, 0, static_cast<size_t>(perRank) * bytes);
+  if (std::all_of(slots, slots + M, [](int64_t e) { return e < 0; }))
+    return; // nothing shadowed (the same plan on every rank): no message
   static thread_local std::vector<char> sum;
   sum.assign(src, src + M * bytes);
   if (size > 1) {
     Comm::Request r = gComm->allReduceSum(axisOf(group), sum.data(), M * matrix, commTypeOf(t));
     waitOrAbort(r, "reducing shadowed experts' gradients to their owners");
   }
-  std::memset(dst, 0, static_cast<size_t>(perRank) * bytes);
   for (int64_t j = 0; j < M; ++j)
     if (owner(j) == me)
       std::memcpy(dst + (slots[j] - me * perRank) * bytes, sum.data() + j * bytes, bytes);

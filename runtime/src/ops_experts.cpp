@@ -46,16 +46,25 @@ struct Groups {
   int64_t rows() const { return offset.back(); }
 };
 
+/// With shadow copies (M > 0, ids from shadowFirst), groups E .. E + M - 1
+/// are the copies' rows.
 Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64_t E,
-                 const char *op) {
+                 const char *op, const void *shadowFirst = nullptr, int64_t M = 0) {
   Groups g;
-  g.offset.assign(static_cast<size_t>(E) + 1, 0);
   const int64_t shift = first ? *static_cast<const int64_t *>(first) : 0;
-  auto expertOf = [&](int64_t s) {
-    return (ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
-                          : static_cast<const int64_t *>(experts)[s]) -
-           shift;
+  const int64_t copies = shadowFirst ? *static_cast<const int64_t *>(shadowFirst) : 0;
+  const int64_t own = E;
+  auto expertOf = [&, ti](int64_t s) {
+    const int64_t id = ti == DT::I32
+                           ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
+                           : static_cast<const int64_t *>(experts)[s];
+    if (M > 0 && id >= copies && id < copies + M)
+      return own + id - copies;
+    const int64_t e = id - shift;
+    return M > 0 && e >= own ? int64_t(-1) : e; // another rank's, not a copy's group
   };
+  E += M;
+  g.offset.assign(static_cast<size_t>(E) + 1, 0);
   if (ti != DT::I32 && ti != DT::I64)
     fatal("expert_matmul: experts must be I64 or I32");
   for (int64_t s = 0; s < S; ++s) {
@@ -97,20 +106,22 @@ void permuteRows(const T *src, T *dst, const std::vector<int64_t> &order, int64_
 }
 
 template <class T>
-void expertMatmulT(const T *x, const T *w, const Groups &g, int64_t S, int64_t K, int64_t O,
-                   int64_t E, bool transW, T *y) {
+void expertMatmulT(const T *x, const T *w, const T *ws, const Groups &g, int64_t S, int64_t K,
+                   int64_t O, int64_t E, bool transW, T *y) {
   if (g.rows() < S) // rows of other ranks' experts stay zero
     std::fill(y, y + S * O, T(0));
   S = g.rows();
   T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
   T *yp = scratch<T, 61>(static_cast<size_t>(S * O));
   permuteRows(x, xp, g.order, K, /*scatter=*/false);
-  for (int64_t e = 0; e < E; ++e) {
+  const int64_t groups = static_cast<int64_t>(g.offset.size()) - 1; // E, + M copies
+  for (int64_t e = 0; e < groups; ++e) {
     const int64_t b = g.offset[e], n = g.offset[e + 1] - b;
     if (n == 0)
       continue;
     // y_e [n, O] = x_e [n, K] W_e^T (W_e [O, K]) or x_e W_e (W_e [K, O]).
-    gemmT(false, !transW, n, O, K, xp + b * K, w + e * O * K, yp + b * O);
+    const T *we = e < E ? w + e * O * K : ws + (e - E) * O * K;
+    gemmT(false, !transW, n, O, K, xp + b * K, we, yp + b * O);
   }
   permuteRows(yp, y, g.order, O, /*scatter=*/true);
 }
@@ -141,14 +152,17 @@ void expertGradWeightT(const T *x, const T *gr, const Groups &g, int64_t K, int6
 
 void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts,
                   const void *first, int64_t S, int64_t K, int64_t O, int64_t E, bool transW,
-                  void *y) {
-  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul");
+                  void *y, const void *ws, const void *shadowFirst, int64_t M) {
+  if (!ws)
+    M = 0;
+  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul", shadowFirst, M);
   if (t == DT::F32)
-    expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w), g, S, K, O, E,
-                  transW, static_cast<float *>(y));
+    expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w),
+                  static_cast<const float *>(ws), g, S, K, O, E, transW, static_cast<float *>(y));
   else if (t == DT::F64)
-    expertMatmulT(static_cast<const double *>(x), static_cast<const double *>(w), g, S, K, O,
-                  E, transW, static_cast<double *>(y));
+    expertMatmulT(static_cast<const double *>(x), static_cast<const double *>(w),
+                  static_cast<const double *>(ws), g, S, K, O, E, transW,
+                  static_cast<double *>(y));
   else
     fatal("expert_matmul: F32 or F64 only");
 }
@@ -182,8 +196,8 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
   const int64_t *ids = static_cast<const int64_t *>(idsData);
   int64_t *routed = static_cast<int64_t *>(routedData), *slots = static_cast<int64_t *>(slotsData);
   const int64_t E = parts * perRank;
-  // An expert's remote rows: those the all-to-all would send its owner.
-  std::vector<int64_t> remote(static_cast<size_t>(E), 0);
+  // rows[i * E + e]: rank i's rows of expert e; total[e] over the group.
+  std::vector<int64_t> rows(static_cast<size_t>(parts * E), 0), total(static_cast<size_t>(E), 0);
   for (int64_t i = 0; i < parts; ++i)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t e = ids[i * S + s];
@@ -192,18 +206,35 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
                std::to_string(s) + " of group rank " + std::to_string(i) + " out of range [0, " +
                std::to_string(E) + ")")
                   .c_str());
-      remote[e] += e / perRank != i;
+      ++rows[i * E + e];
+      ++total[e];
     }
-  std::vector<int64_t> hot;
+  // Each rank's rows to compute: its experts' rows from every rank.
+  std::vector<int64_t> load(static_cast<size_t>(parts), 0);
   for (int64_t e = 0; e < E; ++e)
-    if (remote[e] >= minRows)
-      hot.push_back(e);
-  auto busier = [&](int64_t a, int64_t b) {
-    return remote[a] != remote[b] ? remote[a] > remote[b] : a < b;
-  };
-  if (static_cast<int64_t>(hot.size()) > M) {
-    std::nth_element(hot.begin(), hot.begin() + M, hot.end(), busier);
-    hot.resize(static_cast<size_t>(M));
+    load[e / perRank] += total[e];
+  std::vector<char> shadowed(static_cast<size_t>(E), 0);
+  std::vector<int64_t> hot;
+  // Greedy: the busiest rank's busiest expert, while it lowers the busiest
+  // rank's rows and its remote rows outweigh its weights.
+  while (static_cast<int64_t>(hot.size()) < M) {
+    const int64_t busy = std::max_element(load.begin(), load.end()) - load.begin();
+    int64_t pick = -1;
+    for (int64_t e = busy * perRank; e < (busy + 1) * perRank; ++e)
+      if (!shadowed[e] && (pick < 0 || total[e] > total[pick]))
+        pick = e;
+    if (pick < 0 || total[pick] - rows[busy * E + pick] < minRows)
+      break;
+    std::vector<int64_t> after(load);
+    after[busy] -= total[pick] - rows[busy * E + pick];
+    for (int64_t i = 0; i < parts; ++i)
+      if (i != busy)
+        after[i] += rows[i * E + pick];
+    if (*std::max_element(after.begin(), after.end()) >= load[busy])
+      break;
+    load.swap(after);
+    shadowed[pick] = 1;
+    hot.push_back(pick);
   }
   std::sort(hot.begin(), hot.end());
   std::vector<int64_t> slotOf(static_cast<size_t>(E), -1);

@@ -473,14 +473,19 @@ int runZero(int argc, char **argv) {
 /// rank 0): the plan shadows expert 0 alone (one slot) and renames every
 /// row to its own rank's copy, so the all-to-all moves nothing; the
 /// broadcast gives every rank rank 0's matrix of expert 0, and the reduce
-/// brings the sum of every rank's slot back to rank 0's expert 0.
+/// brings the sum of every rank's slot back to rank 0's expert 0. One rank
+/// shadows nothing (it would not lower its load).
 void runShadowing(int n, int me, int64_t S, int64_t W, int64_t perRank) {
   const int64_t E = perRank * n, M = 1;
   std::vector<int64_t> ids(n * S, 0), routed(n * S, -7), slots(M, -7);
   cpu::takeExpertShadowCounts();
-  cpu::expertShadowPlan(ids.data(), n, S, perRank, M, /*minRows=*/n > 1 ? S : 0,
-                        routed.data(), slots.data());
+  cpu::expertShadowPlan(ids.data(), n, S, perRank, M, /*minRows=*/S, routed.data(),
+                        slots.data());
   cpu::ExpertShadowCounts counts = cpu::takeExpertShadowCounts();
+  if (n == 1) {
+    CHECK(slots[0] == -1 && routed == ids && counts.shadowed == 0, "one rank shadows nothing");
+    return;
+  }
   CHECK(slots[0] == 0 && counts.plans == 1 && counts.shadowed == 1, "plan shadows expert 0");
   for (int i = 0; i < n; ++i)
     for (int64_t s = 0; s < S; ++s)
@@ -489,6 +494,14 @@ void runShadowing(int n, int me, int64_t S, int64_t W, int64_t perRank) {
   cpu::expertShadowPlan(cold.data(), n, S, perRank, M, /*minRows=*/S * n, coldRouted.data(),
                         coldSlots.data());
   CHECK(coldSlots[0] == -1 && coldRouted == cold, "no expert over min_rows: nothing shadowed");
+  // Balanced: rank i's rows all go to rank i + 1's first expert; spreading
+  // one would load another rank more.
+  std::vector<int64_t> even(n * S), evenRouted(n * S), evenSlots(M);
+  for (int64_t r = 0; r < n * S; ++r)
+    even[r] = (r / S + 1) % n * perRank;
+  cpu::expertShadowPlan(even.data(), n, S, perRank, M, /*minRows=*/0, evenRouted.data(),
+                        evenSlots.data());
+  CHECK(evenSlots[0] == -1 && evenRouted == even, "balanced routing: nothing shadowed");
   std::vector<float> x(S * W), xr(n * S * W, -1.0f), y(S * W, -1.0f);
   for (int64_t r = 0; r < S * W; ++r)
     x[r] = (float)(me * 1000 + r);

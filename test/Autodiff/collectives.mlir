@@ -119,9 +119,7 @@ func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
   %k = merak.get_param @k : tensor<2x2x2xf64>
   %ks = merak.expert_shadow %k, %slots group = "ep" parts = 1 : tensor<2x2x2xf64>, tensor<1xi64> -> tensor<1x2x2xf64>
   %xr = merak.all_to_all %x routed %r group = "ep" experts_per_rank = 2 shadow_slots = 1 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
-  %yo = merak.expert_matmul %xr, %k[%r first %first : tensor<i64>] : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
-  %ys = merak.expert_matmul %xr, %ks[%r first %copies : tensor<i64>] : tensor<3x2xf64>, tensor<1x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
-  %yl = merak.add %yo, %ys : tensor<3x2xf64>, tensor<3x2xf64>
+  %yl = merak.expert_matmul %xr, %k[%r first %first : tensor<i64>] shadow %ks[first %copies : tensor<i64>] : tensor<1x2x2xf64> {total_experts = 2 : i64} : tensor<3x2xf64>, tensor<2x2x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %y = merak.all_to_all %yl routed %r group = "ep" combine experts_per_rank = 2 shadow_slots = 1 : tensor<3x2xf64>, tensor<3xi64> -> tensor<3x2xf64>
   %t = merak.tanh %y : tensor<3x2xf64>
   %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>

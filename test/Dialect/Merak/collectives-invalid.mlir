@@ -181,3 +181,19 @@ func.func @all_to_all_shadow(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor
   %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 shadow_slots = -1 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x8xf32>
   return %y : tensor<32x8xf32>
 }
+
+// -----
+
+func.func @expert_shadow_without_first(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>, %s: tensor<1x5x3xf32>, %e: tensor<4xi64>, %f: tensor<i64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{shadow copies need first and shadow_first}}
+  %y = "merak.expert_matmul"(%x, %w, %e, %s, %f) {operandSegmentSizes = array<i32: 1, 1, 1, 0, 1, 1>} : (tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<4xi64>, tensor<1x5x3xf32>, tensor<i64>) -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}
+
+// -----
+
+func.func @expert_shadow_shape(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>, %s: tensor<1x3x5xf32>, %e: tensor<4xi64>, %f: tensor<i64>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{shadow 'tensor<1x3x5xf32>' must hold matrices of the weight's, 'tensor<2x5x3xf32>'}}
+  %y = merak.expert_matmul %x, %w[%e first %f : tensor<i64>] shadow %s[first %f : tensor<i64>] : tensor<1x3x5xf32> : tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<4xi64> -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}

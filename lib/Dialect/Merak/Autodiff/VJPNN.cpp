@@ -53,10 +53,13 @@ LogicalResult rule(AvgPool2DOp op, Emitter &e, ValueRange g, Grads &out) {
 
 // y[s] = W[e_s] x[s] is linear in x and W: dx[s] = W[e_s]^T dy[s] (the same
 // op with the weight read transposed), dW[e] = sum over the rows routed to
-// e of dy[s] x[s]^T; the routing (experts) gets none.
+// e of dy[s] x[s]^T; the routing (experts) gets none. Shadow copies are a
+// second weight: their gradient sums the rows routed to them (the ids from
+// shadow_first; total_experts counts the copies' ids too).
 LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   Value dx = ExpertMatmulOp::create(e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(),
-                                    op.getExperts(), op.getFirst(), !op.getTransposeWeight(),
+                                    op.getExperts(), op.getFirst(), op.getShadow(),
+                                    op.getShadowFirst(), !op.getTransposeWeight(),
                                     op.getTotalExpertsAttr());
   Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
                                               op.getInput(), g[0], op.getExperts(),
@@ -65,6 +68,15 @@ LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({dx, dw, Value()});
   if (op.getFirst())
     out.push_back(Value());
+  if (Value shadow = op.getShadow()) {
+    const int64_t copies = typeOf(shadow).getDimSize(0),
+                  local = typeOf(op.getWeight()).getDimSize(0);
+    const int64_t total = op.getTotalExperts().value_or(0);
+    out.push_back(ExpertMatmulGradWeightOp::create(
+        e.b, e.loc, typeOf(shadow), op.getInput(), g[0], op.getExperts(), op.getShadowFirst(),
+        op.getTransposeWeight(), e.b.getI64IntegerAttr(total + total / local * copies)));
+    out.push_back(Value());
+  }
   return success();
 }
 

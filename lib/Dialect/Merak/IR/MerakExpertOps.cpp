@@ -56,8 +56,17 @@ LogicalResult verifyFirst(Operation *op, Value first) {
 } // namespace
 
 LogicalResult ExpertMatmulOp::verify() {
-  if (failed(verifyFirst(*this, getFirst())))
+  if (failed(verifyFirst(*this, getFirst())) || failed(verifyFirst(*this, getShadowFirst())))
     return failure();
+  if (Value shadow = getShadow()) {
+    auto w = cast<RankedTensorType>(getWeight().getType());
+    auto s = cast<RankedTensorType>(shadow.getType());
+    if (!getFirst() || !getShadowFirst())
+      return emitOpError("shadow copies need first and shadow_first");
+    if (s.getElementType() != w.getElementType() || s.getRank() != w.getRank() ||
+        s.getShape().drop_front() != w.getShape().drop_front())
+      return emitOpError("shadow ") << s << " must hold matrices of the weight's, " << w;
+  }
   return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
                           cast<RankedTensorType>(getWeight().getType()),
                           cast<RankedTensorType>(getResult().getType()),

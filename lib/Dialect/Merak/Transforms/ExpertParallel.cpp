@@ -22,7 +22,7 @@
 //   %r, %slots = expert_shadow_plan %eg       // once per layer (its ids)
 //   %ws = expert_shadow %w, %slots            // the hot experts' weights
 //   %yl = expert_matmul %xd, %w[%r first %first]
-//       + expert_matmul %xd, %ws[%r first E + group_rank_ep * M]
+//             shadow %ws[first E + group_rank_ep * M]   // one grouped GEMM
 //
 // with %xd and the combine routed by %r (`shadow_slots = M`): the rows of
 // a shadowed expert stay on their rank and meet its copy there.
@@ -304,14 +304,11 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     Value x = allToAll ? dispatched(op, e, perRank) : gathered(op.getInput());
     OpBuilder b(op);
     RankedTensorType rows = tensorOf(op.getResult()), all = scaleLeading(rows, ep, 1);
-    Value local = ExpertMatmulOp::create(b, loc, all, x, op.getWeight(), e, first,
-                                         op.getTransposeWeight(), b.getI64IntegerAttr(experts));
-    if (plan) { // the rows of shadowed experts, against this rank's copies
-      Value copies = ExpertMatmulOp::create(
-          b, loc, all, x, shadowWeights(op, plan), e, firstExpert(fn, loc, shadow, experts),
-          op.getTransposeWeight(), b.getI64IntegerAttr(experts + ep * shadow));
-      local = AddOp::create(b, loc, local, copies);
-    }
+    // With a plan, the rows of shadowed experts meet this rank's copies.
+    Value local = ExpertMatmulOp::create(
+        b, loc, all, x, op.getWeight(), e, first, plan ? shadowWeights(op, plan) : Value(),
+        plan ? firstExpert(fn, loc, shadow, experts) : Value(), op.getTransposeWeight(),
+        b.getI64IntegerAttr(experts));
     Value mine =
         allToAll
             ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),

@@ -10,7 +10,7 @@
 #ifndef MERAK_EXPERT_OPS_TD
 #define MERAK_EXPERT_OPS_TD
 
-def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
+def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<Merak_IndexOperandOpInterface>]> {
   let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let summary = "Per-row GEMM with the weight of each row's expert";
@@ -39,6 +39,11 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
     set: the cost model expects `E / total_experts` of the rows to be this
     rank's.
 
+    With `shadow` `[M, O, K]` and `shadow_first` (dynamic shadowing, see
+    `merak.expert_shadow_plan`; only with `first`), a row routed to
+    `[shadow_first, shadow_first + M)` uses that slot of `shadow`: one
+    grouped GEMM over this rank's experts and its shadow copies.
+
     ```mlir
     %y = merak.expert_matmul %x, %w[%e]
         : tensor<64x32xf32>, tensor<4x96x32xf32>, tensor<64xi64> -> tensor<64x96xf32>
@@ -46,10 +51,13 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure,
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$weight,
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
+                       Optional<Merak_FloatTensor>:$shadow,
+                       Optional<TensorOf<[I64]>>:$shadow_first,
                        UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `[` $experts (`first` $first^ `:` type($first))? `]`
+    (`shadow` $shadow^ `[` `first` $shadow_first `:` type($shadow_first) `]` `:` type($shadow))?
     (`transpose_weight` $transpose_weight^)? attr-dict
     `:` type($input) `,` type($weight) `,` type($experts) `->` type($result)
   }];
@@ -100,13 +108,16 @@ def Merak_ExpertShadowPlanOp : Merak_Op<"expert_shadow_plan", [Pure]> {
     P)` of `E = parts * P`, `P = experts_per_rank`). Every rank computes
     the same plan from the same ids, so no message is needed.
 
-    An expert's *remote rows* are its rows from ranks other than its owner:
-    what the all-to-all would send it. The experts with at least `min_rows`
-    remote rows, at most `slots` of them (the most remote rows first, then
-    the lower id), are shadowed: their owner sends their weights to every
-    rank (`merak.expert_shadow`) and every rank computes its own rows for
-    them, so those rows never cross the network. `min_rows` is where
-    sending one expert's weights costs what sending its rows does.
+    A rank's *load* is the rows it computes: its experts' rows from every
+    rank. Up to M times (M the size of `slots`), the busiest rank's busiest
+    expert (then the lower id) is shadowed when it has at least `min_rows`
+    rows from other ranks (what the all-to-all would send its owner) and
+    shadowing it lowers the busiest load; else the plan stops. A shadowed
+    expert's owner sends its weights to every rank (`merak.expert_shadow`)
+    and every rank computes its own rows of it, so those rows never cross
+    the network. `min_rows` is where sending one expert's weights costs
+    what sending its rows does. Under balanced routing nothing is
+    shadowed: spreading an expert would load the other ranks more.
 
     - `slots` `[M]`: the shadowed experts in increasing id order, `-1` for
       the unused slots.

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Dynamic shadowing (--moe-shadow) on CPU/MPI with a skewed router.
+
+    $(scripts/venv-path.sh)/bin/python bench/moe/shadow_step.py --bin build/bin --workdir /tmp/bench-shadow
+
+bench/moe_step.py's Mixtral shape (hidden 256, intermediate 512, 8
+experts, top-2, 2 layers; random weights) with each router's logits
+offset by -S log(e + 1) (a constant in the export), so that expert e's
+prior share of the rows is proportional to (e + 1)^-S: the simulator's
+Zipf skew (--moe-skew S), here measured. Global batch 8 x 64 tokens,
+AdamW, OMP_NUM_THREADS=1. For each mesh (--dp N --ep N) the static plan
+(all-to-all, no shadowing) runs against --moe-shadow 1 and 2 (min_rows
+from the cost model: 192 rows here); prints the median step of steps
+2..N, the experts shadowed per step (the metrics' moe_shadowed: per
+layer and micro-batch) and the losses, which must agree (<= 1e-6). The
+4-rank mesh runs 4 processes on however many cores there are (on the
+2-core CI machine, oversubscribed: its times are mostly waiting). A
+benchmark, not a test.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "zoo"))
+from moe_step import T, VOCAB, mixtral_model  # noqa: E402
+from zoo import MPIRUN  # noqa: E402
+
+B = 8
+
+
+def skewed_export(workdir, skew):
+    """mixtral_model() with Zipf-skewed routers, exported like moe_step.py's."""
+    model = mixtral_model()
+    for name, gate in model.named_modules():
+        if not name.endswith("mlp.gate"):
+            continue
+        offset = -skew * torch.log(torch.arange(1, gate.weight.shape[0] + 1, dtype=torch.float32))
+
+        def forward(h, gate=gate, offset=offset):
+            h = h.reshape(-1, gate.hidden_dim)
+            logits = torch.nn.functional.linear(h, gate.weight) + offset
+            probs = torch.softmax(logits.float(), dim=-1)
+            top, idx = torch.topk(probs, gate.top_k, dim=-1)
+            return logits, top / top.sum(dim=-1, keepdim=True), idx
+        gate.forward = forward
+    path = os.path.join(workdir, "mixtral-skew.onnx")
+    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), path, dynamo=False,
+                      opset_version=17, input_names=["input_ids"], output_names=["logits"],
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    return path
+
+
+def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps):
+    exe = os.path.join(workdir, "train" + "".join(f.strip("-") for f in flags))
+    subprocess.run([os.path.join(bin_dir, "merak-compile"), onnx_path, "--optimizer", "adamw",
+                    "-o", exe] + flags, check=True, capture_output=True)
+    metrics = exe + ".jsonl"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    cmd = MPIRUN + ["--oversubscribe", "-np", str(ranks), exe, "--data", tokens, "--steps",
+                    str(steps), "--sampler", "sequential", "--metrics", metrics]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
+    lines = [json.loads(l) for l in open(metrics)]
+    return (statistics.median(l["time_ms"] for l in lines[1:]),
+            statistics.mean(l.get("moe_shadowed", 0) for l in lines),
+            [l["loss"] for l in lines])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--skew", type=float, default=1.5)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    onnx_path = skewed_export(a.workdir, a.skew)
+    tokens = os.path.join(a.workdir, "tokens.bin")
+    np.random.default_rng(0).integers(0, VOCAB, 400000).astype(np.uint16).tofile(tokens)
+    rows = []
+    for n in (2, 4):
+        mesh = ["--dp", str(n), "--ep", str(n)]
+        static = run(a.bin, a.workdir, onnx_path, tokens, mesh, n, a.steps)
+        for shadow in (0, 1, 2):
+            r = static if shadow == 0 else run(a.bin, a.workdir, onnx_path, tokens,
+                                               mesh + ["--moe-shadow", str(shadow)], n, a.steps)
+            err = max(abs(x - y) / abs(y) for x, y in zip(r[2], static[2]))
+            rows.append((n, shadow, r[0], r[1], static[0] / r[0], err, r[2][0], r[2][-1]))
+            print("dp %d ep %d shadow %d: step %.1f ms (%.2fx static), %.1f experts shadowed per "
+                  "step, losses %.6f -> %.6f, max rel err vs static %.1e" % (
+                      n, n, shadow, r[0], static[0] / r[0], r[1], r[2][0], r[2][-1], err))
+            sys.stdout.flush()
+    print("\n| mesh | --moe-shadow | step (ms) | vs static | shadowed per step | loss rel err |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for n, shadow, step, shadowed, speed, err, _, _ in rows:
+        print("| dp %d ep %d | %d | %.1f | %.2fx | %.1f | %.1e |" % (n, n, shadow, step, speed,
+                                                                 shadowed, err))
+
+
+if __name__ == "__main__":
+    main()
