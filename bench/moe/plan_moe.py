@@ -21,8 +21,10 @@ the tokens, tensor-parallel when tp > 1) and, with ep > 1, dynamic
 shadowing of 0, 1 or 2 experts per layer (`--moe-shadow`: the simulator
 applies merak.expert_shadow_plan's greedy rule to the skewed shares and
 counts the weights' broadcast and the copies' GEMMs). A second table
-holds the static mesh with shadowing alone. The planner does not search
-these options itself yet: this script does. A benchmark, not a test.
+holds the static mesh with shadowing alone, and a third merak's own
+planner (`merak-compile --devices 64 --moe-skew S`: its search over
+meshes, schedules, recomputation and ZeRO, then ep and shadowing on the
+best plans' compiled programs). A benchmark, not a test.
 """
 import argparse
 import json
@@ -58,6 +60,19 @@ def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew, shadow=0):
     return sim["step_time_s"], fits, max(sim["peak_memory_bytes"])
 
 
+def planner(bin_dir, model, profile, skew):
+    """merak-compile --devices 64's own choice at this skew: (plan, simulated step)."""
+    cmd = [os.path.join(bin_dir, "merak-compile"), model, "--devices", "64",
+           "--device-profile", profile, "--moe-skew", str(skew), "--report=json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    c = json.loads(p.stdout)["planner"]["chosen"]
+    name = "dp %d tp %d pp %d mb %d %s ep %d shadow %d" % (
+        c["dp"], c["tp"], c["pp"], c["microbatches"], c["schedule"], c["ep"], c["moe_shadow"])
+    return name, c.get("simulated_step_time_s")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -69,8 +84,10 @@ def main():
     with open(model, "w") as f:
         f.write(gpt_mlir.generate(32, 4096, 32, 2048, 32000, BATCH, "bf16", experts=8, top_k=2,
                                   ffn=14336))
-    rows, shadowed = [], []
+    rows, shadowed, planned = [], [], []
     for skew in SKEWS:
+        planned.append((skew, planner(a.bin, model, a.profile, skew)))
+        print("skew %.1f: the planner chooses %s" % (skew, planned[-1][1]))
         results = {}
         for dp, tp, pp in MESHES:
             for ep in (1, 2, 4, 8):
@@ -97,6 +114,13 @@ def main():
             continue
         print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d shadow %d | %.3f | %.2fx |" % (
             skew, static[0], "" if static[1] else " (no fit)", *best, r[0], static[0] / r[0]))
+    print("\n| skew | static dp16 pp4 ep8 (s) | merak-compile --devices 64 chooses | its step (s) "
+          "| speed-up |")
+    print("|---:|---:|---|---:|---:|")
+    for (skew, static, _, _), (_, p) in zip(rows, planned):
+        if static and p and p[1]:
+            print("| %.1f | %.3f | %s | %.3f | %.2fx |" % (skew, static[0], p[0], p[1],
+                                                         static[0] / p[1]))
     print("\n| skew | static (s) | + --moe-shadow 1 (s) | speed-up | + --moe-shadow 2 (s) | "
           "speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")

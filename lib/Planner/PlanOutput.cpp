@@ -30,6 +30,10 @@ std::string planName(const PlanCandidate &c) {
     s += " +overlap";
   if (c.zero)
     s += " +zero";
+  if (c.ep > 1)
+    s += " ep " + std::to_string(c.ep);
+  if (c.moeShadow > 0)
+    s += " shadow " + std::to_string(c.moeShadow);
   return s;
 }
 
@@ -43,11 +47,15 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"recompute", c.recompute},
                  {"overlap", c.overlap},
                  {"zero", c.zero},
+                 {"ep", c.ep},
+                 {"moe_shadow", c.moeShadow},
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};
   if (!c.rejected.empty())
     o["rejected"] = c.rejected;
+  if (c.simulatedStepTime)
+    o["simulated_step_time_s"] = *c.simulatedStepTime;
   if (c.measuredStepTime)
     o["measured_op_costs"] = json::Object{{"step_time_s", *c.measuredStepTime},
                                           {"measured_ops", c.measuredOps},
@@ -64,11 +72,16 @@ void mlir::merak::printPlannerResult(const PlannerResult &r, llvm::raw_ostream &
                       (int64_t)r.memoryPerDevice, r.evaluated, r.searchSeconds, r.probeSeconds,
                       r.fineStages);
   auto measured = [](const PlanCandidate &c) {
-    return c.measuredStepTime
-               ? llvm::formatv(", measured op costs {0:e3} s ({1} of {2} ops)",
-                               *c.measuredStepTime, c.measuredOps, c.costedOps)
-                     .str()
-               : std::string();
+    std::string s = c.simulatedStepTime
+                        ? llvm::formatv(", compiled and simulated {0:e3} s",
+                                        *c.simulatedStepTime)
+                              .str()
+                        : std::string();
+    if (c.measuredStepTime)
+      s += llvm::formatv(", measured op costs {0:e3} s ({1} of {2} ops)", *c.measuredStepTime,
+                         c.measuredOps, c.costedOps)
+               .str();
+    return s;
   };
   os << "merak-compile: planner: chosen " << planName(r.chosen)
      << llvm::formatv(": step {0:e3} s, bubble {1:F3}, peak memory {2} bytes{3}\n",

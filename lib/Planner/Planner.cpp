@@ -365,14 +365,15 @@ struct Planner {
   }
 };
 
-SmallVector<int64_t> divisors(int64_t n) {
+} // namespace
+
+SmallVector<int64_t> mlir::merak::divisors(int64_t n) {
   SmallVector<int64_t> d;
   for (int64_t i = 1; i <= n; ++i)
     if (n % i == 0)
       d.push_back(i);
   return d;
 }
-} // namespace
 
 namespace {
 /// The number of candidate cuts: from a two-stage probe without tensor
@@ -667,6 +668,8 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
   result.probeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  for (auto &[tp, probe] : pl.probes)
+    result.experts |= probe.experts;
   std::vector<PlanCandidate> all = enumeratePlans(pl, fine);
   result.evaluated = pl.evaluated;
   if (failed(choosePlan(pl, all, start, result, error)))

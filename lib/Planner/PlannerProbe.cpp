@@ -219,6 +219,7 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp) {
     f.walk([&](Operation *op) {
       if (isa<func::FuncOp>(op))
         return;
+      probe.experts |= isa<ExpertMatmulOp>(op);
       OpCost c = opCost(op);
       st.forward.push_back(c);
       bool stashed = !isViewOp(op) && !isa<ConstantOp, GetParamOp, func::ReturnOp>(op);

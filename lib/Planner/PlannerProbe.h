@@ -40,6 +40,8 @@ struct Probe {
   int64_t tp = 1;
   std::vector<FineStage> stages;
   std::string dtype = "f32";
+  /// The model has expert GEMMs (a Mixture-of-Experts model).
+  bool experts = false;
 };
 
 /// Compiles the model with tensor parallelism `tp` into `pp` pipeline

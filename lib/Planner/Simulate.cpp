@@ -269,13 +269,16 @@ ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int
   return result;
 }
 
-/// The number of experts of the module's expert-parallel weights (their
-/// global leading dimension); 0 without expert parallelism.
+/// The number of experts of the module's expert-parallel GEMMs (their
+/// total_experts: the parameters' leading dimension is no measure, since
+/// ZeRO flattens the experts' optimizer state); 0 without expert
+/// parallelism.
 static int64_t expertCount(ModuleOp module) {
   int64_t experts = 0;
-  for (ParamOp p : module.getOps<ParamOp>())
-    if (std::optional<ShardLayout> l = getShardLayout(p); l && l->group == "ep")
-      experts = std::max(experts, globalShardType(p.getTensorType(), *l).getDimSize(0));
+  module.walk([&](ExpertMatmulOp mm) {
+    if (mm.getFirst())
+      experts = std::max<int64_t>(experts, mm.getTotalExperts().value_or(0));
+  });
   return experts;
 }
 
@@ -470,9 +473,11 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
   if (step.moeImbalance > 0)
     os << prefix
        << llvm::formatv("simulated expert load: the busiest ep rank gets {0:F3}x the mean "
-                        "routed rows (--moe-skew {1}); its expert GEMMs and all-to-alls take "
+                        "routed rows{2} (--moe-skew {1}); its expert GEMMs and all-to-alls take "
                         "that much longer\n",
-                        step.moeImbalance, step.moeSkew);
+                        step.moeImbalance, step.moeSkew,
+                        step.moeShadowSlots > 0 ? " of the experts it holds, shadowed ones aside"
+                                                : "");
   if (step.moeShadowSlots > 0)
     os << prefix
        << llvm::formatv("simulated shadowing: {0} of {1} slots per layer filled (the hottest "

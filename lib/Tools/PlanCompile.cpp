@@ -27,16 +27,25 @@ using namespace mlir::merak;
 namespace json = llvm::json;
 
 namespace {
-/// The simulated step of `c`'s program with the measured op costs.
-bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memoryPerDevice,
-                      llvm::raw_ostream &log) {
-  if (c.pp == 1 && c.microbatches == 1)
-    return false; // --simulate needs a pipeline plan
+/// What --simulate says of `c`'s program compiled to the schedule phase (in
+/// this process): the step, the peak memory of its busiest stage, and the
+/// op costs it used; nullopt (with a note) when it does not compile.
+struct CompiledSimulation {
+  double step = 0;
+  int64_t peakMemory = 0, measuredOps = 0, costedOps = 0;
+  bool opCosts = false;
+};
+
+std::optional<CompiledSimulation> simulateCompiled(const CompileOptions &opts,
+                                                   const PlanCandidate &c,
+                                                   double memoryPerDevice,
+                                                   llvm::raw_ostream &log) {
   CompileOptions o = candidateOptions(opts, c, memoryPerDevice);
   o.compileTo = CompilePhase::Schedule;
   o.compileToGiven = true;
   o.output = "/dev/null";
   o.simulate = true;
+  o.moeSkew = opts.moeSkew;
   o.simulateTrace.clear();
   o.report = "json";
   o.reportFile = "";
@@ -45,22 +54,105 @@ bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memor
   llvm::Expected<llvm::json::Value> report = llvm::json::parse(r.report);
   const llvm::json::Object *root = report ? report->getAsObject() : nullptr;
   const llvm::json::Object *sim = root ? root->getObject("simulated") : nullptr;
-  const llvm::json::Object *costs = sim ? sim->getObject("op_costs") : nullptr;
   std::optional<double> step = sim ? sim->getNumber("step_time_s") : std::nullopt;
-  if (!r.ok || !step || !costs) {
-    if (!report)
-      llvm::consumeError(report.takeError());
+  if (!report)
+    llvm::consumeError(report.takeError());
+  if (!r.ok || !step) {
     log << "merak-compile: planner: note: dp " << c.dp << " tp " << c.tp << " pp " << c.pp
-        << " mb " << c.microbatches << " could not be simulated with the measured op costs; "
-        << "it keeps its estimate\n";
-    return false;
+        << " mb " << c.microbatches << " ep " << c.ep << " could not be compiled and "
+        << "simulated; it keeps its estimate\n";
+    return std::nullopt;
   }
-  c.measuredStepTime = *step;
-  c.measuredOps = costs->getInteger("measured_ops").value_or(0);
-  c.costedOps = costs->getInteger("costed_ops").value_or(0);
+  CompiledSimulation out;
+  out.step = *step;
+  if (const llvm::json::Array *peak = sim->getArray("peak_memory_bytes"))
+    for (const llvm::json::Value &b : *peak)
+      out.peakMemory = std::max(out.peakMemory, b.getAsInteger().value_or(0));
+  if (const llvm::json::Object *costs = sim->getObject("op_costs")) {
+    out.opCosts = true;
+    out.measuredOps = costs->getInteger("measured_ops").value_or(0);
+    out.costedOps = costs->getInteger("costed_ops").value_or(0);
+  }
+  return out;
+}
+
+/// The simulated step of `c`'s program with the measured op costs.
+bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memoryPerDevice,
+                      llvm::raw_ostream &log) {
+  if (c.pp == 1 && c.microbatches == 1)
+    return false; // --simulate needs a pipeline plan
+  std::optional<CompiledSimulation> sim = simulateCompiled(opts, c, memoryPerDevice, log);
+  if (!sim || !sim->opCosts)
+    return false;
+  c.measuredStepTime = sim->step;
+  c.measuredOps = sim->measuredOps;
+  c.costedOps = sim->costedOps;
   return true;
 }
 } // namespace
+
+void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult &plan,
+                                       llvm::raw_ostream &log) {
+  if (!plan.experts)
+    return;
+  // The plans to vary (each compile takes seconds at foundation-model
+  // sizes): the chosen one and the best runner-up that fits on another
+  // mesh; --simulate needs a pipeline schedule.
+  std::vector<PlanCandidate> bases{plan.chosen}, variants;
+  for (const PlanCandidate &c : plan.runnersUp)
+    if (c.rejected.empty() && (c.dp != plan.chosen.dp || c.tp != plan.chosen.tp ||
+                               c.pp != plan.chosen.pp)) {
+      bases.push_back(c);
+      break;
+    }
+  int64_t varied = 0;
+  for (const PlanCandidate &base : bases) {
+    if (base.pp == 1 && base.microbatches == 1)
+      continue;
+    ++varied;
+    for (int64_t ep : divisors(base.dp))
+      for (int64_t shadow : {0, 1, 2}) {
+        if (ep == 1 && shadow > 0)
+          continue;
+        PlanCandidate c = base;
+        c.ep = ep;
+        c.moeShadow = shadow;
+        std::optional<CompiledSimulation> sim =
+            simulateCompiled(opts, c, plan.memoryPerDevice, log);
+        if (!sim)
+          continue;
+        c.simulatedStepTime = sim->step;
+        c.peakMemory = sim->peakMemory;
+        c.rejected.clear();
+        if (plan.memoryPerDevice > 0 && sim->peakMemory > plan.memoryPerDevice)
+          c.rejected = llvm::formatv("its compiled program needs {0} > {1} bytes",
+                                     sim->peakMemory, (int64_t)plan.memoryPerDevice)
+                           .str();
+        variants.push_back(std::move(c));
+      }
+  }
+  auto fits = [](const PlanCandidate &c) { return c.rejected.empty(); };
+  if (llvm::none_of(variants, fits)) {
+    plan.notes.push_back("a Mixture-of-Experts model, but no plan with a pipeline schedule "
+                         "compiled and fit to search expert parallelism: ep stays 1");
+    return;
+  }
+  std::stable_sort(variants.begin(), variants.end(),
+                   [&](const PlanCandidate &a, const PlanCandidate &b) {
+                     if (fits(a) != fits(b))
+                       return fits(a);
+                     return *a.simulatedStepTime < *b.simulatedStepTime;
+                   });
+  plan.chosen = variants.front();
+  plan.runnersUp.assign(variants.begin() + 1,
+                        variants.begin() + std::min<size_t>(variants.size(), 8));
+  plan.notes.push_back(
+      llvm::formatv("a Mixture-of-Experts model: {0} plans ({1} of the best meshes, each with "
+                    "every ep dividing dp and --moe-shadow 0, 1, 2) compiled and simulated at "
+                    "--moe-skew {2}; ranked by those simulations",
+                    variants.size(), varied, opts.moeSkew)
+          .str());
+}
 
 void mlir::merak::refinePlanWithOpCosts(const CompileOptions &opts, PlannerResult &plan,
                                         llvm::raw_ostream &log) {
@@ -108,6 +200,9 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.virtualStages = c.virtualStages;
   o.recompute = c.recompute;
   o.zero = c.zero ? 1 : 0;
+  o.ep = c.ep;
+  o.moeShadow = c.moeShadow;
+  o.moeSkew = 0; // a simulation's assumption, not the program's
   if (c.overlap && c.tp > 1)
     o.tpOverlap = "sub-pipeline";
   if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())
@@ -126,6 +221,9 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   if (opts.meshGiven || opts.dp != 1 || opts.tp != 1 || opts.pp != 1 || opts.microbatches != 1)
     return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
                 "either --devices or the mesh, not both");
+  if (opts.ep != 1 || opts.moeShadow != 0)
+    return fail("--devices chooses --ep and --moe-shadow itself for a Mixture-of-Experts model "
+                "(give --moe-skew to plan for uneven routing)");
   if (!opts.stageBoundaries.empty())
     return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
@@ -146,6 +244,7 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
     return fail("--devices " + Twine(opts.devices) + ": " + error);
   if (!opts.opCosts.empty())
     refinePlanWithOpCosts(opts, *plan, log);
+  refinePlanForExperts(opts, *plan, log);
   printPlannerResult(*plan, log);
   std::string json;
   llvm::raw_string_ostream js(json);
@@ -182,6 +281,9 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   log << "merak-compile: planner: compiling --dp " << c.dp << " --tp " << c.tp << " --pp "
       << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
       << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap
-      << " --zero " << planned.zero << "\n";
+      << " --zero " << planned.zero;
+  if (c.ep > 1)
+    log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow;
+  log << "\n";
   return std::nullopt;
 }

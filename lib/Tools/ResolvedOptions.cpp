@@ -44,8 +44,8 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   r.simulation.ep = opts.ep;
   if (!(opts.moeSkew >= 0) || !std::isfinite(opts.moeSkew))
     return fail("--moe-skew must be a finite number >= 0");
-  if (opts.moeSkew > 0 && !opts.simulate)
-    return fail("--moe-skew needs --simulate");
+  if (opts.moeSkew > 0 && !opts.simulate && opts.devices < 1)
+    return fail("--moe-skew needs --simulate (or --devices, which plans for it)");
   r.simulation.moeSkew = opts.moeSkew;
   r.simulation.pp = opts.pp;
   r.simulation.microbatches = opts.microbatches;

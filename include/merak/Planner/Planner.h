@@ -52,6 +52,11 @@ struct PlanCandidate {
   /// covered (refinePlanWithOpCosts).
   std::optional<double> measuredStepTime;
   int64_t measuredOps = 0, costedOps = 0;
+  /// A Mixture-of-Experts model: expert-parallel ranks (within dp) and
+  /// shadow slots (--ep, --moe-shadow), searched on the compiled programs
+  /// (refinePlanForExperts), whose simulated step is simulatedStepTime.
+  int64_t ep = 1, moeShadow = 0;
+  std::optional<double> simulatedStepTime;
 };
 
 struct PlannerResult {
@@ -69,6 +74,9 @@ struct PlannerResult {
   double memoryPerDevice = 0;
   /// --planner-space: "auto", "megatron" or "megatron-best".
   std::string space = "auto";
+  /// The model has expert GEMMs (merak.expert_matmul): ep and shadowing
+  /// can be searched.
+  bool experts = false;
 };
 
 /// Plans `options.devices` devices for `options.input` (dp, tp, pp,
@@ -80,6 +88,9 @@ struct PlannerResult {
 /// fits: the smallest memory any plan needs).
 FailureOr<PlannerResult> planParallelism(const CompileOptions &options, bool runtimeOnly,
                                          llvm::raw_ostream &log, std::string &error);
+
+/// The divisors of n, in increasing order (the degrees a mesh axis can take).
+SmallVector<int64_t> divisors(int64_t n);
 
 /// The plan table merak-compile --devices prints.
 void printPlannerResult(const PlannerResult &result, llvm::raw_ostream &os);

@@ -165,6 +165,14 @@ CompileOptions candidateOptions(const CompileOptions &options, const PlanCandida
 void refinePlanWithOpCosts(const CompileOptions &options, PlannerResult &plan,
                            llvm::raw_ostream &log);
 
+/// A Mixture-of-Experts model (plan.experts): compiles the chosen plan and
+/// the best runners-up that fit (with a pipeline schedule, which --simulate
+/// needs) with every ep dividing their dp and --moe-shadow 0, 1 and 2,
+/// simulates each program (--moe-skew from `options`), and makes the
+/// fastest that fits the plan, ranked by those simulations alone.
+void refinePlanForExperts(const CompileOptions &options, PlannerResult &plan,
+                          llvm::raw_ostream &log);
+
 } // namespace mlir::merak
 
 #endif

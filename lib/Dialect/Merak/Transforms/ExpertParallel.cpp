@@ -48,6 +48,17 @@ using namespace mlir::merak;
 namespace {
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// A builder right after `v`'s definition (at its block's start for an
+/// argument).
+OpBuilder after(Value v) {
+  OpBuilder b(v.getContext());
+  if (Operation *def = v.getDefiningOp())
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  return b;
+}
+
 /// `t` with its leading dimension multiplied by `factor`.
 RankedTensorType scaleLeading(RankedTensorType t, int64_t num, int64_t den) {
   SmallVector<int64_t> shape(t.getShape());
@@ -173,11 +184,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   Value gathered(Value v) {
     if (Value done = gathers.lookup(v))
       return done;
-    OpBuilder b(v.getContext());
-    if (Operation *def = v.getDefiningOp())
-      b.setInsertionPointAfter(def);
-    else
-      b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+    OpBuilder b = after(v);
     Value g = AllGatherOp::create(b, v.getLoc(), TypeRange{scaleLeading(tensorOf(v), ep, 1)},
                                   ValueRange{v}, "ep")
                   .getResult(0);
@@ -213,11 +220,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       return ids;
     if (Value done = casts.lookup(ids))
       return done;
-    OpBuilder b(ids.getContext());
-    if (Operation *def = ids.getDefiningOp())
-      b.setInsertionPointAfter(def);
-    else
-      b.setInsertionPointToStart(cast<BlockArgument>(ids).getOwner());
+    OpBuilder b = after(ids);
     Value c = CastOp::create(b, op.getLoc(),
                              RankedTensorType::get(tensorOf(ids).getShape(), b.getI64Type()), ids);
     casts[ids] = c;

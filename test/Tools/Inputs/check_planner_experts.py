@@ -1,0 +1,54 @@
+"""merak-compile --devices on a Mixture-of-Experts model searches ep and
+--moe-shadow on compiled programs (refinePlanForExperts). Checks, for one
+--moe-skew and memory budget: the planner says so; its chosen plan, compiled
+again from the command line with the plan's flags and --simulate, gives the
+same simulated step and fits; and no other ep / shadow of that mesh that
+fits simulates faster. Prints one OK line per check.
+
+    check_planner_experts.py MERAK_COMPILE MODEL.mlir PROFILE SKEW MEMORY
+"""
+import json
+import subprocess
+import sys
+
+compiler, model, profile, skew, memory = sys.argv[1:6]
+
+
+def simulate(c, ep, shadow):
+    cmd = [compiler, model, "--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
+           "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
+           "--recompute", c["recompute"], "--zero", "1" if c["zero"] else "0",
+           "--ep", str(ep), "--moe-shadow", str(shadow), "--simulate", "--moe-skew", skew,
+           "--device-profile", profile, "--memory-per-device", memory,
+           "--compile-to=schedule", "--report=json", "-o", "/dev/null"]
+    if c["virtual_stages"] > 1:
+        cmd += ["--virtual-stages", str(c["virtual_stages"])]
+    if c["overlap"] and c["tp"] > 1:
+        cmd += ["--tp-overlap", "sub-pipeline"]
+    sim = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    sim = sim["simulated"]
+    return sim["step_time_s"], max(sim["peak_memory_bytes"])
+
+
+out = subprocess.run([compiler, model, "--devices", "8", "--device-profile", profile,
+                      "--moe-skew", skew, "--memory-per-device", memory, "--report=json"],
+                     check=True, capture_output=True, text=True).stdout
+plan = json.loads(out)["planner"]
+chosen = plan["chosen"]
+assert any("Mixture-of-Experts model" in n for n in plan["notes"]), plan["notes"]
+print("OK searched: %s" % [n for n in plan["notes"] if "Mixture" in n][0])
+step, peak = simulate(chosen, chosen["ep"], chosen["moe_shadow"])
+limit = float(memory)
+assert abs(step - chosen["simulated_step_time_s"]) <= 1e-9 * step, (step, chosen)
+assert peak <= limit, (peak, limit)
+print("OK chosen ep %d shadow %d: %.4e s, %d bytes <= %d" % (
+    chosen["ep"], chosen["moe_shadow"], step, peak, limit))
+faster = []
+for ep in [d for d in range(1, chosen["dp"] + 1) if chosen["dp"] % d == 0]:
+    for shadow in ((0, 1, 2) if ep > 1 else (0,)):
+        s, m = simulate(chosen, ep, shadow)
+        if m <= limit and s < step * (1 - 1e-9):
+            faster.append((ep, shadow, s))
+assert not faster, faster
+print("OK no other ep / shadow of dp %d tp %d pp %d that fits is faster" % (
+    chosen["dp"], chosen["tp"], chosen["pp"]))
