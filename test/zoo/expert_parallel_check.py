@@ -34,9 +34,11 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              resumed from that checkpoint stays within 1e-6 of it
   shadow     dynamic shadowing (--moe-shadow, every step's hottest experts
              copied to every ep rank; --moe-shadow-min-rows 1 so that the
-             small batch shadows some): --dp 2 --ep 2 with one slot and --dp
-             4 --ep 4 --zero 1 with two stay within 1e-6 of plain expert
-             parallelism and 1e-5 of serial, and the metrics show experts
+             small batch shadows some): --dp 2 --ep 2 with one slot, --dp 4
+             --ep 4 --zero 1 with two, and one slot with --pp 2 (zb-h1, full
+             recomputation: the plan recomputed) and with --tp 2 stay within
+             1e-6 of plain expert parallelism and 1e-5 of serial, and the
+             metrics show experts
              shadowed in at least 3 of the 20 steps (the plan shadows only
              when it lowers the busiest rank's rows, which the random
              router's routing does not always allow)
@@ -183,7 +185,10 @@ def check_allgather(env):
 def check_shadow(env):
     results, ok = [], True
     for flags, ranks, slots in ((["--dp", "2", "--ep", "2"], 2, "1"),
-                                (["--dp", "4", "--ep", "4", "--zero", "1"], 4, "2")):
+                                (["--dp", "4", "--ep", "4", "--zero", "1"], 4, "2"),
+                                (["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "4",
+                                  "--schedule", "zb-h1", "--recompute", "full"], 4, "1"),
+                                (["--dp", "2", "--ep", "2", "--tp", "2"], 4, "1")):
         tag = "".join(f.strip("-") for f in flags)
         plain = env.train(env.compile("mixtral", tag, flags), STEPS, ranks)
         shadow = env.metrics(env.compile("mixtral", tag + "-shadow", flags + [
