@@ -67,6 +67,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     expertParallel.dispatcher = o.moeDispatcher;
     expertParallel.shadow = o.moeShadow;
     expertParallel.shadowMinRows = o.moeShadowMinRows;
+    expertParallel.hierarchical = o.moeHierarchical;
     pm.addPass(createMerakExpertParallel(expertParallel));
   }
   if (o.tp > 1) {

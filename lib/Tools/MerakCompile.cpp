@@ -128,6 +128,14 @@ struct CommandLine {
       cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
                "ranks are routed to it (0: where that costs what its weights do)"),
       cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
+  cl::opt<std::string> moeAllToAll{
+      "moe-all-to-all",
+      cl::desc("With --ep and the alltoall dispatcher: flat (one exchange over the ep group) "
+               "or hierarchical (Tutel's 2DH / MoNTA: within each node to the rank with the "
+               "destination's local index, then across nodes; fewer, larger inter-node "
+               "messages, the same values). Nodes are MPI's shared-memory nodes, or "
+               "world rank / MERAK_RANKS_PER_NODE"),
+      cl::value_desc("flat|hierarchical"), cl::init("flat"), cl::cat(cat)};
   cl::opt<double> moeSkew{
       "moe-skew",
       cl::desc("With --simulate and --ep: uneven routing, expert e getting a share of the "
@@ -339,6 +347,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.moeDispatcher = opts.moeDispatcher;
   o.moeShadow = opts.moeShadow;
   o.moeShadowMinRows = opts.moeShadowMinRows;
+  o.moeAllToAll = opts.moeAllToAll;
   o.moeSkew = opts.moeSkew;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;

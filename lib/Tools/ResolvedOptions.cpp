@@ -184,6 +184,10 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeShadow > 0 && opts.ep < 2)
     return fail("--moe-shadow needs expert parallelism (--ep 2 or more): it copies hot experts "
                 "to the other ranks of their ep group");
+  if (opts.moeAllToAll != "flat" && opts.moeAllToAll != "hierarchical")
+    return fail("--moe-all-to-all must be flat or hierarchical, got '" + opts.moeAllToAll + "'");
+  if (opts.moeAllToAll == "hierarchical" && opts.moeDispatcher != "alltoall")
+    return fail("--moe-all-to-all hierarchical needs --moe-dispatcher alltoall");
   if (opts.moeShadow > 0 && opts.moeDispatcher != "alltoall")
     return fail("--moe-shadow needs --moe-dispatcher alltoall (the allgather dispatcher "
                 "already sends every row to every rank)");
@@ -256,6 +260,7 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.moeDispatcher = opts.moeDispatcher;
   p.moeShadow = opts.moeShadow;
   p.moeShadowMinRows = opts.moeShadowMinRows;
+  p.moeHierarchical = opts.moeAllToAll == "hierarchical";
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;
   p.virtualStages =

@@ -176,9 +176,96 @@ void localShard(Group group, DT t, int64_t parts, const void *in, void *out, int
   std::memmove(out, static_cast<const char *>(in) + rank * count * es, count * es);
 }
 
+namespace {
+/// expertAllToAll's two-level form: every row goes from its source rank
+/// to the rank of its source's node with its destination's local index
+/// (within the node), then to its destination (across nodes, among the
+/// ranks of one local index). All rows are listed in one order (group rank
+/// i, then row s), which fixes the order of every message, so no counts are
+/// exchanged. `src`/`dst` give each row's ranks, `from`/`to` its place in
+/// `in` at the source and in `out` at the destination (rows of rowBytes).
+void twoLevelExchange(Axis axis, const Comm::NodeGroups &g, int me, DT t, int64_t rows,
+                      int64_t rowBytes, const std::vector<int> &src,
+                      const std::vector<int> &dst, const std::vector<int64_t> &from,
+                      const std::vector<int64_t> &to, const char *in, char *out) {
+  auto gateway = [&](int64_t r) { return g.members[g.nodeOf[src[r]]][g.localOf[dst[r]]]; };
+  const int64_t elems = rowBytes / elemSize(t);
+  // Within the node: send my rows by gateway (local index), receive the
+  // rows I forward by source (local index); both in the global order.
+  std::vector<int64_t> sc1(g.perNode, 0), rc1(g.perNode, 0), sc2(g.nodes, 0), rc2(g.nodes, 0);
+  std::vector<int64_t> forward; // rows I forward, in receive order
+  for (int64_t r = 0; r < rows; ++r) {
+    const int gw = gateway(r);
+    if (src[r] == me)
+      ++sc1[g.localOf[gw]];
+    if (gw == me)
+      ++rc1[g.localOf[src[r]]];
+  }
+  std::vector<std::vector<int64_t>> bySource(g.perNode);
+  for (int64_t r = 0; r < rows; ++r)
+    if (gateway(r) == me)
+      bySource[g.localOf[src[r]]].push_back(r);
+  for (const std::vector<int64_t> &b : bySource)
+    forward.insert(forward.end(), b.begin(), b.end());
+  static thread_local std::vector<char> send1, recv1, send2, recv2;
+  send1.resize(static_cast<size_t>(std::max<int64_t>(1, rows) * rowBytes));
+  std::vector<int64_t> at(g.perNode, 0);
+  for (int l = 1; l < g.perNode; ++l)
+    at[l] = at[l - 1] + sc1[l - 1];
+  for (int64_t r = 0; r < rows; ++r)
+    if (src[r] == me)
+      std::memcpy(send1.data() + at[g.localOf[gateway(r)]]++ * rowBytes, in + from[r] * rowBytes,
+                  rowBytes);
+  recv1.resize(static_cast<size_t>(std::max<size_t>(1, forward.size()) * rowBytes));
+  auto exchange = [&](bool across, std::vector<char> &s, std::vector<int64_t> &sc,
+                      std::vector<char> &r, std::vector<int64_t> &rc, const char *what) {
+    for (int64_t &c : sc)
+      c *= elems;
+    for (int64_t &c : rc)
+      c *= elems;
+    Comm::Request q =
+        gComm->allToAllVLevel(axis, across, s.data(), sc.data(), r.data(), rc.data(),
+                              commTypeOf(t));
+    waitOrAbort(q, what);
+  };
+  exchange(false, send1, sc1, recv1, rc1, "all-to-all within the node (two-level)");
+  // Across nodes: forward by destination node, receive by source node.
+  std::vector<int64_t> place(static_cast<size_t>(rows), -1); // row -> index in recv1
+  for (size_t k = 0; k < forward.size(); ++k)
+    place[forward[k]] = static_cast<int64_t>(k);
+  std::vector<std::vector<int64_t>> byNode(g.nodes), arriving(g.nodes);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (gateway(r) == me)
+      byNode[g.nodeOf[dst[r]]].push_back(r);
+    if (dst[r] == me)
+      arriving[g.nodeOf[src[r]]].push_back(r);
+  }
+  send2.resize(static_cast<size_t>(std::max<size_t>(1, forward.size()) * rowBytes));
+  char *p = send2.data();
+  for (int b = 0; b < g.nodes; ++b) {
+    sc2[b] = static_cast<int64_t>(byNode[b].size());
+    for (int64_t r : byNode[b]) {
+      std::memcpy(p, recv1.data() + place[r] * rowBytes, rowBytes);
+      p += rowBytes;
+    }
+  }
+  int64_t incoming = 0;
+  for (int a = 0; a < g.nodes; ++a)
+    incoming += rc2[a] = static_cast<int64_t>(arriving[a].size());
+  recv2.resize(static_cast<size_t>(std::max<int64_t>(1, incoming) * rowBytes));
+  exchange(true, send2, sc2, recv2, rc2, "all-to-all across nodes (two-level)");
+  p = recv2.data();
+  for (int a = 0; a < g.nodes; ++a)
+    for (int64_t r : arriving[a]) {
+      std::memcpy(out + to[r] * rowBytes, p, rowBytes);
+      p += rowBytes;
+    }
+}
+} // namespace
+
 void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *idsData,
                     int64_t S, int64_t row, int64_t perRank, int64_t shadowSlots,
-                    const void *in, void *out) {
+                    const void *in, void *out, bool hierarchical) {
   const int64_t *ids = static_cast<const int64_t *>(idsData); // i64
   checkCollectiveType(t, "all_to_all");
   const int size = zeroGroupSize(group, parts, "all_to_all");
@@ -196,6 +283,28 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
                 .c_str());
     return e < experts ? e / perRank : i;
   };
+  const Comm::NodeGroups *nodes =
+      hierarchical && size > 1 ? gComm->nodeGroups(axisOf(group)) : nullptr;
+  if (nodes && nodes->nodes > 1) {
+    // Every row of the group: dispatch from rank i (its row s) to the
+    // expert's rank (slot i*S + s); combine the reverse.
+    std::vector<int> src(size * S), dst(size * S);
+    std::vector<int64_t> from(size * S), to(size * S);
+    for (int i = 0; i < size; ++i)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t r = i * S + s;
+        const int o = static_cast<int>(owner(i, s));
+        src[r] = combine ? o : i;
+        dst[r] = combine ? i : o;
+        from[r] = combine ? r : s;
+        to[r] = combine ? s : r;
+      }
+    if (!combine)
+      std::memset(out, 0, static_cast<size_t>(size * S * rowBytes));
+    twoLevelExchange(axisOf(group), *nodes, me, t, size * S, rowBytes, src, dst, from, to,
+                     static_cast<const char *>(in), static_cast<char *>(out));
+    return;
+  }
   // Dispatch sends this rank's rows to their experts' ranks and receives
   // from every rank i its rows of this rank's experts; combine reverses it.
   // Either way a message holds rows in increasing s, blocks in rank order.

@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <thread>
 
@@ -114,6 +115,15 @@ struct Comm::Impl {
   MeshCoord coord;
   int rank = 0, size = 1;
   int localRank = 0, localSize = 1; // among the ranks sharing this node
+  int nodeLeader = 0; // the world rank of this node's local rank 0
+  // Two-level exchanges: per axis its node groups and the communicators of
+  // this rank's node (within) and of its local index (across).
+  struct Levels {
+    Comm::NodeGroups groups;
+    bool uniform = false;
+    MPI_Comm within = MPI_COMM_NULL, across = MPI_COMM_NULL;
+  };
+  std::map<Axis, Levels> levels;
   MPI_Comm world = MPI_COMM_NULL, pp = MPI_COMM_NULL, dp = MPI_COMM_NULL,
            tp = MPI_COMM_NULL, ep = MPI_COMM_NULL, edp = MPI_COMM_NULL;
   double timeout = 60.0;
@@ -322,6 +332,10 @@ Comm::~Comm() {
     impl_->heartbeat.reset();
     if (impl_->heartbeatWin != MPI_WIN_NULL)
       MPI_Win_free(&impl_->heartbeatWin);
+    for (auto &[axis, l] : impl_->levels)
+      for (MPI_Comm *c : {&l.within, &l.across})
+        if (*c != MPI_COMM_NULL)
+          MPI_Comm_free(c);
     for (MPI_Comm *c :
          {&impl_->pp, &impl_->dp, &impl_->tp, &impl_->ep, &impl_->edp, &impl_->world})
       if (*c != MPI_COMM_NULL)
@@ -453,6 +467,8 @@ Result<std::unique_ptr<Comm>> Comm::init(int *argc, char ***argv,
       return fail("MPI_Comm_split_type", rc);
     MPI_Comm_rank(node, &impl->localRank);
     MPI_Comm_size(node, &impl->localSize);
+    impl->nodeLeader = impl->rank;
+    MPI_Bcast(&impl->nodeLeader, 1, MPI_INT, 0, node);
     // One heartbeat slot per rank of the node, contiguous from local rank 0.
     void *mine = nullptr;
     rc = MPI_Win_allocate_shared(sizeof(Heartbeat::Slot), sizeof(Heartbeat::Slot),
@@ -636,19 +652,20 @@ Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
   return Request{id};
 }
 
-Comm::Request Comm::allToAllV(Axis a, const void *send, const int64_t *sendCounts, void *recv,
-                              const int64_t *recvCounts, CommType t) {
-  const int n = groupSize(a);
-  int id = impl_->newSlot(a);
-  std::vector<int> &arrays = impl_->slots[id].counts;
+/// MPI_Ialltoallv on `comm` (n ranks), reported as an exchange over `a`.
+static Comm::Request allToAllVOn(Comm::Impl &impl, Axis a, MPI_Comm comm, int n,
+                                 const void *send, const int64_t *sendCounts, void *recv,
+                                 const int64_t *recvCounts, CommType t) {
+  int id = impl.newSlot(a);
+  std::vector<int> &arrays = impl.slots[id].counts;
   arrays.assign(4 * static_cast<size_t>(n), 0);
   int *sc = arrays.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;
   int64_t sendAt = 0, recvAt = 0;
   for (int g = 0; g < n; ++g) {
-    impl_->checkCount(sendCounts[g], "all-to-all");
-    impl_->checkCount(recvCounts[g], "all-to-all");
+    impl.checkCount(sendCounts[g], "all-to-all");
+    impl.checkCount(recvCounts[g], "all-to-all");
     if (sendAt + sendCounts[g] > INT_MAX || recvAt + recvCounts[g] > INT_MAX)
-      impl_->abortJob(std::string("all-to-all over ") + axisName(a) +
+      impl.abortJob(std::string("all-to-all over ") + axisName(a) +
                           ": more than 2^31 - 1 elements in one exchange (use more ranks "
                           "or smaller micro-batches)",
                       1);
@@ -661,9 +678,64 @@ Comm::Request Comm::allToAllV(Axis a, const void *send, const int64_t *sendCount
   }
   MPI_Request q = MPI_REQUEST_NULL;
   const MPI_Datatype dt = mpiType(t);
-  int code = MPI_Ialltoallv(send, sc, sd, dt, recv, rc, rd, dt, impl_->comm(a), &q);
-  impl_->add(id, code, q, "MPI_Ialltoallv");
-  return Request{id};
+  int code = MPI_Ialltoallv(send, sc, sd, dt, recv, rc, rd, dt, comm, &q);
+  impl.add(id, code, q, "MPI_Ialltoallv");
+  return Comm::Request{id};
+}
+
+Comm::Request Comm::allToAllV(Axis a, const void *send, const int64_t *sendCounts, void *recv,
+                              const int64_t *recvCounts, CommType t) {
+  return allToAllVOn(*impl_, a, impl_->comm(a), groupSize(a), send, sendCounts, recv,
+                     recvCounts, t);
+}
+
+
+const Comm::NodeGroups *Comm::nodeGroups(Axis a) {
+  auto found = impl_->levels.find(a);
+  if (found != impl_->levels.end())
+    return found->second.uniform ? &found->second.groups : nullptr;
+  Impl::Levels &l = impl_->levels[a];
+  int node = impl_->nodeLeader;
+  if (const char *s = std::getenv("MERAK_RANKS_PER_NODE"); s && std::atoi(s) > 0)
+    node = impl_->rank / std::atoi(s);
+  const int n = groupSize(a), me = groupRank(a);
+  std::vector<int> ids(n);
+  MPI_Allgather(&node, 1, MPI_INT, ids.data(), 1, MPI_INT, impl_->comm(a));
+  NodeGroups &g = l.groups;
+  std::map<int, int> index; // node id -> node number, by first group rank
+  g.nodeOf.resize(n);
+  g.localOf.resize(n);
+  for (int r = 0; r < n; ++r) {
+    auto [it, added] = index.try_emplace(ids[r], static_cast<int>(index.size()));
+    if (added)
+      g.members.emplace_back();
+    g.nodeOf[r] = it->second;
+    g.localOf[r] = static_cast<int>(g.members[it->second].size());
+    g.members[it->second].push_back(r);
+  }
+  g.nodes = static_cast<int>(g.members.size());
+  g.perNode = static_cast<int>(g.members[0].size());
+  l.uniform = std::all_of(g.members.begin(), g.members.end(),
+                          [&](const std::vector<int> &m) { return (int)m.size() == g.perNode; });
+  // Every rank knows every node's size, so all agree on `uniform`.
+  if (l.uniform) {
+    MPI_Comm_split(impl_->comm(a), g.nodeOf[me], me, &l.within);
+    MPI_Comm_split(impl_->comm(a), g.localOf[me], g.nodeOf[me], &l.across);
+  }
+  return l.uniform ? &g : nullptr;
+}
+
+Comm::Request Comm::allToAllVLevel(Axis a, bool acrossNodes, const void *send,
+                                   const int64_t *sendCounts, void *recv,
+                                   const int64_t *recvCounts, CommType t) {
+  const NodeGroups *g = nodeGroups(a);
+  if (!g)
+    impl_->abortJob(std::string("internal error: a two-level all-to-all over ") + axisName(a) +
+                        " whose nodes hold different numbers of its ranks",
+                    1);
+  Impl::Levels &l = impl_->levels[a];
+  return allToAllVOn(*impl_, a, acrossNodes ? l.across : l.within,
+                     acrossNodes ? g->nodes : g->perNode, send, sendCounts, recv, recvCounts, t);
 }
 
 Comm::Request Comm::broadcast(Axis a, void *buf, int64_t count, CommType t,

@@ -174,8 +174,17 @@ def check_experts():
     # skewed routing, on 1 (no communication), 2, 3 and 4 ranks.
     for np in (1, 2, 3, 4):
         out = expect_ok(["experts"], np=np)
-        if f"experts ep={np}: ok" not in out:
+        if f"experts ep={np} (1 nodes of {np}): ok" not in out:
             fail(f"np={np}: no 'ok' line")
+    # The two-level (hierarchical) all-to-all, with nodes faked by
+    # MERAK_RANKS_PER_NODE: 2 nodes of 2, 4 nodes of 1, and 3 ranks over
+    # nodes of 2 and 1 (unequal: the flat exchange).
+    for np, per, want in ((4, 2, "2 nodes of 2"), (4, 1, "4 nodes of 1"),
+                          (3, 2, "nodes of unequal sizes")):
+        out = expect_ok(["experts"], np=np,
+                        env={"MERAK_RANKS_PER_NODE": str(per)})
+        if f"experts ep={np} ({want}): ok" not in out:
+            fail(f"np={np} with {per} ranks per node: no 'ok' line with {want!r}")
 
 
 CHECKS = {

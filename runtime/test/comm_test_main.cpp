@@ -576,11 +576,24 @@ int runExperts(int argc, char **argv) {
       for (int64_t j = 0; j < W; ++j)
         CHECK(y[s * W + j] == (float)(owner(me, s) * 100000 + (me * S + s) * 10 + j),
               std::string(skewed ? "skewed" : "mixed") + " combine row " + std::to_string(s));
+    // The two-level exchange (nodes from MERAK_RANKS_PER_NODE) moves the
+    // same rows to the same places.
+    std::vector<float> xr2(n * S * W, -1.0f), y2(S * W, -1.0f);
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank, 0,
+                        x.data(), xr2.data(), /*hierarchical=*/true);
+    cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W, perRank, 0,
+                        yl.data(), y2.data(), /*hierarchical=*/true);
+    CHECK(xr2 == xr && y2 == y, std::string(skewed ? "skewed" : "mixed") +
+                                    " two-level dispatch and combine equal the flat ones");
   }
   runShadowing(n, me, S, W, perRank);
+  const Comm::NodeGroups *nodes = c.nodeGroups(Axis::EP);
   cpu::setCommunicator(nullptr);
   if (c.rank() == 0 && !gFailures)
-    std::printf("experts ep=%d: ok\n", n);
+    std::printf("experts ep=%d (%s): ok\n", n,
+                nodes ? (std::to_string(nodes->nodes) + " nodes of " +
+                         std::to_string(nodes->perNode)).c_str()
+                      : "nodes of unequal sizes");
   std::fflush(stdout);
   return gFailures ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel=ep=2 -verify-diagnostics
 // RUN: not merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=1 dispatcher=allgather" 2>&1 | FileCheck %s --check-prefix=SHADOW
-// SHADOW: merak-expert-parallel: shadowing (shadow = 1) needs the alltoall dispatcher, not 'allgather'
+// SHADOW: merak-expert-parallel: shadowing needs the alltoall dispatcher, not 'allgather'
 
 // 3 experts do not split over 2 ranks.
 merak.param @w : tensor<3x4x8xf32> = dense<0.5> : tensor<3x4x8xf32>

@@ -2,6 +2,7 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 dispatcher=allgather" | FileCheck %s --check-prefix=AG
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=1" | FileCheck %s --check-prefix=SH
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=2 shadow-min-rows=3" | FileCheck %s --check-prefix=SH3
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 hierarchical=true" | FileCheck %s --check-prefix=HI
 
 // A Mixture-of-Experts MLP under expert parallelism: both expert weights
 // hold this rank's 2 of 4 experts (merak.shard axis 0 over "ep"); the ids
@@ -51,6 +52,9 @@
 // SH: merak.all_to_all %[[H]] routed %[[RT]] group = "ep" combine experts_per_rank = 2 shadow_slots = 1
 // SH: merak.expert_shadow %{{.*}}, %[[SL]] group = "ep" parts = 2 : tensor<2x8x12xf32>, tensor<1xi64> -> tensor<1x8x12xf32>
 // SH-NOT: merak.expert_shadow_plan
+// The two-level all-to-all: every dispatch and combine marked.
+// HI-COUNT-4: merak.all_to_all {{.*}} experts_per_rank = 2 hierarchical
+// HI-NOT: merak.all_to_all
 // SH3: merak.expert_shadow_plan %{{.*}} experts_per_rank = 2 parts = 2 min_rows = 3 : tensor<32xi64> -> tensor<32xi64>, tensor<2xi64>
 merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
 merak.param @down : tensor<4x8x12xf32> = dense<0.5> : tensor<4x8x12xf32>

@@ -42,6 +42,10 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              shadowed in at least 3 of the 20 steps (the plan shadows only
              when it lowers the busiest rank's rows, which the random
              router's routing does not always allow)
+  hierarchical  --moe-all-to-all hierarchical (two exchanges: within nodes,
+             then across; nodes of 2 ranks faked by MERAK_RANKS_PER_NODE=2)
+             gives bitwise the flat all-to-all's losses at --dp 4 --ep 4,
+             with shadowing, and with --pp 2 (8 ranks)
   errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
              cuda and an unknown --moe-dispatcher are errors naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
@@ -99,10 +103,10 @@ class Env:
             raise RuntimeError("merak-compile %s failed:\n%s" % (" ".join(flags), p.stdout))
         return exe if check else p
 
-    def train(self, exe, steps, ranks=1, extra=()):
-        return [m["loss"] for m in self.metrics(exe, steps, ranks, extra)]
+    def train(self, exe, steps, ranks=1, extra=(), env=None):
+        return [m["loss"] for m in self.metrics(exe, steps, ranks, extra, env)]
 
-    def metrics(self, exe, steps, ranks=1, extra=()):
+    def metrics(self, exe, steps, ranks=1, extra=(), env=None):
         metrics = exe + ".jsonl"
         if os.path.exists(metrics):
             os.remove(metrics)
@@ -111,7 +115,7 @@ class Env:
         if ranks > 1:
             cmd = zoo.MPIRUN + ["-np", str(ranks)] + cmd
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+                       env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
         return [json.loads(line) for line in open(metrics)]
 
     def serial_losses(self, name, flags=()):
@@ -205,6 +209,27 @@ def check_shadow(env):
     return ok, "; ".join(results)
 
 
+def check_hierarchical(env):
+    # Nodes of 2 ranks (MERAK_RANKS_PER_NODE), so that the ep group of 4
+    # spans 2 nodes and every all-to-all runs in two exchanges.
+    nodes = {"MERAK_RANKS_PER_NODE": "2"}
+    results, ok = [], True
+    for flags in (["--dp", "4", "--ep", "4"],
+                  ["--dp", "4", "--ep", "4", "--moe-shadow", "2", "--moe-shadow-min-rows", "1"],
+                  ["--dp", "4", "--ep", "4", "--pp", "2", "--microbatches", "2"]):
+        ranks = 8 if "--pp" in flags else 4
+        tag = "".join(f.strip("-") for f in flags)
+        flat = env.train(env.compile("mixtral", tag, flags), STEPS, ranks, env=nodes)
+        two = env.train(env.compile("mixtral", tag + "-hier",
+                                    flags + ["--moe-all-to-all", "hierarchical"]),
+                        STEPS, ranks, env=nodes)
+        same = flat == two and len(two) == STEPS
+        ok &= same
+        results.append("%s: hierarchical %s flat (losses %.5f -> %.5f)" % (
+            " ".join(flags), "bitwise equals" if same else "DIFFERS from", two[0], two[-1]))
+    return ok, "; ".join(results)
+
+
 def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
@@ -215,6 +240,8 @@ def check_errors(env):
         (["--dp", "2", "--moe-shadow", "1"], "mixtral", "--moe-shadow needs expert parallelism"),
         (["--dp", "2", "--ep", "2", "--moe-shadow", "1", "--moe-dispatcher", "allgather"],
          "mixtral", "--moe-shadow needs --moe-dispatcher alltoall"),
+        (["--dp", "2", "--ep", "2", "--moe-all-to-all", "ring"], "mixtral",
+         "--moe-all-to-all must be flat or hierarchical"),
     ]
     bad = []
     for flags, name, want in cases:
@@ -246,6 +273,7 @@ CHECKS = {
     "allgather": check_allgather,
     "resume": check_resume,
     "shadow": check_shadow,
+    "hierarchical": check_hierarchical,
     "errors": check_errors,
 }
 

@@ -49,6 +49,8 @@ struct CompileOptions {
   /// --moe-shadow: dynamic shadowing's slots per layer (0: off), and
   /// --moe-shadow-min-rows: its threshold (0: from the cost of the weights).
   int64_t moeShadow = 0, moeShadowMinRows = 0;
+  /// --moe-all-to-all: flat (one exchange) or hierarchical (two-level).
+  std::string moeAllToAll = "flat";
   /// --moe-skew: with --simulate, the Zipf exponent of the experts' loads.
   double moeSkew = 0.0;
   /// --target: "cpu" (merak::rt::cpu, OpenBLAS + MPI) or "cuda"

@@ -115,7 +115,7 @@ FailureOr<Lowering> emitc_lowering::rule(AllToAllOp a, Emitter &e, LoweringConte
   e.call(kernels::expertAllToAll).lit(groupLiteral(a.getGroup())).dtype(in)
       .boolean(a.getCombine()).i64(a.getParts()).ptr(ids).i64(a.getLocalRows())
       .i64(in.getDimSize(1)).i64(a.getExpertsPerRank()).i64(a.getShadowSlots()).ptr(x).ptr(y)
-      .emit();
+      .boolean(a.getHierarchical()).emit();
   return Lowering::Done;
 }
 

@@ -176,6 +176,25 @@ public:
   /// ..] (send holds groupSize*countPerRank). send and recv must not overlap.
   Request reduceScatterSum(Axis a, const void *send, void *recv,
                            int64_t countPerRank, CommType t);
+  /// A group's ranks by node, for two-level exchanges (MoNTA / Tutel's
+  /// 2DH all-to-all). A rank's node is its world rank / MERAK_RANKS_PER_NODE
+  /// when that variable is set (tests fake nodes so), else its MPI
+  /// shared-memory node. nodeOf / localOf are indexed by group rank; nodes
+  /// are numbered by their first group rank, a node's ranks by group rank.
+  struct NodeGroups {
+    int nodes = 1, perNode = 1;
+    std::vector<int> nodeOf, localOf;
+    std::vector<std::vector<int>> members; ///< [node][local] -> group rank
+  };
+  /// `a`'s node groups, built (collectively over `a`) on the first call;
+  /// null when the nodes hold different numbers of `a`'s ranks.
+  const NodeGroups *nodeGroups(Axis a);
+  /// allToAllV among `a`'s ranks on this node (acrossNodes false; counts
+  /// indexed by local index) or among `a`'s ranks with this local index on
+  /// every node (acrossNodes true; counts indexed by node). Needs
+  /// nodeGroups(a).
+  Request allToAllVLevel(Axis a, bool acrossNodes, const void *send, const int64_t *sendCounts,
+                         void *recv, const int64_t *recvCounts, CommType t);
   /// buf of every group rank = buf of group rank rootGroupRank.
   Request broadcast(Axis a, void *buf, int64_t count, CommType t,
                     int rootGroupRank);

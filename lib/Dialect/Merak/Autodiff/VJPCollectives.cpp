@@ -60,7 +60,8 @@ LogicalResult rule(AllToAllOp op, Emitter &e, ValueRange g, Grads &out) {
   if (g[0])
     back = AllToAllOp::create(e.b, e.loc, op.getInput().getType(), g[0], op.getExperts(),
                               op.getGroupAttr(), op.getCombine() ? UnitAttr() : e.b.getUnitAttr(),
-                              op.getExpertsPerRankAttr(), op.getShadowSlotsAttr());
+                              op.getExpertsPerRankAttr(), op.getShadowSlotsAttr(),
+                              op.getHierarchicalAttr());
   out.assign({back, Value()});
   return success();
 }

@@ -84,9 +84,10 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       module.emitError("merak-expert-parallel: shadow and shadow-min-rows must not be negative");
       return signalPassFailure();
     }
-    if (shadow > 0 && dispatcher != "alltoall") {
-      module.emitError("merak-expert-parallel: shadowing (shadow = ")
-          << (int64_t)shadow << ") needs the alltoall dispatcher, not '" << dispatcher << "'";
+    if ((shadow > 0 || hierarchical) && dispatcher != "alltoall") {
+      module.emitError("merak-expert-parallel: ")
+          << (hierarchical ? "the hierarchical all-to-all" : "shadowing")
+          << " needs the alltoall dispatcher, not '" << dispatcher << "'";
       return signalPassFailure();
     }
     if (ep == 1)
@@ -287,7 +288,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     OpBuilder b(op);
     Value d = AllToAllOp::create(b, op.getLoc(), scaleLeading(tensorOf(x), ep, 1), x, e,
                                  b.getStringAttr("ep"), UnitAttr(),
-                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow))
+                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow),
+                                 hierarchical ? b.getUnitAttr() : UnitAttr())
                   .getResult();
     dispatches[key] = d;
     return d;
@@ -315,7 +317,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     Value mine =
         allToAll
             ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),
-                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow))
+                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow),
+                                 hierarchical ? b.getUnitAttr() : UnitAttr())
                   .getResult()
             : ReduceScatterOp::create(b, loc, TypeRange{rows}, ValueRange{local}, "ep", "sum")
                   .getResult(0);

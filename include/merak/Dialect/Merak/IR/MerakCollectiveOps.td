@@ -143,6 +143,13 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
     M`, which is always the row's own rank, so such a row stays where it
     is (a dispatch copies it to row `me * S + s`).
 
+    `hierarchical` (MoNTA / Tutel's 2DH): when the group spans nodes holding
+    equal numbers of its ranks, the rows travel in two exchanges, first
+    within each node to the rank with the destination's local index, then
+    across nodes among the ranks of one local index: fewer, larger
+    inter-node messages, the same result (the runtime falls back to one
+    exchange on one node or uneven nodes).
+
     ```mlir
     %xr = merak.all_to_all %x routed %ids group = "ep" experts_per_rank = 2
         : tensor<16x64xf32>, tensor<32xi64> -> tensor<32x64xf32>
@@ -152,11 +159,12 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
   }];
   let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
                        UnitAttr:$combine, I64Attr:$experts_per_rank,
-                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots);
+                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, UnitAttr:$hierarchical);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `routed` $experts `group` `=` $group (`combine` $combine^)?
-    `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)? attr-dict
+    `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)?
+    (`hierarchical` $hierarchical^)? attr-dict
     `:` type($input) `,` type($experts) `->` type($result)
   }];
   let extraClassDeclaration = !strconcat([{

@@ -195,9 +195,11 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     losses equal plain expert parallelism's; the weight gradients are
     summed in another order.
 
+    `hierarchical` marks the all-to-alls two-level (see merak.all_to_all).
+
     Errors: E not divisible by ep, a weight that is not a parameter (or is
-    read by anything else), a model without expert GEMMs, shadowing with
-    the allgather dispatcher.
+    read by anything else), a model without expert GEMMs, shadowing or the
+    hierarchical all-to-all with the allgather dispatcher.
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
@@ -208,6 +210,9 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     Option<"shadowMinRows", "shadow-min-rows", "int64_t", /*default=*/"0",
            "Shadow an expert with at least this many rows from other ranks (0: from the "
            "cost of its weights)">,
+    Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
+           "Two-level all-to-all (within nodes, then across them; merak.all_to_all "
+           "hierarchical)">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];
