@@ -229,13 +229,21 @@ double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
 
 ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots,
                                    double minShare) {
-  ExpertLoad result;
-  if (experts < 1 || ep < 1)
-    return result;
-  std::vector<double> share(experts);
-  double total = 0;
+  std::vector<double> share(std::max<int64_t>(0, experts));
   for (int64_t e = 0; e < experts; ++e)
-    total += share[e] = std::pow((double)(e + 1), -skew);
+    share[e] = std::pow((double)(e + 1), -skew);
+  return expertLoad(share, ep, slots, minShare);
+}
+
+ExpertLoad mlir::merak::expertLoad(const std::vector<double> &share, int64_t ep, int64_t slots,
+                                   double minShare) {
+  ExpertLoad result;
+  const int64_t experts = static_cast<int64_t>(share.size());
+  double total = 0;
+  for (double s : share)
+    total += s;
+  if (experts < 1 || ep < 1 || !(total > 0))
+    return result;
   auto ownerOf = [&](int64_t e) { return std::min<int64_t>(e * ep / experts, ep - 1); };
   // Each rank's rows to compute (shares of all rows); every rank routes
   // alike, so it has 1 / ep of each expert's rows.
@@ -300,7 +308,14 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
       minShare = (double)plan.getMinRows() * options.ep / (rows * (options.ep - 1.0));
       return WalkResult::interrupt();
     });
-    load = expertLoad(experts, options.ep, options.moeSkew, slots, minShare);
+    if (!options.moeShares.empty() && (int64_t)options.moeShares.size() != experts) {
+      error = "--moe-histogram has " + std::to_string(options.moeShares.size()) +
+              " experts, the program " + std::to_string(experts);
+      return failure();
+    }
+    load = options.moeShares.empty()
+               ? expertLoad(experts, options.ep, options.moeSkew, slots, minShare)
+               : expertLoad(options.moeShares, options.ep, slots, minShare);
     options.routedScale = load.local;
     if (slots) {
       // A GEMM over the copies costs the rows of M slots out of E + ep M
@@ -433,6 +448,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   if (experts) {
     step.moeImbalance = options.routedScale;
     step.moeSkew = options.moeSkew;
+    step.moeHistogram = !options.moeShares.empty();
     step.moeShadowSlots = slots;
     step.moeShadowed = load.shadowed;
   }
@@ -473,9 +489,11 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
   if (step.moeImbalance > 0)
     os << prefix
        << llvm::formatv("simulated expert load: the busiest ep rank gets {0:F3}x the mean "
-                        "routed rows{2} (--moe-skew {1}); its expert GEMMs and all-to-alls take "
+                        "routed rows{2} ({1}); its expert GEMMs and all-to-alls take "
                         "that much longer\n",
-                        step.moeImbalance, step.moeSkew,
+                        step.moeImbalance,
+                        step.moeHistogram ? std::string("--moe-histogram")
+                                          : llvm::formatv("--moe-skew {0:F2}", step.moeSkew).str(),
                         step.moeShadowSlots > 0 ? " of the experts it holds, shadowed ones aside"
                                                 : "");
   if (step.moeShadowSlots > 0)

@@ -128,6 +128,12 @@ struct CommandLine {
       cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
                "ranks are routed to it (0: where that costs what its weights do)"),
       cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
+  cl::opt<std::string> moeHistogram{
+      "moe-histogram",
+      cl::desc("With --simulate (or --devices) and --ep: the experts' shares of the routed "
+               "rows recorded by a run (./train --moe-histogram FILE) instead of --moe-skew's "
+               "Zipf shares"),
+      cl::value_desc("FILE"), cl::init(""), cl::cat(cat)};
   cl::opt<std::string> moeAllToAll{
       "moe-all-to-all",
       cl::desc("With --ep and the alltoall dispatcher: flat (one exchange over the ep group) "
@@ -348,6 +354,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.moeShadow = opts.moeShadow;
   o.moeShadowMinRows = opts.moeShadowMinRows;
   o.moeAllToAll = opts.moeAllToAll;
+  o.moeHistogram = opts.moeHistogram;
   o.moeSkew = opts.moeSkew;
   o.pp = opts.pp;
   o.microbatches = opts.microbatches;

@@ -46,6 +46,7 @@ std::optional<CompiledSimulation> simulateCompiled(const CompileOptions &opts,
   o.output = "/dev/null";
   o.simulate = true;
   o.moeSkew = opts.moeSkew;
+  o.moeHistogram = opts.moeHistogram;
   o.simulateTrace.clear();
   o.report = "json";
   o.reportFile = "";
@@ -148,9 +149,12 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
                         variants.begin() + std::min<size_t>(variants.size(), 8));
   plan.notes.push_back(
       llvm::formatv("a Mixture-of-Experts model: {0} plans ({1} of the best meshes, each with "
-                    "every ep dividing dp and --moe-shadow 0, 1, 2) compiled and simulated at "
-                    "--moe-skew {2}; ranked by those simulations",
-                    variants.size(), varied, opts.moeSkew)
+                    "every ep dividing dp and --moe-shadow 0, 1, 2) compiled and simulated "
+                    "with {2}; ranked by those simulations",
+                    variants.size(), varied,
+                    opts.moeHistogram.empty()
+                        ? llvm::formatv("--moe-skew {0:F2}", opts.moeSkew).str()
+                        : "--moe-histogram " + opts.moeHistogram)
           .str());
 }
 
@@ -202,7 +206,8 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.zero = c.zero ? 1 : 0;
   o.ep = c.ep;
   o.moeShadow = c.moeShadow;
-  o.moeSkew = 0; // a simulation's assumption, not the program's
+  o.moeSkew = 0; // a simulation's assumptions, not the program's
+  o.moeHistogram.clear();
   if (c.overlap && c.tp > 1)
     o.tpOverlap = "sub-pipeline";
   if (c.recompute == "stage-aware" && opts.memoryPerDevice.empty())

@@ -5,10 +5,52 @@
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "llvm/ADT/Twine.h"
 
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::merak;
+
+/// ./train --moe-histogram's {"experts": E, "rows": [E counts]}: the rows'
+/// shares (any scale); nullopt with `err` set when it is not such a file.
+static std::optional<std::vector<double>> readExpertHistogram(const std::string &path,
+                                                              std::string &err) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file = llvm::MemoryBuffer::getFile(path);
+  if (!file) {
+    err = "cannot read it: " + file.getError().message();
+    return std::nullopt;
+  }
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*file)->getBuffer());
+  if (!json) {
+    err = "not JSON: " + llvm::toString(json.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *o = json->getAsObject();
+  const llvm::json::Array *rows = o ? o->getArray("rows") : nullptr;
+  std::optional<int64_t> experts = o ? o->getInteger("experts") : std::nullopt;
+  if (!rows || !experts || (int64_t)rows->size() != *experts || rows->empty()) {
+    err = "expected {\"experts\": E, \"rows\": [E row counts]} (./train --moe-histogram)";
+    return std::nullopt;
+  }
+  std::vector<double> shares;
+  double total = 0;
+  for (const llvm::json::Value &v : *rows) {
+    std::optional<double> n = v.getAsNumber();
+    if (!n || *n < 0) {
+      err = "a row count is not a number >= 0";
+      return std::nullopt;
+    }
+    shares.push_back(*n);
+    total += *n;
+  }
+  if (!(total > 0)) {
+    err = "no rows were routed";
+    return std::nullopt;
+  }
+  return shares;
+}
 
 namespace {
 /// The checks of the mesh, the schedule and the overlap flags (the first
@@ -47,6 +89,17 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   if (opts.moeSkew > 0 && !opts.simulate && opts.devices < 1)
     return fail("--moe-skew needs --simulate (or --devices, which plans for it)");
   r.simulation.moeSkew = opts.moeSkew;
+  if (!opts.moeHistogram.empty()) {
+    if (!opts.simulate && opts.devices < 1)
+      return fail("--moe-histogram needs --simulate (or --devices, which plans for it)");
+    if (opts.moeSkew > 0)
+      return fail("give --moe-histogram or --moe-skew, not both");
+    std::string err;
+    std::optional<std::vector<double>> shares = readExpertHistogram(opts.moeHistogram, err);
+    if (!shares)
+      return fail("--moe-histogram " + opts.moeHistogram + ": " + err);
+    r.simulation.moeShares = std::move(*shares);
+  }
   r.simulation.pp = opts.pp;
   r.simulation.microbatches = opts.microbatches;
   r.simulation.gradReduceBf16 = opts.gradReduce == "bf16";

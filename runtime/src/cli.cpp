@@ -169,6 +169,13 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
         "--checkpoint-dir) [default: " +
             (d.checkpointKeep > 0 ? std::to_string(d.checkpointKeep) : std::string("all")) + "]",
         [&](const std::string &v) { parseInt("--checkpoint-keep", v, 1, o.checkpointKeep); });
+  value("--moe-histogram", "FILE",
+        "a Mixture-of-Experts program compiled with --ep: write the rows routed to each "
+        "expert that rank 0's token dispatches saw (JSON; merak-compile --simulate "
+        "--moe-histogram FILE) [default: none]",
+        [&](const std::string &v) {
+          parseName("--moe-histogram", "a file", v, o.moeHistogramPath);
+        });
   app.add_flag("--resume", o.resume, "continue from DIR/latest (needs --checkpoint-dir)");
   app.add_flag("--allow-partial-resume", o.allowPartialResume,
                "with --resume: restore the tensors that match the program and keep the "

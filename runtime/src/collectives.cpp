@@ -271,6 +271,8 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
   const int size = zeroGroupSize(group, parts, "all_to_all");
   const int me = size == 1 ? 0 : gComm->groupRank(axisOf(group));
   const int64_t rowBytes = row * elemSize(t), experts = perRank * parts;
+  if (!combine && shadowSlots == 0) // (with shadowing the plan saw the ids)
+    recordExpertRows(ids, size * S, experts);
   // A shadow copy's id (expert_shadow_plan) names a slot of the row's own rank.
   auto owner = [&](int64_t i, int64_t s) {
     int64_t e = ids[i * S + s];

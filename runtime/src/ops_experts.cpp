@@ -183,7 +183,18 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
 
 namespace {
 ExpertShadowCounts gShadowCounts; // the step's plans run on one thread
+std::vector<int64_t> gRowHistogram;
 } // namespace
+
+const std::vector<int64_t> &expertRowHistogram() { return gRowHistogram; }
+
+void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts) {
+  if (static_cast<int64_t>(gRowHistogram.size()) < experts)
+    gRowHistogram.resize(static_cast<size_t>(experts), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    if (ids[r] >= 0 && ids[r] < experts)
+      ++gRowHistogram[ids[r]];
+}
 
 ExpertShadowCounts takeExpertShadowCounts() {
   ExpertShadowCounts c = gShadowCounts;
@@ -250,6 +261,7 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
     }
   ++gShadowCounts.plans;
   gShadowCounts.shadowed += static_cast<int64_t>(hot.size());
+  recordExpertRows(ids, parts * S, E);
 }
 
 } // namespace merak::rt::cpu

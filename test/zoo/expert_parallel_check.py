@@ -46,6 +46,10 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              then across; nodes of 2 ranks faked by MERAK_RANKS_PER_NODE=2)
              gives bitwise the flat all-to-all's losses at --dp 4 --ep 4,
              with shadowing, and with --pp 2 (8 ranks)
+  histogram  ./train --moe-histogram counts the rows each expert got (4
+             dispatches per layer and step), and merak-compile --simulate
+             --moe-histogram gives the busiest rank's share computed from
+             the file by hand
   errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
              cuda and an unknown --moe-dispatcher are errors naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
@@ -230,6 +234,38 @@ def check_hierarchical(env):
     return ok, "; ".join(results)
 
 
+def check_histogram(env):
+    """./train --moe-histogram records the rows routed to each expert; the
+    simulator's --moe-histogram takes its shares."""
+    steps, hist = 3, os.path.join(env.work, "mixtral", "histogram.json")
+    exe = env.compile("mixtral", "dp2ep2", ["--dp", "2", "--ep", "2"])
+    env.train(exe, steps, 2, ["--moe-histogram", hist])
+    h = json.load(open(hist))
+    # Every step dispatches each layer's rows 4 times (the gate/up and down
+    # inputs, and the gradients of both combines): 2 layers x 8 x 16 tokens
+    # x top-2.
+    want = steps * 4 * zoo.LAYERS * BATCH * zoo.T * 2
+    total = sum(h["rows"])
+    ok = h["experts"] == 4 and len(h["rows"]) == 4 and total == want
+    # Under ep 2, rank 0 holds experts 0-1: the busiest rank's share x 2.
+    shares = [r / total for r in h["rows"]]
+    expect = max(sum(shares[:2]), sum(shares[2:])) * 2
+    p = env.compile("mixtral", "sim", ["--dp", "2", "--ep", "2", "--microbatches", "2",
+                                       "--simulate", "--moe-histogram", hist,
+                                       "--compile-to=schedule"], check=False)
+    line = [l for l in p.stdout.splitlines() if "simulated expert load" in l]
+    got = float(line[0].split("gets ")[1].split("x")[0]) if line else float("nan")
+    ok &= p.returncode == 0 and abs(got - expect) <= 1e-3
+    # A program without expert parallelism has nothing to count: refused
+    # before training.
+    serial = env.compile("mixtral", "serial", [])
+    q = subprocess.run([serial, "--data", env.data, "--steps", "1", "--moe-histogram", hist],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ok &= q.returncode != 0 and "--moe-histogram needs a program compiled with --ep" in q.stdout
+    return ok, "rows per expert %s (total %d, expected %d); simulated imbalance %.3f, from the " \
+               "file %.3f" % (h["rows"], total, want, got, expect)
+
+
 def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
@@ -274,6 +310,7 @@ CHECKS = {
     "resume": check_resume,
     "shadow": check_shadow,
     "hierarchical": check_hierarchical,
+    "histogram": check_histogram,
     "errors": check_errors,
 }
 

@@ -43,6 +43,7 @@ struct SimulatedStep {
   /// Expert parallelism: the busiest ep rank's rows over the mean under
   /// --moe-skew (1: balanced), and the skew; 0 without expert parallelism.
   double moeImbalance = 0.0, moeSkew = 0.0;
+  bool moeHistogram = false; ///< the shares came from --moe-histogram
   /// Dynamic shadowing: the shadow slots per layer, and how many experts
   /// the skew makes the plan shadow (0 without --moe-shadow).
   int64_t moeShadowSlots = 0, moeShadowed = 0;

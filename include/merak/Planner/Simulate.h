@@ -42,6 +42,9 @@ struct SimulateOptions {
   /// (expert e gets a share proportional to (e + 1)^-skew; 0: uniform).
   /// The busiest ep rank's expert GEMMs and all-to-all take its share.
   double moeSkew = 0.0;
+  /// --moe-histogram: the experts' recorded shares of the routed rows (in
+  /// expert order; ./train --moe-histogram), used instead of moeSkew.
+  std::vector<double> moeShares;
   /// Set by simulatePipelineOf from moeSkew: what an all_to_all's bytes and
   /// a routed expert GEMM's time are multiplied by on the busiest rank; with
   /// dynamic shadowing, what a GEMM over the shadow copies' time and an
@@ -74,6 +77,9 @@ struct ExpertLoad {
   int64_t shadowed = 0;
 };
 ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, double minShare);
+/// The same for given shares of the rows, one per expert (any scale).
+ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slots,
+                      double minShare);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.

@@ -49,6 +49,9 @@ struct CompileOptions {
   /// --moe-shadow: dynamic shadowing's slots per layer (0: off), and
   /// --moe-shadow-min-rows: its threshold (0: from the cost of the weights).
   int64_t moeShadow = 0, moeShadowMinRows = 0;
+  /// --moe-histogram: with --simulate (or --devices), the experts' shares
+  /// of the rows from ./train --moe-histogram instead of --moe-skew.
+  std::string moeHistogram;
   /// --moe-all-to-all: flat (one exchange) or hierarchical (two-level).
   std::string moeAllToAll = "flat";
   /// --moe-skew: with --simulate, the Zipf exponent of the experts' loads.

@@ -47,6 +47,8 @@ struct TrainOptions {
   /// others at their initial values (otherwise a mismatch is an error).
   bool allowPartialResume = false;
   std::string metricsPath;   ///< --metrics; empty: no JSONL metrics
+  /// --moe-histogram: rank 0's rows per expert, written at the end.
+  std::string moeHistogramPath;
   std::string tracePath;     ///< --trace; empty: no trace
   /// --profile-ops: the op-cost file to merge op timings into; empty: none
   std::string profileOpsPath;

@@ -35,6 +35,7 @@
 #define MERAK_RT_OPS_H
 
 #include <cstdint>
+#include <vector>
 
 namespace merak::rt::cpu {
 
@@ -122,6 +123,14 @@ struct ExpertShadowCounts {
   int64_t plans = 0, shadowed = 0;
 };
 ExpertShadowCounts takeExpertShadowCounts();
+
+/// The rows routed to each expert that this rank's expert-parallel token
+/// dispatches saw (merak.all_to_all's ids, or merak.expert_shadow_plan's
+/// before it renames them): every layer and pass summed, so a share of it
+/// is an expert's share of the routing. Empty without expert parallelism.
+/// ./train --moe-histogram writes it (the simulator's --moe-histogram).
+const std::vector<int64_t> &expertRowHistogram();
+void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts);
 
 } // namespace merak::rt::cpu
 
