@@ -1,6 +1,7 @@
 //===- comm.cpp - MPI communication (see merak_rt/comm.h) -----------------===//
 //
-// The only file of the runtime that includes <mpi.h>.
+// With comm_exchange.cpp (the collectives and messages) and comm_impl.h
+// (Comm::Impl), the only files of the runtime that include <mpi.h>.
 //
 // Requests: a table of slots, each holding the MPI requests of one
 // operation (several when a buffer is split into INT_MAX-sized chunks) and
@@ -16,16 +17,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "merak_rt/comm.h"
+#include "comm_impl.h"
 
-#include "heartbeat.h"
 #include "ops_util.h"
-
-// Only MPI's C API (linked as MPI::MPI_C / libmpi): no C++ bindings, which
-// would need libmpi_cxx.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
 
 #include <sched.h>
 #include <time.h>
@@ -44,6 +38,11 @@ namespace merak::rt {
 
 namespace {
 
+template <bool Max>
+void bf16Combine(void *in, void *inout, int *len, MPI_Datatype *);
+
+} // namespace
+
 MPI_Datatype mpiType(CommType t) {
   switch (t) {
   case CommType::F32:
@@ -58,6 +57,7 @@ MPI_Datatype mpiType(CommType t) {
   return MPI_DATATYPE_NULL;
 }
 
+namespace {
 template <bool Max>
 void bf16Combine(void *in, void *inout, int *len, MPI_Datatype *) {
   const uint16_t *a = static_cast<const uint16_t *>(in);
@@ -67,6 +67,7 @@ void bf16Combine(void *in, void *inout, int *len, MPI_Datatype *) {
     b[i] = cpu::detail::floatToBf16(Max ? (x > y || x != x ? x : y) : x + y);
   }
 }
+} // namespace
 
 /// The MPI operation of a sum (max) over t: MPI_SUM (MPI_MAX) but for
 /// bf16, whose commutative user-defined operations are created on first
@@ -90,6 +91,8 @@ std::string mpiErrorString(int code) {
   return buf;
 }
 
+namespace {
+
 /// Set when this process's Comm::init called MPI_Init_thread; cleared by
 /// the destructor's MPI_Finalize.
 bool gOwnsMpi = false;
@@ -110,216 +113,6 @@ int64_t chunkLimit() {
 
 } // namespace
 
-struct Comm::Impl {
-  MeshShape mesh;
-  MeshCoord coord;
-  int rank = 0, size = 1;
-  int localRank = 0, localSize = 1; // among the ranks sharing this node
-  int nodeLeader = 0; // the world rank of this node's local rank 0
-  // Two-level exchanges: per axis its node groups and the communicators of
-  // this rank's node (within) and of its local index (across).
-  struct Levels {
-    Comm::NodeGroups groups;
-    bool uniform = false;
-    MPI_Comm within = MPI_COMM_NULL, across = MPI_COMM_NULL;
-  };
-  std::map<Axis, Levels> levels;
-  MPI_Comm world = MPI_COMM_NULL, pp = MPI_COMM_NULL, dp = MPI_COMM_NULL,
-           tp = MPI_COMM_NULL, ep = MPI_COMM_NULL, edp = MPI_COMM_NULL;
-  double timeout = 60.0;
-  int64_t chunk = INT_MAX;
-  // Progress stamps shared by this node's ranks (heartbeat.h).
-  MPI_Win heartbeatWin = MPI_WIN_NULL;
-  std::unique_ptr<Heartbeat> heartbeat;
-
-  struct Slot {
-    std::vector<MPI_Request> reqs;
-    Axis axis = Axis::World;
-    bool used = false;
-    std::string error; // a failed post: reported by the wait
-    /// MPI_Ialltoallv's count and displacement arrays, which must live
-    /// until the exchange completes.
-    std::vector<int> counts;
-  };
-  std::vector<Slot> slots;
-  std::vector<int> freeSlots;
-
-  MPI_Comm comm(Axis a) const {
-    switch (a) {
-    case Axis::World:
-      return world;
-    case Axis::PP:
-      return pp;
-    case Axis::DP:
-      return dp;
-    case Axis::TP:
-      return tp;
-    case Axis::EP:
-      return ep;
-    case Axis::EDP:
-      return edp;
-    }
-    return world;
-  }
-
-  int newSlot(Axis a) {
-    int id;
-    if (!freeSlots.empty()) {
-      id = freeSlots.back();
-      freeSlots.pop_back();
-    } else {
-      id = static_cast<int>(slots.size());
-      slots.emplace_back();
-    }
-    Slot &s = slots[id];
-    s.reqs.clear();
-    s.axis = a;
-    s.used = true;
-    s.error.clear();
-    return id;
-  }
-
-  /// Records the request of one MPI call (or its failure) in slot id.
-  void add(int id, int rc, MPI_Request q, const char *call) {
-    Slot &s = slots[id];
-    if (rc != MPI_SUCCESS) {
-      if (s.error.empty())
-        s.error = std::string(call) + " failed: " + mpiErrorString(rc);
-      return;
-    }
-    s.reqs.push_back(q);
-  }
-
-  void release(int id) {
-    Slot &s = slots[id];
-    s.used = false;
-    s.reqs.clear();
-    s.error.clear();
-    freeSlots.push_back(id);
-  }
-
-  [[noreturn]] void abortJob(const std::string &msg, int code) {
-    std::fprintf(stderr, "train: error: rank %d: %s\n", rank, msg.c_str());
-    std::fflush(stderr);
-    std::fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code); // MPI_Abort does not return; just in case
-  }
-
-  void checkCount(int64_t count, const char *op) {
-    if (count < 0)
-      abortJob(std::string("internal error: ") + op + " with negative count " +
-                   std::to_string(count),
-               1);
-  }
-  void checkPeer(Axis a, int peer, const char *op) {
-    int n = 0;
-    MPI_Comm_size(comm(a), &n);
-    if (peer < 0 || peer >= n)
-      abortJob(std::string("internal error: ") + op + " with group rank " +
-                   std::to_string(peer) + " on the " + axisName(a) +
-                   " group of " + std::to_string(n) + " ranks",
-               1);
-  }
-
-  /// Slot ids to wait for, without allocating (a wait is on the hot path
-  /// of started collectives and pipeline messages).
-  struct SlotIds {
-    const int *first;
-    size_t count;
-    const int *begin() const { return first; }
-    const int *end() const { return first + count; }
-  };
-
-  /// Polls the requests of slots ids until all complete. On success or
-  /// error the slots are released.
-  Status waitSlots(SlotIds ids, const char *what) {
-    struct Waiting { // the heartbeat shows this rank waiting until it returns
-      Heartbeat *h;
-      explicit Waiting(Heartbeat *h) : h(h) {
-        if (h)
-          h->enterWait();
-      }
-      ~Waiting() {
-        if (h)
-          h->leaveWait();
-      }
-    } waiting(heartbeat.get());
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point start = Clock::now();
-    std::string error;
-    Axis errorAxis = Axis::World;
-    for (int id : ids)
-      if (!slots[id].error.empty() && error.empty()) {
-        error = slots[id].error;
-        errorAxis = slots[id].axis;
-      }
-    long polls = 0;
-    while (error.empty()) {
-      bool done = true;
-      Axis pending = Axis::World;
-      for (int id : ids) {
-        Slot &s = slots[id];
-        for (MPI_Request &q : s.reqs) {
-          if (q == MPI_REQUEST_NULL)
-            continue;
-          int flag = 0;
-          MPI_Status st;
-          int rc = MPI_Test(&q, &flag, &st);
-          if (rc != MPI_SUCCESS) {
-            error = mpiErrorString(rc);
-            errorAxis = s.axis;
-            break;
-          }
-          if (!flag) {
-            done = false;
-            pending = s.axis;
-            break;
-          }
-        }
-        if (!done || !error.empty())
-          break;
-      }
-      if (done || !error.empty())
-        break;
-      ++polls;
-      if (polls < 64)
-        continue; // spin: most waits end within microseconds
-      double elapsed =
-          std::chrono::duration<double>(Clock::now() - start).count();
-      if (elapsed > timeout) {
-        char t[32];
-        std::snprintf(t, sizeof t, "%g", timeout);
-        std::string cause =
-            heartbeat ? heartbeat->diagnose() : std::string("a peer rank may have died");
-        if (heartbeat)
-          heartbeat->markAborting();
-        abortJob(std::string(what) + " on the " + axisName(pending) +
-                     " group did not complete within " + t + " s; " + cause,
-                 1);
-      }
-      if (heartbeat)
-        heartbeat->poll();
-      if (elapsed < 0.002) {
-        sched_yield();
-      } else {
-        struct timespec ts = {0, 50 * 1000};
-        nanosleep(&ts, nullptr);
-      }
-    }
-    if (!error.empty()) {
-      // Leave the other requests as they are: the job is ending.
-      for (int id : ids)
-        release(id);
-      return Status::error("rank " + std::to_string(rank) + ": " + what +
-                           " on the " + axisName(errorAxis) +
-                           " group failed: " + error);
-    }
-    for (int id : ids)
-      release(id);
-    return Status::success();
-  }
-};
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -547,257 +340,6 @@ int Comm::groupRank(Axis a) const {
     return impl_->coord.edp(impl_->mesh);
   }
   return 0;
-}
-
-/// In-place all-reduce with `op`, in chunks of at most impl.chunk elements
-/// under one request.
-static Comm::Request allReduceWith(Comm::Impl &impl, Axis a, void *buf, int64_t count,
-                                   CommType t, MPI_Op op) {
-  impl.checkCount(count, "all-reduce");
-  if (count == 0)
-    return Comm::Request{};
-  const int64_t es = commTypeSize(t);
-  int id = impl.newSlot(a);
-  for (int64_t o = 0; o < count; o += impl.chunk) {
-    int k = static_cast<int>(std::min(impl.chunk, count - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char *>(buf) + o * es, k,
-                            mpiType(t), op, impl.comm(a), &q);
-    impl.add(id, rc, q, "MPI_Iallreduce");
-  }
-  return Comm::Request{id};
-}
-
-Comm::Request Comm::allReduceSum(Axis a, void *buf, int64_t count,
-                                 CommType t) {
-  return allReduceWith(*impl_, a, buf, count, t, reduceOp(t, false));
-}
-
-Comm::Request Comm::allReduceMax(Axis a, void *buf, int64_t count,
-                                 CommType t) {
-  return allReduceWith(*impl_, a, buf, count, t, reduceOp(t, true));
-}
-
-Comm::Request Comm::allGather(Axis a, const void *send, void *recv,
-                              int64_t countPerRank, CommType t) {
-  impl_->checkCount(countPerRank, "all-gather");
-  if (countPerRank == 0)
-    return Request{};
-  const int64_t es = commTypeSize(t);
-  const MPI_Datatype dt = mpiType(t);
-  char *r = static_cast<char *>(recv);
-  const char *s = static_cast<const char *>(send);
-  const bool inPlace = s == r + groupRank(a) * countPerRank * es;
-  int id = impl_->newSlot(a);
-  if (countPerRank <= impl_->chunk) {
-    int k = static_cast<int>(countPerRank);
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Iallgather(inPlace ? MPI_IN_PLACE : s, k, dt, r, k, dt,
-                            impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Iallgather");
-    return Request{id};
-  }
-  // Chunk [o, o+k) of every rank's block: received through a datatype of k
-  // elements whose extent is a whole block, so the group ranks' pieces land
-  // countPerRank elements apart. (In place, MPI takes this rank's piece from
-  // recv + o + groupRank * countPerRank: exactly its slot.)
-  for (int64_t o = 0; o < countPerRank; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, countPerRank - o));
-    MPI_Datatype block = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
-    MPI_Type_contiguous(k, dt, &block);
-    MPI_Type_create_resized(block, 0, static_cast<MPI_Aint>(countPerRank * es),
-                            &strided);
-    MPI_Type_commit(&strided);
-    MPI_Type_free(&block);
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Iallgather(inPlace ? MPI_IN_PLACE : s + o * es, k, dt,
-                            r + o * es, 1, strided, impl_->comm(a), &q);
-    // Freeing a datatype does not affect operations already using it.
-    MPI_Type_free(&strided);
-    impl_->add(id, rc, q, "MPI_Iallgather");
-  }
-  return Request{id};
-}
-
-Comm::Request Comm::reduceScatterSum(Axis a, const void *send, void *recv,
-                                     int64_t countPerRank, CommType t) {
-  impl_->checkCount(countPerRank, "reduce-scatter");
-  if (countPerRank == 0)
-    return Request{};
-  const int64_t es = commTypeSize(t);
-  const MPI_Datatype dt = mpiType(t);
-  const int n = groupSize(a), me = groupRank(a);
-  const char *s = static_cast<const char *>(send);
-  char *r = static_cast<char *>(recv);
-  int id = impl_->newSlot(a);
-  if (countPerRank * n <= impl_->chunk) {
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Ireduce_scatter_block(s, r, static_cast<int>(countPerRank),
-                                       dt, reduceOp(t, false), impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Ireduce_scatter_block");
-    return Request{id};
-  }
-  // Huge buffers: one reduction per (chunk, destination), each to the group
-  // rank that owns the block (no extra memory; still a fixed schedule).
-  for (int64_t o = 0; o < countPerRank; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, countPerRank - o));
-    for (int root = 0; root < n; ++root) {
-      MPI_Request q = MPI_REQUEST_NULL;
-      int rc = MPI_Ireduce(s + (root * countPerRank + o) * es,
-                           root == me ? r + o * es : nullptr, k, dt, reduceOp(t, false),
-                           root, impl_->comm(a), &q);
-      impl_->add(id, rc, q, "MPI_Ireduce");
-    }
-  }
-  return Request{id};
-}
-
-/// MPI_Ialltoallv on `comm` (n ranks), reported as an exchange over `a`.
-static Comm::Request allToAllVOn(Comm::Impl &impl, Axis a, MPI_Comm comm, int n,
-                                 const void *send, const int64_t *sendCounts, void *recv,
-                                 const int64_t *recvCounts, CommType t) {
-  int id = impl.newSlot(a);
-  std::vector<int> &arrays = impl.slots[id].counts;
-  arrays.assign(4 * static_cast<size_t>(n), 0);
-  int *sc = arrays.data(), *sd = sc + n, *rc = sd + n, *rd = rc + n;
-  int64_t sendAt = 0, recvAt = 0;
-  for (int g = 0; g < n; ++g) {
-    impl.checkCount(sendCounts[g], "all-to-all");
-    impl.checkCount(recvCounts[g], "all-to-all");
-    if (sendAt + sendCounts[g] > INT_MAX || recvAt + recvCounts[g] > INT_MAX)
-      impl.abortJob(std::string("all-to-all over ") + axisName(a) +
-                          ": more than 2^31 - 1 elements in one exchange (use more ranks "
-                          "or smaller micro-batches)",
-                      1);
-    sc[g] = static_cast<int>(sendCounts[g]);
-    sd[g] = static_cast<int>(sendAt);
-    rc[g] = static_cast<int>(recvCounts[g]);
-    rd[g] = static_cast<int>(recvAt);
-    sendAt += sendCounts[g];
-    recvAt += recvCounts[g];
-  }
-  MPI_Request q = MPI_REQUEST_NULL;
-  const MPI_Datatype dt = mpiType(t);
-  int code = MPI_Ialltoallv(send, sc, sd, dt, recv, rc, rd, dt, comm, &q);
-  impl.add(id, code, q, "MPI_Ialltoallv");
-  return Comm::Request{id};
-}
-
-Comm::Request Comm::allToAllV(Axis a, const void *send, const int64_t *sendCounts, void *recv,
-                              const int64_t *recvCounts, CommType t) {
-  return allToAllVOn(*impl_, a, impl_->comm(a), groupSize(a), send, sendCounts, recv,
-                     recvCounts, t);
-}
-
-
-const Comm::NodeGroups *Comm::nodeGroups(Axis a) {
-  auto found = impl_->levels.find(a);
-  if (found != impl_->levels.end())
-    return found->second.uniform ? &found->second.groups : nullptr;
-  Impl::Levels &l = impl_->levels[a];
-  int node = impl_->nodeLeader;
-  if (const char *s = std::getenv("MERAK_RANKS_PER_NODE"); s && std::atoi(s) > 0)
-    node = impl_->rank / std::atoi(s);
-  const int n = groupSize(a), me = groupRank(a);
-  std::vector<int> ids(n);
-  MPI_Allgather(&node, 1, MPI_INT, ids.data(), 1, MPI_INT, impl_->comm(a));
-  NodeGroups &g = l.groups;
-  std::map<int, int> index; // node id -> node number, by first group rank
-  g.nodeOf.resize(n);
-  g.localOf.resize(n);
-  for (int r = 0; r < n; ++r) {
-    auto [it, added] = index.try_emplace(ids[r], static_cast<int>(index.size()));
-    if (added)
-      g.members.emplace_back();
-    g.nodeOf[r] = it->second;
-    g.localOf[r] = static_cast<int>(g.members[it->second].size());
-    g.members[it->second].push_back(r);
-  }
-  g.nodes = static_cast<int>(g.members.size());
-  g.perNode = static_cast<int>(g.members[0].size());
-  l.uniform = std::all_of(g.members.begin(), g.members.end(),
-                          [&](const std::vector<int> &m) { return (int)m.size() == g.perNode; });
-  // Every rank knows every node's size, so all agree on `uniform`.
-  if (l.uniform) {
-    MPI_Comm_split(impl_->comm(a), g.nodeOf[me], me, &l.within);
-    MPI_Comm_split(impl_->comm(a), g.localOf[me], g.nodeOf[me], &l.across);
-  }
-  return l.uniform ? &g : nullptr;
-}
-
-Comm::Request Comm::allToAllVLevel(Axis a, bool acrossNodes, const void *send,
-                                   const int64_t *sendCounts, void *recv,
-                                   const int64_t *recvCounts, CommType t) {
-  const NodeGroups *g = nodeGroups(a);
-  if (!g)
-    impl_->abortJob(std::string("internal error: a two-level all-to-all over ") + axisName(a) +
-                        " whose nodes hold different numbers of its ranks",
-                    1);
-  Impl::Levels &l = impl_->levels[a];
-  return allToAllVOn(*impl_, a, acrossNodes ? l.across : l.within,
-                     acrossNodes ? g->nodes : g->perNode, send, sendCounts, recv, recvCounts, t);
-}
-
-Comm::Request Comm::broadcast(Axis a, void *buf, int64_t count, CommType t,
-                              int rootGroupRank) {
-  impl_->checkCount(count, "broadcast");
-  impl_->checkPeer(a, rootGroupRank, "broadcast");
-  if (count == 0)
-    return Request{};
-  const int64_t es = commTypeSize(t);
-  int id = impl_->newSlot(a);
-  for (int64_t o = 0; o < count; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, count - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Ibcast(static_cast<char *>(buf) + o * es, k, mpiType(t),
-                        rootGroupRank, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Ibcast");
-  }
-  return Request{id};
-}
-
-Comm::Request Comm::send(Axis a, int peerGroupRank, const void *buf,
-                         int64_t bytes, int tag) {
-  impl_->checkCount(bytes, "send");
-  impl_->checkPeer(a, peerGroupRank, "send");
-  if (tag < 0 || tag > 32767)
-    impl_->abortJob("internal error: send with tag " + std::to_string(tag) +
-                        " outside [0, 32767]",
-                    1);
-  if (bytes == 0)
-    return Request{};
-  int id = impl_->newSlot(a);
-  // Chunks of one message pair up in order: MPI does not overtake messages
-  // between the same ranks with the same tag and communicator.
-  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Isend(static_cast<const char *>(buf) + o, k, MPI_BYTE,
-                       peerGroupRank, tag, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Isend");
-  }
-  return Request{id};
-}
-
-Comm::Request Comm::recv(Axis a, int peerGroupRank, void *buf, int64_t bytes,
-                         int tag) {
-  impl_->checkCount(bytes, "recv");
-  impl_->checkPeer(a, peerGroupRank, "recv");
-  if (tag < 0 || tag > 32767)
-    impl_->abortJob("internal error: recv with tag " + std::to_string(tag) +
-                        " outside [0, 32767]",
-                    1);
-  if (bytes == 0)
-    return Request{};
-  int id = impl_->newSlot(a);
-  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Irecv(static_cast<char *>(buf) + o, k, MPI_BYTE, peerGroupRank,
-                       tag, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Irecv");
-  }
-  return Request{id};
 }
 
 Status Comm::wait(Request &r, const char *what) {
