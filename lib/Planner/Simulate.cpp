@@ -126,12 +126,8 @@ FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const Repo
 struct OpTimer {
   const DeviceProfile &prof;
   double rate, microbatches;
-  /// The busiest ep rank's share of an expert GEMM's rows (--moe-skew), and
-  /// of a weight gradient of shadow copies (--moe-shadow; see
-  /// SimulateOptions); a GEMM over its experts and the copies adds the
-  /// copies' share of the rows (shadowShare).
-  double routedScale = 1.0, shadowScale = 1.0, shadowShare = 0.0;
-  int64_t ep = 1;
+  /// The routing's scales of the expert GEMMs (SimulateOptions).
+  const SimulateOptions &routing;
   int64_t measuredOps = 0, costedOps = 0;
 
   double op(const OpWork &w) {
@@ -145,9 +141,9 @@ struct OpTimer {
     costedOps += t > 0;
     if (!w.routed)
       return t;
-    if (w.totalExperts > w.weightExperts * ep)
-      return t * shadowScale;
-    return t * (routedScale + (w.withCopies ? shadowShare : 0.0));
+    if (w.totalExperts > w.weightExperts * routing.ep) // the shadow copies' gradient
+      return t * routing.shadowScale;
+    return t * (routing.routedScale + (w.withCopies ? routing.shadowShare : 0.0));
   }
   /// `ops` one after another; without per-op costs, `flops` (of all
   /// micro-batches) at the rate.
@@ -290,42 +286,58 @@ static int64_t expertCount(ModuleOp module) {
   return experts;
 }
 
+/// The module's expert routing under options.moeSkew (or moeShares) and its
+/// shadowing plan, if any; sets options' scales. Fails (with `error`) when
+/// a recorded histogram does not match the program's experts.
+struct ExpertRouting {
+  int64_t experts = 0, slots = 0;
+  ExpertLoad load;
+};
+
+static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &options,
+                                              std::string &error) {
+  ExpertRouting r;
+  r.experts = expertCount(module);
+  if (!r.experts)
+    return r;
+  // Shadowing's plan (every layer's alike): its slots, and min_rows of the
+  // group's rows, of which (ep - 1) / ep are remote.
+  double minShare = 0;
+  module.walk([&](ExpertShadowPlanOp plan) {
+    r.slots = cast<RankedTensorType>(plan.getSlots().getType()).getDimSize(0);
+    int64_t rows = cast<RankedTensorType>(plan.getExperts().getType()).getDimSize(0);
+    minShare = (double)plan.getMinRows() * options.ep / (rows * (options.ep - 1.0));
+    return WalkResult::interrupt();
+  });
+  if (!options.moeShares.empty() && (int64_t)options.moeShares.size() != r.experts) {
+    error = "--moe-histogram has " + std::to_string(options.moeShares.size()) +
+            " experts, the program " + std::to_string(r.experts);
+    return failure();
+  }
+  r.load = options.moeShares.empty()
+               ? expertLoad(r.experts, options.ep, options.moeSkew, r.slots, minShare)
+               : expertLoad(options.moeShares, options.ep, r.slots, minShare);
+  options.routedScale = r.load.local;
+  options.shadowShare = r.load.shadowShare;
+  if (r.slots) {
+    // The copies' gradient costs the rows of M slots out of E + ep M ids of
+    // the group (total_experts); each rank has shadowShare of its own rows,
+    // 1 / ep of the group's.
+    options.shadowScale =
+        r.load.shadowShare * (r.experts + options.ep * r.slots) / ((double)options.ep * r.slots);
+    options.shadowTraffic = (double)r.load.shadowed / r.slots;
+  }
+  return r;
+}
+
 FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
                                                          const SimulateOptions &given,
                                                          std::string &error,
                                                          llvm::raw_ostream *trace) {
   SimulateOptions options = given;
-  const int64_t experts = expertCount(module);
-  ExpertLoad load;
-  int64_t slots = 0;
-  if (experts) {
-    // Shadowing's plan (every layer's alike): its slots, and min_rows of
-    // the group's rows, of which (ep - 1) / ep are remote.
-    double minShare = 0;
-    module.walk([&](ExpertShadowPlanOp plan) {
-      slots = cast<RankedTensorType>(plan.getSlots().getType()).getDimSize(0);
-      int64_t rows = cast<RankedTensorType>(plan.getExperts().getType()).getDimSize(0);
-      minShare = (double)plan.getMinRows() * options.ep / (rows * (options.ep - 1.0));
-      return WalkResult::interrupt();
-    });
-    if (!options.moeShares.empty() && (int64_t)options.moeShares.size() != experts) {
-      error = "--moe-histogram has " + std::to_string(options.moeShares.size()) +
-              " experts, the program " + std::to_string(experts);
-      return failure();
-    }
-    load = options.moeShares.empty()
-               ? expertLoad(experts, options.ep, options.moeSkew, slots, minShare)
-               : expertLoad(options.moeShares, options.ep, slots, minShare);
-    options.routedScale = load.local;
-    if (slots) {
-      // A GEMM over the copies costs the rows of M slots out of E + ep M
-      // ids of the group (total_experts); each rank has shadowShare of its
-      // own rows, 1 / ep of the group's.
-      options.shadowScale =
-          load.shadowShare * (experts + options.ep * slots) / ((double)options.ep * slots);
-      options.shadowTraffic = (double)load.shadowed / slots;
-    }
-  }
+  FailureOr<ExpertRouting> routing = expertRouting(module, options, error);
+  if (failed(routing))
+    return failure();
   std::optional<RecordedSchedule> r = recordedSchedule(module);
   if (!r) {
     error = "no pipeline plan to simulate";
@@ -359,10 +371,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   costs.stashed.clear();
   costs.kept.clear();
   SmallVector<double> fwd, bwd, rcp;
-  OpTimer timer{prof,         prof.achievedFlops(computeDtype(module)),
-                m,            options.routedScale,
-                options.shadowScale, load.shadowShare,
-                options.ep};
+  OpTimer timer{prof, prof.achievedFlops(computeDtype(module)), m, options};
   const double rate = timer.rate;
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
@@ -445,12 +454,12 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   step.peakInFlight.assign(sim->peakInFlight.begin(), sim->peakInFlight.end());
   step.profile = prof.name;
   step.memoryBytes = prof.memoryBytes;
-  if (experts) {
+  if (routing->experts) {
     step.moeImbalance = options.routedScale;
     step.moeSkew = options.moeSkew;
     step.moeHistogram = !options.moeShares.empty();
-    step.moeShadowSlots = slots;
-    step.moeShadowed = load.shadowed;
+    step.moeShadowSlots = routing->slots;
+    step.moeShadowed = routing->load.shadowed;
   }
   if (options.measured) {
     step.opCostsFile = options.measured->path;

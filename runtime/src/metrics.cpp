@@ -209,6 +209,16 @@ void ProgressBar::finish() {
   lineOpen_ = false;
 }
 
+Status writeExpertHistogram(const std::string &path, const std::vector<int64_t> &rows) {
+  std::string json = "{\"experts\": " + std::to_string(rows.size()) + ", \"rows\": [";
+  for (size_t e = 0; e < rows.size(); ++e)
+    json += (e ? ", " : "") + std::to_string(rows[e]);
+  json += "]}\n";
+  return detail::writeFileAtomically(path, "expert histogram", [&](std::FILE *f) {
+    return detail::writeAll(f, json.data(), json.size(), path);
+  });
+}
+
 Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

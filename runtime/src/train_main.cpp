@@ -431,7 +431,6 @@ private:
   void step(int64_t s, bool tracing);
   /// The metrics of step s (read from A), written and shown.
   StepMetrics report(int64_t s, double seconds);
-  void writeExpertHistogram(const std::string &path);
   int finish();
 
   [[noreturn]] void stop(const std::string &message) {
@@ -752,28 +751,13 @@ int Trainer::finish() {
   if (leader())
     printSummary(options_, start_, program_.loss != nullptr, lastLoss_, totalSeconds_,
                  globalTokens_, peakMiB, comm_ != nullptr);
+  // --moe-histogram (parseCommandLine refused programs without ep, whose
+  // dispatches would have counted nothing).
   if (leader() && !options_.moeHistogramPath.empty())
-    writeExpertHistogram(options_.moeHistogramPath);
+    if (Status st = writeExpertHistogram(options_.moeHistogramPath, cpu::expertRowHistogram());
+        !st.ok())
+      die(kExitError, st.message());
   return 0;
-}
-
-/// --moe-histogram: {"experts": E, "rows": [per expert]} from rank 0's
-/// dispatches; an error when there were none (no --ep).
-void Trainer::writeExpertHistogram(const std::string &path) {
-  const std::vector<int64_t> &rows = cpu::expertRowHistogram();
-  if (rows.empty())
-    die(kExitError, "--moe-histogram " + path +
-                        ": no expert-parallel token dispatch ran (compile the program with "
-                        "--ep 2 or more)");
-  std::string json = "{\"experts\": " + std::to_string(rows.size()) + ", \"rows\": [";
-  for (size_t e = 0; e < rows.size(); ++e)
-    json += (e ? ", " : "") + std::to_string(rows[e]);
-  json += "]}\n";
-  Status st = detail::writeFileAtomically(path, "expert histogram", [&](std::FILE *f) {
-    return detail::writeAll(f, json.data(), json.size(), path);
-  });
-  if (!st.ok())
-    die(kExitError, st.message());
 }
 
 int Trainer::run(int argc, char **argv) {

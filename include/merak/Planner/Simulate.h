@@ -45,11 +45,13 @@ struct SimulateOptions {
   /// --moe-histogram: the experts' recorded shares of the routed rows (in
   /// expert order; ./train --moe-histogram), used instead of moeSkew.
   std::vector<double> moeShares;
-  /// Set by simulatePipelineOf from moeSkew: what an all_to_all's bytes and
-  /// a routed expert GEMM's time are multiplied by on the busiest rank; with
-  /// dynamic shadowing, what a GEMM over the shadow copies' time and an
-  /// expert_shadow's bytes are multiplied by (their costs assume all slots).
-  double routedScale = 1.0, shadowScale = 1.0, shadowTraffic = 1.0;
+  /// Set by simulatePipelineOf from moeSkew (or moeShares): what an
+  /// all_to_all's bytes and a routed expert GEMM's time are multiplied by
+  /// on the busiest rank; with dynamic shadowing, what the shadow copies'
+  /// weight gradient's time and an expert_shadow's bytes are multiplied by
+  /// (their costs assume all slots), and the copies' share of the rows a
+  /// GEMM over experts and copies adds (shadowShare).
+  double routedScale = 1.0, shadowScale = 1.0, shadowTraffic = 1.0, shadowShare = 0.0;
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;

@@ -51,6 +51,10 @@ std::string formatMetricsLine(const StepMetrics &m);
 /// fine. Returns the number of lines dropped.
 Result<int64_t> trimMetricsFile(const std::string &path, int64_t firstStep);
 
+/// ./train --moe-histogram: writes {"experts": E, "rows": [E counts]}
+/// (the rows routed to each expert) to `path`, atomically.
+Status writeExpertHistogram(const std::string &path, const std::vector<int64_t> &rows);
+
 class MetricsWriter {
 public:
   /// Opens `path` for writing (truncating) or appending (e.g. on resume).
