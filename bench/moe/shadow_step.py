@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Dynamic shadowing (--moe-shadow) on CPU/MPI with a skewed router.
+"""Dynamic shadowing (--moe-shadow) and placement (--moe-rebalance-every)
+on CPU/MPI with a skewed router.
 
     $(scripts/venv-path.sh)/bin/python bench/moe/shadow_step.py --bin build/bin --workdir /tmp/bench-shadow
 
@@ -9,10 +10,13 @@ offset by -S log(e + 1) (a constant in the export), so that expert e's
 prior share of the rows is proportional to (e + 1)^-S: the simulator's
 Zipf skew (--moe-skew S), here measured. Global batch 8 x 64 tokens,
 AdamW, OMP_NUM_THREADS=1. For each mesh (--dp N --ep N) the static plan
-(all-to-all, no shadowing) runs against --moe-shadow 1 and 2 (min_rows
-from the cost model: 192 rows here); prints the median step of steps
-2..N, the experts shadowed per step (the metrics' moe_shadowed: per
-layer and micro-batch) and the losses, which must agree (<= 1e-6). The
+(all-to-all, no shadowing, no rebalancing) runs against --moe-shadow 1
+and 2 (min_rows from the cost model: 192 rows here), --moe-rebalance-every
+2 (the move taken only when it pays, by the cost model) and both; prints
+the median step of steps 2..N (a rebalancing step's time includes its
+move), the experts shadowed per step (the metrics' moe_shadowed: per
+layer and micro-batch), the experts moved in all, and the losses, which
+must agree (<= 1e-6). The
 4-rank mesh runs 4 processes on however many cores there are (on the
 2-core CI machine, oversubscribed: its times are mostly waiting). A
 benchmark, not a test.
@@ -72,14 +76,20 @@ def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps):
     lines = [json.loads(l) for l in open(metrics)]
     return (statistics.median(l["time_ms"] for l in lines[1:]),
             statistics.mean(l.get("moe_shadowed", 0) for l in lines),
-            [l["loss"] for l in lines])
+            [l["loss"] for l in lines], sum(l.get("moe_moved", 0) for l in lines))
+
+
+VARIANTS = (("static", []), ("shadow 1", ["--moe-shadow", "1"]),
+            ("shadow 2", ["--moe-shadow", "2"]),
+            ("rebalance 2", ["--moe-rebalance-every", "2"]),
+            ("shadow 1 + rebalance 2", ["--moe-shadow", "1", "--moe-rebalance-every", "2"]))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--skew", type=float, default=1.5)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
@@ -90,20 +100,20 @@ def main():
     for n in (2, 4):
         mesh = ["--dp", str(n), "--ep", str(n)]
         static = run(a.bin, a.workdir, onnx_path, tokens, mesh, n, a.steps)
-        for shadow in (0, 1, 2):
-            r = static if shadow == 0 else run(a.bin, a.workdir, onnx_path, tokens,
-                                               mesh + ["--moe-shadow", str(shadow)], n, a.steps)
+        for label, flags in VARIANTS:
+            r = static if not flags else run(a.bin, a.workdir, onnx_path, tokens, mesh + flags,
+                                             n, a.steps)
             err = max(abs(x - y) / abs(y) for x, y in zip(r[2], static[2]))
-            rows.append((n, shadow, r[0], r[1], static[0] / r[0], err, r[2][0], r[2][-1]))
-            print("dp %d ep %d shadow %d: step %.1f ms (%.2fx static), %.1f experts shadowed per "
-                  "step, losses %.6f -> %.6f, max rel err vs static %.1e" % (
-                      n, n, shadow, r[0], static[0] / r[0], r[1], r[2][0], r[2][-1], err))
+            rows.append((n, label, r[0], r[1], r[3], static[0] / r[0], err))
+            print("dp %d ep %d %s: step %.1f ms (%.2fx static), %.1f experts shadowed per step, "
+                  "%d moved, losses %.6f -> %.6f, max rel err vs static %.1e" % (
+                      n, n, label, r[0], static[0] / r[0], r[1], r[3], r[2][0], r[2][-1], err))
             sys.stdout.flush()
-    print("\n| mesh | --moe-shadow | step (ms) | vs static | shadowed per step | loss rel err |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for n, shadow, step, shadowed, speed, err, _, _ in rows:
-        print("| dp %d ep %d | %d | %.1f | %.2fx | %.1f | %.1e |" % (n, n, shadow, step, speed,
-                                                                 shadowed, err))
+    print("\n| mesh | plan | step (ms) | vs static | shadowed per step | moved | loss rel err |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for n, label, step, shadowed, moved, speed, err in rows:
+        print("| dp %d ep %d | %s | %.1f | %.2fx | %.1f | %d | %.1e |" % (
+            n, n, label, step, speed, shadowed, moved, err))
 
 
 if __name__ == "__main__":

@@ -328,6 +328,23 @@ LogicalResult kernels::eval(ExpertMatmulGradWeightOp op, Operands in, Results ou
   return success();
 }
 
+/// placement[experts[s]]: the reference evaluator never rebalances, but it
+/// reads any permutation it is given.
+LogicalResult kernels::eval(ExpertPlaceOp op, Operands in, Results out) {
+  const HostTensor &ids = *in[0], &table = *in[1];
+  const int64_t experts = table.getShape()[0];
+  HostTensor res(cast<RankedTensorType>(op.getResult().getType()));
+  for (int64_t s = 0; s < ids.getShape()[0]; ++s) {
+    const int64_t e = ids.i()[s];
+    if (e < 0 || e >= experts)
+      return op.emitOpError("expert id ")
+             << e << " of row " << s << " out of range [0, " << experts << ")";
+    res.i()[s] = table.i()[e];
+  }
+  out.push_back(std::move(res));
+  return success();
+}
+
 /// With one rank no expert has remote rows, so nothing is shadowed: the ids
 /// pass through and every slot is unused.
 LogicalResult kernels::eval(ExpertShadowPlanOp op, Operands in, Results out) {

@@ -68,6 +68,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     expertParallel.shadow = o.moeShadow;
     expertParallel.shadowMinRows = o.moeShadowMinRows;
     expertParallel.hierarchical = o.moeHierarchical;
+    expertParallel.rebalanceEvery = o.moeRebalanceEvery;
     pm.addPass(createMerakExpertParallel(expertParallel));
   }
   if (o.tp > 1) {

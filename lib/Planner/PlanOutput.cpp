@@ -34,6 +34,8 @@ std::string planName(const PlanCandidate &c) {
     s += " ep " + std::to_string(c.ep);
   if (c.moeShadow > 0)
     s += " shadow " + std::to_string(c.moeShadow);
+  if (c.moeRebalanceEvery > 0)
+    s += " rebalance " + std::to_string(c.moeRebalanceEvery);
   return s;
 }
 
@@ -49,6 +51,7 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"zero", c.zero},
                  {"ep", c.ep},
                  {"moe_shadow", c.moeShadow},
+                 {"moe_rebalance_every", c.moeRebalanceEvery},
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};

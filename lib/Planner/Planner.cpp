@@ -669,7 +669,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   for (auto &[tp, probe] : pl.probes)
-    result.experts |= probe.experts;
+    result.experts = std::max(result.experts, probe.experts);
   std::vector<PlanCandidate> all = enumeratePlans(pl, fine);
   result.evaluated = pl.evaluated;
   if (failed(choosePlan(pl, all, start, result, error)))

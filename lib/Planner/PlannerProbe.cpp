@@ -219,7 +219,9 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp) {
     f.walk([&](Operation *op) {
       if (isa<func::FuncOp>(op))
         return;
-      probe.experts |= isa<ExpertMatmulOp>(op);
+      if (auto mm = dyn_cast<ExpertMatmulOp>(op))
+        probe.experts = std::max(
+            probe.experts, cast<RankedTensorType>(mm.getWeight().getType()).getDimSize(0));
       OpCost c = opCost(op);
       st.forward.push_back(c);
       bool stashed = !isViewOp(op) && !isa<ConstantOp, GetParamOp, func::ReturnOp>(op);

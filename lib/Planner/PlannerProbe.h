@@ -40,8 +40,9 @@ struct Probe {
   int64_t tp = 1;
   std::vector<FineStage> stages;
   std::string dtype = "f32";
-  /// The model has expert GEMMs (a Mixture-of-Experts model).
-  bool experts = false;
+  /// The experts of the model's expert GEMMs (a Mixture-of-Experts model;
+  /// the most of any layer), 0 without.
+  int64_t experts = 0;
 };
 
 /// Compiles the model with tensor parallelism `tp` into `pp` pipeline

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -224,15 +225,41 @@ double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
 }
 
 ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots,
-                                   double minShare) {
+                                   double minShare, bool placed) {
   std::vector<double> share(std::max<int64_t>(0, experts));
   for (int64_t e = 0; e < experts; ++e)
     share[e] = std::pow((double)(e + 1), -skew);
-  return expertLoad(share, ep, slots, minShare);
+  return expertLoad(share, ep, slots, minShare, placed);
+}
+
+/// Each expert's rank: in ep blocks, or (placed) greedily by share.
+static std::vector<int64_t> expertOwners(const std::vector<double> &share, int64_t ep,
+                                         bool placed) {
+  const int64_t experts = static_cast<int64_t>(share.size());
+  std::vector<int64_t> owner(experts);
+  for (int64_t e = 0; e < experts; ++e)
+    owner[e] = std::min<int64_t>(e * ep / experts, ep - 1);
+  if (!placed || experts % ep != 0)
+    return owner;
+  std::vector<int64_t> order(experts), free(ep, experts / ep);
+  std::vector<double> load(ep, 0.0);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return share[a] > share[b]; });
+  for (int64_t e : order) {
+    int64_t best = -1;
+    for (int64_t r = 0; r < ep; ++r)
+      if (free[r] > 0 && (best < 0 || load[r] < load[best]))
+        best = r;
+    owner[e] = best;
+    load[best] += share[e];
+    --free[best];
+  }
+  return owner;
 }
 
 ExpertLoad mlir::merak::expertLoad(const std::vector<double> &share, int64_t ep, int64_t slots,
-                                   double minShare) {
+                                   double minShare, bool placed) {
   ExpertLoad result;
   const int64_t experts = static_cast<int64_t>(share.size());
   double total = 0;
@@ -240,7 +267,8 @@ ExpertLoad mlir::merak::expertLoad(const std::vector<double> &share, int64_t ep,
     total += s;
   if (experts < 1 || ep < 1 || !(total > 0))
     return result;
-  auto ownerOf = [&](int64_t e) { return std::min<int64_t>(e * ep / experts, ep - 1); };
+  const std::vector<int64_t> owner = expertOwners(share, ep, placed);
+  auto ownerOf = [&](int64_t e) { return owner[e]; };
   // Each rank's rows to compute (shares of all rows); every rank routes
   // alike, so it has 1 / ep of each expert's rows.
   std::vector<double> load(ep, 0.0), local(ep, 0.0);
@@ -309,14 +337,20 @@ static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &
     minShare = (double)plan.getMinRows() * options.ep / (rows * (options.ep - 1.0));
     return WalkResult::interrupt();
   });
+  // Dynamic placement (merak.expert_place): the experts rebalanced.
+  bool placed = false;
+  module.walk([&](ExpertPlaceOp) {
+    placed = true;
+    return WalkResult::interrupt();
+  });
   if (!options.moeShares.empty() && (int64_t)options.moeShares.size() != r.experts) {
     error = "--moe-histogram has " + std::to_string(options.moeShares.size()) +
             " experts, the program " + std::to_string(r.experts);
     return failure();
   }
   r.load = options.moeShares.empty()
-               ? expertLoad(r.experts, options.ep, options.moeSkew, r.slots, minShare)
-               : expertLoad(options.moeShares, options.ep, r.slots, minShare);
+               ? expertLoad(r.experts, options.ep, options.moeSkew, r.slots, minShare, placed)
+               : expertLoad(options.moeShares, options.ep, r.slots, minShare, placed);
   options.routedScale = r.load.local;
   options.shadowShare = r.load.shadowShare;
   if (r.slots) {

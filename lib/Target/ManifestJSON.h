@@ -103,6 +103,10 @@ int64_t slotBytes(Type t);
 /// manifest's "ops" (names) and "op_keys" (shape keys).
 void addKernelOps(func::FuncOp fn, schema::Program &manifest);
 
+/// Adds the placement tables of `fn`'s merak.expert_place ops (once per
+/// table) to the manifest's "moe".
+void addExpertTables(func::FuncOp fn, schema::Program &manifest);
+
 /// Writes the initial data of the parameters planned below `initBytes` (the
 /// initialised part of the parameter storage), in offset order, each padded
 /// to its slot; checks that they tile [0, initBytes) exactly.

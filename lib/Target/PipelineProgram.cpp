@@ -383,8 +383,10 @@ LogicalResult mlir::merak::writePipelineProgramData(ModuleOp module, const Progr
   }
   addStages(module, frags, layout, *kind, ranks, m, chunks, pipeline);
 
-  for (func::FuncOp f : frags)
+  for (func::FuncOp f : frags) {
     target::addKernelOps(f, manifest);
+    target::addExpertTables(f, manifest);
+  }
   if (!info.optimizer.empty())
     manifest.defaults.optimizer = info.optimizer;
   pipeline.stages = stages;

@@ -81,6 +81,8 @@ FailureOr<schema::Tensor> target::manifestParam(ParamOp p, const llvm::StringSet
     if (off < initBytes)
       return p.emitError("a sharded parameter lies in the initialised storage");
     entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks, shard->group};
+    if (shard->placement >= 0)
+      entry.shard->placement = shard->placement;
     entry.globalShape = manifestShape(globalShardType(
         zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
   }
@@ -121,6 +123,19 @@ void target::addKernelOps(func::FuncOp fn, schema::Program &manifest) {
     manifest.ops.push_back(op->getName().stripDialect().str());
     manifest.opKeys.push_back(opCostKey(op));
   }
+}
+
+void target::addExpertTables(func::FuncOp fn, schema::Program &manifest) {
+  fn.walk([&](ExpertPlaceOp op) {
+    if (!manifest.moe)
+      manifest.moe.emplace();
+    schema::Moe &moe = *manifest.moe;
+    moe.rebalanceEvery = op.getRebalanceEvery();
+    const int64_t n = op.getTable();
+    if (llvm::any_of(moe.tables, [&](const schema::MoeTable &t) { return t.table == n; }))
+      return;
+    moe.tables.push_back({n, placementParamName(n), (int64_t)op.getWeightRows()});
+  });
 }
 
 LogicalResult target::writeInitialParams(ModuleOp module, int64_t initBytes,
@@ -230,6 +245,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
         name ? name.str() : "result" + std::to_string(i), fn.getResultTypes()[i], slots[i]));
   }
   target::addKernelOps(fn, manifest);
+  target::addExpertTables(fn, manifest);
   if (!info.optimizer.empty())
     manifest.defaults.optimizer = info.optimizer;
   if (!info.weightsFile.empty())

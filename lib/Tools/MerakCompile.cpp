@@ -128,6 +128,14 @@ struct CommandLine {
       cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
                "ranks are routed to it (0: where that costs what its weights do)"),
       cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
+  cl::opt<int64_t> moeRebalanceEvery{
+      "moe-rebalance-every",
+      cl::desc("With --ep: FlexMoE's dynamic placement. Every K steps the program moves "
+               "experts (weights and optimizer state) between the ranks of their ep group "
+               "so that each rank gets a similar share of the rows, when the move pays for "
+               "itself (./train --moe-rebalance-every overrides K; 0: off). The losses do "
+               "not change"),
+      cl::value_desc("K"), cl::init(0), cl::cat(cat)};
   cl::opt<std::string> moeHistogram{
       "moe-histogram",
       cl::desc("With --simulate (or --devices) and --ep: the experts' shares of the routed "
@@ -353,6 +361,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.moeDispatcher = opts.moeDispatcher;
   o.moeShadow = opts.moeShadow;
   o.moeShadowMinRows = opts.moeShadowMinRows;
+  o.moeRebalanceEvery = opts.moeRebalanceEvery;
   o.moeAllToAll = opts.moeAllToAll;
   o.moeHistogram = opts.moeHistogram;
   o.moeSkew = opts.moeSkew;

@@ -112,12 +112,20 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
       continue;
     ++varied;
     for (int64_t ep : divisors(base.dp))
-      for (int64_t shadow : {0, 1, 2}) {
-        if (ep == 1 && shadow > 0)
+      for (int64_t shadow : {0, 1, 2})
+        for (int64_t rebalance : {int64_t(0), kPlannedRebalanceEvery}) {
+        // Rebalancing needs several experts per rank, and no ZeRO (the
+        // memory check below says whether the plan still fits without).
+        if (ep == 1 && (shadow > 0 || rebalance > 0))
+          continue;
+        if (rebalance > 0 && (plan.experts % ep != 0 || plan.experts / ep < 2))
           continue;
         PlanCandidate c = base;
         c.ep = ep;
         c.moeShadow = shadow;
+        c.moeRebalanceEvery = rebalance;
+        if (rebalance > 0)
+          c.zero = false;
         std::optional<CompiledSimulation> sim =
             simulateCompiled(opts, c, plan.memoryPerDevice, log);
         if (!sim)
@@ -149,12 +157,14 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
                         variants.begin() + std::min<size_t>(variants.size(), 8));
   plan.notes.push_back(
       llvm::formatv("a Mixture-of-Experts model: {0} plans ({1} of the best meshes, each with "
-                    "every ep dividing dp and --moe-shadow 0, 1, 2) compiled and simulated "
-                    "with {2}; ranked by those simulations",
+                    "every ep dividing dp, --moe-shadow 0, 1, 2 and, with several experts "
+                    "per rank, --moe-rebalance-every 0 and {3}) compiled and simulated with "
+                    "{2}; ranked by those simulations",
                     variants.size(), varied,
                     opts.moeHistogram.empty()
                         ? llvm::formatv("--moe-skew {0:F2}", opts.moeSkew).str()
-                        : "--moe-histogram " + opts.moeHistogram)
+                        : "--moe-histogram " + opts.moeHistogram,
+                    kPlannedRebalanceEvery)
           .str());
 }
 
@@ -206,6 +216,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.zero = c.zero ? 1 : 0;
   o.ep = c.ep;
   o.moeShadow = c.moeShadow;
+  o.moeRebalanceEvery = c.moeRebalanceEvery;
   o.moeSkew = 0; // a simulation's assumptions, not the program's
   o.moeHistogram.clear();
   if (c.overlap && c.tp > 1)
@@ -226,9 +237,9 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   if (opts.meshGiven || opts.dp != 1 || opts.tp != 1 || opts.pp != 1 || opts.microbatches != 1)
     return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
                 "either --devices or the mesh, not both");
-  if (opts.ep != 1 || opts.moeShadow != 0)
-    return fail("--devices chooses --ep and --moe-shadow itself for a Mixture-of-Experts model "
-                "(give --moe-skew to plan for uneven routing)");
+  if (opts.ep != 1 || opts.moeShadow != 0 || opts.moeRebalanceEvery != 0)
+    return fail("--devices chooses --ep, --moe-shadow and --moe-rebalance-every itself for a "
+                "Mixture-of-Experts model (give --moe-skew to plan for uneven routing)");
   if (!opts.stageBoundaries.empty())
     return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
@@ -288,7 +299,8 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
       << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap
       << " --zero " << planned.zero;
   if (c.ep > 1)
-    log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow;
+    log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow << " --moe-rebalance-every "
+        << c.moeRebalanceEvery;
   log << "\n";
   return std::nullopt;
 }

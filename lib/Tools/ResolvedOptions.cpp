@@ -237,6 +237,15 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeShadow > 0 && opts.ep < 2)
     return fail("--moe-shadow needs expert parallelism (--ep 2 or more): it copies hot experts "
                 "to the other ranks of their ep group");
+  if (opts.moeRebalanceEvery < 0)
+    return fail("--moe-rebalance-every must not be negative");
+  if (opts.moeRebalanceEvery > 0 && opts.ep < 2)
+    return fail("--moe-rebalance-every needs expert parallelism (--ep 2 or more): it moves "
+                "experts between the ranks of their ep group");
+  if (opts.moeRebalanceEvery > 0 && opts.zero)
+    return fail("--moe-rebalance-every does not work with --zero 1 yet: ZeRO splits the "
+                "experts' optimizer state over the expert-data-parallel ranks, and moving an "
+                "expert would cross those splits");
   if (opts.moeAllToAll != "flat" && opts.moeAllToAll != "hierarchical")
     return fail("--moe-all-to-all must be flat or hierarchical, got '" + opts.moeAllToAll + "'");
   if (opts.moeAllToAll == "hierarchical" && opts.moeDispatcher != "alltoall")
@@ -313,6 +322,7 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.moeDispatcher = opts.moeDispatcher;
   p.moeShadow = opts.moeShadow;
   p.moeShadowMinRows = opts.moeShadowMinRows;
+  p.moeRebalanceEvery = opts.moeRebalanceEvery;
   p.moeHierarchical = opts.moeAllToAll == "hierarchical";
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;

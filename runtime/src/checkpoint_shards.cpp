@@ -97,6 +97,26 @@ std::string listNames(const std::vector<std::string> &names) {
   return out;
 }
 
+/// A placement table (--moe-rebalance-every) the program lacks: its
+/// experts are in order only if it is the identity; otherwise resuming
+/// would silently give experts each other's weights.
+static Status checkUnusedPlacement(const std::string &name, const std::vector<Stored> &pieces) {
+  if (name.rfind(kPlacementPrefix, 0) != 0 || pieces.size() != 1 ||
+      pieces.front().tensor->dtype != DType::I64)
+    return Status::success();
+  const Stored &s = pieces.front();
+  std::vector<int64_t> table(s.tensor->byteSize / sizeof(int64_t));
+  if (Status st = s.file->readData(*s.tensor, table.data()); !st.ok())
+    return st;
+  for (size_t l = 0; l < table.size(); ++l)
+    if (table[l] != static_cast<int64_t>(l))
+      return Status::error(
+          "checkpoint '" + s.file->path + "' holds experts moved by dynamic placement (its '" +
+          name + "' is not the identity), but this program has no placement tables: resume "
+          "it with a program compiled with --moe-rebalance-every");
+  return Status::success();
+}
+
 Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const RankPlace &place,
                          bool partial, RestoreReport &report) {
   report = RestoreReport();
@@ -142,6 +162,8 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
     if (t.kind == "scratch" || (place.needs && !place.needs(t)))
       continue;
     auto it = stored.find(t.name);
+    if (it == stored.end() && t.name.rfind(kPlacementPrefix, 0) == 0 && t.kind == "frozen")
+      continue; // a checkpoint without placement: the experts in order (the initial identity)
     if (it == stored.end()) {
       report.missing.push_back(t.name + " (" + dtypeName(t.dtype) + " " +
                                shapeText(t.sharded() || t.zeroSharded() ? t.globalShape
@@ -201,8 +223,11 @@ Status restoreCheckpoint(const Checkpoint &c, const Manifest &m, char *P, const 
   }
 
   for (const auto &[name, pieces] : stored)
-    if (!m.param(name))
+    if (!m.param(name)) {
+      if (Status st = checkUnusedPlacement(name, pieces); !st.ok())
+        return st;
       report.unused.push_back(name);
+    }
   std::sort(report.unused.begin(), report.unused.end());
   if (partial || (report.missing.empty() && report.unused.empty()))
     return Status::success();

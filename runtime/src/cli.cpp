@@ -176,6 +176,21 @@ void addFlags(CLI::App &app, TrainOptions &o, const TrainOptions &d) {
         [&](const std::string &v) {
           parseName("--moe-histogram", "a file", v, o.moeHistogramPath);
         });
+  value("--moe-rebalance-every", "K",
+        "a program compiled with --moe-rebalance-every: move experts between the ranks of "
+        "their ep group every K steps when that balances the rows enough to pay for the "
+        "move (0: never) [default: " +
+            std::to_string(d.moeRebalanceEvery) + "]",
+        [&](const std::string &v) {
+          parseInt("--moe-rebalance-every", v, 0, o.moeRebalanceEvery);
+        });
+  value("--moe-rebalance-min-rows", "ROWS",
+        "with --moe-rebalance-every: move experts only when the busiest rank's rows over the "
+        "next K steps drop by at least ROWS per moved expert [default: what moving its "
+        "weights and optimizer state costs on the all-to-all]",
+        [&](const std::string &v) {
+          parseInt("--moe-rebalance-min-rows", v, 0, o.moeRebalanceMinRows);
+        });
   app.add_flag("--resume", o.resume, "continue from DIR/latest (needs --checkpoint-dir)");
   app.add_flag("--allow-partial-resume", o.allowPartialResume,
                "with --resume: restore the tensors that match the program and keep the "

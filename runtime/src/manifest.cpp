@@ -84,6 +84,11 @@ void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t 
   if (v.shard->group != "tp" && v.shard->group != "ep")
     fail(where + ": shard.group must be \"tp\" or \"ep\", got \"" + v.shard->group + "\"");
   t.expertShard = v.shard->group == "ep";
+  if (v.shard->placement) {
+    t.placement = *v.shard->placement;
+    if (!t.expertShard || t.shardAxis != 0 || v.zero)
+      fail(where + ": shard.placement needs an \"ep\" shard of axis 0 without \"zero\"");
+  }
   int64_t parts = t.expertShard ? ep : tp;
   if (t.shardParts != parts)
     fail(where + ": shard.parts " + std::to_string(t.shardParts) + " differs from mesh." +
@@ -222,6 +227,39 @@ void checkTensors(const schema::Program &p, Manifest &m) {
              "' must be an F32 or F64 scalar");
 }
 
+/// "moe": each table an I64 [E] frozen param; each placed shard's table
+/// among them, with E experts.
+void checkMoe(const schema::Program &p, Manifest &m) {
+  m.moe = p.moe;
+  std::vector<int64_t> experts; // by table index, 0: no table
+  if (m.moe)
+    for (size_t i = 0; i < m.moe->tables.size(); ++i) {
+      const schema::MoeTable &t = m.moe->tables[i];
+      std::string where = "moe.tables[" + std::to_string(i) + "]";
+      const ManifestTensor *param = m.param(t.param);
+      if (!param || param->dtype != DType::I64 || param->shape.size() != 1 ||
+          param->kind != "frozen" || param->sharded() || param->shape[0] < 1)
+        fail(where + ": '" + t.param + "' is not a frozen unsharded I64 [E] param");
+      if (t.table < 0 || t.table > 65536 || t.weightRows < 1)
+        fail(where + ": table must be in [0, 65536] and weight_rows at least 1");
+      if (static_cast<int64_t>(experts.size()) <= t.table)
+        experts.resize(static_cast<size_t>(t.table) + 1, 0);
+      if (experts[t.table])
+        fail(where + ": table " + std::to_string(t.table) + " is given twice");
+      experts[t.table] = param->shape[0];
+    }
+  for (const ManifestTensor &t : m.params) {
+    if (t.placement < 0)
+      continue;
+    if (t.placement >= static_cast<int64_t>(experts.size()) || !experts[t.placement])
+      fail("params ('" + t.name + "'): shard.placement " + std::to_string(t.placement) +
+           " names no moe table");
+    if (t.globalShape[0] != experts[t.placement])
+      fail("params ('" + t.name + "'): " + std::to_string(t.globalShape[0]) +
+           " experts, but its placement table has " + std::to_string(experts[t.placement]));
+  }
+}
+
 Manifest check(const schema::Program &p) {
   Manifest m;
   m.format = 1;
@@ -279,6 +317,7 @@ Manifest check(const schema::Program &p) {
     m.optimizer = *d.optimizer;
   m.pipeline = p.pipeline;
   m.weights = p.weights;
+  checkMoe(p, m);
   if (m.weights && (m.weights->file.empty() || m.weights->file.find('/') != std::string::npos))
     fail("weights.file must be a file name (looked up next to the executable)");
   return m;

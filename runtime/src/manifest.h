@@ -29,7 +29,10 @@
 //    scalars;
 //  - every "hparams" value names a scalar F32 or F64 param;
 //  - "defaults.lr" (if any) is a finite non-negative number, "sampler"
-//    "random" or "sequential"; mesh sizes lie in [1, 65536].
+//    "random" or "sequential"; mesh sizes lie in [1, 65536];
+//  - "moe" tables name distinct unsharded I64 [E] params of kind frozen; a
+//    shard's "placement" names one of them, on an "ep" shard of axis 0
+//    without "zero", whose global_shape[0] is that E.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_SRC_MANIFEST_H
@@ -48,6 +51,10 @@
 #include <vector>
 
 namespace merak::rt {
+
+/// The name prefix of merak.expert_place's table parameters
+/// ("moe.placement.<table>"; "moe".tables name them).
+constexpr const char *kPlacementPrefix = "moe.placement.";
 
 /// A param, input or output of the manifest.
 struct ManifestTensor {
@@ -68,6 +75,8 @@ struct ManifestTensor {
   /// The shard's parts are held by the "ep" group's ranks (an expert
   /// weight under expert parallelism), not the "tp" group's.
   bool expertShard = false;
+  /// An expert shard's placement table ("moe".tables[i].table), or -1.
+  int64_t placement = -1;
   std::vector<int64_t> globalShape;
   uint64_t dataOffset = 0, dataBytes = 0;
   bool sharded() const { return shardParts > 0; }
@@ -128,6 +137,9 @@ struct Manifest {
   /// The initial data's safetensors file next to the executable; absent:
   /// merak_data (its offsets are then data_offset, consts_offset, ...).
   std::optional<schema::Weights> weights;
+  /// Dynamic expert placement: the tables and the default rebalancing
+  /// period (absent: none).
+  std::optional<schema::Moe> moe;
 
   /// Lookups; nullptr when absent.
   const ManifestTensor *param(const std::string &name) const;

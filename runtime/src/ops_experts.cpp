@@ -184,11 +184,46 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
 namespace {
 ExpertShadowCounts gShadowCounts; // the step's plans run on one thread
 std::vector<int64_t> gRowHistogram;
+std::vector<std::vector<int64_t>> gPlaceRows; // [table][logical expert]
+bool gPlaced = false; // a merak.expert_place has counted the histogram
 } // namespace
 
 const std::vector<int64_t> &expertRowHistogram() { return gRowHistogram; }
 
-void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts) {
+std::vector<std::vector<int64_t>> takeExpertPlaceRows() {
+  std::vector<std::vector<int64_t>> rows;
+  rows.swap(gPlaceRows);
+  return rows;
+}
+
+void expertPlace(const void *idsData, int64_t S, const void *placementData, int64_t E,
+                 int64_t table, void *placedData) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData);
+  const int64_t *placement = static_cast<const int64_t *>(placementData);
+  int64_t *placed = static_cast<int64_t *>(placedData);
+  if (table < 0)
+    fatal("expert_place: negative table");
+  if (static_cast<int64_t>(gPlaceRows.size()) <= table)
+    gPlaceRows.resize(static_cast<size_t>(table) + 1);
+  std::vector<int64_t> &rows = gPlaceRows[table];
+  rows.resize(static_cast<size_t>(E), 0);
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t e = ids[s];
+    if (e < 0 || e >= E)
+      fatal(("expert_place: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
+             " out of range [0, " + std::to_string(E) + ")")
+                .c_str());
+    placed[s] = placement[e];
+    ++rows[e];
+  }
+  recordExpertRows(ids, S, E, /*placed=*/true);
+}
+
+void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts, bool placed) {
+  if (placed)
+    gPlaced = true;
+  else if (gPlaced)
+    return; // merak.expert_place counted the logical ids
   if (static_cast<int64_t>(gRowHistogram.size()) < experts)
     gRowHistogram.resize(static_cast<size_t>(experts), 0);
   for (int64_t r = 0; r < rows; ++r)

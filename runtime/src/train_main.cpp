@@ -27,12 +27,14 @@
 #include "merak_rt/trace.h"
 #include "op_profile.h"
 
+#include "expert_placement.h"
 #include "file_util.h"
 #include "manifest.h"
 #include "checkpoint_shards.h"
 #include "sharding.h"
 #include "stop_signals.h"
 #include "train_checkpoint.h"
+#include "train_memory.h"
 #include "train_support.h"
 #include "weights_file.h"
 
@@ -59,57 +61,11 @@ namespace merak::rt {
 
 namespace {
 
-constexpr uint64_t kAlignment = 64;
-
 /// Set when every rank ends together with a non-zero code (a stop signal,
 /// after a coordinated checkpoint): no rank aborts the job.
 bool gCoordinatedExit = false;
 
 using namespace train;
-
-struct FreeDeleter {
-  void operator()(char *p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, FreeDeleter>;
-
-/// A zeroed, 64-byte aligned buffer of at least `bytes` bytes (and at least
-/// 64, so that an empty region still has a valid pointer).
-Buffer allocateAligned(uint64_t bytes, const char *what) {
-  uint64_t rounded = bytes == 0 ? kAlignment
-                                : (bytes + kAlignment - 1) / kAlignment *
-                                      kAlignment;
-  if (rounded < bytes)
-    die(kExitError, std::string("cannot allocate the ") + what + ": " +
-                        std::to_string(bytes) + " bytes is too large");
-  void *p = nullptr;
-  if (::posix_memalign(&p, kAlignment, rounded) != 0 || !p)
-    die(kExitError, std::string("cannot allocate the ") + what + " (" +
-                        std::to_string(bytes) + " bytes): out of memory");
-  std::memset(p, 0, rounded);
-  return Buffer(static_cast<char *>(p));
-}
-
-/// Zeroed anonymous memory whose pages exist only once touched: a pipeline
-/// stage's rank maps the whole parameter storage and arena but commits only
-/// what its fragments use.
-class Mapping {
-public:
-  Mapping(uint64_t bytes, const char *what) : size_(std::max<uint64_t>(bytes, kAlignment)) {
-    void *p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      die(kExitError, std::string("cannot allocate the ") + what + " (" +
-                          std::to_string(bytes) + " bytes): " + std::strerror(errno));
-    data_ = static_cast<char *>(p);
-  }
-  ~Mapping() { ::munmap(data_, size_); }
-  Mapping(const Mapping &) = delete;
-  Mapping &operator=(const Mapping &) = delete;
-  char *get() const { return data_; }
-
-private:
-  uint64_t size_;
-  char *data_ = nullptr;
-};
 
 double readScalar(const char *base, const ManifestTensor &t) {
   if (t.dtype == DType::F64) {
@@ -460,6 +416,10 @@ private:
   /// constants are read from it).
   std::unique_ptr<WeightsFile> weights_;
   std::optional<CheckpointSite> site_;
+  /// --moe-rebalance-every, and the experts it moved after the last step
+  /// when it decided there.
+  std::optional<train::ExpertPlacement> placement_;
+  std::optional<int64_t> moved_;
   std::vector<ByteRange> inputRanges_, outputRanges_;
   int64_t start_ = 0;
   // Outputs and the loop's state.
@@ -509,6 +469,8 @@ std::optional<int> Trainer::parseCommandLine(int argc, char **argv) {
     defaults.seed = *m.defaultSeed;
   if (m.defaultSampler)
     defaults.sampler = *m.defaultSampler;
+  if (m.moe)
+    defaults.moeRebalanceEvery = m.moe->rebalanceEvery;
   std::string name = argc > 0 && argv[0] && *argv[0] ? argv[0] : "train";
   Result<TrainOptions> parsed = parseTrainArgs(argc, argv, defaults);
   if (!parsed.ok()) {
@@ -521,10 +483,8 @@ std::optional<int> Trainer::parseCommandLine(int argc, char **argv) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
-  if (!options_.moeHistogramPath.empty() && m.meshEp < 2) {
-    printError("--moe-histogram needs a program compiled with --ep 2 or more (its token "
-               "dispatches count the rows per expert); this one has ep " +
-               std::to_string(m.meshEp));
+  if (std::string bad = train::checkExpertOptions(m, options_); !bad.empty()) {
+    printError(bad);
     return kExitUsage;
   }
   return std::nullopt;
@@ -568,6 +528,9 @@ void Trainer::prepare(int argc, char **argv) {
                         std::to_string(start_) + " steps, more than --steps " +
                         std::to_string(o.steps));
   setRunHyperparameters(m, o, P_, argc, argv);
+  if (m.moe)
+    placement_.emplace(m, comm_, o.moeRebalanceEvery, o.moeRebalanceMinRows,
+                       [this](const ManifestTensor &t) { return !place_.needs || place_.needs(t); });
 
   // A device program: P (initialised, restored, hyper-parameters set) and C
   // go to the device once; each step moves only its inputs and outputs.
@@ -672,6 +635,9 @@ StepMetrics Trainer::report(int64_t s, double seconds) {
   // every layer and micro-batch (the same on every ep rank).
   if (cpu::ExpertShadowCounts c = cpu::takeExpertShadowCounts(); c.plans > 0)
     sm.extra.emplace_back("moe_shadowed", static_cast<double>(c.shadowed));
+  // Dynamic placement (--moe-rebalance-every): the experts moved after it.
+  if (moved_)
+    sm.extra.emplace_back("moe_moved", static_cast<double>(*moved_));
   lastLoss_ = sm.loss;
   if (metrics_)
     if (Status st = metrics_->write(sm); !st.ok())
@@ -687,6 +653,13 @@ void Trainer::runSteps() {
   for (int64_t s = start_; s < o.steps; ++s) {
     Clock::time_point t0 = Clock::now();
     step(s, trace_ && s == traceStep);
+    moved_.reset();
+    if (placement_ && placement_->due(s)) {
+      Result<int64_t> moved = placement_->rebalance(P_);
+      if (!moved.ok())
+        stop("step " + std::to_string(s) + ": " + moved.message());
+      moved_ = *moved;
+    }
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     totalSeconds_ += seconds;
     StepMetrics sm = report(s, seconds);

@@ -3,6 +3,7 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=1" | FileCheck %s --check-prefix=SH
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=2 shadow-min-rows=3" | FileCheck %s --check-prefix=SH3
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 hierarchical=true" | FileCheck %s --check-prefix=HI
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 rebalance-every=3 shadow=1" | FileCheck %s --check-prefix=RB
 
 // A Mixture-of-Experts MLP under expert parallelism: both expert weights
 // hold this rank's 2 of 4 experts (merak.shard axis 0 over "ep"); the ids
@@ -55,6 +56,19 @@
 // The two-level all-to-all: every dispatch and combine marked.
 // HI-COUNT-4: merak.all_to_all {{.*}} experts_per_rank = 2 hierarchical
 // HI-NOT: merak.all_to_all
+// Dynamic placement: one table for the layer, an i64 identity parameter
+// ("frozen": no gradient) named on both weights' shard; the gathered ids go
+// through it before the shadowing plan, which every GEMM and all-to-all then
+// reads. weight_rows is the shadowing's cost of one expert's weights, 6.
+// RB-DAG: merak.param @gate_up : tensor<2x24x8xf32> {{.*}}#merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep", placement = 0>
+// RB-DAG: merak.param @down : tensor<2x8x12xf32> {{.*}}#merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep", placement = 0>
+// RB-DAG: merak.param @moe.placement.0 : tensor<4xi64> = dense<[0, 1, 2, 3]> : tensor<4xi64> {merak.kind = "frozen"}
+// RB-LABEL: func.func @forward
+// RB: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
+// RB: %[[T:.*]] = merak.get_param @moe.placement.0 : tensor<4xi64>
+// RB: %[[P:.*]] = merak.expert_place %[[EG]], %[[T]] table = 0 weight_rows = 6 rebalance_every = 3
+// RB: merak.expert_shadow_plan %[[P]] experts_per_rank = 2 parts = 2 min_rows = 6
+// RB-NOT: merak.expert_place
 // SH3: merak.expert_shadow_plan %{{.*}} experts_per_rank = 2 parts = 2 min_rows = 3 : tensor<32xi64> -> tensor<32xi64>, tensor<2xi64>
 merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
 merak.param @down : tensor<4x8x12xf32> = dense<0.5> : tensor<4x8x12xf32>

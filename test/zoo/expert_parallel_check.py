@@ -46,6 +46,14 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              then across; nodes of 2 ranks faked by MERAK_RANKS_PER_NODE=2)
              gives bitwise the flat all-to-all's losses at --dp 4 --ep 4,
              with shadowing, and with --pp 2 (8 ranks)
+  rebalance  dynamic placement (--moe-rebalance-every 2, and
+             --moe-rebalance-min-rows 0 so that any better balance moves
+             experts): --dp 2 --ep 2, --dp 4 --ep 2 (two ep groups agree),
+             --pp 2 (a table per stage), --tp 2 and with --moe-shadow stay
+             within 1e-6 of plain expert parallelism and 1e-5 of serial, with
+             experts moved at least once; a resume at step 10 is bitwise the
+             uninterrupted run, one under --dp 4 --ep 4 within 1e-6, and the
+             serial program (no tables) refuses the moved checkpoint
   histogram  ./train --moe-histogram counts the rows each expert got (4
              dispatches per layer and step), and merak-compile --simulate
              --moe-histogram gives the busiest rank's share computed from
@@ -213,6 +221,56 @@ def check_shadow(env):
     return ok, "; ".join(results)
 
 
+REBALANCE = ["--moe-rebalance-every", "2"]
+
+
+def check_rebalance(env):
+    results, ok = [], True
+    for flags, ranks in ((["--dp", "2", "--ep", "2"], 2),
+                         (["--dp", "4", "--ep", "2"], 4),
+                         (["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
+                         (["--dp", "2", "--ep", "2", "--tp", "2"], 4),
+                         (["--dp", "2", "--ep", "2", "--moe-shadow", "1",
+                           "--moe-shadow-min-rows", "1"], 2)):
+        tag = "".join(f.strip("-") for f in flags)
+        plain = env.train(env.compile("mixtral", tag, flags), STEPS, ranks)
+        placed = env.metrics(env.compile("mixtral", tag + "-rebalance", flags + REBALANCE),
+                             STEPS, ranks, ["--moe-rebalance-min-rows", "0"])
+        got = [m["loss"] for m in placed]
+        moved = sum(m.get("moe_moved", 0) for m in placed)
+        err, serial = rel_err(got, plain), rel_err(got, env.serial_losses("mixtral"))
+        ok &= err <= 1e-6 and serial <= TOL and moved >= 1
+        results.append("%s: %d experts moved, max rel err %.1e vs plain ep, %.1e vs serial" % (
+            " ".join(flags), moved, err, serial))
+    return ok and check_rebalance_resume(env, results), "; ".join(results)
+
+
+def check_rebalance_resume(env, results):
+    run = ["--moe-rebalance-min-rows", "0"]
+    exe = env.compile("mixtral", "dp2ep2-rebalance", ["--dp", "2", "--ep", "2"] + REBALANCE)
+    whole = env.train(exe, STEPS, 2, run)
+    ckpt = os.path.join(env.work, "mixtral", "ckpt-rebalance")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    first = env.train(exe, STEPS // 2, 2, run + ["--checkpoint-dir", ckpt])
+    shutil.rmtree(ckpt + "-ep4", ignore_errors=True)
+    shutil.copytree(ckpt, ckpt + "-ep4")
+    second = env.train(exe, STEPS, 2, run + ["--checkpoint-dir", ckpt, "--resume"])
+    same = first + second == whole
+    ep4 = env.compile("mixtral", "dp4ep4-rebalance", ["--dp", "4", "--ep", "4"] + REBALANCE)
+    later = env.train(ep4, STEPS, 4, run + ["--checkpoint-dir", ckpt + "-ep4", "--resume"])
+    err = rel_err(later, whole[STEPS // 2:])
+    serial = env.compile("mixtral", "serial", [])
+    p = subprocess.run([serial, "--data", env.data, "--steps", str(STEPS), "--checkpoint-dir",
+                        ckpt + "-ep4", "--resume", "--allow-partial-resume"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    refused = p.returncode != 0 and "compiled with --moe-rebalance-every" in p.stdout
+    results.append("resume %s the uninterrupted run; under --ep 4 max rel err %.1e; the serial "
+                   "program %s the moved checkpoint" % (
+                       "bitwise equals" if same else "DIFFERS from", err,
+                       "refuses" if refused else "DID NOT REFUSE"))
+    return same and err <= 1e-6 and refused
+
+
 def check_hierarchical(env):
     # Nodes of 2 ranks (MERAK_RANKS_PER_NODE), so that the ep group of 4
     # spans 2 nodes and every all-to-all runs in two exchanges.
@@ -278,6 +336,10 @@ def check_errors(env):
          "mixtral", "--moe-shadow needs --moe-dispatcher alltoall"),
         (["--dp", "2", "--ep", "2", "--moe-all-to-all", "ring"], "mixtral",
          "--moe-all-to-all must be flat or hierarchical"),
+        (["--dp", "2", "--moe-rebalance-every", "2"], "mixtral",
+         "--moe-rebalance-every needs expert parallelism"),
+        (["--dp", "4", "--ep", "2", "--zero", "1", "--moe-rebalance-every", "2"], "mixtral",
+         "--moe-rebalance-every does not work with --zero 1"),
     ]
     bad = []
     for flags, name, want in cases:
@@ -309,6 +371,7 @@ CHECKS = {
     "allgather": check_allgather,
     "resume": check_resume,
     "shadow": check_shadow,
+    "rebalance": check_rebalance,
     "hierarchical": check_hierarchical,
     "histogram": check_histogram,
     "errors": check_errors,

@@ -47,6 +47,7 @@ struct PipelineOptions {
   int64_t ep = 1;
   std::string moeDispatcher = "alltoall"; ///< alltoall or allgather
   int64_t moeShadow = 0, moeShadowMinRows = 0; ///< merak-expert-parallel's shadow options
+  int64_t moeRebalanceEvery = 0; ///< merak-expert-parallel's rebalance-every
   bool moeHierarchical = false; ///< --moe-all-to-all hierarchical
   bool vocabParallel = false, vocabParallelFallback = false;
   int64_t zero = 0;

@@ -52,10 +52,11 @@ struct PlanCandidate {
   /// covered (refinePlanWithOpCosts).
   std::optional<double> measuredStepTime;
   int64_t measuredOps = 0, costedOps = 0;
-  /// A Mixture-of-Experts model: expert-parallel ranks (within dp) and
-  /// shadow slots (--ep, --moe-shadow), searched on the compiled programs
+  /// A Mixture-of-Experts model: expert-parallel ranks (within dp), shadow
+  /// slots and the rebalancing period (--ep, --moe-shadow,
+  /// --moe-rebalance-every), searched on the compiled programs
   /// (refinePlanForExperts), whose simulated step is simulatedStepTime.
-  int64_t ep = 1, moeShadow = 0;
+  int64_t ep = 1, moeShadow = 0, moeRebalanceEvery = 0;
   std::optional<double> simulatedStepTime;
 };
 
@@ -74,9 +75,9 @@ struct PlannerResult {
   double memoryPerDevice = 0;
   /// --planner-space: "auto", "megatron" or "megatron-best".
   std::string space = "auto";
-  /// The model has expert GEMMs (merak.expert_matmul): ep and shadowing
-  /// can be searched.
-  bool experts = false;
+  /// The experts of the model's expert GEMMs (merak.expert_matmul; 0:
+  /// none): ep, shadowing and rebalancing can be searched.
+  int64_t experts = 0;
 };
 
 /// Plans `options.devices` devices for `options.input` (dp, tp, pp,

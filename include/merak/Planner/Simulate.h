@@ -74,14 +74,19 @@ double expertImbalance(int64_t experts, int64_t ep, double skew);
 /// busiest rank's rows of the experts it holds (not shadowed) over the
 /// mean; `shadowShare` the shadowed experts' share of all rows (every rank
 /// computes that share of its own rows); `shadowed` how many are shadowed.
+/// With `placed` (dynamic placement, merak.expert_place), the experts are
+/// first placed as the trainer's rebalancing does (the hottest first, onto
+/// the least loaded rank with a free slot) instead of in blocks; the cost
+/// of moving them, paid once when the routing settles, is left out.
 struct ExpertLoad {
   double local = 1.0, shadowShare = 0.0;
   int64_t shadowed = 0;
 };
-ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, double minShare);
+ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, double minShare,
+                      bool placed = false);
 /// The same for given shares of the rows, one per expert (any scale).
 ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slots,
-                      double minShare);
+                      double minShare, bool placed = false);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.

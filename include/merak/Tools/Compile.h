@@ -49,6 +49,9 @@ struct CompileOptions {
   /// --moe-shadow: dynamic shadowing's slots per layer (0: off), and
   /// --moe-shadow-min-rows: its threshold (0: from the cost of the weights).
   int64_t moeShadow = 0, moeShadowMinRows = 0;
+  /// --moe-rebalance-every: the trainer's default K for dynamic placement
+  /// (0: no placement tables).
+  int64_t moeRebalanceEvery = 0;
   /// --moe-histogram: with --simulate (or --devices), the experts' shares
   /// of the rows from ./train --moe-histogram instead of --moe-skew.
   std::string moeHistogram;
@@ -172,11 +175,18 @@ void refinePlanWithOpCosts(const CompileOptions &options, PlannerResult &plan,
 
 /// A Mixture-of-Experts model (plan.experts): compiles the chosen plan and
 /// the best runners-up that fit (with a pipeline schedule, which --simulate
-/// needs) with every ep dividing their dp and --moe-shadow 0, 1 and 2,
-/// simulates each program (--moe-skew from `options`), and makes the
-/// fastest that fits the plan, ranked by those simulations alone.
+/// needs) with every ep dividing their dp, --moe-shadow 0, 1 and 2 and,
+/// where each rank holds several experts, --moe-rebalance-every 0 and
+/// kPlannedRebalanceEvery (without ZeRO, which rebalancing does not work
+/// with yet), simulates each
+/// program (--moe-skew from `options`), and makes the fastest that fits the
+/// plan, ranked by those simulations alone.
 void refinePlanForExperts(const CompileOptions &options, PlannerResult &plan,
                           llvm::raw_ostream &log);
+/// The rebalancing period the planner gives a plan that rebalances
+/// (FlexMoE re-plans every few hundred steps; the move is taken only when
+/// it pays, so a shorter period costs only the counts' all-reduce).
+constexpr int64_t kPlannedRebalanceEvery = 50;
 
 } // namespace mlir::merak
 

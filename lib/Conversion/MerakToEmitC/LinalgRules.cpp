@@ -202,6 +202,18 @@ FailureOr<Lowering> emitc_lowering::rule(ExpertShadowPlanOp p, Emitter &e, Lower
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(ExpertPlaceOp p, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::expertPlace))
+    return Lowering::NoKernel;
+  PTR(ids, p.getExperts());
+  PTR(table, p.getPlacement());
+  PTR(placed, p.getResult());
+  e.call(kernels::expertPlace).ptr(ids).i64(cast<RankedTensorType>(p.getExperts().getType()).getDimSize(0))
+      .ptr(table).i64(cast<RankedTensorType>(p.getPlacement().getType()).getDimSize(0))
+      .i64(p.getTable()).ptr(placed).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
                                          LoweringContext &ctx) {
   return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),

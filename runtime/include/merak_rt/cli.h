@@ -49,6 +49,13 @@ struct TrainOptions {
   std::string metricsPath;   ///< --metrics; empty: no JSONL metrics
   /// --moe-histogram: rank 0's rows per expert, written at the end.
   std::string moeHistogramPath;
+  /// --moe-rebalance-every: dynamic expert placement's period in steps (0:
+  /// off); the program's default comes from merak-compile.
+  int64_t moeRebalanceEvery = 0;
+  /// --moe-rebalance-min-rows: the rows a rebalance must save over the next
+  /// K steps for each expert it moves; -1: what moving the expert's weights
+  /// and optimizer state costs on the all-to-all.
+  int64_t moeRebalanceMinRows = -1;
   std::string tracePath;     ///< --trace; empty: no trace
   /// --profile-ops: the op-cost file to merge op timings into; empty: none
   std::string profileOpsPath;

@@ -52,11 +52,15 @@ struct Shard {
   /// The group whose ranks hold the parts: "tp" (tensor parallelism) or
   /// "ep" (expert parallelism: an expert weight split on its expert axis).
   std::string group = "tp";
+  /// An expert weight's (or its optimizer state's) placement table (the
+  /// Moe table whose permutation orders its experts), if any.
+  std::optional<int64_t> placement;
   template <class S, class V> static void visit(S &s, V &v) {
     v("axis", s.axis);
     v("parts", s.parts);
     v("blocks", s.blocks);
     v("group", s.group, kDefaulted);
+    v("placement", s.placement);
   }
 };
 
@@ -119,6 +123,32 @@ struct Weights {
   template <class S, class V> static void visit(S &s, V &v) {
     v("file", s.file);
     v("id", s.id);
+  }
+};
+
+/// Dynamic expert placement (merak.expert_place): table n is the i64
+/// parameter `param` ([E], a permutation: logical expert l in slot
+/// placement[l]); the params whose shard names n hold their experts in slot
+/// order. Moving one expert costs `weight_rows` rows of the layer's
+/// all-to-all (its weights alone).
+struct MoeTable {
+  int64_t table = 0;
+  std::string param;
+  int64_t weightRows = 1;
+  template <class S, class V> static void visit(S &s, V &v) {
+    v("table", s.table);
+    v("param", s.param);
+    v("weight_rows", s.weightRows);
+  }
+};
+
+/// The trainer's default rebalancing period (steps) and the tables.
+struct Moe {
+  int64_t rebalanceEvery = 0;
+  std::vector<MoeTable> tables;
+  template <class S, class V> static void visit(S &s, V &v) {
+    v("rebalance_every", s.rebalanceEvery, kDefaulted);
+    v("tables", s.tables, kDefaulted);
   }
 };
 
@@ -261,6 +291,7 @@ struct Program {
   Mesh mesh;
   std::optional<Pipeline> pipeline;
   std::optional<Weights> weights; ///< absent: the data is merak_data
+  std::optional<Moe> moe;         ///< absent: no placement tables
   template <class S, class V> static void visit(S &s, V &v) {
     v("format", s.format);
     v("entry", s.entry, kDefaulted);
@@ -281,6 +312,7 @@ struct Program {
     v("mesh", s.mesh, kDefaulted);
     v("pipeline", s.pipeline);
     v("weights", s.weights);
+    v("moe", s.moe);
   }
 };
 
@@ -321,6 +353,8 @@ inline void to_json(nlohmann::json &j, const Tensor &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Defaults &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Mesh &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Weights &s) { detail::write(j, s); }
+inline void to_json(nlohmann::json &j, const MoeTable &s) { detail::write(j, s); }
+inline void to_json(nlohmann::json &j, const Moe &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const FragmentArg &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const FragmentResult &s) { detail::write(j, s); }
 inline void to_json(nlohmann::json &j, const Fragment &s) { detail::write(j, s); }
@@ -492,6 +526,8 @@ inline void from_json(const nlohmann::json &j, Tensor &s) { detail::readMembers(
 inline void from_json(const nlohmann::json &j, Defaults &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Mesh &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Weights &s) { detail::readMembers(j, s); }
+inline void from_json(const nlohmann::json &j, MoeTable &s) { detail::readMembers(j, s); }
+inline void from_json(const nlohmann::json &j, Moe &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, FragmentArg &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, FragmentResult &s) { detail::readMembers(j, s); }
 inline void from_json(const nlohmann::json &j, Fragment &s) { detail::readMembers(j, s); }

@@ -125,12 +125,20 @@ struct ExpertShadowCounts {
 ExpertShadowCounts takeExpertShadowCounts();
 
 /// The rows routed to each expert that this rank's expert-parallel token
-/// dispatches saw (merak.all_to_all's ids, or merak.expert_shadow_plan's
+/// dispatches saw (merak.expert_place's logical ids when the program has
+/// placement tables, else merak.all_to_all's, or merak.expert_shadow_plan's
 /// before it renames them): every layer and pass summed, so a share of it
 /// is an expert's share of the routing. Empty without expert parallelism.
 /// ./train --moe-histogram writes it (the simulator's --moe-histogram).
 const std::vector<int64_t> &expertRowHistogram();
-void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts);
+/// Counts `rows` ids; a dispatch or plan (`placed` false) counts only when
+/// no merak.expert_place has run, which counts the logical ids instead.
+void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts, bool placed = false);
+
+/// The rows of each logical expert that merak.expert_place saw per table
+/// since the last call ([table][expert]; tables never seen are empty), and
+/// resets them: the trainer's rebalancing reads them every K steps.
+std::vector<std::vector<int64_t>> takeExpertPlaceRows();
 
 } // namespace merak::rt::cpu
 

@@ -197,3 +197,27 @@ func.func @expert_shadow_shape(%x: tensor<4x3xf32>, %w: tensor<2x5x3xf32>, %s: t
   %y = merak.expert_matmul %x, %w[%e first %f : tensor<i64>] shadow %s[first %f : tensor<i64>] : tensor<1x3x5xf32> : tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<4xi64> -> tensor<4x5xf32>
   return %y : tensor<4x5xf32>
 }
+
+// -----
+
+func.func @place_table(%e: tensor<32xi64>, %t: tensor<4x1xi64>) -> tensor<32xi64> {
+  // expected-error @+1 {{expects a placement of at least one expert (rank 1)}}
+  %p = merak.expert_place %e, %t table = 0 weight_rows = 6 rebalance_every = 2 : tensor<32xi64>, tensor<4x1xi64> -> tensor<32xi64>
+  return %p : tensor<32xi64>
+}
+
+// -----
+
+func.func @place_attrs(%e: tensor<32xi64>, %t: tensor<4xi64>) -> tensor<32xi64> {
+  // expected-error @+1 {{expects table >= 0, weight_rows >= 1 and rebalance_every >= 0}}
+  %p = merak.expert_place %e, %t table = -1 weight_rows = 6 rebalance_every = 2 : tensor<32xi64>, tensor<4xi64> -> tensor<32xi64>
+  return %p : tensor<32xi64>
+}
+
+// -----
+
+func.func @place_result(%e: tensor<32xi64>, %t: tensor<4xi64>) -> tensor<16xi64> {
+  // expected-error @+1 {{expects one expert id per row (rank 1) and a result of that type}}
+  %p = merak.expert_place %e, %t table = 0 weight_rows = 6 rebalance_every = 2 : tensor<32xi64>, tensor<4xi64> -> tensor<16xi64>
+  return %p : tensor<16xi64>
+}

@@ -1,9 +1,10 @@
-"""merak-compile --devices on a Mixture-of-Experts model searches ep and
---moe-shadow on compiled programs (refinePlanForExperts). Checks, for one
---moe-skew and memory budget: the planner says so; its chosen plan, compiled
-again from the command line with the plan's flags and --simulate, gives the
-same simulated step and fits; and no other ep / shadow of that mesh that
-fits simulates faster. Prints one OK line per check.
+"""merak-compile --devices on a Mixture-of-Experts model searches ep,
+--moe-shadow and --moe-rebalance-every on compiled programs
+(refinePlanForExperts). Checks, for one --moe-skew and memory budget: the
+planner says so; its chosen plan, compiled again from the command line with
+the plan's flags and --simulate, gives the same simulated step and fits; and
+no other ep / shadow / rebalancing of that mesh that fits simulates faster.
+Prints one OK line per check.
 
     check_planner_experts.py MERAK_COMPILE MODEL.mlir PROFILE SKEW MEMORY
 """
@@ -14,11 +15,14 @@ import sys
 compiler, model, profile, skew, memory = sys.argv[1:6]
 
 
-def simulate(c, ep, shadow):
+def simulate(c, ep, shadow, rebalance):
+    # A rebalancing plan runs without ZeRO (the planner drops it there).
+    zero = c["zero"] and not rebalance
     cmd = [compiler, model, "--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
            "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
-           "--recompute", c["recompute"], "--zero", "1" if c["zero"] else "0",
-           "--ep", str(ep), "--moe-shadow", str(shadow), "--simulate", "--moe-skew", skew,
+           "--recompute", c["recompute"], "--zero", "1" if zero else "0",
+           "--ep", str(ep), "--moe-shadow", str(shadow), "--moe-rebalance-every", str(rebalance),
+           "--simulate", "--moe-skew", skew,
            "--device-profile", profile, "--memory-per-device", memory,
            "--compile-to=schedule", "--report=json", "-o", "/dev/null"]
     if c["virtual_stages"] > 1:
@@ -37,18 +41,20 @@ plan = json.loads(out)["planner"]
 chosen = plan["chosen"]
 assert any("Mixture-of-Experts model" in n for n in plan["notes"]), plan["notes"]
 print("OK searched: %s" % [n for n in plan["notes"] if "Mixture" in n][0])
-step, peak = simulate(chosen, chosen["ep"], chosen["moe_shadow"])
+step, peak = simulate(chosen, chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"])
 limit = float(memory)
 assert abs(step - chosen["simulated_step_time_s"]) <= 1e-9 * step, (step, chosen)
 assert peak <= limit, (peak, limit)
-print("OK chosen ep %d shadow %d: %.4e s, %d bytes <= %d" % (
-    chosen["ep"], chosen["moe_shadow"], step, peak, limit))
+print("OK chosen ep %d shadow %d rebalance %d: %.4e s, %d bytes <= %d" % (
+    chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"], step, peak, limit))
 faster = []
 for ep in [d for d in range(1, chosen["dp"] + 1) if chosen["dp"] % d == 0]:
     for shadow in ((0, 1, 2) if ep > 1 else (0,)):
-        s, m = simulate(chosen, ep, shadow)
-        if m <= limit and s < step * (1 - 1e-9):
-            faster.append((ep, shadow, s))
+        # Rebalancing: several experts per rank (8 here).
+        for rebalance in ((0, 50) if 1 < ep <= 4 else (0,)):
+            s, m = simulate(chosen, ep, shadow, rebalance)
+            if m <= limit and s < step * (1 - 1e-9):
+                faster.append((ep, shadow, rebalance, s))
 assert not faster, faster
-print("OK no other ep / shadow of dp %d tp %d pp %d that fits is faster" % (
+print("OK no other ep / shadow / rebalancing of dp %d tp %d pp %d that fits is faster" % (
     chosen["dp"], chosen["tp"], chosen["pp"]))

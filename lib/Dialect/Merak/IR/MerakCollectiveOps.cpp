@@ -37,12 +37,13 @@ std::optional<ShardLayout> mlir::merak::getShardLayout(Operation *op) {
   if (!attr)
     return std::nullopt;
   return ShardLayout{attr.getAxis(), attr.getParts(), attr.getBlocks(), attr.getSize(),
-                     attr.getGroup().str()};
+                     attr.getGroup().str(), attr.getPlacement()};
 }
 
 void mlir::merak::setShardLayout(Operation *op, const ShardLayout &layout) {
   op->setAttr(kShardAttr, ShardLayoutAttr::get(op->getContext(), layout.axis, layout.blocks,
-                                               layout.parts, layout.size, layout.group));
+                                               layout.parts, layout.size, layout.group,
+                                               layout.placement));
 }
 
 RankedTensorType mlir::merak::globalShardType(RankedTensorType local,

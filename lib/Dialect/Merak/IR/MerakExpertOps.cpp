@@ -143,3 +143,16 @@ LogicalResult ExpertShadowPlanOp::verify() {
            << ids.getDimSize(0) << " rows do not divide by " << getParts() << " parts";
   return success();
 }
+
+LogicalResult ExpertPlaceOp::verify() {
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  auto table = cast<RankedTensorType>(getPlacement().getType());
+  if (ids.getRank() != 1 || getResult().getType() != ids)
+    return emitOpError("expects one expert id per row (rank 1) and a result of that type");
+  if (table.getRank() != 1 || table.getDimSize(0) < 1)
+    return emitOpError("expects a placement of at least one expert (rank 1), got ") << table;
+  if (static_cast<int64_t>(getTable()) < 0 || static_cast<int64_t>(getWeightRows()) < 1 ||
+      static_cast<int64_t>(getRebalanceEvery()) < 0)
+    return emitOpError("expects table >= 0, weight_rows >= 1 and rebalance_every >= 0");
+  return success();
+}

@@ -81,3 +81,11 @@ LogicalResult SetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+
+llvm::StringSet<> mlir::merak::frozenParamNames(ModuleOp module) {
+  llvm::StringSet<> names;
+  for (ParamOp p : module.getOps<ParamOp>())
+    if (auto kind = p->getAttrOfType<StringAttr>(kKindAttr); kind && kind.getValue() == "frozen")
+      names.insert(p.getSymName());
+  return names;
+}

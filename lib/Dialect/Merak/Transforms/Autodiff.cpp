@@ -61,13 +61,15 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
       }
       frozenGlobs.push_back(std::move(*glob));
     }
+    fixed = frozenParamNames(module);
     if (failed(differentiate(module, fwd)))
       return signalPassFailure();
   }
 
   SmallVector<llvm::GlobPattern> frozenGlobs;
+  llvm::StringSet<> fixed; // parameters of kind "frozen"
   bool isFrozen(StringRef name) const {
-    return llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
+    return fixed.contains(name) || llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
 
   LogicalResult differentiate(ModuleOp module, func::FuncOp fwd) {

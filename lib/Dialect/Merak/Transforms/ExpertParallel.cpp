@@ -27,6 +27,16 @@
 // with %xd and the combine routed by %r (`shadow_slots = M`): the rows of
 // a shadowed expert stay on their rank and meet its copy there.
 //
+// Dynamic placement (`rebalance-every` = K > 0; FlexMoE), per layer n:
+//
+//   merak.param @moe.placement.n : tensor<Exi64> = [0, 1, .. E-1]  // "frozen"
+//   %eg = expert_place all_gather_ep(e), @moe.placement.n table = n
+//
+// before the shadowing plan and the dispatch: logical expert l lives in
+// slot placement[l]. The layer's weights' merak.shard names table n; the
+// trainer permutes those experts (and their optimizer state) every K
+// steps and writes the new table.
+//
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
@@ -80,8 +90,9 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
           << dispatcher << "'";
       return signalPassFailure();
     }
-    if (shadow < 0 || shadowMinRows < 0) {
-      module.emitError("merak-expert-parallel: shadow and shadow-min-rows must not be negative");
+    if (shadow < 0 || shadowMinRows < 0 || rebalanceEvery < 0) {
+      module.emitError("merak-expert-parallel: shadow, shadow-min-rows and rebalance-every must "
+                       "not be negative");
       return signalPassFailure();
     }
     if ((shadow > 0 || hierarchical) && dispatcher != "alltoall") {
@@ -113,13 +124,33 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     FailureOr<SmallVector<ParamOp>> params = checkWeights(module, fn, gemms);
     if (failed(params))
       return signalPassFailure();
-    for (ParamOp p : *params)
-      shardParam(module, fn, p);
-    if (shadow > 0)
+    if (shadow > 0 || rebalanceEvery > 0)
       for (ExpertMatmulOp op : gemms)
         layers[ids64(op)].push_back(op);
+    if (rebalanceEvery > 0 && failed(assignTables(module, gemms)))
+      return signalPassFailure();
+    for (ParamOp p : *params)
+      shardParam(module, fn, p);
     for (ExpertMatmulOp op : gemms)
       rewrite(op);
+  }
+
+  /// Dynamic placement: one table per layer (by its ids), named on each of
+  /// its weights; a weight two layers read cannot follow both.
+  LogicalResult assignTables(ModuleOp module, ArrayRef<ExpertMatmulOp> gemms) {
+    for (ExpertMatmulOp op : gemms) {
+      Value ids = ids64(op);
+      auto [it, added] = tables.try_emplace(ids, (int64_t)tables.size());
+      auto get = op.getWeight().getDefiningOp<GetParamOp>();
+      auto [pt, fresh] = paramTable.try_emplace(get.getNameAttr().getAttr(), it->second);
+      if (!fresh && pt->second != it->second)
+        return op.emitError("merak-expert-parallel: the expert weight @")
+               << get.getName()
+               << " is read by two Mixture-of-Experts layers, so one placement table "
+                  "(--moe-rebalance-every) cannot order it",
+               failure();
+    }
+    return success();
   }
 
   /// The weights' parameters, after checking every one (before any change).
@@ -173,6 +204,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     layout.axis = 0;
     layout.parts = ep;
     layout.group = "ep";
+    layout.placement = paramTable.lookup_or(param.getSymNameAttr(), -1);
     setShardLayout(param, layout);
     fn.walk([&](GetParamOp get) {
       if (get.getName() == param.getSymName())
@@ -228,12 +260,14 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     return c;
   }
 
-  /// Where shadowing one expert of `ids`' layer pays: its weights (every
-  /// GEMM's O K elements) cost what this many of its rows cost on the
-  /// all-to-all (each GEMM's O combined, each distinct input's K dispatched).
-  int64_t minRows(Value ids) {
-    if (shadowMinRows > 0)
-      return shadowMinRows;
+  /// Shadowing's threshold: `shadow-min-rows`, or the cost of one expert's
+  /// weights (shadowing pays from there).
+  int64_t minRows(Value ids) { return shadowMinRows > 0 ? shadowMinRows : weightRows(ids); }
+
+  /// One expert of `ids`' layer: its weights (every GEMM's O K elements)
+  /// cost what this many of its rows cost on the all-to-all (each GEMM's O
+  /// combined, each distinct input's K dispatched).
+  int64_t weightRows(Value ids) {
     int64_t weight = 0, row = 0;
     llvm::SmallDenseSet<Value, 4> inputs;
     for (ExpertMatmulOp op : layers.lookup(ids)) {
@@ -244,6 +278,31 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
         row += tensorOf(op.getInput()).getDimSize(1);
     }
     return std::max<int64_t>(1, (weight + row - 1) / std::max<int64_t>(1, row));
+  }
+
+  /// The gathered ids `e` (of the GEMM ids `ids`) through their layer's
+  /// placement table, built once right after them with the table's
+  /// parameter (the identity).
+  Value placed(ModuleOp module, func::FuncOp fn, Value ids, Value e, int64_t experts) {
+    if (Value done = placements.lookup(e))
+      return done;
+    const int64_t n = tables.lookup(ids);
+    auto type = RankedTensorType::get({experts}, IntegerType::get(module.getContext(), 64));
+    OpBuilder pb(module.getContext());
+    pb.setInsertionPoint(fn);
+    std::string name = placementParamName(n);
+    auto param = ParamOp::create(pb, fn.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
+                                 DenseElementsAttr::get(type, ArrayRef<int64_t>(llvm::to_vector(
+                                                                  llvm::seq<int64_t>(0, experts)))));
+    param->setAttr(kKindAttr, pb.getStringAttr("frozen"));
+    OpBuilder b(e.getContext());
+    b.setInsertionPointAfter(e.getDefiningOp());
+    Value table = GetParamOp::create(b, e.getLoc(), type, FlatSymbolRefAttr::get(param));
+    Value p = ExpertPlaceOp::create(b, e.getLoc(), tensorOf(e), e, table, b.getI64IntegerAttr(n),
+                                    b.getI64IntegerAttr(weightRows(ids)),
+                                    b.getI64IntegerAttr(rebalanceEvery));
+    placements[e] = p;
+    return p;
   }
 
   /// The shadowing plan of the gathered ids `e` (of the GEMM ids `ids`),
@@ -301,6 +360,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     Value ids = ids64(op);
     const int64_t perRank = tensorOf(op.getWeight()).getDimSize(0), experts = perRank * ep;
     Value e = gathered(ids);
+    if (rebalanceEvery > 0)
+      e = placed(fn->getParentOfType<ModuleOp>(), fn, ids, e, experts);
     ExpertShadowPlanOp plan = shadow > 0 ? shadowPlan(ids, e, perRank) : ExpertShadowPlanOp();
     if (plan)
       e = plan.getRouted();
@@ -334,5 +395,10 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   /// gathered ids.
   DenseMap<Value, SmallVector<ExpertMatmulOp>> layers;
   DenseMap<Value, ExpertShadowPlanOp> plans;
+  /// Dynamic placement: each layer's table by its (i64) ids, each weight's
+  /// table by its name, and the placed ids by the gathered ones.
+  DenseMap<Value, int64_t> tables;
+  DenseMap<StringAttr, int64_t> paramTable;
+  DenseMap<Value, Value> placements;
 };
 } // namespace

@@ -70,6 +70,8 @@ FailureOr<Routing> routingOf(ExpertMatmulOp mm, ArrayRef<GatherElementsOp> topks
   int64_t e = tensorOf(mm.getWeight()).getDimSize(0);
   if (auto plan = ids.getDefiningOp<ExpertShadowPlanOp>()) // shadowing renames the ids
     ids = plan.getExperts();
+  if (auto place = ids.getDefiningOp<ExpertPlaceOp>()) // dynamic placement maps them
+    ids = place.getExperts();
   if (auto gathered = ids.getDefiningOp<AllGatherOp>()) {
     // Expert parallelism: the GEMM holds E / ep experts and reads the ep
     // group's ids; the layer's routing is this rank's.

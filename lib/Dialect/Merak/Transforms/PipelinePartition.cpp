@@ -75,8 +75,10 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   using Base::Base;
 
   SmallVector<llvm::GlobPattern> frozenGlobs;
+  llvm::StringSet<> fixed; // parameters of kind "frozen"
   bool isTrainable(StringRef name) const {
     return !name.starts_with("optimizer.") && !name.starts_with(kGradAccumulatorPrefix) &&
+           !fixed.contains(name) &&
            !llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
   }
 
@@ -123,6 +125,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       }
       frozenGlobs.push_back(std::move(*glob));
     }
+    fixed = frozenParamNames(module);
     if (failed(partition(module)))
       signalPassFailure();
   }

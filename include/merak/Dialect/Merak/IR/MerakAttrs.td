@@ -102,12 +102,15 @@ def Merak_ShardLayoutAttr : Merak_Attr<"ShardLayout", "shard"> {
     full length of `axis` when the shards were padded to divide it (the
     vocabulary of vocabulary parallelism). `group` is the group whose ranks
     hold the parts: "tp", or "ep" for an expert weight that
-    merak-expert-parallel split on its expert axis. Read through
-    getShardLayout.
+    merak-expert-parallel split on its expert axis. `placement`, when not
+    -1, is the `merak.expert_place` table that orders that expert axis
+    (dynamic placement: the trainer permutes the experts of every
+    parameter naming the table together). Read through getShardLayout.
   }];
   let parameters = (ins "int64_t":$axis, "int64_t":$blocks, "int64_t":$parts,
                         DefaultValuedParameter<"int64_t", "0">:$size,
-                        StringRefParameter<"the group holding the parts", "\"tp\"">:$group);
+                        StringRefParameter<"the group holding the parts", "\"tp\"">:$group,
+                        DefaultValuedParameter<"int64_t", "-1">:$placement);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

@@ -146,4 +146,41 @@ def Merak_ExpertShadowPlanOp : Merak_Op<"expert_shadow_plan", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Merak_ExpertPlaceOp : Merak_Op<"expert_place", [Pure]> {
+  let summary = "Logical expert ids to the slots their experts occupy (dynamic placement)";
+  let description = [{
+    FlexMoE's dynamic expert placement. `placement` `[E]` is a permutation
+    of `[0, E)`: logical expert `l` lives in slot `placement[l]` of the
+    expert-parallel weights (group rank j holding slots `[j * P, (j + 1) *
+    P)`). The result is `placement[experts[s]]` for every row: the ids the
+    dispatch, the expert GEMMs and the shadowing plan then read.
+
+    `placement` is a parameter (`moe.placement.<table>`, i64, initially the
+    identity), one per Mixture-of-Experts layer. Between steps the trainer
+    changes it (`./train --moe-rebalance-every K`): from the rows each
+    expert got it computes a better placement and moves the experts'
+    weights and optimizer state with it (the parameters whose `merak.shard`
+    names this `table`). The math is unchanged, every row meeting the same
+    weights; only the order of sums over an expert-parallel shard differs.
+
+    `weight_rows` is the cost of moving one expert, in rows of the layer's
+    all-to-all (its weights' elements over a row's); `rebalance_every` is
+    the trainer's default K (`merak-compile --moe-rebalance-every`).
+
+    ```mlir
+    %placed = merak.expert_place %ids, %table table = 0 weight_rows = 192 rebalance_every = 10
+        : tensor<64xi64>, tensor<8xi64> -> tensor<64xi64>
+    ```
+  }];
+  let arguments = (ins TensorOf<[I64]>:$experts, TensorOf<[I64]>:$placement, I64Attr:$table,
+                       I64Attr:$weight_rows, I64Attr:$rebalance_every);
+  let results = (outs TensorOf<[I64]>:$result);
+  let assemblyFormat = [{
+    $experts `,` $placement `table` `=` $table `weight_rows` `=` $weight_rows
+    `rebalance_every` `=` $rebalance_every attr-dict
+    `:` type($experts) `,` type($placement) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MERAK_EXPERT_OPS_TD

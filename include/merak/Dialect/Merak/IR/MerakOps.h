@@ -13,6 +13,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::merak {
 /// CostOpInterface's defaults: `perElement` FLOPs per element of the
@@ -72,9 +73,21 @@ namespace mlir::merak {
 
 /// Discardable attribute on `merak.param`: what the parameter is for the
 /// generated program and its checkpoints: "state" (optimizer state, set by
-/// merak-optimizer) or "hparam" (a run-time hyper-parameter). Absent: a model
-/// parameter, trainable when the training step writes it, frozen otherwise.
+/// merak-optimizer), "hparam" (a run-time hyper-parameter) or "frozen" (a
+/// buffer a pass added that is never trained, e.g. merak-expert-parallel's
+/// placement tables). Absent: a model parameter, trainable when the training
+/// step writes it, frozen otherwise.
 constexpr llvm::StringLiteral kKindAttr = "merak.kind";
+
+/// The names of the module's parameters of kind "frozen": autodiff and the
+/// pipeline's cut give them no gradient.
+llvm::StringSet<> frozenParamNames(ModuleOp module);
+
+/// The parameter holding merak.expert_place's table `table`:
+/// "moe.placement.<table>".
+inline std::string placementParamName(int64_t table) {
+  return "moe.placement." + std::to_string(table);
+}
 
 /// Discardable attribute on `merak.param` (set by merak-tensor-parallel, and
 /// copied to optimizer state): the parameter is sharded over the "tp" group.
@@ -121,6 +134,9 @@ struct ShardLayout {
   /// The group whose ranks hold the parts: "tp", or "ep" (an expert weight
   /// split on its expert axis by merak-expert-parallel).
   std::string group = "tp";
+  /// The merak.expert_place table ordering the expert axis (dynamic
+  /// placement), or -1.
+  int64_t placement = -1;
 };
 
 /// The layout on `op`, if it has a well-formed kShardAttr.

@@ -190,16 +190,24 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     ranks (0: where one expert's weights cost what that many of its rows
     cost on the all-to-all, from the layer's GEMM shapes); their owners
     broadcast the weights (`merak.expert_shadow`), each rank computes its
-    own rows of them with a second `merak.expert_matmul` over the copies,
-    and the copies' weight gradients are reduced back to the owners. The
-    losses equal plain expert parallelism's; the weight gradients are
-    summed in another order.
+    own rows of them in the same grouped `merak.expert_matmul` (its
+    `shadow` operands), and the copies' weight gradients are reduced back
+    to the owners. The losses equal plain expert parallelism's; the weight
+    gradients are summed in another order.
+
+    `rebalance-every = K` (> 0) adds FlexMoE's dynamic placement: each
+    layer's gathered ids go through a `merak.expert_place` of a new i64
+    parameter `moe.placement.<n>` (kind "frozen", the identity at first),
+    and the layer's expert weights' `merak.shard` names table n, so that
+    the trainer, every K steps, can permute their experts (and their
+    optimizer state's) across the ep ranks to balance the rows.
 
     `hierarchical` marks the all-to-alls two-level (see merak.all_to_all).
 
     Errors: E not divisible by ep, a weight that is not a parameter (or is
     read by anything else), a model without expert GEMMs, shadowing or the
-    hierarchical all-to-all with the allgather dispatcher.
+    hierarchical all-to-all with the allgather dispatcher, and (with
+    rebalancing) an expert weight read by two layers.
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
@@ -213,6 +221,9 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
            "Two-level all-to-all (within nodes, then across them; merak.all_to_all "
            "hierarchical)">,
+    Option<"rebalanceEvery", "rebalance-every", "int64_t", /*default=*/"0",
+           "Dynamic placement: placement tables the trainer rebalances every this many "
+           "steps (0: off)">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "The model function to shard">
   ];
