@@ -20,7 +20,11 @@ meshes of 64 GPUs with every ep dividing dp (ep 1: the experts stay with
 the tokens, tensor-parallel when tp > 1) and, with ep > 1, dynamic
 shadowing of 0, 1 or 2 experts per layer (`--moe-shadow`: the simulator
 applies merak.expert_shadow_plan's greedy rule to the skewed shares and
-counts the weights' broadcast and the copies' GEMMs). A second table
+counts the weights' broadcast and the copies' GEMMs) and, where a rank
+holds several experts (ep 2, 4), dynamic placement (`--moe-rebalance-every
+50`: the simulator places the experts as the trainer's rebalancing does,
+the hottest first onto the least loaded rank; the moves, paid once when
+the routing settles, are not counted). A second table
 holds the static mesh with shadowing alone, and a third merak's own
 planner (`merak-compile --devices 64 --moe-skew S`: its search over
 meshes, schedules, recomputation and ZeRO, then ep and shadowing on the
@@ -43,10 +47,11 @@ MESHES = [(16, 1, 4), (8, 2, 4), (8, 1, 8), (8, 8, 1), (4, 4, 4)]
 BATCH = 128
 
 
-def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew, shadow=0):
+def simulate(bin_dir, model, profile, dp, tp, pp, ep, skew, shadow=0, rebalance=0):
     m = BATCH // dp
     cmd = [os.path.join(bin_dir, "merak-compile"), model, "--dp", str(dp), "--tp", str(tp),
            "--pp", str(pp), "--ep", str(ep), "--moe-shadow", str(shadow),
+           "--moe-rebalance-every", str(rebalance),
            "--microbatches", str(m), "--simulate",
            "--device-profile", profile, "--moe-skew", str(skew), "--compile-to=schedule",
            "--report=json", "-o", os.devnull]
@@ -68,8 +73,9 @@ def planner(bin_dir, model, profile, skew):
     if p.returncode != 0:
         return None
     c = json.loads(p.stdout)["planner"]["chosen"]
-    name = "dp %d tp %d pp %d mb %d %s ep %d shadow %d" % (
-        c["dp"], c["tp"], c["pp"], c["microbatches"], c["schedule"], c["ep"], c["moe_shadow"])
+    name = "dp %d tp %d pp %d mb %d %s ep %d shadow %d rebalance %d" % (
+        c["dp"], c["tp"], c["pp"], c["microbatches"], c["schedule"], c["ep"], c["moe_shadow"],
+        c.get("moe_rebalance_every", 0))
     return name, c.get("simulated_step_time_s")
 
 
@@ -94,15 +100,18 @@ def main():
                 if dp % ep:
                     continue
                 for shadow in ((0, 1, 2) if ep > 1 else (0,)):
-                    r = simulate(a.bin, model, a.profile, dp, tp, pp, ep, skew, shadow)
-                    if r:
-                        results[(dp, tp, pp, ep, shadow)] = r
-                        print("skew %.1f dp %d tp %d pp %d ep %d shadow %d: step %.3f s, "
-                              "peak %.1f GB%s" % (skew, dp, tp, pp, ep, shadow, r[0], r[2] / 1e9,
-                                                  "" if r[1] else " (does not fit)"))
-                        sys.stdout.flush()
-        static = results.get(STATIC + (0,))
-        shadowed.append((skew, static, [results.get(STATIC + (n,)) for n in (1, 2)]))
+                    for rebalance in ((0, 50) if ep in (2, 4) else (0,)):
+                        r = simulate(a.bin, model, a.profile, dp, tp, pp, ep, skew, shadow,
+                                     rebalance)
+                        if r:
+                            results[(dp, tp, pp, ep, shadow, rebalance)] = r
+                            print("skew %.1f dp %d tp %d pp %d ep %d shadow %d rebalance %d: "
+                                  "step %.3f s, peak %.1f GB%s" % (
+                                      skew, dp, tp, pp, ep, shadow, rebalance, r[0], r[2] / 1e9,
+                                      "" if r[1] else " (does not fit)"))
+                            sys.stdout.flush()
+        static = results.get(STATIC + (0, 0))
+        shadowed.append((skew, static, [results.get(STATIC + (n, 0)) for n in (1, 2)]))
         fitting = {k: v for k, v in results.items() if v[1]}
         best = min(fitting, key=lambda k: fitting[k][0]) if fitting else None
         rows.append((skew, static, best, fitting.get(best)))
@@ -112,7 +121,7 @@ def main():
         if not static or not best:
             print("| %.1f | %s | %s | | |" % (skew, static and "%.3f" % static[0], best))
             continue
-        print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d shadow %d | %.3f | %.2fx |" % (
+        print("| %.1f | %.3f%s | dp %d tp %d pp %d ep %d shadow %d rebalance %d | %.3f | %.2fx |" % (
             skew, static[0], "" if static[1] else " (no fit)", *best, r[0], static[0] / r[0]))
     print("\n| skew | static dp16 pp4 ep8 (s) | merak-compile --devices 64 chooses | its step (s) "
           "| speed-up |")

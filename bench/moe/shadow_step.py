@@ -12,9 +12,11 @@ Zipf skew (--moe-skew S), here measured. Global batch 8 x 64 tokens,
 AdamW, OMP_NUM_THREADS=1. For each mesh (--dp N --ep N) the static plan
 (all-to-all, no shadowing, no rebalancing) runs against --moe-shadow 1
 and 2 (min_rows from the cost model: 192 rows here), --moe-rebalance-every
-2 (the move taken only when it pays, by the cost model) and both; prints
-the median step of steps 2..N (a rebalancing step's time includes its
-move), the experts shadowed per step (the metrics' moe_shadowed: per
+K (default 5; the move taken only when it pays by the cost model: 576
+rows saved over the next K steps per moved expert here) and both; prints
+the median step of steps K..N-1 (after the first rebalancing; the same
+steps for every plan), the step that moved experts (its time includes
+the move), the experts shadowed per step (the metrics' moe_shadowed: per
 layer and micro-batch), the experts moved in all, and the losses, which
 must agree (<= 1e-6). The
 4-rank mesh runs 4 processes on however many cores there are (on the
@@ -62,7 +64,7 @@ def skewed_export(workdir, skew):
     return path
 
 
-def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps):
+def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first):
     exe = os.path.join(workdir, "train" + "".join(f.strip("-") for f in flags))
     subprocess.run([os.path.join(bin_dir, "merak-compile"), onnx_path, "--optimizer", "adamw",
                     "-o", exe] + flags, check=True, capture_output=True)
@@ -74,22 +76,27 @@ def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
     lines = [json.loads(l) for l in open(metrics)]
-    return (statistics.median(l["time_ms"] for l in lines[1:]),
+    moves = [l["time_ms"] for l in lines if l.get("moe_moved", 0) > 0]
+    return (statistics.median(l["time_ms"] for l in lines[first:]),
             statistics.mean(l.get("moe_shadowed", 0) for l in lines),
-            [l["loss"] for l in lines], sum(l.get("moe_moved", 0) for l in lines))
+            [l["loss"] for l in lines], sum(l.get("moe_moved", 0) for l in lines),
+            moves[0] if moves else None)
 
 
-VARIANTS = (("static", []), ("shadow 1", ["--moe-shadow", "1"]),
-            ("shadow 2", ["--moe-shadow", "2"]),
-            ("rebalance 2", ["--moe-rebalance-every", "2"]),
-            ("shadow 1 + rebalance 2", ["--moe-shadow", "1", "--moe-rebalance-every", "2"]))
+def variants(k):
+    rebalance = ["--moe-rebalance-every", str(k)]
+    return (("static", []), ("shadow 1", ["--moe-shadow", "1"]),
+            ("shadow 2", ["--moe-shadow", "2"]), ("rebalance %d" % k, rebalance),
+            ("shadow 1 + rebalance %d" % k, ["--moe-shadow", "1"] + rebalance),
+            ("shadow 2 + rebalance %d" % k, ["--moe-shadow", "2"] + rebalance))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=14)
+    ap.add_argument("--rebalance-every", type=int, default=5)
     ap.add_argument("--skew", type=float, default=1.5)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
@@ -99,21 +106,25 @@ def main():
     rows = []
     for n in (2, 4):
         mesh = ["--dp", str(n), "--ep", str(n)]
-        static = run(a.bin, a.workdir, onnx_path, tokens, mesh, n, a.steps)
-        for label, flags in VARIANTS:
+        k = a.rebalance_every
+        static = run(a.bin, a.workdir, onnx_path, tokens, mesh, n, a.steps, k)
+        for label, flags in variants(k):
             r = static if not flags else run(a.bin, a.workdir, onnx_path, tokens, mesh + flags,
-                                             n, a.steps)
+                                             n, a.steps, k)
             err = max(abs(x - y) / abs(y) for x, y in zip(r[2], static[2]))
-            rows.append((n, label, r[0], r[1], r[3], static[0] / r[0], err))
+            move = "%.1f" % r[4] if r[4] is not None else "-"
+            rows.append((n, label, r[0], r[1], r[3], move, static[0] / r[0], err))
             print("dp %d ep %d %s: step %.1f ms (%.2fx static), %.1f experts shadowed per step, "
-                  "%d moved, losses %.6f -> %.6f, max rel err vs static %.1e" % (
-                      n, n, label, r[0], static[0] / r[0], r[1], r[3], r[2][0], r[2][-1], err))
+                  "%d moved (that step %s ms), losses %.6f -> %.6f, max rel err vs static "
+                  "%.1e" % (n, n, label, r[0], static[0] / r[0], r[1], r[3], move, r[2][0],
+                            r[2][-1], err))
             sys.stdout.flush()
-    print("\n| mesh | plan | step (ms) | vs static | shadowed per step | moved | loss rel err |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for n, label, step, shadowed, moved, speed, err in rows:
-        print("| dp %d ep %d | %s | %.1f | %.2fx | %.1f | %d | %.1e |" % (
-            n, n, label, step, speed, shadowed, moved, err))
+    print("\n| mesh | plan | step (ms) | vs static | shadowed per step | moved | moving step "
+          "(ms) | loss rel err |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for n, label, step, shadowed, moved, move, speed, err in rows:
+        print("| dp %d ep %d | %s | %.1f | %.2fx | %.1f | %d | %s | %.1e |" % (
+            n, n, label, step, speed, shadowed, moved, move, err))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ std::string planName(const PlanCandidate &c) {
     s += " shadow " + std::to_string(c.moeShadow);
   if (c.moeRebalanceEvery > 0)
     s += " rebalance " + std::to_string(c.moeRebalanceEvery);
+  if (c.moeAllToAll != "flat")
+    s += " a2a " + c.moeAllToAll;
   return s;
 }
 
@@ -52,6 +54,7 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"ep", c.ep},
                  {"moe_shadow", c.moeShadow},
                  {"moe_rebalance_every", c.moeRebalanceEvery},
+                 {"moe_all_to_all", c.moeAllToAll},
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};

@@ -644,6 +644,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
   pl.memory = budget && *budget > 0 ? (double)*budget : pl.profile.memoryBytes;
   PlannerResult result;
   result.profile = pl.profile.name;
+  result.devicesPerNode = pl.profile.devicesPerNode;
   result.space = opts.plannerSpace;
   result.memoryPerDevice = pl.memory;
 

@@ -126,11 +126,14 @@ void Report::collectParams() {
 /// reduce_scatter / all_gather of ZeRO) is counted the same way: `bytes`
 /// is the full tensors' size (the larger of operands and results); an
 /// all_to_all (expert parallelism) counts this rank's rows, what it sends
-/// in all (each row to one rank).
+/// in all (each row to one rank); a two-level one is its own kind
+/// (kHierarchicalAllToAll), costed so.
 std::optional<StringRef> collectiveKind(Operation *op) {
   StringRef name = op->getName().getStringRef();
   if (!name.consume_front("merak.") || !op->getAttrOfType<StringAttr>("group"))
     return std::nullopt;
+  if (auto a2a = dyn_cast<AllToAllOp>(op); a2a && a2a.getHierarchical())
+    return kHierarchicalAllToAll;
   name.consume_back("_start"); // merak-overlap's started form: the same traffic
   if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather" ||
       name == "all_to_all" || name == "expert_shadow")

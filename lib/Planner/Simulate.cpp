@@ -197,6 +197,16 @@ StringRef mlir::merak::computeDtype(ModuleOp module) {
   return bf16 ? StringRef("bf16") : paramDtype(module);
 }
 
+/// The ranks of stage `stage`'s first ep group that share its first rank's
+/// node (dp ranks [0, ep) of tp rank 0: world ranks tp apart).
+static int64_t expertRanksPerNode(int64_t stage, const SimulateOptions &o) {
+  auto node = [&](int64_t d) { return ((stage * o.dp + d) * o.tp) / o.profile.devicesPerNode; };
+  int64_t same = 0;
+  for (int64_t d = 0; d < o.ep; ++d)
+    same += node(d) == node(0);
+  return std::max<int64_t>(1, same);
+}
+
 double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
                                       int64_t stage, const SimulateOptions &options) {
   double seconds = 0;
@@ -209,8 +219,13 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     double each = (double)t.bytes / t.count;
     if (options.gradReduceBf16 && group == "dp" && kind != "all_gather")
       each /= 2;
-    if (kind == "all_to_all") // the busiest rank receives its share of the rows
+    const bool twoLevel = kind == kHierarchicalAllToAll;
+    if (kind == "all_to_all" || twoLevel) { // the busiest rank receives its share of the rows
       each *= options.routedScale;
+      seconds += t.count * allToAllSeconds(each, n, expertRanksPerNode(stage, options),
+                                           options.profile, twoLevel);
+      continue;
+    }
     if (kind == "expert_shadow") // the slots the skew fills
       each *= options.shadowTraffic;
     double one = kind == "all_reduce" ? ringAllReduceSeconds(each, n, link)

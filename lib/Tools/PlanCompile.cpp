@@ -90,6 +90,35 @@ bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memor
   c.costedOps = sim->costedOps;
   return true;
 }
+/// The expert-parallel variants of `base`: every ep dividing its dp with
+/// 0, 1 or 2 shadow slots; with several experts per rank also rebalancing
+/// (without ZeRO, which it does not work with yet: the memory check says
+/// whether the plan still fits); with an ep group across nodes (dp ranks tp
+/// apart) also the two-level all-to-all.
+std::vector<PlanCandidate> expertVariants(const PlanCandidate &base,
+                                          const PlannerResult &plan) {
+  std::vector<PlanCandidate> out;
+  for (int64_t ep : divisors(base.dp)) {
+    const bool placeable = ep > 1 && plan.experts % ep == 0 && plan.experts / ep >= 2;
+    const bool acrossNodes = ep > 1 && ep * base.tp > plan.devicesPerNode;
+    for (int64_t shadow : {0, 1, 2})
+      for (int64_t rebalance : {int64_t(0), kPlannedRebalanceEvery})
+        for (bool twoLevel : {false, true}) {
+          if ((ep == 1 && shadow > 0) || (rebalance > 0 && !placeable) ||
+              (twoLevel && !acrossNodes))
+            continue;
+          PlanCandidate c = base;
+          c.ep = ep;
+          c.moeShadow = shadow;
+          c.moeRebalanceEvery = rebalance;
+          c.moeAllToAll = twoLevel ? "hierarchical" : "flat";
+          if (rebalance > 0)
+            c.zero = false;
+          out.push_back(std::move(c));
+        }
+  }
+  return out;
+}
 } // namespace
 
 void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult &plan,
@@ -111,34 +140,20 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
     if (base.pp == 1 && base.microbatches == 1)
       continue;
     ++varied;
-    for (int64_t ep : divisors(base.dp))
-      for (int64_t shadow : {0, 1, 2})
-        for (int64_t rebalance : {int64_t(0), kPlannedRebalanceEvery}) {
-        // Rebalancing needs several experts per rank, and no ZeRO (the
-        // memory check below says whether the plan still fits without).
-        if (ep == 1 && (shadow > 0 || rebalance > 0))
-          continue;
-        if (rebalance > 0 && (plan.experts % ep != 0 || plan.experts / ep < 2))
-          continue;
-        PlanCandidate c = base;
-        c.ep = ep;
-        c.moeShadow = shadow;
-        c.moeRebalanceEvery = rebalance;
-        if (rebalance > 0)
-          c.zero = false;
-        std::optional<CompiledSimulation> sim =
-            simulateCompiled(opts, c, plan.memoryPerDevice, log);
-        if (!sim)
-          continue;
-        c.simulatedStepTime = sim->step;
-        c.peakMemory = sim->peakMemory;
-        c.rejected.clear();
-        if (plan.memoryPerDevice > 0 && sim->peakMemory > plan.memoryPerDevice)
-          c.rejected = llvm::formatv("its compiled program needs {0} > {1} bytes",
-                                     sim->peakMemory, (int64_t)plan.memoryPerDevice)
-                           .str();
-        variants.push_back(std::move(c));
-      }
+    for (PlanCandidate &c : expertVariants(base, plan)) {
+      std::optional<CompiledSimulation> sim =
+          simulateCompiled(opts, c, plan.memoryPerDevice, log);
+      if (!sim)
+        continue;
+      c.simulatedStepTime = sim->step;
+      c.peakMemory = sim->peakMemory;
+      c.rejected.clear();
+      if (plan.memoryPerDevice > 0 && sim->peakMemory > plan.memoryPerDevice)
+        c.rejected = llvm::formatv("its compiled program needs {0} > {1} bytes",
+                                   sim->peakMemory, (int64_t)plan.memoryPerDevice)
+                         .str();
+      variants.push_back(std::move(c));
+    }
   }
   auto fits = [](const PlanCandidate &c) { return c.rejected.empty(); };
   if (llvm::none_of(variants, fits)) {
@@ -157,9 +172,10 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
                         variants.begin() + std::min<size_t>(variants.size(), 8));
   plan.notes.push_back(
       llvm::formatv("a Mixture-of-Experts model: {0} plans ({1} of the best meshes, each with "
-                    "every ep dividing dp, --moe-shadow 0, 1, 2 and, with several experts "
-                    "per rank, --moe-rebalance-every 0 and {3}) compiled and simulated with "
-                    "{2}; ranked by those simulations",
+                    "every ep dividing dp, --moe-shadow 0, 1, 2, with several experts per "
+                    "rank --moe-rebalance-every 0 and {3}, and with an ep group across nodes "
+                    "--moe-all-to-all flat and hierarchical) compiled and simulated with {2}; "
+                    "ranked by those simulations",
                     variants.size(), varied,
                     opts.moeHistogram.empty()
                         ? llvm::formatv("--moe-skew {0:F2}", opts.moeSkew).str()
@@ -217,6 +233,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.ep = c.ep;
   o.moeShadow = c.moeShadow;
   o.moeRebalanceEvery = c.moeRebalanceEvery;
+  o.moeAllToAll = c.moeAllToAll;
   o.moeSkew = 0; // a simulation's assumptions, not the program's
   o.moeHistogram.clear();
   if (c.overlap && c.tp > 1)
@@ -237,9 +254,11 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
   if (opts.meshGiven || opts.dp != 1 || opts.tp != 1 || opts.pp != 1 || opts.microbatches != 1)
     return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
                 "either --devices or the mesh, not both");
-  if (opts.ep != 1 || opts.moeShadow != 0 || opts.moeRebalanceEvery != 0)
-    return fail("--devices chooses --ep, --moe-shadow and --moe-rebalance-every itself for a "
-                "Mixture-of-Experts model (give --moe-skew to plan for uneven routing)");
+  if (opts.ep != 1 || opts.moeShadow != 0 || opts.moeRebalanceEvery != 0 ||
+      opts.moeAllToAll != "flat")
+    return fail("--devices chooses --ep, --moe-shadow, --moe-rebalance-every and "
+                "--moe-all-to-all itself for a Mixture-of-Experts model (give --moe-skew to "
+                "plan for uneven routing)");
   if (!opts.stageBoundaries.empty())
     return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
@@ -300,7 +319,7 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
       << " --zero " << planned.zero;
   if (c.ep > 1)
     log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow << " --moe-rebalance-every "
-        << c.moeRebalanceEvery;
+        << c.moeRebalanceEvery << " --moe-all-to-all " << c.moeAllToAll;
   log << "\n";
   return std::nullopt;
 }

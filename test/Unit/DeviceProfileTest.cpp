@@ -101,3 +101,27 @@ TEST(DeviceProfile, RingAllReduce) {
   EXPECT_DOUBLE_EQ(ringAllReduceSeconds(8e6, 1, link), 0.0);
   EXPECT_DOUBLE_EQ(ringGatherSeconds(8e6, 4, link), 3.0 / 4 * 8e6 / 1e9 + 3e-6);
 }
+
+TEST(DeviceProfile, AllToAll) {
+  DeviceProfile p;
+  p.intraNode = {4e11, 2e-6};
+  p.interNode = {5e10, 1e-5};
+  // 16 ranks on 2 nodes of 8, 16 MB per rank. Flat: 7 intra-node and 8
+  // inter-node messages; 7/16 of the bytes over NVLink, 8/16 over the
+  // network at once (the network's half is slower).
+  const double b = 16e6;
+  EXPECT_DOUBLE_EQ(allToAllSeconds(b, 16, 8, p, false),
+                   7 * 2e-6 + 8 * 1e-5 + b * 8 / 16 / 5e10);
+  // Two-level: 7/8 of the bytes within the node, then 1/2 across in one
+  // message.
+  EXPECT_DOUBLE_EQ(allToAllSeconds(b, 16, 8, p, true),
+                   7 * 2e-6 + b * 7 / 8 / 4e11 + 1e-5 + b / 2 / 5e10);
+  // Small parts: the latencies decide, and two levels win.
+  EXPECT_LT(allToAllSeconds(1e3, 64, 8, p, true), allToAllSeconds(1e3, 64, 8, p, false));
+  // Large ones: the extra pass within the node costs more than 56 saved latencies.
+  EXPECT_GT(allToAllSeconds(1e9, 64, 8, p, true), allToAllSeconds(1e9, 64, 8, p, false));
+  // One node: both are the intra-node exchange.
+  EXPECT_DOUBLE_EQ(allToAllSeconds(b, 8, 8, p, true), 7 * 2e-6 + b * 7 / 8 / 4e11);
+  EXPECT_DOUBLE_EQ(allToAllSeconds(b, 8, 8, p, false), 7 * 2e-6 + b * 7 / 8 / 4e11);
+  EXPECT_EQ(allToAllSeconds(b, 1, 8, p, false), 0.0);
+}

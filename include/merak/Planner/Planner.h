@@ -57,6 +57,9 @@ struct PlanCandidate {
   /// --moe-rebalance-every), searched on the compiled programs
   /// (refinePlanForExperts), whose simulated step is simulatedStepTime.
   int64_t ep = 1, moeShadow = 0, moeRebalanceEvery = 0;
+  /// --moe-all-to-all: "hierarchical" where the ep group spans nodes and
+  /// the simulation prefers it.
+  std::string moeAllToAll = "flat";
   std::optional<double> simulatedStepTime;
 };
 
@@ -72,6 +75,8 @@ struct PlannerResult {
   /// Stages of the finest pipeline the costs were read from.
   int64_t fineStages = 1;
   std::string profile;
+  /// The profile's devices per node (whether an ep group spans nodes).
+  int64_t devicesPerNode = 8;
   double memoryPerDevice = 0;
   /// --planner-space: "auto", "megatron" or "megatron-best".
   std::string space = "auto";

@@ -50,6 +50,9 @@ struct SimulatedStep {
 };
 
 /// Traffic of one collective kind and group ("all_reduce tp").
+/// The traffic kind of a two-level merak.all_to_all (`hierarchical`).
+constexpr llvm::StringLiteral kHierarchicalAllToAll = "all_to_all_2dh";
+
 struct CollectiveTraffic {
   int64_t count = 0, bytes = 0;
 };

@@ -4,6 +4,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::merak;
 namespace json = llvm::json;
@@ -116,6 +118,19 @@ double mlir::merak::ringGatherSeconds(double bytes, int64_t n, const LinkProfile
   if (n <= 1)
     return 0.0;
   return (double)(n - 1) / n * bytes / link.bandwidth + (n - 1) * link.latency;
+}
+
+double mlir::merak::allToAllSeconds(double bytes, int64_t n, int64_t perNode,
+                                    const DeviceProfile &p, bool twoLevel) {
+  if (n <= 1)
+    return 0.0;
+  const int64_t L = std::clamp<int64_t>(perNode, 1, n), nodes = (n + L - 1) / L;
+  const LinkProfile &in = p.intraNode, &out = p.interNode;
+  if (twoLevel && nodes > 1)
+    return (L - 1) * in.latency + bytes * (L - 1) / L / in.bandwidth +
+           (nodes - 1) * out.latency + bytes * (nodes - 1) / nodes / out.bandwidth;
+  return (L - 1) * in.latency + (n - L) * out.latency +
+         std::max(bytes * (L - 1) / n / in.bandwidth, bytes * (n - L) / n / out.bandwidth);
 }
 
 std::optional<int64_t> mlir::merak::parseByteSize(llvm::StringRef text) {

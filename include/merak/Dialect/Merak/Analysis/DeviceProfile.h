@@ -55,6 +55,22 @@ double ringAllReduceSeconds(double bytes, int64_t n, const LinkProfile &link);
 /// Ring reduce-scatter or all-gather (half an all-reduce):
 ///   (n - 1) / n * bytes / bandwidth + (n - 1) * latency.
 double ringGatherSeconds(double bytes, int64_t n, const LinkProfile &link);
+/// All-to-all of `bytes` per rank (its part for every rank, itself
+/// included) among `n` ranks, `perNode` of them on each node (N = n /
+/// perNode nodes; perNode >= n: one node).
+/// - Flat (every part sent straight to its rank; the intra- and
+///   inter-node parts travel at once, each message pays its latency):
+///     (L - 1) a_intra + (n - L) a_inter
+///       + max(bytes (L - 1) / n / b_intra, bytes (n - L) / n / b_inter)
+/// - Two-level (`twoLevel`, MoNTA / Tutel's 2DH: within the node to the
+///   rank with the destination's local index, then across nodes among the
+///   ranks of one local index; as many bytes cross nodes, in N - 1 instead
+///   of n - L messages):
+///     (L - 1) a_intra + bytes (L - 1) / L / b_intra
+///       + (N - 1) a_inter + bytes (N - 1) / N / b_inter
+/// 0 for n <= 1.
+double allToAllSeconds(double bytes, int64_t n, int64_t perNode, const DeviceProfile &p,
+                       bool twoLevel);
 
 /// "80GB" -> 80e9, "512MiB" -> 512 * 2^20, "1000" -> 1000, "" -> 0 (memory
 /// sizes as --memory-per-device spells them); nullopt when malformed or
