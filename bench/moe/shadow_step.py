@@ -13,7 +13,9 @@ AdamW, OMP_NUM_THREADS=1. For each mesh (--dp N --ep N) the static plan
 (all-to-all, no shadowing, no rebalancing) runs against --moe-shadow 1
 and 2 (min_rows from the cost model: 192 rows here), --moe-rebalance-every
 K (default 5; the move taken only when it pays by the cost model: 576
-rows saved over the next K steps per moved expert here) and both; prints
+rows saved over the next K steps per moved expert here; "forced" with
+./train --moe-rebalance-min-rows 0, whenever it balances the rows at
+all) and shadowing with rebalancing; prints
 the median step of steps K..N-1 (after the first rebalancing; the same
 steps for every plan), the step that moved experts (its time includes
 the move), the experts shadowed per step (the metrics' moe_shadowed: per
@@ -64,7 +66,7 @@ def skewed_export(workdir, skew):
     return path
 
 
-def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first):
+def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first, run_flags=()):
     exe = os.path.join(workdir, "train" + "".join(f.strip("-") for f in flags))
     subprocess.run([os.path.join(bin_dir, "merak-compile"), onnx_path, "--optimizer", "adamw",
                     "-o", exe] + flags, check=True, capture_output=True)
@@ -72,7 +74,7 @@ def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first):
     if os.path.exists(metrics):
         os.remove(metrics)
     cmd = MPIRUN + ["--oversubscribe", "-np", str(ranks), exe, "--data", tokens, "--steps",
-                    str(steps), "--sampler", "sequential", "--metrics", metrics]
+                    str(steps), "--sampler", "sequential", "--metrics", metrics] + list(run_flags)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
     lines = [json.loads(l) for l in open(metrics)]
@@ -84,11 +86,14 @@ def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first):
 
 
 def variants(k):
-    rebalance = ["--moe-rebalance-every", str(k)]
-    return (("static", []), ("shadow 1", ["--moe-shadow", "1"]),
-            ("shadow 2", ["--moe-shadow", "2"]), ("rebalance %d" % k, rebalance),
-            ("shadow 1 + rebalance %d" % k, ["--moe-shadow", "1"] + rebalance),
-            ("shadow 2 + rebalance %d" % k, ["--moe-shadow", "2"] + rebalance))
+    """(label, merak-compile flags, ./train flags); "forced" moves experts
+    whenever that balances the rows at all (--moe-rebalance-min-rows 0)."""
+    rebalance, forced = ["--moe-rebalance-every", str(k)], ["--moe-rebalance-min-rows", "0"]
+    return (("static", [], []), ("shadow 1", ["--moe-shadow", "1"], []),
+            ("shadow 2", ["--moe-shadow", "2"], []), ("rebalance %d" % k, rebalance, []),
+            ("rebalance %d forced" % k, rebalance, forced),
+            ("shadow 2 + rebalance %d" % k, ["--moe-shadow", "2"] + rebalance, []),
+            ("shadow 2 + rebalance %d forced" % k, ["--moe-shadow", "2"] + rebalance, forced))
 
 
 def main():
@@ -108,9 +113,9 @@ def main():
         mesh = ["--dp", str(n), "--ep", str(n)]
         k = a.rebalance_every
         static = run(a.bin, a.workdir, onnx_path, tokens, mesh, n, a.steps, k)
-        for label, flags in variants(k):
+        for label, flags, run_flags in variants(k):
             r = static if not flags else run(a.bin, a.workdir, onnx_path, tokens, mesh + flags,
-                                             n, a.steps, k)
+                                             n, a.steps, k, run_flags)
             err = max(abs(x - y) / abs(y) for x, y in zip(r[2], static[2]))
             move = "%.1f" % r[4] if r[4] is not None else "-"
             rows.append((n, label, r[0], r[1], r[3], move, static[0] / r[0], err))

@@ -91,10 +91,9 @@ bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memor
   return true;
 }
 /// The expert-parallel variants of `base`: every ep dividing its dp with
-/// 0, 1 or 2 shadow slots; with several experts per rank also rebalancing
-/// (without ZeRO, which it does not work with yet: the memory check says
-/// whether the plan still fits); with an ep group across nodes (dp ranks tp
-/// apart) also the two-level all-to-all.
+/// 0, 1 or 2 shadow slots; with several experts per rank also rebalancing;
+/// with an ep group across nodes (dp ranks tp apart) also the two-level
+/// all-to-all.
 std::vector<PlanCandidate> expertVariants(const PlanCandidate &base,
                                           const PlannerResult &plan) {
   std::vector<PlanCandidate> out;
@@ -112,8 +111,6 @@ std::vector<PlanCandidate> expertVariants(const PlanCandidate &base,
           c.moeShadow = shadow;
           c.moeRebalanceEvery = rebalance;
           c.moeAllToAll = twoLevel ? "hierarchical" : "flat";
-          if (rebalance > 0)
-            c.zero = false;
           out.push_back(std::move(c));
         }
   }

@@ -242,10 +242,6 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeRebalanceEvery > 0 && opts.ep < 2)
     return fail("--moe-rebalance-every needs expert parallelism (--ep 2 or more): it moves "
                 "experts between the ranks of their ep group");
-  if (opts.moeRebalanceEvery > 0 && opts.zero)
-    return fail("--moe-rebalance-every does not work with --zero 1 yet: ZeRO splits the "
-                "experts' optimizer state over the expert-data-parallel ranks, and moving an "
-                "expert would cross those splits");
   if (opts.moeAllToAll != "flat" && opts.moeAllToAll != "hierarchical")
     return fail("--moe-all-to-all must be flat or hierarchical, got '" + opts.moeAllToAll + "'");
   if (opts.moeAllToAll == "hierarchical" && opts.moeDispatcher != "alltoall")

@@ -157,16 +157,34 @@ Status ExpertPlacement::move(const Table &t, const std::vector<int64_t> &before,
   std::vector<int64_t> expertIn(t.experts); // slot -> logical expert, after the move
   for (int64_t l = 0; l < t.experts; ++l)
     expertIn[after[l]] = l;
-  std::vector<char> send, recv;
+  std::vector<char> send, recv, whole;
   for (const ManifestTensor *shard : t.shards) {
-    const uint64_t block = shard->bytes / static_cast<uint64_t>(perRank);
+    // ZeRO-1 state: this edp rank holds a part of the flattened ep shard;
+    // the shard is gathered over edp, moved, and the part taken back.
+    const uint64_t es = dtypeSize(shard->dtype);
+    const uint64_t shardBytes =
+        shard->zeroSharded() ? shard->zeroSourceElements() * es : shard->bytes;
+    char *base = P + shard->offset;
+    if (shard->zeroSharded()) {
+      whole.resize(shard->bytes * static_cast<uint64_t>(shard->zeroParts));
+      const CommType part = shard->bytes % 8 == 0   ? CommType::I64
+                            : shard->bytes % 4 == 0 ? CommType::F32
+                                                    : CommType::BF16;
+      Comm::Request g = comm_->allGather(Axis::EDP, base, whole.data(),
+                                         static_cast<int64_t>(shard->bytes) / commTypeSize(part),
+                                         part);
+      if (Status st = comm_->wait(g, ("gathering the ZeRO parts of '" + shard->name + "'").c_str());
+          !st.ok())
+        return st;
+      base = whole.data();
+    }
+    const uint64_t block = shardBytes / static_cast<uint64_t>(perRank);
     const CommType type = block % 8 == 0 ? CommType::I64 : block % 4 == 0 ? CommType::F32
                                                                            : CommType::BF16;
     const int64_t units = static_cast<int64_t>(block) / commTypeSize(type);
-    char *base = P + shard->offset;
     std::vector<int64_t> sendCounts(parts, 0), recvCounts(parts, 0), arriving;
-    send.resize(shard->bytes);
-    recv.resize(shard->bytes);
+    send.resize(shardBytes);
+    recv.resize(shardBytes);
     // Each rank's new slots in order: what this rank sends to them...
     char *out = send.data();
     for (int64_t d = 0; d < parts; ++d)
@@ -190,6 +208,10 @@ Status ExpertPlacement::move(const Table &t, const std::vector<int64_t> &before,
       return st;
     for (size_t i = 0; i < arriving.size(); ++i)
       std::memcpy(base + arriving[i] * block, recv.data() + i * block, block);
+    if (shard->zeroSharded()) // this edp rank's part (zero padding past the shard)
+      std::memcpy(P + shard->offset,
+                  whole.data() + static_cast<uint64_t>(comm_->groupRank(Axis::EDP)) * shard->bytes,
+                  shard->bytes);
   }
   std::memcpy(P + t.param->offset, after.data(), sizeof(int64_t) * t.experts);
   return Status::success();

@@ -86,8 +86,8 @@ void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t 
   t.expertShard = v.shard->group == "ep";
   if (v.shard->placement) {
     t.placement = *v.shard->placement;
-    if (!t.expertShard || t.shardAxis != 0 || v.zero)
-      fail(where + ": shard.placement needs an \"ep\" shard of axis 0 without \"zero\"");
+    if (!t.expertShard || t.shardAxis != 0)
+      fail(where + ": shard.placement needs an \"ep\" shard of axis 0");
   }
   int64_t parts = t.expertShard ? ep : tp;
   if (t.shardParts != parts)

@@ -32,7 +32,7 @@
 //    "random" or "sequential"; mesh sizes lie in [1, 65536];
 //  - "moe" tables name distinct unsharded I64 [E] params of kind frozen; a
 //    shard's "placement" names one of them, on an "ep" shard of axis 0
-//    without "zero", whose global_shape[0] is that E.
+//    whose global_shape[0] is that E.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_SRC_MANIFEST_H

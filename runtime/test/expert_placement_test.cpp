@@ -1,6 +1,8 @@
 //===- expert_placement_test.cpp - dynamic expert placement's rule ---------===//
 #include "expert_placement.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,12 +68,8 @@ std::string placedManifest(const std::string &from = "", const std::string &to =
     "moe": {"rebalance_every": 5,
             "tables": [{"table": 0, "param": "moe.placement.0", "weight_rows": 7}]}
   })";
-  if (!from.empty()) {
-    size_t at = m.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos)
-      m.replace(at, from.size(), to);
-  }
+  if (!from.empty())
+    EXPECT_TRUE(merak::rt::testing::replaceFirst(m, from, to)) << from;
   return m;
 }
 

@@ -1,6 +1,8 @@
 //===- manifest_test.cpp - the generated program's manifest ---------------===//
 #include "manifest.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -41,12 +43,8 @@ std::string manifest(const std::string &from = "", const std::string &to = "") {
                  "sampler": "sequential", "warmup": 10},
     "model": "gpt.onnx"
   })";
-  if (!from.empty()) {
-    size_t at = m.find(from);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos)
-      m.replace(at, from.size(), to);
-  }
+  if (!from.empty())
+    EXPECT_TRUE(merak::rt::testing::replaceFirst(m, from, to)) << from;
   return m;
 }
 

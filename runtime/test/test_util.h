@@ -12,6 +12,15 @@
 
 namespace merak::rt::testing {
 
+/// Replaces the first `from` in `text` by `to`; false when there is none.
+inline bool replaceFirst(std::string &text, const std::string &from, const std::string &to) {
+  size_t at = text.find(from);
+  if (at == std::string::npos)
+    return false;
+  text.replace(at, from.size(), to);
+  return true;
+}
+
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
 public:

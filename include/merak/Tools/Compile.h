@@ -177,9 +177,8 @@ void refinePlanWithOpCosts(const CompileOptions &options, PlannerResult &plan,
 /// the best runners-up that fit (with a pipeline schedule, which --simulate
 /// needs) with every ep dividing their dp, --moe-shadow 0, 1 and 2 and,
 /// where each rank holds several experts, --moe-rebalance-every 0 and
-/// kPlannedRebalanceEvery (without ZeRO, which rebalancing does not work
-/// with yet) and, where the ep group spans nodes, --moe-all-to-all flat
-/// and hierarchical, simulates each
+/// kPlannedRebalanceEvery and, where the ep group spans nodes,
+/// --moe-all-to-all flat and hierarchical, simulates each
 /// program (--moe-skew from `options`), and makes the fastest that fits the
 /// plan, ranked by those simulations alone.
 void refinePlanForExperts(const CompileOptions &options, PlannerResult &plan,

@@ -16,8 +16,7 @@ compiler, model, profile, skew, memory = sys.argv[1:6]
 
 
 def simulate(c, ep, shadow, rebalance):
-    # A rebalancing plan runs without ZeRO (the planner drops it there).
-    zero = c["zero"] and not rebalance
+    zero = c["zero"]
     cmd = [compiler, model, "--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
            "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
            "--recompute", c["recompute"], "--zero", "1" if zero else "0",
