@@ -98,6 +98,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("moe_shadow", &CompileOptions::moeShadow)
       .def_readwrite("moe_shadow_min_rows", &CompileOptions::moeShadowMinRows)
       .def_readwrite("moe_rebalance_every", &CompileOptions::moeRebalanceEvery)
+      .def_readwrite("moe_chunks", &CompileOptions::moeChunks)
       .def_readwrite("moe_all_to_all", &CompileOptions::moeAllToAll)
       .def_readwrite("precision", &CompileOptions::precision)
       .def_readwrite("grad_reduce", &CompileOptions::gradReduce)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Dynamic shadowing (--moe-shadow) and placement (--moe-rebalance-every)
-on CPU/MPI with a skewed router.
+"""Dynamic shadowing (--moe-shadow), placement (--moe-rebalance-every) and
+chunked all-to-alls (--moe-chunks) on CPU/MPI with a skewed router.
 
     $(scripts/venv-path.sh)/bin/python bench/moe/shadow_step.py --bin build/bin --workdir /tmp/bench-shadow
 
@@ -15,7 +15,8 @@ and 2 (min_rows from the cost model: 192 rows here), --moe-rebalance-every
 K (default 5; the move taken only when it pays by the cost model: 576
 rows saved over the next K steps per moved expert here; "forced" with
 ./train --moe-rebalance-min-rows 0, whenever it balances the rows at
-all) and shadowing with rebalancing; prints
+all), shadowing with rebalancing, and --moe-chunks 2 and 4 (the
+all-to-alls in chunks started under the previous chunk's GEMM); prints
 the median step of steps K..N-1 (after the first rebalancing; the same
 steps for every plan), the step that moved experts (its time includes
 the move), the experts shadowed per step (the metrics' moe_shadowed: per
@@ -93,7 +94,8 @@ def variants(k):
             ("shadow 2", ["--moe-shadow", "2"], []), ("rebalance %d" % k, rebalance, []),
             ("rebalance %d forced" % k, rebalance, forced),
             ("shadow 2 + rebalance %d" % k, ["--moe-shadow", "2"] + rebalance, []),
-            ("shadow 2 + rebalance %d forced" % k, ["--moe-shadow", "2"] + rebalance, forced))
+            ("shadow 2 + rebalance %d forced" % k, ["--moe-shadow", "2"] + rebalance, forced),
+            ("chunks 2", ["--moe-chunks", "2"], []), ("chunks 4", ["--moe-chunks", "4"], []))
 
 
 def main():

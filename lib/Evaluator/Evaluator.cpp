@@ -83,7 +83,8 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
       if (!t || it == env.end())
         return set.emitError("cannot update the parameter"), failure();
       *t = it->second;
-    } else if (isa<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp>(op)) {
+    } else if (isa<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp, AllToAllStartOp>(
+                   op)) {
       // One process is a group of one rank: the wait yields the operands.
       if (auto parts = op.getAttrOfType<IntegerAttr>("parts"); parts && parts.getInt() != 1)
         return op.emitOpError("splits over ")
@@ -92,7 +93,9 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
                       "without --zero to evaluate)",
                failure();
       SmallVector<HostTensor> &held = started[op.getResult(0)];
-      for (Value v : op.getOperands())
+      // (An all-to-all's routing ids are not a result.)
+      for (Value v : isa<AllToAllStartOp>(op) ? op.getOperands().take_front()
+                                               : op.getOperands())
         held.push_back(env.lookup(v));
     } else if (auto wait = dyn_cast<WaitOp>(op)) {
       results = started.lookup(wait.getRequest());

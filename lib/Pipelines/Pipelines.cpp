@@ -69,6 +69,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     expertParallel.shadowMinRows = o.moeShadowMinRows;
     expertParallel.hierarchical = o.moeHierarchical;
     expertParallel.rebalanceEvery = o.moeRebalanceEvery;
+    expertParallel.chunks = o.moeChunks;
     pm.addPass(createMerakExpertParallel(expertParallel));
   }
   if (o.tp > 1) {
@@ -190,6 +191,7 @@ LogicalResult mlir::merak::buildMerakPipeline(OpPassManager &pm, CompilePhase fr
     MerakOverlapOptions overlap;
     overlap.tpOverlap = o.tpOverlap;
     overlap.dpOverlap = o.dpOverlap;
+    overlap.epOverlap = o.moeChunks > 1;
     overlap.bucketBytes = o.bucketBytes;
     pm.addPass(createMerakOverlap(overlap));
     if (o.gradReduce != "fp32") {

@@ -178,6 +178,9 @@ void Report::countCollectives(func::FuncOp f, int64_t times, int64_t s, int frag
     int64_t bytes = std::max(in, out);
     if (auto a2a = dyn_cast<AllToAllOp>(op))
       bytes = tensorBytes((a2a.getCombine() ? a2a.getResult() : a2a.getInput()).getType());
+    if (auto a2a = dyn_cast<AllToAllStartOp>(op))
+      bytes = tensorBytes(a2a.getCombine() ? a2a.getCompletedTypes().front()
+                                           : a2a.getInput().getType());
     if (auto shadow = dyn_cast<ExpertShadowOp>(op)) // every slot used
       bytes = tensorBytes((shadow.getReduce() ? shadow.getInput() : shadow.getResult()).getType());
     add((*kind + " " + group).str(), times, times * bytes);

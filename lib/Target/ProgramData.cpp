@@ -80,9 +80,9 @@ FailureOr<schema::Tensor> target::manifestParam(ParamOp p, const llvm::StringSet
   if (std::optional<ShardLayout> shard = getShardLayout(p)) {
     if (off < initBytes)
       return p.emitError("a sharded parameter lies in the initialised storage");
-    entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks, shard->group};
-    if (shard->placement >= 0)
-      entry.shard->placement = shard->placement;
+    entry.shard = schema::Shard{shard->axis, shard->parts, shard->blocks, shard->group,
+                                shard->placement >= 0 ? std::optional<int64_t>(shard->placement)
+                                                      : std::nullopt};
     entry.globalShape = manifestShape(globalShardType(
         zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
   }

@@ -128,6 +128,13 @@ struct CommandLine {
       cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
                "ranks are routed to it (0: where that costs what its weights do)"),
       cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
+  cl::opt<int64_t> moeChunks{
+      "moe-chunks",
+      cl::desc("With --ep (alltoall dispatcher, no shadowing): FasterMoE's smart scheduling. "
+               "Split every expert GEMM's rows and all-to-alls into K chunks whose exchanges "
+               "run while the previous chunk's GEMM computes (1: whole). The losses do not "
+               "change"),
+      cl::value_desc("K"), cl::init(1), cl::cat(cat)};
   cl::opt<int64_t> moeRebalanceEvery{
       "moe-rebalance-every",
       cl::desc("With --ep: FlexMoE's dynamic placement. Every K steps the program moves "
@@ -362,6 +369,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.moeShadow = opts.moeShadow;
   o.moeShadowMinRows = opts.moeShadowMinRows;
   o.moeRebalanceEvery = opts.moeRebalanceEvery;
+  o.moeChunks = opts.moeChunks;
   o.moeAllToAll = opts.moeAllToAll;
   o.moeHistogram = opts.moeHistogram;
   o.moeSkew = opts.moeSkew;

@@ -237,6 +237,12 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeShadow > 0 && opts.ep < 2)
     return fail("--moe-shadow needs expert parallelism (--ep 2 or more): it copies hot experts "
                 "to the other ranks of their ep group");
+  if (opts.moeChunks < 1)
+    return fail("--moe-chunks must be at least 1");
+  if (opts.moeChunks > 1 && (opts.ep < 2 || opts.moeShadow > 0 ||
+                             opts.moeDispatcher != "alltoall"))
+    return fail("--moe-chunks needs expert parallelism (--ep 2 or more) with the alltoall "
+                "dispatcher and without --moe-shadow (whose plan covers the whole batch)");
   if (opts.moeRebalanceEvery < 0)
     return fail("--moe-rebalance-every must not be negative");
   if (opts.moeRebalanceEvery > 0 && opts.ep < 2)
@@ -319,6 +325,7 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   p.moeShadow = opts.moeShadow;
   p.moeShadowMinRows = opts.moeShadowMinRows;
   p.moeRebalanceEvery = opts.moeRebalanceEvery;
+  p.moeChunks = opts.moeChunks;
   p.moeHierarchical = opts.moeAllToAll == "hierarchical";
   p.pp = opts.pp;
   p.microbatches = opts.microbatches;

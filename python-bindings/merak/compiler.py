@@ -68,7 +68,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             stage_boundaries=None, zero=0, vocab_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True,
             fused_experts=True, moe_aux_loss=0.0, ep=1, moe_dispatcher="alltoall",
-            moe_shadow=0, moe_shadow_min_rows=0, moe_rebalance_every=0, moe_all_to_all="flat",
+            moe_shadow=0, moe_shadow_min_rows=0, moe_rebalance_every=0, moe_chunks=1,
+            moe_all_to_all="flat",
             precision="fp32",
             grad_reduce="fp32",
             optimizer="adamw", lr=None,
@@ -94,6 +95,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     ("alltoall"|"allgather"), moe_shadow and moe_shadow_min_rows (dynamic
     shadowing of hot experts with ep; 0: off / from the cost model),
     moe_rebalance_every (dynamic expert placement with ep: the trainer's K; 0: off),
+    moe_chunks (the expert all-to-alls in pipelined chunks; 1: whole),
     moe_all_to_all ("flat"|"hierarchical"), precision
     ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
     gradient reduction's wire type), optimizer
@@ -179,6 +181,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.moe_shadow = int(moe_shadow)
         o.moe_shadow_min_rows = int(moe_shadow_min_rows)
         o.moe_rebalance_every = int(moe_rebalance_every)
+        o.moe_chunks = int(moe_chunks)
         o.moe_all_to_all = moe_all_to_all
         o.precision = precision
         o.grad_reduce = grad_reduce

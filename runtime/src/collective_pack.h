@@ -16,8 +16,42 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace merak::rt::cpu::detail {
+
+/// merak.all_to_all's flat exchange as this rank (`me` of `size`) sees it:
+/// the rows it sends to and receives from each group rank, which of its
+/// input rows it packs (in message order: peers in rank order, rows in
+/// increasing s) and where each received row goes in its output. ids
+/// [size * S] route every group rank's rows (see kernels.def
+/// expertAllToAll; a bad id is fatal).
+struct RowExchange {
+  std::vector<int64_t> sendCounts, recvCounts; ///< rows, per group rank
+  std::vector<int64_t> sendRows, recvRows;     ///< input / output row indices
+};
+RowExchange planRowExchange(const int64_t *ids, int size, int me, int64_t S, int64_t perRank,
+                            int64_t shadowSlots, bool combine);
+/// The group rank holding group rank i's row s (its expert's, or i itself
+/// for a shadow copy).
+int64_t rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size, int64_t shadowSlots,
+                 int64_t i, int64_t s);
+/// send = the input rows x.sendRows, in order.
+inline void packRows(const RowExchange &x, const void *in, char *send, int64_t rowBytes) {
+  const char *src = static_cast<const char *>(in);
+  for (size_t i = 0; i < x.sendRows.size(); ++i)
+    std::memcpy(send + i * rowBytes, src + x.sendRows[i] * rowBytes, rowBytes);
+}
+/// out (outRows rows; zero where nothing arrives) = the received rows at
+/// x.recvRows.
+inline void unpackRows(const RowExchange &x, const char *recv, void *out, int64_t rowBytes,
+                       int64_t outRows) {
+  char *dst = static_cast<char *>(out);
+  if (static_cast<int64_t>(x.recvRows.size()) < outRows)
+    std::memset(dst, 0, static_cast<size_t>(outRows * rowBytes));
+  for (size_t i = 0; i < x.recvRows.size(); ++i)
+    std::memcpy(dst + x.recvRows[i] * rowBytes, recv + i * rowBytes, rowBytes);
+}
 
 /// Fatal unless `t` is an element type collectives move (`what` names the
 /// collective for the message).

@@ -273,17 +273,8 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
   const int64_t rowBytes = row * elemSize(t), experts = perRank * parts;
   if (!combine && shadowSlots == 0) // (with shadowing the plan saw the ids)
     recordExpertRows(ids, size * S, experts);
-  // A shadow copy's id (expert_shadow_plan) names a slot of the row's own rank.
   auto owner = [&](int64_t i, int64_t s) {
-    int64_t e = ids[i * S + s];
-    if (e < 0 || e >= experts + parts * shadowSlots ||
-        (e >= experts && (e - experts) / shadowSlots != i))
-      fatal(("all_to_all: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
-             " of group rank " + std::to_string(i) + " out of range [0, " +
-             std::to_string(experts) + ")" +
-             (shadowSlots ? " or rank " + std::to_string(i) + "'s shadow slots" : ""))
-                .c_str());
-    return e < experts ? e / perRank : i;
+    return rowOwner(ids, S, perRank, size, shadowSlots, i, s);
   };
   const Comm::NodeGroups *nodes =
       hierarchical && size > 1 ? gComm->nodeGroups(axisOf(group)) : nullptr;
@@ -307,54 +298,64 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
                      static_cast<const char *>(in), static_cast<char *>(out));
     return;
   }
-  // Dispatch sends this rank's rows to their experts' ranks and receives
-  // from every rank i its rows of this rank's experts; combine reverses it.
-  // Either way a message holds rows in increasing s, blocks in rank order.
-  std::vector<int64_t> sendCounts(size, 0), recvCounts(size, 0);
-  for (int i = 0; i < size; ++i)
-    for (int64_t s = 0; s < S; ++s) {
-      if (owner(me, s) == i) // my row s lives on i
-        ++(combine ? recvCounts : sendCounts)[i];
-      if (owner(i, s) == me) // i's row s lives here
-        ++(combine ? sendCounts : recvCounts)[i];
-    }
+  RowExchange x = planRowExchange(ids, size, me, S, perRank, shadowSlots, combine);
   static thread_local std::vector<char> send, recv;
-  int64_t sendRows = 0, recvRows = 0;
-  for (int i = 0; i < size; ++i) {
-    sendRows += sendCounts[i];
-    recvRows += recvCounts[i];
-  }
-  send.resize(static_cast<size_t>(sendRows * rowBytes));
-  recv.resize(static_cast<size_t>(recvRows * rowBytes));
-  const char *src = static_cast<const char *>(in);
-  char *dst = static_cast<char *>(out), *p = send.data();
-  for (int i = 0; i < size; ++i)
-    for (int64_t s = 0; s < S; ++s)
-      if (combine ? owner(i, s) == me : owner(me, s) == i) {
-        std::memcpy(p, src + (combine ? i * S + s : s) * rowBytes, rowBytes);
-        p += rowBytes;
-      }
+  send.resize(x.sendRows.size() * rowBytes);
+  recv.resize(x.recvRows.size() * rowBytes);
+  packRows(x, in, send.data(), rowBytes);
   if (size == 1) {
     recv = send;
   } else {
     for (int i = 0; i < size; ++i) {
-      sendCounts[i] *= row;
-      recvCounts[i] *= row;
+      x.sendCounts[i] *= row;
+      x.recvCounts[i] *= row;
     }
-    Comm::Request r = gComm->allToAllV(axisOf(group), send.data(), sendCounts.data(),
-                                       recv.data(), recvCounts.data(), commTypeOf(t));
+    Comm::Request r = gComm->allToAllV(axisOf(group), send.data(), x.sendCounts.data(),
+                                       recv.data(), x.recvCounts.data(), commTypeOf(t));
     waitOrAbort(r, combine ? "all-to-all combining the experts' rows"
                            : "all-to-all dispatching tokens to their experts");
   }
-  if (!combine)
-    std::memset(dst, 0, static_cast<size_t>(size * S * rowBytes));
-  p = recv.data();
+  unpackRows(x, recv.data(), out, rowBytes, combine ? S : size * S);
+}
+
+int64_t detail::rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size,
+                         int64_t shadowSlots, int64_t i, int64_t s) {
+  const int64_t experts = perRank * size, e = ids[i * S + s];
+  // A shadow copy's id (expert_shadow_plan) names a slot of the row's own rank.
+  if (e < 0 || e >= experts + size * shadowSlots ||
+      (e >= experts && (e - experts) / shadowSlots != i))
+    fatal(("all_to_all: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
+           " of group rank " + std::to_string(i) + " out of range [0, " +
+           std::to_string(experts) + ")" +
+           (shadowSlots ? " or rank " + std::to_string(i) + "'s shadow slots" : ""))
+              .c_str());
+  return e < experts ? e / perRank : i;
+}
+
+RowExchange detail::planRowExchange(const int64_t *ids, int size, int me, int64_t S,
+                                    int64_t perRank, int64_t shadowSlots, bool combine) {
+  auto owner = [&](int64_t i, int64_t s) {
+    return rowOwner(ids, S, perRank, size, shadowSlots, i, s);
+  };
+  // Dispatch sends this rank's rows to their experts' ranks and receives
+  // from every rank i its rows of this rank's experts; combine reverses it.
+  // Either way a message holds rows in increasing s, blocks in rank order.
+  RowExchange x;
+  x.sendCounts.assign(size, 0);
+  x.recvCounts.assign(size, 0);
   for (int i = 0; i < size; ++i)
-    for (int64_t s = 0; s < S; ++s)
-      if (combine ? owner(me, s) == i : owner(i, s) == me) {
-        std::memcpy(dst + (combine ? s : i * S + s) * rowBytes, p, rowBytes);
-        p += rowBytes;
+    for (int64_t s = 0; s < S; ++s) {
+      const bool mineThere = owner(me, s) == i, theirsHere = owner(i, s) == me;
+      if (combine ? theirsHere : mineThere) {
+        ++x.sendCounts[i];
+        x.sendRows.push_back(combine ? i * S + s : s);
       }
+      if (combine ? mineThere : theirsHere) {
+        ++x.recvCounts[i];
+        x.recvRows.push_back(combine ? s : i * S + s);
+      }
+    }
+  return x;
 }
 
 void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slotsData,

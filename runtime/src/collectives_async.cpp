@@ -20,9 +20,13 @@ namespace merak::rt::cpu {
 using detail::checkCollectiveType;
 using detail::commTypeOf;
 using detail::unpackReduced;
+using detail::packRows;
+using detail::planRowExchange;
+using detail::RowExchange;
+using detail::unpackRows;
 
 namespace {
-enum class Kind { AllReduce, ReduceScatter, AllGather };
+enum class Kind { AllReduce, ReduceScatter, AllGather, AllToAll };
 
 struct Slot {
   bool active = false;
@@ -32,6 +36,9 @@ struct Slot {
   int size = 1;
   std::vector<char> send, recv;
   std::vector<int64_t> counts;
+  /// AllToAll: where the received rows go, their bytes, the output's rows.
+  RowExchange rows;
+  int64_t rowBytes = 0, outRows = 0;
   Comm::Request req;
   char what[96] = {0};
 };
@@ -48,6 +55,8 @@ const char *kindName(Kind k) {
     return "reduce-scatter";
   case Kind::AllGather:
     return "all-gather";
+  case Kind::AllToAll:
+    return "all-to-all";
   }
   return "collective";
 }
@@ -154,6 +163,37 @@ void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t 
                                       commTypeOf(t));
 }
 
+void expertAllToAllStart(int32_t slot, Group group, DT t, bool combine, int64_t parts,
+                         const void *idsData, int64_t S, int64_t row, int64_t perRank,
+                         int64_t shadowSlots, const void *in) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData);
+  int64_t count = combine ? S * row : parts * S * row, total = 0;
+  Slot &s = begin(slot, Kind::AllToAll, group, CollReduce::Sum, t, parts, 1, &count, total);
+  const int me = s.size == 1 ? 0 : communicator()->groupRank(axisOf(group));
+  if (!combine && shadowSlots == 0) // (with shadowing the plan saw the ids)
+    recordExpertRows(ids, s.size * S, perRank * parts);
+  s.rows = planRowExchange(ids, s.size, me, S, perRank, shadowSlots, combine);
+  s.rowBytes = row * elemSize(t);
+  s.outRows = combine ? S : parts * S;
+  grow(s.send, static_cast<int64_t>(s.rows.sendRows.size()) * s.rowBytes);
+  grow(s.recv, static_cast<int64_t>(s.rows.recvRows.size()) * s.rowBytes);
+  packRows(s.rows, in, s.send.data(), s.rowBytes);
+  std::snprintf(s.what, sizeof s.what, "started all-to-all %s",
+                combine ? "combining the experts' rows" : "dispatching tokens to their experts");
+  s.req = {};
+  if (s.size == 1) {
+    s.recv = s.send;
+    return;
+  }
+  std::vector<int64_t> sendCounts(s.rows.sendCounts), recvCounts(s.rows.recvCounts);
+  for (int i = 0; i < s.size; ++i) {
+    sendCounts[i] *= row;
+    recvCounts[i] *= row;
+  }
+  s.req = communicator()->allToAllV(axisOf(group), s.send.data(), sendCounts.data(),
+                                    s.recv.data(), recvCounts.data(), commTypeOf(t));
+}
+
 void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out) {
   if (slot < 0 || slot >= (int32_t)gSlots.size() || !gSlots[slot].active)
     fatal(("internal error: wait for request slot " + std::to_string(slot) +
@@ -173,7 +213,9 @@ void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out) {
   const int64_t es = elemSize(s.t);
   const bool one = s.size == 1;
   const char *p = s.kind == Kind::AllReduce || one ? s.send.data() : s.recv.data();
-  if (s.kind == Kind::AllGather && !one) {
+  if (s.kind == Kind::AllToAll) {
+    unpackRows(s.rows, s.recv.data(), out[0], s.rowBytes, s.outRows);
+  } else if (s.kind == Kind::AllGather && !one) {
     for (int g = 0; g < s.size; ++g)
       for (int32_t i = 0; i < n; ++i) {
         std::memcpy(static_cast<char *>(out[i]) + g * s.counts[i] * es, p, s.counts[i] * es);

@@ -4,6 +4,9 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=2 shadow-min-rows=3" | FileCheck %s --check-prefix=SH3
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 hierarchical=true" | FileCheck %s --check-prefix=HI
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 rebalance-every=3 shadow=1" | FileCheck %s --check-prefix=RB
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=2" | FileCheck %s --check-prefix=CH
+// RUN: not merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=3" 2>&1 | FileCheck %s --check-prefix=CH3
+// RUN: not merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=2 shadow=1" 2>&1 | FileCheck %s --check-prefix=CHSH
 
 // A Mixture-of-Experts MLP under expert parallelism: both expert weights
 // hold this rank's 2 of 4 experts (merak.shard axis 0 over "ep"); the ids
@@ -69,6 +72,24 @@
 // RB: %[[P:.*]] = merak.expert_place %[[EG]], %[[T]] table = 0 weight_rows = 6 rebalance_every = 3
 // RB: merak.expert_shadow_plan %[[P]] experts_per_rank = 2 parts = 2 min_rows = 6
 // RB-NOT: merak.expert_place
+// Two chunks: the gathered ids [2 x 16] cut into each rank's rows 0-7 and
+// 8-15, both chunks dispatched before the first chunk's GEMM, each chunk
+// combined after its GEMM, the halves concatenated.
+// CH-LABEL: func.func @forward
+// CH: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
+// CH: merak.slice %{{.*}} starts = [0, 0] limits = [2, 8]
+// CH: %[[E0:.*]] = merak.reshape %{{.*}} : tensor<2x8xi64> to tensor<16xi64>
+// CH: merak.slice %{{.*}} starts = [0, 8] limits = [2, 16]
+// CH: %[[E1:.*]] = merak.reshape %{{.*}} : tensor<2x8xi64> to tensor<16xi64>
+// CH: %[[D0:.*]] = merak.all_to_all %{{.*}} routed %[[E0]] group = "ep" experts_per_rank = 2 : tensor<8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
+// CH: %[[D1:.*]] = merak.all_to_all %{{.*}} routed %[[E1]] group = "ep" experts_per_rank = 2 : tensor<8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
+// CH: %[[Y0:.*]] = merak.expert_matmul %[[D0]], %{{.*}}[%[[E0]] first
+// CH: %[[M0:.*]] = merak.all_to_all %[[Y0]] routed %[[E0]] group = "ep" combine experts_per_rank = 2 : tensor<16x24xf32>, tensor<16xi64> -> tensor<8x24xf32>
+// CH: %[[Y1:.*]] = merak.expert_matmul %[[D1]], %{{.*}}[%[[E1]] first
+// CH: %[[M1:.*]] = merak.all_to_all %[[Y1]] routed %[[E1]] group = "ep" combine
+// CH: merak.concat %[[M0]], %[[M1]] axis = 0 : tensor<8x24xf32>, tensor<8x24xf32> -> tensor<16x24xf32>
+// CH3: error: merak-expert-parallel: 16 rows do not split into 3 chunks
+// CHSH: merak-expert-parallel: chunks must be at least 1, and more than 1 needs the alltoall dispatcher without shadowing
 // SH3: merak.expert_shadow_plan %{{.*}} experts_per_rank = 2 parts = 2 min_rows = 3 : tensor<32xi64> -> tensor<32xi64>, tensor<2xi64>
 merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
 merak.param @down : tensor<4x8x12xf32> = dense<0.5> : tensor<4x8x12xf32>

@@ -56,12 +56,20 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              experts moved at least once; a resume at step 10 is bitwise the
              uninterrupted run, one under --dp 4 --ep 4 within 1e-6, and the
              serial program (no tables) refuses the moved checkpoint
+  chunked    --moe-chunks K (every expert GEMM's rows and all-to-alls in K
+             chunks, started early and waited late so that a chunk's
+             exchange runs under another's GEMM): --dp 2 --ep 2 with 2,
+             --dp 4 --ep 4 with 4, --pp 2 with 2, and with rebalancing stay
+             within 1e-6 of plain expert parallelism and 1e-5 of serial, and
+             the program's IR has the started all-to-alls
   histogram  ./train --moe-histogram counts the rows each expert got (4
              dispatches per layer and step), and merak-compile --simulate
              --moe-histogram gives the busiest rank's share computed from
              the file by hand
   errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
-             cuda and an unknown --moe-dispatcher are errors naming the cause
+             cuda, an unknown --moe-dispatcher, placement or shadowing without
+             ep, chunks with shadowing or not dividing the rows are errors
+             naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
 learning rate, which must differ by more than the tolerance.
 Ends with "N passed, M failed".
@@ -274,6 +282,33 @@ def check_rebalance_resume(env, results):
     return same and err <= 1e-6 and refused
 
 
+def check_chunked(env):
+    results, ok = [], True
+    for flags, ranks, k in ((["--dp", "2", "--ep", "2"], 2, "2"),
+                            (["--dp", "4", "--ep", "4"], 4, "4"),
+                            (["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4,
+                             "2"),
+                            (["--dp", "2", "--ep", "2"] + REBALANCE, 2, "2")):
+        tag = "".join(f.strip("-") for f in flags)
+        plain = env.train(env.compile("mixtral", tag, flags), STEPS, ranks)
+        chunked = env.train(env.compile("mixtral", tag + "-chunks" + k,
+                                        flags + ["--moe-chunks", k]), STEPS, ranks)
+        err, serial = rel_err(chunked, plain), rel_err(chunked, env.serial_losses("mixtral"))
+        ok &= err <= 1e-6 and serial <= TOL
+        results.append("%s --moe-chunks %s: max rel err %.1e vs plain ep, %.1e vs serial" % (
+            " ".join(flags), k, err, serial))
+    # The exchanges are started (merak-overlap's ep-overlap), two per chunk
+    # and GEMM forward, more in the backward.
+    p = env.compile("mixtral", "chunks-ir", ["--dp", "2", "--ep", "2", "--moe-chunks", "2",
+                                              "--compile-to=overlap"], check=False)
+    exe = os.path.join(env.work, "mixtral", "train-chunks-ir")
+    text = open(exe).read() if os.path.exists(exe) else p.stdout
+    started = text.count("merak.all_to_all_start")
+    ok &= started >= 8 and " merak.all_to_all %" not in text
+    results.append("%d started all-to-alls in the overlapped IR" % started)
+    return ok, "; ".join(results)
+
+
 def check_hierarchical(env):
     # Nodes of 2 ranks (MERAK_RANKS_PER_NODE), so that the ep group of 4
     # spans 2 nodes and every all-to-all runs in two exchanges.
@@ -341,6 +376,11 @@ def check_errors(env):
          "--moe-all-to-all must be flat or hierarchical"),
         (["--dp", "2", "--moe-rebalance-every", "2"], "mixtral",
          "--moe-rebalance-every needs expert parallelism"),
+        (["--dp", "2", "--ep", "2", "--moe-chunks", "2", "--moe-shadow", "1"], "mixtral",
+         "--moe-chunks needs expert parallelism (--ep 2 or more) with the alltoall dispatcher "
+         "and without --moe-shadow"),
+        (["--dp", "2", "--ep", "2", "--moe-chunks", "7"], "mixtral",
+         "rows do not split into 7 chunks"),
     ]
     bad = []
     for flags, name, want in cases:
@@ -373,6 +413,7 @@ CHECKS = {
     "resume": check_resume,
     "shadow": check_shadow,
     "rebalance": check_rebalance,
+    "chunked": check_chunked,
     "hierarchical": check_hierarchical,
     "histogram": check_histogram,
     "errors": check_errors,

@@ -48,6 +48,7 @@ struct PipelineOptions {
   std::string moeDispatcher = "alltoall"; ///< alltoall or allgather
   int64_t moeShadow = 0, moeShadowMinRows = 0; ///< merak-expert-parallel's shadow options
   int64_t moeRebalanceEvery = 0; ///< merak-expert-parallel's rebalance-every
+  int64_t moeChunks = 1; ///< merak-expert-parallel's chunks (> 1: ep-overlap too)
   bool moeHierarchical = false; ///< --moe-all-to-all hierarchical
   bool vocabParallel = false, vocabParallelFallback = false;
   int64_t zero = 0;

@@ -52,6 +52,9 @@ struct CompileOptions {
   /// --moe-rebalance-every: the trainer's default K for dynamic placement
   /// (0: no placement tables).
   int64_t moeRebalanceEvery = 0;
+  /// --moe-chunks: the expert GEMMs' all-to-alls in this many pipelined
+  /// chunks (1: whole).
+  int64_t moeChunks = 1;
   /// --moe-histogram: with --simulate (or --devices), the experts' shares
   /// of the rows from ./train --moe-histogram instead of --moe-skew.
   std::string moeHistogram;

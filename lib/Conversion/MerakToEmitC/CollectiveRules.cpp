@@ -170,6 +170,18 @@ FailureOr<Lowering> emitc_lowering::rule(AllGatherStartOp g, Emitter &e, Lowerin
   return emitIf(addPairs(call, e, g, g.getInputs(), 1), call);
 }
 
+FailureOr<Lowering> emitc_lowering::rule(AllToAllStartOp a, Emitter &e, LoweringContext &ctx) {
+  PTR(x, a.getInput());
+  PTR(ids, a.getExperts());
+  auto in = cast<RankedTensorType>(a.getInput().getType());
+  const int64_t idRows = cast<RankedTensorType>(a.getExperts().getType()).getDimSize(0);
+  e.call(kernels::expertAllToAllStart).i64(ctx.requests.acquire(a->getResult(0)))
+      .lit(groupLiteral(a.getGroup())).dtype(in).boolean(a.getCombine()).i64(a.getParts())
+      .ptr(ids).i64(idRows / a.getParts()).i64(in.getDimSize(1)).i64(a.getExpertsPerRank())
+      .i64(a.getShadowSlots()).ptr(x).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(WaitOp wait, Emitter &e, LoweringContext &ctx) {
   int32_t slot = ctx.requests.release(wait.getRequest());
   if (slot < 0)

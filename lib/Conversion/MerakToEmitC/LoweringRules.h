@@ -56,7 +56,7 @@ namespace mlir::merak::emitc_lowering {
   X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp)              \
   X(ExpertShadowOp) X(GroupRankOp) X(LocalShardOp) X(AllReduceStartOp)         \
   X(ReduceScatterStartOp)                                                      \
-  X(AllGatherStartOp) X(WaitOp)                                                \
+  X(AllGatherStartOp) X(AllToAllStartOp) X(WaitOp)                            \
   /* OptimizerRules.cpp */                                                     \
   X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)                              \
   /* AttentionRules.cpp */                                                     \
@@ -97,6 +97,7 @@ template <typename OpTy> bool pollsCollectives(OpTy) { return true; }
 inline bool pollsCollectives(AllReduceStartOp) { return false; }
 inline bool pollsCollectives(ReduceScatterStartOp) { return false; }
 inline bool pollsCollectives(AllGatherStartOp) { return false; }
+inline bool pollsCollectives(AllToAllStartOp) { return false; }
 inline bool pollsCollectives(WaitOp) { return false; }
 inline bool pollsCollectives(AdamWUpdateOp) { return false; }
 inline bool pollsCollectives(AdanUpdateOp) { return false; }

@@ -221,3 +221,21 @@ func.func @place_result(%e: tensor<32xi64>, %t: tensor<4xi64>) -> tensor<16xi64>
   %p = merak.expert_place %e, %t table = 0 weight_rows = 6 rebalance_every = 2 : tensor<32xi64>, tensor<4xi64> -> tensor<16xi64>
   return %p : tensor<16xi64>
 }
+
+// -----
+
+func.func @a2a_start_ids(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<32x8xf32> {
+  // expected-error @+1 {{the 16 routing ids do not match the dispatch's 16 rows over 2 parts}}
+  %r = merak.all_to_all_start %x routed %e group = "ep" experts_per_rank = 2 parts = 2 : tensor<16x8xf32>, tensor<16xi64>
+  %y = merak.wait %r : tensor<32x8xf32>
+  return %y : tensor<32x8xf32>
+}
+
+// -----
+
+func.func @a2a_start_wait(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<16x8xf32> {
+  %r = merak.all_to_all_start %x routed %e group = "ep" experts_per_rank = 2 parts = 2 : tensor<16x8xf32>, tensor<32xi64>
+  // expected-error @+1 {{result 0 has type 'tensor<16x8xf32>', but the collective yields 'tensor<32x8xf32>'}}
+  %y = merak.wait %r : tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}

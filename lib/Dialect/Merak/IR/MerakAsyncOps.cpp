@@ -45,14 +45,16 @@ FailureOr<SmallVector<Type>> scaleLeading(Operation *op, TypeRange types, int64_
 
 /// The checks every start op shares: operands, one element type, and the
 /// request's single use by a merak.wait later in the same block.
-LogicalResult verifyStart(Operation *op, StringRef group) {
+/// `bucket`: the operands are one bucket of tensors (one element type);
+/// an all-to-all's are its rows and their routing ids.
+LogicalResult verifyStart(Operation *op, StringRef group, bool bucket = true) {
   if (failed(verifyGroup(op, group)))
     return failure();
   if (op->getNumOperands() == 0)
     return op->emitOpError("needs at least one operand");
   Type elem = cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
   for (Value v : op->getOperands())
-    if (cast<RankedTensorType>(v.getType()).getElementType() != elem)
+    if (bucket && cast<RankedTensorType>(v.getType()).getElementType() != elem)
       return op->emitOpError("operands of one bucket must share an element type");
   Value request = op->getResult(0);
   if (!request.hasOneUse() || !isa<WaitOp>(*request.user_begin()))
@@ -70,6 +72,7 @@ LogicalResult verifyStart(Operation *op, StringRef group) {
 MERAK_START_COMMON(AllReduceStartOp)
 MERAK_START_COMMON(ReduceScatterStartOp)
 MERAK_START_COMMON(AllGatherStartOp)
+MERAK_START_COMMON(AllToAllStartOp)
 #undef MERAK_START_COMMON
 
 SmallVector<Type> AllReduceStartOp::getCompletedTypes() {
@@ -86,6 +89,34 @@ SmallVector<Type> AllGatherStartOp::getCompletedTypes() {
   FailureOr<SmallVector<Type>> t =
       scaleLeading(*this, getInputs().getTypes(), getParts(), /*gather=*/true);
   return succeeded(t) ? *t : SmallVector<Type>();
+}
+
+/// A dispatch yields one row per routing id ([parts * S, K] from [S, K]); a
+/// combine the rows of this rank ([S, K] from [parts * S, K]).
+SmallVector<Type> AllToAllStartOp::getCompletedTypes() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  const int64_t ids = cast<RankedTensorType>(getExperts().getType()).getDimSize(0);
+  SmallVector<int64_t> shape(in.getShape());
+  shape[0] = getCombine() ? ids / std::max<int64_t>(1, getParts()) : ids;
+  return {RankedTensorType::get(shape, in.getElementType())};
+}
+
+LogicalResult AllToAllStartOp::verify() {
+  if (failed(verifyStart(*this, getGroup(), /*bucket=*/false)))
+    return failure();
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  const int64_t parts = getParts(), rows = in.getRank() == 2 ? in.getDimSize(0) : -1;
+  if (rows < 0 || ids.getRank() != 1)
+    return emitOpError("expects rows [S, K] and one routing id per row of the group (rank 1)");
+  if (parts < 1 || static_cast<int64_t>(getExpertsPerRank()) < 1 ||
+      static_cast<int64_t>(getShadowSlots()) < 0)
+    return emitOpError("parts and experts_per_rank must be at least 1, shadow_slots >= 0");
+  if (getCombine() ? ids.getDimSize(0) != rows : ids.getDimSize(0) != parts * rows)
+    return emitOpError("the ") << ids.getDimSize(0) << " routing ids do not match "
+                               << (getCombine() ? "the combine's " : "the dispatch's ") << rows
+                               << " rows over " << parts << " parts";
+  return success();
 }
 
 LogicalResult AllReduceStartOp::verify() {
@@ -112,13 +143,14 @@ LogicalResult AllGatherStartOp::verify() {
 
 LogicalResult WaitOp::verify() {
   Operation *start = getRequest().getDefiningOp();
-  if (!start || !isa<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp>(start))
+  if (!start ||
+      !isa<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp, AllToAllStartOp>(start))
     return emitOpError("request must come from a merak collective start op");
   if (start->getBlock() != (*this)->getBlock() || !start->isBeforeInBlock(*this))
     return emitOpError("must follow its start op in the same block");
   SmallVector<Type> expected =
       llvm::TypeSwitch<Operation *, SmallVector<Type>>(start)
-          .Case<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp>(
+          .Case<AllReduceStartOp, ReduceScatterStartOp, AllGatherStartOp, AllToAllStartOp>(
               [](auto s) { return s.getCompletedTypes(); });
   if (expected.size() != getNumResults())
     return emitOpError("yields ") << getNumResults() << " results, but its collective has "

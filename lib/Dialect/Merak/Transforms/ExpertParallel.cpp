@@ -95,6 +95,11 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
                        "not be negative");
       return signalPassFailure();
     }
+    if (chunks < 1 || (chunks > 1 && (shadow > 0 || dispatcher != "alltoall"))) {
+      module.emitError("merak-expert-parallel: chunks must be at least 1, and more than 1 "
+                       "needs the alltoall dispatcher without shadowing");
+      return signalPassFailure();
+    }
     if ((shadow > 0 || hierarchical) && dispatcher != "alltoall") {
       module.emitError("merak-expert-parallel: ")
           << (hierarchical ? "the hierarchical all-to-all" : "shadowing")
@@ -124,6 +129,12 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     FailureOr<SmallVector<ParamOp>> params = checkWeights(module, fn, gemms);
     if (failed(params))
       return signalPassFailure();
+    for (ExpertMatmulOp op : gemms)
+      if (int64_t rows = tensorOf(op.getInput()).getDimSize(0); rows % chunks != 0) {
+        op.emitError("merak-expert-parallel: ")
+            << rows << " rows do not split into " << (int64_t)chunks << " chunks";
+        return signalPassFailure();
+      }
     if (shadow > 0 || rebalanceEvery > 0)
       for (ExpertMatmulOp op : gemms)
         layers[ids64(op)].push_back(op);
@@ -354,6 +365,70 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     return d;
   }
 
+  /// Chunk c of `v` [n, ...] along its rows (`parts` blocks of n / parts
+  /// rows, each cut into `chunks`: group rank i's rows of chunk c), at `b`.
+  Value chunkRows(OpBuilder &b, Location loc, Value v, int64_t parts, int64_t c) {
+    RankedTensorType t = tensorOf(v);
+    const int64_t rows = t.getDimSize(0) / parts, each = rows / chunks;
+    SmallVector<int64_t> blocked{parts, rows};
+    blocked.append(t.getShape().begin() + 1, t.getShape().end());
+    Value x = parts > 1 ? ReshapeOp::create(b, loc, RankedTensorType::get(blocked,
+                                                                          t.getElementType()), v)
+                              .getResult()
+                        : v;
+    const int64_t axis = parts > 1 ? 1 : 0;
+    RankedTensorType xt = tensorOf(x);
+    SmallVector<int64_t> starts(xt.getRank(), 0), limits(xt.getShape()), strides(xt.getRank(), 1),
+        shape(xt.getShape());
+    starts[axis] = c * each;
+    limits[axis] = (c + 1) * each;
+    shape[axis] = each;
+    Value part = SliceOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x,
+                                 starts, limits, strides);
+    if (parts == 1)
+      return part;
+    SmallVector<int64_t> flat{parts * each};
+    flat.append(t.getShape().begin() + 1, t.getShape().end());
+    return ReshapeOp::create(b, loc, RankedTensorType::get(flat, t.getElementType()), part);
+  }
+
+  /// `op` in `chunks` chunks (see ShardingPasses.td): every chunk's
+  /// dispatch, then each chunk's GEMM and combine, then their concat.
+  Value rewriteChunked(ExpertMatmulOp op, Value e, Value first, int64_t perRank) {
+    Location loc = op.getLoc();
+    auto key = std::make_pair(op.getInput(), e);
+    if (!chunkedIds.count(e)) {
+      OpBuilder b = after(e);
+      for (int64_t c = 0; c < chunks; ++c)
+        chunkedIds[e].push_back(chunkRows(b, loc, e, ep, c));
+    }
+    ArrayRef<Value> ids = chunkedIds[e];
+    OpBuilder b(op);
+    auto allToAll = [&](RankedTensorType type, Value x, Value routed, bool combine) {
+      return AllToAllOp::create(b, loc, type, x, routed, b.getStringAttr("ep"),
+                                combine ? b.getUnitAttr() : UnitAttr(),
+                                b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(0),
+                                hierarchical ? b.getUnitAttr() : UnitAttr())
+          .getResult();
+    };
+    if (!chunkedDispatches.count(key))
+      for (int64_t c = 0; c < chunks; ++c) {
+        Value x = chunkRows(b, loc, op.getInput(), 1, c);
+        chunkedDispatches[key].push_back(allToAll(scaleLeading(tensorOf(x), ep, 1), x, ids[c],
+                                                  /*combine=*/false));
+      }
+    RankedTensorType rows = tensorOf(op.getResult());
+    RankedTensorType part = scaleLeading(rows, 1, chunks), all = scaleLeading(part, ep, 1);
+    SmallVector<Value> mine;
+    for (int64_t c = 0; c < chunks; ++c) {
+      Value y = ExpertMatmulOp::create(b, loc, all, chunkedDispatches[key][c], op.getWeight(),
+                                       ids[c], first, Value(), Value(), op.getTransposeWeight(),
+                                       b.getI64IntegerAttr(perRank * ep));
+      mine.push_back(allToAll(part, y, ids[c], /*combine=*/true));
+    }
+    return ConcatOp::create(b, loc, rows, mine, b.getI64IntegerAttr(0));
+  }
+
   void rewrite(ExpertMatmulOp op) {
     auto fn = op->getParentOfType<func::FuncOp>();
     Location loc = op.getLoc();
@@ -362,6 +437,12 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     Value e = gathered(ids);
     if (rebalanceEvery > 0)
       e = placed(fn->getParentOfType<ModuleOp>(), fn, ids, e, experts);
+    if (chunks > 1) {
+      op.getResult().replaceAllUsesWith(rewriteChunked(op, e, firstExpert(fn, loc, perRank),
+                                                       perRank));
+      op.erase();
+      return;
+    }
     ExpertShadowPlanOp plan = shadow > 0 ? shadowPlan(ids, e, perRank) : ExpertShadowPlanOp();
     if (plan)
       e = plan.getRouted();
@@ -400,5 +481,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   DenseMap<Value, int64_t> tables;
   DenseMap<StringAttr, int64_t> paramTable;
   DenseMap<Value, Value> placements;
+  /// Chunks: the gathered ids' chunks, and each (input, ids)'s dispatches.
+  DenseMap<Value, SmallVector<Value>> chunkedIds;
+  DenseMap<std::pair<Value, Value>, SmallVector<Value>> chunkedDispatches;
 };
 } // namespace

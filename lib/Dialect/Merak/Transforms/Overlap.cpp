@@ -31,7 +31,11 @@ StringRef groupOf(Operation *op) {
   return g ? g.getValue() : StringRef();
 }
 
-bool isCollective(Operation *op) { return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op); }
+bool isCollective(Operation *op) {
+  if (auto a2a = dyn_cast<AllToAllOp>(op)) // two exchanges: stays blocking
+    return !a2a.getHierarchical();
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op);
+}
 
 /// The start op of a blocking collective `op`, built at `b` on `inputs`.
 Value buildStart(OpBuilder &b, Operation *op, ValueRange inputs) {
@@ -40,6 +44,10 @@ Value buildStart(OpBuilder &b, Operation *op, ValueRange inputs) {
   if (auto a = dyn_cast<AllReduceOp>(op))
     return AllReduceStartOp::create(b, loc, request, inputs, a.getGroupAttr(),
                                     a.getReductionAttr());
+  if (auto a = dyn_cast<AllToAllOp>(op))
+    return AllToAllStartOp::create(b, loc, request, inputs[0], inputs[1], a.getGroupAttr(),
+                                   a.getCombineAttr(), a.getExpertsPerRankAttr(),
+                                   a.getShadowSlotsAttr(), b.getI64IntegerAttr(a.getParts()));
   if (auto r = dyn_cast<ReduceScatterOp>(op))
     return ReduceScatterStartOp::create(b, loc, request, inputs, r.getGroupAttr(),
                                         r.getReductionAttr(),
@@ -218,7 +226,8 @@ struct MerakOverlapPass : merak::impl::MerakOverlapBase<MerakOverlapPass> {
     const bool subPipeline = tpOverlap == "sub-pipeline";
     auto selected = [&](Operation *op) {
       StringRef g = groupOf(op);
-      return (g == "dp" && dpOverlap) || (g == "tp" && subPipeline);
+      return (g == "dp" && dpOverlap) || (g == "tp" && subPipeline) ||
+             (g == "ep" && epOverlap && isa<AllToAllOp>(op));
     };
     // A pipeline's dp gradient all-reduce: under its last backward.
     if (dpOverlap)

@@ -365,6 +365,33 @@ def Merak_AllGatherStartOp : Merak_CollectiveStartOp<"all_gather_start"> {
   }];
 }
 
+def Merak_AllToAllStartOp : Merak_CollectiveStartOp<"all_to_all_start"> {
+  let summary = "Starts a merak.all_to_all; merak.wait yields its rows";
+  let description = [{
+    The non-blocking form of the flat `merak.all_to_all` (same `input`,
+    routing ids, `group`, `combine`, `experts_per_rank` and
+    `shadow_slots`) over `parts` ranks: the rows are packed and sent here,
+    and the `merak.wait` yields them in place (a dispatch's `[parts * S,
+    K]`, a combine's `[S, K]`). merak-overlap builds it (`ep-overlap`):
+    merak-expert-parallel's chunked dispatches (`chunks`) are then in
+    flight while the previous chunk's expert GEMM runs.
+
+    ```mlir
+    %r = merak.all_to_all_start %x routed %ids group = "ep" experts_per_rank = 2 parts = 2
+        : tensor<16x64xf32>, tensor<32xi64>
+    %xr = merak.wait %r : tensor<32x64xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
+                       UnitAttr:$combine, I64Attr:$experts_per_rank,
+                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, I64Attr:$parts);
+  let assemblyFormat = [{
+    $input `routed` $experts `group` `=` $group (`combine` $combine^)?
+    `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)?
+    `parts` `=` $parts attr-dict `:` type($input) `,` type($experts)
+  }];
+}
+
 def Merak_WaitOp : Merak_Op<"wait", []> {
   let summary = "Completes a started collective and yields its results";
   let description = [{

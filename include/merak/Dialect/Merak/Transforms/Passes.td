@@ -572,6 +572,13 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
     with a single row is left whole with a remark; a "tp" all-reduce of
     anything else stays one started collective. `none` (default)
     leaves the "tp" collectives blocking. "pp" collectives stay blocking.
+
+    `ep-overlap` starts the flat "ep" all-to-alls early and waits for them
+    late (`merak.all_to_all_start`; a hierarchical one stays blocking):
+    with merak-expert-parallel's `chunks`, whose dispatches all precede the
+    chunks' expert GEMMs, chunk i + 1's rows travel while chunk i's GEMM
+    runs and chunk i's combine while chunk i + 1's does, forward and
+    backward.
   }];
   let options = [
     Option<"tpOverlap", "tp-overlap", "std::string", /*default=*/"\"none\"",
@@ -579,7 +586,9 @@ def MerakOverlap : Pass<"merak-overlap", "mlir::ModuleOp"> {
     Option<"dpOverlap", "dp-overlap", "bool", /*default=*/"true",
            "Start the \"dp\" collectives early and wait for them late">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
-           "Bucket size of a pipeline stage's gradient all-reduces (bytes)">
+           "Bucket size of a pipeline stage's gradient all-reduces (bytes)">,
+    Option<"epOverlap", "ep-overlap", "bool", /*default=*/"false",
+           "Start the flat \"ep\" all-to-alls early and wait for them late">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }

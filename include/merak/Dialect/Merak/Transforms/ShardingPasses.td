@@ -204,10 +204,20 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
 
     `hierarchical` marks the all-to-alls two-level (see merak.all_to_all).
 
+    `chunks = k` (> 1; alltoall, without shadowing: FasterMoE's smart
+    scheduling, MPMoE's pipelining) splits each expert GEMM's rows into k
+    equal chunks, each with its own dispatch, GEMM and combine (the
+    gathered ids sliced per chunk: group rank i's rows of chunk c), all k
+    dispatches first, and concatenates the combines. merak-overlap's
+    `ep-overlap` then keeps chunk c + 1's all-to-all in flight under chunk
+    c's GEMM. The rows are the same; each expert's weight gradient is the
+    sum of k partial sums.
+
     Errors: E not divisible by ep, a weight that is not a parameter (or is
     read by anything else), a model without expert GEMMs, shadowing or the
-    hierarchical all-to-all with the allgather dispatcher, and (with
-    rebalancing) an expert weight read by two layers.
+    hierarchical all-to-all with the allgather dispatcher, chunks with
+    shadowing, the allgather dispatcher or rows that do not divide by
+    them, and (with rebalancing) an expert weight read by two layers.
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
@@ -221,6 +231,9 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
            "Two-level all-to-all (within nodes, then across them; merak.all_to_all "
            "hierarchical)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "Split each expert GEMM's all-to-alls and rows into this many chunks, pipelined "
+           "under ep-overlap (1: whole)">,
     Option<"rebalanceEvery", "rebalance-every", "int64_t", /*default=*/"0",
            "Dynamic placement: placement tables the trainer rebalances every this many "
            "steps (0: off)">,
