@@ -247,6 +247,47 @@ ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int
   return expertLoad(share, ep, slots, minShare, placed);
 }
 
+int64_t mlir::merak::chooseExpertChunks(ModuleOp module, int64_t dp, int64_t microbatches,
+                                        int64_t ep, int64_t perNode,
+                                        const DeviceProfile &profile, std::string &why) {
+  // The layer's GEMMs (the largest layer: every GEMM of one routing).
+  double comm = 0, latency = 0, gemm = 0;
+  int64_t rowsGcd = 0;
+  DenseMap<Value, std::tuple<double, double, double>> layers;
+  module.walk([&](ExpertMatmulOp mm) {
+    auto x = cast<RankedTensorType>(mm.getInput().getType());
+    auto y = cast<RankedTensorType>(mm.getResult().getType());
+    const int64_t rows = x.getDimSize(0) / std::max<int64_t>(1, dp * microbatches);
+    rowsGcd = std::gcd(rowsGcd, rows);
+    const double bytes = (x.getElementTypeBitWidth() + 7) / 8;
+    auto [c, l, g] = layers.lookup(mm.getExperts());
+    for (double part : {rows * x.getDimSize(1) * bytes, rows * y.getDimSize(1) * bytes}) {
+      const double whole = allToAllSeconds(part, ep, perNode, profile, false);
+      const double lat = allToAllSeconds(0, ep, perNode, profile, false);
+      c += whole - lat;
+      l += lat;
+    }
+    StringRef dtype = x.getElementType().isBF16() ? "bf16" : "f32";
+    g += 2.0 * rows * x.getDimSize(1) * y.getDimSize(1) / profile.achievedFlops(dtype);
+    layers[mm.getExperts()] = {c, l, g};
+  });
+  for (auto &[ids, t] : layers)
+    if (std::get<0>(t) + std::get<2>(t) > comm + gemm)
+      std::tie(comm, latency, gemm) = t;
+  int64_t best = 1;
+  auto time = [&](int64_t k) {
+    return k * latency + std::max(comm, gemm) + std::min(comm, gemm) / k;
+  };
+  for (int64_t k : {2, 4, 8})
+    if (rowsGcd % k == 0 && time(k) < time(best))
+      best = k;
+  why = llvm::formatv("a layer's all-to-alls {0:e2} s of transfer + {1:e2} s of latency, its "
+                      "expert GEMMs {2:e2} s; {3} chunk(s): {4:e2} s (whole: {5:e2} s)",
+                      comm, latency, gemm, best, time(best), time(1))
+            .str();
+  return best;
+}
+
 /// Each expert's rank: in ep blocks, or (placed) greedily by share.
 static std::vector<int64_t> expertOwners(const std::vector<double> &share, int64_t ep,
                                          bool placed) {

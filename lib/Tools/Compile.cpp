@@ -232,7 +232,8 @@ private:
   int keep(llvm::ToolOutputFile &out);
 
   const CompileOptions &opts;
-  const ResolvedOptions &r;
+  /// A copy: --moe-chunks auto is resolved on the imported model.
+  ResolvedOptions r;
   llvm::raw_ostream &log;
   std::string *reportOut;
   MLIRContext ctx;
@@ -411,6 +412,16 @@ int Compilation::run() {
   if (std::optional<int> rc = importModule())
     return *rc;
   markPhase("import");
+  if (r.pipeline.moeChunks == 0) { // --moe-chunks auto
+    const DeviceProfile &profile = r.simulation.profile;
+    const int64_t perNode = std::min<int64_t>(
+        opts.ep, std::max<int64_t>(1, profile.devicesPerNode / std::max<int64_t>(1, opts.tp)));
+    std::string why;
+    r.pipeline.moeChunks = chooseExpertChunks(*module, opts.dp, opts.microbatches, opts.ep,
+                                              perNode, profile, why);
+    log << "merak-compile: --moe-chunks auto: " << r.pipeline.moeChunks << " (profile '"
+        << profile.name << "': " << why << ")\n";
+  }
   const CompilePhase to = r.compileTo;
   const bool pipelined = r.pipeline.pipelined();
   // The training step (with its stages and schedule), then the simulator

@@ -128,13 +128,14 @@ struct CommandLine {
       cl::desc("With --moe-shadow: shadow an expert once at least this many rows of other "
                "ranks are routed to it (0: where that costs what its weights do)"),
       cl::value_desc("ROWS"), cl::init(0), cl::cat(cat)};
-  cl::opt<int64_t> moeChunks{
+  cl::opt<std::string> moeChunks{
       "moe-chunks",
       cl::desc("With --ep (alltoall dispatcher, no shadowing): FasterMoE's smart scheduling. "
                "Split every expert GEMM's rows and all-to-alls into K chunks whose exchanges "
-               "run while the previous chunk's GEMM computes (1: whole). The losses do not "
-               "change"),
-      cl::value_desc("K"), cl::init(1), cl::cat(cat)};
+               "run while the previous chunk's GEMM computes (1: whole; auto: the K of 1, 2, "
+               "4, 8 that the --device-profile's link and GEMM costs favour). The losses do "
+               "not change"),
+      cl::value_desc("K|auto"), cl::init("1"), cl::cat(cat)};
   cl::opt<int64_t> moeRebalanceEvery{
       "moe-rebalance-every",
       cl::desc("With --ep: FlexMoE's dynamic placement. Every K steps the program moves "
@@ -369,7 +370,13 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.moeShadow = opts.moeShadow;
   o.moeShadowMinRows = opts.moeShadowMinRows;
   o.moeRebalanceEvery = opts.moeRebalanceEvery;
-  o.moeChunks = opts.moeChunks;
+  // auto: 0; not a positive count: -1 (refused with the cause).
+  int64_t chunks = -1;
+  if (opts.moeChunks == "auto")
+    chunks = 0;
+  else if (StringRef(opts.moeChunks).getAsInteger(10, chunks) || chunks < 1)
+    chunks = -1;
+  o.moeChunks = chunks;
   o.moeAllToAll = opts.moeAllToAll;
   o.moeHistogram = opts.moeHistogram;
   o.moeSkew = opts.moeSkew;

@@ -75,8 +75,8 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
     return fail("--simulate needs --pp or --microbatches");
   if (!opts.simulateTrace.empty() && !opts.simulate)
     return fail("--simulate-trace needs --simulate");
-  if (!opts.deviceProfile.empty() && !opts.simulate)
-    return fail("--device-profile needs --simulate");
+  if (!opts.deviceProfile.empty() && !opts.simulate && opts.moeChunks != 0)
+    return fail("--device-profile needs --simulate (or --moe-chunks auto)");
   if (!opts.opCosts.empty() && !opts.simulate)
     return fail("--op-costs needs --simulate (or --devices)");
   if (opts.gradReduce != "fp32" && opts.gradReduce != "bf16")
@@ -237,9 +237,9 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeShadow > 0 && opts.ep < 2)
     return fail("--moe-shadow needs expert parallelism (--ep 2 or more): it copies hot experts "
                 "to the other ranks of their ep group");
-  if (opts.moeChunks < 1)
-    return fail("--moe-chunks must be at least 1");
-  if (opts.moeChunks > 1 && (opts.ep < 2 || opts.moeShadow > 0 ||
+  if (opts.moeChunks < 0)
+    return fail("--moe-chunks must be auto or a positive number of chunks");
+  if (opts.moeChunks != 1 && (opts.ep < 2 || opts.moeShadow > 0 ||
                              opts.moeDispatcher != "alltoall"))
     return fail("--moe-chunks needs expert parallelism (--ep 2 or more) with the alltoall "
                 "dispatcher and without --moe-shadow (whose plan covers the whole batch)");

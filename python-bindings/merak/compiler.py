@@ -95,7 +95,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     ("alltoall"|"allgather"), moe_shadow and moe_shadow_min_rows (dynamic
     shadowing of hot experts with ep; 0: off / from the cost model),
     moe_rebalance_every (dynamic expert placement with ep: the trainer's K; 0: off),
-    moe_chunks (the expert all-to-alls in pipelined chunks; 1: whole),
+    moe_chunks (the expert all-to-alls in pipelined chunks; 1: whole, 0: auto from
+    device_profile),
     moe_all_to_all ("flat"|"hierarchical"), precision
     ("fp32"|"bf16"), grad_reduce ("fp32"|"bf16": the dp
     gradient reduction's wire type), optimizer
@@ -159,8 +160,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.dp, o.tp, o.pp, o.microbatches = dp, tp, pp, microbatches
         if devices is not None:
             o.devices = devices
-            if device_profile:
-                o.device_profile = os.path.abspath(device_profile)
+        if device_profile and (devices is not None or int(moe_chunks) == 0):
+            o.device_profile = os.path.abspath(device_profile)
         o.target = target
         o.schedule = schedule
         if virtual_stages is not None:

@@ -88,6 +88,20 @@ ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, d
 ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slots,
                       double minShare, bool placed = false);
 
+/// MPMoE's adaptive granularity for --moe-chunks auto: the number of chunks
+/// (1, 2, 4 or 8, dividing every expert GEMM's local rows) that minimises
+/// one MoE layer's forward time under `profile`, for the imported model's
+/// expert GEMMs (`module`, before expert parallelism) with `localRows` =
+/// 1 / (dp x microbatches) of their rows per rank and an ep group of `ep`
+/// ranks, `perNode` per node:
+///   T(k) = k * L + max(C, G) + min(C, G) / k
+/// with C the bandwidth part of the layer's dispatches and combines
+/// (allToAllSeconds without latency), L their latency part (paid per
+/// chunk) and G its expert GEMMs (2 S K O flops at the profile's achieved
+/// rate, this rank's S rows). `why` explains the choice.
+int64_t chooseExpertChunks(ModuleOp module, int64_t dp, int64_t microbatches, int64_t ep,
+                           int64_t perNode, const DeviceProfile &profile, std::string &why);
+
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.
 SmallVector<int64_t> stageNodes(int64_t pp, int64_t dp, int64_t tp, int64_t devicesPerNode);

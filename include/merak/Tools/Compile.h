@@ -53,7 +53,7 @@ struct CompileOptions {
   /// (0: no placement tables).
   int64_t moeRebalanceEvery = 0;
   /// --moe-chunks: the expert GEMMs' all-to-alls in this many pipelined
-  /// chunks (1: whole).
+  /// chunks (1: whole; 0: auto, chosen by chooseExpertChunks; < 0: bad).
   int64_t moeChunks = 1;
   /// --moe-histogram: with --simulate (or --devices), the experts' shares
   /// of the rows from ./train --moe-histogram instead of --moe-skew.
