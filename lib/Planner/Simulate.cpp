@@ -247,9 +247,11 @@ ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int
   return expertLoad(share, ep, slots, minShare, placed);
 }
 
-int64_t mlir::merak::chooseExpertChunks(ModuleOp module, int64_t dp, int64_t microbatches,
-                                        int64_t ep, int64_t perNode,
-                                        const DeviceProfile &profile, std::string &why) {
+int64_t mlir::merak::chooseExpertChunks(ModuleOp module, const SimulateOptions &options,
+                                        std::string &why) {
+  const DeviceProfile &profile = options.profile;
+  const int64_t dp = options.dp, microbatches = options.microbatches, ep = options.ep,
+                perNode = expertRanksPerNode(0, options);
   // The layer's GEMMs (the largest layer: every GEMM of one routing).
   double comm = 0, latency = 0, gemm = 0;
   int64_t rowsGcd = 0;

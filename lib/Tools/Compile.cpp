@@ -413,14 +413,10 @@ int Compilation::run() {
     return *rc;
   markPhase("import");
   if (r.pipeline.moeChunks == 0) { // --moe-chunks auto
-    const DeviceProfile &profile = r.simulation.profile;
-    const int64_t perNode = std::min<int64_t>(
-        opts.ep, std::max<int64_t>(1, profile.devicesPerNode / std::max<int64_t>(1, opts.tp)));
     std::string why;
-    r.pipeline.moeChunks = chooseExpertChunks(*module, opts.dp, opts.microbatches, opts.ep,
-                                              perNode, profile, why);
+    r.pipeline.moeChunks = chooseExpertChunks(*module, r.simulation, why);
     log << "merak-compile: --moe-chunks auto: " << r.pipeline.moeChunks << " (profile '"
-        << profile.name << "': " << why << ")\n";
+        << r.simulation.profile.name << "': " << why << ")\n";
   }
   const CompilePhase to = r.compileTo;
   const bool pipelined = r.pipeline.pipelined();

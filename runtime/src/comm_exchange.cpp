@@ -219,48 +219,41 @@ Comm::Request Comm::broadcast(Axis a, void *buf, int64_t count, CommType t,
   return Request{id};
 }
 
-Comm::Request Comm::send(Axis a, int peerGroupRank, const void *buf,
-                         int64_t bytes, int tag) {
-  impl_->checkCount(bytes, "send");
-  impl_->checkPeer(a, peerGroupRank, "send");
+namespace {
+/// A point-to-point message as `chunk`-sized MPI messages: chunks of one
+/// message pair up in order, since MPI does not overtake messages between
+/// the same ranks with the same tag and communicator.
+Comm::Request pointToPoint(Comm::Impl &impl, Axis a, int peer, char *buf, int64_t bytes,
+                           int tag, bool sending) {
+  const char *op = sending ? "send" : "recv";
+  impl.checkCount(bytes, op);
+  impl.checkPeer(a, peer, op);
   if (tag < 0 || tag > 32767)
-    impl_->abortJob("internal error: send with tag " + std::to_string(tag) +
-                        " outside [0, 32767]",
-                    1);
+    impl.abortJob("internal error: " + std::string(op) + " with tag " + std::to_string(tag) +
+                      " outside [0, 32767]",
+                  1);
   if (bytes == 0)
-    return Request{};
-  int id = impl_->newSlot(a);
-  // Chunks of one message pair up in order: MPI does not overtake messages
-  // between the same ranks with the same tag and communicator.
-  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
+    return Comm::Request{};
+  int id = impl.newSlot(a);
+  for (int64_t o = 0; o < bytes; o += impl.chunk) {
+    int k = static_cast<int>(std::min(impl.chunk, bytes - o));
     MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Isend(static_cast<const char *>(buf) + o, k, MPI_BYTE,
-                       peerGroupRank, tag, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Isend");
+    int rc = sending ? MPI_Isend(buf + o, k, MPI_BYTE, peer, tag, impl.comm(a), &q)
+                     : MPI_Irecv(buf + o, k, MPI_BYTE, peer, tag, impl.comm(a), &q);
+    impl.add(id, rc, q, sending ? "MPI_Isend" : "MPI_Irecv");
   }
-  return Request{id};
+  return Comm::Request{id};
+}
+} // namespace
+
+Comm::Request Comm::send(Axis a, int peerGroupRank, const void *buf, int64_t bytes, int tag) {
+  // MPI_Isend only reads the buffer.
+  return pointToPoint(*impl_, a, peerGroupRank,
+                      const_cast<char *>(static_cast<const char *>(buf)), bytes, tag, true);
 }
 
-Comm::Request Comm::recv(Axis a, int peerGroupRank, void *buf, int64_t bytes,
-                         int tag) {
-  impl_->checkCount(bytes, "recv");
-  impl_->checkPeer(a, peerGroupRank, "recv");
-  if (tag < 0 || tag > 32767)
-    impl_->abortJob("internal error: recv with tag " + std::to_string(tag) +
-                        " outside [0, 32767]",
-                    1);
-  if (bytes == 0)
-    return Request{};
-  int id = impl_->newSlot(a);
-  for (int64_t o = 0; o < bytes; o += impl_->chunk) {
-    int k = static_cast<int>(std::min(impl_->chunk, bytes - o));
-    MPI_Request q = MPI_REQUEST_NULL;
-    int rc = MPI_Irecv(static_cast<char *>(buf) + o, k, MPI_BYTE, peerGroupRank,
-                       tag, impl_->comm(a), &q);
-    impl_->add(id, rc, q, "MPI_Irecv");
-  }
-  return Request{id};
+Comm::Request Comm::recv(Axis a, int peerGroupRank, void *buf, int64_t bytes, int tag) {
+  return pointToPoint(*impl_, a, peerGroupRank, static_cast<char *>(buf), bytes, tag, false);
 }
 
 } // namespace merak::rt

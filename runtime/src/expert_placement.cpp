@@ -147,6 +147,14 @@ Result<int64_t> ExpertPlacement::rebalance(char *P) {
   return moved;
 }
 
+namespace {
+/// The widest communication type whose size divides `bytes` (the moves
+/// are bytes of any parameter dtype).
+CommType unitOf(uint64_t bytes) {
+  return bytes % 8 == 0 ? CommType::I64 : bytes % 4 == 0 ? CommType::F32 : CommType::BF16;
+}
+} // namespace
+
 Status ExpertPlacement::move(const Table &t, const std::vector<int64_t> &before,
                              const std::vector<int64_t> &after, char *P) {
   if (!comm_)
@@ -167,9 +175,7 @@ Status ExpertPlacement::move(const Table &t, const std::vector<int64_t> &before,
     char *base = P + shard->offset;
     if (shard->zeroSharded()) {
       whole.resize(shard->bytes * static_cast<uint64_t>(shard->zeroParts));
-      const CommType part = shard->bytes % 8 == 0   ? CommType::I64
-                            : shard->bytes % 4 == 0 ? CommType::F32
-                                                    : CommType::BF16;
+      const CommType part = unitOf(shard->bytes);
       Comm::Request g = comm_->allGather(Axis::EDP, base, whole.data(),
                                          static_cast<int64_t>(shard->bytes) / commTypeSize(part),
                                          part);
@@ -179,8 +185,7 @@ Status ExpertPlacement::move(const Table &t, const std::vector<int64_t> &before,
       base = whole.data();
     }
     const uint64_t block = shardBytes / static_cast<uint64_t>(perRank);
-    const CommType type = block % 8 == 0 ? CommType::I64 : block % 4 == 0 ? CommType::F32
-                                                                           : CommType::BF16;
+    const CommType type = unitOf(block);
     const int64_t units = static_cast<int64_t>(block) / commTypeSize(type);
     std::vector<int64_t> sendCounts(parts, 0), recvCounts(parts, 0), arriving;
     send.resize(shardBytes);

@@ -90,17 +90,16 @@ ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slo
 
 /// MPMoE's adaptive granularity for --moe-chunks auto: the number of chunks
 /// (1, 2, 4 or 8, dividing every expert GEMM's local rows) that minimises
-/// one MoE layer's forward time under `profile`, for the imported model's
-/// expert GEMMs (`module`, before expert parallelism) with `localRows` =
-/// 1 / (dp x microbatches) of their rows per rank and an ep group of `ep`
-/// ranks, `perNode` per node:
+/// one MoE layer's forward time under `options.profile`, for the imported
+/// model's expert GEMMs (`module`, before expert parallelism) with 1 / (dp
+/// x microbatches) of their rows per rank and the mesh's ep group (its
+/// ranks per node as the simulator places them):
 ///   T(k) = k * L + max(C, G) + min(C, G) / k
 /// with C the bandwidth part of the layer's dispatches and combines
 /// (allToAllSeconds without latency), L their latency part (paid per
 /// chunk) and G its expert GEMMs (2 S K O flops at the profile's achieved
 /// rate, this rank's S rows). `why` explains the choice.
-int64_t chooseExpertChunks(ModuleOp module, int64_t dp, int64_t microbatches, int64_t ep,
-                           int64_t perNode, const DeviceProfile &profile, std::string &why);
+int64_t chooseExpertChunks(ModuleOp module, const SimulateOptions &options, std::string &why);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
 /// rank = (pp_i * dp + dp_i) * tp + tp_i.
