@@ -92,6 +92,8 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("dp_overlap", &CompileOptions::dpOverlap)
       .def_readwrite("fused_attention", &CompileOptions::fusedAttention)
       .def_readwrite("moe_aux_loss", &CompileOptions::moeAuxLoss)
+      .def_readwrite("moe_capacity_factor", &CompileOptions::moeCapacityFactor)
+      .def_readwrite("moe_drop_policy", &CompileOptions::moeDropPolicy)
       .def_readwrite("fused_experts", &CompileOptions::fusedExperts)
       .def_readwrite("ep", &CompileOptions::ep)
       .def_readwrite("moe_dispatcher", &CompileOptions::moeDispatcher)

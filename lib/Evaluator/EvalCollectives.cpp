@@ -42,11 +42,17 @@ LogicalResult kernels::eval(AllToAllOp op, Operands in, Results out) {
   // With one rank a shadow copy's id (expert_shadow_plan) is also this rank's.
   const int64_t rows = x.getShape()[0],
                 experts = op.getExpertsPerRank() + op.getShadowSlots();
-  for (int64_t s = 0; s < rows; ++s)
-    if (int64_t e = ids.i()[s]; e < 0 || e >= experts)
+  HostTensor res = x;
+  const int64_t row = rows ? x.size() / rows : 0;
+  for (int64_t s = 0; s < rows; ++s) {
+    int64_t e = ids.i()[s];
+    if (e < -1 || e >= experts)
       return op.emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
                                           << experts << ")";
-  out.push_back(x);
+    for (int64_t j = 0; e == -1 && j < row; ++j) // a dropped row is not sent
+      res.setFromDouble(s * row + j, 0.0);
+  }
+  out.push_back(std::move(res));
   return success();
 }
 

@@ -259,10 +259,13 @@ LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
 
 /// The expert of row s, checked against [0, experts); `what` names the op.
 /// With `first` (the op's first expert), ids are global: a row routed
-/// outside [first, first + experts) gives -1 (another rank's expert).
+/// outside [first, first + experts) gives -1 (another rank's expert). A
+/// dropped row (id -1, merak.expert_capacity) gives -1.
 static FailureOr<int64_t> expertOf(Operation *op, const HostTensor &ids, int64_t s,
                                    int64_t experts, const HostTensor *first) {
   int64_t e = ids.i()[s];
+  if (e == -1)
+    return -1;
   if (first) {
     e -= first->i()[0];
     return e < 0 || e >= experts ? -1 : e;
@@ -336,10 +339,10 @@ LogicalResult kernels::eval(ExpertPlaceOp op, Operands in, Results out) {
   HostTensor res(cast<RankedTensorType>(op.getResult().getType()));
   for (int64_t s = 0; s < ids.getShape()[0]; ++s) {
     const int64_t e = ids.i()[s];
-    if (e < 0 || e >= experts)
+    if (e < -1 || e >= experts)
       return op.emitOpError("expert id ")
              << e << " of row " << s << " out of range [0, " << experts << ")";
-    res.i()[s] = table.i()[e];
+    res.i()[s] = e < 0 ? -1 : table.i()[e]; // a dropped row stays dropped
   }
   out.push_back(std::move(res));
   return success();
@@ -353,12 +356,40 @@ LogicalResult kernels::eval(ExpertShadowPlanOp op, Operands in, Results out) {
            << op.getParts() << " ranks; the reference evaluator runs one";
   const HostTensor &ids = *in[0];
   for (int64_t s = 0; s < ids.getShape()[0]; ++s)
-    if (int64_t e = ids.i()[s]; e < 0 || e >= static_cast<int64_t>(op.getExpertsPerRank()))
+    if (int64_t e = ids.i()[s]; e < -1 || e >= static_cast<int64_t>(op.getExpertsPerRank()))
       return op.emitOpError("expert id ")
              << e << " of row " << s << " out of range [0, " << op.getExpertsPerRank() << ")";
   HostTensor slots(cast<RankedTensorType>(op.getSlots().getType()));
   std::fill(slots.i().begin(), slots.i().end(), -1);
   out.push_back(ids);
   out.push_back(std::move(slots));
+  return success();
+}
+
+/// Each expert keeps its `capacity` rows of the highest probability (ties:
+/// the lower row) or its first ones; the others become -1.
+LogicalResult kernels::eval(ExpertCapacityOp op, Operands in, Results out) {
+  const HostTensor &ids = *in[0], &probs = *in[1];
+  const int64_t rows = ids.getShape()[0], experts = op.getNumExperts();
+  const bool byProbs = op.getPolicy() == "probs";
+  std::vector<std::vector<int64_t>> byExpert(static_cast<size_t>(experts));
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t e = ids.i()[s];
+    if (e < 0 || e >= experts)
+      return op.emitOpError("expert id ")
+             << e << " of row " << s << " out of range [0, " << experts << ")";
+    byExpert[e].push_back(s);
+  }
+  HostTensor res(cast<RankedTensorType>(op.getResult().getType()));
+  std::fill(res.i().begin(), res.i().end(), -1);
+  for (int64_t e = 0; e < experts; ++e) {
+    std::vector<int64_t> &r = byExpert[e];
+    if (byProbs)
+      std::stable_sort(r.begin(), r.end(),
+                       [&](int64_t a, int64_t b) { return probs.f()[a] > probs.f()[b]; });
+    for (size_t j = 0; j < r.size() && (int64_t)j < (int64_t)op.getCapacity(); ++j)
+      res.i()[r[j]] = e;
+  }
+  out.push_back(std::move(res));
   return success();
 }

@@ -80,7 +80,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   X(GeluGradOp) X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)        \
   X(CrossEntropyGradOp) X(AttentionOp) X(AttentionGradOp) X(AdamWUpdateOp)     \
   X(AdanUpdateOp) X(SgdUpdateOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)     \
-  X(ExpertShadowPlanOp) X(ExpertShadowOp) X(ExpertPlaceOp)
+  X(ExpertShadowPlanOp) X(ExpertShadowOp) X(ExpertPlaceOp) X(ExpertCapacityOp)
 
 // One rule per op (EvalModels.cpp attaches them as EvaluableOpInterface
 // external models); each emits its own errors.

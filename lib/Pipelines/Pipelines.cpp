@@ -3,8 +3,11 @@
 //   import cleanup   merak-fold-constants, canonicalize, cse,
 //                    merak-fuse-decomposed, canonicalize, merak-drop-unused-params
 //   training         merak-split-batch (dp x micro-batches > 1), merak-record-mesh,
+//                    merak-record-index-limits, merak-moe-capacity (a capacity
+//                    factor), merak-expert-parallel (ep > 1),
 //                    merak-tensor-parallel (tp > 1), merak-fuse-attention,
-//                    merak-mixed-precision (bf16), merak-attach-loss, then
+//                    merak-mixed-precision (bf16), merak-attach-loss,
+//                    merak-moe-aux-loss (a coefficient), then
 //                    serial:    merak-autodiff, merak-data-parallel, merak-optimizer
 //                    pipelined: merak-pipeline, merak-recompute and
 //                               merak-split-backward (not at --compile-to=pipeline),
@@ -61,6 +64,12 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   mesh.ep = o.ep;
   pm.addPass(createMerakRecordMesh(mesh));
   pm.addPass(createMerakRecordIndexLimits());
+  if (o.moeCapacityFactor > 0) {
+    MerakMoeCapacityOptions capacity;
+    capacity.capacityFactor = o.moeCapacityFactor;
+    capacity.policy = o.moeDropPolicy;
+    pm.addPass(createMerakMoeCapacity(capacity));
+  }
   if (o.ep > 1) {
     MerakExpertParallelOptions expertParallel;
     expertParallel.ep = o.ep;

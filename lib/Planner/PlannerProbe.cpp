@@ -177,6 +177,8 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
   training.fusedAttention = o.fusedAttention;
   training.moeAuxLoss = o.moeAuxLoss;
+  training.moeCapacityFactor = o.moeCapacityFactor;
+  training.moeDropPolicy = o.moeDropPolicy;
   training.precision = o.precision;
   training.tp = tp;
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1

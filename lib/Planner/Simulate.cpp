@@ -240,11 +240,11 @@ double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
 }
 
 ExpertLoad mlir::merak::expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots,
-                                   double minShare, bool placed) {
+                                   double minShare, bool placed, double capacity) {
   std::vector<double> share(std::max<int64_t>(0, experts));
   for (int64_t e = 0; e < experts; ++e)
     share[e] = std::pow((double)(e + 1), -skew);
-  return expertLoad(share, ep, slots, minShare, placed);
+  return expertLoad(share, ep, slots, minShare, placed, capacity);
 }
 
 int64_t mlir::merak::chooseExpertChunks(ModuleOp module, const SimulateOptions &options,
@@ -316,15 +316,22 @@ static std::vector<int64_t> expertOwners(const std::vector<double> &share, int64
   return owner;
 }
 
-ExpertLoad mlir::merak::expertLoad(const std::vector<double> &share, int64_t ep, int64_t slots,
-                                   double minShare, bool placed) {
+ExpertLoad mlir::merak::expertLoad(const std::vector<double> &given, int64_t ep, int64_t slots,
+                                   double minShare, bool placed, double capacity) {
   ExpertLoad result;
-  const int64_t experts = static_cast<int64_t>(share.size());
+  const int64_t experts = static_cast<int64_t>(given.size());
   double total = 0;
-  for (double s : share)
+  for (double s : given)
     total += s;
   if (experts < 1 || ep < 1 || !(total > 0))
     return result;
+  // Shares of all rows; with a capacity, what each expert keeps.
+  std::vector<double> share(given);
+  if (capacity > 0)
+    for (double &s : share) {
+      result.dropped += std::max(0.0, s / total - capacity);
+      s = std::min(s, capacity * total);
+    }
   const std::vector<int64_t> owner = expertOwners(share, ep, placed);
   auto ownerOf = [&](int64_t e) { return owner[e]; };
   // Each rank's rows to compute (shares of all rows); every rank routes
@@ -377,6 +384,7 @@ static int64_t expertCount(ModuleOp module) {
 /// a recorded histogram does not match the program's experts.
 struct ExpertRouting {
   int64_t experts = 0, slots = 0;
+  double capacity = 0; ///< an expert's most rows over a part's (0: dropless)
   ExpertLoad load;
 };
 
@@ -406,9 +414,19 @@ static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &
             " experts, the program " + std::to_string(r.experts);
     return failure();
   }
-  r.load = options.moeShares.empty()
-               ? expertLoad(r.experts, options.ep, options.moeSkew, r.slots, minShare, placed)
-               : expertLoad(options.moeShares, options.ep, r.slots, minShare, placed);
+  // Token dropping (merak.expert_capacity): an expert's rows of a part at
+  // most `capacity` of its rows.
+  double capacity = 0;
+  module.walk([&](ExpertCapacityOp op) {
+    capacity = (double)op.getCapacity() /
+               std::max<int64_t>(1, cast<RankedTensorType>(op.getExperts().getType()).getDimSize(0));
+    return WalkResult::interrupt();
+  });
+  r.load = options.moeShares.empty() ? expertLoad(r.experts, options.ep, options.moeSkew,
+                                                  r.slots, minShare, placed, capacity)
+                                     : expertLoad(options.moeShares, options.ep, r.slots,
+                                                  minShare, placed, capacity);
+  r.capacity = capacity;
   options.routedScale = r.load.local;
   options.shadowShare = r.load.shadowShare;
   if (r.slots) {
@@ -552,6 +570,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     step.moeHistogram = !options.moeShares.empty();
     step.moeShadowSlots = routing->slots;
     step.moeShadowed = routing->load.shadowed;
+    step.moeDropped = routing->capacity > 0 ? routing->load.dropped : -1.0;
   }
   if (options.measured) {
     step.opCostsFile = options.measured->path;
@@ -597,6 +616,11 @@ void mlir::merak::printSimulatedStep(const SimulatedStep &step, llvm::raw_ostrea
                                           : llvm::formatv("--moe-skew {0:F2}", step.moeSkew).str(),
                         step.moeShadowSlots > 0 ? " of the experts it holds, shadowed ones aside"
                                                 : "");
+  if (step.moeDropped >= 0)
+    os << prefix
+       << llvm::formatv("simulated token dropping: {0:F2}% of the routed rows are beyond their "
+                        "experts' capacity, neither sent nor computed\n",
+                        100 * step.moeDropped);
   if (step.moeShadowSlots > 0)
     os << prefix
        << llvm::formatv("simulated shadowing: {0} of {1} slots per layer filled (the hottest "
@@ -632,6 +656,8 @@ json::Value mlir::merak::simulatedStepJson(const SimulatedStep &step) {
                                                               : json::Value(nullptr)},
                       {"moe_shadowed", step.moeShadowSlots > 0 ? json::Value(step.moeShadowed)
                                                                : json::Value(nullptr)},
+                      {"moe_dropped", step.moeDropped >= 0 ? json::Value(step.moeDropped)
+                                                           : json::Value(nullptr)},
                      {"op_costs", step.opCostsFile.empty()
                                       ? json::Value(nullptr)
                                       : json::Value(json::Object{

@@ -278,6 +278,19 @@ struct CommandLine {
                "transformers' router_aux_loss_coef) with this coefficient, e.g. 0.02; 0 "
                "(default): none"),
       cl::value_desc("coef"), cl::init(0.0), cl::cat(cat)};
+  cl::opt<double> moeCapacityFactor{
+      "moe-capacity-factor",
+      cl::desc("Expert capacity with token dropping (Megatron's --moe-expert-capacity-factor): "
+               "in every Mixture-of-Experts layer each expert takes at most ceil(C x rows / "
+               "experts) of one rank's micro-batch rows (a row: a token's top-k choice); the "
+               "rest are dropped (add nothing, get no gradient). 0 (default): dropless"),
+      cl::value_desc("C"), cl::init(0.0), cl::cat(cat)};
+  cl::opt<std::string> moeDropPolicy{
+      "moe-drop-policy",
+      cl::desc("With --moe-capacity-factor: which of an expert's rows beyond its capacity are "
+               "dropped: probs (default; the lowest routing weights) or position (the later "
+               "tokens)"),
+      cl::value_desc("probs|position"), cl::init("probs"), cl::cat(cat)};
   cl::opt<std::string> precision{
       "precision",
       cl::desc("fp32 (default) or bf16: bf16 GEMMs with float32 accumulation, float32 "
@@ -415,6 +428,13 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   }
   o.fusedExperts = opts.fusedExperts == "on";
   o.moeAuxLoss = opts.moeAuxLoss;
+  o.moeCapacityFactor = opts.moeCapacityFactor;
+  o.moeDropPolicy = opts.moeDropPolicy;
+  if (opts.moeDropPolicy.getNumOccurrences() && opts.moeCapacityFactor == 0) {
+    llvm::errs() << "merak-compile: error: --moe-drop-policy needs --moe-capacity-factor "
+                    "(without a capacity no row is dropped)\n";
+    return 1;
+  }
   if (opts.precision != "fp32" && opts.precision != "bf16") {
     llvm::errs() << "merak-compile: error: --precision must be fp32 or bf16, got '"
                  << opts.precision << "'\n";

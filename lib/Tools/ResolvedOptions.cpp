@@ -184,6 +184,17 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
     return failure();
   }
   p.moeAuxLoss = opts.moeAuxLoss;
+  if (!(opts.moeCapacityFactor >= 0) || !std::isfinite(opts.moeCapacityFactor)) {
+    error = "--moe-capacity-factor must be a finite number >= 0 (0: dropless), got " +
+            std::to_string(opts.moeCapacityFactor);
+    return failure();
+  }
+  if (opts.moeDropPolicy != "probs" && opts.moeDropPolicy != "position") {
+    error = "--moe-drop-policy must be probs or position, got '" + opts.moeDropPolicy + "'";
+    return failure();
+  }
+  p.moeCapacityFactor = opts.moeCapacityFactor;
+  p.moeDropPolicy = opts.moeDropPolicy;
   p.attentionCpuForms = opts.target != "cuda";
   p.precision = opts.precision;
   // Vocabulary parallelism: by default whenever the model qualifies (a

@@ -279,23 +279,26 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
   const Comm::NodeGroups *nodes =
       hierarchical && size > 1 ? gComm->nodeGroups(axisOf(group)) : nullptr;
   if (nodes && nodes->nodes > 1) {
-    // Every row of the group: dispatch from rank i (its row s) to the
-    // expert's rank (slot i*S + s); combine the reverse.
-    std::vector<int> src(size * S), dst(size * S);
-    std::vector<int64_t> from(size * S), to(size * S);
+    // Every row of the group that an expert computes (not dropped):
+    // dispatch from rank i (its row s) to the expert's rank (slot i*S + s);
+    // combine the reverse.
+    std::vector<int> src, dst;
+    std::vector<int64_t> from, to;
     for (int i = 0; i < size; ++i)
       for (int64_t s = 0; s < S; ++s) {
         const int64_t r = i * S + s;
         const int o = static_cast<int>(owner(i, s));
-        src[r] = combine ? o : i;
-        dst[r] = combine ? i : o;
-        from[r] = combine ? r : s;
-        to[r] = combine ? s : r;
+        if (o < 0)
+          continue;
+        src.push_back(combine ? o : i);
+        dst.push_back(combine ? i : o);
+        from.push_back(combine ? r : s);
+        to.push_back(combine ? s : r);
       }
-    if (!combine)
-      std::memset(out, 0, static_cast<size_t>(size * S * rowBytes));
-    twoLevelExchange(axisOf(group), *nodes, me, t, size * S, rowBytes, src, dst, from, to,
-                     static_cast<const char *>(in), static_cast<char *>(out));
+    std::memset(out, 0, static_cast<size_t>((combine ? S : size * S) * rowBytes));
+    twoLevelExchange(axisOf(group), *nodes, me, t, static_cast<int64_t>(src.size()), rowBytes,
+                     src, dst, from, to, static_cast<const char *>(in),
+                     static_cast<char *>(out));
     return;
   }
   RowExchange x = planRowExchange(ids, size, me, S, perRank, shadowSlots, combine);
@@ -321,6 +324,8 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
 int64_t detail::rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size,
                          int64_t shadowSlots, int64_t i, int64_t s) {
   const int64_t experts = perRank * size, e = ids[i * S + s];
+  if (e == -1)
+    return -1; // dropped (merak.expert_capacity): no rank computes it
   // A shadow copy's id (expert_shadow_plan) names a slot of the row's own rank.
   if (e < 0 || e >= experts + size * shadowSlots ||
       (e >= experts && (e - experts) / shadowSlots != i))

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace merak::rt::cpu {
@@ -54,10 +55,12 @@ Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64
   const int64_t shift = first ? *static_cast<const int64_t *>(first) : 0;
   const int64_t copies = shadowFirst ? *static_cast<const int64_t *>(shadowFirst) : 0;
   const int64_t own = E;
-  auto expertOf = [&, ti](int64_t s) {
-    const int64_t id = ti == DT::I32
-                           ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
-                           : static_cast<const int64_t *>(experts)[s];
+  auto idAt = [&, ti](int64_t s) {
+    return ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
+                         : static_cast<const int64_t *>(experts)[s];
+  };
+  auto expertOf = [&](int64_t s) {
+    const int64_t id = idAt(s);
     if (M > 0 && id >= copies && id < copies + M)
       return own + id - copies;
     const int64_t e = id - shift;
@@ -68,6 +71,8 @@ Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64
   if (ti != DT::I32 && ti != DT::I64)
     fatal("expert_matmul: experts must be I64 or I32");
   for (int64_t s = 0; s < S; ++s) {
+    if (idAt(s) == -1)
+      continue; // dropped (merak.expert_capacity): a zero row
     int64_t e = expertOf(s);
     if (first && (e < 0 || e >= E))
       continue; // another rank's expert
@@ -84,7 +89,7 @@ Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64
   g.order.resize(static_cast<size_t>(g.offset[E]));
   std::vector<int64_t> next(g.offset.begin(), g.offset.end() - 1);
   for (int64_t s = 0; s < S; ++s)
-    if (int64_t e = expertOf(s); e >= 0 && e < E)
+    if (int64_t e = expertOf(s); idAt(s) != -1 && e >= 0 && e < E)
       g.order[next[e]++] = s;
   return g;
 }
@@ -183,6 +188,7 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
 
 namespace {
 ExpertShadowCounts gShadowCounts; // the step's plans run on one thread
+ExpertDropCounts gDropCounts;
 std::vector<int64_t> gRowHistogram;
 std::vector<std::vector<int64_t>> gPlaceRows; // [table][logical expert]
 bool gPlaced = false; // a merak.expert_place has counted the histogram
@@ -209,6 +215,10 @@ void expertPlace(const void *idsData, int64_t S, const void *placementData, int6
   rows.resize(static_cast<size_t>(E), 0);
   for (int64_t s = 0; s < S; ++s) {
     const int64_t e = ids[s];
+    if (e == -1) { // dropped by merak.expert_capacity
+      placed[s] = -1;
+      continue;
+    }
     if (e < 0 || e >= E)
       fatal(("expert_place: expert id " + std::to_string(e) + " of row " + std::to_string(s) +
              " out of range [0, " + std::to_string(E) + ")")
@@ -247,6 +257,8 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
   for (int64_t i = 0; i < parts; ++i)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t e = ids[i * S + s];
+      if (e == -1)
+        continue; // dropped by merak.expert_capacity
       if (e < 0 || e >= E)
         fatal(("expert_shadow_plan: expert id " + std::to_string(e) + " of row " +
                std::to_string(s) + " of group rank " + std::to_string(i) + " out of range [0, " +
@@ -292,11 +304,59 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
   for (int64_t i = 0; i < parts; ++i)
     for (int64_t s = 0; s < S; ++s) {
       const int64_t e = ids[i * S + s];
-      routed[i * S + s] = slotOf[e] < 0 ? e : E + i * M + slotOf[e];
+      routed[i * S + s] = e < 0 || slotOf[e] < 0 ? e : E + i * M + slotOf[e];
     }
   ++gShadowCounts.plans;
   gShadowCounts.shadowed += static_cast<int64_t>(hot.size());
   recordExpertRows(ids, parts * S, E);
+}
+
+ExpertDropCounts takeExpertDropCounts() {
+  return std::exchange(gDropCounts, ExpertDropCounts{});
+}
+
+void expertCapacity(const void *idsData, DT tp, const void *probs, int64_t S, int64_t E,
+                    int64_t capacity, bool byProbs, void *keptData) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData);
+  int64_t *kept = static_cast<int64_t *>(keptData);
+  if (E < 1 || capacity < 1)
+    fatal("expert_capacity: experts and capacity must be at least 1");
+  // The rows of each expert in row order (a counting sort).
+  std::vector<int64_t> offset(static_cast<size_t>(E) + 1, 0), order(static_cast<size_t>(S));
+  for (int64_t s = 0; s < S; ++s) {
+    if (ids[s] < 0 || ids[s] >= E)
+      fatal(("expert_capacity: expert id " + std::to_string(ids[s]) + " of row " +
+             std::to_string(s) + " out of range [0, " + std::to_string(E) + ")")
+                .c_str());
+    ++offset[ids[s] + 1];
+  }
+  for (int64_t e = 0; e < E; ++e)
+    offset[e + 1] += offset[e];
+  std::vector<int64_t> next(offset.begin(), offset.end() - 1);
+  for (int64_t s = 0; s < S; ++s)
+    order[next[ids[s]]++] = s;
+  auto prob = [&](int64_t s) -> double {
+    switch (tp) {
+    case DT::F32: return static_cast<const float *>(probs)[s];
+    case DT::F64: return static_cast<const double *>(probs)[s];
+    case DT::BF16: return bf16ToFloat(static_cast<const uint16_t *>(probs)[s]);
+    default: fatal("expert_capacity: probs must be F32, F64 or BF16");
+    }
+  };
+  std::fill(kept, kept + S, int64_t(-1));
+  gDropCounts.rows += S;
+  for (int64_t e = 0; e < E; ++e) {
+    auto b = order.begin() + offset[e], end = order.begin() + offset[e + 1];
+    const int64_t n = end - b;
+    if (n > capacity) {
+      gDropCounts.dropped += n - capacity;
+      if (byProbs) // the highest probs first, then the lower row
+        std::stable_sort(b, end, [&](int64_t x, int64_t y) { return prob(x) > prob(y); });
+      end = b + capacity;
+    }
+    for (auto it = b; it != end; ++it)
+      kept[*it] = e;
+  }
 }
 
 } // namespace merak::rt::cpu

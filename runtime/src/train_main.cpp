@@ -635,6 +635,13 @@ StepMetrics Trainer::report(int64_t s, double seconds) {
   // every layer and micro-batch (the same on every ep rank).
   if (cpu::ExpertShadowCounts c = cpu::takeExpertShadowCounts(); c.plans > 0)
     sm.extra.emplace_back("moe_shadowed", static_cast<double>(c.shadowed));
+  // Token dropping (--moe-capacity-factor): this rank's rows dropped in the
+  // step (every layer, micro-batch and recomputation), and their share.
+  if (cpu::ExpertDropCounts c = cpu::takeExpertDropCounts(); c.rows > 0) {
+    sm.extra.emplace_back("moe_dropped", static_cast<double>(c.dropped));
+    sm.extra.emplace_back("moe_drop_fraction",
+                          static_cast<double>(c.dropped) / static_cast<double>(c.rows));
+  }
   // Dynamic placement (--moe-rebalance-every): the experts moved after it.
   if (moved_)
     sm.extra.emplace_back("moe_moved", static_cast<double>(*moved_));

@@ -727,6 +727,77 @@ TEST(OpsExperts, FirstExpertSplitsTheExpertsExactly) {
     EXPECT_EQ(sum[i], y[i]);
 }
 
+// expertCapacity: 3 experts of capacity 2 over 9 rows. Expert 0 has rows 0,
+// 2, 5, 7 (probs .1 .9 .5 .9: by probs 2 and 7, the tie to the lower row;
+// by position 0 and 2), expert 1 rows 1 and 4 (both kept), expert 2 rows
+// 3, 6, 8 (probs .3 .2 .4: by probs 8 and 3; by position 3 and 6). The
+// drop counts add up over calls; bf16 probs decide like f32 ones.
+TEST(OpsExperts, CapacityKeepsEachExpertsBestRows) {
+  const std::vector<int64_t> ids = {0, 1, 0, 2, 1, 0, 2, 0, 2};
+  const std::vector<float> probs = {.1f, .8f, .9f, .3f, .7f, .5f, .2f, .9f, .4f};
+  const int64_t S = 9;
+  cpu::takeExpertDropCounts();
+  std::vector<int64_t> kept(S);
+  cpu::expertCapacity(ids.data(), DT::F32, probs.data(), S, 3, 2, /*byProbs=*/true, kept.data());
+  EXPECT_EQ(kept, (std::vector<int64_t>{-1, 1, 0, 2, 1, -1, -1, 0, 2}));
+  cpu::expertCapacity(ids.data(), DT::F32, probs.data(), S, 3, 2, /*byProbs=*/false, kept.data());
+  EXPECT_EQ(kept, (std::vector<int64_t>{0, 1, 0, 2, 1, -1, 2, -1, -1}));
+  std::vector<uint16_t> bf(S);
+  for (int64_t s = 0; s < S; ++s) { // truncated to bf16: the order stays
+    uint32_t bits;
+    std::memcpy(&bits, &probs[s], sizeof bits);
+    bf[s] = static_cast<uint16_t>(bits >> 16);
+  }
+  cpu::expertCapacity(ids.data(), DT::BF16, bf.data(), S, 3, 2, /*byProbs=*/true, kept.data());
+  EXPECT_EQ(kept, (std::vector<int64_t>{-1, 1, 0, 2, 1, -1, -1, 0, 2}));
+  cpu::ExpertDropCounts c = cpu::takeExpertDropCounts();
+  EXPECT_EQ(c.rows, 3 * S);
+  EXPECT_EQ(c.dropped, 9);
+  EXPECT_EQ(cpu::takeExpertDropCounts().rows, 0);
+  cpu::expertCapacity(ids.data(), DT::F32, probs.data(), S, 3, 4, true, kept.data());
+  EXPECT_EQ(kept, ids); // room for every row
+}
+
+// A dropped row (-1) is a zero row of expertMatmul and adds nothing to the
+// weight gradient, with or without `first`; other negative ids stay fatal.
+TEST(OpsExperts, DroppedRowsMeetNoExpert) {
+  const int64_t S = 6, K = 3, O = 2, E = 2;
+  const std::vector<int64_t> ids = {1, -1, 0, -1, 1, 0};
+  auto x = randv<double>(S * K), w = randv<double>(E * O * K), g = randv<double>(S * O);
+  // The same op over the four kept rows only.
+  std::vector<double> xk, gk;
+  for (int64_t s : {0, 2, 4, 5}) {
+    xk.insert(xk.end(), x.begin() + s * K, x.begin() + (s + 1) * K);
+    gk.insert(gk.end(), g.begin() + s * O, g.begin() + (s + 1) * O);
+  }
+  std::vector<int64_t> idsKept = {1, 0, 1, 0};
+  std::vector<double> yk(4 * O), dwk(E * O * K);
+  cpu::expertMatmul(DT::F64, xk.data(), w.data(), DT::I64, idsKept.data(), nullptr, 4, K, O, E,
+                    false, yk.data());
+  cpu::expertMatmulGradWeight(DT::F64, xk.data(), gk.data(), DT::I64, idsKept.data(), nullptr, 4,
+                              K, O, E, false, dwk.data());
+  const int64_t zero = 0;
+  for (const int64_t *first : {static_cast<const int64_t *>(nullptr), &zero}) {
+    std::vector<double> y(S * O, 7.0), dw(E * O * K, 7.0);
+    cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, ids.data(), first, S, K, O, E, false,
+                      y.data());
+    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I64, ids.data(), first, S, K, O,
+                                E, false, dw.data());
+    for (int64_t s = 0, k = 0; s < S; ++s) {
+      for (int64_t o = 0; o < O; ++o)
+        EXPECT_EQ(y[s * O + o], ids[s] < 0 ? 0.0 : yk[k * O + o]);
+      k += ids[s] >= 0;
+    }
+    EXPECT_EQ(dw, dwk);
+  }
+  useThreadsafeDeathTests();
+  std::vector<int64_t> bad = {0, -2};
+  std::vector<double> y(2 * O);
+  EXPECT_EXIT(cpu::expertMatmul(DT::F64, x.data(), w.data(), DT::I64, bad.data(), nullptr, 2, K, O,
+                                E, false, y.data()),
+              ::testing::ExitedWithCode(3), "expert index -2 of row 1 out of range");
+}
+
 TEST(OpsExperts, ExpertIndexOutOfRangeStops) {
   useThreadsafeDeathTests();
   std::vector<float> x(6, 1.0f), w(2 * 2 * 3, 1.0f), y(4);

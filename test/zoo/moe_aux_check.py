@@ -39,10 +39,12 @@ from check_runner import run_checks  # noqa: E402
 COEF = 0.02
 
 
-def reference(wrapper, with_aux, tokens):
+def reference(wrapper, with_aux, tokens, prepare=None):
     """PyTorch float64 AdamW (zoo.reference's settings), loss CE (+ COEF x
-    the model's aux_loss)."""
+    the model's aux_loss); `prepare` may change the float64 copy first."""
     hf = copy.deepcopy(wrapper.model).double().train()
+    if prepare:
+        prepare(hf)
     opt = torch.optim.AdamW(hf.parameters(), lr=3e-3, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01)
     losses = []

@@ -31,6 +31,10 @@ struct PipelineOptions {
   std::string labels = "next-token";
   /// merak-moe-aux-loss's coefficient; 0: no load-balancing loss.
   double moeAuxLoss = 0;
+  /// merak-moe-capacity's capacity-factor (0: dropless, no pass) and
+  /// drop-policy.
+  double moeCapacityFactor = 0;
+  std::string moeDropPolicy = "probs";
   std::vector<std::string> frozen;
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";

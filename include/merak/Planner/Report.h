@@ -47,6 +47,9 @@ struct SimulatedStep {
   /// Dynamic shadowing: the shadow slots per layer, and how many experts
   /// the skew makes the plan shadow (0 without --moe-shadow).
   int64_t moeShadowSlots = 0, moeShadowed = 0;
+  /// Token dropping (--moe-capacity-factor): the share of the routed rows
+  /// beyond their experts' capacity; < 0 without a capacity.
+  double moeDropped = -1.0;
 };
 
 /// Traffic of one collective kind and group ("all_reduce tp").

@@ -78,15 +78,18 @@ double expertImbalance(int64_t experts, int64_t ep, double skew);
 /// first placed as the trainer's rebalancing does (the hottest first, onto
 /// the least loaded rank with a free slot) instead of in blocks; the cost
 /// of moving them, paid once when the routing settles, is left out.
+/// With a `capacity` (merak.expert_capacity's rows over the rows of a part,
+/// > 0), an expert takes at most that share of every rank's rows; the rest
+/// (`dropped`, a share of all rows) is computed and sent by no rank.
 struct ExpertLoad {
-  double local = 1.0, shadowShare = 0.0;
+  double local = 1.0, shadowShare = 0.0, dropped = 0.0;
   int64_t shadowed = 0;
 };
 ExpertLoad expertLoad(int64_t experts, int64_t ep, double skew, int64_t slots, double minShare,
-                      bool placed = false);
+                      bool placed = false, double capacity = 0.0);
 /// The same for given shares of the rows, one per expert (any scale).
 ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slots,
-                      double minShare, bool placed = false);
+                      double minShare, bool placed = false, double capacity = 0.0);
 
 /// MPMoE's adaptive granularity for --moe-chunks auto: the number of chunks
 /// (1, 2, 4 or 8, dividing every expert GEMM's local rows) that minimises

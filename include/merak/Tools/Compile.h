@@ -103,6 +103,11 @@ struct CompileOptions {
   /// --moe-aux-loss: the MoE load-balancing loss coefficient
   /// (merak-moe-aux-loss); 0: none.
   double moeAuxLoss = 0;
+  /// --moe-capacity-factor: each expert's capacity in rows over S / E
+  /// (merak-moe-capacity; 0: dropless), and --moe-drop-policy: probs or
+  /// position.
+  double moeCapacityFactor = 0;
+  std::string moeDropPolicy = "probs";
   /// --precision: fp32 or bf16 (merak-mixed-precision).
   std::string precision = "fp32";
   /// --grad-reduce: fp32 or bf16 (merak-grad-reduce-precision).

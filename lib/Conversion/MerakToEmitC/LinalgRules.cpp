@@ -214,6 +214,19 @@ FailureOr<Lowering> emitc_lowering::rule(ExpertPlaceOp p, Emitter &e, LoweringCo
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(ExpertCapacityOp p, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::expertCapacity))
+    return Lowering::NoKernel;
+  PTR(ids, p.getExperts());
+  PTR(probs, p.getProbs());
+  PTR(kept, p.getResult());
+  e.call(kernels::expertCapacity).ptr(ids).dtype(p.getProbs().getType()).ptr(probs)
+      .i64(cast<RankedTensorType>(p.getExperts().getType()).getDimSize(0))
+      .i64(p.getNumExperts()).i64(p.getCapacity()).boolean(p.getPolicy() == "probs")
+      .ptr(kept).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
                                          LoweringContext &ctx) {
   return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),

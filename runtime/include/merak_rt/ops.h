@@ -140,6 +140,14 @@ void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts, bool pl
 /// resets them: the trainer's rebalancing reads them every K steps.
 std::vector<std::vector<int64_t>> takeExpertPlaceRows();
 
+/// The rows merak.expert_capacity saw and dropped since the last call
+/// (every layer and pass of this rank), and resets the counts: the
+/// metrics' moe_dropped and moe_drop_fraction.
+struct ExpertDropCounts {
+  int64_t rows = 0, dropped = 0;
+};
+ExpertDropCounts takeExpertDropCounts();
+
 } // namespace merak::rt::cpu
 
 #endif // MERAK_RT_OPS_H

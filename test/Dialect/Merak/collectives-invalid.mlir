@@ -239,3 +239,27 @@ func.func @a2a_start_wait(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<16
   %y = merak.wait %r : tensor<16x8xf32>
   return %y : tensor<16x8xf32>
 }
+
+// -----
+
+func.func @capacity_probs_per_row(%e: tensor<8xi64>, %p: tensor<4xf32>) -> tensor<8xi64> {
+  // expected-error @+1 {{expects one probability per row}}
+  %k = merak.expert_capacity %e, %p experts = 2 capacity = 4 policy = "probs" : tensor<8xi64>, tensor<4xf32> -> tensor<8xi64>
+  return %k : tensor<8xi64>
+}
+
+// -----
+
+func.func @capacity_policy(%e: tensor<8xi64>, %p: tensor<8xf32>) -> tensor<8xi64> {
+  // expected-error @+1 {{policy must be "probs" or "position", got "random"}}
+  %k = merak.expert_capacity %e, %p experts = 2 capacity = 4 policy = "random" : tensor<8xi64>, tensor<8xf32> -> tensor<8xi64>
+  return %k : tensor<8xi64>
+}
+
+// -----
+
+func.func @capacity_zero(%e: tensor<8xi64>, %p: tensor<8xf32>) -> tensor<8xi64> {
+  // expected-error @+1 {{expects experts >= 1 and capacity >= 1}}
+  %k = merak.expert_capacity %e, %p experts = 2 capacity = 0 policy = "probs" : tensor<8xi64>, tensor<8xf32> -> tensor<8xi64>
+  return %k : tensor<8xi64>
+}

@@ -156,3 +156,18 @@ LogicalResult ExpertPlaceOp::verify() {
     return emitOpError("expects table >= 0, weight_rows >= 1 and rebalance_every >= 0");
   return success();
 }
+
+LogicalResult ExpertCapacityOp::verify() {
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  auto probs = cast<RankedTensorType>(getProbs().getType());
+  if (ids.getRank() != 1 || getResult().getType() != ids)
+    return emitOpError("expects one expert id per row (rank 1) and a result of that type");
+  if (probs.getShape() != ids.getShape())
+    return emitOpError("expects one probability per row: ")
+           << probs << " for " << ids.getDimSize(0) << " rows";
+  if (static_cast<int64_t>(getNumExperts()) < 1 || static_cast<int64_t>(getCapacity()) < 1)
+    return emitOpError("expects experts >= 1 and capacity >= 1");
+  if (getPolicy() != "probs" && getPolicy() != "position")
+    return emitOpError("policy must be \"probs\" or \"position\", got \"") << getPolicy() << "\"";
+  return success();
+}

@@ -17,7 +17,8 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure, AttrSizedOperandSegm
   let description = [{
     With `input` `[S, K]`, `weight` `[E, O, K]` (one `[O, K]` matrix per
     expert, torch.nn.Linear's layout; `[E, K, O]` with `transpose_weight`)
-    and `experts` `[S]` (integers in `[0, E)`), row s of the result is
+    and `experts` `[S]` (integers in `[0, E)`, or `-1` for a row that
+    `merak.expert_capacity` dropped: a zero row), row s of the result is
 
     ```
     result[s, o] = sum_k weight[experts[s], o, k] * input[s, k]
@@ -179,6 +180,43 @@ def Merak_ExpertPlaceOp : Merak_Op<"expert_place", [Pure]> {
     $experts `,` $placement `table` `=` $table `weight_rows` `=` $weight_rows
     `rebalance_every` `=` $rebalance_every attr-dict
     `:` type($experts) `,` type($placement) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_ExpertCapacityOp : Merak_Op<"expert_capacity", [Pure]> {
+  let summary = "Drops the rows beyond each expert's capacity (token dropping)";
+  let description = [{
+    GShard's and Megatron-LM's expert capacity. `experts` `[S]` are the
+    expert ids of one part of the batch (its tokens' top-k choices, ids in
+    `[0, E)`, `E = experts`), `probs` `[S]` the routing weight of each
+    row. Each expert keeps at most `capacity` of its rows; the result is
+    `experts` with every other row's id replaced by `-1` (dropped: no expert
+    computes it, and `merak.all_to_all` does not send it).
+
+    - `policy = "probs"` (Megatron's default) keeps an expert's `capacity`
+      rows of the highest probability, the lower row first among equal
+      ones;
+    - `policy = "position"` keeps its first `capacity` rows (GShard's and
+      Megatron's "position": the earlier tokens).
+
+    merak-moe-capacity sets `capacity = ceil(S * capacity_factor / E)`
+    and zeroes the routing weight of the dropped rows, so that they add
+    nothing to the layer's output. The ids carry no gradient, so neither
+    do `probs` through this op. The runtime counts the dropped rows (the
+    trainer's `moe_dropped` metric).
+
+    ```mlir
+    %kept = merak.expert_capacity %ids, %p experts = 4 capacity = 20 policy = "probs"
+        : tensor<64xi64>, tensor<64xf32> -> tensor<64xi64>
+    ```
+  }];
+  let arguments = (ins TensorOf<[I64]>:$experts, Merak_FloatTensor:$probs, I64Attr:$num_experts,
+                       I64Attr:$capacity, StrAttr:$policy);
+  let results = (outs TensorOf<[I64]>:$result);
+  let assemblyFormat = [{
+    $experts `,` $probs `experts` `=` $num_experts `capacity` `=` $capacity
+    `policy` `=` $policy attr-dict `:` type($experts) `,` type($probs) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -246,6 +246,51 @@ def MerakMoeAuxLoss : Pass<"merak-moe-aux-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakMoeCapacity : Pass<"merak-moe-capacity", "mlir::ModuleOp"> {
+  let summary = "[training] Expert capacity: the rows beyond it are dropped (token dropping)";
+  let description = [{
+    `merak-compile --moe-capacity-factor C [--moe-drop-policy P]`: every
+    Mixture-of-Experts layer of `entry` (its `merak.expert_matmul`s, which
+    share their expert ids `[S]`: S rows, one per token and top-k choice)
+    lets each of its E experts take at most `ceil(S * C / E)` rows, as
+    Megatron-LM's `--moe-expert-capacity-factor` and DeepSpeed's capacity
+    factor do; the other rows are dropped:
+
+    ```
+    %kept = merak.expert_capacity %ids, reshape(%w) experts = E capacity = ceil(S C / E)
+    expert_matmul(%x, %W[%kept])                     // every GEMM of the layer
+    %w' = %w * cast(ne(%kept, -1))                   // the rows' routing weights
+    mul(%rows, %w')                                  // where the layer weights its rows
+    ```
+
+    `%w` is the routing weight the layer multiplies its expert rows by (a
+    `merak.mul` of a value computed from the layer's expert GEMMs by an
+    `[S]` or `[S, 1]` value computed from neither, as transformers'
+    `batched_mm` experts write it). A dropped row is computed by no expert
+    and sent by no all-to-all, and its weight is zero: it adds nothing to
+    the layer's output and gets no gradient (a token whose every choice is
+    dropped passes through the residual connection only). The drop
+    `policy` is `probs` (keep each expert's rows of the highest routing
+    weight; Megatron's default) or `position` (keep its first rows).
+
+    Run after merak-split-batch: S is one part's rows (one data-parallel
+    rank's micro-batch), so the capacity is per part as in Megatron and
+    DeepSpeed, and `--dp N` equals the serial program with `--microbatches
+    N`. Errors: a capacity factor <= 0, an unknown policy, no MoE layer, a
+    layer whose routing weight is not found.
+  }];
+  let options = [
+    Option<"capacityFactor", "capacity-factor", "double", /*default=*/"1.0",
+           "Each expert's capacity in rows, over S / E">,
+    Option<"policy", "drop-policy", "std::string", /*default=*/"\"probs\"",
+           "probs (drop an expert's rows of the lowest routing weight) or position "
+           "(drop its last rows)">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let summary = "[training] Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
   let description = [{
