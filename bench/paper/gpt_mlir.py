@@ -19,7 +19,9 @@ Mixture-of-Experts block instead: a router [hidden, E], each token's row
 repeated K times and routed by the router's argmax (the shapes and costs
 of top-K routing, not its values), grouped expert GEMMs (merak.expert_matmul,
 as merak-fuse-experts forms them) with gate/up weights [E, 2F, hidden] and
-down weights [E, hidden, F], SiLU gating, and the K rows summed back.
+down weights [E, hidden, F], SiLU gating, each row weighted by the router's
+top probability (so --moe-capacity-factor applies), and the K rows summed
+back.
 """
 import argparse
 import sys
@@ -99,6 +101,12 @@ def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32", experts=0, t
         prod = emit("merak.mul %s, %s#1 : %s, %s" % (act, gu, t(n * k, f), t(n * k, f)))
         w2 = param(prefix + ".experts.down_proj", e, d, f)
         y = emit("merak.expert_matmul %s, %s[%s] : %s, %s, tensor<%dxi64> -> %s" % (prod, w2, ek, t(n * k, f), t(e, d, f), n * k, t(n * k, d)))
+        # Each row weighted by the router's probability of its expert.
+        probs = emit("merak.softmax %s axis = 1 : %s" % (scores, t(n, e)))
+        top = emit("merak.reduce_max %s axes = [1] {keepdims} : %s -> %s" % (probs, t(n, e), t(n, 1)))
+        topk = emit("merak.broadcast %s : %s to %s" % (top, t(n, 1), t(n, k)))
+        wk = emit("merak.reshape %s : %s to %s" % (topk, t(n, k), t(n * k, 1)))
+        y = emit("merak.mul %s, %s : %s, %s" % (y, wk, t(n * k, d), t(n * k, 1)))
         per = emit("merak.reshape %s : %s to %s" % (y, t(n * k, d), t(n, k, d)))
         total = emit("merak.reduce_sum %s axes = [1] : %s -> %s" % (per, t(n, k, d), t(n, d)))
         return emit("merak.reshape %s : %s to %s" % (total, t(n, d), t(b, s, d)))

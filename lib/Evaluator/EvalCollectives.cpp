@@ -38,20 +38,61 @@ LogicalResult kernels::eval(AllToAllOp op, Operands in, Results out) {
   if (op.getParts() != 1)
     return op.emitOpError("splits over ")
            << op.getParts() << " ranks; the reference evaluator runs one";
-  const HostTensor &x = *in[0], &ids = *in[1];
   // With one rank a shadow copy's id (expert_shadow_plan) is also this rank's.
-  const int64_t rows = x.getShape()[0],
-                experts = op.getExpertsPerRank() + op.getShadowSlots();
-  HostTensor res = x;
-  const int64_t row = rows ? x.size() / rows : 0;
+  FailureOr<HostTensor> res =
+      allToAllOnOneRank(op, *in[0], *in[1], op.getExpertsPerRank() + op.getShadowSlots(),
+                        op.getCombine(), op.getCompact());
+  if (failed(res))
+    return failure();
+  out.push_back(std::move(*res));
+  return success();
+}
+
+FailureOr<HostTensor> kernels::allToAllOnOneRank(Operation *op, const HostTensor &x,
+                                                 const HostTensor &ids, int64_t experts,
+                                                 bool combine, std::optional<uint64_t> compact) {
+  const int64_t rows = ids.getShape()[0], row = x.getShape()[0] ? x.size() / x.getShape()[0] : 0;
+  SmallVector<int64_t> kept; // positional row -> compact row
   for (int64_t s = 0; s < rows; ++s) {
     int64_t e = ids.i()[s];
     if (e < -1 || e >= experts)
-      return op.emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
-                                          << experts << ")";
-    for (int64_t j = 0; e == -1 && j < row; ++j) // a dropped row is not sent
-      res.setFromDouble(s * row + j, 0.0);
+      return op->emitOpError("expert id ") << e << " of row " << s << " out of range [0, "
+                                           << experts << ")";
+    if (e != -1)
+      kept.push_back(s);
   }
+  const int64_t compactRows = compact ? static_cast<int64_t>(*compact) : 0;
+  if (compact && static_cast<int64_t>(kept.size()) > compactRows)
+    return op->emitOpError("") << kept.size() << " rows for " << compactRows << " compact rows";
+  SmallVector<int64_t> shape(x.getShape());
+  shape[0] = compact && !combine ? compactRows : rows;
+  HostTensor res(RankedTensorType::get(shape, x.getType().getElementType()));
+  for (int64_t k = 0; k < res.size(); ++k)
+    res.setFromDouble(k, 0.0);
+  // A dropped row is not sent: zero. Compact rows: kept row k at place k.
+  for (auto [k, s] : llvm::enumerate(kept)) {
+    const int64_t from = compact && combine ? (int64_t)k : s;
+    const int64_t to = compact && !combine ? (int64_t)k : s;
+    for (int64_t j = 0; j < row; ++j)
+      res.setFromDouble(to * row + j, x.f()[from * row + j]);
+  }
+  return res;
+}
+
+/// This rank's rows' ids in order, then -1.
+LogicalResult kernels::eval(ExpertCompactOp op, Operands in, Results out) {
+  const HostTensor &ids = *in[0];
+  const int64_t first = in[1]->i()[0], perRank = op.getExpertsPerRank();
+  HostTensor res(cast<RankedTensorType>(op.getResult().getType()));
+  const int64_t compact = res.getShape()[0];
+  std::fill(res.i().begin(), res.i().end(), -1);
+  int64_t c = 0;
+  for (int64_t s = 0; s < ids.getShape()[0]; ++s)
+    if (int64_t e = ids.i()[s]; e >= first && e < first + perRank) {
+      if (c == compact)
+        return op.emitOpError("more than the ") << compact << " compact rows are this rank's";
+      res.i()[c++] = e;
+    }
   out.push_back(std::move(res));
   return success();
 }

@@ -3,6 +3,7 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Evaluator/EvaluableOpInterface.h"
+#include "Kernels.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
@@ -93,10 +94,17 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
                       "without --zero to evaluate)",
                failure();
       SmallVector<HostTensor> &held = started[op.getResult(0)];
-      // (An all-to-all's routing ids are not a result.)
-      for (Value v : isa<AllToAllStartOp>(op) ? op.getOperands().take_front()
-                                               : op.getOperands())
-        held.push_back(env.lookup(v));
+      if (auto a2a = dyn_cast<AllToAllStartOp>(op)) { // (its routing ids are no result)
+        FailureOr<HostTensor> rows = kernels::allToAllOnOneRank(
+            &op, env.lookup(a2a.getInput()), env.lookup(a2a.getExperts()),
+            a2a.getExpertsPerRank() + a2a.getShadowSlots(), a2a.getCombine(), a2a.getCompact());
+        if (failed(rows))
+          return failure();
+        held.push_back(std::move(*rows));
+      } else {
+        for (Value v : op.getOperands())
+          held.push_back(env.lookup(v));
+      }
     } else if (auto wait = dyn_cast<WaitOp>(op)) {
       results = started.lookup(wait.getRequest());
       started.erase(wait.getRequest());

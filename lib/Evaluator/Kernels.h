@@ -80,7 +80,8 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   X(GeluGradOp) X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)        \
   X(CrossEntropyGradOp) X(AttentionOp) X(AttentionGradOp) X(AdamWUpdateOp)     \
   X(AdanUpdateOp) X(SgdUpdateOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)     \
-  X(ExpertShadowPlanOp) X(ExpertShadowOp) X(ExpertPlaceOp) X(ExpertCapacityOp)
+  X(ExpertShadowPlanOp) X(ExpertShadowOp) X(ExpertPlaceOp) X(ExpertCapacityOp)           \
+  X(ExpertCompactOp)
 
 // One rule per op (EvalModels.cpp attaches them as EvaluableOpInterface
 // external models); each emits its own errors.
@@ -88,6 +89,13 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   LogicalResult eval(OP op, Operands in, Results out);
 MERAK_EVAL_OPS(MERAK_EVAL_DECLARE)
 #undef MERAK_EVAL_DECLARE
+
+/// merak.all_to_all (or its started form) on one rank: ids in [-1,
+/// experts); a dropped row (-1) is not sent (zero); `compact` rows list
+/// the kept rows in order (a dispatch's result, a combine's input).
+FailureOr<HostTensor> allToAllOnOneRank(Operation *op, const HostTensor &x,
+                                        const HostTensor &ids, int64_t experts, bool combine,
+                                        std::optional<uint64_t> compact);
 
 } // namespace mlir::merak::kernels
 

@@ -38,6 +38,8 @@ std::string planName(const PlanCandidate &c) {
     s += " rebalance " + std::to_string(c.moeRebalanceEvery);
   if (c.moeAllToAll != "flat")
     s += " a2a " + c.moeAllToAll;
+  if (c.moeChunks != 1)
+    s += " chunks " + (c.moeChunks ? std::to_string(c.moeChunks) : std::string("auto"));
   return s;
 }
 
@@ -55,6 +57,7 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"moe_shadow", c.moeShadow},
                  {"moe_rebalance_every", c.moeRebalanceEvery},
                  {"moe_all_to_all", c.moeAllToAll},
+                 {"moe_chunks", c.moeChunks ? json::Value(c.moeChunks) : json::Value("auto")},
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};

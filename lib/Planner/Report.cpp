@@ -134,6 +134,8 @@ std::optional<StringRef> collectiveKind(Operation *op) {
     return std::nullopt;
   if (auto a2a = dyn_cast<AllToAllOp>(op); a2a && a2a.getHierarchical())
     return kHierarchicalAllToAll;
+  if (isa<AllToAllStartOp>(op))
+    return kOverlappedAllToAll;
   name.consume_back("_start"); // merak-overlap's started form: the same traffic
   if (name == "all_reduce" || name == "reduce_scatter" || name == "all_gather" ||
       name == "all_to_all" || name == "expert_shadow")

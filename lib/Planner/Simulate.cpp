@@ -132,19 +132,31 @@ struct OpTimer {
   int64_t measuredOps = 0, costedOps = 0;
 
   double op(const OpWork &w) {
-    if (w.seconds) {
-      ++costedOps;
-      ++measuredOps;
+    costedOps += w.seconds || roofline(w) > 0;
+    measuredOps += w.seconds.has_value();
+    return cost(w);
+  }
+  double roofline(const OpWork &w) const {
+    return std::max(w.flops / rate,
+                    prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth : 0.0);
+  }
+  double cost(const OpWork &w) const {
+    if (w.seconds)
       return *w.seconds;
-    }
-    double t = std::max(w.flops / rate, prof.memoryBandwidth > 0 ? w.bytes / prof.memoryBandwidth
-                                                                 : 0.0);
-    costedOps += t > 0;
+    double t = roofline(w);
     if (!w.routed)
       return t;
     if (w.totalExperts > w.weightExperts * routing.ep) // the shadow copies' gradient
       return t * routing.shadowScale;
     return t * (routing.routedScale + (w.withCopies ? routing.shadowShare : 0.0));
+  }
+  /// The expert GEMMs among `ops` (not counted).
+  double expertGemms(const std::vector<OpWork> &ops) const {
+    double t = 0;
+    for (const OpWork &w : ops)
+      if (w.routed)
+        t += cost(w);
+    return t;
   }
   /// `ops` one after another; without per-op costs, `flops` (of all
   /// micro-batches) at the rate.
@@ -220,7 +232,7 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     if (options.gradReduceBf16 && group == "dp" && kind != "all_gather")
       each /= 2;
     const bool twoLevel = kind == kHierarchicalAllToAll;
-    if (kind == "all_to_all" || twoLevel) { // the busiest rank receives its share of the rows
+    if (kind == "all_to_all" || kind == kOverlappedAllToAll || twoLevel) { // the busiest rank receives its share of the rows
       each *= options.routedScale;
       seconds += t.count * allToAllSeconds(each, n, expertRanksPerNode(stage, options),
                                            options.profile, twoLevel);
@@ -233,6 +245,28 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     seconds += t.count * one;
   }
   return seconds;
+}
+
+double mlir::merak::hiddenAllToAllSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
+                                          int64_t stage, const SimulateOptions &options,
+                                          double expertGemms, int64_t chunks) {
+  if (chunks < 2)
+    return 0;
+  double transfer = 0;
+  for (auto &[key, t] : traffic) {
+    auto [kind, group] = StringRef(key).split(' ');
+    int64_t n = 1;
+    groupLink(group, stage, options, n);
+    // The flat all-to-alls merak-overlap's ep-overlap will start (the
+    // simulator runs before it), or has started.
+    if ((kind != "all_to_all" && kind != kOverlappedAllToAll) || n <= 1 || t.count == 0)
+      continue;
+    const double each = (double)t.bytes / t.count * options.routedScale;
+    const int64_t perNode = expertRanksPerNode(stage, options);
+    transfer += t.count * (allToAllSeconds(each, n, perNode, options.profile, false) -
+                           allToAllSeconds(0, n, perNode, options.profile, false));
+  }
+  return std::min(transfer, expertGemms) * (chunks - 1) / chunks;
 }
 
 double mlir::merak::expertImbalance(int64_t experts, int64_t ep, double skew) {
@@ -252,17 +286,18 @@ int64_t mlir::merak::chooseExpertChunks(ModuleOp module, const SimulateOptions &
   const DeviceProfile &profile = options.profile;
   const int64_t dp = options.dp, microbatches = options.microbatches, ep = options.ep,
                 perNode = expertRanksPerNode(0, options);
-  // The layer's GEMMs (the largest layer: every GEMM of one routing).
-  double comm = 0, latency = 0, gemm = 0;
+  // The layer's GEMMs (the largest layer: every GEMM of one routing): its
+  // transfer, latency, GEMM and weight-gradient accumulation seconds.
+  double comm = 0, latency = 0, gemm = 0, accumulate = 0;
   int64_t rowsGcd = 0;
-  DenseMap<Value, std::tuple<double, double, double>> layers;
+  DenseMap<Value, std::tuple<double, double, double, double>> layers;
   module.walk([&](ExpertMatmulOp mm) {
     auto x = cast<RankedTensorType>(mm.getInput().getType());
     auto y = cast<RankedTensorType>(mm.getResult().getType());
     const int64_t rows = x.getDimSize(0) / std::max<int64_t>(1, dp * microbatches);
     rowsGcd = std::gcd(rowsGcd, rows);
     const double bytes = (x.getElementTypeBitWidth() + 7) / 8;
-    auto [c, l, g] = layers.lookup(mm.getExperts());
+    auto [c, l, g, a] = layers.lookup(mm.getExperts());
     for (double part : {rows * x.getDimSize(1) * bytes, rows * y.getDimSize(1) * bytes}) {
       const double whole = allToAllSeconds(part, ep, perNode, profile, false);
       const double lat = allToAllSeconds(0, ep, perNode, profile, false);
@@ -271,21 +306,31 @@ int64_t mlir::merak::chooseExpertChunks(ModuleOp module, const SimulateOptions &
     }
     StringRef dtype = x.getElementType().isBF16() ? "bf16" : "f32";
     g += 2.0 * rows * x.getDimSize(1) * y.getDimSize(1) / profile.achievedFlops(dtype);
-    layers[mm.getExperts()] = {c, l, g};
+    // A chunk's float32 weight gradient of this rank's experts added to the
+    // others' (two reads, one write).
+    auto w = cast<RankedTensorType>(mm.getWeight().getType());
+    if (profile.memoryBandwidth > 0)
+      a += 3.0 * 4 * w.getNumElements() / std::max<int64_t>(1, ep) / profile.memoryBandwidth;
+    layers[mm.getExperts()] = {c, l, g, a};
   });
   for (auto &[ids, t] : layers)
     if (std::get<0>(t) + std::get<2>(t) > comm + gemm)
-      std::tie(comm, latency, gemm) = t;
+      std::tie(comm, latency, gemm, accumulate) = t;
   int64_t best = 1;
-  auto time = [&](int64_t k) {
+  // The forward; the backward overlaps the gradients' exchanges with the
+  // input-gradient GEMMs alike, then runs the weight-gradient GEMMs and
+  // adds the chunks' weight gradients.
+  auto forward = [&](int64_t k) {
     return k * latency + std::max(comm, gemm) + std::min(comm, gemm) / k;
   };
+  auto time = [&](int64_t k) { return 2 * forward(k) + gemm + (k - 1) * accumulate; };
   for (int64_t k : {2, 4, 8})
     if (rowsGcd % k == 0 && time(k) < time(best))
       best = k;
   why = llvm::formatv("a layer's all-to-alls {0:e2} s of transfer + {1:e2} s of latency, its "
-                      "expert GEMMs {2:e2} s; {3} chunk(s): {4:e2} s (whole: {5:e2} s)",
-                      comm, latency, gemm, best, time(best), time(1))
+                      "expert GEMMs {2:e2} s, a chunk's weight-gradient sum {6:e2} s; {3} "
+                      "chunk(s): {4:e2} s forward and backward (whole: {5:e2} s)",
+                      comm, latency, gemm, best, time(best), time(1), accumulate)
             .str();
   return best;
 }
@@ -377,6 +422,20 @@ static int64_t expertCount(ModuleOp module) {
       experts = std::max<int64_t>(experts, mm.getTotalExperts().value_or(0));
   });
   return experts;
+}
+
+/// merak-expert-parallel's chunks (--moe-chunks): the most expert GEMMs one
+/// function runs with one weight in one layout (1 without chunks).
+static int64_t expertChunks(ModuleOp module) {
+  int64_t chunks = 1;
+  module.walk([&](func::FuncOp fn) {
+    DenseMap<std::pair<Value, unsigned>, int64_t> gemms;
+    fn.walk([&](ExpertMatmulOp mm) {
+      if (mm.getFirst() && !mm.getShadow())
+        chunks = std::max(chunks, ++gemms[{mm.getWeight(), unsigned(mm.getTransposeWeight())}]);
+    });
+  });
+  return chunks;
 }
 
 /// The module's expert routing under options.moeSkew (or moeShares) and its
@@ -486,12 +545,20 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   // Model stage k (chunk k / p of rank k mod p under interleaving) has its
   // own fragments; a rank's update (and the parameters and optimizer state
   // it streams) is on model stage s < p and covers all its chunks.
+  // --moe-chunks K: the started all-to-alls run under the chunks' GEMMs.
+  const int64_t chunks = expertChunks(module);
+  auto hidden = [&](const std::map<std::string, CollectiveTraffic> &traffic, int64_t k,
+                    const std::vector<OpWork> &ops) {
+    return hiddenAllToAllSeconds(traffic, k % p, options, timer.expertGemms(ops) * m, chunks) / m;
+  };
   for (int64_t k = 0; k < p * v; ++k) {
     const StageCosts &c = (*stages)[k];
     fwd.push_back(timer.ops(c.forwardOps, c.forwardFlops) + timer.copy(c.forwardCopyBytes) +
-                  collectiveSeconds(c.forward, k % p, options) / m);
+                  collectiveSeconds(c.forward, k % p, options) / m -
+                  hidden(c.forward, k, c.forwardOps));
     bwd.push_back(timer.ops(c.backwardOps, c.backwardFlops) + timer.copy(c.backwardCopyBytes) +
-                  collectiveSeconds(c.backward, k % p, options) / m);
+                  collectiveSeconds(c.backward, k % p, options) / m -
+                  hidden(c.backward, k, c.backwardOps));
     // The recomputation `rcp` runs apart (the backward's collectives stay
     // with `bwd`); the last stage has none.
     rcp.push_back(scp && k + 1 < p * v && !c.recomputeOps.empty() ? timer.ops(c.recomputeOps, 0)

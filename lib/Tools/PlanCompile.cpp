@@ -93,7 +93,8 @@ bool simulateMeasured(const CompileOptions &opts, PlanCandidate &c, double memor
 /// The expert-parallel variants of `base`: every ep dividing its dp with
 /// 0, 1 or 2 shadow slots; with several experts per rank also rebalancing;
 /// with an ep group across nodes (dp ranks tp apart) also the two-level
-/// all-to-all.
+/// all-to-all; without shadowing, with the flat all-to-all, also its
+/// chunks (--moe-chunks auto: their number from the device profile).
 std::vector<PlanCandidate> expertVariants(const PlanCandidate &base,
                                           const PlannerResult &plan) {
   std::vector<PlanCandidate> out;
@@ -102,17 +103,20 @@ std::vector<PlanCandidate> expertVariants(const PlanCandidate &base,
     const bool acrossNodes = ep > 1 && ep * base.tp > plan.devicesPerNode;
     for (int64_t shadow : {0, 1, 2})
       for (int64_t rebalance : {int64_t(0), kPlannedRebalanceEvery})
-        for (bool twoLevel : {false, true}) {
-          if ((ep == 1 && shadow > 0) || (rebalance > 0 && !placeable) ||
-              (twoLevel && !acrossNodes))
-            continue;
-          PlanCandidate c = base;
-          c.ep = ep;
-          c.moeShadow = shadow;
-          c.moeRebalanceEvery = rebalance;
-          c.moeAllToAll = twoLevel ? "hierarchical" : "flat";
-          out.push_back(std::move(c));
-        }
+        for (bool twoLevel : {false, true})
+          for (int64_t chunks : {int64_t(1), int64_t(0)}) {
+            if ((ep == 1 && shadow > 0) || (rebalance > 0 && !placeable) ||
+                (twoLevel && !acrossNodes) ||
+                (chunks != 1 && (ep == 1 || shadow > 0 || twoLevel)))
+              continue;
+            PlanCandidate c = base;
+            c.ep = ep;
+            c.moeShadow = shadow;
+            c.moeRebalanceEvery = rebalance;
+            c.moeAllToAll = twoLevel ? "hierarchical" : "flat";
+            c.moeChunks = chunks;
+            out.push_back(std::move(c));
+          }
   }
   return out;
 }
@@ -170,8 +174,9 @@ void mlir::merak::refinePlanForExperts(const CompileOptions &opts, PlannerResult
   plan.notes.push_back(
       llvm::formatv("a Mixture-of-Experts model: {0} plans ({1} of the best meshes, each with "
                     "every ep dividing dp, --moe-shadow 0, 1, 2, with several experts per "
-                    "rank --moe-rebalance-every 0 and {3}, and with an ep group across nodes "
-                    "--moe-all-to-all flat and hierarchical) compiled and simulated with {2}; "
+                    "rank --moe-rebalance-every 0 and {3}, with an ep group across nodes "
+                    "--moe-all-to-all flat and hierarchical, and without shadowing "
+                    "--moe-chunks 1 and auto) compiled and simulated with {2}; "
                     "ranked by those simulations",
                     variants.size(), varied,
                     opts.moeHistogram.empty()
@@ -231,6 +236,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.moeShadow = c.moeShadow;
   o.moeRebalanceEvery = c.moeRebalanceEvery;
   o.moeAllToAll = c.moeAllToAll;
+  o.moeChunks = c.moeChunks;
   o.moeSkew = 0; // a simulation's assumptions, not the program's
   o.moeHistogram.clear();
   if (c.overlap && c.tp > 1)
@@ -252,10 +258,10 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
     return fail("--devices chooses --dp, --tp, --pp, --microbatches and --schedule itself: give "
                 "either --devices or the mesh, not both");
   if (opts.ep != 1 || opts.moeShadow != 0 || opts.moeRebalanceEvery != 0 ||
-      opts.moeAllToAll != "flat")
-    return fail("--devices chooses --ep, --moe-shadow, --moe-rebalance-every and "
-                "--moe-all-to-all itself for a Mixture-of-Experts model (give --moe-skew to "
-                "plan for uneven routing)");
+      opts.moeAllToAll != "flat" || opts.moeChunks != 1)
+    return fail("--devices chooses --ep, --moe-shadow, --moe-rebalance-every, "
+                "--moe-all-to-all and --moe-chunks itself for a Mixture-of-Experts model (give "
+                "--moe-skew to plan for uneven routing)");
   if (!opts.stageBoundaries.empty())
     return fail("--devices chooses the stages: --stage-boundaries cannot be given with it");
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);
@@ -316,7 +322,8 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
       << " --zero " << planned.zero;
   if (c.ep > 1)
     log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow << " --moe-rebalance-every "
-        << c.moeRebalanceEvery << " --moe-all-to-all " << c.moeAllToAll;
+        << c.moeRebalanceEvery << " --moe-all-to-all " << c.moeAllToAll << " --moe-chunks "
+        << (c.moeChunks ? std::to_string(c.moeChunks) : std::string("auto"));
   log << "\n";
   return std::nullopt;
 }

@@ -25,13 +25,19 @@ namespace merak::rt::cpu::detail {
 /// input rows it packs (in message order: peers in rank order, rows in
 /// increasing s) and where each received row goes in its output. ids
 /// [size * S] route every group rank's rows (see kernels.def
-/// expertAllToAll; a bad id is fatal).
+/// expertAllToAll; a bad id is fatal). With `compact` rows (> 0) this
+/// rank's side (a dispatch's output, a combine's input) holds its rows in
+/// order instead of at i * S + s; more than `compact` of them is fatal.
 struct RowExchange {
   std::vector<int64_t> sendCounts, recvCounts; ///< rows, per group rank
   std::vector<int64_t> sendRows, recvRows;     ///< input / output row indices
 };
 RowExchange planRowExchange(const int64_t *ids, int size, int me, int64_t S, int64_t perRank,
-                            int64_t shadowSlots, bool combine);
+                            int64_t shadowSlots, bool combine, int64_t compact = 0);
+/// The place of group rank i's row s on its expert's rank: i * S + s, or
+/// with compact rows its index among that rank's rows (`counted` counts
+/// them, in the group's order; fatal beyond `compact`).
+int64_t expertRowPlace(int64_t i, int64_t S, int64_t s, int64_t compact, int64_t &counted);
 /// The group rank holding group rank i's row s (its expert's, or i itself
 /// for a shadow copy).
 int64_t rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size, int64_t shadowSlots,

@@ -265,7 +265,7 @@ void twoLevelExchange(Axis axis, const Comm::NodeGroups &g, int me, DT t, int64_
 
 void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *idsData,
                     int64_t S, int64_t row, int64_t perRank, int64_t shadowSlots,
-                    const void *in, void *out, bool hierarchical) {
+                    const void *in, void *out, bool hierarchical, int64_t compact) {
   const int64_t *ids = static_cast<const int64_t *>(idsData); // i64
   checkCollectiveType(t, "all_to_all");
   const int size = zeroGroupSize(group, parts, "all_to_all");
@@ -284,24 +284,27 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
     // combine the reverse.
     std::vector<int> src, dst;
     std::vector<int64_t> from, to;
+    int64_t counted = 0; // this rank's rows so far (compact places)
     for (int i = 0; i < size; ++i)
       for (int64_t s = 0; s < S; ++s) {
-        const int64_t r = i * S + s;
         const int o = static_cast<int>(owner(i, s));
         if (o < 0)
           continue;
+        // The row's place on its expert's rank (counted there only).
+        const int64_t r = o == me ? expertRowPlace(i, S, s, compact, counted) : i * S + s;
         src.push_back(combine ? o : i);
         dst.push_back(combine ? i : o);
         from.push_back(combine ? r : s);
         to.push_back(combine ? s : r);
       }
-    std::memset(out, 0, static_cast<size_t>((combine ? S : size * S) * rowBytes));
+    std::memset(out, 0,
+                static_cast<size_t>((combine ? S : compact > 0 ? compact : size * S) * rowBytes));
     twoLevelExchange(axisOf(group), *nodes, me, t, static_cast<int64_t>(src.size()), rowBytes,
                      src, dst, from, to, static_cast<const char *>(in),
                      static_cast<char *>(out));
     return;
   }
-  RowExchange x = planRowExchange(ids, size, me, S, perRank, shadowSlots, combine);
+  RowExchange x = planRowExchange(ids, size, me, S, perRank, shadowSlots, combine, compact);
   static thread_local std::vector<char> send, recv;
   send.resize(x.sendRows.size() * rowBytes);
   recv.resize(x.recvRows.size() * rowBytes);
@@ -318,7 +321,7 @@ void expertAllToAll(Group group, DT t, bool combine, int64_t parts, const void *
     waitOrAbort(r, combine ? "all-to-all combining the experts' rows"
                            : "all-to-all dispatching tokens to their experts");
   }
-  unpackRows(x, recv.data(), out, rowBytes, combine ? S : size * S);
+  unpackRows(x, recv.data(), out, rowBytes, combine ? S : compact > 0 ? compact : size * S);
 }
 
 int64_t detail::rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size,
@@ -337,8 +340,20 @@ int64_t detail::rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int siz
   return e < experts ? e / perRank : i;
 }
 
+int64_t detail::expertRowPlace(int64_t i, int64_t S, int64_t s, int64_t compact,
+                               int64_t &counted) {
+  if (compact <= 0)
+    return i * S + s;
+  if (counted == compact)
+    fatal(("all_to_all: more than the " + std::to_string(compact) +
+           " compact rows of an expert capacity reach one rank")
+              .c_str());
+  return counted++;
+}
+
 RowExchange detail::planRowExchange(const int64_t *ids, int size, int me, int64_t S,
-                                    int64_t perRank, int64_t shadowSlots, bool combine) {
+                                    int64_t perRank, int64_t shadowSlots, bool combine,
+                                    int64_t compact) {
   auto owner = [&](int64_t i, int64_t s) {
     return rowOwner(ids, S, perRank, size, shadowSlots, i, s);
   };
@@ -348,16 +363,18 @@ RowExchange detail::planRowExchange(const int64_t *ids, int size, int me, int64_
   RowExchange x;
   x.sendCounts.assign(size, 0);
   x.recvCounts.assign(size, 0);
+  int64_t counted = 0; // this rank's rows so far (compact places)
   for (int i = 0; i < size; ++i)
     for (int64_t s = 0; s < S; ++s) {
       const bool mineThere = owner(me, s) == i, theirsHere = owner(i, s) == me;
+      const int64_t here = theirsHere ? expertRowPlace(i, S, s, compact, counted) : -1;
       if (combine ? theirsHere : mineThere) {
         ++x.sendCounts[i];
-        x.sendRows.push_back(combine ? i * S + s : s);
+        x.sendRows.push_back(combine ? here : s);
       }
       if (combine ? mineThere : theirsHere) {
         ++x.recvCounts[i];
-        x.recvRows.push_back(combine ? s : i * S + s);
+        x.recvRows.push_back(combine ? s : here);
       }
     }
   return x;

@@ -165,16 +165,17 @@ void allGatherStartImpl(int32_t slot, Group group, DT t, int64_t parts, int32_t 
 
 void expertAllToAllStart(int32_t slot, Group group, DT t, bool combine, int64_t parts,
                          const void *idsData, int64_t S, int64_t row, int64_t perRank,
-                         int64_t shadowSlots, const void *in) {
+                         int64_t shadowSlots, const void *in, int64_t compact) {
   const int64_t *ids = static_cast<const int64_t *>(idsData);
-  int64_t count = combine ? S * row : parts * S * row, total = 0;
+  const int64_t outRows = combine ? S : compact > 0 ? compact : parts * S;
+  int64_t count = outRows * row, total = 0;
   Slot &s = begin(slot, Kind::AllToAll, group, CollReduce::Sum, t, parts, 1, &count, total);
   const int me = s.size == 1 ? 0 : communicator()->groupRank(axisOf(group));
   if (!combine && shadowSlots == 0) // (with shadowing the plan saw the ids)
     recordExpertRows(ids, s.size * S, perRank * parts);
-  s.rows = planRowExchange(ids, s.size, me, S, perRank, shadowSlots, combine);
+  s.rows = planRowExchange(ids, s.size, me, S, perRank, shadowSlots, combine, compact);
   s.rowBytes = row * elemSize(t);
-  s.outRows = combine ? S : parts * S;
+  s.outRows = outRows;
   grow(s.send, static_cast<int64_t>(s.rows.sendRows.size()) * s.rowBytes);
   grow(s.recv, static_cast<int64_t>(s.rows.recvRows.size()) * s.rowBytes);
   packRows(s.rows, in, s.send.data(), s.rowBytes);

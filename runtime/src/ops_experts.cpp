@@ -359,4 +359,21 @@ void expertCapacity(const void *idsData, DT tp, const void *probs, int64_t S, in
   }
 }
 
+void expertCompact(const void *idsData, int64_t N, const void *firstData, int64_t perRank,
+                   int64_t R, void *outData) {
+  const int64_t *ids = static_cast<const int64_t *>(idsData);
+  const int64_t first = *static_cast<const int64_t *>(firstData);
+  int64_t *out = static_cast<int64_t *>(outData);
+  std::fill(out, out + R, int64_t(-1));
+  int64_t c = 0;
+  for (int64_t s = 0; s < N; ++s)
+    if (ids[s] >= first && ids[s] < first + perRank) {
+      if (c == R)
+        fatal(("expert_compact: more than the " + std::to_string(R) +
+               " compact rows of an expert capacity are this rank's")
+                  .c_str());
+      out[c++] = ids[s];
+    }
+}
+
 } // namespace merak::rt::cpu

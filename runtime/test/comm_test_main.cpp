@@ -530,6 +530,76 @@ void runShadowing(int n, int me, int64_t S, int64_t W, int64_t perRank) {
           "reduce element " + std::to_string(r));
 }
 
+/// Dropped rows (id -1, an expert capacity) and compact rows: a dropped
+/// row goes nowhere and comes back zero; with `compact` R rows a rank's
+/// dispatched rows are the positional ones in order, then zeros, and a
+/// combine reads them from there. Flat, two-level and started alike.
+void runCompact(int n, int me, int64_t S, int64_t W, int64_t perRank) {
+  const int64_t E = perRank * n;
+  std::vector<int64_t> ids(n * S);
+  for (int i = 0; i < n; ++i)
+    for (int64_t s = 0; s < S; ++s)
+      ids[i * S + s] = (i + s) % 3 == 0 ? -1 : (i * 3 + s) % E;
+  auto owner = [&](int64_t r) { return ids[r] < 0 ? int64_t(-1) : ids[r] / perRank; };
+  // Each rank's rows in the group's order; R holds the busiest rank's.
+  std::vector<std::vector<int64_t>> rowsOf(n);
+  for (int64_t r = 0; r < n * S; ++r)
+    if (owner(r) >= 0)
+      rowsOf[owner(r)].push_back(r);
+  int64_t R = 1;
+  for (auto &rows : rowsOf)
+    R = std::max<int64_t>(R, static_cast<int64_t>(rows.size()));
+  std::vector<float> x(S * W), xr(n * S * W, -1.0f);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t j = 0; j < W; ++j)
+      x[s * W + j] = (float)(me * 1000 + s * 10 + j);
+  cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank, 0,
+                      x.data(), xr.data());
+  for (int64_t r = 0; r < n * S; ++r)
+    if (owner(r) != me)
+      for (int64_t j = 0; j < W; ++j)
+        CHECK(xr[r * W + j] == 0.0f, "a dropped or other rank's row is zero: " +
+                                         std::to_string(r));
+  std::vector<float> ycl(R * W);
+  for (int64_t k = 0; k < R * W; ++k)
+    ycl[k] = (float)(me * 100000 + k);
+  for (bool twoLevel : {false, true})
+    for (bool started : {false, true}) {
+      if (twoLevel && started)
+        continue; // the two-level exchange is not started
+      const std::string form = twoLevel ? "two-level" : started ? "started" : "flat";
+      std::vector<float> xc(R * W, -1.0f), y(S * W, -1.0f);
+      if (started) {
+        cpu::expertAllToAllStart(0, cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W,
+                                 perRank, 0, x.data(), R);
+        cpu::collectiveWait(0, xc.data());
+        cpu::expertAllToAllStart(0, cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W,
+                                 perRank, 0, ycl.data(), R);
+        cpu::collectiveWait(0, y.data());
+      } else {
+        cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, false, n, ids.data(), S, W, perRank,
+                            0, x.data(), xc.data(), twoLevel, R);
+        cpu::expertAllToAll(cpu::Group::EP, cpu::DT::F32, true, n, ids.data(), S, W, perRank, 0,
+                            ycl.data(), y.data(), twoLevel, R);
+      }
+      const std::vector<int64_t> &mine = rowsOf[me];
+      for (int64_t k = 0; k < R; ++k)
+        for (int64_t j = 0; j < W; ++j)
+          CHECK(xc[k * W + j] ==
+                    (k < (int64_t)mine.size() ? xr[mine[k] * W + j] : 0.0f),
+                form + " compact dispatch row " + std::to_string(k));
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t r = me * S + s, o = owner(r);
+        const int64_t k = o < 0 ? -1
+                                : std::find(rowsOf[o].begin(), rowsOf[o].end(), r) -
+                                      rowsOf[o].begin();
+        for (int64_t j = 0; j < W; ++j)
+          CHECK(y[s * W + j] == (o < 0 ? 0.0f : (float)(o * 100000 + k * W + j)),
+                form + " compact combine row " + std::to_string(s));
+      }
+    }
+}
+
 /// Expert parallelism's all-to-all (expertAllToAll) on dp = ep = n ranks,
 /// 2 experts per rank, S = 5 rows of 3 floats per rank; routings: mixed
 /// ((rank + s) % E), and every row to expert 0 (rank 0 receives all, the
@@ -587,6 +657,7 @@ int runExperts(int argc, char **argv) {
                                     " two-level dispatch and combine equal the flat ones");
   }
   runShadowing(n, me, S, W, perRank);
+  runCompact(n, me, S, W, perRank);
   const Comm::NodeGroups *nodes = c.nodeGroups(Axis::EP);
   cpu::setCommunicator(nullptr);
   if (c.rank() == 0 && !gFailures)

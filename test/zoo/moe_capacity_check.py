@@ -23,7 +23,9 @@ routing weight (probs; the lower row among equal ones) or its first rows
              --microbatches 2, and --dp 4 --ep 4 (two-level all-to-all on
              nodes of 2), --dp 2 --ep 2 --moe-dispatcher allgather and
              --dp 2 --ep 2 --pp 2 --microbatches 2 equal theirs (<= 1e-5
-             over 20 steps, AdamW with clip-norm 1.0). The probs policy's
+             over 20 steps, AdamW with clip-norm 1.0), and the dp 2 ep 2
+             program's exchanges carry compact rows (half the positional
+             ones). The probs policy's
              decisions flip on last-bit differences of the routing weights
              (another summation order), after which the runs part: at
              --dp 2 --ep 2 it stays bitwise for 17 steps, then 3e-4; the
@@ -129,9 +131,20 @@ def versus_microbatched(env, flags, ranks, parts, factor="1.0", nodes=None, run=
         "".join(", %s %d" % kv for kv in seen.items()))
 
 
-def check_parallel(env, cases):
+def check_parallel(env, cases, compact=False):
     results = [versus_microbatched(env, *case[:3], **(case[3] if len(case) > 3 else {}))
                for case in cases]
+    if compact:
+        # The capacity bounds a rank's rows: 2 experts x 2 ranks x ceil(128 /
+        # 4) = 128 compact rows of the group's 256 (dp 2 ep 2, 4 experts).
+        ir = env.compile("mixtral", "compact-ir",
+                         ["--dp", "2", "--ep", "2", "--moe-capacity-factor", "1.0",
+                          "--compile-to=overlap"])
+        text = open(ir).read()
+        exchanges, lists = text.count("compact = 128 :"), text.count("merak.expert_compact")
+        results.append((exchanges > 0 and lists > 0,
+                        "%d compact all-to-alls, %d merak.expert_compact in the dp 2 ep 2 IR" % (
+                            exchanges, lists)))
     return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
 
 
@@ -176,7 +189,7 @@ CHECKS = {
     "mixtral": lambda env: check_torch(env, "mixtral", 1.0, "probs"),
     "gpt-oss": lambda env: check_torch(env, "gpt-oss", 1.25, "position"),
     "qwen2-moe": lambda env: check_torch(env, "qwen2-moe", 1.0, "probs"),
-    "parallel": lambda env: check_parallel(env, PARALLEL),
+    "parallel": lambda env: check_parallel(env, PARALLEL, compact=True),
     "dynamic": lambda env: check_parallel(env, DYNAMIC),
     "errors": check_errors,
 }

@@ -60,6 +60,9 @@ struct PlanCandidate {
   /// --moe-all-to-all: "hierarchical" where the ep group spans nodes and
   /// the simulation prefers it.
   std::string moeAllToAll = "flat";
+  /// --moe-chunks: 1, or 0 (auto: chooseExpertChunks at compile time) where
+  /// the simulation prefers the all-to-alls in chunks.
+  int64_t moeChunks = 1;
   std::optional<double> simulatedStepTime;
 };
 

@@ -55,6 +55,10 @@ struct SimulatedStep {
 /// Traffic of one collective kind and group ("all_reduce tp").
 /// The traffic kind of a two-level merak.all_to_all (`hierarchical`).
 constexpr llvm::StringLiteral kHierarchicalAllToAll = "all_to_all_2dh";
+/// The traffic kind of a started merak.all_to_all_start (merak-overlap's
+/// ep-overlap over --moe-chunks): it runs under the other chunks' expert
+/// GEMMs.
+constexpr llvm::StringLiteral kOverlappedAllToAll = "all_to_all_overlapped";
 
 struct CollectiveTraffic {
   int64_t count = 0, bytes = 0;

@@ -93,15 +93,19 @@ ExpertLoad expertLoad(const std::vector<double> &shares, int64_t ep, int64_t slo
 
 /// MPMoE's adaptive granularity for --moe-chunks auto: the number of chunks
 /// (1, 2, 4 or 8, dividing every expert GEMM's local rows) that minimises
-/// one MoE layer's forward time under `options.profile`, for the imported
-/// model's expert GEMMs (`module`, before expert parallelism) with 1 / (dp
-/// x microbatches) of their rows per rank and the mesh's ep group (its
-/// ranks per node as the simulator places them):
-///   T(k) = k * L + max(C, G) + min(C, G) / k
+/// one MoE layer's forward and backward time under `options.profile`, for
+/// the imported model's expert GEMMs (`module`, before expert parallelism)
+/// with 1 / (dp x microbatches) of their rows per rank and the mesh's ep
+/// group (its ranks per node as the simulator places them):
+///   F(k) = k * L + max(C, G) + min(C, G) / k
+///   T(k) = 2 F(k) + G + (k - 1) * A
 /// with C the bandwidth part of the layer's dispatches and combines
 /// (allToAllSeconds without latency), L their latency part (paid per
-/// chunk) and G its expert GEMMs (2 S K O flops at the profile's achieved
-/// rate, this rank's S rows). `why` explains the choice.
+/// chunk), G its expert GEMMs (2 S K O flops at the profile's achieved
+/// rate, this rank's S rows; the backward's input gradients overlap like
+/// the forward, its weight gradients do not) and A the addition of one
+/// chunk's float32 weight gradient of this rank's experts to the others'.
+/// `why` explains the choice.
 int64_t chooseExpertChunks(ModuleOp module, const SimulateOptions &options, std::string &why);
 
 /// The node (rank / devices_per_node) of each pipeline stage's first rank,
@@ -119,6 +123,16 @@ void setLinkCosts(PipelineCostModel &costs, const DeviceProfile &profile, int64_
 /// group's ranks share a node, the inter-node one otherwise.
 double collectiveSeconds(const std::map<std::string, CollectiveTraffic> &traffic, int64_t stage,
                          const SimulateOptions &options);
+
+/// The part of `traffic`'s flat all-to-alls that `chunks` K > 1 (--moe-chunks,
+/// whose all-to-alls merak-overlap starts early: kOverlappedAllToAll once it
+/// has) hide under `expertGemms` seconds of expert GEMMs: min(transfer,
+/// GEMMs) (K - 1) / K, the transfer without the per-message latency
+/// (chooseExpertChunks' model, so `--simulate` sees what `--moe-chunks
+/// auto` chose for).
+double hiddenAllToAllSeconds(const std::map<std::string, CollectiveTraffic> &traffic,
+                             int64_t stage, const SimulateOptions &options, double expertGemms,
+                             int64_t chunks);
 
 /// --simulate: runs the module's schedule (recorded by merak-record-schedule)
 /// on the pipeline simulator under `options.profile`; writes its Chrome

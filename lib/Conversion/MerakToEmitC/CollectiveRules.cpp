@@ -115,7 +115,8 @@ FailureOr<Lowering> emitc_lowering::rule(AllToAllOp a, Emitter &e, LoweringConte
   e.call(kernels::expertAllToAll).lit(groupLiteral(a.getGroup())).dtype(in)
       .boolean(a.getCombine()).i64(a.getParts()).ptr(ids).i64(a.getLocalRows())
       .i64(in.getDimSize(1)).i64(a.getExpertsPerRank()).i64(a.getShadowSlots()).ptr(x).ptr(y)
-      .boolean(a.getHierarchical()).emit();
+      .boolean(a.getHierarchical()).i64(static_cast<int64_t>(a.getCompact().value_or(0)))
+      .emit();
   return Lowering::Done;
 }
 
@@ -178,7 +179,8 @@ FailureOr<Lowering> emitc_lowering::rule(AllToAllStartOp a, Emitter &e, Lowering
   e.call(kernels::expertAllToAllStart).i64(ctx.requests.acquire(a->getResult(0)))
       .lit(groupLiteral(a.getGroup())).dtype(in).boolean(a.getCombine()).i64(a.getParts())
       .ptr(ids).i64(idRows / a.getParts()).i64(in.getDimSize(1)).i64(a.getExpertsPerRank())
-      .i64(a.getShadowSlots()).ptr(x).emit();
+      .i64(a.getShadowSlots()).ptr(x).i64(static_cast<int64_t>(a.getCompact().value_or(0)))
+      .emit();
   return Lowering::Done;
 }
 

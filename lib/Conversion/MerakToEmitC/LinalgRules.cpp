@@ -227,6 +227,19 @@ FailureOr<Lowering> emitc_lowering::rule(ExpertCapacityOp p, Emitter &e, Lowerin
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(ExpertCompactOp p, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::expertCompact))
+    return Lowering::NoKernel;
+  PTR(ids, p.getExperts());
+  PTR(first, p.getFirst());
+  PTR(out, p.getResult());
+  e.call(kernels::expertCompact).ptr(ids)
+      .i64(cast<RankedTensorType>(p.getExperts().getType()).getDimSize(0)).ptr(first)
+      .i64(p.getExpertsPerRank())
+      .i64(cast<RankedTensorType>(p.getResult().getType()).getDimSize(0)).ptr(out).emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
                                          LoweringContext &ctx) {
   return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),

@@ -51,7 +51,7 @@ namespace mlir::merak::emitc_lowering {
   X(Conv2DBackwardFilterOp) X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp)   \
   X(AvgPool2DGradOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)             \
   X(ExpertShadowPlanOp)                                                        \
-  X(ExpertPlaceOp) X(ExpertCapacityOp)                                         \
+  X(ExpertPlaceOp) X(ExpertCapacityOp) X(ExpertCompactOp)                      \
   /* CollectiveRules.cpp */                                                    \
   X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp)              \
   X(ExpertShadowOp) X(GroupRankOp) X(LocalShardOp) X(AllReduceStartOp)         \

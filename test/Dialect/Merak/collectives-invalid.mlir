@@ -263,3 +263,27 @@ func.func @capacity_zero(%e: tensor<8xi64>, %p: tensor<8xf32>) -> tensor<8xi64> 
   %k = merak.expert_capacity %e, %p experts = 2 capacity = 0 policy = "probs" : tensor<8xi64>, tensor<8xf32> -> tensor<8xi64>
   return %k : tensor<8xi64>
 }
+
+// -----
+
+func.func @all_to_all_compact_rows(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<12x8xf32> {
+  // expected-error @+1 {{the result must have the 10 compact rows, got 12}}
+  %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 compact = 10 : tensor<16x8xf32>, tensor<32xi64> -> tensor<12x8xf32>
+  return %y : tensor<12x8xf32>
+}
+
+// -----
+
+func.func @all_to_all_compact_shadow(%x: tensor<16x8xf32>, %e: tensor<32xi64>) -> tensor<12x8xf32> {
+  // expected-error @+1 {{compact rows and shadow slots do not combine}}
+  %y = merak.all_to_all %x routed %e group = "ep" experts_per_rank = 2 shadow_slots = 1 compact = 12 : tensor<16x8xf32>, tensor<32xi64> -> tensor<12x8xf32>
+  return %y : tensor<12x8xf32>
+}
+
+// -----
+
+func.func @compact_more_rows(%e: tensor<32xi64>, %f: tensor<i64>) -> tensor<40xi64> {
+  // expected-error @+1 {{the 40 compact rows exceed the group's 32}}
+  %c = merak.expert_compact %e, %f experts_per_rank = 2 : tensor<32xi64>, tensor<i64> -> tensor<40xi64>
+  return %c : tensor<40xi64>
+}

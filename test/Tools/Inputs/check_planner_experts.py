@@ -1,9 +1,10 @@
 """merak-compile --devices on a Mixture-of-Experts model searches ep,
---moe-shadow and --moe-rebalance-every on compiled programs
+--moe-shadow, --moe-rebalance-every and --moe-chunks on compiled programs
 (refinePlanForExperts). Checks, for one --moe-skew and memory budget: the
 planner says so; its chosen plan, compiled again from the command line with
 the plan's flags and --simulate, gives the same simulated step and fits; and
-no other ep / shadow / rebalancing of that mesh that fits simulates faster.
+no other ep / shadow / rebalancing / chunking of that mesh that fits
+simulates faster.
 Prints one OK line per check.
 
     check_planner_experts.py MERAK_COMPILE MODEL.mlir PROFILE SKEW MEMORY
@@ -15,12 +16,13 @@ import sys
 compiler, model, profile, skew, memory = sys.argv[1:6]
 
 
-def simulate(c, ep, shadow, rebalance):
+def simulate(c, ep, shadow, rebalance, chunks=1):
     zero = c["zero"]
     cmd = [compiler, model, "--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
            "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
            "--recompute", c["recompute"], "--zero", "1" if zero else "0",
            "--ep", str(ep), "--moe-shadow", str(shadow), "--moe-rebalance-every", str(rebalance),
+           "--moe-chunks", str(chunks),
            "--simulate", "--moe-skew", skew,
            "--device-profile", profile, "--memory-per-device", memory,
            "--compile-to=schedule", "--report=json", "-o", "/dev/null"]
@@ -40,20 +42,24 @@ plan = json.loads(out)["planner"]
 chosen = plan["chosen"]
 assert any("Mixture-of-Experts model" in n for n in plan["notes"]), plan["notes"]
 print("OK searched: %s" % [n for n in plan["notes"] if "Mixture" in n][0])
-step, peak = simulate(chosen, chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"])
+step, peak = simulate(chosen, chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"],
+                      chosen["moe_chunks"])
 limit = float(memory)
 assert abs(step - chosen["simulated_step_time_s"]) <= 1e-9 * step, (step, chosen)
 assert peak <= limit, (peak, limit)
-print("OK chosen ep %d shadow %d rebalance %d: %.4e s, %d bytes <= %d" % (
-    chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"], step, peak, limit))
+print("OK chosen ep %d shadow %d rebalance %d chunks %s: %.4e s, %d bytes <= %d" % (
+    chosen["ep"], chosen["moe_shadow"], chosen["moe_rebalance_every"], chosen["moe_chunks"], step,
+    peak, limit))
 faster = []
 for ep in [d for d in range(1, chosen["dp"] + 1) if chosen["dp"] % d == 0]:
     for shadow in ((0, 1, 2) if ep > 1 else (0,)):
         # Rebalancing: several experts per rank (8 here).
         for rebalance in ((0, 50) if 1 < ep <= 4 else (0,)):
-            s, m = simulate(chosen, ep, shadow, rebalance)
-            if m <= limit and s < step * (1 - 1e-9):
-                faster.append((ep, shadow, rebalance, s))
+            for chunks in ((1, "auto") if ep > 1 and shadow == 0 else (1,)):
+                s, m = simulate(chosen, ep, shadow, rebalance, chunks)
+                if m <= limit and s < step * (1 - 1e-9):
+                    faster.append((ep, shadow, rebalance, chunks, s))
 assert not faster, faster
-print("OK no other ep / shadow / rebalancing of dp %d tp %d pp %d that fits is faster" % (
+print("OK no other ep / shadow / rebalancing / chunking of dp %d tp %d pp %d that fits is "
+      "faster" % (
     chosen["dp"], chosen["tp"], chosen["pp"]))

@@ -61,7 +61,7 @@ LogicalResult rule(AllToAllOp op, Emitter &e, ValueRange g, Grads &out) {
     back = AllToAllOp::create(e.b, e.loc, op.getInput().getType(), g[0], op.getExperts(),
                               op.getGroupAttr(), op.getCombine() ? UnitAttr() : e.b.getUnitAttr(),
                               op.getExpertsPerRankAttr(), op.getShadowSlotsAttr(),
-                              op.getHierarchicalAttr());
+                              op.getHierarchicalAttr(), op.getCompactAttr());
   out.assign({back, Value()});
   return success();
 }

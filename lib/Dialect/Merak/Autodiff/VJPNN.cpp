@@ -60,11 +60,11 @@ LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
   Value dx = ExpertMatmulOp::create(e.b, e.loc, typeOf(op.getInput()), g[0], op.getWeight(),
                                     op.getExperts(), op.getFirst(), op.getShadow(),
                                     op.getShadowFirst(), !op.getTransposeWeight(),
-                                    op.getTotalExpertsAttr());
+                                    op.getTotalExpertsAttr(), op.getGroupRowsAttr());
   Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
                                               op.getInput(), g[0], op.getExperts(),
                                               op.getFirst(), op.getTransposeWeight(),
-                                              op.getTotalExpertsAttr());
+                                              op.getTotalExpertsAttr(), op.getGroupRowsAttr());
   out.assign({dx, dw, Value()});
   if (op.getFirst())
     out.push_back(Value());
@@ -74,7 +74,8 @@ LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
     const int64_t total = op.getTotalExperts().value_or(0);
     out.push_back(ExpertMatmulGradWeightOp::create(
         e.b, e.loc, typeOf(shadow), op.getInput(), g[0], op.getExperts(), op.getShadowFirst(),
-        op.getTransposeWeight(), e.b.getI64IntegerAttr(total + total / local * copies)));
+        op.getTransposeWeight(), e.b.getI64IntegerAttr(total + total / local * copies),
+        op.getGroupRowsAttr()));
     out.push_back(Value());
   }
   return success();

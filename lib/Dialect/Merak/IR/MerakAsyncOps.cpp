@@ -97,7 +97,8 @@ SmallVector<Type> AllToAllStartOp::getCompletedTypes() {
   auto in = cast<RankedTensorType>(getInput().getType());
   const int64_t ids = cast<RankedTensorType>(getExperts().getType()).getDimSize(0);
   SmallVector<int64_t> shape(in.getShape());
-  shape[0] = getCombine() ? ids / std::max<int64_t>(1, getParts()) : ids;
+  shape[0] = getCombine() ? ids / std::max<int64_t>(1, getParts())
+                          : static_cast<int64_t>(getCompact().value_or(ids));
   return {RankedTensorType::get(shape, in.getElementType())};
 }
 
@@ -112,7 +113,14 @@ LogicalResult AllToAllStartOp::verify() {
   if (parts < 1 || static_cast<int64_t>(getExpertsPerRank()) < 1 ||
       static_cast<int64_t>(getShadowSlots()) < 0)
     return emitOpError("parts and experts_per_rank must be at least 1, shadow_slots >= 0");
-  if (getCombine() ? ids.getDimSize(0) != rows : ids.getDimSize(0) != parts * rows)
+  const int64_t compact = static_cast<int64_t>(getCompact().value_or(0));
+  if (getCompact() && (compact < 1 || getShadowSlots() != 0))
+    return emitOpError("compact rows must be at least 1, without shadow slots");
+  if (getCompact() && getCombine() && rows != compact)
+    return emitOpError("the combine's ") << rows << " rows are not its " << compact
+                                         << " compact rows";
+  if (!(getCompact() && getCombine()) &&
+      (getCombine() ? ids.getDimSize(0) != rows : ids.getDimSize(0) != parts * rows))
     return emitOpError("the ") << ids.getDimSize(0) << " routing ids do not match "
                                << (getCombine() ? "the combine's " : "the dispatch's ") << rows
                                << " rows over " << parts << " parts";

@@ -134,10 +134,18 @@ LogicalResult AllToAllOp::verify() {
   if (in.getElementType() != out.getElementType() || in.getDimSize(1) != out.getDimSize(1))
     return emitOpError("input and result must have one element type and row width");
   RankedTensorType all = getCombine() ? in : out, mine = getCombine() ? out : in;
-  if (all.getDimSize(0) != ids.getDimSize(0))
+  if (std::optional<uint64_t> compact = getCompact()) {
+    if (static_cast<int64_t>(*compact) < 1 || all.getDimSize(0) != static_cast<int64_t>(*compact))
+      return emitOpError("the ") << (getCombine() ? "input" : "result") << " must have the "
+                                 << static_cast<int64_t>(*compact) << " compact rows, got "
+                                 << all.getDimSize(0);
+    if (getShadowSlots() != 0)
+      return emitOpError("compact rows and shadow slots do not combine");
+  } else if (all.getDimSize(0) != ids.getDimSize(0)) {
     return emitOpError("the ") << (getCombine() ? "input" : "result") << " must have one row "
                                << "per expert id (" << ids.getDimSize(0) << "), got "
                                << all.getDimSize(0);
+  }
   if (mine.getDimSize(0) < 1 || ids.getDimSize(0) % mine.getDimSize(0) != 0)
     return emitOpError("the group's ") << ids.getDimSize(0) << " rows are not a multiple of "
                                        << "this rank's " << mine.getDimSize(0);

@@ -86,9 +86,14 @@ LogicalResult ExpertMatmulGradWeightOp::verify() {
 
 /// The rows the op multiplies: all S, or with `first` and `total_experts`
 /// (expert parallelism: the ep group's rows, of which this rank's E experts
-/// get E / total when routing is balanced) that share of S.
-static int64_t expectedRows(Value input, int64_t experts, std::optional<uint64_t> total) {
+/// get E / total when routing is balanced) that share of S, or of
+/// `groupRows` for compact rows (at most S of them).
+static int64_t expectedRows(Value input, int64_t experts, std::optional<uint64_t> total,
+                            std::optional<uint64_t> groupRows = std::nullopt) {
   int64_t s = cast<RankedTensorType>(input.getType()).getDimSize(0);
+  if (total && *total > 0 && groupRows)
+    return std::min<int64_t>(s, static_cast<int64_t>(*groupRows) * experts /
+                                    static_cast<int64_t>(*total));
   if (total && *total > 0)
     return s * experts / static_cast<int64_t>(*total);
   return s;
@@ -96,16 +101,18 @@ static int64_t expectedRows(Value input, int64_t experts, std::optional<uint64_t
 
 /// 2 S O K: each row meets one expert's matrix.
 static int64_t expertGemmFlops(Value input, Value rows, int64_t experts,
-                               std::optional<uint64_t> total) {
+                               std::optional<uint64_t> total,
+                               std::optional<uint64_t> groupRows) {
   auto x = cast<RankedTensorType>(input.getType());
   auto y = cast<RankedTensorType>(rows.getType());
-  return 2 * expectedRows(input, experts, total) * x.getDimSize(1) * y.getDimSize(1);
+  return 2 * expectedRows(input, experts, total, groupRows) * x.getDimSize(1) *
+         y.getDimSize(1);
 }
 
 int64_t ExpertMatmulOp::getFlops() {
   return expertGemmFlops(getInput(), getResult(),
                          cast<RankedTensorType>(getWeight().getType()).getDimSize(0),
-                         getTotalExperts());
+                         getTotalExperts(), getGroupRows());
 }
 
 /// The rows in and out, and at most the experts' matrices the rows can
@@ -124,7 +131,7 @@ int64_t ExpertMatmulOp::getBytesAccessed() {
 int64_t ExpertMatmulGradWeightOp::getFlops() {
   return expertGemmFlops(getInput(), getGrad(),
                          cast<RankedTensorType>(getResult().getType()).getDimSize(0),
-                         getTotalExperts());
+                         getTotalExperts(), getGroupRows());
 }
 
 LogicalResult ExpertShadowPlanOp::verify() {
@@ -169,5 +176,21 @@ LogicalResult ExpertCapacityOp::verify() {
     return emitOpError("expects experts >= 1 and capacity >= 1");
   if (getPolicy() != "probs" && getPolicy() != "position")
     return emitOpError("policy must be \"probs\" or \"position\", got \"") << getPolicy() << "\"";
+  return success();
+}
+
+LogicalResult ExpertCompactOp::verify() {
+  auto ids = cast<RankedTensorType>(getExperts().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  auto first = cast<RankedTensorType>(getFirst().getType());
+  if (ids.getRank() != 1 || out.getRank() != 1 || out.getDimSize(0) < 1)
+    return emitOpError("expects the group's ids and the compact ids as rank-1 tensors");
+  if (out.getDimSize(0) > ids.getDimSize(0))
+    return emitOpError("the ") << out.getDimSize(0) << " compact rows exceed the group's "
+                               << ids.getDimSize(0);
+  if (first.getNumElements() != 1)
+    return emitOpError("first must be one i64, got ") << first;
+  if (static_cast<int64_t>(getExpertsPerRank()) < 1)
+    return emitOpError("experts_per_rank must be at least 1");
   return success();
 }

@@ -348,21 +348,58 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     return ws;
   }
 
-  /// `op`'s input dispatched to the experts' ranks by the gathered ids `e`,
-  /// built once per (input, ids) before the first GEMM reading it.
-  Value dispatched(ExpertMatmulOp op, Value e, int64_t perRank) {
+  /// `op`'s input dispatched to the experts' ranks by the gathered ids `e`
+  /// (into `compact` rows when > 0), built once per (input, ids) before the
+  /// first GEMM reading it.
+  Value dispatched(ExpertMatmulOp op, Value e, int64_t perRank, int64_t compact) {
     Value x = op.getInput();
     auto key = std::make_pair(x, e);
     if (Value done = dispatches.lookup(key))
       return done;
     OpBuilder b(op);
-    Value d = AllToAllOp::create(b, op.getLoc(), scaleLeading(tensorOf(x), ep, 1), x, e,
-                                 b.getStringAttr("ep"), UnitAttr(),
+    RankedTensorType rows = tensorOf(x);
+    Value d = AllToAllOp::create(b, op.getLoc(),
+                                 compact ? scaleLeading(rows, compact, rows.getDimSize(0))
+                                         : scaleLeading(rows, ep, 1),
+                                 x, e, b.getStringAttr("ep"), UnitAttr(),
                                  b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow),
-                                 hierarchical ? b.getUnitAttr() : UnitAttr())
+                                 hierarchical ? b.getUnitAttr() : UnitAttr(), compactAttr(b, compact))
                   .getResult();
     dispatches[key] = d;
     return d;
+  }
+
+  /// With an expert capacity on the layer's ids (merak.expert_capacity), no
+  /// shadowing and the alltoall dispatcher: the rows this rank's experts can
+  /// get of `groupRows` rows of the ep group, each at most the capacity of
+  /// each group rank's; 0 (the positional rows) when that is not fewer.
+  int64_t compactRows(Value ids, int64_t groupRows, int64_t perRank) {
+    auto capacity = ids.getDefiningOp<ExpertCapacityOp>();
+    if (!capacity || shadow > 0 || dispatcher != "alltoall")
+      return 0;
+    const int64_t rows = perRank * ep * static_cast<int64_t>(capacity.getCapacity());
+    return rows < groupRows ? rows : 0;
+  }
+
+  IntegerAttr compactAttr(OpBuilder &b, int64_t compact) {
+    return compact ? b.getI64IntegerAttr(compact) : IntegerAttr();
+  }
+
+  /// The ids of this rank's `compact` rows of the gathered ids `e` (`e`
+  /// itself for positional rows), built once after `e`.
+  Value compactIds(Value e, Value first, int64_t perRank, int64_t compact) {
+    if (!compact)
+      return e;
+    if (Value done = compacted.lookup(e))
+      return done;
+    OpBuilder b = after(e);
+    if (first.getDefiningOp() && !first.getDefiningOp()->isBeforeInBlock(&*b.getInsertionPoint()))
+      b.setInsertionPointAfter(first.getDefiningOp());
+    Value c = ExpertCompactOp::create(b, e.getLoc(),
+                                      RankedTensorType::get({compact}, b.getI64Type()), e, first,
+                                      perRank);
+    compacted[e] = c;
+    return c;
   }
 
   /// Chunk c of `v` [n, ...] along its rows (`parts` blocks of n / parts
@@ -396,6 +433,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   /// dispatch, then each chunk's GEMM and combine, then their concat.
   Value rewriteChunked(ExpertMatmulOp op, Value e, Value first, int64_t perRank) {
     Location loc = op.getLoc();
+    const int64_t compact =
+        compactRows(ids64(op), tensorOf(e).getDimSize(0) / chunks, perRank);
     auto key = std::make_pair(op.getInput(), e);
     if (!chunkedIds.count(e)) {
       OpBuilder b = after(e);
@@ -408,22 +447,36 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       return AllToAllOp::create(b, loc, type, x, routed, b.getStringAttr("ep"),
                                 combine ? b.getUnitAttr() : UnitAttr(),
                                 b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(0),
-                                hierarchical ? b.getUnitAttr() : UnitAttr())
+                                hierarchical ? b.getUnitAttr() : UnitAttr(),
+                                compactAttr(b, compact))
           .getResult();
     };
-    if (!chunkedDispatches.count(key))
+    if (!chunkedDispatches.count(key)) {
+      // One split (its gradient a concat), not K slices (each padded back
+      // with zeros and summed).
+      RankedTensorType part = scaleLeading(tensorOf(op.getInput()), 1, chunks);
+      auto split = SplitOp::create(b, loc, SmallVector<Type>(chunks, part), op.getInput(),
+                                   int64_t(0), SmallVector<int64_t>(chunks, part.getDimSize(0)));
       for (int64_t c = 0; c < chunks; ++c) {
-        Value x = chunkRows(b, loc, op.getInput(), 1, c);
-        chunkedDispatches[key].push_back(allToAll(scaleLeading(tensorOf(x), ep, 1), x, ids[c],
-                                                  /*combine=*/false));
+        Value x = split.getResult(c);
+        RankedTensorType rows = tensorOf(x);
+        chunkedDispatches[key].push_back(
+            allToAll(compact ? scaleLeading(rows, compact, rows.getDimSize(0))
+                             : scaleLeading(rows, ep, 1),
+                     x, ids[c], /*combine=*/false));
       }
+    }
     RankedTensorType rows = tensorOf(op.getResult());
-    RankedTensorType part = scaleLeading(rows, 1, chunks), all = scaleLeading(part, ep, 1);
+    RankedTensorType part = scaleLeading(rows, 1, chunks),
+                     all = compact ? scaleLeading(part, compact, part.getDimSize(0))
+                                   : scaleLeading(part, ep, 1);
     SmallVector<Value> mine;
     for (int64_t c = 0; c < chunks; ++c) {
-      Value y = ExpertMatmulOp::create(b, loc, all, chunkedDispatches[key][c], op.getWeight(),
-                                       ids[c], first, Value(), Value(), op.getTransposeWeight(),
-                                       b.getI64IntegerAttr(perRank * ep));
+      Value y = ExpertMatmulOp::create(
+          b, loc, all, chunkedDispatches[key][c], op.getWeight(),
+          compactIds(ids[c], first, perRank, compact), first, Value(), Value(),
+          op.getTransposeWeight(), b.getI64IntegerAttr(perRank * ep),
+          compact ? b.getI64IntegerAttr(ep * part.getDimSize(0)) : IntegerAttr());
       mine.push_back(allToAll(part, y, ids[c], /*combine=*/true));
     }
     return ConcatOp::create(b, loc, rows, mine, b.getI64IntegerAttr(0));
@@ -448,19 +501,25 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       e = plan.getRouted();
     Value first = firstExpert(fn, loc, perRank);
     const bool allToAll = dispatcher == "alltoall";
-    Value x = allToAll ? dispatched(op, e, perRank) : gathered(op.getInput());
+    const int64_t compact = compactRows(ids, tensorOf(e).getDimSize(0), perRank);
+    Value x = allToAll ? dispatched(op, e, perRank, compact) : gathered(op.getInput());
     OpBuilder b(op);
-    RankedTensorType rows = tensorOf(op.getResult()), all = scaleLeading(rows, ep, 1);
+    RankedTensorType rows = tensorOf(op.getResult()),
+                     all = compact ? scaleLeading(rows, compact, rows.getDimSize(0))
+                                   : scaleLeading(rows, ep, 1);
     // With a plan, the rows of shadowed experts meet this rank's copies.
     Value local = ExpertMatmulOp::create(
-        b, loc, all, x, op.getWeight(), e, first, plan ? shadowWeights(op, plan) : Value(),
+        b, loc, all, x, op.getWeight(), compactIds(e, first, perRank, compact), first,
+        plan ? shadowWeights(op, plan) : Value(),
         plan ? firstExpert(fn, loc, shadow, experts) : Value(), op.getTransposeWeight(),
-        b.getI64IntegerAttr(experts));
+        b.getI64IntegerAttr(experts),
+        compact ? b.getI64IntegerAttr(tensorOf(e).getDimSize(0)) : IntegerAttr());
     Value mine =
         allToAll
             ? AllToAllOp::create(b, loc, rows, local, e, b.getStringAttr("ep"), b.getUnitAttr(),
                                  b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow),
-                                 hierarchical ? b.getUnitAttr() : UnitAttr())
+                                 hierarchical ? b.getUnitAttr() : UnitAttr(),
+                                 compactAttr(b, compact))
                   .getResult()
             : ReduceScatterOp::create(b, loc, TypeRange{rows}, ValueRange{local}, "ep", "sum")
                   .getResult(0);
@@ -483,6 +542,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   DenseMap<Value, Value> placements;
   /// Chunks: the gathered ids' chunks, and each (input, ids)'s dispatches.
   DenseMap<Value, SmallVector<Value>> chunkedIds;
+  DenseMap<Value, Value> compacted; // gathered ids -> this rank's compact ids
   DenseMap<std::pair<Value, Value>, SmallVector<Value>> chunkedDispatches;
 };
 } // namespace

@@ -75,7 +75,8 @@ struct FuseExpertMatmul : OpRewritePattern<MatmulOp> {
     Value rows = ReshapeOp::create(rewriter, loc, RankedTensorType::get({s, k}, elem), x);
     Value y = ExpertMatmulOp::create(rewriter, loc, RankedTensorType::get({s, o}, elem), rows,
                                      g.getData(), g.getIndices(), /*first=*/Value(),
-                                     /*shadow=*/Value(), /*shadow_first=*/Value(), transposed, /*total_experts=*/IntegerAttr());
+                                     /*shadow=*/Value(), /*shadow_first=*/Value(), transposed, /*total_experts=*/IntegerAttr(),
+                                     /*group_rows=*/IntegerAttr());
     rewriter.replaceOpWithNewOp<ReshapeOp>(mm, out, y);
     return success();
   }

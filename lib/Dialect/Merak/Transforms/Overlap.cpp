@@ -47,7 +47,8 @@ Value buildStart(OpBuilder &b, Operation *op, ValueRange inputs) {
   if (auto a = dyn_cast<AllToAllOp>(op))
     return AllToAllStartOp::create(b, loc, request, inputs[0], inputs[1], a.getGroupAttr(),
                                    a.getCombineAttr(), a.getExpertsPerRankAttr(),
-                                   a.getShadowSlotsAttr(), b.getI64IntegerAttr(a.getParts()));
+                                   a.getShadowSlotsAttr(), b.getI64IntegerAttr(a.getParts()),
+                                   a.getCompactAttr());
   if (auto r = dyn_cast<ReduceScatterOp>(op))
     return ReduceScatterStartOp::create(b, loc, request, inputs, r.getGroupAttr(),
                                         r.getReductionAttr(),

@@ -150,6 +150,13 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
     inter-node messages, the same result (the runtime falls back to one
     exchange on one node or uneven nodes).
 
+    `compact = R` (with an expert capacity, see `merak.expert_compact`):
+    this rank's side holds only its rows, `R` of them in the group's order
+    (group rank i, then row s) and zero rows after them, instead of `parts
+    * S` rows at their places: a dispatch's result and a combine's input are
+    `[R, K]`. Row `i * S + s` of the positional form is row `c` of the
+    compact one, c counting this rank's rows before it.
+
     ```mlir
     %xr = merak.all_to_all %x routed %ids group = "ep" experts_per_rank = 2
         : tensor<16x64xf32>, tensor<32xi64> -> tensor<32x64xf32>
@@ -159,12 +166,13 @@ def Merak_AllToAllOp : Merak_Op<"all_to_all", []> {
   }];
   let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
                        UnitAttr:$combine, I64Attr:$experts_per_rank,
-                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, UnitAttr:$hierarchical);
+                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, UnitAttr:$hierarchical,
+                       OptionalAttr<I64Attr>:$compact);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `routed` $experts `group` `=` $group (`combine` $combine^)?
     `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)?
-    (`hierarchical` $hierarchical^)? attr-dict
+    (`hierarchical` $hierarchical^)? (`compact` `=` $compact^)? attr-dict
     `:` type($input) `,` type($experts) `->` type($result)
   }];
   let extraClassDeclaration = !strconcat([{
@@ -374,7 +382,8 @@ def Merak_AllToAllStartOp : Merak_CollectiveStartOp<"all_to_all_start"> {
     and the `merak.wait` yields them in place (a dispatch's `[parts * S,
     K]`, a combine's `[S, K]`). merak-overlap builds it (`ep-overlap`):
     merak-expert-parallel's chunked dispatches (`chunks`) are then in
-    flight while the previous chunk's expert GEMM runs.
+    flight while the previous chunk's expert GEMM runs. With `compact = R`
+    a dispatch yields `[R, K]` and a combine takes `[R, K]`.
 
     ```mlir
     %r = merak.all_to_all_start %x routed %ids group = "ep" experts_per_rank = 2 parts = 2
@@ -384,11 +393,12 @@ def Merak_AllToAllStartOp : Merak_CollectiveStartOp<"all_to_all_start"> {
   }];
   let arguments = (ins Merak_FloatTensor:$input, TensorOf<[I64]>:$experts, StrAttr:$group,
                        UnitAttr:$combine, I64Attr:$experts_per_rank,
-                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, I64Attr:$parts);
+                       DefaultValuedAttr<I64Attr, "0">:$shadow_slots, I64Attr:$parts,
+                       OptionalAttr<I64Attr>:$compact);
   let assemblyFormat = [{
     $input `routed` $experts `group` `=` $group (`combine` $combine^)?
     `experts_per_rank` `=` $experts_per_rank (`shadow_slots` `=` $shadow_slots^)?
-    `parts` `=` $parts attr-dict `:` type($input) `,` type($experts)
+    `parts` `=` $parts (`compact` `=` $compact^)? attr-dict `:` type($input) `,` type($experts)
   }];
 }
 

@@ -38,7 +38,8 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure, AttrSizedOperandSegm
     an expert outside that range (held by another rank) gives a zero row.
     `total_experts` (with `first`) is the number of experts of the whole
     set: the cost model expects `E / total_experts` of the rows to be this
-    rank's.
+    rank's, or of `group_rows` when set (compact rows, see
+    `merak.expert_compact`: the group's rows these were taken from).
 
     With `shadow` `[M, O, K]` and `shadow_first` (dynamic shadowing, see
     `merak.expert_shadow_plan`; only with `first`), a row routed to
@@ -54,7 +55,8 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure, AttrSizedOperandSegm
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
                        Optional<Merak_FloatTensor>:$shadow,
                        Optional<TensorOf<[I64]>>:$shadow_first,
-                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts);
+                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts,
+                       OptionalAttr<I64Attr>:$group_rows);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `[` $experts (`first` $first^ `:` type($first))? `]`
@@ -81,7 +83,7 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
     The result has the weight's type `[E, O, K]` (`[E, K, O]`). With
     `first`, as for `merak.expert_matmul`: the result holds experts
     `[first, first + E)` and the rows routed elsewhere add nothing
-    (`total_experts` as there).
+    (`total_experts` and `group_rows` as there).
 
     ```mlir
     %dw = merak.expert_matmul_grad_weight %x, %dy[%e]
@@ -90,7 +92,8 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
-                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts);
+                       UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts,
+                       OptionalAttr<I64Attr>:$group_rows);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $grad `[` $experts (`first` $first^ `:` type($first))? `]`
@@ -217,6 +220,39 @@ def Merak_ExpertCapacityOp : Merak_Op<"expert_capacity", [Pure]> {
   let assemblyFormat = [{
     $experts `,` $probs `experts` `=` $num_experts `capacity` `=` $capacity
     `policy` `=` $policy attr-dict `:` type($experts) `,` type($probs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_ExpertCompactOp : Merak_Op<"expert_compact", [Pure]> {
+  let summary = "This rank's rows of the ep group, compacted (capacity-bounded buffers)";
+  let description = [{
+    With `experts` `[parts * S]` the ep group's routing ids (group rank i's
+    rows at `[i * S, (i + 1) * S)`) and `first` the first of this rank's
+    `experts_per_rank` experts, the result `[R]` lists the ids of this
+    rank's rows in the group's order (rank i, then row s), then `-1` for
+    the remaining places. A `merak.all_to_all` with `compact = R` moves
+    the rows in the same order, so an expert GEMM over the `[R, K]` rows
+    reads these ids.
+
+    merak-expert-parallel uses it when an expert capacity
+    (`merak.expert_capacity`) bounds the rows: each of the rank's experts
+    takes at most `capacity` rows of each group rank, so `R = parts *
+    experts_per_rank * capacity` (at most `parts * S`) holds them all,
+    where the positional form needs `parts * S` rows. More rows than `R`
+    stop the program.
+
+    ```mlir
+    %c = merak.expert_compact %eg, %first experts_per_rank = 2
+        : tensor<64xi64>, tensor<i64> -> tensor<24xi64>
+    ```
+  }];
+  let arguments = (ins TensorOf<[I64]>:$experts, TensorOf<[I64]>:$first,
+                       I64Attr:$experts_per_rank);
+  let results = (outs TensorOf<[I64]>:$result);
+  let assemblyFormat = [{
+    $experts `,` $first `experts_per_rank` `=` $experts_per_rank attr-dict
+    `:` type($experts) `,` type($first) `->` type($result)
   }];
   let hasVerifier = 1;
 }
