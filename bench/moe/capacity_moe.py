@@ -15,20 +15,15 @@ rebalancing), and the busiest stage's peak memory (with a capacity the
 dispatched buffers hold ep x P x capacity compact rows instead of ep x S
 positional ones). A benchmark, not a test.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "bench", "paper"))
-import gpt_mlir  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plan_moe import BATCH, SKEWS, setup  # noqa: E402
 
-SKEWS = [0.0, 0.5, 1.0, 1.5]
 FACTORS = [0.0, 2.0, 1.25, 1.0]  # 0: dropless
-BATCH = 128
 
 
 def simulate(bin_dir, model, profile, skew, factor):
@@ -45,16 +40,7 @@ def simulate(bin_dir, model, profile, skew, factor):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--profile", default=os.path.join(ROOT, "profiles", "h200-node.json"))
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    model = os.path.join(a.workdir, "mixtral-8x7b.mlir")
-    with open(model, "w") as f:
-        f.write(gpt_mlir.generate(32, 4096, 32, 2048, 32000, BATCH, "bf16", experts=8, top_k=2,
-                                  ffn=14336))
+    a, model = setup()
     print("| skew | capacity factor | step (s) | speed-up | rows dropped | peak memory (GB) |")
     print("|---:|---:|---:|---:|---:|---:|")
     for skew in SKEWS:

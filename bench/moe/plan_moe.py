@@ -79,7 +79,9 @@ def planner(bin_dir, model, profile, skew):
     return name, c.get("simulated_step_time_s")
 
 
-def main():
+def setup():
+    """The command line (--bin, --workdir, --profile) and the generated
+    Mixtral-8x7B-shaped model's path in the work directory."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
@@ -90,6 +92,11 @@ def main():
     with open(model, "w") as f:
         f.write(gpt_mlir.generate(32, 4096, 32, 2048, 32000, BATCH, "bf16", experts=8, top_k=2,
                                   ffn=14336))
+    return a, model
+
+
+def main():
+    a, model = setup()
     rows, shadowed, planned = [], [], []
     for skew in SKEWS:
         planned.append((skew, planner(a.bin, model, a.profile, skew)))

@@ -232,7 +232,8 @@ double mlir::merak::collectiveSeconds(const std::map<std::string, CollectiveTraf
     if (options.gradReduceBf16 && group == "dp" && kind != "all_gather")
       each /= 2;
     const bool twoLevel = kind == kHierarchicalAllToAll;
-    if (kind == "all_to_all" || kind == kOverlappedAllToAll || twoLevel) { // the busiest rank receives its share of the rows
+    // The busiest rank receives its share of the rows.
+    if (kind == "all_to_all" || kind == kOverlappedAllToAll || twoLevel) {
       each *= options.routedScale;
       seconds += t.count * allToAllSeconds(each, n, expertRanksPerNode(stage, options),
                                            options.profile, twoLevel);
@@ -477,8 +478,8 @@ static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &
   // most `capacity` of its rows.
   double capacity = 0;
   module.walk([&](ExpertCapacityOp op) {
-    capacity = (double)op.getCapacity() /
-               std::max<int64_t>(1, cast<RankedTensorType>(op.getExperts().getType()).getDimSize(0));
+    const int64_t rows = cast<RankedTensorType>(op.getExperts().getType()).getDimSize(0);
+    capacity = (double)op.getCapacity() / std::max<int64_t>(1, rows);
     return WalkResult::interrupt();
   });
   r.load = options.moeShares.empty() ? expertLoad(r.experts, options.ep, options.moeSkew,

@@ -363,7 +363,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
                                          : scaleLeading(rows, ep, 1),
                                  x, e, b.getStringAttr("ep"), UnitAttr(),
                                  b.getI64IntegerAttr(perRank), b.getI64IntegerAttr(shadow),
-                                 hierarchical ? b.getUnitAttr() : UnitAttr(), compactAttr(b, compact))
+                                 hierarchical ? b.getUnitAttr() : UnitAttr(),
+                                 compactAttr(b, compact))
                   .getResult();
     dispatches[key] = d;
     return d;
