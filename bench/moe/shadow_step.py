@@ -29,6 +29,7 @@ benchmark, not a test.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -76,14 +77,18 @@ def run(bin_dir, workdir, onnx_path, tokens, flags, ranks, steps, first, run_fla
         os.remove(metrics)
     cmd = MPIRUN + ["--oversubscribe", "-np", str(ranks), exe, "--data", tokens, "--steps",
                     str(steps), "--sampler", "sequential", "--metrics", metrics] + list(run_flags)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1",
+                                  OPENBLAS_NUM_THREADS="1")).stdout
     lines = [json.loads(l) for l in open(metrics)]
     moves = [l["time_ms"] for l in lines if l.get("moe_moved", 0) > 0]
+    # The trainer's last line: "... | peak memory N MiB (largest rank)".
+    peak = re.search(r"peak memory (\d+) MiB", out)
     return (statistics.median(l["time_ms"] for l in lines[first:]),
             statistics.mean(l.get("moe_shadowed", 0) for l in lines),
             [l["loss"] for l in lines], sum(l.get("moe_moved", 0) for l in lines),
-            moves[0] if moves else None)
+            moves[0] if moves else None, int(peak.group(1)) if peak else None,
+            statistics.mean(l.get("moe_drop_fraction", 0) for l in lines))
 
 
 def variants(k):
