@@ -21,8 +21,9 @@ routing weight (probs; the lower row among equal ones) or its first rows
   parallel   Mixtral at C = 1.0, position: each part of the batch has its
              own capacity, so --dp 2 --ep 2 equals the serial program with
              --microbatches 2, and --dp 4 --ep 4 (two-level all-to-all on
-             nodes of 2), --dp 2 --ep 2 --moe-dispatcher allgather and
-             --dp 2 --ep 2 --pp 2 --microbatches 2 equal theirs (<= 1e-5
+             nodes of 2), --dp 2 --ep 2 --moe-dispatcher allgather,
+             --dp 2 --ep 2 --pp 2 --microbatches 2 and --dp 2 --ep 2 --tp 2
+             (every tp rank drops the same rows) equal theirs (<= 1e-5
              over 20 steps, AdamW with clip-norm 1.0), and the dp 2 ep 2
              program's exchanges carry compact rows (half the positional
              ones). The probs policy's
@@ -154,6 +155,7 @@ PARALLEL = [
      {"nodes": {"MERAK_RANKS_PER_NODE": "2"}}),
     (["--dp", "2", "--ep", "2", "--moe-dispatcher", "allgather"], 2, 2),
     (["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4, 4),
+    (["--dp", "2", "--ep", "2", "--tp", "2"], 4, 2),
 ]
 # A capacity of 1.5 leaves the experts' loads uneven enough to shadow and
 # move experts.
