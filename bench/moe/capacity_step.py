@@ -15,29 +15,17 @@ moe_drop_fraction, rank 0) and the largest rank's peak memory. Token
 dropping changes the math, so the losses differ from dropless. A
 benchmark, not a test.
 """
-import argparse
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shadow_step import VOCAB, run, skewed_export  # noqa: E402
+from shadow_step import run, setup  # noqa: E402
 
 FACTORS = [None, "2.0", "1.25", "1.0"]  # None: dropless
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--steps", type=int, default=14)
-    ap.add_argument("--skew", type=float, default=1.5)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    onnx_path = skewed_export(a.workdir, a.skew)
-    tokens = os.path.join(a.workdir, "tokens.bin")
-    np.random.default_rng(0).integers(0, VOCAB, 400000).astype(np.uint16).tofile(tokens)
+    a, onnx_path, tokens = setup()
     print("| mesh | capacity factor | step (ms) | vs dropless | rows dropped | peak memory (MiB) |")
     print("|---|---:|---:|---:|---:|---:|")
     for n in (2, 4):

@@ -103,18 +103,27 @@ def variants(k):
             ("chunks 2", ["--moe-chunks", "2"], []), ("chunks 4", ["--moe-chunks", "4"], []))
 
 
-def main():
+def setup(extra=()):
+    """The command line (--bin, --workdir, --steps, --skew and `extra`
+    (flag, type, default) triples), the skewed export and a token file in
+    the work directory."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=14)
-    ap.add_argument("--rebalance-every", type=int, default=5)
     ap.add_argument("--skew", type=float, default=1.5)
+    for flag, kind, default in extra:
+        ap.add_argument(flag, type=kind, default=default)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     onnx_path = skewed_export(a.workdir, a.skew)
     tokens = os.path.join(a.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 400000).astype(np.uint16).tofile(tokens)
+    return a, onnx_path, tokens
+
+
+def main():
+    a, onnx_path, tokens = setup([("--rebalance-every", int, 5)])
     rows = []
     for n in (2, 4):
         mesh = ["--dp", str(n), "--ep", str(n)]
