@@ -500,6 +500,22 @@ static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &
   return r;
 }
 
+/// The bytes model stage c's forward sends to stage c + 1 (its "act:N"
+/// results), for the first `stages` - 1 stages.
+static SmallVector<double> cutActivationBytes(ModuleOp module, int64_t stages) {
+  SmallVector<double> cut;
+  for (int64_t c = 0; c + 1 < stages; ++c) {
+    double bytes = 0;
+    if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
+            n && n.getValue().starts_with("act:"))
+          bytes += staticBytes(f.getResultTypes()[i]);
+    cut.push_back(bytes);
+  }
+  return cut;
+}
+
 FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
                                                          const SimulateOptions &given,
                                                          std::string &error,
@@ -600,19 +616,9 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
     costs.weight.push_back(split ? bwd[k] / 2 : 0.0);
     costs.recompute.push_back(rcp[k]);
   }
-  // Messages: the activations model stage c's forward sends ("act:N"
-  // results), the same bytes back as gradients.
-  SmallVector<double> cut;
-  for (int64_t c = 0; c + 1 < p * v; ++c) {
-    double bytes = 0;
-    if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
-      for (unsigned i = 0; i < f.getNumResults(); ++i)
-        if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
-            n && n.getValue().starts_with("act:"))
-          bytes += staticBytes(f.getResultTypes()[i]);
-    cut.push_back(bytes);
-  }
-  costs.actBytes.assign(cut.begin(), cut.end());
+  // Messages: the activations each model stage's forward sends, the same
+  // bytes back as gradients.
+  costs.actBytes = cutActivationBytes(module, p * v);
   if (costs.actBytes.empty())
     costs.actBytes.push_back(0.0);
   costs.gradBytes = costs.actBytes;
