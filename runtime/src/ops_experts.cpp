@@ -335,14 +335,15 @@ void expertCapacity(const void *idsData, DT tp, const void *probs, int64_t S, in
   std::vector<int64_t> next(offset.begin(), offset.end() - 1);
   for (int64_t s = 0; s < S; ++s)
     order[next[ids[s]]++] = s;
-  auto prob = [&](int64_t s) -> double {
+  // The probabilities as doubles, once (the sort compares them often).
+  std::vector<double> prob(byProbs ? static_cast<size_t>(S) : 0);
+  for (int64_t s = 0; s < static_cast<int64_t>(prob.size()); ++s)
     switch (tp) {
-    case DT::F32: return static_cast<const float *>(probs)[s];
-    case DT::F64: return static_cast<const double *>(probs)[s];
-    case DT::BF16: return bf16ToFloat(static_cast<const uint16_t *>(probs)[s]);
+    case DT::F32: prob[s] = static_cast<const float *>(probs)[s]; break;
+    case DT::F64: prob[s] = static_cast<const double *>(probs)[s]; break;
+    case DT::BF16: prob[s] = bf16ToFloat(static_cast<const uint16_t *>(probs)[s]); break;
     default: fatal("expert_capacity: probs must be F32, F64 or BF16");
     }
-  };
   std::fill(kept, kept + S, int64_t(-1));
   gDropCounts.rows += S;
   for (int64_t e = 0; e < E; ++e) {
@@ -351,7 +352,7 @@ void expertCapacity(const void *idsData, DT tp, const void *probs, int64_t S, in
     if (n > capacity) {
       gDropCounts.dropped += n - capacity;
       if (byProbs) // the highest probs first, then the lower row
-        std::stable_sort(b, end, [&](int64_t x, int64_t y) { return prob(x) > prob(y); });
+        std::stable_sort(b, end, [&](int64_t x, int64_t y) { return prob[x] > prob[y]; });
       end = b + capacity;
     }
     for (auto it = b; it != end; ++it)
