@@ -266,9 +266,9 @@ FailureOr<ResolvedOptions> mlir::merak::resolveCompileOptions(const CompileOptio
   if (opts.moeShadow > 0 && opts.moeDispatcher != "alltoall")
     return fail("--moe-shadow needs --moe-dispatcher alltoall (the allgather dispatcher "
                 "already sends every row to every rank)");
-  if (opts.ep > 1 && opts.target != "cpu")
-    return fail("--ep is supported on --target cpu only (the CUDA target has no expert "
-                "GEMM kernel yet)");
+  if (opts.moeRebalanceEvery > 0 && opts.target != "cpu")
+    return fail("--moe-rebalance-every is supported on --target cpu only (dynamic expert "
+                "placement moves the experts in the host's parameters)");
   // Recomputation: stage-aware with a memory budget, none without; any
   // mode but none takes the pipelined path (one stage for a serial program).
   std::optional<int64_t> memoryBudget = parseByteSize(opts.memoryPerDevice);

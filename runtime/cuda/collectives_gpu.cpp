@@ -51,6 +51,8 @@ struct Slot {
   CollectiveCall call;
   std::vector<int64_t> counts;
   detail::DeviceScratch identity; // the packed inputs (identity path)
+  int64_t computed = -1; // >= 0: a result of this many bytes in identity (startComputed)
+  std::string what;      // startComputed's description
 };
 std::vector<Slot> gSlots;
 std::vector<int64_t> gOffsets;
@@ -72,7 +74,8 @@ void blocking(const CollectiveCall &c, const void *const *in,
       copyBytes(out[i], in[i], c.counts[i] * elemSize(c.t));
 }
 
-void started(int32_t slot, CollectiveCall c, const void *const *in) {
+/// The free request slot `slot` (fatal when it is still in flight).
+Slot &freeSlot(int32_t slot) {
   if (slot < 0)
     fatal("started collective: negative request slot");
   if (slot >= (int32_t)gSlots.size())
@@ -80,8 +83,15 @@ void started(int32_t slot, CollectiveCall c, const void *const *in) {
   Slot &s = gSlots[slot];
   if (s.active)
     fatal(("started collective: request slot " + std::to_string(slot) +
-           " is still in flight (" + s.call.describe() + ")")
+           " is still in flight (" +
+           (s.computed >= 0 ? s.what : s.call.describe()) + ")")
               .c_str());
+  return s;
+}
+
+void started(int32_t slot, CollectiveCall c, const void *const *in) {
+  Slot &s = freeSlot(slot);
+  s.computed = -1;
   s.counts.assign(c.counts, c.counts + c.n);
   c.counts = s.counts.data();
   s.call = c;
@@ -98,6 +108,15 @@ void started(int32_t slot, CollectiveCall c, const void *const *in) {
               c.counts[i] * elemSize(c.t));
 }
 } // namespace
+
+char *detail::startComputed(int32_t slot, int64_t bytes, const char *what) {
+  Slot &s = freeSlot(slot);
+  must(s.identity.reserve(static_cast<uint64_t>(bytes)), what);
+  s.computed = bytes;
+  s.what = what;
+  s.active = true;
+  return s.identity.get();
+}
 
 std::string CollectiveCall::describe() const {
   std::string s = kind == CollKind::AllReduce       ? "all-reduce"
@@ -166,6 +185,13 @@ void collectiveWaitImpl(int32_t slot, int32_t n, void *const *out) {
            " was not started")
               .c_str());
   Slot &s = gSlots[slot];
+  if (s.computed >= 0) { // computed at its start: one result
+    if (n != 1)
+      fatal(("collective wait: " + std::to_string(n) + " results for the " + s.what).c_str());
+    s.active = false;
+    copyBytes(out[0], s.identity.get(), s.computed);
+    return;
+  }
   if (n != s.call.n)
     fatal(("collective wait: " + std::to_string(n) + " results for the " +
            s.call.describe())

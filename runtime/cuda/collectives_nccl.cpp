@@ -79,8 +79,26 @@ public:
     return waitIn(slots_[slot], c, out, s);
   }
 
+  Status allToAllV(Group g, DT t, const void *send, const int64_t *sendCounts, void *recv,
+                   const int64_t *recvCounts, cuda::StreamHandle s) override {
+    cuda::NcclComm *nc = mesh_->get(axisOf(g));
+    if (!nc)
+      return Status::error("rank " + std::to_string(comm_.rank()) + ": all-to-all on the " +
+                           axisName(axisOf(g)) + " group: no NCCL communicator");
+    const int n = nc->size();
+    a2aBytes_.resize(2 * static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      a2aBytes_[r] = sendCounts[r] * elemSize(t);
+      a2aBytes_[n + r] = recvCounts[r] * elemSize(t);
+    }
+    if (Status st = nc->allToAllV(send, a2aBytes_.data(), recv, a2aBytes_.data() + n, s);
+        !st.ok())
+      return st;
+    return nc->joinInto(s);
+  }
+
   Status synchronize() override {
-    for (Axis a : {Axis::DP, Axis::TP, Axis::PP})
+    for (Axis a : {Axis::DP, Axis::TP, Axis::PP, Axis::EP, Axis::EDP})
       if (cuda::NcclComm *nc = mesh_->get(a))
         if (Status st = nc->synchronize(); !st.ok())
           return st;
@@ -169,7 +187,8 @@ private:
     if (!nc)
       return Status::error("rank " + std::to_string(comm_.rank()) + ": " +
                            c.describe() + ": no NCCL communicator");
-    if (c.t != DT::F32 && c.t != DT::BF16)
+    // I64 all-gathers (expert parallelism's ids) are concatenations of bytes.
+    if (c.t != DT::F32 && c.t != DT::BF16 && !(c.t == DT::I64 && c.kind == CollKind::AllGather))
       return Status::error(
           "rank " + std::to_string(comm_.rank()) + ": " + c.describe() +
           ": NCCL collectives take f32 and bf16 only here (run with "
@@ -205,7 +224,8 @@ private:
         st = nc.reduceScatter(in[i], out[i], c.counts[i], dt, op, s);
         break;
       case CollKind::AllGather:
-        st = nc.allGather(in[i], out[i], c.counts[i], dt, s);
+        st = c.t == DT::I64 ? nc.allGatherBytes(in[i], out[i], c.counts[i] * 8, s)
+                            : nc.allGather(in[i], out[i], c.counts[i], dt, s);
         break;
       }
     }
@@ -219,6 +239,7 @@ private:
   Slot blocking_; // the blocking collectives' buffers
   std::vector<const void *> packIn_;
   std::vector<void *> packOut_;
+  std::vector<int64_t> a2aBytes_;
 };
 
 } // namespace

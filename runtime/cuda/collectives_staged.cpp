@@ -127,6 +127,38 @@ public:
     return where(c, staging_.upload(c, out, s));
   }
 
+  Status allToAllV(Group g, DT t, const void *send, const int64_t *sendCounts, void *recv,
+                   const int64_t *recvCounts, cuda::StreamHandle s) override {
+    const int n = comm_.groupSize(axisOf(g));
+    int64_t sent = 0, received = 0;
+    for (int r = 0; r < n; ++r) {
+      sent += sendCounts[r];
+      received += recvCounts[r];
+    }
+    if (t != DT::F32 && t != DT::F64 && t != DT::BF16 && t != DT::I64)
+      return Status::error("rank " + std::to_string(comm_.rank()) +
+                           ": all-to-all (host-staged): f32, f64, bf16 or i64 rows only");
+    const CommType ct = t == DT::F32    ? CommType::F32
+                        : t == DT::F64  ? CommType::F64
+                        : t == DT::BF16 ? CommType::BF16
+                                        : CommType::I64;
+    const int64_t es = elemSize(t);
+    a2aSend_.resize(static_cast<size_t>(sent * es));
+    a2aRecv_.resize(static_cast<size_t>(received * es));
+    Status st = cuda::copyToHost(a2aSend_.data(), send, sent * es, s, /*sync=*/true);
+    if (st.ok()) {
+      Comm::Request r = comm_.allToAllV(axisOf(g), a2aSend_.data(), sendCounts, a2aRecv_.data(),
+                                        recvCounts, ct);
+      st = comm_.wait(r, "all-to-all of expert rows (host-staged)");
+    }
+    if (st.ok())
+      st = cuda::copyToDevice(recv, a2aRecv_.data(), received * es, s, /*sync=*/false);
+    if (st.ok())
+      return st;
+    return Status::error("rank " + std::to_string(comm_.rank()) + ": all-to-all on the " +
+                         axisName(axisOf(g)) + " group (host-staged): " + st.message());
+  }
+
   void progress() override { cpu::collectiveProgress(); }
 
 private:
@@ -139,6 +171,7 @@ private:
 
   Comm &comm_;
   Staging staging_;
+  std::vector<char> a2aSend_, a2aRecv_;
 };
 
 /// Device -> host copy of `bytes` into `buf` (after the compute stream).

@@ -49,6 +49,21 @@ private:
 
 inline int64_t alignUp(int64_t v) { return (v + 255) / 256 * 256; }
 
+/// Gathers (dst row i = src row index[i]) or scatters (dst row index[i] =
+/// src row i) `rows` rows of rowBytes bytes on the compute stream; index is
+/// a device array of I64 (ops_experts.cu). Expert parallelism's pack and
+/// unpack.
+void moveRows(const void *src, void *dst, const int64_t *index, int64_t rows, int64_t rowBytes,
+              bool scatter);
+
+/// A started collective whose result its start computes (expert
+/// parallelism's exchange: its row plan needs the ids on the host, so the
+/// GPU runs it whole at the start): marks request slot `slot` in flight
+/// (`what` names it in errors) and returns a device buffer of `bytes` for
+/// the result, which the wait copies into its one output
+/// (collectives_gpu.cpp).
+char *startComputed(int32_t slot, int64_t bytes, const char *what);
+
 /// Byte offsets of the call's inputs (or outputs) packed one after the
 /// other; returns the total.
 inline int64_t packOffsets(const CollectiveCall &c, bool outputs,

@@ -315,6 +315,62 @@ Status NcclComm::allGather(const void *send, void *recv, int64_t sendCount,
                               static_cast<cudaStream_t>(stream_)));
 }
 
+Status NcclComm::allGatherBytes(const void *send, void *recv, int64_t bytes,
+                                StreamHandle compute) {
+  Status s = begin("all-gather (" + std::to_string(bytes) + " bytes)", compute);
+  if (!s.ok())
+    return s;
+  return finish(ncclAllGather(send, recv, size_t(bytes), ncclUint8,
+                              static_cast<ncclComm_t>(comm_),
+                              static_cast<cudaStream_t>(stream_)));
+}
+
+Status NcclComm::allToAllV(const void *send, const int64_t *sendBytes, void *recv,
+                           const int64_t *recvBytes, StreamHandle compute) {
+  int64_t total = 0;
+  for (int g = 0; g < size_; ++g)
+    total += sendBytes[g];
+  const std::string what = "all-to-all (" + std::to_string(total) + " bytes sent)";
+  if (sendBytes[rank_] != recvBytes[rank_])
+    return Status::error(ncclWhere(what, worldRank_, axis_, rank_, size_) +
+                         ": this rank sends itself " + std::to_string(sendBytes[rank_]) +
+                         " bytes but expects " + std::to_string(recvBytes[rank_]));
+  if (Status s = groupStart(compute); !s.ok())
+    return s;
+  lastOp_ = what;
+  const char *in = static_cast<const char *>(send);
+  char *out = static_cast<char *>(recv);
+  std::string error;
+  auto posted = [&](int r, const char *call) {
+    if (r != ncclSuccess && r != ncclInProgress && error.empty())
+      error = std::string(call) + ": " + ncclErrorString(r);
+  };
+  for (int g = 0; g < size_ && error.empty(); ++g) {
+    if (g == rank_ && sendBytes[g] > 0) {
+      if (cudaError_t e = cudaMemcpyAsync(out, in, size_t(sendBytes[g]),
+                                          cudaMemcpyDeviceToDevice,
+                                          static_cast<cudaStream_t>(stream_));
+          e != cudaSuccess)
+        error = std::string("cudaMemcpyAsync (own block): ") + cudaGetErrorString(e);
+    } else if (g != rank_) {
+      if (sendBytes[g] > 0)
+        posted(ncclSend(in, size_t(sendBytes[g]), ncclUint8, g, static_cast<ncclComm_t>(comm_),
+                        static_cast<cudaStream_t>(stream_)),
+               "ncclSend");
+      if (recvBytes[g] > 0)
+        posted(ncclRecv(out, size_t(recvBytes[g]), ncclUint8, g,
+                        static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+               "ncclRecv");
+    }
+    in += sendBytes[g];
+    out += recvBytes[g];
+  }
+  Status end = groupEnd();
+  if (!error.empty())
+    return fail(error);
+  return end;
+}
+
 Status NcclComm::send(const void *buf, int64_t count, DType t, int peer,
                       StreamHandle compute) {
   Status s = begin(describe(("send to group rank " + std::to_string(peer))

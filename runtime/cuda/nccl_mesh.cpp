@@ -42,7 +42,9 @@ Result<std::unique_ptr<NcclMesh>> NcclMesh::create(Comm &comm,
   const std::pair<Axis, std::unique_ptr<NcclComm> NcclMesh::*> axes[] = {
       {Axis::DP, &NcclMesh::dp_},
       {Axis::TP, &NcclMesh::tp_},
-      {Axis::PP, &NcclMesh::pp_}};
+      {Axis::PP, &NcclMesh::pp_},
+      {Axis::EP, &NcclMesh::ep_},
+      {Axis::EDP, &NcclMesh::edp_}};
   // Same order on every rank: each rank is in exactly one group per axis.
   for (const auto &[a, member] : axes) {
     if (comm.groupSize(a) <= 1)
@@ -64,6 +66,10 @@ NcclComm *NcclMesh::get(Axis a) const {
     return tp_.get();
   case Axis::PP:
     return pp_.get();
+  case Axis::EP:
+    return ep_.get();
+  case Axis::EDP:
+    return edp_.get();
   default:
     return nullptr;
   }

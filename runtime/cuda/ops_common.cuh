@@ -11,6 +11,7 @@
 #define MERAK_RT_CUDA_OPS_COMMON_CUH
 
 #include "common.cuh"
+#include "merak_rt/cuda/gemm.h"
 #include "merak_rt/cuda/ops.h"
 
 #include <cstdint>
@@ -31,7 +32,10 @@ enum ErrorCode : int {
 
 /// The device error word (an int, 0 = none).
 int *errorWord();
-/// A grow-only device scratch buffer of at least `bytes` (slot 0..3, so
+/// Scratch buffers per context (matmul's bf16 operands use 0 and 1; the
+/// expert GEMMs 4 to 7).
+constexpr int kScratchSlots = 8;
+/// A grow-only device scratch buffer of at least `bytes` (slot 0..7, so
 /// that one op can hold several). Allocation happens only when a call needs
 /// more than any earlier one.
 void *scratch(int slot, uint64_t bytes);
@@ -44,8 +48,12 @@ void narrowToBf16(const float *x, void *y, int64_t n);
 
 /// cudaStream_t of the context.
 inline cudaStream_t cs() { return st(stream()); }
-/// The context's cuBLASLt handle (ops_linalg.cu), created on first use.
+/// The context's cuBLASLt handle (ops_linalg.cu), created on first use;
+/// releaseBlas frees it.
+cuda::Blas &blas();
 void releaseBlas();
+/// MERAK_MATMUL_PRECISION (ops_linalg.cu), parsed once; fatal when bad.
+cuda::GemmPrecision matmulPrecision();
 /// fatal() with the launch error of `kernel` when the launch failed.
 void checkLaunch(const char *kernel);
 

@@ -15,8 +15,8 @@ namespace {
 struct Context {
   cuda::StreamHandle stream = nullptr;
   int *error = nullptr;
-  void *scratch[4] = {};
-  uint64_t scratchBytes[4] = {};
+  void *scratch[detail::kScratchSlots] = {};
+  uint64_t scratchBytes[detail::kScratchSlots] = {};
 };
 Context &ctx() {
   static Context c;
@@ -109,7 +109,7 @@ Status checkErrors() {
 void releaseContext() {
   Context &c = ctx();
   cudaStreamSynchronize(detail::cs());
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < detail::kScratchSlots; ++i) {
     cudaFree(c.scratch[i]);
     c.scratch[i] = nullptr;
     c.scratchBytes[i] = 0;

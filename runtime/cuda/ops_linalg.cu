@@ -32,7 +32,9 @@ std::unique_ptr<cuda::Blas> &blasSlot() {
   static std::unique_ptr<cuda::Blas> b;
   return b;
 }
-/// MERAK_MATMUL_PRECISION, parsed on the first matmul; a bad value is fatal.
+} // namespace
+
+namespace detail {
 cuda::GemmPrecision matmulPrecision() {
   static const cuda::GemmPrecision p = [] {
     const char *e = std::getenv("MERAK_MATMUL_PRECISION");
@@ -59,6 +61,10 @@ cuda::Blas &blas() {
   return *b;
 }
 
+void releaseBlas() { blasSlot().reset(); }
+} // namespace detail
+
+namespace {
 /// y[batch, M, N] = a[batch, M, K] b[batch, K, N]; batch offsets by walk
 /// (s0: y, s1: a, s2: b in elements).
 template <class T>
@@ -81,10 +87,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 } // namespace
-
-namespace detail {
-void releaseBlas() { blasSlot().reset(); }
-} // namespace detail
 
 void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
             void *y, const Dims &dy, bool ta, bool tb) {

@@ -10,6 +10,7 @@
 #define MERAK_RT_COLLECTIVE_PACK_H
 
 #include "merak_rt/comm.h"
+#include "merak_rt/expert_rows.h"
 #include "merak_rt/ops.h"
 
 #include "ops_util.h"
@@ -20,28 +21,6 @@
 
 namespace merak::rt::cpu::detail {
 
-/// merak.all_to_all's flat exchange as this rank (`me` of `size`) sees it:
-/// the rows it sends to and receives from each group rank, which of its
-/// input rows it packs (in message order: peers in rank order, rows in
-/// increasing s) and where each received row goes in its output. ids
-/// [size * S] route every group rank's rows (see kernels.def
-/// expertAllToAll; a bad id is fatal). With `compact` rows (> 0) this
-/// rank's side (a dispatch's output, a combine's input) holds its rows in
-/// order instead of at i * S + s; more than `compact` of them is fatal.
-struct RowExchange {
-  std::vector<int64_t> sendCounts, recvCounts; ///< rows, per group rank
-  std::vector<int64_t> sendRows, recvRows;     ///< input / output row indices
-};
-RowExchange planRowExchange(const int64_t *ids, int size, int me, int64_t S, int64_t perRank,
-                            int64_t shadowSlots, bool combine, int64_t compact = 0);
-/// The place of group rank i's row s on its expert's rank: i * S + s, or
-/// with compact rows its index among that rank's rows (`counted` counts
-/// them, in the group's order; fatal beyond `compact`).
-int64_t expertRowPlace(int64_t i, int64_t S, int64_t s, int64_t compact, int64_t &counted);
-/// The group rank holding group rank i's row s (its expert's, or i itself
-/// for a shadow copy).
-int64_t rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size, int64_t shadowSlots,
-                 int64_t i, int64_t s);
 /// send = the input rows x.sendRows, in order.
 inline void packRows(const RowExchange &x, const void *in, char *send, int64_t rowBytes) {
   const char *src = static_cast<const char *>(in);

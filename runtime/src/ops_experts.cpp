@@ -13,6 +13,7 @@
 // skipped (a zero result row).
 //
 //===----------------------------------------------------------------------===//
+#include "merak_rt/expert_rows.h"
 #include "merak_rt/kernels.h"
 #include "merak_rt/ops.h"
 
@@ -27,33 +28,14 @@
 
 namespace merak::rt::cpu {
 using namespace detail;
+using detail::ExpertGroups;
 
-namespace {
-
-inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                  const float *B, float *C) {
-  gemm(ta, tb, M, N, K, 1.0f, A, B, 0.0f, C);
-}
-inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
-                  const double *B, double *C) {
-  dgemmBlocked(ta, tb, M, N, K, 1.0, A, B, 0.0, C);
-}
-
-/// The rows grouped by expert: expert e's rows are order[offset[e] ..
-/// offset[e + 1]), in increasing row order. With a `first` expert, the rows
-/// of other ranks' experts are in no group (order has offset[E] entries).
-struct Groups {
-  std::vector<int64_t> offset, order;
-  int64_t rows() const { return offset.back(); }
-};
-
-/// With shadow copies (M > 0, ids from shadowFirst), groups E .. E + M - 1
-/// are the copies' rows.
-Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64_t E,
-                 const char *op, const void *shadowFirst = nullptr, int64_t M = 0) {
-  Groups g;
-  const int64_t shift = first ? *static_cast<const int64_t *>(first) : 0;
-  const int64_t copies = shadowFirst ? *static_cast<const int64_t *>(shadowFirst) : 0;
+ExpertGroups detail::groupExpertRows(DT ti, const void *experts, const int64_t *first,
+                                     int64_t S, int64_t E, const char *op,
+                                     const int64_t *shadowFirst, int64_t M) {
+  ExpertGroups g;
+  const int64_t shift = first ? *first : 0;
+  const int64_t copies = shadowFirst ? *shadowFirst : 0;
   const int64_t own = E;
   auto idAt = [&, ti](int64_t s) {
     return ti == DT::I32 ? static_cast<int64_t>(static_cast<const int32_t *>(experts)[s])
@@ -69,7 +51,7 @@ Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64
   E += M;
   g.offset.assign(static_cast<size_t>(E) + 1, 0);
   if (ti != DT::I32 && ti != DT::I64)
-    fatal("expert_matmul: experts must be I64 or I32");
+    fatal((std::string(op) + ": experts must be I64 or I32").c_str());
   for (int64_t s = 0; s < S; ++s) {
     if (idAt(s) == -1)
       continue; // dropped (merak.expert_capacity): a zero row
@@ -94,6 +76,17 @@ Groups groupRows(DT ti, const void *experts, const void *first, int64_t S, int64
   return g;
 }
 
+namespace {
+
+inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                  const float *B, float *C) {
+  gemm(ta, tb, M, N, K, 1.0f, A, B, 0.0f, C);
+}
+inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
+                  const double *B, double *C) {
+  dgemmBlocked(ta, tb, M, N, K, 1.0, A, B, 0.0, C);
+}
+
 /// dst[i] = src[order[i]] (rows of n elements), or the reverse (scatter).
 template <class T>
 void permuteRows(const T *src, T *dst, const std::vector<int64_t> &order, int64_t n,
@@ -111,7 +104,7 @@ void permuteRows(const T *src, T *dst, const std::vector<int64_t> &order, int64_
 }
 
 template <class T>
-void expertMatmulT(const T *x, const T *w, const T *ws, const Groups &g, int64_t S, int64_t K,
+void expertMatmulT(const T *x, const T *w, const T *ws, const ExpertGroups &g, int64_t S, int64_t K,
                    int64_t O, int64_t E, bool transW, T *y) {
   if (g.rows() < S) // rows of other ranks' experts stay zero
     std::fill(y, y + S * O, T(0));
@@ -132,7 +125,7 @@ void expertMatmulT(const T *x, const T *w, const T *ws, const Groups &g, int64_t
 }
 
 template <class T>
-void expertGradWeightT(const T *x, const T *gr, const Groups &g, int64_t K, int64_t O,
+void expertGradWeightT(const T *x, const T *gr, const ExpertGroups &g, int64_t K, int64_t O,
                        int64_t E, bool transW, T *dw) {
   const int64_t S = g.rows();
   T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
@@ -160,7 +153,8 @@ void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts
                   void *y, const void *ws, const void *shadowFirst, int64_t M) {
   if (!ws)
     M = 0;
-  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul", shadowFirst, M);
+  ExpertGroups g = groupExpertRows(ti, experts, static_cast<const int64_t *>(first), S, E,
+                                   "expert_matmul", static_cast<const int64_t *>(shadowFirst), M);
   if (t == DT::F32)
     expertMatmulT(static_cast<const float *>(x), static_cast<const float *>(w),
                   static_cast<const float *>(ws), g, S, K, O, E, transW, static_cast<float *>(y));
@@ -175,7 +169,8 @@ void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts
 void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const void *experts,
                             const void *first, int64_t S, int64_t K, int64_t O, int64_t E,
                             bool transW, void *dw) {
-  Groups g = groupRows(ti, experts, first, S, E, "expert_matmul_grad_weight");
+  ExpertGroups g = groupExpertRows(ti, experts, static_cast<const int64_t *>(first), S, E,
+                                   "expert_matmul_grad_weight");
   if (t == DT::F32)
     expertGradWeightT(static_cast<const float *>(x), static_cast<const float *>(grad), g, K, O,
                       E, transW, static_cast<float *>(dw));

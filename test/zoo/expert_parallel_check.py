@@ -66,8 +66,8 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              dispatches per layer and step), and merak-compile --simulate
              --moe-histogram gives the busiest rank's share computed from
              the file by hand
-  errors     --ep not dividing --dp, --ep on a dense model, --ep with --target
-             cuda, an unknown --moe-dispatcher, placement or shadowing without
+  errors     --ep not dividing --dp, --ep on a dense model, rebalancing with
+             --target cuda, an unknown --moe-dispatcher, placement or shadowing without
              ep, chunks with shadowing or not dividing the rows are errors
              naming the cause
 The checks can fail: "ep2" also compares against a serial run with another
@@ -366,7 +366,8 @@ def check_errors(env):
     cases = [
         (["--dp", "2", "--ep", "3"], "mixtral", "--ep 3 must divide --dp 2"),
         (["--dp", "2", "--ep", "2"], "llama", "needs a Mixture-of-Experts model"),
-        (["--dp", "2", "--ep", "2", "--target", "cuda"], "mixtral", "--target cpu only"),
+        (["--dp", "2", "--ep", "2", "--moe-rebalance-every", "2", "--target", "cuda"], "mixtral",
+         "--moe-rebalance-every is supported on --target cpu only"),
         (["--dp", "2", "--ep", "2", "--moe-dispatcher", "ring"], "mixtral",
          "--moe-dispatcher must be alltoall or allgather"),
         (["--dp", "2", "--moe-shadow", "1"], "mixtral", "--moe-shadow needs expert parallelism"),

@@ -1,8 +1,9 @@
 //===- LinalgRules.cpp - Lowering matmul, convolution and pooling ---------===//
 //
-// matmul / matmul_t (a widening GEMM names its result type), and conv2d,
-// max/avg pool and their gradients, and the expert GEMMs, whose kernels are
-// CPU-only: on --target cuda their rules report no kernel.
+// matmul / matmul_t (a widening GEMM names its result type); conv2d, max/avg
+// pool and their gradients, whose kernels are CPU-only (on --target cuda
+// their rules report no kernel); the expert GEMMs and routing kernels (both
+// targets).
 //
 //===----------------------------------------------------------------------===//
 #include "LoweringRules.h"

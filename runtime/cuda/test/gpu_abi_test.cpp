@@ -140,13 +140,14 @@ void check(const std::string &what, std::vector<T *> out, double tol,
 // H: host pointer, D: device pointer of a tensor, chosen by the side.
 #define P(x) (side ? (x).dev : (void *)(x).host.data())
 
+/// A test whose calls take `side`: host (0, the reference) or device (1).
+void pair(const std::string &what, std::vector<T *> out, double tol,
+          const std::function<void(int)> &call) {
+  check(what, out, tol, [&] { call(0); }, [&] { call(1); });
+}
+
 void run() {
   const double f32 = 1e-5, f64 = 1e-12;
-  // Each test builds its calls with `side` selecting host (0) or device (1).
-  auto pair = [&](const std::string &what, std::vector<T *> out, double tol,
-                  const std::function<void(int)> &call) {
-    check(what, out, tol, [&] { call(0); }, [&] { call(1); });
-  };
   for (DT t : {DT::F32, DT::F64}) {
     const double tl = t == DT::F32 ? f32 : f64;
     const std::string ts = t == DT::F32 ? " f32" : " f64";
@@ -537,6 +538,97 @@ void run() {
       });
     }
 }
+/// An I64 (or I32) tensor holding `v`, on both sides.
+T ints(const std::vector<int64_t> &v, DT t = DT::I64) {
+  T x = make(t, Dims{1, {int64_t(v.size())}});
+  for (size_t i = 0; i < v.size(); ++i)
+    if (t == DT::I64)
+      reinterpret_cast<int64_t *>(x.host.data())[i] = v[i];
+    else
+      reinterpret_cast<int32_t *>(x.host.data())[i] = int32_t(v[i]);
+  must(cuda::copyToDevice(x.dev, x.host.data(), x.host.size()), "copyToDevice");
+  return x;
+}
+
+/// The Mixture-of-Experts kernels (ops_experts.cu): the expert GEMMs with
+/// dropped rows, another rank's experts (`first`), I32 ids, shadow copies
+/// and both weight layouts, and the routing kernels (capacity, compact,
+/// place, shadow plan), exact for the integer results.
+void runExperts() {
+  const int64_t S = 37, K = 24, O = 40, E = 4;
+  std::vector<int64_t> route(S);
+  for (int64_t s = 0; s < S; ++s) // skewed, expert 3 unused, some dropped
+    route[s] = s % 9 == 4 ? -1 : (s * 7) % 5 == 0 ? 1 : (s % 3 == 0 ? 0 : 2);
+  for (DT t : {DT::F32, DT::F64}) {
+    const double tol = t == DT::F32 ? 1e-4 : 1e-12; // cuBLASLt sums in its own order
+    const std::string ts = t == DT::F32 ? " f32" : " f64";
+    T x = rand(t, Dims{2, {S, K}}), y = make(t, Dims{2, {S, O}}), g = rand(t, Dims{2, {S, O}});
+    for (bool transW : {false, true}) {
+      const std::string tw = transW ? " transW" : "";
+      T w = rand(t, transW ? Dims{3, {E, K, O}} : Dims{3, {E, O, K}});
+      T dw = make(t, w.d);
+      for (DT ti : {DT::I64, DT::I32}) {
+        T ids = ints(route, ti);
+        pair("expert_matmul" + ts + tw + (ti == DT::I32 ? " i32" : ""), {&y}, tol, [&](int side) {
+          (side ? gpu::expertMatmul : cpu::expertMatmul)(t, P(x), P(w), ti, P(ids), nullptr, S,
+                                                         K, O, E, transW, P(y), nullptr, nullptr,
+                                                         0);
+        });
+        pair("expert_matmul_grad_weight" + ts + tw, {&dw}, tol, [&](int side) {
+          (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
+              t, P(x), P(g), ti, P(ids), nullptr, S, K, O, E, transW, P(dw));
+        });
+      }
+      // Expert parallelism: this rank holds experts [2, 4) of global ids
+      // [0, 8) (ids 0..7: route + 2 * (s % 2)), and with shadow copies
+      // (ids from 100) one copy of another rank's expert.
+      std::vector<int64_t> global(S);
+      for (int64_t s = 0; s < S; ++s)
+        global[s] = route[s] < 0 ? -1 : s % 11 == 5 ? 100 : route[s] + 2 * (s % 2);
+      T gids = ints(global), first = ints({2}), shadowFirst = ints({100});
+      T w2 = rand(t, transW ? Dims{3, {2, K, O}} : Dims{3, {2, O, K}}), dw2 = make(t, w2.d);
+      T ws = rand(t, transW ? Dims{3, {1, K, O}} : Dims{3, {1, O, K}});
+      pair("expert_matmul first+shadow" + ts + tw, {&y}, tol, [&](int side) {
+        (side ? gpu::expertMatmul : cpu::expertMatmul)(t, P(x), P(w2), DT::I64, P(gids),
+                                                       P(first), S, K, O, 2, transW, P(y), P(ws),
+                                                       P(shadowFirst), 1);
+      });
+      pair("expert_matmul_grad_weight first" + ts + tw, {&dw2}, tol, [&](int side) {
+        (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
+            t, P(x), P(g), DT::I64, P(gids), P(first), S, K, O, 2, transW, P(dw2));
+      });
+    }
+  }
+  // Routing: capacity by probs and by position, compact, place, shadow plan.
+  std::vector<int64_t> dense(S);
+  for (int64_t s = 0; s < S; ++s)
+    dense[s] = route[s] < 0 ? 3 : route[s];
+  T ids = ints(dense), probs = rand(DT::F32, Dims{1, {S}}, 0, 1), kept = make(DT::I64, ids.d);
+  for (bool byProbs : {true, false})
+    pair(std::string("expert_capacity ") + (byProbs ? "probs" : "position"), {&kept}, 0,
+         [&](int side) {
+           (side ? gpu::expertCapacity : cpu::expertCapacity)(P(ids), DT::F32, P(probs), S, E,
+                                                              6, byProbs, P(kept));
+         });
+  T first = ints({2}), compact = make(DT::I64, Dims{1, {30}});
+  pair("expert_compact", {&compact}, 0, [&](int side) {
+    (side ? gpu::expertCompact : cpu::expertCompact)(P(ids), S, P(first), 2, 30, P(compact));
+  });
+  T placement = ints({2, 0, 3, 1}), placed = make(DT::I64, ids.d);
+  pair("expert_place", {&placed}, 0, [&](int side) {
+    (side ? gpu::expertPlace : cpu::expertPlace)(P(ids), S, P(placement), E, 0, P(placed));
+  });
+  T group = ints([&] { // two ranks' rows: rank 1's all go to expert 0
+    std::vector<int64_t> v(dense);
+    v.insert(v.end(), S, 0);
+    return v;
+  }());
+  T routed = make(DT::I64, group.d), slots = make(DT::I64, Dims{1, {2}});
+  pair("expert_shadow_plan", {&routed, &slots}, 0, [&](int side) {
+    (side ? gpu::expertShadowPlan : cpu::expertShadowPlan)(P(group), 2, S, 2, 2, 1, P(routed),
+                                                           P(slots));
+  });
+}
 } // namespace
 
 int main() {
@@ -547,6 +639,7 @@ int main() {
   }
   std::printf("device: %s\n", dev->describe().c_str());
   run();
+  runExperts();
   std::printf("%d checks, %d failures\n", checks, failures);
   return failures ? 1 : 0;
 }

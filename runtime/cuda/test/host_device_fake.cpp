@@ -1,7 +1,8 @@
 //===- host_device_fake.cpp - Host memory as "device" memory for tests ----===//
 //
 // The few CUDA runtime calls and merak::rt::cuda / merak::rt::gpu helpers
-// that collectives_gpu.cpp and collectives_staged.cpp use, on host memory
+// that collectives_gpu.cpp, collectives_staged.cpp and
+// collectives_experts.cpp use (and ops_experts.cu's moveRows), on host memory
 // (cudaMemcpyAsync is memmove, streams are synchronous), so that their
 // bookkeeping and the host-staged MPI path run under mpirun on a machine
 // without a GPU (merak_cuda_staged_tests), and the pipeline runner's CUDA
@@ -107,4 +108,15 @@ void fatal(const char *what) {
 void copyBytes(void *dst, const void *src, int64_t bytes) {
   std::memmove(dst, src, bytes);
 }
+namespace detail {
+// ops_experts.cu's row gather/scatter (the all-to-all's pack and unpack).
+void moveRows(const void *src, void *dst, const int64_t *index, int64_t rows, int64_t rowBytes,
+              bool scatter) {
+  const char *s = static_cast<const char *>(src);
+  char *d = static_cast<char *>(dst);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(scatter ? d + index[r] * rowBytes : d + r * rowBytes,
+                scatter ? s + r * rowBytes : s + index[r] * rowBytes, rowBytes);
+}
+} // namespace detail
 } // namespace merak::rt::gpu

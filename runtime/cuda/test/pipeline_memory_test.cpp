@@ -45,6 +45,10 @@ public:
   Status wait(int32_t, const gpu::CollectiveCall &, void *const *, cuda::StreamHandle) override {
     return Status::error("unexpected");
   }
+  Status allToAllV(gpu::Group, gpu::DT, const void *, const int64_t *, void *, const int64_t *,
+                   cuda::StreamHandle) override {
+    return Status::error("unexpected");
+  }
   Status synchronize() override {
     ++syncs;
     return error.empty() ? Status::success() : Status::error(error);

@@ -81,6 +81,14 @@ public:
   /// out, in stream order.
   virtual Status wait(int32_t slot, const CollectiveCall &c, void *const *out,
                       cuda::StreamHandle stream) = 0;
+  /// Expert parallelism's exchange on `group` (blocking, in stream order):
+  /// sendCounts[g] elements of t from `send` (blocks in group-rank order)
+  /// go to group rank g, and recvCounts[g] elements from each land in
+  /// `recv` (blocks in the same order). Any element type: rows are copied,
+  /// not reduced.
+  virtual Status allToAllV(Group group, DT t, const void *send, const int64_t *sendCounts,
+                           void *recv, const int64_t *recvCounts,
+                           cuda::StreamHandle stream) = 0;
   /// Called between kernels while a collective is in flight (MPI progresses
   /// only inside MPI calls).
   virtual void progress() {}

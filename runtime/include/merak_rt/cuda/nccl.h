@@ -115,6 +115,15 @@ public:
   /// recv[g*sendCount ..] = send of group rank g.
   Status allGather(const void *send, void *recv, int64_t sendCount, DType t,
                    StreamHandle compute);
+  /// recv[g*bytes ..] = the `bytes` bytes of group rank g: a concatenation
+  /// of any element type (expert parallelism's I64 ids).
+  Status allGatherBytes(const void *send, void *recv, int64_t bytes, StreamHandle compute);
+  /// Expert parallelism's exchange, one NCCL group of sends and receives:
+  /// sendBytes[g] bytes of `send` (blocks in group-rank order) to group
+  /// rank g, recvBytes[g] bytes from each into `recv` (same order); this
+  /// rank's own block is a device copy on the communicator's stream.
+  Status allToAllV(const void *send, const int64_t *sendBytes, void *recv,
+                   const int64_t *recvBytes, StreamHandle compute);
   /// Point to point with group rank `peer`. A send and the matching recv
   /// between the same two ranks at the same time (a pipeline exchange) must
   /// be inside groupStart()/groupEnd(); the group is ordered after
@@ -154,8 +163,8 @@ private:
   std::string axis_, lastOp_;
 };
 
-/// The dp, tp and pp communicators of this rank (the axes of extent 1 get
-/// none: get() returns nullptr for them).
+/// The dp, tp, pp, ep and edp communicators of this rank (the axes of
+/// extent 1 get none: get() returns nullptr for them).
 class NcclMesh {
 public:
   static Result<std::unique_ptr<NcclMesh>> create(Comm &comm,
@@ -163,7 +172,7 @@ public:
   NcclComm *get(Axis a) const;
 
 private:
-  std::unique_ptr<NcclComm> dp_, tp_, pp_;
+  std::unique_ptr<NcclComm> dp_, tp_, pp_, ep_, edp_;
 };
 
 } // namespace merak::rt::cuda
