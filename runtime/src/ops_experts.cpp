@@ -187,7 +187,10 @@ ExpertDropCounts gDropCounts;
 std::vector<int64_t> gRowHistogram;
 std::vector<std::vector<int64_t>> gPlaceRows; // [table][logical expert]
 bool gPlaced = false; // a merak.expert_place has counted the histogram
+bool gCounting = true; // setExpertCounting
 } // namespace
+
+void setExpertCounting(bool on) { gCounting = on; }
 
 const std::vector<int64_t> &expertRowHistogram() { return gRowHistogram; }
 
@@ -219,9 +222,10 @@ void expertPlace(const void *idsData, int64_t S, const void *placementData, int6
              " out of range [0, " + std::to_string(E) + ")")
                 .c_str());
     placed[s] = placement[e];
-    ++rows[e];
+    rows[e] += gCounting;
   }
-  recordExpertRows(ids, S, E, /*placed=*/true);
+  if (gCounting)
+    recordExpertRows(ids, S, E, /*placed=*/true);
 }
 
 void recordExpertRows(const int64_t *ids, int64_t rows, int64_t experts, bool placed) {
@@ -301,6 +305,8 @@ void expertShadowPlan(const void *idsData, int64_t parts, int64_t S, int64_t per
       const int64_t e = ids[i * S + s];
       routed[i * S + s] = e < 0 || slotOf[e] < 0 ? e : E + i * M + slotOf[e];
     }
+  if (!gCounting)
+    return;
   ++gShadowCounts.plans;
   gShadowCounts.shadowed += static_cast<int64_t>(hot.size());
   recordExpertRows(ids, parts * S, E);
@@ -340,12 +346,13 @@ void expertCapacity(const void *idsData, DT tp, const void *probs, int64_t S, in
     default: fatal("expert_capacity: probs must be F32, F64 or BF16");
     }
   std::fill(kept, kept + S, int64_t(-1));
-  gDropCounts.rows += S;
+  if (gCounting)
+    gDropCounts.rows += S;
   for (int64_t e = 0; e < E; ++e) {
     auto b = order.begin() + offset[e], end = order.begin() + offset[e + 1];
     const int64_t n = end - b;
     if (n > capacity) {
-      gDropCounts.dropped += n - capacity;
+      gDropCounts.dropped += gCounting ? n - capacity : 0;
       if (byProbs) // the highest probs first, then the lower row
         std::stable_sort(b, end, [&](int64_t x, int64_t y) { return prob[x] > prob[y]; });
       end = b + capacity;

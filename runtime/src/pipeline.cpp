@@ -2,6 +2,7 @@
 #include "merak_rt/pipeline.h"
 
 #include "merak_rt/comm.h"
+#include "merak_rt/ops.h"
 
 #include "manifest.h"
 
@@ -462,7 +463,11 @@ Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const ch
   }
   if (Status st = copyArgs(f, ch, A, mb); !st.ok())
     return st;
+  // A backward or recomputation reruns forward ops: the routing counts
+  // stay those of the forward.
+  cpu::setExpertCounting(f.kind == "forward" || f.kind == "forward_keep");
   merak_run_fragment(k, A, P, C);
+  cpu::setExpertCounting(true);
   for (const Slot &s : f.results) {
     char *dst = nullptr;
     if (s.kind == "act")

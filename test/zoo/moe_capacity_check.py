@@ -36,6 +36,10 @@ routing weight (probs; the lower row among equal ones) or its first rows
              1) and dynamic placement (--moe-rebalance-every 2), which must
              shadow and move experts: the dropped rows are routed by none
              of them. Every parallel run must drop rows in every step
+  recompute  --pp 2 --microbatches 2 with --recompute full against
+             --recompute none: the same losses and the same moe_dropped in
+             every step (the backward's recomputed routing is not counted
+             again)
   errors     a capacity factor <= 0 or not a number, an unknown drop policy,
              a drop policy without a capacity, and a capacity on a model
              without expert GEMMs are errors naming the cause
@@ -168,6 +172,20 @@ DYNAMIC = [
 ]
 
 
+def check_recompute(env):
+    cap = ["--moe-capacity-factor", "1.0", "--moe-drop-policy", "position", "--pp", "2",
+           "--microbatches", "2"]
+    runs = {}
+    for mode in ("none", "full"):
+        exe = env.compile("mixtral", "recompute-" + mode, cap + ["--recompute", mode])
+        runs[mode] = env.metrics(exe, zoo.STEPS, 2)
+    dropped = {k: [m.get("moe_dropped", 0) for m in v] for k, v in runs.items()}
+    err = rel_err([m["loss"] for m in runs["full"]], [m["loss"] for m in runs["none"]])
+    ok = err <= TOL and dropped["full"] == dropped["none"] and all(d > 0 for d in dropped["none"])
+    return ok, "pp 2: losses max rel err %.1e; rows dropped per step, recompute none %s, " \
+        "full %s" % (err, dropped["none"][:4], dropped["full"][:4])
+
+
 def check_errors(env):
     cases = [
         (["--moe-capacity-factor", "0", "--moe-drop-policy", "probs"], "mixtral",
@@ -193,6 +211,7 @@ CHECKS = {
     "qwen2-moe": lambda env: check_torch(env, "qwen2-moe", 1.0, "probs"),
     "parallel": lambda env: check_parallel(env, PARALLEL, compact=True),
     "dynamic": lambda env: check_parallel(env, DYNAMIC),
+    "recompute": check_recompute,
     "errors": check_errors,
 }
 

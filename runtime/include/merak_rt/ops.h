@@ -148,6 +148,13 @@ struct ExpertDropCounts {
 };
 ExpertDropCounts takeExpertDropCounts();
 
+/// Whether the routing kernels count (on by default): the pipeline runner
+/// turns it off while a fragment that recomputes forward ops runs (a
+/// backward or a recomputation), so that merak.expert_capacity's dropped
+/// rows, merak.expert_place's rows and merak.expert_shadow_plan's plans
+/// count each forward once. Their results do not depend on it.
+void setExpertCounting(bool on);
+
 } // namespace merak::rt::cpu
 
 #endif // MERAK_RT_OPS_H
