@@ -226,6 +226,27 @@ private:
 /// function's body (LocalFunctions.cpp); `error` names what cannot be.
 LogicalResult inlineLocalFunctions(onnx::ModelProto &model, std::string &error);
 
+/// Window attributes of a Conv/Pool node (OnnxOpsWindow.cpp) in the form of
+/// the merak ops: kernel, strides, dilations per spatial dimension, padding
+/// as the begins then the ends (t, l, b, r in 2-d). 1-d windows are lifted
+/// to 2-d with a unit height (so are their input, weight and output, by the
+/// callers).
+struct Window {
+  SmallVector<int64_t> kernel, strides, dilations, padding;
+};
+FailureOr<Window> windowAttrs(NodeContext &n, ArrayRef<int64_t> inSpatial,
+                              ArrayRef<int64_t> kernel);
+/// The windows merak's 2-d ops do not cover (OnnxOpsWindow.cpp): a 3-d
+/// Conv, MaxPool/AveragePool in 3-d, AveragePool with dilations, LpPool.
+LogicalResult importConv3D(NodeContext &n);
+/// A 3-d ConvTranspose whose window `win` (pads resolved: the crop of each
+/// end) gives the result `shape` [N, C_out, D', H', W']; outPadD: the
+/// output_padding in depth.
+LogicalResult importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<int64_t> shape,
+                                    int64_t outPadD);
+enum class PoolKind { Max, Average, Lp };
+LogicalResult importPoolBySlices(NodeContext &n, PoolKind kind);
+
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);

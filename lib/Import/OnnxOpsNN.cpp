@@ -36,60 +36,6 @@ LogicalResult gemm(NodeContext &n) {
   return success();
 }
 
-/// Window attributes of a Conv/Pool node in the 2-d form of the merak ops.
-/// 1-d windows are lifted to 2-d with a unit height (so are their input,
-/// weight and output, by the callers).
-struct Window {
-  SmallVector<int64_t> kernel, strides, dilations, padding; // padding: t,l,b,r
-};
-
-FailureOr<Window> windowAttrs(NodeContext &n, ArrayRef<int64_t> inSpatial,
-                              ArrayRef<int64_t> kernel) {
-  size_t r = inSpatial.size();
-  Window w;
-  w.kernel.assign(kernel.begin(), kernel.end());
-  w.strides = n.getInts("strides").value_or(SmallVector<int64_t>(r, 1));
-  w.dilations = n.getInts("dilations").value_or(SmallVector<int64_t>(r, 1));
-  if (w.kernel.size() != r || w.strides.size() != r || w.dilations.size() != r)
-    return (void)n.error("kernel, strides and dilations need " + Twine(r) +
-                         " entries"),
-           failure();
-  auto positive = [](ArrayRef<int64_t> v) {
-    return llvm::all_of(v, [](int64_t x) { return x > 0 && x <= kMaxElements; });
-  };
-  if (!positive(w.kernel) || !positive(w.strides) || !positive(w.dilations))
-    return (void)n.error("kernel sizes, strides and dilations must be positive"),
-           failure();
-  SmallVector<int64_t> pads(2 * r, 0);
-  std::string autoPad = n.getString("auto_pad", "NOTSET");
-  if (autoPad == "NOTSET") {
-    if (auto p = n.getInts("pads"))
-      pads = *p;
-    if (pads.size() != 2 * r)
-      return (void)n.error("pads needs " + Twine(2 * r) + " entries"), failure();
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t i = 0; i < r; ++i) {
-      int64_t s = w.strides[i], out = (inSpatial[i] + s - 1) / s;
-      int64_t total = std::max<int64_t>(
-          (out - 1) * s + (w.kernel[i] - 1) * w.dilations[i] + 1 - inSpatial[i], 0);
-      int64_t lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i] = lo;
-      pads[i + r] = total - lo;
-    }
-  } else if (autoPad != "VALID") {
-    return (void)n.error("unknown auto_pad '" + autoPad + "'"), failure();
-  }
-  if (r == 1) {
-    w.kernel.insert(w.kernel.begin(), 1);
-    w.strides.insert(w.strides.begin(), 1);
-    w.dilations.insert(w.dilations.begin(), 1);
-    w.padding = {0, pads[0], 0, pads[1]};
-  } else {
-    w.padding = pads;
-  }
-  return w;
-}
-
 /// [N, C, L] -> [N, C, 1, L] for 1-d windows; unchanged for 2-d.
 Value lift(NodeContext &n, Value v) {
   auto t = cast<RankedTensorType>(v.getType());
@@ -107,8 +53,10 @@ Value lower(NodeContext &n, Value v, bool wasLifted) {
 
 LogicalResult conv(NodeContext &n) {
   auto x = n.inputType(0), w = n.inputType(1);
+  if (x.getRank() == 5)
+    return importConv3D(n);
   if (x.getRank() != 3 && x.getRank() != 4)
-    return n.unsupported(Twine(x.getRank() - 2) + "-d convolution (1-d and 2-d only)");
+    return n.unsupported(Twine(x.getRank() - 2) + "-d convolution (1-d to 3-d only)");
   if (w.getRank() != x.getRank())
     return n.error("weight rank differs from input rank");
   auto win = windowAttrs(n, x.getShape().drop_front(2), w.getShape().drop_front(2));
@@ -130,8 +78,8 @@ LogicalResult conv(NodeContext &n) {
 LogicalResult convTranspose(NodeContext &n) {
   auto x = n.inputType(0), w = n.inputType(1);
   int64_t rank = x.getRank(), r = rank - 2;
-  if (rank != 3 && rank != 4)
-    return n.unsupported(Twine(r) + "-d transposed convolution (1-d and 2-d only)");
+  if (rank < 3 || rank > 5)
+    return n.unsupported(Twine(r) + "-d transposed convolution (1-d to 3-d only)");
   if (w.getRank() != rank)
     return n.error("weight rank differs from input rank");
   int64_t group = n.getInt("group", 1);
@@ -146,7 +94,7 @@ LogicalResult convTranspose(NodeContext &n) {
   if ((int64_t)outPad.size() != r || (outShape && (int64_t)outShape->size() != r))
     return n.error("output_padding and output_shape need " + Twine(r) + " entries");
   // Per spatial dim (in the lifted 2-d form for 1-d): begin/end pads.
-  int64_t off = r == 1 ? 1 : 0;
+  int64_t off = r == 1 ? 1 : 0, ends = r == 1 ? 2 : r;
   std::string autoPad = n.getString("auto_pad", "NOTSET");
   SmallVector<int64_t> shape{x.getDimSize(0), w.getDimSize(1) * group};
   if (r == 1)
@@ -157,7 +105,7 @@ LogicalResult convTranspose(NodeContext &n) {
       return n.error("output_padding " + Twine(outPad[i]) +
                      " must be smaller than the stride or the dilation");
     int64_t full = s * (x.getDimSize(2 + i) - 1) + outPad[i] + (k - 1) * d + 1;
-    int64_t &lo = win->padding[off + i], &hi = win->padding[off + i + 2];
+    int64_t &lo = win->padding[off + i], &hi = win->padding[off + i + ends];
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t want = outShape ? (*outShape)[i] : x.getDimSize(2 + i) * s;
       int64_t total = full - want;
@@ -172,6 +120,8 @@ LogicalResult convTranspose(NodeContext &n) {
                      "dimension " + Twine(i));
     shape.push_back(extent);
   }
+  if (rank == 5)
+    return importConvTranspose3D(n, *win, shape, outPad[0]);
   auto type = RankedTensorType::get(shape, x.getElementType());
   Value y = n.create<Conv2DBackwardDataOp>(type, lift(n, n.input(0)), lift(n, n.input(1)),
                                            win->strides, win->padding, win->dilations, group);
@@ -185,20 +135,22 @@ LogicalResult convTranspose(NodeContext &n) {
 
 LogicalResult pool(NodeContext &n, bool isMax) {
   auto x = n.inputType(0);
-  if (x.getRank() != 3 && x.getRank() != 4)
-    return n.unsupported(Twine(x.getRank() - 2) + "-d pooling (1-d and 2-d only)");
+  if (x.getRank() < 3 || x.getRank() > 5)
+    return n.unsupported(Twine(x.getRank() - 2) + "-d pooling (1-d to 3-d only)");
   if (n.isOutputUsed(1))
     return n.unsupported("Indices output");
   if (n.getInt("storage_order", 0))
     return n.unsupported("storage_order=1");
+  auto dilations = n.getInts("dilations");
+  if (x.getRank() == 5 ||
+      (!isMax && dilations && llvm::any_of(*dilations, [](int64_t d) { return d != 1; })))
+    return importPoolBySlices(n, isMax ? PoolKind::Max : PoolKind::Average);
   auto k = n.getInts("kernel_shape");
   if (!k)
     return n.error("kernel_shape is required");
   auto win = windowAttrs(n, x.getShape().drop_front(2), *k);
   if (failed(win))
     return failure();
-  if (!isMax && llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
-    return n.unsupported("AveragePool dilations");
   bool ceil = n.getInt("ceil_mode", 0);
   Value in = lift(n, n.input(0)), y;
   if (isMax)
@@ -212,6 +164,13 @@ LogicalResult pool(NodeContext &n, bool isMax) {
 }
 LogicalResult maxPool(NodeContext &n) { return pool(n, true); }
 LogicalResult avgPool(NodeContext &n) { return pool(n, false); }
+/// LpPool-2/11/18 (18 adds ceil_mode and dilations, which the slices take).
+LogicalResult lpPool(NodeContext &n) {
+  int64_t rank = n.inputType(0).getRank();
+  if (rank < 3 || rank > 5)
+    return n.unsupported(Twine(rank - 2) + "-d pooling (1-d to 3-d only)");
+  return importPoolBySlices(n, PoolKind::Lp);
+}
 
 template <typename OpTy>
 LogicalResult globalPool(NodeContext &n) {
@@ -655,6 +614,10 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.sameAs("ConvTranspose", 22, 1);  // bfloat16
   r.add("MaxPool", 1, maxPool);
   r.add("AveragePool", 1, avgPool);
+  r.add("LpPool", 2, lpPool);
+  r.sameAs("LpPool", 11, 2);  // auto_pad, kernel_shape now required
+  r.sameAs("LpPool", 18, 2);  // ceil_mode, dilations
+  r.sameAs("LpPool", 22, 2);  // bfloat16
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 6, batchNorm);

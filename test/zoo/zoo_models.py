@@ -1,5 +1,5 @@
 """The zoo's own modules (test/zoo/zoo.py): PyTorch's nn.TransformerEncoder
-as a causal LM, a dense-form Mixture-of-Experts LM, and the wrappers that
+as a causal LM, a dense-form Mixture-of-Experts LM, a small 3-d CNN, and the wrappers that
 make a Hugging Face model return its logits from one input."""
 import os
 import sys
@@ -116,3 +116,34 @@ class ImageClassifier(nn.Module):
 
     def forward(self, pixel_values):
         return self.model(pixel_values=pixel_values, return_dict=True).logits
+
+
+class Clip3DNet(nn.Module):
+    """A small 3-d CNN (video-style) over an image [B, C, 16, 16] read as a
+    clip of 4 frames of 4x16: Conv3d (strided), MaxPool3d (padded in
+    depth), ConvTranspose3d (strided, padded, output padding), a grouped
+    Conv3d dilated in width, AvgPool3d (padded, ceil mode, padding not
+    counted) and an MLP head (which --tp shards)."""
+
+    def __init__(self, channels, classes, side=16):
+        super().__init__()
+        self.side = side
+        self.conv1 = nn.Conv3d(channels, 8, kernel_size=3, padding=1, stride=(1, 1, 2))
+        self.pool1 = nn.MaxPool3d(kernel_size=2, stride=(1, 2, 2), padding=(1, 0, 0))
+        self.up = nn.ConvTranspose3d(8, 8, kernel_size=(2, 3, 3), stride=(2, 1, 2),
+                                     padding=(0, 1, 1), output_padding=(1, 0, 1))
+        self.conv2 = nn.Conv3d(8, 8, kernel_size=(2, 3, 3), padding=(0, 1, 1), dilation=(1, 1, 2),
+                               groups=2)
+        self.pool2 = nn.AvgPool3d(kernel_size=2, stride=(1, 1, 2), padding=1, ceil_mode=True,
+                                  count_include_pad=False)
+        with torch.no_grad():
+            n = self.features(torch.zeros(1, channels, 4, 4, side)).numel()
+        self.head = nn.Sequential(nn.Linear(n, 32), nn.ReLU(), nn.Linear(32, classes))
+
+    def features(self, x):
+        x = self.pool1(torch.relu(self.conv1(x)))
+        return self.pool2(torch.relu(self.conv2(self.up(x))))
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], x.shape[1], 4, 4, self.side)
+        return self.head(self.features(x).flatten(1))
