@@ -2,7 +2,8 @@
 //
 // Ops that merak builds from its elementwise ops: the hyperbolic family and
 // Tan as compositions of exp, log, sqrt, tanh, sin and cos; Round (half to
-// even) from floor; IsInf, OneHot and EyeLike as comparisons. Their
+// even) from floor; IsInf, OneHot and EyeLike as comparisons; CumProd as a
+// doubling scan of products. Their
 // gradients follow from the parts' VJP rules.
 //
 // The compositions are written for accuracy in the input's precision, not
@@ -400,7 +401,58 @@ LogicalResult meanVarianceNormalization(NodeContext &n) {
   return success();
 }
 
+namespace {
+/// CumProd-26 along `axis` (a constant input) as a doubling scan: log2(n)
+/// steps of y = y * (y shifted by k along the axis, ones in front), so any
+/// element type merak multiplies works and the gradient is the products'.
+/// exclusive shifts the input by one (a leading 1); reverse flips the axis
+/// before and after.
+LogicalResult cumProd(NodeContext &n) {
+  auto a = n.constantInts(1, "axis");
+  if (failed(a))
+    return failure();
+  if (a->size() != 1)
+    return n.error("axis must be a scalar");
+  auto t = n.inputType(0);
+  auto ax = n.axis((*a)[0], t.getRank());
+  if (failed(ax))
+    return failure();
+  const int64_t d = *ax, len = t.getDimSize(d);
+  auto slice = [&](Value v, int64_t start, int64_t limit, int64_t stride) {
+    SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()), strides(t.getRank(), 1);
+    starts[d] = start;
+    limits[d] = limit;
+    strides[d] = stride;
+    return n.create<SliceOp>(v, starts, limits, strides);
+  };
+  // v shifted by k along the axis, the first k elements 1.
+  auto shifted = [&](Value v, int64_t k) {
+    SmallVector<int64_t> shape(t.getShape());
+    shape[d] = k;
+    Value ones = n.broadcastTo(n.scalarLike(v, 1.0), shape);
+    return k >= len ? ones : n.create<ConcatOp>(ValueRange{ones, slice(v, 0, len - k, 1)}, d);
+  };
+  const bool reverse = n.getInt("reverse", 0);
+  Value y = n.input(0);
+  if (len == 0) {
+    n.setOutputs(y);
+    return success();
+  }
+  if (reverse)
+    y = slice(y, len - 1, -1, -1);
+  if (n.getInt("exclusive", 0))
+    y = shifted(y, 1);
+  for (int64_t k = 1; k < len && y; k *= 2)
+    y = n.create<MulOp>(y, shifted(y, k));
+  if (reverse)
+    y = slice(y, len - 1, -1, -1);
+  n.setOutputs(y);
+  return success();
+}
+} // namespace
+
 void onnx_import::registerMathOps(OpRegistry &r) {
+  r.add("CumProd", 26, cumProd);
   r.add("Tan", 7, tan);
   r.add("Sinh", 9, sinh);
   r.add("Cosh", 9, cosh);

@@ -545,6 +545,44 @@ LogicalResult dropout(NodeContext &n) {
   return success();
 }
 
+/// LRN: x / (bias + alpha / size * (sum of x^2 over the `size` channels
+/// around c: floor((size-1)/2) before, ceil((size-1)/2) after))^beta, the
+/// sum as shifted slices of the channel-padded squares.
+LogicalResult lrn(NodeContext &n) {
+  auto t = n.inputType(0);
+  const int64_t size = n.getInt("size", 0);
+  if (t.getRank() < 2 || size < 1 || size > kMaxElements)
+    return n.error("LRN needs an input of rank >= 2 and a positive size");
+  const double alpha = n.getFloat("alpha", 1e-4), beta = n.getFloat("beta", 0.75),
+               bias = n.getFloat("bias", 1.0);
+  const int64_t C = t.getDimSize(1), lo = (size - 1) / 2, hi = size - 1 - lo;
+  Value x = n.input(0), sq = n.create<MulOp>(x, x);
+  SmallVector<int64_t> padShape(t.getShape());
+  auto zeros = [&](int64_t k) {
+    padShape[1] = k;
+    return n.broadcastTo(n.scalarLike(x, 0.0), padShape);
+  };
+  SmallVector<Value> parts;
+  if (lo)
+    parts.push_back(zeros(lo));
+  parts.push_back(sq);
+  if (hi)
+    parts.push_back(zeros(hi));
+  Value padded = parts.size() == 1 ? sq : n.create<ConcatOp>(parts, 1);
+  Value sum;
+  for (int64_t j = 0; j < size && !n.hasFailed(); ++j) {
+    SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()), strides(t.getRank(), 1);
+    starts[1] = j;
+    limits[1] = j + C;
+    Value s = n.create<SliceOp>(padded, starts, limits, strides);
+    sum = sum ? n.create<AddOp>(sum, s) : s;
+  }
+  Value base = n.create<AddOp>(n.create<MulOp>(sum, n.scalarLike(x, alpha / double(size))),
+                               n.scalarLike(x, bias));
+  n.setOutputs(n.create<DivOp>(x, n.create<PowOp>(base, n.scalarLike(x, beta))));
+  return success();
+}
+
 /// InstanceNormalization: per (n, c) over the spatial dims.
 LogicalResult instanceNorm(NodeContext &n) {
   auto t = n.inputType(0);
@@ -614,6 +652,8 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.sameAs("ConvTranspose", 22, 1);  // bfloat16
   r.add("MaxPool", 1, maxPool);
   r.add("AveragePool", 1, avgPool);
+  r.add("LRN", 1, lrn);
+  r.sameAs("LRN", 13, 1); // bfloat16
   r.add("LpPool", 2, lpPool);
   r.sameAs("LpPool", 11, 2);  // auto_pad, kernel_shape now required
   r.sameAs("LpPool", 18, 2);  // ceil_mode, dilations
