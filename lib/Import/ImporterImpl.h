@@ -119,6 +119,9 @@ public:
 
   /// Normalises a possibly negative axis against `rank`.
   FailureOr<int64_t> axis(int64_t a, int64_t rank);
+  /// The axis in constant input `i` (one value; CumSum, CumProd),
+  /// normalised against `rank`.
+  FailureOr<int64_t> constantAxis(unsigned i, int64_t rank);
 
   /// Creates an op, infers and verifies its result types, and folds it when
   /// its operands are constant. On a malformed node (shapes that do not
@@ -246,6 +249,9 @@ LogicalResult importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<
                                     int64_t outPadD);
 enum class PoolKind { Max, Average, Lp };
 LogicalResult importPoolBySlices(NodeContext &n, PoolKind kind);
+/// x with `before` and `after` elements of `value` added along dimension d
+/// (OnnxOpsWindow.cpp).
+Value padWith(NodeContext &n, Value x, int64_t d, int64_t before, int64_t after, double value);
 
 void registerElementwiseOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);

@@ -116,6 +116,15 @@ FailureOr<int64_t> NodeContext::axis(int64_t a, int64_t rank) {
   return n;
 }
 
+FailureOr<int64_t> NodeContext::constantAxis(unsigned i, int64_t rank) {
+  auto a = constantInts(i, "axis");
+  if (failed(a))
+    return failure();
+  if (a->size() != 1)
+    return (void)error("axis must be a scalar"), failure();
+  return axis((*a)[0], rank);
+}
+
 SmallVector<Value> NodeContext::finish(Operation *op) {
   if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
     SmallVector<Type> types;

@@ -408,13 +408,8 @@ namespace {
 /// exclusive shifts the input by one (a leading 1); reverse flips the axis
 /// before and after.
 LogicalResult cumProd(NodeContext &n) {
-  auto a = n.constantInts(1, "axis");
-  if (failed(a))
-    return failure();
-  if (a->size() != 1)
-    return n.error("axis must be a scalar");
   auto t = n.inputType(0);
-  auto ax = n.axis((*a)[0], t.getRank());
+  auto ax = n.constantAxis(1, t.getRank());
   if (failed(ax))
     return failure();
   const int64_t d = *ax, len = t.getDimSize(d);

@@ -482,12 +482,7 @@ LogicalResult hardmax(NodeContext &n) {
 }
 
 LogicalResult cumSum(NodeContext &n) {
-  auto a = n.constantInts(1, "axis");
-  if (failed(a))
-    return failure();
-  if (a->size() != 1)
-    return n.error("axis must be a scalar");
-  auto ax = n.axis((*a)[0], n.inputType(0).getRank());
+  auto ax = n.constantAxis(1, n.inputType(0).getRank());
   if (failed(ax))
     return failure();
   n.setOutputs(n.create<CumSumOp>(n.input(0), *ax, (bool)n.getInt("exclusive", 0),
@@ -556,19 +551,8 @@ LogicalResult lrn(NodeContext &n) {
   const double alpha = n.getFloat("alpha", 1e-4), beta = n.getFloat("beta", 0.75),
                bias = n.getFloat("bias", 1.0);
   const int64_t C = t.getDimSize(1), lo = (size - 1) / 2, hi = size - 1 - lo;
-  Value x = n.input(0), sq = n.create<MulOp>(x, x);
-  SmallVector<int64_t> padShape(t.getShape());
-  auto zeros = [&](int64_t k) {
-    padShape[1] = k;
-    return n.broadcastTo(n.scalarLike(x, 0.0), padShape);
-  };
-  SmallVector<Value> parts;
-  if (lo)
-    parts.push_back(zeros(lo));
-  parts.push_back(sq);
-  if (hi)
-    parts.push_back(zeros(hi));
-  Value padded = parts.size() == 1 ? sq : n.create<ConcatOp>(parts, 1);
+  Value x = n.input(0);
+  Value padded = padWith(n, n.create<MulOp>(x, x), 1, lo, hi, 0.0);
   Value sum;
   for (int64_t j = 0; j < size && !n.hasFailed(); ++j) {
     SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()), strides(t.getRank(), 1);

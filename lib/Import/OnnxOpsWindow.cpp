@@ -84,10 +84,8 @@ FailureOr<Window> onnx_import::windowAttrs(NodeContext &n, ArrayRef<int64_t> inS
   return w;
 }
 
-namespace {
-
-/// x with `before` and `after` elements of `value` added along dimension d.
-Value padWith(NodeContext &n, Value x, int64_t d, int64_t before, int64_t after, double value) {
+Value onnx_import::padWith(NodeContext &n, Value x, int64_t d, int64_t before, int64_t after,
+                          double value) {
   if (!x || (!before && !after))
     return x;
   auto t = cast<RankedTensorType>(x.getType());
@@ -106,6 +104,8 @@ Value padWith(NodeContext &n, Value x, int64_t d, int64_t before, int64_t after,
     parts.push_back(block(after));
   return n.create<ConcatOp>(parts, d);
 }
+
+namespace {
 
 /// Output extent of a window (the merak pooling ops' rule, ceil_mode's last
 /// window starting inside the left-padded input); <= 0 when none fits.

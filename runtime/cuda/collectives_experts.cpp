@@ -154,12 +154,7 @@ void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slo
   std::vector<int64_t> slots = idsToHost(slotsData, M, what);
   const int64_t bytes = matrix * elemSize(t);
   auto owner = [&](int64_t j) {
-    const int64_t e = slots[j];
-    if (e < -1 || e >= perRank * parts)
-      fatal(("expert_shadow: slot " + std::to_string(j) + " names expert " + std::to_string(e) +
-             ", out of range [0, " + std::to_string(perRank * parts) + ")")
-                .c_str());
-    return e < 0 ? -1 : static_cast<int>(e / perRank);
+    return cpu::detail::shadowSlotOwner(slots.data(), j, perRank, parts);
   };
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);

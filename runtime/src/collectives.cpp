@@ -380,6 +380,15 @@ RowExchange detail::planRowExchange(const int64_t *ids, int size, int me, int64_
   return x;
 }
 
+int detail::shadowSlotOwner(const int64_t *slots, int64_t j, int64_t perRank, int64_t parts) {
+  const int64_t e = slots[j];
+  if (e < -1 || e >= perRank * parts)
+    fatal(("expert_shadow: slot " + std::to_string(j) + " names expert " + std::to_string(e) +
+           ", out of range [0, " + std::to_string(perRank * parts) + ")")
+              .c_str());
+  return e < 0 ? -1 : static_cast<int>(e / perRank);
+}
+
 void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slotsData,
                   int64_t M, int64_t perRank, int64_t matrix, const void *in, void *out) {
   const int64_t *slots = static_cast<const int64_t *>(slotsData);
@@ -389,14 +398,7 @@ void expertShadow(Group group, DT t, bool reduce, int64_t parts, const void *slo
   const size_t bytes = static_cast<size_t>(matrix * elemSize(t));
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
-  auto owner = [&](int64_t j) {
-    const int64_t e = slots[j];
-    if (e < -1 || e >= perRank * parts)
-      fatal(("expert_shadow: slot " + std::to_string(j) + " names expert " + std::to_string(e) +
-             ", out of range [0, " + std::to_string(perRank * parts) + ")")
-                .c_str());
-    return e < 0 ? -1 : static_cast<int>(e / perRank);
-  };
+  auto owner = [&](int64_t j) { return shadowSlotOwner(slots, j, perRank, parts); };
   if (!reduce) { // each used slot from its owner's rows
     std::vector<Comm::Request> requests;
     for (int64_t j = 0; j < M; ++j) {

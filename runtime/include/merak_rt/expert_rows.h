@@ -60,6 +60,11 @@ int64_t expertRowPlace(int64_t i, int64_t S, int64_t s, int64_t compact, int64_t
 int64_t rowOwner(const int64_t *ids, int64_t S, int64_t perRank, int size, int64_t shadowSlots,
                  int64_t i, int64_t s);
 
+/// merak.expert_shadow's slot j: the group rank owning expert slots[j] of
+/// perRank * parts (group rank i holding [i * perRank, (i + 1) * perRank)),
+/// -1 for an unused slot (-1); fatal for another id.
+int shadowSlotOwner(const int64_t *slots, int64_t j, int64_t perRank, int64_t parts);
+
 } // namespace merak::rt::cpu::detail
 
 #endif // MERAK_RT_EXPERT_ROWS_H
