@@ -446,7 +446,48 @@ LogicalResult nonZero(NodeContext &n) {
 
 } // namespace
 
+namespace {
+/// Compress with a compile-time condition (numpy.compress): a gather of the
+/// selected indices along `axis`, or of the flattened input without one. A
+/// condition longer than the dimension is an error; a shorter one selects
+/// among its first entries only. A run-time condition would give a
+/// data-dependent shape and is refused (constantInput names it).
+LogicalResult compress(NodeContext &n) {
+  auto cond = n.constantInput(1, "condition");
+  if (failed(cond))
+    return failure();
+  auto t = n.inputType(0);
+  Value x = n.input(0);
+  int64_t axis = 0;
+  if (n.attr("axis")) {
+    auto a = n.axis(n.getInt("axis", 0), t.getRank());
+    if (failed(a))
+      return failure();
+    axis = *a;
+  } else {
+    x = n.reshape(x, {t.getNumElements()});
+  }
+  const int64_t dim = cast<RankedTensorType>(x.getType()).getDimSize(axis);
+  if (cond->size() > dim)
+    return n.error("the condition has " + Twine(cond->size()) +
+                   " entries for a dimension of " + Twine(dim));
+  SmallVector<int64_t> picked;
+  for (int64_t k = 0; k < cond->size(); ++k)
+    if (cond->getAsDouble(k) != 0)
+      picked.push_back(k);
+  if (picked.empty())
+    return n.unsupported("a condition that selects nothing (an empty result)");
+  HostTensor idx(RankedTensorType::get({(int64_t)picked.size()}, n.builder().getI64Type()));
+  llvm::copy(picked, idx.i().begin());
+  n.setOutputs(n.create<GatherOp>(x, n.constant(idx), axis));
+  return success();
+}
+} // namespace
+
 void onnx_import::registerIndexingOps(OpRegistry &r) {
+  r.add("Compress", 9, compress);
+  r.sameAs("Compress", 11, 9); // negative axis (handled)
+  r.sameAs("Compress", 28, 9); // types only
   r.add("TopK", 1, topK1);
   r.add("TopK", 10, topK10);
   r.add("TopK", 11, topK10); // largest, sorted, negative axis
