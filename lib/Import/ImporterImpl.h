@@ -264,6 +264,7 @@ void registerAttentionOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);
+void registerGridSampleOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

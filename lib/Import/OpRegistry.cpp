@@ -79,6 +79,7 @@ const OpRegistry &OpRegistry::get() {
     registerResizeOps(r);
     registerEinsumOps(r);
     registerMathOps(r);
+    registerGridSampleOps(r);
     return r;
   }();
   return registry;

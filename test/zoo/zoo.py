@@ -67,7 +67,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 from zoo_models import (CausalEncoderLM, CausalLM, Clip3DNet, DenseMoELM,  # noqa: E402,F401
-                        ImageClassifier, MaskedLM, Seq2SeqLM)
+                        GridSampleNet, ImageClassifier, MaskedLM, Seq2SeqLM)
 
 
 
@@ -78,7 +78,7 @@ IMAGE, PATCH, CHANNELS, CLASSES, SAMPLES = 16, 4, 3, 10, 64
 # The image side per image model: ResNet-50 downsamples by 32, so 64 leaves
 # its last stage 2x2 (BatchNorm's training statistics over more than one
 # value per channel and row).
-IMAGE_SIZES = {"vit": IMAGE, "resnet50": 64, "cnn3d": IMAGE}
+IMAGE_SIZES = {"vit": IMAGE, "resnet50": 64, "cnn3d": IMAGE, "grid-sample": IMAGE}
 # (c)'s AdamW learning rate (3e-3 unless set here) and tolerance (TOLERANCE
 # unless set here). ResNet-50 at batch 2 (train-mode BatchNorm over 2 images)
 # is ill-conditioned: at lr 3e-3 PyTorch's own float32 run leaves its float64
@@ -210,6 +210,8 @@ def build(name):
         return torchvision.models.resnet50(weights=None, num_classes=CLASSES,
                                            zero_init_residual=True), \
             torch.zeros(B, CHANNELS, size, size)
+    if name == "grid-sample":
+        return GridSampleNet(CHANNELS, CLASSES, IMAGE), torch.zeros(B, CHANNELS, IMAGE, IMAGE)
     if name == "cnn3d":
         return Clip3DNet(CHANNELS, CLASSES, IMAGE), torch.zeros(B, CHANNELS, IMAGE, IMAGE)
     if name == "dense-moe":
@@ -220,7 +222,8 @@ def build(name):
 
 
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
-          "vit", "resnet50", "cnn3d", "nn-transformer", "mixtral", "mixtral-sparse", "qwen2-moe",
+          "vit", "resnet50", "cnn3d", "grid-sample",
+          "nn-transformer", "mixtral", "mixtral-sparse", "qwen2-moe",
           "olmoe", "gpt-oss", "dense-moe"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
@@ -235,6 +238,7 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",
+          "grid-sample": "CNN resampling its input through a learned grid (GridSample)",
           "cnn3d": "3-d CNN (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d; an image as 4 frames)",
           "nn-transformer": "nn.TransformerEncoder (causal LM)"}
 

@@ -147,3 +147,25 @@ class Clip3DNet(nn.Module):
     def forward(self, x):
         x = x.reshape(x.shape[0], x.shape[1], 4, 4, self.side)
         return self.head(self.features(x).flatten(1))
+
+
+class GridSampleNet(nn.Module):
+    """An image classifier that first resamples its input through a learned
+    grid (F.grid_sample, bilinear, zeros padding): the identity grid plus
+    offsets a small convolution predicts, so that the gradient reaches both
+    the image and the grid; then a strided convolution and an MLP head."""
+
+    def __init__(self, channels, classes, side=16):
+        super().__init__()
+        self.offset = nn.Conv2d(channels, 2, 3, padding=1)
+        axis = torch.linspace(-1, 1, side)
+        ys, xs = torch.meshgrid(axis, axis, indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys], dim=-1).unsqueeze(0))
+        self.conv = nn.Conv2d(channels, 8, 3, stride=2, padding=1)
+        self.head = nn.Sequential(nn.Linear(8 * (side // 2) ** 2, 32), nn.ReLU(),
+                                  nn.Linear(32, classes))
+
+    def forward(self, x):
+        grid = self.base + 0.2 * torch.tanh(self.offset(x)).permute(0, 2, 3, 1)
+        y = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        return self.head(torch.relu(self.conv(y)).flatten(1))

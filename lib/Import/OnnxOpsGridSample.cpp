@@ -1,0 +1,214 @@
+//===- OnnxOpsGridSample.cpp - ONNX GridSample as gathers and weights -----===//
+//
+// GridSample-16/20/22 (x [N, C, H, W], grid [N, H', W', 2] of (x, y) in
+// [-1, 1]; from 20 also 5-d, (x, y, z)) built from merak ops, so that its
+// gradients (to the input through gather_elements, to the grid through the
+// interpolation weights) need no new rule:
+//
+//   ix = (gx + 1) / 2 * (W - 1)        align_corners
+//   ix = ((gx + 1) * W - 1) / 2        otherwise            (iy likewise)
+//   border / reflection: ix clipped, or reflected then clipped, into
+//   [0, W - 1] (for bicubic: each tap's coordinate instead)
+//   a tap (xi, yi): x[n, :, yi, xi] through one gather_elements of the
+//   [N, C, H*W] input at yi * W + xi (clamped), times 0 where (xi, yi) lies
+//   outside the input (zeros padding)
+//   bilinear: the 4 taps around (ix, iy) weighted by their distances (8 in
+//   5-d: trilinear); nearest: the tap at (ix, iy) rounded half to even;
+//   bicubic (4-d only): 16 taps with the cubic convolution weights
+//   (A = -0.75), as PyTorch.
+//
+//===----------------------------------------------------------------------===//
+#include "ImporterImpl.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::onnx_import;
+
+namespace {
+
+/// The sampling of one GridSample node over r = 2 or 3 spatial dimensions
+/// (sizes `dims`, outermost first; grid component k addresses dimension
+/// r - 1 - k: x the innermost).
+struct Sampler {
+  NodeContext &n;
+  Value data; // [N, C, prod(dims)]
+  Value like; // a float tensor [N, P] (for constants)
+  int64_t N, C, P;
+  SmallVector<int64_t> dims;
+  bool align, zeros, reflection, border;
+
+  Value c(double v) { return n.scalarLike(like, v); }
+  Value add(Value a, Value b) { return n.create<AddOp>(a, b); }
+  Value sub(Value a, Value b) { return n.create<SubOp>(a, b); }
+  Value mul(Value a, Value b) { return n.create<MulOp>(a, b); }
+  Value floor(Value a) { return n.create<FloorOp>(a); }
+
+  Value unnormalize(Value g, int64_t size) {
+    if (align)
+      return mul(add(g, c(1)), c(0.5 * double(size - 1)));
+    return mul(sub(mul(add(g, c(1)), c(double(size))), c(1)), c(0.5));
+  }
+  Value clip(Value v, int64_t size) {
+    auto &b = n.builder();
+    return n.create<ClampOp>(v, b.getF64FloatAttr(0.0), b.getF64FloatAttr(double(size - 1)));
+  }
+  /// PyTorch's reflect_coordinates over [lo2 / 2, hi2 / 2], then clipped.
+  Value reflect(Value v, int64_t size) {
+    const double lo2 = align ? 0 : -1, hi2 = align ? 2.0 * double(size - 1) : 2.0 * size - 1;
+    if (lo2 == hi2)
+      return mul(v, c(0));
+    const double lo = lo2 / 2, span = (hi2 - lo2) / 2;
+    Value d = n.create<AbsOp>(sub(v, c(lo)));
+    Value flips = floor(mul(d, c(1 / span)));
+    Value extra = sub(d, mul(flips, c(span)));
+    Value odd = n.create<NeOp>(sub(flips, mul(floor(mul(flips, c(0.5))), c(2))), c(0));
+    Value r = n.create<WhereOp>(odd, add(sub(c(span), extra), c(lo)), add(extra, c(lo)));
+    return clip(r, size);
+  }
+  /// The padding mode's transform of dimension d's coordinate.
+  Value coords(Value v, size_t d) {
+    return border ? clip(v, dims[d]) : reflection ? reflect(v, dims[d]) : v;
+  }
+  /// [N, P] -> [N, 1, P], to scale every channel.
+  Value perSample(Value w) { return n.reshape(w, {N, 1, P}); }
+  Value weighted(Value v, Value w) { return mul(v, perSample(w)); }
+
+  /// The input at the taps `at` (one integer-valued [N, P] per dimension):
+  /// [N, C, P], zero outside the input with zeros padding.
+  Value tap(ArrayRef<Value> at) {
+    Value lin, in;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      lin = lin ? add(mul(lin, c(double(dims[d]))), clip(at[d], dims[d])) : clip(at[d], dims[d]);
+      Value ok = n.create<AndOp>(n.create<GeOp>(at[d], c(0)),
+                                 n.create<LeOp>(at[d], c(double(dims[d] - 1))));
+      in = in ? n.create<AndOp>(in, ok) : ok;
+    }
+    auto it = RankedTensorType::get({N, P}, n.builder().getI64Type());
+    Value idx = n.broadcastTo(n.reshape(n.create<CastOp>(it, lin), {N, 1, P}), {N, C, P});
+    Value v = n.create<GatherElementsOp>(data, idx, 2);
+    return zeros ? n.create<WhereOp>(perSample(in), v, n.scalarLike(v, 0)) : v;
+  }
+
+  /// Bilinear / trilinear: the 2^r taps around `at`, weighted by distance.
+  Value linear(ArrayRef<Value> at) {
+    SmallVector<Value> lo, w1;
+    for (Value v : at) {
+      lo.push_back(floor(v));
+      w1.push_back(sub(v, lo.back()));
+    }
+    Value r;
+    for (unsigned corner = 0; corner < (1u << at.size()); ++corner) {
+      SmallVector<Value> t;
+      Value w;
+      for (size_t d = 0; d < at.size(); ++d) {
+        const bool up = corner >> (at.size() - 1 - d) & 1;
+        t.push_back(up ? add(lo[d], c(1)) : lo[d]);
+        Value wd = up ? w1[d] : sub(c(1), w1[d]);
+        w = w ? mul(w, wd) : wd;
+      }
+      Value term = weighted(tap(t), w);
+      r = r ? add(r, term) : term;
+    }
+    return r;
+  }
+  /// Round half to even (nearbyint).
+  Value roundEven(Value v) {
+    Value f = floor(v), frac = sub(v, f);
+    Value odd = n.create<EqOp>(sub(f, mul(floor(mul(f, c(0.5))), c(2))), c(1));
+    Value up = n.create<OrOp>(n.create<GtOp>(frac, c(0.5)),
+                              n.create<AndOp>(n.create<EqOp>(frac, c(0.5)), odd));
+    return n.create<WhereOp>(up, add(f, c(1)), f);
+  }
+  /// The cubic convolution weights of taps -1, 0, 1, 2 at fraction t.
+  SmallVector<Value> cubic(Value t) {
+    const double A = -0.75;
+    auto far = [&](Value d) { // |d| in [1, 2]
+      return sub(mul(add(mul(sub(mul(c(A), d), c(5 * A)), d), c(8 * A)), d), c(4 * A));
+    };
+    auto near = [&](Value d) { // |d| in [0, 1]
+      return add(mul(mul(sub(mul(c(A + 2), d), c(A + 3)), d), d), c(1));
+    };
+    Value u = sub(c(1), t);
+    return {far(add(t, c(1))), near(t), near(u), far(add(u, c(1)))};
+  }
+  /// Bicubic (2-d): 16 taps, each coordinate through the padding mode.
+  Value bicubic(Value iy, Value ix) {
+    Value y0 = floor(iy), x0 = floor(ix);
+    SmallVector<Value> wy = cubic(sub(iy, y0)), wx = cubic(sub(ix, x0));
+    Value r;
+    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < 4; ++i) {
+        Value t = weighted(tap({coords(add(y0, c(j - 1)), 0), coords(add(x0, c(i - 1)), 1)}),
+                           mul(wy[j], wx[i]));
+        r = r ? add(r, t) : t;
+      }
+    return r;
+  }
+};
+
+LogicalResult gridSample(NodeContext &n) {
+  auto xt = n.inputType(0), gt = n.inputType(1);
+  const int64_t rank = xt.getRank(), r = rank - 2;
+  if (rank != 4 && rank != 5)
+    return n.unsupported("GridSample of a " + Twine(rank) + "-d input (4-d and 5-d only)");
+  if (!isa<FloatType>(xt.getElementType()) || gt.getElementType() != xt.getElementType())
+    return n.unsupported("GridSample with a non-float input or a grid of another type");
+  const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1);
+  if (gt.getRank() != rank || gt.getDimSize(0) != N || gt.getDimSize(rank - 1) != r)
+    return n.error("the grid must be [N, spatial out..., " + Twine(r) + "] with the input's N");
+  std::string mode = n.getString("mode", "bilinear"), pad = n.getString("padding_mode", "zeros");
+  mode = mode == "linear" ? "bilinear" : mode == "cubic" ? "bicubic" : mode;
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    return n.error("unknown mode '" + mode + "'");
+  if (mode == "bicubic" && r != 2)
+    return n.error("the cubic mode takes a 4-d input only");
+  if (pad != "zeros" && pad != "border" && pad != "reflection")
+    return n.error("unknown padding_mode '" + pad + "'");
+  SmallVector<int64_t> dims(xt.getShape().drop_front(2)), out(gt.getShape().slice(1, r));
+  int64_t P = 1, volume = 1;
+  for (int64_t k = 0; k < r; ++k) {
+    P *= out[k];
+    volume *= dims[k];
+  }
+  // Grid component k addresses spatial dimension r - 1 - k.
+  SmallVector<Value> at(r);
+  for (int64_t k = 0; k < r; ++k) {
+    SmallVector<int64_t> starts(rank, 0), limits(gt.getShape()), steps(rank, 1);
+    starts[rank - 1] = k;
+    limits[rank - 1] = k + 1;
+    at[r - 1 - k] = n.reshape(n.create<SliceOp>(n.input(1), starts, limits, steps), {N, P});
+  }
+  Sampler s{n,    n.reshape(n.input(0), {N, C, volume}), at[0], N, C, P, dims,
+            (bool)n.getInt("align_corners", 0), pad == "zeros", pad == "reflection",
+            pad == "border"};
+  for (int64_t d = 0; d < r; ++d)
+    at[d] = s.unnormalize(at[d], dims[d]);
+  Value y;
+  if (mode == "bicubic") {
+    y = s.bicubic(at[0], at[1]);
+  } else {
+    for (int64_t d = 0; d < r; ++d)
+      at[d] = s.coords(at[d], d);
+    if (mode == "bilinear") {
+      y = s.linear(at);
+    } else {
+      for (Value &v : at)
+        v = s.roundEven(v);
+      y = s.tap(at);
+    }
+  }
+  if (n.hasFailed())
+    return failure();
+  SmallVector<int64_t> shape{N, C};
+  shape.append(out.begin(), out.end());
+  n.setOutputs(n.reshape(y, shape));
+  return success();
+}
+
+} // namespace
+
+void onnx_import::registerGridSampleOps(OpRegistry &r) {
+  r.add("GridSample", 16, gridSample);
+  r.add("GridSample", 20, gridSample); // linear/cubic names, 5-d
+  r.sameAs("GridSample", 22, 20);      // bfloat16
+}
