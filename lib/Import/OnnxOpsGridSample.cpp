@@ -1,4 +1,4 @@
-//===- OnnxOpsGridSample.cpp - ONNX GridSample as gathers and weights -----===//
+//===- OnnxOpsGridSample.cpp - ONNX GridSample and AffineGrid -------------===//
 //
 // GridSample-16/20/22 (x [N, C, H, W], grid [N, H', W', 2] of (x, y) in
 // [-1, 1]; from 20 also 5-d, (x, y, z)) built from merak ops, so that its
@@ -16,6 +16,9 @@
 //   5-d: trilinear); nearest: the tap at (ix, iy) rounded half to even;
 //   bicubic (4-d only): 16 taps with the cubic convolution weights
 //   (A = -0.75), as PyTorch.
+//
+// AffineGrid (the grid of a spatial transformer) is a matmul of a constant
+// base grid by theta^T.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
@@ -205,10 +208,63 @@ LogicalResult gridSample(NodeContext &n) {
   return success();
 }
 
+/// AffineGrid-20: theta [N, 2, 3] (or [N, 3, 4]) and a constant size
+/// [N, C, H, W] (or [N, C, D, H, W]) give the grid [N, H, W, 2] (or
+/// [N, D, H, W, 3]) of theta times (x, y[, z], 1) at every output position,
+/// the base coordinates spanning [-1, 1] (align_corners) or the pixel
+/// centres inside it: one matmul of a constant base by theta^T, so that the
+/// gradient reaches theta.
+LogicalResult affineGrid(NodeContext &n) {
+  auto tt = n.inputType(0);
+  auto size = n.constantInts(1, "size");
+  if (failed(size))
+    return failure();
+  const int64_t r = static_cast<int64_t>(size->size()) - 2;
+  if ((r != 2 && r != 3) || tt.getRank() != 3 || tt.getDimSize(1) != r ||
+      tt.getDimSize(2) != r + 1 || tt.getDimSize(0) != (*size)[0])
+    return n.error("theta must be [N, " + Twine(r) + ", " + Twine(r + 1) +
+                   "] for a size of " + Twine(size->size()) + " entries (4 or 5)");
+  if (!isa<FloatType>(tt.getElementType()))
+    return n.error("theta must be a float tensor");
+  const bool align = n.getInt("align_corners", 0);
+  SmallVector<int64_t> dims(size->begin() + 2, size->end());
+  int64_t P = 1;
+  for (int64_t d : dims) {
+    if (d < 1 || d > kMaxElements)
+      return n.error("the output size must be positive");
+    P *= d;
+  }
+  if (P > kMaxElements / (r + 1))
+    return n.error("the grid would be too large");
+  // base [P, r + 1]: per position (innermost dimension first: x, y[, z]), then 1.
+  HostTensor base(RankedTensorType::get({P, r + 1}, tt.getElementType()));
+  for (int64_t p = 0; p < P; ++p) {
+    int64_t rest = p;
+    for (int64_t d = r - 1; d >= 0; --d) {
+      const int64_t i = rest % dims[d], len = dims[d];
+      rest /= len;
+      const double v = len == 1 ? 0.0
+                       : align  ? -1.0 + 2.0 * double(i) / double(len - 1)
+                                : (2.0 * double(i) + 1.0) / double(len) - 1.0;
+      base.setFromDouble(p * (r + 1) + (r - 1 - d), v);
+    }
+    base.setFromDouble(p * (r + 1) + r, 1.0);
+  }
+  const int64_t N = tt.getDimSize(0);
+  Value thetaT = n.create<TransposeOp>(n.input(0), ArrayRef<int64_t>{0, 2, 1});
+  Value grid = n.create<MatmulOp>(n.reshape(n.constant(base), {1, P, r + 1}), thetaT);
+  SmallVector<int64_t> shape{N};
+  shape.append(dims.begin(), dims.end());
+  shape.push_back(r);
+  n.setOutputs(n.reshape(grid, shape));
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerGridSampleOps(OpRegistry &r) {
   r.add("GridSample", 16, gridSample);
   r.add("GridSample", 20, gridSample); // linear/cubic names, 5-d
   r.sameAs("GridSample", 22, 20);      // bfloat16
+  r.add("AffineGrid", 20, affineGrid);
 }

@@ -12,6 +12,7 @@ Relative error = max|merak - torch| / max|torch| per tensor; it must be
 <= 1e-4 (the serial-training issue's bound). Ends with "N passed, M failed".
 """
 import argparse
+import inspect
 import os
 import subprocess
 import sys
@@ -89,17 +90,25 @@ def run(cmd):
 
 
 def check(name, opset, bin_dir, work):
-    case = os.path.join(work, "%s_op%d" % (name, opset))
-    os.makedirs(case, exist_ok=True)
     wrapped, inputs, in_names = build(name)
     em.randomize_norm_layers(wrapped)
+    return check_built(name, wrapped, inputs, in_names, opset, bin_dir, work)
+
+
+def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work):
+    """check() of a module already built: `wrapped` returns the loss."""
+    case = os.path.join(work, "%s_op%d" % (name, opset))
+    os.makedirs(case, exist_ok=True)
     wrapped.train(True)
     onnx_path = os.path.join(case, "model.onnx")
+    kw = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False  # the TorchScript exporter on torch 2.x (the venv)
     with torch.enable_grad():
         torch.onnx.export(wrapped, inputs, onnx_path, opset_version=opset,
                           input_names=in_names, output_names=["loss"],
                           training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False)
+                          do_constant_folding=False, **kw)
     # Reference: float64 autograd on the same weights.
     ref = wrapped.double()
     ref.proj = [p.double() for p in ref.proj]
