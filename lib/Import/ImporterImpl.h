@@ -242,11 +242,11 @@ FailureOr<Window> windowAttrs(NodeContext &n, ArrayRef<int64_t> inSpatial,
 /// The windows merak's 2-d ops do not cover (OnnxOpsWindow.cpp): a 3-d
 /// Conv, MaxPool/AveragePool in 3-d, AveragePool with dilations, LpPool.
 LogicalResult importConv3D(NodeContext &n);
-/// A 3-d ConvTranspose whose window `win` (pads resolved: the crop of each
-/// end) gives the result `shape` [N, C_out, D', H', W']; outPadD: the
-/// output_padding in depth.
-LogicalResult importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<int64_t> shape,
-                                    int64_t outPadD);
+/// A 3-d ConvTranspose (without its bias) whose window `win` (pads
+/// resolved: the crop of each end) gives the result `shape` [N, C_out, D',
+/// H', W']; outPadD: the output_padding in depth.
+Value importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<int64_t> shape,
+                            int64_t outPadD);
 enum class PoolKind { Max, Average, Lp };
 LogicalResult importPoolBySlices(NodeContext &n, PoolKind kind);
 /// x with `before` and `after` elements of `value` added along dimension d

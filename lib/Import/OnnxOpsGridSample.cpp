@@ -79,15 +79,19 @@ struct Sampler {
   /// The input at the taps `at` (one integer-valued [N, P] per dimension):
   /// [N, C, P], zero outside the input with zeros padding.
   Value tap(ArrayRef<Value> at) {
+    // The linear index in I64 (a float holds integers exactly only up to
+    // 2^11 in f16, 2^8 in bf16, 2^24 in f32).
+    auto it = RankedTensorType::get({N, P}, n.builder().getI64Type());
     Value lin, in;
     for (size_t d = 0; d < dims.size(); ++d) {
-      lin = lin ? add(mul(lin, c(double(dims[d]))), clip(at[d], dims[d])) : clip(at[d], dims[d]);
+      Value ci = n.create<CastOp>(it, clip(at[d], dims[d]));
+      lin = lin ? n.create<AddOp>(n.create<MulOp>(lin, n.scalarLike(ci, double(dims[d]))), ci)
+                : ci;
       Value ok = n.create<AndOp>(n.create<GeOp>(at[d], c(0)),
                                  n.create<LeOp>(at[d], c(double(dims[d] - 1))));
       in = in ? n.create<AndOp>(in, ok) : ok;
     }
-    auto it = RankedTensorType::get({N, P}, n.builder().getI64Type());
-    Value idx = n.broadcastTo(n.reshape(n.create<CastOp>(it, lin), {N, 1, P}), {N, C, P});
+    Value idx = n.broadcastTo(n.reshape(lin, {N, 1, P}), {N, C, P});
     Value v = n.create<GatherElementsOp>(data, idx, 2);
     return zeros ? n.create<WhereOp>(perSample(in), v, n.scalarLike(v, 0)) : v;
   }

@@ -72,9 +72,11 @@ LogicalResult conv(NodeContext &n) {
 
 /// ConvTranspose: the data gradient of the convolution it inverts (whose
 /// weight layout [C_in, C_out/group, k...] it shares), plus the bias. The
-/// result extent is s*(in-1) + output_padding + (k-1)*d + 1 - pads, or
-/// output_shape (pads then from auto_pad SAME_*, else zero, the extra rows
-/// at the end).
+/// full extent is s*(in-1) + output_padding + (k-1)*d + 1; the result is
+/// cropped by the pads, or, with output_shape or auto_pad SAME_* (output
+/// in*s), by pads computed as onnx's spec says (the larger half at the end,
+/// at the start for SAME_UPPER). An output larger than the full extent gets
+/// zeros (and the bias) at the end.
 LogicalResult convTranspose(NodeContext &n) {
   auto x = n.inputType(0), w = n.inputType(1);
   int64_t rank = x.getRank(), r = rank - 2;
@@ -96,7 +98,8 @@ LogicalResult convTranspose(NodeContext &n) {
   // Per spatial dim (in the lifted 2-d form for 1-d): begin/end pads.
   int64_t off = r == 1 ? 1 : 0, ends = r == 1 ? 2 : r;
   std::string autoPad = n.getString("auto_pad", "NOTSET");
-  SmallVector<int64_t> shape{x.getDimSize(0), w.getDimSize(1) * group};
+  const bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+  SmallVector<int64_t> shape{x.getDimSize(0), w.getDimSize(1) * group}, excess(r, 0);
   if (r == 1)
     shape.push_back(1);
   for (int64_t i = 0; i < r; ++i) {
@@ -106,29 +109,40 @@ LogicalResult convTranspose(NodeContext &n) {
                      " must be smaller than the stride or the dilation");
     int64_t full = s * (x.getDimSize(2 + i) - 1) + outPad[i] + (k - 1) * d + 1;
     int64_t &lo = win->padding[off + i], &hi = win->padding[off + i + ends];
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    if (same || outShape) {
       int64_t want = outShape ? (*outShape)[i] : x.getDimSize(2 + i) * s;
+      if (want <= 0 || want > kMaxElements)
+        return n.error("the output would have " + Twine(want) + " elements along spatial "
+                       "dimension " + Twine(i));
       int64_t total = full - want;
+      excess[i] = std::max<int64_t>(-total, 0);
+      total = std::max<int64_t>(total, 0);
       lo = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
       hi = total - lo;
-    } else if (outShape) {
-      lo = hi = 0;
     }
-    int64_t extent = outShape ? (*outShape)[i] : full - lo - hi;
+    int64_t extent = full - lo - hi;
     if (extent <= 0)
       return n.error("the output would have " + Twine(extent) + " elements along spatial "
                      "dimension " + Twine(i));
     shape.push_back(extent);
   }
-  if (rank == 5)
-    return importConvTranspose3D(n, *win, shape, outPad[0]);
-  auto type = RankedTensorType::get(shape, x.getElementType());
-  Value y = n.create<Conv2DBackwardDataOp>(type, lift(n, n.input(0)), lift(n, n.input(1)),
-                                           win->strides, win->padding, win->dilations, group);
-  if (n.hasInput(2)) {
-    Value b = n.reshape(n.input(2), {1, shape[1], 1, 1});
-    y = n.create<AddOp>(y, b);
+  Value y;
+  if (rank == 5) {
+    y = importConvTranspose3D(n, *win, shape, outPad[0]);
+  } else {
+    auto type = RankedTensorType::get(shape, x.getElementType());
+    y = n.create<Conv2DBackwardDataOp>(type, lift(n, n.input(0)), lift(n, n.input(1)),
+                                       win->strides, win->padding, win->dilations, group);
   }
+  for (int64_t i = 0; i < r; ++i)
+    y = padWith(n, y, 2 + off + i, 0, excess[i], 0.0);
+  if (n.hasInput(2)) {
+    SmallVector<int64_t> bshape(cast<RankedTensorType>(y.getType()).getRank(), 1);
+    bshape[1] = shape[1];
+    y = n.create<AddOp>(y, n.reshape(n.input(2), bshape));
+  }
+  if (n.hasFailed())
+    return failure();
   n.setOutputs(lower(n, y, rank == 3));
   return success();
 }

@@ -169,8 +169,8 @@ LogicalResult onnx_import::importConv3D(NodeContext &n) {
   return success();
 }
 
-LogicalResult onnx_import::importConvTranspose3D(NodeContext &n, const Window &win,
-                                                 ArrayRef<int64_t> shape, int64_t outPadD) {
+Value onnx_import::importConvTranspose3D(NodeContext &n, const Window &win,
+                                         ArrayRef<int64_t> shape, int64_t outPadD) {
   auto xt = n.inputType(0), wt = n.inputType(1);
   const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), D = xt.getDimSize(2);
   const int64_t H = xt.getDimSize(3), W = xt.getDimSize(4), O = shape[1], kD = wt.getDimSize(2);
@@ -206,15 +206,11 @@ LogicalResult onnx_import::importConvTranspose3D(NodeContext &n, const Window &w
     sum = sum ? n.create<AddOp>(sum, z) : z;
   }
   if (n.hasFailed())
-    return failure();
+    return Value();
   Value y = n.create<SliceOp>(sum, ArrayRef<int64_t>{0, lo, 0, 0, 0},
                               ArrayRef<int64_t>{N, lo + shape[2], O, shape[3], shape[4]},
                               ArrayRef<int64_t>{1, 1, 1, 1, 1});
-  y = n.create<TransposeOp>(y, ArrayRef<int64_t>{0, 2, 1, 3, 4});
-  if (n.hasInput(2))
-    y = n.create<AddOp>(y, n.reshape(n.input(2), {1, O, 1, 1, 1}));
-  n.setOutputs(y);
-  return success();
+  return n.create<TransposeOp>(y, ArrayRef<int64_t>{0, 2, 1, 3, 4});
 }
 
 LogicalResult onnx_import::importPoolBySlices(NodeContext &n, PoolKind kind) {
