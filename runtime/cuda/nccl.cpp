@@ -366,6 +366,7 @@ Status NcclComm::allToAllV(const void *send, const int64_t *sendBytes, void *rec
     out += recvBytes[g];
   }
   Status end = groupEnd();
+  lastOp_ = what; // a later asynchronous error names the all-to-all
   if (!error.empty())
     return fail(error);
   return end;

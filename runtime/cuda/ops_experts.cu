@@ -121,13 +121,20 @@ DeviceGroups groupOnHost(DT ti, const void *experts, const void *first, int64_t 
                          bool offsets) {
   if (ti != DT::I64 && ti != DT::I32)
     fatal((std::string(op) + ": experts must be I64 or I32").c_str());
+  // The ids and the scalars in one round trip (a single synchronisation).
   std::vector<char> ids(static_cast<size_t>(S * elemSize(ti)));
-  toHost(ids.data(), experts, static_cast<int64_t>(ids.size()), op);
   int64_t hFirst = 0, hShadow = 0;
+  auto copy = [&](void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0)
+      must(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, cs()),
+           op);
+  };
+  copy(ids.data(), experts, static_cast<int64_t>(ids.size()));
   if (first)
-    toHost(&hFirst, first, 8, op);
+    copy(&hFirst, first, 8);
   if (shadowFirst && M > 0)
-    toHost(&hShadow, shadowFirst, 8, op);
+    copy(&hShadow, shadowFirst, 8);
+  must(cudaStreamSynchronize(cs()), op);
   DeviceGroups d;
   d.g = cpu::detail::groupExpertRows(ti, ids.data(), first ? &hFirst : nullptr, S, E, op,
                                      shadowFirst && M > 0 ? &hShadow : nullptr, M);
@@ -203,12 +210,14 @@ void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts
     fatal("expert_matmul: F32 or F64 only");
   if (!ws)
     M = 0;
+  if (S == 0 || O == 0)
+    return; // y holds no element
   const bool f64 = t == DT::F64;
   DeviceGroups d = groupOnHost(ti, experts, first, S, E, op, shadowFirst, M, f64, false);
   const int64_t rows = d.g.rows(), es = elemSize(t);
-  if (rows < S) // rows of no group stay zero
+  if (rows < S || K == 0) // rows of no group (and an empty product) are zero
     must(cudaMemsetAsync(y, 0, static_cast<size_t>(S * O * es), cs()), op);
-  if (rows == 0)
+  if (rows == 0 || K == 0)
     return;
   char *xp = static_cast<char *>(scratch(kRowsSlot, static_cast<uint64_t>(rows * K * es)));
   char *yp = static_cast<char *>(scratch(kOutSlot, static_cast<uint64_t>(rows * O * es)));
@@ -242,6 +251,8 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
   static const char *op = "expert_matmul_grad_weight";
   if (t != DT::F32 && t != DT::F64)
     fatal("expert_matmul_grad_weight: F32 or F64 only");
+  if (K == 0 || O == 0 || E == 0)
+    return; // dw holds no element
   const bool f64 = t == DT::F64;
   DeviceGroups d = groupOnHost(ti, experts, first, S, E, op, nullptr, 0, false, f64);
   const int64_t rows = d.g.rows(), es = elemSize(t);
