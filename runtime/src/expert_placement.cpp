@@ -15,7 +15,8 @@
 
 namespace merak::rt::train {
 
-std::string checkExpertOptions(const Manifest &m, const TrainOptions &o) {
+std::string checkExpertOptions(const Manifest &m, const TrainOptions &o,
+                               const std::string &device) {
   if (!o.moeHistogramPath.empty() && m.meshEp < 2)
     return "--moe-histogram needs a program compiled with --ep 2 or more (its token "
            "dispatches count the rows per expert); this one has ep " +
@@ -23,6 +24,9 @@ std::string checkExpertOptions(const Manifest &m, const TrainOptions &o) {
   if (o.moeRebalanceEvery > 0 && !m.moe)
     return "--moe-rebalance-every needs a program compiled with --moe-rebalance-every (its "
            "layers' placement tables); this one has none";
+  if (o.moeRebalanceEvery > 0 && !device.empty())
+    return "--moe-rebalance-every: dynamic expert placement runs on the CPU target only (this "
+           "program's parameters live on the " + device + " device)";
   return "";
 }
 

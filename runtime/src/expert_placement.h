@@ -58,8 +58,11 @@ PlacementChoice choosePlacement(const std::vector<int64_t> &rows,
                                 const std::vector<int64_t> &placement, int64_t parts);
 
 /// What is wrong with the Mixture-of-Experts flags for this program
-/// (--moe-histogram, --moe-rebalance-every), or "".
-std::string checkExpertOptions(const Manifest &m, const TrainOptions &o);
+/// (--moe-histogram, --moe-rebalance-every), or "". `device`: the step
+/// backend's name for a device program ("" on the CPU), whose parameters
+/// rebalancing cannot move (it moves the experts in the host's P).
+std::string checkExpertOptions(const Manifest &m, const TrainOptions &o,
+                               const std::string &device = "");
 
 class ExpertPlacement {
 public:

@@ -483,7 +483,9 @@ std::optional<int> Trainer::parseCommandLine(int argc, char **argv) {
     std::fputs(trainUsage(name, defaults).c_str(), stdout);
     return 0;
   }
-  if (std::string bad = train::checkExpertOptions(m, options_); !bad.empty()) {
+  if (std::string bad =
+          train::checkExpertOptions(m, options_, backend_ ? backend_->name() : "");
+      !bad.empty()) {
     printError(bad);
     return kExitUsage;
   }
@@ -528,12 +530,6 @@ void Trainer::prepare(int argc, char **argv) {
                         std::to_string(start_) + " steps, more than --steps " +
                         std::to_string(o.steps));
   setRunHyperparameters(m, o, P_, argc, argv);
-  // Rebalancing moves the experts in the host's P: a device program holds
-  // its own copy.
-  if (backend_ && m.moe && o.moeRebalanceEvery > 0)
-    die(kExitUsage, "--moe-rebalance-every: dynamic expert placement runs on the CPU target "
-                    "only (this program's parameters live on the " +
-                        backend_->name() + " device)");
   if (m.moe)
     placement_.emplace(m, comm_, o.moeRebalanceEvery, o.moeRebalanceMinRows,
                        [this](const ManifestTensor &t) { return !place_.needs || place_.needs(t); });

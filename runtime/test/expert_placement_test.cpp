@@ -101,6 +101,10 @@ TEST(ExpertPlacement, Options) {
   TrainOptions o;
   o.moeRebalanceEvery = 3;
   EXPECT_EQ(checkExpertOptions(*r, o), "");
+  // A device program's parameters are not the host's P it would move.
+  EXPECT_NE(checkExpertOptions(*r, o, "cuda").find("runs on the CPU target only (this "
+                                                   "program's parameters live on the cuda"),
+            std::string::npos);
   // Without tables (nor a shard naming one).
   std::string plain = placedManifest(", \"placement\": 0}", "}");
   plain.replace(plain.find(",\n    \"moe\""), std::string::npos, "}");
