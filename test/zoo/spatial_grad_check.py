@@ -16,7 +16,6 @@ the gradient reaches the sampler's input, the grid and theta's weights:
 test/torch/grad_check.py compares every parameter's gradient (max rel err
 <= 1e-4) and the loss. Ends with "N passed, M failed".
 """
-import argparse
 import os
 import sys
 
@@ -27,6 +26,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import grad_check  # noqa: E402
+from check_runner import run_checks  # noqa: E402
 
 
 class SpatialTransformer(nn.Module):
@@ -73,28 +73,18 @@ CASES = {
 }
 
 
+def check(env, name):
+    mode, padding, align, dims = CASES[name]
+    torch.manual_seed(0)
+    model = WithLoss(SpatialTransformer(mode, padding, align, dims))
+    x = torch.randn(2, 2, *dims)
+    ok = grad_check.check_built(name, model, (x, torch.tensor([1, 3])), ["x", "labels"], 20,
+                                *env)
+    return ok, "parameter gradients against PyTorch float64 (the line above)"
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    passed = failed = 0
-    for name, (mode, padding, align, dims) in CASES.items():
-        torch.manual_seed(0)
-        model = WithLoss(SpatialTransformer(mode, padding, align, dims))
-        x = torch.randn(2, 2, *dims)
-        labels = torch.tensor([1, 3])
-        try:
-            ok = grad_check.check_built(name, model, (x, labels), ["x", "labels"], 20,
-                                        os.path.abspath(args.bin), args.workdir)
-        except Exception as e:  # reported, counted as a failure
-            print("FAIL %s: %s" % (name, e))
-            ok = False
-        passed += ok
-        failed += not ok
-        sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(lambda bin_dir, work: (bin_dir, work), check, list(CASES))
 
 
 if __name__ == "__main__":

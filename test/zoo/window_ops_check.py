@@ -16,7 +16,6 @@ gathers):
   p = 3 with pads and ceil_mode.
 Ends with "N passed, M failed".
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -25,6 +24,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+from check_runner import run_checks  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -61,18 +63,21 @@ def reference(m, inputs):
     return sess.run(None, {n: v for n, v in inputs})[0]
 
 
-def case(bin_dir, work, name, op, inputs, attrs, exact=False, ref_inputs=None):
+def case(env, name):
+    op, inputs, attrs, exact, ref_inputs = CASES[name]
+    bin_dir, work = env
     m = model(op, inputs, attrs)
     got = merak(bin_dir, work, name, m, inputs)
     want = reference(model(op, ref_inputs or inputs, attrs), ref_inputs or inputs)
     if got.shape != want.shape:
-        return False, "%s: shape %s, onnxruntime %s" % (name, got.shape, want.shape)
+        return False, "shape %s, onnxruntime %s" % (got.shape, want.shape)
     err = float(np.abs(got.astype(np.float64) - want).max()) / max(
         float(np.abs(want).max()), 1e-30)
-    return err <= (0 if exact else 1e-5), "%s: rel err %.1e" % (name, err)
+    return err <= (0 if exact else 1e-5), "rel err %.1e" % err
 
 
 def cases():
+    """{name: (op, inputs, attributes, exact, onnxruntime's inputs or None)}."""
     f = lambda *s: RNG.standard_normal(s).astype(np.float32)  # noqa: E731
     x3, w3 = f(1, 4, 3, 4, 3), f(4, 3, 3, 2, 3)
     x2, w2 = f(1, 4, 3, 4), f(4, 3, 2, 3)
@@ -81,44 +86,37 @@ def cases():
     ij = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="xy"), -1)
     grid = (ij * 2.0 / (side - 1) - 1)[None].astype(np.float32)
     img = f(1, 2, side, side)
-    yield ("convtranspose3d-output-shape-small", "ConvTranspose", [("x", x3), ("w", w3)],
-           dict(strides=[2, 2, 2], output_shape=[6, 8, 6]), False, None)
-    yield ("convtranspose3d-output-shape-large", "ConvTranspose", [("x", x3), ("w", w3)],
-           dict(strides=[2, 2, 2], output_shape=[8, 9, 7]), False, None)
-    yield ("convtranspose2d-output-shape", "ConvTranspose", [("x", x2), ("w", w2)],
-           dict(strides=[2, 2], output_shape=[6, 8]), False, None)
-    yield ("convtranspose3d-same-upper", "ConvTranspose", [("x", x3), ("w", w3)],
-           dict(strides=[2, 2, 2], auto_pad="SAME_UPPER"), False, None)
-    yield ("gridsample-f16-nearest-48", "GridSample",
-           [("x", img.astype(np.float16)), ("g", grid.astype(np.float16))],
-           dict(mode="nearest", align_corners=1), True,
-           [("x", img.astype(np.float16).astype(np.float32)),
-            ("g", grid.astype(np.float16).astype(np.float32))])
-    yield ("averagepool3d-ceil-dilated-include-pad", "AveragePool", [("x", f(1, 2, 5, 6, 7))],
-           dict(kernel_shape=[2, 3, 2], strides=[2, 2, 3], dilations=[2, 1, 2],
-                pads=[1, 1, 0, 1, 0, 1], ceil_mode=1, count_include_pad=1), False, None)
-    yield ("lppool3d-p3-pads-ceil", "LpPool", [("x", f(1, 2, 5, 6, 7))],
-           dict(kernel_shape=[2, 2, 3], strides=[2, 2, 2], pads=[1, 0, 1, 0, 1, 1], p=3,
-                ceil_mode=1), False, None)
+    yield "convtranspose3d-output-shape-small", (
+        "ConvTranspose", [("x", x3), ("w", w3)], dict(strides=[2, 2, 2], output_shape=[6, 8, 6]),
+        False, None)
+    yield "convtranspose3d-output-shape-large", (
+        "ConvTranspose", [("x", x3), ("w", w3)], dict(strides=[2, 2, 2], output_shape=[8, 9, 7]),
+        False, None)
+    yield "convtranspose2d-output-shape", (
+        "ConvTranspose", [("x", x2), ("w", w2)], dict(strides=[2, 2], output_shape=[6, 8]),
+        False, None)
+    yield "convtranspose3d-same-upper", (
+        "ConvTranspose", [("x", x3), ("w", w3)], dict(strides=[2, 2, 2], auto_pad="SAME_UPPER"),
+        False, None)
+    half = lambda a: a.astype(np.float16)  # noqa: E731
+    yield "gridsample-f16-nearest-48", (
+        "GridSample", [("x", half(img)), ("g", half(grid))],
+        dict(mode="nearest", align_corners=1), True,
+        [("x", half(img).astype(np.float32)), ("g", half(grid).astype(np.float32))])
+    yield "averagepool3d-ceil-dilated-include-pad", (
+        "AveragePool", [("x", f(1, 2, 5, 6, 7))],
+        dict(kernel_shape=[2, 3, 2], strides=[2, 2, 3], dilations=[2, 1, 2],
+             pads=[1, 1, 0, 1, 0, 1], ceil_mode=1, count_include_pad=1), False, None)
+    yield "lppool3d-p3-pads-ceil", (
+        "LpPool", [("x", f(1, 2, 5, 6, 7))],
+        dict(kernel_shape=[2, 2, 3], strides=[2, 2, 2], pads=[1, 0, 1, 0, 1, 1], p=3,
+             ceil_mode=1), False, None)
+
+CASES = dict(cases())
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--workdir", required=True)
-    args = ap.parse_args()
-    passed = failed = 0
-    for name, op, inputs, attrs, exact, ref_inputs in cases():
-        try:
-            ok, msg = case(os.path.abspath(args.bin), args.workdir, name, op, inputs, attrs,
-                           exact, ref_inputs)
-        except Exception as e:  # reported, counted as a failure
-            ok, msg = False, "%s: %s" % (name, e)
-        print("%s %s" % ("PASS" if ok else "FAIL", msg))
-        passed += ok
-        failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed or not passed else 0
+    return run_checks(lambda bin_dir, work: (bin_dir, work), case, list(CASES))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,50 @@ std::vector<float> filled(int r, int k, int64_t n) {
     v[i] = val(r, k, i);
   return v;
 }
+
+/// Expert parallelism (collectives_experts.cpp) against the CPU runtime's
+/// own collectives on the same rows: 2 ranks holding 2 experts each, 5
+/// rows per rank of 3 elements; ids (the group's, as all-gathered) with
+/// dropped rows (-1).
+void checkExperts(int r) {
+  const int64_t S = 5, row = 3, perRank = 2;
+  const std::vector<int64_t> ids{0, 3, -1, 2, 1, 3, 3, 0, -1, 2};
+  auto both = [&](bool combine, int64_t compact, int k, const std::string &what) {
+    const int64_t inRows = combine ? (compact > 0 ? compact : 2 * S) : S;
+    const int64_t outRows = combine ? S : (compact > 0 ? compact : 2 * S);
+    std::vector<float> in = filled(r, k, inRows * row), got(outRows * row, -7.f),
+                       want(outRows * row, -9.f), started(outRows * row, -5.f);
+    gpu::expertAllToAll(Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank, 0,
+                        in.data(), got.data(), false, compact);
+    cpu::expertAllToAll(Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank, 0,
+                        in.data(), want.data(), false, compact);
+    expectNear(got, want, what, 0.f);
+    gpu::expertAllToAllStart(5, Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank,
+                             0, in.data(), compact);
+    in.assign(in.size(), 1e9f); // the start took its input
+    gpu::collectiveWait(5, started.data());
+    expectNear(started, want, what + " (started)", 0.f);
+  };
+  both(false, 0, 20, "all-to-all dispatch");
+  both(true, 0, 21, "all-to-all combine");
+  // Compact: rank 0's experts get 3 rows, rank 1's 5; 6 places each.
+  both(false, 6, 22, "all-to-all dispatch (compact)");
+  both(true, 6, 23, "all-to-all combine (compact)");
+  // Shadowing expert 3 (rank 1's): its weights to every rank, and the
+  // copies' gradients summed back to rank 1.
+  const int64_t M = 2, matrix = 4;
+  const std::vector<int64_t> slots{3, -1};
+  for (bool reduce : {false, true}) {
+    const int64_t inN = (reduce ? M : perRank) * matrix, outN = (reduce ? perRank : M) * matrix;
+    std::vector<float> in = filled(r, reduce ? 25 : 24, inN), got(outN, -7.f),
+                       want(outN, -9.f);
+    gpu::expertShadow(Group::TP, DT::F32, reduce, 2, slots.data(), M, perRank, matrix,
+                      in.data(), got.data());
+    cpu::expertShadow(Group::TP, DT::F32, reduce, 2, slots.data(), M, perRank, matrix,
+                      in.data(), want.data());
+    expectNear(got, want, reduce ? "expert_shadow reduce" : "expert_shadow broadcast", 0.f);
+  }
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -193,49 +237,7 @@ int main(int argc, char **argv) {
         wantLocal[i * n + j] = dfull[i * classes + r * n + j];
     expectNear(dlocal, wantLocal, "vocabulary-parallel cross-entropy gradient", 1e-5f);
   }
-  // Expert parallelism (collectives_experts.cpp) against the CPU runtime's
-  // own collectives on the same rows: 2 ranks holding 2 experts each, 5
-  // rows per rank of 3 elements; ids (the group's, as all-gathered) with
-  // dropped rows (-1).
-  {
-    const int64_t S = 5, row = 3, perRank = 2;
-    const std::vector<int64_t> ids{0, 3, -1, 2, 1, 3, 3, 0, -1, 2};
-    auto both = [&](bool combine, int64_t compact, int k, const std::string &what) {
-      const int64_t inRows = combine ? (compact > 0 ? compact : 2 * S) : S;
-      const int64_t outRows = combine ? S : (compact > 0 ? compact : 2 * S);
-      std::vector<float> in = filled(r, k, inRows * row), got(outRows * row, -7.f),
-                         want(outRows * row, -9.f), started(outRows * row, -5.f);
-      gpu::expertAllToAll(Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank, 0,
-                          in.data(), got.data(), false, compact);
-      cpu::expertAllToAll(Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank, 0,
-                          in.data(), want.data(), false, compact);
-      expectNear(got, want, what, 0.f);
-      gpu::expertAllToAllStart(5, Group::TP, DT::F32, combine, 2, ids.data(), S, row, perRank,
-                               0, in.data(), compact);
-      in.assign(in.size(), 1e9f); // the start took its input
-      gpu::collectiveWait(5, started.data());
-      expectNear(started, want, what + " (started)", 0.f);
-    };
-    both(false, 0, 20, "all-to-all dispatch");
-    both(true, 0, 21, "all-to-all combine");
-    // Compact: rank 0's experts get 3 rows, rank 1's 5; 6 places each.
-    both(false, 6, 22, "all-to-all dispatch (compact)");
-    both(true, 6, 23, "all-to-all combine (compact)");
-    // Shadowing expert 3 (rank 1's): its weights to every rank, and the
-    // copies' gradients summed back to rank 1.
-    const int64_t M = 2, matrix = 4;
-    const std::vector<int64_t> slots{3, -1};
-    for (bool reduce : {false, true}) {
-      const int64_t inN = (reduce ? M : perRank) * matrix, outN = (reduce ? perRank : M) * matrix;
-      std::vector<float> in = filled(r, reduce ? 25 : 24, inN), got(outN, -7.f),
-                         want(outN, -9.f);
-      gpu::expertShadow(Group::TP, DT::F32, reduce, 2, slots.data(), M, perRank, matrix,
-                        in.data(), got.data());
-      cpu::expertShadow(Group::TP, DT::F32, reduce, 2, slots.data(), M, perRank, matrix,
-                        in.data(), want.data());
-      expectNear(got, want, reduce ? "expert_shadow reduce" : "expert_shadow broadcast", 0.f);
-    }
-  }
+  checkExperts(r);
   gpu::setCollectives(nullptr);
   cpu::setCommunicator(nullptr);
   if (gRank == 0)
