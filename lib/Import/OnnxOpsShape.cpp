@@ -631,7 +631,11 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
     }
     if (!before && !after)
       continue;
-    if (mode != "constant" && dim == 0)
+    if (mode == "constant") {
+      x = padWith(n, x, d, before, after, value);
+      continue;
+    }
+    if (dim == 0)
       return n.error("cannot " + mode + "-pad an empty dimension");
     if (mode == "reflect" && (before >= dim || after >= dim))
       return n.error("reflect pads must be smaller than the dimension");
@@ -641,11 +645,6 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
     auto block = [&](int64_t size, bool atEnd) -> Value {
       SmallVector<int64_t> shape(xt.getShape());
       shape[d] = size;
-      if (mode == "constant") {
-        HostTensor v(RankedTensorType::get({}, xt.getElementType()));
-        v.setFromDouble(0, value);
-        return n.broadcastTo(n.constant(v), shape);
-      }
       if (mode == "edge") {
         Value edge = atEnd ? sliceDim(n, x, d, dim - 1, dim, 1) : sliceDim(n, x, d, 0, 1, 1);
         return n.broadcastTo(edge, shape);
