@@ -3,12 +3,15 @@
 // Straight from the definition, in double: the probabilities of each
 // (batch, head) slice are materialised, and attention_grad recomputes them
 // from query and key (it does not read the forward's result or lse), so the
-// runtime's streamed kernels are checked against an independent sum.
+// runtime's streamed kernels are checked against an independent sum. A
+// bias is read through its broadcast (size-1 leading dims), and its
+// gradient is the scores' gradient, one [T, S] block per slice.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -22,6 +25,8 @@ struct AttnDims {
   bool causal = false;
   int64_t window = 0;
   double scale = 1, softcap = 0;
+  const HostTensor *bias = nullptr; // [..., T, S], broadcast over the slices
+  SmallVector<int64_t> lead;        // the scores' leading (batch, head) dims
 
   AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
            bool causal, int64_t window, double softcap)
@@ -32,6 +37,22 @@ struct AttnDims {
     d = qs.back();
     s = ks.drop_back().back();
     dv = vs.back();
+    lead.assign(qs.begin(), qs.end() - 2);
+  }
+
+  /// The offset of slice b's [T, S] block in the bias (its size-1 leading
+  /// dims broadcast).
+  int64_t biasOffset(int64_t b) const {
+    ArrayRef<int64_t> bs = bias->getShape();
+    int64_t off = 0, stride = t * s;
+    for (int64_t d = (int64_t)lead.size() - 1; d >= 0; --d) {
+      int64_t i = b % lead[d];
+      b /= lead[d];
+      if (bs[d] != 1)
+        off += i * stride;
+      stride *= bs[d];
+    }
+    return off;
   }
 
   /// Probabilities P [t, s] of slice b (0 where masked), and the row
@@ -50,6 +71,8 @@ struct AttnDims {
         p[r * s + c] = scale * dot;
         if (softcap > 0)
           p[r * s + c] = softcap * std::tanh(p[r * s + c] / softcap);
+        if (bias)
+          p[r * s + c] += bias->getAsDouble(biasOffset(b) + r * s + c);
         m = std::max(m, p[r * s + c]);
       }
       double sum = 0;
@@ -105,6 +128,8 @@ static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results ou
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
              op.getScale().convertToDouble(), op.getCausal(), op.getWindow(),
              op.getSoftcap().convertToDouble());
+  if (op.getBias())
+    a.bias = in[3];
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
   SmallVector<int64_t> oShape(q.getShape());
   oShape.back() = v.getShape().back();
@@ -140,8 +165,13 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
   AttnDims a(in[0]->getShape(), in[1]->getShape(), in[2]->getShape(),
              op.getScale().convertToDouble(), op.getCausal(), op.getWindow(),
              op.getSoftcap().convertToDouble());
+  if (op.getBias())
+    a.bias = in[6];
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
   HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
+  std::optional<HostTensor> db;
+  if (op.getBiasGrad())
+    db.emplace(cast<RankedTensorType>(op.getBiasGrad().getType()));
   std::vector<double> p, dp(a.s);
   std::vector<double> dqAcc(q.size(), 0.0), dkAcc(k.size(), 0.0), dvAcc(v.size(), 0.0);
   for (int64_t b = 0; b < a.batch; ++b) {
@@ -164,6 +194,8 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
           continue;
         for (int64_t j = 0; j < a.dv; ++j)
           dvAcc[(b * a.s + c) * a.dv + j] += pc * gr[j];
+        if (db) // the score's own gradient
+          db->setFromDouble((b * a.t + r) * a.s + c, pc * (dp[c] - dot));
         double ds = pc * (dp[c] - dot) * a.scale;
         if (a.softcap > 0) { // d/ds of c tanh(s / c) = 1 - tanh^2
           double raw = 0;
@@ -185,6 +217,8 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
   out.push_back(std::move(dq));
   out.push_back(std::move(dk));
   out.push_back(std::move(dv));
+  if (db)
+    out.push_back(std::move(*db));
   return success();
 }
 

@@ -67,9 +67,12 @@ bool tensorCores(DT t) {
 cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
 
-/// The CUDA kernels mask causally only and do not soft-cap;
+/// The CUDA kernels mask causally only, do not soft-cap and add no bias;
 /// merak-fuse-attention does not form those for --target cuda.
-static void noWindow(const char *what, int64_t window, double softcap) {
+static void noWindow(const char *what, int64_t window, double softcap, const void *bias) {
+  if (bias)
+    fatal((std::string(what) + ": attention with a score bias is not in the CUDA kernels")
+              .c_str());
   if (window)
     fatal((std::string(what) + ": sliding-window attention (window " + std::to_string(window) +
            ") is not in the CUDA kernels")
@@ -80,8 +83,8 @@ static void noWindow(const char *what, int64_t window, double softcap) {
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
                double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window,
-               double softcap) {
-  noWindow("attention", window, softcap);
+               double softcap, const void *bias, const Dims &) {
+  noWindow("attention", window, softcap, bias);
   cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
@@ -96,8 +99,8 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
 void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
                    bool causal, void *dqOut, void *dk, void *dv, bool seqMajor,
-                   int64_t window, double softcap) {
-  noWindow("attention_grad", window, softcap);
+                   int64_t window, double softcap, const void *bias, const Dims &, void *) {
+  noWindow("attention_grad", window, softcap, bias);
   cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);

@@ -10,6 +10,9 @@
 //   backward: P = exp(scale Q_t K^T - lse) recomputed, Delta = rowsum(dO_t
 //             * O_t), dV += P^T dO_t, dS = P * (dO_t V^T - Delta),
 //             dQ_t = scale dS K, dK += scale dS^T Q_t.
+// A bias (T5's relative positions) is added to each tile's scores after the
+// capping, read through its broadcast; its gradient is dS before the cap's
+// slope and the scale, written per slice.
 // Slices run in parallel (a slice's dK/dV accumulate over its tiles in one
 // thread); every product is a GEMM of kernels.h.
 //
@@ -56,6 +59,36 @@ struct AttnSizes {
     return window > 0 ? std::max<int64_t>(0, r - window + 1) : 0;
   }
 };
+
+/// The offset of each slice's [T, S] block in a bias of dims `db`
+/// broadcast over the leading (batch, head) dims of the heads-first query
+/// dims `dq`; empty without a bias. Checks the shapes.
+std::vector<int64_t> biasOffsets(const char *what, const void *bias, const Dims &dq,
+                                 const Dims &db, int64_t t, int64_t s) {
+  if (!bias)
+    return {};
+  const int32_t lead = dq.rank - 2;
+  bool fits = db.rank == dq.rank && db.d[lead] == t && db.d[lead + 1] == s;
+  for (int32_t d = 0; fits && d < lead; ++d)
+    fits = db.d[d] == 1 || db.d[d] == dq.d[d];
+  if (!fits)
+    fatal((std::string(what) + ": the bias does not broadcast to the scores").c_str());
+  int64_t slices = 1;
+  for (int32_t d = 0; d < lead; ++d)
+    slices *= dq.d[d];
+  std::vector<int64_t> offsets(size_t(slices), 0);
+  for (int64_t b = 0; b < slices; ++b) {
+    int64_t rest = b, stride = t * s;
+    for (int32_t d = lead - 1; d >= 0; --d) {
+      const int64_t i = rest % dq.d[d];
+      rest /= dq.d[d];
+      if (db.d[d] != 1)
+        offsets[size_t(b)] += i * stride;
+      stride *= db.d[d];
+    }
+  }
+  return offsets;
+}
 
 // The bf16 and seq_major wrappers below stage their copies in the
 // grow-only per-thread scratch buffers of ops_util.h (slots 40 and up,
@@ -134,7 +167,7 @@ struct HeadsFirst {
 
 void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor,
-               int64_t window, double softcap) {
+               int64_t window, double softcap, const void *bias, const Dims &db) {
   if (window && !causal)
     fatal("attention: a window needs causal attention");
   if (seqMajor) {
@@ -142,7 +175,8 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     const int64_t t = dq.d[dq.rank - 3];
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.buffer<43>(o, t);
-    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap);
+    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap,
+              bias, db);
     h.back(ho, o, t);
     return;
   }
@@ -151,13 +185,16 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     counts(dq, keys, nq, nk);
     float *fo = scratch<float, 53>(size_t(nq));
     attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-              scale, causal, fo, lse, false, window, softcap);
+              scale, causal, fo, lse, false, window, softcap, widened<58>(bias, db.numel()),
+              db);
     return narrowInto(o, fo, nq);
   }
   const AttnSizes z("attention", type, dq, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v);
   float *O = static_cast<float *>(o), *L = static_cast<float *>(lse);
+  const float *Bias = static_cast<const float *>(bias);
+  const std::vector<int64_t> boff = biasOffsets("attention", bias, dq, db, z.t, z.s);
   if (z.slices * z.t * z.d == 0)
     return;
   parallelFor(z.slices, z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
@@ -177,6 +214,11 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
                         n = z.keysOf(r0 + i, causal) - k0;
           if (softcap > 0)
             capRow(pr + lo, n - lo, static_cast<float>(softcap));
+          if (Bias) {
+            const float *br = Bias + boff[size_t(b)] + (r0 + i) * z.s + k0;
+            for (int64_t c = lo; c < n; ++c)
+              pr[c] += br[c];
+          }
           const float m = rowMaxF32(pr + lo, n - lo);
           const double sum = expSumRowF32(pr + lo, m, pr + lo, n - lo);
           const float inv = static_cast<float>(1.0 / sum);
@@ -197,7 +239,8 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
                    int64_t keys, const void *o, const void *lse, const void *dout,
                    double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor,
-                   int64_t window, double softcap) {
+                   int64_t window, double softcap, const void *bias, const Dims &db,
+                   void *gbias) {
   if (window && !causal)
     fatal("attention_grad: a window needs causal attention");
   if (seqMajor) {
@@ -207,7 +250,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
          *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
     void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
     attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv,
-                  false, window, softcap);
+                  false, window, softcap, bias, db, gbias);
     h.back(rq, gq, t);
     h.back(rk, gk, keys);
     h.back(rv, gv, keys);
@@ -217,12 +260,15 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
     float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
+    const int64_t ns = dq.d[dq.rank - 1] ? nq / dq.d[dq.rank - 1] * keys : 0; // scores
+    float *rb = resultFor<59>(gbias, ns);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
                   widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
-                  false, window, softcap);
+                  false, window, softcap, widened<58>(bias, db.numel()), db, rb);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
+    narrowInto(gbias, rb, ns);
     return;
   }
   const AttnSizes z("attention_grad", type, dq, keys);
@@ -241,6 +287,11 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
         *GV = out(gv, z.slices * z.s * z.d, 2);
   std::fill(GK, GK + z.slices * z.s * z.d, 0.f);
   std::fill(GV, GV + z.slices * z.s * z.d, 0.f);
+  const float *Bias = static_cast<const float *>(bias);
+  float *GB = static_cast<float *>(gbias);
+  const std::vector<int64_t> boff = biasOffsets("attention_grad", bias, dq, db, z.t, z.s);
+  if (GB) // masked scores (outside each row's keys) have gradient 0
+    std::fill(GB, GB + z.slices * z.t * z.s, 0.f);
   if (z.slices * z.t * z.d == 0)
     return;
   const float sc = static_cast<float>(scale);
@@ -267,17 +318,24 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           for (int64_t j = 0; j < z.d; ++j)
             delta += static_cast<double>(gt[i * z.d + j]) * ot[i * z.d + j];
           const float dl = static_cast<float>(delta);
+          const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * z.s + k0 : nullptr;
+          float *gbr = GB ? GB + (b * z.t + r0 + i) * z.s + k0 : nullptr;
           if (softcap > 0) { // capped scores, and the cap's slope 1 - tanh^2
             const float cap = static_cast<float>(softcap);
             for (int64_t c = lo; c < n; ++c) {
               const float th = std::tanh(pr[c] / cap);
-              pr[c] = fexp(cap * th - l);
-              dpr[c] = pr[c] * (dpr[c] - dl) * (1.f - th * th);
+              pr[c] = fexp(cap * th + (br ? br[c] : 0.f) - l);
+              const float ds = pr[c] * (dpr[c] - dl);
+              if (gbr)
+                gbr[c] = ds;
+              dpr[c] = ds * (1.f - th * th);
             }
           } else {
             for (int64_t c = lo; c < n; ++c) {
-              pr[c] = fexp(pr[c] - l);
+              pr[c] = fexp(pr[c] + (br ? br[c] : 0.f) - l);
               dpr[c] = pr[c] * (dpr[c] - dl);
+              if (gbr)
+                gbr[c] = dpr[c];
             }
           }
           std::fill(pr, pr + lo, 0.f);

@@ -4,8 +4,9 @@
 // the definition (the probabilities materialised, the gradient through the
 // softmax Jacobian, not the kernels' Delta shortcut): causal and unmasked,
 // several query tiles with a partial last one (T = 150 over tiles of 64),
-// more keys than queries, results left unwritten (null), and zero-sized
-// inputs.
+// more keys than queries, results left unwritten (null), zero-sized
+// inputs, and a score bias broadcast over the batch (its gradient the
+// scores').
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace cpu = merak::rt::cpu;
@@ -30,6 +32,7 @@ struct Case {
   double scale;
   int64_t window = 0; // with causal: row i sees keys i - window < j <= i
   double softcap = 0; // scores s -> softcap * tanh(s / softcap)
+  int64_t biasHeads = 0; // > 0: q is [slices / H, H, T, D], a bias [1, H, T, S]
 };
 
 std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
@@ -41,12 +44,15 @@ std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
 }
 
 struct Reference {
-  std::vector<double> o, lse, dq, dk, dv;
+  std::vector<double> o, lse, dq, dk, dv, dbias;
 };
 
 Reference reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k,
-                    const std::vector<float> &v, const std::vector<float> &g) {
+                    const std::vector<float> &v, const std::vector<float> &g,
+                    const std::vector<float> &bias) {
   Reference r;
+  if (c.biasHeads)
+    r.dbias.assign(c.slices * c.t * c.s, 0);
   r.o.assign(c.slices * c.t * c.d, 0);
   r.lse.assign(c.slices * c.t, 0);
   r.dq.assign(c.slices * c.t * c.d, 0);
@@ -65,6 +71,8 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         p[j] = c.scale * x;
         if (c.softcap > 0)
           p[j] = c.softcap * std::tanh(p[j] / c.softcap);
+        if (c.biasHeads)
+          p[j] += bias[((b % c.biasHeads) * c.t + i) * c.s + j];
         m = std::max(m, p[j]);
       }
       double sum = 0;
@@ -85,6 +93,8 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         dot += p[j] * x;
       }
       for (int64_t j = lo; j < n; ++j) {
+        if (c.biasHeads)
+          r.dbias[(b * c.t + i) * c.s + j] = p[j] * (dp[j] - dot);
         double ds = p[j] * (dp[j] - dot) * c.scale;
         if (c.softcap > 0) {
           double raw = 0;
@@ -118,30 +128,42 @@ void check(const Case &c) {
   std::mt19937_64 g(0xA77Eu + c.t * 131 + c.s);
   auto q = randf(c.slices * c.t * c.d, g), k = randf(c.slices * c.s * c.d, g),
        v = randf(c.slices * c.s * c.d, g), dO = randf(c.slices * c.t * c.d, g);
-  Reference want = reference(c, q, k, v, dO);
-  Dims dq;
-  dq.rank = 3;
-  dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
+  std::vector<float> bias;
+  Dims dq, db;
+  if (c.biasHeads) {
+    bias = randf(c.biasHeads * c.t * c.s, g);
+    dq.rank = 4;
+    dq.d[0] = c.slices / c.biasHeads, dq.d[1] = c.biasHeads, dq.d[2] = c.t, dq.d[3] = c.d;
+    db.rank = 4;
+    db.d[0] = 1, db.d[1] = c.biasHeads, db.d[2] = c.t, db.d[3] = c.s;
+  } else {
+    dq.rank = 3;
+    dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
+  }
+  const float *b = c.biasHeads ? bias.data() : nullptr;
+  Reference want = reference(c, q, k, v, dO, bias);
   std::vector<float> o(q.size()), lse(c.slices * c.t);
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
-                 lse.data(), false, c.window, c.softcap);
+                 lse.data(), false, c.window, c.softcap, b, db);
   expectClose(o, want.o, "o");
   expectClose(lse, want.lse, "lse");
-  std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN);
+  std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN),
+      gb(want.dbias.size(), NAN);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false,
-                     c.window, c.softcap);
+                     c.window, c.softcap, b, db, c.biasHeads ? gb.data() : nullptr);
   expectClose(gq, want.dq, "dq");
   expectClose(gk, want.dk, "dk");
   expectClose(gv, want.dv, "dv");
+  expectClose(gb, want.dbias, "dbias");
   // Unread results (null) do not change the others.
   std::vector<float> o2(q.size()), gk2(k.size());
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o2.data(),
-                 nullptr, false, c.window, c.softcap);
+                 nullptr, false, c.window, c.softcap, b, db);
   EXPECT_EQ(o2, o);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false,
-                     c.window, c.softcap);
+                     c.window, c.softcap, b, db, nullptr);
   EXPECT_EQ(gk2, gk);
 }
 
@@ -158,6 +180,12 @@ TEST(OpsAttention, WindowOfOneKey) { check({1, 70, 70, 16, true, 0.3, 1}); }
 TEST(OpsAttention, SoftcapUnmasked) { check({2, 40, 90, 16, false, 0.9, 0, 2.5}); }
 TEST(OpsAttention, SoftcapCausal) { check({1, 130, 130, 32, true, 0.6, 0, 3.0}); }
 TEST(OpsAttention, SoftcapWindow) { check({1, 100, 100, 16, true, 0.5, 20, 1.5}); }
+// A bias [1, H, T, S] over [B, H, T, D] (T5's relative positions): unmasked
+// with more keys than queries, causal over several tiles, and with a
+// window and soft-capping.
+TEST(OpsAttention, BiasUnmasked) { check({6, 40, 90, 16, false, 1.0, 0, 0, 3}); }
+TEST(OpsAttention, BiasCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2}); }
+TEST(OpsAttention, BiasWindowSoftcap) { check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2}); }
 
 TEST(OpsAttention, ZeroSized) {
   Dims dq;
@@ -219,32 +247,41 @@ std::vector<float> swapMid(const std::vector<float> &x, int64_t s, int64_t a, in
 
 // seq_major ([B, T, H, D] operands) is exactly the heads-first kernel on
 // the transposed operands, forward and backward, for both element types
-// of the float32 kernel (f32 here).
+// of the float32 kernel (f32 here), with and without a bias (heads-first
+// [1, H, T, T] either way, and so is its gradient).
 TEST(OpsAttention, SeqMajorIsTheTransposedKernel) {
   const int64_t B = 2, T = 70, H = 3, D = 16;
   std::mt19937_64 g(11);
   const int64_t n = B * T * H * D;
-  auto q = randf(n, g), k = randf(n, g), v = randf(n, g), dO = randf(n, g);
-  Dims seq, heads;
-  seq.rank = heads.rank = 4;
+  auto q = randf(n, g), k = randf(n, g), v = randf(n, g), dO = randf(n, g),
+       bias = randf(H * T * T, g);
+  Dims seq, heads, db;
+  seq.rank = heads.rank = db.rank = 4;
   seq.d[0] = heads.d[0] = B, seq.d[1] = T, seq.d[2] = H, seq.d[3] = D;
   heads.d[1] = H, heads.d[2] = T, heads.d[3] = D;
-  std::vector<float> o(n), lse(B * H * T), ho(n), hlse(B * H * T);
-  cpu::attention(DT::F32, q.data(), seq, k.data(), v.data(), T, 0.25, true, o.data(), lse.data(),
-                 true);
-  auto hq = swapMid(q, B, T, H, D), hk = swapMid(k, B, T, H, D), hv = swapMid(v, B, T, H, D),
-       hdo = swapMid(dO, B, T, H, D);
-  cpu::attention(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, 0.25, true, ho.data(),
-                 hlse.data());
-  EXPECT_EQ(swapMid(o, B, T, H, D), ho);
-  EXPECT_EQ(lse, hlse);
-  std::vector<float> gq(n), gk(n), gv(n), hgq(n), hgk(n), hgv(n);
-  cpu::attentionGrad(DT::F32, q.data(), seq, k.data(), v.data(), T, o.data(), lse.data(),
-                     dO.data(), 0.25, true, gq.data(), gk.data(), gv.data(), true);
-  cpu::attentionGrad(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, ho.data(), hlse.data(),
-                     hdo.data(), 0.25, true, hgq.data(), hgk.data(), hgv.data());
-  EXPECT_EQ(swapMid(gq, B, T, H, D), hgq);
-  EXPECT_EQ(swapMid(gk, B, T, H, D), hgk);
-  EXPECT_EQ(swapMid(gv, B, T, H, D), hgv);
+  db.d[0] = 1, db.d[1] = H, db.d[2] = T, db.d[3] = T;
+  for (const float *b : {static_cast<const float *>(nullptr), std::as_const(bias).data()}) {
+    std::vector<float> o(n), lse(B * H * T), ho(n), hlse(B * H * T);
+    cpu::attention(DT::F32, q.data(), seq, k.data(), v.data(), T, 0.25, true, o.data(),
+                   lse.data(), true, 0, 0, b, db);
+    auto hq = swapMid(q, B, T, H, D), hk = swapMid(k, B, T, H, D), hv = swapMid(v, B, T, H, D),
+         hdo = swapMid(dO, B, T, H, D);
+    cpu::attention(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, 0.25, true, ho.data(),
+                   hlse.data(), false, 0, 0, b, db);
+    EXPECT_EQ(swapMid(o, B, T, H, D), ho);
+    EXPECT_EQ(lse, hlse);
+    std::vector<float> gq(n), gk(n), gv(n), hgq(n), hgk(n), hgv(n), gb(B * H * T * T),
+        hgb(gb.size());
+    cpu::attentionGrad(DT::F32, q.data(), seq, k.data(), v.data(), T, o.data(), lse.data(),
+                       dO.data(), 0.25, true, gq.data(), gk.data(), gv.data(), true, 0, 0, b,
+                       db, b ? gb.data() : nullptr);
+    cpu::attentionGrad(DT::F32, hq.data(), heads, hk.data(), hv.data(), T, ho.data(),
+                       hlse.data(), hdo.data(), 0.25, true, hgq.data(), hgk.data(), hgv.data(),
+                       false, 0, 0, b, db, b ? hgb.data() : nullptr);
+    EXPECT_EQ(swapMid(gq, B, T, H, D), hgq);
+    EXPECT_EQ(swapMid(gk, B, T, H, D), hgk);
+    EXPECT_EQ(swapMid(gv, B, T, H, D), hgv);
+    EXPECT_EQ(gb, hgb);
+  }
 }
 } // namespace

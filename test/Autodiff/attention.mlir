@@ -7,14 +7,19 @@
 // upstream gradient is random (the %w argument). Case 2: seq_major
 // ([B, T, H, D] operands: 2 heads of a 3-token sequence), causal. Case 3:
 // a sliding window of 2 keys over 4 tokens. Case 4: soft-capped scores
-// (softcap 0.5, small enough that the tanh bends), causal.
+// (softcap 0.5, small enough that the tanh bends), causal. Case 5: a
+// trainable bias broadcast over the batch ([1, H, T, S], T5's relative
+// positions) with causal soft-capped scores. Case 6: a bias per batch and
+// head under seq_major, 2 keys for 3 queries (the bias stays heads-first).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
 // CHECK: case 2: PASS
 // CHECK: case 3: PASS
 // CHECK: case 4: PASS
-// CHECK: gradcheck: all 5 cases passed
+// CHECK: case 5: PASS
+// CHECK: case 6: PASS
+// CHECK: gradcheck: all 7 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -86,5 +91,39 @@ func.func @forward(%w: tensor<1x1x3x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v scale = 1.3 causal softcap = 0.5 : tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64> -> tensor<1x1x3x2xf64>, tensor<1x1x3xf64>
   %1 = merak.mul %o, %w : tensor<1x1x3x2xf64>, tensor<1x1x3x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x1x3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<2x2x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]], [[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]], [[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]], [[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x2x3x2xf64>
+merak.param @k : tensor<2x2x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]], [[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4]]], [[[0.5, 0.7], [-0.2, 0.1], [0.8, -0.6]], [[0.3, 0.3], [-0.9, 0.2], [0.1, 1.0]]]]> : tensor<2x2x3x2xf64>
+merak.param @v : tensor<2x2x3x2xf64> = dense<[[[[1.0, -0.5], [0.2, 0.8], [-0.7, 0.4]], [[0.6, 0.1], [-0.3, -0.9], [0.5, 0.5]]], [[[0.2, -0.4], [0.9, 0.3], [-0.1, 0.7]], [[-0.6, 0.2], [0.4, -0.8], [0.3, 0.9]]]]> : tensor<2x2x3x2xf64>
+merak.param @b : tensor<1x2x3x3xf64> = dense<[[[[0.4, -0.3, 0.9], [-0.7, 0.2, 0.5], [0.1, 0.6, -0.4]], [[-0.2, 0.8, 0.3], [0.5, -0.6, 0.7], [0.9, -0.1, 0.2]]]]> : tensor<1x2x3x3xf64>
+func.func @forward(%w: tensor<2x2x3x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x2x3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x3x2xf64>
+  %v = merak.get_param @v : tensor<2x2x3x2xf64>
+  %b = merak.get_param @b : tensor<1x2x3x3xf64>
+  %o, %lse = merak.attention %q, %k, %v bias %b scale = 1.1 causal softcap = 0.9 : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<1x2x3x3xf64> -> tensor<2x2x3x2xf64>, tensor<2x2x3xf64>
+  %1 = merak.mul %o, %w : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<1x3x2x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5]], [[-0.4, 0.9], [0.25, -0.6]], [[1.1, 0.8], [-1.3, 0.45]]]]> : tensor<1x3x2x2xf64>
+merak.param @k : tensor<1x2x2x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3]], [[0.4, 1.1], [1.2, 0.35]]]]> : tensor<1x2x2x2xf64>
+merak.param @v : tensor<1x2x2x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5]], [[0.2, 0.3], [-0.45, 0.75]]]]> : tensor<1x2x2x2xf64>
+merak.param @b : tensor<1x2x3x2xf64> = dense<[[[[0.4, -0.3], [-0.7, 0.2], [0.1, 0.6]], [[-0.2, 0.8], [0.5, -0.6], [0.9, -0.1]]]]> : tensor<1x2x3x2xf64>
+func.func @forward(%w: tensor<1x3x2x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<1x3x2x2xf64>
+  %k = merak.get_param @k : tensor<1x2x2x2xf64>
+  %v = merak.get_param @v : tensor<1x2x2x2xf64>
+  %b = merak.get_param @b : tensor<1x2x3x2xf64>
+  %o, %lse = merak.attention %q, %k, %v bias %b scale = 0.7 seq_major : tensor<1x3x2x2xf64>, tensor<1x2x2x2xf64>, tensor<1x2x2x2xf64>, tensor<1x2x3x2xf64> -> tensor<1x3x2x2xf64>, tensor<1x2x3xf64>
+  %1 = merak.mul %o, %w : tensor<1x3x2x2xf64>, tensor<1x3x2x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x3x2x2xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

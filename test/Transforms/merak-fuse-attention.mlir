@@ -252,10 +252,18 @@ func.func @sdpa_nan_guard(%q: tensor<2x2x3x16xf32>, %kt: tensor<2x2x16x3xf32>, %
 
 // -----
 
-// A bias that differs between the batches is not one mask: not fused.
+// A bias that differs between the batches is not one mask: a bias operand
+// (cpu-forms), not fused for CUDA.
 // CHECK-LABEL: func.func @per_batch_mask
-// CHECK-NOT: merak.attention
-// CHECK: merak.softmax
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x2x16xf32>,
+// CHECK: %[[B:.*]] = merak.constant {{.*}} : tensor<2x1x2x2xf32>
+// CHECK: merak.attention %[[Q]], %{{.*}}, %{{.*}} bias %[[B]] scale = 1.000000e+00 :
+// CHECK-SAME: tensor<2x1x2x2xf32> -> tensor<2x2x2x16xf32>, tensor<2x2x2xf32>
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @per_batch_mask
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func
 func.func @per_batch_mask(%q: tensor<2x2x2x16xf32>, %kt: tensor<2x2x16x2xf32>, %v: tensor<2x2x2x16xf32>) -> tensor<2x2x2x16xf32> {
   %bias = merak.constant dense<[[[[0.0, 0xFF800000], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>
   %s = merak.matmul %q, %kt : tensor<2x2x2x16xf32>, tensor<2x2x16x2xf32> -> tensor<2x2x2x2xf32>
@@ -303,4 +311,54 @@ func.func @softcap(%q: tensor<1x2x3x16xf32>, %kt: tensor<1x2x16x3xf32>, %v: tens
   %p = merak.softmax %b axis = 3 : tensor<1x2x3x3xf32>
   %o = merak.matmul %p, %v : tensor<1x2x3x3xf32>, tensor<1x2x3x16xf32> -> tensor<1x2x3x16xf32>
   return %o : tensor<1x2x3x16xf32>
+}
+
+// -----
+
+// T5's self-attention: no scale, a learned relative-position bias (a
+// gathered table, [1, H, T, S]) added to the scores; the decoder's sits in
+// the constant causal mask, which becomes `causal`. The bias feeds two
+// layers (T5 computes it once).
+// CHECK-LABEL: func.func @t5_relative_bias
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x16xf32>, %[[KT:.*]]: tensor<2x2x16x4xf32>, %[[V:.*]]: tensor<2x2x4x16xf32>, %[[TAB:.*]]: tensor<8x2xf32>, %[[IDX:.*]]: tensor<4x4xi64>)
+// CHECK: %[[G:.*]] = merak.gather %[[TAB]][%[[IDX]]]
+// CHECK: %[[T:.*]] = merak.transpose %[[G]]
+// CHECK: %[[B:.*]] = merak.reshape %[[T]] : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+// CHECK: %[[O1:.*]], %{{.*}} = merak.attention %[[Q]], %{{.*}}, %[[V]] bias %[[B]] scale = 1.000000e+00 :
+// CHECK: %[[O2:.*]], %{{.*}} = merak.attention %[[O1]], %{{.*}}, %[[V]] bias %[[B]] scale = 1.000000e+00 causal :
+// CHECK-NOT: merak.softmax
+// CHECK-NOT: merak.where
+// NOWIN-LABEL: func.func @t5_relative_bias
+// NOWIN-NOT: merak.attention
+func.func @t5_relative_bias(%q: tensor<2x2x4x16xf32>, %kt: tensor<2x2x16x4xf32>, %v: tensor<2x2x4x16xf32>, %table: tensor<8x2xf32>, %buckets: tensor<4x4xi64>) -> tensor<2x2x4x16xf32> {
+  %g = merak.gather %table[%buckets] axis = 0 : tensor<8x2xf32>, tensor<4x4xi64> -> tensor<4x4x2xf32>
+  %t = merak.transpose %g perm = [2, 0, 1] : tensor<4x4x2xf32> to tensor<2x4x4xf32>
+  %bias = merak.reshape %t : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x2x4x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x4x4xf32>
+  %b = merak.add %s, %bias : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %p = merak.softmax %b axis = 3 : tensor<2x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x16xf32> -> tensor<2x2x4x16xf32>
+  %keep = merak.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %min = merak.constant dense<-3.40282347E+38> : tensor<f32>
+  %masked = merak.where %keep, %bias, %min : tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %s2 = merak.matmul %o, %kt : tensor<2x2x4x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x4x4xf32>
+  %b2 = merak.add %s2, %masked : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %p2 = merak.softmax %b2 axis = 3 : tensor<2x2x4x4xf32>
+  %o2 = merak.matmul %p2, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x16xf32> -> tensor<2x2x4x16xf32>
+  return %o2 : tensor<2x2x4x16xf32>
+}
+
+// -----
+
+// A bias that grows the scores ([T, 1]: one value per query row) is not
+// the op's bias: not fused.
+// CHECK-LABEL: func.func @bias_grows
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @bias_grows(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>, %r: tensor<1x2x4x1xf32>) -> tensor<1x2x4x16xf32> {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %b = merak.add %s, %r : tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>
+  %p = merak.softmax %b axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
 }

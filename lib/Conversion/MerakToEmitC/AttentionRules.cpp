@@ -40,15 +40,24 @@ bool hasKernel(Operation *op) {
 }
 
 /// Ends the call: operands [..., T, H, D], read in place, when seq_major;
-/// the sliding window and the soft-capping when there are.
-FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, double softcap,
-                                   Emitter::Call &call) {
-  if (op->hasAttr("seq_major") || window || softcap)
+/// the sliding window and the soft-capping when there are; the bias and
+/// its dims (attention_grad: and the scores' gradient `biasGrad`, null
+/// when nothing reads it) when there is one.
+FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, double softcap, Value bias,
+                                   Value biasGrad, Emitter::Call &call) {
+  if (op->hasAttr("seq_major") || window || softcap || bias)
     call.boolean(op->hasAttr("seq_major"));
-  if (window || softcap)
+  if (window || softcap || bias)
     call.i64(window);
-  if (softcap)
+  if (softcap || bias)
     call.f64(softcap);
+  if (bias) {
+    if (failed(call.ptrs({bias})))
+      return failure();
+    call.dims(bias.getType());
+    if (biasGrad && failed(call.ptrs({Emitter::readOrNull(biasGrad)})))
+      return failure();
+  }
   call.emit();
   return Lowering::Done;
 }
@@ -64,7 +73,8 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringCont
   // Results nobody reads are null pointers, which the kernels skip.
   if (failed(call->ptrs({a.getResult(), Emitter::readOrNull(a.getLse())})))
     return failure();
-  return emitWithLayout(a, a.getWindow(), a.getSoftcap().convertToDouble(), *call);
+  return emitWithLayout(a, a.getWindow(), a.getSoftcap().convertToDouble(), a.getBias(),
+                        Value(), *call);
 }
 
 FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &) {
@@ -74,7 +84,9 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, Lowering
   if (failed(call) || failed(call->ptrs({g.getResult(), g.getLse(), g.getGrad()})))
     return failure();
   call->f64(g.getScale().convertToDouble()).boolean(g.getCausal());
-  if (failed(call->ptrs(llvm::map_to_vector(g.getResults(), Emitter::readOrNull))))
+  if (failed(call->ptrs(
+          llvm::map_to_vector(g.getResults().take_front(3), Emitter::readOrNull))))
     return failure();
-  return emitWithLayout(g, g.getWindow(), g.getSoftcap().convertToDouble(), *call);
+  return emitWithLayout(g, g.getWindow(), g.getSoftcap().convertToDouble(), g.getBias(),
+                        g.getBiasGrad(), *call);
 }

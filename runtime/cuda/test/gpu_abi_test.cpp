@@ -524,7 +524,8 @@ void run() {
       const double tol = et == DT::BF16 ? 1e-2 : 1e-4;
       pair(what, {&o, &lse}, tol, [&](int side) {
         (side ? gpu::attention : cpu::attention)(et, P(q), d, P(k), P(v), 200, scale, causal,
-                                                P(o), P(lse), sm, /*window=*/0, /*softcap=*/0.0);
+                                                P(o), P(lse), sm, /*window=*/0, /*softcap=*/0.0,
+                                                /*bias=*/nullptr, Dims{});
       });
       T g = rand(et, d, -1, 1), dq = make(et, d), dk = make(et, d), dv = make(et, d);
       // Both sides read the CPU's o and lse (the device copies are the
@@ -534,7 +535,8 @@ void run() {
       pair(what + " grad", {&dq, &dk, &dv}, tol, [&](int side) {
         (side ? gpu::attentionGrad : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o),
                                                         P(lse), P(g), scale, causal, P(dq),
-                                                        P(dk), P(dv), sm, /*window=*/0, /*softcap=*/0.0);
+                                                        P(dk), P(dv), sm, /*window=*/0, /*softcap=*/0.0,
+                                                        /*bias=*/nullptr, Dims{}, nullptr);
       });
     }
 }

@@ -128,3 +128,48 @@ func.func @negative_window(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %o, %l = merak.attention %q, %q, %q scale = 1.0 causal window = -1 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
   return %o : tensor<2x4x16xf32>
 }
+
+// -----
+
+// A bias must not grow the scores: [T, S] last.
+func.func @bias_rows(%q: tensor<2x4x16xf32>, %b: tensor<2x4x1xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{bias type 'tensor<2x4x1xf32>' must broadcast to the scores 'tensor<2x4x4xf32>'}}
+  %o, %l = merak.attention %q, %q, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x1xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+// A bias has the query's element type.
+func.func @bias_type(%q: tensor<2x4x16xf32>, %b: tensor<1x4x4xf64>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{bias type 'tensor<1x4x4xf64>' must broadcast to the scores}}
+  %o, %l = merak.attention %q, %q, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf64> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+// seq_major: the bias stays heads-first ([B, H, T, S]).
+func.func @bias_seq_major(%q: tensor<2x8x3x16xf32>, %b: tensor<1x8x3x8xf32>) -> tensor<2x8x3x16xf32> {
+  // expected-error @+1 {{must broadcast to the scores 'tensor<2x3x8x8xf32>'}}
+  %o, %l = merak.attention %q, %q, %q bias %b scale = 1.0 seq_major : tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<1x8x3x8xf32> -> tensor<2x8x3x16xf32>, tensor<2x3x8xf32>
+  return %o : tensor<2x8x3x16xf32>
+}
+
+// -----
+
+// The gradient of a biased attention returns the scores' gradient.
+func.func @bias_grad_missing(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>, %b: tensor<1x4x4xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{has a bias_grad result exactly when it has a bias operand}}
+  %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return %dq : tensor<2x4x16xf32>
+}
+
+// -----
+
+// ... shaped like the scores, not like the bias.
+func.func @bias_grad_shape(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>, %b: tensor<1x4x4xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{bias_grad type 'tensor<1x4x4xf32>' must be the scores' 'tensor<2x4x4xf32>'}}
+  %dq, %dk, %dv, %db = merak.attention_grad %q, %q, %q, %q, %l, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf32>
+  return %dq : tensor<2x4x16xf32>
+}

@@ -4,7 +4,10 @@
 // with equal leading (batch, head) dimensions (or, seq_major, [..., T, H, D]
 // and the like), float32, bf16 (with a
 // float32 lse; merak-mixed-precision) or float64 (the evaluator's gradient
-// checks); causal needs S = T.
+// checks); causal needs S = T. An optional bias is [..., T, S] in the
+// heads-first order, each leading dimension 1 or the scores' own, of the
+// query's element type; attention_grad then returns its gradient shaped
+// like the scores.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -28,9 +31,36 @@ static RankedTensorType headsFirst(RankedTensorType t) {
 /// element type, the scale; `result`/`lse` are the forward's result types
 /// (attention_grad receives them as operands). Messages name the types as
 /// written (seq_major: [..., T, H, D]).
+/// The scores' type [..., T, S] (heads-first) of heads-first query `q`
+/// and key `k`.
+static RankedTensorType scoresType(RankedTensorType q, RankedTensorType k) {
+  SmallVector<int64_t> s(q.getShape().drop_back());
+  s.push_back(k.getDimSize(k.getRank() - 2));
+  return RankedTensorType::get(s, q.getElementType());
+}
+
+/// A bias must broadcast to the scores `scores` numpy-style without
+/// growing: the same rank, [T, S] last, each other dim 1 or the scores'.
+static LogicalResult verifyBias(Operation *op, Value bias, RankedTensorType scores) {
+  if (!bias)
+    return success();
+  auto b = cast<RankedTensorType>(bias.getType());
+  bool fits = b.getRank() == scores.getRank() &&
+              b.getElementType() == scores.getElementType();
+  for (int64_t d = 0; fits && d < b.getRank(); ++d)
+    fits = b.getDimSize(d) == scores.getDimSize(d) ||
+           (d < b.getRank() - 2 && b.getDimSize(d) == 1);
+  if (!fits)
+    return op->emitOpError("bias type ")
+           << b << " must broadcast to the scores " << scores
+           << " (the same rank and element type, [T, S] last, other dims 1 or the scores')";
+  return success();
+}
+
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value,
-                                     Type result, Type lse, double scale, bool causal,
-                                     bool seqMajor, int64_t window, double softcap) {
+                                     Value bias, Type result, Type lse, double scale,
+                                     bool causal, bool seqMajor, int64_t window,
+                                     double softcap) {
   if (window < 0 || (window > 0 && !causal))
     return op->emitOpError("window ") << window << " must be 0, or positive with causal";
   if (!(softcap >= 0) || !std::isfinite(softcap))
@@ -82,19 +112,21 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
       qs.drop_back(), elem.isBF16() ? Float32Type::get(op->getContext()) : elem);
   if (lse != wantLse)
     return op->emitOpError("lse type ") << lse << " must be " << wantLse;
-  return success();
+  return verifyBias(op, bias, scoresType(q, k));
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
-                         getLse().getType(), getScale().convertToDouble(), getCausal(),
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getBias(),
+                         getResult().getType(), getLse().getType(),
+                         getScale().convertToDouble(), getCausal(),
                          getSeqMajor(), getWindow(),
                          getSoftcap().convertToDouble());
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getResult().getType(),
-                             getLse().getType(), getScale().convertToDouble(), getCausal(),
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getBias(),
+                             getResult().getType(), getLse().getType(),
+                             getScale().convertToDouble(), getCausal(),
                              getSeqMajor(), getWindow(), getSoftcap().convertToDouble())))
     return failure();
   if (getGrad().getType() != getResult().getType())
@@ -104,5 +136,16 @@ LogicalResult AttentionGradOp::verify() {
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError("gradient types must equal query, key and value's");
+  if (!getBias() != !getBiasGrad())
+    return emitOpError("has a bias_grad result exactly when it has a bias operand");
+  if (getBiasGrad()) {
+    auto q = cast<RankedTensorType>(getQuery().getType());
+    auto k = cast<RankedTensorType>(getKey().getType());
+    RankedTensorType want =
+        getSeqMajor() ? scoresType(headsFirst(q), headsFirst(k)) : scoresType(q, k);
+    if (getBiasGrad().getType() != want)
+      return emitOpError("bias_grad type ")
+             << getBiasGrad().getType() << " must be the scores' " << want;
+  }
   return success();
 }

@@ -22,7 +22,8 @@
 //   cross_entropy               class axis replicated; "none" keeps the
 //                               other dims, "sum" reduces them, "mean"
 //                               combines them (its divisor is the count)
-//   attention (heads-first)     batch and heads parallel; T, S, D replicated
+//   attention (heads-first)     batch and heads parallel (a bias's where it
+//                               does not broadcast); T, S, D replicated
 //   conv2d [N, C, H, W] * [O, C/g, kh, kw]   N parallel; with one group O
 //                               parallel and C a reduction (replicated
 //                               with several); the windows replicated
@@ -339,6 +340,13 @@ Rule rule(AttentionOp op) {
   };
   for (Value v : {op.getQuery(), op.getKey(), op.getValue()})
     b.rule.operands.push_back(withTail(v, 2));
+  if (Value bias = op.getBias()) { // a broadcast (size-1) dim has no factor
+    TensorFactors t = withTail(bias, 2);
+    for (int64_t d = 0; d < lead; ++d)
+      if (shapeOf(bias)[d] != q[d])
+        t[d].clear();
+    b.rule.operands.push_back(std::move(t));
+  }
   b.rule.results = {withTail(op.getResult(), 2), withTail(op.getLse(), 1)};
   return b.rule;
 }

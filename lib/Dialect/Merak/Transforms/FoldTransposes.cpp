@@ -114,8 +114,8 @@ void foldAttentionLayouts(ModuleOp module) {
     auto n = AttentionOp::create(b, a.getLoc(),
                                  TypeRange{headsSwapped(a.getResult().getType()),
                                            a.getLse().getType()},
-                                 q, k, v, a.getScaleAttr(), a.getCausalAttr(), b.getUnitAttr(),
-                                 a.getWindowAttr(), a.getSoftcapAttr());
+                                 q, k, v, a.getBias(), a.getScaleAttr(), a.getCausalAttr(),
+                                 b.getUnitAttr(), a.getWindowAttr(), a.getSoftcapAttr());
     a.getLse().replaceAllUsesWith(n.getLse());
     rewire(b, a.getResult(), n.getResult());
     a.erase();
@@ -128,14 +128,20 @@ void foldAttentionLayouts(ModuleOp module) {
     if (llvm::is_contained(in, Value()))
       continue;
     b.setInsertionPoint(g);
-    auto n = AttentionGradOp::create(
-        b, g.getLoc(),
-        TypeRange{headsSwapped(g.getQueryGrad().getType()), headsSwapped(g.getKeyGrad().getType()),
-                  headsSwapped(g.getValueGrad().getType())},
-        in[0], in[1], in[2], in[3], g.getLse(), in[4], g.getScaleAttr(), g.getCausalAttr(),
-        b.getUnitAttr(), g.getWindowAttr(), g.getSoftcapAttr());
-    for (auto [from, to] : llvm::zip(g.getResults(), n.getResults()))
+    // The bias and its gradient are heads-first in either layout.
+    SmallVector<Type> types{headsSwapped(g.getQueryGrad().getType()),
+                            headsSwapped(g.getKeyGrad().getType()),
+                            headsSwapped(g.getValueGrad().getType())};
+    if (g.getBiasGrad())
+      types.push_back(g.getBiasGrad().getType());
+    auto n = AttentionGradOp::create(b, g.getLoc(), types, in[0], in[1], in[2], in[3],
+                                     g.getLse(), in[4], g.getBias(), g.getScaleAttr(),
+                                     g.getCausalAttr(), b.getUnitAttr(), g.getWindowAttr(),
+                                     g.getSoftcapAttr());
+    for (auto [from, to] : llvm::zip(g.getResults().take_front(3), n.getResults()))
       rewire(b, from, to);
+    if (g.getBiasGrad())
+      g.getBiasGrad().replaceAllUsesWith(n.getBiasGrad());
     g.erase();
     folded = true;
   }

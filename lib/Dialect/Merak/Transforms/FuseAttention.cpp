@@ -9,6 +9,11 @@
 //   s = mul(tanh(div(s, cap)), cap)      optional soft-capping (Gemma 2)
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
 //                                        optional, a constant mask
+//   s = add(s, b) | add(s, where(mask, b, fill))
+//                                        optional (cpu-forms), a bias b
+//                                        (T5's learned relative positions,
+//                                        a constant ALiBi), inside or
+//                                        outside the mask
 //   p = softmax(s, last axis)
 //   p = where(ne(p, p), 0, p)            optional (torch's SDPA: NaN rows to 0)
 //   o = matmul(p, v)                     v [..., S, D]
@@ -20,8 +25,11 @@
 // elements and 2^30 operations per pass), the
 // same for every batch and head; it is accepted when it keeps exactly the
 // keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window)
-// or every key (no mask). Windows and soft-capping only with the
-// `cpu-forms` option (the CUDA kernels have neither). A masked score is a
+// or every key (no mask). Windows, soft-capping and computed biases only
+// with the `cpu-forms` option (the CUDA kernels have none of them). A bias
+// must broadcast to the scores without growing ([T, S] last, other dims 1
+// or the scores'); it becomes the fused op's bias operand, trained through
+// its gradient. A masked score is a
 // fill <= -1e4 (or an additive bias <= -1e4); exp underflows to 0 in
 // float32 there, which is what the fused op computes.
 //
@@ -96,6 +104,7 @@ private:
   std::map<std::tuple<const HostTensor *, int, int64_t, int64_t>, std::optional<MaskKind>> masks;
   // The steps of tryFuse, each peeling one op off the scores (into chain).
   std::optional<MaskKind> peelMask(Value &x, SmallVectorImpl<Operation *> &chain);
+  std::optional<MaskKind> peelBias(Value &x, SmallVectorImpl<Operation *> &chain, Value &bias);
   double peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain);
   std::optional<double> peelScale(Value &x, SmallVectorImpl<Operation *> &chain);
   /// The value of `v` when everything it is computed from is constant
@@ -357,6 +366,56 @@ std::optional<MaskKind> AttentionFuser::peelMask(Value &x, SmallVectorImpl<Opera
   return std::nullopt; // an add of something that is not a constant mask
 }
 
+/// True when `b` can be merak.attention's bias for the scores `scores`:
+/// float32, the same rank, [T, S] last, each other dim 1 or the scores'.
+static bool fitsAsBias(Value b, RankedTensorType scores) {
+  auto t = dyn_cast<RankedTensorType>(b.getType());
+  if (!t || !t.getElementType().isF32() || t.getRank() != scores.getRank())
+    return false;
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) != scores.getDimSize(d) && (d >= t.getRank() - 2 || t.getDimSize(d) != 1))
+      return false;
+  return true;
+}
+
+/// Peels a bias off the scores `x`: `add(x, b)` (either side), b computed
+/// (T5) or a constant that is not a mask (ALiBi); when b is `where(mask, b2, fill)` with a constant
+/// mask the kernels apply (read by the cond) and nothing else reads it,
+/// the mask becomes the fused op's and b2 the bias. Returns the mask kind
+/// (none: MaskKind{}), or nullopt when x is no such add (or cpu-forms is
+/// off).
+std::optional<MaskKind> AttentionFuser::peelBias(Value &x, SmallVectorImpl<Operation *> &chain,
+                                                 Value &bias) {
+  auto add = x.getDefiningOp<AddOp>();
+  auto scoresType = cast<RankedTensorType>(x.getType());
+  if (!add || !cpuForms || !single(x))
+    return std::nullopt;
+  int64_t t = scoresType.getDimSize(scoresType.getRank() - 2),
+          s = scoresType.getDimSize(scoresType.getRank() - 1);
+  for (int side = 0; side < 2; ++side) {
+    Value scores = add->getOperand(side), b = add->getOperand(1 - side);
+    if (scores.getType() != scoresType || !fitsAsBias(b, scoresType))
+      continue;
+    chain.push_back(add);
+    x = scores;
+    MaskKind kind;
+    if (auto where = b.getDefiningOp<WhereOp>(); where && single(b)) {
+      std::optional<double> fill = splat(where.getRhs());
+      if (fill && *fill <= kMaskedFill && where.getLhs().getType() == b.getType()) {
+        auto inner = maskOf(where.getCondition(), MaskReading::KeepNonzero, t, s);
+        if (succeeded(inner) && *inner) {
+          chain.push_back(where);
+          kind = **inner;
+          b = where.getLhs();
+        }
+      }
+    }
+    bias = b;
+    return kind;
+  }
+  return std::nullopt;
+}
+
 /// Peels Gemma 2's soft-capping off the scores `x`: mul(tanh(div(y, c)), c)
 /// (either side of the mul; or tanh(mul(y, 1 / c))) becomes y; returns c,
 /// or 0 when x is not soft-capped (or cpu-forms is off).
@@ -405,10 +464,19 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   // Peel, from the softmax back: the mask, the soft-capping, the scale, the
   // product q kT, and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
-  Value x = sm.getInput();
+  // A computed bias sits inside a constant mask (T5's decoder) or alone.
+  Value x = sm.getInput(), bias;
   std::optional<MaskKind> mask = peelMask(x, chain);
-  if (!mask)
+  if (mask) {
+    if (std::optional<MaskKind> inner = peelBias(x, chain, bias);
+        inner && (inner->causal || inner->window)) {
+      if (mask->causal || mask->window)
+        return false; // two masks (the chain is dropped, nothing was rewritten)
+      mask = inner;
+    }
+  } else if (!(mask = peelBias(x, chain, bias))) {
     return false;
+  }
   double softcap = peelSoftcap(x, chain);
   std::optional<double> scale = peelScale(x, chain);
   auto qk = x.getDefiningOp<MatmulOp>();
@@ -448,7 +516,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   Value k = TransposeOp::create(b, loc, RankedTensorType::get(kShape, kt.getElementType()), kT,
                                 perm);
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
-  auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v,
+  auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v, bias,
                                   b.getF64FloatAttr(*scale),
                                   mask->causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
                                   b.getI64IntegerAttr(mask->window), b.getF64FloatAttr(softcap));

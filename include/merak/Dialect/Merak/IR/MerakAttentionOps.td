@@ -24,7 +24,12 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
     only, and with a `window` w > 0 as well (a sliding window: Mistral's,
     Gemma 2's local layers) over the keys r - w < c <= r only. A `softcap`
     c > 0 (Gemma 2's logit soft-capping) replaces every score s by
-    c * tanh(s / c) before the softmax. `lse` (`[..., T]`) is what the backward needs to
+    c * tanh(s / c) before the softmax. An optional `bias` (T5's learned
+    relative-position bias: trainable, unlike the masks above) is added to
+    every (capped) score before the softmax: `[..., T, S]` in the
+    heads-first order whatever the layout, each leading dimension 1
+    (broadcast) or the scores' own, of the query's element type.
+    `lse` (`[..., T]`) is what the backward needs to
     recompute the probabilities without storing them: the T x S scores are
     never a tensor, so the memory of attention is linear in T. The element
     type is float32, or bf16 with a float32 `lse` (merak-mixed-precision:
@@ -42,17 +47,22 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
     %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal
         : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
         -> tensor<2x4x64x64xf32>, tensor<2x4x64xf32>
+    %o2, %lse2 = merak.attention %q, %k, %v bias %b scale = 1.0
+        : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>,
+          tensor<1x4x64x64xf32> -> tensor<2x4x64x64xf32>, tensor<2x4x64xf32>
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
-                       Merak_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal,
+                       Merak_FloatTensor:$value, Optional<Merak_FloatTensor>:$bias,
+                       F64Attr:$scale, UnitAttr:$causal,
                        UnitAttr:$seq_major, DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)?
+    $query `,` $key `,` $value (`bias` $bias^)? `scale` `=` $scale (`causal` $causal^)?
     (`window` `=` $window^)? (`softcap` `=` $softcap^)? (`seq_major` $seq_major^)? attr-dict
-    `:` type($query) `,` type($key) `,` type($value) `->` type($result) `,` type($lse)
+    `:` type($query) `,` type($key) `,` type($value) (`,` type($bias)^)?
+    `->` type($result) `,` type($lse)
   }];
   let hasVerifier = 1;
 }
@@ -74,6 +84,12 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
     key_grad   = scale * dS^T Q
     ```
 
+    With a `bias` (added to the scores after the capping), P includes it,
+    and the op has a fourth result: `bias_grad = P * (grad V^T - Delta)`,
+    the gradient of every score, shaped like the scores (`[..., H, T, S]`,
+    heads-first, the bias's element type); the autodiff rule sums it over
+    the dimensions the bias broadcasts.
+
     ```mlir
     %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %do scale = 0.125 causal
         : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>,
@@ -84,18 +100,21 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
   let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
+                       Optional<Merak_FloatTensor>:$bias,
                        F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major,
                        DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
-                      Merak_FloatTensor:$value_grad);
+                      Merak_FloatTensor:$value_grad,
+                      Optional<Merak_FloatTensor>:$bias_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $result `,` $lse `,` $grad `scale` `=` $scale
+    $query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`bias` $bias^)?
+    `scale` `=` $scale
     (`causal` $causal^)? (`window` `=` $window^)? (`softcap` `=` $softcap^)?
     (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,`
-    type($result) `,` type($lse) `,` type($grad) `->` type($query_grad) `,`
-    type($key_grad) `,` type($value_grad)
+    type($result) `,` type($lse) `,` type($grad) (`,` type($bias)^)? `->` type($query_grad) `,`
+    type($key_grad) `,` type($value_grad) (`,` type($bias_grad)^)?
   }];
   let hasVerifier = 1;
 }

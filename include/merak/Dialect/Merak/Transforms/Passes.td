@@ -138,21 +138,27 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     `r - w < c <= r` (a sliding window of w), or all keys; a masked score
     must be a fill (or additive bias) of at most -1e4. Soft-capping of the
     scaled scores before the mask (`mul(tanh(div(s, c)), c)`, Gemma 2) is
-    taken in too. Windows and soft-capping only with `cpu-forms` (the CUDA
-    kernels have neither). torch's SDPA NaN guard (`where(isnan(p), 0, p)`
-    after the softmax) goes with it.
+    taken in too. With `cpu-forms`, any other additive term of the scores
+    that broadcasts to them without growing (`[T, S]` last, other dims 1 or
+    the scores') becomes the fused op's `bias` operand, whose gradient the
+    fused backward returns: T5's learned relative-position bias (inside
+    its decoder's constant causal mask, `where(mask, b, fill)`, which
+    becomes `causal`), constant ALiBi slopes, masks that differ between
+    batches. Windows, soft-capping and biases only with `cpu-forms` (the
+    CUDA kernels have none of them). torch's SDPA NaN guard
+    (`where(isnan(p), 0, p)` after the softmax) goes with it.
     Fused only for float32 self-attention (as many keys as queries) with a
     head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
-    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks,
-    ALiBi biases) stays decomposed. Runs after merak-tensor-parallel (which
+    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks
+    shaped [B, 1, 1, S]) stays decomposed. Runs after merak-tensor-parallel (which
     shards the decomposed form's heads) and before merak-attach-loss.
   }];
   let options = [
     ListOption<"frozen", "frozen", "std::string",
                "Globs of parameters that do not train (masks read from them are constants)">,
     Option<"cpuForms", "cpu-forms", "bool", /*default=*/"true",
-           "Also fuse what only the CPU kernels implement: sliding windows and "
-           "soft-capping (off for the CUDA target)">
+           "Also fuse what only the CPU kernels implement: sliding windows, "
+           "soft-capping and score biases (off for the CUDA target)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
