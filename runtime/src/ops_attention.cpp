@@ -39,6 +39,30 @@ void capRow(float *s, int64_t n, float cap) {
     s[c] = cap * std::tanh(s[c] / cap);
 }
 
+/// One backward row over keys [lo, n): the probabilities p = exp(cap(s) +
+/// bias - lse) from the scaled scores s (in `p`), and in `dp` (holding
+/// dO V^T) the scores' gradient dS = p (dp - delta) times the cap's slope;
+/// `gb` receives dS before that slope (the bias's gradient). Instantiated
+/// per form so that each loop has no branches and vectorises.
+template <bool kCap, bool kBias>
+void gradRow(float *p, float *dp, const float *bias, float *gb, int64_t lo, int64_t n,
+             float lse, float delta, float cap) {
+  for (int64_t c = lo; c < n; ++c) {
+    float th = 0.f, x = p[c];
+    if constexpr (kCap) {
+      th = std::tanh(x / cap);
+      x = cap * th;
+    }
+    if constexpr (kBias)
+      x += bias[c];
+    p[c] = fexp(x - lse);
+    const float ds = p[c] * (dp[c] - delta);
+    if constexpr (kBias)
+      gb[c] = ds;
+    dp[c] = kCap ? ds * (1.f - th * th) : ds;
+  }
+}
+
 /// The sizes of an attention call: `slices` (batch x head) of T queries and
 /// S keys, head dim D.
 struct AttnSizes {
@@ -320,24 +344,18 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           const float dl = static_cast<float>(delta);
           const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * z.s + k0 : nullptr;
           float *gbr = GB ? GB + (b * z.t + r0 + i) * z.s + k0 : nullptr;
-          if (softcap > 0) { // capped scores, and the cap's slope 1 - tanh^2
-            const float cap = static_cast<float>(softcap);
-            for (int64_t c = lo; c < n; ++c) {
-              const float th = std::tanh(pr[c] / cap);
-              pr[c] = fexp(cap * th + (br ? br[c] : 0.f) - l);
-              const float ds = pr[c] * (dpr[c] - dl);
-              if (gbr)
-                gbr[c] = ds;
-              dpr[c] = ds * (1.f - th * th);
-            }
-          } else {
-            for (int64_t c = lo; c < n; ++c) {
-              pr[c] = fexp(pr[c] + (br ? br[c] : 0.f) - l);
-              dpr[c] = pr[c] * (dpr[c] - dl);
-              if (gbr)
-                gbr[c] = dpr[c];
-            }
-          }
+          const float cap = static_cast<float>(softcap);
+          // A bias without a gradient buffer writes its gradient to dp
+          // first, which the cap's slope (or nothing) then overwrites.
+          float *gb = gbr ? gbr : dpr;
+          if (softcap > 0 && br)
+            gradRow<true, true>(pr, dpr, br, gb, lo, n, l, dl, cap);
+          else if (softcap > 0)
+            gradRow<true, false>(pr, dpr, nullptr, nullptr, lo, n, l, dl, cap);
+          else if (br)
+            gradRow<false, true>(pr, dpr, br, gb, lo, n, l, dl, cap);
+          else
+            gradRow<false, false>(pr, dpr, nullptr, nullptr, lo, n, l, dl, cap);
           std::fill(pr, pr + lo, 0.f);
           std::fill(dpr, dpr + lo, 0.f);
           std::fill(pr + n, pr + width, 0.f);

@@ -135,3 +135,92 @@ func.func @not_gelu(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, ten
   %g2 = merak.mul %m2, %half : tensor<4xf32>, tensor<f32>
   return %g, %g2 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// T5's RMSNorm as TorchScript exports it: pow(x, 2), mean, + eps, sqrt,
+// div(1, .), times x, then the weight.
+// CHECK-LABEL: func.func @rms_norm_t5
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[R:.*]] = merak.rms_norm %[[X]] scale %[[W]] axis = 2 epsilon = 9.9999999747524271E-7 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @rms_norm_t5(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %eps = merak.constant dense<9.99999997E-7> : tensor<f32>
+  %p = merak.pow %x, %two : tensor<2x4x8xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [2] {keepdims} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %a = merak.add %v, %eps : tensor<2x4x1xf32>, tensor<f32>
+  %s = merak.sqrt %a : tensor<2x4x1xf32>
+  %r = merak.div %one, %s : tensor<f32>, tensor<2x4x1xf32>
+  %n = merak.mul %x, %r : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+  %y = merak.mul %w, %n : tensor<8xf32>, tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// The dynamo spelling: reciprocal(sqrt(.)) on the left of the product,
+// x * x for the square, eps on the left; Gemma's scale (1 + w).
+// CHECK-LABEL: func.func @rms_norm_gemma
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK: %[[S:.*]] = merak.add %{{.*}}, %[[W]]
+// CHECK-NEXT: %[[R:.*]] = merak.rms_norm %[[X]] scale %[[S]] axis = 2 epsilon = 9.9999999747524271E-7
+// CHECK-NEXT: return %[[R]]
+func.func @rms_norm_gemma(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %eps = merak.constant dense<9.99999997E-7> : tensor<f32>
+  %p = merak.mul %x, %x : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %v = merak.reduce_mean %p axes = [2] {keepdims} : tensor<2x4x8xf32> -> tensor<2x4x1xf32>
+  %a = merak.add %eps, %v : tensor<f32>, tensor<2x4x1xf32>
+  %s = merak.sqrt %a : tensor<2x4x1xf32>
+  %r = merak.reciprocal %s : tensor<2x4x1xf32>
+  %n = merak.mul %r, %x : tensor<2x4x1xf32>, tensor<2x4x8xf32>
+  %w1 = merak.add %one, %w : tensor<f32>, tensor<8xf32>
+  %y = merak.mul %n, %w1 : tensor<2x4x8xf32>, tensor<8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// rsqrt, and x divided by the square root: both without a weight.
+// CHECK-LABEL: func.func @rms_norm_rsqrt_div
+// CHECK-SAME: (%[[X:.*]]: tensor<3x8xf32>)
+// CHECK-NEXT: %[[A:.*]] = merak.rms_norm %[[X]] axis = 1 epsilon = 0.10000000149011612
+// CHECK-NEXT: %[[B:.*]] = merak.rms_norm %[[X]] axis = 1 epsilon = 0.10000000149011612
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @rms_norm_rsqrt_div(%x: tensor<3x8xf32>) -> (tensor<3x8xf32>, tensor<3x8xf32>) {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %eps = merak.constant dense<0.1> : tensor<f32>
+  %p = merak.pow %x, %two : tensor<3x8xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [1] {keepdims} : tensor<3x8xf32> -> tensor<3x1xf32>
+  %a = merak.add %v, %eps : tensor<3x1xf32>, tensor<f32>
+  %r = merak.rsqrt %a : tensor<3x1xf32>
+  %n = merak.mul %x, %r : tensor<3x8xf32>, tensor<3x1xf32>
+  %s = merak.sqrt %a : tensor<3x1xf32>
+  %d = merak.div %x, %s : tensor<3x8xf32>, tensor<3x1xf32>
+  return %n, %d : tensor<3x8xf32>, tensor<3x8xf32>
+}
+
+// -----
+
+// Not an RMSNorm: the mean over a leading axis, and the square of another
+// value than the one normalised.
+// CHECK-LABEL: func.func @not_rms_norm
+// CHECK-NOT: merak.rms_norm
+// CHECK: return
+func.func @not_rms_norm(%x: tensor<3x8xf32>, %z: tensor<3x8xf32>) -> (tensor<3x8xf32>, tensor<3x8xf32>) {
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %eps = merak.constant dense<0.1> : tensor<f32>
+  %p = merak.pow %x, %two : tensor<3x8xf32>, tensor<f32>
+  %v = merak.reduce_mean %p axes = [0] {keepdims} : tensor<3x8xf32> -> tensor<1x8xf32>
+  %a = merak.add %v, %eps : tensor<1x8xf32>, tensor<f32>
+  %r = merak.rsqrt %a : tensor<1x8xf32>
+  %n = merak.mul %x, %r : tensor<3x8xf32>, tensor<1x8xf32>
+  %q = merak.pow %z, %two : tensor<3x8xf32>, tensor<f32>
+  %u = merak.reduce_mean %q axes = [1] {keepdims} : tensor<3x8xf32> -> tensor<3x1xf32>
+  %b = merak.add %u, %eps : tensor<3x1xf32>, tensor<f32>
+  %t = merak.rsqrt %b : tensor<3x1xf32>
+  %m = merak.mul %x, %t : tensor<3x8xf32>, tensor<3x1xf32>
+  return %n, %m : tensor<3x8xf32>, tensor<3x8xf32>
+}

@@ -3,6 +3,10 @@
 // Pattern rewrites from exporter decompositions back to merak's fused ops:
 //   div(x - mean(x), sqrt(mean((x - mean(x))^2) + eps))  -> layer_norm
 //   add(mul(layer_norm(x), w), b)                        -> layer_norm(w, b)
+//   mul(x, rsqrt(mean(x^2) + eps))                       -> rms_norm
+//       (rsqrt(v) as rsqrt, reciprocal(sqrt(v)) or div(1, sqrt(v)); or
+//       div(x, sqrt(mean(x^2) + eps)); x^2 as pow(x, 2) or mul(x, x))
+//   mul(rms_norm(x), w)                                  -> rms_norm(w)
 //   mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5)        -> gelu
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +17,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include <cmath>
+#include <type_traits>
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -59,6 +64,40 @@ static std::optional<int64_t> trailingAxis(ArrayRef<int64_t> axes, int64_t rank)
     if (a != rank - (int64_t)axes.size() + (int64_t)i)
       return std::nullopt;
   return axes.front();
+}
+
+/// `v` = add(m, eps) | add(eps, m) with eps a splat constant >= 0: m and eps.
+static std::optional<std::pair<Value, double>> plusEpsilon(Value v) {
+  auto add = v ? v.getDefiningOp<AddOp>() : AddOp();
+  if (!add)
+    return std::nullopt;
+  for (int side = 0; side < 2; ++side)
+    if (std::optional<double> eps = splatValue(side ? add.getLhs() : add.getRhs());
+        eps && *eps >= 0)
+      return std::make_pair(side ? add.getRhs() : add.getLhs(), *eps);
+  return std::nullopt;
+}
+
+/// `v` = pow(x, 2) | mul(x, x): x.
+static Value squaredInput(Value v) {
+  if (auto pow = v.getDefiningOp<PowOp>(); pow && isApprox(splatValue(pow.getRhs()), 2.0))
+    return pow.getLhs();
+  if (auto mul = v.getDefiningOp<MulOp>(); mul && mul.getLhs() == mul.getRhs())
+    return mul.getLhs();
+  return {};
+}
+
+/// `v` = 1 / sqrt(u) spelled rsqrt(u), reciprocal(sqrt(u)) or div(1, sqrt(u)): u.
+static Value rsqrtInput(Value v) {
+  if (auto r = v.getDefiningOp<RsqrtOp>())
+    return r.getInput();
+  Value sqrtValue;
+  if (auto r = v.getDefiningOp<ReciprocalOp>())
+    sqrtValue = r.getInput();
+  else if (auto div = v.getDefiningOp<DivOp>(); div && isApprox(splatValue(div.getLhs()), 1.0))
+    sqrtValue = div.getRhs();
+  auto sqrt = sqrtValue ? sqrtValue.getDefiningOp<SqrtOp>() : SqrtOp();
+  return sqrt ? sqrt.getInput() : Value();
 }
 
 namespace {
@@ -150,6 +189,65 @@ struct AbsorbLayerNormAffine : OpRewritePattern<AddOp> {
   }
 };
 
+/// x * rsqrt(mean(x^2 over trailing axes, keepdims) + eps) (OpTy = MulOp),
+/// or x / sqrt(...) (DivOp): HF's Llama/T5/Gemma RMSNorm as torch exports
+/// it. A layer norm's x - mean(x) is FuseLayerNorm's (the higher benefit).
+template <typename OpTy>
+struct FuseRmsNorm : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &rewriter) const override {
+    constexpr bool isDiv = std::is_same_v<OpTy, DivOp>;
+    auto type = cast<RankedTensorType>(op.getType());
+    if (!isa<FloatType>(type.getElementType()))
+      return failure();
+    for (int side = 0; side < (isDiv ? 1 : 2); ++side) {
+      Value x = op->getOperand(side), other = op->getOperand(1 - side);
+      Value variancePlusEps;
+      if constexpr (isDiv) {
+        if (auto sqrt = other.getDefiningOp<SqrtOp>())
+          variancePlusEps = sqrt.getInput();
+      } else {
+        variancePlusEps = rsqrtInput(other);
+      }
+      std::optional<std::pair<Value, double>> sum = plusEpsilon(variancePlusEps);
+      auto mean = sum ? sum->first.getDefiningOp<ReduceMeanOp>() : ReduceMeanOp();
+      if (!mean || !mean.getKeepdims() || squaredInput(mean.getInput()) != x ||
+          x.getType() != type)
+        continue;
+      std::optional<int64_t> axis = trailingAxis(mean.getAxes(), type.getRank());
+      if (!axis)
+        continue;
+      rewriter.replaceOpWithNewOp<RmsNormOp>(op, type, x, Value(), *axis, APFloat(sum->second));
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// mul(rms_norm(x), w) with an rms_norm without a scale, read only here,
+/// and w broadcastable to the normalised dimensions (Gemma's 1 + w too).
+struct AbsorbRmsNormScale : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value normed = side ? mul.getRhs() : mul.getLhs();
+      Value scale = side ? mul.getLhs() : mul.getRhs();
+      auto rms = normed.getDefiningOp<RmsNormOp>();
+      if (!rms || rms.getScale() || !hasOneUse(normed) || mul.getType() != rms.getType())
+        continue;
+      auto t = cast<RankedTensorType>(scale.getType());
+      ArrayRef<int64_t> normShape = rms.getType().getShape().drop_front(rms.getAxis());
+      if (t.getElementType() != rms.getType().getElementType() ||
+          !isBroadcastableTo(t.getShape(), normShape))
+        continue;
+      rewriter.replaceOpWithNewOp<RmsNormOp>(mul, rms.getType(), rms.getInput(), scale,
+                                             rms.getAxis(), rms.getEpsilon());
+      return success();
+    }
+    return failure();
+  }
+};
+
 /// mul(mul(x, add(erf(div(x, sqrt 2)), 1)), 0.5), operands in any order
 /// (and x * (1/sqrt 2) for the division).
 struct FuseGelu : OpRewritePattern<MulOp> {
@@ -188,7 +286,9 @@ struct MerakFuseDecomposedPass
     : merak::impl::MerakFuseDecomposedBase<MerakFuseDecomposedPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, AbsorbLayerNormAffine, FuseGelu>(&getContext());
+    patterns.add<FuseLayerNorm>(&getContext(), /*benefit=*/2);
+    patterns.add<AbsorbLayerNormAffine, FuseRmsNorm<MulOp>, FuseRmsNorm<DivOp>,
+                 AbsorbRmsNormScale, FuseGelu>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
