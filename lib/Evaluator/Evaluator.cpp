@@ -13,12 +13,26 @@
 using namespace mlir;
 using namespace mlir::merak;
 
+/// The error for a uint64 value the int64 storage cannot hold.
+static LogicalResult uint64TooLarge(Operation *op, const Twine &what) {
+  return op->emitError("unsupported: ")
+         << what
+         << " holds a uint64 value of 2^63 or more (the reference evaluator computes with "
+            "int64)";
+}
+
 LogicalResult mlir::merak::evaluateOp(Operation *op, ArrayRef<const HostTensor *> in,
                                       SmallVectorImpl<HostTensor> &out) {
-  if (auto e = dyn_cast<EvaluableOpInterface>(op))
-    return e.evaluate(in, out);
-  return op->emitError("the reference evaluator does not support '")
-         << op->getName() << "'";
+  auto e = dyn_cast<EvaluableOpInterface>(op);
+  if (!e)
+    return op->emitError("the reference evaluator does not support '")
+           << op->getName() << "'";
+  if (failed(e.evaluate(in, out)))
+    return failure();
+  for (auto [i, t] : llvm::enumerate(out))
+    if (!t.isRepresentable())
+      return uint64TooLarge(op, "result " + Twine(i));
+  return success();
 }
 
 FailureOr<SmallVector<HostTensor>>
@@ -40,6 +54,8 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
                                       << t.getType() << ", expected "
                                       << arg.getType(),
              failure();
+    if (!t.isRepresentable())
+      return uint64TooLarge(func, "input " + Twine(arg.getArgNumber())), failure();
     env[arg] = t;
   }
   ModuleOp module = func->getParentOfType<ModuleOp>();

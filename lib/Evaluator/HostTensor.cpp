@@ -24,14 +24,23 @@ double mlir::merak::roundToFloatType(double v, FloatType type) {
 }
 
 int64_t mlir::merak::wrapToIntType(int64_t v, IntegerType type) {
-  switch (type.getWidth()) {
-  case 1:
+  const unsigned w = type.getWidth();
+  if (w == 1)
     return v != 0;
-  case 32:
-    return (int64_t)(int32_t)(uint32_t)(uint64_t)v;
-  default:
-    return v;
-  }
+  if (w >= 64)
+    return v; // uint64: the bit pattern (see isRepresentable)
+  const uint64_t low = (uint64_t)v & ((uint64_t(1) << w) - 1);
+  if (type.isUnsigned())
+    return (int64_t)low;
+  const uint64_t sign = uint64_t(1) << (w - 1);
+  return (int64_t)(low ^ sign) - (int64_t)sign; // sign-extended
+}
+
+bool HostTensor::isRepresentable() const {
+  auto it = dyn_cast<IntegerType>(getElementType());
+  if (!it || !it.isUnsigned() || it.getWidth() != 64)
+    return true;
+  return llvm::all_of(idata, [](int64_t v) { return v >= 0; });
 }
 
 HostTensor::HostTensor(RankedTensorType type) : type(type) {
@@ -60,14 +69,18 @@ void HostTensor::setFromDouble(int64_t k, double v) {
     idata[k] = 0;
     return;
   }
-  double lo = it.getWidth() == 32 ? -0x1p31 : -0x1p63;
-  double hi = it.getWidth() == 32 ? 0x1p31 : 0x1p63; // exclusive
+  const int w = (int)it.getWidth();
+  const bool isUnsigned = it.isUnsigned();
+  const double lo = isUnsigned ? 0.0 : -std::ldexp(1.0, w - 1);
+  const double hi = std::ldexp(1.0, isUnsigned ? w : w - 1); // exclusive
   if (t <= lo)
-    idata[k] = it.getWidth() == 32 ? std::numeric_limits<int32_t>::min()
-                                   : std::numeric_limits<int64_t>::min();
+    idata[k] = isUnsigned ? 0 : (w == 64 ? std::numeric_limits<int64_t>::min() : (int64_t)lo);
   else if (t >= hi)
-    idata[k] = it.getWidth() == 32 ? std::numeric_limits<int32_t>::max()
-                                   : std::numeric_limits<int64_t>::max();
+    idata[k] = isUnsigned && w == 64 ? -1 // 2^64 - 1 (not representable, see isRepresentable)
+               : !isUnsigned && w == 64 ? std::numeric_limits<int64_t>::max()
+                                        : (int64_t)(hi - 1);
+  else if (t >= 0x1p63) // uint64 above int64's range: its bit pattern
+    idata[k] = (int64_t)(uint64_t)t;
   else
     idata[k] = (int64_t)t;
 }
@@ -126,14 +139,14 @@ FailureOr<HostTensor> HostTensor::fromBytes(RankedTensorType type,
       std::memcpy(&bits, p, 2);
       llvm::APFloat ap(ft.getFloatSemantics(), llvm::APInt(16, bits));
       t.fdata[k] = ap.convertToDouble();
-    } else if (eb == 8) {
-      std::memcpy(&t.idata[k], p, 8);
-    } else if (eb == 4) {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      t.idata[k] = v;
-    } else {
+    } else if (et.isInteger(1)) {
       t.idata[k] = *p != 0;
+    } else {
+      // Integers: the low eb bytes (little-endian), wrapped (sign- or
+      // zero-extended) to the type.
+      uint64_t bits = 0;
+      std::memcpy(&bits, p, eb);
+      t.idata[k] = wrapToIntType((int64_t)bits, cast<IntegerType>(et));
     }
   }
   return t;
@@ -156,13 +169,11 @@ std::vector<char> HostTensor::toBytes() const {
       ap.convert(ft.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &lost);
       uint16_t bits = (uint16_t)ap.bitcastToAPInt().getZExtValue();
       std::memcpy(p, &bits, 2);
-    } else if (eb == 8) {
-      std::memcpy(p, &idata[k], 8);
-    } else if (eb == 4) {
-      int32_t v = (int32_t)idata[k];
-      std::memcpy(p, &v, 4);
-    } else {
+    } else if (et.isInteger(1)) {
       *p = idata[k] != 0;
+    } else { // the low eb bytes, little-endian
+      uint64_t bits = (uint64_t)idata[k];
+      std::memcpy(p, &bits, eb);
     }
   }
   return out;
@@ -188,9 +199,12 @@ FailureOr<HostTensor> HostTensor::fromAttr(ElementsAttr attr) {
       t.fdata[k++] = v.convertToDouble() ;
   } else {
     bool isBool = type.getElementType().isInteger(1);
+    bool isUnsigned = type.getElementType().isUnsignedInteger();
     int64_t k = 0;
     for (const APInt &v : dense.getValues<APInt>())
-      t.idata[k++] = isBool ? (int64_t)v.getBoolValue() : v.getSExtValue();
+      t.idata[k++] = isBool       ? (int64_t)v.getBoolValue()
+                     : isUnsigned ? (int64_t)v.getZExtValue()
+                                  : v.getSExtValue();
   }
   return t;
 }
@@ -215,7 +229,8 @@ DenseElementsAttr HostTensor::toAttr() const {
   }
   SmallVector<APInt> vals;
   vals.reserve(numElements);
+  bool isSigned = !et.isUnsignedInteger();
   for (int64_t v : idata)
-    vals.push_back(APInt(width, (uint64_t)v, /*isSigned=*/true));
+    vals.push_back(APInt(width, (uint64_t)v, isSigned, /*implicitTrunc=*/true));
   return DenseElementsAttr::get(type, vals);
 }

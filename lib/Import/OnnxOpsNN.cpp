@@ -167,12 +167,28 @@ LogicalResult pool(NodeContext &n, bool isMax) {
     return failure();
   bool ceil = n.getInt("ceil_mode", 0);
   Value in = lift(n, n.input(0)), y;
+  // MaxPool-12's int8/uint8: pooled in float32, which holds every 8- and
+  // 16-bit integer exactly (the max picks one of them).
+  Type elem = x.getElementType();
+  bool viaFloat = isa<IntegerType>(elem) && !elem.isInteger(1);
+  if (viaFloat && (!isMax || elem.getIntOrFloatBitWidth() > 16))
+    return n.unsupported((isMax ? "MaxPool of " : "AveragePool of ") + Twine("integer type ") +
+                         (elem.isUnsignedInteger() ? "u" : "") + "int" +
+                         Twine(elem.getIntOrFloatBitWidth()));
+  if (viaFloat)
+    in = n.create<CastOp>(
+        RankedTensorType::get(cast<RankedTensorType>(in.getType()).getShape(),
+                              n.builder().getF32Type()),
+        in);
   if (isMax)
     y = n.create<MaxPool2DOp>(in, win->kernel, win->strides, win->padding,
                               win->dilations, ceil);
   else
     y = n.create<AvgPool2DOp>(in, win->kernel, win->strides, win->padding, ceil,
                               (bool)n.getInt("count_include_pad", 0));
+  if (viaFloat && y)
+    y = n.create<CastOp>(
+        RankedTensorType::get(cast<RankedTensorType>(y.getType()).getShape(), elem), y);
   n.setOutputs(lower(n, y, x.getRank() == 3));
   return success();
 }

@@ -20,6 +20,12 @@ Type onnx_import::convertDataType(MLIRContext *ctx, int32_t t) {
   case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
   case onnx::TensorProto::INT64: return b.getI64Type();
   case onnx::TensorProto::INT32: return b.getI32Type();
+  case onnx::TensorProto::INT16: return b.getIntegerType(16);
+  case onnx::TensorProto::INT8: return b.getIntegerType(8);
+  case onnx::TensorProto::UINT64: return IntegerType::get(ctx, 64, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT32: return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT16: return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case onnx::TensorProto::UINT8: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
   case onnx::TensorProto::BOOL: return b.getI1Type();
   default: return {};
   }
@@ -156,7 +162,10 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
   case onnx::TensorProto::FLOAT: given = t.float_data_size(); break;
   case onnx::TensorProto::DOUBLE: given = t.double_data_size(); break;
   case onnx::TensorProto::INT64: given = t.int64_data_size(); break;
-  // INT32, BOOL, FLOAT16, BFLOAT16 live in int32_data (16-bit floats as bits).
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64: given = t.uint64_data_size(); break;
+  // INT32, (U)INT16, (U)INT8, BOOL, FLOAT16, BFLOAT16 live in int32_data
+  // (16-bit floats as bits).
   default: given = t.int32_data_size(); break;
   }
   if (given != *n) {
@@ -177,6 +186,11 @@ FailureOr<RawTensor> onnx_import::decodeTensorRaw(MLIRContext *ctx,
   case onnx::TensorProto::INT64:
     for (int64_t k = 0; k < *n; ++k)
       h.i()[k] = t.int64_data(k);
+    break;
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64:
+    for (int64_t k = 0; k < *n; ++k)
+      h.setFromInt(k, (int64_t)t.uint64_data(k));
     break;
   default: {
     if (h.isFloat()) {

@@ -32,14 +32,41 @@ static FailureOr<HostTensor> readPb(MLIRContext *ctx, StringRef path,
   return t;
 }
 
+/// The integer element types with their ONNX data type and numpy
+/// descriptor (|b1: bool; signless = signed).
+struct IntKind {
+  unsigned width;
+  bool isUnsigned;
+  int32_t onnx;
+  const char *npy;
+};
+static constexpr IntKind kIntKinds[] = {
+    {64, false, onnx::TensorProto::INT64, "<i8"},  {32, false, onnx::TensorProto::INT32, "<i4"},
+    {16, false, onnx::TensorProto::INT16, "<i2"},  {8, false, onnx::TensorProto::INT8, "|i1"},
+    {64, true, onnx::TensorProto::UINT64, "<u8"},  {32, true, onnx::TensorProto::UINT32, "<u4"},
+    {16, true, onnx::TensorProto::UINT16, "<u2"},  {8, true, onnx::TensorProto::UINT8, "|u1"},
+    {1, false, onnx::TensorProto::BOOL, "|b1"}};
+
+static const IntKind *intKind(Type t) {
+  auto it = dyn_cast<IntegerType>(t);
+  if (!it)
+    return nullptr;
+  for (const IntKind &k : kIntKinds)
+    if (k.width == it.getWidth() && k.isUnsigned == it.isUnsigned())
+      return &k;
+  return nullptr;
+}
+
 static Type npyType(MLIRContext *ctx, StringRef descr) {
   Builder b(ctx);
   if (descr == "<f4") return b.getF32Type();
   if (descr == "<f8") return b.getF64Type();
   if (descr == "<f2") return b.getF16Type();
-  if (descr == "<i8") return b.getI64Type();
-  if (descr == "<i4") return b.getI32Type();
-  if (descr == "|b1") return b.getI1Type();
+  for (const IntKind &k : kIntKinds)
+    if (descr == k.npy)
+      return k.width == 1   ? b.getI1Type()
+             : k.isUnsigned ? IntegerType::get(ctx, k.width, IntegerType::Unsigned)
+                            : b.getIntegerType(k.width);
   return {};
 }
 
@@ -144,19 +171,16 @@ static int32_t onnxDataType(Type t) {
   if (t.isF64()) return onnx::TensorProto::DOUBLE;
   if (t.isF16()) return onnx::TensorProto::FLOAT16;
   if (t.isBF16()) return onnx::TensorProto::BFLOAT16;
-  if (t.isInteger(64)) return onnx::TensorProto::INT64;
-  if (t.isInteger(32)) return onnx::TensorProto::INT32;
-  return onnx::TensorProto::BOOL;
+  const IntKind *k = intKind(t);
+  return k ? k->onnx : onnx::TensorProto::BOOL;
 }
 
 static StringRef npyDescr(Type t) {
   if (t.isF32()) return "<f4";
   if (t.isF64()) return "<f8";
   if (t.isF16()) return "<f2";
-  if (t.isInteger(64)) return "<i8";
-  if (t.isInteger(32)) return "<i4";
-  if (t.isInteger(1)) return "|b1";
-  return "";
+  const IntKind *k = intKind(t);
+  return k ? k->npy : "";
 }
 
 LogicalResult mlir::merak::writeTensorFile(const HostTensor &t, StringRef path,

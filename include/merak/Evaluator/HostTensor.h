@@ -37,6 +37,11 @@ public:
   std::vector<int64_t> &i() { return idata; }
   const std::vector<int64_t> &i() const { return idata; }
 
+  /// False when a uint64 element is 2^63 or more: the integers are stored
+  /// as int64, whose order, division and conversions such a value breaks,
+  /// so the evaluator reports it instead of computing with it.
+  bool isRepresentable() const;
+
   /// Element `k` as a double, whatever the storage.
   double getAsDouble(int64_t k) const {
     return isFloat() ? fdata[k] : (double)idata[k];
@@ -72,7 +77,8 @@ private:
 
 /// Rounds a double to the precision of a float type.
 double roundToFloatType(double v, FloatType type);
-/// Wraps an integer to the width of an integer type (i1: 0/1).
+/// Wraps an integer to the width and signedness of an integer type (i1:
+/// 0/1; ui8..ui32 zero-extended; ui64 kept as its bit pattern).
 int64_t wrapToIntType(int64_t v, IntegerType type);
 
 } // namespace mlir::merak

@@ -31,9 +31,9 @@ std::string emitc_lowering::dtypeOf(Type type) {
     return "DT::F64";
   if (type.isBF16())
     return "DT::BF16";
-  if (type.isInteger(64))
+  if (type.isSignlessInteger(64))
     return "DT::I64";
-  if (type.isInteger(32))
+  if (type.isSignlessInteger(32))
     return "DT::I32";
   return "DT::BOOL"; // merak-plan-memory admitted nothing else
 }

@@ -34,7 +34,7 @@ merak.param @w : tensor<2xf32> = dense_resource<blob> : tensor<2xf16>
 // -----
 
 // expected-error @+1 {{'merak.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of}}
-merak.param @w : tensor<2xi8> = dense<1> : tensor<2xi8>
+merak.param @w : tensor<2xi4> = dense<1> : tensor<2xi4>
 
 // -----
 
@@ -78,7 +78,7 @@ func.func @constant_type_mismatch() {
 
 func.func @constant_bad_element_type() {
   // expected-error @+1 {{'merak.constant' op result #0 must be statically shaped tensor of}}
-  %0 = merak.constant dense<1> : tensor<2xi16>
+  %0 = merak.constant dense<1> : tensor<2xi128>
   return
 }
 

@@ -122,21 +122,21 @@ def k_unknown_ops(out):
     return m
 
 
-def k_uint8_input(out):
+def k_complex_input(out):
     nodes = [helper.make_node("Cast", ["x"], ["y"], name="cast", to=F)]
-    return model(nodes, [vi("x", TensorProto.UINT8, [2, 3])], [vi("y", F, [2, 3])])
+    return model(nodes, [vi("x", TensorProto.COMPLEX64, [2, 3])], [vi("y", F, [2, 3])])
 
 
-def k_uint8_init(out):
-    q = numpy_helper.from_array(np.arange(6, dtype=np.uint8).reshape(2, 3), "quant.table")
-    nodes = [helper.make_node("Cast", ["quant.table"], ["qf"], name="cast", to=F),
+def k_complex_init(out):
+    q = numpy_helper.from_array(np.arange(6, dtype=np.complex64).reshape(2, 3), "phase.table")
+    nodes = [helper.make_node("Cast", ["phase.table"], ["qf"], name="cast", to=F),
              helper.make_node("Add", ["x", "qf"], ["y"], name="add")]
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [q])
 
 
-def k_cast_uint8(out):
-    nodes = [helper.make_node("Cast", ["x"], ["y"], name="to_u8", to=TensorProto.UINT8)]
-    return model(nodes, [vi("x", F, [2, 3])], [vi("y", TensorProto.UINT8, [2, 3])])
+def k_cast_string(out):
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="to_str", to=TensorProto.STRING)]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", TensorProto.STRING, [2, 3])])
 
 
 def k_cycle(out):

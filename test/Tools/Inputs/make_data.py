@@ -51,7 +51,7 @@ def cmd_mlp(d):
     # Wrong files for the error tests.
     np.save(os.path.join(d, "x_f64.npy"), x.astype(np.float64))
     np.save(os.path.join(d, "x_3x2.npy"), x.reshape(3, 2))
-    np.save(os.path.join(d, "x_u8.npy"), np.zeros((2, 3), np.uint8))
+    np.save(os.path.join(d, "x_c8.npy"), np.zeros((2, 3), np.complex64))
     np.save(os.path.join(d, "x_fortran.npy"), np.asfortranarray(x))
     y_off = y.copy()
     y_off[1, 2] += 0.5

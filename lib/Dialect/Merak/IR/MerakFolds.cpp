@@ -55,7 +55,9 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
     else if (from.isInteger(1))
       d = cast<IntegerAttr>(v).getValue().getBoolValue() ? 1.0 : 0.0;
     else
-      d = (double)cast<IntegerAttr>(v).getValue().getSExtValue();
+      d = from.isUnsignedInteger()
+              ? (double)cast<IntegerAttr>(v).getValue().getZExtValue()
+              : (double)cast<IntegerAttr>(v).getValue().getSExtValue();
     return SplatElementsAttr::get(getType(), FloatAttr::get(f, d));
   }
   return {};

@@ -32,9 +32,11 @@ int64_t mlir::merak::storageElementBytes(Type t) {
     return 1;
   if (t.isBF16())
     return 2;
-  if (t.isF32() || t.isInteger(32))
+  // The runtime's types: int8/int16 and the unsigned integers (values of
+  // the importer and the evaluator) are not among them.
+  if (t.isF32() || t.isSignlessInteger(32))
     return 4;
-  if (t.isF64() || t.isInteger(64))
+  if (t.isF64() || t.isSignlessInteger(64))
     return 8;
   return 0;
 }

@@ -67,13 +67,19 @@ defvar Merak_FlopsAndBytesCost = "int64_t getFlops(); int64_t getBytesAccessed()
 // Element types the dialect supports.
 def Merak_Float : AnyTypeOf<[F32, F16, BF16, F64]>;
 def Merak_Int : AnyTypeOf<[I64, I32]>;
-def Merak_Element : AnyTypeOf<[F32, F16, BF16, F64, I64, I32, I1]>;
+def Merak_Element : AnyTypeOf<[F32, F16, BF16, F64, I64, I32, I16, I8, UI64, UI32, UI16,
+                                UI8, I1]>;
 
 // All merak values have static shapes (dynamic dimensions are bound at
-// import), so every later phase can size buffers and shard exactly.
-def Merak_Tensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32, I1]>;
+// import), so every later phase can size buffers and shard exactly. The
+// narrow and unsigned integers (ONNX's int8/int16/uint8..uint64) are
+// values of the importer and the reference evaluator (wrapping at their
+// width); the code generator takes float, i64, i32 and i1 only.
+def Merak_Tensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32, I16, I8, UI64, UI32,
+                                        UI16, UI8, I1]>;
 def Merak_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16, F64]>;
-def Merak_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32]>;
+def Merak_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32, I16, I8, UI64,
+                                               UI32, UI16, UI8]>;
 def Merak_IntTensor : StaticShapeTensorOf<[I64, I32]>;
 def Merak_BoolTensor : StaticShapeTensorOf<[I1]>;
 
