@@ -19,6 +19,11 @@
 //     indices computed at run time (float data only):
 //       result = where(scatter_add(1, idx) > 0, scatter_add(updates, idx), data)
 //   reduction "add": data + scatter_add(updates, idx).
+//   reduction "mul", "min", "max" (indices known at compile time): the
+//     updates that land on one position form layers (the first update of
+//     each position, the second, ...), each combined into the result:
+//       result = where(set_l, op(result, gather(updates, src_l)), result)
+//     with run-time indices they are refused by name.
 //
 // Repeated indices with reduction "none" are undefined in ONNX; the
 // compile-time path keeps the last write (as onnxruntime does).
@@ -139,15 +144,71 @@ LogicalResult gatherND(NodeContext &n) {
   return success();
 }
 
-/// The reduction attribute of a scatter with valid indices: "none" or "add"
-/// (true; mul/min/max are refused).
-FailureOr<bool> scatterReduction(NodeContext &n) {
+/// A scatter's reduction attribute.
+enum class Reduction { None, Add, Mul, Min, Max };
+
+/// The reduction attribute of a scatter with valid indices.
+FailureOr<Reduction> scatterReduction(NodeContext &n) {
   if (failed(checkIndexType(n, 1)))
     return failure();
   std::string red = n.getString("reduction", "none");
-  if (red == "none" || red == "add")
-    return red == "add";
-  return n.unsupported("reduction '" + red + "'");
+  if (red == "none")
+    return Reduction::None;
+  if (red == "add")
+    return Reduction::Add;
+  if (red == "mul")
+    return Reduction::Mul;
+  if (red == "min")
+    return Reduction::Min;
+  if (red == "max")
+    return Reduction::Max;
+  return n.error("unknown reduction '" + red + "'");
+}
+
+/// result = data combined by `red` (mul, min, max) with every update at the
+/// compile-time flat positions `pos`, in layers of one update per position.
+LogicalResult scatterReduceConstant(NodeContext &n, ArrayRef<int64_t> pos, Reduction red) {
+  auto data = n.inputType(0);
+  int64_t total = data.getNumElements();
+  if (total > kMaxMaterialisedElements)
+    return n.error("data of " + Twine(total) + " elements is too large for a "
+                   "compile-time scatter map (limit " +
+                   Twine(kMaxMaterialisedElements) + ")");
+  SmallVector<int64_t> seen(total, 0);
+  int64_t layers = 0;
+  for (int64_t p : pos) {
+    if (p < 0 || p >= total)
+      return n.error("an index is out of range of data's shape");
+    layers = std::max(layers, ++seen[p]);
+  }
+  auto i64 = n.builder().getI64Type(), i1 = n.builder().getI1Type();
+  Value upd = n.reshape(n.input(2), {(int64_t)pos.size()});
+  Value out = n.reshape(n.input(0), {total});
+  std::vector<bool> used(pos.size(), false); // combined in an earlier layer
+  for (int64_t l = 0; l < layers; ++l) {
+    HostTensor src(withElement({total}, i64)), isSet(withElement({total}, i1));
+    for (int64_t u = 0, e = pos.size(); u < e; ++u)
+      if (!used[u] && !isSet.i()[pos[u]]) {
+        src.i()[pos[u]] = u;
+        isSet.i()[pos[u]] = 1;
+        used[u] = true;
+      }
+    Value picked = n.create<GatherOp>(upd, n.constant(src), 0);
+    Value combined = red == Reduction::Mul   ? n.create<MulOp>(out, picked)
+                     : red == Reduction::Min ? n.create<MinOp>(out, picked)
+                                             : n.create<MaxOp>(out, picked);
+    out = n.create<WhereOp>(n.constant(isSet), combined, out);
+  }
+  n.setOutputs(n.reshape(out, data.getShape()));
+  return success();
+}
+
+LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos);
+
+/// The constant-index form of a scatter with reduction `red` at the flat
+/// positions `pos` (none: the last write; mul/min/max: layered).
+LogicalResult scatterAtPositions(NodeContext &n, ArrayRef<int64_t> pos, Reduction red) {
+  return red == Reduction::None ? scatterConstant(n, pos) : scatterReduceConstant(n, pos, red);
 }
 
 /// The most leading dimensions of data (at most rank - 1) over which the
@@ -230,9 +291,20 @@ LogicalResult scatterRuntime(NodeContext &n, bool add, ScatterFn scatter) {
   return success();
 }
 
+/// The run-time-index form: none or add only (mul, min and max need the
+/// indices at compile time).
+FailureOr<bool> runtimeAdd(NodeContext &n, Reduction red) {
+  if (red == Reduction::None || red == Reduction::Add)
+    return red == Reduction::Add;
+  std::string what = std::string("the indices of a scatter with reduction '") +
+                     (red == Reduction::Mul ? "mul" : red == Reduction::Min ? "min" : "max") + "'";
+  (void)n.constantInput(1, what);
+  return failure();
+}
+
 LogicalResult scatterND(NodeContext &n) {
-  auto add = scatterReduction(n);
-  if (failed(add))
+  auto red = scatterReduction(n);
+  if (failed(red))
     return failure();
   auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
   int64_t r = data.getRank(), q = idxT.getRank();
@@ -250,7 +322,7 @@ LogicalResult scatterND(NodeContext &n) {
                    "indices.shape[:-1] + data.shape[k:]");
   ArrayRef<int64_t> dims = data.getShape().take_front(k);
   int64_t block = product(data.getShape().drop_front(k));
-  if (auto c = knownIndices(n, 1); c && !*add) {
+  if (auto c = knownIndices(n, 1); c && *red != Reduction::Add) {
     SmallVector<int64_t> pos;
     int64_t tuples = idxT.getNumElements() / std::max<int64_t>(k, 1);
     for (int64_t t = 0; t < tuples; ++t) {
@@ -265,8 +337,11 @@ LogicalResult scatterND(NodeContext &n) {
       for (int64_t e = 0; e < block; ++e)
         pos.push_back(lin * block + e);
     }
-    return scatterConstant(n, pos);
+    return scatterAtPositions(n, pos, *red);
   }
+  auto add = runtimeAdd(n, *red);
+  if (failed(add))
+    return failure();
   SmallVector<int64_t> flat{product(dims)};
   flat.append(data.getShape().begin() + k, data.getShape().end());
   Value linear = linearIndex(n, indicesAsI64(n, 1), dims);
@@ -278,8 +353,8 @@ LogicalResult scatterND(NodeContext &n) {
 }
 
 LogicalResult scatterElements(NodeContext &n) {
-  auto add = scatterReduction(n);
-  if (failed(add))
+  auto red = scatterReduction(n);
+  if (failed(red))
     return failure();
   auto data = n.inputType(0), idxT = n.inputType(1), updT = n.inputType(2);
   auto ax = n.axis(n.getInt("axis", 0), data.getRank());
@@ -292,7 +367,7 @@ LogicalResult scatterElements(NodeContext &n) {
   for (int64_t d = 0; d < data.getRank(); ++d)
     if (d != *ax && idxT.getDimSize(d) > data.getDimSize(d))
       return n.error("indices' dimension " + Twine(d) + " exceeds data's");
-  if (auto c = knownIndices(n, 1); c && !*add) {
+  if (auto c = knownIndices(n, 1); c && *red != Reduction::Add) {
     ArrayRef<int64_t> ishape = idxT.getShape(), dshape = data.getShape();
     int64_t rank = ishape.size(), dim = dshape[*ax];
     SmallVector<int64_t> pos, at(rank, 0);
@@ -308,8 +383,11 @@ LogicalResult scatterElements(NodeContext &n) {
       for (int64_t d = rank - 1; d >= 0 && ++at[d] == ishape[d]; --d)
         at[d] = 0;
     }
-    return scatterConstant(n, pos);
+    return scatterAtPositions(n, pos, *red);
   }
+  auto add = runtimeAdd(n, *red);
+  if (failed(add))
+    return failure();
   Value idx = indicesAsI64(n, 1);
   return scatterRuntime(n, *add, [&](Value v) {
     return n.create<GatherElementsGradOp>(data, v, idx, *ax);
@@ -500,7 +578,7 @@ void onnx_import::registerIndexingOps(OpRegistry &r) {
   r.add("ScatterND", 11, scatterND);
   r.sameAs("ScatterND", 13, 11);   // bfloat16
   r.add("ScatterND", 16, scatterND); // reduction add/mul
-  r.sameAs("ScatterND", 18, 16);     // reduction min/max (refused by name)
+  r.sameAs("ScatterND", 18, 16);     // reduction min/max
   r.add("Scatter", 9, scatterElements); // ScatterElements under its old name
   r.sameAs("Scatter", 11, 9);
   r.add("ScatterElements", 11, scatterElements);
