@@ -249,6 +249,8 @@ Value importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<int64_t>
                             int64_t outPadD);
 enum class PoolKind { Max, Average, Lp };
 LogicalResult importPoolBySlices(NodeContext &n, PoolKind kind);
+/// CenterCropPad-18 (OnnxOpsWindow.cpp): slices and zero pads.
+LogicalResult importCenterCropPad(NodeContext &n);
 /// x with `before` and `after` elements of `value` added along dimension d
 /// (OnnxOpsWindow.cpp).
 Value padWith(NodeContext &n, Value x, int64_t d, int64_t before, int64_t after, double value);

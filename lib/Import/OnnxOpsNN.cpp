@@ -220,12 +220,36 @@ LogicalResult batchNorm(NodeContext &n) {
     return n.unsupported("spatial=0");
   bool training = n.getOpset() >= 14 ? n.getInt("training_mode", 0) != 0
                                      : n.numOutputs() > 1 && !n.getInt("is_test", 0);
-  for (unsigned i = 1; i < n.numOutputs(); ++i)
-    if (n.isOutputUsed(i))
-      return n.unsupported("running-statistics outputs");
-  n.setOutputs(n.create<BatchNormOp>(
+  SmallVector<Value> outs{n.create<BatchNormOp>(
       n.inputType(0), n.input(0), n.input(1), n.input(2), n.input(3), n.input(4),
-      llvm::APFloat(n.getFloat("epsilon", 1e-5)), training));
+      llvm::APFloat(n.getFloat("epsilon", 1e-5)), training)};
+  bool stats = false;
+  for (unsigned i = 1; i < n.numOutputs(); ++i)
+    stats |= n.isOutputUsed(i);
+  if (stats) {
+    // The running statistics (momentum m): mean * m + batch mean * (1 - m),
+    // var likewise with the batch's population variance; BN-9 and earlier
+    // also give the batch's mean and variance (outputs 3 and 4).
+    if (!training)
+      return n.error("the running statistics are outputs in training mode only");
+    auto x = n.inputType(0);
+    SmallVector<int64_t> axes{0};
+    for (int64_t d = 2; d < x.getRank(); ++d)
+      axes.push_back(d);
+    Value in = n.input(0);
+    Value meanKept = n.create<ReduceMeanOp>(in, axes, true);
+    Value centered = n.create<SubOp>(in, meanKept);
+    Value var = n.create<ReduceMeanOp>(n.create<MulOp>(centered, centered), axes, false);
+    Value mean = n.create<ReduceMeanOp>(in, axes, false);
+    double m = n.getFloat("momentum", 0.9);
+    auto running = [&](Value old, Value batch) {
+      return n.create<AddOp>(n.create<MulOp>(old, n.scalarLike(old, m)),
+                             n.create<MulOp>(batch, n.scalarLike(batch, 1 - m)));
+    };
+    outs.append({running(n.input(3), mean), running(n.input(4), var), mean, var});
+    outs.resize(n.numOutputs());
+  }
+  n.setOutputs(outs);
   return success();
 }
 
@@ -672,6 +696,7 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.sameAs("LpPool", 11, 2);  // auto_pad, kernel_shape now required
   r.sameAs("LpPool", 18, 2);  // ceil_mode, dilations
   r.sameAs("LpPool", 22, 2);  // bfloat16
+  r.add("CenterCropPad", 18, importCenterCropPad);
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 6, batchNorm);

@@ -1,4 +1,4 @@
-//===- OnnxOpsWindow.cpp - Sliding windows: attributes, 3-d Conv, pooling --===//
+//===- OnnxOpsWindow.cpp - Windows: attributes, 3-d Conv, pooling, crops ---===//
 //
 // The window attributes of Conv, ConvTranspose and the pooling ops, and the
 // windows merak's 2-d ops (merak.conv2d, conv2d_backward_data, max_pool2d,
@@ -24,6 +24,8 @@
 //              ceil_mode's overhang), as onnx's reference and PyTorch count;
 //              LpPool sums |x|^p (x * x for p = 2) and takes the p-th root
 //              (a square root), padding adding nothing.
+//   CenterCropPad
+//              per axis a centred slice or a centred zero pad.
 //
 // The gradients are those of slices, sums, maxima and 2-d convolutions.
 //
@@ -317,5 +319,52 @@ LogicalResult onnx_import::importPoolBySlices(NodeContext &n, PoolKind kind) {
     acc = n.create<MulOp>(acc, n.constant(inv));
   }
   n.setOutputs(acc);
+  return success();
+}
+
+/// CenterCropPad-18: along each axis, a crop centred as onnx's reference
+/// centres it (the slice from floor((dim - s) / 2)) or a zero pad
+/// (floor((s - dim) / 2) before, the rest after), in the order of `axes`.
+LogicalResult onnx_import::importCenterCropPad(NodeContext &n) {
+  auto x = n.inputType(0);
+  int64_t rank = x.getRank();
+  auto shape = n.constantInts(1, "the target shape");
+  if (failed(shape))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (auto given = n.getInts("axes")) {
+    for (int64_t a : *given) {
+      auto ax = n.axis(a, rank);
+      if (failed(ax))
+        return failure();
+      if (llvm::is_contained(axes, *ax))
+        return n.error("axis " + Twine(*ax) + " is given twice");
+      axes.push_back(*ax);
+    }
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  if (axes.size() != shape->size())
+    return n.error("the target shape has " + Twine(shape->size()) + " values for " +
+                   Twine(axes.size()) + " axes");
+  Value y = n.input(0);
+  for (auto [a, s] : llvm::zip(axes, *shape)) {
+    SmallVector<int64_t> cur(cast<RankedTensorType>(y.getType()).getShape());
+    int64_t dim = cur[a];
+    if (s < 0)
+      return n.error("target size " + Twine(s) + " of axis " + Twine(a) + " is negative");
+    if (s < dim) {
+      SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+      starts[a] = (dim - s) / 2;
+      cur[a] = starts[a] + s;
+      y = n.create<SliceOp>(y, starts, cur, steps);
+    } else if (s > dim) {
+      int64_t before = (s - dim) / 2;
+      y = padWith(n, y, a, before, s - dim - before, 0.0);
+    }
+  }
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(y);
   return success();
 }
