@@ -27,7 +27,10 @@ SmallVector<int64_t> kernels::broadcastStrides(ArrayRef<int64_t> in,
 }
 
 namespace {
-enum class Bin { Add, Sub, Mul, Div, Rem, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+enum class Bin {
+  Add, Sub, Mul, Div, Rem, Pow, Max, Min, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor,
+  BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight
+};
 } // namespace
 
 static double applyFloat(Bin k, double a, double b) {
@@ -90,6 +93,14 @@ static FailureOr<int64_t> applyInt(Bin k, int64_t a, int64_t b) {
   case Bin::And: return (a != 0) && (b != 0);
   case Bin::Or: return (a != 0) || (b != 0);
   case Bin::Xor: return (a != 0) != (b != 0);
+  // On the int64 storage (sign- or zero-extended), wrapped to the type by
+  // the caller: the bits of the element type's width are the type's.
+  case Bin::BitAnd: return a & b;
+  case Bin::BitOr: return a | b;
+  case Bin::BitXor: return a ^ b;
+  case Bin::ShiftLeft: return b < 0 || b >= 64 ? 0 : (int64_t)((uint64_t)a << b);
+  case Bin::ShiftRight: // arithmetic on the storage: logical for zero-extended unsigned values
+    return b < 0 || b >= 64 ? (a < 0 ? -1 : 0) : a >> b;
   }
   return failure();
 }
@@ -203,6 +214,10 @@ LogicalResult kernels::eval(SignOp op, Operands in, Results out) {
   return evalUnary(
       op, in, out, [](double x) { return (double)((x > 0) - (x < 0)); },
       [](int64_t x) { return (int64_t)((x > 0) - (x < 0)); });
+}
+
+LogicalResult kernels::eval(BitNotOp op, Operands in, Results out) {
+  return evalUnary(op, in, out, nullptr, [](int64_t x) { return ~x; });
 }
 
 LogicalResult kernels::eval(NotOp op, Operands in, Results out) {

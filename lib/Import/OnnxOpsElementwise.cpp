@@ -204,6 +204,18 @@ LogicalResult where(NodeContext &n) {
 
 LogicalResult notOp(NodeContext &n) { return unary<NotOp>(n); }
 
+/// BitShift-11 (unsigned integers) and -28 (signed too: the right shift
+/// arithmetic, a shift by a negative count or at least the width 0, or -1
+/// for a negative signed value shifted right), as merak's shift ops.
+LogicalResult bitShift(NodeContext &n) {
+  std::string dir = n.getString("direction", "");
+  if (dir == "LEFT")
+    return binary<ShiftLeftOp>(n);
+  if (dir == "RIGHT")
+    return binary<ShiftRightOp>(n);
+  return n.error("direction must be LEFT or RIGHT, got '" + dir + "'");
+}
+
 LogicalResult isNaN(NodeContext &n) {
   Value x = n.input(0);
   n.setOutputs(n.create<NeOp>(x, x));
@@ -237,6 +249,12 @@ void onnx_import::registerElementwiseOps(OpRegistry &r) {
   r.add("And", 7, binary<AndOp>);
   r.add("Or", 7, binary<OrOp>);
   r.add("Xor", 7, binary<XorOp>);
+  r.add("BitwiseAnd", 18, binary<BitAndOp>);
+  r.add("BitwiseOr", 18, binary<BitOrOp>);
+  r.add("BitwiseXor", 18, binary<BitXorOp>);
+  r.add("BitwiseNot", 18, unary<BitNotOp>);
+  r.add("BitShift", 11, bitShift);
+  r.add("BitShift", 28, bitShift);
   r.add("Max", 6, variadic<MaxOp>);
   r.add("Min", 6, variadic<MinOp>);
   r.add("Sum", 6, variadic<AddOp>);

@@ -287,6 +287,8 @@ void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
            double b) {
   if (n <= 0)
     return;
+  if (op == Unary::BitNot)
+    fatal("unary: bit_not is not in the CUDA kernels");
   cuda::Unary k;
   const bool native = cudaUnary(op, k);
   if (t == DT::BF16 && native) // bf16 in and out, float32 inside
@@ -346,6 +348,8 @@ void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
   const int64_t n = dout.numel();
   if (n == 0)
     return;
+  if (op >= Binary::BitAnd)
+    fatal("binary: the bitwise ops are not in the CUDA kernels");
   const bool cmp = op >= Binary::Eq;
   const bool arith = op == Binary::Add || op == Binary::Sub || op == Binary::Mul ||
                      op == Binary::Div || op == Binary::Max || op == Binary::Min;

@@ -159,7 +159,7 @@ void unaryFloat(Unary op, const T *x, T *y, int64_t n, double a, double b) {
     return mapD(x, y, n, [a, b](double v) {
       return std::isnan(v) ? v : std::min(std::max(v, a), b);
     });
-  case Unary::Not: break;
+  case Unary::Not: case Unary::BitNot: break;
   }
   fatal("unary: op has no float form");
 }
@@ -176,6 +176,7 @@ void unaryInt(Unary op, const T *x, T *y, int64_t n, double lo, double hi) {
                 [](T v) { return v < 0 ? static_cast<T>(U(0) - U(v)) : v; });
   case Unary::Sign:
     return mapN(x, y, n, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+  case Unary::BitNot: return mapN(x, y, n, [](T v) { return static_cast<T>(~v); });
   case Unary::Clamp: {
     // As the evaluator: in int64 against the f64 bounds, then wrapped to T.
     auto toInt = [](double v) {
@@ -372,6 +373,17 @@ void binaryArith(Binary op, const T *a, const Dims &da, const T *b,
       });
     case Binary::Max: return run([](T x, T y) { return std::max(x, y); });
     case Binary::Min: return run([](T x, T y) { return std::min(x, y); });
+    case Binary::BitAnd: return run([](T x, T y) { return T(x & y); });
+    case Binary::BitOr: return run([](T x, T y) { return T(x | y); });
+    case Binary::BitXor: return run([](T x, T y) { return T(x ^ y); });
+    case Binary::ShiftLeft: // as the evaluator: 0 past the width
+      return run([](T x, T y) {
+        return y < 0 || y >= T(8 * sizeof(T)) ? T(0) : T(U(x) << y);
+      });
+    case Binary::ShiftRight: // arithmetic (the runtime's integers are signed)
+      return run([](T x, T y) {
+        return y < 0 || y >= T(8 * sizeof(T)) ? T(x < 0 ? -1 : 0) : T(x >> y);
+      });
     default: break;
     }
   }
@@ -414,6 +426,11 @@ void binary(Binary op, DT t, const void *a, const Dims &da, const void *b,
     return;
   }
   switch (op) {
+  case Binary::BitAnd: case Binary::BitOr: case Binary::BitXor: case Binary::ShiftLeft:
+  case Binary::ShiftRight:
+    if (t != DT::I32 && t != DT::I64)
+      fatal("binary: bitwise ops take integer tensors");
+    [[fallthrough]];
   case Binary::Add: case Binary::Sub: case Binary::Mul: case Binary::Div:
   case Binary::Pow: case Binary::Max: case Binary::Min: case Binary::Rem:
     dispatchNumeric(t, "binary: arithmetic needs a numeric type", [&](auto tag) {

@@ -405,6 +405,36 @@ TEST(OpsElementwise, BinaryIntegerSemantics) {
   EXPECT_EQ(lo, (std::vector<uint8_t>{1, 0, 1, 0, 0, 0}));
 }
 
+// Bitwise ops and shifts on the runtime's integers, against hand-computed
+// two's-complement values: a shift by a negative count or at least the
+// width gives 0 (left) or the sign (right, arithmetic); bit_not is ~x;
+// floats are refused.
+TEST(OpsElementwise, BitwiseAndShifts) {
+  using B = cpu::Binary;
+  useThreadsafeDeathTests();
+  std::vector<int32_t> a{12, -12, 0x7fffffff, -1, 5, -8}, b{10, 3, 1, 31, 32, -1}, y(6);
+  Dims d = D({6});
+  cpu::binary(B::BitAnd, DT::I32, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int32_t>{8, 0, 1, 31, 0, -8}));
+  cpu::binary(B::BitOr, DT::I32, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int32_t>{14, -9, 0x7fffffff, -1, 37, -1}));
+  cpu::binary(B::BitXor, DT::I32, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int32_t>{6, -9, 0x7ffffffe, -32, 37, 7}));
+  cpu::binary(B::ShiftLeft, DT::I32, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int32_t>{12288, -96, -2, std::numeric_limits<int32_t>::min(), 0, 0}));
+  cpu::binary(B::ShiftRight, DT::I32, a.data(), d, b.data(), d, y.data(), d);
+  EXPECT_EQ(y, (std::vector<int32_t>{0, -2, 0x3fffffff, -1, 0, -1}));
+  std::vector<int64_t> l{1, -3}, s{63, 64}, ly(2);
+  cpu::binary(B::ShiftLeft, DT::I64, l.data(), D({2}), s.data(), D({2}), ly.data(), D({2}));
+  EXPECT_EQ(ly, (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 0}));
+  std::vector<int64_t> nx{0, -1, 5}, ny(3);
+  cpu::unary(cpu::Unary::BitNot, DT::I64, nx.data(), ny.data(), 3, 0, 0);
+  EXPECT_EQ(ny, (std::vector<int64_t>{-1, 0, -6}));
+  std::vector<float> f{1, 2}, fy(2);
+  EXPECT_EXIT(cpu::binary(B::BitAnd, DT::F32, f.data(), D({2}), f.data(), D({2}), fy.data(), D({2})),
+              ::testing::ExitedWithCode(3), "bitwise ops take integer tensors");
+}
+
 TEST(OpsElementwise, IntegerDivisionByZeroIsFatal) {
   useThreadsafeDeathTests();
   std::vector<int64_t> a{1, 2}, b{1, 0}, y(2);

@@ -30,7 +30,7 @@ namespace mlir::merak::emitc_lowering {
   X(TanhOp, Tanh) X(ErfOp, Erf) X(SigmoidOp, Sigmoid) X(SoftplusOp, Softplus)  \
   X(ReciprocalOp, Reciprocal) X(SinOp, Sin) X(CosOp, Cos) X(FloorOp, Floor)    \
   X(CeilOp, Ceil) X(ReluOp, Relu) X(NegOp, Neg) X(AbsOp, Abs) X(SignOp, Sign)  \
-  X(NotOp, Not) X(AsinOp, Asin) X(AcosOp, Acos) X(AtanOp, Atan)
+  X(NotOp, Not) X(AsinOp, Asin) X(AcosOp, Acos) X(AtanOp, Atan) X(BitNotOp, BitNot)
 
 /// Every other op with a rule.
 #define MERAK_LOWERING_OPS(X)                                                  \

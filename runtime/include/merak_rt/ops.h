@@ -73,14 +73,16 @@ enum class Unary : int32_t {
   Ceil, Relu, Neg, Abs, Sign, Not, Gelu, LeakyRelu, Clamp,
   GeluTanh, // gelu with approximate_tanh
   Softplus, // log(1 + e^x) as max(x, 0) + log1p(e^-|x|)
-  Asin, Acos, Atan // NaN outside [-1, 1] for asin and acos
+  Asin, Acos, Atan, // NaN outside [-1, 1] for asin and acos
+  BitNot            // integers: ~x
 };
 
 /// The op of binary().
 enum class Binary : int32_t {
   Add, Sub, Mul, Div, Pow, Max, Min, Rem, // numeric -> same type
   Eq, Ne, Lt, Le, Gt, Ge,                 // numeric -> BOOL
-  And, Or, Xor                            // BOOL -> BOOL
+  And, Or, Xor,                           // BOOL -> BOOL
+  BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight // integers -> same type (CPU)
 };
 
 /// The op of reduce().

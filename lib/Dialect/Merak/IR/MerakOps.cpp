@@ -121,6 +121,11 @@ MERAK_BINARY_INFER(GeOp, Compare)
 MERAK_BINARY_INFER(AndOp, Logical)
 MERAK_BINARY_INFER(OrOp, Logical)
 MERAK_BINARY_INFER(XorOp, Logical)
+MERAK_BINARY_INFER(BitAndOp, Arith)
+MERAK_BINARY_INFER(BitOrOp, Arith)
+MERAK_BINARY_INFER(BitXorOp, Arith)
+MERAK_BINARY_INFER(ShiftLeftOp, Arith)
+MERAK_BINARY_INFER(ShiftRightOp, Arith)
 #undef MERAK_BINARY_INFER
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

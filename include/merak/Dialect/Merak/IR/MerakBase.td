@@ -81,6 +81,7 @@ def Merak_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16, F64]>;
 def Merak_NumericTensor : StaticShapeTensorOf<[F32, F16, BF16, F64, I64, I32, I16, I8, UI64,
                                                UI32, UI16, UI8]>;
 def Merak_IntTensor : StaticShapeTensorOf<[I64, I32]>;
+def Merak_IntegerTensor : StaticShapeTensorOf<[I64, I32, I16, I8, UI64, UI32, UI16, UI8]>;
 def Merak_BoolTensor : StaticShapeTensorOf<[I1]>;
 
 #endif // MERAK_BASE_TD

@@ -31,7 +31,8 @@ int64_t operandAndResultBytes(Operation *op);
   X(AddOp, Add) X(SubOp, Sub) X(MulOp, Mul) X(DivOp, Div) X(PowOp, Pow)        \
   X(MaxOp, Max) X(MinOp, Min) X(RemOp, Rem) X(EqOp, Eq) X(NeOp, Ne)            \
   X(LtOp, Lt) X(LeOp, Le) X(GtOp, Gt) X(GeOp, Ge) X(AndOp, And) X(OrOp, Or)    \
-  X(XorOp, Xor)
+  X(XorOp, Xor) X(BitAndOp, BitAnd) X(BitOrOp, BitOr) X(BitXorOp, BitXor)      \
+  X(ShiftLeftOp, ShiftLeft) X(ShiftRightOp, ShiftRight)
 #define MERAK_REDUCE_OP_KINDS(X)                                               \
   X(ReduceSumOp, Sum) X(ReduceMeanOp, Mean) X(ReduceMaxOp, Max)                \
   X(ReduceMinOp, Min) X(ReduceProdOp, Prod)

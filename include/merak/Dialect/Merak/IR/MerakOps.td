@@ -106,6 +106,11 @@ class Merak_LogicalOp<string mnemonic, string summaryText>
     : Merak_BinaryOp<mnemonic, Merak_BoolTensor, "Operands and result are `i1`."> {
   let summary = summaryText;
 }
+class Merak_BitwiseOp<string mnemonic, string summaryText>
+    : Merak_BinaryOp<mnemonic, Merak_IntegerTensor,
+                     "Integers; the result has the operands' element type."> {
+  let summary = summaryText;
+}
 
 def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition", [Merak_AutocastBinary]>;
 def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction", [Merak_AutocastBinary]>;
@@ -127,6 +132,16 @@ def Merak_LeOp : Merak_CompareOp<"le", "Elementwise less-or-equal">;
 def Merak_GtOp : Merak_CompareOp<"gt", "Elementwise greater-than">;
 def Merak_GeOp : Merak_CompareOp<"ge", "Elementwise greater-or-equal">;
 def Merak_AndOp : Merak_LogicalOp<"and", "Elementwise logical and">;
+def Merak_BitAndOp : Merak_BitwiseOp<"bit_and", "Elementwise bitwise and">;
+def Merak_BitOrOp : Merak_BitwiseOp<"bit_or", "Elementwise bitwise or">;
+def Merak_BitXorOp : Merak_BitwiseOp<"bit_xor", "Elementwise bitwise exclusive or">;
+def Merak_ShiftLeftOp : Merak_BitwiseOp<"shift_left",
+    "Elementwise left shift of lhs's bits by rhs (0 when rhs is negative or at least the "
+    "width)">;
+def Merak_ShiftRightOp : Merak_BitwiseOp<"shift_right",
+    "Elementwise right shift of lhs's bits by rhs: logical for unsigned types, arithmetic "
+    "for signed ones (a shift by a negative count or at least the width gives 0, or -1 "
+    "for a negative signed lhs)">;
 def Merak_OrOp : Merak_LogicalOp<"or", "Elementwise logical or">;
 def Merak_XorOp : Merak_LogicalOp<"xor", "Elementwise logical xor">;
 
@@ -176,6 +191,7 @@ def Merak_NegOp : Merak_UnaryOp<"neg", Merak_NumericTensor, "-x"> {
 }
 def Merak_AbsOp : Merak_UnaryOp<"abs", Merak_NumericTensor, "|x|">;
 def Merak_SignOp : Merak_UnaryOp<"sign", Merak_NumericTensor, "-1, 0 or 1">;
+def Merak_BitNotOp : Merak_UnaryOp<"bit_not", Merak_IntegerTensor, "Bitwise negation (~x)">;
 def Merak_NotOp : Merak_UnaryOp<"not", Merak_BoolTensor, "Logical negation"> {
   let hasFolder = 1;
 }
