@@ -161,6 +161,11 @@ public:
   Value reshape(Value v, ArrayRef<int64_t> shape);
 
   void setOutputs(ArrayRef<Value> values);
+  /// Imports the nodes of subgraph `g` (an If branch) into the enclosing
+  /// function, where they see every outer value, and returns its outputs;
+  /// a single sequence output becomes the node's output 0 (and none is
+  /// returned).
+  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &g);
   /// Sequences (OnnxOpsSequence.cpp): input `i` as a list of values (null
   /// when it is not a sequence), and output 0 set to a list.
   const SmallVector<Value> *inputSequence(unsigned i);
@@ -267,6 +272,7 @@ void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);
 void registerGridSampleOps(OpRegistry &r);
+void registerControlOps(OpRegistry &r);
 
 } // namespace mlir::merak::onnx_import
 

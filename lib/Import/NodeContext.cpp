@@ -261,3 +261,37 @@ LogicalResult NodeContext::unsupported(const Twine &what) {
   failedNode = true;
   return failure();
 }
+
+FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto &g) {
+  if (g.initializer_size() || g.sparse_initializer_size()) {
+    (void)unsupported("initializers inside a subgraph");
+    return failure();
+  }
+  if (g.input_size()) {
+    (void)error("an If branch takes no inputs, this one declares " + Twine(g.input_size()));
+    return failure();
+  }
+  SmallVector<const onnx::NodeProto *> nodes;
+  for (const auto &sub : g.node())
+    nodes.push_back(&sub);
+  // The branch's ops were checked with the graph's (checkSupported).
+  if (failed(graph.importNodes(nodes))) {
+    failedNode = true;
+    return failure();
+  }
+  SmallVector<Value> outs;
+  for (const auto &o : g.output()) {
+    Value v = graph.values.lookup(o.name());
+    if (!v && g.output_size() == 1 && graph.sequences.count(o.name())) {
+      // A sequence (of static length) passes through as the node's.
+      setSequenceOutput(graph.sequences[o.name()]);
+      return outs;
+    }
+    if (!v) {
+      (void)error("subgraph output '" + o.name() + "' has no value");
+      return failure();
+    }
+    outs.push_back(v);
+  }
+  return outs;
+}

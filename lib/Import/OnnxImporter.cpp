@@ -119,6 +119,36 @@ LogicalResult GraphImporter::indexInitializers() {
   return success();
 }
 
+/// The names a node's subgraphs (If's branches) read from the enclosing
+/// scopes: every input of their nodes that the subgraph does not define
+/// itself, recursively.
+static void outerReads(const onnx::NodeProto &node, SmallVectorImpl<std::string> &out) {
+  for (const auto &attr : node.attribute()) {
+    if (!attr.has_g())
+      continue;
+    const onnx::GraphProto &g = attr.g();
+    llvm::StringSet<> local;
+    for (const auto &in : g.input())
+      local.insert(in.name());
+    for (const auto &init : g.initializer())
+      local.insert(init.name());
+    for (const auto &sub : g.node())
+      for (const auto &o : sub.output())
+        local.insert(o);
+    SmallVector<std::string> reads;
+    for (const auto &sub : g.node()) {
+      for (const auto &in : sub.input())
+        reads.push_back(in);
+      outerReads(sub, reads);
+    }
+    for (const auto &o : g.output())
+      reads.push_back(o.name());
+    for (std::string &r : reads)
+      if (!r.empty() && !local.contains(r))
+        out.push_back(std::move(r));
+  }
+}
+
 FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
   // Producers of each name; duplicates are an error.
   llvm::StringMap<int> producer;
@@ -156,6 +186,15 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
       ++pending[i];
       users[it->second].push_back(i);
     }
+    // A branch's reads of outer values order the node after their
+    // producers too (an unknown name is reported when the branch imports).
+    SmallVector<std::string> implicit;
+    outerReads(node, implicit);
+    for (const std::string &in : implicit)
+      if (auto it = producer.find(in); it != producer.end() && it->second != i) {
+        ++pending[i];
+        users[it->second].push_back(i);
+      }
   }
   SmallVector<const onnx::NodeProto *> order;
   SmallVector<int> ready;
@@ -183,11 +222,29 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
   return order;
 }
 
+/// `nodes` and, after each, the nodes of its subgraphs (If's branches),
+/// recursively.
+static void withSubgraphs(ArrayRef<const onnx::NodeProto *> nodes,
+                          SmallVectorImpl<const onnx::NodeProto *> &all) {
+  for (const onnx::NodeProto *node : nodes) {
+    all.push_back(node);
+    for (const auto &attr : node->attribute())
+      if (attr.has_g()) {
+        SmallVector<const onnx::NodeProto *> sub;
+        for (const auto &n : attr.g().node())
+          sub.push_back(&n);
+        withSubgraphs(sub, all);
+      }
+  }
+}
+
 LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> nodes) {
   const OpRegistry &reg = OpRegistry::get();
   llvm::StringSet<> reported;
   bool ok = true;
-  for (const onnx::NodeProto *node : nodes) {
+  SmallVector<const onnx::NodeProto *> all;
+  withSubgraphs(nodes, all);
+  for (const onnx::NodeProto *node : all) {
     bool standard = node->domain().empty() || node->domain() == "ai.onnx";
     std::string key = node->domain() + "::" + node->op_type();
     OpRegistry::Resolution res;
@@ -402,6 +459,9 @@ LogicalResult GraphImporter::importOutputs(func::FuncOp func, ArrayRef<Type> arg
   SmallVector<Type> resultTypes;
   for (const auto &out : graph.output()) {
     Value v = values.lookup(out.name());
+    if (!v && sequences.count(out.name()))
+      return fail(fileLoc, "unsupported: graph output '" + out.name() +
+                               "' is a sequence (merak's functions return tensors)");
     if (!v)
       return fail(fileLoc, "graph output '" + out.name() + "' has no value");
     // A declared static output type that disagrees with what the graph

@@ -80,6 +80,7 @@ const OpRegistry &OpRegistry::get() {
     registerEinsumOps(r);
     registerMathOps(r);
     registerGridSampleOps(r);
+    registerControlOps(r);
     return r;
   }();
   return registry;
