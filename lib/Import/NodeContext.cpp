@@ -274,6 +274,15 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
   SmallVector<const onnx::NodeProto *> nodes;
   for (const auto &sub : g.node())
     nodes.push_back(&sub);
+  // The branch's names are its own: once its outputs are read they leave
+  // the scope, so that no later outer node sees them.
+  auto forgetLocals = [&] {
+    for (const auto &sub : g.node())
+      for (const auto &o : sub.output()) {
+        graph.values.erase(o);
+        graph.sequences.erase(o);
+      }
+  };
   // The branch's ops were checked with the graph's (checkSupported).
   if (failed(graph.importNodes(nodes))) {
     failedNode = true;
@@ -284,7 +293,9 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
     Value v = graph.values.lookup(o.name());
     if (!v && g.output_size() == 1 && graph.sequences.count(o.name())) {
       // A sequence (of static length) passes through as the node's.
-      setSequenceOutput(graph.sequences[o.name()]);
+      SmallVector<Value> items = graph.sequences[o.name()];
+      forgetLocals();
+      setSequenceOutput(items);
       return outs;
     }
     if (!v) {
@@ -293,5 +304,6 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
     }
     outs.push_back(v);
   }
+  forgetLocals();
   return outs;
 }

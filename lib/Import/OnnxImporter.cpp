@@ -507,11 +507,26 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   auto order = sortNodes();
   if (failed(order) || failed(checkSupported(*order)))
     return nullptr;
-  for (const auto *node : *order)
+  // Reads inside If branches count too: the branch's own nodes' inputs
+  // and outputs, and the outer values it reads.
+  SmallVector<const onnx::NodeProto *> all;
+  withSubgraphs(*order, all);
+  for (const auto *node : all) {
     for (const auto &in : node->input()) {
       consumed.insert(in);
       ++readers[in];
     }
+    SmallVector<std::string> implicit;
+    outerReads(*node, implicit);
+    for (const std::string &in : implicit) {
+      consumed.insert(in);
+      ++readers[in];
+    }
+    for (const auto &attr : node->attribute())
+      if (attr.has_g())
+        for (const auto &o : attr.g().output())
+          consumed.insert(o.name());
+  }
   for (const auto &out : graph.output())
     consumed.insert(out.name());
 

@@ -181,6 +181,12 @@ LogicalResult scatterReduceConstant(NodeContext &n, ArrayRef<int64_t> pos, Reduc
       return n.error("an index is out of range of data's shape");
     layers = std::max(layers, ++seen[p]);
   }
+  // Each layer is a [total] map: their sum is bounded like one constant.
+  if (layers * total > kMaxMaterialisedElements)
+    return n.error("a position receives " + Twine(layers) + " updates of data of " +
+                   Twine(total) + " elements: " + Twine(layers * total) +
+                   " map elements, more than the compile-time limit " +
+                   Twine(kMaxMaterialisedElements));
   auto i64 = n.builder().getI64Type(), i1 = n.builder().getI1Type();
   Value upd = n.reshape(n.input(2), {(int64_t)pos.size()});
   Value out = n.reshape(n.input(0), {total});

@@ -284,7 +284,9 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
     float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
-    const int64_t ns = dq.d[dq.rank - 1] ? nq / dq.d[dq.rank - 1] * keys : 0; // scores
+    int64_t ns = keys; // the scores: every query row's keys
+    for (int32_t i = 0; i + 1 < dq.rank; ++i)
+      ns *= dq.d[i];
     float *rb = resultFor<59>(gbias, ns);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
                   widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,

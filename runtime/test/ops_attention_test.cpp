@@ -231,6 +231,38 @@ TEST(OpsAttention, Bf16IsTheRoundedFloat32Kernel) {
     EXPECT_EQ(gv, toBf16(wv));
   }
 }
+
+// ... and with a bias (bf16 too, widened; its gradient rounded once).
+TEST(OpsAttention, Bf16WithBiasIsTheRoundedFloat32Kernel) {
+  const int64_t B = 2, H = 2, T = 40, D = 16;
+  std::mt19937_64 g(17);
+  auto q = toBf16(randf(B * H * T * D, g)), k = toBf16(randf(B * H * T * D, g)),
+       v = toBf16(randf(B * H * T * D, g)), dO = toBf16(randf(B * H * T * D, g)),
+       bias = toBf16(randf(H * T * T, g));
+  Dims dq, db;
+  dq.rank = db.rank = 4;
+  dq.d[0] = B, dq.d[1] = H, dq.d[2] = T, dq.d[3] = D;
+  db.d[0] = 1, db.d[1] = H, db.d[2] = T, db.d[3] = T;
+  std::vector<uint16_t> o(q.size()), gb(B * H * T * T);
+  std::vector<float> lse(B * H * T), fo(q.size()), flse(lse.size()), fgb(gb.size());
+  cpu::attention(DT::BF16, q.data(), dq, k.data(), v.data(), T, 0.3, true, o.data(), lse.data(),
+                 false, 0, 0, bias.data(), db);
+  auto fq = toF32(q), fk = toF32(k), fv = toF32(v), fdo = toF32(dO), fb = toF32(bias);
+  cpu::attention(DT::F32, fq.data(), dq, fk.data(), fv.data(), T, 0.3, true, fo.data(),
+                 flse.data(), false, 0, 0, fb.data(), db);
+  EXPECT_EQ(o, toBf16(fo));
+  EXPECT_EQ(lse, flse);
+  std::vector<uint16_t> gq(q.size());
+  cpu::attentionGrad(DT::BF16, q.data(), dq, k.data(), v.data(), T, o.data(), lse.data(),
+                     dO.data(), 0.3, true, gq.data(), nullptr, nullptr, false, 0, 0,
+                     bias.data(), db, gb.data());
+  std::vector<float> wq(q.size()), fob = toF32(o);
+  cpu::attentionGrad(DT::F32, fq.data(), dq, fk.data(), fv.data(), T, fob.data(), flse.data(),
+                     fdo.data(), 0.3, true, wq.data(), nullptr, nullptr, false, 0, 0, fb.data(),
+                     db, fgb.data());
+  EXPECT_EQ(gq, toBf16(wq));
+  EXPECT_EQ(gb, toBf16(fgb));
+}
 } // namespace
 
 namespace {

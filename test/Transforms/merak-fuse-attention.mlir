@@ -362,3 +362,23 @@ func.func @bias_grows(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: t
   %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
   return %o : tensor<1x2x4x16xf32>
 }
+
+// -----
+
+// torch's NaN guard with a per-batch additive mask: a row the mask hides
+// entirely is 0 after the guard but would be NaN in the kernels, so the
+// pair stays decomposed.
+// CHECK-LABEL: func.func @guard_with_bias
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @guard_with_bias(%q: tensor<2x2x2x16xf32>, %kt: tensor<2x2x16x2xf32>, %v: tensor<2x2x2x16xf32>) -> tensor<2x2x2x16xf32> {
+  %z = merak.constant dense<0.0> : tensor<f32>
+  %bias = merak.constant dense<[[[[0xFF800000, 0xFF800000], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>
+  %s = merak.matmul %q, %kt : tensor<2x2x2x16xf32>, tensor<2x2x16x2xf32> -> tensor<2x2x2x2xf32>
+  %b = merak.add %s, %bias : tensor<2x2x2x2xf32>, tensor<2x1x2x2xf32>
+  %p = merak.softmax %b axis = 3 : tensor<2x2x2x2xf32>
+  %nan = merak.ne %p, %p : tensor<2x2x2x2xf32>, tensor<2x2x2x2xf32>
+  %g = merak.where %nan, %z, %p : tensor<2x2x2x2xi1>, tensor<f32>, tensor<2x2x2x2xf32>
+  %o = merak.matmul %g, %v : tensor<2x2x2x2xf32>, tensor<2x2x2x16xf32> -> tensor<2x2x2x16xf32>
+  return %o : tensor<2x2x2x16xf32>
+}

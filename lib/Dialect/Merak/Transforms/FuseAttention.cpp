@@ -465,6 +465,9 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   // product q kT, and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
   // A computed bias sits inside a constant mask (T5's decoder) or alone.
+  // torch's NaN guard zeroes rows a mask hides entirely; the kernels
+  // would give NaN there, which only a bias (a mask per batch) can cause.
+  const bool guarded = chain.size() > 2;
   Value x = sm.getInput(), bias;
   std::optional<MaskKind> mask = peelMask(x, chain);
   if (mask) {
@@ -477,6 +480,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   } else if (!(mask = peelBias(x, chain, bias))) {
     return false;
   }
+  if (bias && guarded)
+    return false;
   double softcap = peelSoftcap(x, chain);
   std::optional<double> scale = peelScale(x, chain);
   auto qk = x.getDefiningOp<MatmulOp>();
