@@ -165,15 +165,23 @@ FailureOr<Reduction> scatterReduction(NodeContext &n) {
   return n.error("unknown reduction '" + red + "'");
 }
 
+/// Compile-time scatter maps are [total] constants: within the importer's
+/// materialisation limit.
+LogicalResult fitsScatterMap(NodeContext &n, int64_t total) {
+  if (total > kMaxMaterialisedElements)
+    return n.error("data of " + Twine(total) + " elements is too large for a "
+                   "compile-time scatter map (limit " +
+                   Twine(kMaxMaterialisedElements) + ")");
+  return success();
+}
+
 /// result = data combined by `red` (mul, min, max) with every update at the
 /// compile-time flat positions `pos`, in layers of one update per position.
 LogicalResult scatterReduceConstant(NodeContext &n, ArrayRef<int64_t> pos, Reduction red) {
   auto data = n.inputType(0);
   int64_t total = data.getNumElements();
-  if (total > kMaxMaterialisedElements)
-    return n.error("data of " + Twine(total) + " elements is too large for a "
-                   "compile-time scatter map (limit " +
-                   Twine(kMaxMaterialisedElements) + ")");
+  if (failed(fitsScatterMap(n, total)))
+    return failure();
   SmallVector<int64_t> seen(total, 0);
   int64_t layers = 0;
   for (int64_t p : pos) {
@@ -252,10 +260,8 @@ int64_t sliceLocalDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> pos) {
 LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
   auto data = n.inputType(0);
   int64_t total = data.getNumElements();
-  if (total > kMaxMaterialisedElements)
-    return n.error("data of " + Twine(total) + " elements is too large for a "
-                   "compile-time scatter map (limit " +
-                   Twine(kMaxMaterialisedElements) + ")");
+  if (failed(fitsScatterMap(n, total)))
+    return failure();
   for (int64_t p : pos)
     if (p < 0 || p >= total)
       return n.error("an index is out of range of data's shape");
