@@ -263,8 +263,9 @@ struct CommandLine {
   cl::opt<std::string> fusedAttention{
       "fused-attention",
       cl::desc("on (default) or off: replace the exported attention (matmul, scale, causal "
-               "mask, softmax, matmul) by merak.attention, which never stores the T x T "
-               "scores"),
+               "mask, softmax, matmul; on the CPU also sliding windows, soft-capping and a "
+               "trainable score bias such as T5's) by merak.attention, which never stores "
+               "the T x T scores"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<std::string> fusedExperts{
       "fused-experts",
