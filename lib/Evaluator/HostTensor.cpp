@@ -5,7 +5,6 @@
 #include "mlir/IR/BuiltinDialect.h"
 #include "llvm/ADT/APFloat.h"
 #include <cstring>
-#include <limits>
 #include <cmath>
 
 using namespace mlir;
@@ -69,20 +68,19 @@ void HostTensor::setFromDouble(int64_t k, double v) {
     idata[k] = 0;
     return;
   }
+  // The type's limits as stored (sign-extended; ui64's maximum as its bit
+  // pattern, which isRepresentable refuses).
   const int w = (int)it.getWidth();
   const bool isUnsigned = it.isUnsigned();
-  const double lo = isUnsigned ? 0.0 : -std::ldexp(1.0, w - 1);
-  const double hi = std::ldexp(1.0, isUnsigned ? w : w - 1); // exclusive
-  if (t <= lo)
-    idata[k] = isUnsigned ? 0 : (w == 64 ? std::numeric_limits<int64_t>::min() : (int64_t)lo);
-  else if (t >= hi)
-    idata[k] = isUnsigned && w == 64 ? -1 // 2^64 - 1 (not representable, see isRepresentable)
-               : !isUnsigned && w == 64 ? std::numeric_limits<int64_t>::max()
-                                        : (int64_t)(hi - 1);
-  else if (t >= 0x1p63) // uint64 above int64's range: its bit pattern
-    idata[k] = (int64_t)(uint64_t)t;
-  else
-    idata[k] = (int64_t)t;
+  const uint64_t ones = ~uint64_t(0);
+  const int64_t minV = isUnsigned ? 0 : (int64_t)(ones << (w - 1));
+  const int64_t maxV = (int64_t)(ones >> (isUnsigned ? 64 - w : 65 - w));
+  if (t <= (isUnsigned ? 0.0 : -std::ldexp(1.0, w - 1)))
+    idata[k] = minV;
+  else if (t >= std::ldexp(1.0, isUnsigned ? w : w - 1))
+    idata[k] = maxV;
+  else // in range; a uint64 above 2^63 as its bit pattern
+    idata[k] = t >= 0x1p63 ? (int64_t)(uint64_t)t : (int64_t)t;
 }
 
 void HostTensor::setFromInt(int64_t k, int64_t v) {

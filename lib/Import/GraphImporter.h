@@ -66,6 +66,8 @@ public:
   LogicalResult verifyNodeSchema(const onnx::NodeProto &node, Location loc);
   LogicalResult importIdentityParam(const onnx::NodeProto &node);
   FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
+  /// Reports every node (the graph's and its branches', withSubgraphs)
+  /// without an import rule, all at once.
   LogicalResult checkSupported(ArrayRef<const onnx::NodeProto *> nodes);
   // The phases of run().
   LogicalResult readOpset();

@@ -273,6 +273,12 @@ void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);
 void registerGridSampleOps(OpRegistry &r);
 void registerControlOps(OpRegistry &r);
+/// The names a node's subgraphs (If's branches) read from the enclosing
+/// scopes, recursively (OnnxOpsControl.cpp).
+void outerReads(const onnx::NodeProto &node, SmallVectorImpl<std::string> &out);
+/// `nodes` and, after each, the nodes of its subgraphs, recursively.
+void withSubgraphs(ArrayRef<const onnx::NodeProto *> nodes,
+                   SmallVectorImpl<const onnx::NodeProto *> &all);
 
 } // namespace mlir::merak::onnx_import
 

@@ -119,36 +119,6 @@ LogicalResult GraphImporter::indexInitializers() {
   return success();
 }
 
-/// The names a node's subgraphs (If's branches) read from the enclosing
-/// scopes: every input of their nodes that the subgraph does not define
-/// itself, recursively.
-static void outerReads(const onnx::NodeProto &node, SmallVectorImpl<std::string> &out) {
-  for (const auto &attr : node.attribute()) {
-    if (!attr.has_g())
-      continue;
-    const onnx::GraphProto &g = attr.g();
-    llvm::StringSet<> local;
-    for (const auto &in : g.input())
-      local.insert(in.name());
-    for (const auto &init : g.initializer())
-      local.insert(init.name());
-    for (const auto &sub : g.node())
-      for (const auto &o : sub.output())
-        local.insert(o);
-    SmallVector<std::string> reads;
-    for (const auto &sub : g.node()) {
-      for (const auto &in : sub.input())
-        reads.push_back(in);
-      outerReads(sub, reads);
-    }
-    for (const auto &o : g.output())
-      reads.push_back(o.name());
-    for (std::string &r : reads)
-      if (!r.empty() && !local.contains(r))
-        out.push_back(std::move(r));
-  }
-}
-
 FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
   // Producers of each name; duplicates are an error.
   llvm::StringMap<int> producer;
@@ -222,29 +192,11 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
   return order;
 }
 
-/// `nodes` and, after each, the nodes of its subgraphs (If's branches),
-/// recursively.
-static void withSubgraphs(ArrayRef<const onnx::NodeProto *> nodes,
-                          SmallVectorImpl<const onnx::NodeProto *> &all) {
-  for (const onnx::NodeProto *node : nodes) {
-    all.push_back(node);
-    for (const auto &attr : node->attribute())
-      if (attr.has_g()) {
-        SmallVector<const onnx::NodeProto *> sub;
-        for (const auto &n : attr.g().node())
-          sub.push_back(&n);
-        withSubgraphs(sub, all);
-      }
-  }
-}
-
 LogicalResult GraphImporter::checkSupported(ArrayRef<const onnx::NodeProto *> nodes) {
   const OpRegistry &reg = OpRegistry::get();
   llvm::StringSet<> reported;
   bool ok = true;
-  SmallVector<const onnx::NodeProto *> all;
-  withSubgraphs(nodes, all);
-  for (const onnx::NodeProto *node : all) {
+  for (const onnx::NodeProto *node : nodes) {
     bool standard = node->domain().empty() || node->domain() == "ai.onnx";
     std::string key = node->domain() + "::" + node->op_type();
     OpRegistry::Resolution res;
@@ -505,20 +457,16 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   if (failed(indexInitializers()))
     return nullptr;
   auto order = sortNodes();
-  if (failed(order) || failed(checkSupported(*order)))
+  if (failed(order))
     return nullptr;
-  // Reads inside If branches count too: the branch's own nodes' inputs
-  // and outputs, and the outer values it reads.
+  // The nodes of If branches are checked and read like the graph's: their
+  // inputs (outer values among them) and the branches' outputs are uses.
   SmallVector<const onnx::NodeProto *> all;
   withSubgraphs(*order, all);
+  if (failed(checkSupported(all)))
+    return nullptr;
   for (const auto *node : all) {
     for (const auto &in : node->input()) {
-      consumed.insert(in);
-      ++readers[in];
-    }
-    SmallVector<std::string> implicit;
-    outerReads(*node, implicit);
-    for (const std::string &in : implicit) {
       consumed.insert(in);
       ++readers[in];
     }

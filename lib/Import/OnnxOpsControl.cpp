@@ -6,14 +6,63 @@
 // an attribute) is the chosen branch, inlined: its nodes import into the
 // enclosing function (seeing every outer value) and its outputs are the
 // If's. A condition computed at run time is an error naming it; Loop and
-// Scan stay unsupported.
+// Scan stay unsupported. Also the walks over subgraphs the importer's
+// sort and checks use.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
+
+/// The names a node's subgraphs (If's branches) read from the enclosing
+/// scopes: every input of their nodes that the subgraph does not define
+/// itself, recursively.
+void onnx_import::outerReads(const onnx::NodeProto &node, SmallVectorImpl<std::string> &out) {
+  for (const auto &attr : node.attribute()) {
+    if (!attr.has_g())
+      continue;
+    const onnx::GraphProto &g = attr.g();
+    llvm::StringSet<> local;
+    for (const auto &in : g.input())
+      local.insert(in.name());
+    for (const auto &init : g.initializer())
+      local.insert(init.name());
+    for (const auto &sub : g.node())
+      for (const auto &o : sub.output())
+        local.insert(o);
+    SmallVector<std::string> reads;
+    for (const auto &sub : g.node()) {
+      for (const auto &in : sub.input())
+        reads.push_back(in);
+      outerReads(sub, reads);
+    }
+    for (const auto &o : g.output())
+      reads.push_back(o.name());
+    for (std::string &r : reads)
+      if (!r.empty() && !local.contains(r))
+        out.push_back(std::move(r));
+  }
+}
+
+/// `nodes` and, after each, the nodes of its subgraphs (If's branches),
+/// recursively.
+void onnx_import::withSubgraphs(ArrayRef<const onnx::NodeProto *> nodes,
+                                SmallVectorImpl<const onnx::NodeProto *> &all) {
+  for (const onnx::NodeProto *node : nodes) {
+    all.push_back(node);
+    for (const auto &attr : node->attribute())
+      if (attr.has_g()) {
+        SmallVector<const onnx::NodeProto *> sub;
+        for (const auto &n : attr.g().node())
+          sub.push_back(&n);
+        withSubgraphs(sub, all);
+      }
+  }
+}
 
 namespace {
 

@@ -308,8 +308,8 @@ LogicalResult scatterRuntime(NodeContext &n, bool add, ScatterFn scatter) {
 FailureOr<bool> runtimeAdd(NodeContext &n, Reduction red) {
   if (red == Reduction::None || red == Reduction::Add)
     return red == Reduction::Add;
-  std::string what = std::string("the indices of a scatter with reduction '") +
-                     (red == Reduction::Mul ? "mul" : red == Reduction::Min ? "min" : "max") + "'";
+  std::string what = "the indices of a scatter with reduction '" +
+                     n.getString("reduction", "none") + "'";
   (void)n.constantInput(1, what);
   return failure();
 }

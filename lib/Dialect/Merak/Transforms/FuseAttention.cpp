@@ -278,9 +278,11 @@ AttentionFuser::maskOf(Value v, MaskReading reading, int64_t t, int64_t s) {
 /// The softmax whose probabilities `probs` are, directly or behind the NaN
 /// guard `where(ne(p, p), 0, p)` (torch's SDPA decomposition zeroes the
 /// rows a mask hides completely; the masks fused here hide none, so the
-/// guard is the identity); the guard's ops are appended to `chain`.
-SoftmaxOp softmaxOf(Value probs, SmallVectorImpl<Operation *> &chain,
+/// guard is the identity); the guard's ops are appended to `chain` and
+/// `guarded` says whether there was one.
+SoftmaxOp softmaxOf(Value probs, SmallVectorImpl<Operation *> &chain, bool &guarded,
                     llvm::function_ref<std::optional<double>(Value)> splat) {
+  guarded = false;
   if (auto sm = probs.getDefiningOp<SoftmaxOp>())
     return sm->hasOneUse() ? sm : SoftmaxOp();
   auto where = probs.getDefiningOp<WhereOp>();
@@ -295,6 +297,7 @@ SoftmaxOp softmaxOf(Value probs, SmallVectorImpl<Operation *> &chain,
       llvm::any_of(p.getUsers(), [&](Operation *u) { return u != where && u != isNan; }))
     return {};
   chain.append({where, isNan});
+  guarded = true;
   return sm;
 }
 
@@ -450,7 +453,8 @@ double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain
 
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
-  auto sm = softmaxOf(pv.getLhs(), chain, [&](Value v) { return splat(v); });
+  bool guarded;
+  auto sm = softmaxOf(pv.getLhs(), chain, guarded, [&](Value v) { return splat(v); });
   if (!sm)
     return false;
   auto scoresType = cast<RankedTensorType>(sm.getType());
@@ -465,9 +469,6 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   // product q kT, and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
   // A computed bias sits inside a constant mask (T5's decoder) or alone.
-  // torch's NaN guard zeroes rows a mask hides entirely; the kernels
-  // would give NaN there, which only a bias (a mask per batch) can cause.
-  const bool guarded = chain.size() > 2;
   Value x = sm.getInput(), bias;
   std::optional<MaskKind> mask = peelMask(x, chain);
   if (mask) {
@@ -480,6 +481,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   } else if (!(mask = peelBias(x, chain, bias))) {
     return false;
   }
+  // torch's NaN guard zeroes rows a mask hides entirely; the kernels
+  // would give NaN there, which only a bias (a mask per batch) can cause.
   if (bias && guarded)
     return false;
   double softcap = peelSoftcap(x, chain);
