@@ -234,6 +234,12 @@ private:
 /// function's body (LocalFunctions.cpp); `error` names what cannot be.
 LogicalResult inlineLocalFunctions(onnx::ModelProto &model, std::string &error);
 
+/// Turns the per-expert loops transformers' "eager" Mixture-of-Experts layers
+/// trace into (NonZero of run-time routing) into the batched form, one body
+/// for every (token, choice) pair (ExpertLoops.cpp); `error` names what
+/// cannot be.
+LogicalResult batchExpertLoops(onnx::ModelProto &model, std::string &error);
+
 /// Window attributes of a Conv/Pool node (OnnxOpsWindow.cpp) in the form of
 /// the merak ops: kernel, strides, dilations per spatial dimension, padding
 /// as the begins then the ends (t, l, b, r in 2-d). 1-d windows are lifted

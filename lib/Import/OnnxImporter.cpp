@@ -674,7 +674,8 @@ static OwningOpRef<ModuleOp> importModel(onnx::ModelProto &model, StringRef name
     emitError(loc) << "'" << name << "' is not an ONNX model (no graph or no opset import)";
     return nullptr;
   }
-  if (std::string error; failed(onnx_import::inlineLocalFunctions(model, error))) {
+  if (std::string error; failed(onnx_import::inlineLocalFunctions(model, error)) ||
+                         failed(onnx_import::batchExpertLoops(model, error))) {
     emitError(loc) << "'" << name << "': " << error;
     return nullptr;
   }

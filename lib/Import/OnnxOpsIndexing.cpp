@@ -505,9 +505,9 @@ LogicalResult nonZero(NodeContext &n) {
     if (nearTopK(n.input(0)))
       return n.unsupported(
           "NonZero of a value computed at run time (its result's shape depends on the "
-          "data); it selects by a top-k routing, as transformers' \"eager\" Mixture-of-"
-          "Experts layers do: export the model with config._experts_implementation = "
-          "\"batched_mm\" (docs/models.md)");
+          "data); it selects by a top-k routing, like transformers' \"eager\" Mixture-of-"
+          "Experts loops, in a form merak does not batch: export the model with "
+          "config._experts_implementation = \"batched_mm\" (docs/models.md)");
     return n.unsupported("NonZero of a value computed at run time (its result's shape "
                          "depends on the data)");
   }

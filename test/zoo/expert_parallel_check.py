@@ -23,6 +23,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              split over their expert-data-parallel pair, the rest over dp)
   ep2-pp2-zero  Mixtral, --dp 4 --ep 2 --pp 2 --microbatches 2 --zero 1 (8 ranks)
   gpt-oss    GPT-OSS (experts [E, in, out] with per-expert biases), --dp 2 --ep 2
+  eager      Mixtral with transformers' eager experts (the traced per-expert
+             loop, batched by the importer): --dp 2 --ep 2 --tp 2 and --dp 4
+             --ep 4 --zero 1
   aux        Mixtral with --moe-aux-loss 0.02: --dp 2 --ep 2 equals the
              serial program with --microbatches 2 (each part of the batch
              computes the aux loss over its own tokens)
@@ -192,6 +195,12 @@ def check_schedules(env):
         ["--microbatches", "4", "--schedule", "zb-h1"],
         ["--microbatches", "4", "--schedule", "interleaved", "--virtual-stages", "2"],
         ["--microbatches", "2", "--recompute", "full"])]
+    return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
+
+
+def check_eager(env):
+    results = [versus_serial(env, "mixtral-sparse", flags, 4) for flags in (
+        ["--dp", "2", "--ep", "2", "--tp", "2"], ["--dp", "4", "--ep", "4", "--zero", "1"])]
     return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
 
 
@@ -407,6 +416,7 @@ CHECKS = {
         env, "mixtral",
         ["--dp", "4", "--ep", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], 8),
     "gpt-oss": lambda env: versus_serial(env, "gpt-oss", ["--dp", "2", "--ep", "2"], 2),
+    "eager": check_eager,
     "aux": lambda env: versus_serial(env, "mixtral",
                                      ["--dp", "2", "--ep", "2", "--moe-aux-loss", "0.02"], 2,
                                      ["--microbatches", "2", "--moe-aux-loss", "0.02"]),

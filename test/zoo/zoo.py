@@ -74,6 +74,13 @@ from zoo_models import (CausalEncoderLM, CausalLM, Clip3DNet, DenseMoELM,  # noq
 B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
 PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
+# Exports that keep the example's data-dependent control flow: the
+# TorchScript trace of an eager expert loop holds one block per expert the
+# example hit, so onnxruntime fails on an input that hits others. merak
+# computes the module's layer (lib/Import/ExpertLoops.cpp); (b) then checks
+# it against PyTorch alone.
+TRACE_BOUND = {"mixtral-sparse": "the trace unrolled the expert loop over the experts "
+                                  "its example hit"}
 IMAGE, PATCH, CHANNELS, CLASSES, SAMPLES = 16, 4, 3, 10, 64
 # The image side per image model: ResNet-50 downsamples by 32, so 64 leaves
 # its last stage 2x2 (BatchNorm's training statistics over more than one
@@ -407,7 +414,12 @@ class Row:
         xfile = os.path.join(self.dir, "x.npy")
         np.save(xfile, x.numpy())
         sess = ort.InferenceSession(self.onnx, providers=["CPUExecutionProvider"])
-        got_ort = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+        try:
+            got_ort = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+        except Exception as e:  # noqa: BLE001
+            if self.name not in TRACE_BOUND or self.exporter != "ts17":
+                raise
+            got_ort, ort_error = None, str(e).splitlines()[0][:160]
         out = os.path.join(self.dir, "forward")
         os.makedirs(out, exist_ok=True)
         shape = [] if self.static else ["--input-shape", "%s=%s" % (input_name(self.name),
@@ -415,9 +427,14 @@ class Row:
         tool([os.path.join(self.zoo.bin, "merak-run"), self.onnx, "--input", xfile] + shape +
              ["--output-dir", out, "--output-format", "npy"])
         got = np.load(os.path.join(out, "output_0.npy"))
-        e_ort, e_torch, ort_torch = rel(got, got_ort), rel(got, want), rel(got_ort, want)
-        note = "rel err %.1e vs ORT, %.1e vs PyTorch (ORT vs PyTorch %.1e)" % (
-            e_ort, e_torch, ort_torch)
+        if got_ort is None:
+            e_ort, e_torch = 0.0, rel(got, want)
+            note = ("rel err %.1e vs PyTorch; ORT cannot run this input (%s): %s" %
+                    (e_torch, TRACE_BOUND[self.name], ort_error))
+        else:
+            e_ort, e_torch, ort_torch = rel(got, got_ort), rel(got, want), rel(got_ort, want)
+            note = "rel err %.1e vs ORT, %.1e vs PyTorch (ORT vs PyTorch %.1e)" % (
+                e_ort, e_torch, ort_torch)
         if max(e_ort, e_torch) > FWD_TOLERANCE:
             raise Failure("forward differs: " + note)
         return note
