@@ -79,8 +79,8 @@ STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
 # example hit, so onnxruntime fails on an input that hits others. merak
 # computes the module's layer (lib/Import/ExpertLoops.cpp); (b) then checks
 # it against PyTorch alone.
-TRACE_BOUND = {"mixtral-sparse": "the trace unrolled the expert loop over the experts "
-                                  "its example hit"}
+TRACE_BOUND = {name: "the trace unrolled the expert loop over the experts its example hit"
+               for name in ("mixtral-sparse", "qwen2-moe-sparse", "gpt-oss-sparse")}
 IMAGE, PATCH, CHANNELS, CLASSES, SAMPLES = 16, 4, 3, 10, 64
 # The image side per image model: ResNet-50 downsamples by 32, so 64 leaves
 # its last stage 2x2 (BatchNorm's training statistics over more than one
@@ -160,25 +160,25 @@ def build(name):
                                                 router_jitter_noise=0.0))
         cfg._experts_implementation = "batched_mm" if name == "mixtral" else "eager"
         return CausalLM(tf.MixtralForCausalLM(cfg)), ids
-    if name == "qwen2-moe":
+    if name in ("qwen2-moe", "qwen2-moe-sparse"):
         # 4 routed experts (top-2, renormalised) and a sigmoid-gated shared expert.
         cfg = tf.Qwen2MoeConfig(**decoder_kwargs(
             num_experts=4, num_experts_per_tok=2, moe_intermediate_size=WIDTH,
             shared_expert_intermediate_size=2 * WIDTH, norm_topk_prob=True))
-        cfg._experts_implementation = "batched_mm"
+        cfg._experts_implementation = "eager" if name.endswith("-sparse") else "batched_mm"
         return CausalLM(tf.Qwen2MoeForCausalLM(cfg)), ids
     if name == "olmoe":
         # 4 experts, top-2 without renormalisation; q/k norms.
         cfg = tf.OlmoeConfig(**decoder_kwargs(num_experts=4, num_experts_per_tok=2))
         cfg._experts_implementation = "batched_mm"
         return CausalLM(tf.OlmoeForCausalLM(cfg)), ids
-    if name == "gpt-oss":
+    if name in ("gpt-oss", "gpt-oss-sparse"):
         # 4 experts with biases (top-2), clamped SwiGLU, attention sinks,
         # alternating sliding-window and full attention layers.
         cfg = tf.GptOssConfig(**decoder_kwargs(
             num_local_experts=4, num_experts_per_tok=2, head_dim=WIDTH // HEADS,
             sliding_window=8, layer_types=["sliding_attention", "full_attention"][:LAYERS]))
-        cfg._experts_implementation = "batched_mm"
+        cfg._experts_implementation = "eager" if name.endswith("-sparse") else "batched_mm"
         return CausalLM(tf.GptOssForCausalLM(cfg)), ids
     if name == "phi3":
         cfg = tf.Phi3Config(**decoder_kwargs(original_max_position_embeddings=T))
@@ -231,7 +231,7 @@ def build(name):
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
           "vit", "resnet50", "cnn3d", "grid-sample",
           "nn-transformer", "mixtral", "mixtral-sparse", "qwen2-moe",
-          "olmoe", "gpt-oss", "dense-moe"]
+          "qwen2-moe-sparse", "olmoe", "gpt-oss", "gpt-oss-sparse", "dense-moe"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -240,7 +240,9 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)",
           "qwen2-moe": "Qwen2-MoE (4 experts top-2 + gated shared expert)",
           "olmoe": "OLMoE (4 experts top-2, q/k norm)",
+          "qwen2-moe-sparse": "Qwen2-MoE (as above; eager experts)",
           "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",
+          "gpt-oss-sparse": "GPT-OSS (as above; eager experts)",
           "dense-moe": "dense MoE (every token through every expert, top-2 gate; MLP blocks)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
           "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
