@@ -1,6 +1,6 @@
 //===- ExpertLoops.cpp - transformers' eager expert loops, batched --------===//
 //
-// transformers' "eager" Mixture-of-Experts layers (Mixtral, Qwen-MoE, OLMoE)
+// transformers' "eager" Mixture-of-Experts layers (Mixtral, Qwen-MoE, GPT-OSS)
 // loop over the experts the batch hits. A trace unrolls that loop into one
 // block per expert its example hit:
 //
@@ -11,26 +11,32 @@
 //     acc = acc + ScatterElements(zeros, tok, y)   // index_add_
 //
 // NonZero's shape depends on the data, and the number of blocks is the
-// number of experts the export's example hit: no static program holds it.
-// The first block's body, applied to every (k, t) pair with each pair's own
-// expert, is the whole layer for any routing (the batched_mm form, whose
-// expert GEMMs merak-fuse-experts groups). Before the import, the first
-// block of each layer becomes that:
+// number of experts the export's example hit: no static program holds it
+// (onnxruntime fails on an input that hits other experts). The first
+// block's body, applied to every (t, k) pair with each pair's own expert,
+// is the whole layer for any routing: the batched_mm form, whose expert
+// GEMMs merak-fuse-experts groups. Before the import, the first block of
+// each layer becomes that (pairs token-major, as batched_mm's rows):
 //
-//   NonZero(M[e])              -> NonZero(ConstantOfShape(Shape(idx^T), 1))
-//                                 // every pair, k-major: a constant
-//   Gather(W, e)               -> Gather(W, ids)   ids = Reshape(idx^T, [-1])
+//   NonZero(M[e])              -> Gather(NonZero(ConstantOfShape(Shape(idx))),
+//                                        [1, 0])   // every (k, t): a constant
+//   Gather(W, e)               -> Gather(W, ids)   ids = Reshape(idx, [-1])
 //   MatMul(x, Transpose(W_e))  -> Squeeze(MatMul(W_ids, Unsqueeze(x, 2)), 2)
 //   MatMul(x, W_e)             -> Squeeze(MatMul(Unsqueeze(x, 1), W_ids), 1)
 //   Gemm(x, W_e, c)            -> either of the above, + c
-//   ScatterElements(d, tok, y) -> d + ReduceSum(Reshape(y, [K, T, ..]), 0)
+//   ScatterElements(d, tok, y) -> d + ReduceSum(Reshape(y, [T, K, ..]), 1)
 //
 // and every other block's scatter becomes its data (its pairs are counted
-// in the first). Then the nodes nothing reads go. The expert index may be
-// read only by the mask and by weight gathers, a gathered weight only by
-// those products and by element-wise ops (a per-expert bias), and every
-// block must gather the same weights; anything else is an error naming the
-// node. A model without such a loop is not touched.
+// in the first); then the nodes nothing reads go. The block's gathers of
+// its tokens and of their routing weights become a broadcast and a reshape
+// at import (constant indices that repeat every row in order).
+//
+// The expert index may be read only by the mask and by gathers of stacked
+// [E, ...] parameters, a gathered weight only by those products and by
+// element-wise ops (a per-expert bias); the body may read no other
+// parameter (it would be one expert's), and every block must gather the
+// same weights. Anything else is an error naming the node. A model without
+// such a loop is not touched.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
@@ -82,6 +88,11 @@ std::optional<std::vector<int64_t>> tensorInts(const onnx::TensorProto &t) {
     return std::vector<int64_t>(w.begin(), w.end());
   }
   return std::nullopt;
+}
+
+bool isFloat(int32_t type) {
+  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
+         type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
 }
 
 onnx::TensorProto int64Tensor(const std::vector<int64_t> &values) {
@@ -291,6 +302,43 @@ private:
       b.weights.push_back(n.input(0));
     }
     std::sort(b.weights.begin(), b.weights.end());
+    if (b.weights.empty())
+      return fail(nz, "no expert weights are gathered by the expert index (per-expert "
+                      "modules rather than stacked [E, ...] parameters)");
+    return checkSharedReads(b);
+  }
+
+  /// The block's body (what its pairs and its expert index reach, up to its
+  /// scatter) may read a parameter only through the expert index: one read
+  /// directly would be that expert's alone, not every pair's.
+  LogicalResult checkSharedReads(const Block &b) {
+    std::vector<std::string> work = {g.node(b.nonZero).output(0), b.expert};
+    std::unordered_set<int> seen;
+    while (!work.empty()) {
+      std::string v = work.back();
+      work.pop_back();
+      for (int u : usersOf(v)) {
+        if (!seen.insert(u).second)
+          continue;
+        const onnx::NodeProto &n = g.node(u);
+        bool weightGather = std::find(b.gathers.begin(), b.gathers.end(), u) != b.gathers.end();
+        for (int i = weightGather ? 1 : 0; i < n.input_size(); ++i) {
+          auto it = inits.find(n.input(i));
+          if (it == inits.end() || !isFloat(it->second->data_type()))
+            continue;
+          int64_t elements = 1;
+          for (int64_t d : it->second->dims())
+            elements *= d;
+          if (elements > 1)
+            return fail(n, "it reads the parameter '" + n.input(i) +
+                               "' directly, not through the expert index (a per-expert "
+                               "module?)");
+        }
+        if (u != b.scatter)
+          for (const auto &o : n.output())
+            work.push_back(o);
+      }
+    }
     return success();
   }
 
