@@ -31,12 +31,23 @@
 // its tokens and of their routing weights become a broadcast and a reshape
 // at import (constant indices that repeat every row in order).
 //
-// The expert index may be read only by the mask and by gathers of stacked
-// [E, ...] parameters, a gathered weight only by those products and by
-// element-wise ops (a per-expert bias); the body may read no other
-// parameter (it would be one expert's), and every block must gather the
-// same weights. Anything else is an error naming the node. A model without
-// such a loop is not touched.
+// transformers 4.x's blocks hold a module per expert and loop over
+// range(E): every expert has a block, whose body reads its own parameters.
+// The j-th parameter of every block is stacked, in expert order, into
+// Concat(Unsqueeze(P_e, 0)) [E, ...], which the first block gathers by ids
+// as above. dynamo writes the one-hot as Equal(Unsqueeze(idx, -1),
+// Range(0, D, 1)), the coordinates with Slice, and index_put_ as a
+// ScatterND by the token coordinate [n, 1]: the same rewrite.
+//
+// Every block must be the first's code, node for node (alignBlocks): the
+// same ops and attributes, and from outside the body the same or equally
+// computed values, except the expert index, the mask, the running sum and
+// (per-expert modules) each block's own parameters. The expert index may
+// be read only by the mask and by gathers of stacked [E, ...] parameters;
+// a gathered weight only by those products and by element-wise ops (a
+// per-expert bias); stacked weights and parameters read directly do not
+// mix. Anything else is an error naming the node. A model without such a
+// loop is not touched.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
@@ -44,6 +55,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -63,6 +75,11 @@ const onnx::AttributeProto *findAttr(const onnx::NodeProto &n, const char *name)
 int64_t intAttr(const onnx::NodeProto &n, const char *name, int64_t dflt) {
   const onnx::AttributeProto *a = findAttr(n, name);
   return a ? a->i() : dflt;
+}
+
+float floatAttr(const onnx::NodeProto &n, const char *name, float dflt) {
+  const onnx::AttributeProto *a = findAttr(n, name);
+  return a ? a->f() : dflt;
 }
 
 std::vector<int64_t> intsAttr(const onnx::NodeProto &n, const char *name) {
@@ -111,11 +128,17 @@ struct Block {
   int scatter = -1;              // its index_add_ (ScatterElements)
   std::vector<int> gathers;      // Gather(W, e) nodes
   std::vector<std::string> weights; // their W, sorted
+  /// Its body in node order: what its pairs and its expert index reach, up
+  /// to its scatter, and the nodes that only prepare a parameter for them.
+  std::vector<int> body;
+  /// The per-expert parameters it reads directly, (node, input), in body
+  /// order. Only per-expert modules (no gathers) may.
+  std::vector<std::pair<int, int>> direct;
 };
 
 /// The blocks that read one expert mask M.
 struct Layer {
-  std::string mask, idx;
+  std::string mask, idx, depth;
   std::vector<Block> blocks;
 };
 
@@ -184,9 +207,15 @@ private:
   std::optional<std::vector<int64_t>> constInts(const std::string &name) const {
     if (auto it = inits.find(name); it != inits.end())
       return tensorInts(*it->second);
-    if (const onnx::NodeProto *c = def(name, "Constant"))
-      if (const onnx::AttributeProto *v = findAttr(*c, "value"))
-        return tensorInts(v->t());
+    const onnx::NodeProto *c = def(name, "Constant");
+    if (!c)
+      return std::nullopt;
+    if (const onnx::AttributeProto *v = findAttr(*c, "value"))
+      return tensorInts(v->t());
+    if (const onnx::AttributeProto *v = findAttr(*c, "value_ints"))
+      return std::vector<int64_t>(v->ints().begin(), v->ints().end());
+    if (const onnx::AttributeProto *v = findAttr(*c, "value_int"))
+      return std::vector<int64_t>{v->i()};
     return std::nullopt;
   }
 
@@ -212,13 +241,12 @@ private:
       const onnx::NodeProto *tr = def(sel->input(0), "Transpose");
       if (!tr || intsAttr(*tr, "perm") != std::vector<int64_t>{2, 1, 0})
         continue;
-      const onnx::NodeProto *oh = def(tr->input(0), "OneHot");
-      if (!oh || (intAttr(*oh, "axis", -1) != -1 && intAttr(*oh, "axis", -1) != 2) ||
-          constInts(oh->input(2)) != std::vector<int64_t>{0, 1})
+      std::optional<std::pair<std::string, std::string>> oneHot = oneHotOf(tr->input(0));
+      if (!oneHot)
         continue;
       auto [it, added] = byMask.try_emplace(sel->input(0), layers.size());
       if (added)
-        layers.push_back({sel->input(0), oh->input(0), {}});
+        layers.push_back({sel->input(0), oneHot->first, oneHot->second, {}});
       Block b;
       b.nonZero = i;
       b.expert = sel->input(1);
@@ -227,8 +255,43 @@ private:
     return layers;
   }
 
+  std::string skipCasts(std::string v) const {
+    while (const onnx::NodeProto *c = def(v, "Cast"))
+      v = c->input(0);
+    return v;
+  }
+
+  /// (indices, depth) of a one-hot [T, K, D] of top-k indices: OneHot(idx,
+  /// D, [0, 1]) (TorchScript) or Equal(Unsqueeze(idx, -1), Range(0, D, 1))
+  /// (dynamo), either through casts.
+  std::optional<std::pair<std::string, std::string>> oneHotOf(const std::string &v) const {
+    std::string x = skipCasts(v);
+    if (const onnx::NodeProto *oh = def(x, "OneHot")) {
+      int64_t axis = intAttr(*oh, "axis", -1);
+      if ((axis == -1 || axis == 2) && constInts(oh->input(2)) == std::vector<int64_t>{0, 1})
+        return std::make_pair(oh->input(0), oh->input(1));
+      return std::nullopt;
+    }
+    const onnx::NodeProto *eq = def(x, "Equal");
+    if (!eq)
+      return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      const onnx::NodeProto *un = def(eq->input(side), "Unsqueeze");
+      const onnx::NodeProto *range = def(eq->input(1 - side), "Range");
+      if (!un || !range || un->input_size() < 2 ||
+          (constInts(un->input(1)) != std::vector<int64_t>{-1} &&
+           constInts(un->input(1)) != std::vector<int64_t>{2}) ||
+          constInts(skipCasts(range->input(0))) != std::vector<int64_t>{0} ||
+          constInts(skipCasts(range->input(2))) != std::vector<int64_t>{1})
+        continue;
+      return std::make_pair(un->input(0), skipCasts(range->input(1)));
+    }
+    return std::nullopt;
+  }
+
   /// The token coordinate of NonZero's result: Transpose([1, 0]) then Split
-  /// on axis 1 and Squeeze, or Gather(.., 1) on axis 0.
+  /// on axis 1 (or Slice [1:2] on axis 1) and Squeeze, or Gather(.., 1) on
+  /// axis 0.
   std::vector<std::string> tokenCoordinates(const onnx::NodeProto &nz) const {
     std::vector<std::string> toks;
     for (int u : usersOf(nz.output(0))) {
@@ -239,11 +302,18 @@ private:
       if (n.op_type() != "Transpose" || intsAttr(n, "perm") != std::vector<int64_t>{1, 0})
         continue;
       for (int s : usersOf(n.output(0))) {
-        const onnx::NodeProto &split = g.node(s);
-        if (split.op_type() != "Split" || intAttr(split, "axis", 0) != 1 ||
-            split.output_size() != 2)
-          continue;
-        for (int q : usersOf(split.output(1)))
+        const onnx::NodeProto &part = g.node(s);
+        std::string column;
+        if (part.op_type() == "Split" && intAttr(part, "axis", 0) == 1 &&
+            part.output_size() == 2)
+          column = part.output(1);
+        else if (part.op_type() == "Slice" && part.input_size() >= 4 &&
+                 constInts(part.input(1)) == std::vector<int64_t>{1} &&
+                 constInts(part.input(2)) == std::vector<int64_t>{2} &&
+                 constInts(part.input(3)) == std::vector<int64_t>{1} &&
+                 (part.input_size() < 5 || constInts(part.input(4)) == std::vector<int64_t>{1}))
+          column = part.output(0);
+        for (int q : column.empty() ? std::vector<int>{} : usersOf(column))
           if (g.node(q).op_type() == "Squeeze")
             toks.push_back(g.node(q).output(0));
       }
@@ -252,23 +322,30 @@ private:
   }
 
   /// The block's index_add_: a ScatterElements on axis 0 whose indices are
-  /// the token coordinate broadcast over the columns.
+  /// the token coordinate broadcast over the columns (TorchScript), or a
+  /// ScatterND by the token coordinate as [n, 1] (dynamo's index_put_).
   int findScatter(const Block &b) const {
     int found = -1;
-    std::vector<std::string> work = tokenCoordinates(g.node(b.nonZero));
-    std::unordered_set<std::string> seen;
+    std::vector<std::pair<std::string, bool>> work; // (value, expanded)
+    for (const std::string &t : tokenCoordinates(g.node(b.nonZero)))
+      work.push_back({t, false});
+    std::set<std::pair<std::string, bool>> seen;
     while (!work.empty()) {
-      std::string v = work.back();
+      auto [v, expanded] = work.back();
       work.pop_back();
-      if (!seen.insert(v).second)
+      if (!seen.insert({v, expanded}).second)
         continue;
       for (int u : usersOf(v)) {
         const onnx::NodeProto &n = g.node(u);
-        if ((n.op_type() == "Unsqueeze" && constInts(n.input(1)) == std::vector<int64_t>{1}) ||
-            (n.op_type() == "Expand" && n.input(0) == v))
-          work.push_back(n.output(0));
-        else if (n.op_type() == "ScatterElements" && n.input(1) == v &&
-                 intAttr(n, "axis", 0) == 0)
+        const std::string &t = n.op_type();
+        std::optional<std::vector<int64_t>> axes =
+            t == "Unsqueeze" && n.input_size() > 1 ? constInts(n.input(1)) : std::nullopt;
+        if (axes && (*axes == std::vector<int64_t>{1} || *axes == std::vector<int64_t>{-1}))
+          work.push_back({n.output(0), expanded});
+        else if ((t == "Expand" && n.input(0) == v) || (t == "Concat" && n.input_size() == 1))
+          work.push_back({n.output(0), expanded || t == "Expand"});
+        else if ((t == "ScatterElements" && n.input(1) == v && intAttr(n, "axis", 0) == 0) ||
+                 (t == "ScatterND" && n.input(1) == v && !expanded))
           found = found == -1 || found == u ? u : -2;
       }
     }
@@ -280,14 +357,16 @@ private:
     b.scatter = findScatter(b);
     if (b.scatter < 0)
       return fail(nz, b.scatter == -1
-                          ? "no index_add_ (ScatterElements on axis 0 by the token "
-                            "coordinate) takes its tokens"
+                          ? "no index_add_ (ScatterElements on axis 0 or ScatterND by the "
+                            "token coordinate) takes its tokens"
                           : "more than one scatter takes its tokens");
     const onnx::NodeProto &sc = g.node(b.scatter);
     if (const onnx::AttributeProto *r = findAttr(sc, "reduction");
         r && r->s() != "none" && r->s() != "add")
       return fail(sc, "a scatter with reduction '" + r->s() + "' is not an index_add_");
-    for (int u : usersOf(b.expert)) {
+    // A constant index (a loop over range(E), per-expert modules) is a
+    // shared Constant that other nodes read too: its weights are the body's.
+    for (int u : isConstant(b.expert) ? std::vector<int>{} : usersOf(b.expert)) {
       const onnx::NodeProto &n = g.node(u);
       if (n.op_type() != "Gather" || n.input_size() < 2 || n.input(1) != b.expert ||
           intAttr(n, "axis", 0) != 0)
@@ -302,44 +381,197 @@ private:
       b.weights.push_back(n.input(0));
     }
     std::sort(b.weights.begin(), b.weights.end());
-    if (b.weights.empty())
-      return fail(nz, "no expert weights are gathered by the expert index (per-expert "
-                      "modules rather than stacked [E, ...] parameters)");
-    return checkSharedReads(b);
+    b.body = bodyOf(b);
+    return success();
   }
 
-  /// The block's body (what its pairs and its expert index reach, up to its
-  /// scatter) may read a parameter only through the expert index: one read
-  /// directly would be that expert's alone, not every pair's.
-  LogicalResult checkSharedReads(const Block &b) {
-    std::vector<std::string> work = {g.node(b.nonZero).output(0), b.expert};
-    std::unordered_set<int> seen;
+  /// A float initializer of more than one element: a parameter.
+  bool isParam(const std::string &name) const {
+    auto it = inits.find(name);
+    if (it == inits.end() || !isFloat(it->second->data_type()))
+      return false;
+    int64_t elements = 1;
+    for (int64_t d : it->second->dims())
+      elements *= d;
+    return elements > 1;
+  }
+  bool isConstant(const std::string &name) const {
+    return inits.count(name) || def(name, "Constant");
+  }
+
+  std::vector<int> bodyOf(const Block &b) const {
+    std::set<int> nodes = {b.nonZero};
+    std::vector<std::string> work = {g.node(b.nonZero).output(0)};
+    if (!isConstant(b.expert))
+      work.push_back(b.expert);
     while (!work.empty()) {
       std::string v = work.back();
       work.pop_back();
-      for (int u : usersOf(v)) {
-        if (!seen.insert(u).second)
-          continue;
-        const onnx::NodeProto &n = g.node(u);
-        bool weightGather = std::find(b.gathers.begin(), b.gathers.end(), u) != b.gathers.end();
-        for (int i = weightGather ? 1 : 0; i < n.input_size(); ++i) {
-          auto it = inits.find(n.input(i));
-          if (it == inits.end() || !isFloat(it->second->data_type()))
-            continue;
-          int64_t elements = 1;
-          for (int64_t d : it->second->dims())
-            elements *= d;
-          if (elements > 1)
-            return fail(n, "it reads the parameter '" + n.input(i) +
-                               "' directly, not through the expert index (a per-expert "
-                               "module?)");
-        }
-        if (u != b.scatter)
-          for (const auto &o : n.output())
+      for (int u : usersOf(v))
+        if (nodes.insert(u).second && u != b.scatter)
+          for (const auto &o : g.node(u).output())
             work.push_back(o);
+    }
+    // What prepares a parameter or a constant for the body (Transpose(W),
+    // Cast(W)): nodes that read only initializers, constants and other
+    // such nodes.
+    std::vector<int> pending(nodes.begin(), nodes.end());
+    while (!pending.empty()) {
+      int u = pending.back();
+      pending.pop_back();
+      for (const auto &in : g.node(u).input()) {
+        auto it = producer.find(in);
+        if (it == producer.end() || nodes.count(it->second) ||
+            g.node(it->second).op_type() == "Constant")
+          continue;
+        const onnx::NodeProto &p = g.node(it->second);
+        bool prep = p.input_size() > 0;
+        for (const auto &x : p.input())
+          prep = prep && (isConstant(x) || (producer.count(x) && nodes.count(producer.at(x))));
+        if (prep && nodes.insert(it->second).second)
+          pending.push_back(it->second);
       }
     }
+    return std::vector<int>(nodes.begin(), nodes.end());
+  }
+
+  /// Every block is the first's code (one traced loop body): node by node
+  /// the same ops and attributes, the same inputs inside the body, and
+  /// outside it the same values, equal constants, shapes (of the sum so
+  /// far: every block's is the same), its own expert index, mask and sum, or
+  /// each its own parameter at the same place (per-expert modules:
+  /// `direct`). A lone block's parameters read outside the expert gathers
+  /// are `direct` too.
+  LogicalResult alignBlocks(Layer &l) {
+    Block &first = l.blocks.front();
+    if (l.blocks.size() == 1)
+      for (int u : first.body)
+        for (int i = 0; i < g.node(u).input_size(); ++i)
+          if (isParam(g.node(u).input(i)) && !(i == 0 && isGather(first, u)))
+            first.direct.push_back({u, i});
+    for (size_t bi = 1; bi < l.blocks.size(); ++bi) {
+      Block &b = l.blocks[bi];
+      if (b.body.size() != first.body.size())
+        return fail(g.node(b.nonZero), "its block has " + std::to_string(b.body.size()) +
+                                           " nodes, the first " +
+                                           std::to_string(first.body.size()));
+      std::unordered_map<int, int64_t> posB, posF;
+      for (size_t k = 0; k < b.body.size(); ++k)
+        posB[b.body[k]] = k, posF[first.body[k]] = k;
+      std::vector<std::pair<int, int>> direct;
+      for (size_t k = 0; k < b.body.size(); ++k) {
+        const onnx::NodeProto &x = g.node(b.body[k]), &y = g.node(first.body[k]);
+        bool same = x.op_type() == y.op_type() && x.input_size() == y.input_size() &&
+                    sameAttributes(x, y);
+        for (int i = 0; same && i < x.input_size(); ++i) {
+          const std::string &xi = x.input(i), &yi = y.input(i);
+          int64_t px = position(xi, posB), py = position(yi, posF);
+          if (px != py)
+            same = false;
+          else if (px < 0 && xi != yi && !(xi == b.expert && yi == first.expert) &&
+                   !(i == 0 && (b.body[k] == b.scatter || b.body[k] == b.nonZero)) &&
+                   !(fromShapes(xi) && fromShapes(yi))) {
+            if (isParam(xi) && isParam(yi))
+              direct.push_back({(int)k, i});
+            else if (!equivalent(xi, yi))
+              return fail(x, "its block reads '" + xi + "' where the first reads '" + yi + "'");
+          }
+        }
+        if (!same)
+          return fail(x, "its block's code differs from the first's at " + describeNode(y));
+      }
+      if (bi > 1 && direct.size() != first.direct.size())
+        return fail(g.node(b.nonZero), "its block reads other parameters than the second");
+      first.direct.clear();
+      for (auto [k, i] : direct) {
+        b.direct.push_back({b.body[k], i});
+        first.direct.push_back({first.body[k], i});
+      }
+    }
+    if (!first.weights.empty() && !first.direct.empty()) {
+      const onnx::NodeProto &n = g.node(first.direct.front().first);
+      return fail(n, "it reads the parameter '" + n.input(first.direct.front().second) +
+                         "' directly, not through the expert index");
+    }
+    if (first.weights.empty() && first.direct.empty())
+      return fail(g.node(first.nonZero), "its body reads no expert weights");
     return success();
+  }
+
+  /// A value computed from tensors' shapes and constants only (folded at
+  /// import).
+  bool fromShapes(const std::string &v, int depth = 0) const {
+    auto it = producer.find(v);
+    if (it == producer.end() || depth > 8)
+      return false;
+    const onnx::NodeProto &n = g.node(it->second);
+    if (n.op_type() == "Shape")
+      return true;
+    static const std::set<std::string> arithmetic = {
+        "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast", "Reshape",
+        "Add",    "Sub",   "Mul",    "Div"};
+    if (!arithmetic.count(n.op_type()))
+      return false;
+    bool shaped = false;
+    for (const auto &in : n.input()) {
+      if (isConstant(in))
+        continue;
+      if (!fromShapes(in, depth + 1))
+        return false;
+      shaped = true;
+    }
+    return shaped;
+  }
+
+  bool isGather(const Block &b, int u) const {
+    return std::find(b.gathers.begin(), b.gathers.end(), u) != b.gathers.end();
+  }
+  /// The position in the body of `v`'s producer, or -1 outside it.
+  int64_t position(const std::string &v, const std::unordered_map<int, int64_t> &pos) const {
+    auto it = producer.find(v);
+    if (it == producer.end())
+      return -1;
+    auto at = pos.find(it->second);
+    return at == pos.end() ? -1 : at->second;
+  }
+  static bool sameAttributes(const onnx::NodeProto &a, const onnx::NodeProto &b) {
+    if (a.attribute_size() != b.attribute_size())
+      return false;
+    for (int i = 0; i < a.attribute_size(); ++i)
+      if (a.attribute(i).SerializeAsString() != b.attribute(i).SerializeAsString())
+        return false;
+    return true;
+  }
+  /// Two values computed alike (each block traces its own copy of what it
+  /// reads from outside: Unsqueeze(routing weights), shapes, constants):
+  /// the same value, equal constants (Constant nodes or initializers), or
+  /// the same op and attributes on equivalent inputs.
+  bool equivalent(const std::string &x, const std::string &y, int depth = 0) const {
+    if (x == y)
+      return true;
+    auto ix = inits.find(x), iy = inits.find(y);
+    if (ix != inits.end() || iy != inits.end()) {
+      if (ix == inits.end() || iy == inits.end())
+        return false;
+      onnx::TensorProto tx = *ix->second, ty = *iy->second;
+      tx.clear_name();
+      ty.clear_name();
+      return tx.SerializeAsString() == ty.SerializeAsString();
+    }
+    auto px = producer.find(x), py = producer.find(y);
+    if (depth > 8 || px == producer.end() || py == producer.end())
+      return false;
+    const onnx::NodeProto &a = g.node(px->second), &b = g.node(py->second);
+    if (a.op_type() != b.op_type() || a.input_size() != b.input_size() ||
+        a.output_size() != b.output_size() || !sameAttributes(a, b))
+      return false;
+    for (int o = 0; o < a.output_size(); ++o)
+      if ((a.output(o) == x) != (b.output(o) == y))
+        return false;
+    for (int i = 0; i < a.input_size(); ++i)
+      if (!equivalent(a.input(i), b.input(i), depth + 1))
+        return false;
+    return true;
   }
 
   // Node building.
@@ -391,34 +623,81 @@ private:
     n.add_input(bias);
   }
 
-  /// The consumers of one gathered weight `wg` in the template block.
-  LogicalResult batchConsumers(const onnx::NodeProto &wg, int64_t weightRank) {
-    std::string w = wg.output(0);
-    for (int u : std::vector<int>(usersOf(w))) {
-      onnx::NodeProto &n = *g.mutable_node(u);
-      const std::string &t = n.op_type();
-      if (t == "Transpose" && weightRank == 3 &&
-          intsAttr(n, "perm") == std::vector<int64_t>{1, 0}) {
-        for (int m : std::vector<int>(usersOf(n.output(0)))) {
-          onnx::NodeProto &mm = *g.mutable_node(m);
-          if (mm.op_type() != "MatMul" || mm.input(1) != n.output(0) || mm.input(0) == w)
-            return fail(mm, "it reads a transposed expert weight; only x @ W^T batches");
-          batchProduct(mm, w, /*transposed=*/true, "");
-        }
-      } else if (t == "MatMul" && weightRank == 3 && n.input(1) == w && n.input(0) != w) {
-        batchProduct(n, w, /*transposed=*/false, "");
-      } else if (t == "Gemm" && weightRank == 3 && n.input(1) == w && n.input(0) != w &&
-                 intAttr(n, "transA", 0) == 0 && !findAttr(n, "alpha") &&
-                 !findAttr(n, "beta")) {
-        batchProduct(n, w, intAttr(n, "transB", 0) != 0, n.input_size() > 2 ? n.input(2) : "");
-      } else if ((t == "Add" || t == "Sub" || t == "Mul" || t == "Div") && weightRank == 2) {
-        continue; // a per-expert vector: per row once gathered by ids
-      } else if (!(t == "Gemm" && weightRank == 2 && n.input_size() > 2 && n.input(2) == w)) {
-        return fail(n, "it reads the expert weights gathered by " + describeNode(wg) +
-                           " in a way that does not batch over tokens");
+  /// Node `n` of the first block reads the pairs' weights `w` (rank
+  /// `weightRank`: [S, ...]) where it read one expert's: products become
+  /// batched, element-wise ops (a bias) stay.
+  LogicalResult batchUse(onnx::NodeProto &n, const std::string &w, int64_t weightRank,
+                         const std::string &origin) {
+    const std::string &t = n.op_type();
+    if (t == "Transpose" && weightRank == 3 && intsAttr(n, "perm") == std::vector<int64_t>{1, 0}) {
+      for (int m : std::vector<int>(usersOf(n.output(0)))) {
+        onnx::NodeProto &mm = *g.mutable_node(m);
+        if (mm.op_type() != "MatMul" || mm.input(1) != n.output(0) || mm.input(0) == w)
+          return fail(mm, "it reads a transposed expert weight; only x @ W^T batches");
+        batchProduct(mm, w, /*transposed=*/true, "");
       }
+    } else if (t == "MatMul" && weightRank == 3 && n.input(1) == w && n.input(0) != w) {
+      batchProduct(n, w, /*transposed=*/false, "");
+    } else if (t == "Gemm" && weightRank == 3 && n.input(1) == w && n.input(0) != w &&
+               intAttr(n, "transA", 0) == 0 && floatAttr(n, "alpha", 1) == 1 &&
+               floatAttr(n, "beta", 1) == 1) {
+      batchProduct(n, w, intAttr(n, "transB", 0) != 0, n.input_size() > 2 ? n.input(2) : "");
+    } else if (!((t == "Add" || t == "Sub" || t == "Mul" || t == "Div") && weightRank == 2) &&
+               !(t == "Gemm" && weightRank == 2 && n.input_size() > 2 && n.input(2) == w)) {
+      return fail(n, "it reads the expert weights " + origin +
+                         " in a way that does not batch over tokens");
     }
     return success();
+  }
+
+  /// Per-expert modules: the j-th parameter every block reads directly,
+  /// stacked in expert order, Concat(Unsqueeze(P_e, 0) for each expert e).
+  /// Every expert must have its block (a loop over range(E)).
+  FailureOr<std::vector<std::string>> stackModules(const Layer &l) {
+    const Block &first = l.blocks.front();
+    std::vector<std::string> stacked;
+    if (first.direct.empty())
+      return stacked;
+    std::optional<std::vector<int64_t>> depth = constInts(l.depth);
+    if (!depth || depth->size() != 1 || (*depth)[0] != (int64_t)l.blocks.size())
+      return fail(g.node(first.nonZero),
+                  "per-expert modules need a block for every expert: " +
+                      std::to_string(l.blocks.size()) + " blocks for a one-hot of depth " +
+                      (depth && depth->size() == 1 ? std::to_string((*depth)[0]) : "?"));
+    std::vector<const Block *> byExpert(l.blocks.size(), nullptr);
+    for (const Block &b : l.blocks) {
+      std::optional<std::vector<int64_t>> e = constInts(b.expert);
+      if (!e || e->size() != 1 || (*e)[0] < 0 || (*e)[0] >= (int64_t)byExpert.size() ||
+          byExpert[(*e)[0]])
+        return fail(g.node(b.nonZero), "the expert index of a per-expert module's block must "
+                                       "be a constant, one block per expert");
+      byExpert[(*e)[0]] = &b;
+      bool same = b.direct.size() == first.direct.size();
+      for (size_t j = 0; same && j < first.direct.size(); ++j) {
+        const onnx::NodeProto &x = g.node(b.direct[j].first), &y = g.node(first.direct[j].first);
+        same = x.op_type() == y.op_type() && b.direct[j].second == first.direct[j].second &&
+               inits.at(x.input(b.direct[j].second))->dims_size() ==
+                   inits.at(y.input(first.direct[j].second))->dims_size();
+      }
+      if (!same)
+        return fail(g.node(b.nonZero), "its block reads other parameters than the first");
+    }
+    for (size_t j = 0; j < first.direct.size(); ++j) {
+      std::vector<std::string> parts;
+      for (const Block *b : byExpert)
+        parts.push_back(op("Unsqueeze", {g.node(b->direct[j].first).input(b->direct[j].second),
+                                         constant({0})}));
+      stacked.push_back(op("Concat", parts));
+      setInt(g.node_size() - 1, "axis", 0);
+    }
+    return stacked;
+  }
+
+  void setInt(int node, const char *name, int64_t value) {
+    onnx::AttributeProto *a = g.mutable_node(node)->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
   }
 
   LogicalResult rewrite(Layer &l) {
@@ -426,6 +705,11 @@ private:
     for (Block &b : l.blocks)
       if (b.weights != first.weights)
         return fail(g.node(b.nonZero), "its block gathers other expert weights than the first");
+    if (failed(alignBlocks(l)))
+      return failure();
+    FailureOr<std::vector<std::string>> stacked = stackModules(l);
+    if (failed(stacked))
+      return failure();
     // Every (t, k) pair, t-major (NonZero gives the (k, t) coordinates).
     std::string shapeTK = op("Shape", {l.idx});
     std::string pairs = op("ConstantOfShape", {shapeTK});
@@ -442,7 +726,19 @@ private:
     for (int gi : first.gathers) {
       g.mutable_node(gi)->set_input(1, ids);
       int64_t rank = inits.at(g.node(gi).input(0))->dims_size();
-      if (failed(batchConsumers(g.node(gi), rank)))
+      std::string origin = "gathered by " + describeNode(g.node(gi));
+      for (int u : std::vector<int>(usersOf(g.node(gi).output(0))))
+        if (failed(batchUse(*g.mutable_node(u), g.node(gi).output(0), rank, origin)))
+          return failure();
+    }
+    // A node's later inputs first: a Gemm's bias before its weight.
+    for (size_t j = first.direct.size(); j-- > 0;) {
+      auto [u, i] = first.direct[j];
+      int64_t rank = inits.at(g.node(u).input(i))->dims_size() + 1;
+      std::string origin = "'" + g.node(u).input(i) + "' (stacked over the experts)";
+      std::string w = op("Gather", {(*stacked)[j], ids});
+      g.mutable_node(u)->set_input(i, w);
+      if (failed(batchUse(*g.mutable_node(u), w, rank, origin)))
         return failure();
     }
     // The first scatter sums every pair of a token; the others are in it.
@@ -450,16 +746,10 @@ private:
     std::string rowShape = op("Slice", {op("Shape", {sc.input(2)}), constant({1}),
                                         constant({INT64_MAX})});
     std::string tk = op("Concat", {shapeTK, rowShape});
-    onnx::AttributeProto *axis = g.mutable_node(g.node_size() - 1)->add_attribute();
-    axis->set_name("axis");
-    axis->set_type(onnx::AttributeProto::INT);
-    axis->set_i(0);
+    setInt(g.node_size() - 1, "axis", 0);
     std::string perPair = op("Reshape", {sc.input(2), tk});
     std::string sum = op("ReduceSum", {perPair, constant({1})});
-    onnx::AttributeProto *keep = g.mutable_node(g.node_size() - 1)->add_attribute();
-    keep->set_name("keepdims");
-    keep->set_type(onnx::AttributeProto::INT);
-    keep->set_i(0);
+    setInt(g.node_size() - 1, "keepdims", 0);
     std::string data = sc.input(0);
     sc.set_op_type("Add");
     sc.clear_attribute();

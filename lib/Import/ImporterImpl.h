@@ -159,6 +159,11 @@ public:
   /// Numpy broadcast of `v` to `shape` (no-op when equal).
   Value broadcastTo(Value v, ArrayRef<int64_t> shape);
   Value reshape(Value v, ArrayRef<int64_t> shape);
+  /// merak.gather of `data`'s slices along `axis`; by constant indices that
+  /// take every slice in order, each r times (repeat_interleave; r = 1:
+  /// every slice once), a broadcast instead: nothing is indexed at run
+  /// time, and the batch split sees the rows kept in order.
+  Value gather(Value data, Value indices, int64_t axis);
 
   void setOutputs(ArrayRef<Value> values);
   /// Imports the nodes of subgraph `g` (an If branch) into the enclosing

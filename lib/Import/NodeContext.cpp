@@ -224,6 +224,42 @@ Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   return create<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
 }
 
+/// How many times constant indices take each of `rows` rows in order
+/// (0,..,0, 1,..,1, .., rows-1, r times each), or 0.
+static int64_t repeatsOfRows(const HostTensor &idx, int64_t rows) {
+  int64_t total = idx.size();
+  if (rows <= 0 || total == 0 || total % rows)
+    return 0;
+  int64_t r = total / rows;
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t v = idx.i()[e];
+    if ((v < 0 ? v + rows : v) != e / r)
+      return 0;
+  }
+  return r;
+}
+
+Value NodeContext::gather(Value data, Value indices, int64_t axis) {
+  if (failedNode || !data || !indices)
+    return {};
+  auto type = cast<RankedTensorType>(data.getType());
+  auto idxType = cast<RankedTensorType>(indices.getType());
+  ElementsAttr attr;
+  if (matchPattern(indices, m_Constant(&attr)) && !matchPattern(data, m_Constant())) {
+    FailureOr<HostTensor> idx = HostTensor::fromAttr(attr);
+    if (int64_t r = succeeded(idx) ? repeatsOfRows(*idx, type.getDimSize(axis)) : 0) {
+      SmallVector<int64_t> split(type.getShape()), out(type.getShape().take_front(axis));
+      split.insert(split.begin() + axis + 1, 1);
+      llvm::append_range(out, idxType.getShape());
+      llvm::append_range(out, type.getShape().drop_front(axis + 1));
+      Value v = reshape(data, split);
+      split[axis + 1] = r;
+      return reshape(broadcastTo(v, split), out);
+    }
+  }
+  return create<GatherOp>(data, indices, axis);
+}
+
 void NodeContext::setOutputs(ArrayRef<Value> vals) {
   if (failedNode)
     return;

@@ -140,7 +140,7 @@ LogicalResult gatherND(NodeContext &n) {
   }
   SmallVector<int64_t> flat{product(dshape.take_front(b + k))};
   flat.append(dshape.begin() + b + k, dshape.end());
-  n.setOutputs(n.create<GatherOp>(n.reshape(n.input(0), flat), linear, 0));
+  n.setOutputs(n.gather(n.reshape(n.input(0), flat), linear, 0));
   return success();
 }
 

@@ -7,8 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
 
-#include "mlir/IR/Matchers.h"
-
 #include <cmath>
 
 using namespace mlir;
@@ -444,46 +442,11 @@ LogicalResult split18(NodeContext &n) {
 }
 LogicalResult split11(NodeContext &n) { return splitImpl(n, false); }
 
-/// How many times constant indices take each of `rows` rows in order
-/// (0,..,0, 1,..,1, .., rows-1, r times each: repeat_interleave; r = 1 is
-/// every row once), or 0.
-int64_t repeatsOfRows(const HostTensor &idx, int64_t rows) {
-  int64_t total = idx.size();
-  if (rows <= 0 || total == 0 || total % rows)
-    return 0;
-  int64_t r = total / rows;
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t v = idx.i()[e];
-    if ((v < 0 ? v + rows : v) != e / r)
-      return 0;
-  }
-  return r;
-}
-
-/// Gather; by constant indices that repeat every row in order, a broadcast
-/// of the rows instead: nothing is indexed at run time, and the batch split
-/// sees the rows kept in order (the eager expert loops, ExpertLoops.cpp).
 LogicalResult gather(NodeContext &n) {
-  auto data = n.inputType(0);
-  auto ax = n.axis(n.getInt("axis", 0), data.getRank());
+  auto ax = n.axis(n.getInt("axis", 0), n.inputType(0).getRank());
   if (failed(ax))
     return failure();
-  ElementsAttr attr;
-  int64_t rows = data.getDimSize(*ax);
-  if (matchPattern(n.input(1), m_Constant(&attr)) && !matchPattern(n.input(0), m_Constant())) {
-    FailureOr<HostTensor> idx = HostTensor::fromAttr(attr);
-    if (int64_t r = succeeded(idx) ? repeatsOfRows(*idx, rows) : 0) {
-      SmallVector<int64_t> split(data.getShape()), out(data.getShape().take_front(*ax));
-      split.insert(split.begin() + *ax + 1, 1);
-      llvm::append_range(out, n.inputType(1).getShape());
-      llvm::append_range(out, data.getShape().drop_front(*ax + 1));
-      Value v = n.reshape(n.input(0), split);
-      split[*ax + 1] = r;
-      n.setOutputs(n.reshape(n.broadcastTo(v, split), out));
-      return success();
-    }
-  }
-  n.setOutputs(n.create<GatherOp>(n.input(0), n.input(1), *ax));
+  n.setOutputs(n.gather(n.input(0), n.input(1), *ax));
   return success();
 }
 

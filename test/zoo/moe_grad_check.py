@@ -12,6 +12,8 @@ no gradient flows through the top-k indices, in either:
   mixtral         batched_mm experts (merak.expert_matmul from the export)
   mixtral-sparse  transformers' eager experts (the traced per-expert loop,
                   batched by the importer: lib/Import/ExpertLoops.cpp)
+  mixtral-modules transformers 4.x's block (a module per expert, a loop over
+                  range(E): the experts' weights stacked by the importer)
   gpt-oss-sparse  GPT-OSS's eager experts ([E, in, out] weights, per-expert
                   biases, clamped SwiGLU)
 Ends with "N passed, M failed".
@@ -54,7 +56,7 @@ def check(env, name):
 
 def main():
     return run_checks(lambda bin_dir, work: (bin_dir, work), check,
-                      ["mixtral", "mixtral-sparse", "gpt-oss-sparse"])
+                      ["mixtral", "mixtral-sparse", "mixtral-modules", "gpt-oss-sparse"])
 
 
 if __name__ == "__main__":

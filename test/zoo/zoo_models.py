@@ -46,6 +46,47 @@ class DenseMoE(nn.Module):
         return (y * gate.t().unsqueeze(-1)).sum(0).reshape(x.shape)
 
 
+class LegacyMixtralMoE(nn.Module):
+    """transformers 4.x's MixtralSparseMoeBlock, as files exported before
+    transformers 5 have it: one module per expert (w1, w3, w2 Linear
+    layers), a loop over range(num_experts), torch.where and index_add_.
+    Built from a transformers 5 block, with its weights."""
+
+    def __init__(self, block):
+        super().__init__()
+        e, i, h = block.experts.gate_up_proj.shape
+        i //= 2
+        self.top_k, self.num_experts = block.top_k, e
+        self.gate = nn.Linear(h, e, bias=False)
+        self.experts = nn.ModuleList()
+        with torch.no_grad():
+            self.gate.weight.copy_(block.gate.weight)
+            for x in range(e):
+                expert = nn.Module()
+                expert.w1, expert.w3 = nn.Linear(h, i, bias=False), nn.Linear(h, i, bias=False)
+                expert.w2 = nn.Linear(i, h, bias=False)
+                expert.w1.weight.copy_(block.experts.gate_up_proj[x, :i])
+                expert.w3.weight.copy_(block.experts.gate_up_proj[x, i:])
+                expert.w2.weight.copy_(block.experts.down_proj[x])
+                self.experts.append(expert)
+
+    def forward(self, hidden_states):
+        b, t, h = hidden_states.shape
+        hidden_states = hidden_states.view(-1, h)
+        routing_weights = F.softmax(self.gate(hidden_states), dim=1, dtype=torch.float)
+        routing_weights, selected = torch.topk(routing_weights, self.top_k, dim=-1)
+        routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
+        final = torch.zeros((b * t, h), dtype=hidden_states.dtype)
+        mask = F.one_hot(selected, num_classes=self.num_experts).permute(2, 1, 0)
+        for x in range(self.num_experts):
+            expert = self.experts[x]
+            idx, top_x = torch.where(mask[x])
+            current = hidden_states[None, top_x].reshape(-1, h)
+            y = expert.w2(F.silu(expert.w1(current)) * expert.w3(current))
+            final.index_add_(0, top_x, y * routing_weights[top_x, idx, None])
+        return final.reshape(b, t, h)
+
+
 class DenseMoELM(nn.Module):
     """Token and position embeddings, blocks of (layer norm, MLP) and
     (layer norm, dense MoE) with residuals, a final norm and the LM head."""
