@@ -50,7 +50,7 @@
 // loop is not touched.
 //
 //===----------------------------------------------------------------------===//
-#include "ImporterImpl.h"
+#include "ProtoGraph.h"
 
 #include <algorithm>
 #include <cstring>
@@ -65,68 +65,12 @@ using namespace mlir::merak::onnx_import;
 
 namespace {
 
-const onnx::AttributeProto *findAttr(const onnx::NodeProto &n, const char *name) {
-  for (const auto &a : n.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
-int64_t intAttr(const onnx::NodeProto &n, const char *name, int64_t dflt) {
-  const onnx::AttributeProto *a = findAttr(n, name);
-  return a ? a->i() : dflt;
-}
-
-float floatAttr(const onnx::NodeProto &n, const char *name, float dflt) {
-  const onnx::AttributeProto *a = findAttr(n, name);
-  return a ? a->f() : dflt;
-}
-
-std::vector<int64_t> intsAttr(const onnx::NodeProto &n, const char *name) {
-  const onnx::AttributeProto *a = findAttr(n, name);
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
-}
-
-/// The values of a small int64/int32 tensor stored in the proto itself.
-std::optional<std::vector<int64_t>> tensorInts(const onnx::TensorProto &t) {
-  std::vector<int64_t> v;
-  if (t.data_type() == onnx::TensorProto::INT64) {
-    if (t.int64_data_size())
-      return std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end());
-    v.resize(t.raw_data().size() / sizeof(int64_t));
-    std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
-    return v;
-  }
-  if (t.data_type() == onnx::TensorProto::INT32) {
-    if (t.int32_data_size())
-      return std::vector<int64_t>(t.int32_data().begin(), t.int32_data().end());
-    std::vector<int32_t> w(t.raw_data().size() / sizeof(int32_t));
-    std::memcpy(w.data(), t.raw_data().data(), w.size() * sizeof(int32_t));
-    return std::vector<int64_t>(w.begin(), w.end());
-  }
-  return std::nullopt;
-}
-
-bool isFloat(int32_t type) {
-  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
-         type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
-}
-
-onnx::TensorProto int64Tensor(const std::vector<int64_t> &values) {
-  onnx::TensorProto t;
-  t.set_data_type(onnx::TensorProto::INT64);
-  t.add_dims((int64_t)values.size());
-  for (int64_t v : values)
-    t.add_int64_data(v);
-  return t;
-}
-
 /// One unrolled iteration of an expert loop.
 struct Block {
-  int nonZero = -1;              // NonZero(M[e])
-  std::string expert;            // e
-  int scatter = -1;              // its index_add_ (ScatterElements)
-  std::vector<int> gathers;      // Gather(W, e) nodes
+  int nonZero = -1;                 // NonZero(M[e])
+  std::string expert;               // e
+  int scatter = -1;                 // its index_add_ (ScatterElements)
+  std::vector<int> gathers;         // Gather(W, e) nodes
   std::vector<std::string> weights; // their W, sorted
   /// Its body in node order: what its pairs and its expert index reach, up
   /// to its scatter, and the nodes that only prepare a parameter for them.
@@ -142,9 +86,10 @@ struct Layer {
   std::vector<Block> blocks;
 };
 
-class ExpertLoops {
+class ExpertLoops : ProtoGraph {
 public:
-  ExpertLoops(onnx::ModelProto &m, std::string &error) : g(*m.mutable_graph()), error(error) {
+  ExpertLoops(onnx::ModelProto &m, std::string &error)
+      : ProtoGraph(*m.mutable_graph(), "merak.experts/"), error(error) {
     for (const auto &imp : m.opset_import())
       if (imp.domain().empty() || imp.domain() == "ai.onnx")
         opset = imp.version();
@@ -169,58 +114,12 @@ public:
   }
 
 private:
-  onnx::GraphProto &g;
   std::string &error;
   int64_t opset = 0;
-  int fresh = 0;
-  std::unordered_map<std::string, int> producer;
-  std::unordered_map<std::string, std::vector<int>> users;
-  std::unordered_map<std::string, const onnx::TensorProto *> inits;
-
-  void index() {
-    producer.clear();
-    users.clear();
-    for (const auto &t : g.initializer())
-      inits[t.name()] = &t;
-    for (int i = 0; i < g.node_size(); ++i) {
-      for (const auto &o : g.node(i).output())
-        if (!o.empty())
-          producer[o] = i;
-      for (const auto &in : g.node(i).input())
-        if (!in.empty())
-          users[in].push_back(i);
-    }
-  }
-
-  const onnx::NodeProto *def(const std::string &name, const char *op) const {
-    auto it = producer.find(name);
-    if (it == producer.end() || g.node(it->second).op_type() != op)
-      return nullptr;
-    return &g.node(it->second);
-  }
-  const std::vector<int> &usersOf(const std::string &name) const {
-    static const std::vector<int> none;
-    auto it = users.find(name);
-    return it == users.end() ? none : it->second;
-  }
-  /// A constant input's integers (a Constant node or an initializer).
-  std::optional<std::vector<int64_t>> constInts(const std::string &name) const {
-    if (auto it = inits.find(name); it != inits.end())
-      return tensorInts(*it->second);
-    const onnx::NodeProto *c = def(name, "Constant");
-    if (!c)
-      return std::nullopt;
-    if (const onnx::AttributeProto *v = findAttr(*c, "value"))
-      return tensorInts(v->t());
-    if (const onnx::AttributeProto *v = findAttr(*c, "value_ints"))
-      return std::vector<int64_t>(v->ints().begin(), v->ints().end());
-    if (const onnx::AttributeProto *v = findAttr(*c, "value_int"))
-      return std::vector<int64_t>{v->i()};
-    return std::nullopt;
-  }
 
   LogicalResult fail(const onnx::NodeProto &n, const std::string &why) {
-    error = "the eager Mixture-of-Experts loop (transformers' per-expert loop) at " +
+    error = "the eager Mixture-of-Experts loop (transformers' per-expert loop) "
+            "at " +
             describeNode(n) + ": " + why;
     return failure();
   }
@@ -253,12 +152,6 @@ private:
       layers[it->second].blocks.push_back(std::move(b));
     }
     return layers;
-  }
-
-  std::string skipCasts(std::string v) const {
-    while (const onnx::NodeProto *c = def(v, "Cast"))
-      v = c->input(0);
-    return v;
   }
 
   /// (indices, depth) of a one-hot [T, K, D] of top-k indices: OneHot(idx,
@@ -304,8 +197,7 @@ private:
       for (int s : usersOf(n.output(0))) {
         const onnx::NodeProto &part = g.node(s);
         std::string column;
-        if (part.op_type() == "Split" && intAttr(part, "axis", 0) == 1 &&
-            part.output_size() == 2)
+        if (part.op_type() == "Split" && intAttr(part, "axis", 0) == 1 && part.output_size() == 2)
           column = part.output(1);
         else if (part.op_type() == "Slice" && part.input_size() >= 4 &&
                  constInts(part.input(1)) == std::vector<int64_t>{1} &&
@@ -375,28 +267,14 @@ private:
       if (n.input(0) == l.mask)
         continue;
       if (!inits.count(n.input(0)))
-        return fail(n, "the expert weights '" + n.input(0) +
-                           "' are not a parameter (an initializer)");
+        return fail(n,
+                    "the expert weights '" + n.input(0) + "' are not a parameter (an initializer)");
       b.gathers.push_back(u);
       b.weights.push_back(n.input(0));
     }
     std::sort(b.weights.begin(), b.weights.end());
     b.body = bodyOf(b);
     return success();
-  }
-
-  /// A float initializer of more than one element: a parameter.
-  bool isParam(const std::string &name) const {
-    auto it = inits.find(name);
-    if (it == inits.end() || !isFloat(it->second->data_type()))
-      return false;
-    int64_t elements = 1;
-    for (int64_t d : it->second->dims())
-      elements *= d;
-    return elements > 1;
-  }
-  bool isConstant(const std::string &name) const {
-    return inits.count(name) || def(name, "Constant");
   }
 
   std::vector<int> bodyOf(const Block &b) const {
@@ -461,8 +339,8 @@ private:
       std::vector<std::pair<int, int>> direct;
       for (size_t k = 0; k < b.body.size(); ++k) {
         const onnx::NodeProto &x = g.node(b.body[k]), &y = g.node(first.body[k]);
-        bool same = x.op_type() == y.op_type() && x.input_size() == y.input_size() &&
-                    sameAttributes(x, y);
+        bool same =
+            x.op_type() == y.op_type() && x.input_size() == y.input_size() && sameAttributes(x, y);
         for (int i = 0; same && i < x.input_size(); ++i) {
           const std::string &xi = x.input(i), &yi = y.input(i);
           int64_t px = position(xi, posB), py = position(yi, posF);
@@ -498,31 +376,6 @@ private:
     return success();
   }
 
-  /// A value computed from tensors' shapes and constants only (folded at
-  /// import).
-  bool fromShapes(const std::string &v, int depth = 0) const {
-    auto it = producer.find(v);
-    if (it == producer.end() || depth > 8)
-      return false;
-    const onnx::NodeProto &n = g.node(it->second);
-    if (n.op_type() == "Shape")
-      return true;
-    static const std::set<std::string> arithmetic = {
-        "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast", "Reshape",
-        "Add",    "Sub",   "Mul",    "Div"};
-    if (!arithmetic.count(n.op_type()))
-      return false;
-    bool shaped = false;
-    for (const auto &in : n.input()) {
-      if (isConstant(in))
-        continue;
-      if (!fromShapes(in, depth + 1))
-        return false;
-      shaped = true;
-    }
-    return shaped;
-  }
-
   bool isGather(const Block &b, int u) const {
     return std::find(b.gathers.begin(), b.gathers.end(), u) != b.gathers.end();
   }
@@ -534,73 +387,6 @@ private:
     auto at = pos.find(it->second);
     return at == pos.end() ? -1 : at->second;
   }
-  static bool sameAttributes(const onnx::NodeProto &a, const onnx::NodeProto &b) {
-    if (a.attribute_size() != b.attribute_size())
-      return false;
-    for (int i = 0; i < a.attribute_size(); ++i)
-      if (a.attribute(i).SerializeAsString() != b.attribute(i).SerializeAsString())
-        return false;
-    return true;
-  }
-  /// Two values computed alike (each block traces its own copy of what it
-  /// reads from outside: Unsqueeze(routing weights), shapes, constants):
-  /// the same value, equal constants (Constant nodes or initializers), or
-  /// the same op and attributes on equivalent inputs.
-  bool equivalent(const std::string &x, const std::string &y, int depth = 0) const {
-    if (x == y)
-      return true;
-    auto ix = inits.find(x), iy = inits.find(y);
-    if (ix != inits.end() || iy != inits.end()) {
-      if (ix == inits.end() || iy == inits.end())
-        return false;
-      onnx::TensorProto tx = *ix->second, ty = *iy->second;
-      tx.clear_name();
-      ty.clear_name();
-      return tx.SerializeAsString() == ty.SerializeAsString();
-    }
-    auto px = producer.find(x), py = producer.find(y);
-    if (depth > 8 || px == producer.end() || py == producer.end())
-      return false;
-    const onnx::NodeProto &a = g.node(px->second), &b = g.node(py->second);
-    if (a.op_type() != b.op_type() || a.input_size() != b.input_size() ||
-        a.output_size() != b.output_size() || !sameAttributes(a, b))
-      return false;
-    for (int o = 0; o < a.output_size(); ++o)
-      if ((a.output(o) == x) != (b.output(o) == y))
-        return false;
-    for (int i = 0; i < a.input_size(); ++i)
-      if (!equivalent(a.input(i), b.input(i), depth + 1))
-        return false;
-    return true;
-  }
-
-  // Node building.
-  std::string name(const std::string &hint) {
-    return "merak.experts/" + hint + "_" + std::to_string(fresh++);
-  }
-  onnx::NodeProto &node(const char *op, std::vector<std::string> inputs, std::string out) {
-    onnx::NodeProto &n = *g.add_node();
-    n.set_op_type(op);
-    n.set_name(out);
-    for (auto &in : inputs)
-      n.add_input(in);
-    n.add_output(out);
-    return n;
-  }
-  std::string constant(const std::vector<int64_t> &values) {
-    std::string out = name("const");
-    onnx::AttributeProto *a = node("Constant", {}, out).add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    *a->mutable_t() = int64Tensor(values);
-    return out;
-  }
-  std::string op(const char *type, std::vector<std::string> inputs) {
-    std::string out = name(type);
-    node(type, std::move(inputs), out);
-    return out;
-  }
-
   /// Rewrites product `n` (reading the gathered weights `w` [S, a, b] as
   /// its second input) into the batched form: transposed means x @ W_e^T.
   void batchProduct(onnx::NodeProto &n, const std::string &w, bool transposed,
@@ -685,19 +471,12 @@ private:
     for (size_t j = 0; j < first.direct.size(); ++j) {
       std::vector<std::string> parts;
       for (const Block *b : byExpert)
-        parts.push_back(op("Unsqueeze", {g.node(b->direct[j].first).input(b->direct[j].second),
-                                         constant({0})}));
+        parts.push_back(op("Unsqueeze",
+                           {g.node(b->direct[j].first).input(b->direct[j].second), constant({0})}));
       stacked.push_back(op("Concat", parts));
       setInt(g.node_size() - 1, "axis", 0);
     }
     return stacked;
-  }
-
-  void setInt(int node, const char *name, int64_t value) {
-    onnx::AttributeProto *a = g.mutable_node(node)->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(value);
   }
 
   LogicalResult rewrite(Layer &l) {
@@ -743,8 +522,8 @@ private:
     }
     // The first scatter sums every pair of a token; the others are in it.
     onnx::NodeProto &sc = *g.mutable_node(first.scatter);
-    std::string rowShape = op("Slice", {op("Shape", {sc.input(2)}), constant({1}),
-                                        constant({INT64_MAX})});
+    std::string rowShape =
+        op("Slice", {op("Shape", {sc.input(2)}), constant({1}), constant({INT64_MAX})});
     std::string tk = op("Concat", {shapeTK, rowShape});
     setInt(g.node_size() - 1, "axis", 0);
     std::string perPair = op("Reshape", {sc.input(2), tk});
@@ -765,52 +544,6 @@ private:
       other.add_input(d);
     }
     return success();
-  }
-
-  /// Drops the nodes no graph output reads (the other blocks, the hit
-  /// experts' NonZero). Names a subgraph reads count as read.
-  void removeDeadNodes() {
-    index();
-    std::vector<char> live(g.node_size(), 0);
-    std::vector<std::string> work;
-    for (const auto &o : g.output())
-      work.push_back(o.name());
-    auto subgraphReads = [&](const onnx::GraphProto &sub, auto &self) -> void {
-      for (const auto &n : sub.node()) {
-        for (const auto &in : n.input())
-          work.push_back(in);
-        for (const auto &a : n.attribute()) {
-          if (a.has_g())
-            self(a.g(), self);
-          for (const auto &sg : a.graphs())
-            self(sg, self);
-        }
-      }
-      for (const auto &o : sub.output())
-        work.push_back(o.name());
-    };
-    while (!work.empty()) {
-      std::string v = work.back();
-      work.pop_back();
-      auto it = producer.find(v);
-      if (it == producer.end() || live[it->second])
-        continue;
-      live[it->second] = 1;
-      const onnx::NodeProto &n = g.node(it->second);
-      for (const auto &in : n.input())
-        work.push_back(in);
-      for (const auto &a : n.attribute()) {
-        if (a.has_g())
-          subgraphReads(a.g(), subgraphReads);
-        for (const auto &sg : a.graphs())
-          subgraphReads(sg, subgraphReads);
-      }
-    }
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
-    for (int i = 0; i < g.node_size(); ++i)
-      if (live[i])
-        *kept.Add() = std::move(*g.mutable_node(i));
-    g.mutable_node()->Swap(&kept);
   }
 };
 
