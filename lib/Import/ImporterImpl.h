@@ -278,6 +278,7 @@ void registerLossOps(OpRegistry &r);
 void registerLegacyOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
+void registerRecurrentOps(OpRegistry &r);
 void registerAttentionOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);

@@ -75,6 +75,7 @@ const OpRegistry &OpRegistry::get() {
     registerLegacyOps(r);
     registerSequenceOps(r);
     registerIndexingOps(r);
+    registerRecurrentOps(r);
     registerAttentionOps(r);
     registerResizeOps(r);
     registerEinsumOps(r);

@@ -112,3 +112,22 @@ func.func @forward(%x: tensor<4x3x4xf32> {merak.name = "scores"}, %i: tensor<4x3
   %y = merak.mul %gate, %p : tensor<12x4xf32>, tensor<12x4xf32>
   return %y : tensor<12x4xf32>
 }
+
+// -----
+
+// One whole-batch value (zeros broadcast to [4, 8]) read by two ops of the
+// batch: both reads take the local copy, and the whole-batch broadcast,
+// listed twice, goes once (it was erased twice: a recurrent net's initial
+// state met both the first step and the masked output).
+// CHECK: func.func @forward(%[[X:.*]]: tensor<2x8xf32> {merak.name = "shared"})
+// CHECK: %[[Z:.*]] = merak.broadcast %{{.*}} : tensor<f32> to tensor<2x8xf32>
+// CHECK-NOT: tensor<4x8xf32>
+// CHECK: merak.add %[[X]], %[[Z]] : tensor<2x8xf32>, tensor<2x8xf32>
+// CHECK: merak.mul %{{.*}}, %[[Z]] : tensor<2x8xf32>, tensor<2x8xf32>
+func.func @forward(%x: tensor<4x8xf32> {merak.name = "shared"}) -> tensor<4x8xf32> {
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %z = merak.broadcast %zero : tensor<f32> to tensor<4x8xf32>
+  %a = merak.add %x, %z : tensor<4x8xf32>, tensor<4x8xf32>
+  %m = merak.mul %a, %z : tensor<4x8xf32>, tensor<4x8xf32>
+  return %m : tensor<4x8xf32>
+}

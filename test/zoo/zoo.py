@@ -68,7 +68,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 from zoo_models import (CausalEncoderLM, CausalLM, Clip3DNet, DenseMoELM,  # noqa: E402,F401
                         GridSampleNet, ImageClassifier, LegacyMixtralMoE, MaskedLM,
-                        Seq2SeqLM)
+                        RecurrentLM, Seq2SeqLM)
 
 
 
@@ -161,6 +161,9 @@ def build(name):
                                                 router_jitter_noise=0.0))
         cfg._experts_implementation = "batched_mm" if name == "mixtral" else "eager"
         return CausalLM(tf.MixtralForCausalLM(cfg)), ids
+    if name in ("lstm", "gru-bi", "rnn"):
+        kind = name.split("-")[0]
+        return RecurrentLM(kind, VOCAB, WIDTH, bidirectional=name.endswith("-bi")), ids
     if name == "mixtral-modules":
         # transformers 4.x's MoE block (a module per expert, a loop over
         # range(E)) with the weights of the mixtral model above.
@@ -238,7 +241,7 @@ def build(name):
 
 MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
           "vit", "resnet50", "cnn3d", "grid-sample",
-          "nn-transformer", "mixtral", "mixtral-sparse", "mixtral-modules", "qwen2-moe",
+          "nn-transformer", "lstm", "gru-bi", "rnn", "mixtral", "mixtral-sparse", "mixtral-modules", "qwen2-moe",
           "qwen2-moe-sparse", "olmoe", "gpt-oss", "gpt-oss-sparse", "dense-moe"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
@@ -248,6 +251,9 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)",
           "qwen2-moe": "Qwen2-MoE (4 experts top-2 + gated shared expert)",
           "olmoe": "OLMoE (4 experts top-2, q/k norm)",
+          "lstm": "LSTM language model (2 layers; the ONNX LSTM op)",
+          "gru-bi": "bidirectional GRU tagger (2 layers; the ONNX GRU op)",
+          "rnn": "Elman RNN language model (2 layers, tanh; the ONNX RNN op)",
           "mixtral-modules": "Mixtral MoE (transformers 4.x block: a module per expert)",
           "qwen2-moe-sparse": "Qwen2-MoE (as above; eager experts)",
           "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",

@@ -87,6 +87,25 @@ class LegacyMixtralMoE(nn.Module):
         return final.reshape(b, t, h)
 
 
+class RecurrentLM(nn.Module):
+    """Embedding -> a 2-layer recurrent net (nn.LSTM, nn.GRU or nn.RNN,
+    batch-first) -> vocabulary logits: the ONNX LSTM/GRU/RNN ops (GRU's
+    linear_before_reset = 1, as torch exports it). `bidirectional` reads
+    the whole row both ways (a tagger, not a causal LM)."""
+
+    def __init__(self, kind, vocab, width, bidirectional=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        cls = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}[kind]
+        self.rnn = cls(width, width, num_layers=2, batch_first=True,
+                       bidirectional=bidirectional)
+        self.head = nn.Linear(width * (2 if bidirectional else 1), vocab)
+
+    def forward(self, input_ids):
+        y, _ = self.rnn(self.embed(input_ids))
+        return self.head(y)
+
+
 class DenseMoELM(nn.Module):
     """Token and position embeddings, blocks of (layer norm, MLP) and
     (layer norm, dense MoE) with residuals, a final norm and the LM head."""

@@ -31,6 +31,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <cmath>
 
@@ -259,6 +260,8 @@ private:
       return failure();
     // [outer, blocks, parts, chunk, inner] over the flat elements.
     ArrayRef<int64_t> shape = type.getShape();
+    if (shape[w.dim] % (w.blocks * parts))
+      return failure(); // parts that are not whole rows
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < w.dim; ++d)
       outer *= shape[d];
@@ -352,11 +355,14 @@ private:
       p.user->setOperand(p.index, localValue(full, p.where, made));
       replaced.push_back(full.getDefiningOp());
     }
-    // The whole-batch versions nothing reads any more.
+    // The whole-batch versions nothing reads any more (an op may be listed
+    // more than once: through several operands or users).
+    llvm::SmallPtrSet<Operation *, 16> erased;
     while (!replaced.empty()) {
       Operation *op = replaced.pop_back_val();
-      if (!op->use_empty() || !isPure(op))
+      if (!op || erased.contains(op) || !op->use_empty() || !isPure(op))
         continue;
+      erased.insert(op);
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp())
           replaced.push_back(def);
