@@ -232,19 +232,24 @@ void ProtoGraph::removeDeadNodes() {
   std::vector<std::string> work;
   for (const auto &o : g.output())
     work.push_back(o.name());
-  auto subgraphReads = [&](const onnx::GraphProto &sub, auto &self) -> void {
-    for (const auto &n : sub.node()) {
-      for (const auto &in : n.input())
-        work.push_back(in);
-      for (const auto &a : n.attribute()) {
-        if (a.has_g())
-          self(a.g(), self);
-        for (const auto &sg : a.graphs())
-          self(sg, self);
+  // What a node's subgraphs (If branches, Loop bodies) read, nested ones too.
+  auto subgraphReads = [&](const onnx::NodeProto &n, auto &self) -> void {
+    for (const auto &a : n.attribute()) {
+      std::vector<const onnx::GraphProto *> subs;
+      if (a.has_g())
+        subs.push_back(&a.g());
+      for (const auto &sg : a.graphs())
+        subs.push_back(&sg);
+      for (const onnx::GraphProto *sub : subs) {
+        for (const auto &inner : sub->node()) {
+          for (const auto &in : inner.input())
+            work.push_back(in);
+          self(inner, self);
+        }
+        for (const auto &o : sub->output())
+          work.push_back(o.name());
       }
     }
-    for (const auto &o : sub.output())
-      work.push_back(o.name());
   };
   while (!work.empty()) {
     std::string v = work.back();
@@ -256,12 +261,7 @@ void ProtoGraph::removeDeadNodes() {
     const onnx::NodeProto &n = g.node(it->second);
     for (const auto &in : n.input())
       work.push_back(in);
-    for (const auto &a : n.attribute()) {
-      if (a.has_g())
-        subgraphReads(a.g(), subgraphReads);
-      for (const auto &sg : a.graphs())
-        subgraphReads(sg, subgraphReads);
-    }
+    subgraphReads(n, subgraphReads);
   }
   google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
   for (int i = 0; i < g.node_size(); ++i)

@@ -42,7 +42,8 @@ def model(op, inputs, attrs, opset=22):
     return onnx.shape_inference.infer_shapes(m)  # the output's type, which onnxruntime needs
 
 
-def merak(bin_dir, work, name, m, inputs):
+def merak_outputs(bin_dir, work, name, m, inputs, count=1):
+    """merak-run's first `count` outputs of model `m` on `inputs` (name, array)."""
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, "m.onnx")
@@ -55,7 +56,11 @@ def merak(bin_dir, work, name, m, inputs):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError("merak-run failed: " + (p.stdout + p.stderr)[-400:])
-    return np.load(os.path.join(d, "out", "output_0.npy"))
+    return [np.load(os.path.join(d, "out", "output_%d.npy" % i)) for i in range(count)]
+
+
+def merak(bin_dir, work, name, m, inputs):
+    return merak_outputs(bin_dir, work, name, m, inputs)[0]
 
 
 def reference(m, inputs):
