@@ -159,6 +159,12 @@ struct Unroller {
     limits[0] = i + 1;
     return n.reshape(n.create<SliceOp>(v, starts, limits, strides), shape.drop_front());
   }
+  /// `v` [B, k H] as k [B, H] gates.
+  SmallVector<Value> split(Value v, int64_t k) {
+    if (!v)
+      return {};
+    return n.createSplit(v, 1, SmallVector<int64_t>(k, H));
+  }
   Value transpose2(Value v) { return n.create<TransposeOp>(v, ArrayRef<int64_t>{1, 0}); }
   Value gate(const Activation &a, Value v) {
     if (!v)
@@ -220,6 +226,12 @@ FailureOr<Unroller::Result> Unroller::direction(int64_t d, bool reverse,
   xw = n.reshape(xw, {T, B, gh});
   if (n.hasFailed())
     return failure();
+  // One split into the steps (and below, into the gates): its derivative
+  // is one concat, where a slice per step would pad each step's gradient
+  // to the whole sequence (T^2).
+  SmallVector<Value> steps = n.createSplit(xw, 0, SmallVector<int64_t>(T, 1));
+  if (n.hasFailed())
+    return failure();
   Value zeros = n.broadcastTo(n.scalarLike(x, 0), {B, H});
   Value h = h0 ? at(h0, d) : zeros;
   Value c = cell == Cell::LSTM ? (c0 ? at(c0, d) : zeros) : Value();
@@ -229,28 +241,31 @@ FailureOr<Unroller::Result> Unroller::direction(int64_t d, bool reverse,
   Value rT0 = rhT ? cols(rT, 0, 2 * H) : rT;
   SmallVector<Value> ys;
   for (int64_t t = 0; t < T; ++t) {
-    Value xt = at(xw, t), hr = n.create<MatmulOp>(h, rT0);
-    Value g = n.create<AddOp>(rhT ? cols(xt, 0, 2 * H) : xt, hr);
+    Value xt = n.reshape(steps[t], {B, gh}), hr = n.create<MatmulOp>(h, rT0);
     Value hNew, cNew;
     if (cell == Cell::RNN) {
-      hNew = gate(acts[0], g);
+      hNew = gate(acts[0], n.create<AddOp>(xt, hr));
     } else if (cell == Cell::GRU) {
-      Value z = gate(acts[0], cols(g, 0, H)), r = gate(acts[0], cols(g, H, 2 * H));
+      SmallVector<Value> xg = split(xt, 3), hg = split(hr, rhT ? 2 : 3);
+      if (n.hasFailed())
+        return failure();
+      Value z = gate(acts[0], n.create<AddOp>(xg[0], hg[0]));
+      Value r = gate(acts[0], n.create<AddOp>(xg[1], hg[1]));
       Value recurrentH;
       if (rhT) {
         recurrentH = n.create<MatmulOp>(n.create<MulOp>(r, h), rhT);
       } else {
-        recurrentH = cols(hr, 2 * H, 3 * H);
-        if (rbh)
-          recurrentH = n.create<AddOp>(recurrentH, rbh);
+        recurrentH = rbh ? n.create<AddOp>(hg[2], rbh) : hg[2];
         recurrentH = n.create<MulOp>(r, recurrentH);
       }
-      Value hh = gate(acts[1], n.create<AddOp>(cols(xt, 2 * H, 3 * H), recurrentH));
+      Value hh = gate(acts[1], n.create<AddOp>(xg[2], recurrentH));
       hNew = n.create<AddOp>(n.create<MulOp>(n.create<SubOp>(n.scalarLike(z, 1), z), hh),
                              n.create<MulOp>(z, h));
     } else {
-      Value i = cols(g, 0, H), o = cols(g, H, 2 * H), f = cols(g, 2 * H, 3 * H),
-            cc = cols(g, 3 * H, 4 * H);
+      SmallVector<Value> gs = split(n.create<AddOp>(xt, hr), 4);
+      if (n.hasFailed())
+        return failure();
+      Value i = gs[0], o = gs[1], f = gs[2], cc = gs[3];
       if (peep) {
         i = n.create<AddOp>(i, n.create<MulOp>(cols(peep, 0, H), c));
         f = n.create<AddOp>(f, n.create<MulOp>(cols(peep, 2 * H, 3 * H), c));
