@@ -9,6 +9,9 @@ interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
   gpt2     test/torch/export_models.py's GPT-2 (tied embeddings)
   llama    test/torch/decoder_check.py's Llama-style decoder
   encoder  a causal LM on nn.TransformerEncoder (pre-norm)
+  lstm, gru  test/zoo/zoo_models.py's RecurrentLM (2 layers of width d:
+           the ONNX LSTM/GRU ops, which merak unrolls over the sequence;
+           not in the default list)
 merak: exported by the TorchScript exporter (opset 17, training mode),
 merak-compile, ./train on random tokens with OMP/OpenBLAS at 1 thread; the
 median of the per-step time_ms after 5 warm-up steps. PyTorch: forward,
@@ -38,6 +41,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "torch"))
 import export_models as em  # noqa: E402
 from decoder_check import EncoderLM, Llama  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "test", "zoo"))
+from zoo_models import RecurrentLM  # noqa: E402
+
 B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 256, 4, 8, 2048
 WARMUP = 5
 
@@ -50,6 +56,8 @@ def build(name):
     if name == "llama":
         return Llama(vocab=VOCAB, seq=T, dim=D, heads=HEADS, kv_heads=2, layers=LAYERS,
                      hidden=4 * D), []
+    if name in ("lstm", "gru"):
+        return RecurrentLM(name, VOCAB, D), []
     return EncoderLM(vocab=VOCAB, seq=T, width=D, heads=HEADS, layers=LAYERS), []
 
 
@@ -125,7 +133,9 @@ def main():
     for name in args.models.split(","):
         model, flags = build(name)
         params = sum(p.numel() for p in model.parameters())
-        flops = 6 * params * B * T + 12 * LAYERS * B * T * T * D
+        flops = 6 * params * B * T
+        if name not in ("lstm", "gru"):
+            flops += 12 * LAYERS * B * T * T * D
         merak_ms, fused = merak_step_ms(args, name, model, flags)
         eager_ms = torch_step_ms(build(name)[0], args.steps, False)
         compiled_ms = torch_step_ms(build(name)[0], args.steps, True)
