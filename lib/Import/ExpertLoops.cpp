@@ -321,6 +321,7 @@ private:
   /// `direct`). A lone block's parameters read outside the expert gathers
   /// are `direct` too.
   LogicalResult alignBlocks(Layer &l) {
+    equivalents.clear(); // an earlier layer's rewrite renamed values
     Block &first = l.blocks.front();
     if (l.blocks.size() == 1)
       for (int u : first.body)

@@ -164,29 +164,34 @@ bool ProtoGraph::sameAttributes(const onnx::NodeProto &a, const onnx::NodeProto 
 bool ProtoGraph::equivalent(const std::string &x, const std::string &y, int depth) const {
   if (x == y)
     return true;
+  // Two parameters are two values, whatever they hold; shared inputs make
+  // the walk a DAG, so each pair is decided once.
+  if (depth > 8 || isParam(x) || isParam(y))
+    return false;
+  std::string key = x + '\n' + y;
+  if (auto it = equivalents.find(key); it != equivalents.end())
+    return it->second;
+  bool same = false;
   auto ix = inits.find(x), iy = inits.find(y);
-  if (ix != inits.end() || iy != inits.end()) {
-    if (ix == inits.end() || iy == inits.end())
-      return false;
-    onnx::TensorProto tx = *ix->second, ty = *iy->second;
-    tx.clear_name();
-    ty.clear_name();
-    return tx.SerializeAsString() == ty.SerializeAsString();
-  }
   auto px = producer.find(x), py = producer.find(y);
-  if (depth > 8 || px == producer.end() || py == producer.end())
-    return false;
-  const onnx::NodeProto &a = g.node(px->second), &b = g.node(py->second);
-  if (a.op_type() != b.op_type() || a.input_size() != b.input_size() ||
-      a.output_size() != b.output_size() || !sameAttributes(a, b))
-    return false;
-  for (int o = 0; o < a.output_size(); ++o)
-    if ((a.output(o) == x) != (b.output(o) == y))
-      return false;
-  for (int i = 0; i < a.input_size(); ++i)
-    if (!equivalent(a.input(i), b.input(i), depth + 1))
-      return false;
-  return true;
+  if (ix != inits.end() || iy != inits.end()) {
+    if (ix != inits.end() && iy != inits.end()) {
+      onnx::TensorProto tx = *ix->second, ty = *iy->second;
+      tx.clear_name();
+      ty.clear_name();
+      same = tx.SerializeAsString() == ty.SerializeAsString();
+    }
+  } else if (px != producer.end() && py != producer.end()) {
+    const onnx::NodeProto &a = g.node(px->second), &b = g.node(py->second);
+    same = a.op_type() == b.op_type() && a.input_size() == b.input_size() &&
+           a.output_size() == b.output_size() && sameAttributes(a, b);
+    for (int o = 0; same && o < a.output_size(); ++o)
+      same = (a.output(o) == x) == (b.output(o) == y);
+    for (int i = 0; same && i < a.input_size(); ++i)
+      same = equivalent(a.input(i), b.input(i), depth + 1);
+  }
+  equivalents[key] = same;
+  return same;
 }
 
 std::string ProtoGraph::name(const std::string &hint) {

@@ -40,6 +40,8 @@ protected:
   std::unordered_map<std::string, int> producer;
   std::unordered_map<std::string, std::vector<int>> users;
   std::unordered_map<std::string, const onnx::TensorProto *> inits;
+  /// equivalent()'s answers, by "x\ny".
+  mutable std::unordered_map<std::string, bool> equivalents;
 
   /// (Re)builds producer, users and inits: after nodes were added or
   /// rewired, before reading them again.
