@@ -1,4 +1,4 @@
-//===- OnnxOpsRecurrent.cpp - RNN, GRU, LSTM ------------------------------===//
+//===- OnnxOpsRecurrent.cpp - RNN, GRU, LSTM, ReverseSequence -------------===//
 //
 // ONNX's recurrent ops (what torch's nn.RNN, nn.GRU and nn.LSTM export to),
 // unrolled over the static sequence at import. Per direction the input
@@ -126,6 +126,48 @@ Value activate(NodeContext &n, const Activation &a, Value x) {
   return n.create<DivOp>(x, n.create<AddOp>(n.create<AbsOp>(x), c(1)));
 }
 
+/// `v` with the first lens[b] steps of every row b reversed along
+/// `timeAxis` (the rest in place): a gather of step L_b - 1 - t within the
+/// row, t past it. `lens` is [B] int64, B at `batchAxis` (the axes 0 and 1).
+Value reverseRows(NodeContext &n, Value v, Value lens, int64_t timeAxis, int64_t batchAxis) {
+  if (!v || !lens)
+    return {};
+  auto shape = cast<RankedTensorType>(v.getType()).getShape();
+  int64_t T = shape[timeAxis], B = shape[batchAxis];
+  HostTensor steps(RankedTensorType::get({T, 1}, IntegerType::get(n.getContext(), 64)));
+  for (int64_t t = 0; t < T; ++t)
+    steps.i()[t] = t;
+  Value t = n.constant(steps), row = n.reshape(lens, {1, B});
+  Value back = n.create<SubOp>(n.create<SubOp>(row, n.scalarLike(row, 1)), t);
+  Value idx = n.create<WhereOp>(n.create<LtOp>(t, row), back, n.broadcastTo(t, {T, B}));
+  if (timeAxis == 1)
+    idx = n.create<TransposeOp>(idx, ArrayRef<int64_t>{1, 0});
+  SmallVector<int64_t> idxShape(shape.take_front(2));
+  idxShape.append(shape.size() - 2, 1);
+  return n.create<GatherElementsOp>(v, n.broadcastTo(n.reshape(idx, idxShape), shape),
+                                    timeAxis);
+}
+
+/// ReverseSequence: every batch row's first sequence_lens[b] steps
+/// reversed (time and batch axes 0 and 1, either way round).
+LogicalResult reverseSequence(NodeContext &n) {
+  auto type = n.inputType(0);
+  int64_t timeAxis = n.getInt("time_axis", 0), batchAxis = n.getInt("batch_axis", 1);
+  if (type.getRank() < 2 || !((timeAxis == 0 && batchAxis == 1) ||
+                              (timeAxis == 1 && batchAxis == 0)))
+    return n.error("time_axis and batch_axis must be 0 and 1 (either way round) of an input "
+                   "of rank >= 2");
+  if (n.inputType(1).getShape() != ArrayRef<int64_t>{type.getDimSize(batchAxis)})
+    return n.error("sequence_lens must have one length per batch row");
+  auto i64 = RankedTensorType::get({type.getDimSize(batchAxis)},
+                                   IntegerType::get(n.getContext(), 64));
+  // A length beyond the time axis gathers past it: the gather's index
+  // check stops the program, as onnxruntime refuses it.
+  Value lens = n.create<CastOp>(i64, n.input(1));
+  n.setOutputs(reverseRows(n, n.input(0), lens, timeAxis, batchAxis));
+  return success();
+}
+
 /// One recurrent node being unrolled.
 struct Unroller {
   Unroller(NodeContext &n, Cell cell) : n(n), cell(cell) {}
@@ -187,18 +229,7 @@ struct Unroller {
       strides[0] = -1;
       return n.create<SliceOp>(v, starts, limits, strides);
     }
-    // step t of row b: L_b - 1 - t within the row, t (a zero step) past it.
-    MLIRContext *ctx = n.getContext();
-    HostTensor steps(RankedTensorType::get({T, 1}, IntegerType::get(ctx, 64)));
-    for (int64_t t = 0; t < T; ++t)
-      steps.i()[t] = t;
-    Value t = n.constant(steps);
-    Value row = n.reshape(lens, {1, B});
-    Value back = n.create<SubOp>(n.create<SubOp>(row, n.scalarLike(row, 1)), t);
-    Value idx = n.create<WhereOp>(mask, back, n.broadcastTo(t, {T, B}));
-    SmallVector<int64_t> idxShape{T, B};
-    idxShape.append(shape.size() - 2, 1);
-    return n.create<GatherElementsOp>(v, n.broadcastTo(n.reshape(idx, idxShape), shape), 0);
+    return reverseRows(n, v, lens, /*timeAxis=*/0, /*batchAxis=*/1);
   }
 
   struct Result {
@@ -400,4 +431,6 @@ void onnx_import::registerRecurrentOps(OpRegistry &r) {
     r.add(e.op, 14, e.fn);
     r.sameAs(e.op, 22, 14);
   }
+  r.add("ReverseSequence", 10, reverseSequence);
+  r.sameAs("ReverseSequence", 28, 10); // bfloat16 added
 }
