@@ -193,6 +193,34 @@ FailureOr<std::optional<std::vector<double>>> listInput(NodeContext &n, unsigned
   return std::optional(std::move(v));
 }
 
+/// Input 0 resized along `axes` to `out` (scales `scale`, region `roi`:
+/// begins then ends), one axis after another.
+LogicalResult resizeAxes(NodeContext &n, const ResizeAttrs &a, ArrayRef<int64_t> axes,
+                         ArrayRef<double> scale, ArrayRef<int64_t> out,
+                         const std::optional<std::vector<double>> &roi) {
+  auto xt = n.inputType(0);
+  int64_t na = axes.size();
+  Value x = n.input(0);
+  for (int64_t i = 0; i < na; ++i) {
+    int64_t in = xt.getDimSize(axes[i]);
+    if (out[i] < 0 || out[i] > kMaxMaterialisedElements / std::max<int64_t>(in, 1))
+      return n.error("output size " + Twine(out[i]) + " along axis " + Twine(axes[i]) +
+                     " is out of range");
+    double r0 = roi ? (*roi)[i] : 0.0, r1 = roi ? (*roi)[na + i] : 1.0;
+    bool crop = a.coordMode == "tf_crop_and_resize";
+    if (std::abs(scale[i] - 1.0) < 1e-9 && out[i] == in && (!crop || (r0 == 0 && r1 == 1)))
+      continue; // identity along this axis
+    if (in == 0 || out[i] == 0)
+      return n.unsupported("resizing an empty dimension");
+    auto w = axisWeights(n, a, in, out[i], scale[i], r0, r1);
+    if (failed(w))
+      return failure();
+    x = resizeAxis(n, a, x, axes[i], out[i], *w);
+  }
+  n.setOutputs(x);
+  return success();
+}
+
 LogicalResult resize(NodeContext &n) {
   ResizeAttrs a;
   a.mode = n.getString("mode", "nearest");
@@ -266,30 +294,60 @@ LogicalResult resize(NodeContext &n) {
         out[i] = (int64_t)given[i];
     }
   }
-  Value x = n.input(0);
-  for (int64_t i = 0; i < na; ++i) {
-    int64_t in = xt.getDimSize(axes[i]);
-    if (out[i] < 0 || out[i] > kMaxMaterialisedElements / std::max<int64_t>(in, 1))
-      return n.error("output size " + Twine(out[i]) + " along axis " + Twine(axes[i]) +
-                     " is out of range");
-    double r0 = roi->has_value() ? (**roi)[i] : 0.0, r1 = roi->has_value() ? (**roi)[na + i] : 1.0;
-    bool crop = a.coordMode == "tf_crop_and_resize";
-    if (std::abs(scale[i] - 1.0) < 1e-9 && out[i] == in && (!crop || (r0 == 0 && r1 == 1)))
-      continue; // identity along this axis
-    if (in == 0 || out[i] == 0)
-      return n.unsupported("resizing an empty dimension");
-    auto w = axisWeights(n, a, in, out[i], scale[i], r0, r1);
-    if (failed(w))
+  return resizeAxes(n, a, axes, scale, out, *roi);
+}
+
+/// Upsample (7: scales as an attribute; 9: as an input), and Resize-10,
+/// which is Upsample renamed: every axis scaled, the output floor(scale x
+/// input), asymmetric coordinates, nearest rounding down.
+LogicalResult upsample(NodeContext &n) {
+  ResizeAttrs a;
+  a.mode = n.getString("mode", "nearest");
+  a.coordMode = "asymmetric";
+  a.nearestMode = "floor";
+  if (a.mode != "nearest" && a.mode != "linear")
+    return n.unsupported("mode '" + a.mode + "'");
+  auto xt = n.inputType(0);
+  int64_t rank = xt.getRank();
+  std::vector<double> given;
+  if (n.getOpset() < 9) {
+    const onnx::AttributeProto *attr = n.attr("scales");
+    if (!attr)
+      return n.error("needs the scales attribute");
+    given.assign(attr->floats().begin(), attr->floats().end());
+  } else {
+    auto scales = listInput(n, 1, "scales");
+    if (failed(scales))
       return failure();
-    x = resizeAxis(n, a, x, axes[i], out[i], *w);
+    if (scales->has_value())
+      given = **scales;
   }
-  n.setOutputs(x);
-  return success();
+  if ((int64_t)given.size() != rank)
+    return n.error("scales has " + Twine(given.size()) + " values for rank " + Twine(rank));
+  if (a.mode != "nearest" && !isa<FloatType>(xt.getElementType()))
+    return n.unsupported(a.mode + " mode on non-float data");
+  SmallVector<int64_t> axes, out;
+  SmallVector<double> scale;
+  bool up = n.getNode().op_type() == "Upsample";
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!(given[d] > 0) || !std::isfinite(given[d]))
+      return n.error("scale " + std::to_string(given[d]) + " is not positive");
+    if (up && given[d] < 1)
+      return n.error("scale " + std::to_string(given[d]) +
+                     " is below 1 (Upsample only enlarges; Resize shrinks)");
+    axes.push_back(d);
+    scale.push_back(given[d]);
+    out.push_back((int64_t)std::floor(given[d] * xt.getDimSize(d)));
+  }
+  return resizeAxes(n, a, axes, scale, out, std::nullopt);
 }
 
 } // namespace
 
 void onnx_import::registerResizeOps(OpRegistry &r) {
+  r.add("Upsample", 7, upsample);
+  r.add("Upsample", 9, upsample); // scales as an input
+  r.add("Resize", 10, upsample);  // Upsample-9 renamed
   r.add("Resize", 11, resize);
   r.sameAs("Resize", 13, 11);  // bfloat16; roi, scales optional
   r.add("Resize", 18, resize); // antialias, axes, keep_aspect_ratio_policy
