@@ -553,23 +553,48 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 /// Checks a node against ONNX's own schema (arity, attribute names/types,
 /// required attributes), and that no required or variadic input is the
 /// empty name, so that handlers can rely on their inputs.
+/// Why `node` lacks a required input of `schema` (an empty name), or "".
+/// Inputs beyond its formals are checked by the last formal (variadic) when
+/// `checkAll`, else left to the handler.
+static std::string missingInput(const onnx::NodeProto &node, const onnx::OpSchema &schema,
+                                bool checkAll) {
+  const auto &formals = schema.inputs();
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (!node.input(i).empty() || formals.empty() || (!checkAll && i >= (int)formals.size()))
+      continue;
+    const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
+    if (formal.GetOption() != onnx::OpSchema::Optional)
+      return "malformed " + node.op_type() + " " + describeNode(node) + ": input " +
+             std::to_string(i) + " ('" + formal.GetName() + "') is required but empty";
+  }
+  return "";
+}
+
 LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
                                               Location loc) {
   // Debian's onnx library knows the op versions up to opset 17: a newer
-  // version is checked by its handler alone, or when it is declared the
-  // same as one Debian knows (Cos-22 as Cos-7), also by that version's
-  // inputs (its attributes may differ).
+  // version is checked by its handler, by the number and presence of the
+  // inputs Debian's newest version needs, and when it is declared the same
+  // as one Debian knows (Cos-22 as Cos-7), by that version's inputs (its
+  // attributes may differ).
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, "");
   if (!schema)
     return success();
   auto resolved = OpRegistry::get().lookup(node.op_type(), opset);
   bool inputsOnly = schema->SinceVersion() != resolved.version;
-  if (inputsOnly && schema->SinceVersion() != resolved.sameAs)
-    return success();
+  // A newer version than Debian's, not declared the same: Debian's newest
+  // schema of the op still says how many inputs it needs and which are
+  // required (a handler must not meet an absent one); extra inputs are the
+  // handler's.
+  bool proxy = inputsOnly && schema->SinceVersion() != resolved.sameAs;
   if (inputsOnly && node.input_size() < schema->min_input())
     return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) + ": " +
                          Twine(node.input_size()) + " inputs, it needs at least " +
                          Twine(schema->min_input()));
+  if (proxy) {
+    std::string missing = missingInput(node, *schema, /*checkAll=*/false);
+    return missing.empty() ? success() : fail(loc, missing);
+  }
   // onnx 1.12 rejects an empty list attribute (INTS without ints: torch's
   // dynamo exporter writes `value_ints = []`) as a missing field, which
   // newer ONNX allows; such a node skips onnx's attribute check (its
@@ -590,17 +615,8 @@ LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
     return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) +
                          ": " + what);
   }
-  const auto &formals = schema->inputs();
-  for (int i = 0; i < node.input_size(); ++i) {
-    if (!node.input(i).empty() || formals.empty() ||
-        (inputsOnly && i >= (int)formals.size()))
-      continue;
-    const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
-    if (formal.GetOption() != onnx::OpSchema::Optional)
-      return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) +
-                           ": input " + Twine(i) + " ('" + formal.GetName() +
-                           "') is required but empty");
-  }
+  if (std::string missing = missingInput(node, *schema, !inputsOnly); !missing.empty())
+    return fail(loc, missing);
   for (const auto &out : node.output())
     if (out == kEntryName)
       return fail(loc, "value name '" + out + "' collides with merak's entry "
