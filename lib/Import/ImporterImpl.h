@@ -159,6 +159,8 @@ public:
   /// Numpy broadcast of `v` to `shape` (no-op when equal).
   Value broadcastTo(Value v, ArrayRef<int64_t> shape);
   Value reshape(Value v, ArrayRef<int64_t> shape);
+  /// A slice of `v` along dimension `dim` (the others whole).
+  Value sliceDim(Value v, int64_t dim, int64_t start, int64_t limit, int64_t stride = 1);
   /// merak.gather of `data`'s slices along `axis`; by constant indices that
   /// take every slice in order, each r times (repeat_interleave; r = 1:
   /// every slice once), a broadcast instead: nothing is indexed at run
@@ -279,6 +281,12 @@ void registerLegacyOps(OpRegistry &r);
 void registerSequenceOps(OpRegistry &r);
 void registerIndexingOps(OpRegistry &r);
 void registerRecurrentOps(OpRegistry &r);
+
+/// An ONNX activation by name (RNN/GRU/LSTM's list: Relu, Tanh, Sigmoid,
+/// Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu,
+/// Softsign, Softplus) on `x`, with its alpha and beta; null for another
+/// name. The element-wise handlers build the same formulas.
+Value namedActivation(NodeContext &n, StringRef name, double alpha, double beta, Value x);
 void registerAttentionOps(OpRegistry &r);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);

@@ -224,6 +224,18 @@ Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   return create<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
 }
 
+Value NodeContext::sliceDim(Value v, int64_t dim, int64_t start, int64_t limit,
+                           int64_t stride) {
+  if (failedNode || !v)
+    return {};
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()), strides(t.getRank(), 1);
+  starts[dim] = start;
+  limits[dim] = limit;
+  strides[dim] = stride;
+  return create<SliceOp>(v, starts, limits, strides);
+}
+
 /// How many times constant indices take each of `rows` rows in order
 /// (0,..,0, 1,..,1, .., rows-1, r times each), or 0.
 static int64_t repeatsOfRows(const HostTensor &idx, int64_t rows) {

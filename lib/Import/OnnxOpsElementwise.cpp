@@ -137,10 +137,12 @@ LogicalResult clip(NodeContext &n) {
 
 /// Elu, Selu, HardSigmoid, HardSwish, Softsign, Gelu-like
 /// compositions of dialect ops.
+Value softsignOf(NodeContext &n, Value x) {
+  return n.create<DivOp>(x, n.create<AddOp>(n.create<AbsOp>(x), n.scalarLike(x, 1.0)));
+}
+
 LogicalResult softsign(NodeContext &n) {
-  Value x = n.input(0);
-  Value d = n.create<AddOp>(n.create<AbsOp>(x), n.scalarLike(x, 1.0));
-  n.setOutputs(n.create<DivOp>(x, d));
+  n.setOutputs(softsignOf(n, n.input(0)));
   return success();
 }
 
@@ -164,12 +166,15 @@ LogicalResult selu(NodeContext &n) {
   return success();
 }
 
-LogicalResult hardSigmoid(NodeContext &n) {
-  Value x = n.input(0);
-  Value y = n.create<AddOp>(n.create<MulOp>(x, n.scalarLike(x, n.getFloat("alpha", 0.2))),
-                            n.scalarLike(x, n.getFloat("beta", 0.5)));
+Value hardSigmoidOf(NodeContext &n, Value x, double alpha, double beta) {
+  Value y = n.create<AddOp>(n.create<MulOp>(x, n.scalarLike(x, alpha)), n.scalarLike(x, beta));
   auto one = n.builder().getF64FloatAttr(1.0), zero = n.builder().getF64FloatAttr(0.0);
-  n.setOutputs(n.create<ClampOp>(y, zero, one));
+  return n.create<ClampOp>(y, zero, one);
+}
+
+LogicalResult hardSigmoid(NodeContext &n) {
+  n.setOutputs(
+      hardSigmoidOf(n, n.input(0), n.getFloat("alpha", 0.2), n.getFloat("beta", 0.5)));
   return success();
 }
 
@@ -182,10 +187,13 @@ LogicalResult hardSwish(NodeContext &n) {
   return success();
 }
 
+Value thresholdedReluOf(NodeContext &n, Value x, double alpha) {
+  Value keep = n.create<GtOp>(x, n.scalarLike(x, alpha));
+  return n.create<WhereOp>(keep, x, n.scalarLike(x, 0.0));
+}
+
 LogicalResult thresholdedRelu(NodeContext &n) {
-  Value x = n.input(0);
-  Value keep = n.create<GtOp>(x, n.scalarLike(x, n.getFloat("alpha", 1.0)));
-  n.setOutputs(n.create<WhereOp>(keep, x, n.scalarLike(x, 0.0)));
+  n.setOutputs(thresholdedReluOf(n, n.input(0), n.getFloat("alpha", 1.0)));
   return success();
 }
 
@@ -232,6 +240,34 @@ LogicalResult gelu(NodeContext &n) {
 }
 
 } // namespace
+
+Value onnx_import::namedActivation(NodeContext &n, StringRef name, double alpha, double beta,
+                                   Value x) {
+  auto c = [&](double v) { return n.scalarLike(x, v); };
+  if (name == "Sigmoid")
+    return n.create<SigmoidOp>(x);
+  if (name == "Tanh")
+    return n.create<TanhOp>(x);
+  if (name == "Relu")
+    return n.create<ReluOp>(x);
+  if (name == "Softplus")
+    return n.create<SoftplusOp>(x);
+  if (name == "Softsign")
+    return softsignOf(n, x);
+  if (name == "LeakyRelu")
+    return n.create<LeakyReluOp>(x, llvm::APFloat(alpha));
+  if (name == "Affine")
+    return n.create<AddOp>(n.create<MulOp>(x, c(alpha)), c(beta));
+  if (name == "ScaledTanh")
+    return n.create<MulOp>(n.create<TanhOp>(n.create<MulOp>(x, c(beta))), c(alpha));
+  if (name == "HardSigmoid")
+    return hardSigmoidOf(n, x, alpha, beta);
+  if (name == "ThresholdedRelu")
+    return thresholdedReluOf(n, x, alpha);
+  if (name == "Elu")
+    return eluLike(n, x, alpha, 1.0);
+  return {};
+}
 
 void onnx_import::registerElementwiseOps(OpRegistry &r) {
   // Binary arithmetic with multidirectional broadcasting (since opset 7).

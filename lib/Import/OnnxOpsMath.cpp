@@ -413,19 +413,12 @@ LogicalResult cumProd(NodeContext &n) {
   if (failed(ax))
     return failure();
   const int64_t d = *ax, len = t.getDimSize(d);
-  auto slice = [&](Value v, int64_t start, int64_t limit, int64_t stride) {
-    SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()), strides(t.getRank(), 1);
-    starts[d] = start;
-    limits[d] = limit;
-    strides[d] = stride;
-    return n.create<SliceOp>(v, starts, limits, strides);
-  };
   // v shifted by k along the axis, the first k elements 1.
   auto shifted = [&](Value v, int64_t k) {
     SmallVector<int64_t> shape(t.getShape());
     shape[d] = k;
     Value ones = n.broadcastTo(n.scalarLike(v, 1.0), shape);
-    return k >= len ? ones : n.create<ConcatOp>(ValueRange{ones, slice(v, 0, len - k, 1)}, d);
+    return k >= len ? ones : n.create<ConcatOp>(ValueRange{ones, n.sliceDim(v, d, 0, len - k)}, d);
   };
   const bool reverse = n.getInt("reverse", 0);
   Value y = n.input(0);
@@ -434,13 +427,13 @@ LogicalResult cumProd(NodeContext &n) {
     return success();
   }
   if (reverse)
-    y = slice(y, len - 1, -1, -1);
+    y = n.sliceDim(y, d, len - 1, -1, -1);
   if (n.getInt("exclusive", 0))
     y = shifted(y, 1);
   for (int64_t k = 1; k < len && y; k *= 2)
     y = n.create<MulOp>(y, shifted(y, k));
   if (reverse)
-    y = slice(y, len - 1, -1, -1);
+    y = n.sliceDim(y, d, len - 1, -1, -1);
   n.setOutputs(y);
   return success();
 }

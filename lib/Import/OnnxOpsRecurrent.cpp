@@ -92,38 +92,7 @@ FailureOr<SmallVector<Activation>> activations(NodeContext &n, Cell cell, int64_
 }
 
 Value activate(NodeContext &n, const Activation &a, Value x) {
-  if (!x)
-    return {};
-  auto c = [&](double v) { return n.scalarLike(x, v); };
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
-  const std::string &f = a.name;
-  if (f == "Sigmoid")
-    return n.create<SigmoidOp>(x);
-  if (f == "Tanh")
-    return n.create<TanhOp>(x);
-  if (f == "Relu")
-    return n.create<ReluOp>(x);
-  if (f == "Softplus")
-    return n.create<SoftplusOp>(x);
-  if (f == "LeakyRelu")
-    return n.create<LeakyReluOp>(x, llvm::APFloat(a.alpha));
-  if (f == "Affine")
-    return n.create<AddOp>(n.create<MulOp>(x, c(a.alpha)), c(a.beta));
-  if (f == "ScaledTanh")
-    return n.create<MulOp>(n.create<TanhOp>(n.create<MulOp>(x, c(a.beta))), c(a.alpha));
-  if (f == "HardSigmoid") {
-    OpBuilder &b = n.builder();
-    return n.create<ClampOp>(n.create<AddOp>(n.create<MulOp>(x, c(a.alpha)), c(a.beta)),
-                             b.getF64FloatAttr(0.0), b.getF64FloatAttr(1.0));
-  }
-  if (f == "ThresholdedRelu")
-    return n.create<WhereOp>(n.create<GtOp>(x, c(a.alpha)), x, n.broadcastTo(c(0), shape));
-  if (f == "Elu")
-    return n.create<WhereOp>(
-        n.create<GtOp>(x, c(0)), x,
-        n.create<MulOp>(n.create<SubOp>(n.create<ExpOp>(x), c(1)), c(a.alpha)));
-  // Softsign.
-  return n.create<DivOp>(x, n.create<AddOp>(n.create<AbsOp>(x), c(1)));
+  return x ? namedActivation(n, a.name, a.alpha, a.beta, x) : x;
 }
 
 /// `v` with the first lens[b] steps of every row b reversed along
@@ -183,23 +152,14 @@ struct Unroller {
 
   /// Slice [lo, hi) of the last dimension.
   Value cols(Value v, int64_t lo, int64_t hi) {
-    if (!v)
-      return {};
-    auto shape = cast<RankedTensorType>(v.getType()).getShape();
-    SmallVector<int64_t> starts(shape.size(), 0), limits(shape), strides(shape.size(), 1);
-    starts.back() = lo;
-    limits.back() = hi;
-    return n.create<SliceOp>(v, starts, limits, strides);
+    return v ? n.sliceDim(v, cast<RankedTensorType>(v.getType()).getRank() - 1, lo, hi) : v;
   }
   /// Index `i` of the first dimension, which goes.
   Value at(Value v, int64_t i) {
     if (!v)
       return {};
-    auto shape = cast<RankedTensorType>(v.getType()).getShape();
-    SmallVector<int64_t> starts(shape.size(), 0), limits(shape), strides(shape.size(), 1);
-    starts[0] = i;
-    limits[0] = i + 1;
-    return n.reshape(n.create<SliceOp>(v, starts, limits, strides), shape.drop_front());
+    return n.reshape(n.sliceDim(v, 0, i, i + 1),
+                     cast<RankedTensorType>(v.getType()).getShape().drop_front());
   }
   /// `v` [B, k H] as k [B, H] gates.
   SmallVector<Value> split(Value v, int64_t k) {
@@ -219,16 +179,8 @@ struct Unroller {
   /// Each row's steps in the reverse direction's order: the row's last step
   /// first (a gather along time by sequence_lens), [T, B, ...] either way.
   Value reversed(Value v) {
-    if (!v)
-      return {};
-    auto shape = cast<RankedTensorType>(v.getType()).getShape();
-    if (!lens) {
-      SmallVector<int64_t> starts(shape.size(), 0), limits(shape), strides(shape.size(), 1);
-      starts[0] = T - 1;
-      limits[0] = -1;
-      strides[0] = -1;
-      return n.create<SliceOp>(v, starts, limits, strides);
-    }
+    if (!lens)
+      return v ? n.sliceDim(v, 0, T - 1, -1, -1) : v;
     return reverseRows(n, v, lens, /*timeAxis=*/0, /*batchAxis=*/1);
   }
 

@@ -589,18 +589,6 @@ LogicalResult spaceToDepth28(NodeContext &n) {
   return spaceToDepthImpl(n, mode == "CRD");
 }
 
-/// A slice of `x` along one dimension (other dimensions whole).
-Value sliceDim(NodeContext &n, Value x, int64_t dim, int64_t start, int64_t limit,
-               int64_t stride) {
-  auto t = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> starts(t.getRank(), 0), limits(t.getShape()),
-      strides(t.getRank(), 1);
-  starts[dim] = start;
-  limits[dim] = limit;
-  strides[dim] = stride;
-  return n.create<SliceOp>(x, starts, limits, strides);
-}
-
 /// Pad (constant, edge, reflect) as slices and concatenations, one
 /// dimension at a time; negative pads crop.
 LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
@@ -624,7 +612,7 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
       int64_t lo = std::max<int64_t>(-before, 0), hi = dim - std::max<int64_t>(-after, 0);
       if (lo > hi)
         return n.error("negative pads crop more than dimension " + Twine(d) + " holds");
-      x = sliceDim(n, x, d, lo, hi, 1);
+      x = n.sliceDim(x, d, lo, hi, 1);
       dim = hi - lo;
       before = std::max<int64_t>(before, 0);
       after = std::max<int64_t>(after, 0);
@@ -646,14 +634,14 @@ LogicalResult padImpl(NodeContext &n, ArrayRef<int64_t> pads, double value,
       SmallVector<int64_t> shape(xt.getShape());
       shape[d] = size;
       if (mode == "edge") {
-        Value edge = atEnd ? sliceDim(n, x, d, dim - 1, dim, 1) : sliceDim(n, x, d, 0, 1, 1);
+        Value edge = atEnd ? n.sliceDim(x, d, dim - 1, dim, 1) : n.sliceDim(x, d, 0, 1, 1);
         return n.broadcastTo(edge, shape);
       }
       if (mode == "wrap") // the other end's elements, in order
-        return atEnd ? sliceDim(n, x, d, 0, size, 1) : sliceDim(n, x, d, dim - size, dim, 1);
+        return atEnd ? n.sliceDim(x, d, 0, size, 1) : n.sliceDim(x, d, dim - size, dim, 1);
       // reflect, excluding the edge element itself.
-      return atEnd ? sliceDim(n, x, d, dim - 2, dim - 2 - size, -1)
-                   : sliceDim(n, x, d, size, 0, -1);
+      return atEnd ? n.sliceDim(x, d, dim - 2, dim - 2 - size, -1)
+                   : n.sliceDim(x, d, size, 0, -1);
     };
     SmallVector<Value> parts;
     if (before)
