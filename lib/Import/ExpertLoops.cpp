@@ -53,11 +53,9 @@
 #include "ProtoGraph.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 using namespace mlir;
 using namespace mlir::merak;
