@@ -127,16 +127,16 @@ private:
     std::vector<Layer> layers;
     std::unordered_map<std::string, size_t> byMask;
     for (int i = 0; i < g.node_size(); ++i) {
-      if (g.node(i).op_type() != "NonZero")
+      if (g.node(i).op_type() != "NonZero" || g.node(i).input_size() < 1)
         continue;
       std::string src = g.node(i).input(0);
       while (const onnx::NodeProto *c = def(src, "Cast"))
         src = c->input(0);
       const onnx::NodeProto *sel = def(src, "Gather");
-      if (!sel || intAttr(*sel, "axis", 0) != 0)
+      if (!sel || sel->input_size() < 2 || intAttr(*sel, "axis", 0) != 0)
         continue;
       const onnx::NodeProto *tr = def(sel->input(0), "Transpose");
-      if (!tr || intsAttr(*tr, "perm") != std::vector<int64_t>{2, 1, 0})
+      if (!tr || tr->input_size() < 1 || intsAttr(*tr, "perm") != std::vector<int64_t>{2, 1, 0})
         continue;
       std::optional<std::pair<std::string, std::string>> oneHot = oneHotOf(tr->input(0));
       if (!oneHot)
@@ -158,18 +158,20 @@ private:
   std::optional<std::pair<std::string, std::string>> oneHotOf(const std::string &v) const {
     std::string x = skipCasts(v);
     if (const onnx::NodeProto *oh = def(x, "OneHot")) {
+      if (oh->input_size() < 3)
+        return std::nullopt;
       int64_t axis = intAttr(*oh, "axis", -1);
       if ((axis == -1 || axis == 2) && constInts(oh->input(2)) == std::vector<int64_t>{0, 1})
         return std::make_pair(oh->input(0), oh->input(1));
       return std::nullopt;
     }
     const onnx::NodeProto *eq = def(x, "Equal");
-    if (!eq)
+    if (!eq || eq->input_size() < 2)
       return std::nullopt;
     for (int side = 0; side < 2; ++side) {
       const onnx::NodeProto *un = def(eq->input(side), "Unsqueeze");
       const onnx::NodeProto *range = def(eq->input(1 - side), "Range");
-      if (!un || !range || un->input_size() < 2 ||
+      if (!un || !range || un->input_size() < 2 || range->input_size() < 3 ||
           (constInts(un->input(1)) != std::vector<int64_t>{-1} &&
            constInts(un->input(1)) != std::vector<int64_t>{2}) ||
           constInts(skipCasts(range->input(0))) != std::vector<int64_t>{0} ||
@@ -187,7 +189,7 @@ private:
     std::vector<std::string> toks;
     for (int u : usersOf(nz.output(0))) {
       const onnx::NodeProto &n = g.node(u);
-      if (n.op_type() == "Gather" && intAttr(n, "axis", 0) == 0 &&
+      if (n.op_type() == "Gather" && n.input_size() > 1 && intAttr(n, "axis", 0) == 0 &&
           constInts(n.input(1)) == std::vector<int64_t>{1})
         toks.push_back(n.output(0));
       if (n.op_type() != "Transpose" || intsAttr(n, "perm") != std::vector<int64_t>{1, 0})
@@ -234,6 +236,8 @@ private:
           work.push_back({n.output(0), expanded});
         else if ((t == "Expand" && n.input(0) == v) || (t == "Concat" && n.input_size() == 1))
           work.push_back({n.output(0), expanded || t == "Expand"});
+        else if (n.input_size() != 3)
+          continue;
         else if ((t == "ScatterElements" && n.input(1) == v && intAttr(n, "axis", 0) == 0) ||
                  (t == "ScatterND" && n.input(1) == v && !expanded))
           found = found == -1 || found == u ? u : -2;
