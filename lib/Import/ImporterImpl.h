@@ -168,11 +168,14 @@ public:
   Value gather(Value data, Value indices, int64_t axis);
 
   void setOutputs(ArrayRef<Value> values);
-  /// Imports the nodes of subgraph `g` (an If branch) into the enclosing
-  /// function, where they see every outer value, and returns its outputs;
-  /// a single sequence output becomes the node's output 0 (and none is
-  /// returned).
-  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &g);
+  /// Imports the nodes of subgraph `g` into the enclosing function, where
+  /// they see every outer value, with its declared inputs bound to `inputs`
+  /// (a loop body's; an If branch has none), and returns its outputs. Its
+  /// names leave the scope afterwards, so a body imports once per
+  /// iteration. A branch's single sequence output becomes the node's
+  /// output 0 (and none is returned).
+  FailureOr<SmallVector<Value>> importSubgraph(const onnx::GraphProto &g,
+                                               ArrayRef<Value> inputs = {});
   /// Sequences (OnnxOpsSequence.cpp): input `i` as a list of values (null
   /// when it is not a sequence), and output 0 set to a list.
   const SmallVector<Value> *inputSequence(unsigned i);
@@ -266,7 +269,12 @@ LogicalResult importConv3D(NodeContext &n);
 Value importConvTranspose3D(NodeContext &n, const Window &win, ArrayRef<int64_t> shape,
                             int64_t outPadD);
 enum class PoolKind { Max, Average, Lp };
+/// Pooling by one strided slice per kernel offset; MaxPool's Indices too.
 LogicalResult importPoolBySlices(NodeContext &n, PoolKind kind);
+/// Col2Im-18 (OnnxOpsWindow.cpp): spread, shifted column blocks, summed.
+LogicalResult importCol2Im(NodeContext &n);
+/// MaxUnpool (OnnxOpsWindow.cpp): a scatter of the values to their indices.
+LogicalResult importMaxUnpool(NodeContext &n);
 /// CenterCropPad-18 (OnnxOpsWindow.cpp): slices and zero pads.
 LogicalResult importCenterCropPad(NodeContext &n);
 /// x with `before` and `after` elements of `value` added along dimension d

@@ -310,28 +310,50 @@ LogicalResult NodeContext::unsupported(const Twine &what) {
   return failure();
 }
 
-FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto &g) {
+FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto &g,
+                                                          ArrayRef<Value> inputs) {
   if (g.initializer_size() || g.sparse_initializer_size()) {
     (void)unsupported("initializers inside a subgraph");
     return failure();
   }
-  if (g.input_size()) {
-    (void)error("an If branch takes no inputs, this one declares " + Twine(g.input_size()));
+  if (g.input_size() != (int)inputs.size()) {
+    (void)error("its subgraph '" + g.name() + "' declares " + Twine(g.input_size()) +
+                " inputs, the node binds " + Twine(inputs.size()));
     return failure();
+  }
+  // Bind the inputs (a loop body's), remembering the outer values their
+  // names hide.
+  SmallVector<std::pair<std::string, Value>> hidden;
+  for (auto [decl, v] : llvm::zip(g.input(), inputs)) {
+    if (decl.type().has_tensor_type() && decl.type().tensor_type().elem_type() &&
+        convertDataType(getContext(), decl.type().tensor_type().elem_type()) !=
+            cast<RankedTensorType>(v.getType()).getElementType()) {
+      (void)error("its subgraph's input '" + decl.name() + "' is declared " +
+                  dataTypeName(decl.type().tensor_type().elem_type()) +
+                  ", the node binds another element type");
+      return failure();
+    }
+    hidden.emplace_back(decl.name(), graph.values.lookup(decl.name()));
+    graph.values[decl.name()] = v;
   }
   SmallVector<const onnx::NodeProto *> nodes;
   for (const auto &sub : g.node())
     nodes.push_back(&sub);
-  // The branch's names are its own: once its outputs are read they leave
-  // the scope, so that no later outer node sees them.
+  // The subgraph's names are its own: once its outputs are read they leave
+  // the scope, so that no later outer node (or iteration) sees them.
   auto forgetLocals = [&] {
     for (const auto &sub : g.node())
       for (const auto &o : sub.output()) {
         graph.values.erase(o);
         graph.sequences.erase(o);
       }
+    for (auto &[name, outer] : hidden)
+      if (outer)
+        graph.values[name] = outer;
+      else
+        graph.values.erase(name);
   };
-  // The branch's ops were checked with the graph's (checkSupported).
+  // The subgraph's ops were checked with the graph's (checkSupported).
   if (failed(graph.importNodes(nodes))) {
     failedNode = true;
     return failure();
@@ -339,7 +361,7 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
   SmallVector<Value> outs;
   for (const auto &o : g.output()) {
     Value v = graph.values.lookup(o.name());
-    if (!v && g.output_size() == 1 && graph.sequences.count(o.name())) {
+    if (!v && inputs.empty() && g.output_size() == 1 && graph.sequences.count(o.name())) {
       // A sequence (of static length) passes through as the node's.
       SmallVector<Value> items = graph.sequences[o.name()];
       forgetLocals();

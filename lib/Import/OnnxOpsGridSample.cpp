@@ -1,4 +1,4 @@
-//===- OnnxOpsGridSample.cpp - ONNX GridSample and AffineGrid -------------===//
+//===- OnnxOpsGridSample.cpp - GridSample, AffineGrid, DeformConv --------===//
 //
 // GridSample-16/20/22 (x [N, C, H, W], grid [N, H', W', 2] of (x, y) in
 // [-1, 1]; from 20 also 5-d, (x, y, z)) built from merak ops, so that its
@@ -19,6 +19,18 @@
 //
 // AffineGrid (the grid of a spatial transformer) is a matmul of a constant
 // base grid by theta^T.
+//
+// DeformConv-19/22 (torchvision's deform_conv2d) samples the same way: per
+// offset group g, kernel tap k and output position l, the input's channels
+// of g bilinearly (zeros outside) at the tap's position plus its learned
+// offset, times the optional mask; the columns [N, C * K, L] then meet the
+// weight in one grouped matmul:
+//
+//   col[n, c, k, l] = bilinear(x[n, c], base_k,l + offset[n, g(c), k, :, l])
+//                     * mask[n, g(c), k, l]
+//   y[n, grp, :, l] = W[grp] [O/group, C/group * K] @ col[n, grp] + B
+//
+// so the gradients reach the input, the weight, the offsets and the mask.
 //
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
@@ -264,9 +276,95 @@ LogicalResult affineGrid(NodeContext &n) {
   return success();
 }
 
+/// The sampled columns of one DeformConv offset group: x's channels
+/// [N, Cg, H * W] at the taps' positions plus dy, dx ([N, P], P = K * L),
+/// times the mask ([N, P] or null): [N, Cg, P].
+Value deformColumns(NodeContext &n, Value x, Value dy, Value dx, Value mask, Value baseY,
+                    Value baseX, int64_t H, int64_t W) {
+  auto t = cast<RankedTensorType>(x.getType());
+  const int64_t N = t.getDimSize(0), C = t.getDimSize(1);
+  const int64_t P = cast<RankedTensorType>(dy.getType()).getDimSize(1);
+  Sampler s{n, x, dy, N, C, P, {H, W}, false, true, false, false};
+  Value v = s.linear({s.add(dy, baseY), s.add(dx, baseX)});
+  return mask ? s.weighted(v, mask) : v;
+}
+
+LogicalResult deformConv(NodeContext &n) {
+  auto xt = n.inputType(0), wt = n.inputType(1), ot = n.inputType(2);
+  if (xt.getRank() != 4)
+    return n.unsupported("DeformConv of a " + Twine(xt.getRank() - 2) + "-d input (2-d only)");
+  Type et = xt.getElementType();
+  if (!isa<FloatType>(et) || wt.getElementType() != et || ot.getElementType() != et)
+    return n.error("the input, weight and offsets must be float tensors of one type");
+  const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), H = xt.getDimSize(2),
+                W = xt.getDimSize(3);
+  if (wt.getRank() != 4)
+    return n.error("the weight must be [O, C / group, kH, kW]");
+  const int64_t O = wt.getDimSize(0), Cg = wt.getDimSize(1), kH = wt.getDimSize(2),
+                kW = wt.getDimSize(3), K = kH * kW;
+  const int64_t group = n.getInt("group", 1), G = n.getInt("offset_group", 1);
+  if (group < 1 || G < 1 || C != Cg * group || O % group || C % G)
+    return n.error("the input's " + Twine(C) + " channels must be the weight's " + Twine(Cg) +
+                   " times group " + Twine(group) + " and divide by offset_group " + Twine(G) +
+                   ", the weight's " + Twine(O) + " outputs by group");
+  if (auto k = n.getInts("kernel_shape"); k && *k != SmallVector<int64_t>{kH, kW})
+    return n.error("kernel_shape differs from the weight's");
+  SmallVector<int64_t> st = n.getInts("strides").value_or(SmallVector<int64_t>{1, 1});
+  SmallVector<int64_t> dil = n.getInts("dilations").value_or(SmallVector<int64_t>{1, 1});
+  SmallVector<int64_t> pads = n.getInts("pads").value_or(SmallVector<int64_t>(4, 0));
+  if (st.size() != 2 || dil.size() != 2 || pads.size() != 4 || st[0] < 1 || st[1] < 1 ||
+      dil[0] < 1 || dil[1] < 1)
+    return n.error("strides and dilations need 2 positive values, pads 4");
+  const int64_t oH = (H + pads[0] + pads[2] - (dil[0] * (kH - 1) + 1)) / st[0] + 1;
+  const int64_t oW = (W + pads[1] + pads[3] - (dil[1] * (kW - 1) + 1)) / st[1] + 1;
+  if (oH < 1 || oW < 1)
+    return n.error("the kernel does not fit the padded input");
+  const int64_t L = oH * oW, P = K * L;
+  if (ot.getShape() != ArrayRef<int64_t>{N, G * K * 2, oH, oW})
+    return n.error("the offsets must be [N, offset_group * kH * kW * 2, oH, oW] = [" + Twine(N) +
+                   ", " + Twine(G * K * 2) + ", " + Twine(oH) + ", " + Twine(oW) + "]");
+  Value mask = n.hasInput(4) ? n.input(4) : Value();
+  if (mask && n.inputType(4).getShape() != ArrayRef<int64_t>{N, G * K, oH, oW})
+    return n.error("the mask must be [N, offset_group * kH * kW, oH, oW]");
+  // The taps' positions without offsets, [1, P] (k-major, then l).
+  HostTensor by(RankedTensorType::get({1, P}, et)), bx(by.getType());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t l = 0; l < L; ++l) {
+      by.setFromDouble(k * L + l, double((l / oW) * st[0] - pads[0] + (k / kW) * dil[0]));
+      bx.setFromDouble(k * L + l, double((l % oW) * st[1] - pads[1] + (k % kW) * dil[1]));
+    }
+  Value baseY = n.constant(by), baseX = n.constant(bx);
+  // offset [N, G, K, 2, L]: (dy, dx) per tap.
+  SmallVector<Value> yx = n.createSplit(n.reshape(n.input(2), {N, G, K, 2, L}), 3, {1, 1});
+  Value x = n.reshape(n.input(0), {N, C, H * W});
+  if (mask)
+    mask = n.reshape(mask, {N, G, P});
+  SmallVector<Value> cols;
+  for (int64_t g = 0; g < G && yx.size() == 2 && !n.hasFailed(); ++g) {
+    auto part = [&](Value v) { return n.reshape(n.sliceDim(v, 1, g, g + 1), {N, P}); };
+    cols.push_back(deformColumns(n, n.sliceDim(x, 1, g * (C / G), (g + 1) * (C / G)),
+                                 part(yx[0]), part(yx[1]), mask ? part(mask) : Value(), baseY,
+                                 baseX, H, W));
+  }
+  if (n.hasFailed())
+    return failure();
+  Value col = cols.size() == 1 ? cols[0] : n.create<ConcatOp>(ValueRange(cols), 1);
+  col = n.reshape(col, {N, group, Cg * K, L});
+  Value w = n.reshape(n.input(1), {1, group, O / group, Cg * K});
+  Value y = n.reshape(n.create<MatmulOp>(w, col), {N, O, oH, oW});
+  if (n.hasInput(3))
+    y = n.create<AddOp>(y, n.reshape(n.input(3), {1, O, 1, 1}));
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(y);
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerGridSampleOps(OpRegistry &r) {
+  r.add("DeformConv", 19, deformConv);
+  r.sameAs("DeformConv", 22, 19); // bfloat16
   r.add("GridSample", 16, gridSample);
   r.add("GridSample", 20, gridSample); // linear/cubic names, 5-d
   r.sameAs("GridSample", 22, 20);      // bfloat16

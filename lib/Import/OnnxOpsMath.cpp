@@ -1,10 +1,11 @@
-//===- OnnxOpsMath.cpp - ONNX trigonometric, rounding and index ops -------===//
+//===- OnnxOpsMath.cpp - trigonometric, rounding, index ops, Det ----------===//
 //
 // Ops that merak builds from its elementwise ops: the hyperbolic family and
 // Tan as compositions of exp, log, sqrt, tanh, sin and cos; Round (half to
 // even) from floor; IsInf, OneHot and EyeLike as comparisons; CumProd as a
-// doubling scan of products. Their
-// gradients follow from the parts' VJP rules.
+// doubling scan of products; Det as Gaussian elimination with partial
+// pivoting, unrolled over the columns. Their gradients follow from the
+// parts' VJP rules.
 //
 // The compositions are written for accuracy in the input's precision, not
 // only for the textbook identity: a branch that would cancel (asinh of a
@@ -437,10 +438,77 @@ LogicalResult cumProd(NodeContext &n) {
   n.setOutputs(y);
   return success();
 }
+
+/// Det-11/22 of x [.., n, n]: Gaussian elimination with partial pivoting,
+/// unrolled over the n columns. Step k on the remaining [B, m, m] block:
+///   p     = argmax |A[:, :, 0]|           (the pivot row; no gradient)
+///   A     = A with rows 0 and p swapped   (a gather_elements), sign = -sign
+///           where p != 0
+///   pivot = A[:, 0, 0];  A = A[:, 1:, 1:] - (A[:, 1:, 0] / pivot) A[:, 0:1, 1:]
+/// det = sign * the product of the pivots. A zero pivot (a singular block)
+/// divides by 1 instead, its det 0 either way; the gradient is that of the
+/// path the pivots took, which is det's own where it is differentiable.
+LogicalResult det(NodeContext &n) {
+  auto t = n.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return n.error("input must be a floating-point tensor");
+  const int64_t rank = t.getRank();
+  if (rank < 2 || t.getDimSize(rank - 1) != t.getDimSize(rank - 2))
+    return n.error("input must be [.., n, n], square matrices");
+  const int64_t m0 = t.getDimSize(rank - 1);
+  if (m0 > 256)
+    return n.unsupported("the determinant of a " + Twine(m0) + " x " + Twine(m0) +
+                         " matrix (it unrolls over its columns; at most 256)");
+  SmallVector<int64_t> batchShape(t.getShape().drop_back(2));
+  int64_t B = 1;
+  for (int64_t d : batchShape)
+    B *= d;
+  if (m0 == 0) {
+    n.setOutputs(n.broadcastTo(n.scalarLike(n.input(0), 1.0), batchShape));
+    return success();
+  }
+  auto i64 = n.builder().getI64Type();
+  Value a = n.reshape(n.input(0), {B, m0, m0});
+  Value one = n.scalarLike(a, 1.0), det, negatives;
+  for (int64_t m = m0; m >= 1 && !n.hasFailed(); --m) {
+    if (m > 1) {
+      Value col = n.reshape(n.sliceDim(a, 2, 0, 1), {B, m});
+      Value p = n.create<ArgMaxOp>(n.create<AbsOp>(col), 1, true, false); // [B, 1]
+      HostTensor iota(RankedTensorType::get({1, m}, i64));
+      for (int64_t j = 0; j < m; ++j)
+        iota.setFromInt(j, j);
+      Value rows = n.constant(iota), zero = n.scalarLike(p, 0.0);
+      // perm[j] = p for j = 0, 0 for j = p, else j.
+      Value perm = n.create<WhereOp>(n.create<EqOp>(rows, zero), p,
+                                     n.create<WhereOp>(n.create<EqOp>(rows, p), zero, rows));
+      perm = n.broadcastTo(n.reshape(perm, {B, m, 1}), {B, m, m});
+      a = n.create<GatherElementsOp>(a, perm, 1);
+      Value swapped = n.create<NeOp>(p, zero); // [B, 1]
+      negatives = negatives ? n.create<XorOp>(negatives, swapped) : swapped;
+    }
+    Value pivot = n.reshape(n.sliceDim(n.sliceDim(a, 1, 0, 1), 2, 0, 1), {B, 1});
+    det = det ? n.create<MulOp>(det, pivot) : pivot;
+    if (m == 1)
+      break;
+    Value safe = n.create<WhereOp>(n.create<EqOp>(pivot, n.scalarLike(pivot, 0.0)), one, pivot);
+    Value below = n.sliceDim(a, 1, 1, m);                                // [B, m-1, m]
+    Value factor = n.create<DivOp>(n.sliceDim(below, 2, 0, 1), n.reshape(safe, {B, 1, 1}));
+    Value top = n.sliceDim(n.sliceDim(a, 1, 0, 1), 2, 1, m);             // [B, 1, m-1]
+    a = n.create<SubOp>(n.sliceDim(below, 2, 1, m), n.create<MulOp>(factor, top));
+  }
+  if (negatives)
+    det = n.create<WhereOp>(negatives, n.create<NegOp>(det), det);
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(n.reshape(det, batchShape));
+  return success();
+}
 } // namespace
 
 void onnx_import::registerMathOps(OpRegistry &r) {
   r.add("CumProd", 26, cumProd);
+  r.add("Det", 11, det);
+  r.sameAs("Det", 22, 11); // bfloat16
   r.add("Tan", 7, tan);
   r.add("Sinh", 9, sinh);
   r.add("Cosh", 9, cosh);

@@ -151,12 +151,11 @@ LogicalResult pool(NodeContext &n, bool isMax) {
   auto x = n.inputType(0);
   if (x.getRank() < 3 || x.getRank() > 5)
     return n.unsupported(Twine(x.getRank() - 2) + "-d pooling (1-d to 3-d only)");
-  if (n.isOutputUsed(1))
-    return n.unsupported("Indices output");
-  if (n.getInt("storage_order", 0))
-    return n.unsupported("storage_order=1");
+  // The Indices (in storage_order) come with the slices' maximum.
+  if (isMax && n.isOutputUsed(1) && !isa<FloatType>(x.getElementType()))
+    return n.unsupported("Indices output of a MaxPool of integers");
   auto dilations = n.getInts("dilations");
-  if (x.getRank() == 5 ||
+  if (x.getRank() == 5 || (isMax && n.isOutputUsed(1)) ||
       (!isMax && dilations && llvm::any_of(*dilations, [](int64_t d) { return d != 1; })))
     return importPoolBySlices(n, isMax ? PoolKind::Max : PoolKind::Average);
   auto k = n.getInts("kernel_shape");
@@ -697,6 +696,10 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.sameAs("LpPool", 18, 2);  // ceil_mode, dilations
   r.sameAs("LpPool", 22, 2);  // bfloat16
   r.add("CenterCropPad", 18, importCenterCropPad);
+  r.add("Col2Im", 18, importCol2Im);
+  r.add("MaxUnpool", 9, importMaxUnpool);
+  r.sameAs("MaxUnpool", 11, 9); // output_shape's pads clarified
+  r.sameAs("MaxUnpool", 22, 9); // bfloat16
   r.add("GlobalAveragePool", 1, globalPool<ReduceMeanOp>);
   r.add("GlobalMaxPool", 1, globalPool<ReduceMaxOp>);
   r.add("BatchNormalization", 6, batchNorm);

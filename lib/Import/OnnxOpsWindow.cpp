@@ -24,8 +24,21 @@
 //              ceil_mode's overhang), as onnx's reference and PyTorch count;
 //              LpPool sums |x|^p (x * x for p = 2) and takes the p-th root
 //              (a square root), padding adding nothing.
+//              MaxPool's Indices: with each slice, its positions' flat
+//              indices in the input (row- or column-major), kept where the
+//              slice is strictly greater (the first maximum, as onnxruntime
+//              picks); integers, without gradient.
 //   CenterCropPad
 //              per axis a centred slice or a centred zero pad.
+//   MaxUnpool  the values scattered to their flat indices in the output
+//              (zeros elsewhere); an index that two windows share (their
+//              maximum) receives the mean of its writes, which is the one
+//              value they carry:  y = scatter_add(x) / max(scatter_add(1), 1)
+//   Col2Im (nn.Fold)
+//              per block offset, its column [N, C, L_1.., L_r] spread to
+//              stride s (zeros between), shifted to the offset in the padded
+//              image, summed over the offsets; then the pads cropped:
+//                y = crop(sum over b of shift_b(spread_s(cols[:, :, b])))
 //
 // The gradients are those of slices, sums, maxima and 2-d convolutions.
 //
@@ -122,7 +135,119 @@ int64_t windowExtent(int64_t in, int64_t k, int64_t s, int64_t lo, int64_t hi, i
   return out;
 }
 
+/// The flat input index (within one (batch, channel) plane: row-major, or
+/// column-major for storage_order 1) of the element that kernel offset `at`
+/// reads at each output position, as a constant [1, 1, out..]; -1 in the
+/// padding.
+Value tapIndices(NodeContext &n, ArrayRef<int64_t> at, ArrayRef<int64_t> in,
+                 ArrayRef<int64_t> out, ArrayRef<int64_t> s, ArrayRef<int64_t> d,
+                 ArrayRef<int64_t> lo, bool columnMajor) {
+  const int64_t r = in.size();
+  SmallVector<int64_t> shape{1, 1}, stride(r, 1);
+  shape.append(out.begin(), out.end());
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < r; ++j)
+      if (columnMajor ? j < i : j > i)
+        stride[i] *= in[j];
+  HostTensor t(RankedTensorType::get(shape, n.builder().getI64Type()));
+  for (int64_t e = 0; e < t.size(); ++e) {
+    int64_t flat = 0;
+    for (int64_t i = r - 1, rest = e; i >= 0 && flat >= 0; --i) {
+      int64_t pos = (rest % out[i]) * s[i] + at[i] * d[i] - lo[i];
+      rest /= out[i];
+      flat = pos < 0 || pos >= in[i] ? -1 : flat + pos * stride[i];
+    }
+    t.setFromInt(e, flat);
+  }
+  return n.constant(t);
+}
+
+/// `z` with s - 1 zeros after each element along dimension `dim` but the
+/// last: element l moves to l * s.
+Value spread(NodeContext &n, Value z, int64_t dim, int64_t s) {
+  if (s == 1 || !z)
+    return z;
+  SmallVector<int64_t> shape(cast<RankedTensorType>(z.getType()).getShape());
+  int64_t len = shape[dim];
+  SmallVector<int64_t> split(shape);
+  split.insert(split.begin() + dim + 1, 1);
+  z = padWith(n, n.reshape(z, split), dim + 1, 0, s - 1, 0.0);
+  shape[dim] = len * s;
+  return n.sliceDim(n.reshape(z, shape), dim, 0, (len - 1) * s + 1);
+}
+
 } // namespace
+
+/// Col2Im-18 (nn.Fold): input [N, C * prod(block_shape), L] with L the
+/// windows' count over the padded image; output [N, C, image_shape..].
+LogicalResult onnx_import::importCol2Im(NodeContext &n) {
+  auto xt = n.inputType(0);
+  auto image = n.constantInts(1, "image_shape of Col2Im");
+  auto block = n.constantInts(2, "block_shape of Col2Im");
+  if (failed(image) || failed(block))
+    return failure();
+  const int64_t r = image->size();
+  if (r < 1 || (int64_t)block->size() != r)
+    return n.error("image_shape and block_shape must have the same, non-zero length");
+  if (xt.getRank() != 3)
+    return n.error("the input must be [N, C * prod(block_shape), L], it has rank " +
+                   Twine(xt.getRank()));
+  SmallVector<int64_t> dil = n.getInts("dilations").value_or(SmallVector<int64_t>(r, 1));
+  SmallVector<int64_t> str = n.getInts("strides").value_or(SmallVector<int64_t>(r, 1));
+  SmallVector<int64_t> pads = n.getInts("pads").value_or(SmallVector<int64_t>(2 * r, 0));
+  if ((int64_t)dil.size() != r || (int64_t)str.size() != r || (int64_t)pads.size() != 2 * r)
+    return n.error("dilations and strides need " + Twine(r) + " values, pads " + Twine(2 * r));
+  int64_t K = 1, windows = 1;
+  SmallVector<int64_t> L(r), padded(r);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t k = (*block)[i];
+    if (k < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[r + i] < 0 ||
+        (*image)[i] < 1)
+      return n.error("block_shape, dilations, strides and image_shape must be positive, "
+                     "pads non-negative (spatial dimension " + Twine(i) + ")");
+    padded[i] = (*image)[i] + pads[i] + pads[r + i];
+    int64_t span = dil[i] * (k - 1) + 1;
+    if (padded[i] < span)
+      return n.error("a block of " + Twine(span) + " elements does not fit the padded image's " +
+                     Twine(padded[i]) + " along spatial dimension " + Twine(i));
+    L[i] = (padded[i] - span) / str[i] + 1;
+    K *= k;
+    windows *= L[i];
+    if (K > 4096 || padded[i] > kMaxElements)
+      return n.unsupported("a block of more than 4096 elements");
+  }
+  const int64_t N = xt.getDimSize(0), CK = xt.getDimSize(1);
+  if (CK % K || xt.getDimSize(2) != windows)
+    return n.error("the input is [" + Twine(N) + ", " + Twine(CK) + ", " +
+                   Twine(xt.getDimSize(2)) + "], expected [N, C * " + Twine(K) + ", " +
+                   Twine(windows) + "] for these blocks and image");
+  const int64_t C = CK / K;
+  SmallVector<int64_t> cols{N, C, K}, one{N, C};
+  cols.append(L.begin(), L.end());
+  one.append(L.begin(), L.end());
+  SmallVector<Value> parts =
+      n.createSplit(n.reshape(n.input(0), cols), 2, SmallVector<int64_t>(K, 1));
+  Value sum;
+  SmallVector<int64_t> at(r, 0);
+  for (int64_t b = 0; b < (int64_t)parts.size() && !n.hasFailed(); ++b) {
+    for (int64_t i = r - 1, rest = b; i >= 0; --i) {
+      at[i] = rest % (*block)[i];
+      rest /= (*block)[i];
+    }
+    Value z = n.reshape(parts[b], one);
+    for (int64_t i = 0; i < r; ++i) {
+      int64_t shift = at[i] * dil[i], extent = (L[i] - 1) * str[i] + 1;
+      z = padWith(n, spread(n, z, 2 + i, str[i]), 2 + i, shift, padded[i] - shift - extent, 0.0);
+    }
+    sum = sum ? n.create<AddOp>(sum, z) : z;
+  }
+  for (int64_t i = 0; i < r; ++i)
+    sum = n.sliceDim(sum, 2 + i, pads[i], pads[i] + (*image)[i]);
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(sum);
+  return success();
+}
 
 LogicalResult onnx_import::importConv3D(NodeContext &n) {
   auto xt = n.inputType(0), wt = n.inputType(1);
@@ -264,7 +389,8 @@ LogicalResult onnx_import::importPoolBySlices(NodeContext &n, PoolKind kind) {
     offsets *= v;
   if (offsets > 4096)
     return n.unsupported("a " + Twine(offsets) + "-element window beyond the 2-d pooling ops");
-  Value acc;
+  Value acc, idx;
+  const bool withIndices = isMax && n.isOutputUsed(1);
   SmallVector<int64_t> at(r, 0);
   for (int64_t o = 0; o < offsets && !n.hasFailed(); ++o) {
     for (int64_t i = r - 1, rest = o; i >= 0; --i) {
@@ -278,10 +404,28 @@ LogicalResult onnx_import::importPoolBySlices(NodeContext &n, PoolKind kind) {
       steps[2 + i] = s[i];
     }
     Value sl = n.create<SliceOp>(x, starts, limits, steps);
+    if (withIndices) {
+      Value here = tapIndices(n, at, in, out, s, d, lo, n.getInt("storage_order", 0) != 0);
+      here = n.broadcastTo(here, cast<RankedTensorType>(sl.getType()).getShape());
+      idx = !acc ? here : n.create<WhereOp>(n.create<GtOp>(sl, acc), here, idx);
+    }
     acc = !acc ? sl : isMax ? n.create<MaxOp>(acc, sl) : n.create<AddOp>(acc, sl);
   }
   if (n.hasFailed())
     return failure();
+  if (withIndices) {
+    // Plus each (batch, channel) plane's offset.
+    int64_t plane = 1;
+    for (int64_t v : in)
+      plane *= v;
+    SmallVector<int64_t> shape{xt.getDimSize(0), xt.getDimSize(1)};
+    shape.append(r, 1);
+    HostTensor base(RankedTensorType::get(shape, n.builder().getI64Type()));
+    for (int64_t e = 0; e < base.size(); ++e)
+      base.setFromInt(e, e * plane);
+    n.setOutputs({acc, n.create<AddOp>(idx, n.constant(base))});
+    return success();
+  }
   if (kind == PoolKind::Lp) {
     n.setOutputs(p == 2 ? n.create<SqrtOp>(acc) : n.create<PowOp>(acc, n.scalarLike(acc, 1 / p)));
     return success();
@@ -363,6 +507,68 @@ LogicalResult onnx_import::importCenterCropPad(NodeContext &n) {
       y = padWith(n, y, a, before, s - dim - before, 0.0);
     }
   }
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(y);
+  return success();
+}
+
+/// MaxUnpool-9/11/22: X and I [N, C, in..] (I flat over the inferred output
+/// [N, C, (in - 1) * s - pads + k..]), zero-padded at the end to output_shape.
+LogicalResult onnx_import::importMaxUnpool(NodeContext &n) {
+  auto xt = n.inputType(0), it = n.inputType(1);
+  const int64_t rank = xt.getRank(), r = rank - 2;
+  if (r < 1)
+    return n.error("the input needs a batch, a channel and spatial dimensions");
+  if (!isa<FloatType>(xt.getElementType()))
+    return n.unsupported("MaxUnpool of a non-float input");
+  if (it.getShape() != xt.getShape() || !isa<IntegerType>(it.getElementType()))
+    return n.error("the indices must be integers of the input's shape");
+  auto k = n.getInts("kernel_shape");
+  if (!k || (int64_t)k->size() != r)
+    return n.error("kernel_shape needs " + Twine(r) + " values");
+  SmallVector<int64_t> str = n.getInts("strides").value_or(SmallVector<int64_t>(r, 1));
+  SmallVector<int64_t> pads = n.getInts("pads").value_or(SmallVector<int64_t>(2 * r, 0));
+  if ((int64_t)str.size() != r || (int64_t)pads.size() != 2 * r)
+    return n.error("strides need " + Twine(r) + " values, pads " + Twine(2 * r));
+  SmallVector<int64_t> shape{xt.getDimSize(0), xt.getDimSize(1)};
+  for (int64_t i = 0; i < r; ++i)
+    shape.push_back((xt.getDimSize(2 + i) - 1) * str[i] - pads[i] - pads[r + i] + (*k)[i]);
+  // The indices address the inferred shape; output_shape (at least as
+  // large) holds it at its origin, as onnx's reference places it.
+  SmallVector<int64_t> outShape(shape);
+  if (n.hasInput(2)) {
+    auto given = n.constantInts(2, "output_shape of MaxUnpool");
+    if (failed(given))
+      return failure();
+    if ((int64_t)given->size() != rank || (*given)[0] != shape[0] || (*given)[1] != shape[1] ||
+        llvm::any_of(llvm::zip(*given, shape), [](auto p) {
+          return std::get<0>(p) < std::get<1>(p);
+        }))
+      return n.error("output_shape must be [N, C, spatial..] with the input's N and C and "
+                     "each spatial size at least the inferred one");
+    outShape = *given;
+  }
+  int64_t total = 1;
+  for (int64_t v : shape) {
+    if (v < 1 || v > kMaxElements)
+      return n.error("the output would have " + Twine(v) + " elements along a dimension");
+    total *= v;
+    if (total > kMaxElements)
+      return n.error("the output is too large");
+  }
+  const int64_t m = xt.getNumElements();
+  auto flat = RankedTensorType::get({total}, xt.getElementType());
+  Value idx = n.reshape(n.input(1), {m});
+  if (!it.getElementType().isInteger(64))
+    idx = n.create<CastOp>(RankedTensorType::get({m}, n.builder().getI64Type()), idx);
+  Value sum = n.create<GatherGradOp>(flat, n.reshape(n.input(0), {m}), idx, 0);
+  Value ones = n.broadcastTo(n.scalarLike(n.input(0), 1.0), {m});
+  Value count = n.create<GatherGradOp>(flat, ones, idx, 0);
+  Value y = n.create<DivOp>(sum, n.create<MaxOp>(count, n.scalarLike(count, 1.0)));
+  y = n.reshape(y, shape);
+  for (int64_t i = 0; i < r; ++i)
+    y = padWith(n, y, 2 + i, 0, outShape[2 + i] - shape[2 + i], 0.0);
   if (n.hasFailed())
     return failure();
   n.setOutputs(y);

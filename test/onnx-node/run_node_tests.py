@@ -130,7 +130,10 @@ RNG_DEPENDENT = {
 
 
 def small_int_inputs(test_dir, bound, max_elements=64):
-    """NAME=FILE for integer inputs of the first data set not yet bound."""
+    """NAME=FILE for the inputs of the first data set not yet bound that can
+    only be sizes or bounds: integers of at most max_elements, and scalars of
+    any type (Range's float start, limit and delta, from which an expanded
+    Range computes its Loop's trip count)."""
     import onnx
     names = {b.split("=")[0] for b in bound}
     out = []
@@ -138,8 +141,9 @@ def small_int_inputs(test_dir, bound, max_elements=64):
         count = 1
         for d in t.dims:
             count *= d
-        if (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-                and count <= max_elements and t.name not in names):
+        small_int = (t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+                     and count <= max_elements)
+        if (small_int or count == 1) and t.name not in names:
             out.append("%s=%s" % (t.name, path))
     return out
 

@@ -95,20 +95,23 @@ def check(name, opset, bin_dir, work):
     return check_built(name, wrapped, inputs, in_names, opset, bin_dir, work)
 
 
-def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work):
-    """check() of a module already built: `wrapped` returns the loss."""
+def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work, dynamo=False):
+    """check() of a module already built: `wrapped` returns the loss. With
+    `dynamo` (torch 2.x) the dynamo exporter, else TorchScript's."""
     case = os.path.join(work, "%s_op%d" % (name, opset))
     os.makedirs(case, exist_ok=True)
     wrapped.train(True)
     onnx_path = os.path.join(case, "model.onnx")
-    kw = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kw["dynamo"] = False  # the TorchScript exporter on torch 2.x (the venv)
+    if dynamo:
+        # The module's own mode (train) is what torch.export traces.
+        kw = dict(dynamo=True, external_data=False)
+    else:
+        kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kw["dynamo"] = False  # the TorchScript exporter on torch 2.x (the venv)
     with torch.enable_grad():
         torch.onnx.export(wrapped, inputs, onnx_path, opset_version=opset,
-                          input_names=in_names, output_names=["loss"],
-                          training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False, **kw)
+                          input_names=in_names, output_names=["loss"], **kw)
     # Reference: float64 autograd on the same weights.
     ref = wrapped.double()
     ref.proj = [p.double() for p in ref.proj]
