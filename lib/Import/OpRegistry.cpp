@@ -82,6 +82,7 @@ const OpRegistry &OpRegistry::get() {
     registerMathOps(r);
     registerGridSampleOps(r);
     registerControlOps(r);
+    registerSignalOps(r);
     return r;
   }();
   return registry;

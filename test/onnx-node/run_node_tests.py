@@ -129,6 +129,33 @@ RNG_DEPENDENT = {
 }
 
 
+# Tests whose expected outputs hold float32 rounding noise where the exact
+# result is zero: the inverse DFT of a complex signal whose inverse is real
+# (onnx computed the expected imaginary parts, up to 1.9e-6 at outputs of
+# magnitude 54, with a float32 FFT). merak computes the transform exactly
+# (3e-15 there), so these compare with an absolute tolerance of 4 float32
+# ulps of the largest expected magnitude: the rounding the expected values
+# carry, not a looser check of merak's.
+FLOAT32_NOISE = {"test_dft_inverse", "test_dft_inverse_opset19"}
+
+
+def noise_atol(test_dir):
+    """4 float32 ulps of the largest expected output magnitude."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    sets = sorted(d for d in os.listdir(test_dir) if d.startswith("test_data_set_"))
+    scale = 0.0
+    for d in sets:
+        for f in os.listdir(os.path.join(test_dir, d)):
+            if f.startswith("output_"):
+                t = onnx.TensorProto()
+                with open(os.path.join(test_dir, d, f), "rb") as fh:
+                    t.ParseFromString(fh.read())
+                scale = max(scale, float(np.abs(numpy_helper.to_array(t)).max()))
+    return 4 * scale * 2.0 ** -23
+
+
 def small_int_inputs(test_dir, bound, max_elements=64):
     """NAME=FILE for the inputs of the first data set not yet bound that can
     only be sizes or bounds: integers of at most max_elements, and scalars of
@@ -160,7 +187,7 @@ def run_one(merak_run, suite, name, test_dir, timeout):
     input) is bound to its test value with --bind-constant and the test is
     retried; such passes are reported separately."""
     bound = []
-    for _ in range(5):
+    for _ in range(8):
         result = run_attempt(merak_run, suite, name, test_dir, timeout, bound)
         m = CONST_NAME_RE.search(result["stderr"]) if CONST_RE.search(
             result["stderr"]) else None
@@ -187,6 +214,8 @@ def run_attempt(merak_run, suite, name, test_dir, timeout, bound):
            "--test-data", test_dir]
     for b in bound:
         cmd += ["--bind-constant", b]
+    if name in FLOAT32_NOISE:
+        cmd += ["--atol", "%g" % noise_atol(test_dir)]
     start = time.time()
     result = {"suite": suite, "name": name, "dir": test_dir,
               "returncode": None, "status": None, "reason": None,

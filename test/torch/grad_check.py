@@ -104,7 +104,8 @@ def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work, dynamo=Fa
     onnx_path = os.path.join(case, "model.onnx")
     if dynamo:
         # The module's own mode (train) is what torch.export traces.
-        kw = dict(dynamo=True, external_data=False)
+        # optimize=False: the graph optimizer would fold and merge weights.
+        kw = dict(dynamo=True, external_data=False, optimize=False)
     else:
         kw = dict(training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
         if "dynamo" in inspect.signature(torch.onnx.export).parameters:

@@ -18,6 +18,9 @@ their own), merak vs PyTorch float64, with the venv's torch and torchvision
               trip count from the input's shape, unrolled; opset 17)
   det         torch.linalg.det of predicted 4 x 4 matrices (Det: elimination
               with partial pivoting; opset 17)
+  fourier     FNet's token mixing, LayerNorm(h + fft2(h).real) (two DFTs;
+              dynamo, opset 20)
+  spectrogram the power of torch.stft with a Hann window (STFT; opset 17)
 
 Each ends in a small head and a cross-entropy loss; test/torch/grad_check.py
 compares every parameter's gradient (max rel err <= 1e-4) and the loss. Ends
@@ -123,6 +126,38 @@ class Det(nn.Module):
         return self.fc(torch.linalg.det(a))
 
 
+class Fourier(nn.Module):
+    """FNet's token mixing: the real part of a 2-d DFT over (tokens, hidden)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(2 * 6, 8)
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.inp(x.permute(0, 3, 1, 2).flatten(2))  # [N, 7, 8]
+        h = self.norm(h + torch.fft.fft2(h).real)
+        return self.fc(h.mean(1))
+
+
+class Spectrogram(nn.Module):
+    """A magnitude spectrogram (torch.stft with a Hann window) of a signal."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(2 * 6 * 7, 64)
+        self.register_buffer("window", torch.hann_window(16))
+        self.fc = nn.Linear(9, 4)
+
+    def forward(self, x):
+        sig = self.inp(x.flatten(1))  # [N, 64]
+        spec = torch.stft(sig, 16, hop_length=8, window=self.window, center=False,
+                          return_complex=False)  # [N, 9, frames, 2]
+        power = (spec * spec).sum(-1)
+        return self.fc(power.mean(-1))
+
+
 class WithLoss(nn.Module):
     """grad_check's layout: the model as `m`, the loss as the output."""
 
@@ -142,6 +177,8 @@ CASES = {
     "deform-groups": (Deform, dict(groups=2, offset_groups=2, stride=2, mask=False), 4, 19, True),
     "loop": (Loop, {}, 2, 17, False),
     "det": (Det, {}, 2, 17, False),
+    "fourier": (Fourier, {}, 2, 20, True),
+    "spectrogram": (Spectrogram, {}, 2, 17, False),
 }
 
 
