@@ -302,6 +302,7 @@ void registerMathOps(OpRegistry &r);
 void registerGridSampleOps(OpRegistry &r);
 void registerControlOps(OpRegistry &r);
 void registerSignalOps(OpRegistry &r);
+void registerLinearAttentionOps(OpRegistry &r);
 /// The names a node's subgraphs (If's branches) read from the enclosing
 /// scopes, recursively (OnnxOpsControl.cpp).
 void outerReads(const onnx::NodeProto &node, SmallVectorImpl<std::string> &out);

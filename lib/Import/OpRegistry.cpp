@@ -83,6 +83,7 @@ const OpRegistry &OpRegistry::get() {
     registerGridSampleOps(r);
     registerControlOps(r);
     registerSignalOps(r);
+    registerLinearAttentionOps(r);
     return r;
   }();
   return registry;

@@ -121,6 +121,14 @@ def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work, dynamo=Fa
     loss.backward()
     expected = {"m." + n if not n.startswith("m.") else n: p.grad.numpy()
                 for n, p in ref.named_parameters()}
+    return compare_onnx("%s_op%d" % (name, opset), case, onnx_path, inputs, expected,
+                        loss.item(), bin_dir)
+
+
+def compare_onnx(label, case, onnx_path, inputs, expected, ref_loss, bin_dir):
+    """merak's loss and parameter gradients of the ONNX model `onnx_path`
+    (whose output is the loss) on `inputs` (torch tensors) against
+    `expected` (initializer name -> float64 gradient) and `ref_loss`."""
     feeds = []
     for i, t in enumerate(inputs):
         path = os.path.join(case, "input_%d.npy" % i)
@@ -145,7 +153,7 @@ def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work, dynamo=Fa
     # instead be below 1e-5 of the largest gradient.
     scale = max(np.abs(e).max() for e in expected.values())
     worst, compared, zeros = 0.0, 0, 0
-    loss_err = abs(got_loss - loss.item()) / max(abs(loss.item()), 1e-30)
+    loss_err = abs(got_loss - ref_loss) / max(abs(ref_loss), 1e-30)
     for i, p in enumerate(params):
         if p not in expected:
             continue  # an exported buffer or constant, not a torch parameter
@@ -160,9 +168,9 @@ def check_built(name, wrapped, inputs, in_names, opset, bin_dir, work, dynamo=Fa
         compared += 1
     missing = sorted(set(expected) - set(params))
     ok = worst <= TOLERANCE and loss_err <= TOLERANCE and not missing
-    print("%s %s_op%d: %d parameter gradients (%d exactly zero), max rel err "
+    print("%s %s: %d parameter gradients (%d exactly zero), max rel err "
           "%.2e, loss rel err %.2e%s"
-          % ("PASS" if ok else "FAIL", name, opset, compared, zeros, worst, loss_err,
+          % ("PASS" if ok else "FAIL", label, compared, zeros, worst, loss_err,
              (", missing: %s" % missing) if missing else ""))
     return ok
 

@@ -21,6 +21,10 @@ their own), merak vs PyTorch float64, with the venv's torch and torchvision
   fourier     FNet's token mixing, LayerNorm(h + fft2(h).real) (two DFTs;
               dynamo, opset 20)
   spectrogram the power of torch.stft with a Hann window (STFT; opset 17)
+  gated-deltanet  Qwen3.5's token mixer written as ONNX at opset 27 (no
+              exporter emits it): CausalConvWithState + SiLU on the queries,
+              then LinearAttention's gated delta rule with GQA, against the
+              spec's recurrence written in PyTorch
 
 Each ends in a small head and a cross-entropy loss; test/torch/grad_check.py
 compares every parameter's gradient (max rel err <= 1e-4) and the loss. Ends
@@ -158,6 +162,99 @@ class Spectrogram(nn.Module):
         return self.fc(power.mean(-1))
 
 
+# A Gated DeltaNet block (Qwen3.5's linear attention) at opset 27, written
+# as ONNX by hand (no exporter emits LinearAttention or CausalConvWithState),
+# against the spec's recurrence in PyTorch float64.
+GDN = dict(d=8, hq=4, hkv=2, dk=4, dv=3, k=3, vocab=5, batch=2, time=6)
+
+
+def gdn_params():
+    g = torch.Generator().manual_seed(0)
+    c = GDN
+    r = lambda *shape, s=0.4: s * torch.randn(*shape, generator=g, dtype=torch.float64)
+    return {"wq": r(c["d"], c["hq"] * c["dk"]), "wk": r(c["d"], c["hkv"] * c["dk"]),
+            "wv": r(c["d"], c["hkv"] * c["dv"]), "conv_w": r(c["hq"] * c["dk"], 1, c["k"]),
+            "conv_b": r(c["hq"] * c["dk"], s=0.1), "wg": r(c["d"], c["hkv"]),
+            "bg": r(c["hkv"], s=0.1), "wb": r(c["d"], c["hkv"]), "bb": r(c["hkv"], s=0.1),
+            "wo": r(c["hq"] * c["dv"], c["vocab"])}
+
+
+def gdn_torch(p, x, labels):
+    """The block in float64: causal conv + SiLU on q, then the gated delta rule."""
+    c = GDN
+    B, T = x.shape[:2]
+    q = (x @ p["wq"]).transpose(1, 2)
+    q = F.conv1d(F.pad(q, (c["k"] - 1, 0)), p["conv_w"], p["conv_b"], groups=q.shape[1])
+    q = F.silu(q).transpose(1, 2).reshape(B, T, c["hq"], c["dk"])
+    k = (x @ p["wk"]).reshape(B, T, c["hkv"], c["dk"])
+    v = (x @ p["wv"]).reshape(B, T, c["hkv"], c["dv"])
+    g = -F.softplus(x @ p["wg"] + p["bg"])
+    beta = torch.sigmoid(x @ p["wb"] + p["bb"])
+    S = torch.zeros(B, c["hkv"], c["dk"], c["dv"], dtype=x.dtype)
+    group, outs = c["hq"] // c["hkv"], []
+    for t in range(T):
+        S = S * g[:, t].exp()[..., None, None]
+        kt, vt = k[:, t], v[:, t]
+        vt = beta[:, t, :, None] * (vt - torch.einsum("bhdm,bhd->bhm", S, kt))
+        S = S + kt[..., :, None] * vt[..., None, :]
+        St = S.repeat_interleave(group, dim=1)
+        outs.append(torch.einsum("bhd,bhdm->bhm", q[:, t], St) / c["dk"] ** 0.5)
+    y = torch.stack(outs, 1).reshape(B, T, -1)
+    logits = y @ p["wo"]
+    return F.cross_entropy(logits.reshape(-1, c["vocab"]), labels.reshape(-1))
+
+
+def gdn_onnx(p, path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    c = GDN
+    N = helper.make_node
+    nodes = [
+        N("MatMul", ["x", "wq"], ["q0"]), N("Transpose", ["q0"], ["qT"], perm=[0, 2, 1]),
+        N("CausalConvWithState", ["qT", "conv_w", "conv_b"], ["qc", ""], activation="silu"),
+        N("Transpose", ["qc"], ["q"], perm=[0, 2, 1]),
+        N("MatMul", ["x", "wk"], ["k"]), N("MatMul", ["x", "wv"], ["v"]),
+        N("MatMul", ["x", "wg"], ["g0"]), N("Add", ["g0", "bg"], ["g1"]),
+        N("Softplus", ["g1"], ["g2"]), N("Neg", ["g2"], ["g"]),
+        N("MatMul", ["x", "wb"], ["b0"]), N("Add", ["b0", "bb"], ["b1"]),
+        N("Sigmoid", ["b1"], ["beta"]),
+        N("LinearAttention", ["q", "k", "v", "", "g", "beta"], ["y", "state"],
+          q_num_heads=c["hq"], kv_num_heads=c["hkv"]),
+        N("MatMul", ["y", "wo"], ["logits"]),
+        N("Transpose", ["logits"], ["logitsT"], perm=[0, 2, 1]),
+        N("SoftmaxCrossEntropyLoss", ["logitsT", "labels"], ["loss"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "gated_deltanet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [c["batch"], c["time"], c["d"]]),
+         helper.make_tensor_value_info("labels", TensorProto.INT64, [c["batch"], c["time"]])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(t.detach().float().numpy(), n) for n, t in p.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)])
+    model.ir_version = 10
+    onnx.save(model, path)
+
+
+def check_gated_deltanet(env, name):
+    c = GDN
+    case = os.path.join(env[1], name)
+    os.makedirs(case, exist_ok=True)
+    p = gdn_params()
+    torch.manual_seed(1)
+    x = torch.randn(c["batch"], c["time"], c["d"])
+    labels = torch.randint(0, c["vocab"], (c["batch"], c["time"]))
+    # The ONNX holds the float32 weights; the reference starts from them too.
+    p = {n: t.float().double().requires_grad_() for n, t in p.items()}
+    onnx_path = os.path.join(case, "model.onnx")
+    gdn_onnx(p, onnx_path)
+    loss = gdn_torch(p, x.double(), labels)
+    loss.backward()
+    expected = {n: t.grad.numpy() for n, t in p.items()}
+    ok = grad_check.compare_onnx(name, case, onnx_path, (x, labels), expected, loss.item(),
+                                 env[0])
+    return ok, "parameter gradients against PyTorch float64 (the line above)"
+
+
 class WithLoss(nn.Module):
     """grad_check's layout: the model as `m`, the loss as the output."""
 
@@ -183,6 +280,8 @@ CASES = {
 
 
 def check(env, name):
+    if name == "gated-deltanet":
+        return check_gated_deltanet(env, name)
     cls, kw, channels, opset, dynamo = CASES[name]
     torch.manual_seed(0)
     model = WithLoss(cls(**kw))
@@ -193,7 +292,8 @@ def check(env, name):
 
 
 def main():
-    return run_checks(lambda bin_dir, work: (bin_dir, work), check, list(CASES))
+    return run_checks(lambda bin_dir, work: (bin_dir, work), check,
+                      list(CASES) + ["gated-deltanet"])
 
 
 if __name__ == "__main__":
