@@ -255,17 +255,6 @@ def check_gated_deltanet(env, name):
     return ok, "parameter gradients against PyTorch float64 (the line above)"
 
 
-class WithLoss(nn.Module):
-    """grad_check's layout: the model as `m`, the loss as the output."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m, self.proj = model, []
-
-    def forward(self, x, labels):
-        return F.cross_entropy(self.m(x), labels)
-
-
 # name: (module, its arguments, input channels, opset, dynamo exporter)
 CASES = {
     "fold": (Fold, {}, 2, 18, False),
@@ -284,7 +273,7 @@ def check(env, name):
         return check_gated_deltanet(env, name)
     cls, kw, channels, opset, dynamo = CASES[name]
     torch.manual_seed(0)
-    model = WithLoss(cls(**kw))
+    model = grad_check.WithLoss(cls(**kw), "ce")
     x = torch.randn(2, channels, 6, 7)
     ok = grad_check.check_built(name, model, (x, torch.tensor([1, 3])), ["x", "labels"], opset,
                                 *env, dynamo=dynamo)

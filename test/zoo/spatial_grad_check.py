@@ -54,17 +54,6 @@ class SpatialTransformer(nn.Module):
         return self.head(feat)
 
 
-class WithLoss(nn.Module):
-    """grad_check's layout: the model as `m`, the loss as the output."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m, self.proj = model, []
-
-    def forward(self, x, labels):
-        return F.cross_entropy(self.m(x), labels)
-
-
 CASES = {
     "bilinear-zeros": ("bilinear", "zeros", False, (6, 7)),
     "bicubic-border": ("bicubic", "border", True, (6, 7)),
@@ -76,7 +65,7 @@ CASES = {
 def check(env, name):
     mode, padding, align, dims = CASES[name]
     torch.manual_seed(0)
-    model = WithLoss(SpatialTransformer(mode, padding, align, dims))
+    model = grad_check.WithLoss(SpatialTransformer(mode, padding, align, dims), "ce")
     x = torch.randn(2, 2, *dims)
     ok = grad_check.check_built(name, model, (x, torch.tensor([1, 3])), ["x", "labels"], 20,
                                 *env)
