@@ -505,12 +505,27 @@ LogicalResult reduceAttr(NodeContext &n) { return reduceImpl<OpTy, kind>(n, fals
 template <typename OpTy, ReduceKind kind = ReduceKind::Plain>
 LogicalResult reduceInput(NodeContext &n) { return reduceImpl<OpTy, kind>(n, true); }
 
-/// ReduceMax/ReduceMin-20 add bool inputs, which merak's reductions lack.
+/// ReduceMax/ReduceMin-20 add bool inputs (any / all), which merak's
+/// reductions lack: reduced as i32 and compared back.
 template <typename OpTy>
 LogicalResult reduceMinMax20(NodeContext &n) {
-  if (n.inputType(0).getElementType().isInteger(1))
-    return n.unsupported("bool input");
-  return reduceInput<OpTy>(n);
+  auto t = n.inputType(0);
+  if (!t.getElementType().isInteger(1))
+    return reduceInput<OpTy>(n);
+  auto axes = reduceAxes(n, true);
+  if (failed(axes))
+    return failure();
+  if (!*axes) { // noop_with_empty_axes
+    n.setOutputs(n.input(0));
+    return success();
+  }
+  Value x = n.create<CastOp>(RankedTensorType::get(t.getShape(), n.builder().getI32Type()),
+                             n.input(0));
+  Value r = n.create<OpTy>(x, **axes, (bool)n.getInt("keepdims", 1));
+  // > 0, so that an empty set (i32 max: its lowest value) is false, and
+  // (min: its highest) true: the identities of any and all.
+  n.setOutputs(n.create<GtOp>(r, n.scalarLike(r, 0.0)));
+  return success();
 }
 
 /// Hardmax: one-hot of the first maximum along `axis`.
