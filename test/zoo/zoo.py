@@ -204,6 +204,12 @@ def build(name):
             vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
             num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T))
         return MaskedLM(tf.BertForMaskedLM(cfg)), ids
+    if name == "fnet":
+        # Token mixing by the real part of a 2-d DFT (torch.fft.fftn).
+        cfg = tf.FNetConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, max_position_embeddings=T))
+        return MaskedLM(tf.FNetForMaskedLM(cfg)), ids
     if name == "t5":
         cfg = tf.T5Config(**no_dropout(
             vocab_size=VOCAB, d_model=WIDTH, d_kv=WIDTH // HEADS, d_ff=2 * WIDTH,
@@ -238,7 +244,7 @@ def build(name):
     raise KeyError(name)
 
 
-MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "t5",
+MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "fnet", "t5",
           "vit", "resnet50", "cnn3d", "grid-sample",
           "nn-transformer", "lstm", "gru-bi", "rnn", "mixtral", "mixtral-sparse",
           "mixtral-modules", "qwen2-moe", "qwen2-moe-sparse", "olmoe", "gpt-oss",
@@ -259,7 +265,8 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",
           "gpt-oss-sparse": "GPT-OSS (as above; eager experts)",
           "dense-moe": "dense MoE (every token through every expert, top-2 gate; MLP blocks)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
-          "bert": "BERT (masked LM head)", "t5": "T5 (encoder-decoder)",
+          "bert": "BERT (masked LM head)", "fnet": "FNet (Fourier token mixing; masked LM)",
+          "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",
           "grid-sample": "CNN resampling its input through a learned grid (GridSample)",
