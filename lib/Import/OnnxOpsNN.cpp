@@ -136,6 +136,8 @@ LogicalResult convTranspose(NodeContext &n) {
   }
   for (int64_t i = 0; i < r; ++i)
     y = padWith(n, y, 2 + off + i, 0, excess[i], 0.0);
+  if (n.hasFailed() || !y) // a malformed window or weight (reported)
+    return failure();
   if (n.hasInput(2)) {
     SmallVector<int64_t> bshape(cast<RankedTensorType>(y.getType()).getRank(), 1);
     bshape[1] = shape[1];

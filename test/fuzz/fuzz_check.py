@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--corpus", help="where new inputs go (kept between runs)")
     ap.add_argument("--seed", type=int, default=0, help="libFuzzer -seed (0: random)")
+    ap.add_argument("--node-tests", action="append", default=[],
+                    help="more node-test models as seeds (make_corpus.py)")
     args = ap.parse_args()
 
     if not os.access(args.fuzzer, os.X_OK):
@@ -46,7 +48,7 @@ def main():
                  % args.fuzzer)
     os.makedirs(args.workdir, exist_ok=True)
     seeds = os.path.join(args.workdir, "seeds")
-    sys.argv = ["make_corpus.py", seeds]
+    sys.argv = ["make_corpus.py", seeds] + ["--node-tests=" + d for d in args.node_tests]
     make_corpus.main()
     corpus = args.corpus or os.path.join(args.workdir, "corpus")
     if not args.corpus and os.path.isdir(corpus):

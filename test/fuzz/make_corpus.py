@@ -7,7 +7,8 @@ OUT/onnxtxt: every .onnxtxt under test/ and examples/ (the lit inputs),
              without their comment lines (RUN and CHECK lines).
 OUT/onnx:    those same models parsed by onnx and serialized, every small
              .onnx under test/ and examples/, and the small model.onnx files
-             of the ONNX backend node tests (Debian's libonnx-testdata).
+             of the ONNX backend node tests (Debian's libonnx-testdata, and
+             each --node-tests DIR: the onnx wheel's, opsets up to 28).
 Files are named by the hash of their contents, so reruns add nothing twice.
 Inputs over --max-bytes are left out (the fuzzers run with -max_len).
 """
@@ -41,6 +42,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--max-bytes", type=int, default=65536)
+    ap.add_argument("--node-tests", action="append", default=[],
+                    help="another directory of node tests (skipped when absent)")
     args = ap.parse_args()
     roots = [os.path.join(SRC, "test"), os.path.join(SRC, "examples")]
     try:
@@ -74,8 +77,10 @@ def main():
                 with open(path, "rb") as f:
                     put(os.path.join(args.out, "onnx"), f.read())
                 counts["onnx"] += 1
-    if os.path.isdir(NODE_TESTS):
-        for path in files_under(NODE_TESTS, "model.onnx"):
+    for node_root in [NODE_TESTS] + args.node_tests:
+        if not os.path.isdir(node_root):
+            continue
+        for path in files_under(node_root, "model.onnx"):
             if os.path.getsize(path) <= args.max_bytes:
                 with open(path, "rb") as f:
                     put(os.path.join(args.out, "onnx"), f.read())
