@@ -45,6 +45,9 @@ public:
   llvm::StringMap<int> readers; // how many node inputs read each name
   ModuleOp module;
   int64_t opset = 0;
+  /// Loop and Scan body nodes imported so far, nested loops included
+  /// (kMaxUnrolledNodes bounds them).
+  int64_t unrolledNodes = 0;
 
   LogicalResult fail(Location loc, const Twine &msg) {
     emitError(loc) << msg;

@@ -23,6 +23,9 @@ inline constexpr int64_t kMaxElements = int64_t(1) << 40;
 /// (Range's values, index vectors): 2^24 elements. A declared dimension may
 /// be far larger (types cost nothing); materialising it may not.
 inline constexpr int64_t kMaxMaterialisedElements = int64_t(1) << 24;
+/// Most loop-body nodes (Loop, Scan) an import unrolls, nested loops' too:
+/// the program holds every one.
+inline constexpr int64_t kMaxUnrolledNodes = int64_t(1) << 18;
 
 /// MLIR element type of an ONNX TensorProto data type, or null.
 Type convertDataType(MLIRContext *ctx, int32_t onnxType);
@@ -102,6 +105,13 @@ public:
   FailureOr<double> constantScalar(unsigned i, StringRef what);
   /// Integer list from a constant input (e.g. a shape).
   FailureOr<SmallVector<int64_t>> constantInts(unsigned i, StringRef what);
+  /// A one-element integer constant input (a trip count, a length), read as
+  /// an integer (INT64_MAX stays exact).
+  FailureOr<int64_t> constantInt(unsigned i, StringRef what);
+  /// An error unless inputs 0 .. count-1 are all given and every given
+  /// input is a tensor (not a sequence): for ops whose schema Debian's onnx
+  /// lacks, so nothing checked their arity.
+  LogicalResult requireInputs(unsigned count);
   /// True when output `i` is consumed by the graph or is a graph output.
   bool isOutputUsed(unsigned i) const;
   unsigned numOutputs() const { return node.output_size(); }

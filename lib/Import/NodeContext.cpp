@@ -62,6 +62,25 @@ FailureOr<SmallVector<int64_t>> NodeContext::constantInts(unsigned i, StringRef 
   return SmallVector<int64_t>(t->i().begin(), t->i().end());
 }
 
+FailureOr<int64_t> NodeContext::constantInt(unsigned i, StringRef what) {
+  auto v = constantInts(i, what);
+  if (failed(v))
+    return failure();
+  if (v->size() != 1) {
+    (void)error(Twine(what) + " must be a scalar, got " + Twine(v->size()) + " elements");
+    return failure();
+  }
+  return (*v)[0];
+}
+
+LogicalResult NodeContext::requireInputs(unsigned count) {
+  for (unsigned i = 0; i < std::max(count, numInputs()); ++i)
+    if ((i < count && !hasInput(i)) || (hasInput(i) && !input(i)))
+      return error("input " + Twine(i) + (i < count ? " is required" : " is given") +
+                   " and must be a tensor");
+  return success();
+}
+
 bool NodeContext::isOutputUsed(unsigned i) const {
   return (int)i < node.output_size() && !node.output(i).empty() &&
          graph.consumed.contains(node.output(i));
@@ -325,6 +344,11 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
   // names hide.
   SmallVector<std::pair<std::string, Value>> hidden;
   for (auto [decl, v] : llvm::zip(g.input(), inputs)) {
+    if (!v) {
+      (void)unsupported("a sequence or optional bound to the subgraph input '" + decl.name() +
+                        "'");
+      return failure();
+    }
     if (decl.type().has_tensor_type() && decl.type().tensor_type().elem_type() &&
         convertDataType(getContext(), decl.type().tensor_type().elem_type()) !=
             cast<RankedTensorType>(v.getType()).getElementType()) {
@@ -339,6 +363,11 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
   SmallVector<const onnx::NodeProto *> nodes;
   for (const auto &sub : g.node())
     nodes.push_back(&sub);
+  if (!inputs.empty() && (graph.unrolledNodes += g.node_size()) > kMaxUnrolledNodes) {
+    (void)error("its loops unroll to more than " + Twine(kMaxUnrolledNodes) +
+                " nodes (nested loops multiply): loops unroll at compile time");
+    return failure();
+  }
   // The subgraph's names are its own: once its outputs are read they leave
   // the scope, so that no later outer node (or iteration) sees them.
   auto forgetLocals = [&] {
@@ -347,7 +376,8 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
         graph.values.erase(o);
         graph.sequences.erase(o);
       }
-    for (auto &[name, outer] : hidden)
+    // In reverse: an input name bound twice gets back its outermost value.
+    for (auto &[name, outer] : llvm::reverse(hidden))
       if (outer)
         graph.values[name] = outer;
       else

@@ -175,6 +175,8 @@ Value nonpadBias(NodeContext &n, Value lengths, RankedTensorType qt, int64_t bat
     if (window.right >= 0)
       keep(n.create<GeOp>(d, n.scalarLike(len, -(double)window.right)));
   }
+  if (!visible || n.hasFailed()) // an earlier error of the node (reported)
+    return {};
   auto vt = cast<RankedTensorType>(visible.getType());
   Value zero = n.broadcastTo(n.scalarLike(n.input(0), 0.0), vt.getShape());
   return n.create<WhereOp>(visible, zero,

@@ -104,10 +104,6 @@ LogicalResult ifOp(NodeContext &n) {
 }
 
 
-/// Most body nodes an unrolled Loop or Scan may import, over all its
-/// iterations: the program holds every one.
-constexpr int64_t kMaxUnrolledNodes = int64_t(1) << 18;
-
 int64_t countNodes(const onnx::GraphProto &g) {
   SmallVector<const onnx::NodeProto *> top, all;
   for (const auto &node : g.node())
@@ -196,8 +192,9 @@ FailureOr<SmallVector<Value>> runScan(NodeContext &n, const onnx::GraphProto &bo
                                       SmallVector<Value> states, ArrayRef<Value> inputs,
                                       ArrayRef<int64_t> inAxes, ArrayRef<int64_t> inDirs,
                                       ArrayRef<int64_t> outAxes, ArrayRef<int64_t> outDirs) {
+  // The trip count (and its size check) before anything is cut.
   int64_t trips = -1;
-  SmallVector<SmallVector<Value>> slices;
+  SmallVector<int64_t> axes;
   for (auto [j, x] : llvm::enumerate(inputs)) {
     auto t = cast<RankedTensorType>(x.getType());
     FailureOr<int64_t> axis = n.axis(inAxes[j], t.getRank());
@@ -208,11 +205,16 @@ FailureOr<SmallVector<Value>> runScan(NodeContext &n, const onnx::GraphProto &bo
       return (void)n.error("its scan inputs have lengths " + Twine(trips) + " and " + Twine(len)),
              failure();
     trips = len;
-    slices.push_back(unstack(n, x, *axis, inDirs[j] != 0));
+    axes.push_back(*axis);
   }
   if (trips == 0)
     return (void)n.unsupported("a Scan over zero iterations"), failure();
   if (failed(checkUnrollSize(n, body, trips)))
+    return failure();
+  SmallVector<SmallVector<Value>> slices;
+  for (auto [j, x] : llvm::enumerate(inputs))
+    slices.push_back(unstack(n, x, axes[j], inDirs[j] != 0));
+  if (n.hasFailed())
     return failure();
   size_t numStates = states.size();
   SmallVector<SmallVector<Value>> scans(outAxes.size());
@@ -262,6 +264,8 @@ LogicalResult scanOp(NodeContext &n) {
   for (int64_t i = 0; i < numIn; ++i) {
     if (!n.hasInput(i))
       return n.error("input " + Twine(i) + " is missing");
+    if (!n.input(i))
+      return n.unsupported("a sequence or optional as input " + Twine(i));
     (i < states ? init : xs).push_back(n.input(i));
   }
   FailureOr<SmallVector<Value>> outs =
@@ -295,6 +299,8 @@ LogicalResult scan8Op(NodeContext &n) {
   for (int64_t i = 1; i <= numIn; ++i) {
     if (!n.hasInput(i))
       return n.error("input " + Twine(i) + " is missing");
+    if (!n.input(i))
+      return n.unsupported("a sequence or optional as input " + Twine(i));
     auto t = n.inputType(i);
     if (t.getRank() < (i <= states ? 1 : 2))
       return n.error("input " + Twine(i) + " has no batch axis");
@@ -306,6 +312,14 @@ LogicalResult scan8Op(NodeContext &n) {
       }))
     return n.error("its inputs' batch axes differ");
   int64_t seq = n.inputType(states + 1).getDimSize(1);
+  // Every row unrolls the body over the sequence.
+  if (seq == 0)
+    return n.unsupported("a Scan over zero iterations");
+  if (batch > kMaxUnrolledNodes / seq || failed(checkUnrollSize(n, *body, batch * seq)))
+    return batch > kMaxUnrolledNodes / seq
+               ? n.error("unrolls " + Twine(batch) + " rows of " + Twine(seq) +
+                         " iterations, more than merak unrolls")
+               : failure();
   if (n.hasInput(0)) {
     FailureOr<SmallVector<int64_t>> lens = n.constantInts(0, "sequence_lens of Scan");
     if (failed(lens))
@@ -348,10 +362,11 @@ LogicalResult loopOp(NodeContext &n) {
     return failure();
   std::optional<int64_t> maxTrips;
   if (n.hasInput(0)) {
-    FailureOr<double> m = n.constantScalar(0, "the trip count of Loop");
+    // An integer: torch exports a while loop with M = INT64_MAX.
+    FailureOr<int64_t> m = n.constantInt(0, "the trip count of Loop");
     if (failed(m))
       return failure();
-    maxTrips = (int64_t)*m;
+    maxTrips = *m;
   }
   bool cond = true;
   if (n.hasInput(1)) {
@@ -369,6 +384,8 @@ LogicalResult loopOp(NodeContext &n) {
   for (int64_t i = 0; i < numCarried; ++i) {
     if (!n.hasInput(2 + i))
       return n.error("loop-carried input " + Twine(2 + i) + " is missing");
+    if (!n.input(2 + i))
+      return n.unsupported("a sequence or optional as a loop-carried value");
     carried.push_back(n.input(2 + i));
   }
   int64_t nodes = std::max<int64_t>(countNodes(*body), 1);

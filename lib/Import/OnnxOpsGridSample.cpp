@@ -290,6 +290,8 @@ Value deformColumns(NodeContext &n, Value x, Value dy, Value dx, Value mask, Val
 }
 
 LogicalResult deformConv(NodeContext &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
   auto xt = n.inputType(0), wt = n.inputType(1), ot = n.inputType(2);
   if (xt.getRank() != 4)
     return n.unsupported("DeformConv of a " + Twine(xt.getRank() - 2) + "-d input (2-d only)");
@@ -303,7 +305,7 @@ LogicalResult deformConv(NodeContext &n) {
   const int64_t O = wt.getDimSize(0), Cg = wt.getDimSize(1), kH = wt.getDimSize(2),
                 kW = wt.getDimSize(3), K = kH * kW;
   const int64_t group = n.getInt("group", 1), G = n.getInt("offset_group", 1);
-  if (group < 1 || G < 1 || C != Cg * group || O % group || C % G)
+  if (group < 1 || G < 1 || C < 1 || G > C || C != Cg * group || O % group || C % G)
     return n.error("the input's " + Twine(C) + " channels must be the weight's " + Twine(Cg) +
                    " times group " + Twine(group) + " and divide by offset_group " + Twine(G) +
                    ", the weight's " + Twine(O) + " outputs by group");
@@ -312,13 +314,19 @@ LogicalResult deformConv(NodeContext &n) {
   SmallVector<int64_t> st = n.getInts("strides").value_or(SmallVector<int64_t>{1, 1});
   SmallVector<int64_t> dil = n.getInts("dilations").value_or(SmallVector<int64_t>{1, 1});
   SmallVector<int64_t> pads = n.getInts("pads").value_or(SmallVector<int64_t>(4, 0));
-  if (st.size() != 2 || dil.size() != 2 || pads.size() != 4 || st[0] < 1 || st[1] < 1 ||
-      dil[0] < 1 || dil[1] < 1)
-    return n.error("strides and dilations need 2 positive values, pads 4");
+  auto bad = [](int64_t v, int64_t lo) { return v < lo || v > kMaxElements; };
+  if (st.size() != 2 || dil.size() != 2 || pads.size() != 4 || bad(st[0], 1) ||
+      bad(st[1], 1) || bad(dil[0], 1) || bad(dil[1], 1) ||
+      llvm::any_of(pads, [&](int64_t p) { return bad(p, 0); }))
+    return n.error("strides and dilations need 2 positive values, pads 4 non-negative ones "
+                   "(each at most 2^40)");
   const int64_t oH = (H + pads[0] + pads[2] - (dil[0] * (kH - 1) + 1)) / st[0] + 1;
   const int64_t oW = (W + pads[1] + pads[3] - (dil[1] * (kW - 1) + 1)) / st[1] + 1;
   if (oH < 1 || oW < 1)
     return n.error("the kernel does not fit the padded input");
+  if (oH > kMaxMaterialisedElements / oW || K > kMaxMaterialisedElements / (oH * oW))
+    return n.unsupported("a DeformConv of more than " + Twine(kMaxMaterialisedElements) +
+                         " sampled positions (their base coordinates are constants)");
   const int64_t L = oH * oW, P = K * L;
   if (ot.getShape() != ArrayRef<int64_t>{N, G * K * 2, oH, oW})
     return n.error("the offsets must be [N, offset_group * kH * kW * 2, oH, oW] = [" + Twine(N) +

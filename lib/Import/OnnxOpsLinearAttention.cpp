@@ -52,6 +52,8 @@ Value toType(NodeContext &n, Value v, Type et) {
 }
 
 LogicalResult causalConvWithState(NodeContext &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
   auto xt = n.inputType(0), wt = n.inputType(1);
   Type et = xt.getElementType();
   if (!isa<FloatType>(et) || xt.getRank() != 3)
@@ -61,8 +63,8 @@ LogicalResult causalConvWithState(NodeContext &n) {
       wt.getElementType() != et)
     return n.error("the weight must be [channels, 1, k] of the input's type");
   const int64_t K = wt.getDimSize(2);
-  if (K < 1)
-    return n.error("the kernel is empty");
+  if (K < 1 || B < 1 || C < 1 || L < 1)
+    return n.error("the kernel, batch, channels and length must be non-empty");
   std::string act = n.getString("activation", "none");
   if (act != "none" && act != "silu" && act != "swish")
     return n.error("unknown activation '" + act + "' (none, silu or swish)");
@@ -106,6 +108,8 @@ SmallVector<Value> steps(NodeContext &n, Value v) {
 }
 
 LogicalResult linearAttention(NodeContext &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
   auto qt = n.inputType(0), kt = n.inputType(1), vt = n.inputType(2);
   Type et = qt.getElementType();
   if (!isa<FloatType>(et) || qt.getRank() != 3 || kt.getRank() != 3 || vt.getRank() != 3)
@@ -115,8 +119,10 @@ LogicalResult linearAttention(NodeContext &n) {
     return n.error("q_num_heads (" + Twine(Hq) + ") must be a positive multiple of "
                    "kv_num_heads (" + Twine(Hkv) + ")");
   const int64_t B = qt.getDimSize(0), T = qt.getDimSize(1), G = Hq / Hkv;
-  if (qt.getDimSize(2) % Hq || vt.getDimSize(2) % Hkv)
-    return n.error("the query's and value's last dimensions must divide by their heads");
+  if (qt.getDimSize(2) % Hq || vt.getDimSize(2) % Hkv || qt.getDimSize(2) == 0 ||
+      vt.getDimSize(2) == 0 || B == 0)
+    return n.error("the query's and value's last dimensions must be non-empty multiples of "
+                   "their heads (and the batch non-empty)");
   const int64_t dk = qt.getDimSize(2) / Hq, dv = vt.getDimSize(2) / Hkv;
   if (kt.getShape() != ArrayRef<int64_t>{B, T, Hkv * dk} ||
       vt.getShape() != ArrayRef<int64_t>{B, T, Hkv * dv})

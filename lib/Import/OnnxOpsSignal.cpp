@@ -53,7 +53,9 @@ Value moveAxis(NodeContext &n, Value v, int64_t axis, bool back) {
 /// v [.., k] @ m [k, M] -> [.., M].
 Value matmulLast(NodeContext &n, Value v, Value m) {
   auto t = cast<RankedTensorType>(v.getType());
-  int64_t rows = t.getNumElements() / std::max<int64_t>(t.getShape().back(), 1);
+  int64_t rows = 1;
+  for (int64_t d : t.getShape().drop_back())
+    rows *= d;
   int64_t cols = cast<RankedTensorType>(m.getType()).getDimSize(1);
   SmallVector<int64_t> shape(t.getShape());
   shape.back() = cols;
@@ -72,6 +74,13 @@ std::pair<Value, Value> dftLast(NodeContext &n, Value re, Value im, int64_t N, b
   // Input samples (bins, for irfft) that take part, and output bins.
   const int64_t used = std::min(len, irfft ? N / 2 + 1 : N);
   const int64_t M = irfft ? N : onesided ? N / 2 + 1 : N;
+  // N <= 2^16, so used * M cannot overflow.
+  if (used * M > kMaxMaterialisedElements) {
+    (void)n.unsupported("a DFT of " + Twine(used) + " x " + Twine(M) +
+                        " points (its cosines and sines are constants; at most " +
+                        Twine(kMaxMaterialisedElements) + ")");
+    return {};
+  }
   re = n.sliceDim(re, last, 0, used);
   if (im)
     im = n.sliceDim(im, last, 0, used);
@@ -127,12 +136,14 @@ Value complexOf(NodeContext &n, Value re, Value im) {
 LogicalResult dft(NodeContext &n) {
   auto xt = n.inputType(0);
   const int64_t rank = xt.getRank();
+  if (failed(n.requireInputs(1)))
+    return failure();
   int64_t axis = n.getOpset() >= 20 ? -2 : n.getInt("axis", 1);
   if (n.getOpset() >= 20 && n.hasInput(2)) {
-    FailureOr<double> a = n.constantScalar(2, "the axis of DFT");
+    FailureOr<int64_t> a = n.constantInt(2, "the axis of DFT");
     if (failed(a))
       return failure();
-    axis = (int64_t)*a;
+    axis = *a;
   }
   FailureOr<int64_t> ax = n.axis(axis, rank);
   if (failed(ax))
@@ -148,10 +159,10 @@ LogicalResult dft(NodeContext &n) {
   int64_t len = xt.getDimSize(*ax);
   int64_t N = inverse && onesided ? 2 * (len - 1) : len;
   if (n.hasInput(1)) {
-    FailureOr<double> l = n.constantScalar(1, "dft_length");
+    FailureOr<int64_t> l = n.constantInt(1, "dft_length");
     if (failed(l))
       return failure();
-    N = (int64_t)*l;
+    N = *l;
   }
   if (N < 1 || N > (int64_t(1) << 16))
     return N < 1 ? n.error("the DFT length is " + Twine(N) + ", not positive")
@@ -160,6 +171,8 @@ LogicalResult dft(NodeContext &n) {
   Value re = moveAxis(n, parts->first, *ax, false);
   Value im = parts->second ? moveAxis(n, parts->second, *ax, false) : Value();
   auto [yr, yi] = dftLast(n, re, im, N, inverse, onesided);
+  if (n.hasFailed())
+    return failure();
   yr = moveAxis(n, yr, *ax, true);
   if (yi)
     yi = moveAxis(n, yi, *ax, true);
@@ -170,6 +183,8 @@ LogicalResult dft(NodeContext &n) {
 }
 
 LogicalResult stft(NodeContext &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
   auto xt = n.inputType(0);
   Value signal = n.input(0);
   if (xt.getRank() == 2) { // [batch, length]: real (torch.onnx's export)
@@ -179,20 +194,20 @@ LogicalResult stft(NodeContext &n) {
   if (xt.getRank() != 3)
     return n.error("the signal must be [batch, length, 1 or 2] (or [batch, length])");
   const int64_t B = xt.getDimSize(0), L = xt.getDimSize(1);
-  FailureOr<double> step = n.constantScalar(1, "frame_step of STFT");
+  FailureOr<int64_t> step = n.constantInt(1, "frame_step of STFT");
   if (failed(step))
     return failure();
-  const int64_t hop = (int64_t)*step;
+  const int64_t hop = *step;
   Value window = n.hasInput(2) ? n.input(2) : Value();
   if (window && (n.inputType(2).getRank() != 1 ||
                  n.inputType(2).getElementType() != xt.getElementType()))
     return n.error("the window must be a 1-d tensor of the signal's type");
   int64_t wlen = window ? n.inputType(2).getDimSize(0) : L, N = wlen;
   if (n.hasInput(3)) {
-    FailureOr<double> fl = n.constantScalar(3, "frame_length of STFT");
+    FailureOr<int64_t> fl = n.constantInt(3, "frame_length of STFT");
     if (failed(fl))
       return failure();
-    N = (int64_t)*fl;
+    N = *fl;
     if (!window)
       wlen = N;
   }
@@ -200,7 +215,7 @@ LogicalResult stft(NodeContext &n) {
     return n.error("frame_step must be positive and the frame length (" + Twine(N) +
                    ") in [1, the signal's " + Twine(L) + "]");
   const int64_t frames = 1 + (L - N) / hop;
-  if (frames * wlen > kMaxMaterialisedElements)
+  if (wlen > kMaxMaterialisedElements || frames > kMaxMaterialisedElements / std::max<int64_t>(wlen, 1))
     return n.unsupported("an STFT of " + Twine(frames) + " frames of " + Twine(wlen));
   // Frames of the window's length (past the signal's end: zeros).
   const int64_t need = (frames - 1) * hop + wlen;
@@ -224,7 +239,7 @@ LogicalResult stft(NodeContext &n) {
       im = n.create<MulOp>(im, w);
   }
   auto [yr, yi] = dftLast(n, re, im, N, false, onesided);
-  if (n.hasFailed())
+  if (n.hasFailed() || !yr)
     return failure();
   n.setOutputs(complexOf(n, yr, yi));
   return success();
@@ -243,11 +258,11 @@ enum class WindowKind { Hann, Hamming, Blackman };
 
 template <WindowKind kind>
 LogicalResult windowOp(NodeContext &n) {
-  FailureOr<double> size = n.constantScalar(0, "the window size");
+  FailureOr<int64_t> size = n.constantInt(0, "the window size");
   FailureOr<Type> et = generatedType(n);
   if (failed(size) || failed(et))
     return failure();
-  const int64_t len = (int64_t)*size;
+  const int64_t len = *size;
   if (len < 0 || len > kMaxMaterialisedElements)
     return n.error("the window size is " + Twine(len));
   const double d = n.getInt("periodic", 1) ? double(len) : double(len - 1);
@@ -270,24 +285,32 @@ LogicalResult windowOp(NodeContext &n) {
 /// between mel-spaced edges, as onnx's reference spaces them (the span cut
 /// into num_mel_bins + 2 steps).
 LogicalResult melWeightMatrix(NodeContext &n) {
-  FailureOr<double> bins = n.constantScalar(0, "num_mel_bins");
-  FailureOr<double> dftLen = n.constantScalar(1, "dft_length");
-  FailureOr<double> rate = n.constantScalar(2, "sample_rate");
+  FailureOr<int64_t> bins = n.constantInt(0, "num_mel_bins");
+  FailureOr<int64_t> dftLen = n.constantInt(1, "dft_length");
+  FailureOr<int64_t> rate = n.constantInt(2, "sample_rate");
   FailureOr<double> lo = n.constantScalar(3, "lower_edge_hertz");
   FailureOr<double> hi = n.constantScalar(4, "upper_edge_hertz");
   FailureOr<Type> et = generatedType(n);
   if (failed(bins) || failed(dftLen) || failed(rate) || failed(lo) || failed(hi) || failed(et))
     return failure();
-  const int64_t mels = (int64_t)*bins, N = (int64_t)*dftLen, sr = (int64_t)*rate;
-  const int64_t spec = N / 2 + 1;
-  if (mels < 1 || N < 1 || sr < 1 || spec * mels > kMaxMaterialisedElements)
+  const int64_t mels = *bins, N = *dftLen, sr = *rate;
+  if (mels < 1 || N < 1 || sr < 1)
     return n.error("num_mel_bins, dft_length and sample_rate must be positive");
+  const int64_t spec = N / 2 + 1;
+  if (mels > kMaxMaterialisedElements || spec > kMaxMaterialisedElements / mels)
+    return n.unsupported("a mel matrix of more than " + Twine(kMaxMaterialisedElements) +
+                         " elements");
   auto toMel = [](double hz) { return 2595.0 * std::log1p(hz / 700.0) / std::log(10.0); };
   const double low = toMel(*lo), step = (toMel(*hi) - low) / double(mels + 2);
   SmallVector<int64_t> edge;
   for (int64_t i = 0; i < mels + 2; ++i) {
     double hz = 700.0 * std::expm1((double(i) * step + low) / 2595.0 * std::log(10.0));
-    edge.push_back((int64_t)std::floor(double(N + 1) * hz / double(sr)));
+    double bin = std::floor(double(N + 1) * hz / double(sr));
+    // Every edge a spectrogram bin (which also bounds the loops below).
+    if (!(bin >= 0 && bin < double(spec)))
+      return n.error("the mel filters' edge " + Twine(i) + " falls outside the " + Twine(spec) +
+                     " spectrogram bins (the edges must lie in [0, the Nyquist frequency])");
+    edge.push_back((int64_t)bin);
   }
   HostTensor w(RankedTensorType::get({spec, mels}, *et));
   auto set = [&](int64_t j, int64_t i, double v) {

@@ -181,6 +181,8 @@ Value spread(NodeContext &n, Value z, int64_t dim, int64_t s) {
 /// Col2Im-18 (nn.Fold): input [N, C * prod(block_shape), L] with L the
 /// windows' count over the padded image; output [N, C, image_shape..].
 LogicalResult onnx_import::importCol2Im(NodeContext &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
   auto xt = n.inputType(0);
   auto image = n.constantInts(1, "image_shape of Col2Im");
   auto block = n.constantInts(2, "block_shape of Col2Im");
@@ -201,10 +203,11 @@ LogicalResult onnx_import::importCol2Im(NodeContext &n) {
   SmallVector<int64_t> L(r), padded(r);
   for (int64_t i = 0; i < r; ++i) {
     int64_t k = (*block)[i];
-    if (k < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[r + i] < 0 ||
-        (*image)[i] < 1)
+    auto bad = [](int64_t v, int64_t lo) { return v < lo || v > kMaxElements; };
+    if (bad(k, 1) || bad(dil[i], 1) || bad(str[i], 1) || bad(pads[i], 0) ||
+        bad(pads[r + i], 0) || bad((*image)[i], 1) || k > 4096)
       return n.error("block_shape, dilations, strides and image_shape must be positive, "
-                     "pads non-negative (spatial dimension " + Twine(i) + ")");
+                     "pads non-negative, all at most 2^40 (spatial dimension " + Twine(i) + ")");
     padded[i] = (*image)[i] + pads[i] + pads[r + i];
     int64_t span = dil[i] * (k - 1) + 1;
     if (padded[i] < span)
@@ -391,6 +394,16 @@ LogicalResult onnx_import::importPoolBySlices(NodeContext &n, PoolKind kind) {
     return n.unsupported("a " + Twine(offsets) + "-element window beyond the 2-d pooling ops");
   Value acc, idx;
   const bool withIndices = isMax && n.isOutputUsed(1);
+  if (withIndices) { // a constant of the output's positions per offset
+    int64_t cells = 1; // saturating at kMaxMaterialisedElements + 1
+    for (int64_t v : out)
+      cells = v > 0 && cells > kMaxMaterialisedElements / v ? kMaxMaterialisedElements + 1
+                                                             : cells * v;
+    if (cells > kMaxMaterialisedElements / offsets ||
+        xt.getDimSize(0) * xt.getDimSize(1) > kMaxMaterialisedElements)
+      return n.unsupported("MaxPool Indices of more than " + Twine(kMaxMaterialisedElements) +
+                           " window positions (their indices are compile-time constants)");
+  }
   SmallVector<int64_t> at(r, 0);
   for (int64_t o = 0; o < offsets && !n.hasFailed(); ++o) {
     for (int64_t i = r - 1, rest = o; i >= 0; --i) {
@@ -532,8 +545,12 @@ LogicalResult onnx_import::importMaxUnpool(NodeContext &n) {
   if ((int64_t)str.size() != r || (int64_t)pads.size() != 2 * r)
     return n.error("strides need " + Twine(r) + " values, pads " + Twine(2 * r));
   SmallVector<int64_t> shape{xt.getDimSize(0), xt.getDimSize(1)};
-  for (int64_t i = 0; i < r; ++i)
+  for (int64_t i = 0; i < r; ++i) {
+    for (int64_t v : {str[i], pads[i], pads[r + i], (*k)[i]})
+      if (v < 0 || v > kMaxElements)
+        return n.error("kernel_shape, strides and pads must lie in [0, 2^40]");
     shape.push_back((xt.getDimSize(2 + i) - 1) * str[i] - pads[i] - pads[r + i] + (*k)[i]);
+  }
   // The indices address the inferred shape; output_shape (at least as
   // large) holds it at its origin, as onnx's reference places it.
   SmallVector<int64_t> outShape(shape);
@@ -550,13 +567,15 @@ LogicalResult onnx_import::importMaxUnpool(NodeContext &n) {
     outShape = *given;
   }
   int64_t total = 1;
-  for (int64_t v : shape) {
-    if (v < 1 || v > kMaxElements)
-      return n.error("the output would have " + Twine(v) + " elements along a dimension");
+  for (int64_t v : outShape) {
+    if (v < 1 || v > kMaxElements || total > kMaxElements / v)
+      return n.error("the output would have " + Twine(v) + " elements along a dimension, "
+                     "or more than 2^40 in all");
     total *= v;
-    if (total > kMaxElements)
-      return n.error("the output is too large");
   }
+  total = 1;
+  for (int64_t v : shape)
+    total *= v;
   const int64_t m = xt.getNumElements();
   auto flat = RankedTensorType::get({total}, xt.getElementType());
   Value idx = n.reshape(n.input(1), {m});
