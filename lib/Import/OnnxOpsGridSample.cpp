@@ -32,6 +32,15 @@
 //
 // so the gradients reach the input, the weight, the offsets and the mask.
 //
+// RoiAlign-10/16/22 (Mask R-CNN's box features) samples a fixed grid of
+// s x s points per output bin of each box (sampling_ratio s > 0; the
+// adaptive grid, whose size depends on the boxes, is refused), at
+//   y = y1 + (ph + (iy + 0.5) / s) * (y2 - y1) / out_h     (x likewise)
+// each bilinear between its clamped neighbours (zero outside [-1, H]), as
+// onnx's reference: one gather of the features flattened over (batch, y,
+// x) per corner, then the mean (or the maximum of the weighted corners,
+// mode max) of each bin's samples.
+//
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
 
@@ -368,9 +377,126 @@ LogicalResult deformConv(NodeContext &n) {
   return success();
 }
 
+/// RoiAlign's coordinate along one axis ([R, Q]: per box, per sample), as
+/// the clamped position's two neighbours and the upper one's weight, and
+/// whether the sample lies in [-1, size].
+struct RoiAxis {
+  Value low, high, frac, inside;
+};
+RoiAxis roiAxis(NodeContext &n, Value pos, int64_t size) {
+  auto &b = n.builder();
+  Value inside = n.create<AndOp>(n.create<GeOp>(pos, n.scalarLike(pos, -1.0)),
+                                 n.create<LeOp>(pos, n.scalarLike(pos, double(size))));
+  Value c = n.create<ClampOp>(pos, b.getF64FloatAttr(0.0), b.getF64FloatAttr(double(size - 1)));
+  Value low = n.create<FloorOp>(c);
+  Value high = n.create<ClampOp>(n.create<AddOp>(low, n.scalarLike(low, 1.0)),
+                                 b.getF64FloatAttr(0.0), b.getF64FloatAttr(double(size - 1)));
+  return {low, high, n.create<SubOp>(c, low), inside};
+}
+
+LogicalResult roiAlign(NodeContext &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
+  auto xt = n.inputType(0), rt = n.inputType(1), it = n.inputType(2);
+  Type et = xt.getElementType();
+  if (xt.getRank() != 4 || !isa<FloatType>(et) || rt.getElementType() != et)
+    return n.error("X must be a float [N, C, H, W] and rois of its type");
+  const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), H = xt.getDimSize(2),
+                W = xt.getDimSize(3), R = rt.getRank() == 2 ? rt.getDimSize(0) : -1;
+  if (rt.getRank() != 2 || rt.getDimSize(1) != 4 || it.getShape() != ArrayRef<int64_t>{R} ||
+      !isa<IntegerType>(it.getElementType()))
+    return n.error("rois must be [R, 4] and batch_indices integers [R]");
+  const int64_t oh = n.getInt("output_height", 1), ow = n.getInt("output_width", 1);
+  const int64_t s = n.getInt("sampling_ratio", 0);
+  if (s <= 0)
+    return n.unsupported("adaptive sampling (sampling_ratio " + Twine(s) +
+                         "): its sample count depends on the boxes' sizes");
+  if (oh < 1 || ow < 1 || s > 64 || N < 1 || H < 1 || W < 1 || R < 1 ||
+      oh > kMaxMaterialisedElements / ow ||
+      oh * ow > kMaxMaterialisedElements / (s * s) ||
+      R > kMaxMaterialisedElements / (oh * ow * s * s))
+    return n.error("output_height, output_width, sampling_ratio (at most 64), the boxes and "
+                   "the input must be non-empty and their samples at most 2^24");
+  std::string mode = n.getString("mode", "avg");
+  if (mode != "avg" && mode != "max")
+    return n.error("unknown mode '" + mode + "'");
+  const bool halfPixel = n.getOpset() >= 16 &&
+                         n.getString("coordinate_transformation_mode", "half_pixel") ==
+                             "half_pixel";
+  const double scale = n.getFloat("spatial_scale", 1.0);
+  // Per box: its corners scaled (and shifted by half a pixel), sizes, bins.
+  SmallVector<Value> box = n.createSplit(n.input(1), 1, {1, 1, 1, 1});
+  if (box.size() != 4)
+    return failure();
+  for (Value &v : box) {
+    v = n.create<MulOp>(v, n.scalarLike(v, scale));
+    if (halfPixel)
+      v = n.create<SubOp>(v, n.scalarLike(v, 0.5));
+  }
+  Value bw = n.create<SubOp>(box[2], box[0]), bh = n.create<SubOp>(box[3], box[1]);
+  if (!halfPixel) { // malformed boxes forced to 1 x 1
+    bw = n.create<MaxOp>(bw, n.scalarLike(bw, 1.0));
+    bh = n.create<MaxOp>(bh, n.scalarLike(bh, 1.0));
+  }
+  // The samples' bin fractions, [1, Q] (bin-major: ph, pw, then iy, ix).
+  const int64_t Q = oh * ow * s * s;
+  HostTensor fy(RankedTensorType::get({1, Q}, et)), fx(fy.getType());
+  for (int64_t q = 0; q < Q; ++q) {
+    int64_t ix = q % s, iy = q / s % s, pw = q / (s * s) % ow, ph = q / (s * s * ow);
+    fy.setFromDouble(q, (double(ph) + (iy + 0.5) / double(s)) / double(oh));
+    fx.setFromDouble(q, (double(pw) + (ix + 0.5) / double(s)) / double(ow));
+  }
+  Value y = n.create<AddOp>(box[1], n.create<MulOp>(bh, n.constant(fy))); // [R, Q]
+  Value x = n.create<AddOp>(box[0], n.create<MulOp>(bw, n.constant(fx)));
+  RoiAxis ay = roiAxis(n, y, H), ax = roiAxis(n, x, W);
+  if (n.hasFailed())
+    return failure();
+  // Each corner's feature: one gather over (batch, y, x) flattened; its
+  // batch from batch_indices (out of range: the gather's check stops it).
+  auto i64 = n.builder().getI64Type();
+  auto flatT = RankedTensorType::get({R, Q}, i64);
+  Value batch = n.create<CastOp>(RankedTensorType::get({R, 1}, i64), n.reshape(n.input(2), {R, 1}));
+  Value data = n.reshape(n.create<TransposeOp>(n.input(0), ArrayRef<int64_t>{1, 0, 2, 3}),
+                         {1, C, N * H * W});
+  auto corner = [&](Value yy, Value xx) {
+    Value lin = n.create<AddOp>(
+        n.create<MulOp>(n.create<AddOp>(n.create<MulOp>(batch, n.scalarLike(batch, double(H))),
+                                        n.create<CastOp>(flatT, yy)),
+                        n.scalarLike(batch, double(W))),
+        n.create<CastOp>(flatT, xx));
+    Value idx = n.broadcastTo(n.reshape(lin, {1, 1, R * Q}), {1, C, R * Q});
+    return n.create<GatherElementsOp>(data, idx, 2); // [1, C, R * Q]
+  };
+  auto perSample = [&](Value w) { return n.reshape(w, {1, 1, R * Q}); };
+  Value one = n.scalarLike(ay.frac, 1.0);
+  Value hy = n.create<SubOp>(one, ay.frac), hx = n.create<SubOp>(one, ax.frac);
+  Value terms[4] = {
+      n.create<MulOp>(corner(ay.low, ax.low), perSample(n.create<MulOp>(hy, hx))),
+      n.create<MulOp>(corner(ay.low, ax.high), perSample(n.create<MulOp>(hy, ax.frac))),
+      n.create<MulOp>(corner(ay.high, ax.low), perSample(n.create<MulOp>(ay.frac, hx))),
+      n.create<MulOp>(corner(ay.high, ax.high), perSample(n.create<MulOp>(ay.frac, ax.frac)))};
+  Value v = terms[0];
+  for (int k = 1; k < 4; ++k)
+    v = mode == "avg" ? n.create<AddOp>(v, terms[k]) : n.create<MaxOp>(v, terms[k]);
+  Value inside = perSample(n.create<AndOp>(ay.inside, ax.inside));
+  v = n.create<WhereOp>(inside, v, n.scalarLike(v, 0.0));
+  v = n.reshape(v, {C, R, oh, ow, s * s});
+  v = mode == "avg" ? n.create<MulOp>(n.create<ReduceSumOp>(v, ArrayRef<int64_t>{4}, false),
+                                      n.scalarLike(v, 1.0 / double(s * s)))
+                    : n.create<ReduceMaxOp>(v, ArrayRef<int64_t>{4}, false);
+  v = n.create<TransposeOp>(v, ArrayRef<int64_t>{1, 0, 2, 3});
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(v);
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerGridSampleOps(OpRegistry &r) {
+  r.add("RoiAlign", 10, roiAlign);
+  r.add("RoiAlign", 16, roiAlign); // coordinate_transformation_mode (half_pixel)
+  r.sameAs("RoiAlign", 22, 16);    // bfloat16
   r.add("DeformConv", 19, deformConv);
   r.sameAs("DeformConv", 22, 19); // bfloat16
   r.add("GridSample", 16, gridSample);

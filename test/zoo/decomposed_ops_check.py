@@ -21,6 +21,9 @@ their own), merak vs PyTorch float64, with the venv's torch and torchvision
   fourier     FNet's token mixing, LayerNorm(h + fft2(h).real) (two DFTs;
               dynamo, opset 20)
   spectrogram the power of torch.stft with a Hann window (STFT; opset 17)
+  roi-align   torchvision's roi_align of fixed boxes (two per image, some
+              past the feature map), sampling_ratio 2, aligned (half_pixel)
+              and not (RoiAlign, opset 16): the gradient reaches the features
   gated-deltanet  Qwen3.5's token mixer written as ONNX at opset 27 (no
               exporter emits it): CausalConvWithState + SiLU on the queries,
               then LinearAttention's gated delta rule with GQA, against the
@@ -162,6 +165,26 @@ class Spectrogram(nn.Module):
         return self.fc(power.mean(-1))
 
 
+class Roi(nn.Module):
+    """Box features (torchvision's roi_align, sampling_ratio 2, aligned) of
+    fixed boxes, two per image, some reaching past the feature map."""
+
+    def __init__(self, aligned=True):
+        super().__init__()
+        self.aligned = aligned
+        self.pre = nn.Conv2d(2, 3, 3, padding=1)
+        self.register_buffer("boxes", torch.tensor([
+            [0, 0.5, 0.5, 4.0, 3.5], [0, 2.0, 1.0, 6.5, 5.5],
+            [1, -0.8, 1.2, 2.7, 6.6], [1, 3.1, 0.2, 7.4, 4.9]]))
+        self.fc = nn.Linear(2 * 3 * 2 * 2, 4)
+
+    def forward(self, x):
+        f = torchvision.ops.roi_align(torch.tanh(self.pre(x)), self.boxes, (2, 2),
+                                      spatial_scale=1.0, sampling_ratio=2,
+                                      aligned=self.aligned)
+        return self.fc(f.reshape(x.shape[0], -1))
+
+
 # A Gated DeltaNet block (Qwen3.5's linear attention) at opset 27, written
 # as ONNX by hand (no exporter emits LinearAttention or CausalConvWithState),
 # against the spec's recurrence in PyTorch float64.
@@ -265,6 +288,8 @@ CASES = {
     "det": (Det, {}, 2, 17, False),
     "fourier": (Fourier, {}, 2, 20, True),
     "spectrogram": (Spectrogram, {}, 2, 17, False),
+    "roi-align": (Roi, {}, 2, 16, False),
+    "roi-align-legacy": (Roi, dict(aligned=False), 2, 16, False),
 }
 
 
