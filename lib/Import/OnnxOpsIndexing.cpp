@@ -28,6 +28,13 @@
 // Repeated indices with reduction "none" are undefined in ONNX; the
 // compile-time path keeps the last write (as onnxruntime does).
 //
+//   TensorScatter(cache [B, .., S, ..], update [B, .., T, ..], w [B]) (24):
+//   position p of batch row b reads update's t = p - w[b] (mod S when
+//   circular) where 0 <= t < T, else the cache:
+//     present = where(0 <= t < T, gather_elements(update, clamp(t), axis), cache)
+//   (a gather, not a scatter: every position has one source). Linear writes
+//   past S are dropped, as positions outside the cache have no value.
+//
 //===----------------------------------------------------------------------===//
 #include "ImporterImpl.h"
 
@@ -572,9 +579,67 @@ LogicalResult compress(NodeContext &n) {
   n.setOutputs(n.create<GatherOp>(x, n.constant(idx), axis));
   return success();
 }
+LogicalResult tensorScatter(NodeContext &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto ct = n.inputType(0), ut = n.inputType(1);
+  const int64_t rank = ct.getRank();
+  auto ax = n.axis(n.getInt("axis", -2), rank);
+  if (failed(ax))
+    return failure();
+  if (*ax == 0)
+    return n.error("the axis may not be the batch axis 0, which write_indices index");
+  std::string mode = n.getString("mode", "linear");
+  if (mode != "linear" && mode != "circular")
+    return n.error("unknown mode '" + mode + "' (linear or circular)");
+  bool fits = ut.getRank() == rank && ut.getElementType() == ct.getElementType();
+  for (int64_t d = 0; fits && d < rank; ++d)
+    fits = d == *ax ? ut.getDimSize(d) <= ct.getDimSize(d) : ut.getDimSize(d) == ct.getDimSize(d);
+  const int64_t B = ct.getDimSize(0), S = ct.getDimSize(*ax), T = ut.getDimSize(*ax);
+  if (!fits || T < 1)
+    return n.error("the update must have the cache's type and shape but along the axis, "
+                   "where it is non-empty and at most the cache's length");
+  if (S > kMaxMaterialisedElements)
+    return n.error("the cache's axis is too long for its position constant");
+  auto i64 = n.builder().getI64Type();
+  SmallVector<int64_t> pshape(rank, 1), wshape(rank, 1);
+  pshape[*ax] = S;
+  wshape[0] = B;
+  HostTensor pos(RankedTensorType::get(pshape, i64));
+  for (int64_t p = 0; p < S; ++p)
+    pos.setFromInt(p, p);
+  Value w;
+  if (n.hasInput(2)) {
+    auto wt = n.inputType(2);
+    if (wt.getShape() != ArrayRef<int64_t>{B} || !isa<IntegerType>(wt.getElementType()))
+      return n.error("write_indices must be integers [batch]");
+    w = n.reshape(indicesAsI64(n, 2), wshape);
+  } else {
+    w = n.constant(HostTensor(RankedTensorType::get(wshape, i64)));
+  }
+  Value t = n.create<SubOp>(n.constant(pos), w); // [B, .., S, ..] broadcast
+  if (mode == "circular") { // Python's %: the remainder made non-negative
+    Value s = n.scalarLike(t, double(S));
+    Value r = n.create<RemOp>(t, s);
+    t = n.create<WhereOp>(n.create<LtOp>(r, n.scalarLike(r, 0.0)), n.create<AddOp>(r, s), r);
+  }
+  Value valid = n.create<AndOp>(n.create<GeOp>(t, n.scalarLike(t, 0.0)),
+                                n.create<LtOp>(t, n.scalarLike(t, double(T))));
+  Value src = n.create<WhereOp>(valid, t, n.scalarLike(t, 0.0));
+  src = n.broadcastTo(src, ct.getShape());
+  Value taken = n.create<GatherElementsOp>(n.input(1), src, *ax);
+  Value present =
+      n.create<WhereOp>(n.broadcastTo(valid, ct.getShape()), taken, n.input(0));
+  if (n.hasFailed())
+    return failure();
+  n.setOutputs(present);
+  return success();
+}
+
 } // namespace
 
 void onnx_import::registerIndexingOps(OpRegistry &r) {
+  r.add("TensorScatter", 24, tensorScatter);
   r.add("Compress", 9, compress);
   r.sameAs("Compress", 11, 9); // negative axis (handled)
   r.sameAs("Compress", 28, 9); // types only
