@@ -171,6 +171,13 @@ public:
   Value reshape(Value v, ArrayRef<int64_t> shape);
   /// A slice of `v` along dimension `dim` (the others whole).
   Value sliceDim(Value v, int64_t dim, int64_t start, int64_t limit, int64_t stride = 1);
+  /// `v` cut along `dim` into its slices without that dimension, in order:
+  /// one split (whose gradient is one concat, where a slice per element
+  /// would pad each gradient to the whole tensor).
+  SmallVector<Value> unstack(Value v, int64_t dim);
+  /// `values` (of one shape) stacked along a new dimension `axis` (negative:
+  /// from the end of the result's rank); an error if their shapes differ.
+  Value stack(ArrayRef<Value> values, int64_t axis);
   /// merak.gather of `data`'s slices along `axis`; by constant indices that
   /// take every slice in order, each r times (repeat_interleave; r = 1:
   /// every slice once), a broadcast instead: nothing is indexed at run

@@ -243,6 +243,39 @@ Value NodeContext::reshape(Value v, ArrayRef<int64_t> shape) {
   return create<ReshapeOp>(RankedTensorType::get(shape, t.getElementType()), v);
 }
 
+SmallVector<Value> NodeContext::unstack(Value v, int64_t dim) {
+  if (failedNode || !v)
+    return {};
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t len = t.getDimSize(dim);
+  SmallVector<int64_t> shape(t.getShape());
+  shape.erase(shape.begin() + dim);
+  SmallVector<Value> out;
+  for (Value p : createSplit(v, dim, SmallVector<int64_t>(len, 1)))
+    out.push_back(reshape(p, shape));
+  return out;
+}
+
+Value NodeContext::stack(ArrayRef<Value> values, int64_t axis) {
+  if (values.empty() || failedNode)
+    return {};
+  auto t = cast<RankedTensorType>(values[0].getType());
+  FailureOr<int64_t> a = this->axis(axis, t.getRank() + 1);
+  if (failed(a))
+    return {};
+  SmallVector<int64_t> shape(t.getShape());
+  shape.insert(shape.begin() + *a, 1);
+  SmallVector<Value> parts;
+  for (Value v : values) {
+    if (cast<RankedTensorType>(v.getType()).getShape() != t.getShape()) {
+      (void)error("the values to stack (a loop's outputs per iteration) differ in shape");
+      return {};
+    }
+    parts.push_back(reshape(v, shape));
+  }
+  return parts.size() == 1 ? parts[0] : create<ConcatOp>(ValueRange(parts), *a);
+}
+
 Value NodeContext::sliceDim(Value v, int64_t dim, int64_t start, int64_t limit,
                            int64_t stride) {
   if (failedNode || !v)
@@ -363,7 +396,10 @@ FailureOr<SmallVector<Value>> NodeContext::importSubgraph(const onnx::GraphProto
   SmallVector<const onnx::NodeProto *> nodes;
   for (const auto &sub : g.node())
     nodes.push_back(&sub);
-  if (!inputs.empty() && (graph.unrolledNodes += g.node_size()) > kMaxUnrolledNodes) {
+  // A loop body's nodes count against the unroll budget (an empty body as
+  // one, so that a loop that never stops still reaches it).
+  if (!inputs.empty() &&
+      (graph.unrolledNodes += std::max(g.node_size(), 1)) > kMaxUnrolledNodes) {
     (void)error("its loops unroll to more than " + Twine(kMaxUnrolledNodes) +
                 " nodes (nested loops multiply): loops unroll at compile time");
     return failure();

@@ -132,47 +132,13 @@ const onnx::GraphProto *bodyOf(NodeContext &n) {
   return &body->g();
 }
 
-/// `x` cut along `axis` into its slices without that axis, in order (or
-/// reversed): one split, whose gradient is one concat.
-SmallVector<Value> unstack(NodeContext &n, Value x, int64_t axis, bool reverse) {
-  auto t = cast<RankedTensorType>(x.getType());
-  int64_t len = t.getDimSize(axis);
-  SmallVector<int64_t> shape(t.getShape());
-  shape.erase(shape.begin() + axis);
-  SmallVector<Value> parts = n.createSplit(x, axis, SmallVector<int64_t>(len, 1));
-  if (parts.size() != (size_t)len)
-    return {};
-  SmallVector<Value> out;
-  for (Value p : parts)
-    out.push_back(n.reshape(p, shape));
+/// The values stacked along `axis` (NodeContext::stack), in reverse order
+/// for `reverse` (Scan's prepending outputs).
+Value stackInOrder(NodeContext &n, ArrayRef<Value> values, int64_t axis, bool reverse) {
+  SmallVector<Value> order(values);
   if (reverse)
-    std::reverse(out.begin(), out.end());
-  return out;
-}
-
-/// The values stacked along a new dimension `axis` (in order, or reversed:
-/// Scan's prepending outputs), as their rank + 1 normalises it.
-Value stack(NodeContext &n, ArrayRef<Value> values, int64_t axis, bool reverse) {
-  if (values.empty() || n.hasFailed())
-    return {};
-  auto t = cast<RankedTensorType>(values[0].getType());
-  FailureOr<int64_t> a = n.axis(axis, t.getRank() + 1);
-  if (failed(a))
-    return {};
-  SmallVector<Value> parts;
-  for (Value v : values) {
-    auto vt = cast<RankedTensorType>(v.getType());
-    if (vt.getShape() != t.getShape()) {
-      (void)n.error("its iterations' scan outputs differ in shape, so they do not stack");
-      return {};
-    }
-    SmallVector<int64_t> shape(vt.getShape());
-    shape.insert(shape.begin() + *a, 1);
-    parts.push_back(n.reshape(v, shape));
-  }
-  if (reverse)
-    std::reverse(parts.begin(), parts.end());
-  return parts.size() == 1 ? parts[0] : n.create<ConcatOp>(ValueRange(parts), *a);
+    std::reverse(order.begin(), order.end());
+  return n.stack(order, axis);
 }
 
 /// An integer attribute list of `count` entries (default zeros).
@@ -212,8 +178,11 @@ FailureOr<SmallVector<Value>> runScan(NodeContext &n, const onnx::GraphProto &bo
   if (failed(checkUnrollSize(n, body, trips)))
     return failure();
   SmallVector<SmallVector<Value>> slices;
-  for (auto [j, x] : llvm::enumerate(inputs))
-    slices.push_back(unstack(n, x, axes[j], inDirs[j] != 0));
+  for (auto [j, x] : llvm::enumerate(inputs)) {
+    slices.push_back(n.unstack(x, axes[j]));
+    if (inDirs[j])
+      std::reverse(slices.back().begin(), slices.back().end());
+  }
   if (n.hasFailed())
     return failure();
   size_t numStates = states.size();
@@ -234,7 +203,7 @@ FailureOr<SmallVector<Value>> runScan(NodeContext &n, const onnx::GraphProto &bo
       list.push_back((*outs)[numStates + j]);
   }
   for (auto [j, list] : llvm::enumerate(scans))
-    states.push_back(stack(n, list, outAxes[j], outDirs[j] != 0));
+    states.push_back(stackInOrder(n, list, outAxes[j], outDirs[j] != 0));
   if (n.hasFailed())
     return failure();
   return states;
@@ -329,7 +298,7 @@ LogicalResult scan8Op(NodeContext &n) {
   }
   SmallVector<SmallVector<Value>> rows;
   for (Value v : all)
-    rows.push_back(unstack(n, v, 0, false));
+    rows.push_back(n.unstack(v, 0));
   if (n.hasFailed())
     return failure();
   SmallVector<int64_t> zeros(m, 0), outZeros(k, 0);
@@ -347,7 +316,7 @@ LogicalResult scan8Op(NodeContext &n) {
   }
   SmallVector<Value> results;
   for (auto &list : perOutput)
-    results.push_back(stack(n, list, 0, false));
+    results.push_back(n.stack(list, 0));
   if (n.hasFailed())
     return failure();
   n.setOutputs(results);
@@ -388,18 +357,18 @@ LogicalResult loopOp(NodeContext &n) {
       return n.unsupported("a sequence or optional as a loop-carried value");
     carried.push_back(n.input(2 + i));
   }
-  int64_t nodes = std::max<int64_t>(countNodes(*body), 1);
+  // A loop whose condition never turns false stops at the unroll budget
+  // (NodeContext::importSubgraph charges every iteration).
   MLIRContext *ctx = n.getContext();
+  HostTensor cv(RankedTensorType::get({}, IntegerType::get(ctx, 1)));
+  cv.setFromInt(0, 1);
+  Value condIn = n.constant(cv);
   SmallVector<SmallVector<Value>> scans(k);
   int64_t iter = 0;
   for (; cond && (!maxTrips || iter < *maxTrips); ++iter) {
-    if ((iter + 1) * nodes > kMaxUnrolledNodes)
-      return checkUnrollSize(n, *body, maxTrips.value_or(iter + 1));
     HostTensor iv(RankedTensorType::get({}, IntegerType::get(ctx, 64)));
     iv.setFromInt(0, iter);
-    HostTensor cv(RankedTensorType::get({}, IntegerType::get(ctx, 1)));
-    cv.setFromInt(0, 1);
-    SmallVector<Value> bound{n.constant(iv), n.constant(cv)};
+    SmallVector<Value> bound{n.constant(iv), condIn};
     bound.append(carried);
     FailureOr<SmallVector<Value>> outs = n.importSubgraph(*body, bound);
     if (failed(outs))
@@ -428,7 +397,7 @@ LogicalResult loopOp(NodeContext &n) {
   if (iter == 0 && k > 0)
     return n.unsupported("a Loop with scan outputs that runs no iteration");
   for (auto &list : scans)
-    carried.push_back(stack(n, list, 0, false));
+    carried.push_back(n.stack(list, 0));
   if (n.hasFailed())
     return failure();
   n.setOutputs(carried);

@@ -95,18 +95,6 @@ LogicalResult causalConvWithState(NodeContext &n) {
   return success();
 }
 
-/// `v` [B, T, ..] cut into its T steps [B, ..] (one split).
-SmallVector<Value> steps(NodeContext &n, Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  const int64_t T = t.getDimSize(1);
-  SmallVector<int64_t> shape(t.getShape());
-  shape.erase(shape.begin() + 1);
-  SmallVector<Value> out;
-  for (Value s : n.createSplit(v, 1, SmallVector<int64_t>(T, 1)))
-    out.push_back(n.reshape(s, shape));
-  return out;
-}
-
 LogicalResult linearAttention(NodeContext &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -164,13 +152,14 @@ LogicalResult linearAttention(NodeContext &n) {
   Value q = n.reshape(toF32(n, n.input(0)), {B, T, Hkv, G, dk});
   Value k = n.reshape(toF32(n, n.input(1)), {B, T, Hkv, 1, dk});
   Value v = n.reshape(toF32(n, n.input(2)), {B, T, Hkv, 1, dv});
-  SmallVector<Value> qs = steps(n, q), ks = steps(n, k), vs = steps(n, v), gs, bs;
+  SmallVector<Value> qs = n.unstack(q, 1), ks = n.unstack(k, 1), vs = n.unstack(v, 1), gs, bs;
   if (gated) // exp(g) per key dimension (or per head), scaling S's rows
-    gs = steps(n, n.reshape(n.create<ExpOp>(toF32(n, n.input(4))),
-                            {B, T, Hkv, gLast == Hkv ? 1 : dk, 1}));
+    gs = n.unstack(n.reshape(n.create<ExpOp>(toF32(n, n.input(4))),
+                             {B, T, Hkv, gLast == Hkv ? 1 : dk, 1}),
+                   1);
   if (delta)
-    bs = steps(n, n.reshape(toF32(n, n.input(5)), {B, T, bLast, 1, 1}));
-  if (n.hasFailed())
+    bs = n.unstack(n.reshape(toF32(n, n.input(5)), {B, T, bLast, 1, 1}), 1);
+  if (n.hasFailed() || (int64_t)qs.size() != T)
     return failure();
   Value S = n.hasInput(3) ? toF32(n, n.input(3))
                           : n.broadcastTo(n.scalarLike(qs[0], 0.0), {B, Hkv, dk, dv});
@@ -188,11 +177,11 @@ LogicalResult linearAttention(NodeContext &n) {
     Value kCol = n.reshape(ks[t], {B, Hkv, dk, 1});
     S = n.create<AddOp>(S, n.create<MulOp>(kCol, vRow));
     Value o = n.create<MatmulOp>(n.reshape(qs[t], {B, Hkv, G, dk}), S); // [B, Hkv, G, dv]
-    outs.push_back(n.reshape(o, {B, 1, Hq * dv}));
+    outs.push_back(n.reshape(o, {B, Hq * dv}));
   }
+  Value y = n.stack(outs, 1);
   if (n.hasFailed())
     return failure();
-  Value y = outs.size() == 1 ? outs[0] : n.create<ConcatOp>(ValueRange(outs), 1);
   y = n.create<MulOp>(y, n.scalarLike(y, scale));
   Type stateType = n.hasInput(3) ? n.inputType(3).getElementType() : et;
   if (n.hasFailed())

@@ -114,23 +114,15 @@ FailureOr<std::pair<Value, Value>> complexParts(NodeContext &n, Value x) {
       (t.getShape().back() != 1 && t.getShape().back() != 2))
     return (void)n.error("the signal must be a float tensor [.., 1] (real) or [.., 2] (complex)"),
            failure();
-  SmallVector<int64_t> shape(t.getShape().drop_back());
-  if (t.getShape().back() == 1)
-    return std::make_pair(n.reshape(x, shape), Value());
-  SmallVector<Value> parts = n.createSplit(x, t.getRank() - 1, {1, 1});
-  if (parts.size() != 2)
+  SmallVector<Value> parts = n.unstack(x, t.getRank() - 1);
+  if (parts.empty())
     return failure();
-  return std::make_pair(n.reshape(parts[0], shape), n.reshape(parts[1], shape));
+  return std::make_pair(parts[0], parts.size() == 2 ? parts[1] : Value());
 }
 
 /// [..] real and imaginary (or real alone) -> [.., 2] (or [.., 1]).
 Value complexOf(NodeContext &n, Value re, Value im) {
-  SmallVector<int64_t> shape(cast<RankedTensorType>(re.getType()).getShape());
-  shape.push_back(1);
-  if (!im)
-    return n.reshape(re, shape);
-  int64_t last = shape.size() - 1;
-  return n.create<ConcatOp>(ValueRange{n.reshape(re, shape), n.reshape(im, shape)}, last);
+  return im ? n.stack({re, im}, -1) : n.stack(re, -1);
 }
 
 LogicalResult dft(NodeContext &n) {

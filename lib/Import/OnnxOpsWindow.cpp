@@ -225,11 +225,9 @@ LogicalResult onnx_import::importCol2Im(NodeContext &n) {
                    Twine(xt.getDimSize(2)) + "], expected [N, C * " + Twine(K) + ", " +
                    Twine(windows) + "] for these blocks and image");
   const int64_t C = CK / K;
-  SmallVector<int64_t> cols{N, C, K}, one{N, C};
+  SmallVector<int64_t> cols{N, C, K};
   cols.append(L.begin(), L.end());
-  one.append(L.begin(), L.end());
-  SmallVector<Value> parts =
-      n.createSplit(n.reshape(n.input(0), cols), 2, SmallVector<int64_t>(K, 1));
+  SmallVector<Value> parts = n.unstack(n.reshape(n.input(0), cols), 2);
   Value sum;
   SmallVector<int64_t> at(r, 0);
   for (int64_t b = 0; b < (int64_t)parts.size() && !n.hasFailed(); ++b) {
@@ -237,7 +235,7 @@ LogicalResult onnx_import::importCol2Im(NodeContext &n) {
       at[i] = rest % (*block)[i];
       rest /= (*block)[i];
     }
-    Value z = n.reshape(parts[b], one);
+    Value z = parts[b];
     for (int64_t i = 0; i < r; ++i) {
       int64_t shift = at[i] * dil[i], extent = (L[i] - 1) * str[i] + 1;
       z = padWith(n, spread(n, z, 2 + i, str[i]), 2 + i, shift, padded[i] - shift - extent, 0.0);
