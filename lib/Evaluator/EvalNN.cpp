@@ -1,11 +1,15 @@
 //===- EvalNN.cpp - contraction, convolution, pooling, dropout kernels ----===//
 #include "Kernels.h"
 
+#include "merak/Evaluator/DropoutMask.h"
+#include "merak/Evaluator/Evaluator.h"
+
 #include <cmath>
 
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::kernels;
+namespace mask = ::merak::rt::dropout;
 
 LogicalResult kernels::eval(MatmulOp op, Operands in, Results out) {
   const HostTensor &a = *in[0], &b = *in[1];
@@ -233,27 +237,27 @@ LogicalResult kernels::eval(AvgPool2DOp op, Operands in, Results out) {
   return success();
 }
 
-/// Counter-based uniform in [0, 1): splitmix64 of (seed, index).
-static double uniformAt(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) * 0x1.0p-53;
-}
-
 LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
   const HostTensor &x = *in[0];
-  HostTensor y(op.getOutput().getType()), mask(op.getMask().getType());
+  HostTensor y(op.getOutput().getType()), keeps(op.getMask().getType());
   double ratio = op.getRatio().convertToDouble(), scale = 1.0 / (1.0 - ratio);
-  uint64_t seed = (uint64_t)op.getSeed();
+  // Serial conventions: batch part 0, tp rank 0; the caller's step.
+  auto split = [](std::optional<ArrayRef<int64_t>> s) {
+    return s ? mask::Split{(*s)[0], (*s)[1], (*s)[2], 0} : mask::Split{};
+  };
+  ArrayRef<int64_t> shape = op.getInput().getType().getShape();
+  mask::MaskLayout layout;
+  if (!mask::makeLayout(shape.size(), shape.data(), split(op.getTpSplit()),
+                               split(op.getBatchSplit()), layout))
+    return op.emitOpError("has splits its shape cannot hold");
+  uint64_t key = mask::streamKey(op.getSeed(), evaluationStep());
   for (int64_t k = 0; k < x.size(); ++k) {
-    bool keep = ratio == 0.0 || uniformAt(seed, k) >= ratio;
-    mask.i()[k] = keep;
+    bool keep = ratio == 0.0 || mask::uniform(key, layout.globalIndex(k)) >= ratio;
+    keeps.i()[k] = keep;
     y.setFromDouble(k, keep ? x.f()[k] * scale : 0.0);
   }
   out.push_back(std::move(y));
-  out.push_back(std::move(mask));
+  out.push_back(std::move(keeps));
   return success();
 }
 

@@ -151,10 +151,22 @@ mlir::merak::evaluateFunction(func::FuncOp func, ArrayRef<HostTensor> inputs,
 /// 128 MiB as doubles) when its results are small.
 static constexpr int64_t kMaxSplatOperand = int64_t(1) << 24;
 
+namespace {
+thread_local int64_t gEvaluationStep = 0;
+} // namespace
+
+int64_t mlir::merak::evaluationStep() { return gEvaluationStep; }
+
+ScopedEvaluationStep::ScopedEvaluationStep(int64_t step) : previous(gEvaluationStep) {
+  gEvaluationStep = step;
+}
+
+ScopedEvaluationStep::~ScopedEvaluationStep() { gEvaluationStep = previous; }
+
 FailureOr<SmallVector<Attribute>>
 mlir::merak::foldWithEvaluator(Operation *op, int64_t maxElements) {
-  if (op->getNumRegions() || isa<ConstantOp, GetParamOp>(op) ||
-      !isa<MerakDialect>(op->getDialect()))
+  if (op->getNumRegions() || isa<ConstantOp>(op) || !isa<MerakDialect>(op->getDialect()) ||
+      !isMemoryEffectFree(op))
     return failure();
   for (Value r : op->getResults()) {
     auto t = dyn_cast<RankedTensorType>(r.getType());

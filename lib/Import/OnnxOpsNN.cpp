@@ -604,8 +604,8 @@ LogicalResult dropout(NodeContext &n) {
   // stable across imports and compiler builds.
   int64_t seed = n.getInt(
       "seed", (int64_t)(stableHash(n.getNode().output(0)) & 0x7fffffff));
-  auto r = n.createMulti<DropoutOp>(xt, maskType, x,
-                                    llvm::APFloat(ratio), seed);
+  auto r = n.createMulti<DropoutOp>(xt, maskType, x, llvm::APFloat(ratio), seed,
+                                    DenseI64ArrayAttr(), DenseI64ArrayAttr());
   n.setOutputs(r);
   return success();
 }

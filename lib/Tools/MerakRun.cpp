@@ -325,6 +325,7 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
         stepValue.setFromInt(0, s);
         inputs[stepArg] = std::move(stepValue);
       }
+      ScopedEvaluationStep position(s); // merak.dropout's masks of step s
       outputs = evaluateFunction(func, inputs, &store);
       if (failed(outputs))
         return 1;

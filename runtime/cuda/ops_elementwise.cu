@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/cuda/kernels.h"
+#include "merak_rt/dropout_mask.h"
+#include "merak_rt/ops.h"
 #include "merak_rt/cuda/mixed.h"
 #include "ops_common.cuh"
 
@@ -259,22 +261,15 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-/// splitmix64 of (seed, index): runtime/src/ops_reduce.cpp's uniformAt.
-__device__ __forceinline__ double uniformAt(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return double(z >> 11) * 0x1.0p-53;
-}
-
 template <class T>
 __global__ void __launch_bounds__(256)
-    dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, double ratio,
-                  uint64_t seed) {
+    dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, double ratio, uint64_t key,
+                  dropout::MaskLayout layout) {
   const double scale = 1.0 / (1.0 - ratio);
+  const bool identity = layout.identity();
   MERAK_GRID_STRIDE(k, n) {
-    const bool keep = ratio == 0.0 || uniformAt(seed, uint64_t(k)) >= ratio;
+    const uint64_t i = identity ? uint64_t(k) : layout.globalIndex(k);
+    const bool keep = ratio == 0.0 || dropout::uniform(key, i) >= ratio;
     if (mask)
       mask[k] = keep;
     y[k] = keep ? T(double(x[k]) * scale) : T(0);
@@ -467,15 +462,19 @@ void geluGrad(DT t, const void *x, const void *dy, void *dx, int64_t n,
   checkLaunch("gelu_grad");
 }
 
-void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
-             void *y, void *mask) {
+void dropout(DT t, const void *x, const Dims &dx, double ratio, int64_t seed,
+             const Dims &batchSplit, const Dims &tpSplit, void *y, void *mask) {
+  const int64_t n = dx.numel();
   if (n <= 0)
     return;
+  // Host side: the layout and key from the training position (the CPU's).
+  const dropout::MaskLayout layout = dropout::layoutAt(dx, batchSplit, tpSplit);
+  const uint64_t key = dropout::keyAt(seed);
   dispatchFloat(t, "dropout: float tensors only", [&](auto tag) {
     using T = typename decltype(tag)::type;
     dropoutKernel<T><<<gridFor(n), 256, 0, cs()>>>(
         static_cast<const T *>(x), static_cast<T *>(y),
-        static_cast<uint8_t *>(mask), n, ratio, static_cast<uint64_t>(seed));
+        static_cast<uint8_t *>(mask), n, ratio, key, layout);
   });
   checkLaunch("dropout");
 }

@@ -15,9 +15,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
+#include "merak_rt/dropout_mask.h"
 
 #include "ops_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -297,35 +299,32 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
 
 // --- dropout ------------------------------------------------------------------
 
-namespace {
-/// Counter-based uniform in [0, 1): splitmix64 of (seed, index) — the
-/// evaluator's uniformAt (lib/Evaluator/EvalNN.cpp), bit for bit.
-inline double uniformAt(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-} // namespace
-
-void dropout(DT t, const void *x, int64_t n, double ratio, int64_t seed,
-             void *y, void *mask) {
+void dropout(DT t, const void *x, const Dims &dx, double ratio, int64_t seed,
+             const Dims &batchSplit, const Dims &tpSplit, void *y, void *mask) {
   const double scale = 1.0 / (1.0 - ratio);
-  const uint64_t s = static_cast<uint64_t>(seed);
+  const int64_t n = dx.numel();
+  const uint64_t key = dropout::keyAt(seed);
+  const dropout::MaskLayout layout = dropout::layoutAt(dx, batchSplit, tpSplit);
+  // Runs of local elements consecutive in the whole tensor: one index
+  // computation per run.
+  const bool identity = layout.identity();
+  const int64_t run = identity ? std::max<int64_t>(n, 1) : layout.runLength();
   uint8_t *m = static_cast<uint8_t *>(mask);
   dispatchFloat(t, "dropout: float tensors only", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = static_cast<const T *>(x);
     T *py = static_cast<T *>(y);
     parallelFor(n, 4, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const bool keep =
-            ratio == 0.0 || uniformAt(s, static_cast<uint64_t>(k)) >= ratio;
-        if (m)
-          m[k] = keep;
-        py[k] = keep ? static_cast<T>(static_cast<double>(px[k]) * scale)
-                     : T(0);
+      for (int64_t k = b; k < e;) {
+        const int64_t end = std::min(e, (k / run + 1) * run);
+        const int64_t start = k - k % run;
+        const uint64_t first = identity ? uint64_t(start) : layout.globalIndex(start);
+        for (uint64_t i = first + uint64_t(k % run); k < end; ++k, ++i) {
+          const bool keep = ratio == 0.0 || dropout::uniform(key, i) >= ratio;
+          if (m)
+            m[k] = keep;
+          py[k] = keep ? static_cast<T>(static_cast<double>(px[k]) * scale) : T(0);
+        }
       }
     });
   });

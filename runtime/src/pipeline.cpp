@@ -463,6 +463,8 @@ Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const ch
   }
   if (Status st = copyArgs(f, ch, A, mb); !st.ok())
     return st;
+  // merak.dropout draws the micro-batch's masks (a recomputation too).
+  cpu::trainingPosition().microbatch = mb;
   // A backward or recomputation reruns forward ops: the routing counts
   // stay those of the forward.
   cpu::setExpertCounting(f.kind == "forward" || f.kind == "forward_keep");

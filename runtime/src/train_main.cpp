@@ -588,6 +588,15 @@ void Trainer::step(int64_t s, bool tracing) {
   double stepUs = tracing ? trace_->nowUs() : 0;
   if (Status st = fillStepInputs(program_, *data_, s, place_.dp, A_, inputs_, labels_); !st.ok())
     stop("step " + std::to_string(s) + ": " + st.message());
+  // merak.dropout's masks: this step's, at this rank's rows (the pipeline
+  // runner sets the micro-batch).
+  cpu::TrainingPosition &position = cpu::trainingPosition();
+  position.step = s;
+  position.dpRank = place_.dp;
+  position.tpRank = place_.tp;
+  position.microbatches =
+      program_.manifest.pipeline ? program_.manifest.pipeline->microbatches : 1;
+  position.microbatch = 0;
   // --profile-ops: every step but the first (the warm-up).
   const bool profiling = profiler_ && s > start_;
   if (profiling)

@@ -167,41 +167,107 @@ TEST(OpsNorm, BatchNormTrainingAndInference) {
 // --- dropout and cross entropy --------------------------------------------------
 
 namespace {
-// Copied from lib/Evaluator/EvalNN.cpp (uniformAt): the mask must match it.
-double evaluatorUniformAt(uint64_t seed, uint64_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+// merak.dropout's specification (docs/dialect.md), written out again: the
+// kernels and the evaluator share merak_rt/dropout_mask.h, this does not.
+uint64_t specMix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (double)(z >> 11) * 0x1.0p-53;
+  return z ^ (z >> 31);
+}
+bool specKeep(int64_t seed, int64_t step, uint64_t index, double ratio) {
+  uint64_t key = specMix(uint64_t(seed) ^ specMix(uint64_t(step) + 0xD1B54A32D192ED03ull));
+  uint64_t z = specMix(key * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull);
+  return ratio == 0.0 || double(z >> 11) * 0x1.0p-53 >= ratio;
+}
+
+/// Runs dropout at `position`, restoring the default afterwards.
+void dropoutAt(const cpu::TrainingPosition &position, DT t, const void *x, const Dims &dx,
+               double ratio, int64_t seed, const Dims &batchSplit, const Dims &tpSplit, void *y,
+               void *mask) {
+  cpu::trainingPosition() = position;
+  cpu::dropout(t, x, dx, ratio, seed, batchSplit, tpSplit, y, mask);
+  cpu::trainingPosition() = cpu::TrainingPosition();
 }
 } // namespace
 
-TEST(OpsDropout, MaskMatchesEvaluatorRng) {
+TEST(OpsDropout, MaskFollowsTheSpecification) {
   const int64_t n = 100003;
   auto x = randv<float>(n);
   for (int64_t seed : {int64_t(0), int64_t(42), int64_t(-7)})
-    for (double ratio : {0.0, 0.1, 0.5}) {
-      std::vector<float> y(n);
-      std::vector<uint8_t> m(n);
-      cpu::dropout(DT::F32, x.data(), n, ratio, seed, y.data(), m.data());
-      const double scale = 1.0 / (1.0 - ratio);
-      int64_t kept = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        bool keep = ratio == 0.0 || evaluatorUniformAt(uint64_t(seed), uint64_t(k)) >= ratio;
-        ASSERT_EQ(m[k], keep) << k;
-        ASSERT_EQ(y[k], keep ? static_cast<float>(x[k] * scale) : 0.0f) << k;
-        kept += keep;
+    for (double ratio : {0.0, 0.1, 0.5})
+      for (int64_t step : {0, 5}) {
+        std::vector<float> y(n);
+        std::vector<uint8_t> m(n);
+        cpu::TrainingPosition at;
+        at.step = step;
+        dropoutAt(at, DT::F32, x.data(), D({n}), ratio, seed, Dims{}, Dims{}, y.data(), m.data());
+        const double scale = 1.0 / (1.0 - ratio);
+        int64_t kept = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          bool keep = specKeep(seed, step, uint64_t(k), ratio);
+          ASSERT_EQ(m[k], keep) << k;
+          ASSERT_EQ(y[k], keep ? static_cast<float>(x[k] * scale) : 0.0f) << k;
+          kept += keep;
+        }
+        EXPECT_NEAR(double(kept) / n, 1.0 - ratio, 0.01);
       }
-      EXPECT_NEAR(double(kept) / n, 1.0 - ratio, 0.01);
-    }
-  // A few hand-checked values of the evaluator's generator (seed 42).
-  EXPECT_EQ(evaluatorUniformAt(42, 0) >= 0.0, true);
   std::vector<double> xd{1, 2, 3, 4}, yd(4);
   std::vector<uint8_t> md(4);
-  cpu::dropout(DT::F64, xd.data(), 4, 0.5, 42, yd.data(), md.data());
+  cpu::dropout(DT::F64, xd.data(), D({4}), 0.5, 42, Dims{}, Dims{}, yd.data(), md.data());
   for (int k = 0; k < 4; ++k)
-    EXPECT_EQ(md[k], evaluatorUniformAt(42, k) >= 0.5);
+    EXPECT_EQ(md[k], specKeep(42, 0, k, 0.5));
+}
+
+TEST(OpsDropout, StepsDrawIndependentMasks) {
+  // Two steps agree on a fraction p^2 + (1-p)^2 of the elements, as
+  // independent masks do (not 1: the same mask every step).
+  const int64_t n = 200000;
+  std::vector<float> x(n, 1.0f), y(n);
+  std::vector<uint8_t> m0(n), m1(n);
+  cpu::TrainingPosition at;
+  dropoutAt(at, DT::F32, x.data(), D({n}), 0.3, 9, Dims{}, Dims{}, y.data(), m0.data());
+  at.step = 1;
+  dropoutAt(at, DT::F32, x.data(), D({n}), 0.3, 9, Dims{}, Dims{}, y.data(), m1.data());
+  int64_t same = 0;
+  for (int64_t k = 0; k < n; ++k)
+    same += m0[k] == m1[k];
+  EXPECT_NEAR(double(same) / n, 0.3 * 0.3 + 0.7 * 0.7, 0.01);
+}
+
+TEST(OpsDropout, SplitPartsTileTheWholeMask) {
+  // The whole [4, 6, 12] tensor's mask at step 3, and every rank's local
+  // mask: the batch (dim 0) over dp 2 x 2 micro-batches, and tp 2 over
+  // dim 2 in 2 blocks ([2 blocks, 2 parts, 3]) or over dim 0 as well.
+  const int64_t B = 4, S = 6, C = 12;
+  std::vector<float> x(B * S * C, 1.0f), y(x.size());
+  std::vector<uint8_t> whole(x.size());
+  cpu::TrainingPosition at;
+  at.step = 3;
+  dropoutAt(at, DT::F32, x.data(), D({B, S, C}), 0.4, 11, Dims{}, Dims{}, y.data(), whole.data());
+  for (int64_t i = 0; i < B * S * C; ++i)
+    ASSERT_EQ(whole[i], specKeep(11, 3, uint64_t(i), 0.4)) << i;
+  // Different dims: parts dp * 2 + mb of the batch (1 row each), tp's half
+  // of each block of 6 columns. The same dim: dp 2 (no micro-batches)
+  // splits the batch into halves of 2 rows, tp 2 each half into rows.
+  for (bool sameDim : {false, true})
+    for (int64_t dp = 0; dp < 2; ++dp)
+      for (int64_t mb = 0; mb < (sameDim ? 1 : 2); ++mb)
+        for (int64_t tp = 0; tp < 2; ++tp) {
+          at.dpRank = dp, at.microbatches = sameDim ? 1 : 2, at.microbatch = mb, at.tpRank = tp;
+          const Dims local = sameDim ? D({1, S, C}) : D({1, S, C / 2});
+          const Dims batch = sameDim ? D({0, 1, 2}) : D({0, 1, 4});
+          const Dims tpSplit = sameDim ? D({0, 1, 2}) : D({2, 2, 2});
+          std::vector<float> xl(local.numel(), 1.0f), yl(xl.size());
+          std::vector<uint8_t> ml(xl.size());
+          dropoutAt(at, DT::F32, xl.data(), local, 0.4, 11, batch, tpSplit, yl.data(), ml.data());
+          const int64_t wb = sameDim ? dp * 2 + tp : dp * 2 + mb;
+          for (int64_t s2 = 0; s2 < S; ++s2)
+            for (int64_t c = 0; c < local.d[2]; ++c) {
+              int64_t wc = sameDim ? c : (c / 3) * 6 + tp * 3 + c % 3;
+              ASSERT_EQ(ml[s2 * local.d[2] + c], whole[(wb * S + s2) * C + wc])
+                  << "dp " << dp << " mb " << mb << " tp " << tp << " sameDim " << sameDim;
+            }
+        }
 }
 
 TEST(OpsCrossEntropy, ReductionsIgnoreIndexAxis) {

@@ -213,3 +213,18 @@ func.func @int_division_by_zero() -> tensor<2xi64> {
   %0 = merak.div %a, %b : tensor<2xi64>, tensor<2xi64>
   return %0 : tensor<2xi64>
 }
+
+// -----
+
+// Dropout reads the training step (a new mask every step) and group_rank
+// the rank: neither folds, even of constants.
+// CHECK-LABEL: func.func @position_dependent
+// CHECK: merak.dropout
+// CHECK: merak.group_rank
+// LIMIT-LABEL: func.func @position_dependent
+func.func @position_dependent() -> (tensor<2xf32>, tensor<i64>) {
+  %a = merak.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %y, %m = merak.dropout %a ratio = 0.5 seed = 3 : tensor<2xf32> -> tensor<2xf32>, tensor<2xi1>
+  %r = merak.group_rank group = "tp" : tensor<i64>
+  return %y, %r : tensor<2xf32>, tensor<i64>
+}

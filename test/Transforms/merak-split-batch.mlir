@@ -131,3 +131,27 @@ func.func @forward(%x: tensor<4x8xf32> {merak.name = "shared"}) -> tensor<4x8xf3
   %m = merak.mul %a, %z : tensor<4x8xf32>, tensor<4x8xf32>
   return %m : tensor<4x8xf32>
 }
+
+// -----
+
+// Dropout records where its local elements lie in the whole tensor
+// (batch_split = [dim, blocks, parts]), so each part draws its own rows of
+// the serial mask: the batch in dimension 0, in dimension 1 after a
+// transpose, and a whole-batch value's local copy (which also gets one:
+// its parts' masks differ though its values do not).
+// CHECK: func.func @forward(%{{.*}}: tensor<2x3xf32> {merak.name = "x"})
+// CHECK: merak.dropout %{{.*}} seed = 1 {batch_split = array<i64: 0, 1, 2>} : tensor<2x3xf32>
+// CHECK: merak.dropout %{{.*}} seed = 2 {batch_split = array<i64: 1, 1, 2>} : tensor<3x2xf32>
+// CHECK-NOT: tensor<4x3xf32>
+// CHECK: merak.dropout %{{.*}} seed = 3 {batch_split = array<i64: 0, 1, 2>} : tensor<2x3xf32>
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"})
+    -> (tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>) {
+  %y, %m = merak.dropout %x ratio = 0.5 seed = 1 : tensor<4x3xf32> -> tensor<4x3xf32>, tensor<4x3xi1>
+  %t = merak.transpose %x perm = [1, 0] : tensor<4x3xf32> to tensor<3x4xf32>
+  %ty, %tm = merak.dropout %t ratio = 0.5 seed = 2 : tensor<3x4xf32> -> tensor<3x4xf32>, tensor<3x4xi1>
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %z = merak.broadcast %one : tensor<f32> to tensor<4x3xf32>
+  %zy, %zm = merak.dropout %z ratio = 0.5 seed = 3 : tensor<4x3xf32> -> tensor<4x3xf32>, tensor<4x3xi1>
+  %s = merak.add %x, %zy : tensor<4x3xf32>, tensor<4x3xf32>
+  return %y, %ty, %s : tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>
+}

@@ -5,7 +5,9 @@
 // holds its head's rows of q, k and v), the split into q, k, v gives each
 // rank C/tp columns of each, the head reshapes, transposes, scores, causal
 // mask, softmax and context run on H/tp = 1 head, and c_proj is
-// row-parallel with the all-reduce before its bias.
+// row-parallel with the all-reduce before its bias. The dropout of the
+// probabilities records its head split (tp_split = [dim, blocks, parts]),
+// so that each rank draws its heads' part of the serial mask.
 // CHECK-DAG: merak.param @c_attn.weight : tensor<12x8xf32> = dense<{{.*}}> : tensor<24x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
 // CHECK-DAG: merak.param @c_attn.bias : tensor<12xf32> = dense<{{.*}}> : tensor<24xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
 // CHECK-DAG: merak.param @c_proj.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
@@ -21,6 +23,7 @@
 // CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32> -> tensor<1x1x4x4xf32>
 // CHECK: merak.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x1x4x4xi1>, tensor<f32>, tensor<1x1x4x4xf32>
 // CHECK: merak.softmax %{{.*}} axis = 3 : tensor<1x1x4x4xf32>
+// CHECK: merak.dropout %{{.*}} ratio = {{.*}} seed = 5 {tp_split = array<i64: 1, 1, 2>} : tensor<1x1x4x4xf32>
 // CHECK: merak.reshape %{{.*}} : tensor<1x4x1x4xf32> to tensor<1x4x4xf32>
 // CHECK: %[[O:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x4xf32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
 // CHECK-NEXT: %[[R:.*]] = merak.all_reduce %[[O]] group = "tp" reduction = "sum" : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
@@ -53,7 +56,8 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
   %att1 = merak.mul %att0, %scale : tensor<1x2x4x4xf32>, tensor<f32>
   %cond = merak.eq %mask, %zero : tensor<1x1x4x4xf32>, tensor<f32>
   %att2 = merak.where %cond, %ninf, %att1 : tensor<1x1x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>
-  %att = merak.softmax %att2 axis = 3 : tensor<1x2x4x4xf32>
+  %att3 = merak.softmax %att2 axis = 3 : tensor<1x2x4x4xf32>
+  %att, %keep = merak.dropout %att3 ratio = 0.1 seed = 5 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>, tensor<1x2x4x4xi1>
   %y0 = merak.matmul %att, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
   %y1 = merak.transpose %y0 perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
   %y = merak.reshape %y1 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>

@@ -33,7 +33,25 @@ FailureOr<SmallVector<HostTensor>> evaluateFunction(func::FuncOp func,
                                                     ArrayRef<HostTensor> inputs,
                                                     ParamStore *store = nullptr);
 
-/// Folds `op` when all operands are constants and every result has at most
+/// The training step merak.dropout draws its masks at: 0 unless a
+/// ScopedEvaluationStep is alive on this thread.
+int64_t evaluationStep();
+
+/// Sets the evaluation step while alive (merak-run sets step s around the
+/// evaluation of step s of a training step).
+class ScopedEvaluationStep {
+public:
+  explicit ScopedEvaluationStep(int64_t step);
+  ~ScopedEvaluationStep();
+  ScopedEvaluationStep(const ScopedEvaluationStep &) = delete;
+  ScopedEvaluationStep &operator=(const ScopedEvaluationStep &) = delete;
+
+private:
+  int64_t previous;
+};
+
+/// Folds `op` when it has no side effects (merak.dropout reads the step,
+/// merak.group_rank the rank), all operands are constants and every result has at most
 /// `maxElements` elements (and no splat operand has more than 2^24 or
 /// `maxElements`); returns the folded attributes.
 FailureOr<SmallVector<Attribute>> foldWithEvaluator(Operation *op,

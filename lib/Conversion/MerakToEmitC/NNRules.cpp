@@ -135,8 +135,10 @@ FailureOr<Lowering> emitc_lowering::rule(DropoutOp d, Emitter &e, LoweringContex
   PTR(y, d.getOutput());
   PTR(m, d.getMask());
   Type r0 = d->getResult(0).getType();
-  e.call(kernels::dropout).dtype(r0).ptr(x).i64(numElements(r0))
-      .f64(d.getRatio().convertToDouble()).i64(d.getSeed()).ptr(y).ptr(m).emit();
+  auto split = [](std::optional<ArrayRef<int64_t>> s) { return s.value_or(ArrayRef<int64_t>()); };
+  e.call(kernels::dropout).dtype(r0).ptr(x).dims(r0).f64(d.getRatio().convertToDouble())
+      .i64(d.getSeed()).dims(split(d.getBatchSplit())).dims(split(d.getTpSplit())).ptr(y).ptr(m)
+      .emit();
   return Lowering::Done;
 }
 

@@ -308,8 +308,19 @@ void run() {
     {
       T x = rand(t, Dims{1, {1000}}), y = make(t, x.d), m = make(DT::BOOL, x.d);
       pair("dropout" + ts, {&y, &m}, 0, [&](int side) {
-        (side ? gpu::dropout : cpu::dropout)(t, P(x), 1000, 0.3, 42, P(y), P(m));
+        (side ? gpu::dropout : cpu::dropout)(t, P(x), x.d, 0.3, 42, Dims{}, Dims{}, P(y), P(m));
       });
+      // A split tensor at a later step: batch part 3 of 4 (dim 0), tp rank 1
+      // of 2 in 2 blocks (dim 2), the layout's index arithmetic on both sides.
+      T xs = rand(t, Dims{3, {2, 5, 12}}), ys = make(t, xs.d), ms = make(DT::BOOL, xs.d);
+      cpu::TrainingPosition &at = cpu::trainingPosition();
+      const cpu::TrainingPosition saved = at;
+      at.step = 7, at.dpRank = 1, at.microbatches = 2, at.microbatch = 1, at.tpRank = 1;
+      pair("dropout split" + ts, {&ys, &ms}, 0, [&](int side) {
+        (side ? gpu::dropout : cpu::dropout)(t, P(xs), xs.d, 0.3, 42, Dims{3, {0, 1, 4}},
+                                             Dims{3, {2, 2, 2}}, P(ys), P(ms));
+      });
+      at = saved;
       T g = rand(t, x.d), dx = make(t, x.d);
       for (bool tanh : {false, true})
         pair("geluGrad tanh=" + std::to_string(tanh) + ts, {&dx}, tl * 10, [&](int side) {

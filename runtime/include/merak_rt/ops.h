@@ -157,6 +157,31 @@ ExpertDropCounts takeExpertDropCounts();
 /// count each forward once. Their results do not depend on it.
 void setExpertCounting(bool on);
 
+/// Where the running program is in training, for merak.dropout (whose mask
+/// depends on the step and on each element's position in the whole batch):
+/// ./train's main sets the step and the rank's coordinates before each
+/// step, the pipeline runner the micro-batch before each fragment. Zero in
+/// a serial program outside ./train (the evaluator's conventions).
+struct TrainingPosition {
+  int64_t step = 0;         ///< the step being computed, from 0
+  int64_t dpRank = 0;       ///< this rank's data-parallel coordinate
+  int64_t microbatches = 1; ///< micro-batches per step
+  int64_t microbatch = 0;   ///< the micro-batch being computed
+  int64_t tpRank = 0;       ///< this rank's tensor-parallel coordinate
+};
+TrainingPosition &trainingPosition();
+
 } // namespace merak::rt::cpu
+
+namespace merak::rt::dropout {
+struct MaskLayout;
+/// merak.dropout's layout (merak_rt/dropout_mask.h) of a local tensor `dx`
+/// with the op's recorded splits (each {dim, blocks, parts}, or rank 0 for
+/// none) at the training position; a split that does not fit the shape or
+/// the position is fatal, naming the op.
+MaskLayout layoutAt(const cpu::Dims &dx, const cpu::Dims &batchSplit, const cpu::Dims &tpSplit);
+/// The key of seed `seed` at the training position's step.
+uint64_t keyAt(int64_t seed);
+} // namespace merak::rt::dropout
 
 #endif // MERAK_RT_OPS_H

@@ -1399,3 +1399,27 @@ func.func @mismatch(%x: tensor<3xf32>) {
   merak.set_param @w_sp, %x : tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @dropout_split_arity(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'merak.dropout' op batch_split must be [dim, blocks, parts], got 2 values}}
+  %0:2 = merak.dropout %x ratio = 0.5 seed = 0 {batch_split = array<i64: 0, 2>} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi1>
+  return
+}
+
+// -----
+
+func.func @dropout_split_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'merak.dropout' op tp_split dimension 2 is out of range for rank 2}}
+  %0:2 = merak.dropout %x ratio = 0.5 seed = 0 {tp_split = array<i64: 2, 1, 2>} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi1>
+  return
+}
+
+// -----
+
+func.func @dropout_split_blocks(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'merak.dropout' op tp_split: dimension 1 (size 8) must hold 3 blocks, and parts (2) must be positive}}
+  %0:2 = merak.dropout %x ratio = 0.5 seed = 0 {tp_split = array<i64: 1, 3, 2>} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi1>
+  return
+}

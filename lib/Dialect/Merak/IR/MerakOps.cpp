@@ -748,6 +748,23 @@ LogicalResult DropoutOp::verify() {
     return emitOpError("output type must equal the input type");
   if (getMask().getType().getShape() != getInput().getType().getShape())
     return emitOpError("mask shape must equal the input shape");
+  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  for (auto [name, split] : {std::pair{"batch_split", getBatchSplit()},
+                             std::pair{"tp_split", getTpSplit()}}) {
+    if (!split)
+      continue;
+    if (split->size() != 3)
+      return emitOpError(name) << " must be [dim, blocks, parts], got " << split->size()
+                               << " values";
+    int64_t dim = (*split)[0], blocks = (*split)[1], parts = (*split)[2];
+    if (dim < 0 || dim >= (int64_t)shape.size())
+      return emitOpError(name) << " dimension " << dim << " is out of range for rank "
+                               << shape.size();
+    if (blocks < 1 || parts < 1 || shape[dim] % blocks)
+      return emitOpError(name) << ": dimension " << dim << " (size " << shape[dim]
+                               << ") must hold " << blocks << " blocks, and parts (" << parts
+                               << ") must be positive";
+  }
   return success();
 }
 

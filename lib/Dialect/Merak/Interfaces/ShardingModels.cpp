@@ -529,6 +529,15 @@ struct ShardingModel
   std::optional<ShardingRule> getShardingRule(Operation *op) const {
     return rule(cast<OpTy>(op));
   }
+  void recordSplit(Operation *op, StringRef axis, int64_t dim, int64_t blocks,
+                   int64_t parts) const {
+    if constexpr (std::is_same_v<OpTy, DropoutOp>) {
+      // The mask is drawn at each element's position in the whole tensor.
+      auto split = DenseI64ArrayAttr::get(op->getContext(), {dim, blocks, parts});
+      auto dropout = cast<DropoutOp>(op);
+      axis == "tp" ? dropout.setTpSplitAttr(split) : dropout.setBatchSplitAttr(split);
+    }
+  }
   void adaptToLocalTypes(Operation *op) const {
     if constexpr (std::is_same_v<OpTy, SplitOp>) {
       // Sizes follow the (local) result types along the axis.

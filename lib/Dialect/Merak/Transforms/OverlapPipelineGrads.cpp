@@ -193,7 +193,7 @@ void mlir::merak::overlapPipelineGradients(ModuleOp module, int64_t bucketBytes)
   PipelinePlanAttr plan = getPipelinePlan(module);
   if (!plan)
     return;
-  int64_t stages = plan.getStages(), chunks = plan.getVirtualStages(), ranks = plan.getRanks();
+  int64_t chunks = plan.getVirtualStages(), ranks = plan.getRanks();
   auto fragment = [&](int64_t s, StringRef kind) {
     return module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str());
   };

@@ -339,8 +339,10 @@ private:
       for (auto [r, factors] : llvm::zip(copy->getResults(), rule->results))
         if (auto at = rule->find(factors, fs))
           r.setType(localOf(tensorOf(r), {at->first, at->second}));
-      if (auto iface = dyn_cast<ShardingRuleOpInterface>(copy))
+      if (auto iface = dyn_cast<ShardingRuleOpInterface>(copy)) {
         iface.adaptToLocalTypes();
+        iface.recordSplit("batch", w.dim, w.blocks, parts);
+      }
       result = copy->getResult(k);
     }
     made[keyOf(v, w)] = result;
@@ -360,7 +362,7 @@ private:
     llvm::SmallPtrSet<Operation *, 16> erased;
     while (!replaced.empty()) {
       Operation *op = replaced.pop_back_val();
-      if (!op || erased.contains(op) || !op->use_empty() || !isPure(op))
+      if (!op || erased.contains(op) || !isOpTriviallyDead(op))
         continue;
       erased.insert(op);
       for (Value operand : op->getOperands())
@@ -379,6 +381,9 @@ private:
     for (Operation *op : touched)
       if (auto iface = dyn_cast<ShardingRuleOpInterface>(op))
         iface.adaptToLocalTypes();
+    for (auto &[v, w] : split)
+      if (auto iface = v.getDefiningOp<ShardingRuleOpInterface>())
+        iface.recordSplit("batch", w.dim, w.blocks, parts);
     Block &body = fn.getBody().front();
     fn.setType(FunctionType::get(fn.getContext(), body.getArgumentTypes(),
                                  body.getTerminator()->getOperandTypes()));

@@ -51,13 +51,6 @@ namespace {
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims)
-    p *= d;
-  return p;
-}
-
 /// How a value is split over tp (see the file comment); `seed` is the
 /// column-parallel Linear it derives from (its union-find class is the
 /// tensor-parallel region).
@@ -213,7 +206,7 @@ struct Walk {
       if (rows) {
         int64_t indexRank = tensorOf(rows.getIndices()).getRank();
         newGathered.push_back({rows.getResult(), {dim, where->second, s.seed}});
-        dim = dim < rows.getAxis() ? dim : dim - indexRank + 1;
+        dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
       }
       int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
       newParams.push_back({*w, op, axis, where->second, s.seed});
@@ -518,10 +511,13 @@ struct MerakTensorParallelPass
 
     // Rewrite: local types, sharded params, f and g.
     for (Operation &op : fn.getBody().front()) {
-      for (Value r : op.getResults())
-        if (auto it = walk->split.find(r); it != walk->split.end())
-          r.setType(local(tensorOf(r), it->second.dim));
       auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+      for (Value r : op.getResults())
+        if (auto it = walk->split.find(r); it != walk->split.end()) {
+          r.setType(local(tensorOf(r), it->second.dim));
+          if (iface)
+            iface.recordSplit("tp", it->second.dim, it->second.blocks, tp);
+        }
       if (iface && llvm::any_of(op.getOperands(), [&](Value v) { return walk->split.count(v); }))
         iface.adaptToLocalTypes();
     }

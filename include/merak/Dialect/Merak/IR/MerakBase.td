@@ -29,6 +29,9 @@ def Merak_Dialect : Dialect {
 // The state that parameters (and optimizer state) live in: reads and writes
 // of it are ordered, so get_param is not hoisted over set_param.
 def Merak_ParamResource : Resource<"::mlir::merak::ParamResource">;
+// Where the running program is in training: the step, and this rank's part
+// of the batch and of the tensor-parallel split (merak.dropout reads it).
+def Merak_TrainingPositionResource : Resource<"::mlir::merak::TrainingPositionResource">;
 
 // Every op has a cost (FLOPs, bytes accessed) for the cost model; ops whose
 // cost is not elementwise define getFlops/getBytesAccessed in their

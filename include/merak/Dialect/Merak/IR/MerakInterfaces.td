@@ -68,7 +68,17 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
     InterfaceMethod<
       "After a pass gave the results their local (split) types: updates the "
       "attributes that spell result sizes (merak.split's sizes).",
-      "void", "adaptToLocalTypes", (ins), "", "return;">
+      "void", "adaptToLocalTypes", (ins), "", "return;">,
+    InterfaceMethod<
+      "After a pass split the op's results over ranks along mesh axis `axis` "
+      "(\"batch\": merak-split-batch's data-parallel ranks x micro-batches; "
+      "\"tp\"): dimension `dim` of the whole is viewed as [blocks, parts, "
+      "n / (blocks * parts)] and each rank holds its part of every block. Ops "
+      "whose values depend on an element's position in the whole tensor "
+      "(merak.dropout's mask) record it; the others ignore it.",
+      "void", "recordSplit",
+      (ins "::llvm::StringRef":$axis, "int64_t":$dim, "int64_t":$blocks, "int64_t":$parts),
+      "", "return;">
   ];
 }
 

@@ -53,6 +53,11 @@ namespace mlir::merak {
 struct ParamResource : public SideEffects::Resource::Base<ParamResource> {
   StringRef getName() final { return "merak.param"; }
 };
+/// The side-effect resource of the training position (the step, this
+/// rank's batch part and tensor-parallel rank) that merak.dropout reads.
+struct TrainingPositionResource : public SideEffects::Resource::Base<TrainingPositionResource> {
+  StringRef getName() final { return "merak.training_position"; }
+};
 } // namespace mlir::merak
 
 #define GET_TYPEDEF_CLASSES

@@ -712,15 +712,41 @@ def Merak_CrossEntropyGradOp : Merak_Op<"cross_entropy_grad", [Pure]> {
 // Training ops
 //===----------------------------------------------------------------------===//
 
-def Merak_DropoutOp : Merak_Op<"dropout", [Pure]> {
-  let summary = "Seeded inverted dropout";
+def Merak_DropoutOp : Merak_Op<"dropout",
+    [MemoryEffects<[MemRead<Merak_TrainingPositionResource>]>]> {
+  let summary = "Inverted dropout with a counter-based mask per step and element";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by
-    `1 / (1 - ratio)`; also returns the keep mask. The mask is a pure
-    function of `seed` and the element index (counter-based), so every
-    evaluation of the same op gives the same mask.
+    `1 / (1 - ratio)`; also returns the keep mask. Element i of the whole
+    (unsplit) tensor is kept when `u(key, i) >= ratio`, with `u` splitmix64
+    of (key, i) as a double in [0, 1) and `key = k(seed, step)` for the
+    training step being computed (`merak_rt/dropout_mask.h`). So the masks
+    differ from step to step and from op to op (their seeds), a
+    recomputation of the same step gives the same mask, and every parallel
+    configuration draws the serial program's masks.
+
+    The op reads the step (and the rank's parts below) from the running
+    program: the training position, a side effect that keeps it from being
+    folded. The evaluator uses the step set by its caller (merak-run
+    `--steps`: 0, 1, ...; 0 otherwise).
+
+    When a pass splits the op's values over ranks, the op records where its
+    local elements lie in the whole tensor: `batch_split` (merak-split-batch:
+    data-parallel ranks x micro-batches, part dp_rank * microbatches +
+    micro-batch) and `tp_split` (merak-tensor-parallel, part tp_rank), each
+    `[dim, blocks, parts]`: dimension `dim` of the whole is viewed as
+    `[blocks, parts, n / (blocks * parts)]` and this rank holds its part of
+    every block. `tp_split` applies first (it split the batch-local tensor).
+
+    ```mlir
+    %y, %m = merak.dropout %x ratio = 1.000000e-01 seed = 7
+        {batch_split = array<i64: 0, 1, 4>}
+        : tensor<2x16x64xf32> -> tensor<2x16x64xf32>, tensor<2x16x64xi1>
+    ```
   }];
-  let arguments = (ins Merak_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let arguments = (ins Merak_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed,
+                       OptionalAttr<DenseI64ArrayAttr>:$batch_split,
+                       OptionalAttr<DenseI64ArrayAttr>:$tp_split);
   let results = (outs Merak_FloatTensor:$output, Merak_BoolTensor:$mask);
   let assemblyFormat = [{
     $input `ratio` `=` $ratio `seed` `=` $seed attr-dict `:` type($input) `->` type($output) `,` type($mask)
