@@ -97,6 +97,11 @@ public:
     if (opset < 13) // the rewrite writes axes as inputs
       return success();
     index();
+    // A node without outputs is malformed (every ONNX op has one): the
+    // importer's schema check names it; nothing here may index its outputs.
+    for (const onnx::NodeProto &n : g.node())
+      if (n.output_size() == 0)
+        return success();
     std::vector<Layer> layers = findLayers();
     if (layers.empty())
       return success();
