@@ -28,7 +28,7 @@ PKGS=(
   cmake ninja-build ccache git libgtest-dev g++
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22 libclang-rt-22-dev
   libonnx-dev protobuf-compiler libprotobuf-dev libonnx-testdata
-  openmpi-bin libopenmpi-dev libopenblas-dev libomp-22-dev procps time iproute2
+  openmpi-bin libopenmpi-dev libopenblas-dev libdnnl-dev libomp-22-dev procps time iproute2
   python3-onnx python3-numpy python3-torch python3-torchvision
   pybind11-dev python3-dev nlohmann-json3-dev libcli11-dev
 )

@@ -5,15 +5,20 @@
 // A device is one rank running one thread (the CPU programs run with
 // OMP_NUM_THREADS=1), so devices_per_node is the number of cores and
 // memory_bytes the machine's memory divided by them. Measured:
-//   flops.f32        best single-threaded OpenBLAS sgemm rate (512..1024)
+//   flops.f32        best single-threaded rate of the runtime's float GEMM
+//                    (cpu::gemm: oneDNN's or OpenBLAS's sgemm), 512..1024
 //   memory_bandwidth best single-threaded STREAM triad (a = b + s c)
 //   intra_node       MPI ping-pong between ranks 0 and 1 (run under
 //                    mpirun -np 2); with one rank, memcpy bandwidth and a
 //                    nominal 1 us latency stand in (the "comment" says so)
 //   inter_node       not measurable on one machine: a copy of intra_node
 // bf16/f16 are left out (the reader takes f32 for them).
-#include <cblas.h>
+#include "merak_rt/kernels.h"
+
 #include <mpi.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -32,13 +37,15 @@ double now() {
 }
 
 double gemmRate() {
+#ifdef _OPENMP
+  omp_set_num_threads(1); // a device is one single-threaded rank
+#endif
   double best = 0;
   for (int n : {512, 768, 1024}) {
     std::vector<float> a(size_t(n) * n, 1.0f), b(size_t(n) * n, 0.5f), c(size_t(n) * n);
     for (int rep = 0; rep < 3; ++rep) {
       double t = now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n,
-                  b.data(), n, 0.0f, c.data(), n);
+      merak::rt::cpu::gemm(false, false, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
       t = now() - t;
       best = std::max(best, 2.0 * n * n * n / t);
     }
@@ -128,7 +135,6 @@ int main(int argc, char **argv) {
   // Rank 0 measures compute and memory first, while the others wait.
   double flops = 0, mem = 0, linkBw = 0, linkLat = 1e-6;
   if (rank == 0) {
-    openblas_set_num_threads(1);
     flops = gemmRate();
     mem = triadBandwidth();
   }
@@ -145,7 +151,7 @@ int main(int argc, char **argv) {
   double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / cores;
   std::string comment =
       std::string("measured by merak-calibrate on this machine; one device = one "
-                  "single-threaded rank; flops.f32: best OpenBLAS sgemm 512..1024; "
+                  "single-threaded rank; flops.f32: best runtime sgemm 512..1024; "
                   "memory_bandwidth: STREAM triad; intra_node: ") +
       (measured ? "MPI ping-pong between two ranks"
                 : "memcpy bandwidth and a nominal 1 us latency (stand-in: run under mpirun "
