@@ -247,6 +247,15 @@ public:
   /// The since-versions of an ai.onnx op, ascending; empty if ONNX has no
   /// such op.
   static ArrayRef<int64_t> onnxVersions(StringRef opType);
+  /// The inputs of ai.onnx op `opType` at since-version `version` (from the
+  /// onnx wheel's schemas, OnnxOpArity.inc): at least `minInputs`, and bit
+  /// i of `required` set when formal input i (the last of `formals`,
+  /// variadic, standing for every later input) must not be empty.
+  struct Arity {
+    int64_t minInputs = 0, formals = 0;
+    uint64_t required = 0;
+  };
+  static std::optional<Arity> onnxArity(StringRef opType, int64_t version);
   static const OpRegistry &get();
 
 private:

@@ -577,10 +577,27 @@ LogicalResult GraphImporter::verifyNodeSchema(const onnx::NodeProto &node,
   // inputs Debian's newest version needs, and when it is declared the same
   // as one Debian knows (Cos-22 as Cos-7), by that version's inputs (its
   // attributes may differ).
+  auto resolved = OpRegistry::get().lookup(node.op_type(), opset);
   const auto *schema = onnx::OpSchemaRegistry::Schema(node.op_type(), (int)opset, "");
+  // A version Debian's onnx lacks first meets the onnx wheel's count of its
+  // inputs and which of them are required (OnnxOpArity.inc).
+  std::optional<OpRegistry::Arity> arity;
+  if (!schema || schema->SinceVersion() != resolved.version)
+    arity = OpRegistry::onnxArity(node.op_type(), resolved.version);
+  if (arity) {
+    if (node.input_size() < arity->minInputs)
+      return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) + ": " +
+                           Twine(node.input_size()) + " inputs, it needs at least " +
+                           Twine(arity->minInputs));
+    for (int i = 0; i < node.input_size() && arity->formals > 0; ++i) {
+      int64_t formal = std::min<int64_t>(i, arity->formals - 1);
+      if (node.input(i).empty() && ((arity->required >> formal) & 1))
+        return fail(loc, "malformed " + node.op_type() + " " + describeNode(node) +
+                             ": input " + Twine(i) + " is required but empty");
+    }
+  }
   if (!schema)
     return success();
-  auto resolved = OpRegistry::get().lookup(node.op_type(), opset);
   bool inputsOnly = schema->SinceVersion() != resolved.version;
   // A newer version than Debian's, not declared the same: Debian's newest
   // schema of the op still says how many inputs it needs and which are

@@ -3,6 +3,8 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
@@ -17,6 +19,22 @@ ArrayRef<int64_t> OpRegistry::onnxVersions(StringRef opType) {
   }();
   auto it = versions->find(opType);
   return it == versions->end() ? ArrayRef<int64_t>() : ArrayRef<int64_t>(it->second);
+}
+
+std::optional<OpRegistry::Arity> OpRegistry::onnxArity(StringRef opType, int64_t version) {
+  static const auto *arities = [] {
+    auto *m = new llvm::StringMap<std::map<int64_t, Arity>>;
+#define ONNX_ARITY(name, since, minInputs, formals, required)                                      \
+  (*m)[name][since] = Arity{minInputs, formals, required};
+#include "OnnxOpArity.inc"
+#undef ONNX_ARITY
+    return m;
+  }();
+  auto it = arities->find(opType);
+  if (it == arities->end())
+    return std::nullopt;
+  auto v = it->second.find(version);
+  return v == it->second.end() ? std::nullopt : std::optional<Arity>(v->second);
 }
 
 /// Registration mistakes are programming errors, caught by any import.
