@@ -13,6 +13,7 @@
 
 #include "ops_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -166,39 +167,41 @@ void normGrad(const T *x, const T *dy, const Dims &dx, int64_t axis,
   const T *ps = expandScale<T>(scale, ds, dx, axis, inner, sStep);
   const double invN = 1.0 / static_cast<double>(inner);
   parallelFor(outer, 4 * inner, [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o) {
-      const T *xr = x + o * inner;
-      const T *gr = dy + o * inner;
-      double mean = 0.0, var = 0.0;
+    for (int64_t o0 = b; o0 < e; o0 += kRowLanes) {
+      const int64_t lanes = std::min(kRowLanes, e - o0);
+      const T *x0 = x + o0 * inner, *g0 = dy + o0 * inner;
+      double mean[kRowLanes] = {}, var[kRowLanes], rstd[kRowLanes], sg[kRowLanes],
+          sgx[kRowLanes];
+      auto at = [&](int64_t r, int64_t j) { return static_cast<double>(x0[r * inner + j]); };
+      auto gradAt = [&](int64_t r, int64_t j) {
+        const double g = static_cast<double>(g0[r * inner + j]);
+        return ps ? g * static_cast<double>(ps[j * sStep]) : g;
+      };
+      auto xhatAt = [&](int64_t r, int64_t j) { return (at(r, j) - mean[r]) * rstd[r]; };
       if (!rms) {
-        for (int64_t j = 0; j < inner; ++j)
-          mean += static_cast<double>(xr[j]);
-        mean *= invN;
+        laneSums(lanes, inner, mean, at);
+        for (int64_t r = 0; r < lanes; ++r)
+          mean[r] *= invN;
       }
-      for (int64_t j = 0; j < inner; ++j) {
-        const double c = static_cast<double>(xr[j]) - mean;
-        var += c * c;
-      }
-      const double rstd = 1.0 / std::sqrt(var * invN + eps);
-      double sg = 0.0, sgx = 0.0;
-      for (int64_t j = 0; j < inner; ++j) {
-        const double xh = (static_cast<double>(xr[j]) - mean) * rstd;
-        const double g = ps ? static_cast<double>(gr[j]) * static_cast<double>(ps[j * sStep])
-                            : static_cast<double>(gr[j]);
-        sg += g;
-        sgx += g * xh;
-        if (xhat)
-          xhat[o * inner + j] = static_cast<T>(xh);
-      }
-      if (!dxOut)
-        continue;
-      const double mg = rms ? 0.0 : sg * invN, mgx = sgx * invN;
-      T *dr = dxOut + o * inner;
-      for (int64_t j = 0; j < inner; ++j) {
-        const double xh = (static_cast<double>(xr[j]) - mean) * rstd;
-        const double g = ps ? static_cast<double>(gr[j]) * static_cast<double>(ps[j * sStep])
-                            : static_cast<double>(gr[j]);
-        dr[j] = static_cast<T>(rstd * (g - mg - xh * mgx));
+      laneSums(lanes, inner, var, [&](int64_t r, int64_t j) {
+        const double c = at(r, j) - mean[r];
+        return c * c;
+      });
+      for (int64_t r = 0; r < lanes; ++r)
+        rstd[r] = 1.0 / std::sqrt(var[r] * invN + eps);
+      laneSums(lanes, inner, sg, gradAt);
+      laneSums(lanes, inner, sgx, [&](int64_t r, int64_t j) { return gradAt(r, j) * xhatAt(r, j); });
+      for (int64_t r = 0; r < lanes; ++r) {
+        const int64_t o = o0 + r;
+        const double mg = rms ? 0.0 : sg[r] * invN, mgx = sgx[r] * invN;
+        T *xr = xhat ? xhat + o * inner : nullptr, *dr = dxOut ? dxOut + o * inner : nullptr;
+        for (int64_t j = 0; j < inner; ++j) {
+          const double xh = xhatAt(r, j);
+          if (xr)
+            xr[j] = static_cast<T>(xh);
+          if (dr)
+            dr[j] = static_cast<T>(rstd[r] * (gradAt(r, j) - mg - xh * mgx));
+        }
       }
     }
   });

@@ -13,6 +13,7 @@
 
 #include "ops_util.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace merak::rt::cpu {
@@ -141,27 +142,30 @@ void normalise(const T *x, const Dims &dx, int64_t axis, const void *scale,
   const T *ps = featureOperand<T, 11>(scale, ds, dx, axis, inner, sStep);
   const T *pb = featureOperand<T, 12>(bias, db, dx, axis, inner, bStep);
   parallelFor(outer, inner, [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o) {
-      const T *xr = x + o * inner;
-      T *yr = y + o * inner;
-      double mean = 0.0, var = 0.0;
+    for (int64_t o0 = b; o0 < e; o0 += kRowLanes) {
+      const int64_t lanes = std::min(kRowLanes, e - o0);
+      const T *x0 = x + o0 * inner;
+      auto at = [&](int64_t r, int64_t j) { return static_cast<double>(x0[r * inner + j]); };
+      double mean[kRowLanes] = {}, var[kRowLanes];
       if (!rms) {
-        for (int64_t j = 0; j < inner; ++j)
-          mean += static_cast<double>(xr[j]);
-        mean /= inner;
+        laneSums(lanes, inner, mean, at);
+        for (int64_t r = 0; r < lanes; ++r)
+          mean[r] /= inner;
       }
-      for (int64_t j = 0; j < inner; ++j) {
-        const double d = static_cast<double>(xr[j]) - mean;
-        var += d * d;
-      }
-      var /= inner;
-      const double inv = 1.0 / std::sqrt(var + eps);
-      // As the evaluator: `* scale + bias` with 1 and 0 when absent.
-      for (int64_t j = 0; j < inner; ++j) {
-        const double sv = ps ? static_cast<double>(ps[j * sStep]) : 1.0;
-        const double bv = pb ? static_cast<double>(pb[j * bStep]) : 0.0;
-        yr[j] = static_cast<T>((static_cast<double>(xr[j]) - mean) * inv * sv +
-                               bv);
+      laneSums(lanes, inner, var, [&](int64_t r, int64_t j) {
+        const double d = at(r, j) - mean[r];
+        return d * d;
+      });
+      for (int64_t r = 0; r < lanes; ++r) {
+        const T *xr = x0 + r * inner;
+        T *yr = y + (o0 + r) * inner;
+        const double inv = 1.0 / std::sqrt(var[r] / inner + eps);
+        // As the evaluator: `* scale + bias` with 1 and 0 when absent.
+        for (int64_t j = 0; j < inner; ++j) {
+          const double sv = ps ? static_cast<double>(ps[j * sStep]) : 1.0;
+          const double bv = pb ? static_cast<double>(pb[j * bStep]) : 0.0;
+          yr[j] = static_cast<T>((static_cast<double>(xr[j]) - mean[r]) * inv * sv + bv);
+        }
       }
     }
   });

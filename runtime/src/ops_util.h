@@ -572,6 +572,32 @@ inline Plan<K> broadcastPlan(const Dims &out, const Dims *const (&ins)[K]) {
   return p;
 }
 
+// --- row statistics in the evaluator's order ---------------------------------
+
+/// Rows normalised together (layer_norm, rms_norm and their gradient): each
+/// row's sums run in double in the evaluator's order (element by element),
+/// which is a chain of dependent additions; `kRowLanes` rows side by side
+/// overlap their chains. Every row's order, so its bits, is unchanged.
+constexpr int64_t kRowLanes = 8;
+
+/// s[r] = sum over j of f(r, j) for `lanes` (<= kRowLanes) rows of `inner`
+/// elements, each in order of j.
+template <class Fn>
+inline void laneSums(int64_t lanes, int64_t inner, double *s, Fn &&f) {
+  double acc[kRowLanes] = {};
+  if (lanes == kRowLanes) { // a constant trip count: unrolled
+    for (int64_t j = 0; j < inner; ++j)
+      for (int64_t r = 0; r < kRowLanes; ++r)
+        acc[r] += f(r, j);
+  } else {
+    for (int64_t j = 0; j < inner; ++j)
+      for (int64_t r = 0; r < lanes; ++r)
+        acc[r] += f(r, j);
+  }
+  for (int64_t r = 0; r < lanes; ++r)
+    s[r] = acc[r];
+}
+
 } // namespace merak::rt::cpu::detail
 
 #endif // MERAK_RT_OPS_UTIL_H
