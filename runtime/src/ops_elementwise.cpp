@@ -230,6 +230,8 @@ void unary(Unary op, DT t, const void *x, void *y, int64_t n, double a,
       fatal("unary: only 'not' takes a bool tensor");
     return mapN(static_cast<const uint8_t *>(x), static_cast<uint8_t *>(y), n,
                 [](uint8_t v) { return static_cast<uint8_t>(v == 0); });
+  case DT::BF16: // converted through F32 above
+    break;
   }
 }
 
