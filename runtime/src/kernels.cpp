@@ -82,13 +82,13 @@ inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   if (outside && threads > 1)
     omp_set_num_threads(threads);
-  return;
-#endif
+#else
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
               static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
               static_cast<blasint>(ldc));
+#endif
 }
 
 inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,

@@ -458,6 +458,10 @@ void Trainer::openProcesses(int *argc, char ***argv) {
     return (runner ? runner->ownerStage(t.name) : 0) == ppStage;
   };
   place_.needs = [runner](const ManifestTensor &t) { return !runner || runner->touches(t.name); };
+  // merak.dropout's masks at this rank's rows (step() sets the step, the
+  // pipeline runner the micro-batch).
+  cpu::trainingPosition() = {0, place_.dp, m.pipeline ? m.pipeline->microbatches : 1, 0,
+                             place_.tp};
 }
 
 std::optional<int> Trainer::parseCommandLine(int argc, char **argv) {
@@ -588,15 +592,7 @@ void Trainer::step(int64_t s, bool tracing) {
   double stepUs = tracing ? trace_->nowUs() : 0;
   if (Status st = fillStepInputs(program_, *data_, s, place_.dp, A_, inputs_, labels_); !st.ok())
     stop("step " + std::to_string(s) + ": " + st.message());
-  // merak.dropout's masks: this step's, at this rank's rows (the pipeline
-  // runner sets the micro-batch).
-  cpu::TrainingPosition &position = cpu::trainingPosition();
-  position.step = s;
-  position.dpRank = place_.dp;
-  position.tpRank = place_.tp;
-  position.microbatches =
-      program_.manifest.pipeline ? program_.manifest.pipeline->microbatches : 1;
-  position.microbatch = 0;
+  cpu::trainingPosition().step = s; // merak.dropout's masks of this step
   // --profile-ops: every step but the first (the warm-up).
   const bool profiling = profiler_ && s > start_;
   if (profiling)
