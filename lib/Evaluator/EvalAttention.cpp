@@ -5,10 +5,15 @@
 // from query and key (it does not read the forward's result or lse), so the
 // runtime's streamed kernels are checked against an independent sum. A
 // bias is read through its broadcast (size-1 leading dims), and its
-// gradient is the scores' gradient, one [T, S] block per slice.
+// gradient is the scores' gradient, one [T, S] block per slice. Dropout on
+// the probabilities is merak.dropout's mask (EvalNN.cpp) on the heads-first
+// [..., T, S] probabilities, drawn in both ops.
 //
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
+
+#include "merak/Evaluator/DropoutMask.h"
+#include "merak/Evaluator/Evaluator.h"
 
 #include <cmath>
 #include <optional>
@@ -16,6 +21,7 @@
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::kernels;
+namespace mask = ::merak::rt::dropout;
 
 namespace {
 /// The shapes of one attention op: `batch` (batch x head) slices of T
@@ -27,6 +33,10 @@ struct AttnDims {
   double scale = 1, softcap = 0;
   const HostTensor *bias = nullptr; // [..., T, S], broadcast over the slices
   SmallVector<int64_t> lead;        // the scores' leading (batch, head) dims
+  // Dropout: probability (b, r, c) is multiplied by keep(index) / (1 - p).
+  double dropout = 0;
+  uint64_t key = 0;
+  mask::MaskLayout layout;
 
   AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
            bool causal, int64_t window, double softcap)
@@ -38,6 +48,29 @@ struct AttnDims {
     s = ks.drop_back().back();
     dv = vs.back();
     lead.assign(qs.begin(), qs.end() - 2);
+  }
+
+  /// Reads an op's dropout (serial conventions: batch part 0, tp rank 0;
+  /// the caller's step, as merak.dropout).
+  template <typename OpTy> LogicalResult setDropout(OpTy op) {
+    dropout = op.getDropout().convertToDouble();
+    auto split = [](std::optional<ArrayRef<int64_t>> s) {
+      return s ? mask::Split{(*s)[0], (*s)[1], (*s)[2], 0} : mask::Split{};
+    };
+    SmallVector<int64_t> probs(lead);
+    probs.append({t, s});
+    if (!mask::makeLayout(probs.size(), probs.data(), split(op.getTpSplit()),
+                          split(op.getBatchSplit()), layout))
+      return op.emitOpError("has dropout splits its probabilities cannot hold");
+    key = mask::streamKey(op.getSeed(), evaluationStep());
+    return success();
+  }
+  /// The dropout factor of probability (b, r, c): 1 without dropout.
+  double keep(int64_t b, int64_t r, int64_t c) const {
+    if (dropout == 0)
+      return 1;
+    uint64_t i = layout.globalIndex((b * t + r) * s + c);
+    return mask::uniform(key, i) >= dropout ? 1.0 / (1.0 - dropout) : 0.0;
   }
 
   /// The offset of slice b's [T, S] block in the bias (its size-1 leading
@@ -130,6 +163,8 @@ static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results ou
              op.getSoftcap().convertToDouble());
   if (op.getBias())
     a.bias = in[3];
+  if (failed(a.setDropout(op)))
+    return failure();
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2];
   SmallVector<int64_t> oShape(q.getShape());
   oShape.back() = v.getShape().back();
@@ -143,7 +178,7 @@ static LogicalResult attentionHeadsFirst(AttentionOp op, Operands in, Results ou
       for (int64_t j = 0; j < a.dv; ++j) {
         double acc = 0;
         for (int64_t c = 0; c < a.s; ++c)
-          acc += p[r * a.s + c] * v.f()[(b * a.s + c) * a.dv + j];
+          acc += p[r * a.s + c] * a.keep(b, r, c) * v.f()[(b * a.s + c) * a.dv + j];
         o.setFromDouble((b * a.t + r) * a.dv + j, acc);
       }
     }
@@ -167,6 +202,8 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
              op.getSoftcap().convertToDouble());
   if (op.getBias())
     a.bias = in[6];
+  if (failed(a.setDropout(op)))
+    return failure();
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
   HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
   std::optional<HostTensor> db;
@@ -178,22 +215,24 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
     a.probs(q, k, b, p);
     for (int64_t r = 0; r < a.t; ++r) {
       const double *gr = &g.f()[(b * a.t + r) * a.dv];
-      // dP[c] = g[r] . V[c]; dS = P * (dP - sum_c P dP) (the softmax's
-      // Jacobian, not the Delta shortcut through the forward's result).
+      // dP[c] = M[c] g[r] . V[c] (M the dropout factor); dS = P * (dP -
+      // sum_c P dP) (the softmax's Jacobian, not the Delta shortcut through
+      // the forward's result); dV gets the dropped probabilities P M.
       double dot = 0;
       for (int64_t c = 0; c < a.s; ++c) {
         double x = 0;
         for (int64_t j = 0; j < a.dv; ++j)
           x += gr[j] * v.f()[(b * a.s + c) * a.dv + j];
-        dp[c] = x;
-        dot += p[r * a.s + c] * x;
+        dp[c] = x * a.keep(b, r, c);
+        dot += p[r * a.s + c] * dp[c];
       }
       for (int64_t c = 0; c < a.s; ++c) {
         double pc = p[r * a.s + c];
         if (pc == 0)
           continue;
+        const double dropped = pc * a.keep(b, r, c);
         for (int64_t j = 0; j < a.dv; ++j)
-          dvAcc[(b * a.s + c) * a.dv + j] += pc * gr[j];
+          dvAcc[(b * a.s + c) * a.dv + j] += dropped * gr[j];
         if (db) // the score's own gradient
           db->setFromDouble((b * a.t + r) * a.s + c, pc * (dp[c] - dot));
         double ds = pc * (dp[c] - dot) * a.scale;

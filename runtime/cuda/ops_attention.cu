@@ -67,9 +67,14 @@ bool tensorCores(DT t) {
 cuda::DType kernelType(DT t) { return t == DT::BF16 ? cuda::DType::BF16 : cuda::DType::F32; }
 } // namespace
 
-/// The CUDA kernels mask causally only, do not soft-cap and add no bias;
-/// merak-fuse-attention does not form those for --target cuda.
-static void noWindow(const char *what, int64_t window, double softcap, const void *bias) {
+/// The CUDA kernels mask causally only, do not soft-cap, add no bias and
+/// drop no probabilities; merak-fuse-attention does not form those for
+/// --target cuda.
+static void noWindow(const char *what, int64_t window, double softcap, const void *bias,
+                     double dropout) {
+  if (dropout > 0)
+    fatal(
+        (std::string(what) + ": attention-probability dropout is not in the CUDA kernels").c_str());
   if (bias)
     fatal((std::string(what) + ": attention with a score bias is not in the CUDA kernels")
               .c_str());
@@ -83,8 +88,9 @@ static void noWindow(const char *what, int64_t window, double softcap, const voi
 
 void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
                double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window,
-               double softcap, const void *bias, const Dims &) {
-  noWindow("attention", window, softcap, bias);
+               double softcap, const void *bias, const Dims &, double dropout, int64_t,
+               const Dims &, const Dims &) {
+  noWindow("attention", window, softcap, bias, dropout);
   cuda::AttnShape s = attnShape("attention", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);
@@ -96,11 +102,12 @@ void attention(DT t, const void *q, const Dims &dq, const void *k, const void *v
     fatal(("attention: " + st.message()).c_str());
 }
 
-void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v,
-                   int64_t keys, const void *o, const void *lse, const void *dout, double scale,
-                   bool causal, void *dqOut, void *dk, void *dv, bool seqMajor,
-                   int64_t window, double softcap, const void *bias, const Dims &, void *) {
-  noWindow("attention_grad", window, softcap, bias);
+void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
+                   const void *o, const void *lse, const void *dout, double scale, bool causal,
+                   void *dqOut, void *dk, void *dv, bool seqMajor, int64_t window, double softcap,
+                   const void *bias, const Dims &, void *, double dropout, int64_t, const Dims &,
+                   const Dims &) {
+  noWindow("attention_grad", window, softcap, bias, dropout);
   cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
   const uint64_t rows = static_cast<uint64_t>(s.B * s.H * s.T);

@@ -13,10 +13,15 @@
 // A bias (T5's relative positions) is added to each tile's scores after the
 // capping, read through its broadcast; its gradient is dS before the cap's
 // slope and the scale, written per slice.
+// Dropout multiplies each probability by its factor M (0, or 1 / (1 - p):
+// merak.dropout's mask on the heads-first probabilities, drawn again in the
+// backward) before P V; the backward then uses P M for dV and dS = P (M
+// dO V^T - Delta), where Delta = rowsum(dO * O) still holds.
 // Slices run in parallel (a slice's dK/dV accumulate over its tiles in one
 // thread); every product is a GEMM of kernels.h.
 //
 //===----------------------------------------------------------------------===//
+#include "merak_rt/dropout_mask.h"
 #include "merak_rt/kernels.h"
 #include "merak_rt/ops.h"
 
@@ -42,11 +47,12 @@ void capRow(float *s, int64_t n, float cap) {
 /// One backward row over keys [lo, n): the probabilities p = exp(cap(s) +
 /// bias - lse) from the scaled scores s (in `p`), and in `dp` (holding
 /// dO V^T) the scores' gradient dS = p (dp - delta) times the cap's slope;
-/// `gb` receives dS before that slope (the bias's gradient). Instantiated
-/// per form so that each loop has no branches and vectorises.
-template <bool kCap, bool kBias>
-void gradRow(float *p, float *dp, const float *bias, float *gb, int64_t lo, int64_t n,
-             float lse, float delta, float cap) {
+/// `gb` receives dS before that slope (the bias's gradient). With dropout
+/// factors `m`, dp is m dO V^T and `p` receives p m (what dV needs).
+/// Instantiated per form so that each loop has no branches and vectorises.
+template <bool kCap, bool kBias, bool kDrop>
+void gradRow(float *p, float *dp, const float *bias, float *gb, const float *m, int64_t lo,
+             int64_t n, float lse, float delta, float cap) {
   for (int64_t c = lo; c < n; ++c) {
     float th = 0.f, x = p[c];
     if constexpr (kCap) {
@@ -55,13 +61,61 @@ void gradRow(float *p, float *dp, const float *bias, float *gb, int64_t lo, int6
     }
     if constexpr (kBias)
       x += bias[c];
-    p[c] = fexp(x - lse);
-    const float ds = p[c] * (dp[c] - delta);
+    const float pc = fexp(x - lse);
+    const float ds = pc * ((kDrop ? m[c] * dp[c] : dp[c]) - delta);
+    p[c] = kDrop ? pc * m[c] : pc;
     if constexpr (kBias)
       gb[c] = ds;
     dp[c] = kCap ? ds * (1.f - th * th) : ds;
   }
 }
+
+/// gradRow's form for this call's options.
+template <bool kCap, bool kBias>
+void gradRowOf(bool drop, float *p, float *dp, const float *bias, float *gb, const float *m,
+               int64_t lo, int64_t n, float lse, float delta, float cap) {
+  if (drop)
+    gradRow<kCap, kBias, true>(p, dp, bias, gb, m, lo, n, lse, delta, cap);
+  else
+    gradRow<kCap, kBias, false>(p, dp, bias, gb, m, lo, n, lse, delta, cap);
+}
+
+/// Attention-probability dropout of one call: merak.dropout's mask on the
+/// heads-first probabilities [..., T, S] (dims `dq` with S keys last) at
+/// this rank's training position.
+struct ProbDropout {
+  double ratio = 0;
+  float factor = 1; // a kept probability's 1 / (1 - ratio)
+  uint64_t key = 0, threshold = 0;
+  dropout::MaskLayout layout;
+  int64_t t = 0, s = 0;
+
+  ProbDropout(double ratio, int64_t seed, const Dims &dq, int64_t keys, const Dims &batchSplit,
+              const Dims &tpSplit)
+      : ratio(ratio), t(dq.rank >= 2 ? dq.d[dq.rank - 2] : 0), s(keys) {
+    if (ratio <= 0)
+      return;
+    if (ratio >= 1)
+      fatal("attention: dropout must be in [0, 1)");
+    Dims probs = dq;
+    probs.d[probs.rank - 1] = keys;
+    layout = dropout::layoutAt(probs, batchSplit, tpSplit);
+    key = dropout::keyAt(seed);
+    threshold = dropout::threshold(ratio);
+    factor = static_cast<float>(1.0 / (1.0 - ratio));
+  }
+  bool on() const { return ratio > 0; }
+  /// The factors of keys [from, from + count) of row r of slice b into
+  /// out[0, count) (splits lie on the leading dims only, so a row is
+  /// consecutive in the whole tensor too).
+  void row(int64_t b, int64_t r, int64_t from, int64_t count, float *out) const {
+    const uint64_t first = layout.globalIndex((b * t + r) * s) + uint64_t(from);
+    uint8_t *keep = scratch<uint8_t, 1>(size_t(count));
+    dropoutKeepRow(key, first, count, threshold, keep);
+    for (int64_t j = 0; j < count; ++j)
+      out[j] = keep[j] ? factor : 0.f;
+  }
+};
 
 /// The sizes of an attention call: `slices` (batch x head) of T queries and
 /// S keys, head dim D.
@@ -189,9 +243,10 @@ struct HeadsFirst {
 };
 } // namespace
 
-void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v,
-               int64_t keys, double scale, bool causal, void *o, void *lse, bool seqMajor,
-               int64_t window, double softcap, const void *bias, const Dims &db) {
+void attention(DT type, const void *q, const Dims &dq, const void *k, const void *v, int64_t keys,
+               double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window,
+               double softcap, const void *bias, const Dims &db, double dropout, int64_t seed,
+               const Dims &batchSplit, const Dims &tpSplit) {
   if (window && !causal)
     fatal("attention: a window needs causal attention");
   if (seqMajor) {
@@ -199,8 +254,8 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     const int64_t t = dq.d[dq.rank - 3];
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.buffer<43>(o, t);
-    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap,
-              bias, db);
+    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap, bias,
+              db, dropout, seed, batchSplit, tpSplit);
     h.back(ho, o, t);
     return;
   }
@@ -208,9 +263,9 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
     int64_t nq, nk;
     counts(dq, keys, nq, nk);
     float *fo = scratch<float, 53>(size_t(nq));
-    attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-              scale, causal, fo, lse, false, window, softcap, widened<58>(bias, db.numel()),
-              db);
+    attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys, scale,
+              causal, fo, lse, false, window, softcap, widened<58>(bias, db.numel()), db, dropout,
+              seed, batchSplit, tpSplit);
     return narrowInto(o, fo, nq);
   }
   const AttnSizes z("attention", type, dq, keys);
@@ -221,8 +276,10 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
   const std::vector<int64_t> boff = biasOffsets("attention", bias, dq, db, z.t, z.s);
   if (z.slices * z.t * z.d == 0)
     return;
+  const ProbDropout drop(dropout, seed, dq, keys, batchSplit, tpSplit);
   parallelFor(z.slices, z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
     float *p = scratch<float, 0>(kTile * z.s);
+    float *factors = drop.on() ? scratch<float, 2>(z.s) : nullptr;
     for (int64_t b = b0; b < b1; ++b) {
       const float *qb = Q + b * z.t * z.d, *kb = K + b * z.s * z.d, *vb = V + b * z.s * z.d;
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
@@ -248,6 +305,11 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t c = lo; c < n; ++c)
             pr[c] *= inv;
+          if (factors) { // dropped after the row's statistics: lse stays the softmax's
+            drop.row(b, r0 + i, k0 + lo, n - lo, factors + lo);
+            for (int64_t c = lo; c < n; ++c)
+              pr[c] *= factors[c];
+          }
           std::fill(pr, pr + lo, 0.f);
           std::fill(pr + n, pr + width, 0.f);
           if (L)
@@ -261,10 +323,10 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
 }
 
 void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const void *v,
-                   int64_t keys, const void *o, const void *lse, const void *dout,
-                   double scale, bool causal, void *gq, void *gk, void *gv, bool seqMajor,
-                   int64_t window, double softcap, const void *bias, const Dims &db,
-                   void *gbias) {
+                   int64_t keys, const void *o, const void *lse, const void *dout, double scale,
+                   bool causal, void *gq, void *gk, void *gv, bool seqMajor, int64_t window,
+                   double softcap, const void *bias, const Dims &db, void *gbias, double dropout,
+                   int64_t seed, const Dims &batchSplit, const Dims &tpSplit) {
   if (window && !causal)
     fatal("attention_grad: a window needs causal attention");
   if (seqMajor) {
@@ -273,8 +335,8 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
          *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
     void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
-    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv,
-                  false, window, softcap, bias, db, gbias);
+    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv, false,
+                  window, softcap, bias, db, gbias, dropout, seed, batchSplit, tpSplit);
     h.back(rq, gq, t);
     h.back(rk, gk, keys);
     h.back(rv, gv, keys);
@@ -289,8 +351,9 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
       ns *= dq.d[i];
     float *rb = resultFor<59>(gbias, ns);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
-                  false, window, softcap, widened<58>(bias, db.numel()), db, rb);
+                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv, false,
+                  window, softcap, widened<58>(bias, db.numel()), db, rb, dropout, seed, batchSplit,
+                  tpSplit);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
@@ -321,9 +384,11 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
   if (z.slices * z.t * z.d == 0)
     return;
   const float sc = static_cast<float>(scale);
+  const ProbDropout drop(dropout, seed, dq, keys, batchSplit, tpSplit);
   parallelFor(z.slices, 2 * z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
     float *p = scratch<float, 0>(kTile * z.s);
     float *dp = scratch<float, 1>(kTile * z.s);
+    float *m = drop.on() ? scratch<float, 2>(z.s) : nullptr;
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t qOff = b * z.t * z.d, kOff = b * z.s * z.d;
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
@@ -350,14 +415,16 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           // A bias without a gradient buffer writes its gradient to dp
           // first, which the cap's slope (or nothing) then overwrites.
           float *gb = gbr ? gbr : dpr;
+          if (m) // the factors, indexed like the tile's row (from key k0)
+            drop.row(b, r0 + i, k0 + lo, n - lo, m + lo);
           if (softcap > 0 && br)
-            gradRow<true, true>(pr, dpr, br, gb, lo, n, l, dl, cap);
+            gradRowOf<true, true>(m != nullptr, pr, dpr, br, gb, m, lo, n, l, dl, cap);
           else if (softcap > 0)
-            gradRow<true, false>(pr, dpr, nullptr, nullptr, lo, n, l, dl, cap);
+            gradRowOf<true, false>(m != nullptr, pr, dpr, nullptr, nullptr, m, lo, n, l, dl, cap);
           else if (br)
-            gradRow<false, true>(pr, dpr, br, gb, lo, n, l, dl, cap);
+            gradRowOf<false, true>(m != nullptr, pr, dpr, br, gb, m, lo, n, l, dl, cap);
           else
-            gradRow<false, false>(pr, dpr, nullptr, nullptr, lo, n, l, dl, cap);
+            gradRowOf<false, false>(m != nullptr, pr, dpr, nullptr, nullptr, m, lo, n, l, dl, cap);
           std::fill(pr, pr + lo, 0.f);
           std::fill(dpr, dpr + lo, 0.f);
           std::fill(pr + n, pr + width, 0.f);

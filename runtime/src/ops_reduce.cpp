@@ -299,14 +299,22 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
 
 // --- dropout ------------------------------------------------------------------
 
+MERAK_RT_INT_CLONES void detail::dropoutKeepRow(uint64_t key, uint64_t first, int64_t count,
+                                                uint64_t threshold, uint8_t *keep) {
+  const uint64_t base = dropout::bitsBase(key) + first;
+  for (int64_t j = 0; j < count; ++j)
+    keep[j] = dropout::kept(base, uint64_t(j), threshold);
+}
+
 void dropout(DT t, const void *x, const Dims &dx, double ratio, int64_t seed,
              const Dims &batchSplit, const Dims &tpSplit, void *y, void *mask) {
+  constexpr int64_t kBlock = 1024; // keep decisions per call
   const double scale = 1.0 / (1.0 - ratio);
   const int64_t n = dx.numel();
-  const uint64_t key = dropout::keyAt(seed);
+  const uint64_t key = dropout::keyAt(seed), threshold = dropout::threshold(ratio);
   const dropout::MaskLayout layout = dropout::layoutAt(dx, batchSplit, tpSplit);
   // Runs of local elements consecutive in the whole tensor: one index
-  // computation per run.
+  // computation per run (and per block of it).
   const bool identity = layout.identity();
   const int64_t run = identity ? std::max<int64_t>(n, 1) : layout.runLength();
   uint8_t *m = static_cast<uint8_t *>(mask);
@@ -315,16 +323,17 @@ void dropout(DT t, const void *x, const Dims &dx, double ratio, int64_t seed,
     const T *px = static_cast<const T *>(x);
     T *py = static_cast<T *>(y);
     parallelFor(n, 4, [&](int64_t b, int64_t e) {
+      uint8_t *own = m ? nullptr : scratch<uint8_t, 0>(kBlock);
       for (int64_t k = b; k < e;) {
-        const int64_t end = std::min(e, (k / run + 1) * run);
+        const int64_t end = std::min({e, (k / run + 1) * run, k + kBlock});
         const int64_t start = k - k % run;
-        const uint64_t first = identity ? uint64_t(start) : layout.globalIndex(start);
-        for (uint64_t i = first + uint64_t(k % run); k < end; ++k, ++i) {
-          const bool keep = ratio == 0.0 || dropout::uniform(key, i) >= ratio;
-          if (m)
-            m[k] = keep;
-          py[k] = keep ? static_cast<T>(static_cast<double>(px[k]) * scale) : T(0);
-        }
+        const uint64_t first =
+            (identity ? uint64_t(start) : layout.globalIndex(start)) + uint64_t(k % run);
+        uint8_t *keep = m ? m + k : own;
+        dropoutKeepRow(key, first, end - k, threshold, keep);
+        for (int64_t j = 0; j < end - k; ++j)
+          py[k + j] = keep[j] ? static_cast<T>(static_cast<double>(px[k + j]) * scale) : T(0);
+        k = end;
       }
     });
   });

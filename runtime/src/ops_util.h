@@ -427,6 +427,21 @@ MERAK_RT_ALWAYS_INLINE float fgeluGrad(float x) {
 
 enum class RowFn : int32_t { Exp, Log, Tanh, Erf, Sigmoid, Gelu };
 
+#if defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define MERAK_RT_INT_CLONES                                                                        \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MERAK_RT_INT_CLONES
+#endif
+
+/// merak.dropout's keep decisions of `count` consecutive elements of a
+/// whole tensor from index `first`: keep[j] = 1 where element first + j is
+/// kept (dropout::kept under bitsBase(key) and the ratio's threshold), else
+/// 0. Integer work (64-bit multiplies, which AVX-512 has), the same bits in
+/// every clone.
+MERAK_RT_INT_CLONES void dropoutKeepRow(uint64_t key, uint64_t first, int64_t count,
+                                        uint64_t threshold, uint8_t *keep);
+
 /// y[i] = f(x[i]) for the float functions above.
 MERAK_RT_SIMD_CLONES void mapRowF32(RowFn f, const float *x, float *y,
                                     int64_t n);

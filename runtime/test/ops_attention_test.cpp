@@ -5,8 +5,11 @@
 // softmax Jacobian, not the kernels' Delta shortcut): causal and unmasked,
 // several query tiles with a partial last one (T = 150 over tiles of 64),
 // more keys than queries, results left unwritten (null), zero-sized
-// inputs, and a score bias broadcast over the batch (its gradient the
-// scores').
+// inputs, a score bias broadcast over the batch (its gradient the
+// scores'), and probability dropout: the reference multiplies each
+// probability by the factor cpu::dropout gives a ones tensor of the
+// probabilities' shape (its mask checked against the specification in
+// ops_nn_test.cpp), whole and split over batch and heads.
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
@@ -17,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,7 +37,23 @@ struct Case {
   int64_t window = 0; // with causal: row i sees keys i - window < j <= i
   double softcap = 0; // scores s -> softcap * tanh(s / softcap)
   int64_t biasHeads = 0; // > 0: q is [slices / H, H, T, D], a bias [1, H, T, S]
+  double dropout = 0;    // probability dropout (seed 21, step 5)
 };
+
+constexpr int64_t kSeed = 21, kStep = 5;
+
+/// The dropout factors (0 or 1 / (1 - p)) of probabilities of dims `dp`
+/// at `at`: cpu::dropout of ones (empty without dropout).
+std::vector<float> dropFactors(double ratio, const Dims &dp, const cpu::TrainingPosition &at,
+                               const Dims &batchSplit = Dims{}, const Dims &tpSplit = Dims{}) {
+  if (ratio == 0)
+    return {};
+  std::vector<float> ones(static_cast<size_t>(dp.numel()), 1.0f), y(ones.size());
+  cpu::trainingPosition() = at;
+  cpu::dropout(DT::F32, ones.data(), dp, ratio, kSeed, batchSplit, tpSplit, y.data(), nullptr);
+  cpu::trainingPosition() = cpu::TrainingPosition();
+  return y;
+}
 
 std::vector<float> randf(int64_t n, std::mt19937_64 &g) {
   std::uniform_real_distribution<float> u(-1.5f, 1.5f);
@@ -49,8 +69,12 @@ struct Reference {
 
 Reference reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k,
                     const std::vector<float> &v, const std::vector<float> &g,
-                    const std::vector<float> &bias) {
+                    const std::vector<float> &bias, const std::vector<float> &factors) {
   Reference r;
+  // The dropout factor of probability (b, i, j).
+  auto drop = [&](int64_t b, int64_t i, int64_t j) {
+    return factors.empty() ? 1.0 : double(factors[(b * c.t + i) * c.s + j]);
+  };
   if (c.biasHeads)
     r.dbias.assign(c.slices * c.t * c.s, 0);
   r.o.assign(c.slices * c.t * c.d, 0);
@@ -86,11 +110,11 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
       for (int64_t j = lo; j < n; ++j) {
         double x = 0;
         for (int64_t e = 0; e < c.d; ++e) {
-          r.o[(b * c.t + i) * c.d + e] += p[j] * v[(b * c.s + j) * c.d + e];
+          r.o[(b * c.t + i) * c.d + e] += p[j] * drop(b, i, j) * v[(b * c.s + j) * c.d + e];
           x += double(gi[e]) * v[(b * c.s + j) * c.d + e];
         }
-        dp[j] = x;
-        dot += p[j] * x;
+        dp[j] = x * drop(b, i, j);
+        dot += p[j] * dp[j];
       }
       for (int64_t j = lo; j < n; ++j) {
         if (c.biasHeads)
@@ -104,7 +128,7 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
           ds *= 1 - th * th;
         }
         for (int64_t e = 0; e < c.d; ++e) {
-          r.dv[(b * c.s + j) * c.d + e] += p[j] * gi[e];
+          r.dv[(b * c.s + j) * c.d + e] += p[j] * drop(b, i, j) * gi[e];
           r.dq[(b * c.t + i) * c.d + e] += ds * k[(b * c.s + j) * c.d + e];
           r.dk[(b * c.s + j) * c.d + e] += ds * q[(b * c.t + i) * c.d + e];
         }
@@ -124,6 +148,29 @@ void expectClose(const std::vector<float> &got, const std::vector<double> &want,
         << what << " at " << i;
 }
 
+/// Runs both kernels on (q, k, v, dO) at `at` and compares them with the
+/// reference (factors: the dropout the kernels must draw).
+void compare(const Case &c, const Dims &dq, const std::vector<float> &q,
+             const std::vector<float> &k, const std::vector<float> &v, const std::vector<float> &dO,
+             const std::vector<float> &factors, const cpu::TrainingPosition &at,
+             const Dims &batchSplit, const Dims &tpSplit) {
+  Reference want = reference(c, q, k, v, dO, {}, factors);
+  std::vector<float> o(q.size()), lse(c.slices * c.t), gq(q.size()), gk(k.size()), gv(v.size());
+  cpu::trainingPosition() = at;
+  cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
+                 lse.data(), false, c.window, c.softcap, nullptr, Dims{}, c.dropout, kSeed,
+                 batchSplit, tpSplit);
+  cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
+                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false, c.window,
+                     c.softcap, nullptr, Dims{}, nullptr, c.dropout, kSeed, batchSplit, tpSplit);
+  cpu::trainingPosition() = cpu::TrainingPosition();
+  expectClose(o, want.o, "o");
+  expectClose(lse, want.lse, "lse");
+  expectClose(gq, want.dq, "dq");
+  expectClose(gk, want.dk, "dk");
+  expectClose(gv, want.dv, "dv");
+}
+
 void check(const Case &c) {
   std::mt19937_64 g(0xA77Eu + c.t * 131 + c.s);
   auto q = randf(c.slices * c.t * c.d, g), k = randf(c.slices * c.s * c.d, g),
@@ -141,17 +188,21 @@ void check(const Case &c) {
     dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
   }
   const float *b = c.biasHeads ? bias.data() : nullptr;
-  Reference want = reference(c, q, k, v, dO, bias);
+  cpu::TrainingPosition at;
+  at.step = kStep;
+  const std::vector<float> factors = dropFactors(c.dropout, D({c.slices, c.t, c.s}), at);
+  Reference want = reference(c, q, k, v, dO, bias, factors);
   std::vector<float> o(q.size()), lse(c.slices * c.t);
+  cpu::trainingPosition() = at;
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
-                 lse.data(), false, c.window, c.softcap, b, db);
+                 lse.data(), false, c.window, c.softcap, b, db, c.dropout, kSeed);
   expectClose(o, want.o, "o");
   expectClose(lse, want.lse, "lse");
   std::vector<float> gq(q.size(), NAN), gk(k.size(), NAN), gv(v.size(), NAN),
       gb(want.dbias.size(), NAN);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
-                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false,
-                     c.window, c.softcap, b, db, c.biasHeads ? gb.data() : nullptr);
+                     dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false, c.window,
+                     c.softcap, b, db, c.biasHeads ? gb.data() : nullptr, c.dropout, kSeed);
   expectClose(gq, want.dq, "dq");
   expectClose(gk, want.dk, "dk");
   expectClose(gv, want.dv, "dv");
@@ -159,12 +210,13 @@ void check(const Case &c) {
   // Unread results (null) do not change the others.
   std::vector<float> o2(q.size()), gk2(k.size());
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o2.data(),
-                 nullptr, false, c.window, c.softcap, b, db);
+                 nullptr, false, c.window, c.softcap, b, db, c.dropout, kSeed);
   EXPECT_EQ(o2, o);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
-                     dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false,
-                     c.window, c.softcap, b, db, nullptr);
+                     dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false, c.window,
+                     c.softcap, b, db, nullptr, c.dropout, kSeed);
   EXPECT_EQ(gk2, gk);
+  cpu::trainingPosition() = cpu::TrainingPosition();
 }
 
 TEST(OpsAttention, CausalSeveralTiles) { check({3, 150, 150, 32, true, 0.17}); }
@@ -186,6 +238,46 @@ TEST(OpsAttention, SoftcapWindow) { check({1, 100, 100, 16, true, 0.5, 20, 1.5})
 TEST(OpsAttention, BiasUnmasked) { check({6, 40, 90, 16, false, 1.0, 0, 0, 3}); }
 TEST(OpsAttention, BiasCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2}); }
 TEST(OpsAttention, BiasWindowSoftcap) { check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2}); }
+
+// Probability dropout: a new mask of the probabilities (not of the scores:
+// lse stays the softmax's), drawn again by the backward.
+TEST(OpsAttention, DropoutCausalSeveralTiles) {
+  check({3, 150, 150, 32, true, 0.17, 0, 0, 0, 0.2});
+}
+TEST(OpsAttention, DropoutUnmaskedMoreKeys) { check({2, 70, 130, 16, false, 0.3, 0, 0, 0, 0.5}); }
+TEST(OpsAttention, DropoutWindowSoftcapBias) {
+  check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2, 0.1});
+}
+
+// Split over dp 2 (the batch) and tp 2 (the heads, as merak-tensor-parallel
+// splits attention): every rank's output and gradients are the whole
+// problem's slices, with the whole problem's mask.
+TEST(OpsAttention, DropoutSplitRanksDrawTheWholeMask) {
+  const int64_t B = 2, H = 4, T = 70, Dh = 16;
+  const Case local{1 * 2, T, T, Dh, true, 0.3, 0, 0, 0, 0.25};
+  cpu::TrainingPosition whole;
+  whole.step = kStep;
+  const std::vector<float> factors = dropFactors(local.dropout, D({B, H, T, T}), whole);
+  std::mt19937_64 g(5);
+  const int64_t n = B * H * T * Dh;
+  auto q = randf(n, g), k = randf(n, g), v = randf(n, g), dO = randf(n, g);
+  // Rank (dp, tp) holds batch dp, heads [2 tp, 2 tp + 2).
+  auto slice = [&](const std::vector<float> &x, int64_t dp, int64_t tp, int64_t row) {
+    std::vector<float> y;
+    for (int64_t h = 2 * tp; h < 2 * tp + 2; ++h)
+      y.insert(y.end(), x.begin() + (dp * H + h) * T * row, x.begin() + (dp * H + h + 1) * T * row);
+    return y;
+  };
+  for (int64_t dp = 0; dp < 2; ++dp)
+    for (int64_t tp = 0; tp < 2; ++tp) {
+      cpu::TrainingPosition at = whole;
+      at.dpRank = dp, at.tpRank = tp;
+      SCOPED_TRACE("dp " + std::to_string(dp) + " tp " + std::to_string(tp));
+      compare(local, D({1, 2, T, Dh}), slice(q, dp, tp, Dh), slice(k, dp, tp, Dh),
+              slice(v, dp, tp, Dh), slice(dO, dp, tp, Dh), slice(factors, dp, tp, T), at,
+              D({0, 1, 2}), D({1, 1, 2}));
+    }
+}
 
 TEST(OpsAttention, ZeroSized) {
   Dims dq;

@@ -11,6 +11,8 @@
 // trainable bias broadcast over the batch ([1, H, T, S], T5's relative
 // positions) with causal soft-capped scores. Case 6: a bias per batch and
 // head under seq_major, 2 keys for 3 queries (the bias stays heads-first).
+// Case 7: probability dropout 0.3, causal (the step-0 mask, drawn again by
+// attention_grad: about a third of the 48 probabilities dropped).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -19,7 +21,8 @@
 // CHECK: case 4: PASS
 // CHECK: case 5: PASS
 // CHECK: case 6: PASS
-// CHECK: gradcheck: all 7 cases passed
+// CHECK: case 7: PASS
+// CHECK: gradcheck: all 8 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -125,5 +128,20 @@ func.func @forward(%w: tensor<1x3x2x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v bias %b scale = 0.7 seq_major : tensor<1x3x2x2xf64>, tensor<1x2x2x2xf64>, tensor<1x2x2x2xf64>, tensor<1x2x3x2xf64> -> tensor<1x3x2x2xf64>, tensor<1x2x3xf64>
   %1 = merak.mul %o, %w : tensor<1x3x2x2xf64>, tensor<1x3x2x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x3x2x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<2x2x4x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9], [0.2, 0.1]], [[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45], [0.6, -0.3]]], [[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1], [-0.8, 0.7]], [[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95], [0.05, 0.5]]]]> : tensor<2x2x4x2xf64>
+merak.param @k : tensor<2x2x4x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3], [0.4, -0.9]], [[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4], [-0.2, 0.3]]], [[[0.1, 0.2], [0.3, -0.4], [-0.5, 0.6], [0.7, 0.8]], [[-0.9, 1.0], [0.15, -0.25], [0.35, 0.45], [-0.55, 0.65]]]]> : tensor<2x2x4x2xf64>
+merak.param @v : tensor<2x2x4x2xf64> = dense<[[[[0.5, -0.7], [0.2, 0.9], [-0.3, 0.4], [0.8, 0.1]], [[-0.6, 0.3], [0.7, -0.2], [0.1, 0.5], [-0.4, -0.8]]], [[[0.9, 0.6], [-0.1, -0.3], [0.35, 0.25], [-0.65, 0.15]], [[0.45, -0.55], [0.05, 0.95], [-0.75, 0.2], [0.3, -0.1]]]]> : tensor<2x2x4x2xf64>
+func.func @forward(%w: tensor<2x2x4x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x2x4x2xf64>
+  %k = merak.get_param @k : tensor<2x2x4x2xf64>
+  %v = merak.get_param @v : tensor<2x2x4x2xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 0.8 causal dropout = 0.3 seed = 11 : tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64> -> tensor<2x2x4x2xf64>, tensor<2x2x4xf64>
+  %1 = merak.mul %o, %w : tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x4x2xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

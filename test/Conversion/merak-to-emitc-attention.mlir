@@ -51,3 +51,18 @@ func.func @train_step(%q: tensor<2x4x16xf64>) -> tensor<2x4x16xf64> {
   %o, %l = merak.attention %q, %q, %q scale = 1.0 : tensor<2x4x16xf64>, tensor<2x4x16xf64>, tensor<2x4x16xf64> -> tensor<2x4x16xf64>, tensor<2x4xf64>
   return %o : tensor<2x4x16xf64>
 }
+
+// -----
+
+// Probability dropout: the whole tail (no bias: nullptr, Dims{}; the
+// gradient's dbias nullptr), then the ratio, the seed and the recorded
+// splits; CUDA has no such kernel.
+// CHECK-LABEL: emitc.func @merak_train_step
+// CHECK: call_opaque "attention"{{.*}}#emitc.opaque<"0.125">, #emitc.opaque<"true">, 3 : index, 4 : index, #emitc.opaque<"false">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"nullptr">, #emitc.opaque<"Dims{0, {}}">, #emitc.opaque<"0.10000000000000001">, #emitc.opaque<"7">, #emitc.opaque<"Dims{3, {0, 1, 2}}">, #emitc.opaque<"Dims{0, {}}">]
+// CHECK: call_opaque "attentionGrad"{{.*}}#emitc.opaque<"false">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"nullptr">, #emitc.opaque<"Dims{0, {}}">, #emitc.opaque<"nullptr">, #emitc.opaque<"0.10000000000000001">, #emitc.opaque<"7">, #emitc.opaque<"Dims{3, {0, 1, 2}}">, #emitc.opaque<"Dims{0, {}}">]
+// CUDAERR: 'merak.attention' op with dropout has no CUDA kernel
+func.func @train_step(%q: tensor<2x3x16x32xf32>, %k: tensor<2x3x16x32xf32>, %v: tensor<2x3x16x32xf32>, %g: tensor<2x3x16x32xf32>) -> (tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>) {
+  %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal dropout = 0.1 seed = 7 {batch_split = array<i64: 0, 1, 2>} : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16xf32>
+  %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %g scale = 0.125 causal dropout = 0.1 seed = 7 {batch_split = array<i64: 0, 1, 2>} : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+  return %dq, %dk, %dv : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+}

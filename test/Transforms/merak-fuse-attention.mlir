@@ -382,3 +382,49 @@ func.func @guard_with_bias(%q: tensor<2x2x2x16xf32>, %kt: tensor<2x2x16x2xf32>, 
   %o = merak.matmul %g, %v : tensor<2x2x2x2xf32>, tensor<2x2x2x16xf32> -> tensor<2x2x2x16xf32>
   return %o : tensor<2x2x2x16xf32>
 }
+
+// -----
+
+// Attention-probability dropout (Hugging Face's attn_pdrop) behind torch's
+// NaN guard: the fused op takes its ratio, seed and the splits
+// merak-tensor-parallel recorded on the probabilities. The CUDA kernels
+// have no dropout: left decomposed there.
+// CHECK-LABEL: func.func @probs_dropout
+// CHECK-NEXT: %[[K:.*]] = merak.transpose
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = merak.attention %{{.*}}, %[[K]], %{{.*}} scale = 2.500000e-01 causal dropout = 1.000000e-01 seed = 5 {tp_split = array<i64: 1, 1, 2>}
+// CHECK-NEXT: return %[[O]]
+// NOWIN-LABEL: func.func @probs_dropout
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.dropout
+// NOWIN-LABEL: func.func
+merak.param @h.0.attn.bias : tensor<1x1x4x4xf32> = dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
+func.func @probs_dropout(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %bias = merak.get_param @h.0.attn.bias : tensor<1x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x3x4x4xf32>, tensor<f32>
+  %c = merak.eq %bias, %zero : tensor<1x1x4x4xf32>, tensor<f32>
+  %m = merak.where %c, %ninf, %ss : tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %nan = merak.ne %p, %p : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
+  %g = merak.where %nan, %zero, %p : tensor<2x3x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>
+  %d, %keep = merak.dropout %g ratio = 0.1 seed = 5 {tp_split = array<i64: 1, 1, 2>} : tensor<2x3x4x4xf32> -> tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %o = merak.matmul %d, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// A dropout whose mask something else reads stays decomposed.
+// CHECK-LABEL: func.func @probs_dropout_mask_read
+// CHECK-NOT: merak.attention
+// CHECK: merak.dropout
+func.func @probs_dropout_mask_read(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>) -> (tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>) {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %d, %keep = merak.dropout %p ratio = 0.1 seed = 5 : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>, tensor<1x2x4x4xi1>
+  %o = merak.matmul %d, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o, %keep : tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>
+}

@@ -12,7 +12,12 @@ Checks:
   torch        the serial ./train, 20 AdamW steps on the bundled corpus
                (--sampler sequential): per-step losses equal PyTorch's
                (rel. err <= 1e-4), which they cannot if a mask repeats;
-  evaluator    merak-run's @train_step over 3 steps of one batch, the same;
+               the attention probabilities' dropout is inside the fused
+               merak.attention, which draws its mask again in the backward;
+  unfused      the same with --fused-attention=off (a merak.dropout op on
+               the probabilities);
+  evaluator    merak-run's @train_step over 3 steps of one batch, the same
+               (and the step has one fused attention with dropout a layer);
   <mesh>       dp2-m2 (the batch in 4 parts), tp2 (the attention
                probabilities split by heads), pp2-m2-recompute (masks drawn
                again by the recomputation) and dp2-tp2-pp2-m4, trained with
@@ -47,7 +52,7 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MESHES = {"dp2-m2": dict(dp=2, m=2), "tp2": dict(tp=2),
           "pp2-m2-recompute": dict(pp=2, m=2, extra=["--recompute", "full"]),
           "dp2-tp2-pp2-m4": dict(dp=2, tp=2, pp=2, m=4)}
-CHECKS = ["torch", "evaluator"] + list(MESHES)
+CHECKS = ["torch", "unfused", "evaluator"] + list(MESHES)
 
 U64 = np.uint64
 
@@ -184,8 +189,8 @@ def compare(got, want, tol):
         got[0], got[-1], want[0], want[-1], err)
 
 
-def check_torch(env):
-    got, _ = env.train()
+def check_torch(env, extra=()):
+    got, _ = env.train(extra=list(extra))
     return compare(got, env.reference(env.sequential_batches(STEPS)), TORCH_TOL)
 
 
@@ -200,12 +205,20 @@ def check_evaluator(env):
                "--input", os.path.join(env.work, "ids.npy"),
                "--input", os.path.join(env.work, "labels.npy"), "--steps", "3"])
     got = [json.loads(line)["loss"] for line in out.splitlines() if line.startswith("{")]
+    with open(step_mlir) as f:
+        step = f.read().split("func.func")
+    train_step = next(part for part in step if part.lstrip().startswith("@train_step"))
+    fused = re.findall(r"merak\.attention %.* dropout = ", train_step)
+    if len(fused) != len(env.model.transformer.h):
+        return False, "%d fused attentions with dropout in @train_step" % len(fused)
     return compare(got, env.reference([(ids, labels)] * 3), TORCH_TOL)
 
 
 def check(env, name):
     if name == "torch":
         return check_torch(env)
+    if name == "unfused":
+        return check_torch(env, ["--fused-attention=off"])
     if name == "evaluator":
         return check_evaluator(env)
     if name not in MESHES:

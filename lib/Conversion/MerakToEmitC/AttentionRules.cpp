@@ -39,33 +39,60 @@ bool hasKernel(Operation *op) {
   return elem.isF32() || elem.isBF16();
 }
 
+/// The CUDA kernels drop no probabilities (merak-fuse-attention leaves such
+/// attention decomposed for --target cuda): an error for one that does.
+template <typename OpTy> LogicalResult checkTarget(OpTy op, const LoweringContext &ctx) {
+  if (ctx.cuda && op.getDropout().convertToDouble() > 0)
+    return op.emitOpError("with dropout has no CUDA kernel (compile with "
+                          "--fused-attention=off, or fuse for --target cpu)");
+  return success();
+}
+
 /// Ends the call: operands [..., T, H, D], read in place, when seq_major;
 /// the sliding window and the soft-capping when there are; the bias and
 /// its dims (attention_grad: and the scores' gradient `biasGrad`, null
-/// when nothing reads it) when there is one.
-FailureOr<Lowering> emitWithLayout(Operation *op, int64_t window, double softcap, Value bias,
-                                   Value biasGrad, Emitter::Call &call) {
-  if (op->hasAttr("seq_major") || window || softcap || bias)
-    call.boolean(op->hasAttr("seq_major"));
-  if (window || softcap || bias)
+/// when nothing reads it) when there is one; the probabilities' dropout
+/// (ratio, seed, batch and tp splits) when there is. Trailing defaults are
+/// left out.
+template <typename OpTy>
+FailureOr<Lowering> emitWithLayout(OpTy op, Value biasGrad, Emitter::Call &call) {
+  const int64_t window = op.getWindow();
+  const double softcap = op.getSoftcap().convertToDouble();
+  const double dropout = op.getDropout().convertToDouble();
+  Value bias = op.getBias();
+  constexpr bool isGrad = std::is_same_v<OpTy, AttentionGradOp>;
+  const bool tail = dropout > 0, withBias = bias || tail;
+  if (op.getSeqMajor() || window || softcap || withBias)
+    call.boolean(op.getSeqMajor());
+  if (window || softcap || withBias)
     call.i64(window);
-  if (softcap || bias)
+  if (softcap || withBias)
     call.f64(softcap);
-  if (bias) {
+  if (withBias) {
     if (failed(call.ptrs({bias})))
       return failure();
-    call.dims(bias.getType());
-    if (biasGrad && failed(call.ptrs({Emitter::readOrNull(biasGrad)})))
+    bias ? call.dims(bias.getType()) : call.dims(ArrayRef<int64_t>());
+    if (isGrad && (biasGrad || tail) &&
+        failed(call.ptrs({biasGrad ? Emitter::readOrNull(biasGrad) : Value()})))
       return failure();
+  }
+  if (tail) {
+    auto split = [](std::optional<ArrayRef<int64_t>> s) { return s.value_or(ArrayRef<int64_t>()); };
+    call.f64(dropout)
+        .i64(op.getSeed())
+        .dims(split(op.getBatchSplit()))
+        .dims(split(op.getTpSplit()));
   }
   call.emit();
   return Lowering::Done;
 }
 } // namespace
 
-FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringContext &) {
+FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringContext &ctx) {
   if (!hasKernel(a))
     return Lowering::NoKernel;
+  if (failed(checkTarget(a, ctx)))
+    return failure();
   FailureOr<Emitter::Call> call = attentionCall(a, kernels::attention, e);
   if (failed(call))
     return failure();
@@ -73,13 +100,14 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringCont
   // Results nobody reads are null pointers, which the kernels skip.
   if (failed(call->ptrs({a.getResult(), Emitter::readOrNull(a.getLse())})))
     return failure();
-  return emitWithLayout(a, a.getWindow(), a.getSoftcap().convertToDouble(), a.getBias(),
-                        Value(), *call);
+  return emitWithLayout(a, Value(), *call);
 }
 
-FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &) {
+FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &ctx) {
   if (!hasKernel(g))
     return Lowering::NoKernel;
+  if (failed(checkTarget(g, ctx)))
+    return failure();
   FailureOr<Emitter::Call> call = attentionCall(g, kernels::attentionGrad, e);
   if (failed(call) || failed(call->ptrs({g.getResult(), g.getLse(), g.getGrad()})))
     return failure();
@@ -87,6 +115,5 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, Lowering
   if (failed(call->ptrs(
           llvm::map_to_vector(g.getResults().take_front(3), Emitter::readOrNull))))
     return failure();
-  return emitWithLayout(g, g.getWindow(), g.getSoftcap().convertToDouble(), g.getBias(),
-                        g.getBiasGrad(), *call);
+  return emitWithLayout(g, g.getBiasGrad(), *call);
 }

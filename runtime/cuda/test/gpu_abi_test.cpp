@@ -534,9 +534,10 @@ void run() {
       const double scale = 1.0 / std::sqrt(double(hd));
       const double tol = et == DT::BF16 ? 1e-2 : 1e-4;
       pair(what, {&o, &lse}, tol, [&](int side) {
-        (side ? gpu::attention : cpu::attention)(et, P(q), d, P(k), P(v), 200, scale, causal,
-                                                P(o), P(lse), sm, /*window=*/0, /*softcap=*/0.0,
-                                                /*bias=*/nullptr, Dims{});
+        (side ? gpu::attention : cpu::attention)(et, P(q), d, P(k), P(v), 200, scale, causal, P(o),
+                                                 P(lse), sm, /*window=*/0, /*softcap=*/0.0,
+                                                 /*bias=*/nullptr, Dims{}, /*dropout=*/0.0,
+                                                 /*seed=*/0, Dims{}, Dims{});
       });
       T g = rand(et, d, -1, 1), dq = make(et, d), dk = make(et, d), dv = make(et, d);
       // Both sides read the CPU's o and lse (the device copies are the
@@ -544,10 +545,11 @@ void run() {
       must(cuda::copyToDevice(o.dev, o.host.data(), o.host.size()), "copyToDevice");
       must(cuda::copyToDevice(lse.dev, lse.host.data(), lse.host.size()), "copyToDevice");
       pair(what + " grad", {&dq, &dk, &dv}, tol, [&](int side) {
-        (side ? gpu::attentionGrad : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o),
-                                                        P(lse), P(g), scale, causal, P(dq),
-                                                        P(dk), P(dv), sm, /*window=*/0, /*softcap=*/0.0,
-                                                        /*bias=*/nullptr, Dims{}, nullptr);
+        (side ? gpu::attentionGrad
+              : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o), P(lse), P(g), scale, causal,
+                                    P(dq), P(dk), P(dv), sm, /*window=*/0, /*softcap=*/0.0,
+                                    /*bias=*/nullptr, Dims{}, nullptr,
+                                    /*dropout=*/0.0, /*seed=*/0, Dims{}, Dims{});
       });
     }
 }

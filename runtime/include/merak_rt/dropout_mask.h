@@ -39,6 +39,23 @@ MERAK_RT_HOST_DEVICE inline double uniform(uint64_t key, uint64_t index) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+/// uniform(key, i) >= ratio as integers: the 53 bits of uniform() are at
+/// least threshold(ratio) = ceil(ratio * 2^53) (exact: the bits times 2^-53
+/// is the double uniform() returns). Loops of these vectorise.
+MERAK_RT_HOST_DEVICE inline uint64_t threshold(double ratio) {
+  const double t = ratio * 0x1.0p53;
+  const uint64_t floor = static_cast<uint64_t>(t);
+  return floor + (static_cast<double>(floor) < t ? 1 : 0);
+}
+/// Whether element `index` is kept under `key` (keyed by `base` =
+/// bitsBase(key)) and `threshold`.
+MERAK_RT_HOST_DEVICE inline uint64_t bitsBase(uint64_t key) {
+  return key * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+}
+MERAK_RT_HOST_DEVICE inline bool kept(uint64_t base, uint64_t index, uint64_t threshold) {
+  return (mix(base + index) >> 11) >= threshold;
+}
+
 /// The key of an op's stream (its seed) at training step `step`: each step
 /// a statistically independent mask.
 MERAK_RT_HOST_DEVICE inline uint64_t streamKey(int64_t seed, int64_t step) {

@@ -173,3 +173,40 @@ func.func @bias_grad_shape(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>, %b: tens
   %dq, %dk, %dv, %db = merak.attention_grad %q, %q, %q, %q, %l, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<1x4x4xf32>
   return %dq : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Attention-probability dropout is a ratio in [0, 1).
+func.func @dropout_ratio(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{dropout must be in [0, 1), got 1.000000e+00}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 dropout = 1.0 seed = 3 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+  return %o : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Its splits lie on the probabilities' leading dims, never on [T, S].
+func.func @dropout_split_dim(%q: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  // expected-error @+1 {{tp_split dimension 2 is out of range (the first 2 of rank 4 may be split)}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 dropout = 0.1 seed = 3 {tp_split = array<i64: 2, 1, 2>} : tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>, tensor<2x3x4xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// seq_major operands [B, T, H, D]: the probabilities are [B, H, T, S], whose
+// heads (dim 1: 3 of them) hold no 2 blocks.
+func.func @dropout_split_seq_major(%q: tensor<2x4x3x16xf32>) -> tensor<2x4x3x16xf32> {
+  // expected-error @+1 {{batch_split: dimension 1 (size 3) must hold 2 blocks}}
+  %o, %l = merak.attention %q, %q, %q scale = 1.0 dropout = 0.1 seed = 3 seq_major {batch_split = array<i64: 1, 2, 2>} : tensor<2x4x3x16xf32>, tensor<2x4x3x16xf32>, tensor<2x4x3x16xf32> -> tensor<2x4x3x16xf32>, tensor<2x3x4xf32>
+  return %o : tensor<2x4x3x16xf32>
+}
+
+// -----
+
+// No splits without dropout.
+func.func @split_without_dropout(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{records dropout splits without dropout}}
+  %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q scale = 1.0 {batch_split = array<i64: 0, 1, 2>} : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return %dq : tensor<2x4x16xf32>
+}

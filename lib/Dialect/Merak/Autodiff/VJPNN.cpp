@@ -155,11 +155,11 @@ LogicalResult rule(AttentionOp op, Emitter &e, ValueRange g, Grads &out) {
     scores.push_back(typeOf(bias).getShape().back());
     types.push_back(RankedTensorType::get(scores, typeOf(bias).getElementType()));
   }
-  auto grad = AttentionGradOp::create(e.b, e.loc, types, op.getQuery(), op.getKey(),
-                                      op.getValue(), op.getResult(), op.getLse(), g[0], bias,
-                                      op.getScaleAttr(), op.getCausalAttr(),
-                                      op.getSeqMajorAttr(), op.getWindowAttr(),
-                                      op.getSoftcapAttr());
+  auto grad = AttentionGradOp::create(
+      e.b, e.loc, types, op.getQuery(), op.getKey(), op.getValue(), op.getResult(), op.getLse(),
+      g[0], bias, op.getScaleAttr(), op.getCausalAttr(), op.getSeqMajorAttr(), op.getWindowAttr(),
+      op.getSoftcapAttr(), op.getDropoutAttr(), op.getSeedAttr(), op.getBatchSplitAttr(),
+      op.getTpSplitAttr()); // the forward's mask again
   out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (bias) // summed over the dims the bias broadcasts
     out.push_back(e.unbroadcast(grad.getBiasGrad(), typeOf(bias)));

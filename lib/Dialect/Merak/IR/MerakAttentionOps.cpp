@@ -7,7 +7,9 @@
 // checks); causal needs S = T. An optional bias is [..., T, S] in the
 // heads-first order, each leading dimension 1 or the scores' own, of the
 // query's element type; attention_grad then returns its gradient shaped
-// like the scores.
+// like the scores. With attention-probability dropout (`dropout` in
+// [0, 1)), the recorded splits lie on the probabilities' leading dims, and
+// the op reads the training position (its mask's step and this rank's parts).
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -115,12 +117,48 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   return verifyBias(op, bias, scoresType(q, k));
 }
 
+/// The dropout checks of both ops: a ratio in [0, 1); splits recorded on
+/// the leading dims of the heads-first probabilities [..., T, S].
+template <typename OpTy> static LogicalResult verifyDropout(OpTy op) {
+  double p = op.getDropout().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return op.emitOpError("dropout must be in [0, 1), got ") << p;
+  if (p == 0.0 && (op.getBatchSplit() || op.getTpSplit()))
+    return op.emitOpError("records dropout splits without dropout");
+  auto q = cast<RankedTensorType>(op.getQuery().getType());
+  auto k = cast<RankedTensorType>(op.getKey().getType());
+  if (op.getSeqMajor())
+    q = headsFirst(q), k = headsFirst(k);
+  RankedTensorType probs = scoresType(q, k);
+  return verifyDropoutSplits(op, probs.getShape(), probs.getRank() - 2, op.getBatchSplit(),
+                             op.getTpSplit());
+}
+
+/// Dropout reads the training position; attention is otherwise pure.
+template <typename OpTy>
+static void dropoutEffects(OpTy op,
+                           SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
+  if (op.getDropout().convertToDouble() > 0)
+    e.emplace_back(MemoryEffects::Read::get(), TrainingPositionResource::get());
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQuery(), getKey(), getValue(), getBias(),
-                         getResult().getType(), getLse().getType(),
-                         getScale().convertToDouble(), getCausal(),
-                         getSeqMajor(), getWindow(),
-                         getSoftcap().convertToDouble());
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getBias(),
+                             getResult().getType(), getLse().getType(),
+                             getScale().convertToDouble(), getCausal(), getSeqMajor(), getWindow(),
+                             getSoftcap().convertToDouble())))
+    return failure();
+  return verifyDropout(*this);
+}
+
+void AttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  dropoutEffects(*this, effects);
+}
+
+void AttentionGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &effects) {
+  dropoutEffects(*this, effects);
 }
 
 LogicalResult AttentionGradOp::verify() {
@@ -147,5 +185,5 @@ LogicalResult AttentionGradOp::verify() {
       return emitOpError("bias_grad type ")
              << getBiasGrad().getType() << " must be the scores' " << want;
   }
-  return success();
+  return verifyDropout(*this);
 }

@@ -748,22 +748,29 @@ LogicalResult DropoutOp::verify() {
     return emitOpError("output type must equal the input type");
   if (getMask().getType().getShape() != getInput().getType().getShape())
     return emitOpError("mask shape must equal the input shape");
-  ArrayRef<int64_t> shape = getInput().getType().getShape();
-  for (auto [name, split] : {std::pair{"batch_split", getBatchSplit()},
-                             std::pair{"tp_split", getTpSplit()}}) {
+  return verifyDropoutSplits(*this, getInput().getType().getShape(), getInput().getType().getRank(),
+                             getBatchSplit(), getTpSplit());
+}
+
+LogicalResult mlir::merak::verifyDropoutSplits(Operation *op, ArrayRef<int64_t> shape,
+                                               int64_t splittable,
+                                               std::optional<ArrayRef<int64_t>> batchSplit,
+                                               std::optional<ArrayRef<int64_t>> tpSplit) {
+  for (auto [name, split] :
+       {std::pair{"batch_split", batchSplit}, std::pair{"tp_split", tpSplit}}) {
     if (!split)
       continue;
     if (split->size() != 3)
-      return emitOpError(name) << " must be [dim, blocks, parts], got " << split->size()
-                               << " values";
+      return op->emitOpError(name)
+             << " must be [dim, blocks, parts], got " << split->size() << " values";
     int64_t dim = (*split)[0], blocks = (*split)[1], parts = (*split)[2];
-    if (dim < 0 || dim >= (int64_t)shape.size())
-      return emitOpError(name) << " dimension " << dim << " is out of range for rank "
-                               << shape.size();
+    if (dim < 0 || dim >= splittable)
+      return op->emitOpError(name) << " dimension " << dim << " is out of range (the first "
+                                   << splittable << " of rank " << shape.size() << " may be split)";
     if (blocks < 1 || parts < 1 || shape[dim] % blocks)
-      return emitOpError(name) << ": dimension " << dim << " (size " << shape[dim]
-                               << ") must hold " << blocks << " blocks, and parts (" << parts
-                               << ") must be positive";
+      return op->emitOpError(name)
+             << ": dimension " << dim << " (size " << shape[dim] << ") must hold " << blocks
+             << " blocks, and parts (" << parts << ") must be positive";
   }
   return success();
 }

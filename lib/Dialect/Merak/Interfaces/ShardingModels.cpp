@@ -537,6 +537,22 @@ struct ShardingModel
       auto dropout = cast<DropoutOp>(op);
       axis == "tp" ? dropout.setTpSplitAttr(split) : dropout.setBatchSplitAttr(split);
     }
+    if constexpr (std::is_same_v<OpTy, AttentionOp>) {
+      // Its dropout's mask lies on the heads-first probabilities [..., H,
+      // T, S]. `dim` is of the result ([..., H, T, D], or seq_major [..., T,
+      // H, D]) or of lse ([..., H, T]); the sequence is never split, so a
+      // seq_major dim rank-3 or rank-2 is the heads.
+      auto attn = cast<AttentionOp>(op);
+      int64_t rank = cast<RankedTensorType>(attn.getQuery().getType()).getRank();
+      if (attn.getDropout().convertToDouble() == 0)
+        return;
+      if (attn.getSeqMajor() && (dim == rank - 3 || dim == rank - 2))
+        dim = rank - 3;
+      if (dim >= rank - 2)
+        return;
+      auto split = DenseI64ArrayAttr::get(op->getContext(), {dim, blocks, parts});
+      axis == "tp" ? attn.setTpSplitAttr(split) : attn.setBatchSplitAttr(split);
+    }
   }
   void adaptToLocalTypes(Operation *op) const {
     if constexpr (std::is_same_v<OpTy, SplitOp>) {

@@ -111,11 +111,11 @@ void foldAttentionLayouts(ModuleOp module) {
     if (!q || !k || !v)
       continue;
     b.setInsertionPoint(a);
-    auto n = AttentionOp::create(b, a.getLoc(),
-                                 TypeRange{headsSwapped(a.getResult().getType()),
-                                           a.getLse().getType()},
-                                 q, k, v, a.getBias(), a.getScaleAttr(), a.getCausalAttr(),
-                                 b.getUnitAttr(), a.getWindowAttr(), a.getSoftcapAttr());
+    auto n = AttentionOp::create(
+        b, a.getLoc(), TypeRange{headsSwapped(a.getResult().getType()), a.getLse().getType()}, q, k,
+        v, a.getBias(), a.getScaleAttr(), a.getCausalAttr(), b.getUnitAttr(), a.getWindowAttr(),
+        a.getSoftcapAttr(), a.getDropoutAttr(), a.getSeedAttr(), a.getBatchSplitAttr(),
+        a.getTpSplitAttr());
     a.getLse().replaceAllUsesWith(n.getLse());
     rewire(b, a.getResult(), n.getResult());
     a.erase();
@@ -134,10 +134,10 @@ void foldAttentionLayouts(ModuleOp module) {
                             headsSwapped(g.getValueGrad().getType())};
     if (g.getBiasGrad())
       types.push_back(g.getBiasGrad().getType());
-    auto n = AttentionGradOp::create(b, g.getLoc(), types, in[0], in[1], in[2], in[3],
-                                     g.getLse(), in[4], g.getBias(), g.getScaleAttr(),
-                                     g.getCausalAttr(), b.getUnitAttr(), g.getWindowAttr(),
-                                     g.getSoftcapAttr());
+    auto n = AttentionGradOp::create(
+        b, g.getLoc(), types, in[0], in[1], in[2], in[3], g.getLse(), in[4], g.getBias(),
+        g.getScaleAttr(), g.getCausalAttr(), b.getUnitAttr(), g.getWindowAttr(), g.getSoftcapAttr(),
+        g.getDropoutAttr(), g.getSeedAttr(), g.getBatchSplitAttr(), g.getTpSplitAttr());
     for (auto [from, to] : llvm::zip(g.getResults().take_front(3), n.getResults()))
       rewire(b, from, to);
     if (g.getBiasGrad())

@@ -16,6 +16,7 @@
 //                                        outside the mask
 //   p = softmax(s, last axis)
 //   p = where(ne(p, p), 0, p)            optional (torch's SDPA: NaN rows to 0)
+//   p = dropout(p, ratio, seed)          optional (cpu-forms), its mask unread
 //   o = matmul(p, v)                     v [..., S, D]
 //
 // and replaces it with merak.attention(q, transpose(kT), v). The mask must
@@ -35,8 +36,11 @@
 //
 // Fused only where the one op serves both targets: float32, as many keys as
 // queries, head dim 16, 32, 64 or 128 (the CUDA kernel's) equal for key and
-// value, a nonzero scale, intermediates with no other users. Everything else (dropout on the probabilities, other
-// masks, other head dims) stays decomposed.
+// value, a nonzero scale, intermediates with no other users. Everything else (other
+// masks, other head dims) stays decomposed. A dropout on the probabilities
+// becomes the fused op's `dropout` and `seed` (and the splits it recorded):
+// the kernels draw its mask again, forward and backward, so the fused form
+// computes what the decomposed one does.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -453,8 +457,16 @@ double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain
 
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
+  Value probs = pv.getLhs();
+  auto dropout = probs.getDefiningOp<DropoutOp>();
+  if (dropout) {
+    if (!cpuForms || !dropout.getOutput().hasOneUse() || !dropout.getMask().use_empty())
+      return false;
+    chain.push_back(dropout);
+    probs = dropout.getInput();
+  }
   bool guarded;
-  auto sm = softmaxOf(pv.getLhs(), chain, guarded, [&](Value v) { return splat(v); });
+  auto sm = softmaxOf(probs, chain, guarded, [&](Value v) { return splat(v); });
   if (!sm)
     return false;
   auto scoresType = cast<RankedTensorType>(sm.getType());
@@ -524,10 +536,16 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   Value k = TransposeOp::create(b, loc, RankedTensorType::get(kShape, kt.getElementType()), kT,
                                 perm);
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
-  auto attn = AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v, bias,
-                                  b.getF64FloatAttr(*scale),
-                                  mask->causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
-                                  b.getI64IntegerAttr(mask->window), b.getF64FloatAttr(softcap));
+  // The dropout's ratio, seed and the splits it recorded (none at p = 0).
+  bool drops = dropout && dropout.getRatio().convertToDouble() > 0;
+  auto attn =
+      AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v, bias,
+                          b.getF64FloatAttr(*scale), mask->causal ? b.getUnitAttr() : UnitAttr(),
+                          UnitAttr(), b.getI64IntegerAttr(mask->window), b.getF64FloatAttr(softcap),
+                          b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
+                          b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
+                          drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
+                          drops ? dropout.getTpSplitAttr() : DenseI64ArrayAttr());
   pv.getResult().replaceAllUsesWith(attn.getResult());
   for (Operation *op : chain)
     op->erase();
@@ -558,7 +576,7 @@ struct MerakFuseAttentionPass
     SmallVector<MatmulOp> candidates;
     module.walk([&](MatmulOp mm) {
       Operation *def = mm.getLhs().getDefiningOp();
-      if (isa_and_nonnull<SoftmaxOp, WhereOp>(def))
+      if (isa_and_nonnull<SoftmaxOp, WhereOp, DropoutOp>(def))
         candidates.push_back(mm);
     });
     AttentionFuser fuser(module, globs, cpuForms);

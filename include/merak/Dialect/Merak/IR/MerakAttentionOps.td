@@ -8,7 +8,13 @@
 #ifndef MERAK_ATTENTION_OPS_TD
 #define MERAK_ATTENTION_OPS_TD
 
-def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> {
+// Attention-probability dropout (merak.dropout's ratio, seed and splits).
+defvar Merak_AttentionDropoutArgs = (ins DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+    DefaultValuedAttr<I64Attr, "0">:$seed, OptionalAttr<DenseI64ArrayAttr>:$batch_split,
+    OptionalAttr<DenseI64ArrayAttr>:$tp_split);
+
+def Merak_AttentionOp : Merak_Op<"attention", [AlwaysSpeculatable,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>, Merak_AutocastKeepsInput]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Fused (causal) scaled dot-product attention";
   let description = [{
@@ -36,6 +42,19 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
     every product and statistic in float32, the result rounded once);
     float64 is accepted for the reference evaluator's gradient checks.
 
+    With `dropout` p > 0 (attention-probability dropout, which
+    merak-fuse-attention takes in from a `merak.dropout` between the softmax
+    and the product with the values), each probability is kept with
+    merak.dropout's counter-based mask and scaled by `1 / (1 - p)` before
+    the product: element i of the whole heads-first probabilities
+    `[..., H, T, S]` is kept at step s when `u(k(seed, s), i) >= p`, the
+    decision `merak.dropout %probs ratio = p seed = seed` makes, so the
+    fused and the decomposed forms train alike. `lse` stays the
+    undropped softmax's. `batch_split` and `tp_split` are merak.dropout's,
+    on the probabilities' dimensions (leading ones only); the backward
+    draws the same mask again instead of storing it. The op then reads the
+    training position, a side effect (not folded).
+
     With `seq_major`, query, key, value and result are laid out
     `[..., T, H, D]` (the sequence before the heads: the projections'
     layout, `[B, T, H*D]` reshaped) instead of `[..., H, T, D]`; `lse`
@@ -50,24 +69,30 @@ def Merak_AttentionOp : Merak_Op<"attention", [Pure, Merak_AutocastKeepsInput]> 
     %o2, %lse2 = merak.attention %q, %k, %v bias %b scale = 1.0
         : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>,
           tensor<1x4x64x64xf32> -> tensor<2x4x64x64xf32>, tensor<2x4x64xf32>
+    %o3, %lse3 = merak.attention %q, %k, %v scale = 0.125 causal dropout = 0.1 seed = 7
+        : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
+        -> tensor<2x4x64x64xf32>, tensor<2x4x64xf32>
     ```
   }];
-  let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
+  let arguments = !con((ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, Optional<Merak_FloatTensor>:$bias,
                        F64Attr:$scale, UnitAttr:$causal,
                        UnitAttr:$seq_major, DefaultValuedAttr<I64Attr, "0">:$window,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap),
+                       Merak_AttentionDropoutArgs);
   let results = (outs Merak_FloatTensor:$result, Merak_FloatTensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`bias` $bias^)? `scale` `=` $scale (`causal` $causal^)?
-    (`window` `=` $window^)? (`softcap` `=` $softcap^)? (`seq_major` $seq_major^)? attr-dict
+    (`window` `=` $window^)? (`softcap` `=` $softcap^)? (`dropout` `=` $dropout^)?
+    (`seed` `=` $seed^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) (`,` type($bias)^)?
     `->` type($result) `,` type($lse)
   }];
   let hasVerifier = 1;
 }
 
-def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
+def Merak_AttentionGradOp : Merak_Op<"attention_grad", [AlwaysSpeculatable,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Gradients of merak.attention with respect to query, key and value";
   let description = [{
@@ -84,6 +109,11 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
     key_grad   = scale * dS^T Q
     ```
 
+    With `dropout` p > 0, M the forward's mask scaled by `1 / (1 - p)`
+    (drawn again from `seed`, the step and the splits), `value_grad = (P * M)^T
+    grad` and `dS = P * (M * grad V^T - Delta)`: Delta still equals
+    `sum_c P M (grad V^T)` through the dropped result.
+
     With a `bias` (added to the scores after the capping), P includes it,
     and the op has a fourth result: `bias_grad = P * (grad V^T - Delta)`,
     the gradient of every score, shaped like the scores (`[..., H, T, S]`,
@@ -97,13 +127,14 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
         -> tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>
     ```
   }];
-  let arguments = (ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
+  let arguments = !con((ins Merak_FloatTensor:$query, Merak_FloatTensor:$key,
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
                        Optional<Merak_FloatTensor>:$bias,
                        F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major,
                        DefaultValuedAttr<I64Attr, "0">:$window,
-                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap),
+                       Merak_AttentionDropoutArgs);
   let results = (outs Merak_FloatTensor:$query_grad, Merak_FloatTensor:$key_grad,
                       Merak_FloatTensor:$value_grad,
                       Optional<Merak_FloatTensor>:$bias_grad);
@@ -111,7 +142,7 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [Pure]> {
     $query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`bias` $bias^)?
     `scale` `=` $scale
     (`causal` $causal^)? (`window` `=` $window^)? (`softcap` `=` $softcap^)?
-    (`seq_major` $seq_major^)? attr-dict
+    (`dropout` `=` $dropout^)? (`seed` `=` $seed^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,`
     type($result) `,` type($lse) `,` type($grad) (`,` type($bias)^)? `->` type($query_grad) `,`
     type($key_grad) `,` type($value_grad) (`,` type($bias_grad)^)?

@@ -85,6 +85,14 @@ namespace mlir::merak {
 /// step writes it, frozen otherwise.
 constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 
+/// Checks a dropout mask's recorded splits (merak.dropout's, or an
+/// attention's on its probabilities) on a local tensor of `shape`: each
+/// `[dim, blocks, parts]` with dim < `splittable` (the dims a pass may
+/// split) and `blocks` dividing that dim; errors are emitted on `op`.
+LogicalResult verifyDropoutSplits(Operation *op, ArrayRef<int64_t> shape, int64_t splittable,
+                                  std::optional<ArrayRef<int64_t>> batchSplit,
+                                  std::optional<ArrayRef<int64_t>> tpSplit);
+
 /// The names of the module's parameters of kind "frozen": autodiff and the
 /// pipeline's cut give them no gradient.
 llvm::StringSet<> frozenParamNames(ModuleOp module);

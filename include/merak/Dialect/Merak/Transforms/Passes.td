@@ -146,11 +146,16 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     becomes `causal`), constant ALiBi slopes, masks that differ between
     batches. Windows, soft-capping and biases only with `cpu-forms` (the
     CUDA kernels have none of them). torch's SDPA NaN guard
-    (`where(isnan(p), 0, p)` after the softmax) goes with it.
+    (`where(isnan(p), 0, p)` after the softmax) goes with it. With
+    `cpu-forms`, a `merak.dropout` on the probabilities (Hugging Face's
+    attention dropout) whose mask nothing else reads becomes the fused
+    op's `dropout` and `seed`, with the splits it recorded: the kernels
+    draw its mask again, forward and backward.
     Fused only for float32 self-attention (as many keys as queries) with a
     head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
-    kernel's shapes), a nonzero scale and intermediates without other users; anything else (dropout on the probabilities, padding masks
-    shaped [B, 1, 1, S]) stays decomposed. Runs after merak-tensor-parallel (which
+    kernel's shapes), a nonzero scale and intermediates without other
+    users; anything else (padding masks shaped [B, 1, 1, S]) stays
+    decomposed. Runs after merak-tensor-parallel (which
     shards the decomposed form's heads) and before merak-attach-loss.
   }];
   let options = [
@@ -158,7 +163,8 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
                "Globs of parameters that do not train (masks read from them are constants)">,
     Option<"cpuForms", "cpu-forms", "bool", /*default=*/"true",
            "Also fuse what only the CPU kernels implement: sliding windows, "
-           "soft-capping and score biases (off for the CUDA target)">
+           "soft-capping, score biases and probability dropout (off for the "
+           "CUDA target)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
