@@ -37,6 +37,7 @@ public:
   const ImportOptions &options;
   /// Set when --batch-size bound some input's leading dimension.
   bool batchBound = false;
+  DropoutLedger dropouts;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(ctx);
   llvm::StringMap<Value> values;

@@ -75,6 +75,16 @@ inline uint64_t stableHash(llvm::StringRef s) {
   return h;
 }
 
+/// The graph's Dropout nodes (OnnxOpsDropout.cpp): how many train
+/// (training_mode true), and the merak.dropout ops made for nodes with a
+/// nonzero ratio but no training_mode input, which ONNX reads as inference
+/// and torch's export of scaled_dot_product_attention writes in training
+/// exports; resolveUntaggedDropouts decides them once the graph is read.
+struct DropoutLedger {
+  int64_t training = 0;
+  SmallVector<DropoutOp> untagged;
+};
+
 /// What a per-op handler sees: one ONNX node being imported.
 class NodeContext {
 public:
@@ -199,6 +209,8 @@ public:
   void setSequenceOutput(ArrayRef<Value> items);
   LogicalResult error(const Twine &msg);
   LogicalResult unsupported(const Twine &what);
+  /// The graph's Dropout bookkeeping.
+  DropoutLedger &dropouts();
 
 private:
   SmallVector<Value> finish(Operation *op);
@@ -322,6 +334,11 @@ void registerRecurrentOps(OpRegistry &r);
 /// name. The element-wise handlers build the same formulas.
 Value namedActivation(NodeContext &n, StringRef name, double alpha, double beta, Value x);
 void registerAttentionOps(OpRegistry &r);
+void registerDropoutOps(OpRegistry &r);
+/// After the graph: the untagged dropouts train when others do, else they
+/// become the identity (OnnxOpsDropout.cpp), also in `values` (the graph's
+/// names, its outputs among them).
+void resolveUntaggedDropouts(DropoutLedger &ledger, llvm::StringMap<Value> &values);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);

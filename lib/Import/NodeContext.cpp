@@ -355,6 +355,8 @@ LogicalResult NodeContext::error(const Twine &msg) {
   return failure();
 }
 
+DropoutLedger &NodeContext::dropouts() { return graph.dropouts; }
+
 LogicalResult NodeContext::unsupported(const Twine &what) {
   emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
                  << "' (" << describeNode(node) << ", opset " << opset << ")";

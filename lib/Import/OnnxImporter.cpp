@@ -538,6 +538,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
 
   if (failed(importNodes(*order)))
     return nullptr;
+  resolveUntaggedDropouts(dropouts, values);
 
   if (failed(importOutputs(func, argTypes)))
     return nullptr;

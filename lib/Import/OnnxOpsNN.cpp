@@ -567,44 +567,6 @@ LogicalResult argImpl(NodeContext &n, bool isMin) {
 LogicalResult argMax(NodeContext &n) { return argImpl(n, false); }
 LogicalResult argMin(NodeContext &n) { return argImpl(n, true); }
 
-LogicalResult dropout(NodeContext &n) {
-  bool training = false;
-  if (n.hasInput(2)) {
-    auto t = n.constantScalar(2, "training_mode");
-    if (failed(t))
-      return failure();
-    training = *t != 0;
-  }
-  double ratio = 0.5;
-  if (n.hasInput(1)) {
-    auto r = n.constantScalar(1, "ratio");
-    if (failed(r))
-      return failure();
-    ratio = *r;
-  }
-  Value x = n.input(0);
-  auto xt = n.inputType(0);
-  auto maskType = RankedTensorType::get(xt.getShape(), n.builder().getI1Type());
-  if (!training || ratio == 0.0) {
-    // Inference (or p = 0): identity with an all-true mask.
-    HostTensor one(RankedTensorType::get({}, n.builder().getI1Type()));
-    one.i()[0] = 1;
-    Value mask = n.isOutputUsed(1) ? n.broadcastTo(n.constant(one), xt.getShape()) : Value();
-    n.setOutputs({x, mask});
-    return success();
-  }
-  if (ratio < 0 || ratio >= 1)
-    return n.error("ratio must be in [0, 1)");
-  // Seeds are per node (named by its first output, unique in the graph) and
-  // stable across imports and compiler builds.
-  int64_t seed = n.getInt(
-      "seed", (int64_t)(stableHash(n.getNode().output(0)) & 0x7fffffff));
-  auto r = n.createMulti<DropoutOp>(xt, maskType, x, llvm::APFloat(ratio), seed,
-                                    DenseI64ArrayAttr(), DenseI64ArrayAttr());
-  n.setOutputs(r);
-  return success();
-}
-
 /// LRN: x / (bias + alpha / size * (sum of x^2 over the `size` channels
 /// around c: floor((size-1)/2) before, ceil((size-1)/2) after))^beta, the
 /// sum as shifted slices of the channel-padded squares.
@@ -751,7 +713,6 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   r.add("InstanceNormalization", 6, instanceNorm);
   r.add("ArgMax", 1, argMax);
   r.add("ArgMin", 1, argMin);
-  r.add("Dropout", 12, dropout);
   r.add("GroupNormalization", 18, groupNorm18);
   r.add("GroupNormalization", 21, groupNorm21);
   // Versions after 17 that only add dtypes (bfloat16, float8) merak's
@@ -762,5 +723,4 @@ void onnx_import::registerNNOps(OpRegistry &r) {
   for (StringRef op : {"Conv", "MaxPool", "GlobalAveragePool", "GlobalMaxPool"})
     r.sameAs(op, 22, 1);
   r.sameAs("InstanceNormalization", 22, 6);
-  r.sameAs("Dropout", 22, 12);
 }

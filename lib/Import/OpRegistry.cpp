@@ -95,6 +95,7 @@ const OpRegistry &OpRegistry::get() {
     registerIndexingOps(r);
     registerRecurrentOps(r);
     registerAttentionOps(r);
+    registerDropoutOps(r);
     registerResizeOps(r);
     registerEinsumOps(r);
     registerMathOps(r);

@@ -54,6 +54,10 @@ class Env:
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         self.onnx = os.path.join(work, "gpt.onnx")
         export_gpt2(self.onnx, VOCAB, BATCH, SEQ, dynamic_batch=True)
+        # A cost file an earlier build wrote may lack this build's op keys.
+        stale = os.path.join(work, "costs.json")
+        if os.path.exists(stale):
+            os.remove(stale)
         self.free = os.path.join(work, "free.json")
         with open(self.free, "w") as f:
             json.dump(FREE, f)
