@@ -289,10 +289,12 @@ Value NodeContext::sliceDim(Value v, int64_t dim, int64_t start, int64_t limit,
 }
 
 /// How many times constant indices take each of `rows` rows in order
-/// (0,..,0, 1,..,1, .., rows-1, r times each), or 0.
+/// (0,..,0, 1,..,1, .., rows-1, r times each), or 0 (also for indices that
+/// are not integers, which merak.gather's verifier then refuses).
 static int64_t repeatsOfRows(const HostTensor &idx, int64_t rows) {
   int64_t total = idx.size();
-  if (rows <= 0 || total == 0 || total % rows)
+  if (rows <= 0 || total == 0 || total % rows || idx.isFloat() ||
+      idx.i().size() != size_t(total))
     return 0;
   int64_t r = total / rows;
   for (int64_t e = 0; e < total; ++e) {
