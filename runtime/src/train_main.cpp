@@ -27,14 +27,15 @@
 #include "merak_rt/trace.h"
 #include "op_profile.h"
 
+#include "checkpoint_shards.h"
 #include "expert_placement.h"
 #include "file_util.h"
 #include "manifest.h"
-#include "checkpoint_shards.h"
 #include "sharding.h"
 #include "stop_signals.h"
 #include "train_checkpoint.h"
 #include "train_memory.h"
+#include "train_program.h"
 #include "train_support.h"
 #include "weights_file.h"
 
@@ -50,7 +51,6 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -87,20 +87,6 @@ void writeScalar(char *base, const ManifestTensor &t, double value) {
   }
 }
 
-/// Stores `n` indices into an I64 or I32 tensor of A.
-void writeIndices(char *base, const ManifestTensor &t, const int64_t *values,
-                  uint64_t n) {
-  char *dst = base + t.offset;
-  if (t.dtype == DType::I64) {
-    std::memcpy(dst, values, n * sizeof(int64_t));
-    return;
-  }
-  for (uint64_t i = 0; i < n; ++i) {
-    int32_t v = static_cast<int32_t>(values[i]);
-    std::memcpy(dst + i * sizeof(int32_t), &v, sizeof(v));
-  }
-}
-
 std::string formatNumber(double v) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.6g", v);
@@ -121,75 +107,6 @@ std::string formatLoss(double v) {
 /// merak_train_main returns: a rank that fails aborts the whole job rather
 /// than finalize while its peers wait in a collective.
 std::unique_ptr<Comm> gComm;
-
-struct Program {
-  Manifest manifest;
-  const ManifestTensor *tokens = nullptr, *labels = nullptr, *step = nullptr;
-  const ManifestTensor *loss = nullptr, *gradNorm = nullptr, *lr = nullptr;
-  std::vector<const ManifestTensor *> extraOutputs; // other float scalars
-  int64_t batch = 0, seqLen = 0;
-  /// Inputs fed from .npy arrays when there are no token ids.
-  std::vector<const ManifestTensor *> arrayInputs;
-};
-
-Program loadProgram() {
-  Result<Manifest> parsed = parseManifest(merak_manifest);
-  if (!parsed.ok())
-    internalError("the embedded manifest is invalid: " + parsed.message());
-  Program p;
-  p.manifest = std::move(parsed).value();
-  const Manifest &m = p.manifest;
-  // With a weights file, its tensors are checked when it is opened.
-  if (!m.weights && merak_data_size < m.constsOffset + m.constsBytes)
-    internalError("the embedded data holds " +
-                  std::to_string(merak_data_size) +
-                  " bytes, but the manifest needs consts_offset " +
-                  std::to_string(m.constsOffset) + " + consts_bytes " +
-                  std::to_string(m.constsBytes));
-  for (const ManifestTensor &t : m.params)
-    if (!m.weights && t.dataBytes > 0 && (t.dataOffset > merak_data_size ||
-                            t.dataBytes > merak_data_size - t.dataOffset))
-      internalError("the embedded data holds " + std::to_string(merak_data_size) +
-                    " bytes, but the shards of '" + t.name + "' lie at " +
-                    std::to_string(t.dataOffset) + " + " + std::to_string(t.dataBytes));
-  p.tokens = m.inputWithRole("tokens");
-  // Without token ids (an MLP, a CNN), every input but the step comes from
-  // a directory of .npy arrays (array_data.h).
-  for (const ManifestTensor &in : m.inputs)
-    if (!p.tokens && in.role != "step") {
-      if (in.shape.empty() ||
-          (!p.arrayInputs.empty() && in.shape[0] != p.arrayInputs[0]->shape[0]))
-        internalError("input '" + in.name + "' has no batch dimension shared "
-                      "with the other inputs");
-      p.arrayInputs.push_back(&in);
-    } else if (p.tokens && in.role == "other") {
-      internalError("input '" + in.name +
-                    "' has role 'other' next to token ids; ./train can only "
-                    "feed tokens, labels and the step");
-    }
-  if (!p.tokens && p.arrayInputs.empty())
-    internalError("the manifest has no input to feed");
-  p.labels = m.inputWithRole("labels");
-  p.step = m.inputWithRole("step");
-  p.loss = m.output("loss");
-  p.gradNorm = m.output("grad_norm");
-  p.lr = m.output("lr");
-  static const std::set<std::string> kStandard = {
-      "step", "loss", "lr", "grad_norm", "tokens_per_s", "time_ms",
-      "nonfinite"};
-  for (const ManifestTensor &out : m.outputs)
-    if (!kStandard.count(out.name) && out.elements == 1 &&
-        (out.dtype == DType::F32 || out.dtype == DType::F64))
-      p.extraOutputs.push_back(&out);
-  if (p.tokens) {
-    p.batch = p.tokens->shape[0];
-    p.seqLen = p.tokens->shape[1];
-  } else {
-    p.batch = p.arrayInputs[0]->shape[0];
-    p.seqLen = 1; // "tokens" per second are samples per second
-  }
-  return p;
-}
 
 /// The processes of a parallel program: one per device of its mesh
 /// (mpirun -np dp*tp*pp), with the runtime's communicator set; null for
@@ -232,61 +149,6 @@ void openBackend(StepBackend &backend, Comm *comm, PipelineRunner *pipeline,
                   "messages in host memory)\n",
                   memory->name());
   }
-}
-
-/// The training data: token ids, or one array per input of the model.
-struct Datasets {
-  std::optional<ArrayDataset> arrays;
-  std::optional<TokenDataset> tokens;
-};
-Datasets openData(const Program &program, const TrainOptions &o) {
-  Datasets d;
-  if (!program.tokens) {
-    std::vector<ArraySpec> specs;
-    for (const ManifestTensor *in : program.arrayInputs)
-      specs.push_back({in->name, in->dtype,
-                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end()),
-                       in->indexLimit});
-    Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    d.arrays.emplace(std::move(opened).value());
-  }
-  if (program.tokens) {
-    Result<TokenDataset> opened =
-        TokenDataset::open(o.data, program.seqLen, o.sampler, o.seed);
-    if (!opened.ok())
-      die(kExitError, opened.message());
-    d.tokens.emplace(std::move(opened).value());
-    // Labels are the same file shifted by one: both limits apply to it.
-    int64_t limit = program.tokens->indexLimit;
-    if (program.labels && program.labels->indexLimit > 0)
-      limit = limit > 0 ? std::min(limit, program.labels->indexLimit)
-                        : program.labels->indexLimit;
-    if (limit > 0)
-      if (Status st = d.tokens->checkIds(limit); !st.ok())
-        die(kExitError, st.message());
-  }
-  return d;
-}
-
-/// The constants, in the executable's data or the weights file (copied
-/// when not aligned).
-const char *constants(const Manifest &m, const WeightsFile *w, Buffer &constsCopy) {
-  const char *C = reinterpret_cast<const char *>(merak_data) + m.constsOffset;
-  if (w && m.constsBytes > 0) {
-    C = w->tensor(kConstantsTensor, m.constsBytes);
-    if (!C)
-      die(kExitError, "the weights file '" + w->path() + "' has no " +
-                          std::to_string(m.constsBytes) + " bytes of constants '" +
-                          kConstantsTensor + "' (recompile the program)");
-  }
-  if (reinterpret_cast<uintptr_t>(C) % kAlignment != 0) {
-    constsCopy = allocateAligned(m.constsBytes, "constants");
-    std::memcpy(constsCopy.get(), C, m.constsBytes);
-    C = constsCopy.get();
-  }
-  return C;
 }
 
 /// Run-time hyper-parameters win over the compiled and checkpointed ones.
@@ -341,31 +203,6 @@ void printSummary(const TrainOptions &o, int64_t start, bool hasLoss, double las
                checkpointName(o.steps);
   std::printf("%s\n", summary.c_str());
   std::fflush(stdout);
-}
-
-/// Step `s`'s inputs in the arena: this data-parallel rank's rows of the
-/// global batch (token ids and labels, or every array input) and the step.
-Status fillStepInputs(const Program &program, Datasets &data, int64_t s, int64_t dpRank,
-                      char *A, std::vector<int64_t> &inputs, std::vector<int64_t> &labels) {
-  const int64_t globalBatch = program.batch * program.manifest.meshDp;
-  const int64_t begin = dpRank * program.batch, end = (dpRank + 1) * program.batch;
-  if (data.arrays) {
-    for (size_t i = 0; i < program.arrayInputs.size(); ++i)
-      if (Status st = data.arrays->fill(i, s, globalBatch, begin, end,
-                                        A + program.arrayInputs[i]->offset);
-          !st.ok())
-        return st;
-  } else {
-    if (Status st = data.tokens->fill(s, globalBatch, begin, end, inputs.data(), labels.data());
-        !st.ok())
-      return st;
-    writeIndices(A, *program.tokens, inputs.data(), inputs.size());
-    if (program.labels)
-      writeIndices(A, *program.labels, labels.data(), labels.size());
-  }
-  if (program.step)
-    writeIndices(A, *program.step, &s, 1);
-  return Status();
 }
 
 /// One run of ./train: the processes, the command line, data and memory,
