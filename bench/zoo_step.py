@@ -2,7 +2,7 @@
 PyTorch 2.x eager and torch.compile (inductor), one thread, in one run.
 
     $(scripts/venv-path.sh)/bin/python bench/zoo_step.py --bin build/bin --workdir /tmp/zoo \
-        [--steps 20] [--models gpt2,llama,encoder]
+        [--steps 20] [--models gpt2,llama,encoder] [--dropout P]
 
 Every model: d=256, 4 layers, 8 heads (Llama: 2 kv heads, SwiGLU 4d,
 interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
@@ -21,6 +21,10 @@ compilation excluded). Prints the step times, merak / eager and
 merak / compile (goal <= 0.8), and the achieved FLOP/s (6 * params * tokens
 plus the attention's 12 * layers * B * T^2 * d, per step) against the
 single-core SGEMM peak measured here (torch.mm 1024^3, 1 thread).
+--dropout P sets every nn.Dropout of the models to P (training with
+dropout: merak's fused attention draws the probabilities' mask inside the
+kernel, PyTorch's eager GPT-2 runs nn.Dropout on them); without it the
+models' own (0 in these models).
 A benchmark, not a test.
 """
 import argparse
@@ -48,7 +52,19 @@ B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 256, 4, 8, 2048
 WARMUP = 5
 
 
+DROPOUT = None  # --dropout
+
+
 def build(name):
+    model, flags = build_model(name)
+    if DROPOUT is not None:
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = DROPOUT
+    return model, flags
+
+
+def build_model(name):
     torch.manual_seed(0)
     if name == "gpt2":
         return em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=T), \
@@ -124,7 +140,10 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--models", default="gpt2,llama,encoder")
+    ap.add_argument("--dropout", type=float, default=None)
     args = ap.parse_args()
+    global DROPOUT
+    DROPOUT = args.dropout
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(1)
     peak = sgemm_peak()

@@ -595,10 +595,11 @@ LogicalResult tensorScatter(NodeContext &n) {
   bool fits = ut.getRank() == rank && ut.getElementType() == ct.getElementType();
   for (int64_t d = 0; fits && d < rank; ++d)
     fits = d == *ax ? ut.getDimSize(d) <= ct.getDimSize(d) : ut.getDimSize(d) == ct.getDimSize(d);
-  const int64_t B = ct.getDimSize(0), S = ct.getDimSize(*ax), T = ut.getDimSize(*ax);
-  if (!fits || T < 1)
+  // (The update's dims are read only once its rank is known to fit.)
+  if (!fits || ut.getDimSize(*ax) < 1)
     return n.error("the update must have the cache's type and shape but along the axis, "
                    "where it is non-empty and at most the cache's length");
+  const int64_t B = ct.getDimSize(0), S = ct.getDimSize(*ax), T = ut.getDimSize(*ax);
   if (S > kMaxMaterialisedElements)
     return n.error("the cache's axis is too long for its position constant");
   auto i64 = n.builder().getI64Type();
