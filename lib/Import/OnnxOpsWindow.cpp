@@ -261,6 +261,10 @@ LogicalResult onnx_import::importConv3D(NodeContext &n) {
   const int64_t O = wt.getDimSize(0), kD = wt.getDimSize(2);
   const int64_t sD = win->strides[0], dD = win->dilations[0];
   const int64_t lo = win->padding[0], hi = win->padding[3];
+  if (kD < 1)
+    return n.error("the kernel has depth " + Twine(kD) + "; it needs at least 1");
+  if (n.hasInput(2) && n.inputType(2).getShape() != ArrayRef<int64_t>{O})
+    return n.error("the bias must be [" + Twine(O) + "] (one value per output channel)");
   const int64_t outD = windowExtent(D, kD, sD, lo, hi, dD, false);
   if (outD <= 0)
     return n.error("the kernel's depth " + Twine(kD) + " (dilation " + Twine(dD) +
@@ -291,6 +295,8 @@ LogicalResult onnx_import::importConv3D(NodeContext &n) {
     return failure();
   if (n.hasInput(2))
     sum = n.create<AddOp>(sum, n.reshape(n.input(2), {1, O, 1, 1}));
+  if (n.hasFailed() || !sum)
+    return failure();
   auto yt = cast<RankedTensorType>(sum.getType()); // [N*D', O, H', W']
   Value y = n.reshape(sum, {N, outD, O, yt.getDimSize(2), yt.getDimSize(3)});
   n.setOutputs(n.create<TransposeOp>(y, ArrayRef<int64_t>{0, 2, 1, 3, 4}));
