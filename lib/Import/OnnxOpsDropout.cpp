@@ -54,8 +54,8 @@ LogicalResult dropout(NodeContext &n) {
   if (ratio < 0 || ratio >= 1)
     return n.error("ratio must be in [0, 1)");
   int64_t seed = n.getInt("seed", (int64_t)(stableHash(n.getNode().output(0)) & 0x7fffffff));
-  SmallVector<Value> r = n.createMulti<DropoutOp>(
-      xt, maskType, x, llvm::APFloat(ratio), seed, DenseI64ArrayAttr(), DenseI64ArrayAttr());
+  SmallVector<Value> r = n.createMulti<DropoutOp>(xt, maskType, x, llvm::APFloat(ratio), seed,
+                                                  DenseI64ArrayAttr(), DenseI64ArrayAttr());
   if (r.empty())
     return failure();
   if (untagged)
@@ -67,15 +67,17 @@ LogicalResult dropout(NodeContext &n) {
 }
 } // namespace
 
-void onnx_import::resolveUntaggedDropouts(DropoutLedger &ledger,
-                                          llvm::StringMap<Value> &values) {
+void onnx_import::resolveUntaggedDropouts(DropoutLedger &ledger, llvm::StringMap<Value> &values) {
   if (ledger.untagged.empty())
     return;
   if (ledger.training > 0) {
     DropoutOp first = ledger.untagged.front();
+    auto name = dyn_cast<NameLoc>(first.getLoc());
     emitWarning(first.getLoc())
-        << ledger.untagged.size() << " Dropout node(s) with a ratio (" << first.getRatio().convertToDouble()
-        << " here) but no training_mode input, which ONNX reads as inference, train like the "
+        << ledger.untagged.size() << " Dropout node(s) with a ratio ("
+        << first.getRatio().convertToDouble()
+        << (name ? " in '" + name.getName().str() + "'" : std::string(" here"))
+        << ") but no training_mode input, which ONNX reads as inference, train like the "
            "graph's other "
         << ledger.training
         << " Dropout node(s) (torch exports scaled_dot_product_attention's dropout so; the "
