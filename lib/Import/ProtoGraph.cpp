@@ -37,14 +37,16 @@ std::optional<std::vector<int64_t>> tensorInts(const onnx::TensorProto &t) {
     if (t.int64_data_size())
       return std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end());
     v.resize(t.raw_data().size() / sizeof(int64_t));
-    std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
+    if (!v.empty()) // (an empty vector's data() may be null)
+      std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(int64_t));
     return v;
   }
   if (t.data_type() == onnx::TensorProto::INT32) {
     if (t.int32_data_size())
       return std::vector<int64_t>(t.int32_data().begin(), t.int32_data().end());
     std::vector<int32_t> w(t.raw_data().size() / sizeof(int32_t));
-    std::memcpy(w.data(), t.raw_data().data(), w.size() * sizeof(int32_t));
+    if (!w.empty())
+      std::memcpy(w.data(), t.raw_data().data(), w.size() * sizeof(int32_t));
     return std::vector<int64_t>(w.begin(), w.end());
   }
   return std::nullopt;
