@@ -12,16 +12,12 @@
 //===----------------------------------------------------------------------===//
 #include "Kernels.h"
 
-#include "merak/Evaluator/DropoutMask.h"
-#include "merak/Evaluator/Evaluator.h"
-
 #include <cmath>
 #include <optional>
 
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::kernels;
-namespace mask = ::merak::rt::dropout;
 
 namespace {
 /// The shapes of one attention op: `batch` (batch x head) slices of T
@@ -33,10 +29,7 @@ struct AttnDims {
   double scale = 1, softcap = 0;
   const HostTensor *bias = nullptr; // [..., T, S], broadcast over the slices
   SmallVector<int64_t> lead;        // the scores' leading (batch, head) dims
-  // Dropout: probability (b, r, c) is multiplied by keep(index) / (1 - p).
-  double dropout = 0;
-  uint64_t key = 0;
-  mask::MaskLayout layout;
+  SerialDropoutMask drop;           // of the probabilities [..., T, S]
 
   AttnDims(ArrayRef<int64_t> qs, ArrayRef<int64_t> ks, ArrayRef<int64_t> vs, double scale,
            bool causal, int64_t window, double softcap)
@@ -50,28 +43,20 @@ struct AttnDims {
     lead.assign(qs.begin(), qs.end() - 2);
   }
 
-  /// Reads an op's dropout (serial conventions: batch part 0, tp rank 0;
-  /// the caller's step, as merak.dropout).
+  /// Reads an op's dropout (merak.dropout's mask, as the evaluator draws it).
   template <typename OpTy> LogicalResult setDropout(OpTy op) {
-    dropout = op.getDropout().convertToDouble();
-    auto split = [](std::optional<ArrayRef<int64_t>> s) {
-      return s ? mask::Split{(*s)[0], (*s)[1], (*s)[2], 0} : mask::Split{};
-    };
     SmallVector<int64_t> probs(lead);
     probs.append({t, s});
-    if (!mask::makeLayout(probs.size(), probs.data(), split(op.getTpSplit()),
-                          split(op.getBatchSplit()), layout))
-      return op.emitOpError("has dropout splits its probabilities cannot hold");
-    key = mask::streamKey(op.getSeed(), evaluationStep());
+    FailureOr<SerialDropoutMask> m =
+        serialDropoutMask(op, probs, op.getDropout().convertToDouble(), op.getSeed(),
+                          op.getBatchSplit(), op.getTpSplit());
+    if (failed(m))
+      return failure();
+    drop = *m;
     return success();
   }
   /// The dropout factor of probability (b, r, c): 1 without dropout.
-  double keep(int64_t b, int64_t r, int64_t c) const {
-    if (dropout == 0)
-      return 1;
-    uint64_t i = layout.globalIndex((b * t + r) * s + c);
-    return mask::uniform(key, i) >= dropout ? 1.0 / (1.0 - dropout) : 0.0;
-  }
+  double keep(int64_t b, int64_t r, int64_t c) const { return drop.factor((b * t + r) * s + c); }
 
   /// The offset of slice b's [T, S] block in the bias (its size-1 leading
   /// dims broadcast).

@@ -237,24 +237,39 @@ LogicalResult kernels::eval(AvgPool2DOp op, Operands in, Results out) {
   return success();
 }
 
-LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
-  const HostTensor &x = *in[0];
-  HostTensor y(op.getOutput().getType()), keeps(op.getMask().getType());
-  double ratio = op.getRatio().convertToDouble(), scale = 1.0 / (1.0 - ratio);
-  // Serial conventions: batch part 0, tp rank 0; the caller's step.
+FailureOr<SerialDropoutMask> kernels::serialDropoutMask(Operation *op, ArrayRef<int64_t> shape,
+                                                        double ratio, int64_t seed,
+                                                        std::optional<ArrayRef<int64_t>> batchSplit,
+                                                        std::optional<ArrayRef<int64_t>> tpSplit) {
   auto split = [](std::optional<ArrayRef<int64_t>> s) {
     return s ? mask::Split{(*s)[0], (*s)[1], (*s)[2], 0} : mask::Split{};
   };
-  ArrayRef<int64_t> shape = op.getInput().getType().getShape();
-  mask::MaskLayout layout;
-  if (!mask::makeLayout(shape.size(), shape.data(), split(op.getTpSplit()),
-                               split(op.getBatchSplit()), layout))
-    return op.emitOpError("has splits its shape cannot hold");
-  uint64_t key = mask::streamKey(op.getSeed(), evaluationStep());
+  SerialDropoutMask m;
+  if (!mask::makeLayout(shape.size(), shape.data(), split(tpSplit), split(batchSplit), m.layout))
+    return op->emitOpError("has dropout splits its shape cannot hold");
+  m.key = mask::streamKey(seed, evaluationStep());
+  m.ratio = ratio;
+  return m;
+}
+
+double SerialDropoutMask::factor(int64_t k) const {
+  if (ratio == 0.0)
+    return 1.0;
+  return mask::uniform(key, layout.globalIndex(k)) >= ratio ? 1.0 / (1.0 - ratio) : 0.0;
+}
+
+LogicalResult kernels::eval(DropoutOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0];
+  HostTensor y(op.getOutput().getType()), keeps(op.getMask().getType());
+  FailureOr<SerialDropoutMask> m =
+      serialDropoutMask(op, op.getInput().getType().getShape(), op.getRatio().convertToDouble(),
+                        op.getSeed(), op.getBatchSplit(), op.getTpSplit());
+  if (failed(m))
+    return failure();
   for (int64_t k = 0; k < x.size(); ++k) {
-    bool keep = ratio == 0.0 || mask::uniform(key, layout.globalIndex(k)) >= ratio;
-    keeps.i()[k] = keep;
-    y.setFromDouble(k, keep ? x.f()[k] * scale : 0.0);
+    const double f = m->factor(k);
+    keeps.i()[k] = f != 0.0;
+    y.setFromDouble(k, f != 0.0 ? x.f()[k] * f : 0.0);
   }
   out.push_back(std::move(y));
   out.push_back(std::move(keeps));

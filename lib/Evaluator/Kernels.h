@@ -3,6 +3,7 @@
 #define MERAK_LIB_EVALUATOR_KERNELS_H
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/DropoutMask.h"
 #include "merak/Evaluator/HostTensor.h"
 
 namespace mlir::merak::kernels {
@@ -96,6 +97,22 @@ MERAK_EVAL_OPS(MERAK_EVAL_DECLARE)
 FailureOr<HostTensor> allToAllOnOneRank(Operation *op, const HostTensor &x,
                                         const HostTensor &ids, int64_t experts, bool combine,
                                         std::optional<uint64_t> compact);
+
+/// A dropout mask of `op` (merak.dropout, or attention on its
+/// probabilities) as the evaluator draws it: serial conventions (batch part
+/// 0, tp rank 0), the caller's step (evaluationStep()). `shape` is the
+/// masked tensor's; an error on `op` when the recorded splits do not fit it.
+struct SerialDropoutMask {
+  ::merak::rt::dropout::MaskLayout layout;
+  uint64_t key = 0;
+  double ratio = 0;
+  /// The factor of element k of the local tensor: 1 / (1 - ratio) or 0.
+  double factor(int64_t k) const;
+};
+FailureOr<SerialDropoutMask> serialDropoutMask(Operation *op, ArrayRef<int64_t> shape, double ratio,
+                                               int64_t seed,
+                                               std::optional<ArrayRef<int64_t>> batchSplit,
+                                               std::optional<ArrayRef<int64_t>> tpSplit);
 
 } // namespace mlir::merak::kernels
 

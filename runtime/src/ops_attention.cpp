@@ -70,14 +70,13 @@ void gradRow(float *p, float *dp, const float *bias, float *gb, const float *m, 
   }
 }
 
-/// gradRow's form for this call's options.
-template <bool kCap, bool kBias>
-void gradRowOf(bool drop, float *p, float *dp, const float *bias, float *gb, const float *m,
-               int64_t lo, int64_t n, float lse, float delta, float cap) {
-  if (drop)
-    gradRow<kCap, kBias, true>(p, dp, bias, gb, m, lo, n, lse, delta, cap);
-  else
-    gradRow<kCap, kBias, false>(p, dp, bias, gb, m, lo, n, lse, delta, cap);
+using GradRowFn = void (*)(float *, float *, const float *, float *, const float *, int64_t,
+                           int64_t, float, float, float);
+/// gradRow's form for a call's options (chosen once per call).
+template <bool kCap> GradRowFn gradRowFor(bool bias, bool drop) {
+  if (bias)
+    return drop ? gradRow<kCap, true, true> : gradRow<kCap, true, false>;
+  return drop ? gradRow<kCap, false, true> : gradRow<kCap, false, false>;
 }
 
 /// Attention-probability dropout of one call: merak.dropout's mask on the
@@ -385,6 +384,8 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     return;
   const float sc = static_cast<float>(scale);
   const ProbDropout drop(dropout, seed, dq, keys, batchSplit, tpSplit);
+  const GradRowFn gradRowOf = softcap > 0 ? gradRowFor<true>(Bias != nullptr, drop.on())
+                                          : gradRowFor<false>(Bias != nullptr, drop.on());
   parallelFor(z.slices, 2 * z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
     float *p = scratch<float, 0>(kTile * z.s);
     float *dp = scratch<float, 1>(kTile * z.s);
@@ -417,14 +418,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           float *gb = gbr ? gbr : dpr;
           if (m) // the factors, indexed like the tile's row (from key k0)
             drop.row(b, r0 + i, k0 + lo, n - lo, m + lo);
-          if (softcap > 0 && br)
-            gradRowOf<true, true>(m != nullptr, pr, dpr, br, gb, m, lo, n, l, dl, cap);
-          else if (softcap > 0)
-            gradRowOf<true, false>(m != nullptr, pr, dpr, nullptr, nullptr, m, lo, n, l, dl, cap);
-          else if (br)
-            gradRowOf<false, true>(m != nullptr, pr, dpr, br, gb, m, lo, n, l, dl, cap);
-          else
-            gradRowOf<false, false>(m != nullptr, pr, dpr, nullptr, nullptr, m, lo, n, l, dl, cap);
+          gradRowOf(pr, dpr, br, gb, m, lo, n, l, dl, cap);
           std::fill(pr, pr + lo, 0.f);
           std::fill(dpr, dpr + lo, 0.f);
           std::fill(pr + n, pr + width, 0.f);
