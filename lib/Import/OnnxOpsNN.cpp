@@ -2,6 +2,8 @@
 #include "ImporterImpl.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -213,6 +215,20 @@ LogicalResult globalPool(NodeContext &n) {
   return success();
 }
 
+/// The shortest decimal that a float32 attribute rounds from: torch writes
+/// BatchNorm's momentum as float(1 - 0.1), and 1 minus it should be 0.1,
+/// not 0.100000024.
+double writtenDecimal(double value) {
+  for (int digits = 1; digits <= 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*e", digits - 1, value);
+    double d = std::strtod(text, nullptr);
+    if (static_cast<float>(d) == static_cast<float>(value))
+      return d;
+  }
+  return value;
+}
+
 LogicalResult batchNorm(NodeContext &n) {
   // BN-14/15 have `training_mode`; BN-9 signals training by asking for the
   // running statistics (5 outputs); BN-6/7 also by is_test=0, and have
@@ -221,12 +237,17 @@ LogicalResult batchNorm(NodeContext &n) {
     return n.unsupported("spatial=0");
   bool training = n.getOpset() >= 14 ? n.getInt("training_mode", 0) != 0
                                      : n.numOutputs() > 1 && !n.getInt("is_test", 0);
-  SmallVector<Value> outs{n.create<BatchNormOp>(
-      n.inputType(0), n.input(0), n.input(1), n.input(2), n.input(3), n.input(4),
-      llvm::APFloat(n.getFloat("epsilon", 1e-5)), training)};
   bool stats = false;
   for (unsigned i = 1; i < n.numOutputs(); ++i)
     stats |= n.isOutputUsed(i);
+  // Training without the running statistics as outputs (torch's export of
+  // nn.BatchNorm*): the training step updates them (merak-batch-norm-stats).
+  FloatAttr momentum =
+      training && !stats ? n.builder().getF64FloatAttr(writtenDecimal(n.getFloat("momentum", 0.9)))
+                         : FloatAttr();
+  SmallVector<Value> outs{n.create<BatchNormOp>(
+      n.inputType(0), n.input(0), n.input(1), n.input(2), n.input(3), n.input(4),
+      llvm::APFloat(n.getFloat("epsilon", 1e-5)), training, momentum)};
   if (stats) {
     // The running statistics (momentum m): mean * m + batch mean * (1 - m),
     // var likewise with the batch's population variance; BN-9 and earlier

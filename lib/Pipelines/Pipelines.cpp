@@ -101,6 +101,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     pm.addPass(createMerakMixedPrecision(mixed));
     pm.addPass(createCSEPass());
   }
+  pm.addPass(createMerakBatchNormStats());
   MerakAttachLossOptions loss;
   loss.loss = o.loss;
   loss.logits = o.logits;

@@ -48,14 +48,18 @@ int failWith(llvm::raw_ostream &log, const Twine &msg) {
   return 1;
 }
 
-/// Prints "N trainable parameters (M elements), K frozen".
+/// Prints "N trainable parameters (M elements), K frozen" (and the buffers
+/// among the K).
 void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
   // The gradient function's results name exactly the trainable parameters.
-  int64_t trainable = 0, elements = 0, total = 0;
+  int64_t trainable = 0, elements = 0, total = 0, buffers = 0;
   // Optimizer state (optimizer.<name>.<slot>.<param>) is not a parameter.
-  for (ParamOp param : module.getOps<ParamOp>())
+  for (ParamOp param : module.getOps<ParamOp>()) {
     if (!param.getSymName().starts_with("optimizer."))
       ++total;
+    if (auto kind = param->getAttrOfType<StringAttr>(kKindAttr); kind && kind == "buffer")
+      ++buffers;
+  }
   // (With ZeRO the gradients are parts: count the parameters' elements.)
   if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))
     for (unsigned i = 1; i < grad.getNumResults(); ++i) {
@@ -67,8 +71,12 @@ void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
       elements += cast<RankedTensorType>(param ? param.getType() : grad.getResultTypes()[i])
                       .getNumElements();
     }
-  os << "merak-compile: " << trainable << " trainable parameters (" << elements
-     << " elements), " << total - trainable << " frozen\n";
+  os << "merak-compile: " << trainable << " trainable parameters (" << elements << " elements), "
+     << total - trainable << " frozen";
+  if (buffers)
+    os << " (" << buffers
+       << " of them buffers that training updates: BatchNorm running statistics)";
+  os << "\n";
 }
 
 /// Prints the memory plan's totals: the peak arena against what every

@@ -176,10 +176,10 @@ void checkTensors(const schema::Program &p, Manifest &m) {
     if (!p.params[i].kind)
       fail(where + ": missing \"kind\"");
     const std::string &k = m.params[i].kind = *p.params[i].kind;
-    if (k != "trainable" && k != "frozen" && k != "state" && k != "scratch" &&
+    if (k != "trainable" && k != "frozen" && k != "buffer" && k != "state" && k != "scratch" &&
         k != "hparam")
       fail(where + ": unknown kind '" + k +
-           "' (expected trainable, frozen, state, scratch or hparam)");
+           "' (expected trainable, frozen, buffer, state, scratch or hparam)");
   }
 
   m.inputs = checkList(p.inputs, "inputs", m.arenaBytes, "arena_bytes");

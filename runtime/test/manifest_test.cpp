@@ -127,9 +127,9 @@ TEST(Manifest, Errors) {
               "integer");
   expectError("\"name\": \"m.w\"", "\"name\": \"w\"",
               "params[1]: duplicate name 'w'");
-  expectError("\"kind\": \"state\"", "\"kind\": \"buffer\"",
-              "params[1] ('m.w'): unknown kind 'buffer' (expected trainable, "
-              "frozen, state, scratch or hparam)");
+  expectError("\"kind\": \"state\"", "\"kind\": \"weights\"",
+              "params[1] ('m.w'): unknown kind 'weights' (expected trainable, "
+              "frozen, buffer, state, scratch or hparam)");
   expectError("\"kind\": \"state\"", "\"kinds\": \"state\"",
               "params[1] ('m.w'): missing \"kind\"");
   expectError("\"role\": \"labels\"", "\"role\": \"tokens\"",

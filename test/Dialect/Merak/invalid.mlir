@@ -776,6 +776,22 @@ func.func @batch_norm_channels(%a: tensor<2x3x4xf32>, %c: tensor<3xf32>, %v: ten
 
 // -----
 
+func.func @batch_norm_momentum_inference(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.batch_norm' op momentum (a running-statistics update) needs training}}
+  %0 = merak.batch_norm %a, %c, %c, %c, %c epsilon = 1.0e-5 {momentum = 0.9 : f64} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @batch_norm_momentum_range(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.batch_norm' op momentum must be in [0, 1], got 1.5}}
+  %0 = merak.batch_norm %a, %c, %c, %c, %c epsilon = 1.0e-5 {training, momentum = 1.5 : f64} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @batch_norm_channel_rank(%a: tensor<2x3xf32>, %c: tensor<3xf32>, %s: tensor<1x3xf32>) {
   // expected-error @+1 {{got 'tensor<1x3xf32>'}}
   %0 = merak.batch_norm %a, %s, %c, %c, %c epsilon = 1.0e-5 : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>

@@ -456,6 +456,13 @@ LogicalResult BatchNormOp::verify() {
       return emitOpError("per-channel operands must be ")
              << RankedTensorType::get({c}, in.getElementType()) << ", got " << t;
   }
+  if (FloatAttr momentum = getMomentumAttr()) {
+    double m = momentum.getValueAsDouble();
+    if (!getTraining())
+      return emitOpError("momentum (a running-statistics update) needs training");
+    if (!(m >= 0.0 && m <= 1.0))
+      return emitOpError("momentum must be in [0, 1], got ") << m;
+  }
   return success();
 }
 

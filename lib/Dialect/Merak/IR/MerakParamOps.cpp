@@ -85,7 +85,8 @@ LogicalResult SetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 llvm::StringSet<> mlir::merak::frozenParamNames(ModuleOp module) {
   llvm::StringSet<> names;
   for (ParamOp p : module.getOps<ParamOp>())
-    if (auto kind = p->getAttrOfType<StringAttr>(kKindAttr); kind && kind.getValue() == "frozen")
+    if (auto kind = p->getAttrOfType<StringAttr>(kKindAttr);
+        kind && (kind.getValue() == "frozen" || kind.getValue() == "buffer"))
       names.insert(p.getSymName());
   return names;
 }

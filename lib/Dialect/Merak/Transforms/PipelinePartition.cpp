@@ -19,7 +19,9 @@
 //  * Per stage s: @stage<s>_forward(data, acts) -> acts' (last: the loss);
 //    @stage<s>_backward(data, acts, cotangents of acts') -> cotangents of
 //    acts, which recomputes the forward from the stage's inputs and
-//    accumulates parameter gradients into `pipeline.grad.<param>` state;
+//    accumulates parameter gradients into `pipeline.grad.<param>` state
+//    (the forward's own parameter writes, BatchNorm's running statistics,
+//    are not repeated there);
 //    @stage<s>_grads() -> the accumulated gradients of the parameters the
 //    stage holds (dp-averaged), from which merak-optimizer builds
 //    @stage<s>_update. A parameter read by several stages (tied weights) is
@@ -29,17 +31,18 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "merak/Dialect/Merak/Analysis/StageBalance.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
-#include "merak/Dialect/Merak/Analysis/StageBalance.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Debug.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPIPELINE
@@ -54,6 +57,16 @@ using namespace mlir::merak;
 static int64_t valueBytes(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getNumElements() * std::max<int64_t>(1, storageElementBytes(t.getElementType()));
+}
+
+llvm::DenseSet<Operation *> mlir::merak::forwardOnlyOps(Block &body) {
+  llvm::DenseSet<Operation *> only;
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (isa<SetParamOp>(op) ||
+        (!op.use_empty() && isMemoryEffectFree(&op) &&
+         llvm::all_of(op.getUsers(), [&](Operation *u) { return only.contains(u); })))
+      only.insert(&op);
+  return only;
 }
 
 int64_t mlir::merak::estimateOpFlops(Operation *op) {
@@ -430,16 +443,26 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
                                 }));
       return f;
     };
-    // Clones the stage's ops into `f` (arguments first as in inTypes).
-    auto cloneBody = [&](func::FuncOp f, IRMapping &map, OpBuilder &b) {
+    // Clones the stage's ops into `f` (arguments first as in inTypes),
+    // recording each op's copy in `copies`, and leaving out those whose
+    // copy in the forward fragment (`fwdCopies`) is in `skip`.
+    llvm::DenseMap<Operation *, Operation *> fwdCopies;
+    auto cloneBody = [&](func::FuncOp f, IRMapping &map, OpBuilder &b,
+                         llvm::DenseMap<Operation *, Operation *> *copies,
+                         const llvm::DenseSet<Operation *> &skip) {
       for (auto [i, a] : llvm::enumerate(data))
         map.map(a, f.getArgument(i));
       for (auto [i, v] : llvm::enumerate(liveIn))
         map.map(v, f.getArgument(data.size() + i));
-      for (Operation *op : statics)
-        b.clone(*op, map);
-      for (int64_t i = lo; i < hi; ++i)
-        b.clone(*dyn[i], map);
+      SmallVector<Operation *> ops(statics);
+      ops.append(dyn.begin() + lo, dyn.begin() + hi);
+      for (Operation *op : ops) {
+        if (skip.contains(fwdCopies.lookup(op)))
+          continue;
+        Operation *copy = b.clone(*op, map);
+        if (copies)
+          (*copies)[op] = copy;
+      }
     };
 
     // Forward.
@@ -458,7 +481,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     {
       IRMapping map;
       OpBuilder b = OpBuilder::atBlockEnd(&fwd.getBody().front());
-      cloneBody(fwd, map, b);
+      cloneBody(fwd, map, b, &fwdCopies, {});
       SmallVector<Value> results;
       if (last)
         results.push_back(map.lookup(loss));
@@ -469,8 +492,9 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       fwd.setAllResultAttrs(outAttrs);
     }
 
-    // Backward: recompute, then the reverse sweep seeded by the output
-    // cotangents (the last stage: d loss = 1/microbatches, so the
+    // Backward: recompute (without the forward's own parameter writes,
+    // which happen once per micro-batch), then the reverse sweep seeded by
+    // the output cotangents (the last stage: d loss = 1/microbatches, so the
     // accumulated gradient is that of the mean over micro-batches).
     SmallVector<Type> bwdTypes(inTypes);
     SmallVector<DictionaryAttr> bwdAttrs(inAttrs);
@@ -494,7 +518,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     {
       IRMapping map;
       OpBuilder b = OpBuilder::atBlockEnd(&bwd.getBody().front());
-      cloneBody(bwd, map, b);
+      cloneBody(bwd, map, b, nullptr, forwardOnlyOps(fwd.getBody().front()));
       SmallVector<std::pair<Value, Value>> seeds;
       if (last) {
         auto lt = cast<RankedTensorType>(loss.getType());

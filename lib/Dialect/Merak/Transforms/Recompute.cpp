@@ -193,8 +193,12 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
     if (!p.fwd || !p.bwd)
       return module.emitError("merak-recompute: no @") << prefix << "forward/backward (run "
                                                           "merak-pipeline first)";
+    // (merak-pipeline left the forward's own parameter writes, and what
+    // only they read, out of the backward.)
+    llvm::DenseSet<Operation *> forwardOnly = forwardOnlyOps(p.fwd.getBody().front());
     for (Operation &op : p.fwd.getBody().front().without_terminator())
-      p.fwdOps.push_back(&op);
+      if (!forwardOnly.contains(&op))
+        p.fwdOps.push_back(&op);
     Block &bb = p.bwd.getBody().front();
     auto it = bb.begin();
     for (Operation *f : p.fwdOps) {

@@ -79,10 +79,12 @@ namespace mlir::merak {
 
 /// Discardable attribute on `merak.param`: what the parameter is for the
 /// generated program and its checkpoints: "state" (optimizer state, set by
-/// merak-optimizer), "hparam" (a run-time hyper-parameter) or "frozen" (a
+/// merak-optimizer), "hparam" (a run-time hyper-parameter), "frozen" (a
 /// buffer a pass added that is never trained, e.g. merak-expert-parallel's
-/// placement tables). Absent: a model parameter, trainable when the training
-/// step writes it, frozen otherwise.
+/// placement tables) or "buffer" (a model parameter the forward updates and
+/// the optimizer never trains: BatchNorm's running statistics, set by
+/// merak-batch-norm-stats). Absent: a model parameter, trainable when the
+/// training step writes it, frozen otherwise.
 constexpr llvm::StringLiteral kKindAttr = "merak.kind";
 
 /// Checks a dropout mask's recorded splits (merak.dropout's, or an
@@ -93,8 +95,9 @@ LogicalResult verifyDropoutSplits(Operation *op, ArrayRef<int64_t> shape, int64_
                                   std::optional<ArrayRef<int64_t>> batchSplit,
                                   std::optional<ArrayRef<int64_t>> tpSplit);
 
-/// The names of the module's parameters of kind "frozen": autodiff and the
-/// pipeline's cut give them no gradient.
+/// The names of the module's parameters of kind "frozen" or "buffer" (a
+/// value the forward updates, such as BatchNorm's running statistics):
+/// autodiff and the pipeline's cut give them no gradient.
 llvm::StringSet<> frozenParamNames(ModuleOp module);
 
 /// The parameter holding merak.expert_place's table `table`:

@@ -432,10 +432,22 @@ def Merak_BatchNormOp : Merak_Op<"batch_norm", [Pure]> {
   let description = [{
     With `training`, normalises with the batch statistics (biased variance)
     and ignores `mean`/`var`; otherwise uses `mean`/`var` (running stats).
+
+    `momentum` (with `training` only, in [0, 1]) asks the training step to
+    update the running statistics as PyTorch's BatchNorm does, once per
+    forward (per micro-batch): `running = momentum * running + (1 -
+    momentum) * batch`, the batch variance unbiased (`n / (n - 1)` times
+    the population variance over the n values per channel). The importer
+    sets it on a training-mode BatchNormalization whose running-statistics
+    outputs are unused (as torch exports `nn.BatchNorm*`: ONNX's momentum,
+    the weight of the old value, 1 - torch's); `merak-batch-norm-stats`
+    writes the update, which needs `mean` and `var` to be parameter reads,
+    and removes the attribute.
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$scale,
                        Merak_FloatTensor:$bias, Merak_FloatTensor:$mean,
-                       Merak_FloatTensor:$var, F64Attr:$epsilon, UnitAttr:$training);
+                       Merak_FloatTensor:$var, F64Attr:$epsilon, UnitAttr:$training,
+                       OptionalAttr<F64Attr>:$momentum);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias `,` $mean `,` $var `epsilon` `=` $epsilon attr-dict

@@ -209,6 +209,30 @@ def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakBatchNormStats : Pass<"merak-batch-norm-stats", "mlir::ModuleOp"> {
+  let summary = "[training] Updates batch normalisation's running statistics in the forward";
+  let description = [{
+    For every `merak.batch_norm {training, momentum = M}` of `@forward`
+    (the importer's torch-style BatchNormalization), writes PyTorch's
+    update of its running statistics right after it: `merak.set_param`s
+    of `M * running + (1 - M) * batch` with the batch mean and the
+    unbiased batch variance (`n / (n - 1)`, n the values per channel of
+    the part this program computes). The two parameters become buffers
+    (`merak.kind = "buffer"`: not trained, saved in checkpoints). Runs
+    after merak-split-batch, so each data-parallel rank and micro-batch
+    uses its own rows (PyTorch's DDP without SyncBatchNorm; rank 0's
+    buffers are the checkpoint's, as DDP broadcasts rank 0's); the
+    pipeline partitioner keeps the writes in forward fragments only.
+    Errors: fewer than two values per channel. Statistics that are not
+    parameters get a warning and no update. Consumes `momentum`.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The function whose normalisations update their statistics">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
   let summary = "[training] Adds func.func @loss computing the training loss of @forward";
   let description = [{

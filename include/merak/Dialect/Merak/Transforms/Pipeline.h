@@ -17,6 +17,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -43,6 +44,12 @@ inline constexpr llvm::StringLiteral kGradAccumulatorPrefix = "pipeline.grad.";
 /// 0 for ops of other dialects.
 int64_t estimateOpFlops(Operation *op);
 
+/// The ops of a stage's forward that its backward does not repeat: writes
+/// of parameters (merak-batch-norm-stats' running statistics, which must
+/// change once per micro-batch) and the effect-free ops whose results only
+/// such ops read. merak-pipeline leaves them out of @stage<s>_backward and
+/// merak-recompute out of the op-for-op pairing of forward and backward.
+llvm::DenseSet<Operation *> forwardOnlyOps(Block &body);
 
 /// The stage assignment recorded by merak-pipeline, as comment lines: per
 /// stage its ops, estimated FLOPs, parameters and boundary values.

@@ -1,0 +1,72 @@
+// RUN: merak-opt %s -split-input-file -merak-batch-norm-stats -verify-diagnostics | FileCheck %s
+
+// A training-mode normalisation with `momentum` (the importer's torch-style
+// BatchNorm) updates its running statistics right after it: the batch mean
+// and the unbiased variance (n = 2 rows x 2 positions = 4 per channel,
+// 4 / 3), weighted 1 - 0.9; the parameters become buffers; the attribute
+// is consumed.
+// CHECK-DAG: merak.param @rm : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "buffer"}
+// CHECK-DAG: merak.param @rv : tensor<3xf32> = dense<1.000000e+00> : tensor<3xf32> {merak.kind = "buffer"}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = merak.batch_norm %[[X:[^,]*]], %{{.*}} {training} :
+// CHECK-NEXT: %[[MK:.*]] = merak.reduce_mean %[[X]] axes = [0, 2] {keepdims} : tensor<2x3x2xf32> -> tensor<1x3x1xf32>
+// CHECK-NEXT: %[[D:.*]] = merak.sub %[[X]], %[[MK]]
+// CHECK-NEXT: %[[SQ:.*]] = merak.mul %[[D]], %[[D]]
+// CHECK-NEXT: %[[VAR:.*]] = merak.reduce_mean %[[SQ]] axes = [0, 2] : tensor<2x3x2xf32> -> tensor<3xf32>
+// CHECK-NEXT: %[[MEAN:.*]] = merak.reshape %[[MK]] : tensor<1x3x1xf32> to tensor<3xf32>
+// CHECK-NEXT: %[[RM:.*]] = merak.get_param @rm
+// CHECK-NEXT: %[[KEEP:.*]] = merak.constant dense<0.899999976> : tensor<3xf32>
+// CHECK-NEXT: %[[A:.*]] = merak.mul %[[RM]], %[[KEEP]]
+// CHECK-NEXT: %[[NEW_W:.*]] = merak.constant dense<1.000000e-01> : tensor<3xf32>
+// CHECK-NEXT: %[[B:.*]] = merak.mul %[[MEAN]], %[[NEW_W]]
+// CHECK-NEXT: %[[S:.*]] = merak.add %[[A]], %[[B]]
+// CHECK-NEXT: merak.set_param @rm, %[[S]]
+// CHECK-NEXT: %[[RV:.*]] = merak.get_param @rv
+// CHECK-NEXT: %[[KEEP2:.*]] = merak.constant dense<0.899999976> : tensor<3xf32>
+// CHECK-NEXT: %[[C:.*]] = merak.mul %[[RV]], %[[KEEP2]]
+// CHECK-NEXT: %[[VAR_W:.*]] = merak.constant dense<0.13333334> : tensor<3xf32>
+// CHECK-NEXT: %[[E:.*]] = merak.mul %[[VAR]], %[[VAR_W]]
+// CHECK-NEXT: %[[T:.*]] = merak.add %[[C]], %[[E]]
+// CHECK-NEXT: merak.set_param @rv, %[[T]]
+// CHECK-NOT: momentum
+
+merak.param @w : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+merak.param @rm : tensor<3xf32> = dense<0.0> : tensor<3xf32>
+merak.param @rv : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+func.func @forward(%x: tensor<2x3x2xf32>) -> tensor<f32> {
+  %w = merak.get_param @w : tensor<3xf32>
+  %m = merak.get_param @rm : tensor<3xf32>
+  %v = merak.get_param @rv : tensor<3xf32>
+  %y = merak.batch_norm %x, %w, %w, %m, %v epsilon = 1.0e-5 {training, momentum = 0.9 : f64} : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x2xf32>
+  %t = merak.tanh %y : tensor<2x3x2xf32>
+  %l = merak.reduce_mean %t axes = [0, 1, 2] : tensor<2x3x2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// One value per channel (a batch of one row, no spatial dims): no unbiased
+// variance; the error names the running mean.
+merak.param @rm : tensor<3xf32> = dense<0.0> : tensor<3xf32>
+merak.param @rv : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+func.func @forward(%x: tensor<1x3xf32>, %s: tensor<3xf32>) -> tensor<1x3xf32> {
+  %m = merak.get_param @rm : tensor<3xf32>
+  %v = merak.get_param @rv : tensor<3xf32>
+  // expected-error @+1 {{merak-batch-norm-stats: the batch normalisation of 'rm' trains over 1 value per channel (this part's 1 row(s) x the spatial size)}}
+  %y = merak.batch_norm %x, %s, %s, %m, %v epsilon = 1.0e-5 {training, momentum = 0.9 : f64} : (tensor<1x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<1x3xf32>
+  return %y : tensor<1x3xf32>
+}
+
+// -----
+
+// Statistics that are not parameters (graph inputs here): a warning, no
+// update, the attribute consumed.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: set_param
+// CHECK: merak.batch_norm {{.*}} {training} :
+// CHECK-NOT: set_param
+func.func @forward(%x: tensor<4x3xf32>, %s: tensor<3xf32>) -> tensor<4x3xf32> {
+  // expected-warning @+1 {{merak-batch-norm-stats: the running statistics are not two parameters (initializers), so training does not update them}}
+  %y = merak.batch_norm %x, %s, %s, %s, %s epsilon = 1.0e-5 {training, momentum = 0.9 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
