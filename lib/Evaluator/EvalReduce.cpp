@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -268,6 +269,22 @@ LogicalResult kernels::eval(RmsNormOp op, Operands in, Results out) {
                    op.getEpsilon().convertToDouble(), true, out);
 }
 
+/// Channel c's mean and population variance over the other dimensions.
+static std::pair<double, double> channelMoments(const HostTensor &x, const AxisView &v, int64_t c) {
+  double sum = 0, sq = 0;
+  int64_t n = v.outer * v.inner;
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k)
+      sum += x.f()[v.at(o, c, k)];
+  double m = sum / n;
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      double d = x.f()[v.at(o, c, k)] - m;
+      sq += d * d;
+    }
+  return {m, sq / n};
+}
+
 LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &scale = *in[1], &bias = *in[2], &mean = *in[3],
                    &var = *in[4];
@@ -276,20 +293,8 @@ LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
   double eps = op.getEpsilon().convertToDouble();
   for (int64_t c = 0; c < v.dim; ++c) {
     double m = mean.f()[c], s2 = var.f()[c];
-    if (op.getTraining()) {
-      double sum = 0, sq = 0;
-      int64_t n = v.outer * v.inner;
-      for (int64_t o = 0; o < v.outer; ++o)
-        for (int64_t k = 0; k < v.inner; ++k)
-          sum += x.f()[v.at(o, c, k)];
-      m = sum / n;
-      for (int64_t o = 0; o < v.outer; ++o)
-        for (int64_t k = 0; k < v.inner; ++k) {
-          double d = x.f()[v.at(o, c, k)] - m;
-          sq += d * d;
-        }
-      s2 = sq / n;
-    }
+    if (op.getTraining())
+      std::tie(m, s2) = channelMoments(x, v, c);
     double inv = 1.0 / std::sqrt(s2 + eps);
     for (int64_t o = 0; o < v.outer; ++o)
       for (int64_t k = 0; k < v.inner; ++k) {
@@ -298,6 +303,22 @@ LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
       }
   }
   out.push_back(std::move(r));
+  return success();
+}
+
+LogicalResult kernels::eval(BatchNormStatsOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &mean = *in[1], &var = *in[2];
+  HostTensor newMean(op.getNewMean().getType()), newVar(op.getNewVar().getType());
+  AxisView v(x.getShape(), 1);
+  double momentum = op.getMomentum().convertToDouble();
+  double n = static_cast<double>(v.outer * v.inner);
+  for (int64_t c = 0; c < v.dim; ++c) {
+    auto [m, s2] = channelMoments(x, v, c);
+    newMean.setFromDouble(c, momentum * mean.f()[c] + (1 - momentum) * m);
+    newVar.setFromDouble(c, momentum * var.f()[c] + (1 - momentum) * s2 * n / (n - 1));
+  }
+  out.push_back(std::move(newMean));
+  out.push_back(std::move(newVar));
   return success();
 }
 

@@ -149,6 +149,25 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// Channel c's mean and population variance over the n = outer x inner
+/// values of an [outer, channels, inner] tensor, by the whole block (every
+/// thread gets them), in double, two passes.
+template <class T>
+__device__ void channelMoments(const T *x, int64_t outer, int64_t channels, int64_t inner,
+                               int64_t c, double *smem, double &m, double &v) {
+  const int64_t n = outer * inner;
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += double(x[((i / inner) * channels + c) * inner + i % inner]);
+  m = blockSumD(s, smem) / double(n);
+  double q = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double d = double(x[((i / inner) * channels + c) * inner + i % inner]) - m;
+    q += d * d;
+  }
+  v = blockSumD(q, smem) / double(n);
+}
+
 /// One block per channel of an NC... tensor ([outer, channels, inner]).
 template <class T>
 __global__ void __launch_bounds__(256)
@@ -160,16 +179,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
     double m = 0.0, v = 0.0;
     if (training) {
-      double s = 0.0;
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += double(x[((i / inner) * channels + c) * inner + i % inner]);
-      m = blockSumD(s, smem) / double(n);
-      double q = 0.0;
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const double d = double(x[((i / inner) * channels + c) * inner + i % inner]) - m;
-        q += d * d;
-      }
-      v = blockSumD(q, smem) / double(n);
+      channelMoments(x, outer, channels, inner, c, smem, m, v);
     } else {
       m = double(mean[c]);
       v = double(var[c]);
@@ -179,6 +189,25 @@ __global__ void __launch_bounds__(256)
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const int64_t at = ((i / inner) * channels + c) * inner + i % inner;
       y[at] = T((double(x[at]) - m) * inv * g + b);
+    }
+  }
+}
+
+/// PyTorch's running-statistics update, one block per channel (new* may
+/// alias mean/var: thread 0 reads its channel's old values, then writes).
+template <class T>
+__global__ void __launch_bounds__(256)
+    batchNormStatsKernel(const T *x, const T *mean, const T *var, T *newMean, T *newVar,
+                         int64_t outer, int64_t channels, int64_t inner, double momentum) {
+  __shared__ double smem[32];
+  const double n = double(outer * inner);
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double m = 0.0, v = 0.0;
+    channelMoments(x, outer, channels, inner, c, smem, m, v);
+    if (threadIdx.x == 0) {
+      const double oldMean = double(mean[c]), oldVar = double(var[c]);
+      newMean[c] = T(momentum * oldMean + (1.0 - momentum) * m);
+      newVar[c] = T(momentum * oldVar + (1.0 - momentum) * v * n / (n - 1.0));
     }
   }
 }
@@ -316,6 +345,20 @@ void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
         s.inner, eps, training);
   });
   checkLaunch("batch_norm");
+}
+
+void batchNormStats(DT t, const void *x, const Dims &dx, const void *mean, const void *var,
+                    double momentum, void *newMean, void *newVar) {
+  AxisSplit s(dx, 1);
+  if (s.dim == 0)
+    return;
+  dispatchFloat(t, "batch_norm_stats: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batchNormStatsKernel<T><<<rowGrid(s.dim), 256, 0, cs()>>>(
+        static_cast<const T *>(x), static_cast<const T *>(mean), static_cast<const T *>(var),
+        static_cast<T *>(newMean), static_cast<T *>(newVar), s.outer, s.dim, s.inner, momentum);
+  });
+  checkLaunch("batch_norm_stats");
 }
 
 } // namespace merak::rt::gpu

@@ -196,6 +196,28 @@ void rmsNorm(DT t, const void *x, const Dims &dx, int64_t axis,
 
 // --- batch norm ---------------------------------------------------------------
 
+/// Channel c's mean and population variance over the n = outer x inner
+/// values of an [outer, dim, inner] tensor, in double, two passes.
+template <class T>
+std::pair<double, double> channelMoments(const T *px, const AxisSplit &s, int64_t c) {
+  const int64_t n = s.outer * s.inner;
+  double sum = 0.0, sq = 0.0;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T *xr = px + (o * s.dim + c) * s.inner;
+    for (int64_t k = 0; k < s.inner; ++k)
+      sum += static_cast<double>(xr[k]);
+  }
+  const double m = sum / n;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const T *xr = px + (o * s.dim + c) * s.inner;
+    for (int64_t k = 0; k < s.inner; ++k) {
+      const double d = static_cast<double>(xr[k]) - m;
+      sq += d * d;
+    }
+  }
+  return {m, sq / n};
+}
+
 void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
                const void *bias, const void *mean, const void *var, double eps,
                bool training, void *y) {
@@ -211,25 +233,9 @@ void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
     const int64_t n = s.outer * s.inner;
     parallelFor(s.dim, n, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
-        double m = training ? 0.0 : static_cast<double>(mu[c]);
-        double s2 = training ? 0.0 : static_cast<double>(va[c]);
-        if (training) {
-          double sum = 0.0, sq = 0.0;
-          for (int64_t o = 0; o < s.outer; ++o) {
-            const T *xr = px + (o * s.dim + c) * s.inner;
-            for (int64_t k = 0; k < s.inner; ++k)
-              sum += static_cast<double>(xr[k]);
-          }
-          m = sum / n;
-          for (int64_t o = 0; o < s.outer; ++o) {
-            const T *xr = px + (o * s.dim + c) * s.inner;
-            for (int64_t k = 0; k < s.inner; ++k) {
-              const double d = static_cast<double>(xr[k]) - m;
-              sq += d * d;
-            }
-          }
-          s2 = sq / n;
-        }
+        auto [m, s2] = training ? channelMoments(px, s, c)
+                                : std::pair<double, double>(static_cast<double>(mu[c]),
+                                                            static_cast<double>(va[c]));
         const double inv = 1.0 / std::sqrt(s2 + eps);
         const double g = static_cast<double>(sc[c]),
                      bb = static_cast<double>(bi[c]);
@@ -239,6 +245,28 @@ void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
             py[at + k] = static_cast<T>(
                 (static_cast<double>(px[at + k]) - m) * inv * g + bb);
         }
+      }
+    });
+  });
+}
+
+void batchNormStats(DT t, const void *x, const Dims &dx, const void *mean, const void *var,
+                    double momentum, void *newMean, void *newVar) {
+  AxisSplit s(dx, 1);
+  const double n = static_cast<double>(s.outer * s.inner);
+  dispatchFloat(t, "batch_norm_stats: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    const T *mu = static_cast<const T *>(mean);
+    const T *va = static_cast<const T *>(var);
+    T *nm = static_cast<T *>(newMean);
+    T *nv = static_cast<T *>(newVar);
+    parallelFor(s.dim, s.outer * s.inner, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        auto [m, s2] = channelMoments(px, s, c);
+        nm[c] = static_cast<T>(momentum * static_cast<double>(mu[c]) + (1.0 - momentum) * m);
+        nv[c] = static_cast<T>(momentum * static_cast<double>(va[c]) +
+                               (1.0 - momentum) * s2 * n / (n - 1.0));
       }
     });
   });

@@ -164,6 +164,31 @@ TEST(OpsNorm, BatchNormTrainingAndInference) {
   }
 }
 
+TEST(OpsNorm, BatchNormStatsIsTorchsRunningUpdate) {
+  // nn.BatchNorm2d(momentum=0.25) in a training forward: running =
+  // 0.75 * running + 0.25 * batch, the variance unbiased (n = 3 x 7 = 21),
+  // written in place (new* alias the old statistics, as the program does).
+  Dims dx = D({3, 4, 7});
+  auto x = randv<float>(dx.numel(), -1, 3);
+  auto mu = randv<float>(4), var = randv<float>(4, 0.5, 2);
+  std::vector<float> wm(4), wv(4);
+  for (int64_t c = 0; c < 4; ++c) {
+    double s = 0, sq = 0;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 7; ++k)
+        s += x[(n * 4 + c) * 7 + k];
+    double m = s / 21;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 7; ++k)
+        sq += (x[(n * 4 + c) * 7 + k] - m) * (x[(n * 4 + c) * 7 + k] - m);
+    wm[c] = static_cast<float>(0.75 * mu[c] + 0.25 * m);
+    wv[c] = static_cast<float>(0.75 * var[c] + 0.25 * sq / 20);
+  }
+  cpu::batchNormStats(DT::F32, x.data(), dx, mu.data(), var.data(), 0.75, mu.data(), var.data());
+  expectBits(mu, wm);
+  expectBits(var, wv);
+}
+
 // --- dropout and cross entropy --------------------------------------------------
 
 namespace {

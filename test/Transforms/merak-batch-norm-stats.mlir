@@ -1,33 +1,18 @@
 // RUN: merak-opt %s -split-input-file -merak-batch-norm-stats -verify-diagnostics | FileCheck %s
 
 // A training-mode normalisation with `momentum` (the importer's torch-style
-// BatchNorm) updates its running statistics right after it: the batch mean
-// and the unbiased variance (n = 2 rows x 2 positions = 4 per channel,
-// 4 / 3), weighted 1 - 0.9; the parameters become buffers; the attribute
-// is consumed.
+// BatchNorm) updates its running statistics right after it (PyTorch's
+// update: merak.batch_norm_stats); the parameters become buffers; the
+// attribute is consumed.
 // CHECK-DAG: merak.param @rm : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "buffer"}
 // CHECK-DAG: merak.param @rv : tensor<3xf32> = dense<1.000000e+00> : tensor<3xf32> {merak.kind = "buffer"}
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[Y:.*]] = merak.batch_norm %[[X:[^,]*]], %{{.*}} {training} :
-// CHECK-NEXT: %[[MK:.*]] = merak.reduce_mean %[[X]] axes = [0, 2] {keepdims} : tensor<2x3x2xf32> -> tensor<1x3x1xf32>
-// CHECK-NEXT: %[[D:.*]] = merak.sub %[[X]], %[[MK]]
-// CHECK-NEXT: %[[SQ:.*]] = merak.mul %[[D]], %[[D]]
-// CHECK-NEXT: %[[VAR:.*]] = merak.reduce_mean %[[SQ]] axes = [0, 2] : tensor<2x3x2xf32> -> tensor<3xf32>
-// CHECK-NEXT: %[[MEAN:.*]] = merak.reshape %[[MK]] : tensor<1x3x1xf32> to tensor<3xf32>
 // CHECK-NEXT: %[[RM:.*]] = merak.get_param @rm
-// CHECK-NEXT: %[[KEEP:.*]] = merak.constant dense<0.899999976> : tensor<3xf32>
-// CHECK-NEXT: %[[A:.*]] = merak.mul %[[RM]], %[[KEEP]]
-// CHECK-NEXT: %[[NEW_W:.*]] = merak.constant dense<1.000000e-01> : tensor<3xf32>
-// CHECK-NEXT: %[[B:.*]] = merak.mul %[[MEAN]], %[[NEW_W]]
-// CHECK-NEXT: %[[S:.*]] = merak.add %[[A]], %[[B]]
-// CHECK-NEXT: merak.set_param @rm, %[[S]]
 // CHECK-NEXT: %[[RV:.*]] = merak.get_param @rv
-// CHECK-NEXT: %[[KEEP2:.*]] = merak.constant dense<0.899999976> : tensor<3xf32>
-// CHECK-NEXT: %[[C:.*]] = merak.mul %[[RV]], %[[KEEP2]]
-// CHECK-NEXT: %[[VAR_W:.*]] = merak.constant dense<0.13333334> : tensor<3xf32>
-// CHECK-NEXT: %[[E:.*]] = merak.mul %[[VAR]], %[[VAR_W]]
-// CHECK-NEXT: %[[T:.*]] = merak.add %[[C]], %[[E]]
-// CHECK-NEXT: merak.set_param @rv, %[[T]]
+// CHECK-NEXT: %[[NM:.*]], %[[NV:.*]] = merak.batch_norm_stats %[[X]], %[[RM]], %[[RV]] momentum = 9.000000e-01 : (tensor<2x3x2xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+// CHECK-NEXT: merak.set_param @rm, %[[NM]]
+// CHECK-NEXT: merak.set_param @rv, %[[NV]]
 // CHECK-NOT: momentum
 
 merak.param @w : tensor<3xf32> = dense<1.0> : tensor<3xf32>

@@ -33,34 +33,26 @@ namespace mlir::merak::emitc_lowering {
   X(NotOp, Not) X(AsinOp, Asin) X(AcosOp, Acos) X(AtanOp, Atan) X(BitNotOp, BitNot)
 
 /// Every other op with a rule.
-#define MERAK_LOWERING_OPS(X)                                                  \
-  /* ElementwiseRules.cpp */                                                   \
-  X(GeluOp) X(LeakyReluOp) X(ClampOp) X(WhereOp) X(CastOp)                     \
-  /* ShapeRules.cpp */                                                         \
-  X(ConstantOp) X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp)       \
-  X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp)  \
-  X(GatherGradOp) X(GatherElementsOp) X(GatherElementsGradOp)                  \
-  /* ReductionRules.cpp */                                                     \
-  X(ArgMaxOp) X(ArgMinOp) X(CumSumOp)                                          \
-  /* NNRules.cpp */                                                            \
-  X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp)      \
-  X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp) X(SoftmaxGradOp)                \
-  X(LogSoftmaxGradOp) X(LayerNormGradOp) X(CrossEntropyGradOp)                 \
-  /* LinalgRules.cpp */                                                        \
-  X(MatmulOp) X(MatmulTOp) X(Conv2DOp) X(Conv2DBackwardDataOp)                 \
-  X(Conv2DBackwardFilterOp) X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp)   \
-  X(AvgPool2DGradOp) X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)             \
-  X(ExpertShadowPlanOp)                                                        \
-  X(ExpertPlaceOp) X(ExpertCapacityOp) X(ExpertCompactOp)                      \
-  /* CollectiveRules.cpp */                                                    \
-  X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp)              \
-  X(ExpertShadowOp) X(GroupRankOp) X(LocalShardOp) X(AllReduceStartOp)         \
-  X(ReduceScatterStartOp)                                                      \
-  X(AllGatherStartOp) X(AllToAllStartOp) X(WaitOp)                            \
-  /* OptimizerRules.cpp */                                                     \
-  X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)                              \
-  /* AttentionRules.cpp */                                                     \
-  X(AttentionOp) X(AttentionGradOp)
+#define MERAK_LOWERING_OPS(X)                                                                      \
+  /* ElementwiseRules.cpp */                                                                       \
+  X(GeluOp)                                                                                        \
+  X(LeakyReluOp) X(ClampOp) X(WhereOp) X(CastOp) /* ShapeRules.cpp */                              \
+      X(ConstantOp) X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp)        \
+          X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp)             \
+              X(GatherElementsOp) X(GatherElementsGradOp) /* ReductionRules.cpp */                 \
+      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp)                 /* NNRules.cpp */                        \
+      X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp)  \
+          X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp) X(SoftmaxGradOp) X(LogSoftmaxGradOp)        \
+              X(LayerNormGradOp) X(CrossEntropyGradOp) /* LinalgRules.cpp */                       \
+      X(MatmulOp) X(MatmulTOp) X(Conv2DOp) X(Conv2DBackwardDataOp) X(Conv2DBackwardFilterOp)       \
+          X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp) X(AvgPool2DGradOp) X(ExpertMatmulOp)    \
+              X(ExpertMatmulGradWeightOp) X(ExpertShadowPlanOp) X(ExpertPlaceOp)                   \
+                  X(ExpertCapacityOp) X(ExpertCompactOp) /* CollectiveRules.cpp */                 \
+      X(AllReduceOp) X(ReduceScatterOp) X(AllGatherOp) X(AllToAllOp) X(ExpertShadowOp)             \
+          X(GroupRankOp) X(LocalShardOp) X(AllReduceStartOp) X(ReduceScatterStartOp)               \
+              X(AllGatherStartOp) X(AllToAllStartOp) X(WaitOp) /* OptimizerRules.cpp */            \
+      X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)          /* AttentionRules.cpp */            \
+      X(AttentionOp) X(AttentionGradOp)
 
 /// Emits the runtime calls of `op`: failure after a diagnostic, NoKernel
 /// (nothing emitted) when the target has none for it.

@@ -130,6 +130,26 @@ FailureOr<Lowering> emitc_lowering::rule(BatchNormOp bn, Emitter &e, LoweringCon
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(BatchNormStatsOp st, Emitter &e, LoweringContext &) {
+  PTR(x, st.getInput());
+  PTR(m, st.getMean());
+  PTR(v, st.getVar());
+  PTR(nm, st.getNewMean());
+  PTR(nv, st.getNewVar());
+  Type in = st.getInput().getType();
+  e.call(kernels::batchNormStats)
+      .dtype(in)
+      .ptr(x)
+      .dims(in)
+      .ptr(m)
+      .ptr(v)
+      .f64(st.getMomentum().convertToDouble())
+      .ptr(nm)
+      .ptr(nv)
+      .emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(DropoutOp d, Emitter &e, LoweringContext &) {
   PTR(x, d.getInput());
   PTR(y, d.getOutput());

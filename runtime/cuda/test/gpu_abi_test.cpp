@@ -304,6 +304,11 @@ void run() {
                (side ? gpu::batchNorm : cpu::batchNorm)(t, P(bx), bx.d, P(sc), P(bi), P(mu),
                                                         P(va), 1e-5, training, P(by));
              });
+      T nm = make(t, mu.d), nv = make(t, va.d);
+      pair("batchNormStats" + ts, {&nm, &nv}, tl * 10, [&](int side) {
+        (side ? gpu::batchNormStats : cpu::batchNormStats)(t, P(bx), bx.d, P(mu), P(va), 0.9, P(nm),
+                                                           P(nv));
+      });
     }
     {
       T x = rand(t, Dims{1, {1000}}), y = make(t, x.d), m = make(DT::BOOL, x.d);

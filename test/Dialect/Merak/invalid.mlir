@@ -792,6 +792,30 @@ func.func @batch_norm_momentum_range(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
 
 // -----
 
+func.func @batch_norm_stats_channels(%a: tensor<2x3x4xf32>, %c: tensor<3xf32>, %v: tensor<4xf32>) {
+  // expected-error @+1 {{'merak.batch_norm_stats' op per-channel operands and results must be 'tensor<3xf32>', got 'tensor<4xf32>'}}
+  %0:2 = merak.batch_norm_stats %a, %c, %v momentum = 0.9 : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<4xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_stats_one_value(%a: tensor<1x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.batch_norm_stats' op needs two or more values per channel for the unbiased variance}}
+  %0:2 = merak.batch_norm_stats %a, %c, %c momentum = 0.9 : (tensor<1x3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_stats_momentum(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.batch_norm_stats' op momentum must be in [0, 1], got -5.000000e-01}}
+  %0:2 = merak.batch_norm_stats %a, %c, %c momentum = -0.5 : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
 func.func @batch_norm_channel_rank(%a: tensor<2x3xf32>, %c: tensor<3xf32>, %s: tensor<1x3xf32>) {
   // expected-error @+1 {{got 'tensor<1x3xf32>'}}
   %0 = merak.batch_norm %a, %s, %c, %c, %c epsilon = 1.0e-5 : (tensor<2x3xf32>, tensor<1x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>

@@ -466,6 +466,26 @@ LogicalResult BatchNormOp::verify() {
   return success();
 }
 
+LogicalResult BatchNormStatsOp::verify() {
+  auto in = getInput().getType();
+  if (in.getRank() < 2)
+    return emitOpError("input must have rank >= 2 (N, C, ...)");
+  auto channel = RankedTensorType::get({in.getDimSize(1)}, in.getElementType());
+  for (Value v : {getMean(), getVar(), getNewMean(), getNewVar()})
+    if (v.getType() != channel)
+      return emitOpError("per-channel operands and results must be ")
+             << channel << ", got " << v.getType();
+  int64_t n = 1;
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    n *= d == 1 ? 1 : in.getDimSize(d);
+  if (n < 2)
+    return emitOpError("needs two or more values per channel for the unbiased variance");
+  double m = getMomentum().convertToDouble();
+  if (!(m >= 0.0 && m <= 1.0))
+    return emitOpError("momentum must be in [0, 1], got ") << m;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Contraction, convolution, pooling
 //===----------------------------------------------------------------------===//

@@ -7,18 +7,19 @@
 //   %v = merak.get_param @bn.running_var
 //   %y = merak.batch_norm %x, %s, %b, %m, %v {training, momentum = M}
 //
-// of @forward, right after the normalisation (n values per channel: the
-// batch rows this part computes times the spatial size):
+// of @forward, right after the normalisation:
 //
-//   %mk   = merak.reduce_mean %x axes = [0, 2, ...] {keepdims}
-//   %d    = merak.sub %x, %mk
-//   %var  = merak.reduce_mean (%d * %d) axes = [0, 2, ...]      // [C]
-//   %mean = merak.reshape %mk to [C]
-//   merak.set_param @bn.running_mean, %m' * M + %mean * (1 - M)
-//   merak.set_param @bn.running_var,  %v' * M + %var * (n / (n - 1)) * (1 - M)
+//   %m', %v' = merak.get_param @bn.running_mean, @bn.running_var
+//   %nm, %nv = merak.batch_norm_stats %x, %m', %v' momentum = M
+//   merak.set_param @bn.running_mean, %nm
+//   merak.set_param @bn.running_var, %nv
 //
-// (%m', %v' read the parameters again, so two normalisations sharing
-// statistics update them in turn). The parameters become buffers
+// (batch_norm_stats: M * old + (1 - M) * the batch mean and the unbiased
+// batch variance, n / (n - 1) times the population one, n the values per
+// channel: the rows this part computes times the spatial size; one pass
+// pair over x per channel, no temporaries.)
+// %m', %v' read the parameters again, so two normalisations sharing
+// statistics update them in turn. The parameters become buffers
 // (`merak.kind = "buffer"`): never trained, saved in checkpoints, one value
 // per rank. It runs after merak-split-batch, so n is what one part (a data
 // parallel rank's micro-batch) normalises over, as PyTorch's DDP without
@@ -43,12 +44,6 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-/// `value` with `type`'s shape and element type, every element `x`.
-Value splat(OpBuilder &b, Location loc, RankedTensorType type, double x) {
-  return ConstantOp::create(b, loc,
-                            SplatElementsAttr::get(type, b.getFloatAttr(type.getElementType(), x)));
-}
-
 struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatchNormStatsPass> {
   using Base::Base;
 
@@ -82,12 +77,9 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
       return success();
     }
     auto x = cast<RankedTensorType>(op.getInput().getType());
-    SmallVector<int64_t> axes{0};
     int64_t n = x.getDimSize(0);
-    for (int64_t d = 2; d < x.getRank(); ++d) {
-      axes.push_back(d);
+    for (int64_t d = 2; d < x.getRank(); ++d)
       n *= x.getDimSize(d);
-    }
     if (n < 2)
       return op.emitError("merak-batch-norm-stats: the batch normalisation of '")
              << mean.getName() << "' trains over " << n << " value per channel (this part's "
@@ -103,22 +95,12 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
     auto channel = cast<RankedTensorType>(mean.getType());
-    Value in = op.getInput();
-    Value meanKept = ReduceMeanOp::create(b, loc, in, axes, true);
-    Value centered = SubOp::create(b, loc, in, meanKept);
-    Value batchVar =
-        ReduceMeanOp::create(b, loc, MulOp::create(b, loc, centered, centered), axes, false);
-    Value batchMean = ReshapeOp::create(b, loc, channel, meanKept);
-    double unbiased = static_cast<double>(n) / static_cast<double>(n - 1);
-    auto write = [&](GetParamOp param, Value batch, double scale) {
-      Value old = GetParamOp::create(b, loc, channel, param.getNameAttr());
-      Value next = AddOp::create(
-          b, loc, MulOp::create(b, loc, old, splat(b, loc, channel, momentum)),
-          MulOp::create(b, loc, batch, splat(b, loc, channel, scale * (1 - momentum))));
-      SetParamOp::create(b, loc, param.getNameAttr(), next);
-    };
-    write(mean, batchMean, 1.0);
-    write(var, batchVar, unbiased);
+    Value oldMean = GetParamOp::create(b, loc, channel, mean.getNameAttr());
+    Value oldVar = GetParamOp::create(b, loc, channel, var.getNameAttr());
+    auto stats = BatchNormStatsOp::create(b, loc, channel, channel, op.getInput(), oldMean, oldVar,
+                                          b.getF64FloatAttr(momentum));
+    SetParamOp::create(b, loc, mean.getNameAttr(), stats.getNewMean());
+    SetParamOp::create(b, loc, var.getNameAttr(), stats.getNewVar());
     return success();
   }
 };

@@ -456,6 +456,27 @@ def Merak_BatchNormOp : Merak_Op<"batch_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Merak_BatchNormStatsOp : Merak_Op<"batch_norm_stats", [Pure]> {
+  let summary = "PyTorch's update of batch normalisation's running statistics";
+  let description = [{
+    Per channel (dim 1) over the other dimensions of `input` (n values):
+    `new_mean = momentum * mean + (1 - momentum) * batch_mean` and
+    `new_var = momentum * var + (1 - momentum) * batch_var * n / (n - 1)`
+    (the unbiased variance), as `nn.BatchNorm*` updates its buffers in a
+    training forward; `momentum` is ONNX's (the old value's weight).
+    `merak-batch-norm-stats` writes the results into the running
+    statistics' parameters. Needs n >= 2.
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$mean,
+                       Merak_FloatTensor:$var, F64Attr:$momentum);
+  let results = (outs Merak_FloatTensor:$new_mean, Merak_FloatTensor:$new_var);
+  let assemblyFormat = [{
+    $input `,` $mean `,` $var `momentum` `=` $momentum attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Contraction, convolution, pooling
 //===----------------------------------------------------------------------===//
