@@ -153,6 +153,243 @@ int fail(const Twine &msg) {
   llvm::errs() << "merak-run: error: " << msg << "\n";
   return 1;
 }
+
+/// fail(), for the helpers below that return a LogicalResult.
+LogicalResult failWith(const Twine &msg) {
+  fail(msg);
+  return failure();
+}
+
+/// The model: an ONNX file imported with --input-shape/--bind-constant, or
+/// merak IR. Null after an error (printed).
+OwningOpRef<ModuleOp> loadModel(const RunOptions &opts, MLIRContext &ctx,
+                                llvm::SourceMgr &sourceMgr) {
+  StringRef path = opts.model;
+  if (path.ends_with(".onnx") || path.ends_with(".onnxtxt") || path.ends_with(".onnxtext")) {
+    ImportOptions importOpts;
+    for (const std::string &spec : opts.inputShapes) {
+      std::string err;
+      if (failed(parseInputShape(spec, importOpts, err)))
+        return fail(err), nullptr;
+    }
+    for (StringRef spec : opts.bindConstants) {
+      auto [name, file] = spec.split('=');
+      if (name.empty() || file.empty())
+        return fail("--bind-constant expects NAME=FILE, got '" + spec + "'"), nullptr;
+      std::string err;
+      auto t = readTensorFile(&ctx, file, err);
+      if (failed(t))
+        return fail(err), nullptr;
+      importOpts.constantInputs[name] = std::move(*t);
+    }
+    return importOnnxFile(path, &ctx, importOpts);
+  }
+  if (!opts.bindConstants.empty())
+    return fail("--bind-constant applies to ONNX models only"), nullptr;
+  if (!opts.inputShapes.empty())
+    return fail("--input-shape applies to ONNX models only (merak IR has static shapes)"), nullptr;
+  if (!llvm::sys::fs::exists(path))
+    return fail("cannot open '" + path + "': no such file"), nullptr;
+  return parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
+}
+
+/// One data set: the input files in argument order and the expected
+/// outputs in result order.
+struct Case {
+  std::string name;
+  SmallVector<std::string> inputs, expects;
+};
+
+/// The numbered files `<dir>/<prefix>N.pb` from N = 0 on.
+SmallVector<std::string> numberedFiles(StringRef dir, StringRef prefix) {
+  SmallVector<std::string> files;
+  for (unsigned i = 0;; ++i) {
+    SmallString<256> p(dir);
+    llvm::sys::path::append(p, prefix + std::to_string(i) + ".pb");
+    if (!llvm::sys::fs::exists(p))
+      return files;
+    files.push_back(p.str().str());
+  }
+}
+
+/// The data sets: --test-data's test_data_set_* directories (inputs bound
+/// by --bind-constant left out), or the command line's --input/--expect.
+FailureOr<SmallVector<Case>> gatherCases(const RunOptions &opts, MLIRContext &ctx) {
+  if (opts.testData.empty())
+    return SmallVector<Case>{{"command line",
+                              SmallVector<std::string>(opts.inputs.begin(), opts.inputs.end()),
+                              SmallVector<std::string>(opts.expects.begin(), opts.expects.end())}};
+  if (!opts.inputs.empty() || !opts.expects.empty())
+    return failWith("--test-data cannot be combined with --input/--expect");
+  std::error_code ec;
+  SmallVector<std::string> dirs;
+  for (llvm::sys::fs::directory_iterator it(opts.testData, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (llvm::sys::path::filename(it->path()).starts_with("test_data_set_"))
+      dirs.push_back(it->path());
+  if (ec)
+    return failWith("cannot read test data directory '" + opts.testData + "': " + ec.message());
+  if (dirs.empty())
+    return failWith("'" + opts.testData + "' has no test_data_set_* directories");
+  llvm::sort(dirs);
+  SmallVector<Case> cases;
+  for (const std::string &dir : dirs) {
+    Case c{dir, {}, numberedFiles(dir, "output_")};
+    for (const std::string &p : numberedFiles(dir, "input_")) {
+      std::string err, name;
+      if (!opts.bindConstants.empty() && succeeded(readTensorFile(&ctx, p, err, &name)) &&
+          llvm::any_of(opts.bindConstants,
+                       [&](StringRef spec) { return spec.split('=').first == name; }))
+        continue; // bound as a compile-time constant
+      c.inputs.push_back(p);
+    }
+    // A data set without expected outputs would compare nothing and pass.
+    if (c.expects.empty())
+      return failWith("'" + dir + "' has no output_0.pb: --test-data has nothing to compare");
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+/// The entry function's interface: names of arguments and results, and
+/// the argument named "step" that merak-run feeds (0, 1, ...), if any.
+struct Entry {
+  mutable func::FuncOp func; // a handle: its accessors are not const
+  int stepArg = -1;
+  explicit Entry(func::FuncOp func) : func(func) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (argName(i) == "step")
+        stepArg = i;
+  }
+  std::string argName(unsigned i) const {
+    auto a = func.getArgAttrOfType<StringAttr>(i, "merak.name");
+    return a ? a.getValue().str() : "#" + std::to_string(i);
+  }
+  std::string resultName(unsigned i) const {
+    auto a = func.getResultAttrOfType<StringAttr>(i, "merak.name");
+    return a ? a.getValue().str() : "#" + std::to_string(i);
+  }
+  unsigned fileArgs() const { return func.getNumArguments() - (stepArg >= 0); }
+};
+
+/// The case's input tensors in argument order (an empty slot for the step).
+FailureOr<SmallVector<HostTensor>> readInputs(const Entry &entry, const Case &c, MLIRContext &ctx) {
+  SmallVector<HostTensor> inputs;
+  for (const std::string &file : c.inputs) {
+    if ((int)inputs.size() == entry.stepArg)
+      inputs.push_back(HostTensor());
+    unsigned i = inputs.size();
+    std::string err;
+    auto t = readTensorFile(&ctx, file, err);
+    if (failed(t))
+      return failWith(err);
+    Type want = entry.func.getArgumentTypes()[i];
+    if (storesBf16AsUint16(t->getType(), want))
+      return failWith(legacyBf16(file));
+    if (t->getType() != want) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << "input " << i << " '" << entry.argName(i) << "' from '" << file << "' has type "
+         << t->getType() << ", the model expects " << want;
+      return failWith(os.str());
+    }
+    inputs.push_back(std::move(*t));
+  }
+  if (entry.stepArg >= 0 && (int)inputs.size() == entry.stepArg)
+    inputs.push_back(HostTensor());
+  return inputs;
+}
+
+/// Runs the entry --steps times on `inputs` (parameter updates kept),
+/// printing each run's scalar outputs as a JSON line when it is a training
+/// step; the last run's outputs.
+FailureOr<SmallVector<HostTensor>> runSteps(const RunOptions &opts, const Entry &entry,
+                                            SmallVector<HostTensor> inputs) {
+  ParamStore store;
+  FailureOr<SmallVector<HostTensor>> outputs;
+  for (unsigned s = 0; s < opts.steps; ++s) {
+    if (entry.stepArg >= 0) {
+      HostTensor stepValue(cast<RankedTensorType>(entry.func.getArgumentTypes()[entry.stepArg]));
+      if (stepValue.size() != 1 || stepValue.isFloat())
+        return failWith("argument 'step' must be an integer scalar");
+      stepValue.setFromInt(0, s);
+      inputs[entry.stepArg] = std::move(stepValue);
+    }
+    ScopedEvaluationStep position(s); // merak.dropout's masks of step s
+    outputs = evaluateFunction(entry.func, inputs, &store);
+    if (failed(outputs))
+      return failure();
+    if (opts.steps > 1 || entry.stepArg >= 0) {
+      llvm::outs() << "{\"step\": " << s;
+      for (auto [i, t] : llvm::enumerate(*outputs))
+        if (t.size() == 1)
+          llvm::outs() << ", \"" << entry.resultName(i)
+                       << "\": " << llvm::format("%.9g", t.getAsDouble(0));
+      llvm::outs() << "}\n";
+    }
+  }
+  return outputs;
+}
+
+/// --output-dir: the outputs as files (one directory per data set when
+/// there are several).
+LogicalResult writeOutputs(const RunOptions &opts, const Entry &entry, const Case &c,
+                           bool severalCases, ArrayRef<HostTensor> outputs) {
+  SmallString<256> dir(opts.outputDir);
+  if (severalCases)
+    llvm::sys::path::append(dir, llvm::sys::path::filename(c.name));
+  llvm::sys::fs::create_directories(dir);
+  for (auto [i, t] : llvm::enumerate(outputs)) {
+    SmallString<256> p(dir);
+    llvm::sys::path::append(p, "output_" + std::to_string(i) + "." + opts.outputFormat);
+    std::string err;
+    if (failed(writeTensorFile(t, p, entry.resultName(i), err)))
+      return failWith(err);
+  }
+  return success();
+}
+
+/// Compares the outputs with the case's expectations, printing a line per
+/// output; false when one differs.
+FailureOr<bool> checkOutputs(const RunOptions &opts, const Entry &entry, const Case &c,
+                             bool severalCases, ArrayRef<HostTensor> outputs, MLIRContext &ctx) {
+  bool allMatch = true;
+  // With several data sets each line says which one it is about.
+  std::string where = severalCases ? llvm::sys::path::filename(c.name).str() + ": " : std::string();
+  for (auto [i, file] : llvm::enumerate(c.expects)) {
+    std::string err;
+    auto exp = readTensorFile(&ctx, file, err);
+    if (failed(exp))
+      return failWith(err);
+    const HostTensor &got = outputs[i];
+    if (storesBf16AsUint16(exp->getType(), got.getType()))
+      return failWith(legacyBf16(file));
+    std::string label = "output " + std::to_string(i) + " '" + entry.resultName(i) + "'";
+    if (exp->getShape() != got.getShape() || exp->getElementType() != got.getElementType()) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << label << ": got " << got.getType() << ", expected " << exp->getType();
+      llvm::errs() << "merak-run: " << where << "MISMATCH " << os.str() << "\n";
+      allMatch = false;
+      continue;
+    }
+    Mismatch m = compare(got, *exp, opts.rtol, opts.atol);
+    if (m.count) {
+      llvm::errs() << "merak-run: " << where << "MISMATCH " << label << ": " << m.count << " of "
+                   << exp->size() << " elements differ (rtol " << opts.rtol << ", atol "
+                   << opts.atol << "); first at " << formatIndex(exp->getShape(), m.first)
+                   << ": got " << formatValue(got, m.first) << ", expected "
+                   << formatValue(*exp, m.first) << "; max abs err " << m.maxAbs << ", max rel err "
+                   << m.maxRel << "\n";
+      allMatch = false;
+    } else {
+      llvm::outs() << "merak-run: " << where << label << " matches (" << exp->size()
+                   << " elements, max abs err " << m.maxAbs << ", max rel err " << m.maxRel
+                   << ")\n";
+    }
+  }
+  return allMatch;
+}
 } // namespace
 
 int mlir::merak::merakRunMain(int argc, char **argv) {
@@ -178,35 +415,7 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
 
-  OwningOpRef<ModuleOp> module;
-  StringRef path = opts.model;
-  if (path.ends_with(".onnx") || path.ends_with(".onnxtxt") || path.ends_with(".onnxtext")) {
-    ImportOptions importOpts;
-    for (const std::string &spec : opts.inputShapes) {
-      std::string err;
-      if (failed(parseInputShape(spec, importOpts, err)))
-        return fail(err);
-    }
-    for (StringRef spec : opts.bindConstants) {
-      auto [name, file] = spec.split('=');
-      if (name.empty() || file.empty())
-        return fail("--bind-constant expects NAME=FILE, got '" + spec + "'");
-      std::string err;
-      auto t = readTensorFile(&ctx, file, err);
-      if (failed(t))
-        return fail(err);
-      importOpts.constantInputs[name] = std::move(*t);
-    }
-    module = importOnnxFile(path, &ctx, importOpts);
-  } else {
-    if (!opts.bindConstants.empty())
-      return fail("--bind-constant applies to ONNX models only");
-    if (!opts.inputShapes.empty())
-      return fail("--input-shape applies to ONNX models only (merak IR has static shapes)");
-    if (!llvm::sys::fs::exists(path))
-      return fail("cannot open '" + path + "': no such file");
-    module = parseSourceFile<ModuleOp>(path, sourceMgr, ParserConfig(&ctx));
-  }
+  OwningOpRef<ModuleOp> module = loadModel(opts, ctx, sourceMgr);
   if (!module)
     return 1;
   if (opts.outputFormat != "pb" && opts.outputFormat != "npy")
@@ -214,182 +423,31 @@ int mlir::merak::merakRunMain(int argc, char **argv) {
   auto func = module->lookupSymbol<func::FuncOp>(opts.entry);
   if (!func)
     return fail("the module has no func.func @" + opts.entry);
+  FailureOr<SmallVector<Case>> cases = gatherCases(opts, ctx);
+  if (failed(cases))
+    return 1;
 
-  // Gather the test cases: (inputs, expectations).
-  struct Case {
-    std::string name;
-    SmallVector<std::string> inputs, expects;
-  };
-  SmallVector<Case> cases;
-  if (!opts.testData.empty()) {
-    if (!opts.inputs.empty() || !opts.expects.empty())
-      return fail("--test-data cannot be combined with --input/--expect");
-    std::error_code ec;
-    SmallVector<std::string> dirs;
-    for (llvm::sys::fs::directory_iterator it(opts.testData, ec), end; it != end && !ec;
-         it.increment(ec))
-      if (llvm::sys::path::filename(it->path()).starts_with("test_data_set_"))
-        dirs.push_back(it->path());
-    if (ec)
-      return fail("cannot read test data directory '" + opts.testData + "': " + ec.message());
-    if (dirs.empty())
-      return fail("'" + opts.testData + "' has no test_data_set_* directories");
-    llvm::sort(dirs);
-    for (const std::string &dir : dirs) {
-      Case c{dir, {}, {}};
-      for (unsigned i = 0;; ++i) {
-        SmallString<256> p(dir);
-        llvm::sys::path::append(p, "input_" + std::to_string(i) + ".pb");
-        if (!llvm::sys::fs::exists(p))
-          break;
-        std::string err, name;
-        if (!opts.bindConstants.empty() &&
-            succeeded(readTensorFile(&ctx, p, err, &name)) &&
-            llvm::any_of(opts.bindConstants, [&](StringRef spec) {
-              return spec.split('=').first == name;
-            }))
-          continue; // bound as a compile-time constant
-        c.inputs.push_back(p.str().str());
-      }
-      for (unsigned i = 0;; ++i) {
-        SmallString<256> p(dir);
-        llvm::sys::path::append(p, "output_" + std::to_string(i) + ".pb");
-        if (!llvm::sys::fs::exists(p))
-          break;
-        c.expects.push_back(p.str().str());
-      }
-      // A data set without expected outputs would compare nothing and pass.
-      if (c.expects.empty())
-        return fail("'" + dir + "' has no output_0.pb: --test-data has nothing to compare");
-      cases.push_back(std::move(c));
-    }
-  } else {
-    cases.push_back({"command line", SmallVector<std::string>(opts.inputs.begin(), opts.inputs.end()),
-                     SmallVector<std::string>(opts.expects.begin(), opts.expects.end())});
-  }
-
-  unsigned numArgs = func.getNumArguments(), numResults = func.getNumResults();
-  auto argName = [&](unsigned i) {
-    auto a = func.getArgAttrOfType<StringAttr>(i, "merak.name");
-    return a ? a.getValue().str() : "#" + std::to_string(i);
-  };
-  auto resultName = [&](unsigned i) {
-    auto a = func.getResultAttrOfType<StringAttr>(i, "merak.name");
-    return a ? a.getValue().str() : "#" + std::to_string(i);
-  };
-  // An argument named "step" is fed by merak-run (0, 1, ...), not a file.
-  int stepArg = -1;
-  for (unsigned i = 0; i < numArgs; ++i)
-    if (argName(i) == "step")
-      stepArg = i;
-  unsigned fileArgs = numArgs - (stepArg >= 0);
-  bool allMatch = true;
-  for (const Case &c : cases) {
-    if (c.inputs.size() != fileArgs)
-      return fail("model takes " + Twine(fileArgs) + " inputs but " +
+  Entry entry(func);
+  bool several = cases->size() > 1, allMatch = true;
+  for (const Case &c : *cases) {
+    if (c.inputs.size() != entry.fileArgs())
+      return fail("model takes " + Twine(entry.fileArgs()) + " inputs but " +
                   Twine(c.inputs.size()) + " were given (" + c.name + ")");
-    if (c.expects.size() > numResults)
-      return fail("model has " + Twine(numResults) + " outputs but " +
+    if (c.expects.size() > func.getNumResults())
+      return fail("model has " + Twine(func.getNumResults()) + " outputs but " +
                   Twine(c.expects.size()) + " expectations were given");
-    // Arguments in order; the step argument (if any) is filled per run.
-    SmallVector<HostTensor> inputs;
-    for (auto [k, file] : llvm::enumerate(c.inputs)) {
-      if ((int)inputs.size() == stepArg)
-        inputs.push_back(HostTensor());
-      unsigned i = inputs.size();
-      std::string err;
-      auto t = readTensorFile(&ctx, file, err);
-      if (failed(t))
-        return fail(err);
-      Type want = func.getArgumentTypes()[i];
-      if (storesBf16AsUint16(t->getType(), want))
-        return fail(legacyBf16(file));
-      if (t->getType() != want) {
-        std::string s;
-        llvm::raw_string_ostream os(s);
-        os << "input " << i << " '" << argName(i) << "' from '" << file << "' has type "
-           << t->getType() << ", the model expects " << want;
-        return fail(os.str());
-      }
-      inputs.push_back(std::move(*t));
-    }
-    if (stepArg >= 0 && (int)inputs.size() == stepArg)
-      inputs.push_back(HostTensor());
-    ParamStore store;
-    FailureOr<SmallVector<HostTensor>> outputs;
-    for (unsigned s = 0; s < opts.steps; ++s) {
-      if (stepArg >= 0) {
-        HostTensor stepValue(cast<RankedTensorType>(func.getArgumentTypes()[stepArg]));
-        if (stepValue.size() != 1 || stepValue.isFloat())
-          return fail("argument 'step' must be an integer scalar");
-        stepValue.setFromInt(0, s);
-        inputs[stepArg] = std::move(stepValue);
-      }
-      ScopedEvaluationStep position(s); // merak.dropout's masks of step s
-      outputs = evaluateFunction(func, inputs, &store);
-      if (failed(outputs))
-        return 1;
-      if (opts.steps > 1 || stepArg >= 0) {
-        llvm::outs() << "{\"step\": " << s;
-        for (auto [i, t] : llvm::enumerate(*outputs))
-          if (t.size() == 1)
-            llvm::outs() << ", \"" << resultName(i) << "\": " << llvm::format("%.9g", t.getAsDouble(0));
-        llvm::outs() << "}\n";
-      }
-    }
-    if (!opts.outputDir.empty()) {
-      // One directory per data set when there are several.
-      SmallString<256> dir(opts.outputDir);
-      if (cases.size() > 1)
-        llvm::sys::path::append(dir, llvm::sys::path::filename(c.name));
-      llvm::sys::fs::create_directories(dir);
-      for (auto [i, t] : llvm::enumerate(*outputs)) {
-        SmallString<256> p(dir);
-        llvm::sys::path::append(p, "output_" + std::to_string(i) + "." + opts.outputFormat);
-        std::string err;
-        if (failed(writeTensorFile(t, p, resultName(i), err)))
-          return fail(err);
-      }
-    }
-    for (auto [i, file] : llvm::enumerate(c.expects)) {
-      std::string err;
-      auto exp = readTensorFile(&ctx, file, err);
-      if (failed(exp))
-        return fail(err);
-      const HostTensor &got = (*outputs)[i];
-      if (storesBf16AsUint16(exp->getType(), got.getType()))
-        return fail(legacyBf16(file));
-      std::string label = "output " + std::to_string(i) + " '" + resultName(i) + "'";
-      // With several data sets each line says which one it is about.
-      std::string where = cases.size() > 1
-                              ? llvm::sys::path::filename(c.name).str() + ": "
-                              : std::string();
-      if (exp->getShape() != got.getShape() ||
-          exp->getElementType() != got.getElementType()) {
-        std::string s;
-        llvm::raw_string_ostream os(s);
-        os << label << ": got " << got.getType() << ", expected " << exp->getType();
-        llvm::errs() << "merak-run: " << where << "MISMATCH " << os.str() << "\n";
-        allMatch = false;
-        continue;
-      }
-      Mismatch m = compare(got, *exp, opts.rtol, opts.atol);
-      if (m.count) {
-        llvm::errs() << "merak-run: " << where << "MISMATCH " << label << ": "
-                     << m.count << " of "
-                     << exp->size() << " elements differ (rtol " << opts.rtol
-                     << ", atol " << opts.atol << "); first at "
-                     << formatIndex(exp->getShape(), m.first) << ": got "
-                     << formatValue(got, m.first) << ", expected "
-                     << formatValue(*exp, m.first) << "; max abs err " << m.maxAbs
-                     << ", max rel err " << m.maxRel << "\n";
-        allMatch = false;
-      } else {
-        llvm::outs() << "merak-run: " << where << label << " matches (" << exp->size()
-                     << " elements, max abs err " << m.maxAbs << ", max rel err "
-                     << m.maxRel << ")\n";
-      }
-    }
+    FailureOr<SmallVector<HostTensor>> inputs = readInputs(entry, c, ctx);
+    if (failed(inputs))
+      return 1;
+    FailureOr<SmallVector<HostTensor>> outputs = runSteps(opts, entry, std::move(*inputs));
+    if (failed(outputs))
+      return 1;
+    if (!opts.outputDir.empty() && failed(writeOutputs(opts, entry, c, several, *outputs)))
+      return 1;
+    FailureOr<bool> matched = checkOutputs(opts, entry, c, several, *outputs, ctx);
+    if (failed(matched))
+      return 1;
+    allMatch &= *matched;
   }
   return allMatch ? 0 : 1;
 }
