@@ -18,6 +18,135 @@ static json::Array shapeJson(ArrayRef<int64_t> shape) {
   return a;
 }
 
+static json::Array intsJson(ArrayRef<int64_t> values) { return shapeJson(values); }
+
+/// One parameter of a stage's "params".
+static json::Object paramJson(const ParamInfo &p) {
+  json::Object o{
+      {"name", p.name},   {"shape", shapeJson(p.shape)},           {"elements", p.elements},
+      {"bytes", p.bytes}, {"optimizer_state_bytes", p.stateBytes}, {"trainable", p.trainable}};
+  if (p.holders.size() > 1)
+    o["tied_stages"] = intsJson(p.holders);
+  if (p.shard)
+    o["shard"] = json::Object{{"kind", p.split},
+                              {"axis", p.shard->axis},
+                              {"parts", p.shard->parts},
+                              {"blocks", p.shard->blocks},
+                              {"global_shape", shapeJson(p.globalShape)}};
+  return o;
+}
+
+/// A stage's "collectives": {"all_reduce": {"tp": {count, bytes}, ...},
+/// ..., "send": ..., "recv": ...}; adds its tp all-reduces to `tpTotal`.
+static json::Object collectivesJson(const StageInfo &st, Traffic &tpTotal) {
+  std::map<std::string, json::Object> byKind;
+  for (auto &[key, t] : st.collectives) {
+    auto [kind, g] = StringRef(key).split(' ');
+    byKind[kind.str()][g] = json::Object{{"count", t.count}, {"bytes", t.bytes}};
+    if (key == "all_reduce tp") {
+      tpTotal.count += t.count;
+      tpTotal.bytes += t.bytes;
+    }
+  }
+  json::Object collectives;
+  for (auto &[kind, groups] : byKind)
+    collectives[kind] = std::move(groups);
+  collectives["send"] =
+      json::Object{{"next", st.sendNext}, {"prev", st.sendPrev}, {"tied", st.tiedBytes}};
+  collectives["recv"] =
+      json::Object{{"next", st.recvNext}, {"prev", st.recvPrev}, {"tied", st.tiedBytes}};
+  return collectives;
+}
+
+/// One entry of "stages" (its ranks: dp x tp of them, Megatron's order).
+static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st, Traffic &tpTotal) {
+  int64_t group = r.opts.dp * r.opts.tp;
+  json::Array ranks, nodes, ps;
+  for (int64_t k = s * group; k < (s + 1) * group; ++k)
+    ranks.push_back(k);
+  for (const std::string &n : st.nodes)
+    nodes.push_back(n);
+  for (const std::string &name : st.params)
+    ps.push_back(paramJson(r.param(name)));
+  json::Object arenas, copies;
+  for (auto &[name, bytes] : st.arenas)
+    arenas[name] = bytes;
+  for (auto &[name, bytes] : st.copies)
+    copies[name] = bytes;
+  return json::Object{
+      {"stage", s},
+      {"ranks", std::move(ranks)},
+      {"node_count", (int64_t)st.nodes.size()},
+      {"nodes", std::move(nodes)},
+      {"param_count", (int64_t)st.params.size()},
+      {"param_elements", st.paramElements},
+      {"param_bytes", st.paramBytes},
+      {"optimizer_state_bytes", st.stateBytes},
+      {"grad_accumulator_bytes", st.accumulatorBytes},
+      {"params", std::move(ps)},
+      {"activations",
+       json::Object{
+           {"arena_bytes", std::move(arenas)},
+           {"arena_peak_bytes", st.arenaPeak()},
+           {"copy_bytes", std::move(copies)},
+           {"stash_bytes", st.stashBytes},
+           {"stash_bytes_per_microbatch", st.stashPerMicrobatch},
+           {"recompute", st.recompute.empty() ? json::Value(nullptr) : json::Value(st.recompute)}}},
+      {"flops", json::Object{{"forward", st.forwardFlops},
+                             {"backward", st.backwardFlops},
+                             {"update", st.updateFlops},
+                             {"total", st.flops()}}},
+      {"partition_cost", st.partitionCost ? json::Value(*st.partitionCost) : json::Value(nullptr)},
+      {"collectives", collectivesJson(st, tpTotal)},
+  };
+}
+
+/// "tensor_parallel": the sharded parameters, the vocabulary split, the tp
+/// all-reduces.
+static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) {
+  json::Array sharded;
+  for (const ParamInfo &p : r.params)
+    if (p.shard)
+      sharded.push_back(json::Object{{"name", p.name},
+                                     {"stages", intsJson(p.holders)},
+                                     {"kind", p.split},
+                                     {"axis", p.shard->axis},
+                                     {"parts", p.shard->parts},
+                                     {"blocks", p.shard->blocks},
+                                     {"shape", shapeJson(p.shape)},
+                                     {"global_shape", shapeJson(p.globalShape)}});
+  int64_t tp = r.opts.tp;
+  const ParamInfo *vocab = r.vocab;
+  return json::Object{
+      {"tp", tp},
+      {"sharded", std::move(sharded)},
+      {"vocab", vocab ? json::Value(json::Object{{"param", vocab->name},
+                                                 {"vocabulary", vocab->globalShape[0]},
+                                                 {"per_rank", vocab->shape[0]},
+                                                 {"padded", vocab->shape[0] * tp}})
+                      : json::Value(nullptr)},
+      {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
+}
+
+/// "data_parallel": the gradient buckets and the scalars reduced over dp.
+static json::Object dataParallelJson(const Report &r) {
+  json::Array buckets;
+  int64_t bucketBytes = 0;
+  for (const Bucket &b : r.dpBuckets) {
+    buckets.push_back(json::Object{{"stage", b.stage},
+                                   {"kind", b.kind},
+                                   {"tensors", b.tensors},
+                                   {"bytes", b.bytes},
+                                   {"dtype", b.dtype}});
+    bucketBytes += b.bytes;
+  }
+  return json::Object{{"dp", r.opts.dp},
+                      {"bucket_count", (int64_t)r.dpBuckets.size()},
+                      {"bucket_bytes", bucketBytes},
+                      {"buckets", std::move(buckets)},
+                      {"scalar_bytes", r.dpScalarBytes}};
+}
+
 json::Value Report::toJson() const {
   int64_t dp = opts.dp, tp = opts.tp, m = opts.microbatches, pp = stages.size();
   json::Object root;
@@ -39,136 +168,17 @@ json::Value Report::toJson() const {
                                 {"constant_bytes", constantBytes}};
   json::Array stageArr;
   Traffic tpTotal;
-  for (auto [s, st] : llvm::enumerate(stages)) {
-    int64_t s64 = s;
-    json::Array ranks, nodes, ps;
-    for (int64_t r = s64 * dp * tp; r < (s64 + 1) * dp * tp; ++r)
-      ranks.push_back(r);
-    for (const std::string &n : st.nodes)
-      nodes.push_back(n);
-    for (const std::string &name : st.params) {
-      const ParamInfo &p = param(name);
-      json::Object o{{"name", p.name},
-                     {"shape", shapeJson(p.shape)},
-                     {"elements", p.elements},
-                     {"bytes", p.bytes},
-                     {"optimizer_state_bytes", p.stateBytes},
-                     {"trainable", p.trainable}};
-      if (p.holders.size() > 1) {
-        json::Array h;
-        for (int64_t x : p.holders)
-          h.push_back(x);
-        o["tied_stages"] = std::move(h);
-      }
-      if (p.shard)
-        o["shard"] = json::Object{{"kind", p.split},
-                                  {"axis", p.shard->axis},
-                                  {"parts", p.shard->parts},
-                                  {"blocks", p.shard->blocks},
-                                  {"global_shape", shapeJson(p.globalShape)}};
-      ps.push_back(std::move(o));
-    }
-    json::Object arenas, copies;
-    for (auto &[name, bytes] : st.arenas)
-      arenas[name] = bytes;
-    for (auto &[name, bytes] : st.copies)
-      copies[name] = bytes;
-    // {"all_reduce": {"tp": {count, bytes}, ...}, "reduce_scatter": ...}
-    std::map<std::string, json::Object> byKind;
-    for (auto &[key, t] : st.collectives) {
-      auto [kind, g] = StringRef(key).split(' ');
-      byKind[kind.str()][g] = json::Object{{"count", t.count}, {"bytes", t.bytes}};
-      if (key == "all_reduce tp") {
-        tpTotal.count += t.count;
-        tpTotal.bytes += t.bytes;
-      }
-    }
-    json::Object collectives;
-    for (auto &[kind, groups] : byKind)
-      collectives[kind] = std::move(groups);
-    collectives["send"] =
-        json::Object{{"next", st.sendNext}, {"prev", st.sendPrev}, {"tied", st.tiedBytes}};
-    collectives["recv"] =
-        json::Object{{"next", st.recvNext}, {"prev", st.recvPrev}, {"tied", st.tiedBytes}};
-    json::Object stage{
-        {"stage", s64},
-        {"ranks", std::move(ranks)},
-        {"node_count", (int64_t)st.nodes.size()},
-        {"nodes", std::move(nodes)},
-        {"param_count", (int64_t)st.params.size()},
-        {"param_elements", st.paramElements},
-        {"param_bytes", st.paramBytes},
-        {"optimizer_state_bytes", st.stateBytes},
-        {"grad_accumulator_bytes", st.accumulatorBytes},
-        {"params", std::move(ps)},
-        {"activations", json::Object{{"arena_bytes", std::move(arenas)},
-                                     {"arena_peak_bytes", st.arenaPeak()},
-                                     {"copy_bytes", std::move(copies)},
-                                     {"stash_bytes", st.stashBytes},
-                                     {"stash_bytes_per_microbatch", st.stashPerMicrobatch},
-                                     {"recompute", st.recompute.empty()
-                                                       ? json::Value(nullptr)
-                                                       : json::Value(st.recompute)}}},
-        {"flops", json::Object{{"forward", st.forwardFlops},
-                               {"backward", st.backwardFlops},
-                               {"update", st.updateFlops},
-                               {"total", st.flops()}}},
-        {"partition_cost",
-         st.partitionCost ? json::Value(*st.partitionCost) : json::Value(nullptr)},
-        {"collectives", std::move(collectives)},
-    };
-    stageArr.push_back(std::move(stage));
-  }
+  for (auto [s, st] : llvm::enumerate(stages))
+    stageArr.push_back(stageJson(*this, s, st, tpTotal));
   root["stages"] = std::move(stageArr);
-
-  json::Array sharded;
-  for (const ParamInfo &p : params)
-    if (p.shard) {
-      json::Array h;
-      for (int64_t x : p.holders)
-        h.push_back(x);
-      sharded.push_back(json::Object{{"name", p.name},
-                                     {"stages", std::move(h)},
-                                     {"kind", p.split},
-                                     {"axis", p.shard->axis},
-                                     {"parts", p.shard->parts},
-                                     {"blocks", p.shard->blocks},
-                                     {"shape", shapeJson(p.shape)},
-                                     {"global_shape", shapeJson(p.globalShape)}});
-    }
-  root["tensor_parallel"] =
-      json::Object{{"tp", tp},
-                   {"sharded", std::move(sharded)},
-                   {"vocab", vocab ? json::Value(json::Object{
-                                         {"param", vocab->name},
-                                         {"vocabulary", vocab->globalShape[0]},
-                                         {"per_rank", vocab->shape[0]},
-                                         {"padded", vocab->shape[0] * tp}})
-                                   : json::Value(nullptr)},
-                   {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
-
-  json::Array buckets;
-  int64_t bucketBytes = 0;
-  for (const Bucket &b : dpBuckets) {
-    buckets.push_back(json::Object{
-        {"stage", b.stage}, {"kind", b.kind}, {"tensors", b.tensors}, {"bytes", b.bytes},
-        {"dtype", b.dtype}});
-    bucketBytes += b.bytes;
-  }
-  root["data_parallel"] = json::Object{{"dp", dp},
-                                       {"bucket_count", (int64_t)dpBuckets.size()},
-                                       {"bucket_bytes", bucketBytes},
-                                       {"buckets", std::move(buckets)},
-                                       {"scalar_bytes", dpScalarBytes}};
+  root["tensor_parallel"] = tensorParallelJson(*this, tpTotal);
+  root["data_parallel"] = dataParallelJson(*this);
   if (pipelined) {
-    json::Array c;
-    for (int64_t x : cuts)
-      c.push_back(x);
     int64_t p2p = 0;
     for (const StageInfo &st : stages)
       p2p += st.sendNext + st.sendPrev + st.tiedBytes;
-    root["pipeline"] = json::Object{
-        {"cut_points", cutPoints}, {"cuts", std::move(c)}, {"send_bytes", p2p}};
+    root["pipeline"] =
+        json::Object{{"cut_points", cutPoints}, {"cuts", intsJson(cuts)}, {"send_bytes", p2p}};
   } else {
     root["pipeline"] = nullptr;
   }
