@@ -257,6 +257,78 @@ static Result<nlohmann::json> parseHeader(const std::string &header) {
   return Result<nlohmann::json>::error(why);
 }
 
+/// One header entry's tensor (dtype, shape; not its name) and the byte
+/// range [first, second) of its data; errors name the cause only.
+static Result<Tensor> parseTensorEntry(const nlohmann::json &value,
+                                       std::pair<uint64_t, uint64_t> &range) {
+  using R = Result<Tensor>;
+  if (!value.is_object())
+    return R::error("header entry is not an object");
+  auto dtype = value.find("dtype"), shape = value.find("shape"),
+       offsets = value.find("data_offsets");
+  if (dtype == value.end() || !dtype->is_string())
+    return R::error("missing or non-string \"dtype\"");
+  std::optional<DType> dt = parseDType(dtype->get<std::string>());
+  if (!dt)
+    return R::error("unknown dtype '" + dtype->get<std::string>() + "'");
+  if (shape == value.end() || !shape->is_array())
+    return R::error("missing or non-array \"shape\"");
+  Tensor tensor;
+  tensor.dtype = *dt;
+  for (const nlohmann::json &d : *shape) {
+    std::optional<int64_t> dim = nonNegativeInteger(d);
+    if (!dim)
+      return R::error("shape entries must be non-negative integers");
+    tensor.shape.push_back(*dim);
+  }
+  std::optional<int64_t> first, last;
+  if (offsets != value.end() && offsets->is_array() && offsets->size() == 2)
+    first = nonNegativeInteger((*offsets)[0]), last = nonNegativeInteger((*offsets)[1]);
+  if (!first || !last || *last < *first)
+    return R::error("\"data_offsets\" must be [BEGIN, END] with "
+                    "0 <= BEGIN <= END");
+  uint64_t begin = static_cast<uint64_t>(*first);
+  uint64_t end = static_cast<uint64_t>(*last);
+  std::optional<uint64_t> count = elementCount(tensor.shape);
+  if (!count || *count > UINT64_MAX / dtypeSize(tensor.dtype))
+    return R::error("shape " + shapeString(tensor.shape) + " is too large");
+  uint64_t expected = *count * dtypeSize(tensor.dtype);
+  if (end - begin != expected)
+    return R::error("shape " + shapeString(tensor.shape) + " of " + dtypeName(tensor.dtype) +
+                    " needs " + std::to_string(expected) + " bytes but data_offsets [" +
+                    std::to_string(begin) + ", " + std::to_string(end) + "] span " +
+                    std::to_string(end - begin));
+  range = {begin, end};
+  return tensor;
+}
+
+/// The entries, sorted by offset, cover the data section of `dataSize`
+/// bytes exactly: no overlap, no gap, nothing past its end, no excess.
+static Status checkCoverage(const std::vector<Entry> &sorted, const std::vector<Tensor> &tensors,
+                            uint64_t dataSize) {
+  uint64_t cursor = 0;
+  const Entry *previous = nullptr;
+  for (const Entry &e : sorted) {
+    const std::string &name = tensors[e.tensor].name;
+    if (e.begin < cursor)
+      return Status::error("data of tensors '" + tensors[previous->tensor].name + "' and '" + name +
+                           "' overlap");
+    if (e.begin > cursor)
+      return Status::error("gap of " + std::to_string(e.begin - cursor) +
+                           " bytes in the data section before tensor '" + name + "'");
+    if (e.end > dataSize)
+      return Status::error("truncated: tensor '" + name + "' ends at data offset " +
+                           std::to_string(e.end) + " but the data section has only " +
+                           std::to_string(dataSize) + " bytes");
+    cursor = e.end;
+    previous = &e;
+  }
+  if (cursor != dataSize)
+    return Status::error("corrupt: " + std::to_string(dataSize - cursor) +
+                         " trailing bytes after the last tensor");
+  return Status::success();
+}
+
 static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
                                                    bool withData) {
   auto fail = [&](const std::string &cause) {
@@ -301,6 +373,7 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
   SafetensorsFile file;
   file.path = path;
   std::vector<Entry> entries;
+  std::pair<uint64_t, uint64_t> range; // of the tensor's data
   for (const auto &[name, value] : root.items()) {
     if (name == kMetadataKey) {
       if (value.is_null())
@@ -314,53 +387,15 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
       }
       continue;
     }
-    const std::string &tensorName = name;
-    auto bad = [&](const std::string &cause) {
-      return fail("tensor '" + tensorName + "': " + cause);
-    };
-    if (!value.is_object())
-      return bad("header entry is not an object");
-    auto dtype = value.find("dtype"), shape = value.find("shape"),
-         offsets = value.find("data_offsets");
-    if (dtype == value.end() || !dtype->is_string())
-      return bad("missing or non-string \"dtype\"");
-    std::optional<DType> dt = parseDType(dtype->get<std::string>());
-    if (!dt)
-      return bad("unknown dtype '" + dtype->get<std::string>() + "'");
-    if (shape == value.end() || !shape->is_array())
-      return bad("missing or non-array \"shape\"");
-    Tensor tensor;
-    tensor.name = name;
-    tensor.dtype = *dt;
-    for (const nlohmann::json &d : *shape) {
-      std::optional<int64_t> dim = nonNegativeInteger(d);
-      if (!dim)
-        return bad("shape entries must be non-negative integers");
-      tensor.shape.push_back(*dim);
-    }
-    std::optional<int64_t> first, last;
-    if (offsets != value.end() && offsets->is_array() && offsets->size() == 2)
-      first = nonNegativeInteger((*offsets)[0]), last = nonNegativeInteger((*offsets)[1]);
-    if (!first || !last || *last < *first)
-      return bad("\"data_offsets\" must be [BEGIN, END] with "
-                 "0 <= BEGIN <= END");
-    uint64_t begin = static_cast<uint64_t>(*first);
-    uint64_t end = static_cast<uint64_t>(*last);
-    std::optional<uint64_t> count = elementCount(tensor.shape);
-    if (!count || *count > UINT64_MAX / dtypeSize(tensor.dtype))
-      return bad("shape " + shapeString(tensor.shape) + " is too large");
-    uint64_t expected = *count * dtypeSize(tensor.dtype);
-    if (end - begin != expected)
-      return bad("shape " + shapeString(tensor.shape) + " of " +
-                 dtypeName(tensor.dtype) + " needs " +
-                 std::to_string(expected) + " bytes but data_offsets [" +
-                 std::to_string(begin) + ", " + std::to_string(end) +
-                 "] span " + std::to_string(end - begin));
+    Result<Tensor> tensor = parseTensorEntry(value, range);
+    if (!tensor.ok())
+      return fail("tensor '" + name + "': " + tensor.message());
+    tensor->name = name;
     if (file.index.count(name))
-      return bad("duplicate tensor name");
+      return fail("tensor '" + name + "': duplicate tensor name");
     file.index.emplace(name, file.tensors.size());
-    entries.push_back({file.tensors.size(), begin, end});
-    file.tensors.push_back(std::move(tensor));
+    entries.push_back({file.tensors.size(), range.first, range.second});
+    file.tensors.push_back(std::move(*tensor));
   }
 
   // The data section must be covered exactly: no overlap, no gap, no excess.
@@ -369,26 +404,8 @@ static Result<SafetensorsFile> readSafetensorsImpl(const std::string &path,
   std::sort(sorted.begin(), sorted.end(), [](const Entry &a, const Entry &b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  uint64_t cursor = 0;
-  const Entry *previous = nullptr;
-  for (const Entry &e : sorted) {
-    const std::string &name = file.tensors[e.tensor].name;
-    if (e.begin < cursor)
-      return fail("data of tensors '" + file.tensors[previous->tensor].name +
-                  "' and '" + name + "' overlap");
-    if (e.begin > cursor)
-      return fail("gap of " + std::to_string(e.begin - cursor) +
-                  " bytes in the data section before tensor '" + name + "'");
-    if (e.end > dataSize)
-      return fail("truncated: tensor '" + name + "' ends at data offset " +
-                  std::to_string(e.end) + " but the data section has only " +
-                  std::to_string(dataSize) + " bytes");
-    cursor = e.end;
-    previous = &e;
-  }
-  if (cursor != dataSize)
-    return fail("corrupt: " + std::to_string(dataSize - cursor) +
-                " trailing bytes after the last tensor");
+  if (Status covered = checkCoverage(sorted, file.tensors, dataSize); !covered.ok())
+    return fail(covered.message());
 
   for (const Entry &e : sorted) {
     Tensor &t = file.tensors[e.tensor];
