@@ -19,6 +19,8 @@ buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
              broadcasts rank 0's before each forward);
   pp2-m2-recompute  --pp 2 --microbatches 2 --recompute full: the
              backward's recomputation does not update them a second time;
+  dp2-zero1, tp2 (fc1 -> bn3 -> head sharded by features), and
+  dp2-pp2-m2-interleaved (two virtual stages per rank): the same;
   dp2-pp2-m2 --dp 2 --pp 2 --microbatches 2 (rank 0's two micro-batches
              of 4 images in turn; fewer rows make BatchNorm1d's gradient
              ill-conditioned: 2 rows normalise to +-1 whatever fc1 does);
@@ -58,6 +60,10 @@ CONFIGS = {
     "dp2": dict(dp=2),
     "pp2-m2-recompute": dict(pp=2, m=2, extra=("--recompute", "full")),
     "dp2-pp2-m2": dict(dp=2, pp=2, m=2),
+    "dp2-zero1": dict(dp=2, extra=("--zero", "1")),
+    "tp2": dict(tp=2),
+    "dp2-pp2-m2-interleaved": dict(dp=2, pp=2, m=2,
+                                   extra=("--schedule", "interleaved", "--virtual-stages", "2")),
 }
 CHECKS = list(CONFIGS) + ["resume", "trainable", "too-small"]
 
@@ -116,20 +122,20 @@ class Env:
         np.save(os.path.join(self.data, "labels.npy"), self.labels)
         self.runs, self.references = {}, {}
 
-    def compile(self, dp=1, pp=1, m=1, extra=(), check=True):
-        tag = "dp%d-pp%d-m%d%s" % (dp, pp, m, "".join(extra))
+    def compile(self, dp=1, tp=1, pp=1, m=1, extra=(), check=True):
+        tag = "dp%d-tp%d-pp%d-m%d%s" % (dp, tp, pp, m, "".join(extra))
         exe = os.path.join(self.work, "train-" + re.sub(r"\W", "", tag))
         cmd = [os.path.join(self.bin_dir, "merak-compile"), self.onnx, "-o", exe,
                "--input-shape", "image=%dx3x8x8" % BATCH,
                "--optimizer", "adamw", "--opt", "lr=%g" % LR] + list(extra)
-        for flag, value in (("--dp", dp), ("--pp", pp), ("--microbatches", m)):
+        for flag, value in (("--dp", dp), ("--tp", tp), ("--pp", pp), ("--microbatches", m)):
             if value > 1:
                 cmd += [flag, str(value)]
         rc, out = run(cmd, check=check)
         return tag, exe, rc, out
 
-    def train(self, dp=1, pp=1, m=1, extra=(), steps=STEPS, ckpt=None, resume=False):
-        tag, exe, _, _ = self.compile(dp, pp, m, extra)
+    def train(self, dp=1, tp=1, pp=1, m=1, extra=(), steps=STEPS, ckpt=None, resume=False):
+        tag, exe, _, _ = self.compile(dp, tp, pp, m, extra)
         key = (tag, steps, ckpt, resume)
         if key in self.runs:
             return self.runs[key]
@@ -141,8 +147,8 @@ class Env:
             shutil.rmtree(ckpt, ignore_errors=True)
         cmd = [exe, "--data", self.data, "--steps", str(steps), "--sampler", "sequential",
                "--metrics", metrics, "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
-        if dp * pp > 1:
-            cmd = MPIRUN + ["-np", str(dp * pp)] + cmd
+        if dp * tp * pp > 1:
+            cmd = MPIRUN + ["-np", str(dp * tp * pp)] + cmd
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
@@ -216,8 +222,8 @@ def check(env, name):
     if name in CONFIGS:
         cfg = dict(CONFIGS[name])
         got, ckpt = env.train(**cfg)
-        cfg.pop("extra", None)
-        cfg.pop("pp", None)
+        for key in ("extra", "pp", "tp"):
+            cfg.pop(key, None)
         return compare(got, ckpt, *env.reference(**cfg), env.state)
     if name == "resume":
         full, full_ckpt = env.train()
