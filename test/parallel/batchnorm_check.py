@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 from merak_checkpoint import read_checkpoint  # noqa: E402
 from check_runner import run_checks  # noqa: E402
+from program_check import tool_output  # noqa: E402
 
 STEPS, BATCH, SAMPLES, CLASSES, LR = 12, 16, 37, 10, 3e-3
 LOSS_TOL, PARAM_TOL = 1e-4, 1e-4
@@ -84,15 +85,6 @@ class BnCnn(nn.Module):
         x = F.relu(self.bn2(self.conv(x))) + x
         x = F.avg_pool2d(x, 2).flatten(1)
         return self.head(F.relu(self.bn3(self.fc1(x))))
-
-
-def run(cmd, env=None, check=True):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                       timeout=300)
-    if check and p.returncode:
-        raise RuntimeError("%s failed (%d):\n%s" % (os.path.basename(cmd[0]), p.returncode,
-                                                  p.stdout.decode()[-3000:]))
-    return p.returncode, p.stdout.decode()
 
 
 class Env:
@@ -131,8 +123,10 @@ class Env:
         for flag, value in (("--dp", dp), ("--tp", tp), ("--pp", pp), ("--microbatches", m)):
             if value > 1:
                 cmd += [flag, str(value)]
-        rc, out = run(cmd, check=check)
-        return tag, exe, rc, out
+        if check:
+            return tag, exe, 0, tool_output(cmd)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        return tag, exe, p.returncode, p.stdout.decode()
 
     def train(self, dp=1, tp=1, pp=1, m=1, extra=(), steps=STEPS, ckpt=None, resume=False):
         tag, exe, _, _ = self.compile(dp, tp, pp, m, extra)
@@ -149,7 +143,7 @@ class Env:
                "--metrics", metrics, "--checkpoint-dir", ckpt] + (["--resume"] if resume else [])
         if dp * tp * pp > 1:
             cmd = MPIRUN + ["-np", str(dp * tp * pp)] + cmd
-        run(cmd, env=self.env)
+        tool_output(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]
         self.runs[key] = losses, read_checkpoint(ckpt, steps)
