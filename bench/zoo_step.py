@@ -12,6 +12,10 @@ interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
   lstm, gru  test/zoo/zoo_models.py's RecurrentLM (2 layers of width d:
            the ONNX LSTM/GRU ops, which merak unrolls over the sequence;
            not in the default list)
+  resnet50 torchvision's ResNet-50 (10 classes, train-mode BatchNorm,
+           whose running statistics merak updates too) on batch 8 of
+           64x64 images, the class cross-entropy (not in the default list;
+           FLOP/s not printed)
 merak: exported by the TorchScript exporter (opset 17, training mode),
 merak-compile, ./train on random tokens with OMP/OpenBLAS at 1 thread; the
 median of the per-step time_ms after 5 warm-up steps. PyTorch: forward,
@@ -49,6 +53,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "test", "zoo"))
 from zoo_models import RecurrentLM  # noqa: E402
 
 B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 256, 4, 8, 2048
+IMAGE, CLASSES = 64, 10  # resnet50
 WARMUP = 5
 
 
@@ -74,21 +79,30 @@ def build_model(name):
                      hidden=4 * D), []
     if name in ("lstm", "gru"):
         return RecurrentLM(name, VOCAB, D), []
+    if name == "resnet50":
+        import torchvision
+        return torchvision.models.resnet50(weights=None, num_classes=CLASSES), \
+            ["--input-shape", "pixel_values=%dx3x%dx%d" % (B, IMAGE, IMAGE)]
     return EncoderLM(vocab=VOCAB, seq=T, width=D, heads=HEADS, layers=LAYERS), []
 
 
-def torch_step_ms(model, steps, compiled):
+def torch_step_ms(model, steps, compiled, images=False):
     model = model.train()
     fwd = torch.compile(model) if compiled else model
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
     rng = torch.Generator().manual_seed(1)
     times = []
     for s in range(WARMUP + steps):
-        ids = torch.randint(0, VOCAB, (B, T + 1), generator=rng)
+        if images:
+            x = torch.randn(B, 3, IMAGE, IMAGE, generator=rng)
+            y = torch.randint(0, CLASSES, (B,), generator=rng)
+        else:
+            ids = torch.randint(0, VOCAB, (B, T + 1), generator=rng)
+            x, y = ids[:, :-1], ids[:, 1:]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = fwd(ids[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        logits = fwd(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
         if s >= WARMUP:
@@ -98,8 +112,10 @@ def torch_step_ms(model, steps, compiled):
 
 def merak_step_ms(args, name, model, flags):
     onnx_path = os.path.join(args.workdir, name + ".onnx")
-    torch.onnx.export(model, (torch.zeros(B, T, dtype=torch.int64),), onnx_path,
-                      opset_version=17, dynamo=False, input_names=["input_ids"],
+    images = name == "resnet50"
+    example = torch.zeros(B, 3, IMAGE, IMAGE) if images else torch.zeros(B, T, dtype=torch.int64)
+    torch.onnx.export(model, (example,), onnx_path, opset_version=17, dynamo=False,
+                      input_names=["pixel_values" if images else "input_ids"],
                       output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False)
     exe = os.path.join(args.workdir, "train-" + name)
@@ -111,6 +127,13 @@ def merak_step_ms(args, name, model, flags):
     fused = open(step_cpp).read().count(" attention(")
     tokens = os.path.join(args.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 200000).astype(np.uint16).tofile(tokens)
+    if images:  # a directory of arrays: DIR/pixel_values.npy and DIR/labels.npy
+        tokens = os.path.join(args.workdir, "images")
+        os.makedirs(tokens, exist_ok=True)
+        rng = np.random.default_rng(0)
+        np.save(os.path.join(tokens, "pixel_values.npy"),
+                rng.standard_normal((64, 3, IMAGE, IMAGE)).astype(np.float32))
+        np.save(os.path.join(tokens, "labels.npy"), rng.integers(0, CLASSES, 64))
     metrics = os.path.join(args.workdir, name + ".jsonl")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     subprocess.run([exe, "--data", tokens, "--steps", str(WARMUP + args.steps), "--metrics",
@@ -156,8 +179,16 @@ def main():
         if name not in ("lstm", "gru"):
             flops += 12 * LAYERS * B * T * T * D
         merak_ms, fused = merak_step_ms(args, name, model, flags)
-        eager_ms = torch_step_ms(build(name)[0], args.steps, False)
-        compiled_ms = torch_step_ms(build(name)[0], args.steps, True)
+        images = name == "resnet50"
+        eager_ms = torch_step_ms(build(name)[0], args.steps, False, images)
+        compiled_ms = torch_step_ms(build(name)[0], args.steps, True, images)
+        if images:
+            print("%-8s %5.1fM params | merak %7.1f ms | eager %7.1f ms | compile %7.1f ms | "
+                  "merak/eager %.2f | merak/compile %.2f"
+                  % (name, params / 1e6, merak_ms, eager_ms, compiled_ms, merak_ms / eager_ms,
+                     merak_ms / compiled_ms))
+            sys.stdout.flush()
+            continue
         print("%-8s %5.1fM params | merak %7.1f ms (%d attention fused, %.1f GFLOP/s = %.0f%% "
               "of peak) | eager %7.1f ms | compile %7.1f ms | merak/eager %.2f | "
               "merak/compile %.2f (goal <= 0.8)"
