@@ -306,6 +306,37 @@ LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
   return success();
 }
 
+LogicalResult kernels::eval(BatchNormGradOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0], &g = *in[1], &scale = *in[2];
+  HostTensor dx(op.getInputGrad().getType()), dscale(op.getScaleGrad().getType()),
+      dbias(op.getBiasGrad().getType());
+  AxisView v(x.getShape(), 1);
+  double eps = op.getEpsilon().convertToDouble();
+  double n = static_cast<double>(v.outer * v.inner);
+  for (int64_t c = 0; c < v.dim; ++c) {
+    auto [m, s2] = channelMoments(x, v, c);
+    double rstd = 1.0 / std::sqrt(s2 + eps), sumG = 0, sumGX = 0;
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t k = 0; k < v.inner; ++k) {
+        int64_t at = v.at(o, c, k);
+        sumG += g.f()[at];
+        sumGX += g.f()[at] * (x.f()[at] - m) * rstd;
+      }
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t k = 0; k < v.inner; ++k) {
+        int64_t at = v.at(o, c, k);
+        double xhat = (x.f()[at] - m) * rstd;
+        dx.setFromDouble(at, scale.f()[c] * rstd * (g.f()[at] - sumG / n - xhat * sumGX / n));
+      }
+    dscale.setFromDouble(c, sumGX);
+    dbias.setFromDouble(c, sumG);
+  }
+  out.push_back(std::move(dx));
+  out.push_back(std::move(dscale));
+  out.push_back(std::move(dbias));
+  return success();
+}
+
 LogicalResult kernels::eval(BatchNormStatsOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &mean = *in[1], &var = *in[2];
   HostTensor newMean(op.getNewMean().getType()), newVar(op.getNewVar().getType());

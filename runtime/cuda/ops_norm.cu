@@ -193,6 +193,39 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// The gradients of training-mode batch norm, one block per channel.
+template <class T>
+__global__ void __launch_bounds__(256)
+    batchNormGradKernel(const T *x, const T *dy, const T *scale, T *dx, T *dscale, T *dbias,
+                        int64_t outer, int64_t channels, int64_t inner, double eps) {
+  __shared__ double smem[32];
+  const int64_t n = outer * inner;
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    double m = 0.0, v = 0.0;
+    channelMoments(x, outer, channels, inner, c, smem, m, v);
+    const double rstd = 1.0 / sqrt(v + eps);
+    double g = 0.0, gx = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const int64_t at = ((i / inner) * channels + c) * inner + i % inner;
+      const double d = double(dy[at]);
+      g += d;
+      gx += d * (double(x[at]) - m);
+    }
+    const double sumG = blockSumD(g, smem);
+    const double sumGX = blockSumD(gx, smem) * rstd;
+    const double f = double(scale[c]) * rstd, meanG = sumG / double(n), meanGX = sumGX / double(n);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const int64_t at = ((i / inner) * channels + c) * inner + i % inner;
+      const double xhat = (double(x[at]) - m) * rstd;
+      dx[at] = T(f * (double(dy[at]) - meanG - xhat * meanGX));
+    }
+    if (threadIdx.x == 0) {
+      dscale[c] = T(sumGX);
+      dbias[c] = T(sumG);
+    }
+  }
+}
+
 /// PyTorch's running-statistics update, one block per channel (new* may
 /// alias mean/var: thread 0 reads its channel's old values, then writes).
 template <class T>
@@ -345,6 +378,21 @@ void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
         s.inner, eps, training);
   });
   checkLaunch("batch_norm");
+}
+
+void batchNormGrad(DT t, const void *x, const void *dy, const Dims &dx, const void *scale,
+                   double eps, void *dxOut, void *dscale, void *dbias) {
+  AxisSplit s(dx, 1);
+  if (s.dim == 0)
+    return;
+  dispatchFloat(t, "batch_norm_grad: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    batchNormGradKernel<T><<<rowGrid(s.dim), 256, 0, cs()>>>(
+        static_cast<const T *>(x), static_cast<const T *>(dy), static_cast<const T *>(scale),
+        static_cast<T *>(dxOut), static_cast<T *>(dscale), static_cast<T *>(dbias), s.outer, s.dim,
+        s.inner, eps);
+  });
+  checkLaunch("batch_norm_grad");
 }
 
 void batchNormStats(DT t, const void *x, const Dims &dx, const void *mean, const void *var,

@@ -250,6 +250,48 @@ void batchNorm(DT t, const void *x, const Dims &dx, const void *scale,
   });
 }
 
+void batchNormGrad(DT t, const void *x, const void *dy, const Dims &dx, const void *scale,
+                   double eps, void *dxOut, void *dscale, void *dbias) {
+  AxisSplit s(dx, 1);
+  const double n = static_cast<double>(s.outer * s.inner);
+  dispatchFloat(t, "batch_norm_grad: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    const T *pg = static_cast<const T *>(dy);
+    const T *sc = static_cast<const T *>(scale);
+    T *pdx = static_cast<T *>(dxOut);
+    T *ds = static_cast<T *>(dscale);
+    T *db = static_cast<T *>(dbias);
+    parallelFor(s.dim, s.outer * s.inner * 4, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        auto [m, v] = channelMoments(px, s, c);
+        const double rstd = 1.0 / std::sqrt(v + eps);
+        double sumG = 0.0, sumGX = 0.0;
+        for (int64_t o = 0; o < s.outer; ++o) {
+          const int64_t at = (o * s.dim + c) * s.inner;
+          for (int64_t k = 0; k < s.inner; ++k) {
+            const double g = static_cast<double>(pg[at + k]);
+            sumG += g;
+            sumGX += g * (static_cast<double>(px[at + k]) - m);
+          }
+        }
+        sumGX *= rstd; // sum(g * xhat)
+        const double f = static_cast<double>(sc[c]) * rstd, meanG = sumG / n, meanGX = sumGX / n;
+        for (int64_t o = 0; o < s.outer; ++o) {
+          const int64_t at = (o * s.dim + c) * s.inner;
+          for (int64_t k = 0; k < s.inner; ++k) {
+            const double xhat = (static_cast<double>(px[at + k]) - m) * rstd;
+            pdx[at + k] =
+                static_cast<T>(f * (static_cast<double>(pg[at + k]) - meanG - xhat * meanGX));
+          }
+        }
+        ds[c] = static_cast<T>(sumGX);
+        db[c] = static_cast<T>(sumG);
+      }
+    });
+  });
+}
+
 void batchNormStats(DT t, const void *x, const Dims &dx, const void *mean, const void *var,
                     double momentum, void *newMean, void *newVar) {
   AxisSplit s(dx, 1);

@@ -164,6 +164,47 @@ TEST(OpsNorm, BatchNormTrainingAndInference) {
   }
 }
 
+TEST(OpsNorm, BatchNormGradMatchesTheFormula) {
+  // d/dx of scale * (x - m) / sqrt(v + eps) + bias with batch statistics,
+  // written out: dx = scale rstd (dy - mean(dy) - xhat mean(dy xhat)),
+  // dscale = sum(dy xhat), dbias = sum(dy); n = 3 x 5 = 15 per channel.
+  Dims dx = D({3, 4, 5});
+  auto x = randv<float>(dx.numel(), -2, 3), g = randv<float>(dx.numel(), -1, 1);
+  auto sc = randv<float>(4, 0.5, 2);
+  std::vector<float> want(x.size()), wantS(4), wantB(4);
+  for (int64_t c = 0; c < 4; ++c) {
+    double m = 0, v = 0, sg = 0, sgx = 0;
+    auto at = [&](int64_t n, int64_t k) { return (n * 4 + c) * 5 + k; };
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 5; ++k)
+        m += x[at(n, k)] / 15.0;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 5; ++k)
+        v += (x[at(n, k)] - m) * (x[at(n, k)] - m) / 15.0;
+    double rstd = 1.0 / std::sqrt(v + 1e-5);
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 5; ++k) {
+        sg += g[at(n, k)];
+        sgx += g[at(n, k)] * (x[at(n, k)] - m) * rstd;
+      }
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t k = 0; k < 5; ++k)
+        want[at(n, k)] = static_cast<float>(
+            sc[c] * rstd * (g[at(n, k)] - sg / 15 - (x[at(n, k)] - m) * rstd * sgx / 15));
+    wantS[c] = static_cast<float>(sgx);
+    wantB[c] = static_cast<float>(sg);
+  }
+  std::vector<float> got(x.size()), gotS(4), gotB(4);
+  cpu::batchNormGrad(DT::F32, x.data(), g.data(), dx, sc.data(), 1e-5, got.data(), gotS.data(),
+                     gotB.data());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << i;
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_NEAR(gotS[c], wantS[c], 1e-5) << c;
+    EXPECT_NEAR(gotB[c], wantB[c], 1e-5) << c;
+  }
+}
+
 TEST(OpsNorm, BatchNormStatsIsTorchsRunningUpdate) {
   // nn.BatchNorm2d(momentum=0.25) in a training forward: running =
   // 0.75 * running + 0.25 * batch, the variance unbiased (n = 3 x 7 = 21),

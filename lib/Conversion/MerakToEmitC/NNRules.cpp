@@ -130,6 +130,28 @@ FailureOr<Lowering> emitc_lowering::rule(BatchNormOp bn, Emitter &e, LoweringCon
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(BatchNormGradOp bg, Emitter &e, LoweringContext &) {
+  PTR(x, bg.getInput());
+  PTR(g, bg.getGrad());
+  PTR(s, bg.getScale());
+  PTR(dx, bg.getInputGrad());
+  PTR(ds, bg.getScaleGrad());
+  PTR(db, bg.getBiasGrad());
+  Type in = bg.getInput().getType();
+  e.call(kernels::batchNormGrad)
+      .dtype(in)
+      .ptr(x)
+      .ptr(g)
+      .dims(in)
+      .ptr(s)
+      .f64(bg.getEpsilon().convertToDouble())
+      .ptr(dx)
+      .ptr(ds)
+      .ptr(db)
+      .emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(BatchNormStatsOp st, Emitter &e, LoweringContext &) {
   PTR(x, st.getInput());
   PTR(m, st.getMean());

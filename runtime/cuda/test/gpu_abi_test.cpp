@@ -304,6 +304,11 @@ void run() {
                (side ? gpu::batchNorm : cpu::batchNorm)(t, P(bx), bx.d, P(sc), P(bi), P(mu),
                                                         P(va), 1e-5, training, P(by));
              });
+      T bg = rand(t, bx.d), bdx = make(t, bx.d), bds = make(t, sc.d), bdb = make(t, sc.d);
+      pair("batchNormGrad" + ts, {&bdx, &bds, &bdb}, tl * 10, [&](int side) {
+        (side ? gpu::batchNormGrad : cpu::batchNormGrad)(t, P(bx), P(bg), bx.d, P(sc), 1e-5, P(bdx),
+                                                         P(bds), P(bdb));
+      });
       T nm = make(t, mu.d), nv = make(t, va.d);
       pair("batchNormStats" + ts, {&nm, &nv}, tl * 10, [&](int side) {
         (side ? gpu::batchNormStats : cpu::batchNormStats)(t, P(bx), bx.d, P(mu), P(va), 0.9, P(nm),

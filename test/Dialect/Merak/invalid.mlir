@@ -792,6 +792,22 @@ func.func @batch_norm_momentum_range(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
 
 // -----
 
+func.func @batch_norm_grad_types(%a: tensor<2x3x4xf32>, %g: tensor<2x3x5xf32>, %c: tensor<3xf32>) {
+  // expected-error @+1 {{'merak.batch_norm_grad' op grad and input_grad must have the input's type 'tensor<2x3x4xf32>'}}
+  %0:3 = merak.batch_norm_grad %a, %g, %c epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<2x3x5xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_grad_channels(%a: tensor<2x3x4xf32>, %c: tensor<3xf32>, %d: tensor<4xf32>) {
+  // expected-error @+1 {{'merak.batch_norm_grad' op scale, scale_grad and bias_grad must be 'tensor<3xf32>', got 'tensor<4xf32>'}}
+  %0:3 = merak.batch_norm_grad %a, %a, %c epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 func.func @batch_norm_stats_channels(%a: tensor<2x3x4xf32>, %c: tensor<3xf32>, %v: tensor<4xf32>) {
   // expected-error @+1 {{'merak.batch_norm_stats' op per-channel operands and results must be 'tensor<3xf32>', got 'tensor<4xf32>'}}
   %0:2 = merak.batch_norm_stats %a, %c, %v momentum = 0.9 : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<4xf32>) -> (tensor<3xf32>, tensor<3xf32>)

@@ -106,10 +106,17 @@ LogicalResult rule(GatherElementsGradOp op, Emitter &e, ValueRange g, Grads &out
 
 LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
   // Per channel (dim 1) over the other dimensions. With batch statistics
-  // (training) the mean and variance depend on x as in layer_norm; with
-  // running statistics (inference) x is only scaled. The running mean and
-  // variance are buffers and get no gradient.
+  // (training) the mean and variance depend on x as in layer_norm: one
+  // merak.batch_norm_grad. With running statistics (inference) x is only
+  // scaled. The running mean and variance are buffers and get no gradient.
   Value x = op.getInput();
+  if (op.getTraining()) {
+    Type channel = op.getScale().getType();
+    auto grad = BatchNormGradOp::create(e.b, e.loc, x.getType(), channel, channel, x, g[0],
+                                        op.getScale(), op.getEpsilonAttr());
+    out.assign({grad.getInputGrad(), grad.getScaleGrad(), grad.getBiasGrad(), Value(), Value()});
+    return success();
+  }
   auto t = typeOf(x);
   SmallVector<int64_t> axes{0}, chan(t.getRank(), 1);
   for (int64_t d = 2; d < t.getRank(); ++d)
@@ -117,23 +124,9 @@ LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
   chan[1] = t.getDimSize(1);
   double eps = op.getEpsilon().convertToDouble();
   Value scale = e.reshape(op.getScale(), chan);
-  Value mean = op.getTraining() ? Value(ReduceMeanOp::create(e.b, e.loc, x, axes, true))
-                                : e.reshape(op.getMean(), chan);
-  Value centered = e.sub(x, mean);
-  Value var = op.getTraining()
-                  ? Value(ReduceMeanOp::create(e.b, e.loc, e.mul(centered, centered), axes, true))
-                  : e.reshape(op.getVar(), chan);
-  Value inv = RsqrtOp::create(e.b, e.loc, e.add(var, e.scalar(x, eps)));
-  Value xhat = e.mul(centered, inv);
-  Value dxhat = e.mul(g[0], scale);
-  Value dx;
-  if (op.getTraining()) {
-    Value meanD = ReduceMeanOp::create(e.b, e.loc, dxhat, axes, true);
-    Value proj = e.mul(xhat, ReduceMeanOp::create(e.b, e.loc, e.mul(dxhat, xhat), axes, true));
-    dx = e.mul(inv, e.sub(e.sub(dxhat, meanD), proj));
-  } else {
-    dx = e.mul(dxhat, inv);
-  }
+  Value inv = RsqrtOp::create(e.b, e.loc, e.add(e.reshape(op.getVar(), chan), e.scalar(x, eps)));
+  Value xhat = e.mul(e.sub(x, e.reshape(op.getMean(), chan)), inv);
+  Value dx = e.mul(e.mul(g[0], scale), inv);
   Value dscale = ReduceSumOp::create(e.b, e.loc, e.mul(g[0], xhat), axes, false);
   Value dbias = ReduceSumOp::create(e.b, e.loc, g[0], axes, false);
   out.assign({dx, dscale, dbias, Value(), Value()});

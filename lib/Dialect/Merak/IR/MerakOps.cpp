@@ -466,6 +466,20 @@ LogicalResult BatchNormOp::verify() {
   return success();
 }
 
+LogicalResult BatchNormGradOp::verify() {
+  auto in = getInput().getType();
+  if (in.getRank() < 2)
+    return emitOpError("input must have rank >= 2 (N, C, ...)");
+  if (getGrad().getType() != in || getInputGrad().getType() != in)
+    return emitOpError("grad and input_grad must have the input's type ") << in;
+  auto channel = RankedTensorType::get({in.getDimSize(1)}, in.getElementType());
+  for (Value v : {getScale(), getScaleGrad(), getBiasGrad()})
+    if (v.getType() != channel)
+      return emitOpError("scale, scale_grad and bias_grad must be ")
+             << channel << ", got " << v.getType();
+  return success();
+}
+
 LogicalResult BatchNormStatsOp::verify() {
   auto in = getInput().getType();
   if (in.getRank() < 2)

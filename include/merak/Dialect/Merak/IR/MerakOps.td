@@ -711,6 +711,34 @@ def Merak_LayerNormGradOp : Merak_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Merak_BatchNormGradOp : Merak_Op<"batch_norm_grad", [Pure]> {
+  let summary = "The gradients of training-mode batch_norm";
+  let description = [{
+    With the forward op's `input`, `scale` and `epsilon` and its result
+    gradient `grad`, per channel (dim 1) over the other dimensions (n
+    values): the batch mean m and population variance v of `input`,
+    `rstd = 1 / sqrt(v + epsilon)`, `xhat = (x - m) * rstd`;
+    `bias_grad = sum(grad)`, `scale_grad = sum(grad * xhat)` and
+    `input_grad = scale * rstd * (grad - bias_grad / n - xhat * scale_grad / n)`.
+    One kernel (a few passes over the input per channel) instead of the
+    decomposed chain of reductions and elementwise ops.
+
+    ```mlir
+    %dx, %dscale, %dbias = merak.batch_norm_grad %x, %dy, %scale epsilon = 1.0e-05
+        : (tensor<8x4x6x6xf32>, tensor<8x4x6x6xf32>, tensor<4xf32>) -> (tensor<8x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
+                       Merak_FloatTensor:$scale, F64Attr:$epsilon);
+  let results = (outs Merak_FloatTensor:$input_grad, Merak_FloatTensor:$scale_grad,
+                      Merak_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $grad `,` $scale `epsilon` `=` $epsilon attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Merak_CrossEntropyGradOp : Merak_Op<"cross_entropy_grad", [Pure]> {
   let summary = "Gradient of cross_entropy w.r.t. its logits";
   let description = [{
