@@ -306,6 +306,17 @@ LogicalResult kernels::eval(BatchNormOp op, Operands in, Results out) {
   return success();
 }
 
+LogicalResult kernels::eval(SumSquaresOp op, Operands in, Results out) {
+  const HostTensor &x = *in[0];
+  double sum = 0;
+  for (int64_t i = 0; i < x.size(); ++i)
+    sum += x.f()[i] * x.f()[i];
+  HostTensor r(op.getType());
+  r.setFromDouble(0, sum);
+  out.push_back(std::move(r));
+  return success();
+}
+
 LogicalResult kernels::eval(BatchNormGradOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &g = *in[1], &scale = *in[2];
   HostTensor dx(op.getInputGrad().getType()), dscale(op.getScaleGrad().getType()),

@@ -287,6 +287,15 @@ unsigned rowGrid(int64_t rows) {
 
 } // namespace
 
+void sumSquares(DT t, const void *x, int64_t n, void *y) {
+  // The squares into scratch, then the sum reduction (two passes; the
+  // reduction's order is fixed).
+  Dims d{1, {n}};
+  void *sq = scratch(5, static_cast<uint64_t>(n) * elemSize(t)); // slots 1-3: binary, reduce
+  gpu::binary(Binary::Mul, t, x, d, x, d, sq, d);
+  gpu::reduce(Reduce::Sum, t, sq, d, Dims{1, {0}}, y);
+}
+
 void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
             void *y) {
   if (axes.rank == 0)

@@ -472,6 +472,21 @@ MERAK_RT_SIMD_CLONES float rowMaxF32(const float *x, int64_t n) {
   return r;
 }
 
+MERAK_RT_SIMD_CLONES double sumSquaresRowF32(const float *x, int64_t n) {
+  constexpr int L = 16;
+  double acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l)
+      acc[l] += static_cast<double>(x[i + l]) * static_cast<double>(x[i + l]);
+  for (int l = 0; i + l < n; ++l)
+    acc[l] += static_cast<double>(x[i + l]) * static_cast<double>(x[i + l]);
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l)
+      acc[l] += acc[l + w];
+  return acc[0];
+}
+
 MERAK_RT_SIMD_CLONES double expSumRowF32(const float *x, float m, float *y,
                                          int64_t n) {
   // Blocks of kB: the exps (vectorised) into y or a stack buffer, then

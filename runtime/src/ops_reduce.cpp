@@ -23,6 +23,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace merak::rt::cpu {
 using namespace detail;
@@ -204,6 +206,43 @@ void reduceImpl(const T *x, const Dims &dx, const bool *red, T *y) {
 }
 
 } // namespace
+
+void sumSquares(DT t, const void *x, int64_t n, void *y) {
+  if (t == DT::BF16) { // widen (exact), sum in double, round once
+    float *fx = scratch<float, 24>(static_cast<size_t>(n));
+    float fy = 0.0f;
+    cast(DT::BF16, x, DT::F32, fx, n);
+    sumSquares(DT::F32, fx, n, &fy);
+    cast(DT::F32, &fy, DT::BF16, y, 1);
+    return;
+  }
+  // Chunks of a fixed size (the order depends only on n), in parallel, then
+  // their sums in order.
+  constexpr int64_t kChunk = int64_t(1) << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(std::max<int64_t>(chunks, 1)), 0.0);
+  dispatchFloat(t, "sum_squares: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    parallelFor(chunks, kChunk, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t lo = c * kChunk, len = std::min(kChunk, n - lo);
+        if constexpr (std::is_same_v<T, float>) {
+          part[c] = detail::sumSquaresRowF32(px + lo, len);
+        } else {
+          double acc = 0.0;
+          for (int64_t k = 0; k < len; ++k)
+            acc += static_cast<double>(px[lo + k]) * static_cast<double>(px[lo + k]);
+          part[c] = acc;
+        }
+      }
+    });
+    double total = 0.0;
+    for (double p : part)
+      total += p;
+    *static_cast<T *>(y) = static_cast<T>(total);
+  });
+}
 
 void reduce(Reduce op, DT t, const void *x, const Dims &dx, const Dims &axes,
             void *y) {

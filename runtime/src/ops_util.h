@@ -465,6 +465,10 @@ MERAK_RT_SIMD_CLONES float rowMaxF32(const float *x, int64_t n);
 MERAK_RT_SIMD_CLONES double expSumRowF32(const float *x, float m, float *y,
                                          int64_t n);
 
+/// sum_j x[j]^2 accumulated in double in a fixed order (16 lanes by j mod
+/// 16, then a fixed tree).
+MERAK_RT_SIMD_CLONES double sumSquaresRowF32(const float *x, int64_t n);
+
 /// C = alpha op(A) op(B) + beta C in double, row-major (kernels.h's gemm
 /// for F64: OpenMP blocks of single-threaded dgemm calls).
 void dgemmBlocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K,

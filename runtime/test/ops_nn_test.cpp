@@ -164,6 +164,22 @@ TEST(OpsNorm, BatchNormTrainingAndInference) {
   }
 }
 
+TEST(OpsReduce, SumSquaresInDouble) {
+  // Over several chunks and a ragged tail; the exact sum in double.
+  const int64_t n = (int64_t(1) << 17) + 1000 + 7;
+  auto x = randv<float>(n, -3, 3);
+  double want = 0;
+  for (float v : x)
+    want += static_cast<double>(v) * v;
+  float got = 0;
+  cpu::sumSquares(DT::F32, x.data(), n, &got);
+  EXPECT_EQ(got, static_cast<float>(want));
+  std::vector<double> xd(x.begin(), x.end());
+  double gotD = 0;
+  cpu::sumSquares(DT::F64, xd.data(), n, &gotD);
+  EXPECT_NEAR(gotD, want, 1e-9 * want);
+}
+
 TEST(OpsNorm, BatchNormGradMatchesTheFormula) {
   // d/dx of scale * (x - m) / sqrt(v + eps) + bias with batch statistics,
   // written out: dx = scale rstd (dy - mean(dy) - xhat mean(dy xhat)),

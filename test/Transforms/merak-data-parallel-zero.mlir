@@ -24,8 +24,8 @@
 // the updated parts are all-gathered (one bucket), un-padded, reshaped and
 // written whole.
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[SQW:.*]] = merak.reduce_sum %{{.*}} axes = [0] : tensor<2xf32> -> tensor<f32>
-// CHECK: %[[SQB:.*]] = merak.reduce_sum %{{.*}} axes = [0] : tensor<1xf32> -> tensor<f32>
+// CHECK: %[[SQW:.*]] = merak.sum_squares %{{.*}} : tensor<2xf32> -> tensor<f32>
+// CHECK: %[[SQB:.*]] = merak.sum_squares %{{.*}} : tensor<1xf32> -> tensor<f32>
 // CHECK: %[[SQ:.*]] = merak.add %[[SQW]], %[[SQB]]
 // CHECK: %[[ALL:.*]] = merak.all_reduce %[[SQ]] group = "dp" reduction = "sum" : tensor<f32> -> tensor<f32>
 // CHECK: %[[TOT:.*]] = merak.add %{{.*}}, %[[ALL]]

@@ -7,8 +7,7 @@
 // CHECK-DAG: merak.param @optimizer.adamw.exp_avg_sq.w : tensor<2x3xf32> = dense<0.000000e+00> : tensor<4x3xf32> {merak.kind = "state", merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @optimizer.adamw.exp_avg.b : tensor<3xf32> = dense<0.000000e+00> : tensor<3xf32> {merak.kind = "state"}
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[M:.*]] = merak.mul %[[G:.*]], %[[G]] : tensor<2x3xf32>, tensor<2x3xf32>
-// CHECK: %[[SQ:.*]] = merak.reduce_sum %[[M]] axes = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+// CHECK: %[[SQ:.*]] = merak.sum_squares %[[G:.*]] : tensor<2x3xf32> -> tensor<f32>
 // CHECK: %[[ALL:.*]] = merak.all_reduce %[[SQ]] group = "tp" reduction = "sum" : tensor<f32> -> tensor<f32>
 // CHECK: %[[TOT:.*]] = merak.add %{{.*}}, %[[ALL]]
 // CHECK: merak.sqrt %[[TOT]] : tensor<f32>

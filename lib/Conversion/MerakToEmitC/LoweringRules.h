@@ -37,14 +37,16 @@ namespace mlir::merak::emitc_lowering {
   /* ElementwiseRules.cpp */                                                                       \
   X(GeluOp)                                                                                        \
   X(LeakyReluOp)                                                                                   \
-  X(ClampOp) X(WhereOp) X(CastOp) /* ShapeRules.cpp */                                             \
+  X(ClampOp)                                                                                       \
+  X(WhereOp) X(CastOp) /* ShapeRules.cpp */                                                        \
       X(ConstantOp) X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp)        \
           X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp)             \
               X(GatherElementsOp) X(GatherElementsGradOp) /* ReductionRules.cpp */                 \
       X(ArgMaxOp) X(ArgMinOp) X(CumSumOp)                 /* NNRules.cpp */                        \
       X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp)  \
-          X(BatchNormGradOp) X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp) X(SoftmaxGradOp)         \
-              X(LogSoftmaxGradOp) X(LayerNormGradOp) X(CrossEntropyGradOp) /* LinalgRules.cpp */   \
+          X(BatchNormGradOp) X(SumSquaresOp) X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp)          \
+              X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)                              \
+                  X(CrossEntropyGradOp) /* LinalgRules.cpp */                                      \
       X(MatmulOp) X(MatmulTOp) X(Conv2DOp) X(Conv2DBackwardDataOp) X(Conv2DBackwardFilterOp)       \
           X(MaxPool2DOp) X(AvgPool2DOp) X(MaxPool2DGradOp) X(AvgPool2DGradOp) X(ExpertMatmulOp)    \
               X(ExpertMatmulGradWeightOp) X(ExpertShadowPlanOp) X(ExpertPlaceOp)                   \

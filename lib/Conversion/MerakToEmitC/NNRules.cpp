@@ -130,6 +130,19 @@ FailureOr<Lowering> emitc_lowering::rule(BatchNormOp bn, Emitter &e, LoweringCon
   return Lowering::Done;
 }
 
+FailureOr<Lowering> emitc_lowering::rule(SumSquaresOp sq, Emitter &e, LoweringContext &) {
+  PTR(x, sq.getInput());
+  PTR(y, sq.getResult());
+  Type in = sq.getInput().getType();
+  e.call(kernels::sumSquares)
+      .dtype(in)
+      .ptr(x)
+      .i64(cast<RankedTensorType>(in).getNumElements())
+      .ptr(y)
+      .emit();
+  return Lowering::Done;
+}
+
 FailureOr<Lowering> emitc_lowering::rule(BatchNormGradOp bg, Emitter &e, LoweringContext &) {
   PTR(x, bg.getInput());
   PTR(g, bg.getGrad());

@@ -309,6 +309,10 @@ void run() {
         (side ? gpu::batchNormGrad : cpu::batchNormGrad)(t, P(bx), P(bg), bx.d, P(sc), 1e-5, P(bdx),
                                                          P(bds), P(bdb));
       });
+      T ssq = make(t, Dims{0, {}});
+      pair("sumSquares" + ts, {&ssq}, tl * 10, [&](int side) {
+        (side ? gpu::sumSquares : cpu::sumSquares)(t, P(bx), bx.d.numel(), P(ssq));
+      });
       T nm = make(t, mu.d), nv = make(t, va.d);
       pair("batchNormStats" + ts, {&nm, &nv}, tl * 10, [&](int side) {
         (side ? gpu::batchNormStats : cpu::batchNormStats)(t, P(bx), bx.d, P(mu), P(va), 0.9, P(nm),

@@ -792,6 +792,14 @@ func.func @batch_norm_momentum_range(%a: tensor<2x3xf32>, %c: tensor<3xf32>) {
 
 // -----
 
+func.func @sum_squares_result(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.sum_squares' op result must be 'tensor<f32>', got 'tensor<1xf32>'}}
+  %0 = merak.sum_squares %a : tensor<2x3xf32> -> tensor<1xf32>
+  return
+}
+
+// -----
+
 func.func @batch_norm_grad_types(%a: tensor<2x3x4xf32>, %g: tensor<2x3x5xf32>, %c: tensor<3xf32>) {
   // expected-error @+1 {{'merak.batch_norm_grad' op grad and input_grad must have the input's type 'tensor<2x3x4xf32>'}}
   %0:3 = merak.batch_norm_grad %a, %g, %c epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<2x3x5xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)

@@ -87,6 +87,7 @@ int64_t Conv2DBackwardFilterOp::getFlops() {
 int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }
+int64_t SumSquaresOp::getFlops() { return elementwiseOpFlops(*this, 2); } // a mul and an add
 int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
 /// Query-key pairs an attention op attends, over its batch and head dims

@@ -466,6 +466,13 @@ LogicalResult BatchNormOp::verify() {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  auto want = RankedTensorType::get({}, getInput().getType().getElementType());
+  if (getType() != want)
+    return emitOpError("result must be ") << want << ", got " << getType();
+  return success();
+}
+
 LogicalResult BatchNormGradOp::verify() {
   auto in = getInput().getType();
   if (in.getRank() < 2)

@@ -271,11 +271,9 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       auto &[param, g] = pg;
       if (normSkip && llvm::is_contained(normSkip.getValue(), param.getSymNameAttr()))
         continue; // a tied copy whose norm another stage counts
-      SmallVector<int64_t> all;
-      for (int64_t d = 0; d < cast<RankedTensorType>(g.getType()).getRank(); ++d)
-        all.push_back(d);
-      Value sq = o.mul(g, g);
-      Value part = all.empty() ? sq : ReduceSumOp::create(b, o.loc, sq, all, false);
+      auto gt = cast<RankedTensorType>(g.getType());
+      Value part =
+          SumSquaresOp::create(b, o.loc, RankedTensorType::get({}, gt.getElementType()), g);
       Value *into = &sumSq;
       if (isExpertShard(param))
         into = zeros[index] ? &zeroExpertSq : &expertSq;

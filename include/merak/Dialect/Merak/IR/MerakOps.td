@@ -352,6 +352,20 @@ class Merak_ReduceOp<string mnemonic, string summaryText>
 }
 
 def Merak_ReduceSumOp : Merak_ReduceOp<"reduce_sum", "Sum reduction">;
+
+def Merak_SumSquaresOp : Merak_Op<"sum_squares", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "The sum of the squares of all elements (a scalar)";
+  let description = [{
+    `sum(x * x)` over every element, accumulated in double (in an order
+    that depends only on the element count), as one pass over `input`:
+    merak-optimizer's squared gradient norms.
+  }];
+  let arguments = (ins Merak_FloatTensor:$input);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
 def Merak_ReduceMeanOp : Merak_ReduceOp<"reduce_mean", "Mean reduction">;
 def Merak_ReduceMaxOp : Merak_ReduceOp<"reduce_max", "Max reduction">;
 def Merak_ReduceMinOp : Merak_ReduceOp<"reduce_min", "Min reduction">;
