@@ -62,9 +62,16 @@ int64_t fnFlops(func::FuncOp fn) {
   return n;
 }
 
+bool isBuffer(ParamOp p) {
+  auto kind = p->getAttrOfType<StringAttr>(kKindAttr);
+  return kind && kind.getValue() == "buffer";
+}
+
+/// The model's parameters and buffers (not optimizer state, accumulators,
+/// hyper-parameters or a pass's tables).
 bool isModelParam(ParamOp p) {
   StringRef n = p.getSymName();
-  return !p->hasAttr(kKindAttr) && !n.starts_with("optimizer.") &&
+  return (!p->hasAttr(kKindAttr) || isBuffer(p)) && !n.starts_with("optimizer.") &&
          !n.starts_with(kGradAccumulatorPrefix);
 }
 
@@ -104,6 +111,7 @@ void Report::collectParams() {
     info.shape.assign(t.getShape().begin(), t.getShape().end());
     info.elements = t.getNumElements();
     info.bytes = tensorBytes(t);
+    info.buffer = isBuffer(p);
     info.shard = getShardLayout(p);
     auto g = info.shard ? globalShardType(t, *info.shard) : t;
     info.globalShape.assign(g.getShape().begin(), g.getShape().end());
@@ -229,7 +237,7 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     step.walk([&](SetParamOp set) { written.insert(set.getName()); });
     for (ParamInfo &p : params) {
       held.insert(p.name);
-      p.trainable = written.contains(p.name);
+      p.trainable = written.contains(p.name) && !p.buffer; // a buffer's write is the forward's
     }
     int64_t fwd = fnFlops(nodesFn), fb = fnFlops(fn(module, "loss_grad"));
     st.forwardFlops = fwd;
@@ -491,7 +499,9 @@ void Report::printText(llvm::raw_ostream &os) const {
          << bytesStr(p.bytes);
       if (p.shard)
         os << ", " << p.split << "-parallel shard of " << shapeStr(p.globalShape);
-      if (!p.trainable)
+      if (p.buffer)
+        os << ", buffer (updated by training)";
+      else if (!p.trainable)
         os << ", frozen";
       if (p.holders.size() > 1) {
         os << ", tied (stages";

@@ -29,6 +29,7 @@ struct ParamInfo {
   SmallVector<int64_t> shape, globalShape;
   int64_t elements = 0, bytes = 0, stateBytes = 0;
   bool trainable = false;
+  bool buffer = false; // updated by the forward, never trained (BatchNorm's running statistics)
   std::optional<ShardLayout> shard;
   std::string split;
   SmallVector<int64_t> holders; // stages
