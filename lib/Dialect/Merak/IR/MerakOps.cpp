@@ -442,68 +442,10 @@ LogicalResult RmsNormOp::verify() {
   return checkNormOperand(*this, getScale(), "scale", in, getAxis());
 }
 
-LogicalResult BatchNormOp::verify() {
-  auto in = getInput().getType();
-  if (in.getRank() < 2)
-    return emitOpError("input must have rank >= 2 (N, C, ...)");
-  if (getType() != in)
-    return emitOpError("result type must equal the input type");
-  int64_t c = in.getDimSize(1);
-  for (Value v : {getScale(), getBias(), getMean(), getVar()}) {
-    auto t = tensorType(v);
-    if (t.getRank() != 1 || t.getDimSize(0) != c ||
-        t.getElementType() != in.getElementType())
-      return emitOpError("per-channel operands must be ")
-             << RankedTensorType::get({c}, in.getElementType()) << ", got " << t;
-  }
-  if (FloatAttr momentum = getMomentumAttr()) {
-    double m = momentum.getValueAsDouble();
-    if (!getTraining())
-      return emitOpError("momentum (a running-statistics update) needs training");
-    if (!(m >= 0.0 && m <= 1.0))
-      return emitOpError("momentum must be in [0, 1], got ") << m;
-  }
-  return success();
-}
-
 LogicalResult SumSquaresOp::verify() {
   auto want = RankedTensorType::get({}, getInput().getType().getElementType());
   if (getType() != want)
     return emitOpError("result must be ") << want << ", got " << getType();
-  return success();
-}
-
-LogicalResult BatchNormGradOp::verify() {
-  auto in = getInput().getType();
-  if (in.getRank() < 2)
-    return emitOpError("input must have rank >= 2 (N, C, ...)");
-  if (getGrad().getType() != in || getInputGrad().getType() != in)
-    return emitOpError("grad and input_grad must have the input's type ") << in;
-  auto channel = RankedTensorType::get({in.getDimSize(1)}, in.getElementType());
-  for (Value v : {getScale(), getScaleGrad(), getBiasGrad()})
-    if (v.getType() != channel)
-      return emitOpError("scale, scale_grad and bias_grad must be ")
-             << channel << ", got " << v.getType();
-  return success();
-}
-
-LogicalResult BatchNormStatsOp::verify() {
-  auto in = getInput().getType();
-  if (in.getRank() < 2)
-    return emitOpError("input must have rank >= 2 (N, C, ...)");
-  auto channel = RankedTensorType::get({in.getDimSize(1)}, in.getElementType());
-  for (Value v : {getMean(), getVar(), getNewMean(), getNewVar()})
-    if (v.getType() != channel)
-      return emitOpError("per-channel operands and results must be ")
-             << channel << ", got " << v.getType();
-  int64_t n = 1;
-  for (int64_t d = 0; d < in.getRank(); ++d)
-    n *= d == 1 ? 1 : in.getDimSize(d);
-  if (n < 2)
-    return emitOpError("needs two or more values per channel for the unbiased variance");
-  double m = getMomentum().convertToDouble();
-  if (!(m >= 0.0 && m <= 1.0))
-    return emitOpError("momentum must be in [0, 1], got ") << m;
   return success();
 }
 
