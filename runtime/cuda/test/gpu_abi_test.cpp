@@ -146,287 +146,297 @@ void pair(const std::string &what, std::vector<T *> out, double tol,
   check(what, out, tol, [&] { call(0); }, [&] { call(1); });
 }
 
-void run() {
-  const double f32 = 1e-5, f64 = 1e-12;
-  for (DT t : {DT::F32, DT::F64}) {
-    const double tl = t == DT::F32 ? f32 : f64;
-    const std::string ts = t == DT::F32 ? " f32" : " f64";
-    // unary (all float ops)
-    for (int op = 0; op <= int(cpu::Unary::Atan); ++op) { // every kind (Atan is last)
-      if (cpu::Unary(op) == cpu::Unary::Not)
-        continue;
-      const bool pos = cpu::Unary(op) == cpu::Unary::Log || cpu::Unary(op) == cpu::Unary::Sqrt ||
-                       cpu::Unary(op) == cpu::Unary::Rsqrt;
-      // asin and acos are NaN outside [-1, 1].
-      const bool unit = cpu::Unary(op) == cpu::Unary::Asin || cpu::Unary(op) == cpu::Unary::Acos;
-      T x = rand(t, Dims{2, {37, 29}}, pos ? 0.1 : unit ? -0.99 : -3, unit ? 0.99 : 3),
-        y = make(t, x.d);
-      pair("unary " + std::to_string(op) + ts, {&y}, tl * 10, [&](int side) {
-        (side ? gpu::unary : cpu::unary)(cpu::Unary(op), t, P(x), P(y), x.d.numel(), 0.1, 1.5);
+/// Tolerances relative to the largest reference value.
+constexpr double kF32Tol = 1e-5, kF64Tol = 1e-12;
+
+/// Elementwise, shape, reduction and softmax kernels of float type `t`.
+void checkFloatElementwise(DT t) {
+  const double tl = t == DT::F32 ? kF32Tol : kF64Tol;
+  const std::string ts = t == DT::F32 ? " f32" : " f64";
+  // unary (all float ops)
+  for (int op = 0; op <= int(cpu::Unary::Atan); ++op) { // every kind (Atan is last)
+    if (cpu::Unary(op) == cpu::Unary::Not)
+      continue;
+    const bool pos = cpu::Unary(op) == cpu::Unary::Log || cpu::Unary(op) == cpu::Unary::Sqrt ||
+                     cpu::Unary(op) == cpu::Unary::Rsqrt;
+    // asin and acos are NaN outside [-1, 1].
+    const bool unit = cpu::Unary(op) == cpu::Unary::Asin || cpu::Unary(op) == cpu::Unary::Acos;
+    T x = rand(t, Dims{2, {37, 29}},
+               pos    ? 0.1
+               : unit ? -0.99
+                      : -3,
+               unit ? 0.99 : 3),
+      y = make(t, x.d);
+    pair("unary " + std::to_string(op) + ts, {&y}, tl * 10, [&](int side) {
+      (side ? gpu::unary : cpu::unary)(cpu::Unary(op), t, P(x), P(y), x.d.numel(), 0.1, 1.5);
+    });
+  }
+  // binary with broadcasting: row, column, general
+  for (auto [da, db, dout] :
+       {std::tuple{Dims{2, {8, 33}}, Dims{1, {33}}, Dims{2, {8, 33}}},
+        std::tuple{Dims{3, {4, 5, 6}}, Dims{3, {4, 5, 1}}, Dims{3, {4, 5, 6}}},
+        std::tuple{Dims{3, {4, 1, 6}}, Dims{2, {5, 1}}, Dims{3, {4, 5, 6}}}}) {
+    for (int op = 0; op <= int(cpu::Binary::Ge); ++op) {
+      const bool cmp = op >= int(cpu::Binary::Eq);
+      T a = rand(t, da, 0.5, 3), b = rand(t, db, 0.5, 3), y = make(cmp ? DT::BOOL : t, dout);
+      pair("binary " + std::to_string(op) + ts, {&y}, tl, [&](int side) {
+        (side ? gpu::binary : cpu::binary)(cpu::Binary(op), t, P(a), a.d, P(b), b.d, P(y), y.d);
       });
     }
-    // binary with broadcasting: row, column, general
-    for (auto [da, db, dout] : {std::tuple{Dims{2, {8, 33}}, Dims{1, {33}}, Dims{2, {8, 33}}},
-                                std::tuple{Dims{3, {4, 5, 6}}, Dims{3, {4, 5, 1}}, Dims{3, {4, 5, 6}}},
-                                std::tuple{Dims{3, {4, 1, 6}}, Dims{2, {5, 1}}, Dims{3, {4, 5, 6}}}}) {
-      for (int op = 0; op <= int(cpu::Binary::Ge); ++op) {
-        const bool cmp = op >= int(cpu::Binary::Eq);
-        T a = rand(t, da, 0.5, 3), b = rand(t, db, 0.5, 3), y = make(cmp ? DT::BOOL : t, dout);
-        pair("binary " + std::to_string(op) + ts, {&y}, tl, [&](int side) {
-          (side ? gpu::binary : cpu::binary)(cpu::Binary(op), t, P(a), a.d, P(b), b.d, P(y), y.d);
-        });
+  }
+  {
+    T c = rand(DT::BOOL, Dims{2, {1, 16}}), a = rand(t, Dims{2, {16, 16}}),
+      b = rand(t, Dims{0, {}}), y = make(t, Dims{2, {16, 16}});
+    pair("where" + ts, {&y}, 0, [&](int side) {
+      (side ? gpu::where : cpu::where)(P(c), c.d, t, P(a), a.d, P(b), b.d, P(y), y.d);
+    });
+  }
+  for (DT to : {DT::F32, DT::F64, DT::I64, DT::I32, DT::BOOL}) {
+    T x = rand(t, Dims{1, {100}}, -50, 50), y = make(to, x.d);
+    pair("cast" + ts + " -> " + std::to_string(int(to)), {&y}, 0,
+         [&](int side) { (side ? gpu::cast : cpu::cast)(t, P(x), to, P(y), 100); });
+  }
+  {
+    T x = rand(t, Dims{3, {4, 1, 6}}), y = make(t, Dims{3, {4, 5, 6}});
+    pair("broadcastTo" + ts, {&y}, 0,
+         [&](int side) { (side ? gpu::broadcastTo : cpu::broadcastTo)(t, P(x), x.d, P(y), y.d); });
+    T z = rand(t, Dims{4, {2, 3, 4, 5}}), zt = make(t, Dims{4, {4, 2, 5, 3}});
+    pair("transpose" + ts, {&zt}, 0, [&](int side) {
+      (side ? gpu::transpose : cpu::transpose)(t, P(z), z.d, Dims{4, {2, 0, 3, 1}}, P(zt));
+    });
+    T s = make(t, Dims{2, {2, 3}});
+    T sx = rand(t, Dims{2, {6, 7}});
+    pair("slice" + ts, {&s}, 0, [&](int side) {
+      (side ? gpu::slice : cpu::slice)(t, P(sx), sx.d, Dims{2, {5, 1}}, Dims{2, {-2, 2}}, P(s),
+                                       s.d);
+    });
+    T c1 = rand(t, Dims{3, {2, 3, 4}}), cy = make(t, Dims{3, {2, 5, 4}});
+    pair("insertAlongAxis" + ts, {&cy}, 0, [&](int side) {
+      (side ? gpu::insertAlongAxis : cpu::insertAlongAxis)(t, P(c1), c1.d, 1, 2, P(cy), cy.d);
+    });
+  }
+  {
+    T data = rand(t, Dims{3, {3, 10, 4}}), idx = rand(DT::I64, Dims{2, {2, 5}}, -10, 10),
+      y = make(t, Dims{4, {3, 2, 5, 4}});
+    pair("gather" + ts, {&y}, 0, [&](int side) {
+      (side ? gpu::gather : cpu::gather)(t, P(data), data.d, DT::I64, P(idx), idx.d, 1, P(y));
+    });
+    T g = rand(t, y.d), dy = make(t, data.d);
+    pair("gatherGrad" + ts, {&dy}, tl, [&](int side) {
+      (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(dy), dy.d);
+    });
+    T ie = rand(DT::I32, Dims{3, {3, 6, 4}}, 0, 10), ye = make(t, ie.d);
+    pair("gatherElements" + ts, {&ye}, 0, [&](int side) {
+      (side ? gpu::gatherElements : cpu::gatherElements)(t, P(data), data.d, DT::I32, P(ie), ie.d,
+                                                         1, P(ye));
+    });
+    T ge = rand(t, ie.d), de = make(t, data.d);
+    pair("gatherElementsGrad" + ts, {&de}, tl, [&](int side) {
+      (side ? gpu::gatherElementsGrad : cpu::gatherElementsGrad)(t, P(ge), DT::I32, P(ie), ie.d, 1,
+                                                                 P(de), de.d);
+    });
+  }
+  for (int op = 0; op <= int(cpu::Reduce::Prod); ++op)
+    for (Dims axes : {Dims{1, {2}}, Dims{1, {0}}, Dims{2, {0, 2}}, Dims{3, {0, 1, 2}}}) {
+      T x = rand(t, Dims{3, {6, 7, 40}}, 0.5, 1.5);
+      Dims dy;
+      for (int i = 0; i < 3; ++i) {
+        bool r = false;
+        for (int j = 0; j < axes.rank; ++j)
+          r |= axes.d[j] == i;
+        if (!r)
+          dy.d[dy.rank++] = x.d.d[i];
       }
-    }
-    {
-      T c = rand(DT::BOOL, Dims{2, {1, 16}}), a = rand(t, Dims{2, {16, 16}}),
-        b = rand(t, Dims{0, {}}), y = make(t, Dims{2, {16, 16}});
-      pair("where" + ts, {&y}, 0, [&](int side) {
-        (side ? gpu::where : cpu::where)(P(c), c.d, t, P(a), a.d, P(b), b.d, P(y), y.d);
-      });
-    }
-    for (DT to : {DT::F32, DT::F64, DT::I64, DT::I32, DT::BOOL}) {
-      T x = rand(t, Dims{1, {100}}, -50, 50), y = make(to, x.d);
-      pair("cast" + ts + " -> " + std::to_string(int(to)), {&y}, 0, [&](int side) {
-        (side ? gpu::cast : cpu::cast)(t, P(x), to, P(y), 100);
-      });
-    }
-    {
-      T x = rand(t, Dims{3, {4, 1, 6}}), y = make(t, Dims{3, {4, 5, 6}});
-      pair("broadcastTo" + ts, {&y}, 0, [&](int side) {
-        (side ? gpu::broadcastTo : cpu::broadcastTo)(t, P(x), x.d, P(y), y.d);
-      });
-      T z = rand(t, Dims{4, {2, 3, 4, 5}}), zt = make(t, Dims{4, {4, 2, 5, 3}});
-      pair("transpose" + ts, {&zt}, 0, [&](int side) {
-        (side ? gpu::transpose : cpu::transpose)(t, P(z), z.d, Dims{4, {2, 0, 3, 1}}, P(zt));
-      });
-      T s = make(t, Dims{2, {2, 3}});
-      T sx = rand(t, Dims{2, {6, 7}});
-      pair("slice" + ts, {&s}, 0, [&](int side) {
-        (side ? gpu::slice : cpu::slice)(t, P(sx), sx.d, Dims{2, {5, 1}}, Dims{2, {-2, 2}}, P(s),
-                                         s.d);
-      });
-      T c1 = rand(t, Dims{3, {2, 3, 4}}), cy = make(t, Dims{3, {2, 5, 4}});
-      pair("insertAlongAxis" + ts, {&cy}, 0, [&](int side) {
-        (side ? gpu::insertAlongAxis : cpu::insertAlongAxis)(t, P(c1), c1.d, 1, 2, P(cy), cy.d);
-      });
-    }
-    {
-      T data = rand(t, Dims{3, {3, 10, 4}}), idx = rand(DT::I64, Dims{2, {2, 5}}, -10, 10),
-        y = make(t, Dims{4, {3, 2, 5, 4}});
-      pair("gather" + ts, {&y}, 0, [&](int side) {
-        (side ? gpu::gather : cpu::gather)(t, P(data), data.d, DT::I64, P(idx), idx.d, 1, P(y));
-      });
-      T g = rand(t, y.d), dy = make(t, data.d);
-      pair("gatherGrad" + ts, {&dy}, tl, [&](int side) {
-        (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(dy),
-                                                   dy.d);
-      });
-      T ie = rand(DT::I32, Dims{3, {3, 6, 4}}, 0, 10), ye = make(t, ie.d);
-      pair("gatherElements" + ts, {&ye}, 0, [&](int side) {
-        (side ? gpu::gatherElements : cpu::gatherElements)(t, P(data), data.d, DT::I32, P(ie),
-                                                           ie.d, 1, P(ye));
-      });
-      T ge = rand(t, ie.d), de = make(t, data.d);
-      pair("gatherElementsGrad" + ts, {&de}, tl, [&](int side) {
-        (side ? gpu::gatherElementsGrad : cpu::gatherElementsGrad)(t, P(ge), DT::I32, P(ie),
-                                                                   ie.d, 1, P(de), de.d);
-      });
-    }
-    for (int op = 0; op <= int(cpu::Reduce::Prod); ++op)
-      for (Dims axes : {Dims{1, {2}}, Dims{1, {0}}, Dims{2, {0, 2}}, Dims{3, {0, 1, 2}}}) {
-        T x = rand(t, Dims{3, {6, 7, 40}}, 0.5, 1.5);
-        Dims dy;
-        for (int i = 0; i < 3; ++i) {
-          bool r = false;
-          for (int j = 0; j < axes.rank; ++j)
-            r |= axes.d[j] == i;
-          if (!r)
-            dy.d[dy.rank++] = x.d.d[i];
-        }
-        T y = make(t, dy);
-        pair("reduce " + std::to_string(op) + " axes " + std::to_string(axes.rank) + ts, {&y},
-             tl * 10, [&](int side) {
-               (side ? gpu::reduce : cpu::reduce)(cpu::Reduce(op), t, P(x), x.d, axes, P(y));
-             });
-      }
-    {
-      T x = rand(t, Dims{3, {5, 9, 7}}), y = make(DT::I64, Dims{2, {5, 7}});
-      pair("argReduce" + ts, {&y}, 0, [&](int side) {
-        (side ? gpu::argReduce : cpu::argReduce)(true, t, P(x), x.d, 1, false,
-                                                 static_cast<int64_t *>(P(y)));
-      });
-      T c = make(t, x.d);
-      pair("cumsum" + ts, {&c}, tl * 10, [&](int side) {
-        (side ? gpu::cumsum : cpu::cumsum)(t, P(x), x.d, 1, true, true, P(c));
-      });
-    }
-    for (int axis : {2, 1}) {
-      for (bool isLog : {false, true}) {
-        T x = rand(t, Dims{3, {6, 17, 300}}, -4, 4), y = make(t, x.d);
-        pair("softmax log=" + std::to_string(isLog) + " axis " + std::to_string(axis) + ts,
-             {&y}, tl * 10, [&](int side) {
-               (side ? gpu::softmax : cpu::softmax)(isLog, t, P(x), x.d, axis, P(y));
-             });
-        T g = rand(t, x.d), dx = make(t, x.d);
-        pair("softmaxGrad log=" + std::to_string(isLog) + ts, {&dx}, tl * 10, [&](int side) {
-          (side ? gpu::softmaxGrad : cpu::softmaxGrad)(isLog, t, P(y), P(g), x.d, axis, P(dx));
-        });
-      }
-    }
-    {
-      T x = rand(t, Dims{3, {4, 6, 96}}), s = rand(t, Dims{1, {96}}), b = rand(t, Dims{1, {96}}),
-        y = make(t, x.d);
-      pair("layerNorm" + ts, {&y}, tl * 10, [&](int side) {
-        (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 2, P(s), s.d, P(b), b.d, 1e-5,
-                                                 P(y));
-      });
-      T s2 = rand(t, Dims{2, {1, 96}}), y2 = make(t, x.d);
-      pair("layerNorm axis 1, broadcast scale" + ts, {&y2}, tl * 10, [&](int side) {
-        (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 1, P(s2), s2.d, nullptr, Dims{},
-                                                 1e-5, P(y2));
-      });
-      T r = make(t, x.d);
-      pair("rmsNorm" + ts, {&r}, tl * 10, [&](int side) {
-        (side ? gpu::rmsNorm : cpu::rmsNorm)(t, P(x), x.d, 2, P(s), s.d, 1e-6, P(r));
-      });
-      T g = rand(t, x.d), dx = make(t, x.d), xh = make(t, x.d);
-      for (bool rms : {false, true})
-        pair(std::string("layerNormGrad rms=") + (rms ? "1" : "0") + ts, {&dx, &xh}, tl * 10,
-             [&](int side) {
-               (side ? gpu::layerNormGrad : cpu::layerNormGrad)(t, P(x), P(g), x.d, 2, P(s), s.d,
-                                                                1e-5, rms, P(dx), P(xh));
-             });
-      T bx = rand(t, Dims{4, {3, 5, 4, 4}}), sc = rand(t, Dims{1, {5}}), bi = rand(t, Dims{1, {5}}),
-        mu = rand(t, Dims{1, {5}}), va = rand(t, Dims{1, {5}}, 0.5, 2), by = make(t, bx.d);
-      for (bool training : {true, false})
-        pair("batchNorm training=" + std::to_string(training) + ts, {&by}, tl * 10,
-             [&](int side) {
-               (side ? gpu::batchNorm : cpu::batchNorm)(t, P(bx), bx.d, P(sc), P(bi), P(mu),
-                                                        P(va), 1e-5, training, P(by));
-             });
-      T bg = rand(t, bx.d), bdx = make(t, bx.d), bds = make(t, sc.d), bdb = make(t, sc.d);
-      pair("batchNormGrad" + ts, {&bdx, &bds, &bdb}, tl * 10, [&](int side) {
-        (side ? gpu::batchNormGrad : cpu::batchNormGrad)(t, P(bx), P(bg), bx.d, P(sc), 1e-5, P(bdx),
-                                                         P(bds), P(bdb));
-      });
-      T ssq = make(t, Dims{0, {}});
-      pair("sumSquares" + ts, {&ssq}, tl * 10, [&](int side) {
-        (side ? gpu::sumSquares : cpu::sumSquares)(t, P(bx), bx.d.numel(), P(ssq));
-      });
-      T nm = make(t, mu.d), nv = make(t, va.d);
-      pair("batchNormStats" + ts, {&nm, &nv}, tl * 10, [&](int side) {
-        (side ? gpu::batchNormStats : cpu::batchNormStats)(t, P(bx), bx.d, P(mu), P(va), 0.9, P(nm),
-                                                           P(nv));
-      });
-    }
-    {
-      T x = rand(t, Dims{1, {1000}}), y = make(t, x.d), m = make(DT::BOOL, x.d);
-      pair("dropout" + ts, {&y, &m}, 0, [&](int side) {
-        (side ? gpu::dropout : cpu::dropout)(t, P(x), x.d, 0.3, 42, Dims{}, Dims{}, P(y), P(m));
-      });
-      // A split tensor at a later step: batch part 3 of 4 (dim 0), tp rank 1
-      // of 2 in 2 blocks (dim 2), the layout's index arithmetic on both sides.
-      T xs = rand(t, Dims{3, {2, 5, 12}}), ys = make(t, xs.d), ms = make(DT::BOOL, xs.d);
-      cpu::TrainingPosition &at = cpu::trainingPosition();
-      const cpu::TrainingPosition saved = at;
-      at.step = 7, at.dpRank = 1, at.microbatches = 2, at.microbatch = 1, at.tpRank = 1;
-      pair("dropout split" + ts, {&ys, &ms}, 0, [&](int side) {
-        (side ? gpu::dropout : cpu::dropout)(t, P(xs), xs.d, 0.3, 42, Dims{3, {0, 1, 4}},
-                                             Dims{3, {2, 2, 2}}, P(ys), P(ms));
-      });
-      at = saved;
-      T g = rand(t, x.d), dx = make(t, x.d);
-      for (bool tanh : {false, true})
-        pair("geluGrad tanh=" + std::to_string(tanh) + ts, {&dx}, tl * 10, [&](int side) {
-          (side ? gpu::geluGrad : cpu::geluGrad)(t, P(x), P(g), P(dx), 1000, tanh);
-        });
-    }
-    if (t == DT::F32) {
-      // Fused optimizer updates (F32 only on the GPU): the same float
-      // operations, so bit for bit (AdamW's bias corrections use the
-      // device's double pow: within 1e-6).
-      const int64_t n = 1003;
-      const Dims d{1, {n}}, s{0, {}};
-      T p = rand(t, d, -1, 1), g = rand(t, d, -1, 1), m = rand(t, d, -0.1, 0.1),
-        v = rand(t, d, 0, 0.01), w = rand(t, d, -0.1, 0.1), pr = rand(t, d, -1, 1);
-      T lr = rand(t, s, 0.01, 0.02), clip = rand(t, s, 0.5, 1.0);
-      T po = make(t, d), mo = make(t, d), vo = make(t, d), wo = make(t, d), pro = make(t, d);
-      for (int64_t st : {0, 3}) {
-        T step = make(DT::I64, s);
-        std::memcpy(step.host.data(), &st, sizeof st);
-        must(cuda::copyToDevice(step.dev, step.host.data(), sizeof st), "copyToDevice");
-        const std::string at = " step " + std::to_string(st);
-        pair("adamwUpdate" + at, {&po, &mo, &vo}, 1e-6, [&](int side) {
-          (side ? gpu::adamwUpdate : cpu::adamwUpdate)(t, P(p), P(g), P(m), P(v), P(lr),
-                                                       P(step), P(clip), P(po), P(mo), P(vo),
-                                                       n, 0.9, 0.999, 1e-8, 0.01);
-        });
-        pair("adanUpdate" + at, {&po, &mo, &vo, &wo, &pro}, 0, [&](int side) {
-          (side ? gpu::adanUpdate : cpu::adanUpdate)(
-              t, P(p), P(g), P(m), P(w), P(v), P(pr), P(lr), P(step), P(clip), P(po), P(mo),
-              P(wo), P(vo), P(pro), n, 0.02, 0.08, 0.01, 1e-8, 0.02);
-        });
-      }
-      for (bool nesterov : {false, true})
-        pair("sgdUpdate nesterov=" + std::to_string(nesterov), {&po, &mo}, 0, [&](int side) {
-          (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), P(m), P(lr), P(clip), P(po),
-                                                   P(mo), n, 0.9, 0.01, nesterov);
-        });
-      pair("sgdUpdate plain", {&po}, 0, [&](int side) {
-        (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), nullptr, P(lr), nullptr, P(po),
-                                                 nullptr, n, 0.0, 0.0, false);
-      });
-    }
-    for (DT lt : {DT::I64, DT::I32})
-      for (int red : {0, 1, 2})
-        for (int axis : {1, 2}) {
-          Dims dl = axis == 2 ? Dims{3, {4, 6, 50}} : Dims{3, {4, 50, 6}};
-          T logits = rand(t, dl, -3, 3), labels = rand(lt, Dims{2, {4, 6}}, 0, 50);
-          T y = make(t, red == 0 ? labels.d : Dims{0, {}});
-          std::string w = "crossEntropy red=" + std::to_string(red) + " axis " +
-                          std::to_string(axis) + (lt == DT::I64 ? " i64" : " i32") + ts;
-          pair(w, {&y}, tl * 10, [&](int side) {
-            (side ? gpu::crossEntropy : cpu::crossEntropy)(t, P(logits), dl, axis, lt, P(labels),
-                                                           red, true, 7, P(y));
-          });
-          T g = rand(t, red == 0 ? labels.d : Dims{0, {}}, 0.5, 1.5), dl2 = make(t, dl);
-          pair(w + " grad", {&dl2}, tl * 10, [&](int side) {
-            (side ? gpu::crossEntropyGrad : cpu::crossEntropyGrad)(
-                t, P(logits), dl, axis, lt, P(labels), P(g), red, true, 7, P(dl2));
-          });
-        }
-    for (auto [da, db, dy] : {std::tuple{Dims{2, {33, 70}}, Dims{2, {70, 45}}, Dims{2, {33, 45}}},
-                              std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {16, 5}}, Dims{3, {3, 8, 5}}},
-                              std::tuple{Dims{4, {2, 1, 8, 16}}, Dims{3, {3, 16, 5}},
-                                         Dims{4, {2, 3, 8, 5}}},
-                              std::tuple{Dims{1, {16}}, Dims{3, {2, 16, 5}}, Dims{2, {2, 5}}}}) {
-      T a = rand(t, da), b = rand(t, db), y = make(t, dy);
-      pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
-           t == DT::F32 ? 1e-4 : f64, [&](int side) {
-             if (side)
-               gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
-             else
-               cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+      T y = make(t, dy);
+      pair("reduce " + std::to_string(op) + " axes " + std::to_string(axes.rank) + ts, {&y},
+           tl * 10, [&](int side) {
+             (side ? gpu::reduce : cpu::reduce)(cpu::Reduce(op), t, P(x), x.d, axes, P(y));
            });
     }
-    // Transposed operands (merak.matmul_t): stored [.., K, M] / [.., N, K].
-    if (t == DT::F32)
-      for (auto [da, db, dy, ta, tb] :
-           {std::tuple{Dims{2, {70, 33}}, Dims{2, {45, 70}}, Dims{2, {33, 45}}, true, true},
-            std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {5, 16}}, Dims{3, {3, 8, 5}}, false, true},
-            std::tuple{Dims{3, {3, 16, 8}}, Dims{3, {3, 16, 5}}, Dims{3, {3, 8, 5}}, true, false},
-            std::tuple{Dims{4, {2, 1, 16, 8}}, Dims{3, {3, 5, 16}}, Dims{4, {2, 3, 8, 5}}, true,
-                       true}}) {
-        T a = rand(t, da), b = rand(t, db), y = make(t, dy);
-        pair("matmul_t rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank), {&y},
-             1e-4, [&](int side) {
-               if (side)
-                 gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
-               else
-                 cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
-             });
-      }
+  {
+    T x = rand(t, Dims{3, {5, 9, 7}}), y = make(DT::I64, Dims{2, {5, 7}});
+    pair("argReduce" + ts, {&y}, 0, [&](int side) {
+      (side ? gpu::argReduce : cpu::argReduce)(true, t, P(x), x.d, 1, false,
+                                               static_cast<int64_t *>(P(y)));
+    });
+    T c = make(t, x.d);
+    pair("cumsum" + ts, {&c}, tl * 10,
+         [&](int side) { (side ? gpu::cumsum : cpu::cumsum)(t, P(x), x.d, 1, true, true, P(c)); });
   }
+  for (int axis : {2, 1}) {
+    for (bool isLog : {false, true}) {
+      T x = rand(t, Dims{3, {6, 17, 300}}, -4, 4), y = make(t, x.d);
+      pair("softmax log=" + std::to_string(isLog) + " axis " + std::to_string(axis) + ts, {&y},
+           tl * 10, [&](int side) {
+             (side ? gpu::softmax : cpu::softmax)(isLog, t, P(x), x.d, axis, P(y));
+           });
+      T g = rand(t, x.d), dx = make(t, x.d);
+      pair("softmaxGrad log=" + std::to_string(isLog) + ts, {&dx}, tl * 10, [&](int side) {
+        (side ? gpu::softmaxGrad : cpu::softmaxGrad)(isLog, t, P(y), P(g), x.d, axis, P(dx));
+      });
+    }
+  }
+}
+
+/// Normalisation, convolution, pooling and matmul kernels of float type `t`.
+void checkFloatNN(DT t) {
+  const double tl = t == DT::F32 ? kF32Tol : kF64Tol;
+  const std::string ts = t == DT::F32 ? " f32" : " f64";
+  {
+    T x = rand(t, Dims{3, {4, 6, 96}}), s = rand(t, Dims{1, {96}}), b = rand(t, Dims{1, {96}}),
+      y = make(t, x.d);
+    pair("layerNorm" + ts, {&y}, tl * 10, [&](int side) {
+      (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 2, P(s), s.d, P(b), b.d, 1e-5, P(y));
+    });
+    T s2 = rand(t, Dims{2, {1, 96}}), y2 = make(t, x.d);
+    pair("layerNorm axis 1, broadcast scale" + ts, {&y2}, tl * 10, [&](int side) {
+      (side ? gpu::layerNorm : cpu::layerNorm)(t, P(x), x.d, 1, P(s2), s2.d, nullptr, Dims{}, 1e-5,
+                                               P(y2));
+    });
+    T r = make(t, x.d);
+    pair("rmsNorm" + ts, {&r}, tl * 10, [&](int side) {
+      (side ? gpu::rmsNorm : cpu::rmsNorm)(t, P(x), x.d, 2, P(s), s.d, 1e-6, P(r));
+    });
+    T g = rand(t, x.d), dx = make(t, x.d), xh = make(t, x.d);
+    for (bool rms : {false, true})
+      pair(std::string("layerNormGrad rms=") + (rms ? "1" : "0") + ts, {&dx, &xh}, tl * 10,
+           [&](int side) {
+             (side ? gpu::layerNormGrad : cpu::layerNormGrad)(t, P(x), P(g), x.d, 2, P(s), s.d,
+                                                              1e-5, rms, P(dx), P(xh));
+           });
+    T bx = rand(t, Dims{4, {3, 5, 4, 4}}), sc = rand(t, Dims{1, {5}}), bi = rand(t, Dims{1, {5}}),
+      mu = rand(t, Dims{1, {5}}), va = rand(t, Dims{1, {5}}, 0.5, 2), by = make(t, bx.d);
+    for (bool training : {true, false})
+      pair("batchNorm training=" + std::to_string(training) + ts, {&by}, tl * 10, [&](int side) {
+        (side ? gpu::batchNorm : cpu::batchNorm)(t, P(bx), bx.d, P(sc), P(bi), P(mu), P(va), 1e-5,
+                                                 training, P(by));
+      });
+    T bg = rand(t, bx.d), bdx = make(t, bx.d), bds = make(t, sc.d), bdb = make(t, sc.d);
+    pair("batchNormGrad" + ts, {&bdx, &bds, &bdb}, tl * 10, [&](int side) {
+      (side ? gpu::batchNormGrad : cpu::batchNormGrad)(t, P(bx), P(bg), bx.d, P(sc), 1e-5, P(bdx),
+                                                       P(bds), P(bdb));
+    });
+    T ssq = make(t, Dims{0, {}});
+    pair("sumSquares" + ts, {&ssq}, tl * 10, [&](int side) {
+      (side ? gpu::sumSquares : cpu::sumSquares)(t, P(bx), bx.d.numel(), P(ssq));
+    });
+    T nm = make(t, mu.d), nv = make(t, va.d);
+    pair("batchNormStats" + ts, {&nm, &nv}, tl * 10, [&](int side) {
+      (side ? gpu::batchNormStats : cpu::batchNormStats)(t, P(bx), bx.d, P(mu), P(va), 0.9, P(nm),
+                                                         P(nv));
+    });
+  }
+  {
+    T x = rand(t, Dims{1, {1000}}), y = make(t, x.d), m = make(DT::BOOL, x.d);
+    pair("dropout" + ts, {&y, &m}, 0, [&](int side) {
+      (side ? gpu::dropout : cpu::dropout)(t, P(x), x.d, 0.3, 42, Dims{}, Dims{}, P(y), P(m));
+    });
+    // A split tensor at a later step: batch part 3 of 4 (dim 0), tp rank 1
+    // of 2 in 2 blocks (dim 2), the layout's index arithmetic on both sides.
+    T xs = rand(t, Dims{3, {2, 5, 12}}), ys = make(t, xs.d), ms = make(DT::BOOL, xs.d);
+    cpu::TrainingPosition &at = cpu::trainingPosition();
+    const cpu::TrainingPosition saved = at;
+    at.step = 7, at.dpRank = 1, at.microbatches = 2, at.microbatch = 1, at.tpRank = 1;
+    pair("dropout split" + ts, {&ys, &ms}, 0, [&](int side) {
+      (side ? gpu::dropout : cpu::dropout)(t, P(xs), xs.d, 0.3, 42, Dims{3, {0, 1, 4}},
+                                           Dims{3, {2, 2, 2}}, P(ys), P(ms));
+    });
+    at = saved;
+    T g = rand(t, x.d), dx = make(t, x.d);
+    for (bool tanh : {false, true})
+      pair("geluGrad tanh=" + std::to_string(tanh) + ts, {&dx}, tl * 10, [&](int side) {
+        (side ? gpu::geluGrad : cpu::geluGrad)(t, P(x), P(g), P(dx), 1000, tanh);
+      });
+  }
+  if (t == DT::F32) {
+    // Fused optimizer updates (F32 only on the GPU): the same float
+    // operations, so bit for bit (AdamW's bias corrections use the
+    // device's double pow: within 1e-6).
+    const int64_t n = 1003;
+    const Dims d{1, {n}}, s{0, {}};
+    T p = rand(t, d, -1, 1), g = rand(t, d, -1, 1), m = rand(t, d, -0.1, 0.1),
+      v = rand(t, d, 0, 0.01), w = rand(t, d, -0.1, 0.1), pr = rand(t, d, -1, 1);
+    T lr = rand(t, s, 0.01, 0.02), clip = rand(t, s, 0.5, 1.0);
+    T po = make(t, d), mo = make(t, d), vo = make(t, d), wo = make(t, d), pro = make(t, d);
+    for (int64_t st : {0, 3}) {
+      T step = make(DT::I64, s);
+      std::memcpy(step.host.data(), &st, sizeof st);
+      must(cuda::copyToDevice(step.dev, step.host.data(), sizeof st), "copyToDevice");
+      const std::string at = " step " + std::to_string(st);
+      pair("adamwUpdate" + at, {&po, &mo, &vo}, 1e-6, [&](int side) {
+        (side ? gpu::adamwUpdate : cpu::adamwUpdate)(t, P(p), P(g), P(m), P(v), P(lr), P(step),
+                                                     P(clip), P(po), P(mo), P(vo), n, 0.9, 0.999,
+                                                     1e-8, 0.01);
+      });
+      pair("adanUpdate" + at, {&po, &mo, &vo, &wo, &pro}, 0, [&](int side) {
+        (side ? gpu::adanUpdate : cpu::adanUpdate)(t, P(p), P(g), P(m), P(w), P(v), P(pr), P(lr),
+                                                   P(step), P(clip), P(po), P(mo), P(wo), P(vo),
+                                                   P(pro), n, 0.02, 0.08, 0.01, 1e-8, 0.02);
+      });
+    }
+    for (bool nesterov : {false, true})
+      pair("sgdUpdate nesterov=" + std::to_string(nesterov), {&po, &mo}, 0, [&](int side) {
+        (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), P(m), P(lr), P(clip), P(po), P(mo),
+                                                 n, 0.9, 0.01, nesterov);
+      });
+    pair("sgdUpdate plain", {&po}, 0, [&](int side) {
+      (side ? gpu::sgdUpdate : cpu::sgdUpdate)(t, P(p), P(g), nullptr, P(lr), nullptr, P(po),
+                                               nullptr, n, 0.0, 0.0, false);
+    });
+  }
+  for (DT lt : {DT::I64, DT::I32})
+    for (int red : {0, 1, 2})
+      for (int axis : {1, 2}) {
+        Dims dl = axis == 2 ? Dims{3, {4, 6, 50}} : Dims{3, {4, 50, 6}};
+        T logits = rand(t, dl, -3, 3), labels = rand(lt, Dims{2, {4, 6}}, 0, 50);
+        T y = make(t, red == 0 ? labels.d : Dims{0, {}});
+        std::string w = "crossEntropy red=" + std::to_string(red) + " axis " +
+                        std::to_string(axis) + (lt == DT::I64 ? " i64" : " i32") + ts;
+        pair(w, {&y}, tl * 10, [&](int side) {
+          (side ? gpu::crossEntropy : cpu::crossEntropy)(t, P(logits), dl, axis, lt, P(labels), red,
+                                                         true, 7, P(y));
+        });
+        T g = rand(t, red == 0 ? labels.d : Dims{0, {}}, 0.5, 1.5), dl2 = make(t, dl);
+        pair(w + " grad", {&dl2}, tl * 10, [&](int side) {
+          (side ? gpu::crossEntropyGrad : cpu::crossEntropyGrad)(
+              t, P(logits), dl, axis, lt, P(labels), P(g), red, true, 7, P(dl2));
+        });
+      }
+  for (auto [da, db, dy] :
+       {std::tuple{Dims{2, {33, 70}}, Dims{2, {70, 45}}, Dims{2, {33, 45}}},
+        std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {16, 5}}, Dims{3, {3, 8, 5}}},
+        std::tuple{Dims{4, {2, 1, 8, 16}}, Dims{3, {3, 16, 5}}, Dims{4, {2, 3, 8, 5}}},
+        std::tuple{Dims{1, {16}}, Dims{3, {2, 16, 5}}, Dims{2, {2, 5}}}}) {
+    T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+    pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
+         t == DT::F32 ? 1e-4 : kF64Tol, [&](int side) {
+           if (side)
+             gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+           else
+             cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+         });
+  }
+  // Transposed operands (merak.matmul_t): stored [.., K, M] / [.., N, K].
+  if (t == DT::F32)
+    for (auto [da, db, dy, ta, tb] :
+         {std::tuple{Dims{2, {70, 33}}, Dims{2, {45, 70}}, Dims{2, {33, 45}}, true, true},
+          std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {5, 16}}, Dims{3, {3, 8, 5}}, false, true},
+          std::tuple{Dims{3, {3, 16, 8}}, Dims{3, {3, 16, 5}}, Dims{3, {3, 8, 5}}, true, false},
+          std::tuple{Dims{4, {2, 1, 16, 8}}, Dims{3, {3, 5, 16}}, Dims{4, {2, 3, 8, 5}}, true,
+                     true}}) {
+      T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+      pair("matmul_t rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank), {&y}, 1e-4,
+           [&](int side) {
+             if (side)
+               gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+             else
+               cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+           });
+    }
+}
+
+/// Integer element types (and bf16 activations).
+void checkIntegers() {
   // Integer paths.
   for (DT t : {DT::I64, DT::I32}) {
     T a = rand(t, Dims{2, {9, 10}}, -20, 20), b = rand(t, Dims{1, {10}}, 1, 7),
@@ -528,6 +538,10 @@ void run() {
       (side ? gpu::geluGrad : cpu::geluGrad)(DT::BF16, P(gx), P(z), P(gd), gx.d.numel(), false);
     });
   }
+}
+
+/// merak.attention on both sides.
+void checkAttention() {
   // merak.attention: the flash kernels against the CPU's tiled GEMMs, causal
   // and not, T = 200 (several tiles, a partial one), head dims 32 and 64;
   // float32 and bf16 (merak-mixed-precision's bf16 attention: one rounding
@@ -566,6 +580,15 @@ void run() {
                                     /*dropout=*/0.0, /*seed=*/0, Dims{}, Dims{});
       });
     }
+}
+
+void run() {
+  for (DT t : {DT::F32, DT::F64}) {
+    checkFloatElementwise(t);
+    checkFloatNN(t);
+  }
+  checkIntegers();
+  checkAttention();
 }
 /// An I64 (or I32) tensor holding `v`, on both sides.
 T ints(const std::vector<int64_t> &v, DT t = DT::I64) {
