@@ -62,11 +62,6 @@ int64_t fnFlops(func::FuncOp fn) {
   return n;
 }
 
-bool isBuffer(ParamOp p) {
-  auto kind = p->getAttrOfType<StringAttr>(kKindAttr);
-  return kind && kind.getValue() == "buffer";
-}
-
 /// The model's parameters and buffers (not optimizer state, accumulators,
 /// hyper-parameters or a pass's tables).
 bool isModelParam(ParamOp p) {

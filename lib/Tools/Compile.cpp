@@ -57,8 +57,7 @@ void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
   for (ParamOp param : module.getOps<ParamOp>()) {
     if (!param.getSymName().starts_with("optimizer."))
       ++total;
-    if (auto kind = param->getAttrOfType<StringAttr>(kKindAttr); kind && kind == "buffer")
-      ++buffers;
+    buffers += isBuffer(param);
   }
   // (With ZeRO the gradients are parts: count the parameters' elements.)
   if (auto grad = module.lookupSymbol<func::FuncOp>("loss_grad"))

@@ -81,12 +81,16 @@ LogicalResult SetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+bool mlir::merak::isBuffer(ParamOp param) {
+  auto kind = param->getAttrOfType<StringAttr>(kKindAttr);
+  return kind && kind.getValue() == kBufferKind;
+}
 
 llvm::StringSet<> mlir::merak::frozenParamNames(ModuleOp module) {
   llvm::StringSet<> names;
   for (ParamOp p : module.getOps<ParamOp>())
     if (auto kind = p->getAttrOfType<StringAttr>(kKindAttr);
-        kind && (kind.getValue() == "frozen" || kind.getValue() == "buffer"))
+        kind && (kind.getValue() == "frozen" || kind.getValue() == kBufferKind))
       names.insert(p.getSymName());
   return names;
 }

@@ -89,7 +89,7 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
                 "batch per data-parallel rank and micro-batch";
     for (GetParamOp get : {mean, var})
       if (auto p = module.lookupSymbol<ParamOp>(get.getNameAttr()))
-        p->setAttr(kKindAttr, StringAttr::get(module.getContext(), "buffer"));
+        p->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
 
     Location loc = op.getLoc();
     OpBuilder b(op->getContext());

@@ -100,6 +100,11 @@ LogicalResult verifyDropoutSplits(Operation *op, ArrayRef<int64_t> shape, int64_
 /// autodiff and the pipeline's cut give them no gradient.
 llvm::StringSet<> frozenParamNames(ModuleOp module);
 
+/// The kind "buffer" (kKindAttr): a parameter the forward updates.
+constexpr llvm::StringLiteral kBufferKind = "buffer";
+/// Whether `param` has kind "buffer".
+bool isBuffer(ParamOp param);
+
 /// The parameter holding merak.expert_place's table `table`:
 /// "moe.placement.<table>".
 inline std::string placementParamName(int64_t table) {
