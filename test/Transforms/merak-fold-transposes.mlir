@@ -112,3 +112,30 @@ func.func @attention_result_read_twice(%q: tensor<2x8x3x16xf32>) -> (tensor<2x8x
   %y = merak.transpose %o perm = [0, 2, 1, 3] : tensor<2x3x8x16xf32> to tensor<2x8x3x16xf32>
   return %y, %o : tensor<2x8x3x16xf32>, tensor<2x3x8x16xf32>
 }
+
+// A product read only transposed is computed in that layout, (a b)^T =
+// b^T a^T: a weight's gradient x^T g transposed back into the weight's
+// [out, in] layout becomes g^T x (no copy); a plain product likewise. A
+// product read untransposed too, or a transpose that is not the last two
+// dims' swap, stays.
+// CHECK-LABEL: func.func @transposed_product
+// CHECK-SAME: (%[[X:.*]]: tensor<6x4xf32>, %[[G:.*]]: tensor<6x3xf32>, %[[A:.*]]: tensor<2x4x5xf32>, %[[B:.*]]: tensor<2x5x3xf32>)
+// CHECK: %[[DW:.*]] = merak.matmul_t %[[G]], %[[X]] {transpose_lhs} : tensor<6x3xf32>, tensor<6x4xf32> -> tensor<3x4xf32>
+// CHECK: %[[P:.*]] = merak.matmul_t %[[B]], %[[A]] {transpose_lhs, transpose_rhs} : tensor<2x5x3xf32>, tensor<2x4x5xf32> -> tensor<2x3x4xf32>
+// CHECK: %[[K:.*]] = merak.matmul %[[A]], %[[B]]
+// CHECK: %[[KT:.*]] = merak.transpose %[[K]] perm = [0, 2, 1]
+// CHECK: %[[R:.*]] = merak.matmul %[[A]], %[[B]]
+// CHECK: %[[RT:.*]] = merak.transpose %[[R]] perm = [1, 0, 2]
+// CHECK: return %[[DW]], %[[P]], %[[KT]], %[[K]], %[[RT]]
+func.func @transposed_product(%x: tensor<6x4xf32>, %g: tensor<6x3xf32>, %a: tensor<2x4x5xf32>, %b: tensor<2x5x3xf32>) -> (tensor<3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x4x3xf32>, tensor<4x2x3xf32>) {
+  %xt = merak.transpose %x perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %dwt = merak.matmul %xt, %g : tensor<4x6xf32>, tensor<6x3xf32> -> tensor<4x3xf32>
+  %dw = merak.transpose %dwt perm = [1, 0] : tensor<4x3xf32> to tensor<3x4xf32>
+  %ab = merak.matmul %a, %b : tensor<2x4x5xf32>, tensor<2x5x3xf32> -> tensor<2x4x3xf32>
+  %p = merak.transpose %ab perm = [0, 2, 1] : tensor<2x4x3xf32> to tensor<2x3x4xf32>
+  %k = merak.matmul %a, %b : tensor<2x4x5xf32>, tensor<2x5x3xf32> -> tensor<2x4x3xf32>
+  %kt = merak.transpose %k perm = [0, 2, 1] : tensor<2x4x3xf32> to tensor<2x3x4xf32>
+  %r = merak.matmul %a, %b : tensor<2x4x5xf32>, tensor<2x5x3xf32> -> tensor<2x4x3xf32>
+  %rt = merak.transpose %r perm = [1, 0, 2] : tensor<2x4x3xf32> to tensor<4x2x3xf32>
+  return %dw, %p, %kt, %k, %rt : tensor<3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x4x3xf32>, tensor<4x2x3xf32>
+}

@@ -2,7 +2,10 @@
 //
 // matmul(transpose(a), b) -> matmul_t(a, b) {transpose_lhs} (and the rhs
 // likewise) when the transpose swaps only the last two dimensions of an f32
-// or bf16 operand of rank >= 2; see Passes.td.
+// or bf16 operand of rank >= 2; see Passes.td. Then a product read only
+// transposed is computed in that layout, (a b)^T = b^T a^T:
+//   transpose(matmul_t(a, b) {ta, tb}) -> matmul_t(b, a) {!tb, !ta}
+// (a weight's gradient, x^T g transposed back into the weight's layout).
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -160,6 +163,32 @@ void foldAttentionLayouts(ModuleOp module) {
   }
 }
 
+/// transpose(matmul_t(a, b) {ta, tb}) -> matmul_t(b, a) {!tb, !ta} (a plain
+/// matmul as ta = tb = false) when the transpose swaps the last two
+/// dimensions and is the product's only reader, the operands of one rank
+/// >= 2 (their batch dimensions broadcast alike either way round).
+void foldTransposedProducts(ModuleOp module) {
+  SmallVector<TransposeOp> transposes;
+  module.walk([&](TransposeOp t) { transposes.push_back(t); });
+  for (TransposeOp t : transposes) {
+    Operation *m = t.getInput().getDefiningOp();
+    if (!m || !isa<MatmulOp, MatmulTOp>(m) || !m->hasOneUse() || !swappedInput(t.getResult()))
+      continue;
+    Value lhs = m->getOperand(0), rhs = m->getOperand(1);
+    int64_t rank = cast<RankedTensorType>(lhs.getType()).getRank();
+    if (rank < 2 || rank != cast<RankedTensorType>(rhs.getType()).getRank())
+      continue;
+    auto mt = dyn_cast<MatmulTOp>(m);
+    const bool ta = mt && mt.getTransposeLhs(), tb = mt && mt.getTransposeRhs();
+    OpBuilder b(t);
+    auto swapped = MatmulTOp::create(b, m->getLoc(), t.getType(), rhs, lhs,
+                                     /*transpose_lhs=*/!tb, /*transpose_rhs=*/!ta);
+    t.replaceAllUsesWith(swapped.getResult());
+    t.erase();
+    m->erase();
+  }
+}
+
 struct MerakFoldTransposesPass
     : merak::impl::MerakFoldTransposesBase<MerakFoldTransposesPass> {
   void runOnOperation() override {
@@ -188,6 +217,7 @@ struct MerakFoldTransposesPass
         if (t && t->use_empty())
           t->erase();
     }
+    foldTransposedProducts(getOperation());
   }
 };
 

@@ -662,7 +662,12 @@ def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
     when nothing else reads it. The GEMM then reads the operand transposed
     (BLAS trans flags) instead of the program materialising the copy:
     weights in every linear layer's forward (x W^T), activations and
-    weights in their gradients (x^T g, g W). One walk over the ops.
+    weights in their gradients (x^T g, g W). Then a product whose only
+    reader is such a transpose is computed in the transposed layout,
+    `(a b)^T = b^T a^T`: `transpose(matmul_t(a, b) {ta, tb})` becomes
+    `matmul_t(b, a) {!tb, !ta}` (operands of equal rank), so a weight's
+    gradient `(x^T g)^T` is the GEMM `g^T x` with no copy. One walk over
+    the ops for each rewrite.
 
     Likewise for attention: a `merak.attention` whose query, key and value
     are all transposes swapping dims rank-3 and rank-2 (the heads transpose
