@@ -158,6 +158,21 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                      0);
 }
 
+void gemmStrided(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  if (K <= 0) { // C = beta * C, beta == 0 clearing NaNs (as gemm)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+    return;
+  }
+  blasSingleThreaded();
+  blasGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void batchedGemm(bool transA, bool transB, int64_t batch, int64_t M,
                  int64_t N, int64_t K, float alpha, const float *A,
                  int64_t strideA, const float *B, int64_t strideB, float beta,

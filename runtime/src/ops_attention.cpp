@@ -18,7 +18,9 @@
 // backward) before P V; the backward then uses P M for dV and dS = P (M
 // dO V^T - Delta), where Delta = rowsum(dO * O) still holds.
 // Slices run in parallel (a slice's dK/dV accumulate over its tiles in one
-// thread); every product is a GEMM of kernels.h.
+// thread); every product is a strided GEMM of kernels.h, which reads a
+// seq_major ([..., T, H, D]) head's rows in place (row stride H * D), so
+// neither layout copies its operands.
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/dropout_mask.h"
@@ -167,10 +169,9 @@ std::vector<int64_t> biasOffsets(const char *what, const void *bias, const Dims 
   return offsets;
 }
 
-// The bf16 and seq_major wrappers below stage their copies in the
-// grow-only per-thread scratch buffers of ops_util.h (slots 40 and up,
-// apart from the kernels' own), so a training step reuses them instead of
-// allocating per call.
+// The bf16 wrappers below stage their copies in the grow-only per-thread
+// scratch buffers of ops_util.h (slots 50 and up, apart from the kernels'
+// own), so a training step reuses them instead of allocating per call.
 
 /// A float32 copy (scratch slot `Slot`) of the bf16 tensor x (n elements),
 /// or null for null.
@@ -198,46 +199,32 @@ void counts(const Dims &dq, int64_t keys, int64_t &nq, int64_t &nk) {
   nk = dq.d[dq.rank - 2] ? nq / dq.d[dq.rank - 2] * keys : 0;
 }
 
-/// seq_major on the CPU: the operands are transposed into heads-first
-/// copies, the heads-first kernel runs, the results are transposed back.
-struct HeadsFirst {
-  DT t;
-  Dims seq, heads, perm; // [..., T, H, D] (or S) and [..., H, T, D]
+/// Where each (batch, head) slice's rows lie: heads-first [..., H, T, D]
+/// (rows D apart, slices T * D apart) or seq_major [..., T, H, D] (rows
+/// H * D apart, head h of item i at i * T * H * D + h * D); keys and values
+/// likewise with S rows. `heads` holds the heads-first dims of the query.
+struct SliceLayout {
+  Dims heads;
+  int64_t h = 1, t = 0, s = 0, d = 0, ld = 0; // ld: the row stride
+  bool seq = false;
 
-  HeadsFirst(DT t, const Dims &d) : t(t), seq(d), heads(d) {
-    if (d.rank < 3)
-      fatal("attention: seq_major needs rank >= 3 ([..., T, H, D])");
-    std::swap(heads.d[d.rank - 3], heads.d[d.rank - 2]);
-    perm.rank = d.rank;
-    for (int32_t i = 0; i < d.rank; ++i)
-      perm.d[i] = i;
-    std::swap(perm.d[d.rank - 3], perm.d[d.rank - 2]);
+  SliceLayout(const char *what, const Dims &dq, int64_t keys, bool seqMajor)
+      : heads(dq), s(keys), seq(seqMajor) {
+    if (seqMajor) {
+      if (dq.rank < 3)
+        fatal((std::string(what) + ": seq_major needs rank >= 3 ([..., T, H, D])").c_str());
+      std::swap(heads.d[dq.rank - 3], heads.d[dq.rank - 2]);
+    }
+    if (heads.rank >= 2) {
+      t = heads.d[heads.rank - 2];
+      d = heads.d[heads.rank - 1];
+      h = heads.rank >= 3 ? heads.d[heads.rank - 3] : 1;
+    }
+    ld = seq ? h * d : d;
   }
-  /// Dims of an operand with `rows` sequence positions.
-  Dims withRows(Dims d, int64_t rows) const {
-    d.d[d.rank - 3] = rows;
-    return d;
-  }
-  /// A heads-first buffer (scratch slot `Slot`) for an operand of `rows`
-  /// positions, or null when `p` is null.
-  template <int Slot> char *buffer(const void *p, int64_t rows) const {
-    return p ? scratch<char, Slot>(size_t(withRows(seq, rows).numel() * elemSize(t)))
-             : nullptr;
-  }
-  /// A heads-first copy of x (laid out as withRows(seq, rows)), or null.
-  template <int Slot> void *in(const void *x, int64_t rows) const {
-    char *buf = buffer<Slot>(x, rows);
-    if (buf)
-      transpose(t, x, withRows(seq, rows), perm, buf);
-    return buf;
-  }
-  /// Writes the heads-first `buf` back into `out` seq-major.
-  void back(const void *buf, void *out, int64_t rows) const {
-    if (!out)
-      return;
-    Dims h = withRows(seq, rows);
-    std::swap(h.d[h.rank - 3], h.d[h.rank - 2]);
-    transpose(t, buf, h, perm, out);
+  /// The first element of slice b's queries (rows = T) or keys (rows = S).
+  int64_t at(int64_t b, int64_t rows) const {
+    return seq ? (b / h) * rows * ld + (b % h) * d : b * rows * d;
   }
 };
 } // namespace
@@ -248,46 +235,38 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
                const Dims &batchSplit, const Dims &tpSplit) {
   if (window && !causal)
     fatal("attention: a window needs causal attention");
-  if (seqMajor) {
-    const HeadsFirst h(type, dq);
-    const int64_t t = dq.d[dq.rank - 3];
-    void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
-         *ho = h.buffer<43>(o, t);
-    attention(type, hq, h.heads, hk, hv, keys, scale, causal, ho, lse, false, window, softcap, bias,
-              db, dropout, seed, batchSplit, tpSplit);
-    h.back(ho, o, t);
-    return;
-  }
+  const SliceLayout lay("attention", dq, keys, seqMajor);
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
-    counts(dq, keys, nq, nk);
+    counts(lay.heads, keys, nq, nk);
     float *fo = scratch<float, 53>(size_t(nq));
     attention(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys, scale,
-              causal, fo, lse, false, window, softcap, widened<58>(bias, db.numel()), db, dropout,
-              seed, batchSplit, tpSplit);
+              causal, fo, lse, seqMajor, window, softcap, widened<58>(bias, db.numel()), db,
+              dropout, seed, batchSplit, tpSplit);
     return narrowInto(o, fo, nq);
   }
-  const AttnSizes z("attention", type, dq, keys);
+  const AttnSizes z("attention", type, lay.heads, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v);
   float *O = static_cast<float *>(o), *L = static_cast<float *>(lse);
   const float *Bias = static_cast<const float *>(bias);
-  const std::vector<int64_t> boff = biasOffsets("attention", bias, dq, db, z.t, z.s);
+  const std::vector<int64_t> boff = biasOffsets("attention", bias, lay.heads, db, z.t, z.s);
   if (z.slices * z.t * z.d == 0)
     return;
-  const ProbDropout drop(dropout, seed, dq, keys, batchSplit, tpSplit);
+  const ProbDropout drop(dropout, seed, lay.heads, keys, batchSplit, tpSplit);
+  const int64_t ld = lay.ld;
   parallelFor(z.slices, z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
     float *p = scratch<float, 0>(kTile * z.s);
     float *factors = drop.on() ? scratch<float, 2>(z.s) : nullptr;
     for (int64_t b = b0; b < b1; ++b) {
-      const float *qb = Q + b * z.t * z.d, *kb = K + b * z.s * z.d, *vb = V + b * z.s * z.d;
+      const int64_t qOff = lay.at(b, z.t), kOff = lay.at(b, z.s);
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
         // The tile's keys [k0, seen): from its first row's window start.
         const int64_t rows = std::min(kTile, z.t - r0);
         const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
         const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
-        gemm(false, true, rows, width, z.d, static_cast<float>(scale), qb + r0 * z.d,
-             kb + k0 * z.d, 0.f, p);
+        gemmStrided(false, true, rows, width, z.d, static_cast<float>(scale), Q + qOff + r0 * ld,
+                    ld, K + kOff + k0 * ld, ld, 0.f, p, width);
         for (int64_t i = 0; i < rows; ++i) {
           float *pr = p + i * width;
           const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
@@ -314,8 +293,8 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
           if (L)
             L[b * z.t + r0 + i] = m + static_cast<float>(std::log(sum));
         }
-        gemm(false, false, rows, z.d, width, 1.f, p, vb + k0 * z.d, 0.f,
-             O + (b * z.t + r0) * z.d);
+        gemmStrided(false, false, rows, z.d, width, 1.f, p, width, V + kOff + k0 * ld, ld, 0.f,
+                    O + qOff + r0 * ld, ld);
       }
     }
   });
@@ -328,38 +307,26 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
                    int64_t seed, const Dims &batchSplit, const Dims &tpSplit) {
   if (window && !causal)
     fatal("attention_grad: a window needs causal attention");
-  if (seqMajor) {
-    const HeadsFirst h(type, dq);
-    const int64_t t = dq.d[dq.rank - 3];
-    void *hq = h.in<40>(q, t), *hk = h.in<41>(k, keys), *hv = h.in<42>(v, keys),
-         *ho = h.in<43>(o, t), *hg = h.in<44>(dout, t);
-    void *rq = h.buffer<45>(gq, t), *rk = h.buffer<46>(gk, keys), *rv = h.buffer<47>(gv, keys);
-    attentionGrad(type, hq, h.heads, hk, hv, keys, ho, lse, hg, scale, causal, rq, rk, rv, false,
-                  window, softcap, bias, db, gbias, dropout, seed, batchSplit, tpSplit);
-    h.back(rq, gq, t);
-    h.back(rk, gk, keys);
-    h.back(rv, gv, keys);
-    return;
-  }
+  const SliceLayout lay("attention_grad", dq, keys, seqMajor);
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
-    counts(dq, keys, nq, nk);
+    counts(lay.heads, keys, nq, nk);
     float *rq = resultFor<55>(gq, nq), *rk = resultFor<56>(gk, nk), *rv = resultFor<57>(gv, nk);
     int64_t ns = keys; // the scores: every query row's keys
     for (int32_t i = 0; i + 1 < dq.rank; ++i)
       ns *= dq.d[i];
     float *rb = resultFor<59>(gbias, ns);
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
-                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv, false,
-                  window, softcap, widened<58>(bias, db.numel()), db, rb, dropout, seed, batchSplit,
-                  tpSplit);
+                  widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
+                  seqMajor, window, softcap, widened<58>(bias, db.numel()), db, rb, dropout, seed,
+                  batchSplit, tpSplit);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
     narrowInto(gbias, rb, ns);
     return;
   }
-  const AttnSizes z("attention_grad", type, dq, keys);
+  const AttnSizes z("attention_grad", type, lay.heads, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v), *O = static_cast<const float *>(o),
               *L = static_cast<const float *>(lse), *G = static_cast<const float *>(dout);
@@ -377,13 +344,14 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
   std::fill(GV, GV + z.slices * z.s * z.d, 0.f);
   const float *Bias = static_cast<const float *>(bias);
   float *GB = static_cast<float *>(gbias);
-  const std::vector<int64_t> boff = biasOffsets("attention_grad", bias, dq, db, z.t, z.s);
+  const std::vector<int64_t> boff = biasOffsets("attention_grad", bias, lay.heads, db, z.t, z.s);
   if (GB) // masked scores (outside each row's keys) have gradient 0
     std::fill(GB, GB + z.slices * z.t * z.s, 0.f);
   if (z.slices * z.t * z.d == 0)
     return;
   const float sc = static_cast<float>(scale);
-  const ProbDropout drop(dropout, seed, dq, keys, batchSplit, tpSplit);
+  const ProbDropout drop(dropout, seed, lay.heads, keys, batchSplit, tpSplit);
+  const int64_t ld = lay.ld;
   const GradRowFn gradRowOf = softcap > 0 ? gradRowFor<true>(Bias != nullptr, drop.on())
                                           : gradRowFor<false>(Bias != nullptr, drop.on());
   parallelFor(z.slices, 2 * z.t * z.s * z.d, [&](int64_t b0, int64_t b1) {
@@ -391,16 +359,15 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     float *dp = scratch<float, 1>(kTile * z.s);
     float *m = drop.on() ? scratch<float, 2>(z.s) : nullptr;
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t qOff = b * z.t * z.d, kOff = b * z.s * z.d;
+      const int64_t qOff = lay.at(b, z.t), kOff = lay.at(b, z.s);
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
         const int64_t rows = std::min(kTile, z.t - r0);
         const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
         const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
-        const int64_t kw = kOff + k0 * z.d; // the tile's first key
-        const float *qt = Q + qOff + r0 * z.d, *gt = G + qOff + r0 * z.d,
-                    *ot = O + qOff + r0 * z.d;
-        gemm(false, true, rows, width, z.d, sc, qt, K + kw, 0.f, p);
-        gemm(false, true, rows, width, z.d, 1.f, gt, V + kw, 0.f, dp);
+        const int64_t kw = kOff + k0 * ld; // the tile's first key
+        const float *qt = Q + qOff + r0 * ld, *gt = G + qOff + r0 * ld, *ot = O + qOff + r0 * ld;
+        gemmStrided(false, true, rows, width, z.d, sc, qt, ld, K + kw, ld, 0.f, p, width);
+        gemmStrided(false, true, rows, width, z.d, 1.f, gt, ld, V + kw, ld, 0.f, dp, width);
         for (int64_t i = 0; i < rows; ++i) {
           float *pr = p + i * width, *dpr = dp + i * width;
           const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
@@ -408,7 +375,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           const float l = L[b * z.t + r0 + i];
           double delta = 0;
           for (int64_t j = 0; j < z.d; ++j)
-            delta += static_cast<double>(gt[i * z.d + j]) * ot[i * z.d + j];
+            delta += static_cast<double>(gt[i * ld + j]) * ot[i * ld + j];
           const float dl = static_cast<float>(delta);
           const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * z.s + k0 : nullptr;
           float *gbr = GB ? GB + (b * z.t + r0 + i) * z.s + k0 : nullptr;
@@ -424,9 +391,10 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           std::fill(pr + n, pr + width, 0.f);
           std::fill(dpr + n, dpr + width, 0.f);
         }
-        gemm(true, false, width, z.d, rows, 1.f, p, gt, 1.f, GV + kw);
-        gemm(false, false, rows, z.d, width, sc, dp, K + kw, 0.f, GQ + qOff + r0 * z.d);
-        gemm(true, false, width, z.d, rows, sc, dp, qt, 1.f, GK + kw);
+        gemmStrided(true, false, width, z.d, rows, 1.f, p, width, gt, ld, 1.f, GV + kw, ld);
+        gemmStrided(false, false, rows, z.d, width, sc, dp, width, K + kw, ld, 0.f,
+                    GQ + qOff + r0 * ld, ld);
+        gemmStrided(true, false, width, z.d, rows, sc, dp, width, qt, ld, 1.f, GK + kw, ld);
       }
     }
   });

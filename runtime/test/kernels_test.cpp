@@ -202,6 +202,48 @@ TEST(Kernels, GemmZeroK) {
   EXPECT_EQ(C, VecF(6, 0.0f));
 }
 
+// gemmStrided on sub-matrices of wider row-major buffers (an attention
+// head's rows of [T, H, D]) equals the reference product, and bitwise
+// gemm() of packed copies (what the attention kernel computed before it
+// read heads in place); the padding between rows stays untouched.
+TEST(Kernels, GemmStridedReadsSubMatrices) {
+  for (int trial = 0; trial < 16; ++trial) {
+    const bool tA = trial & 1, tB = trial & 2;
+    const float beta = (trial & 4) ? 0.5f : 0.0f;
+    const int64_t M = randSize(1, 70), N = randSize(1, 70), K = randSize(1, 40);
+    const int64_t ra = tA ? K : M, ca = tA ? M : K, rb = tB ? N : K, cb = tB ? K : N;
+    const int64_t lda = ca + randSize(0, 9), ldb = cb + randSize(0, 9), ldc = N + randSize(0, 9);
+    VecF A = randVec(ra * lda), B = randVec(rb * ldb), C = randVec(M * ldc);
+    VecF pa(ra * ca), pb(rb * cb), pc(M * N);
+    for (int64_t i = 0; i < ra; ++i)
+      std::copy_n(A.begin() + i * lda, ca, pa.begin() + i * ca);
+    for (int64_t i = 0; i < rb; ++i)
+      std::copy_n(B.begin() + i * ldb, cb, pb.begin() + i * cb);
+    for (int64_t i = 0; i < M; ++i)
+      std::copy_n(C.begin() + i * ldc, N, pc.begin() + i * N);
+    VecD ref(M * N);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(tA ? pa[k * M + i] : pa[i * K + k]) *
+                 (tB ? pb[j * K + k] : pb[k * N + j]);
+        ref[i * N + j] = 1.5 * acc + beta * double(pc[i * N + j]);
+      }
+    const VecF before = C;
+    cpu::gemmStrided(tA, tB, M, N, K, 1.5f, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+    cpu::gemm(tA, tB, M, N, K, 1.5f, pa.data(), pb.data(), beta, pc.data());
+    VecF got(M * N);
+    for (int64_t i = 0; i < M; ++i) {
+      std::copy_n(C.begin() + i * ldc, N, got.begin() + i * N);
+      for (int64_t j = N; j < ldc && i + 1 < M; ++j)
+        EXPECT_EQ(C[i * ldc + j], before[i * ldc + j]) << "padding written, trial " << trial;
+    }
+    EXPECT_LE(relErr(got, ref), kTol) << "trial " << trial;
+    EXPECT_EQ(got, pc) << "trial " << trial;
+  }
+}
+
 TEST(Kernels, BatchedGemmStridesAndBroadcast) {
   for (int trial = 0; trial < 8; ++trial) {
     const bool tA = trial & 1, tB = trial & 2, bcastA = trial & 4;

@@ -34,6 +34,15 @@ namespace merak::rt::cpu {
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, const float *B, float beta, float *C);
 
+/// One GEMM as above on strided rows: row i of the stored A starts at
+/// A + i*lda (likewise B, ldb and C, ldc), so a product can read and write
+/// a sub-matrix of a larger row-major tensor (an attention head's rows of
+/// a [T, H, D] tensor, ld H*D) in place. One single-threaded call, for use
+/// inside a parallel loop; the same result as gemm() of the packed copies.
+void gemmStrided(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc);
+
 /// `batch` independent GEMMs as above; operand i of batch b starts at
 /// A + b*strideA, B + b*strideB, C + b*strideC (in elements). A stride of 0
 /// broadcasts that operand (must not be 0 for C when batch > 1).
