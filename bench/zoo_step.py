@@ -2,7 +2,7 @@
 PyTorch 2.x eager and torch.compile (inductor), one thread, in one run.
 
     $(scripts/venv-path.sh)/bin/python bench/zoo_step.py --bin build/bin --workdir /tmp/zoo \
-        [--steps 20] [--models gpt2,llama,encoder] [--dropout P]
+        [--steps 20] [--rounds 3] [--models gpt2,llama,encoder] [--dropout P]
 
 Every model: d=256, 4 layers, 8 heads (Llama: 2 kv heads, SwiGLU 4d,
 interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
@@ -21,7 +21,11 @@ merak-compile, ./train on random tokens with OMP/OpenBLAS at 1 thread; the
 median of the per-step time_ms after 5 warm-up steps. PyTorch: forward,
 cross-entropy, backward, AdamW.step() with torch.set_num_threads(1), median
 over the same steps, eager and with the model under torch.compile (its
-compilation excluded). Prints the step times, merak / eager and
+compilation excluded). The three are timed in --rounds interleaved rounds
+(merak, eager, compile, then again), so that a slow period of a shared
+machine falls on all of them; each time printed is the median over the
+rounds, with the range of the per-round merak / compile ratios. Prints
+the step times, merak / eager and
 merak / compile (goal <= 0.8), and the achieved FLOP/s (6 * params * tokens
 plus the attention's 12 * layers * B * T^2 * d, per step) against the
 single-core SGEMM peak measured here (torch.mm 1024^3, 1 thread).
@@ -86,31 +90,43 @@ def build_model(name):
     return EncoderLM(vocab=VOCAB, seq=T, width=D, heads=HEADS, layers=LAYERS), []
 
 
-def torch_step_ms(model, steps, compiled, images=False):
-    model = model.train()
-    fwd = torch.compile(model) if compiled else model
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-4)
-    rng = torch.Generator().manual_seed(1)
-    times = []
-    for s in range(WARMUP + steps):
-        if images:
-            x = torch.randn(B, 3, IMAGE, IMAGE, generator=rng)
-            y = torch.randint(0, CLASSES, (B,), generator=rng)
-        else:
-            ids = torch.randint(0, VOCAB, (B, T + 1), generator=rng)
-            x, y = ids[:, :-1], ids[:, 1:]
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        logits = fwd(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        if s >= WARMUP:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+class TorchRunner:
+    """One PyTorch training setup (eager or under torch.compile) whose
+    steps can be timed in several rounds; compilation happens in the first
+    round's warm-up steps."""
+
+    def __init__(self, model, compiled, images=False):
+        self.model = model.train()
+        self.fwd = torch.compile(self.model) if compiled else self.model
+        self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
+                                     lr=3e-4)
+        self.rng = torch.Generator().manual_seed(1)
+        self.images = images
+
+    def step_ms(self, steps):
+        """The median step time of `steps` steps after WARMUP."""
+        times = []
+        for s in range(WARMUP + steps):
+            if self.images:
+                x = torch.randn(B, 3, IMAGE, IMAGE, generator=self.rng)
+                y = torch.randint(0, CLASSES, (B,), generator=self.rng)
+            else:
+                ids = torch.randint(0, VOCAB, (B, T + 1), generator=self.rng)
+                x, y = ids[:, :-1], ids[:, 1:]
+            t0 = time.perf_counter()
+            self.opt.zero_grad(set_to_none=True)
+            logits = self.fwd(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            self.opt.step()
+            if s >= WARMUP:
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
 
 
-def merak_step_ms(args, name, model, flags):
+def merak_build(args, name, model, flags):
+    """Exports and compiles the model: the executable, its data and the
+    number of fused attentions."""
     onnx_path = os.path.join(args.workdir, name + ".onnx")
     images = name == "resnet50"
     example = torch.zeros(B, 3, IMAGE, IMAGE) if images else torch.zeros(B, T, dtype=torch.int64)
@@ -134,13 +150,34 @@ def merak_step_ms(args, name, model, flags):
         np.save(os.path.join(tokens, "pixel_values.npy"),
                 rng.standard_normal((64, 3, IMAGE, IMAGE)).astype(np.float32))
         np.save(os.path.join(tokens, "labels.npy"), rng.integers(0, CLASSES, 64))
+    return exe, tokens, fused
+
+
+def merak_step_ms(args, name, exe, tokens):
+    """The median step time of one ./train run (WARMUP + steps steps)."""
     metrics = os.path.join(args.workdir, name + ".jsonl")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     subprocess.run([exe, "--data", tokens, "--steps", str(WARMUP + args.steps), "--metrics",
                     metrics, "--log-every", "1000"], check=True, env=env, capture_output=True)
     with open(metrics) as f:
         times = [json.loads(line)["time_ms"] for line in f][WARMUP:]
-    return statistics.median(times), fused
+    return statistics.median(times)
+
+
+def measure(args, name, model, flags):
+    """merak, eager and torch.compile timed in --rounds interleaved rounds
+    (one of each per round, so that a slower period of a shared machine
+    falls on all three): the median over rounds of each, and the range of
+    the per-round merak / compile ratios."""
+    exe, tokens, fused = merak_build(args, name, model, flags)
+    images = name == "resnet50"
+    eager = TorchRunner(build(name)[0], False, images)
+    compiled = TorchRunner(build(name)[0], True, images)
+    rounds = [(merak_step_ms(args, name, exe, tokens), eager.step_ms(args.steps),
+               compiled.step_ms(args.steps)) for _ in range(args.rounds)]
+    med = [statistics.median(r[i] for r in rounds) for i in range(3)]
+    ratios = [r[0] / r[2] for r in rounds]
+    return med, fused, (min(ratios), max(ratios))
 
 
 def sgemm_peak():
@@ -162,6 +199,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="gpt2,llama,encoder")
     ap.add_argument("--dropout", type=float, default=None)
     args = ap.parse_args()
@@ -178,23 +216,21 @@ def main():
         flops = 6 * params * B * T
         if name not in ("lstm", "gru"):
             flops += 12 * LAYERS * B * T * T * D
-        merak_ms, fused = merak_step_ms(args, name, model, flags)
-        images = name == "resnet50"
-        eager_ms = torch_step_ms(build(name)[0], args.steps, False, images)
-        compiled_ms = torch_step_ms(build(name)[0], args.steps, True, images)
-        if images:
+        (merak_ms, eager_ms, compiled_ms), fused, (lo, hi) = measure(args, name, model, flags)
+        spread = "; per round %.2f-%.2f" % (lo, hi) if args.rounds > 1 else ""
+        if name == "resnet50":
             print("%-8s %5.1fM params | merak %7.1f ms | eager %7.1f ms | compile %7.1f ms | "
-                  "merak/eager %.2f | merak/compile %.2f"
+                  "merak/eager %.2f | merak/compile %.2f%s"
                   % (name, params / 1e6, merak_ms, eager_ms, compiled_ms, merak_ms / eager_ms,
-                     merak_ms / compiled_ms))
+                     merak_ms / compiled_ms, spread))
             sys.stdout.flush()
             continue
         print("%-8s %5.1fM params | merak %7.1f ms (%d attention fused, %.1f GFLOP/s = %.0f%% "
               "of peak) | eager %7.1f ms | compile %7.1f ms | merak/eager %.2f | "
-              "merak/compile %.2f (goal <= 0.8)"
+              "merak/compile %.2f%s (goal <= 0.8)"
               % (name, params / 1e6, merak_ms, fused, flops / merak_ms / 1e6,
                  100 * flops / merak_ms * 1e3 / peak, eager_ms, compiled_ms,
-                 merak_ms / eager_ms, merak_ms / compiled_ms))
+                 merak_ms / eager_ms, merak_ms / compiled_ms, spread))
         sys.stdout.flush()
 
 
