@@ -55,3 +55,25 @@ func.func @forward(%x: tensor<4x3xf32>, %s: tensor<3xf32>) -> tensor<4x3xf32> {
   %y = merak.batch_norm %x, %s, %s, %s, %s epsilon = 1.0e-5 {training, momentum = 0.9 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   return %y : tensor<4x3xf32>
 }
+
+// -----
+
+// Momentum 0 (how torch exports momentum=None as well as 1.0): one warning
+// for all such normalisations, on the first; the update is still made.
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.batch_norm_stats {{.*}} momentum = 0.000000e+00
+// CHECK: merak.batch_norm_stats {{.*}} momentum = 0.000000e+00
+merak.param @rm : tensor<3xf32> = dense<0.0> : tensor<3xf32>
+merak.param @rv : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+merak.param @rm2 : tensor<3xf32> = dense<0.0> : tensor<3xf32>
+merak.param @rv2 : tensor<3xf32> = dense<1.0> : tensor<3xf32>
+func.func @forward(%x: tensor<4x3xf32>, %s: tensor<3xf32>) -> tensor<4x3xf32> {
+  %m = merak.get_param @rm : tensor<3xf32>
+  %v = merak.get_param @rv : tensor<3xf32>
+  %m2 = merak.get_param @rm2 : tensor<3xf32>
+  %v2 = merak.get_param @rv2 : tensor<3xf32>
+  // expected-warning @+1 {{merak-batch-norm-stats: 2 batch normalisation(s) have momentum 0 in the file, so each training batch replaces their running statistics (nn.BatchNorm*(momentum=1.0)); torch's exporter writes momentum=None (a cumulative average of the batches) the same way}}
+  %y = merak.batch_norm %x, %s, %s, %m, %v epsilon = 1.0e-5 {training, momentum = 0.0 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %z = merak.batch_norm %y, %s, %s, %m2, %v2 epsilon = 1.0e-5 {training, momentum = 0.0 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return %z : tensor<4x3xf32>
+}

@@ -59,9 +59,27 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
       if (op.getMomentumAttr())
         updated.push_back(op);
     });
+    warnMomentumZero(updated);
     for (BatchNormOp op : updated)
       if (failed(update(module, op)))
         return signalPassFailure();
+  }
+
+  /// One warning for the normalisations whose momentum is 0 (the running
+  /// statistics replaced by each batch's): torch's exporter writes both
+  /// nn.BatchNorm*(momentum=1.0) and momentum=None (a cumulative average)
+  /// that way, and the file cannot tell which it was.
+  static void warnMomentumZero(MutableArrayRef<BatchNormOp> ops) {
+    auto zero = [](BatchNormOp op) { return op.getMomentumAttr().getValueAsDouble() == 0.0; };
+    auto first = llvm::find_if(ops, zero);
+    if (first == ops.end())
+      return;
+    first->emitWarning("merak-batch-norm-stats: ")
+        << llvm::count_if(ops, zero)
+        << " batch normalisation(s) have momentum 0 in the file, so each training batch "
+           "replaces their running statistics (nn.BatchNorm*(momentum=1.0)); torch's exporter "
+           "writes momentum=None (a cumulative average of the batches) the same way, which "
+           "merak cannot recover: export with an explicit momentum if that was meant";
   }
 
   /// The update of one normalisation's statistics (none, with a warning,

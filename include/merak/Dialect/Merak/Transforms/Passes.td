@@ -224,7 +224,10 @@ def MerakBatchNormStats : Pass<"merak-batch-norm-stats", "mlir::ModuleOp"> {
     buffers are the checkpoint's, as DDP broadcasts rank 0's); the
     pipeline partitioner keeps the writes in forward fragments only.
     Errors: fewer than two values per channel. Statistics that are not
-    parameters get a warning and no update. Consumes `momentum`.
+    parameters get a warning and no update; momentum 0 (each batch
+    replaces the statistics: torch's export of both `momentum=1.0` and
+    `momentum=None`, the cumulative average) one warning for all such
+    normalisations. Consumes `momentum`.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
