@@ -72,7 +72,7 @@ func.func @forward(%x: tensor<4x3xf32>, %s: tensor<3xf32>) -> tensor<4x3xf32> {
   %v = merak.get_param @rv : tensor<3xf32>
   %m2 = merak.get_param @rm2 : tensor<3xf32>
   %v2 = merak.get_param @rv2 : tensor<3xf32>
-  // expected-warning @+1 {{merak-batch-norm-stats: 2 batch normalisation(s) have momentum 0 in the file, so each training batch replaces their running statistics (nn.BatchNorm*(momentum=1.0)); torch's exporter writes momentum=None (a cumulative average of the batches) the same way}}
+  // expected-warning @+1 {{merak-batch-norm-stats: 2 batch normalisation(s) (the first: 'rm') have momentum 0 in the file, so each training batch replaces their running statistics (nn.BatchNorm*(momentum=1.0)); torch's exporter writes momentum=None (a cumulative average of the batches) the same way}}
   %y = merak.batch_norm %x, %s, %s, %m, %v epsilon = 1.0e-5 {training, momentum = 0.0 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   %z = merak.batch_norm %y, %s, %s, %m2, %v2 epsilon = 1.0e-5 {training, momentum = 0.0 : f64} : (tensor<4x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   return %z : tensor<4x3xf32>

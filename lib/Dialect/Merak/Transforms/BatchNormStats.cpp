@@ -74,12 +74,14 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
     auto first = llvm::find_if(ops, zero);
     if (first == ops.end())
       return;
-    first->emitWarning("merak-batch-norm-stats: ")
-        << llvm::count_if(ops, zero)
-        << " batch normalisation(s) have momentum 0 in the file, so each training batch "
-           "replaces their running statistics (nn.BatchNorm*(momentum=1.0)); torch's exporter "
-           "writes momentum=None (a cumulative average of the batches) the same way, which "
-           "merak cannot recover: export with an explicit momentum if that was meant";
+    InFlightDiagnostic d = first->emitWarning("merak-batch-norm-stats: ");
+    d << llvm::count_if(ops, zero) << " batch normalisation(s) ";
+    if (auto mean = first->getMean().getDefiningOp<GetParamOp>())
+      d << "(the first: '" << mean.getName() << "') ";
+    d << "have momentum 0 in the file, so each training batch replaces their running statistics "
+         "(nn.BatchNorm*(momentum=1.0)); torch's exporter writes momentum=None (a cumulative "
+         "average of the batches) the same way, which merak cannot recover: export with an "
+         "explicit momentum if that was meant";
   }
 
   /// The update of one normalisation's statistics (none, with a warning,
