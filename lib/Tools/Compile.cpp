@@ -74,7 +74,7 @@ void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
      << total - trainable << " frozen";
   if (buffers)
     os << " (" << buffers
-       << " of them buffers that training updates: BatchNorm running statistics)";
+       << " of them buffers that training updates: BatchNorm running statistics and counts)";
   os << "\n";
 }
 

@@ -11,7 +11,11 @@ The reference is PyTorch in float64 training the module itself, its
 buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
   serial     the per-step losses (rel. err <= 1e-4) and every running
              mean / variance of the final checkpoint (max abs err over the
-             tensor <= 1e-4 of its largest value), and the parameters;
+             tensor <= 1e-4 of its largest value), and the parameters; the
+             checkpoint's model tensors are the module's whole state_dict
+             (a strict load_state_dict accepts them), each
+             num_batches_tracked the number of training forwards (torch's
+             count less its value after the export);
   m2         --pp 1 --microbatches 2: PyTorch with gradient accumulation
              over two micro-batches of 8, BatchNorm updated by each in turn;
   dp2        --dp 2: DistributedDataParallel without SyncBatchNorm, each
@@ -26,8 +30,9 @@ buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
              ill-conditioned: 2 rows normalise to +-1 whatever fc1 does);
   resume     6 steps, then resumed to 12 from the checkpoint: equal to the
              uninterrupted run (the buffers are saved and restored);
-  trainable  merak-compile counts the running statistics as buffers, not as
-             trainable parameters (before, AdamW's weight decay moved them);
+  trainable  merak-compile counts the running statistics and the counters
+             as buffers, not as trainable parameters (before, AdamW's
+             weight decay moved them);
   too-small  --dp 2 --microbatches 8 with a batch of 16 leaves the
              BatchNorm1d one value per channel: a compile error naming its
              running mean.
@@ -192,11 +197,16 @@ def compare(got, ckpt, want, want_state, initial):
     ok = len(got) == len(want) and loss_err <= LOSS_TOL
     stats_err = param_err = 0.0
     missing = []
+    counted = []
     for name, ref in want_state.items():
-        if name.endswith("num_batches_tracked"):
-            continue  # not in the ONNX file (torch's export drops the counter)
         if name not in ckpt:
             missing.append(name)
+            continue
+        if name.endswith("num_batches_tracked"):
+            # Not in the ONNX file (torch's export drops the counter): merak
+            # counts its own forwards from 0, torch's module from its value
+            # after the export (whose trace ran one forward).
+            counted.append(int(ckpt[name]) == int(ref) - int(initial[name]))
             continue
         err = float(np.max(np.abs(ckpt[name].astype(np.float64) - ref)) / np.max(np.abs(ref)))
         if "running" in name:
@@ -204,12 +214,14 @@ def compare(got, ckpt, want, want_state, initial):
         else:
             param_err = max(param_err, err)
     ok = ok and not missing and stats_err <= PARAM_TOL and param_err <= PARAM_TOL
+    ok = ok and len(counted) == 3 and all(counted)
     moved = max(float(np.max(np.abs(want_state[k] - initial[k].numpy())))
                 for k in want_state if "running" in k)
     return ok, ("losses %.4f -> %.4f (torch %.4f -> %.4f) rel err %.2e; running stats "
-                "err %.2e (they moved %.3f from the initial ones), params %.2e%s" % (
+                "err %.2e (they moved %.3f from the initial ones), params %.2e; "
+                "num_batches_tracked %d of 3 equal%s" % (
                     got[0], got[-1], want[0], want[-1], loss_err, stats_err, moved, param_err,
-                    "; missing " + ", ".join(missing) if missing else ""))
+                    sum(counted), "; missing " + ", ".join(missing) if missing else ""))
 
 
 def check(env, name):
@@ -218,7 +230,16 @@ def check(env, name):
         got, ckpt = env.train(**cfg)
         for key in ("extra", "pp", "tp"):
             cfg.pop(key, None)
-        return compare(got, ckpt, *env.reference(**cfg), env.state)
+        ok, msg = compare(got, ckpt, *env.reference(**cfg), env.state)
+        if name == "serial":  # the checkpoint is the module's whole state_dict
+            try:
+                BnCnn().load_state_dict({k: torch.from_numpy(np.asarray(v))
+                                         for k, v in ckpt.items()
+                                         if not k.startswith("optimizer.")}, strict=True)
+                msg += "; load_state_dict(strict=True) accepts it"
+            except RuntimeError as e:
+                ok, msg = False, msg + "; load_state_dict(strict=True): " + str(e)[:300]
+        return ok, msg
     if name == "resume":
         full, full_ckpt = env.train()
         ckpt = os.path.join(env.work, "resume-ckpt")
@@ -227,9 +248,9 @@ def check(env, name):
         rest, resumed = env.train(steps=STEPS, ckpt=ckpt, resume=True)
         loss_err = max(abs(a - b) / abs(b) for a, b in zip(first + rest, full))
         stats_err = max(float(np.max(np.abs(resumed[k] - full_ckpt[k])))
-                        for k in full_ckpt if "running" in k)
+                        for k in full_ckpt if "running" in k or "num_batches" in k)
         ok = len(first + rest) == STEPS and loss_err <= 1e-6 and stats_err <= 1e-6
-        return ok, "%d + %d steps: losses rel err %.2e, running stats abs err %.2e vs one run" % (
+        return ok, "%d + %d steps: losses rel err %.2e, running stats abs err %.2e vs one run (counters included)" % (
             len(first), len(rest), loss_err, stats_err)
     if name == "trainable":
         _, _, _, out = env.compile()
@@ -237,7 +258,7 @@ def check(env, name):
         counts = re.search(r"(\d+) trainable parameters .*?(\d+) frozen \((\d+) of them buffers",
                            line)
         trainable = len(list(env.model.parameters()))
-        ok = counts is not None and counts.groups() == (str(trainable), "6", "6")
+        ok = counts is not None and counts.groups() == (str(trainable), "9", "9")
         return ok, line
     if name == "too-small":
         _, _, rc, out = env.compile(dp=2, m=8, check=False)

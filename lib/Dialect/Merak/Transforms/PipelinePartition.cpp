@@ -144,7 +144,8 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   }
 
   /// Classifies the ops of @loss: static ones (computable from constants
-  /// and parameters alone, replicated to the stages that need them) and
+  /// and parameters alone, replicated to the stages that need them; never
+  /// a parameter write) and
   /// dynamic ones in program order, with each dynamic value's definition and
   /// last use. Returns the first and last dynamic op reading a trainable
   /// parameter (-1 without any).
@@ -155,8 +156,11 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     llvm::DenseSet<Value> fromParam;
     int64_t firstParamUse = -1, lastParamUse = -1;
     for (Operation &op : body.without_terminator()) {
-      bool isStatic = op.getNumRegions() == 0 &&
-                      llvm::all_of(op.getOperands(), [&](Value v) { return staticValues.contains(v); });
+      // A parameter write is never static, even of a value computed from
+      // parameters alone (a counter's get + 1): it happens in its stage.
+      bool isStatic =
+          op.getNumRegions() == 0 && !isa<SetParamOp>(op) &&
+          llvm::all_of(op.getOperands(), [&](Value v) { return staticValues.contains(v); });
       auto get = dyn_cast<GetParamOp>(op);
       bool readsParam = (get && isTrainable(get.getName())) ||
                         llvm::any_of(op.getOperands(), [&](Value v) { return fromParam.contains(v); });

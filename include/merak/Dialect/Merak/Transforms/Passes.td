@@ -227,7 +227,10 @@ def MerakBatchNormStats : Pass<"merak-batch-norm-stats", "mlir::ModuleOp"> {
     parameters get a warning and no update; momentum 0 (each batch
     replaces the statistics: torch's export of both `momentum=1.0` and
     `momentum=None`, the cumulative average) one warning for all such
-    normalisations. Consumes `momentum`.
+    normalisations. Next to a running mean named `<prefix>.running_mean`
+    it declares the int64 buffer `<prefix>.num_batches_tracked` (unless the
+    file has it) and adds 1 to it per forward, as `nn.BatchNorm*` counts
+    (torch's exporter drops the counter). Consumes `momentum`.
   }];
   let options = [
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
