@@ -91,6 +91,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("tp_overlap", &CompileOptions::tpOverlap)
       .def_readwrite("dp_overlap", &CompileOptions::dpOverlap)
       .def_readwrite("fused_attention", &CompileOptions::fusedAttention)
+      .def_readwrite("sync_batchnorm", &CompileOptions::syncBatchNorm)
       .def_readwrite("moe_aux_loss", &CompileOptions::moeAuxLoss)
       .def_readwrite("moe_capacity_factor", &CompileOptions::moeCapacityFactor)
       .def_readwrite("moe_drop_policy", &CompileOptions::moeDropPolicy)

@@ -101,6 +101,8 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     pm.addPass(createMerakMixedPrecision(mixed));
     pm.addPass(createCSEPass());
   }
+  if (o.syncBatchNorm)
+    pm.addPass(createMerakSyncBatchNorm());
   pm.addPass(createMerakBatchNormStats());
   MerakAttachLossOptions loss;
   loss.loss = o.loss;

@@ -267,6 +267,12 @@ struct CommandLine {
                "trainable score bias such as T5's) by merak.attention, which never stores "
                "the T x T scores"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<bool> syncBatchNorm{
+      "sync-batchnorm",
+      cl::desc("with --dp N: training-mode BatchNorm normalises with the mean and variance of "
+               "all N ranks' rows (PyTorch's nn.SyncBatchNorm; its running statistics too) "
+               "instead of each rank's own (DDP's default)"),
+      cl::init(false), cl::cat(cat)};
   cl::opt<std::string> fusedExperts{
       "fused-experts",
       cl::desc("on (default) or off: replace a Mixture-of-Experts layer's gathered expert "
@@ -422,6 +428,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.fusedAttention = opts.fusedAttention == "on";
+  o.syncBatchNorm = opts.syncBatchNorm;
   if (opts.fusedExperts != "on" && opts.fusedExperts != "off") {
     llvm::errs() << "merak-compile: error: --fused-experts must be on or off, got '"
                  << opts.fusedExperts << "'\n";

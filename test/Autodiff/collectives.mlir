@@ -7,7 +7,9 @@
 // expert parallelism's merak.all_gather and merak.reduce_scatter over "ep"
 // (each other's VJP), with an i64 operand (the expert ids) that gets none,
 // and merak.all_to_all's dispatch and combine, and dynamic shadowing
-// (merak.expert_shadow's broadcast, whose VJP is its reduce).
+// (merak.expert_shadow's broadcast, whose VJP is its reduce); and
+// merak.all_reduce over "dp" (sum; VJP: the all-reduce again, over one
+// rank the identity), a bucket of which one result goes unread.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -15,7 +17,8 @@
 // CHECK: case 3: PASS
 // CHECK: case 4: PASS
 // CHECK: case 5: PASS
-// CHECK: gradcheck: all 6 cases passed
+// CHECK: case 6: PASS
+// CHECK: gradcheck: all 7 cases passed
 
 merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
 func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
@@ -124,5 +127,21 @@ func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
   %t = merak.tanh %y : tensor<3x2xf64>
   %m = merak.mul %t, %w : tensor<3x2xf64>, tensor<3x2xf64>
   %l = merak.reduce_sum %m axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// merak-sync-batch-norm's dp sums: a bucket, its second result unread.
+// gradcheck-zero: b
+merak.param @a : tensor<3xf64> = dense<[0.5, -1.0, 1.5]> : tensor<3xf64>
+merak.param @b : tensor<3xf64> = dense<[2.0, 0.25, -0.5]> : tensor<3xf64>
+func.func @forward(%w: tensor<3xf64>) -> tensor<f64> {
+  %a = merak.get_param @a : tensor<3xf64>
+  %b = merak.get_param @b : tensor<3xf64>
+  %ra, %rb = merak.all_reduce %a, %b group = "dp" reduction = "sum" : tensor<3xf64>, tensor<3xf64> -> tensor<3xf64>, tensor<3xf64>
+  %t = merak.tanh %ra : tensor<3xf64>
+  %m = merak.mul %t, %w : tensor<3xf64>, tensor<3xf64>
+  %l = merak.reduce_sum %m axes = [0] : tensor<3xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

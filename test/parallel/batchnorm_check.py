@@ -25,6 +25,11 @@ buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
              backward's recomputation does not update them a second time;
   dp2-zero1, tp2 (fc1 -> bn3 -> head sharded by features), and
   dp2-pp2-m2-interleaved (two virtual stages per rank): the same;
+  dp2-sync, dp2-pp2-m2-sync  --sync-batchnorm (nn.SyncBatchNorm): each
+             micro-batch normalises both ranks' parts together, so PyTorch
+             runs one forward of their union (dp2: the serial program), the
+             running statistics included; the second with --pp 2 and full
+             recomputation;
   dp2-pp2-m2 --dp 2 --pp 2 --microbatches 2 (rank 0's two micro-batches
              of 4 images in turn; fewer rows make BatchNorm1d's gradient
              ill-conditioned: 2 rows normalise to +-1 whatever fc1 does);
@@ -70,6 +75,10 @@ CONFIGS = {
     "tp2": dict(tp=2),
     "dp2-pp2-m2-interleaved": dict(dp=2, pp=2, m=2,
                                    extra=("--schedule", "interleaved", "--virtual-stages", "2")),
+    # --sync-batchnorm: each micro-batch's statistics over both ranks' rows.
+    "dp2-sync": dict(dp=2, extra=("--sync-batchnorm",), sync=True),
+    "dp2-pp2-m2-sync": dict(dp=2, pp=2, m=2, extra=("--sync-batchnorm", "--recompute", "full"),
+                            sync=True),
 }
 CHECKS = list(CONFIGS) + ["resume", "trainable", "too-small"]
 
@@ -154,9 +163,13 @@ class Env:
         self.runs[key] = losses, read_checkpoint(ckpt, steps)
         return self.runs[key]
 
-    def reference(self, dp=1, m=1):
+    def reference(self, dp=1, m=1, sync=False):
         """PyTorch float64: per-step losses and the final state_dict, each
-        data-parallel rank normalising its rows, rank 0's buffers kept."""
+        data-parallel rank normalising its rows, rank 0's buffers kept; with
+        `sync` (nn.SyncBatchNorm) each micro-batch normalises the rows of
+        every rank's part together (one forward of their union)."""
+        if sync:
+            return self.sync_reference(dp, m)
         if (dp, m) in self.references:
             return self.references[(dp, m)]
         model = BnCnn().double()
@@ -188,6 +201,34 @@ class Env:
             losses.append(total)
         result = (losses, {k: v.numpy() for k, v in model.state_dict().items()})
         self.references[(dp, m)] = result
+        return result
+
+    def sync_reference(self, dp, m):
+        """reference(dp, m, sync=True): micro-batch mb is the union of the dp
+        ranks' mb-th parts (rank d's part: rows d * BATCH / dp + mb * part on),
+        its loss the mean over the union (each rank's mean over its part,
+        averaged over the ranks)."""
+        model = BnCnn().double()
+        model.load_state_dict(self.state)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.01)
+        x = torch.from_numpy(self.images).double()
+        y = torch.from_numpy(self.labels)
+        part = BATCH // (dp * m)
+        losses = []
+        for step in range(STEPS):
+            rows = [(step * BATCH + r) % SAMPLES for r in range(BATCH)]
+            opt.zero_grad()
+            total = 0.0
+            for mb in range(m):
+                idx = [r for d in range(dp) for r in rows[d * BATCH // dp + mb * part:][:part]]
+                loss = F.cross_entropy(model(x[idx]), y[idx]) / m
+                loss.backward()
+                total += loss.item()
+            opt.step()
+            losses.append(total)
+        result = (losses, {k: v.numpy() for k, v in model.state_dict().items()})
         return result
 
 
@@ -227,9 +268,11 @@ def compare(got, ckpt, want, want_state, initial):
 def check(env, name):
     if name in CONFIGS:
         cfg = dict(CONFIGS[name])
+        sync = cfg.pop("sync", False)
         got, ckpt = env.train(**cfg)
         for key in ("extra", "pp", "tp"):
             cfg.pop(key, None)
+        cfg["sync"] = sync
         ok, msg = compare(got, ckpt, *env.reference(**cfg), env.state)
         if name == "serial":  # the checkpoint is the module's whole state_dict
             try:

@@ -39,6 +39,8 @@ struct PipelineOptions {
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";
   bool fusedAttention = true;
+  /// merak-sync-batch-norm: BatchNorm statistics over all dp ranks' rows.
+  bool syncBatchNorm = false;
   /// Sliding-window and soft-capped attention fused too (the CPU kernels
   /// have them, the CUDA ones not): false for --target cuda.
   bool attentionCpuForms = true;

@@ -4,7 +4,9 @@
 // is the identity forward and sums the gradient over "tp" backward; g
 // (merak.all_reduce, tp, sum) sums forward and is the identity backward,
 // since everything after it is computed identically on every rank of the
-// group, so the incoming gradient is already replicated.
+// group, so the incoming gradient is already replicated. Over "dp" (sum)
+// the ranks' losses differ (merak-sync-batch-norm's statistics), so the
+// gradient is summed over the group too.
 //
 // Expert parallelism's dispatch and combine (merak-expert-parallel) are an
 // all-gather and a reduce-scatter (sum) over "ep", each other's transpose:
@@ -24,11 +26,30 @@ using namespace mlir::merak::vjp;
 namespace mlir::merak::vjp {
 
 LogicalResult rule(AllReduceOp op, Emitter &e, ValueRange g, Grads &out) {
-  if (op.getGroup() != "tp" || op.getReduction() != "sum")
+  if (op.getReduction() != "sum" || (op.getGroup() != "tp" && op.getGroup() != "dp"))
     return op.emitError("no derivative rule for merak.all_reduce over \"")
            << op.getGroup() << "\" with reduction \"" << op.getReduction()
-           << "\" (only tensor parallelism's tp/sum is differentiated)";
-  out.assign(g.begin(), g.end());
+           << "\" (only tp/sum and dp/sum are differentiated)";
+  if (op.getGroup() == "tp") {
+    out.assign(g.begin(), g.end());
+    return success();
+  }
+  // dp (synchronised batch normalisation's sums): each rank's loss reads
+  // the sum, so a rank's input reaches every rank's loss, and its gradient
+  // is the sum over the ranks of theirs (the all-reduce again).
+  SmallVector<Value> live, grads(g.size());
+  for (Value v : g)
+    if (v)
+      live.push_back(v);
+  if (live.empty()) {
+    out.assign(grads.begin(), grads.end());
+    return success();
+  }
+  auto summed = AllReduceOp::create(e.b, e.loc, live, "dp", "sum");
+  for (size_t i = 0, k = 0; i < g.size(); ++i)
+    if (g[i])
+      grads[i] = summed.getResult(k++);
+  out.assign(grads.begin(), grads.end());
   return success();
 }
 

@@ -41,6 +41,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "BatchNormUtil.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -131,37 +133,34 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
                                           b.getF64FloatAttr(momentum));
     SetParamOp::create(b, loc, mean.getNameAttr(), stats.getNewMean());
     SetParamOp::create(b, loc, var.getNameAttr(), stats.getNewVar());
-    countForward(module, b, loc, mean.getName());
+    countBatchNormForward(module, b, loc, mean.getName());
     return success();
-  }
-
-  /// The `<prefix>.num_batches_tracked` counter of the normalisation whose
-  /// running mean is `meanName` (none when the name does not end in
-  /// `running_mean`, or when a symbol of that name is not an int64 scalar
-  /// parameter): declared when missing, a buffer, 1 added at `b`.
-  static void countForward(ModuleOp module, OpBuilder &b, Location loc, StringRef meanName) {
-    if (!meanName.ends_with("running_mean"))
-      return;
-    std::string name =
-        (meanName.drop_back(StringRef("running_mean").size()) + "num_batches_tracked").str();
-    auto i64 = RankedTensorType::get({}, b.getI64Type());
-    auto counter = module.lookupSymbol<ParamOp>(name);
-    if (!counter) {
-      if (module.lookupSymbol(name))
-        return;
-      auto mean = module.lookupSymbol<ParamOp>(meanName);
-      OpBuilder pb(mean);
-      pb.setInsertionPointAfter(mean);
-      counter = ParamOp::create(pb, loc, pb.getStringAttr(name), TypeAttr::get(i64),
-                                DenseElementsAttr::get(i64, pb.getI64IntegerAttr(0)));
-    } else if (counter.getTensorType() != i64) {
-      return;
-    }
-    counter->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
-    auto ref = FlatSymbolRefAttr::get(b.getContext(), name);
-    Value count = GetParamOp::create(b, loc, i64, ref);
-    Value one = ConstantOp::create(b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(1)));
-    SetParamOp::create(b, loc, ref, AddOp::create(b, loc, count, one));
   }
 };
 } // namespace
+
+void mlir::merak::countBatchNormForward(ModuleOp module, OpBuilder &b, Location loc,
+                                        StringRef meanName) {
+  if (!meanName.ends_with("running_mean"))
+    return;
+  std::string name =
+      (meanName.drop_back(StringRef("running_mean").size()) + "num_batches_tracked").str();
+  auto i64 = RankedTensorType::get({}, b.getI64Type());
+  auto counter = module.lookupSymbol<ParamOp>(name);
+  if (!counter) {
+    if (module.lookupSymbol(name))
+      return;
+    auto mean = module.lookupSymbol<ParamOp>(meanName);
+    OpBuilder pb(mean);
+    pb.setInsertionPointAfter(mean);
+    counter = ParamOp::create(pb, loc, pb.getStringAttr(name), TypeAttr::get(i64),
+                              DenseElementsAttr::get(i64, pb.getI64IntegerAttr(0)));
+  } else if (counter.getTensorType() != i64) {
+    return;
+  }
+  counter->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
+  auto ref = FlatSymbolRefAttr::get(b.getContext(), name);
+  Value count = GetParamOp::create(b, loc, i64, ref);
+  Value one = ConstantOp::create(b, loc, DenseElementsAttr::get(i64, b.getI64IntegerAttr(1)));
+  SetParamOp::create(b, loc, ref, AddOp::create(b, loc, count, one));
+}

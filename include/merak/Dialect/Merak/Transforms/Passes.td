@@ -209,6 +209,30 @@ def MerakMixedPrecision : Pass<"merak-mixed-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakSyncBatchNorm : Pass<"merak-sync-batch-norm", "mlir::ModuleOp"> {
+  let summary = "[training] Batch normalisation over the whole data-parallel batch (SyncBatchNorm)";
+  let description = [{
+    `merak-compile --sync-batchnorm`, with `--dp N` (N > 1): after
+    merak-split-batch, every training-mode `merak.batch_norm` of `@forward`
+    normalises with the mean and variance of all dp ranks' rows, as
+    PyTorch's `nn.SyncBatchNorm` does: the per-channel sums of the rank's
+    rows (then of the centred squares) are all-reduced over "dp" and
+    divided by the global count, and the normalisation is written out
+    (`(x - mean) * rsqrt(var + eps) * scale + bias`), so autodiff
+    differentiates it, the all-reduce's gradient being the all-reduce of
+    the gradients. With `momentum` the running statistics take the global
+    batch's statistics (the variance unbiased by the global count) and the
+    batch counter counts (`merak-batch-norm-stats` then sees none of these
+    normalisations). Each micro-batch synchronises on its own. A mesh with
+    dp = 1 is left unchanged.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The function whose normalisations synchronise">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakBatchNormStats : Pass<"merak-batch-norm-stats", "mlir::ModuleOp"> {
   let summary = "[training] Updates batch normalisation's running statistics in the forward";
   let description = [{
