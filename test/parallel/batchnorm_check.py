@@ -163,6 +163,16 @@ class Env:
         self.runs[key] = losses, read_checkpoint(ckpt, steps)
         return self.runs[key]
 
+    def fresh(self):
+        """The module in float64 from the exported state, in training mode,
+        its AdamW, and the images and labels as tensors."""
+        model = BnCnn().double()
+        model.load_state_dict(self.state)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.01)
+        return model, opt, torch.from_numpy(self.images).double(), torch.from_numpy(self.labels)
+
     def reference(self, dp=1, m=1, sync=False):
         """PyTorch float64: per-step losses and the final state_dict, each
         data-parallel rank normalising its rows, rank 0's buffers kept; with
@@ -172,13 +182,7 @@ class Env:
             return self.sync_reference(dp, m)
         if (dp, m) in self.references:
             return self.references[(dp, m)]
-        model = BnCnn().double()
-        model.load_state_dict(self.state)
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
-                                weight_decay=0.01)
-        x = torch.from_numpy(self.images).double()
-        y = torch.from_numpy(self.labels)
+        model, opt, x, y = self.fresh()
         part = BATCH // (dp * m)
         losses = []
         for step in range(STEPS):
@@ -208,13 +212,7 @@ class Env:
         ranks' mb-th parts (rank d's part: rows d * BATCH / dp + mb * part on),
         its loss the mean over the union (each rank's mean over its part,
         averaged over the ranks)."""
-        model = BnCnn().double()
-        model.load_state_dict(self.state)
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
-                                weight_decay=0.01)
-        x = torch.from_numpy(self.images).double()
-        y = torch.from_numpy(self.labels)
+        model, opt, x, y = self.fresh()
         part = BATCH // (dp * m)
         losses = []
         for step in range(STEPS):

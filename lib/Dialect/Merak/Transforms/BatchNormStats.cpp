@@ -101,13 +101,10 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
   LogicalResult update(ModuleOp module, BatchNormOp op) {
     double momentum = op.getMomentumAttr().getValueAsDouble();
     op.removeMomentumAttr();
-    auto mean = op.getMean().getDefiningOp<GetParamOp>();
-    auto var = op.getVar().getDefiningOp<GetParamOp>();
-    if (!mean || !var || mean.getName() == var.getName()) {
-      op.emitWarning("merak-batch-norm-stats: the running statistics are not two parameters "
-                     "(initializers), so training does not update them");
+    auto stats = runningStatistics(module, op, "merak-batch-norm-stats");
+    if (!stats)
       return success();
-    }
+    auto [mean, var] = *stats;
     auto x = cast<RankedTensorType>(op.getInput().getType());
     int64_t n = x.getDimSize(0);
     for (int64_t d = 2; d < x.getRank(); ++d)
@@ -119,25 +116,36 @@ struct MerakBatchNormStatsPass : merak::impl::MerakBatchNormStatsBase<MerakBatch
              << " row(s) x the spatial size); the unbiased variance of its "
                 "running statistics needs two or more (PyTorch refuses it too): use a larger "
                 "batch per data-parallel rank and micro-batch";
-    for (GetParamOp get : {mean, var})
-      if (auto p = module.lookupSymbol<ParamOp>(get.getNameAttr()))
-        p->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
-
     Location loc = op.getLoc();
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
     auto channel = cast<RankedTensorType>(mean.getType());
     Value oldMean = GetParamOp::create(b, loc, channel, mean.getNameAttr());
     Value oldVar = GetParamOp::create(b, loc, channel, var.getNameAttr());
-    auto stats = BatchNormStatsOp::create(b, loc, channel, channel, op.getInput(), oldMean, oldVar,
-                                          b.getF64FloatAttr(momentum));
-    SetParamOp::create(b, loc, mean.getNameAttr(), stats.getNewMean());
-    SetParamOp::create(b, loc, var.getNameAttr(), stats.getNewVar());
+    auto update = BatchNormStatsOp::create(b, loc, channel, channel, op.getInput(), oldMean, oldVar,
+                                           b.getF64FloatAttr(momentum));
+    SetParamOp::create(b, loc, mean.getNameAttr(), update.getNewMean());
+    SetParamOp::create(b, loc, var.getNameAttr(), update.getNewVar());
     countBatchNormForward(module, b, loc, mean.getName());
     return success();
   }
 };
 } // namespace
+
+std::optional<std::pair<GetParamOp, GetParamOp>>
+mlir::merak::runningStatistics(ModuleOp module, BatchNormOp op, StringRef pass) {
+  auto mean = op.getMean().getDefiningOp<GetParamOp>();
+  auto var = op.getVar().getDefiningOp<GetParamOp>();
+  if (!mean || !var || mean.getName() == var.getName()) {
+    op.emitWarning(pass) << ": the running statistics are not two parameters (initializers), "
+                            "so training does not update them";
+    return std::nullopt;
+  }
+  for (GetParamOp get : {mean, var})
+    if (auto p = module.lookupSymbol<ParamOp>(get.getNameAttr()))
+      p->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
+  return std::make_pair(mean, var);
+}
 
 void mlir::merak::countBatchNormForward(ModuleOp module, OpBuilder &b, Location loc,
                                         StringRef meanName) {

@@ -1,16 +1,28 @@
 //===- BatchNormUtil.h - Shared by the batch-norm passes ------*- C++ -*-===//
 //
-// merak-batch-norm-stats and merak-sync-batch-norm: the batch counter
-// nn.BatchNorm* keeps next to its running statistics.
+// merak-batch-norm-stats and merak-sync-batch-norm: the running
+// statistics' parameters and the batch counter nn.BatchNorm* keeps next to
+// them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_TRANSFORMS_BATCHNORMUTIL_H
 #define MERAK_TRANSFORMS_BATCHNORMUTIL_H
 
+#include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
+#include <utility>
+
 namespace mlir::merak {
+
+/// The parameter reads of `op`'s running mean and variance, made buffers
+/// (never trained, saved with checkpoints); none, with a warning naming
+/// `pass`, when they are not two distinct parameters (initializers), whose
+/// statistics training then leaves alone.
+std::optional<std::pair<GetParamOp, GetParamOp>> runningStatistics(ModuleOp module, BatchNormOp op,
+                                                                   StringRef pass);
 
 /// Adds 1 at `b` to `<prefix>.num_batches_tracked`, the counter of the
 /// normalisation whose running mean is `<prefix>.running_mean` (`meanName`;

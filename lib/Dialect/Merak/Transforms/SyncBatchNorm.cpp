@@ -111,20 +111,14 @@ struct MerakSyncBatchNormPass : merak::impl::MerakSyncBatchNormBase<MerakSyncBat
   /// (unbiased), as merak-batch-norm-stats writes them from a part's.
   LogicalResult updateRunning(ModuleOp module, BatchNormOp op, OpBuilder &b, Value mean, Value var,
                               double momentum, double total) {
-    auto rm = op.getMean().getDefiningOp<GetParamOp>();
-    auto rv = op.getVar().getDefiningOp<GetParamOp>();
-    if (!rm || !rv || rm.getName() == rv.getName()) {
-      op.emitWarning("merak-sync-batch-norm: the running statistics are not two parameters "
-                     "(initializers), so training does not update them");
+    auto stats = runningStatistics(module, op, "merak-sync-batch-norm");
+    if (!stats)
       return success();
-    }
+    auto [rm, rv] = *stats;
     if (total < 2)
       return op.emitError("merak-sync-batch-norm: the batch normalisation of '")
              << rm.getName() << "' trains over " << total
              << " value per channel; the unbiased variance needs two or more";
-    for (GetParamOp get : {rm, rv})
-      if (auto p = module.lookupSymbol<ParamOp>(get.getNameAttr()))
-        p->setAttr(kKindAttr, StringAttr::get(module.getContext(), kBufferKind));
     Location loc = op.getLoc();
     auto channel = cast<RankedTensorType>(rm.getType());
     auto blend = [&](GetParamOp param, Value batch, double factor) {
