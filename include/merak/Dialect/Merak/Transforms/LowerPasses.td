@@ -1,0 +1,143 @@
+//===- LowerPasses.td - memory plan and code generation ----*- tablegen -*-===//
+//
+// Included by Passes.td: the last two phases merak-compile runs, lower
+// (merak-fold-transposes, the memory plans) and emit (merak-to-emitc).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MERAK_DIALECT_MERAK_TRANSFORMS_LOWERPASSES_TD
+#define MERAK_DIALECT_MERAK_TRANSFORMS_LOWERPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+//===----------------------------------------------------------------------===//
+// Phase lower: the memory plan.
+//===----------------------------------------------------------------------===//
+
+def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "[lower] Lets matmuls read transposed operands instead of copies";
+  let description = [{
+    Right before code generation: a `merak.matmul` of f32 or bf16
+    operands of rank >= 2 fed by a `merak.transpose` that only swaps the
+    last two dimensions becomes `merak.matmul_t` reading the transpose's
+    input with `transpose_lhs` / `transpose_rhs`; the transpose is erased
+    when nothing else reads it. The GEMM then reads the operand transposed
+    (BLAS trans flags) instead of the program materialising the copy:
+    weights in every linear layer's forward (x W^T), activations and
+    weights in their gradients (x^T g, g W). Then a product whose only
+    reader is such a transpose is computed in the transposed layout,
+    `(a b)^T = b^T a^T`: `transpose(matmul_t(a, b) {ta, tb})` becomes
+    `matmul_t(b, a) {!tb, !ta}` (operands of equal rank), so a weight's
+    gradient `(x^T g)^T` is the GEMM `g^T x` with no copy. One walk over
+    the ops for each rewrite.
+
+    Likewise for attention: a `merak.attention` whose query, key and value
+    are all transposes swapping dims rank-3 and rank-2 (the heads transpose
+    `[..., T, H, D] -> [..., H, T, D]` after the projection's reshape) reads
+    the transposes' inputs with `seq_major` and gives its result in that
+    layout (a heads transpose of the result becomes the result itself;
+    another reader gets one transpose back), and a `merak.attention_grad`
+    whose query, key, value, result and incoming gradient are such
+    transposes does the same for its gradients. Both runtimes read these
+    layouts in place (strided rows: the CPU's GEMMs with a leading dimension
+    of H * D), so no copy is made on either side.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
+def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
+  let summary = "[lower] Static memory plan: a liveness-based arena, parameter and constant storage";
+  let description = [{
+    Plans the memory of the function `entry` for code generation, in three
+    regions (see runtime/include/merak_rt/program.h), every buffer 64-byte
+    aligned:
+    - the arena: every function argument, op result and returned value gets
+      an arena offset; buffers whose live ranges (definition to last use, in
+      program order) do not overlap share bytes. `merak.reshape` results
+      alias their operand (a view), so an alias group lives as long as its
+      longest-lived member. A result is placed before the op's dying operands
+      are freed (kernels never write over their inputs). Placement is
+      best-fit over a coalescing free list, O(n log n) in the number of
+      buffers. Returned values get their own slots, live to the end. A
+      `!merak.request` gets no buffer: a started collective reads its
+      operands at the start and writes its results at its `merak.wait`.
+    - parameter storage: every `merak.param` (model parameters, optimizer
+      state, hyper-parameters) in declaration order, those whose initial
+      value is all zeros last (the program zero-fills them rather than carry
+      their bytes); tensor-parallel shards (`merak.shard`) that do not start
+      at zero sit between the two (each rank copies its shard out of the full
+      tensor carried in the data). `merak.params_init_bytes` is where the
+      parameters copied as they are end.
+    - constants: every `merak.constant` of the entry function.
+    Results: `merak.offsets` (one arena offset per result, -1 for results
+    that live in parameter or constant storage) on ops, `merak.offset` on
+    arguments, `merak.result_offsets` and `merak.arena_bytes` (the peak) on
+    the function; `merak.offset` on params (parameter storage) and on
+    constants (constant storage), `merak.params_bytes` and
+    `merak.consts_bytes` on the module.
+
+    A `merak.get_param` whose value (or a view of it) is still used after a
+    `merak.set_param` of the same parameter is marked `merak.copy`: it gets
+    an arena buffer holding a copy, so the update cannot change it.
+
+    Updates in place: a result of a fused optimizer update (the new
+    parameter or state) is written into its old value's buffer, marked by
+    `merak.in_place` (per result, the operand index or -1) and given no
+    offset of its own, when that operand is not an argument, a constant or a
+    view and nothing reads its buffer after the update: an arena value with
+    no later use, or a parameter's storage (a `merak.get_param` not copied)
+    that no read of the parameter outlives and that only `merak.set_param`s
+    of this result write (which then copy nothing). ZeRO's local parts are
+    updated in place in the arena, and their state in parameter storage.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The function to plan">
+  ];
+}
+
+def MerakPlanPipelineMemory : Pass<"merak-plan-pipeline-memory", "mlir::ModuleOp"> {
+  let summary = "[lower] merak-plan-memory for every fragment of a pipelined module";
+  let description = [{
+    The memory plan of a module cut by merak-pipeline: every fragment
+    (@stage<s>_forward, _backward, _update and the parts of a split
+    backward, in the order of pipelineFragments) gets its own arena plan as
+    merak-plan-memory makes it, and the module one parameter and one
+    constant storage shared by the fragments.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Phase emit: EmitC host code.
+//===----------------------------------------------------------------------===//
+
+def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
+  let summary = "[emit] Lowers a planned function to EmitC calls into the CPU runtime";
+  let description = [{
+    Replaces the module's contents by an `emitc.func @merak_train_step(A, P,
+    C)` (the three memory regions of runtime/include/merak_rt/program.h)
+    holding, for every op of the function `entry` planned by
+    merak-plan-memory, one `emitc.call_opaque` of the runtime kernel with its
+    semantics (runtime/include/merak_rt/ops.h): buffer pointers are the
+    region bases plus planned offsets (`emitc.add`), shapes and attributes
+    are `Dims{rank, {...}}` literals. `merak.reshape` emits nothing (a view),
+    `merak.set_param` copies into parameter storage, and returned values in
+    parameter or constant storage are copied to their result slots. Before
+    each kernel an `opMark(i)` call lets the runtime trace ops.
+    `mlir::emitc::translateToCpp` turns the result into C++.
+    Ops without a kernel on the target are reported together, by name.
+
+    `target=cuda` emits the same calls qualified as `gpu::` (the GPU ABI of
+    runtime/include/merak_rt/cuda/ops.h: the same entry points on device
+    pointers); conv2d, pooling and tensor-parallel cross entropy have no
+    CUDA kernel yet and are reported.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"train_step\"",
+           "The planned function to lower">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The runtime ABI to call: cpu (merak::rt::cpu) or cuda (merak::rt::gpu)">
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
+#endif // MERAK_DIALECT_MERAK_TRANSFORMS_LOWERPASSES_TD
