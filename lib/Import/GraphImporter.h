@@ -38,6 +38,9 @@ public:
   /// Set when --batch-size bound some input's leading dimension.
   bool batchBound = false;
   DropoutLedger dropouts;
+  /// The modules of BatchNormalization nodes without training_mode that
+  /// dynamo's metadata shows as training (TorchExportModes.cpp).
+  SmallVector<std::string> exportTrainingNorms;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(ctx);
   llvm::StringMap<Value> values;
@@ -81,6 +84,12 @@ public:
   LogicalResult importInitializers(func::FuncOp func);
   /// Refuses a tied weight the exporter's optimizer copied (FoldedCopies.cpp).
   LogicalResult checkFoldedCopies();
+  /// Refuses a dynamo export whose graph optimizer folded training-mode
+  /// batch norms or removed dropouts (TorchExportModes.cpp).
+  LogicalResult checkInferenceRewrites(ArrayRef<const onnx::NodeProto *> nodes);
+  /// After the nodes: the untagged dropouts decided, and a warning for the
+  /// batch norms imported as training from the exporter's metadata.
+  void resolveTrainingModes();
   LogicalResult importNodes(ArrayRef<const onnx::NodeProto *> order);
   LogicalResult importOutputs(func::FuncOp func, ArrayRef<Type> argTypes);
 };

@@ -359,6 +359,14 @@ LogicalResult NodeContext::error(const Twine &msg) {
 
 DropoutLedger &NodeContext::dropouts() { return graph.dropouts; }
 
+bool NodeContext::exportTrainsBatchNorm() {
+  std::string module;
+  if (!onnx_import::exportTrainsBatchNorm(node, module))
+    return false;
+  graph.exportTrainingNorms.push_back(std::move(module));
+  return true;
+}
+
 LogicalResult NodeContext::unsupported(const Twine &what) {
   emitError(loc) << "unsupported " << what << " in ONNX op '" << node.op_type()
                  << "' (" << describeNode(node) << ", opset " << opset << ")";

@@ -237,6 +237,10 @@ LogicalResult batchNorm(NodeContext &n) {
     return n.unsupported("spatial=0");
   bool training = n.getOpset() >= 14 ? n.getInt("training_mode", 0) != 0
                                      : n.numOutputs() > 1 && !n.getInt("is_test", 0);
+  // torch's dynamo exporter writes training-mode batch norms without
+  // training_mode; its metadata says how the module trains.
+  if (!training && n.getOpset() >= 14 && n.exportTrainsBatchNorm())
+    training = true;
   bool stats = false;
   for (unsigned i = 1; i < n.numOutputs(); ++i)
     stats |= n.isOutputUsed(i);

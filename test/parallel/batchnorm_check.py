@@ -41,6 +41,16 @@ buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
   too-small  --dp 2 --microbatches 8 with a batch of 16 leaves the
              BatchNorm1d one value per channel: a compile error naming its
              running mean.
+With torch 2.x (the project venv's Python; not in the default list), the
+same module exported by the dynamo exporter (opset 20, optimize=False),
+which writes training-mode BatchNorm as ONNX's inference mode (no
+training_mode) and records the FX node it came from in each node's
+metadata; merak reads the metadata and trains it as the module trains:
+  dynamo-serial, dynamo-dp2-pp2-m2-sync  as serial and dp2-pp2-m2-sync;
+  dynamo-optimized-refused  exported with optimize=True (torch's default),
+             whose optimizer folds the batch norms into the convolutions
+             with the running statistics: refused at import, naming them
+             and the way to export.
 Ends with "N passed, M failed".
 """
 import json
@@ -79,8 +89,14 @@ CONFIGS = {
     "dp2-sync": dict(dp=2, extra=("--sync-batchnorm",), sync=True),
     "dp2-pp2-m2-sync": dict(dp=2, pp=2, m=2, extra=("--sync-batchnorm", "--recompute", "full"),
                             sync=True),
+    # torch 2.x's dynamo exporter (the venv's Python).
+    "dynamo-serial": dict(exporter="dynamo20"),
+    "dynamo-dp2-pp2-m2-sync": dict(dp=2, pp=2, m=2, extra=("--sync-batchnorm",), sync=True,
+                                   exporter="dynamo20"),
 }
-CHECKS = list(CONFIGS) + ["resume", "trainable", "too-small"]
+CHECKS = [c for c in CONFIGS if not c.startswith("dynamo")] + ["resume", "trainable",
+                                                                 "too-small"]
+DYNAMO_CHECKS = [c for c in CONFIGS if c.startswith("dynamo")] + ["dynamo-optimized-refused"]
 
 
 class BnCnn(nn.Module):
@@ -127,11 +143,28 @@ class Env:
         np.save(os.path.join(self.data, "image.npy"), self.images)
         np.save(os.path.join(self.data, "labels.npy"), self.labels)
         self.runs, self.references = {}, {}
+        self.files = {"ts17": self.onnx}
 
-    def compile(self, dp=1, tp=1, pp=1, m=1, extra=(), check=True):
-        tag = "dp%d-tp%d-pp%d-m%d%s" % (dp, tp, pp, m, "".join(extra))
+    def export(self, exporter):
+        """The module exported by `exporter` (ts17 in __init__; dynamo20,
+        or dynamo20-optimized with torch's graph optimizer), written once;
+        the module keeps the exported state."""
+        if exporter not in self.files:
+            path = os.path.join(self.work, exporter, "bn-cnn.onnx")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            torch.onnx.export(self.model, (torch.zeros(BATCH, 3, 8, 8),), path, dynamo=True,
+                              optimize=exporter.endswith("-optimized"), opset_version=20,
+                              input_names=["image"], output_names=["logits"],
+                              dynamic_shapes=({0: torch.export.Dim("batch")},))
+            self.model.load_state_dict(self.state)
+            self.files[exporter] = path
+        return self.files[exporter]
+
+    def compile(self, dp=1, tp=1, pp=1, m=1, extra=(), check=True, exporter="ts17"):
+        tag = "dp%d-tp%d-pp%d-m%d%s%s" % (dp, tp, pp, m, "".join(extra),
+                                        "" if exporter == "ts17" else "-" + exporter)
         exe = os.path.join(self.work, "train-" + re.sub(r"\W", "", tag))
-        cmd = [os.path.join(self.bin_dir, "merak-compile"), self.onnx, "-o", exe,
+        cmd = [os.path.join(self.bin_dir, "merak-compile"), self.export(exporter), "-o", exe,
                "--input-shape", "image=%dx3x8x8" % BATCH,
                "--optimizer", "adamw", "--opt", "lr=%g" % LR] + list(extra)
         for flag, value in (("--dp", dp), ("--tp", tp), ("--pp", pp), ("--microbatches", m)):
@@ -142,8 +175,9 @@ class Env:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
         return tag, exe, p.returncode, p.stdout.decode()
 
-    def train(self, dp=1, tp=1, pp=1, m=1, extra=(), steps=STEPS, ckpt=None, resume=False):
-        tag, exe, _, _ = self.compile(dp, tp, pp, m, extra)
+    def train(self, dp=1, tp=1, pp=1, m=1, extra=(), steps=STEPS, ckpt=None, resume=False,
+              exporter="ts17"):
+        tag, exe, _, _ = self.compile(dp, tp, pp, m, extra, exporter=exporter)
         key = (tag, steps, ckpt, resume)
         if key in self.runs:
             return self.runs[key]
@@ -268,11 +302,11 @@ def check(env, name):
         cfg = dict(CONFIGS[name])
         sync = cfg.pop("sync", False)
         got, ckpt = env.train(**cfg)
-        for key in ("extra", "pp", "tp"):
+        for key in ("extra", "pp", "tp", "exporter"):
             cfg.pop(key, None)
         cfg["sync"] = sync
         ok, msg = compare(got, ckpt, *env.reference(**cfg), env.state)
-        if name == "serial":  # the checkpoint is the module's whole state_dict
+        if name.endswith("serial"):  # the checkpoint is the module's whole state_dict
             try:
                 BnCnn().load_state_dict({k: torch.from_numpy(np.asarray(v))
                                          for k, v in ckpt.items()
@@ -301,6 +335,11 @@ def check(env, name):
         trainable = len(list(env.model.parameters()))
         ok = counts is not None and counts.groups() == (str(trainable), "9", "9")
         return ok, line
+    if name == "dynamo-optimized-refused":
+        _, _, rc, out = env.compile(exporter="dynamo20-optimized", check=False)
+        ok = (rc == 1 and "the training-mode batch norms 'bn1', 'bn2', 'bn3' folded" in out and
+              "optimize=False" in out)
+        return ok, "exit %d: %s" % (rc, (out.strip().splitlines() or ["no output"])[-1][:400])
     if name == "too-small":
         _, _, rc, out = env.compile(dp=2, m=8, check=False)
         ok = rc != 0 and re.search(r"batch normalisation of 'bn3.running_mean' trains over 1 "

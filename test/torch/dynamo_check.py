@@ -19,7 +19,11 @@ refuses such exports and trains those made with optimize=False. Checks:
                   RMSNorm weights became one, is refused as optimised; both
                   say how to export (training them would silently differ);
   bad-external    the data file missing, or cut short, is a compile error
-                  naming the file (exit 1), not a crash or wrong weights.
+                  naming the file (exit 1), not a crash or wrong weights;
+  dropout-refused optimize=True removes scaled_dot_product_attention's
+                  dropout (the module applies it): refused, naming the
+                  attention and p; the optimize=False export imports, its
+                  attention dropout training with the module's others.
 Ends with "N passed, M failed".
 """
 import json
@@ -147,8 +151,48 @@ def check_bad_external(env):
     return True, "; ".join(messages)
 
 
+class DropoutAttention(torch.nn.Module):
+    """One attention layer with dropout (0.1) on its input and inside
+    scaled_dot_product_attention, as transformers' attention trains."""
+
+    def __init__(self, width=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(VOCAB, width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.drop = torch.nn.Dropout(0.1)
+        self.head = torch.nn.Linear(width, VOCAB)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        q, k, v = self.qkv(self.drop(self.embed(ids))).view(b, t, 3, self.heads, -1).unbind(2)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), dropout_p=0.1, is_causal=True)
+        return self.head(o.transpose(1, 2).reshape(b, t, -1))
+
+
+def check_dropout_refused(env):
+    messages = []
+    for optimize in (True, False):
+        torch.manual_seed(0)
+        model = DropoutAttention().train()
+        path = os.path.join(env.work, "dropout-%s" % optimize, "model.onnx")
+        export(model, path, optimize)
+        p = env.compile(path, "--compile-to=import", "-o", os.devnull)
+        if optimize:
+            ok = (p.returncode == 1 and "the dropout of 'scaled_dot_product_attention' (p = 0.1)"
+                  " removed" in p.stderr and "optimize=False" in p.stderr)
+        else:
+            ok = p.returncode == 0 and "train like the graph's other 1 Dropout" in p.stderr
+        messages.append("optimize=%s: exit %d: %s" % (optimize, p.returncode,
+                                                      p.stderr.strip()[-300:]))
+        if not ok:
+            return False, messages[-1]
+    return True, " | ".join(messages)
+
+
 CHECKS = {"train-external": check_train_external, "tied-refused": check_tied_refused,
-          "bad-external": check_bad_external}
+          "bad-external": check_bad_external, "dropout-refused": check_dropout_refused}
 
 
 def main():

@@ -93,6 +93,15 @@ IMAGE_SIZES = {"vit": IMAGE, "resnet50": 64, "cnn3d": IMAGE, "grid-sample": IMAG
 # PyTorch's float32 run stays within 5e-5 of float64 (2e-4 with 128x128
 # images), merak's within 1e-4, so its tolerance is 1e-3.
 ADAMW_LR = {"resnet50": 3e-4}
+# (d)'s SGD learning rate (0.02 unless set here): at 0.02 ResNet-50 fits its
+# 8 images within 11 steps (loss 0.07 -> 0.003), where float32 rounding in
+# another order (the all-reduced BatchNorm sums) moves the tiny losses by
+# 1e-3 relative while the first 11 steps agree within 5e-7.
+SGD_LR = {"resnet50": 2e-3}
+# Models with training-mode BatchNorm: a micro-batch normalises over its own
+# rows (in PyTorch too) and a dp rank over its own unless synchronised, so
+# (d) runs them as nn.SyncBatchNorm under DDP trains, without micro-batches.
+BATCH_NORM_MODELS = {"resnet50"}
 TOLERANCES = {"resnet50": 1e-3}
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 EXPORTERS = ["ts17", "dynamo18", "dynamo20", "dynamo23"]
@@ -459,6 +468,12 @@ class Row:
             e_ort, e_torch, ort_torch = rel(got, got_ort), rel(got, want), rel(got_ort, want)
             note = "rel err %.1e vs ORT, %.1e vs PyTorch (ORT vs PyTorch %.1e)" % (
                 e_ort, e_torch, ort_torch)
+            if ort_torch > FWD_TOLERANCE and e_torch <= FWD_TOLERANCE:
+                # The file itself differs from the module (dynamo writes
+                # training-mode BatchNorm as inference; merak reads the
+                # exporter's metadata): PyTorch is the reference.
+                e_ort = 0.0
+                note += "; ORT follows the file, which differs from the module"
         if max(e_ort, e_torch) > FWD_TOLERANCE:
             raise Failure("forward differs: " + note)
         return note
@@ -497,7 +512,8 @@ class Row:
         return note
 
     def do_d(self):
-        sgd = ["--optimizer", "sgd", "--opt", "lr=0.02", "--opt", "momentum=0.9"]
+        sgd = ["--optimizer", "sgd", "--opt", "lr=%g" % SGD_LR.get(self.name, 0.02), "--opt",
+               "momentum=0.9"]
         serial = self.train(PAR_B, "sgd-serial", sgd)
 
         def parallel(tag, flags, ranks):
@@ -511,6 +527,8 @@ class Row:
             return note
 
         mesh = ["--dp", "2", "--pp", "2", "--microbatches", "4"]
+        if self.name in BATCH_NORM_MODELS:
+            mesh = ["--dp", "2", "--pp", "2", "--sync-batchnorm"]
         try:
             return parallel("sgd-d2t2p2m4", mesh + ["--tp", "2"], 8)
         except Failure as e:

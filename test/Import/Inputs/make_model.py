@@ -521,6 +521,103 @@ def k_param_named_forward(out):
                  [], [vi("y", F, None)], [weight("forward", [2, 2])])
 
 
+# --- torch's dynamo exporter: the FX node in each node's metadata -----------
+
+def with_fx(node, target, args, scopes, kwargs="{}"):
+    """`node` with the metadata torch's dynamo exporter writes (NodeProto
+    field 9, metadata_props, which Debian's onnx 1.12 lacks: appended as raw
+    bytes, which protobuf keeps as an unknown field)."""
+    name = target.split(".")[1]
+    entries = {
+        "pkg.torch.onnx.fx_node": "%%%s : [num_users=1] = call_function[target=torch.ops.%s]"
+                                  "(args = (%s), kwargs = %s)" % (name, target, args, kwargs),
+        "pkg.torch.onnx.name_scopes": repr(["", *scopes, name]),
+    }
+    raw = b""
+    for key, value in entries.items():
+        entry = onnx.StringStringEntryProto(key=key, value=value).SerializeToString()
+        raw += bytes([9 << 3 | 2]) + varint(len(entry)) + entry
+    node.MergeFromString(raw)
+    return node
+
+
+def varint(n):
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+BN_ARGS = "%%x, %%p_%s_weight, %%p_%s_bias, %%b_%s_running_mean, %%b_%s_running_var, %s, 0.1, 1e-05"
+
+
+def bn_model(training, opt_folded=False, fx_training="True"):
+    """Conv then a BatchNormalization without training_mode (opset 20), as
+    dynamo writes nn.BatchNorm2d 'layer1.0.bn1'; fx_training=None: no
+    metadata; opt_folded: the optimizer's form, the norm folded into the
+    Conv, which keeps the norm's metadata."""
+    target = ("aten._native_batch_norm_legit_functional.default" if training
+              else "aten._native_batch_norm_legit_no_training.default")
+    args = BN_ARGS % (("layer1_0_bn1",) * 4 + (fx_training,))
+    conv = helper.make_node("Conv", ["x", "conv.weight"], ["c" if not opt_folded else "y"],
+                            name="node_Conv_0", pads=[1, 1, 1, 1])
+    inits = [weight("conv.weight", [2, 2, 3, 3])]
+    nodes = [conv]
+    if opt_folded:
+        with_fx(conv, target, args, ["layer1", "0", "bn1"])
+    else:
+        bn = helper.make_node("BatchNormalization",
+                              ["c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                              ["y"], name="node_bn_0", epsilon=1e-5, momentum=0.9)
+        if fx_training is not None:
+            with_fx(bn, target, args, ["layer1", "0", "bn1"])
+        nodes.append(bn)
+        inits += [weight("bn.weight", [2]), weight("bn.bias", [2]),
+                  numpy_helper.from_array(np.array([0.5, -0.5], np.float32), "bn.running_mean"),
+                  numpy_helper.from_array(np.array([2.0, 3.0], np.float32), "bn.running_var")]
+    return model(nodes, [vi("x", F, [4, 2, 5, 5])], [vi("y", F, [4, 2, 5, 5])], inits, opset=20)
+
+
+def k_dynamo_bn_train(out):
+    return bn_model(True)
+
+
+def k_dynamo_bn_eval(out):
+    return bn_model(False)
+
+
+def k_dynamo_bn_no_metadata(out):
+    return bn_model(True, fx_training=None)
+
+
+def k_dynamo_bn_folded(out):
+    return bn_model(True, opt_folded=True)
+
+
+def k_dynamo_fx_garbage(out):
+    """An FX node cut short (its arguments' brackets unclosed): read by
+    ONNX's semantics alone (inference), as without metadata."""
+    return bn_model(True, fx_training="True, ((((")
+
+
+def k_dynamo_sdpa_dropout_removed(out):
+    """scaled_dot_product_attention(q, q, q, dropout_p=0.1) written without
+    its Dropout (the optimizer's form), and a native_dropout whose Dropout
+    the optimizer also removed."""
+    sdpa = "aten.scaled_dot_product_attention.default"
+    nodes = [
+        with_fx(helper.make_node("MatMul", ["x", "x"], ["s"], name="node_MatMul_0"),
+                sdpa, "%q, %q, %q", ["attn"], "{'dropout_p': 0.1, 'is_causal': True}"),
+        with_fx(helper.make_node("Softmax", ["s"], ["p"], name="node_Softmax_1"),
+                sdpa, "%q, %q, %q", ["attn"], "{'dropout_p': 0.1, 'is_causal': True}"),
+        with_fx(helper.make_node("Relu", ["p"], ["y"], name="node_Relu_2"),
+                "aten.native_dropout.default", "%p, 0.25, True", ["drop"]),
+    ]
+    return model(nodes, [vi("x", F, [2, 3, 3])], [vi("y", F, [2, 3, 3])], opset=20)
+
+
 # --- files that are not models ----------------------------------------------------
 
 RAW_FILES = {
