@@ -14,12 +14,15 @@ floats); the partitioner has a cut point between every pair of layers
 (where one activation crosses).
 
 A check `<model>-<opt>-<config>` with config `pp2-m2-1f1b`, `pp2-m2-gpipe`,
-`dp2` or `dp2-pp2-m2-1f1b` compiles the model serially (global batch 8) and
+`dp2`, `dp2-pp2-m2-1f1b`, `tp2` or `dp2-tp2-pp2-m2-1f1b` compiles the model serially (global batch 8) and
 with that configuration, trains 15 steps with --sampler sequential on 37
 samples (row r of step s is sample (s*8 + r) mod 37 in both), and passes
 when the per-step losses are within 1e-5 (SGD with momentum) / 1e-4 (AdamW)
 relative of the serial program's and the final parameters within the same
-tolerance (param_rel_err of program_check.py). `mlp-too-few-cuts`: a model
+tolerance (param_rel_err of program_check.py). With tp the cnn's residual
+blocks split by channels (conv1 column-parallel, its bias split; conv2
+row-parallel, its bias added once after the sum) and the checkpoint's
+weights are the assembled shards. `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
 classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
@@ -54,11 +57,14 @@ CONFIGS = {
     "dp2": dict(dp=2),
     "dp2-pp2-m2-1f1b": dict(dp=2, pp=2, m=2, schedule="1f1b"),
     "pp4-m4-1f1b": dict(pp=4, m=4, schedule="1f1b"),
+    "tp2": dict(tp=2),
+    "dp2-tp2-pp2-m2-1f1b": dict(dp=2, tp=2, pp=2, m=2, schedule="1f1b"),
 }
 CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
           for opt, cfg in (("sgd", "pp2-m2-1f1b"), ("sgd", "pp2-m2-gpipe"), ("sgd", "dp2"),
                            ("sgd", "dp2-pp2-m2-1f1b"), ("adamw", "pp2-m2-1f1b"),
                            ("adamw", "dp2-pp2-m2-1f1b"))] + [
+    "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b",
     "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
@@ -181,10 +187,12 @@ class Env:
             self.models[name] = (path, data)
         return self.models[name]
 
-    def compile(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, check=True, phase="binary"):
+    def compile(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, check=True, phase="binary",
+                tp=1):
         path, _ = self.model(name)
         _, input_name, shape, _ = MODELS[name]
-        tag = "%s-%s-pp%d-m%d-%s-dp%d" % (name, opt, pp, m, schedule, dp)
+        tag = "%s-%s-pp%d-m%d-%s-dp%d" % (name, opt, pp, m, schedule, dp) + (
+            "-tp%d" % tp if tp > 1 else "")
         exe = os.path.join(self.work, "train-" + tag + ("" if phase == "binary" else "." + phase))
         cmd = [os.path.join(self.bin_dir, "merak-compile"), path, "--input-shape",
                "%s=%s" % (input_name, "x".join(str(d) for d in (BATCH,) + shape)),
@@ -193,11 +201,13 @@ class Env:
             cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule", schedule]
         if dp > 1:
             cmd += ["--dp", str(dp)]
+        if tp > 1:
+            cmd += ["--tp", str(tp)]
         rc, out = run(cmd, check=check)
         return tag, exe, rc, out
 
-    def train(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1):
-        tag, exe, _, _ = self.compile(name, opt, pp, m, schedule, dp)
+    def train(self, name, opt, pp=1, m=1, schedule="1f1b", dp=1, tp=1):
+        tag, exe, _, _ = self.compile(name, opt, pp, m, schedule, dp, tp=tp)
         if tag in self.results:
             return self.results[tag]
         _, data = self.model(name)
@@ -207,8 +217,8 @@ class Env:
         ckpt = os.path.join(self.work, tag + "-ckpt")
         cmd = [exe, "--data", data, "--steps", str(STEPS), "--sampler", "sequential",
                "--metrics", metrics, "--checkpoint-dir", ckpt]
-        if pp * dp > 1:
-            cmd = MPIRUN + ["-np", str(pp * dp)] + cmd
+        if pp * dp * tp > 1:
+            cmd = MPIRUN + ["-np", str(pp * dp * tp)] + cmd
         run(cmd, env=self.env)
         with open(metrics) as f:
             losses = [json.loads(line)["loss"] for line in f]

@@ -23,7 +23,9 @@ buffers updated by nn.BatchNorm (momentum, the unbiased batch variance):
              broadcasts rank 0's before each forward);
   pp2-m2-recompute  --pp 2 --microbatches 2 --recompute full: the
              backward's recomputation does not update them a second time;
-  dp2-zero1, tp2 (fc1 -> bn3 -> head sharded by features), and
+  dp2-zero1, tp2 (stem -> bn1 -> conv and fc1 -> bn3 -> head split by
+             channels and features: BatchNorm2d and BatchNorm1d statistics
+             and both convolutions' weights in shards), and
   dp2-pp2-m2-interleaved (two virtual stages per rank): the same;
   dp2-sync, dp2-pp2-m2-sync  --sync-batchnorm (nn.SyncBatchNorm): each
              micro-batch normalises both ranks' parts together, so PyTorch
@@ -112,7 +114,7 @@ class BnCnn(nn.Module):
 
     def forward(self, x):
         x = F.relu(self.bn1(self.stem(x)))
-        x = F.relu(self.bn2(self.conv(x))) + x
+        x = F.relu(self.bn2(self.conv(x)))
         x = F.avg_pool2d(x, 2).flatten(1)
         return self.head(F.relu(self.bn3(self.fc1(x))))
 

@@ -7,7 +7,12 @@
 // [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like), or the expert
 // GEMM of a Mixture-of-Experts layer, `expert_matmul(x, W[e])` with W
 // [E, out, in] (or [E, in, out]) read only there: every expert's matrix is
-// split alike on its output features (expert tensor parallelism). Splitting its
+// split alike on its output features (expert tensor parallelism), or an
+// ungrouped convolution `conv2d(x, W) bias b` with W [O, I, kh, kw] (and b)
+// read only there, or b a splat constant (dynamo's zeros for bias=False),
+// split on its output channels (dimension 1 of NCHW): a Conv -> BatchNorm ->
+// ReLU -> Conv pair is a CNN's MLP; a row-parallel conv2d's bias moves
+// after the sum (it would be added tp times). Splitting its
 // output features over the tp ranks makes its result *split*: a value whose
 // dimension `dim` is viewed as [blocks, tp, n / (blocks * tp)] and of which
 // rank r holds part r of every block. A forward walk in program order
@@ -73,12 +78,21 @@ struct Weight {
 };
 
 struct Seed {
-  /// The Linear: a matmul, or an expert_matmul (its input is operand 0
-  /// either way).
+  /// The Linear: a matmul, an expert_matmul or a conv2d (its input is
+  /// operand 0 in each).
   Operation *matmul;
   Weight weight;
+  /// A conv2d's bias, split with its output channels: a parameter, or a
+  /// splat constant (rebuilt at the local size).
+  std::optional<Weight> bias;
+  ConstantOp splatBias;
   int64_t blocks = 1;
   bool alive = true;
+  /// The result's split dimension: the features (the last) of a Linear,
+  /// the channels (1) of a convolution.
+  int64_t dim() const {
+    return isa<Conv2DOp>(matmul) ? 1 : tensorOf(matmul->getResult(0)).getRank() - 1;
+  }
 };
 
 /// A parameter split alike with a split value it meets (a column layer's
@@ -237,8 +251,7 @@ struct Walk {
       auto seedIt = seedOf.find(&op);
       if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
         Seed &s = seeds[seedIt->second];
-        split[s.matmul->getResult(0)] = {tensorOf(s.matmul->getResult(0)).getRank() - 1, s.blocks,
-                                       seedIt->second};
+        split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second};
         columns.push_back(s.matmul);
         continue;
       }
@@ -427,6 +440,27 @@ struct MerakTensorParallelPass
         w->out = em.getTransposeWeight() ? 2 : 1;
         seeds.push_back({em, *w});
       });
+      fn.walk([&](Conv2DOp conv) {
+        if (conv.getGroups() != 1)
+          return;
+        std::optional<Weight> w = probe.soleParam(conv.getWeight());
+        std::optional<Weight> bias;
+        ConstantOp splat;
+        if (Value b = conv.getBias()) {
+          splat = b.getDefiningOp<ConstantOp>();
+          if (splat && !(isa<SplatElementsAttr>(splat.getValue()) ||
+                         cast<ElementsAttr>(splat.getValue()).isSplat()))
+            splat = {};
+          if (!splat && !(bias = probe.soleParam(b)))
+            return;
+        }
+        if (!w || w->transpose || (bias && bias->transpose))
+          return;
+        w->out = 0; // [O, I, kh, kw]
+        if (bias)
+          bias->out = 0;
+        seeds.push_back({conv, *w, bias, splat});
+      });
     }
 
     // Propagate until every surviving region is consistent.
@@ -462,8 +496,9 @@ struct MerakTensorParallelPass
     }
     if (walk->columns.empty()) {
       fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
-          << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, or attention "
-          << "projections around a head split) whose intermediate values only pass "
+          << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, attention "
+          << "projections around a head split, or convolutions Conv -> ... -> Conv) whose "
+             "intermediate values only pass "
           << "through ops whose sharding rule keeps the split (elementwise ops, "
           << "reshapes, transposes, splits, softmax, batched matmuls, ...)";
       return signalPassFailure();
@@ -527,6 +562,16 @@ struct MerakTensorParallelPass
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
       shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(),
                  s.blocks);
+      if (s.bias)
+        shardParam(s.bias->param, s.bias->get, TransposeOp(), 0, s.blocks);
+      if (s.splatBias) {
+        auto attr = cast<ElementsAttr>(s.splatBias.getValue());
+        auto type = local(tensorOf(s.splatBias.getResult()), 0);
+        b.setInsertionPoint(mm);
+        mm->setOperand(
+            2, ConstantOp::create(b, mm->getLoc(),
+                                  SplatElementsAttr::get(type, attr.getSplatValue<Attribute>())));
+      }
       Value x = mm->getOperand(0);
       Value &f = fOf[x];
       if (!f) {
@@ -541,9 +586,22 @@ struct MerakTensorParallelPass
     for (ParamShard &p : walk->params)
       shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks);
     for (Partial &p : walk->partials) {
+      // A row-parallel conv2d's bias is added once, after the sum.
+      Value bias;
+      if (auto conv = dyn_cast<Conv2DOp>(p.op); conv && conv.getBias()) {
+        bias = conv.getBias();
+        conv.getBiasMutable().clear();
+      }
       b.setInsertionPointAfter(p.op);
       auto g = AllReduceOp::create(b, p.op->getLoc(), p.op->getResults(), "tp", "sum");
-      for (auto [partial, sum] : llvm::zip(p.op->getResults(), g.getResults()))
+      SmallVector<Value> sums(g.getResults());
+      if (bias) { // [O] -> [O, 1, 1], broadcast over NCHW
+        auto bt = tensorOf(bias);
+        auto shaped = RankedTensorType::get({bt.getDimSize(0), 1, 1}, bt.getElementType());
+        Value column = ReshapeOp::create(b, p.op->getLoc(), shaped, bias);
+        sums[0] = AddOp::create(b, p.op->getLoc(), sums[0].getType(), sums[0], column);
+      }
+      for (auto [partial, sum] : llvm::zip(p.op->getResults(), sums))
         partial.replaceAllUsesExcept(sum, g);
     }
     if (vocabParallel && failed(splitVocabulary(fn, getters)))

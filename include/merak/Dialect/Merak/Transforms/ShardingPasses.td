@@ -93,7 +93,16 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       its input features, and the matmul's output is summed over the ranks
       by `merak.all_reduce` (group "tp", sum: Megatron's g) before its bias
       (replicated) is added.
-    So an MLP `Linear -> activation -> Linear` becomes column -> row, and
+    - Convolutions likewise: an ungrouped `merak.conv2d` of a replicated
+      value by a parameter weight [O, I, kh, kw] read nowhere else (and its
+      bias, if any) is column-parallel on its output channels (dimension 1
+      of NCHW), which propagate through batch norm (its scale, bias and
+      running statistics split alike), activations and pooling; a conv2d
+      reading split channels is row-parallel (weight split on I, output
+      summed by `merak.all_reduce`). A grouped (depthwise) convolution
+      keeps its channels replicated and stops the region.
+    So an MLP `Linear -> activation -> Linear` becomes column -> row, a
+    CNN's `Conv -> BatchNorm -> ReLU -> Conv` the same, and
     attention becomes a column-parallel QKV projection with the heads split
     (H/tp per rank), the score/softmax/context ops on local heads, and a
     row-parallel output projection. A fused QKV projection (GPT-2's c_attn,
