@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -411,6 +412,11 @@ LogicalResult Report::collect() {
 // Text
 //===----------------------------------------------------------------------===//
 
+/// "64, 32, 32".
+std::string lengths(ArrayRef<int64_t> values) {
+  return llvm::join(llvm::map_range(values, [](int64_t n) { return std::to_string(n); }), ", ");
+}
+
 std::string shapeStr(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";
@@ -563,8 +569,9 @@ void Report::printText(llvm::raw_ostream &os) const {
       if (p.shard)
         os << "  " << p.name << ": " << p.split << "-parallel, axis " << p.shard->axis << ", "
            << p.shard->parts << " parts" << (p.shard->blocks > 1 ? ", " : "")
-           << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "") << ", "
-           << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
+           << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "")
+           << (p.shard->blockSizes.empty() ? "" : " of lengths " + lengths(p.shard->blockSizes))
+           << ", " << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
     if (vocab) {
       int64_t padded = vocab->shape[0] * tp;
       os << "  vocabulary: split, " << vocab->shape[0] << " of " << vocab->globalShape[0]

@@ -27,12 +27,15 @@ static json::Object paramJson(const ParamInfo &p) {
       {"bytes", p.bytes}, {"optimizer_state_bytes", p.stateBytes}, {"trainable", p.trainable}};
   if (p.holders.size() > 1)
     o["tied_stages"] = intsJson(p.holders);
-  if (p.shard)
+  if (p.shard) {
     o["shard"] = json::Object{{"kind", p.split},
                               {"axis", p.shard->axis},
                               {"parts", p.shard->parts},
                               {"blocks", p.shard->blocks},
                               {"global_shape", shapeJson(p.globalShape)}};
+    if (!p.shard->blockSizes.empty())
+      (*o["shard"].getAsObject())["block_sizes"] = shapeJson(p.shard->blockSizes);
+  }
   return o;
 }
 

@@ -81,6 +81,8 @@ void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t 
   t.shardAxis = v.shard->axis;
   t.shardParts = v.shard->parts;
   t.shardBlocks = v.shard->blocks;
+  if (v.shard->blockSizes)
+    t.shardBlockSizes = *v.shard->blockSizes;
   if (v.shard->group != "tp" && v.shard->group != "ep")
     fail(where + ": shard.group must be \"tp\" or \"ep\", got \"" + v.shard->group + "\"");
   t.expertShard = v.shard->group == "ep";
@@ -103,11 +105,23 @@ void checkShard(const schema::Tensor &v, ManifestTensor &t, int64_t tp, int64_t 
   // Only a one-block axis may be padded to divide (vocabulary parallelism).
   bool ok = t.shardBlocks == 1 ||
             t.globalShape[t.shardAxis] % (t.shardBlocks * t.shardParts) == 0;
+  if (!t.shardBlockSizes.empty()) {
+    // Blocks of their own lengths: one per block, each divisible by the
+    // parts, together the whole axis (never padded).
+    int64_t total = 0;
+    ok = static_cast<int64_t>(t.shardBlockSizes.size()) == t.shardBlocks;
+    for (int64_t len : t.shardBlockSizes) {
+      ok = ok && len > 0 && len % t.shardParts == 0;
+      total += len;
+    }
+    if (!ok || total != t.globalShape[t.shardAxis])
+      fail(where + ": shard.block_sizes must be shard.blocks lengths, each divisible by "
+                   "shard.parts, summing to global_shape[axis]");
+  }
   ok = ok && (zero || t.globalShape.size() == t.shape.size());
   for (size_t d = 0; !zero && ok && d < t.shape.size(); ++d)
-    ok = static_cast<int64_t>(d) == t.shardAxis
-             ? t.shape[d] == t.shardChunk() * t.shardBlocks
-             : t.globalShape[d] == t.shape[d];
+    ok = static_cast<int64_t>(d) == t.shardAxis ? t.shape[d] == t.shardLocalLength()
+                                                : t.globalShape[d] == t.shape[d];
   if (!ok)
     fail(where + ": global_shape does not match the shard's shape and layout");
   if (v.dataOffset) {

@@ -72,6 +72,9 @@ struct ManifestTensor {
   /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
   /// holds part tp_i of every block. dataBytes == 0: no initial data (zeros).
   int64_t shardAxis = 0, shardParts = 0, shardBlocks = 1;
+  /// The blocks' full lengths when they differ ("block_sizes"; empty:
+  /// shardBlocks equal blocks). Each is cut into shardParts equal parts.
+  std::vector<int64_t> shardBlockSizes;
   /// The shard's parts are held by the "ep" group's ranks (an expert
   /// weight under expert parallelism), not the "tp" group's.
   bool expertShard = false;
@@ -95,14 +98,22 @@ struct ManifestTensor {
     int64_t n = globalShape[shardAxis], k = shardBlocks * shardParts;
     return (n + k - 1) / k;
   }
+  /// This rank's length of shardAxis: every block's part.
+  int64_t shardLocalLength() const {
+    if (shardBlockSizes.empty())
+      return shardChunk() * shardBlocks;
+    int64_t n = 0;
+    for (int64_t len : shardBlockSizes)
+      n += len / shardParts;
+    return n;
+  }
   /// Elements of the tensor the ZeRO parts split (before padding): the
   /// local shard's (padding rows included) or the full tensor's.
   uint64_t zeroSourceElements() const {
     uint64_t n = 1;
     for (size_t d = 0; d < globalShape.size(); ++d)
-      n *= static_cast<uint64_t>(sharded() && static_cast<int64_t>(d) == shardAxis
-                                     ? shardChunk() * shardBlocks
-                                     : globalShape[d]);
+      n *= static_cast<uint64_t>(
+          sharded() && static_cast<int64_t>(d) == shardAxis ? shardLocalLength() : globalShape[d]);
     return n;
   }
 };

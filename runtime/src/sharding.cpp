@@ -45,7 +45,13 @@ Piece pieceOf(const ManifestTensor &t, int part, int dpRank) {
     // the real length are zeros that no piece holds.
     p.axis = t.shardAxis;
     int64_t n = t.globalShape[t.shardAxis], chunk = t.shardChunk();
-    for (int64_t b = 0; b < t.shardBlocks; ++b) {
+    for (int64_t b = 0, offset = 0; b < t.shardBlocks; ++b) {
+      if (!t.shardBlockSizes.empty()) { // blocks of their own lengths
+        int64_t len = t.shardBlockSizes[static_cast<size_t>(b)] / t.shardParts;
+        p.slabs.push_back({offset + part * len, len});
+        offset += t.shardBlockSizes[static_cast<size_t>(b)];
+        continue;
+      }
       int64_t start = std::min(n, (b * t.shardParts + part) * chunk);
       p.slabs.push_back({start, std::min(chunk, n - start)});
     }

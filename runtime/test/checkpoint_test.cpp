@@ -272,10 +272,14 @@ namespace {
 struct Layout {
   int tp, dp;
   Manifest m;
+  /// w's blocks along dim 1 (equal, or ragged as a GQA projection's q, k, v).
+  std::vector<int64_t> blocks = {4, 4, 4};
 };
 
-Layout layout(int tp, int dp) {
+Layout layout(int tp, int dp, std::vector<int64_t> ragged = {}) {
   Layout l{tp, dp, {}};
+  if (!ragged.empty())
+    l.blocks = ragged;
   auto add = [&](const std::string &name, std::vector<int64_t> global, bool shard, bool zero) {
     ManifestTensor t;
     t.name = name;
@@ -284,6 +288,8 @@ Layout layout(int tp, int dp) {
     std::vector<int64_t> local = global;
     if (shard && tp > 1) {
       t.shardAxis = 1, t.shardParts = tp, t.shardBlocks = 3;
+      if (!ragged.empty())
+        t.shardBlockSizes = ragged;
       local[1] /= tp;
     }
     int64_t n = 1;
@@ -309,9 +315,21 @@ Layout layout(int tp, int dp) {
 
 float value(const std::string &name, int64_t i) { return float(name[0]) * 100 + float(i); }
 
+/// The tp rank holding column c of w (and m): part (c - start) / (len / tp)
+/// of its block [start, start + len).
+int ownerOf(const Layout &l, int64_t c) {
+  int64_t start = 0;
+  for (int64_t len : l.blocks) {
+    if (c < start + len)
+      return static_cast<int>((c - start) / (len / l.tp));
+    start += len;
+  }
+  return -1;
+}
+
 /// Rank (tp, dp)'s parameter storage, written by hand: column c of w and m
-/// is in block c / 4, part (c % 4) / 2 (tp 2) -- then flattened and split
-/// for m; b flattened and split over dp.
+/// is in its block's part ownerOf(c) (blocks of 4: (c % 4) / 2 at tp 2) --
+/// then flattened and split for m; b flattened and split over dp.
 std::vector<float> rankStorage(const Layout &l, int tp, int dp) {
   std::vector<float> P;
   for (const ManifestTensor &t : l.m.params) {
@@ -322,7 +340,7 @@ std::vector<float> rankStorage(const Layout &l, int tp, int dp) {
     } else {
       for (int64_t r = 0; r < 4; ++r)
         for (int64_t c = 0; c < 12; ++c)
-          if (l.tp == 1 || (c % 4) / 2 == tp)
+          if (l.tp == 1 || ownerOf(l, c) == tp)
             local.push_back(value(t.name, r * 12 + c));
     }
     if (t.zeroSharded()) {
@@ -379,6 +397,23 @@ TEST(ShardedCheckpoint, ResumesUnderAnyMesh) {
   for (auto [ft, fd] : meshes)
     for (auto [tt, td] : meshes)
       roundTrip(layout(ft, fd), layout(tt, td));
+}
+
+// Ragged blocks (a fused GQA projection: q of 6 columns, k of 4, v of 2):
+// every rank holds its part of each, saved and resumed under any mesh.
+TEST(ShardedCheckpoint, RaggedBlocksResumeUnderAnyMesh) {
+  std::vector<std::pair<int, int>> meshes = {{1, 1}, {2, 1}, {2, 2}, {1, 3}};
+  for (auto [ft, fd] : meshes)
+    for (auto [tt, td] : meshes)
+      roundTrip(layout(ft, fd, {6, 4, 2}), layout(tt, td, {6, 4, 2}));
+  Layout l = layout(2, 1, {6, 4, 2});
+  std::vector<float> P = rankStorage(l, 1, 0);
+  CheckpointShard s = checkpointShard(l.m, reinterpret_cast<const char *>(P.data()),
+                                      {1, 0, [](const ManifestTensor &) { return true; }, nullptr});
+  EXPECT_NE(s.piecesJson.find("\"w\":{\"global_shape\":[4,12],\"axis\":1,"
+                              "\"slabs\":[[3,3],[8,2],[11,1]]}"),
+            std::string::npos)
+      << s.piecesJson;
 }
 
 TEST(ShardedCheckpoint, OnlyOneRankWritesEachPiece) {

@@ -200,6 +200,31 @@ TEST(Manifest, ExpertShards) {
   EXPECT_EQ(r.message(), "params[1] ('m.w'): shard.parts 2 differs from mesh.tp 1");
 }
 
+TEST(Manifest, RaggedShardBlocks) {
+  // A fused GQA projection [16, 4]: q, k, v of 8, 4, 4 rows, each split
+  // over tp 2 (this rank: 4 + 2 + 2 rows).
+  std::string from = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [4, 4], \"offset\": 64,\n"
+                     "       \"bytes\": 64,";
+  std::string shard = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [8, 4], \"offset\": 64,\n"
+                      "       \"bytes\": 128, \"shard\": {\"axis\": 0, \"parts\": 2, \"blocks\": 3,"
+                      " \"block_sizes\": [8, 4, 4]}, \"global_shape\": [16, 4],";
+  std::string m = manifest(from, shard);
+  m.replace(m.find("\"model\""), 0, "\"mesh\": {\"tp\": 2},\n    ");
+  Result<Manifest> r = parseManifest(m);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->params[1].shardBlockSizes, (std::vector<int64_t>{8, 4, 4}));
+  EXPECT_EQ(r->params[1].shardLocalLength(), 8);
+  for (const char *bad : {"[8, 4, 2]", "[8, 3, 5]", "[8, 8]"}) {
+    std::string b = m;
+    b.replace(b.find("[8, 4, 4]"), 9, bad);
+    r = parseManifest(b);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.message(), "params[1] ('m.w'): shard.block_sizes must be shard.blocks lengths, "
+                           "each divisible by shard.parts, summing to global_shape[axis]")
+        << bad;
+  }
+}
+
 TEST(Manifest, ZeroParts) {
   // ZeRO-1 state: dp rank r holds part r of the flattened, padded tensor.
   std::string zero = "\"name\": \"m.w\", \"dtype\": \"F32\", \"shape\": [6], \"offset\": 64,\n"

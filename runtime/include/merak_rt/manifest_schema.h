@@ -46,9 +46,11 @@ enum Need { kRequired, kDefaulted };
 /// Elements of a list named "<list> dimension" in errors (shapes).
 constexpr const char *kDimension = "dimension";
 
-/// Tensor parallelism: dimension `axis` as [blocks, parts, rest].
+/// Tensor parallelism: dimension `axis` as [blocks, parts, rest], or, with
+/// `block_sizes`, as blocks of those lengths, each cut into `parts`.
 struct Shard {
   int64_t axis = 0, parts = 0, blocks = 1;
+  std::optional<std::vector<int64_t>> blockSizes;
   /// The group whose ranks hold the parts: "tp" (tensor parallelism) or
   /// "ep" (expert parallelism: an expert weight split on its expert axis).
   std::string group = "tp";
@@ -61,6 +63,7 @@ struct Shard {
     v("blocks", s.blocks);
     v("group", s.group, kDefaulted);
     v("placement", s.placement);
+    v("block_sizes", s.blockSizes);
   }
 };
 

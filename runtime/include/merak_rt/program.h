@@ -41,6 +41,8 @@
 //                 full tensor viewed as [blocks, parts, n/(blocks*parts)],
 //                 tp rank r holding part r of every block ("shape",
 //                 "offset" and "bytes" describe that local shard in P);
+//                 with "block_sizes" (ragged blocks: a grouped-query fused
+//                 QKV) the blocks have those lengths, each cut into parts;
 //               "global_shape": the full tensor's shape (checkpoints
 //                 record each piece's place in it);
 //               "data_offset", "data_bytes": where the full initial tensor

@@ -287,3 +287,21 @@ func.func @compact_more_rows(%e: tensor<32xi64>, %f: tensor<i64>) -> tensor<40xi
   %c = merak.expert_compact %e, %f experts_per_rank = 2 : tensor<32xi64>, tensor<i64> -> tensor<40xi64>
   return %c : tensor<40xi64>
 }
+
+// -----
+
+// Ragged blocks (a fused GQA projection's q, k, v): one length per block,
+// each divisible by the parts, together the full dimension.
+merak.param @qkv : tensor<8x8xf32> = dense<0.0> : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 4]>}
+// expected-error @+1 {{shard block sizes [8, 4, 2] must be 3 lengths, each divisible by 2, summing to 16 (the full shard dimension 0)}}
+merak.param @short : tensor<8x8xf32> = dense<0.0> : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 2]>}
+
+// -----
+
+// expected-error @+1 {{shard block sizes [8, 3, 5] must be 3 lengths, each divisible by 2}}
+merak.param @odd : tensor<8x8xf32> = dense<0.0> : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 3, 5]>}
+
+// -----
+
+// expected-error @+1 {{shard block sizes [8, 8] must be 3 lengths}}
+merak.param @count : tensor<8x8xf32> = dense<0.0> : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 8]>}

@@ -36,14 +36,19 @@ std::optional<ShardLayout> mlir::merak::getShardLayout(Operation *op) {
   auto attr = op->getAttrOfType<ShardLayoutAttr>(kShardAttr);
   if (!attr)
     return std::nullopt;
-  return ShardLayout{attr.getAxis(), attr.getParts(), attr.getBlocks(), attr.getSize(),
-                     attr.getGroup().str(), attr.getPlacement()};
+  return ShardLayout{attr.getAxis(),
+                     attr.getParts(),
+                     attr.getBlocks(),
+                     attr.getSize(),
+                     attr.getGroup().str(),
+                     attr.getPlacement(),
+                     SmallVector<int64_t>(attr.getBlockSizes())};
 }
 
 void mlir::merak::setShardLayout(Operation *op, const ShardLayout &layout) {
-  op->setAttr(kShardAttr, ShardLayoutAttr::get(op->getContext(), layout.axis, layout.blocks,
-                                               layout.parts, layout.size, layout.group,
-                                               layout.placement));
+  op->setAttr(kShardAttr,
+              ShardLayoutAttr::get(op->getContext(), layout.axis, layout.blocks, layout.parts,
+                                   layout.size, layout.group, layout.placement, layout.blockSizes));
 }
 
 RankedTensorType mlir::merak::globalShardType(RankedTensorType local,

@@ -48,7 +48,21 @@ LogicalResult ParamOp::verify() {
       return emitOpError("padded shard size ")
              << layout->size << " does not fit " << layout->parts << " shards of " << n
              << " (one block)";
-    if (local.getDimSize(layout->axis) % layout->blocks != 0)
+    if (!layout->blockSizes.empty()) {
+      // Blocks of their own lengths, each cut into `parts`.
+      int64_t total = 0;
+      bool divides = (int64_t)layout->blockSizes.size() == layout->blocks && !layout->size;
+      for (int64_t len : layout->blockSizes) {
+        divides &= len > 0 && len % layout->parts == 0;
+        total += len;
+      }
+      if (!divides || total != n * layout->parts)
+        return emitOpError("shard block sizes [")
+               << llvm::make_range(layout->blockSizes.begin(), layout->blockSizes.end())
+               << "] must be " << layout->blocks << " lengths, each divisible by " << layout->parts
+               << ", summing to " << n * layout->parts << " (the full shard dimension "
+               << layout->axis << ")";
+    } else if (local.getDimSize(layout->axis) % layout->blocks != 0)
       return emitOpError("shard dimension ") << layout->axis << " (local size "
              << local.getDimSize(layout->axis) << ") does not divide into "
              << layout->blocks << " blocks";

@@ -29,7 +29,12 @@
 // function's results, ...) are left replicated, together with every seed
 // their values met; the walk repeats until it is consistent. A fused QKV
 // projection gets blocks = 3 when its split lands on the replicated part
-// selector of a `merak.split` of its output into three equal parts.
+// selector of a `merak.split` of its output into three equal parts; one
+// whose output is cut into parts of different lengths (Phi-3's GQA
+// qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a split) gets
+// those lengths as its blocks, each split over tp: such a *ragged* split
+// passes only through the slices (or split) that take its blocks apart,
+// each of which is then split normally.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -62,7 +67,58 @@ RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType());
 struct Split {
   int64_t dim = 0, blocks = 1;
   int seed = 0;
+  /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
+  SmallVector<int64_t> sizes = {};
 };
+
+/// What a failed region asks of its seed before it is given up: equal
+/// blocks (a split into equal parts) or ragged ones (parts of different
+/// lengths).
+struct Retry {
+  int64_t blocks = 0;
+  SmallVector<int64_t> sizes;
+};
+
+/// The parts `v` is cut into along `dim` when its readers are slices (stride
+/// 1, whole elsewhere) covering it exactly in contiguous ranges of
+/// different lengths, or one split along `dim` with different sizes; empty
+/// otherwise.
+SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
+  int64_t n = tensorOf(v).getDimSize(dim);
+  SmallVector<std::pair<int64_t, int64_t>> ranges;
+  for (Operation *user : v.getUsers()) {
+    if (auto cut = dyn_cast<SplitOp>(user)) {
+      if (!v.hasOneUse() || (int64_t)cut.getAxis() != dim)
+        return {};
+      int64_t start = 0;
+      for (int64_t len : cut.getSizes())
+        ranges.push_back({start, len}), start += len;
+      continue;
+    }
+    auto slice = dyn_cast<SliceOp>(user);
+    if (!slice)
+      return {};
+    ArrayRef<int64_t> in = tensorOf(v).getShape();
+    for (auto [d, size] : llvm::enumerate(in)) {
+      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
+      if (slice.getStrides()[d] != 1 || ((int64_t)d != dim && (start != 0 || limit != size)))
+        return {};
+    }
+    ranges.push_back({slice.getStarts()[dim], slice.getLimits()[dim] - slice.getStarts()[dim]});
+  }
+  llvm::sort(ranges);
+  SmallVector<int64_t> sizes;
+  int64_t at = 0;
+  for (auto [start, len] : ranges) {
+    if (start != at || len <= 0)
+      return {};
+    sizes.push_back(len);
+    at += len;
+  }
+  if (at != n || sizes.size() < 2 || llvm::all_equal(sizes))
+    return {};
+  return sizes;
+}
 
 /// A weight read by one Linear only: the param, its get_param, and the
 /// transpose between them (null for the [in, out] form).
@@ -82,10 +138,12 @@ struct Seed {
   /// operand 0 in each).
   Operation *matmul;
   Weight weight;
+  /// Ragged blocks of its output (see Split).
+  SmallVector<int64_t> sizes = {};
   /// A conv2d's bias, split with its output channels: a parameter, or a
   /// splat constant (rebuilt at the local size).
-  std::optional<Weight> bias;
-  ConstantOp splatBias;
+  std::optional<Weight> bias = std::nullopt;
+  ConstantOp splatBias = {};
   int64_t blocks = 1;
   bool alive = true;
   /// The result's split dimension: the features (the last) of a Linear,
@@ -123,7 +181,10 @@ struct Walk {
   SmallVector<Operation *> columns;
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
-  DenseMap<int, int64_t> failedRegions;
+  DenseMap<int, Retry> failedRegions;
+  /// The slices taking a ragged split's blocks apart, with their block's
+  /// full start (their local start is that over tp).
+  SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
 
   Walk(SmallVector<Seed> &seeds, const llvm::StringMap<SmallVector<GetParamOp>> &getters)
       : seeds(seeds), getters(getters) {
@@ -178,6 +239,8 @@ struct Walk {
   /// results holding it are split, and a split reduction factor leaves
   /// partial sums.
   LogicalResult propagate(Operation *op, unsigned index, Split s) {
+    if (!s.sizes.empty())
+      return propagateRagged(op, s);
     auto iface = dyn_cast<ShardingRuleOpInterface>(op);
     std::optional<ShardingRule> rule =
         iface ? iface.getShardingRule() : std::optional<ShardingRule>();
@@ -192,7 +255,11 @@ struct Walk {
       // A fused projection split into equal parts: retry its seed with
       // blocks = parts so that every rank holds its share of each part.
       if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
-        failedRegions[root(s.seed)] = blocks;
+        failedRegions[root(s.seed)] = {blocks, {}};
+      // Parts of different lengths: retry with ragged blocks.
+      if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
+        if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())
+          failedRegions[root(s.seed)] = {0, sizes};
       return failure();
     }
     if (kind == FactorKind::Combined) // a mean or max over the split axis
@@ -203,7 +270,8 @@ struct Walk {
       auto where = rule->find(factors, *fs);
       auto it = split.find(v);
       if (it != split.end()) {
-        if (!where || it->second.dim != where->first || it->second.blocks != where->second)
+        if (!where || it->second.dim != where->first || it->second.blocks != where->second ||
+            !it->second.sizes.empty())
           return failure();
         continue;
       }
@@ -219,7 +287,7 @@ struct Walk {
         return failure();
       if (rows) {
         int64_t indexRank = tensorOf(rows.getIndices()).getRank();
-        newGathered.push_back({rows.getResult(), {dim, where->second, s.seed}});
+        newGathered.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
         dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
       }
       int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
@@ -242,6 +310,26 @@ struct Walk {
     return success();
   }
 
+  /// A ragged split passes only through the ops that take its blocks
+  /// apart: a slice of one block (stride 1, whole elsewhere) or a split
+  /// into exactly its blocks; their results are split normally.
+  LogicalResult propagateRagged(Operation *op, const Split &s) {
+    Split part{s.dim, 1, s.seed, {}};
+    if (auto cut = dyn_cast<SplitOp>(op)) {
+      if ((int64_t)cut.getAxis() != s.dim || cut.getSizes() != ArrayRef<int64_t>(s.sizes))
+        return failure();
+      for (Value r : cut.getResults())
+        split[r] = part;
+      return success();
+    }
+    auto slice = dyn_cast<SliceOp>(op);
+    if (!slice || raggedParts(slice.getInput(), s.dim) != s.sizes)
+      return failure();
+    raggedSlices.push_back({slice, slice.getStarts()[s.dim]});
+    split[slice.getResult()] = part;
+    return success();
+  }
+
   void run(func::FuncOp fn) {
     DenseMap<Operation *, int> seedOf;
     for (auto [i, s] : llvm::enumerate(seeds))
@@ -251,7 +339,7 @@ struct Walk {
       auto seedIt = seedOf.find(&op);
       if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
         Seed &s = seeds[seedIt->second];
-        split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second};
+        split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes};
         columns.push_back(s.matmul);
         continue;
       }
@@ -269,7 +357,7 @@ struct Walk {
       if (!first)
         continue;
       if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
-        failedRegions[root(first->seed)] = 0;
+        failedRegions[root(first->seed)] = {};
     }
   }
 };
@@ -286,10 +374,12 @@ struct MerakTensorParallelPass
 
   /// Splits `w`'s param along `axis` and retypes its reads.
   void shardParam(ParamOp param, GetParamOp get, TransposeOp transpose, int64_t axis,
-                  int64_t blocks) {
+                  int64_t blocks, ArrayRef<int64_t> sizes = {}) {
     auto type = local(param.getTensorType(), axis);
     param.setTypeAttr(TypeAttr::get(type));
-    setShardLayout(param, {axis, tp, blocks});
+    ShardLayout layout{axis, tp, blocks};
+    layout.blockSizes.assign(sizes.begin(), sizes.end());
+    setShardLayout(param, layout);
     get.getResult().setType(type);
     if (transpose) {
       int64_t at = llvm::find(transpose.getPerm(), axis) - transpose.getPerm().begin();
@@ -429,7 +519,7 @@ struct MerakTensorParallelPass
         if (tensorOf(mm.getRhs()).getRank() != 2 || tensorOf(mm.getLhs()).getRank() < 2)
           return;
         if (std::optional<Weight> w = probe.soleParam(mm.getRhs()))
-          seeds.push_back({mm, *w});
+          seeds.push_back({mm, *w, {}});
       });
       fn.walk([&](ExpertMatmulOp em) {
         if (em.getFirst()) // split over "ep" already (experts replicated over tp)
@@ -438,7 +528,7 @@ struct MerakTensorParallelPass
         if (!w || w->transpose)
           return;
         w->out = em.getTransposeWeight() ? 2 : 1;
-        seeds.push_back({em, *w});
+        seeds.push_back({em, *w, {}});
       });
       fn.walk([&](Conv2DOp conv) {
         if (conv.getGroups() != 1)
@@ -459,7 +549,7 @@ struct MerakTensorParallelPass
         w->out = 0; // [O, I, kh, kw]
         if (bias)
           bias->out = 0;
-        seeds.push_back({conv, *w, bias, splat});
+        seeds.push_back({conv, *w, {}, bias, splat});
       });
     }
 
@@ -470,12 +560,20 @@ struct MerakTensorParallelPass
       walk->run(fn);
       if (walk->failedRegions.empty())
         break;
-      for (auto [region, blocks] : walk->failedRegions) {
+      for (auto &[region, retry] : walk->failedRegions) {
         SmallVector<int> members;
         for (int m : walk->regions.members(region))
           members.push_back(m);
-        if (blocks > 1 && members.size() == 1 && seeds[members[0]].blocks == 1) {
-          seeds[members[0]].blocks = blocks;
+        Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
+        if (only && only->blocks == 1 && retry.blocks > 1) {
+          only->blocks = retry.blocks;
+          continue;
+        }
+        // Ragged blocks, when each divides over tp.
+        if (only && only->blocks == 1 && !retry.sizes.empty() &&
+            llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
+          only->sizes = retry.sizes;
+          only->blocks = retry.sizes.size();
           continue;
         }
         for (int m : members)
@@ -519,7 +617,7 @@ struct MerakTensorParallelPass
         if (!ok || it == walk->split.end())
           continue;
         int64_t n = tensorOf(r).getDimSize(it->second.dim), blocks = it->second.blocks;
-        if (n % (blocks * parts) == 0)
+        if (n % (blocks * parts) == 0 || !it->second.sizes.empty()) // ragged: checked above
           continue;
         InFlightDiagnostic d = op.emitError("merak-tensor-parallel: dimension ")
                                << it->second.dim << " of this result (size " << n;
@@ -550,18 +648,27 @@ struct MerakTensorParallelPass
       for (Value r : op.getResults())
         if (auto it = walk->split.find(r); it != walk->split.end()) {
           r.setType(local(tensorOf(r), it->second.dim));
-          if (iface)
+          if (iface && it->second.sizes.empty())
             iface.recordSplit("tp", it->second.dim, it->second.blocks, tp);
         }
       if (iface && llvm::any_of(op.getOperands(), [&](Value v) { return walk->split.count(v); }))
         iface.adaptToLocalTypes();
     }
+    // A ragged block's slice starts at its block's full start over tp.
+    for (auto [slice, start] : walk->raggedSlices) {
+      int64_t dim = walk->split.lookup(slice.getInput()).dim;
+      SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
+      starts[dim] = start / tp;
+      limits[dim] = starts[dim] + tensorOf(slice.getResult()).getDimSize(dim);
+      slice.setStarts(starts);
+      slice.setLimits(limits);
+    }
     OpBuilder b(&getContext());
     DenseMap<Value, Value> fOf;
     for (Operation *mm : walk->columns) {
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
-      shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(),
-                 s.blocks);
+      shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(), s.blocks,
+                 s.sizes);
       if (s.bias)
         shardParam(s.bias->param, s.bias->get, TransposeOp(), 0, s.blocks);
       if (s.splatBias) {

@@ -105,12 +105,18 @@ def Merak_ShardLayoutAttr : Merak_Attr<"ShardLayout", "shard"> {
     merak-expert-parallel split on its expert axis. `placement`, when not
     -1, is the `merak.expert_place` table that orders that expert axis
     (dynamic placement: the trainer permutes the experts of every
-    parameter naming the table together). Read through getShardLayout.
+    parameter naming the table together). `block_sizes`, when given, are
+    the full lengths of the `blocks` blocks along `axis`, which then differ
+    (a fused QKV projection with fewer key/value heads than query heads:
+    [q, k, v] of H * D, KV * D, KV * D rows); each is cut into `parts`
+    equal parts, rank r holding part r of every block. Read through
+    getShardLayout.
   }];
   let parameters = (ins "int64_t":$axis, "int64_t":$blocks, "int64_t":$parts,
                         DefaultValuedParameter<"int64_t", "0">:$size,
                         StringRefParameter<"the group holding the parts", "\"tp\"">:$group,
-                        DefaultValuedParameter<"int64_t", "-1">:$placement);
+                        DefaultValuedParameter<"int64_t", "-1">:$placement,
+                        Merak_OptionalI64List<>:$block_sizes);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

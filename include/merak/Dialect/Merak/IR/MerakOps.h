@@ -159,6 +159,9 @@ struct ShardLayout {
   /// The merak.expert_place table ordering the expert axis (dynamic
   /// placement), or -1.
   int64_t placement = -1;
+  /// The full lengths of the blocks along `axis` when they differ (a fused
+  /// GQA projection's q, k and v); empty: `blocks` equal blocks.
+  SmallVector<int64_t> blockSizes = {};
 };
 
 /// The layout on `op`, if it has a well-formed kShardAttr.

@@ -108,6 +108,13 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     row-parallel output projection. A fused QKV projection (GPT-2's c_attn,
     weight [3C, C]) whose output is split into three equal parts is split
     block-wise (`blocks = 3`): each rank holds its heads' rows of q, k and v.
+    One whose output is cut into parts of different lengths (Phi-3's
+    grouped-query `qkv_proj`: q, k, v of H * D, KV * D, KV * D rows, by
+    slices or a split) is split in *ragged* blocks (`block_sizes`, each
+    length divisible by tp): each rank holds its part of every block, the
+    slices read the local parts (a block starting at s starts at s / tp),
+    and the parts are split normally from there. A ragged split passes
+    only through those slices or that split.
     A Linear whose values reach anything else (a layer norm over the split
     axis, the function's result such as an LM head, an embedding) stays
     replicated, with every Linear its values met; embeddings, layer norms,

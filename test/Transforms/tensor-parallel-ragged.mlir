@@ -1,0 +1,66 @@
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 | FileCheck %s
+
+// A fused projection whose output is cut into parts of different lengths
+// (Phi-3's GQA qkv_proj: q of 8, k and v of 4 rows) is split in ragged
+// blocks: each rank holds its part of every block (block_sizes on the
+// shard), and each slice reads its block's local part (starts 0, 4, 6 of
+// the local 8), split normally from there (three row-parallel ends here).
+// CHECK-DAG: merak.param @qkv : tensor<8x8xf32> = {{.*}} : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 4]>}
+// CHECK-DAG: merak.param @wq : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @wk : tensor<8x2xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[M:.*]] = merak.matmul {{.*}} -> tensor<2x3x8xf32>
+// CHECK-NEXT: merak.slice %[[M]] starts = [0, 0, 0] limits = [2, 3, 4] {{.*}} to tensor<2x3x4xf32>
+// CHECK-NEXT: merak.slice %[[M]] starts = [0, 0, 4] limits = [2, 3, 6] {{.*}} to tensor<2x3x2xf32>
+// CHECK-NEXT: merak.slice %[[M]] starts = [0, 0, 6] limits = [2, 3, 8] {{.*}} to tensor<2x3x2xf32>
+// CHECK-COUNT-3: merak.all_reduce
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @wq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @wk : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @wv : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %q = merak.slice %m starts = [0, 0, 0] limits = [2, 3, 8] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x8xf32>
+  %k = merak.slice %m starts = [0, 0, 8] limits = [2, 3, 12] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x4xf32>
+  %v = merak.slice %m starts = [0, 0, 12] limits = [2, 3, 16] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x4xf32>
+  %qg = merak.gelu %q : tensor<2x3x8xf32>
+  %wq = merak.get_param @wq : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %yq = merak.matmul %qg, %tq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %wk = merak.get_param @wk : tensor<8x4xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yk = merak.matmul %k, %tk : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %wv = merak.get_param @wv : tensor<8x4xf32>
+  %tv = merak.transpose %wv perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yv = merak.matmul %v, %tv : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %s = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %y = merak.add %s, %yv : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// The same cut by one merak.split of different sizes.
+// CHECK-DAG: merak.param @qkv : tensor<8x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 4]>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.split %{{.*}} axis = 2 sizes = [4, 2, 2]
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @wq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @wk : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %q, %k, %v = merak.split %m axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %wq = merak.get_param @wq : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %yq = merak.matmul %q, %tq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %kv = merak.add %k, %v : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %wk = merak.get_param @wk : tensor<8x4xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yk = merak.matmul %kv, %tk : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %y = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
