@@ -670,7 +670,7 @@ struct MerakTensorParallelPass
       shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(), s.blocks,
                  s.sizes);
       if (s.bias)
-        shardParam(s.bias->param, s.bias->get, TransposeOp(), 0, s.blocks);
+        shardParam(s.bias->param, s.bias->get, TransposeOp(), 0, s.blocks, s.sizes);
       if (s.splatBias) {
         auto attr = cast<ElementsAttr>(s.splatBias.getValue());
         auto type = local(tensorOf(s.splatBias.getResult()), 0);
