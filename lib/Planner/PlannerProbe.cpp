@@ -153,6 +153,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
         return nullptr;
       }
     }
+    io.batchSize = o.batchSize; // --batch-size binds the batch as for compiling
     m = importOnnxFile(o.input, &ctx, io);
   }
   if (!m)
