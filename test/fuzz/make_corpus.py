@@ -6,9 +6,12 @@
 OUT/onnxtxt: every .onnxtxt under test/ and examples/ (the lit inputs),
              without their comment lines (RUN and CHECK lines).
 OUT/onnx:    those same models parsed by onnx and serialized, every small
-             .onnx under test/ and examples/, and the small model.onnx files
-             of the ONNX backend node tests (Debian's libonnx-testdata, and
-             each --node-tests DIR: the onnx wheel's, opsets up to 28).
+             .onnx under test/ and examples/, the binary models the lit
+             tests write (test/Import/Inputs/make_model.py's valid kinds:
+             torch's dynamo metadata among them, which no text model can
+             carry), and the small model.onnx files of the ONNX backend node
+             tests (Debian's libonnx-testdata, and each --node-tests DIR:
+             the onnx wheel's, opsets up to 28).
 Files are named by the hash of their contents, so reruns add nothing twice.
 Inputs over --max-bytes are left out (the fuzzers run with -max_len).
 """
@@ -76,6 +79,16 @@ def main():
             if os.path.getsize(path) <= args.max_bytes:
                 with open(path, "rb") as f:
                     put(os.path.join(args.out, "onnx"), f.read())
+                counts["onnx"] += 1
+    if onnx is not None:
+        sys.path.insert(0, os.path.join(SRC, "test", "Import", "Inputs"))
+        import make_model
+        for name in sorted(dir(make_model)):
+            if not (name.startswith("k_") and ("dynamo" in name or name in ("k_relu", "k_params"))):
+                continue
+            data = getattr(make_model, name)(None).SerializeToString()
+            if len(data) <= args.max_bytes:
+                put(os.path.join(args.out, "onnx"), data)
                 counts["onnx"] += 1
     for node_root in [NODE_TESTS] + args.node_tests:
         if not os.path.isdir(node_root):
