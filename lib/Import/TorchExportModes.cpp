@@ -25,8 +25,8 @@
 //===----------------------------------------------------------------------===//
 #include "GraphImporter.h"
 
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cstdio>
 
@@ -215,24 +215,21 @@ LogicalResult GraphImporter::checkInferenceRewrites(ArrayRef<const onnx::NodePro
     std::string module;
     bool norm = false, dropout = false;
   };
-  llvm::MapVector<StringRef, Group> groups;
-  SmallVector<std::string> names; // owns the keys
-  names.reserve(nodes.size());
+  llvm::StringMap<unsigned> index; // FX node name -> its group
+  std::vector<Group> groups;
   for (const onnx::NodeProto *node : nodes) {
     std::optional<FxNode> fx = fxNodeOf(*node);
     if (!fx)
       continue;
-    names.push_back(fx->name);
-    Group &g = groups[names.back()];
-    if (!g.fx) {
-      g.module = moduleOf(*node, *fx);
-      g.fx = std::move(fx);
-    }
+    auto [it, added] = index.try_emplace(fx->name, groups.size());
+    if (added)
+      groups.push_back({fx, moduleOf(*node, *fx)});
+    Group &g = groups[it->second];
     g.norm |= node->op_type() == "BatchNormalization";
     g.dropout |= node->op_type() == "Dropout";
   }
   SmallVector<std::string> folded, removed;
-  for (auto &[name, g] : groups) {
+  for (const Group &g : groups) {
     if (isTrainingBatchNorm(*g.fx) && !g.norm)
       folded.push_back("'" + g.module + "'");
     if (double p = trainingDropout(*g.fx); p > 0 && !g.dropout) {
