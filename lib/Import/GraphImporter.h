@@ -11,6 +11,7 @@
 #include "merak/Import/OnnxImporter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::merak::onnx_import {
@@ -41,6 +42,9 @@ public:
   /// The modules of BatchNormalization nodes without training_mode that
   /// dynamo's metadata shows as training (TorchExportModes.cpp).
   SmallVector<std::string> exportTrainingNorms;
+  /// The BatchNormalization nodes whose FX node is a training-mode batch
+  /// norm, with its module path (readTorchExportModes).
+  llvm::DenseMap<const onnx::NodeProto *, std::string> exportNormModules;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(ctx);
   llvm::StringMap<Value> values;
@@ -84,9 +88,10 @@ public:
   LogicalResult importInitializers(func::FuncOp func);
   /// Refuses a tied weight the exporter's optimizer copied (FoldedCopies.cpp).
   LogicalResult checkFoldedCopies();
-  /// Refuses a dynamo export whose graph optimizer folded training-mode
-  /// batch norms or removed dropouts (TorchExportModes.cpp).
-  LogicalResult checkInferenceRewrites(ArrayRef<const onnx::NodeProto *> nodes);
+  /// Reads torch's dynamo metadata (TorchExportModes.cpp): refuses an
+  /// export whose graph optimizer folded training-mode batch norms or
+  /// removed dropouts, and fills exportNormModules.
+  LogicalResult readTorchExportModes(ArrayRef<const onnx::NodeProto *> nodes);
   /// After the nodes: the untagged dropouts decided, and a warning for the
   /// batch norms imported as training from the exporter's metadata.
   void resolveTrainingModes();

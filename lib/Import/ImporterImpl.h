@@ -342,10 +342,6 @@ void registerDropoutOps(OpRegistry &r);
 /// become the identity (OnnxOpsDropout.cpp), also in `values` (the graph's
 /// names, its outputs among them).
 void resolveUntaggedDropouts(DropoutLedger &ledger, llvm::StringMap<Value> &values);
-/// Whether `node` came from a training-mode batch norm with running
-/// statistics, by the metadata of torch's dynamo exporter; `module` is then
-/// the batch norm's module path (TorchExportModes.cpp).
-bool exportTrainsBatchNorm(const onnx::NodeProto &node, std::string &module);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);

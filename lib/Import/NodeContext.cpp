@@ -360,10 +360,10 @@ LogicalResult NodeContext::error(const Twine &msg) {
 DropoutLedger &NodeContext::dropouts() { return graph.dropouts; }
 
 bool NodeContext::exportTrainsBatchNorm() {
-  std::string module;
-  if (!onnx_import::exportTrainsBatchNorm(node, module))
+  auto it = graph.exportNormModules.find(&node);
+  if (it == graph.exportNormModules.end())
     return false;
-  graph.exportTrainingNorms.push_back(std::move(module));
+  graph.exportTrainingNorms.push_back("'" + it->second + "'");
   return true;
 }
 

@@ -463,7 +463,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   // inputs (outer values among them) and the branches' outputs are uses.
   SmallVector<const onnx::NodeProto *> all;
   withSubgraphs(*order, all);
-  if (failed(checkSupported(all)) || failed(checkInferenceRewrites(all)))
+  if (failed(checkSupported(all)) || failed(readTorchExportModes(all)))
     return nullptr;
   for (const auto *node : all) {
     for (const auto &in : node->input()) {

@@ -200,15 +200,7 @@ std::string listed(ArrayRef<std::string> items) {
 
 } // namespace
 
-bool onnx_import::exportTrainsBatchNorm(const onnx::NodeProto &node, std::string &module) {
-  std::optional<FxNode> fx = fxNodeOf(node);
-  if (!fx || !isTrainingBatchNorm(*fx))
-    return false;
-  module = "'" + moduleOf(node, *fx) + "'";
-  return true;
-}
-
-LogicalResult GraphImporter::checkInferenceRewrites(ArrayRef<const onnx::NodeProto *> nodes) {
+LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto *> nodes) {
   // The ONNX nodes made from each FX node, in graph order.
   struct Group {
     std::optional<FxNode> fx;
@@ -225,6 +217,8 @@ LogicalResult GraphImporter::checkInferenceRewrites(ArrayRef<const onnx::NodePro
     if (added)
       groups.push_back({fx, moduleOf(*node, *fx)});
     Group &g = groups[it->second];
+    if (node->op_type() == "BatchNormalization" && isTrainingBatchNorm(*g.fx))
+      exportNormModules[node] = g.module;
     g.norm |= node->op_type() == "BatchNormalization";
     g.dropout |= node->op_type() == "Dropout";
   }

@@ -80,16 +80,16 @@ FailureOr<schema::Tensor> target::manifestParam(ParamOp p, const llvm::StringSet
   if (std::optional<ShardLayout> shard = getShardLayout(p)) {
     if (off < initBytes)
       return p.emitError("a sharded parameter lies in the initialised storage");
+    std::optional<std::vector<int64_t>> blockSizes;
+    if (!shard->blockSizes.empty())
+      blockSizes.emplace(shard->blockSizes.begin(), shard->blockSizes.end());
     entry.shard = schema::Shard{
         shard->axis,
         shard->parts,
         shard->blocks,
-        std::nullopt,
+        std::move(blockSizes),
         shard->group,
         shard->placement >= 0 ? std::optional<int64_t>(shard->placement) : std::nullopt};
-    if (!shard->blockSizes.empty())
-      entry.shard->blockSizes =
-          std::vector<int64_t>(shard->blockSizes.begin(), shard->blockSizes.end());
     entry.globalShape = manifestShape(globalShardType(
         zero ? RankedTensorType::get(zero->shape, type.getElementType()) : type, *shard));
   }

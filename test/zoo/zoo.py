@@ -93,14 +93,11 @@ IMAGE_SIZES = {"vit": IMAGE, "resnet50": 64, "cnn3d": IMAGE, "grid-sample": IMAG
 # PyTorch's float32 run stays within 5e-5 of float64 (2e-4 with 128x128
 # images), merak's within 1e-4, so its tolerance is 1e-3.
 ADAMW_LR = {"resnet50": 3e-4}
-# (d)'s SGD learning rate (0.02 unless set here): at 0.02 ResNet-50 fits its
-# 8 images within 11 steps (loss 0.07 -> 0.003), where float32 rounding in
-# another order (the all-reduced BatchNorm sums) moves the tiny losses by
-# 1e-3 relative while the first 11 steps agree within 5e-7.
+# (d)'s SGD lr (0.02 unless set): at 0.02 ResNet-50 fits its 8 images (loss
+# 0.003) by step 11, past which float32 sums in another order drift 1e-3.
 SGD_LR = {"resnet50": 2e-3}
-# Models with training-mode BatchNorm: a micro-batch normalises over its own
-# rows (in PyTorch too) and a dp rank over its own unless synchronised, so
-# (d) runs them as nn.SyncBatchNorm under DDP trains, without micro-batches.
+# Training-mode BatchNorm: (d) runs as SyncBatchNorm under DDP, without
+# micro-batches (each normalises its own rows, in PyTorch too).
 BATCH_NORM_MODELS = {"resnet50"}
 TOLERANCES = {"resnet50": 1e-3}
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -469,9 +466,7 @@ class Row:
             note = "rel err %.1e vs ORT, %.1e vs PyTorch (ORT vs PyTorch %.1e)" % (
                 e_ort, e_torch, ort_torch)
             if ort_torch > FWD_TOLERANCE and e_torch <= FWD_TOLERANCE:
-                # The file itself differs from the module (dynamo writes
-                # training-mode BatchNorm as inference; merak reads the
-                # exporter's metadata): PyTorch is the reference.
+                # The file differs from the module (dynamo's BatchNorm): PyTorch decides.
                 e_ort = 0.0
                 note += "; ORT follows the file, which differs from the module"
         if max(e_ort, e_torch) > FWD_TOLERANCE:

@@ -538,8 +538,7 @@ struct MerakTensorParallelPass
         ConstantOp splat;
         if (Value b = conv.getBias()) {
           splat = b.getDefiningOp<ConstantOp>();
-          if (splat && !(isa<SplatElementsAttr>(splat.getValue()) ||
-                         cast<ElementsAttr>(splat.getValue()).isSplat()))
+          if (splat && !cast<ElementsAttr>(splat.getValue()).isSplat())
             splat = {};
           if (!splat && !(bias = probe.soleParam(b)))
             return;
