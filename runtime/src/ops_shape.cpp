@@ -204,6 +204,26 @@ void insertAlongAxis(DT t, const void *x, const Dims &dx, int64_t axis,
     copyBytes(py + at, px, rowX);
     return;
   }
+  if (rowX < 64) { // short rows (a stack on a new last axis interleaves single
+                   // elements): typed element copies, not a memcpy call per row
+    dispatchBySize(t, [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      const int64_t nx = rowX / es, ny = rowY / es, o0 = at / es;
+      const E *ex = static_cast<const E *>(x);
+      E *ey = static_cast<E *>(y) + o0;
+      parallelFor(sx.outer, nx, [&](int64_t b, int64_t e) {
+        if (nx == 1) {
+          for (int64_t o = b; o < e; ++o)
+            ey[o * ny] = ex[o];
+          return;
+        }
+        for (int64_t o = b; o < e; ++o)
+          for (int64_t j = 0; j < nx; ++j)
+            ey[o * ny + j] = ex[o * nx + j];
+      });
+    });
+    return;
+  }
   parallelFor(sx.outer, rowX / es, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
       std::memcpy(py + o * rowY + at, px + o * rowX, static_cast<size_t>(rowX));

@@ -143,6 +143,40 @@ TEST(OpsShape, InsertAlongAxisIsConcat) {
   EXPECT_EQ(s, (std::vector<float>{3, 4, 1, 5, 6, 2}));
 }
 
+// A stack on a new last axis (the interleaved rotary embedding's
+// stack(..., dim=-1)) inserts rows of one or a few elements, many of them
+// (split across threads): every element lands in its interleaved place, for
+// every element size.
+TEST(OpsShape, InsertAlongAxisShortRowsInterleave) {
+  const int64_t outer = 50000;
+  for (int64_t w : {1, 2, 3}) {
+    std::vector<float> a(outer * w), b(outer), y(outer * (w + 1), -1);
+    for (int64_t i = 0; i < outer * w; ++i)
+      a[i] = float(i);
+    for (int64_t i = 0; i < outer; ++i)
+      b[i] = -float(i) - 1;
+    cpu::insertAlongAxis(DT::F32, b.data(), D({outer / 10, 10, 1}), 2, w, y.data(),
+                         D({outer / 10, 10, w + 1}));
+    cpu::insertAlongAxis(DT::F32, a.data(), D({outer / 10, 10, w}), 2, 0, y.data(),
+                         D({outer / 10, 10, w + 1}));
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < w; ++j)
+        ASSERT_EQ(y[o * (w + 1) + j], float(o * w + j)) << w;
+      ASSERT_EQ(y[o * (w + 1) + w], -float(o) - 1) << w;
+    }
+  }
+  std::vector<uint8_t> p(outer, 1), q(outer, 2), r(2 * outer);
+  cpu::insertAlongAxis(DT::BOOL, p.data(), D({outer, 1}), 1, 0, r.data(), D({outer, 2}));
+  cpu::insertAlongAxis(DT::BOOL, q.data(), D({outer, 1}), 1, 1, r.data(), D({outer, 2}));
+  for (int64_t o = 0; o < outer; ++o)
+    ASSERT_TRUE(r[2 * o] == 1 && r[2 * o + 1] == 2);
+  std::vector<uint16_t> h(outer, 7), g(outer, 9), hg(2 * outer);
+  cpu::insertAlongAxis(DT::BF16, h.data(), D({outer, 1}), 1, 1, hg.data(), D({outer, 2}));
+  cpu::insertAlongAxis(DT::BF16, g.data(), D({outer, 1}), 1, 0, hg.data(), D({outer, 2}));
+  for (int64_t o = 0; o < outer; ++o)
+    ASSERT_TRUE(hg[2 * o] == 9 && hg[2 * o + 1] == 7);
+}
+
 TEST(OpsShape, GatherNegativeIndicesBothIndexTypes) {
   useThreadsafeDeathTests();
   Dims dd = D({4, 5, 3});
