@@ -2,7 +2,7 @@
 
     /usr/bin/python3 test/parallel/array_check.py --bin BUILD/bin --workdir DIR [CHECK...]
 
-Two models without token ids, exported with a dynamic batch axis and fed
+Models without token ids, exported with a dynamic batch axis and fed
 from a directory of .npy arrays (`DIR/<input>.npy`, `DIR/labels.npy`):
 `mlp` (4 linear layers, 16 -> 32 -> 32 -> 32 -> 32 classes, GELU/ReLU) and
 `cnn` (a BatchNorm-free residual CNN: a strided 3x3 stem, two residual
@@ -22,7 +22,10 @@ relative of the serial program's and the final parameters within the same
 tolerance (param_rel_err of program_check.py). With tp the cnn's residual
 blocks split by channels (conv1 column-parallel, its bias split; conv2
 row-parallel, its bias added once after the sum) and the checkpoint's
-weights are the assembled shards. `mlp-too-few-cuts`: a model
+weights are the assembled shards. `rnn` (an LSTM over 6 steps, its last
+output -> 37 classes) has no Linear pair: with tp only its head splits on
+the classes (vocabulary parallelism, 37 padded to 2 x 19, the bias with
+it). `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
 classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
@@ -64,7 +67,8 @@ CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
           for opt, cfg in (("sgd", "pp2-m2-1f1b"), ("sgd", "pp2-m2-gpipe"), ("sgd", "dp2"),
                            ("sgd", "dp2-pp2-m2-1f1b"), ("adamw", "pp2-m2-1f1b"),
                            ("adamw", "dp2-pp2-m2-1f1b"))] + [
-    "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b",
+    "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b", "rnn-sgd-tp2",
+    "rnn-adamw-dp2-tp2-pp2-m2-1f1b",
     "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
@@ -141,11 +145,27 @@ class NarrowMLP(nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class RecurrentClassifier(nn.Module):
+    """An LSTM over 6 steps of 16 features; its last output -> 37 classes.
+    No Linear pair: under tp only the head splits (vocabulary-parallel,
+    37 classes padded to 2 x 19, its bias too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(16, 24, batch_first=True)
+        self.head = nn.Linear(24, 37)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.head(y[:, -1])
+
+
 MODELS = {  # name: (module, input name, per-sample shape, classes)
     "mlp": (DeepMLP, "features", (16,), 32),
     "cnn": (ResCNN, "image", (3, 8, 8), 64),
     "funnel": (FunnelMLP, "features", (16,), 6),
     "narrow": (NarrowMLP, "features", (16,), 10),
+    "rnn": (RecurrentClassifier, "features", (6, 16), 37),
 }
 
 
@@ -252,7 +272,7 @@ def check(env, name):
         return ok, (out.strip().splitlines() or ["no output"])[-1]
     if name == "funnel-balance":
         return check_balance(env)
-    r = re.fullmatch(r"(mlp|cnn|funnel)-(sgd|adamw)-(.+)", name)
+    r = re.fullmatch(r"(mlp|cnn|funnel|rnn)-(sgd|adamw)-(.+)", name)
     if not r or r.group(3) not in CONFIGS:
         raise ValueError("unknown check " + name)
     model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]

@@ -39,6 +39,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "VocabParallel.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -387,102 +389,44 @@ struct MerakTensorParallelPass
     }
   }
 
-  /// Vocabulary parallelism (see Passes.td): splits the embedding table on
-  /// V, masks the lookups, and leaves the logits split. Every check comes
-  /// before the first change: with `vocab-parallel-fallback` a model that
-  /// does not qualify keeps its vocabulary replicated (with a remark).
+  /// findVocabHead, and by default (`vocab-parallel-fallback`, not asked
+  /// for explicitly) only a head wider than its input (V > C: an LM head,
+  /// not a classifier of a few classes, where the split's all-reduces
+  /// would cost more than the rows it saves).
+  FailureOr<VocabHead> findDefaultVocabHead(func::FuncOp fn,
+                                            const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                            std::string &why) {
+    FailureOr<VocabHead> head = findVocabHead(fn, getters, why);
+    if (failed(head) || !vocabParallelFallback)
+      return head;
+    ArrayRef<int64_t> vc = head->weight.getTensorType().getShape();
+    if (vc[0] > vc[1])
+      return head;
+    why = ("the head '" + head->weight.getSymName() + "' has no more classes (" + Twine(vc[0]) +
+           ") than input features (" + Twine(vc[1]) +
+           "): a classifier, which --vocab-parallel splits only when asked")
+              .str();
+    return failure();
+  }
+
+  /// Vocabulary parallelism (VocabParallel.h). Every check comes before
+  /// the first change: with `vocab-parallel-fallback` a model that does not
+  /// qualify keeps its vocabulary replicated (with a remark).
   LogicalResult splitVocabulary(func::FuncOp fn,
                                 const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
-    auto fail = [&](const Twine &why, StringRef hint = "") -> LogicalResult {
-      if (vocabParallelFallback) {
-        fn.emitRemark("merak-tensor-parallel: the embedding, LM head and loss stay "
-                      "replicated (no vocabulary parallelism): ")
-            << why;
-        return success();
-      }
-      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why << hint;
-    };
-    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    if (ret.getNumOperands() != 1)
-      return fail("needs @" + entry + " to return the logits only");
-    auto head = ret.getOperand(0).getDefiningOp<MatmulOp>();
-    TransposeOp t = head ? head.getRhs().getDefiningOp<TransposeOp>() : TransposeOp();
-    GetParamOp headGet = t ? t.getInput().getDefiningOp<GetParamOp>() : GetParamOp();
-    if (!head || !head.getResult().hasOneUse() || !t ||
-        t.getPerm() != ArrayRef<int64_t>{1, 0} || !t.getResult().hasOneUse() || !headGet)
-      return fail("the result is not an LM head matmul(x, transpose(W)) with W [V, C] a "
-                  "parameter");
-    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(headGet, headGet.getNameAttr());
-    auto wt = param.getTensorType();
-    if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
-      return fail("the LM head weight is not a [V, C] float parameter");
-    // A vocabulary that does not divide by tp is padded (as Megatron-LM
-    // does): shards of ceil(V / tp) rows, the last ones ending in zero rows
-    // that no id selects and whose logits the cross-entropy leaves out.
-    int64_t v = wt.getDimSize(0);
-    int64_t vl = (v + tp - 1) / tp;
-    SmallVector<GatherOp> lookups;
-    for (GetParamOp get : getters.lookup(param.getSymName()))
-      for (Operation *user : get.getResult().getUsers()) {
-        if (user == t.getOperation())
-          continue;
-        auto g = dyn_cast<GatherOp>(user);
-        if (!g || g.getData() != get.getResult() || g.getAxis() != 0)
-          return fail("'" + param.getSymName() +
-                      "' is read by something other than the LM head and embedding "
-                      "lookups (merak.gather axis = 0)");
-        lookups.push_back(g);
-      }
-    // Shard the table; the LM head takes f on its input.
-    auto local = RankedTensorType::get({vl, wt.getDimSize(1)}, wt.getElementType());
-    param.setTypeAttr(TypeAttr::get(local));
-    setShardLayout(param, {0, tp, 1, vl * tp == v ? 0 : v});
-    for (GetParamOp get : getters.lookup(param.getSymName()))
-      get.getResult().setType(local);
-    t.getResult().setType(RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
-    auto logits = tensorOf(head.getResult());
-    SmallVector<int64_t> logitsShape(logits.getShape());
-    logitsShape.back() = vl;
-    head.getResult().setType(RankedTensorType::get(logitsShape, logits.getElementType()));
-    OpBuilder b(head);
-    head.getLhsMutable().assign(TpIdentityOp::create(b, head.getLoc(), head.getLhs()));
-    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
-                                 {head.getResult().getType()}));
-    fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
-    if (vl * tp != v)
-      fn.setResultAttr(0, kVocabClassesAttr, b.getI64IntegerAttr(v));
-    // Lookups: ids - rank * V/tp, masked to [0, V/tp), rows zeroed, summed.
-    for (GatherOp g : lookups) {
-      b.setInsertionPoint(g);
-      Location loc = g.getLoc();
-      auto i64 = b.getI64Type();
-      auto scalar = [&](Type type, Attribute value) -> Value {
-        auto st = RankedTensorType::get({}, type);
-        return ConstantOp::create(b, loc, DenseElementsAttr::get(st, value));
-      };
-      Value ids = g.getIndices();
-      auto idsType = tensorOf(ids);
-      if (idsType.getElementType() != i64)
-        ids = CastOp::create(b, loc, RankedTensorType::get(idsType.getShape(), i64), ids);
-      Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
-      Value offset = MulOp::create(b, loc, rank, scalar(i64, b.getI64IntegerAttr(vl)));
-      Value shifted = SubOp::create(b, loc, ids, offset);
-      Value lo = GeOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(0)));
-      Value hi = LtOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(vl)));
-      Value inside = AndOp::create(b, loc, lo, hi);
-      Value safe = WhereOp::create(b, loc, inside, shifted, scalar(i64, b.getI64IntegerAttr(0)));
-      g.getIndicesMutable().assign(safe);
-      b.setInsertionPointAfter(g);
-      SmallVector<int64_t> maskShape(idsType.getShape());
-      maskShape.push_back(1);
-      Value mask = ReshapeOp::create(
-          b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
-      Value zero = scalar(wt.getElementType(), b.getFloatAttr(wt.getElementType(), 0.0));
-      Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
-      auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
-      g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());
+    std::string why;
+    FailureOr<VocabHead> head = findDefaultVocabHead(fn, getters, why);
+    if (succeeded(head)) {
+      merak::splitVocabulary(fn, *head, getters, tp);
+      return success();
     }
-    return success();
+    if (vocabParallelFallback) {
+      fn.emitRemark("merak-tensor-parallel: the embedding, LM head and loss stay "
+                    "replicated (no vocabulary parallelism): ")
+          << why;
+      return success();
+    }
+    return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
   }
 
   void runOnOperation() override {
@@ -592,12 +536,30 @@ struct MerakTensorParallelPass
       walk->run(fn);
     }
     if (walk->columns.empty()) {
+      // Only the vocabulary, if it splits (a recurrent net's LM head).
+      std::string why = "--vocab-parallel=false";
+      FailureOr<VocabHead> head =
+          vocabParallel ? findDefaultVocabHead(fn, getters, why) : FailureOr<VocabHead>(failure());
+      if (succeeded(head)) {
+        InFlightDiagnostic d =
+            fn.emitWarning("merak-tensor-parallel: no Linear -> ... -> Linear pair to shard "
+                           "over tp=")
+            << (int64_t)tp << ": only the vocabulary is split (the LM head '"
+            << head->weight.getSymName() << "'" << (head->bias ? " and its bias" : "");
+        if (!head->lookups.empty())
+          d << ", " << head->lookups.size() << " embedding lookup(s) of its table";
+        d << ", the cross-entropy); every other layer is computed whole on each tp rank";
+        merak::splitVocabulary(fn, *head, getters, tp);
+        return;
+      }
       fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
           << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, attention "
           << "projections around a head split, or convolutions Conv -> ... -> Conv) whose "
              "intermediate values only pass "
           << "through ops whose sharding rule keeps the split (elementwise ops, "
-          << "reshapes, transposes, splits, softmax, batched matmuls, ...)";
+          << "reshapes, transposes, splits, softmax, batched matmuls, ...), and no "
+             "vocabulary to split ("
+          << why << ")";
       return signalPassFailure();
     }
 

@@ -1,0 +1,152 @@
+//===- VocabParallel.cpp - merak-tensor-parallel's vocabulary split -------===//
+//
+// See VocabParallel.h. The rewrite, for V = tp * Vl (padded when V does not
+// divide; the padding rows are zero and no id selects them):
+//
+//   logits = matmul(x, transpose(W)) [+ b]
+//     -> logits_r = matmul(tp_identity(x), transpose(W_r)) [+ b_r]   (split)
+//   e = gather(W, ids)
+//     -> s = ids - rank * Vl; in = 0 <= s < Vl
+//        e = all_reduce_tp(where(in, gather(W_r, where(in, s, 0)), 0))
+//
+//===----------------------------------------------------------------------===//
+#include "VocabParallel.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The bias `b` [V] of `add`, the other operand being `head`: a float
+/// parameter read only there (directly); null otherwise.
+ParamOp headBias(AddOp add, MatmulOp head,
+                 const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
+  Value other = add.getLhs() == head.getResult() ? add.getRhs() : add.getLhs();
+  auto get = other.getDefiningOp<GetParamOp>();
+  int64_t v = tensorOf(head.getResult()).getShape().back();
+  if (!get || !other.hasOneUse() || getters.lookup(get.getName()).size() != 1 ||
+      tensorOf(other).getShape() != ArrayRef<int64_t>{v})
+    return {};
+  auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+  return param && isa<FloatType>(param.getTensorType().getElementType()) ? param : ParamOp();
+}
+
+} // namespace
+
+FailureOr<VocabHead>
+mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                           std::string &why) {
+  auto fail = [&](const Twine &reason) -> FailureOr<VocabHead> {
+    why = reason.str();
+    return failure();
+  };
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  if (ret.getNumOperands() != 1)
+    return fail("needs @" + fn.getSymName() + " to return the logits only");
+  VocabHead h;
+  Value logits = ret.getOperand(0);
+  if ((h.biasAdd = logits.getDefiningOp<AddOp>())) {
+    for (Value in : h.biasAdd->getOperands())
+      if (auto mm = in.getDefiningOp<MatmulOp>(); mm && !h.head)
+        h.head = mm;
+    if (h.head && !(h.bias = headBias(h.biasAdd, h.head, getters)))
+      return fail("the LM head's bias is not a [V] parameter read only there");
+  } else {
+    h.head = logits.getDefiningOp<MatmulOp>();
+  }
+  h.transpose = h.head ? h.head.getRhs().getDefiningOp<TransposeOp>() : TransposeOp();
+  GetParamOp get = h.transpose ? h.transpose.getInput().getDefiningOp<GetParamOp>() : GetParamOp();
+  if (!h.head || !h.head.getResult().hasOneUse() || !h.transpose ||
+      h.transpose.getPerm() != ArrayRef<int64_t>{1, 0} || !h.transpose.getResult().hasOneUse() ||
+      !get)
+    return fail("the result is not an LM head matmul(x, transpose(W)) (plus a bias) with W "
+                "[V, C] a parameter");
+  h.weight = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+  auto wt = h.weight.getTensorType();
+  if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
+    return fail("the LM head weight is not a [V, C] float parameter");
+  for (GetParamOp read : getters.lookup(h.weight.getSymName()))
+    for (Operation *user : read.getResult().getUsers()) {
+      if (user == h.transpose.getOperation())
+        continue;
+      auto g = dyn_cast<GatherOp>(user);
+      if (!g || g.getData() != read.getResult() || g.getAxis() != 0)
+        return fail("'" + h.weight.getSymName() +
+                    "' is read by something other than the LM head and embedding "
+                    "lookups (merak.gather axis = 0)");
+      h.lookups.push_back(g);
+    }
+  return h;
+}
+
+void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
+                                  const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                  int64_t tp) {
+  auto wt = h.weight.getTensorType();
+  int64_t v = wt.getDimSize(0);
+  int64_t vl = (v + tp - 1) / tp;
+  ShardLayout layout{0, tp, 1, vl * tp == v ? 0 : v};
+  // Shard the table (and the bias); the LM head takes f on its input.
+  auto shard = [&](ParamOp param) {
+    auto t = param.getTensorType();
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] = vl;
+    auto local = RankedTensorType::get(shape, t.getElementType());
+    param.setTypeAttr(TypeAttr::get(local));
+    setShardLayout(param, layout);
+    for (GetParamOp get : getters.lookup(param.getSymName()))
+      get.getResult().setType(local);
+  };
+  shard(h.weight);
+  h.transpose.getResult().setType(
+      RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
+  auto logits = tensorOf(h.head.getResult());
+  SmallVector<int64_t> logitsShape(logits.getShape());
+  logitsShape.back() = vl;
+  auto localLogits = RankedTensorType::get(logitsShape, logits.getElementType());
+  h.head.getResult().setType(localLogits);
+  if (h.bias) {
+    shard(h.bias);
+    h.biasAdd.getResult().setType(localLogits);
+  }
+  OpBuilder b(h.head);
+  h.head.getLhsMutable().assign(TpIdentityOp::create(b, h.head.getLoc(), h.head.getLhs()));
+  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {localLogits}));
+  fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
+  if (vl * tp != v)
+    fn.setResultAttr(0, kVocabClassesAttr, b.getI64IntegerAttr(v));
+  // Lookups: ids - rank * V/tp, masked to [0, V/tp), rows zeroed, summed.
+  for (GatherOp g : h.lookups) {
+    b.setInsertionPoint(g);
+    Location loc = g.getLoc();
+    auto i64 = b.getI64Type();
+    auto scalar = [&](Type type, Attribute value) -> Value {
+      auto st = RankedTensorType::get({}, type);
+      return ConstantOp::create(b, loc, DenseElementsAttr::get(st, value));
+    };
+    Value ids = g.getIndices();
+    auto idsType = tensorOf(ids);
+    if (idsType.getElementType() != i64)
+      ids = CastOp::create(b, loc, RankedTensorType::get(idsType.getShape(), i64), ids);
+    Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
+    Value offset = MulOp::create(b, loc, rank, scalar(i64, b.getI64IntegerAttr(vl)));
+    Value shifted = SubOp::create(b, loc, ids, offset);
+    Value lo = GeOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+    Value hi = LtOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(vl)));
+    Value inside = AndOp::create(b, loc, lo, hi);
+    Value safe = WhereOp::create(b, loc, inside, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+    g.getIndicesMutable().assign(safe);
+    b.setInsertionPointAfter(g);
+    SmallVector<int64_t> maskShape(idsType.getShape());
+    maskShape.push_back(1);
+    Value mask = ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
+    Value zero = scalar(wt.getElementType(), b.getFloatAttr(wt.getElementType(), 0.0));
+    Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
+    auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
+    g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());
+  }
+}

@@ -1,0 +1,48 @@
+//===- VocabParallel.h - merak-tensor-parallel's vocabulary split -*- C++ -*-===//
+//
+// Megatron-LM's vocabulary parallelism (merak-tensor-parallel
+// `vocab-parallel`, see ShardingPasses.td): the LM head's weight [V, C], its
+// bias [V] when it has one, and the embedding lookups of a tied table split
+// on V; the logits stay split for the vocab-parallel cross-entropy.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_TRANSFORMS_VOCABPARALLEL_H
+#define MERAK_TRANSFORMS_VOCABPARALLEL_H
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mlir::merak {
+
+/// The LM head a vocabulary split applies to: @entry's only result is
+/// `matmul(x, transpose(W))`, or that plus a bias `b` [V] (either operand
+/// order), W [V, C] a float parameter read otherwise only by embedding
+/// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else.
+struct VocabHead {
+  MatmulOp head;
+  TransposeOp transpose;
+  ParamOp weight;
+  AddOp biasAdd = {};
+  ParamOp bias = {};
+  SmallVector<GatherOp> lookups = {};
+};
+
+/// The LM head of `fn`, or failure with the reason in `why`.
+FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
+                                   const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                   std::string &why);
+
+/// Splits `h` over `tp` ranks: W (and b) on V, padded to tp shards of
+/// ceil(V / tp) rows when V does not divide; the lookups become
+/// `ids - rank * V/tp` masked to the local rows and summed over tp; the
+/// head takes f (`merak.tp_identity`) on x; the result is marked
+/// `merak.vocab_parallel = "tp"` (and `merak.vocab_classes = V` if padded).
+void splitVocabulary(func::FuncOp fn, VocabHead h,
+                     const llvm::StringMap<SmallVector<GetParamOp>> &getters, int64_t tp);
+
+} // namespace mlir::merak
+
+#endif // MERAK_TRANSFORMS_VOCABPARALLEL_H
