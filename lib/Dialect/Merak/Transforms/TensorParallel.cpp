@@ -390,9 +390,9 @@ struct MerakTensorParallelPass
   }
 
   /// findVocabHead, and by default (`vocab-parallel-fallback`, not asked
-  /// for explicitly) only a head wider than its input (V > C: an LM head,
-  /// not a classifier of a few classes, where the split's all-reduces
-  /// would cost more than the rows it saves).
+  /// for explicitly) only a head at least as wide as its input (V >= C: an
+  /// LM head, not a classifier of a few classes, where the split's
+  /// all-reduces would cost more than the rows it saves).
   FailureOr<VocabHead> findDefaultVocabHead(func::FuncOp fn,
                                             const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                             std::string &why) {
@@ -400,9 +400,9 @@ struct MerakTensorParallelPass
     if (failed(head) || !vocabParallelFallback)
       return head;
     ArrayRef<int64_t> vc = head->weight.getTensorType().getShape();
-    if (vc[0] > vc[1])
+    if (vc[0] >= vc[1])
       return head;
-    why = ("the head '" + head->weight.getSymName() + "' has no more classes (" + Twine(vc[0]) +
+    why = ("the head '" + head->weight.getSymName() + "' has fewer classes (" + Twine(vc[0]) +
            ") than input features (" + Twine(vc[1]) +
            "): a classifier, which --vocab-parallel splits only when asked")
               .str();
