@@ -71,8 +71,21 @@ bool isModelParam(ParamOp p) {
          !n.starts_with(kGradAccumulatorPrefix);
 }
 
+/// `v` (through a bias add) is the logits of a vocabulary-parallel
+/// cross-entropy (`group` set).
+bool feedsVocabLoss(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (auto ce = dyn_cast<CrossEntropyOp>(user); ce && ce.getLogits() == v && ce.getGroup())
+      return true;
+    if (isa<AddOp>(user) && feedsVocabLoss(user->getResult(0)))
+      return true;
+  }
+  return false;
+}
+
 /// How a sharded parameter's split axis is used: "vocab" (the rows of an
-/// embedding table, merak-tensor-parallel's vocabulary parallelism),
+/// embedding table or of an LM head whose logits stay split,
+/// merak-tensor-parallel's vocabulary parallelism),
 /// "column" (output features of a matmul, or a bias added there), "row"
 /// (the contracted dimension) or "" when no such use is found.
 std::string splitKind(Value v, int64_t d) {
@@ -87,11 +100,13 @@ std::string splitKind(Value v, int64_t d) {
           if (std::string k = splitKind(t.getResult(), i); !k.empty())
             return k;
     } else if (auto m = dyn_cast<MatmulOp>(user)) {
+      if (m.getRhs() == v && d == rank - 1 && feedsVocabLoss(m.getResult()))
+        return "vocab";
       if (m.getRhs() == v)
         return d == rank - 1 ? "column" : d == rank - 2 ? "row" : "";
       return d == rank - 1 ? "row" : "column";
     } else if (rank == 1 && isa<AddOp>(user)) {
-      return "column";
+      return feedsVocabLoss(user->getResult(0)) ? "vocab" : "column";
     }
   }
   return "";
@@ -398,7 +413,7 @@ LogicalResult Report::collect() {
   for (int64_t s = 0; s < nStages; ++s)
     collectStage(s, planned);
   for (const ParamInfo &p : params)
-    if (p.shard && p.split == "vocab")
+    if (p.shard && p.split == "vocab" && !vocab)
       vocab = &p;
   // Tied parameters: each holder sends its accumulator to every other.
   for (const ParamInfo &p : params)
@@ -575,7 +590,10 @@ void Report::printText(llvm::raw_ostream &os) const {
     if (vocab) {
       int64_t padded = vocab->shape[0] * tp;
       os << "  vocabulary: split, " << vocab->shape[0] << " of " << vocab->globalShape[0]
-         << " entries per rank (" << vocab->name;
+         << " entries per rank (";
+      llvm::interleaveComma(
+          llvm::make_filter_range(params, [](const ParamInfo &p) { return p.split == "vocab"; }),
+          os, [&](const ParamInfo &p) { os << p.name; });
       if (padded != vocab->globalShape[0])
         os << ", padded to " << padded;
       os << "); logits stay split, vocab-parallel cross-entropy\n";

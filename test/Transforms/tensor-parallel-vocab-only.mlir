@@ -52,7 +52,7 @@ func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x5xf32> {
 // CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum"
 // CHECK: return %{{.*}} : tensor<2x3x3xf32>
 merak.param @wte : tensor<6x4xf32> = dense<0.25> : tensor<6x4xf32>
-// expected-warning @+1 {{only the vocabulary is split (the LM head 'wte', 1 embedding lookup(s) of its table, the cross-entropy)}}
+// expected-warning @+1 {{only the vocabulary is split (the LM head 'wte', 1 embedding lookup(s), the cross-entropy)}}
 func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
   %w = merak.get_param @wte : tensor<6x4xf32>
   %x = merak.gather %w[%ids] axis = 0 : tensor<6x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>

@@ -57,3 +57,48 @@ func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
   %logits = merak.matmul %h, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
   return %logits : tensor<2x3x6xf32>
 }
+
+// -----
+
+// Untied (Llama's embed_tokens and lm_head): the input table `tok` of the
+// same vocabulary (6 rows) is split with the head, its lookup masked and
+// summed over tp (Megatron-LM's VocabParallelEmbedding); `pos`, a table of
+// another length (3 positions), stays replicated.
+// CHECK-DAG: merak.param @tok : tensor<3x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @out : tensor<3x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @pos : tensor<3x4xf32> = dense<{{.*}}> : tensor<3x4xf32>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<2x3x3xf32> {merak.vocab_parallel = "tp"})
+// CHECK: %[[T:.*]] = merak.get_param @tok : tensor<3x4xf32>
+// CHECK: merak.group_rank group = "tp"
+// CHECK: %[[G:.*]] = merak.gather %[[T]][%{{.*}}] axis = 0 : tensor<3x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: %[[P:.*]] = merak.where %{{.*}}, %[[G]], %{{.*}}
+// CHECK: merak.all_reduce %[[P]] group = "tp" reduction = "sum"
+// CHECK: %[[Q:.*]] = merak.get_param @pos : tensor<3x4xf32>
+// CHECK: merak.gather %[[Q]][%{{.*}}] axis = 0 : tensor<3x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+// CHECK-NOT: merak.all_reduce {{.*}} tensor<3x4xf32>
+// CHECK: return %{{.*}} : tensor<2x3x3xf32>
+merak.param @tok : tensor<6x4xf32> = dense<0.25> : tensor<6x4xf32>
+merak.param @pos : tensor<3x4xf32> = dense<0.125> : tensor<3x4xf32>
+merak.param @out : tensor<6x4xf32> = dense<0.5> : tensor<6x4xf32>
+merak.param @fc1.weight : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @fc2.weight : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+func.func @forward(%ids: tensor<2x3xi64>, %positions: tensor<3xi64>) -> tensor<2x3x6xf32> {
+  %w = merak.get_param @tok : tensor<6x4xf32>
+  %e = merak.gather %w[%ids] axis = 0 : tensor<6x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %wp = merak.get_param @pos : tensor<3x4xf32>
+  %p = merak.gather %wp[%positions] axis = 0 : tensor<3x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+  %x = merak.add %e, %p : tensor<2x3x4xf32>, tensor<3x4xf32>
+  %w1 = merak.get_param @fc1.weight : tensor<8x4xf32>
+  %t1 = merak.transpose %w1 perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %m1 = merak.matmul %x, %t1 : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %g = merak.gelu %m1 : tensor<2x3x8xf32>
+  %w2 = merak.get_param @fc2.weight : tensor<4x8xf32>
+  %t2 = merak.transpose %w2 perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %m2 = merak.matmul %g, %t2 : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %h = merak.add %x, %m2 : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %wh = merak.get_param @out : tensor<6x4xf32>
+  %th = merak.transpose %wh perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %logits = merak.matmul %h, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
+  return %logits : tensor<2x3x6xf32>
+}

@@ -12,6 +12,10 @@ the tensor-parallel ranks of a data-parallel rank share its rows). Checks:
                      relative of the serial program, and the final
                      checkpoint's parameters (full tensors gathered from the
                      tensor-parallel shards) within the same tolerance;
+  vocab-*            as equal-*, with --vocab-parallel (vocabulary 80; the
+                     IR holds no [B, T, V] tensor); vocab-untied-*: an LM
+                     head of its own, vocabulary 97: the input embedding
+                     splits with it (both [97, 64] tables padded to tp x 49);
   resume-tp<A>-to-tp<B>  AdamW: 10 steps at tp=A with a checkpoint, then
                      resumed at tp=B for 10 more: losses and final parameters
                      match the uninterrupted serial run (1e-4);
@@ -76,11 +80,13 @@ def run(cmd, env=None, timeout=300):
 
 
 class Env:
-    def __init__(self, bin_dir, work, vocab=VOCAB, extra=()):
+    def __init__(self, bin_dir, work, vocab=VOCAB, extra=(), untied=False):
         self.bin_dir, self.work, self.vocab, self.extra = bin_dir, work, vocab, list(extra)
         os.makedirs(work, exist_ok=True)
         torch.manual_seed(0)
         model = em.GPT2(vocab_size=vocab, n_embd=64, n_head=4, n_layer=4, block_size=SEQ)
+        if untied:  # an LM head of its own next to the input embedding (Llama's)
+            model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach() * 0.5)
         ids = torch.zeros(BATCH, SEQ, dtype=torch.int64)
         self.onnx = os.path.join(work, "model.onnx")
         torch.onnx.export(model, (ids,), self.onnx, opset_version=17,
@@ -192,6 +198,30 @@ def check_vocab(env, opt, dp, tp):
     if found or local not in text or "group = \"tp\"" not in text:
         return False, msg + "; IR has full-vocabulary tensors %s or lacks %s" % (found, local)
     return ok, msg + "; no [B, T, V] tensor, logits %s" % local
+
+
+def check_vocab_untied(env, opt, dp, tp):
+    """The GPT with an untied LM head and a vocabulary of 97 (padded to
+    tp x 49): the input embedding `wte` splits with the head (both [97, 64]
+    tables sharded on V), equal to the serial program in losses and in the
+    final (assembled) parameters."""
+    if "untied" not in env.cache:
+        env.cache["untied"] = Env(env.bin_dir, os.path.join(env.work, "untied97"),
+                                  extra=["--vocab-parallel"], untied=True)
+    uenv = env.cache["untied"]
+    ok, msg = check_equal(uenv, opt, dp, tp)
+    ir = os.path.join(uenv.work, "train-%s-dp%d-tp%d.mlir" % (opt, dp, tp))
+    run([os.path.join(env.bin_dir, "merak-compile"), uenv.onnx,
+         "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=training",
+         "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--vocab-parallel",
+         "-o", ir] + CONFIGS[opt][0])
+    local = (VOCAB + tp - 1) // tp
+    shards = [n for n in re.findall(r"merak.param @(\S+) : tensor<%dx64xf32> = .*size = %d"
+                                    % (local, VOCAB), open(ir).read())
+              if not n.startswith("optimizer.")]
+    if sorted(shards) != ["lm_head.weight", "transformer.wte.weight"]:
+        return False, msg + "; vocabulary shards %s" % shards
+    return ok, msg + "; shards %s" % sorted(shards)
 
 
 def check_resume(env, tp_from, tp_to):
@@ -457,6 +487,7 @@ CHECKS = {"equal-sgd-dp2": lambda e: check_equal(e, "sgd", 2),
           "vocab-sgd-dp2-tp2": lambda e: check_vocab(e, "sgd", 2, 2),
           "vocab-adamw-dp2-tp2": lambda e: check_vocab(e, "adamw", 2, 2),
           "vocab-adamw-tp4": lambda e: check_vocab(e, "adamw", 1, 4),
+          "vocab-untied-adamw-dp2-tp2": lambda e: check_vocab_untied(e, "adamw", 2, 2),
           "equal-adamw-tp4": lambda e: check_equal(e, "adamw", 1, 4),
           "resume-tp2-to-tp1": lambda e: check_resume(e, 2, 1),
           "resume-tp1-to-tp2": lambda e: check_resume(e, 1, 2),

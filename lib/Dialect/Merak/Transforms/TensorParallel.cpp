@@ -546,8 +546,10 @@ struct MerakTensorParallelPass
                            "over tp=")
             << (int64_t)tp << ": only the vocabulary is split (the LM head '"
             << head->weight.getSymName() << "'" << (head->bias ? " and its bias" : "");
+        for (ParamOp table : head->tables)
+          d << ", the embedding '" << table.getSymName() << "'";
         if (!head->lookups.empty())
-          d << ", " << head->lookups.size() << " embedding lookup(s) of its table";
+          d << ", " << head->lookups.size() << " embedding lookup(s)";
         d << ", the cross-entropy); every other layer is computed whole on each tp rank";
         merak::splitVocabulary(fn, *head, getters, tp);
         return;

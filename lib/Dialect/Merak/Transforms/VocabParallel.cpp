@@ -5,7 +5,7 @@
 //
 //   logits = matmul(x, transpose(W)) [+ b]
 //     -> logits_r = matmul(tp_identity(x), transpose(W_r)) [+ b_r]   (split)
-//   e = gather(W, ids)
+//   e = gather(W, ids)          (and every lookup of an untied table [V, C'])
 //     -> s = ids - rank * Vl; in = 0 <= s < Vl
 //        e = all_reduce_tp(where(in, gather(W_r, where(in, s, 0)), 0))
 //
@@ -33,6 +33,47 @@ ParamOp headBias(AddOp add, MatmulOp head,
     return {};
   auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   return param && isa<FloatType>(param.getTensorType().getElementType()) ? param : ParamOp();
+}
+
+/// `get`'s reads other than `except` that are lookups `merak.gather
+/// get[ids] axis = 0`; false when it is read in any other way.
+bool collectLookups(GetParamOp get, SmallVectorImpl<GatherOp> &lookups,
+                    Operation *except = nullptr) {
+  for (Operation *user : get.getResult().getUsers()) {
+    if (user == except)
+      continue;
+    auto g = dyn_cast<GatherOp>(user);
+    if (!g || g.getData() != get.getResult() || g.getAxis() != 0)
+      return false;
+    lookups.push_back(g);
+  }
+  return true;
+}
+
+/// The untied input embeddings of a vocabulary of `v` entries: float
+/// [v, C'] parameters other than `head`, read only by lookups (appended to
+/// `lookups`), in name order.
+SmallVector<ParamOp> untiedTables(ParamOp head, int64_t v,
+                                  const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                  SmallVectorImpl<GatherOp> &lookups) {
+  SmallVector<std::pair<StringRef, ParamOp>> found;
+  for (const auto &[name, gets] : getters) {
+    if (name == head.getSymName() || gets.empty())
+      continue;
+    GetParamOp first = gets.front();
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(first, first.getNameAttr());
+    auto t = param ? param.getTensorType() : RankedTensorType();
+    if (!t || t.getRank() != 2 || t.getDimSize(0) != v || !isa<FloatType>(t.getElementType()))
+      continue;
+    SmallVector<GatherOp> reads;
+    if (llvm::all_of(gets, [&](GetParamOp g) { return collectLookups(g, reads); }) &&
+        !reads.empty()) {
+      found.push_back({param.getSymName(), param});
+      lookups.append(reads);
+    }
+  }
+  llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
+  return llvm::to_vector(llvm::make_second_range(found));
 }
 
 } // namespace
@@ -69,17 +110,13 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
   auto wt = h.weight.getTensorType();
   if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
     return fail("the LM head weight is not a [V, C] float parameter");
-  for (GetParamOp read : getters.lookup(h.weight.getSymName()))
-    for (Operation *user : read.getResult().getUsers()) {
-      if (user == h.transpose.getOperation())
-        continue;
-      auto g = dyn_cast<GatherOp>(user);
-      if (!g || g.getData() != read.getResult() || g.getAxis() != 0)
-        return fail("'" + h.weight.getSymName() +
-                    "' is read by something other than the LM head and embedding "
-                    "lookups (merak.gather axis = 0)");
-      h.lookups.push_back(g);
-    }
+  for (GetParamOp read : getters.lookup(h.weight.getSymName())) {
+    if (!collectLookups(read, h.lookups, h.transpose))
+      return fail("'" + h.weight.getSymName() +
+                  "' is read by something other than the LM head and embedding "
+                  "lookups (merak.gather axis = 0)");
+  }
+  h.tables = untiedTables(h.weight, wt.getDimSize(0), getters, h.lookups);
   return h;
 }
 
@@ -102,6 +139,8 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
       get.getResult().setType(local);
   };
   shard(h.weight);
+  for (ParamOp table : h.tables)
+    shard(table);
   h.transpose.getResult().setType(
       RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
   auto logits = tensorOf(h.head.getResult());
@@ -144,7 +183,8 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
     SmallVector<int64_t> maskShape(idsType.getShape());
     maskShape.push_back(1);
     Value mask = ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
-    Value zero = scalar(wt.getElementType(), b.getFloatAttr(wt.getElementType(), 0.0));
+    Type et = tensorOf(g.getResult()).getElementType();
+    Value zero = scalar(et, b.getFloatAttr(et, 0.0));
     Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
     auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
     g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());

@@ -20,13 +20,19 @@ namespace mlir::merak {
 /// The LM head a vocabulary split applies to: @entry's only result is
 /// `matmul(x, transpose(W))`, or that plus a bias `b` [V] (either operand
 /// order), W [V, C] a float parameter read otherwise only by embedding
-/// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else.
+/// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else. An
+/// untied input embedding of the same vocabulary (a float [V, C'] table
+/// read only by such lookups: Llama's `embed_tokens` next to its
+/// `lm_head`) is split with it, as Megatron-LM's VocabParallelEmbedding.
 struct VocabHead {
   MatmulOp head;
   TransposeOp transpose;
   ParamOp weight;
   AddOp biasAdd = {};
   ParamOp bias = {};
+  /// The untied tables, by name.
+  SmallVector<ParamOp> tables = {};
+  /// Every lookup of W and of the tables.
   SmallVector<GatherOp> lookups = {};
 };
 
@@ -35,7 +41,7 @@ FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
                                    const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                    std::string &why);
 
-/// Splits `h` over `tp` ranks: W (and b) on V, padded to tp shards of
+/// Splits `h` over `tp` ranks: W (and b, and the tables) on V, padded to tp shards of
 /// ceil(V / tp) rows when V does not divide; the lookups become
 /// `ids - rank * V/tp` masked to the local rows and summed over tp; the
 /// head takes f (`merak.tp_identity`) on x; the result is marked
