@@ -64,3 +64,46 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   %y = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
 }
+
+// -----
+
+// A bias added to the fused projection before its blocks are taken apart
+// (a fused QKV Linear with a bias, GQA): the bias [16] is split in the same
+// ragged blocks as the weight's rows, the add runs on the local [.., 8].
+// CHECK-DAG: merak.param @qkv.weight : tensor<8x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 4]>}
+// CHECK-DAG: merak.param @qkv.bias : tensor<8xf32> = {{.*}} : tensor<16xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [8, 4, 4]>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[M:.*]] = merak.matmul {{.*}} -> tensor<2x3x8xf32>
+// CHECK: %[[B:.*]] = merak.get_param @qkv.bias : tensor<8xf32>
+// CHECK: %[[A:.*]] = merak.add %[[B]], %[[M]] : tensor<8xf32>, tensor<2x3x8xf32>
+// CHECK-NEXT: merak.slice %[[A]] starts = [0, 0, 0] limits = [2, 3, 4] {{.*}} to tensor<2x3x4xf32>
+// CHECK-NEXT: merak.slice %[[A]] starts = [0, 0, 4] limits = [2, 3, 6] {{.*}} to tensor<2x3x2xf32>
+// CHECK-NEXT: merak.slice %[[A]] starts = [0, 0, 6] limits = [2, 3, 8] {{.*}} to tensor<2x3x2xf32>
+// CHECK-COUNT-3: merak.all_reduce
+merak.param @qkv.weight : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @qkv.bias : tensor<16xf32> = dense<0.25> : tensor<16xf32>
+merak.param @wq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @wk : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @wv : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv.weight : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %b = merak.get_param @qkv.bias : tensor<16xf32>
+  %a = merak.add %b, %m : tensor<16xf32>, tensor<2x3x16xf32>
+  %q = merak.slice %a starts = [0, 0, 0] limits = [2, 3, 8] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x8xf32>
+  %k = merak.slice %a starts = [0, 0, 8] limits = [2, 3, 12] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x4xf32>
+  %v = merak.slice %a starts = [0, 0, 12] limits = [2, 3, 16] strides = [1, 1, 1] : tensor<2x3x16xf32> to tensor<2x3x4xf32>
+  %wq = merak.get_param @wq : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %yq = merak.matmul %q, %tq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %wk = merak.get_param @wk : tensor<8x4xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yk = merak.matmul %k, %tk : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %wv = merak.get_param @wv : tensor<8x4xf32>
+  %tv = merak.transpose %wv perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yv = merak.matmul %v, %tv : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %s = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %y = merak.add %s, %yv : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

@@ -25,7 +25,8 @@ row-parallel, its bias added once after the sum) and the checkpoint's
 weights are the assembled shards. `rnn` (an LSTM over 6 steps, its last
 output -> 37 classes) has no Linear pair: with tp only its head splits on
 the classes (vocabulary parallelism, 37 padded to 2 x 19, the bias with
-it). `mlp-too-few-cuts`: a model
+it). `qkv` (GQA attention with one fused QKV Linear with a bias) splits
+that Linear and its bias in ragged blocks [16, 8, 8]. `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
 classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
@@ -68,7 +69,7 @@ CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
                            ("sgd", "dp2-pp2-m2-1f1b"), ("adamw", "pp2-m2-1f1b"),
                            ("adamw", "dp2-pp2-m2-1f1b"))] + [
     "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b", "rnn-sgd-tp2",
-    "rnn-adamw-dp2-tp2-pp2-m2-1f1b",
+    "rnn-adamw-dp2-tp2-pp2-m2-1f1b", "qkv-sgd-tp2", "qkv-sgd-dp2-tp2-pp2-m2-1f1b",
     "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
@@ -160,12 +161,41 @@ class RecurrentClassifier(nn.Module):
         return self.head(y[:, -1])
 
 
+class FusedQKV(nn.Module):
+    """GQA attention over 4 steps of 16 features with one fused QKV Linear
+    with a bias (q: 4 heads of 4, k and v: 2 heads each; [16 + 8 + 8]
+    rows), an output projection, the mean over steps -> 8 classes. Under
+    tp the QKV weight and its bias split in ragged blocks [16, 8, 8]. Its
+    checks use SGD: the keys' bias has an exactly zero gradient (softmax
+    ignores a shift of all scores), which AdamW turns from float noise into
+    full steps that differ between any two configurations (dp2 alone too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 32)
+        self.out = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 8)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        qkv = self.qkv(x)
+        q = qkv[..., :16].reshape(b, t, 4, 4).transpose(1, 2)
+        k = qkv[..., 16:24].reshape(b, t, 2, 4).transpose(1, 2)
+        v = qkv[..., 24:].reshape(b, t, 2, 4).transpose(1, 2)
+        k = k[:, :, None].expand(b, 2, 2, t, 4).reshape(b, 4, t, 4)
+        v = v[:, :, None].expand(b, 2, 2, t, 4).reshape(b, 4, t, 4)
+        a = torch.softmax(q @ k.transpose(-1, -2) * 0.5, dim=-1) @ v
+        y = x + self.out(a.transpose(1, 2).reshape(b, t, 16))
+        return self.head(y.mean(dim=1))
+
+
 MODELS = {  # name: (module, input name, per-sample shape, classes)
     "mlp": (DeepMLP, "features", (16,), 32),
     "cnn": (ResCNN, "image", (3, 8, 8), 64),
     "funnel": (FunnelMLP, "features", (16,), 6),
     "narrow": (NarrowMLP, "features", (16,), 10),
     "rnn": (RecurrentClassifier, "features", (6, 16), 37),
+    "qkv": (FusedQKV, "features", (4, 16), 8),
 }
 
 
@@ -272,7 +302,7 @@ def check(env, name):
         return ok, (out.strip().splitlines() or ["no output"])[-1]
     if name == "funnel-balance":
         return check_balance(env)
-    r = re.fullmatch(r"(mlp|cnn|funnel|rnn)-(sgd|adamw)-(.+)", name)
+    r = re.fullmatch(r"(mlp|cnn|funnel|rnn|qkv)-(sgd|adamw)-(.+)", name)
     if not r or r.group(3) not in CONFIGS:
         raise ValueError("unknown check " + name)
     model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]

@@ -33,8 +33,9 @@
 // whose output is cut into parts of different lengths (Phi-3's GQA
 // qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a split) gets
 // those lengths as its blocks, each split over tp: such a *ragged* split
-// passes only through the slices (or split) that take its blocks apart,
-// each of which is then split normally.
+// passes only through a bias added to it (split in the same blocks) and
+// the slices (or split) that take its blocks apart, each of which is then
+// split normally.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -162,6 +163,8 @@ struct ParamShard {
   Operation *user;
   int64_t axis, blocks;
   int seed;
+  /// Ragged blocks (a bias added before they are taken apart).
+  SmallVector<int64_t> sizes = {};
 };
 
 /// An op whose split factor is a reduction (a row-parallel Linear's
@@ -242,7 +245,7 @@ struct Walk {
   /// partial sums.
   LogicalResult propagate(Operation *op, unsigned index, Split s) {
     if (!s.sizes.empty())
-      return propagateRagged(op, s);
+      return propagateRagged(op, index, s);
     auto iface = dyn_cast<ShardingRuleOpInterface>(op);
     std::optional<ShardingRule> rule =
         iface ? iface.getShardingRule() : std::optional<ShardingRule>();
@@ -314,8 +317,22 @@ struct Walk {
 
   /// A ragged split passes only through the ops that take its blocks
   /// apart: a slice of one block (stride 1, whole elsewhere) or a split
-  /// into exactly its blocks; their results are split normally.
-  LogicalResult propagateRagged(Operation *op, const Split &s) {
+  /// into exactly its blocks; their results are split normally. Before
+  /// that, a bias may be added (a fused QKV projection with a bias): a
+  /// [n] parameter read only there, split in the same blocks.
+  LogicalResult propagateRagged(Operation *op, unsigned index, const Split &s) {
+    if (auto add = dyn_cast<AddOp>(op)) {
+      Value x = op->getOperand(index), b = op->getOperand(1 - index);
+      RankedTensorType bt = tensorOf(b);
+      int64_t n = tensorOf(x).getDimSize(s.dim);
+      std::optional<Weight> w = soleParam(b);
+      if (!w || w->transpose || bt.getRank() != 1 || bt.getDimSize(0) != n ||
+          s.dim != tensorOf(x).getRank() - 1 || tensorOf(add.getResult()) != tensorOf(x))
+        return failure();
+      params.push_back({*w, op, 0, (int64_t)s.sizes.size(), s.seed, s.sizes});
+      split[add.getResult()] = s;
+      return success();
+    }
     Split part{s.dim, 1, s.seed, {}};
     if (auto cut = dyn_cast<SplitOp>(op)) {
       if ((int64_t)cut.getAxis() != s.dim || cut.getSizes() != ArrayRef<int64_t>(s.sizes))
@@ -595,7 +612,7 @@ struct MerakTensorParallelPass
     }
     for (ParamShard &p : walk->params) {
       int64_t n = p.weight.param.getTensorType().getDimSize(p.axis);
-      if (ok && n % (p.blocks * tp) != 0) {
+      if (ok && p.sizes.empty() && n % (p.blocks * tp) != 0) { // ragged: checked above
         p.user->emitError("merak-tensor-parallel: dimension ")
             << p.axis << " of '" << p.weight.param.getSymName() << "' (" << n
             << ") does not divide by tp=" << parts;
@@ -654,7 +671,7 @@ struct MerakTensorParallelPass
       mm->setOperand(0, f);
     }
     for (ParamShard &p : walk->params)
-      shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks);
+      shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks, p.sizes);
     for (Partial &p : walk->partials) {
       // A row-parallel conv2d's bias is added once, after the sum.
       Value bias;
