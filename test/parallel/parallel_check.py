@@ -175,20 +175,26 @@ def vocab_env(env):
     return env.cache["vocab"]
 
 
+def vocab_training_ir(venv, opt, dp, tp):
+    """The text of `venv`'s training step compiled with --vocab-parallel."""
+    ir = os.path.join(venv.work, "train-%s-dp%d-tp%d.mlir" % (opt, dp, tp))
+    run([os.path.join(venv.bin_dir, "merak-compile"), venv.onnx,
+         "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=training",
+         "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--vocab-parallel",
+         "-o", ir] + CONFIGS[opt][0])
+    with open(ir) as f:
+        return f.read()
+
+
 def check_vocab(env, opt, dp, tp):
     """Vocabulary-parallel embedding, LM head and cross-entropy: equal to the
     serial program, and no tensor of the full logits' shape [B, T, V] (nor
     [V, C]) in the compiled training step of any rank."""
     venv = vocab_env(env)
     ok, msg = check_equal(venv, opt, dp, tp)
-    ir = os.path.join(venv.work, "train-%s-dp%d-tp%d.mlir" % (opt, dp, tp))
-    run([os.path.join(env.bin_dir, "merak-compile"), venv.onnx,
-         "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=training",
-         "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--vocab-parallel",
-         "-o", ir] + CONFIGS[opt][0])
     # The params' declarations name the full initial value; every other type
     # is what a rank holds.
-    text = "\n".join(l for l in open(ir).read().splitlines()
+    text = "\n".join(l for l in vocab_training_ir(venv, opt, dp, tp).splitlines()
                      if "merak.param" not in l)
     rows, v = BATCH // dp, V_SPLIT
     full = ["tensor<%dx%dx%dxf32>" % (rows, SEQ, v), "tensor<%dx%dxf32>" % (rows * SEQ, v),
@@ -210,14 +216,9 @@ def check_vocab_untied(env, opt, dp, tp):
                                   extra=["--vocab-parallel"], untied=True)
     uenv = env.cache["untied"]
     ok, msg = check_equal(uenv, opt, dp, tp)
-    ir = os.path.join(uenv.work, "train-%s-dp%d-tp%d.mlir" % (opt, dp, tp))
-    run([os.path.join(env.bin_dir, "merak-compile"), uenv.onnx,
-         "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ), "--compile-to=training",
-         "--frozen", "*.attn.bias", "--dp", str(dp), "--tp", str(tp), "--vocab-parallel",
-         "-o", ir] + CONFIGS[opt][0])
     local = (VOCAB + tp - 1) // tp
     shards = [n for n in re.findall(r"merak.param @(\S+) : tensor<%dx64xf32> = .*size = %d"
-                                    % (local, VOCAB), open(ir).read())
+                                    % (local, VOCAB), vocab_training_ir(uenv, opt, dp, tp))
               if not n.startswith("optimizer.")]
     if sorted(shards) != ["lm_head.weight", "transformer.wte.weight"]:
         return False, msg + "; vocabulary shards %s" % shards
