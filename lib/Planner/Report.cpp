@@ -19,6 +19,7 @@
 #include "merak/Target/PipelineProgram.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -415,6 +416,7 @@ LogicalResult Report::collect() {
   for (const ParamInfo &p : params)
     if (p.shard && p.split == "vocab" && !vocab)
       vocab = &p;
+  module.walk([&](CrossEntropyOp ce) { vocabLoss |= (bool)ce.getGroup(); });
   // Tied parameters: each holder sends its accumulator to every other.
   for (const ParamInfo &p : params)
     if (p.holders.size() > 1)
@@ -588,15 +590,26 @@ void Report::printText(llvm::raw_ostream &os) const {
            << (p.shard->blockSizes.empty() ? "" : " of lengths " + lengths(p.shard->blockSizes))
            << ", " << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
     if (vocab) {
-      int64_t padded = vocab->shape[0] * tp;
-      os << "  vocabulary: split, " << vocab->shape[0] << " of " << vocab->globalShape[0]
-         << " entries per rank (";
-      llvm::interleaveComma(
-          llvm::make_filter_range(params, [](const ParamInfo &p) { return p.split == "vocab"; }),
-          os, [&](const ParamInfo &p) { os << p.name; });
-      if (padded != vocab->globalShape[0])
-        os << ", padded to " << padded;
-      os << "); logits stay split, vocab-parallel cross-entropy\n";
+      // One entry per vocabulary length: "3 of 5 entries per rank (a, b,
+      // padded to 6)".
+      os << "  vocabulary: split, ";
+      llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<StringRef>> byLength;
+      for (const ParamInfo &p : params)
+        if (p.shard && p.split == "vocab")
+          byLength[{p.shape[0], p.globalShape[0]}].push_back(p.name);
+      bool first = true;
+      for (const auto &[length, names] : byLength) {
+        auto [local, global] = length;
+        os << (first ? "" : ", ") << local << " of " << global
+           << (first ? " entries per rank (" : " (");
+        llvm::interleaveComma(names, os);
+        if (local * tp != global)
+          os << ", padded to " << local * tp;
+        os << ")";
+        first = false;
+      }
+      os << (vocabLoss ? "; logits stay split, vocab-parallel cross-entropy\n"
+                       : "; token embeddings only: the LM head and loss on every tp rank\n");
     }
     else
       os << "  vocabulary: replicated (embedding, LM head and loss on every tp rank)\n";

@@ -126,7 +126,8 @@ static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) 
       {"vocab", vocab ? json::Value(json::Object{{"param", vocab->name},
                                                  {"vocabulary", vocab->globalShape[0]},
                                                  {"per_rank", vocab->shape[0]},
-                                                 {"padded", vocab->shape[0] * tp}})
+                                                 {"padded", vocab->shape[0] * tp},
+                                                 {"logits_split", r.vocabLoss}})
                       : json::Value(nullptr)},
       {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
 }

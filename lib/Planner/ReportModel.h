@@ -85,6 +85,9 @@ struct Report {
   std::vector<StageInfo> stages;
   /// Vocabulary parallelism: the split embedding / LM head, if any.
   const ParamInfo *vocab = nullptr;
+  /// The logits stay split for a vocab-parallel cross-entropy (false when
+  /// only token embeddings are split).
+  bool vocabLoss = false;
   SmallVector<Bucket> dpBuckets;
   int64_t dpScalarBytes = 0;
 

@@ -56,6 +56,21 @@ inline std::optional<int64_t> indexLimit(FunctionOpInterface fn, unsigned arg) {
   return std::nullopt;
 }
 
+/// `fn`'s argument `arg` is a language model's token ids (./train reads them
+/// from a token file and shifts them into the labels): [B, T] integers,
+/// and the `labels` argument, when there is one, of the same shape. Ids of a
+/// sequence classifier (labels [B]) are an array input like any other.
+inline bool isTokenInput(FunctionOpInterface fn, unsigned arg) {
+  auto type = cast<RankedTensorType>(fn.getArgumentTypes()[arg]);
+  if (type.getRank() != 2 || !type.getElementType().isInteger())
+    return false;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto name = fn.getArgAttrOfType<StringAttr>(i, "merak.name");
+        name && name.getValue() == "labels")
+      return cast<RankedTensorType>(fn.getArgumentTypes()[i]).getShape() == type.getShape();
+  return true;
+}
+
 inline schema::Tensor manifestTensor(std::string name, Type t, int64_t offset) {
   schema::Tensor e;
   e.name = std::move(name);

@@ -118,7 +118,7 @@ LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m
     std::string role;
     if (n == "labels")
       role = "labels";
-    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
+    else if (!haveTokens && target::isTokenInput(lossFn, arg.getArgNumber()))
       role = "tokens", haveTokens = true;
     else // an array input of a model without token ids (features, images)
       role = "other", otherInput = n;

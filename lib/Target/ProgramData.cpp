@@ -238,7 +238,7 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       role = "labels";
     else if (n == "step" && type.getRank() == 0)
       role = "step";
-    else if (!haveTokens && type.getRank() == 2 && type.getElementType().isInteger())
+    else if (!haveTokens && target::isTokenInput(fn, arg.getArgNumber()))
       role = "tokens", haveTokens = true;
     manifest.inputs.push_back(target::manifestTensor(
         n, type, fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()));

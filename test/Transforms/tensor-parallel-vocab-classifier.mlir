@@ -42,3 +42,43 @@ func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x3xf32> {
   %l = merak.matmul %h, %wt : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
   return %l : tensor<2x3xf32>
 }
+
+// -----
+
+// A text classifier (no Linear pair, a 3-class head): its token embedding
+// (8 rows >= 4 features, looked up by the argument's ids through a reshape)
+// splits alone, as Megatron-LM's VocabParallelEmbedding; the position
+// table (looked up by constant ids) and the token-type table (2 rows < 4
+// features) stay whole.
+// CHECK-DAG: merak.param @tok : tensor<4x4xf32> = dense<{{.*}}> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @pos : tensor<3x4xf32> = dense<{{.*}}> : tensor<3x4xf32>{{$}}
+// CHECK-DAG: merak.param @type : tensor<2x4xf32> = dense<{{.*}}> : tensor<2x4xf32>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.group_rank group = "tp"
+// CHECK: merak.gather %{{.*}}[%{{.*}}] axis = 0 : tensor<4x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<2x3x4xf32>
+// CHECK-NOT: merak.all_reduce
+// CHECK: return %{{.*}} : tensor<2x3xf32>
+merak.param @tok : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @pos : tensor<3x4xf32> = dense<0.5> : tensor<3x4xf32>
+merak.param @type : tensor<2x4xf32> = dense<0.75> : tensor<2x4xf32>
+merak.param @head.weight : tensor<3x4xf32> = dense<0.125> : tensor<3x4xf32>
+// expected-warning @+1 {{no Linear -> ... -> Linear pair to shard over tp=2: only the vocabulary is split (the token embedding(s) 'tok'); every other layer is computed whole on each tp rank}}
+func.func @forward(%ids: tensor<6xi64>, %types: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  %r = merak.reshape %ids : tensor<6xi64> to tensor<2x3xi64>
+  %t = merak.get_param @tok : tensor<8x4xf32>
+  %e = merak.gather %t[%r] axis = 0 : tensor<8x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %p = merak.get_param @pos : tensor<3x4xf32>
+  %pi = merak.constant dense<[0, 1, 2]> : tensor<3xi64>
+  %pe = merak.gather %p[%pi] axis = 0 : tensor<3x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+  %ty = merak.get_param @type : tensor<2x4xf32>
+  %te = merak.gather %ty[%types] axis = 0 : tensor<2x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %s = merak.add %e, %pe : tensor<2x3x4xf32>, tensor<3x4xf32>
+  %s2 = merak.add %s, %te : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %h = merak.tanh %s2 : tensor<2x3x4xf32>
+  %m = merak.reduce_mean %h axes = [1] : tensor<2x3x4xf32> -> tensor<2x4xf32>
+  %w = merak.get_param @head.weight : tensor<3x4xf32>
+  %wt = merak.transpose %w perm = [1, 0] : tensor<3x4xf32> to tensor<4x3xf32>
+  %l = merak.matmul %m, %wt : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  return %l : tensor<2x3xf32>
+}

@@ -6,14 +6,17 @@
 // with a warning. V = 5 at tp 2: shards of 3 rows, the last row of rank 1
 // padding; the head's weight and its bias are split alike (size = 5), the
 // bias add returns the split logits [2, 3, 3], and the cross-entropy leaves
-// the padding class out (classes = 5).
+// the padding class out (classes = 5). The input embedding (7 rows, another
+// vocabulary than the head's, looked up by the argument's ids) splits as a
+// token table of its own: 2 x 4 rows, the last one padding.
 // CHECK-DAG: merak.param @head.weight : tensor<3x4xf32> = dense<{{.*}}> : tensor<5x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, size = 5>}
 // CHECK-DAG: merak.param @head.bias : tensor<3xf32> = dense<{{.*}}> : tensor<5xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, size = 5>}
-// CHECK-DAG: merak.param @emb : tensor<7x4xf32> = dense<{{.*}}> : tensor<7x4xf32>{{$}}
+// CHECK-DAG: merak.param @emb : tensor<4x4xf32> = dense<{{.*}}> : tensor<7x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, size = 7>}
 // CHECK-DAG: merak.param @rec : tensor<4x4xf32> = dense<{{.*}}> : tensor<4x4xf32>{{$}}
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<2x3x3xf32> {merak.vocab_classes = 5 : i64, merak.vocab_parallel = "tp"})
-// CHECK: merak.gather %{{.*}}[%{{.*}}] axis = 0 : tensor<7x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: merak.gather %{{.*}}[%{{.*}}] axis = 0 : tensor<4x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<2x3x4xf32>
 // CHECK: %[[X:.*]] = merak.tp_identity
 // CHECK: %[[L:.*]] = merak.matmul %[[X]], %{{.*}} : tensor<2x3x4xf32>, tensor<4x3xf32> -> tensor<2x3x3xf32>
 // CHECK: %[[B:.*]] = merak.get_param @head.bias : tensor<3xf32>
@@ -25,7 +28,7 @@ merak.param @emb : tensor<7x4xf32> = dense<0.25> : tensor<7x4xf32>
 merak.param @rec : tensor<4x4xf32> = dense<0.5> : tensor<4x4xf32>
 merak.param @head.weight : tensor<5x4xf32> = dense<0.125> : tensor<5x4xf32>
 merak.param @head.bias : tensor<5xf32> = dense<0.0625> : tensor<5xf32>
-// expected-warning @+1 {{merak-tensor-parallel: no Linear -> ... -> Linear pair to shard over tp=2: only the vocabulary is split (the LM head 'head.weight' and its bias, the cross-entropy); every other layer is computed whole on each tp rank}}
+// expected-warning @+1 {{merak-tensor-parallel: no Linear -> ... -> Linear pair to shard over tp=2: only the vocabulary is split (the LM head 'head.weight' and its bias, the cross-entropy, the token embedding(s) 'emb'); every other layer is computed whole on each tp rank}}
 func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x5xf32> {
   %e = merak.get_param @emb : tensor<7x4xf32>
   %x = merak.gather %e[%ids] axis = 0 : tensor<7x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>

@@ -26,7 +26,10 @@ weights are the assembled shards. `rnn` (an LSTM over 6 steps, its last
 output -> 37 classes) has no Linear pair: with tp only its head splits on
 the classes (vocabulary parallelism, 37 padded to 2 x 19, the bias with
 it). `qkv` (GQA attention with one fused QKV Linear with a bias) splits
-that Linear and its bias in ragged blocks [16, 8, 8]. `mlp-too-few-cuts`: a model
+that Linear and its bias in ragged blocks [16, 8, 8]. `textcls` (token ids
+-> embedding, an MLP pair, 5 classes) splits its token table alone on its
+rows under tp (61 padded to 2 x 31), as Megatron's VocabParallelEmbedding;
+its tp checks also assert that split in the IR. `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
 classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
@@ -70,6 +73,7 @@ CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
                            ("adamw", "dp2-pp2-m2-1f1b"))] + [
     "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b", "rnn-sgd-tp2",
     "rnn-adamw-dp2-tp2-pp2-m2-1f1b", "qkv-sgd-tp2", "qkv-sgd-dp2-tp2-pp2-m2-1f1b",
+    "textcls-sgd-tp2", "textcls-adamw-dp2-tp2-pp2-m2-1f1b",
     "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
@@ -189,6 +193,29 @@ class FusedQKV(nn.Module):
         return self.head(y.mean(dim=1))
 
 
+class TextClassifier(nn.Module):
+    """Token ids (6 per sample, vocabulary 61) -> an embedding of 16 plus a
+    learned position table, a residual MLP pair, the mean over tokens -> 5
+    classes. Under tp the MLP splits and the token table splits alone on its
+    rows (61 padded to 2 x 31; the 5-class head and the position table stay
+    whole): Megatron-LM's VocabParallelEmbedding without an LM head."""
+
+    vocab = 61
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(self.vocab, 16)
+        self.pos = nn.Embedding(6, 16)
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+        x = x + self.fc2(torch.relu(self.fc1(x)))
+        return self.head(x.mean(dim=1))
+
+
 MODELS = {  # name: (module, input name, per-sample shape, classes)
     "mlp": (DeepMLP, "features", (16,), 32),
     "cnn": (ResCNN, "image", (3, 8, 8), 64),
@@ -196,6 +223,7 @@ MODELS = {  # name: (module, input name, per-sample shape, classes)
     "narrow": (NarrowMLP, "features", (16,), 10),
     "rnn": (RecurrentClassifier, "features", (6, 16), 37),
     "qkv": (FusedQKV, "features", (4, 16), 8),
+    "textcls": (TextClassifier, "ids", (6,), 5),
 }
 
 
@@ -221,7 +249,9 @@ class Env:
             torch.manual_seed(0)
             model = cls()
             path = os.path.join(self.work, name + ".onnx")
-            torch.onnx.export(model, (torch.zeros((BATCH,) + shape),), path, opset_version=17,
+            vocab = getattr(cls, "vocab", 0)
+            example = torch.zeros((BATCH,) + shape, dtype=torch.int64 if vocab else torch.float32)
+            torch.onnx.export(model, (example,), path, opset_version=17,
                               input_names=[input_name], output_names=["logits"],
                               training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False,
@@ -229,7 +259,8 @@ class Env:
             data = os.path.join(self.work, name + "-data")
             os.makedirs(data, exist_ok=True)
             rng = np.random.default_rng(3)
-            x = rng.standard_normal((SAMPLES,) + shape).astype(np.float32)
+            x = (rng.integers(0, vocab, (SAMPLES,) + shape) if vocab else
+                 rng.standard_normal((SAMPLES,) + shape).astype(np.float32))
             flat = x.reshape(SAMPLES, -1)
             labels = (flat[:, :classes].argmax(axis=1) % classes).astype(np.int64)
             np.save(os.path.join(data, input_name + ".npy"), x)
@@ -302,13 +333,25 @@ def check(env, name):
         return ok, (out.strip().splitlines() or ["no output"])[-1]
     if name == "funnel-balance":
         return check_balance(env)
-    r = re.fullmatch(r"(mlp|cnn|funnel|rnn|qkv)-(sgd|adamw)-(.+)", name)
+    r = re.fullmatch(r"(mlp|cnn|funnel|rnn|qkv|textcls)-(sgd|adamw)-(.+)", name)
     if not r or r.group(3) not in CONFIGS:
         raise ValueError("unknown check " + name)
     model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]
     serial, serial_params = env.train(model, opt)
     got, params = env.train(model, opt, **cfg)
-    return compare(got, params, serial, serial_params, OPTS[opt][1])
+    ok, msg = compare(got, params, serial, serial_params, OPTS[opt][1])
+    if model == "textcls" and cfg.get("tp", 1) > 1:
+        # The token table is split (31 of 61 rows per rank), the rest not.
+        _, ir, _, _ = env.compile(model, opt, phase="training", **cfg)
+        with open(ir) as f:
+            text = f.read()
+        split = re.search(r"merak.param @tok.weight : tensor<31x16xf32> .*size = 61>", text)
+        whole = re.search(r"merak.param @pos.weight : tensor<6x16xf32> = [^{]*$", text, re.M)
+        if not split or not whole:
+            return False, msg + "; token table not split alone (%s, %s)" % (bool(split),
+                                                                              bool(whole))
+        msg += "; tok.weight split 31 of 61 rows per rank"
+    return ok, msg
 
 
 def main():

@@ -426,24 +426,79 @@ struct MerakTensorParallelPass
     return failure();
   }
 
-  /// Vocabulary parallelism (VocabParallel.h). Every check comes before
-  /// the first change: with `vocab-parallel-fallback` a model that does not
-  /// qualify keeps its vocabulary replicated (with a remark).
+  /// Vocabulary parallelism (VocabParallel.h): the LM head with its
+  /// tables, then token embeddings of their own. Every check comes before
+  /// the first change: with `vocab-parallel-fallback` a model whose head
+  /// does not qualify keeps it replicated (with a remark).
   LogicalResult splitVocabulary(func::FuncOp fn,
                                 const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
     std::string why;
     FailureOr<VocabHead> head = findDefaultVocabHead(fn, getters, why);
+    if (failed(head) && !vocabParallelFallback)
+      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
+    if (succeeded(head))
+      merak::splitVocabulary(fn, *head, getters, tp);
+    SmallVector<ParamOp> tables = findTokenTables(getters);
+    splitTokenTables(tables, getters, tp);
+    if (failed(head)) {
+      InFlightDiagnostic d =
+          fn.emitRemark("merak-tensor-parallel: the ")
+          << (tables.empty() ? "embedding, " : "")
+          << "LM head and loss stay replicated (no vocabulary parallelism): " << why;
+      if (!tables.empty())
+        d << "; only " << describeTables(tables) << " split on their rows";
+    }
+    return success();
+  }
+
+  /// "the token embedding(s) 'a', 'b'".
+  static std::string describeTables(ArrayRef<ParamOp> tables) {
+    std::string out = "the token embedding(s) ";
+    for (ParamOp t : tables)
+      out += (out.back() == '\'' ? ", '" : "'") + t.getSymName().str() + "'";
+    return out;
+  }
+
+  /// With no Linear pair to shard: only the vocabulary (a recurrent LM's
+  /// head, a text classifier's token embedding), with a warning; an error
+  /// naming both reasons when there is none.
+  LogicalResult splitVocabularyOnly(func::FuncOp fn,
+                                    const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
+    std::string why = "--vocab-parallel=false";
+    FailureOr<VocabHead> head =
+        vocabParallel ? findDefaultVocabHead(fn, getters, why) : FailureOr<VocabHead>(failure());
+    int64_t lookups = 0;
     if (succeeded(head)) {
       merak::splitVocabulary(fn, *head, getters, tp);
-      return success();
+      lookups = head->lookups.size();
     }
-    if (vocabParallelFallback) {
-      fn.emitRemark("merak-tensor-parallel: the embedding, LM head and loss stay "
-                    "replicated (no vocabulary parallelism): ")
-          << why;
-      return success();
+    SmallVector<ParamOp> tables = vocabParallel ? findTokenTables(getters) : SmallVector<ParamOp>();
+    splitTokenTables(tables, getters, tp);
+    if (failed(head) && tables.empty())
+      return fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
+             << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, attention "
+             << "projections around a head split, or convolutions Conv -> ... -> Conv) whose "
+                "intermediate values only pass "
+             << "through ops whose sharding rule keeps the split (elementwise ops, "
+             << "reshapes, transposes, splits, softmax, batched matmuls, ...), and no "
+                "vocabulary to split ("
+             << why << ")";
+    InFlightDiagnostic d =
+        fn.emitWarning("merak-tensor-parallel: no Linear -> ... -> Linear pair to shard over tp=")
+        << (int64_t)tp << ": only the vocabulary is split (";
+    if (succeeded(head)) {
+      d << "the LM head '" << head->weight.getSymName() << "'"
+        << (head->bias ? " and its bias" : "");
+      for (ParamOp table : head->tables)
+        d << ", the embedding '" << table.getSymName() << "'";
+      if (lookups)
+        d << ", " << lookups << " embedding lookup(s)";
+      d << ", the cross-entropy" << (tables.empty() ? "" : ", ");
     }
-    return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
+    if (!tables.empty())
+      d << describeTables(tables);
+    d << "); every other layer is computed whole on each tp rank";
+    return success();
   }
 
   void runOnOperation() override {
@@ -554,32 +609,9 @@ struct MerakTensorParallelPass
     }
     if (walk->columns.empty()) {
       // Only the vocabulary, if it splits (a recurrent net's LM head).
-      std::string why = "--vocab-parallel=false";
-      FailureOr<VocabHead> head =
-          vocabParallel ? findDefaultVocabHead(fn, getters, why) : FailureOr<VocabHead>(failure());
-      if (succeeded(head)) {
-        InFlightDiagnostic d =
-            fn.emitWarning("merak-tensor-parallel: no Linear -> ... -> Linear pair to shard "
-                           "over tp=")
-            << (int64_t)tp << ": only the vocabulary is split (the LM head '"
-            << head->weight.getSymName() << "'" << (head->bias ? " and its bias" : "");
-        for (ParamOp table : head->tables)
-          d << ", the embedding '" << table.getSymName() << "'";
-        if (!head->lookups.empty())
-          d << ", " << head->lookups.size() << " embedding lookup(s)";
-        d << ", the cross-entropy); every other layer is computed whole on each tp rank";
-        merak::splitVocabulary(fn, *head, getters, tp);
-        return;
-      }
-      fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
-          << (int64_t)tp << ": no Linear -> ... -> Linear pair (an MLP, attention "
-          << "projections around a head split, or convolutions Conv -> ... -> Conv) whose "
-             "intermediate values only pass "
-          << "through ops whose sharding rule keeps the split (elementwise ops, "
-          << "reshapes, transposes, splits, softmax, batched matmuls, ...), and no "
-             "vocabulary to split ("
-          << why << ")";
-      return signalPassFailure();
+      if (failed(splitVocabularyOnly(fn, getters)))
+        signalPassFailure();
+      return;
     }
 
     LLVM_DEBUG(llvm::dbgs() << "merak-tensor-parallel: " << walk->columns.size()

@@ -1,7 +1,8 @@
 //===- VocabParallel.cpp - merak-tensor-parallel's vocabulary split -------===//
 //
 // See VocabParallel.h. The rewrite, for V = tp * Vl (padded when V does not
-// divide; the padding rows are zero and no id selects them):
+// divide; the padding rows are zero and no id selects them; a token table
+// of its own, split without a head, is the lookup part alone):
 //
 //   logits = matmul(x, transpose(W)) [+ b]
 //     -> logits_r = matmul(tp_identity(x), transpose(W_r)) [+ b_r]   (split)
@@ -120,27 +121,114 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
   return h;
 }
 
+namespace {
+
+/// Shards `param` on its rows over `tp` ranks (ceil(N / tp) each, the last
+/// padded with zero rows when N does not divide); returns the local rows.
+int64_t shardRows(ParamOp param, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                  int64_t tp) {
+  auto t = param.getTensorType();
+  int64_t n = t.getDimSize(0), nl = (n + tp - 1) / tp;
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] = nl;
+  auto local = RankedTensorType::get(shape, t.getElementType());
+  param.setTypeAttr(TypeAttr::get(local));
+  setShardLayout(param, ShardLayout{0, tp, 1, nl * tp == n ? 0 : n});
+  for (GetParamOp get : getters.lookup(param.getSymName()))
+    get.getResult().setType(local);
+  return nl;
+}
+
+/// A lookup of a table split in shards of `rows`: ids - rank * rows,
+/// masked to [0, rows), the rows of other ranks zeroed, summed over tp.
+void maskLookup(GatherOp g, int64_t rows) {
+  OpBuilder b(g);
+  Location loc = g.getLoc();
+  auto i64 = b.getI64Type();
+  auto scalar = [&](Type type, Attribute value) -> Value {
+    auto st = RankedTensorType::get({}, type);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(st, value));
+  };
+  Value ids = g.getIndices();
+  auto idsType = tensorOf(ids);
+  if (idsType.getElementType() != i64)
+    ids = CastOp::create(b, loc, RankedTensorType::get(idsType.getShape(), i64), ids);
+  Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
+  Value offset = MulOp::create(b, loc, rank, scalar(i64, b.getI64IntegerAttr(rows)));
+  Value shifted = SubOp::create(b, loc, ids, offset);
+  Value lo = GeOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+  Value hi = LtOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(rows)));
+  Value inside = AndOp::create(b, loc, lo, hi);
+  Value safe = WhereOp::create(b, loc, inside, shifted, scalar(i64, b.getI64IntegerAttr(0)));
+  g.getIndicesMutable().assign(safe);
+  b.setInsertionPointAfter(g);
+  SmallVector<int64_t> maskShape(idsType.getShape());
+  maskShape.push_back(1);
+  Value mask = ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
+  Type et = tensorOf(g.getResult()).getElementType();
+  Value zero = scalar(et, b.getFloatAttr(et, 0.0));
+  Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
+  auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
+  g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());
+}
+
+/// `v` is a function argument, or one through casts and reshapes (the
+/// token ids a model is fed).
+bool fromArgument(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<CastOp, ReshapeOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return isa<BlockArgument>(v);
+}
+
+} // namespace
+
+SmallVector<ParamOp>
+mlir::merak::findTokenTables(const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
+  SmallVector<std::pair<StringRef, ParamOp>> found;
+  for (const auto &[name, gets] : getters) {
+    if (gets.empty())
+      continue;
+    GetParamOp first = gets.front();
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(first, first.getNameAttr());
+    auto t = param ? param.getTensorType() : RankedTensorType();
+    if (!t || t.getRank() != 2 || t.getDimSize(0) < t.getDimSize(1) ||
+        !isa<FloatType>(t.getElementType()) || getShardLayout(param))
+      continue;
+    SmallVector<GatherOp> reads;
+    if (llvm::all_of(gets, [&](GetParamOp g) { return collectLookups(g, reads); }) &&
+        !reads.empty() &&
+        llvm::all_of(reads, [](GatherOp g) { return fromArgument(g.getIndices()); }))
+      found.push_back({param.getSymName(), param});
+  }
+  llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
+  return llvm::to_vector(llvm::make_second_range(found));
+}
+
+void mlir::merak::splitTokenTables(ArrayRef<ParamOp> tables,
+                                   const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                   int64_t tp) {
+  for (ParamOp table : tables) {
+    SmallVector<GatherOp> lookups;
+    for (GetParamOp get : getters.lookup(table.getSymName()))
+      collectLookups(get, lookups);
+    int64_t rows = shardRows(table, getters, tp);
+    for (GatherOp g : lookups)
+      maskLookup(g, rows);
+  }
+}
+
 void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
                                   const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                   int64_t tp) {
   auto wt = h.weight.getTensorType();
   int64_t v = wt.getDimSize(0);
-  int64_t vl = (v + tp - 1) / tp;
-  ShardLayout layout{0, tp, 1, vl * tp == v ? 0 : v};
   // Shard the table (and the bias); the LM head takes f on its input.
-  auto shard = [&](ParamOp param) {
-    auto t = param.getTensorType();
-    SmallVector<int64_t> shape(t.getShape());
-    shape[0] = vl;
-    auto local = RankedTensorType::get(shape, t.getElementType());
-    param.setTypeAttr(TypeAttr::get(local));
-    setShardLayout(param, layout);
-    for (GetParamOp get : getters.lookup(param.getSymName()))
-      get.getResult().setType(local);
-  };
-  shard(h.weight);
+  int64_t vl = shardRows(h.weight, getters, tp);
   for (ParamOp table : h.tables)
-    shard(table);
+    shardRows(table, getters, tp);
   h.transpose.getResult().setType(
       RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
   auto logits = tensorOf(h.head.getResult());
@@ -149,7 +237,7 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
   auto localLogits = RankedTensorType::get(logitsShape, logits.getElementType());
   h.head.getResult().setType(localLogits);
   if (h.bias) {
-    shard(h.bias);
+    shardRows(h.bias, getters, tp);
     h.biasAdd.getResult().setType(localLogits);
   }
   OpBuilder b(h.head);
@@ -158,35 +246,6 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
   fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
   if (vl * tp != v)
     fn.setResultAttr(0, kVocabClassesAttr, b.getI64IntegerAttr(v));
-  // Lookups: ids - rank * V/tp, masked to [0, V/tp), rows zeroed, summed.
-  for (GatherOp g : h.lookups) {
-    b.setInsertionPoint(g);
-    Location loc = g.getLoc();
-    auto i64 = b.getI64Type();
-    auto scalar = [&](Type type, Attribute value) -> Value {
-      auto st = RankedTensorType::get({}, type);
-      return ConstantOp::create(b, loc, DenseElementsAttr::get(st, value));
-    };
-    Value ids = g.getIndices();
-    auto idsType = tensorOf(ids);
-    if (idsType.getElementType() != i64)
-      ids = CastOp::create(b, loc, RankedTensorType::get(idsType.getShape(), i64), ids);
-    Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
-    Value offset = MulOp::create(b, loc, rank, scalar(i64, b.getI64IntegerAttr(vl)));
-    Value shifted = SubOp::create(b, loc, ids, offset);
-    Value lo = GeOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(0)));
-    Value hi = LtOp::create(b, loc, shifted, scalar(i64, b.getI64IntegerAttr(vl)));
-    Value inside = AndOp::create(b, loc, lo, hi);
-    Value safe = WhereOp::create(b, loc, inside, shifted, scalar(i64, b.getI64IntegerAttr(0)));
-    g.getIndicesMutable().assign(safe);
-    b.setInsertionPointAfter(g);
-    SmallVector<int64_t> maskShape(idsType.getShape());
-    maskShape.push_back(1);
-    Value mask = ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), inside);
-    Type et = tensorOf(g.getResult()).getElementType();
-    Value zero = scalar(et, b.getFloatAttr(et, 0.0));
-    Value part = WhereOp::create(b, loc, mask, g.getResult(), zero);
-    auto sum = AllReduceOp::create(b, loc, ValueRange{part}, "tp", "sum");
-    g.getResult().replaceAllUsesExcept(sum.getResult(0), part.getDefiningOp());
-  }
+  for (GatherOp g : h.lookups)
+    maskLookup(g, vl);
 }

@@ -3,7 +3,8 @@
 // Megatron-LM's vocabulary parallelism (merak-tensor-parallel
 // `vocab-parallel`, see ShardingPasses.td): the LM head's weight [V, C], its
 // bias [V] when it has one, and the embedding lookups of a tied table split
-// on V; the logits stay split for the vocab-parallel cross-entropy.
+// on V; the logits stay split for the vocab-parallel cross-entropy. Token
+// embeddings without such a head split alone.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_TRANSFORMS_VOCABPARALLEL_H
@@ -48,6 +49,19 @@ FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
 /// `merak.vocab_parallel = "tp"` (and `merak.vocab_classes = V` if padded).
 void splitVocabulary(func::FuncOp fn, VocabHead h,
                      const llvm::StringMap<SmallVector<GetParamOp>> &getters, int64_t tp);
+
+/// Token embeddings of their own (VocabParallelEmbedding without an LM
+/// head: a text classifier's, or a vocabulary other than the head's): float
+/// [N, C] parameters with N >= C (a vocabulary, not a handful of token
+/// types), not yet split, read only by lookups whose ids are a function
+/// argument (through casts and reshapes; position tables, looked up by
+/// computed ids, stay whole), in name order.
+SmallVector<ParamOp> findTokenTables(const llvm::StringMap<SmallVector<GetParamOp>> &getters);
+
+/// Splits each of `tables` on its rows over `tp` ranks (padded as the head's
+/// tables) and rewrites its lookups as splitVocabulary does.
+void splitTokenTables(ArrayRef<ParamOp> tables,
+                      const llvm::StringMap<SmallVector<GetParamOp>> &getters, int64_t tp);
 
 } // namespace mlir::merak
 

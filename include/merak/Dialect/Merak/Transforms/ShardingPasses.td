@@ -144,7 +144,12 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     `classes = V`, which leaves the padding logits out). W read in any other
     way is an error; with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
     such a model keeps its vocabulary replicated instead, with a remark
-    saying why.
+    saying why. Untied tables of the head's V rows are split with it; then
+    every token embedding of its own (a float [N, C] table, N >= C, read
+    only by lookups whose ids are a function argument through casts and
+    reshapes: a text classifier's, whose head does not qualify) is split
+    on its rows alone (Megatron-LM's VocabParallelEmbedding), its lookups
+    rewritten the same way; position tables (computed ids) stay whole.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
