@@ -596,7 +596,7 @@ void Report::printText(llvm::raw_ostream &os) const {
       llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<StringRef>> byLength;
       for (const ParamInfo &p : params)
         if (p.shard && p.split == "vocab")
-          byLength[{p.shape[0], p.globalShape[0]}].push_back(p.name);
+          byLength[{p.shape[p.shard->axis], p.globalShape[p.shard->axis]}].push_back(p.name);
       bool first = true;
       for (const auto &[length, names] : byLength) {
         auto [local, global] = length;

@@ -120,13 +120,14 @@ static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) 
                                      {"global_shape", shapeJson(p.globalShape)}});
   int64_t tp = r.opts.tp;
   const ParamInfo *vocab = r.vocab;
+  size_t axis = vocab ? vocab->shard->axis : 0;
   return json::Object{
       {"tp", tp},
       {"sharded", std::move(sharded)},
       {"vocab", vocab ? json::Value(json::Object{{"param", vocab->name},
-                                                 {"vocabulary", vocab->globalShape[0]},
-                                                 {"per_rank", vocab->shape[0]},
-                                                 {"padded", vocab->shape[0] * tp},
+                                                 {"vocabulary", vocab->globalShape[axis]},
+                                                 {"per_rank", vocab->shape[axis]},
+                                                 {"padded", vocab->shape[axis] * tp},
                                                  {"logits_split", r.vocabLoss}})
                       : json::Value(nullptr)},
       {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};

@@ -102,3 +102,28 @@ func.func @forward(%ids: tensor<2x3xi64>, %positions: tensor<3xi64>) -> tensor<2
   %logits = merak.matmul %h, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
   return %logits : tensor<2x3x6xf32>
 }
+
+// -----
+
+// An LM head stored [C, V] (matmul(x, W), no transpose: a weight kept as
+// [in, out], as JAX/TF exports and bare nn.Parameters are) splits on its
+// columns (axis 1), with the untied input table of its 8 entries on rows.
+// CHECK-DAG: merak.param @tok : tensor<4x4xf32> = dense<{{.*}}> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @head : tensor<4x4xf32> = dense<{{.*}}> : tensor<4x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<2x3x4xf32> {merak.vocab_parallel = "tp"})
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum"
+// CHECK: %[[W:.*]] = merak.get_param @head : tensor<4x4xf32>
+// CHECK: %[[X:.*]] = merak.tp_identity
+// CHECK: merak.matmul %[[X]], %[[W]] : tensor<2x3x4xf32>, tensor<4x4xf32> -> tensor<2x3x4xf32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<f32>
+merak.param @tok : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @head : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @tok : tensor<8x4xf32>
+  %e = merak.gather %w[%ids] axis = 0 : tensor<8x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %h = merak.tanh %e : tensor<2x3x4xf32>
+  %wh = merak.get_param @head : tensor<4x8xf32>
+  %logits = merak.matmul %h, %wh : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  return %logits : tensor<2x3x8xf32>
+}

@@ -29,7 +29,9 @@ it). `qkv` (GQA attention with one fused QKV Linear with a bias) splits
 that Linear and its bias in ragged blocks [16, 8, 8]. `textcls` (token ids
 -> embedding, an MLP pair, 5 classes) splits its token table alone on its
 rows under tp (61 padded to 2 x 31), as Megatron's VocabParallelEmbedding;
-its tp checks also assert that split in the IR. `mlp-too-few-cuts`: a model
+its tp checks also assert that split in the IR. `cvhead` (a head stored
+[C, V], logits x @ W) splits the head on its columns under tp; its checks
+assert that and the vocab-parallel loss in the IR. `mlp-too-few-cuts`: a model
 with fewer cut points than --pp stages fails to compile with a message
 naming the count. `funnel-*`: an MLP whose head narrows (48 -> 6
 classes), cut at --pp 2 and 4 (`funnel-balance`: estimated stage FLOPs
@@ -74,6 +76,7 @@ CHECKS = ["%s-%s-%s" % (model, opt, cfg) for model in ("mlp", "cnn")
     "cnn-sgd-tp2", "cnn-adamw-dp2-tp2-pp2-m2-1f1b", "rnn-sgd-tp2",
     "rnn-adamw-dp2-tp2-pp2-m2-1f1b", "qkv-sgd-tp2", "qkv-sgd-dp2-tp2-pp2-m2-1f1b",
     "textcls-sgd-tp2", "textcls-adamw-dp2-tp2-pp2-m2-1f1b",
+    "cvhead-sgd-tp2", "cvhead-adamw-dp2-tp2-pp2-m2-1f1b",
     "funnel-sgd-pp2-m2-1f1b", "funnel-adamw-pp4-m4-1f1b", "funnel-balance", "mlp-too-few-cuts"]
 
 
@@ -216,6 +219,23 @@ class TextClassifier(nn.Module):
         return self.head(x.mean(dim=1))
 
 
+class ColumnHead(nn.Module):
+    """4 steps of 16 features -> a residual MLP pair -> the mean over steps
+    -> logits x @ W with W a bare [16, 40] parameter (a head stored [C, V],
+    as JAX/TF exports store Dense kernels). Under tp the head splits on its
+    columns (vocabulary parallelism, 20 of 40 classes per rank)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+        self.head = nn.Parameter(torch.randn(16, 40) * 0.25)
+
+    def forward(self, x):
+        x = x + self.fc2(torch.relu(self.fc1(x)))
+        return x.mean(dim=1) @ self.head
+
+
 MODELS = {  # name: (module, input name, per-sample shape, classes)
     "mlp": (DeepMLP, "features", (16,), 32),
     "cnn": (ResCNN, "image", (3, 8, 8), 64),
@@ -224,6 +244,7 @@ MODELS = {  # name: (module, input name, per-sample shape, classes)
     "rnn": (RecurrentClassifier, "features", (6, 16), 37),
     "qkv": (FusedQKV, "features", (4, 16), 8),
     "textcls": (TextClassifier, "ids", (6,), 5),
+    "cvhead": (ColumnHead, "features", (4, 16), 40),
 }
 
 
@@ -333,7 +354,7 @@ def check(env, name):
         return ok, (out.strip().splitlines() or ["no output"])[-1]
     if name == "funnel-balance":
         return check_balance(env)
-    r = re.fullmatch(r"(mlp|cnn|funnel|rnn|qkv|textcls)-(sgd|adamw)-(.+)", name)
+    r = re.fullmatch(r"(mlp|cnn|funnel|rnn|qkv|textcls|cvhead)-(sgd|adamw)-(.+)", name)
     if not r or r.group(3) not in CONFIGS:
         raise ValueError("unknown check " + name)
     model, opt, cfg = r.group(1), r.group(2), CONFIGS[r.group(3)]
@@ -351,6 +372,14 @@ def check(env, name):
             return False, msg + "; token table not split alone (%s, %s)" % (bool(split),
                                                                               bool(whole))
         msg += "; tok.weight split 31 of 61 rows per rank"
+    if model == "cvhead" and cfg.get("tp", 1) > 1:
+        _, ir, _, _ = env.compile(model, opt, phase="training", **cfg)
+        with open(ir) as f:
+            text = f.read()
+        if not re.search(r"merak.param @head : tensor<16x20xf32> .*axis = 1", text) or \
+                not re.search(r'group = "tp"\} : tensor<\d+x20xf32>', text):
+            return False, msg + "; the [C, V] head or the logits are not split on V"
+        msg += "; head split 20 of 40 columns per rank, vocab-parallel loss"
     return ok, msg
 
 

@@ -413,14 +413,15 @@ struct MerakTensorParallelPass
   FailureOr<VocabHead> findDefaultVocabHead(func::FuncOp fn,
                                             const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                             std::string &why) {
-    FailureOr<VocabHead> head = findVocabHead(fn, getters, why);
+    FailureOr<VocabHead> head = findVocabHead(fn, getters, tp, why);
     if (failed(head) || !vocabParallelFallback)
       return head;
-    ArrayRef<int64_t> vc = head->weight.getTensorType().getShape();
-    if (vc[0] >= vc[1])
+    ArrayRef<int64_t> shape = head->weight.getTensorType().getShape();
+    int64_t v = shape[head->axis], c = shape[1 - head->axis];
+    if (v >= c)
       return head;
-    why = ("the head '" + head->weight.getSymName() + "' has fewer classes (" + Twine(vc[0]) +
-           ") than input features (" + Twine(vc[1]) +
+    why = ("the head '" + head->weight.getSymName() + "' has fewer classes (" + Twine(v) +
+           ") than input features (" + Twine(c) +
            "): a classifier, which --vocab-parallel splits only when asked")
               .str();
     return failure();

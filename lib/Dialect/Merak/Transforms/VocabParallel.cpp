@@ -4,7 +4,7 @@
 // divide; the padding rows are zero and no id selects them; a token table
 // of its own, split without a head, is the lookup part alone):
 //
-//   logits = matmul(x, transpose(W)) [+ b]
+//   logits = matmul(x, transpose(W)) [+ b]          (W [V, C]; or matmul(x, W), W [C, V])
 //     -> logits_r = matmul(tp_identity(x), transpose(W_r)) [+ b_r]   (split)
 //   e = gather(W, ids)          (and every lookup of an untied table [V, C'])
 //     -> s = ids - rank * Vl; in = 0 <= s < Vl
@@ -81,7 +81,7 @@ SmallVector<ParamOp> untiedTables(ParamOp head, int64_t v,
 
 FailureOr<VocabHead>
 mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
-                           std::string &why) {
+                           int64_t tp, std::string &why) {
   auto fail = [&](const Twine &reason) -> FailureOr<VocabHead> {
     why = reason.str();
     return failure();
@@ -101,39 +101,53 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
     h.head = logits.getDefiningOp<MatmulOp>();
   }
   h.transpose = h.head ? h.head.getRhs().getDefiningOp<TransposeOp>() : TransposeOp();
-  GetParamOp get = h.transpose ? h.transpose.getInput().getDefiningOp<GetParamOp>() : GetParamOp();
-  if (!h.head || !h.head.getResult().hasOneUse() || !h.transpose ||
-      h.transpose.getPerm() != ArrayRef<int64_t>{1, 0} || !h.transpose.getResult().hasOneUse() ||
-      !get)
-    return fail("the result is not an LM head matmul(x, transpose(W)) (plus a bias) with W "
-                "[V, C] a parameter");
+  GetParamOp get = h.transpose ? h.transpose.getInput().getDefiningOp<GetParamOp>()
+                   : h.head    ? h.head.getRhs().getDefiningOp<GetParamOp>()
+                               : GetParamOp();
+  if (!h.head || !h.head.getResult().hasOneUse() || !get ||
+      (h.transpose &&
+       (h.transpose.getPerm() != ArrayRef<int64_t>{1, 0} || !h.transpose.getResult().hasOneUse())))
+    return fail("the result is not an LM head matmul(x, transpose(W)) with W [V, C] or "
+                "matmul(x, W) with W [C, V] (plus a bias), W a parameter");
   h.weight = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   auto wt = h.weight.getTensorType();
   if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
-    return fail("the LM head weight is not a [V, C] float parameter");
+    return fail("the LM head weight is not a 2-d float parameter");
+  if (!h.transpose) {
+    // [C, V]: read by the head alone (a lookup table would be [V, C]); a
+    // padded split of the columns is not supported.
+    h.axis = 1;
+    if (!get.getResult().hasOneUse() || getters.lookup(h.weight.getSymName()).size() != 1)
+      return fail("the [C, V] LM head weight '" + h.weight.getSymName() +
+                  "' is read by something other than the head");
+    if (wt.getDimSize(1) % tp)
+      return fail("the LM head '" + h.weight.getSymName() + "' is [C, V] = [" +
+                  Twine(wt.getDimSize(0)) + ", " + Twine(wt.getDimSize(1)) + "] and V does not " +
+                  "divide by tp " + Twine(tp) + " (only a [V, C] head is padded)");
+  }
   for (GetParamOp read : getters.lookup(h.weight.getSymName())) {
-    if (!collectLookups(read, h.lookups, h.transpose))
+    if (h.transpose && !collectLookups(read, h.lookups, h.transpose))
       return fail("'" + h.weight.getSymName() +
                   "' is read by something other than the LM head and embedding "
                   "lookups (merak.gather axis = 0)");
   }
-  h.tables = untiedTables(h.weight, wt.getDimSize(0), getters, h.lookups);
+  h.tables = untiedTables(h.weight, wt.getDimSize(h.axis), getters, h.lookups);
   return h;
 }
 
 namespace {
 
-/// Shards `param` on its rows over `tp` ranks (ceil(N / tp) each, the last
-/// padded with zero rows when N does not divide); returns the local rows.
+/// Shards `param` on `axis` over `tp` ranks (ceil(N / tp) each, the last
+/// padded with zeros when N does not divide); returns the local length.
 int64_t shardRows(ParamOp param, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
-                  int64_t tp) {
+                  int64_t tp, int64_t axis = 0) {
   auto t = param.getTensorType();
-  int64_t n = t.getDimSize(0), nl = (n + tp - 1) / tp;
+  int64_t n = t.getDimSize(axis), nl = (n + tp - 1) / tp;
   SmallVector<int64_t> shape(t.getShape());
-  shape[0] = nl;
+  shape[axis] = nl;
   auto local = RankedTensorType::get(shape, t.getElementType());
   param.setTypeAttr(TypeAttr::get(local));
-  setShardLayout(param, ShardLayout{0, tp, 1, nl * tp == n ? 0 : n});
+  setShardLayout(param, ShardLayout{axis, tp, 1, nl * tp == n ? 0 : n});
   for (GetParamOp get : getters.lookup(param.getSymName()))
     get.getResult().setType(local);
   return nl;
@@ -224,13 +238,14 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
                                   const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                   int64_t tp) {
   auto wt = h.weight.getTensorType();
-  int64_t v = wt.getDimSize(0);
+  int64_t v = wt.getDimSize(h.axis);
   // Shard the table (and the bias); the LM head takes f on its input.
-  int64_t vl = shardRows(h.weight, getters, tp);
+  int64_t vl = shardRows(h.weight, getters, tp, h.axis);
   for (ParamOp table : h.tables)
     shardRows(table, getters, tp);
-  h.transpose.getResult().setType(
-      RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
+  if (h.transpose)
+    h.transpose.getResult().setType(
+        RankedTensorType::get({wt.getDimSize(1), vl}, wt.getElementType()));
   auto logits = tensorOf(h.head.getResult());
   SmallVector<int64_t> logitsShape(logits.getShape());
   logitsShape.back() = vl;

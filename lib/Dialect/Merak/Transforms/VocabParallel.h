@@ -21,13 +21,18 @@ namespace mlir::merak {
 /// The LM head a vocabulary split applies to: @entry's only result is
 /// `matmul(x, transpose(W))`, or that plus a bias `b` [V] (either operand
 /// order), W [V, C] a float parameter read otherwise only by embedding
-/// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else. An
+/// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else; or
+/// `matmul(x, W)` with W [C, V] read only there (a weight stored as
+/// [in, out]: JAX/TF exports, a bare nn.Parameter), V dividing by tp. An
 /// untied input embedding of the same vocabulary (a float [V, C'] table
 /// read only by such lookups: Llama's `embed_tokens` next to its
 /// `lm_head`) is split with it, as Megatron-LM's VocabParallelEmbedding.
 struct VocabHead {
   MatmulOp head;
+  /// Null for a [C, V] head.
   TransposeOp transpose;
+  /// W's vocabulary axis: 0 for [V, C], 1 for [C, V].
+  int64_t axis = 0;
   ParamOp weight;
   AddOp biasAdd = {};
   ParamOp bias = {};
@@ -37,10 +42,11 @@ struct VocabHead {
   SmallVector<GatherOp> lookups = {};
 };
 
-/// The LM head of `fn`, or failure with the reason in `why`.
+/// The LM head of `fn` to split over `tp` ranks, or failure with the
+/// reason in `why`.
 FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
                                    const llvm::StringMap<SmallVector<GetParamOp>> &getters,
-                                   std::string &why);
+                                   int64_t tp, std::string &why);
 
 /// Splits `h` over `tp` ranks: W (and b, and the tables) on V, padded to tp shards of
 /// ceil(V / tp) rows when V does not divide; the lookups become

@@ -144,7 +144,9 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     `classes = V`, which leaves the padding logits out). W read in any other
     way is an error; with `vocab-parallel-fallback` (merak-compile's default at --tp > 1)
     such a model keeps its vocabulary replicated instead, with a remark
-    saying why. Untied tables of the head's V rows are split with it; then
+    saying why. A head `matmul(x, W)` with W [C, V] read only there splits
+    W on axis 1 when V divides by tp. Untied tables of the head's V rows
+    are split with it; then
     every token embedding of its own (a float [N, C] table, N >= C, read
     only by lookups whose ids are a function argument through casts and
     reshapes: a text classifier's, whose head does not qualify) is split
