@@ -57,12 +57,13 @@ inline std::optional<int64_t> indexLimit(FunctionOpInterface fn, unsigned arg) {
 }
 
 /// `fn`'s argument `arg` is a language model's token ids (./train reads them
-/// from a token file and shifts them into the labels): [B, T] integers,
+/// from a token file and shifts them into the labels): [B, T] i64 or i32,
 /// and the `labels` argument, when there is one, of the same shape. Ids of a
 /// sequence classifier (labels [B]) are an array input like any other.
 inline bool isTokenInput(FunctionOpInterface fn, unsigned arg) {
   auto type = cast<RankedTensorType>(fn.getArgumentTypes()[arg]);
-  if (type.getRank() != 2 || !type.getElementType().isInteger())
+  Type e = type.getElementType();
+  if (type.getRank() != 2 || !(e.isInteger(64) || e.isInteger(32)))
     return false;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     if (auto name = fn.getArgAttrOfType<StringAttr>(i, "merak.name");

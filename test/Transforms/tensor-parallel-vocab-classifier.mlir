@@ -63,7 +63,7 @@ merak.param @tok : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
 merak.param @pos : tensor<3x4xf32> = dense<0.5> : tensor<3x4xf32>
 merak.param @type : tensor<2x4xf32> = dense<0.75> : tensor<2x4xf32>
 merak.param @head.weight : tensor<3x4xf32> = dense<0.125> : tensor<3x4xf32>
-// expected-warning @+1 {{no Linear -> ... -> Linear pair to shard over tp=2: only the vocabulary is split (the token embedding(s) 'tok'); every other layer is computed whole on each tp rank}}
+// expected-warning @+1 {{no Linear -> ... -> Linear pair to shard over tp=2: only the vocabulary is split (the token embedding(s) 'tok'); every other layer is computed whole on each tp rank (the LM head and loss stay replicated: the head 'head.weight' has fewer classes (3) than input features (4)}}
 func.func @forward(%ids: tensor<6xi64>, %types: tensor<2x3xi64>) -> tensor<2x3xf32> {
   %r = merak.reshape %ids : tensor<6xi64> to tensor<2x3xi64>
   %t = merak.get_param @tok : tensor<8x4xf32>

@@ -82,3 +82,23 @@ func.func @forward(%x: tensor<2x3x4xf32>) -> tensor<2x3x6xf32> {
   %y = merak.add %b2, %l : tensor<6xf32>, tensor<2x3x6xf32>
   return %y : tensor<2x3x6xf32>
 }
+
+// -----
+
+// Asked for explicitly (vocab-parallel without the fallback), a head that
+// does not qualify is an error even when a token embedding could split.
+merak.param @tok : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @head.weight : tensor<6x4xf32> = dense<0.125> : tensor<6x4xf32>
+merak.param @head.bias : tensor<6xf32> = dense<0.0625> : tensor<6xf32>
+// expected-error @+1 {{merak-tensor-parallel: vocab-parallel: the LM head's bias is not a [V] parameter read only there}}
+func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
+  %t = merak.get_param @tok : tensor<8x4xf32>
+  %x = merak.gather %t[%ids] axis = 0 : tensor<8x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %w = merak.get_param @head.weight : tensor<6x4xf32>
+  %wt = merak.transpose %w perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %l = merak.matmul %x, %wt : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
+  %b = merak.get_param @head.bias : tensor<6xf32>
+  %b2 = merak.mul %b, %b : tensor<6xf32>, tensor<6xf32>
+  %y = merak.add %b2, %l : tensor<6xf32>, tensor<2x3x6xf32>
+  return %y : tensor<2x3x6xf32>
+}

@@ -444,8 +444,10 @@ struct MerakTensorParallelPass
     if (failed(head)) {
       InFlightDiagnostic d =
           fn.emitRemark("merak-tensor-parallel: the ")
-          << (tables.empty() ? "embedding, " : "")
-          << "LM head and loss stay replicated (no vocabulary parallelism): " << why;
+          << (tables.empty() ? "embedding, LM head and loss stay replicated (no vocabulary "
+                               "parallelism): "
+                             : "LM head and loss stay replicated: ")
+          << why;
       if (!tables.empty())
         d << "; only " << describeTables(tables) << " split on their rows";
     }
@@ -474,6 +476,10 @@ struct MerakTensorParallelPass
       lookups = head->lookups.size();
     }
     SmallVector<ParamOp> tables = vocabParallel ? findTokenTables(getters) : SmallVector<ParamOp>();
+    // An explicit --vocab-parallel whose head does not qualify is an error,
+    // as with a pair (below: with no table either, both reasons).
+    if (failed(head) && !tables.empty() && !vocabParallelFallback)
+      return fn.emitError("merak-tensor-parallel: vocab-parallel: ") << why;
     splitTokenTables(tables, getters, tp);
     if (failed(head) && tables.empty())
       return fn.emitError("merak-tensor-parallel: found no structure to shard over tp=")
@@ -499,6 +505,8 @@ struct MerakTensorParallelPass
     if (!tables.empty())
       d << describeTables(tables);
     d << "); every other layer is computed whole on each tp rank";
+    if (failed(head))
+      d << " (the LM head and loss stay replicated: " << why << ")";
     return success();
   }
 

@@ -64,7 +64,8 @@ SmallVector<ParamOp> untiedTables(ParamOp head, int64_t v,
     GetParamOp first = gets.front();
     auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(first, first.getNameAttr());
     auto t = param ? param.getTensorType() : RankedTensorType();
-    if (!t || t.getRank() != 2 || t.getDimSize(0) != v || !isa<FloatType>(t.getElementType()))
+    if (!t || t.getRank() != 2 || t.getDimSize(0) != v || !isa<FloatType>(t.getElementType()) ||
+        getShardLayout(param))
       continue;
     SmallVector<GatherOp> reads;
     if (llvm::all_of(gets, [&](GetParamOp g) { return collectLookups(g, reads); }) &&

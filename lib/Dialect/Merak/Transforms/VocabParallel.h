@@ -48,7 +48,8 @@ FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
                                    const llvm::StringMap<SmallVector<GetParamOp>> &getters,
                                    int64_t tp, std::string &why);
 
-/// Splits `h` over `tp` ranks: W (and b, and the tables) on V, padded to tp shards of
+/// Splits `h` over `tp` ranks: W (and b, and the tables) on V (W's axis 1
+/// for a [C, V] head, which V divides), padded to tp shards of
 /// ceil(V / tp) rows when V does not divide; the lookups become
 /// `ids - rank * V/tp` masked to the local rows and summed over tp; the
 /// head takes f (`merak.tp_identity`) on x; the result is marked
