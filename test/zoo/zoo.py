@@ -68,7 +68,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 from zoo_models import (CausalEncoderLM, CausalLM, Clip3DNet, DenseMoELM,  # noqa: E402,F401
                         GridSampleNet, ImageClassifier, LegacyMixtralMoE, MaskedLM,
-                        RecurrentLM, Seq2SeqLM)
+                        RecurrentLM, Seq2SeqLM, SequenceClassifier)
 
 
 
@@ -210,6 +210,14 @@ def build(name):
             vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
             num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T))
         return MaskedLM(tf.BertForMaskedLM(cfg)), ids
+    if name == "bert-cls":
+        # Sequence classification: token ids -> CLASSES labels (the pooled
+        # first token); under tp its word embedding splits alone.
+        cfg = tf.BertConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
+            num_labels=CLASSES))
+        return SequenceClassifier(tf.BertForSequenceClassification(cfg)), ids
     if name == "fnet":
         # Token mixing by the real part of a 2-d DFT (torch.fft.fftn).
         cfg = tf.FNetConfig(**no_dropout(
@@ -250,7 +258,8 @@ def build(name):
     raise KeyError(name)
 
 
-MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "fnet", "t5",
+MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "bert-cls",
+          "fnet", "t5",
           "vit", "resnet50", "cnn3d", "grid-sample",
           "nn-transformer", "lstm", "gru-bi", "rnn", "mixtral", "mixtral-sparse",
           "mixtral-modules", "qwen2-moe", "qwen2-moe-sparse", "olmoe", "gpt-oss",
@@ -271,7 +280,9 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",
           "gpt-oss-sparse": "GPT-OSS (as above; eager experts)",
           "dense-moe": "dense MoE (every token through every expert, top-2 gate; MLP blocks)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
-          "bert": "BERT (masked LM head)", "fnet": "FNet (Fourier token mixing; masked LM)",
+          "bert": "BERT (masked LM head)",
+          "bert-cls": "BERT for sequence classification (10 labels; word embedding split alone under tp)",
+          "fnet": "FNet (Fourier token mixing; masked LM)",
           "t5": "T5 (encoder-decoder)",
           "vit": "ViT (image classification)",
           "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",
@@ -282,6 +293,11 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
 
 def is_image(name):
     return name in IMAGE_SIZES
+
+
+# Models fed token ids with one label per sequence (--data DIR of .npy
+# arrays, not the token stream).
+TEXT_CLASSIFIERS = {"bert-cls"}
 
 
 def input_name(name):
@@ -402,6 +418,8 @@ class Row:
         return "%dx%d" % (batch, T)
 
     def data(self, batch):
+        if self.name in TEXT_CLASSIFIERS:
+            return self.zoo.text_data()
         return self.zoo.image_data(IMAGE_SIZES[self.name]) if is_image(self.name) \
             else self.zoo.tokens_file
 
@@ -601,7 +619,8 @@ def image_batches(images, labels, batch, steps):
     n = len(images)
     for s in range(steps):
         rows = [(s * batch + r) % n for r in range(batch)]
-        yield torch.from_numpy(images[rows]).double(), torch.from_numpy(labels[rows])
+        x = torch.from_numpy(images[rows])
+        yield (x.double() if x.is_floating_point() else x), torch.from_numpy(labels[rows])
 
 
 def reference(model, name, zoo):
@@ -612,6 +631,8 @@ def reference(model, name, zoo):
                             weight_decay=0.01)
     if is_image(name):
         batches = image_batches(*zoo.images(IMAGE_SIZES[name]), B, STEPS)
+    elif name in TEXT_CLASSIFIERS:
+        batches = image_batches(*zoo.texts(), B, STEPS)
     else:
         batches = token_batches(zoo.tokens, B, STEPS)
     losses = []
@@ -652,6 +673,25 @@ class Zoo:
             noise = rng.standard_normal((SAMPLES, CHANNELS, size, size))
             self._images[size] = ((patterns[labels] + 0.5 * noise).astype(np.float32), labels)
         return self._images[size]
+
+    def texts(self):
+        """(ids [8, T], labels): 8 corpus windows, each labelled by its first
+        token's class (first token mod CLASSES); 20 steps of 2 see each 5
+        times, so that the loss falls."""
+        n = len(self.tokens) - T
+        ids = np.stack([self.tokens[(i * 97) % n:(i * 97) % n + T]
+                        for i in range(8)]).astype(np.int64)
+        return ids, (ids[:, 0] % CLASSES).astype(np.int64)
+
+    def text_data(self):
+        """The --data DIR of texts()."""
+        d = os.path.join(self.work, "texts")
+        if not os.path.isdir(d):
+            ids, labels = self.texts()
+            os.makedirs(d)
+            np.save(os.path.join(d, "input_ids.npy"), ids)
+            np.save(os.path.join(d, "labels.npy"), labels)
+        return d
 
     def image_data(self, size):
         """The --data DIR of the images of side `size`."""
@@ -697,7 +737,7 @@ def read_table(path, static=False):
     return rows
 
 
-def write_table(path, rows, seconds, static=False):
+def write_table(path, rows, seconds, static=False, merge=False):
     import onnx
     import onnxruntime
     import torchvision
@@ -713,14 +753,25 @@ def write_table(path, rows, seconds, static=False):
                      onnxruntime.__version__, seconds))
     lines.append("")
     cols = COLUMNS
-    lines.append("| model | id | exporter | " + " | ".join(HEADERS[c] for c in cols) + " |")
-    lines.append("|" + "---|" * (3 + len(cols)))
-    for r in rows:
-        lines.append("| %s | %s | %s | %s |" % (
-            TITLES[r.name], r.name, r.exporter,
-            " | ".join(cell_text(r.cells.get(c, NOT_RUN)) for c in cols)))
     doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
     start, end = table_markers(static)
+    body = {(r.name, r.exporter): "| %s | %s | %s | %s |" % (
+        TITLES[r.name], r.name, r.exporter,
+        " | ".join(cell_text(r.cells.get(c, NOT_RUN)) for c in cols)) for r in rows}
+    if merge and start in doc and end in doc:
+        # The rows not run now stay as the table has them (and its date line).
+        old = doc[doc.index(start):doc.index(end)].splitlines()
+        lines = [l for l in old[1:] if not l.startswith("| ") or l.startswith("| model |")]
+        lines = lines[:lines.index(next(l for l in lines if l.startswith("| model |"))) + 2]
+        for l in old:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", l.strip())[1:-1]]
+            if l.startswith("| ") and len(cells) > 3 and cells[1] in MODELS:
+                body.setdefault((cells[1], cells[2]), l)
+    else:
+        lines.append("| model | id | exporter | " + " | ".join(HEADERS[c] for c in cols) + " |")
+        lines.append("|" + "---|" * (3 + len(cols)))
+    order = {(m, e): (i, j) for i, m in enumerate(MODELS) for j, e in enumerate(EXPORTERS)}
+    lines += [body[k] for k in sorted(body, key=lambda k: order.get(k, (len(MODELS), 0)))]
     table = start + "\n" + "\n".join(lines) + "\n" + end
     if start in doc and end in doc:
         doc = doc[:doc.index(start)] + table + doc[doc.index(end) + len(end):]
@@ -744,6 +795,9 @@ def main():
                     help="export without a dynamic batch axis (a second export at batch %d "
                          "for (d))" % PAR_B)
     ap.add_argument("--write-table", metavar="MD")
+    ap.add_argument("--merge-table", action="store_true",
+                    help="with --write-table: replace or add only the rows run now, keeping "
+                         "the others (and the table's date line)")
     ap.add_argument("--expect-table", metavar="MD",
                     help="fail when a cell documented as %s is not %s now" % (OK, OK))
     ap.add_argument("--json", metavar="FILE", help="write every cell and note")
@@ -787,7 +841,7 @@ def main():
                 shutil.rmtree(row.dir, ignore_errors=True)
     seconds = time.time() - start
     if args.write_table:
-        write_table(args.write_table, rows, seconds, args.static_batch)
+        write_table(args.write_table, rows, seconds, args.static_batch, args.merge_table)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"model": r.name, "exporter": r.exporter, "cells": r.cells,

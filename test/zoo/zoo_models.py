@@ -169,6 +169,18 @@ class Seq2SeqLM(nn.Module):
                           use_cache=False, return_dict=True).logits
 
 
+class SequenceClassifier(nn.Module):
+    """A transformers *ForSequenceClassification model called with token ids
+    only, returning its logits [B, classes]."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, return_dict=True).logits
+
+
 class ImageClassifier(nn.Module):
     def __init__(self, model):
         super().__init__()
