@@ -82,3 +82,22 @@ func.func @forward(%ids: tensor<6xi64>, %types: tensor<2x3xi64>) -> tensor<2x3xf
   %l = merak.matmul %m, %wt : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
   return %l : tensor<2x3xf32>
 }
+
+// -----
+
+// The last matmul is itself the row-parallel end of a pair (BERT's pooler
+// dense -> tanh -> classifier): the remark says so.
+// CHECK-DAG: merak.param @head.weight : tensor<3x4xf32> = dense<{{.*}}> : tensor<3x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+merak.param @fc1 : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @head.weight : tensor<3x8xf32> = dense<0.125> : tensor<3x8xf32>
+// expected-remark @+1 {{the embedding, LM head and loss stay replicated (no vocabulary parallelism): the last matmul is the row-parallel end of a Linear pair (already split on its input features)}}
+func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x3xf32> {
+  %w1 = merak.get_param @fc1 : tensor<8x4xf32>
+  %t1 = merak.transpose %w1 perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %m1 = merak.matmul %x, %t1 : tensor<2x4xf32>, tensor<4x8xf32> -> tensor<2x8xf32>
+  %g = merak.tanh %m1 : tensor<2x8xf32>
+  %w = merak.get_param @head.weight : tensor<3x8xf32>
+  %wt = merak.transpose %w perm = [1, 0] : tensor<3x8xf32> to tensor<8x3xf32>
+  %l = merak.matmul %g, %wt : tensor<2x8xf32>, tensor<8x3xf32> -> tensor<2x3xf32>
+  return %l : tensor<2x3xf32>
+}

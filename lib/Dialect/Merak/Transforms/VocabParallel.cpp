@@ -105,6 +105,11 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
   GetParamOp get = h.transpose ? h.transpose.getInput().getDefiningOp<GetParamOp>()
                    : h.head    ? h.head.getRhs().getDefiningOp<GetParamOp>()
                                : GetParamOp();
+  auto rowParallel = [](Value v) { return v && v.getDefiningOp<AllReduceOp>(); };
+  if (!h.head &&
+      (rowParallel(logits) || (h.biasAdd && llvm::any_of(h.biasAdd->getOperands(), rowParallel))))
+    return fail("the last matmul is the row-parallel end of a Linear pair (already split on "
+                "its input features)");
   if (!h.head || !h.head.getResult().hasOneUse() || !get ||
       (h.transpose &&
        (h.transpose.getPerm() != ArrayRef<int64_t>{1, 0} || !h.transpose.getResult().hasOneUse())))
