@@ -104,8 +104,8 @@ static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st, T
   };
 }
 
-/// "tensor_parallel": the sharded parameters, the vocabulary split, the tp
-/// all-reduces.
+/// "tensor_parallel": the sharded parameters, the vocabulary split (the
+/// first shard's numbers, and every shard), the tp all-reduces.
 static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) {
   json::Array sharded;
   for (const ParamInfo &p : r.params)
@@ -121,6 +121,14 @@ static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) 
   int64_t tp = r.opts.tp;
   const ParamInfo *vocab = r.vocab;
   size_t axis = vocab ? vocab->shard->axis : 0;
+  // Every vocabulary shard (a head, its bias, the tables), each on its axis.
+  json::Array vocabShards;
+  for (const ParamInfo &p : r.params)
+    if (p.shard && p.split == "vocab")
+      vocabShards.push_back(json::Object{{"param", p.name},
+                                         {"axis", p.shard->axis},
+                                         {"vocabulary", p.globalShape[p.shard->axis]},
+                                         {"per_rank", p.shape[p.shard->axis]}});
   return json::Object{
       {"tp", tp},
       {"sharded", std::move(sharded)},
@@ -128,7 +136,8 @@ static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) 
                                                  {"vocabulary", vocab->globalShape[axis]},
                                                  {"per_rank", vocab->shape[axis]},
                                                  {"padded", vocab->shape[axis] * tp},
-                                                 {"logits_split", r.vocabLoss}})
+                                                 {"logits_split", r.vocabLoss},
+                                                 {"shards", std::move(vocabShards)}})
                       : json::Value(nullptr)},
       {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
 }
