@@ -468,6 +468,34 @@ std::string rangeStr(int64_t first, int64_t last) {
                        : std::to_string(first) + "-" + std::to_string(last);
 }
 
+/// The vocabulary split of --tp: one entry per vocabulary length ("3 of 5
+/// entries per rank (a, b, padded to 6)"), and whether the logits stay split.
+void Report::printVocabulary(llvm::raw_ostream &os) const {
+  if (!vocab) {
+    os << "  vocabulary: replicated (embedding, LM head and loss on every tp rank)\n";
+    return;
+  }
+  int64_t tp = opts.tp;
+  os << "  vocabulary: split, ";
+  llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<StringRef>> byLength;
+  for (const ParamInfo &p : params)
+    if (p.shard && p.split == "vocab")
+      byLength[{p.shape[p.shard->axis], p.globalShape[p.shard->axis]}].push_back(p.name);
+  bool first = true;
+  for (const auto &[length, names] : byLength) {
+    auto [local, global] = length;
+    os << (first ? "" : ", ") << local << " of " << global
+       << (first ? " entries per rank (" : " (");
+    llvm::interleaveComma(names, os);
+    if (local * tp != global)
+      os << ", padded to " << local * tp;
+    os << ")";
+    first = false;
+  }
+  os << (vocabLoss ? "; logits stay split, vocab-parallel cross-entropy\n"
+                   : "; token embeddings only: the LM head and loss on every tp rank\n");
+}
+
 void Report::printText(llvm::raw_ostream &os) const {
   int64_t dp = opts.dp, tp = opts.tp, m = opts.microbatches;
   int64_t world = dp * tp * (int64_t)stages.size();
@@ -589,30 +617,7 @@ void Report::printText(llvm::raw_ostream &os) const {
            << (p.shard->blocks > 1 ? std::to_string(p.shard->blocks) + " blocks" : "")
            << (p.shard->blockSizes.empty() ? "" : " of lengths " + lengths(p.shard->blockSizes))
            << ", " << shapeStr(p.globalShape) << " -> " << shapeStr(p.shape) << "\n";
-    if (vocab) {
-      // One entry per vocabulary length: "3 of 5 entries per rank (a, b,
-      // padded to 6)".
-      os << "  vocabulary: split, ";
-      llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<StringRef>> byLength;
-      for (const ParamInfo &p : params)
-        if (p.shard && p.split == "vocab")
-          byLength[{p.shape[p.shard->axis], p.globalShape[p.shard->axis]}].push_back(p.name);
-      bool first = true;
-      for (const auto &[length, names] : byLength) {
-        auto [local, global] = length;
-        os << (first ? "" : ", ") << local << " of " << global
-           << (first ? " entries per rank (" : " (");
-        llvm::interleaveComma(names, os);
-        if (local * tp != global)
-          os << ", padded to " << local * tp;
-        os << ")";
-        first = false;
-      }
-      os << (vocabLoss ? "; logits stay split, vocab-parallel cross-entropy\n"
-                       : "; token embeddings only: the LM head and loss on every tp rank\n");
-    }
-    else
-      os << "  vocabulary: replicated (embedding, LM head and loss on every tp rank)\n";
+    printVocabulary(os);
   }
   os << "data parallel:";
   if (dp == 1) {

@@ -98,6 +98,7 @@ struct Report {
   void collectStage(int64_t s, ModuleOp planned);
   void countCollectives(func::FuncOp fn, int64_t times, int64_t s, int fragment = 0);
   void printText(llvm::raw_ostream &os) const;
+  void printVocabulary(llvm::raw_ostream &os) const;
   json::Value toJson() const;
 
   func::FuncOp fn(ModuleOp m, const Twine &name) const {

@@ -51,25 +51,25 @@ bool collectLookups(GetParamOp get, SmallVectorImpl<GatherOp> &lookups,
   return true;
 }
 
-/// The untied input embeddings of a vocabulary of `v` entries: float
-/// [v, C'] parameters other than `head`, read only by lookups (appended to
-/// `lookups`), in name order.
-SmallVector<ParamOp> untiedTables(ParamOp head, int64_t v,
-                                  const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+/// The embedding tables among the parameters: float [N, C] ones not yet
+/// split, read only by lookups (appended to `lookups`), that `keep` accepts
+/// (the table's type and its lookups), in name order. An LM head's weight is
+/// never one (the head reads it through a transpose or a matmul).
+SmallVector<ParamOp> lookupTables(const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+                                  function_ref<bool(RankedTensorType, ArrayRef<GatherOp>)> keep,
                                   SmallVectorImpl<GatherOp> &lookups) {
   SmallVector<std::pair<StringRef, ParamOp>> found;
   for (const auto &[name, gets] : getters) {
-    if (name == head.getSymName() || gets.empty())
+    if (gets.empty())
       continue;
     GetParamOp first = gets.front();
     auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(first, first.getNameAttr());
     auto t = param ? param.getTensorType() : RankedTensorType();
-    if (!t || t.getRank() != 2 || t.getDimSize(0) != v || !isa<FloatType>(t.getElementType()) ||
-        getShardLayout(param))
+    if (!t || t.getRank() != 2 || !isa<FloatType>(t.getElementType()) || getShardLayout(param))
       continue;
     SmallVector<GatherOp> reads;
     if (llvm::all_of(gets, [&](GetParamOp g) { return collectLookups(g, reads); }) &&
-        !reads.empty()) {
+        !reads.empty() && keep(t, reads)) {
       found.push_back({param.getSymName(), param});
       lookups.append(reads);
     }
@@ -137,7 +137,11 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
                   "' is read by something other than the LM head and embedding "
                   "lookups (merak.gather axis = 0)");
   }
-  h.tables = untiedTables(h.weight, wt.getDimSize(h.axis), getters, h.lookups);
+  // Untied input embeddings of the same vocabulary (Llama's embed_tokens).
+  int64_t v = wt.getDimSize(h.axis);
+  h.tables = lookupTables(
+      getters, [&](RankedTensorType t, ArrayRef<GatherOp>) { return t.getDimSize(0) == v; },
+      h.lookups);
   return h;
 }
 
@@ -207,24 +211,14 @@ bool fromArgument(Value v) {
 
 SmallVector<ParamOp>
 mlir::merak::findTokenTables(const llvm::StringMap<SmallVector<GetParamOp>> &getters) {
-  SmallVector<std::pair<StringRef, ParamOp>> found;
-  for (const auto &[name, gets] : getters) {
-    if (gets.empty())
-      continue;
-    GetParamOp first = gets.front();
-    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(first, first.getNameAttr());
-    auto t = param ? param.getTensorType() : RankedTensorType();
-    if (!t || t.getRank() != 2 || t.getDimSize(0) < t.getDimSize(1) ||
-        !isa<FloatType>(t.getElementType()) || getShardLayout(param))
-      continue;
-    SmallVector<GatherOp> reads;
-    if (llvm::all_of(gets, [&](GetParamOp g) { return collectLookups(g, reads); }) &&
-        !reads.empty() &&
-        llvm::all_of(reads, [](GatherOp g) { return fromArgument(g.getIndices()); }))
-      found.push_back({param.getSymName(), param});
-  }
-  llvm::sort(found, [](auto &a, auto &b) { return a.first < b.first; });
-  return llvm::to_vector(llvm::make_second_range(found));
+  SmallVector<GatherOp> lookups;
+  return lookupTables(
+      getters,
+      [](RankedTensorType t, ArrayRef<GatherOp> reads) {
+        return t.getDimSize(0) >= t.getDimSize(1) &&
+               llvm::all_of(reads, [](GatherOp g) { return fromArgument(g.getIndices()); });
+      },
+      lookups);
 }
 
 void mlir::merak::splitTokenTables(ArrayRef<ParamOp> tables,
