@@ -41,11 +41,11 @@ MODELS = {
 }
 
 
-def plan(compiler, model, devices, profile, space, dtype):
+def plan(compiler, model, devices, profile, space, precision):
     report = model + "." + space + ".json"
     cmd = [compiler, model, "--devices", str(devices), "--device-profile", profile,
-           "--planner-space", space, "--frozen", "*.attn.bias", "--report=json",
-           "--report-file", report]
+           "--planner-space", space, "--frozen", "*.attn.bias", "--precision", precision,
+           "--report=json", "--report-file", report]
     t = time.time()
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -73,7 +73,8 @@ def main():
     ap.add_argument("--devices", type=int, default=64)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--dtype", default="f32", help="f32: merak generates f32 code only")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="merak-compile --precision: bf16 GEMMs (float32 master weights)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
@@ -84,10 +85,10 @@ def main():
         layers, hidden, heads = MODELS[name]
         path = os.path.join(work, "gpt-%s.mlir" % name)
         with open(path, "w") as f:
-            f.write(gpt_mlir.generate(layers, hidden, heads, a.seq, 50304, a.batch, a.dtype))
-        auto, auto_wall, log = plan(compiler, path, a.devices, a.profile, "auto", a.dtype)
-        mega, mega_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron", a.dtype)
-        best, best_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron-best", a.dtype)
+            f.write(gpt_mlir.generate(layers, hidden, heads, a.seq, 50304, a.batch, "f32"))
+        auto, auto_wall, log = plan(compiler, path, a.devices, a.profile, "auto", a.precision)
+        mega, mega_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron", a.precision)
+        best, best_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron-best", a.precision)
         if a.verbose:
             print(log)
         ca, cm, cb = auto["chosen"], mega["chosen"], best["chosen"]
@@ -95,7 +96,7 @@ def main():
         ratio_best = cb["step_time_s"] / ca["step_time_s"]
         rows.append((name, ca, cm, ratio, cb, ratio_best, auto_wall, best_wall))
         print("GPT-%s (%d layers, hidden %d, %d heads, seq %d, global batch %d, %s):"
-              % (name, layers, hidden, heads, a.seq, a.batch, a.dtype))
+              % (name, layers, hidden, heads, a.seq, a.batch, a.precision))
         print("  merak plan:    %-62s step %.3f s, bubble %.3f, peak %.1f GB"
               % (describe(ca), ca["step_time_s"], ca["bubble_fraction"],
                  ca["peak_memory_bytes"] / 1e9))

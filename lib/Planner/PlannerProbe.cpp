@@ -162,8 +162,6 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
     *batch = modelBatch(*m);
   if (imported)
     *imported = true;
-  if (dtype)
-    *dtype = computeDtype(*m).str();
   PassManager cleanup(&ctx);
   buildImportCleanupPipeline(cleanup, o.fusedExperts);
   if (failed(cleanup.run(*m)))
@@ -197,6 +195,9 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
                                 diag)) ||
       failed(pm.run(*m)))
     return nullptr;
+  // After merak-mixed-precision: --precision bf16 makes the GEMMs bf16.
+  if (dtype)
+    *dtype = computeDtype(*m).str();
   return m;
 }
 
@@ -211,12 +212,13 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp) {
     return failure();
   Probe probe;
   probe.tp = tp;
+  SymbolTable symbols(module);
   for (int64_t s = 0; s < pp; ++s) {
     FineStage st;
     st.costs = (*costs)[s];
     st.stashInputs = st.costs.stashBytes;
-    auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_forward").str());
-    auto b = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_backward").str());
+    auto f = symbols.lookup<func::FuncOp>(("stage" + Twine(s) + "_forward").str());
+    auto b = symbols.lookup<func::FuncOp>(("stage" + Twine(s) + "_backward").str());
     if (!f || !b)
       return failure();
     f.walk([&](Operation *op) {

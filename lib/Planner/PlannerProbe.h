@@ -47,9 +47,9 @@ struct Probe {
 
 /// Compiles the model with tensor parallelism `tp` into `pp` pipeline
 /// stages of one micro-batch (the whole batch); diagnostics go to `diag`.
-/// Optionally returns the batch, the parameters' dtype, whether
-/// merak-split-batch splits the batch, and whether the model could be read
-/// at all.
+/// Optionally returns the batch, the GEMMs' dtype (computeDtype, read
+/// after --precision), whether merak-split-batch splits the batch, and
+/// whether the model could be read at all.
 OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t pp,
                                    MLIRContext &ctx, llvm::raw_ostream &diag, int64_t *batch,
                                    std::string *dtype, bool *splits = nullptr,
