@@ -344,7 +344,8 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     st.paramElements += p.elements;
     st.paramBytes += p.bytes;
     st.stateBytes += p.stateBytes;
-    if (auto acc = module.lookupSymbol<ParamOp>((kGradAccumulatorPrefix + name).str()))
+    if (auto acc =
+            symbols.getSymbolTable(module).lookup<ParamOp>((kGradAccumulatorPrefix + name).str()))
       st.accumulatorBytes += tensorBytes(acc.getTensorType());
     if (p.shard && p.shard->group == "ep")
       p.split = "expert"; // E / ep experts of every expert GEMM's weight
@@ -413,6 +414,8 @@ LogicalResult Report::collect() {
   stages.resize(nStages);
   for (int64_t s = 0; s < nStages; ++s)
     collectStage(s, planned);
+  if (copy)
+    symbols.invalidateSymbolTable(*copy);
   for (const ParamInfo &p : params)
     if (p.shard && p.split == "vocab" && !vocab)
       vocab = &p;
@@ -733,7 +736,7 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options,
     c.update = st.byFragment[2];
     auto opCosts = [&](StringRef kind) {
       std::vector<OpWork> v;
-      if (auto f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), kind)))
+      if (auto f = report.fn(module, report.fragment(costs.size(), kind)))
         f.walk([&](CostOpInterface op) {
           if (!mlir::merak::report::collectiveKind(op))
             v.push_back(opWork(op, measured));
@@ -743,7 +746,7 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options,
     c.forwardOps = opCosts("forward");
     c.backwardOps = opCosts("backward");
     auto copies = [&](StringRef kind) {
-      func::FuncOp f = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), kind));
+      func::FuncOp f = report.fn(module, report.fragment(costs.size(), kind));
       return f ? fragmentCopyBytes(f) : 0;
     };
     c.forwardCopyBytes = copies("forward");
@@ -757,13 +760,12 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options,
     // The recomputation: merak-split-backward's @stage<s>_recompute (what
     // it carries to the backward, "rstash:i", is held until then), else the
     // backward's ops no incoming gradient reaches.
-    if (auto r = module.lookupSymbol<func::FuncOp>(report.fragment(costs.size(), "recompute"))) {
+    if (auto r = report.fn(module, report.fragment(costs.size(), "recompute"))) {
       c.recomputeOps = opCosts("recompute");
       for (Type t : r.getResultTypes())
         if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.hasStaticShape())
           c.recomputeHeldBytes += report::messageSlotBytes(rt);
-    } else if (auto b = module.lookupSymbol<func::FuncOp>(
-                   report.fragment(costs.size(), "backward"))) {
+    } else if (auto b = report.fn(module, report.fragment(costs.size(), "backward"))) {
       collectRecompute(b, c, measured);
     }
     costs.push_back(std::move(c));

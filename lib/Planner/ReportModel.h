@@ -13,6 +13,7 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 #include <map>
@@ -101,8 +102,12 @@ struct Report {
   void printVocabulary(llvm::raw_ostream &os) const;
   json::Value toJson() const;
 
+  /// The symbol tables of the module and of its memory-planned copy: one
+  /// lookup per fragment and parameter (ModuleOp::lookupSymbol walks the
+  /// whole module each time).
+  mutable SymbolTableCollection symbols;
   func::FuncOp fn(ModuleOp m, const Twine &name) const {
-    return m.lookupSymbol<func::FuncOp>(name.str());
+    return symbols.getSymbolTable(m).lookup<func::FuncOp>(name.str());
   }
   std::string fragment(int64_t s, StringRef kind) const {
     return ("stage" + Twine(s) + "_" + kind).str();

@@ -504,9 +504,10 @@ static FailureOr<ExpertRouting> expertRouting(ModuleOp module, SimulateOptions &
 /// results), for the first `stages` - 1 stages.
 static SmallVector<double> cutActivationBytes(ModuleOp module, int64_t stages) {
   SmallVector<double> cut;
+  SymbolTable symbols(module);
   for (int64_t c = 0; c + 1 < stages; ++c) {
     double bytes = 0;
-    if (auto f = module.lookupSymbol<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
+    if (auto f = symbols.lookup<func::FuncOp>(("stage" + Twine(c) + "_forward").str()))
       for (unsigned i = 0; i < f.getNumResults(); ++i)
         if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
             n && n.getValue().starts_with("act:"))

@@ -9,6 +9,7 @@
 #include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -20,13 +21,14 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
   if (!plan)
     return module.emitError("not a pipeline module (run merak-pipeline)");
   int64_t stages = plan.getStages(), ranks = plan.getRanks();
+  SymbolTable symbols(module); // one lookup per fragment
   SmallVector<func::FuncOp> out;
   for (int64_t s = 0; s < stages; ++s) {
     for (StringRef kind : {"forward", "backward", "update"}) {
       if (kind == "update" && s >= ranks)
         continue; // interleaved: one update per rank, on its first chunk
       std::string name = ("stage" + Twine(s) + "_" + kind).str();
-      auto fn = module.lookupSymbol<func::FuncOp>(name);
+      auto fn = symbols.lookup<func::FuncOp>(name);
       if (!fn)
         return module.emitError("pipeline module without @") << name << " (run merak-optimizer)";
       out.push_back(fn);
@@ -34,7 +36,7 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
     // The parts of a split backward (merak-split-backward), when present.
     for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
                            "backward_weight_last"})
-      if (auto fn = module.lookupSymbol<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
+      if (auto fn = symbols.lookup<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
         out.push_back(fn);
   }
   return out;

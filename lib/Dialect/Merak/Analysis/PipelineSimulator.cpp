@@ -20,11 +20,8 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-/// A message: its direction, the model stage that receives it, its
-/// micro-batch.
-uint64_t messageKey(bool grad, int64_t modelStage, int64_t mb) {
-  return (uint64_t(grad) << 63) | (uint64_t(modelStage) << 32) | uint64_t(uint32_t(mb));
-}
+/// No message yet: an arrival time no send writes.
+constexpr double kNotSent = -1.0;
 
 struct Simulator {
   ArrayRef<SmallVector<PipelineInstr>> program;
@@ -39,13 +36,23 @@ struct Simulator {
   SmallVector<double> heldBytes;
   /// Per stage: the (micro-batch, chunk) pairs holding full activations.
   SmallVector<llvm::DenseSet<uint64_t>> keptSet;
-  /// Arrival time of every message sent so far.
-  llvm::DenseMap<uint64_t, double> arrival;
-  /// The stage parked on a message, by message.
-  llvm::DenseMap<uint64_t, int64_t> waiter;
-  /// When each (sender, receiver) link is free again.
-  llvm::DenseMap<uint64_t, double> linkFree;
+  /// Per message (messageIndex): its arrival time (kNotSent before its
+  /// send) and the stage parked on it (-1: none). Dense arrays, not maps:
+  /// the planner simulates thousands of schedules.
+  std::vector<double> arrival;
+  std::vector<int64_t> waiter;
+  int64_t microbatches = 1;
+  /// When each (sender, receiver) link is free again, by sender * stages +
+  /// receiver.
+  std::vector<double> linkFree;
   SmallVector<int64_t> worklist;
+
+  /// A message: its direction, the model stage that receives it (0 to
+  /// modelStages: the last stage's forward sends past itself), its
+  /// micro-batch.
+  size_t messageIndex(bool grad, int64_t modelStage, int64_t mb) const {
+    return ((size_t)grad * (modelStages + 1) + modelStage) * microbatches + mb;
+  }
 
   Simulator(ArrayRef<SmallVector<PipelineInstr>> program, const PipelineCostModel &costs)
       : program(program), costs(costs) {}
@@ -61,17 +68,19 @@ struct Simulator {
       bool cross = !costs.node.empty() && costs.node[s] != costs.node[dst];
       double bw = cross ? costs.interBandwidth : costs.bandwidth;
       double wire = bw > 0 ? bytes / bw : 0.0;
-      double &free = linkFree[(uint64_t(s) << 32) | uint64_t(dst)];
+      double &free = linkFree[s * stages + dst];
       double start = std::max(t, free);
       free = start + wire;
       t = start + wire + (cross ? costs.interLatency : costs.latency);
     }
     lastArrival[s] = std::max(lastArrival[s], t);
-    uint64_t key = messageKey(grad, to, mb);
+    if (to < 0 || to > modelStages || mb < 0 || mb >= microbatches)
+      return; // received by no model stage
+    size_t key = messageIndex(grad, to, mb);
     arrival[key] = t;
-    if (auto it = waiter.find(key); it != waiter.end()) {
-      worklist.push_back(it->second);
-      waiter.erase(it);
+    if (waiter[key] >= 0) {
+      worklist.push_back(waiter[key]);
+      waiter[key] = -1;
     }
   }
 
@@ -105,13 +114,12 @@ struct Simulator {
       case PipelineInstr::RecvGrad: break;
       case PipelineInstr::WaitAct:
       case PipelineInstr::WaitGrad: {
-        uint64_t key = messageKey(i.kind == PipelineInstr::WaitGrad, k, i.mb);
-        auto it = arrival.find(key);
-        if (it == arrival.end()) {
+        size_t key = messageIndex(i.kind == PipelineInstr::WaitGrad, k, i.mb);
+        if (arrival[key] == kNotSent) {
           waiter[key] = s;
           return;
         }
-        clock[s] = std::max(clock[s], it->second);
+        clock[s] = std::max(clock[s], arrival[key]);
         break;
       }
       case PipelineInstr::Forward:
@@ -158,6 +166,7 @@ struct Simulator {
           return failure();
         }
         chunks = std::max(chunks, i.chunk + 1);
+        microbatches = std::max(microbatches, i.mb + 1);
       }
     modelStages = stages * chunks;
     auto checkSize = [&](ArrayRef<double> v, int64_t need, StringRef what, bool atLeast = false) {
@@ -184,6 +193,11 @@ struct Simulator {
       return failure();
     }
 
+    // Messages to model stages 0..modelStages (a forward send past the
+    // last one is never waited for), both directions.
+    arrival.assign(2 * (modelStages + 1) * microbatches, kNotSent);
+    waiter.assign(arrival.size(), -1);
+    linkFree.assign(stages * stages, 0.0);
     pc.assign(stages, 0);
     clock.assign(stages, 0.0);
     lastArrival.assign(stages, 0.0);

@@ -54,6 +54,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    symbols.emplace(module);
     // @loss_grad -> @train_step, and every gradient function marked
     // merak.update (merak-pipeline's stages) -> the update it names.
     SmallVector<std::pair<func::FuncOp, std::string>> targets;
@@ -141,7 +142,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
   /// local part's type).
   Value state(ModuleOp module, OpBuilder &b, ParamOp param, StringRef slot) {
     std::string name = ("optimizer." + optimizer + "." + slot + "." + param.getSymName()).str();
-    if (auto existing = module.lookupSymbol<ParamOp>(name)) { // held by several updates
+    if (auto existing = symbols->lookup<ParamOp>(name)) { // held by several updates
       stateNames.push_back(name);
       return GetParamOp::create(b, param.getLoc(), existing.getTensorType(),
                                 FlatSymbolRefAttr::get(b.getContext(), name));
@@ -158,6 +159,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       // A tensor-parallel shard's state: the parts split the local shard.
       if (std::optional<ShardLayout> shard = getShardLayout(param))
         setShardLayout(state, *shard);
+      symbols->insert(state);
       stateNames.push_back(name);
       return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
     }
@@ -170,10 +172,15 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
     state->setAttr(kKindAttr, pb.getStringAttr("state"));
     if (shard)
       setShardLayout(state, *shard);
+    symbols->insert(state);
     stateNames.push_back(name);
     return GetParamOp::create(b, param.getLoc(), type, FlatSymbolRefAttr::get(b.getContext(), name));
   }
   SmallVector<std::string> stateNames;
+  /// The module's symbols, kept up to date with the state parameters and
+  /// hyper-parameters the pass adds (a lookup per parameter would walk the
+  /// whole module each time).
+  std::optional<SymbolTable> symbols;
 
   void set(OpBuilder &b, Location loc, StringRef name, Value v) {
     SetParamOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), name), v);
@@ -185,11 +192,12 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
   Value hparam(ModuleOp module, Ops &o, StringRef key, double value) {
     std::string name = ("optimizer.hparams." + key).str();
     auto type = RankedTensorType::get({}, o.elem);
-    if (!module.lookupSymbol(name)) {
+    if (!symbols->lookup(name)) {
       OpBuilder pb = OpBuilder::atBlockBegin(module.getBody());
       auto p = ParamOp::create(pb, module.getLoc(), pb.getStringAttr(name), TypeAttr::get(type),
                                SplatElementsAttr::get(type, pb.getFloatAttr(o.elem, value)));
       p->setAttr(kKindAttr, pb.getStringAttr("hparam"));
+      symbols->insert(p);
     }
     return GetParamOp::create(o.b, o.loc, type, FlatSymbolRefAttr::get(o.b.getContext(), name));
   }
@@ -249,7 +257,7 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       auto name = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
       if (!name || !name.getValue().starts_with("grad:"))
         return fn.emitError("merak-optimizer: result ") << i << " of @loss_grad is not a gradient";
-      auto param = module.lookupSymbol<ParamOp>(name.getValue().drop_front(5));
+      auto param = symbols->lookup<ParamOp>(name.getValue().drop_front(5));
       if (!param)
         return fn.emitError("merak-optimizer: no parameter for ") << name;
       if (cast<RankedTensorType>(param.getType()).getElementType() != elem)

@@ -114,7 +114,8 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    fn = module.lookupSymbol<func::FuncOp>("loss");
+    symbols.emplace(module);
+    fn = symbols->lookup<func::FuncOp>("loss");
     if (!fn || !fn.getBody().hasOneBlock()) {
       module.emitError("merak-pipeline: no single-block @loss (run merak-attach-loss)");
       return signalPassFailure();
@@ -393,11 +394,15 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   llvm::DenseSet<Value> gradCache;
   bool gradAnalysed = false;
 
-  ParamOp accumulator(ModuleOp module, StringRef param) {
+  /// The module's symbols, with the accumulators the pass adds (a lookup
+  /// per parameter would walk the whole module each time).
+  std::optional<SymbolTable> symbols;
+
+  ParamOp accumulator(StringRef param) {
     std::string name = (kGradAccumulatorPrefix + param).str();
-    if (auto existing = module.lookupSymbol<ParamOp>(name))
+    if (auto existing = symbols->lookup<ParamOp>(name))
       return existing;
-    auto p = module.lookupSymbol<ParamOp>(param);
+    auto p = symbols->lookup<ParamOp>(param);
     OpBuilder pb(p);
     pb.setInsertionPointAfter(p);
     auto type = p.getTensorType();
@@ -406,6 +411,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     // Zeroed by the runtime before every step, so not part of checkpoints
     // (its shape is a tensor-parallel shard's, and a serial program lacks it).
     acc->setAttr(kKindAttr, pb.getStringAttr("scratch"));
+    symbols->insert(acc);
     return acc;
   }
 
@@ -548,7 +554,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
         Value g = paramGrads.lookup(p.getSymName());
         if (!g)
           continue;
-        auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p.getSymName()).getSymName());
+        auto acc = FlatSymbolRefAttr::get(ctx, accumulator(p.getSymName()).getSymName());
         Value old = GetParamOp::create(b, loc, g.getType(), acc);
         SetParamOp::create(b, loc, acc, AddOp::create(b, loc, old, g));
       }
@@ -591,9 +597,9 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
     auto g = func::FuncOp::create(mb, loc, prefix + "grads", FunctionType::get(ctx, {}, {}));
     OpBuilder b = OpBuilder::atBlockEnd(g.addEntryBlock());
     for (StringRef p : params) {
-      auto param = module.lookupSymbol<ParamOp>(p);
+      auto param = symbols->lookup<ParamOp>(p);
       expertParam.push_back(isExpertShard(param));
-      auto acc = FlatSymbolRefAttr::get(ctx, accumulator(module, p).getSymName());
+      auto acc = FlatSymbolRefAttr::get(ctx, accumulator(p).getSymName());
       grads.push_back(GetParamOp::create(b, loc, param.getTensorType(), acc));
       gradTypes.push_back(param.getTensorType());
       gradAttrs.push_back(nameAttr(mb, "grad:" + p));
