@@ -75,3 +75,22 @@ func.func @forward(%x: tensor<4xf32> {merak.name = "x"}, %y: tensor<4xf32> {mera
   %b = merak.mul %a, %y : tensor<4x1xf32>, tensor<4xf32>
   return %b : tensor<4x4xf32>
 }
+
+// -----
+
+// A value of constants only that meets the batch: no part can compute it
+// from its own rows (its row indices differ), and evaluated, its parts
+// differ too (rows 0-1 of the padding mask are kept, rows 2-3 hidden), so
+// the first reason stands.
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
+  %b = merak.constant dense<[[0], [1], [2], [3]]> : tensor<4x1xi64>
+  %len = merak.constant dense<3> : tensor<i64>
+  %row = merak.mul %b, %len : tensor<4x1xi64>, tensor<i64>
+  %t = merak.constant dense<[[0, 1, 2]]> : tensor<1x3xi64>
+  %flat = merak.add %row, %t : tensor<4x1xi64>, tensor<1x3xi64>
+  %pad = merak.constant dense<[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]> : tensor<12xf32>
+  %m = merak.gather %pad[%flat] axis = 0 : tensor<12xf32>, tensor<4x3xi64> -> tensor<4x3xf32>
+  // expected-error @+1 {{merak-split-batch: 'merak.mul': meets the batch with a constant whose parts along dimension 0 differ}}
+  %y = merak.mul %x, %m : tensor<4x3xf32>, tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}

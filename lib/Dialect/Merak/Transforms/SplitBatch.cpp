@@ -25,6 +25,7 @@
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "merak/Evaluator/Evaluator.h"
 #include "merak/Evaluator/HostTensor.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -114,8 +115,14 @@ private:
   llvm::MapVector<Value, Where> split;
   /// Values checked for a local copy, and whether they can have one.
   DenseMap<Key, bool> local;
-  /// The local values of the constants among them (part 0).
+  /// The local values of the constants among them (part 0), and of the
+  /// values of constants only evaluated for want of a local computation.
   DenseMap<Key, Attribute> localConstants;
+  /// Values of constants only, evaluated (null: not evaluable).
+  DenseMap<Value, std::unique_ptr<HostTensor>> values;
+  /// The largest value evaluated: per-row index arithmetic ([batch,
+  /// sequence] and the like), not [batch, heads, T, T] masks.
+  static constexpr int64_t kMaxEvaluated = int64_t(1) << 22;
   /// Operands to replace by their local copies.
   struct Pending {
     Operation *user;
@@ -231,6 +238,36 @@ private:
       localConstants[keyOf(v, w)] = *part;
       return success();
     }
+    // An op: computed at the local batch by its sharding rule; failing that,
+    // a value of constants only (a mask indexed by batch position, built
+    // from per-row constants) that is equal in every part is evaluated and
+    // becomes a local constant. The first error stands if neither works.
+    std::optional<std::pair<Location, std::string>> first;
+    LogicalResult ok = failure();
+    {
+      ScopedDiagnosticHandler capture(def->getContext(), [&](Diagnostic &d) {
+        if (!first)
+          first.emplace(d.getLocation(), d.str());
+        return success();
+      });
+      ok = checkComputedLocally(v, w, user);
+    }
+    if (succeeded(ok))
+      return success();
+    if (const HostTensor *t = evaluated(v))
+      if (FailureOr<Attribute> part = localPart(*t, w); succeeded(part)) {
+        localConstants[keyOf(v, w)] = *part;
+        return success();
+      }
+    if (first)
+      emitError(first->first) << first->second;
+    return failure();
+  }
+
+  /// Whether op result `v` can be computed at the local batch `w` from local
+  /// copies of its operands (its sharding rule's parallel factor).
+  LogicalResult checkComputedLocally(Value v, Where w, Operation *user) {
+    Operation *def = v.getDefiningOp();
     std::optional<ShardingRule> rule = ruleOf(def);
     unsigned k = cast<OpResult>(v).getResultNumber();
     std::optional<ShardingRule::FactorSplit> fs =
@@ -250,14 +287,49 @@ private:
 
   /// The part 0 of constant `c` along `w`, when every part equals it.
   FailureOr<Attribute> localConstant(ConstantOp c, Where w) {
-    auto type = tensorOf(c.getResult());
-    RankedTensorType localType = localOf(type, w);
     auto value = cast<ElementsAttr>(c.getValue());
     if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && dense.isSplat())
-      return Attribute(dense.resizeSplat(localType));
+      return Attribute(dense.resizeSplat(localOf(tensorOf(c.getResult()), w)));
     FailureOr<HostTensor> t = HostTensor::fromAttr(value);
     if (failed(t))
       return failure();
+    return localPart(*t, w);
+  }
+
+  /// The value of `v` when it derives from constants only and every value
+  /// on the way has at most kMaxEvaluated elements (memoised; null
+  /// otherwise).
+  const HostTensor *evaluated(Value v) {
+    if (auto it = values.find(v); it != values.end())
+      return it->second.get();
+    std::unique_ptr<HostTensor> result;
+    auto type = tensorOf(v);
+    Operation *def = v.getDefiningOp();
+    if (def && type.hasStaticShape() && type.getNumElements() <= kMaxEvaluated &&
+        isMemoryEffectFree(def)) {
+      if (auto c = dyn_cast<ConstantOp>(def)) {
+        if (FailureOr<HostTensor> t = HostTensor::fromAttr(cast<ElementsAttr>(c.getValue()));
+            succeeded(t))
+          result = std::make_unique<HostTensor>(std::move(*t));
+      } else if (!isa<GetParamOp>(def) && def->getNumRegions() == 0) {
+        SmallVector<const HostTensor *> operands;
+        for (Value x : def->getOperands())
+          operands.push_back(isa<RankedTensorType>(x.getType()) ? evaluated(x) : nullptr);
+        SmallVector<HostTensor> results;
+        ScopedDiagnosticHandler quiet(def->getContext(), [](Diagnostic &) { return success(); });
+        if (llvm::all_of(operands, [](const HostTensor *t) { return t != nullptr; }) &&
+            succeeded(evaluateOp(def, operands, results)))
+          result =
+              std::make_unique<HostTensor>(std::move(results[cast<OpResult>(v).getResultNumber()]));
+      }
+    }
+    return (values[v] = std::move(result)).get();
+  }
+
+  /// The part 0 of host tensor `t` along `w`, when every part equals it.
+  FailureOr<Attribute> localPart(const HostTensor &whole, Where w) {
+    const HostTensor *t = &whole;
+    RankedTensorType type = whole.getType(), localType = localOf(type, w);
     // [outer, blocks, parts, chunk, inner] over the flat elements.
     ArrayRef<int64_t> shape = type.getShape();
     if (shape[w.dim] % (w.blocks * parts))
@@ -322,9 +394,10 @@ private:
     OpBuilder b(def->getContext());
     b.setInsertionPointAfter(def);
     Value result;
-    if (auto c = dyn_cast<ConstantOp>(def)) {
-      auto value = cast<ElementsAttr>(localConstants.lookup(keyOf(v, w)));
-      result = ConstantOp::create(b, c.getLoc(), value.getType(), value);
+    if (Attribute part = localConstants.lookup(keyOf(v, w))) {
+      // A constant's part, or a value of constants evaluated (checkLocal).
+      auto value = cast<ElementsAttr>(part);
+      result = ConstantOp::create(b, def->getLoc(), value.getType(), value);
     } else {
       std::optional<ShardingRule> rule = ruleOf(def);
       unsigned k = cast<OpResult>(v).getResultNumber();
@@ -392,6 +465,11 @@ private:
 
 struct MerakSplitBatchPass : merak::impl::MerakSplitBatchBase<MerakSplitBatchPass> {
   using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registerEvaluatorExternalModels(registry); // values of constants (checkLocal)
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
