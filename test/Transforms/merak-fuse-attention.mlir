@@ -428,3 +428,31 @@ func.func @probs_dropout_mask_read(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x
   %o = merak.matmul %d, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
   return %o, %keep : tensor<1x2x4x16xf32>, tensor<1x2x4x4xi1>
 }
+
+// -----
+
+// transformers at a large batch after canonicalize: the additive causal
+// mask computed at [1, 1, T, S] and broadcast to the batch. The mask is read
+// at its own size: at [B, 1, T, S] (2^27 elements here) it would not fit the
+// evaluation budget, and the attention would stay decomposed.
+// CHECK-LABEL: func.func @broadcast_mask
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @broadcast_mask
+// NOWIN: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 2.500000e-01 causal
+func.func @broadcast_mask(%q: tensor<32768x1x64x16xf32>, %kt: tensor<32768x1x16x64xf32>, %v: tensor<32768x1x64x16xf32>) -> tensor<32768x1x64x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %r = merak.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7], [8], [9], [10], [11], [12], [13], [14], [15], [16], [17], [18], [19], [20], [21], [22], [23], [24], [25], [26], [27], [28], [29], [30], [31], [32], [33], [34], [35], [36], [37], [38], [39], [40], [41], [42], [43], [44], [45], [46], [47], [48], [49], [50], [51], [52], [53], [54], [55], [56], [57], [58], [59], [60], [61], [62], [63]]]]> : tensor<1x1x64x1xi64>
+  %c = merak.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]]]]> : tensor<1x1x1x64xi64>
+  %keep = merak.le %c, %r : tensor<1x1x1x64xi64>, tensor<1x1x64x1xi64>
+  %w = merak.where %keep, %zero, %ninf : tensor<1x1x64x64xi1>, tensor<f32>, tensor<f32>
+  %mask = merak.broadcast %w : tensor<1x1x64x64xf32> to tensor<32768x1x64x64xf32>
+  %s = merak.matmul %q, %kt : tensor<32768x1x64x16xf32>, tensor<32768x1x16x64xf32> -> tensor<32768x1x64x64xf32>
+  %ss = merak.mul %s, %scale : tensor<32768x1x64x64xf32>, tensor<f32>
+  %m = merak.add %ss, %mask : tensor<32768x1x64x64xf32>, tensor<32768x1x64x64xf32>
+  %p = merak.softmax %m axis = 3 : tensor<32768x1x64x64xf32>
+  %o = merak.matmul %p, %v : tensor<32768x1x64x64xf32>, tensor<32768x1x64x16xf32> -> tensor<32768x1x64x16xf32>
+  return %o : tensor<32768x1x64x16xf32>
+}

@@ -362,3 +362,56 @@ func.func @not_identities(%x: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>)
   %1 = merak.mul %x, %two : tensor<3xf32>, tensor<f32>
   return %0, %1 : tensor<2x3xf32>, tensor<3xf32>
 }
+
+// -----
+
+// transformers' padding mask (all true) looked up at b * T + t with indices
+// computed from constants: a splat. and(x, true) is x at the result's
+// shape; the select of a broadcast mask happens at the mask's own size and
+// is broadcast after. The causal mask stays [1, 1, 3, 3].
+// CHECK-LABEL: func.func @padding_mask
+// CHECK-SAME: (%[[S:.*]]: tensor<4x2x3x3xf32>, %[[C:.*]]: tensor<1x1x3x3xi1>)
+// CHECK-NOT: merak.gather
+// CHECK-NOT: merak.and
+// CHECK: %[[W:.*]] = merak.where %[[C]], %{{.*}}, %{{.*}} : tensor<1x1x3x3xi1>, tensor<f32>, tensor<f32>
+// CHECK: %[[B:.*]] = merak.broadcast %[[W]] : tensor<1x1x3x3xf32> to tensor<4x1x3x3xf32>
+// CHECK: merak.add %[[S]], %[[B]]
+func.func @padding_mask(%s: tensor<4x2x3x3xf32>, %causal: tensor<1x1x3x3xi1>) -> tensor<4x2x3x3xf32> {
+  %b = merak.constant dense<[[[[0]]], [[[1]]], [[[2]]], [[[3]]]]> : tensor<4x1x1x1xi64>
+  %t = merak.constant dense<[[[[0, 1, 2]]]]> : tensor<1x1x1x3xi64>
+  %len = merak.constant dense<3> : tensor<i64>
+  %row = merak.mul %b, %len : tensor<4x1x1x1xi64>, tensor<i64>
+  %flat = merak.add %row, %t : tensor<4x1x1x1xi64>, tensor<1x1x1x3xi64>
+  %pad = merak.constant dense<true> : tensor<12xi1>
+  %padm = merak.gather %pad[%flat] axis = 0 : tensor<12xi1>, tensor<4x1x1x3xi64> -> tensor<4x1x1x3xi1>
+  %keep = merak.and %causal, %padm : tensor<1x1x3x3xi1>, tensor<4x1x1x3xi1>
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %bias = merak.where %keep, %zero, %ninf : tensor<4x1x3x3xi1>, tensor<f32>, tensor<f32>
+  %m = merak.add %s, %bias : tensor<4x2x3x3xf32>, tensor<4x1x3x3xf32>
+  return %m : tensor<4x2x3x3xf32>
+}
+
+// -----
+
+// Not folded: indices that are an input (token ids may be out of range,
+// an error at run time), a table that is not a splat; and(x, false) and
+// a select whose branches are larger than the condition stay.
+// CHECK-LABEL: func.func @kept
+// CHECK: merak.gather
+// CHECK: merak.gather
+// CHECK: merak.and
+// CHECK: merak.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x3xi1>, tensor<4x3xf32>, tensor<f32>
+func.func @kept(%ids: tensor<4x3xi64>, %c: tensor<1x3xi1>, %x: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xi1>, tensor<4x3xf32>) {
+  %splat = merak.constant dense<1.0> : tensor<16xf32>
+  %a = merak.gather %splat[%ids] axis = 0 : tensor<16xf32>, tensor<4x3xi64> -> tensor<4x3xf32>
+  %dense = merak.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %i = merak.constant dense<[[0, 1, 2], [3, 0, 1], [2, 3, 0], [1, 2, 3]]> : tensor<4x3xi64>
+  %b = merak.gather %dense[%i] axis = 0 : tensor<4xf32>, tensor<4x3xi64> -> tensor<4x3xf32>
+  %false = merak.constant dense<false> : tensor<4x3xi1>
+  %c4 = merak.broadcast %c : tensor<1x3xi1> to tensor<4x3xi1>
+  %and = merak.and %c4, %false : tensor<4x3xi1>, tensor<4x3xi1>
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %w = merak.where %c4, %x, %zero : tensor<4x3xi1>, tensor<4x3xf32>, tensor<f32>
+  return %a, %b, %and, %w : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xi1>, tensor<4x3xf32>
+}

@@ -7,8 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 
+#include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -153,4 +156,69 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   if (getInputs().size() == 1)
     return getInputs().front();
   return {};
+}
+
+/// Whether `v` is computed from merak.constants alone (no argument, no
+/// parameter), looking at most `limit` ops back.
+static bool fromConstantsOnly(Value v, int64_t limit = 256) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || isa<GetParamOp>(def) || def->getNumRegions() || !isMemoryEffectFree(def))
+      return false;
+    if (!seen.insert(def).second || isa<ConstantOp>(def))
+      continue;
+    if ((int64_t)seen.size() > limit)
+      return false;
+    llvm::append_range(work, def->getOperands());
+  }
+  return true;
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  auto table = dyn_cast_or_null<DenseElementsAttr>(adaptor.getData());
+  if (!table || !table.isSplat() || !getType().hasStaticShape() || !fromConstantsOnly(getIndices()))
+    return {};
+  return SplatElementsAttr::get(getType(), table.getSplatValue<Attribute>());
+}
+
+/// `v` broadcast to `type` (itself when it has that type already).
+static Value broadcastTo(PatternRewriter &rewriter, Location loc, Value v, RankedTensorType type) {
+  if (v.getType() == type)
+    return v;
+  return BroadcastOp::create(rewriter, loc, type, v);
+}
+
+LogicalResult AndOp::canonicalize(AndOp op, PatternRewriter &rewriter) {
+  for (auto [x, other] : {std::pair{op.getLhs(), op.getRhs()}, {op.getRhs(), op.getLhs()}}) {
+    DenseElementsAttr c;
+    if (!matchPattern(other, m_Constant(&c)) || !c.isSplat() || !c.getSplatValue<bool>())
+      continue;
+    rewriter.replaceOp(op, broadcastTo(rewriter, op.getLoc(), x, op.getType()));
+    return success();
+  }
+  return failure();
+}
+
+LogicalResult WhereOp::canonicalize(WhereOp op, PatternRewriter &rewriter) {
+  auto bc = op.getCondition().getDefiningOp<BroadcastOp>();
+  if (!bc)
+    return failure();
+  auto cond = cast<RankedTensorType>(bc.getInput().getType());
+  // The select at the condition's own shape must have that shape: x and y
+  // broadcast into it without growing it.
+  SmallVector<int64_t> shape(cond.getShape());
+  for (Value v : {op.getLhs(), op.getRhs()}) {
+    SmallVector<int64_t> joined;
+    if (!OpTrait::util::getBroadcastedShape(shape, cast<RankedTensorType>(v.getType()).getShape(),
+                                            joined) ||
+        ArrayRef<int64_t>(joined) != cond.getShape())
+      return failure();
+  }
+  auto type = RankedTensorType::get(cond.getShape(), op.getType().getElementType());
+  Value small =
+      WhereOp::create(rewriter, op.getLoc(), type, bc.getInput(), op.getLhs(), op.getRhs());
+  rewriter.replaceOpWithNewOp<BroadcastOp>(op, op.getType(), small);
+  return success();
 }

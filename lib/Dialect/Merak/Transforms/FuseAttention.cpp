@@ -20,7 +20,8 @@
 //   o = matmul(p, v)                     v [..., S, D]
 //
 // and replaces it with merak.attention(q, transpose(kT), v). The mask must
-// be a compile-time constant: what the reference evaluator computes from
+// be a compile-time constant (read through merak.broadcast, at its own
+// size, not the batch's): what the reference evaluator computes from
 // merak.constants and frozen parameters' initial values (slices,
 // comparisons, the index functions masks are built with; within 2^26
 // elements and 2^30 operations per pass), the
@@ -259,6 +260,11 @@ constexpr double kMaskedFill = -1e4;
 
 FailureOr<std::optional<MaskKind>>
 AttentionFuser::maskOf(Value v, MaskReading reading, int64_t t, int64_t s) {
+  // A mask broadcast to the batch (canonicalize's broadcast(where(c, 0,
+  // -inf)) at [B, 1, T, S]) is read at its own size: the scores broadcast
+  // it anyway.
+  while (auto bc = v.getDefiningOp<BroadcastOp>())
+    v = bc.getInput();
   const HostTensor *h = evaluated(v);
   if (!h)
     return failure();

@@ -133,7 +133,10 @@ def Merak_LtOp : Merak_CompareOp<"lt", "Elementwise less-than">;
 def Merak_LeOp : Merak_CompareOp<"le", "Elementwise less-or-equal">;
 def Merak_GtOp : Merak_CompareOp<"gt", "Elementwise greater-than">;
 def Merak_GeOp : Merak_CompareOp<"ge", "Elementwise greater-or-equal">;
-def Merak_AndOp : Merak_LogicalOp<"and", "Elementwise logical and">;
+def Merak_AndOp : Merak_LogicalOp<"and", "Elementwise logical and"> {
+  // and(x, true) is x, broadcast to the result's shape.
+  let hasCanonicalizeMethod = 1;
+}
 def Merak_BitAndOp : Merak_BitwiseOp<"bit_and", "Elementwise bitwise and">;
 def Merak_BitOrOp : Merak_BitwiseOp<"bit_or", "Elementwise bitwise or">;
 def Merak_BitXorOp : Merak_BitwiseOp<"bit_xor", "Elementwise bitwise exclusive or">;
@@ -155,6 +158,9 @@ def Merak_WhereOp : Merak_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = [{
     $condition `,` $lhs `,` $rhs attr-dict `:` type($condition) `,` type($lhs) `,` type($rhs)
   }];
+  // where(broadcast(c), x, y) is broadcast(where(c, x, y)) when x and y
+  // broadcast to c's shape: a mask selected at its own size.
+  let hasCanonicalizeMethod = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -305,12 +311,18 @@ def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor,
     ONNX Gather: `result[i..., j..., k...] = data[i..., indices[j...], k...]`
     with `axis` = rank of `i...`. Negative indices count from the end; an
     index out of range is an error at run time.
+
+    Folds to a splat when `data` is a splat constant and `indices` are
+    computed from constants alone (transformers' padding mask, all true,
+    looked up at `b * T + t`): the same value for every index the program
+    can run with.
   }];
   let arguments = (ins Merak_Tensor:$data, Merak_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Merak_Tensor:$result);
   let assemblyFormat = [{
     $data `[` $indices `]` `axis` `=` $axis attr-dict `:` type($data) `,` type($indices) `->` type($result)
   }];
+  let hasFolder = 1;
 }
 
 def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure]> {
