@@ -223,6 +223,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
                                              double memoryPerDevice) {
   CompileOptions o = opts;
   o.devices = 0;
+  o.plannerSpace = "auto"; // searched already: the plan is a mesh now
   o.meshGiven = false;
   o.dp = c.dp;
   o.tp = c.tp;
