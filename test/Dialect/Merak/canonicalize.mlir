@@ -265,10 +265,12 @@ func.func @splat_cast_i1_to_bf16() -> tensor<4xbf16> {
 
 // -----
 
-// Casts to integer types are not folded by the canonicaliser.
+// Float to integer casts are not folded by the canonicaliser (the rounding
+// is merak-fold-constants' evaluator's); integer to bool is (nonzero).
 // CHECK-LABEL: func.func @splat_cast_to_int_kept
+// CHECK: merak.constant dense<true> : tensor<2xi1>
 // CHECK: merak.cast %{{.*}} : tensor<2xf32> to tensor<2xi64>
-// CHECK: merak.cast %{{.*}} : tensor<2xi64> to tensor<2xi1>
+// CHECK-NOT: merak.cast
 func.func @splat_cast_to_int_kept() -> (tensor<2xi64>, tensor<2xi1>) {
   %c = merak.constant dense<2.75> : tensor<2xf32>
   %0 = merak.cast %c : tensor<2xf32> to tensor<2xi64>
@@ -414,4 +416,26 @@ func.func @kept(%ids: tensor<4x3xi64>, %c: tensor<1x3xi1>, %x: tensor<4x3xf32>) 
   %zero = merak.constant dense<0.0> : tensor<f32>
   %w = merak.where %c4, %x, %zero : tensor<4x3xi1>, tensor<4x3xf32>, tensor<f32>
   return %a, %b, %and, %w : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xi1>, tensor<4x3xf32>
+}
+
+// -----
+
+// Splat integer casts: to bool is "nonzero" (ones_like(ids) as a mask),
+// to a wider integer sign-extends, to a narrower one truncates.
+// CHECK-LABEL: func.func @int_casts
+// CHECK-DAG: merak.constant dense<true> : tensor<4x3xi1>
+// CHECK-DAG: merak.constant dense<false> : tensor<2xi1>
+// CHECK-DAG: merak.constant dense<-2> : tensor<3xi64>
+// CHECK-DAG: merak.constant dense<44> : tensor<3xi8>
+// CHECK-NOT: merak.cast
+func.func @int_casts() -> (tensor<4x3xi1>, tensor<2xi1>, tensor<3xi64>, tensor<3xi8>) {
+  %ones = merak.constant dense<1> : tensor<4x3xi64>
+  %zeros = merak.constant dense<0> : tensor<2xi32>
+  %m2 = merak.constant dense<-2> : tensor<3xi32>
+  %big = merak.constant dense<300> : tensor<3xi64>
+  %a = merak.cast %ones : tensor<4x3xi64> to tensor<4x3xi1>
+  %b = merak.cast %zeros : tensor<2xi32> to tensor<2xi1>
+  %c = merak.cast %m2 : tensor<3xi32> to tensor<3xi64>
+  %d = merak.cast %big : tensor<3xi64> to tensor<3xi8>
+  return %a, %b, %c, %d : tensor<4x3xi1>, tensor<2xi1>, tensor<3xi64>, tensor<3xi8>
 }

@@ -63,7 +63,17 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
               : (double)cast<IntegerAttr>(v).getValue().getSExtValue();
     return SplatElementsAttr::get(getType(), FloatAttr::get(f, d));
   }
-  return {};
+  // Integer (or bool) to integer: to bool is "nonzero" (ones_like(ids) as a
+  // bool mask); otherwise extended by the source's signedness or truncated.
+  auto toInt = dyn_cast<IntegerType>(to);
+  auto iv = dyn_cast<IntegerAttr>(v);
+  if (!toInt || !iv || !from.isInteger())
+    return {};
+  const APInt &x = iv.getValue();
+  APInt y = toInt.getWidth() == 1                           ? APInt(1, !x.isZero())
+            : from.isUnsignedInteger() || from.isInteger(1) ? x.zextOrTrunc(toInt.getWidth())
+                                                            : x.sextOrTrunc(toInt.getWidth());
+  return SplatElementsAttr::get(getType(), IntegerAttr::get(toInt, y));
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
