@@ -52,7 +52,8 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--width", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--phases", default="import,training,binary")
+    ap.add_argument("--phases", default="import,training,binary",
+                    help="comma-separated; empty: export only (for bench/paper/plan_paper.py --onnx)")
     ap.add_argument("--flags", default="", help="more merak-compile flags (a mesh)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -80,7 +81,7 @@ def main():
     for f in frozen:
         base += ["--frozen", f]
     outputs = {"import": "gpt2.mlir", "training": "train.mlir", "binary": "train"}
-    for phase in args.phases.split(","):
+    for phase in filter(None, args.phases.split(",")):
         wall, rss = measure(base + ["--compile-to=" + phase, "-o",
                                     os.path.join(args.workdir, outputs[phase])])
         print("%-9s %6.1f s  peak RSS %6.0f MB (%.2fx the weights)"

@@ -28,7 +28,7 @@ import sys
 
 
 def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32", experts=0, top_k=2,
-             ffn=0):
+             ffn=0, attention="decomposed"):
     d, h, s, b, v = hidden, heads, seq, batch, vocab
     if d % h:
         sys.exit("gpt_mlir.py: hidden %d is not a multiple of heads %d" % (d, h))
@@ -111,27 +111,43 @@ def generate(layers, hidden, heads, seq, vocab, batch, dtype="f32", experts=0, t
         total = emit("merak.reduce_sum %s axes = [1] : %s -> %s" % (per, t(n, k, d), t(n, d)))
         return emit("merak.reshape %s : %s to %s" % (total, t(n, d), t(b, s, d)))
 
-    for i in range(layers):
-        p = "transformer.h.%d" % i
-        ln1 = layer_norm(x, p + ".ln_1")
-        mask = param(p + ".attn.bias", 1, 1, s, s)
-        qkv = linear(ln1, p + ".attn.c_attn", d, 3 * d)
-        split = val()
-        body.append("    %s:3 = merak.split %s axis = 2 sizes = [%d, %d, %d] : %s -> %s, %s, %s"
-                    % (split, qkv, d, d, d, t(b, s, 3 * d), t(b, s, d), t(b, s, d), t(b, s, d)))
-        q = emit("merak.reshape %s#0 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
-        q = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (q, t(b, s, h, hd), t(b, h, s, hd)))
-        k = emit("merak.reshape %s#1 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
-        k = emit("merak.transpose %s perm = [0, 2, 3, 1] : %s to %s" % (k, t(b, s, h, hd), t(b, h, hd, s)))
+    def heads_first(split, i, perm):
+        x = emit("merak.reshape %s#%d : %s to %s" % (split, i, t(b, s, d), t(b, s, h, hd)))
+        to = t(b, h, hd, s) if perm == [0, 2, 3, 1] else t(b, h, s, hd)
+        return emit("merak.transpose %s perm = %s : %s to %s" % (x, perm, t(b, s, h, hd), to))
+
+    def decomposed_attention(split, mask):
+        """The exporter's spelling: scores, the causal buffer's mask, softmax."""
+        q = heads_first(split, 0, [0, 2, 1, 3])
+        k = heads_first(split, 1, [0, 2, 3, 1])
         scores = emit("merak.matmul %s, %s : %s, %s -> %s" % (q, k, t(b, h, s, hd), t(b, h, hd, s), t(b, h, s, s)))
-        vv = emit("merak.reshape %s#2 : %s to %s" % (split, t(b, s, d), t(b, s, h, hd)))
-        vv = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (vv, t(b, s, h, hd), t(b, h, s, hd)))
+        vv = heads_first(split, 2, [0, 2, 1, 3])
         scaled = emit("merak.mul %s, %s : %s, %s" % (scores, scale, t(b, h, s, s), scalar))
         masked_out = emit("merak.eq %s, %s : %s, %s" % (mask, zero, t(1, 1, s, s), scalar))
         masked = emit("merak.where %s, %s, %s : tensor<1x1x%dx%dxi1>, %s, %s"
                       % (masked_out, neg_inf, scaled, s, s, scalar, t(b, h, s, s)))
         probs = emit("merak.softmax %s axis = 3 : %s" % (masked, t(b, h, s, s)))
-        ctx = emit("merak.matmul %s, %s : %s, %s -> %s" % (probs, vv, t(b, h, s, s), t(b, h, s, hd), t(b, h, s, hd)))
+        return emit("merak.matmul %s, %s : %s, %s -> %s" % (probs, vv, t(b, h, s, s), t(b, h, s, hd), t(b, h, s, hd)))
+
+    def fused_attention(split):
+        """merak.attention (causal): what merak-fuse-attention makes of the
+        decomposed form, and what Megatron-LM runs (flash attention)."""
+        q, k, vv = (heads_first(split, i, [0, 2, 1, 3]) for i in range(3))
+        o = val()
+        body.append("    %s:2 = merak.attention %s, %s, %s scale = %r causal : %s, %s, %s -> %s, %s"
+                    % (o, q, k, vv, 1.0 / hd ** 0.5, t(b, h, s, hd), t(b, h, s, hd),
+                       t(b, h, s, hd), t(b, h, s, hd), "tensor<%dx%dx%dxf32>" % (b, h, s)))
+        return o + "#0"
+
+    for i in range(layers):
+        p = "transformer.h.%d" % i
+        ln1 = layer_norm(x, p + ".ln_1")
+        mask = param(p + ".attn.bias", 1, 1, s, s) if attention == "decomposed" else None
+        qkv = linear(ln1, p + ".attn.c_attn", d, 3 * d)
+        split = val()
+        body.append("    %s:3 = merak.split %s axis = 2 sizes = [%d, %d, %d] : %s -> %s, %s, %s"
+                    % (split, qkv, d, d, d, t(b, s, 3 * d), t(b, s, d), t(b, s, d), t(b, s, d)))
+        ctx = decomposed_attention(split, mask) if mask else fused_attention(split)
         ctx = emit("merak.transpose %s perm = [0, 2, 1, 3] : %s to %s" % (ctx, t(b, h, s, hd), t(b, s, h, hd)))
         ctx = emit("merak.reshape %s : %s to %s" % (ctx, t(b, s, h, hd), t(b, s, d)))
         attn = linear(ctx, p + ".attn.c_proj", d, d)
@@ -165,10 +181,13 @@ def main():
     ap.add_argument("--experts", type=int, default=0, help="MoE blocks with this many experts")
     ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--ffn", type=int, default=0, help="an expert's hidden size (default 4 x hidden)")
+    ap.add_argument("--attention", default="decomposed", choices=["decomposed", "fused"],
+                    help="decomposed: the exporter's ops and causal buffer (merak-fuse-attention "
+                    "fuses them for head dims 16/32/64/128); fused: merak.attention directly")
     ap.add_argument("-o", "--output", default="-")
     a = ap.parse_args()
     text = generate(a.layers, a.hidden, a.heads, a.seq, a.vocab, a.batch, a.dtype, a.experts,
-                    a.top_k, a.ffn)
+                    a.top_k, a.ffn, a.attention)
     if a.output == "-":
         sys.stdout.write(text)
     else:

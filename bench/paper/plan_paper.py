@@ -4,6 +4,7 @@ Megatron-LM-style hand plan, both simulated with the same cost model.
 
     /usr/bin/python3 bench/paper/plan_paper.py [--bin build/bin]
         [--profile profiles/h100-node.json] [--devices 64] [--models 1.5b,2.5b]
+        [--precision fp32|bf16] [--attention fused|decomposed] [--onnx 1.5b=FILE]
 
 For each model: bench/paper/gpt_mlir.py writes it in merak IR with splat
 weights (nothing is materialised); `merak-compile --devices N` plans it
@@ -41,11 +42,15 @@ MODELS = {
 }
 
 
-def plan(compiler, model, devices, profile, space, precision):
-    report = model + "." + space + ".json"
-    cmd = [compiler, model, "--devices", str(devices), "--device-profile", profile,
-           "--planner-space", space, "--frozen", "*.attn.bias", "--precision", precision,
-           "--report=json", "--report-file", report]
+def plan(compiler, model, devices, profile, space, precision, work, extra=()):
+    """merak-compile --devices: the planner's JSON, (wall, CPU) seconds, the
+    log and the peak RSS in MiB."""
+    report = os.path.join(work, os.path.basename(model) + "." + space + ".json")
+    rss_file = report + ".rss"
+    cmd = ["/usr/bin/time", "-f", "%M", "-o", rss_file,
+           compiler, model, "--devices", str(devices), "--device-profile", profile,
+           "--planner-space", space, "--precision", precision,
+           "--report=json", "--report-file", report] + list(extra)
     t = time.time()
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -53,8 +58,8 @@ def plan(compiler, model, devices, profile, space, precision):
     wall = (time.time() - t, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime)
     if p.returncode:
         sys.exit("merak-compile failed:\n" + p.stdout.decode()[-4000:])
-    with open(report) as f:
-        return json.load(f)["planner"], wall, p.stdout.decode()
+    with open(report) as f, open(rss_file) as r:
+        return json.load(f)["planner"], wall, p.stdout.decode(), int(r.read().split()[-1]) / 1024
 
 
 def describe(c):
@@ -75,7 +80,14 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                     help="merak-compile --precision: bf16 GEMMs (float32 master weights)")
+    ap.add_argument("--attention", default="fused", choices=["fused", "decomposed"],
+                    help="fused: merak.attention (flash attention, as Megatron-LM runs it); "
+                    "decomposed: the [T, T] scores in memory (these head dims, 50 and 96, are "
+                    "not ones merak-fuse-attention fuses)")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--onnx", action="append", default=[], metavar="NAME=FILE",
+                    help="plan model NAME from this ONNX export (bench/gpt2_compile.py "
+                    "--phases ''), compiled to the training phase, instead of gpt_mlir.py's IR")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     compiler = os.path.join(a.bin, "merak-compile")
@@ -83,20 +95,38 @@ def main():
     rows = []
     for name in a.models.split(","):
         layers, hidden, heads = MODELS[name]
-        path = os.path.join(work, "gpt-%s.mlir" % name)
-        with open(path, "w") as f:
-            f.write(gpt_mlir.generate(layers, hidden, heads, a.seq, 50304, a.batch, "f32"))
-        auto, auto_wall, log = plan(compiler, path, a.devices, a.profile, "auto", a.precision)
-        mega, mega_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron", a.precision)
-        best, best_wall, _ = plan(compiler, path, a.devices, a.profile, "megatron-best", a.precision)
+        onnx = dict(o.split("=", 1) for o in a.onnx).get(name)
+        extra = []
+        if onnx:
+            # The export's own file; the plan is compiled to training (its IR
+            # as bytecode, thrown away) so that the time and memory include
+            # one real compile of the chosen plan.
+            path = os.path.abspath(onnx)  # its external data lies next to it
+            extra = ["--input-shape", "input_ids=%dx%d" % (a.batch, a.seq),
+                     "--compile-to=training", "--emit-bytecode", "-o", "/dev/null"]
+            what = "ONNX " + onnx
+        else:
+            path = os.path.join(work, "gpt-%s.mlir" % name)
+            with open(path, "w") as f:
+                f.write(gpt_mlir.generate(layers, hidden, heads, a.seq, 50304, a.batch, "f32",
+                                          attention=a.attention))
+            what = "%s attention" % a.attention
+        auto, auto_wall, log, rss = plan(compiler, path, a.devices, a.profile, "auto",
+                                         a.precision, work, extra)
+        mega, mega_wall, _, _ = plan(compiler, path, a.devices, a.profile, "megatron",
+                                     a.precision, work, extra)
+        best, best_wall, _, _ = plan(compiler, path, a.devices, a.profile, "megatron-best",
+                                     a.precision, work, extra)
         if a.verbose:
             print(log)
         ca, cm, cb = auto["chosen"], mega["chosen"], best["chosen"]
         ratio = cm["step_time_s"] / ca["step_time_s"]
         ratio_best = cb["step_time_s"] / ca["step_time_s"]
         rows.append((name, ca, cm, ratio, cb, ratio_best, auto_wall, best_wall))
-        print("GPT-%s (%d layers, hidden %d, %d heads, seq %d, global batch %d, %s):"
-              % (name, layers, hidden, heads, a.seq, a.batch, a.precision))
+        shape = "the model of %s" % what if onnx else \
+            "%d layers, hidden %d, %d heads, %s" % (layers, hidden, heads, what)
+        print("GPT-%s (%s, seq %d, global batch %d, %s):"
+              % (name, shape, a.seq, a.batch, a.precision))
         print("  merak plan:    %-62s step %.3f s, bubble %.3f, peak %.1f GB"
               % (describe(ca), ca["step_time_s"], ca["bubble_fraction"],
                  ca["peak_memory_bytes"] / 1e9))
@@ -107,9 +137,9 @@ def main():
               % (describe(cb), cb["step_time_s"], cb["bubble_fraction"],
                  cb["peak_memory_bytes"] / 1e9))
         print("  speedup %.2fx over the fixed policy, %.2fx over the expert's; planner search %.2f s wall (%.2f s compiling cost tables of %d "
-              "fine stages, %d plans); merak-compile %.2f s wall, %.2f s CPU"
+              "fine stages, %d plans); merak-compile %.2f s wall, %.2f s CPU, peak RSS %.0f MiB"
               % (ratio, ratio_best, auto["search_time_s"], auto["probe_time_s"], auto["fine_stages"],
-                 auto["plans_evaluated"], auto_wall[0], auto_wall[1]))
+                 auto["plans_evaluated"], auto_wall[0], auto_wall[1], rss))
         sys.stdout.flush()
     print()
     print("| model | merak plan | step (s) | Megatron fixed policy | step (s) | speedup "
