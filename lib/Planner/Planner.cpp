@@ -45,9 +45,11 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <map>
+#include <thread>
 #include <tuple>
 
 using namespace mlir;
@@ -419,11 +421,57 @@ LogicalResult probeCutPoints(Planner &pl, const CompileOptions &opts, DialectReg
   return success();
 }
 
+/// The stage costs at one tensor-parallel degree, or the reason the model
+/// does not accept it. Touches nothing shared: each probe has its own
+/// context, so the degrees are probed concurrently.
+struct TensorParallelProbe {
+  int64_t tp = 1;
+  FailureOr<Probe> probe = failure();
+  std::string note;
+};
+
+void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry, int64_t fine,
+                    bool concurrent, TensorParallelProbe &out) {
+  MLIRContext ctx(registry,
+                  concurrent ? MLIRContext::Threading::DISABLED : MLIRContext::Threading::ENABLED);
+  ctx.printOpOnDiagnostic(false);
+  std::string diag;
+  llvm::raw_string_ostream ds(diag);
+  OwningOpRef<ModuleOp> m = compileProbe(opts, out.tp, fine, ctx, ds, nullptr, nullptr);
+  if (m) {
+    // Errors of reading the costs (the memory plan) become the note.
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error)
+        ds << "error: " << d.str() << "\n";
+      return success();
+    });
+    out.probe = readProbe(*m, out.tp, fine);
+  }
+  if (succeeded(out.probe))
+    return;
+  // The first error (remarks may come before it).
+  StringRef first = StringRef(diag).split('\n').first;
+  for (StringRef rest = diag; !rest.empty();) {
+    auto [line, tail] = rest.split('\n');
+    if (line.contains("error:")) {
+      first = line;
+      break;
+    }
+    rest = tail;
+  }
+  out.note = ("tp " + Twine(out.tp) + ": not accepted by the model (" +
+              (first.empty() ? StringRef("cannot read its costs") : first) + ")")
+                 .str();
+}
+
 /// The stage costs at every tensor-parallel degree the devices allow and
-/// the model accepts (the others become notes).
+/// the model accepts (the others become notes), probed concurrently on the
+/// machine's cores (each compiles the whole model into the finest
+/// pipeline); notes and probes in the order of the degrees.
 void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
                                 DialectRegistry &registry, int64_t fine,
                                 const std::string &dtype, PlannerResult &result) {
+  std::vector<TensorParallelProbe> degrees;
   for (int64_t tp : divisors(pl.devices)) {
     if (tp > pl.profile.devicesPerNode) {
       result.notes.push_back(("tp " + Twine(tp) + ": more than the " +
@@ -431,39 +479,28 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
                                  .str());
       continue;
     }
-    MLIRContext ctx(registry);
-    ctx.printOpOnDiagnostic(false);
-    std::string diag;
-    llvm::raw_string_ostream ds(diag);
-    OwningOpRef<ModuleOp> m = compileProbe(opts, tp, fine, ctx, ds, nullptr, nullptr);
-    FailureOr<Probe> probe = failure();
-    if (m) {
-      // Errors of reading the costs (the memory plan) become the note.
-      ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
-        if (d.getSeverity() == DiagnosticSeverity::Error)
-          ds << "error: " << d.str() << "\n";
-        return success();
-      });
-      probe = readProbe(*m, tp, fine);
-    }
-    if (failed(probe)) {
-      // The first error (remarks may come before it).
-      StringRef first = StringRef(diag).split('\n').first;
-      for (StringRef rest = diag; !rest.empty();) {
-        auto [line, tail] = rest.split('\n');
-        if (line.contains("error:")) {
-          first = line;
-          break;
-        }
-        rest = tail;
-      }
-      result.notes.push_back(("tp " + Twine(tp) + ": not accepted by the model (" +
-                              (first.empty() ? StringRef("cannot read its costs") : first) + ")")
-                                 .str());
+    degrees.push_back({tp, failure(), ""});
+  }
+  const unsigned workers =
+      std::min<unsigned>(degrees.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next++) < degrees.size();)
+      probeOneDegree(opts, registry, fine, workers > 1, degrees[k]);
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+  for (TensorParallelProbe &d : degrees) {
+    if (failed(d.probe)) {
+      result.notes.push_back(std::move(d.note));
       continue;
     }
-    probe->dtype = dtype;
-    pl.probes.emplace(tp, std::move(*probe));
+    d.probe->dtype = dtype;
+    pl.probes.emplace(d.tp, std::move(*d.probe));
   }
 }
 
