@@ -479,7 +479,7 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
                                  .str());
       continue;
     }
-    degrees.push_back({tp, failure(), ""});
+    degrees.push_back({tp});
   }
   const unsigned workers =
       std::min<unsigned>(degrees.size(), std::max(1u, std::thread::hardware_concurrency()));

@@ -327,9 +327,8 @@ private:
   }
 
   /// The part 0 of host tensor `t` along `w`, when every part equals it.
-  FailureOr<Attribute> localPart(const HostTensor &whole, Where w) {
-    const HostTensor *t = &whole;
-    RankedTensorType type = whole.getType(), localType = localOf(type, w);
+  FailureOr<Attribute> localPart(const HostTensor &t, Where w) {
+    RankedTensorType type = t.getType(), localType = localOf(type, w);
     // [outer, blocks, parts, chunk, inner] over the flat elements.
     ArrayRef<int64_t> shape = type.getShape();
     if (shape[w.dim] % (w.blocks * parts))
@@ -345,16 +344,16 @@ private:
     for (int64_t o = 0; o < outer * w.blocks; ++o) {
       int64_t base = o * parts * chunk;
       for (int64_t e = 0; e < chunk; ++e, ++out) {
-        double first = t->getAsDouble(base + e);
+        double first = t.getAsDouble(base + e);
         for (int64_t p = 1; p < parts; ++p) {
-          double other = t->getAsDouble(base + p * chunk + e);
+          double other = t.getAsDouble(base + p * chunk + e);
           if (other != first && !(std::isnan(other) && std::isnan(first)))
             return failure();
         }
-        if (t->isFloat())
+        if (t.isFloat())
           part.f()[out] = first;
         else
-          part.i()[out] = t->i()[base + e];
+          part.i()[out] = t.i()[base + e];
       }
     }
     return Attribute(part.toAttr());
