@@ -661,10 +661,24 @@ LogicalResult mlir::merak::printCompileReport(ModuleOp module, const ReportOptio
 }
 
 int64_t mlir::merak::fragmentCopyBytes(func::FuncOp fragment) {
+  auto copied = [](StringAttr name) {
+    if (!name)
+      return true;
+    StringRef kind = name.getValue().split(':').first;
+    return !llvm::is_contained({"act", "cot", "stash", "rstash", "wstash"}, kind);
+  };
+  auto bytesOf = [](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r && r.hasStaticShape() ? report::tensorBytes(r) : 0;
+  };
   int64_t bytes = 0;
-  for (Type t : llvm::concat<const Type>(fragment.getArgumentTypes(), fragment.getResultTypes()))
-    if (auto r = dyn_cast<RankedTensorType>(t); r && r.hasStaticShape())
-      bytes += report::tensorBytes(r);
+  for (unsigned i = 0; i < fragment.getNumArguments(); ++i)
+    if (auto n = fragment.getArgAttrOfType<StringAttr>(i, "merak.name");
+        n && n.getValue() == "step")
+      bytes += bytesOf(fragment.getArgumentTypes()[i]);
+  for (unsigned i = 0; i < fragment.getNumResults(); ++i)
+    if (copied(fragment.getResultAttrOfType<StringAttr>(i, "merak.name")))
+      bytes += bytesOf(fragment.getResultTypes()[i]);
   return bytes;
 }
 

@@ -46,6 +46,14 @@ enum KeptKind { Stash, RStash, WStash, NumKept };
 int keptKind(const std::string &name) {
   return name == "stash" ? Stash : name == "rstash" ? RStash : name == "wstash" ? WStash : -1;
 }
+/// Whether fragment `f` reads values of kind `kind` (a kept buffer it then
+/// must not write while it runs).
+bool readsKind(const Fragment &f, const std::string &kind) {
+  for (const Slot &a : f.args)
+    if (a.kind == kind)
+      return true;
+  return false;
+}
 /// The fragment kind an instruction runs; nullptr for the others.
 const char *fragmentKindOf(const std::string &op) {
   if (op == "fwd")
@@ -228,7 +236,14 @@ struct PipelineRunner::Impl {
   void parseProgram(const schema::Pipeline &pl);
   void parseTensors(const Manifest &m, const schema::Pipeline &pl);
   Status run(char *A, char *P, const char *C, int64_t step);
-  Status copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
+  /// Fills `io` for fragment `f` of micro-batch `mb`: each argument's
+  /// buffer (a stash, a message, the micro-batch's rows of the step's
+  /// inputs), read in place, except staged messages of device memory,
+  /// which are copied into the fragment's arena slot. Results: bindResults.
+  Status bindArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb);
+  /// The fragment's pointer table: IO[i] for argument i, IO[args + j] for
+  /// result j (merak_run_fragment).
+  std::vector<char *> io;
   /// An allocation failure of `what` (bytes) as a Status.
   Status noMemory(const std::string &what, uint64_t bytes) const {
     return Status::error("cannot allocate " + std::to_string(bytes) + " bytes of " + what +
@@ -408,9 +423,12 @@ void PipelineRunner::Impl::parseTensors(const Manifest &m, const schema::Pipelin
     loss = {out->offset, 0, out->dtype == DType::F64}, haveLoss = true;
 }
 
-Status PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
-  for (const Slot &s : f.args) {
+Status PipelineRunner::Impl::bindArgs(const Fragment &f, Chunk &ch, char *A, int64_t mb) {
+  io.assign(f.args.size() + f.results.size(), nullptr);
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    const Slot &s = f.args[i];
     const char *src = nullptr;
+    bool inPlace = true; // the fragment reads the buffer itself
     if (s.kind == "tokens")
       src = A + tokens.offset + mb * s.bytes;
     else if (s.kind == "labels")
@@ -418,11 +436,17 @@ Status PipelineRunner::Impl::copyArgs(const Fragment &f, Chunk &ch, char *A, int
     else if (s.kind == "input") // an array input (features, images)
       src = A + s.inputOffset + mb * s.bytes;
     else if (s.kind == "act")
-      src = ch.actIn.of[mb] + s.msgOffset;
+      src = ch.actIn.of[mb] + s.msgOffset, inPlace = memory->hostResident();
     else if (s.kind == "cot")
-      src = ch.cotIn.of[mb] + s.msgOffset;
+      src = ch.cotIn.of[mb] + s.msgOffset, inPlace = memory->hostResident();
     else if (int k = keptKind(s.kind); k >= 0)
       src = ch.kept[k].of[mb] + s.msgOffset;
+    if (src && inPlace) {
+      io[i] = const_cast<char *>(src); // read only
+      continue;
+    }
+    // A staged message (host memory) goes into the fragment's arena.
+    io[i] = A + s.offset;
     if (src)
       if (Status st = memory->copy(A + s.offset, src, s.bytes); !st.ok())
         return st;
@@ -461,16 +485,32 @@ Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const ch
     if (to && !to->take(mb, *memory))
       return noMemory(s.kind, to->bytes);
   }
-  if (Status st = copyArgs(f, ch, A, mb); !st.ok())
+  if (Status st = bindArgs(f, ch, A, mb); !st.ok())
     return st;
+  // Results go straight into their stash or message buffer; a staged
+  // message (device memory), the loss and unused results into the
+  // fragment's arena slot, copied out after the call.
+  const size_t nargs = f.args.size();
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    const Slot &s = f.results[j];
+    char *dst = nullptr;
+    if ((s.kind == "act" || s.kind == "cot") && memory->hostResident())
+      dst = (s.kind == "act" ? ch.actOut.of[mb] : ch.cotOut.of[mb]) + s.msgOffset;
+    else if (int c = keptKind(s.kind); c >= 0 && !readsKind(f, s.kind))
+      dst = ch.kept[c].of[mb] + s.msgOffset;
+    io[nargs + j] = dst ? dst : A + s.offset;
+  }
   // merak.dropout draws the micro-batch's masks (a recomputation too).
   cpu::trainingPosition().microbatch = mb;
   // A backward or recomputation reruns forward ops: the routing counts
   // stay those of the forward.
   cpu::setExpertCounting(f.kind == "forward" || f.kind == "forward_keep");
-  merak_run_fragment(k, A, P, C);
+  merak_run_fragment(k, A, P, C, io.data());
   cpu::setExpertCounting(true);
-  for (const Slot &s : f.results) {
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    const Slot &s = f.results[j];
+    if (io[nargs + j] != A + s.offset)
+      continue; // written in place
     char *dst = nullptr;
     if (s.kind == "act")
       dst = ch.actOut.of[mb] + s.msgOffset;
@@ -588,11 +628,16 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
   int64_t k = updateFragment;
   const Fragment &f = fragments[k];
   stepValue = step;
-  for (const Slot &s : f.args)
+  io.clear();
+  for (const Slot &s : f.args) {
+    io.push_back(A + s.offset);
     if (s.kind == "step")
       if (Status st = memory->copy(A + s.offset, &stepValue, sizeof(stepValue)); !st.ok())
         return st;
-  merak_run_fragment(k, A, P, C);
+  }
+  for (const Slot &s : f.results)
+    io.push_back(A + s.offset);
+  merak_run_fragment(k, A, P, C, io.data());
   for (const Slot &s : f.results)
     if (s.kind == "grad_norm" || s.kind == "lr")
       if (Status st = memory->copy(A + s.outOffset, A + s.offset, s.bytes); !st.ok())

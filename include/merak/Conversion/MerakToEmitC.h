@@ -16,10 +16,12 @@ SmallVector<Operation *> kernelOps(func::FuncOp fn);
 /// name(char *A, char *P, const char *C)` per (planned function, name), in
 /// order, their opMark indices numbered consecutively across them (what
 /// merak-to-emitc does for one function named merak_train_step). `target`
-/// "cpu" calls merak::rt::cpu, "cuda" merak::rt::gpu.
-LogicalResult lowerToEmitC(ModuleOp module,
-                           ArrayRef<std::pair<func::FuncOp, std::string>> fns,
-                           StringRef target = "cpu");
+/// "cpu" calls merak::rt::cpu, "cuda" merak::rt::gpu. With `fragmentIo`
+/// (pipeline fragments) each takes a fourth argument `char **IO`: argument
+/// i is read from IO[i] and result j written to IO[arguments + j] (see
+/// runtime/include/merak_rt/pipeline.h).
+LogicalResult lowerToEmitC(ModuleOp module, ArrayRef<std::pair<func::FuncOp, std::string>> fns,
+                           StringRef target = "cpu", bool fragmentIo = false);
 } // namespace mlir::merak
 
 #endif

@@ -97,8 +97,8 @@ struct StageCosts {
   std::vector<OpWork> recomputeOps;
   int64_t recomputeHeldBytes = 0;
   /// Bytes the pipeline runner copies into and out of the arena around one
-  /// call of the forward, the backward (its parts) and the update: every
-  /// argument and result (fragmentCopyBytes).
+  /// call of the forward, the backward (its parts) and the update
+  /// (fragmentCopyBytes).
   int64_t forwardCopyBytes = 0, backwardCopyBytes = 0, updateCopyBytes = 0;
   /// Collectives by "<kind> <group>", of the forward, backward and update
   /// fragments.
@@ -126,9 +126,12 @@ struct ReportOptions {
 LogicalResult printCompileReport(ModuleOp module, const ReportOptions &options,
                                  llvm::raw_ostream &os);
 
-/// Bytes of the arguments and results of a pipeline fragment: what the
-/// runner copies into the arena before a call and out of it after (stashed
-/// values, messages, the micro-batch's inputs).
+/// Bytes of the arguments and results of a pipeline fragment that the
+/// runner copies into the arena before a call and out of it after: the
+/// step, the loss, the update's outputs, unused results. The stash, the
+/// messages and the micro-batch's inputs are read and written in place
+/// (runtime/include/merak_rt/pipeline.h; a device program's messages go
+/// through host staging buffers, a transfer this does not count).
 int64_t fragmentCopyBytes(func::FuncOp fragment);
 
 /// The per-stage numbers of the report of `module` (a pipelined training

@@ -3,9 +3,10 @@
 // A module cut by merak-pipeline (and updated by merak-optimizer) becomes a
 // program of fragments (per stage: forward, backward, update and the parts
 // of a split backward, see pipelineFragments), each an
-// `extern "C" merak_fragment_<k>(A, P, C)` with
-// its own arena plan inside the shared arena A, plus
-// `merak_run_fragment(k, A, P, C)` that dispatches to them. The manifest's
+// `extern "C" merak_fragment_<k>(A, P, C, IO)` with its own arena plan
+// inside the shared arena A, reading its arguments and writing its results
+// through the runtime's pointer table IO, plus
+// `merak_run_fragment(k, A, P, C, IO)` that dispatches to them. The manifest's
 // "pipeline" object (runtime/include/merak_rt/pipeline.h) tells the runtime
 // where each fragment's inputs and outputs live, how activations and
 // gradients are packed into messages, and each stage's instruction list.

@@ -85,7 +85,22 @@ Value Emitter::pointer(PlannedBuffer buffer) {
   return p;
 }
 
+Value Emitter::ioPointer(int64_t slot) {
+  Value &p = ioCache[slot];
+  if (!p) {
+    auto charPtr = emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "char"));
+    Value index = emitc::LiteralOp::create(b, loc, b.getI64Type(), std::to_string(slot));
+    Value entry =
+        emitc::SubscriptOp::create(b, loc, cast<TypedValue<emitc::PointerType>>(io), index);
+    p = emitc::LoadOp::create(b, loc, charPtr, entry);
+  }
+  return p;
+}
+
 FailureOr<Value> Emitter::pointer(Value value) {
+  if (io)
+    if (auto it = ioSlots.find(viewRoot(value)); it != ioSlots.end())
+      return ioPointer(it->second);
   FailureOr<PlannedBuffer> buffer = getPlannedBuffer(value, symbols);
   if (failed(buffer))
     return failure();

@@ -37,7 +37,9 @@ int64_t numElements(Type tensorType);
 /// `axis` (negative: from the end) of a ranked tensor type, counted from 0.
 int64_t normAxis(int64_t axis, Type tensorType);
 
-/// Emits into one EmitC function with the three region base pointers.
+/// Emits into one EmitC function with the three region base pointers and,
+/// for a pipeline fragment, the runtime's table of its inputs' and outputs'
+/// buffers.
 class Emitter {
 public:
   Emitter(OpBuilder &b, Location loc, Value arena, Value params, Value consts,
@@ -48,6 +50,16 @@ public:
   FailureOr<Value> pointer(Value value);
   /// The pointer to (region, offset).
   Value pointer(PlannedBuffer buffer);
+
+  /// A pipeline fragment's values that live outside A: `table` is its
+  /// `char **IO` argument and `slots` maps a buffer's root value
+  /// (viewRoot) to its entry. pointer() then gives `IO[slot]` for them.
+  void setIo(Value table, llvm::DenseMap<Value, int64_t> slots) {
+    io = table;
+    ioSlots = std::move(slots);
+  }
+  /// `IO[slot]` (created once).
+  Value ioPointer(int64_t slot);
 
   /// One call: `callee(args...)` where each argument is either a pointer
   /// operand or a literal.
@@ -106,6 +118,9 @@ private:
   Value bases[3];
   SymbolTableCollection &symbols;
   llvm::DenseMap<std::pair<int, int64_t>, Value> cache;
+  Value io;
+  llvm::DenseMap<Value, int64_t> ioSlots;
+  llvm::DenseMap<int64_t, Value> ioCache;
 };
 
 } // namespace mlir::merak::emitc_lowering

@@ -6,6 +6,14 @@
 // of LoweringModels.cpp), func.return by copying returned values into their
 // result slots.
 //
+// A pipeline fragment reads its arguments and writes its results through
+// the runtime's pointer table `IO` (runtime/include/merak_rt/pipeline.h):
+// argument i at IO[i], result j at IO[arguments + j]. The op computing a
+// returned value writes it there directly, so the runtime can hand the
+// fragment its stash and message buffers instead of copying them into and
+// out of the arena; a returned value that is not computed here (an
+// argument, a parameter, a constant, or a value returned twice) is copied.
+//
 //===----------------------------------------------------------------------===//
 #include "CallBuilder.h"
 #include "LoweringContext.h"
@@ -13,6 +21,7 @@
 #include "merak/Conversion/MerakToEmitC.h"
 #include "merak/Conversion/MerakToEmitC/LowerToRuntimeOpInterface.h"
 
+#include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
@@ -41,8 +50,8 @@ bool emitsKernel(Operation *op) {
 }
 
 /// Returned values in parameter or constant storage are copied to their
-/// result slots.
-LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e) {
+/// result slots (with `io`, the fragment's IO entries).
+LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e, bool io) {
   auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
   if (!slots || slots.size() != (int64_t)ret.getNumOperands())
     return fn.emitError("merak-to-emitc: the function has no planned result offsets");
@@ -50,32 +59,58 @@ LogicalResult lowerReturn(func::ReturnOp ret, func::FuncOp fn, Emitter &e) {
     FailureOr<Value> src = e.pointer(v);
     if (failed(src))
       return failure();
-    Value dst = e.pointer(PlannedBuffer{PlannedBuffer::Arena, slots[i]});
+    Value dst = io ? e.ioPointer(fn.getNumArguments() + i)
+                   : e.pointer(PlannedBuffer{PlannedBuffer::Arena, slots[i]});
     if (*src != dst)
       e.call(kernels::copyBytes).ptr(dst).ptr(*src).i64(byteSize(v.getType())).emit();
   }
   return success();
 }
 
+/// The IO entries of fragment `fn`'s buffers: argument i at i; a returned
+/// value's buffer at arguments + j for its first result j when this
+/// function computes it into the arena (not an argument, parameter or
+/// constant storage, or a started collective's request).
+llvm::DenseMap<Value, int64_t> ioSlots(func::FuncOp fn) {
+  llvm::DenseMap<Value, int64_t> slots;
+  for (BlockArgument arg : fn.getArguments())
+    slots[arg] = arg.getArgNumber();
+  Operation *ret = fn.getBody().front().getTerminator();
+  for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
+    Value root = viewRoot(v);
+    Operation *def = root.getDefiningOp();
+    if (!def || slots.count(root) || isa<RequestType>(root.getType()) || isa<ConstantOp>(def) ||
+        (isa<GetParamOp>(def) && !def->hasAttr(kCopyAttr)))
+      continue;
+    slots[root] = fn.getNumArguments() + j;
+  }
+  return slots;
+}
+
 /// Emits `extern "C" void name(char *A, char *P, const char *C)` for `fn`
-/// at the end of the module; opMark indices continue from `index`.
-/// `collectives` is set when it calls an entry point of
-/// merak_rt/collectives.h.
+/// at the end of the module (with `io`, a pipeline fragment's
+/// `(char *A, char *P, const char *C, char **IO)`); opMark indices
+/// continue from `index`. `collectives` is set when it calls an entry
+/// point of merak_rt/collectives.h.
 LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, int64_t &index,
-                            bool cuda, bool &collectives) {
+                            bool cuda, bool io, bool &collectives) {
   MLIRContext *ctx = module.getContext();
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   Location loc = fn.getLoc();
   auto charPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));
   auto constCharPtr = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "const char"));
-  auto fnType = FunctionType::get(ctx, {charPtr, charPtr, constCharPtr}, {});
-  auto out = emitc::FuncOp::create(b, loc, name, fnType);
+  SmallVector<Type> params{charPtr, charPtr, constCharPtr};
+  if (io)
+    params.push_back(emitc::PointerType::get(charPtr));
+  auto out = emitc::FuncOp::create(b, loc, name, FunctionType::get(ctx, params, {}));
   out.setSpecifiersAttr(b.getStrArrayAttr({"extern \"C\""}));
   Block *body = out.addEntryBlock();
   b.setInsertionPointToStart(body);
 
   SymbolTableCollection symbols;
   Emitter e(b, loc, body->getArgument(0), body->getArgument(1), body->getArgument(2), symbols);
+  if (io)
+    e.setIo(body->getArgument(3), ioSlots(fn));
   if (cuda)
     e.calleePrefix = "gpu::";
   LoweringContext lctx(symbols, cuda);
@@ -84,7 +119,7 @@ LogicalResult lowerFunction(ModuleOp module, func::FuncOp fn, StringRef name, in
   for (Operation &op : fn.getBody().front()) {
     e.loc = op.getLoc();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      if (failed(lowerReturn(ret, fn, e)))
+      if (failed(lowerReturn(ret, fn, e, io)))
         failedAny = true;
       break;
     }
@@ -155,7 +190,7 @@ SmallVector<Operation *> kernelOps(func::FuncOp fn) {
 
 LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
                                         ArrayRef<std::pair<func::FuncOp, std::string>> fns,
-                                        StringRef target) {
+                                        StringRef target, bool fragmentIo) {
   const bool cuda = target == "cuda";
   if (fns.empty())
     return module.emitError("merak-to-emitc: nothing to lower");
@@ -174,7 +209,7 @@ LogicalResult mlir::merak::lowerToEmitC(ModuleOp module,
   int64_t index = 0;
   bool collectives = false;
   for (auto &[fn, name] : fns)
-    if (failed(lowerFunction(module, fn, name, index, cuda, collectives)))
+    if (failed(lowerFunction(module, fn, name, index, cuda, fragmentIo, collectives)))
       return failure();
   // The collectives' header only where some function calls one.
   if (collectives) {

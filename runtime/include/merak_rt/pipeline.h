@@ -7,7 +7,15 @@
 // through
 //
 //   extern "C" void merak_run_fragment(long long k, char *A, char *P,
-//                                      const char *C);
+//                                      const char *C, char **IO);
+//
+// A fragment reads argument i from the buffer IO[i] and writes result j
+// into IO[args + j]. The runner points them at the values' own buffers:
+// the stash, the messages (on the CPU; a device program's messages are
+// host staging buffers, copied through the fragment's arena slots at
+// "offset"), the micro-batch's rows of the step's inputs in A; the loss,
+// the step and unused results use the arena slots. So a fragment's inputs
+// and outputs are never copied around its call.
 //
 // and a manifest with a "pipeline" object:
 //   "stages", "microbatches", "schedule": "gpipe" | "1f1b",
@@ -52,10 +60,10 @@
 // a micro-batch that writes it and returned after the micro-batch's last
 // fragment (backward_weight when the stage has one, else backward), so
 // there are as many as micro-batches in flight. Data inputs
-// are the rows of micro-batch mb of the step's batch in A. Gradient accumulators are zeroed before every step;
-// before the update, the accumulators of parameters several stages hold
-// (tied embeddings) are exchanged between the holders and summed in stage
-// order, so every copy gets bitwise the same gradient.
+// are the rows of micro-batch mb of the step's batch in A. Gradient accumulators are zeroed before
+// every step; before the update, the accumulators of parameters several stages hold (tied
+// embeddings) are exchanged between the holders and summed in stage order, so every copy gets
+// bitwise the same gradient.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MERAK_RT_PIPELINE_H
@@ -68,8 +76,8 @@
 
 extern "C" {
 /// Defined by pipeline programs only (weak here: serial programs lack it).
-__attribute__((weak)) void merak_run_fragment(long long k, char *A, char *P,
-                                              const char *C);
+__attribute__((weak)) void merak_run_fragment(long long k, char *A, char *P, const char *C,
+                                              char **IO);
 }
 
 namespace merak::rt {
