@@ -194,7 +194,8 @@ FailureOr<schema::Fragment> fragmentEntry(func::FuncOp f, const Layout &l) {
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     auto [kindName, idx] = splitName(argName(f, i));
     schema::FragmentArg &a = entry.args.emplace_back();
-    a.offset = f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt();
+    if (int64_t off = f.getArgAttrOfType<IntegerAttr>(i, kOffsetAttr).getInt(); off >= 0)
+      a.offset = off; // else read in place (isInPlaceFragmentArg)
     a.bytes = tensorBytes(f.getArgumentTypes()[i]);
     if (kindName == "act") {
       a.source = "act";
@@ -220,7 +221,8 @@ FailureOr<schema::Fragment> fragmentEntry(func::FuncOp f, const Layout &l) {
     Type t = f.getResultTypes()[i];
     auto [kindName, idx] = splitName(resultName(f, i));
     schema::FragmentResult &r = entry.results.emplace_back();
-    r.offset = slots[i];
+    if (slots[i] >= 0)
+      r.offset = slots[i]; // else written in place (isInPlaceFragmentResult)
     r.bytes = tensorBytes(t);
     r.dtype = target::manifestDType(t);
     std::optional<int64_t> kept = l.keptOffset(kindName, s, idx);

@@ -30,7 +30,10 @@ struct ParseError {
 
 struct Slot {
   std::string kind; // source or dest
-  uint64_t offset = 0, bytes = 0, msgOffset = 0, outOffset = 0;
+  /// Its arena slot in A; -1 when the fragment reads or writes it only in
+  /// the runner's buffer (the stash, the micro-batch's rows).
+  int64_t offset = 0;
+  uint64_t bytes = 0, msgOffset = 0, outOffset = 0;
   uint64_t inputOffset = 0; ///< source "input": the step input's offset in A
   bool f64 = false;
 };
@@ -303,7 +306,7 @@ void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
     auto slot = [](const schema::FragmentSlot &s, const std::string &kind) {
       Slot out;
       out.kind = kind;
-      out.offset = s.offset;
+      out.offset = s.offset.value_or(-1);
       out.bytes = s.bytes;
       out.msgOffset = s.msgOffset.value_or(0);
       return out;
@@ -317,6 +320,16 @@ void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
       fr.results.back().outOffset = r.outOffset.value_or(0);
       fr.results.back().f64 = r.dtype == "F64";
     }
+    // Only what the runner always hands over in its own buffer may lack an
+    // arena slot (bindArgs, compute).
+    const bool update = fr.kind == "update";
+    for (const Slot &a : fr.args)
+      if (a.offset < 0 && (update || (a.kind != "tokens" && a.kind != "labels" &&
+                                      a.kind != "input" && keptKind(a.kind) < 0)))
+        bad("fragment \"" + f.name + "\"'s " + a.kind + " argument has no arena slot");
+    for (const Slot &r : fr.results)
+      if (r.offset < 0 && (update || keptKind(r.kind) < 0 || readsKind(fr, r.kind)))
+        bad("fragment \"" + f.name + "\"'s " + r.kind + " result has no arena slot");
     fragments.push_back(std::move(fr));
   }
   if (updateFragment < 0)

@@ -169,9 +169,12 @@ struct Mesh {
 };
 
 /// What a pipeline fragment's arguments and results share: where they lie
-/// in A and, for messages and kept values, in their buffer.
+/// in A (no offset: the fragment reads or writes them only in the runner's
+/// buffer, runtime/include/merak_rt/pipeline.h) and, for messages and kept
+/// values, in their buffer.
 struct FragmentSlot {
-  int64_t offset = 0, bytes = 0;
+  std::optional<int64_t> offset;
+  int64_t bytes = 0;
   std::optional<int64_t> msgOffset;
   template <class S, class V> static void visit(S &s, V &v) {
     v("offset", s.offset);

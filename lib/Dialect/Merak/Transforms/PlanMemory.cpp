@@ -13,9 +13,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
-#include <map>
 #include "llvm/Support/Debug.h"
+#include <map>
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPLANMEMORY
@@ -85,12 +86,51 @@ SmallVector<std::pair<unsigned, unsigned>> mlir::merak::inPlaceCandidates(Operat
   return {};
 }
 
+/// The kind of a fragment's argument or result name ("stash:3" -> "stash").
+static StringRef nameKind(StringAttr name) {
+  return name ? name.getValue().split(':').first : StringRef();
+}
+
+static bool isKeptKind(StringRef kind) {
+  return kind == "stash" || kind == "rstash" || kind == "wstash";
+}
+
+/// The fragment's kind ("forward", "update", ...); empty for a function
+/// that is no pipeline fragment.
+static StringRef fragmentKind(func::FuncOp fn) {
+  auto frag = fn->getAttrOfType<DictionaryAttr>("merak.fragment");
+  auto kind = frag ? frag.getAs<StringAttr>("kind") : StringAttr();
+  return kind ? kind.getValue() : StringRef();
+}
+
+bool mlir::merak::isInPlaceFragmentArg(func::FuncOp fragment, unsigned i) {
+  StringRef fragKind = fragmentKind(fragment);
+  if (fragKind.empty() || fragKind == "update")
+    return false;
+  StringRef kind = nameKind(fragment.getArgAttrOfType<StringAttr>(i, "merak.name"));
+  return !kind.empty() && kind != "act" && kind != "cot" && kind != "step";
+}
+
+bool mlir::merak::isInPlaceFragmentResult(func::FuncOp fragment, unsigned i) {
+  StringRef fragKind = fragmentKind(fragment);
+  if (fragKind.empty() || fragKind == "update")
+    return false;
+  StringRef kind = nameKind(fragment.getResultAttrOfType<StringAttr>(i, "merak.name"));
+  if (!isKeptKind(kind))
+    return false;
+  for (unsigned a = 0; a < fragment.getNumArguments(); ++a)
+    if (nameKind(fragment.getArgAttrOfType<StringAttr>(a, "merak.name")) == kind)
+      return false;
+  return true;
+}
+
 FailureOr<PlannedBuffer> mlir::merak::getPlannedBuffer(Value value,
                                                        SymbolTableCollection &symbols) {
   value = viewRoot(value);
   if (auto arg = dyn_cast<BlockArgument>(value)) {
     auto fn = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
-    if (auto off = fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr))
+    if (auto off = fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr);
+        off && off.getInt() >= 0)
       return PlannedBuffer{PlannedBuffer::Arena, off.getInt()};
     return emitError(arg.getLoc(), "argument ") << arg.getArgNumber() << " has no planned offset";
   }
@@ -384,9 +424,31 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
           op.removeAttr(kCopyAttr);
       }
 
-    auto inArena = [](Value root) {
-      if (isa<RequestType>(root.getType()))
-        return false; // a started collective's request: no buffer
+    // Values a pipeline fragment reads and writes in the runner's buffers
+    // (isInPlaceFragmentArg/Result): a result's value only when it is
+    // computed here and returned once.
+    llvm::DenseSet<Value> inPlace;
+    for (BlockArgument arg : fn.getArguments())
+      if (isInPlaceFragmentArg(fn, arg.getArgNumber()))
+        inPlace.insert(arg);
+    {
+      Operation *ret = block.getTerminator();
+      DenseMap<Value, unsigned> returned;
+      for (Value v : ret->getOperands())
+        ++returned[rootOf(v)];
+      for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
+        Value root = rootOf(v);
+        Operation *def = root.getDefiningOp();
+        if (def && returned[root] == 1 && isInPlaceFragmentResult(fn, j) &&
+            !isa<RequestType>(root.getType()) && !isa<ConstantOp>(def) &&
+            (!isa<GetParamOp>(def) || def->hasAttr(kCopyAttr)))
+          inPlace.insert(root);
+      }
+    }
+
+    auto inArena = [&](Value root) {
+      if (isa<RequestType>(root.getType()) || inPlace.contains(root))
+        return false; // a started collective's request, or the runner's buffer
       Operation *def = root.getDefiningOp();
       if (!def)
         return true;
@@ -408,8 +470,12 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       arena.release(offsetOf[root], bufferBytes(root.getType()));
     };
 
-    // Arguments are written before the step starts.
+    // Arguments are written before the step starts (-1: read in place).
     for (BlockArgument arg : fn.getArguments()) {
+      if (!inArena(arg)) {
+        fn.setArgAttr(arg.getArgNumber(), kOffsetAttr, b.getI64IntegerAttr(-1));
+        continue;
+      }
       fn.setArgAttr(arg.getArgNumber(), kOffsetAttr, b.getI64IntegerAttr(place(arg)));
       if (!lastUse.count(arg))
         release(arg);
@@ -421,11 +487,13 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       int64_t i = index[&op];
       if (&op == terminator) {
         // Returned values stay where they are; values in parameter or
-        // constant storage get a slot that the step copies them into.
+        // constant storage get a slot that the step copies them into;
+        // those written in the runner's buffers none (-1).
         for (Value v : op.getOperands()) {
           Value root = rootOf(v);
-          resultOffsets.push_back(inArena(root) ? offsetOf[root]
-                                                : arena.allocate(bufferBytes(v.getType())));
+          resultOffsets.push_back(inPlace.contains(root) ? -1
+                                  : inArena(root)        ? offsetOf[root]
+                                                  : arena.allocate(bufferBytes(v.getType())));
         }
         break;
       }

@@ -61,6 +61,16 @@ Value viewRoot(Value value);
 /// optimizer update's new parameter and state and their old values.
 SmallVector<std::pair<unsigned, unsigned>> inPlaceCandidates(Operation *op);
 
+/// Pipeline fragments (kFragmentAttr): the arguments and results the
+/// runner hands over in their own buffers on every target, which therefore
+/// take no arena slot: arguments other than received activations and
+/// gradients ("act:", "cot:", staged through the arena on a device) and
+/// the step; results kept for a later fragment ("stash:", "rstash:",
+/// "wstash:") of a fragment that does not read that kind itself, outside
+/// the update (runtime/include/merak_rt/pipeline.h).
+bool isInPlaceFragmentArg(func::FuncOp fragment, unsigned i);
+bool isInPlaceFragmentResult(func::FuncOp fragment, unsigned i);
+
 /// merak-plan-memory for several functions of one program (pipeline
 /// fragments): parameter storage once, the constants of all of them in one
 /// constant region, an arena plan per function (each from offset 0).
