@@ -31,6 +31,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
       *this, "optimizer", llvm::cl::desc("merak-optimizer's options, e.g. {optimizer=sgd lr=0.1}"),
       llvm::cl::init("optimizer=adamw")};
   Option<bool> fusedAttention{*this, "fused-attention", llvm::cl::init(true)};
+  Option<bool> weightCastCache{*this, "weight-cast-cache", llvm::cl::init(true)};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false)};
   Option<std::string> precision{*this, "precision", llvm::cl::init("fp32")};
   Option<int64_t> dp{*this, "dp", llvm::cl::init(1)};
@@ -56,6 +57,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
     o.frozen.assign(frozen.begin(), frozen.end());
     o.optimizer = optimizer, o.fusedAttention = fusedAttention, o.precision = precision;
     o.syncBatchNorm = syncBatchNorm;
+    o.weightCastCache = weightCastCache;
     o.dp = dp, o.tp = tp, o.pp = pp, o.microbatches = microbatches;
     o.virtualStages = virtualStages, o.vocabParallel = vocabParallel;
     o.vocabParallelFallback = vocabParallelFallback, o.zero = zero;

@@ -164,6 +164,9 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
   }
   if (failed(addOptimizer(pm, o.optimizer, log)))
     return failure();
+  // bf16 weights: cast once a step (@stage<s>_prepare), not per micro-batch.
+  if (o.weightCastCache)
+    pm.addPass(createMerakCacheParamCasts());
   MerakRecordScheduleOptions record;
   record.schedule = o.schedule;
   record.virtualStages = o.virtualStages;

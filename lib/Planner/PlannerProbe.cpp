@@ -175,6 +175,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.labels = o.labels;
   training.frozen.assign(o.frozen.begin(), o.frozen.end());
   training.fusedAttention = o.fusedAttention;
+  training.weightCastCache = o.weightCastCache;
   training.moeAuxLoss = o.moeAuxLoss;
   training.moeCapacityFactor = o.moeCapacityFactor;
   training.moeDropPolicy = o.moeDropPolicy;

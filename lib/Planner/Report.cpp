@@ -287,14 +287,17 @@ void Report::collectStage(int64_t s, ModuleOp planned) {
     for (func::FuncOp part : bParts)
       st.backwardFlops += m * fnFlops(part);
     st.updateFlops = u ? fnFlops(u) : 0;
+    // The step's bf16 weights (merak-cache-param-casts) count with the update.
+    if (func::FuncOp prep = fn(module, fragment(s, "prepare")))
+      st.updateFlops += fnFlops(prep);
     st.partitionCost = plan.getCosts()[s];
     countCollectives(f, m, s, 0);
     for (func::FuncOp part : bParts)
       countCollectives(part, m, s, 1);
     if (u)
       countCollectives(u, 1, s, 2);
-    for (StringRef kind :
-         {"forward", "backward", "update", "forward_keep", "recompute", "backward_weight"})
+    for (StringRef kind : {"forward", "backward", "update", "forward_keep", "recompute",
+                           "backward_weight", "prepare"})
       if (func::FuncOp g = fn(planned, fragment(s, kind))) {
         if (auto a = g->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
           st.arenas.push_back({fragment(s, kind), a.getInt()});
@@ -767,6 +770,8 @@ mlir::merak::collectStageCosts(ModuleOp module, const ReportOptions &options,
     c.backwardCopyBytes = copies("backward") + copies("recompute") + copies("backward_weight");
     c.updateCopyBytes = copies("update");
     c.updateOps = opCosts("update");
+    std::vector<OpWork> prepare = opCosts("prepare"); // once a step, as the update
+    c.updateOps.insert(c.updateOps.end(), prepare.begin(), prepare.end());
     for (StringRef kind : {"recompute", "backward_weight"}) {
       std::vector<OpWork> part = opCosts(kind);
       c.backwardOps.insert(c.backwardOps.end(), part.begin(), part.end());

@@ -28,11 +28,14 @@ namespace mlir::merak::target {
 
 namespace schema = ::merak::rt::schema;
 
-/// "F32", "F64", "I64", "I32" or "BOOL" for a tensor or element type.
+/// "F32", "BF16", "F64", "I64", "I32" or "BOOL" for a tensor or element
+/// type.
 inline std::string manifestDType(Type t) {
   Type e = isa<ShapedType>(t) ? cast<ShapedType>(t).getElementType() : t;
   if (e.isF32())
     return "F32";
+  if (e.isBF16())
+    return "BF16";
   if (e.isF64())
     return "F64";
   if (e.isInteger(64))

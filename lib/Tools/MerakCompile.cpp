@@ -260,6 +260,13 @@ struct CommandLine {
       cl::desc("on (default) or off: start each dp gradient bucket's collective when its "
                "last gradient is computed and wait for it when the optimizer reads it"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> weightCastCache{
+      "weight-cast-cache",
+      cl::desc("on (default) or off: with --precision bf16 in a pipelined program (--pp, "
+               "--microbatches), each stage casts its weights to bf16 once a step into a copy "
+               "that every micro-batch reads (merak-cache-param-casts; 2 more bytes per "
+               "weight), instead of in every micro-batch's forward and backward"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<std::string> fusedAttention{
       "fused-attention",
       cl::desc("on (default) or off: replace the exported attention (matmul, scale, causal "
@@ -428,6 +435,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.fusedAttention = opts.fusedAttention == "on";
+  if (opts.weightCastCache != "on" && opts.weightCastCache != "off") {
+    llvm::errs() << "merak-compile: error: --weight-cast-cache must be on or off, got '"
+                 << opts.weightCastCache << "'\n";
+    return 1;
+  }
+  o.weightCastCache = opts.weightCastCache == "on";
   o.syncBatchNorm = opts.syncBatchNorm;
   if (opts.fusedExperts != "on" && opts.fusedExperts != "off") {
     llvm::errs() << "merak-compile: error: --fused-experts must be on or off, got '"

@@ -179,6 +179,7 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
   p.labels = opts.labels;
   p.frozen.assign(opts.frozen.begin(), opts.frozen.end());
   p.fusedAttention = opts.fusedAttention;
+  p.weightCastCache = opts.weightCastCache;
   p.syncBatchNorm = opts.syncBatchNorm;
   if (!(opts.moeAuxLoss >= 0) || !std::isfinite(opts.moeAuxLoss)) {
     error = "--moe-aux-loss must be a finite number >= 0, got " + std::to_string(opts.moeAuxLoss);

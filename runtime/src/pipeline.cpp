@@ -247,6 +247,15 @@ struct PipelineRunner::Impl {
   /// The fragment's pointer table: IO[i] for argument i, IO[args + j] for
   /// result j (merak_run_fragment).
   std::vector<char *> io;
+  /// `io` at the arena slots of every argument and result (the update, the
+  /// prepare fragments: run once a step, with every slot in A).
+  void bindArena(const Fragment &f, char *A) {
+    io.clear();
+    for (const Slot &s : f.args)
+      io.push_back(A + s.offset);
+    for (const Slot &s : f.results)
+      io.push_back(A + s.offset);
+  }
   /// An allocation failure of `what` (bytes) as a Status.
   Status noMemory(const std::string &what, uint64_t bytes) const {
     return Status::error("cannot allocate " + std::to_string(bytes) + " bytes of " + what +
@@ -322,7 +331,7 @@ void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
     }
     // Only what the runner always hands over in its own buffer may lack an
     // arena slot (bindArgs, compute).
-    const bool update = fr.kind == "update";
+    const bool update = fr.kind == "update" || fr.kind == "prepare";
     for (const Slot &a : fr.args)
       if (a.offset < 0 && (update || (a.kind != "tokens" && a.kind != "labels" &&
                                       a.kind != "input" && keptKind(a.kind) < 0)))
@@ -641,15 +650,11 @@ Status PipelineRunner::Impl::update(char *A, char *P, const char *C, int64_t ste
   int64_t k = updateFragment;
   const Fragment &f = fragments[k];
   stepValue = step;
-  io.clear();
-  for (const Slot &s : f.args) {
-    io.push_back(A + s.offset);
+  bindArena(f, A);
+  for (const Slot &s : f.args)
     if (s.kind == "step")
       if (Status st = memory->copy(A + s.offset, &stepValue, sizeof(stepValue)); !st.ok())
         return st;
-  }
-  for (const Slot &s : f.results)
-    io.push_back(A + s.offset);
   merak_run_fragment(k, A, P, C, io.data());
   for (const Slot &s : f.results)
     if (s.kind == "grad_norm" || s.kind == "lr")
@@ -663,6 +668,13 @@ Status PipelineRunner::Impl::run(char *A, char *P, const char *C, int64_t step) 
   for (const Region &t : accumulators)
     if (Status s = memory->zero(P + t.offset, t.bytes); !s.ok())
       return s;
+  // The chunks' narrow copies of their weights for this step
+  // (merak-cache-param-casts), after the last update, restore or move.
+  for (Chunk &ch : mine)
+    if (auto it = ch.frags.find("prepare"); it != ch.frags.end()) {
+      bindArena(fragments[it->second], A);
+      merak_run_fragment(it->second, A, P, C, io.data());
+    }
   const bool resident = memory->hostResident();
   size_t lossIndex = 0;
   const int prev = static_cast<int>((rank + ranks - 1) % ranks),

@@ -52,15 +52,16 @@ class Env(pc.Env):
             MODES[self.mode] + ["--bucket-mb", "0.02"] if self.mode else [])
 
     def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
-                vocab_off=False, rc=None):
-        name = "%s-pp%d-m%d-%s-dp%d-tp%d%s%s-%s" % (opt, pp, m, schedule, dp, tp,
-                                                    "-zero" if zero else "",
-                                                    "-rc" + "-".join(rc) if rc else "",
-                                                    self.mode or "serial")
+                vocab_off=False, rc=None, bf16=False):
+        name = "%s-pp%d-m%d-%s-dp%d-tp%d%s%s%s-%s" % (opt, pp, m, schedule, dp, tp,
+                                                      "-zero" if zero else "",
+                                                      "-rc" + "-".join(rc) if rc else "",
+                                                      "-bf16" if bf16 else "",
+                                                      self.mode or "serial")
         exe = os.path.join(self.work, "train-" + name)
         if name not in self.programs:
-            pc.run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc) +
-                   ["--compile-to=binary", "-o", exe])
+            pc.run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc,
+                                    bf16) + ["--compile-to=binary", "-o", exe])
             self.programs[name] = exe
         return name, exe
 

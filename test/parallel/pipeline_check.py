@@ -41,6 +41,13 @@ shifted-critical-path: the recomputation split off and run before the
 gradient arrives), int2 (--schedule interleaved --virtual-stages 2: 2 x pp
 model stages, two per rank).
 
+`<check>-bf16` compiles the pipelined program with --precision bf16 (bf16
+GEMMs, float32 master weights), where each stage reads its weights from the
+bf16 copy its prepare fragment casts once a step (merak-cache-param-casts),
+and compares it with the same program compiled with --weight-cast-cache off
+(the weights cast in every fragment): losses and final parameters must be
+bitwise equal (tolerance 0), and the program must hold cached weights.
+
 `<check>-rc<mode>` compiles with --recompute <mode> (none, full,
 selective, stage-aware; the default is none): the same equivalence, and the
 choice per stage recorded by merak-recompute (--compile-to=recompute) must
@@ -118,7 +125,10 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m2-scp-dp2-zero",
           # Interleaved 1F1B, two chunks per rank.
           "adamw-pp2-m4-int2", "sgd-pp4-m4-int2", "sgd-pp2-m2-int2-dp2-tp2",
-          "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective", "adamw-pp2-m2-int2-dp2"]
+          "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective", "adamw-pp2-m2-int2-dp2",
+          # bf16 GEMMs (--precision bf16): each stage casts its weights once
+          # a step (merak-cache-param-casts' prepare fragments).
+          "adamw-pp2-m4-1f1b-bf16", "sgd-pp2-m4-int2-bf16", "adamw-pp2-m2-zbh1-dp2-tp2-bf16"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
@@ -171,10 +181,12 @@ class Env:
         return self.sub["vocab"]
 
     def compile_cmd(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
-                    vocab_off=False, rc=None):
+                    vocab_off=False, rc=None, bf16=False):
         cmd = [os.path.join(self.bin_dir, "merak-compile"), self.model(layers),
                "--input-shape", "input_ids=%dx%d" % (BATCH, SEQ),
                "--frozen", "*.attn.bias"] + OPTS[opt][0]
+        if bf16:
+            cmd += ["--precision", "bf16"]
         if pp > 1 or m > 1:
             cmd += ["--pp", str(pp), "--microbatches", str(m), "--schedule"] + SCHEDULES[schedule]
         if dp > 1:
@@ -185,29 +197,31 @@ class Env:
             cmd += ["--zero", "1"]
         if vocab_off:
             cmd += ["--vocab-parallel=false"]
-        if rc:
+        if rc:  # recomputation (or other) flags
             cmd += rc
         return cmd
 
     def program(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, zero=False,
-                vocab_off=False, rc=None):
+                vocab_off=False, rc=None, bf16=False):
         """The executable of one configuration (compiled once per process)."""
-        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s%s%s" % (opt, layers, pp, m, schedule, dp, tp,
-                                                       "-zero" if zero else "",
-                                                       "-novocab" if vocab_off else "",
-                                                       "-rc" + "-".join(rc) if rc else "")
+        name = "%s-l%d-pp%d-m%d-%s-dp%d-tp%d%s%s%s%s" % (opt, layers, pp, m, schedule, dp, tp,
+                                                         "-zero" if zero else "",
+                                                         "-novocab" if vocab_off else "",
+                                                         "-rc" + "-".join(rc) if rc else "",
+                                                         "-bf16" if bf16 else "")
         exe = os.path.join(self.work, "train-" + name)
         if name not in self.programs:
-            run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc) +
-                ["--compile-to=binary", "-o", exe])
+            run(self.compile_cmd(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc,
+                                 bf16) + ["--compile-to=binary", "-o", exe])
             self.programs[name] = exe
         return name, exe
 
     def train(self, opt, layers, pp=1, m=1, schedule="1f1b", dp=1, tp=1, steps=STEPS,
-              ckpt=None, resume=False, zero=False, vocab_off=False, rc=None):
+              ckpt=None, resume=False, zero=False, vocab_off=False, rc=None, bf16=False):
         """Per-step losses and the final checkpoint of one configuration
         (cached for full runs from scratch)."""
-        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc)
+        name, exe = self.program(opt, layers, pp, m, schedule, dp, tp, zero, vocab_off, rc,
+                                 bf16)
         cached = ckpt is None and steps == STEPS and not resume
         if cached and name in self.results:
             return self.results[name]
@@ -404,13 +418,24 @@ def check(env, name):
     if r:
         return check_resharded_resume(env, r.group(1), r.group(2))
     m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-" + SCHED + r"(?:-dp(\d+))?(?:-tp(\d+))?"
-                     r"(?:-l(\d+))?(-zero)?", name)
+                     r"(?:-l(\d+))?(-zero)?(-bf16)?", name)
     if not m:
         raise ValueError("unknown check " + name)
     opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
     dp, tp, layers = int(m.group(5) or 1), int(m.group(6) or 1), int(m.group(7) or 4)
+    zero = bool(m.group(8))
+    if m.group(9):
+        # bf16: the weights' bf16 copy cast once a step must give bitwise
+        # the values of casting them in every fragment.
+        ref, ref_params = env.train(opt, layers, pp, mb, schedule, dp, tp, zero=zero,
+                                    rc=["--weight-cast-cache", "off"], bf16=True)
+        got, params = env.train(opt, layers, pp, mb, schedule, dp, tp, zero=zero, bf16=True)
+        exe = env.program(opt, layers, pp, mb, schedule, dp, tp, zero, bf16=True)[1]
+        if b"pipeline.cast.bf16." not in open(exe, "rb").read():
+            return False, "the program has no cached bf16 weights"
+        return compare(got, params, ref, ref_params, 0.0)
     serial, serial_params = env.train(opt, layers)
-    got, params = env.train(opt, layers, pp, mb, schedule, dp, tp, zero=bool(m.group(8)))
+    got, params = env.train(opt, layers, pp, mb, schedule, dp, tp, zero=zero)
     return compare(got, params, serial, serial_params, OPTS[opt][1])
 
 

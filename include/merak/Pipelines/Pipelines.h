@@ -39,6 +39,9 @@ struct PipelineOptions {
   /// merak-optimizer's textual options (optimizer=adamw lr=... ...).
   std::string optimizer = "optimizer=adamw";
   bool fusedAttention = true;
+  /// merak-cache-param-casts in pipelined programs: bf16 weights cast once a
+  /// step per stage.
+  bool weightCastCache = true;
   /// merak-sync-batch-norm: BatchNorm statistics over all dp ranks' rows.
   bool syncBatchNorm = false;
   /// Sliding-window and soft-capped attention fused too (the CPU kernels

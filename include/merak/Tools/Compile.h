@@ -97,6 +97,8 @@ struct CompileOptions {
   bool dpOverlap = true;
   /// --fused-attention: merak-fuse-attention (see Passes.td).
   bool fusedAttention = true;
+  /// --weight-cast-cache: merak-cache-param-casts (see Passes.td).
+  bool weightCastCache = true;
   /// --sync-batchnorm: merak-sync-batch-norm (see Passes.td).
   bool syncBatchNorm = false;
   /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import

@@ -36,6 +36,10 @@
 //                    zeroed every step, not checkpointed)],
 //   "shared": [{"name": accumulator, "stages": [holders]}],
 //   "programs": [[[instruction, micro-batch], ...] per stage]
+// A stage may also have a "prepare" fragment (no arguments or results),
+// which the runner calls at the start of every step, before the
+// instructions: it writes the stage's bf16 copies of its weights
+// (merak-cache-param-casts in the compiler).
 // (instructions: recv-act, wait-act, fwd, fwd-keep, rcp, send-act,
 // recv-grad, wait-grad, bwd, bwd-w, send-grad, wait-sends, update; fwd runs
 // the forward fragment, fwd-keep forward_keep, rcp recompute, bwd backward,

@@ -35,7 +35,7 @@ FailureOr<SmallVector<func::FuncOp>> mlir::merak::pipelineFragments(ModuleOp mod
     }
     // The parts of a split backward (merak-split-backward), when present.
     for (StringRef kind : {"forward_keep", "recompute", "backward_weight", "backward_last",
-                           "backward_weight_last"})
+                           "backward_weight_last", "prepare"})
       if (auto fn = symbols.lookup<func::FuncOp>(("stage" + Twine(s) + "_" + kind).str()))
         out.push_back(fn);
   }

@@ -133,8 +133,8 @@ bool isPipelineModule(ModuleOp module);
 
 /// The fragments in index order: per stage s, @stage<s>_forward, _backward,
 /// _update, then those of merak-split-backward it has (_forward_keep,
-/// _recompute, _backward_weight). The runtime finds them by the manifest's
-/// "stage" and "kind".
+/// _recompute, _backward_weight) and merak-cache-param-casts' _prepare. The
+/// runtime finds them by the manifest's "stage" and "kind".
 FailureOr<SmallVector<func::FuncOp>> pipelineFragments(ModuleOp module);
 
 /// (s, "kind") of @stage<s>_<kind>; (-1, "") for another name.

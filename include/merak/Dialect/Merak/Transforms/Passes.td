@@ -558,6 +558,24 @@ def MerakOptimizer : Pass<"merak-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
 
+def MerakCacheParamCasts : Pass<"merak-cache-param-casts", "mlir::ModuleOp"> {
+  let summary = "[training] Casts a pipeline stage's weights to bf16 once a step, not per micro-batch";
+  let description = [{
+    In a pipelined program (merak.pipeline), every `merak.cast` of a
+    parameter's storage to a narrower float type (merak-mixed-precision's
+    bf16 weights) in a micro-batch fragment (forward, backward and the parts
+    of a split backward) reads a cache parameter
+    `pipeline.cast.<type>.<name>` instead (kind "scratch": never saved),
+    which a new fragment `@stage<s>_prepare` (merak.fragment kind
+    "prepare") writes; the runner calls it at the start of every step,
+    after the previous update. So a stage casts each weight once a step, as
+    Megatron-LM keeps bf16 weights beside its float32 master copy, instead
+    of once per fragment and micro-batch. The values are bitwise the same.
+    Update fragments keep their casts. Without merak.pipeline it does
+    nothing.
+  }];
+}
+
 def MerakRecordSchedule : Pass<"merak-record-schedule", "mlir::ModuleOp"> {
   let summary = "[training] Records the pipeline schedule on the merak.pipeline plan";
   let description = [{
