@@ -155,6 +155,31 @@ FailureOr<PlannedBuffer> mlir::merak::getPlannedBuffer(Value value,
   return PlannedBuffer{PlannedBuffer::Arena, offsets[i]};
 }
 
+/// The values of pipeline fragment `fn` that live in the runner's buffers
+/// (isInPlaceFragmentArg/Result), not in the arena: those arguments, and a
+/// result's value when it is computed here into the arena (not a request,
+/// a constant or a parameter's storage) and returned once. Run after the
+/// get_param copies are marked (kCopyAttr).
+static llvm::DenseSet<Value> inPlaceValues(func::FuncOp fn) {
+  llvm::DenseSet<Value> inPlace;
+  for (BlockArgument arg : fn.getArguments())
+    if (isInPlaceFragmentArg(fn, arg.getArgNumber()))
+      inPlace.insert(arg);
+  Operation *ret = fn.getBody().front().getTerminator();
+  DenseMap<Value, unsigned> returned;
+  for (Value v : ret->getOperands())
+    ++returned[viewRoot(v)];
+  for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
+    Value root = viewRoot(v);
+    Operation *def = root.getDefiningOp();
+    if (def && returned[root] == 1 && isInPlaceFragmentResult(fn, j) &&
+        !isa<RequestType>(root.getType()) && !isa<ConstantOp>(def) &&
+        (!isa<GetParamOp>(def) || def->hasAttr(kCopyAttr)))
+      inPlace.insert(root);
+  }
+  return inPlace;
+}
+
 namespace {
 /// Best-fit placement over a coalescing free list: blocks by offset (to merge
 /// neighbours) and by size (to find the best fit), both O(log n).
@@ -424,28 +449,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
           op.removeAttr(kCopyAttr);
       }
 
-    // Values a pipeline fragment reads and writes in the runner's buffers
-    // (isInPlaceFragmentArg/Result): a result's value only when it is
-    // computed here and returned once.
-    llvm::DenseSet<Value> inPlace;
-    for (BlockArgument arg : fn.getArguments())
-      if (isInPlaceFragmentArg(fn, arg.getArgNumber()))
-        inPlace.insert(arg);
-    {
-      Operation *ret = block.getTerminator();
-      DenseMap<Value, unsigned> returned;
-      for (Value v : ret->getOperands())
-        ++returned[rootOf(v)];
-      for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
-        Value root = rootOf(v);
-        Operation *def = root.getDefiningOp();
-        if (def && returned[root] == 1 && isInPlaceFragmentResult(fn, j) &&
-            !isa<RequestType>(root.getType()) && !isa<ConstantOp>(def) &&
-            (!isa<GetParamOp>(def) || def->hasAttr(kCopyAttr)))
-          inPlace.insert(root);
-      }
-    }
-
+    const llvm::DenseSet<Value> inPlace = inPlaceValues(fn);
     auto inArena = [&](Value root) {
       if (isa<RequestType>(root.getType()) || inPlace.contains(root))
         return false; // a started collective's request, or the runner's buffer
