@@ -19,7 +19,9 @@
 // step, after the previous update wrote the float32 weights (and after a
 // restore or an expert move), so the copy is never stale and never saved:
 // its kind is "scratch". The values are bitwise those of the casts it
-// replaces. Update fragments keep their own casts.
+// replaces. Update fragments keep their own casts, and so do reads of a
+// parameter that a micro-batch fragment writes (BatchNorm's running
+// statistics change within a step).
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -30,6 +32,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -98,14 +101,25 @@ struct MerakCacheParamCastsPass : merak::impl::MerakCacheParamCastsBase<MerakCac
     ModuleOp module = getOperation();
     if (!getPipelinePlan(module))
       return;
+    // Parameters a micro-batch fragment writes (BatchNorm's running
+    // statistics): they change within a step, so a copy made at its start
+    // would be stale.
+    llvm::StringSet<> writtenWithinStep;
+    auto microbatchFragment = [](func::FuncOp fn) {
+      auto [stage, kind] = stageKind(fn);
+      return stage >= 0 && kind != "update" && kind != "prepare";
+    };
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (microbatchFragment(fn))
+        fn.walk([&](SetParamOp set) { writtenWithinStep.insert(set.getName()); });
     // Per stage, the casts of its micro-batch fragments, by parameter.
     std::map<int64_t, llvm::MapVector<std::pair<StringRef, Type>, SmallVector<CastOp>>> casts;
     for (auto fn : module.getOps<func::FuncOp>()) {
-      auto [stage, kind] = stageKind(fn);
-      if (stage < 0 || kind == "update" || kind == "prepare")
+      if (!microbatchFragment(fn))
         continue;
+      int64_t stage = stageKind(fn).first;
       fn.walk([&](CastOp cast) {
-        if (GetParamOp get = castParam(cast))
+        if (GetParamOp get = castParam(cast); get && !writtenWithinStep.contains(get.getName()))
           casts[stage][{get.getName(), cast.getResult().getType()}].push_back(cast);
       });
     }

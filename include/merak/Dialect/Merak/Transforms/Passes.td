@@ -571,8 +571,9 @@ def MerakCacheParamCasts : Pass<"merak-cache-param-casts", "mlir::ModuleOp"> {
     after the previous update. So a stage casts each weight once a step, as
     Megatron-LM keeps bf16 weights beside its float32 master copy, instead
     of once per fragment and micro-batch. The values are bitwise the same.
-    Update fragments keep their casts. Without merak.pipeline it does
-    nothing.
+    Update fragments keep their casts, as do the casts of a parameter some
+    micro-batch fragment writes (it changes within the step). Without
+    merak.pipeline it does nothing.
   }];
 }
 
