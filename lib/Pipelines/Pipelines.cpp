@@ -153,6 +153,7 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
     rc.schedule = o.schedule;
     // Optimizer state per parameter: AdamW's two moments, SGD's momentum.
     rc.optimizerSlots = StringRef(o.optimizer).contains("optimizer=sgd") ? 1 : 2;
+    rc.castCache = o.weightCastCache; // merak-cache-param-casts' bf16 weights
     pm.addPass(createMerakRecompute(rc));
     // Zero-bubble and shifted-critical-path schedules run the backward in
     // parts (weight gradients later; the recomputation earlier).

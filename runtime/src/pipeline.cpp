@@ -531,7 +531,7 @@ Status PipelineRunner::Impl::compute(const Instr &in, char *A, char *P, const ch
   cpu::setExpertCounting(true);
   for (size_t j = 0; j < f.results.size(); ++j) {
     const Slot &s = f.results[j];
-    if (io[nargs + j] != A + s.offset)
+    if (s.offset < 0 || io[nargs + j] != A + s.offset)
       continue; // written in place
     char *dst = nullptr;
     if (s.kind == "act")

@@ -47,6 +47,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -258,6 +259,21 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
     return stash;
   }
 
+  /// Bytes of the narrow copies merak-cache-param-casts will keep of the
+  /// parameters the stage's forward casts (each once).
+  static int64_t castCopyBytes(func::FuncOp fwd) {
+    llvm::StringSet<> seen;
+    int64_t n = 0;
+    fwd.walk([&](CastOp cast) {
+      auto get = cast.getInput().getDefiningOp<GetParamOp>();
+      auto from = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getInput().getType()));
+      auto to = dyn_cast<FloatType>(getElementTypeOrSelf(cast.getResult().getType()));
+      if (get && from && to && to.getWidth() < from.getWidth() && seen.insert(get.getName()).second)
+        n += typeBytes(cast.getResult().getType());
+    });
+    return n;
+  }
+
   int64_t paramsBytes(ModuleOp module, Attribute owned) {
     int64_t n = 0;
     if (auto names = dyn_cast_or_null<ArrayAttr>(owned))
@@ -349,7 +365,8 @@ struct MerakRecomputePass : merak::impl::MerakRecomputeBase<MerakRecomputePass> 
         return n;
       };
       int64_t held = inFlightMicrobatches(*kind, stages, m, s);
-      int64_t fixed = paramsBytes(module, owners ? owners[s] : Attribute()) * (2 + optimizerSlots);
+      int64_t fixed = paramsBytes(module, owners ? owners[s] : Attribute()) * (2 + optimizerSlots) +
+                      (castCache ? castCopyBytes(p.fwd) : 0);
       // Shifted critical path: the last stage recomputes nothing; on the
       // others the `fwd-keep` micro-batches and the one recomputed ahead of
       // its gradient hold every activation (none's stash): at the last

@@ -454,7 +454,10 @@ def MerakRecompute : Pass<"merak-recompute", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "The pipeline schedule (in-flight micro-batches per stage)">,
     Option<"optimizerSlots", "optimizer-slots", "int64_t", /*default=*/"2",
-           "Optimizer state tensors per parameter (AdamW 2, SGD with momentum 1)">
+           "Optimizer state tensors per parameter (AdamW 2, SGD with momentum 1)">,
+    Option<"castCache", "cast-cache", "bool", /*default=*/"true",
+           "Count the bf16 copies merak-cache-param-casts keeps of the weights the "
+           "forward casts">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
 }
