@@ -78,9 +78,7 @@ llvm::DenseMap<Value, int64_t> ioSlots(func::FuncOp fn) {
   Operation *ret = fn.getBody().front().getTerminator();
   for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
     Value root = viewRoot(v);
-    Operation *def = root.getDefiningOp();
-    if (!def || slots.count(root) || isa<RequestType>(root.getType()) || isa<ConstantOp>(def) ||
-        (isa<GetParamOp>(def) && !def->hasAttr(kCopyAttr)))
+    if (!root.getDefiningOp() || slots.count(root) || !hasOwnArenaBuffer(root))
       continue;
     slots[root] = fn.getNumArguments() + j;
   }

@@ -24,6 +24,7 @@
 // statistics change within a step).
 //
 //===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
 
@@ -46,16 +47,6 @@ using namespace mlir;
 using namespace mlir::merak;
 
 namespace {
-/// The fragment's (stage, kind); stage -1 for a function that is none.
-std::pair<int64_t, StringRef> stageKind(func::FuncOp fn) {
-  auto frag = fn->getAttrOfType<DictionaryAttr>(kFragmentAttr);
-  auto stage = frag ? frag.getAs<IntegerAttr>("stage") : IntegerAttr();
-  auto kind = frag ? frag.getAs<StringAttr>("kind") : StringAttr();
-  if (!stage || !kind)
-    return {-1, ""};
-  return {stage.getInt(), kind.getValue()};
-}
-
 /// A parameter cast to a narrower float type, read through the cache.
 struct Cached {
   StringRef param;
@@ -106,7 +97,7 @@ struct MerakCacheParamCastsPass : merak::impl::MerakCacheParamCastsBase<MerakCac
     // would be stale.
     llvm::StringSet<> writtenWithinStep;
     auto microbatchFragment = [](func::FuncOp fn) {
-      auto [stage, kind] = stageKind(fn);
+      auto [stage, kind] = pipelineFragmentStageKind(fn);
       return stage >= 0 && kind != "update" && kind != "prepare";
     };
     for (auto fn : module.getOps<func::FuncOp>())
@@ -117,7 +108,7 @@ struct MerakCacheParamCastsPass : merak::impl::MerakCacheParamCastsBase<MerakCac
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (!microbatchFragment(fn))
         continue;
-      int64_t stage = stageKind(fn).first;
+      int64_t stage = pipelineFragmentStageKind(fn).first;
       fn.walk([&](CastOp cast) {
         if (GetParamOp get = castParam(cast); get && !writtenWithinStep.contains(get.getName()))
           casts[stage][{get.getName(), cast.getResult().getType()}].push_back(cast);

@@ -6,6 +6,7 @@
 // is the order of its ops and a live range is an interval of op indices.
 //
 //===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
@@ -95,25 +96,30 @@ static bool isKeptKind(StringRef kind) {
   return kind == "stash" || kind == "rstash" || kind == "wstash";
 }
 
-/// The fragment's kind ("forward", "update", ...); empty for a function
-/// that is no pipeline fragment.
-static StringRef fragmentKind(func::FuncOp fn) {
-  auto frag = fn->getAttrOfType<DictionaryAttr>("merak.fragment");
-  auto kind = frag ? frag.getAs<StringAttr>("kind") : StringAttr();
-  return kind ? kind.getValue() : StringRef();
+bool mlir::merak::hasOwnArenaBuffer(Value root) {
+  if (isa<RequestType>(root.getType()))
+    return false; // a started collective's request: no buffer
+  Operation *def = root.getDefiningOp();
+  if (!def)
+    return true;
+  if (isa<ConstantOp>(def))
+    return false;
+  if (isa<GetParamOp>(def))
+    return def->hasAttr(kCopyAttr);
+  return true;
 }
 
 bool mlir::merak::isInPlaceFragmentArg(func::FuncOp fragment, unsigned i) {
-  StringRef fragKind = fragmentKind(fragment);
-  if (fragKind.empty() || fragKind == "update")
+  auto [stage, fragKind] = pipelineFragmentStageKind(fragment);
+  if (stage < 0 || fragKind == "update")
     return false;
   StringRef kind = nameKind(fragment.getArgAttrOfType<StringAttr>(i, "merak.name"));
   return !kind.empty() && kind != "act" && kind != "cot" && kind != "step";
 }
 
 bool mlir::merak::isInPlaceFragmentResult(func::FuncOp fragment, unsigned i) {
-  StringRef fragKind = fragmentKind(fragment);
-  if (fragKind.empty() || fragKind == "update")
+  auto [stage, fragKind] = pipelineFragmentStageKind(fragment);
+  if (stage < 0 || fragKind == "update")
     return false;
   StringRef kind = nameKind(fragment.getResultAttrOfType<StringAttr>(i, "merak.name"));
   if (!isKeptKind(kind))
@@ -172,9 +178,7 @@ static llvm::DenseSet<Value> inPlaceValues(func::FuncOp fn) {
   for (auto [j, v] : llvm::enumerate(ret->getOperands())) {
     Value root = viewRoot(v);
     Operation *def = root.getDefiningOp();
-    if (def && returned[root] == 1 && isInPlaceFragmentResult(fn, j) &&
-        !isa<RequestType>(root.getType()) && !isa<ConstantOp>(def) &&
-        (!isa<GetParamOp>(def) || def->hasAttr(kCopyAttr)))
+    if (def && returned[root] == 1 && isInPlaceFragmentResult(fn, j) && hasOwnArenaBuffer(root))
       inPlace.insert(root);
   }
   return inPlace;
@@ -450,18 +454,7 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       }
 
     const llvm::DenseSet<Value> inPlace = inPlaceValues(fn);
-    auto inArena = [&](Value root) {
-      if (isa<RequestType>(root.getType()) || inPlace.contains(root))
-        return false; // a started collective's request, or the runner's buffer
-      Operation *def = root.getDefiningOp();
-      if (!def)
-        return true;
-      if (isa<ConstantOp>(def))
-        return false;
-      if (isa<GetParamOp>(def))
-        return def->hasAttr(kCopyAttr);
-      return true;
-    };
+    auto inArena = [&](Value root) { return !inPlace.contains(root) && hasOwnArenaBuffer(root); };
 
     ArenaAllocator arena;
     DenseMap<Value, int64_t> offsetOf;

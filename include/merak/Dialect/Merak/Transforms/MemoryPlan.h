@@ -61,6 +61,11 @@ Value viewRoot(Value value);
 /// optimizer update's new parameter and state and their old values.
 SmallVector<std::pair<unsigned, unsigned>> inPlaceCandidates(Operation *op);
 
+/// Whether `root` (a viewRoot) is a buffer of its function's arena plan:
+/// an argument or a computed value, not a started collective's request, a
+/// constant or a parameter's storage read without a copy (kCopyAttr).
+bool hasOwnArenaBuffer(Value root);
+
 /// Pipeline fragments (kFragmentAttr): the arguments and results the
 /// runner hands over in their own buffers on every target, which therefore
 /// take no arena slot: arguments other than received activations and
