@@ -116,6 +116,15 @@ struct Report {
   const ParamInfo &param(StringRef name) const { return params[paramIndex.lookup(name)]; }
 };
 
+/// Bytes of a static tensor type.
+int64_t tensorBytes(Type t);
+/// A value's slot in a pipeline message (64-byte aligned, as
+/// lib/Target/PipelineProgram.cpp packs them).
+int64_t messageSlotBytes(Type t);
+/// The collective kind an op counts as ("all_reduce", ...), or nullopt for
+/// an op that moves no data between ranks.
+std::optional<StringRef> collectiveKind(Operation *op);
+
 } // namespace mlir::merak::report
 
 #endif // MERAK_LIB_TOOLS_REPORTMODEL_H
