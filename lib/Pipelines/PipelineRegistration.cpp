@@ -32,6 +32,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
       llvm::cl::init("optimizer=adamw")};
   Option<bool> fusedAttention{*this, "fused-attention", llvm::cl::init(true)};
   Option<bool> weightCastCache{*this, "weight-cast-cache", llvm::cl::init(true)};
+  Option<bool> gradAccumulationFusion{*this, "grad-accumulation-fusion", llvm::cl::init(true)};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false)};
   Option<std::string> precision{*this, "precision", llvm::cl::init("fp32")};
   Option<int64_t> dp{*this, "dp", llvm::cl::init(1)};
@@ -58,6 +59,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
     o.optimizer = optimizer, o.fusedAttention = fusedAttention, o.precision = precision;
     o.syncBatchNorm = syncBatchNorm;
     o.weightCastCache = weightCastCache;
+    o.gradAccumulationFusion = gradAccumulationFusion;
     o.dp = dp, o.tp = tp, o.pp = pp, o.microbatches = microbatches;
     o.virtualStages = virtualStages, o.vocabParallel = vocabParallel;
     o.vocabParallelFallback = vocabParallelFallback, o.zero = zero;

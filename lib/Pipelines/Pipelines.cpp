@@ -219,6 +219,9 @@ LogicalResult mlir::merak::buildMerakPipeline(OpPassManager &pm, CompilePhase fr
   if (runs(CompilePhase::Lower)) {
     // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
     pm.addPass(createMerakFoldTransposes());
+    // Weight-gradient GEMMs add into their accumulators (beta = 1).
+    if (o.gradAccumulationFusion)
+      pm.addPass(createMerakFuseGradAccumulation());
     if (o.pipelined())
       pm.addPass(createMerakPlanPipelineMemory());
     else

@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <thread>
@@ -264,6 +265,7 @@ struct Planner {
     so.tp = c.tp;
     so.pp = p;
     so.gradReduceBf16 = opts.gradReduce == "bf16";
+    so.gradAccumulationFusion = opts.gradAccumulationFusion;
     const PipelineSimulation &sh = shape(kind, p, m, v, program);
     const double tpShare = c.overlap ? 0.5 : 1.0;
     // Per device stage: the recomputation policy, memory. Shifted critical
@@ -445,7 +447,7 @@ void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry,
         ds << "error: " << d.str() << "\n";
       return success();
     });
-    out.probe = readProbe(*m, out.tp, fine);
+    out.probe = readProbe(*m, out.tp, fine, opts.gradAccumulationFusion);
   }
   if (succeeded(out.probe))
     return;
@@ -613,9 +615,18 @@ LogicalResult choosePlan(const Planner &pl, std::vector<PlanCandidate> &all,
       error += "\n  " + n;
     return failure();
   }
-  // Fastest first; equal times keep the enumeration order (fewer tp, pp).
-  std::sort(all.begin(), all.end(), [](const PlanCandidate &a, const PlanCandidate &b) {
-    return a.stepTime != b.stepTime ? a.stepTime < b.stepTime : a.order < b.order;
+  // Fastest first; equal times keep the enumeration order (fewer tp, pp;
+  // less recomputation). Times are compared to 30 significant bits, so
+  // that plans whose costs differ only in the summation's rounding tie.
+  auto key = [](double t) {
+    if (!(t > 0) || !std::isfinite(t))
+      return t;
+    const double quantum = std::ldexp(1.0, std::ilogb(t) - 30);
+    return std::round(t / quantum) * quantum;
+  };
+  std::sort(all.begin(), all.end(), [&](const PlanCandidate &a, const PlanCandidate &b) {
+    const double ka = key(a.stepTime), kb = key(b.stepTime);
+    return ka != kb ? ka < kb : a.order < b.order;
   });
   const PlanCandidate *chosen = nullptr, *smallest = nullptr;
   for (const PlanCandidate &c : all) {

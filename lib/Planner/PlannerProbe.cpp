@@ -90,7 +90,7 @@ bool isScoreType(Type t) {
 }
 bool isAttentionCore(Operation *op) {
   return llvm::any_of(op->getResultTypes(), isScoreType) ||
-         (isa<MatmulOp>(op) && isScoreType(op->getOperand(0).getType()));
+         (isa<MatmulOp, MatmulTOp>(op) && isScoreType(op->getOperand(0).getType()));
 }
 
 OpCost opCost(Operation *op) {
@@ -202,7 +202,16 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   return m;
 }
 
-FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp) {
+FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAccumulationFusion) {
+  // Costed as the program is emitted (as --simulate costs it): the GEMMs
+  // read transposed operands in place and, with the fusion, add the weight
+  // gradients into their accumulators.
+  PassManager pm(module.getContext());
+  pm.addPass(createMerakFoldTransposes());
+  if (gradAccumulationFusion)
+    pm.addPass(createMerakFuseGradAccumulation());
+  if (failed(pm.run(module)))
+    return failure();
   ReportOptions ro;
   ro.tp = tp;
   ro.pp = pp;

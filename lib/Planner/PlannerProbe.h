@@ -55,8 +55,10 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
                                    std::string *dtype, bool *splits = nullptr,
                                    bool *imported = nullptr);
 
-/// The cost table of a probe compiled with `pp` stages.
-FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp);
+/// The cost table of a probe compiled with `pp` stages, costed as the
+/// program is emitted (merak-fold-transposes, and with
+/// `gradAccumulationFusion` merak-fuse-grad-accumulation, run on `module`).
+FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAccumulationFusion);
 
 } // namespace mlir::merak::planner
 

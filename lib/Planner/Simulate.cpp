@@ -2,7 +2,8 @@
 //
 // Per stage s (p stages, m micro-batches, v chunks per stage, rate =
 // flops[dtype] x efficiency), from the report's per-step numbers of the
-// program with its transposes folded into the GEMMs (as it is emitted):
+// program with its transposes folded into the GEMMs and its weight
+// gradients accumulated by them (as it is emitted):
 //   forward  = sum over the ops of one micro-batch's forward of the measured
 //              seconds (--op-costs) or else the roofline max(FLOPs / rate,
 //              bytes / memory bandwidth) (CostOpInterface)
@@ -100,14 +101,19 @@ int64_t staticBytes(Type t) {
 
 /// The per-stage costs of the program as it is emitted: its GEMMs read
 /// transposed operands in place (merak-fold-transposes, in the lower phase,
-/// after --simulate), so no transpose is charged for them, and measured op
-/// costs are keyed by those GEMMs. They are read from a folded copy.
+/// after --simulate), so no transpose is charged for them, and with
+/// `gradAccumulationFusion` a weight gradient's GEMM adds into its
+/// accumulator (merak-fuse-grad-accumulation: no separate add); measured
+/// op costs are keyed by those GEMMs. They are read from a folded copy.
 FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const ReportOptions &ro,
                                                      const MeasuredOpCosts *measured,
+                                                     bool gradAccumulationFusion,
                                                      std::string &error) {
   OwningOpRef<ModuleOp> folded = module.clone();
   PassManager pm(module.getContext());
   pm.addPass(createMerakFoldTransposes());
+  if (gradAccumulationFusion)
+    pm.addPass(createMerakFuseGradAccumulation());
   if (failed(pm.run(*folded))) {
     error = "cannot fold the transposes of a copy of the program";
     return failure();
@@ -536,7 +542,7 @@ FailureOr<SimulatedStep> mlir::merak::simulatePipelineOf(ModuleOp module,
   ro.pp = r->stages;
   ro.microbatches = r->microbatches;
   FailureOr<std::vector<StageCosts>> stages =
-      emittedStageCosts(module, ro, options.measured.get(), error);
+      emittedStageCosts(module, ro, options.measured.get(), options.gradAccumulationFusion, error);
   if (failed(stages))
     return failure();
   // One StageCosts per model stage: stages x virtual stages (interleaved).

@@ -267,6 +267,12 @@ struct CommandLine {
                "that every micro-batch reads (merak-cache-param-casts; 2 more bytes per "
                "weight), instead of in every micro-batch's forward and backward"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> gradAccumulationFusion{
+      "grad-accumulation-fusion",
+      cl::desc("on (default) or off: a weight gradient's GEMM adds into its micro-batch "
+               "accumulator (BLAS / cuBLASLt beta = 1, merak-fuse-grad-accumulation) instead "
+               "of a product buffer, an add and a copy back"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<std::string> fusedAttention{
       "fused-attention",
       cl::desc("on (default) or off: replace the exported attention (matmul, scale, causal "
@@ -441,6 +447,12 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
     return 1;
   }
   o.weightCastCache = opts.weightCastCache == "on";
+  if (opts.gradAccumulationFusion != "on" && opts.gradAccumulationFusion != "off") {
+    llvm::errs() << "merak-compile: error: --grad-accumulation-fusion must be on or off, got '"
+                 << opts.gradAccumulationFusion << "'\n";
+    return 1;
+  }
+  o.gradAccumulationFusion = opts.gradAccumulationFusion == "on";
   o.syncBatchNorm = opts.syncBatchNorm;
   if (opts.fusedExperts != "on" && opts.fusedExperts != "off") {
     llvm::errs() << "merak-compile: error: --fused-experts must be on or off, got '"

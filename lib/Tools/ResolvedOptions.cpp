@@ -103,6 +103,7 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
   r.simulation.pp = opts.pp;
   r.simulation.microbatches = opts.microbatches;
   r.simulation.gradReduceBf16 = opts.gradReduce == "bf16";
+  r.simulation.gradAccumulationFusion = opts.gradAccumulationFusion;
   if (!opts.deviceProfile.empty()) {
     llvm::Expected<DeviceProfile> profile = readDeviceProfile(opts.deviceProfile);
     if (!profile)
@@ -180,6 +181,7 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
   p.frozen.assign(opts.frozen.begin(), opts.frozen.end());
   p.fusedAttention = opts.fusedAttention;
   p.weightCastCache = opts.weightCastCache;
+  p.gradAccumulationFusion = opts.gradAccumulationFusion;
   p.syncBatchNorm = opts.syncBatchNorm;
   if (!(opts.moeAuxLoss >= 0) || !std::isfinite(opts.moeAuxLoss)) {
     error = "--moe-aux-loss must be a finite number >= 0, got " + std::to_string(opts.moeAuxLoss);

@@ -93,10 +93,12 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   gpu::matmul(t, a, da, b, db, y, dy, ta, tb, t);
 }
 
-void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy, bool ta, bool tb, DT yt) {
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db, void *y,
+            const Dims &dy, bool ta, bool tb, DT yt, bool accumulate) {
   if (yt != t && !(t == DT::BF16 && yt == DT::F32))
     fatal("matmul: the result type must be the operands' (or f32 for bf16 operands)");
+  if (accumulate && yt != DT::F32)
+    fatal("matmul: an accumulated product must be f32");
   if ((ta || tb) && ((t != DT::F32 && t != DT::BF16) || da.rank < 2 || db.rank < 2))
     fatal("matmul: transposed operands need F32 or BF16 matrices");
   // Transposed operands are stored [..., K, M] / [..., N, K] and read by
@@ -122,6 +124,8 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   }
   const int64_t batches = yb.numel();
   if (K == 0) {
+    if (accumulate) // y += an empty product
+      return;
     if (cudaMemsetAsync(y, 0, batches * M * N * elemSize(yt), cs()) != cudaSuccess)
       fatal("matmul: cudaMemsetAsync failed");
     return;
@@ -177,9 +181,11 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   const bool yF32 = !native || yt == DT::F32;
   const size_t yElem = yF32 ? 4 : 2;
   auto run = [&](const cuda::GemmShape &g, int64_t oa, int64_t ob, int64_t oy) {
-    if (Status st = blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, 0.f,
-                                static_cast<char *>(y) + oy * yElem, stream(),
-                                /*cIsF32=*/yF32);
+    // beta = 1: y += the product (gradient-accumulation fusion).
+    if (Status st =
+            blas().gemm(prec, g, 1.f, ca + oa * elem, cb + ob * elem, accumulate ? 1.f : 0.f,
+                        static_cast<char *>(y) + oy * yElem, stream(),
+                        /*cIsF32=*/yF32);
         !st.ok())
       fatal(("matmul: " + st.message()).c_str());
   };

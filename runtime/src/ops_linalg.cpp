@@ -75,10 +75,12 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   matmul(t, a, da, b, db, y, dy, ta, tb, t);
 }
 
-void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
-            void *y, const Dims &dy, bool ta, bool tb, DT yt) {
+void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db, void *y,
+            const Dims &dy, bool ta, bool tb, DT yt, bool accumulate) {
   if (yt != t && !(t == DT::BF16 && yt == DT::F32))
     fatal("matmul: the result type must be the operands' (or f32 for bf16 operands)");
+  if (accumulate && yt != DT::F32)
+    fatal("matmul: an accumulated product must be f32");
   if (t == DT::BF16) {
     // Mixed precision: bf16 operands widened (exactly) to float32, the
     // float32 GEMM (float accumulation), the result rounded once to bf16 --
@@ -90,7 +92,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     cast(DT::BF16, a, DT::F32, fa, na);
     cast(DT::BF16, b, DT::F32, fb, nb);
     if (yt == DT::F32)
-      return matmul(DT::F32, fa, da, fb, db, y, dy, ta, tb);
+      return matmul(DT::F32, fa, da, fb, db, y, dy, ta, tb, DT::F32, accumulate);
     float *fy = scratch<float, 23>(static_cast<size_t>(ny));
     matmul(DT::F32, fa, da, fb, db, fy, dy, ta, tb);
     cast(DT::F32, fy, DT::BF16, y, ny);
@@ -133,6 +135,8 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
   int64_t sa[kMaxRank], sb[kMaxRank];
   broadcastStrides(lb, batch, sa);
   broadcastStrides(rb, batch, sb);
+  // y += the product: BLAS's beta = 1 (accumulate is F32 only, above).
+  const float beta = accumulate ? 1.0f : 0.0f;
   dispatchNumeric(t, "matmul: numeric tensors only", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *pa = static_cast<const T *>(a);
@@ -140,12 +144,12 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
     T *py = static_cast<T *>(y);
     if constexpr (std::is_same_v<T, float>) {
       if (nrb == 1 && !ta) { // fold the lhs batch into M
-        gemm(false, tb, nb * M, N, K, 1.0f, pa, pb, 0.0f, py);
+        gemm(false, tb, nb * M, N, K, 1.0f, pa, pb, beta, py);
         return;
       }
       if (nlb == 1 || nrb == 1 || (nlb == nb && nrb == nb)) {
-        batchedGemm(ta, tb, nb, M, N, K, 1.0f, pa, nlb == 1 ? 0 : M * K, pb,
-                    nrb == 1 ? 0 : K * N, 0.0f, py, M * N);
+        batchedGemm(ta, tb, nb, M, N, K, 1.0f, pa, nlb == 1 ? 0 : M * K, pb, nrb == 1 ? 0 : K * N,
+                    beta, py, M * N);
         return;
       }
     }
@@ -157,7 +161,7 @@ void matmul(DT t, const void *a, const Dims &da, const void *b, const Dims &db,
       const T *mb = pb + ob * K * N;
       T *my = py + bi * M * N;
       if constexpr (std::is_same_v<T, float>)
-        gemm(ta, tb, M, N, K, 1.0f, ma, mb, 0.0f, my);
+        gemm(ta, tb, M, N, K, 1.0f, ma, mb, beta, my);
       else
         matmulLoops<T>(ma, mb, my, M, N, K);
       for (int32_t d = batch.rank - 1; d >= 0; --d) {

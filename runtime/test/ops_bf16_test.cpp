@@ -88,6 +88,21 @@ TEST(OpsBf16, MatmulWidensAndRoundsOnce) {
   EXPECT_EQ(yf, (std::vector<float>{2.0f + 0x1p-6f + 0x1p-14f, 258.0f + 0x1p-7f}));
 }
 
+TEST(OpsBf16, MatmulAccumulatesInFloat32) {
+  // A bf16 weight gradient added into its float32 accumulator (beta = 1):
+  // 0.25 + (2 + 2^-6 + 2^-14) and -1 + (258 + 2^-7), both exact in float32.
+  const std::vector<float> a = {1.0f, 1.0f + 0x1p-7f, 1.0f};
+  const std::vector<float> b = {1.0f, 256.0f, 1.0f + 0x1p-7f, 1.0f, 0.0f, 1.0f};
+  auto a16 = toBf16(a), b16 = toBf16(b);
+  Dims da, db, dy;
+  da.rank = db.rank = dy.rank = 2;
+  da.d[0] = 1, da.d[1] = 3, db.d[0] = 3, db.d[1] = 2, dy.d[0] = 1, dy.d[1] = 2;
+  std::vector<float> y = {0.25f, -1.0f};
+  cpu::matmul(DT::BF16, a16.data(), da, b16.data(), db, y.data(), dy, false, false, DT::F32,
+              /*accumulate=*/true);
+  EXPECT_EQ(y, (std::vector<float>{2.25f + 0x1p-6f + 0x1p-14f, 257.0f + 0x1p-7f}));
+}
+
 TEST(OpsBf16, ArithmeticRoundsItsFloatResult) {
   // binary: (1 + 2^-7) + 2^-8 = 1 + 3*2^-8 -> tie -> even 1 + 2^-6.
   auto a = toBf16({1.0f + 0x1p-7f, 2.0f}), b = toBf16({0x1p-8f, 3.0f});

@@ -523,6 +523,46 @@ TEST(OpsMatmul, TransposedOperandsReadInPlace) {
       }
 }
 
+TEST(OpsMatmul, AccumulatesIntoTheResult) {
+  // merak.matmul_t's accumulator (gradient-accumulation fusion): y = y0 +
+  // the product on every GEMM path, operands read transposed or not, and a
+  // contracted dimension long enough for the BLAS to block it (the sums'
+  // order differs from y0 + (a b), so compared within float rounding).
+  struct Case {
+    Dims a, b;
+  } cases[] = {
+      {D({5, 7}), D({7, 3})},          // plain
+      {D({300, 1500}), D({1500, 9})},  // K blocked inside the BLAS
+      {D({2, 3, 5, 7}), D({7, 4})},    // 2-D rhs (the lhs batch folds)
+      {D({3, 5, 7}), D({3, 7, 4})},    // equal batches
+      {D({2, 1, 5, 7}), D({3, 7, 4})}, // general broadcast
+  };
+  for (const Case &c : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << c.a.rank << "x" << c.b.rank << " " << ta << tb);
+        auto af = randv<float>(c.a.numel()), bf = randv<float>(c.b.numel());
+        std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
+        Dims dy, sa = c.a, sb = c.b;
+        auto want = refMatmul(ad, c.a, bd, c.b, dy);
+        auto y0 = randv<float>(static_cast<int64_t>(want.size()));
+        for (size_t i = 0; i < want.size(); ++i)
+          want[i] += y0[i];
+        std::vector<double> as = ta ? swapLast2(ad, c.a, sa) : ad;
+        std::vector<double> bs = tb ? swapLast2(bd, c.b, sb) : bd;
+        std::vector<float> asf(as.begin(), as.end()), bsf(bs.begin(), bs.end());
+        std::vector<float> yf = y0;
+        cpu::matmul(DT::F32, asf.data(), sa, bsf.data(), sb, yf.data(), dy, ta, tb, DT::F32,
+                    /*accumulate=*/true);
+        expectNear(yf, want, 1e-5 * std::sqrt(double(c.a.d[c.a.rank - 1])));
+      }
+  // K = 0: the accumulator stays as it is.
+  std::vector<float> a0, b0, y = {1.5f, -2.0f};
+  cpu::matmul(DT::F32, a0.data(), D({1, 0}), b0.data(), D({0, 2}), y.data(), D({1, 2}), false,
+              false, DT::F32, true);
+  EXPECT_EQ(y, (std::vector<float>{1.5f, -2.0f}));
+}
+
 TEST(OpsMatmul, NumpyRulesAndBroadcastBatches) {
   struct Case {
     Dims a, b;

@@ -42,6 +42,9 @@ struct PipelineOptions {
   /// merak-cache-param-casts in pipelined programs: bf16 weights cast once a
   /// step per stage.
   bool weightCastCache = true;
+  /// merak-fuse-grad-accumulation in the lower phase: weight-gradient GEMMs
+  /// accumulate into their accumulators.
+  bool gradAccumulationFusion = true;
   /// merak-sync-batch-norm: BatchNorm statistics over all dp ranks' rows.
   bool syncBatchNorm = false;
   /// Sliding-window and soft-capped attention fused too (the CPU kernels

@@ -55,6 +55,9 @@ struct SimulateOptions {
   /// --grad-reduce bf16: the dp reductions (all-reduce, reduce-scatter) of
   /// the float32 program being simulated will move bf16, half the bytes.
   bool gradReduceBf16 = false;
+  /// --grad-accumulation-fusion: the program's weight-gradient GEMMs add
+  /// into their accumulators (no separate add is costed).
+  bool gradAccumulationFusion = true;
   /// --op-costs: measured op seconds, used instead of the roofline where an
   /// op's shape key was timed.
   std::shared_ptr<const MeasuredOpCosts> measured;

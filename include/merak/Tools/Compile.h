@@ -99,6 +99,8 @@ struct CompileOptions {
   bool fusedAttention = true;
   /// --weight-cast-cache: merak-cache-param-casts (see Passes.td).
   bool weightCastCache = true;
+  /// --grad-accumulation-fusion: merak-fuse-grad-accumulation (see Passes.td).
+  bool gradAccumulationFusion = true;
   /// --sync-batchnorm: merak-sync-batch-norm (see Passes.td).
   bool syncBatchNorm = false;
   /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import

@@ -46,36 +46,45 @@ template <typename OpTy> std::string avgPoolAttrs(OpTy m) {
                    m.getCountIncludePad());
 }
 
-/// matmul(t, a, da, b, db, y, dy[, transA, transB][, yt]): the transposes
-/// of merak.matmul_t, the result type of a widening GEMM (bf16 operands,
-/// f32 result).
+/// matmul(t, a, da, b, db, y, dy[, transA, transB][, yt[, accumulate]]): the
+/// transposes of merak.matmul_t, the result type of a widening GEMM (bf16
+/// operands, f32 result), and an accumulated product (merak.matmul_t's
+/// `acc`: y = acc + a b, the accumulator first copied into y unless
+/// merak-plan-memory placed y in its buffer).
 FailureOr<Lowering> lowerMatmul(Operation *op, std::optional<std::pair<bool, bool>> transpose,
-                                Emitter &e) {
+                                Value acc, Emitter &e) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   PTR(a, lhs);
   PTR(b, rhs);
   PTR(y, op->getResult(0));
   Type r0 = op->getResult(0).getType();
+  if (acc) {
+    PTR(c, acc);
+    if (c != y)
+      e.call(kernels::copyBytes).ptr(y).ptr(c).i64(byteSize(r0)).emit();
+  }
   const bool widening = cast<RankedTensorType>(lhs.getType()).getElementType() !=
                         cast<RankedTensorType>(r0).getElementType();
   auto call = e.call(kernels::matmul);
   call.dtype(lhs.getType()).ptr(a).dims(lhs.getType()).ptr(b).dims(rhs.getType()).ptr(y)
       .dims(r0);
-  if (transpose || widening)
+  if (transpose || widening || acc)
     call.boolean(transpose && transpose->first).boolean(transpose && transpose->second);
-  if (widening)
+  if (widening || acc)
     call.dtype(r0);
+  if (acc)
+    call.boolean(true);
   call.emit();
   return Lowering::Done;
 }
 } // namespace
 
 FailureOr<Lowering> emitc_lowering::rule(MatmulOp m, Emitter &e, LoweringContext &) {
-  return lowerMatmul(m, std::nullopt, e);
+  return lowerMatmul(m, std::nullopt, Value(), e);
 }
 
 FailureOr<Lowering> emitc_lowering::rule(MatmulTOp m, Emitter &e, LoweringContext &) {
-  return lowerMatmul(m, std::make_pair(m.getTransposeLhs(), m.getTransposeRhs()), e);
+  return lowerMatmul(m, std::make_pair(m.getTransposeLhs(), m.getTransposeRhs()), m.getAcc(), e);
 }
 
 namespace {

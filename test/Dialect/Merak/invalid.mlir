@@ -898,6 +898,22 @@ func.func @matmul_t_widening_shape(%a: tensor<3x2xbf16>, %b: tensor<3x4xbf16>) {
 
 // -----
 
+func.func @matmul_t_acc_type(%a: tensor<3x2xf32>, %b: tensor<3x4xf32>, %c: tensor<4x2xf32>) {
+  // expected-error @+1 {{'merak.matmul_t' op accumulator type 'tensor<4x2xf32>' differs from the result type 'tensor<2x4xf32>'}}
+  %0 = merak.matmul_t %a, %b acc %c {transpose_lhs} : tensor<3x2xf32>, tensor<3x4xf32>, tensor<4x2xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_t_acc_bf16(%a: tensor<3x2xbf16>, %b: tensor<3x4xbf16>, %c: tensor<2x4xbf16>) {
+  // expected-error @+1 {{'merak.matmul_t' op an accumulated product must be f32, got 'tensor<2x4xbf16>'}}
+  %0 = merak.matmul_t %a, %b acc %c {transpose_lhs} : tensor<3x2xbf16>, tensor<3x4xbf16>, tensor<2x4xbf16> -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
 func.func @matmul_rank0(%a: tensor<f32>, %b: tensor<3xf32>) {
   // expected-error @+2 {{operands must have rank >= 1}}
   // expected-error @+1 {{'merak.matmul' op failed to infer returned types}}

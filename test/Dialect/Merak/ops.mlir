@@ -366,6 +366,8 @@ func.func @matmul_widening(%a: tensor<3x4xbf16>, %b: tensor<4x2xbf16>, %c: tenso
   %0 = merak.matmul %a, %b : tensor<3x4xbf16>, tensor<4x2xbf16> -> tensor<3x2xf32>
   // CHECK: merak.matmul_t %{{.*}}, %{{.*}} {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16> -> tensor<3x2xf32>
   %1 = merak.matmul_t %a, %c {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16> -> tensor<3x2xf32>
+  // CHECK: merak.matmul_t %{{.*}}, %{{.*}} acc %{{.*}} {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16>, tensor<3x2xf32> -> tensor<3x2xf32>
+  %2 = merak.matmul_t %a, %c acc %1 {transpose_rhs} : tensor<3x4xbf16>, tensor<2x4xbf16>, tensor<3x2xf32> -> tensor<3x2xf32>
   return
 }
 

@@ -525,6 +525,18 @@ LogicalResult MatmulTOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   return inferMatmul(loc, lt, rt, adaptor.getTransposeLhs(), adaptor.getTransposeRhs(), types);
 }
 
+LogicalResult MatmulTOp::verify() {
+  Value acc = getAcc();
+  if (!acc)
+    return success();
+  if (acc.getType() != getType())
+    return emitOpError("accumulator type ")
+           << acc.getType() << " differs from the result type " << getType();
+  if (!cast<RankedTensorType>(getType()).getElementType().isF32())
+    return emitOpError("an accumulated product must be f32, got ") << getType();
+  return success();
+}
+
 /// Output extent of a sliding window (convolution or pooling).
 static FailureOr<int64_t> windowOut(std::optional<Location> loc, int64_t in,
                                     int64_t k, int64_t stride, int64_t padLo,

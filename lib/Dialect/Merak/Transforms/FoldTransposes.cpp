@@ -179,9 +179,11 @@ void foldTransposedProducts(ModuleOp module) {
     if (rank < 2 || rank != cast<RankedTensorType>(rhs.getType()).getRank())
       continue;
     auto mt = dyn_cast<MatmulTOp>(m);
+    if (mt && mt.getAcc())
+      continue; // (acc + a b)^T is not a product
     const bool ta = mt && mt.getTransposeLhs(), tb = mt && mt.getTransposeRhs();
     OpBuilder b(t);
-    auto swapped = MatmulTOp::create(b, m->getLoc(), t.getType(), rhs, lhs,
+    auto swapped = MatmulTOp::create(b, m->getLoc(), t.getType(), rhs, lhs, /*acc=*/Value(),
                                      /*transpose_lhs=*/!tb, /*transpose_rhs=*/!ta);
     t.replaceAllUsesWith(swapped.getResult());
     t.erase();
@@ -209,7 +211,8 @@ struct MerakFoldTransposesPass
       if (tb == ta)
         tb = nullptr;
       auto folded = MatmulTOp::create(builder, m.getLoc(), m.getType(), a ? a : m.getLhs(),
-                                      b ? b : m.getRhs(), /*transpose_lhs=*/(bool)a,
+                                      b ? b : m.getRhs(), /*acc=*/Value(),
+                                      /*transpose_lhs=*/(bool)a,
                                       /*transpose_rhs=*/(bool)b);
       m.replaceAllUsesWith(folded.getResult());
       m.erase();

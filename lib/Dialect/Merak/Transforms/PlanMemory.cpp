@@ -74,19 +74,6 @@ Value mlir::merak::viewRoot(Value value) {
   return value;
 }
 
-SmallVector<std::pair<unsigned, unsigned>> mlir::merak::inPlaceCandidates(Operation *op) {
-  if (isa<AdamWUpdateOp>(op)) // param, exp_avg, exp_avg_sq
-    return {{0, 0}, {1, 2}, {2, 3}};
-  if (isa<AdanUpdateOp>(op)) // param, exp_avg, exp_avg_diff, exp_avg_sq, prev_grad
-    return {{0, 0}, {1, 2}, {2, 3}, {3, 4}, {4, 5}};
-  if (auto sgd = dyn_cast<SgdUpdateOp>(op)) {
-    if (sgd.getMomentumBuffer())
-      return {{0, 0}, {1, 2}};
-    return {{0, 0}};
-  }
-  return {};
-}
-
 /// The kind of a fragment's argument or result name ("stash:3" -> "stash").
 static StringRef nameKind(StringAttr name) {
   return name ? name.getValue().split(':').first : StringRef();
@@ -347,9 +334,9 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     return success();
   }
 
-  /// Marks the results of fused optimizer updates that can be written into
-  /// their operand's buffer (kInPlaceAttr): the operand is not a view or an
-  /// argument, and its buffer is not read after the update. An arena
+  /// Marks the results of in-place ops (InPlaceOpInterface: fused optimizer
+  /// updates, accumulations) that can be written into their operand's buffer (kInPlaceAttr): the
+  /// operand is not a view or an argument, and its buffer is not read after the update. An arena
   /// operand: no use of it (or of a view of it) after the op. A parameter's
   /// storage (a get_param not copied): every read of that parameter ends at
   /// the op, and the result is only written back to the same parameter by
@@ -376,7 +363,10 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       if (auto set = dyn_cast<SetParamOp>(op))
         ++writes[set.getName()];
     for (Operation &op : block) {
-      auto pairs = inPlaceCandidates(&op);
+      auto inPlaceOp = dyn_cast<InPlaceOpInterface>(op);
+      if (!inPlaceOp)
+        continue;
+      auto pairs = inPlaceOp.getInPlaceCandidates();
       if (pairs.empty())
         continue;
       int64_t i = index[&op];

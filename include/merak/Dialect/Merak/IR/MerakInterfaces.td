@@ -99,4 +99,26 @@ def Merak_IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
   ];
 }
 
+def Merak_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::mlir::merak";
+  let description = [{
+    An op whose result may be written into the buffer of one of its
+    operands: a fused optimizer update's new parameter and state (the old
+    values' storage), an accumulation into a parameter's storage (a
+    gradient accumulator's `merak.add`, or a `merak.matmul_t` with an
+    accumulator). The op only names the candidates; merak-plan-memory
+    grants each one where the operand's buffer is read by nothing after the
+    op (and, for a parameter's storage, the result is only written back to
+    that parameter), and records the grant in `merak.in_place`. The
+    generated code then reads and writes the same buffer, so the op's
+    kernel must allow its result to alias that operand element for
+    element.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "The (result, operand) pairs that may share a buffer.",
+      "::llvm::SmallVector<std::pair<unsigned, unsigned>>", "getInPlaceCandidates", (ins)>
+  ];
+}
+
 #endif

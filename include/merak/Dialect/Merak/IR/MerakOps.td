@@ -114,7 +114,8 @@ class Merak_BitwiseOp<string mnemonic, string summaryText>
   let summary = summaryText;
 }
 
-def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition", [Merak_AutocastBinary]>;
+def Merak_AddOp : Merak_ArithOp<"add", "Elementwise addition", [Merak_AutocastBinary,
+    DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>]>;
 def Merak_SubOp : Merak_ArithOp<"sub", "Elementwise subtraction", [Merak_AutocastBinary]>;
 def Merak_MulOp : Merak_ArithOp<"mul", "Elementwise multiplication", [Merak_AutocastBinary]> {
   let hasFolder = 1;
@@ -444,9 +445,10 @@ def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
 }
 
-def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor]> {
+def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>]> {
   let extraClassDeclaration = !strconcat(Merak_FlopsCost, Merak_WideningResult);
-  let summary = "matmul with operands read transposed (a lowering form)";
+  let summary = "matmul with operands read transposed, optionally accumulated (a lowering form)";
   let description = [{
     `merak.matmul(transpose(lhs), transpose(rhs))` where `transpose` swaps
     the last two dimensions of the operands marked `transpose_lhs` /
@@ -455,11 +457,27 @@ def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor]> {
     fed by such transposes, right before code generation, so that the GEMM
     reads the operand transposed instead of a copy being made; other passes
     do not see it.
+
+    With `acc` (float32, the result's type) the result is `acc + product`,
+    the GEMM accumulating into the accumulator (BLAS beta = 1):
+    merak-fuse-grad-accumulation makes it from a gradient accumulator's
+    `merak.add`, and merak-plan-memory lets the GEMM write the
+    accumulator's storage in place.
+
+    ```mlir
+    %g = merak.matmul_t %x, %dy acc %a {transpose_lhs}
+        : tensor<16x8xf32>, tensor<16x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+    ```
   }];
   let arguments = (ins Merak_NumericTensor:$lhs, Merak_NumericTensor:$rhs,
+                       Optional<Merak_FloatTensor>:$acc,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs Merak_NumericTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`acc` $acc^)? attr-dict `:` type($lhs) `,` type($rhs) (`,` type($acc)^)?
+    `->` type($result)
+  }];
 }
 
 def Merak_Conv2DOp : Merak_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {

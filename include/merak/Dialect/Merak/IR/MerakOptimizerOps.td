@@ -18,7 +18,8 @@
 // (the training step, counted from 0). The ops are `Pure`: they only compute
 // the new values, which merak-optimizer writes with `merak.set_param`.
 class Merak_OptimizerUpdateOp<string mnemonic, list<Trait> traits = []>
-    : Merak_Op<mnemonic, !listconcat(traits, [Pure])> {
+    : Merak_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>])> {
   let extraClassDeclaration = Merak_FlopsAndBytesCost;
   let hasVerifier = 1;
 }

@@ -44,6 +44,39 @@ def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakFuseGradAccumulation : Pass<"merak-fuse-grad-accumulation", "mlir::ModuleOp"> {
+  let summary = "[lower] Weight-gradient GEMMs accumulate into their accumulators (beta = 1)";
+  let description = [{
+    Right after merak-fold-transposes: a `merak.add` of a parameter's
+    storage (`merak.get_param`, a micro-batch gradient accumulator
+    `pipeline.grad.<w>` or any other stored tensor) and a float32
+    `merak.matmul` / `merak.matmul_t` read by nothing else becomes one
+    `merak.matmul_t` with the stored tensor as its accumulator:
+
+    ```mlir
+    %a = merak.get_param @pipeline.grad.w : tensor<8x4xf32>
+    %g = merak.matmul_t %x, %dy {transpose_lhs} : ... -> tensor<8x4xf32>
+    %s = merak.add %a, %g : tensor<8x4xf32>, tensor<8x4xf32>
+    merak.set_param @pipeline.grad.w, %s : tensor<8x4xf32>
+    // becomes
+    %s = merak.matmul_t %x, %dy acc %a {transpose_lhs} : ... -> tensor<8x4xf32>
+    merak.set_param @pipeline.grad.w, %s : tensor<8x4xf32>
+    ```
+
+    merak-plan-memory then lets the GEMM write the accumulator's storage in
+    place (BLAS / cuBLASLt beta = 1): no product buffer, no separate add,
+    no copy back (Megatron-LM's gradient-accumulation fusion). A bf16 GEMM
+    with a float32 result (merak-mixed-precision's weight gradients)
+    accumulates in float32 the same way. The sums' order changes: the GEMM
+    adds its product's partial sums into the accumulator as it goes (on
+    the CPU, per the BLAS's blocks of the contracted dimension), so the
+    accumulator differs from `acc + product` in the last bits. One walk
+    over the adds. `merak-compile --grad-accumulation-fusion off` leaves
+    the adds.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakPlanMemory : Pass<"merak-plan-memory", "mlir::ModuleOp"> {
   let summary = "[lower] Static memory plan: a liveness-based arena, parameter and constant storage";
   let description = [{

@@ -57,9 +57,6 @@ bool isViewOp(Operation *op);
 /// `value` with view ops (isViewOp) and in-place update results
 /// (kInPlaceAttr) followed back to the buffer they alias.
 Value viewRoot(Value value);
-/// The (result, operand) pairs of an op that may update in place: a fused
-/// optimizer update's new parameter and state and their old values.
-SmallVector<std::pair<unsigned, unsigned>> inPlaceCandidates(Operation *op);
 
 /// Whether `root` (a viewRoot) is a buffer of its function's arena plan:
 /// an argument or a computed value, not a started collective's request, a

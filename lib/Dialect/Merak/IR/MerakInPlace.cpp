@@ -1,0 +1,49 @@
+//===- MerakInPlace.cpp - InPlaceOpInterface of the merak ops -------------===//
+//
+// The (result, operand) pairs an op's kernel may compute in one buffer
+// (MerakInterfaces.td); merak-plan-memory grants them. The kernels read an
+// element before writing the same element, nothing else:
+//   - fused optimizer updates: the new parameter and state over the old;
+//   - merak.add into a parameter's storage (a gradient accumulator, a
+//     BatchNorm counter): the equal-shape elementwise loop;
+//   - merak.matmul_t with an accumulator: the GEMM with beta = 1.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+
+using Pairs = SmallVector<std::pair<unsigned, unsigned>>;
+
+Pairs AdamWUpdateOp::getInPlaceCandidates() { // param, exp_avg, exp_avg_sq
+  return {{0, 0}, {1, 2}, {2, 3}};
+}
+
+Pairs AdanUpdateOp::getInPlaceCandidates() {
+  // param, exp_avg, exp_avg_diff, exp_avg_sq, prev_grad
+  return {{0, 0}, {1, 2}, {2, 3}, {3, 4}, {4, 5}};
+}
+
+Pairs SgdUpdateOp::getInPlaceCandidates() {
+  if (getMomentumBuffer())
+    return {{0, 0}, {1, 2}};
+  return {{0, 0}};
+}
+
+/// Only an operand that is a parameter's storage (accumulations into it):
+/// an arena operand keeps its own buffer, so that the arena plan of other
+/// programs does not change with this op.
+Pairs AddOp::getInPlaceCandidates() {
+  Pairs pairs;
+  for (unsigned o = 0; o < 2; ++o)
+    if (getOperand(o).getDefiningOp<GetParamOp>() && getOperand(o).getType() == getType())
+      pairs.push_back({0, o});
+  return pairs;
+}
+
+Pairs MatmulTOp::getInPlaceCandidates() {
+  if (!getAcc())
+    return {};
+  return {{0, 2}};
+}

@@ -1,0 +1,102 @@
+// RUN: merak-opt %s -split-input-file --merak-fuse-grad-accumulation | FileCheck %s
+// RUN: merak-opt %s -split-input-file --merak-fuse-grad-accumulation --merak-plan-memory --merak-to-emitc | FileCheck %s --check-prefix=EMIT
+
+// A weight gradient's product added into its accumulator becomes one GEMM
+// accumulating into it, where the product was; the accumulator's read (here
+// after the product) moves up to it. merak-plan-memory lets the GEMM write
+// the accumulator's storage in place: the set_param copies nothing, and
+// the product and the add get no buffers. A plain matmul is fused too
+// (the bias gradient's reduce_sum is not a product: its add stays, in
+// place).
+// CHECK-LABEL: func.func @train_step
+// CHECK-NEXT: %[[A:.+]] = merak.get_param @pipeline.grad.w : tensor<8x4xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.matmul_t %arg0, %arg1 acc %[[A]] {transpose_lhs} : tensor<16x8xf32>, tensor<16x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[B:.+]] = merak.get_param @pipeline.grad.v : tensor<8x4xf32>
+// CHECK-NEXT: %[[H:.+]] = merak.matmul_t %arg2, %arg1 acc %[[B]] : tensor<8x16xf32>, tensor<16x4xf32>, tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: merak.reduce_sum
+// CHECK-NEXT: merak.get_param @pipeline.grad.b
+// CHECK-NEXT: merak.add
+// CHECK-NEXT: merak.set_param @pipeline.grad.b
+// CHECK-NEXT: merak.set_param @pipeline.grad.w, %[[G]]
+// CHECK-NEXT: merak.set_param @pipeline.grad.v, %[[H]]
+// EMIT-LABEL: emitc.func @merak_train_step
+// EMIT-NOT: copyBytes
+// EMIT: call_opaque "matmul"({{.*}}) {args = [{{.*}}#emitc.opaque<"true">, #emitc.opaque<"false">, #emitc.opaque<"DT::F32">, #emitc.opaque<"true">]}
+// EMIT-NOT: copyBytes
+// EMIT: call_opaque "matmul"({{.*}}) {args = [{{.*}}#emitc.opaque<"false">, #emitc.opaque<"false">, #emitc.opaque<"DT::F32">, #emitc.opaque<"true">]}
+// EMIT-NOT: copyBytes
+// EMIT: return
+merak.param @pipeline.grad.w : tensor<8x4xf32> = dense<0.0> : tensor<8x4xf32>
+merak.param @pipeline.grad.v : tensor<8x4xf32> = dense<0.0> : tensor<8x4xf32>
+merak.param @pipeline.grad.b : tensor<4xf32> = dense<0.0> : tensor<4xf32>
+func.func @train_step(%x: tensor<16x8xf32>, %dy: tensor<16x4xf32>, %xt: tensor<8x16xf32>) {
+  %g = merak.matmul_t %x, %dy {transpose_lhs} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %h = merak.matmul %xt, %dy : tensor<8x16xf32>, tensor<16x4xf32> -> tensor<8x4xf32>
+  %db = merak.reduce_sum %dy axes = [0] : tensor<16x4xf32> -> tensor<4xf32>
+  %ab = merak.get_param @pipeline.grad.b : tensor<4xf32>
+  %sb = merak.add %ab, %db : tensor<4xf32>, tensor<4xf32>
+  merak.set_param @pipeline.grad.b, %sb : tensor<4xf32>
+  %a = merak.get_param @pipeline.grad.w : tensor<8x4xf32>
+  %s = merak.add %a, %g : tensor<8x4xf32>, tensor<8x4xf32>
+  merak.set_param @pipeline.grad.w, %s : tensor<8x4xf32>
+  %b = merak.get_param @pipeline.grad.v : tensor<8x4xf32>
+  %t = merak.add %h, %b : tensor<8x4xf32>, tensor<8x4xf32>
+  merak.set_param @pipeline.grad.v, %t : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// Left alone: a product read twice (%p is also returned); a bf16 product
+// (an accumulated product is f32); an accumulator written between the
+// product and its read (@w: its read cannot move up to the product).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[P:.+]] = merak.matmul %arg0, %arg1 :
+// CHECK: merak.add %{{.+}}, %[[P]]
+// CHECK: merak.matmul %arg2, %arg3 :
+// CHECK: merak.add
+// CHECK: %[[Q:.+]] = merak.matmul %arg0, %arg1 :
+// CHECK: merak.set_param @w
+// CHECK: merak.add %{{.+}}, %[[Q]]
+// CHECK-NOT: acc
+// EMIT-LABEL: emitc.func @merak_train_step
+merak.param @v : tensor<4x4xf32> = dense<0.0> : tensor<4x4xf32>
+merak.param @h : tensor<4x4xbf16> = dense<0.0> : tensor<4x4xbf16>
+merak.param @w : tensor<4x4xf32> = dense<0.0> : tensor<4x4xf32>
+func.func @train_step(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>, %c: tensor<4x4xbf16>, %d: tensor<4x4xbf16>) -> tensor<4x4xf32> {
+  %p = merak.matmul %a, %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %v = merak.get_param @v : tensor<4x4xf32>
+  %sv = merak.add %v, %p : tensor<4x4xf32>, tensor<4x4xf32>
+  merak.set_param @v, %sv : tensor<4x4xf32>
+  %ph = merak.matmul %c, %d : tensor<4x4xbf16>, tensor<4x4xbf16> -> tensor<4x4xbf16>
+  %h = merak.get_param @h : tensor<4x4xbf16>
+  %sh = merak.add %h, %ph : tensor<4x4xbf16>, tensor<4x4xbf16>
+  merak.set_param @h, %sh : tensor<4x4xbf16>
+  %q = merak.matmul %a, %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  merak.set_param @w, %a : tensor<4x4xf32>
+  %w = merak.get_param @w : tensor<4x4xf32>
+  %sw = merak.add %w, %q : tensor<4x4xf32>, tensor<4x4xf32>
+  merak.set_param @w, %sw : tensor<4x4xf32>
+  return %p : tensor<4x4xf32>
+}
+
+// -----
+
+// Fused but not in place: @u is read again after the GEMM, so the GEMM
+// gets its own buffer, into which the accumulator is copied first.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[U:.+]] = merak.get_param @u
+// CHECK-NEXT: merak.matmul_t %arg0, %arg1 acc %[[U]] :
+// CHECK-NOT: merak.in_place
+// EMIT-LABEL: emitc.func @merak_train_step
+// EMIT: call_opaque "copyBytes"(%[[Y:[0-9]+]], %{{[a-z0-9]+}})
+// EMIT-NEXT: call_opaque "matmul"(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[Y]]) {{.*}}#emitc.opaque<"DT::F32">, #emitc.opaque<"true">]}
+merak.param @u : tensor<4x4xf32> = dense<0.0> : tensor<4x4xf32>
+func.func @train_step(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %u = merak.get_param @u : tensor<4x4xf32>
+  %r = merak.matmul %a, %b : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %su = merak.add %u, %r : tensor<4x4xf32>, tensor<4x4xf32>
+  merak.set_param @u, %su : tensor<4x4xf32>
+  %u2 = merak.get_param @u : tensor<4x4xf32>
+  return %u2 : tensor<4x4xf32>
+}
