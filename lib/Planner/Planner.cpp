@@ -98,7 +98,9 @@ std::vector<int64_t> balance(const std::vector<int64_t> &flops, int64_t g) {
 
 /// A grouped stage (chunk) at one micro-batch size.
 struct Group {
-  double forward = 0, backwardFull = 0, attention = 0, updateCompute = 0;
+  /// `recomputed`: the part of backwardFull that rebuilds the forward's
+  /// values (its ops no incoming gradient reaches).
+  double forward = 0, backwardFull = 0, recomputed = 0, attention = 0, updateCompute = 0;
   std::map<std::string, CollectiveTraffic> fwdTraffic, bwdTraffic, updTraffic;
   double fixedBytes = 0, arena = 0, stashInputs = 0, stashAll = 0, stashAttention = 0;
   double gradBytes = 0, actOut = 0;
@@ -108,11 +110,15 @@ struct Group {
 
 //===----------------------------------------------------------------------===//
 // RecomputeModel: what each recomputation policy costs. The probe's
-// fragments are merak-pipeline's, which recompute the whole stage forward
-// in the backward ("full"); the other policies are derived from them:
-//   full       backward = probe backward (forward recomputed),
+// fragments are merak-pipeline's, whose backward recomputes from the
+// stage's inputs the forward values it reads ("full"); the other policies
+// are derived from them:
+//   full       backward = probe backward (those values recomputed),
 //              stash = the stage's inputs per micro-batch
-//   none       backward = probe backward - forward,
+//   none       backward = probe backward - its recomputation (the ops no
+//              incoming gradient reaches; not the whole forward: values
+//              the gradients do not read, such as a layer's last product,
+//              are not rebuilt),
 //              stash = every float result of the forward
 //   selective  backward = none + the attention core's forward,
 //              stash = none's minus the attention core's results
@@ -131,7 +137,7 @@ struct RecomputeCost {
 RecomputeCost recomputeCost(StringRef policy, const Group &g) {
   if (policy == "full")
     return {g.backwardFull, g.stashInputs, g.stashAll};
-  double none = std::max(0.0, g.backwardFull - g.forward);
+  double none = std::max(0.0, g.backwardFull - g.recomputed);
   if (policy == "selective")
     return {none + g.attention, std::max(g.stashInputs, g.stashAll - g.stashAttention),
             g.stashAttention};
@@ -206,6 +212,7 @@ struct Planner {
         const FineStage &s = probe.stages[i];
         gr.forward += roofline(s.forward, f);
         gr.backwardFull += roofline(s.backward, f);
+        gr.recomputed += roofline(s.recompute, f);
         gr.attention += roofline(s.attention, f);
         gr.updateCompute += std::max(s.costs.updateFlops / rate,
                                      2.0 * (s.costs.paramBytes + s.costs.stateBytes) /

@@ -26,7 +26,9 @@ struct OpCost {
 
 /// A fine stage of the probe (one micro-batch = the whole batch).
 struct FineStage {
-  std::vector<OpCost> forward, backward, attention;
+  /// `recompute`: the backward's ops no incoming gradient reaches (what it
+  /// recomputes of the forward).
+  std::vector<OpCost> forward, backward, recompute, attention;
   StageCosts costs;
   /// Bytes of the activations leaving the stage at its cut.
   int64_t actOut = 0;
