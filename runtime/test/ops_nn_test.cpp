@@ -494,32 +494,47 @@ static std::vector<double> swapLast2(const std::vector<double> &x, Dims dx, Dims
   return y;
 }
 
+/// Random operands of logical shapes a x b, stored transposed where ta /
+/// tb say (what merak.matmul_t hands the kernel), and their float64
+/// product (dims dy).
+struct TransposedProduct {
+  std::vector<float> a, b;
+  Dims da, db, dy;
+  std::vector<double> want;
+  TransposedProduct(Dims la, Dims lb, bool ta, bool tb) : da(la), db(lb) {
+    auto af = randv<float>(la.numel()), bf = randv<float>(lb.numel());
+    std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
+    want = refMatmul(ad, la, bd, lb, dy);
+    std::vector<double> as = ta ? swapLast2(ad, la, da) : ad;
+    std::vector<double> bs = tb ? swapLast2(bd, lb, db) : bd;
+    a.assign(as.begin(), as.end());
+    b.assign(bs.begin(), bs.end());
+  }
+};
+
+/// Logical shapes as numpy sees them, one per GEMM path.
+struct MatmulCase {
+  Dims a, b;
+};
+const MatmulCase kTransposedCases[] = {
+    {D({5, 7}), D({7, 3})},          // plain
+    {D({2, 3, 5, 7}), D({7, 4})},    // 2-D rhs (the lhs batch folds only untransposed)
+    {D({5, 7}), D({3, 7, 4})},       // 2-D lhs, batched rhs
+    {D({3, 5, 7}), D({3, 7, 4})},    // equal batches
+    {D({2, 1, 5, 7}), D({3, 7, 4})}, // general broadcast
+};
+
 TEST(OpsMatmul, TransposedOperandsReadInPlace) {
-  // Logical shapes as numpy sees them; the kernel gets the stored
-  // (transposed) operands and the flags, on every GEMM path.
-  struct Case {
-    Dims a, b;
-  } cases[] = {
-      {D({5, 7}), D({7, 3})},          // plain
-      {D({2, 3, 5, 7}), D({7, 4})},    // 2-D rhs (the lhs batch folds only untransposed)
-      {D({5, 7}), D({3, 7, 4})},       // 2-D lhs, batched rhs
-      {D({3, 5, 7}), D({3, 7, 4})},    // equal batches
-      {D({2, 1, 5, 7}), D({3, 7, 4})}, // general broadcast
-  };
-  for (const Case &c : cases)
+  // The kernel gets the stored (transposed) operands and the flags, on
+  // every GEMM path.
+  for (const MatmulCase &c : kTransposedCases)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         SCOPED_TRACE(::testing::Message() << c.a.rank << "x" << c.b.rank << " " << ta << tb);
-        auto af = randv<float>(c.a.numel()), bf = randv<float>(c.b.numel());
-        std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
-        Dims dy, sa = c.a, sb = c.b;
-        auto want = refMatmul(ad, c.a, bd, c.b, dy);
-        std::vector<double> as = ta ? swapLast2(ad, c.a, sa) : ad;
-        std::vector<double> bs = tb ? swapLast2(bd, c.b, sb) : bd;
-        std::vector<float> asf(as.begin(), as.end()), bsf(bs.begin(), bs.end());
-        std::vector<float> yf(want.size(), NAN);
-        cpu::matmul(DT::F32, asf.data(), sa, bsf.data(), sb, yf.data(), dy, ta, tb);
-        expectNear(yf, want, 1e-5);
+        TransposedProduct p(c.a, c.b, ta, tb);
+        std::vector<float> yf(p.want.size(), NAN);
+        cpu::matmul(DT::F32, p.a.data(), p.da, p.b.data(), p.db, yf.data(), p.dy, ta, tb);
+        expectNear(yf, p.want, 1e-5);
       }
 }
 
@@ -528,33 +543,19 @@ TEST(OpsMatmul, AccumulatesIntoTheResult) {
   // the product on every GEMM path, operands read transposed or not, and a
   // contracted dimension long enough for the BLAS to block it (the sums'
   // order differs from y0 + (a b), so compared within float rounding).
-  struct Case {
-    Dims a, b;
-  } cases[] = {
-      {D({5, 7}), D({7, 3})},          // plain
-      {D({300, 1500}), D({1500, 9})},  // K blocked inside the BLAS
-      {D({2, 3, 5, 7}), D({7, 4})},    // 2-D rhs (the lhs batch folds)
-      {D({3, 5, 7}), D({3, 7, 4})},    // equal batches
-      {D({2, 1, 5, 7}), D({3, 7, 4})}, // general broadcast
-  };
-  for (const Case &c : cases)
+  std::vector<MatmulCase> cases(std::begin(kTransposedCases), std::end(kTransposedCases));
+  cases.push_back({D({300, 1500}), D({1500, 9})}); // K blocked inside the BLAS
+  for (const MatmulCase &c : cases)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         SCOPED_TRACE(::testing::Message() << c.a.rank << "x" << c.b.rank << " " << ta << tb);
-        auto af = randv<float>(c.a.numel()), bf = randv<float>(c.b.numel());
-        std::vector<double> ad(af.begin(), af.end()), bd(bf.begin(), bf.end());
-        Dims dy, sa = c.a, sb = c.b;
-        auto want = refMatmul(ad, c.a, bd, c.b, dy);
-        auto y0 = randv<float>(static_cast<int64_t>(want.size()));
-        for (size_t i = 0; i < want.size(); ++i)
-          want[i] += y0[i];
-        std::vector<double> as = ta ? swapLast2(ad, c.a, sa) : ad;
-        std::vector<double> bs = tb ? swapLast2(bd, c.b, sb) : bd;
-        std::vector<float> asf(as.begin(), as.end()), bsf(bs.begin(), bs.end());
-        std::vector<float> yf = y0;
-        cpu::matmul(DT::F32, asf.data(), sa, bsf.data(), sb, yf.data(), dy, ta, tb, DT::F32,
+        TransposedProduct p(c.a, c.b, ta, tb);
+        std::vector<float> yf = randv<float>(static_cast<int64_t>(p.want.size()));
+        for (size_t i = 0; i < p.want.size(); ++i)
+          p.want[i] += yf[i];
+        cpu::matmul(DT::F32, p.a.data(), p.da, p.b.data(), p.db, yf.data(), p.dy, ta, tb, DT::F32,
                     /*accumulate=*/true);
-        expectNear(yf, want, 1e-5 * std::sqrt(double(c.a.d[c.a.rank - 1])));
+        expectNear(yf, p.want, 1e-5 * std::sqrt(double(c.a.d[c.a.rank - 1])));
       }
   // K = 0: the accumulator stays as it is.
   std::vector<float> a0, b0, y = {1.5f, -2.0f};
