@@ -11,7 +11,9 @@
    (dp, tp, pp, micro-batches) with `--simulate --device-profile cpu.json
    --report=json` (the simulated step) and `--compile-to=binary`, and run
    under `mpirun -np dp*tp*pp` with OMP_NUM_THREADS=1; the measured step
-   is the median `time_ms` of the metrics after 3 warm-up steps.
+   is the median `time_ms` of the metrics after 3 warm-up steps, and with
+   --rounds N (default 3) the median of N such runs, the plans run in turn
+   in every round.
 3. Profile-guided costs: before the measurement, every plan's program runs
    once with `--profile-ops op-costs.json` (a few steps), which times its
    ops and merges the medians by op shape into the one shared file; each
@@ -48,6 +50,10 @@ def main():
     ap.add_argument("--calibrate", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measurement rounds: every plan is run once per round, in turn, and its "
+                         "measured step is the median over the rounds (this shared VM's step "
+                         "times drift by 10-20 %% within minutes)")
     ap.add_argument("--profile-steps", type=int, default=6,
                     help="steps of each plan's --profile-ops run (the first is a warm-up)")
     a = ap.parse_args()
@@ -101,24 +107,32 @@ def main():
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run(exe, dp * tp * pp, ["--steps", str(a.profile_steps), "--profile-ops", costs])
         exes[(dp, tp, pp, m)] = (name, exe)
-    # 2. Simulated with the roofline and with the measured op costs; measured.
+    # 2. Measured: every plan once per round, the plans in turn, so that a
+    #    slow minute of the machine does not fall on one plan only.
+    per_round = {plan: [] for plan in PLANS}
+    for _ in range(a.rounds):
+        for dp, tp, pp, m in PLANS:
+            name, exe = exes[(dp, tp, pp, m)]
+            metrics = os.path.join(a.workdir, name + ".jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            run(exe, dp * tp * pp, ["--steps", str(a.steps), "--metrics", metrics])
+            with open(metrics) as f:
+                per_round[(dp, tp, pp, m)].append(
+                    statistics.median([json.loads(l)["time_ms"] for l in f][WARMUP:]))
+    # 3. Simulated with the roofline and with the measured op costs.
     rows = []
     for dp, tp, pp, m in PLANS:
-        name, exe = exes[(dp, tp, pp, m)]
         flags = plan_flags(dp, tp, pp, m)
         roofline = simulated(flags, [])
         profiled = simulated(flags, ["--op-costs", costs])
-        metrics = os.path.join(a.workdir, name + ".jsonl")
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        run(exe, dp * tp * pp, ["--steps", str(a.steps), "--metrics", metrics])
-        with open(metrics) as f:
-            measured = statistics.median([json.loads(l)["time_ms"] for l in f][WARMUP:])
+        runs = per_round[(dp, tp, pp, m)]
+        measured = statistics.median(runs)
         rows.append((dp, tp, pp, m, roofline, profiled, measured))
         print("(dp %d, tp %d, pp %d) x %d micro-batches: simulated %.2f ms (roofline), %.2f ms "
-              "(measured op costs); measured %.2f ms; measured / simulated %.2f, %.2f"
-              % (dp, tp, pp, m, roofline, profiled, measured, measured / roofline,
-                 measured / profiled))
+              "(measured op costs); measured %.2f ms (rounds %s); measured / simulated %.2f, %.2f"
+              % (dp, tp, pp, m, roofline, profiled, measured,
+                 ", ".join("%.2f" % r for r in runs), measured / roofline, measured / profiled))
         sys.stdout.flush()
     print()
     print("| dp | tp | pp | micro-batches | simulated, roofline (ms) | simulated, measured op "
