@@ -62,6 +62,37 @@ def plan(compiler, model, devices, profile, space, precision, work, extra=()):
         return json.load(f)["planner"], wall, p.stdout.decode(), int(r.read().split()[-1]) / 1024
 
 
+def simulate_compiled(compiler, model, c, profile, precision, extra, uniform_stages=0):
+    """The plan `c` compiled (to the training phase) and simulated op by op
+    (`--simulate`): the step of the program merak builds for it. With
+    `uniform_stages` (the planner's fine stages), the pipeline is cut as
+    Megatron-LM cuts it, the same number of fine stages (half-layers) per
+    stage, instead of merak-pipeline's balancing cuts."""
+    cmd = [compiler, model, "--dp", str(c["dp"]), "--tp", str(c["tp"]), "--pp", str(c["pp"]),
+           "--microbatches", str(c["microbatches"]), "--schedule", c["schedule"],
+           "--recompute", c["recompute"], "--zero", "1" if c.get("zero") else "0",
+           "--dp-overlap", "on" if c["overlap"] else "off", "--precision", precision,
+           "--simulate", "--device-profile", profile, "--report=json",
+           "--compile-to=training", "--emit-bytecode", "-o", "/dev/null"]
+    cmd += [x for x in extra if x not in ("--compile-to=training", "--emit-bytecode", "-o",
+                                          "/dev/null")]
+    if c["virtual_stages"] > 1:
+        cmd += ["--virtual-stages", str(c["virtual_stages"])]
+    if c["overlap"] and c["tp"] > 1:
+        cmd += ["--tp-overlap", "sub-pipeline"]
+    if c["recompute"] == "stage-aware":
+        with open(profile) as f:
+            cmd += ["--memory-per-device", "%d" % json.load(f)["memory_bytes"]]
+    if uniform_stages and c["pp"] > 1 and c["virtual_stages"] == 1:
+        n, pp = uniform_stages, c["pp"]
+        cmd += ["--stage-boundaries",
+                ",".join(str((k * n + pp // 2) // pp - 1) for k in range(1, pp))]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode:
+        sys.exit("merak-compile failed:\n" + p.stderr.decode()[-4000:])
+    return json.loads(p.stdout)["simulated"]["step_time_s"]
+
+
 def describe(c):
     s = "dp %d tp %d pp %d mb %d %s" % (c["dp"], c["tp"], c["pp"], c["microbatches"],
                                        c["schedule"])
@@ -88,11 +119,15 @@ def main():
     ap.add_argument("--onnx", action="append", default=[], metavar="NAME=FILE",
                     help="plan model NAME from this ONNX export (bench/gpt2_compile.py "
                     "--phases ''), compiled to the training phase, instead of gpt_mlir.py's IR")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also compile merak's and the expert-configured plan and simulate "
+                    "the programs op by op (--simulate), the expert's cut as Megatron-LM "
+                    "cuts it (the same number of half-layers per stage)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     compiler = os.path.join(a.bin, "merak-compile")
     work = tempfile.mkdtemp(prefix="merak-paper-")
-    rows = []
+    rows, compiled = [], []
     for name in a.models.split(","):
         layers, hidden, heads = MODELS[name]
         onnx = dict(o.split("=", 1) for o in a.onnx).get(name)
@@ -140,6 +175,14 @@ def main():
               "fine stages, %d plans); merak-compile %.2f s wall, %.2f s CPU, peak RSS %.0f MiB"
               % (ratio, ratio_best, auto["search_time_s"], auto["probe_time_s"], auto["fine_stages"],
                  auto["plans_evaluated"], auto_wall[0], auto_wall[1], rss))
+        if a.compiled:
+            sa = simulate_compiled(compiler, path, ca, a.profile, a.precision, extra)
+            sb = simulate_compiled(compiler, path, cb, a.profile, a.precision, extra,
+                                   uniform_stages=best["fine_stages"])
+            compiled.append((name, ca, sa, cb, sb))
+            print("  compiled and simulated: merak %.3f s (planned %.3f), expert %.3f s "
+                  "(planned %.3f): %.2fx" % (sa, ca["step_time_s"], sb, cb["step_time_s"],
+                                             sb / sa))
         sys.stdout.flush()
     print()
     print("| model | merak plan | step (s) | Megatron fixed policy | step (s) | speedup "
@@ -152,6 +195,15 @@ def main():
               % (name, describe(ca), ca["step_time_s"], describe(cm), cm["step_time_s"], ratio,
                  describe(cb), cb["step_time_s"], ratio_best, wall[0], wall[1], best_wall[0],
                  best_wall[1]))
+    if compiled:
+        print()
+        print("| model | merak plan, planned (s) | compiled (s) | expert plan, planned (s) "
+              "| compiled, Megatron's cuts (s) | speedup planned | compiled |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, ca, sa, cb, sb in compiled:
+            print("| GPT-%s | %.3f | %.3f | %.3f | %.3f | %.2fx | %.2fx |"
+                  % (name, ca["step_time_s"], sa, cb["step_time_s"], sb,
+                     cb["step_time_s"] / ca["step_time_s"], sb / sa))
 
 
 if __name__ == "__main__":
