@@ -176,6 +176,14 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
 }
 } // namespace
 
+void mlir::merak::addEmittedGemmPasses(OpPassManager &pm, bool gradAccumulationFusion) {
+  // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
+  pm.addPass(createMerakFoldTransposes());
+  // Weight-gradient GEMMs add into their accumulators (beta = 1).
+  if (gradAccumulationFusion)
+    pm.addPass(createMerakFuseGradAccumulation());
+}
+
 void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts) {
   pm.addPass(createMerakFoldConstants());
   pm.addPass(createCanonicalizerPass());
@@ -217,11 +225,7 @@ LogicalResult mlir::merak::buildMerakPipeline(OpPassManager &pm, CompilePhase fr
     }
   }
   if (runs(CompilePhase::Lower)) {
-    // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
-    pm.addPass(createMerakFoldTransposes());
-    // Weight-gradient GEMMs add into their accumulators (beta = 1).
-    if (o.gradAccumulationFusion)
-      pm.addPass(createMerakFuseGradAccumulation());
+    addEmittedGemmPasses(pm, o.gradAccumulationFusion);
     if (o.pipelined())
       pm.addPass(createMerakPlanPipelineMemory());
     else

@@ -29,7 +29,6 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -208,9 +207,7 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAcc
   // read transposed operands in place and, with the fusion, add the weight
   // gradients into their accumulators.
   PassManager pm(module.getContext());
-  pm.addPass(createMerakFoldTransposes());
-  if (gradAccumulationFusion)
-    pm.addPass(createMerakFuseGradAccumulation());
+  addEmittedGemmPasses(pm, gradAccumulationFusion);
   if (failed(pm.run(module)))
     return failure();
   ReportOptions ro;
@@ -257,20 +254,8 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAcc
       if (!isa<func::FuncOp>(op))
         st.backward.push_back(opCost(op));
     });
-    // The recomputation: ops no incoming gradient ("cot:") reaches, in
-    // program order (an op with regions counts as reached).
-    llvm::DenseSet<Value> reached;
-    for (BlockArgument a : b.getArguments())
-      if (auto n = b.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
-          n && n.getValue().starts_with("cot:"))
-        reached.insert(a);
-    for (Operation &op : b.getBody().front().without_terminator()) {
-      if (op.getNumRegions() > 0 ||
-          llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); }))
-        reached.insert(op.getResults().begin(), op.getResults().end());
-      else
-        st.recompute.push_back(opCost(&op));
-    }
+    for (Operation *op : recomputedOps(b))
+      st.recompute.push_back(opCost(op));
     for (unsigned i = 0; i < f.getNumResults(); ++i)
       if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");
           n && n.getValue().starts_with("act:"))

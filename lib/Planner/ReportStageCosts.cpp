@@ -55,9 +55,7 @@ static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
   return w;
 }
 
-/// The ops of backward fragment `f` that no incoming gradient reaches (an
-/// op with regions counts as reached), in one pass in program order.
-static void collectRecompute(func::FuncOp f, StageCosts &c, const MeasuredOpCosts *measured) {
+SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f) {
   llvm::DenseSet<Value> reached;
   for (BlockArgument a : f.getArguments())
     if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
@@ -65,16 +63,22 @@ static void collectRecompute(func::FuncOp f, StageCosts &c, const MeasuredOpCost
       reached.insert(a);
   SmallVector<Operation *> ahead;
   for (Operation &op : f.getBody().front().without_terminator()) {
-    bool r = op.getNumRegions() > 0 ||
-             llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); });
-    if (r) {
+    if (op.getNumRegions() > 0 ||
+        llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); }))
       reached.insert(op.getResults().begin(), op.getResults().end());
-      continue;
-    }
-    ahead.push_back(&op);
-    if (auto cost = dyn_cast<CostOpInterface>(&op); cost && !report::collectiveKind(cost))
-      c.recomputeOps.push_back(opWork(cost, measured));
+    else
+      ahead.push_back(&op);
   }
+  return ahead;
+}
+
+/// The recomputation of backward fragment `f` (recomputedOps): its ops'
+/// work and the bytes it holds for the rest of the backward.
+static void collectRecompute(func::FuncOp f, StageCosts &c, const MeasuredOpCosts *measured) {
+  SmallVector<Operation *> ahead = recomputedOps(f);
+  for (Operation *op : ahead)
+    if (auto cost = dyn_cast<CostOpInterface>(op); cost && !report::collectiveKind(cost))
+      c.recomputeOps.push_back(opWork(cost, measured));
   llvm::DenseSet<Operation *> aheadSet(ahead.begin(), ahead.end());
   for (Operation *op : ahead)
     for (Value v : op->getResults())

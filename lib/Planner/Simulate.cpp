@@ -26,7 +26,7 @@
 #include "merak/Planner/Simulate.h"
 
 #include "merak/Dialect/Merak/Analysis/OpCosts.h"
-#include "merak/Dialect/Merak/Transforms/Passes.h"
+#include "merak/Pipelines/Pipelines.h"
 #include "mlir/Pass/PassManager.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -111,9 +111,7 @@ FailureOr<std::vector<StageCosts>> emittedStageCosts(ModuleOp module, const Repo
                                                      std::string &error) {
   OwningOpRef<ModuleOp> folded = module.clone();
   PassManager pm(module.getContext());
-  pm.addPass(createMerakFoldTransposes());
-  if (gradAccumulationFusion)
-    pm.addPass(createMerakFuseGradAccumulation());
+  addEmittedGemmPasses(pm, gradAccumulationFusion);
   if (failed(pm.run(*folded))) {
     error = "cannot fold the transposes of a copy of the program";
     return failure();

@@ -91,6 +91,13 @@ struct PipelineOptions {
 /// (merak-import-cleanup).
 void buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts = true);
 
+/// The GEMMs as the program emits them, the lower phase's first passes:
+/// transposed operands read in place (merak-fold-transposes) and, with
+/// `gradAccumulationFusion`, weight gradients added into their accumulators
+/// (merak-fuse-grad-accumulation). The cost model reads programs in this
+/// form (--simulate, the planner's probe).
+void addEmittedGemmPasses(OpPassManager &pm, bool gradAccumulationFusion);
+
 /// Adds the passes of the phases after `from` up to `to` (a module at
 /// `from`: Import is the cleaned-up imported module). Fails on bad options
 /// (a bad optimizer option is printed to `log`).

@@ -134,6 +134,11 @@ LogicalResult printCompileReport(ModuleOp module, const ReportOptions &options,
 /// through host staging buffers, a transfer this does not count).
 int64_t fragmentCopyBytes(func::FuncOp fragment);
 
+/// The ops of backward fragment `f` that no incoming gradient ("cot:"
+/// arguments) reaches, in program order (an op with regions counts as
+/// reached): what the backward recomputes of the forward. One pass.
+SmallVector<Operation *> recomputedOps(func::FuncOp f);
+
 /// The per-stage numbers of the report of `module` (a pipelined training
 /// program) for the cost model; fails like printCompileReport. With
 /// `measured`, each op's measured seconds where its key was timed.
