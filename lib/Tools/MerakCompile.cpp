@@ -357,6 +357,18 @@ struct CommandLine {
       cl::value_desc("DIR"), cl::init(""), cl::cat(cat)};
 };
 
+/// An on|off flag's value into `out`; false (with the error printed) for
+/// anything else.
+bool readOnOff(const cl::opt<std::string> &flag, bool &out) {
+  if (flag != "on" && flag != "off") {
+    llvm::errs() << "merak-compile: error: --" << flag.ArgStr << " must be on or off, got '"
+                 << flag.getValue() << "'\n";
+    return false;
+  }
+  out = flag == "on";
+  return true;
+}
+
 } // namespace
 
 int mlir::merak::merakCompileMain(int argc, char **argv) {
@@ -429,37 +441,13 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
   o.zero = opts.zero;
   o.bucketMb = opts.bucketMb;
   o.tpOverlap = opts.tpOverlap;
-  if (opts.dpOverlap != "on" && opts.dpOverlap != "off") {
-    llvm::errs() << "merak-compile: error: --dp-overlap must be on or off, got '"
-                 << opts.dpOverlap << "'\n";
+  if (!readOnOff(opts.dpOverlap, o.dpOverlap) ||
+      !readOnOff(opts.fusedAttention, o.fusedAttention) ||
+      !readOnOff(opts.weightCastCache, o.weightCastCache) ||
+      !readOnOff(opts.gradAccumulationFusion, o.gradAccumulationFusion) ||
+      !readOnOff(opts.fusedExperts, o.fusedExperts))
     return 1;
-  }
-  o.dpOverlap = opts.dpOverlap == "on";
-  if (opts.fusedAttention != "on" && opts.fusedAttention != "off") {
-    llvm::errs() << "merak-compile: error: --fused-attention must be on or off, got '"
-                 << opts.fusedAttention << "'\n";
-    return 1;
-  }
-  o.fusedAttention = opts.fusedAttention == "on";
-  if (opts.weightCastCache != "on" && opts.weightCastCache != "off") {
-    llvm::errs() << "merak-compile: error: --weight-cast-cache must be on or off, got '"
-                 << opts.weightCastCache << "'\n";
-    return 1;
-  }
-  o.weightCastCache = opts.weightCastCache == "on";
-  if (opts.gradAccumulationFusion != "on" && opts.gradAccumulationFusion != "off") {
-    llvm::errs() << "merak-compile: error: --grad-accumulation-fusion must be on or off, got '"
-                 << opts.gradAccumulationFusion << "'\n";
-    return 1;
-  }
-  o.gradAccumulationFusion = opts.gradAccumulationFusion == "on";
   o.syncBatchNorm = opts.syncBatchNorm;
-  if (opts.fusedExperts != "on" && opts.fusedExperts != "off") {
-    llvm::errs() << "merak-compile: error: --fused-experts must be on or off, got '"
-                 << opts.fusedExperts << "'\n";
-    return 1;
-  }
-  o.fusedExperts = opts.fusedExperts == "on";
   o.moeAuxLoss = opts.moeAuxLoss;
   o.moeCapacityFactor = opts.moeCapacityFactor;
   o.moeDropPolicy = opts.moeDropPolicy;
