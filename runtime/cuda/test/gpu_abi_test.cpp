@@ -278,6 +278,54 @@ void checkFloatElementwise(DT t) {
   }
 }
 
+/// Matmul of float type `t`: numpy's broadcasting and rank-1 rules; F32
+/// operands stored transposed (merak.matmul_t), plain and accumulated.
+void checkMatmul(DT t) {
+  const std::string ts = t == DT::F32 ? " f32" : " f64";
+  for (auto [da, db, dy] :
+       {std::tuple{Dims{2, {33, 70}}, Dims{2, {70, 45}}, Dims{2, {33, 45}}},
+        std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {16, 5}}, Dims{3, {3, 8, 5}}},
+        std::tuple{Dims{4, {2, 1, 8, 16}}, Dims{3, {3, 16, 5}}, Dims{4, {2, 3, 8, 5}}},
+        std::tuple{Dims{1, {16}}, Dims{3, {2, 16, 5}}, Dims{2, {2, 5}}}}) {
+    T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+    pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
+         t == DT::F32 ? 1e-4 : kF64Tol, [&](int side) {
+           if (side)
+             gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+           else
+             cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
+         });
+  }
+  // Transposed operands (merak.matmul_t): stored [.., K, M] / [.., N, K].
+  if (t == DT::F32)
+    for (auto [da, db, dy, transA, transB] :
+         {std::tuple{Dims{2, {70, 33}}, Dims{2, {45, 70}}, Dims{2, {33, 45}}, true, true},
+          std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {5, 16}}, Dims{3, {3, 8, 5}}, false, true},
+          std::tuple{Dims{3, {3, 16, 8}}, Dims{3, {3, 16, 5}}, Dims{3, {3, 8, 5}}, true, false},
+          std::tuple{Dims{4, {2, 1, 16, 8}}, Dims{3, {3, 5, 16}}, Dims{4, {2, 3, 8, 5}}, true,
+                     true}}) {
+      T a = rand(t, da), b = rand(t, db), y = make(t, dy);
+      const bool ta = transA, tb = transB; // lambdas capture no structured bindings
+      pair("matmul_t rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank), {&y}, 1e-4,
+           [&](int side) {
+             if (side)
+               gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+             else
+               cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
+           });
+      // Accumulated (merak.matmul_t's acc, beta = 1): the product, then the
+      // product added into it, 2 a b.
+      pair("matmul_t accumulate rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank),
+           {&y}, 1e-4, [&](int side) {
+             using Matmul = void (*)(DT, const void *, const Dims &, const void *, const Dims &,
+                                     void *, const Dims &, bool, bool, DT, bool);
+             Matmul mm = side ? static_cast<Matmul>(gpu::matmul) : static_cast<Matmul>(cpu::matmul);
+             mm(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb, DT::F32, false);
+             mm(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb, DT::F32, true);
+           });
+    }
+}
+
 /// Normalisation, convolution, pooling and matmul kernels of float type `t`.
 void checkFloatNN(DT t) {
   const double tl = t == DT::F32 ? kF32Tol : kF64Tol;
@@ -402,48 +450,7 @@ void checkFloatNN(DT t) {
               t, P(logits), dl, axis, lt, P(labels), P(g), red, true, 7, P(dl2));
         });
       }
-  for (auto [da, db, dy] :
-       {std::tuple{Dims{2, {33, 70}}, Dims{2, {70, 45}}, Dims{2, {33, 45}}},
-        std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {16, 5}}, Dims{3, {3, 8, 5}}},
-        std::tuple{Dims{4, {2, 1, 8, 16}}, Dims{3, {3, 16, 5}}, Dims{4, {2, 3, 8, 5}}},
-        std::tuple{Dims{1, {16}}, Dims{3, {2, 16, 5}}, Dims{2, {2, 5}}}}) {
-    T a = rand(t, da), b = rand(t, db), y = make(t, dy);
-    pair("matmul rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank) + ts, {&y},
-         t == DT::F32 ? 1e-4 : kF64Tol, [&](int side) {
-           if (side)
-             gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
-           else
-             cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d);
-         });
-  }
-  // Transposed operands (merak.matmul_t): stored [.., K, M] / [.., N, K].
-  if (t == DT::F32)
-    for (auto [da, db, dy, transA, transB] :
-         {std::tuple{Dims{2, {70, 33}}, Dims{2, {45, 70}}, Dims{2, {33, 45}}, true, true},
-          std::tuple{Dims{3, {3, 8, 16}}, Dims{2, {5, 16}}, Dims{3, {3, 8, 5}}, false, true},
-          std::tuple{Dims{3, {3, 16, 8}}, Dims{3, {3, 16, 5}}, Dims{3, {3, 8, 5}}, true, false},
-          std::tuple{Dims{4, {2, 1, 16, 8}}, Dims{3, {3, 5, 16}}, Dims{4, {2, 3, 8, 5}}, true,
-                     true}}) {
-      T a = rand(t, da), b = rand(t, db), y = make(t, dy);
-      const bool ta = transA, tb = transB; // lambdas capture no structured bindings
-      pair("matmul_t rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank), {&y}, 1e-4,
-           [&](int side) {
-             if (side)
-               gpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
-             else
-               cpu::matmul(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb);
-           });
-      // Accumulated (merak.matmul_t's acc, beta = 1): the product, then the
-      // product added into it, 2 a b.
-      pair("matmul_t accumulate rank " + std::to_string(da.rank) + "x" + std::to_string(db.rank),
-           {&y}, 1e-4, [&](int side) {
-             using Matmul = void (*)(DT, const void *, const Dims &, const void *, const Dims &,
-                                     void *, const Dims &, bool, bool, DT, bool);
-             Matmul mm = side ? static_cast<Matmul>(gpu::matmul) : static_cast<Matmul>(cpu::matmul);
-             mm(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb, DT::F32, false);
-             mm(t, P(a), a.d, P(b), b.d, P(y), y.d, ta, tb, DT::F32, true);
-           });
-    }
+  checkMatmul(t);
 }
 
 /// Integer element types (and bf16 activations).
