@@ -42,6 +42,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
   Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::init(1)};
   Option<bool> vocabParallel{*this, "vocab-parallel", llvm::cl::init(false)};
   Option<bool> vocabParallelFallback{*this, "vocab-parallel-fallback", llvm::cl::init(false)};
+  Option<bool> sequenceParallel{*this, "sequence-parallel", llvm::cl::init(false)};
   Option<int64_t> zero{*this, "zero", llvm::cl::init(0)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes", llvm::cl::init(25 * 1024 * 1024)};
   ListOption<int64_t> stageBoundaries{*this, "stage-boundaries"};
@@ -63,6 +64,7 @@ struct TrainingPipelineOptions : public PassPipelineOptions<TrainingPipelineOpti
     o.dp = dp, o.tp = tp, o.pp = pp, o.microbatches = microbatches;
     o.virtualStages = virtualStages, o.vocabParallel = vocabParallel;
     o.vocabParallelFallback = vocabParallelFallback, o.zero = zero;
+    o.sequenceParallel = sequenceParallel;
     o.bucketBytes = bucketBytes;
     o.stageBoundaries.assign(stageBoundaries.begin(), stageBoundaries.end());
     o.schedule = schedule, o.recompute = recompute, o.memoryPerDevice = memoryPerDevice;

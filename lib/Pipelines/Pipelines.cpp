@@ -95,6 +95,11 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     pm.addPass(createMerakFuseAttention(attention));
     pm.addPass(createCanonicalizerPass());
   }
+  if (o.tp > 1 && o.sequenceParallel) {
+    MerakSequenceParallelOptions sequenceParallel;
+    sequenceParallel.tp = o.tp;
+    pm.addPass(createMerakSequenceParallel(sequenceParallel));
+  }
   if (o.precision != "fp32") {
     MerakMixedPrecisionOptions mixed;
     mixed.precision = o.precision;

@@ -30,6 +30,8 @@ std::string planName(const PlanCandidate &c) {
     s += " +overlap";
   if (c.zero)
     s += " +zero";
+  if (c.sequenceParallel)
+    s += " +sp";
   if (c.ep > 1)
     s += " ep " + std::to_string(c.ep);
   if (c.moeShadow > 0)
@@ -53,6 +55,7 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"recompute", c.recompute},
                  {"overlap", c.overlap},
                  {"zero", c.zero},
+                 {"sequence_parallel", c.sequenceParallel},
                  {"ep", c.ep},
                  {"moe_shadow", c.moeShadow},
                  {"moe_rebalance_every", c.moeRebalanceEvery},

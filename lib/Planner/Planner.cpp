@@ -161,8 +161,9 @@ struct Planner {
   /// merak-only schedule or recomputation policy.
   bool megatron = false, megatronBest = false;
   int64_t devices = 1, batch = 1;
-  std::map<int64_t, Probe> probes;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> groupings;
+  /// By (tp, sequence parallelism).
+  std::map<std::pair<int64_t, bool>, Probe> probes;
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t>, std::vector<int64_t>> groupings;
   std::map<std::tuple<int64_t, int64_t, int64_t>, PipelineSimulation> shapes;
   int64_t evaluated = 0;
 
@@ -174,11 +175,11 @@ struct Planner {
     return t;
   }
 
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Group>> groupCache;
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t>, std::vector<Group>> groupCache;
 
   /// groups() for a micro-batch of 1 / share of the batch, cached.
   const std::vector<Group> &groupsFor(const Probe &probe, int64_t g, int64_t share) {
-    auto key = std::make_tuple(probe.tp, g, share);
+    auto key = std::make_tuple(probe.tp, probe.sequenceParallel, g, share);
     auto it = groupCache.find(key);
     if (it == groupCache.end())
       it = groupCache.emplace(key, groups(probe, g, 1.0 / share)).first;
@@ -187,7 +188,7 @@ struct Planner {
 
   std::vector<Group> groups(const Probe &probe, int64_t g, double f) {
     int64_t n = probe.stages.size();
-    auto key = std::make_tuple(probe.tp, g, n);
+    auto key = std::make_tuple(probe.tp, probe.sequenceParallel, g, n);
     auto it = groupings.find(key);
     if (it == groupings.end()) {
       std::vector<int64_t> starts;
@@ -263,7 +264,7 @@ struct Planner {
 
   void evaluate(PlanCandidate c, const SmallVector<SmallVector<PipelineInstr>> &program,
                 PipelineScheduleKind kind, std::vector<PlanCandidate> &out) {
-    const Probe &probe = probes.at(c.tp);
+    const Probe &probe = probes.at({c.tp, c.sequenceParallel});
     int64_t p = c.pp, v = c.virtualStages, m = c.microbatches;
     const std::vector<Group> &gs = groupsFor(probe, p * v, c.dp * m);
     SimulateOptions so;
@@ -435,6 +436,7 @@ LogicalResult probeCutPoints(Planner &pl, const CompileOptions &opts, DialectReg
 /// context, so the degrees are probed concurrently.
 struct TensorParallelProbe {
   int64_t tp = 1;
+  bool sequenceParallel = false;
   FailureOr<Probe> probe = failure();
   std::string note;
 };
@@ -446,7 +448,9 @@ void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry,
   ctx.printOpOnDiagnostic(false);
   std::string diag;
   llvm::raw_string_ostream ds(diag);
-  OwningOpRef<ModuleOp> m = compileProbe(opts, out.tp, fine, ctx, ds, nullptr, nullptr);
+  CompileOptions o = opts;
+  o.sequenceParallel = out.sequenceParallel;
+  OwningOpRef<ModuleOp> m = compileProbe(o, out.tp, fine, ctx, ds, nullptr, nullptr);
   if (m) {
     // Errors of reading the costs (the memory plan) become the note.
     ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
@@ -456,8 +460,10 @@ void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry,
     });
     out.probe = readProbe(*m, out.tp, fine, opts.gradAccumulationFusion);
   }
-  if (succeeded(out.probe))
+  if (succeeded(out.probe)) {
+    out.probe->sequenceParallel = out.sequenceParallel;
     return;
+  }
   // The first error (remarks may come before it).
   StringRef first = StringRef(diag).split('\n').first;
   for (StringRef rest = diag; !rest.empty();) {
@@ -468,7 +474,8 @@ void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry,
     }
     rest = tail;
   }
-  out.note = ("tp " + Twine(out.tp) + ": not accepted by the model (" +
+  out.note = ("tp " + Twine(out.tp) + (out.sequenceParallel ? " with sequence parallelism" : "") +
+              ": not accepted by the model (" +
               (first.empty() ? StringRef("cannot read its costs") : first) + ")")
                  .str();
 }
@@ -489,6 +496,10 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
       continue;
     }
     degrees.push_back({tp});
+    // Sequence parallelism: off in the fixed Megatron-LM policy (its
+    // default), searched otherwise.
+    if (tp > 1 && !pl.megatron)
+      degrees.push_back({tp, true});
   }
   const unsigned workers =
       std::min<unsigned>(degrees.size(), std::max(1u, std::thread::hardware_concurrency()));
@@ -509,14 +520,17 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
       continue;
     }
     d.probe->dtype = dtype;
-    pl.probes.emplace(d.tp, std::move(*d.probe));
+    pl.probes.emplace(std::make_pair(d.tp, d.sequenceParallel), std::move(*d.probe));
   }
 }
 
 /// Every plan of the search space, simulated (pl.evaluate).
 std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
   std::vector<PlanCandidate> all;
-  for (auto &[tp, probe] : pl.probes) {
+  for (auto &[key, probe] : pl.probes) {
+    const auto [tp, sequenceParallel] = key;
+    if (sequenceParallel && probe.experts > 0)
+      continue; // merak-sequence-parallel leaves MoE models as they are
     for (int64_t pp : divisors(pl.devices / tp)) {
       if (pp > fine)
         continue;
@@ -601,6 +615,7 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
               c.recompute = rc.str();
               c.overlap = ov;
               c.zero = zero;
+              c.sequenceParallel = sequenceParallel;
               pl.evaluate(std::move(c), program, sc.kind, all);
               }
         }
@@ -724,7 +739,7 @@ FailureOr<PlannerResult> mlir::merak::planParallelism(const CompileOptions &opts
   result.probeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  for (auto &[tp, probe] : pl.probes)
+  for (auto &[key, probe] : pl.probes)
     result.experts = std::max(result.experts, probe.experts);
   std::vector<PlanCandidate> all = enumeratePlans(pl, fine);
   result.evaluated = pl.evaluated;

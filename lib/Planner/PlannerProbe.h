@@ -40,6 +40,8 @@ struct FineStage {
 
 struct Probe {
   int64_t tp = 1;
+  /// Compiled with --sequence-parallel on (tp > 1).
+  bool sequenceParallel = false;
   std::vector<FineStage> stages;
   std::string dtype = "f32";
   /// The experts of the model's expert GEMMs (a Mixture-of-Experts model;
@@ -47,8 +49,9 @@ struct Probe {
   int64_t experts = 0;
 };
 
-/// Compiles the model with tensor parallelism `tp` into `pp` pipeline
-/// stages of one micro-batch (the whole batch); diagnostics go to `diag`.
+/// Compiles the model with tensor parallelism `tp` (and `o`'s
+/// sequenceParallel) into `pp` pipeline stages of one micro-batch (the
+/// whole batch); diagnostics go to `diag`.
 /// Optionally returns the batch, the GEMMs' dtype (computeDtype, read
 /// after --precision), whether merak-split-batch splits the batch, and
 /// whether the model could be read at all.

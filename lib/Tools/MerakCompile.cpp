@@ -273,6 +273,13 @@ struct CommandLine {
                "accumulator (BLAS / cuBLASLt beta = 1, merak-fuse-grad-accumulation) instead "
                "of a product buffer, an add and a copy back"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> sequenceParallel{
+      "sequence-parallel",
+      cl::desc("on or off (default): with --tp > 1, split the ops between the tensor-parallel "
+               "blocks (residual adds, layer norms) over the tokens (Megatron-LM's sequence "
+               "parallelism, merak-sequence-parallel): each block's all-reduce becomes a "
+               "reduce-scatter and an all-gather, and those activations shrink tp-fold"),
+      cl::value_desc("on|off"), cl::init("off"), cl::cat(cat)};
   cl::opt<std::string> fusedAttention{
       "fused-attention",
       cl::desc("on (default) or off: replace the exported attention (matmul, scale, causal "
@@ -445,6 +452,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       !readOnOff(opts.fusedAttention, o.fusedAttention) ||
       !readOnOff(opts.weightCastCache, o.weightCastCache) ||
       !readOnOff(opts.gradAccumulationFusion, o.gradAccumulationFusion) ||
+      !readOnOff(opts.sequenceParallel, o.sequenceParallel) ||
       !readOnOff(opts.fusedExperts, o.fusedExperts))
     return 1;
   o.syncBatchNorm = opts.syncBatchNorm;

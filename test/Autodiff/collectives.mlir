@@ -9,7 +9,9 @@
 // and merak.all_to_all's dispatch and combine, and dynamic shadowing
 // (merak.expert_shadow's broadcast, whose VJP is its reduce); and
 // merak.all_reduce over "dp" (sum; VJP: the all-reduce again, over one
-// rank the identity), a bucket of which one result goes unread.
+// rank the identity), a bucket of which one result goes unread; and
+// sequence parallelism's merak.reduce_scatter, merak.local_shard and
+// merak.all_gather over "tp" (VJPs: all-gather, all-gather, local_shard).
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -18,7 +20,8 @@
 // CHECK: case 4: PASS
 // CHECK: case 5: PASS
 // CHECK: case 6: PASS
-// CHECK: gradcheck: all 7 cases passed
+// CHECK: case 7: PASS
+// CHECK: gradcheck: all 8 cases passed
 
 merak.param @x : tensor<2x3xf64> = dense<[[0.5, -1.25, 2.0], [0.75, 1.5, -0.25]]> : tensor<2x3xf64>
 func.func @forward(%w: tensor<2x3xf64>) -> tensor<f64> {
@@ -143,5 +146,28 @@ func.func @forward(%w: tensor<3xf64>) -> tensor<f64> {
   %t = merak.tanh %ra : tensor<3xf64>
   %m = merak.mul %t, %w : tensor<3xf64>, tensor<3xf64>
   %l = merak.reduce_sum %m axes = [0] : tensor<3xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// Sequence parallelism over one rank: a region's end as a reduce-scatter of
+// the rows, a replicated residual cut with local_shard, a norm on the rows
+// (its scale through tp_identity), and the all-gather back.
+merak.param @p : tensor<4x1x3xf64> = dense<[[[0.5, -1.25, 2.0]], [[0.75, 1.5, -0.25]], [[0.1, 0.2, -0.3]], [[1.0, -0.5, 0.25]]]> : tensor<4x1x3xf64>
+merak.param @h : tensor<4x1x3xf64> = dense<[[[0.3, 0.7, -1.1]], [[0.2, -0.4, 0.9]], [[-0.6, 0.5, 1.2]], [[0.8, 0.1, -0.2]]]> : tensor<4x1x3xf64>
+merak.param @g : tensor<3xf64> = dense<[1.5, 0.5, -0.75]> : tensor<3xf64>
+func.func @forward(%w: tensor<4x1x3xf64>) -> tensor<f64> {
+  %p = merak.get_param @p : tensor<4x1x3xf64>
+  %h = merak.get_param @h : tensor<4x1x3xf64>
+  %g = merak.get_param @g : tensor<3xf64>
+  %y = merak.reduce_scatter %p group = "tp" reduction = "sum" : tensor<4x1x3xf64> -> tensor<4x1x3xf64>
+  %hs = merak.local_shard %h group = "tp" : tensor<4x1x3xf64> -> tensor<4x1x3xf64>
+  %r = merak.add %hs, %y : tensor<4x1x3xf64>, tensor<4x1x3xf64>
+  %gi = merak.tp_identity %g : tensor<3xf64>
+  %n = merak.layer_norm %r scale %gi axis = 2 epsilon = 1.0e-05 : (tensor<4x1x3xf64>, tensor<3xf64>) -> tensor<4x1x3xf64>
+  %a = merak.all_gather %n group = "tp" : tensor<4x1x3xf64> -> tensor<4x1x3xf64>
+  %m = merak.mul %a, %w : tensor<4x1x3xf64>, tensor<4x1x3xf64>
+  %l = merak.reduce_sum %m axes = [0, 1, 2] : tensor<4x1x3xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

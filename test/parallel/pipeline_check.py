@@ -54,6 +54,10 @@ choice per stage recorded by merak-recompute (--compile-to=recompute) must
 be the mode asked for (scp: none on the last stage); stage-aware gets a --memory-per-device between the
 first and the last stage's estimate without recomputation, so under 1F1B
 with pp > 1 stage 0 must recompute and the last stage must not.
+`<check>-sp` (a check with tp) compiles with --sequence-parallel on
+(merak-sequence-parallel: the ops between the tensor-parallel blocks split
+over the token rows): the same equivalence with the serial program, and
+the stages must hold tp reduce-scatters.
 Ends with "N passed, M failed".
 """
 import json
@@ -128,7 +132,10 @@ CHECKS = ["sgd-pp2-m4-gpipe", "sgd-pp2-m4-1f1b", "adamw-pp2-m4-gpipe", "adamw-pp
           "adamw-pp2-m4-int2-rcnone", "sgd-pp2-m4-int2-rcselective", "adamw-pp2-m2-int2-dp2",
           # bf16 GEMMs (--precision bf16): each stage casts its weights once
           # a step (merak-cache-param-casts' prepare fragments).
-          "adamw-pp2-m4-1f1b-bf16", "sgd-pp2-m4-int2-bf16", "adamw-pp2-m2-zbh1-dp2-tp2-bf16"]
+          "adamw-pp2-m4-1f1b-bf16", "sgd-pp2-m4-int2-bf16", "adamw-pp2-m2-zbh1-dp2-tp2-bf16",
+          # Sequence parallelism (--sequence-parallel on) with tp, pp, dp, ZeRO.
+          "adamw-pp1-m2-1f1b-tp2-sp", "sgd-pp2-m2-1f1b-dp2-tp2-sp",
+          "adamw-pp2-m2-zbh1-dp2-tp2-zero-sp"]
 # ZeRO-1 with tp and pp: (dp, tp, pp) = (2, 2, 1), (2, 1, 2), (2, 2, 2), SGD
 # and AdamW, GPipe and 1F1B, and resumes between (2, 2, 2) + ZeRO and serial.
 ZERO_CHECKS = ["sgd-pp1-m1-1f1b-dp2-tp2-zero", "adamw-pp1-m1-1f1b-dp2-tp2-zero",
@@ -390,7 +397,28 @@ def check_recompute(env, name, mode):
         "" if ok_plan else " UNEXPECTED")
 
 
+def check_sequence_parallel(env, name):
+    """<check>-sp: --sequence-parallel on, against the serial program; the
+    stages must hold tp reduce-scatters of the token rows."""
+    m = re.fullmatch(r"(sgd|adamw)-pp(\d+)-m(\d+)-" + SCHED + r"(?:-dp(\d+))?-tp(\d+)(-zero)?",
+                     name)
+    if not m:
+        raise ValueError("unknown check " + name + "-sp")
+    opt, pp, mb, schedule = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    dp, tp, zero = int(m.group(5) or 1), int(m.group(6)), bool(m.group(7))
+    sp = ["--sequence-parallel", "on"]
+    out = run(env.compile_cmd(opt, 4, pp, mb, schedule, dp, tp, zero, rc=sp) +
+              ["--compile-to=pipeline"])
+    scatters = len(re.findall(r'merak\.reduce_scatter .*group = "tp"', out))
+    serial, serial_params = env.train(opt, 4)
+    got, params = env.train(opt, 4, pp, mb, schedule, dp, tp, zero=zero, rc=sp)
+    ok, msg = compare(got, params, serial, serial_params, OPTS[opt][1])
+    return ok and scatters > 0, msg + "; %d tp reduce-scatters in the stages" % scatters
+
+
 def check(env, name):
+    if name.endswith("-sp"):
+        return check_sequence_parallel(env, name[:-3])
     r = re.fullmatch(r"planner-(sgd|adamw)-devices(\d+)", name)
     if r:
         return check_planner(env, r.group(1), int(r.group(2)))

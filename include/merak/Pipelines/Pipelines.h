@@ -63,6 +63,8 @@ struct PipelineOptions {
   int64_t moeChunks = 1; ///< merak-expert-parallel's chunks (> 1: ep-overlap too)
   bool moeHierarchical = false; ///< --moe-all-to-all hierarchical
   bool vocabParallel = false, vocabParallelFallback = false;
+  /// merak-sequence-parallel after merak-tensor-parallel (tp > 1).
+  bool sequenceParallel = false;
   int64_t zero = 0;
   int64_t bucketBytes = 25 * 1024 * 1024;
   // Pipelines: cut points (empty: balanced), schedule, recomputation.

@@ -41,6 +41,9 @@ struct PlanCandidate {
   /// The optimizer state and its update split over dp (--zero 1; Megatron-LM's
   /// distributed optimizer).
   bool zero = false;
+  /// Megatron-LM's sequence parallelism between the tp blocks
+  /// (--sequence-parallel; tp > 1 only).
+  bool sequenceParallel = false;
   double stepTime = 0, bubble = 0;
   int64_t peakMemory = 0;
   /// Empty when the plan fits; otherwise why it was rejected.

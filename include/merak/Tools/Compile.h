@@ -101,6 +101,8 @@ struct CompileOptions {
   bool weightCastCache = true;
   /// --grad-accumulation-fusion: merak-fuse-grad-accumulation (see Passes.td).
   bool gradAccumulationFusion = true;
+  /// --sequence-parallel: merak-sequence-parallel with --tp > 1.
+  bool sequenceParallel = false;
   /// --sync-batchnorm: merak-sync-batch-norm (see Passes.td).
   bool syncBatchNorm = false;
   /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import

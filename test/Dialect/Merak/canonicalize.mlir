@@ -439,3 +439,29 @@ func.func @int_casts() -> (tensor<4x3xi1>, tensor<2xi1>, tensor<3xi64>, tensor<3
   %d = merak.cast %big : tensor<3xi64> to tensor<3xi8>
   return %a, %b, %c, %d : tensor<4x3xi1>, tensor<2xi1>, tensor<3xi64>, tensor<3xi8>
 }
+
+// -----
+
+// This rank's part of a sum over the group is a reduce-scatter, through a
+// reshape that keeps the leading split (sequence parallelism's backward);
+// the all-reduce, read nowhere else, goes. Not when the sum is read again
+// or is over another group.
+// CHECK-LABEL: func.func @local_shard_of_sum
+// CHECK-NEXT: %[[V:.+]] = merak.reshape %arg0 : tensor<2x4x8xf32> to tensor<8x1x8xf32>
+// CHECK-NEXT: %[[S:.+]] = merak.reduce_scatter %[[V]] group = "tp" reduction = "sum" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[A:.+]] = merak.all_reduce %arg1 group = "tp"
+// CHECK-NEXT: %[[L:.+]] = merak.local_shard %[[A]] group = "tp"
+// CHECK-NEXT: %[[D:.+]] = merak.all_reduce %arg2 group = "dp"
+// CHECK-NEXT: %[[M:.+]] = merak.local_shard %[[D]] group = "tp"
+// CHECK-NEXT: return %[[S]], %[[L]], %[[A]], %[[M]]
+func.func @local_shard_of_sum(%x: tensor<2x4x8xf32>, %y: tensor<8x8xf32>, %z: tensor<8x8xf32>)
+    -> (tensor<4x1x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) {
+  %a = merak.all_reduce %x group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %v = merak.reshape %a : tensor<2x4x8xf32> to tensor<8x1x8xf32>
+  %s = merak.local_shard %v group = "tp" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+  %b = merak.all_reduce %y group = "tp" reduction = "sum" : tensor<8x8xf32> -> tensor<8x8xf32>
+  %l = merak.local_shard %b group = "tp" : tensor<8x8xf32> -> tensor<4x8xf32>
+  %d = merak.all_reduce %z group = "dp" reduction = "sum" : tensor<8x8xf32> -> tensor<8x8xf32>
+  %m = merak.local_shard %d group = "tp" : tensor<8x8xf32> -> tensor<4x8xf32>
+  return %s, %l, %b, %m : tensor<4x1x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>
+}

@@ -16,6 +16,13 @@
 // dispatch and combine (merak.all_to_all) are likewise each other's
 // transpose.
 //
+// Sequence parallelism (merak-sequence-parallel) splits the token rows
+// between the tensor-parallel regions over "tp": a region ends in a
+// reduce-scatter (gradient: the all-gather of the incoming rows), a
+// replicated value is cut into its rows with local_shard (gradient: the
+// all-gather), and a region starts from the all-gather of the rows
+// (gradient: this rank's part of the replicated incoming gradient).
+//
 //===----------------------------------------------------------------------===//
 #include "VJPRules.h"
 
@@ -63,9 +70,20 @@ LogicalResult rule(TpIdentityOp op, Emitter &e, ValueRange g, Grads &out) {
 }
 
 LogicalResult rule(AllGatherOp op, Emitter &e, ValueRange g, Grads &out) {
+  if (op.getGroup() == "tp") {
+    // Sequence parallelism: what reads the gathered rows is computed alike
+    // on every tp rank (or through tp_identity, whose gradient is summed),
+    // so the incoming gradient is replicated and this rank's rows are its
+    // part of it.
+    out.clear();
+    for (auto [in, grad] : llvm::zip(op.getInputs(), g))
+      out.push_back(grad ? LocalShardOp::create(e.b, e.loc, in.getType(), grad, "tp").getResult()
+                         : Value());
+    return success();
+  }
   if (op.getGroup() != "ep")
     return op.emitError("no derivative rule for merak.all_gather over \"")
-           << op.getGroup() << "\" (only expert parallelism's \"ep\" is differentiated)";
+           << op.getGroup() << "\" (only \"ep\" and \"tp\" are differentiated)";
   out.clear();
   for (auto [in, grad] : llvm::zip(op.getInputs(), g))
     out.push_back(grad && isa<FloatType>(cast<RankedTensorType>(in.getType()).getElementType())
@@ -100,16 +118,30 @@ LogicalResult rule(ExpertShadowOp op, Emitter &e, ValueRange g, Grads &out) {
 }
 
 LogicalResult rule(ReduceScatterOp op, Emitter &e, ValueRange g, Grads &out) {
-  if (op.getGroup() != "ep" || op.getReduction() != "sum")
+  if ((op.getGroup() != "ep" && op.getGroup() != "tp") || op.getReduction() != "sum")
     return op.emitError("no derivative rule for merak.reduce_scatter over \"")
            << op.getGroup() << "\" with reduction \"" << op.getReduction()
-           << "\" (only expert parallelism's ep/sum is differentiated)";
+           << "\" (only ep/sum and tp/sum are differentiated)";
   out.clear();
   for (auto [in, grad] : llvm::zip(op.getInputs(), g))
-    out.push_back(grad ? AllGatherOp::create(e.b, e.loc, TypeRange{in.getType()},
-                                             ValueRange{grad}, "ep")
+    out.push_back(grad ? AllGatherOp::create(e.b, e.loc, TypeRange{in.getType()}, ValueRange{grad},
+                                             op.getGroup())
                              .getResult(0)
                        : Value());
+  return success();
+}
+
+/// A replicated value's rows (sequence parallelism): every rank's rows
+/// reach the loss through that rank alone, so the value's gradient is the
+/// all-gather of the ranks' parts.
+LogicalResult rule(LocalShardOp op, Emitter &e, ValueRange g, Grads &out) {
+  if (op.getGroup() != "tp")
+    return op.emitError("no derivative rule for merak.local_shard over \"")
+           << op.getGroup() << "\" (only \"tp\" is differentiated)";
+  out.assign({g[0] ? AllGatherOp::create(e.b, e.loc, TypeRange{op.getInput().getType()},
+                                         ValueRange{g[0]}, "tp")
+                         .getResult(0)
+                   : Value()});
   return success();
 }
 

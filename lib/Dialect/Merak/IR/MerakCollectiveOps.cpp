@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -293,4 +294,31 @@ Value mlir::merak::buildZeroUnflatten(OpBuilder &b, Location loc, Value padded,
   if (fullType.getRank() == 1)
     return flat;
   return ReshapeOp::create(b, loc, fullType, flat);
+}
+
+LogicalResult LocalShardOp::canonicalize(LocalShardOp op, PatternRewriter &rewriter) {
+  // local_shard(reshape?(all_reduce(x) {g, sum})) -> reduce_scatter(reshape?(x)) {g, sum}:
+  // this rank's part of the sum. The reshape (if any) must keep the leading
+  // split: its result's leading dimension divides into the parts.
+  Value in = op.getInput();
+  auto view = in.getDefiningOp<ReshapeOp>();
+  if (view) {
+    if (!view->hasOneUse())
+      return failure();
+    in = view.getInput();
+  }
+  auto sum = in.getDefiningOp<AllReduceOp>();
+  if (!sum || !sum->hasOneUse() || sum.getNumOperands() != 1 || sum.getReduction() != "sum" ||
+      sum.getGroup() != op.getGroup())
+    return failure();
+  Value x = sum.getOperand(0);
+  if (view)
+    x = ReshapeOp::create(rewriter, op.getLoc(), view.getType(), x);
+  rewriter.replaceOpWithNewOp<ReduceScatterOp>(op, TypeRange{op.getType()}, ValueRange{x},
+                                               op.getGroup(), "sum");
+  // A collective is not Pure, so the unread sum must go explicitly.
+  if (view)
+    rewriter.eraseOp(view);
+  rewriter.eraseOp(sum);
+  return success();
 }

@@ -227,8 +227,11 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
     (operand dim 0 / result dim 0, the size of `group` at run time) and
     returns part r on group rank r: the same part of a replicated value that
     `merak.reduce_scatter` leaves to the rank. ZeRO reads the shard of a
-    parameter it updates with it. With `parts = 1` it is the identity; the
-    reference evaluator rejects `parts > 1`.
+    parameter it updates with it; sequence parallelism a rank's token rows.
+    With `parts = 1` it is the identity; the reference evaluator rejects
+    `parts > 1`. Canonicalization: the part of a sum over the group
+    (`local_shard(all_reduce(x) {sum})`, possibly through a reshape that
+    keeps the leading split) is `reduce_scatter(x)`.
 
     ```mlir
     %s = merak.local_shard %flat group = "dp" : tensor<4096xf32> -> tensor<2048xf32>
@@ -242,6 +245,7 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
     int64_t getParts();
   }], Merak_FlopsAndBytesCost);
   let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
 }
 
 def Merak_GroupRankOp : Merak_Op<"group_rank", []> {

@@ -170,6 +170,49 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakSequenceParallel : Pass<"merak-sequence-parallel", "mlir::ModuleOp"> {
+  let summary = "[training] Megatron-LM sequence parallelism between the tensor-parallel regions";
+  let description = [{
+    After merak-tensor-parallel, everything between its regions (residual
+    adds, layer norms, the row-parallel biases) is computed by every tp rank
+    on every token. This pass splits those ops over the tokens instead
+    (Korthikanti et al., "Reducing Activation Recomputation in Large
+    Transformer Models"; Megatron-LM's `--sequence-parallel`):
+    - A region's end, `merak.all_reduce` (tp, sum) of a value [..., C]
+      whose N token rows (the product of every dimension but the last)
+      divide by `tp`, becomes `merak.reduce_scatter` (tp, sum) of its
+      partial sums viewed as [N, 1, ..., C] (same rank): rank r keeps token
+      rows [r N/tp, (r+1) N/tp), summed.
+    - Token-split values propagate in program order through every op that
+      computes each token row from the same rows of its operands: by its
+      sharding rule (ShardingRuleOpInterface), every result dimension but
+      the last is a parallel factor, and every operand either has those
+      dimensions with the same factors (then it is split alike: a
+      replicated one is cut with `merak.local_shard`) or none of them (a
+      broadcast operand such as a norm's scale or a bias, kept whole).
+      Only ops free of memory effects are split (a dropout draws its mask
+      by position and is gathered), only float values.
+    - A kept operand passes through `merak.tp_identity`: each rank's
+      gradient of it covers its own rows, summed over tp.
+    - Anything else reading a split value (a region's start
+      `merak.tp_identity`, an attention, the function's result) reads
+      `merak.all_gather` (tp) of it, viewed back in its shape.
+    The all-reduce of the forward becomes a reduce-scatter and an
+    all-gather (the same bytes), and so does the backward's (the gradient
+    of a tp all-gather is this rank's part of its replicated gradient,
+    `merak.local_shard`, which folds with the all-reduce of the region's
+    `tp_identity` into one reduce-scatter); the ops in between and their
+    stashed activations shrink tp-fold. Mixture-of-Experts models are left
+    as they are.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "The model function">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
   let summary = "[training] Expert parallelism: the experts split over the ep ranks";
   let description = [{

@@ -1,0 +1,259 @@
+//===- SequenceParallel.cpp - merak-sequence-parallel ---------------------===//
+//
+// Megatron-LM's sequence parallelism between the tensor-parallel regions
+// (see ShardingPasses.td). With N token rows and C the last dimension:
+//
+//   y = all_reduce(p) {tp, sum} : [B, T, C]
+//     -> ys = reduce_scatter(reshape(p) : [N, 1, C]) {tp, sum} : [N/tp, 1, C]
+//   h = add(r, y) ; n = layer_norm(h, g, b)          (r replicated, g, b [C])
+//     -> hs = add(local_shard(reshape(r)), ys)
+//        ns = layer_norm(hs, tp_identity(g), tp_identity(b))
+//   tp_identity(n)   (the next region's start)
+//     -> tp_identity(reshape(all_gather(ns) {tp} : [N, 1, C]) : [B, T, C])
+//
+// A split value is the original's token rows flattened, split in tp equal
+// parts; the rank stays, so that the cloned ops keep their attributes (a
+// norm's axis, a softmax's). An op is split when its sharding rule says
+// that each result row depends on the same rows of its operands only
+// (`rowwise` below); anything else reads the gathered value.
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKSEQUENCEPARALLEL
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
+
+/// The token rows of `t`: the product of every dimension but the last.
+int64_t tokenRows(RankedTensorType t) {
+  int64_t n = 1;
+  for (int64_t d : t.getShape().drop_back())
+    n *= d;
+  return n;
+}
+
+/// `t` viewed as [rows, 1, ..., 1, C] (the same rank).
+RankedTensorType rowsView(RankedTensorType t, int64_t rows) {
+  SmallVector<int64_t> shape(t.getRank(), 1);
+  shape.front() = rows;
+  shape.back() = t.getShape().back();
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// Whether `t` can carry split token rows: a float tensor of rank >= 2 whose
+/// rows divide by `tp`.
+bool splittable(Type type, int64_t tp) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  return t && t.hasStaticShape() && t.getRank() >= 2 && isa<FloatType>(t.getElementType()) &&
+         tokenRows(t) % tp == 0 && tokenRows(t) > 0;
+}
+
+/// How an op may be split over the token rows: for each operand, whether
+/// it carries the rows (split alike) or none of them (kept whole).
+struct RowwiseOp {
+  SmallVector<bool> rowOperand;
+};
+
+/// The rowwise form of `op` (see the file comment), or nullopt.
+std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
+  auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!iface || op->getNumResults() == 0 || !isMemoryEffectFree(op))
+    return std::nullopt;
+  std::optional<ShardingRule> rule = iface.getShardingRule();
+  if (!rule || rule->results.size() != op->getNumResults() ||
+      rule->operands.size() != op->getNumOperands())
+    return std::nullopt;
+  const ShardingRule::TensorFactors &first = rule->results.front();
+  const size_t rank = first.size();
+  if (rank < 2)
+    return std::nullopt;
+  // The row dimensions' factors, all parallel.
+  ArrayRef<ShardingRule::DimFactors> rows(first.begin(), first.end() - 1);
+  llvm::SmallDenseSet<unsigned, 8> rowFactors;
+  for (const ShardingRule::DimFactors &d : rows)
+    for (unsigned f : d) {
+      if (rule->factors[f].kind != FactorKind::Parallel)
+        return std::nullopt;
+      rowFactors.insert(f);
+    }
+  auto sameRows = [&](const ShardingRule::TensorFactors &t) {
+    if (t.size() != rank)
+      return false;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (t[d] != rows[d])
+        return false;
+    return llvm::none_of(t.back(), [&](unsigned f) { return rowFactors.count(f); });
+  };
+  auto noRows = [&](const ShardingRule::TensorFactors &t) {
+    for (const ShardingRule::DimFactors &d : t)
+      for (unsigned f : d)
+        if (rowFactors.count(f))
+          return false;
+    return true;
+  };
+  for (auto [result, factors] : llvm::zip(op->getResults(), rule->results))
+    if (!sameRows(factors) || !splittable(result.getType(), tp) ||
+        tokenRows(tensorOf(result)) != tokenRows(tensorOf(op->getResult(0))))
+      return std::nullopt;
+  RowwiseOp r;
+  for (auto [operand, factors] : llvm::zip(op->getOperands(), rule->operands)) {
+    if (sameRows(factors) && splittable(operand.getType(), tp) &&
+        tokenRows(tensorOf(operand)) == tokenRows(tensorOf(op->getResult(0))))
+      r.rowOperand.push_back(true);
+    else if (noRows(factors))
+      r.rowOperand.push_back(false);
+    else
+      return std::nullopt;
+  }
+  return r;
+}
+
+struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<SequenceParallelPass> {
+  using Base::Base;
+
+  /// Original value -> its split rows [N/tp, 1, ..., C].
+  DenseMap<Value, Value> split;
+  /// Caches: a split value's gather, a replicated value's local rows, a
+  /// kept operand's tp_identity.
+  DenseMap<Value, Value> gathered, localRows, identity;
+
+  Value gather(OpBuilder &b, Value original) {
+    Value &g = gathered[original];
+    if (!g) {
+      RankedTensorType t = tensorOf(original);
+      Location loc = original.getLoc();
+      Value all = AllGatherOp::create(b, loc, TypeRange{rowsView(t, tokenRows(t))},
+                                      ValueRange{split.lookup(original)}, "tp")
+                      .getResult(0);
+      g = ReshapeOp::create(b, loc, t, all);
+    }
+    return g;
+  }
+
+  Value rowsOf(OpBuilder &b, Value v) {
+    if (Value s = split.lookup(v))
+      return s;
+    Value &l = localRows[v];
+    if (!l) {
+      RankedTensorType t = tensorOf(v);
+      Value view = ReshapeOp::create(b, v.getLoc(), rowsView(t, tokenRows(t)), v);
+      l = LocalShardOp::create(b, v.getLoc(), rowsView(t, tokenRows(t) / tp), view, "tp");
+    }
+    return l;
+  }
+
+  Value kept(OpBuilder &b, Value v) {
+    if (!isa<FloatType>(getElementTypeOrSelf(v.getType())))
+      return v;
+    Value &k = identity[v];
+    if (!k) {
+      OpBuilder::InsertionGuard guard(b);
+      if (Operation *def = v.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+      k = TpIdentityOp::create(b, v.getLoc(), v);
+    }
+    return k;
+  }
+
+  /// Splits `op` over the rows (its clone) or returns failure, leaving
+  /// nothing behind.
+  LogicalResult splitOp(OpBuilder &b, Operation *op, const RowwiseOp &r) {
+    IRMapping map;
+    for (auto [operand, row] : llvm::zip(op->getOperands(), r.rowOperand))
+      map.map(operand, row ? rowsOf(b, operand) : kept(b, operand));
+    Operation *clone = b.clone(*op, map);
+    for (Value res : clone->getResults()) {
+      RankedTensorType t = tensorOf(res);
+      res.setType(rowsView(t, tokenRows(t) / tp));
+    }
+    {
+      ScopedDiagnosticHandler quiet(op->getContext(), [](Diagnostic &) { return success(); });
+      if (failed(verify(clone))) {
+        clone->erase();
+        return failure();
+      }
+    }
+    if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone))
+      iface.recordSplit("tp", 0, 1, tp);
+    for (auto [res, rows] : llvm::zip(op->getResults(), clone->getResults()))
+      split[res] = rows;
+    return success();
+  }
+
+  void runOnOperation() override {
+    if (tp <= 1)
+      return;
+    auto fn = getOperation().lookupSymbol<func::FuncOp>(entry);
+    if (!fn || fn.getBody().empty())
+      return;
+    Block &body = fn.getBody().front();
+    bool experts = false;
+    fn.walk([&](Operation *op) { experts |= isa<ExpertMatmulOp, AllToAllOp>(op); });
+    if (experts) {
+      fn.emitRemark("merak-sequence-parallel: a Mixture-of-Experts model is left without "
+                    "sequence parallelism");
+      return;
+    }
+    OpBuilder b(&getContext());
+    SmallVector<Operation *> replaced;
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      b.setInsertionPoint(&op);
+      // A region's end.
+      if (auto end = dyn_cast<AllReduceOp>(op);
+          end && end.getGroup() == "tp" && end.getReduction() == "sum" &&
+          end.getNumOperands() == 1 && splittable(end.getType(0), tp) &&
+          llvm::any_of(end->getUsers(), [&](Operation *u) { return rowwise(u, tp); })) {
+        RankedTensorType t = tensorOf(end.getResult(0));
+        int64_t n = tokenRows(t);
+        Value view = ReshapeOp::create(b, end.getLoc(), rowsView(t, n), end.getOperand(0));
+        split[end.getResult(0)] =
+            ReduceScatterOp::create(b, end.getLoc(), TypeRange{rowsView(t, n / tp)},
+                                    ValueRange{view}, "tp", "sum")
+                .getResult(0);
+        replaced.push_back(&op);
+        continue;
+      }
+      if (llvm::none_of(op.getOperands(), [&](Value v) { return split.count(v); }))
+        continue;
+      // A region's start reads the gathered rows (its operand is replicated
+      // over tp by definition).
+      std::optional<RowwiseOp> r;
+      if (!isa<TpIdentityOp>(op))
+        r = rowwise(&op, tp);
+      if (r && succeeded(splitOp(b, &op, *r))) {
+        replaced.push_back(&op);
+        continue;
+      }
+      for (OpOperand &use : op.getOpOperands())
+        if (split.count(use.get()))
+          use.set(gather(b, use.get()));
+    }
+    for (Operation *op : llvm::reverse(replaced)) {
+      if (!op->use_empty()) {
+        op->emitError("merak-sequence-parallel: a split op is still read whole");
+        return signalPassFailure();
+      }
+      op->erase();
+    }
+  }
+};
+
+} // namespace

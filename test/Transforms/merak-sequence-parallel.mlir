@@ -1,0 +1,81 @@
+// RUN: merak-opt %s -split-input-file --merak-sequence-parallel=tp=2 | FileCheck %s
+// RUN: merak-opt %s -split-input-file --merak-sequence-parallel=tp=1 | FileCheck %s --check-prefix=ONE
+
+// A region's end (the all-reduce of a row-parallel Linear's partial sums)
+// becomes a reduce-scatter of the 8 token rows viewed as [8, 1, 8]; the
+// residual add and the layer norm run on this rank's 4 rows (the
+// replicated residual cut with local_shard, the norm's scale and bias
+// through tp_identity, whose gradient is summed over tp); the next
+// region's start and the function's result read the all-gather, viewed
+// back as [2, 4, 8].
+// CHECK-LABEL: func.func @forward
+// CHECK-NEXT: %[[V:.+]] = merak.reshape %arg1 : tensor<2x4x8xf32> to tensor<8x1x8xf32>
+// CHECK-NEXT: %[[Y:.+]] = merak.reduce_scatter %[[V]] group = "tp" reduction = "sum" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[H:.+]] = merak.reshape %arg0 : tensor<2x4x8xf32> to tensor<8x1x8xf32>
+// CHECK-NEXT: %[[HS:.+]] = merak.local_shard %[[H]] group = "tp" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[R:.+]] = merak.add %[[HS]], %[[Y]] : tensor<4x1x8xf32>, tensor<4x1x8xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.get_param @ln.w
+// CHECK-NEXT: %[[GI:.+]] = merak.tp_identity %[[G]] : tensor<8xf32>
+// CHECK-NEXT: %[[B:.+]] = merak.get_param @ln.b
+// CHECK-NEXT: %[[BI:.+]] = merak.tp_identity %[[B]] : tensor<8xf32>
+// CHECK-NEXT: %[[N:.+]] = merak.layer_norm %[[R]] scale %[[GI]] bias %[[BI]] axis = 2 {{.*}} -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[NA:.+]] = merak.all_gather %[[N]] group = "tp" : tensor<4x1x8xf32> -> tensor<8x1x8xf32>
+// CHECK-NEXT: %[[NF:.+]] = merak.reshape %[[NA]] : tensor<8x1x8xf32> to tensor<2x4x8xf32>
+// CHECK-NEXT: %[[F:.+]] = merak.tp_identity %[[NF]] : tensor<2x4x8xf32>
+// CHECK-NEXT: %[[Z:.+]] = merak.matmul %[[F]], %arg2
+// CHECK-NEXT: %[[RA:.+]] = merak.all_gather %[[R]] group = "tp" : tensor<4x1x8xf32> -> tensor<8x1x8xf32>
+// CHECK-NEXT: %[[RF:.+]] = merak.reshape %[[RA]] : tensor<8x1x8xf32> to tensor<2x4x8xf32>
+// CHECK-NEXT: return %[[Z]], %[[RF]]
+// With tp = 1 the pass does nothing.
+// ONE-LABEL: func.func @forward
+// ONE-NEXT: merak.all_reduce
+// ONE-NOT: reduce_scatter
+merak.param @ln.w : tensor<8xf32> = dense<1.0> : tensor<8xf32>
+merak.param @ln.b : tensor<8xf32> = dense<0.0> : tensor<8xf32>
+func.func @forward(%h: tensor<2x4x8xf32>, %p: tensor<2x4x8xf32>, %w: tensor<8x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x8xf32>) {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %r = merak.add %h, %y : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %g = merak.get_param @ln.w : tensor<8xf32>
+  %b = merak.get_param @ln.b : tensor<8xf32>
+  %n = merak.layer_norm %r scale %g bias %b axis = 2 epsilon = 1.0e-05 : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %f = merak.tp_identity %n : tensor<2x4x8xf32>
+  %z = merak.matmul %f, %w : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+  return %z, %r : tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A Linear that tensor parallelism left replicated computes its rows only;
+// its weight passes through tp_identity (each rank's gradient covers its
+// rows). A dropout draws its mask by position: it reads the gathered rows.
+// CHECK-LABEL: func.func @forward
+// CHECK-NEXT: %[[W:.+]] = merak.tp_identity %arg1 : tensor<8x6xf32>
+// CHECK-NEXT: merak.reshape %arg0
+// CHECK-NEXT: %[[Y:.+]] = merak.reduce_scatter
+// CHECK-NEXT: %[[M:.+]] = merak.matmul %[[Y]], %[[W]] : tensor<4x1x8xf32>, tensor<8x6xf32> -> tensor<4x1x6xf32>
+// CHECK-NEXT: %[[MA:.+]] = merak.all_gather %[[M]]
+// CHECK-NEXT: %[[MF:.+]] = merak.reshape %[[MA]] : tensor<8x1x6xf32> to tensor<2x4x6xf32>
+// CHECK-NEXT: merak.dropout %[[MF]]
+func.func @forward(%p: tensor<2x4x8xf32>, %w: tensor<8x6xf32>) -> tensor<2x4x6xf32> {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %m = merak.matmul %y, %w : tensor<2x4x8xf32>, tensor<8x6xf32> -> tensor<2x4x6xf32>
+  %d, %k = merak.dropout %m ratio = 0.1 seed = 3 : tensor<2x4x6xf32> -> tensor<2x4x6xf32>, tensor<2x4x6xi1>
+  return %d : tensor<2x4x6xf32>
+}
+
+// -----
+
+// Left as they are: an end whose rows (3) do not divide by tp, and one
+// whose only reader cannot be split (a softmax over the rows' axis).
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: reduce_scatter
+// CHECK: merak.all_reduce %arg0
+// CHECK: merak.all_reduce %arg1
+// CHECK-NOT: reduce_scatter
+func.func @forward(%p: tensor<1x3x8xf32>, %q: tensor<2x4x8xf32>) -> (tensor<1x3x8xf32>, tensor<2x4x8xf32>) {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<1x3x8xf32> -> tensor<1x3x8xf32>
+  %e = merak.exp %y : tensor<1x3x8xf32>
+  %z = merak.all_reduce %q group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %s = merak.softmax %z axis = 1 : tensor<2x4x8xf32>
+  return %e, %s : tensor<1x3x8xf32>, tensor<2x4x8xf32>
+}
