@@ -98,8 +98,17 @@ def describe(c):
                                        c["schedule"])
     if c["virtual_stages"] > 1:
         s += " v%d" % c["virtual_stages"]
-    return s + " recompute %s%s%s" % (c["recompute"], " +overlap" if c["overlap"] else "",
-                                      " +zero" if c.get("zero") else "")
+    return s + " recompute %s%s%s%s" % (c["recompute"], " +overlap" if c["overlap"] else "",
+                                        " +zero" if c.get("zero") else "",
+                                        " +sp" if c.get("sequence_parallel") else "")
+
+
+def busy(c):
+    """A plan's mean busy time per device (seconds): its step less the idle
+    share (the bubble fraction is idle / (stages x step); the busy time
+    counts the stages' compute, their exposed communication and the
+    optimizer update)."""
+    return c["step_time_s"] * (1.0 - c["bubble_fraction"])
 
 
 def main():
@@ -157,7 +166,11 @@ def main():
         ca, cm, cb = auto["chosen"], mega["chosen"], best["chosen"]
         ratio = cm["step_time_s"] / ca["step_time_s"]
         ratio_best = cb["step_time_s"] / ca["step_time_s"]
-        rows.append((name, ca, cm, ratio, cb, ratio_best, auto_wall, best_wall))
+        # No schedule of the same kernels can make the expert's plan faster
+        # than its devices' mean busy time, nor merak's: the work per device
+        # is the model's (no recomputation in either) over the devices.
+        ceiling = cb["step_time_s"] / min(busy(ca), busy(cb))
+        rows.append((name, ca, cm, ratio, cb, ratio_best, auto_wall, best_wall, ceiling))
         shape = "the model of %s" % what if onnx else \
             "%d layers, hidden %d, %d heads, %s" % (layers, hidden, heads, what)
         print("GPT-%s (%s, seq %d, global batch %d, %s):"
@@ -175,6 +188,8 @@ def main():
               "fine stages, %d plans); merak-compile %.2f s wall, %.2f s CPU, peak RSS %.0f MiB"
               % (ratio, ratio_best, auto["search_time_s"], auto["probe_time_s"], auto["fine_stages"],
                  auto["plans_evaluated"], auto_wall[0], auto_wall[1], rss))
+        print("  mean busy time per device: merak %.3f s, expert %.3f s; the expert's step over "
+              "the smaller (the most any schedule gains): %.2fx" % (busy(ca), busy(cb), ceiling))
         if a.compiled:
             sa = simulate_compiled(compiler, path, ca, a.profile, a.precision, extra)
             sb = simulate_compiled(compiler, path, cb, a.profile, a.precision, extra,
@@ -187,14 +202,14 @@ def main():
     print()
     print("| model | merak plan | step (s) | Megatron fixed policy | step (s) | speedup "
           "| Megatron expert-configured | step (s) | speedup | planner wall / CPU (s) "
-          "| megatron-best wall / CPU (s) |")
-    print("|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|")
-    for name, ca, cm, ratio, cb, ratio_best, wall, best_wall in rows:
+          "| megatron-best wall / CPU (s) | expert's step / busy time |")
+    print("|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    for name, ca, cm, ratio, cb, ratio_best, wall, best_wall, ceiling in rows:
         print("| GPT-%s | %s | %.3f | %s | %.3f | %.2fx | %s | %.3f | %.2fx | %.2f / %.2f "
-              "| %.2f / %.2f |"
+              "| %.2f / %.2f | %.2fx |"
               % (name, describe(ca), ca["step_time_s"], describe(cm), cm["step_time_s"], ratio,
                  describe(cb), cb["step_time_s"], ratio_best, wall[0], wall[1], best_wall[0],
-                 best_wall[1]))
+                 best_wall[1], ceiling))
     if compiled:
         print()
         print("| model | merak plan, planned (s) | compiled (s) | expert plan, planned (s) "
