@@ -1,5 +1,6 @@
 // RUN: merak-opt %s -split-input-file --merak-sequence-parallel=tp=2 | FileCheck %s
 // RUN: merak-opt %s -split-input-file --merak-sequence-parallel=tp=1 | FileCheck %s --check-prefix=ONE
+// RUN: merak-opt %s -split-input-file --merak-sequence-parallel=tp=2 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 
 // A region's end (the all-reduce of a row-parallel Linear's partial sums)
 // becomes a reduce-scatter of the 8 token rows viewed as [8, 1, 8]; the
@@ -65,8 +66,11 @@ func.func @forward(%p: tensor<2x4x8xf32>, %w: tensor<8x6xf32>) -> tensor<2x4x6xf
 
 // -----
 
-// Left as they are: an end whose rows (3) do not divide by tp, and one
-// whose only reader cannot be split (a softmax over the rows' axis).
+// Left as they are: an end whose rows (3) do not divide by tp (a remark
+// says so), and one whose only reader cannot be split (a softmax over the
+// rows' axis).
+// REMARK: remark: merak-sequence-parallel: 3 token rows per micro-batch do not divide by tp=2: this block's neighbours stay replicated
+// REMARK-NOT: remark
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: reduce_scatter
 // CHECK: merak.all_reduce %arg0

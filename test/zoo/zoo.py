@@ -538,8 +538,21 @@ class Row:
         mesh = ["--dp", "2", "--pp", "2", "--microbatches", "4"]
         if self.name in BATCH_NORM_MODELS:
             mesh = ["--dp", "2", "--pp", "2", "--sync-batchnorm"]
+        tp = ["--tp", "2"]
+        if self.zoo.sequence_parallel:
+            # The ops between the tp blocks split over the token rows: the
+            # stages hold tp reduce-scatters.
+            tp += ["--sequence-parallel", "on"]
+            ir = tool(self.compile_cmd(PAR_B, *(sgd + mesh + tp), "--compile-to=pipeline"))
+            scatters = len(re.findall(r'merak\.reduce_scatter .*group = "tp"', ir))
+            note = parallel("sgd-d2t2p2m4-sp", mesh + tp, 8)
+            if not scatters:
+                why = re.search(r"merak-sequence-parallel: (.*)", ir)
+                raise Failure("--sequence-parallel on split nothing%s (%s)" % (
+                    ": " + why.group(1) if why else "", note))
+            return note + ", %d tp reduce-scatters" % scatters
         try:
-            return parallel("sgd-d2t2p2m4", mesh + ["--tp", "2"], 8)
+            return parallel("sgd-d2t2p2m4", mesh + tp, 8)
         except Failure as e:
             # Without tensor parallelism, to tell which part fails.
             try:
@@ -658,6 +671,7 @@ class Zoo:
         self._images = {}
         self.references = {}  # model -> reference()'s losses
         self.static_batch = False  # --static-batch
+        self.sequence_parallel = False  # --sequence-parallel
 
     def images(self, size):
         """(images, labels) of side `size`: a random pattern per class plus
@@ -723,6 +737,8 @@ def main():
     ap.add_argument("--exporters", default=",".join(EXPORTERS))
     ap.add_argument("--checks", default="abc", help="letters of a, b, c (default abc)")
     ap.add_argument("--parallel", action="store_true", help="also (d): dp2 tp2 pp2 m4")
+    ap.add_argument("--sequence-parallel", action="store_true",
+                    help="(d) with --sequence-parallel on")
     ap.add_argument("--attention", action="store_true",
                     help="also count the emitted attention( calls")
     ap.add_argument("--static-batch", action="store_true",
@@ -742,6 +758,7 @@ def main():
         (["attention"] if args.attention else [])
     zoo = Zoo(os.path.abspath(args.bin), os.path.abspath(args.workdir))
     zoo.static_batch = args.static_batch
+    zoo.sequence_parallel = args.sequence_parallel
     expected = read_table(args.expect_table, args.static_batch) if args.expect_table else {}
     start, rows, passed, failed = time.time(), [], 0, 0
     for m in args.models.split(","):

@@ -214,8 +214,20 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     }
     OpBuilder b(&getContext());
     SmallVector<Operation *> replaced;
+    bool remarked = false;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       b.setInsertionPoint(&op);
+      // A block whose token rows do not divide (Megatron-LM requires a
+      // sequence divisible by tp): said once.
+      if (auto end = dyn_cast<AllReduceOp>(op);
+          end && !remarked && end.getGroup() == "tp" && end.getNumOperands() == 1 &&
+          splittable(end.getType(0), 1) && !splittable(end.getType(0), tp)) {
+        end.emitRemark("merak-sequence-parallel: ")
+            << tokenRows(tensorOf(end.getResult(0))) << " token rows per micro-batch do not "
+            << "divide by tp=" << static_cast<int64_t>(tp)
+            << ": this block's neighbours stay replicated";
+        remarked = true;
+      }
       // A region's end.
       if (auto end = dyn_cast<AllReduceOp>(op);
           end && end.getGroup() == "tp" && end.getReduction() == "sum" &&
