@@ -449,7 +449,7 @@ void probeOneDegree(const CompileOptions &opts, const DialectRegistry &registry,
   std::string diag;
   llvm::raw_string_ostream ds(diag);
   CompileOptions o = opts;
-  o.sequenceParallel = out.sequenceParallel;
+  o.sequenceParallel = out.sequenceParallel ? 1 : 0;
   OwningOpRef<ModuleOp> m = compileProbe(o, out.tp, fine, ctx, ds, nullptr, nullptr);
   if (m) {
     // Errors of reading the costs (the memory plan) become the note.
@@ -496,9 +496,11 @@ void probeTensorParallelDegrees(Planner &pl, const CompileOptions &opts,
       continue;
     }
     degrees.push_back({tp});
-    // Sequence parallelism: off in the fixed Megatron-LM policy (its
-    // default), searched otherwise.
-    if (tp > 1 && !pl.megatron)
+    // Sequence parallelism: as --sequence-parallel says when given, off in
+    // the fixed Megatron-LM policy (its default), searched otherwise.
+    if (tp > 1 && opts.sequenceParallel == 1)
+      degrees.back().sequenceParallel = true;
+    else if (tp > 1 && opts.sequenceParallel < 0 && !pl.megatron)
       degrees.push_back({tp, true});
   }
   const unsigned workers =

@@ -184,7 +184,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   training.vocabParallel = tp > 1 && (o.vocabParallel >= 0 ? o.vocabParallel == 1
                                                            : o.loss == "cross-entropy");
   training.vocabParallelFallback = o.vocabParallel < 0;
-  training.sequenceParallel = tp > 1 && o.sequenceParallel;
+  training.sequenceParallel = tp > 1 && o.sequenceParallel == 1;
   training.optimizer = "optimizer=" + o.optimizer;
   for (const std::string &kv : o.optimizerOptions)
     training.optimizer += " " + kv;

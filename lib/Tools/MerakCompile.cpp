@@ -278,7 +278,8 @@ struct CommandLine {
       cl::desc("on or off (default): with --tp > 1, split the ops between the tensor-parallel "
                "blocks (residual adds, layer norms) over the tokens (Megatron-LM's sequence "
                "parallelism, merak-sequence-parallel): each block's all-reduce becomes a "
-               "reduce-scatter and an all-gather, and those activations shrink tp-fold"),
+               "reduce-scatter and an all-gather, and those activations shrink tp-fold; with "
+               "--devices the planner searches both unless this is given"),
       cl::value_desc("on|off"), cl::init("off"), cl::cat(cat)};
   cl::opt<std::string> fusedAttention{
       "fused-attention",
@@ -452,9 +453,14 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       !readOnOff(opts.fusedAttention, o.fusedAttention) ||
       !readOnOff(opts.weightCastCache, o.weightCastCache) ||
       !readOnOff(opts.gradAccumulationFusion, o.gradAccumulationFusion) ||
-      !readOnOff(opts.sequenceParallel, o.sequenceParallel) ||
       !readOnOff(opts.fusedExperts, o.fusedExperts))
     return 1;
+  if (opts.sequenceParallel.getNumOccurrences()) {
+    bool on = false;
+    if (!readOnOff(opts.sequenceParallel, on))
+      return 1;
+    o.sequenceParallel = on ? 1 : 0;
+  }
   o.syncBatchNorm = opts.syncBatchNorm;
   o.moeAuxLoss = opts.moeAuxLoss;
   o.moeCapacityFactor = opts.moeCapacityFactor;

@@ -233,7 +233,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.virtualStages = c.virtualStages;
   o.recompute = c.recompute;
   o.zero = c.zero ? 1 : 0;
-  o.sequenceParallel = c.sequenceParallel;
+  o.sequenceParallel = c.sequenceParallel ? 1 : 0;
   o.ep = c.ep;
   o.moeShadow = c.moeShadow;
   o.moeRebalanceEvery = c.moeRebalanceEvery;

@@ -182,7 +182,7 @@ LogicalResult resolveTraining(const CompileOptions &opts, PipelineOptions &p,
   p.fusedAttention = opts.fusedAttention;
   p.weightCastCache = opts.weightCastCache;
   p.gradAccumulationFusion = opts.gradAccumulationFusion;
-  p.sequenceParallel = opts.sequenceParallel;
+  p.sequenceParallel = opts.sequenceParallel == 1;
   p.syncBatchNorm = opts.syncBatchNorm;
   if (!(opts.moeAuxLoss >= 0) || !std::isfinite(opts.moeAuxLoss)) {
     error = "--moe-aux-loss must be a finite number >= 0, got " + std::to_string(opts.moeAuxLoss);

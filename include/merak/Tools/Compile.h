@@ -101,8 +101,9 @@ struct CompileOptions {
   bool weightCastCache = true;
   /// --grad-accumulation-fusion: merak-fuse-grad-accumulation (see Passes.td).
   bool gradAccumulationFusion = true;
-  /// --sequence-parallel: merak-sequence-parallel with --tp > 1.
-  bool sequenceParallel = false;
+  /// --sequence-parallel: merak-sequence-parallel with --tp > 1; -1 (not
+  /// given): off for a given mesh, searched with --devices.
+  int sequenceParallel = -1;
   /// --sync-batchnorm: merak-sync-batch-norm (see Passes.td).
   bool syncBatchNorm = false;
   /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import
