@@ -465,3 +465,27 @@ func.func @local_shard_of_sum(%x: tensor<2x4x8xf32>, %y: tensor<8x8xf32>, %z: te
   %m = merak.local_shard %d group = "tp" : tensor<8x8xf32> -> tensor<4x8xf32>
   return %s, %l, %b, %m : tensor<4x1x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Adjacent tp sums of vectors (sequence parallelism's norm-scale
+// gradients) become one bucket; an activation's all-reduce, one over dp, and
+// one that reads the previous one's result keep their own ops.
+// CHECK-LABEL: func.func @tp_vector_buckets
+// CHECK-NEXT: %[[B:.+]]:3 = merak.all_reduce %arg0, %arg1, %arg2 group = "tp" reduction = "sum" : tensor<8xf32>, tensor<8xf32>, tensor<4xf32>
+// CHECK-NEXT: %[[X:.+]] = merak.all_reduce %arg3 group = "tp"
+// CHECK-NEXT: %[[D:.+]] = merak.all_reduce %arg0 group = "dp"
+// CHECK-NEXT: %[[E:.+]] = merak.all_reduce %arg1 group = "tp"
+// CHECK-NEXT: %[[F:.+]] = merak.all_reduce %[[E]] group = "tp"
+// CHECK-NEXT: return %[[B]]#0, %[[B]]#1, %[[B]]#2, %[[X]], %[[D]], %[[F]]
+func.func @tp_vector_buckets(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<4xf32>, %x: tensor<2x8xf32>)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %ra = merak.all_reduce %a group = "tp" reduction = "sum" : tensor<8xf32> -> tensor<8xf32>
+  %rb = merak.all_reduce %b group = "tp" reduction = "sum" : tensor<8xf32> -> tensor<8xf32>
+  %rc = merak.all_reduce %c group = "tp" reduction = "sum" : tensor<4xf32> -> tensor<4xf32>
+  %rx = merak.all_reduce %x group = "tp" reduction = "sum" : tensor<2x8xf32> -> tensor<2x8xf32>
+  %rd = merak.all_reduce %a group = "dp" reduction = "sum" : tensor<8xf32> -> tensor<8xf32>
+  %re = merak.all_reduce %b group = "tp" reduction = "sum" : tensor<8xf32> -> tensor<8xf32>
+  %rf = merak.all_reduce %re group = "tp" reduction = "sum" : tensor<8xf32> -> tensor<8xf32>
+  return %ra, %rb, %rc, %rx, %rd, %rf : tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+}

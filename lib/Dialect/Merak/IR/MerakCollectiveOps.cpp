@@ -322,3 +322,29 @@ LogicalResult LocalShardOp::canonicalize(LocalShardOp op, PatternRewriter &rewri
   rewriter.eraseOp(sum);
   return success();
 }
+
+LogicalResult AllReduceOp::canonicalize(AllReduceOp op, PatternRewriter &rewriter) {
+  // all_reduce(a) {tp, sum}; all_reduce(b) {tp, sum} -> all_reduce(a, b): one
+  // message instead of two, for vectors only (per-parameter gradients; an
+  // activation's all-reduce keeps its own op, which merak-overlap may
+  // split). Adjacent, so every rank still issues them in the same order.
+  auto next = dyn_cast_or_null<AllReduceOp>(op->getNextNode());
+  if (!next || op.getGroup() != "tp" || next.getGroup() != "tp" || op.getReduction() != "sum" ||
+      next.getReduction() != "sum")
+    return failure();
+  Type elem;
+  for (Value v : llvm::concat<Value>(op.getInputs(), next.getInputs())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() > 1 || (elem && t.getElementType() != elem) || v.getDefiningOp() == op)
+      return failure();
+    elem = t.getElementType();
+  }
+  SmallVector<Value> inputs(op.getInputs());
+  inputs.append(next.getInputs().begin(), next.getInputs().end());
+  rewriter.setInsertionPoint(next);
+  auto bucket = AllReduceOp::create(rewriter, next.getLoc(), inputs, "tp", "sum");
+  const unsigned first = op.getNumResults();
+  rewriter.replaceOp(op, bucket.getResults().take_front(first));
+  rewriter.replaceOp(next, bucket.getResults().drop_front(first));
+  return success();
+}

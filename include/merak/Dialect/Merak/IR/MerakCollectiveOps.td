@@ -24,6 +24,9 @@ def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
     the elementwise maximum ("max"; not differentiable).
     Several operands form one bucket, communicated as one message. On a
     group of one rank (and in the reference evaluator) it is the identity.
+    Canonicalization: two adjacent tp sums of vectors (rank <= 1: the
+    gradients of the norm scales and biases that sequence parallelism
+    sums over tp) become one bucket.
     Not `Pure`: every rank must issue the same collectives in the same
     order, so they are neither removed nor reordered.
 
@@ -47,6 +50,7 @@ def Merak_AllReduceOp : Merak_Op<"all_reduce", []> {
     }]>
   ];
   let hasVerifier = 1;
+  let hasCanonicalizeMethod = 1;
 }
 
 def Merak_ReduceScatterOp : Merak_Op<"reduce_scatter", []> {
