@@ -48,20 +48,40 @@ func.func @forward(%h: tensor<2x4x8xf32>, %p: tensor<2x4x8xf32>, %w: tensor<8x4x
 
 // A Linear that tensor parallelism left replicated computes its rows only;
 // its weight passes through tp_identity (each rank's gradient covers its
-// rows). A dropout draws its mask by position: it reads the gathered rows.
+// rows). A dropout on the rows records where they lie in the whole tensor
+// (tp_split on the rows view), so that it draws the serial mask.
 // CHECK-LABEL: func.func @forward
 // CHECK-NEXT: %[[W:.+]] = merak.tp_identity %arg1 : tensor<8x6xf32>
 // CHECK-NEXT: merak.reshape %arg0
 // CHECK-NEXT: %[[Y:.+]] = merak.reduce_scatter
 // CHECK-NEXT: %[[M:.+]] = merak.matmul %[[Y]], %[[W]] : tensor<4x1x8xf32>, tensor<8x6xf32> -> tensor<4x1x6xf32>
-// CHECK-NEXT: %[[MA:.+]] = merak.all_gather %[[M]]
-// CHECK-NEXT: %[[MF:.+]] = merak.reshape %[[MA]] : tensor<8x1x6xf32> to tensor<2x4x6xf32>
-// CHECK-NEXT: merak.dropout %[[MF]]
+// CHECK-NEXT: %[[D:.+]], %{{.+}} = merak.dropout %[[M]] ratio = {{.*}} {tp_split = array<i64: 0, 1, 2>} : tensor<4x1x6xf32> -> tensor<4x1x6xf32>, tensor<4x1x6xi1>
+// CHECK-NEXT: %[[DA:.+]] = merak.all_gather %[[D]]
+// CHECK-NEXT: %[[DF:.+]] = merak.reshape %[[DA]] : tensor<8x1x6xf32> to tensor<2x4x6xf32>
+// CHECK-NEXT: return %[[DF]]
 func.func @forward(%p: tensor<2x4x8xf32>, %w: tensor<8x6xf32>) -> tensor<2x4x6xf32> {
   %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %m = merak.matmul %y, %w : tensor<2x4x8xf32>, tensor<8x6xf32> -> tensor<2x4x6xf32>
   %d, %k = merak.dropout %m ratio = 0.1 seed = 3 : tensor<2x4x6xf32> -> tensor<2x4x6xf32>, tensor<2x4x6xi1>
   return %d : tensor<2x4x6xf32>
+}
+
+// -----
+
+// A dropout whose batch was split on dimension 1 (a sequence-first [T, B, C]
+// layout, 2 of 4 batch parts here) restates that split on the rows [T x B]:
+// dimension 0 in 4 blocks (the T rows before the batch dimension). One split
+// over tp already (inside a block) stays whole and reads the gathered rows.
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.dropout %{{.+}} ratio = {{.*}} {batch_split = array<i64: 0, 4, 4>, tp_split = array<i64: 0, 1, 2>} : tensor<4x1x8xf32>
+// CHECK: %[[G:.+]] = merak.all_gather
+// CHECK-NEXT: %[[GF:.+]] = merak.reshape %[[G]] : tensor<8x1x8xf32> to tensor<4x2x8xf32>
+// CHECK-NEXT: merak.dropout %[[GF]] ratio = {{.*}} {tp_split = array<i64: 2, 1, 2>} : tensor<4x2x8xf32>
+func.func @forward(%p: tensor<4x2x8xf32>) -> (tensor<4x2x8xf32>, tensor<4x2x8xf32>) {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<4x2x8xf32> -> tensor<4x2x8xf32>
+  %d, %k = merak.dropout %y ratio = 0.1 seed = 3 {batch_split = array<i64: 1, 1, 4>} : tensor<4x2x8xf32> -> tensor<4x2x8xf32>, tensor<4x2x8xi1>
+  %e, %l = merak.dropout %y ratio = 0.1 seed = 4 {tp_split = array<i64: 2, 1, 2>} : tensor<4x2x8xf32> -> tensor<4x2x8xf32>, tensor<4x2x8xi1>
+  return %d, %e : tensor<4x2x8xf32>, tensor<4x2x8xf32>
 }
 
 // -----

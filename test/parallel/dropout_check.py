@@ -23,7 +23,11 @@ Checks:
                again by the recomputation) and dp2-tp2-pp2-m4, trained with
                SGD-momentum: losses and the final checkpoint within 1e-5 of
                the serial program's (AdamW would turn rounding noise into
-               lr-sized steps; pipeline_check.py allows it 1e-4).
+               lr-sized steps; pipeline_check.py allows it 1e-4);
+               tp2-sp and dp2-tp2-pp2-m4-sp add --sequence-parallel on
+               (the residual branches' dropouts on each rank's token rows,
+               which must draw the serial masks: the stages must hold
+               dropouts split by rows, tp_split [0, 1, 2]).
 Ends with "N passed, M failed".
 """
 import json
@@ -51,7 +55,9 @@ OPTIMIZERS = {"adamw": ["--optimizer", "adamw", "--opt", "lr=%g" % LR],
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MESHES = {"dp2-m2": dict(dp=2, m=2), "tp2": dict(tp=2),
           "pp2-m2-recompute": dict(pp=2, m=2, extra=["--recompute", "full"]),
-          "dp2-tp2-pp2-m4": dict(dp=2, tp=2, pp=2, m=4)}
+          "dp2-tp2-pp2-m4": dict(dp=2, tp=2, pp=2, m=4),
+          "tp2-sp": dict(tp=2, extra=["--sequence-parallel", "on"]),
+          "dp2-tp2-pp2-m4-sp": dict(dp=2, tp=2, pp=2, m=4, extra=["--sequence-parallel", "on"])}
 CHECKS = ["torch", "unfused", "evaluator"] + list(MESHES)
 
 U64 = np.uint64
@@ -225,7 +231,18 @@ def check(env, name):
         return False, "unknown check"
     serial, serial_params = env.train(optimizer="sgd")
     got, params = env.train(optimizer="sgd", **MESHES[name])
-    return compare_with_serial(got, params, serial, serial_params, SERIAL_TOL, STEPS)
+    ok, msg = compare_with_serial(got, params, serial, serial_params, SERIAL_TOL, STEPS)
+    if name.endswith("-sp"):
+        mesh = MESHES[name]
+        cmd = [os.path.join(env.bin_dir, "merak-compile"), env.onnx, "--compile-to=training"]
+        cmd += env.compile_flags("sgd") + mesh["extra"]
+        for flag, key in (("--dp", "dp"), ("--tp", "tp"), ("--pp", "pp"), ("--microbatches", "m")):
+            if mesh.get(key, 1) > 1:
+                cmd += [flag, str(mesh[key])]
+        rows = len(re.findall(r"merak\.dropout .*tp_split = array<i64: 0, 1, 2>.*x1x",
+                              run(cmd)))
+        ok, msg = ok and rows > 0, msg + "; %d dropouts split by rows" % rows
+    return ok, msg
 
 
 def main():

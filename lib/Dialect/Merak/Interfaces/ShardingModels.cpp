@@ -554,6 +554,25 @@ struct ShardingModel
       axis == "tp" ? attn.setTpSplitAttr(split) : attn.setBatchSplitAttr(split);
     }
   }
+  LogicalResult viewAsRows(Operation *op, ArrayRef<int64_t> shape) const {
+    if constexpr (std::is_same_v<OpTy, DropoutOp>) {
+      // The mask's positions: a split of a row dimension d (blocks b) is, on
+      // the rows, a split of dimension 0 in b x (the rows before d) blocks.
+      // A tensor-parallel split is on a block's features: not rows.
+      auto dropout = cast<DropoutOp>(op);
+      if (dropout.getTpSplit())
+        return failure();
+      if (std::optional<ArrayRef<int64_t>> s = dropout.getBatchSplit()) {
+        int64_t dim = (*s)[0], blocks = (*s)[1];
+        if (dim + 1 >= (int64_t)shape.size())
+          return failure();
+        for (int64_t d = 0; d < dim; ++d)
+          blocks *= shape[d];
+        dropout.setBatchSplitAttr(DenseI64ArrayAttr::get(op->getContext(), {0, blocks, (*s)[2]}));
+      }
+    }
+    return success();
+  }
   void adaptToLocalTypes(Operation *op) const {
     if constexpr (std::is_same_v<OpTy, SplitOp>) {
       // Sizes follow the (local) result types along the axis.

@@ -56,12 +56,30 @@ RankedTensorType rowsView(RankedTensorType t, int64_t rows) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
-/// Whether `t` can carry split token rows: a float tensor of rank >= 2 whose
-/// rows divide by `tp`.
-bool splittable(Type type, int64_t tp) {
+/// Whether `t` can carry split token rows: a tensor of rank >= 2 whose rows
+/// divide by `tp`, of floats unless `anyElement` (what is split and read
+/// again must be gathered, which takes floats).
+bool splittable(Type type, int64_t tp, bool anyElement = false) {
   auto t = dyn_cast<RankedTensorType>(type);
-  return t && t.hasStaticShape() && t.getRank() >= 2 && isa<FloatType>(t.getElementType()) &&
-         tokenRows(t) % tp == 0 && tokenRows(t) > 0;
+  return t && t.hasStaticShape() && t.getRank() >= 2 &&
+         (anyElement || isa<FloatType>(t.getElementType())) && tokenRows(t) % tp == 0 &&
+         tokenRows(t) > 0;
+}
+
+/// Whether `op` at most reads memory (a dropout reads the training
+/// position): splitting it over rows keeps its meaning where it records its
+/// positions (ShardingRuleOpInterface::viewAsRows, recordSplit).
+bool readsOnly(Operation *op) {
+  if (isMemoryEffectFree(op))
+    return true;
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (!effects)
+    return false;
+  SmallVector<MemoryEffects::EffectInstance> list;
+  effects.getEffects(list);
+  return llvm::all_of(list, [](const MemoryEffects::EffectInstance &e) {
+    return isa<MemoryEffects::Read>(e.getEffect());
+  });
 }
 
 /// How an op may be split over the token rows: for each operand, whether
@@ -73,7 +91,7 @@ struct RowwiseOp {
 /// The rowwise form of `op` (see the file comment), or nullopt.
 std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
   auto iface = dyn_cast<ShardingRuleOpInterface>(op);
-  if (!iface || op->getNumResults() == 0 || !isMemoryEffectFree(op))
+  if (!iface || op->getNumResults() == 0 || !readsOnly(op))
     return std::nullopt;
   std::optional<ShardingRule> rule = iface.getShardingRule();
   if (!rule || rule->results.size() != op->getNumResults() ||
@@ -107,8 +125,10 @@ std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
           return false;
     return true;
   };
+  // A result read nowhere yet (a dropout's mask, for its gradient) may be
+  // of any element type.
   for (auto [result, factors] : llvm::zip(op->getResults(), rule->results))
-    if (!sameRows(factors) || !splittable(result.getType(), tp) ||
+    if (!sameRows(factors) || !splittable(result.getType(), tp, result.use_empty()) ||
         tokenRows(tensorOf(result)) != tokenRows(tensorOf(op->getResult(0))))
       return std::nullopt;
   RowwiseOp r;
@@ -184,6 +204,11 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
       RankedTensorType t = tensorOf(res);
       res.setType(rowsView(t, tokenRows(t) / tp));
     }
+    auto iface = cast<ShardingRuleOpInterface>(clone);
+    if (failed(iface.viewAsRows(tensorOf(op->getResult(0)).getShape()))) {
+      clone->erase();
+      return failure();
+    }
     {
       ScopedDiagnosticHandler quiet(op->getContext(), [](Diagnostic &) { return success(); });
       if (failed(verify(clone))) {
@@ -191,8 +216,7 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
         return failure();
       }
     }
-    if (auto iface = dyn_cast<ShardingRuleOpInterface>(clone))
-      iface.recordSplit("tp", 0, 1, tp);
+    iface.recordSplit("tp", 0, 1, tp);
     for (auto [res, rows] : llvm::zip(op->getResults(), clone->getResults()))
       split[res] = rows;
     return success();

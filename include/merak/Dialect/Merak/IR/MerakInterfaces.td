@@ -78,7 +78,15 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "(merak.dropout's mask) record it; the others ignore it.",
       "void", "recordSplit",
       (ins "::llvm::StringRef":$axis, "int64_t":$dim, "int64_t":$blocks, "int64_t":$parts),
-      "", "return;">
+      "", "return;">,
+    InterfaceMethod<
+      "Before a pass views the op's tensors of shape `shape` as rows [N, 1, "
+      "..., 1, C] (N the product of every dimension but the last; "
+      "merak-sequence-parallel): restates the positions the op recorded "
+      "(recordSplit) on that view, or fails where they cannot be (the op is "
+      "then left whole). Ops that record none succeed.",
+      "::mlir::LogicalResult", "viewAsRows", (ins "::llvm::ArrayRef<int64_t>":$shape), "",
+      "return ::mlir::success();">
   ];
 }
 

@@ -190,8 +190,12 @@ def MerakSequenceParallel : Pass<"merak-sequence-parallel", "mlir::ModuleOp"> {
       dimensions with the same factors (then it is split alike: a
       replicated one is cut with `merak.local_shard`) or none of them (a
       broadcast operand such as a norm's scale or a bias, kept whole).
-      Only ops free of memory effects are split (a dropout draws its mask
-      by position and is gathered), only float values.
+      Only ops that at most read memory are split, and a value read again
+      whole must be a float. A dropout (which reads the training position)
+      records its rows' place in the whole tensor
+      (ShardingRuleOpInterface's viewAsRows and recordSplit), so that it
+      draws the serial program's mask; one split over tp already (inside a
+      block) or over the last dimension stays whole.
     - A kept operand passes through `merak.tp_identity`: each rank's
       gradient of it covers its own rows, summed over tp.
     - Anything else reading a split value (a region's start
