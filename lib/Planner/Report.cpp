@@ -520,10 +520,6 @@ void Report::printText(llvm::raw_ostream &os) const {
   os << "memory per rank: parameter storage " << bytesStr(paramStorageBytes)
      << " (every parameter and its state, on every rank), constants " << bytesStr(constantBytes)
      << (plannedByCompile ? "" : "; arenas planned for this report") << "\n";
-  auto group = [&](const StageInfo &st, StringRef g) {
-    auto it = st.collectives.find(g.str());
-    return it == st.collectives.end() ? Traffic() : it->second;
-  };
   for (auto [s, st] : llvm::enumerate(stages)) {
     int64_t s64 = s;
     os << "stage " << s << " (ranks " << rangeStr(s64 * dp * tp, (s64 + 1) * dp * tp - 1)
@@ -607,13 +603,15 @@ void Report::printText(llvm::raw_ostream &os) const {
     os << " none\n";
   } else {
     int64_t sharded = llvm::count_if(params, [](const ParamInfo &p) { return (bool)p.shard; });
-    Traffic total;
-    for (const StageInfo &st : stages) {
-      total.count += group(st, "all_reduce tp").count;
-      total.bytes += group(st, "all_reduce tp").bytes;
-    }
+    Traffic sums = total("all_reduce tp"), scatters = total("reduce_scatter tp"),
+            gathers = total("all_gather tp");
     os << " tp " << tp << ", " << sharded << " sharded parameters; all_reduce tp per step "
-       << total.count << " x (" << total.bytes << " bytes)\n";
+       << sums.count << " x (" << sums.bytes << " bytes)";
+    // merak-sequence-parallel: the blocks' ends and starts.
+    if (scatters.count)
+      os << "; sequence parallel: reduce_scatter tp " << scatters.count << " x (" << scatters.bytes
+         << " bytes), all_gather tp " << gathers.count << " x (" << gathers.bytes << " bytes)";
+    os << "\n";
     for (const ParamInfo &p : params)
       if (p.shard)
         os << "  " << p.name << ": " << p.split << "-parallel, axis " << p.shard->axis << ", "

@@ -104,6 +104,17 @@ static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st, T
   };
 }
 
+/// merak-sequence-parallel's reduce-scatters and all-gathers over tp, or
+/// null without them.
+static json::Value sequenceParallelJson(const Report &r) {
+  Traffic scatters = r.total("reduce_scatter tp"), gathers = r.total("all_gather tp");
+  if (!scatters.count)
+    return nullptr;
+  return json::Object{
+      {"reduce_scatter", json::Object{{"count", scatters.count}, {"bytes", scatters.bytes}}},
+      {"all_gather", json::Object{{"count", gathers.count}, {"bytes", gathers.bytes}}}};
+}
+
 /// "tensor_parallel": the sharded parameters, the vocabulary split (the
 /// first shard's numbers, and every shard), the tp all-reduces.
 static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) {
@@ -139,7 +150,8 @@ static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) 
                                                  {"logits_split", r.vocabLoss},
                                                  {"shards", std::move(vocabShards)}})
                       : json::Value(nullptr)},
-      {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}}};
+      {"all_reduce", json::Object{{"count", tpTotal.count}, {"bytes", tpTotal.bytes}}},
+      {"sequence_parallel", sequenceParallelJson(r)}};
 }
 
 /// "data_parallel": the gradient buckets and the scalars reduced over dp.

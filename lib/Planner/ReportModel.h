@@ -99,6 +99,14 @@ struct Report {
   void collectStage(int64_t s, ModuleOp planned);
   void countCollectives(func::FuncOp fn, int64_t times, int64_t s, int fragment = 0);
   void printText(llvm::raw_ostream &os) const;
+  /// One kind of collective ("all_reduce tp", ...) summed over the stages.
+  Traffic total(StringRef key) const {
+    Traffic t;
+    for (const StageInfo &st : stages)
+      if (auto it = st.collectives.find(key.str()); it != st.collectives.end())
+        t = {t.count + it->second.count, t.bytes + it->second.bytes};
+    return t;
+  }
   void printVocabulary(llvm::raw_ostream &os) const;
   json::Value toJson() const;
 
