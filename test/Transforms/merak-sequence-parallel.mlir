@@ -103,3 +103,41 @@ func.func @forward(%p: tensor<1x3x8xf32>, %q: tensor<2x4x8xf32>) -> (tensor<1x3x
   %s = merak.softmax %z axis = 1 : tensor<2x4x8xf32>
   return %e, %s : tensor<1x3x8xf32>, tensor<2x4x8xf32>
 }
+
+// -----
+
+// The embedding's end: the position table [4, 8] (rows broadcast over the
+// batch) is broadcast to the rows and cut.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.+]] = merak.reduce_scatter %{{.+}} group = "tp" reduction = "sum" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[P:.+]] = merak.broadcast %arg1 : tensor<4x8xf32> to tensor<2x4x8xf32>
+// CHECK-NEXT: %[[PV:.+]] = merak.reshape %[[P]] : tensor<2x4x8xf32> to tensor<8x1x8xf32>
+// CHECK-NEXT: %[[PS:.+]] = merak.local_shard %[[PV]] group = "tp" : tensor<8x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[H:.+]] = merak.add %[[Y]], %[[PS]] : tensor<4x1x8xf32>, tensor<4x1x8xf32>
+// CHECK-NEXT: merak.all_gather %[[H]]
+func.func @forward(%p: tensor<2x4x8xf32>, %pos: tensor<4x8xf32>) -> tensor<2x4x8xf32> {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %h = merak.add %y, %pos : tensor<2x4x8xf32>, tensor<4x8xf32>
+  return %h : tensor<2x4x8xf32>
+}
+
+// -----
+
+// The same rows in another rank (a flattening Linear's [4, 8] read as
+// [1, 4, 8]) are reshaped, not gathered.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.+]] = merak.reduce_scatter %{{.+}} : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[H:.+]] = merak.add %[[Y]], %{{.+}} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK-NEXT: %[[HV:.+]] = merak.reshape %[[H]] : tensor<2x8xf32> to tensor<2x1x8xf32>
+// CHECK-NEXT: %[[W:.+]] = merak.broadcast %[[HV]] : tensor<2x1x8xf32> to tensor<2x1x8xf32>
+// CHECK-NEXT: %[[E:.+]] = merak.exp %[[W]] : tensor<2x1x8xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.all_gather %[[E]] group = "tp" : tensor<2x1x8xf32> -> tensor<4x1x8xf32>
+// CHECK-NEXT: %[[GF:.+]] = merak.reshape %[[G]] : tensor<4x1x8xf32> to tensor<1x4x8xf32>
+// CHECK-NEXT: return %[[GF]]
+func.func @forward(%p: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<1x4x8xf32> {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<4x8xf32> -> tensor<4x8xf32>
+  %h = merak.add %y, %b : tensor<4x8xf32>, tensor<8xf32>
+  %w = merak.broadcast %h : tensor<4x8xf32> to tensor<1x4x8xf32>
+  %e = merak.exp %w : tensor<1x4x8xf32>
+  return %e : tensor<1x4x8xf32>
+}

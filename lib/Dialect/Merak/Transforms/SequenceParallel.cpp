@@ -83,9 +83,12 @@ bool readsOnly(Operation *op) {
 }
 
 /// How an op may be split over the token rows: for each operand, whether
-/// it carries the rows (split alike) or none of them (kept whole).
+/// it carries the rows (split alike), some of them with the others
+/// broadcast (a position table [1, T, C]: broadcast to the rows, then
+/// split), or none of them (kept whole).
+enum class Operand { Rows, Broadcast, Kept };
 struct RowwiseOp {
-  SmallVector<bool> rowOperand;
+  SmallVector<Operand> operands;
 };
 
 /// The rowwise form of `op` (see the file comment), or nullopt.
@@ -131,13 +134,27 @@ std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
     if (!sameRows(factors) || !splittable(result.getType(), tp, result.use_empty()) ||
         tokenRows(tensorOf(result)) != tokenRows(tensorOf(op->getResult(0))))
       return std::nullopt;
+  // Some rows, each row dimension either the result's or broadcast (a 1, or
+  // missing in front: numpy's right-aligned broadcasting).
+  auto someRows = [&](Value v, const ShardingRule::TensorFactors &t) {
+    if (t.empty() || t.size() > rank || !splittable(v.getType(), 1))
+      return false;
+    ArrayRef<int64_t> shape = tensorOf(v).getShape();
+    const size_t missing = rank - t.size();
+    for (size_t d = missing; d + 1 < rank; ++d)
+      if (t[d - missing] != rows[d] && !(t[d - missing].empty() && shape[d - missing] == 1))
+        return false;
+    return llvm::none_of(t.back(), [&](unsigned f) { return rowFactors.count(f); });
+  };
   RowwiseOp r;
+  const int64_t n = tokenRows(tensorOf(op->getResult(0)));
   for (auto [operand, factors] : llvm::zip(op->getOperands(), rule->operands)) {
-    if (sameRows(factors) && splittable(operand.getType(), tp) &&
-        tokenRows(tensorOf(operand)) == tokenRows(tensorOf(op->getResult(0))))
-      r.rowOperand.push_back(true);
+    if (sameRows(factors) && splittable(operand.getType(), tp) && tokenRows(tensorOf(operand)) == n)
+      r.operands.push_back(Operand::Rows);
     else if (noRows(factors))
-      r.rowOperand.push_back(false);
+      r.operands.push_back(Operand::Kept);
+    else if (someRows(operand, factors))
+      r.operands.push_back(Operand::Broadcast);
     else
       return std::nullopt;
   }
@@ -151,7 +168,7 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
   DenseMap<Value, Value> split;
   /// Caches: a split value's gather, a replicated value's local rows, a
   /// kept operand's tp_identity.
-  DenseMap<Value, Value> gathered, localRows, identity;
+  DenseMap<Value, Value> gathered, localRows, identity, broadcasts;
 
   Value gather(OpBuilder &b, Value original) {
     Value &g = gathered[original];
@@ -178,6 +195,26 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     return l;
   }
 
+  /// This rank's rows of `v` broadcast to the row dimensions of `op`'s
+  /// first result (its own last dimension kept): a reshape of its rows when
+  /// only dimensions of size 1 differ (the same rows in another rank), else
+  /// the broadcast's rows (a position table); null for a split value whose
+  /// rows are not the op's.
+  Value broadcastRows(OpBuilder &b, Value v, Operation *op) {
+    SmallVector<int64_t> shape(tensorOf(op->getResult(0)).getShape());
+    shape.back() = tensorOf(v).getShape().back();
+    auto full = RankedTensorType::get(shape, tensorOf(v).getElementType());
+    const int64_t n = tokenRows(full);
+    if (tokenRows(tensorOf(v)) == n)
+      return ReshapeOp::create(b, v.getLoc(), rowsView(full, n / tp), rowsOf(b, v));
+    if (split.count(v))
+      return {};
+    Value &wide = broadcasts[v];
+    if (!wide)
+      wide = BroadcastOp::create(b, v.getLoc(), full, v);
+    return rowsOf(b, wide);
+  }
+
   Value kept(OpBuilder &b, Value v) {
     if (!isa<FloatType>(getElementTypeOrSelf(v.getType())))
       return v;
@@ -197,8 +234,14 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
   /// nothing behind.
   LogicalResult splitOp(OpBuilder &b, Operation *op, const RowwiseOp &r) {
     IRMapping map;
-    for (auto [operand, row] : llvm::zip(op->getOperands(), r.rowOperand))
-      map.map(operand, row ? rowsOf(b, operand) : kept(b, operand));
+    for (auto [operand, kind] : llvm::zip(op->getOperands(), r.operands)) {
+      Value mapped = kind == Operand::Rows        ? rowsOf(b, operand)
+                     : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
+                                                  : kept(b, operand);
+      if (!mapped)
+        return failure();
+      map.map(operand, mapped);
+    }
     Operation *clone = b.clone(*op, map);
     for (Value res : clone->getResults()) {
       RankedTensorType t = tensorOf(res);
