@@ -141,3 +141,20 @@ func.func @forward(%p: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<1x4x8xf32> 
   %e = merak.exp %w : tensor<1x4x8xf32>
   return %e : tensor<1x4x8xf32>
 }
+
+// -----
+
+// A split value that an op reads without its rows (the contraction operand
+// of x^T y) is read whole, gathered; its other operand stays as it is.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.+]] = merak.reduce_scatter
+// CHECK-NEXT: %[[H:.+]] = merak.tanh %[[Y]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.all_gather %[[H]] group = "tp" : tensor<4x8xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: %[[GF:.+]] = merak.reshape %[[G]] : tensor<8x8xf32> to tensor<8x8xf32>
+// CHECK-NEXT: merak.matmul %arg1, %[[GF]] : tensor<6x8xf32>, tensor<8x8xf32> -> tensor<6x8xf32>
+func.func @forward(%p: tensor<8x8xf32>, %x: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<8x8xf32> -> tensor<8x8xf32>
+  %h = merak.tanh %y : tensor<8x8xf32>
+  %m = merak.matmul %x, %h : tensor<6x8xf32>, tensor<8x8xf32> -> tensor<6x8xf32>
+  return %m : tensor<6x8xf32>
+}

@@ -234,6 +234,11 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
   /// nothing behind.
   LogicalResult splitOp(OpBuilder &b, Operation *op, const RowwiseOp &r) {
     IRMapping map;
+    // A split value the rule reads without its rows (a contraction's
+    // operand) is read whole: the op is not split.
+    for (auto [operand, kind] : llvm::zip(op->getOperands(), r.operands))
+      if (kind == Operand::Kept && split.count(operand))
+        return failure();
     for (auto [operand, kind] : llvm::zip(op->getOperands(), r.operands)) {
       Value mapped = kind == Operand::Rows        ? rowsOf(b, operand)
                      : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
@@ -266,6 +271,8 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
   }
 
   void runOnOperation() override {
+    // The maps hold this run's values only (a pass instance may run again).
+    split.clear(), gathered.clear(), localRows.clear(), identity.clear(), broadcasts.clear();
     if (tp <= 1)
       return;
     auto fn = getOperation().lookupSymbol<func::FuncOp>(entry);
