@@ -59,6 +59,8 @@ MESHES = {
     "dp2-tp2-zero1": (["--dp", "2", "--tp", "2", "--zero", "1"], 4),
     # Gradients reduced in bf16 (ncclBfloat16 / the staged MPI bf16 sum).
     "dp2-bf16-reduce": (["--dp", "2", "--grad-reduce", "bf16"], 2),
+    # Sequence parallelism: tp reduce-scatters and all-gathers (NCCL).
+    "tp2-sp": (["--tp", "2", "--sequence-parallel", "on"], 2),
 }
 PIPELINES = {
     "pp2-1f1b": (["--pp", "2", "--microbatches", "4", "--schedule", "1f1b"], 2),
@@ -70,6 +72,8 @@ PIPELINES = {
                            "shifted-critical-path", "--recompute", "selective"], 2),
     "pp2-dp2": (["--pp", "2", "--dp", "2", "--microbatches", "2"], 4),
     "pp2-tp2": (["--pp", "2", "--tp", "2", "--microbatches", "2", "--schedule", "gpipe"], 4),
+    "pp2-tp2-sp": (["--pp", "2", "--tp", "2", "--microbatches", "2", "--schedule", "gpipe",
+                    "--sequence-parallel", "on"], 4),
 }
 MESHES.update(PIPELINES)
 
