@@ -77,6 +77,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("devices", &CompileOptions::devices)
       .def_readwrite("target", &CompileOptions::target)
       .def_readwrite("vocab_parallel", &CompileOptions::vocabParallel)
+      .def_readwrite("sequence_parallel", &CompileOptions::sequenceParallel)
       .def_readwrite("schedule", &CompileOptions::schedule)
       .def_readwrite("virtual_stages", &CompileOptions::virtualStages)
       .def_readwrite("recompute", &CompileOptions::recompute)

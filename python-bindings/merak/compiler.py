@@ -65,7 +65,7 @@ def _error_message(diagnostics):
 def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatches=None,
             devices=None, memory_per_device=None, device_profile=None, schedule=None,
             virtual_stages=None,
-            stage_boundaries=None, zero=0, vocab_parallel=None,
+            stage_boundaries=None, zero=0, vocab_parallel=None, sequence_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True,
             sync_batchnorm=False, fused_experts=True, moe_aux_loss=0.0, ep=1, moe_dispatcher="alltoall",
             moe_shadow=0, moe_shadow_min_rows=0, moe_rebalance_every=0, moe_chunks=1,
@@ -88,7 +88,8 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     Keywords follow merak-compile's flags (docs/user-guide.md): dp, tp, pp,
     microbatches, schedule ("gpipe"|"1f1b"|"interleaved"|"zb-h1"|"zb-h2"|
     "shifted-critical-path"), virtual_stages (interleaved), stage_boundaries, zero (0|1),
-    vocab_parallel (None: the default, True, False), bucket_mb, tp_overlap
+    vocab_parallel (None: the default, True, False), sequence_parallel (None:
+    off for a given mesh and searched with devices=, True, False), bucket_mb, tp_overlap
     ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), sync_batchnorm
     (bool: BatchNorm statistics over every dp rank's rows), fused_experts (bool), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), ep
     (expert-parallel ranks of a MoE model, dividing dp), moe_dispatcher
@@ -171,6 +172,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.stage_boundaries = [int(b) for b in (stage_boundaries or [])]
         o.zero = int(zero)
         o.vocab_parallel = -1 if vocab_parallel is None else int(bool(vocab_parallel))
+        o.sequence_parallel = -1 if sequence_parallel is None else int(bool(sequence_parallel))
         o.bucket_mb = float(bucket_mb)
         o.tp_overlap = tp_overlap
         o.dp_overlap = bool(dp_overlap)

@@ -9,6 +9,8 @@ Checks:
                  steps on a token array with the sequential sampler: losses
                  equal PyTorch's (float64) within 1e-4 relative, and after
                  load_into the module's parameters equal PyTorch's (1e-4);
+  gpt-1-2-2-sp   the same at (1,2,2) with sequence_parallel=True: the report
+                 must show its reduce-scatters;
   mlp            an MLP on feature arrays, the same comparison;
   encoder        an nn.TransformerEncoder trains (losses finite and falling)
                  and load_into sets its parameters;
@@ -158,15 +160,16 @@ def gpt(seed=0):
     return em.GPT2(vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, block_size=T)
 
 
-def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None, schedule=None):
+def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None, schedule=None,
+              sequence_parallel=None):
     model, reference = gpt(), gpt()
     ids = torch.zeros(B, T, dtype=torch.int64)
     prog = env.merak.compile(model, example_inputs=(ids,), dp=dp, tp=tp, pp=pp,
                              microbatches=2 if pp > 1 else 1, optimizer="adamw", lr=LR,
                              recompute=recompute, memory_per_device=memory_per_device,
-                             schedule=schedule,
-                             workdir=env.workdir("gpt-%d-%d-%d-%s-%s" % (dp, tp, pp, recompute,
-                                                                          schedule)))
+                             schedule=schedule, sequence_parallel=sequence_parallel,
+                             workdir=env.workdir("gpt-%d-%d-%d-%s-%s-%s" % (
+                                 dp, tp, pp, recompute, schedule, sequence_parallel)))
     if prog.ranks != dp * tp * pp:
         return False, "Program.ranks %d" % prog.ranks
     got = prog.train(data=env.tokens, steps=STEPS, sampler="sequential", progress=False)
@@ -180,7 +183,11 @@ def check_gpt(env, dp, tp, pp, recompute=None, memory_per_device=None, schedule=
     modes = [s["activations"].get("recompute") for s in report["stages"]]
     if recompute in ("none", "full", "selective"):
         ok = ok and modes == [recompute] * pp
-    return ok, msg + "; %d ranks; recompute %s" % (prog.ranks, modes)
+    split = report["tensor_parallel"].get("sequence_parallel")
+    if sequence_parallel is not None:
+        ok = ok and bool(split) == sequence_parallel
+    return ok, msg + "; %d ranks; recompute %s%s" % (
+        prog.ranks, modes, "; sequence parallel %s" % split if split else "")
 
 
 def check_recompute(env):
@@ -641,6 +648,7 @@ def check_docs_example(env):
 CHECKS = {
     "gpt-1-1-1": lambda e: check_gpt(e, 1, 1, 1),
     "gpt-1-2-2": lambda e: check_gpt(e, 1, 2, 2),
+    "gpt-1-2-2-sp": lambda e: check_gpt(e, 1, 2, 2, sequence_parallel=True),
     "gpt-devices2": lambda e: check_gpt_devices(e, 2),
     "mlp": check_mlp,
     "encoder": check_encoder,
