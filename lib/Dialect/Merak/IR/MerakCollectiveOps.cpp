@@ -298,8 +298,9 @@ Value mlir::merak::buildZeroUnflatten(OpBuilder &b, Location loc, Value padded,
 
 LogicalResult LocalShardOp::canonicalize(LocalShardOp op, PatternRewriter &rewriter) {
   // local_shard(reshape?(all_reduce(x) {g, sum})) -> reduce_scatter(reshape?(x)) {g, sum}:
-  // this rank's part of the sum. The reshape (if any) must keep the leading
-  // split: its result's leading dimension divides into the parts.
+  // this rank's part of the sum (a reshape commutes with the elementwise
+  // sum; both ops split the same leading dimension, which local_shard's
+  // verifier checked).
   Value in = op.getInput();
   auto view = in.getDefiningOp<ReshapeOp>();
   if (view) {
