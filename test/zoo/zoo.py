@@ -67,7 +67,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import zoo_table  # noqa: E402
-from zoo_table import NOT_RUN, OK, read_table  # noqa: E402
+from zoo_table import NOT_RUN, OK, exporter_error, first_line, read_table  # noqa: E402
 from zoo_models import (CausalEncoderLM, CausalLM, Clip3DNet, DenseMoELM,  # noqa: E402,F401
                         GridSampleNet, ImageClassifier, LegacyMixtralMoE, MaskedLM,
                         RecurrentLM, Seq2SeqLM, SequenceClassifier)
@@ -593,20 +593,6 @@ class Row:
             blocked = col in ("export", "a") and self.cells[col] != OK and \
                 not (col == "export" and self.static and self.cells[col] != OK and
                      self.cells[col].startswith("static batch only"))
-
-
-def first_line(text):
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
-    return lines[0][:300] if lines else ""
-
-
-def exporter_error(e):
-    """The innermost cause of torch.onnx's error (its own first line only
-    says which step of the export failed)."""
-    while e.__cause__ is not None:
-        e = e.__cause__
-    return "%s: %s" % (type(e).__name__, first_line(str(e)))
 
 
 # ----------------------------------------------------------------------------

@@ -13,6 +13,21 @@ OK = "✓"
 NOT_RUN = "-"
 
 
+def first_line(text):
+    """A cell's error: the first non-blank line of `text`, colours removed."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def exporter_error(e):
+    """The innermost cause of torch.onnx's error (its own first line only
+    says which step of the export failed)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return "%s: %s" % (type(e).__name__, first_line(str(e)))
+
+
 def cell_text(text):
     return text.replace("|", "\\|").replace("\n", " ")
 
