@@ -4,7 +4,8 @@
 // (batch, head) slice are materialised, and attention_grad recomputes them
 // from query and key (it does not read the forward's result or lse), so the
 // runtime's streamed kernels are checked against an independent sum. A
-// bias is read through its broadcast (size-1 leading dims), and its
+// bias is read through its broadcast (size-1 leading dims; a [..., 1, S]
+// bias, ALiBi's, is the same for every query row), and its
 // gradient is the scores' gradient, one [T, S] block per slice. Dropout on
 // the probabilities is merak.dropout's mask (EvalNN.cpp) on the heads-first
 // [..., T, S] probabilities, drawn in both ops.
@@ -27,7 +28,7 @@ struct AttnDims {
   bool causal = false;
   int64_t window = 0;
   double scale = 1, softcap = 0;
-  const HostTensor *bias = nullptr; // [..., T, S], broadcast over the slices
+  const HostTensor *bias = nullptr; // [..., T or 1, S], broadcast over the slices
   SmallVector<int64_t> lead;        // the scores' leading (batch, head) dims
   SerialDropoutMask drop;           // of the probabilities [..., T, S]
 
@@ -58,11 +59,18 @@ struct AttnDims {
   /// The dropout factor of probability (b, r, c): 1 without dropout.
   double keep(int64_t b, int64_t r, int64_t c) const { return drop.factor((b * t + r) * s + c); }
 
-  /// The offset of slice b's [T, S] block in the bias (its size-1 leading
-  /// dims broadcast).
+  /// The bias's rows per slice: T, or 1 for a per-key bias (broadcast over
+  /// the query rows).
+  int64_t biasRows() const { return bias->getShape()[lead.size()]; }
+  /// The bias of score (r, c) of the slice whose block starts at `off`.
+  double biasAt(int64_t off, int64_t r, int64_t c) const {
+    return bias->getAsDouble(off + (biasRows() == 1 ? 0 : r * s) + c);
+  }
+  /// The offset of slice b's [T, S] (or [1, S]) block in the bias (its
+  /// size-1 leading dims broadcast).
   int64_t biasOffset(int64_t b) const {
     ArrayRef<int64_t> bs = bias->getShape();
-    int64_t off = 0, stride = t * s;
+    int64_t off = 0, stride = biasRows() * s;
     for (int64_t d = (int64_t)lead.size() - 1; d >= 0; --d) {
       int64_t i = b % lead[d];
       b /= lead[d];
@@ -90,7 +98,7 @@ struct AttnDims {
         if (softcap > 0)
           p[r * s + c] = softcap * std::tanh(p[r * s + c] / softcap);
         if (bias)
-          p[r * s + c] += bias->getAsDouble(biasOffset(b) + r * s + c);
+          p[r * s + c] += biasAt(biasOffset(b), r, c);
         m = std::max(m, p[r * s + c]);
       }
       double sum = 0;

@@ -10,9 +10,9 @@
 //   backward: P = exp(scale Q_t K^T - lse) recomputed, Delta = rowsum(dO_t
 //             * O_t), dV += P^T dO_t, dS = P * (dO_t V^T - Delta),
 //             dQ_t = scale dS K, dK += scale dS^T Q_t.
-// A bias (T5's relative positions) is added to each tile's scores after the
-// capping, read through its broadcast; its gradient is dS before the cap's
-// slope and the scale, written per slice.
+// A bias (T5's relative positions; ALiBi's, per key: [..., 1, S]) is added
+// to each tile's scores after the capping, read through its broadcast; its
+// gradient is dS before the cap's slope and the scale, written per slice.
 // Dropout multiplies each probability by its factor M (0, or 1 / (1 - p):
 // merak.dropout's mask on the heads-first probabilities, drawn again in the
 // backward) before P V; the backward then uses P M for dV and dS = P (M
@@ -139,7 +139,8 @@ struct AttnSizes {
   }
 };
 
-/// The offset of each slice's [T, S] block in a bias of dims `db`
+/// The offset of each slice's [T, S] block (or [1, S]: a per-key bias,
+/// ALiBi's, the same for every query row) in a bias of dims `db`
 /// broadcast over the leading (batch, head) dims of the heads-first query
 /// dims `dq`; empty without a bias. Checks the shapes.
 std::vector<int64_t> biasOffsets(const char *what, const void *bias, const Dims &dq,
@@ -147,7 +148,7 @@ std::vector<int64_t> biasOffsets(const char *what, const void *bias, const Dims 
   if (!bias)
     return {};
   const int32_t lead = dq.rank - 2;
-  bool fits = db.rank == dq.rank && db.d[lead] == t && db.d[lead + 1] == s;
+  bool fits = db.rank == dq.rank && (db.d[lead] == t || db.d[lead] == 1) && db.d[lead + 1] == s;
   for (int32_t d = 0; fits && d < lead; ++d)
     fits = db.d[d] == 1 || db.d[d] == dq.d[d];
   if (!fits)
@@ -157,7 +158,7 @@ std::vector<int64_t> biasOffsets(const char *what, const void *bias, const Dims 
     slices *= dq.d[d];
   std::vector<int64_t> offsets(size_t(slices), 0);
   for (int64_t b = 0; b < slices; ++b) {
-    int64_t rest = b, stride = t * s;
+    int64_t rest = b, stride = db.d[lead] * s;
     for (int32_t d = lead - 1; d >= 0; --d) {
       const int64_t i = rest % dq.d[d];
       rest /= dq.d[d];
@@ -251,6 +252,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
   float *O = static_cast<float *>(o), *L = static_cast<float *>(lse);
   const float *Bias = static_cast<const float *>(bias);
   const std::vector<int64_t> boff = biasOffsets("attention", bias, lay.heads, db, z.t, z.s);
+  const int64_t biasRow = bias && db.d[db.rank - 2] == 1 ? 0 : z.s; // a per-key bias: 0
   if (z.slices * z.t * z.d == 0)
     return;
   const ProbDropout drop(dropout, seed, lay.heads, keys, batchSplit, tpSplit);
@@ -274,7 +276,7 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
           if (softcap > 0)
             capRow(pr + lo, n - lo, static_cast<float>(softcap));
           if (Bias) {
-            const float *br = Bias + boff[size_t(b)] + (r0 + i) * z.s + k0;
+            const float *br = Bias + boff[size_t(b)] + (r0 + i) * biasRow + k0;
             for (int64_t c = lo; c < n; ++c)
               pr[c] += br[c];
           }
@@ -345,6 +347,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
   const float *Bias = static_cast<const float *>(bias);
   float *GB = static_cast<float *>(gbias);
   const std::vector<int64_t> boff = biasOffsets("attention_grad", bias, lay.heads, db, z.t, z.s);
+  const int64_t biasRow = bias && db.d[db.rank - 2] == 1 ? 0 : z.s;
   if (GB) // masked scores (outside each row's keys) have gradient 0
     std::fill(GB, GB + z.slices * z.t * z.s, 0.f);
   if (z.slices * z.t * z.d == 0)
@@ -377,7 +380,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           for (int64_t j = 0; j < z.d; ++j)
             delta += static_cast<double>(gt[i * ld + j]) * ot[i * ld + j];
           const float dl = static_cast<float>(delta);
-          const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * z.s + k0 : nullptr;
+          const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * biasRow + k0 : nullptr;
           float *gbr = GB ? GB + (b * z.t + r0 + i) * z.s + k0 : nullptr;
           const float cap = static_cast<float>(softcap);
           // A bias without a gradient buffer writes its gradient to dp

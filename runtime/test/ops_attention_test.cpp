@@ -5,11 +5,11 @@
 // softmax Jacobian, not the kernels' Delta shortcut): causal and unmasked,
 // several query tiles with a partial last one (T = 150 over tiles of 64),
 // more keys than queries, results left unwritten (null), zero-sized
-// inputs, a score bias broadcast over the batch (its gradient the
-// scores'), and probability dropout: the reference multiplies each
-// probability by the factor cpu::dropout gives a ones tensor of the
-// probabilities' shape (its mask checked against the specification in
-// ops_nn_test.cpp), whole and split over batch and heads.
+// inputs, a score bias broadcast over the batch (and over the query rows:
+// ALiBi's per-key bias; its gradient the scores'), and probability dropout: the reference
+// multiplies each probability by the factor cpu::dropout gives a ones tensor of the probabilities'
+// shape (its mask checked against the specification in ops_nn_test.cpp), whole and split over batch
+// and heads.
 //
 //===----------------------------------------------------------------------===//
 #include "merak_rt/ops.h"
@@ -38,7 +38,11 @@ struct Case {
   double softcap = 0; // scores s -> softcap * tanh(s / softcap)
   int64_t biasHeads = 0; // > 0: q is [slices / H, H, T, D], a bias [1, H, T, S]
   double dropout = 0;    // probability dropout (seed 21, step 5)
+  bool biasPerKey = false; // the bias [1, H, 1, S]: one row for every query (ALiBi's)
 };
+
+/// The bias's rows per head: T, or 1 for a bias per key.
+int64_t biasRows(const Case &c) { return c.biasPerKey ? 1 : c.t; }
 
 constexpr int64_t kSeed = 21, kStep = 5;
 
@@ -96,7 +100,7 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         if (c.softcap > 0)
           p[j] = c.softcap * std::tanh(p[j] / c.softcap);
         if (c.biasHeads)
-          p[j] += bias[((b % c.biasHeads) * c.t + i) * c.s + j];
+          p[j] += bias[((b % c.biasHeads) * biasRows(c) + (c.biasPerKey ? 0 : i)) * c.s + j];
         m = std::max(m, p[j]);
       }
       double sum = 0;
@@ -178,11 +182,11 @@ void check(const Case &c) {
   std::vector<float> bias;
   Dims dq, db;
   if (c.biasHeads) {
-    bias = randf(c.biasHeads * c.t * c.s, g);
+    bias = randf(c.biasHeads * biasRows(c) * c.s, g);
     dq.rank = 4;
     dq.d[0] = c.slices / c.biasHeads, dq.d[1] = c.biasHeads, dq.d[2] = c.t, dq.d[3] = c.d;
     db.rank = 4;
-    db.d[0] = 1, db.d[1] = c.biasHeads, db.d[2] = c.t, db.d[3] = c.s;
+    db.d[0] = 1, db.d[1] = c.biasHeads, db.d[2] = biasRows(c), db.d[3] = c.s;
   } else {
     dq.rank = 3;
     dq.d[0] = c.slices, dq.d[1] = c.t, dq.d[2] = c.d;
@@ -238,6 +242,12 @@ TEST(OpsAttention, SoftcapWindow) { check({1, 100, 100, 16, true, 0.5, 20, 1.5})
 TEST(OpsAttention, BiasUnmasked) { check({6, 40, 90, 16, false, 1.0, 0, 0, 3}); }
 TEST(OpsAttention, BiasCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2}); }
 TEST(OpsAttention, BiasWindowSoftcap) { check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2}); }
+// ALiBi's form: one bias row per head for every query row (read with row
+// stride 0); its gradient is still the scores' (the caller sums the rows).
+TEST(OpsAttention, BiasPerKeyCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2, 0, true}); }
+TEST(OpsAttention, BiasPerKeyUnmaskedMoreKeys) {
+  check({6, 40, 90, 16, false, 1.0, 0, 0, 3, 0, true});
+}
 
 // Probability dropout: a new mask of the probabilities (not of the scores:
 // lse stays the softmax's), drawn again by the backward.

@@ -12,7 +12,9 @@
 // positions) with causal soft-capped scores. Case 6: a bias per batch and
 // head under seq_major, 2 keys for 3 queries (the bias stays heads-first).
 // Case 7: probability dropout 0.3, causal (the step-0 mask, drawn again by
-// attention_grad: about a third of the 48 probabilities dropped).
+// attention_grad: about a third of the 48 probabilities dropped). Case 8:
+// a trainable bias per key ([1, H, 1, S], ALiBi's form, the same for every
+// query row: its gradient summed over the rows), unmasked.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -22,7 +24,8 @@
 // CHECK: case 5: PASS
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
-// CHECK: gradcheck: all 8 cases passed
+// CHECK: case 8: PASS
+// CHECK: gradcheck: all 9 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -143,5 +146,22 @@ func.func @forward(%w: tensor<2x2x4x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v scale = 0.8 causal dropout = 0.3 seed = 11 : tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64> -> tensor<2x2x4x2xf64>, tensor<2x2x4xf64>
   %1 = merak.mul %o, %w : tensor<2x2x4x2xf64>, tensor<2x2x4x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x4x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<2x2x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]], [[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]], [[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]], [[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x2x3x2xf64>
+merak.param @k : tensor<2x2x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]], [[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4]]], [[[0.5, 0.7], [-0.2, 0.1], [0.8, -0.6]], [[0.3, 0.3], [-0.9, 0.2], [0.1, 1.0]]]]> : tensor<2x2x3x2xf64>
+merak.param @v : tensor<2x2x3x2xf64> = dense<[[[[1.0, -0.5], [0.2, 0.8], [-0.7, 0.4]], [[0.6, 0.1], [-0.3, -0.9], [0.5, 0.5]]], [[[0.2, -0.4], [0.9, 0.3], [-0.1, 0.7]], [[-0.6, 0.2], [0.4, -0.8], [0.3, 0.9]]]]> : tensor<2x2x3x2xf64>
+merak.param @b : tensor<1x2x1x3xf64> = dense<[[[[0.4, -0.3, 0.9]], [[-0.2, 0.8, 0.3]]]]> : tensor<1x2x1x3xf64>
+func.func @forward(%w: tensor<2x2x3x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x2x3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x3x2xf64>
+  %v = merak.get_param @v : tensor<2x2x3x2xf64>
+  %b = merak.get_param @b : tensor<1x2x1x3xf64>
+  %o, %lse = merak.attention %q, %k, %v bias %b scale = 1.1 : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<1x2x1x3xf64> -> tensor<2x2x3x2xf64>, tensor<2x2x3xf64>
+  %1 = merak.mul %o, %w : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x3x2xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

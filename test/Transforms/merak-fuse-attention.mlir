@@ -456,3 +456,105 @@ func.func @broadcast_mask(%q: tensor<32768x1x64x16xf32>, %kt: tensor<32768x1x16x
   %o = merak.matmul %p, %v : tensor<32768x1x64x64xf32>, tensor<32768x1x64x16xf32> -> tensor<32768x1x64x16xf32>
   return %o : tensor<32768x1x64x16xf32>
 }
+
+// -----
+
+// GPT-Neo: the layer's own keep mask (a window of 2 keys) under the
+// model's additive causal mask. Stacked masks intersect: the window (the
+// CPU kernels only); two causal masks are causal on every target.
+// CHECK-LABEL: func.func @stacked_masks
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 causal window = 2 :
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 causal :
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @stacked_masks
+// NOWIN: merak.softmax
+// NOWIN: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 causal :
+func.func @stacked_masks(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> (tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32>) {
+  %min = merak.constant dense<-3.40282347E+38> : tensor<f32>
+  %window = merak.constant dense<[[true, false, false, false], [true, true, false, false], [false, true, true, false], [false, false, true, true]]> : tensor<4x4xi1>
+  %tril = merak.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %causal = merak.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]], [[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<2x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %w = merak.where %window, %s, %min : tensor<4x4xi1>, tensor<2x3x4x4xf32>, tensor<f32>
+  %m = merak.add %w, %causal : tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  %s2 = merak.matmul %o, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %w2 = merak.where %tril, %s2, %min : tensor<4x4xi1>, tensor<2x3x4x4xf32>, tensor<f32>
+  %m2 = merak.add %w2, %causal : tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>
+  %p2 = merak.softmax %m2 axis = 3 : tensor<2x3x4x4xf32>
+  %o2 = merak.matmul %p2, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o, %o2 : tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// BLOOM: the products over [B * H, T, D] (2 x 2 here), the scaled scores
+// plus ALiBi (a constant per key: [B * H, 1, S]), regrouped to [B, H, T, S]
+// for the additive causal mask and the softmax, and back for the product
+// with the values. Fused at q's leading dims, ALiBi the op's bias (the CPU
+// kernels only).
+// CHECK-LABEL: func.func @bloom_alibi
+// CHECK-SAME: (%[[Q:.*]]: tensor<4x4x16xf32>, %[[KT:.*]]: tensor<4x16x4xf32>, %[[V:.*]]: tensor<4x4x16xf32>)
+// CHECK: %[[ALIBI:.*]] = merak.constant {{.*}} : tensor<4x1x4xf32>
+// CHECK: %[[K:.*]] = merak.transpose %[[KT]] perm = [0, 2, 1]
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = merak.attention %[[Q]], %[[K]], %[[V]] bias %[[ALIBI]] scale = 2.500000e-01 causal
+// CHECK-SAME: -> tensor<4x4x16xf32>, tensor<4x4xf32>
+// CHECK-NEXT: return %[[O]]
+// NOWIN-LABEL: func.func @bloom_alibi
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func
+func.func @bloom_alibi(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tensor<4x4x16xf32>) -> tensor<4x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %alibi = merak.constant dense<[[[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]], [[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]]]> : tensor<4x1x4xf32>
+  %causal = merak.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]], [[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<2x1x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<4x4x16xf32>, tensor<4x16x4xf32> -> tensor<4x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<4x4x4xf32>, tensor<f32>
+  %b = merak.add %ss, %alibi : tensor<4x4x4xf32>, tensor<4x1x4xf32>
+  %b4 = merak.reshape %b : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
+  %m = merak.add %b4, %causal : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  %p4 = merak.softmax %m axis = 3 : tensor<2x2x4x4xf32>
+  %p = merak.reshape %p4 : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<4x4x4xf32>, tensor<4x4x16xf32> -> tensor<4x4x16xf32>
+  return %o : tensor<4x4x16xf32>
+}
+
+// -----
+
+// A bias added after the regrouping has the scores' [B, H, T, S] dims, not
+// q's [B * H, T, D]: not fused.
+// CHECK-LABEL: func.func @bias_after_regroup
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @bias_after_regroup(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tensor<4x4x16xf32>, %bias: tensor<1x2x4x4xf32>) -> tensor<4x4x16xf32> {
+  %s = merak.matmul %q, %kt : tensor<4x4x16xf32>, tensor<4x16x4xf32> -> tensor<4x4x4xf32>
+  %s4 = merak.reshape %s : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
+  %b = merak.add %s4, %bias : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %p4 = merak.softmax %b axis = 3 : tensor<2x2x4x4xf32>
+  %p = merak.reshape %p4 : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<4x4x4xf32>, tensor<4x4x16xf32> -> tensor<4x4x16xf32>
+  return %o : tensor<4x4x16xf32>
+}
+
+// -----
+
+// Falcon's multi-query attention: one key and value head for 4 query
+// heads, which the products broadcast; the fused op reads them broadcast.
+// CHECK-LABEL: func.func @multi_query
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x4x16xf32>, %[[KT:.*]]: tensor<2x1x16x4xf32>, %[[V:.*]]: tensor<2x1x4x16xf32>)
+// CHECK: %[[K:.*]] = merak.transpose %[[KT]] perm = [0, 1, 3, 2]
+// CHECK: %[[KB:.*]] = merak.broadcast %[[K]] : tensor<2x1x4x16xf32> to tensor<2x4x4x16xf32>
+// CHECK: %[[VB:.*]] = merak.broadcast %[[V]] : tensor<2x1x4x16xf32> to tensor<2x4x4x16xf32>
+// CHECK: merak.attention %[[Q]], %[[KB]], %[[VB]] scale = 2.500000e-01 causal
+// CHECK-NOT: merak.softmax
+func.func @multi_query(%q: tensor<2x4x4x16xf32>, %kt: tensor<2x1x16x4xf32>, %v: tensor<2x1x4x16xf32>) -> tensor<2x4x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %causal = merak.constant dense<[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x4x4x16xf32>, tensor<2x1x16x4xf32> -> tensor<2x4x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x4x4x4xf32>, tensor<f32>
+  %m = merak.add %ss, %causal : tensor<2x4x4x4xf32>, tensor<4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x4x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x4x4x4xf32>, tensor<2x1x4x16xf32> -> tensor<2x4x4x16xf32>
+  return %o : tensor<2x4x4x16xf32>
+}

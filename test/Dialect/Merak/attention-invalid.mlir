@@ -131,7 +131,7 @@ func.func @negative_window(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
 
 // -----
 
-// A bias must not grow the scores: [T, S] last.
+// A bias must not grow the scores: S last (T may be 1: a bias per key).
 func.func @bias_rows(%q: tensor<2x4x16xf32>, %b: tensor<2x4x1xf32>) -> tensor<2x4x16xf32> {
   // expected-error @+1 {{bias type 'tensor<2x4x1xf32>' must broadcast to the scores 'tensor<2x4x4xf32>'}}
   %o, %l = merak.attention %q, %q, %q bias %b scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x1xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>

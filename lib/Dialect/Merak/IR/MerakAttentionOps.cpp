@@ -42,7 +42,8 @@ static RankedTensorType scoresType(RankedTensorType q, RankedTensorType k) {
 }
 
 /// A bias must broadcast to the scores `scores` numpy-style without
-/// growing: the same rank, [T, S] last, each other dim 1 or the scores'.
+/// growing: the same rank, S last, each other dim (T too: a per-key bias,
+/// ALiBi's) 1 or the scores'.
 static LogicalResult verifyBias(Operation *op, Value bias, RankedTensorType scores) {
   if (!bias)
     return success();
@@ -50,12 +51,11 @@ static LogicalResult verifyBias(Operation *op, Value bias, RankedTensorType scor
   bool fits = b.getRank() == scores.getRank() &&
               b.getElementType() == scores.getElementType();
   for (int64_t d = 0; fits && d < b.getRank(); ++d)
-    fits = b.getDimSize(d) == scores.getDimSize(d) ||
-           (d < b.getRank() - 2 && b.getDimSize(d) == 1);
+    fits = b.getDimSize(d) == scores.getDimSize(d) || (d < b.getRank() - 1 && b.getDimSize(d) == 1);
   if (!fits)
     return op->emitOpError("bias type ")
            << b << " must broadcast to the scores " << scores
-           << " (the same rank and element type, [T, S] last, other dims 1 or the scores')";
+           << " (the same rank and element type, S last, other dims 1 or the scores')";
   return success();
 }
 

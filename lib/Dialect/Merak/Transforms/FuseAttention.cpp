@@ -8,18 +8,26 @@
 //   s = mul(s, c) | div(s, c)            optional, c a scalar constant
 //   s = mul(tanh(div(s, cap)), cap)      optional soft-capping (Gemma 2)
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
-//                                        optional, a constant mask
+//                                        optional, constant masks (stacked
+//                                        ones, GPT-Neo's, intersect)
 //   s = add(s, b) | add(s, where(mask, b, fill))
 //                                        optional (cpu-forms), a bias b
 //                                        (T5's learned relative positions,
-//                                        a constant ALiBi), inside or
-//                                        outside the mask
+//                                        a constant ALiBi, [..., T or 1, S]),
+//                                        inside or outside the masks
+//   s = reshape(s)                       optional, between any of these:
+//                                        only the leading dims regrouped
+//                                        (BLOOM's [B * H, T, S] products)
 //   p = softmax(s, last axis)
 //   p = where(ne(p, p), 0, p)            optional (torch's SDPA: NaN rows to 0)
 //   p = dropout(p, ratio, seed)          optional (cpu-forms), its mask unread
-//   o = matmul(p, v)                     v [..., S, D]
+//   p = reshape(p)                       optional, leading dims regrouped
+//   o = matmul(p, v)                     v [..., S, D]; kT and v may have
+//                                        size-1 head dims (multi-query:
+//                                        Falcon's), the products broadcast
 //
-// and replaces it with merak.attention(q, transpose(kT), v). The mask must
+// and replaces it with merak.attention(q, broadcast(transpose(kT)),
+// broadcast(v)) at q's leading dims. The mask must
 // be a compile-time constant (read through merak.broadcast, at its own
 // size, not the batch's): what the reference evaluator computes from
 // merak.constants and frozen parameters' initial values (slices,
@@ -380,13 +388,62 @@ std::optional<MaskKind> AttentionFuser::peelMask(Value &x, SmallVectorImpl<Opera
 }
 
 /// True when `b` can be merak.attention's bias for the scores `scores`:
-/// float32, the same rank, [T, S] last, each other dim 1 or the scores'.
+/// float32, the same rank, S last, each other dim (T too: ALiBi's bias per
+/// key) 1 or the scores'.
 static bool fitsAsBias(Value b, RankedTensorType scores) {
   auto t = dyn_cast<RankedTensorType>(b.getType());
   if (!t || !t.getElementType().isF32() || t.getRank() != scores.getRank())
     return false;
   for (int64_t d = 0; d < t.getRank(); ++d)
-    if (t.getDimSize(d) != scores.getDimSize(d) && (d >= t.getRank() - 2 || t.getDimSize(d) != 1))
+    if (t.getDimSize(d) != scores.getDimSize(d) && (d == t.getRank() - 1 || t.getDimSize(d) != 1))
+      return false;
+  return true;
+}
+
+/// What two stacked masks keep together (GPT-Neo's layer mask under the
+/// model's causal mask): the stricter of the two.
+static MaskKind intersect(MaskKind a, MaskKind b) {
+  if (!a.causal || !b.causal)
+    return a.causal ? a : b;
+  int64_t w = !a.window || !b.window ? std::max(a.window, b.window) : std::min(a.window, b.window);
+  return MaskKind{true, w};
+}
+
+/// Peels `x = reshape(y)` that regroups only the leading (batch, head)
+/// dims of scores or probabilities (BLOOM's [B * H, T, S] <-> [B, H, T, S]):
+/// row-major order, so every [T, S] block stays where it was.
+static bool peelLeadingReshape(Value &x, SmallVectorImpl<Operation *> &chain) {
+  auto reshape = x.getDefiningOp<ReshapeOp>();
+  if (!reshape || !single(x))
+    return false;
+  auto in = cast<RankedTensorType>(reshape.getInput().getType());
+  auto out = cast<RankedTensorType>(x.getType());
+  if (in.getRank() < 3 || out.getRank() < 3 ||
+      in.getShape().take_back(2) != out.getShape().take_back(2))
+    return false;
+  chain.push_back(reshape);
+  x = reshape.getInput();
+  return true;
+}
+
+/// `x` broadcast to the leading dims `lead` (x's own last two kept):
+/// multi-query keys and values [B, 1, S, D] read by every head; x itself
+/// when its leading dims are `lead` already.
+static Value broadcastLeading(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lead) {
+  auto t = cast<RankedTensorType>(x.getType());
+  if (t.getShape().drop_back(2) == lead)
+    return x;
+  SmallVector<int64_t> shape(lead);
+  shape.append(t.getShape().take_back(2).begin(), t.getShape().take_back(2).end());
+  return BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x);
+}
+
+/// True when the leading dims `lead` broadcast to `to` (each equal or 1).
+static bool broadcastsTo(ArrayRef<int64_t> lead, ArrayRef<int64_t> to) {
+  if (lead.size() != to.size())
+    return false;
+  for (auto [l, t] : llvm::zip_equal(lead, to))
+    if (l != t && l != 1)
       return false;
   return true;
 }
@@ -464,40 +521,54 @@ double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
   Value probs = pv.getLhs();
+  bool regrouped = peelLeadingReshape(probs, chain);
   auto dropout = probs.getDefiningOp<DropoutOp>();
   if (dropout) {
-    if (!cpuForms || !dropout.getOutput().hasOneUse() || !dropout.getMask().use_empty())
+    // A dropout's recorded splits name its own dims: read through a
+    // regrouping they would name others.
+    if (!cpuForms || !dropout.getOutput().hasOneUse() || !dropout.getMask().use_empty() ||
+        (regrouped && (dropout.getBatchSplitAttr() || dropout.getTpSplitAttr())))
       return false;
     chain.push_back(dropout);
     probs = dropout.getInput();
+    peelLeadingReshape(probs, chain);
   }
   bool guarded;
   auto sm = softmaxOf(probs, chain, guarded, [&](Value v) { return splat(v); });
   if (!sm)
     return false;
-  auto scoresType = cast<RankedTensorType>(sm.getType());
-  int64_t rank = scoresType.getRank();
-  if (rank < 3 || !scoresType.getElementType().isF32() || sm.getAxis() != rank - 1)
+  auto smType = cast<RankedTensorType>(sm.getType());
+  if (smType.getRank() < 3 || !smType.getElementType().isF32() ||
+      (int64_t)sm.getAxis() != smType.getRank() - 1)
     return false;
-  int64_t t = scoresType.getDimSize(rank - 2), s = scoresType.getDimSize(rank - 1);
+  int64_t t = smType.getDimSize(smType.getRank() - 2), s = smType.getDimSize(smType.getRank() - 1);
   if (t != s) // the CUDA kernel's self-attention shapes
     return false;
   chain.push_back(sm);
-  // Peel, from the softmax back: the mask, the soft-capping, the scale, the
-  // product q kT, and scales applied to q or k before it (PyTorch's
+  // Peel, from the softmax back: masks (stacked ones intersect), at most
+  // one bias (a computed one inside a constant mask, T5's decoder, or
+  // alone), regroupings of the leading dims (before the bias only: it
+  // must have q's), then the soft-capping, the scale, the product q kT,
+  // and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
-  // A computed bias sits inside a constant mask (T5's decoder) or alone.
   Value x = sm.getInput(), bias;
-  std::optional<MaskKind> mask = peelMask(x, chain);
-  if (mask) {
-    if (std::optional<MaskKind> inner = peelBias(x, chain, bias);
-        inner && (inner->causal || inner->window)) {
-      if (mask->causal || mask->window)
-        return false; // two masks (the chain is dropped, nothing was rewritten)
-      mask = inner;
+  MaskKind mask;
+  for (;;) {
+    Value before = x;
+    if (peelLeadingReshape(x, chain)) {
+      if (bias)
+        return false; // the chain is dropped, nothing was rewritten
+      continue;
     }
-  } else if (!(mask = peelBias(x, chain, bias))) {
-    return false;
+    if (std::optional<MaskKind> m = peelMask(x, chain); m && x != before) {
+      mask = intersect(mask, *m);
+      continue;
+    }
+    if (std::optional<MaskKind> inner; !bias && (inner = peelBias(x, chain, bias))) {
+      mask = intersect(mask, *inner);
+      continue;
+    }
+    break;
   }
   // torch's NaN guard zeroes rows a mask hides entirely; the kernels
   // would give NaN there, which only a bias (a mask per batch) can cause.
@@ -509,6 +580,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   if (!scale || !qk || !single(x))
     return false;
   chain.push_back(qk);
+  auto scoresType = cast<RankedTensorType>(qk.getType());
+  int64_t rank = scoresType.getRank();
   Value q = qk.getLhs(), kT = qk.getRhs(), v = pv.getRhs();
   for (Value *operand : {&q, &kT}) {
     std::optional<double> factor = peelScale(*operand, chain);
@@ -521,9 +594,12 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   auto vt = cast<RankedTensorType>(v.getType());
   if (qt.getRank() != rank || kt.getRank() != rank || vt.getRank() != rank)
     return false;
+  // Keys and values may be shared by heads (multi-query: [B, 1, S, D]
+  // broadcast by the products); the fused op reads them broadcast.
   ArrayRef<int64_t> batch = scoresType.getShape().drop_back(2);
-  if (qt.getShape().drop_back(2) != batch || kt.getShape().drop_back(2) != batch ||
-      vt.getShape().drop_back(2) != batch || vt.getDimSize(rank - 2) != s)
+  if (qt.getShape().drop_back(2) != batch || !broadcastsTo(kt.getShape().drop_back(2), batch) ||
+      !broadcastsTo(vt.getShape().drop_back(2), batch) || vt.getDimSize(rank - 2) != s ||
+      pv.getType() != qt)
     return false;
   int64_t d = qt.getDimSize(rank - 1);
   if (d != vt.getDimSize(rank - 1) || !llvm::is_contained({16, 32, 64, 128}, d) ||
@@ -541,13 +617,15 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   std::swap(kShape[rank - 1], kShape[rank - 2]);
   Value k = TransposeOp::create(b, loc, RankedTensorType::get(kShape, kt.getElementType()), kT,
                                 perm);
+  k = broadcastLeading(b, loc, k, batch);
+  v = broadcastLeading(b, loc, v, batch);
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
   // The dropout's ratio, seed and the splits it recorded (none at p = 0).
   bool drops = dropout && dropout.getRatio().convertToDouble() > 0;
   auto attn =
       AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v, bias,
-                          b.getF64FloatAttr(*scale), mask->causal ? b.getUnitAttr() : UnitAttr(),
-                          UnitAttr(), b.getI64IntegerAttr(mask->window), b.getF64FloatAttr(softcap),
+                          b.getF64FloatAttr(*scale), mask.causal ? b.getUnitAttr() : UnitAttr(),
+                          UnitAttr(), b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap),
                           b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
                           b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
                           drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
@@ -582,7 +660,7 @@ struct MerakFuseAttentionPass
     SmallVector<MatmulOp> candidates;
     module.walk([&](MatmulOp mm) {
       Operation *def = mm.getLhs().getDefiningOp();
-      if (isa_and_nonnull<SoftmaxOp, WhereOp, DropoutOp>(def))
+      if (isa_and_nonnull<SoftmaxOp, WhereOp, DropoutOp, ReshapeOp>(def))
         candidates.push_back(mm);
     });
     AttentionFuser fuser(module, globs, cpuForms);

@@ -34,7 +34,8 @@ def Merak_AttentionOp : Merak_Op<"attention", [AlwaysSpeculatable,
     relative-position bias: trainable, unlike the masks above) is added to
     every (capped) score before the softmax: `[..., T, S]` in the
     heads-first order whatever the layout, each leading dimension 1
-    (broadcast) or the scores' own, of the query's element type.
+    (broadcast) or the scores' own, of the query's element type; T may be
+    1 too (a bias per key, the same for every query row: BLOOM's ALiBi).
     `lse` (`[..., T]`) is what the backward needs to
     recompute the probabilities without storing them: the T x S scores are
     never a tensor, so the memory of attention is linear in T. The element
