@@ -16,6 +16,9 @@
 //     v` and shifted token ids: they come from shapes), any element type:
 //       src[p] = the last update written to position p, or -1
 //       result = where(src >= 0, gather(updates, max(src, 0)), data)
+//     per slice of the leading dimensions where every slice is written
+//     alike, and over whole rows of the trailing ones where whole rows are
+//     written (so that a batch dimension on either side stays separate)
 //     indices computed at run time (float data only):
 //       result = where(scatter_add(1, idx) > 0, scatter_add(updates, idx), data)
 //   reduction "add": data + scatter_add(updates, idx).
@@ -258,12 +261,37 @@ int64_t sliceLocalDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> pos) {
   return 0;
 }
 
+/// The size of the largest rows of data's trailing dimensions (after the
+/// `lead` slice-local ones, at least one dimension left before them) that
+/// the scatter at flat positions `pos` writes whole: the updates in runs of
+/// a row's size, each run one row in order. 1 when none.
+int64_t wholeRowSize(ArrayRef<int64_t> shape, int64_t lead, ArrayRef<int64_t> pos) {
+  int64_t count = pos.size();
+  for (int64_t trail = lead + 1; trail < (int64_t)shape.size(); ++trail) {
+    int64_t row = 1;
+    for (int64_t d = trail; d < (int64_t)shape.size(); ++d)
+      row *= shape[d];
+    if (row <= 1 || count % row != 0)
+      continue;
+    bool whole = true;
+    for (int64_t u = 0; whole && u < count; ++u)
+      whole = pos[u] % row == u % row && pos[u] - u % row == pos[u - u % row];
+    if (whole)
+      return row;
+  }
+  return 1;
+}
+
 /// result = where(set, updates[src], data) with src and set computed here
 /// from the compile-time flat positions `pos` of the updates (in their
 /// row-major order; out-of-range positions refused). Where the scatter is
 /// the same in every slice of the leading dimensions (T5's decoder ids
 /// shifted right in every row), the map covers one slice and the gather
 /// runs along the slice, so the leading (batch) rows stay independent.
+/// Where it writes whole rows of the trailing dimensions (dynamo's
+/// `x[:, 1:] = y`, transposed so that the batch is last: BART's shifted
+/// decoder ids), the map is over rows and the gather takes whole rows, so
+/// the trailing (batch) columns stay independent too.
 LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
   auto data = n.inputType(0);
   int64_t total = data.getNumElements();
@@ -272,21 +300,28 @@ LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos) {
   for (int64_t p : pos)
     if (p < 0 || p >= total)
       return n.error("an index is out of range of data's shape");
-  int64_t outer = 1;
-  for (int64_t d = 0, lead = sliceLocalDims(data.getShape(), pos); d < lead; ++d)
+  int64_t outer = 1, lead = sliceLocalDims(data.getShape(), pos);
+  for (int64_t d = 0; d < lead; ++d)
     outer *= data.getDimSize(d);
   int64_t inner = total / outer, per = (int64_t)pos.size() / outer;
+  int64_t row = wholeRowSize(data.getShape(), lead, pos), rows = inner / row;
   auto i64 = n.builder().getI64Type();
-  HostTensor src(withElement({inner}, i64)), isSet(withElement({inner}, n.builder().getI1Type()));
+  SmallVector<int64_t> setShape{rows};
+  if (row > 1)
+    setShape.push_back(1); // broadcast along the row
+  HostTensor src(withElement({rows}, i64)), isSet(withElement(setShape, n.builder().getI1Type()));
   std::fill(src.i().begin(), src.i().end(), 0);
-  for (int64_t u = 0; u < per; ++u) {
-    src.i()[pos[u] % inner] = u;
-    isSet.i()[pos[u] % inner] = 1;
+  for (int64_t u = 0; u < per; u += row) {
+    src.i()[pos[u] % inner / row] = u / row;
+    isSet.i()[pos[u] % inner / row] = 1;
   }
-  Value upd = n.reshape(n.input(2), {outer, per});
+  auto shaped = [&](int64_t n1) {
+    return row > 1 ? SmallVector<int64_t>{outer, n1, row} : SmallVector<int64_t>{outer, n1};
+  };
+  Value upd = n.reshape(n.input(2), shaped(per / row));
   Value picked = n.create<GatherOp>(upd, n.constant(src), 1);
-  Value rows = n.reshape(n.input(0), {outer, inner});
-  Value out = n.create<WhereOp>(n.constant(isSet), picked, rows);
+  Value whole = n.reshape(n.input(0), shaped(rows));
+  Value out = n.create<WhereOp>(n.constant(isSet), picked, whole);
   n.setOutputs(n.reshape(out, data.getShape()));
   return success();
 }

@@ -155,3 +155,27 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"})
   %s = merak.add %x, %zy : tensor<4x3xf32>, tensor<4x3xf32>
   return %y, %ty, %s : tensor<4x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>
 }
+
+// -----
+
+// BART's decoder ids shifted right as dynamo exports them (`x[:, 1:] = y`
+// on the ids transposed to [T, B]) and the importer lowers that ScatterND:
+// a gather of whole rows (the batch last) and a select against a row map.
+// The batch stays in the last dimension throughout.
+// CHECK: func.func @forward(%{{.*}}: tensor<2x16xi64> {merak.name = "input_ids"}) -> tensor<2x16xi64>
+// CHECK: merak.gather %{{.*}}[%{{.*}}] axis = 1 : tensor<1x15x2xi64>, tensor<16xi64> -> tensor<1x16x2xi64>
+// CHECK: merak.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<16x1xi1>, tensor<1x16x2xi64>, tensor<1x16x2xi64>
+// CHECK: merak.transpose %{{.*}} perm = [1, 0] : tensor<16x2xi64> to tensor<2x16xi64>
+func.func @forward(%ids: tensor<4x16xi64> {merak.name = "input_ids"}) -> tensor<4x16xi64> {
+  %s = merak.slice %ids starts = [0, 0] limits = [4, 15] strides = [1, 1] : tensor<4x16xi64> to tensor<4x15xi64>
+  %t = merak.transpose %s perm = [1, 0] : tensor<4x15xi64> to tensor<15x4xi64>
+  %u = merak.reshape %t : tensor<15x4xi64> to tensor<1x15x4xi64>
+  %src = merak.constant dense<[0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]> : tensor<16xi64>
+  %g = merak.gather %u[%src] axis = 1 : tensor<1x15x4xi64>, tensor<16xi64> -> tensor<1x16x4xi64>
+  %set = merak.constant dense<[[false], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true], [true]]> : tensor<16x1xi1>
+  %start = merak.constant dense<2> : tensor<1x16x4xi64>
+  %w = merak.where %set, %g, %start : tensor<16x1xi1>, tensor<1x16x4xi64>, tensor<1x16x4xi64>
+  %r = merak.reshape %w : tensor<1x16x4xi64> to tensor<16x4xi64>
+  %o = merak.transpose %r perm = [1, 0] : tensor<16x4xi64> to tensor<4x16xi64>
+  return %o : tensor<4x16xi64>
+}

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import zoo  # noqa: E402
+import zoo_builds  # noqa: E402  (its no_dropout, patched)
 from check_runner import run_checks  # noqa: E402
 
 # Attentions per model (T5: the encoder's and the decoder's self-attention
@@ -51,13 +52,13 @@ class Env:
 
 def build(name, dropout):
     """The zoo's model with its config's own dropout (or none)."""
-    saved = zoo.no_dropout
+    saved = zoo_builds.no_dropout
     if dropout:
-        zoo.no_dropout = lambda **kw: kw
+        zoo_builds.no_dropout = lambda **kw: kw
     try:
         return zoo.build(name)
     finally:
-        zoo.no_dropout = saved
+        zoo_builds.no_dropout = saved
 
 
 def compile_and_train(env, name, exporter, dropout):

@@ -169,6 +169,23 @@ class Seq2SeqLM(nn.Module):
                           use_cache=False, return_dict=True).logits
 
 
+class BartLM(nn.Module):
+    """BART: the decoder reads the input shifted right by transformers'
+    shift_tokens_right (slice assignments: dynamo writes them as ScatterND),
+    as in teacher-forced training."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        from transformers.models.bart.modeling_bart import shift_tokens_right
+        cfg = self.model.config
+        shifted = shift_tokens_right(input_ids, cfg.pad_token_id, cfg.decoder_start_token_id)
+        return self.model(input_ids=input_ids, decoder_input_ids=shifted, use_cache=False,
+                          return_dict=True).logits
+
+
 class SequenceClassifier(nn.Module):
     """A transformers *ForSequenceClassification model called with token ids
     only, returning its logits [B, classes]."""

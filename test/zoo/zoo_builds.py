@@ -1,0 +1,326 @@
+"""The zoo's models (test/zoo/zoo.py): builders from Hugging Face configs,
+scaled down (2 layers, width 64, 4 heads, vocabulary 128, sequence 16,
+batch 2, every dropout 0, torch.manual_seed(0); random weights, nothing
+downloaded), each wrapped so that forward(input) returns the logits, plus
+torchvision's ResNet-50 and the zoo's own modules (zoo_models.py)."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo_models import (BartLM, CausalEncoderLM, CausalLM, Clip3DNet,  # noqa: E402
+                        DenseMoELM, GridSampleNet, ImageClassifier, LegacyMixtralMoE,
+                        MaskedLM, RecurrentLM, Seq2SeqLM, SequenceClassifier)
+
+B, T, VOCAB, WIDTH, HEADS, LAYERS = 2, 16, 128, 64, 4, 2
+IMAGE, PATCH, CHANNELS, CLASSES, SAMPLES = 16, 4, 3, 10, 64
+# The image side per image model: ResNet-50 downsamples by 32, so 64 leaves
+# its last stage 2x2 (BatchNorm's training statistics over more than one
+# value per channel and row).
+IMAGE_SIZES = {"vit": IMAGE, "resnet50": 64, "cnn3d": IMAGE, "grid-sample": IMAGE,
+               "convnext": IMAGE, "swin": IMAGE}
+
+def no_dropout(**kw):
+    """Every dropout probability a config may have, set to 0."""
+    for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout",
+              "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate",
+              "classifier_dropout", "summary_first_dropout"):
+        kw.setdefault(k, 0.0)
+    return kw
+
+
+def decoder_kwargs(**kw):
+    base = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+                num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
+                max_position_embeddings=T, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                tie_word_embeddings=False)
+    base.update(kw)
+    return no_dropout(**base)
+
+
+def build(name):
+    """(module, example input) of one zoo model, seeded."""
+    import transformers as tf
+    torch.manual_seed(0)
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    if name == "gpt2":
+        cfg = tf.GPT2Config(**no_dropout(vocab_size=VOCAB, n_positions=T, n_embd=WIDTH,
+                                         n_layer=LAYERS, n_head=HEADS, bos_token_id=1,
+                                         eos_token_id=2))
+        return CausalLM(tf.GPT2LMHeadModel(cfg)), ids
+    if name == "llama":
+        # Grouped-query attention (2 key/value heads for 4) and linear RoPE scaling.
+        cfg = tf.LlamaConfig(**decoder_kwargs(
+            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}))
+        return CausalLM(tf.LlamaForCausalLM(cfg)), ids
+    if name == "qwen2":
+        cfg = tf.Qwen2Config(**decoder_kwargs())
+        return CausalLM(tf.Qwen2ForCausalLM(cfg)), ids
+    if name == "mistral":
+        cfg = tf.MistralConfig(**decoder_kwargs(sliding_window=8))
+        return CausalLM(tf.MistralForCausalLM(cfg)), ids
+    if name == "gemma2":
+        cfg = tf.Gemma2Config(**decoder_kwargs(head_dim=WIDTH // HEADS, sliding_window=8,
+                                               query_pre_attn_scalar=WIDTH // HEADS))
+        return CausalLM(tf.Gemma2ForCausalLM(cfg)), ids
+    if name in ("mixtral", "mixtral-sparse"):
+        # 4 experts, top-2, no router jitter. transformers 5 picks how the
+        # experts run: "batched_mm" gathers each (token, choice) pair's
+        # expert weights and multiplies them batched (static shapes), "eager"
+        # loops over the experts hit, each with the tokens routed to it
+        # (nonzero / index_add_: shapes that depend on the routing).
+        cfg = tf.MixtralConfig(**decoder_kwargs(num_local_experts=4, num_experts_per_tok=2,
+                                                router_jitter_noise=0.0))
+        cfg._experts_implementation = "batched_mm" if name == "mixtral" else "eager"
+        return CausalLM(tf.MixtralForCausalLM(cfg)), ids
+    if name in ("lstm", "gru-bi", "rnn"):
+        kind = name.split("-")[0]
+        return RecurrentLM(kind, VOCAB, WIDTH, bidirectional=name.endswith("-bi")), ids
+    if name == "mixtral-modules":
+        # transformers 4.x's MoE block (a module per expert, a loop over
+        # range(E)) with the weights of the mixtral model above.
+        module, ids = build("mixtral")
+        for layer in module.model.model.layers:
+            layer.mlp = LegacyMixtralMoE(layer.mlp)
+        return module, ids
+    if name in ("qwen2-moe", "qwen2-moe-sparse"):
+        # 4 routed experts (top-2, renormalised) and a sigmoid-gated shared expert.
+        cfg = tf.Qwen2MoeConfig(**decoder_kwargs(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=WIDTH,
+            shared_expert_intermediate_size=2 * WIDTH, norm_topk_prob=True))
+        cfg._experts_implementation = "eager" if name.endswith("-sparse") else "batched_mm"
+        return CausalLM(tf.Qwen2MoeForCausalLM(cfg)), ids
+    if name == "olmoe":
+        # 4 experts, top-2 without renormalisation; q/k norms.
+        cfg = tf.OlmoeConfig(**decoder_kwargs(num_experts=4, num_experts_per_tok=2))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.OlmoeForCausalLM(cfg)), ids
+    if name in ("gpt-oss", "gpt-oss-sparse"):
+        # 4 experts with biases (top-2), clamped SwiGLU, attention sinks,
+        # alternating sliding-window and full attention layers.
+        cfg = tf.GptOssConfig(**decoder_kwargs(
+            num_local_experts=4, num_experts_per_tok=2, head_dim=WIDTH // HEADS,
+            sliding_window=8, layer_types=["sliding_attention", "full_attention"][:LAYERS]))
+        cfg._experts_implementation = "eager" if name.endswith("-sparse") else "batched_mm"
+        return CausalLM(tf.GptOssForCausalLM(cfg)), ids
+    if name == "phi3":
+        cfg = tf.Phi3Config(**decoder_kwargs(original_max_position_embeddings=T))
+        return CausalLM(tf.Phi3ForCausalLM(cfg)), ids
+    if name == "gpt-neox":
+        cfg = tf.GPTNeoXConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
+            rotary_pct=0.25, tie_word_embeddings=False))
+        return CausalLM(tf.GPTNeoXForCausalLM(cfg)), ids
+    if name == "bert":
+        cfg = tf.BertConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T))
+        return MaskedLM(tf.BertForMaskedLM(cfg)), ids
+    if name == "bert-cls":
+        # Sequence classification: token ids -> CLASSES labels (the pooled
+        # first token); under tp its word embedding splits alone.
+        cfg = tf.BertConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
+            num_labels=CLASSES))
+        return SequenceClassifier(tf.BertForSequenceClassification(cfg)), ids
+    if name == "fnet":
+        # Token mixing by the real part of a 2-d DFT (torch.fft.fftn).
+        cfg = tf.FNetConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, max_position_embeddings=T))
+        return MaskedLM(tf.FNetForMaskedLM(cfg)), ids
+    if name == "t5":
+        cfg = tf.T5Config(**no_dropout(
+            vocab_size=VOCAB, d_model=WIDTH, d_kv=WIDTH // HEADS, d_ff=2 * WIDTH,
+            num_layers=LAYERS, num_decoder_layers=LAYERS, num_heads=HEADS,
+            decoder_start_token_id=0, pad_token_id=0, eos_token_id=1))
+        return Seq2SeqLM(tf.T5ForConditionalGeneration(cfg)), ids
+    if name == "vit":
+        cfg = tf.ViTConfig(**no_dropout(
+            image_size=IMAGE, patch_size=PATCH, num_channels=CHANNELS, hidden_size=WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=2 * WIDTH,
+            num_labels=CLASSES))
+        return ImageClassifier(tf.ViTForImageClassification(cfg)), \
+            torch.zeros(B, CHANNELS, IMAGE, IMAGE)
+    if name == "resnet50":
+        import torchvision
+        size = IMAGE_SIZES[name]
+        # zero_init_residual: every block starts as the identity (its last
+        # BatchNorm's scale 0), as in large-batch ResNet training; without
+        # it the gradient norm at batch 2 is ~3e3 and float32 leaves float64
+        # by 1e-3 after one step, in PyTorch too.
+        return torchvision.models.resnet50(weights=None, num_classes=CLASSES,
+                                           zero_init_residual=True), \
+            torch.zeros(B, CHANNELS, size, size)
+    if name == "grid-sample":
+        return GridSampleNet(CHANNELS, CLASSES, IMAGE), torch.zeros(B, CHANNELS, IMAGE, IMAGE)
+    if name == "cnn3d":
+        return Clip3DNet(CHANNELS, CLASSES, IMAGE), torch.zeros(B, CHANNELS, IMAGE, IMAGE)
+    if name == "dense-moe":
+        return DenseMoELM(vocab=VOCAB, seq=T, width=WIDTH, layers=LAYERS), ids
+    if name == "nn-transformer":
+        return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
+    module = more_decoders(name, tf) or more_encoders(name, tf)
+    if module is None:
+        raise KeyError(name)
+    return module, (torch.zeros(B, CHANNELS, IMAGE, IMAGE) if name in IMAGE_SIZES else ids)
+
+
+def more_decoders(name, tf):
+    """The decoder-only families beyond the issue's list (None: not one)."""
+    gpt = dict(vocab_size=VOCAB, n_positions=T, n_embd=WIDTH, n_layer=LAYERS, n_head=HEADS)
+    if name == "opt":
+        # Learned positions offset by 2 (from the attention mask's cumsum), ReLU.
+        return CausalLM(tf.OPTForCausalLM(tf.OPTConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, ffn_dim=2 * WIDTH, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, max_position_embeddings=T, word_embed_proj_dim=WIDTH,
+            layerdrop=0.0, dropout=0.0))))
+    if name == "bloom":
+        # ALiBi (a bias per key and head), products over [B * H, T, D].
+        return CausalLM(tf.BloomForCausalLM(tf.BloomConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, n_layer=LAYERS, n_head=HEADS))))
+    if name == "falcon":
+        # Multi-query attention (one key/value head), attention and MLP in parallel.
+        return CausalLM(tf.FalconForCausalLM(tf.FalconConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, multi_query=True, parallel_attn=True,
+            new_decoder_architecture=False, max_position_embeddings=T))))
+    if name == "gpt-j":
+        # Interleaved rotary on the first 8 of 16 head dims, parallel block.
+        return CausalLM(tf.GPTJForCausalLM(tf.GPTJConfig(**no_dropout(**gpt, rotary_dim=8))))
+    if name == "codegen":
+        return CausalLM(tf.CodeGenForCausalLM(tf.CodeGenConfig(**no_dropout(
+            **gpt, n_ctx=T, rotary_dim=8))))
+    if name == "gpt-bigcode":
+        return CausalLM(tf.GPTBigCodeForCausalLM(tf.GPTBigCodeConfig(**no_dropout(
+            **gpt, multi_query=True))))
+    if name == "gpt-neo":
+        # Unscaled scores; a local layer (window 8) and a global one.
+        return CausalLM(tf.GPTNeoForCausalLM(tf.GPTNeoConfig(**no_dropout(
+            vocab_size=VOCAB, max_position_embeddings=T, hidden_size=WIDTH, num_layers=LAYERS,
+            num_heads=HEADS, attention_types=[[["global", "local"], 1]], window_size=8))))
+    if name == "phi":
+        return CausalLM(tf.PhiForCausalLM(tf.PhiConfig(**no_dropout(
+            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
+            partial_rotary_factor=0.5))))
+    configs = {  # the Llama-like ones: decoder_kwargs plus these
+        "qwen3": ("Qwen3", dict(head_dim=WIDTH // HEADS)),
+        "stablelm": ("StableLm", dict(partial_rotary_factor=0.25)),
+        "starcoder2": ("Starcoder2", dict(sliding_window=8)),
+        "gemma": ("Gemma", dict(head_dim=WIDTH // HEADS)),
+        "gemma3": ("Gemma3Text", dict(head_dim=WIDTH // HEADS, sliding_window=8,
+                                      query_pre_attn_scalar=WIDTH // HEADS)),
+        "cohere": ("Cohere", {}), "olmo2": ("Olmo2", {}),
+        "granite": ("Granite", dict(embedding_multiplier=4.0, residual_multiplier=0.5,
+                                    logits_scaling=2.0, attention_multiplier=0.2))}
+    if name not in configs:
+        return None
+    family, kw = configs[name]
+    cfg = getattr(tf, family + "Config")(**decoder_kwargs(**kw))
+    model = family[:-4] if family.endswith("Text") else family
+    return CausalLM(getattr(tf, model + "ForCausalLM")(cfg))
+
+
+def more_encoders(name, tf):
+    """Encoders, BART and two vision families beyond the issue's list."""
+    enc = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+               num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T)
+    if name == "roberta":  # positions offset past the padding id
+        return MaskedLM(tf.RobertaForMaskedLM(tf.RobertaConfig(**no_dropout(
+            **dict(enc, max_position_embeddings=T + 2)))))
+    if name == "distilbert":
+        return MaskedLM(tf.DistilBertForMaskedLM(tf.DistilBertConfig(**no_dropout(
+            vocab_size=VOCAB, dim=WIDTH, hidden_dim=2 * WIDTH, n_layers=LAYERS, n_heads=HEADS,
+            max_position_embeddings=T, dropout=0.0, attention_dropout=0.0, qa_dropout=0.0,
+            seq_classif_dropout=0.0))))
+    if name == "albert":  # one layer's weights shared by both layers; factorised embedding
+        return MaskedLM(tf.AlbertForMaskedLM(tf.AlbertConfig(**no_dropout(
+            **enc, embedding_size=32))))
+    if name == "electra":
+        return MaskedLM(tf.ElectraForMaskedLM(tf.ElectraConfig(**no_dropout(
+            **enc, embedding_size=32))))
+    if name == "deberta-v2":  # disentangled (content/position) attention
+        return MaskedLM(tf.DebertaV2ForMaskedLM(tf.DebertaV2Config(**no_dropout(**enc))))
+    if name == "modernbert":  # local (window 8) and global layers, rotary, GeGLU
+        return MaskedLM(tf.ModernBertForMaskedLM(tf.ModernBertConfig(**no_dropout(
+            **enc, local_attention=8, global_attn_every_n_layers=2, embedding_dropout=0.0,
+            mlp_dropout=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+            sep_token_id=2))))
+    if name == "bart":
+        return BartLM(tf.BartForConditionalGeneration(tf.BartConfig(**no_dropout(
+            vocab_size=VOCAB, d_model=WIDTH, encoder_layers=LAYERS, decoder_layers=LAYERS,
+            encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+            encoder_ffn_dim=2 * WIDTH, decoder_ffn_dim=2 * WIDTH, max_position_embeddings=T,
+            dropout=0.0, activation_dropout=0.0, decoder_start_token_id=2, pad_token_id=1))))
+    if name == "convnext":
+        return ImageClassifier(tf.ConvNextForImageClassification(tf.ConvNextConfig(
+            num_channels=CHANNELS, hidden_sizes=[16, 32], depths=[1, 1], num_stages=2,
+            num_labels=CLASSES, image_size=IMAGE, patch_size=2)))
+    if name == "swin":  # shifted windows of 4x4 patches, relative position bias
+        return ImageClassifier(tf.SwinForImageClassification(tf.SwinConfig(
+            image_size=IMAGE, patch_size=2, num_channels=CHANNELS, embed_dim=16, depths=[1, 1],
+            num_heads=[2, 4], window_size=4, num_labels=CLASSES, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, drop_path_rate=0.0)))
+    return None
+
+
+MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "bert", "bert-cls",
+          "fnet", "t5",
+          "vit", "resnet50", "cnn3d", "grid-sample",
+          "nn-transformer", "lstm", "gru-bi", "rnn", "mixtral", "mixtral-sparse",
+          "mixtral-modules", "qwen2-moe", "qwen2-moe-sparse", "olmoe", "gpt-oss",
+          "gpt-oss-sparse", "dense-moe",
+          # beyond the issue's list
+          "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
+          "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
+          "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
+          "swin"]
+TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
+          "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
+          "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
+          "phi3": "Phi-3 (fused qkv, GQA)",
+          "mixtral": "Mixtral MoE (4 experts, top-2; batched_mm experts)",
+          "mixtral-sparse": "Mixtral MoE (4 experts, top-2; eager experts: nonzero, index_add_)",
+          "qwen2-moe": "Qwen2-MoE (4 experts top-2 + gated shared expert)",
+          "olmoe": "OLMoE (4 experts top-2, q/k norm)",
+          "lstm": "LSTM language model (2 layers; the ONNX LSTM op)",
+          "gru-bi": "bidirectional GRU tagger (2 layers; the ONNX GRU op)",
+          "rnn": "Elman RNN language model (2 layers, tanh; the ONNX RNN op)",
+          "mixtral-modules": "Mixtral MoE (transformers 4.x block: a module per expert)",
+          "qwen2-moe-sparse": "Qwen2-MoE (as above; eager experts)",
+          "gpt-oss": "GPT-OSS (4 experts with biases, sinks, sliding/full layers)",
+          "gpt-oss-sparse": "GPT-OSS (as above; eager experts)",
+          "dense-moe": "dense MoE (every token through every expert, top-2 gate; MLP blocks)", "gpt-neox": "GPT-NeoX (partial rotary 0.25)",
+          "bert": "BERT (masked LM head)",
+          "bert-cls": "BERT for sequence classification (10 labels; word embedding split alone under tp)",
+          "fnet": "FNet (Fourier token mixing; masked LM)",
+          "t5": "T5 (encoder-decoder)",
+          "vit": "ViT (image classification)",
+          "resnet50": "torchvision ResNet-50 (train-mode BatchNorm)",
+          "grid-sample": "CNN resampling its input through a learned grid (GridSample)",
+          "cnn3d": "3-d CNN (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d; an image as 4 frames)",
+          "nn-transformer": "nn.TransformerEncoder (causal LM)",
+          "opt": "OPT (learned positions offset 2, ReLU)",
+          "bloom": "BLOOM (ALiBi)", "falcon": "Falcon (multi-query, parallel attention/MLP)",
+          "gpt-j": "GPT-J (interleaved partial rotary, parallel block)",
+          "codegen": "CodeGen (interleaved partial rotary)",
+          "gpt-bigcode": "GPT-BigCode / StarCoder (multi-query)",
+          "gpt-neo": "GPT-Neo (unscaled scores, local/global layers)",
+          "phi": "Phi-2 (partial rotary 0.5, parallel block)",
+          "qwen3": "Qwen3 (q/k norm, GQA)", "stablelm": "StableLM (partial rotary 0.25)",
+          "starcoder2": "Starcoder2 (sliding window 8)", "gemma": "Gemma",
+          "gemma3": "Gemma 3 (q/k norm, sliding/global layers)",
+          "cohere": "Cohere Command-R (interleaved rotary, parallel block)",
+          "olmo2": "OLMo 2 (q/k norm, post-norm)", "granite": "Granite (scaled residuals, logits)",
+          "roberta": "RoBERTa (masked LM)", "distilbert": "DistilBERT (masked LM)",
+          "albert": "ALBERT (shared layers, factorised embedding)",
+          "electra": "ELECTRA generator (factorised embedding)",
+          "deberta-v2": "DeBERTa-v2 (disentangled attention)",
+          "modernbert": "ModernBERT (local/global layers, rotary)",
+          "bart": "BART (encoder-decoder, learned positions)",
+          "convnext": "ConvNeXt (depthwise 7x7 convolutions, LayerNorm)",
+          "swin": "Swin (shifted windows, relative position bias)"}
