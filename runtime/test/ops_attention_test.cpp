@@ -242,6 +242,10 @@ TEST(OpsAttention, SoftcapWindow) { check({1, 100, 100, 16, true, 0.5, 20, 1.5})
 TEST(OpsAttention, BiasUnmasked) { check({6, 40, 90, 16, false, 1.0, 0, 0, 3}); }
 TEST(OpsAttention, BiasCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2}); }
 TEST(OpsAttention, BiasWindowSoftcap) { check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2}); }
+// Head dims the CUDA kernel lacks (the CPU target fuses any: Phi-2's 80).
+TEST(OpsAttention, HeadDim80Causal) { check({3, 70, 70, 80, true, 0.11}); }
+TEST(OpsAttention, HeadDim24Unmasked) { check({4, 33, 33, 24, false, 0.2}); }
+
 // ALiBi's form: one bias row per head for every query row (read with row
 // stride 0); its gradient is still the scores' (the caller sums the rows).
 TEST(OpsAttention, BiasPerKeyCausal) { check({4, 150, 150, 32, true, 0.2, 0, 0, 2, 0, true}); }

@@ -105,12 +105,17 @@ func.func @window_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: 
 // -----
 
 // Not fused: the probabilities are also returned (they would have to be
-// materialised anyway), a head dim the CUDA kernel lacks (8), a masked fill
-// that does not underflow (-1), an additive bias that is not a mask.
+// materialised anyway), a head dim the CUDA kernel lacks (8: fused for the
+// CPU only), a masked fill that does not underflow (-1), an additive bias
+// that is not a mask.
 // CHECK-LABEL: func.func @probs_used
 // CHECK-NOT: merak.attention
 // CHECK-LABEL: func.func @head_dim_8
-// CHECK-NOT: merak.attention
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 : tensor<1x2x4x8xf32>
+// NOWIN-LABEL: func.func @head_dim_8
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func @small_fill
 // CHECK-LABEL: func.func @small_fill
 // CHECK-NOT: merak.attention
 // CHECK-LABEL: func.func @alibi_like

@@ -203,15 +203,15 @@ def more_decoders(name, tf):
             vocab_size=VOCAB, max_position_embeddings=T, hidden_size=WIDTH, num_layers=LAYERS,
             num_heads=HEADS, attention_types=[[["global", "local"], 1]], window_size=8))))
     if name == "phi":
+        # Phi-2's head dim (80: 2 heads of a width of 160) and rotary fraction.
         return CausalLM(tf.PhiForCausalLM(tf.PhiConfig(**no_dropout(
-            vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
-            num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=T,
-            partial_rotary_factor=0.5))))
+            vocab_size=VOCAB, hidden_size=160, intermediate_size=320, num_hidden_layers=LAYERS,
+            num_attention_heads=2, max_position_embeddings=T, partial_rotary_factor=0.4))))
     configs = {  # the Llama-like ones: decoder_kwargs plus these
         "qwen3": ("Qwen3", dict(head_dim=WIDTH // HEADS)),
         "stablelm": ("StableLm", dict(partial_rotary_factor=0.25)),
         "starcoder2": ("Starcoder2", dict(sliding_window=8)),
-        "gemma": ("Gemma", dict(head_dim=WIDTH // HEADS)),
+        "gemma": ("Gemma", dict(head_dim=48)),  # its own, not width / heads (Gemma's: 256)
         "gemma3": ("Gemma3Text", dict(head_dim=WIDTH // HEADS, sliding_window=8,
                                       query_pre_attn_scalar=WIDTH // HEADS)),
         "cohere": ("Cohere", {}), "olmo2": ("Olmo2", {}),
@@ -310,9 +310,9 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "codegen": "CodeGen (interleaved partial rotary)",
           "gpt-bigcode": "GPT-BigCode / StarCoder (multi-query)",
           "gpt-neo": "GPT-Neo (unscaled scores, local/global layers)",
-          "phi": "Phi-2 (partial rotary 0.5, parallel block)",
+          "phi": "Phi-2 (head dim 80, partial rotary 0.4, parallel block)",
           "qwen3": "Qwen3 (q/k norm, GQA)", "stablelm": "StableLM (partial rotary 0.25)",
-          "starcoder2": "Starcoder2 (sliding window 8)", "gemma": "Gemma",
+          "starcoder2": "Starcoder2 (sliding window 8)", "gemma": "Gemma (head dim 48)",
           "gemma3": "Gemma 3 (q/k norm, sliding/global layers)",
           "cohere": "Cohere Command-R (interleaved rotary, parallel block)",
           "olmo2": "OLMo 2 (q/k norm, post-norm)", "granite": "Granite (scaled residuals, logits)",

@@ -44,9 +44,10 @@
 // float32 there, which is what the fused op computes.
 //
 // Fused only where the one op serves both targets: float32, as many keys as
-// queries, head dim 16, 32, 64 or 128 (the CUDA kernel's) equal for key and
-// value, a nonzero scale, intermediates with no other users. Everything else (other
-// masks, other head dims) stays decomposed. A dropout on the probabilities
+// queries, a head dim equal for key and value (16, 32, 64 or 128, the CUDA
+// kernel's, unless cpu-forms: Phi-2's 80, Gemma's 256), a nonzero scale,
+// intermediates with no other users. Everything else (other masks, other
+// head dims on CUDA) stays decomposed. A dropout on the probabilities
 // becomes the fused op's `dropout` and `seed` (and the splits it recorded):
 // the kernels draw its mask again, forward and backward, so the fused form
 // computes what the decomposed one does.
@@ -102,7 +103,7 @@ public:
 private:
   ModuleOp module;
   ArrayRef<llvm::GlobPattern> frozen;
-  bool cpuForms; // windows and soft-capping (the CPU kernels only)
+  bool cpuForms; // windows, soft-capping, biases, dropout, any head dim (the CPU kernels only)
 
   bool isFrozen(StringRef name) const {
     return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
@@ -602,7 +603,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
       pv.getType() != qt)
     return false;
   int64_t d = qt.getDimSize(rank - 1);
-  if (d != vt.getDimSize(rank - 1) || !llvm::is_contained({16, 32, 64, 128}, d) ||
+  if (d != vt.getDimSize(rank - 1) || (!cpuForms && !llvm::is_contained({16, 32, 64, 128}, d)) ||
       !vt.getElementType().isF32() || !qt.getElementType().isF32())
     return false;
 

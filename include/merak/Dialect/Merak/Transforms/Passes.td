@@ -136,24 +136,32 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     sliced, compared with a scalar, negated or cast. It is fused when it
     keeps exactly the keys `c <= r` of query row `r` (causal), the keys
     `r - w < c <= r` (a sliding window of w), or all keys; a masked score
-    must be a fill (or additive bias) of at most -1e4. Soft-capping of the
+    must be a fill (or additive bias) of at most -1e4. Stacked masks
+    (GPT-Neo's layer mask under the model's causal one) intersect.
+    Regroupings of the leading dims between the products and the softmax
+    (BLOOM's `[B * H, T, S]` products, masked at `[B, H, T, S]`) are read
+    through; the fused op works at q's dims. Keys and values with size-1
+    head dims that the products broadcast (multi-query: Falcon's) are
+    broadcast for it. Soft-capping of the
     scaled scores before the mask (`mul(tanh(div(s, c)), c)`, Gemma 2) is
     taken in too. With `cpu-forms`, any other additive term of the scores
-    that broadcasts to them without growing (`[T, S]` last, other dims 1 or
-    the scores') becomes the fused op's `bias` operand, whose gradient the
+    that broadcasts to them without growing (`S` last, other dims, `T`
+    too, 1 or the scores') becomes the fused op's `bias` operand, whose gradient the
     fused backward returns: T5's learned relative-position bias (inside
     its decoder's constant causal mask, `where(mask, b, fill)`, which
-    becomes `causal`), constant ALiBi slopes, masks that differ between
-    batches. Windows, soft-capping and biases only with `cpu-forms` (the
-    CUDA kernels have none of them). torch's SDPA NaN guard
+    becomes `causal`), constant ALiBi slopes (BLOOM's, per key:
+    `[B * H, 1, S]`), masks that differ between batches. Windows,
+    soft-capping, biases and head dims other than 16, 32, 64 and 128
+    (Phi-2's 80, Phi-3's 96, Gemma's 256) only with `cpu-forms` (the CUDA
+    kernels have none of them). torch's SDPA NaN guard
     (`where(isnan(p), 0, p)` after the softmax) goes with it. With
     `cpu-forms`, a `merak.dropout` on the probabilities (Hugging Face's
     attention dropout) whose mask nothing else reads becomes the fused
     op's `dropout` and `seed`, with the splits it recorded: the kernels
     draw its mask again, forward and backward.
     Fused only for float32 self-attention (as many keys as queries) with a
-    head dimension of 16, 32, 64 or 128 equal for key and value (the CUDA
-    kernel's shapes), a nonzero scale and intermediates without other
+    head dimension equal for key and value (without `cpu-forms`: 16, 32,
+    64 or 128, the CUDA kernel's), a nonzero scale and intermediates without other
     users; anything else (padding masks shaped [B, 1, 1, S]) stays
     decomposed. Runs after merak-tensor-parallel (which
     shards the decomposed form's heads) and before merak-attach-loss.
@@ -163,8 +171,8 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
                "Globs of parameters that do not train (masks read from them are constants)">,
     Option<"cpuForms", "cpu-forms", "bool", /*default=*/"true",
            "Also fuse what only the CPU kernels implement: sliding windows, "
-           "soft-capping, score biases and probability dropout (off for the "
-           "CUDA target)">
+           "soft-capping, score biases, probability dropout and any head "
+           "dimension (off for the CUDA target)">
   ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
