@@ -2,9 +2,13 @@
 
     /usr/bin/python3 bench/attention_step.py --bin build/bin --workdir /tmp/bench-attn \
         [--seq 512] [--batch 4] [--threads 2] [--steps 12] [--rounds 2]
+    $(scripts/venv-path.sh)/bin/python bench/attention_step.py ... --model bloom|falcon
 
 GPT-2-style decoder d=256, 4 heads (head dim 64), 2 layers, vocab 2048, the
-given sequence length and batch, AdamW. The same ONNX file is compiled twice,
+given sequence length and batch, AdamW; --model bloom (ALiBi: the fused op's
+per-key bias) or falcon (multi-query: one key/value head, broadcast) builds
+that transformers family at the same sizes instead (the project venv's
+transformers). The same ONNX file is compiled twice,
 --fused-attention=on and off; prints each program's planned arena peak (the
 activation memory of one step, from merak-compile's memory plan) and the
 median step time (per-step `time_ms` of the metrics after 3 warm-up steps),
@@ -39,6 +43,25 @@ def compile_program(args, onnx_path, mode):
     return exe, int(m.group(1)) if m else None
 
 
+def build(name, seq):
+    """The decoder at D, LAYERS, HEADS: export_models' GPT-2, or a
+    transformers family (no dropout) wrapped to return its logits."""
+    if name == "gpt2":
+        return em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS, block_size=seq)
+    import transformers as tf
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test",
+                                    "zoo"))
+    from zoo_models import CausalLM
+    if name == "bloom":
+        return CausalLM(tf.BloomForCausalLM(tf.BloomConfig(
+            vocab_size=VOCAB, hidden_size=D, n_layer=LAYERS, n_head=HEADS, hidden_dropout=0.0,
+            attention_dropout=0.0)))
+    return CausalLM(tf.FalconForCausalLM(tf.FalconConfig(
+        vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        multi_query=True, parallel_attn=True, new_decoder_architecture=False,
+        max_position_embeddings=seq, hidden_dropout=0.0, attention_dropout=0.0)))
+
+
 def run(args, exe, tokens, tag):
     metrics = os.path.join(args.workdir, "metrics-%s.jsonl" % tag)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
@@ -60,16 +83,17 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--model", choices=("gpt2", "bloom", "falcon"), default="gpt2")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     torch.manual_seed(0)
-    model = em.GPT2(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=LAYERS,
-                    block_size=args.seq)
+    model = build(args.model, args.seq)
     ids = torch.randint(0, VOCAB, (args.batch, args.seq), dtype=torch.int64)
     onnx_path = os.path.join(args.workdir, "gpt_t%d.onnx" % args.seq)
+    torchscript = {"dynamo": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
     torch.onnx.export(model, (ids,), onnx_path, opset_version=17, input_names=["input_ids"],
                       output_names=["logits"], training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
+                      do_constant_folding=False, **torchscript)
     tokens = os.path.join(args.workdir, "tokens.bin")
     np.random.default_rng(0).integers(0, VOCAB, 400000).astype(np.uint16).tofile(tokens)
     progs = {mode: compile_program(args, onnx_path, mode) for mode in ("on", "off")}
@@ -80,8 +104,9 @@ def main():
             t, losses[mode] = run(args, progs[mode][0], tokens, "%s%d" % (mode, r))
             times[mode] += t
     rel = max(abs(a - b) / abs(b) for a, b in zip(losses["on"], losses["off"]))
-    print("GPT d=%d layers=%d heads=%d (head dim %d) seq=%d batch=%d vocab=%d, %d threads"
-          % (D, LAYERS, HEADS, D // HEADS, args.seq, args.batch, VOCAB, args.threads))
+    print("%s d=%d layers=%d heads=%d (head dim %d) seq=%d batch=%d vocab=%d, %d threads"
+          % (args.model, D, LAYERS, HEADS, D // HEADS, args.seq, args.batch, VOCAB,
+             args.threads))
     for mode in ("on", "off"):
         print("--fused-attention=%-3s arena peak %7.1f MB, step %7.1f ms (median of %d)"
               % (mode, progs[mode][1] / 1e6, statistics.median(times[mode]), len(times[mode])))
