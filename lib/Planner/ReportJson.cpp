@@ -40,16 +40,12 @@ static json::Object paramJson(const ParamInfo &p) {
 }
 
 /// A stage's "collectives": {"all_reduce": {"tp": {count, bytes}, ...},
-/// ..., "send": ..., "recv": ...}; adds its tp all-reduces to `tpTotal`.
-static json::Object collectivesJson(const StageInfo &st, Traffic &tpTotal) {
+/// ..., "send": ..., "recv": ...}.
+static json::Object collectivesJson(const StageInfo &st) {
   std::map<std::string, json::Object> byKind;
   for (auto &[key, t] : st.collectives) {
     auto [kind, g] = StringRef(key).split(' ');
     byKind[kind.str()][g] = json::Object{{"count", t.count}, {"bytes", t.bytes}};
-    if (key == "all_reduce tp") {
-      tpTotal.count += t.count;
-      tpTotal.bytes += t.bytes;
-    }
   }
   json::Object collectives;
   for (auto &[kind, groups] : byKind)
@@ -62,7 +58,7 @@ static json::Object collectivesJson(const StageInfo &st, Traffic &tpTotal) {
 }
 
 /// One entry of "stages" (its ranks: dp x tp of them, Megatron's order).
-static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st, Traffic &tpTotal) {
+static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st) {
   int64_t group = r.opts.dp * r.opts.tp;
   json::Array ranks, nodes, ps;
   for (int64_t k = s * group; k < (s + 1) * group; ++k)
@@ -100,7 +96,7 @@ static json::Object stageJson(const Report &r, int64_t s, const StageInfo &st, T
                              {"update", st.updateFlops},
                              {"total", st.flops()}}},
       {"partition_cost", st.partitionCost ? json::Value(*st.partitionCost) : json::Value(nullptr)},
-      {"collectives", collectivesJson(st, tpTotal)},
+      {"collectives", collectivesJson(st)},
   };
 }
 
@@ -117,7 +113,8 @@ static json::Value sequenceParallelJson(const Report &r) {
 
 /// "tensor_parallel": the sharded parameters, the vocabulary split (the
 /// first shard's numbers, and every shard), the tp all-reduces.
-static json::Object tensorParallelJson(const Report &r, const Traffic &tpTotal) {
+static json::Object tensorParallelJson(const Report &r) {
+  Traffic tpTotal = r.total("all_reduce tp");
   json::Array sharded;
   for (const ParamInfo &p : r.params)
     if (p.shard)
@@ -193,11 +190,10 @@ json::Value Report::toJson() const {
                                 {"param_storage_bytes", paramStorageBytes},
                                 {"constant_bytes", constantBytes}};
   json::Array stageArr;
-  Traffic tpTotal;
   for (auto [s, st] : llvm::enumerate(stages))
-    stageArr.push_back(stageJson(*this, s, st, tpTotal));
+    stageArr.push_back(stageJson(*this, s, st));
   root["stages"] = std::move(stageArr);
-  root["tensor_parallel"] = tensorParallelJson(*this, tpTotal);
+  root["tensor_parallel"] = tensorParallelJson(*this);
   root["data_parallel"] = dataParallelJson(*this);
   if (pipelined) {
     int64_t p2p = 0;
