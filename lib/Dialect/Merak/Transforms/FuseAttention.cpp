@@ -522,13 +522,10 @@ double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
   Value probs = pv.getLhs();
-  bool regrouped = peelLeadingReshape(probs, chain);
+  peelLeadingReshape(probs, chain);
   auto dropout = probs.getDefiningOp<DropoutOp>();
   if (dropout) {
-    // A dropout's recorded splits name its own dims: read through a
-    // regrouping they would name others.
-    if (!cpuForms || !dropout.getOutput().hasOneUse() || !dropout.getMask().use_empty() ||
-        (regrouped && (dropout.getBatchSplitAttr() || dropout.getTpSplitAttr())))
+    if (!cpuForms || !dropout.getOutput().hasOneUse() || !dropout.getMask().use_empty())
       return false;
     chain.push_back(dropout);
     probs = dropout.getInput();
@@ -601,6 +598,11 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   if (qt.getShape().drop_back(2) != batch || !broadcastsTo(kt.getShape().drop_back(2), batch) ||
       !broadcastsTo(vt.getShape().drop_back(2), batch) || vt.getDimSize(rank - 2) != s ||
       pv.getType() != qt)
+    return false;
+  // A dropout's recorded splits name its own dims, which must be the fused
+  // op's (not regrouped).
+  if (dropout && (dropout.getBatchSplitAttr() || dropout.getTpSplitAttr()) &&
+      cast<RankedTensorType>(dropout.getOutput().getType()).getShape().drop_back(2) != batch)
     return false;
   int64_t d = qt.getDimSize(rank - 1);
   if (d != vt.getDimSize(rank - 1) || (!cpuForms && !llvm::is_contained({16, 32, 64, 128}, d)) ||
