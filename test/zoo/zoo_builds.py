@@ -208,21 +208,24 @@ def more_decoders(name, tf):
             vocab_size=VOCAB, hidden_size=160, intermediate_size=320, num_hidden_layers=LAYERS,
             num_attention_heads=2, max_position_embeddings=T, partial_rotary_factor=0.4))))
     configs = {  # the Llama-like ones: decoder_kwargs plus these
-        "qwen3": ("Qwen3", dict(head_dim=WIDTH // HEADS)),
-        "stablelm": ("StableLm", dict(partial_rotary_factor=0.25)),
-        "starcoder2": ("Starcoder2", dict(sliding_window=8)),
-        "gemma": ("Gemma", dict(head_dim=48)),  # its own, not width / heads (Gemma's: 256)
-        "gemma3": ("Gemma3Text", dict(head_dim=WIDTH // HEADS, sliding_window=8,
-                                      query_pre_attn_scalar=WIDTH // HEADS)),
-        "cohere": ("Cohere", {}), "olmo2": ("Olmo2", {}),
-        "granite": ("Granite", dict(embedding_multiplier=4.0, residual_multiplier=0.5,
-                                    logits_scaling=2.0, attention_multiplier=0.2))}
+        "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(head_dim=WIDTH // HEADS)),
+        "stablelm": (tf.StableLmConfig, tf.StableLmForCausalLM,
+                     dict(partial_rotary_factor=0.25)),
+        "starcoder2": (tf.Starcoder2Config, tf.Starcoder2ForCausalLM, dict(sliding_window=8)),
+        # its own head dim, not width / heads (Gemma's: 256)
+        "gemma": (tf.GemmaConfig, tf.GemmaForCausalLM, dict(head_dim=48)),
+        "gemma3": (tf.Gemma3TextConfig, tf.Gemma3ForCausalLM,
+                   dict(head_dim=WIDTH // HEADS, sliding_window=8,
+                        query_pre_attn_scalar=WIDTH // HEADS)),
+        "cohere": (tf.CohereConfig, tf.CohereForCausalLM, {}),
+        "olmo2": (tf.Olmo2Config, tf.Olmo2ForCausalLM, {}),
+        "granite": (tf.GraniteConfig, tf.GraniteForCausalLM,
+                    dict(embedding_multiplier=4.0, residual_multiplier=0.5, logits_scaling=2.0,
+                         attention_multiplier=0.2))}
     if name not in configs:
         return None
-    family, kw = configs[name]
-    cfg = getattr(tf, family + "Config")(**decoder_kwargs(**kw))
-    model = family[:-4] if family.endswith("Text") else family
-    return CausalLM(getattr(tf, model + "ForCausalLM")(cfg))
+    config, model, kw = configs[name]
+    return CausalLM(model(config(**decoder_kwargs(**kw))))
 
 
 def more_encoders(name, tf):
