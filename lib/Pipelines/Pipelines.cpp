@@ -93,8 +93,11 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     attention.frozen.assign(o.frozen.begin(), o.frozen.end());
     attention.cpuForms = o.attentionCpuForms;
     pm.addPass(createMerakFuseAttention(attention));
-    pm.addPass(createCanonicalizerPass());
   }
+  // Also moves each tp_identity above the views it reads (a MoE layer's
+  // top-k copies of its tokens), before the autodiff sums its gradient.
+  if (o.fusedAttention || o.tp > 1)
+    pm.addPass(createCanonicalizerPass());
   if (o.tp > 1 && o.sequenceParallel) {
     MerakSequenceParallelOptions sequenceParallel;
     sequenceParallel.tp = o.tp;

@@ -531,8 +531,6 @@ std::vector<PlanCandidate> enumeratePlans(Planner &pl, int64_t fine) {
   std::vector<PlanCandidate> all;
   for (auto &[key, probe] : pl.probes) {
     const auto [tp, sequenceParallel] = key;
-    if (sequenceParallel && probe.experts > 0)
-      continue; // merak-sequence-parallel leaves MoE models as they are
     for (int64_t pp : divisors(pl.devices / tp)) {
       if (pp > fine)
         continue;

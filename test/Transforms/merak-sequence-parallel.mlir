@@ -158,3 +158,47 @@ func.func @forward(%p: tensor<8x8xf32>, %x: tensor<6x8xf32>) -> tensor<6x8xf32> 
   %m = merak.matmul %x, %h : tensor<6x8xf32>, tensor<8x8xf32> -> tensor<6x8xf32>
   return %m : tensor<6x8xf32>
 }
+
+// -----
+
+// A Mixture-of-Experts layer's combine: the expert rows' sum over tp
+// ([tokens x top-2, C]) becomes a reduce-scatter of those rows; the routing
+// weights (replicated) are cut; the regrouping [8, 8] -> [4, 2, 8] and the
+// sum over each token's two rows run on this rank's rows, whose groups it
+// holds whole; the residual add stays split. A sum over groups that a
+// rank's rows would cut (3 groups of 2 over 2 ranks) reads the gathered
+// rows.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.+]] = merak.reduce_scatter %{{.+}} group = "tp" reduction = "sum" : tensor<8x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: merak.reshape %arg1
+// CHECK-NEXT: %[[W:.+]] = merak.local_shard %{{.+}} group = "tp" : tensor<8x1xf32> -> tensor<4x1xf32>
+// CHECK-NEXT: %[[M:.+]] = merak.mul %[[Y]], %[[W]] : tensor<4x8xf32>, tensor<4x1xf32>
+// CHECK-NEXT: %[[MV:.+]] = merak.reshape %[[M]] : tensor<4x8xf32> to tensor<4x1x8xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.reshape %[[MV]] : tensor<4x1x8xf32> to tensor<4x1x8xf32>
+// CHECK-NEXT: %[[GV:.+]] = merak.reshape %[[G]] : tensor<4x1x8xf32> to tensor<2x2x8xf32>
+// CHECK-NEXT: %[[T:.+]] = merak.reduce_sum %[[GV]] axes = [1] : tensor<2x2x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[TV:.+]] = merak.reshape %[[T]] : tensor<2x8xf32> to tensor<2x1x8xf32>
+// CHECK-NEXT: %[[TR:.+]] = merak.reshape %[[TV]] : tensor<2x1x8xf32> to tensor<2x1x8xf32>
+// CHECK-NEXT: %[[HV:.+]] = merak.reshape %arg2 : tensor<2x2x8xf32> to tensor<4x1x8xf32>
+// CHECK-NEXT: %[[HS:.+]] = merak.local_shard %[[HV]] group = "tp" : tensor<4x1x8xf32> -> tensor<2x1x8xf32>
+// CHECK-NEXT: %[[A:.+]] = merak.add %[[HS]], %[[TR]] : tensor<2x1x8xf32>, tensor<2x1x8xf32>
+// CHECK-NEXT: merak.reshape %arg3
+// CHECK-NEXT: %[[Z:.+]] = merak.reduce_scatter %{{.+}} group = "tp" reduction = "sum" : tensor<6x1x8xf32> -> tensor<3x1x8xf32>
+// CHECK-NEXT: %[[E:.+]] = merak.exp %[[Z]]
+// CHECK-NEXT: %[[EG:.+]] = merak.all_gather %[[E]]
+// CHECK-NEXT: %[[EF:.+]] = merak.reshape %[[EG]] : tensor<6x1x8xf32> to tensor<3x2x8xf32>
+// CHECK-NEXT: merak.reduce_sum %[[EF]] axes = [1] : tensor<3x2x8xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: merak.all_gather %[[A]] group = "tp" : tensor<2x1x8xf32> -> tensor<4x1x8xf32>
+func.func @forward(%p: tensor<8x8xf32>, %w: tensor<8x1xf32>, %h: tensor<2x2x8xf32>, %q: tensor<3x2x8xf32>)
+    -> (tensor<2x2x8xf32>, tensor<3x8xf32>) {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<8x8xf32> -> tensor<8x8xf32>
+  %m = merak.mul %y, %w : tensor<8x8xf32>, tensor<8x1xf32>
+  %g = merak.reshape %m : tensor<8x8xf32> to tensor<4x2x8xf32>
+  %t = merak.reduce_sum %g axes = [1] : tensor<4x2x8xf32> -> tensor<4x8xf32>
+  %tr = merak.reshape %t : tensor<4x8xf32> to tensor<2x2x8xf32>
+  %a = merak.add %h, %tr : tensor<2x2x8xf32>, tensor<2x2x8xf32>
+  %z = merak.all_reduce %q group = "tp" reduction = "sum" : tensor<3x2x8xf32> -> tensor<3x2x8xf32>
+  %e = merak.exp %z : tensor<3x2x8xf32>
+  %u = merak.reduce_sum %e axes = [1] : tensor<3x2x8xf32> -> tensor<3x8xf32>
+  return %a, %u : tensor<2x2x8xf32>, tensor<3x8xf32>
+}

@@ -69,6 +69,12 @@ batches as the serial program; per-step loss relative error <= 1e-5:
              dispatches per layer and step), and merak-compile --simulate
              --moe-histogram gives the busiest rank's share computed from
              the file by hand
+  sp         --sequence-parallel on with MoE layers: --tp 2 (the experts
+             split over tp; each layer's combine on this rank's rows, after
+             a reduce-scatter of the expert rows), --dp 2 --ep 2 --tp 2 and
+             with --pp 2 --microbatches 2 equal the serial program, and at
+             --tp 2 the tp all-reduces left move under 5 % of plain tensor
+             parallelism's bytes (--report=json)
   errors     --ep not dividing --dp, --ep on a dense model, rebalancing with
              --target cuda, an unknown --moe-dispatcher, placement or shadowing without
              ep, chunks with shadowing or not dividing the rows are errors
@@ -401,6 +407,31 @@ def check_errors(env):
         cases)
 
 
+def tp_report(env, flags):
+    path, _ = env.model("mixtral")
+    out = subprocess.run(
+        [os.path.join(env.bin_dir, "merak-compile"), path, "--input-shape",
+         "input_ids=%dx%d" % (BATCH, zoo.T), "--tp", "2", "--report=json"] + flags,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
+    return json.loads(out)["tensor_parallel"]
+
+
+def check_sequence_parallel(env):
+    sp = ["--sequence-parallel", "on"]
+    results = [versus_serial(env, "mixtral", flags + sp, ranks) for flags, ranks in (
+        (["--tp", "2"], 2),
+        (["--dp", "2", "--ep", "2", "--tp", "2"], 4),
+        (["--dp", "2", "--ep", "2", "--tp", "2", "--pp", "2", "--microbatches", "2"], 8))]
+    plain, split = tp_report(env, []), tp_report(env, sp)
+    share = split["all_reduce"]["bytes"] / plain["all_reduce"]["bytes"]
+    scattered = split["sequence_parallel"]["reduce_scatter"]["count"]
+    results.append((share < 0.05 and scattered > 0,
+                    "tp all-reduce bytes with sequence parallelism %d of %d (%.1f %%), %d "
+                    "reduce-scatters" % (split["all_reduce"]["bytes"],
+                                         plain["all_reduce"]["bytes"], 100 * share, scattered)))
+    return all(ok for ok, _ in results), "; ".join(msg for _, msg in results)
+
+
 CHECKS = {
     "ep2": check_ep2,
     "ep4": lambda env: versus_serial(env, "mixtral", ["--dp", "4", "--ep", "4"], 4),
@@ -427,6 +458,7 @@ CHECKS = {
     "chunked": check_chunked,
     "hierarchical": check_hierarchical,
     "histogram": check_histogram,
+    "sp": check_sequence_parallel,
     "errors": check_errors,
 }
 

@@ -468,6 +468,30 @@ func.func @local_shard_of_sum(%x: tensor<2x4x8xf32>, %y: tensor<8x8xf32>, %z: te
 
 // -----
 
+// A tp_identity moves above the reshapes and broadcasts read by it alone
+// (a MoE layer's top-k copies of its tokens), so that its gradient is
+// summed over tp at the tokens' size; not above a view read elsewhere too.
+// CHECK-LABEL: func.func @tp_identity_above_views
+// CHECK-NEXT: %[[I:.+]] = merak.tp_identity %arg0 : tensor<4x8xf32>
+// CHECK-NEXT: %[[R:.+]] = merak.reshape %[[I]] : tensor<4x8xf32> to tensor<4x1x8xf32>
+// CHECK-NEXT: %[[B:.+]] = merak.broadcast %[[R]] : tensor<4x1x8xf32> to tensor<4x2x8xf32>
+// CHECK-NEXT: %[[F:.+]] = merak.reshape %[[B]] : tensor<4x2x8xf32> to tensor<8x8xf32>
+// CHECK-NEXT: %[[S:.+]] = merak.reshape %arg1 : tensor<4x8xf32> to tensor<8x4xf32>
+// CHECK-NEXT: %[[J:.+]] = merak.tp_identity %[[S]] : tensor<8x4xf32>
+// CHECK-NEXT: return %[[F]], %[[J]], %[[S]]
+func.func @tp_identity_above_views(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>)
+    -> (tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+  %r = merak.reshape %x : tensor<4x8xf32> to tensor<4x1x8xf32>
+  %b = merak.broadcast %r : tensor<4x1x8xf32> to tensor<4x2x8xf32>
+  %f = merak.reshape %b : tensor<4x2x8xf32> to tensor<8x8xf32>
+  %i = merak.tp_identity %f : tensor<8x8xf32>
+  %s = merak.reshape %y : tensor<4x8xf32> to tensor<8x4xf32>
+  %j = merak.tp_identity %s : tensor<8x4xf32>
+  return %i, %j, %s : tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
 // Adjacent tp sums of vectors (sequence parallelism's norm-scale
 // gradients) become one bucket; an activation's all-reduce, one over dp, and
 // one that reads the previous one's result keep their own ops.

@@ -324,6 +324,21 @@ LogicalResult LocalShardOp::canonicalize(LocalShardOp op, PatternRewriter &rewri
   return success();
 }
 
+LogicalResult TpIdentityOp::canonicalize(TpIdentityOp op, PatternRewriter &rewriter) {
+  // tp_identity(view(x)) -> view(tp_identity(x)) for a reshape or broadcast
+  // read by the tp_identity alone: the gradient's sum over tp moves before
+  // the view's (linear) VJP, to x's size, which a broadcast's is below.
+  Operation *view = op.getInput().getDefiningOp();
+  if (!view || !isa<ReshapeOp, BroadcastOp>(view) || !view->hasOneUse())
+    return failure();
+  Value x = view->getOperand(0);
+  rewriter.setInsertionPoint(view);
+  Value marked = TpIdentityOp::create(rewriter, op.getLoc(), x);
+  rewriter.modifyOpInPlace(view, [&] { view->setOperand(0, marked); });
+  rewriter.replaceOp(op, view->getResult(0));
+  return success();
+}
+
 LogicalResult AllReduceOp::canonicalize(AllReduceOp op, PatternRewriter &rewriter) {
   // all_reduce(a) {tp, sum}; all_reduce(b) {tp, sum} -> all_reduce(a, b): one
   // message instead of two, for vectors only (per-parameter gradients; an

@@ -14,8 +14,15 @@
 // A split value is the original's token rows flattened, split in tp equal
 // parts; the rank stays, so that the cloned ops keep their attributes (a
 // norm's axis, a softmax's). An op is split when its sharding rule says
-// that each result row depends on the same rows of its operands only
-// (`rowwise` below); anything else reads the gathered value.
+// that each result row depends on the same rows of its operands only, or
+// on one whole group of them (`rowwise` below; a MoE layer's combine):
+//
+//   y = all_reduce(e) {tp, sum} : [N k, C]          (experts split over tp)
+//   s = reduce_sum(reshape(mul(y, w)) : [N, k, C]) {axes = [1]} : [N, C]
+//     -> ys = reduce_scatter(e) : [N k / tp, C]
+//        ss = reduce_sum(reshape(mul(ys, local_shard(w))) : [N / tp, k, C])
+//
+// anything else reads the gathered value.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -85,10 +92,17 @@ bool readsOnly(Operation *op) {
 /// How an op may be split over the token rows: for each operand, whether
 /// it carries the rows (split alike), some of them with the others
 /// broadcast (a position table [1, T, C]: broadcast to the rows, then
-/// split), or none of them (kept whole).
-enum class Operand { Rows, Broadcast, Kept };
+/// split) or the same rows in other dimensions (a reshape's [B T, C] read
+/// as [B, T, C]: reshaped), whole groups of rows, one per result row (a sum
+/// over each token's top-k expert rows, [N, k, C] -> [N, C]: the rank's
+/// part of the rows holds its groups whole), or none of them (kept whole).
+enum class Operand { Rows, Broadcast, Grouped, Kept };
 struct RowwiseOp {
   SmallVector<Operand> operands;
+  /// A Grouped operand's view: its shape with the leading dimensions that
+  /// index the result's rows folded into the first (this rank's part) and
+  /// the groups' dimensions kept, so that the op's axes still hold.
+  SmallVector<SmallVector<int64_t>> views;
 };
 
 /// The rowwise form of `op` (see the file comment), or nullopt.
@@ -146,17 +160,61 @@ std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
         return false;
     return llvm::none_of(t.back(), [&](unsigned f) { return rowFactors.count(f); });
   };
-  RowwiseOp r;
+  // The row factors of a tensor in row-major order, whatever its dimensions.
+  auto flatRows = [](const ShardingRule::TensorFactors &t) {
+    SmallVector<unsigned> flat;
+    for (size_t d = 0; d + 1 < t.size(); ++d)
+      flat.append(t[d].begin(), t[d].end());
+    return flat;
+  };
+  const SmallVector<unsigned> resultRows = flatRows(first);
+  auto regrouped = [&](const ShardingRule::TensorFactors &t) {
+    return t.size() >= 2 && flatRows(t) == resultRows &&
+           llvm::none_of(t.back(), [&](unsigned f) { return rowFactors.count(f); });
+  };
+  // Groups: the operand's leading dimensions carry the result's rows, the
+  // next ones factors that no result has (reduced within each group), its
+  // last dimension the result's.
   const int64_t n = tokenRows(tensorOf(op->getResult(0)));
+  auto groupedView =
+      [&](Value v, const ShardingRule::TensorFactors &t) -> std::optional<SmallVector<int64_t>> {
+    if (t.size() < 2 || t.back() != first.back() || !splittable(v.getType(), tp))
+      return std::nullopt;
+    SmallVector<unsigned> flat = flatRows(t);
+    if (flat.size() <= resultRows.size() ||
+        !llvm::equal(ArrayRef(flat).take_front(resultRows.size()), resultRows))
+      return std::nullopt;
+    for (unsigned f : ArrayRef(flat).drop_front(resultRows.size()))
+      for (const ShardingRule::TensorFactors &res : rule->results)
+        for (const ShardingRule::DimFactors &d : res)
+          if (llvm::is_contained(d, f))
+            return std::nullopt;
+    size_t lead = 0, seen = 0;
+    while (seen < resultRows.size())
+      seen += t[lead++].size();
+    if (seen != resultRows.size())
+      return std::nullopt;
+    SmallVector<int64_t> view(tensorOf(v).getShape());
+    std::fill(view.begin(), view.begin() + lead, 1);
+    view.front() = n / tp;
+    return view;
+  };
+  RowwiseOp r;
   for (auto [operand, factors] : llvm::zip(op->getOperands(), rule->operands)) {
+    std::optional<SmallVector<int64_t>> view;
     if (sameRows(factors) && splittable(operand.getType(), tp) && tokenRows(tensorOf(operand)) == n)
       r.operands.push_back(Operand::Rows);
     else if (noRows(factors))
       r.operands.push_back(Operand::Kept);
-    else if (someRows(operand, factors))
+    else if (someRows(operand, factors) ||
+             (regrouped(factors) && splittable(operand.getType(), tp) &&
+              tokenRows(tensorOf(operand)) == n))
       r.operands.push_back(Operand::Broadcast);
+    else if ((view = groupedView(operand, factors)))
+      r.operands.push_back(Operand::Grouped);
     else
       return std::nullopt;
+    r.views.push_back(view.value_or(SmallVector<int64_t>{}));
   }
   return r;
 }
@@ -239,10 +297,16 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     for (auto [operand, kind] : llvm::zip(op->getOperands(), r.operands))
       if (kind == Operand::Kept && split.count(operand))
         return failure();
-    for (auto [operand, kind] : llvm::zip(op->getOperands(), r.operands)) {
-      Value mapped = kind == Operand::Rows        ? rowsOf(b, operand)
-                     : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
-                                                  : kept(b, operand);
+    for (auto [operand, kind, view] : llvm::zip(op->getOperands(), r.operands, r.views)) {
+      Value mapped;
+      if (kind == Operand::Grouped)
+        mapped = ReshapeOp::create(b, operand.getLoc(),
+                                   RankedTensorType::get(view, tensorOf(operand).getElementType()),
+                                   rowsOf(b, operand));
+      else
+        mapped = kind == Operand::Rows        ? rowsOf(b, operand)
+                 : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
+                                              : kept(b, operand);
       if (!mapped)
         return failure();
       map.map(operand, mapped);
@@ -279,13 +343,6 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     if (!fn || fn.getBody().empty())
       return;
     Block &body = fn.getBody().front();
-    bool experts = false;
-    fn.walk([&](Operation *op) { experts |= isa<ExpertMatmulOp, AllToAllOp>(op); });
-    if (experts) {
-      fn.emitRemark("merak-sequence-parallel: a Mixture-of-Experts model is left without "
-                    "sequence parallelism");
-      return;
-    }
     OpBuilder b(&getContext());
     SmallVector<Operation *> replaced;
     bool remarked = false;

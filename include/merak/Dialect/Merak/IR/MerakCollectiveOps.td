@@ -286,10 +286,17 @@ def Merak_TpIdentityOp : Merak_Op<"tp_identity", [Pure, SameOperandsAndResultTyp
     ```mlir
     %x1 = merak.tp_identity %x : tensor<4x16x64xf32>
     ```
+
+    Canonicalization moves it above a reshape or broadcast read by it
+    alone, `tp_identity(broadcast(x)) -> broadcast(tp_identity(x))`: the
+    same gradient (both are linear), summed at x's size. A Mixture-of-
+    Experts layer's expert rows, each token repeated for its top-k experts,
+    so sum k times fewer bytes.
   }];
   let arguments = (ins Merak_FloatTensor:$input);
   let results = (outs Merak_FloatTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasCanonicalizeMethod = 1;
 }
 
 //===----------------------------------------------------------------------===//

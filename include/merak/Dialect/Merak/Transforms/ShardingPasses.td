@@ -188,8 +188,13 @@ def MerakSequenceParallel : Pass<"merak-sequence-parallel", "mlir::ModuleOp"> {
       sharding rule (ShardingRuleOpInterface), every result dimension but
       the last is a parallel factor, and every operand either has those
       dimensions with the same factors (then it is split alike: a
-      replicated one is cut with `merak.local_shard`) or none of them (a
-      broadcast operand such as a norm's scale or a bias, kept whole).
+      replicated one is cut with `merak.local_shard`; the same rows in
+      other dimensions, [B T, C] read as [B, T, C], are reshaped) or none
+      of them (a broadcast operand such as a norm's scale or a bias, kept
+      whole). An operand may also carry whole groups of rows, one per
+      result row, its group factors in no result (a sum over each token's
+      top-k expert rows, [N, k, C] -> [N, C]): this rank's rows hold their
+      groups whole, viewed as [N/tp, k, C].
       Only ops that at most read memory are split, and a value read again
       whole must be a float. A dropout (which reads the training position)
       records its rows' place in the whole tensor
@@ -206,8 +211,11 @@ def MerakSequenceParallel : Pass<"merak-sequence-parallel", "mlir::ModuleOp"> {
     of a tp all-gather is this rank's part of its replicated gradient,
     `merak.local_shard`, which folds with the all-reduce of the region's
     `tp_identity` into one reduce-scatter); the ops in between and their
-    stashed activations shrink tp-fold. Mixture-of-Experts models are left
-    as they are.
+    stashed activations shrink tp-fold. In a Mixture-of-Experts layer the
+    router reads the gathered tokens (a top-k reshapes its rows), the
+    combine is split: the expert rows' all-reduce (experts split over tp)
+    becomes a reduce-scatter, the routing weights are cut, and each token's
+    sum over its k rows runs on this rank's rows.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks">,
