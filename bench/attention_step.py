@@ -2,13 +2,15 @@
 
     /usr/bin/python3 bench/attention_step.py --bin build/bin --workdir /tmp/bench-attn \
         [--seq 512] [--batch 4] [--threads 2] [--steps 12] [--rounds 2]
-    $(scripts/venv-path.sh)/bin/python bench/attention_step.py ... --model bloom|falcon
+    $(scripts/venv-path.sh)/bin/python bench/attention_step.py ... --model bloom|falcon|modernbert
 
 GPT-2-style decoder d=256, 4 heads (head dim 64), 2 layers, vocab 2048, the
 given sequence length and batch, AdamW; --model bloom (ALiBi: the fused op's
-per-key bias) or falcon (multi-query: one key/value head, broadcast) builds
-that transformers family at the same sizes instead (the project venv's
-transformers). The same ONNX file is compiled twice,
+per-key bias), falcon (multi-query: one key/value head, broadcast) or
+modernbert (a global layer, then a local one whose band is the 64 keys on
+each side of the query, as in the released model: the fused op's window
+without causal) builds that transformers family at the same sizes instead
+(the project venv's transformers). The same ONNX file is compiled twice,
 --fused-attention=on and off; prints each program's planned arena peak (the
 activation memory of one step, from merak-compile's memory plan) and the
 median step time (per-step `time_ms` of the metrics after 3 warm-up steps),
@@ -51,11 +53,18 @@ def build(name, seq):
     import transformers as tf
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test",
                                     "zoo"))
-    from zoo_models import CausalLM
+    from zoo_models import CausalLM, MaskedLM
     if name == "bloom":
         return CausalLM(tf.BloomForCausalLM(tf.BloomConfig(
             vocab_size=VOCAB, hidden_size=D, n_layer=LAYERS, n_head=HEADS, hidden_dropout=0.0,
             attention_dropout=0.0)))
+    if name == "modernbert":
+        return MaskedLM(tf.ModernBertForMaskedLM(tf.ModernBertConfig(
+            vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, intermediate_size=4 * D, local_attention=128,
+            global_attn_every_n_layers=2, max_position_embeddings=max(seq, 128),
+            attention_dropout=0.0, embedding_dropout=0.0, mlp_dropout=0.0, pad_token_id=0,
+            bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)))
     return CausalLM(tf.FalconForCausalLM(tf.FalconConfig(
         vocab_size=VOCAB, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
         multi_query=True, parallel_attn=True, new_decoder_architecture=False,
@@ -83,7 +92,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--model", choices=("gpt2", "bloom", "falcon"), default="gpt2")
+    ap.add_argument("--model", choices=("gpt2", "bloom", "falcon", "modernbert"), default="gpt2")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     torch.manual_seed(0)

@@ -87,7 +87,7 @@ struct AttnDims {
              double *lse = nullptr) const {
     p.assign(t * s, 0.0);
     for (int64_t r = 0; r < t; ++r) {
-      int64_t keys = causal ? r + 1 : s;
+      int64_t keys = causal ? r + 1 : window > 0 ? std::min(s, r + window) : s;
       int64_t first = window > 0 ? std::max<int64_t>(0, r - window + 1) : 0;
       double m = -INFINITY;
       for (int64_t c = first; c < keys; ++c) {

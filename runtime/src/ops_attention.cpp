@@ -132,8 +132,11 @@ struct AttnSizes {
     for (int32_t i = 0; i < dq.rank - 2; ++i)
       slices *= dq.d[i];
   }
-  /// Keys query row r attends: [firstOf, keysOf).
-  int64_t keysOf(int64_t r, bool causal) const { return causal ? std::min(r + 1, s) : s; }
+  /// Keys query row r attends: [firstOf, keysOf) (a window without causal
+  /// is a band: |r - c| < window).
+  int64_t keysOf(int64_t r, bool causal, int64_t window) const {
+    return causal ? std::min(r + 1, s) : window > 0 ? std::min(r + window, s) : s;
+  }
   static int64_t firstOf(int64_t r, int64_t window) {
     return window > 0 ? std::max<int64_t>(0, r - window + 1) : 0;
   }
@@ -234,8 +237,6 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
                double scale, bool causal, void *o, void *lse, bool seqMajor, int64_t window,
                double softcap, const void *bias, const Dims &db, double dropout, int64_t seed,
                const Dims &batchSplit, const Dims &tpSplit) {
-  if (window && !causal)
-    fatal("attention: a window needs causal attention");
   const SliceLayout lay("attention", dq, keys, seqMajor);
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
@@ -265,14 +266,14 @@ void attention(DT type, const void *q, const Dims &dq, const void *k, const void
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
         // The tile's keys [k0, seen): from its first row's window start.
         const int64_t rows = std::min(kTile, z.t - r0);
-        const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
+        const int64_t seen = z.keysOf(r0 + rows - 1, causal, window);
         const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
         gemmStrided(false, true, rows, width, z.d, static_cast<float>(scale), Q + qOff + r0 * ld,
                     ld, K + kOff + k0 * ld, ld, 0.f, p, width);
         for (int64_t i = 0; i < rows; ++i) {
           float *pr = p + i * width;
           const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
-                        n = z.keysOf(r0 + i, causal) - k0;
+                        n = z.keysOf(r0 + i, causal, window) - k0;
           if (softcap > 0)
             capRow(pr + lo, n - lo, static_cast<float>(softcap));
           if (Bias) {
@@ -307,8 +308,6 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
                    bool causal, void *gq, void *gk, void *gv, bool seqMajor, int64_t window,
                    double softcap, const void *bias, const Dims &db, void *gbias, double dropout,
                    int64_t seed, const Dims &batchSplit, const Dims &tpSplit) {
-  if (window && !causal)
-    fatal("attention_grad: a window needs causal attention");
   const SliceLayout lay("attention_grad", dq, keys, seqMajor);
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
@@ -365,7 +364,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
       const int64_t qOff = lay.at(b, z.t), kOff = lay.at(b, z.s);
       for (int64_t r0 = 0; r0 < z.t; r0 += kTile) {
         const int64_t rows = std::min(kTile, z.t - r0);
-        const int64_t seen = causal ? z.keysOf(r0 + rows - 1, true) : z.s;
+        const int64_t seen = z.keysOf(r0 + rows - 1, causal, window);
         const int64_t k0 = AttnSizes::firstOf(r0, window), width = seen - k0;
         const int64_t kw = kOff + k0 * ld; // the tile's first key
         const float *qt = Q + qOff + r0 * ld, *gt = G + qOff + r0 * ld, *ot = O + qOff + r0 * ld;
@@ -374,7 +373,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
         for (int64_t i = 0; i < rows; ++i) {
           float *pr = p + i * width, *dpr = dp + i * width;
           const int64_t lo = AttnSizes::firstOf(r0 + i, window) - k0,
-                        n = z.keysOf(r0 + i, causal) - k0;
+                        n = z.keysOf(r0 + i, causal, window) - k0;
           const float l = L[b * z.t + r0 + i];
           double delta = 0;
           for (int64_t j = 0; j < z.d; ++j)

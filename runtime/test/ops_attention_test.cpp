@@ -34,7 +34,7 @@ struct Case {
   int64_t slices, t, s, d;
   bool causal;
   double scale;
-  int64_t window = 0; // with causal: row i sees keys i - window < j <= i
+  int64_t window = 0; // with causal: row i sees keys i - window < j <= i; without: |i - j| < window
   double softcap = 0; // scores s -> softcap * tanh(s / softcap)
   int64_t biasHeads = 0; // > 0: q is [slices / H, H, T, D], a bias [1, H, T, S]
   double dropout = 0;    // probability dropout (seed 21, step 5)
@@ -89,7 +89,7 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
   std::vector<double> p(c.s), dp(c.s);
   for (int64_t b = 0; b < c.slices; ++b)
     for (int64_t i = 0; i < c.t; ++i) {
-      const int64_t n = c.causal ? i + 1 : c.s;
+      const int64_t n = c.causal ? i + 1 : c.window > 0 ? std::min(c.s, i + c.window) : c.s;
       const int64_t lo = c.window > 0 ? std::max<int64_t>(0, i - c.window + 1) : 0;
       double m = -INFINITY;
       for (int64_t j = lo; j < n; ++j) {
@@ -232,6 +232,11 @@ TEST(OpsAttention, CausalExactTiles) { check({1, 128, 128, 64, true, 0.125}); }
 TEST(OpsAttention, WindowNarrowerThanATile) { check({2, 150, 150, 16, true, 0.2, 7}); }
 TEST(OpsAttention, WindowWiderThanATile) { check({1, 200, 200, 32, true, 0.15, 90}); }
 TEST(OpsAttention, WindowOfOneKey) { check({1, 70, 70, 16, true, 0.3, 1}); }
+// Bands (a window on both sides, ModernBERT's local layers): narrower than a
+// tile (its keys start past 0 and end before S), wider, and with dropout.
+TEST(OpsAttention, BandNarrowerThanATile) { check({2, 150, 150, 16, false, 0.2, 7}); }
+TEST(OpsAttention, BandWiderThanATile) { check({1, 200, 200, 32, false, 0.15, 90}); }
+TEST(OpsAttention, BandDropout) { check({1, 100, 100, 16, false, 0.3, 20, 0, 0, 0.2}); }
 // Soft-capped scores (Gemma 2): unmasked, causal, and with a window.
 TEST(OpsAttention, SoftcapUnmasked) { check({2, 40, 90, 16, false, 0.9, 0, 2.5}); }
 TEST(OpsAttention, SoftcapCausal) { check({1, 130, 130, 32, true, 0.6, 0, 3.0}); }

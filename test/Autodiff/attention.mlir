@@ -14,7 +14,9 @@
 // Case 7: probability dropout 0.3, causal (the step-0 mask, drawn again by
 // attention_grad: about a third of the 48 probabilities dropped). Case 8:
 // a trainable bias per key ([1, H, 1, S], ALiBi's form, the same for every
-// query row: its gradient summed over the rows), unmasked.
+// query row: its gradient summed over the rows), unmasked. Case 9: a band
+// of 2 keys on both sides (|r - c| < 2, window without causal: ModernBERT's
+// local layers) over 5 tokens.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -25,7 +27,8 @@
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
-// CHECK: gradcheck: all 9 cases passed
+// CHECK: case 9: PASS
+// CHECK: gradcheck: all 10 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -163,5 +166,20 @@ func.func @forward(%w: tensor<2x2x3x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v bias %b scale = 1.1 : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<1x2x1x3xf64> -> tensor<2x2x3x2xf64>, tensor<2x2x3xf64>
   %1 = merak.mul %o, %w : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<1x1x5x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9], [1.1, 0.2], [-0.6, -0.3]]]]> : tensor<1x1x5x2xf64>
+merak.param @k : tensor<1x1x5x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1], [-0.8, 0.6], [0.15, 0.7]]]]> : tensor<1x1x5x2xf64>
+merak.param @v : tensor<1x1x5x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3], [0.35, -0.9], [1.2, 0.4]]]]> : tensor<1x1x5x2xf64>
+func.func @forward(%w: tensor<1x1x5x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<1x1x5x2xf64>
+  %k = merak.get_param @k : tensor<1x1x5x2xf64>
+  %v = merak.get_param @v : tensor<1x1x5x2xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 0.8 window = 2 : tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64> -> tensor<1x1x5x2xf64>, tensor<1x1x5xf64>
+  %1 = merak.mul %o, %w : tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x1x5x2xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -104,6 +104,36 @@ func.func @window_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: 
 
 // -----
 
+// ModernBERT's local layers: an additive band mask (|r - c| <= 1, a fill of
+// float32's minimum outside) is a window of 2 keys on both sides, without
+// causal; under a causal mask too it is a causal window of 2. Not fused when
+// windows are off (the CUDA target).
+// CHECK-LABEL: func.func @band_mask
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 window = 2 :
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 causal window = 2 :
+// CHECK-NOT: merak.softmax
+// (Without windows the previous block's last label is this function's.)
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func
+func.func @band_mask(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> (tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32>) {
+  %band = merak.constant dense<[[0.0, 0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, 0.0, -3.40282347E+38], [-3.40282347E+38, 0.0, 0.0, 0.0], [-3.40282347E+38, -3.40282347E+38, 0.0, 0.0]]> : tensor<4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %m = merak.add %s, %band : tensor<2x3x4x4xf32>, tensor<4x4xf32>
+  %p = merak.softmax %m axis = 3 : tensor<2x3x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  %tril = merak.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %min = merak.constant dense<-3.40282347E+38> : tensor<f32>
+  %s2 = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %m2 = merak.add %s2, %band : tensor<2x3x4x4xf32>, tensor<4x4xf32>
+  %c2 = merak.where %tril, %m2, %min : tensor<4x4xi1>, tensor<2x3x4x4xf32>, tensor<f32>
+  %p2 = merak.softmax %c2 axis = 3 : tensor<2x3x4x4xf32>
+  %o2 = merak.matmul %p2, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o, %o2 : tensor<2x3x4x16xf32>, tensor<2x3x4x16xf32>
+}
+
+// -----
+
 // Not fused: the probabilities are also returned (they would have to be
 // materialised anyway), a head dim the CUDA kernel lacks (8: fused for the
 // CPU only), a masked fill that does not underflow (-1), an additive bias

@@ -115,16 +115,16 @@ func.func @grad_results(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>) -> tensor<2
 
 // -----
 
-func.func @window_without_causal(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{window 3 must be 0, or positive with causal}}
-  %o, %l = merak.attention %q, %q, %q scale = 1.0 window = 3 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
+func.func @band_needs_square(%q: tensor<2x4x16xf32>, %k: tensor<2x6x16xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{windowed attention needs as many keys as queries, got 6 keys for 4 queries}}
+  %o, %l = merak.attention %q, %k, %k scale = 1.0 window = 3 : tensor<2x4x16xf32>, tensor<2x6x16xf32>, tensor<2x6x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
   return %o : tensor<2x4x16xf32>
 }
 
 // -----
 
 func.func @negative_window(%q: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
-  // expected-error @+1 {{window -1 must be 0, or positive with causal}}
+  // expected-error @+1 {{window -1 must be 0 (none) or positive}}
   %o, %l = merak.attention %q, %q, %q scale = 1.0 causal window = -1 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4xf32>
   return %o : tensor<2x4x16xf32>
 }

@@ -63,8 +63,8 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
                                      Value bias, Type result, Type lse, double scale,
                                      bool causal, bool seqMajor, int64_t window,
                                      double softcap) {
-  if (window < 0 || (window > 0 && !causal))
-    return op->emitOpError("window ") << window << " must be 0, or positive with causal";
+  if (window < 0)
+    return op->emitOpError("window ") << window << " must be 0 (none) or positive";
   if (!(softcap >= 0) || !std::isfinite(softcap))
     return op->emitOpError("softcap ") << softcap << " must be 0 (none) or positive";
   auto q = cast<RankedTensorType>(query.getType());
@@ -97,9 +97,10 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   if (vs[rank - 2] != ks[rank - 2])
     return op->emitOpError("value has ")
            << vs[rank - 2] << " rows but key has " << ks[rank - 2];
-  if (causal && ks[rank - 2] != qs[rank - 2])
-    return op->emitOpError("causal attention needs as many keys as queries, got ")
-           << ks[rank - 2] << " keys for " << qs[rank - 2] << " queries";
+  if ((causal || window > 0) && ks[rank - 2] != qs[rank - 2])
+    return op->emitOpError(causal ? "causal" : "windowed")
+           << " attention needs as many keys as queries, got " << ks[rank - 2] << " keys for "
+           << qs[rank - 2] << " queries";
   if (!std::isfinite(scale))
     return op->emitOpError("scale must be finite");
   SmallVector<int64_t> outShape(qs);

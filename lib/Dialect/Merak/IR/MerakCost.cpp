@@ -92,7 +92,8 @@ int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
 /// Query-key pairs an attention op attends, over its batch and head dims
 /// (the sequence dims are rank-2, or rank-3 when seq_major).
-/// (with a sliding window w, row r attends min(r + 1, w) keys).
+/// (with a sliding window w, row r attends min(r + 1, w) keys; a window
+/// without causal is a band, the keys |r - c| < w).
 static int64_t attendedPairs(Value query, Value key, bool causal, bool seqMajor,
                              int64_t window) {
   auto q = cast<RankedTensorType>(query.getType());
@@ -100,6 +101,12 @@ static int64_t attendedPairs(Value query, Value key, bool causal, bool seqMajor,
   int64_t rank = q.getRank(), seq = rank - (seqMajor ? 3 : 2);
   int64_t t = q.getDimSize(seq), s = k.getDimSize(seq);
   int64_t rows = elements(q) / std::max<int64_t>(1, q.getDimSize(rank - 1));
+  if (!causal && window > 0) {
+    int64_t perSlice = 0;
+    for (int64_t r = 0; r < t; ++r)
+      perSlice += std::min(s, r + window) - std::max<int64_t>(0, r - window + 1);
+    return rows / std::max<int64_t>(1, t) * perSlice;
+  }
   if (!causal)
     return rows * s;
   int64_t w = window > 0 ? std::min(window, t) : t;

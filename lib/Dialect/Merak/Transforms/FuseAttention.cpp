@@ -34,8 +34,9 @@
 // comparisons, the index functions masks are built with; within 2^26
 // elements and 2^30 operations per pass), the
 // same for every batch and head; it is accepted when it keeps exactly the
-// keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window)
-// or every key (no mask). Windows, soft-capping and computed biases only
+// keys c <= r of row r (causal), the keys r - w < c <= r (a sliding window),
+// the keys |r - c| < w (a band, ModernBERT's local layers: a window without
+// causal) or every key (no mask). Windows, soft-capping and computed biases only
 // with the `cpu-forms` option (the CUDA kernels have none of them). A bias
 // must broadcast to the scores without growing ([T, S] last, other dims 1
 // or the scores'); it becomes the fused op's bias operand, trained through
@@ -85,8 +86,9 @@ struct ConstTensor {
   std::vector<double> values;
 };
 
-/// What a mask lets a query row see: every key, the causal keys, or a
-/// causal sliding window of `window` keys.
+/// What a mask lets a query row see: every key, the causal keys, a
+/// causal sliding window of `window` keys, or (not causal) a band of the
+/// keys |r - c| < window.
 struct MaskKind {
   bool causal = false;
   int64_t window = 0;
@@ -228,7 +230,8 @@ const HostTensor *AttentionFuser::evaluatedUncached(Value v, int depth) {
 
 /// What a constant keep-mask (nonzero: attend) lets query row r see, for a
 /// [T, S] score matrix: every key, the causal keys c <= r, or (when
-/// `windows`) a sliding window r - w < c <= r; nullopt for anything else,
+/// `windows`) a sliding window r - w < c <= r or a band |r - c| < w; nullopt
+/// for anything else,
 /// or when it differs between batch and head slices.
 std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s,
                                    bool windows) {
@@ -242,17 +245,21 @@ std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s
       if ((keep.values[i * slice + e] != 0) != (keep.values[e] != 0))
         return std::nullopt;
   auto kept = [&](int64_t r, int64_t c) { return keep.values[r * s + c] != 0; };
-  // The window is what the last row keeps; w >= T is plain causal.
-  int64_t w = 0;
-  for (int64_t c = 0; c < s && t > 0; ++c)
+  // The window is what the last row keeps; w >= T is plain causal. A
+  // band's is what the first row keeps.
+  int64_t w = 0, band = 0;
+  for (int64_t c = 0; c < s && t > 0; ++c) {
     w += kept(t - 1, c);
-  bool all = true, causal = t == s, window = t == s && w > 0;
+    band += kept(0, c);
+  }
+  bool all = true, causal = t == s, window = t == s && w > 0, banded = t == s && band > 0;
   for (int64_t r = 0; r < t; ++r)
     for (int64_t c = 0; c < s; ++c) {
       bool k = kept(r, c);
       all &= k;
       causal &= k == (c <= r);
       window &= k == (c <= r && c > r - w);
+      banded &= k == (c < r + band && c > r - band);
     }
   if (all)
     return MaskKind{};
@@ -260,6 +267,8 @@ std::optional<MaskKind> maskKindOf(const ConstTensor &keep, int64_t t, int64_t s
     return MaskKind{true, 0};
   if (window && windows)
     return MaskKind{true, w};
+  if (banded && windows)
+    return MaskKind{false, band};
   return std::nullopt;
 }
 
@@ -402,12 +411,11 @@ static bool fitsAsBias(Value b, RankedTensorType scores) {
 }
 
 /// What two stacked masks keep together (GPT-Neo's layer mask under the
-/// model's causal mask): the stricter of the two.
+/// model's causal mask): causal if either is, within the narrower window
+/// (a band under a causal mask is a causal window).
 static MaskKind intersect(MaskKind a, MaskKind b) {
-  if (!a.causal || !b.causal)
-    return a.causal ? a : b;
   int64_t w = !a.window || !b.window ? std::max(a.window, b.window) : std::min(a.window, b.window);
-  return MaskKind{true, w};
+  return MaskKind{a.causal || b.causal, w};
 }
 
 /// Peels `x = reshape(y)` that regroups only the leading (batch, head)

@@ -28,7 +28,9 @@ def Merak_AttentionOp : Merak_Op<"attention", [AlwaysSpeculatable,
 
     where with `causal` (then S = T) the sums run over the keys c <= r
     only, and with a `window` w > 0 as well (a sliding window: Mistral's,
-    Gemma 2's local layers) over the keys r - w < c <= r only. A `softcap`
+    Gemma 2's local layers) over the keys r - w < c <= r only. A `window`
+    without `causal` is a band on both sides of the query: the keys
+    |r - c| < w (ModernBERT's local layers). A `softcap`
     c > 0 (Gemma 2's logit soft-capping) replaces every score s by
     c * tanh(s / c) before the softmax. An optional `bias` (T5's learned
     relative-position bias: trainable, unlike the masks above) is added to

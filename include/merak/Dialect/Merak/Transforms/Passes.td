@@ -135,7 +135,9 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     glob (its initial value; a trainable mask could change), possibly
     sliced, compared with a scalar, negated or cast. It is fused when it
     keeps exactly the keys `c <= r` of query row `r` (causal), the keys
-    `r - w < c <= r` (a sliding window of w), or all keys; a masked score
+    `r - w < c <= r` (a sliding window of w), the keys `|r - c| < w` (a
+    band: ModernBERT's local layers, a window without causal), or all
+    keys; a masked score
     must be a fill (or additive bias) of at most -1e4. Stacked masks
     (GPT-Neo's layer mask under the model's causal one) intersect.
     Regroupings of the leading dims between the products and the softmax
@@ -170,7 +172,7 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     ListOption<"frozen", "frozen", "std::string",
                "Globs of parameters that do not train (masks read from them are constants)">,
     Option<"cpuForms", "cpu-forms", "bool", /*default=*/"true",
-           "Also fuse what only the CPU kernels implement: sliding windows, "
+           "Also fuse what only the CPU kernels implement: sliding windows and bands, "
            "soft-capping, score biases, probability dropout and any head "
            "dimension (off for the CUDA target)">
   ];
