@@ -8,7 +8,8 @@ The model is expert_parallel_check.py's scaled-down Mixtral (transformers
 config, random weights), batch 8. MESHES: serial, ep2 (--dp 2 --ep 2),
 ep2-chunks (started all-to-alls), ep2-capacity (token dropping with compact
 buffers), ep2-shadow (dynamic shadowing), ep2-pp2 (MoE layers inside
-pipeline stages).
+pipeline stages), tp2-sp and ep2-tp2-sp (sequence parallelism: the
+combine's reduce-scatter of the expert rows and its grouped sum).
 
 CHECK:
   link       every mesh compiles with --target cuda and links; its step calls
@@ -42,6 +43,8 @@ MESHES = {
                       "--moe-drop-policy", "position"], 2),
     "ep2-shadow": (["--dp", "2", "--ep", "2", "--moe-shadow", "1"], 2),
     "ep2-pp2": (["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
+    "tp2-sp": (["--tp", "2", "--sequence-parallel", "on"], 2),
+    "ep2-tp2-sp": (["--dp", "2", "--ep", "2", "--tp", "2", "--sequence-parallel", "on"], 4),
 }
 
 
@@ -58,7 +61,7 @@ def check_link(env):
         src = env.compile("mixtral", "cuda-" + mesh + ".cpp",
                           flags + ["--target", "cuda", "--compile-to=emit"])
         text = open(src).read()
-        wanted = ["gpu::expertMatmul("] + (["gpu::expertAllToAll"] if ranks > 1 else [])
+        wanted = ["gpu::expertMatmul("] + (["gpu::expertAllToAll"] if "--ep" in flags else [])
         missing = [w for w in wanted if w not in text]
         if missing or "merak::rt::cpu::expert" in text:
             return False, "%s: the cuda source lacks %s" % (mesh, missing)
