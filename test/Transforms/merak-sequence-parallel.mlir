@@ -202,3 +202,24 @@ func.func @forward(%p: tensor<8x8xf32>, %w: tensor<8x1xf32>, %h: tensor<2x2x8xf3
   %u = merak.reduce_sum %e axes = [1] : tensor<3x2x8xf32> -> tensor<3x8xf32>
   return %a, %u : tensor<2x2x8xf32>, tensor<3x8xf32>
 }
+
+// -----
+
+// Split rows read whole under two views (a router's probabilities as
+// [4, 6] and as [4, 1, 6]) are gathered once: the second view is the
+// first's gather, reshaped.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[E:.+]] = merak.exp
+// CHECK-NEXT: %[[V:.+]] = merak.reshape %[[E]] : tensor<2x6xf32> to tensor<2x1x6xf32>
+// CHECK-NEXT: merak.reshape %[[V]] : tensor<2x1x6xf32> to tensor<2x1x6xf32>
+// CHECK-NEXT: %[[G:.+]] = merak.all_gather %[[E]] group = "tp" : tensor<2x6xf32> -> tensor<4x6xf32>
+// CHECK-NEXT: %[[GF:.+]] = merak.reshape %[[G]] : tensor<4x6xf32> to tensor<4x6xf32>
+// CHECK-NEXT: %[[GV:.+]] = merak.reshape %[[GF]] : tensor<4x6xf32> to tensor<4x1x6xf32>
+// CHECK-NOT: merak.all_gather
+// CHECK: return %[[GF]], %[[GV]]
+func.func @forward(%p: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4x1x6xf32>) {
+  %y = merak.all_reduce %p group = "tp" reduction = "sum" : tensor<4x6xf32> -> tensor<4x6xf32>
+  %e = merak.exp %y : tensor<4x6xf32>
+  %v = merak.reshape %e : tensor<4x6xf32> to tensor<4x1x6xf32>
+  return %e, %v : tensor<4x6xf32>, tensor<4x1x6xf32>
+}

@@ -222,23 +222,32 @@ std::optional<RowwiseOp> rowwise(Operation *op, int64_t tp) {
 struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<SequenceParallelPass> {
   using Base::Base;
 
-  /// Original value -> its split rows [N/tp, 1, ..., C].
-  DenseMap<Value, Value> split;
+  /// Original value -> its split rows [N/tp, 1, ..., C], and back.
+  DenseMap<Value, Value> split, originalOf;
   /// Caches: a split value's gather, a replicated value's local rows, a
   /// kept operand's tp_identity.
   DenseMap<Value, Value> gathered, localRows, identity, broadcasts;
 
   Value gather(OpBuilder &b, Value original) {
-    Value &g = gathered[original];
-    if (!g) {
-      RankedTensorType t = tensorOf(original);
-      Location loc = original.getLoc();
-      Value all = AllGatherOp::create(b, loc, TypeRange{rowsView(t, tokenRows(t))},
-                                      ValueRange{split.lookup(original)}, "tp")
-                      .getResult(0);
-      g = ReshapeOp::create(b, loc, t, all);
+    if (Value g = gathered.lookup(original))
+      return g;
+    RankedTensorType t = tensorOf(original);
+    Location loc = original.getLoc();
+    // Split rows that are reshaped split rows of another value (a router's
+    // probabilities read as [N, 1, E] and as [N, E]): that value's gather,
+    // reshaped (both keep the row-major order), one all-gather for both.
+    Value rows = split.lookup(original);
+    while (auto view = rows.getDefiningOp<ReshapeOp>()) {
+      rows = view.getInput();
+      if (Value from = originalOf.lookup(rows)) {
+        Value g = ReshapeOp::create(b, loc, t, gather(b, from));
+        return gathered[original] = g;
+      }
     }
-    return g;
+    Value all = AllGatherOp::create(b, loc, TypeRange{rowsView(t, tokenRows(t))},
+                                    ValueRange{split.lookup(original)}, "tp")
+                    .getResult(0);
+    return gathered[original] = ReshapeOp::create(b, loc, t, all);
   }
 
   Value rowsOf(OpBuilder &b, Value v) {
@@ -329,14 +338,17 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
       }
     }
     iface.recordSplit("tp", 0, 1, tp);
-    for (auto [res, rows] : llvm::zip(op->getResults(), clone->getResults()))
+    for (auto [res, rows] : llvm::zip(op->getResults(), clone->getResults())) {
       split[res] = rows;
+      originalOf[rows] = res;
+    }
     return success();
   }
 
   void runOnOperation() override {
     // The maps hold this run's values only (a pass instance may run again).
-    split.clear(), gathered.clear(), localRows.clear(), identity.clear(), broadcasts.clear();
+    split.clear(), originalOf.clear(), gathered.clear(), localRows.clear(), identity.clear(),
+        broadcasts.clear();
     if (tp <= 1)
       return;
     auto fn = getOperation().lookupSymbol<func::FuncOp>(entry);
@@ -367,10 +379,11 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
         RankedTensorType t = tensorOf(end.getResult(0));
         int64_t n = tokenRows(t);
         Value view = ReshapeOp::create(b, end.getLoc(), rowsView(t, n), end.getOperand(0));
-        split[end.getResult(0)] =
-            ReduceScatterOp::create(b, end.getLoc(), TypeRange{rowsView(t, n / tp)},
-                                    ValueRange{view}, "tp", "sum")
-                .getResult(0);
+        Value rows = ReduceScatterOp::create(b, end.getLoc(), TypeRange{rowsView(t, n / tp)},
+                                             ValueRange{view}, "tp", "sum")
+                         .getResult(0);
+        split[end.getResult(0)] = rows;
+        originalOf[rows] = end.getResult(0);
         replaced.push_back(&op);
         continue;
       }
