@@ -171,6 +171,9 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
       pm.addPass(createMerakSplitBackward(split));
     }
   }
+  // Sequence parallelism's tp sums of gradients, once a step.
+  if (o.tp > 1)
+    pm.addPass(createMerakTpGradSumsPerStep());
   if (failed(addOptimizer(pm, o.optimizer, log)))
     return failure();
   // bf16 weights: cast once a step (@stage<s>_prepare), not per micro-batch.

@@ -321,4 +321,36 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakTpGradSumsPerStep : Pass<"merak-tp-grad-sums-per-step", "mlir::ModuleOp"> {
+  let summary = "[training] Sums tp-partial parameter gradients once a step, not per micro-batch";
+  let description = [{
+    After merak-pipeline (and merak-split-backward), before merak-optimizer.
+    A parameter that each tensor-parallel rank reads whole but uses on its
+    own part of the work (sequence parallelism's norm scales and biases,
+    kept through `merak.tp_identity`) gets a gradient that the backward
+    sums over tp, `merak.all_reduce` (tp, sum), and then adds into its
+    gradient accumulator, once per micro-batch:
+
+    ```
+    // every backward fragment that writes @pipeline.grad.w:
+    %s = merak.all_reduce %g group = "tp" reduction = "sum"
+    %a = merak.add(merak.get_param @pipeline.grad.w, %s)
+    merak.set_param @pipeline.grad.w, %a
+      -> merak.add(merak.get_param @pipeline.grad.w, %g)
+    // @stage<s>_grads, the step's gradient of w (after its dp mean):
+    return ..., %m, ...
+      -> return ..., merak.all_reduce %m group = "tp" reduction = "sum", ...
+    ```
+
+    The sum is linear, so the step sums the accumulated parts over tp once
+    (Megatron-LM all-reduces its layer-norm gradients once a step, after
+    the micro-batches); canonicalization then buckets the vectors' sums.
+    An accumulator is rewritten only when every fragment that writes it
+    adds such a sum and `@stage<s>_grads` returns its gradient; the dp
+    mean (which merak-overlap may start under the last backward) stays
+    first.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // MERAK_DIALECT_MERAK_TRANSFORMS_SHARDINGPASSES_TD
