@@ -282,6 +282,12 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     return rowsOf(b, wide);
   }
 
+  /// This rank's rows of `v` viewed as `view` (whole groups of rows).
+  Value groupedRows(OpBuilder &b, Value v, ArrayRef<int64_t> view) {
+    auto type = RankedTensorType::get(view, tensorOf(v).getElementType());
+    return ReshapeOp::create(b, v.getLoc(), type, rowsOf(b, v));
+  }
+
   Value kept(OpBuilder &b, Value v) {
     if (!isa<FloatType>(getElementTypeOrSelf(v.getType())))
       return v;
@@ -307,15 +313,10 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
       if (kind == Operand::Kept && split.count(operand))
         return failure();
     for (auto [operand, kind, view] : llvm::zip(op->getOperands(), r.operands, r.views)) {
-      Value mapped;
-      if (kind == Operand::Grouped)
-        mapped = ReshapeOp::create(b, operand.getLoc(),
-                                   RankedTensorType::get(view, tensorOf(operand).getElementType()),
-                                   rowsOf(b, operand));
-      else
-        mapped = kind == Operand::Rows        ? rowsOf(b, operand)
-                 : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
-                                              : kept(b, operand);
+      Value mapped = kind == Operand::Rows        ? rowsOf(b, operand)
+                     : kind == Operand::Broadcast ? broadcastRows(b, operand, op)
+                     : kind == Operand::Grouped   ? groupedRows(b, operand, view)
+                                                  : kept(b, operand);
       if (!mapped)
         return failure();
       map.map(operand, mapped);

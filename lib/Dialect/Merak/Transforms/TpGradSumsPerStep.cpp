@@ -55,6 +55,15 @@ std::optional<Accumulation> accumulationOf(SetParamOp set) {
   return std::nullopt;
 }
 
+/// The accumulator whose step gradient result `i` of a @stage<s>_grads is
+/// ("grad:<param>" -> "pipeline.grad.<param>"), or empty.
+std::string accumulatorOf(func::FuncOp grads, unsigned i) {
+  auto label = grads.getResultAttrOfType<StringAttr>(i, "merak.name");
+  if (!label || !label.getValue().starts_with("grad:"))
+    return {};
+  return (kGradAccumulatorPrefix + label.getValue().drop_front(strlen("grad:"))).str();
+}
+
 struct TpGradSumsPerStepPass
     : public merak::impl::MerakTpGradSumsPerStepBase<TpGradSumsPerStepPass> {
   void runOnOperation() override {
@@ -66,9 +75,9 @@ struct TpGradSumsPerStepPass
     llvm::StringSet<> others;
     for (auto fn : module.getOps<func::FuncOp>()) {
       auto fragment = fn->getAttrOfType<DictionaryAttr>(kFragmentAttr);
-      auto stage = fragment ? fragment.getAs<IntegerAttr>("stage") : IntegerAttr();
       if (!fragment)
         continue;
+      auto stage = fragment.getAs<IntegerAttr>("stage");
       fn.walk([&](SetParamOp set) {
         StringRef name = set.getName();
         if (!name.starts_with(kGradAccumulatorPrefix))
@@ -88,10 +97,8 @@ struct TpGradSumsPerStepPass
       if (!fn->hasAttr(kUpdateAttr))
         continue;
       for (unsigned i = 0; i < fn.getNumResults(); ++i)
-        if (auto label = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
-            label && label.getValue().starts_with("grad:"))
-          returns[(kGradAccumulatorPrefix + label.getValue().drop_front(5)).str()].push_back(
-              {fn, i});
+        if (std::string acc = accumulatorOf(fn, i); !acc.empty())
+          returns[acc].push_back({fn, i});
     }
     llvm::StringSet<> deferred;
     for (auto &[name, list] : writes) {
@@ -113,9 +120,7 @@ struct TpGradSumsPerStepPass
       auto ret = cast<func::ReturnOp>(fn.getBody().back().getTerminator());
       OpBuilder b(ret);
       for (unsigned i = 0; i < fn.getNumResults(); ++i) {
-        auto label = fn.getResultAttrOfType<StringAttr>(i, "merak.name");
-        if (!label || !label.getValue().starts_with("grad:") ||
-            !deferred.contains((kGradAccumulatorPrefix + label.getValue().drop_front(5)).str()))
+        if (!deferred.contains(accumulatorOf(fn, i)))
           continue;
         Value step = ret.getOperand(i);
         ret.setOperand(i, AllReduceOp::create(b, step.getLoc(), TypeRange{step.getType()},
