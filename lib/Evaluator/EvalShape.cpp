@@ -149,6 +149,12 @@ LogicalResult kernels::eval(GatherGradOp op, Operands in, Results out) {
         r.f()[(o * dim + ix) * inner + k] += grad.f()[(o * n + j) * inner + k];
     }
   r.roundToType();
+  if (op.getAcc()) { // the rounded sums added into the accumulator
+    const HostTensor &acc = *in[2];
+    for (int64_t i = 0, e = r.size(); i < e; ++i)
+      r.f()[i] += acc.f()[i];
+    r.roundToType();
+  }
   out.push_back(std::move(r));
   return success();
 }

@@ -186,11 +186,12 @@ void gather(DT t, const void *data, const Dims &dd, DT idxT, const void *idx,
   checkLaunch("gather");
 }
 
-void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di,
-                int64_t axis, void *y, const Dims &dy) {
+void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di, int64_t axis,
+                void *y, const Dims &dy, bool accumulate) {
   AxisSplit s(dy, axis);
   const int64_t nIdx = di.numel(), n = s.outer * nIdx * s.inner;
-  if (cudaError_t e = cudaMemsetAsync(y, 0, dy.numel() * elemSize(t), cs());
+  if (cudaError_t e =
+          accumulate ? cudaSuccess : cudaMemsetAsync(y, 0, dy.numel() * elemSize(t), cs());
       e != cudaSuccess)
     fatal("gather_grad: cudaMemsetAsync failed");
   if (n == 0)

@@ -275,8 +275,8 @@ void gather(DT t, const void *data, const Dims &dd, DT idxT, const void *idx,
   });
 }
 
-void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di,
-                int64_t axis, void *y, const Dims &dy) {
+void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di, int64_t axis,
+                void *y, const Dims &dy, bool accumulate) {
   axis = normAxis(axis, dy.rank);
   AxisSplit s(dy, axis);
   const int64_t n = di.numel();
@@ -314,7 +314,8 @@ void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di,
           T *dst = py + r * inner;
           const int64_t j0 = start[k], j1 = start[k + 1];
           if (j0 == j1) {
-            std::fill(dst, dst + inner, T(0));
+            if (!accumulate)
+              std::fill(dst, dst + inner, T(0));
             continue;
           }
           std::fill(acc, acc + inner, 0.0);
@@ -323,8 +324,12 @@ void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di,
             for (int64_t c = 0; c < inner; ++c)
               acc[c] += static_cast<double>(src[c]);
           }
-          for (int64_t c = 0; c < inner; ++c)
-            dst[c] = static_cast<T>(acc[c]);
+          if (accumulate) // as merak.add of the accumulator and the sum
+            for (int64_t c = 0; c < inner; ++c)
+              dst[c] = static_cast<T>(dst[c] + static_cast<T>(acc[c]));
+          else
+            for (int64_t c = 0; c < inner; ++c)
+              dst[c] = static_cast<T>(acc[c]);
         }
       });
     });

@@ -251,6 +251,33 @@ TEST(OpsShape, GatherGradRepeatedIndicesDeterministic) {
   }
 }
 
+// merak.gather_grad with an accumulator (gradient-accumulation fusion of an
+// embedding): y += each reached row's sum rounded to float, the rows no index
+// reaches untouched; bit for bit the accumulator plus the plain scatter.
+TEST(OpsShape, GatherGradAccumulates) {
+  for (int64_t axis : {0, 1}) {
+    Dims dy = axis == 0 ? D({40, 96}) : D({3, 40, 5});
+    auto idx = randi(30, 0, 19); // rows 20..39 never reached
+    idx[0] = idx[1] = 7;         // a repeat
+    Dims di = D({30});
+    const int64_t outer = axis == 0 ? 1 : 3, inner = axis == 0 ? 96 : 5;
+    auto g = randv<float>(outer * 30 * inner);
+    auto acc = randv<float>(dy.numel());
+    std::vector<float> scatter(dy.numel());
+    cpu::gatherGrad(DT::F32, g.data(), DT::I64, idx.data(), di, axis, scatter.data(), dy);
+    std::vector<float> want(dy.numel());
+    for (int64_t i = 0; i < dy.numel(); ++i) // merak.add of the two
+      want[i] = acc[i] + scatter[i];
+    for (int64_t o = 0; o < outer; ++o) // unreached rows: the accumulator's bits
+      for (int64_t k = 20; k < 40; ++k)
+        for (int64_t c = 0; c < inner; ++c)
+          want[(o * 40 + k) * inner + c] = acc[(o * 40 + k) * inner + c];
+    std::vector<float> y = acc;
+    cpu::gatherGrad(DT::F32, g.data(), DT::I64, idx.data(), di, axis, y.data(), dy, true);
+    expectBits(y, want);
+  }
+}
+
 TEST(OpsShape, GatherElementsAndGrad) {
   useThreadsafeDeathTests();
   // data [3, 4, 5], idx [3, 6, 2] along axis 1 (idx smaller in dims 2).

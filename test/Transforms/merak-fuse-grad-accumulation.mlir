@@ -100,3 +100,47 @@ func.func @train_step(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf3
   %u2 = merak.get_param @u : tensor<4x4xf32>
   return %u2 : tensor<4x4xf32>
 }
+
+// -----
+
+// An embedding's gradient (the scatter-add gather_grad) added into its
+// accumulator accumulates into it too, in place: only the rows the indices
+// reach are touched (gatherGrad's `accumulate`), no table-sized buffer is
+// cleared, and nothing is copied. A tied weight (@t: the embedding's
+// scatter and the head's GEMM summed, then added into the accumulator):
+// both accumulate, one after the other in program order, and the chain
+// shares the accumulator's storage (the GEMM's accumulator is the
+// scatter's in-place result).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[E:.+]] = merak.get_param @e
+// CHECK-NEXT: %[[S:.+]] = merak.gather_grad %arg0[%arg1] axis = 0 acc %[[E]] :
+// CHECK: %[[T:.+]] = merak.get_param @t
+// CHECK-NEXT: %[[TS:.+]] = merak.gather_grad %arg0[%arg1] axis = 0 acc %[[T]] :
+// CHECK-NEXT: %[[TG:.+]] = merak.matmul_t %arg2, %arg3 acc %[[TS]] {transpose_lhs} :
+// CHECK-NOT: merak.add
+// CHECK: merak.set_param @e, %[[S]]
+// CHECK-NEXT: merak.set_param @t, %[[TG]]
+// EMIT-LABEL: emitc.func @merak_train_step
+// EMIT-NOT: copyBytes
+// EMIT: call_opaque "gatherGrad"({{.*}}#emitc.opaque<"true">]}
+// EMIT-NOT: copyBytes
+// EMIT: call_opaque "gatherGrad"({{.*}}#emitc.opaque<"true">]}
+// EMIT: call_opaque "matmul"({{.*}}#emitc.opaque<"true">]}
+// EMIT-NOT: copyBytes
+// EMIT: return
+merak.param @e : tensor<10x4xf32> = dense<0.0> : tensor<10x4xf32>
+merak.param @t : tensor<10x4xf32> = dense<0.0> : tensor<10x4xf32>
+func.func @train_step(%g: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %h: tensor<6x10xf32>,
+                      %dy: tensor<6x4xf32>) {
+  %s = merak.gather_grad %g[%ids] axis = 0 : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<10x4xf32>
+  %e = merak.get_param @e : tensor<10x4xf32>
+  %se = merak.add %e, %s : tensor<10x4xf32>, tensor<10x4xf32>
+  %ts = merak.gather_grad %g[%ids] axis = 0 : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<10x4xf32>
+  %tg = merak.matmul_t %h, %dy {transpose_lhs} : tensor<6x10xf32>, tensor<6x4xf32> -> tensor<10x4xf32>
+  %sum = merak.add %ts, %tg : tensor<10x4xf32>, tensor<10x4xf32>
+  %t = merak.get_param @t : tensor<10x4xf32>
+  %st = merak.add %sum, %t : tensor<10x4xf32>, tensor<10x4xf32>
+  merak.set_param @e, %se : tensor<10x4xf32>
+  merak.set_param @t, %st : tensor<10x4xf32>
+  return
+}

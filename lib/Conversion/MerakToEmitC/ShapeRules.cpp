@@ -145,8 +145,31 @@ FailureOr<Lowering> emitc_lowering::rule(GatherElementsOp g, Emitter &e, Lowerin
   return gatherLike(kernels::gatherElements, g, e);
 }
 
+/// With an accumulator: gatherGrad(..., accumulate = true) adds into y, the
+/// accumulator first copied into y unless merak-plan-memory placed y in its
+/// buffer.
 FailureOr<Lowering> emitc_lowering::rule(GatherGradOp g, Emitter &e, LoweringContext &) {
-  return gatherGradLike(kernels::gatherGrad, g, e);
+  if (!g.getAcc())
+    return gatherGradLike(kernels::gatherGrad, g, e);
+  PTR(gr, g.getGrad());
+  PTR(i, g.getIndices());
+  PTR(y, g.getResult());
+  PTR(c, g.getAcc());
+  Type ti = g.getIndices().getType(), r0 = g.getType();
+  if (c != y)
+    e.call(kernels::copyBytes).ptr(y).ptr(c).i64(byteSize(r0)).emit();
+  e.call(kernels::gatherGrad)
+      .dtype(r0)
+      .ptr(gr)
+      .dtype(ti)
+      .ptr(i)
+      .dims(ti)
+      .i64(normAxis(g.getAxis(), r0))
+      .ptr(y)
+      .dims(r0)
+      .boolean(true)
+      .emit();
+  return Lowering::Done;
 }
 
 FailureOr<Lowering> emitc_lowering::rule(GatherElementsGradOp g, Emitter &e,

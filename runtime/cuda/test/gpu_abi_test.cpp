@@ -223,7 +223,16 @@ void checkFloatElementwise(DT t) {
     });
     T g = rand(t, y.d), dy = make(t, data.d);
     pair("gatherGrad" + ts, {&dy}, tl, [&](int side) {
-      (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(dy), dy.d);
+      (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(dy), dy.d,
+                                                 false);
+    });
+    // Into an accumulator (merak.gather_grad ... acc): rows no index
+    // reaches keep the accumulator's values.
+    T acc = rand(t, data.d), da = make(t, data.d);
+    pair("gatherGrad accumulate" + ts, {&da}, tl, [&](int side) {
+      (side ? gpu::copyBytes : cpu::copyBytes)(P(da), P(acc), (int64_t)da.host.size());
+      (side ? gpu::gatherGrad : cpu::gatherGrad)(t, P(g), DT::I64, P(idx), idx.d, 1, P(da), da.d,
+                                                 true);
     });
     T ie = rand(DT::I32, Dims{3, {3, 6, 4}}, 0, 10), ye = make(t, ie.d);
     pair("gatherElements" + ts, {&ye}, 0, [&](int side) {

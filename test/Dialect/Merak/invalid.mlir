@@ -1345,6 +1345,14 @@ func.func @gather_grad(%g: tensor<2x4xf32>, %i: tensor<2xi64>) {
 
 // -----
 
+func.func @gather_grad_acc(%g: tensor<2x4xf32>, %i: tensor<2xi64>, %a: tensor<3x5xf32>) {
+  // expected-error @+1 {{'merak.gather_grad' op accumulator 'tensor<3x5xf32>' is not the result type 'tensor<3x4xf32>'}}
+  %0 = merak.gather_grad %g[%i] axis = 0 acc %a : tensor<2x4xf32>, tensor<2xi64>, tensor<3x5xf32> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
 func.func @gelu_grad_types(%x: tensor<4xf32>, %g: tensor<4xf64>) {
   // expected-error @+1 {{'merak.gelu_grad' op requires the same type for all operands and results}}
   %0 = "merak.gelu_grad"(%x, %g) : (tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>

@@ -437,6 +437,8 @@ func.func @backward_ops(%x: tensor<1x2x5x5xf32>, %w: tensor<4x1x3x3xf32>, %g: te
   %e = merak.reshape %eg : tensor<2x4xf32> to tensor<2x4x1xf32>
   %f = merak.broadcast %e : tensor<2x4x1xf32> to tensor<2x4x4xf32>
   %5 = merak.gather_grad %f[%i] axis = 0 : tensor<2x4x4xf32>, tensor<2x4xi64> -> tensor<3x4xf32>
+  // CHECK: merak.gather_grad %{{.*}}[%{{.*}}] axis = 0 acc %{{.*}} : tensor<2x4x4xf32>, tensor<2x4xi64>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %6 = merak.gather_grad %f[%i] axis = 0 acc %d : tensor<2x4x4xf32>, tensor<2x4xi64>, tensor<3x4xf32> -> tensor<3x4xf32>
   return
 }
 

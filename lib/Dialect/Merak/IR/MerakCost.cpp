@@ -12,6 +12,10 @@
 //                    causal row r attends r + 1 keys), plus 5 per score
 //                    (the softmax); attention_grad 2.5 x that (it
 //                    recomputes QK^T, then P^T dO, dO V^T, dS K, dS^T Q)
+//   gather_grad with an accumulator
+//                    one FLOP per grad element; grad and indices read, and
+//                    the table's rows they reach (at most grad's elements)
+//                    read and written: the accumulator is updated in place
 //   reshape, tp_identity   views: no FLOPs, no bytes
 //   constant, get_param, set_param, param   no FLOPs, no bytes: a
 //                    parameter's or constant's bytes are counted by the ops
@@ -62,6 +66,18 @@ int64_t mlir::merak::operandAndResultBytes(Operation *op) {
   for (Type t : op->getResultTypes())
     n += bytes(t);
   return n;
+}
+
+int64_t GatherGradOp::getFlops() {
+  return getAcc() ? elements(getGrad().getType()) : elementwiseOpFlops(*this, 1);
+}
+
+int64_t GatherGradOp::getBytesAccessed() {
+  if (!getAcc())
+    return operandAndResultBytes(*this);
+  int64_t rows = std::min(elements(getGrad().getType()), elements(getType()));
+  int64_t perElement = elements(getType()) ? bytes(getType()) / elements(getType()) : 0;
+  return bytes(getGrad().getType()) + bytes(getIndices().getType()) + 2 * rows * perElement;
 }
 
 int64_t MatmulOp::getFlops() {

@@ -1,4 +1,4 @@
-//===- MerakInPlace.cpp - InPlaceOpInterface of the merak ops -------------===//
+//===- MerakInPlace.cpp - InPlace/AccumulatingOpInterface of merak ops ----===//
 //
 // The (result, operand) pairs an op's kernel may compute in one buffer
 // (MerakInterfaces.td); merak-plan-memory grants them. The kernels read an
@@ -6,7 +6,14 @@
 //   - fused optimizer updates: the new parameter and state over the old;
 //   - merak.add into a parameter's storage (a gradient accumulator, a
 //     BatchNorm counter): the equal-shape elementwise loop;
-//   - merak.matmul_t with an accumulator: the GEMM with beta = 1.
+//   - merak.matmul_t with an accumulator: the GEMM with beta = 1;
+//   - merak.gather_grad with an accumulator: the rows its indices reach.
+//
+//
+// The accumulating forms (AccumulatingOpInterface) that
+// merak-fuse-grad-accumulation makes of `add(get_param @a, op)`:
+//   matmul / matmul_t (operands of rank >= 2)  matmul_t ... acc (beta = 1)
+//   gather_grad                                gather_grad ... acc
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -46,4 +53,42 @@ Pairs MatmulTOp::getInPlaceCandidates() {
   if (!getAcc())
     return {};
   return {{0, 2}};
+}
+
+Pairs GatherGradOp::getInPlaceCandidates() {
+  if (!getAcc())
+    return {};
+  return {{0, 2}};
+}
+
+//===----------------------------------------------------------------------===//
+// AccumulatingOpInterface
+//===----------------------------------------------------------------------===//
+
+static bool isF32(Type t) { return cast<RankedTensorType>(t).getElementType().isF32(); }
+
+/// A GEMM of operands of rank >= 2 with a float32 result.
+static bool gemmCanAccumulate(Operation *op) {
+  return isF32(op->getResult(0).getType()) && llvm::all_of(op->getOperandTypes(), [](Type t) {
+           return cast<RankedTensorType>(t).getRank() >= 2;
+         });
+}
+
+bool MatmulOp::canAccumulate() { return gemmCanAccumulate(*this); }
+
+Value MatmulOp::buildAccumulating(OpBuilder &b, Value acc) {
+  return MatmulTOp::create(b, getLoc(), getType(), getLhs(), getRhs(), acc, false, false);
+}
+
+bool MatmulTOp::canAccumulate() { return !getAcc() && gemmCanAccumulate(*this); }
+
+Value MatmulTOp::buildAccumulating(OpBuilder &b, Value acc) {
+  return MatmulTOp::create(b, getLoc(), getType(), getLhs(), getRhs(), acc, getTransposeLhs(),
+                           getTransposeRhs());
+}
+
+bool GatherGradOp::canAccumulate() { return !getAcc() && isF32(getType()); }
+
+Value GatherGradOp::buildAccumulating(OpBuilder &b, Value acc) {
+  return GatherGradOp::create(b, getLoc(), getType(), getGrad(), getIndices(), getAxis(), acc);
 }

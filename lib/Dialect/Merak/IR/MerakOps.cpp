@@ -307,6 +307,8 @@ LogicalResult GatherGradOp::verify() {
       grad.getElementType() != data.getElementType())
     return emitOpError("grad ") << grad << " is not the gather result type of "
                                 << data << " and " << idx;
+  if (getAcc() && getAcc().getType() != data)
+    return emitOpError("accumulator ") << getAcc().getType() << " is not the result type " << data;
   return success();
 }
 

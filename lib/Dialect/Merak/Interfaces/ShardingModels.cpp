@@ -465,6 +465,8 @@ Rule rule(GatherGradOp op) {
   IndexedAxis f = indexedAxis(b, op.getResult(), normalise(op.getAxis(), op.getResult()),
                               op.getIndices(), FactorKind::Reduction);
   b.rule.operands = {RuleBuilder::tensor(f.indexed), RuleBuilder::tensor(f.indices)};
+  if (op.getAcc()) // the accumulator: the table's factors
+    b.rule.operands.push_back(RuleBuilder::tensor(f.table));
   b.rule.results = {RuleBuilder::tensor(f.table)};
   return b.rule;
 }

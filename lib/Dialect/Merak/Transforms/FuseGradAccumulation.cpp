@@ -1,20 +1,24 @@
 //===- FuseGradAccumulation.cpp - merak-fuse-grad-accumulation ------------===//
 //
-// A product added into a stored tensor becomes a GEMM accumulating into it
-// (see Passes.td):
+// A product added into a stored tensor becomes the product's accumulating
+// form (AccumulatingOpInterface; see Passes.td):
 //   add(get_param @a, matmul_t(x, y) {ta, tb})  -> matmul_t(x, y) acc get_param @a {ta, tb}
 //   add(get_param @a, matmul(x, y))             -> matmul_t(x, y) acc get_param @a
-// (either operand order) when the product is float32, of the add's type,
-// read by nothing else, and its operands have rank >= 2. The fused GEMM
-// takes the product's place (its operands die where they did); a read of
-// the accumulator that came later moves up to it when nothing writes the
-// tensor in between.
+//   add(get_param @a, gather_grad(g[i]))        -> gather_grad(g[i]) acc get_param @a
+//   add(get_param @a, add(p, q))                -> q' acc (p' acc get_param @a)
+// (a tied weight's two gradients, each fused as above, in program order;
+// either operand order) when the product is float32, of the add's type,
+// read by nothing else, and the op accepts it (a GEMM's operands have rank
+// >= 2). The fused op takes the product's place (its operands die where
+// they did); a read of the accumulator that came later moves up to it when
+// nothing writes the tensor in between.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace mlir::merak {
@@ -27,18 +31,12 @@ using namespace mlir::merak;
 
 namespace {
 
-/// The product `v` when it can take an accumulator of type `type`.
-Operation *fusableProduct(Value v, Type type) {
-  Operation *m = v.getDefiningOp();
-  if (!m || !isa<MatmulOp, MatmulTOp>(m) || !m->hasOneUse() || v.getType() != type)
+/// The op defining `v` when it has an accumulating form of type `type`
+/// (AccumulatingOpInterface) and nothing else reads `v`.
+AccumulatingOpInterface fusableProduct(Value v, Type type) {
+  auto m = v.getDefiningOp<AccumulatingOpInterface>();
+  if (!m || !m->hasOneUse() || v.getType() != type || !m.canAccumulate())
     return nullptr;
-  if (auto mt = dyn_cast<MatmulTOp>(m); mt && mt.getAcc())
-    return nullptr;
-  if (!cast<RankedTensorType>(type).getElementType().isF32())
-    return nullptr;
-  for (Value operand : m->getOperands())
-    if (cast<RankedTensorType>(operand.getType()).getRank() < 2)
-      return nullptr;
   return m;
 }
 
@@ -71,29 +69,67 @@ struct MerakFuseGradAccumulationPass
       else if (auto set = dyn_cast<SetParamOp>(op))
         writes[set.getName()].push_back(op);
     });
-    for (AddOp add : adds) {
-      for (unsigned o = 0; o < 2; ++o) {
-        auto get = add.getOperand(o).getDefiningOp<GetParamOp>();
-        Operation *m = fusableProduct(add.getOperand(1 - o), add.getType());
-        if (!get || get.getType() != add.getType() || !m)
-          continue;
-        Value acc = accumulatorAt(get, m, writes);
-        if (!acc)
-          continue;
-        auto mt = dyn_cast<MatmulTOp>(m);
-        OpBuilder b(m);
-        auto fused = MatmulTOp::create(b, m->getLoc(), add.getType(), m->getOperand(0),
-                                       m->getOperand(1), acc,
-                                       /*transpose_lhs=*/mt && mt.getTransposeLhs(),
-                                       /*transpose_rhs=*/mt && mt.getTransposeRhs());
-        add.replaceAllUsesWith(fused.getResult());
-        add.erase();
-        m->erase();
-        if (get->use_empty())
-          get->erase();
-        break;
-      }
+    llvm::DenseSet<Operation *> erased;
+    for (AddOp add : adds)
+      if (!erased.contains(add))
+        for (unsigned o = 0; o < 2; ++o)
+          if (fuse(add, o, writes, erased))
+            break;
+  }
+
+  /// Fuses `add` = add(get_param @a (operand o), terms): the terms are the
+  /// other operand, or the two operands of a single-use add (a tied
+  /// weight's two gradients). Those with an accumulating form add into the
+  /// accumulator one after the other, in program order; the others are
+  /// added after them.
+  bool fuse(AddOp add, unsigned o, const llvm::StringMap<SmallVector<Operation *>> &writes,
+            llvm::DenseSet<Operation *> &erased) {
+    auto get = add.getOperand(o).getDefiningOp<GetParamOp>();
+    if (!get || get.getType() != add.getType())
+      return false;
+    Value other = add.getOperand(1 - o);
+    SmallVector<Value> terms{other};
+    auto inner = other.getDefiningOp<AddOp>();
+    if (inner && inner->hasOneUse() && inner.getType() == add.getType())
+      terms.assign({inner.getLhs(), inner.getRhs()});
+    else
+      inner = nullptr;
+    SmallVector<AccumulatingOpInterface> products;
+    SmallVector<Value> rest;
+    for (Value t : terms) {
+      AccumulatingOpInterface m = fusableProduct(t, add.getType());
+      if (m && m->getBlock() == add->getBlock())
+        products.push_back(m);
+      else
+        rest.push_back(t);
     }
+    if (products.empty())
+      return false;
+    llvm::sort(products, [](AccumulatingOpInterface a, AccumulatingOpInterface b) {
+      return a->isBeforeInBlock(b);
+    });
+    Value acc = accumulatorAt(get, products.front(), writes);
+    if (!acc)
+      return false;
+    for (AccumulatingOpInterface m : products) {
+      OpBuilder b(m);
+      acc = m.buildAccumulating(b, acc);
+    }
+    OpBuilder b(add);
+    for (Value t : rest)
+      acc = AddOp::create(b, add.getLoc(), acc, t);
+    add.replaceAllUsesWith(acc);
+    erased.insert(add);
+    add.erase();
+    if (inner) {
+      erased.insert(inner);
+      inner.erase();
+    }
+    for (AccumulatingOpInterface m : products)
+      m->erase();
+    if (get->use_empty())
+      get->erase();
+    return true;
   }
 };
 

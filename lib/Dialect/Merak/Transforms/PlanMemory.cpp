@@ -339,8 +339,31 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
   /// operand is not a view or an argument, and its buffer is not read after the update. An arena
   /// operand: no use of it (or of a view of it) after the op. A parameter's
   /// storage (a get_param not copied): every read of that parameter ends at
-  /// the op, and the result is only written back to the same parameter by
+  /// the op, and the result (or what in-place ops accumulate into it,
+  /// accumulatedInPlace) is only written back to the same parameter by
   /// set_params after it (which then copy nothing). O(ops + uses).
+  /// `result` accumulated further by in-place ops, each its only reader at
+  /// one of their in-place operands (a tied weight's two gradients: an
+  /// embedding's scatter, then the head's GEMM, into one accumulator): the
+  /// last of those results. Such a reader's operand is granted its buffer
+  /// (nothing else reads it), so the chain shares the parameter's storage.
+  static Value accumulatedInPlace(Value result) {
+    while (result.hasOneUse()) {
+      Operation *user = *result.getUsers().begin();
+      auto next = dyn_cast<InPlaceOpInterface>(user);
+      if (!next)
+        break;
+      Value to;
+      for (auto [r, o] : next.getInPlaceCandidates())
+        if (user->getOperand(o) == result && user->getResult(r).getType() == result.getType())
+          to = user->getResult(r);
+      if (!to)
+        break;
+      result = to;
+    }
+    return result;
+  }
+
   LogicalResult planInPlace(Block &block, DenseMap<Operation *, int64_t> &index) {
     Builder b(block.getParentOp()->getContext());
     for (Operation &op : block)
@@ -375,23 +398,27 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
       bool any = false;
       for (auto [r, o] : pairs) {
         Value operand = op.getOperand(o), result = op.getResult(r);
-        if (isa<BlockArgument>(operand) || viewRoot(operand) != operand ||
-            operand.getType() != result.getType() || !taken.insert(operand).second)
-          continue;
+        // Not a view; an operand accumulated in place before (its buffer
+        // another's, accumulatedInPlace) may pass its buffer on.
         Operation *def = operand.getDefiningOp();
+        if (!def || isViewOp(def) || operand.getType() != result.getType() ||
+            !taken.insert(operand).second)
+          continue;
         if (isa<ConstantOp>(def) || lastUse[operand] != i)
           continue;
         if (auto get = dyn_cast<GetParamOp>(def)) {
           // Parameter storage: nothing reads the old value later, and the
           // only writes of the parameter are of this result.
           StringRef name = get.getName();
-          if (lastRead[name] != i || writes[name] == 0 || result.use_empty() ||
-              !llvm::all_of(result.getUsers(), [&](Operation *user) {
-                auto set = dyn_cast<SetParamOp>(user);
-                return set && set.getName() == name;
-              }) ||
-              writes[name] != (unsigned)std::distance(result.getUsers().begin(),
-                                                      result.getUsers().end()))
+          Value written = accumulatedInPlace(result);
+          if (lastRead[name] != i || writes[name] == 0 || written.use_empty() ||
+              !llvm::all_of(written.getUsers(),
+                            [&](Operation *user) {
+                              auto set = dyn_cast<SetParamOp>(user);
+                              return set && set.getName() == name;
+                            }) ||
+              writes[name] !=
+                  (unsigned)std::distance(written.getUsers().begin(), written.getUsers().end()))
             continue;
         }
         inPlace[r] = o;

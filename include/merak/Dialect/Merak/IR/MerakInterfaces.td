@@ -129,4 +129,27 @@ def Merak_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   ];
 }
 
+def Merak_AccumulatingOpInterface : OpInterface<"AccumulatingOpInterface"> {
+  let cppNamespace = "::mlir::merak";
+  let description = [{
+    An op that has a form adding its result into an accumulator it is given
+    (`acc + result`, computed by the op's own kernel): a GEMM with BLAS beta
+    = 1 (`merak.matmul_t ... acc`), an embedding's scatter-add that updates
+    only the rows it reaches (`merak.gather_grad ... acc`).
+    merak-fuse-grad-accumulation turns `merak.add(get_param @a, op)` into
+    that form; merak-plan-memory then places the result in the
+    accumulator's storage (InPlaceOpInterface).
+  }];
+  let methods = [
+    InterfaceMethod<
+      "Whether this op can take an accumulator of its result type: float32, "
+      "no accumulator yet, and the op's own conditions.",
+      "bool", "canAccumulate", (ins)>,
+    InterfaceMethod<
+      "Builds, at `b`, the op's accumulating form adding into `acc` (its "
+      "result type); returns its result.",
+      "::mlir::Value", "buildAccumulating", (ins "::mlir::OpBuilder &":$b, "::mlir::Value":$acc)>
+  ];
+}
+
 #endif

@@ -326,18 +326,42 @@ def Merak_GatherOp : Merak_Op<"gather", [Pure, InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure]> {
-  let summary = "Gradient of gather: scatter-add of `grad` into zeros";
+def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure,
+    DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>,
+    DeclareOpInterfaceMethods<Merak_AccumulatingOpInterface>]> {
+  let extraClassDeclaration = Merak_FlopsAndBytesCost;
+  let summary = "Gradient of gather: scatter-add of `grad` into zeros (or an accumulator)";
   let description = [{
     The adjoint of `merak.gather` with the same `axis`: the result (the
     data's type) is zero except that every slice of `grad` is added at its
     index, so repeated indices (an embedding row used twice) accumulate.
+
+    With `acc` (the result's type; a lowering form that
+    merak-fuse-grad-accumulation makes of an embedding's gradient added
+    into its accumulator) the result is `acc` plus that scatter: each row
+    an index reaches gets the row's sum (rounded to the element type) added
+    once, the other rows are `acc`'s. merak-plan-memory may place the result
+    in the accumulator's storage, so only the rows the indices reach are
+    read and written, not the whole table.
+
+    ```mlir
+    %g = merak.gather_grad %dy[%ids] axis = 0 acc %a
+        : tensor<4x8x16xf32>, tensor<4x8xi64>, tensor<100x16xf32> -> tensor<100x16xf32>
+    ```
   }];
-  let arguments = (ins Merak_FloatTensor:$grad, Merak_IntTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Merak_FloatTensor:$grad, Merak_IntTensor:$indices, I64Attr:$axis,
+                       Optional<Merak_FloatTensor>:$acc);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `[` $indices `]` `axis` `=` $axis attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+    $grad `[` $indices `]` `axis` `=` $axis (`acc` $acc^)? attr-dict `:` type($grad) `,`
+    type($indices) (`,` type($acc)^)? `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$grad, "::mlir::Value":$indices,
+                   "int64_t":$axis), [{
+      build($_builder, $_state, result, grad, indices, axis, ::mlir::Value());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -428,7 +452,8 @@ def Merak_LogSoftmaxOp : Merak_SoftmaxLikeOp<"log_softmax", "Log-softmax along o
 // Contraction, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Merak_AccumulatingOpInterface>]> {
   let extraClassDeclaration = !strconcat(Merak_FlopsCost, Merak_WideningResult);
   let summary = "numpy.matmul: batched, broadcasting batch dimensions";
   let description = [{
@@ -446,7 +471,8 @@ def Merak_MatmulOp : Merak_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Merak_MatmulTOp : Merak_Op<"matmul_t", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>]> {
+    DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>,
+    DeclareOpInterfaceMethods<Merak_AccumulatingOpInterface>]> {
   let extraClassDeclaration = !strconcat(Merak_FlopsCost, Merak_WideningResult);
   let summary = "matmul with operands read transposed, optionally accumulated (a lowering form)";
   let description = [{
