@@ -83,7 +83,11 @@ def simulate_compiled(compiler, model, c, profile, precision, extra, uniform_sta
     if c["recompute"] == "stage-aware":
         with open(profile) as f:
             cmd += ["--memory-per-device", "%d" % json.load(f)["memory_bytes"]]
-    if uniform_stages and c["pp"] > 1 and c["virtual_stages"] == 1:
+    if c.get("stage_boundaries"):
+        # Where the planner cut its stages (merak's: balanced busy time;
+        # the Megatron spaces': the same number of half-layers per stage).
+        cmd += ["--stage-boundaries", ",".join(str(b) for b in c["stage_boundaries"])]
+    elif uniform_stages and c["pp"] > 1 and c["virtual_stages"] == 1:
         n, pp = uniform_stages, c["pp"]
         cmd += ["--stage-boundaries",
                 ",".join(str((k * n + pp // 2) // pp - 1) for k in range(1, pp))]

@@ -64,6 +64,8 @@ json::Object candidateJson(const PlanCandidate &c) {
                  {"step_time_s", c.stepTime},
                  {"bubble_fraction", c.bubble},
                  {"peak_memory_bytes", c.peakMemory}};
+  if (!c.stageBoundaries.empty())
+    o["stage_boundaries"] = json::Array(c.stageBoundaries);
   if (!c.rejected.empty())
     o["rejected"] = c.rejected;
   if (c.simulatedStepTime)

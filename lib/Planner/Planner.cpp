@@ -24,10 +24,11 @@
 
 #include "PlannerProbe.h"
 
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
+#include "merak/Dialect/Merak/Analysis/StageBalance.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
-#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Pipelines/Registration.h"
 #include "merak/Planner/Report.h"
@@ -64,38 +65,6 @@ static bool splitsBackward(PipelineScheduleKind kind) {
 }
 
 namespace {
-/// Contiguous groups of `n` fine stages into `g` stages minimising the
-/// largest forward FLOPs; returns the first fine stage of every group
-/// (and n at the end).
-std::vector<int64_t> balance(const std::vector<int64_t> &flops, int64_t g) {
-  int64_t n = flops.size();
-  std::vector<int64_t> prefix(n + 1, 0);
-  for (int64_t i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + flops[i];
-  const int64_t inf = std::numeric_limits<int64_t>::max();
-  // best[k][i]: the first i fine stages in k groups.
-  std::vector<std::vector<int64_t>> best(g + 1, std::vector<int64_t>(n + 1, inf)),
-      from(g + 1, std::vector<int64_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int64_t k = 1; k <= g; ++k)
-    for (int64_t i = k; i <= n - (g - k); ++i)
-      for (int64_t j = k - 1; j < i; ++j) {
-        if (best[k - 1][j] == inf)
-          continue;
-        int64_t v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (v < best[k][i]) {
-          best[k][i] = v;
-          from[k][i] = j;
-        }
-      }
-  std::vector<int64_t> starts(g + 1, n);
-  for (int64_t k = g, i = n; k > 0; --k) {
-    starts[k - 1] = from[k][i];
-    i = from[k][i];
-  }
-  return starts;
-}
-
 /// A grouped stage (chunk) at one micro-batch size.
 struct Group {
   /// `recomputed`: the part of backwardFull that rebuilds the forward's
@@ -163,7 +132,7 @@ struct Planner {
   int64_t devices = 1, batch = 1;
   /// By (tp, sequence parallelism).
   std::map<std::pair<int64_t, bool>, Probe> probes;
-  std::map<std::tuple<int64_t, bool, int64_t, int64_t>, std::vector<int64_t>> groupings;
+  std::map<std::tuple<int64_t, bool, int64_t, int64_t>, SmallVector<int64_t>> groupings;
   std::map<std::tuple<int64_t, int64_t, int64_t>, PipelineSimulation> shapes;
   int64_t evaluated = 0;
 
@@ -182,29 +151,51 @@ struct Planner {
     auto key = std::make_tuple(probe.tp, probe.sequenceParallel, g, share);
     auto it = groupCache.find(key);
     if (it == groupCache.end())
-      it = groupCache.emplace(key, groups(probe, g, 1.0 / share)).first;
+      it = groupCache.emplace(key, groups(probe, stageStarts(probe, g, share), 1.0 / share)).first;
     return it->second;
   }
 
-  std::vector<Group> groups(const Probe &probe, int64_t g, double f) {
+  /// Seconds of a fine stage's optimizer update (once a step).
+  double updateTime(const FineStage &s, double rate) const {
+    return std::max(s.costs.updateFlops / rate,
+                    2.0 * (s.costs.paramBytes + s.costs.stateBytes) / profile.memoryBandwidth);
+  }
+
+  /// Where the `g` stages (chunks) start among the fine stages (and their
+  /// count at the end) at a micro-batch of 1 / share of the batch. Megatron
+  /// spaces: the same number of fine stages (half-layers) per stage, as
+  /// Megatron-LM splits layers. merak's: the busy time per micro-batch
+  /// balanced, forward and backward by the roofline (an embedding's gather
+  /// and its gradient's scatter are memory-bound: few FLOPs, real time)
+  /// plus the micro-batch's share of the update, not forward FLOPs alone;
+  /// then few activation bytes at the cuts, as merak-pipeline chooses.
+  const SmallVector<int64_t> &stageStarts(const Probe &probe, int64_t g, int64_t share) {
     int64_t n = probe.stages.size();
-    auto key = std::make_tuple(probe.tp, probe.sequenceParallel, g, n);
+    auto key = std::make_tuple(probe.tp, probe.sequenceParallel, g, share);
     auto it = groupings.find(key);
-    if (it == groupings.end()) {
-      std::vector<int64_t> starts;
-      if (megatron || megatronBest) {
-        // Megatron-LM: the same number of fine stages (half-layers) per stage.
-        for (int64_t k = 0; k <= g; ++k)
-          starts.push_back((k * n + g / 2) / g);
-      } else {
-        std::vector<int64_t> flops;
-        for (const FineStage &s : probe.stages)
-          flops.push_back(s.costs.forwardFlops);
-        starts = balance(flops, g);
+    if (it != groupings.end())
+      return it->second;
+    SmallVector<int64_t> starts;
+    if (megatron || megatronBest) {
+      for (int64_t k = 0; k <= g; ++k)
+        starts.push_back((k * n + g / 2) / g);
+    } else {
+      double f = 1.0 / share, rate = profile.achievedFlops(probe.dtype);
+      SmallVector<int64_t> picoseconds, bytes;
+      for (const FineStage &s : probe.stages) {
+        bytes.push_back(s.actOut);
+        double busy = roofline(s.forward, f) +
+                      std::max(0.0, roofline(s.backward, f) - roofline(s.recompute, f)) +
+                      updateTime(s, rate) * f;
+        picoseconds.push_back((int64_t)std::llround(busy * 1e12));
       }
-      it = groupings.emplace(key, starts).first;
+      starts = balanceGroups(picoseconds, bytes, g);
     }
-    const std::vector<int64_t> &starts = it->second;
+    return groupings.emplace(key, std::move(starts)).first->second;
+  }
+
+  std::vector<Group> groups(const Probe &probe, ArrayRef<int64_t> starts, double f) {
+    int64_t g = starts.size() - 1;
     double rate = profile.achievedFlops(probe.dtype);
     std::vector<Group> out(g);
     for (int64_t k = 0; k < g; ++k) {
@@ -215,9 +206,7 @@ struct Planner {
         gr.backwardFull += roofline(s.backward, f);
         gr.recomputed += roofline(s.recompute, f);
         gr.attention += roofline(s.attention, f);
-        gr.updateCompute += std::max(s.costs.updateFlops / rate,
-                                     2.0 * (s.costs.paramBytes + s.costs.stateBytes) /
-                                         profile.memoryBandwidth);
+        gr.updateCompute += updateTime(s, rate);
         auto add = [&](std::map<std::string, CollectiveTraffic> &to,
                        const std::map<std::string, CollectiveTraffic> &from, double scale) {
           for (auto &[kind, t] : from) {
@@ -267,6 +256,11 @@ struct Planner {
     const Probe &probe = probes.at({c.tp, c.sequenceParallel});
     int64_t p = c.pp, v = c.virtualStages, m = c.microbatches;
     const std::vector<Group> &gs = groupsFor(probe, p * v, c.dp * m);
+    // The compiled program is cut where this plan's stages are.
+    const SmallVector<int64_t> &starts = stageStarts(probe, p * v, c.dp * m);
+    c.stageBoundaries.clear();
+    for (int64_t k = 1; k + 1 < (int64_t)starts.size(); ++k)
+      c.stageBoundaries.push_back(starts[k] - 1);
     SimulateOptions so;
     so.profile = profile;
     so.dp = c.dp;

@@ -255,7 +255,7 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAcc
       if (!isa<func::FuncOp>(op))
         st.backward.push_back(opCost(op));
     });
-    for (Operation *op : recomputedOps(b))
+    for (Operation *op : recomputedOps(b, f))
       st.recompute.push_back(opCost(op));
     for (unsigned i = 0; i < f.getNumResults(); ++i)
       if (auto n = f.getResultAttrOfType<StringAttr>(i, "merak.name");

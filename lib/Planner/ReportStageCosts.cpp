@@ -55,15 +55,28 @@ static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
   return w;
 }
 
-SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f) {
+/// An op's name, operand and result types and attributes.
+static llvm::hash_code opSignature(Operation *op) {
+  return llvm::hash_combine(op->getName(), op->getRawDictionaryAttrs(),
+                            llvm::hash_combine_range(op->getOperandTypes()),
+                            llvm::hash_combine_range(op->getResultTypes()));
+}
+
+SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f, func::FuncOp forward) {
   llvm::DenseSet<Value> reached;
   for (BlockArgument a : f.getArguments())
     if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), "merak.name");
         n && n.getValue().starts_with("cot:"))
       reached.insert(a);
+  // Seeded by the loss (the last stage): the forward's ops by signature.
+  const bool seededByLoss = reached.empty() && forward;
+  llvm::DenseSet<size_t> forwardOps;
+  if (seededByLoss)
+    for (Operation &op : forward.getBody().front().without_terminator())
+      forwardOps.insert(opSignature(&op));
   SmallVector<Operation *> ahead;
   for (Operation &op : f.getBody().front().without_terminator()) {
-    if (op.getNumRegions() > 0 ||
+    if (op.getNumRegions() > 0 || (seededByLoss && !forwardOps.contains(opSignature(&op))) ||
         llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); }))
       reached.insert(op.getResults().begin(), op.getResults().end());
     else
@@ -74,8 +87,9 @@ SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f) {
 
 /// The recomputation of backward fragment `f` (recomputedOps): its ops'
 /// work and the bytes it holds for the rest of the backward.
-static void collectRecompute(func::FuncOp f, StageCosts &c, const MeasuredOpCosts *measured) {
-  SmallVector<Operation *> ahead = recomputedOps(f);
+static void collectRecompute(func::FuncOp f, func::FuncOp forward, StageCosts &c,
+                             const MeasuredOpCosts *measured) {
+  SmallVector<Operation *> ahead = recomputedOps(f, forward);
   for (Operation *op : ahead)
     if (auto cost = dyn_cast<CostOpInterface>(op); cost && !report::collectiveKind(cost))
       c.recomputeOps.push_back(opWork(cost, measured));
@@ -141,7 +155,7 @@ FailureOr<std::vector<StageCosts>> mlir::merak::collectStageCosts(ModuleOp modul
         if (auto rt = dyn_cast<RankedTensorType>(t); rt && rt.hasStaticShape())
           c.recomputeHeldBytes += report::messageSlotBytes(rt);
     } else if (auto b = report.fn(module, report.fragment(costs.size(), "backward"))) {
-      collectRecompute(b, c, measured);
+      collectRecompute(b, report.fn(module, report.fragment(costs.size(), "forward")), c, measured);
     }
     costs.push_back(std::move(c));
   }

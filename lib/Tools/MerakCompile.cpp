@@ -240,8 +240,8 @@ struct CommandLine {
       cl::value_desc("file"), cl::cat(cat)};
   cl::list<int64_t> stageBoundaries{
       "stage-boundaries",
-      cl::desc("Override the partitioner: pp-1 increasing cut-point indices (as numbered by "
-               "--compile-to=pipeline), stage s ending at cut point s"),
+      cl::desc("Override the partitioner: pp x virtual-stages - 1 increasing cut-point indices "
+               "(as numbered by --compile-to=pipeline), stage (chunk) s ending at cut point s"),
       cl::CommaSeparated, cl::value_desc("I,J,..."), cl::cat(cat)};
   cl::opt<int64_t> zero{"zero",
                         cl::desc("ZeRO stage with --dp: 0 (default) or 1 (gradients reduce-scattered, "

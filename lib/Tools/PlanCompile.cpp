@@ -239,6 +239,7 @@ CompileOptions mlir::merak::candidateOptions(const CompileOptions &opts, const P
   o.moeRebalanceEvery = c.moeRebalanceEvery;
   o.moeAllToAll = c.moeAllToAll;
   o.moeChunks = c.moeChunks;
+  o.stageBoundaries = c.stageBoundaries;
   o.moeSkew = 0; // a simulation's assumptions, not the program's
   o.moeHistogram.clear();
   if (c.overlap && c.tp > 1)
@@ -322,6 +323,14 @@ std::optional<int> mlir::merak::planCompile(const CompileOptions &opts, llvm::ra
       << c.pp << " --microbatches " << c.microbatches << " --schedule " << c.schedule
       << " --recompute " << c.recompute << " --tp-overlap " << planned.tpOverlap
       << " --zero " << planned.zero;
+  if (c.virtualStages > 1)
+    log << " --virtual-stages " << c.virtualStages;
+  if (c.sequenceParallel)
+    log << " --sequence-parallel on";
+  if (!c.stageBoundaries.empty()) { // the planned stages' cuts
+    log << " --stage-boundaries ";
+    llvm::interleave(c.stageBoundaries, log, ",");
+  }
   if (c.ep > 1)
     log << " --ep " << c.ep << " --moe-shadow " << c.moeShadow << " --moe-rebalance-every "
         << c.moeRebalanceEvery << " --moe-all-to-all " << c.moeAllToAll << " --moe-chunks "

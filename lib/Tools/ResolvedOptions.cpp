@@ -119,9 +119,11 @@ LogicalResult checkMesh(const CompileOptions &opts, ResolvedOptions &r,
                   costs->target + "', not '" + opts.target + "'");
     r.simulation.measured = std::make_shared<const MeasuredOpCosts>(std::move(*costs));
   }
-  if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != opts.pp - 1)
-    return fail("--stage-boundaries needs pp-1 = " + Twine(opts.pp - 1) + " cut points, got " +
-                Twine(opts.stageBoundaries.size()));
+  // One boundary between consecutive stages (chunks, with --virtual-stages).
+  const int64_t chunks = opts.pp * std::max<int64_t>(1, opts.virtualStages);
+  if (!opts.stageBoundaries.empty() && (int64_t)opts.stageBoundaries.size() != chunks - 1)
+    return fail("--stage-boundaries needs pp x virtual-stages - 1 = " + Twine(chunks - 1) +
+                " cut points, got " + Twine(opts.stageBoundaries.size()));
   if (opts.dp > 1 && compileTo < CompilePhase::Training)
     return fail("--dp needs --compile-to=training or a later phase");
   if (opts.tp > 1 && compileTo < CompilePhase::Training)

@@ -67,6 +67,9 @@ struct PlanCandidate {
   /// the simulation prefers the all-to-alls in chunks.
   int64_t moeChunks = 1;
   std::optional<double> simulatedStepTime;
+  /// Where the program is cut: pp x virtualStages - 1 increasing cut points
+  /// (--stage-boundaries), the ends of the planned stages' fine stages.
+  std::vector<int64_t> stageBoundaries;
 };
 
 struct PlannerResult {

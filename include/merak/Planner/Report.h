@@ -136,8 +136,13 @@ int64_t fragmentCopyBytes(func::FuncOp fragment);
 
 /// The ops of backward fragment `f` that no incoming gradient ("cot:"
 /// arguments) reaches, in program order (an op with regions counts as
-/// reached): what the backward recomputes of the forward. One pass.
-SmallVector<Operation *> recomputedOps(func::FuncOp f);
+/// reached): what the backward recomputes of the forward. The last stage's
+/// backward has no incoming gradient: its sweep starts from the loss's seed,
+/// a constant. There an op is also reached when it is none of `forward`'s
+/// (the stage's forward fragment) ops, by name, operand and result types and
+/// attributes: the seed, and the sweep's ops that read only forward values.
+/// One pass over each fragment.
+SmallVector<Operation *> recomputedOps(func::FuncOp f, func::FuncOp forward);
 
 /// The per-stage numbers of the report of `module` (a pipelined training
 /// program) for the cost model; fails like printCompileReport. With

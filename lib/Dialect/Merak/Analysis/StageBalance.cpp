@@ -75,3 +75,19 @@ SmallVector<int64_t> mlir::merak::chooseStageCuts(ArrayRef<int64_t> candidates,
   }
   return all.second;
 }
+
+// (Documented in StageBalance.h.)
+SmallVector<int64_t> mlir::merak::balanceGroups(ArrayRef<int64_t> costs, ArrayRef<int64_t> bytes,
+                                                int64_t groups) {
+  int64_t n = costs.size();
+  SmallVector<int64_t> prefix(n + 1, 0), candidates;
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  for (int64_t i = 1; i < n; ++i) // every boundary between two pieces
+    candidates.push_back(i);
+  SmallVector<int64_t> starts{0};
+  for (int64_t c : chooseStageCuts(candidates, bytes.take_front(n - 1), prefix, n, groups))
+    starts.push_back(candidates[c]);
+  starts.push_back(n);
+  return starts;
+}

@@ -21,6 +21,14 @@ namespace mlir::merak {
 SmallVector<int64_t> chooseStageCuts(ArrayRef<int64_t> candidates, ArrayRef<int64_t> bytes,
                                      ArrayRef<int64_t> prefix, int64_t n, int64_t pp);
 
+/// The `costs` (one per piece, in order) in `groups` contiguous groups, cut
+/// as chooseStageCuts cuts (balanced sums first, then few bytes sent;
+/// `bytes[i]` cross the boundary after piece i): the first piece of every
+/// group, then the number of pieces (groups + 1 entries). The planner
+/// groups its fine stages so.
+SmallVector<int64_t> balanceGroups(ArrayRef<int64_t> costs, ArrayRef<int64_t> bytes,
+                                   int64_t groups);
+
 } // namespace mlir::merak
 
 #endif
