@@ -186,7 +186,7 @@ struct Planner {
         bytes.push_back(s.actOut);
         double busy = roofline(s.forward, f) +
                       std::max(0.0, roofline(s.backward, f) - roofline(s.recompute, f)) +
-                      updateTime(s, rate) * f;
+                      updateTime(s, rate) * f; // ZeRO's share; a heuristic
         picoseconds.push_back((int64_t)std::llround(busy * 1e12));
       }
       starts = balanceGroups(picoseconds, bytes, g);
@@ -260,7 +260,7 @@ struct Planner {
     const SmallVector<int64_t> &starts = stageStarts(probe, p * v, c.dp * m);
     c.stageBoundaries.clear();
     for (int64_t k = 1; k + 1 < (int64_t)starts.size(); ++k)
-      c.stageBoundaries.push_back(starts[k] - 1);
+      c.stageBoundaries.push_back(probe.cuts[starts[k] - 1]);
     SimulateOptions so;
     so.profile = profile;
     so.dp = c.dp;

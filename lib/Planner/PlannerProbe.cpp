@@ -10,14 +10,15 @@
 #include "PlannerProbe.h"
 #include "merak/Planner/Planner.h"
 
+#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSchedule.h"
+#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Dialect/Merak/Transforms/MemoryPlan.h"
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 #include "merak/Dialect/Merak/Transforms/Pipeline.h"
-#include "merak/Dialect/Merak/Analysis/PipelineSimulator.h"
 #include "merak/Import/OnnxImporter.h"
 #include "merak/Pipelines/Pipelines.h"
-#include "merak/Dialect/Merak/Analysis/DeviceProfile.h"
 #include "merak/Pipelines/Registration.h"
 #include "merak/Planner/Report.h"
 #include "merak/Planner/Simulate.h"
@@ -221,6 +222,10 @@ FailureOr<Probe> readProbe(ModuleOp module, int64_t tp, int64_t pp, bool gradAcc
     return failure();
   Probe probe;
   probe.tp = tp;
+  PipelinePlanAttr plan = getPipelinePlan(module);
+  if (!plan || (int64_t)plan.getCuts().size() != pp - 1)
+    return failure();
+  probe.cuts.assign(plan.getCuts().begin(), plan.getCuts().end());
   SymbolTable symbols(module);
   for (int64_t s = 0; s < pp; ++s) {
     FineStage st;

@@ -40,6 +40,9 @@ struct FineStage {
 
 struct Probe {
   int64_t tp = 1;
+  /// The cut point (merak-pipeline's numbering, --stage-boundaries) that
+  /// ends each fine stage but the last.
+  std::vector<int64_t> cuts;
   /// Compiled with --sequence-parallel on (tp > 1).
   bool sequenceParallel = false;
   std::vector<FineStage> stages;

@@ -11,6 +11,7 @@
 #include "merak/Dialect/Merak/Analysis/OpCosts.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -55,13 +56,6 @@ static OpWork opWork(CostOpInterface op, const MeasuredOpCosts *measured) {
   return w;
 }
 
-/// An op's name, operand and result types and attributes.
-static llvm::hash_code opSignature(Operation *op) {
-  return llvm::hash_combine(op->getName(), op->getRawDictionaryAttrs(),
-                            llvm::hash_combine_range(op->getOperandTypes()),
-                            llvm::hash_combine_range(op->getResultTypes()));
-}
-
 SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f, func::FuncOp forward) {
   llvm::DenseSet<Value> reached;
   for (BlockArgument a : f.getArguments())
@@ -70,13 +64,13 @@ SmallVector<Operation *> mlir::merak::recomputedOps(func::FuncOp f, func::FuncOp
       reached.insert(a);
   // Seeded by the loss (the last stage): the forward's ops by signature.
   const bool seededByLoss = reached.empty() && forward;
-  llvm::DenseSet<size_t> forwardOps;
+  llvm::StringSet<> forwardOps; // by opCostKey: name, types, inherent attributes
   if (seededByLoss)
     for (Operation &op : forward.getBody().front().without_terminator())
-      forwardOps.insert(opSignature(&op));
+      forwardOps.insert(opCostKey(&op));
   SmallVector<Operation *> ahead;
   for (Operation &op : f.getBody().front().without_terminator()) {
-    if (op.getNumRegions() > 0 || (seededByLoss && !forwardOps.contains(opSignature(&op))) ||
+    if (op.getNumRegions() > 0 || (seededByLoss && !forwardOps.contains(opCostKey(&op))) ||
         llvm::any_of(op.getOperands(), [&](Value v) { return reached.contains(v); }))
       reached.insert(op.getResults().begin(), op.getResults().end());
     else

@@ -308,30 +308,30 @@ void gatherGrad(DT t, const void *g, DT idxT, const void *idx, const Dims &di, i
       const int64_t inner = s.inner, dim = s.dim;
       parallelFor(s.outer * dim, inner * std::max<int64_t>(1, n / std::max<int64_t>(dim, 1)),
                   [&](int64_t b, int64_t e) {
-        double *acc = scratch<double, 4>(static_cast<size_t>(inner));
-        for (int64_t r = b; r < e; ++r) {
-          const int64_t o = r / dim, k = r % dim;
-          T *dst = py + r * inner;
-          const int64_t j0 = start[k], j1 = start[k + 1];
-          if (j0 == j1) {
-            if (!accumulate)
-              std::fill(dst, dst + inner, T(0));
-            continue;
-          }
-          std::fill(acc, acc + inner, 0.0);
-          for (int64_t q = j0; q < j1; ++q) {
-            const T *src = pg + (o * n + order[q]) * inner;
-            for (int64_t c = 0; c < inner; ++c)
-              acc[c] += static_cast<double>(src[c]);
-          }
-          if (accumulate) // as merak.add of the accumulator and the sum
-            for (int64_t c = 0; c < inner; ++c)
-              dst[c] = static_cast<T>(dst[c] + static_cast<T>(acc[c]));
-          else
-            for (int64_t c = 0; c < inner; ++c)
-              dst[c] = static_cast<T>(acc[c]);
-        }
-      });
+                    double *sum = scratch<double, 4>(static_cast<size_t>(inner));
+                    for (int64_t r = b; r < e; ++r) {
+                      const int64_t o = r / dim, k = r % dim;
+                      T *dst = py + r * inner;
+                      const int64_t j0 = start[k], j1 = start[k + 1];
+                      if (j0 == j1) {
+                        if (!accumulate)
+                          std::fill(dst, dst + inner, T(0));
+                        continue;
+                      }
+                      std::fill(sum, sum + inner, 0.0);
+                      for (int64_t q = j0; q < j1; ++q) {
+                        const T *src = pg + (o * n + order[q]) * inner;
+                        for (int64_t c = 0; c < inner; ++c)
+                          sum[c] += static_cast<double>(src[c]);
+                      }
+                      if (accumulate) // as merak.add of the accumulator and the sum
+                        for (int64_t c = 0; c < inner; ++c)
+                          dst[c] = static_cast<T>(dst[c] + static_cast<T>(sum[c]));
+                      else
+                        for (int64_t c = 0; c < inner; ++c)
+                          dst[c] = static_cast<T>(sum[c]);
+                    }
+                  });
     });
   });
 }

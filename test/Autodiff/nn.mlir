@@ -14,7 +14,8 @@
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
-// CHECK: gradcheck: all 9 cases passed
+// CHECK: case 9: PASS
+// CHECK: gradcheck: all 10 cases passed
 
 // conv2d with stride 2, asymmetric padding, dilation and 2 groups, and a
 // bias; the input is a parameter too, so both backward ops are checked.
@@ -153,5 +154,22 @@ func.func @forward(%w: tensor<1x2x6x5xf64>) -> tensor<f64> {
   %t = merak.tanh %y : tensor<1x2x6x5xf64>
   %m = merak.mul %t, %w : tensor<1x2x6x5xf64>, tensor<1x2x6x5xf64>
   %l = merak.reduce_sum %m axes = [0, 1, 2, 3] : tensor<1x2x6x5xf64> -> tensor<f64>
+  return %l : tensor<f64>
+}
+
+// -----
+
+// gather_grad with an accumulator (merak-fuse-grad-accumulation's form):
+// the scatter added into @a; @a's gradient is the upstream one.
+// gradcheck-arg: %i = [1, -1, 1]
+merak.param @v : tensor<3x2xf64> = dense<[[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]]> : tensor<3x2xf64>
+merak.param @a : tensor<4x2xf64> = dense<[[0.2, 0.1], [-0.3, 0.5], [0.7, -0.4], [0.0, 0.3]]> : tensor<4x2xf64>
+func.func @forward(%i: tensor<3xi64>, %w: tensor<4x2xf64>) -> tensor<f64> {
+  %v = merak.get_param @v : tensor<3x2xf64>
+  %a = merak.get_param @a : tensor<4x2xf64>
+  %s = merak.gather_grad %v[%i] axis = 0 acc %a : tensor<3x2xf64>, tensor<3xi64>, tensor<4x2xf64> -> tensor<4x2xf64>
+  %t = merak.tanh %s : tensor<4x2xf64>
+  %m = merak.mul %t, %w : tensor<4x2xf64>, tensor<4x2xf64>
+  %l = merak.reduce_sum %m axes = [0, 1] : tensor<4x2xf64> -> tensor<f64>
   return %l : tensor<f64>
 }

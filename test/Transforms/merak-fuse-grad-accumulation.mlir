@@ -144,3 +144,23 @@ func.func @train_step(%g: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %h: tensor<6
   merak.set_param @t, %st : tensor<10x4xf32>
   return
 }
+
+// -----
+
+// Left alone: a sum of two gradients of which only one has an accumulating
+// form (the broadcast is none): fusing the scatter alone would leave an add
+// reading it from a buffer of its own, not the accumulator's storage.
+// CHECK-LABEL: func.func @train_step
+// CHECK: merak.gather_grad %arg0[%arg1] axis = 0 :
+// CHECK-NOT: acc
+// CHECK: return
+merak.param @r : tensor<10x4xf32> = dense<0.0> : tensor<10x4xf32>
+func.func @train_step(%g: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %b: tensor<1x4xf32>) {
+  %s = merak.gather_grad %g[%ids] axis = 0 : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<10x4xf32>
+  %e = merak.broadcast %b : tensor<1x4xf32> to tensor<10x4xf32>
+  %sum = merak.add %s, %e : tensor<10x4xf32>, tensor<10x4xf32>
+  %r = merak.get_param @r : tensor<10x4xf32>
+  %sr = merak.add %r, %sum : tensor<10x4xf32>, tensor<10x4xf32>
+  merak.set_param @r, %sr : tensor<10x4xf32>
+  return
+}

@@ -139,8 +139,9 @@ int64_t fragmentCopyBytes(func::FuncOp fragment);
 /// reached): what the backward recomputes of the forward. The last stage's
 /// backward has no incoming gradient: its sweep starts from the loss's seed,
 /// a constant. There an op is also reached when it is none of `forward`'s
-/// (the stage's forward fragment) ops, by name, operand and result types and
-/// attributes: the seed, and the sweep's ops that read only forward values.
+/// (the stage's forward fragment) ops by opCostKey (name, operand and result
+/// types, inherent attributes: a constant's value included): the seed, and
+/// the sweep's ops that read only forward values.
 /// One pass over each fragment.
 SmallVector<Operation *> recomputedOps(func::FuncOp f, func::FuncOp forward);
 

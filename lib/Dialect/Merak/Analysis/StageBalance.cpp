@@ -80,6 +80,8 @@ SmallVector<int64_t> mlir::merak::chooseStageCuts(ArrayRef<int64_t> candidates,
 SmallVector<int64_t> mlir::merak::balanceGroups(ArrayRef<int64_t> costs, ArrayRef<int64_t> bytes,
                                                 int64_t groups) {
   int64_t n = costs.size();
+  if (groups <= 1 || n <= 1)
+    return {0, n};
   SmallVector<int64_t> prefix(n + 1, 0), candidates;
   for (int64_t i = 0; i < n; ++i)
     prefix[i + 1] = prefix[i] + costs[i];

@@ -89,11 +89,14 @@ LogicalResult rule(GatherElementsOp op, Emitter &e, ValueRange g, Grads &out) {
 }
 
 // The scatter-adds (imported ScatterND/ScatterElements use them forward)
-// are linear in the scattered values: their adjoint gathers.
+// are linear in the scattered values: their adjoint gathers. An accumulator
+// (the lowering form) passes the gradient through.
 LogicalResult rule(GatherGradOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({GatherOp::create(e.b, e.loc, typeOf(op.getGrad()), g[0], op.getIndices(),
                                op.getAxis()),
               Value()});
+  if (op.getAcc())
+    out.push_back(g[0]);
   return success();
 }
 

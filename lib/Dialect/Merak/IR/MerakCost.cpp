@@ -75,9 +75,10 @@ int64_t GatherGradOp::getFlops() {
 int64_t GatherGradOp::getBytesAccessed() {
   if (!getAcc())
     return operandAndResultBytes(*this);
-  int64_t rows = std::min(elements(getGrad().getType()), elements(getType()));
+  // The table's elements the indices reach: at most grad's.
+  int64_t reached = std::min(elements(getGrad().getType()), elements(getType()));
   int64_t perElement = elements(getType()) ? bytes(getType()) / elements(getType()) : 0;
-  return bytes(getGrad().getType()) + bytes(getIndices().getType()) + 2 * rows * perElement;
+  return bytes(getGrad().getType()) + bytes(getIndices().getType()) + 2 * reached * perElement;
 }
 
 int64_t MatmulOp::getFlops() {

@@ -9,7 +9,6 @@
 //   - merak.matmul_t with an accumulator: the GEMM with beta = 1;
 //   - merak.gather_grad with an accumulator: the rows its indices reach.
 //
-//
 // The accumulating forms (AccumulatingOpInterface) that
 // merak-fuse-grad-accumulation makes of `add(get_param @a, op)`:
 //   matmul / matmul_t (operands of rank >= 2)  matmul_t ... acc (beta = 1)

@@ -6,8 +6,8 @@
 //   add(get_param @a, matmul(x, y))             -> matmul_t(x, y) acc get_param @a
 //   add(get_param @a, gather_grad(g[i]))        -> gather_grad(g[i]) acc get_param @a
 //   add(get_param @a, add(p, q))                -> q' acc (p' acc get_param @a)
-// (a tied weight's two gradients, each fused as above, in program order;
-// either operand order) when the product is float32, of the add's type,
+// (a tied weight's two gradients, both fusable, in program order; either
+// operand order) when the product is float32, of the add's type,
 // read by nothing else, and the op accepts it (a GEMM's operands have rank
 // >= 2). The fused op takes the product's place (its operands die where
 // they did); a read of the accumulator that came later moves up to it when
@@ -79,9 +79,8 @@ struct MerakFuseGradAccumulationPass
 
   /// Fuses `add` = add(get_param @a (operand o), terms): the terms are the
   /// other operand, or the two operands of a single-use add (a tied
-  /// weight's two gradients). Those with an accumulating form add into the
-  /// accumulator one after the other, in program order; the others are
-  /// added after them.
+  /// weight's two gradients). When every term has an accumulating form, they
+  /// add into the accumulator one after the other, in program order.
   bool fuse(AddOp add, unsigned o, const llvm::StringMap<SmallVector<Operation *>> &writes,
             llvm::DenseSet<Operation *> &erased) {
     auto get = add.getOperand(o).getDefiningOp<GetParamOp>();
@@ -95,16 +94,14 @@ struct MerakFuseGradAccumulationPass
     else
       inner = nullptr;
     SmallVector<AccumulatingOpInterface> products;
-    SmallVector<Value> rest;
     for (Value t : terms) {
       AccumulatingOpInterface m = fusableProduct(t, add.getType());
-      if (m && m->getBlock() == add->getBlock())
-        products.push_back(m);
-      else
-        rest.push_back(t);
+      // Every term, or none: an add left over would read the fused result
+      // from a buffer of its own (no longer the accumulator's storage).
+      if (!m || m->getBlock() != add->getBlock())
+        return false;
+      products.push_back(m);
     }
-    if (products.empty())
-      return false;
     llvm::sort(products, [](AccumulatingOpInterface a, AccumulatingOpInterface b) {
       return a->isBeforeInBlock(b);
     });
@@ -115,9 +112,6 @@ struct MerakFuseGradAccumulationPass
       OpBuilder b(m);
       acc = m.buildAccumulating(b, acc);
     }
-    OpBuilder b(add);
-    for (Value t : rest)
-      acc = AddOp::create(b, add.getLoc(), acc, t);
     add.replaceAllUsesWith(acc);
     erased.insert(add);
     add.erase();

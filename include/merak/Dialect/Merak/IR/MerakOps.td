@@ -340,7 +340,9 @@ def Merak_GatherGradOp : Merak_Op<"gather_grad", [Pure,
     merak-fuse-grad-accumulation makes of an embedding's gradient added
     into its accumulator) the result is `acc` plus that scatter: each row
     an index reaches gets the row's sum (rounded to the element type) added
-    once, the other rows are `acc`'s. merak-plan-memory may place the result
+    once (the CUDA kernel adds each slice by atomics instead, as it
+    accumulates repeated indices), the other rows are `acc`'s.
+    merak-plan-memory may place the result
     in the accumulator's storage, so only the rows the indices reach are
     read and written, not the whole table.
 

@@ -78,8 +78,13 @@ def MerakFuseGradAccumulation : Pass<"merak-fuse-grad-accumulation", "mlir::Modu
     the rows its indices reach and leaves the others, instead of clearing a
     table-sized buffer, scattering into it and adding the whole table (for
     GPT-2's 50257 x 768 table, 154 MB written and 463 MB moved per
-    micro-batch for 8 x 1024 tokens' 25 MB of rows). Each row's sum is
-    rounded, then added, as before: bit for bit the unfused result. One walk
+    micro-batch for 8 x 1024 tokens' 25 MB of rows). On the CPU each row's
+    sum is rounded, then added, as before: bit for bit the unfused result
+    (but for the sign of a zero on rows no index reaches); on CUDA each
+    contribution is added into the accumulator by atomics, in no fixed
+    order, as the unfused scatter's repeated indices already were. A tied
+    weight's two gradients (an embedding's scatter and the head's GEMM,
+    summed) both accumulate when both can, one after the other. One walk
     over the adds. `merak-compile --grad-accumulation-fusion off` leaves
     the adds.
   }];
