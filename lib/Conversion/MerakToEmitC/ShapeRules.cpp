@@ -124,15 +124,26 @@ FailureOr<Lowering> gatherLike(Kernel kernel, OpTy g, Emitter &e) {
   return Lowering::Done;
 }
 
-/// Their adjoints: (t, g, idxT, idx, di, axis, y, dy).
+/// Their adjoints: (t, g, idxT, idx, di, axis, y, dy[, accumulate]). With an
+/// accumulator `acc` the kernel adds into y (accumulate = true), the
+/// accumulator first copied into y unless merak-plan-memory placed y in its
+/// buffer.
 template <typename OpTy>
-FailureOr<Lowering> gatherGradLike(Kernel kernel, OpTy g, Emitter &e) {
+FailureOr<Lowering> gatherGradLike(Kernel kernel, OpTy g, Emitter &e, Value acc = {}) {
   PTR(gr, g.getGrad());
   PTR(i, g.getIndices());
   PTR(y, g.getResult());
   Type ti = g.getIndices().getType(), r0 = g.getType();
-  e.call(kernel).dtype(r0).ptr(gr).dtype(ti).ptr(i).dims(ti).i64(normAxis(g.getAxis(), r0))
-      .ptr(y).dims(r0).emit();
+  if (acc) {
+    PTR(c, acc);
+    if (c != y)
+      e.call(kernels::copyBytes).ptr(y).ptr(c).i64(byteSize(r0)).emit();
+  }
+  auto call = e.call(kernel);
+  call.dtype(r0).ptr(gr).dtype(ti).ptr(i).dims(ti).i64(normAxis(g.getAxis(), r0)).ptr(y).dims(r0);
+  if (acc)
+    call.boolean(true);
+  call.emit();
   return Lowering::Done;
 }
 } // namespace
@@ -145,31 +156,8 @@ FailureOr<Lowering> emitc_lowering::rule(GatherElementsOp g, Emitter &e, Lowerin
   return gatherLike(kernels::gatherElements, g, e);
 }
 
-/// With an accumulator: gatherGrad(..., accumulate = true) adds into y, the
-/// accumulator first copied into y unless merak-plan-memory placed y in its
-/// buffer.
 FailureOr<Lowering> emitc_lowering::rule(GatherGradOp g, Emitter &e, LoweringContext &) {
-  if (!g.getAcc())
-    return gatherGradLike(kernels::gatherGrad, g, e);
-  PTR(gr, g.getGrad());
-  PTR(i, g.getIndices());
-  PTR(y, g.getResult());
-  PTR(c, g.getAcc());
-  Type ti = g.getIndices().getType(), r0 = g.getType();
-  if (c != y)
-    e.call(kernels::copyBytes).ptr(y).ptr(c).i64(byteSize(r0)).emit();
-  e.call(kernels::gatherGrad)
-      .dtype(r0)
-      .ptr(gr)
-      .dtype(ti)
-      .ptr(i)
-      .dims(ti)
-      .i64(normAxis(g.getAxis(), r0))
-      .ptr(y)
-      .dims(r0)
-      .boolean(true)
-      .emit();
-  return Lowering::Done;
+  return gatherGradLike(kernels::gatherGrad, g, e, g.getAcc());
 }
 
 FailureOr<Lowering> emitc_lowering::rule(GatherElementsGradOp g, Emitter &e,

@@ -334,14 +334,6 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     return success();
   }
 
-  /// Marks the results of in-place ops (InPlaceOpInterface: fused optimizer
-  /// updates, accumulations) that can be written into their operand's buffer (kInPlaceAttr): the
-  /// operand is not a view or an argument, and its buffer is not read after the update. An arena
-  /// operand: no use of it (or of a view of it) after the op. A parameter's
-  /// storage (a get_param not copied): every read of that parameter ends at
-  /// the op, and the result (or what in-place ops accumulate into it,
-  /// accumulatedInPlace) is only written back to the same parameter by
-  /// set_params after it (which then copy nothing). O(ops + uses).
   /// `result` accumulated further by in-place ops, each its only reader at
   /// one of their in-place operands (a tied weight's two gradients: an
   /// embedding's scatter, then the head's GEMM, into one accumulator): the
@@ -364,6 +356,14 @@ struct MerakPlanMemoryPass : merak::impl::MerakPlanMemoryBase<MerakPlanMemoryPas
     return result;
   }
 
+  /// Marks the results of in-place ops (InPlaceOpInterface: fused optimizer
+  /// updates, accumulations) that can be written into their operand's buffer (kInPlaceAttr): the
+  /// operand is not a view or an argument, and its buffer is not read after the update. An arena
+  /// operand: no use of it (or of a view of it) after the op. A parameter's
+  /// storage (a get_param not copied): every read of that parameter ends at
+  /// the op, and the result (or what in-place ops accumulate into it,
+  /// accumulatedInPlace) is only written back to the same parameter by
+  /// set_params after it (which then copy nothing). O(ops + uses).
   LogicalResult planInPlace(Block &block, DenseMap<Operation *, int64_t> &index) {
     Builder b(block.getParentOp()->getContext());
     for (Operation &op : block)
