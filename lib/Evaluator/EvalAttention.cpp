@@ -198,6 +198,8 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
   if (failed(a.setDropout(op)))
     return failure();
   const HostTensor &q = *in[0], &k = *in[1], &v = *in[2], &g = *in[5];
+  // The lse's gradient ([..., H, T]), after the bias when there is one.
+  const HostTensor *lseGrad = op.getLseGrad() ? in[op.getBias() ? 7 : 6] : nullptr;
   HostTensor dq(q.getType()), dk(k.getType()), dv(v.getType());
   std::optional<HostTensor> db;
   if (op.getBiasGrad())
@@ -209,8 +211,9 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
     for (int64_t r = 0; r < a.t; ++r) {
       const double *gr = &g.f()[(b * a.t + r) * a.dv];
       // dP[c] = M[c] g[r] . V[c] (M the dropout factor); dS = P * (dP -
-      // sum_c P dP) (the softmax's Jacobian, not the Delta shortcut through
-      // the forward's result); dV gets the dropped probabilities P M.
+      // sum_c P dP - lse_grad) (the softmax's Jacobian, not the Delta
+      // shortcut through the forward's result); dV gets the dropped
+      // probabilities P M.
       double dot = 0;
       for (int64_t c = 0; c < a.s; ++c) {
         double x = 0;
@@ -219,6 +222,8 @@ static LogicalResult attentionGradHeadsFirst(AttentionGradOp op, Operands in, Re
         dp[c] = x * a.keep(b, r, c);
         dot += p[r * a.s + c] * dp[c];
       }
+      if (lseGrad) // d lse / d s = P: dS gains P * lse_grad
+        dot -= lseGrad->getAsDouble(b * a.t + r);
       for (int64_t c = 0; c < a.s; ++c) {
         double pc = p[r * a.s + c];
         if (pc == 0)

@@ -225,10 +225,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 using BwdArgs = AttnBwdArgs;
 
-/// Delta[r] = sum_d dO[r,d] O[r,d]: one warp per row.
+/// Delta[r] = sum_d dO[r,d] O[r,d] - lseGrad[r] (lseGrad null: 0): one
+/// warp per row.
 template <typename T>
 __global__ void __launch_bounds__(256)
-    attnDeltaKernel(View o, View dO, float *delta, int H, int Tn, int D,
+    attnDeltaKernel(View o, View dO, const float *lseGrad, float *delta, int H, int Tn, int D,
                     int64_t rows) {
   const int64_t row = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(256)
     sum = fmaf(toF(op[d]), toF(gp[d]), sum);
   sum = warpSum(sum);
   if (lane == 0)
-    delta[row] = sum;
+    delta[row] = lseGrad ? sum - lseGrad[row] : sum;
 }
 
 /// One block per 64-key tile: dK, dV over the query tiles that see it.
@@ -550,12 +551,11 @@ Status attentionForward(DType t, const AttnShape &s, const AttnOperand &q,
                          : forwardT<bf16>(a, BH, int(s.D), st(stream));
 }
 
-Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q,
-                         const AttnOperand &k, const AttnOperand &v,
-                         const AttnOperand &o, const AttnOperand &dO,
-                         const float *lse, float *delta,
-                         const AttnOperand &dq, const AttnOperand &dk,
-                         const AttnOperand &dv, StreamHandle stream) {
+Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q, const AttnOperand &k,
+                         const AttnOperand &v, const AttnOperand &o, const AttnOperand &dO,
+                         const float *lse, float *delta, const AttnOperand &dq,
+                         const AttnOperand &dk, const AttnOperand &dv, StreamHandle stream,
+                         const float *lseGrad) {
   Status c = checkAttention(t, s,
                             {{"q", q},
                              {"k", k},
@@ -572,11 +572,11 @@ Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q,
   const int64_t rows = s.B * s.H * s.T;
   const unsigned deltaBlocks = unsigned((rows + 7) / 8);
   if (t == DType::F32)
-    attnDeltaKernel<float><<<deltaBlocks, 256, 0, st(stream)>>>(
-        view(o), view(dO), delta, int(s.H), int(s.T), int(s.D), rows);
+    attnDeltaKernel<float><<<deltaBlocks, 256, 0, st(stream)>>>(view(o), view(dO), lseGrad, delta,
+                                                                int(s.H), int(s.T), int(s.D), rows);
   else
-    attnDeltaKernel<bf16><<<deltaBlocks, 256, 0, st(stream)>>>(
-        view(o), view(dO), delta, int(s.H), int(s.T), int(s.D), rows);
+    attnDeltaKernel<bf16><<<deltaBlocks, 256, 0, st(stream)>>>(view(o), view(dO), lseGrad, delta,
+                                                               int(s.H), int(s.T), int(s.D), rows);
   Status d = launched("attention backward delta kernel");
   if (!d.ok())
     return d;

@@ -106,7 +106,7 @@ void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const voi
                    const void *o, const void *lse, const void *dout, double scale, bool causal,
                    void *dqOut, void *dk, void *dv, bool seqMajor, int64_t window, double softcap,
                    const void *bias, const Dims &, void *, double dropout, int64_t, const Dims &,
-                   const Dims &) {
+                   const Dims &, const void *lseGrad) {
   noWindow("attention_grad", window, softcap, bias, dropout);
   cuda::AttnShape s = attnShape("attention_grad", t, dq, keys, scale, causal, seqMajor);
   s.tensorCores = tensorCores(t);
@@ -114,11 +114,11 @@ void attentionGrad(DT t, const void *q, const Dims &dq, const void *k, const voi
   const uint64_t bytes = rows * static_cast<uint64_t>(s.D) * (t == DT::BF16 ? 2 : 4);
   auto *delta = static_cast<float *>(scratch(0, rows * sizeof(float)));
   if (Status st = cuda::attentionBackward(
-          kernelType(t), s, dense(s, q, seqMajor), dense(s, k, seqMajor),
-          dense(s, v, seqMajor), dense(s, o, seqMajor), dense(s, dout, seqMajor),
-          static_cast<const float *>(lse), delta, dense(s, orScratch(dqOut, 1, bytes), seqMajor),
-          dense(s, orScratch(dk, 2, bytes), seqMajor),
-          dense(s, orScratch(dv, 3, bytes), seqMajor), stream());
+          kernelType(t), s, dense(s, q, seqMajor), dense(s, k, seqMajor), dense(s, v, seqMajor),
+          dense(s, o, seqMajor), dense(s, dout, seqMajor), static_cast<const float *>(lse), delta,
+          dense(s, orScratch(dqOut, 1, bytes), seqMajor),
+          dense(s, orScratch(dk, 2, bytes), seqMajor), dense(s, orScratch(dv, 3, bytes), seqMajor),
+          stream(), static_cast<const float *>(lseGrad));
       !st.ok())
     fatal(("attention_grad: " + st.message()).c_str());
 }

@@ -8,7 +8,8 @@
 //             double as the softmax kernel; masked keys 0), lse = max +
 //             log(sum), O_t = P V;
 //   backward: P = exp(scale Q_t K^T - lse) recomputed, Delta = rowsum(dO_t
-//             * O_t), dV += P^T dO_t, dS = P * (dO_t V^T - Delta),
+//             * O_t) (less the lse's gradient, when the program reads the
+//             lse), dV += P^T dO_t, dS = P * (dO_t V^T - Delta),
 //             dQ_t = scale dS K, dK += scale dS^T Q_t.
 // A bias (T5's relative positions; ALiBi's, per key: [..., 1, S]) is added
 // to each tile's scores after the capping, read through its broadcast; its
@@ -307,7 +308,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
                    int64_t keys, const void *o, const void *lse, const void *dout, double scale,
                    bool causal, void *gq, void *gk, void *gv, bool seqMajor, int64_t window,
                    double softcap, const void *bias, const Dims &db, void *gbias, double dropout,
-                   int64_t seed, const Dims &batchSplit, const Dims &tpSplit) {
+                   int64_t seed, const Dims &batchSplit, const Dims &tpSplit, const void *lseGrad) {
   const SliceLayout lay("attention_grad", dq, keys, seqMajor);
   if (type == DT::BF16 && dq.rank >= 2) { // widen, the float32 kernel, round once
     int64_t nq, nk;
@@ -320,7 +321,7 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
     attentionGrad(DT::F32, widened<50>(q, nq), dq, widened<51>(k, nk), widened<52>(v, nk), keys,
                   widened<53>(o, nq), lse, widened<54>(dout, nq), scale, causal, rq, rk, rv,
                   seqMajor, window, softcap, widened<58>(bias, db.numel()), db, rb, dropout, seed,
-                  batchSplit, tpSplit);
+                  batchSplit, tpSplit, lseGrad);
     narrowInto(gq, rq, nq);
     narrowInto(gk, rk, nk);
     narrowInto(gv, rv, nk);
@@ -330,7 +331,8 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
   const AttnSizes z("attention_grad", type, lay.heads, keys);
   const float *Q = static_cast<const float *>(q), *K = static_cast<const float *>(k),
               *V = static_cast<const float *>(v), *O = static_cast<const float *>(o),
-              *L = static_cast<const float *>(lse), *G = static_cast<const float *>(dout);
+              *L = static_cast<const float *>(lse), *G = static_cast<const float *>(dout),
+              *GL = static_cast<const float *>(lseGrad);
   // A gradient nobody reads (null) still takes part in the sums.
   std::vector<float> unread[3];
   auto out = [&](void *ptr, int64_t n, int i) {
@@ -378,6 +380,8 @@ void attentionGrad(DT type, const void *q, const Dims &dq, const void *k, const 
           double delta = 0;
           for (int64_t j = 0; j < z.d; ++j)
             delta += static_cast<double>(gt[i * ld + j]) * ot[i * ld + j];
+          if (GL) // d lse / d s = P: the scores' gradient gains P * lseGrad
+            delta -= GL[b * z.t + r0 + i];
           const float dl = static_cast<float>(delta);
           const float *br = Bias ? Bias + boff[size_t(b)] + (r0 + i) * biasRow + k0 : nullptr;
           float *gbr = GB ? GB + (b * z.t + r0 + i) * z.s + k0 : nullptr;

@@ -6,7 +6,8 @@
 // several query tiles with a partial last one (T = 150 over tiles of 64),
 // more keys than queries, results left unwritten (null), zero-sized
 // inputs, a score bias broadcast over the batch (and over the query rows:
-// ALiBi's per-key bias; its gradient the scores'), and probability dropout: the reference
+// ALiBi's per-key bias; its gradient the scores'), a gradient of lse (attention
+// sinks'), and probability dropout: the reference
 // multiplies each probability by the factor cpu::dropout gives a ones tensor of the probabilities'
 // shape (its mask checked against the specification in ops_nn_test.cpp), whole and split over batch
 // and heads.
@@ -39,6 +40,7 @@ struct Case {
   int64_t biasHeads = 0; // > 0: q is [slices / H, H, T, D], a bias [1, H, T, S]
   double dropout = 0;    // probability dropout (seed 21, step 5)
   bool biasPerKey = false; // the bias [1, H, 1, S]: one row for every query (ALiBi's)
+  bool lseGrad = false;    // a gradient of lse too (attention sinks' rescaling reads lse)
 };
 
 /// The bias's rows per head: T, or 1 for a bias per key.
@@ -73,7 +75,8 @@ struct Reference {
 
 Reference reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k,
                     const std::vector<float> &v, const std::vector<float> &g,
-                    const std::vector<float> &bias, const std::vector<float> &factors) {
+                    const std::vector<float> &bias, const std::vector<float> &factors,
+                    const std::vector<float> &dlse = {}) {
   Reference r;
   // The dropout factor of probability (b, i, j).
   auto drop = [&](int64_t b, int64_t i, int64_t j) {
@@ -120,6 +123,8 @@ Reference reference(const Case &c, const std::vector<float> &q, const std::vecto
         dp[j] = x * drop(b, i, j);
         dot += p[j] * dp[j];
       }
+      if (!dlse.empty()) // d lse / d s_j = p_j
+        dot -= dlse[b * c.t + i];
       for (int64_t j = lo; j < n; ++j) {
         if (c.biasHeads)
           r.dbias[(b * c.t + i) * c.s + j] = p[j] * (dp[j] - dot);
@@ -195,7 +200,8 @@ void check(const Case &c) {
   cpu::TrainingPosition at;
   at.step = kStep;
   const std::vector<float> factors = dropFactors(c.dropout, D({c.slices, c.t, c.s}), at);
-  Reference want = reference(c, q, k, v, dO, bias, factors);
+  const std::vector<float> dlse = c.lseGrad ? randf(c.slices * c.t, g) : std::vector<float>();
+  Reference want = reference(c, q, k, v, dO, bias, factors, dlse);
   std::vector<float> o(q.size()), lse(c.slices * c.t);
   cpu::trainingPosition() = at;
   cpu::attention(DT::F32, q.data(), dq, k.data(), v.data(), c.s, c.scale, c.causal, o.data(),
@@ -206,7 +212,8 @@ void check(const Case &c) {
       gb(want.dbias.size(), NAN);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, gq.data(), gk.data(), gv.data(), false, c.window,
-                     c.softcap, b, db, c.biasHeads ? gb.data() : nullptr, c.dropout, kSeed);
+                     c.softcap, b, db, c.biasHeads ? gb.data() : nullptr, c.dropout, kSeed, Dims{},
+                     Dims{}, c.lseGrad ? dlse.data() : nullptr);
   expectClose(gq, want.dq, "dq");
   expectClose(gk, want.dk, "dk");
   expectClose(gv, want.dv, "dv");
@@ -218,7 +225,8 @@ void check(const Case &c) {
   EXPECT_EQ(o2, o);
   cpu::attentionGrad(DT::F32, q.data(), dq, k.data(), v.data(), c.s, o.data(), lse.data(),
                      dO.data(), c.scale, c.causal, nullptr, gk2.data(), nullptr, false, c.window,
-                     c.softcap, b, db, nullptr, c.dropout, kSeed);
+                     c.softcap, b, db, nullptr, c.dropout, kSeed, Dims{}, Dims{},
+                     c.lseGrad ? dlse.data() : nullptr);
   EXPECT_EQ(gk2, gk);
   cpu::trainingPosition() = cpu::TrainingPosition();
 }
@@ -266,6 +274,15 @@ TEST(OpsAttention, DropoutCausalSeveralTiles) {
 TEST(OpsAttention, DropoutUnmaskedMoreKeys) { check({2, 70, 130, 16, false, 0.3, 0, 0, 0, 0.5}); }
 TEST(OpsAttention, DropoutWindowSoftcapBias) {
   check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2, 0.1});
+}
+
+// A gradient of lse as well (merak-fuse-attention's attention sinks rescale
+// the result by sigmoid(lse - sink)): each score's gradient gains p * dlse.
+TEST(OpsAttention, LseGradCausalSeveralTiles) {
+  check({2, 150, 150, 32, true, 0.2, 0, 0, 0, 0, false, true});
+}
+TEST(OpsAttention, LseGradWindowSoftcapBiasDropout) {
+  check({2, 100, 100, 16, true, 0.5, 20, 1.5, 2, 0.1, false, true});
 }
 
 // Split over dp 2 (the batch) and tp 2 (the heads, as merak-tensor-parallel

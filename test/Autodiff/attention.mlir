@@ -16,7 +16,11 @@
 // a trainable bias per key ([1, H, 1, S], ALiBi's form, the same for every
 // query row: its gradient summed over the rows), unmasked. Case 9: a band
 // of 2 keys on both sides (|r - c| < 2, window without causal: ModernBERT's
-// local layers) over 5 tokens.
+// local layers) over 5 tokens. Case 10: attention sinks as
+// merak-fuse-attention writes them (the result times sigmoid(lse - sink),
+// a trainable sink per head), causal: the lse's gradient reaches q and k
+// through attention_grad's lse_grad. Case 11: only the lse is read (the
+// result's gradient is zero), with a trainable bias and soft-capping.
 
 // CHECK: case 0: PASS
 // CHECK: case 1: PASS
@@ -28,7 +32,9 @@
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
 // CHECK: case 9: PASS
-// CHECK: gradcheck: all 10 cases passed
+// CHECK: case 10: PASS
+// CHECK: case 11: PASS
+// CHECK: gradcheck: all 12 cases passed
 
 merak.param @q : tensor<2x1x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]]]]> : tensor<2x1x3x2xf64>
 merak.param @k : tensor<2x1x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]]]]> : tensor<2x1x3x2xf64>
@@ -181,5 +187,44 @@ func.func @forward(%w: tensor<1x1x5x2xf64>) -> tensor<f64> {
   %o, %lse = merak.attention %q, %k, %v scale = 0.8 window = 2 : tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64> -> tensor<1x1x5x2xf64>, tensor<1x1x5xf64>
   %1 = merak.mul %o, %w : tensor<1x1x5x2xf64>, tensor<1x1x5x2xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<1x1x5x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+merak.param @q : tensor<2x2x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]], [[1.1, 0.2], [-0.6, -0.3], [0.5, 0.8]]], [[[0.25, -0.6], [1.1, 0.8], [-1.3, 0.45]], [[0.9, -0.7], [0.2, 0.6], [-0.5, 1.3]]]]> : tensor<2x2x3x2xf64>
+merak.param @k : tensor<2x2x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]], [[0.3, 0.7], [-1.0, 0.4], [0.6, -0.2]]], [[[1.2, 0.35], [-0.7, 0.6], [0.15, -0.95]], [[-0.4, 0.1], [0.8, 0.9], [0.35, -0.6]]]]> : tensor<2x2x3x2xf64>
+merak.param @v : tensor<2x2x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]], [[0.45, 0.9], [-0.3, -0.7], [1.0, 0.15]]], [[[-0.45, 0.75], [0.05, -1.1], [0.9, 0.4]], [[0.7, -0.25], [-0.6, 0.3], [0.2, 0.95]]]]> : tensor<2x2x3x2xf64>
+merak.param @sink : tensor<1x2x1x1xf64> = dense<[[[[0.4]], [[-0.7]]]]> : tensor<1x2x1x1xf64>
+func.func @forward(%w: tensor<2x2x3x2xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<2x2x3x2xf64>
+  %k = merak.get_param @k : tensor<2x2x3x2xf64>
+  %v = merak.get_param @v : tensor<2x2x3x2xf64>
+  %s = merak.get_param @sink : tensor<1x2x1x1xf64>
+  %o, %lse = merak.attention %q, %k, %v scale = 0.9 causal : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64> -> tensor<2x2x3x2xf64>, tensor<2x2x3xf64>
+  %l = merak.reshape %lse : tensor<2x2x3xf64> to tensor<2x2x3x1xf64>
+  %d = merak.sub %l, %s : tensor<2x2x3x1xf64>, tensor<1x2x1x1xf64>
+  %share = merak.sigmoid %d : tensor<2x2x3x1xf64>
+  %r = merak.mul %o, %share : tensor<2x2x3x2xf64>, tensor<2x2x3x1xf64>
+  %1 = merak.mul %r, %w : tensor<2x2x3x2xf64>, tensor<2x2x3x2xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2, 3] : tensor<2x2x3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// gradcheck-zero: v
+merak.param @q : tensor<1x2x3x2xf64> = dense<[[[[0.3, -1.2], [0.7, 1.5], [-0.4, 0.9]], [[1.1, 0.2], [-0.6, -0.3], [0.5, 0.8]]]]> : tensor<1x2x3x2xf64>
+merak.param @k : tensor<1x2x3x2xf64> = dense<[[[[-0.5, 0.2], [0.9, -0.3], [0.4, 1.1]], [[0.3, 0.7], [-1.0, 0.4], [0.6, -0.2]]]]> : tensor<1x2x3x2xf64>
+merak.param @v : tensor<1x2x3x2xf64> = dense<[[[[0.6, -0.1], [-0.8, 0.5], [0.2, 0.3]], [[0.45, 0.9], [-0.3, -0.7], [1.0, 0.15]]]]> : tensor<1x2x3x2xf64>
+merak.param @b : tensor<1x2x3x3xf64> = dense<[[[[0.4, -0.3, 0.9], [0.1, 0.2, -0.5], [-0.6, 0.7, 0.05]], [[-0.2, 0.8, 0.3], [0.5, -0.4, 0.6], [0.35, 0.15, -0.9]]]]> : tensor<1x2x3x3xf64>
+func.func @forward(%w: tensor<1x2x3xf64>) -> tensor<f64> {
+  %q = merak.get_param @q : tensor<1x2x3x2xf64>
+  %k = merak.get_param @k : tensor<1x2x3x2xf64>
+  %v = merak.get_param @v : tensor<1x2x3x2xf64>
+  %b = merak.get_param @b : tensor<1x2x3x3xf64>
+  %o, %lse = merak.attention %q, %k, %v bias %b scale = 1.2 softcap = 0.8 : tensor<1x2x3x2xf64>, tensor<1x2x3x2xf64>, tensor<1x2x3x2xf64>, tensor<1x2x3x3xf64> -> tensor<1x2x3x2xf64>, tensor<1x2x3xf64>
+  %1 = merak.mul %lse, %w : tensor<1x2x3xf64>, tensor<1x2x3xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2] : tensor<1x2x3xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -66,3 +66,16 @@ func.func @train_step(%q: tensor<2x3x16x32xf32>, %k: tensor<2x3x16x32xf32>, %v: 
   %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %g scale = 0.125 causal dropout = 0.1 seed = 7 {batch_split = array<i64: 0, 1, 2>} : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
   return %dq, %dk, %dv : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
 }
+
+// -----
+
+// A gradient of lse (attention sinks'): the whole tail with dropout 0 and
+// no splits, then its pointer last; CUDA takes it too.
+// CHECK-LABEL: emitc.func @merak_train_step
+// CHECK: call_opaque "attentionGrad"{{.*}}#emitc.opaque<"0.125">, #emitc.opaque<"true">, 6 : index, 7 : index, 8 : index, #emitc.opaque<"false">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"nullptr">, #emitc.opaque<"Dims{0, {}}">, #emitc.opaque<"nullptr">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"Dims{0, {}}">, #emitc.opaque<"Dims{0, {}}">, 9 : index]
+// CUDA: call_opaque "gpu::attentionGrad"{{.*}}#emitc.opaque<"Dims{0, {}}">, #emitc.opaque<"Dims{0, {}}">, 9 : index]
+func.func @train_step(%q: tensor<2x3x16x32xf32>, %k: tensor<2x3x16x32xf32>, %v: tensor<2x3x16x32xf32>, %g: tensor<2x3x16x32xf32>, %gl: tensor<2x3x16xf32>) -> (tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>) {
+  %o, %lse = merak.attention %q, %k, %v scale = 0.125 causal : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16xf32>
+  %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %g lse_grad %gl : tensor<2x3x16xf32> scale = 0.125 causal : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16xf32>, tensor<2x3x16x32xf32> -> tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+  return %dq, %dk, %dv : tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>, tensor<2x3x16x32xf32>
+}

@@ -593,3 +593,63 @@ func.func @multi_query(%q: tensor<2x4x4x16xf32>, %kt: tensor<2x1x16x4xf32>, %v: 
   %o = merak.matmul %p, %v : tensor<2x4x4x4xf32>, tensor<2x1x4x16xf32> -> tensor<2x4x4x16xf32>
   return %o : tensor<2x4x4x16xf32>
 }
+
+// -----
+
+// GPT-OSS's attention sinks: a learned logit per head concatenated to every
+// row's scores, the row maximum subtracted, the softmax, the sinks' column
+// sliced off. The fused op's result is rescaled by sigmoid(lse - sink), the
+// share of each row's softmax the sink does not take; both targets fuse it.
+// CHECK-LABEL: func.func @sinks
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x3x4x16xf32>, %[[KT:.*]]: tensor<2x3x16x4xf32>, %[[V:.*]]: tensor<2x3x4x16xf32>)
+// CHECK: %[[SINK:.*]] = merak.broadcast %{{.*}} : tensor<1x3x1x1xf32> to tensor<2x3x4x1xf32>
+// CHECK: %[[O:.*]], %[[LSE:.*]] = merak.attention %[[Q]], %{{.*}}, %[[V]] scale = 2.500000e-01 causal
+// CHECK-NEXT: %[[L:.*]] = merak.reshape %[[LSE]] : tensor<2x3x4xf32> to tensor<2x3x4x1xf32>
+// CHECK-NEXT: %[[D:.*]] = merak.sub %[[L]], %[[SINK]] : tensor<2x3x4x1xf32>, tensor<2x3x4x1xf32>
+// CHECK-NEXT: %[[SH:.*]] = merak.sigmoid %[[D]]
+// CHECK-NEXT: %[[R:.*]] = merak.mul %[[O]], %[[SH]] : tensor<2x3x4x16xf32>, tensor<2x3x4x1xf32>
+// CHECK-NEXT: return %[[R]]
+// NOWIN-LABEL: func.func @sinks
+// NOWIN: merak.attention
+// NOWIN-NOT: merak.softmax
+merak.param @h.0.attn.sinks : tensor<3xf32> = dense<[0.5, -0.25, 1.0]> : tensor<3xf32>
+func.func @sinks(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %causal = merak.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %sinks = merak.get_param @h.0.attn.sinks : tensor<3xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x3x4x4xf32>, tensor<f32>
+  %m = merak.add %ss, %causal : tensor<2x3x4x4xf32>, tensor<1x1x4x4xf32>
+  %sr = merak.reshape %sinks : tensor<3xf32> to tensor<1x3x1x1xf32>
+  %sb = merak.broadcast %sr : tensor<1x3x1x1xf32> to tensor<2x3x4x1xf32>
+  %c = merak.concat %m, %sb axis = 3 : tensor<2x3x4x4xf32>, tensor<2x3x4x1xf32> -> tensor<2x3x4x5xf32>
+  %mx = merak.reduce_max %c axes = [3] {keepdims} : tensor<2x3x4x5xf32> -> tensor<2x3x4x1xf32>
+  %sh = merak.sub %c, %mx : tensor<2x3x4x5xf32>, tensor<2x3x4x1xf32>
+  %p = merak.softmax %sh axis = 3 : tensor<2x3x4x5xf32>
+  %ps = merak.slice %p starts = [0, 0, 0, 0] limits = [2, 3, 4, 4] strides = [1, 1, 1, 1] : tensor<2x3x4x5xf32> to tensor<2x3x4x4xf32>
+  %o = merak.matmul %ps, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}
+
+// -----
+
+// A column sliced off the front (the sink's kept, a key's dropped) is not
+// the sinks' form: it stays decomposed.
+// CHECK-LABEL: func.func @sinks_front_column
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+// NOWIN-LABEL: func.func @sinks_front_column
+merak.param @h.0.attn.sinks : tensor<3xf32> = dense<[0.5, -0.25, 1.0]> : tensor<3xf32>
+func.func @sinks_front_column(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v: tensor<2x3x4x16xf32>) -> tensor<2x3x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %sinks = merak.get_param @h.0.attn.sinks : tensor<3xf32>
+  %s = merak.matmul %q, %kt : tensor<2x3x4x16xf32>, tensor<2x3x16x4xf32> -> tensor<2x3x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x3x4x4xf32>, tensor<f32>
+  %sr = merak.reshape %sinks : tensor<3xf32> to tensor<1x3x1x1xf32>
+  %sb = merak.broadcast %sr : tensor<1x3x1x1xf32> to tensor<2x3x4x1xf32>
+  %c = merak.concat %ss, %sb axis = 3 : tensor<2x3x4x4xf32>, tensor<2x3x4x1xf32> -> tensor<2x3x4x5xf32>
+  %p = merak.softmax %c axis = 3 : tensor<2x3x4x5xf32>
+  %ps = merak.slice %p starts = [0, 0, 0, 1] limits = [2, 3, 4, 5] strides = [1, 1, 1, 1] : tensor<2x3x4x5xf32> to tensor<2x3x4x4xf32>
+  %o = merak.matmul %ps, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
+  return %o : tensor<2x3x4x16xf32>
+}

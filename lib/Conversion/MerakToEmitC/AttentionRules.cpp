@@ -52,16 +52,16 @@ template <typename OpTy> LogicalResult checkTarget(OpTy op, const LoweringContex
 /// the sliding window and the soft-capping when there are; the bias and
 /// its dims (attention_grad: and the scores' gradient `biasGrad`, null
 /// when nothing reads it) when there is one; the probabilities' dropout
-/// (ratio, seed, batch and tp splits) when there is. Trailing defaults are
-/// left out.
+/// (ratio, seed, batch and tp splits) when there is; attention_grad's
+/// `lseGrad` when it has one. Trailing defaults are left out.
 template <typename OpTy>
-FailureOr<Lowering> emitWithLayout(OpTy op, Value biasGrad, Emitter::Call &call) {
+FailureOr<Lowering> emitWithLayout(OpTy op, Value biasGrad, Value lseGrad, Emitter::Call &call) {
   const int64_t window = op.getWindow();
   const double softcap = op.getSoftcap().convertToDouble();
   const double dropout = op.getDropout().convertToDouble();
   Value bias = op.getBias();
   constexpr bool isGrad = std::is_same_v<OpTy, AttentionGradOp>;
-  const bool tail = dropout > 0, withBias = bias || tail;
+  const bool tail = dropout > 0 || lseGrad, withBias = bias || tail;
   if (op.getSeqMajor() || window || softcap || withBias)
     call.boolean(op.getSeqMajor());
   if (window || softcap || withBias)
@@ -82,6 +82,8 @@ FailureOr<Lowering> emitWithLayout(OpTy op, Value biasGrad, Emitter::Call &call)
         .i64(op.getSeed())
         .dims(split(op.getBatchSplit()))
         .dims(split(op.getTpSplit()));
+    if (lseGrad && failed(call.ptrs({lseGrad})))
+      return failure();
   }
   call.emit();
   return Lowering::Done;
@@ -100,7 +102,7 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionOp a, Emitter &e, LoweringCont
   // Results nobody reads are null pointers, which the kernels skip.
   if (failed(call->ptrs({a.getResult(), Emitter::readOrNull(a.getLse())})))
     return failure();
-  return emitWithLayout(a, Value(), *call);
+  return emitWithLayout(a, Value(), Value(), *call);
 }
 
 FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, LoweringContext &ctx) {
@@ -115,5 +117,5 @@ FailureOr<Lowering> emitc_lowering::rule(AttentionGradOp g, Emitter &e, Lowering
   if (failed(call->ptrs(
           llvm::map_to_vector(g.getResults().take_front(3), Emitter::readOrNull))))
     return failure();
-  return emitWithLayout(g, g.getBiasGrad(), *call);
+  return emitWithLayout(g, g.getBiasGrad(), g.getLseGrad(), *call);
 }

@@ -595,16 +595,18 @@ void checkAttention() {
                                                  /*seed=*/0, Dims{}, Dims{});
       });
       T g = rand(et, d, -1, 1), dq = make(et, d), dk = make(et, d), dv = make(et, d);
+      // The causal cases also take a gradient of lse (attention sinks').
+      T dlse = rand(DT::F32, dl, -1, 1);
       // Both sides read the CPU's o and lse (the device copies are the
       // GPU's own; they agree within the forward's tolerance).
       must(cuda::copyToDevice(o.dev, o.host.data(), o.host.size()), "copyToDevice");
       must(cuda::copyToDevice(lse.dev, lse.host.data(), lse.host.size()), "copyToDevice");
       pair(what + " grad", {&dq, &dk, &dv}, tol, [&](int side) {
-        (side ? gpu::attentionGrad
-              : cpu::attentionGrad)(et, P(q), d, P(k), P(v), 200, P(o), P(lse), P(g), scale, causal,
-                                    P(dq), P(dk), P(dv), sm, /*window=*/0, /*softcap=*/0.0,
-                                    /*bias=*/nullptr, Dims{}, nullptr,
-                                    /*dropout=*/0.0, /*seed=*/0, Dims{}, Dims{});
+        (side ? gpu::attentionGrad : cpu::attentionGrad)(
+            et, P(q), d, P(k), P(v), 200, P(o), P(lse), P(g), scale, causal, P(dq), P(dk), P(dv),
+            sm, /*window=*/0, /*softcap=*/0.0,
+            /*bias=*/nullptr, Dims{}, nullptr,
+            /*dropout=*/0.0, /*seed=*/0, Dims{}, Dims{}, causal ? P(dlse) : nullptr);
       });
     }
 }

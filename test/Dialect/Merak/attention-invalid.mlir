@@ -210,3 +210,12 @@ func.func @split_without_dropout(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>) ->
   %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q scale = 1.0 {batch_split = array<i64: 0, 1, 2>} : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
   return %dq : tensor<2x4x16xf32>
 }
+
+// -----
+
+// The lse's gradient is shaped like lse.
+func.func @lse_grad_shape(%q: tensor<2x4x16xf32>, %l: tensor<2x4xf32>, %gl: tensor<2x4x1xf32>) -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{lse_grad type 'tensor<2x4x1xf32>' must equal the lse type 'tensor<2x4xf32>'}}
+  %dq, %dk, %dv = merak.attention_grad %q, %q, %q, %q, %l, %q lse_grad %gl : tensor<2x4x1xf32> scale = 1.0 : tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4xf32>, tensor<2x4x16xf32> -> tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>
+  return %dq : tensor<2x4x16xf32>
+}

@@ -137,25 +137,27 @@ LogicalResult rule(BatchNormOp op, Emitter &e, ValueRange g, Grads &out) {
 }
 
 LogicalResult rule(AttentionOp op, Emitter &e, ValueRange g, Grads &out) {
-  // lse only feeds attention_grad; nothing differentiates through it.
-  if (g[1])
-    return op.emitError("no derivative rule for merak.attention's lse result");
-  Value bias = op.getBias();
-  if (!g[0]) {
+  // The lse's gradient (a program that reads the lse: attention sinks'
+  // rescaling) is attention_grad's lse_grad.
+  Value bias = op.getBias(), result = g[0];
+  if (!g[0] && !g[1]) {
     out.assign(bias ? 4 : 3, Value());
     return success();
   }
+  if (!result)
+    result = e.zerosLike(op.getResult());
   SmallVector<Type> types{typeOf(op.getQuery()), typeOf(op.getKey()), typeOf(op.getValue())};
   if (bias) { // the scores' gradient: heads-first [..., T, S]
     SmallVector<int64_t> scores(typeOf(op.getLse()).getShape());
     scores.push_back(typeOf(bias).getShape().back());
     types.push_back(RankedTensorType::get(scores, typeOf(bias).getElementType()));
   }
-  auto grad = AttentionGradOp::create(
-      e.b, e.loc, types, op.getQuery(), op.getKey(), op.getValue(), op.getResult(), op.getLse(),
-      g[0], bias, op.getScaleAttr(), op.getCausalAttr(), op.getSeqMajorAttr(), op.getWindowAttr(),
-      op.getSoftcapAttr(), op.getDropoutAttr(), op.getSeedAttr(), op.getBatchSplitAttr(),
-      op.getTpSplitAttr()); // the forward's mask again
+  auto grad = AttentionGradOp::create(e.b, e.loc, types, op.getQuery(), op.getKey(), op.getValue(),
+                                      op.getResult(), op.getLse(), result, bias, g[1],
+                                      op.getScaleAttr(), op.getCausalAttr(), op.getSeqMajorAttr(),
+                                      op.getWindowAttr(), op.getSoftcapAttr(), op.getDropoutAttr(),
+                                      op.getSeedAttr(), op.getBatchSplitAttr(),
+                                      op.getTpSplitAttr()); // the forward's mask again
   out.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (bias) // summed over the dims the bias broadcasts
     out.push_back(e.unbroadcast(grad.getBiasGrad(), typeOf(bias)));

@@ -175,6 +175,9 @@ LogicalResult AttentionGradOp::verify() {
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())
     return emitOpError("gradient types must equal query, key and value's");
+  if (getLseGrad() && getLseGrad().getType() != getLse().getType())
+    return emitOpError("lse_grad type ")
+           << getLseGrad().getType() << " must equal the lse type " << getLse().getType();
   if (!getBias() != !getBiasGrad())
     return emitOpError("has a bias_grad result exactly when it has a bias operand");
   if (getBiasGrad()) {

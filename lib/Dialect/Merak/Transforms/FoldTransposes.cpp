@@ -137,10 +137,11 @@ void foldAttentionLayouts(ModuleOp module) {
                             headsSwapped(g.getValueGrad().getType())};
     if (g.getBiasGrad())
       types.push_back(g.getBiasGrad().getType());
-    auto n = AttentionGradOp::create(
-        b, g.getLoc(), types, in[0], in[1], in[2], in[3], g.getLse(), in[4], g.getBias(),
-        g.getScaleAttr(), g.getCausalAttr(), b.getUnitAttr(), g.getWindowAttr(), g.getSoftcapAttr(),
-        g.getDropoutAttr(), g.getSeedAttr(), g.getBatchSplitAttr(), g.getTpSplitAttr());
+    auto n = AttentionGradOp::create(b, g.getLoc(), types, in[0], in[1], in[2], in[3], g.getLse(),
+                                     in[4], g.getBias(), g.getLseGrad(), g.getScaleAttr(),
+                                     g.getCausalAttr(), b.getUnitAttr(), g.getWindowAttr(),
+                                     g.getSoftcapAttr(), g.getDropoutAttr(), g.getSeedAttr(),
+                                     g.getBatchSplitAttr(), g.getTpSplitAttr());
     for (auto [from, to] : llvm::zip(g.getResults().take_front(3), n.getResults()))
       rewire(b, from, to);
     if (g.getBiasGrad())

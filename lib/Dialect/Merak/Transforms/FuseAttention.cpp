@@ -18,7 +18,11 @@
 //   s = reshape(s)                       optional, between any of these:
 //                                        only the leading dims regrouped
 //                                        (BLOOM's [B * H, T, S] products)
-//   p = softmax(s, last axis)
+//   s = concat(s, sink), last axis       optional attention sinks (GPT-OSS),
+//   s = sub(s, reduce_max(s))            sink [..., T, 1] a logit per row;
+//   p = softmax(s, last axis)            the max subtracted or not (softmax
+//   p = slice(p, last axis [0, S))       is shift-invariant); the sinks' column
+//                                        dropped after the softmax
 //   p = where(ne(p, p), 0, p)            optional (torch's SDPA: NaN rows to 0)
 //   p = dropout(p, ratio, seed)          optional (cpu-forms), its mask unread
 //   p = reshape(p)                       optional, leading dims regrouped
@@ -27,7 +31,10 @@
 //                                        Falcon's), the products broadcast
 //
 // and replaces it with merak.attention(q, broadcast(transpose(kT)),
-// broadcast(v)) at q's leading dims. The mask must
+// broadcast(v)) at q's leading dims; with sinks its result times
+// sigmoid(lse - sink), each row's share of the softmax that the sink does
+// not take (exp(lse) / (exp(lse) + exp(sink))): the gradient reaches the
+// sinks and, through attention_grad's lse_grad, the scores. The mask must
 // be a compile-time constant (read through merak.broadcast, at its own
 // size, not the batch's): what the reference evaluator computes from
 // merak.constants and frozen parameters' initial values (slices,
@@ -527,6 +534,58 @@ double AttentionFuser::peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain
   return 0;
 }
 
+/// The slice `probs = slice(p, last axis [0, S))` of all but the last
+/// column of the softmax p (GPT-OSS's `probs[..., :-1]`, dropping the
+/// sinks' probabilities), or null.
+static SliceOp sinkColumnDropped(Value probs) {
+  auto slice = probs.getDefiningOp<SliceOp>();
+  if (!slice || !single(probs))
+    return {};
+  ArrayRef<int64_t> in = cast<RankedTensorType>(slice.getInput().getType()).getShape();
+  int64_t rank = in.size();
+  if (rank < 3 || in.back() < 2)
+    return {};
+  for (int64_t d = 0; d < rank; ++d)
+    if (slice.getStarts()[d] != 0 || slice.getStrides()[d] != 1 ||
+        slice.getLimits()[d] != in[d] - (d == rank - 1 ? 1 : 0))
+      return {};
+  return slice;
+}
+
+/// Peels the sinks off the softmax's input `x`: `concat(s, sink)` along the
+/// last axis, with the row maximum subtracted (`sub(c, reduce_max(c))`,
+/// keepdims) or not; x becomes s and the sink logits [..., T, 1] are
+/// returned (null when x is no such concat).
+static Value peelSinks(Value &x, SmallVectorImpl<Operation *> &chain) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t last = type.getRank() - 1;
+  Value c = x;
+  SmallVector<Operation *> peeled;
+  if (auto sub = x.getDefiningOp<SubOp>(); sub && single(x)) {
+    auto max = sub.getRhs().getDefiningOp<ReduceMaxOp>();
+    Value in = sub.getLhs();
+    if (max && max.getInput() == in && single(sub.getRhs()) && max.getKeepdims() &&
+        max.getAxes() == ArrayRef<int64_t>{last} && in.getType() == type &&
+        llvm::all_of(in.getUsers(), [&](Operation *u) { return u == sub || u == max; })) {
+      peeled.append({sub, max});
+      c = in;
+    }
+  }
+  auto cat = c.getDefiningOp<ConcatOp>();
+  if (!cat || (peeled.empty() && !single(c)) || (int64_t)cat.getAxis() != last ||
+      cat.getInputs().size() != 2)
+    return {};
+  Value scores = cat.getInputs()[0], sink = cat.getInputs()[1];
+  auto st = cast<RankedTensorType>(scores.getType());
+  if (cast<RankedTensorType>(sink.getType()).getDimSize(last) != 1 ||
+      st.getDimSize(last) != type.getDimSize(last) - 1)
+    return {};
+  chain.append(peeled);
+  chain.push_back(cat);
+  x = scores;
+  return sink;
+}
+
 bool AttentionFuser::tryFuse(MatmulOp pv) {
   SmallVector<Operation *> chain{pv};
   Value probs = pv.getLhs();
@@ -539,25 +598,33 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     probs = dropout.getInput();
     peelLeadingReshape(probs, chain);
   }
+  SliceOp sinkSlice = sinkColumnDropped(probs);
+  if (sinkSlice) {
+    chain.push_back(sinkSlice);
+    probs = sinkSlice.getInput();
+  }
   bool guarded;
   auto sm = softmaxOf(probs, chain, guarded, [&](Value v) { return splat(v); });
-  if (!sm)
+  if (!sm || (sinkSlice && guarded))
     return false;
   auto smType = cast<RankedTensorType>(sm.getType());
   if (smType.getRank() < 3 || !smType.getElementType().isF32() ||
       (int64_t)sm.getAxis() != smType.getRank() - 1)
     return false;
-  int64_t t = smType.getDimSize(smType.getRank() - 2), s = smType.getDimSize(smType.getRank() - 1);
+  int64_t t = smType.getDimSize(smType.getRank() - 2),
+          s = smType.getDimSize(smType.getRank() - 1) - (sinkSlice ? 1 : 0);
   if (t != s) // the CUDA kernel's self-attention shapes
     return false;
   chain.push_back(sm);
+  Value x = sm.getInput(), bias, sink;
+  if (sinkSlice && !(sink = peelSinks(x, chain)))
+    return false;
   // Peel, from the softmax back: masks (stacked ones intersect), at most
   // one bias (a computed one inside a constant mask, T5's decoder, or
   // alone), regroupings of the leading dims (before the bias only: it
   // must have q's), then the soft-capping, the scale, the product q kT,
   // and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
-  Value x = sm.getInput(), bias;
   MaskKind mask;
   for (;;) {
     Value before = x;
@@ -612,6 +679,14 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   if (dropout && (dropout.getBatchSplitAttr() || dropout.getTpSplitAttr()) &&
       cast<RankedTensorType>(dropout.getOutput().getType()).getShape().drop_back(2) != batch)
     return false;
+  // The sinks' rescaling reads lse at q's leading dims.
+  if (sink) {
+    SmallVector<int64_t> rows(batch);
+    rows.append({t, 1});
+    if (cast<RankedTensorType>(sink.getType()) !=
+        RankedTensorType::get(rows, Float32Type::get(pv.getContext())))
+      return false;
+  }
   int64_t d = qt.getDimSize(rank - 1);
   if (d != vt.getDimSize(rank - 1) || (!cpuForms && !llvm::is_contained({16, 32, 64, 128}, d)) ||
       !vt.getElementType().isF32() || !qt.getElementType().isF32())
@@ -641,7 +716,16 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
                           b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
                           drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
                           drops ? dropout.getTpSplitAttr() : DenseI64ArrayAttr());
-  pv.getResult().replaceAllUsesWith(attn.getResult());
+  Value out = attn.getResult();
+  if (sink) { // each row's share without the sink: sigmoid(lse - sink)
+    SmallVector<int64_t> rows(lseType.getShape());
+    rows.push_back(1);
+    Value lse =
+        ReshapeOp::create(b, loc, RankedTensorType::get(rows, b.getF32Type()), attn.getLse());
+    Value share = SigmoidOp::create(b, loc, SubOp::create(b, loc, lse, sink));
+    out = MulOp::create(b, loc, out, share);
+  }
+  pv.getResult().replaceAllUsesWith(out);
   for (Operation *op : chain)
     op->erase();
   return true;
@@ -671,7 +755,7 @@ struct MerakFuseAttentionPass
     SmallVector<MatmulOp> candidates;
     module.walk([&](MatmulOp mm) {
       Operation *def = mm.getLhs().getDefiningOp();
-      if (isa_and_nonnull<SoftmaxOp, WhereOp, DropoutOp, ReshapeOp>(def))
+      if (isa_and_nonnull<SoftmaxOp, WhereOp, DropoutOp, ReshapeOp, SliceOp>(def))
         candidates.push_back(mm);
     });
     AttentionFuser fuser(module, globs, cpuForms);

@@ -89,14 +89,13 @@ Status attentionForward(DType t, const AttnShape &s, const AttnOperand &q,
 
 /// Backward: dQ, dK, dV (type t, overwritten) from Q, K, V, O, dO and the
 /// forward's L. `delta` is a float32 [B, H, T] workspace that first receives
-/// Delta[r] = sum_d dO[r,d] * O[r,d] (a small kernel), then feeds both
-/// gradient kernels.
-Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q,
-                         const AttnOperand &k, const AttnOperand &v,
-                         const AttnOperand &o, const AttnOperand &dO,
-                         const float *lse, float *delta,
-                         const AttnOperand &dq, const AttnOperand &dk,
-                         const AttnOperand &dv, StreamHandle stream);
+/// Delta[r] = sum_d dO[r,d] * O[r,d] (a small kernel; less lseGrad[r], the
+/// gradient of L, when not null), then feeds both gradient kernels.
+Status attentionBackward(DType t, const AttnShape &s, const AttnOperand &q, const AttnOperand &k,
+                         const AttnOperand &v, const AttnOperand &o, const AttnOperand &dO,
+                         const float *lse, float *delta, const AttnOperand &dq,
+                         const AttnOperand &dk, const AttnOperand &dv, StreamHandle stream,
+                         const float *lseGrad = nullptr);
 
 /// FLOPs of one forward (4*B*H*D * number of (query, key) pairs attended:
 /// T*(T+1)/2 causal, T*T otherwise); the backward is 2.5x that (5 GEMM-like

@@ -95,7 +95,7 @@ def Merak_AttentionOp : Merak_Op<"attention", [AlwaysSpeculatable,
 }
 
 def Merak_AttentionGradOp : Merak_Op<"attention_grad", [AlwaysSpeculatable,
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+    AttrSizedOperandSegments, DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Gradients of merak.attention with respect to query, key and value";
   let description = [{
@@ -123,6 +123,12 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [AlwaysSpeculatable,
     heads-first, the bias's element type); the autodiff rule sums it over
     the dimensions the bias broadcasts.
 
+    With an `lse_grad` (the gradient of the forward's `lse`, `[..., H, T]`
+    like it: a use of the log-sum-exp outside the backward, such as
+    merak-fuse-attention's attention sinks, which rescale the result by
+    `sigmoid(lse - sink)`), every score's gradient gains `P * lse_grad`,
+    since `d lse / d s = P`: Delta above becomes `Delta - lse_grad`.
+
     ```mlir
     %dq, %dk, %dv = merak.attention_grad %q, %k, %v, %o, %lse, %do scale = 0.125 causal
         : tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>, tensor<2x4x64x64xf32>,
@@ -134,6 +140,7 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [AlwaysSpeculatable,
                        Merak_FloatTensor:$value, Merak_FloatTensor:$result,
                        Merak_FloatTensor:$lse, Merak_FloatTensor:$grad,
                        Optional<Merak_FloatTensor>:$bias,
+                       Optional<Merak_FloatTensor>:$lse_grad,
                        F64Attr:$scale, UnitAttr:$causal, UnitAttr:$seq_major,
                        DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F64Attr, "0.0">:$softcap),
@@ -143,7 +150,7 @@ def Merak_AttentionGradOp : Merak_Op<"attention_grad", [AlwaysSpeculatable,
                       Optional<Merak_FloatTensor>:$bias_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`bias` $bias^)?
-    `scale` `=` $scale
+    (`lse_grad` $lse_grad^ `:` type($lse_grad))? `scale` `=` $scale
     (`causal` $causal^)? (`window` `=` $window^)? (`softcap` `=` $softcap^)?
     (`dropout` `=` $dropout^)? (`seed` `=` $seed^)? (`seq_major` $seq_major^)? attr-dict
     `:` type($query) `,` type($key) `,` type($value) `,`

@@ -160,7 +160,13 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     `cpu-forms`, a `merak.dropout` on the probabilities (Hugging Face's
     attention dropout) whose mask nothing else reads becomes the fused
     op's `dropout` and `seed`, with the splits it recorded: the kernels
-    draw its mask again, forward and backward.
+    draw its mask again, forward and backward. Attention sinks (GPT-OSS: a
+    learned logit per head concatenated to every row's scores before the
+    softmax, optionally less the row maximum, and its column sliced off
+    after it) fuse on both targets: the fused result times
+    `sigmoid(lse - sink)`, the share of the row the sink leaves to the
+    keys, whose gradient reaches the sinks and, through
+    `merak.attention_grad`'s `lse_grad`, the scores.
     Fused only for float32 self-attention (as many keys as queries) with a
     head dimension equal for key and value (without `cpu-forms`: 16, 32,
     64 or 128, the CUDA kernel's), a nonzero scale and intermediates without other
