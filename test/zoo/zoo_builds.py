@@ -246,8 +246,11 @@ def more_encoders(name, tf):
     if name == "electra":
         return MaskedLM(tf.ElectraForMaskedLM(tf.ElectraConfig(**no_dropout(
             **enc, embedding_size=32))))
-    if name == "deberta-v2":  # disentangled (content/position) attention
-        return MaskedLM(tf.DebertaV2ForMaskedLM(tf.DebertaV2Config(**no_dropout(**enc))))
+    if name == "deberta-v2":  # disentangled (content/position) attention, DeBERTa-v3's settings
+        return MaskedLM(tf.DebertaV2ForMaskedLM(tf.DebertaV2Config(**no_dropout(
+            **enc, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8,
+            max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True,
+            position_biased_input=False))))
     if name == "modernbert":  # local (window 8) and global layers, rotary, GeGLU
         return MaskedLM(tf.ModernBertForMaskedLM(tf.ModernBertConfig(**no_dropout(
             **enc, local_attention=8, global_attn_every_n_layers=2, embedding_dropout=0.0,
