@@ -268,7 +268,7 @@ def more_encoders(name, tf):
             num_labels=CLASSES, image_size=IMAGE, patch_size=2)))
     if name == "swin":  # shifted windows of 4x4 patches, relative position bias
         return ImageClassifier(tf.SwinForImageClassification(tf.SwinConfig(
-            image_size=IMAGE, patch_size=2, num_channels=CHANNELS, embed_dim=16, depths=[1, 1],
+            image_size=IMAGE, patch_size=2, num_channels=CHANNELS, embed_dim=16, depths=[2, 2],
             num_heads=[2, 4], window_size=4, num_labels=CLASSES, hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0, drop_path_rate=0.0)))
     return None
