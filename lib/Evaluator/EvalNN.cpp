@@ -329,13 +329,17 @@ LogicalResult kernels::eval(ExpertMatmulOp op, Operands in, Results out) {
 
 LogicalResult kernels::eval(ExpertMatmulGradWeightOp op, Operands in, Results out) {
   const HostTensor &x = *in[0], &g = *in[1], &ids = *in[2];
+  const HostTensor *first = op.getFirst() ? in[3] : nullptr;
   HostTensor res(op.getType());
+  if (op.getAcc()) // acc plus the sums, rounded once
+    for (int64_t i = 0; i < res.size(); ++i)
+      res.f()[i] = in.back()->getAsDouble(i);
   int64_t s = x.getShape()[0], k = x.getShape()[1], o = g.getShape()[1];
   int64_t experts = res.getShape()[0];
   bool t = op.getTransposeWeight();
   // Accumulate in double, round once at the end.
   for (int64_t r = 0; r < s; ++r) {
-    FailureOr<int64_t> e = expertOf(op, ids, r, experts, in.size() > 3 ? in[3] : nullptr);
+    FailureOr<int64_t> e = expertOf(op, ids, r, experts, first);
     if (failed(e))
       return failure();
     if (*e < 0)

@@ -12,7 +12,8 @@
 // operands into scratch first); F64 one thread per output element,
 // accumulating in double. The result rows are scattered back; rows of no
 // group (dropped, or another rank's expert) are zero, and so is the weight
-// gradient of an expert without rows.
+// gradient of an expert without rows (unless it accumulates: beta = 1, and
+// an expert without rows keeps the accumulator's values).
 //
 // The routing kernels (expertShadowPlan, expertPlace, expertCapacity,
 // expertCompact) are O(S) index work on a few thousand ids: they copy their
@@ -97,13 +98,13 @@ __global__ void __launch_bounds__(256)
 /// dW_e[o, k] (dW_e[k, o] with transW) = sum over e's packed rows of
 /// g_p[i, o] x_p[i, k]; zero without rows.
 __global__ void __launch_bounds__(256)
-    expertGradF64(const double *xp, const double *gp, const int64_t *offset, int64_t E,
-                  int64_t K, int64_t O, bool transW, double *dw) {
+    expertGradF64(const double *xp, const double *gp, const int64_t *offset, int64_t E, int64_t K,
+                  int64_t O, bool transW, double *dw, bool accumulate) {
   MERAK_GRID_STRIDE(i, E * O * K) {
     const int64_t e = i / (O * K), a = (i / (transW ? O : K)) % (transW ? K : O),
                   b = i % (transW ? O : K);
     const int64_t o = transW ? b : a, k = transW ? a : b;
-    double acc = 0;
+    double acc = accumulate ? dw[i] : 0;
     for (int64_t r = offset[e]; r < offset[e + 1]; ++r)
       acc += gp[r * O + o] * xp[r * K + k];
     dw[i] = acc;
@@ -155,7 +156,7 @@ DeviceGroups groupOnHost(DT ti, const void *experts, const void *first, int64_t 
 /// C = op(A) op(B) for F32 operands at MERAK_MATMUL_PRECISION (bf16 rounds
 /// A and B into scratch first; the result stays F32).
 void gemmF32(cuda::GemmShape s, const float *A, int64_t aCount, const float *B, int64_t bCount,
-             float *C, const char *op) {
+             float *C, const char *op, float beta = 0.f) {
   const cuda::GemmPrecision prec = matmulPrecision();
   const void *a = A, *b = B;
   if (prec == cuda::GemmPrecision::BF16) {
@@ -170,7 +171,7 @@ void gemmF32(cuda::GemmShape s, const float *A, int64_t aCount, const float *B, 
     a = a16;
     b = b16;
   }
-  if (Status st = blas().gemm(prec, s, 1.f, a, b, 0.f, C, stream(), /*cIsF32=*/true); !st.ok())
+  if (Status st = blas().gemm(prec, s, 1.f, a, b, beta, C, stream(), /*cIsF32=*/true); !st.ok())
     fatal((std::string(op) + ": " + st.message()).c_str());
 }
 
@@ -247,7 +248,7 @@ void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts
 
 void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const void *experts,
                             const void *first, int64_t S, int64_t K, int64_t O, int64_t E,
-                            bool transW, void *dw) {
+                            bool transW, void *dw, bool accumulate) {
   static const char *op = "expert_matmul_grad_weight";
   if (t != DT::F32 && t != DT::F64)
     fatal("expert_matmul_grad_weight: F32 or F64 only");
@@ -262,16 +263,17 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
   moveRows(grad, gp, d.order, rows, O * es, /*scatter=*/false);
   if (f64) {
     expertGradF64<<<gridFor(E * O * K), 256, 0, cs()>>>(
-        reinterpret_cast<const double *>(xp), reinterpret_cast<const double *>(gp), d.extra, E,
-        K, O, transW, static_cast<double *>(dw));
+        reinterpret_cast<const double *>(xp), reinterpret_cast<const double *>(gp), d.extra, E, K,
+        O, transW, static_cast<double *>(dw), accumulate);
     checkLaunch(op);
     return;
   }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t b = d.g.offset[e], n = d.g.offset[e + 1] - b;
     float *out = static_cast<float *>(dw) + e * O * K;
-    if (n == 0) {
-      must(cudaMemsetAsync(out, 0, static_cast<size_t>(O * K * es), cs()), op);
+    if (n == 0) { // an accumulator keeps its values
+      if (!accumulate)
+        must(cudaMemsetAsync(out, 0, static_cast<size_t>(O * K * es), cs()), op);
       continue;
     }
     const float *xe = reinterpret_cast<const float *>(xp) + b * K;
@@ -280,10 +282,10 @@ void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const 
     s.transA = true;
     if (transW) { // dW_e [K, O] = x_e^T g_e
       s.M = K, s.N = O, s.K = n;
-      gemmF32(s, xe, n * K, ge, n * O, out, op);
+      gemmF32(s, xe, n * K, ge, n * O, out, op, accumulate ? 1.f : 0.f);
     } else { // dW_e [O, K] = g_e^T x_e
       s.M = O, s.N = K, s.K = n;
-      gemmF32(s, ge, n * O, xe, n * K, out, op);
+      gemmF32(s, ge, n * O, xe, n * K, out, op, accumulate ? 1.f : 0.f);
     }
   }
 }

@@ -78,13 +78,14 @@ ExpertGroups detail::groupExpertRows(DT ti, const void *experts, const int64_t *
 
 namespace {
 
-inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                  const float *B, float *C) {
-  gemm(ta, tb, M, N, K, 1.0f, A, B, 0.0f, C);
+/// C = op(A) op(B) (+ C when accumulate).
+inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                  float *C, bool accumulate = false) {
+  gemm(ta, tb, M, N, K, 1.0f, A, B, accumulate ? 1.0f : 0.0f, C);
 }
 inline void gemmT(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
-                  const double *B, double *C) {
-  dgemmBlocked(ta, tb, M, N, K, 1.0, A, B, 0.0, C);
+                  const double *B, double *C, bool accumulate = false) {
+  dgemmBlocked(ta, tb, M, N, K, 1.0, A, B, accumulate ? 1.0 : 0.0, C);
 }
 
 /// dst[i] = src[order[i]] (rows of n elements), or the reverse (scatter).
@@ -126,7 +127,7 @@ void expertMatmulT(const T *x, const T *w, const T *ws, const ExpertGroups &g, i
 
 template <class T>
 void expertGradWeightT(const T *x, const T *gr, const ExpertGroups &g, int64_t K, int64_t O,
-                       int64_t E, bool transW, T *dw) {
+                       int64_t E, bool transW, T *dw, bool accumulate) {
   const int64_t S = g.rows();
   T *xp = scratch<T, 60>(static_cast<size_t>(S * K));
   T *gp = scratch<T, 61>(static_cast<size_t>(S * O));
@@ -135,14 +136,15 @@ void expertGradWeightT(const T *x, const T *gr, const ExpertGroups &g, int64_t K
   for (int64_t e = 0; e < E; ++e) {
     const int64_t b = g.offset[e], n = g.offset[e + 1] - b;
     T *out = dw + e * O * K;
-    if (n == 0) {
-      std::fill(out, out + O * K, T(0));
+    if (n == 0) { // an accumulator keeps its values
+      if (!accumulate)
+        std::fill(out, out + O * K, T(0));
       continue;
     }
     if (transW) // dW_e [K, O] = x_e^T g_e
-      gemmT(true, false, K, O, n, xp + b * K, gp + b * O, out);
+      gemmT(true, false, K, O, n, xp + b * K, gp + b * O, out, accumulate);
     else // dW_e [O, K] = g_e^T x_e
-      gemmT(true, false, O, K, n, gp + b * O, xp + b * K, out);
+      gemmT(true, false, O, K, n, gp + b * O, xp + b * K, out, accumulate);
   }
 }
 
@@ -168,15 +170,15 @@ void expertMatmul(DT t, const void *x, const void *w, DT ti, const void *experts
 
 void expertMatmulGradWeight(DT t, const void *x, const void *grad, DT ti, const void *experts,
                             const void *first, int64_t S, int64_t K, int64_t O, int64_t E,
-                            bool transW, void *dw) {
+                            bool transW, void *dw, bool accumulate) {
   ExpertGroups g = groupExpertRows(ti, experts, static_cast<const int64_t *>(first), S, E,
                                    "expert_matmul_grad_weight");
   if (t == DT::F32)
-    expertGradWeightT(static_cast<const float *>(x), static_cast<const float *>(grad), g, K, O,
-                      E, transW, static_cast<float *>(dw));
+    expertGradWeightT(static_cast<const float *>(x), static_cast<const float *>(grad), g, K, O, E,
+                      transW, static_cast<float *>(dw), accumulate);
   else if (t == DT::F64)
-    expertGradWeightT(static_cast<const double *>(x), static_cast<const double *>(grad), g, K,
-                      O, E, transW, static_cast<double *>(dw));
+    expertGradWeightT(static_cast<const double *>(x), static_cast<const double *>(grad), g, K, O, E,
+                      transW, static_cast<double *>(dw), accumulate);
   else
     fatal("expert_matmul_grad_weight: F32 or F64 only");
 }

@@ -57,6 +57,39 @@ TEST(OpsExperts, GroupedGemmMatchesLoops) {
   }
 }
 
+// Into an accumulator (merak-fuse-grad-accumulation's form): acc plus the
+// loops' sums, an expert without rows (3) keeping acc's values exactly;
+// F64 to rounding, F32 to the GEMM's (beta = 1).
+TEST(OpsExperts, GradWeightAccumulates) {
+  const int64_t S = 37, K = 19, O = 23, E = 5;
+  std::vector<int64_t> ids(S);
+  for (int64_t s = 0; s < S; ++s)
+    ids[s] = (s * 7 + s / 3) % E == 3 ? 1 : (s * 7 + s / 3) % E; // expert 3: none
+  auto x = randv<double>(S * K), g = randv<double>(S * O), acc = randv<double>(E * O * K);
+  for (bool transW : {false, true}) {
+    std::vector<double> want(acc);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t o = 0; o < O; ++o)
+        for (int64_t k = 0; k < K; ++k)
+          want[transW ? (ids[s] * K + k) * O + o : (ids[s] * O + o) * K + k] +=
+              g[s * O + o] * x[s * K + k];
+    std::vector<double> dw(acc);
+    cpu::expertMatmulGradWeight(DT::F64, x.data(), g.data(), DT::I64, ids.data(), nullptr, S, K, O,
+                                E, transW, dw.data(), /*accumulate=*/true);
+    for (int64_t i = 0; i < E * O * K; ++i)
+      EXPECT_NEAR(dw[i], want[i], 1e-12);
+    std::vector<float> xf(x.begin(), x.end()), gf(g.begin(), g.end()), dwf(acc.begin(), acc.end());
+    cpu::expertMatmulGradWeight(DT::F32, xf.data(), gf.data(), DT::I64, ids.data(), nullptr, S, K,
+                                O, E, transW, dwf.data(), /*accumulate=*/true);
+    for (int64_t i = 0; i < E * O * K; ++i)
+      EXPECT_NEAR(dwf[i], want[i], 1e-5 * (1 + std::fabs(want[i])));
+    for (int64_t i = 3 * O * K; i < 4 * O * K; ++i) {
+      EXPECT_EQ(dw[i], acc[i]);
+      EXPECT_EQ(dwf[i], static_cast<float>(acc[i]));
+    }
+  }
+}
+
 // Expert parallelism: two ranks each holding 2 of 4 experts ("first" 0 and
 // 2) see global ids; a rank's rows of the other's experts are zero, and the
 // two results add up to the serial op's (exactly: each row has one owner).

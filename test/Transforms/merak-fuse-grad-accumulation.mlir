@@ -164,3 +164,29 @@ func.func @train_step(%g: tensor<2x3x4xf32>, %ids: tensor<2x3xi64>, %b: tensor<1
   merak.set_param @r, %sr : tensor<10x4xf32>
   return
 }
+
+// -----
+
+// An expert weight's gradient (Mixture-of-Experts: the grouped GEMM over
+// each expert's rows, with expert parallelism's `first`) added into its
+// accumulator accumulates into it in place: each expert's GEMM with beta =
+// 1 (expertMatmulGradWeight's `accumulate`), nothing cleared or copied.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[W:.+]] = merak.get_param @w
+// CHECK-NEXT: %[[G:.+]] = merak.expert_matmul_grad_weight %arg0, %arg1[%arg2 first %arg3 : tensor<i64>] acc %[[W]] transpose_weight :
+// CHECK-NOT: merak.add
+// CHECK: merak.set_param @w, %[[G]]
+// EMIT-LABEL: emitc.func @merak_train_step
+// EMIT-NOT: copyBytes
+// EMIT: call_opaque "expertMatmulGradWeight"({{.*}}#emitc.opaque<"true">, {{[0-9]+}} : index, #emitc.opaque<"true">]}
+// EMIT-NOT: copyBytes
+// EMIT: return
+merak.param @w : tensor<2x4x6xf32> = dense<0.0> : tensor<2x4x6xf32>
+func.func @train_step(%x: tensor<8x4xf32>, %dy: tensor<8x6xf32>, %ids: tensor<8xi64>,
+                      %first: tensor<i64>) {
+  %dw = merak.expert_matmul_grad_weight %x, %dy[%ids first %first : tensor<i64>] transpose_weight : tensor<8x4xf32>, tensor<8x6xf32>, tensor<8xi64> -> tensor<2x4x6xf32>
+  %w = merak.get_param @w : tensor<2x4x6xf32>
+  %sw = merak.add %w, %dw : tensor<2x4x6xf32>, tensor<2x4x6xf32>
+  merak.set_param @w, %sw : tensor<2x4x6xf32>
+  return
+}

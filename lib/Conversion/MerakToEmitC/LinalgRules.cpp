@@ -163,16 +163,24 @@ FailureOr<Lowering> emitc_lowering::rule(AvgPool2DGradOp m, Emitter &e, Lowering
 
 namespace {
 /// expertMatmul / expertMatmulGradWeight(t, x, second, ti, experts, first, S,
-/// K, O, E, transW, result): `second` is the weight or the result's gradient.
+/// K, O, E, transW, result[, accumulate]): `second` is the weight or the
+/// result's gradient; with an accumulator `acc` (the gradient's) the kernel
+/// adds into the result, the accumulator first copied there unless
+/// merak-plan-memory placed the result in its buffer.
 template <typename OpTy>
-FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value rows,
-                                    Value weight, Emitter &e, LoweringContext &ctx) {
+FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value rows, Value weight,
+                                    Emitter &e, LoweringContext &ctx, Value acc = {}) {
   if (ctx.lacks(kernel))
     return Lowering::NoKernel;
   PTR(x, op.getInput());
   PTR(b, second);
   PTR(ids, op.getExperts());
   PTR(y, op.getResult());
+  if (acc) { // the kernel adds into y: the accumulator, unless planned in place
+    PTR(a, acc);
+    if (a != y)
+      e.call(kernels::copyBytes).ptr(y).ptr(a).i64(byteSize(acc.getType())).emit();
+  }
   auto xt = cast<RankedTensorType>(op.getInput().getType());
   auto wt = cast<RankedTensorType>(weight.getType());
   auto c = e.call(kernel);
@@ -188,6 +196,8 @@ FailureOr<Lowering> lowerExpertGemm(OpTy op, Kernel kernel, Value second, Value 
       PTR(copies, op.getShadowFirst());
       c.ptr(ws).ptr(copies).i64(cast<RankedTensorType>(shadow.getType()).getDimSize(0));
     }
+  if (acc)
+    c.boolean(true);
   c.emit();
   return Lowering::Done;
 }
@@ -253,5 +263,5 @@ FailureOr<Lowering> emitc_lowering::rule(ExpertCompactOp p, Emitter &e, Lowering
 FailureOr<Lowering> emitc_lowering::rule(ExpertMatmulGradWeightOp m, Emitter &e,
                                          LoweringContext &ctx) {
   return lowerExpertGemm(m, kernels::expertMatmulGradWeight, m.getGrad(), m.getGrad(),
-                         m.getResult(), e, ctx);
+                         m.getResult(), e, ctx, m.getAcc());
 }

@@ -657,9 +657,15 @@ void runExperts() {
         });
         pair("expert_matmul_grad_weight" + ts + tw, {&dw}, tol, [&](int side) {
           (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
-              t, P(x), P(g), ti, P(ids), nullptr, S, K, O, E, transW, P(dw));
+              t, P(x), P(g), ti, P(ids), nullptr, S, K, O, E, transW, P(dw), false);
         });
       }
+      // Into an accumulator (expert 3 has no rows: it keeps its values).
+      T acc = rand(t, w.d);
+      pair("expert_matmul_grad_weight accumulate" + ts + tw, {&acc}, tol, [&](int side) {
+        (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
+            t, P(x), P(g), DT::I64, P(ints(route)), nullptr, S, K, O, E, transW, P(acc), true);
+      });
       // Expert parallelism: this rank holds experts [2, 4) of global ids
       // [0, 8) (ids 0..7: route + 2 * (s % 2)), and with shadow copies
       // (ids from 100) one copy of another rank's expert.
@@ -676,7 +682,7 @@ void runExperts() {
       });
       pair("expert_matmul_grad_weight first" + ts + tw, {&dw2}, tol, [&](int side) {
         (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
-            t, P(x), P(g), DT::I64, P(gids), P(first), S, K, O, 2, transW, P(dw2));
+            t, P(x), P(g), DT::I64, P(gids), P(first), S, K, O, 2, transW, P(dw2), false);
       });
     }
   }

@@ -37,3 +37,12 @@ func.func @grad_weight(%x: tensor<4x3xf32>, %g: tensor<4x5xf32>, %e: tensor<4xi6
   %dw = merak.expert_matmul_grad_weight %x, %g[%e] : tensor<4x3xf32>, tensor<4x5xf32>, tensor<4xi64> -> tensor<2x3x5xf32>
   return %dw : tensor<2x3x5xf32>
 }
+
+// -----
+
+// An accumulator has the result's type.
+func.func @grad_weight_acc(%x: tensor<4x3xf32>, %g: tensor<4x5xf32>, %e: tensor<4xi64>, %a: tensor<2x3x5xf32>) -> tensor<2x5x3xf32> {
+  // expected-error @+1 {{acc type 'tensor<2x3x5xf32>' must equal the result type 'tensor<2x5x3xf32>'}}
+  %dw = merak.expert_matmul_grad_weight %x, %g[%e] acc %a : tensor<4x3xf32>, tensor<4x5xf32>, tensor<4xi64>, tensor<2x3x5xf32> -> tensor<2x5x3xf32>
+  return %dw : tensor<2x5x3xf32>
+}

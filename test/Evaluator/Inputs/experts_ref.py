@@ -16,8 +16,10 @@ dw = np.zeros((4, 6, 5))
 for s in range(8):
     dw[e[s]] += np.outer(g64[s], x64[s])
 yt = np.stack([w64[e[s]].T @ g64[s] for s in range(8)])
+wdw = w64 + dw  # into an accumulator (w): expert 3 keeps its values
 bad = e.copy()
 bad[2] = 4
 for name, t in [("x", x), ("w", w), ("g", g), ("e", e), ("bad", bad), ("y", y.astype(np.float32)),
-                ("dw", dw.astype(np.float32)), ("yt", yt.astype(np.float32))]:
+                ("dw", dw.astype(np.float32)), ("yt", yt.astype(np.float32)),
+                ("wdw", wdw.astype(np.float32))]:
     np.save(os.path.join(out, name + ".npy"), t)

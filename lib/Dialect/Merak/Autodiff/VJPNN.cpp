@@ -61,10 +61,9 @@ LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
                                     op.getExperts(), op.getFirst(), op.getShadow(),
                                     op.getShadowFirst(), !op.getTransposeWeight(),
                                     op.getTotalExpertsAttr(), op.getGroupRowsAttr());
-  Value dw = ExpertMatmulGradWeightOp::create(e.b, e.loc, typeOf(op.getWeight()),
-                                              op.getInput(), g[0], op.getExperts(),
-                                              op.getFirst(), op.getTransposeWeight(),
-                                              op.getTotalExpertsAttr(), op.getGroupRowsAttr());
+  Value dw = ExpertMatmulGradWeightOp::create(
+      e.b, e.loc, typeOf(op.getWeight()), op.getInput(), g[0], op.getExperts(), op.getFirst(),
+      /*acc=*/Value(), op.getTransposeWeight(), op.getTotalExpertsAttr(), op.getGroupRowsAttr());
   out.assign({dx, dw, Value()});
   if (op.getFirst())
     out.push_back(Value());
@@ -74,8 +73,8 @@ LogicalResult rule(ExpertMatmulOp op, Emitter &e, ValueRange g, Grads &out) {
     const int64_t total = op.getTotalExperts().value_or(0);
     out.push_back(ExpertMatmulGradWeightOp::create(
         e.b, e.loc, typeOf(shadow), op.getInput(), g[0], op.getExperts(), op.getShadowFirst(),
-        op.getTransposeWeight(), e.b.getI64IntegerAttr(total + total / local * copies),
-        op.getGroupRowsAttr()));
+        /*acc=*/Value(), op.getTransposeWeight(),
+        e.b.getI64IntegerAttr(total + total / local * copies), op.getGroupRowsAttr()));
     out.push_back(Value());
   }
   return success();

@@ -77,6 +77,9 @@ LogicalResult ExpertMatmulOp::verify() {
 LogicalResult ExpertMatmulGradWeightOp::verify() {
   if (failed(verifyFirst(*this, getFirst())))
     return failure();
+  if (getAcc() && getAcc().getType() != getResult().getType())
+    return emitOpError("acc type ")
+           << getAcc().getType() << " must equal the result type " << getResult().getType();
   return verifyExpertGemm(*this, cast<RankedTensorType>(getInput().getType()),
                           cast<RankedTensorType>(getResult().getType()),
                           cast<RankedTensorType>(getGrad().getType()),

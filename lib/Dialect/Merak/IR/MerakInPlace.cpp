@@ -7,12 +7,15 @@
 //   - merak.add into a parameter's storage (a gradient accumulator, a
 //     BatchNorm counter): the equal-shape elementwise loop;
 //   - merak.matmul_t with an accumulator: the GEMM with beta = 1;
-//   - merak.gather_grad with an accumulator: the rows its indices reach.
+//   - merak.gather_grad with an accumulator: the rows its indices reach;
+//   - merak.expert_matmul_grad_weight with an accumulator: each expert's
+//     GEMM with beta = 1.
 //
 // The accumulating forms (AccumulatingOpInterface) that
 // merak-fuse-grad-accumulation makes of `add(get_param @a, op)`:
 //   matmul / matmul_t (operands of rank >= 2)  matmul_t ... acc (beta = 1)
 //   gather_grad                                gather_grad ... acc
+//   expert_matmul_grad_weight                  expert_matmul_grad_weight ... acc
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -60,6 +63,12 @@ Pairs GatherGradOp::getInPlaceCandidates() {
   return {{0, 2}};
 }
 
+Pairs ExpertMatmulGradWeightOp::getInPlaceCandidates() {
+  if (!getAcc())
+    return {};
+  return {{0, getAccMutable()[0].getOperandNumber()}};
+}
+
 //===----------------------------------------------------------------------===//
 // AccumulatingOpInterface
 //===----------------------------------------------------------------------===//
@@ -90,4 +99,12 @@ bool GatherGradOp::canAccumulate() { return !getAcc() && isF32(getType()); }
 
 Value GatherGradOp::buildAccumulating(OpBuilder &b, Value acc) {
   return GatherGradOp::create(b, getLoc(), getType(), getGrad(), getIndices(), getAxis(), acc);
+}
+
+bool ExpertMatmulGradWeightOp::canAccumulate() { return !getAcc() && isF32(getType()); }
+
+Value ExpertMatmulGradWeightOp::buildAccumulating(OpBuilder &b, Value acc) {
+  return ExpertMatmulGradWeightOp::create(b, getLoc(), getType(), getInput(), getGrad(),
+                                          getExperts(), getFirst(), acc, getTransposeWeightAttr(),
+                                          getTotalExpertsAttr(), getGroupRowsAttr());
 }

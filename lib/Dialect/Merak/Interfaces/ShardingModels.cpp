@@ -510,6 +510,8 @@ Rule rule(ExpertMatmulGradWeightOp op) {
                      RuleBuilder::tensor({f.s})};
   if (op.getFirst())
     b.rule.operands.push_back(RuleBuilder::tensor({}));
+  if (op.getAcc()) // the accumulator has the result's factors
+    b.rule.operands.push_back(f.weight(op.getTransposeWeight()));
   b.rule.results = {f.weight(op.getTransposeWeight())};
   return b.rule;
 }

@@ -67,7 +67,9 @@ def Merak_ExpertMatmulOp : Merak_Op<"expert_matmul", [Pure, AttrSizedOperandSegm
   let hasVerifier = 1;
 }
 
-def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure]> {
+def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure,
+    AttrSizedOperandSegments, DeclareOpInterfaceMethods<Merak_InPlaceOpInterface>,
+    DeclareOpInterfaceMethods<Merak_AccumulatingOpInterface>]> {
   let extraClassDeclaration = Merak_FlopsCost;
   let summary = "Gradient of merak.expert_matmul with respect to the weight";
   let description = [{
@@ -85,20 +87,31 @@ def Merak_ExpertMatmulGradWeightOp : Merak_Op<"expert_matmul_grad_weight", [Pure
     `[first, first + E)` and the rows routed elsewhere add nothing
     (`total_experts` and `group_rows` as there).
 
+    With `acc` (the result's type; a lowering form that
+    merak-fuse-grad-accumulation makes of an expert weight's gradient added
+    into its accumulator) the result is `acc` plus those sums: each expert's
+    GEMM accumulates into the accumulator (BLAS beta = 1), an expert no row
+    chose keeps `acc`'s values. merak-plan-memory places the result in the
+    accumulator's storage.
+
     ```mlir
     %dw = merak.expert_matmul_grad_weight %x, %dy[%e]
         : tensor<64x32xf32>, tensor<64x96xf32>, tensor<64xi64> -> tensor<4x96x32xf32>
+    %da = merak.expert_matmul_grad_weight %x, %dy[%e] acc %a
+        : tensor<64x32xf32>, tensor<64x96xf32>, tensor<64xi64>, tensor<4x96x32xf32>
+        -> tensor<4x96x32xf32>
     ```
   }];
   let arguments = (ins Merak_FloatTensor:$input, Merak_FloatTensor:$grad,
                        Merak_IntTensor:$experts, Optional<TensorOf<[I64]>>:$first,
+                       Optional<Merak_FloatTensor>:$acc,
                        UnitAttr:$transpose_weight, OptionalAttr<I64Attr>:$total_experts,
                        OptionalAttr<I64Attr>:$group_rows);
   let results = (outs Merak_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $grad `[` $experts (`first` $first^ `:` type($first))? `]`
+    $input `,` $grad `[` $experts (`first` $first^ `:` type($first))? `]` (`acc` $acc^)?
     (`transpose_weight` $transpose_weight^)? attr-dict
-    `:` type($input) `,` type($grad) `,` type($experts) `->` type($result)
+    `:` type($input) `,` type($grad) `,` type($experts) (`,` type($acc)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -84,8 +84,11 @@ def MerakFuseGradAccumulation : Pass<"merak-fuse-grad-accumulation", "mlir::Modu
     contribution is added into the accumulator by atomics, in no fixed
     order, as the unfused scatter's repeated indices already were. A tied
     weight's two gradients (an embedding's scatter and the head's GEMM,
-    summed) both accumulate when both can, one after the other. One walk
-    over the adds. `merak-compile --grad-accumulation-fusion off` leaves
+    summed) both accumulate when both can, one after the other. An expert
+    weight's gradient (`merak.expert_matmul_grad_weight`, Mixture-of-Experts)
+    becomes `... acc` too: each expert's GEMM accumulates (beta = 1), an
+    expert no row chose keeps its values (before: an `[E, O, K]` buffer
+    written, zeros for such experts, then added). One walk over the adds. `merak-compile --grad-accumulation-fusion off` leaves
     the adds.
   }];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
