@@ -73,6 +73,7 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   if (o.ep > 1) {
     MerakExpertParallelOptions expertParallel;
     expertParallel.ep = o.ep;
+    expertParallel.tp = o.tp;
     expertParallel.dispatcher = o.moeDispatcher;
     expertParallel.shadow = o.moeShadow;
     expertParallel.shadowMinRows = o.moeShadowMinRows;

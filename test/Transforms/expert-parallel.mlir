@@ -5,6 +5,8 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 hierarchical=true" | FileCheck %s --check-prefix=HI
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 rebalance-every=3 shadow=1" | FileCheck %s --check-prefix=RB
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=2" | FileCheck %s --check-prefix=CH
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 tp=2" | FileCheck %s --check-prefix=TP
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 tp=2 rebalance-every=3" | FileCheck %s --check-prefix=TPRB
 // RUN: not merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=3" 2>&1 | FileCheck %s --check-prefix=CH3
 // RUN: not merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=2 shadow=1" 2>&1 | FileCheck %s --check-prefix=CHSH
 
@@ -27,6 +29,27 @@
 // CHECK: %[[D:.*]] = merak.expert_matmul %[[MR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>]
 // CHECK: merak.all_to_all %[[D]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x8xf32>, tensor<32xi64> -> tensor<16x8xf32>
 // CHECK-NOT: merak.all_to_all
+
+// With tp 2 each tp rank takes half of every GEMM's rows and their ids
+// (merak.local_shard over "tp", once per value), reads the weights through
+// merak.tp_identity (their gradients summed over tp) and all-gathers the
+// combined rows over "tp"; the dispatches move 8 rows, not 16.
+// TP-LABEL: func.func @forward
+// TP: %[[EL:.*]] = merak.local_shard %arg1 group = "tp" : tensor<16xi64> -> tensor<8xi64>
+// TP: %[[EG:.*]] = merak.all_gather %[[EL]] group = "ep" : tensor<8xi64> -> tensor<16xi64>
+// TP: %[[XL:.*]] = merak.local_shard %arg0 group = "tp" : tensor<16x8xf32> -> tensor<8x8xf32>
+// TP: %[[W:.*]] = merak.get_param @gate_up : tensor<2x24x8xf32>
+// TP: %[[WT:.*]] = merak.tp_identity %[[W]] : tensor<2x24x8xf32>
+// TP: %[[XR:.*]] = merak.all_to_all %[[XL]] routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
+// TP: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WT]][%[[EG]] first
+// TP: %[[HC:.*]] = merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<16x24xf32>, tensor<16xi64> -> tensor<8x24xf32>
+// TP: merak.all_gather %[[HC]] group = "tp" : tensor<8x24xf32> -> tensor<16x24xf32>
+// TP: merak.local_shard %{{.*}} group = "tp" : tensor<16x12xf32> -> tensor<8x12xf32>
+// TP: merak.all_gather %{{.*}} group = "tp" : tensor<8x8xf32> -> tensor<16x8xf32>
+// With rebalancing the rows stay whole on every tp rank.
+// TPRB-LABEL: func.func @forward
+// TPRB-NOT: group = "tp"
+// TPRB: return
 
 // The all-gather dispatcher: the input all-gathered, the rows reduce-scattered.
 // AG-LABEL: func.func @forward

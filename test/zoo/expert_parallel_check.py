@@ -13,7 +13,9 @@ batches as the serial program; per-step loss relative error <= 1e-5:
   ep2-dp4    Mixtral, --dp 4 --ep 2 (two ep groups; each expert's gradient
              is averaged over its expert-data-parallel pair)
   ep2-tp2    Mixtral, --dp 2 --ep 2 --tp 2 (attention tensor-parallel, the
-             experts replicated over tp)
+             experts replicated over tp, each tp rank computing its half of
+             the expert rows: the --report's all-to-all bytes per rank are
+             half of --dp 2 --ep 2's, and tp all-gathers rejoin the rows)
   ep2-pp2    Mixtral, --dp 2 --ep 2 --pp 2 --microbatches 2 (a MoE layer
              in each stage; 1F1B)
   ep2-schedules  Mixtral at --dp 2 --ep 2 --pp 2 (4 ranks) with zb-h1 (the
@@ -416,6 +418,25 @@ def tp_report(env, flags):
     return json.loads(out)["tensor_parallel"]
 
 
+def stage_collectives(env, flags):
+    path, _ = env.model("mixtral")
+    out = subprocess.run(
+        [os.path.join(env.bin_dir, "merak-compile"), path, "--input-shape",
+         "input_ids=%dx%d" % (BATCH, zoo.T), "--report=json"] + flags,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
+    return json.loads(out)["stages"][0]["collectives"]
+
+
+def check_ep2_tp2(env):
+    ok, msg = versus_serial(env, "mixtral", ["--dp", "2", "--ep", "2", "--tp", "2"], 4)
+    whole = stage_collectives(env, ["--dp", "2", "--ep", "2"])
+    split = stage_collectives(env, ["--dp", "2", "--ep", "2", "--tp", "2"])
+    share = split["all_to_all"]["ep"]["bytes"] / whole["all_to_all"]["ep"]["bytes"]
+    gathers = split["all_gather"].get("tp", {}).get("count", 0)
+    return ok and share == 0.5 and gathers > 0, msg + (
+        "; all-to-all bytes per rank at tp 2: %.2f of tp 1's, %d tp all-gathers" % (share, gathers))
+
+
 def check_sequence_parallel(env):
     sp = ["--sequence-parallel", "on"]
     results = [versus_serial(env, "mixtral", flags + sp, ranks) for flags, ranks in (
@@ -436,8 +457,7 @@ CHECKS = {
     "ep2": check_ep2,
     "ep4": lambda env: versus_serial(env, "mixtral", ["--dp", "4", "--ep", "4"], 4),
     "ep2-dp4": lambda env: versus_serial(env, "mixtral", ["--dp", "4", "--ep", "2"], 4),
-    "ep2-tp2": lambda env: versus_serial(env, "mixtral", ["--dp", "2", "--ep", "2", "--tp", "2"],
-                                         4),
+    "ep2-tp2": check_ep2_tp2,
     "ep2-pp2": lambda env: versus_serial(
         env, "mixtral", ["--dp", "2", "--ep", "2", "--pp", "2", "--microbatches", "2"], 4),
     "ep2-schedules": check_schedules,

@@ -129,21 +129,68 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     FailureOr<SmallVector<ParamOp>> params = checkWeights(module, fn, gemms);
     if (failed(params))
       return signalPassFailure();
-    for (ExpertMatmulOp op : gemms)
-      if (int64_t rows = tensorOf(op.getInput()).getDimSize(0); rows % chunks != 0) {
+    // With tp, each tp rank takes its share of every GEMM's rows (not with
+    // rebalancing: the tp ranks' own row counts could place the replicated
+    // experts differently).
+    const bool splitTp = tp > 1 && rebalanceEvery == 0;
+    for (ExpertMatmulOp op : gemms) {
+      int64_t rows = tensorOf(op.getInput()).getDimSize(0);
+      if (splitTp && rows % tp == 0)
+        rows /= tp;
+      if (rows % chunks != 0) {
         op.emitError("merak-expert-parallel: ")
             << rows << " rows do not split into " << (int64_t)chunks << " chunks";
         return signalPassFailure();
       }
-    if (shadow > 0 || rebalanceEvery > 0)
-      for (ExpertMatmulOp op : gemms)
-        layers[ids64(op)].push_back(op);
+    }
     if (rebalanceEvery > 0 && failed(assignTables(module, gemms)))
       return signalPassFailure();
     for (ParamOp p : *params)
       shardParam(module, fn, p);
+    if (splitTp)
+      for (ExpertMatmulOp &op : gemms)
+        op = splitOverTp(op);
+    if (shadow > 0 || rebalanceEvery > 0)
+      for (ExpertMatmulOp op : gemms)
+        layers[ids64(op)].push_back(op);
     for (ExpertMatmulOp op : gemms)
       rewrite(op);
+  }
+
+  /// The expert GEMM `op` on this tp rank's rows: its input and ids cut by
+  /// `merak.local_shard` over "tp" (once per value), its weight read
+  /// through `merak.tp_identity` (the ranks' partial weight gradients
+  /// summed), its result all-gathered over "tp"; returns the new GEMM (`op`
+  /// itself, kept, when its rows do not divide by tp).
+  ExpertMatmulOp splitOverTp(ExpertMatmulOp op) {
+    if (tensorOf(op.getInput()).getDimSize(0) % tp != 0)
+      return op;
+    auto once = [&](Value v, DenseMap<Value, Value> &cache, auto build) {
+      Value &done = cache[v];
+      if (!done) {
+        OpBuilder b = after(v);
+        done = build(b, v);
+      }
+      return done;
+    };
+    auto rows = [&](OpBuilder &b, Value v) -> Value {
+      return LocalShardOp::create(b, v.getLoc(), scaleLeading(tensorOf(v), 1, tp), v, "tp");
+    };
+    auto summed = [&](OpBuilder &b, Value w) -> Value {
+      return TpIdentityOp::create(b, w.getLoc(), w);
+    };
+    Value x = once(op.getInput(), tpRows, rows), ids = once(ids64(op), tpRows, rows),
+          w = once(op.getWeight(), tpWeights, summed);
+    OpBuilder b(op);
+    RankedTensorType all = tensorOf(op.getResult());
+    auto local = ExpertMatmulOp::create(b, op.getLoc(), scaleLeading(all, 1, tp), x, w, ids,
+                                        Value(), Value(), Value(), op.getTransposeWeight(),
+                                        op.getTotalExpertsAttr(), op.getGroupRowsAttr());
+    Value y =
+        AllGatherOp::create(b, op.getLoc(), TypeRange{all}, ValueRange{local}, "tp").getResult(0);
+    op.getResult().replaceAllUsesWith(y);
+    op.erase();
+    return local;
   }
 
   /// Dynamic placement: one table per layer (by its ids), named on each of
@@ -375,6 +422,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   /// get of `groupRows` rows of the ep group, each at most the capacity of
   /// each group rank's; 0 (the positional rows) when that is not fewer.
   int64_t compactRows(Value ids, int64_t groupRows, int64_t perRank) {
+    if (auto cut = ids.getDefiningOp<LocalShardOp>()) // a tp rank's rows: at most as many
+      ids = cut.getInput();
     auto capacity = ids.getDefiningOp<ExpertCapacityOp>();
     if (!capacity || shadow > 0 || dispatcher != "alltoall")
       return 0;
@@ -530,6 +579,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
 
   Value rank; // group_rank("ep")
   DenseMap<Value, Value> gathers, casts;
+  DenseMap<Value, Value> tpRows, tpWeights; // splitOverTp's cuts and weight reads
   DenseMap<std::pair<Value, Value>, Value> dispatches, shadows;
   DenseMap<std::pair<int64_t, int64_t>, Value> firsts;
   /// Shadowing: each layer's GEMMs by their (i64) ids, and its plan by the

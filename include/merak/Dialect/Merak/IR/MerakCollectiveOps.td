@@ -231,8 +231,9 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
     (operand dim 0 / result dim 0, the size of `group` at run time) and
     returns part r on group rank r: the same part of a replicated value that
     `merak.reduce_scatter` leaves to the rank. ZeRO reads the shard of a
-    parameter it updates with it; sequence parallelism a rank's token rows.
-    With `parts = 1` it is the identity; the reference evaluator rejects
+    parameter it updates with it; sequence parallelism a rank's token rows;
+    expert parallelism with tp a rank's share of an expert GEMM's rows and
+    their (i64) expert ids. With `parts = 1` it is the identity; the reference evaluator rejects
     `parts > 1`. Canonicalization: the part of a sum over the group
     (`local_shard(all_reduce(x) {sum})`, possibly through a reshape that
     keeps the leading split) is `reduce_scatter(x)`.
@@ -241,8 +242,8 @@ def Merak_LocalShardOp : Merak_Op<"local_shard", [Pure]> {
     %s = merak.local_shard %flat group = "dp" : tensor<4096xf32> -> tensor<2048xf32>
     ```
   }];
-  let arguments = (ins Merak_FloatTensor:$input, StrAttr:$group);
-  let results = (outs Merak_FloatTensor:$result);
+  let arguments = (ins Merak_GatherableTensor:$input, StrAttr:$group);
+  let results = (outs Merak_GatherableTensor:$result);
   let assemblyFormat = "$input `group` `=` $group attr-dict `:` type($input) `->` type($result)";
   let extraClassDeclaration = !strconcat([{
     /// Ranks of the group (operand dim 0 / result dim 0).

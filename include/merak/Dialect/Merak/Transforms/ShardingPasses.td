@@ -282,6 +282,24 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
 
     `hierarchical` marks the all-to-alls two-level (see merak.all_to_all).
 
+    `tp = N` (> 1: the experts are replicated over the tensor-parallel
+    ranks, Megatron-Core's expert-tensor-parallel size 1) gives each tp rank
+    its share of every expert GEMM's rows, so that no two tp ranks compute
+    (or send through the all-to-all) the same rows:
+
+    ```
+    %xl = merak.local_shard %x group = "tp"     // rows [r S/tp, (r+1) S/tp)
+    %el = merak.local_shard %e group = "tp"     // their expert ids
+    %wt = merak.tp_identity %w                  // weight gradient summed over tp
+    %yl = merak.expert_matmul %xl, %wt[%el]     // then expert parallel as above
+    %y  = merak.all_gather %yl group = "tp"     // every rank's rows again
+    ```
+
+    The ep group holds ranks of one tp coordinate, so each tp rank's rows
+    meet the same tp rank's experts. A GEMM whose rows do not divide by tp
+    keeps all of them, and so do all GEMMs with `rebalance-every` (the tp
+    ranks' own row counts could place the replicated experts differently).
+
     `chunks = k` (> 1; alltoall, without shadowing: FasterMoE's smart
     scheduling, MPMoE's pipelining) splits each expert GEMM's rows into k
     equal chunks, each with its own dispatch, GEMM and combine (the
@@ -299,6 +317,8 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"ep", "ep", "int64_t", /*default=*/"1", "Expert-parallel ranks">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "Tensor-parallel ranks: each takes its share of every expert GEMM's rows">,
     Option<"dispatcher", "dispatcher", "std::string", /*default=*/"\"alltoall\"",
            "Token dispatcher: alltoall (merak.all_to_all) or allgather">,
     Option<"shadow", "shadow", "int64_t", /*default=*/"0",
