@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(256)
 }
 
 /// dW_e[o, k] (dW_e[k, o] with transW) = sum over e's packed rows of
-/// g_p[i, o] x_p[i, k]; zero without rows.
+/// g_p[i, o] x_p[i, k]; zero without rows (accumulate: added to dw, which
+/// an expert without rows keeps).
 __global__ void __launch_bounds__(256)
     expertGradF64(const double *xp, const double *gp, const int64_t *offset, int64_t E, int64_t K,
                   int64_t O, bool transW, double *dw, bool accumulate) {

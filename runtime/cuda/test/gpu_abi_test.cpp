@@ -660,11 +660,13 @@ void runExperts() {
               t, P(x), P(g), ti, P(ids), nullptr, S, K, O, E, transW, P(dw), false);
         });
       }
-      // Into an accumulator (expert 3 has no rows: it keeps its values).
-      T acc = rand(t, w.d);
-      pair("expert_matmul_grad_weight accumulate" + ts + tw, {&acc}, tol, [&](int side) {
+      // Into an accumulator (expert 3 has no rows: it keeps its values);
+      // `pair` clears its outputs, so the accumulator is copied in first.
+      T acc = rand(t, w.d), da = make(t, w.d), ids = ints(route);
+      pair("expert_matmul_grad_weight accumulate" + ts + tw, {&da}, tol, [&](int side) {
+        (side ? gpu::copyBytes : cpu::copyBytes)(P(da), P(acc), (int64_t)da.host.size());
         (side ? gpu::expertMatmulGradWeight : cpu::expertMatmulGradWeight)(
-            t, P(x), P(g), DT::I64, P(ints(route)), nullptr, S, K, O, E, transW, P(acc), true);
+            t, P(x), P(g), DT::I64, P(ids), nullptr, S, K, O, E, transW, P(da), true);
       });
       // Expert parallelism: this rank holds experts [2, 4) of global ids
       // [0, 8) (ids 0..7: route + 2 * (s % 2)), and with shadow copies

@@ -5,6 +5,8 @@
 //   add(get_param @a, matmul_t(x, y) {ta, tb})  -> matmul_t(x, y) acc get_param @a {ta, tb}
 //   add(get_param @a, matmul(x, y))             -> matmul_t(x, y) acc get_param @a
 //   add(get_param @a, gather_grad(g[i]))        -> gather_grad(g[i]) acc get_param @a
+//   add(get_param @a, expert_matmul_grad_weight(x, g[e]))
+//                                               -> expert_matmul_grad_weight(x, g[e]) acc ...
 //   add(get_param @a, add(p, q))                -> q' acc (p' acc get_param @a)
 // (a tied weight's two gradients, both fusable, in program order; either
 // operand order) when the product is float32, of the add's type,
