@@ -7,7 +7,8 @@
 // rank's 2 of 4 experts get at most 2 x 2 x 3 = 12 of the group's 32 rows,
 // so the exchanges carry 12 compact rows (merak.expert_compact lists their
 // ids) instead of 32 positional ones; the GEMMs' group_rows keeps the cost
-// model's count. Per chunk of 16 rows, 12 also. Shadowing and the allgather
+// model's count; the activation between the GEMMs runs on the 12 compact
+// rows. Per chunk of 16 rows, 12 also. Shadowing and the allgather
 // dispatcher stay positional.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[K:.*]] = merak.expert_capacity
@@ -15,8 +16,9 @@
 // CHECK: %[[C:.*]] = merak.expert_compact %[[EG]], %[[FIRST:.*]] experts_per_rank = 2 : tensor<32xi64>, tensor<i64> -> tensor<12xi64>
 // CHECK: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 compact = 12 : tensor<16x8xf32>, tensor<32xi64> -> tensor<12x8xf32>
 // CHECK: %[[H:.*]] = merak.expert_matmul %[[XR]], %{{.*}}[%[[C]] first %[[FIRST]] : tensor<i64>] {group_rows = 32 : i64, total_experts = 4 : i64} : tensor<12x8xf32>, tensor<2x24x8xf32>, tensor<12xi64> -> tensor<12x24xf32>
-// CHECK: merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 compact = 12 : tensor<12x24xf32>, tensor<32xi64> -> tensor<16x24xf32>
-// CHECK: merak.expert_matmul %{{.*}}[%[[C]] first %[[FIRST]] : tensor<i64>] {group_rows = 32 : i64, total_experts = 4 : i64} : tensor<12x12xf32>
+// CHECK: merak.slice %[[H]] starts = [0, 0] limits = [12, 12] strides = [1, 1] : tensor<12x24xf32> to tensor<12x12xf32>
+// CHECK: %[[D:.*]] = merak.expert_matmul %{{.*}}[%[[C]] first %[[FIRST]] : tensor<i64>] {group_rows = 32 : i64, total_experts = 4 : i64} : tensor<12x12xf32>
+// CHECK: merak.all_to_all %[[D]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 compact = 12 : tensor<12x8xf32>, tensor<32xi64> -> tensor<16x8xf32>
 // CHECK-NOT: merak.expert_compact
 // CH-COUNT-2: merak.expert_compact %{{.*}} experts_per_rank = 2 : tensor<16xi64>, tensor<i64> -> tensor<12xi64>
 // CH: merak.all_to_all %{{.*}} compact = 12 : tensor<8x8xf32>, tensor<16xi64> -> tensor<12x8xf32>

@@ -37,12 +37,24 @@
 // trainer permutes those experts (and their optimizer state) every K
 // steps and writes the new table.
 //
+// One dispatch per expert MLP: the row-wise ops between a GEMM's combine
+// and the next GEMM's dispatch by the same ids (the activation: SwiGLU's
+// slices, sigmoid and products) run on the experts' side instead,
+//
+//   dispatch(f(combine(y)))                   -> f(y)
+//   dispatch(local_shard_tp(f(all_gather_tp(combine(y))))) -> f(y)   (tp)
+//
+// on the dispatched rows (a row of another rank's expert is a zero row,
+// which the next GEMM skips), as Megatron-Core dispatches once per layer.
+//
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -155,6 +167,122 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
         layers[ids64(op)].push_back(op);
     for (ExpertMatmulOp op : gemms)
       rewrite(op);
+    if (chunks == 1 && dispatcher == "alltoall") {
+      SmallVector<AllToAllOp> dispatches;
+      fn.walk([&](AllToAllOp d) {
+        if (!d.getCombine())
+          dispatches.push_back(d);
+      });
+      for (AllToAllOp d : dispatches)
+        dispatchOnce(d);
+    }
+  }
+
+  /// Whether `op` computes each row of its [rows, C] result from the same
+  /// row of the operands that have rows (`rowsOf`: the others have none:
+  /// scalars, broadcast vectors), by its sharding rule; at most reads memory.
+  static bool rowwise(Operation *op, int64_t rows, SmallVectorImpl<Value> &rowsOf) {
+    auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+    if (!iface || op->getNumResults() != 1 || !isMemoryEffectFree(op))
+      return false;
+    RankedTensorType r = tensorOf(op->getResult(0));
+    std::optional<ShardingRule> rule = iface.getShardingRule();
+    if (r.getRank() != 2 || r.getDimSize(0) != rows || !rule ||
+        rule->operands.size() != op->getNumOperands() || rule->results[0].front().size() != 1)
+      return false;
+    const unsigned f = rule->results[0].front().front();
+    if (rule->factors[f].kind != FactorKind::Parallel)
+      return false;
+    for (auto [v, t] : llvm::zip(op->getOperands(), rule->operands)) {
+      bool carries = !t.empty() && t.front().size() == 1 && t.front().front() == f;
+      for (size_t d = carries ? 1 : 0; d < t.size(); ++d)
+        if (llvm::is_contained(t[d], f))
+          return false;
+      if (carries && (t.size() != 2 || tensorOf(v).getDimSize(0) != rows))
+        return false;
+      if (carries)
+        rowsOf.push_back(v);
+    }
+    return true;
+  }
+
+  /// The dispatch `d` of row-wise functions of one combine's rows, by the
+  /// same ids and layout, folded onto the experts' side (see the file
+  /// comment) when nothing else reads the combine or the functions.
+  void dispatchOnce(AllToAllOp d) {
+    Value in = d.getInput();
+    auto cut = in.getDefiningOp<LocalShardOp>();
+    if (cut && (cut.getGroup() != "tp" || !cut->hasOneUse()))
+      return;
+    if (cut)
+      in = cut.getInput();
+    const int64_t rows = tensorOf(in).getDimSize(0);
+    llvm::SetVector<Operation *> chain; // the functions, then the gather and the combine
+    AllToAllOp combine;
+    SmallVector<Value> work{in};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        return;
+      if (auto g = dyn_cast<AllGatherOp>(def);
+          g && cut && g.getGroup() == "tp" && g.getNumOperands() == 1)
+        def = g.getInputs()[0].getDefiningOp(), chain.insert(g);
+      if (auto c = dyn_cast_or_null<AllToAllOp>(def); c && c.getCombine()) {
+        if (combine && combine != c)
+          return;
+        combine = c;
+        continue;
+      }
+      SmallVector<Value> next;
+      if (!def || isa<AllGatherOp>(def) || !rowwise(def, rows, next))
+        return;
+      if (chain.insert(def))
+        work.append(next);
+    }
+    if (!combine || combine.getExperts() != d.getExperts() ||
+        combine.getExpertsPerRank() != d.getExpertsPerRank() ||
+        combine.getShadowSlots() != d.getShadowSlots() ||
+        combine.getHierarchical() != d.getHierarchical() ||
+        combine.getCompact() != d.getCompact() ||
+        (cut && llvm::none_of(chain, [](Operation *op) { return isa<AllGatherOp>(op); })))
+      return;
+    chain.insert(combine);
+    Operation *end = cut ? cut.getOperation() : d.getOperation();
+    for (Operation *op : chain)
+      for (Operation *user : op->getUsers())
+        if (user != end && !chain.contains(user))
+          return;
+    // The functions in program order on the experts' rows.
+    Value y = combine.getInput();
+    SmallVector<Operation *> order = llvm::to_vector(llvm::make_filter_range(
+        chain, [](Operation *op) { return !isa<AllToAllOp, AllGatherOp>(op); }));
+    llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    IRMapping map;
+    map.map(combine.getResult(), y);
+    for (Operation *op : chain)
+      if (auto g = dyn_cast<AllGatherOp>(op))
+        map.map(g.getResult(0), y);
+    OpBuilder b(d);
+    const int64_t expertRows = tensorOf(y).getDimSize(0);
+    for (Operation *op : order) {
+      Operation *c = b.clone(*op, map);
+      RankedTensorType t = tensorOf(c->getResult(0));
+      c->getResult(0).setType(
+          RankedTensorType::get({expertRows, t.getDimSize(1)}, t.getElementType()));
+      cast<ShardingRuleOpInterface>(c).adaptToLocalTypes();
+      map.map(op->getResult(0), c->getResult(0));
+    }
+    d.getResult().replaceAllUsesWith(map.lookup(in));
+    d.erase();
+    if (cut)
+      cut.erase();
+    for (Operation *op : llvm::reverse(order))
+      op->erase();
+    for (Operation *op : chain)
+      if (isa<AllGatherOp>(op))
+        op->erase();
+    combine.erase();
   }
 
   /// The expert GEMM `op` on this tp rank's rows: its input and ids cut by
