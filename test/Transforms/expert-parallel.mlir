@@ -13,9 +13,8 @@
 // A Mixture-of-Experts MLP under expert parallelism: both expert weights
 // hold this rank's 2 of 4 experts (merak.shard axis 0 over "ep"); the ids
 // are all-gathered once, the first expert is group_rank("ep") * 2, the
-// input is dispatched for the gate/up GEMM (merak.all_to_all), the
-// activation between the GEMMs (here slices and a product) runs on the
-// dispatched rows, and the down GEMM's rows go back by the one combine.
+// input is dispatched once for the gate/up GEMM (merak.all_to_all), and
+// each GEMM's rows go back by a combine.
 // CHECK-DAG: merak.param @gate_up : tensor<2x24x8xf32> = dense<5.000000e-01> : tensor<4x24x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep">}
 // CHECK-DAG: merak.param @down : tensor<2x8x12xf32> = dense<5.000000e-01> : tensor<4x8x12xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2, group = "ep">}
 // CHECK-LABEL: func.func @forward
@@ -25,9 +24,8 @@
 // CHECK: %[[EG:.*]] = merak.all_gather %{{.*}} group = "ep" : tensor<16xi64> -> tensor<32xi64>
 // CHECK: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x8xf32>, tensor<32xi64> -> tensor<32x8xf32>
 // CHECK: %[[H:.*]] = merak.expert_matmul %[[XR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>] {total_experts = 4 : i64} : tensor<32x8xf32>, tensor<2x24x8xf32>, tensor<32xi64> -> tensor<32x24xf32>
-// CHECK: %[[G:.*]] = merak.slice %[[H]] starts = [0, 0] limits = [32, 12] strides = [1, 1] : tensor<32x24xf32> to tensor<32x12xf32>
-// CHECK: %[[U:.*]] = merak.slice %[[H]] starts = [0, 12] limits = [32, 24]
-// CHECK: %[[MR:.*]] = merak.mul %[[G]], %[[U]] : tensor<32x12xf32>, tensor<32x12xf32>
+// CHECK: merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x24xf32>, tensor<32xi64> -> tensor<16x24xf32>
+// CHECK: %[[MR:.*]] = merak.all_to_all %{{.*}} routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<16x12xf32>, tensor<32xi64> -> tensor<32x12xf32>
 // CHECK: %[[D:.*]] = merak.expert_matmul %[[MR]], %{{.*}}[%[[EG]] first %[[FIRST]] : tensor<i64>]
 // CHECK: merak.all_to_all %[[D]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<32x8xf32>, tensor<32xi64> -> tensor<16x8xf32>
 // CHECK-NOT: merak.all_to_all
@@ -35,8 +33,7 @@
 // With tp 2 each tp rank takes half of every GEMM's rows and their ids
 // (merak.local_shard over "tp", once per value), reads the weights through
 // merak.tp_identity (their gradients summed over tp) and all-gathers the
-// combined rows over "tp"; the dispatch moves 8 rows, not 16, and the
-// activation runs on the dispatched rows.
+// combined rows over "tp"; the dispatches move 8 rows, not 16.
 // TP-LABEL: func.func @forward
 // TP: %[[EL:.*]] = merak.local_shard %arg1 group = "tp" : tensor<16xi64> -> tensor<8xi64>
 // TP: %[[EG:.*]] = merak.all_gather %[[EL]] group = "ep" : tensor<8xi64> -> tensor<16xi64>
@@ -45,11 +42,10 @@
 // TP: %[[WT:.*]] = merak.tp_identity %[[W]] : tensor<2x24x8xf32>
 // TP: %[[XR:.*]] = merak.all_to_all %[[XL]] routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
 // TP: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WT]][%[[EG]] first
-// TP: merak.slice %[[H]] starts = [0, 0] limits = [16, 12]
-// TP: %[[D:.*]] = merak.expert_matmul
-// TP: %[[DC:.*]] = merak.all_to_all %[[D]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<16x8xf32>, tensor<16xi64> -> tensor<8x8xf32>
-// TP: merak.all_gather %[[DC]] group = "tp" : tensor<8x8xf32> -> tensor<16x8xf32>
-// TP-NOT: group = "tp"
+// TP: %[[HC:.*]] = merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<16x24xf32>, tensor<16xi64> -> tensor<8x24xf32>
+// TP: merak.all_gather %[[HC]] group = "tp" : tensor<8x24xf32> -> tensor<16x24xf32>
+// TP: merak.local_shard %{{.*}} group = "tp" : tensor<16x12xf32> -> tensor<8x12xf32>
+// TP: merak.all_gather %{{.*}} group = "tp" : tensor<8x8xf32> -> tensor<16x8xf32>
 // With rebalancing the rows stay whole on every tp rank.
 // TPRB-LABEL: func.func @forward
 // TPRB-NOT: group = "tp"
@@ -80,11 +76,11 @@
 // SH: %[[XR:.*]] = merak.all_to_all %{{.*}} routed %[[RT]] group = "ep" experts_per_rank = 2 shadow_slots = 1
 // SH: %[[WS:.*]] = merak.expert_shadow %[[WU:.*]], %[[SL]] group = "ep" parts = 2 : tensor<2x24x8xf32>, tensor<1xi64> -> tensor<1x24x8xf32>
 // SH: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WU]][%[[RT]] first %{{.*}} : tensor<i64>] shadow %[[WS]][first %[[COPIES]] : tensor<i64>] : tensor<1x24x8xf32> {total_experts = 4 : i64}
+// SH: merak.all_to_all %[[H]] routed %[[RT]] group = "ep" combine experts_per_rank = 2 shadow_slots = 1
 // SH: merak.expert_shadow %{{.*}}, %[[SL]] group = "ep" parts = 2 : tensor<2x8x12xf32>, tensor<1xi64> -> tensor<1x8x12xf32>
-// SH: merak.all_to_all %{{.*}} routed %[[RT]] group = "ep" combine experts_per_rank = 2 shadow_slots = 1
 // SH-NOT: merak.expert_shadow_plan
-// The two-level all-to-all: the dispatch and the combine marked.
-// HI-COUNT-2: merak.all_to_all {{.*}} experts_per_rank = 2 hierarchical
+// The two-level all-to-all: every dispatch and combine marked.
+// HI-COUNT-4: merak.all_to_all {{.*}} experts_per_rank = 2 hierarchical
 // HI-NOT: merak.all_to_all
 // Dynamic placement: one table for the layer, an i64 identity parameter
 // ("frozen": no gradient) named on both weights' shard; the gathered ids go

@@ -354,10 +354,10 @@ def check_histogram(env):
     exe = env.compile("mixtral", "dp2ep2", ["--dp", "2", "--ep", "2"])
     env.train(exe, steps, 2, ["--moe-histogram", hist])
     h = json.load(open(hist))
-    # Every step dispatches each layer's rows twice (the gate/up input, and
-    # the gradient of the down projection's combine: the activation between
-    # the GEMMs runs on the experts' side): 2 layers x 8 x 16 tokens x top-2.
-    want = steps * 2 * zoo.LAYERS * BATCH * zoo.T * 2
+    # Every step dispatches each layer's rows 4 times (the gate/up and down
+    # inputs, and the gradients of both combines): 2 layers x 8 x 16 tokens
+    # x top-2.
+    want = steps * 4 * zoo.LAYERS * BATCH * zoo.T * 2
     total = sum(h["rows"])
     ok = h["experts"] == 4 and len(h["rows"]) == 4 and total == want
     # Under ep 2, rank 0 holds experts 0-1: the busiest rank's share x 2.

@@ -37,15 +37,17 @@
 // trainer permutes those experts (and their optimizer state) every K
 // steps and writes the new table.
 //
-// One dispatch per expert MLP: the row-wise ops between a GEMM's combine
-// and the next GEMM's dispatch by the same ids (the activation: SwiGLU's
-// slices, sigmoid and products) run on the experts' side instead,
+// One dispatch per expert MLP with compact rows (an expert capacity): the
+// row-wise ops between a GEMM's combine and the next GEMM's dispatch by the
+// same ids (the activation: SwiGLU's slices, sigmoid and products) run on
+// the experts' side instead,
 //
 //   dispatch(f(combine(y)))                   -> f(y)
 //   dispatch(local_shard_tp(f(all_gather_tp(combine(y))))) -> f(y)   (tp)
 //
-// on the dispatched rows (a row of another rank's expert is a zero row,
-// which the next GEMM skips), as Megatron-Core dispatches once per layer.
+// on the dispatched rows, as Megatron-Core dispatches once per layer.
+// Positional rows (ep x the tokens, zero where another rank's expert) keep
+// both exchanges: the activation on them would cost more than they do.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -178,21 +180,26 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     }
   }
 
-  /// Whether `op` computes each row of its [rows, C] result from the same
-  /// row of the operands that have rows (`rowsOf`: the others have none:
-  /// scalars, broadcast vectors), by its sharding rule; at most reads memory.
+  /// Whether `op` computes each row of its [rows, C] results (a split's
+  /// several) from the same row of the operands that have rows (`rowsOf`:
+  /// the others have none: scalars, broadcast vectors), by its sharding
+  /// rule; at most reads memory.
   static bool rowwise(Operation *op, int64_t rows, SmallVectorImpl<Value> &rowsOf) {
     auto iface = dyn_cast<ShardingRuleOpInterface>(op);
-    if (!iface || op->getNumResults() != 1 || !isMemoryEffectFree(op))
+    if (!iface || op->getNumResults() == 0 || !isMemoryEffectFree(op))
       return false;
-    RankedTensorType r = tensorOf(op->getResult(0));
     std::optional<ShardingRule> rule = iface.getShardingRule();
-    if (r.getRank() != 2 || r.getDimSize(0) != rows || !rule ||
-        rule->operands.size() != op->getNumOperands() || rule->results[0].front().size() != 1)
+    if (!rule || rule->operands.size() != op->getNumOperands() ||
+        rule->results.size() != op->getNumResults() || rule->results[0].size() != 2 ||
+        rule->results[0].front().size() != 1)
       return false;
     const unsigned f = rule->results[0].front().front();
     if (rule->factors[f].kind != FactorKind::Parallel)
       return false;
+    for (auto [r, t] : llvm::zip(op->getResults(), rule->results))
+      if (tensorOf(r).getRank() != 2 || tensorOf(r).getDimSize(0) != rows || t.size() != 2 ||
+          t.front() != ShardingRule::DimFactors{f})
+        return false;
     for (auto [v, t] : llvm::zip(op->getOperands(), rule->operands)) {
       bool carries = !t.empty() && t.front().size() == 1 && t.front().front() == f;
       for (size_t d = carries ? 1 : 0; d < t.size(); ++d)
@@ -208,8 +215,13 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
 
   /// The dispatch `d` of row-wise functions of one combine's rows, by the
   /// same ids and layout, folded onto the experts' side (see the file
-  /// comment) when nothing else reads the combine or the functions.
+  /// comment) when nothing else reads the combine or the functions, and the
+  /// rows are compact: positional rows are ep x the tokens (each group
+  /// rank's rows, zero where another rank's expert), on which the functions
+  /// would cost more than the exchanges they save.
   void dispatchOnce(AllToAllOp d) {
+    if (!d.getCompact())
+      return;
     Value in = d.getInput();
     auto cut = in.getDefiningOp<LocalShardOp>();
     if (cut && (cut.getGroup() != "tp" || !cut->hasOneUse()))
@@ -267,11 +279,12 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     const int64_t expertRows = tensorOf(y).getDimSize(0);
     for (Operation *op : order) {
       Operation *c = b.clone(*op, map);
-      RankedTensorType t = tensorOf(c->getResult(0));
-      c->getResult(0).setType(
-          RankedTensorType::get({expertRows, t.getDimSize(1)}, t.getElementType()));
+      for (Value r : c->getResults()) {
+        RankedTensorType t = tensorOf(r);
+        r.setType(RankedTensorType::get({expertRows, t.getDimSize(1)}, t.getElementType()));
+      }
       cast<ShardingRuleOpInterface>(c).adaptToLocalTypes();
-      map.map(op->getResult(0), c->getResult(0));
+      map.map(op->getResults(), c->getResults());
     }
     d.getResult().replaceAllUsesWith(map.lookup(in));
     d.erase();

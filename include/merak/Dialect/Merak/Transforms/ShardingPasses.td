@@ -260,12 +260,14 @@ def MerakExpertParallel : Pass<"merak-expert-parallel", "mlir::ModuleOp"> {
     `merak.all_to_all` dispatch and combine routed by `%eg`: each row goes
     only to the rank holding its expert (1/ep of the all-gather's bytes when
     routing is balanced), with the same values. `"allgather"` keeps the
-    form above. Then, without chunks, a dispatch of row-wise functions of
-    one combine's rows by the same ids (an expert MLP's activation between
-    its GEMMs; row-wise by the ops' sharding rules, every value read only
-    there) becomes those functions on the combined GEMM's own rows,
-    `dispatch(f(combine(y))) -> f(y)` (also through tp's all-gather and
-    cut): one dispatch and one combine per expert MLP.
+    form above. Then, without chunks and with compact rows (an expert
+    capacity), a dispatch of row-wise functions of one combine's rows by
+    the same ids (an expert MLP's activation between its GEMMs; row-wise by
+    the ops' sharding rules, every value read only there) becomes those
+    functions on the combined GEMM's own rows, `dispatch(f(combine(y))) ->
+    f(y)` (also through tp's all-gather and cut): one dispatch and one
+    combine per expert MLP. Positional rows (ep x the tokens) keep both:
+    the functions on them would cost more than the exchanges.
 
     `shadow = M` (alltoall only) adds FasterMoE's dynamic shadowing with M
     slots per layer: a `merak.expert_shadow_plan` of the gathered ids picks,
