@@ -2,6 +2,7 @@
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 chunks=2" | FileCheck %s --check-prefix=CH
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 shadow=1" | FileCheck %s --check-prefix=SH
 // RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 dispatcher=allgather" | FileCheck %s --check-prefix=AG
+// RUN: merak-opt %s -split-input-file -merak-expert-parallel="ep=2 tp=2" | FileCheck %s --check-prefix=TP
 
 // Compact rows: with an expert capacity of 3 rows (per rank's 16 rows), a
 // rank's 2 of 4 experts get at most 2 x 2 x 3 = 12 of the group's 32 rows,
@@ -49,5 +50,57 @@ func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>, %p: tensor<16xf32>)
   %w = merak.get_param @w : tensor<4x8x8xf32>
   %k = merak.expert_capacity %e, %p experts = 4 capacity = 8 policy = "probs" : tensor<16xi64>, tensor<16xf32> -> tensor<16xi64>
   %y = merak.expert_matmul %x, %w[%k] : tensor<16x8xf32>, tensor<4x8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}
+
+// -----
+
+// SwiGLU through a split (two results) and a sigmoid, and with tp 2 (each
+// tp rank's 8 rows; the activation still folds through the tp all-gather
+// and cut): one dispatch, the activation on the 12 compact rows, one
+// combine. A routing weight read between the GEMMs (a value with rows that
+// is not the combine's) keeps both exchanges.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[H:.*]] = merak.expert_matmul
+// CHECK-NEXT: %[[S:.*]]:2 = merak.split %[[H]] axis = 1 sizes = [12, 12] : tensor<12x24xf32> -> tensor<12x12xf32>, tensor<12x12xf32>
+// CHECK-NEXT: %[[SG:.*]] = merak.sigmoid %[[S]]#0 : tensor<12x12xf32>
+// CHECK-NEXT: %[[A:.*]] = merak.mul %[[S]]#0, %[[SG]]
+// CHECK-NEXT: %[[M:.*]] = merak.mul %[[A]], %[[S]]#1
+// CHECK-NEXT: %[[D:.*]] = merak.expert_matmul %[[M]]
+// CHECK-NEXT: merak.all_to_all %[[D]] {{.*}} combine
+// CHECK-NEXT: return
+// TP-LABEL: func.func @forward
+// TP: merak.local_shard %{{.*}} group = "tp" : tensor<16x8xf32> -> tensor<8x8xf32>
+// TP: merak.split %{{.*}} axis = 1 sizes = [12, 12] : tensor<12x24xf32>
+// TP-NOT: merak.local_shard
+// TP: merak.all_gather %{{.*}} group = "tp" : tensor<8x8xf32> -> tensor<16x8xf32>
+merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
+merak.param @down : tensor<4x8x12xf32> = dense<0.5> : tensor<4x8x12xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>, %p: tensor<16xf32>) -> tensor<16x8xf32> {
+  %wu = merak.get_param @gate_up : tensor<4x24x8xf32>
+  %wd = merak.get_param @down : tensor<4x8x12xf32>
+  %k = merak.expert_capacity %e, %p experts = 4 capacity = 3 policy = "probs" : tensor<16xi64>, tensor<16xf32> -> tensor<16xi64>
+  %h = merak.expert_matmul %x, %wu[%k] : tensor<16x8xf32>, tensor<4x24x8xf32>, tensor<16xi64> -> tensor<16x24xf32>
+  %s:2 = merak.split %h axis = 1 sizes = [12, 12] : tensor<16x24xf32> -> tensor<16x12xf32>, tensor<16x12xf32>
+  %sg = merak.sigmoid %s#0 : tensor<16x12xf32>
+  %a = merak.mul %s#0, %sg : tensor<16x12xf32>, tensor<16x12xf32>
+  %m = merak.mul %a, %s#1 : tensor<16x12xf32>, tensor<16x12xf32>
+  %y = merak.expert_matmul %m, %wd[%k] : tensor<16x12xf32>, tensor<4x8x12xf32>, tensor<16xi64> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @forward
+// CHECK-COUNT-2: merak.all_to_all {{.*}} combine
+merak.param @gate_up : tensor<4x24x8xf32> = dense<0.5> : tensor<4x24x8xf32>
+merak.param @down : tensor<4x8x24xf32> = dense<0.5> : tensor<4x8x24xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>, %p: tensor<16xf32>, %r: tensor<16x1xf32>) -> tensor<16x8xf32> {
+  %wu = merak.get_param @gate_up : tensor<4x24x8xf32>
+  %wd = merak.get_param @down : tensor<4x8x24xf32>
+  %k = merak.expert_capacity %e, %p experts = 4 capacity = 3 policy = "probs" : tensor<16xi64>, tensor<16xf32> -> tensor<16xi64>
+  %h = merak.expert_matmul %x, %wu[%k] : tensor<16x8xf32>, tensor<4x24x8xf32>, tensor<16xi64> -> tensor<16x24xf32>
+  %m = merak.mul %h, %r : tensor<16x24xf32>, tensor<16x1xf32>
+  %y = merak.expert_matmul %m, %wd[%k] : tensor<16x24xf32>, tensor<4x8x24xf32>, tensor<16xi64> -> tensor<16x8xf32>
   return %y : tensor<16x8xf32>
 }
