@@ -33,7 +33,9 @@
 // With tp 2 each tp rank takes half of every GEMM's rows and their ids
 // (merak.local_shard over "tp", once per value), reads the weights through
 // merak.tp_identity (their gradients summed over tp) and all-gathers the
-// combined rows over "tp"; the dispatches move 8 rows, not 16.
+// combined rows over "tp"; the dispatches move 8 rows, not 16, and the
+// activation between the GEMMs runs on the rank's 8 combined rows (no
+// all-gather and cut around it).
 // TP-LABEL: func.func @forward
 // TP: %[[EL:.*]] = merak.local_shard %arg1 group = "tp" : tensor<16xi64> -> tensor<8xi64>
 // TP: %[[EG:.*]] = merak.all_gather %[[EL]] group = "ep" : tensor<8xi64> -> tensor<16xi64>
@@ -43,8 +45,9 @@
 // TP: %[[XR:.*]] = merak.all_to_all %[[XL]] routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<8x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
 // TP: %[[H:.*]] = merak.expert_matmul %[[XR]], %[[WT]][%[[EG]] first
 // TP: %[[HC:.*]] = merak.all_to_all %[[H]] routed %[[EG]] group = "ep" combine experts_per_rank = 2 : tensor<16x24xf32>, tensor<16xi64> -> tensor<8x24xf32>
-// TP: merak.all_gather %[[HC]] group = "tp" : tensor<8x24xf32> -> tensor<16x24xf32>
-// TP: merak.local_shard %{{.*}} group = "tp" : tensor<16x12xf32> -> tensor<8x12xf32>
+// TP: %[[G:.*]] = merak.slice %[[HC]] starts = [0, 0] limits = [8, 12] strides = [1, 1] : tensor<8x24xf32> to tensor<8x12xf32>
+// TP: %[[M:.*]] = merak.mul %[[G]], %{{.*}} : tensor<8x12xf32>, tensor<8x12xf32>
+// TP: merak.all_to_all %[[M]] routed %[[EG]] group = "ep" experts_per_rank = 2 : tensor<8x12xf32>
 // TP: merak.all_gather %{{.*}} group = "tp" : tensor<8x8xf32> -> tensor<16x8xf32>
 // With rebalancing the rows stay whole on every tp rank.
 // TPRB-LABEL: func.func @forward

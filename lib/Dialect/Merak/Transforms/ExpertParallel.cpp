@@ -47,7 +47,10 @@
 //
 // on the dispatched rows, as Megatron-Core dispatches once per layer.
 // Positional rows (ep x the tokens, zero where another rank's expert) keep
-// both exchanges: the activation on them would cost more than they do.
+// both exchanges: the activation on them would cost more than they do;
+// with tp the activation runs on the tp rank's own combined rows instead,
+//
+//   local_shard_tp(f(all_gather_tp(combine(y)))) -> f(combine(y)).
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -220,11 +223,14 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
   /// rank's rows, zero where another rank's expert), on which the functions
   /// would cost more than the exchanges they save.
   void dispatchOnce(AllToAllOp d) {
-    if (!d.getCompact())
-      return;
     Value in = d.getInput();
     auto cut = in.getDefiningOp<LocalShardOp>();
     if (cut && (cut.getGroup() != "tp" || !cut->hasOneUse()))
+      return;
+    // Positional rows: with tp, the functions on this tp rank's combined
+    // rows (no all-gather and cut between); else nothing.
+    const bool expertSide = d.getCompact().has_value();
+    if (!expertSide && !cut)
       return;
     if (cut)
       in = cut.getInput();
@@ -259,14 +265,18 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
         combine.getCompact() != d.getCompact() ||
         (cut && llvm::none_of(chain, [](Operation *op) { return isa<AllGatherOp>(op); })))
       return;
-    chain.insert(combine);
+    if (!expertSide)
+      chain.remove(combine); // kept: the functions read it
+    else
+      chain.insert(combine);
     Operation *end = cut ? cut.getOperation() : d.getOperation();
     for (Operation *op : chain)
       for (Operation *user : op->getUsers())
         if (user != end && !chain.contains(user))
           return;
-    // The functions in program order on the experts' rows.
-    Value y = combine.getInput();
+    // The functions in program order on the experts' rows (or, positional
+    // with tp, on this tp rank's combined rows).
+    Value y = expertSide ? combine.getInput() : combine.getResult();
     SmallVector<Operation *> order = llvm::to_vector(llvm::make_filter_range(
         chain, [](Operation *op) { return !isa<AllToAllOp, AllGatherOp>(op); }));
     llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
@@ -275,7 +285,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     for (Operation *op : chain)
       if (auto g = dyn_cast<AllGatherOp>(op))
         map.map(g.getResult(0), y);
-    OpBuilder b(d);
+    OpBuilder b(end);
     const int64_t expertRows = tensorOf(y).getDimSize(0);
     for (Operation *op : order) {
       Operation *c = b.clone(*op, map);
@@ -286,8 +296,9 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
       cast<ShardingRuleOpInterface>(c).adaptToLocalTypes();
       map.map(op->getResults(), c->getResults());
     }
-    d.getResult().replaceAllUsesWith(map.lookup(in));
-    d.erase();
+    (expertSide ? d.getResult() : cut.getResult()).replaceAllUsesWith(map.lookup(in));
+    if (expertSide)
+      d.erase();
     if (cut)
       cut.erase();
     for (Operation *op : llvm::reverse(order))
@@ -295,6 +306,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     for (Operation *op : chain)
       if (isa<AllGatherOp>(op))
         op->erase();
+    if (!expertSide)
+      return;
     combine.erase();
   }
 
