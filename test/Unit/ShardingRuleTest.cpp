@@ -33,6 +33,8 @@ func.func @f(%x: tensor<2x8x12xf32>, %w: tensor<12x6xf32>, %b: tensor<6xf32>,
   %7 = merak.gather %emb[%ids] axis = 0 : tensor<10x12xf32>, tensor<2x8xi64> -> tensor<2x8x12xf32>
   %8 = merak.reshape %a : tensor<2x3xf32> to tensor<3x2xf32>
   %9 = merak.layer_norm %x axis = 2 epsilon = 1.0e-05 : (tensor<2x8x12xf32>) -> tensor<2x8x12xf32>
+  %10 = merak.gather_grad %x[%ids] axis = 0 : tensor<2x8x12xf32>, tensor<2x8xi64> -> tensor<10x12xf32>
+  %11 = merak.gather_grad %x[%ids] axis = 0 acc %emb : tensor<2x8x12xf32>, tensor<2x8xi64>, tensor<10x12xf32> -> tensor<10x12xf32>
   return
 }
 )mlir";
@@ -165,6 +167,20 @@ TEST(ShardingRule, TransposeReduceGather) {
   EXPECT_EQ(g->factors[g->locate(g->operands[0], 0, 1)->factor].kind, FactorKind::Replicated);
   EXPECT_EQ(g->find(g->results[0], *g->locate(g->operands[0], 1, 1)), at(2, 1));
   EXPECT_EQ(g->find(g->results[0], *g->locate(g->operands[1], 0, 1)), at(0, 1));
+}
+
+// The accumulating form (merak-fuse-grad-accumulation's, after sharding)
+// has no rule: split on its summed rows, every part would add the
+// accumulator once. The plain scatter-add's rows are a reduction.
+TEST(ShardingRule, AccumulatingFormsHaveNone) {
+  Rules r;
+  ASSERT_TRUE(r.module);
+  auto plain = r.rule(10);
+  ASSERT_TRUE(plain);
+  auto rows = plain->locate(plain->operands[0], 0, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(plain->factors[rows->factor].kind, FactorKind::Reduction);
+  EXPECT_FALSE(r.rule(11));
 }
 
 } // namespace

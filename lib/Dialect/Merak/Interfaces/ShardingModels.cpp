@@ -461,12 +461,15 @@ Rule rule(GatherElementsGradOp op) {
 }
 
 Rule rule(GatherGradOp op) {
+  // The accumulating form (a lowering form, made after sharding, like
+  // matmul_t's) has none: split on its reduced rows, every part would add
+  // the accumulator once.
+  if (op.getAcc())
+    return std::nullopt;
   RuleBuilder b; // the scatter-add of grad (gather's result) into the table
   IndexedAxis f = indexedAxis(b, op.getResult(), normalise(op.getAxis(), op.getResult()),
                               op.getIndices(), FactorKind::Reduction);
   b.rule.operands = {RuleBuilder::tensor(f.indexed), RuleBuilder::tensor(f.indices)};
-  if (op.getAcc()) // the accumulator: the table's factors
-    b.rule.operands.push_back(RuleBuilder::tensor(f.table));
   b.rule.results = {RuleBuilder::tensor(f.table)};
   return b.rule;
 }
@@ -502,6 +505,8 @@ Rule rule(ExpertMatmulOp op) {
 }
 
 Rule rule(ExpertMatmulGradWeightOp op) {
+  if (op.getAcc()) // as gather_grad's accumulating form
+    return std::nullopt;
   RuleBuilder b; // the rows are summed into each expert's gradient
   ExpertFactors f =
       expertFactors(b, op.getInput(), shapeOf(op.getGrad())[1], shapeOf(op.getResult())[0],
@@ -510,8 +515,6 @@ Rule rule(ExpertMatmulGradWeightOp op) {
                      RuleBuilder::tensor({f.s})};
   if (op.getFirst())
     b.rule.operands.push_back(RuleBuilder::tensor({}));
-  if (op.getAcc()) // the accumulator has the result's factors
-    b.rule.operands.push_back(f.weight(op.getTransposeWeight()));
   b.rule.results = {f.weight(op.getTransposeWeight())};
   return b.rule;
 }
