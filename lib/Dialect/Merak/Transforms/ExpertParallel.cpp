@@ -235,7 +235,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     if (cut)
       in = cut.getInput();
     const int64_t rows = tensorOf(in).getDimSize(0);
-    llvm::SetVector<Operation *> chain; // the functions, then the gather and the combine
+    llvm::SetVector<Operation *> chain; // the functions and the tp gathers
     AllToAllOp combine;
     SmallVector<Value> work{in};
     while (!work.empty()) {
@@ -265,9 +265,7 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
         combine.getCompact() != d.getCompact() ||
         (cut && llvm::none_of(chain, [](Operation *op) { return isa<AllGatherOp>(op); })))
       return;
-    if (!expertSide)
-      chain.remove(combine); // kept: the functions read it
-    else
+    if (expertSide) // else kept: the functions read it
       chain.insert(combine);
     Operation *end = cut ? cut.getOperation() : d.getOperation();
     for (Operation *op : chain)
@@ -306,9 +304,8 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     for (Operation *op : chain)
       if (isa<AllGatherOp>(op))
         op->erase();
-    if (!expertSide)
-      return;
-    combine.erase();
+    if (expertSide)
+      combine.erase();
   }
 
   /// The expert GEMM `op` on this tp rank's rows: its input and ids cut by
