@@ -72,23 +72,29 @@ inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *A, int64_t lda, const float *B,
                      int64_t ldb, float beta, float *C, int64_t ldc) {
 #if MERAK_RT_HAVE_DNNL
-  // oneDNN threads with OpenMP unless called from an active parallel
-  // region: outside one, one thread for the call (a block's product is
-  // single-threaded, so C does not depend on the thread count).
-  const bool outside = !omp_in_parallel();
-  const int threads = outside ? omp_get_max_threads() : 1;
-  if (outside && threads > 1)
-    omp_set_num_threads(1);
-  dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-  if (outside && threads > 1)
-    omp_set_num_threads(threads);
-#else
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
+  // oneDNN's JIT sgemm is the faster one except on A^T B with a long
+  // contraction (every weight gradient, dW = dY^T X over the tokens), where
+  // OpenBLAS's ran up to 2.2x faster on the x86 cores measured (bench/README.md,
+  // "Which sgemm"). The choice depends on the shape alone, so C still does
+  // not depend on the thread count.
+  if (!(ta && !tb && k >= 512)) {
+    // oneDNN threads with OpenMP unless called from an active parallel
+    // region: outside one, one thread for the call (a block's product is
+    // single-threaded, so C does not depend on the thread count).
+    const bool outside = !omp_in_parallel();
+    const int threads = outside ? omp_get_max_threads() : 1;
+    if (outside && threads > 1)
+      omp_set_num_threads(1);
+    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (outside && threads > 1)
+      omp_set_num_threads(threads);
+    return;
+  }
+#endif
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, A,
               static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
               static_cast<blasint>(ldc));
-#endif
 }
 
 inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
