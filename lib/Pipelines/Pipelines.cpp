@@ -189,6 +189,9 @@ LogicalResult addPipelinedTrainingPasses(OpPassManager &pm, const PipelineOption
 } // namespace
 
 void mlir::merak::addEmittedGemmPasses(OpPassManager &pm, bool gradAccumulationFusion) {
+  // A sum of short-contraction products is one GEMM (a recurrent weight's
+  // gradient over the time steps).
+  pm.addPass(createMerakFuseGemmSums());
   // GEMMs read transposed operands in place (BLAS / cuBLASLt trans flags).
   pm.addPass(createMerakFoldTransposes());
   // Weight-gradient GEMMs add into their accumulators (beta = 1).

@@ -94,6 +94,7 @@ struct PipelineOptions {
 void buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts = true);
 
 /// The GEMMs as the program emits them, the lower phase's first passes:
+/// sums of short-contraction products joined into one (merak-fuse-gemm-sums),
 /// transposed operands read in place (merak-fold-transposes) and, with
 /// `gradAccumulationFusion`, weight gradients added into their accumulators
 /// (merak-fuse-grad-accumulation). The cost model reads programs in this

@@ -13,6 +13,38 @@ include "mlir/Pass/PassBase.td"
 // Phase lower: the memory plan.
 //===----------------------------------------------------------------------===//
 
+def MerakFuseGemmSums : Pass<"merak-fuse-gemm-sums", "mlir::ModuleOp"> {
+  let summary = "[lower] Sums of short-contraction products become one product";
+  let description = [{
+    Right before merak-fold-transposes: a sum (a tree of `merak.add`s of
+    one 2-D type, each read only by the next) of two or more 2-D
+    `merak.matmul`s read by nothing else becomes one product over the
+    concatenated contraction dimension,
+
+    ```mlir
+    %p1 = merak.matmul %a1, %b1 : tensor<4x2xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+    %p2 = merak.matmul %a2, %b2 : tensor<4x2xf32>, tensor<2x8xf32> -> tensor<4x8xf32>
+    %s = merak.add %p1, %p2 : tensor<4x8xf32>, tensor<4x8xf32>
+    // becomes
+    %a = merak.concat %a1, %a2 axis = 1 : ... -> tensor<4x4xf32>
+    %b = merak.concat %b1, %b2 axis = 0 : ... -> tensor<4x8xf32>
+    %s = merak.matmul %a, %b : tensor<4x4xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+    ```
+
+    the sum's other terms added to it. A side whose every operand is a
+    transpose is joined before transposing (`concat(x_i^T, axis = 1) =
+    concat(x_i, axis = 0)^T`), which merak-fold-transposes then reads in
+    place. It applies when the copies (K (M + N) elements for a joined
+    contraction K) are at most a quarter of the k - 1 products' M x N
+    outputs saved: a recurrent layer's weight gradient, the sum over the
+    time steps of `h_t^T g_t` contracted over the batch (for an LSTM of
+    width 256 at batch 8: 128 GEMMs with K = 8, each writing 1 MB, and 127
+    adds, become one GEMM with K = 1024), not the sum of a few micro-batches'
+    token-long products. The sum's order changes (last bits).
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakFoldTransposes : Pass<"merak-fold-transposes", "mlir::ModuleOp"> {
   let summary = "[lower] Lets matmuls read transposed operands instead of copies";
   let description = [{
