@@ -8,15 +8,20 @@
 // op(B) with K contracted) and prints which one the runtime picks, so the
 // rule can be checked on a new machine:
 //
-//   ninja -C build merak-bench-sgemm && OMP_NUM_THREADS=1 build/bench/merak-bench-sgemm
+//   ninja -C build merak-bench-sgemm && build/bench/merak-bench-sgemm
 //
+// (a target only where the runtime found oneDNN; without it every float
+// GEMM is OpenBLAS's and there is nothing to choose).
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <cblas.h>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <dnnl.h>
 #include <random>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -44,7 +49,14 @@ struct Shape {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  // Both libraries on one thread: OpenMP reads OMP_NUM_THREADS when the
+  // program loads, so set it and start again.
+  if (const char *t = std::getenv("OMP_NUM_THREADS"); !t || std::string(t) != "1") {
+    setenv("OMP_NUM_THREADS", "1", 1);
+    execv("/proc/self/exe", argv);
+  }
+  (void)argc;
   openblas_set_num_threads(1);
   const Shape shapes[] = {
       {false, true, 1024, 768, 256, "x W^T (QKV projection)"},

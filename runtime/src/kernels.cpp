@@ -73,7 +73,8 @@ inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      int64_t ldb, float beta, float *C, int64_t ldc) {
 #if MERAK_RT_HAVE_DNNL
   // oneDNN's JIT sgemm is the faster one except on A^T B with a long
-  // contraction (every weight gradient, dW = dY^T X over the tokens), where
+  // contraction (K >= 512: a weight gradient dW = dY^T X over that many
+  // tokens, a convolution's input gradient W^T g over 512+ channels), where
   // OpenBLAS's ran up to 2.2x faster on the x86 cores measured (bench/README.md,
   // "Which sgemm"). The choice depends on the shape alone, so C still does
   // not depend on the thread count.

@@ -2,17 +2,17 @@
 //
 // See merak_rt/ops.h; semantics of lib/Evaluator/EvalNN.cpp.
 //
-// matmul: F32 through OpenBLAS (kernels.cpp's gemm: OpenMP blocks of
-// single-threaded calls). A 2-D (or batch-1) rhs folds the lhs batch
+// matmul: F32 through kernels.cpp's gemm (oneDNN's or OpenBLAS's sgemm by
+// shape; OpenMP blocks of single-threaded calls). A 2-D (or batch-1) rhs folds the lhs batch
 // into M (one GEMM); a batch-1 lhs or equal batches are one batchedGemm with
 // stride 0 / full strides; other broadcasts loop over the batch with
 // broadcast strides. Other types: loops accumulating in double (F64) or
 // wrapping int64, in the evaluator's order.
 //
 // conv2d: im2col + GEMM per image and group (kernels.cpp's blocked
-// sgemm/dgemm); a 1x1, stride-1, unpadded kernel uses the input directly. Backward data: GEMM into a column
-// buffer, then col2im (parallel over channels, so deterministic). Backward
-// filter: GEMMs accumulated over the images (beta = 1).
+// sgemm/dgemm); a 1x1, stride-1, unpadded kernel uses the input directly. Backward data: GEMM into
+// a column buffer, then col2im (parallel over channels, so deterministic). Backward filter: GEMMs
+// accumulated over the images (beta = 1).
 //
 // Pools: parallel over (n, c) planes; gradients accumulate per plane in
 // double in the evaluator's window order.

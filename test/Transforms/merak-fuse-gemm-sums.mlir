@@ -119,3 +119,49 @@ func.func @shared(%a0: tensor<16x1xf32>, %a1: tensor<16x1xf32>, %a2: tensor<16x1
   %r = merak.add %bias, %s3 : tensor<64xf32>, tensor<16x64xf32>
   return %r, %s1, %p0 : tensor<16x64xf32>, tensor<16x64xf32>, tensor<16x64xf32>
 }
+
+// -----
+
+// A transpose also read after the sum is kept for that reader (the
+// others go); the joined side reads its input.
+// CHECK-LABEL: func.func @shared_transpose
+// CHECK: %[[T0:.*]] = merak.transpose %arg0 perm = [1, 0] : tensor<2x16xf32> to tensor<16x2xf32>
+// CHECK: merak.concat %arg0, %arg1, %arg2 axis = 0
+// CHECK: merak.matmul {{.*}} : tensor<16x6xf32>, tensor<6x64xf32> -> tensor<16x64xf32>
+// CHECK-NOT: merak.transpose %arg1
+// CHECK: return %{{.*}}, %[[T0]]
+func.func @shared_transpose(%h0: tensor<2x16xf32>, %h1: tensor<2x16xf32>, %h2: tensor<2x16xf32>,
+                            %g0: tensor<2x64xf32>, %g1: tensor<2x64xf32>, %g2: tensor<2x64xf32>)
+    -> (tensor<16x64xf32>, tensor<16x2xf32>) {
+  %t0 = merak.transpose %h0 perm = [1, 0] : tensor<2x16xf32> to tensor<16x2xf32>
+  %p0 = merak.matmul %t0, %g0 : tensor<16x2xf32>, tensor<2x64xf32> -> tensor<16x64xf32>
+  %t1 = merak.transpose %h1 perm = [1, 0] : tensor<2x16xf32> to tensor<16x2xf32>
+  %p1 = merak.matmul %t1, %g1 : tensor<16x2xf32>, tensor<2x64xf32> -> tensor<16x64xf32>
+  %t2 = merak.transpose %h2 perm = [1, 0] : tensor<2x16xf32> to tensor<16x2xf32>
+  %p2 = merak.matmul %t2, %g2 : tensor<16x2xf32>, tensor<2x64xf32> -> tensor<16x64xf32>
+  %s1 = merak.add %p0, %p1 : tensor<16x64xf32>, tensor<16x64xf32>
+  %s2 = merak.add %s1, %p2 : tensor<16x64xf32>, tensor<16x64xf32>
+  return %s2, %t0 : tensor<16x64xf32>, tensor<16x2xf32>
+}
+
+// -----
+
+// Products of other operand types (bf16 operands widened to an f32 result)
+// are not joined with the f32 ones: the first product's types decide.
+// CHECK-LABEL: func.func @mixed_types
+// CHECK: %[[W:.*]] = merak.matmul %arg6, %arg7 : tensor<16x1xbf16>, tensor<1x64xbf16> -> tensor<16x64xf32>
+// CHECK: %[[A:.*]] = merak.concat %arg0, %arg1, %arg2 axis = 1 : {{.*}} -> tensor<16x3xf32>
+// CHECK: %[[P:.*]] = merak.matmul %[[A]], {{.*}} : tensor<16x3xf32>, tensor<3x64xf32> -> tensor<16x64xf32>
+// CHECK: merak.add %[[P]], %[[W]]
+func.func @mixed_types(%a0: tensor<16x1xf32>, %a1: tensor<16x1xf32>, %a2: tensor<16x1xf32>,
+                       %b0: tensor<1x64xf32>, %b1: tensor<1x64xf32>, %b2: tensor<1x64xf32>,
+                       %c: tensor<16x1xbf16>, %d: tensor<1x64xbf16>) -> tensor<16x64xf32> {
+  %p0 = merak.matmul %a0, %b0 : tensor<16x1xf32>, tensor<1x64xf32> -> tensor<16x64xf32>
+  %w = merak.matmul %c, %d : tensor<16x1xbf16>, tensor<1x64xbf16> -> tensor<16x64xf32>
+  %p1 = merak.matmul %a1, %b1 : tensor<16x1xf32>, tensor<1x64xf32> -> tensor<16x64xf32>
+  %p2 = merak.matmul %a2, %b2 : tensor<16x1xf32>, tensor<1x64xf32> -> tensor<16x64xf32>
+  %s1 = merak.add %p0, %w : tensor<16x64xf32>, tensor<16x64xf32>
+  %s2 = merak.add %s1, %p1 : tensor<16x64xf32>, tensor<16x64xf32>
+  %s3 = merak.add %s2, %p2 : tensor<16x64xf32>, tensor<16x64xf32>
+  return %s3 : tensor<16x64xf32>
+}

@@ -17,6 +17,7 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -171,14 +172,17 @@ bool fuseSum(AddOp root) {
   // more.
   for (Operation *op : adds)
     op->erase();
+  // Each feeding op once (a product may read one value on both sides).
+  llvm::SetVector<Operation *> feeders;
   for (MatmulOp p : products) {
-    SmallVector<Value> operands{p.getLhs(), p.getRhs()};
+    for (Value v : {p.getLhs(), p.getRhs()})
+      if (Operation *def = v.getDefiningOp(); def && isa<TransposeOp, ConstantOp>(def))
+        feeders.insert(def);
     p.erase();
-    for (Value v : operands)
-      if (Operation *def = v.getDefiningOp();
-          def && isa<TransposeOp, ConstantOp>(def) && def->use_empty())
-        def->erase();
   }
+  for (Operation *def : feeders)
+    if (def->use_empty())
+      def->erase();
   return true;
 }
 
