@@ -1,8 +1,8 @@
 //===- sgemm_choice.cpp - oneDNN's and OpenBLAS's sgemm, shape by shape ----===//
 //
 // The CPU runtime multiplies float matrices with oneDNN's JIT sgemm, except
-// A^T B with a contraction of 512 or more (the weight gradients), which go
-// to OpenBLAS (runtime/src/kernels.cpp, blasGemm). This benchmark times both
+// A^T B and A^T B^T with a contraction of 512 or more (the weight
+// gradients), which go to OpenBLAS (runtime/src/kernels.cpp, blasGemm). This benchmark times both
 // libraries on one thread at the GEMM shapes of bench/zoo_step.py's models
 // (d = 256, batch 8 x 128 tokens, vocab 2048: row-major C[M, N] = op(A)
 // op(B) with K contracted) and prints which one the runtime picks, so the
@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
       {true, false, 256, 1024, 1024, "dY^T X (MLP down weight grad)"},
       {true, false, 2048, 256, 1024, "dY^T X (LM head weight grad)"},
       {true, false, 128, 32, 128, "attention tile (dK = dS^T Q)"},
+      {true, true, 1024, 256, 1024, "A^T B^T, a long contraction"},
+      {true, true, 1024, 1024, 256, "A^T B^T, a short one"},
       {true, false, 256, 1024, 8, "dH^T G, one LSTM step (K = batch)"},
       {false, true, 8, 1024, 256, "h R^T, one LSTM step"},
   };
@@ -93,7 +95,7 @@ int main(int argc, char **argv) {
                   s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
     });
     const double gflop = 2.0 * s.m * s.n * s.k / 1e9;
-    const bool picksBlas = s.ta && !s.tb && s.k >= 512;
+    const bool picksBlas = s.ta && s.k >= 512;
     const bool right = picksBlas == (blas < dnnl);
     std::printf("%c%c  %5ld %5ld %5ld  %-36s %8.1f %8.1f %6.2f  %s%s\n", s.ta ? 'T' : 'N',
                 s.tb ? 'T' : 'N', s.m, s.n, s.k, s.what, gflop / dnnl, gflop / blas, blas / dnnl,
