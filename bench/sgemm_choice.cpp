@@ -2,7 +2,8 @@
 //
 // The CPU runtime multiplies float matrices with oneDNN's JIT sgemm, except
 // A^T B and A^T B^T with a contraction of 512 or more (the weight
-// gradients), which go to OpenBLAS (runtime/src/kernels.cpp, blasGemm). This benchmark times both
+// gradients), which go to OpenBLAS (sgemmPrefersOpenBlas in
+// runtime/include/merak_rt/kernels.h). This benchmark times both
 // libraries on one thread at the GEMM shapes of bench/zoo_step.py's models
 // (d = 256, batch 8 x 128 tokens, vocab 2048: row-major C[M, N] = op(A)
 // op(B) with K contracted) and prints which one the runtime picks, so the
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dnnl.h>
+#include <merak_rt/kernels.h>
 #include <random>
 #include <string>
 #include <unistd.h>
@@ -95,7 +97,7 @@ int main(int argc, char **argv) {
                   s.m, s.n, s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
     });
     const double gflop = 2.0 * s.m * s.n * s.k / 1e9;
-    const bool picksBlas = s.ta && s.k >= 512;
+    const bool picksBlas = merak::rt::cpu::sgemmPrefersOpenBlas(s.ta, s.k);
     const bool right = picksBlas == (blas < dnnl);
     std::printf("%c%c  %5ld %5ld %5ld  %-36s %8.1f %8.1f %6.2f  %s%s\n", s.ta ? 'T' : 'N',
                 s.tb ? 'T' : 'N', s.m, s.n, s.k, s.what, gflop / dnnl, gflop / blas, blas / dnnl,

@@ -72,14 +72,9 @@ inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *A, int64_t lda, const float *B,
                      int64_t ldb, float beta, float *C, int64_t ldc) {
 #if MERAK_RT_HAVE_DNNL
-  // oneDNN's JIT sgemm is the faster one except where it reads A transposed
-  // over a long contraction (A^T B or A^T B^T with K >= 512: a weight
-  // gradient dW = dY^T X over that many tokens, a convolution's input
-  // gradient W^T g over 512+ channels), where OpenBLAS's ran up to 2.4x
-  // faster on the x86 cores measured (bench/README.md, "Which sgemm"). The
-  // choice depends on the shape alone, so C still does not depend on the
-  // thread count.
-  if (!(ta && k >= 512)) {
+  // oneDNN's JIT sgemm, except where OpenBLAS's is the faster (see
+  // sgemmPrefersOpenBlas).
+  if (!sgemmPrefersOpenBlas(ta, k)) {
     // oneDNN threads with OpenMP unless called from an active parallel
     // region: outside one, one thread for the call (a block's product is
     // single-threaded, so C does not depend on the thread count).

@@ -34,6 +34,15 @@ namespace merak::rt::cpu {
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, const float *B, float beta, float *C);
 
+/// Whether a float GEMM runs in OpenBLAS's sgemm where oneDNN's is present
+/// too: where oneDNN's would read A transposed over a long contraction
+/// (A^T B or A^T B^T with K >= 512: weight gradients over many tokens, a
+/// convolution's input gradient over many channels), which it ran at less
+/// than half OpenBLAS's rate on the x86 cores measured (bench/README.md,
+/// "Which sgemm"; bench/sgemm_choice.cpp checks it). By shape alone, so C
+/// does not depend on the thread count.
+inline bool sgemmPrefersOpenBlas(bool transA, int64_t K) { return transA && K >= 512; }
+
 /// One GEMM as above on strided rows: row i of the stored A starts at
 /// A + i*lda (likewise B, ldb and C, ldc), so a product can read and write
 /// a sub-matrix of a larger row-major tensor (an attention head's rows of

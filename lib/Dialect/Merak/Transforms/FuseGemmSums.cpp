@@ -39,11 +39,7 @@ bool isPlainAdd(Operation *op) {
 }
 
 /// Whether `add` is inside a larger sum: read only by a plain add of its type.
-bool isInnerAdd(AddOp add) {
-  if (!add->hasOneUse())
-    return false;
-  return isPlainAdd(*add->user_begin());
-}
+bool isInnerAdd(AddOp add) { return add->hasOneUse() && isPlainAdd(*add->user_begin()); }
 
 /// The terms of the sum rooted at `root`: the operands of its plain adds
 /// read by nothing else, depth first, and those adds.
@@ -101,26 +97,13 @@ Value transposed(OpBuilder &b, Value v) {
 /// splat), the transpose of their inputs joined along the other axis (rows
 /// copied whole).
 Value join(OpBuilder &b, Location loc, ArrayRef<Value> parts, int64_t axis) {
-  auto shapeOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
-  auto joined = [&](ArrayRef<Value> vs, int64_t ax) {
-    SmallVector<int64_t> shape(shapeOf(vs.front()));
-    shape[ax] = 0;
-    for (Value v : vs)
-      shape[ax] += shapeOf(v)[ax];
-    auto type =
-        RankedTensorType::get(shape, cast<RankedTensorType>(vs.front().getType()).getElementType());
-    return ConcatOp::create(b, loc, type, vs, b.getI64IntegerAttr(ax)).getResult();
-  };
   if (!llvm::all_of(parts, [](Value p) { return transposeInput(p) || splatOf(p); }))
-    return joined(parts, axis);
+    return ConcatOp::create(b, loc, parts, axis);
   SmallVector<Value> inputs;
   for (Value p : parts)
     inputs.push_back(transposed(b, p));
-  Value c = joined(inputs, 1 - axis);
-  SmallVector<int64_t> shape(shapeOf(c));
-  std::swap(shape[0], shape[1]);
-  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(c.getType()).getElementType());
-  return TransposeOp::create(b, loc, type, c, ArrayRef<int64_t>{1, 0});
+  return TransposeOp::create(b, loc, ConcatOp::create(b, loc, inputs, 1 - axis),
+                             ArrayRef<int64_t>{1, 0});
 }
 
 /// Rewrites the sum rooted at `root` when at least two of its terms are
@@ -131,14 +114,15 @@ bool fuseSum(AddOp root) {
   collectTerms(root, terms, adds);
   // The products with the first one's operand types (bf16 operands giving
   // f32 and f32 ones do not mix).
+  auto operandTypes = [](MatmulOp m) {
+    return std::make_pair(m.getLhs().getType().getElementType(),
+                          m.getRhs().getType().getElementType());
+  };
   SmallVector<MatmulOp> products;
   SmallVector<Value> rest;
   for (Value t : terms) {
     MatmulOp m = productTerm(t, root.getType());
-    if (m && (products.empty() || (m.getLhs().getType().getElementType() ==
-                                       products.front().getLhs().getType().getElementType() &&
-                                   m.getRhs().getType().getElementType() ==
-                                       products.front().getRhs().getType().getElementType())))
+    if (m && (products.empty() || operandTypes(m) == operandTypes(products.front())))
       products.push_back(m);
     else
       rest.push_back(t);
