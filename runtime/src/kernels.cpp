@@ -74,7 +74,7 @@ inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 #if MERAK_RT_HAVE_DNNL
   // oneDNN's JIT sgemm, except where OpenBLAS's is the faster (see
   // sgemmPrefersOpenBlas).
-  if (!sgemmPrefersOpenBlas(ta, k)) {
+  if (!sgemmPrefersOpenBlas(ta, tb, k, lda, ldb)) {
     // oneDNN threads with OpenMP unless called from an active parallel
     // region: outside one, one thread for the call (a block's product is
     // single-threaded, so C does not depend on the thread count).

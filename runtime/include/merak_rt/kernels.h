@@ -34,14 +34,27 @@ namespace merak::rt::cpu {
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const float *A, const float *B, float beta, float *C);
 
-/// Whether a float GEMM runs in OpenBLAS's sgemm where oneDNN's is present
-/// too: where oneDNN's would read A transposed over a long contraction
-/// (A^T B or A^T B^T with K >= 512: weight gradients over many tokens, a
-/// convolution's input gradient over many channels), which it ran at less
-/// than half OpenBLAS's rate on the x86 cores measured (bench/README.md,
-/// "Which sgemm"; bench/sgemm_choice.cpp checks it). By shape alone, so C
-/// does not depend on the thread count.
-inline bool sgemmPrefersOpenBlas(bool transA, int64_t K) { return transA && K >= 512; }
+/// Whether a float GEMM call runs in OpenBLAS's sgemm where oneDNN's is
+/// present too. On the x86 cores measured (bench/README.md, "Which sgemm";
+/// bench/sgemm_choice.cpp checks it) oneDNN 2.6's is the faster or even
+/// except in two places, where it ran at about half OpenBLAS's rate:
+///  - it reads A transposed over a long contraction (A^T B or A^T B^T with
+///    K >= 512: weight gradients over many tokens, a convolution's input
+///    gradient over many channels);
+///  - A B, A^T B or A^T B^T with a stored operand whose rows are a multiple
+///    of 512 floats (2 KiB) apart: a 256-row block of an activation
+///    gradient dY W with W [., 1024], an attention tile of a [T, H*D]
+///    tensor with H*D = 1024 or 4096. (A B^T, both operands read along
+///    their rows, was not slowed; below K = 32, a recurrent step's product
+///    over the batch, OpenBLAS's is the slower one either way.)
+/// lda and ldb are the stored operands' row strides in elements. By shape
+/// alone, so C does not depend on the thread count.
+inline bool sgemmPrefersOpenBlas(bool transA, bool transB, int64_t K, int64_t lda, int64_t ldb) {
+  if (transA && K >= 512)
+    return true;
+  const bool productWithBt = !transA && transB;
+  return !productWithBt && K >= 32 && (lda % 512 == 0 || ldb % 512 == 0);
+}
 
 /// One GEMM as above on strided rows: row i of the stored A starts at
 /// A + i*lda (likewise B, ldb and C, ldc), so a product can read and write
