@@ -29,7 +29,6 @@
 #include <random>
 #include <string>
 #include <unistd.h>
-#include <vector>
 
 namespace {
 
