@@ -183,6 +183,11 @@ struct Walk {
   llvm::EquivalenceClasses<int> regions;
   SmallVector<ParamShard> params;
   SmallVector<Partial> partials;
+  /// Replicated operands of split ops that lack the split factor (a
+  /// per-head norm's weight, a rotary table): each rank's gradient of such
+  /// a read sums over its own part of the factor only, so the rewrite puts
+  /// Megatron's f (merak.tp_identity) between the value and the op.
+  SmallVector<OpOperand *> replicatedReads;
   SmallVector<Operation *> columns;
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
@@ -271,7 +276,9 @@ struct Walk {
       return failure();
     SmallVector<ParamShard> newParams;
     SmallVector<std::pair<Value, Split>> newGathered;
-    for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands)) {
+    SmallVector<OpOperand *> newReads;
+    for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
+      Value v = use.get();
       auto where = rule->find(factors, *fs);
       auto it = split.find(v);
       if (it != split.end()) {
@@ -280,8 +287,12 @@ struct Walk {
           return failure();
         continue;
       }
-      if (!where)
+      if (!where) {
+        if (kind == FactorKind::Parallel && isa<FloatType>(getElementTypeOrSelf(v.getType())) &&
+            !v.getDefiningOp<ConstantOp>())
+          newReads.push_back(&use);
         continue;
+      }
       int64_t dim = where->first;
       // A parameter row chosen per token (an expert's bias, gather(b [E, O],
       // experts)): the parameter is split on the matching dimension and the
@@ -306,6 +317,7 @@ struct Walk {
         return failure();
     }
     params.append(newParams);
+    replicatedReads.append(newReads);
     for (auto [r, rs] : newGathered)
       split[r] = rs;
     for (auto [r, rs] : results)
@@ -686,6 +698,19 @@ struct MerakTensorParallelPass
     }
     OpBuilder b(&getContext());
     DenseMap<Value, Value> fOf;
+    auto fFor = [&](Value x, Location loc) {
+      Value &f = fOf[x];
+      if (!f) {
+        if (Operation *def = x.getDefiningOp())
+          b.setInsertionPointAfter(def);
+        else
+          b.setInsertionPointToStart(&fn.getBody().front());
+        f = TpIdentityOp::create(b, loc, x);
+      }
+      return f;
+    };
+    for (OpOperand *use : walk->replicatedReads)
+      use->set(fFor(use->get(), use->getOwner()->getLoc()));
     for (Operation *mm : walk->columns) {
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
       shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(), s.blocks,
@@ -700,16 +725,7 @@ struct MerakTensorParallelPass
             2, ConstantOp::create(b, mm->getLoc(),
                                   SplatElementsAttr::get(type, attr.getSplatValue<Attribute>())));
       }
-      Value x = mm->getOperand(0);
-      Value &f = fOf[x];
-      if (!f) {
-        if (Operation *def = x.getDefiningOp())
-          b.setInsertionPointAfter(def);
-        else
-          b.setInsertionPointToStart(&fn.getBody().front());
-        f = TpIdentityOp::create(b, mm->getLoc(), x);
-      }
-      mm->setOperand(0, f);
+      mm->setOperand(0, fFor(mm->getOperand(0), mm->getLoc()));
     }
     for (ParamShard &p : walk->params)
       shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks, p.sizes);

@@ -86,7 +86,10 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       `transpose`, `split`, `softmax` or a norm over other axes, and batched
       `matmul` over a split batch dimension (attention scores and context).
       A split reaching a replicated factor (a softmax's axis) or an op
-      without a rule stops the region.
+      without a rule stops the region. A replicated float operand that such
+      an op reads without the split factor (a per-head norm's weight [D]
+      on split heads; not a constant) passes through `merak.tp_identity`:
+      each rank's gradient of it covers the rank's heads only.
     - A *row-parallel* Linear is a matmul of a value split on its
       contraction dimension (a reduction factor; `reduce_sum` over the split
       axis ends a region the same way) by a parameter weight: the weight is split along
