@@ -653,3 +653,44 @@ func.func @sinks_front_column(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32
   %o = merak.matmul %ps, %v : tensor<2x3x4x4xf32>, tensor<2x3x4x16xf32> -> tensor<2x3x4x16xf32>
   return %o : tensor<2x3x4x16xf32>
 }
+
+// -----
+
+// Multi-head latent attention (DeepSeek-V3): query/key heads of 24 (16
+// plain + 8 rotary dims), value heads of 16. For the CPU the values get 8
+// zero columns, the fused op computes 24 and its output is cut back to the
+// first 16; values wider than the queries (@wide_values) pad the queries
+// and keys instead (a zero column adds nothing to a score). The CUDA
+// kernel has one head dim: decomposed there.
+// CHECK-LABEL: func.func @latent_attention
+// CHECK: %[[Z:.*]] = merak.constant dense<0.000000e+00> : tensor<1x2x4x8xf32>
+// CHECK: %[[V:.*]] = merak.concat %{{.*}}, %[[Z]] axis = 3 : tensor<1x2x4x16xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x24xf32>
+// CHECK: %[[O:[^,]*]], %{{.*}} = merak.attention %{{.*}}, %{{.*}}, %[[V]] scale = 2.500000e-01 causal : tensor<1x2x4x24xf32>
+// CHECK: merak.slice %[[O]] {{.*}} : tensor<1x2x4x24xf32> to tensor<1x2x4x16xf32>
+// CHECK-LABEL: func.func @wide_values
+// CHECK-COUNT-2: merak.concat %{{.*}}, %{{.*}} axis = 3 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x16xf32>
+// CHECK: merak.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.000000e+00 : tensor<1x2x4x16xf32>
+// CHECK-NOT: merak.slice
+// NOWIN-LABEL: func.func @latent_attention
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+// NOWIN-LABEL: func.func @wide_values
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+func.func @latent_attention(%q: tensor<1x2x4x24xf32>, %kt: tensor<1x2x24x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %c = merak.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %ninf = merak.constant dense<0xFF800000> : tensor<f32>
+  %scale = merak.constant dense<2.500000e-01> : tensor<f32>
+  %s0 = merak.matmul %q, %kt : tensor<1x2x4x24xf32>, tensor<1x2x24x4xf32> -> tensor<1x2x4x4xf32>
+  %s = merak.mul %s0, %scale : tensor<1x2x4x4xf32>, tensor<f32>
+  %m = merak.where %c, %s, %ninf : tensor<4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+func.func @wide_values(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x2x8x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}

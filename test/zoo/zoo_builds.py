@@ -96,6 +96,25 @@ def build(name):
         cfg = tf.OlmoeConfig(**decoder_kwargs(num_experts=4, num_experts_per_tok=2))
         cfg._experts_implementation = "batched_mm"
         return CausalLM(tf.OlmoeForCausalLM(cfg)), ids
+    if name == "qwen3-moe":
+        # 8 experts top-2 renormalised, q/k norms, no shared expert.
+        cfg = tf.Qwen3MoeConfig(**decoder_kwargs(
+            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=WIDTH // 2,
+            head_dim=WIDTH // HEADS, norm_topk_prob=True))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.Qwen3MoeForCausalLM(cfg)), ids
+    if name == "deepseek-v3":
+        # Multi-head latent attention (low-rank q and kv, a rotary part and
+        # a plain part per head, value heads narrower than query/key heads),
+        # a dense first layer, then 8 routed experts (sigmoid scores,
+        # group-limited top-2 with the bias correction) and a shared one.
+        cfg = tf.DeepseekV3Config(**decoder_kwargs(
+            num_key_value_heads=HEADS, q_lora_rank=32, kv_lora_rank=32, qk_rope_head_dim=8,
+            qk_nope_head_dim=16, v_head_dim=16, n_routed_experts=8, n_group=4, topk_group=2,
+            num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+            moe_intermediate_size=WIDTH // 2, routed_scaling_factor=2.5))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.DeepseekV3ForCausalLM(cfg)), ids
     if name in ("gpt-oss", "gpt-oss-sparse"):
         # 4 experts with biases (top-2), clamped SwiGLU, attention sinks,
         # alternating sliding-window and full attention layers.
@@ -284,7 +303,7 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
           "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
-          "swin"]
+          "swin", "qwen3-moe", "deepseek-v3"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -329,4 +348,7 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "modernbert": "ModernBERT (local/global layers, rotary)",
           "bart": "BART (encoder-decoder, learned positions)",
           "convnext": "ConvNeXt (depthwise 7x7 convolutions, LayerNorm)",
-          "swin": "Swin (shifted windows, relative position bias)"}
+          "swin": "Swin (shifted windows, relative position bias)",
+          "qwen3-moe": "Qwen3-MoE (8 experts top-2, q/k norm)",
+          "deepseek-v3": "DeepSeek-V3 (latent attention, sigmoid group-limited routing, "
+                         "shared expert)"}

@@ -53,7 +53,9 @@
 //
 // Fused only where the one op serves both targets: float32, as many keys as
 // queries, a head dim equal for key and value (16, 32, 64 or 128, the CUDA
-// kernel's, unless cpu-forms: Phi-2's 80, Gemma's 256), a nonzero scale,
+// kernel's, unless cpu-forms: Phi-2's 80, Gemma's 256, and value heads of
+// another width than the query/key heads, multi-head latent attention's,
+// padded with zero columns to the wider one), a nonzero scale,
 // intermediates with no other users. Everything else (other masks, other
 // head dims on CUDA) stays decomposed. A dropout on the probabilities
 // becomes the fused op's `dropout` and `seed` (and the splits it recorded):
@@ -454,6 +456,17 @@ static Value broadcastLeading(OpBuilder &b, Location loc, Value x, ArrayRef<int6
   return BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x);
 }
 
+/// `x` [..., n] with zero columns [n, width) appended.
+static Value zeroColumnsAfter(OpBuilder &b, Location loc, Value x, int64_t width) {
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape.back() = width - shape.back();
+  auto scalar = RankedTensorType::get({}, t.getElementType());
+  Value zero = ConstantOp::create(b, loc, cast<DenseElementsAttr>(b.getZeroAttr(scalar)));
+  Value zeros = BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), zero);
+  return ConcatOp::create(b, loc, ValueRange{x, zeros}, t.getRank() - 1);
+}
+
 /// True when the leading dims `lead` broadcast to `to` (each equal or 1).
 static bool broadcastsTo(ArrayRef<int64_t> lead, ArrayRef<int64_t> to) {
   if (lead.size() != to.size())
@@ -672,7 +685,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   ArrayRef<int64_t> batch = scoresType.getShape().drop_back(2);
   if (qt.getShape().drop_back(2) != batch || !broadcastsTo(kt.getShape().drop_back(2), batch) ||
       !broadcastsTo(vt.getShape().drop_back(2), batch) || vt.getDimSize(rank - 2) != s ||
-      pv.getType() != qt)
+      pv.getType().getShape().drop_back() != qt.getShape().drop_back() ||
+      pv.getType().getElementType() != qt.getElementType())
     return false;
   // A dropout's recorded splits name its own dims, which must be the fused
   // op's (not regrouped).
@@ -687,8 +701,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
         RankedTensorType::get(rows, Float32Type::get(pv.getContext())))
       return false;
   }
-  int64_t d = qt.getDimSize(rank - 1);
-  if (d != vt.getDimSize(rank - 1) || (!cpuForms && !llvm::is_contained({16, 32, 64, 128}, d)) ||
+  int64_t d = qt.getDimSize(rank - 1), dv = vt.getDimSize(rank - 1);
+  if ((d != dv && !cpuForms) || (!cpuForms && !llvm::is_contained({16, 32, 64, 128}, d)) ||
       !vt.getElementType().isF32() || !qt.getElementType().isF32())
     return false;
 
@@ -705,18 +719,36 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
                                 perm);
   k = broadcastLeading(b, loc, k, batch);
   v = broadcastLeading(b, loc, v, batch);
+  // Value heads of another width than query/key heads (multi-head latent
+  // attention: DeepSeek's 192 and 128): the narrower side gets zero
+  // columns, which change neither the scores nor the output's first dv
+  // columns, and the fused op's output is cut back to them.
+  int64_t width = std::max(d, dv);
+  if (d < width) {
+    q = zeroColumnsAfter(b, loc, q, width);
+    k = zeroColumnsAfter(b, loc, k, width);
+  }
+  if (dv < width)
+    v = zeroColumnsAfter(b, loc, v, width);
+  SmallVector<int64_t> outShape(qt.getShape());
+  outShape.back() = width;
   auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
   // The dropout's ratio, seed and the splits it recorded (none at p = 0).
   bool drops = dropout && dropout.getRatio().convertToDouble() > 0;
-  auto attn =
-      AttentionOp::create(b, loc, TypeRange{pv.getType(), lseType}, q, k, v, bias,
-                          b.getF64FloatAttr(*scale), mask.causal ? b.getUnitAttr() : UnitAttr(),
-                          UnitAttr(), b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap),
-                          b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
-                          b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
-                          drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
-                          drops ? dropout.getTpSplitAttr() : DenseI64ArrayAttr());
+  auto attn = AttentionOp::create(
+      b, loc, TypeRange{RankedTensorType::get(outShape, b.getF32Type()), lseType}, q, k, v, bias,
+      b.getF64FloatAttr(*scale), mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
+      b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap),
+      b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
+      b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
+      drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
+      drops ? dropout.getTpSplitAttr() : DenseI64ArrayAttr());
   Value out = attn.getResult();
+  if (dv < width) {
+    SmallVector<int64_t> starts(rank, 0), strides(rank, 1), limits(outShape);
+    limits.back() = dv;
+    out = SliceOp::create(b, loc, pv.getType(), out, starts, limits, strides);
+  }
   if (sink) { // each row's share without the sink: sigmoid(lse - sink)
     SmallVector<int64_t> rows(lseType.getShape());
     rows.push_back(1);

@@ -155,7 +155,11 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     `[B * H, 1, S]`), masks that differ between batches. Windows,
     soft-capping, biases and head dims other than 16, 32, 64 and 128
     (Phi-2's 80, Phi-3's 96, Gemma's 256) only with `cpu-forms` (the CUDA
-    kernels have none of them). torch's SDPA NaN guard
+    kernels have none of them); so are value heads of another width than
+    the query and key heads (multi-head latent attention: DeepSeek-V3's
+    192 and 128), where the narrower side is padded with zero columns
+    (which change no score and no output column) and the fused output is
+    sliced back to the value width. torch's SDPA NaN guard
     (`where(isnan(p), 0, p)` after the softmax) goes with it. With
     `cpu-forms`, a `merak.dropout` on the probabilities (Hugging Face's
     attention dropout) whose mask nothing else reads becomes the fused
