@@ -7,7 +7,9 @@ The models are test/zoo/zoo.py's scaled-down Hugging Face MoE models (4
 experts, top-2), exported with TorchScript at opset 17 with a batch of 8.
 Every parallel program trains 20 steps of AdamW (clip-norm 1.0, so the
 experts' squares are summed over the ep group) on the same sequential
-batches as the serial program; per-step loss relative error <= 1e-5:
+batches as the serial program; per-step loss relative error <= 1e-5, and
+each parameter's first-step gradient (AdamW's exp_avg in a checkpoint
+after one step) within 1e-5 of the serial one's (zoo.compare_first_step):
   ep2        Mixtral, --dp 2 --ep 2 (2 ranks, one ep group)
   ep4        Mixtral, --dp 4 --ep 4 (4 ranks, one expert per rank)
   ep2-dp4    Mixtral, --dp 4 --ep 2 (two ep groups; each expert's gradient
@@ -160,12 +162,23 @@ class Env:
 
 
 def versus_serial(env, name, flags, ranks, serial_flags=()):
+    """The losses of 20 steps, then every parameter's first-step gradient
+    (AdamW's exp_avg after one step), against the serial program's."""
     want = env.serial_losses(name, serial_flags)
     tag = "".join(f.strip("-") for f in flags)
-    got = env.train(env.compile(name, tag, flags), STEPS, ranks)
+    exe = env.compile(name, tag, flags)
+    got = env.train(exe, STEPS, ranks)
     err = rel_err(got, want)
-    return err <= TOL, "%s on %d ranks: losses %.5f -> %.5f, max rel err %.1e vs serial" % (
+    msg = "%s on %d ranks: losses %.5f -> %.5f, max rel err %.1e vs serial" % (
         " ".join(flags), ranks, got[0], got[-1], err)
+    serial = os.path.join(env.work, name, "train-serial" + "".join(
+        f.strip("-") for f in serial_flags))
+    state = "optimizer.adamw.exp_avg."
+    note, same = zoo.compare_first_step(
+        zoo.first_step_state(serial, env.data, 1, state, dict(os.environ, OMP_NUM_THREADS="1")),
+        zoo.first_step_state(exe, env.data, ranks, state, dict(os.environ, OMP_NUM_THREADS="1")),
+        TOL)
+    return err <= TOL and same, msg + "; first-step gradients " + note
 
 
 def check_ep2(env):

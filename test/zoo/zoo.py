@@ -354,40 +354,16 @@ class Row:
             raise Failure("training differs: " + note + first_over(got, want, tol))
         return note
 
-    def first_step_grads(self, tag, ranks):
-        """{param: its gradient} of the first step of ./train-<tag> (the SGD
-        momentum buffers of a checkpoint written after one step)."""
-        ckpt = os.path.join(self.dir, tag + "-step1")
-        shutil.rmtree(ckpt, ignore_errors=True)
-        cmd = [os.path.join(self.dir, "train-" + tag), "--data", self.data(PAR_B), "--steps",
-               "1", "--sampler", "sequential", "--checkpoint-dir", ckpt]
-        if ranks > 1:
-            cmd = MPIRUN + ["-np", str(ranks)] + cmd
-        tool(cmd, env=self.zoo.env)
-        prefix = "optimizer.sgd.momentum_buffer."
-        return {k[len(prefix):]: np.asarray(v, dtype=np.float64)
-                for k, v in read_checkpoint(ckpt).items() if k.startswith(prefix)}
-
     def compare_grads(self, tag, ranks):
         """The first-step gradients of ./train-<tag> against the serial
         program's: a note, or Failure naming the worst parameter."""
-        want, got = self.first_step_grads("sgd-serial", 1), self.first_step_grads(tag, ranks)
-        if not want or sorted(want) != sorted(got):
-            raise Failure("first-step gradients: %d parameters serial, %d parallel" % (
-                len(want), len(got)))
-        # Relative to the tensor's largest gradient, or to 1e-3 of the
-        # model's: a gradient that is zero in exact arithmetic (a key bias,
-        # which the softmax cancels) is rounding noise (1e-12 to 1e-10) in both.
-        floor = 1e-3 * max(float(np.abs(w).max()) for w in want.values())
-        errs = {k: float(np.abs(got[k] - w).max() / max(np.abs(w).max(), floor, 1e-30))
-                for k, w in want.items()}
-        worst = max(errs, key=errs.get)
-        if errs[worst] > PAR_TOLERANCE:
-            raise Failure("parallel gradient differs: '%s' max rel err %.1e vs serial after "
-                          "one step (%d of %d parameters over %.0e)" % (
-                              worst, errs[worst], sum(e > PAR_TOLERANCE for e in errs.values()),
-                              len(errs), PAR_TOLERANCE))
-        return ", first-step gradients max rel err %.1e (%d parameters)" % (errs[worst], len(errs))
+        def grads(tag, ranks):
+            return first_step_state(os.path.join(self.dir, "train-" + tag), self.data(PAR_B),
+                                    ranks, "optimizer.sgd.momentum_buffer.", self.zoo.env)
+        note, ok = compare_first_step(grads("sgd-serial", 1), grads(tag, ranks), PAR_TOLERANCE)
+        if not ok:
+            raise Failure("parallel gradient differs: " + note)
+        return ", first-step gradients " + note
 
     def do_d(self):
         sgd = ["--optimizer", "sgd", "--opt", "lr=%g" % SGD_LR.get(self.name, 0.02), "--opt",
@@ -487,6 +463,39 @@ def image_batches(images, labels, batch, steps):
         rows = [(s * batch + r) % n for r in range(batch)]
         x = torch.from_numpy(images[rows])
         yield (x.double() if x.is_floating_point() else x), torch.from_numpy(labels[rows])
+
+
+def first_step_state(exe, data, ranks, prefix, env):
+    """{param: tensor} of the optimizer state named `prefix` + param in a
+    checkpoint `exe` writes after one step (SGD's momentum buffer is the
+    step's gradient, AdamW's exp_avg 0.1 times it)."""
+    ckpt = exe + "-step1"
+    shutil.rmtree(ckpt, ignore_errors=True)
+    cmd = [exe, "--data", data, "--steps", "1", "--sampler", "sequential", "--checkpoint-dir",
+           ckpt]
+    if ranks > 1:
+        cmd = MPIRUN + ["-np", str(ranks)] + cmd
+    tool(cmd, env=env)
+    return {k[len(prefix):]: np.asarray(v, dtype=np.float64)
+            for k, v in read_checkpoint(ckpt).items() if k.startswith(prefix)}
+
+
+def compare_first_step(want, got, tol):
+    """(note, ok): every tensor of `got` against `want`, max |got - want|
+    relative to the tensor's largest |want| or to 1e-3 of the largest of
+    all (a gradient that is zero in exact arithmetic, a key bias that the
+    softmax cancels, is rounding noise of 1e-12 to 1e-10 in both)."""
+    if not want or sorted(want) != sorted(got):
+        return "%d parameters serial, %d parallel" % (len(want), len(got)), False
+    floor = 1e-3 * max(float(np.abs(w).max()) for w in want.values())
+    errs = {k: float(np.abs(got[k] - w).max() / max(np.abs(w).max(), floor, 1e-30))
+            for k, w in want.items()}
+    worst = max(errs, key=errs.get)
+    if errs[worst] > tol:
+        return "'%s' max rel err %.1e vs serial after one step (%d of %d parameters over " \
+            "%.0e)" % (worst, errs[worst], sum(e > tol for e in errs.values()), len(errs),
+                       tol), False
+    return "max rel err %.1e (%d parameters)" % (errs[worst], len(errs)), True
 
 
 def first_over(got, want, tol):
