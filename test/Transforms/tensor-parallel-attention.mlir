@@ -112,3 +112,52 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
   %o = merak.matmul %c2, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   return %o : tensor<1x4x8xf32>
 }
+
+// -----
+
+// PyTorch's nn.MultiheadAttention (sequence-first [T, B, C]): one in_proj
+// Linear [3C, C] whose output is viewed as [T, B, 3, C] and whose q, k and v
+// are picked by index (gathers along the parts). The first split lands on
+// the parts; the projection is then split block-wise (blocks = 3), each
+// rank holding its heads of q, k and v, and out_proj is row-parallel.
+// CHECK-DAG: merak.param @in_proj_weight : tensor<12x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
+// CHECK-DAG: merak.param @in_proj_bias : tensor<12xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2>}
+// CHECK-DAG: merak.param @out_proj.weight : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.reshape %{{.*}} : tensor<4x2x12xf32> to tensor<4x2x3x4xf32>
+// CHECK-COUNT-3: merak.gather %{{.*}} axis = 0 : tensor<3x4x2x4xf32>, tensor<i64> -> tensor<4x2x4xf32>
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<2x1x4x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<4x2x8xf32>
+merak.param @in_proj_weight : tensor<24x8xf32> = dense<0.125> : tensor<24x8xf32>
+merak.param @in_proj_bias : tensor<24xf32> = dense<0.25> : tensor<24xf32>
+merak.param @out_proj.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<4x2x8xf32>) -> tensor<4x2x8xf32> {
+  %i0 = merak.constant dense<0> : tensor<i64>
+  %i1 = merak.constant dense<1> : tensor<i64>
+  %i2 = merak.constant dense<2> : tensor<i64>
+  %w = merak.get_param @in_proj_weight : tensor<24x8xf32>
+  %b = merak.get_param @in_proj_bias : tensor<24xf32>
+  %wo = merak.get_param @out_proj.weight : tensor<8x8xf32>
+  %wt = merak.transpose %w perm = [1, 0] : tensor<24x8xf32> to tensor<8x24xf32>
+  %p0 = merak.matmul %x, %wt : tensor<4x2x8xf32>, tensor<8x24xf32> -> tensor<4x2x24xf32>
+  %p = merak.add %b, %p0 : tensor<24xf32>, tensor<4x2x24xf32>
+  %r = merak.reshape %p : tensor<4x2x24xf32> to tensor<4x2x3x8xf32>
+  %t = merak.transpose %r perm = [2, 0, 1, 3] : tensor<4x2x3x8xf32> to tensor<3x4x2x8xf32>
+  %q0 = merak.gather %t[%i0] axis = 0 : tensor<3x4x2x8xf32>, tensor<i64> -> tensor<4x2x8xf32>
+  %k0 = merak.gather %t[%i1] axis = 0 : tensor<3x4x2x8xf32>, tensor<i64> -> tensor<4x2x8xf32>
+  %v0 = merak.gather %t[%i2] axis = 0 : tensor<3x4x2x8xf32>, tensor<i64> -> tensor<4x2x8xf32>
+  %q1 = merak.reshape %q0 : tensor<4x2x8xf32> to tensor<4x2x2x4xf32>
+  %q = merak.transpose %q1 perm = [1, 2, 0, 3] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %k1 = merak.reshape %k0 : tensor<4x2x8xf32> to tensor<4x2x2x4xf32>
+  %kt = merak.transpose %k1 perm = [1, 2, 3, 0] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %v1 = merak.reshape %v0 : tensor<4x2x8xf32> to tensor<4x2x2x4xf32>
+  %v = merak.transpose %v1 perm = [1, 2, 0, 3] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %a = merak.softmax %s axis = 3 : tensor<2x2x4x4xf32>
+  %o0 = merak.matmul %a, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %o1 = merak.transpose %o0 perm = [2, 0, 1, 3] : tensor<2x2x4x4xf32> to tensor<4x2x2x4xf32>
+  %o2 = merak.reshape %o1 : tensor<4x2x2x4xf32> to tensor<4x2x8xf32>
+  %wot = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %o2, %wot : tensor<4x2x8xf32>, tensor<8x8xf32> -> tensor<4x2x8xf32>
+  return %o : tensor<4x2x8xf32>
+}

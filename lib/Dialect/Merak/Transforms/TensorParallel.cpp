@@ -29,7 +29,9 @@
 // function's results, ...) are left replicated, together with every seed
 // their values met; the walk repeats until it is consistent. A fused QKV
 // projection gets blocks = 3 when its split lands on the replicated part
-// selector of a `merak.split` of its output into three equal parts; one
+// selector of a `merak.split` of its output into three equal parts, or on
+// the parts' dimension that gathers pick q, k and v from
+// (nn.MultiheadAttention's in_proj viewed as [..., 3, C]); one
 // whose output is cut into parts of different lengths (Phi-3's GQA
 // qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a split) gets
 // those lengths as its blocks, each split over tp: such a *ragged* split
@@ -266,6 +268,14 @@ struct Walk {
       // blocks = parts so that every rank holds its share of each part.
       if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
         failedRegions[root(s.seed)] = {blocks, {}};
+      // A fused projection reshaped to [..., parts, n] whose parts are
+      // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
+      // gathers of [3, ...]): the split landed on the parts; retry the
+      // seed with blocks = parts, which puts it on n.
+      if (auto pick = dyn_cast<GatherOp>(op);
+          pick && index == 0 && s.blocks == 1 && pick.getAxis() == s.dim)
+        if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
+          failedRegions[root(s.seed)] = {parts, {}};
       // Parts of different lengths: retry with ragged blocks.
       if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
         if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())

@@ -109,8 +109,10 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     attention becomes a column-parallel QKV projection with the heads split
     (H/tp per rank), the score/softmax/context ops on local heads, and a
     row-parallel output projection. A fused QKV projection (GPT-2's c_attn,
-    weight [3C, C]) whose output is split into three equal parts is split
-    block-wise (`blocks = 3`): each rank holds its heads' rows of q, k and v.
+    weight [3C, C]) whose output is split into three equal parts, or viewed
+    as [..., 3, C] with q, k and v picked by index (nn.MultiheadAttention's
+    in_proj), is split block-wise (`blocks = 3`): each rank holds its heads'
+    rows of q, k and v.
     One whose output is cut into parts of different lengths (Phi-3's
     grouped-query `qkv_proj`: q, k, v of H * D, KV * D, KV * D rows, by
     slices or a split) is split in *ragged* blocks (`block_sizes`, each
