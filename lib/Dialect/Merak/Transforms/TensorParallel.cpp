@@ -21,15 +21,16 @@
 // on one factor of the op; the operands holding that factor must be split
 // alike, or be parameters read only there (the biases of column layers, the
 // weight of a row-parallel layer, the rows of an expert's bias gathered per
-// token), which are split alike; the results
-// holding it are split. A split *reduction* factor is a row-parallel end:
-// every rank holds a partial sum, summed over tp (merak.all_reduce,
-// Megatron's g). Seeds whose values reach a replicated factor (a layer
-// norm over the split axis, a softmax's axis) or an op without a rule (the
-// function's results, ...) are left replicated, together with every seed
-// their values met; the walk repeats until it is consistent. A fused QKV
-// projection gets blocks = 3 when its split lands on the replicated part
-// selector of a `merak.split` of its output into three equal parts, or on
+// token), which are split alike, or any other float value computed from
+// parameters and constants alone, of which each rank reads its part
+// (merak.local_shard: a relative-position bias computed from its table); replicated operands
+// without the factor get Megatron's f (each rank's gradient of them is partial); the results
+// holding it are split. A split *reduction* factor is a row-parallel end: every rank holds a
+// partial sum, summed over tp (merak.all_reduce, Megatron's g). Seeds whose values reach a
+// replicated factor (a layer norm over the split axis, a softmax's axis) or an op without a rule
+// (the function's results, ...) are left replicated, together with every seed their values met; the
+// walk repeats until it is consistent. A fused QKV projection gets blocks = 3 when its split lands
+// on the replicated part selector of a `merak.split` of its output into three equal parts, or on
 // the parts' dimension that gathers pick q, k and v from
 // (nn.MultiheadAttention's in_proj viewed as [..., 3, C]); one
 // whose output is cut into parts of different lengths (Phi-3's GQA
@@ -48,9 +49,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/Support/Debug.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKTENSORPARALLEL
@@ -190,6 +192,15 @@ struct Walk {
   /// a read sums over its own part of the factor only, so the rewrite puts
   /// Megatron's f (merak.tp_identity) between the value and the op.
   SmallVector<OpOperand *> replicatedReads;
+  /// Replicated operands of split ops that hold the split factor but are
+  /// no parameter of their own, computed from parameters and constants
+  /// only (T5's relative-position bias on the split heads, GPT-OSS's sinks
+  /// concatenated to the split scores), with the dimension: each rank
+  /// reads its part (merak.local_shard, Megatron's scatter; its derivative
+  /// gathers the parts' gradients over tp). An activation there (a
+  /// residual stream added to a column layer's output) stops the region
+  /// instead, as Megatron would not split the stream.
+  SmallVector<std::pair<OpOperand *, int64_t>> scatteredReads;
   SmallVector<Operation *> columns;
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
@@ -198,8 +209,13 @@ struct Walk {
   /// full start (their local start is that over tp).
   SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
 
-  Walk(SmallVector<Seed> &seeds, const llvm::StringMap<SmallVector<GetParamOp>> &getters)
-      : seeds(seeds), getters(getters) {
+  /// The values computed from the function's inputs (activations), which
+  /// are never read in parts (see scatteredReads).
+  const DenseSet<Value> *fromInputs;
+
+  Walk(SmallVector<Seed> &seeds, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
+       const DenseSet<Value> *fromInputs = nullptr)
+      : seeds(seeds), getters(getters), fromInputs(fromInputs) {
     for (unsigned i = 0; i < seeds.size(); ++i)
       regions.insert(i);
   }
@@ -287,6 +303,7 @@ struct Walk {
     SmallVector<ParamShard> newParams;
     SmallVector<std::pair<Value, Split>> newGathered;
     SmallVector<OpOperand *> newReads;
+    SmallVector<std::pair<OpOperand *, int64_t>> newScattered;
     for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
       Value v = use.get();
       auto where = rule->find(factors, *fs);
@@ -309,6 +326,11 @@ struct Walk {
       // gathered rows with it.
       GatherOp rows = gatheredRows(v, dim);
       std::optional<Weight> w = soleParam(rows ? rows.getData() : v);
+      if (!w && kind == FactorKind::Parallel && where->second == 1 && fromInputs &&
+          !fromInputs->contains(v) && isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
+        newScattered.push_back({&use, dim});
+        continue;
+      }
       if (!w)
         return failure();
       if (rows) {
@@ -328,6 +350,7 @@ struct Walk {
     }
     params.append(newParams);
     replicatedReads.append(newReads);
+    scatteredReads.append(newScattered);
     for (auto [r, rs] : newGathered)
       split[r] = rs;
     for (auto [r, rs] : results)
@@ -411,6 +434,38 @@ struct MerakTensorParallelPass
     SmallVector<int64_t> shape(t.getShape());
     shape[dim] /= tp;
     return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  /// This rank's part of the replicated `x` along `dim` (inserted after
+  /// x's definition): merak.local_shard splits the leading dimension, so
+  /// `dim` is moved there and back by transposes.
+  Value localPart(OpBuilder &b, Value x, int64_t dim) {
+    OpBuilder::InsertionGuard guard(b);
+    if (Operation *def = x.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(x).getOwner());
+    Location loc = x.getLoc();
+    RankedTensorType t = tensorOf(x);
+    SmallVector<int64_t> perm = {dim}, back(t.getRank());
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != dim)
+        perm.push_back(d);
+    for (auto [i, d] : llvm::enumerate(perm))
+      back[d] = i;
+    auto permuted = [&](RankedTensorType in, ArrayRef<int64_t> p) {
+      SmallVector<int64_t> shape;
+      for (int64_t d : p)
+        shape.push_back(in.getDimSize(d));
+      return RankedTensorType::get(shape, in.getElementType());
+    };
+    Value v = x;
+    if (dim != 0)
+      v = TransposeOp::create(b, loc, permuted(t, perm), v, perm);
+    v = LocalShardOp::create(b, loc, local(tensorOf(v), 0), v, "tp");
+    if (dim != 0)
+      v = TransposeOp::create(b, loc, permuted(tensorOf(v), back), v, back);
+    return v;
   }
 
   /// Splits `w`'s param along `axis` and retypes its reads.
@@ -599,10 +654,14 @@ struct MerakTensorParallelPass
       });
     }
 
+    DenseSet<Value> fromInputs(fn.getArguments().begin(), fn.getArguments().end());
+    for (Operation &op : fn.getBody().front())
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return fromInputs.contains(v); }))
+        fromInputs.insert(op.result_begin(), op.result_end());
     // Propagate until every surviving region is consistent.
     std::unique_ptr<Walk> walk;
     while (true) {
-      walk = std::make_unique<Walk>(seeds, getters);
+      walk = std::make_unique<Walk>(seeds, getters, &fromInputs);
       walk->run(fn);
       if (walk->failedRegions.empty())
         break;
@@ -635,7 +694,7 @@ struct MerakTensorParallelPass
       if (s.alive && !rowsOf.count(walk->root(i)))
         s.alive = false, changed = true;
     if (changed) {
-      walk = std::make_unique<Walk>(seeds, getters);
+      walk = std::make_unique<Walk>(seeds, getters, &fromInputs);
       walk->run(fn);
     }
     if (walk->columns.empty()) {
@@ -721,6 +780,13 @@ struct MerakTensorParallelPass
     };
     for (OpOperand *use : walk->replicatedReads)
       use->set(fFor(use->get(), use->getOwner()->getLoc()));
+    DenseMap<std::pair<Value, int64_t>, Value> partOf;
+    for (auto [use, dim] : walk->scatteredReads) {
+      Value &part = partOf[{use->get(), dim}];
+      if (!part)
+        part = localPart(b, use->get(), dim);
+      use->set(part);
+    }
     for (Operation *mm : walk->columns) {
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
       shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(), s.blocks,

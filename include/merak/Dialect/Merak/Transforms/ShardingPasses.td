@@ -89,7 +89,13 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       without a rule stops the region. A replicated float operand that such
       an op reads without the split factor (a per-head norm's weight [D]
       on split heads; not a constant) passes through `merak.tp_identity`:
-      each rank's gradient of it covers the rank's heads only.
+      each rank's gradient of it covers the rank's heads only. One computed
+      from parameters and constants alone that holds the split factor
+      without being a parameter read only there
+      (T5's relative-position bias on the split heads, computed from its
+      table; GPT-OSS's sinks concatenated to the scores) is read as the
+      rank's part, `merak.local_shard` (Megatron's scatter, whose
+      derivative gathers the parts' gradients over tp).
     - A *row-parallel* Linear is a matmul of a value split on its
       contraction dimension (a reduction factor; `reduce_sum` over the split
       axis ends a region the same way) by a parameter weight: the weight is split along
