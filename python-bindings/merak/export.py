@@ -13,8 +13,16 @@ refuses data-dependent control flow itself. Otherwise, or when it fails,
 the TorchScript exporter traces the module. Either way trace_checks watches
 the export and refuses what the ONNX file would not compute faithfully
 (control flow on tensor values, custom autograd Functions).
+
+A Hugging Face transformers model object (AutoModelForCausalLM.from_config
+and the like) is exported as it trains: without the key/value cache
+(use_cache=False; neither exporter takes transformers' DynamicCache), given
+token ids alone with an all-ones attention mask (as a tokenizer gives for
+unpadded rows), returning its logits alone (the ModelOutput's `logits`), under its own
+parameter names, so that Program.load_into puts the weights back into it.
 """
 import contextlib
+import functools
 import inspect
 import io
 import warnings
@@ -71,8 +79,9 @@ def export_module(model, example_inputs, path, input_names=None, output_names=No
     # BatchNorm's running statistics: the module's buffers are put back.
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
     try:
-        exporter = _export(torch, guard, model, example_inputs, path, common,
-                           lambda: _restore_buffers(model, saved), verbose)
+        with _logits_of_transformers_model(model):
+            exporter = _export(torch, guard, model, example_inputs, path, common,
+                               lambda: _restore_buffers(model, saved), verbose)
     finally:
         _restore_buffers(model, saved)
     guard.check()
@@ -109,6 +118,49 @@ def _export(torch, guard, model, example_inputs, path, common, restore, verbose)
                           training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, **common, **torchscript)
     return "torchscript"
+
+
+def _is_transformers_model(model):
+    try:
+        from transformers import PreTrainedModel
+    except ImportError:
+        return False
+    return isinstance(model, PreTrainedModel)
+
+
+@contextlib.contextmanager
+def _logits_of_transformers_model(model):
+    """For a transformers model: its forward, while exporting, called with
+    use_cache=False and returning the output's logits (an instance
+    attribute over the class's forward, removed afterwards)."""
+    if not _is_transformers_model(model):
+        yield
+        return
+    import torch
+    forward = model.forward
+    takes_mask = "attention_mask" in inspect.signature(forward).parameters
+
+    @functools.wraps(forward)  # its signature: the exporters name the inputs by it
+    def logits_only(*args, **kwargs):
+        kwargs.setdefault("use_cache", False)
+        # Token ids alone: an all-ones mask, as a tokenizer gives for
+        # unpadded rows (without one, transformers 5 looks for packed
+        # sequences with torch.diff, which neither exporter takes).
+        if takes_mask and len(args) == 1 and not args[0].is_floating_point():
+            kwargs.setdefault("attention_mask", torch.ones_like(args[0]))
+        out = forward(*args, **kwargs)
+        logits = getattr(out, "logits", None)
+        if logits is None:
+            raise TypeError("merak.compile: %s returned %s without logits; pass a module "
+                            "whose forward returns the logits" % (type(model).__name__,
+                                                                   type(out).__name__))
+        return logits
+
+    model.forward = logits_only
+    try:
+        yield
+    finally:
+        del model.forward
 
 
 @contextlib.contextmanager

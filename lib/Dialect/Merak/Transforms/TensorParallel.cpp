@@ -23,22 +23,24 @@
 // weight of a row-parallel layer, the rows of an expert's bias gathered per
 // token), which are split alike, or any other float value computed from
 // parameters and constants alone, of which each rank reads its part
-// (merak.local_shard: a relative-position bias computed from its table); replicated operands
-// without the factor get Megatron's f (each rank's gradient of them is partial); the results
-// holding it are split. A split *reduction* factor is a row-parallel end: every rank holds a
-// partial sum, summed over tp (merak.all_reduce, Megatron's g). Seeds whose values reach a
-// replicated factor (a layer norm over the split axis, a softmax's axis) or an op without a rule
-// (the function's results, ...) are left replicated, together with every seed their values met; the
-// walk repeats until it is consistent. A fused QKV projection gets blocks = 3 when its split lands
-// on the replicated part selector of a `merak.split` of its output into three equal parts, or on
-// the parts' dimension that gathers pick q, k and v from
-// (nn.MultiheadAttention's in_proj viewed as [..., 3, C]); one
-// whose output is cut into parts of different lengths (Phi-3's GQA
-// qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a split) gets
-// those lengths as its blocks, each split over tp: such a *ragged* split
-// passes only through a bias added to it (split in the same blocks) and
-// the slices (or split) that take its blocks apart, each of which is then
-// split normally.
+// (merak.local_shard: a relative-position bias computed from its table);
+// replicated operands without the factor get Megatron's f (each rank's
+// gradient of them is partial); the results holding it are split. A split
+// *reduction* factor is a row-parallel end: every rank holds a partial sum,
+// summed over tp (merak.all_reduce, Megatron's g). Seeds whose values reach
+// a replicated factor (a layer norm over the split axis, a softmax's axis)
+// or an op without a rule (the function's results, ...) are left
+// replicated, together with every seed their values met; the walk repeats
+// until it is consistent. A fused QKV projection gets blocks = 3 when its
+// split lands on the replicated part selector of a `merak.split` of its
+// output into three equal parts, or on the parts' dimension that gathers
+// pick q, k and v from (nn.MultiheadAttention's in_proj viewed as
+// [..., 3, C]); one whose output is cut into parts of different lengths
+// (Phi-3's GQA qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a
+// split) gets those lengths as its blocks, each split over tp: such a
+// *ragged* split passes only through a bias added to it (split in the same
+// blocks) and the slices (or split) that take its blocks apart, each of
+// which is then split normally.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
