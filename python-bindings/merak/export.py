@@ -18,8 +18,9 @@ A Hugging Face transformers model object (AutoModelForCausalLM.from_config
 and the like) is exported as it trains: without the key/value cache
 (use_cache=False; neither exporter takes transformers' DynamicCache), given
 token ids alone with an all-ones attention mask (as a tokenizer gives for
-unpadded rows), returning its logits alone (the ModelOutput's `logits`), under its own
-parameter names, so that Program.load_into puts the weights back into it.
+unpadded rows), returning its logits alone (the ModelOutput's `logits`),
+under its own parameter names, so that Program.load_into puts the weights
+back into it.
 """
 import contextlib
 import functools
@@ -138,15 +139,16 @@ def _logits_of_transformers_model(model):
         return
     import torch
     forward = model.forward
-    takes_mask = "attention_mask" in inspect.signature(forward).parameters
+    takes = inspect.signature(forward).parameters
 
     @functools.wraps(forward)  # its signature: the exporters name the inputs by it
     def logits_only(*args, **kwargs):
-        kwargs.setdefault("use_cache", False)
+        if "use_cache" in takes:
+            kwargs.setdefault("use_cache", False)
         # Token ids alone: an all-ones mask, as a tokenizer gives for
         # unpadded rows (without one, transformers 5 looks for packed
         # sequences with torch.diff, which neither exporter takes).
-        if takes_mask and len(args) == 1 and not args[0].is_floating_point():
+        if "attention_mask" in takes and len(args) == 1 and not args[0].is_floating_point():
             kwargs.setdefault("attention_mask", torch.ones_like(args[0]))
         out = forward(*args, **kwargs)
         logits = getattr(out, "logits", None)
