@@ -73,3 +73,37 @@ func.func @forward(%x: tensor<3x4xf32>) -> tensor<3x5xf32> {
   %y = merak.matmul %m2, %head : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
   return %y : tensor<3x5xf32>
 }
+
+// -----
+
+// ELECTRA's factorised embedding: a projection (a seed of its own) feeds
+// both the next layer's Linear and a layer norm over its features. Seeded
+// first, its region stops at the norm and stays replicated; the Linear it
+// feeds, row-parallel in that first walk only, is seeded again in the next
+// one and its MLP is split.
+// CHECK-DAG: merak.param @proj : tensor<4x8xf32> = dense<{{.*}}> : tensor<4x8xf32>{{$}}
+// CHECK-DAG: merak.param @w1 : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @w2 : tensor<4x8xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[H:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<4x8xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[H]] : tensor<3x8xf32>
+// CHECK-NEXT: merak.layer_norm %[[H]]
+// CHECK: merak.matmul %[[F]], %{{.*}} : tensor<3x8xf32>, tensor<8x4xf32> -> tensor<3x4xf32>
+// CHECK: %[[M2:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<4x8xf32> -> tensor<3x8xf32>
+// CHECK-NEXT: merak.all_reduce %[[M2]] group = "tp" reduction = "sum" : tensor<3x8xf32>
+merak.param @proj : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+merak.param @w1 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @w2 : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+func.func @forward(%x: tensor<3x4xf32>) -> tensor<f32> {
+  %p = merak.get_param @proj : tensor<4x8xf32>
+  %w1 = merak.get_param @w1 : tensor<8x8xf32>
+  %w2 = merak.get_param @w2 : tensor<8x8xf32>
+  %h = merak.matmul %x, %p : tensor<3x4xf32>, tensor<4x8xf32> -> tensor<3x8xf32>
+  %n = merak.layer_norm %h axis = 1 epsilon = 1.0e-05 : (tensor<3x8xf32>) -> tensor<3x8xf32>
+  %a = merak.matmul %h, %w1 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %r = merak.relu %a : tensor<3x8xf32>
+  %b = merak.matmul %r, %w2 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %y = merak.add %n, %b : tensor<3x8xf32>, tensor<3x8xf32>
+  %l = merak.reduce_sum %y axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

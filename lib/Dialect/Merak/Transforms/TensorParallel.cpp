@@ -409,8 +409,9 @@ struct Walk {
         columns.push_back(s.matmul);
         continue;
       }
-      if (seedIt != seedOf.end())
-        seeds[seedIt->second].alive = false; // its input is split: row-parallel
+      // A seed whose input is split is row-parallel in this walk only: if
+      // that region fails, the next walk seeds it again (ELECTRA's q, k, v
+      // read a projected embedding whose own region stops at a layer norm).
       std::optional<Split> first;
       unsigned firstIndex = 0;
       for (auto [i, v] : llvm::enumerate(op.getOperands()))
