@@ -79,10 +79,7 @@ RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType());
 /// argument).
 OpBuilder after(Value v) {
   OpBuilder b(v.getContext());
-  if (Operation *def = v.getDefiningOp())
-    b.setInsertionPointAfter(def);
-  else
-    b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  b.setInsertionPointAfterValue(v);
   return b;
 }
 

@@ -65,6 +65,8 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "FuseAttention.h"
+
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Evaluator/Evaluator.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -93,14 +95,6 @@ namespace {
 struct ConstTensor {
   SmallVector<int64_t> shape;
   std::vector<double> values;
-};
-
-/// What a mask lets a query row see: every key, the causal keys, a
-/// causal sliding window of `window` keys, or (not causal) a band of the
-/// keys |r - c| < window.
-struct MaskKind {
-  bool causal = false;
-  int64_t window = 0;
 };
 
 class AttentionFuser {
@@ -444,29 +438,6 @@ static bool peelLeadingReshape(Value &x, SmallVectorImpl<Operation *> &chain) {
   return true;
 }
 
-/// `x` broadcast to the leading dims `lead` (x's own last two kept):
-/// multi-query keys and values [B, 1, S, D] read by every head; x itself
-/// when its leading dims are `lead` already.
-static Value broadcastLeading(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> lead) {
-  auto t = cast<RankedTensorType>(x.getType());
-  if (t.getShape().drop_back(2) == lead)
-    return x;
-  SmallVector<int64_t> shape(lead);
-  shape.append(t.getShape().take_back(2).begin(), t.getShape().take_back(2).end());
-  return BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x);
-}
-
-/// `x` [..., n] with zero columns [n, width) appended.
-static Value zeroColumnsAfter(OpBuilder &b, Location loc, Value x, int64_t width) {
-  auto t = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape(t.getShape());
-  shape.back() = width - shape.back();
-  auto scalar = RankedTensorType::get({}, t.getElementType());
-  Value zero = ConstantOp::create(b, loc, cast<DenseElementsAttr>(b.getZeroAttr(scalar)));
-  Value zeros = BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), zero);
-  return ConcatOp::create(b, loc, ValueRange{x, zeros}, t.getRank() - 1);
-}
-
 /// True when the leading dims `lead` broadcast to `to` (each equal or 1).
 static bool broadcastsTo(ArrayRef<int64_t> lead, ArrayRef<int64_t> to) {
   if (lead.size() != to.size())
@@ -706,60 +677,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
       !vt.getElementType().isF32() || !qt.getElementType().isF32())
     return false;
 
-  OpBuilder b(pv);
-  SmallVector<Location> locs;
-  for (Operation *op : llvm::reverse(chain))
-    locs.push_back(op->getLoc());
-  Location loc = b.getFusedLoc(locs);
-  SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  std::swap(perm[rank - 1], perm[rank - 2]);
-  SmallVector<int64_t> kShape(kt.getShape());
-  std::swap(kShape[rank - 1], kShape[rank - 2]);
-  Value k = TransposeOp::create(b, loc, RankedTensorType::get(kShape, kt.getElementType()), kT,
-                                perm);
-  k = broadcastLeading(b, loc, k, batch);
-  v = broadcastLeading(b, loc, v, batch);
-  // Value heads of another width than query/key heads (multi-head latent
-  // attention: DeepSeek's 192 and 128): the narrower side gets zero
-  // columns, which change neither the scores nor the output's first dv
-  // columns, and the fused op's output is cut back to them.
-  int64_t width = std::max(d, dv);
-  if (d < width) {
-    q = zeroColumnsAfter(b, loc, q, width);
-    k = zeroColumnsAfter(b, loc, k, width);
-  }
-  if (dv < width)
-    v = zeroColumnsAfter(b, loc, v, width);
-  SmallVector<int64_t> outShape(qt.getShape());
-  outShape.back() = width;
-  auto lseType = RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type());
-  // The dropout's ratio, seed and the splits it recorded (none at p = 0).
-  bool drops = dropout && dropout.getRatio().convertToDouble() > 0;
-  auto attn = AttentionOp::create(
-      b, loc, TypeRange{RankedTensorType::get(outShape, b.getF32Type()), lseType}, q, k, v, bias,
-      b.getF64FloatAttr(*scale), mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
-      b.getI64IntegerAttr(mask.window), b.getF64FloatAttr(softcap),
-      b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
-      b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
-      drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),
-      drops ? dropout.getTpSplitAttr() : DenseI64ArrayAttr());
-  Value out = attn.getResult();
-  if (dv < width) {
-    SmallVector<int64_t> starts(rank, 0), strides(rank, 1), limits(outShape);
-    limits.back() = dv;
-    out = SliceOp::create(b, loc, pv.getType(), out, starts, limits, strides);
-  }
-  if (sink) { // each row's share without the sink: sigmoid(lse - sink)
-    SmallVector<int64_t> rows(lseType.getShape());
-    rows.push_back(1);
-    Value lse =
-        ReshapeOp::create(b, loc, RankedTensorType::get(rows, b.getF32Type()), attn.getLse());
-    Value share = SigmoidOp::create(b, loc, SubOp::create(b, loc, lse, sink));
-    out = MulOp::create(b, loc, out, share);
-  }
-  pv.getResult().replaceAllUsesWith(out);
-  for (Operation *op : chain)
-    op->erase();
+  rewriteAttention({pv, std::move(chain), q, kT, v, bias, sink, dropout, mask, *scale, softcap});
   return true;
 }
 
