@@ -223,3 +223,21 @@ func.func @forward(%p: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4x1x6xf32>) 
   %v = merak.reshape %e : tensor<4x6xf32> to tensor<4x1x6xf32>
   return %e, %v : tensor<4x6xf32>, tensor<4x1x6xf32>
 }
+
+// -----
+
+// A sum that only region starts read (a norm's statistics summed inside a
+// tensor-parallel region, then f) is no region's end: it stays an
+// all-reduce rather than a reduce-scatter gathered again at once.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: merak.reduce_scatter
+// CHECK: %[[S:.+]] = merak.all_reduce %arg0 group = "tp" reduction = "sum" : tensor<2x4x1xf32>
+// CHECK-NEXT: merak.tp_identity %[[S]] : tensor<2x4x1xf32>
+// CHECK-NOT: merak.all_gather
+func.func @forward(%ss: tensor<2x4x1xf32>, %x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = merak.all_reduce %ss group = "tp" reduction = "sum" : tensor<2x4x1xf32> -> tensor<2x4x1xf32>
+  %f = merak.tp_identity %s : tensor<2x4x1xf32>
+  %r = merak.rsqrt %f : tensor<2x4x1xf32>
+  %y = merak.mul %x, %r : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+  return %y : tensor<2x4x8xf32>
+}

@@ -96,3 +96,43 @@ func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// BLOOM's ALiBi bias [batch * heads, 1, S], computed from an input (the
+// attention mask) and constants alone, added to the split scores on the
+// merged [batch * heads] dimension (the heads split in blocks of the
+// batch): each rank reads its heads of every batch row through
+// merak.local_shard, the merged dimension viewed as [batch, heads] around
+// it. An input-derived value holds no gradient, so no f goes with it.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[A:.*]] = merak.mul %arg1, %{{.*}} : tensor<4x1x4xf32>, tensor<f32>
+// CHECK-NEXT: %[[V:.*]] = merak.reshape %[[A]] : tensor<4x1x4xf32> to tensor<2x2x1x4xf32>
+// CHECK-NEXT: %[[T:.*]] = merak.transpose %[[V]] perm = [1, 0, 2, 3] : tensor<2x2x1x4xf32> to tensor<2x2x1x4xf32>
+// CHECK-NEXT: %[[L:.*]] = merak.local_shard %[[T]] group = "tp" : tensor<2x2x1x4xf32> -> tensor<1x2x1x4xf32>
+// CHECK-NEXT: %[[B:.*]] = merak.transpose %[[L]] perm = [1, 0, 2, 3] : tensor<1x2x1x4xf32> to tensor<2x1x1x4xf32>
+// CHECK-NEXT: %[[P:.*]] = merak.reshape %[[B]] : tensor<2x1x1x4xf32> to tensor<2x1x4xf32>
+// CHECK: merak.add %{{.*}}, %[[P]] : tensor<2x4x4xf32>, tensor<2x1x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<2x4x8xf32>
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x4x8xf32>, %m: tensor<4x1x4xf32>) -> tensor<f32> {
+  %slope = merak.constant dense<5.000000e-01> : tensor<f32>
+  %alibi = merak.mul %m, %slope : tensor<4x1x4xf32>, tensor<f32>
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q0 = merak.matmul %x, %tq : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %q2 = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<2x4x2x4xf32> to tensor<2x2x4x4xf32>
+  %q3 = merak.reshape %q2 : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+  %s = merak.add %q3, %alibi : tensor<4x4x4xf32>, tensor<4x1x4xf32>
+  %t = merak.tanh %s : tensor<4x4x4xf32>
+  %y0 = merak.reshape %t : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
+  %y1 = merak.transpose %y0 perm = [0, 2, 1, 3] : tensor<2x2x4x4xf32> to tensor<2x4x2x4xf32>
+  %y = merak.reshape %y1 : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %y, %to : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -7,7 +7,9 @@
 //   elementwise (binary, where, unary, cast, dropout, broadcast, tp_identity)
 //       every result dim a parallel factor; operands broadcast numpy-style
 //   softmax, log_softmax, cumsum, argmax/argmin   the axis replicated
-//   layer_norm, rms_norm        the normalised dims [axis, rank) replicated
+//   layer_norm, rms_norm        the normalised dims [axis, rank) replicated;
+//                               a split of them is kept by summing the
+//                               statistics over the ranks (NormStatistics)
 //   reduce_sum                  reduced dims are reduction factors
 //   reduce_mean/max/min/prod    reduced dims combined (argmax/argmin too)
 //   matmul  [b.., M, K] x [b.., K, N] -> [b.., M, N]  K a reduction factor
@@ -47,6 +49,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Interfaces/ShardingModels.h"
+
+#include "NormStatistics.h"
 
 #include "merak/Dialect/Merak/IR/MerakDialect.h"
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -579,6 +583,16 @@ struct ShardingModel
       }
     }
     return success();
+  }
+  bool canSplitStatistics(Operation *op, unsigned operand, int64_t dim) const {
+    if constexpr (std::is_same_v<OpTy, LayerNormOp> || std::is_same_v<OpTy, RmsNormOp>)
+      return canSplitNormStatistics(cast<OpTy>(op), operand, dim);
+    return false;
+  }
+  Value splitStatistics(Operation *op, OpBuilder &b, int64_t parts, SumOverRanks sum) const {
+    if constexpr (std::is_same_v<OpTy, LayerNormOp> || std::is_same_v<OpTy, RmsNormOp>)
+      return splitNormStatistics(cast<OpTy>(op), b, parts, sum);
+    return {};
   }
   void adaptToLocalTypes(Operation *op) const {
     if constexpr (std::is_same_v<OpTy, SplitOp>) {

@@ -294,10 +294,7 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
     Value &k = identity[v];
     if (!k) {
       OpBuilder::InsertionGuard guard(b);
-      if (Operation *def = v.getDefiningOp())
-        b.setInsertionPointAfter(def);
-      else
-        b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+      b.setInsertionPointAfterValue(v);
       k = TpIdentityOp::create(b, v.getLoc(), v);
     }
     return k;
@@ -372,11 +369,13 @@ struct SequenceParallelPass : public merak::impl::MerakSequenceParallelBase<Sequ
             << ": this block's neighbours stay replicated";
         remarked = true;
       }
-      // A region's end.
+      // A region's end (not one that only region starts read, as a norm's
+      // statistics summed inside a region: gathered again at once).
       if (auto end = dyn_cast<AllReduceOp>(op);
           end && end.getGroup() == "tp" && end.getReduction() == "sum" &&
           end.getNumOperands() == 1 && splittable(end.getType(0), tp) &&
-          llvm::any_of(end->getUsers(), [&](Operation *u) { return rowwise(u, tp); })) {
+          llvm::any_of(end->getUsers(),
+                       [&](Operation *u) { return !isa<TpIdentityOp>(u) && rowwise(u, tp); })) {
         RankedTensorType t = tensorOf(end.getResult(0));
         int64_t n = tokenRows(t);
         Value view = ReshapeOp::create(b, end.getLoc(), rowsView(t, n), end.getOperand(0));

@@ -27,11 +27,13 @@
 // replicated operands without the factor get Megatron's f (each rank's
 // gradient of them is partial); the results holding it are split. A split
 // *reduction* factor is a row-parallel end: every rank holds a partial sum,
-// summed over tp (merak.all_reduce, Megatron's g). Seeds whose values reach
-// a replicated factor (a layer norm over the split axis, a softmax's axis)
-// or an op without a rule (the function's results, ...) are left
-// replicated, together with every seed their values met; the walk repeats
-// until it is consistent. A fused QKV projection gets blocks = 3 when its
+// summed over tp (merak.all_reduce, Megatron's g). A norm over the split
+// features (OLMo 2's q/k norms) is split alike, its statistics summed over
+// tp (the op's splitStatistics), where its region is a Megatron block.
+// Seeds whose values reach a replicated factor (a softmax's axis) or an op
+// without a rule (the function's results, ...) are left replicated,
+// together with every seed their values met; the walk repeats until it is
+// consistent (TensorParallelWalk.cpp). A fused QKV projection gets blocks = 3 when its
 // split lands on the replicated part selector of a `merak.split` of its
 // output into three equal parts, or on the parts' dimension that gathers
 // pick q, k and v from (nn.MultiheadAttention's in_proj viewed as
@@ -45,6 +47,7 @@
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
+#include "TensorParallelWalk.h"
 #include "VocabParallel.h"
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
@@ -65,369 +68,9 @@ namespace mlir::merak {
 
 using namespace mlir;
 using namespace mlir::merak;
+using namespace mlir::merak::tensor_parallel;
 
 namespace {
-
-RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-/// How a value is split over tp (see the file comment); `seed` is the
-/// column-parallel Linear it derives from (its union-find class is the
-/// tensor-parallel region).
-struct Split {
-  int64_t dim = 0, blocks = 1;
-  int seed = 0;
-  /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
-  SmallVector<int64_t> sizes = {};
-};
-
-/// What a failed region asks of its seed before it is given up: equal
-/// blocks (a split into equal parts) or ragged ones (parts of different
-/// lengths).
-struct Retry {
-  int64_t blocks = 0;
-  SmallVector<int64_t> sizes;
-};
-
-/// The parts `v` is cut into along `dim` when its readers are slices (stride
-/// 1, whole elsewhere) covering it exactly in contiguous ranges of
-/// different lengths, or one split along `dim` with different sizes; empty
-/// otherwise.
-SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
-  int64_t n = tensorOf(v).getDimSize(dim);
-  SmallVector<std::pair<int64_t, int64_t>> ranges;
-  for (Operation *user : v.getUsers()) {
-    if (auto cut = dyn_cast<SplitOp>(user)) {
-      if (!v.hasOneUse() || (int64_t)cut.getAxis() != dim)
-        return {};
-      int64_t start = 0;
-      for (int64_t len : cut.getSizes())
-        ranges.push_back({start, len}), start += len;
-      continue;
-    }
-    auto slice = dyn_cast<SliceOp>(user);
-    if (!slice)
-      return {};
-    ArrayRef<int64_t> in = tensorOf(v).getShape();
-    for (auto [d, size] : llvm::enumerate(in)) {
-      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
-      if (slice.getStrides()[d] != 1 || ((int64_t)d != dim && (start != 0 || limit != size)))
-        return {};
-    }
-    ranges.push_back({slice.getStarts()[dim], slice.getLimits()[dim] - slice.getStarts()[dim]});
-  }
-  llvm::sort(ranges);
-  SmallVector<int64_t> sizes;
-  int64_t at = 0;
-  for (auto [start, len] : ranges) {
-    if (start != at || len <= 0)
-      return {};
-    sizes.push_back(len);
-    at += len;
-  }
-  if (at != n || sizes.size() < 2 || llvm::all_equal(sizes))
-    return {};
-  return sizes;
-}
-
-/// A weight read by one Linear only: the param, its get_param, and the
-/// transpose between them (null for the [in, out] form).
-struct Weight {
-  ParamOp param;
-  GetParamOp get;
-  TransposeOp transpose;
-  /// The param's dimension that is the Linear's output feature dimension:
-  /// 1 for [in, out] (or an expert weight [E, out, in]), 0 through the
-  /// transpose of [out, in], 2 for an expert weight [E, in, out].
-  int64_t out = 1;
-  int64_t outAxis() const { return transpose ? 0 : out; }
-};
-
-struct Seed {
-  /// The Linear: a matmul, an expert_matmul or a conv2d (its input is
-  /// operand 0 in each).
-  Operation *matmul;
-  Weight weight;
-  /// Ragged blocks of its output (see Split).
-  SmallVector<int64_t> sizes = {};
-  /// A conv2d's bias, split with its output channels: a parameter, or a
-  /// splat constant (rebuilt at the local size).
-  std::optional<Weight> bias = std::nullopt;
-  ConstantOp splatBias = {};
-  int64_t blocks = 1;
-  bool alive = true;
-  /// The result's split dimension: the features (the last) of a Linear,
-  /// the channels (1) of a convolution.
-  int64_t dim() const {
-    return isa<Conv2DOp>(matmul) ? 1 : tensorOf(matmul->getResult(0)).getRank() - 1;
-  }
-};
-
-/// A parameter split alike with a split value it meets (a column layer's
-/// bias, a row-parallel layer's weight), `axis` being the param's own.
-struct ParamShard {
-  Weight weight;
-  Operation *user;
-  int64_t axis, blocks;
-  int seed;
-  /// Ragged blocks (a bias added before they are taken apart).
-  SmallVector<int64_t> sizes = {};
-};
-
-/// An op whose split factor is a reduction (a row-parallel Linear's
-/// contraction): every rank holds a partial sum of its results, which the
-/// rewrite sums over tp (Megatron's g).
-struct Partial {
-  Operation *op;
-  int seed;
-};
-
-/// One propagation over the function for the current seeds.
-struct Walk {
-  SmallVector<Seed> &seeds;
-  const llvm::StringMap<SmallVector<GetParamOp>> &getters;
-  DenseMap<Value, Split> split;
-  llvm::EquivalenceClasses<int> regions;
-  SmallVector<ParamShard> params;
-  SmallVector<Partial> partials;
-  /// Replicated operands of split ops that lack the split factor (a
-  /// per-head norm's weight, a rotary table): each rank's gradient of such
-  /// a read sums over its own part of the factor only, so the rewrite puts
-  /// Megatron's f (merak.tp_identity) between the value and the op.
-  SmallVector<OpOperand *> replicatedReads;
-  /// Replicated operands of split ops that hold the split factor but are
-  /// no parameter of their own, computed from parameters and constants
-  /// only (T5's relative-position bias on the split heads, GPT-OSS's sinks
-  /// concatenated to the split scores), with the dimension: each rank
-  /// reads its part (merak.local_shard, Megatron's scatter; its derivative
-  /// gathers the parts' gradients over tp). An activation there (a
-  /// residual stream added to a column layer's output) stops the region
-  /// instead, as Megatron would not split the stream.
-  SmallVector<std::pair<OpOperand *, int64_t>> scatteredReads;
-  SmallVector<Operation *> columns;
-  /// Regions that met an op they cannot pass, with the blocks a
-  /// `merak.split` of the seed's output asked for (0: none).
-  DenseMap<int, Retry> failedRegions;
-  /// The slices taking a ragged split's blocks apart, with their block's
-  /// full start (their local start is that over tp).
-  SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
-
-  /// The values computed from the function's inputs (activations), which
-  /// are never read in parts (see scatteredReads).
-  const DenseSet<Value> *fromInputs;
-
-  Walk(SmallVector<Seed> &seeds, const llvm::StringMap<SmallVector<GetParamOp>> &getters,
-       const DenseSet<Value> *fromInputs = nullptr)
-      : seeds(seeds), getters(getters), fromInputs(fromInputs) {
-    for (unsigned i = 0; i < seeds.size(); ++i)
-      regions.insert(i);
-  }
-
-  int root(int seed) { return regions.getLeaderValue(seed); }
-
-  /// `v` read once, from a parameter read nowhere else (through a transpose
-  /// [1, 0] or directly).
-  std::optional<Weight> soleParam(Value v) {
-    Weight w;
-    if (!v.hasOneUse())
-      return std::nullopt;
-    if (auto t = v.getDefiningOp<TransposeOp>()) {
-      if (t.getPerm() != ArrayRef<int64_t>{1, 0})
-        return std::nullopt;
-      w.transpose = t;
-      v = t.getInput();
-      if (!v.hasOneUse())
-        return std::nullopt;
-    }
-    w.get = v.getDefiningOp<GetParamOp>();
-    if (!w.get)
-      return std::nullopt;
-    auto it = getters.find(w.get.getName());
-    if (it == getters.end() || it->second.size() != 1)
-      return std::nullopt;
-    w.param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(w.get, w.get.getNameAttr());
-    if (!w.param || !isa<FloatType>(w.param.getTensorType().getElementType()))
-      return std::nullopt;
-    return w;
-  }
-
-  /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
-  /// the data's (not an index dimension); null otherwise.
-  GatherOp gatheredRows(Value v, int64_t dim) {
-    auto g = v.getDefiningOp<GatherOp>();
-    if (!g || !v.hasOneUse())
-      return {};
-    int64_t axis = g.getAxis() < 0 ? g.getAxis() + tensorOf(g.getData()).getRank() : g.getAxis();
-    int64_t indexRank = tensorOf(g.getIndices()).getRank();
-    if (dim >= axis && dim < axis + indexRank)
-      return {};
-    return g;
-  }
-
-  /// Propagates the split `s` of `op`'s operand `index` through the op's
-  /// sharding rule: every operand holding the split factor must be split
-  /// alike or be a parameter read only here (then split alike), the
-  /// results holding it are split, and a split reduction factor leaves
-  /// partial sums.
-  LogicalResult propagate(Operation *op, unsigned index, Split s) {
-    if (!s.sizes.empty())
-      return propagateRagged(op, index, s);
-    auto iface = dyn_cast<ShardingRuleOpInterface>(op);
-    std::optional<ShardingRule> rule =
-        iface ? iface.getShardingRule() : std::optional<ShardingRule>();
-    if (!rule)
-      return failure();
-    const ShardingRule::TensorFactors &from = rule->operands[index];
-    std::optional<ShardingRule::FactorSplit> fs = rule->locate(from, s.dim, s.blocks);
-    if (!fs)
-      return failure();
-    FactorKind kind = rule->factors[fs->factor].kind;
-    if (kind == FactorKind::Replicated) {
-      // A fused projection split into equal parts: retry its seed with
-      // blocks = parts so that every rank holds its share of each part.
-      if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
-        failedRegions[root(s.seed)] = {blocks, {}};
-      // A fused projection reshaped to [..., parts, n] whose parts are
-      // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
-      // gathers of [3, ...]): the split landed on the parts; retry the
-      // seed with blocks = parts, which puts it on n.
-      if (auto pick = dyn_cast<GatherOp>(op);
-          pick && index == 0 && s.blocks == 1 && pick.getAxis() == s.dim)
-        if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
-          failedRegions[root(s.seed)] = {parts, {}};
-      // Parts of different lengths: retry with ragged blocks.
-      if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
-        if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())
-          failedRegions[root(s.seed)] = {0, sizes};
-      return failure();
-    }
-    if (kind == FactorKind::Combined) // a mean or max over the split axis
-      return failure();
-    SmallVector<ParamShard> newParams;
-    SmallVector<std::pair<Value, Split>> newGathered;
-    SmallVector<OpOperand *> newReads;
-    SmallVector<std::pair<OpOperand *, int64_t>> newScattered;
-    for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
-      Value v = use.get();
-      auto where = rule->find(factors, *fs);
-      auto it = split.find(v);
-      if (it != split.end()) {
-        if (!where || it->second.dim != where->first || it->second.blocks != where->second ||
-            !it->second.sizes.empty())
-          return failure();
-        continue;
-      }
-      if (!where) {
-        if (kind == FactorKind::Parallel && isa<FloatType>(getElementTypeOrSelf(v.getType())) &&
-            !v.getDefiningOp<ConstantOp>())
-          newReads.push_back(&use);
-        continue;
-      }
-      int64_t dim = where->first;
-      // A parameter row chosen per token (an expert's bias, gather(b [E, O],
-      // experts)): the parameter is split on the matching dimension and the
-      // gathered rows with it.
-      GatherOp rows = gatheredRows(v, dim);
-      std::optional<Weight> w = soleParam(rows ? rows.getData() : v);
-      if (!w && kind == FactorKind::Parallel && where->second == 1 && fromInputs &&
-          !fromInputs->contains(v) && isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
-        newScattered.push_back({&use, dim});
-        continue;
-      }
-      if (!w)
-        return failure();
-      if (rows) {
-        int64_t indexRank = tensorOf(rows.getIndices()).getRank();
-        newGathered.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
-        dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
-      }
-      int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
-      newParams.push_back({*w, op, axis, where->second, s.seed});
-    }
-    SmallVector<std::pair<Value, Split>> results;
-    for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
-      if (auto where = rule->find(factors, *fs))
-        results.push_back({r, {where->first, where->second, s.seed}});
-      else if (kind == FactorKind::Parallel)
-        return failure();
-    }
-    params.append(newParams);
-    replicatedReads.append(newReads);
-    scatteredReads.append(newScattered);
-    for (auto [r, rs] : newGathered)
-      split[r] = rs;
-    for (auto [r, rs] : results)
-      split[r] = rs;
-    if (kind == FactorKind::Reduction)
-      partials.push_back({op, s.seed});
-    return success();
-  }
-
-  /// A ragged split passes only through the ops that take its blocks
-  /// apart: a slice of one block (stride 1, whole elsewhere) or a split
-  /// into exactly its blocks; their results are split normally. Before
-  /// that, a bias may be added (a fused QKV projection with a bias): a
-  /// [n] parameter read only there, split in the same blocks.
-  LogicalResult propagateRagged(Operation *op, unsigned index, const Split &s) {
-    if (auto add = dyn_cast<AddOp>(op)) {
-      Value x = op->getOperand(index), b = op->getOperand(1 - index);
-      RankedTensorType bt = tensorOf(b);
-      int64_t n = tensorOf(x).getDimSize(s.dim);
-      std::optional<Weight> w = soleParam(b);
-      if (!w || w->transpose || bt.getRank() != 1 || bt.getDimSize(0) != n ||
-          s.dim != tensorOf(x).getRank() - 1 || tensorOf(add.getResult()) != tensorOf(x))
-        return failure();
-      params.push_back({*w, op, 0, (int64_t)s.sizes.size(), s.seed, s.sizes});
-      split[add.getResult()] = s;
-      return success();
-    }
-    Split part{s.dim, 1, s.seed, {}};
-    if (auto cut = dyn_cast<SplitOp>(op)) {
-      if ((int64_t)cut.getAxis() != s.dim || cut.getSizes() != ArrayRef<int64_t>(s.sizes))
-        return failure();
-      for (Value r : cut.getResults())
-        split[r] = part;
-      return success();
-    }
-    auto slice = dyn_cast<SliceOp>(op);
-    if (!slice || raggedParts(slice.getInput(), s.dim) != s.sizes)
-      return failure();
-    raggedSlices.push_back({slice, slice.getStarts()[s.dim]});
-    split[slice.getResult()] = part;
-    return success();
-  }
-
-  void run(func::FuncOp fn) {
-    DenseMap<Operation *, int> seedOf;
-    for (auto [i, s] : llvm::enumerate(seeds))
-      if (s.alive)
-        seedOf[s.matmul] = i;
-    for (Operation &op : fn.getBody().front()) {
-      auto seedIt = seedOf.find(&op);
-      if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
-        Seed &s = seeds[seedIt->second];
-        split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes};
-        columns.push_back(s.matmul);
-        continue;
-      }
-      // A seed whose input is split is row-parallel in this walk only: if
-      // that region fails, the next walk seeds it again (ELECTRA's q, k, v
-      // read a projected embedding whose own region stops at a layer norm).
-      std::optional<Split> first;
-      unsigned firstIndex = 0;
-      for (auto [i, v] : llvm::enumerate(op.getOperands()))
-        if (auto it = split.find(v); it != split.end()) {
-          if (!first)
-            first = it->second, firstIndex = i;
-          else
-            regions.unionSets(first->seed, it->second.seed);
-        }
-      if (!first)
-        continue;
-      if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
-        failedRegions[root(first->seed)] = {};
-    }
-  }
-};
 
 struct MerakTensorParallelPass
     : merak::impl::MerakTensorParallelBase<MerakTensorParallelPass> {
@@ -439,16 +82,25 @@ struct MerakTensorParallelPass
     return RankedTensorType::get(shape, t.getElementType());
   }
 
-  /// This rank's part of the replicated `x` along `dim` (inserted after
-  /// x's definition): merak.local_shard splits the leading dimension, so
-  /// `dim` is moved there and back by transposes.
-  Value localPart(OpBuilder &b, Value x, int64_t dim) {
+  /// This rank's part of the replicated `x` along `dim` viewed as [blocks,
+  /// tp, n / (blocks tp)] (inserted after x's definition): merak.local_shard
+  /// splits the leading dimension, so `dim` (after the blocks, viewed as
+  /// their own dimension) is moved there and back by transposes.
+  Value localPart(OpBuilder &b, Value x, int64_t dim, int64_t blocks) {
     OpBuilder::InsertionGuard guard(b);
-    if (Operation *def = x.getDefiningOp())
-      b.setInsertionPointAfter(def);
-    else
-      b.setInsertionPointToStart(cast<BlockArgument>(x).getOwner());
+    b.setInsertionPointAfterValue(x);
     Location loc = x.getLoc();
+    if (blocks > 1) {
+      RankedTensorType whole = tensorOf(x);
+      SmallVector<int64_t> shape(whole.getShape());
+      shape[dim] /= blocks;
+      shape.insert(shape.begin() + dim, blocks);
+      Value view =
+          ReshapeOp::create(b, loc, RankedTensorType::get(shape, whole.getElementType()), x);
+      Value part = localPart(b, view, dim + 1, 1);
+      b.setInsertionPointAfterValue(part);
+      return ReshapeOp::create(b, loc, local(whole, dim), part);
+    }
     RankedTensorType t = tensorOf(x);
     SmallVector<int64_t> perm = {dim}, back(t.getRank());
     for (int64_t d = 0; d < t.getRank(); ++d)
@@ -657,49 +309,7 @@ struct MerakTensorParallelPass
       });
     }
 
-    DenseSet<Value> fromInputs(fn.getArguments().begin(), fn.getArguments().end());
-    for (Operation &op : fn.getBody().front())
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return fromInputs.contains(v); }))
-        fromInputs.insert(op.result_begin(), op.result_end());
-    // Propagate until every surviving region is consistent.
-    std::unique_ptr<Walk> walk;
-    while (true) {
-      walk = std::make_unique<Walk>(seeds, getters, &fromInputs);
-      walk->run(fn);
-      if (walk->failedRegions.empty())
-        break;
-      for (auto &[region, retry] : walk->failedRegions) {
-        SmallVector<int> members;
-        for (int m : walk->regions.members(region))
-          members.push_back(m);
-        Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
-        if (only && only->blocks == 1 && retry.blocks > 1) {
-          only->blocks = retry.blocks;
-          continue;
-        }
-        // Ragged blocks, when each divides over tp.
-        if (only && only->blocks == 1 && !retry.sizes.empty() &&
-            llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
-          only->sizes = retry.sizes;
-          only->blocks = retry.sizes.size();
-          continue;
-        }
-        for (int m : members)
-          seeds[m].alive = false;
-      }
-    }
-    // A region without a row-parallel end would only add communication.
-    DenseMap<int, int> rowsOf;
-    for (Partial &p : walk->partials)
-      ++rowsOf[walk->root(p.seed)];
-    bool changed = false;
-    for (auto [i, s] : llvm::enumerate(seeds))
-      if (s.alive && !rowsOf.count(walk->root(i)))
-        s.alive = false, changed = true;
-    if (changed) {
-      walk = std::make_unique<Walk>(seeds, getters, &fromInputs);
-      walk->run(fn);
-    }
+    std::unique_ptr<Walk> walk = planRegions(fn, seeds, getters, tp);
     if (walk->columns.empty()) {
       // Only the vocabulary, if it splits (a recurrent net's LM head).
       if (failed(splitVocabularyOnly(fn, getters)))
@@ -773,21 +383,18 @@ struct MerakTensorParallelPass
     auto fFor = [&](Value x, Location loc) {
       Value &f = fOf[x];
       if (!f) {
-        if (Operation *def = x.getDefiningOp())
-          b.setInsertionPointAfter(def);
-        else
-          b.setInsertionPointToStart(&fn.getBody().front());
+        b.setInsertionPointAfterValue(x);
         f = TpIdentityOp::create(b, loc, x);
       }
       return f;
     };
     for (OpOperand *use : walk->replicatedReads)
       use->set(fFor(use->get(), use->getOwner()->getLoc()));
-    DenseMap<std::pair<Value, int64_t>, Value> partOf;
-    for (auto [use, dim] : walk->scatteredReads) {
-      Value &part = partOf[{use->get(), dim}];
+    DenseMap<std::tuple<Value, int64_t, int64_t>, Value> partOf;
+    for (auto [use, dim, blocks] : walk->scatteredReads) {
+      Value &part = partOf[{use->get(), dim, blocks}];
       if (!part)
-        part = localPart(b, use->get(), dim);
+        part = localPart(b, use->get(), dim, blocks);
       use->set(part);
     }
     for (Operation *mm : walk->columns) {
@@ -808,6 +415,19 @@ struct MerakTensorParallelPass
     }
     for (ParamShard &p : walk->params)
       shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks, p.sizes);
+    // A norm's local sums: summed over tp (g), then f, so that each rank's
+    // partial gradient of the sums is summed too.
+    auto sumOverTp = [](OpBuilder &at, Value partial) -> Value {
+      Location loc = partial.getLoc();
+      auto whole = AllReduceOp::create(at, loc, ValueRange{partial}, "tp", "sum");
+      return TpIdentityOp::create(at, loc, whole.getResult(0));
+    };
+    for (auto [op, seed] : walk->statistics) {
+      b.setInsertionPoint(op);
+      op->getResult(0).replaceAllUsesWith(
+          cast<ShardingRuleOpInterface>(op).splitStatistics(b, tp, sumOverTp));
+      op->erase();
+    }
     for (Partial &p : walk->partials) {
       // A row-parallel conv2d's bias is added once, after the sum.
       Value bias;

@@ -86,7 +86,26 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "(recordSplit) on that view, or fails where they cannot be (the op is "
       "then left whole). Ops that record none succeed.",
       "::mlir::LogicalResult", "viewAsRows", (ins "::llvm::ArrayRef<int64_t>":$shape), "",
-      "return ::mlir::success();">
+      "return ::mlir::success();">,
+    InterfaceMethod<
+      "Whether a split of dimension `dim` of operand `operand`, which the "
+      "rule replicates, can be kept by summing the op's statistics over the "
+      "ranks instead (a layer or RMS norm over split features; "
+      "splitStatistics). Its other operands holding that factor (the scale "
+      "and bias) and its result are then split alike.",
+      "bool", "canSplitStatistics", (ins "unsigned":$operand, "int64_t":$dim), "",
+      "return false;">,
+    InterfaceMethod<
+      "After a pass gave the op's operands and result their local types, "
+      "split over `parts` ranks on a dimension canSplitStatistics accepted: "
+      "builds (at `b`'s insertion point) ops computing the op's result from "
+      "local partial sums, which `sumOverRanks` makes whole (the pass's "
+      "collective, whose derivative must sum over the ranks too), and "
+      "returns that result; the caller replaces the op with it.",
+      "::mlir::Value", "splitStatistics",
+      (ins "::mlir::OpBuilder &":$b, "int64_t":$parts,
+           "::llvm::function_ref<::mlir::Value(::mlir::OpBuilder &, ::mlir::Value)>":$sumOverRanks),
+      "", "return {};">
   ];
 }
 

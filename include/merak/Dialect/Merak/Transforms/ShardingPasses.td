@@ -93,7 +93,9 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       from parameters and constants alone that holds the split factor
       without being a parameter read only there
       (T5's relative-position bias on the split heads, computed from its
-      table; GPT-OSS's sinks concatenated to the scores) is read as the
+      table; GPT-OSS's sinks concatenated to the scores), or from the
+      inputs and constants alone (BLOOM's ALiBi bias from the attention
+      mask, on the merged batch-and-heads dimension), is read as the
       rank's part, `merak.local_shard` (Megatron's scatter, whose
       derivative gathers the parts' gradients over tp).
     - A *row-parallel* Linear is a matmul of a value split on its
@@ -126,10 +128,20 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     slices read the local parts (a block starting at s starts at s / tp),
     and the parts are split normally from there. A ragged split passes
     only through those slices or that split.
-    A Linear whose values reach anything else (a layer norm over the split
-    axis, the function's result such as an LM head, an embedding) stays
-    replicated, with every Linear its values met; embeddings, layer norms,
-    the LM head and the loss are replicated.
+    A layer or RMS norm over the split features (OLMo 2's q and k norms
+    over the whole projection) keeps the split where its region is a
+    Megatron block (its column Linears read one value, and its row-parallel
+    ends are no wider than that value): its scale and bias are split alike
+    and its statistics are summed over tp (the op's `splitStatistics`:
+    local sums, `merak.all_reduce`, then `merak.tp_identity`, so that
+    their gradient is summed too). A norm on a residual stream, an LM
+    head's transform or a low-rank projection leaves its region
+    replicated. A Linear whose input a given-up region had split is seeded
+    again.
+    A Linear whose values reach anything else (a softmax's axis, the
+    function's result such as an LM head, an embedding) stays replicated,
+    with every Linear its values met; embeddings, the residual stream's
+    norms, the LM head and the loss are replicated.
 
     A sharded `merak.param` gets the local shard's type and a `merak.shard =
     {axis, parts, blocks}` attribute (dimension `axis` viewed as [blocks,

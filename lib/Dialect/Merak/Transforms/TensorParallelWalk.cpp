@@ -1,0 +1,352 @@
+//===- TensorParallelWalk.cpp - merak-tensor-parallel's regions -----------===//
+//
+// The forward walk of merak-tensor-parallel (see TensorParallel.cpp): a
+// seed's result is split; each op reading a split value passes it on by
+// its sharding rule (propagate), or fails its region; failed regions are
+// retried with the blocks a fused projection asks for, or given up, until
+// the walk is consistent (planRegions). A seed whose input is split is
+// row-parallel in that walk only: if the region splitting its input fails,
+// the next walk seeds it again (ELECTRA's q, k and v read a projected
+// embedding whose own region stops at a layer norm).
+//
+//===----------------------------------------------------------------------===//
+#include "TensorParallelWalk.h"
+
+using namespace mlir;
+using namespace mlir::merak;
+using namespace mlir::merak::tensor_parallel;
+
+namespace {
+/// The parts `v` is cut into along `dim` when its readers are slices (stride
+/// 1, whole elsewhere) covering it exactly in contiguous ranges of
+/// different lengths, or one split along `dim` with different sizes; empty
+/// otherwise.
+SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
+  int64_t n = tensorOf(v).getDimSize(dim);
+  SmallVector<std::pair<int64_t, int64_t>> ranges;
+  for (Operation *user : v.getUsers()) {
+    if (auto cut = dyn_cast<SplitOp>(user)) {
+      if (!v.hasOneUse() || (int64_t)cut.getAxis() != dim)
+        return {};
+      int64_t start = 0;
+      for (int64_t len : cut.getSizes())
+        ranges.push_back({start, len}), start += len;
+      continue;
+    }
+    auto slice = dyn_cast<SliceOp>(user);
+    if (!slice)
+      return {};
+    ArrayRef<int64_t> in = tensorOf(v).getShape();
+    for (auto [d, size] : llvm::enumerate(in)) {
+      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
+      if (slice.getStrides()[d] != 1 || ((int64_t)d != dim && (start != 0 || limit != size)))
+        return {};
+    }
+    ranges.push_back({slice.getStarts()[dim], slice.getLimits()[dim] - slice.getStarts()[dim]});
+  }
+  llvm::sort(ranges);
+  SmallVector<int64_t> sizes;
+  int64_t at = 0;
+  for (auto [start, len] : ranges) {
+    if (start != at || len <= 0)
+      return {};
+    sizes.push_back(len);
+    at += len;
+  }
+  if (at != n || sizes.size() < 2 || llvm::all_equal(sizes))
+    return {};
+  return sizes;
+}
+
+/// The number of elements of `v`'s tensor.
+int64_t elements(Value v) { return tensorOf(v).getNumElements(); }
+} // namespace
+
+std::optional<Weight> Walk::soleParam(Value v) {
+  Weight w;
+  if (!v.hasOneUse())
+    return std::nullopt;
+  if (auto t = v.getDefiningOp<TransposeOp>()) {
+    if (t.getPerm() != ArrayRef<int64_t>{1, 0})
+      return std::nullopt;
+    w.transpose = t;
+    v = t.getInput();
+    if (!v.hasOneUse())
+      return std::nullopt;
+  }
+  w.get = v.getDefiningOp<GetParamOp>();
+  if (!w.get)
+    return std::nullopt;
+  auto it = getters.find(w.get.getName());
+  if (it == getters.end() || it->second.size() != 1)
+    return std::nullopt;
+  w.param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(w.get, w.get.getNameAttr());
+  if (!w.param || !isa<FloatType>(w.param.getTensorType().getElementType()))
+    return std::nullopt;
+  return w;
+}
+
+GatherOp Walk::gatheredRows(Value v, int64_t dim) {
+  auto g = v.getDefiningOp<GatherOp>();
+  if (!g || !v.hasOneUse())
+    return {};
+  int64_t axis = g.getAxis() < 0 ? g.getAxis() + tensorOf(g.getData()).getRank() : g.getAxis();
+  int64_t indexRank = tensorOf(g.getIndices()).getRank();
+  if (dim >= axis && dim < axis + indexRank)
+    return {};
+  return g;
+}
+
+LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
+  if (!s.sizes.empty())
+    return propagateRagged(op, index, s);
+  auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+  std::optional<ShardingRule> rule =
+      iface ? iface.getShardingRule() : std::optional<ShardingRule>();
+  if (!rule)
+    return failure();
+  const ShardingRule::TensorFactors &from = rule->operands[index];
+  std::optional<ShardingRule::FactorSplit> fs = rule->locate(from, s.dim, s.blocks);
+  if (!fs)
+    return failure();
+  FactorKind kind = rule->factors[fs->factor].kind;
+  // A norm over the split features: split alike, its statistics summed.
+  bool sums = kind == FactorKind::Replicated && iface.canSplitStatistics(index, s.dim);
+  if (sums)
+    kind = FactorKind::Parallel;
+  if (kind == FactorKind::Replicated) {
+    // A fused projection split into equal parts: retry its seed with
+    // blocks = parts so that every rank holds its share of each part.
+    if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
+      failedRegions[root(s.seed)] = {blocks, {}};
+    // A fused projection reshaped to [..., parts, n] whose parts are
+    // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
+    // gathers of [3, ...]): the split landed on the parts; retry the
+    // seed with blocks = parts, which puts it on n.
+    if (auto pick = dyn_cast<GatherOp>(op);
+        pick && index == 0 && s.blocks == 1 && (int64_t)pick.getAxis() == s.dim)
+      if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
+        failedRegions[root(s.seed)] = {parts, {}};
+    // Parts of different lengths: retry with ragged blocks.
+    if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
+      if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())
+        failedRegions[root(s.seed)] = {0, sizes};
+    return failure();
+  }
+  if (kind == FactorKind::Combined) // a mean or max over the split axis
+    return failure();
+  SmallVector<ParamShard> newParams;
+  SmallVector<std::pair<Value, Split>> newGathered;
+  SmallVector<OpOperand *> newReads;
+  SmallVector<ScatteredRead> newScattered;
+  for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
+    Value v = use.get();
+    auto where = rule->find(factors, *fs);
+    auto it = split.find(v);
+    if (it != split.end()) {
+      if (!where || it->second.dim != where->first || it->second.blocks != where->second ||
+          !it->second.sizes.empty())
+        return failure();
+      continue;
+    }
+    if (!where) {
+      if (kind == FactorKind::Parallel && isa<FloatType>(getElementTypeOrSelf(v.getType())) &&
+          !v.getDefiningOp<ConstantOp>())
+        newReads.push_back(&use);
+      continue;
+    }
+    int64_t dim = where->first;
+    // A parameter row chosen per token (an expert's bias, gather(b [E, O],
+    // experts)): the parameter is split on the matching dimension and the
+    // gathered rows with it.
+    GatherOp rows = gatheredRows(v, dim);
+    std::optional<Weight> w = soleParam(rows ? rows.getData() : v);
+    if (!w && kind == FactorKind::Parallel && activations && !activations->contains(v) &&
+        isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
+      newScattered.push_back({&use, dim, where->second});
+      continue;
+    }
+    if (!w)
+      return failure();
+    if (rows) {
+      int64_t indexRank = tensorOf(rows.getIndices()).getRank();
+      newGathered.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
+      dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
+    }
+    int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
+    newParams.push_back({*w, op, axis, where->second, s.seed});
+  }
+  SmallVector<std::pair<Value, Split>> results;
+  for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
+    if (auto where = rule->find(factors, *fs))
+      results.push_back({r, {where->first, where->second, s.seed}});
+    else if (kind == FactorKind::Parallel)
+      return failure();
+  }
+  params.append(newParams);
+  replicatedReads.append(newReads);
+  scatteredReads.append(newScattered);
+  for (auto [r, rs] : newGathered)
+    split[r] = rs;
+  for (auto [r, rs] : results)
+    split[r] = rs;
+  if (kind == FactorKind::Reduction)
+    partials.push_back({op, s.seed});
+  if (sums)
+    statistics.push_back({op, s.seed});
+  return success();
+}
+
+LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &s) {
+  if (auto add = dyn_cast<AddOp>(op)) {
+    Value x = op->getOperand(index), b = op->getOperand(1 - index);
+    RankedTensorType bt = tensorOf(b);
+    int64_t n = tensorOf(x).getDimSize(s.dim);
+    std::optional<Weight> w = soleParam(b);
+    if (!w || w->transpose || bt.getRank() != 1 || bt.getDimSize(0) != n ||
+        s.dim != tensorOf(x).getRank() - 1 || tensorOf(add.getResult()) != tensorOf(x))
+      return failure();
+    params.push_back({*w, op, 0, (int64_t)s.sizes.size(), s.seed, s.sizes});
+    split[add.getResult()] = s;
+    return success();
+  }
+  Split part{s.dim, 1, s.seed, {}};
+  if (auto cut = dyn_cast<SplitOp>(op)) {
+    if ((int64_t)cut.getAxis() != s.dim || cut.getSizes() != ArrayRef<int64_t>(s.sizes))
+      return failure();
+    for (Value r : cut.getResults())
+      split[r] = part;
+    return success();
+  }
+  auto slice = dyn_cast<SliceOp>(op);
+  if (!slice || raggedParts(slice.getInput(), s.dim) != s.sizes)
+    return failure();
+  raggedSlices.push_back({slice, slice.getStarts()[s.dim]});
+  split[slice.getResult()] = part;
+  return success();
+}
+
+void Walk::run(func::FuncOp fn) {
+  DenseMap<Operation *, int> seedOf;
+  for (auto [i, s] : llvm::enumerate(seeds))
+    if (s.alive)
+      seedOf[s.matmul] = i;
+  for (Operation &op : fn.getBody().front()) {
+    auto seedIt = seedOf.find(&op);
+    if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
+      Seed &s = seeds[seedIt->second];
+      split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes};
+      columns.push_back(s.matmul);
+      continue;
+    }
+    // A seed whose input is split is row-parallel in this walk only: if
+    // that region fails, the next walk seeds it again (ELECTRA's q, k, v
+    // read a projected embedding whose own region stops at a layer norm).
+    std::optional<Split> first;
+    unsigned firstIndex = 0;
+    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+      if (auto it = split.find(v); it != split.end()) {
+        if (!first)
+          first = it->second, firstIndex = i;
+        else
+          regions.unionSets(first->seed, it->second.seed);
+      }
+    if (!first)
+      continue;
+    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
+      failedRegions[root(first->seed)] = {};
+  }
+}
+
+namespace {
+/// Walks until no region fails: a failed region retries its single seed
+/// with the blocks it asked for (equal, or ragged ones that divide over
+/// tp), or its seeds are given up.
+std::unique_ptr<Walk> settle(func::FuncOp fn, SmallVector<Seed> &seeds, const Getters &getters,
+                             const DenseSet<Value> &activations, int64_t tp) {
+  while (true) {
+    auto walk = std::make_unique<Walk>(seeds, getters, &activations);
+    walk->run(fn);
+    if (walk->failedRegions.empty())
+      return walk;
+    for (auto &[region, retry] : walk->failedRegions) {
+      SmallVector<int> members;
+      for (int m : walk->regions.members(region))
+        members.push_back(m);
+      Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
+      if (only && only->blocks == 1 && retry.blocks > 1) {
+        only->blocks = retry.blocks;
+        continue;
+      }
+      if (only && only->blocks == 1 && !retry.sizes.empty() &&
+          llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
+        only->sizes = retry.sizes;
+        only->blocks = retry.sizes.size();
+        continue;
+      }
+      for (int m : members)
+        seeds[m].alive = false;
+    }
+  }
+}
+
+/// Gives up the consistent regions that would not pay: one without a
+/// row-parallel end (it would only add communication), and one that sums
+/// a norm's statistics but is not a Megatron block, whose columns read one
+/// value (the block's input) and whose ends are no wider than it: such a
+/// norm on a residual stream would split the stream across blocks, and one
+/// on an LM head's transform or a low-rank projection would all-reduce
+/// more than it saves. Whether any was given up.
+bool prune(Walk &walk, SmallVector<Seed> &seeds) {
+  DenseMap<int, int64_t> widestEnd;
+  for (Partial &p : walk.partials) {
+    int64_t &w = widestEnd[walk.root(p.seed)];
+    w = std::max(w, elements(p.op->getResult(0)));
+  }
+  DenseSet<Operation *> columns(walk.columns.begin(), walk.columns.end());
+  DenseMap<int, Value> inputOf; // null: the columns read several values
+  for (auto [i, s] : llvm::enumerate(seeds))
+    if (columns.contains(s.matmul)) {
+      auto [it, fresh] = inputOf.try_emplace(walk.root(i), s.matmul->getOperand(0));
+      if (!fresh && it->second != s.matmul->getOperand(0))
+        it->second = Value();
+    }
+  DenseSet<int> summing;
+  for (auto [op, seed] : walk.statistics)
+    summing.insert(walk.root(seed));
+  bool changed = false;
+  for (auto [i, s] : llvm::enumerate(seeds)) {
+    int root = walk.root(i);
+    if (!columns.contains(s.matmul))
+      continue;
+    Value input = inputOf.lookup(root);
+    bool block = input && widestEnd.lookup(root) <= elements(input);
+    if (!widestEnd.count(root) || (summing.contains(root) && !block))
+      s.alive = false, changed = true;
+  }
+  return changed;
+}
+} // namespace
+
+std::unique_ptr<Walk> tensor_parallel::planRegions(func::FuncOp fn, SmallVector<Seed> &seeds,
+                                                   const Getters &getters, int64_t tp) {
+  DenseSet<Value> fromInputs(fn.getArguments().begin(), fn.getArguments().end()), fromParams,
+      activations;
+  for (Operation &op : fn.getBody().front()) {
+    auto reads = [&](const DenseSet<Value> &set) {
+      return llvm::any_of(op.getOperands(), [&](Value v) { return set.contains(v); });
+    };
+    if (reads(fromInputs))
+      fromInputs.insert(op.result_begin(), op.result_end());
+    if (isa<GetParamOp>(op) || reads(fromParams))
+      fromParams.insert(op.result_begin(), op.result_end());
+    if (reads(activations) || (reads(fromInputs) && reads(fromParams)))
+      activations.insert(op.result_begin(), op.result_end());
+  }
+  std::unique_ptr<Walk> walk;
+  do
+    walk = settle(fn, seeds, getters, activations, tp);
+  while (prune(*walk, seeds));
+  walk->activations = nullptr;
+  return walk;
+}

@@ -1,0 +1,186 @@
+//===- TensorParallelWalk.h - merak-tensor-parallel's regions ---*- C++ -*-===//
+//
+// How merak-tensor-parallel finds its regions: the seeds (column-parallel
+// Linears, expert GEMMs and convolutions), the split values they derive,
+// and the forward walk that propagates those splits through each op's
+// sharding rule until every region is consistent (see TensorParallel.cpp
+// for the whole method and TensorParallelWalk.cpp for the walk).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MERAK_LIB_DIALECT_MERAK_TRANSFORMS_TENSORPARALLELWALK_H
+#define MERAK_LIB_DIALECT_MERAK_TRANSFORMS_TENSORPARALLELWALK_H
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <memory>
+
+namespace mlir::merak::tensor_parallel {
+
+using Getters = llvm::StringMap<SmallVector<GetParamOp>>;
+
+inline RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// How a value is split over tp (see the file comment); `seed` is the
+/// column-parallel Linear it derives from (its union-find class is the
+/// tensor-parallel region).
+struct Split {
+  int64_t dim = 0, blocks = 1;
+  int seed = 0;
+  /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
+  SmallVector<int64_t> sizes = {};
+};
+
+/// What a failed region asks of its seed before it is given up: equal
+/// blocks (a split into equal parts) or ragged ones (parts of different
+/// lengths).
+struct Retry {
+  int64_t blocks = 0;
+  SmallVector<int64_t> sizes;
+};
+
+/// A weight read by one Linear only: the param, its get_param, and the
+/// transpose between them (null for the [in, out] form).
+struct Weight {
+  ParamOp param;
+  GetParamOp get;
+  TransposeOp transpose;
+  /// The param's dimension that is the Linear's output feature dimension:
+  /// 1 for [in, out] (or an expert weight [E, out, in]), 0 through the
+  /// transpose of [out, in], 2 for an expert weight [E, in, out].
+  int64_t out = 1;
+  int64_t outAxis() const { return transpose ? 0 : out; }
+};
+
+struct Seed {
+  /// The Linear: a matmul, an expert_matmul or a conv2d (its input is
+  /// operand 0 in each).
+  Operation *matmul;
+  Weight weight;
+  /// Ragged blocks of its output (see Split).
+  SmallVector<int64_t> sizes = {};
+  /// A conv2d's bias, split with its output channels: a parameter, or a
+  /// splat constant (rebuilt at the local size).
+  std::optional<Weight> bias = std::nullopt;
+  ConstantOp splatBias = {};
+  int64_t blocks = 1;
+  bool alive = true;
+  /// The result's split dimension: the features (the last) of a Linear,
+  /// the channels (1) of a convolution.
+  int64_t dim() const {
+    return isa<Conv2DOp>(matmul) ? 1 : tensorOf(matmul->getResult(0)).getRank() - 1;
+  }
+};
+
+/// A parameter split alike with a split value it meets (a column layer's
+/// bias, a row-parallel layer's weight), `axis` being the param's own.
+struct ParamShard {
+  Weight weight;
+  Operation *user;
+  int64_t axis, blocks;
+  int seed;
+  /// Ragged blocks (a bias added before they are taken apart).
+  SmallVector<int64_t> sizes = {};
+};
+
+/// An op whose split factor is a reduction (a row-parallel Linear's
+/// contraction): every rank holds a partial sum of its results, which the
+/// rewrite sums over tp (Megatron's g).
+struct Partial {
+  Operation *op;
+  int seed;
+};
+
+/// One propagation over the function for the current seeds.
+struct Walk {
+  SmallVector<Seed> &seeds;
+  const Getters &getters;
+  DenseMap<Value, Split> split;
+  llvm::EquivalenceClasses<int> regions;
+  SmallVector<ParamShard> params;
+  SmallVector<Partial> partials;
+  /// Replicated operands of split ops that lack the split factor (a
+  /// per-head norm's weight, a rotary table): each rank's gradient of such
+  /// a read sums over its own part of the factor only, so the rewrite puts
+  /// Megatron's f (merak.tp_identity) between the value and the op.
+  SmallVector<OpOperand *> replicatedReads;
+  /// A replicated operand of a split op that holds the split factor but is
+  /// no parameter of its own, computed from parameters and constants only
+  /// (T5's relative-position bias on the split heads, GPT-OSS's sinks
+  /// concatenated to the split scores) or from inputs and constants only
+  /// (BLOOM's ALiBi bias from the attention mask, on [batch * heads]):
+  /// each rank reads its part (merak.local_shard, Megatron's scatter; its
+  /// derivative gathers the parts' gradients over tp). An activation there
+  /// (a residual stream added to a column layer's output) stops the region
+  /// instead, as Megatron would not split the stream.
+  struct ScatteredRead {
+    OpOperand *use;
+    int64_t dim, blocks;
+  };
+  SmallVector<ScatteredRead> scatteredReads;
+  SmallVector<Operation *> columns;
+  /// Norms over split features (OLMo 2's q and k norms over the whole
+  /// projection): rewritten by their splitStatistics, with the local sums
+  /// summed over tp.
+  SmallVector<std::pair<Operation *, int>> statistics;
+  /// Regions that met an op they cannot pass, with the blocks a
+  /// `merak.split` of the seed's output asked for (0: none).
+  DenseMap<int, Retry> failedRegions;
+  /// The slices taking a ragged split's blocks apart, with their block's
+  /// full start (their local start is that over tp).
+  SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
+
+  /// The activations: values computed from both the function's inputs and
+  /// parameters, which are never read in parts (see scatteredReads); read
+  /// by `run` only (null: nothing is read in parts).
+  const DenseSet<Value> *activations;
+
+  Walk(SmallVector<Seed> &seeds, const Getters &getters,
+       const DenseSet<Value> *activations = nullptr)
+      : seeds(seeds), getters(getters), activations(activations) {
+    for (unsigned i = 0; i < seeds.size(); ++i)
+      regions.insert(i);
+  }
+
+  int root(int seed) { return regions.getLeaderValue(seed); }
+
+  /// `v` read once, from a parameter read nowhere else (through a transpose
+  /// [1, 0] or directly).
+  std::optional<Weight> soleParam(Value v);
+
+  /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
+  /// the data's (not an index dimension); null otherwise.
+  GatherOp gatheredRows(Value v, int64_t dim);
+
+  /// Propagates the split `s` of `op`'s operand `index` through the op's
+  /// sharding rule: every operand holding the split factor must be split
+  /// alike or be a parameter read only here (then split alike), the
+  /// results holding it are split, and a split reduction factor leaves
+  /// partial sums.
+  LogicalResult propagate(Operation *op, unsigned index, Split s);
+
+  /// A ragged split passes only through the ops that take its blocks
+  /// apart: a slice of one block (stride 1, whole elsewhere) or a split
+  /// into exactly its blocks; their results are split normally. Before
+  /// that, a bias may be added (a fused QKV projection with a bias): a
+  /// [n] parameter read only there, split in the same blocks.
+  LogicalResult propagateRagged(Operation *op, unsigned index, const Split &s);
+
+  /// One propagation in program order from the alive seeds.
+  void run(func::FuncOp fn);
+};
+
+/// The regions of `seeds` over `tp` ranks: walks, and retries or gives up
+/// failed regions (setting the seeds' blocks, sizes and `alive`), until
+/// every surviving region is consistent and worth its communication; the
+/// last walk, whose `split`, `params`, ... the rewrite applies.
+std::unique_ptr<Walk> planRegions(func::FuncOp fn, SmallVector<Seed> &seeds, const Getters &getters,
+                                  int64_t tp);
+
+} // namespace mlir::merak::tensor_parallel
+
+#endif

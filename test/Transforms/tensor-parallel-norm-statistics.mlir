@@ -1,0 +1,158 @@
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 | FileCheck %s
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 -merak-autodiff | FileCheck %s --check-prefix=GRAD
+
+// OLMo 2's query norm: an RMS norm over the whole projection, before the
+// heads are taken apart. The projection stays column-parallel: the norm's
+// weight is split with it, each rank sums the squares of its own features,
+// the sums are summed over tp (g) and go through f, so that every rank's
+// partial gradient of them is summed too.
+// CHECK-DAG: merak.param @q.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @qn.weight : tensor<4xf32> = dense<{{.*}}> : tensor<8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x8xf32>, tensor<8x4xf32> -> tensor<1x4x4xf32>
+// CHECK-NEXT: %[[SQ:.*]] = merak.mul %[[Q]], %[[Q]] : tensor<1x4x4xf32>, tensor<1x4x4xf32>
+// CHECK-NEXT: %[[SS:.*]] = merak.reduce_sum %[[SQ]] axes = [2] {keepdims} : tensor<1x4x4xf32> -> tensor<1x4x1xf32>
+// CHECK-NEXT: %[[G:.*]] = merak.all_reduce %[[SS]] group = "tp" reduction = "sum" : tensor<1x4x1xf32> -> tensor<1x4x1xf32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[G]] : tensor<1x4x1xf32>
+// CHECK-NEXT: %[[C:.*]] = merak.constant dense<1.250000e-01> : tensor<f32>
+// CHECK-NEXT: %[[MS:.*]] = merak.mul %[[F]], %[[C]]
+// CHECK-NEXT: %[[E:.*]] = merak.constant dense<9.99999997E-7> : tensor<f32>
+// CHECK-NEXT: %[[V:.*]] = merak.add %[[MS]], %[[E]]
+// CHECK-NEXT: %[[R:.*]] = merak.rsqrt %[[V]] : tensor<1x4x1xf32>
+// CHECK-NEXT: %[[N:.*]] = merak.mul %[[Q]], %[[R]] : tensor<1x4x4xf32>, tensor<1x4x1xf32>
+// CHECK-NEXT: merak.mul %[[N]], %{{.*}} : tensor<1x4x4xf32>, tensor<4xf32>
+// CHECK-NOT: merak.rms_norm
+// CHECK: merak.reshape %{{.*}} : tensor<1x4x4xf32> to tensor<1x4x1x4xf32>
+// CHECK: %[[O:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x4xf32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: merak.all_reduce %[[O]] group = "tp" reduction = "sum" : tensor<1x4x8xf32>
+
+// The sums' gradient is summed over tp (f's derivative); the norm weight's
+// gradient is its rank's part, with no sum.
+// GRAD-LABEL: func.func @forward_grad
+// GRAD: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<1x4x1xf32> -> tensor<1x4x1xf32>
+// GRAD: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<1x4x1xf32> -> tensor<1x4x1xf32>
+// GRAD-NOT: merak.all_reduce %{{.*}} : tensor<4xf32>
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @qn.weight : tensor<8xf32> = dense<1.0> : tensor<8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wn = merak.get_param @qn.weight : tensor<8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q0 = merak.matmul %x, %tq : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %q1 = merak.rms_norm %q0 scale %wn axis = 2 epsilon = 1.0e-06 : (tensor<1x4x8xf32>, tensor<8xf32>) -> tensor<1x4x8xf32>
+  %q2 = merak.reshape %q1 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q3 = merak.tanh %q2 : tensor<1x4x2x4xf32>
+  %y = merak.reshape %q3 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %y, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<1x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A layer norm over split features: the mean and then the variance (two
+// passes) summed over tp; the bias split with the scale.
+// CHECK-DAG: merak.param @ln.bias : tensor<4xf32> = dense<{{.*}}> : tensor<8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[H:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<3x8xf32>, tensor<8x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: %[[S:.*]] = merak.reduce_sum %[[H]] axes = [1] {keepdims} : tensor<3x4xf32> -> tensor<3x1xf32>
+// CHECK-NEXT: merak.all_reduce %[[S]] group = "tp" reduction = "sum" : tensor<3x1xf32>
+// CHECK: %[[XC:.*]] = merak.sub %[[H]], %{{.*}} : tensor<3x4xf32>, tensor<3x1xf32>
+// CHECK-NEXT: %[[SQ:.*]] = merak.mul %[[XC]], %[[XC]]
+// CHECK-NEXT: %[[V:.*]] = merak.reduce_sum %[[SQ]] axes = [1] {keepdims}
+// CHECK-NEXT: merak.all_reduce %[[V]] group = "tp" reduction = "sum" : tensor<3x1xf32>
+// CHECK: merak.rsqrt
+// CHECK: merak.add %{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<4xf32>
+// CHECK-NOT: merak.layer_norm
+merak.param @w1 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @ln.weight : tensor<8xf32> = dense<1.0> : tensor<8xf32>
+merak.param @ln.bias : tensor<8xf32> = dense<0.5> : tensor<8xf32>
+merak.param @w2 : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+func.func @forward(%x: tensor<3x8xf32>) -> tensor<f32> {
+  %w1 = merak.get_param @w1 : tensor<8x8xf32>
+  %g = merak.get_param @ln.weight : tensor<8xf32>
+  %b = merak.get_param @ln.bias : tensor<8xf32>
+  %w2 = merak.get_param @w2 : tensor<8x8xf32>
+  %h = merak.matmul %x, %w1 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %n = merak.layer_norm %h scale %g bias %b axis = 1 epsilon = 1.0e-05 : (tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+  %o = merak.matmul %n, %w2 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Not a block: an LM head's transform (dense -> layer norm -> the head) ends
+// in a sum wider than its input (the logits, read by a softmax), so it
+// stays replicated. (The MLP beside it is split.)
+// CHECK-DAG: merak.param @dense : tensor<8x8xf32> = dense<{{.*}}> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @head : tensor<8x16xf32> = dense<{{.*}}> : tensor<8x16xf32>{{$}}
+// CHECK-DAG: merak.param @m1 : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: merak.all_reduce
+// CHECK: merak.layer_norm
+merak.param @m1 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @m2 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @dense : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @head : tensor<8x16xf32> = dense<0.125> : tensor<8x16xf32>
+func.func @forward(%x: tensor<3x8xf32>) -> tensor<f32> {
+  %w1 = merak.get_param @dense : tensor<8x8xf32>
+  %w2 = merak.get_param @head : tensor<8x16xf32>
+  %h = merak.matmul %x, %w1 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %n = merak.layer_norm %h axis = 1 epsilon = 1.0e-05 : (tensor<3x8xf32>) -> tensor<3x8xf32>
+  %o = merak.matmul %n, %w2 : tensor<3x8xf32>, tensor<8x16xf32> -> tensor<3x16xf32>
+  %p = merak.softmax %o axis = 1 : tensor<3x16xf32>
+  %l = merak.reduce_sum %p axes = [0, 1] : tensor<3x16xf32> -> tensor<f32>
+  %u1 = merak.get_param @m1 : tensor<8x8xf32>
+  %u2 = merak.get_param @m2 : tensor<8x8xf32>
+  %ua = merak.matmul %x, %u1 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %ur = merak.relu %ua : tensor<3x8xf32>
+  %ub = merak.matmul %ur, %u2 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %ul = merak.reduce_sum %ub axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
+  %t = merak.add %l, %ul : tensor<f32>, tensor<f32>
+  return %t : tensor<f32>
+}
+
+// -----
+
+// Not a block: a norm on a residual stream, whose region's columns read
+// different values (here two inputs; in ELECTRA, the embedding projection
+// and each block's output Linear): summing its statistics would split the
+// stream across blocks. The region stays replicated (and the last Linear,
+// read by a softmax, too).
+// CHECK-DAG: merak.param @a : tensor<8x8xf32> = dense<{{.*}}> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @b : tensor<8x8xf32> = dense<{{.*}}> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @c : tensor<8x8xf32> = dense<{{.*}}> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @m1 : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: merak.all_reduce
+// CHECK: merak.layer_norm
+merak.param @m1 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @m2 : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @a : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @b : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @c : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+func.func @forward(%x: tensor<3x8xf32>, %y: tensor<3x8xf32>) -> tensor<f32> {
+  %wa = merak.get_param @a : tensor<8x8xf32>
+  %wb = merak.get_param @b : tensor<8x8xf32>
+  %wc = merak.get_param @c : tensor<8x8xf32>
+  %ha = merak.matmul %x, %wa : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %hb = merak.matmul %y, %wb : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %s = merak.add %ha, %hb : tensor<3x8xf32>, tensor<3x8xf32>
+  %n = merak.layer_norm %s axis = 1 epsilon = 1.0e-05 : (tensor<3x8xf32>) -> tensor<3x8xf32>
+  %o = merak.matmul %n, %wc : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %p = merak.softmax %o axis = 1 : tensor<3x8xf32>
+  %l = merak.reduce_sum %p axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
+  %u1 = merak.get_param @m1 : tensor<8x8xf32>
+  %u2 = merak.get_param @m2 : tensor<8x8xf32>
+  %ua = merak.matmul %x, %u1 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %ur = merak.relu %ua : tensor<3x8xf32>
+  %ub = merak.matmul %ur, %u2 : tensor<3x8xf32>, tensor<8x8xf32> -> tensor<3x8xf32>
+  %ul = merak.reduce_sum %ub axes = [0, 1] : tensor<3x8xf32> -> tensor<f32>
+  %t = merak.add %l, %ul : tensor<f32>, tensor<f32>
+  return %t : tensor<f32>
+}
