@@ -46,3 +46,20 @@ func.func @forward(%x: tensor<16x8xf32>) -> tensor<16x4xf32> {
   %y = merak.matmul %x, %t : tensor<16x8xf32>, tensor<8x4xf32> -> tensor<16x4xf32>
   return %y : tensor<16x4xf32>
 }
+
+// -----
+
+// Experts stacked from one parameter each (transformers 4.x's module per
+// expert) are no parameter [E, ...].
+merak.param @e0 : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+merak.param @e1 : tensor<4x8xf32> = dense<0.25> : tensor<4x8xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x4xf32> {
+  %w0 = merak.get_param @e0 : tensor<4x8xf32>
+  %w1 = merak.get_param @e1 : tensor<4x8xf32>
+  %r0 = merak.reshape %w0 : tensor<4x8xf32> to tensor<1x4x8xf32>
+  %r1 = merak.reshape %w1 : tensor<4x8xf32> to tensor<1x4x8xf32>
+  %w = merak.concat %r0, %r1 axis = 0 : tensor<1x4x8xf32>, tensor<1x4x8xf32> -> tensor<2x4x8xf32>
+  // expected-error @+1 {{the expert weight is stacked from 2 tensors (one parameter per expert, as transformers 4.x's module per expert exports it)}}
+  %y = merak.expert_matmul %x, %w[%e] : tensor<16x8xf32>, tensor<2x4x8xf32>, tensor<16xi64> -> tensor<16x4xf32>
+  return %y : tensor<16x4xf32>
+}

@@ -66,3 +66,42 @@ func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x8xf32>
   %y = merak.expert_matmul %m, %wd[%e] transpose_weight : tensor<16x12xf32>, tensor<4x12x8xf32>, tensor<16xi64> -> tensor<16x8xf32>
   return %y : tensor<16x8xf32>
 }
+
+// -----
+
+// transformers 4.x's MoE block: a module per expert, exported as one
+// parameter per expert and matrix, stacked for the grouped GEMM
+// (concat(reshape(W_e) [1, out, in], axis 0)). Each expert's parameter is
+// split like its row of a stacked parameter: the gate/up ones on their
+// output features, the down ones on their input features.
+// CHECK-DAG: merak.param @e0.w1 : tensor<6x8xf32> = dense<{{.*}}> : tensor<12x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @e1.w1 : tensor<6x8xf32> = dense<{{.*}}> : tensor<12x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @e0.w2 : tensor<8x6xf32> = dense<{{.*}}> : tensor<8x12xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @e1.w2 : tensor<8x6xf32> = dense<{{.*}}> : tensor<8x12xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[F:.*]] = merak.tp_identity %arg0 : tensor<16x8xf32>
+// CHECK: %[[WU:.*]] = merak.concat %{{.*}}, %{{.*}} axis = 0 : tensor<1x6x8xf32>, tensor<1x6x8xf32> -> tensor<2x6x8xf32>
+// CHECK: %[[WD:.*]] = merak.concat %{{.*}}, %{{.*}} axis = 0 : tensor<1x8x6xf32>, tensor<1x8x6xf32> -> tensor<2x8x6xf32>
+// CHECK: merak.expert_matmul %[[F]], %[[WU]][%arg1] : tensor<16x8xf32>, tensor<2x6x8xf32>, tensor<16xi64> -> tensor<16x6xf32>
+// CHECK: %[[D:.*]] = merak.expert_matmul %{{.*}}, %[[WD]][%arg1] : tensor<16x6xf32>, tensor<2x8x6xf32>, tensor<16xi64> -> tensor<16x8xf32>
+// CHECK-NEXT: merak.all_reduce %[[D]] group = "tp" reduction = "sum"
+merak.param @e0.w1 : tensor<12x8xf32> = dense<0.5> : tensor<12x8xf32>
+merak.param @e1.w1 : tensor<12x8xf32> = dense<0.25> : tensor<12x8xf32>
+merak.param @e0.w2 : tensor<8x12xf32> = dense<0.5> : tensor<8x12xf32>
+merak.param @e1.w2 : tensor<8x12xf32> = dense<0.25> : tensor<8x12xf32>
+func.func @forward(%x: tensor<16x8xf32>, %e: tensor<16xi64>) -> tensor<16x8xf32> {
+  %a0 = merak.get_param @e0.w1 : tensor<12x8xf32>
+  %a1 = merak.get_param @e1.w1 : tensor<12x8xf32>
+  %b0 = merak.get_param @e0.w2 : tensor<8x12xf32>
+  %b1 = merak.get_param @e1.w2 : tensor<8x12xf32>
+  %ra0 = merak.reshape %a0 : tensor<12x8xf32> to tensor<1x12x8xf32>
+  %ra1 = merak.reshape %a1 : tensor<12x8xf32> to tensor<1x12x8xf32>
+  %wu = merak.concat %ra0, %ra1 axis = 0 : tensor<1x12x8xf32>, tensor<1x12x8xf32> -> tensor<2x12x8xf32>
+  %rb0 = merak.reshape %b0 : tensor<8x12xf32> to tensor<1x8x12xf32>
+  %rb1 = merak.reshape %b1 : tensor<8x12xf32> to tensor<1x8x12xf32>
+  %wd = merak.concat %rb0, %rb1 axis = 0 : tensor<1x8x12xf32>, tensor<1x8x12xf32> -> tensor<2x8x12xf32>
+  %h = merak.expert_matmul %x, %wu[%e] : tensor<16x8xf32>, tensor<2x12x8xf32>, tensor<16xi64> -> tensor<16x12xf32>
+  %r = merak.relu %h : tensor<16x12xf32>
+  %y = merak.expert_matmul %r, %wd[%e] : tensor<16x12xf32>, tensor<2x8x12xf32>, tensor<16xi64> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}

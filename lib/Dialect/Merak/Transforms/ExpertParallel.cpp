@@ -365,6 +365,14 @@ struct MerakExpertParallelPass : merak::impl::MerakExpertParallelBase<MerakExper
     llvm::SetVector<Operation *> params;
     for (ExpertMatmulOp op : gemms) {
       auto get = op.getWeight().getDefiningOp<GetParamOp>();
+      if (auto stack = op.getWeight().getDefiningOp<ConcatOp>(); stack && stack.getAxis() == 0)
+        return op.emitError("merak-expert-parallel: the expert weight is stacked from ")
+                   << stack.getInputs().size()
+                   << " tensors (one parameter per expert, as transformers 4.x's module per "
+                      "expert exports it), not one parameter [E, ...], so it cannot be split "
+                      "over the ep ranks; export the experts as one parameter (transformers "
+                      "5's batched experts) or split them with --tp",
+               failure();
       if (!get)
         return op.emitError("merak-expert-parallel: the expert weight is not a parameter "
                             "(merak.get_param), so it cannot be split over the ep ranks"),

@@ -6,7 +6,8 @@
 // parameter read only there (`transpose(get_param W) perm = [1, 0]`, PyTorch's
 // [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like), or the expert
 // GEMM of a Mixture-of-Experts layer, `expert_matmul(x, W[e])` with W
-// [E, out, in] (or [E, in, out]) read only there: every expert's matrix is
+// [E, out, in] (or [E, in, out]) read only there, or stacked from one
+// parameter per expert read only there: every expert's matrix is
 // split alike on its output features (expert tensor parallelism), or an
 // ungrouped convolution `conv2d(x, W) bias b` with W [O, I, kh, kw] (and b)
 // read only there, or b a splat constant (dynamo's zeros for bias=False),
@@ -123,9 +124,23 @@ struct MerakTensorParallelPass
     return v;
   }
 
-  /// Splits `w`'s param along `axis` and retypes its reads.
-  void shardParam(ParamOp param, GetParamOp get, TransposeOp transpose, int64_t axis,
-                  int64_t blocks, ArrayRef<int64_t> sizes = {}) {
+  /// Splits `w`'s param along `axis` and retypes its reads; a stack's
+  /// experts each along the matching axis of theirs.
+  void shardParam(Weight w, int64_t axis, int64_t blocks, ArrayRef<int64_t> sizes = {}) {
+    if (w.stack) {
+      for (Value part : w.stack.getInputs()) {
+        auto view = part.getDefiningOp<ReshapeOp>();
+        auto get = view.getInput().getDefiningOp<GetParamOp>();
+        auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+        shardParam(Weight{param, get, TransposeOp()}, axis - 1, blocks, sizes);
+        part.setType(local(tensorOf(part), axis));
+      }
+      w.stack.getResult().setType(local(tensorOf(w.stack.getResult()), axis));
+      return;
+    }
+    ParamOp param = w.param;
+    GetParamOp get = w.get;
+    TransposeOp transpose = w.transpose;
     auto type = local(param.getTensorType(), axis);
     param.setTypeAttr(TypeAttr::get(type));
     ShardLayout layout{axis, tp, blocks};
@@ -346,7 +361,7 @@ struct MerakTensorParallelPass
       }
     }
     for (ParamShard &p : walk->params) {
-      int64_t n = p.weight.param.getTensorType().getDimSize(p.axis);
+      int64_t n = p.weight.size(p.axis);
       if (ok && p.sizes.empty() && n % (p.blocks * tp) != 0) { // ragged: checked above
         p.user->emitError("merak-tensor-parallel: dimension ")
             << p.axis << " of '" << p.weight.param.getSymName() << "' (" << n
@@ -399,10 +414,9 @@ struct MerakTensorParallelPass
     }
     for (Operation *mm : walk->columns) {
       Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
-      shardParam(s.weight.param, s.weight.get, s.weight.transpose, s.weight.outAxis(), s.blocks,
-                 s.sizes);
+      shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes);
       if (s.bias)
-        shardParam(s.bias->param, s.bias->get, TransposeOp(), 0, s.blocks, s.sizes);
+        shardParam(*s.bias, 0, s.blocks, s.sizes);
       if (s.splatBias) {
         auto attr = cast<ElementsAttr>(s.splatBias.getValue());
         auto type = local(tensorOf(s.splatBias.getResult()), 0);
@@ -414,7 +428,7 @@ struct MerakTensorParallelPass
       mm->setOperand(0, fFor(mm->getOperand(0), mm->getLoc()));
     }
     for (ParamShard &p : walk->params)
-      shardParam(p.weight.param, p.weight.get, p.weight.transpose, p.axis, p.blocks, p.sizes);
+      shardParam(p.weight, p.axis, p.blocks, p.sizes);
     // A norm's local sums: summed over tp (g), then f, so that each rank's
     // partial gradient of the sums is summed too.
     auto sumOverTp = [](OpBuilder &at, Value partial) -> Value {

@@ -66,6 +66,22 @@ std::optional<Weight> Walk::soleParam(Value v) {
   Weight w;
   if (!v.hasOneUse())
     return std::nullopt;
+  if (auto stack = v.getDefiningOp<ConcatOp>()) {
+    if (stack.getAxis() != 0 || tensorOf(v).getRank() != 3)
+      return std::nullopt;
+    for (Value part : stack.getInputs()) {
+      auto view = part.getDefiningOp<ReshapeOp>();
+      if (!view || tensorOf(part).getShape().drop_front() != tensorOf(view.getInput()).getShape())
+        return std::nullopt;
+      std::optional<Weight> expert = soleParam(view.getInput());
+      if (!expert || expert->transpose || expert->stack || !part.hasOneUse())
+        return std::nullopt;
+      if (!w.param)
+        w = *expert;
+    }
+    w.stack = stack;
+    return w;
+  }
   if (auto t = v.getDefiningOp<TransposeOp>()) {
     if (t.getPerm() != ArrayRef<int64_t>{1, 0})
       return std::nullopt;
@@ -174,6 +190,8 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
       dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
     }
     int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
+    if (w->stack && axis == 0) // the experts (expert parallelism's axis)
+      return failure();
     newParams.push_back({*w, op, axis, where->second, s.seed});
   }
   SmallVector<std::pair<Value, Split>> results;

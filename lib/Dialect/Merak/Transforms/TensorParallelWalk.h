@@ -53,7 +53,17 @@ struct Weight {
   /// 1 for [in, out] (or an expert weight [E, out, in]), 0 through the
   /// transpose of [out, in], 2 for an expert weight [E, in, out].
   int64_t out = 1;
+  /// An expert weight [E, a, b] stacked from one parameter [a, b] per
+  /// expert (transformers 4.x's module per expert): `concat(reshape(W_e)
+  /// [1, a, b], axis 0)`, each read only there, and `param`, `get` expert
+  /// 0's. Null otherwise.
+  ConcatOp stack = {};
   int64_t outAxis() const { return transpose ? 0 : out; }
+  /// The size of the weight's dimension `axis` (of the stack's [E, a, b]).
+  int64_t size(int64_t axis) {
+    return stack ? tensorOf(stack.getResult()).getDimSize(axis)
+                 : param.getTensorType().getDimSize(axis);
+  }
 };
 
 struct Seed {
@@ -149,7 +159,7 @@ struct Walk {
   int root(int seed) { return regions.getLeaderValue(seed); }
 
   /// `v` read once, from a parameter read nowhere else (through a transpose
-  /// [1, 0] or directly).
+  /// [1, 0] or directly), or stacked from such parameters (Weight::stack).
   std::optional<Weight> soleParam(Value v);
 
   /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
