@@ -156,3 +156,44 @@ func.func @forward(%x: tensor<3x8xf32>, %y: tensor<3x8xf32>) -> tensor<f32> {
   %t = merak.add %l, %ul : tensor<f32>, tensor<f32>
   return %t : tensor<f32>
 }
+
+// -----
+
+// A region waiting for another's split: the queries' region meets keys
+// computed behind a low-rank projection (DeepSeek-V3's kv path), whose own
+// region (a, its norm, kv) is consistent but pruned (its end is wider than
+// its input). The queries' region is given up only after the pruning, which
+// seeds kv: q and kv end up column-parallel, o row-parallel, a replicated.
+// CHECK-DAG: merak.param @q.weight : tensor<8x8xf32> = dense<{{.*}}> : tensor<8x16xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @a.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x4xf32>{{$}}
+// CHECK-DAG: merak.param @kv.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<4x16xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @o.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.rms_norm %{{.*}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<2x1x4x8xf32>, tensor<2x1x8x4xf32> -> tensor<2x1x4x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<2x4x8xf32>
+merak.param @q.weight : tensor<8x16xf32> = dense<0.125> : tensor<8x16xf32>
+merak.param @a.weight : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @kv.weight : tensor<4x16xf32> = dense<0.25> : tensor<4x16xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %wq = merak.get_param @q.weight : tensor<8x16xf32>
+  %wa = merak.get_param @a.weight : tensor<8x4xf32>
+  %wkv = merak.get_param @kv.weight : tensor<4x16xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %q0 = merak.matmul %x, %wq : tensor<2x4x8xf32>, tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %q1 = merak.reshape %q0 : tensor<2x4x16xf32> to tensor<2x4x2x8xf32>
+  %q2 = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<2x4x2x8xf32> to tensor<2x2x4x8xf32>
+  %a0 = merak.matmul %x, %wa : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+  %a1 = merak.rms_norm %a0 axis = 2 epsilon = 1.0e-06 : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %k0 = merak.matmul %a1, %wkv : tensor<2x4x4xf32>, tensor<4x16xf32> -> tensor<2x4x16xf32>
+  %k1 = merak.reshape %k0 : tensor<2x4x16xf32> to tensor<2x4x2x8xf32>
+  %k2 = merak.transpose %k1 perm = [0, 2, 3, 1] : tensor<2x4x2x8xf32> to tensor<2x2x8x4xf32>
+  %s = merak.matmul %q2, %k2 : tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32> -> tensor<2x2x4x4xf32>
+  %t = merak.tanh %s : tensor<2x2x4x4xf32>
+  %t1 = merak.transpose %t perm = [0, 2, 1, 3] : tensor<2x2x4x4xf32> to tensor<2x4x2x4xf32>
+  %y = merak.reshape %t1 : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %o = merak.matmul %y, %wo : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

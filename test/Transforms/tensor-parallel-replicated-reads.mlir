@@ -136,3 +136,42 @@ func.func @forward(%x: tensor<2x4x8xf32>, %m: tensor<4x1x4xf32>) -> tensor<f32> 
   %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// DeepSeek-V3's rotary key part: one head of an activation (computed from
+// the input by a Linear that is no seed here: its weight is read twice)
+// broadcast to every head and combined with the split heads. It is split
+// where it is computed: the broadcast yields this rank's heads, and its
+// input is read through f (the broadcast's gradient sums over the rank's
+// heads only).
+// CHECK-DAG: merak.param @k.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x4xf32>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[KM:.*]] = merak.matmul %arg0, %{{.*}} : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[K:.*]] = merak.reshape %[[KM]] : tensor<2x4x4xf32> to tensor<2x4x1x4xf32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[K]] : tensor<2x4x1x4xf32>
+// CHECK-NEXT: %[[B:.*]] = merak.broadcast %[[F]] : tensor<2x4x1x4xf32> to tensor<2x4x1x4xf32>
+// CHECK-NEXT: merak.add %{{.*}}, %[[B]] : tensor<2x4x1x4xf32>, tensor<2x4x1x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<2x4x8xf32>
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @k.weight : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wk = merak.get_param @k.weight : tensor<8x4xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %q0 = merak.matmul %x, %wq : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %k0 = merak.matmul %x, %wk : tensor<2x4x8xf32>, tensor<8x4xf32> -> tensor<2x4x4xf32>
+  %k1 = merak.reshape %k0 : tensor<2x4x4xf32> to tensor<2x4x1x4xf32>
+  %k2 = merak.broadcast %k1 : tensor<2x4x1x4xf32> to tensor<2x4x2x4xf32>
+  %s = merak.add %q1, %k2 : tensor<2x4x2x4xf32>, tensor<2x4x2x4xf32>
+  %t = merak.tanh %s : tensor<2x4x2x4xf32>
+  %y = merak.reshape %t : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %o = merak.matmul %y, %wo : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  %wk2 = merak.get_param @k.weight : tensor<8x4xf32>
+  %r = merak.reduce_sum %wk2 axes = [0, 1] : tensor<8x4xf32> -> tensor<f32>
+  %t2 = merak.add %l, %r : tensor<f32>, tensor<f32>
+  return %t2 : tensor<f32>
+}

@@ -407,7 +407,28 @@ class Row:
             except Failure as e2:
                 rest = "without --tp too: %s" % e2
             raise Failure("%s (%s)" % (e, rest))
-        return note + self.compare_grads("sgd-d2t2p2m4", 8)
+        return note + self.compare_grads("sgd-d2t2p2m4", 8) + self.tp_coverage(sgd + mesh + tp)
+
+    def tp_coverage(self, flags):
+        """Which of the module's weight matrices (parameters of two or more
+        dimensions) the program compiled with `flags` splits over tp."""
+        p = subprocess.run(self.compile_cmd(PAR_B, *flags, "--report=json"),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if p.returncode:
+            raise Failure("merak-compile --report=json (exit %d)" % p.returncode)
+        sharded = {s["name"] for s in json.loads(p.stdout)["tensor_parallel"]["sharded"]}
+        # A tied weight goes by any of its names (dynamo names GPT-2's wte
+        # after the LM head).
+        names = {}
+        for n, t in self.module.named_parameters(remove_duplicate=False):
+            if t.dim() >= 2:
+                names.setdefault(id(t), []).append(n)
+        weights = [aliases[0] for aliases in names.values()]
+        kept = [aliases[0] for aliases in names.values() if sharded.isdisjoint(aliases)]
+        return ", tp splits %d of %d weight matrices%s" % (
+            len(weights) - len(kept), len(weights),
+            " (replicated: %s)" % ", ".join(sorted({".".join(n.split(".")[-2:]) for n in kept}))
+            if kept else "")
 
     def do_attention(self):
         step = os.path.join(self.dir, "step.cpp")

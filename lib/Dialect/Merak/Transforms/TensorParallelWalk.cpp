@@ -4,10 +4,15 @@
 // seed's result is split; each op reading a split value passes it on by
 // its sharding rule (propagate), or fails its region; failed regions are
 // retried with the blocks a fused projection asks for, or given up, until
-// the walk is consistent (planRegions). A seed whose input is split is
-// row-parallel in that walk only: if the region splitting its input fails,
-// the next walk seeds it again (ELECTRA's q, k and v read a projected
-// embedding whose own region stops at a layer norm).
+// the walk is consistent (planRegions). An activation a split op reads
+// holding the split factor is split where it is computed when it can be
+// (splitUpstream: back to a broadcast's input, read through f). A region
+// that stopped at such an activation waits: it is given up only after the
+// other failures and the pruning, which may seed the Linear whose split it
+// needs. A seed whose input is split is row-parallel in that walk only:
+// if the region splitting its input fails, the next walk seeds it again
+// (ELECTRA's q, k and v read a projected embedding whose own region stops
+// at a layer norm).
 //
 //===----------------------------------------------------------------------===//
 #include "TensorParallelWalk.h"
@@ -102,6 +107,33 @@ std::optional<Weight> Walk::soleParam(Value v) {
   return w;
 }
 
+LogicalResult Walk::splitUpstream(Value v, int64_t dim, int64_t blocks, int seed,
+                                  SmallVectorImpl<std::pair<Value, Split>> &splits,
+                                  SmallVectorImpl<OpOperand *> &reads, int depth) {
+  Operation *def = v.getDefiningOp();
+  auto iface = dyn_cast_or_null<ShardingRuleOpInterface>(def);
+  if (!iface || depth > 32 || !v.hasOneUse() || def->getNumResults() != 1 || split.count(v) ||
+      !isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return failure();
+  std::optional<ShardingRule> rule = iface.getShardingRule();
+  std::optional<ShardingRule::FactorSplit> fs =
+      rule ? rule->locate(rule->results[0], dim, blocks) : std::nullopt;
+  if (!fs || rule->factors[fs->factor].kind != FactorKind::Parallel)
+    return failure();
+  for (auto [use, factors] : llvm::zip(def->getOpOperands(), rule->operands)) {
+    Value x = use.get();
+    if (auto where = rule->find(factors, *fs)) {
+      if (failed(splitUpstream(x, where->first, where->second, seed, splits, reads, depth + 1)))
+        return failure();
+    } else if (isa<FloatType>(getElementTypeOrSelf(x.getType())) &&
+               !x.getDefiningOp<ConstantOp>()) {
+      reads.push_back(&use);
+    }
+  }
+  splits.push_back({v, {dim, blocks, seed, {}}});
+  return success();
+}
+
 GatherOp Walk::gatheredRows(Value v, int64_t dim) {
   auto g = v.getDefiningOp<GatherOp>();
   if (!g || !v.hasOneUse())
@@ -182,8 +214,14 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
       newScattered.push_back({&use, dim, where->second});
       continue;
     }
-    if (!w)
+    if (!w && kind == FactorKind::Parallel &&
+        succeeded(splitUpstream(v, dim, where->second, s.seed, newGathered, newReads)))
+      continue;
+    if (!w) {
+      // Another region may split it once a failure before it is resolved.
+      waitedFor = activations && activations->contains(v);
       return failure();
+    }
     if (rows) {
       int64_t indexRank = tensorOf(rows.getIndices()).getRank();
       newGathered.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
@@ -271,41 +309,45 @@ void Walk::run(func::FuncOp fn) {
       }
     if (!first)
       continue;
-    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
+    waitedFor = false;
+    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed))) {
       failedRegions[root(first->seed)] = {};
+      if (waitedFor)
+        waiting.insert(root(first->seed));
+    }
   }
 }
 
 namespace {
-/// Walks until no region fails: a failed region retries its single seed
-/// with the blocks it asked for (equal, or ragged ones that divide over
-/// tp), or its seeds are given up.
-std::unique_ptr<Walk> settle(func::FuncOp fn, SmallVector<Seed> &seeds, const Getters &getters,
-                             const DenseSet<Value> &activations, int64_t tp) {
-  while (true) {
-    auto walk = std::make_unique<Walk>(seeds, getters, &activations);
-    walk->run(fn);
-    if (walk->failedRegions.empty())
-      return walk;
-    for (auto &[region, retry] : walk->failedRegions) {
-      SmallVector<int> members;
-      for (int m : walk->regions.members(region))
-        members.push_back(m);
-      Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
-      if (only && only->blocks == 1 && retry.blocks > 1) {
-        only->blocks = retry.blocks;
-        continue;
-      }
-      if (only && only->blocks == 1 && !retry.sizes.empty() &&
-          llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
-        only->sizes = retry.sizes;
-        only->blocks = retry.sizes.size();
-        continue;
-      }
-      for (int m : members)
-        seeds[m].alive = false;
+/// Resolves the walk's failed regions (all of them with `waitingToo`, else
+/// those that did not stop at an activation another region might split):
+/// a region of one seed retries with the blocks it asked for (equal, or
+/// ragged ones that divide over tp); the others' seeds are given up.
+/// Whether any was resolved.
+bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool waitingToo) {
+  bool changed = false;
+  for (auto &[region, retry] : walk.failedRegions) {
+    if (!waitingToo && walk.waiting.count(region))
+      continue;
+    changed = true;
+    SmallVector<int> members;
+    for (int m : walk.regions.members(region))
+      members.push_back(m);
+    Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
+    if (only && only->blocks == 1 && retry.blocks > 1) {
+      only->blocks = retry.blocks;
+      continue;
     }
+    if (only && only->blocks == 1 && !retry.sizes.empty() &&
+        llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
+      only->sizes = retry.sizes;
+      only->blocks = retry.sizes.size();
+      continue;
+    }
+    for (int m : members)
+      seeds[m].alive = false;
   }
+  return changed;
 }
 
 /// Gives up the consistent regions that would not pay: one without a
@@ -314,7 +356,8 @@ std::unique_ptr<Walk> settle(func::FuncOp fn, SmallVector<Seed> &seeds, const Ge
 /// value (the block's input) and whose ends are no wider than it: such a
 /// norm on a residual stream would split the stream across blocks, and one
 /// on an LM head's transform or a low-rank projection would all-reduce
-/// more than it saves. Whether any was given up.
+/// more than it saves. Failed regions are left to resolveFailures. Whether
+/// any was given up.
 bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   DenseMap<int, int64_t> widestEnd;
   for (Partial &p : walk.partials) {
@@ -335,7 +378,7 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   bool changed = false;
   for (auto [i, s] : llvm::enumerate(seeds)) {
     int root = walk.root(i);
-    if (!columns.contains(s.matmul))
+    if (!columns.contains(s.matmul) || walk.failedRegions.count(root))
       continue;
     Value input = inputOf.lookup(root);
     bool block = input && widestEnd.lookup(root) <= elements(input);
@@ -361,10 +404,18 @@ std::unique_ptr<Walk> tensor_parallel::planRegions(func::FuncOp fn, SmallVector<
     if (reads(activations) || (reads(fromInputs) && reads(fromParams)))
       activations.insert(op.result_begin(), op.result_end());
   }
-  std::unique_ptr<Walk> walk;
-  do
-    walk = settle(fn, seeds, getters, activations, tp);
-  while (prune(*walk, seeds));
-  walk->activations = nullptr;
-  return walk;
+  // Each round gives up or retries at least one region, so this ends. A
+  // region waiting for another's split (queries meeting keys) is given up
+  // only after the definite failures and the pruning, which may seed the
+  // Linear it waits for (DeepSeek-V3's key heads behind the low-rank
+  // query projection's region).
+  while (true) {
+    auto walk = std::make_unique<Walk>(seeds, getters, &activations);
+    walk->run(fn);
+    if (resolveFailures(*walk, seeds, tp, /*waitingToo=*/false) || prune(*walk, seeds) ||
+        resolveFailures(*walk, seeds, tp, /*waitingToo=*/true))
+      continue;
+    walk->activations = nullptr;
+    return walk;
+  }
 }

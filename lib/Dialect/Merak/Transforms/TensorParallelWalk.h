@@ -140,6 +140,11 @@ struct Walk {
   /// Regions that met an op they cannot pass, with the blocks a
   /// `merak.split` of the seed's output asked for (0: none).
   DenseMap<int, Retry> failedRegions;
+  /// The failed regions that stopped at an activation another region might
+  /// split (a query meeting the keys): given up only when no other region
+  /// failed in the same walk (after `waitedFor`, set by propagate).
+  DenseSet<int> waiting;
+  bool waitedFor = false;
   /// The slices taking a ragged split's blocks apart, with their block's
   /// full start (their local start is that over tp).
   SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
@@ -161,6 +166,16 @@ struct Walk {
   /// `v` read once, from a parameter read nowhere else (through a transpose
   /// [1, 0] or directly), or stacked from such parameters (Weight::stack).
   std::optional<Weight> soleParam(Value v);
+
+  /// An activation `v` that a split op reads, holding the split factor at
+  /// `dim` (in `blocks`), split where it is computed: every op computing it
+  /// (each value read once) passes the factor on to its operands, which
+  /// are split the same way, until operands without it (a broadcast's
+  /// input: DeepSeek-V3's one rotary key head broadcast to the heads), read
+  /// through f. Appends to `splits` and `reads` on success.
+  LogicalResult splitUpstream(Value v, int64_t dim, int64_t blocks, int seed,
+                              SmallVectorImpl<std::pair<Value, Split>> &splits,
+                              SmallVectorImpl<OpOperand *> &reads, int depth = 0);
 
   /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
   /// the data's (not an index dimension); null otherwise.

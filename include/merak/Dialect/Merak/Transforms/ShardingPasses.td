@@ -97,7 +97,13 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       inputs and constants alone (BLOOM's ALiBi bias from the attention
       mask, on the merged batch-and-heads dimension), is read as the
       rank's part, `merak.local_shard` (Megatron's scatter, whose
-      derivative gathers the parts' gradients over tp).
+      derivative gathers the parts' gradients over tp). An activation
+      holding it is split where it is computed when every op computing it
+      (each value read once) passes the split on to operands without it,
+      read through `merak.tp_identity` (DeepSeek-V3's rotary key head
+      broadcast to the heads). A region stopped by an activation another
+      region might split is given up only after the other failed regions
+      and the pruning.
     - A *row-parallel* Linear is a matmul of a value split on its
       contraction dimension (a reduction factor; `reduce_sum` over the split
       axis ends a region the same way) by a parameter weight: the weight is split along
