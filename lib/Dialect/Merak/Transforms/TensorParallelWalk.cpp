@@ -112,8 +112,11 @@ LogicalResult Walk::splitUpstream(Value v, int64_t dim, int64_t blocks, int seed
                                   SmallVectorImpl<OpOperand *> &reads, int depth) {
   Operation *def = v.getDefiningOp();
   auto iface = dyn_cast_or_null<ShardingRuleOpInterface>(def);
+  // An op reading a split value belongs to that value's region (a
+  // row-parallel Linear's partial sum, say): not split here.
   if (!iface || depth > 32 || !v.hasOneUse() || def->getNumResults() != 1 || split.count(v) ||
-      !isa<FloatType>(getElementTypeOrSelf(v.getType())))
+      !isa<FloatType>(getElementTypeOrSelf(v.getType())) ||
+      llvm::any_of(def->getOperands(), [&](Value x) { return split.count(x); }))
     return failure();
   std::optional<ShardingRule> rule = iface.getShardingRule();
   std::optional<ShardingRule::FactorSplit> fs =
