@@ -37,11 +37,6 @@ std::pair<SmallVector<int64_t>, int64_t> normalised(Value x, int64_t axis) {
   return {axes, n};
 }
 
-bool inNormalised(Value x, int64_t axis, unsigned operand, int64_t dim) {
-  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
-  return operand == 0 && dim >= (axis < 0 ? axis + rank : axis) && dim < rank;
-}
-
 Value scalar(OpBuilder &b, Location loc, Value like, double v) {
   Type elt = getElementTypeOrSelf(like.getType());
   auto t = RankedTensorType::get({}, elt);
@@ -56,12 +51,9 @@ Value wholeMean(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> axes, dou
 }
 } // namespace
 
-bool mlir::merak::canSplitNormStatistics(LayerNormOp op, unsigned operand, int64_t dim) {
-  return inNormalised(op.getInput(), op.getAxis(), operand, dim);
-}
-
-bool mlir::merak::canSplitNormStatistics(RmsNormOp op, unsigned operand, int64_t dim) {
-  return inNormalised(op.getInput(), op.getAxis(), operand, dim);
+bool mlir::merak::canSplitNormStatistics(Value input, int64_t axis, unsigned operand, int64_t dim) {
+  int64_t rank = cast<RankedTensorType>(input.getType()).getRank();
+  return operand == 0 && dim >= (axis < 0 ? axis + rank : axis) && dim < rank;
 }
 
 Value mlir::merak::splitNormStatistics(RmsNormOp op, OpBuilder &b, int64_t parts,

@@ -13,9 +13,9 @@
 namespace mlir::merak {
 using SumOverRanks = llvm::function_ref<Value(OpBuilder &, Value)>;
 
-/// A split of the input's dimension `dim` inside the normalised ones.
-bool canSplitNormStatistics(LayerNormOp op, unsigned operand, int64_t dim);
-bool canSplitNormStatistics(RmsNormOp op, unsigned operand, int64_t dim);
+/// A split of dimension `dim` of operand `operand` is one of the input's
+/// (operand 0) normalised dimensions [axis, rank).
+bool canSplitNormStatistics(Value input, int64_t axis, unsigned operand, int64_t dim);
 
 /// The norm from local sums made whole by `sum` (its operands already local).
 Value splitNormStatistics(LayerNormOp op, OpBuilder &b, int64_t parts, SumOverRanks sum);

@@ -586,7 +586,8 @@ struct ShardingModel
   }
   bool canSplitStatistics(Operation *op, unsigned operand, int64_t dim) const {
     if constexpr (std::is_same_v<OpTy, LayerNormOp> || std::is_same_v<OpTy, RmsNormOp>)
-      return canSplitNormStatistics(cast<OpTy>(op), operand, dim);
+      return canSplitNormStatistics(cast<OpTy>(op).getInput(), cast<OpTy>(op).getAxis(), operand,
+                                    dim);
     return false;
   }
   Value splitStatistics(Operation *op, OpBuilder &b, int64_t parts, SumOverRanks sum) const {

@@ -187,7 +187,7 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   if (kind == FactorKind::Combined) // a mean or max over the split axis
     return failure();
   SmallVector<ParamShard> newParams;
-  SmallVector<std::pair<Value, Split>> newGathered;
+  SmallVector<std::pair<Value, Split>> newSplits;
   SmallVector<OpOperand *> newReads;
   SmallVector<ScatteredRead> newScattered;
   for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
@@ -218,16 +218,17 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
       continue;
     }
     if (!w && kind == FactorKind::Parallel &&
-        succeeded(splitUpstream(v, dim, where->second, s.seed, newGathered, newReads)))
+        succeeded(splitUpstream(v, dim, where->second, s.seed, newSplits, newReads)))
       continue;
     if (!w) {
       // Another region may split it once a failure before it is resolved.
-      waitedFor = activations && activations->contains(v);
+      if (activations && activations->contains(v) && !failedRegions.count(root(s.seed)))
+        waiting.insert(root(s.seed));
       return failure();
     }
     if (rows) {
       int64_t indexRank = tensorOf(rows.getIndices()).getRank();
-      newGathered.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
+      newSplits.push_back({rows.getResult(), {dim, where->second, s.seed, {}}});
       dim = dim < (int64_t)rows.getAxis() ? dim : dim - indexRank + 1;
     }
     int64_t axis = w->transpose ? w->transpose.getPerm()[dim] : dim;
@@ -245,7 +246,7 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   params.append(newParams);
   replicatedReads.append(newReads);
   scatteredReads.append(newScattered);
-  for (auto [r, rs] : newGathered)
+  for (auto [r, rs] : newSplits)
     split[r] = rs;
   for (auto [r, rs] : results)
     split[r] = rs;
@@ -312,12 +313,8 @@ void Walk::run(func::FuncOp fn) {
       }
     if (!first)
       continue;
-    waitedFor = false;
-    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed))) {
+    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
       failedRegions[root(first->seed)] = {};
-      if (waitedFor)
-        waiting.insert(root(first->seed));
-    }
   }
 }
 

@@ -141,10 +141,9 @@ struct Walk {
   /// `merak.split` of the seed's output asked for (0: none).
   DenseMap<int, Retry> failedRegions;
   /// The failed regions that stopped at an activation another region might
-  /// split (a query meeting the keys): given up only when no other region
-  /// failed in the same walk (after `waitedFor`, set by propagate).
+  /// split (a query meeting the keys): given up only after the other
+  /// failures and the pruning (planRegions).
   DenseSet<int> waiting;
-  bool waitedFor = false;
   /// The slices taking a ragged split's blocks apart, with their block's
   /// full start (their local start is that over tp).
   SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
