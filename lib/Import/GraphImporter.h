@@ -39,6 +39,10 @@ public:
   /// Set when --batch-size bound some input's leading dimension.
   bool batchBound = false;
   DropoutLedger dropouts;
+  /// What the importer read more leniently than ONNX allows (readLeniently):
+  /// the nodes under each reason, warned once per reason after the nodes.
+  /// (A handful of reasons at most: a vector in first-seen order.)
+  SmallVector<std::pair<std::string, SmallVector<std::string>>> lenientReads;
   /// The modules of BatchNormalization nodes without training_mode that
   /// dynamo's metadata shows as training (TorchExportModes.cpp).
   SmallVector<std::string> exportTrainingNorms;

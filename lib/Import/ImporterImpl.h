@@ -65,6 +65,8 @@ class GraphImporter;
 
 /// "node 'name'", or for unnamed nodes "node <unnamed, output 'y'>".
 std::string describeNode(const onnx::NodeProto &node);
+/// "a, b and 3 more" (the first three items).
+std::string listed(ArrayRef<std::string> items);
 
 /// A hash of `s` that is stable across builds and LLVM versions (FNV-1a),
 /// for seeds that must not change when the compiler is rebuilt.
@@ -211,6 +213,10 @@ public:
   LogicalResult unsupported(const Twine &what);
   /// The graph's Dropout bookkeeping.
   DropoutLedger &dropouts();
+  /// Records that this node was read more leniently than ONNX allows,
+  /// because `what` (the exporter's intent is unambiguous); the graph warns
+  /// once per reason, naming the nodes.
+  void readLeniently(StringRef what);
   /// Whether torch's dynamo exporter recorded this node as a training-mode
   /// batch norm (TorchExportModes.cpp); counted for the graph's warning.
   bool exportTrainsBatchNorm();

@@ -359,6 +359,22 @@ LogicalResult NodeContext::error(const Twine &msg) {
 
 DropoutLedger &NodeContext::dropouts() { return graph.dropouts; }
 
+void NodeContext::readLeniently(StringRef what) {
+  auto reason = llvm::find_if(graph.lenientReads, [&](auto &r) { return r.first == what; });
+  if (reason == graph.lenientReads.end())
+    reason = &graph.lenientReads.emplace_back(what.str(), SmallVector<std::string>());
+  reason->second.push_back(node.name().empty() ? describeNode(node) : "'" + node.name() + "'");
+}
+
+std::string onnx_import::listed(ArrayRef<std::string> items) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < 3; ++i)
+    out += (i ? ", " : "") + items[i];
+  if (items.size() > 3)
+    out += " and " + std::to_string(items.size() - 3) + " more";
+  return out;
+}
+
 bool NodeContext::exportTrainsBatchNorm() {
   auto it = graph.exportNormModules.find(&node);
   if (it == graph.exportNormModules.end())

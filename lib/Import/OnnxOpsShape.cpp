@@ -302,9 +302,19 @@ LogicalResult expand(NodeContext &n) {
 LogicalResult transpose(NodeContext &n) {
   auto in = n.inputType(0);
   SmallVector<int64_t> perm;
-  if (auto p = n.getInts("perm"))
+  if (auto p = n.getInts("perm")) {
     perm = *p;
-  else
+    // torch's TorchScript exporter writes permute's negative dims as they
+    // are (Mamba-2's `permute(0, -2, -1, 1)`); ONNX wants 0..rank-1.
+    const int64_t rank = in.getRank();
+    if (llvm::any_of(perm, [&](int64_t d) { return d < 0 && d >= -rank; })) {
+      for (int64_t &d : perm)
+        d += d < 0 && d >= -rank ? rank : 0;
+      n.readLeniently("Transpose perm with negative axes (as torch's TorchScript exporter "
+                      "writes permute(..., -1, ...)), read as counted from the last axis; "
+                      "ONNX allows only 0..rank-1 and onnxruntime refuses the file");
+    }
+  } else
     for (int64_t d = in.getRank() - 1; d >= 0; --d)
       perm.push_back(d);
   n.setOutputs(n.create<TransposeOp>(n.input(0), perm));

@@ -188,16 +188,6 @@ std::string moduleOf(const onnx::NodeProto &node, const FxNode &fx) {
   return path.empty() ? fx.name : llvm::join(path, ".");
 }
 
-/// "a, b and 3 more" (the first three items).
-std::string listed(ArrayRef<std::string> items) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < 3; ++i)
-    out += (i ? ", " : "") + items[i];
-  if (items.size() > 3)
-    out += " and " + std::to_string(items.size() - 3) + " more";
-  return out;
-}
-
 } // namespace
 
 LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto *> nodes) {
@@ -255,6 +245,8 @@ LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto
 
 void GraphImporter::resolveTrainingModes() {
   resolveUntaggedDropouts(dropouts, values);
+  for (auto &[what, nodes] : lenientReads)
+    emitWarning(fileLoc) << nodes.size() << " node(s) (" << listed(nodes) << "): " << what;
   if (exportTrainingNorms.empty())
     return;
   emitWarning(fileLoc) << exportTrainingNorms.size()

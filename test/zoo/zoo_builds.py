@@ -226,6 +226,15 @@ def more_decoders(name, tf):
         return CausalLM(tf.PhiForCausalLM(tf.PhiConfig(**no_dropout(
             vocab_size=VOCAB, hidden_size=160, intermediate_size=320, num_hidden_layers=LAYERS,
             num_attention_heads=2, max_position_embeddings=T, partial_rotary_factor=0.4))))
+    if name == "mamba":
+        return CausalLM(tf.MambaForCausalLM(tf.MambaConfig(
+            vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
+            expand=2, conv_kernel=4, use_cache=False)))
+    if name == "mamba2":
+        return CausalLM(tf.Mamba2ForCausalLM(tf.Mamba2Config(
+            vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
+            expand=2, conv_kernel=4, num_heads=8, head_dim=16, n_groups=1, chunk_size=8,
+            use_cache=False)))
     configs = {  # the Llama-like ones: decoder_kwargs plus these
         "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(head_dim=WIDTH // HEADS)),
         "stablelm": (tf.StableLmConfig, tf.StableLmForCausalLM,
@@ -303,7 +312,7 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
           "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
-          "swin", "qwen3-moe", "deepseek-v3"]
+          "swin", "qwen3-moe", "deepseek-v3", "mamba", "mamba2"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -350,5 +359,6 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "convnext": "ConvNeXt (depthwise 7x7 convolutions, LayerNorm)",
           "swin": "Swin (shifted windows, relative position bias)",
           "qwen3-moe": "Qwen3-MoE (8 experts top-2, q/k norm)",
+          "mamba": "Mamba (selective state space)", "mamba2": "Mamba-2 (state space duality, chunked)",
           "deepseek-v3": "DeepSeek-V3 (latent attention, sigmoid group-limited routing, "
                          "shared expert)"}
