@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::merak::onnx_import {
@@ -49,6 +50,14 @@ public:
   /// The BatchNormalization nodes whose FX node is a training-mode batch
   /// norm, with its module path (readTorchExportModes).
   llvm::DenseMap<const onnx::NodeProto *, std::string> exportNormModules;
+  /// Whether some node carries dynamo's FX metadata, and the parameters its
+  /// FX nodes read (`%p_<path>`, the path's dots as underscores).
+  bool fromDynamo = false;
+  llvm::StringSet<> exportParameters;
+  /// Whether the FX nodes read initializer `name` as a parameter.
+  bool isExportParameter(StringRef name) const;
+  /// Whether a float initializer of `type` is a parameter (OnnxImporter.cpp).
+  bool isParameter(StringRef name, RankedTensorType type) const;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(ctx);
   llvm::StringMap<Value> values;

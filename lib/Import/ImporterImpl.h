@@ -65,6 +65,9 @@ class GraphImporter;
 
 /// "node 'name'", or for unnamed nodes "node <unnamed, output 'y'>".
 std::string describeNode(const onnx::NodeProto &node);
+/// Whether torch's dynamo exporter wrote `node` (it records the FX node it
+/// came from in the node's metadata; TorchExportModes.cpp).
+bool fromTorchExport(const onnx::NodeProto &node);
 /// "a, b and 3 more" (the first three items).
 std::string listed(ArrayRef<std::string> items);
 

@@ -336,9 +336,32 @@ FailureOr<RankedTensorType> GraphImporter::inputType(const onnx::ValueInfoProto 
   return RankedTensorType::get(shape, et);
 }
 
-/// Initializers that something reads: floats with more than one element
-/// are parameters (merak.param + merak.get_param), the rest (integers,
-/// scalars) constants.
+/// A float initializer of more than one element is a parameter. One of one
+/// element may be a trained scalar (Apertus's xIELU alphas, CLIP's
+/// logit_scale, nn.PReLU's single slope) or a constant (a folded scale, a
+/// buffer such as an epsilon): it is a parameter when named like module
+/// state (a dotted path, as torch names parameters and buffers, not
+/// "onnx::Mul_7" or "val_3") and, in a dynamo export, when an FX node reads
+/// it as a parameter (`%p_...`; buffers stay constants). A TorchScript
+/// export does not say which module state is a buffer: those train unless
+/// --frozen, as buffers of more elements do.
+bool GraphImporter::isParameter(StringRef name, RankedTensorType type) const {
+  if (!isa<FloatType>(type.getElementType()))
+    return false;
+  if (type.getNumElements() != 1)
+    return type.getNumElements() > 1;
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  auto identifier = [](StringRef s) {
+    return !s.empty() && llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+  };
+  if (parts.size() < 2 || !llvm::all_of(parts, identifier))
+    return false;
+  return fromDynamo ? isExportParameter(name) : true;
+}
+
+/// Initializers that something reads: parameters (isParameter) become
+/// merak.param + merak.get_param, the rest (integers, constants) constants.
 LogicalResult GraphImporter::importInitializers(func::FuncOp func) {
   builder.setInsertionPointToStart(&func.getBody().front());
   for (onnx::TensorProto &init : *graph.mutable_initializer()) {
@@ -350,7 +373,7 @@ LogicalResult GraphImporter::importInitializers(func::FuncOp func) {
     if (failed(raw))
       return fail(loc, err);
     RankedTensorType type = raw->type;
-    if (isa<FloatType>(type.getElementType()) && type.getNumElements() > 1) {
+    if (isParameter(init.name(), type)) {
       OpBuilder pb(ctx);
       pb.setInsertionPoint(func);
       params[init.name()] = ParamOp::create(
@@ -383,11 +406,14 @@ LogicalResult GraphImporter::importNodes(ArrayRef<const onnx::NodeProto *> order
     if (failed(verifyNodeSchema(*node, loc)))
       return failure();
     // An Identity of a parameter that something else reads too is
-    // TorchScript's de-duplication (a parameter of its own); the sole
-    // reader of it is an alias (the dynamo exporter's lifted buffers).
+    // TorchScript's de-duplication of equal values in an inference export
+    // (a parameter of its own). The sole reader of it is an alias, and so
+    // is any Identity the dynamo exporter wrote (aten.alias of a lifted
+    // buffer, read once per use: MiniMax's decay buffers): it reads the
+    // same tensor, which a --frozen buffer's copy would otherwise train.
     if (node->op_type() == "Identity" && initializers.count(node->input(0)) &&
-        values[node->input(0)].getDefiningOp<GetParamOp>() &&
-        readers.lookup(node->input(0)) > 1) {
+        values[node->input(0)].getDefiningOp<GetParamOp>() && readers.lookup(node->input(0)) > 1 &&
+        !fromTorchExport(*node)) {
       if (failed(importIdentityParam(*node)))
         return failure();
       continue;

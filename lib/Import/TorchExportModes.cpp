@@ -190,6 +190,18 @@ std::string moduleOf(const onnx::NodeProto &node, const FxNode &fx) {
 
 } // namespace
 
+bool onnx_import::fromTorchExport(const onnx::NodeProto &node) {
+  return !nodeMetadata(node, "pkg.torch.onnx.fx_node").empty();
+}
+
+bool GraphImporter::isExportParameter(StringRef initializer) const {
+  std::string mangled = initializer.str();
+  for (char &c : mangled)
+    if (!llvm::isAlnum(c))
+      c = '_';
+  return exportParameters.contains(mangled);
+}
+
 LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto *> nodes) {
   // The ONNX nodes made from each FX node, in graph order.
   struct Group {
@@ -203,6 +215,14 @@ LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto
     std::optional<FxNode> fx = fxNodeOf(*node);
     if (!fx)
       continue;
+    // torch.export names the graph's inputs for the module's state by kind:
+    // `%p_<path>` a parameter, `%b_<path>` a buffer, `%c_<name>` a constant,
+    // the path's dots as underscores.
+    fromDynamo = true;
+    for (StringRef arg : fx->args)
+      for (size_t at = arg.find("%p_"); at != StringRef::npos; at = arg.find("%p_", at + 1))
+        exportParameters.insert(
+            arg.substr(at + 3).take_while([](char c) { return llvm::isAlnum(c) || c == '_'; }));
     auto [it, added] = index.try_emplace(fx->name, groups.size());
     if (added)
       groups.push_back({fx, moduleOf(*node, *fx)});

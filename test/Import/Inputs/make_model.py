@@ -72,6 +72,32 @@ def k_params(out):
                  [w, b, shape, scale, unused])
 
 
+def one_element_model(fx):
+    """x * act.alpha + act.beta + onnx::Mul_7 * scale: one-element float
+    initializers named as module state (alpha [1], beta []) and as folded
+    constants; fx: with dynamo's metadata reading alpha as a parameter and
+    beta as a buffer."""
+    inits = [weight("act.alpha", [1], 0.5), weight("act.beta", [], 0.25),
+             weight("onnx::Mul_7", [1], 2.0), weight("scale", [], 3.0)]
+    nodes = [helper.make_node("Mul", ["x", "act.alpha"], ["h"], name="node_mul"),
+             helper.make_node("Add", ["h", "act.beta"], ["h2"], name="node_add"),
+             helper.make_node("Mul", ["onnx::Mul_7", "scale"], ["c"], name="node_c"),
+             helper.make_node("Add", ["h2", "c"], ["y"], name="node_y")]
+    if fx:
+        with_fx(nodes[0], "aten.mul.Tensor", "%x, %p_act_alpha", ["act"])
+        with_fx(nodes[1], "aten.add.Tensor", "%mul, %b_act_beta", ["act"])
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], inits,
+                 opset=20 if fx else 17)
+
+
+def k_one_element_params(out):
+    return one_element_model(fx=False)
+
+
+def k_dynamo_one_element_params(out):
+    return one_element_model(fx=True)
+
+
 def k_params_odd_names(out):
     """Names torch.onnx.export produces for folded constants and nested
     modules: they need quoting as MLIR symbols and sanitising as resource
@@ -616,6 +642,21 @@ def k_dynamo_sdpa_dropout_removed(out):
                 "aten.native_dropout.default", "%p, 0.25, True", ["drop"]),
     ]
     return model(nodes, [vi("x", F, [2, 3, 3])], [vi("y", F, [2, 3, 3])], opset=20)
+
+
+def k_dynamo_alias(out):
+    """A buffer read twice through aten.alias (dynamo's Identity nodes, as
+    MiniMax's decay buffers export): both read the one initializer."""
+    nodes = [
+        with_fx(helper.make_node("Identity", ["decay"], ["alias"], name="node_alias"),
+                "aten.alias.default", "%b_decay,", ["attn"]),
+        with_fx(helper.make_node("Identity", ["decay"], ["alias_1"], name="node_alias_1"),
+                "aten.alias.default", "%b_decay,", ["attn"]),
+        helper.make_node("Mul", ["x", "alias"], ["h"], name="node_mul"),
+        helper.make_node("Add", ["h", "alias_1"], ["y"], name="node_add"),
+    ]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [weight("decay", [2, 3])],
+                 opset=20)
 
 
 # --- files that are not models ----------------------------------------------------
