@@ -16,7 +16,8 @@
 // CHECK: case 8: PASS
 // CHECK: case 9: PASS
 // CHECK: case 10: PASS
-// CHECK: gradcheck: all 11 cases passed
+// CHECK: case 11: PASS
+// CHECK: gradcheck: all 12 cases passed
 
 // exp, log, sqrt, rsqrt on one positive parameter each.
 merak.param @e : tensor<4xf64> = dense<[-1.3, 0.2, 0.75, 1.6]> : tensor<4xf64>
@@ -226,5 +227,21 @@ func.func @forward(%w: tensor<3xf64>) -> tensor<f64> {
   %4 = merak.add %3, %2 : tensor<3xf64>, tensor<3xf64>
   %5 = merak.mul %4, %w : tensor<3xf64>, tensor<3xf64>
   %loss = merak.reduce_sum %5 axes = [0] : tensor<3xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// expm1 (its gradient is e^x) and log1p (1 / (1 + x)), near 0 and away.
+merak.param @e : tensor<4xf64> = dense<[-3.0, -1.0e-3, 2.0e-4, 1.5]> : tensor<4xf64>
+merak.param @l : tensor<4xf64> = dense<[-0.7, -1.0e-3, 2.0e-4, 3.5]> : tensor<4xf64>
+func.func @forward(%w: tensor<4xf64>) -> tensor<f64> {
+  %e = merak.get_param @e : tensor<4xf64>
+  %l = merak.get_param @l : tensor<4xf64>
+  %0 = merak.expm1 %e : tensor<4xf64>
+  %1 = merak.log1p %l : tensor<4xf64>
+  %2 = merak.add %0, %1 : tensor<4xf64>, tensor<4xf64>
+  %3 = merak.mul %2, %w : tensor<4xf64>, tensor<4xf64>
+  %loss = merak.reduce_sum %3 axes = [0] : tensor<4xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

@@ -82,6 +82,18 @@ func.func @train_step(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+// expm1 and log1p are unary(Unary::Expm1/Log1p, ...).
+// CHECK: {{^//.-{5}$}}
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Expm1">, #emitc.opaque<"DT::F32">,
+// CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Log1p">, #emitc.opaque<"DT::F32">,
+func.func @train_step(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = merak.expm1 %x : tensor<2x3xf32>
+  %1 = merak.log1p %x : tensor<2x3xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
 // asin, acos and atan are unary(Unary::Asin/Acos/Atan, ...).
 // CHECK: {{^//.-{5}$}}
 // CHECK: call_opaque "unary"({{.*}}) {args = [#emitc.opaque<"Unary::Asin">, #emitc.opaque<"DT::F32">, 0 : index, 1 : index, #emitc.opaque<"6">, #emitc.opaque<"0">, #emitc.opaque<"0">]}

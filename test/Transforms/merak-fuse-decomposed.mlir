@@ -224,3 +224,52 @@ func.func @not_rms_norm(%x: tensor<3x8xf32>, %z: tensor<3x8xf32>) -> (tensor<3x8
   %m = merak.mul %x, %t : tensor<3x8xf32>, tensor<3x1xf32>
   return %n, %m : tensor<3x8xf32>, tensor<3x8xf32>
 }
+
+// -----
+
+// torch.expm1 and torch.log1p as both exporters write them: exp(x) - 1 and
+// log(x + 1) (either order) become the exact-near-0 ops.
+// CHECK-LABEL: func.func @expm1_log1p
+// CHECK-SAME: (%[[X:.*]]: tensor<3x8xf32>)
+// CHECK-DAG: %[[E:.*]] = merak.expm1 %[[X]] : tensor<3x8xf32>
+// CHECK-DAG: %[[L:.*]] = merak.log1p %[[X]] : tensor<3x8xf32>
+// CHECK-DAG: %[[M:.*]] = merak.log1p %[[X]] : tensor<3x8xf32>
+// CHECK-NOT: merak.exp
+// CHECK-NOT: merak.log
+// CHECK: return %[[E]], %[[L]], %[[M]]
+func.func @expm1_log1p(%x: tensor<3x8xf32>) -> (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) {
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %e = merak.exp %x : tensor<3x8xf32>
+  %em = merak.sub %e, %one : tensor<3x8xf32>, tensor<f32>
+  %a = merak.add %x, %one : tensor<3x8xf32>, tensor<f32>
+  %l = merak.log %a : tensor<3x8xf32>
+  %b = merak.add %one, %x : tensor<f32>, tensor<3x8xf32>
+  %m = merak.log %b : tensor<3x8xf32>
+  return %em, %l, %m : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>
+}
+
+// -----
+
+// Not expm1 or log1p: a constant other than 1, 1 - exp(x), an exp read
+// elsewhere too, and a sum broadcast wider than x.
+// CHECK-LABEL: func.func @not_expm1_log1p
+// CHECK-NOT: merak.expm1
+// CHECK-NOT: merak.log1p
+// CHECK: return
+func.func @not_expm1_log1p(%x: tensor<3x8xf32>, %r: tensor<3x1xf32>)
+    -> (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>,
+        tensor<3x8xf32>) {
+  %one = merak.constant dense<1.0> : tensor<f32>
+  %two = merak.constant dense<2.0> : tensor<f32>
+  %ones = merak.constant dense<1.0> : tensor<3x8xf32>
+  %e = merak.exp %x : tensor<3x8xf32>
+  %a = merak.sub %e, %two : tensor<3x8xf32>, tensor<f32>
+  %b = merak.sub %one, %e : tensor<f32>, tensor<3x8xf32>
+  %f = merak.sub %e, %one : tensor<3x8xf32>, tensor<f32>
+  %s = merak.add %r, %ones : tensor<3x1xf32>, tensor<3x8xf32>
+  %c = merak.log %s : tensor<3x8xf32>
+  %t = merak.add %x, %two : tensor<3x8xf32>, tensor<f32>
+  %d = merak.log %t : tensor<3x8xf32>
+  return %e, %a, %b, %c, %d, %f : tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>,
+      tensor<3x8xf32>, tensor<3x8xf32>
+}

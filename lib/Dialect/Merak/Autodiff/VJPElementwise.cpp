@@ -113,6 +113,16 @@ LogicalResult rule(SoftplusOp op, Emitter &e, ValueRange g, Grads &out) {
   out.assign({e.mul(g[0], SigmoidOp::create(e.b, e.loc, op.getInput()))});
   return success();
 }
+// d expm1(x) / dx = e^x = expm1(x) + 1; d log1p(x) / dx = 1 / (1 + x).
+LogicalResult rule(Expm1Op op, Emitter &e, ValueRange g, Grads &out) {
+  out.assign({e.mul(g[0], ExpOp::create(e.b, e.loc, op.getInput()))});
+  return success();
+}
+LogicalResult rule(Log1pOp op, Emitter &e, ValueRange g, Grads &out) {
+  Value x = op.getInput();
+  out.assign({DivOp::create(e.b, e.loc, g[0], e.add(x, e.scalar(x, 1.0)))});
+  return success();
+}
 LogicalResult rule(ReciprocalOp op, Emitter &e, ValueRange g, Grads &out) {
   Value y = op.getResult();
   out.assign({e.neg(e.mul(g[0], e.mul(y, y)))});

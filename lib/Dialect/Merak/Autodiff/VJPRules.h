@@ -19,7 +19,7 @@ using Grads = SmallVectorImpl<Value>;
 #define MERAK_VJP_OPS(X)                                                       \
   X(AddOp) X(SubOp) X(MulOp) X(DivOp) X(PowOp) X(MaxOp) X(MinOp) X(WhereOp)    \
   X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp) X(SigmoidOp)       \
-  X(SoftplusOp)                                                                \
+  X(SoftplusOp) X(Expm1Op) X(Log1pOp)                                          \
   X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp) X(CeilOp) X(ReluOp) X(NegOp)    \
   X(AsinOp) X(AcosOp) X(AtanOp)                                                \
   X(AbsOp) X(SignOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)             \

@@ -186,6 +186,10 @@ def Merak_ErfOp : Merak_UnaryOp<"erf", Merak_FloatTensor, "Gauss error function"
 def Merak_SigmoidOp : Merak_UnaryOp<"sigmoid", Merak_FloatTensor, "1 / (1 + e^-x)">;
 def Merak_SoftplusOp : Merak_UnaryOp<"softplus", Merak_FloatTensor,
     "log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|)">;
+def Merak_Expm1Op : Merak_UnaryOp<"expm1", Merak_FloatTensor,
+    "e^x - 1, exact near 0 (torch.expm1; exporters write exp(x) - 1)">;
+def Merak_Log1pOp : Merak_UnaryOp<"log1p", Merak_FloatTensor,
+    "log(1 + x), exact near 0 (torch.log1p; exporters write log(x + 1))">;
 def Merak_ReciprocalOp : Merak_UnaryOp<"reciprocal", Merak_FloatTensor, "1 / x">;
 def Merak_SinOp : Merak_UnaryOp<"sin", Merak_FloatTensor, "Sine">;
 def Merak_CosOp : Merak_UnaryOp<"cos", Merak_FloatTensor, "Cosine">;

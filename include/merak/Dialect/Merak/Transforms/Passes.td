@@ -28,7 +28,7 @@ def MerakFoldConstants : Pass<"merak-fold-constants", "mlir::ModuleOp"> {
 }
 
 def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
-  let summary = "[import] Recognises decomposed LayerNorm and GELU and fuses them";
+  let summary = "[import] Recognises decomposed LayerNorm, RMSNorm, GELU, expm1 and log1p and fuses them";
   let description = [{
     Older exports (opset 13 and below) spell LayerNorm as
     ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div (then Mul/Add with the affine
@@ -39,6 +39,11 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
     matches are rewritten: the normalised axes must be trailing, the
     constants must be 2, 1, 0.5 and sqrt(2) (to f32 precision), and
     intermediate values must have no other users.
+
+    Both torch exporters write `torch.expm1` as `Exp(x) - 1` and
+    `torch.log1p` as `Log(x + 1)` (ONNX has neither op); near 0 those lose
+    the digits the 1 covers. They become `merak.expm1` and `merak.log1p`
+    (the constant exactly 1), which compute what the module computes.
   }];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
