@@ -235,6 +235,23 @@ def more_decoders(name, tf):
             vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
             expand=2, conv_kernel=4, num_heads=8, head_dim=16, n_groups=1, chunk_size=8,
             use_cache=False)))
+    if name == "jamba":
+        # Attention every second layer (the others Mamba), MoE every second
+        # layer (4 experts, top-2), transformers' PyTorch Mamba path.
+        cfg = tf.JambaConfig(**decoder_kwargs(
+            num_experts=4, num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=1,
+            attn_layer_period=2, attn_layer_offset=1, mamba_d_state=8, mamba_expand=2,
+            mamba_dt_rank=8, use_mamba_kernels=False))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.JambaForCausalLM(cfg))
+    if name == "minimax":
+        # Lightning (linear) attention with per-head decay buffers in the
+        # first layer, softmax attention in the second; 4 experts, top-2.
+        cfg = tf.MiniMaxConfig(**decoder_kwargs(
+            num_local_experts=4, num_experts_per_tok=2, head_dim=WIDTH // HEADS, block_size=8,
+            layer_types=["linear_attention", "full_attention"]))
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(tf.MiniMaxForCausalLM(cfg))
     configs = {  # the Llama-like ones: decoder_kwargs plus these
         "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(head_dim=WIDTH // HEADS)),
         "stablelm": (tf.StableLmConfig, tf.StableLmForCausalLM,
@@ -247,6 +264,8 @@ def more_decoders(name, tf):
                         query_pre_attn_scalar=WIDTH // HEADS)),
         "cohere": (tf.CohereConfig, tf.CohereForCausalLM, {}),
         "olmo2": (tf.Olmo2Config, tf.Olmo2ForCausalLM, {}),
+        # xIELU activations: two trained scalars each (one-element parameters)
+        "apertus": (tf.ApertusConfig, tf.ApertusForCausalLM, {}),
         "granite": (tf.GraniteConfig, tf.GraniteForCausalLM,
                     dict(embedding_multiplier=4.0, residual_multiplier=0.5, logits_scaling=2.0,
                          attention_multiplier=0.2))}
@@ -312,7 +331,7 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
           "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
-          "swin", "qwen3-moe", "deepseek-v3", "mamba", "mamba2"]
+          "swin", "qwen3-moe", "deepseek-v3", "mamba", "mamba2", "jamba", "minimax", "apertus"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -360,5 +379,8 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "swin": "Swin (shifted windows, relative position bias)",
           "qwen3-moe": "Qwen3-MoE (8 experts top-2, q/k norm)",
           "mamba": "Mamba (selective state space)", "mamba2": "Mamba-2 (state space duality, chunked)",
+          "jamba": "Jamba (Mamba and attention layers, MoE every second layer)",
+          "minimax": "MiniMax (lightning attention with decay buffers, MoE)",
+          "apertus": "Apertus (xIELU activation: trained scalars, q/k norm)",
           "deepseek-v3": "DeepSeek-V3 (latent attention, sigmoid group-limited routing, "
                          "shared expert)"}
