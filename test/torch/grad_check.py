@@ -56,8 +56,28 @@ class WithLoss(nn.Module):
         return sum((o * p).sum() for o, p in zip(outs, self.proj))
 
 
+class Scalars(nn.Module):
+    """Trained one-element parameters: nn.PReLU's single slope [1] and a
+    rank-0 temperature, beside a one-element buffer (an epsilon)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 16)
+        self.act = nn.PReLU(init=0.3)
+        self.temperature = nn.Parameter(torch.tensor(0.7))
+        self.register_buffer("eps", torch.tensor(1e-2))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.head(self.act(self.fc(x))) / (self.temperature + self.eps)
+
+
 def build(name):
     torch.manual_seed(0)
+    if name == "scalars":
+        x = torch.randn(8, 20)
+        labels = torch.randint(0, 10, (8,), dtype=torch.int64)
+        return WithLoss(Scalars(), "ce"), (x, labels), ["input", "labels"]
     if name == "gpt2":
         model, inputs, in_names, _ = em.build_gpt2("train")
         labels = torch.randint(0, 97, inputs[0].shape, dtype=torch.int64)
@@ -229,7 +249,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     args = ap.parse_args()
     passed = failed = 0
-    for name in ("gpt2", "bert", "transformer_encoder", "mlp", "resnet18"):
+    for name in ("gpt2", "bert", "transformer_encoder", "mlp", "resnet18", "scalars"):
         for opset in (13, 17):
             try:
                 ok = check(name, opset, os.path.abspath(args.bin), args.workdir)

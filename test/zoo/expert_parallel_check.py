@@ -27,6 +27,10 @@ after one step) within 1e-5 of the serial one's (zoo.compare_first_step):
              split over their expert-data-parallel pair, the rest over dp)
   ep2-pp2-zero  Mixtral, --dp 4 --ep 2 --pp 2 --microbatches 2 --zero 1 (8 ranks)
   gpt-oss    GPT-OSS (experts [E, in, out] with per-expert biases), --dp 2 --ep 2
+  families   the zoo's other MoE families at --dp 2 --ep 2: Qwen2-MoE (a gated
+             shared expert), DeepSeek-V3 (sigmoid group-limited routing, a
+             shared expert, a dense first layer) and Jamba (MoE beside Mamba
+             layers)
   eager      Mixtral with transformers' eager experts (the traced per-expert
              loop, batched by the importer): --dp 2 --ep 2 --tp 2 and --dp 4
              --ep 4 --zero 1
@@ -188,6 +192,14 @@ def check_ep2(env):
     sensitive = rel_err(got, other) > 10 * TOL
     return ok and sensitive, msg + ("; a serial run at lr 2e-3 differs by %.1e" %
                                     rel_err(got, other))
+
+
+def check_families(env):
+    results = [versus_serial(env, name, ["--dp", "2", "--ep", "2"], 2)
+               for name in ("qwen2-moe", "deepseek-v3", "jamba")]
+    return all(ok for ok, _ in results), "; ".join(
+        name + ": " + msg for name, (_, msg) in zip(("qwen2-moe", "deepseek-v3", "jamba"),
+                                                     results))
 
 
 def check_resume(env):
@@ -480,6 +492,7 @@ CHECKS = {
         env, "mixtral",
         ["--dp", "4", "--ep", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], 8),
     "gpt-oss": lambda env: versus_serial(env, "gpt-oss", ["--dp", "2", "--ep", "2"], 2),
+    "families": check_families,
     "eager": check_eager,
     "aux": lambda env: versus_serial(env, "mixtral",
                                      ["--dp", "2", "--ep", "2", "--moe-aux-loss", "0.02"], 2,
