@@ -103,10 +103,12 @@ public:
   LogicalResult checkFoldedCopies();
   /// Reads torch's dynamo metadata (TorchExportModes.cpp): refuses an
   /// export whose graph optimizer folded training-mode batch norms or
-  /// removed dropouts, and fills exportNormModules.
+  /// removed dropouts, and fills exportNormModules, fromDynamo and
+  /// exportParameters.
   LogicalResult readTorchExportModes(ArrayRef<const onnx::NodeProto *> nodes);
   /// After the nodes: the untagged dropouts decided, and a warning for the
-  /// batch norms imported as training from the exporter's metadata.
+  /// batch norms imported as training from the exporter's metadata and one
+  /// per reason of lenientReads.
   void resolveTrainingModes();
   LogicalResult importNodes(ArrayRef<const onnx::NodeProto *> order);
   LogicalResult importOutputs(func::FuncOp func, ArrayRef<Type> argTypes);

@@ -219,10 +219,15 @@ LogicalResult GraphImporter::readTorchExportModes(ArrayRef<const onnx::NodeProto
     // `%p_<path>` a parameter, `%b_<path>` a buffer, `%c_<name>` a constant,
     // the path's dots as underscores.
     fromDynamo = true;
-    for (StringRef arg : fx->args)
+    auto noteParameters = [&](StringRef arg) {
       for (size_t at = arg.find("%p_"); at != StringRef::npos; at = arg.find("%p_", at + 1))
         exportParameters.insert(
             arg.substr(at + 3).take_while([](char c) { return llvm::isAlnum(c) || c == '_'; }));
+    };
+    for (StringRef arg : fx->args)
+      noteParameters(arg);
+    for (const auto &kwarg : fx->kwargs)
+      noteParameters(kwarg.getValue());
     auto [it, added] = index.try_emplace(fx->name, groups.size());
     if (added)
       groups.push_back({fx, moduleOf(*node, *fx)});
