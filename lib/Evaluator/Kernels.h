@@ -55,15 +55,17 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
 /// EvalElementwise.cpp).
 /// The unary ops of floats only, as X(Op, f(x)) in double precision
 /// (EvalElementwise.cpp).
-#define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                                              \
-  X(ExpOp, std::exp(x))                                                                            \
-  X(LogOp, std::log(x)) X(SqrtOp, std::sqrt(x)) X(RsqrtOp, 1.0 / std::sqrt(x))                     \
-      X(TanhOp, std::tanh(x)) X(ErfOp, std::erf(x)) X(SigmoidOp, 1.0 / (1.0 + std::exp(-x)))       \
-          X(SoftplusOp, std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))))                    \
-              X(Expm1Op, std::expm1(x)) X(Log1pOp, std::log1p(x)) X(ReciprocalOp, 1.0 / x)         \
-                  X(SinOp, std::sin(x)) X(CosOp, std::cos(x)) X(AsinOp, std::asin(x))              \
-                      X(AcosOp, std::acos(x)) X(AtanOp, std::atan(x)) X(FloorOp, std::floor(x))    \
-                          X(CeilOp, std::ceil(x))
+// clang-format off
+#define MERAK_EVAL_FLOAT_UNARY_OPS(X)                                          \
+  X(ExpOp, std::exp(x)) X(LogOp, std::log(x)) X(SqrtOp, std::sqrt(x))          \
+  X(RsqrtOp, 1.0 / std::sqrt(x)) X(TanhOp, std::tanh(x)) X(ErfOp, std::erf(x)) \
+  X(SigmoidOp, 1.0 / (1.0 + std::exp(-x)))                                     \
+  X(SoftplusOp, std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))))       \
+  X(Expm1Op, std::expm1(x)) X(Log1pOp, std::log1p(x))                          \
+  X(ReciprocalOp, 1.0 / x) X(SinOp, std::sin(x)) X(CosOp, std::cos(x))         \
+  X(AsinOp, std::asin(x)) X(AcosOp, std::acos(x)) X(AtanOp, std::atan(x))       \
+  X(FloorOp, std::floor(x)) X(CeilOp, std::ceil(x))
+// clang-format on
 /// Collectives split over `parts` ranks (EvalCollectives.cpp).
 #define MERAK_EVAL_PARTS_OPS(X)                                                \
   X(ReduceScatterOp) X(AllGatherOp) X(LocalShardOp)

@@ -35,10 +35,8 @@ __device__ __forceinline__ T unaryFloatOp(int op, T xv, double a, double b) {
   case Unary::Erf: return T(erf(v));
   case Unary::Sigmoid: return T(1.0 / (1.0 + exp(-v)));
   case Unary::Softplus: return T(fmax(v, 0.0) + log1p(exp(-fabs(v))));
-  case Unary::Expm1:
-    return T(expm1(v));
-  case Unary::Log1p:
-    return T(log1p(v));
+  case Unary::Expm1: return T(expm1(v));
+  case Unary::Log1p: return T(log1p(v));
   case Unary::Reciprocal: return T(1.0 / v);
   // sinpi/cospi of x/pi: CUDA's sin/cos reduce huge arguments with a local
   // array (a stack frame, which runtime.cuda.ptxas_no_spills forbids);

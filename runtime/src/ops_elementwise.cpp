@@ -128,10 +128,8 @@ void unaryFloat(Unary op, const T *x, T *y, int64_t n, double a, double b) {
     return mapD(x, y, n, [](double v) {
       return std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v)));
     });
-  case Unary::Expm1:
-    return mapD(x, y, n, [](double v) { return std::expm1(v); });
-  case Unary::Log1p:
-    return mapD(x, y, n, [](double v) { return std::log1p(v); });
+  case Unary::Expm1: return mapD(x, y, n, [](double v) { return std::expm1(v); });
+  case Unary::Log1p: return mapD(x, y, n, [](double v) { return std::log1p(v); });
   case Unary::Reciprocal:
     return mapD(x, y, n, [](double v) { return 1.0 / v; });
   case Unary::Sin: return mapD(x, y, n, [](double v) { return std::sin(v); });

@@ -54,10 +54,8 @@ double refUnary(cpu::Unary op, double x, double a, double b) {
   case U::Tanh: return std::tanh(x);
   case U::Erf: return std::erf(x);
   case U::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-  case U::Expm1:
-    return std::expm1(x);
-  case U::Log1p:
-    return std::log1p(x);
+  case U::Expm1: return std::expm1(x);
+  case U::Log1p: return std::log1p(x);
   case U::Softplus: return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   case U::Reciprocal: return 1.0 / x;
   case U::Sin: return std::sin(x);

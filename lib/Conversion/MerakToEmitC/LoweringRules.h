@@ -25,13 +25,15 @@ namespace mlir::merak::emitc_lowering {
 
 /// unary(Unary::KIND, ...) ops without attributes (gelu, leaky_relu and
 /// clamp have rules of their own).
-#define MERAK_UNARY_OPS(X)                                                                         \
-  X(ExpOp, Exp)                                                                                    \
-  X(LogOp, Log) X(SqrtOp, Sqrt) X(RsqrtOp, Rsqrt) X(TanhOp, Tanh) X(ErfOp, Erf)                    \
-      X(SigmoidOp, Sigmoid) X(SoftplusOp, Softplus) X(ReciprocalOp, Reciprocal) X(SinOp, Sin)      \
-          X(CosOp, Cos) X(FloorOp, Floor) X(CeilOp, Ceil) X(ReluOp, Relu) X(NegOp, Neg)            \
-              X(AbsOp, Abs) X(SignOp, Sign) X(NotOp, Not) X(AsinOp, Asin) X(AcosOp, Acos)          \
-                  X(AtanOp, Atan) X(BitNotOp, BitNot) X(Expm1Op, Expm1) X(Log1pOp, Log1p)
+// clang-format off
+#define MERAK_UNARY_OPS(X)                                                     \
+  X(ExpOp, Exp) X(LogOp, Log) X(SqrtOp, Sqrt) X(RsqrtOp, Rsqrt)                \
+  X(TanhOp, Tanh) X(ErfOp, Erf) X(SigmoidOp, Sigmoid) X(SoftplusOp, Softplus)  \
+  X(ReciprocalOp, Reciprocal) X(SinOp, Sin) X(CosOp, Cos) X(FloorOp, Floor)    \
+  X(CeilOp, Ceil) X(ReluOp, Relu) X(NegOp, Neg) X(AbsOp, Abs) X(SignOp, Sign)  \
+  X(NotOp, Not) X(AsinOp, Asin) X(AcosOp, Acos) X(AtanOp, Atan)                \
+  X(BitNotOp, BitNot) X(Expm1Op, Expm1) X(Log1pOp, Log1p)
+// clang-format on
 
 /// Every other op with a rule.
 #define MERAK_LOWERING_OPS(X)                                                                      \

@@ -67,37 +67,18 @@ int64_t elemSize(DT t);
 
 // --- the types of the entry points ---------------------------------------------
 
+// clang-format off
 /// The op of unary().
 enum class Unary : int32_t {
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Tanh,
-  Erf,
-  Sigmoid,
-  Reciprocal,
-  Sin,
-  Cos,
-  Floor,
-  Ceil,
-  Relu,
-  Neg,
-  Abs,
-  Sign,
-  Not,
-  Gelu,
-  LeakyRelu,
-  Clamp,
+  Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Reciprocal, Sin, Cos, Floor,
+  Ceil, Relu, Neg, Abs, Sign, Not, Gelu, LeakyRelu, Clamp,
   GeluTanh, // gelu with approximate_tanh
   Softplus, // log(1 + e^x) as max(x, 0) + log1p(e^-|x|)
-  Asin,
-  Acos,
-  Atan,   // NaN outside [-1, 1] for asin and acos
-  BitNot, // integers: ~x
-  Expm1,
-  Log1p // e^x - 1 and log(1 + x), exact near 0
+  Asin, Acos, Atan, // NaN outside [-1, 1] for asin and acos
+  BitNot,           // integers: ~x
+  Expm1, Log1p      // e^x - 1 and log(1 + x), exact near 0
 };
+// clang-format on
 
 /// The op of binary().
 enum class Binary : int32_t {

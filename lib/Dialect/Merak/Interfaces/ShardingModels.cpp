@@ -141,15 +141,18 @@ ShardingRule sharedExceptAxis(Operation *op, int64_t axis) {
 // The rules.
 //===----------------------------------------------------------------------===//
 
-#define MERAK_SHARDING_ELEMENTWISE_OPS(X)                                                          \
-  X(AddOp)                                                                                         \
-  X(SubOp) X(MulOp) X(DivOp) X(PowOp) X(MaxOp) X(MinOp) X(RemOp) X(EqOp) X(NeOp) X(LtOp) X(LeOp)   \
-      X(GtOp) X(GeOp) X(AndOp) X(OrOp) X(XorOp) X(BitAndOp) X(BitOrOp) X(BitXorOp) X(ShiftLeftOp)  \
-          X(ShiftRightOp) X(BitNotOp) X(WhereOp) X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp)  \
-              X(ErfOp) X(SigmoidOp) X(SoftplusOp) X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp)     \
-                  X(AsinOp) X(AcosOp) X(AtanOp) X(Expm1Op) X(Log1pOp) X(CeilOp) X(ReluOp) X(NegOp) \
-                      X(AbsOp) X(SignOp) X(NotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)    \
-                          X(DropoutOp) X(BroadcastOp) X(TpIdentityOp)
+// clang-format off
+#define MERAK_SHARDING_ELEMENTWISE_OPS(X)                                      \
+  X(AddOp) X(SubOp) X(MulOp) X(DivOp) X(PowOp) X(MaxOp) X(MinOp) X(RemOp)      \
+  X(EqOp) X(NeOp) X(LtOp) X(LeOp) X(GtOp) X(GeOp) X(AndOp) X(OrOp) X(XorOp)    \
+  X(BitAndOp) X(BitOrOp) X(BitXorOp) X(ShiftLeftOp) X(ShiftRightOp) X(BitNotOp) \
+  X(WhereOp) X(ExpOp) X(LogOp) X(SqrtOp) X(RsqrtOp) X(TanhOp) X(ErfOp)         \
+  X(SigmoidOp) X(SoftplusOp) X(ReciprocalOp) X(SinOp) X(CosOp) X(FloorOp)      \
+  X(AsinOp) X(AcosOp) X(AtanOp) X(Expm1Op) X(Log1pOp)                          \
+  X(CeilOp) X(ReluOp) X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(GeluOp)           \
+  X(LeakyReluOp) X(ClampOp) X(CastOp) X(DropoutOp) X(BroadcastOp)              \
+  X(TpIdentityOp)
+// clang-format on
 
 #define MERAK_SHARDING_ELEMENTWISE_RULE(OP)                                    \
   Rule rule(OP op) { return ShardingRule::elementwise(op); }
