@@ -222,4 +222,33 @@ def MerakToEmitC : Pass<"merak-to-emitc", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }
 
+def MerakSplitEmitCFunctions : Pass<"merak-split-emitc-functions", "mlir::ModuleOp"> {
+  let summary = "[emit] Splits long EmitC functions into static parts the host compiler handles in linear time";
+  let description = [{
+    Every `emitc.func` with more than `max-calls` calls becomes a sequence
+    of `static` functions `<name>_part<k>` of at most `max-calls` calls each,
+    with the original function's arguments, which the original calls in
+    order. The calls run in the same order with the same arguments: the
+    program does not change.
+
+    Why: the host C++ compiler's time grows faster than linearly in the
+    size of one function. transformers' Mamba unrolls its scan per token:
+    a 2-layer Mamba at sequence 2048 is one step function of 170k lines,
+    which clang -O0 compiles in about 220 s, against 15 s in parts of about
+    a thousand lines.
+
+    A value that one part defines and a later part reads is the pointer
+    arithmetic merak-to-emitc emits (`emitc.literal`, `emitc.add`,
+    `emitc.subscript` and `emitc.load` of a region base or of the pipeline
+    fragment's IO table, which no kernel writes): the later part computes it
+    again from the arguments. A function holding any other op outside
+    calls is left whole.
+  }];
+  let options = [
+    Option<"maxCalls", "max-calls", "int64_t", /*default=*/"500",
+           "The most calls of one part (at least 1)">
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
 #endif // MERAK_DIALECT_MERAK_TRANSFORMS_LOWERPASSES_TD
