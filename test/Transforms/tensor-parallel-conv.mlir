@@ -45,19 +45,20 @@ func.func @forward(%x: tensor<2x3x6x6xf32>) -> tensor<2x4x3x3xf32> {
 
 // -----
 
-// A depthwise convolution (groups = channels) cannot keep the channels
-// split (each group reads its own channel): the convolution before it
-// stays replicated, and so does the depthwise one; the one after it is
-// column-parallel up to the Linear that reads its pooled channels (row-
-// parallel, Gemm-like [in, out] weight split on its rows); the last Linear
-// stays replicated (its input is replicated again).
-// CHECK-DAG: merak.param @c1.weight : tensor<8x3x1x1xf32> = {{.*}} : tensor<8x3x1x1xf32>{{$}}
-// CHECK-DAG: merak.param @dw.weight : tensor<8x1x3x3xf32> = {{.*}} : tensor<8x1x3x3xf32>{{$}}
-// CHECK-DAG: merak.param @c2.weight : tensor<2x8x1x1xf32> = {{.*}} : tensor<4x8x1x1xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
-// CHECK-DAG: merak.param @fc1 : tensor<2x8xf32> = {{.*}} : tensor<4x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
-// CHECK-DAG: merak.param @fc2 : tensor<8x4xf32> = {{.*}} : tensor<8x4xf32>{{$}}
+// A depthwise convolution (groups = channels: each group reads its own
+// channel) keeps the channels split (MobileNet's and ConvNeXt's depthwise
+// layers, Mamba's causal conv1d): the pointwise convolution before it is
+// column-parallel, the depthwise one runs on each rank's channels (its
+// weight split alike, groups = the local channels) and the one after it is
+// row-parallel; the pooled Linears after it form an MLP of their own.
+// CHECK-DAG: merak.param @c1.weight : tensor<4x3x1x1xf32> = {{.*}} : tensor<8x3x1x1xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @dw.weight : tensor<4x1x3x3xf32> = {{.*}} : tensor<8x1x3x3xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @c2.weight : tensor<4x4x1x1xf32> = {{.*}} : tensor<4x8x1x1xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @fc1 : tensor<4x4xf32> = {{.*}} : tensor<4x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @fc2 : tensor<4x4xf32> = {{.*}} : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-LABEL: func.func @forward
-// CHECK-COUNT-1: merak.all_reduce
+// CHECK: merak.conv2d %{{.*}}, %{{.*}} strides = [1, 1] padding = [1, 1, 1, 1] dilations = [1, 1] groups = 4 : (tensor<2x4x4x4xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x4x4xf32>
+// CHECK-COUNT-2: merak.all_reduce
 merak.param @c1.weight : tensor<8x3x1x1xf32> = dense<0.5> : tensor<8x3x1x1xf32>
 merak.param @dw.weight : tensor<8x1x3x3xf32> = dense<0.5> : tensor<8x1x3x3xf32>
 merak.param @c2.weight : tensor<4x8x1x1xf32> = dense<0.5> : tensor<4x8x1x1xf32>

@@ -22,7 +22,8 @@ namespace {
 constexpr const char *kModule = R"mlir(
 func.func @f(%x: tensor<2x8x12xf32>, %w: tensor<12x6xf32>, %b: tensor<6xf32>,
              %q: tensor<2x4x8x3xf32>, %ids: tensor<2x8xi64>, %emb: tensor<10x12xf32>,
-             %a: tensor<2x3xf32>) {
+             %a: tensor<2x3xf32>, %img: tensor<2x8x1x5xf32>, %dw: tensor<8x1x1x2xf32>,
+             %db: tensor<8xf32>, %gw: tensor<8x2x1x2xf32>) {
   %0 = merak.matmul %x, %w : tensor<2x8x12xf32>, tensor<12x6xf32> -> tensor<2x8x6xf32>
   %1 = merak.add %0, %b : tensor<2x8x6xf32>, tensor<6xf32>
   %2 = merak.reshape %x : tensor<2x8x12xf32> to tensor<2x8x4x3xf32>
@@ -35,6 +36,9 @@ func.func @f(%x: tensor<2x8x12xf32>, %w: tensor<12x6xf32>, %b: tensor<6xf32>,
   %9 = merak.layer_norm %x axis = 2 epsilon = 1.0e-05 : (tensor<2x8x12xf32>) -> tensor<2x8x12xf32>
   %10 = merak.gather_grad %x[%ids] axis = 0 : tensor<2x8x12xf32>, tensor<2x8xi64> -> tensor<10x12xf32>
   %11 = merak.gather_grad %x[%ids] axis = 0 acc %emb : tensor<2x8x12xf32>, tensor<2x8xi64>, tensor<10x12xf32> -> tensor<10x12xf32>
+  %12 = merak.conv2d %img, %dw bias %db strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 8 : (tensor<2x8x1x5xf32>, tensor<8x1x1x2xf32>, tensor<8xf32>) -> tensor<2x8x1x5xf32>
+  %13 = merak.conv2d %img, %gw strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 4 : (tensor<2x8x1x5xf32>, tensor<8x2x1x2xf32>) -> tensor<2x8x1x5xf32>
+  %14 = merak.conv2d_backward_data %img, %dw strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 8 : (tensor<2x8x1x5xf32>, tensor<8x1x1x2xf32>) -> tensor<2x8x1x5xf32>
   return
 }
 )mlir";
@@ -181,6 +185,33 @@ TEST(ShardingRule, AccumulatingFormsHaveNone) {
   ASSERT_TRUE(rows);
   EXPECT_EQ(plain->factors[rows->factor].kind, FactorKind::Reduction);
   EXPECT_FALSE(r.rule(11));
+}
+
+// A depthwise convolution (one channel per group) keeps its channels
+// split: input dim 1, weight dim 0, bias and result dim 1 share a parallel
+// factor (so does its input gradient); a convolution of larger groups
+// mixes the channels of a group, which stay replicated.
+TEST(ShardingRule, DepthwiseConvolutionKeepsChannels) {
+  Rules r;
+  auto dw = r.rule(12);
+  ASSERT_TRUE(dw);
+  auto c = dw->locate(dw->operands[0], 1, 1);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(dw->factors[c->factor].kind, FactorKind::Parallel);
+  EXPECT_EQ(dw->find(dw->operands[1], *c), at(0, 1));
+  EXPECT_EQ(dw->find(dw->operands[2], *c), at(0, 1));
+  EXPECT_EQ(dw->find(dw->results[0], *c), at(1, 1));
+  auto grouped = r.rule(13);
+  ASSERT_TRUE(grouped);
+  EXPECT_EQ(grouped->factors[grouped->locate(grouped->operands[0], 1, 1)->factor].kind,
+            FactorKind::Replicated);
+  auto back = r.rule(14);
+  ASSERT_TRUE(back);
+  auto g = back->locate(back->operands[0], 1, 1);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(back->factors[g->factor].kind, FactorKind::Parallel);
+  EXPECT_EQ(back->find(back->operands[1], *g), at(0, 1));
+  EXPECT_EQ(back->find(back->results[0], *g), at(1, 1));
 }
 
 } // namespace

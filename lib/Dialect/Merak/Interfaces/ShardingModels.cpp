@@ -28,7 +28,8 @@
 //                               does not broadcast); T, S, D replicated
 //   conv2d [N, C, H, W] * [O, C/g, kh, kw]   N parallel; with one group O
 //                               parallel and C a reduction (replicated
-//                               with several); the windows replicated
+//                               with several); depthwise (g = C = O) C
+//                               parallel; the windows replicated
 //   conv2d_backward_data        the same with O and C exchanged
 //   max_pool2d, avg_pool2d      N, C parallel; the windows replicated
 //   batch_norm                  C parallel; in training N and the spatial
@@ -371,11 +372,26 @@ struct WindowRule {
   }
 };
 
+/// A depthwise convolution: one input and one output channel per group
+/// (Mamba's causal conv1d, MobileNet's depthwise layers).
+bool depthwise(int64_t groups, int64_t channels, ArrayRef<int64_t> weight) {
+  return groups > 1 && groups == channels && weight[0] == channels && weight[1] == 1;
+}
+
 Rule rule(Conv2DOp op) {
   WindowRule w;
   ArrayRef<int64_t> in = shapeOf(op.getInput()), wt = shapeOf(op.getWeight());
   bool grouped = op.getGroups() != 1;
   unsigned n = w.b.factor(in[0], FactorKind::Parallel);
+  if (depthwise(op.getGroups(), in[1], wt)) {
+    unsigned c = w.b.factor(in[1], FactorKind::Parallel);
+    w.b.rule.operands.push_back(w.ownFrom(op.getInput(), 2, {{n}, {c}}));
+    w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 1, {{c}}));
+    if (op.getBias())
+      w.b.rule.operands.push_back({{c}});
+    w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {c}}));
+    return w.b.rule;
+  }
   unsigned o = w.b.factor(wt[0], grouped ? FactorKind::Replicated : FactorKind::Parallel);
   unsigned c = w.b.factor(in[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
   unsigned wc = grouped ? w.b.factor(wt[1], FactorKind::Replicated) : c;
@@ -392,6 +408,13 @@ Rule rule(Conv2DBackwardDataOp op) {
   ArrayRef<int64_t> g = shapeOf(op.getGrad()), wt = shapeOf(op.getWeight());
   bool grouped = op.getGroups() != 1;
   unsigned n = w.b.factor(g[0], FactorKind::Parallel);
+  if (depthwise(op.getGroups(), g[1], wt)) {
+    unsigned c = w.b.factor(g[1], FactorKind::Parallel);
+    w.b.rule.operands.push_back(w.ownFrom(op.getGrad(), 2, {{n}, {c}}));
+    w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 1, {{c}}));
+    w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {c}}));
+    return w.b.rule;
+  }
   unsigned o = w.b.factor(g[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
   unsigned c = w.b.factor(wt[1], grouped ? FactorKind::Replicated : FactorKind::Parallel);
   unsigned wo = grouped ? w.b.factor(wt[0], FactorKind::Replicated) : o;
@@ -598,6 +621,13 @@ struct ShardingModel
     return {};
   }
   void adaptToLocalTypes(Operation *op) const {
+    if constexpr (std::is_same_v<OpTy, Conv2DOp> || std::is_same_v<OpTy, Conv2DBackwardDataOp>) {
+      // A depthwise convolution's groups are its (local) channels.
+      auto conv = cast<OpTy>(op);
+      int64_t channels = shapeOf(op->getOperand(0))[1];
+      if (shapeOf(conv.getWeight())[1] == 1 && conv.getGroups() > channels)
+        conv.setGroups(channels);
+    }
     if constexpr (std::is_same_v<OpTy, SplitOp>) {
       // Sizes follow the (local) result types along the axis.
       auto split = cast<SplitOp>(op);

@@ -4,7 +4,8 @@
 //
 // A *seed* is a Linear whose input is replicated: `matmul(x, W^T)` with W a
 // parameter read only there (`transpose(get_param W) perm = [1, 0]`, PyTorch's
-// [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like), or the expert
+// [out, in] layout) or `matmul(x, W)` ([in, out], Gemm-like), or `matmul(W,
+// x)` (W [out, in] on the left: Mamba's dt_proj, split on its rows), or the expert
 // GEMM of a Mixture-of-Experts layer, `expert_matmul(x, W[e])` with W
 // [E, out, in] (or [E, in, out]) read only there, or stacked from one
 // parameter per expert read only there: every expert's matrix is
@@ -13,7 +14,8 @@
 // read only there, or b a splat constant (dynamo's zeros for bias=False),
 // split on its output channels (dimension 1 of NCHW): a Conv -> BatchNorm ->
 // ReLU -> Conv pair is a CNN's MLP; a row-parallel conv2d's bias moves
-// after the sum (it would be added tp times). Splitting its
+// after the sum (it would be added tp times); a depthwise conv2d passes the
+// split channels on (its groups become the local channels). Splitting its
 // output features over the tp ranks makes its result *split*: a value whose
 // dimension `dim` is viewed as [blocks, tp, n / (blocks * tp)] and of which
 // rank r holds part r of every block. A forward walk in program order
@@ -141,6 +143,11 @@ struct MerakTensorParallelPass
     ParamOp param = w.param;
     GetParamOp get = w.get;
     TransposeOp transpose = w.transpose;
+    if (w.view) {
+      RankedTensorType viewed = tensorOf(w.view.getResult());
+      int64_t at = *sameDimension(tensorOf(w.view.getInput()).getShape(), viewed.getShape(), axis);
+      w.view.getResult().setType(local(viewed, at));
+    }
     auto type = local(param.getTensorType(), axis);
     param.setTypeAttr(TypeAttr::get(type));
     ShardLayout layout{axis, tp, blocks};
@@ -293,6 +300,20 @@ struct MerakTensorParallelPass
         if (std::optional<Weight> w = probe.soleParam(mm.getRhs()))
           seeds.push_back({mm, *w, {}});
       });
+      // `W @ x` with W [out, in] (Mamba's dt_proj, `dt_proj.weight @
+      // x.transpose(1, 2)`): the features are the result's rows.
+      fn.walk([&](MatmulOp mm) {
+        if (tensorOf(mm.getLhs()).getRank() != 2 || tensorOf(mm.getRhs()).getRank() < 2 ||
+            probe.soleParam(mm.getRhs()))
+          return;
+        std::optional<Weight> w = probe.soleParam(mm.getLhs());
+        if (!w || w->transpose)
+          return;
+        w->out = 0;
+        Seed seed{mm, *w, {}};
+        seed.weightOnLeft = true;
+        seeds.push_back(seed);
+      });
       fn.walk([&](ExpertMatmulOp em) {
         if (em.getFirst()) // split over "ep" already (experts replicated over tp)
           return;
@@ -425,7 +446,7 @@ struct MerakTensorParallelPass
             2, ConstantOp::create(b, mm->getLoc(),
                                   SplatElementsAttr::get(type, attr.getSplatValue<Attribute>())));
       }
-      mm->setOperand(0, fFor(mm->getOperand(0), mm->getLoc()));
+      mm->setOperand(s.input(), fFor(mm->getOperand(s.input()), mm->getLoc()));
     }
     for (ParamShard &p : walk->params)
       shardParam(p.weight, p.axis, p.blocks, p.sizes);

@@ -67,6 +67,34 @@ SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
 int64_t elements(Value v) { return tensorOf(v).getNumElements(); }
 } // namespace
 
+std::optional<int64_t> tensor_parallel::sameDimension(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
+                                                      int64_t dim) {
+  auto notOne = [](int64_t n) { return n != 1; };
+  if (from[dim] == 1 ||
+      !llvm::equal(llvm::make_filter_range(from, notOne), llvm::make_filter_range(to, notOne)))
+    return std::nullopt;
+  int64_t k = llvm::count_if(from.take_front(dim), notOne);
+  for (auto [d, n] : llvm::enumerate(to))
+    if (n != 1 && k-- == 0)
+      return d;
+  return std::nullopt;
+}
+
+std::optional<std::pair<Weight, int64_t>> Walk::viewedParam(Value v, int64_t dim) {
+  auto view = v.getDefiningOp<ReshapeOp>();
+  if (!view || !v.hasOneUse())
+    return std::nullopt;
+  std::optional<Weight> w = soleParam(view.getInput());
+  if (!w || w->transpose || w->stack)
+    return std::nullopt;
+  std::optional<int64_t> axis =
+      sameDimension(tensorOf(v).getShape(), tensorOf(view.getInput()).getShape(), dim);
+  if (!axis)
+    return std::nullopt;
+  w->view = view;
+  return std::make_pair(*w, *axis);
+}
+
 std::optional<Weight> Walk::soleParam(Value v) {
   Weight w;
   if (!v.hasOneUse())
@@ -212,6 +240,11 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     // gathered rows with it.
     GatherOp rows = gatheredRows(v, dim);
     std::optional<Weight> w = soleParam(rows ? rows.getData() : v);
+    std::optional<std::pair<Weight, int64_t>> viewed;
+    if (!w && !rows && (viewed = viewedParam(v, dim))) {
+      newParams.push_back({viewed->first, op, viewed->second, where->second, s.seed});
+      continue;
+    }
     if (!w && kind == FactorKind::Parallel && activations && !activations->contains(v) &&
         isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
       newScattered.push_back({&use, dim, where->second});
@@ -293,7 +326,7 @@ void Walk::run(func::FuncOp fn) {
       seedOf[s.matmul] = i;
   for (Operation &op : fn.getBody().front()) {
     auto seedIt = seedOf.find(&op);
-    if (seedIt != seedOf.end() && !split.count(op.getOperand(0))) {
+    if (seedIt != seedOf.end() && !split.count(op.getOperand(seeds[seedIt->second].input()))) {
       Seed &s = seeds[seedIt->second];
       split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes};
       columns.push_back(s.matmul);
@@ -368,8 +401,9 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   DenseMap<int, Value> inputOf; // null: the columns read several values
   for (auto [i, s] : llvm::enumerate(seeds))
     if (columns.contains(s.matmul)) {
-      auto [it, fresh] = inputOf.try_emplace(walk.root(i), s.matmul->getOperand(0));
-      if (!fresh && it->second != s.matmul->getOperand(0))
+      Value input = s.matmul->getOperand(s.input());
+      auto [it, fresh] = inputOf.try_emplace(walk.root(i), input);
+      if (!fresh && it->second != input)
         it->second = Value();
     }
   DenseSet<int> summing;

@@ -58,6 +58,10 @@ struct Weight {
   /// [1, a, b], axis 0)`, each read only there, and `param`, `get` expert
   /// 0's. Null otherwise.
   ConcatOp stack = {};
+  /// A reshape that only adds or drops dimensions of size 1, between the
+  /// get_param and its one reader (a bias [C] read as [C, 1], Mamba's
+  /// conv1d weight [C, 1, k] as a conv2d's [C, 1, 1, k]). Null otherwise.
+  ReshapeOp view = {};
   int64_t outAxis() const { return transpose ? 0 : out; }
   /// The size of the weight's dimension `axis` (of the stack's [E, a, b]).
   int64_t size(int64_t axis) {
@@ -68,7 +72,7 @@ struct Weight {
 
 struct Seed {
   /// The Linear: a matmul, an expert_matmul or a conv2d (its input is
-  /// operand 0 in each).
+  /// operand 0 in each, but for `weightOnLeft`).
   Operation *matmul;
   Weight weight;
   /// Ragged blocks of its output (see Split).
@@ -79,10 +83,16 @@ struct Seed {
   ConstantOp splatBias = {};
   int64_t blocks = 1;
   bool alive = true;
-  /// The result's split dimension: the features (the last) of a Linear,
-  /// the channels (1) of a convolution.
+  /// `matmul(W [out, in], x [.., in, n])`: the weight is operand 0, the
+  /// features are the result's rows (Mamba's dt_proj, `W @ x^T`).
+  bool weightOnLeft = false;
+  /// The operand that is the Linear's input.
+  unsigned input() const { return weightOnLeft ? 1 : 0; }
+  /// The result's split dimension: the features (the last, or the rows of
+  /// `weightOnLeft`) of a Linear, the channels (1) of a convolution.
   int64_t dim() const {
-    return isa<Conv2DOp>(matmul) ? 1 : tensorOf(matmul->getResult(0)).getRank() - 1;
+    int64_t rank = tensorOf(matmul->getResult(0)).getRank();
+    return isa<Conv2DOp>(matmul) ? 1 : weightOnLeft ? rank - 2 : rank - 1;
   }
 };
 
@@ -166,6 +176,10 @@ struct Walk {
   /// [1, 0] or directly), or stacked from such parameters (Weight::stack).
   std::optional<Weight> soleParam(Value v);
 
+  /// `v`, read once, a reshape (Weight::view) of a parameter read nowhere
+  /// else, and the parameter's dimension that is `v`'s dimension `dim`.
+  std::optional<std::pair<Weight, int64_t>> viewedParam(Value v, int64_t dim);
+
   /// An activation `v` that a split op reads, holding the split factor at
   /// `dim` (in `blocks`), split where it is computed: every op computing it
   /// (each value read once) passes the factor on to its operands, which
@@ -197,6 +211,11 @@ struct Walk {
   /// One propagation in program order from the alive seeds.
   void run(func::FuncOp fn);
 };
+
+/// Dimension `dim` of shape `from` in shape `to`, where the two differ only
+/// by dimensions of size 1 (a reshape that adds or drops them); none when
+/// they differ otherwise or `from[dim]` is 1.
+std::optional<int64_t> sameDimension(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t dim);
 
 /// The regions of `seeds` over `tp` ranks: walks, and retries or gives up
 /// failed regions (setting the seeds' blocks, sizes and `alive`), until

@@ -77,10 +77,13 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       features are split over the ranks; so are the parameters met
       elementwise with its output (its bias). Its input passes through
       `merak.tp_identity` (Megatron's f: the gradient is summed over "tp").
+      So is `matmul(get_param W, x)` with W [out, in] on the left (Mamba's
+      `dt_proj.weight @ x^T`): its output rows are the features.
     - The split propagates through every op by its sharding rule
       (ShardingRuleOpInterface: the op's dimensions as parallel, reduction
       and replicated factors; lib/Dialect/Merak/Interfaces): elementwise ops
-      (with broadcasting; a parameter read only there is split alike),
+      (with broadcasting; a parameter read only there is split alike, also
+      through a reshape that only adds or drops dimensions of size 1),
       `reshape` (the split moves to the output dimension at the same flat
       position: splitting [B, T, C] into heads [B, T, H, C/H] splits H),
       `transpose`, `split`, `softmax` or a norm over other axes, and batched
@@ -116,8 +119,12 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       of NCHW), which propagate through batch norm (its scale, bias and
       running statistics split alike), activations and pooling; a conv2d
       reading split channels is row-parallel (weight split on I, output
-      summed by `merak.all_reduce`). A grouped (depthwise) convolution
-      keeps its channels replicated and stops the region.
+      summed by `merak.all_reduce`). A depthwise convolution (one input
+      and one output channel per group: MobileNet's and ConvNeXt's
+      depthwise layers, Mamba's causal conv1d) keeps the channels split,
+      its weight split alike and its groups the local channels; another
+      grouped convolution keeps its channels replicated and stops the
+      region.
     So an MLP `Linear -> activation -> Linear` becomes column -> row, a
     CNN's `Conv -> BatchNorm -> ReLU -> Conv` the same, and
     attention becomes a column-parallel QKV projection with the heads split
@@ -126,7 +133,9 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     weight [3C, C]) whose output is split into three equal parts, or viewed
     as [..., 3, C] with q, k and v picked by index (nn.MultiheadAttention's
     in_proj), is split block-wise (`blocks = 3`): each rank holds its heads'
-    rows of q, k and v.
+    rows of q, k and v. Equal parts taken by slices work the same,
+    also after a transpose (Mamba's in_proj: [B, L, 2C] transposed to
+    [B, 2C, L], then sliced into the hidden states and the gate).
     One whose output is cut into parts of different lengths (Phi-3's
     grouped-query `qkv_proj`: q, k, v of H * D, KV * D, KV * D rows, by
     slices or a split) is split in *ragged* blocks (`block_sizes`, each
