@@ -44,8 +44,9 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
 // -----
 
 // T5-style relative-position bias [1, H, T, S] added to the split scores:
-// computed from a parameter through other ops (not a parameter read only
-// there), so it is not split at its source. Each rank reads its heads of it
+// computed from a parameter through other ops and read twice (T5 computes
+// it once and adds it in every layer; here a second, replicated reader),
+// so it is not split at its source. Each rank reads its heads of it
 // through merak.local_shard (Megatron's scatter: the heads to the front,
 // the rank's part, back), whose derivative gathers the parts' gradients
 // over tp, so every rank computes the whole table's gradient.
@@ -60,6 +61,63 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
 
 // GRAD-LABEL: func.func @forward_grad
 // GRAD: merak.all_gather %{{.*}} group = "tp" : tensor<1x1x4x4xf32> -> tensor<2x1x4x4xf32>
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @k.weight : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
+merak.param @v.weight : tensor<8x8xf32> = dense<0.375> : tensor<8x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @rel : tensor<4x4x2xf32> = dense<0.0625> : tensor<4x4x2xf32>
+func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wk = merak.get_param @k.weight : tensor<8x8xf32>
+  %wv = merak.get_param @v.weight : tensor<8x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %rel = merak.get_param @rel : tensor<4x4x2xf32>
+  %bt = merak.transpose %rel perm = [2, 0, 1] : tensor<4x4x2xf32> to tensor<2x4x4xf32>
+  %bias = merak.reshape %bt : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %tv = merak.transpose %wv perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q0 = merak.matmul %x, %tq : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %k0 = merak.matmul %x, %tk : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %v0 = merak.matmul %x, %tv : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %q = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<2x4x2x4xf32> to tensor<2x2x4x4xf32>
+  %k1 = merak.reshape %k0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %kt = merak.transpose %k1 perm = [0, 2, 3, 1] : tensor<2x4x2x4xf32> to tensor<2x2x4x4xf32>
+  %v1 = merak.reshape %v0 : tensor<2x4x8xf32> to tensor<2x4x2x4xf32>
+  %v = merak.transpose %v1 perm = [0, 2, 1, 3] : tensor<2x4x2x4xf32> to tensor<2x2x4x4xf32>
+  %s0 = merak.matmul %q, %kt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %s = merak.add %s0, %bias : tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %a = merak.softmax %s axis = 3 : tensor<2x2x4x4xf32>
+  %o0 = merak.matmul %a, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %o1 = merak.transpose %o0 perm = [0, 2, 1, 3] : tensor<2x2x4x4xf32> to tensor<2x4x2x4xf32>
+  %o2 = merak.reshape %o1 : tensor<2x4x2x4xf32> to tensor<2x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %o2, %to : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  %r = merak.reduce_sum %bias axes = [0, 1, 2, 3] : tensor<1x2x4x4xf32> -> tensor<f32>
+  %lr = merak.add %l, %r : tensor<f32>, tensor<f32>
+  return %lr : tensor<f32>
+}
+
+// -----
+
+// The same bias read only by the scores: the walk goes up from the add
+// through the reshape and the transpose to the table, read only there,
+// which is split on its heads (each rank stores and trains its heads'
+// columns; no scatter, no gather).
+
+// CHECK-DAG: merak.param @rel : tensor<4x4x1xf32> = dense<{{.*}}> : tensor<4x4x2xf32> {merak.shard = #merak.shard<axis = 2, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[R:.*]] = merak.get_param @rel : tensor<4x4x1xf32>
+// CHECK-NEXT: %[[T:.*]] = merak.transpose %[[R]] perm = [2, 0, 1] : tensor<4x4x1xf32> to tensor<1x4x4xf32>
+// CHECK-NEXT: %[[B:.*]] = merak.reshape %[[T]] : tensor<1x4x4xf32> to tensor<1x1x4x4xf32>
+// CHECK-NOT: merak.local_shard
+// CHECK: merak.add %{{.*}}, %[[B]] : tensor<2x1x4x4xf32>, tensor<1x1x4x4xf32>
+
+// GRAD-LABEL: func.func @forward_grad
+// GRAD-NOT: merak.all_gather
+// GRAD: return
 merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
 merak.param @k.weight : tensor<8x8xf32> = dense<0.25> : tensor<8x8xf32>
 merak.param @v.weight : tensor<8x8xf32> = dense<0.375> : tensor<8x8xf32>

@@ -137,7 +137,19 @@ std::optional<Weight> Walk::soleParam(Value v) {
 
 LogicalResult Walk::splitUpstream(Value v, int64_t dim, int64_t blocks, int seed,
                                   SmallVectorImpl<std::pair<Value, Split>> &splits,
-                                  SmallVectorImpl<OpOperand *> &reads, int depth) {
+                                  SmallVectorImpl<OpOperand *> &reads, int depth,
+                                  SmallVectorImpl<ParamShard> *params) {
+  if (params && v.hasOneUse() && !split.count(v)) {
+    Operation *user = *v.getUsers().begin();
+    if (std::optional<Weight> w = soleParam(v); w && !w->stack) {
+      params->push_back({*w, user, w->transpose ? w->transpose.getPerm()[dim] : dim, blocks, seed});
+      return success();
+    }
+    if (std::optional<std::pair<Weight, int64_t>> viewed = viewedParam(v, dim)) {
+      params->push_back({viewed->first, user, viewed->second, blocks, seed});
+      return success();
+    }
+  }
   Operation *def = v.getDefiningOp();
   auto iface = dyn_cast_or_null<ShardingRuleOpInterface>(def);
   // An op reading a split value belongs to that value's region (a
@@ -154,7 +166,8 @@ LogicalResult Walk::splitUpstream(Value v, int64_t dim, int64_t blocks, int seed
   for (auto [use, factors] : llvm::zip(def->getOpOperands(), rule->operands)) {
     Value x = use.get();
     if (auto where = rule->find(factors, *fs)) {
-      if (failed(splitUpstream(x, where->first, where->second, seed, splits, reads, depth + 1)))
+      if (failed(splitUpstream(x, where->first, where->second, seed, splits, reads, depth + 1,
+                               params)))
         return failure();
     } else if (isa<FloatType>(getElementTypeOrSelf(x.getType())) &&
                !x.getDefiningOp<ConstantOp>()) {
@@ -247,7 +260,20 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     }
     if (!w && kind == FactorKind::Parallel && activations && !activations->contains(v) &&
         isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
-      newScattered.push_back({&use, dim, where->second});
+      // Computed from parameters read only there: they are split, else
+      // each rank reads its part of the whole.
+      SmallVector<std::pair<Value, Split>> upSplits;
+      SmallVector<OpOperand *> upReads;
+      SmallVector<ParamShard> upParams;
+      if (succeeded(
+              splitUpstream(v, dim, where->second, s.seed, upSplits, upReads, 0, &upParams)) &&
+          !upParams.empty()) {
+        newSplits.append(upSplits);
+        newReads.append(upReads);
+        newParams.append(upParams);
+      } else {
+        newScattered.push_back({&use, dim, where->second});
+      }
       continue;
     }
     if (!w && kind == FactorKind::Parallel &&

@@ -185,10 +185,13 @@ struct Walk {
   /// (each value read once) passes the factor on to its operands, which
   /// are split the same way, until operands without it (a broadcast's
   /// input: DeepSeek-V3's one rotary key head broadcast to the heads), read
-  /// through f. Appends to `splits` and `reads` on success.
+  /// through f. Appends to `splits` and `reads` on success. With `params`,
+  /// a parameter read only there (Weight::view included) ends the walk up
+  /// too, split alike (Mamba's A = -exp(A_log) on the split channels).
   LogicalResult splitUpstream(Value v, int64_t dim, int64_t blocks, int seed,
                               SmallVectorImpl<std::pair<Value, Split>> &splits,
-                              SmallVectorImpl<OpOperand *> &reads, int depth = 0);
+                              SmallVectorImpl<OpOperand *> &reads, int depth = 0,
+                              SmallVectorImpl<ParamShard> *params = nullptr);
 
   /// `v` = gather(data, indices), read once, whose dimension `dim` is one of
   /// the data's (not an index dimension); null otherwise.

@@ -93,8 +93,12 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
       an op reads without the split factor (a per-head norm's weight [D]
       on split heads; not a constant) passes through `merak.tp_identity`:
       each rank's gradient of it covers the rank's heads only. One computed
-      from parameters and constants alone that holds the split factor
-      without being a parameter read only there
+      from parameters read only there, through ops that each pass the
+      split on (a value read once at every step: Mamba's `A = -exp(A_log)`,
+      a Swin block's relative-position bias gathered from its table), is
+      split at its source: the parameters are split alike. Otherwise one
+      computed from parameters and constants alone that holds the split
+      factor without being a parameter read only there
       (T5's relative-position bias on the split heads, computed from its
       table; GPT-OSS's sinks concatenated to the scores), or from the
       inputs and constants alone (BLOOM's ALiBi bias from the attention
