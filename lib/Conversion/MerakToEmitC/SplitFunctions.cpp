@@ -58,8 +58,7 @@ bool isCall(Operation *op) {
 
 /// The pointer arithmetic a later part may compute again.
 bool isRecomputable(Operation *op) {
-  return isa<emitc::LiteralOp, emitc::AddOp, emitc::SubscriptOp, emitc::LoadOp>(op) &&
-         op->getNumRegions() == 0 && op->getNumResults() == 1;
+  return isa<emitc::LiteralOp, emitc::AddOp, emitc::SubscriptOp, emitc::LoadOp>(op);
 }
 
 /// The function's ops cut into parts of at most `maxCalls` calls (the

@@ -378,20 +378,27 @@ bool depthwise(int64_t groups, int64_t channels, ArrayRef<int64_t> weight) {
   return groups > 1 && groups == channels && weight[0] == channels && weight[1] == 1;
 }
 
-Rule rule(Conv2DOp op) {
+/// A depthwise conv2d or its input gradient: `x`'s channels (dim 1), the
+/// weight's dim 0, the bias and the result's channels one parallel factor.
+Rule depthwiseRule(Value x, Value weight, Value bias, Value result) {
   WindowRule w;
+  unsigned n = w.b.factor(shapeOf(x)[0], FactorKind::Parallel);
+  unsigned c = w.b.factor(shapeOf(x)[1], FactorKind::Parallel);
+  w.b.rule.operands.push_back(w.ownFrom(x, 2, {{n}, {c}}));
+  w.b.rule.operands.push_back(w.ownFrom(weight, 1, {{c}}));
+  if (bias)
+    w.b.rule.operands.push_back({{c}});
+  w.b.rule.results.push_back(w.ownFrom(result, 2, {{n}, {c}}));
+  return w.b.rule;
+}
+
+Rule rule(Conv2DOp op) {
   ArrayRef<int64_t> in = shapeOf(op.getInput()), wt = shapeOf(op.getWeight());
+  if (depthwise(op.getGroups(), in[1], wt))
+    return depthwiseRule(op.getInput(), op.getWeight(), op.getBias(), op.getResult());
+  WindowRule w;
   bool grouped = op.getGroups() != 1;
   unsigned n = w.b.factor(in[0], FactorKind::Parallel);
-  if (depthwise(op.getGroups(), in[1], wt)) {
-    unsigned c = w.b.factor(in[1], FactorKind::Parallel);
-    w.b.rule.operands.push_back(w.ownFrom(op.getInput(), 2, {{n}, {c}}));
-    w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 1, {{c}}));
-    if (op.getBias())
-      w.b.rule.operands.push_back({{c}});
-    w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {c}}));
-    return w.b.rule;
-  }
   unsigned o = w.b.factor(wt[0], grouped ? FactorKind::Replicated : FactorKind::Parallel);
   unsigned c = w.b.factor(in[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
   unsigned wc = grouped ? w.b.factor(wt[1], FactorKind::Replicated) : c;
@@ -404,17 +411,12 @@ Rule rule(Conv2DOp op) {
 }
 
 Rule rule(Conv2DBackwardDataOp op) {
-  WindowRule w;
   ArrayRef<int64_t> g = shapeOf(op.getGrad()), wt = shapeOf(op.getWeight());
+  if (depthwise(op.getGroups(), g[1], wt))
+    return depthwiseRule(op.getGrad(), op.getWeight(), Value(), op.getResult());
+  WindowRule w;
   bool grouped = op.getGroups() != 1;
   unsigned n = w.b.factor(g[0], FactorKind::Parallel);
-  if (depthwise(op.getGroups(), g[1], wt)) {
-    unsigned c = w.b.factor(g[1], FactorKind::Parallel);
-    w.b.rule.operands.push_back(w.ownFrom(op.getGrad(), 2, {{n}, {c}}));
-    w.b.rule.operands.push_back(w.ownFrom(op.getWeight(), 1, {{c}}));
-    w.b.rule.results.push_back(w.ownFrom(op.getResult(), 2, {{n}, {c}}));
-    return w.b.rule;
-  }
   unsigned o = w.b.factor(g[1], grouped ? FactorKind::Replicated : FactorKind::Reduction);
   unsigned c = w.b.factor(wt[1], grouped ? FactorKind::Replicated : FactorKind::Parallel);
   unsigned wo = grouped ? w.b.factor(wt[0], FactorKind::Replicated) : o;

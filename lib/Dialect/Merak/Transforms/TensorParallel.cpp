@@ -295,16 +295,15 @@ struct MerakTensorParallelPass
     {
       Walk probe(seeds, getters);
       fn.walk([&](MatmulOp mm) {
-        if (tensorOf(mm.getRhs()).getRank() != 2 || tensorOf(mm.getLhs()).getRank() < 2)
+        int64_t lhs = tensorOf(mm.getLhs()).getRank(), rhs = tensorOf(mm.getRhs()).getRank();
+        std::optional<Weight> right = probe.soleParam(mm.getRhs());
+        if (right && rhs == 2 && lhs >= 2) {
+          seeds.push_back({mm, *right, {}});
           return;
-        if (std::optional<Weight> w = probe.soleParam(mm.getRhs()))
-          seeds.push_back({mm, *w, {}});
-      });
-      // `W @ x` with W [out, in] (Mamba's dt_proj, `dt_proj.weight @
-      // x.transpose(1, 2)`): the features are the result's rows.
-      fn.walk([&](MatmulOp mm) {
-        if (tensorOf(mm.getLhs()).getRank() != 2 || tensorOf(mm.getRhs()).getRank() < 2 ||
-            probe.soleParam(mm.getRhs()))
+        }
+        // `W @ x` with W [out, in] (Mamba's dt_proj, `dt_proj.weight @
+        // x.transpose(1, 2)`): the features are the result's rows.
+        if (right || lhs != 2 || rhs < 2)
           return;
         std::optional<Weight> w = probe.soleParam(mm.getLhs());
         if (!w || w->transpose)
