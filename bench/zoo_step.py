@@ -12,6 +12,10 @@ interleaved rotary), seq 128, batch 8, vocab 2048, AdamW (lr 3e-4), float32.
   lstm, gru  test/zoo/zoo_models.py's RecurrentLM (2 layers of width d:
            the ONNX LSTM/GRU ops, which merak unrolls over the sequence;
            not in the default list)
+  mamba    transformers' Mamba (state 16, expand 2, conv 4), its PyTorch
+           path (a loop over the tokens, which every exporter unrolls and
+           merak-raise-linear-scan raises to merak.linear_scan; not in the
+           default list; FLOP/s of the projections only)
   resnet50 torchvision's ResNet-50 (10 classes, train-mode BatchNorm,
            whose running statistics merak updates too) on batch 8 of
            64x64 images, the class cross-entropy (not in the default list;
@@ -54,7 +58,7 @@ import export_models as em  # noqa: E402
 from decoder_check import EncoderLM, Llama  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "test", "zoo"))
-from zoo_models import RecurrentLM  # noqa: E402
+from zoo_models import CausalLM, RecurrentLM  # noqa: E402
 
 B, T, D, LAYERS, HEADS, VOCAB = 8, 128, 256, 4, 8, 2048
 IMAGE, CLASSES = 64, 10  # resnet50
@@ -83,6 +87,11 @@ def build_model(name):
                      hidden=4 * D), []
     if name in ("lstm", "gru"):
         return RecurrentLM(name, VOCAB, D), []
+    if name == "mamba":
+        import transformers as tf
+        return CausalLM(tf.MambaForCausalLM(tf.MambaConfig(
+            vocab_size=VOCAB, hidden_size=D, state_size=16, num_hidden_layers=LAYERS, expand=2,
+            conv_kernel=4, use_cache=False))), []
     if name == "resnet50":
         import torchvision
         return torchvision.models.resnet50(weights=None, num_classes=CLASSES), \
@@ -214,7 +223,7 @@ def main():
         model, flags = build(name)
         params = sum(p.numel() for p in model.parameters())
         flops = 6 * params * B * T
-        if name not in ("lstm", "gru"):
+        if name not in ("lstm", "gru", "mamba"):
             flops += 12 * LAYERS * B * T * T * D
         (merak_ms, eager_ms, compiled_ms), fused, (lo, hi) = measure(args, name, model, flags)
         spread = "; per round %.2f-%.2f" % (lo, hi) if args.rounds > 1 else ""

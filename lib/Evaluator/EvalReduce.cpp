@@ -209,6 +209,46 @@ LogicalResult kernels::eval(CumSumOp op, Operands in, Results out) {
   return success();
 }
 
+/// merak.linear_scan: h[t] = a[t] * h[t - 1] + b[t] from a zero state, each
+/// state rounded to the result's type before the next step reads it.
+LogicalResult kernels::eval(LinearScanOp op, Operands in, Results out) {
+  const HostTensor &a = *in[0], &b = *in[1];
+  HostTensor h(op.getType());
+  AxisView v(a.getShape(), op.getAxis());
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k)
+      for (int64_t t = 0; t < v.dim; ++t) {
+        double prev = t ? h.f()[v.at(o, t - 1, k)] : 0.0;
+        int64_t at = v.at(o, t, k);
+        h.setFromDouble(at, (double)a.f()[at] * prev + (double)b.f()[at]);
+      }
+  out.push_back(std::move(h));
+  return success();
+}
+
+/// merak.linear_scan_grad: g[t] = grad[t] + a[t + 1] * g[t + 1] from the
+/// end; input_grad = g, decay_grad[t] = g[t] * h[t - 1].
+LogicalResult kernels::eval(LinearScanGradOp op, Operands in, Results out) {
+  const HostTensor &a = *in[0], &h = *in[1], &grad = *in[2];
+  HostTensor da(op.getDecayGrad().getType()), db(op.getInputGrad().getType());
+  AxisView v(a.getShape(), op.getAxis());
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k)
+      for (int64_t t = v.dim - 1; t >= 0; --t) {
+        int64_t at = v.at(o, t, k);
+        double g = grad.f()[at];
+        if (t + 1 < v.dim) {
+          int64_t next = v.at(o, t + 1, k);
+          g += (double)a.f()[next] * db.f()[next];
+        }
+        db.setFromDouble(at, g);
+        da.setFromDouble(at, t ? g * h.f()[v.at(o, t - 1, k)] : 0.0);
+      }
+  out.push_back(std::move(da));
+  out.push_back(std::move(db));
+  return success();
+}
+
 double kernels::featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,
                            int64_t j, double dflt) {
   if (!t)

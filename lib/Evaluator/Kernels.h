@@ -73,20 +73,22 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   X(ConstantOp)                                                                                    \
   MERAK_BINARY_OP_KINDS(X)                                                                         \
   X(WhereOp)                                                                                       \
-  MERAK_EVAL_FLOAT_UNARY_OPS(X) X(ReluOp) X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(BitNotOp)         \
-      X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp) X(ReshapeOp) X(BroadcastOp) X(TransposeOp)     \
-          X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)        \
-              MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp) X(SoftmaxOp) X(LogSoftmaxOp)        \
-                  X(CumSumOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp) X(    \
-                      BatchNormGradOp) X(SumSquaresOp) X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp)   \
-                      X(MaxPool2DOp) X(AvgPool2DOp) X(DropoutOp) X(GroupRankOp) X(TpIdentityOp)    \
-                          X(AllReduceOp) X(AllToAllOp) MERAK_EVAL_PARTS_OPS(X)                     \
-                              X(Conv2DBackwardDataOp) X(Conv2DBackwardFilterOp) X(MaxPool2DGradOp) \
-                                  X(AvgPool2DGradOp) X(GatherElementsGradOp) X(GeluGradOp)         \
-                                      X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)      \
-                                          X(CrossEntropyGradOp) X(AttentionOp) X(AttentionGradOp)  \
-                                              X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)      \
-                                                  X(ExpertMatmulOp) X(ExpertMatmulGradWeightOp)    \
+  MERAK_EVAL_FLOAT_UNARY_OPS(X)                                                                    \
+  X(ReluOp)                                                                                        \
+  X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(BitNotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)   \
+      X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp)     \
+          X(GatherGradOp) X(GatherElementsOp) MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp)     \
+              X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp) X(      \
+                  LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp) X(BatchNormGradOp)  \
+                  X(SumSquaresOp) X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp)         \
+                      X(AvgPool2DOp) X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)    \
+                          X(AllToAllOp) MERAK_EVAL_PARTS_OPS(X) X(Conv2DBackwardDataOp)            \
+                              X(Conv2DBackwardFilterOp) X(MaxPool2DGradOp) X(AvgPool2DGradOp)      \
+                                  X(GatherElementsGradOp) X(GeluGradOp) X(SoftmaxGradOp)           \
+                                      X(LogSoftmaxGradOp) X(LayerNormGradOp) X(CrossEntropyGradOp) \
+                                          X(AttentionOp) X(AttentionGradOp) X(AdamWUpdateOp)       \
+                                              X(AdanUpdateOp) X(SgdUpdateOp) X(ExpertMatmulOp)     \
+                                                  X(ExpertMatmulGradWeightOp)                      \
                                                       X(ExpertShadowPlanOp) X(ExpertShadowOp)      \
                                                           X(ExpertPlaceOp) X(ExpertCapacityOp)     \
                                                               X(ExpertCompactOp)

@@ -11,16 +11,27 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::merak;
 using namespace mlir::merak::onnx_import;
 
+/// Small values inline, values of one repeated element as splats (an
+/// export's zero initial state, `torch.zeros` of a baked shape: patterns
+/// see a splat constant, and it takes no space), larger ones as resources.
 ElementsAttr GraphImporter::makeElements(const HostTensor &t, StringRef hint) {
   if (t.size() <= 16)
     return t.toAttr();
   std::vector<char> bytes = t.toBytes();
-  return makeResource(t.getType(), bytes, hint);
+  RankedTensorType type = t.getType();
+  size_t width = bytes.size() / t.size();
+  bool splat = !type.getElementType().isInteger(1) && width > 0;
+  for (size_t at = width; splat && at < bytes.size(); at += width)
+    splat = std::memcmp(bytes.data(), bytes.data() + at, width) == 0;
+  if (splat)
+    return DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes.data(), width));
+  return makeResource(type, bytes, hint);
 }
 
 /// Large values become dense resources: never spelled out in textual IR.

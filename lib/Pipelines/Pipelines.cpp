@@ -1,7 +1,8 @@
 //===- Pipelines.cpp - merak's pass pipelines, phase by phase -------------===//
 //
 //   import cleanup   merak-fold-constants, canonicalize, cse,
-//                    merak-fuse-decomposed, canonicalize, merak-drop-unused-params
+//                    merak-fuse-decomposed, merak-raise-linear-scan,
+//                    merak-fuse-experts, canonicalize, merak-drop-unused-params
 //   training         merak-split-batch (dp x micro-batches > 1), merak-record-mesh,
 //                    merak-record-index-limits, merak-moe-capacity (a capacity
 //                    factor), merak-expert-parallel (ep > 1),
@@ -204,6 +205,7 @@ void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createMerakFuseDecomposed());
+  pm.addPass(createMerakRaiseLinearScan());
   if (fuseExperts)
     pm.addPass(createMerakFuseExperts());
   pm.addPass(createCanonicalizerPass());

@@ -152,6 +152,43 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+/// x * y rounded before any add (no fused multiply-add: the CPU kernel and
+/// the unrolled mul and add that merak.linear_scan replaces round it).
+__device__ __forceinline__ float mulRn(float x, float y) { return __fmul_rn(x, y); }
+__device__ __forceinline__ double mulRn(double x, double y) { return __dmul_rn(x, y); }
+
+/// merak.linear_scan, one thread per (outer, inner) position walking the axis.
+template <class T>
+__global__ void __launch_bounds__(256)
+    linearScanKernel(const T *a, const T *b, T *y, int64_t outer, int64_t dim, int64_t inner) {
+  MERAK_GRID_STRIDE(it, outer * inner) {
+    const int64_t base = (it / inner) * dim * inner + it % inner;
+    T h = 0;
+    for (int64_t j = 0; j < dim; ++j) {
+      const int64_t at = base + j * inner;
+      h = mulRn(a[at], h) + b[at];
+      y[at] = h;
+    }
+  }
+}
+
+/// merak.linear_scan_grad, the same threads walking the axis from the end.
+template <class T>
+__global__ void __launch_bounds__(256)
+    linearScanGradKernel(const T *a, const T *h, const T *dy, T *da, T *db, int64_t outer,
+                         int64_t dim, int64_t inner) {
+  MERAK_GRID_STRIDE(it, outer * inner) {
+    const int64_t base = (it / inner) * dim * inner + it % inner;
+    T g = 0;
+    for (int64_t j = dim - 1; j >= 0; --j) {
+      const int64_t at = base + j * inner;
+      g = j + 1 < dim ? dy[at] + mulRn(a[at + inner], g) : dy[at];
+      db[at] = g;
+      da[at] = j ? mulRn(g, h[at - inner]) : T(0);
+    }
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(256)
     cumsumKernel(const T *x, T *y, int64_t outer, int64_t dim, int64_t inner,
@@ -372,6 +409,33 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
         s.inner, exclusive, reverse);
   });
   checkLaunch("cumsum");
+}
+
+void linearScan(DT t, const void *a, const void *b, const Dims &d, int64_t axis, void *y) {
+  AxisSplit s(d, normAxis(axis, d.rank));
+  if (s.outer * s.inner * s.dim == 0)
+    return;
+  dispatchFloat(t, "linear_scan: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    linearScanKernel<T><<<gridFor(s.outer * s.inner), 256, 0, cs()>>>(
+        static_cast<const T *>(a), static_cast<const T *>(b), static_cast<T *>(y), s.outer, s.dim,
+        s.inner);
+  });
+  checkLaunch("linear_scan");
+}
+
+void linearScanGrad(DT t, const void *a, const void *h, const void *dy, const Dims &d, int64_t axis,
+                    void *da, void *db) {
+  AxisSplit s(d, normAxis(axis, d.rank));
+  if (s.outer * s.inner * s.dim == 0)
+    return;
+  dispatchFloat(t, "linear_scan_grad: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    linearScanGradKernel<T><<<gridFor(s.outer * s.inner), 256, 0, cs()>>>(
+        static_cast<const T *>(a), static_cast<const T *>(h), static_cast<const T *>(dy),
+        static_cast<T *>(da), static_cast<T *>(db), s.outer, s.dim, s.inner);
+  });
+  checkLaunch("linear_scan_grad");
 }
 
 void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,

@@ -1,11 +1,10 @@
-//===- ops_reduce.cpp - reductions, argmax, cumsum, dropout, cross entropy --===//
+//===- ops_reduce.cpp - reductions, argmax, scans, dropout, cross entropy --===//
 //
 // See merak_rt/ops.h; semantics of lib/Evaluator/EvalReduce.cpp and the
 // dropout of EvalNN.cpp. (F32 cross entropy over a contiguous class axis
-// takes its exps in float, vectorised; see rowLoss.) Every output of a reduction accumulates its inputs
-// in the evaluator's (row-major) order, floats in double, integers in
-// wrapping int64, so results are bitwise those of the evaluator and do not
-// depend on the thread count.
+// takes its exps in float, vectorised; see rowLoss.) Every output of a reduction accumulates its
+// inputs in the evaluator's (row-major) order, floats in double, integers in wrapping int64, so
+// results are bitwise those of the evaluator and do not depend on the thread count.
 //
 // reduce() drops size-1 dims and merges runs of reduced / kept dims, then:
 //  [K.., R]      row reductions (contiguous), parallel over rows;
@@ -330,6 +329,73 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
           acc = Acc<T, Reduce::Sum>::step(acc, v);
           if (!exclusive)
             py[at] = Acc<T, Reduce::Sum>::finish(acc, 1);
+        }
+      }
+    });
+  });
+}
+
+// --- linear_scan ----------------------------------------------------------------
+
+namespace {
+/// Runs fn(o, k0, k1) over every row o of the [outer, dim, inner] view and
+/// blocks [k0, k1) of at most 256 inner positions, in parallel: the
+/// recurrence walks t inside, the block's positions vectorise.
+template <class Fn> void scanBlocks(const AxisSplit &s, Fn &&fn) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (s.inner + kBlock - 1) / kBlock;
+  parallelFor(s.outer * blocks, s.dim * std::min(s.inner, kBlock), [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t o = it / blocks, k0 = (it % blocks) * kBlock;
+      fn(o, k0, std::min(s.inner, k0 + kBlock));
+    }
+  });
+}
+} // namespace
+
+void linearScan(DT t, const void *a, const void *b, const Dims &d, int64_t axis, void *y) {
+  AxisSplit s(d, normAxis(axis, d.rank));
+  dispatchFloat(t, "linear_scan: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *pa = static_cast<const T *>(a), *pb = static_cast<const T *>(b);
+    T *py = static_cast<T *>(y);
+    scanBlocks(s, [&](int64_t o, int64_t k0, int64_t k1) {
+      const int64_t row = o * s.dim * s.inner;
+      for (int64_t k = k0; k < k1; ++k) {
+        const T decayed = pa[row + k] * T(0); // the zero state (NaN where a[0] is)
+        py[row + k] = decayed + pb[row + k];
+      }
+      for (int64_t j = 1; j < s.dim; ++j) {
+        const int64_t at = row + j * s.inner, prev = at - s.inner;
+        for (int64_t k = k0; k < k1; ++k) {
+          const T decayed = pa[at + k] * py[prev + k]; // rounded, as the mul and add it replaces
+          py[at + k] = decayed + pb[at + k];
+        }
+      }
+    });
+  });
+}
+
+void linearScanGrad(DT t, const void *a, const void *h, const void *dy, const Dims &d, int64_t axis,
+                    void *da, void *db) {
+  AxisSplit s(d, normAxis(axis, d.rank));
+  dispatchFloat(t, "linear_scan_grad: float tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *pa = static_cast<const T *>(a), *ph = static_cast<const T *>(h);
+    const T *pg = static_cast<const T *>(dy);
+    T *pda = static_cast<T *>(da), *pdb = static_cast<T *>(db);
+    scanBlocks(s, [&](int64_t o, int64_t k0, int64_t k1) {
+      const int64_t row = o * s.dim * s.inner;
+      for (int64_t j = s.dim - 1; j >= 0; --j) {
+        const int64_t at = row + j * s.inner, next = at + s.inner, prev = at - s.inner;
+        for (int64_t k = k0; k < k1; ++k) {
+          T g = pg[at + k];
+          if (j + 1 < s.dim) {
+            const T carried = pa[next + k] * pdb[next + k];
+            g = g + carried;
+          }
+          pdb[at + k] = g;
+          pda[at + k] = j ? g * ph[prev + k] : T(0);
         }
       }
     });

@@ -472,3 +472,38 @@ TEST(OpsReduce, CumSumAllModes) {
         EXPECT_EQ(yi, wi);
       }
 }
+
+TEST(OpsReduce, LinearScanAndGradAgainstProducts) {
+  // h[t] = a[t] h[t-1] + b[t] and, for the loss sum(w * h), the gradients
+  // written out as products: db[s] = sum over t >= s of w[t] a[s+1]..a[t],
+  // da[s] = db[s] h[s-1]. Inner 300 spans two of the kernel's blocks.
+  for (int64_t axis : {0, 1, 2}) {
+    Dims d = D({3, 6, 300});
+    auto a = randv<float>(d.numel(), -1.1, 1.1), b = randv<float>(d.numel());
+    auto w = randv<float>(d.numel());
+    std::vector<float> h(a.size()), da(a.size()), db(a.size());
+    cpu::linearScan(DT::F32, a.data(), b.data(), d, axis, h.data());
+    cpu::linearScanGrad(DT::F32, a.data(), h.data(), w.data(), d, axis, da.data(), db.data());
+    std::vector<double> wantH(a.size()), wantDa(a.size()), wantDb(a.size());
+    const int64_t stride = axis == 0 ? 6 * 300 : axis == 1 ? 300 : 1, n = d.d[axis];
+    forEach(d, [&](int64_t lin, const int64_t *idx) {
+      const int64_t base = lin - idx[axis] * stride, s = idx[axis];
+      double state = 0;
+      for (int64_t t = 0; t <= s; ++t)
+        state = a[base + t * stride] * state + b[base + t * stride];
+      wantH[lin] = state;
+      double g = 0;
+      for (int64_t t = s; t < n; ++t) {
+        double product = w[base + t * stride];
+        for (int64_t u = s + 1; u <= t; ++u)
+          product *= a[base + u * stride];
+        g += product;
+      }
+      wantDb[lin] = g;
+      wantDa[lin] = s ? g * h[lin - stride] : 0.0;
+    });
+    expectNear(h, wantH, 1e-5);
+    expectNear(db, wantDb, 1e-5);
+    expectNear(da, wantDa, 1e-5);
+  }
+}

@@ -2,7 +2,7 @@
 
 // Finite-difference checks of the shape rules: reshape, broadcast,
 // transpose, slice (strides 1 and -1; other strides: slice-strided.mlir),
-// concat, split, gather, cumsum. The
+// concat, split, gather, cumsum, linear_scan. The
 // upstream gradients are random (the argument %w), so a wrong permutation,
 // offset or direction shows.
 
@@ -15,7 +15,8 @@
 // CHECK: case 6: PASS
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
-// CHECK: gradcheck: all 9 cases passed
+// CHECK: case 9: PASS
+// CHECK: gradcheck: all 10 cases passed
 
 // reshape [6] -> [2x3], broadcast [3x1] -> [2x3x4] and [] -> [2x3], and a
 // transpose with a non-involutive permutation ([1, 2, 0]: its inverse is
@@ -194,5 +195,21 @@ func.func @forward(%w: tensor<3x2xf64>) -> tensor<f64> {
   %1 = merak.mul %0, %0 : tensor<3x2xf64>, tensor<3x2xf64>
   %2 = merak.mul %1, %w : tensor<3x2xf64>, tensor<3x2xf64>
   %loss = merak.reduce_sum %2 axes = [0, 1] : tensor<3x2xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// linear_scan along the middle axis, both its decay and its input trained,
+// the states squared (so the gradient reaches every state through h[t - 1]).
+merak.param @a : tensor<2x4x3xf64> = dense<[[[0.9, -0.5, 1.1], [0.3, 0.8, -1.2], [1.05, 0.2, 0.6], [-0.7, 0.95, 0.4]], [[0.5, 0.25, -0.9], [1.2, -0.3, 0.7], [0.1, 0.85, -0.6], [0.75, -1.0, 0.3]]]> : tensor<2x4x3xf64>
+merak.param @b : tensor<2x4x3xf64> = dense<[[[0.3, -1.2, 0.7], [1.5, -0.4, 0.9], [0.25, -0.6, 1.1], [-0.8, 0.45, 0.2]], [[0.6, 0.1, -0.3], [-1.1, 0.8, 0.35], [0.9, -0.2, 0.55], [0.15, 0.7, -0.95]]]> : tensor<2x4x3xf64>
+func.func @forward(%w: tensor<2x4x3xf64>) -> tensor<f64> {
+  %a = merak.get_param @a : tensor<2x4x3xf64>
+  %b = merak.get_param @b : tensor<2x4x3xf64>
+  %h = merak.linear_scan %a, %b axis = 1 : tensor<2x4x3xf64>
+  %0 = merak.mul %h, %h : tensor<2x4x3xf64>, tensor<2x4x3xf64>
+  %1 = merak.mul %0, %w : tensor<2x4x3xf64>, tensor<2x4x3xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2] : tensor<2x4x3xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

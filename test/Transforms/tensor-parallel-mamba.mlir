@@ -1,6 +1,8 @@
 // RUN: merak-opt %s -merak-tensor-parallel=tp=2 | FileCheck %s
 
-// A Mamba mixer as transformers' PyTorch path exports it (scan left out):
+// A Mamba mixer as transformers' PyTorch path exports it (its scan a
+// merak.linear_scan over the tokens, as merak-raise-linear-scan leaves it,
+// with a simpler decay and input than Mamba's):
 // in_proj's output [B, L, 2C] is transposed to [B, 2C, L] and sliced into
 // the hidden states and the gate, so in_proj is column-parallel in 2
 // blocks (each rank holds its channels of both); the causal conv1d is
@@ -9,7 +11,9 @@
 // channels (row-parallel: dt, B and C summed over tp); dt_proj is
 // `dt_proj.weight @ dt^T` (the weight on the left), column-parallel on its
 // rows, and its bias, read through a reshape to [C, 1], is split alike (on
-// the parameter's dimension the reshape keeps); out_proj is row-parallel.
+// the parameter's dimension the reshape keeps); the scan runs on each
+// rank's channels (its rule keeps only the scanned axis whole); out_proj is
+// row-parallel.
 // CHECK-DAG: merak.param @in_proj : tensor<8x4xf32> = {{.*}} : tensor<16x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 2, parts = 2>}
 // CHECK-DAG: merak.param @conv.weight : tensor<4x1x1x2xf32> = {{.*}} : tensor<8x1x1x2xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @conv.bias : tensor<4xf32> = {{.*}} : tensor<8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
@@ -30,6 +34,8 @@
 // CHECK: merak.matmul %[[DW]], %[[F]] : tensor<4x2xf32>, tensor<1x2x3xf32> -> tensor<1x4x3xf32>
 // CHECK: %[[B:.*]] = merak.get_param @dt_bias : tensor<4xf32>
 // CHECK: merak.reshape %[[B]] : tensor<4xf32> to tensor<4x1xf32>
+// CHECK-NOT: merak.local_shard
+// CHECK: merak.linear_scan %{{.*}}, %{{.*}} axis = 2 : tensor<1x4x3xf32>
 // CHECK-NOT: merak.local_shard
 // CHECK: %[[OUT:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x3x4xf32>, tensor<4x4xf32> -> tensor<1x3x4xf32>
 // CHECK: merak.all_reduce %[[OUT]] group = "tp" reduction = "sum"
@@ -67,7 +73,7 @@ func.func @forward(%h: tensor<1x3x4xf32>) -> tensor<1x3x4xf32> {
   %b2 = merak.reshape %b : tensor<8xf32> to tensor<8x1xf32>
   %dt2 = merak.add %dt, %b2 : tensor<1x8x3xf32>, tensor<8x1xf32>
   %sp = merak.softplus %dt2 : tensor<1x8x3xf32>
-  %y = merak.mul %sp, %a : tensor<1x8x3xf32>, tensor<1x8x3xf32>
+  %y = merak.linear_scan %sp, %a axis = 2 : tensor<1x8x3xf32>
   %sz = merak.sigmoid %z : tensor<1x8x3xf32>
   %g = merak.mul %y, %sz : tensor<1x8x3xf32>, tensor<1x8x3xf32>
   %yt = merak.transpose %g perm = [0, 2, 1] : tensor<1x8x3xf32> to tensor<1x3x8xf32>

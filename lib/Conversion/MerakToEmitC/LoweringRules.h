@@ -41,11 +41,13 @@ namespace mlir::merak::emitc_lowering {
   X(GeluOp)                                                                                        \
   X(LeakyReluOp)                                                                                   \
   X(ClampOp)                                                                                       \
-  X(WhereOp) X(CastOp) /* ShapeRules.cpp */                                                        \
-      X(ConstantOp) X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp)        \
-          X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp)             \
-              X(GatherElementsOp) X(GatherElementsGradOp) /* ReductionRules.cpp */                 \
-      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp)                 /* NNRules.cpp */                        \
+  X(WhereOp)                                                                                       \
+  X(CastOp) /* ShapeRules.cpp */                                                                   \
+  X(ConstantOp)                                                                                    \
+  X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp) X(TransposeOp)           \
+      X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)            \
+          X(GatherElementsGradOp) /* ReductionRules.cpp */                                         \
+      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp) /* NNRules.cpp */    \
       X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp)  \
           X(BatchNormGradOp) X(SumSquaresOp) X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp)          \
               X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)                              \

@@ -1,7 +1,7 @@
 //===- ReductionRules.cpp - Lowering reductions ---------------------------===//
 //
 // reduce_* (one runtime entry point, the op's Reduce value an argument),
-// argmax / argmin and cumsum.
+// argmax / argmin, cumsum and linear_scan (with its gradient).
 //
 //===----------------------------------------------------------------------===//
 #include "LoweringRules.h"
@@ -51,5 +51,41 @@ FailureOr<Lowering> emitc_lowering::rule(CumSumOp c, Emitter &e, LoweringContext
   Type r0 = c.getType();
   e.call(kernels::cumsum).dtype(r0).ptr(x).dims(r0).i64(normAxis(c.getAxis(), r0))
       .boolean(c.getExclusive()).boolean(c.getReverse()).ptr(y).emit();
+  return Lowering::Done;
+}
+
+FailureOr<Lowering> emitc_lowering::rule(LinearScanOp l, Emitter &e, LoweringContext &) {
+  PTR(a, l.getDecay());
+  PTR(b, l.getInput());
+  PTR(y, l.getResult());
+  Type t = l.getType();
+  e.call(kernels::linearScan)
+      .dtype(t)
+      .ptr(a)
+      .ptr(b)
+      .dims(t)
+      .i64(normAxis(l.getAxis(), t))
+      .ptr(y)
+      .emit();
+  return Lowering::Done;
+}
+
+FailureOr<Lowering> emitc_lowering::rule(LinearScanGradOp l, Emitter &e, LoweringContext &) {
+  PTR(a, l.getDecay());
+  PTR(h, l.getResult());
+  PTR(g, l.getGrad());
+  PTR(da, l.getDecayGrad());
+  PTR(db, l.getInputGrad());
+  Type t = l.getDecay().getType();
+  e.call(kernels::linearScanGrad)
+      .dtype(t)
+      .ptr(a)
+      .ptr(h)
+      .ptr(g)
+      .dims(t)
+      .i64(normAxis(l.getAxis(), t))
+      .ptr(da)
+      .ptr(db)
+      .emit();
   return Lowering::Done;
 }

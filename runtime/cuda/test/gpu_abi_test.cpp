@@ -271,6 +271,15 @@ void checkFloatElementwise(DT t) {
     T c = make(t, x.d);
     pair("cumsum" + ts, {&c}, tl * 10,
          [&](int side) { (side ? gpu::cumsum : cpu::cumsum)(t, P(x), x.d, 1, true, true, P(c)); });
+    T sa = rand(t, x.d), sb = rand(t, x.d), sh = make(t, x.d);
+    pair("linearScan" + ts, {&sh}, tl * 10, [&](int side) {
+      (side ? gpu::linearScan : cpu::linearScan)(t, P(sa), P(sb), x.d, 1, P(sh));
+    });
+    T sda = make(t, x.d), sdb = make(t, x.d);
+    pair("linearScanGrad" + ts, {&sda, &sdb}, tl * 10, [&](int side) {
+      (side ? gpu::linearScanGrad : cpu::linearScanGrad)(t, P(sa), P(sh), P(sb), x.d, 1, P(sda),
+                                                         P(sdb));
+    });
   }
   for (int axis : {2, 1}) {
     for (bool isLog : {false, true}) {

@@ -1289,6 +1289,30 @@ func.func @cumsum_axis(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @linear_scan_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.linear_scan' op axis -3 is out of range for rank 2}}
+  %0 = merak.linear_scan %a, %a axis = -3 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @linear_scan_types(%a: tensor<2x3xf32>, %b: tensor<2x1xf32>) {
+  // expected-error @+1 {{'merak.linear_scan' op requires the same type for all operands and results}}
+  %0 = "merak.linear_scan"(%a, %b) {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @linear_scan_grad_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.linear_scan_grad' op axis 2 is out of range for rank 2}}
+  %0:2 = merak.linear_scan_grad %a, %a, %a axis = 2 : tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @conv_backward_data_grad(%g: tensor<1x4x2x2xf32>, %w: tensor<4x1x3x3xf32>) {
   // expected-error @+1 {{'merak.conv2d_backward_data' op grad 'tensor<1x4x2x2xf32>' is not the conv2d result 'tensor<1x4x3x3xf32>' of this input and weight}}
   %0 = merak.conv2d_backward_data %g, %w strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>

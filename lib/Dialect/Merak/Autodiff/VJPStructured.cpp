@@ -129,6 +129,15 @@ LogicalResult rule(CumSumOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult rule(LinearScanOp op, Emitter &e, ValueRange g, Grads &out) {
+  // The same recurrence run from the end, in one op (see its description).
+  Type t = op.getType();
+  auto grad =
+      LinearScanGradOp::create(e.b, e.loc, t, t, op.getDecay(), op.getResult(), g[0], op.getAxis());
+  out.assign({grad.getDecayGrad(), grad.getInputGrad()});
+  return success();
+}
+
 // Reductions: the gradient spreads back over the reduced dimensions.
 
 LogicalResult rule(ReduceSumOp op, Emitter &e, ValueRange g, Grads &out) {

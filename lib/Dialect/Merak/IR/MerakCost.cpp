@@ -105,6 +105,9 @@ int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t SumSquaresOp::getFlops() { return elementwiseOpFlops(*this, 2); } // a mul and an add
+int64_t LinearScanOp::getFlops() { return elementwiseOpFlops(*this, 2); } // a mul and an add
+// The reverse recurrence's mul and add, and the decay gradient's mul.
+int64_t LinearScanGradOp::getFlops() { return elementwiseOpFlops(*this, 3); }
 int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
 /// Query-key pairs an attention op attends, over its batch and head dims

@@ -399,6 +399,13 @@ LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }
 
+LogicalResult LinearScanOp::verify() {
+  return verifyAxis(*this, getAxis(), getResult().getType().getRank());
+}
+LogicalResult LinearScanGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getDecay().getType().getRank());
+}
+
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

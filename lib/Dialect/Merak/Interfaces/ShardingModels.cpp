@@ -163,6 +163,7 @@ MERAK_SHARDING_ELEMENTWISE_OPS(MERAK_SHARDING_ELEMENTWISE_RULE)
 Rule rule(SoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(LogSoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(CumSumOp op) { return elementwiseAxis(op, op.getAxis()); }
+Rule rule(LinearScanOp op) { return elementwiseAxis(op, op.getAxis()); }
 
 template <typename NormOp>
 Rule normRule(NormOp op) {
@@ -550,9 +551,11 @@ Rule rule(ExpertMatmulGradWeightOp op) {
   return b.rule;
 }
 
+// clang-format off
 #define MERAK_SHARDING_OPS(X)                                                  \
   MERAK_SHARDING_ELEMENTWISE_OPS(X)                                            \
-  X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LayerNormOp) X(RmsNormOp)         \
+  X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LayerNormOp)     \
+  X(RmsNormOp)                                                                 \
   X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp) X(ReduceMinOp) X(ReduceProdOp) \
   X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
   X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \
@@ -560,6 +563,7 @@ Rule rule(ExpertMatmulGradWeightOp op) {
   X(BatchNormOp) X(GatherElementsOp) X(GatherElementsGradOp) X(GatherGradOp)   \
   X(ExpertMatmulOp)                                                            \
   X(ExpertMatmulGradWeightOp)
+// clang-format on
 
 template <typename OpTy>
 struct ShardingModel

@@ -283,6 +283,52 @@ def Merak_CumSumOp : Merak_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def Merak_LinearScanOp : Merak_Op<"linear_scan", [Pure, SameOperandsAndResultType]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "A first-order linear recurrence along an axis";
+  let description = [{
+    Every state along `axis` from a zero state:
+    `result[..., t, ...] = decay[..., t, ...] * result[..., t - 1, ...] + input[..., t, ...]`,
+    with `result[..., -1, ...] = 0`. The selective scan of state-space
+    models (Mamba's `h_t = exp(dt A) * h_{t-1} + dt B x_t`), which
+    PyTorch's reference path writes as one multiply and one add per
+    token: merak-raise-linear-scan makes that chain this op. Its gradient
+    is `merak.linear_scan_grad`, the same recurrence run backward.
+
+    ```mlir
+    %h = merak.linear_scan %a, %b axis = 2 : tensor<2x128x16x8xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$decay, Merak_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = "$decay `,` $input `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Merak_LinearScanGradOp : Merak_Op<"linear_scan_grad",
+                                      [Pure, SameOperandsAndResultType]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "The gradients of merak.linear_scan";
+  let description = [{
+    With the forward op's `decay` and `result` (h) and the result's
+    gradient `grad`, the reverse recurrence along `axis`
+    `g[t] = grad[t] + decay[t + 1] * g[t + 1]` (from `g[T - 1] = grad[T - 1]`)
+    gives `input_grad = g` and `decay_grad[t] = g[t] * h[t - 1]`
+    (0 at t = 0, where the state was zero). One pass from the end.
+
+    ```mlir
+    %da, %db = merak.linear_scan_grad %a, %h, %dh axis = 2 : tensor<2x128x16x8xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$decay, Merak_FloatTensor:$result,
+                       Merak_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Merak_FloatTensor:$decay_grad, Merak_FloatTensor:$input_grad);
+  let assemblyFormat = [{
+    $decay `,` $result `,` $grad `axis` `=` $axis attr-dict `:` type($decay)
+  }];
+  let hasVerifier = 1;
+}
+
 class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let extraClassDeclaration = Merak_FlopsCost;

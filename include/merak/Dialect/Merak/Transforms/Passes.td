@@ -48,6 +48,27 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
+def MerakRaiseLinearScan : Pass<"merak-raise-linear-scan", "mlir::ModuleOp"> {
+  let summary = "[import] Raises a scan unrolled per token (Mamba's selective scan) to merak.linear_scan";
+  let description = [{
+    PyTorch's reference path of a selective scan (transformers' Mamba and
+    Jamba without their CUDA kernels) loops over the tokens, and every
+    exporter unrolls the loop: per token a multiply and an add for the
+    state `h_t = a_t * h_{t-1} + b_t`, and a read-out `h_t @ C_t`. This
+    pass makes the chain of states one `merak.linear_scan` of the whole
+    `a` and `b` (each state a gather of its result), and a concat of the
+    per-token read-outs one product and sum over the whole tensors. A
+    layer then takes a fixed number of ops instead of several per token,
+    and its gradient is one `merak.linear_scan_grad`.
+
+    Only exact chains are raised: every step reads token i of the same two
+    tensors along the same axis, without broadcasting, from a zero state;
+    a chain of fewer steps than the axis holds scans a slice. Anything
+    else stays as exported.
+  }];
+  let dependentDialects = ["::mlir::merak::MerakDialect"];
+}
+
 def MerakFuseExperts : Pass<"merak-fuse-experts", "mlir::ModuleOp"> {
   let summary = "[import] Forms grouped expert GEMMs (merak.expert_matmul) of MoE layers";
   let description = [{

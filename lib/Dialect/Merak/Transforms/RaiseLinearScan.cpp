@@ -1,0 +1,258 @@
+//===- RaiseLinearScan.cpp - merak-raise-linear-scan ----------------------===//
+//
+// PyTorch's reference path of a selective scan (transformers' Mamba and
+// Jamba without their CUDA kernels) loops over the tokens. Every exporter
+// unrolls that loop: one multiply and one add per token for the state, and
+// one read-out per token. Two rewrites give the loop back as whole-tensor
+// ops (g(X, i, d) is a gather of the constant index i along dim d):
+//
+//   s_0 = add(mul(g(A, 0, d), zeros), g(B, 0, d))
+//   s_i = add(mul(g(A, i, d), s_{i-1}), g(B, i, d))           for i < n
+//     -> H = linear_scan(A, B, axis = d); each s_i -> g(H, i, d)
+//   (the operands of each mul and add in either order; A and B sliced to
+//   [0, n) along d when the chain stops before their end)
+//
+//   concat(y_0, ..., y_{n-1}, axis = r - 1), with every
+//   y_i = matmul(g(H, i, r - 1), reshape(g(C, i, r - 2)))  of type [.., M, 1]
+//   (H [.., M, T, K], C [.., T, K], the same leading dims)
+//     -> reduce_sum(mul(H, reshape(C, [.., 1, T, K])), axes = [r])
+//   (a stack of per-token matrix-vector read-outs: Mamba's `h_t @ C_t`)
+//
+// A layer of n tokens then takes a fixed number of ops instead of about 7 n
+// (2 layers of a Mamba at 2048 tokens: 170k lines of emitted C++), and its
+// gradient is merak.linear_scan_grad instead of n steps of mul and add
+// gradients. The scan rounds each product before the add, as the chain
+// did; the read-out's sums run in the reduction's order instead of the
+// GEMM's (float rounding, not the math, differs).
+//
+//===----------------------------------------------------------------------===//
+#include "merak/Dialect/Merak/Transforms/Passes.h"
+
+#include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::merak {
+#define GEN_PASS_DEF_MERAKRAISELINEARSCAN
+#include "merak/Dialect/Merak/Transforms/Passes.h.inc"
+} // namespace mlir::merak
+
+using namespace mlir;
+using namespace mlir::merak;
+
+namespace {
+/// `g(source, index, axis)`: a gather of one constant index along `axis`.
+struct Step {
+  Value source;
+  int64_t axis = 0, index = 0;
+};
+
+/// The step `v` reads, if it is a gather of a constant scalar index.
+std::optional<Step> stepOf(Value v) {
+  auto gather = v ? v.getDefiningOp<GatherOp>() : GatherOp();
+  DenseIntElementsAttr index;
+  if (!gather || !matchPattern(gather.getIndices(), m_Constant(&index)) ||
+      cast<ShapedType>(index.getType()).getRank() != 0)
+    return std::nullopt;
+  auto data = cast<RankedTensorType>(gather.getData().getType());
+  int64_t axis = gather.getAxis() < 0 ? gather.getAxis() + data.getRank() : gather.getAxis();
+  int64_t i = (*index.getValues<APInt>().begin()).getSExtValue();
+  if (i < 0)
+    i += data.getDimSize(axis);
+  return Step{gather.getData(), axis, i};
+}
+
+bool isStep(std::optional<Step> s, Value source, int64_t axis, int64_t index) {
+  return s && s->source == source && s->axis == axis && s->index == index;
+}
+
+bool isZeros(Value v) {
+  DenseFPElementsAttr attr;
+  return matchPattern(v, m_Constant(&attr)) && attr.isSplat() &&
+         attr.getSplatValue<APFloat>().isZero();
+}
+
+/// The other operand of a binary op than `v` (null if `v` is neither).
+template <typename OpTy> Value otherOperand(OpTy op, Value v) {
+  if (op.getLhs() == v)
+    return op.getRhs();
+  return op.getRhs() == v ? op.getLhs() : Value();
+}
+
+/// `v` sliced to [0, n) along `axis` (itself when it has n there).
+Value prefix(PatternRewriter &rewriter, Location loc, Value v, int64_t axis, int64_t n) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getDimSize(axis) == n)
+    return v;
+  SmallVector<int64_t> starts(type.getRank(), 0), limits(type.getShape()),
+      strides(type.getRank(), 1);
+  limits[axis] = n;
+  return SliceOp::create(rewriter, loc, v, starts, limits, strides);
+}
+
+/// g(v, i, axis).
+Value gatherStep(PatternRewriter &rewriter, Location loc, Value v, int64_t i, int64_t axis) {
+  auto i64 = RankedTensorType::get({}, rewriter.getI64Type());
+  Value index =
+      ConstantOp::create(rewriter, loc, DenseElementsAttr::get(i64, rewriter.getI64IntegerAttr(i)));
+  return GatherOp::create(rewriter, loc, v, index, axis);
+}
+
+/// One state of the chain: s = add(mul(g(A, i, d), prev), g(B, i, d)).
+struct ChainStep {
+  AddOp add;
+  MulOp mul;
+};
+
+/// The unrolled recurrence, matched from its first state.
+struct RaiseLinearScan : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// For add = s_i and `prev` = s_{i-1} (zeros at i = 0): its mul, and the
+  /// decay A, input B and axis d (set by step 0, checked by the others).
+  static std::optional<ChainStep> match(AddOp add, Value prev, int64_t i, Value &a, Value &b,
+                                        int64_t &axis) {
+    auto type = add.getType();
+    for (int side = 0; side < 2; ++side) {
+      auto mul = (side ? add.getRhs() : add.getLhs()).getDefiningOp<MulOp>();
+      std::optional<Step> input = stepOf(side ? add.getLhs() : add.getRhs());
+      Value decay = mul ? otherOperand(mul, prev) : Value();
+      std::optional<Step> decayStep = stepOf(decay);
+      if (!mul || !input || !decayStep || !mul->hasOneUse() || mul.getType() != type ||
+          decay.getType() != type || input->source.getType() != decayStep->source.getType() ||
+          decayStep->axis != input->axis || decayStep->index != i || input->index != i)
+        continue;
+      if (i == 0) {
+        a = decayStep->source;
+        b = input->source;
+        axis = input->axis;
+      } else if (decayStep->source != a || input->source != b || input->axis != axis) {
+        continue;
+      }
+      // s_i must take every step's type from the gathers (no broadcast).
+      if (add.getLhs().getType() != type || add.getRhs().getType() != type)
+        continue;
+      return ChainStep{add, mul};
+    }
+    return std::nullopt;
+  }
+
+  LogicalResult matchAndRewrite(AddOp head, PatternRewriter &rewriter) const override {
+    auto type = head.getType();
+    if (!isa<FloatType>(type.getElementType()))
+      return failure();
+    Value zeros;
+    for (Value operand : {head.getLhs(), head.getRhs()})
+      if (auto mul = operand.getDefiningOp<MulOp>())
+        for (Value m : {mul.getLhs(), mul.getRhs()})
+          if (isZeros(m) && m.getType() == type)
+            zeros = m;
+    Value a, b;
+    int64_t axis = 0;
+    std::optional<ChainStep> first = zeros ? match(head, zeros, 0, a, b, axis) : std::nullopt;
+    if (!first)
+      return failure();
+    SmallVector<ChainStep> chain{*first};
+    int64_t length = cast<RankedTensorType>(a.getType()).getDimSize(axis);
+    while ((int64_t)chain.size() < length) {
+      Value state = chain.back().add;
+      std::optional<ChainStep> next;
+      for (Operation *user : state.getUsers()) {
+        auto mul = dyn_cast<MulOp>(user);
+        auto add = mul && mul->hasOneUse() ? dyn_cast<AddOp>(*mul->user_begin()) : AddOp();
+        if (add && (next = match(add, state, chain.size(), a, b, axis)))
+          break;
+      }
+      if (!next)
+        break;
+      chain.push_back(*next);
+    }
+    if (chain.size() < 2)
+      return rewriter.notifyMatchFailure(head, "a single step");
+
+    Location loc = head.getLoc();
+    int64_t n = chain.size();
+    rewriter.setInsertionPoint(head);
+    Value states = LinearScanOp::create(rewriter, loc, prefix(rewriter, loc, a, axis, n),
+                                        prefix(rewriter, loc, b, axis, n), axis);
+    for (int64_t i = n - 1; i >= 0; --i) {
+      rewriter.setInsertionPoint(chain[i].add);
+      rewriter.replaceOp(chain[i].add,
+                         gatherStep(rewriter, chain[i].add.getLoc(), states, i, axis));
+      rewriter.eraseOp(chain[i].mul);
+    }
+    return success();
+  }
+};
+
+/// The per-token read-outs y_i = matmul(g(H, i, r - 1), reshape(g(C, i, r - 2)))
+/// stacked by a concat along r - 1.
+struct RaiseStackedReadout : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConcatOp concat, PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(concat.getType());
+    int64_t r = type.getRank(), n = concat.getInputs().size();
+    int64_t axis = concat.getAxis() < 0 ? concat.getAxis() + r : concat.getAxis();
+    if (n < 2 || r < 2 || axis != r - 1 || type.getDimSize(axis) != n ||
+        !isa<FloatType>(type.getElementType()))
+      return failure();
+    Value h, c;
+    for (auto [i, y] : llvm::enumerate(concat.getInputs())) {
+      auto matmul = y.getDefiningOp<MatmulOp>();
+      auto reshape = matmul ? matmul.getRhs().getDefiningOp<ReshapeOp>() : ReshapeOp();
+      if (!reshape || !y.hasOneUse())
+        return failure();
+      std::optional<Step> state = stepOf(matmul.getLhs());
+      std::optional<Step> read = stepOf(reshape.getInput());
+      if (i == 0 && state && read) {
+        h = state->source;
+        c = read->source;
+      }
+      if (!isStep(state, h, r - 1, i) || !isStep(read, c, r - 2, i))
+        return failure();
+    }
+    // H [.., M, T, K] and C [.., T, K] with the same leading dims, every
+    // y_i of type [.., M, 1] and every reshape g(C, i) [.., K] -> [.., K, 1].
+    auto hType = cast<RankedTensorType>(h.getType());
+    auto cType = cast<RankedTensorType>(c.getType());
+    ArrayRef<int64_t> hs = hType.getShape(), cs = cType.getShape();
+    if (hType.getRank() != r + 1 || cType.getRank() != r ||
+        hType.getElementType() != type.getElementType() ||
+        cType.getElementType() != type.getElementType() ||
+        hs.take_front(r - 2) != cs.take_front(r - 2) || hs[r] != cs[r - 1] ||
+        hs.take_front(r - 1) != type.getShape().take_front(r - 1))
+      return failure();
+    SmallVector<int64_t> column(cs.take_front(r - 2));
+    column.append({cs[r - 1], 1});
+    for (Value y : concat.getInputs()) {
+      auto rhs = cast<RankedTensorType>(y.getDefiningOp<MatmulOp>().getRhs().getType());
+      if (y.getType() != concat.getInputs().front().getType() ||
+          rhs.getShape() != ArrayRef<int64_t>(column) ||
+          cast<RankedTensorType>(y.getType()).getShape().back() != 1)
+        return failure();
+    }
+    Location loc = concat.getLoc();
+    Value states = prefix(rewriter, loc, h, r - 1, n);
+    Value read = prefix(rewriter, loc, c, r - 2, n);
+    SmallVector<int64_t> spread(cs.take_front(r - 2));
+    spread.append({1, n, cs[r - 1]});
+    read = ReshapeOp::create(rewriter, loc, RankedTensorType::get(spread, cType.getElementType()),
+                             read);
+    Value product = MulOp::create(rewriter, loc, states, read);
+    rewriter.replaceOpWithNewOp<ReduceSumOp>(concat, product, ArrayRef<int64_t>{r},
+                                             /*keepdims=*/false);
+    return success();
+  }
+};
+
+struct MerakRaiseLinearScanPass : merak::impl::MerakRaiseLinearScanBase<MerakRaiseLinearScanPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<RaiseLinearScan, RaiseStackedReadout>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
