@@ -275,9 +275,19 @@ class Row:
         return "%d frozen initializers" % len(self.frozen)
 
     def do_a(self):
+        imported = os.path.join(self.dir, "import.mlir")
         tool(self.compile_cmd(B, "--compile-to=import", "--mlir-elide-resource-strings-if-larger=64",
-                              "-o", os.path.join(self.dir, "import.mlir")))
-        return ""
+                              "-o", imported))
+        # transformers' PyTorch path of a Mamba mixer loops over the tokens;
+        # merak-raise-linear-scan makes each mixer's unrolled loop one scan.
+        mixers = sum(type(m).__name__.endswith("MambaMixer") for m in self.module.modules())
+        if not mixers:
+            return ""
+        scans = open(imported).read().count("merak.linear_scan ")
+        if scans != mixers:
+            raise Failure("%d merak.linear_scan for %d Mamba mixers: the unrolled scan was not "
+                          "raised" % (scans, mixers))
+        return "%d scans raised" % scans
 
     def do_b(self):
         import onnxruntime as ort
