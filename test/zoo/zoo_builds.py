@@ -230,6 +230,11 @@ def more_decoders(name, tf):
         return CausalLM(tf.MambaForCausalLM(tf.MambaConfig(
             vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
             expand=2, conv_kernel=4, use_cache=False)))
+    if name == "falcon-mamba":
+        # Mamba with RMS norms on dt, B and C before the scan.
+        return CausalLM(tf.FalconMambaForCausalLM(tf.FalconMambaConfig(
+            vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
+            expand=2, conv_kernel=4, use_cache=False)))
     if name == "mamba2":
         return CausalLM(tf.Mamba2ForCausalLM(tf.Mamba2Config(
             vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
@@ -331,7 +336,8 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
           "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
-          "swin", "qwen3-moe", "deepseek-v3", "mamba", "mamba2", "jamba", "minimax", "apertus"]
+          "swin", "qwen3-moe", "deepseek-v3", "mamba", "falcon-mamba", "mamba2", "jamba", "minimax",
+          "apertus"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -378,7 +384,8 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "convnext": "ConvNeXt (depthwise 7x7 convolutions, LayerNorm)",
           "swin": "Swin (shifted windows, relative position bias)",
           "qwen3-moe": "Qwen3-MoE (8 experts top-2, q/k norm)",
-          "mamba": "Mamba (selective state space)", "mamba2": "Mamba-2 (state space duality, chunked)",
+          "mamba": "Mamba (selective state space)",
+          "falcon-mamba": "Falcon-Mamba (Mamba, RMS-normed dt, B and C)", "mamba2": "Mamba-2 (state space duality, chunked)",
           "jamba": "Jamba (Mamba and attention layers, MoE every second layer)",
           "minimax": "MiniMax (lightning attention with decay buffers, MoE)",
           "apertus": "Apertus (xIELU activation: trained scalars, q/k norm)",
