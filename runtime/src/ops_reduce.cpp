@@ -355,6 +355,8 @@ template <class Fn> void scanBlocks(const AxisSplit &s, Fn &&fn) {
 
 void linearScan(DT t, const void *a, const void *b, const Dims &d, int64_t axis, void *y) {
   AxisSplit s(d, normAxis(axis, d.rank));
+  if (s.dim == 0)
+    return; // nothing to write (the first step below assumes one)
   dispatchFloat(t, "linear_scan: float tensors only", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *pa = static_cast<const T *>(a), *pb = static_cast<const T *>(b);

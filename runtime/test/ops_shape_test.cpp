@@ -506,4 +506,10 @@ TEST(OpsReduce, LinearScanAndGradAgainstProducts) {
     expectNear(db, wantDb, 1e-5);
     expectNear(da, wantDa, 1e-5);
   }
+  // An empty scanned axis writes nothing.
+  std::vector<float> ones(8, 1.0f), out(8, 7.0f);
+  cpu::linearScan(DT::F32, ones.data(), ones.data(), D({2, 0, 3}), 1, out.data());
+  cpu::linearScanGrad(DT::F32, ones.data(), ones.data(), ones.data(), D({2, 0, 3}), 1, out.data(),
+                      out.data());
+  EXPECT_EQ(out, std::vector<float>(8, 7.0f));
 }
