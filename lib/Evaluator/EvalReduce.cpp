@@ -220,7 +220,7 @@ LogicalResult kernels::eval(LinearScanOp op, Operands in, Results out) {
       for (int64_t t = 0; t < v.dim; ++t) {
         double prev = t ? h.f()[v.at(o, t - 1, k)] : 0.0;
         int64_t at = v.at(o, t, k);
-        h.setFromDouble(at, (double)a.f()[at] * prev + (double)b.f()[at]);
+        h.setFromDouble(at, a.f()[at] * prev + b.f()[at]);
       }
   out.push_back(std::move(h));
   return success();
@@ -239,7 +239,7 @@ LogicalResult kernels::eval(LinearScanGradOp op, Operands in, Results out) {
         double g = grad.f()[at];
         if (t + 1 < v.dim) {
           int64_t next = v.at(o, t + 1, k);
-          g += (double)a.f()[next] * db.f()[next];
+          g += a.f()[next] * db.f()[next];
         }
         db.setFromDouble(at, g);
         da.setFromDouble(at, t ? g * h.f()[v.at(o, t - 1, k)] : 0.0);

@@ -42,13 +42,6 @@ ArrayRef<char> matrixBytes(ParamOp p) {
   return blob->getData();
 }
 
-bool isSplat(ArrayRef<char> bytes) {
-  for (size_t i = 4; i < bytes.size(); i += 4)
-    if (std::memcmp(bytes.data(), bytes.data() + i, 4) != 0)
-      return false;
-  return true;
-}
-
 /// The bytes of the [rows, cols] float32 matrix `m` transposed.
 std::vector<char> transposed(ArrayRef<char> m, int64_t rows, int64_t cols) {
   std::vector<char> t(m.size());
@@ -70,7 +63,8 @@ LogicalResult GraphImporter::checkFoldedCopies() {
   ParamOp folded;
   llvm::DenseMap<uint64_t, SmallVector<ParamOp, 1>> byHash;
   for (auto &kv : params)
-    if (ArrayRef<char> bytes = matrixBytes(kv.second); !bytes.empty() && !isSplat(bytes))
+    if (ArrayRef<char> bytes = matrixBytes(kv.second);
+        !bytes.empty() && !isRepeatedElement(bytes, 4))
       byHash[llvm::xxh3_64bits(ArrayRef<uint8_t>(
                  reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()))]
           .push_back(kv.second);
@@ -81,7 +75,7 @@ LogicalResult GraphImporter::checkFoldedCopies() {
     if (!folded || copy.getSymName() < folded.getSymName())
       folded = copy; // the first by name, for a deterministic message
     ArrayRef<char> bytes = matrixBytes(copy);
-    if (bytes.empty() || isSplat(bytes))
+    if (bytes.empty() || isRepeatedElement(bytes, 4))
       continue;
     auto shape = cast<RankedTensorType>(copy.getInitialValue().getType()).getShape();
     std::vector<char> t = transposed(bytes, shape[0], shape[1]);

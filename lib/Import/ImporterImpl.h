@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -51,6 +52,14 @@ struct RawTensor {
     return r;
   }
 };
+/// Whether `bytes` is one element of `width` bytes repeated (a splat).
+inline bool isRepeatedElement(ArrayRef<char> bytes, size_t width) {
+  for (size_t at = width; at < bytes.size(); at += width)
+    if (std::memcmp(bytes.data(), bytes.data() + at, width) != 0)
+      return false;
+  return true;
+}
+
 /// Decodes a TensorProto (raw, typed or external data) without converting
 /// or copying the elements: parameters go straight into resource blobs.
 FailureOr<RawTensor> decodeTensorRaw(MLIRContext *ctx, const onnx::TensorProto &t,

@@ -11,7 +11,6 @@
 
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include <cstring>
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -26,10 +25,7 @@ ElementsAttr GraphImporter::makeElements(const HostTensor &t, StringRef hint) {
   std::vector<char> bytes = t.toBytes();
   RankedTensorType type = t.getType();
   size_t width = bytes.size() / t.size();
-  bool splat = !type.getElementType().isInteger(1) && width > 0;
-  for (size_t at = width; splat && at < bytes.size(); at += width)
-    splat = std::memcmp(bytes.data(), bytes.data() + at, width) == 0;
-  if (splat)
+  if (!type.getElementType().isInteger(1) && width > 0 && isRepeatedElement(bytes, width))
     return DenseElementsAttr::getFromRawBuffer(type, ArrayRef<char>(bytes.data(), width));
   return makeResource(type, bytes, hint);
 }

@@ -116,11 +116,14 @@ struct RaiseLinearScan : OpRewritePattern<AddOp> {
     auto type = add.getType();
     for (int side = 0; side < 2; ++side) {
       auto mul = (side ? add.getRhs() : add.getLhs()).getDefiningOp<MulOp>();
-      std::optional<Step> input = stepOf(side ? add.getLhs() : add.getRhs());
+      Value inputValue = side ? add.getLhs() : add.getRhs();
+      std::optional<Step> input = stepOf(inputValue);
       Value decay = mul ? otherOperand(mul, prev) : Value();
       std::optional<Step> decayStep = stepOf(decay);
+      // Every operand of the state's type (no broadcast), token i of both.
       if (!mul || !input || !decayStep || !mul->hasOneUse() || mul.getType() != type ||
-          decay.getType() != type || input->source.getType() != decayStep->source.getType() ||
+          decay.getType() != type || inputValue.getType() != type ||
+          input->source.getType() != decayStep->source.getType() ||
           decayStep->axis != input->axis || decayStep->index != i || input->index != i)
         continue;
       if (i == 0) {
@@ -130,9 +133,6 @@ struct RaiseLinearScan : OpRewritePattern<AddOp> {
       } else if (decayStep->source != a || input->source != b || input->axis != axis) {
         continue;
       }
-      // s_i must take every step's type from the gathers (no broadcast).
-      if (add.getLhs().getType() != type || add.getRhs().getType() != type)
-        continue;
       return ChainStep{add, mul};
     }
     return std::nullopt;
@@ -198,7 +198,10 @@ struct RaiseStackedReadout : OpRewritePattern<ConcatOp> {
     if (n < 2 || r < 2 || axis != r - 1 || type.getDimSize(axis) != n ||
         !isa<FloatType>(type.getElementType()))
       return failure();
+    // H [.., M, T, K] and C [.., T, K] with the same leading dims, every
+    // reshape g(C, i) [.., K] -> [.., K, 1] (so every y_i is [.., M, 1]).
     Value h, c;
+    SmallVector<int64_t> column;
     for (auto [i, y] : llvm::enumerate(concat.getInputs())) {
       auto matmul = y.getDefiningOp<MatmulOp>();
       auto reshape = matmul ? matmul.getRhs().getDefiningOp<ReshapeOp>() : ReshapeOp();
@@ -209,36 +212,27 @@ struct RaiseStackedReadout : OpRewritePattern<ConcatOp> {
       if (i == 0 && state && read) {
         h = state->source;
         c = read->source;
+        auto hType = cast<RankedTensorType>(h.getType());
+        auto cType = cast<RankedTensorType>(c.getType());
+        if (hType.getRank() != r + 1 || cType.getRank() != r ||
+            hType.getElementType() != type.getElementType() ||
+            cType.getElementType() != type.getElementType() ||
+            hType.getShape().take_front(r - 2) != cType.getShape().take_front(r - 2))
+          return failure();
+        column.assign(cType.getShape().begin(), cType.getShape().end() - 2);
+        column.append({cType.getDimSize(r - 1), 1});
       }
-      if (!isStep(state, h, r - 1, i) || !isStep(read, c, r - 2, i))
+      if (!isStep(state, h, r - 1, i) || !isStep(read, c, r - 2, i) ||
+          reshape.getType().getShape() != ArrayRef<int64_t>(column))
         return failure();
     }
-    // H [.., M, T, K] and C [.., T, K] with the same leading dims, every
-    // y_i of type [.., M, 1] and every reshape g(C, i) [.., K] -> [.., K, 1].
-    auto hType = cast<RankedTensorType>(h.getType());
-    auto cType = cast<RankedTensorType>(c.getType());
-    ArrayRef<int64_t> hs = hType.getShape(), cs = cType.getShape();
-    if (hType.getRank() != r + 1 || cType.getRank() != r ||
-        hType.getElementType() != type.getElementType() ||
-        cType.getElementType() != type.getElementType() ||
-        hs.take_front(r - 2) != cs.take_front(r - 2) || hs[r] != cs[r - 1] ||
-        hs.take_front(r - 1) != type.getShape().take_front(r - 1))
-      return failure();
-    SmallVector<int64_t> column(cs.take_front(r - 2));
-    column.append({cs[r - 1], 1});
-    for (Value y : concat.getInputs()) {
-      auto rhs = cast<RankedTensorType>(y.getDefiningOp<MatmulOp>().getRhs().getType());
-      if (y.getType() != concat.getInputs().front().getType() ||
-          rhs.getShape() != ArrayRef<int64_t>(column) ||
-          cast<RankedTensorType>(y.getType()).getShape().back() != 1)
-        return failure();
-    }
+    ArrayRef<int64_t> cs = cast<RankedTensorType>(c.getType()).getShape();
     Location loc = concat.getLoc();
     Value states = prefix(rewriter, loc, h, r - 1, n);
     Value read = prefix(rewriter, loc, c, r - 2, n);
     SmallVector<int64_t> spread(cs.take_front(r - 2));
     spread.append({1, n, cs[r - 1]});
-    read = ReshapeOp::create(rewriter, loc, RankedTensorType::get(spread, cType.getElementType()),
+    read = ReshapeOp::create(rewriter, loc, RankedTensorType::get(spread, type.getElementType()),
                              read);
     Value product = MulOp::create(rewriter, loc, states, read);
     rewriter.replaceOpWithNewOp<ReduceSumOp>(concat, product, ArrayRef<int64_t>{r},
