@@ -97,6 +97,7 @@ PYBIND11_MODULE(_merak, m) {
       .def_readwrite("moe_capacity_factor", &CompileOptions::moeCapacityFactor)
       .def_readwrite("moe_drop_policy", &CompileOptions::moeDropPolicy)
       .def_readwrite("fused_experts", &CompileOptions::fusedExperts)
+      .def_readwrite("fused_scan", &CompileOptions::fusedScan)
       .def_readwrite("ep", &CompileOptions::ep)
       .def_readwrite("moe_dispatcher", &CompileOptions::moeDispatcher)
       .def_readwrite("moe_shadow", &CompileOptions::moeShadow)

@@ -249,6 +249,95 @@ LogicalResult kernels::eval(LinearScanGradOp op, Operands in, Results out) {
   return success();
 }
 
+namespace {
+/// The shapes of merak.selective_scan(_grad): u [B, D, T], a [D, N], b and c
+/// [B, T, N]; flat indices of each.
+struct ScanShape {
+  int64_t batch, channels, tokens, states;
+  explicit ScanShape(const HostTensor &u, const HostTensor &a)
+      : batch(u.getShape()[0]), channels(u.getShape()[1]), tokens(u.getShape()[2]),
+        states(a.getShape()[1]) {}
+  int64_t row(int64_t b, int64_t d, int64_t t) const { return (b * channels + d) * tokens + t; }
+  int64_t state(int64_t d, int64_t n) const { return d * states + n; }
+  int64_t token(int64_t b, int64_t t, int64_t n) const { return (b * tokens + t) * states + n; }
+};
+
+/// Every state h[t][n] of one (b, d) row (see merak.selective_scan), in
+/// double.
+std::vector<double> scanStates(const ScanShape &s, const HostTensor &u, const HostTensor &delta,
+                               const HostTensor &a, const HostTensor &b, int64_t bi, int64_t d) {
+  std::vector<double> h(s.tokens * s.states);
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    double dt = delta.f()[s.row(bi, d, t)], x = u.f()[s.row(bi, d, t)];
+    for (int64_t n = 0; n < s.states; ++n) {
+      double prev = t ? h[(t - 1) * s.states + n] : 0.0;
+      double decay = std::exp(dt * a.f()[s.state(d, n)]);
+      h[t * s.states + n] = decay * prev + dt * b.f()[s.token(bi, t, n)] * x;
+    }
+  }
+  return h;
+}
+} // namespace
+
+/// merak.selective_scan: the states of each (batch, channel) row read out
+/// against c.
+LogicalResult kernels::eval(SelectiveScanOp op, Operands in, Results out) {
+  const HostTensor &u = *in[0], &delta = *in[1], &a = *in[2], &b = *in[3], &c = *in[4];
+  ScanShape s(u, a);
+  HostTensor y(op.getType());
+  for (int64_t bi = 0; bi < s.batch; ++bi)
+    for (int64_t d = 0; d < s.channels; ++d) {
+      std::vector<double> h = scanStates(s, u, delta, a, b, bi, d);
+      for (int64_t t = 0; t < s.tokens; ++t) {
+        double acc = 0;
+        for (int64_t n = 0; n < s.states; ++n)
+          acc += h[t * s.states + n] * c.f()[s.token(bi, t, n)];
+        y.setFromDouble(s.row(bi, d, t), acc);
+      }
+    }
+  out.push_back(std::move(y));
+  return success();
+}
+
+/// merak.selective_scan_grad: per row the states recomputed, then the
+/// reverse recurrence g[t] = grad[t] c[t] + exp(delta[t + 1] a) g[t + 1];
+/// the sums over rows accumulate in double.
+LogicalResult kernels::eval(SelectiveScanGradOp op, Operands in, Results out) {
+  const HostTensor &u = *in[0], &delta = *in[1], &a = *in[2], &b = *in[3], &c = *in[4],
+                   &grad = *in[5];
+  ScanShape s(u, a);
+  std::vector<double> du(u.size()), ddelta(u.size()), da(a.size()), db(b.size()), dc(b.size());
+  for (int64_t bi = 0; bi < s.batch; ++bi)
+    for (int64_t d = 0; d < s.channels; ++d) {
+      std::vector<double> h = scanStates(s, u, delta, a, b, bi, d), carry(s.states, 0.0);
+      for (int64_t t = s.tokens - 1; t >= 0; --t) {
+        int64_t r = s.row(bi, d, t);
+        double dt = delta.f()[r], x = u.f()[r], gy = grad.f()[r];
+        for (int64_t n = 0; n < s.states; ++n) {
+          int64_t k = s.token(bi, t, n);
+          double an = a.f()[s.state(d, n)], decay = std::exp(dt * an);
+          double g = gy * c.f()[k] + carry[n];
+          double prev = t ? h[(t - 1) * s.states + n] : 0.0;
+          double dDecay = g * prev;
+          dc[k] += gy * h[t * s.states + n];
+          da[s.state(d, n)] += dDecay * decay * dt;
+          ddelta[r] += dDecay * decay * an + g * b.f()[k] * x;
+          du[r] += g * dt * b.f()[k];
+          db[k] += g * dt * x;
+          carry[n] = decay * g;
+        }
+      }
+    }
+  std::vector<double> *grads[] = {&du, &ddelta, &da, &db, &dc};
+  for (auto [value, type] : llvm::zip_equal(grads, op->getResultTypes())) {
+    HostTensor r(cast<RankedTensorType>(type));
+    for (auto [i, v] : llvm::enumerate(*value))
+      r.setFromDouble(i, v);
+    out.push_back(std::move(r));
+  }
+  return success();
+}
+
 double kernels::featureValue(const HostTensor *t, ArrayRef<int64_t> normShape,
                            int64_t j, double dflt) {
   if (!t)

@@ -69,6 +69,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
 /// Collectives split over `parts` ranks (EvalCollectives.cpp).
 #define MERAK_EVAL_PARTS_OPS(X)                                                \
   X(ReduceScatterOp) X(AllGatherOp) X(LocalShardOp)
+// clang-format off
 #define MERAK_EVAL_OPS(X)                                                                          \
   X(ConstantOp)                                                                                    \
   MERAK_BINARY_OP_KINDS(X)                                                                         \
@@ -79,6 +80,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
       X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp)     \
           X(GatherGradOp) X(GatherElementsOp) MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp)     \
               X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp) X(      \
+                  SelectiveScanOp) X(SelectiveScanGradOp) X(                                       \
                   LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp) X(BatchNormGradOp)  \
                   X(SumSquaresOp) X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp)         \
                       X(AvgPool2DOp) X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)    \
@@ -92,6 +94,7 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
                                                       X(ExpertShadowPlanOp) X(ExpertShadowOp)      \
                                                           X(ExpertPlaceOp) X(ExpertCapacityOp)     \
                                                               X(ExpertCompactOp)
+// clang-format on
 
 // One rule per op (EvalModels.cpp attaches them as EvaluableOpInterface
 // external models); each emits its own errors.

@@ -200,12 +200,13 @@ void mlir::merak::addEmittedGemmPasses(OpPassManager &pm, bool gradAccumulationF
     pm.addPass(createMerakFuseGradAccumulation());
 }
 
-void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts) {
+void mlir::merak::buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts,
+                                             bool fuseSelectiveScan) {
   pm.addPass(createMerakFoldConstants());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createMerakFuseDecomposed());
-  pm.addPass(createMerakRaiseLinearScan());
+  pm.addPass(createMerakRaiseLinearScan(MerakRaiseLinearScanOptions{fuseSelectiveScan}));
   if (fuseExperts)
     pm.addPass(createMerakFuseExperts());
   pm.addPass(createCanonicalizerPass());

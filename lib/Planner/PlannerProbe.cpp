@@ -164,7 +164,7 @@ OwningOpRef<ModuleOp> compileProbe(const CompileOptions &o, int64_t tp, int64_t 
   if (imported)
     *imported = true;
   PassManager cleanup(&ctx);
-  buildImportCleanupPipeline(cleanup, o.fusedExperts);
+  buildImportCleanupPipeline(cleanup, o.fusedExperts, o.fusedScan);
   if (failed(cleanup.run(*m)))
     return nullptr;
   if (splits)

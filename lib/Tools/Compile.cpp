@@ -260,7 +260,7 @@ OwningOpRef<ModuleOp> Compilation::importAndClean(const ImportOptions &io) {
   PassManager pm(&ctx);
   if (failed(configure(pm)))
     return nullptr;
-  buildImportCleanupPipeline(pm, opts.fusedExperts);
+  buildImportCleanupPipeline(pm, opts.fusedExperts, opts.fusedScan);
   if (failed(pm.run(*m)))
     return nullptr;
   return m;

@@ -300,6 +300,12 @@ struct CommandLine {
                "weights and batched matmul by merak.expert_matmul, a grouped GEMM that never "
                "gathers the weights"),
       cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
+  cl::opt<std::string> fusedScan{
+      "fused-scan",
+      cl::desc("on (default) or off: fuse Mamba's selective scan (its [B, D, T, N] decay, "
+               "input and states, as the exporters write PyTorch's reference path) into "
+               "merak.selective_scan, whose kernels never store them"),
+      cl::value_desc("on|off"), cl::init("on"), cl::cat(cat)};
   cl::opt<double> moeAuxLoss{
       "moe-aux-loss",
       cl::desc("Add the Mixture-of-Experts load-balancing loss (Switch Transformer, as "
@@ -453,7 +459,7 @@ int mlir::merak::merakCompileMain(int argc, char **argv) {
       !readOnOff(opts.fusedAttention, o.fusedAttention) ||
       !readOnOff(opts.weightCastCache, o.weightCastCache) ||
       !readOnOff(opts.gradAccumulationFusion, o.gradAccumulationFusion) ||
-      !readOnOff(opts.fusedExperts, o.fusedExperts))
+      !readOnOff(opts.fusedExperts, o.fusedExperts) || !readOnOff(opts.fusedScan, o.fusedScan))
     return 1;
   if (opts.sequenceParallel.getNumOccurrences()) {
     bool on = false;

@@ -67,7 +67,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
             virtual_stages=None,
             stage_boundaries=None, zero=0, vocab_parallel=None, sequence_parallel=None,
             bucket_mb=25.0, tp_overlap="none", dp_overlap=True, fused_attention=True,
-            sync_batchnorm=False, fused_experts=True, moe_aux_loss=0.0, ep=1, moe_dispatcher="alltoall",
+            sync_batchnorm=False, fused_experts=True, fused_scan=True, moe_aux_loss=0.0, ep=1, moe_dispatcher="alltoall",
             moe_shadow=0, moe_shadow_min_rows=0, moe_rebalance_every=0, moe_chunks=1,
             moe_all_to_all="flat",
             precision="fp32",
@@ -91,7 +91,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
     vocab_parallel (None: the default, True, False), sequence_parallel (None:
     off for a given mesh and searched with devices=, True, False), bucket_mb, tp_overlap
     ("none"|"sub-pipeline"), dp_overlap (bool), fused_attention (bool), sync_batchnorm
-    (bool: BatchNorm statistics over every dp rank's rows), fused_experts (bool), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), ep
+    (bool: BatchNorm statistics over every dp rank's rows), fused_experts (bool), fused_scan (bool: Mamba's fused selective scan), moe_aux_loss (the MoE load-balancing loss coefficient; 0: none), ep
     (expert-parallel ranks of a MoE model, dividing dp), moe_dispatcher
     ("alltoall"|"allgather"), moe_shadow and moe_shadow_min_rows (dynamic
     shadowing of hot experts with ep; 0: off / from the cost model),
@@ -179,6 +179,7 @@ def compile(model, example_inputs=None, *, dp=None, tp=None, pp=None, microbatch
         o.fused_attention = bool(fused_attention)
         o.sync_batchnorm = bool(sync_batchnorm)
         o.fused_experts = bool(fused_experts)
+        o.fused_scan = bool(fused_scan)
         o.moe_aux_loss = float(moe_aux_loss)
         o.ep = ep
         o.moe_dispatcher = moe_dispatcher

@@ -513,3 +513,120 @@ TEST(OpsReduce, LinearScanAndGradAgainstProducts) {
                       out.data());
   EXPECT_EQ(out, std::vector<float>(8, 7.0f));
 }
+
+namespace {
+template <class T> DT dtOf() { return std::is_same_v<T, float> ? DT::F32 : DT::F64; }
+
+/// merak.selective_scan's operands: u, delta [B, D, T], a [D, N], b, c [B, T, N].
+template <class T> struct ScanCase {
+  Dims du, da;
+  std::vector<T> u, delta, a, b, c;
+  ScanCase(int64_t batch, int64_t channels, int64_t tokens, int64_t states)
+      : du(D({batch, channels, tokens})), da(D({channels, states})),
+        u(randv<T>(du.numel(), -1.5, 1.5)), delta(randv<T>(du.numel(), 0.05, 1.0)),
+        a(randv<T>(da.numel(), -2.0, -0.2)), b(randv<T>(batch * tokens * states, -1, 1)),
+        c(randv<T>(batch * tokens * states, -1, 1)) {}
+  std::vector<T> *operand(int i) { return std::array{&u, &delta, &a, &b, &c}[i]; }
+
+  std::vector<T> forward() const {
+    std::vector<T> y(du.numel());
+    cpu::selectiveScan(dtOf<T>(), u.data(), delta.data(), a.data(), b.data(), c.data(), du, da,
+                       y.data());
+    return y;
+  }
+  /// The gradients of u, delta, a, b, c for the result's gradient dy.
+  std::array<std::vector<T>, 5> backward(const std::vector<T> &dy) const {
+    std::array<std::vector<T>, 5> g{std::vector<T>(u.size()), std::vector<T>(u.size()),
+                                    std::vector<T>(a.size()), std::vector<T>(b.size()),
+                                    std::vector<T>(b.size())};
+    cpu::selectiveScanGrad(dtOf<T>(), u.data(), delta.data(), a.data(), b.data(), c.data(),
+                           dy.data(), du, da, g[0].data(), g[1].data(), g[2].data(), g[3].data(),
+                           g[4].data());
+    return g;
+  }
+  /// The recurrence written out in double, one (batch, channel) row at a time.
+  std::vector<double> reference() const {
+    const int64_t B = du.d[0], Dn = du.d[1], Tn = du.d[2], N = da.d[1];
+    std::vector<double> y(du.numel());
+    for (int64_t bi = 0; bi < B; ++bi)
+      for (int64_t d = 0; d < Dn; ++d) {
+        std::vector<double> h(N, 0.0);
+        for (int64_t t = 0; t < Tn; ++t) {
+          const int64_t r = (bi * Dn + d) * Tn + t;
+          double acc = 0;
+          for (int64_t n = 0; n < N; ++n) {
+            const int64_t k = (bi * Tn + t) * N + n;
+            h[n] =
+                std::exp(double(delta[r]) * a[d * N + n]) * h[n] + double(delta[r]) * b[k] * u[r];
+            acc += h[n] * c[k];
+          }
+          y[r] = acc;
+        }
+      }
+    return y;
+  }
+};
+} // namespace
+
+TEST(OpsScan, SelectiveScanAgainstTheRecurrence) {
+  // 37 channels: two full blocks of 16 and a partial one; 530: 34 blocks in
+  // 32 groups of partial sums.
+  for (auto [batch, channels, tokens, states] :
+       {std::array<int64_t, 4>{2, 37, 5, 3}, {1, 530, 3, 2}, {3, 1, 1, 4}}) {
+    ScanCase<float> f(batch, channels, tokens, states);
+    expectNear(f.forward(), f.reference(), 1e-5);
+    ScanCase<double> d(batch, channels, tokens, states);
+    expectNear(d.forward(), d.reference(), 1e-12);
+  }
+}
+
+TEST(OpsScan, SelectiveScanGradAgainstFiniteDifferences) {
+  // In double: for a random direction v of each operand, <grad, v> against
+  // (L(x + eps v) - L(x - eps v)) / (2 eps), L = sum(w * y).
+  for (auto [batch, channels, tokens, states] :
+       {std::array<int64_t, 4>{2, 19, 6, 3}, {1, 530, 40, 8}}) {
+    ScanCase<double> s(batch, channels, tokens, states);
+    std::vector<double> w = randv<double>(s.du.numel(), -1, 1);
+    std::array<std::vector<double>, 5> g = s.backward(w);
+    auto loss = [&] {
+      std::vector<double> y = s.forward();
+      double l = 0;
+      for (size_t i = 0; i < y.size(); ++i)
+        l += w[i] * y[i];
+      return l;
+    };
+    for (int i = 0; i < 5; ++i) {
+      std::vector<double> &x = *s.operand(i), saved = x;
+      std::vector<double> v = randv<double>(x.size(), -1, 1);
+      const double eps = 1e-6;
+      double along = 0;
+      for (size_t k = 0; k < x.size(); ++k) {
+        along += g[i][k] * v[k];
+        x[k] = saved[k] + eps * v[k];
+      }
+      const double up = loss();
+      for (size_t k = 0; k < x.size(); ++k)
+        x[k] = saved[k] - eps * v[k];
+      const double down = loss();
+      x = saved;
+      EXPECT_NEAR(along, (up - down) / (2 * eps), 1e-6 * (1 + std::abs(along))) << "operand " << i;
+    }
+    // float gradients agree with double's; b's and c's sums over the
+    // channels do not depend on the thread count.
+    ScanCase<float> f(batch, channels, tokens, states);
+    for (int i = 0; i < 5; ++i)
+      std::copy(s.operand(i)->begin(), s.operand(i)->end(), f.operand(i)->begin());
+    std::vector<float> wf(w.begin(), w.end());
+    std::array<std::vector<float>, 5> gf = f.backward(wf);
+    for (int i = 0; i < 5; ++i)
+      expectNear(gf[i], g[i], 1e-4);
+#ifdef _OPENMP
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::array<std::vector<float>, 5> g1 = f.backward(wf);
+    omp_set_num_threads(saved);
+    for (int i = 0; i < 5; ++i)
+      expectBits(g1[i], gf[i]);
+#endif
+  }
+}

@@ -2,7 +2,7 @@
 
 // Finite-difference checks of the shape rules: reshape, broadcast,
 // transpose, slice (strides 1 and -1; other strides: slice-strided.mlir),
-// concat, split, gather, cumsum, linear_scan. The
+// concat, split, gather, cumsum, linear_scan, selective_scan. The
 // upstream gradients are random (the argument %w), so a wrong permutation,
 // offset or direction shows.
 
@@ -16,7 +16,8 @@
 // CHECK: case 7: PASS
 // CHECK: case 8: PASS
 // CHECK: case 9: PASS
-// CHECK: gradcheck: all 10 cases passed
+// CHECK: case 10: PASS
+// CHECK: gradcheck: all 11 cases passed
 
 // reshape [6] -> [2x3], broadcast [3x1] -> [2x3x4] and [] -> [2x3], and a
 // transpose with a non-involutive permutation ([1, 2, 0]: its inverse is
@@ -211,5 +212,28 @@ func.func @forward(%w: tensor<2x4x3xf64>) -> tensor<f64> {
   %0 = merak.mul %h, %h : tensor<2x4x3xf64>, tensor<2x4x3xf64>
   %1 = merak.mul %0, %w : tensor<2x4x3xf64>, tensor<2x4x3xf64>
   %loss = merak.reduce_sum %1 axes = [0, 1, 2] : tensor<2x4x3xf64> -> tensor<f64>
+  return %loss : tensor<f64>
+}
+
+// -----
+
+// selective_scan with every operand trained (u and delta [2, 3, 4], a
+// [3, 2], b and c [2, 4, 2]), the read-out squared so the gradient reaches
+// every state through the recurrence.
+merak.param @u : tensor<2x3x4xf64> = dense<[[[-0.99, -0.63, 0.72, 0.20], [-0.97, -0.16, -0.05, -0.82], [0.56, -0.93, -0.26, 0.04]], [[-0.17, 0.21, 0.57, 1.10], [-0.52, 0.36, 0.47, -0.50], [-1.20, 1.14, -0.48, -0.45]]]> : tensor<2x3x4xf64>
+merak.param @dt : tensor<2x3x4xf64> = dense<[[[0.90, 0.63, 0.52, 0.80], [0.13, 0.74, 0.44, 0.18], [0.69, 0.94, 0.29, 0.67]], [[0.37, 0.77, 0.75, 0.30], [0.85, 0.69, 0.71, 0.84], [0.49, 0.78, 0.89, 0.19]]]> : tensor<2x3x4xf64>
+merak.param @a : tensor<3x2xf64> = dense<[[-1.32, -0.77], [-0.88, -0.48], [-1.14, -0.65]]> : tensor<3x2xf64>
+merak.param @b : tensor<2x4x2xf64> = dense<[[[0.74, -0.45], [0.12, -0.20], [0.23, -0.61], [-0.64, 0.49]], [[0.50, 0.13], [0.84, -0.59], [0.70, -0.66], [0.93, 0.25]]]> : tensor<2x4x2xf64>
+merak.param @c : tensor<2x4x2xf64> = dense<[[[0.21, 0.94], [0.57, 0.58], [-0.89, -0.26], [-0.83, -0.61]], [[-0.57, 0.72], [-0.75, -0.41], [-0.01, 0.70], [0.93, 0.42]]]> : tensor<2x4x2xf64>
+func.func @forward(%w: tensor<2x3x4xf64>) -> tensor<f64> {
+  %u = merak.get_param @u : tensor<2x3x4xf64>
+  %dt = merak.get_param @dt : tensor<2x3x4xf64>
+  %a = merak.get_param @a : tensor<3x2xf64>
+  %b = merak.get_param @b : tensor<2x4x2xf64>
+  %c = merak.get_param @c : tensor<2x4x2xf64>
+  %y = merak.selective_scan %u, %dt, %a, %b, %c : tensor<2x3x4xf64>, tensor<3x2xf64>, tensor<2x4x2xf64>
+  %0 = merak.mul %y, %y : tensor<2x3x4xf64>, tensor<2x3x4xf64>
+  %1 = merak.mul %0, %w : tensor<2x3x4xf64>, tensor<2x3x4xf64>
+  %loss = merak.reduce_sum %1 axes = [0, 1, 2] : tensor<2x3x4xf64> -> tensor<f64>
   return %loss : tensor<f64>
 }

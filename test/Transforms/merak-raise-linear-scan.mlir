@@ -123,3 +123,63 @@ func.func @readout_out_of_order(%h: tensor<2x4x2x2xf32>, %c: tensor<2x2x2xf32>) 
   %y = merak.concat %y1, %y0 axis = 2 : tensor<2x4x1xf32>, tensor<2x4x1xf32> -> tensor<2x4x2xf32>
   return %y : tensor<2x4x2xf32>
 }
+
+// -----
+
+// The discretised scan and its read-out as the patterns above leave
+// transformers' Mamba (u, dt [B, D, T] = [2, 4, 3], A [D, N] = [4, 2],
+// B, C [B, T, N]; the exporters' unsqueezes of dt, one per use, the decay's
+// and the input's mul operands in their other order): one
+// merak.selective_scan of the unsqueezed values.
+// CHECK-LABEL: func.func @fused_selective_scan
+// CHECK-SAME: (%[[U:.*]]: tensor<2x4x3xf32>, %[[DT:.*]]: tensor<2x4x3xf32>, %[[A:.*]]: tensor<4x2xf32>, %[[B:.*]]: tensor<2x3x2xf32>, %[[C:.*]]: tensor<2x3x2xf32>)
+// CHECK-NEXT: %[[Y:.*]] = merak.selective_scan %[[U]], %[[DT]], %[[A]], %[[B]], %[[C]] : tensor<2x4x3xf32>, tensor<4x2xf32>, tensor<2x3x2xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @fused_selective_scan(%u: tensor<2x4x3xf32>, %dt: tensor<2x4x3xf32>, %a: tensor<4x2xf32>,
+                                %b: tensor<2x3x2xf32>, %c: tensor<2x3x2xf32>) -> tensor<2x4x3xf32> {
+  %a4 = merak.reshape %a : tensor<4x2xf32> to tensor<1x4x1x2xf32>
+  %dt4 = merak.reshape %dt : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %z = merak.mul %dt4, %a4 : tensor<2x4x3x1xf32>, tensor<1x4x1x2xf32>
+  %decay = merak.exp %z : tensor<2x4x3x2xf32>
+  %dt4b = merak.reshape %dt : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %b4 = merak.reshape %b : tensor<2x3x2xf32> to tensor<2x1x3x2xf32>
+  %db = merak.mul %b4, %dt4b : tensor<2x1x3x2xf32>, tensor<2x4x3x1xf32>
+  %u4 = merak.reshape %u : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %in = merak.mul %u4, %db : tensor<2x4x3x1xf32>, tensor<2x4x3x2xf32>
+  %h = merak.linear_scan %decay, %in axis = 2 : tensor<2x4x3x2xf32>
+  %c4 = merak.reshape %c : tensor<2x3x2xf32> to tensor<2x1x3x2xf32>
+  %p = merak.mul %c4, %h : tensor<2x1x3x2xf32>, tensor<2x4x3x2xf32>
+  %y = merak.reduce_sum %p axes = [3] : tensor<2x4x3x2xf32> -> tensor<2x4x3xf32>
+  return %y : tensor<2x4x3xf32>
+}
+
+// -----
+
+// Not fused: the states are also returned (they would be computed twice),
+// and the input's delta is not the decay's (a different tensor).
+// CHECK-LABEL: func.func @not_fused
+// CHECK-COUNT-2: merak.linear_scan
+// CHECK-NOT: merak.selective_scan
+func.func @not_fused(%u: tensor<2x4x3xf32>, %dt: tensor<2x4x3xf32>, %dt2: tensor<2x4x3xf32>,
+                     %a: tensor<4x2xf32>, %b: tensor<2x3x2xf32>, %c: tensor<2x3x2xf32>)
+    -> (tensor<2x4x3xf32>, tensor<2x4x3x2xf32>, tensor<2x4x3xf32>) {
+  %a4 = merak.reshape %a : tensor<4x2xf32> to tensor<1x4x1x2xf32>
+  %dt4 = merak.reshape %dt : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %z = merak.mul %a4, %dt4 : tensor<1x4x1x2xf32>, tensor<2x4x3x1xf32>
+  %decay = merak.exp %z : tensor<2x4x3x2xf32>
+  %b4 = merak.reshape %b : tensor<2x3x2xf32> to tensor<2x1x3x2xf32>
+  %db = merak.mul %dt4, %b4 : tensor<2x4x3x1xf32>, tensor<2x1x3x2xf32>
+  %u4 = merak.reshape %u : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %in = merak.mul %db, %u4 : tensor<2x4x3x2xf32>, tensor<2x4x3x1xf32>
+  %h = merak.linear_scan %decay, %in axis = 2 : tensor<2x4x3x2xf32>
+  %c4 = merak.reshape %c : tensor<2x3x2xf32> to tensor<2x1x3x2xf32>
+  %p = merak.mul %h, %c4 : tensor<2x4x3x2xf32>, tensor<2x1x3x2xf32>
+  %y = merak.reduce_sum %p axes = [3] : tensor<2x4x3x2xf32> -> tensor<2x4x3xf32>
+  %dt24 = merak.reshape %dt2 : tensor<2x4x3xf32> to tensor<2x4x3x1xf32>
+  %db2 = merak.mul %dt24, %b4 : tensor<2x4x3x1xf32>, tensor<2x1x3x2xf32>
+  %in2 = merak.mul %db2, %u4 : tensor<2x4x3x2xf32>, tensor<2x4x3x1xf32>
+  %h2 = merak.linear_scan %decay, %in2 axis = 2 : tensor<2x4x3x2xf32>
+  %p2 = merak.mul %h2, %c4 : tensor<2x4x3x2xf32>, tensor<2x1x3x2xf32>
+  %y2 = merak.reduce_sum %p2 axes = [3] : tensor<2x4x3x2xf32> -> tensor<2x4x3xf32>
+  return %y, %h, %y2 : tensor<2x4x3xf32>, tensor<2x4x3x2xf32>, tensor<2x4x3xf32>
+}

@@ -89,9 +89,11 @@ struct PipelineOptions {
 };
 
 /// The clean-up that follows import: fold shape arithmetic, canonicalise,
-/// CSE, fuse decomposed LayerNorm/GELU, drop parameters nothing reads
-/// (merak-import-cleanup).
-void buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts = true);
+/// CSE, fuse decomposed LayerNorm/GELU, raise unrolled scans (and fuse
+/// Mamba's with `fuseSelectiveScan`), fuse MoE expert GEMMs with
+/// `fuseExperts`, drop parameters nothing reads (merak-import-cleanup).
+void buildImportCleanupPipeline(OpPassManager &pm, bool fuseExperts = true,
+                                bool fuseSelectiveScan = true);
 
 /// The GEMMs as the program emits them, the lower phase's first passes:
 /// sums of short-contraction products joined into one (merak-fuse-gemm-sums),

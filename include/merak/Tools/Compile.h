@@ -109,6 +109,9 @@ struct CompileOptions {
   /// --fused-experts: merak-fuse-experts (MoE expert GEMMs) in the import
   /// clean-up.
   bool fusedExperts = true;
+  /// --fused-scan: merak-raise-linear-scan fuses Mamba's selective scan
+  /// (merak.selective_scan) in the import clean-up.
+  bool fusedScan = true;
   /// --moe-aux-loss: the MoE load-balancing loss coefficient
   /// (merak-moe-aux-loss); 0: none.
   double moeAuxLoss = 0;

@@ -35,6 +35,7 @@ namespace mlir::merak::emitc_lowering {
   X(BitNotOp, BitNot) X(Expm1Op, Expm1) X(Log1pOp, Log1p)
 // clang-format on
 
+// clang-format off
 /// Every other op with a rule.
 #define MERAK_LOWERING_OPS(X)                                                                      \
   /* ElementwiseRules.cpp */                                                                       \
@@ -47,7 +48,8 @@ namespace mlir::merak::emitc_lowering {
   X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp) X(TransposeOp)           \
       X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)            \
           X(GatherElementsGradOp) /* ReductionRules.cpp */                                         \
-      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp) /* NNRules.cpp */    \
+      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp)                      \
+      X(SelectiveScanOp) X(SelectiveScanGradOp) /* NNRules.cpp */                                  \
       X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp)  \
           X(BatchNormGradOp) X(SumSquaresOp) X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp)          \
               X(SoftmaxGradOp) X(LogSoftmaxGradOp) X(LayerNormGradOp)                              \
@@ -61,6 +63,7 @@ namespace mlir::merak::emitc_lowering {
               X(AllGatherStartOp) X(AllToAllStartOp) X(WaitOp) /* OptimizerRules.cpp */            \
       X(AdamWUpdateOp) X(AdanUpdateOp) X(SgdUpdateOp)          /* AttentionRules.cpp */            \
       X(AttentionOp) X(AttentionGradOp)
+// clang-format on
 
 /// Emits the runtime calls of `op`: failure after a diagnostic, NoKernel
 /// (nothing emitted) when the target has none for it.

@@ -1,7 +1,8 @@
 //===- ReductionRules.cpp - Lowering reductions ---------------------------===//
 //
 // reduce_* (one runtime entry point, the op's Reduce value an argument),
-// argmax / argmin, cumsum and linear_scan (with its gradient).
+// argmax / argmin, cumsum, linear_scan and selective_scan (with their
+// gradients).
 //
 //===----------------------------------------------------------------------===//
 #include "LoweringRules.h"
@@ -86,6 +87,58 @@ FailureOr<Lowering> emitc_lowering::rule(LinearScanGradOp l, Emitter &e, Lowerin
       .i64(normAxis(l.getAxis(), t))
       .ptr(da)
       .ptr(db)
+      .emit();
+  return Lowering::Done;
+}
+
+FailureOr<Lowering> emitc_lowering::rule(SelectiveScanOp l, Emitter &e, LoweringContext &) {
+  PTR(u, l.getU());
+  PTR(delta, l.getDelta());
+  PTR(a, l.getA());
+  PTR(b, l.getB());
+  PTR(c, l.getC());
+  PTR(y, l.getResult());
+  e.call(kernels::selectiveScan)
+      .dtype(l.getType())
+      .ptr(u)
+      .ptr(delta)
+      .ptr(a)
+      .ptr(b)
+      .ptr(c)
+      .dims(l.getU().getType())
+      .dims(l.getA().getType())
+      .ptr(y)
+      .emit();
+  return Lowering::Done;
+}
+
+FailureOr<Lowering> emitc_lowering::rule(SelectiveScanGradOp l, Emitter &e, LoweringContext &) {
+  PTR(u, l.getU());
+  PTR(delta, l.getDelta());
+  PTR(a, l.getA());
+  PTR(b, l.getB());
+  PTR(c, l.getC());
+  PTR(g, l.getGrad());
+  PTR(du, l.getUGrad());
+  PTR(ddelta, l.getDeltaGrad());
+  PTR(da, l.getAGrad());
+  PTR(db, l.getBGrad());
+  PTR(dc, l.getCGrad());
+  e.call(kernels::selectiveScanGrad)
+      .dtype(l.getU().getType())
+      .ptr(u)
+      .ptr(delta)
+      .ptr(a)
+      .ptr(b)
+      .ptr(c)
+      .ptr(g)
+      .dims(l.getU().getType())
+      .dims(l.getA().getType())
+      .ptr(du)
+      .ptr(ddelta)
+      .ptr(da)
+      .ptr(db)
+      .ptr(dc)
       .emit();
   return Lowering::Done;
 }

@@ -1313,6 +1313,54 @@ func.func @linear_scan_grad_axis(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @selective_scan_ranks(%u: tensor<2x4x3xf32>, %a: tensor<4x2x1xf32>, %b: tensor<2x3x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan' op expects u [B, D, T], a [D, N] and b, c [B, T, N]; got ranks 3, 3 and 3}}
+  %0 = merak.selective_scan %u, %u, %a, %b, %b : tensor<2x4x3xf32>, tensor<4x2x1xf32>, tensor<2x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @selective_scan_channels(%u: tensor<2x4x3xf32>, %a: tensor<5x2xf32>, %b: tensor<2x3x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan' op shapes do not agree: u 'tensor<2x4x3xf32>', a 'tensor<5x2xf32>', b 'tensor<2x3x2xf32>' (expects [B, D, T], [D, N], [B, T, N])}}
+  %0 = merak.selective_scan %u, %u, %a, %b, %b : tensor<2x4x3xf32>, tensor<5x2xf32>, tensor<2x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @selective_scan_tokens(%u: tensor<2x4x3xf32>, %a: tensor<4x2xf32>, %b: tensor<2x5x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan' op shapes do not agree}}
+  %0 = merak.selective_scan %u, %u, %a, %b, %b : tensor<2x4x3xf32>, tensor<4x2xf32>, tensor<2x5x2xf32>
+  return
+}
+
+// -----
+
+func.func @selective_scan_element_types(%u: tensor<2x4x3xf32>, %a: tensor<4x2xf64>, %b: tensor<2x3x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan' op expects one element type for every operand}}
+  %0 = merak.selective_scan %u, %u, %a, %b, %b : tensor<2x4x3xf32>, tensor<4x2xf64>, tensor<2x3x2xf32>
+  return
+}
+
+// -----
+
+func.func @selective_scan_types(%u: tensor<2x4x3xf32>, %d: tensor<2x4x2xf32>, %a: tensor<4x2xf32>, %b: tensor<2x3x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan' op failed to verify that all of {u, delta, result} have same type}}
+  %0 = "merak.selective_scan"(%u, %d, %a, %b, %b) : (tensor<2x4x3xf32>, tensor<2x4x2xf32>, tensor<4x2xf32>, tensor<2x3x2xf32>, tensor<2x3x2xf32>) -> tensor<2x4x3xf32>
+  return
+}
+
+// -----
+
+func.func @selective_scan_grad_batch(%u: tensor<2x4x3xf32>, %a: tensor<4x2xf32>, %b: tensor<1x3x2xf32>) {
+  // expected-error @+1 {{'merak.selective_scan_grad' op shapes do not agree}}
+  %0:5 = merak.selective_scan_grad %u, %u, %a, %b, %b, %u : tensor<2x4x3xf32>, tensor<4x2xf32>, tensor<1x3x2xf32>
+  return
+}
+
+// -----
+
 func.func @conv_backward_data_grad(%g: tensor<1x4x2x2xf32>, %w: tensor<4x1x3x3xf32>) {
   // expected-error @+1 {{'merak.conv2d_backward_data' op grad 'tensor<1x4x2x2xf32>' is not the conv2d result 'tensor<1x4x3x3xf32>' of this input and weight}}
   %0 = merak.conv2d_backward_data %g, %w strides = [1, 1] padding = [0, 0, 0, 0] dilations = [1, 1] groups = 2 : (tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>

@@ -27,7 +27,7 @@ using Grads = SmallVectorImpl<Value>;
   X(SplitOp) X(GatherOp) X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp)         \
   X(ReduceMinOp) X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp)      \
   X(CrossEntropyOp) X(DropoutOp) X(MatmulOp) X(CumSumOp) X(LinearScanOp)       \
-  X(Conv2DOp)                                                                  \
+  X(SelectiveScanOp) X(Conv2DOp)                                               \
   X(MaxPool2DOp) X(AvgPool2DOp) X(GatherElementsOp) X(BatchNormOp)         \
   X(GatherGradOp) X(GatherElementsGradOp) X(Conv2DBackwardDataOp)             \
   X(AllReduceOp) X(TpIdentityOp) X(AllGatherOp) X(ReduceScatterOp)            \

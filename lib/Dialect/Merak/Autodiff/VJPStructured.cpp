@@ -138,6 +138,16 @@ LogicalResult rule(LinearScanOp op, Emitter &e, ValueRange g, Grads &out) {
   return success();
 }
 
+LogicalResult rule(SelectiveScanOp op, Emitter &e, ValueRange g, Grads &out) {
+  // One op that recomputes the states and walks them back (see its description).
+  Type u = op.getU().getType(), a = op.getA().getType(), b = op.getB().getType();
+  auto grad = SelectiveScanGradOp::create(e.b, e.loc, u, u, a, b, b, op.getU(), op.getDelta(),
+                                          op.getA(), op.getB(), op.getC(), g[0]);
+  out.assign(
+      {grad.getUGrad(), grad.getDeltaGrad(), grad.getAGrad(), grad.getBGrad(), grad.getCGrad()});
+  return success();
+}
+
 // Reductions: the gradient spreads back over the reduced dimensions.
 
 LogicalResult rule(ReduceSumOp op, Emitter &e, ValueRange g, Grads &out) {

@@ -108,6 +108,21 @@ int64_t SumSquaresOp::getFlops() { return elementwiseOpFlops(*this, 2); } // a m
 int64_t LinearScanOp::getFlops() { return elementwiseOpFlops(*this, 2); } // a mul and an add
 // The reverse recurrence's mul and add, and the decay gradient's mul.
 int64_t LinearScanGradOp::getFlops() { return elementwiseOpFlops(*this, 3); }
+/// Per state of every (batch, channel, token): the decay's mul and exp, the
+/// input's two muls, the state's mul and add, the read-out's mul and add.
+static int64_t selectiveScanFlops(RankedTensorType u, RankedTensorType a, int64_t perState) {
+  return u.getNumElements() * a.getDimSize(1) * perState;
+}
+int64_t SelectiveScanOp::getFlops() {
+  return selectiveScanFlops(cast<RankedTensorType>(getU().getType()),
+                            cast<RankedTensorType>(getA().getType()), 8);
+}
+// The states recomputed (8) and the reverse recurrence with its five
+// gradients (about 14 more).
+int64_t SelectiveScanGradOp::getFlops() {
+  return selectiveScanFlops(cast<RankedTensorType>(getU().getType()),
+                            cast<RankedTensorType>(getA().getType()), 22);
+}
 int64_t CrossEntropyOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 
 /// Query-key pairs an attention op attends, over its batch and head dims

@@ -7,6 +7,8 @@
 //   elementwise (binary, where, unary, cast, dropout, broadcast, tp_identity)
 //       every result dim a parallel factor; operands broadcast numpy-style
 //   softmax, log_softmax, cumsum, argmax/argmin   the axis replicated
+//   selective_scan [B, D, T], [D, N], [B, T, N]   B, D parallel; T, N
+//                               replicated
 //   layer_norm, rms_norm        the normalised dims [axis, rank) replicated;
 //                               a split of them is kept by summing the
 //                               statistics over the ranks (NormStatistics)
@@ -164,6 +166,23 @@ Rule rule(SoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(LogSoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(CumSumOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(LinearScanOp op) { return elementwiseAxis(op, op.getAxis()); }
+
+/// u, delta, result [B, D, T]; a [D, N]; b, c [B, T, N]: the batch and the
+/// channels parallel (b and c are read whole by every channel), the tokens
+/// (the recurrence) and the states replicated.
+Rule rule(SelectiveScanOp op) {
+  RuleBuilder b;
+  ArrayRef<int64_t> u = shapeOf(op.getU());
+  unsigned batch = b.factor(u[0], FactorKind::Parallel);
+  unsigned channels = b.factor(u[1], FactorKind::Parallel);
+  unsigned tokens = b.factor(u[2], FactorKind::Replicated);
+  unsigned states = b.factor(shapeOf(op.getA())[1], FactorKind::Replicated);
+  TensorFactors rows = RuleBuilder::tensor({batch, channels, tokens});
+  TensorFactors perToken = RuleBuilder::tensor({batch, tokens, states});
+  b.rule.operands = {rows, rows, RuleBuilder::tensor({channels, states}), perToken, perToken};
+  b.rule.results = {rows};
+  return b.rule;
+}
 
 template <typename NormOp>
 Rule normRule(NormOp op) {
@@ -555,7 +574,7 @@ Rule rule(ExpertMatmulGradWeightOp op) {
 #define MERAK_SHARDING_OPS(X)                                                  \
   MERAK_SHARDING_ELEMENTWISE_OPS(X)                                            \
   X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LayerNormOp)     \
-  X(RmsNormOp)                                                                 \
+  X(RmsNormOp) X(SelectiveScanOp)                                              \
   X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp) X(ReduceMinOp) X(ReduceProdOp) \
   X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
   X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \

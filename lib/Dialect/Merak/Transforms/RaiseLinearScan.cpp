@@ -241,10 +241,116 @@ struct RaiseStackedReadout : OpRewritePattern<ConcatOp> {
   }
 };
 
+/// `v` seen through reshapes (the exporters' unsqueezes of one value).
+Value throughReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+/// The same tensor: one value, or reshapes of one value to one type.
+bool sameTensor(Value v, Value w) {
+  return v == w || (v.getType() == w.getType() && throughReshapes(v) == throughReshapes(w));
+}
+
+bool hasShape(Value v, ArrayRef<int64_t> shape) {
+  return cast<RankedTensorType>(v.getType()).getShape() == shape;
+}
+
+/// The operands of a selective scan in the [B, D, T, N] broadcast form.
+struct DiscretisedScan {
+  Value u, delta, a, b;
+};
+
+/// The scan's decay exp(mul(A4, dt4)) and input mul(mul(dt4, B4), u4) (each
+/// mul's operands in either order): A4, dt4, B4, u4, the shared dt4 found
+/// as the operand common to both.
+std::optional<DiscretisedScan> matchDiscretisation(LinearScanOp scan) {
+  auto exp = scan.getDecay().getDefiningOp<ExpOp>();
+  auto decay = exp ? exp.getInput().getDefiningOp<MulOp>() : MulOp();
+  auto input = scan.getInput().getDefiningOp<MulOp>();
+  if (!decay || !input)
+    return std::nullopt;
+  for (auto [innerSide, u] :
+       {std::pair(input.getLhs(), input.getRhs()), std::pair(input.getRhs(), input.getLhs())}) {
+    auto inner = innerSide.getDefiningOp<MulOp>();
+    if (!inner)
+      continue;
+    for (auto [delta, a] :
+         {std::pair(decay.getLhs(), decay.getRhs()), std::pair(decay.getRhs(), decay.getLhs())}) {
+      if (sameTensor(delta, inner.getLhs()))
+        return DiscretisedScan{u, delta, a, inner.getRhs()};
+      if (sameTensor(delta, inner.getRhs()))
+        return DiscretisedScan{u, delta, a, inner.getLhs()};
+    }
+  }
+  return std::nullopt;
+}
+
+/// The discretised scan and its read-out (Mamba's reference path, as the
+/// two patterns above leave it) become one merak.selective_scan:
+///
+///   H = linear_scan(exp(mul(A4, dt4)), mul(mul(dt4, B4), u4), axis = 2)
+///   y = reduce_sum(mul(H, C4), axes = [3])         ([B, D, T, N] -> [B, D, T])
+///     -> y = selective_scan(u, dt, A, B, C)
+///
+/// with u4, dt4 [B, D, T, 1], A4 [1, D, 1, N], B4, C4 [B, 1, T, N] (each
+/// reshaped to the op's [B, D, T], [D, N] or [B, T, N]). H read by the
+/// read-out alone: the [B, D, T, N] decay, input and states are then
+/// never built.
+struct FuseSelectiveScan : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReduceSumOp sum, PatternRewriter &rewriter) const override {
+    auto readout = sum.getInput().getDefiningOp<MulOp>();
+    ArrayRef<int64_t> axes = sum.getAxes();
+    if (!readout || axes.size() != 1 || (axes[0] != 3 && axes[0] != -1))
+      return failure();
+    LinearScanOp scan;
+    Value c;
+    for (auto [h, other] : {std::pair(readout.getLhs(), readout.getRhs()),
+                            std::pair(readout.getRhs(), readout.getLhs())})
+      if ((scan = h.getDefiningOp<LinearScanOp>())) {
+        c = other;
+        break;
+      }
+    auto type = scan ? scan.getType() : RankedTensorType();
+    if (!scan || !scan->hasOneUse() || type.getRank() != 4 || scan.getAxis() != 2 ||
+        !(type.getElementType().isF32() || type.getElementType().isF64()))
+      return failure();
+    std::optional<DiscretisedScan> m = matchDiscretisation(scan);
+    ArrayRef<int64_t> s = type.getShape(); // [B, D, T, N]
+    int64_t batch = s[0], channels = s[1], tokens = s[2], states = s[3];
+    if (!m || !hasShape(m->u, {batch, channels, tokens, 1}) ||
+        !hasShape(m->delta, {batch, channels, tokens, 1}) ||
+        !hasShape(m->a, {1, channels, 1, states}) || !hasShape(m->b, {batch, 1, tokens, states}) ||
+        !hasShape(c, {batch, 1, tokens, states}))
+      return rewriter.notifyMatchFailure(sum, "not the discretised form of a selective scan");
+
+    Location loc = sum.getLoc();
+    Type f = type.getElementType();
+    auto reshaped = [&](Value v, ArrayRef<int64_t> shape) -> Value {
+      return ReshapeOp::create(rewriter, loc, RankedTensorType::get(shape, f), v);
+    };
+    SmallVector<int64_t> rows{batch, channels, tokens}, perToken{batch, tokens, states};
+    Value y = SelectiveScanOp::create(rewriter, loc, reshaped(m->u, rows), reshaped(m->delta, rows),
+                                      reshaped(m->a, {channels, states}), reshaped(m->b, perToken),
+                                      reshaped(c, perToken));
+    if (sum.getKeepdims())
+      y = reshaped(y, {batch, channels, tokens, 1});
+    rewriter.replaceOp(sum, y);
+    return success();
+  }
+};
+
 struct MerakRaiseLinearScanPass : merak::impl::MerakRaiseLinearScanBase<MerakRaiseLinearScanPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RaiseLinearScan, RaiseStackedReadout>(&getContext());
+    if (fuseSelectiveScan)
+      patterns.add<FuseSelectiveScan>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

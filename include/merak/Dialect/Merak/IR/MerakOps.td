@@ -329,6 +329,65 @@ def Merak_LinearScanGradOp : Merak_Op<"linear_scan_grad",
   let hasVerifier = 1;
 }
 
+def Merak_SelectiveScanOp : Merak_Op<"selective_scan", [Pure,
+    AllTypesMatch<["u", "delta", "result"]>, AllTypesMatch<["b", "c"]>]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "Mamba's selective scan, its states never materialised";
+  let description = [{
+    With `u` and `delta` [B, D, T] (batch, channels, tokens), `a` [D, N]
+    (N states per channel), `b` and `c` [B, T, N], per state n:
+    `h[t] = exp(delta[t] * a[n]) * h[t - 1] + (delta[t] * b[t, n]) * u[t]`
+    from `h[-1] = 0`, and `result[t] = sum_n h[t, n] * c[t, n]` ([B, D, T]).
+    PyTorch's reference path (transformers' Mamba, Falcon-Mamba and Jamba
+    without mamba-ssm) computes the same with [B, D, T, N] tensors for the
+    decay, the input and the states; merak-raise-linear-scan fuses that
+    form into this op, which keeps one row's N states at a time. Its
+    gradient is `merak.selective_scan_grad`, which recomputes the states.
+
+    ```mlir
+    %y = merak.selective_scan %u, %delta, %a, %b, %c
+        : tensor<2x128x64xf32>, tensor<128x16xf32>, tensor<2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$u, Merak_FloatTensor:$delta, Merak_FloatTensor:$a,
+                       Merak_FloatTensor:$b, Merak_FloatTensor:$c);
+  let results = (outs Merak_FloatTensor:$result);
+  let assemblyFormat = [{
+    $u `,` $delta `,` $a `,` $b `,` $c attr-dict `:` type($u) `,` type($a) `,` type($b)
+  }];
+  let hasVerifier = 1;
+}
+
+def Merak_SelectiveScanGradOp : Merak_Op<"selective_scan_grad", [Pure,
+    AllTypesMatch<["u", "delta", "grad", "u_grad", "delta_grad"]>, AllTypesMatch<["a", "a_grad"]>,
+    AllTypesMatch<["b", "c", "b_grad", "c_grad"]>]> {
+  let extraClassDeclaration = Merak_FlopsCost;
+  let summary = "The gradients of merak.selective_scan";
+  let description = [{
+    With the forward op's operands and the result's gradient `grad`
+    ([B, D, T]): the gradients of `u`, `delta`, `a`, `b` and `c`, each of
+    its operand's type. Per (batch, channel) row it recomputes the states
+    forward, then runs the reverse recurrence
+    `g[t] = grad[t] * c[t] + exp(delta[t + 1] * a) * g[t + 1]` from the end;
+    the sums over the channels (`b`'s and `c`'s gradients) and over the
+    batch and tokens (`a`'s) run in a fixed order.
+
+    ```mlir
+    %du, %dd, %da, %db, %dc = merak.selective_scan_grad %u, %delta, %a, %b, %c, %g
+        : tensor<2x128x64xf32>, tensor<128x16xf32>, tensor<2x64x16xf32>
+    ```
+  }];
+  let arguments = (ins Merak_FloatTensor:$u, Merak_FloatTensor:$delta, Merak_FloatTensor:$a,
+                       Merak_FloatTensor:$b, Merak_FloatTensor:$c, Merak_FloatTensor:$grad);
+  let results = (outs Merak_FloatTensor:$u_grad, Merak_FloatTensor:$delta_grad,
+                      Merak_FloatTensor:$a_grad, Merak_FloatTensor:$b_grad,
+                      Merak_FloatTensor:$c_grad);
+  let assemblyFormat = [{
+    $u `,` $delta `,` $a `,` $b `,` $c `,` $grad attr-dict `:` type($u) `,` type($a) `,` type($b)
+  }];
+  let hasVerifier = 1;
+}
+
 class Merak_SoftmaxLikeOp<string mnemonic, string summaryText>
     : Merak_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let extraClassDeclaration = Merak_FlopsCost;

@@ -49,7 +49,7 @@ def MerakFuseDecomposed : Pass<"merak-fuse-decomposed", "mlir::ModuleOp"> {
 }
 
 def MerakRaiseLinearScan : Pass<"merak-raise-linear-scan", "mlir::ModuleOp"> {
-  let summary = "[import] Raises a scan unrolled per token (Mamba's selective scan) to merak.linear_scan";
+  let summary = "[import] Raises a scan unrolled per token (Mamba's selective scan) to merak.linear_scan, and fuses Mamba's to merak.selective_scan";
   let description = [{
     PyTorch's reference path of a selective scan (transformers' Mamba and
     Jamba without their CUDA kernels) loops over the tokens, and every
@@ -61,11 +61,22 @@ def MerakRaiseLinearScan : Pass<"merak-raise-linear-scan", "mlir::ModuleOp"> {
     layer then takes a fixed number of ops instead of several per token,
     and its gradient is one `merak.linear_scan_grad`.
 
+    With `fuse-selective-scan` (the default) a scan in the form Mamba's
+    reference path leaves it, `linear_scan(exp(A4 * dt4), dt4 * B4 * u4)`
+    over [B, D, T, N] read out as `reduce_sum(H * C4)` over N, becomes one
+    `merak.selective_scan(u, dt, A, B, C)`, whose kernels keep one row's N
+    states at a time instead of the four [B, D, T, N] tensors (and its
+    gradient, `merak.selective_scan_grad`, recomputes them).
+
     Only exact chains are raised: every step reads token i of the same two
     tensors along the same axis, without broadcasting, from a zero state;
     a chain of fewer steps than the axis holds scans a slice. Anything
     else stays as exported.
   }];
+  let options = [
+    Option<"fuseSelectiveScan", "fuse-selective-scan", "bool", /*default=*/"true",
+           "Fuse the scan of Mamba's reference form and its read-out into merak.selective_scan">
+  ];
   let dependentDialects = ["::mlir::merak::MerakDialect"];
 }
 
