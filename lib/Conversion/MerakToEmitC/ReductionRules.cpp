@@ -91,7 +91,9 @@ FailureOr<Lowering> emitc_lowering::rule(LinearScanGradOp l, Emitter &e, Lowerin
   return Lowering::Done;
 }
 
-FailureOr<Lowering> emitc_lowering::rule(SelectiveScanOp l, Emitter &e, LoweringContext &) {
+FailureOr<Lowering> emitc_lowering::rule(SelectiveScanOp l, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::selectiveScan))
+    return Lowering::NoKernel;
   PTR(u, l.getU());
   PTR(delta, l.getDelta());
   PTR(a, l.getA());
@@ -112,7 +114,9 @@ FailureOr<Lowering> emitc_lowering::rule(SelectiveScanOp l, Emitter &e, Lowering
   return Lowering::Done;
 }
 
-FailureOr<Lowering> emitc_lowering::rule(SelectiveScanGradOp l, Emitter &e, LoweringContext &) {
+FailureOr<Lowering> emitc_lowering::rule(SelectiveScanGradOp l, Emitter &e, LoweringContext &ctx) {
+  if (ctx.lacks(kernels::selectiveScanGrad))
+    return Lowering::NoKernel;
   PTR(u, l.getU());
   PTR(delta, l.getDelta());
   PTR(a, l.getA());
