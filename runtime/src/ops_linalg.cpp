@@ -250,6 +250,108 @@ void col2im(const T *col, const ConvGeom &g, const Conv2DAttrs &a, T *dx) {
   });
 }
 
+/// A depthwise convolution (one input and one output channel per group,
+/// Mamba's causal conv1d, MobileNet's and ConvNeXt's 3x3 and 7x7): direct
+/// loops over each (n, c) plane instead of a tiny im2col and GEMM per
+/// group. For kernel column kw, the outputs [lo, hi) of a row read inside
+/// the input row: iw = ow * sw - pl + kw * dw in [0, W).
+struct DepthwiseRow {
+  int64_t lo, hi, offset;
+  DepthwiseRow(const ConvGeom &g, const Conv2DAttrs &a, int64_t kw) {
+    offset = kw * a.dw - a.pl;
+    lo = offset >= 0 ? 0 : (-offset + a.sw - 1) / a.sw;
+    hi = g.W - 1 - offset < 0 ? 0 : std::min(g.OW, (g.W - 1 - offset) / a.sw + 1);
+    lo = std::min(lo, hi);
+  }
+};
+
+bool isDepthwise(const ConvGeom &g) { return g.CG == 1 && g.OG == 1 && g.G == g.C; }
+
+/// y[n, c] = bias[c] + sum over (kh, kw) of w[c, kh, kw] * x[n, c] shifted.
+template <class T>
+void depthwiseForward(const T *x, const T *w, const T *bias, const ConvGeom &g,
+                      const Conv2DAttrs &a, T *y) {
+  parallelFor(g.N * g.C, g.OHW * g.KH * g.KW, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % g.C;
+      const T *xc = x + p * g.H * g.W, *wc = w + c * g.KH * g.KW;
+      T *yc = y + p * g.OHW;
+      std::fill(yc, yc + g.OHW, bias ? bias[c] : T(0));
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
+          if (ih < 0 || ih >= g.H)
+            continue;
+          const T *xr = xc + ih * g.W;
+          T *yr = yc + oh * g.OW;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const DepthwiseRow r(g, a, kw);
+            const T wv = wc[kh * g.KW + kw];
+            for (int64_t ow = r.lo; ow < r.hi; ++ow)
+              yr[ow] += wv * xr[ow * a.sw + r.offset];
+          }
+        }
+    }
+  });
+}
+
+/// dx[n, c] = the adjoint: each gradient row scattered back through w.
+template <class T>
+void depthwiseBackwardData(const T *gr, const T *w, const ConvGeom &g, const Conv2DAttrs &a,
+                           T *dx) {
+  parallelFor(g.N * g.C, g.OHW * g.KH * g.KW, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % g.C;
+      const T *gc = gr + p * g.OHW, *wc = w + c * g.KH * g.KW;
+      T *xc = dx + p * g.H * g.W;
+      std::fill(xc, xc + g.H * g.W, T(0));
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t kh = 0; kh < g.KH; ++kh) {
+          const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
+          if (ih < 0 || ih >= g.H)
+            continue;
+          T *xr = xc + ih * g.W;
+          const T *gr0 = gc + oh * g.OW;
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const DepthwiseRow r(g, a, kw);
+            const T wv = wc[kh * g.KW + kw];
+            for (int64_t ow = r.lo; ow < r.hi; ++ow)
+              xr[ow * a.sw + r.offset] += wv * gr0[ow];
+          }
+        }
+    }
+  });
+}
+
+/// dw[c, kh, kw] = sum over n and the outputs of gr * x shifted; parallel
+/// over c, every sum in one order.
+template <class T>
+void depthwiseBackwardFilter(const T *x, const T *gr, const ConvGeom &g, const Conv2DAttrs &a,
+                             T *dw) {
+  parallelFor(g.C, g.N * g.OHW * g.KH * g.KW, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const DepthwiseRow r(g, a, kw);
+          double acc = 0;
+          for (int64_t n = 0; n < g.N; ++n) {
+            const T *xc = x + (n * g.C + c) * g.H * g.W, *gc = gr + (n * g.C + c) * g.OHW;
+            for (int64_t oh = 0; oh < g.OH; ++oh) {
+              const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
+              if (ih < 0 || ih >= g.H)
+                continue;
+              const T *xr = xc + ih * g.W, *gr0 = gc + oh * g.OW;
+              T row = T(0);
+              for (int64_t ow = r.lo; ow < r.hi; ++ow)
+                row += gr0[ow] * xr[ow * a.sw + r.offset];
+              acc += row;
+            }
+          }
+          dw[(c * g.KH + kh) * g.KW + kw] = T(acc);
+        }
+  });
+}
+
 } // namespace
 
 void conv2d(DT t, const void *x, const Dims &dx, const void *w, const Dims &dw,
@@ -261,6 +363,8 @@ void conv2d(DT t, const void *x, const Dims &dx, const void *w, const Dims &dw,
     const T *pw = static_cast<const T *>(w);
     const T *pb = static_cast<const T *>(bias);
     T *py = static_cast<T *>(y);
+    if (isDepthwise(g))
+      return depthwiseForward(px, pw, pb, g, a, py);
     T *col = g.direct ? nullptr
                       : scratch<T, 21>(static_cast<size_t>(g.CKK * g.OHW));
     for (int64_t n = 0; n < g.N; ++n)
@@ -290,6 +394,8 @@ void conv2dBackwardData(DT t, const void *gr, const Dims &dg, const void *w,
     const T *pg = static_cast<const T *>(gr);
     const T *pw = static_cast<const T *>(w);
     T *pdx = static_cast<T *>(dxOut);
+    if (isDepthwise(g))
+      return depthwiseBackwardData(pg, pw, g, a, pdx);
     const int64_t total = dx.numel();
     parallelFor(total, 1, [&](int64_t b, int64_t e) {
       std::fill(pdx + b, pdx + e, T(0));
@@ -324,6 +430,8 @@ void conv2dBackwardFilter(DT t, const void *x, const Dims &dx, const void *gr,
       std::fill(pdw, pdw + dw.numel(), T(0));
       return;
     }
+    if (isDepthwise(g))
+      return depthwiseBackwardFilter(px, pg, g, a, pdw);
     T *col = g.direct ? nullptr
                       : scratch<T, 23>(static_cast<size_t>(g.CKK * g.OHW));
     for (int64_t n = 0; n < g.N; ++n)

@@ -486,11 +486,20 @@ double dotD(const std::vector<double> &a, const std::vector<double> &b) {
 
 TEST(OpsConv, ForwardBackwardAgainstDirectLoops) {
   const ConvCase cases[] = {
-      {D({2, 3, 7, 6}), D({4, 3, 3, 3}), {1, 1, 1, 1, 1, 1, 1, 1, 1}},  // same padding
-      {D({2, 4, 9, 8}), D({6, 2, 3, 2}), {2, 1, 1, 0, 2, 1, 1, 2, 2}},  // stride, asym pad, dilation, groups
+      {D({2, 3, 7, 6}), D({4, 3, 3, 3}), {1, 1, 1, 1, 1, 1, 1, 1, 1}}, // same padding
+      {D({2, 4, 9, 8}),
+       D({6, 2, 3, 2}),
+       {2, 1, 1, 0, 2, 1, 1, 2, 2}}, // stride, asym pad, dilation, groups
       {D({1, 6, 5, 5}), D({6, 1, 3, 3}), {1, 2, 0, 1, 0, 1, 2, 1, 6}},  // depthwise, dilation 2
-      {D({3, 5, 4, 6}), D({7, 5, 1, 1}), {1, 1, 0, 0, 0, 0, 1, 1, 1}},  // 1x1 direct
-      {D({2, 8, 6, 6}), D({4, 4, 1, 1}), {2, 2, 0, 0, 0, 0, 1, 1, 2}},  // 1x1 strided, groups
+      {D({2, 5, 1, 16}), D({5, 1, 1, 4}), {1, 1, 0, 3, 0, 3, 1, 1, 5}}, // Mamba's causal conv1d
+      {D({2, 40, 9, 11}),
+       D({40, 1, 3, 3}),
+       {2, 2, 1, 1, 1, 1, 1, 1, 40}}, // depthwise, stride 2, parallel
+      {D({1, 3, 4, 5}),
+       D({3, 1, 2, 7}),
+       {1, 3, 0, 2, 1, 2, 1, 1, 3}}, // kernel wider than the input
+      {D({3, 5, 4, 6}), D({7, 5, 1, 1}), {1, 1, 0, 0, 0, 0, 1, 1, 1}}, // 1x1 direct
+      {D({2, 8, 6, 6}), D({4, 4, 1, 1}), {2, 2, 0, 0, 0, 0, 1, 1, 2}}, // 1x1 strided, groups
   };
   for (const ConvCase &c : cases) {
     Dims dy = convOut(c);
