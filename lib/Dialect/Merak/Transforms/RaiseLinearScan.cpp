@@ -25,6 +25,16 @@
 // did; the read-out's sums run in the reduction's order instead of the
 // GEMM's (float rounding, not the math, differs).
 //
+// With fuse-selective-scan (the default), a third rewrite (FuseSelectiveScan
+// below) makes Mamba's whole scan, as the two above leave it, one
+// merak.selective_scan:
+//
+//   reduce_sum(mul(linear_scan(exp(mul(A4, dt4)), mul(mul(dt4, B4), u4),
+//                              axis = 2), C4), axes = [3])
+//     -> selective_scan(u, dt, A, B, C)
+//
+// so that the [B, D, T, N] decay, input and states are never stored.
+//
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 
