@@ -87,25 +87,29 @@ template <class T> void gatherRates(const ScanArgs<T> &s, int64_t d0, T *rates) 
       rates[n * kLanes + c] = s.a[(d0 + c) * s.states + n];
 }
 
-/// One token of the block: the states h [N][kLanes] advanced, with the
-/// decays stored in `decays` when not null, and the read-out in y.
-template <class T>
+/// One token of the block: the states h [N][kLanes] from the token
+/// before's, prev (h itself in the forward pass). The forward pass reads
+/// them out into y; the backward's recompute (kRecompute) keeps each
+/// state's decay in `decays` instead (c and y unused).
+template <bool kRecompute, class T>
 MERAK_RT_ALWAYS_INLINE void step(int64_t states, const T *dt, const T *u, const T *rates,
-                                 const T *b, const T *c, T *h, T *decays, T *y) {
-  for (int64_t k = 0; k < kLanes; ++k)
-    y[k] = T(0);
+                                 const T *b, const T *c, const T *prev, T *h, T *decays, T *y) {
+  if constexpr (!kRecompute)
+    for (int64_t k = 0; k < kLanes; ++k)
+      y[k] = T(0);
   for (int64_t n = 0; n < states; ++n) {
-    T *hn = h + n * kLanes;
-    const T *rn = rates + n * kLanes;
-    const T bn = b[n], cn = c[n];
-    for (int64_t k = 0; k < kLanes; ++k) {
-      const T decay = scanExp(dt[k] * rn[k]);
+    const int64_t o = n * kLanes;
+    const T bn = b[n];
+    MERAK_RT_VECTORIZE // h is prev (forward) or apart from it
+        for (int64_t k = 0; k < kLanes; ++k) {
+      const T decay = scanExp(dt[k] * rates[o + k]);
       const T input = (dt[k] * bn) * u[k];
-      const T decayed = decay * hn[k]; // rounded, as the mul and add it replaces
-      hn[k] = decayed + input;
-      y[k] += hn[k] * cn;
-      if (decays)
-        decays[n * kLanes + k] = decay;
+      const T decayed = decay * prev[o + k]; // rounded, as the mul and add it replaces
+      h[o + k] = decayed + input;
+      if constexpr (kRecompute)
+        decays[o + k] = decay;
+      else
+        y[k] += h[o + k] * c[n];
     }
   }
 }
@@ -141,8 +145,8 @@ MERAK_RT_ALWAYS_INLINE void forwardBlock(const ScanArgs<T> &s, const BlockScratc
   gatherRates(s, d0, w.rates);
   std::fill(w.h, w.h + nk, T(0));
   for (int64_t t = 0; t < s.tokens; ++t)
-    step(s.states, w.dt + t * kLanes, w.u + t * kLanes, w.rates, s.perToken(s.b, bi, t),
-         s.perToken(s.c, bi, t), w.h, static_cast<T *>(nullptr), w.out + t * kLanes);
+    step<false>(s.states, w.dt + t * kLanes, w.u + t * kLanes, w.rates, s.perToken(s.b, bi, t),
+                s.perToken(s.c, bi, t), w.h, w.h, static_cast<T *>(nullptr), w.out + t * kLanes);
   scatterRows(s, w.out, bi, d0, y);
 }
 
@@ -207,7 +211,6 @@ MERAK_RT_ALWAYS_INLINE void backwardBlock(const ScanArgs<T> &s, const BlockScrat
   const int64_t nk = s.states * kLanes, N = s.states;
   T *dt = w.dt, *u = w.u, *gy = w.gy, *rates = w.rates, *h = w.h, *decays = w.decays;
   T *carry = w.carry, *rateGrad = w.rateGrad, *gdt = w.gdt, *gu = w.gu;
-  T *y = w.out; // the recomputed read-out, unused
   gatherRates(s, d0, rates);
   std::fill(rateGrad, rateGrad + nk, T(0));
   for (int64_t bi = 0; bi < s.batch; ++bi) {
@@ -215,14 +218,10 @@ MERAK_RT_ALWAYS_INLINE void backwardBlock(const ScanArgs<T> &s, const BlockScrat
     gatherRows(s, s.u, bi, d0, u);
     gatherRows(s, dy, bi, d0, gy);
     // The states and decays of every token, recomputed.
-    std::fill(h, h + nk, T(0));
-    for (int64_t t = 0; t < s.tokens; ++t) {
-      T *ht = h + t * nk;
-      if (t)
-        std::copy(ht - nk, ht, ht);
-      step(N, dt + t * kLanes, u + t * kLanes, rates, s.perToken(s.b, bi, t),
-           s.perToken(s.c, bi, t), ht, decays + t * nk, y);
-    }
+    for (int64_t t = 0; t < s.tokens; ++t)
+      step<true>(N, dt + t * kLanes, u + t * kLanes, rates, s.perToken(s.b, bi, t),
+                 static_cast<const T *>(nullptr), t ? h + (t - 1) * nk : w.zeros, h + t * nk,
+                 decays + t * nk, static_cast<T *>(nullptr));
     std::fill(carry, carry + nk, T(0));
     for (int64_t t = s.tokens - 1; t >= 0; --t)
       backwardToken(N, dt + t * kLanes, u + t * kLanes, gy + t * kLanes, rates,
