@@ -254,43 +254,60 @@ void col2im(const T *col, const ConvGeom &g, const Conv2DAttrs &a, T *dx) {
 /// Mamba's causal conv1d, MobileNet's and ConvNeXt's 3x3 and 7x7): direct
 /// loops over each (n, c) plane instead of a tiny im2col and GEMM per
 /// group. For kernel column kw, the outputs [lo, hi) of a row read inside
-/// the input row: iw = ow * sw - pl + kw * dw in [0, W).
+/// the input row: iw = ow * sw + offset in [0, W), offset = kw * dw - pl.
 struct DepthwiseRow {
   int64_t lo, hi, offset;
-  DepthwiseRow(const ConvGeom &g, const Conv2DAttrs &a, int64_t kw) {
-    offset = kw * a.dw - a.pl;
-    lo = offset >= 0 ? 0 : (-offset + a.sw - 1) / a.sw;
-    hi = g.W - 1 - offset < 0 ? 0 : std::min(g.OW, (g.W - 1 - offset) / a.sw + 1);
-    lo = std::min(lo, hi);
-  }
 };
 
 bool isDepthwise(const ConvGeom &g) { return g.CG == 1 && g.OG == 1 && g.G == g.C; }
 
-/// y[n, c] = bias[c] + sum over (kh, kw) of w[c, kh, kw] * x[n, c] shifted.
+/// The taps of a depthwise convolution: fn(oh, ih, k, row) for every
+/// output row oh and kernel tap k = kh * KW + kw whose input row ih is
+/// inside the plane, `row` the tap's output range (one per column, made
+/// once per call).
+struct DepthwiseTaps {
+  const ConvGeom &g;
+  const Conv2DAttrs &a;
+  std::vector<DepthwiseRow> rows;
+
+  DepthwiseTaps(const ConvGeom &g, const Conv2DAttrs &a) : g(g), a(a) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      DepthwiseRow r;
+      r.offset = kw * a.dw - a.pl;
+      r.hi = g.W - 1 - r.offset < 0 ? 0 : std::min(g.OW, (g.W - 1 - r.offset) / a.sw + 1);
+      r.lo = std::min(r.offset >= 0 ? 0 : (-r.offset + a.sw - 1) / a.sw, r.hi);
+      rows.push_back(r);
+    }
+  }
+  template <class Fn> void forEach(Fn &&fn) const {
+    for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t kh = 0; kh < g.KH; ++kh) {
+        const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
+        if (ih < 0 || ih >= g.H)
+          continue;
+        for (int64_t kw = 0; kw < g.KW; ++kw)
+          fn(oh, ih, kh * g.KW + kw, rows[kw]);
+      }
+  }
+};
+
+/// y[n, c] = bias[c] + sum over the taps of w[c, tap] * x[n, c] shifted.
 template <class T>
 void depthwiseForward(const T *x, const T *w, const T *bias, const ConvGeom &g,
                       const Conv2DAttrs &a, T *y) {
+  const DepthwiseTaps taps(g, a);
   parallelFor(g.N * g.C, g.OHW * g.KH * g.KW, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % g.C;
       const T *xc = x + p * g.H * g.W, *wc = w + c * g.KH * g.KW;
       T *yc = y + p * g.OHW;
       std::fill(yc, yc + g.OHW, bias ? bias[c] : T(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-          const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
-          if (ih < 0 || ih >= g.H)
-            continue;
-          const T *xr = xc + ih * g.W;
-          T *yr = yc + oh * g.OW;
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
-            const DepthwiseRow r(g, a, kw);
-            const T wv = wc[kh * g.KW + kw];
-            for (int64_t ow = r.lo; ow < r.hi; ++ow)
-              yr[ow] += wv * xr[ow * a.sw + r.offset];
-          }
-        }
+      taps.forEach([&](int64_t oh, int64_t ih, int64_t k, const DepthwiseRow &r) {
+        const T *xr = xc + ih * g.W;
+        T *yr = yc + oh * g.OW;
+        for (int64_t ow = r.lo; ow < r.hi; ++ow)
+          yr[ow] += wc[k] * xr[ow * a.sw + r.offset];
+      });
     }
   });
 }
@@ -299,56 +316,46 @@ void depthwiseForward(const T *x, const T *w, const T *bias, const ConvGeom &g,
 template <class T>
 void depthwiseBackwardData(const T *gr, const T *w, const ConvGeom &g, const Conv2DAttrs &a,
                            T *dx) {
+  const DepthwiseTaps taps(g, a);
   parallelFor(g.N * g.C, g.OHW * g.KH * g.KW, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t c = p % g.C;
       const T *gc = gr + p * g.OHW, *wc = w + c * g.KH * g.KW;
       T *xc = dx + p * g.H * g.W;
       std::fill(xc, xc + g.H * g.W, T(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t kh = 0; kh < g.KH; ++kh) {
-          const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
-          if (ih < 0 || ih >= g.H)
-            continue;
-          T *xr = xc + ih * g.W;
-          const T *gr0 = gc + oh * g.OW;
-          for (int64_t kw = 0; kw < g.KW; ++kw) {
-            const DepthwiseRow r(g, a, kw);
-            const T wv = wc[kh * g.KW + kw];
-            for (int64_t ow = r.lo; ow < r.hi; ++ow)
-              xr[ow * a.sw + r.offset] += wv * gr0[ow];
-          }
-        }
+      taps.forEach([&](int64_t oh, int64_t ih, int64_t k, const DepthwiseRow &r) {
+        T *xr = xc + ih * g.W;
+        const T *gr0 = gc + oh * g.OW;
+        for (int64_t ow = r.lo; ow < r.hi; ++ow)
+          xr[ow * a.sw + r.offset] += wc[k] * gr0[ow];
+      });
     }
   });
 }
 
-/// dw[c, kh, kw] = sum over n and the outputs of gr * x shifted; parallel
-/// over c, every sum in one order.
+/// dw[c, tap] = sum over n and the outputs of gr * x shifted; parallel over
+/// c, each tap's sum in (n, oh) order.
 template <class T>
 void depthwiseBackwardFilter(const T *x, const T *gr, const ConvGeom &g, const Conv2DAttrs &a,
                              T *dw) {
+  const DepthwiseTaps taps(g, a);
   parallelFor(g.C, g.N * g.OHW * g.KH * g.KW, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const DepthwiseRow r(g, a, kw);
-          double acc = 0;
-          for (int64_t n = 0; n < g.N; ++n) {
-            const T *xc = x + (n * g.C + c) * g.H * g.W, *gc = gr + (n * g.C + c) * g.OHW;
-            for (int64_t oh = 0; oh < g.OH; ++oh) {
-              const int64_t ih = oh * a.sh - a.pt + kh * a.dh;
-              if (ih < 0 || ih >= g.H)
-                continue;
-              const T *xr = xc + ih * g.W, *gr0 = gc + oh * g.OW;
-              T row = T(0);
-              for (int64_t ow = r.lo; ow < r.hi; ++ow)
-                row += gr0[ow] * xr[ow * a.sw + r.offset];
-              acc += row;
-            }
-          }
-          dw[(c * g.KH + kh) * g.KW + kw] = T(acc);
-        }
+    std::vector<double> acc(g.KH * g.KW);
+    for (int64_t c = c0; c < c1; ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T *xc = x + (n * g.C + c) * g.H * g.W, *gc = gr + (n * g.C + c) * g.OHW;
+        taps.forEach([&](int64_t oh, int64_t ih, int64_t k, const DepthwiseRow &r) {
+          const T *xr = xc + ih * g.W, *gr0 = gc + oh * g.OW;
+          T row = T(0);
+          for (int64_t ow = r.lo; ow < r.hi; ++ow)
+            row += gr0[ow] * xr[ow * a.sw + r.offset];
+          acc[k] += row;
+        });
+      }
+      for (int64_t k = 0; k < g.KH * g.KW; ++k)
+        dw[c * g.KH * g.KW + k] = T(acc[k]);
+    }
   });
 }
 
