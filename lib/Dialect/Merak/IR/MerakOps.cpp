@@ -406,33 +406,6 @@ LogicalResult LinearScanGradOp::verify() {
   return verifyAxis(*this, getAxis(), getDecay().getType().getRank());
 }
 
-/// The operand shapes of merak.selective_scan(_grad): u and delta [B, D, T]
-/// (one type, by the op's traits), a [D, N], b and c [B, T, N].
-static LogicalResult verifySelectiveScan(Operation *op, RankedTensorType u, RankedTensorType a,
-                                         RankedTensorType b) {
-  if (u.getRank() != 3 || a.getRank() != 2 || b.getRank() != 3)
-    return op->emitOpError("expects u [B, D, T], a [D, N] and b, c [B, T, N]; got ranks ")
-           << u.getRank() << ", " << a.getRank() << " and " << b.getRank();
-  if (a.getElementType() != u.getElementType() || b.getElementType() != u.getElementType())
-    return op->emitOpError("expects one element type for every operand");
-  ArrayRef<int64_t> us = u.getShape(), as = a.getShape(), bs = b.getShape();
-  if (as[0] != us[1] || bs[0] != us[0] || bs[1] != us[2] || bs[2] != as[1])
-    return op->emitOpError("shapes do not agree: u ")
-           << u << ", a " << a << ", b " << b << " (expects [B, D, T], [D, N], [B, T, N])";
-  return success();
-}
-
-LogicalResult SelectiveScanOp::verify() {
-  return verifySelectiveScan(*this, cast<RankedTensorType>(getU().getType()),
-                             cast<RankedTensorType>(getA().getType()),
-                             cast<RankedTensorType>(getB().getType()));
-}
-LogicalResult SelectiveScanGradOp::verify() {
-  return verifySelectiveScan(*this, cast<RankedTensorType>(getU().getType()),
-                             cast<RankedTensorType>(getA().getType()),
-                             cast<RankedTensorType>(getB().getType()));
-}
-
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }
