@@ -313,8 +313,7 @@ struct FuseSelectiveScan : OpRewritePattern<ReduceSumOp> {
 
   LogicalResult matchAndRewrite(ReduceSumOp sum, PatternRewriter &rewriter) const override {
     auto readout = sum.getInput().getDefiningOp<MulOp>();
-    ArrayRef<int64_t> axes = sum.getAxes();
-    if (!readout || axes.size() != 1 || (axes[0] != 3 && axes[0] != -1))
+    if (!readout || sum.getAxes() != ArrayRef<int64_t>{3}) // axes verify non-negative
       return failure();
     LinearScanOp scan;
     Value c;
