@@ -463,6 +463,11 @@ MERAK_RT_SIMD_CLONES void mapRowF32(RowFn f, const float *x, float *y,
     for (int64_t i = 0; i < n; ++i)
       y[i] = fgelu(x[i]);
     return;
+  case RowFn::Softplus:
+    MERAK_RT_VECTORIZE
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = fsoftplus(x[i]);
+    return;
   }
 }
 

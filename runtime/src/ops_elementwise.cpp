@@ -96,6 +96,7 @@ bool unaryF32Fast(Unary op, const float *x, float *y, int64_t n) {
   case Unary::Erf: f = RowFn::Erf; break;
   case Unary::Sigmoid: f = RowFn::Sigmoid; break;
   case Unary::Gelu: f = RowFn::Gelu; break;
+  case Unary::Softplus: f = RowFn::Softplus; break;
   case Unary::Sqrt:
     mapN(x, y, n, [](float v) { return std::sqrt(v); });
     return true;

@@ -309,6 +309,16 @@ MERAK_RT_ALWAYS_INLINE float fsigmoid(float x) {
   return x < 0.0f ? e * r : r;
 }
 
+/// softplus(x) = max(x, 0) + log1p(exp(-|x|)), log1p(e) as
+/// log(u) e / (u - 1) with u = 1 + e rounded (Goldberg's correction: the
+/// rounding of u cancels), and e itself where u rounds to 1.
+MERAK_RT_ALWAYS_INLINE float fsoftplus(float x) {
+  const float e = fexp(-std::fabs(x));
+  const float u = 1.0f + e;
+  const float l = u == 1.0f ? e : flog(u) * (e / (u - 1.0f));
+  return (x > 0.0f ? x : 0.0f) + l;
+}
+
 /// erf(t) / t - 1 as a polynomial in s = t^2, for t in [0, 1].
 MERAK_RT_ALWAYS_INLINE float erfSmallQ(float s) {
   float p = 7.842288323445246e-05f;
@@ -430,7 +440,7 @@ MERAK_RT_ALWAYS_INLINE float fgeluGrad(float x) {
 #define MERAK_RT_SIMD_CLONES
 #endif
 
-enum class RowFn : int32_t { Exp, Log, Tanh, Erf, Sigmoid, Gelu };
+enum class RowFn : int32_t { Exp, Log, Tanh, Erf, Sigmoid, Gelu, Softplus };
 
 #if defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
 #define MERAK_RT_INT_CLONES                                                                        \
