@@ -25,7 +25,7 @@ def no_dropout(**kw):
     """Every dropout probability a config may have, set to 0."""
     for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout",
               "hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate",
-              "classifier_dropout", "summary_first_dropout"):
+              "classifier_dropout", "summary_first_dropout", "residual_dropout"):
         kw.setdefault(k, 0.0)
     return kw
 
@@ -249,6 +249,38 @@ def more_decoders(name, tf):
             mamba_dt_rank=8, use_mamba_kernels=False))
         cfg._experts_implementation = "batched_mm"
         return CausalLM(tf.JambaForCausalLM(cfg))
+    if name in ("nemotron-h", "qwen3-next"):
+        # Hybrids with routed experts: Nemotron-H's Mamba-2, MoE, attention
+        # and MLP layers; Qwen3-Next's gated delta rule (the chunked form)
+        # then gated attention, each followed by 4 experts top-2 and a
+        # gated shared expert.
+        moe = dict(num_experts_per_tok=2, moe_intermediate_size=WIDTH,
+                   head_dim=WIDTH // HEADS)
+        if name == "nemotron-h":
+            cfg = tf.NemotronHConfig(**decoder_kwargs(
+                **moe, layers_block_type=["linear_attention", "moe", "full_attention", "mlp"],
+                num_hidden_layers=4, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=8,
+                n_groups=1, chunk_size=8, n_routed_experts=4,
+                moe_shared_expert_intermediate_size=WIDTH))
+            model = tf.NemotronHForCausalLM
+        else:
+            cfg = tf.Qwen3NextConfig(**decoder_kwargs(
+                **moe, layer_types=["linear_attention", "full_attention"], num_experts=4,
+                shared_expert_intermediate_size=WIDTH, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16))
+            model = tf.Qwen3NextForCausalLM
+        cfg._experts_implementation = "batched_mm"
+        return CausalLM(model(cfg))
+    if name == "falcon-h1":
+        # Attention and Mamba-2 side by side in every layer (the chunked SSD form).
+        return CausalLM(tf.FalconH1ForCausalLM(tf.FalconH1Config(**decoder_kwargs(
+            head_dim=WIDTH // HEADS, mamba_d_ssm=128, mamba_n_heads=8, mamba_d_head=16,
+            mamba_d_state=8, mamba_chunk_size=8))))
+    if name == "olmo-hybrid":
+        # Gated DeltaNet layers (the chunked form) and attention.
+        return CausalLM(tf.OlmoHybridForCausalLM(tf.OlmoHybridConfig(**decoder_kwargs(
+            linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16,
+            linear_value_head_dim=32))))
     if name == "minimax":
         # Lightning (linear) attention with per-head decay buffers in the
         # first layer, softmax attention in the second; 4 experts, top-2.
@@ -257,6 +289,7 @@ def more_decoders(name, tf):
             layer_types=["linear_attention", "full_attention"]))
         cfg._experts_implementation = "batched_mm"
         return CausalLM(tf.MiniMaxForCausalLM(cfg))
+    SWA = ["sliding_attention", "full_attention"]  # one layer of each kind
     configs = {  # the Llama-like ones: decoder_kwargs plus these
         "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(head_dim=WIDTH // HEADS)),
         "stablelm": (tf.StableLmConfig, tf.StableLmForCausalLM,
@@ -273,7 +306,29 @@ def more_decoders(name, tf):
         "apertus": (tf.ApertusConfig, tf.ApertusForCausalLM, {}),
         "granite": (tf.GraniteConfig, tf.GraniteForCausalLM,
                     dict(embedding_multiplier=4.0, residual_multiplier=0.5, logits_scaling=2.0,
-                         attention_multiplier=0.2))}
+                         attention_multiplier=0.2)),
+        # the second layer without rotary (NoPE; every 4th in the released model)
+        "smollm3": (tf.SmolLM3Config, tf.SmolLM3ForCausalLM, dict(no_rope_layers=[1, 0])),
+        "glm4": (tf.Glm4Config, tf.Glm4ForCausalLM, dict(head_dim=WIDTH // HEADS)),
+        "olmo3": (tf.Olmo3Config, tf.Olmo3ForCausalLM, dict(sliding_window=8, layer_types=SWA)),
+        "ernie4.5": (tf.Ernie4_5Config, tf.Ernie4_5ForCausalLM, dict(head_dim=WIDTH // HEADS)),
+        "exaone4": (tf.Exaone4Config, tf.Exaone4ForCausalLM,
+                    dict(sliding_window=8, layer_types=SWA)),
+        "seed-oss": (tf.SeedOssConfig, tf.SeedOssForCausalLM, dict(head_dim=WIDTH // HEADS)),
+        "helium": (tf.HeliumConfig, tf.HeliumForCausalLM, dict(head_dim=WIDTH // HEADS)),
+        "arcee": (tf.ArceeConfig, tf.ArceeForCausalLM, {}),
+        "cohere2": (tf.Cohere2Config, tf.Cohere2ForCausalLM,
+                    dict(sliding_window=8, layer_types=SWA)),
+        "nemotron": (tf.NemotronConfig, tf.NemotronForCausalLM, {}),
+        "vaultgemma": (tf.VaultGemmaConfig, tf.VaultGemmaForCausalLM,
+                       dict(head_dim=WIDTH // HEADS, sliding_window=8, layer_types=SWA)),
+        "nanochat": (tf.NanoChatConfig, tf.NanoChatForCausalLM, {}),
+        "lfm2": (tf.Lfm2Config, tf.Lfm2ForCausalLM,
+                 dict(layer_types=["conv", "full_attention"])),
+        "rwkv": (tf.RwkvConfig, tf.RwkvForCausalLM, {}),
+        "ministral": (tf.MinistralConfig, tf.MinistralForCausalLM,
+                      dict(head_dim=WIDTH // HEADS, sliding_window=8)),
+    }
     if name not in configs:
         return None
     config, model, kw = configs[name]
@@ -337,7 +392,11 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
           "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
           "swin", "qwen3-moe", "deepseek-v3", "mamba", "falcon-mamba", "mamba2", "jamba", "minimax",
-          "apertus"]
+          "apertus",
+          # families of 2025-26
+          "smollm3", "glm4", "olmo3", "ernie4.5", "exaone4", "seed-oss", "ministral", "helium",
+          "arcee", "cohere2", "nemotron", "vaultgemma", "nanochat", "lfm2", "rwkv", "olmo-hybrid",
+          "falcon-h1", "nemotron-h", "qwen3-next"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -390,4 +449,21 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "minimax": "MiniMax (lightning attention with decay buffers, MoE)",
           "apertus": "Apertus (xIELU activation: trained scalars, q/k norm)",
           "deepseek-v3": "DeepSeek-V3 (latent attention, sigmoid group-limited routing, "
-                         "shared expert)"}
+                         "shared expert)",
+          "smollm3": "SmolLM3 (GQA, a layer without rotary)",
+          "glm4": "GLM-4 (post-attention and post-MLP norms, partial rotary, fused gate/up)",
+          "olmo3": "OLMo 3 (q/k norm, post-norms, sliding/full layers)",
+          "ernie4.5": "ERNIE 4.5 (GQA, dense)",
+          "exaone4": "EXAONE 4 (q/k norm, post-norms, sliding/full layers)",
+          "seed-oss": "Seed-OSS (GQA, qkv bias)", "ministral": "Ministral (GQA, sliding window 8)",
+          "helium": "Helium (GQA)", "arcee": "Arcee AFM (squared-ReLU MLP, no gate)",
+          "cohere2": "Command R7B (sliding layers with rotary, a full layer without)",
+          "nemotron": "Nemotron (squared ReLU, LayerNorm1P, partial rotary)",
+          "vaultgemma": "VaultGemma (sliding/full layers, tanh GELU)",
+          "nanochat": "nanochat (squared ReLU, q/k norm, logit soft-capping)",
+          "lfm2": "LFM2 (gated short convolutions and attention layers)",
+          "rwkv": "RWKV-4 (time mixing: the WKV recurrence)",
+          "olmo-hybrid": "OLMo Hybrid (Gated DeltaNet, chunked; attention)",
+          "falcon-h1": "Falcon-H1 (attention and Mamba-2 side by side in each layer)",
+          "nemotron-h": "Nemotron-H (Mamba-2, MoE 4 top-2 + shared, attention, MLP layers)",
+          "qwen3-next": "Qwen3-Next (Gated DeltaNet, gated attention; 4 experts top-2 + shared)"}
