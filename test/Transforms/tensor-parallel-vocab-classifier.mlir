@@ -101,3 +101,32 @@ func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x3xf32> {
   %l = merak.matmul %g, %wt : tensor<2x8xf32>, tensor<8x3xf32> -> tensor<2x3xf32>
   return %l : tensor<2x3xf32>
 }
+
+// -----
+
+// A softmax over the vocabulary after the head is not column-wise: the
+// head (tied to the embedding) stays replicated, with the remark; the MLP
+// splits.
+// CHECK-DAG: merak.param @wte : tensor<6x4xf32> = dense<{{.*}}> : tensor<6x4xf32>{{$}}
+// CHECK: func.func @forward(%arg0: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
+// CHECK: merak.softmax %{{.*}} axis = 2 : tensor<2x3x6xf32>
+merak.param @wte : tensor<6x4xf32> = dense<0.25> : tensor<6x4xf32>
+merak.param @fc1 : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @fc2 : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+// expected-remark @+1 {{the embedding, LM head and loss stay replicated (no vocabulary parallelism): the result is not an LM head matmul(x, transpose(W)) with W [V, C] or matmul(x, W) with W [C, V] (plus a bias, then column-wise ops), W a parameter}}
+func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
+  %w = merak.get_param @wte : tensor<6x4xf32>
+  %e = merak.gather %w[%ids] axis = 0 : tensor<6x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %w1 = merak.get_param @fc1 : tensor<8x4xf32>
+  %t1 = merak.transpose %w1 perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %m1 = merak.matmul %e, %t1 : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %g = merak.gelu %m1 : tensor<2x3x8xf32>
+  %w2 = merak.get_param @fc2 : tensor<4x8xf32>
+  %t2 = merak.transpose %w2 perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %m2 = merak.matmul %g, %t2 : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %wh = merak.get_param @wte : tensor<6x4xf32>
+  %th = merak.transpose %wh perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %logits = merak.matmul %m2, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
+  %p = merak.softmax %logits axis = 2 : tensor<2x3x6xf32>
+  return %p : tensor<2x3x6xf32>
+}

@@ -127,3 +127,33 @@ func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x8xf32> {
   %logits = merak.matmul %h, %wh : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
   return %logits : tensor<2x3x8xf32>
 }
+
+// -----
+
+// Column-wise ops after the head (Gemma 2's and nanochat's soft-capping
+// cap * tanh(logits / cap), a cast) run on each rank's columns: the result
+// is the capped logits split [2, 3, 3], and the loss reads them split.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<2x3x3xf32> {merak.vocab_parallel = "tp"})
+// CHECK: %[[L:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<2x3x4xf32>, tensor<4x3xf32> -> tensor<2x3x3xf32>
+// CHECK: %[[D:.*]] = merak.div %[[L]], %{{.*}} : tensor<2x3x3xf32>, tensor<f32>
+// CHECK: %[[T:.*]] = merak.tanh %[[D]] : tensor<2x3x3xf32>
+// CHECK: %[[C:.*]] = merak.mul %[[T]], %{{.*}} : tensor<2x3x3xf32>, tensor<1x1x1xf32>
+// CHECK: return %[[C]] : tensor<2x3x3xf32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
+// PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp"} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
+merak.param @wte : tensor<6x4xf32> = dense<0.25> : tensor<6x4xf32>
+func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
+  %w = merak.get_param @wte : tensor<6x4xf32>
+  %e = merak.gather %w[%ids] axis = 0 : tensor<6x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %wh = merak.get_param @wte : tensor<6x4xf32>
+  %th = merak.transpose %wh perm = [1, 0] : tensor<6x4xf32> to tensor<4x6xf32>
+  %logits = merak.matmul %e, %th : tensor<2x3x4xf32>, tensor<4x6xf32> -> tensor<2x3x6xf32>
+  %cap = merak.constant dense<30.0> : tensor<f32>
+  %capb = merak.constant dense<30.0> : tensor<1x1x1xf32>
+  %d = merak.div %logits, %cap : tensor<2x3x6xf32>, tensor<f32>
+  %t = merak.tanh %d : tensor<2x3x6xf32>
+  %c = merak.mul %t, %capb : tensor<2x3x6xf32>, tensor<1x1x1xf32>
+  return %c : tensor<2x3x6xf32>
+}
+

@@ -4,8 +4,8 @@
 // divide; the padding rows are zero and no id selects them; a token table
 // of its own, split without a head, is the lookup part alone):
 //
-//   logits = matmul(x, transpose(W)) [+ b]          (W [V, C]; or matmul(x, W), W [C, V])
-//     -> logits_r = matmul(tp_identity(x), transpose(W_r)) [+ b_r]   (split)
+//   logits = tail(matmul(x, transpose(W)) [+ b])    (W [V, C]; or matmul(x, W), W [C, V])
+//     -> logits_r = tail(matmul(tp_identity(x), transpose(W_r)) [+ b_r])   (split)
 //   e = gather(W, ids)          (and every lookup of an untied table [V, C'])
 //     -> s = ids - rank * Vl; in = 0 <= s < Vl
 //        e = all_reduce_tp(where(in, gather(W_r, where(in, s, 0)), 0))
@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "VocabParallel.h"
 
+#include "merak/Dialect/Merak/Interfaces/ShardingRule.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -34,6 +35,41 @@ ParamOp headBias(AddOp add, MatmulOp head,
     return {};
   auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   return param && isa<FloatType>(param.getTensorType().getElementType()) ? param : ParamOp();
+}
+
+/// The operand of `op` whose columns `op`'s result columns are computed
+/// from, column by column: by `op`'s sharding rule, the result's last
+/// dimension is one parallel factor held by exactly one operand, as its last
+/// dimension, and by no other dimension (the other operands broadcast along
+/// it), and nothing is reduced (a matmul, the head itself, is not one).
+/// Null otherwise.
+Value columnSource(Operation *op) {
+  auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+  std::optional<ShardingRule> rule = iface ? iface.getShardingRule() : std::nullopt;
+  if (!rule || rule->results.size() != 1 || rule->results[0].empty() ||
+      llvm::any_of(rule->factors,
+                   [](const ShardingRule::Factor &f) { return f.kind != FactorKind::Parallel; }))
+    return {};
+  const ShardingRule::DimFactors &last = rule->results[0].back();
+  if (last.size() != 1)
+    return {};
+  const unsigned f = last[0];
+  // The dimensions of `t` holding f: its last one alone, or none.
+  auto onlyLast = [&](const ShardingRule::TensorFactors &t, bool &holds) {
+    auto has = [&](const ShardingRule::DimFactors &d) { return llvm::is_contained(d, f); };
+    holds = llvm::any_of(t, has);
+    return !holds || (llvm::count_if(t, has) == 1 && t.back().size() == 1 && has(t.back()));
+  };
+  bool holds;
+  if (!onlyLast(rule->results[0], holds))
+    return {};
+  Value from;
+  for (auto [operand, factors] : llvm::zip(op->getOperands(), rule->operands)) {
+    if (!onlyLast(factors, holds) || (holds && from))
+      return {};
+    from = holds ? operand : from;
+  }
+  return from;
 }
 
 /// `get`'s reads other than `except` that are lookups `merak.gather
@@ -92,6 +128,15 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
     return fail("needs @" + fn.getSymName() + " to return the logits only");
   VocabHead h;
   Value logits = ret.getOperand(0);
+  for (Operation *def = logits.getDefiningOp(); def && logits.hasOneUse();
+       def = logits.getDefiningOp()) {
+    Value from = columnSource(def);
+    if (!from)
+      break;
+    h.tail.push_back(def);
+    logits = from;
+  }
+  std::reverse(h.tail.begin(), h.tail.end());
   if ((h.biasAdd = logits.getDefiningOp<AddOp>())) {
     for (Value in : h.biasAdd->getOperands())
       if (auto mm = in.getDefiningOp<MatmulOp>(); mm && !h.head)
@@ -114,7 +159,7 @@ mlir::merak::findVocabHead(func::FuncOp fn, const llvm::StringMap<SmallVector<Ge
       (h.transpose &&
        (h.transpose.getPerm() != ArrayRef<int64_t>{1, 0} || !h.transpose.getResult().hasOneUse())))
     return fail("the result is not an LM head matmul(x, transpose(W)) with W [V, C] or "
-                "matmul(x, W) with W [C, V] (plus a bias), W a parameter");
+                "matmul(x, W) with W [C, V] (plus a bias, then column-wise ops), W a parameter");
   h.weight = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
   auto wt = h.weight.getTensorType();
   if (wt.getRank() != 2 || !isa<FloatType>(wt.getElementType()))
@@ -255,9 +300,20 @@ void mlir::merak::splitVocabulary(func::FuncOp fn, VocabHead h,
     shardRows(h.bias, getters, tp);
     h.biasAdd.getResult().setType(localLogits);
   }
+  Value out = h.biasAdd ? h.biasAdd.getResult() : h.head.getResult();
+  for (Operation *op : h.tail) {
+    auto t = tensorOf(op->getResult(0));
+    SmallVector<int64_t> shape(t.getShape());
+    shape.back() = vl;
+    op->getResult(0).setType(RankedTensorType::get(shape, t.getElementType()));
+    auto iface = cast<ShardingRuleOpInterface>(op);
+    iface.adaptToLocalTypes();
+    iface.recordSplit("tp", t.getRank() - 1, 1, tp);
+    out = op->getResult(0);
+  }
   OpBuilder b(h.head);
   h.head.getLhsMutable().assign(TpIdentityOp::create(b, h.head.getLoc(), h.head.getLhs()));
-  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {localLogits}));
+  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {tensorOf(out)}));
   fn.setResultAttr(0, kVocabParallelAttr, b.getStringAttr("tp"));
   if (vl * tp != v)
     fn.setResultAttr(0, kVocabClassesAttr, b.getI64IntegerAttr(v));

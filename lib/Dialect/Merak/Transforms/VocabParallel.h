@@ -20,7 +20,11 @@ namespace mlir::merak {
 
 /// The LM head a vocabulary split applies to: @entry's only result is
 /// `matmul(x, transpose(W))`, or that plus a bias `b` [V] (either operand
-/// order), W [V, C] a float parameter read otherwise only by embedding
+/// order), then any column-wise ops (`tail`: each result column computed
+/// from the same column of the value before and operands broadcast along
+/// V, by the op's sharding rule: Gemma's and nanochat's soft-capping
+/// tanh(l / c) c, Cohere's and Granite's logit scales, a cast),
+/// W [V, C] a float parameter read otherwise only by embedding
 /// lookups (`merak.gather W[ids] axis = 0`), b one read nowhere else; or
 /// `matmul(x, W)` with W [C, V] read only there (a weight stored as
 /// [in, out]: JAX/TF exports, a bare nn.Parameter), V dividing by tp. An
@@ -40,6 +44,9 @@ struct VocabHead {
   SmallVector<ParamOp> tables = {};
   /// Every lookup of W and of the tables.
   SmallVector<GatherOp> lookups = {};
+  /// The column-wise ops from the head (or its bias) to the result, in
+  /// order; they run on each rank's columns.
+  SmallVector<Operation *> tail = {};
 };
 
 /// The LM head of `fn` to split over `tp` ranks, or failure with the
@@ -52,7 +59,8 @@ FailureOr<VocabHead> findVocabHead(func::FuncOp fn,
 /// for a [C, V] head, which V divides), padded to tp shards of
 /// ceil(V / tp) rows when V does not divide; the lookups become
 /// `ids - rank * V/tp` masked to the local rows and summed over tp; the
-/// head takes f (`merak.tp_identity`) on x; the result is marked
+/// head takes f (`merak.tp_identity`) on x; the tail ops compute the local
+/// columns; the result is marked
 /// `merak.vocab_parallel = "tp"` (and `merak.vocab_classes = V` if padded).
 void splitVocabulary(func::FuncOp fn, VocabHead h,
                      const llvm::StringMap<SmallVector<GetParamOp>> &getters, int64_t tp);
