@@ -230,8 +230,14 @@ LogicalResult scatterReduceConstant(NodeContext &n, ArrayRef<int64_t> pos, Reduc
 LogicalResult scatterConstant(NodeContext &n, ArrayRef<int64_t> pos);
 
 /// The constant-index form of a scatter with reduction `red` at the flat
-/// positions `pos` (none: the last write; mul/min/max: layered).
+/// positions `pos` (none: the last write; mul/min/max: layered). No
+/// positions (empty updates: Qwen3.5's interleaved M-RoPE assigns an empty
+/// strided slice at small head sizes) leave data as it is.
 LogicalResult scatterAtPositions(NodeContext &n, ArrayRef<int64_t> pos, Reduction red) {
+  if (pos.empty()) {
+    n.setOutputs(n.input(0));
+    return success();
+  }
   return red == Reduction::None ? scatterConstant(n, pos) : scatterReduceConstant(n, pos, red);
 }
 
