@@ -182,7 +182,7 @@ def build(name):
         return DenseMoELM(vocab=VOCAB, seq=T, width=WIDTH, layers=LAYERS), ids
     if name == "nn-transformer":
         return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
-    module = more_decoders(name, tf) or more_encoders(name, tf)
+    module = more_decoders(name, tf) or newest_decoders(name, tf) or more_encoders(name, tf)
     if module is None:
         raise KeyError(name)
     return module, (torch.zeros(B, CHANNELS, IMAGE, IMAGE) if name in IMAGE_SIZES else ids)
@@ -335,6 +335,53 @@ def more_decoders(name, tf):
     return CausalLM(model(config(**decoder_kwargs(**kw))))
 
 
+def newest_decoders(name, tf):
+    """The flagship families of 2026 (None: not one), with `batched_mm` experts."""
+    linear = dict(layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
+                  linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16)
+    moe = dict(num_experts_per_tok=2, moe_intermediate_size=WIDTH)
+    builds = {
+        # Gated DeltaNet then gated attention (Qwen3-Next's layout), dense or MoE
+        "qwen3.5": (tf.Qwen3_5TextConfig, tf.Qwen3_5ForCausalLM,
+                    dict(linear, head_dim=WIDTH // HEADS)),
+        "qwen3.5-moe": (tf.Qwen3_5MoeTextConfig, tf.Qwen3_5MoeForCausalLM,
+                        dict(linear, **moe, head_dim=WIDTH // HEADS, num_experts=4,
+                             shared_expert_intermediate_size=WIDTH)),
+        # per-layer token embeddings added into every layer; sliding/full layers
+        "gemma4": (tf.Gemma4TextConfig, tf.Gemma4ForCausalLM,
+                   dict(head_dim=WIDTH // HEADS, sliding_window=8,
+                        layer_types=["sliding_attention", "full_attention"],
+                        vocab_size_per_layer_input=VOCAB, hidden_size_per_layer_input=16)),
+        # chunked attention (chunks of 8) without rotary every 4th layer; MoE top-1
+        "llama4": (tf.Llama4TextConfig, tf.Llama4ForCausalLM,
+                   dict(head_dim=WIDTH // HEADS, num_local_experts=4, num_experts_per_tok=1,
+                        intermediate_size_mlp=2 * WIDTH, attention_chunk_size=8)),
+        "lfm3": (tf.Lfm3Config, tf.Lfm3ForCausalLM,
+                 dict(layer_types=["conv", "sliding_attention"], sliding_window=8)),
+        # latent attention (low-rank q and kv) and 4 routed experts + a shared one
+        "mistral4": (tf.Mistral4Config, tf.Mistral4ForCausalLM,
+                     dict(moe, n_routed_experts=4, kv_lora_rank=16, q_lora_rank=32,
+                          qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=8, qk_head_dim=16,
+                          head_dim=16, num_key_value_heads=HEADS)),
+        # compressed sparse attention (an indexer's top-k of compressed blocks)
+        # and heavily compressed attention; hyper-connections; 4 experts
+        "deepseek-v4": (tf.DeepseekV4Config, tf.DeepseekV4ForCausalLM,
+                        dict(moe, n_routed_experts=4, head_dim=16, q_lora_rank=32,
+                             o_lora_rank=32, o_groups=2, index_n_heads=2, index_head_dim=16,
+                             index_topk=2, sliding_window=8, qk_rope_head_dim=8,
+                             num_nextn_predict_layers=0, num_key_value_heads=1,
+                             layer_types=["compressed_sparse_attention",
+                                          "heavily_compressed_attention"],
+                             compress_rates={"compressed_sparse_attention": 4,
+                                             "heavily_compressed_attention": 8}))}
+    if name not in builds:
+        return None
+    config, model, kw = builds[name]
+    cfg = config(**decoder_kwargs(**kw))
+    cfg._experts_implementation = "batched_mm"
+    return CausalLM(model(cfg))
+
+
 def more_encoders(name, tf):
     """Encoders, BART and two vision families beyond the issue's list."""
     enc = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
@@ -396,7 +443,9 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           # families of 2025-26
           "smollm3", "glm4", "olmo3", "ernie4.5", "exaone4", "seed-oss", "ministral", "helium",
           "arcee", "cohere2", "nemotron", "vaultgemma", "nanochat", "lfm2", "rwkv", "olmo-hybrid",
-          "falcon-h1", "nemotron-h", "qwen3-next"]
+          "falcon-h1", "nemotron-h", "qwen3-next",
+          # the flagship families of 2026
+          "qwen3.5", "qwen3.5-moe", "gemma4", "llama4", "lfm3", "mistral4", "deepseek-v4"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -466,4 +515,12 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "olmo-hybrid": "OLMo Hybrid (Gated DeltaNet, chunked; attention)",
           "falcon-h1": "Falcon-H1 (attention and Mamba-2 side by side in each layer)",
           "nemotron-h": "Nemotron-H (Mamba-2, MoE 4 top-2 + shared, attention, MLP layers)",
-          "qwen3-next": "Qwen3-Next (Gated DeltaNet, gated attention; 4 experts top-2 + shared)"}
+          "qwen3-next": "Qwen3-Next (Gated DeltaNet, gated attention; 4 experts top-2 + shared)",
+          "qwen3.5": "Qwen3.5 (Gated DeltaNet, gated attention, interleaved M-RoPE)",
+          "qwen3.5-moe": "Qwen3.5-MoE (as Qwen3.5; 4 experts top-2 + shared)",
+          "gemma4": "Gemma 4 (per-layer token embeddings, sliding/full layers)",
+          "llama4": "Llama 4 (chunked attention, NoPE layers, MoE top-1)",
+          "lfm3": "LFM3 (gated short convolutions, sliding attention)",
+          "mistral4": "Mistral 4 (latent attention, 4 experts top-2 + shared)",
+          "deepseek-v4": "DeepSeek-V4 (compressed sparse attention with a top-k indexer, "
+                         "hyper-connections, 4 experts)"}
