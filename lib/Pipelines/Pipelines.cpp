@@ -8,7 +8,8 @@
 //                    factor), merak-expert-parallel (ep > 1),
 //                    merak-tensor-parallel (tp > 1), merak-fuse-attention,
 //                    merak-mixed-precision (bf16), merak-attach-loss,
-//                    merak-moe-aux-loss (a coefficient), then
+//                    merak-moe-aux-loss (a coefficient),
+//                    merak-freeze-gradientless, then
 //                    serial:    merak-autodiff, merak-data-parallel, merak-optimizer
 //                    pipelined: merak-pipeline, merak-recompute and
 //                               merak-split-backward (not at --compile-to=pipeline),
@@ -124,6 +125,9 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
     aux.coefficient = o.moeAuxLoss;
     pm.addPass(createMerakMoeAuxLoss(aux));
   }
+  MerakFreezeGradientlessOptions gradientless;
+  gradientless.frozen.assign(o.frozen.begin(), o.frozen.end());
+  pm.addPass(createMerakFreezeGradientless(gradientless));
 }
 
 /// The serial training step: autodiff, data parallelism, the update.

@@ -348,6 +348,31 @@ def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
 // capacity): MoePasses.td.
 include "merak/Dialect/Merak/Transforms/MoePasses.td"
 
+def MerakFreezeGradientless : Pass<"merak-freeze-gradientless", "mlir::ModuleOp"> {
+  let summary = "[training] Freezes the parameters the loss gives no gradient";
+  let description = [{
+    A parameter that reaches the loss only through values without a
+    derivative (TopK's or ArgMax's indices, comparisons, integer casts:
+    DeepSeek's sparse-attention indexer) gets no gradient. PyTorch leaves
+    its `.grad` None, and its optimizers skip such a parameter: no update,
+    no weight decay, no state. This pass finds them with a trial reverse
+    sweep of `@<entry>` (DifferentiableOpInterface, as merak-autodiff and
+    merak-pipeline build it; the trial is discarded) and marks each
+    `merak.kind = "frozen"`, with one remark naming them, so that every
+    later pass (serial or pipelined) and the manifest treat them as the
+    `frozen` globs' parameters. When the trial fails (an op without a
+    derivative rule), it changes nothing: merak-autodiff or merak-pipeline
+    reports the error.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"loss\"",
+           "Function whose first result is the loss">,
+    ListOption<"frozen", "frozen", "std::string",
+               "Glob patterns of parameters already frozen">
+  ];
+  let dependentDialects = ["::mlir::merak::MerakDialect", "::mlir::func::FuncDialect"];
+}
+
 def MerakAutodiff : Pass<"merak-autodiff", "mlir::ModuleOp"> {
   let summary = "[training] Reverse-mode differentiation of a scalar loss w.r.t. all parameters";
   let description = [{
