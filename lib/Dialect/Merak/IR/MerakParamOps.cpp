@@ -108,3 +108,24 @@ llvm::StringSet<> mlir::merak::frozenParamNames(ModuleOp module) {
       names.insert(p.getSymName());
   return names;
 }
+
+FailureOr<FrozenParams> FrozenParams::get(ModuleOp module, ArrayRef<std::string> globs,
+                                          std::string &error) {
+  FrozenParams f;
+  f.patterns = std::make_shared<const std::vector<std::string>>(globs.begin(), globs.end());
+  for (const std::string &pattern : *f.patterns) {
+    auto glob = llvm::GlobPattern::create(pattern);
+    if (!glob) {
+      error = "bad --frozen pattern '" + pattern + "': " + llvm::toString(glob.takeError());
+      return failure();
+    }
+    f.globs.push_back(std::move(*glob));
+  }
+  f.kinds = frozenParamNames(module);
+  return f;
+}
+
+bool FrozenParams::contains(StringRef name) const {
+  return kinds.contains(name) ||
+         llvm::any_of(globs, [&](const llvm::GlobPattern &g) { return g.match(name); });
+}

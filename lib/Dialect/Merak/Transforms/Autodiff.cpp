@@ -8,7 +8,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -52,25 +51,20 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
           << entry << " must be a scalar floating-point loss";
       return signalPassFailure();
     }
-    for (const std::string &pattern : frozen) {
-      auto glob = llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        module.emitError("merak-autodiff: bad --frozen pattern '")
-            << pattern << "': " << llvm::toString(glob.takeError());
-        return signalPassFailure();
-      }
-      frozenGlobs.push_back(std::move(*glob));
+    std::string error;
+    FailureOr<FrozenParams> frozenParams =
+        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    if (failed(frozenParams)) {
+      module.emitError("merak-autodiff: ") << error;
+      return signalPassFailure();
     }
-    fixed = frozenParamNames(module);
+    fixed = std::move(*frozenParams);
     if (failed(differentiate(module, fwd)))
       return signalPassFailure();
   }
 
-  SmallVector<llvm::GlobPattern> frozenGlobs;
-  llvm::StringSet<> fixed; // parameters of kind "frozen"
-  bool isFrozen(StringRef name) const {
-    return fixed.contains(name) || llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
-  }
+  FrozenParams fixed;
+  bool isFrozen(StringRef name) const { return fixed.contains(name); }
 
   LogicalResult differentiate(ModuleOp module, func::FuncOp fwd) {
     OpBuilder mb(module.getContext());

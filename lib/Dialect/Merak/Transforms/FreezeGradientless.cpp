@@ -23,7 +23,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKFREEZEGRADIENTLESS
@@ -48,20 +47,12 @@ struct MerakFreezeGradientlessPass
     auto fn = module.lookupSymbol<func::FuncOp>(entry);
     if (!fn || fn.isDeclaration() || fn.getNumResults() == 0)
       return; // merak-autodiff names what is missing
-    SmallVector<llvm::GlobPattern> globs;
-    for (const std::string &pattern : frozen) {
-      auto glob = llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        llvm::consumeError(glob.takeError());
-        return; // merak-autodiff reports the bad pattern
-      }
-      globs.push_back(std::move(*glob));
-    }
-    llvm::StringSet<> fixed = frozenParamNames(module);
-    auto trainable = [&](StringRef name) {
-      return !fixed.contains(name) &&
-             llvm::none_of(globs, [&](const llvm::GlobPattern &g) { return g.match(name); });
-    };
+    std::string error;
+    FailureOr<FrozenParams> fixed =
+        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    if (failed(fixed))
+      return; // merak-autodiff reports the bad pattern
+    auto trainable = [&](StringRef name) { return !fixed->contains(name); };
     std::optional<llvm::StringSet<>> graded = trialSweep(module, fn, trainable);
     if (!graded)
       return;

@@ -42,7 +42,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Debug.h"
-#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::merak {
 #define GEN_PASS_DEF_MERAKPIPELINE
@@ -87,12 +86,10 @@ DictionaryAttr nameAttr(Builder &b, const Twine &name) {
 struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
   using Base::Base;
 
-  SmallVector<llvm::GlobPattern> frozenGlobs;
-  llvm::StringSet<> fixed; // parameters of kind "frozen"
+  FrozenParams fixed;
   bool isTrainable(StringRef name) const {
     return !name.starts_with("optimizer.") && !name.starts_with(kGradAccumulatorPrefix) &&
-           !fixed.contains(name) &&
-           !llvm::any_of(frozenGlobs, [&](const llvm::GlobPattern &g) { return g.match(name); });
+           !fixed.contains(name);
   }
 
   // The analysed @loss.
@@ -131,15 +128,14 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
           << ") into at least 2 ranks";
       return signalPassFailure();
     }
-    for (const std::string &pattern : frozen) {
-      auto glob = llvm::GlobPattern::create(pattern);
-      if (!glob) {
-        module.emitError("merak-pipeline: bad frozen pattern '") << pattern << "'";
-        return signalPassFailure();
-      }
-      frozenGlobs.push_back(std::move(*glob));
+    std::string error;
+    FailureOr<FrozenParams> frozenParams =
+        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    if (failed(frozenParams)) {
+      module.emitError("merak-pipeline: ") << error;
+      return signalPassFailure();
     }
-    fixed = frozenParamNames(module);
+    fixed = std::move(*frozenParams);
     if (failed(partition(module)))
       signalPassFailure();
   }

@@ -15,6 +15,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace mlir::merak {
 /// CostOpInterface's defaults: `perElement` FLOPs per element of the
@@ -100,6 +101,24 @@ LogicalResult verifyDropoutSplits(Operation *op, ArrayRef<int64_t> shape, int64_
 /// value the forward updates, such as BatchNorm's running statistics):
 /// autodiff and the pipeline's cut give them no gradient.
 llvm::StringSet<> frozenParamNames(ModuleOp module);
+
+/// The parameters that do not train: frozenParamNames' and those matching
+/// one of the `--frozen` globs (merak-autodiff, merak-pipeline and
+/// merak-freeze-gradientless read them alike).
+class FrozenParams {
+public:
+  /// Fails on a bad glob, with it and why in `error`.
+  static FailureOr<FrozenParams> get(ModuleOp module, ArrayRef<std::string> globs,
+                                     std::string &error);
+  bool contains(StringRef name) const;
+
+private:
+  llvm::StringSet<> kinds;
+  /// The globs' text, which llvm::GlobPattern refers to: on the heap, so
+  /// that copying or moving a FrozenParams keeps it in place (shared).
+  std::shared_ptr<const std::vector<std::string>> patterns;
+  SmallVector<llvm::GlobPattern> globs;
+};
 
 /// The kind "buffer" (kKindAttr): a parameter the forward updates.
 constexpr llvm::StringLiteral kBufferKind = "buffer";
