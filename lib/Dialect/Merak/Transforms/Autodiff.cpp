@@ -52,8 +52,7 @@ struct MerakAutodiffPass : merak::impl::MerakAutodiffBase<MerakAutodiffPass> {
       return signalPassFailure();
     }
     std::string error;
-    FailureOr<FrozenParams> frozenParams =
-        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    FailureOr<FrozenParams> frozenParams = FrozenParams::get(module, *frozen, error);
     if (failed(frozenParams)) {
       module.emitError("merak-autodiff: ") << error;
       return signalPassFailure();

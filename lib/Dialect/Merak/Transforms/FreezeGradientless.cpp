@@ -48,8 +48,7 @@ struct MerakFreezeGradientlessPass
     if (!fn || fn.isDeclaration() || fn.getNumResults() == 0)
       return; // merak-autodiff names what is missing
     std::string error;
-    FailureOr<FrozenParams> fixed =
-        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    FailureOr<FrozenParams> fixed = FrozenParams::get(module, *frozen, error);
     if (failed(fixed))
       return; // merak-autodiff reports the bad pattern
     auto trainable = [&](StringRef name) { return !fixed->contains(name); };

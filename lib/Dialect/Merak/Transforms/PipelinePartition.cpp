@@ -129,8 +129,7 @@ struct MerakPipelinePass : merak::impl::MerakPipelineBase<MerakPipelinePass> {
       return signalPassFailure();
     }
     std::string error;
-    FailureOr<FrozenParams> frozenParams =
-        FrozenParams::get(module, SmallVector<std::string>(frozen.begin(), frozen.end()), error);
+    FailureOr<FrozenParams> frozenParams = FrozenParams::get(module, *frozen, error);
     if (failed(frozenParams)) {
       module.emitError("merak-pipeline: ") << error;
       return signalPassFailure();
