@@ -182,7 +182,8 @@ def build(name):
         return DenseMoELM(vocab=VOCAB, seq=T, width=WIDTH, layers=LAYERS), ids
     if name == "nn-transformer":
         return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
-    module = more_decoders(name, tf) or newest_decoders(name, tf) or more_encoders(name, tf)
+    module = more_decoders(name, tf) or expert_hybrids_and_newest(name, tf) or \
+        more_encoders(name, tf)
     if module is None:
         raise KeyError(name)
     return module, (torch.zeros(B, CHANNELS, IMAGE, IMAGE) if name in IMAGE_SIZES else ids)
@@ -249,28 +250,6 @@ def more_decoders(name, tf):
             mamba_dt_rank=8, use_mamba_kernels=False))
         cfg._experts_implementation = "batched_mm"
         return CausalLM(tf.JambaForCausalLM(cfg))
-    if name in ("nemotron-h", "qwen3-next"):
-        # Hybrids with routed experts: Nemotron-H's Mamba-2, MoE, attention
-        # and MLP layers; Qwen3-Next's gated delta rule (the chunked form)
-        # then gated attention, each followed by 4 experts top-2 and a
-        # gated shared expert.
-        moe = dict(num_experts_per_tok=2, moe_intermediate_size=WIDTH,
-                   head_dim=WIDTH // HEADS)
-        if name == "nemotron-h":
-            cfg = tf.NemotronHConfig(**decoder_kwargs(
-                **moe, layers_block_type=["linear_attention", "moe", "full_attention", "mlp"],
-                num_hidden_layers=4, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=8,
-                n_groups=1, chunk_size=8, n_routed_experts=4,
-                moe_shared_expert_intermediate_size=WIDTH))
-            model = tf.NemotronHForCausalLM
-        else:
-            cfg = tf.Qwen3NextConfig(**decoder_kwargs(
-                **moe, layer_types=["linear_attention", "full_attention"], num_experts=4,
-                shared_expert_intermediate_size=WIDTH, linear_num_key_heads=2,
-                linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16))
-            model = tf.Qwen3NextForCausalLM
-        cfg._experts_implementation = "batched_mm"
-        return CausalLM(model(cfg))
     if name == "falcon-h1":
         # Attention and Mamba-2 side by side in every layer (the chunked SSD form).
         return CausalLM(tf.FalconH1ForCausalLM(tf.FalconH1Config(**decoder_kwargs(
@@ -335,12 +314,26 @@ def more_decoders(name, tf):
     return CausalLM(model(config(**decoder_kwargs(**kw))))
 
 
-def newest_decoders(name, tf):
-    """The flagship families of 2026 (None: not one), with `batched_mm` experts."""
+def expert_hybrids_and_newest(name, tf):
+    """The 2025-26 hybrids with routed experts and the flagship families of
+    2026 (None: not one), with `batched_mm` experts where they have any."""
     linear = dict(layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
                   linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16)
     moe = dict(num_experts_per_tok=2, moe_intermediate_size=WIDTH)
     builds = {
+        # Mamba-2, MoE (4 experts top-2 and a shared one), attention and MLP layers
+        "nemotron-h": (tf.NemotronHConfig, tf.NemotronHForCausalLM,
+                       dict(moe, head_dim=WIDTH // HEADS, num_hidden_layers=4,
+                            layers_block_type=["linear_attention", "moe", "full_attention",
+                                               "mlp"],
+                            mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=8, n_groups=1,
+                            chunk_size=8, n_routed_experts=4,
+                            moe_shared_expert_intermediate_size=WIDTH)),
+        # the gated delta rule (the chunked form) then gated attention, each
+        # followed by 4 experts top-2 and a gated shared expert
+        "qwen3-next": (tf.Qwen3NextConfig, tf.Qwen3NextForCausalLM,
+                       dict(linear, **moe, head_dim=WIDTH // HEADS, num_experts=4,
+                            shared_expert_intermediate_size=WIDTH)),
         # Gated DeltaNet then gated attention (Qwen3-Next's layout), dense or MoE
         "qwen3.5": (tf.Qwen3_5TextConfig, tf.Qwen3_5ForCausalLM,
                     dict(linear, head_dim=WIDTH // HEADS)),
