@@ -239,7 +239,7 @@ def more_decoders(name, tf):
     if name == "mamba2":
         return CausalLM(tf.Mamba2ForCausalLM(tf.Mamba2Config(
             vocab_size=VOCAB, hidden_size=WIDTH, state_size=8, num_hidden_layers=LAYERS,
-            expand=2, conv_kernel=4, num_heads=8, head_dim=16, n_groups=1, chunk_size=8,
+            expand=2, conv_kernel=4, num_heads=8, head_dim=16, n_groups=2, chunk_size=8,
             use_cache=False)))
     if name == "jamba":
         # Attention every second layer (the others Mamba), MoE every second
@@ -326,7 +326,7 @@ def expert_hybrids_and_newest(name, tf):
                        dict(moe, head_dim=WIDTH // HEADS, num_hidden_layers=4,
                             layers_block_type=["linear_attention", "moe", "full_attention",
                                                "mlp"],
-                            mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=8, n_groups=1,
+                            mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=8, n_groups=2,
                             chunk_size=8, n_routed_experts=4,
                             moe_shared_expert_intermediate_size=WIDTH)),
         # the gated delta rule (the chunked form) then gated attention, each

@@ -222,7 +222,7 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     // Parts of different lengths: retry with ragged blocks.
     if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
       if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())
-        failedRegions[root(s.seed)] = {0, sizes};
+        failedRegions[root(s.seed)] = {0, sizes, s.block};
     return failure();
   }
   if (kind == FactorKind::Combined) // a mean or max over the split axis
@@ -298,7 +298,9 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   SmallVector<std::pair<Value, Split>> results;
   for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
     if (auto where = rule->find(factors, *fs))
-      results.push_back({r, {where->first, where->second, s.seed}});
+      results.push_back({r,
+                         {where->first, where->second, s.seed, {},
+                          s.blocks == 1 && where->second == 1 ? s.block : -1}});
     else if (kind == FactorKind::Parallel)
       return failure();
   }
@@ -316,32 +318,124 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   return success();
 }
 
-LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &s) {
-  if (auto add = dyn_cast<AddOp>(op)) {
-    Value x = op->getOperand(index), b = op->getOperand(1 - index);
-    RankedTensorType bt = tensorOf(b);
-    int64_t n = tensorOf(x).getDimSize(s.dim);
-    std::optional<Weight> w = soleParam(b);
-    if (!w || w->transpose || bt.getRank() != 1 || bt.getDimSize(0) != n ||
-        s.dim != tensorOf(x).getRank() - 1 || tensorOf(add.getResult()) != tensorOf(x))
-      return failure();
-    params.push_back({*w, op, 0, (int64_t)s.sizes.size(), s.seed, s.sizes});
-    split[add.getResult()] = s;
-    return success();
-  }
-  Split part{s.dim, 1, s.seed, {}};
+LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
+  // The run of blocks [first, first + count) covering [start, start + len).
+  auto run = [&](int64_t start, int64_t len) -> std::optional<std::pair<int64_t, int64_t>> {
+    int64_t at = 0, first = -1;
+    for (auto [i, n] : llvm::enumerate(s.sizes)) {
+      if (at == start)
+        first = i;
+      at += n;
+      if (first >= 0 && at == start + len)
+        return std::make_pair(first, (int64_t)i + 1 - first);
+    }
+    return std::nullopt;
+  };
+  auto partOf = [&](int64_t first, int64_t count) {
+    Split part{s.dim, 1, s.seed, {}, s.block < 0 ? -1 : s.block + first};
+    if (count > 1)
+      part.sizes.assign(s.sizes.begin() + first, s.sizes.begin() + first + count);
+    return part;
+  };
   if (auto cut = dyn_cast<SplitOp>(op)) {
-    if ((int64_t)cut.getAxis() != s.dim || cut.getSizes() != ArrayRef<int64_t>(s.sizes))
+    if ((int64_t)cut.getAxis() != s.dim)
       return failure();
-    for (Value r : cut.getResults())
+    SmallVector<Split> parts;
+    int64_t start = 0;
+    for (int64_t len : cut.getSizes()) {
+      auto blocks = run(start, len);
+      if (!blocks)
+        return failure();
+      parts.push_back(partOf(blocks->first, blocks->second));
+      start += len;
+    }
+    for (auto [r, part] : llvm::zip(cut.getResults(), parts))
       split[r] = part;
     return success();
   }
-  auto slice = dyn_cast<SliceOp>(op);
-  if (!slice || raggedParts(slice.getInput(), s.dim) != s.sizes)
+  auto slice = cast<SliceOp>(op);
+  ArrayRef<int64_t> in = tensorOf(slice.getInput()).getShape();
+  for (auto [d, size] : llvm::enumerate(in))
+    if (slice.getStrides()[d] != 1 ||
+        ((int64_t)d != s.dim && (slice.getStarts()[d] != 0 || slice.getLimits()[d] != size)))
+      return failure();
+  int64_t start = slice.getStarts()[s.dim];
+  auto blocks = run(start, slice.getLimits()[s.dim] - start);
+  if (!blocks)
     return failure();
-  raggedSlices.push_back({slice, slice.getStarts()[s.dim]});
-  split[slice.getResult()] = part;
+  raggedSlices.push_back({slice, start});
+  split[slice.getResult()] = partOf(blocks->first, blocks->second);
+  return success();
+}
+
+LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &s) {
+  auto slice = dyn_cast<SliceOp>(op);
+  if (isa<SplitOp>(op) || (slice && (slice.getStarts()[s.dim] != 0 || slice.getStrides()[s.dim] != 1 ||
+                                     slice.getLimits()[s.dim] != tensorOf(slice.getInput()).getDimSize(s.dim))))
+    return takeRaggedApart(op, s);
+  auto iface = dyn_cast<ShardingRuleOpInterface>(op);
+  std::optional<ShardingRule> rule =
+      iface ? iface.getShardingRule() : std::optional<ShardingRule>();
+  std::optional<ShardingRule::FactorSplit> fs =
+      rule ? rule->locate(rule->operands[index], s.dim, 1) : std::nullopt;
+  if (!fs || rule->factors[fs->factor].kind != FactorKind::Parallel)
+    return failure();
+  // The factor is the whole dimension wherever it appears.
+  auto whole = [&](const ShardingRule::TensorFactors &factors)
+      -> std::optional<std::optional<int64_t>> {
+    auto where = rule->find(factors, *fs);
+    if (!where)
+      return std::optional<int64_t>();
+    if (where->second != 1 || factors[where->first].size() != 1)
+      return std::nullopt;
+    return std::optional<int64_t>(where->first);
+  };
+  SmallVector<ParamShard> newParams;
+  SmallVector<OpOperand *> newReads;
+  SmallVector<ScatteredRead> newScattered;
+  for (auto [use, factors] : llvm::zip(op->getOpOperands(), rule->operands)) {
+    Value v = use.get();
+    auto dim = whole(factors);
+    if (!dim)
+      return failure();
+    if (auto it = split.find(v); it != split.end()) {
+      if (*dim != it->second.dim || it->second.sizes != s.sizes || it->second.block != s.block)
+        return failure();
+      continue;
+    }
+    if (!*dim) {
+      if (isa<FloatType>(getElementTypeOrSelf(v.getType())) && !v.getDefiningOp<ConstantOp>())
+        newReads.push_back(&use);
+      continue;
+    }
+    int64_t blocks = s.sizes.size();
+    if (std::optional<Weight> w = soleParam(v); w && !w->stack) {
+      int64_t axis = w->transpose ? w->transpose.getPerm()[**dim] : **dim;
+      newParams.push_back({*w, op, axis, blocks, s.seed, s.sizes});
+    } else if (auto viewed = viewedParam(v, **dim)) {
+      newParams.push_back({viewed->first, op, viewed->second, blocks, s.seed, s.sizes});
+    } else if (auto splat = v.getDefiningOp<ConstantOp>();
+               splat && isa<FloatType>(getElementTypeOrSelf(v.getType())) &&
+               cast<ElementsAttr>(splat.getValue()).isSplat()) {
+      // Equal everywhere (dynamo's zeros for a convolution without a bias):
+      // any part of the right length is this rank's.
+      newScattered.push_back({&use, **dim, 1});
+    } else {
+      return failure();
+    }
+  }
+  SmallVector<std::pair<Value, int64_t>> results;
+  for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
+    auto dim = whole(factors);
+    if (!dim || !*dim)
+      return failure();
+    results.push_back({r, **dim});
+  }
+  params.append(newParams);
+  replicatedReads.append(newReads);
+  scatteredReads.append(newScattered);
+  for (auto [r, dim] : results)
+    split[r] = {dim, 1, s.seed, s.sizes, s.block};
   return success();
 }
 
@@ -354,7 +448,8 @@ void Walk::run(func::FuncOp fn) {
     auto seedIt = seedOf.find(&op);
     if (seedIt != seedOf.end() && !split.count(op.getOperand(seeds[seedIt->second].input()))) {
       Seed &s = seeds[seedIt->second];
-      split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes};
+      split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes,
+                                       s.sizes.empty() ? -1 : 0};
       columns.push_back(s.matmul);
       continue;
     }
@@ -397,10 +492,20 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
       only->blocks = retry.blocks;
       continue;
     }
-    if (only && only->blocks == 1 && !retry.sizes.empty() &&
-        llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; })) {
+    bool divides = !retry.sizes.empty() &&
+                   llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
+    if (only && only->blocks == 1 && divides && retry.block < 0) {
       only->sizes = retry.sizes;
       only->blocks = retry.sizes.size();
+      continue;
+    }
+    // One of its ragged blocks cut apart further: those parts become blocks.
+    if (only && divides && retry.block >= 0 && retry.block < (int64_t)only->sizes.size() &&
+        only->sizes[retry.block] == llvm::sum_of(retry.sizes)) {
+      auto at = only->sizes.begin() + retry.block;
+      at = only->sizes.erase(at);
+      only->sizes.insert(at, retry.sizes.begin(), retry.sizes.end());
+      only->blocks = only->sizes.size();
       continue;
     }
     for (int m : members)

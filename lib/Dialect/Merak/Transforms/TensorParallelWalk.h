@@ -33,6 +33,11 @@ struct Split {
   int seed = 0;
   /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
   SmallVector<int64_t> sizes = {};
+  /// Where the value sits in its seed's ragged blocks: the index of
+  /// sizes[0] there for a ragged value, the block it is for a plain one
+  /// taken apart from them (-1: none), so that a block cut further apart
+  /// (Mamba-2's x, B and C inside its xBC part) refines the seed's blocks.
+  int64_t block = -1;
 };
 
 /// What a failed region asks of its seed before it is given up: equal
@@ -41,6 +46,9 @@ struct Split {
 struct Retry {
   int64_t blocks = 0;
   SmallVector<int64_t> sizes;
+  /// With sizes: the seed's ragged block they cut apart (-1: the seed's
+  /// whole output).
+  int64_t block = -1;
 };
 
 /// A weight read by one Linear only: the param, its get_param, and the
@@ -204,12 +212,19 @@ struct Walk {
   /// partial sums.
   LogicalResult propagate(Operation *op, unsigned index, Split s);
 
-  /// A ragged split passes only through the ops that take its blocks
-  /// apart: a slice of one block (stride 1, whole elsewhere) or a split
-  /// into exactly its blocks; their results are split normally. Before
-  /// that, a bias may be added (a fused QKV projection with a bias): a
-  /// [n] parameter read only there, split in the same blocks.
+  /// A ragged split passes through the ops that take its blocks apart (a
+  /// split or slices into runs of whole blocks, stride 1: a run of one
+  /// block is split normally from there, a longer one stays ragged) and
+  /// through ops whose sharding rule keeps the whole split dimension as one
+  /// parallel factor (a bias added, an activation, transposes and reshapes
+  /// that keep the dimension, a depthwise convolution over its channels):
+  /// their other operands holding the factor are split alike, or are
+  /// parameters read only there (views included), split in the same blocks.
   LogicalResult propagateRagged(Operation *op, unsigned index, const Split &s);
+
+  /// For `propagateRagged`: a split or slice cutting the ragged `s` into
+  /// runs of whole blocks.
+  LogicalResult takeRaggedApart(Operation *op, const Split &s);
 
   /// One propagation in program order from the alive seeds.
   void run(func::FuncOp fn);
