@@ -107,3 +107,42 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   %y = merak.add %s, %yv : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
 }
+
+// -----
+
+// Split values joined along their split dimension (Qwen3-Next regroups its
+// per-head q, k and v into one [q | k | v] before the conv1d; OLMo Hybrid
+// concatenates its q, k and v projections): the concat's result is split
+// in ragged blocks [8, 4], one per part, passes the activation and is cut
+// apart again in the same blocks (each rank's [4 | 2]).
+// CHECK-DAG: merak.param @wq : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @wk : tensor<2x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @oq : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.concat %{{.*}}, %{{.*}} axis = 2 : tensor<2x3x4xf32>, tensor<2x3x2xf32> -> tensor<2x3x6xf32>
+// CHECK: merak.gelu %{{.*}} : tensor<2x3x6xf32>
+// CHECK: merak.split %{{.*}} axis = 2 sizes = [4, 2] : tensor<2x3x6xf32>
+// CHECK-COUNT-2: merak.all_reduce
+merak.param @wq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @wk : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+merak.param @oq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @ok : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %wq = merak.get_param @wq : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q = merak.matmul %x, %tq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %wk = merak.get_param @wk : tensor<4x8xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %k = merak.matmul %x, %tk : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %qk = merak.concat %q, %k axis = 2 : tensor<2x3x8xf32>, tensor<2x3x4xf32> -> tensor<2x3x12xf32>
+  %a = merak.gelu %qk : tensor<2x3x12xf32>
+  %q2, %k2 = merak.split %a axis = 2 sizes = [8, 4] : tensor<2x3x12xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>
+  %oq = merak.get_param @oq : tensor<8x8xf32>
+  %toq = merak.transpose %oq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %yq = merak.matmul %q2, %toq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %ok = merak.get_param @ok : tensor<8x4xf32>
+  %tok = merak.transpose %ok perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yk = merak.matmul %k2, %tok : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %y = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

@@ -206,6 +206,9 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   bool sums = kind == FactorKind::Replicated && iface.canSplitStatistics(index, s.dim);
   if (sums)
     kind = FactorKind::Parallel;
+  if (auto cat = dyn_cast<ConcatOp>(op); cat && kind == FactorKind::Replicated)
+    if (succeeded(joinParts(cat, s)))
+      return success();
   if (kind == FactorKind::Replicated) {
     // A fused projection split into equal parts: retry its seed with
     // blocks = parts so that every rank holds its share of each part.
@@ -315,6 +318,26 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     partials.push_back({op, s.seed});
   if (sums)
     statistics.push_back({op, s.seed});
+  return success();
+}
+
+LogicalResult Walk::joinParts(ConcatOp cat, const Split &s) {
+  int64_t rank = tensorOf(cat.getResult()).getRank();
+  int64_t axis = cat.getAxis() < 0 ? cat.getAxis() + rank : cat.getAxis();
+  if (axis != s.dim || s.blocks != 1 || !s.sizes.empty())
+    return failure();
+  SmallVector<int64_t> sizes;
+  for (Value part : cat.getInputs()) {
+    auto it = split.find(part);
+    if (it == split.end() || it->second.dim != axis || it->second.blocks != 1 ||
+        !it->second.sizes.empty())
+      return failure();
+    sizes.push_back(tensorOf(part).getDimSize(axis));
+  }
+  Split joined{axis, (int64_t)sizes.size(), s.seed};
+  if (!llvm::all_equal(sizes))
+    joined.sizes = sizes;
+  split[cat.getResult()] = joined;
   return success();
 }
 

@@ -222,6 +222,12 @@ struct Walk {
   /// parameters read only there (views included), split in the same blocks.
   LogicalResult propagateRagged(Operation *op, unsigned index, const Split &s);
 
+  /// A concatenation of split values along their split dimension (Qwen3-Next
+  /// regroups its per-head q, k and v into one [q | k | v] for the conv1d):
+  /// split in blocks, one per part (ragged when their lengths differ), as
+  /// if one projection had computed them.
+  LogicalResult joinParts(ConcatOp cat, const Split &s);
+
   /// For `propagateRagged`: a split or slice cutting the ragged `s` into
   /// runs of whole blocks.
   LogicalResult takeRaggedApart(Operation *op, const Split &s);
