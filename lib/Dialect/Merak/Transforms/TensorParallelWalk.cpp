@@ -300,12 +300,14 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   }
   SmallVector<std::pair<Value, Split>> results;
   for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
-    if (auto where = rule->find(factors, *fs))
-      results.push_back({r,
-                         {where->first, where->second, s.seed, {},
-                          s.blocks == 1 && where->second == 1 ? s.block : -1}});
-    else if (kind == FactorKind::Parallel)
+    if (auto where = rule->find(factors, *fs)) {
+      Split rs{where->first, where->second, s.seed};
+      if (s.blocks == 1 && where->second == 1) // the same block of a ragged seed
+        rs.block = s.block;
+      results.push_back({r, rs});
+    } else if (kind == FactorKind::Parallel) {
       return failure();
+    }
   }
   params.append(newParams);
   replicatedReads.append(newReads);
@@ -393,8 +395,9 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
 
 LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &s) {
   auto slice = dyn_cast<SliceOp>(op);
-  if (isa<SplitOp>(op) || (slice && (slice.getStarts()[s.dim] != 0 || slice.getStrides()[s.dim] != 1 ||
-                                     slice.getLimits()[s.dim] != tensorOf(slice.getInput()).getDimSize(s.dim))))
+  if (isa<SplitOp>(op) ||
+      (slice && (slice.getStarts()[s.dim] != 0 || slice.getStrides()[s.dim] != 1 ||
+                 slice.getLimits()[s.dim] != tensorOf(slice.getInput()).getDimSize(s.dim))))
     return takeRaggedApart(op, s);
   auto iface = dyn_cast<ShardingRuleOpInterface>(op);
   std::optional<ShardingRule> rule =
@@ -404,8 +407,8 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
   if (!fs || rule->factors[fs->factor].kind != FactorKind::Parallel)
     return failure();
   // The factor is the whole dimension wherever it appears.
-  auto whole = [&](const ShardingRule::TensorFactors &factors)
-      -> std::optional<std::optional<int64_t>> {
+  auto whole =
+      [&](const ShardingRule::TensorFactors &factors) -> std::optional<std::optional<int64_t>> {
     auto where = rule->find(factors, *fs);
     if (!where)
       return std::optional<int64_t>();
@@ -515,8 +518,8 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
       only->blocks = retry.blocks;
       continue;
     }
-    bool divides = !retry.sizes.empty() &&
-                   llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
+    bool divides =
+        !retry.sizes.empty() && llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
     if (only && only->blocks == 1 && divides && retry.block < 0) {
       only->sizes = retry.sizes;
       only->blocks = retry.sizes.size();
