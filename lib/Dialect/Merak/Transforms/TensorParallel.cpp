@@ -43,9 +43,14 @@
 // [..., 3, C]); one whose output is cut into parts of different lengths
 // (Phi-3's GQA qkv_proj: q, k, v of H * D, KV * D, KV * D, by slices or a
 // split) gets those lengths as its blocks, each split over tp: such a
-// *ragged* split passes only through a bias added to it (split in the same
-// blocks) and the slices (or split) that take its blocks apart, each of
-// which is then split normally.
+// *ragged* split passes through ops whose sharding rule keeps the split
+// dimension whole as one parallel factor (a bias, an activation, a
+// depthwise conv1d; their parameters split in the same blocks) to the
+// slices (or split) that take its blocks apart, each of which is then
+// split normally, or stays ragged over several blocks; a block cut apart
+// further refines the seed's blocks (Mamba-2's [z, xBC, dt], then xBC into
+// [x, B, C]), and split values concatenated along their split dimension
+// are ragged blocks, one per part.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
