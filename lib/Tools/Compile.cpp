@@ -29,6 +29,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
@@ -76,6 +77,28 @@ void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
     os << " (" << buffers
        << " of them buffers that training updates: BatchNorm running statistics and counts)";
   os << "\n";
+}
+
+/// Warns about each --frozen glob that names no parameter of the model (a
+/// typo, or names from another export: dynamo prefixes a wrapper's
+/// attribute, TorchScript names the module's): it freezes nothing.
+void warnUnmatchedFrozen(ModuleOp module, ArrayRef<std::string> frozen, llvm::raw_ostream &os) {
+  SmallVector<StringRef> names;
+  for (ParamOp param : module.getOps<ParamOp>())
+    names.push_back(param.getSymName());
+  for (const std::string &pattern : frozen) {
+    auto glob = llvm::GlobPattern::create(pattern);
+    if (!glob) // a bad pattern is merak-autodiff's error
+      continue;
+    if (llvm::any_of(names, [&](StringRef n) { return glob->match(n); }))
+      continue;
+    os << "merak-compile: warning: --frozen '" << pattern
+       << "' matches no parameter of the model, so it freezes nothing";
+    if (!names.empty())
+      os << " (its " << names.size() << " parameters are named like '" << names.front()
+         << "'; merak-compile --compile-to=import lists them)";
+    os << "\n";
+  }
 }
 
 /// Prints the memory plan's totals: the peak arena against what every
@@ -270,6 +293,7 @@ std::optional<int> Compilation::importModule() {
   module = importAndClean(r.import);
   if (!module)
     return 1;
+  warnUnmatchedFrozen(*module, opts.frozen, log);
   // Rows of one micro-batch on one data-parallel rank: merak-split-batch
   // (the training phase's first pass) makes the model compute them. The
   // batch must divide; anything else it cannot split, it names.
