@@ -146,3 +146,48 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   %y = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
 }
+
+// -----
+
+// A dropout between: its mask is drawn at each element's position in the
+// whole tensor, recorded in equal blocks only, so the ragged [8 | 4] does
+// not pass it and q, k stay whole (with a dropout the split program would
+// otherwise draw other masks than the serial one). The MLP beside splits.
+// CHECK-DAG: merak.param @wq : tensor<8x8xf32> = dense<5.000000e-01> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @wk : tensor<4x8xf32> = dense<5.000000e-01> : tensor<4x8xf32>{{$}}
+// CHECK-DAG: merak.param @up : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.dropout %{{.*}} : tensor<2x3x12xf32>
+merak.param @wq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @wk : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+merak.param @oq : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @ok : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @up : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @down : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %wq = merak.get_param @wq : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q = merak.matmul %x, %tq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %wk = merak.get_param @wk : tensor<4x8xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %k = merak.matmul %x, %tk : tensor<2x3x8xf32>, tensor<8x4xf32> -> tensor<2x3x4xf32>
+  %qk = merak.concat %q, %k axis = 2 : tensor<2x3x8xf32>, tensor<2x3x4xf32> -> tensor<2x3x12xf32>
+  %a, %mask = merak.dropout %qk ratio = 0.1 seed = 5 : tensor<2x3x12xf32> -> tensor<2x3x12xf32>, tensor<2x3x12xi1>
+  %q2, %k2 = merak.split %a axis = 2 sizes = [8, 4] : tensor<2x3x12xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>
+  %oq = merak.get_param @oq : tensor<8x8xf32>
+  %toq = merak.transpose %oq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %yq = merak.matmul %q2, %toq : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %ok = merak.get_param @ok : tensor<8x4xf32>
+  %tok = merak.transpose %ok perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %yk = merak.matmul %k2, %tok : tensor<2x3x4xf32>, tensor<4x8xf32> -> tensor<2x3x8xf32>
+  %up = merak.get_param @up : tensor<8x8xf32>
+  %tup = merak.transpose %up perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %u = merak.matmul %x, %tup : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %g = merak.gelu %u : tensor<2x3x8xf32>
+  %down = merak.get_param @down : tensor<8x8xf32>
+  %tdown = merak.transpose %down perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %d = merak.matmul %g, %tdown : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %y1 = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  %y = merak.add %y1, %d : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

@@ -615,6 +615,13 @@ struct ShardingModel
       axis == "tp" ? attn.setTpSplitAttr(split) : attn.setBatchSplitAttr(split);
     }
   }
+  bool dependsOnPosition(Operation *op) const {
+    if constexpr (std::is_same_v<OpTy, DropoutOp>)
+      return true;
+    if constexpr (std::is_same_v<OpTy, AttentionOp>)
+      return cast<AttentionOp>(op).getDropout().convertToDouble() != 0;
+    return false;
+  }
   LogicalResult viewAsRows(Operation *op, ArrayRef<int64_t> shape) const {
     if constexpr (std::is_same_v<OpTy, DropoutOp>) {
       // The mask's positions: a split of a row dimension d (blocks b) is, on

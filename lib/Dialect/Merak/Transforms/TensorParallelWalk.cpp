@@ -399,9 +399,10 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
       (slice && (slice.getStarts()[s.dim] != 0 || slice.getStrides()[s.dim] != 1 ||
                  slice.getLimits()[s.dim] != tensorOf(slice.getInput()).getDimSize(s.dim))))
     return takeRaggedApart(op, s);
+  // Positions (a dropout mask) are recorded in equal blocks only.
   auto iface = dyn_cast<ShardingRuleOpInterface>(op);
   std::optional<ShardingRule> rule =
-      iface ? iface.getShardingRule() : std::optional<ShardingRule>();
+      iface && !iface.dependsOnPosition() ? iface.getShardingRule() : std::optional<ShardingRule>();
   std::optional<ShardingRule::FactorSplit> fs =
       rule ? rule->locate(rule->operands[index], s.dim, 1) : std::nullopt;
   if (!fs || rule->factors[fs->factor].kind != FactorKind::Parallel)

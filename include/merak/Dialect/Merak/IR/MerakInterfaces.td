@@ -80,6 +80,12 @@ def Merak_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       (ins "::llvm::StringRef":$axis, "int64_t":$dim, "int64_t":$blocks, "int64_t":$parts),
       "", "return;">,
     InterfaceMethod<
+      "Whether this instance's values depend on an element's position in "
+      "the whole tensor, which recordSplit records (merak.dropout's mask, an "
+      "attention's dropout): a split recordSplit cannot express (ragged "
+      "blocks) must not pass it.",
+      "bool", "dependsOnPosition", (ins), "", "return false;">,
+    InterfaceMethod<
       "Before a pass views the op's tensors of shape `shape` as rows [N, 1, "
       "..., 1, C] (N the product of every dimension but the last; "
       "merak-sequence-parallel): restates the positions the op recorded "
