@@ -92,6 +92,12 @@ def build_model(name):
         return CausalLM(tf.MambaForCausalLM(tf.MambaConfig(
             vocab_size=VOCAB, hidden_size=D, state_size=16, num_hidden_layers=LAYERS, expand=2,
             conv_kernel=4, use_cache=False))), []
+    if name == "mamba2":
+        import transformers as tf
+        return CausalLM(tf.Mamba2ForCausalLM(tf.Mamba2Config(
+            vocab_size=VOCAB, hidden_size=D, state_size=64, num_hidden_layers=LAYERS, expand=2,
+            conv_kernel=4, num_heads=2 * D // 64, head_dim=64, n_groups=1, chunk_size=64,
+            use_cache=False))), []
     if name == "resnet50":
         import torchvision
         return torchvision.models.resnet50(weights=None, num_classes=CLASSES), \
@@ -223,7 +229,7 @@ def main():
         model, flags = build(name)
         params = sum(p.numel() for p in model.parameters())
         flops = 6 * params * B * T
-        if name not in ("lstm", "gru", "mamba"):
+        if name not in ("lstm", "gru", "mamba", "mamba2"):
             flops += 12 * LAYERS * B * T * T * D
         (merak_ms, eager_ms, compiled_ms), fused, (lo, hi) = measure(args, name, model, flags)
         spread = "; per round %.2f-%.2f" % (lo, hi) if args.rounds > 1 else ""
