@@ -1,4 +1,6 @@
 // RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 | FileCheck %s
+// RUN: not merak-opt %s -split-input-file -merak-tensor-parallel=tp=4 2>&1 >/dev/null | FileCheck %s --check-prefix=TP4-REMARK
+// RUN: not merak-opt %s -split-input-file -merak-tensor-parallel=tp=4 2>/dev/null | FileCheck %s --check-prefix=TP4
 
 // A Mamba-2 mixer as transformers' PyTorch path exports it, reduced to its
 // structure (the chunked scan becomes a per-head mix of x with B and C):
@@ -100,6 +102,60 @@ func.func @forward(%h: tensor<1x3x4xf32>) -> tensor<1x3x4xf32> {
   %sz = merak.sigmoid %z : tensor<1x3x4xf32>
   %g = merak.mul %y, %sz : tensor<1x3x4xf32>, tensor<1x3x4xf32>
   %ow = merak.get_param @out_proj : tensor<4x4xf32>
+  %owt = merak.transpose %ow perm = [1, 0] : tensor<4x4xf32> to tensor<4x4xf32>
+  %o = merak.matmul %g, %owt : tensor<1x3x4xf32>, tensor<4x4xf32> -> tensor<1x3x4xf32>
+  %uw = merak.get_param @up : tensor<8x4xf32>
+  %uwt = merak.transpose %uw perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %u = merak.matmul %h, %uwt : tensor<1x3x4xf32>, tensor<4x8xf32> -> tensor<1x3x8xf32>
+  %ug = merak.gelu %u : tensor<1x3x8xf32>
+  %dw = merak.get_param @down : tensor<4x8xf32>
+  %dwt = merak.transpose %dw perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %d = merak.matmul %ug, %dwt : tensor<1x3x8xf32>, tensor<8x4xf32> -> tensor<1x3x4xf32>
+  %r = merak.add %o, %d : tensor<1x3x4xf32>, tensor<1x3x4xf32>
+  return %r : tensor<1x3x4xf32>
+}
+
+// -----
+
+// Two groups of two states each: at tp 2 each rank holds its group; at tp 4
+// the blocks [z, x, B, C, dt] = [4, 4, 4, 4, 4] divide, but B's and C's 2
+// groups do not (a rank would hold half a group's states, which the heads
+// then meet), so the mixer stays whole, with a remark (Megatron-LM
+// requires the groups to divide by tp), where equal blocks (attention
+// heads) that do not divide are an error.
+// CHECK-DAG: merak.param @in_proj3 : tensor<10x4xf32> = {{.*}} : tensor<20x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 5, parts = 2, block_sizes = [4, 4, 4, 4, 4]>}
+// CHECK-DAG: merak.param @out_proj3 : tensor<4x2xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.reshape %{{.*}} : tensor<1x3x2xf32> to tensor<1x3x1x1x2xf32>
+// TP4-REMARK: remark: merak-tensor-parallel: 'in_proj3' and its block stay whole: its parts (heads or groups) do not divide by tp=4
+// TP4: merak.param @in_proj3 : tensor<20x4xf32> = dense<5.000000e-01> : tensor<20x4xf32>{{$}}
+// TP4: merak.param @out_proj3 : tensor<4x4xf32> = dense<5.000000e-01> : tensor<4x4xf32>{{$}}
+merak.param @in_proj3 : tensor<20x4xf32> = dense<0.5> : tensor<20x4xf32>
+merak.param @out_proj3 : tensor<4x4xf32> = dense<0.5> : tensor<4x4xf32>
+merak.param @up : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
+merak.param @down : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+func.func @forward(%h: tensor<1x3x4xf32>) -> tensor<1x3x4xf32> {
+  %w = merak.get_param @in_proj3 : tensor<20x4xf32>
+  %wt = merak.transpose %w perm = [1, 0] : tensor<20x4xf32> to tensor<4x20xf32>
+  %p = merak.matmul %h, %wt : tensor<1x3x4xf32>, tensor<4x20xf32> -> tensor<1x3x20xf32>
+  %z, %xbc, %dt = merak.split %p axis = 2 sizes = [4, 12, 4] : tensor<1x3x20xf32> -> tensor<1x3x4xf32>, tensor<1x3x12xf32>, tensor<1x3x4xf32>
+  %x, %b, %c = merak.split %xbc axis = 2 sizes = [4, 4, 4] : tensor<1x3x12xf32> -> tensor<1x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>
+  // B, C: [1, 3, 2 groups, 1, 2 states] broadcast to 2 heads per group.
+  %b5 = merak.reshape %b : tensor<1x3x4xf32> to tensor<1x3x2x1x2xf32>
+  %bb = merak.broadcast %b5 : tensor<1x3x2x1x2xf32> to tensor<1x3x2x2x2xf32>
+  %bh = merak.reshape %bb : tensor<1x3x2x2x2xf32> to tensor<1x3x4x2xf32>
+  %c5 = merak.reshape %c : tensor<1x3x4xf32> to tensor<1x3x2x1x2xf32>
+  %cb = merak.broadcast %c5 : tensor<1x3x2x1x2xf32> to tensor<1x3x2x2x2xf32>
+  %ch = merak.reshape %cb : tensor<1x3x2x2x2xf32> to tensor<1x3x4x2xf32>
+  %x4 = merak.reshape %x : tensor<1x3x4xf32> to tensor<1x3x4x1xf32>
+  %xb = merak.mul %x4, %bh : tensor<1x3x4x1xf32>, tensor<1x3x4x2xf32>
+  %xbc2 = merak.mul %xb, %ch : tensor<1x3x4x2xf32>, tensor<1x3x4x2xf32>
+  %y = merak.reduce_sum %xbc2 axes = [3] : tensor<1x3x4x2xf32> -> tensor<1x3x4xf32>
+  %sd = merak.sigmoid %dt : tensor<1x3x4xf32>
+  %yd = merak.mul %y, %sd : tensor<1x3x4xf32>, tensor<1x3x4xf32>
+  %sz = merak.sigmoid %z : tensor<1x3x4xf32>
+  %g = merak.mul %yd, %sz : tensor<1x3x4xf32>, tensor<1x3x4xf32>
+  %ow = merak.get_param @out_proj3 : tensor<4x4xf32>
   %owt = merak.transpose %ow perm = [1, 0] : tensor<4x4xf32> to tensor<4x4xf32>
   %o = merak.matmul %g, %owt : tensor<1x3x4xf32>, tensor<4x4xf32> -> tensor<1x3x4xf32>
   %uw = merak.get_param @up : tensor<8x4xf32>

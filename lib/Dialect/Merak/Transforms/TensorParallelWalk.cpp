@@ -24,9 +24,9 @@ using namespace mlir::merak::tensor_parallel;
 namespace {
 /// The parts `v` is cut into along `dim` when its readers are slices (stride
 /// 1, whole elsewhere) covering it exactly in contiguous ranges of
-/// different lengths, or one split along `dim` with different sizes; empty
-/// otherwise.
-SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
+/// different lengths, or one split along `dim` with different sizes (with
+/// `equalToo`, of any lengths); empty otherwise.
+SmallVector<int64_t> raggedParts(Value v, int64_t dim, bool equalToo = false) {
   int64_t n = tensorOf(v).getDimSize(dim);
   SmallVector<std::pair<int64_t, int64_t>> ranges;
   for (Operation *user : v.getUsers()) {
@@ -58,7 +58,7 @@ SmallVector<int64_t> raggedParts(Value v, int64_t dim) {
     sizes.push_back(len);
     at += len;
   }
-  if (at != n || sizes.size() < 2 || llvm::all_equal(sizes))
+  if (at != n || sizes.size() < 2 || (!equalToo && llvm::all_equal(sizes)))
     return {};
   return sizes;
 }
@@ -222,9 +222,12 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
         pick && index == 0 && s.blocks == 1 && (int64_t)pick.getAxis() == s.dim)
       if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
         failedRegions[root(s.seed)] = {parts, {}};
-    // Parts of different lengths: retry with ragged blocks.
+    // Parts of different lengths: retry with ragged blocks; a ragged
+    // seed's block cut into parts of any lengths: retry with those parts as
+    // its blocks.
     if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
-      if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim); !sizes.empty())
+      if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim, s.block >= 0);
+          !sizes.empty())
         failedRegions[root(s.seed)] = {0, sizes, s.block};
     return failure();
   }
@@ -579,6 +582,39 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   }
   return changed;
 }
+/// Gives up the regions with ragged blocks (a fused projection whose parts
+/// the walk found, or parts joined) in which a split dimension does not
+/// divide by tp: the parts' heads or groups do not (Mamba-2's 2 groups at
+/// tp 4), and the layer stays whole, with a remark. In a region of equal
+/// blocks that is the user's error, reported after the walk. Whether any
+/// was given up.
+bool pruneIndivisibleRagged(Walk &walk, SmallVector<Seed> &seeds, int64_t tp) {
+  DenseSet<int> ragged, indivisible;
+  for (auto &[v, s] : walk.split) {
+    if (!s.sizes.empty()) // their blocks divide (resolveFailures, joinParts)
+      ragged.insert(walk.root(s.seed));
+    else if (tensorOf(v).getDimSize(s.dim) % (s.blocks * tp) != 0)
+      indivisible.insert(walk.root(s.seed));
+  }
+  if (ragged.empty())
+    return false;
+  for (ParamShard &p : walk.params)
+    if (p.sizes.empty() && p.weight.size(p.axis) % (p.blocks * tp) != 0)
+      indivisible.insert(walk.root(p.seed));
+  bool changed = false;
+  for (auto [i, s] : llvm::enumerate(seeds)) {
+    int root = walk.root(i);
+    if (!s.alive || !ragged.contains(root) || !indivisible.contains(root))
+      continue;
+    if (root == (int)i)
+      s.matmul->emitRemark("merak-tensor-parallel: '")
+          << s.weight.param.getSymName() << "' and its block stay whole: its parts (heads or "
+          << "groups) do not divide by tp=" << tp;
+    s.alive = false;
+    changed = true;
+  }
+  return changed;
+}
 } // namespace
 
 std::unique_ptr<Walk> tensor_parallel::planRegions(func::FuncOp fn, SmallVector<Seed> &seeds,
@@ -605,7 +641,8 @@ std::unique_ptr<Walk> tensor_parallel::planRegions(func::FuncOp fn, SmallVector<
     auto walk = std::make_unique<Walk>(seeds, getters, &activations);
     walk->run(fn);
     if (resolveFailures(*walk, seeds, tp, /*waitingToo=*/false) || prune(*walk, seeds) ||
-        resolveFailures(*walk, seeds, tp, /*waitingToo=*/true))
+        resolveFailures(*walk, seeds, tp, /*waitingToo=*/true) ||
+        pruneIndivisibleRagged(*walk, seeds, tp))
       continue;
     walk->activations = nullptr;
     return walk;
