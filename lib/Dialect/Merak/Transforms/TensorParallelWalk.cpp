@@ -582,6 +582,7 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   }
   return changed;
 }
+
 /// Gives up the regions with ragged blocks (a fused projection whose parts
 /// the walk found, or parts joined) in which a split dimension does not
 /// divide by tp: the parts' heads or groups do not (Mamba-2's 2 groups at
