@@ -44,7 +44,10 @@ trainable parameter of the module is passed as --frozen. The cells of a row:
           model's largest gradient): a loss can hide a wrong gradient of a
           parameter it barely depends on (a per-head norm's weight);
   attention fused  (--attention) how many times the emitted step
-          (--compile-to=emit) calls the attention( kernel.
+          (--compile-to=emit) calls the attention( kernel;
+  tp      (--tp-coverage) which of the module's weight matrices --tp 2
+          alone splits (merak-compile --report=json), at least TP_SPLITS'
+          count for the models listed there (not in the table).
 A cell is "✓" or the first line of its error; "-" when an earlier cell of
 the row failed. --write-table writes the markdown table (docs/models.md);
 --expect-table reads one and fails when a cell it documents as ✓ is not ✓
@@ -82,6 +85,14 @@ from zoo_models import CausalLM  # noqa: E402,F401
 
 
 PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
+# --tp-coverage: how many of the module's weight matrices `--tp 2` must
+# split (docs/models.md, "tp splits"), for the models whose coverage took
+# work: the state-space and linear-attention hybrids' mixers (ragged blocks
+# through the conv1d), Mamba's (dt_proj's weight on the left), Phi-3's
+# ragged qkv_proj. Fewer is a regression even where (d) still passes.
+TP_SPLITS = {"mamba": 13, "mamba2": 8, "jamba": 17, "phi3": 10, "nemotron-h": 15,
+             "qwen3-next": 20, "qwen3.5": 18, "qwen3.5-moe": 22, "olmo-hybrid": 20,
+             "falcon-h1": 16}
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
 # Exports that keep the example's data-dependent control flow: the
 # TorchScript trace of an eager expert loop holds one block per expert the
@@ -431,6 +442,15 @@ class Row:
             raise Failure("%s (%s)" % (e, rest))
         return note + self.compare_grads("sgd-d2t2p2m4", 8) + self.tp_coverage(sgd + mesh + tp)
 
+    def do_tp(self):
+        """--tp 2's coverage alone (no training), against TP_SPLITS."""
+        note = self.tp_coverage(["--tp", "2"])
+        got = int(re.search(r"splits (\d+) of", note).group(1))
+        want = TP_SPLITS.get(self.name)
+        if want is not None and got < want:
+            raise Failure("--tp 2 %s, fewer than the %d documented" % (note[len(", tp "):], want))
+        return note[len(", "):]
+
     def tp_coverage(self, flags):
         """Which of the module's weight matrices (parameters of two or more
         dimensions) the program compiled with `flags` splits over tp."""
@@ -461,10 +481,10 @@ class Row:
         return ""
 
     def run(self, checks):
-        """Runs the export and the `checks` (a subset of a b c d attention);
+        """Runs the export and the `checks` (a subset of a b c d attention tp);
         nothing runs after a failed export or import."""
         blocked = False
-        for col in ["export", "a", "b", "c", "d", "attention"]:
+        for col in ["export", "a", "b", "c", "d", "attention", "tp"]:
             if col != "export" and col not in checks:
                 continue
             if blocked:
@@ -661,6 +681,9 @@ def main():
                     help="(d) with --sequence-parallel on")
     ap.add_argument("--attention", action="store_true",
                     help="also count the emitted attention( calls")
+    ap.add_argument("--tp-coverage", action="store_true",
+                    help="also compile with --tp 2 alone and require at least TP_SPLITS' "
+                         "weight matrices split")
     ap.add_argument("--static-batch", action="store_true",
                     help="export without a dynamic batch axis (a second export at batch %d "
                          "for (d))" % PAR_B)
@@ -675,7 +698,7 @@ def main():
                     help="keep a passing row's files (by default only failing rows keep theirs)")
     args = ap.parse_args()
     checks = list(args.checks) + (["d"] if args.parallel else []) + \
-        (["attention"] if args.attention else [])
+        (["attention"] if args.attention else []) + (["tp"] if args.tp_coverage else [])
     zoo = Zoo(os.path.abspath(args.bin), os.path.abspath(args.workdir))
     zoo.static_batch = args.static_batch
     zoo.sequence_parallel = args.sequence_parallel
