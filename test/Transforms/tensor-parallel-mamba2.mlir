@@ -25,6 +25,8 @@
 // CHECK: merak.split %{{.*}} axis = 2 sizes = [2, 1, 1] : tensor<1x3x4xf32> -> tensor<1x3x2xf32>, tensor<1x3x1xf32>, tensor<1x3x1xf32>
 // CHECK: %[[OUT:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x3x2xf32>, tensor<2x4xf32> -> tensor<1x3x4xf32>
 // CHECK: merak.all_reduce %[[OUT]] group = "tp" reduction = "sum"
+// At tp 4 the 2 groups' B and C (2 rows each) do not divide: whole, said.
+// TP4-REMARK: remark: merak-tensor-parallel: 'in_proj' stays whole: its parts along the split dimension (4, 2, 2) do not all divide by tp=4
 merak.param @in_proj : tensor<16x4xf32> = dense<0.5> : tensor<16x4xf32>
 merak.param @conv.weight : tensor<8x1x2xf32> = dense<0.5> : tensor<8x1x2xf32>
 merak.param @dt_bias : tensor<4xf32> = dense<0.25> : tensor<4xf32>

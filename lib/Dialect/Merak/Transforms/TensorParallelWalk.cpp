@@ -538,6 +538,15 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
       only->blocks = only->sizes.size();
       continue;
     }
+    // Parts a fused projection is cut into that do not divide by tp (GQA's
+    // key heads, Mamba-2's groups): said, as pruneIndivisibleRagged does.
+    if (only && !retry.sizes.empty() && !divides) {
+      InFlightDiagnostic d = only->matmul->emitRemark("merak-tensor-parallel: '")
+                             << only->weight.param.getSymName()
+                             << "' stays whole: its parts along the split dimension (";
+      llvm::interleaveComma(retry.sizes, d);
+      d << ") do not all divide by tp=" << tp;
+    }
     for (int m : members)
       seeds[m].alive = false;
   }
