@@ -371,9 +371,9 @@ struct MerakTensorParallelPass
         auto it = walk->split.find(r);
         if (!ok || it == walk->split.end())
           continue;
-        int64_t n = tensorOf(r).getDimSize(it->second.dim), blocks = it->second.blocks;
-        if (n % (blocks * parts) == 0 || !it->second.sizes.empty()) // ragged: checked above
+        if (it->second.divides(r, parts))
           continue;
+        int64_t n = tensorOf(r).getDimSize(it->second.dim), blocks = it->second.blocks;
         InFlightDiagnostic d = op.emitError("merak-tensor-parallel: dimension ")
                                << it->second.dim << " of this result (size " << n;
         if (blocks > 1)
@@ -386,10 +386,9 @@ struct MerakTensorParallelPass
       }
     }
     for (ParamShard &p : walk->params) {
-      int64_t n = p.weight.size(p.axis);
-      if (ok && p.sizes.empty() && n % (p.blocks * tp) != 0) { // ragged: checked above
+      if (ok && !p.divides(tp)) {
         p.user->emitError("merak-tensor-parallel: dimension ")
-            << p.axis << " of '" << p.weight.param.getSymName() << "' (" << n
+            << p.axis << " of '" << p.weight.param.getSymName() << "' (" << p.weight.size(p.axis)
             << ") does not divide by tp=" << parts;
         ok = false;
       }

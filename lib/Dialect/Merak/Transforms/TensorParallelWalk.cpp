@@ -601,15 +601,15 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
 bool pruneIndivisibleRagged(Walk &walk, SmallVector<Seed> &seeds, int64_t tp) {
   DenseSet<int> ragged, indivisible;
   for (auto &[v, s] : walk.split) {
-    if (!s.sizes.empty()) // their blocks divide (resolveFailures, joinParts)
+    if (!s.sizes.empty())
       ragged.insert(walk.root(s.seed));
-    else if (tensorOf(v).getDimSize(s.dim) % (s.blocks * tp) != 0)
+    else if (!s.divides(v, tp))
       indivisible.insert(walk.root(s.seed));
   }
   if (ragged.empty())
     return false;
   for (ParamShard &p : walk.params)
-    if (p.sizes.empty() && p.weight.size(p.axis) % (p.blocks * tp) != 0)
+    if (!p.divides(tp))
       indivisible.insert(walk.root(p.seed));
   bool changed = false;
   for (auto [i, s] : llvm::enumerate(seeds)) {

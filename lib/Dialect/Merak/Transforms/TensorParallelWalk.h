@@ -33,6 +33,11 @@ struct Split {
   int seed = 0;
   /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
   SmallVector<int64_t> sizes = {};
+  /// Whether `v` (the value split so) divides over `tp` ranks: each of its
+  /// blocks does (ragged blocks are checked when they are made).
+  bool divides(Value v, int64_t tp) const {
+    return !sizes.empty() || tensorOf(v).getDimSize(dim) % (blocks * tp) == 0;
+  }
   /// Where the value sits in its seed's ragged blocks: the index of
   /// sizes[0] there for a ragged value, the block it is for a plain one
   /// taken apart from them (-1: none), so that a block cut further apart
@@ -113,6 +118,8 @@ struct ParamShard {
   int seed;
   /// Ragged blocks (a bias added before they are taken apart).
   SmallVector<int64_t> sizes = {};
+  /// Whether the parameter's `axis` divides over `tp` ranks in its blocks.
+  bool divides(int64_t tp) { return !sizes.empty() || weight.size(axis) % (blocks * tp) == 0; }
 };
 
 /// An op whose split factor is a reduction (a row-parallel Linear's
