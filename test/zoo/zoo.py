@@ -444,16 +444,22 @@ class Row:
 
     def do_tp(self):
         """--tp 2's coverage alone (no training), against TP_SPLITS."""
-        note = self.tp_coverage(["--tp", "2"])
-        got = int(re.search(r"splits (\d+) of", note).group(1))
+        split, weights, kept = self.tp_split(["--tp", "2"])
+        note = coverage_note(split, weights, kept)
         want = TP_SPLITS.get(self.name)
-        if want is not None and got < want:
-            raise Failure("--tp 2 %s, fewer than the %d documented" % (note[len(", tp "):], want))
-        return note[len(", "):]
+        if want is not None and split < want:
+            raise Failure("--tp 2 %s, fewer than the %d documented" % (note[len("tp "):], want))
+        return note
 
     def tp_coverage(self, flags):
-        """Which of the module's weight matrices (parameters of two or more
-        dimensions) the program compiled with `flags` splits over tp."""
+        """", tp splits N of M weight matrices (replicated: ...)" for the
+        program compiled with `flags`."""
+        return ", " + coverage_note(*self.tp_split(flags))
+
+    def tp_split(self, flags):
+        """How many of the module's weight matrices (parameters of two or
+        more dimensions) the program compiled with `flags` splits over tp,
+        of how many, and the ones it keeps whole."""
         p = subprocess.run(self.compile_cmd(PAR_B, *flags, "--report=json"),
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         if p.returncode:
@@ -465,12 +471,8 @@ class Row:
         for n, t in self.module.named_parameters(remove_duplicate=False):
             if t.dim() >= 2:
                 names.setdefault(id(t), []).append(n)
-        weights = [aliases[0] for aliases in names.values()]
         kept = [aliases[0] for aliases in names.values() if sharded.isdisjoint(aliases)]
-        return ", tp splits %d of %d weight matrices%s" % (
-            len(weights) - len(kept), len(weights),
-            " (replicated: %s)" % ", ".join(sorted({".".join(n.split(".")[-2:]) for n in kept}))
-            if kept else "")
+        return len(names) - len(kept), len(names), kept
 
     def do_attention(self):
         step = os.path.join(self.dir, "step.cpp")
@@ -507,6 +509,14 @@ class Row:
 
 # ----------------------------------------------------------------------------
 # The PyTorch float64 references.
+
+def coverage_note(split, weights, kept):
+    """"tp splits N of M weight matrices (replicated: ...)"."""
+    return "tp splits %d of %d weight matrices%s" % (
+        split, weights,
+        " (replicated: %s)" % ", ".join(sorted({".".join(n.split(".")[-2:]) for n in kept}))
+        if kept else "")
+
 
 def token_batches(tokens, batch, steps):
     """./train's --sampler sequential: row r of step s starts at
