@@ -5,6 +5,7 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "merak/Evaluator/HostTensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -89,14 +90,27 @@ inline uint64_t stableHash(llvm::StringRef s) {
   return h;
 }
 
+/// A random draw (RandomUniform, RandomUniformLike) waiting for its uses to
+/// become Bernoulli masks (OnnxOpsRandom.cpp): its placeholder value, its
+/// range [low, high), its seed and the node, for errors.
+struct RandomDraw {
+  UnrealizedConversionCastOp op;
+  double low, high;
+  int64_t seed;
+  std::string node;
+};
+
 /// The graph's Dropout nodes (OnnxOpsDropout.cpp): how many train
-/// (training_mode true), and the merak.dropout ops made for nodes with a
-/// nonzero ratio but no training_mode input, which ONNX reads as inference
-/// and torch's export of scaled_dot_product_attention writes in training
-/// exports; resolveUntaggedDropouts decides them once the graph is read.
+/// (training_mode true, or a random draw: only training code draws), and
+/// the merak.dropout ops made for nodes with a nonzero ratio but no
+/// training_mode input, which ONNX reads as inference and torch's export of
+/// scaled_dot_product_attention writes in training exports;
+/// resolveUntaggedDropouts decides them once the graph is read. Also the
+/// random draws, which resolveRandomDraws turns into masks then.
 struct DropoutLedger {
   int64_t training = 0;
   SmallVector<DropoutOp> untagged;
+  SmallVector<RandomDraw> draws;
 };
 
 /// What a per-op handler sees: one ONNX node being imported.
@@ -360,6 +374,11 @@ void registerDropoutOps(OpRegistry &r);
 /// become the identity (OnnxOpsDropout.cpp), also in `values` (the graph's
 /// names, its outputs among them).
 void resolveUntaggedDropouts(DropoutLedger &ledger, llvm::StringMap<Value> &values);
+void registerRandomOps(OpRegistry &r);
+/// After the graph: every use of a random draw becomes a dropout mask, or
+/// the import fails naming it (OnnxOpsRandom.cpp).
+LogicalResult resolveRandomDraws(DropoutLedger &ledger, llvm::StringMap<Value> &values,
+                                 const onnx::GraphProto &graph);
 void registerResizeOps(OpRegistry &r);
 void registerEinsumOps(OpRegistry &r);
 void registerMathOps(OpRegistry &r);

@@ -459,6 +459,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   if (failed(importNodes(*order)))
     return nullptr;
   resolveTrainingModes();
+  if (failed(resolveRandomDraws(dropouts, values, graph)))
+    return nullptr;
 
   if (failed(importOutputs(func, argTypes)))
     return nullptr;

@@ -96,6 +96,7 @@ const OpRegistry &OpRegistry::get() {
     registerRecurrentOps(r);
     registerAttentionOps(r);
     registerDropoutOps(r);
+    registerRandomOps(r);
     registerResizeOps(r);
     registerEinsumOps(r);
     registerMathOps(r);

@@ -70,12 +70,18 @@ def mix(z):
     return z ^ (z >> U64(31))
 
 
-def keep_mask(seed, step, n, ratio):
-    """merak.dropout's keep mask of a whole tensor of n elements."""
+def uniform(seed, step, n):
+    """merak.dropout's uniform numbers in [0, 1) of a whole tensor of n
+    elements at a step."""
     with np.errstate(over="ignore"):
         key = mix(np.array([seed], U64) ^ mix(np.array([step], U64) + U64(0xD1B54A32D192ED03)))
         z = mix(key * U64(0x9E3779B97F4A7C15) + np.arange(n, dtype=U64) + U64(0x632BE59BD9B4E019))
-    return (z >> U64(11)).astype(np.float64) * 2.0 ** -53 >= ratio
+    return (z >> U64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def keep_mask(seed, step, n, ratio):
+    """merak.dropout's keep mask of a whole tensor of n elements."""
+    return uniform(seed, step, n) >= ratio
 
 
 class SpecDropout(nn.Module):
