@@ -161,3 +161,56 @@ func.func @forward(%x: tensor<4x2x8xf32>) -> tensor<4x2x8xf32> {
   %o = merak.matmul %o2, %wot : tensor<4x2x8xf32>, tensor<8x8xf32> -> tensor<4x2x8xf32>
   return %o : tensor<4x2x8xf32>
 }
+
+// -----
+
+// Multi-query attention (one key/value head, RecurrentGemma's and Gemma's
+// 2B): the key and value projections split inside their one head would
+// meet the queries split by heads at the scores and the context; those
+// seeds are given up first (Walk::conflicts), so the queries split by
+// heads, the key and value stay whole and are read through f before their
+// broadcast to the heads, and the output projection is row-parallel, as
+// Megatron-LM replicates key heads fewer than tp.
+// CHECK-DAG: merak.param @q.weight : tensor<4x8xf32> = {{.*}} {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @k.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<4x8xf32>{{$}}
+// CHECK-DAG: merak.param @v.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<4x8xf32>{{$}}
+// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[K:.*]] = merak.tp_identity %{{.*}} : tensor<1x1x4x4xf32>
+// CHECK-NEXT: merak.broadcast %[[K]] : tensor<1x1x4x4xf32> to tensor<1x1x4x4xf32>
+// CHECK: %[[V:.*]] = merak.tp_identity %{{.*}} : tensor<1x1x4x4xf32>
+// CHECK-NEXT: merak.broadcast %[[V]] : tensor<1x1x4x4xf32> to tensor<1x1x4x4xf32>
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<1x1x4x4xf32>
+// CHECK: merak.all_reduce
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @k.weight : tensor<4x8xf32> = dense<0.25> : tensor<4x8xf32>
+merak.param @v.weight : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wk = merak.get_param @k.weight : tensor<4x8xf32>
+  %wv = merak.get_param @v.weight : tensor<4x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q0 = merak.matmul %x, %tq : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %k0 = merak.matmul %x, %tk : tensor<1x4x8xf32>, tensor<8x4xf32> -> tensor<1x4x4xf32>
+  %k1 = merak.reshape %k0 : tensor<1x4x4xf32> to tensor<1x4x1x4xf32>
+  %k2 = merak.transpose %k1 perm = [0, 2, 3, 1] : tensor<1x4x1x4xf32> to tensor<1x1x4x4xf32>
+  %kt = merak.broadcast %k2 : tensor<1x1x4x4xf32> to tensor<1x2x4x4xf32>
+  %tv = merak.transpose %wv perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %v0 = merak.matmul %x, %tv : tensor<1x4x8xf32>, tensor<8x4xf32> -> tensor<1x4x4xf32>
+  %v1 = merak.reshape %v0 : tensor<1x4x4xf32> to tensor<1x4x1x4xf32>
+  %v2 = merak.transpose %v1 perm = [0, 2, 1, 3] : tensor<1x4x1x4xf32> to tensor<1x1x4x4xf32>
+  %v = merak.broadcast %v2 : tensor<1x1x4x4xf32> to tensor<1x2x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %y0 = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %y1 = merak.transpose %y0 perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
+  %y = merak.reshape %y1 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %y, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  return %o : tensor<1x4x8xf32>
+}

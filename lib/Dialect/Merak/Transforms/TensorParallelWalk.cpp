@@ -243,8 +243,11 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     auto it = split.find(v);
     if (it != split.end()) {
       if (!where || it->second.dim != where->first || it->second.blocks != where->second ||
-          !it->second.sizes.empty())
+          !it->second.sizes.empty()) {
+        if (it->second.seed != s.seed)
+          conflicts[root(s.seed)].push_back(it->second.seed);
         return failure();
+      }
       continue;
     }
     if (!where) {
@@ -510,10 +513,25 @@ namespace {
 /// Whether any was resolved.
 bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool waitingToo) {
   bool changed = false;
+  DenseMap<int, SmallVector<int>> conflicts; // by the region's final root
+  for (auto &[region, disagreeing] : walk.conflicts)
+    conflicts[walk.root(region)].append(disagreeing);
+  DenseSet<int> conflicted;
   for (auto &[region, retry] : walk.failedRegions) {
     if (!waitingToo && walk.waiting.count(region))
       continue;
     changed = true;
+    // Regions that met with different splits: the seeds that disagreed
+    // with the op's first split operand go first (a multi-query
+    // attention's key and value projections, so that its queries split by
+    // heads, the one key head read whole, as Megatron-LM replicates key
+    // heads fewer than tp); the others walk again.
+    if (auto c = conflicts.find(walk.root(region)); c != conflicts.end()) {
+      if (conflicted.insert(c->first).second)
+        for (int m : c->second)
+          seeds[m].alive = false;
+      continue;
+    }
     SmallVector<int> members;
     for (int m : walk.regions.members(region))
       members.push_back(m);

@@ -169,6 +169,13 @@ struct Walk {
   /// split (a query meeting the keys): given up only after the other
   /// failures and the pruning (planRegions).
   DenseSet<int> waiting;
+  /// Where two regions met at an op with different splits, the region (by
+  /// its root then) and the seeds whose split disagreed with the op's first
+  /// split operand: a multi-query attention's key or value projection,
+  /// split inside its one head, meeting the queries split by heads.
+  /// resolveFailures gives up those seeds only, and the next walk sees the
+  /// rest of the region again.
+  DenseMap<int, SmallVector<int>> conflicts;
   /// The slices taking a ragged split's blocks apart, with their block's
   /// full start (their local start is that over tp).
   SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
