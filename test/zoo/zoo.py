@@ -89,10 +89,12 @@ PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 # split (docs/models.md, "tp splits"), for the models whose coverage took
 # work: the state-space and linear-attention hybrids' mixers (ragged blocks
 # through the conv1d), Mamba's (dt_proj's weight on the left), Phi-3's
-# ragged qkv_proj. Fewer is a regression even where (d) still passes.
+# ragged qkv_proj, RecurrentGemma's multi-query attention (its queries split
+# by heads, the one key/value head whole). Fewer is a regression even where
+# (d) still passes.
 TP_SPLITS = {"mamba": 13, "mamba2": 8, "jamba": 17, "phi3": 10, "nemotron-h": 15,
              "qwen3-next": 20, "qwen3.5": 18, "qwen3.5-moe": 22, "olmo-hybrid": 20,
-             "falcon-h1": 16}
+             "falcon-h1": 16, "recurrent-gemma": 29}
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
 # Exports that keep the example's data-dependent control flow: the
 # TorchScript trace of an eager expert loop holds one block per expert the
@@ -292,7 +294,10 @@ class Row:
         # transformers' PyTorch path of a Mamba mixer loops over the tokens;
         # merak-raise-linear-scan makes each mixer's unrolled loop and its
         # [B, D, T, N] discretisation one fused selective scan.
-        mixers = sum(type(m).__name__.endswith("MambaMixer") for m in self.module.modules())
+        # (Mamba-1's: x_proj computes dt, B and C; Mamba-2's mixers run
+        # the chunked form, no scan.)
+        mixers = sum(type(m).__name__.endswith("MambaMixer") and hasattr(m, "x_proj")
+                     for m in self.module.modules())
         if not mixers:
             return ""
         scans = open(imported).read().count("merak.selective_scan ")

@@ -183,7 +183,7 @@ def build(name):
     if name == "nn-transformer":
         return CausalEncoderLM(vocab=VOCAB, seq=T, width=WIDTH, heads=HEADS, layers=LAYERS), ids
     module = more_decoders(name, tf) or expert_hybrids_and_newest(name, tf) or \
-        more_encoders(name, tf)
+        recurrent_and_hybrid_2025(name, tf) or more_encoders(name, tf)
     if module is None:
         raise KeyError(name)
     return module, (torch.zeros(B, CHANNELS, IMAGE, IMAGE) if name in IMAGE_SIZES else ids)
@@ -375,6 +375,49 @@ def expert_hybrids_and_newest(name, tf):
     return CausalLM(model(cfg))
 
 
+def recurrent_and_hybrid_2025(name, tf):
+    """Recurrences and hybrids beyond the above (None: not one), with
+    `batched_mm` experts where they have any."""
+    mamba2 = dict(mamba_d_state=16, mamba_n_groups=1, mamba_chunk_size=8)
+    builds = {
+        # GLM-4.5's MoE: a dense first layer, then 4 routed experts top-2
+        # (sigmoid routing with a score correction bias) and a shared one
+        "glm4-moe": (tf.Glm4MoeConfig, tf.Glm4MoeForCausalLM,
+                     dict(head_dim=WIDTH // HEADS, n_routed_experts=4, num_experts_per_tok=2,
+                          moe_intermediate_size=WIDTH // 2, first_k_dense_replace=1,
+                          n_group=1, topk_group=1)),
+        # Granite 4.0: Mamba-2 (one group, as IBM's) and attention layers,
+        # each followed by 4 experts top-2 and a shared MLP
+        "granite4": (tf.GraniteMoeHybridConfig, tf.GraniteMoeHybridForCausalLM,
+                     dict(mamba2, mamba_d_head=16, mamba_n_heads=8,
+                          layer_types=["mamba", "attention"], num_local_experts=4,
+                          num_experts_per_tok=2, shared_intermediate_size=WIDTH)),
+        # Zamba2: Mamba-2 layers, and a shared attention block (LoRA adapters
+        # per use) in the hybrid layer
+        "zamba2": (tf.Zamba2Config, tf.Zamba2ForCausalLM,
+                   dict(mamba_d_state=16, mamba_headdim=16, n_mamba_heads=8, mamba_ngroups=1,
+                        layers_block_type=["mamba", "hybrid"], num_mem_blocks=1,
+                        use_mem_rope=True, adapter_rank=8, attention_head_dim=32)),
+        # RecurrentGemma (Griffin): two RG-LRU recurrent blocks and a local
+        # attention block (window 8, one key head)
+        "recurrent-gemma": (tf.RecurrentGemmaConfig, tf.RecurrentGemmaForCausalLM,
+                            dict(num_hidden_layers=3, num_key_value_heads=1, lru_width=WIDTH,
+                                 attention_window_size=8, conv1d_width=4, head_dim=16,
+                                 block_types=["recurrent", "recurrent", "attention"])),
+        # xLSTM: mLSTM blocks (matrix memory, exponential gating; the chunked
+        # form of its PyTorch path)
+        "xlstm": (tf.xLSTMConfig, tf.xLSTMForCausalLM,
+                  dict(embedding_dim=WIDTH, num_blocks=LAYERS, num_heads=HEADS, chunk_size=8,
+                       mode="train")),
+    }
+    if name not in builds:
+        return None
+    config, model, kw = builds[name]
+    cfg = config(**decoder_kwargs(**kw))
+    cfg._experts_implementation = "batched_mm"
+    return CausalLM(model(cfg))
+
+
 def more_encoders(name, tf):
     """Encoders, BART and two vision families beyond the issue's list."""
     enc = dict(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=2 * WIDTH,
@@ -438,7 +481,9 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           "arcee", "cohere2", "nemotron", "vaultgemma", "nanochat", "lfm2", "rwkv", "olmo-hybrid",
           "falcon-h1", "nemotron-h", "qwen3-next",
           # the flagship families of 2026
-          "qwen3.5", "qwen3.5-moe", "gemma4", "llama4", "lfm3", "mistral4", "deepseek-v4"]
+          "qwen3.5", "qwen3.5-moe", "gemma4", "llama4", "lfm3", "mistral4", "deepseek-v4",
+          # recurrences and hybrids of 2024-25
+          "glm4-moe", "granite4", "zamba2", "recurrent-gemma", "xlstm"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -516,4 +561,9 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "lfm3": "LFM3 (gated short convolutions, sliding attention)",
           "mistral4": "Mistral 4 (latent attention, 4 experts top-2 + shared)",
           "deepseek-v4": "DeepSeek-V4 (compressed sparse attention with a top-k indexer, "
-                         "hyper-connections, 4 experts)"}
+                         "hyper-connections, 4 experts)",
+          "glm4-moe": "GLM-4.5 MoE (dense first layer, sigmoid routing, shared expert)",
+          "granite4": "Granite 4.0 (Mamba-2 with one group, attention; MoE + shared MLP)",
+          "zamba2": "Zamba2 (Mamba-2, a shared attention block with LoRA adapters)",
+          "recurrent-gemma": "RecurrentGemma (Griffin: RG-LRU recurrences, local attention)",
+          "xlstm": "xLSTM (mLSTM: matrix memory, exponential gating, chunked)"}
