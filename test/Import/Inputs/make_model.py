@@ -659,6 +659,15 @@ def k_dynamo_alias(out):
                  opset=20)
 
 
+def k_float16_linear(out):
+    """A Linear exported in float16 (model.half()): float16 input, weight and
+    logits."""
+    H = TensorProto.FLOAT16
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float16).reshape(4, 3) / 16, "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="node_matmul")]
+    return model(nodes, [vi("x", H, [2, 4])], [vi("y", H, [2, 3])], [w])
+
+
 # --- files that are not models ----------------------------------------------------
 
 RAW_FILES = {

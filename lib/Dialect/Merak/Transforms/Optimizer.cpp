@@ -260,8 +260,12 @@ struct MerakOptimizerPass : merak::impl::MerakOptimizerBase<MerakOptimizerPass> 
       auto param = symbols->lookup<ParamOp>(name.getValue().drop_front(5));
       if (!param)
         return fn.emitError("merak-optimizer: no parameter for ") << name;
-      if (cast<RankedTensorType>(param.getType()).getElementType() != elem)
-        return param.emitError("merak-optimizer: parameter element type differs from the loss's");
+      if (Type pe = cast<RankedTensorType>(param.getType()).getElementType(); pe != elem)
+        return param.emitError("merak-optimizer: parameter '")
+               << param.getSymName() << "' is " << pe << " but the loss is " << elem
+               << ": merak trains parameters in the loss's type; export the model in float32 "
+                  "(model.float()) and compile with --precision bf16 for bf16 compute over "
+                  "float32 master weights";
       grads.push_back({param, ret.getOperand(i)});
       zeros.push_back(getZeroLayout(fn.getResultAttr(i, kZeroAttr)));
     }
