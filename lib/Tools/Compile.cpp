@@ -49,6 +49,18 @@ int failWith(llvm::raw_ostream &log, const Twine &msg) {
   return 1;
 }
 
+/// The loss's element type where it is narrower than the runtime's float32
+/// or float64 loss (a model exported in bf16 or float16 computes its loss
+/// so, and trains its parameters in that type); null otherwise.
+Type narrowLossType(ModuleOp module) {
+  auto loss = module.lookupSymbol<func::FuncOp>("loss");
+  if (!loss || loss.getNumResults() == 0)
+    return {};
+  auto t = dyn_cast<RankedTensorType>(loss.getResultTypes()[0]);
+  return t && !t.getElementType().isF32() && !t.getElementType().isF64() ? t.getElementType()
+                                                                         : Type();
+}
+
 /// Prints "N trainable parameters (M elements), K frozen" (and the buffers
 /// among the K).
 void reportTrainableParameters(ModuleOp module, llvm::raw_ostream &os) {
@@ -457,6 +469,15 @@ int Compilation::run() {
     if (!runPhases(CompilePhase::Import, std::min(to, CompilePhase::Schedule)))
       return 1;
     markPhase("training");
+    if (Type narrow = narrowLossType(*module); narrow && to >= CompilePhase::Lower) {
+      std::string type;
+      llvm::raw_string_ostream(type) << narrow;
+      return fail("the model computes its loss and trains its parameters in " + type +
+                  " (it was exported in that type), and the runtime trains programs with "
+                  "float32 parameters and loss; export the model in float32 (model.float()) "
+                  "and compile with --precision bf16 for bf16 compute over float32 master "
+                  "weights");
+    }
     if (!pipelined)
       reportTrainableParameters(*module, log);
   }

@@ -88,14 +88,6 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
              << loss << "'";
     auto outType = cast<RankedTensorType>(out.getType());
     OpBuilder b(ret);
-    // A model exported in bf16 or f16: its logits (or loss) in float32, as
-    // transformers' loss functions upcast the logits and Megatron-LM
-    // computes the cross-entropy in float32; the loss the program reports
-    // and differentiates is float32.
-    if (auto ft = dyn_cast<FloatType>(outType.getElementType()); ft && ft.getWidth() < 32) {
-      outType = RankedTensorType::get(outType.getShape(), b.getF32Type());
-      out = CastOp::create(b, ret.getLoc(), outType, out);
-    }
     Value lossValue;
     if (loss == "model-output") {
       if (outType.getRank() != 0 || !isa<FloatType>(outType.getElementType()))
