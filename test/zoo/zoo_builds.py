@@ -314,6 +314,18 @@ def more_decoders(name, tf):
     return CausalLM(model(config(**decoder_kwargs(**kw))))
 
 
+def causal_lm(builds, name):
+    """CausalLM of builds[name] = (config class, model class, config kwargs
+    over decoder_kwargs), with `batched_mm` experts where it has any; None
+    when name is not there."""
+    if name not in builds:
+        return None
+    config, model, kw = builds[name]
+    cfg = config(**decoder_kwargs(**kw))
+    cfg._experts_implementation = "batched_mm"
+    return CausalLM(model(cfg))
+
+
 def expert_hybrids_and_newest(name, tf):
     """The 2025-26 hybrids with routed experts and the flagship families of
     2026 (None: not one), with `batched_mm` experts where they have any."""
@@ -367,12 +379,7 @@ def expert_hybrids_and_newest(name, tf):
                                           "heavily_compressed_attention"],
                              compress_rates={"compressed_sparse_attention": 4,
                                              "heavily_compressed_attention": 8}))}
-    if name not in builds:
-        return None
-    config, model, kw = builds[name]
-    cfg = config(**decoder_kwargs(**kw))
-    cfg._experts_implementation = "batched_mm"
-    return CausalLM(model(cfg))
+    return causal_lm(builds, name)
 
 
 def recurrent_and_hybrid_2025(name, tf):
@@ -410,12 +417,7 @@ def recurrent_and_hybrid_2025(name, tf):
                   dict(embedding_dim=WIDTH, num_blocks=LAYERS, num_heads=HEADS, chunk_size=8,
                        mode="train")),
     }
-    if name not in builds:
-        return None
-    config, model, kw = builds[name]
-    cfg = config(**decoder_kwargs(**kw))
-    cfg._experts_implementation = "batched_mm"
-    return CausalLM(model(cfg))
+    return causal_lm(builds, name)
 
 
 def more_encoders(name, tf):
