@@ -244,7 +244,8 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     if (it != split.end()) {
       if (!where || it->second.dim != where->first || it->second.blocks != where->second ||
           !it->second.sizes.empty()) {
-        if (it->second.seed != s.seed)
+        // (Two regions of one class: run() joined them at this op.)
+        if (it->second.seed != s.seed && root(it->second.seed) == root(s.seed))
           conflicts[root(s.seed)].push_back(it->second.seed);
         return failure();
       }
