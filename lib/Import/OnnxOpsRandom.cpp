@@ -140,6 +140,7 @@ LogicalResult bernoulli(NodeContext &n) {
     return failure();
   Value mask = keepMask(n.builder(), n.getLoc(), xt.getShape(), n.builder().getF32Type(), 1.0 - *q,
                         drawSeed(n));
+  ++n.dropouts().training; // only training code draws
   n.setOutputs(n.create<CastOp>(RankedTensorType::get(xt.getShape(), *elem), mask));
   return success();
 }
