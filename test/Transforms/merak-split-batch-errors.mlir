@@ -18,6 +18,18 @@ func.func @forward(%x: tensor<4x6xf32> {merak.name = "x"}) -> tensor<6x4xf32> {
 
 // -----
 
+// An imported op (its location names the ONNX node): a note names it, with
+// its types (Funnel Transformer's relative shift, [B, H, 31, 16] read as
+// [B, H, 16, 31], which keeps the batch but has no factor rule).
+func.func @forward(%x: tensor<4x2x31x16xf32> {merak.name = "x"}) -> tensor<4x2x16x31xf32> {
+  // expected-error @unknown {{merak-split-batch: 'merak.reshape': operand #0 carries the batch, and this op has no sharding rule}}
+  // expected-note @unknown {{the ONNX node 'node_view_4': 'tensor<4x2x31x16xf32>' -> 'tensor<4x2x16x31xf32>'}}
+  %y = merak.reshape %x : tensor<4x2x31x16xf32> to tensor<4x2x16x31xf32> loc("node_view_4")
+  return %y : tensor<4x2x16x31xf32>
+}
+
+// -----
+
 // The batch meets a weight of its size.
 merak.param @p : tensor<4x3xf32> = dense<0.5> : tensor<4x3xf32>
 func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {

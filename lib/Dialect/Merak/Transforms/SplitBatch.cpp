@@ -134,9 +134,17 @@ private:
   BlockArgument demanded;
 
   /// An error at `op` naming it (imported ops carry the graph's location,
-  /// not the node's).
+  /// not the node's), with a note naming the ONNX node and the op's types
+  /// where the importer named it.
   InFlightDiagnostic error(Operation *op) {
-    return op->emitError("merak-split-batch: '") << op->getName() << "': ";
+    InFlightDiagnostic d = op->emitError("merak-split-batch: '") << op->getName() << "': ";
+    if (auto name = dyn_cast<NameLoc>(op->getLoc())) {
+      Diagnostic &note = d.attachNote() << "the ONNX node '" << name.getName().getValue() << "': ";
+      llvm::interleaveComma(op->getOperandTypes(), note);
+      note << " -> ";
+      llvm::interleaveComma(op->getResultTypes(), note);
+    }
+    return d;
   }
 
   LogicalResult analyse() {
