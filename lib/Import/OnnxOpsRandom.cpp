@@ -145,11 +145,10 @@ LogicalResult bernoulli(NodeContext &n) {
   return success();
 }
 
-/// Replaces `op`'s single result by `v`, also among the graph's names.
-void replaceResult(Operation *op, Value v, llvm::StringMap<Value> &values) {
-  for (auto &entry : values)
-    if (entry.getValue() == op->getResult(0))
-      entry.getValue() = v;
+/// Replaces `op`'s single result by `v`, recording it in `renamed` for the
+/// graph's names (resolveRandomDraws updates them once).
+void replaceResult(Operation *op, Value v, DenseMap<Value, Value> &renamed) {
+  renamed[op->getResult(0)] = v;
   op->getResult(0).replaceAllUsesWith(v);
   op->erase();
 }
@@ -165,7 +164,7 @@ std::string describeUser(Operation *user) {
 
 /// One use of a draw, rewritten into a mask; failure when it is not a form
 /// of the file comment.
-LogicalResult resolveUse(RandomDraw &d, Operation *user, llvm::StringMap<Value> &values) {
+LogicalResult resolveUse(RandomDraw &d, Operation *user, DenseMap<Value, Value> &renamed) {
   auto type = cast<RankedTensorType>(d.op.getResult(0).getType());
   Value u = d.op.getResult(0);
   OpBuilder b(user);
@@ -184,7 +183,7 @@ LogicalResult resolveUse(RandomDraw &d, Operation *user, llvm::StringMap<Value> 
     // u < c (or c > u) is the keep mask; u > c its negation.
     bool less = isa<LtOp, LeOp>(user) == drawFirst;
     Value m = mask(1.0 - q(*c));
-    replaceResult(user, less ? m : NotOp::create(b, loc, m.getType(), m).getResult(), values);
+    replaceResult(user, less ? m : NotOp::create(b, loc, m.getType(), m).getResult(), renamed);
     return success();
   }
   if (isa<AddOp>(user) && d.low == 0.0 && d.high == 1.0) {
@@ -198,7 +197,8 @@ LogicalResult resolveUse(RandomDraw &d, Operation *user, llvm::StringMap<Value> 
     Value m = NotOp::create(b, loc, keep.getType(), keep);
     Value one = CastOp::create(b, loc, type, m);
     for (Operation *floor : llvm::make_early_inc_range(sum.getUsers()))
-      replaceResult(floor, one, values);
+      replaceResult(floor, one, renamed);
+    renamed[sum] = Value();
     user->erase();
     return success();
   }
@@ -208,25 +208,28 @@ LogicalResult resolveUse(RandomDraw &d, Operation *user, llvm::StringMap<Value> 
 
 LogicalResult onnx_import::resolveRandomDraws(DropoutLedger &ledger, llvm::StringMap<Value> &values,
                                               const onnx::GraphProto &graph) {
+  for (const auto &out : graph.output())
+    for (RandomDraw &d : ledger.draws)
+      if (values.lookup(out.name()) == d.op.getResult(0))
+        return emitError(d.op.getLoc())
+               << "unsupported: the random draw of " << d.node
+               << " is a graph output (merak draws random numbers only as Bernoulli masks)";
+  DenseMap<Value, Value> renamed; // a use's result -> its mask; a draw -> null
   for (RandomDraw &d : ledger.draws) {
     for (Operation *user : llvm::make_early_inc_range(d.op->getUsers()))
-      if (failed(resolveUse(d, user, values)))
+      if (failed(resolveUse(d, user, renamed)))
         return emitError(user->getLoc())
                << "unsupported use of the random draw of " << d.node << ": read by "
                << describeUser(user)
                << " (merak draws random numbers only as Bernoulli masks: the draw compared "
                   "with a constant probability, as torch exports bernoulli_, in-place dropout "
                   "and stochastic depth, or floor(draw + p), Hugging Face's drop_path)";
-    for (const auto &out : graph.output())
-      if (values.lookup(out.name()) == d.op.getResult(0))
-        return emitError(d.op.getLoc())
-               << "unsupported: the random draw of " << d.node
-               << " is a graph output (merak draws random numbers only as Bernoulli masks)";
-    for (auto &entry : values) // names no later node reads
-      if (entry.getValue() == d.op.getResult(0))
-        entry.getValue() = Value();
+    renamed[d.op.getResult(0)] = Value();
     d.op->erase();
   }
+  for (auto &entry : values) // once, for the names later nodes no longer read
+    if (auto it = renamed.find(entry.getValue()); it != renamed.end())
+      entry.getValue() = it->second;
   ledger.draws.clear();
   return success();
 }
