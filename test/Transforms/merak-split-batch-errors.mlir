@@ -2,7 +2,7 @@
 
 // A slice of the first row: a part would need another part's rows.
 func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<1x3xf32> {
-  // expected-error @+1 {{merak-split-batch: 'merak.slice': selects along the batch (dimension 0 of operand #0): a part of the batch would need the rows of others}}
+  // expected-error @+1 {{merak-split-batch: 'merak.slice': selects along the batch (dimension 0 of operand #0) or mixes it with other axes: a part of the batch would need the rows of others}}
   %y = merak.slice %x starts = [0, 0] limits = [1, 3] strides = [1, 1] : tensor<4x3xf32> to tensor<1x3xf32>
   return %y : tensor<1x3xf32>
 }
@@ -11,7 +11,7 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<1x3xf32> {
 
 // A flat reshape of [B, T] to [T, B]: the batch does not stay a whole factor.
 func.func @forward(%x: tensor<4x6xf32> {merak.name = "x"}) -> tensor<6x4xf32> {
-  // expected-error @+1 {{merak-split-batch: 'merak.reshape': operand #0 carries the batch, and this op has no sharding rule for these shapes (a reshape that mixes the batch with other axes)}}
+  // expected-error @+1 {{merak-split-batch: 'merak.reshape': selects along the batch (dimension 0 of operand #0) or mixes it with other axes: a part of the batch would need the rows of others}}
   %y = merak.reshape %x : tensor<4x6xf32> to tensor<6x4xf32>
   return %y : tensor<6x4xf32>
 }
@@ -19,13 +19,12 @@ func.func @forward(%x: tensor<4x6xf32> {merak.name = "x"}) -> tensor<6x4xf32> {
 // -----
 
 // An imported op (its location names the ONNX node): a note names it, with
-// its types (Funnel Transformer's relative shift, [B, H, 31, 16] read as
-// [B, H, 16, 31], which keeps the batch but has no factor rule).
-func.func @forward(%x: tensor<4x2x31x16xf32> {merak.name = "x"}) -> tensor<4x2x16x31xf32> {
-  // expected-error @unknown {{merak-split-batch: 'merak.reshape': operand #0 carries the batch, and this op has no sharding rule}}
-  // expected-note @unknown {{the ONNX node 'node_view_4': 'tensor<4x2x31x16xf32>' -> 'tensor<4x2x16x31xf32>'}}
-  %y = merak.reshape %x : tensor<4x2x31x16xf32> to tensor<4x2x16x31xf32> loc("node_view_4")
-  return %y : tensor<4x2x16x31xf32>
+// its types.
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<3x4xf32> {
+  // expected-error @unknown {{merak-split-batch: 'merak.reshape': selects along the batch}}
+  // expected-note @unknown {{the ONNX node 'node_view_4': 'tensor<4x3xf32>' -> 'tensor<3x4xf32>'}}
+  %y = merak.reshape %x : tensor<4x3xf32> to tensor<3x4xf32> loc("node_view_4")
+  return %y : tensor<3x4xf32>
 }
 
 // -----

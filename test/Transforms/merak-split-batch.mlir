@@ -179,3 +179,15 @@ func.func @forward(%ids: tensor<4x16xi64> {merak.name = "input_ids"}) -> tensor<
   %o = merak.transpose %r perm = [1, 0] : tensor<16x4xi64> to tensor<4x16xi64>
   return %o : tensor<4x16xi64>
 }
+
+// -----
+
+// Funnel Transformer's relative shift reads [B, H, 31, 16] as
+// [B, H, 16, 31]: the last two dimensions have no common refinement, but
+// the batch and heads before them stay whole factors, so the batch splits.
+// CHECK: func.func @forward(%{{.*}}: tensor<2x2x31x16xf32> {merak.name = "x"}) -> tensor<2x2x16x31xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<2x2x31x16xf32> to tensor<2x2x16x31xf32>
+func.func @forward(%x: tensor<4x2x31x16xf32> {merak.name = "x"}) -> tensor<4x2x16x31xf32> {
+  %y = merak.reshape %x : tensor<4x2x31x16xf32> to tensor<4x2x16x31xf32>
+  return %y : tensor<4x2x16x31xf32>
+}

@@ -9,10 +9,11 @@
 // x (4 heads of 1), B and C (2 groups of 2 states each). The x, B and C
 // parts cut xBC apart further, so in_proj's ragged blocks become [z, x, B,
 // C, dt] = [4, 4, 2, 2, 4] (the walk first takes [4, 8, 4]), and the
-// conv1d's weight and bias (a dynamo splat zero here) are split in xBC's
-// blocks [4, 2, 2]; the conv's groups become the local channels. Each rank
-// holds its heads of z, x and dt and its group of B and C (the groups
-// divide by tp, as Megatron-LM requires); out_proj is row-parallel.
+// conv1d's weight and bias (a dynamo splat zero here: each rank's is a
+// splat of its size) are split in xBC's blocks [4, 2, 2]; the conv's
+// groups become the local channels. Each rank holds its heads of z, x and
+// dt and its group of B and C (the groups divide by tp, as Megatron-LM
+// requires); out_proj is row-parallel.
 // CHECK-DAG: merak.param @in_proj : tensor<8x4xf32> = {{.*}} : tensor<16x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 5, parts = 2, block_sizes = [4, 4, 2, 2, 4]>}
 // CHECK-DAG: merak.param @conv.weight : tensor<4x1x2xf32> = {{.*}} : tensor<8x1x2xf32> {merak.shard = #merak.shard<axis = 0, blocks = 3, parts = 2, block_sizes = [4, 2, 2]>}
 // CHECK-DAG: merak.param @dt_bias : tensor<2xf32> = {{.*}} : tensor<4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
@@ -20,7 +21,7 @@
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[IN:.*]] = merak.matmul {{.*}} -> tensor<1x3x8xf32>
 // CHECK: merak.split %[[IN]] axis = 2 sizes = [2, 4, 2] : tensor<1x3x8xf32> -> tensor<1x3x2xf32>, tensor<1x3x4xf32>, tensor<1x3x2xf32>
-// CHECK: %[[Z:.*]] = merak.local_shard {{.*}} "tp" : tensor<8xf32> -> tensor<4xf32>
+// CHECK: %[[Z:.*]] = merak.constant dense<0.000000e+00> : tensor<4xf32>
 // CHECK: merak.conv2d %{{.*}}, %{{.*}} bias %[[Z]] {{.*}} groups = 4 : (tensor<1x4x1x3xf32>, tensor<4x1x1x2xf32>, tensor<4xf32>) -> tensor<1x4x1x4xf32>
 // CHECK: merak.split %{{.*}} axis = 2 sizes = [2, 1, 1] : tensor<1x3x4xf32> -> tensor<1x3x2xf32>, tensor<1x3x1xf32>, tensor<1x3x1xf32>
 // CHECK: %[[OUT:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x3x2xf32>, tensor<2x4xf32> -> tensor<1x3x4xf32>

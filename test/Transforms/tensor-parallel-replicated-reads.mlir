@@ -233,3 +233,42 @@ func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   %t2 = merak.add %l, %r : tensor<f32>, tensor<f32>
   return %t2 : tensor<f32>
 }
+
+// -----
+
+// Funnel Transformer's relative attention: the positional scores
+// [B, H, T, 2T] read as [B, H, 2T, T] (a reshape whose last two
+// dimensions have no common refinement; the heads before them still
+// split), a slice, and a folded all-true mask [B, H, T, T] with a splat
+// fill in a where: each rank reads a splat of its heads' size.
+// CHECK-LABEL: func.func @forward
+// CHECK-DAG: %[[MASK:.*]] = merak.constant dense<true> : tensor<1x1x4x4xi1>
+// CHECK-DAG: %[[LOW:.*]] = merak.constant dense<-1.000000e+09> : tensor<1x1x4x4xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<1x1x4x6xf32> to tensor<1x1x6x4xf32>
+// CHECK: merak.where %[[MASK]], %{{.*}}, %[[LOW]] : tensor<1x1x4x4xi1>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>
+// CHECK: merak.all_reduce %{{.*}} group = "tp" reduction = "sum" : tensor<1x4x8xf32>
+merak.param @q.weight : tensor<8x8xf32> = dense<0.125> : tensor<8x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+  %r = merak.constant dense<0.25> : tensor<4x6xf32>
+  %mask = merak.constant dense<true> : tensor<1x2x4x4xi1>
+  %low = merak.constant dense<-1.0e9> : tensor<1x2x4x4xf32>
+  %wq = merak.get_param @q.weight : tensor<8x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tq = merak.transpose %wq perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %q0 = merak.matmul %x, %tq : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %p = merak.matmul %q, %r : tensor<1x2x4x4xf32>, tensor<4x6xf32> -> tensor<1x2x4x6xf32>
+  %ps = merak.reshape %p : tensor<1x2x4x6xf32> to tensor<1x2x6x4xf32>
+  %pc = merak.slice %ps starts = [0, 0, 2, 0] limits = [1, 2, 6, 4] strides = [1, 1, 1, 1] : tensor<1x2x6x4xf32> to tensor<1x2x4x4xf32>
+  %m = merak.where %mask, %pc, %low : tensor<1x2x4x4xi1>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %a = merak.softmax %m axis = 3 : tensor<1x2x4x4xf32>
+  %c = merak.matmul %a, %q : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %c1 = merak.transpose %c perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
+  %y = merak.reshape %c1 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %o = merak.matmul %y, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<1x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -39,6 +39,7 @@ func.func @f(%x: tensor<2x8x12xf32>, %w: tensor<12x6xf32>, %b: tensor<6xf32>,
   %12 = merak.conv2d %img, %dw bias %db strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 8 : (tensor<2x8x1x5xf32>, tensor<8x1x1x2xf32>, tensor<8xf32>) -> tensor<2x8x1x5xf32>
   %13 = merak.conv2d %img, %gw strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 4 : (tensor<2x8x1x5xf32>, tensor<8x2x1x2xf32>) -> tensor<2x8x1x5xf32>
   %14 = merak.conv2d_backward_data %img, %dw strides = [1, 1] padding = [0, 1, 0, 0] dilations = [1, 1] groups = 8 : (tensor<2x8x1x5xf32>, tensor<8x1x1x2xf32>) -> tensor<2x8x1x5xf32>
+  %15 = merak.reshape %q : tensor<2x4x8x3xf32> to tensor<2x4x3x8xf32>
   return
 }
 )mlir";
@@ -119,8 +120,34 @@ TEST(ShardingRule, ReshapeRefines) {
   auto minor = rule->locate(rule->operands[0], 2, 4);
   ASSERT_TRUE(minor);
   EXPECT_EQ(rule->find(rule->results[0], *minor), at(3, 1));
-  // [2, 3] -> [3, 2] has no common refinement.
-  EXPECT_FALSE(r.rule(8));
+}
+
+TEST(ShardingRule, ReshapeWithoutRefinement) {
+  Rules r;
+  // [2, 3] -> [3, 2] has no common refinement: each dimension is a
+  // replicated factor of its own side.
+  auto flat = r.rule(8);
+  ASSERT_TRUE(flat);
+  auto rows = flat->locate(flat->operands[0], 0, 1);
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(flat->factors[rows->factor].kind, FactorKind::Replicated);
+  EXPECT_EQ(flat->find(flat->results[0], *rows), std::nullopt);
+  // [2, 4, 8, 3] -> [2, 4, 3, 8] (Funnel's relative shift): the batch and
+  // the heads before the mixed dimensions stay shared parallel factors.
+  auto shift = r.rule(15);
+  ASSERT_TRUE(shift);
+  for (int64_t dim : {0, 1}) {
+    auto kept = shift->locate(shift->operands[0], dim, 1);
+    ASSERT_TRUE(kept);
+    EXPECT_EQ(shift->factors[kept->factor].kind, FactorKind::Parallel);
+    EXPECT_EQ(shift->find(shift->results[0], *kept), at(dim, 1));
+  }
+  for (int64_t dim : {2, 3}) {
+    auto mixed = shift->locate(shift->operands[0], dim, 1);
+    ASSERT_TRUE(mixed);
+    EXPECT_EQ(shift->factors[mixed->factor].kind, FactorKind::Replicated);
+    EXPECT_EQ(shift->find(shift->results[0], *mixed), std::nullopt);
+  }
 }
 
 TEST(ShardingRule, EqualSplitSelectsParts) {

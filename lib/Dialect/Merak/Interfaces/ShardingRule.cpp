@@ -102,9 +102,7 @@ ShardingRule ShardingRule::permutation(Operation *op, ArrayRef<int64_t> perm) {
 
 std::optional<ShardingRule> ShardingRule::reshape(Operation *op) {
   ArrayRef<int64_t> in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
-  // The boundaries (flat strides from the major end) of both shapes; the
-  // factors are the segments between consecutive ones, when each divides
-  // the next.
+  // The boundaries (flat strides from the major end) of both shapes.
   auto prefixes = [](ArrayRef<int64_t> shape) {
     SmallVector<int64_t> p{1};
     for (int64_t d : shape)
@@ -112,27 +110,54 @@ std::optional<ShardingRule> ShardingRule::reshape(Operation *op) {
     return p;
   };
   SmallVector<int64_t> pin = prefixes(in), pout = prefixes(out);
-  if (pin.back() != pout.back())
+  if (pin.back() != pout.back() || pin.back() == 0)
     return std::nullopt;
-  SmallVector<int64_t> bounds(pin);
-  bounds.append(pout);
-  llvm::sort(bounds);
-  bounds.erase(llvm::unique(bounds), bounds.end());
-  for (unsigned i = 1; i < bounds.size(); ++i)
-    if (bounds[i - 1] == 0 || bounds[i] % bounds[i - 1] != 0)
-      return std::nullopt;
   ShardingRule rule;
-  for (unsigned i = 1; i < bounds.size(); ++i)
-    rule.factors.push_back({bounds[i] / bounds[i - 1], FactorKind::Parallel});
-  auto dims = [&](ArrayRef<int64_t> p) {
-    TensorFactors t(p.size() - 1);
-    unsigned f = 0;
-    for (unsigned d = 0; d + 1 < p.size(); ++d)
-      for (; f < rule.factors.size() && bounds[f + 1] <= p[d + 1]; ++f)
-        t[d].push_back(f);
-    return t;
-  };
-  rule.operands.push_back(dims(pin));
-  rule.results.push_back(dims(pout));
+  TensorFactors operand(in.size()), result(out.size());
+  // The shapes cut into segments at the boundaries they share; each
+  // segment is dims [i0, i) of the operand and [o0, o) of the result.
+  // Within a segment whose boundaries each divide the next, the factors
+  // are the pieces between consecutive boundaries, shared by both sides
+  // ([B, T*H] -> [B, T, H]). Otherwise no piece lines up ([B, 31, 16] ->
+  // [B, 16, 31]): each dimension of the segment is its own replicated
+  // factor, and the segments around it still split.
+  unsigned i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    unsigned i0 = i, o0 = o;
+    do {
+      if (o == out.size() || (i < in.size() && pin[i + 1] <= pout[o + 1]))
+        ++i;
+      else
+        ++o;
+    } while (pin[i] != pout[o]);
+    SmallVector<int64_t> bounds(ArrayRef(pin).slice(i0, i - i0 + 1));
+    bounds.append(pout.begin() + o0, pout.begin() + o + 1);
+    llvm::sort(bounds);
+    bounds.erase(llvm::unique(bounds), bounds.end());
+    bool chain = llvm::all_of(llvm::seq<size_t>(1, bounds.size()),
+                              [&](size_t k) { return bounds[k] % bounds[k - 1] == 0; });
+    unsigned first = rule.factors.size(), end = first;
+    if (chain)
+      for (size_t k = 1; k < bounds.size(); ++k, ++end)
+        rule.factors.push_back({bounds[k] / bounds[k - 1], FactorKind::Parallel});
+    auto assign = [&](TensorFactors &t, ArrayRef<int64_t> p, unsigned d0, unsigned d1) {
+      unsigned f = first;
+      for (unsigned d = d0; d < d1; ++d) {
+        if (p[d + 1] == p[d]) // a 1: no factor
+          continue;
+        if (!chain) {
+          t[d].push_back(rule.factors.size());
+          rule.factors.push_back({p[d + 1] / p[d], FactorKind::Replicated});
+          continue;
+        }
+        for (; f < end && bounds[f - first + 1] <= p[d + 1]; ++f)
+          t[d].push_back(f);
+      }
+    };
+    assign(operand, pin, i0, i);
+    assign(result, pout, o0, o);
+  }
+  rule.operands.push_back(std::move(operand));
+  rule.results.push_back(std::move(result));
   return rule;
 }

@@ -200,8 +200,9 @@ private:
       }
     FactorKind kind = rule->factors[fs->factor].kind;
     if (!kept && (kind == FactorKind::Parallel || kind == FactorKind::Replicated))
-      return error(op) << "selects along the batch (dimension " << s.dim << " of operand #"
-                       << index << "): a part of the batch would need the rows of others";
+      return error(op) << "selects along the batch (dimension " << s.dim << " of operand #" << index
+                       << ") or mixes it with other axes: a part of the batch would "
+                       << "need the rows of others";
     return success();
   }
 

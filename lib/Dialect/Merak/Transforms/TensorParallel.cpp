@@ -432,8 +432,17 @@ struct MerakTensorParallelPass
     DenseMap<std::tuple<Value, int64_t, int64_t>, Value> partOf;
     for (auto [use, dim, blocks] : walk->scatteredReads) {
       Value &part = partOf[{use->get(), dim, blocks}];
-      if (!part)
+      auto splat = use->get().getDefiningOp<ConstantOp>();
+      auto value = splat ? dyn_cast<SplatElementsAttr>(splat.getValue()) : SplatElementsAttr();
+      if (!part && value) { // any part of a splat is a smaller splat
+        b.setInsertionPointAfter(splat);
+        part = ConstantOp::create(
+            b, splat.getLoc(),
+            SplatElementsAttr::get(local(cast<RankedTensorType>(value.getType()), dim),
+                                   value.getSplatValue<Attribute>()));
+      } else if (!part) {
         part = localPart(b, use->get(), dim, blocks);
+      }
       use->set(part);
     }
     for (Operation *mm : walk->columns) {

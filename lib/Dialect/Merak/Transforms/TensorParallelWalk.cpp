@@ -22,6 +22,12 @@ using namespace mlir::merak;
 using namespace mlir::merak::tensor_parallel;
 
 namespace {
+/// A constant with one value everywhere: every part of it is the same.
+bool isSplatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  return c && cast<ElementsAttr>(c.getValue()).isSplat();
+}
+
 /// The parts `v` is cut into along `dim` when its readers are slices (stride
 /// 1, whole elsewhere) covering it exactly in contiguous ranges of
 /// different lengths, or one split along `dim` with different sizes (with
@@ -289,6 +295,12 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     if (!w && kind == FactorKind::Parallel &&
         succeeded(splitUpstream(v, dim, where->second, s.seed, newSplits, newReads)))
       continue;
+    if (!w && kind == FactorKind::Parallel && isSplatConstant(v)) {
+      // Equal everywhere (a folded all-true mask [B, H, T, S]): any part
+      // of the right length is this rank's.
+      newScattered.push_back({&use, dim, where->second});
+      continue;
+    }
     if (!w) {
       // Another region may split it once a failure before it is resolved.
       if (activations && activations->contains(v) && !failedRegions.count(root(s.seed)))
@@ -448,9 +460,7 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
       newParams.push_back({*w, op, axis, blocks, s.seed, s.sizes});
     } else if (auto viewed = viewedParam(v, **dim)) {
       newParams.push_back({viewed->first, op, viewed->second, blocks, s.seed, s.sizes});
-    } else if (auto splat = v.getDefiningOp<ConstantOp>();
-               splat && isa<FloatType>(getElementTypeOrSelf(v.getType())) &&
-               cast<ElementsAttr>(splat.getValue()).isSplat()) {
+    } else if (isSplatConstant(v)) {
       // Equal everywhere (dynamo's zeros for a convolution without a bias):
       // any part of the right length is this rank's.
       newScattered.push_back({&use, **dim, 1});

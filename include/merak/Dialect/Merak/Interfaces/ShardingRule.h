@@ -79,8 +79,10 @@ struct ShardingRule {
   static ShardingRule elementwiseExcept(Operation *op, ArrayRef<int64_t> replicated);
   /// Result dim i is operand dim perm[i].
   static ShardingRule permutation(Operation *op, ArrayRef<int64_t> perm);
-  /// A row-major reshape: the common refinement of the two shapes (fails
-  /// where no refinement lines up, e.g. [2, 3] -> [3, 2]).
+  /// A row-major reshape: the common refinement of the two shapes. A run of
+  /// dimensions between two boundaries the shapes share that has none
+  /// ([B, 31, 16] -> [B, 16, 31]) gets a replicated factor per dimension,
+  /// on each side; fails only for empty tensors.
   static std::optional<ShardingRule> reshape(Operation *op);
 };
 
