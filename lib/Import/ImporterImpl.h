@@ -322,6 +322,10 @@ LogicalResult inlineLocalFunctions(onnx::ModelProto &model, std::string &error);
 /// for every (token, choice) pair (ExpertLoops.cpp); `error` names what
 /// cannot be.
 LogicalResult batchExpertLoops(onnx::ModelProto &model, std::string &error);
+/// Rewrites experts run on sorted segments of run-time sizes (SplitToSequence
+/// by expert counts, one product per part, a Concat) into the batched form
+/// with each row's segment as its expert (ExpertSegments.cpp).
+void batchExpertSegments(onnx::ModelProto &model);
 
 /// Window attributes of a Conv/Pool node (OnnxOpsWindow.cpp) in the form of
 /// the merak ops: kernel, strides, dilations per spatial dimension, padding

@@ -613,6 +613,7 @@ static OwningOpRef<ModuleOp> importModel(onnx::ModelProto &model, StringRef name
     emitError(loc) << "'" << name << "': " << error;
     return nullptr;
   }
+  onnx_import::batchExpertSegments(model);
   try {
     GraphImporter importer(ctx, model, baseDir, options);
     return importer.run();

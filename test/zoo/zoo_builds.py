@@ -416,6 +416,12 @@ def recurrent_and_hybrid_2025(name, tf):
         "xlstm": (tf.xLSTMConfig, tf.xLSTMForCausalLM,
                   dict(embedding_dim=WIDTH, num_blocks=LAYERS, num_heads=HEADS, chunk_size=8,
                        mode="train")),
+        # JetMoE: 4 experts top-2 in the MLP and in the attention (mixture
+        # of attention heads), each run on the rows sorted by expert and
+        # split by the experts' counts (`expert_size.tolist()`)
+        "jetmoe": (tf.JetMoeConfig, tf.JetMoeForCausalLM,
+                   dict(num_key_value_heads=2, kv_channels=WIDTH // HEADS, num_local_experts=4,
+                        num_experts_per_tok=2)),
     }
     return causal_lm(builds, name)
 
@@ -485,7 +491,7 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           # the flagship families of 2026
           "qwen3.5", "qwen3.5-moe", "gemma4", "llama4", "lfm3", "mistral4", "deepseek-v4",
           # recurrences and hybrids of 2024-25
-          "glm4-moe", "granite4", "zamba2", "recurrent-gemma", "xlstm"]
+          "glm4-moe", "granite4", "zamba2", "recurrent-gemma", "xlstm", "jetmoe"]
 TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE scaling)",
           "qwen2": "Qwen2 (GQA 4/2, qkv bias)", "mistral": "Mistral (GQA, sliding window 8)",
           "gemma2": "Gemma 2 (sliding/global layers, soft-capping)",
@@ -568,4 +574,5 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "granite4": "Granite 4.0 (Mamba-2 with one group, attention; MoE + shared MLP)",
           "zamba2": "Zamba2 (Mamba-2, a shared attention block with LoRA adapters)",
           "recurrent-gemma": "RecurrentGemma (Griffin: RG-LRU recurrences, local attention)",
-          "xlstm": "xLSTM (mLSTM: matrix memory, exponential gating, chunked)"}
+          "xlstm": "xLSTM (mLSTM: matrix memory, exponential gating, chunked)",
+          "jetmoe": "JetMoE (experts on sorted segments, mixture of attention heads)"}
