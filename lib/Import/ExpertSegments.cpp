@@ -22,10 +22,11 @@
 //          Squeeze(MatMul(Unsqueeze(x, 1), Gather(W, ids)), 1)  // W [E, I, O]
 //          [+ Gather(b, ids)]
 //
-// (the float row numbers are exact below 2^24 rows). Sizes that do not sum
-// to R leave rows past the last segment with the id E, which the gather
-// refuses at run time, as the split itself would. A split whose parts are
-// read otherwise is left as it is (the importer then names it).
+// (the float row numbers are exact below 2^24 rows). W holds one expert per
+// part. Sizes that do not sum to R leave rows past the last segment with
+// the id E, which the gather refuses at run time, as the split itself
+// would. A split whose parts are read otherwise is left as it is (the
+// importer then names it).
 //
 //===----------------------------------------------------------------------===//
 #include "ProtoGraph.h"
@@ -141,7 +142,9 @@ private:
         return false;
       products[(*e)[0]] = *p;
     }
-    if (products.empty())
+    // One expert per part, all of them: a row past the parts would gather
+    // expert E, which the gather refuses at run time.
+    if (products.empty() || inits.at(products[0].weight)->dims(0) != (int64_t)products.size())
       return false;
     for (const Product &p : products)
       if (p.weight != products.front().weight || p.bias != products.front().bias ||
