@@ -197,3 +197,41 @@ func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
   %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// ConvNeXt V2's global response normalisation between the MLP's Linears: a
+// mean over the split features (reduce_mean, axis 2). Each rank's mean of
+// its own features, summed over tp (g) and halved, is the whole mean; it
+// is read by the split division through f, so that the ranks' partial
+// gradients of it are summed.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[GX:.*]] = merak.reduce_sum %{{.*}} axes = [1] {keepdims} : tensor<1x3x4xf32> -> tensor<1x1x4xf32>
+// CHECK-NEXT: %[[M:.*]] = merak.reduce_mean %[[GX]] axes = [2] {keepdims} : tensor<1x1x4xf32> -> tensor<1x1x1xf32>
+// CHECK-NEXT: %[[G:.*]] = merak.all_reduce %[[M]] group = "tp" reduction = "sum" : tensor<1x1x1xf32> -> tensor<1x1x1xf32>
+// CHECK-NEXT: %[[HALF:.*]] = merak.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[W:.*]] = merak.mul %[[G]], %[[HALF]] : tensor<1x1x1xf32>, tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = merak.add %[[W]], %{{.*}} : tensor<1x1x1xf32>, tensor<f32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[D]] : tensor<1x1x1xf32>
+// CHECK-NEXT: merak.div %[[GX]], %[[F]] : tensor<1x1x4xf32>, tensor<1x1x1xf32>
+// CHECK: %[[O:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x3x4xf32>, tensor<4x4xf32> -> tensor<1x3x4xf32>
+// CHECK-NEXT: merak.all_reduce %[[O]] group = "tp" reduction = "sum" : tensor<1x3x4xf32>
+merak.param @up.weight : tensor<8x4xf32> = dense<0.125> : tensor<8x4xf32>
+merak.param @down.weight : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
+func.func @forward(%x: tensor<1x3x4xf32>) -> tensor<f32> {
+  %eps = merak.constant dense<1.0e-06> : tensor<f32>
+  %wu = merak.get_param @up.weight : tensor<8x4xf32>
+  %wd = merak.get_param @down.weight : tensor<4x8xf32>
+  %tu = merak.transpose %wu perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %h = merak.matmul %x, %tu : tensor<1x3x4xf32>, tensor<4x8xf32> -> tensor<1x3x8xf32>
+  %sq = merak.mul %h, %h : tensor<1x3x8xf32>, tensor<1x3x8xf32>
+  %gx = merak.reduce_sum %sq axes = [1] {keepdims} : tensor<1x3x8xf32> -> tensor<1x1x8xf32>
+  %m = merak.reduce_mean %gx axes = [2] {keepdims} : tensor<1x1x8xf32> -> tensor<1x1x1xf32>
+  %d = merak.add %m, %eps : tensor<1x1x1xf32>, tensor<f32>
+  %nx = merak.div %gx, %d : tensor<1x1x8xf32>, tensor<1x1x1xf32>
+  %y = merak.mul %h, %nx : tensor<1x3x8xf32>, tensor<1x1x8xf32>
+  %td = merak.transpose %wd perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %o = merak.matmul %y, %td : tensor<1x3x8xf32>, tensor<8x4xf32> -> tensor<1x3x4xf32>
+  %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<1x3x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -198,11 +198,11 @@ Rule rule(RmsNormOp op) { return normRule(op); }
 Rule rule(ReduceSumOp op) {
   return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Reduction);
 }
-#define MERAK_SHARDING_COMBINED_REDUCE_RULE(OP)                                \
-  Rule rule(OP op) {                                                           \
-    return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Combined); \
-  }
-MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMeanOp)
+Rule rule(ReduceMeanOp op) {
+  return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Mean);
+}
+#define MERAK_SHARDING_COMBINED_REDUCE_RULE(OP)                                                    \
+  Rule rule(OP op) { return reduction(op, op.getAxes(), op.getKeepdims(), FactorKind::Combined); }
 MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMaxOp)
 MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceMinOp)
 MERAK_SHARDING_COMBINED_REDUCE_RULE(ReduceProdOp)

@@ -491,6 +491,14 @@ struct MerakTensorParallelPass
         Value column = ReshapeOp::create(b, p.op->getLoc(), shaped, bias);
         sums[0] = AddOp::create(b, p.op->getLoc(), sums[0].getType(), sums[0], column);
       }
+      if (p.mean) { // the ranks' means summed: divided by tp
+        auto type = cast<RankedTensorType>(sums[0].getType());
+        Value scale = ConstantOp::create(
+            b, p.op->getLoc(),
+            DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
+                                   FloatAttr::get(type.getElementType(), 1.0 / tp)));
+        sums[0] = MulOp::create(b, p.op->getLoc(), type, sums[0], scale);
+      }
       for (auto [partial, sum] : llvm::zip(p.op->getResults(), sums))
         partial.replaceAllUsesExcept(sum, g);
     }

@@ -335,8 +335,8 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     split[r] = rs;
   for (auto [r, rs] : results)
     split[r] = rs;
-  if (kind == FactorKind::Reduction)
-    partials.push_back({op, s.seed});
+  if (kind == FactorKind::Reduction || kind == FactorKind::Mean)
+    partials.push_back({op, s.seed, kind == FactorKind::Mean});
   if (sums)
     statistics.push_back({op, s.seed});
   return success();

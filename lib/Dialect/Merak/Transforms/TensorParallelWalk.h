@@ -128,6 +128,9 @@ struct ParamShard {
 struct Partial {
   Operation *op;
   int seed;
+  /// A mean over the split factor: the sum of the ranks' means is divided
+  /// by tp.
+  bool mean = false;
 };
 
 /// One propagation over the function for the current seeds.

@@ -10,10 +10,13 @@
 //    contraction's K, reduce_sum's axes); splitting it leaves every rank a
 //    partial sum of the results;
 //  - combined: it appears in operands only and is reduced over by something
-//    other than a sum (reduce_mean/max/min/prod, argmax, a mean loss);
+//    other than a sum (reduce_max/min/prod, argmax, a mean loss);
 //    splitting it leaves every rank the reduction of its own part, which
 //    only a data split (the batch, whose rows are independent samples) may
 //    keep as it is;
+//  - mean: combined by a mean (reduce_mean): as combined for a data split;
+//    split into p equal parts, the sum of the parts' means over the ranks
+//    divided by p is the whole mean (tensor parallelism's partial sum);
 //  - replicated: it cannot be split (a softmax's axis, a layer norm's
 //    normalised dimensions, a slice's sliced dimension).
 // A broadcast dimension of size 1 has no factor. The passes that split
@@ -32,7 +35,7 @@
 
 namespace mlir::merak {
 
-enum class FactorKind { Parallel, Reduction, Combined, Replicated };
+enum class FactorKind { Parallel, Reduction, Combined, Mean, Replicated };
 
 struct ShardingRule {
   struct Factor {
