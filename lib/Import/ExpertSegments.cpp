@@ -112,6 +112,16 @@ private:
     return p;
   }
 
+  /// The rank `v` is declared with (a graph input or value_info), or -1.
+  int declaredRank(const std::string &v) const {
+    for (const auto *infos : {&g.input(), &g.value_info()})
+      for (const onnx::ValueInfoProto &info : *infos)
+        if (info.name() == v && info.type().has_tensor_type() &&
+            info.type().tensor_type().has_shape())
+          return info.type().tensor_type().shape().dim_size();
+    return -1;
+  }
+
   /// A scalar int64 constant.
   std::string scalar(int64_t v) { return op("Squeeze", {constant({v}), constant({0})}); }
 
@@ -125,8 +135,9 @@ private:
   /// product and the products are concatenated in order.
   bool rewrite(int s) {
     const onnx::NodeProto &split = g.node(s);
+    // (A scalar split is one chunk length: not the experts' sizes.)
     if (split.input_size() != 2 || split.input(1).empty() || constInts(split.input(1)) ||
-        intAttr(split, "axis", 0) != 0)
+        intAttr(split, "axis", 0) != 0 || declaredRank(split.input(1)) == 0)
       return false;
     const std::vector<int> &readers = usersOf(split.output(0));
     std::vector<Product> products(readers.size());
