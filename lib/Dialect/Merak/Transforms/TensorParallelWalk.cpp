@@ -28,6 +28,17 @@ bool isSplatConstant(Value v) {
   return c && cast<ElementsAttr>(c.getValue()).isSplat();
 }
 
+/// Whether `op` reducing a split axis of `kind` needs the axis whole: a max
+/// or product over it. A mean is a partial sum scaled by 1/tp (float values
+/// only).
+bool needsWholeAxis(Operation *op, FactorKind kind) {
+  if (kind == FactorKind::Combined)
+    return true;
+  return kind == FactorKind::Mean && !llvm::all_of(op->getResultTypes(), [](Type t) {
+           return isa<FloatType>(getElementTypeOrSelf(t));
+         });
+}
+
 /// The parts `v` is cut into along `dim` when its readers are slices (stride
 /// 1, whole elsewhere) covering it exactly in contiguous ranges of
 /// different lengths, or one split along `dim` with different sizes (with
@@ -237,7 +248,7 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
         failedRegions[root(s.seed)] = {0, sizes, s.block};
     return failure();
   }
-  if (kind == FactorKind::Combined) // a mean or max over the split axis
+  if (needsWholeAxis(op, kind))
     return failure();
   SmallVector<ParamShard> newParams;
   SmallVector<std::pair<Value, Split>> newSplits;
