@@ -93,11 +93,17 @@ struct MerakTensorParallelPass
   /// This rank's part of the replicated `x` along `dim` viewed as [blocks,
   /// tp, n / (blocks tp)] (inserted after x's definition): merak.local_shard
   /// splits the leading dimension, so `dim` (after the blocks, viewed as
-  /// their own dimension) is moved there and back by transposes.
+  /// their own dimension) is moved there and back by transposes. Any part
+  /// of a splat constant is a smaller splat.
   Value localPart(OpBuilder &b, Value x, int64_t dim, int64_t blocks) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointAfterValue(x);
     Location loc = x.getLoc();
+    if (auto c = x.getDefiningOp<ConstantOp>())
+      if (auto splat = dyn_cast<SplatElementsAttr>(c.getValue()))
+        return ConstantOp::create(
+            b, loc,
+            SplatElementsAttr::get(local(tensorOf(x), dim), splat.getSplatValue<Attribute>()));
     if (blocks > 1) {
       RankedTensorType whole = tensorOf(x);
       SmallVector<int64_t> shape(whole.getShape());
@@ -432,17 +438,8 @@ struct MerakTensorParallelPass
     DenseMap<std::tuple<Value, int64_t, int64_t>, Value> partOf;
     for (auto [use, dim, blocks] : walk->scatteredReads) {
       Value &part = partOf[{use->get(), dim, blocks}];
-      auto splat = use->get().getDefiningOp<ConstantOp>();
-      auto value = splat ? dyn_cast<SplatElementsAttr>(splat.getValue()) : SplatElementsAttr();
-      if (!part && value) { // any part of a splat is a smaller splat
-        b.setInsertionPointAfter(splat);
-        part = ConstantOp::create(
-            b, splat.getLoc(),
-            SplatElementsAttr::get(local(cast<RankedTensorType>(value.getType()), dim),
-                                   value.getSplatValue<Attribute>()));
-      } else if (!part) {
+      if (!part)
         part = localPart(b, use->get(), dim, blocks);
-      }
       use->set(part);
     }
     for (Operation *mm : walk->columns) {
