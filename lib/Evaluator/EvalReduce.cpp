@@ -1,8 +1,10 @@
 //===- EvalReduce.cpp - reduction and normalisation reference kernels -----===//
 #include "Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <tuple>
 
 using namespace mlir;
@@ -149,6 +151,34 @@ LogicalResult kernels::eval(ArgMaxOp op, Operands in, Results out) {
 
 LogicalResult kernels::eval(ArgMinOp op, Operands in, Results out) {
   return evalArg(op, op.getAxis(), op.getSelectLastIndex(), /*min=*/true, in, out);
+}
+
+/// The stable sorting permutation along the axis; NaN ranks above every
+/// number (in float tensors; integers are compared as integers).
+LogicalResult kernels::eval(ArgSortOp op, Operands in, Results out) {
+  const HostTensor &a = *in[0];
+  HostTensor r(op.getType());
+  AxisView v(a.getShape(), op.getAxis());
+  bool desc = op.getDescending();
+  std::vector<int64_t> order(v.dim);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.inner; ++k) {
+      auto before = [&](int64_t i, int64_t j) {
+        int64_t ai = v.at(o, i, k), aj = v.at(o, j, k);
+        if (!a.isFloat())
+          return desc ? a.i()[ai] > a.i()[aj] : a.i()[ai] < a.i()[aj];
+        double x = a.f()[ai], y = a.f()[aj];
+        if (std::isnan(x) || std::isnan(y))
+          return desc ? !std::isnan(y) : !std::isnan(x);
+        return desc ? x > y : x < y;
+      };
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), before);
+      for (int64_t j = 0; j < v.dim; ++j)
+        r.i()[v.at(o, j, k)] = order[j];
+    }
+  out.push_back(std::move(r));
+  return success();
 }
 
 /// softmax, or log_softmax with `log`, along `axis`.

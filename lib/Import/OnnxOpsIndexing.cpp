@@ -454,12 +454,15 @@ LogicalResult scatterElements(NodeContext &n) {
   });
 }
 
-/// TopK by ranks: rank[j] = #{l : x[l] beats x[j]} where l beats j when it
-/// is larger (smaller for largest=0), or equal at a smaller index (ONNX's
-/// order); the i-th result is the position of rank i. Exact for ties and
-/// infinities; the values are a gather_elements of x (differentiable). It
-/// compares every pair along the axis, so the axis is limited to 4096
-/// (routing over experts, not sampling over a vocabulary).
+/// TopK: a whole-axis sort (`torch.sort`, a dispatch that orders its rows
+/// by expert) or an axis longer than 256 is the first k of merak.argsort
+/// (stable, descending for largest=1: ONNX's order for ties). A short axis
+/// (a router's choice among experts) is ranked by pairs: rank[j] = #{l :
+/// x[l] beats x[j]} where l beats j when it is larger (smaller for
+/// largest=0), or equal at a smaller index; the i-th result is the
+/// position of rank i, all in ops the sharding rules follow. Either way
+/// exact for ties and infinities; the values are a gather_elements of x
+/// (differentiable).
 LogicalResult topKImpl(NodeContext &n, int64_t k) {
   auto xt = n.inputType(0);
   int64_t rank = xt.getRank();
@@ -469,12 +472,18 @@ LogicalResult topKImpl(NodeContext &n, int64_t k) {
   int64_t len = xt.getDimSize(*ax);
   if (k < 0 || k > len)
     return n.error("k = " + Twine(k) + " is not in [0, " + Twine(len) + "]");
-  if (len > 4096)
-    return n.unsupported("TopK along an axis of " + Twine(len) +
-                         " elements (at most 4096: it ranks every pair)");
   if (k == 0)
     return n.unsupported("k = 0 (empty results)");
   bool largest = n.getInt("largest", 1);
+  if (k == len || len > 256) {
+    auto i64 = n.builder().getI64Type();
+    Value idx =
+        n.create<ArgSortOp>(RankedTensorType::get(xt.getShape(), i64), n.input(0), *ax, largest);
+    if (k < len)
+      idx = n.sliceDim(idx, *ax, 0, k);
+    n.setOutputs({n.create<GatherElementsOp>(n.input(0), idx, *ax), idx});
+    return success();
+  }
   SmallVector<int64_t> perm, back(rank);
   for (int64_t d = 0; d < rank; ++d)
     if (d != *ax)

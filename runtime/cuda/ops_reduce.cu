@@ -1,4 +1,4 @@
-//===- ops_reduce.cu - GPU ABI: reductions, argmax, cumsum, cross entropy ----===//
+//===- ops_reduce.cu - GPU ABI: reductions, argmax, argsort, cumsum, loss ---===//
 //
 // Semantics of runtime/src/ops_reduce.cpp: floats accumulate in double,
 // integers in wrapping int64, NaN is sticky in max/min. reduce() walks the
@@ -149,6 +149,34 @@ __global__ void __launch_bounds__(256)
         best = j;
     }
     y[it] = best;
+  }
+}
+
+/// merak.argsort, one thread per element: its stable rank along the axis
+/// (the elements before it in the order, ties at smaller positions
+/// included) is where its position goes. O(dim) per element; NaN (x != x)
+/// ranks above every number.
+template <class T>
+__global__ void __launch_bounds__(256) argSortKernel(const T *x, int64_t *y, int64_t outer,
+                                                     int64_t dim, int64_t inner, bool descending) {
+  MERAK_GRID_STRIDE(it, outer * dim * inner) {
+    const int64_t o = it / (dim * inner), j = (it / inner) % dim, k = it % inner;
+    const T *p = x + o * dim * inner + k;
+    const T v = p[j * inner];
+    const bool vNan = !(v == v);
+    int64_t rank = 0;
+    for (int64_t l = 0; l < dim; ++l) {
+      const T u = p[l * inner];
+      const bool uNan = !(u == u);
+      bool before;
+      if (uNan || vNan)
+        before = descending ? (uNan && !vNan) : (!uNan && vNan);
+      else
+        before = descending ? u > v : u < v;
+      const bool tie = (uNan == vNan) && (uNan || u == v);
+      rank += before || (tie && l < j);
+    }
+    y[o * dim * inner + rank * inner + k] = j;
   }
 }
 
@@ -394,6 +422,20 @@ void argReduce(bool isMax, DT t, const void *x, const Dims &dx, int64_t axis,
         selectLast);
   });
   checkLaunch("argmax/argmin");
+}
+
+void argSort(DT t, const void *x, const Dims &dx, int64_t axis, bool descending, void *out) {
+  int64_t *y = static_cast<int64_t *>(out);
+  axis = normAxis(axis, dx.rank);
+  AxisSplit s(dx, axis);
+  if (s.outer * s.dim * s.inner == 0)
+    return;
+  dispatchNumeric(t, "argsort: numeric tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    argSortKernel<T><<<gridFor(s.outer * s.dim * s.inner), 256, 0, cs()>>>(
+        static_cast<const T *>(x), y, s.outer, s.dim, s.inner, descending);
+  });
+  checkLaunch("argsort");
 }
 
 void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,

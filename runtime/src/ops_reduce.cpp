@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -299,6 +300,37 @@ void argReduce(bool isMax, DT t, const void *x, const Dims &dx, int64_t axis,
             best = j;
         }
         y[it] = best;
+      }
+    });
+  });
+}
+
+// --- argsort ------------------------------------------------------------------
+
+void argSort(DT t, const void *x, const Dims &dx, int64_t axis, bool descending, void *out) {
+  int64_t *y = static_cast<int64_t *>(out);
+  axis = normAxis(axis, dx.rank);
+  AxisSplit s(dx, axis);
+  dispatchNumeric(t, "argsort: numeric tensors only", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = static_cast<const T *>(x);
+    parallelFor(s.outer * s.inner, s.dim * 16, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> order(s.dim);
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t o = it / s.inner, k = it % s.inner;
+        const T *p = px + o * s.dim * s.inner + k;
+        // NaN (x != x) ranks above every number.
+        auto before = [&](int64_t i, int64_t j) {
+          const T a = p[i * s.inner], c = p[j * s.inner];
+          if (a != a || c != c)
+            return descending ? c == c : a == a;
+          return descending ? a > c : a < c;
+        };
+        std::iota(order.begin(), order.end(), int64_t(0));
+        std::stable_sort(order.begin(), order.end(), before);
+        int64_t *q = y + o * s.dim * s.inner + k;
+        for (int64_t j = 0; j < s.dim; ++j)
+          q[j * s.inner] = order[j];
       }
     });
   });

@@ -438,6 +438,37 @@ TEST(OpsReduce, ArgMaxArgMin) {
   EXPECT_EQ(y8, (std::vector<int64_t>{1, 1, 0, 2, 0, 0, 1, 1}));
 }
 
+TEST(OpsReduce, ArgSortStableWithNaN) {
+  // Rows [3, -inf, 3, NaN, 5] and [1, 1, 0, 2, 1]: ties keep their order,
+  // NaN ranks above every number (last ascending, first descending).
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  std::vector<float> x = {3, -inf, 3, nan, 5, 1, 1, 0, 2, 1};
+  std::vector<int64_t> y(10);
+  cpu::argSort(DT::F32, x.data(), D({2, 5}), 1, false, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{1, 0, 2, 4, 3, 2, 0, 1, 4, 3}));
+  cpu::argSort(DT::F32, x.data(), D({2, 5}), 1, true, y.data());
+  EXPECT_EQ(y, (std::vector<int64_t>{3, 4, 0, 2, 1, 3, 0, 1, 4, 2}));
+  // Along a strided axis, integers with many ties, against stable ranks
+  // counted pair by pair (the element of rank r goes to position r).
+  Dims d = D({3, 600, 2});
+  std::vector<int64_t> xi(d.numel()), got(d.numel()), want(d.numel());
+  for (size_t i = 0; i < xi.size(); ++i)
+    xi[i] = static_cast<int64_t>((i * 7919) % 23) - 11;
+  for (bool desc : {false, true}) {
+    forEach(d, [&](int64_t lin, const int64_t *idx) {
+      const int64_t base = lin - idx[1] * 2, v = xi[lin];
+      int64_t rank = 0;
+      for (int64_t l = 0; l < 600; ++l) {
+        const int64_t u = xi[base + l * 2];
+        rank += (desc ? u > v : u < v) || (u == v && l < idx[1]);
+      }
+      want[base + rank * 2] = idx[1];
+    });
+    cpu::argSort(DT::I64, xi.data(), d, 1, desc, got.data());
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST(OpsReduce, CumSumAllModes) {
   Dims dx = D({3, 4, 5});
   auto x = randv<float>(dx.numel());

@@ -48,7 +48,7 @@ namespace mlir::merak::emitc_lowering {
   X(ReshapeOp) X(TpIdentityOp) X(GetParamOp) X(SetParamOp) X(BroadcastOp) X(TransposeOp)           \
       X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp) X(GatherGradOp) X(GatherElementsOp)            \
           X(GatherElementsGradOp) /* ReductionRules.cpp */                                         \
-      X(ArgMaxOp) X(ArgMinOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp)                      \
+      X(ArgMaxOp) X(ArgMinOp) X(ArgSortOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp)          \
       X(SelectiveScanOp) X(SelectiveScanGradOp) /* NNRules.cpp */                                  \
       X(SoftmaxOp) X(LogSoftmaxOp) X(LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp)  \
           X(BatchNormGradOp) X(SumSquaresOp) X(DropoutOp) X(CrossEntropyOp) X(GeluGradOp)          \

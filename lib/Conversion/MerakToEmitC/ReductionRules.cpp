@@ -1,7 +1,7 @@
 //===- ReductionRules.cpp - Lowering reductions ---------------------------===//
 //
 // reduce_* (one runtime entry point, the op's Reduce value an argument),
-// argmax / argmin, cumsum, linear_scan and selective_scan (with their
+// argmax / argmin, argsort, cumsum, linear_scan and selective_scan (with their
 // gradients).
 //
 //===----------------------------------------------------------------------===//
@@ -44,6 +44,21 @@ FailureOr<Lowering> emitc_lowering::rule(ArgMaxOp a, Emitter &e, LoweringContext
 
 FailureOr<Lowering> emitc_lowering::rule(ArgMinOp a, Emitter &e, LoweringContext &) {
   return argReduce(a, e, /*isMax=*/false);
+}
+
+FailureOr<Lowering> emitc_lowering::rule(ArgSortOp a, Emitter &e, LoweringContext &) {
+  PTR(x, a.getInput());
+  PTR(y, a.getResult());
+  Type tx = a.getInput().getType();
+  e.call(kernels::argSort)
+      .dtype(tx)
+      .ptr(x)
+      .dims(tx)
+      .i64(normAxis(a.getAxis(), tx))
+      .boolean(a.getDescending())
+      .ptr(y)
+      .emit();
+  return Lowering::Done;
 }
 
 FailureOr<Lowering> emitc_lowering::rule(CumSumOp c, Emitter &e, LoweringContext &) {

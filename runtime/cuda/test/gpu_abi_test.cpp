@@ -268,6 +268,11 @@ void checkFloatElementwise(DT t) {
       (side ? gpu::argReduce : cpu::argReduce)(true, t, P(x), x.d, 1, false,
                                                static_cast<int64_t *>(P(y)));
     });
+    for (bool desc : {false, true}) {
+      T o = make(DT::I64, x.d);
+      pair("argSort" + ts + (desc ? " desc" : ""), {&o}, 0,
+           [&](int side) { (side ? gpu::argSort : cpu::argSort)(t, P(x), x.d, 1, desc, P(o)); });
+    }
     T c = make(t, x.d);
     pair("cumsum" + ts, {&c}, tl * 10,
          [&](int side) { (side ? gpu::cumsum : cpu::cumsum)(t, P(x), x.d, 1, true, true, P(c)); });

@@ -1281,6 +1281,30 @@ func.func @cross_entropy_float_labels(%l: tensor<4x10xf32>, %t: tensor<4xf32>) {
 
 // -----
 
+func.func @argsort_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.argsort' op axis 2 is out of range for rank 2}}
+  %0 = merak.argsort %a axis = 2 : tensor<2x3xf32> -> tensor<2x3xi64>
+  return
+}
+
+// -----
+
+func.func @argsort_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.argsort' op result shape must equal the input's}}
+  %0 = merak.argsort %a axis = 1 : tensor<2x3xf32> -> tensor<2x2xi64>
+  return
+}
+
+// -----
+
+func.func @argsort_result_f32(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'merak.argsort' op result #0 must be statically shaped tensor of 64-bit signless integer values}}
+  %0 = merak.argsort %a axis = 1 : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @cumsum_axis(%a: tensor<2x3xf32>) {
   // expected-error @+1 {{'merak.cumsum' op axis 2 is out of range for rank 2}}
   %0 = merak.cumsum %a axis = 2 : tensor<2x3xf32>

@@ -291,6 +291,10 @@ func.func @reductions(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>) {
   %7 = merak.argmin %x axis = 1 {keepdims} : tensor<2x3x4xf32> -> tensor<2x1x4xi64>
   // CHECK: merak.cumsum %[[X]] axis = 2 {exclusive, reverse} : tensor<2x3x4xf32>
   %8 = merak.cumsum %x axis = 2 {exclusive, reverse} : tensor<2x3x4xf32>
+  // CHECK: merak.argsort %[[X]] axis = 1 : tensor<2x3x4xf32> -> tensor<2x3x4xi64>
+  %9 = merak.argsort %x axis = 1 : tensor<2x3x4xf32> -> tensor<2x3x4xi64>
+  // CHECK: merak.argsort %[[I]] axis = 0 {descending} : tensor<5xi64> -> tensor<5xi64>
+  %10 = merak.argsort %i axis = 0 {descending} : tensor<5xi64> -> tensor<5xi64>
   return
 }
 

@@ -395,6 +395,13 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   return success();
 }
 
+LogicalResult ArgSortOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if (in.getShape() != out.getShape())
+    return emitOpError("result shape must equal the input's");
+  return verifyAxis(*this, getAxis(), in.getRank());
+}
+
 LogicalResult CumSumOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType().getRank());
 }

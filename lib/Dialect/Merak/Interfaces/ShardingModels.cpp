@@ -6,7 +6,8 @@
 //
 //   elementwise (binary, where, unary, cast, dropout, broadcast, tp_identity)
 //       every result dim a parallel factor; operands broadcast numpy-style
-//   softmax, log_softmax, cumsum, argmax/argmin   the axis replicated
+//   softmax, log_softmax, cumsum, argsort   the axis replicated (argsort's
+//                               result holds positions along it: positionsIn)
 //   selective_scan [B, D, T], [D, N], [B, T, N]   B, D parallel; T, N
 //                               replicated
 //   layer_norm, rms_norm        the normalised dims [axis, rank) replicated;
@@ -41,6 +42,8 @@
 //                               axis replicated
 //   gather_grad (scatter-add)   the indices' dims reductions; the result's
 //                               axis replicated
+//   (gathers and scatters: the table's axis is read or written at the
+//   positions the indices hold: addressedBy)
 //   gather_elements_grad        grad and indices share their dims with the
 //                               result where the sizes agree; their axis a
 //                               reduction, the result's replicated
@@ -165,6 +168,11 @@ MERAK_SHARDING_ELEMENTWISE_OPS(MERAK_SHARDING_ELEMENTWISE_RULE)
 Rule rule(SoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(LogSoftmaxOp op) { return elementwiseAxis(op, op.getAxis()); }
 Rule rule(CumSumOp op) { return elementwiseAxis(op, op.getAxis()); }
+Rule rule(ArgSortOp op) {
+  ShardingRule r = elementwiseAxis(op, op.getAxis());
+  r.positionsIn.push_back({r.results[0][normalise(op.getAxis(), op.getInput())][0], 0});
+  return r;
+}
 Rule rule(LinearScanOp op) { return elementwiseAxis(op, op.getAxis()); }
 
 /// u, delta, result [B, D, T]; a [D, N]; b, c [B, T, N]: the batch and the
@@ -328,6 +336,7 @@ Rule rule(GatherOp op) {
                               op.getIndices(), FactorKind::Parallel);
   b.rule.operands = {RuleBuilder::tensor(f.table), RuleBuilder::tensor(f.indices)};
   b.rule.results = {RuleBuilder::tensor(f.indexed)};
+  b.rule.addressedBy.push_back({f.table[normalise(op.getAxis(), op.getData())], 1});
   return b.rule;
 }
 
@@ -486,6 +495,7 @@ Rule rule(GatherElementsOp op) {
     i.push_back({fi});
     d.push_back({shared ? fi : b.factor(data[k], FactorKind::Replicated)});
   }
+  b.rule.addressedBy.push_back({d[axis][0], 1});
   b.rule.operands = {std::move(d), i};
   b.rule.results = {std::move(i)};
   return b.rule;
@@ -506,6 +516,7 @@ Rule rule(GatherElementsGradOp op) {
     i.push_back({fi});
     d.push_back({shared ? fi : b.factor(data[k], FactorKind::Replicated)});
   }
+  b.rule.addressedBy.push_back({d[axis][0], 1});
   b.rule.operands = {i, i};
   b.rule.results = {std::move(d)};
   return b.rule;
@@ -522,6 +533,7 @@ Rule rule(GatherGradOp op) {
                               op.getIndices(), FactorKind::Reduction);
   b.rule.operands = {RuleBuilder::tensor(f.indexed), RuleBuilder::tensor(f.indices)};
   b.rule.results = {RuleBuilder::tensor(f.table)};
+  b.rule.addressedBy.push_back({f.table[normalise(op.getAxis(), op.getResult())], 1});
   return b.rule;
 }
 
@@ -576,8 +588,9 @@ Rule rule(ExpertMatmulGradWeightOp op) {
   X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LayerNormOp)     \
   X(RmsNormOp) X(SelectiveScanOp)                                              \
   X(ReduceSumOp) X(ReduceMeanOp) X(ReduceMaxOp) X(ReduceMinOp) X(ReduceProdOp) \
-  X(ArgMaxOp) X(ArgMinOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) X(SplitOp)   \
-  X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp) X(AttentionOp)         \
+  X(ArgMaxOp) X(ArgMinOp) X(ArgSortOp) X(MatmulOp) X(TransposeOp) X(ReshapeOp) \
+  X(SplitOp) X(ConcatOp) X(SliceOp) X(GatherOp) X(CrossEntropyOp)              \
+  X(AttentionOp)                                                               \
   X(Conv2DOp) X(Conv2DBackwardDataOp) X(MaxPool2DOp) X(AvgPool2DOp)            \
   X(BatchNormOp) X(GatherElementsOp) X(GatherElementsGradOp) X(GatherGradOp)   \
   X(ExpertMatmulOp)                                                            \

@@ -270,6 +270,29 @@ class Merak_ArgOp<string mnemonic, string which>
 def Merak_ArgMaxOp : Merak_ArgOp<"argmax", "maximum">;
 def Merak_ArgMinOp : Merak_ArgOp<"argmin", "minimum">;
 
+def Merak_ArgSortOp : Merak_Op<"argsort", [Pure]> {
+  let summary = "The stable sorting permutation along an axis";
+  let description = [{
+    `result[..., i, ...]` is the position along `axis` of the i-th smallest
+    element (the i-th largest with `descending`); equal elements keep their
+    order, so for each row `input[result]` is sorted and ties are taken at
+    the smaller position first, ONNX TopK's order. NaN ranks above every
+    number. The importer takes a TopK that sorts a whole axis (or one too
+    long to rank by pairs) from it: `torch.sort`, `argsort`, a Mixture-of-
+    Experts dispatch that orders its rows by expert. The result holds
+    integers, so nothing is differentiated through it; the sorted values
+    are a gather_elements by it.
+
+    ```mlir
+    %p = merak.argsort %x axis = 0 : tensor<512xi64> -> tensor<512xi64>
+    ```
+  }];
+  let arguments = (ins Merak_NumericTensor:$input, I64Attr:$axis, UnitAttr:$descending);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input `axis` `=` $axis attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Merak_CumSumOp : Merak_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
   let summary = "Cumulative sum along an axis";
   let description = [{

@@ -49,6 +49,18 @@ struct ShardingRule {
   SmallVector<Factor> factors;
   SmallVector<TensorFactors> operands, results;
 
+  /// A factor whose positions a tensor's values are (`value` numbers an
+  /// operand or a result, by the list it is in).
+  struct Positions {
+    unsigned factor;
+    unsigned value;
+  };
+  /// Factors read or written at the positions an operand holds: a
+  /// gather's table axis, a scatter's result axis (at its indices).
+  SmallVector<Positions, 1> addressedBy;
+  /// Results that hold positions along a factor: argsort's, along its axis.
+  SmallVector<Positions, 1> positionsIn;
+
   /// A split of a dimension viewed as [blocks, parts, n / (blocks * parts)]
   /// (rank r holds part r of every block) expressed on the dimension's
   /// factors: the split `factor`, itself viewed as [blocks, parts, ...].
