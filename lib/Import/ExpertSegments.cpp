@@ -17,16 +17,18 @@
 // grouped expert GEMMs), computed before the import:
 //
 //   ends = CumSum(Cast(sizes, float))                      // [E]
-//   ids  = Cast(ReduceSum(Cast(Range(0, R) [R, 1] >= ends [1, E]), 1))
+//   rows = CumSum(ones [R], exclusive)                     // 0, 1, .., R-1
+//   ids  = Cast(ReduceSum(Cast(rows [R, 1] >= ends [1, E]), 1))
 //   y    = Squeeze(MatMul(Gather(W, ids), Unsqueeze(x, 2)), 2)  // W [E, O, I]
 //          Squeeze(MatMul(Unsqueeze(x, 1), Gather(W, ids)), 1)  // W [E, I, O]
 //          [+ Gather(b, ids)]
 //
-// (the float row numbers are exact below 2^24 rows). W holds one expert per
-// part. Sizes that do not sum to R leave rows past the last segment with
-// the id E, which the gather refuses at run time, as the split itself
-// would. A split whose parts are read otherwise is left as it is (the
-// importer then names it).
+// (the float row numbers are exact below 2^24 rows; the ones are counted
+// from x's first column, so that a part of the batch numbers its own rows).
+// W holds one expert per part. Sizes that do not sum to R leave rows past
+// the last segment with the id E, which the gather refuses at run time, as
+// the split itself would. A split whose parts are read otherwise is left as
+// it is (the importer then names it).
 //
 //===----------------------------------------------------------------------===//
 #include "ProtoGraph.h"
@@ -67,6 +69,8 @@ public:
 
 private:
   int64_t opset = 0;
+  /// The rows' experts of the splits rewritten so far, by their sizes.
+  std::vector<std::pair<std::string, std::string>> idsBySizes;
 
   /// `v` as Gather(P, e) of a parameter P of rank `rank` along axis 0.
   std::string gatheredParam(const std::string &v, int64_t e, int rank) const {
@@ -131,6 +135,31 @@ private:
     return out;
   }
 
+  /// The expert of each row of `x` split by `sizes`: those of an earlier
+  /// split by the same sizes (the next layer of the same experts, whose
+  /// input may be split by features under tensor parallelism), or computed
+  /// from `x`'s rows.
+  std::string segmentIds(const std::string &x, const std::string &sizes) {
+    for (const auto &[earlier, ids] : idsBySizes)
+      if (equivalent(earlier, sizes))
+        return ids;
+    std::string ends = op("CumSum", {cast(sizes, onnx::TensorProto::FLOAT), scalar(0)});
+    // The row numbers, counted over x's rows (not a Range of their count):
+    // when the batch is split, each part numbers its own rows.
+    std::string column = op("Gather", {x, scalar(0)});
+    setInt(g.node_size() - 1, "axis", 1);
+    std::string one = op("Or", {op("Equal", {column, column}), op("IsNaN", {column})});
+    std::string rows = op("CumSum", {cast(one, onnx::TensorProto::FLOAT), scalar(0)});
+    setInt(g.node_size() - 1, "exclusive", 1);
+    rows = op("Unsqueeze", {rows, constant({1})});
+    std::string past = op("GreaterOrEqual", {rows, op("Unsqueeze", {ends, constant({0})})});
+    std::string summed = op("ReduceSum", {cast(past, onnx::TensorProto::FLOAT), constant({1})});
+    setInt(g.node_size() - 1, "keepdims", 0);
+    std::string ids = cast(summed, onnx::TensorProto::INT64);
+    idsBySizes.push_back({sizes, ids});
+    return ids;
+  }
+
   /// Rewrites the split at node `s` when every part is one expert's
   /// product and the products are concatenated in order.
   bool rewrite(int s) {
@@ -173,18 +202,9 @@ private:
           usersOf(g.node(p.node).output(0)).size() != 1)
         return false;
 
-    std::string x = split.input(0), sizes = split.input(1);
+    std::string x = split.input(0);
     const Product &p = products.front();
-    std::string ends = op("CumSum", {cast(sizes, onnx::TensorProto::FLOAT), scalar(0)});
-    std::string count = op(
-        "Squeeze", {op("Slice", {op("Shape", {x}), constant({0}), constant({1})}), constant({0})});
-    std::string rows =
-        op("Unsqueeze", {cast(op("Range", {scalar(0), count, scalar(1)}), onnx::TensorProto::FLOAT),
-                         constant({1})});
-    std::string past = op("GreaterOrEqual", {rows, op("Unsqueeze", {ends, constant({0})})});
-    std::string summed = op("ReduceSum", {cast(past, onnx::TensorProto::FLOAT), constant({1})});
-    setInt(g.node_size() - 1, "keepdims", 0);
-    std::string ids = cast(summed, onnx::TensorProto::INT64);
+    std::string ids = segmentIds(x, split.input(1));
     std::string w = op("Gather", {p.weight, ids});
     std::string y =
         p.transposed

@@ -105,3 +105,27 @@ func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
   %y = merak.mul %x, %m : tensor<4x3xf32>, tensor<4x3xf32>
   return %y : tensor<4x3xf32>
 }
+
+// -----
+
+// A gather along the batch at indices that are not positions along it (the
+// experts chosen, not a sort of the rows): a part could need others' rows.
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
+  %k = merak.argmax %x axis = 1 : tensor<4x3xf32> -> tensor<4xi64>
+  // expected-error @+1 {{merak-split-batch: 'merak.gather': operands #0 and #1 carry the batch in different dimensions}}
+  %r = merak.gather %x[%k] axis = 0 : tensor<4x3xf32>, tensor<4xi64> -> tensor<4x3xf32>
+  return %r : tensor<4x3xf32>
+}
+
+// -----
+
+// A scatter at the batch's token ids (an embedding's gradient) sums into the
+// table: the result is each part's partial sum, not its rows, so it cannot
+// meet the batch.
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
+  %k = merak.argmax %x axis = 1 : tensor<4x3xf32> -> tensor<4xi64>
+  %s = merak.gather_grad %x[%k] axis = 0 : tensor<4x3xf32>, tensor<4xi64> -> tensor<4x3xf32>
+  // expected-error @+1 {{merak-split-batch: 'merak.add': meets the batch with a value of 'merak.gather_grad' that cannot be computed at the local batch}}
+  %y = merak.add %x, %s : tensor<4x3xf32>, tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}

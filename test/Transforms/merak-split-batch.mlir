@@ -191,3 +191,38 @@ func.func @forward(%x: tensor<4x2x31x16xf32> {merak.name = "x"}) -> tensor<4x2x1
   %y = merak.reshape %x : tensor<4x2x31x16xf32> to tensor<4x2x16x31xf32>
   return %y : tensor<4x2x16x31xf32>
 }
+
+// -----
+
+// Rows sorted across the batch and back (a Mixture-of-Experts dispatch that
+// orders its (token, choice) rows by expert, JetMoE's): the argsort of the
+// rows' experts holds positions along the batch, and so do its quotient
+// (the token of a row, 2 choices per token) and the importer's check of it
+// against the axis; each part sorts its own rows, gathers them at its own
+// positions and scatter-adds them back to its own tokens. The per-token
+// result is the same.
+// CHECK: func.func @forward(%[[X:.*]]: tensor<2x3xf32> {merak.name = "x"}) -> tensor<2x3xf32>
+// CHECK: %[[C:.*]] = merak.argsort %{{.*}} axis = 1 {descending} : tensor<2x2xf32> -> tensor<2x2xi64>
+// CHECK: %[[K:.*]] = merak.reshape %[[C]] : tensor<2x2xi64> to tensor<4xi64>
+// CHECK: %[[P:.*]] = merak.argsort %[[K]] axis = 0 : tensor<4xi64> -> tensor<4xi64>
+// CHECK: %[[T:.*]] = merak.div %[[P]], %{{.*}} : tensor<4xi64>, tensor<i64>
+// CHECK: %[[I:.*]] = merak.where %{{.*}}, %[[T]], %{{.*}} : tensor<4xi1>, tensor<4xi64>, tensor<i64>
+// CHECK: %[[R:.*]] = merak.gather %[[X]][%[[I]]] axis = 0 : tensor<2x3xf32>, tensor<4xi64> -> tensor<4x3xf32>
+// CHECK: %[[Y:.*]] = merak.mul %[[R]], %[[R]] : tensor<4x3xf32>, tensor<4x3xf32>
+// CHECK: merak.gather_grad %[[Y]][%[[T]]] axis = 0 : tensor<4x3xf32>, tensor<4xi64> -> tensor<2x3xf32>
+func.func @forward(%x: tensor<4x3xf32> {merak.name = "x"}) -> tensor<4x3xf32> {
+  %w = merak.constant dense<[[1.0, -1.0], [0.5, 2.0], [-1.0, 0.25]]> : tensor<3x2xf32>
+  %logits = merak.matmul %x, %w : tensor<4x3xf32>, tensor<3x2xf32> -> tensor<4x2xf32>
+  %choices = merak.argsort %logits axis = 1 {descending} : tensor<4x2xf32> -> tensor<4x2xi64>
+  %k = merak.reshape %choices : tensor<4x2xi64> to tensor<8xi64>
+  %p = merak.argsort %k axis = 0 : tensor<8xi64> -> tensor<8xi64>
+  %two = merak.constant dense<2> : tensor<i64>
+  %t = merak.div %p, %two : tensor<8xi64>, tensor<i64>
+  %size = merak.constant dense<4> : tensor<i64>
+  %in = merak.lt %t, %size : tensor<8xi64>, tensor<i64>
+  %i = merak.where %in, %t, %size : tensor<8xi1>, tensor<8xi64>, tensor<i64>
+  %r = merak.gather %x[%i] axis = 0 : tensor<4x3xf32>, tensor<8xi64> -> tensor<8x3xf32>
+  %y = merak.mul %r, %r : tensor<8x3xf32>, tensor<8x3xf32>
+  %back = merak.gather_grad %y[%t] axis = 0 : tensor<8x3xf32>, tensor<8xi64> -> tensor<4x3xf32>
+  return %back : tensor<4x3xf32>
+}

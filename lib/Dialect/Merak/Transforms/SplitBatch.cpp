@@ -31,6 +31,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -92,7 +93,7 @@ public:
   /// it are added and the analysis repeats. Then applies it.
   LogicalResult run(SmallVector<BlockArgument> inputs) {
     while (true) {
-      split.clear(), local.clear(), localConstants.clear(), pending.clear();
+      split.clear(), local.clear(), localConstants.clear(), pending.clear(), positions.clear();
       demanded = BlockArgument();
       for (BlockArgument arg : inputs)
         split[arg] = {0, 1};
@@ -123,6 +124,9 @@ private:
   /// The largest value evaluated: per-row index arithmetic ([batch,
   /// sequence] and the like), not [batch, heads, T, T] masks.
   static constexpr int64_t kMaxEvaluated = int64_t(1) << 22;
+  /// Values that carry the batch and hold positions along it (indices of
+  /// the local rows).
+  DenseSet<Value> positions;
   /// Operands to replace by their local copies.
   struct Pending {
     Operation *user;
@@ -163,7 +167,6 @@ private:
     if (first == op->operand_end() || isa<func::ReturnOp>(op))
       return success();
     unsigned index = first - op->operand_begin();
-    Where s = split.lookup(*first);
     if (!isa<ShardingRuleOpInterface>(op))
       return error(op) << "operand #" << index
                        << " carries the batch, and this op has no sharding rule to follow it";
@@ -172,17 +175,34 @@ private:
       return error(op) << "operand #" << index
                        << " carries the batch, and this op has no sharding rule for these shapes "
                           "(a reshape that mixes the batch with other axes)";
-    std::optional<ShardingRule::FactorSplit> fs =
-        rule->locate(rule->operands[index], s.dim, s.blocks);
+    // The batch's factor, from the first operand that carries it other than
+    // on an axis read at local positions (a gather's table).
+    std::optional<ShardingRule::FactorSplit> fs;
+    for (auto [j, v] : llvm::enumerate(op->getOperands())) {
+      auto it = split.find(v);
+      if (it == split.end())
+        continue;
+      std::optional<ShardingRule::FactorSplit> at =
+          rule->locate(rule->operands[j], it->second.dim, it->second.blocks);
+      if (!at)
+        return error(op) << "operand #" << j << " carries the batch in dimension " << it->second.dim
+                         << ", which this op does not keep as a whole factor (a reshape "
+                            "that mixes the batch with another axis)";
+      if (!fs && !atLocalPositions(op, *rule, at->factor))
+        fs = at, index = j;
+    }
     if (!fs)
-      return error(op) << "operand #" << index << " carries the batch in dimension " << s.dim
-                       << ", which this op does not keep as a whole factor (a reshape "
-                          "that mixes the batch with another axis)";
+      return error(op) << "carries the batch only on axes read at positions along it";
+    Where s = split.lookup(op->getOperand(index));
     for (auto [j, v, factors] : llvm::enumerate(op->getOperands(), rule->operands)) {
       std::optional<std::pair<int64_t, int64_t>> at = rule->find(factors, *fs);
       auto it = split.find(v);
       if (it != split.end()) {
-        if (!at || !(it->second == Where{at->first, at->second}))
+        if (at && it->second == Where{at->first, at->second})
+          continue;
+        std::optional<ShardingRule::FactorSplit> own =
+            rule->locate(factors, it->second.dim, it->second.blocks);
+        if (!atLocalPositions(op, *rule, own->factor))
           return error(op) << "operands #" << index << " and #" << j
                            << " carry the batch in different dimensions";
         continue;
@@ -198,12 +218,56 @@ private:
         split[r] = {at->first, at->second};
         kept = true;
       }
+    kept |= scatteredAtLocalPositions(op, *rule);
     FactorKind kind = rule->factors[fs->factor].kind;
     if (!kept && (kind == FactorKind::Parallel || kind == FactorKind::Replicated))
       return error(op) << "selects along the batch (dimension " << s.dim << " of operand #" << index
                        << ") or mixes it with other axes: a part of the batch would "
                        << "need the rows of others";
+    recordPositions(op, *rule, fs->factor);
     return success();
+  }
+
+  /// Whether `factor` of `op` is read or written at the positions an
+  /// operand holds that are positions along the batch: each part's are its
+  /// own rows' (a sort of the local rows), so the axis is the local one.
+  bool atLocalPositions(Operation *op, const ShardingRule &rule, unsigned factor) {
+    return llvm::any_of(rule.addressedBy, [&](ShardingRule::Positions a) {
+      return a.factor == factor && positions.contains(op->getOperand(a.value));
+    });
+  }
+
+  /// A scatter at positions along the batch: its result's axis holds the
+  /// local rows (batch-major).
+  bool scatteredAtLocalPositions(Operation *op, const ShardingRule &rule) {
+    bool any = false;
+    for (ShardingRule::Positions a : rule.addressedBy) {
+      if (!positions.contains(op->getOperand(a.value)))
+        continue;
+      for (auto [r, factors] : llvm::zip(op->getResults(), rule.results))
+        if (auto at = rule.find(factors, {a.factor, 1}); at && !split.count(r)) {
+          split[r] = {at->first, at->second};
+          any = true;
+        }
+    }
+    return any;
+  }
+
+  /// Results that hold positions along the batch: an argsort's along it,
+  /// and what is computed from such positions and constants alone (P // k,
+  /// the importer's checks of an index against the axis's size).
+  void recordPositions(Operation *op, const ShardingRule &rule, unsigned factor) {
+    for (ShardingRule::Positions p : rule.positionsIn)
+      if (p.factor == factor)
+        positions.insert(op->getResult(p.value));
+    bool fromPositions = llvm::all_of(op->getOperands(), [&](Value v) {
+      return split.count(v) ? positions.contains(v)
+                            : isa_and_nonnull<ConstantOp>(v.getDefiningOp());
+    });
+    if (fromPositions && rule.addressedBy.empty())
+      for (Value r : op->getResults())
+        if (split.count(r))
+          positions.insert(r);
   }
 
   /// Operand `index` of `user` meets the batch at `w` without carrying it.
