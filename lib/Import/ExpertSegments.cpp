@@ -24,7 +24,9 @@
 //          [+ Gather(b, ids)]
 //
 // (the float row numbers are exact below 2^24 rows; the ones are counted
-// from x's first column, so that a part of the batch numbers its own rows).
+// from x's first column, so that a part of the batch numbers its own rows;
+// a later split by the same sizes, the experts' next layer, reuses the
+// ids, whose input tensor parallelism may split by features).
 // W holds one expert per part. Sizes that do not sum to R leave rows past
 // the last segment with the id E, which the gather refuses at run time, as
 // the split itself would. A split whose parts are read otherwise is left as
