@@ -28,6 +28,7 @@ func.func @f(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %img: tensor<1x3x8x8xf3
   %4 = merak.reshape %0 : tensor<2x3x5xf32> to tensor<6x5xf32>
   %5 = merak.transpose %w perm = [1, 0] : tensor<4x5xf32> to tensor<5x4xf32>
   %6 = merak.cross_entropy %lg, %lab axis = 1 reduction = "mean" : tensor<6x10xf32>, tensor<6xi64> -> tensor<f32>
+  %7 = merak.argsort %lg axis = 1 : tensor<6x10xf32> -> tensor<6x10xi64>
   return
 }
 )mlir";
@@ -52,7 +53,7 @@ struct Costs {
 TEST(CostOpInterface, HandComputed) {
   Costs c;
   ASSERT_TRUE(c.module);
-  ASSERT_EQ(c.ops.size(), 7u);
+  ASSERT_EQ(c.ops.size(), 8u);
   // matmul [2,3,4] x [4,5]: 2 * (2*3*5) * 4 = 240 FLOPs;
   // bytes 4 * (24 + 20 + 30) = 296.
   EXPECT_EQ(c.flops(0), 240);
@@ -76,6 +77,10 @@ TEST(CostOpInterface, HandComputed) {
   // cross-entropy over 6x10 logits: 5 per logit; bytes 240 + 48 + 4.
   EXPECT_EQ(c.flops(6), 300);
   EXPECT_EQ(c.bytes(6), 292);
+  // argsort of 6 rows of 10: ceil(log2(10)) = 4 comparisons per element
+  // (60); reads 240 bytes, writes 480.
+  EXPECT_EQ(c.flops(7), 4 * 60);
+  EXPECT_EQ(c.bytes(7), 720);
   // estimateOpFlops goes through the interface.
   EXPECT_EQ(estimateOpFlops(c.ops[0]), 240);
   EXPECT_EQ(estimateOpFlops(c.ops[4]), 0);

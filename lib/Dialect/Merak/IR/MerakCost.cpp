@@ -8,6 +8,8 @@
 //   softmax, log_softmax, layer_norm, cross_entropy
 //                    5 per element (max/mean, subtract, exp/square,
 //                    sum, divide/scale)
+//   argsort          ceil(log2(n)) comparisons per element (n along the
+//                    axis)
 //   attention        4 x D x (query, key) pairs attended (QK^T and PV; a
 //                    causal row r attends r + 1 keys), plus 5 per score
 //                    (the softmax); attention_grad 2.5 x that (it
@@ -101,6 +103,13 @@ int64_t Conv2DBackwardFilterOp::getFlops() {
   return convFlops(getGrad().getType(), getType());
 }
 
+/// A comparison per element per halving: n log2(n) along the axis.
+int64_t ArgSortOp::getFlops() {
+  int64_t len = getInput().getType().getDimSize(getAxis()), steps = 0;
+  while ((int64_t(1) << steps) < len)
+    ++steps;
+  return elementwiseOpFlops(*this, std::max<int64_t>(1, steps));
+}
 int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LayerNormOp::getFlops() { return elementwiseOpFlops(*this, 5); }

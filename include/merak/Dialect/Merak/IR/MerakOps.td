@@ -271,6 +271,7 @@ def Merak_ArgMaxOp : Merak_ArgOp<"argmax", "maximum">;
 def Merak_ArgMinOp : Merak_ArgOp<"argmin", "minimum">;
 
 def Merak_ArgSortOp : Merak_Op<"argsort", [Pure]> {
+  let extraClassDeclaration = Merak_FlopsCost;
   let summary = "The stable sorting permutation along an axis";
   let description = [{
     `result[..., i, ...]` is the position along `axis` of the i-th smallest
