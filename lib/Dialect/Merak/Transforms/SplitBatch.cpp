@@ -21,6 +21,12 @@
 // complete analysis is applied: local copies, local types, and the op
 // attributes that spell sizes.
 //
+// Positions along the batch (an argsort of rows that carry it, and what is
+// computed from them and constants alone) are each part's positions of its
+// own rows: a gather or scatter at them (the rule's `addressedBy`) reads or
+// writes the part's rows, as a dispatch that sorts the batch's rows by
+// expert does on each DDP rank.
+//
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
 

@@ -38,6 +38,12 @@ def MerakSplitBatch : Pass<"merak-split-batch", "mlir::ModuleOp"> {
     - a replicated factor kept by the results (a softmax over the batch
       axis, batch normalisation's statistics) is computed per part, as DDP
       does without SyncBatchNorm;
+    - positions along the batch (a merak.argsort of rows that carry it,
+      and values computed from them and constants alone) are each part's
+      positions of its own rows: a gather or scatter at them (the rule's
+      `addressedBy` axis) reads or writes the part's rows, as a Mixture-of-
+      Experts dispatch that sorts the batch's rows by expert does on each
+      DDP rank; at other indices a gather along the batch is an error;
     - an operand that meets a split value but does not derive from the
       inputs (a constant mask [B, 1, T, T], a broadcast of position ids to
       [B, T], ConstantOfShape) is computed again at the local size: a
