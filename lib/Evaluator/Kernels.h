@@ -78,9 +78,9 @@ double featureValue(const HostTensor *t, ArrayRef<int64_t> normShape, int64_t j,
   X(ReluOp)                                                                                        \
   X(NegOp) X(AbsOp) X(SignOp) X(NotOp) X(BitNotOp) X(GeluOp) X(LeakyReluOp) X(ClampOp) X(CastOp)   \
       X(ReshapeOp) X(BroadcastOp) X(TransposeOp) X(SliceOp) X(ConcatOp) X(SplitOp) X(GatherOp)     \
-          X(GatherGradOp) X(GatherElementsOp) MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp) X(ArgSortOp) \
-              X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp) X(LinearScanGradOp) X(      \
-                  SelectiveScanOp) X(SelectiveScanGradOp) X(                                       \
+          X(GatherGradOp) X(GatherElementsOp) MERAK_REDUCE_OP_KINDS(X) X(ArgMaxOp) X(ArgMinOp)     \
+              X(ArgSortOp) X(SoftmaxOp) X(LogSoftmaxOp) X(CumSumOp) X(LinearScanOp)                \
+                  X(LinearScanGradOp) X(SelectiveScanOp) X(SelectiveScanGradOp) X(                 \
                   LayerNormOp) X(RmsNormOp) X(BatchNormOp) X(BatchNormStatsOp) X(BatchNormGradOp)  \
                   X(SumSquaresOp) X(CrossEntropyOp) X(MatmulOp) X(Conv2DOp) X(MaxPool2DOp)         \
                       X(AvgPool2DOp) X(DropoutOp) X(GroupRankOp) X(TpIdentityOp) X(AllReduceOp)    \

@@ -454,15 +454,18 @@ LogicalResult scatterElements(NodeContext &n) {
   });
 }
 
+/// The longest axis TopK ranks by pairs (its [.., n, n] comparisons).
+constexpr int64_t kMaxPairwiseTopK = 256;
+
 /// TopK: a whole-axis sort (`torch.sort`, a dispatch that orders its rows
-/// by expert) or an axis longer than 256 is the first k of merak.argsort
-/// (stable, descending for largest=1: ONNX's order for ties). A short axis
-/// (a router's choice among experts) is ranked by pairs: rank[j] = #{l :
-/// x[l] beats x[j]} where l beats j when it is larger (smaller for
-/// largest=0), or equal at a smaller index; the i-th result is the
-/// position of rank i, all in ops the sharding rules follow. Either way
-/// exact for ties and infinities; the values are a gather_elements of x
-/// (differentiable).
+/// by expert) or an axis longer than kMaxPairwiseTopK is the first k of
+/// merak.argsort (stable, descending for largest=1: ONNX's order for
+/// ties). A short axis (a router's choice among experts) is ranked by
+/// pairs: rank[j] = #{l : x[l] beats x[j]} where l beats j when it is
+/// larger (smaller for largest=0), or equal at a smaller index; the i-th
+/// result is the position of rank i, all in ops the sharding rules follow.
+/// Either way exact for ties and infinities; the values are a
+/// gather_elements of x (differentiable).
 LogicalResult topKImpl(NodeContext &n, int64_t k) {
   auto xt = n.inputType(0);
   int64_t rank = xt.getRank();
@@ -475,7 +478,7 @@ LogicalResult topKImpl(NodeContext &n, int64_t k) {
   if (k == 0)
     return n.unsupported("k = 0 (empty results)");
   bool largest = n.getInt("largest", 1);
-  if (k == len || len > 256) {
+  if (k == len || len > kMaxPairwiseTopK) {
     auto i64 = n.builder().getI64Type();
     Value idx =
         n.create<ArgSortOp>(RankedTensorType::get(xt.getShape(), i64), n.input(0), *ax, largest);

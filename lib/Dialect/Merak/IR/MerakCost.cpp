@@ -27,6 +27,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/IR/MerakOps.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::merak;
@@ -105,10 +106,8 @@ int64_t Conv2DBackwardFilterOp::getFlops() {
 
 /// A comparison per element per halving: n log2(n) along the axis.
 int64_t ArgSortOp::getFlops() {
-  int64_t len = getInput().getType().getDimSize(getAxis()), steps = 0;
-  while ((int64_t(1) << steps) < len)
-    ++steps;
-  return elementwiseOpFlops(*this, std::max<int64_t>(1, steps));
+  uint64_t len = getInput().getType().getDimSize(getAxis());
+  return elementwiseOpFlops(*this, std::max<int64_t>(1, llvm::Log2_64_Ceil(len)));
 }
 int64_t SoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }
 int64_t LogSoftmaxOp::getFlops() { return elementwiseOpFlops(*this, 5); }

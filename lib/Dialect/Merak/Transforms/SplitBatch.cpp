@@ -184,6 +184,7 @@ private:
     // The batch's factor, from the first operand that carries it other than
     // on an axis read at local positions (a gather's table).
     std::optional<ShardingRule::FactorSplit> fs;
+    SmallVector<bool> onPositions(op->getNumOperands(), false);
     for (auto [j, v] : llvm::enumerate(op->getOperands())) {
       auto it = split.find(v);
       if (it == split.end())
@@ -194,7 +195,8 @@ private:
         return error(op) << "operand #" << j << " carries the batch in dimension " << it->second.dim
                          << ", which this op does not keep as a whole factor (a reshape "
                             "that mixes the batch with another axis)";
-      if (!fs && !atLocalPositions(op, *rule, at->factor))
+      onPositions[j] = atLocalPositions(op, *rule, at->factor);
+      if (!fs && !onPositions[j])
         fs = at, index = j;
     }
     if (!fs)
@@ -204,11 +206,7 @@ private:
       std::optional<std::pair<int64_t, int64_t>> at = rule->find(factors, *fs);
       auto it = split.find(v);
       if (it != split.end()) {
-        if (at && it->second == Where{at->first, at->second})
-          continue;
-        std::optional<ShardingRule::FactorSplit> own =
-            rule->locate(factors, it->second.dim, it->second.blocks);
-        if (!atLocalPositions(op, *rule, own->factor))
+        if (!(at && it->second == Where{at->first, at->second}) && !onPositions[j])
           return error(op) << "operands #" << index << " and #" << j
                            << " carry the batch in different dimensions";
         continue;
