@@ -214,3 +214,69 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
   %o = merak.matmul %y, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
   return %o : tensor<1x4x8xf32>
 }
+
+// -----
+
+// XLNet's attention as dynamo writes it: `einsum("ibh,hnd->ibnd", h, W)`
+// with W [H, N, D] = [8, 2, 4] is a batch-1 matmul by `reshape(W) [1, H,
+// N * D]`, and the output `einsum("ibnd,hnd->ibh", a, o)` one by
+// `reshape(transpose(o)) [1, N * D, H]`. The q, k and v weights split on
+// their heads (dimension 1, which leads N * D), the views with them; the
+// per-head bias [N, D] on its heads; o on its heads, read through its
+// transpose and view by the row-parallel product, whose partial sums are
+// all-reduced.
+// CHECK-DAG: merak.param @q : tensor<8x1x4xf32> = dense<{{.*}}> : tensor<8x2x4xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @k : tensor<8x1x4xf32> = dense<{{.*}}> : tensor<8x2x4xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @v : tensor<8x1x4xf32> = dense<{{.*}}> : tensor<8x2x4xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @o : tensor<8x1x4xf32> = dense<{{.*}}> : tensor<8x2x4xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @r_w_bias : tensor<1x4xf32> = dense<{{.*}}> : tensor<2x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[WQ:.*]] = merak.get_param @q : tensor<8x1x4xf32>
+// CHECK: %[[WO:.*]] = merak.get_param @o : tensor<8x1x4xf32>
+// CHECK: %[[H:.*]] = merak.tp_identity %{{.*}} : tensor<1x8x8xf32>
+// CHECK: %[[VQ:.*]] = merak.reshape %[[WQ]] : tensor<8x1x4xf32> to tensor<1x8x4xf32>
+// CHECK: merak.matmul %[[H]], %[[VQ]] : tensor<1x8x8xf32>, tensor<1x8x4xf32> -> tensor<1x8x4xf32>
+// CHECK: merak.reshape %{{.*}} : tensor<1x8x4xf32> to tensor<4x2x1x4xf32>
+// CHECK: merak.add %{{.*}}, %{{.*}} : tensor<4x2x1x4xf32>, tensor<1x4xf32>
+// CHECK: merak.softmax %{{.*}} axis = 3 : tensor<2x1x4x4xf32>
+// CHECK: %[[TO:.*]] = merak.transpose %[[WO]] perm = [1, 2, 0] : tensor<8x1x4xf32> to tensor<1x4x8xf32>
+// CHECK: %[[VO:.*]] = merak.reshape %[[TO]] : tensor<1x4x8xf32> to tensor<1x4x8xf32>
+// CHECK: %[[OUT:.*]] = merak.matmul %{{.*}}, %[[VO]] : tensor<1x8x4xf32>, tensor<1x4x8xf32> -> tensor<1x8x8xf32>
+// CHECK-NEXT: merak.all_reduce %[[OUT]] group = "tp" reduction = "sum" : tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+merak.param @q : tensor<8x2x4xf32> = dense<0.125> : tensor<8x2x4xf32>
+merak.param @k : tensor<8x2x4xf32> = dense<0.25> : tensor<8x2x4xf32>
+merak.param @v : tensor<8x2x4xf32> = dense<0.5> : tensor<8x2x4xf32>
+merak.param @o : tensor<8x2x4xf32> = dense<0.75> : tensor<8x2x4xf32>
+merak.param @r_w_bias : tensor<2x4xf32> = dense<0.5> : tensor<2x4xf32>
+func.func @forward(%h: tensor<4x2x8xf32>) -> tensor<4x2x8xf32> {
+  %wq = merak.get_param @q : tensor<8x2x4xf32>
+  %wk = merak.get_param @k : tensor<8x2x4xf32>
+  %wv = merak.get_param @v : tensor<8x2x4xf32>
+  %wo = merak.get_param @o : tensor<8x2x4xf32>
+  %bias = merak.get_param @r_w_bias : tensor<2x4xf32>
+  %x = merak.reshape %h : tensor<4x2x8xf32> to tensor<1x8x8xf32>
+  %vq = merak.reshape %wq : tensor<8x2x4xf32> to tensor<1x8x8xf32>
+  %q0 = merak.matmul %x, %vq : tensor<1x8x8xf32>, tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %q1 = merak.reshape %q0 : tensor<1x8x8xf32> to tensor<4x2x2x4xf32>
+  %q2 = merak.add %q1, %bias : tensor<4x2x2x4xf32>, tensor<2x4xf32>
+  %vk = merak.reshape %wk : tensor<8x2x4xf32> to tensor<1x8x8xf32>
+  %k0 = merak.matmul %x, %vk : tensor<1x8x8xf32>, tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %k1 = merak.reshape %k0 : tensor<1x8x8xf32> to tensor<4x2x2x4xf32>
+  %vv = merak.reshape %wv : tensor<8x2x4xf32> to tensor<1x8x8xf32>
+  %v0 = merak.matmul %x, %vv : tensor<1x8x8xf32>, tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %v1 = merak.reshape %v0 : tensor<1x8x8xf32> to tensor<4x2x2x4xf32>
+  // [I, B, N, D] -> [B, N, I, D] and [B, N, D, J]: scores [B, N, I, J].
+  %qt = merak.transpose %q2 perm = [1, 2, 0, 3] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %kt = merak.transpose %k1 perm = [1, 2, 3, 0] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %s0 = merak.matmul %qt, %kt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %p = merak.softmax %s0 axis = 3 : tensor<2x2x4x4xf32>
+  %vt = merak.transpose %v1 perm = [1, 2, 0, 3] : tensor<4x2x2x4xf32> to tensor<2x2x4x4xf32>
+  %c0 = merak.matmul %p, %vt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+  %c1 = merak.transpose %c0 perm = [2, 0, 1, 3] : tensor<2x2x4x4xf32> to tensor<4x2x2x4xf32>
+  %c2 = merak.reshape %c1 : tensor<4x2x2x4xf32> to tensor<1x8x8xf32>
+  %to = merak.transpose %wo perm = [1, 2, 0] : tensor<8x2x4xf32> to tensor<2x4x8xf32>
+  %vo = merak.reshape %to : tensor<2x4x8xf32> to tensor<1x8x8xf32>
+  %out0 = merak.matmul %c2, %vo : tensor<1x8x8xf32>, tensor<1x8x8xf32> -> tensor<1x8x8xf32>
+  %out = merak.reshape %out0 : tensor<1x8x8xf32> to tensor<4x2x8xf32>
+  return %out : tensor<4x2x8xf32>
+}

@@ -46,6 +46,23 @@ func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
 
 // -----
 
+// A weight [H, N, D] = [8, 2, 4] read as [1, H, N * D] (XLNet's einsum over
+// heads): its 8 output features would divide by tp = 4, its 2 heads do not.
+merak.param @w : tensor<8x2x4xf32> = dense<0.125> : tensor<8x2x4xf32>
+merak.param @w2 : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %w = merak.get_param @w : tensor<8x2x4xf32>
+  %w2 = merak.get_param @w2 : tensor<8x8xf32>
+  %v = merak.reshape %w : tensor<8x2x4xf32> to tensor<1x8x8xf32>
+  // expected-error @+1 {{merak-tensor-parallel: dimension 1 of 'w' (2, e.g. the attention heads) does not divide by tp=4}}
+  %h = merak.matmul %x, %v : tensor<1x4x8xf32>, tensor<1x8x8xf32> -> tensor<1x4x8xf32>
+  %r = merak.relu %h : tensor<1x4x8xf32>
+  %y = merak.matmul %r, %w2 : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
 // Nothing to shard: a Linear followed by a layer norm over its features,
 // and one whose output is the result.
 merak.param @w1 : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>

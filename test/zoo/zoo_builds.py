@@ -449,6 +449,10 @@ def more_encoders(name, tf):
             **enc, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8,
             max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True,
             position_biased_input=False))))
+    if name == "xlnet":  # two-stream relative attention over [d, n, h] head weights, no memory
+        return MaskedLM(tf.XLNetLMHeadModel(tf.XLNetConfig(
+            vocab_size=VOCAB, d_model=WIDTH, n_layer=LAYERS, n_head=HEADS, d_inner=2 * WIDTH,
+            dropout=0.0, use_mems_train=False, use_mems_eval=False)))
     if name == "modernbert":  # local (window 8) and global layers, rotary, GeGLU
         return MaskedLM(tf.ModernBertForMaskedLM(tf.ModernBertConfig(**no_dropout(
             **enc, local_attention=8, global_attn_every_n_layers=2, embedding_dropout=0.0,
@@ -481,7 +485,7 @@ MODELS = ["gpt2", "llama", "qwen2", "mistral", "gemma2", "phi3", "gpt-neox", "be
           # beyond the issue's list
           "opt", "bloom", "falcon", "gpt-j", "codegen", "gpt-bigcode", "gpt-neo", "phi", "qwen3",
           "stablelm", "starcoder2", "gemma", "gemma3", "cohere", "olmo2", "granite", "roberta",
-          "distilbert", "albert", "electra", "deberta-v2", "modernbert", "bart", "convnext",
+          "distilbert", "albert", "electra", "deberta-v2", "xlnet", "modernbert", "bart", "convnext",
           "swin", "qwen3-moe", "deepseek-v3", "mamba", "falcon-mamba", "mamba2", "jamba", "minimax",
           "apertus",
           # families of 2025-26
@@ -533,6 +537,7 @@ TITLES = {"gpt2": "GPT-2 (tied head)", "llama": "Llama (GQA 4/2, linear RoPE sca
           "albert": "ALBERT (shared layers, factorised embedding)",
           "electra": "ELECTRA generator (factorised embedding)",
           "deberta-v2": "DeBERTa-v2 (disentangled attention)",
+          "xlnet": "XLNet (relative attention, per-head [d, n, h] weights)",
           "modernbert": "ModernBERT (local/global layers, rotary)",
           "bart": "BART (encoder-decoder, learned positions)",
           "convnext": "ConvNeXt (depthwise 7x7 convolutions, LayerNorm)",

@@ -156,7 +156,8 @@ struct MerakTensorParallelPass
     TransposeOp transpose = w.transpose;
     if (w.view) {
       RankedTensorType viewed = tensorOf(w.view.getResult());
-      int64_t at = *sameDimension(tensorOf(w.view.getInput()).getShape(), viewed.getShape(), axis);
+      int64_t at =
+          *viewedDimension(tensorOf(w.view.getInput()).getShape(), viewed.getShape(), axis);
       w.view.getResult().setType(local(viewed, at));
     }
     auto type = local(param.getTensorType(), axis);
@@ -312,6 +313,18 @@ struct MerakTensorParallelPass
           seeds.push_back({mm, *right, {}});
           return;
         }
+        // A view of a parameter whose leading dimensions are 1, its output
+        // features led by one of the parameter's (XLNet's per-head weights
+        // [H, N, D] in `einsum("ibh,hnd->ibnd")`, which dynamo writes as a
+        // batch-1 matmul by `reshape(W) [1, H, N * D]`): split on that one.
+        if (!right && lhs >= 2 && rhs >= 2 &&
+            llvm::all_of(tensorOf(mm.getRhs()).getShape().drop_back(2),
+                         [](int64_t n) { return n == 1; }))
+          if (auto viewed = probe.viewedParam(mm.getRhs(), rhs - 1)) {
+            viewed->first.out = viewed->second;
+            seeds.push_back({mm, viewed->first, {}});
+            return;
+          }
         // `W @ x` with W [out, in] (Mamba's dt_proj, `dt_proj.weight @
         // x.transpose(1, 2)`): the features are the result's rows.
         if (right || lhs != 2 || rhs < 2)
@@ -388,6 +401,18 @@ struct MerakTensorParallelPass
           << ") does not divide by tp=" << parts
           << (blocks > 1 ? " in each block" : "") << " (the tensor-parallel block of '"
           << name(it->second.seed) << "')";
+        ok = false;
+      }
+    }
+    // A seed's weight read through a view (XLNet's heads [H, N, D] as
+    // [H, N * D]): its own dimension must divide too.
+    for (Operation *mm : walk->columns) {
+      Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
+      int64_t axis = s.weight.outAxis(), n = s.weight.size(axis);
+      if (ok && s.weight.view && n % (s.blocks * tp) != 0) {
+        mm->emitError("merak-tensor-parallel: dimension ")
+            << axis << " of '" << s.weight.param.getSymName() << "' (" << n
+            << ", e.g. the attention heads) does not divide by tp=" << parts;
         ok = false;
       }
     }

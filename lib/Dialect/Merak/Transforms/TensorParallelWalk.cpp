@@ -84,17 +84,40 @@ SmallVector<int64_t> raggedParts(Value v, int64_t dim, bool equalToo = false) {
 int64_t elements(Value v) { return tensorOf(v).getNumElements(); }
 } // namespace
 
-std::optional<int64_t> tensor_parallel::sameDimension(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
-                                                      int64_t dim) {
-  auto notOne = [](int64_t n) { return n != 1; };
-  if (from[dim] == 1 ||
-      !llvm::equal(llvm::make_filter_range(from, notOne), llvm::make_filter_range(to, notOne)))
+std::optional<int64_t> tensor_parallel::viewedDimension(ArrayRef<int64_t> from,
+                                                        ArrayRef<int64_t> to, int64_t dim) {
+  if (from[dim] == 1 || ShapedType::isDynamicShape(from) || ShapedType::isDynamicShape(to))
     return std::nullopt;
-  int64_t k = llvm::count_if(from.take_front(dim), notOne);
-  for (auto [d, n] : llvm::enumerate(to))
-    if (n != 1 && k-- == 0)
-      return d;
-  return std::nullopt;
+  size_t i = 0, j = 0;
+  while (true) {
+    while (i < from.size() && from[i] == 1)
+      ++i;
+    while (j < to.size() && to[j] == 1)
+      ++j;
+    if (i == from.size() || j == to.size() || (int64_t)i > dim)
+      return std::nullopt;
+    if ((int64_t)i == dim)
+      return j;
+    // Past this group: its products meet.
+    int64_t p = from[i++], q = to[j++];
+    while (p != q) {
+      if (p < q && i < from.size())
+        p *= from[i++];
+      else if (q < p && j < to.size())
+        q *= to[j++];
+      else
+        return std::nullopt;
+    }
+  }
+}
+
+bool Weight::merges(int64_t axis) {
+  if (!view)
+    return false;
+  RankedTensorType viewed = tensorOf(view.getResult());
+  std::optional<int64_t> at =
+      viewedDimension(tensorOf(view.getInput()).getShape(), viewed.getShape(), axis);
+  return !at || viewed.getDimSize(*at) != size(axis);
 }
 
 std::optional<std::pair<Weight, int64_t>> Walk::viewedParam(Value v, int64_t dim) {
@@ -105,7 +128,7 @@ std::optional<std::pair<Weight, int64_t>> Walk::viewedParam(Value v, int64_t dim
   if (!w || w->transpose || w->stack)
     return std::nullopt;
   std::optional<int64_t> axis =
-      sameDimension(tensorOf(v).getShape(), tensorOf(view.getInput()).getShape(), dim);
+      viewedDimension(tensorOf(v).getShape(), tensorOf(view.getInput()).getShape(), dim);
   if (!axis)
     return std::nullopt;
   w->view = view;
@@ -285,10 +308,11 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
       newParams.push_back({viewed->first, op, viewed->second, where->second, s.seed});
       continue;
     }
-    if (!w && kind == FactorKind::Parallel && activations && !activations->contains(v) &&
-        isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
-      // Computed from parameters read only there: they are split, else
-      // each rank reads its part of the whole.
+    if (!w && (kind == FactorKind::Parallel || kind == FactorKind::Reduction) && activations &&
+        !activations->contains(v) && isa<FloatType>(getElementTypeOrSelf(v.getType()))) {
+      // Computed from parameters read only there (a row-parallel weight
+      // transposed and viewed: XLNet's `o` [H, N, D] read as [N * D, H]):
+      // they are split, else each rank reads its part of the whole.
       SmallVector<std::pair<Value, Split>> upSplits;
       SmallVector<OpOperand *> upReads;
       SmallVector<ParamShard> upParams;
@@ -298,10 +322,12 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
         newSplits.append(upSplits);
         newReads.append(upReads);
         newParams.append(upParams);
-      } else {
-        newScattered.push_back({&use, dim, where->second});
+        continue;
       }
-      continue;
+      if (kind == FactorKind::Parallel) {
+        newScattered.push_back({&use, dim, where->second});
+        continue;
+      }
     }
     if (!w && kind == FactorKind::Parallel &&
         succeeded(splitUpstream(v, dim, where->second, s.seed, newSplits, newReads)))
@@ -469,7 +495,8 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
     if (std::optional<Weight> w = soleParam(v); w && !w->stack) {
       int64_t axis = w->transpose ? w->transpose.getPerm()[**dim] : **dim;
       newParams.push_back({*w, op, axis, blocks, s.seed, s.sizes});
-    } else if (auto viewed = viewedParam(v, **dim)) {
+    } else if (auto viewed = viewedParam(v, **dim);
+               viewed && !viewed->first.merges(viewed->second)) {
       newParams.push_back({viewed->first, op, viewed->second, blocks, s.seed, s.sizes});
     } else if (isSplatConstant(v)) {
       // Equal everywhere (dynamo's zeros for a convolution without a bias):
@@ -562,8 +589,10 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
       only->blocks = retry.blocks;
       continue;
     }
-    bool divides =
-        !retry.sizes.empty() && llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
+    // (Ragged blocks are in the output's units: a seed whose weight is a
+    // merging view, XLNet's [H, N * D], takes none.)
+    bool divides = !retry.sizes.empty() && !(only && only->weight.merges(only->weight.outAxis())) &&
+                   llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
     if (only && only->blocks == 1 && divides && retry.block < 0) {
       only->sizes = retry.sizes;
       only->blocks = retry.sizes.size();

@@ -71,11 +71,16 @@ struct Weight {
   /// [1, a, b], axis 0)`, each read only there, and `param`, `get` expert
   /// 0's. Null otherwise.
   ConcatOp stack = {};
-  /// A reshape that only adds or drops dimensions of size 1, between the
-  /// get_param and its one reader (a bias [C] read as [C, 1], Mamba's
-  /// conv1d weight [C, 1, k] as a conv2d's [C, 1, 1, k]). Null otherwise.
+  /// A reshape between the get_param and its one reader that keeps the
+  /// split dimension leading its group (viewedDimension: a bias [C] read as
+  /// [C, 1], Mamba's conv1d weight [C, 1, k] as a conv2d's [C, 1, 1, k],
+  /// XLNet's [H, N, D] as [1, H, N * D]). Null otherwise.
   ReshapeOp view = {};
   int64_t outAxis() const { return transpose ? 0 : out; }
+  /// Whether `view` merges the parameter's dimension `axis` with others
+  /// (the viewed dimension is longer): the view's ragged blocks are then
+  /// no blocks of the parameter's rows.
+  bool merges(int64_t axis);
   /// The size of the weight's dimension `axis` (of the stack's [E, a, b]).
   int64_t size(int64_t axis) {
     return stack ? tensorOf(stack.getResult()).getDimSize(axis)
@@ -253,10 +258,15 @@ struct Walk {
   void run(func::FuncOp fn);
 };
 
-/// Dimension `dim` of shape `from` in shape `to`, where the two differ only
-/// by dimensions of size 1 (a reshape that adds or drops them); none when
-/// they differ otherwise or `from[dim]` is 1.
-std::optional<int64_t> sameDimension(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t dim);
+/// Dimension `dim` of shape `from` in shape `to` (a reshape of it), for a
+/// split: the two shapes fall into groups, the shortest runs of dimensions
+/// with equal products ([H, N, D] to [H, N * D]: {H} {N, D}), and when
+/// `dim` leads its group the dimension leading the same group in `to` is
+/// returned. Cutting either leader into k equal parts cuts the group's
+/// elements into the same k runs, so a parameter split there is its view
+/// split there. None for a dimension inside a group, one of size 1, or
+/// dynamic sizes.
+std::optional<int64_t> viewedDimension(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t dim);
 
 /// The regions of `seeds` over `tp` ranks: walks, and retries or gives up
 /// failed regions (setting the seeds' blocks, sizes and `alive`), until
