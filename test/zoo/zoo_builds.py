@@ -352,9 +352,14 @@ def expert_hybrids_and_newest(name, tf):
         "qwen3.5-moe": (tf.Qwen3_5MoeTextConfig, tf.Qwen3_5MoeForCausalLM,
                         dict(linear, **moe, head_dim=WIDTH // HEADS, num_experts=4,
                              shared_expert_intermediate_size=WIDTH)),
-        # per-layer token embeddings added into every layer; sliding/full layers
+        # per-layer token embeddings added into every layer; sliding/full layers,
+        # the full ones with heads twice as wide (global_head_dim, as Gemma 4's
+        # 512 against 256; left at 512, with q and k RMS-normalised and unscaled
+        # scores, its softmax over logits of std sqrt(512) made training chaotic:
+        # PyTorch's own float32 run left float64 by 1e-3 within 5 steps)
         "gemma4": (tf.Gemma4TextConfig, tf.Gemma4ForCausalLM,
-                   dict(head_dim=WIDTH // HEADS, sliding_window=8,
+                   dict(head_dim=WIDTH // HEADS // 2, global_head_dim=WIDTH // HEADS,
+                        sliding_window=8,
                         layer_types=["sliding_attention", "full_attention"],
                         vocab_size_per_layer_input=VOCAB, hidden_size_per_layer_input=16)),
         # chunked attention (chunks of 8) without rotary every 4th layer; MoE top-1
