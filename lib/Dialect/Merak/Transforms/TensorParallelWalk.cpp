@@ -229,6 +229,30 @@ GatherOp Walk::gatheredRows(Value v, int64_t dim) {
   return g;
 }
 
+void Walk::askRetry(Operation *op, unsigned index, const ShardingRule &rule,
+                    const ShardingRule::FactorSplit &fs, const Split &s) {
+  // A fused projection split into equal parts: retry its seed with
+  // blocks = parts so that every rank holds its share of each part.
+  if (int64_t blocks = rule.blocksPastReplicated(rule.operands[index], s.dim, fs);
+      blocks && s.blocks == 1)
+    failedRegions[root(s.seed)] = {blocks, {}};
+  // A fused projection reshaped to [..., parts, n] whose parts are
+  // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
+  // gathers of [3, ...]): the split landed on the parts; retry the
+  // seed with blocks = parts, which puts it on n.
+  if (auto pick = dyn_cast<GatherOp>(op);
+      pick && index == 0 && s.blocks == 1 && (int64_t)pick.getAxis() == s.dim)
+    if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
+      failedRegions[root(s.seed)] = {parts, {}};
+  // Parts of different lengths: retry with ragged blocks; a ragged
+  // seed's block cut into parts of any lengths: retry with those parts as
+  // its blocks.
+  if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
+    if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim, s.block >= 0);
+        !sizes.empty())
+      failedRegions[root(s.seed)] = {0, sizes, s.block};
+}
+
 LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   if (!s.sizes.empty())
     return propagateRagged(op, index, s);
@@ -250,25 +274,7 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
     if (succeeded(joinParts(cat, s)))
       return success();
   if (kind == FactorKind::Replicated) {
-    // A fused projection split into equal parts: retry its seed with
-    // blocks = parts so that every rank holds its share of each part.
-    if (int64_t blocks = rule->blocksPastReplicated(from, s.dim, *fs); blocks && s.blocks == 1)
-      failedRegions[root(s.seed)] = {blocks, {}};
-    // A fused projection reshaped to [..., parts, n] whose parts are
-    // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
-    // gathers of [3, ...]): the split landed on the parts; retry the
-    // seed with blocks = parts, which puts it on n.
-    if (auto pick = dyn_cast<GatherOp>(op);
-        pick && index == 0 && s.blocks == 1 && (int64_t)pick.getAxis() == s.dim)
-      if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
-        failedRegions[root(s.seed)] = {parts, {}};
-    // Parts of different lengths: retry with ragged blocks; a ragged
-    // seed's block cut into parts of any lengths: retry with those parts as
-    // its blocks.
-    if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
-      if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim, s.block >= 0);
-          !sizes.empty())
-        failedRegions[root(s.seed)] = {0, sizes, s.block};
+    askRetry(op, index, *rule, *fs, s);
     return failure();
   }
   if (needsWholeAxis(op, kind))

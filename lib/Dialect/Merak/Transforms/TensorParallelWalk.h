@@ -234,6 +234,12 @@ struct Walk {
   /// partial sums.
   LogicalResult propagate(Operation *op, unsigned index, Split s);
 
+  /// Split `s` of `op`'s operand `index` landed on a replicated factor
+  /// (fs): records in failedRegions the blocks the seed may retry with
+  /// (equal parts of a fused projection, or ragged ones), if any.
+  void askRetry(Operation *op, unsigned index, const ShardingRule &rule,
+                const ShardingRule::FactorSplit &fs, const Split &s);
+
   /// A ragged split passes through the ops that take its blocks apart (a
   /// split or slices into runs of whole blocks, stride 1: a run of one
   /// block is split normally from there, a longer one stays ragged) and
