@@ -235,3 +235,55 @@ func.func @forward(%x: tensor<1x3x4xf32>) -> tensor<f32> {
   %l = merak.reduce_sum %o axes = [0, 1, 2] : tensor<1x3x4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A latent query (DeepSeek-V3's and Mistral 4's `q_b(norm(q_a(x)))`, rank 4
+// under width 8): q_a narrows, the norm's sums would be all-reduced and q_b,
+// contracting 4 into 8, widens the rank back. As a column/row pair that
+// would all-reduce q_b's whole output (its width) to save two products of
+// rank 4: no Megatron block (Megatron-LM's MLA replicates the down
+// projections). q_a stays whole and q_b is the column-parallel Linear, split
+// on its 2 heads, through the scores to the row-parallel o.
+// CHECK-DAG: merak.param @qa.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<4x8xf32>{{$}}
+// CHECK-DAG: merak.param @qn.weight : tensor<4xf32> = dense<{{.*}}> : tensor<4xf32>{{$}}
+// CHECK-DAG: merak.param @qb.weight : tensor<4x4xf32> = dense<{{.*}}> : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @k.weight : tensor<4x8xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-DAG: merak.param @o.weight : tensor<8x4xf32> = dense<{{.*}}> : tensor<8x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.rms_norm %{{.*}} scale %{{.*}} axis = 2 {{.*}} : (tensor<1x4x4xf32>, tensor<4xf32>) -> tensor<1x4x4xf32>
+// CHECK: merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x4xf32>, tensor<4x4xf32> -> tensor<1x4x4xf32>
+// CHECK: %[[O:.*]] = merak.matmul %{{.*}}, %{{.*}} : tensor<1x4x4xf32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: merak.all_reduce %[[O]] group = "tp" reduction = "sum" : tensor<1x4x8xf32>
+// CHECK-NOT: merak.all_reduce
+merak.param @qa.weight : tensor<4x8xf32> = dense<0.125> : tensor<4x8xf32>
+merak.param @qn.weight : tensor<4xf32> = dense<1.0> : tensor<4xf32>
+merak.param @qb.weight : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
+merak.param @k.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @o.weight : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+  %wqa = merak.get_param @qa.weight : tensor<4x8xf32>
+  %wqn = merak.get_param @qn.weight : tensor<4xf32>
+  %wqb = merak.get_param @qb.weight : tensor<8x4xf32>
+  %wk = merak.get_param @k.weight : tensor<8x8xf32>
+  %wo = merak.get_param @o.weight : tensor<8x8xf32>
+  %tqa = merak.transpose %wqa perm = [1, 0] : tensor<4x8xf32> to tensor<8x4xf32>
+  %qa = merak.matmul %x, %tqa : tensor<1x4x8xf32>, tensor<8x4xf32> -> tensor<1x4x4xf32>
+  %qn = merak.rms_norm %qa scale %wqn axis = 2 epsilon = 1.0E-6 : (tensor<1x4x4xf32>, tensor<4xf32>) -> tensor<1x4x4xf32>
+  %tqb = merak.transpose %wqb perm = [1, 0] : tensor<8x4xf32> to tensor<4x8xf32>
+  %q0 = merak.matmul %qn, %tqb : tensor<1x4x4xf32>, tensor<4x8xf32> -> tensor<1x4x8xf32>
+  %q1 = merak.reshape %q0 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %q = merak.transpose %q1 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %tk = merak.transpose %wk perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %k0 = merak.matmul %x, %tk : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %k1 = merak.reshape %k0 : tensor<1x4x8xf32> to tensor<1x4x2x4xf32>
+  %kt = merak.transpose %k1 perm = [0, 2, 3, 1] : tensor<1x4x2x4xf32> to tensor<1x2x4x4xf32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %c0 = merak.transpose %p perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> to tensor<1x4x2x4xf32>
+  %c = merak.reshape %c0 : tensor<1x4x2x4xf32> to tensor<1x4x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %y = merak.matmul %c, %to : tensor<1x4x8xf32>, tensor<8x8xf32> -> tensor<1x4x8xf32>
+  %l = merak.reduce_sum %y axes = [0, 1, 2] : tensor<1x4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -631,16 +631,23 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
 /// Gives up the consistent regions that would not pay: one without a
 /// row-parallel end (it would only add communication), and one that sums
 /// a norm's statistics but is not a Megatron block, whose columns read one
-/// value (the block's input) and whose ends are no wider than it: such a
-/// norm on a residual stream would split the stream across blocks, and one
-/// on an LM head's transform or a low-rank projection would all-reduce
-/// more than it saves. Failed regions are left to resolveFailures. Whether
-/// any was given up.
+/// value (the block's input) and whose ends are no wider than it and do
+/// not widen what they contract: such a norm on a residual stream would
+/// split the stream across blocks, and one on an LM head's transform or a
+/// low-rank projection would all-reduce more than it saves (the latent
+/// query of DeepSeek-V3 and Mistral 4, `q_b(norm(q_a(x)))`: q_a narrows,
+/// q_b widens its rank back; the heads split at q_b instead). Failed
+/// regions are left to resolveFailures. Whether any was given up.
 bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   DenseMap<int, int64_t> widestEnd;
+  DenseSet<int> widening;
   for (Partial &p : walk.partials) {
     int64_t &w = widestEnd[walk.root(p.seed)];
     w = std::max(w, elements(p.op->getResult(0)));
+    if (llvm::any_of(p.op->getOperands(), [&](Value v) {
+          return walk.split.count(v) && elements(v) < elements(p.op->getResult(0));
+        }))
+      widening.insert(walk.root(p.seed));
   }
   DenseSet<Operation *> columns(walk.columns.begin(), walk.columns.end());
   DenseMap<int, Value> inputOf; // null: the columns read several values
@@ -660,7 +667,7 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
     if (!columns.contains(s.matmul) || walk.failedRegions.count(root))
       continue;
     Value input = inputOf.lookup(root);
-    bool block = input && widestEnd.lookup(root) <= elements(input);
+    bool block = input && widestEnd.lookup(root) <= elements(input) && !widening.contains(root);
     if (!widestEnd.count(root) || (summing.contains(root) && !block))
       s.alive = false, changed = true;
   }
