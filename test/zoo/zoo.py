@@ -94,7 +94,7 @@ PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 # (d) still passes.
 TP_SPLITS = {"mamba": 13, "mamba2": 8, "jamba": 17, "phi3": 10, "nemotron-h": 15,
              "qwen3-next": 20, "qwen3.5": 18, "qwen3.5-moe": 22, "olmo-hybrid": 20,
-             "falcon-h1": 16, "recurrent-gemma": 29, "xlnet": 19}
+             "falcon-h1": 16, "recurrent-gemma": 29, "xlnet": 19, "mistral4": 18}
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
 # Exports that keep the example's data-dependent control flow: the
 # TorchScript trace of an eager expert loop holds one block per expert the
