@@ -644,8 +644,11 @@ bool prune(Walk &walk, SmallVector<Seed> &seeds) {
   for (Partial &p : walk.partials) {
     int64_t &w = widestEnd[walk.root(p.seed)];
     w = std::max(w, elements(p.op->getResult(0)));
+    // (The split activation it contracts: a weight split upstream through
+    // views, XLNet's o, may hold fewer elements than the tokens' output.)
     if (llvm::any_of(p.op->getOperands(), [&](Value v) {
-          return walk.split.count(v) && elements(v) < elements(p.op->getResult(0));
+          return walk.split.count(v) && (!walk.activations || walk.activations->contains(v)) &&
+                 elements(v) < elements(p.op->getResult(0));
         }))
       widening.insert(walk.root(p.seed));
   }
