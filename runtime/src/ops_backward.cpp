@@ -283,8 +283,7 @@ void crossEntropyGrad(DT t, const void *logits, const Dims &dl, int64_t axis,
       parallelFor(nLab, 3 * s.dim, [&](int64_t b, int64_t e) {
         for (int64_t li = b; li < e; ++li) {
           const int64_t l = lab[li];
-          const int64_t o = li / s.inner, k = li % s.inner;
-          const int64_t at = o * s.dim * s.inner + k;
+          const int64_t at = s.laneStart(li);
           if (hasIgnore && l == ignoreIndex) {
             for (int64_t j = 0; j < s.dim; ++j)
               pd[at + j * s.inner] = T(0);

@@ -291,8 +291,7 @@ void argReduce(bool isMax, DT t, const void *x, const Dims &dx, int64_t axis,
     auto better = [isMax](T cur, T top) { return isMax ? cur > top : cur < top; };
     parallelFor(s.outer * s.inner, s.dim, [&](int64_t b, int64_t e) {
       for (int64_t it = b; it < e; ++it) {
-        const int64_t o = it / s.inner, k = it % s.inner;
-        const T *p = px + o * s.dim * s.inner + k;
+        const T *p = px + s.laneStart(it);
         int64_t best = 0;
         for (int64_t j = 1; j < s.dim; ++j) {
           const T cur = p[j * s.inner], top = p[best * s.inner];
@@ -317,8 +316,7 @@ void argSort(DT t, const void *x, const Dims &dx, int64_t axis, bool descending,
     parallelFor(s.outer * s.inner, s.dim * 16, [&](int64_t b, int64_t e) {
       std::vector<int64_t> order(s.dim);
       for (int64_t it = b; it < e; ++it) {
-        const int64_t o = it / s.inner, k = it % s.inner;
-        const T *p = px + o * s.dim * s.inner + k;
+        const T *p = px + s.laneStart(it);
         // NaN (x != x) ranks above every number.
         auto before = [&](int64_t i, int64_t j) {
           const T a = p[i * s.inner], c = p[j * s.inner];
@@ -328,7 +326,7 @@ void argSort(DT t, const void *x, const Dims &dx, int64_t axis, bool descending,
         };
         std::iota(order.begin(), order.end(), int64_t(0));
         std::stable_sort(order.begin(), order.end(), before);
-        int64_t *q = y + o * s.dim * s.inner + k;
+        int64_t *q = y + s.laneStart(it);
         for (int64_t j = 0; j < s.dim; ++j)
           q[j * s.inner] = order[j];
       }
@@ -349,8 +347,7 @@ void cumsum(DT t, const void *x, const Dims &dx, int64_t axis, bool exclusive,
     T *py = static_cast<T *>(y);
     parallelFor(s.outer * s.inner, s.dim, [&](int64_t b, int64_t e) {
       for (int64_t it = b; it < e; ++it) {
-        const int64_t o = it / s.inner, k = it % s.inner;
-        const int64_t base = o * s.dim * s.inner + k;
+        const int64_t base = s.laneStart(it);
         A acc = 0;
         for (int64_t step = 0; step < s.dim; ++step) {
           const int64_t j = reverse ? s.dim - 1 - step : step;
@@ -538,8 +535,7 @@ void crossEntropy(DT t, const void *logits, const Dims &dl, int64_t axis,
           const int64_t l = lab[li];
           double v = 0.0;
           if (!(hasIgnore && l == ignoreIndex)) {
-            const int64_t o = li / s.inner, k = li % s.inner;
-            const T *p = px + o * s.dim * s.inner + k;
+            const T *p = px + s.laneStart(li);
             v = s.inner == 1 ? rowLoss(p, s.dim, 1, l) : rowLoss(p, s.dim, s.inner, l);
           }
           if (loss)

@@ -135,6 +135,9 @@ struct AxisSplit {
         inner *= s.d[d];
     }
   }
+  /// Where lane `lane` (of the outer * inner runs along the axis, outer
+  /// major) starts; its elements are `inner` apart.
+  int64_t laneStart(int64_t lane) const { return lane / inner * dim * inner + lane % inner; }
 };
 
 /// Runs fn(begin, end) over [0, n): one contiguous chunk per OpenMP thread
