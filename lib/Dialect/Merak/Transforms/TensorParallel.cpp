@@ -404,10 +404,13 @@ struct MerakTensorParallelPass
         ok = false;
       }
     }
+    DenseMap<Operation *, Seed *> seedOf;
+    for (Seed &s : seeds)
+      seedOf[s.matmul] = &s;
     // A seed's weight read through a view (XLNet's heads [H, N, D] as
     // [H, N * D]): its own dimension must divide too.
     for (Operation *mm : walk->columns) {
-      Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
+      Seed &s = *seedOf.lookup(mm);
       int64_t axis = s.weight.outAxis(), n = s.weight.size(axis);
       if (ok && s.weight.view && n % (s.blocks * tp) != 0) {
         mm->emitError("merak-tensor-parallel: dimension ")
@@ -468,7 +471,7 @@ struct MerakTensorParallelPass
       use->set(part);
     }
     for (Operation *mm : walk->columns) {
-      Seed &s = *llvm::find_if(seeds, [&](Seed &x) { return x.matmul == mm; });
+      Seed &s = *seedOf.lookup(mm);
       shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes);
       if (s.bias)
         shardParam(*s.bias, 0, s.blocks, s.sizes);
