@@ -74,17 +74,22 @@ func.func @forward(%h: tensor<1x3x4xf32>) -> tensor<1x3x4xf32> {
 // -----
 
 // One group of B and C (the original Mamba-2's ngroups = 1) shared by every
-// head: B's 2 states would be cut over tp while the heads are too, which no
-// sharding rule joins (the state dimension meets the split heads), so the
-// mixer stays whole, as Megatron-LM requires the groups to divide by tp.
-// An MLP beside it splits.
+// head: B's 2 states cannot be cut over tp while the heads are (the state
+// dimension meets the split heads), so every rank holds B and C whole
+// (Megatron-LM requires the groups to divide by tp instead) and z and x
+// split by heads: in_proj stays whole, each rank reading its rows through
+// f (z's and x's part r, all of B's and C's). An MLP beside it splits.
 // CHECK-DAG: merak.param @in_proj : tensor<12x4xf32> = dense<5.000000e-01> : tensor<12x4xf32>{{$}}
-// CHECK-DAG: merak.param @out_proj : tensor<4x4xf32> = dense<5.000000e-01> : tensor<4x4xf32>{{$}}
+// CHECK-DAG: merak.param @out_proj : tensor<4x2xf32> = {{.*}} : tensor<4x4xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @up : tensor<4x4xf32> = {{.*}} : tensor<8x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
 // CHECK-DAG: merak.param @down : tensor<4x4xf32> = {{.*}} : tensor<4x8xf32> {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
 // CHECK-LABEL: func.func @forward
-// CHECK: merak.split %{{.*}} axis = 2 sizes = [4, 8] : tensor<1x3x12xf32>
-// CHECK-COUNT-1: merak.all_reduce
+// CHECK: merak.constant dense<[0, 1, 4, 5, 8, 9, 10, 11]> : tensor<8xi64>
+// CHECK-NEXT: merak.constant dense<[2, 2, 2, 2, 0, 0, 0, 0]> : tensor<8xi64>
+// CHECK: merak.split %{{.*}} axis = 2 sizes = [2, 6] : tensor<1x3x8xf32>
+// CHECK-NEXT: merak.split %{{.*}} axis = 2 sizes = [2, 2, 2] : tensor<1x3x6xf32>
+// CHECK-NOT: merak.tp_identity
+// CHECK-COUNT-2: merak.all_reduce
 // CHECK-NOT: merak.all_reduce
 merak.param @in_proj : tensor<12x4xf32> = dense<0.5> : tensor<12x4xf32>
 merak.param @out_proj : tensor<4x4xf32> = dense<0.5> : tensor<4x4xf32>

@@ -1,4 +1,5 @@
 // RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 | FileCheck %s
+// RUN: merak-opt %s -split-input-file -merak-tensor-parallel=tp=2 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 
 // A fused projection whose output is cut into parts of different lengths
 // (Phi-3's GQA qkv_proj: q of 8, k and v of 4 rows) is split in ragged
@@ -190,4 +191,148 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   %y1 = merak.add %yq, %yk : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   %y = merak.add %y1, %d : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// A fused multi-query projection (GPT-BigCode's c_attn: 2 query heads of 4
+// beside one key and one value head): the key and value blocks, one head
+// each, cannot split over tp=2 and are held whole by every rank, the query
+// heads split. The weight stays whole (no merak.shard); each rank reads its
+// rows of it through f, `gather(tp_identity(W), base + rank * stride)`: its
+// query rows [4 r, 4 r + 4) and every key and value row. The whole k and v
+// are read without f (each rank's gradient of them is partial, summed
+// through the weight's f and the input's), broadcast to the local heads.
+// REMARK: remark: merak-tensor-parallel: 'qkv' stays whole on every rank: its blocks of 4, 4 rows (heads or groups that do not split over tp=2) are computed by every rank, the others split
+// CHECK-DAG: merak.param @qkv : tensor<16x8xf32> = dense<5.000000e-01> : tensor<16x8xf32>{{$}}
+// CHECK-DAG: merak.param @o : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[X:.*]] = merak.tp_identity %arg0
+// CHECK-NEXT: %[[W:.*]] = merak.get_param @qkv : tensor<16x8xf32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[W]] : tensor<16x8xf32>
+// CHECK-NEXT: %[[R:.*]] = merak.group_rank group = "tp"
+// CHECK-NEXT: %[[BASE:.*]] = merak.constant dense<[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15]> : tensor<12xi64>
+// CHECK-NEXT: %[[STRIDE:.*]] = merak.constant dense<[4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0]> : tensor<12xi64>
+// CHECK-NEXT: %[[S:.*]] = merak.mul %[[R]], %[[STRIDE]]
+// CHECK-NEXT: %[[ROWS:.*]] = merak.add %[[BASE]], %[[S]]
+// CHECK-NEXT: %[[MINE:.*]] = merak.gather %[[F]][%[[ROWS]]] axis = 0 : tensor<16x8xf32>, tensor<12xi64> -> tensor<12x8xf32>
+// CHECK-NEXT: %[[T:.*]] = merak.transpose %[[MINE]] perm = [1, 0] : tensor<12x8xf32> to tensor<8x12xf32>
+// CHECK-NEXT: merak.matmul %[[X]], %[[T]]
+// CHECK: merak.split %{{.*}} axis = 2 sizes = [4, 4, 4] : tensor<2x3x12xf32> -> tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+// CHECK-NOT: merak.tp_identity
+// CHECK: merak.broadcast %{{.*}} : tensor<2x1x3x4xf32> to tensor<2x1x3x4xf32>
+// CHECK: merak.softmax %{{.*}} : tensor<2x1x3x3xf32>
+// CHECK: merak.all_reduce
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @o : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %q, %k, %v = merak.split %m axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %qh = merak.reshape %q : tensor<2x3x8xf32> to tensor<2x3x2x4xf32>
+  %qt = merak.transpose %qh perm = [0, 2, 1, 3] : tensor<2x3x2x4xf32> to tensor<2x2x3x4xf32>
+  %kh = merak.reshape %k : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %kb = merak.broadcast %kh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %kt = merak.transpose %kb perm = [0, 1, 3, 2] : tensor<2x2x3x4xf32> to tensor<2x2x4x3xf32>
+  %vh = merak.reshape %v : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %vb = merak.broadcast %vh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %s = merak.matmul %qt, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32> -> tensor<2x2x3x3xf32>
+  %p = merak.softmax %s axis = 3 : tensor<2x2x3x3xf32>
+  %a = merak.matmul %p, %vb : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>
+  %at = merak.transpose %a perm = [0, 2, 1, 3] : tensor<2x2x3x4xf32> to tensor<2x3x2x4xf32>
+  %ar = merak.reshape %at : tensor<2x3x2x4xf32> to tensor<2x3x8xf32>
+  %wo = merak.get_param @o : tensor<8x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %y = merak.matmul %ar, %to : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// A whole key block scaled by a parameter of its own (a key norm's weight)
+// before it meets the split heads: the scale's gradient on each rank is
+// partial too, so it is read through f; the key itself is not.
+// CHECK-DAG: merak.param @qkv : tensor<16x8xf32> = dense<5.000000e-01> : tensor<16x8xf32>{{$}}
+// CHECK-DAG: merak.param @kscale : tensor<4xf32> = dense<2.000000e+00> : tensor<4xf32>{{$}}
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Q:.*]]:3 = merak.split %{{.*}} axis = 2 sizes = [4, 4, 4]
+// CHECK: %[[G:.*]] = merak.get_param @kscale : tensor<4xf32>
+// CHECK-NEXT: %[[F:.*]] = merak.tp_identity %[[G]] : tensor<4xf32>
+// CHECK-NEXT: merak.mul %[[Q]]#1, %[[F]] : tensor<2x3x4xf32>, tensor<4xf32>
+// CHECK: merak.all_reduce
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @kscale : tensor<4xf32> = dense<2.0> : tensor<4xf32>
+merak.param @o : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %q, %k0, %v = merak.split %m axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %ks = merak.get_param @kscale : tensor<4xf32>
+  %k = merak.mul %k0, %ks : tensor<2x3x4xf32>, tensor<4xf32>
+  %qh = merak.reshape %q : tensor<2x3x8xf32> to tensor<2x3x2x4xf32>
+  %qt = merak.transpose %qh perm = [0, 2, 1, 3] : tensor<2x3x2x4xf32> to tensor<2x2x3x4xf32>
+  %kh = merak.reshape %k : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %kb = merak.broadcast %kh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %kt = merak.transpose %kb perm = [0, 1, 3, 2] : tensor<2x2x3x4xf32> to tensor<2x2x4x3xf32>
+  %vh = merak.reshape %v : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %vb = merak.broadcast %vh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %s = merak.matmul %qt, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32> -> tensor<2x2x3x3xf32>
+  %p = merak.softmax %s axis = 3 : tensor<2x2x3x3xf32>
+  %a = merak.matmul %p, %vb : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>
+  %at = merak.transpose %a perm = [0, 2, 1, 3] : tensor<2x2x3x4xf32> to tensor<2x3x2x4xf32>
+  %ar = merak.reshape %at : tensor<2x3x2x4xf32> to tensor<2x3x8xf32>
+  %wo = merak.get_param @o : tensor<8x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %y = merak.matmul %ar, %to : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// A whole key block that is also a result of the function (a key cache)
+// would leave the walk's reach with a partial gradient: the projection and
+// its attention stay replicated; an MLP beside them splits.
+// CHECK-DAG: merak.param @qkv : tensor<16x8xf32> = dense<5.000000e-01> : tensor<16x8xf32>{{$}}
+// CHECK-DAG: merak.param @o : tensor<8x8xf32> = dense<5.000000e-01> : tensor<8x8xf32>{{$}}
+// CHECK-DAG: merak.param @up : tensor<8x8xf32> = {{.*}} : tensor<16x8xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: merak.gather
+// CHECK-COUNT-1: merak.all_reduce
+// CHECK-NOT: merak.all_reduce
+// CHECK: return
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @o : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+merak.param @up : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @down : tensor<8x16xf32> = dense<0.5> : tensor<8x16xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x1x3x4xf32>) {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %q, %k, %v = merak.split %m axis = 2 sizes = [8, 4, 4] : tensor<2x3x16xf32> -> tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+  %qh = merak.reshape %q : tensor<2x3x8xf32> to tensor<2x3x2x4xf32>
+  %qt = merak.transpose %qh perm = [0, 2, 1, 3] : tensor<2x3x2x4xf32> to tensor<2x2x3x4xf32>
+  %kh = merak.reshape %k : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %kb = merak.broadcast %kh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %kt = merak.transpose %kb perm = [0, 1, 3, 2] : tensor<2x2x3x4xf32> to tensor<2x2x4x3xf32>
+  %vh = merak.reshape %v : tensor<2x3x4xf32> to tensor<2x1x3x4xf32>
+  %vb = merak.broadcast %vh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %s = merak.matmul %qt, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32> -> tensor<2x2x3x3xf32>
+  %p = merak.softmax %s axis = 3 : tensor<2x2x3x3xf32>
+  %a = merak.matmul %p, %vb : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>
+  %at = merak.transpose %a perm = [0, 2, 1, 3] : tensor<2x2x3x4xf32> to tensor<2x3x2x4xf32>
+  %ar = merak.reshape %at : tensor<2x3x2x4xf32> to tensor<2x3x8xf32>
+  %wo = merak.get_param @o : tensor<8x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %y = merak.matmul %ar, %to : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  %uw = merak.get_param @up : tensor<16x8xf32>
+  %uwt = merak.transpose %uw perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %u = merak.matmul %x, %uwt : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %ug = merak.gelu %u : tensor<2x3x16xf32>
+  %dw = merak.get_param @down : tensor<8x16xf32>
+  %dwt = merak.transpose %dw perm = [1, 0] : tensor<8x16xf32> to tensor<16x8xf32>
+  %d = merak.matmul %ug, %dwt : tensor<2x3x16xf32>, tensor<16x8xf32> -> tensor<2x3x8xf32>
+  %r = merak.add %y, %d : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  return %r, %kh : tensor<2x3x8xf32>, tensor<2x1x3x4xf32>
 }

@@ -50,7 +50,11 @@
 // split normally, or stays ragged over several blocks; a block cut apart
 // further refines the seed's blocks (Mamba-2's [z, xBC, dt], then xBC into
 // [x, B, C]), and split values concatenated along their split dimension
-// are ragged blocks, one per part.
+// are ragged blocks, one per part. A ragged block that cannot be split (a
+// multi-query key head inside a fused projection, cut inside the head) is
+// held whole (Seed::whole): every rank computes it, the weight stays whole
+// and each rank gathers its rows of it through f (gatherRows), and values
+// computed from whole blocks alone are read without f.
 //
 //===----------------------------------------------------------------------===//
 #include "merak/Dialect/Merak/Transforms/Passes.h"
@@ -170,6 +174,54 @@ struct MerakTensorParallelPass
       int64_t at = llvm::find(transpose.getPerm(), axis) - transpose.getPerm().begin();
       transpose.getResult().setType(local(tensorOf(transpose.getResult()), at));
     }
+  }
+
+  /// A parameter whose ragged blocks `sizes` along `axis` are split over tp
+  /// but those marked `whole` (Seed::whole): it stays whole on every rank,
+  /// and its reader gets this rank's rows, `gather(tp_identity(W), rows)`
+  /// with rows = base + rank * stride (a split block's part r, a whole
+  /// block's every row), whose gradient is zero outside them and summed
+  /// over tp.
+  void gatherRows(OpBuilder &b, Weight w, int64_t axis, ArrayRef<int64_t> sizes,
+                  ArrayRef<bool> whole) {
+    SmallVector<int64_t> base, stride;
+    int64_t start = 0;
+    for (auto [len, all] : llvm::zip(sizes, whole)) {
+      int64_t count = all ? len : len / tp;
+      for (int64_t i = 0; i < count; ++i) {
+        base.push_back(start + i);
+        stride.push_back(all ? 0 : count);
+      }
+      start += len;
+    }
+    GetParamOp get = w.get;
+    Location loc = get.getLoc();
+    b.setInsertionPointAfter(get);
+    auto i64 = b.getI64Type();
+    auto rowsType = RankedTensorType::get({(int64_t)base.size()}, i64);
+    auto constant = [&](ArrayRef<int64_t> values) {
+      return ConstantOp::create(b, loc, DenseElementsAttr::get(rowsType, values));
+    };
+    Value f = TpIdentityOp::create(b, loc, get.getResult());
+    Value rank = GroupRankOp::create(b, loc, RankedTensorType::get({}, i64), "tp");
+    Value rows =
+        AddOp::create(b, loc, constant(base), MulOp::create(b, loc, rank, constant(stride)));
+    SmallVector<int64_t> shape(tensorOf(get.getResult()).getShape());
+    shape[axis] = base.size();
+    auto localType = RankedTensorType::get(shape, tensorOf(get.getResult()).getElementType());
+    Value mine = GatherOp::create(b, loc, localType, f, rows, axis);
+    get.getResult().replaceAllUsesExcept(mine, f.getDefiningOp());
+    // The transpose or view that reads it: their dimension `axis` is
+    // shorter alike.
+    Value reader = w.transpose ? w.transpose.getResult() : w.view ? w.view.getResult() : Value();
+    if (!reader)
+      return;
+    SmallVector<int64_t> t(tensorOf(reader).getShape());
+    int64_t at = w.transpose
+                     ? llvm::find(w.transpose.getPerm(), axis) - w.transpose.getPerm().begin()
+                     : *viewedDimension(tensorOf(w.view.getInput()).getShape(), t, axis);
+    t[at] = base.size();
+    reader.setType(RankedTensorType::get(t, localType.getElementType()));
   }
 
   /// findVocabHead, and by default (`vocab-parallel-fallback`, not asked
@@ -364,7 +416,7 @@ struct MerakTensorParallelPass
         w->out = 0; // [O, I, kh, kw]
         if (bias)
           bias->out = 0;
-        seeds.push_back({conv, *w, {}, bias, splat});
+        seeds.push_back({conv, *w, {}, {}, bias, splat});
       });
     }
 
@@ -435,18 +487,21 @@ struct MerakTensorParallelPass
       auto iface = dyn_cast<ShardingRuleOpInterface>(op);
       for (Value r : op.getResults())
         if (auto it = walk->split.find(r); it != walk->split.end()) {
-          r.setType(local(tensorOf(r), it->second.dim));
+          SmallVector<int64_t> shape(tensorOf(r).getShape());
+          shape[it->second.dim] = it->second.localSize(shape[it->second.dim], tp);
+          r.setType(RankedTensorType::get(shape, tensorOf(r).getElementType()));
           if (iface && it->second.sizes.empty())
             iface.recordSplit("tp", it->second.dim, it->second.blocks, tp);
         }
       if (iface && llvm::any_of(op.getOperands(), [&](Value v) { return walk->split.count(v); }))
         iface.adaptToLocalTypes();
     }
-    // A ragged block's slice starts at its block's full start over tp.
-    for (auto [slice, start] : walk->raggedSlices) {
+    // A ragged block's slice starts after the local parts of the split
+    // blocks before it and the whole ones.
+    for (auto [slice, splitBefore, wholeBefore] : walk->raggedSlices) {
       int64_t dim = walk->split.lookup(slice.getInput()).dim;
       SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
-      starts[dim] = start / tp;
+      starts[dim] = splitBefore / tp + wholeBefore;
       limits[dim] = starts[dim] + tensorOf(slice.getResult()).getDimSize(dim);
       slice.setStarts(starts);
       slice.setLimits(limits);
@@ -461,8 +516,10 @@ struct MerakTensorParallelPass
       }
       return f;
     };
+    // (Values of whole blocks carry partial gradients already.)
     for (OpOperand *use : walk->replicatedReads)
-      use->set(fFor(use->get(), use->getOwner()->getLoc()));
+      if (!walk->wholeValues.count(use->get()))
+        use->set(fFor(use->get(), use->getOwner()->getLoc()));
     DenseMap<std::tuple<Value, int64_t, int64_t>, Value> partOf;
     for (auto [use, dim, blocks] : walk->scatteredReads) {
       Value &part = partOf[{use->get(), dim, blocks}];
@@ -472,7 +529,20 @@ struct MerakTensorParallelPass
     }
     for (Operation *mm : walk->columns) {
       Seed &s = *seedOf.lookup(mm);
-      shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes);
+      if (llvm::is_contained(s.whole, true)) {
+        InFlightDiagnostic d = mm->emitRemark("merak-tensor-parallel: '")
+                               << s.weight.param.getSymName()
+                               << "' stays whole on every rank: its blocks of ";
+        llvm::interleave(
+            llvm::make_filter_range(llvm::zip(s.sizes, s.whole),
+                                    [](auto block) { return std::get<1>(block); }),
+            d, [&](auto block) { d << std::get<0>(block); }, ", ");
+        d << " rows (heads or groups that do not split over tp=" << parts
+          << ") are computed by every rank, the others split";
+        gatherRows(b, s.weight, s.weight.outAxis(), s.sizes, s.whole);
+      } else {
+        shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes);
+      }
       if (s.bias)
         shardParam(*s.bias, 0, s.blocks, s.sizes);
       if (s.splatBias) {
@@ -485,8 +555,12 @@ struct MerakTensorParallelPass
       }
       mm->setOperand(s.input(), fFor(mm->getOperand(s.input()), mm->getLoc()));
     }
-    for (ParamShard &p : walk->params)
-      shardParam(p.weight, p.axis, p.blocks, p.sizes);
+    for (ParamShard &p : walk->params) {
+      if (llvm::is_contained(p.whole, true))
+        gatherRows(b, p.weight, p.axis, p.sizes, p.whole);
+      else
+        shardParam(p.weight, p.axis, p.blocks, p.sizes);
+    }
     // A norm's local sums: summed over tp (g), then f, so that each rank's
     // partial gradient of the sums is summed too.
     auto sumOverTp = [](OpBuilder &at, Value partial) -> Value {

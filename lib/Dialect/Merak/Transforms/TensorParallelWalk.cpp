@@ -4,8 +4,9 @@
 // seed's result is split; each op reading a split value passes it on by
 // its sharding rule (propagate), or fails its region; failed regions are
 // retried with the blocks a fused projection asks for, or given up, until
-// the walk is consistent (planRegions). An activation a split op reads
-// holding the split factor is split where it is computed when it can be
+// the walk is consistent (planRegions, TensorParallelPlan.cpp). An
+// activation a split op reads holding the split factor is split where it
+// is computed when it can be
 // (splitUpstream: back to a broadcast's input, read through f). A region
 // that stopped at such an activation waits: it is given up only after the
 // other failures and the pruning, which may seed the Linear whose split it
@@ -80,8 +81,6 @@ SmallVector<int64_t> raggedParts(Value v, int64_t dim, bool equalToo = false) {
   return sizes;
 }
 
-/// The number of elements of `v`'s tensor.
-int64_t elements(Value v) { return tensorOf(v).getNumElements(); }
 } // namespace
 
 std::optional<int64_t> tensor_parallel::viewedDimension(ArrayRef<int64_t> from,
@@ -293,6 +292,15 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
         // (Two regions of one class: run() joined them at this op.)
         if (it->second.seed != s.seed && root(it->second.seed) == root(s.seed))
           conflicts[root(s.seed)].push_back(it->second.seed);
+        // Two blocks of one ragged seed split differently (the queries by
+        // heads, a multi-query key inside its head): the narrower is
+        // retried whole.
+        const Split &o = it->second;
+        if (o.seed == s.seed && s.sizes.empty() && o.sizes.empty() && s.block >= 0 &&
+            o.block >= 0 && o.block != s.block && !failedRegions.count(root(s.seed))) {
+          ArrayRef<int64_t> sizes = seeds[s.seed].sizes;
+          failedRegions[root(s.seed)].whole = sizes[o.block] < sizes[s.block] ? o.block : s.block;
+        }
         return failure();
       }
       continue;
@@ -374,8 +382,10 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
   params.append(newParams);
   replicatedReads.append(newReads);
   scatteredReads.append(newScattered);
-  for (auto [r, rs] : newSplits)
+  for (auto [r, rs] : newSplits) {
     split[r] = rs;
+    wholeValues.erase(r); // (computed from whole blocks: split from here)
+  }
   for (auto [r, rs] : results)
     split[r] = rs;
   if (kind == FactorKind::Reduction || kind == FactorKind::Mean)
@@ -418,16 +428,30 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
     }
     return std::nullopt;
   };
-  auto partOf = [&](int64_t first, int64_t count) {
-    Split part{s.dim, 1, s.seed, {}, s.block < 0 ? -1 : s.block + first};
+  auto isWhole = [&](int64_t i) { return !s.whole.empty() && s.whole[i]; };
+  // A part of whole blocks only is replicated (wholeValues), one with some
+  // stays ragged.
+  auto partOf = [&](int64_t first, int64_t count) -> std::optional<Split> {
+    Split part{s.dim, 1, s.seed, {}, {}, s.block < 0 ? -1 : s.block + first};
+    int64_t wholeBlocks = llvm::count_if(llvm::seq(first, first + count), isWhole);
+    if (wholeBlocks == count)
+      return std::nullopt;
     if (count > 1)
       part.sizes.assign(s.sizes.begin() + first, s.sizes.begin() + first + count);
+    if (count > 1 && wholeBlocks)
+      part.whole.assign(s.whole.begin() + first, s.whole.begin() + first + count);
     return part;
+  };
+  auto place = [&](Value r, std::optional<Split> part) {
+    if (part)
+      split[r] = *part;
+    else
+      wholeValues[r] = s.seed;
   };
   if (auto cut = dyn_cast<SplitOp>(op)) {
     if ((int64_t)cut.getAxis() != s.dim)
       return failure();
-    SmallVector<Split> parts;
+    SmallVector<std::optional<Split>> parts;
     int64_t start = 0;
     for (int64_t len : cut.getSizes()) {
       auto blocks = run(start, len);
@@ -437,7 +461,7 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
       start += len;
     }
     for (auto [r, part] : llvm::zip(cut.getResults(), parts))
-      split[r] = part;
+      place(r, part);
     return success();
   }
   auto slice = cast<SliceOp>(op);
@@ -450,8 +474,11 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
   auto blocks = run(start, slice.getLimits()[s.dim] - start);
   if (!blocks)
     return failure();
-  raggedSlices.push_back({slice, start});
-  split[slice.getResult()] = partOf(blocks->first, blocks->second);
+  int64_t splitBefore = 0, wholeBefore = 0;
+  for (int64_t i = 0; i < blocks->first; ++i)
+    (isWhole(i) ? wholeBefore : splitBefore) += s.sizes[i];
+  raggedSlices.push_back({slice, splitBefore, wholeBefore});
+  place(slice.getResult(), partOf(blocks->first, blocks->second));
   return success();
 }
 
@@ -488,7 +515,8 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
     if (!dim)
       return failure();
     if (auto it = split.find(v); it != split.end()) {
-      if (*dim != it->second.dim || it->second.sizes != s.sizes || it->second.block != s.block)
+      if (*dim != it->second.dim || it->second.sizes != s.sizes || it->second.block != s.block ||
+          it->second.whole != s.whole)
         return failure();
       continue;
     }
@@ -500,10 +528,10 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
     int64_t blocks = s.sizes.size();
     if (std::optional<Weight> w = soleParam(v); w && !w->stack) {
       int64_t axis = w->transpose ? w->transpose.getPerm()[**dim] : **dim;
-      newParams.push_back({*w, op, axis, blocks, s.seed, s.sizes});
+      newParams.push_back({*w, op, axis, blocks, s.seed, s.sizes, s.whole});
     } else if (auto viewed = viewedParam(v, **dim);
                viewed && !viewed->first.merges(viewed->second)) {
-      newParams.push_back({viewed->first, op, viewed->second, blocks, s.seed, s.sizes});
+      newParams.push_back({viewed->first, op, viewed->second, blocks, s.seed, s.sizes, s.whole});
     } else if (isSplatConstant(v)) {
       // Equal everywhere (dynamo's zeros for a convolution without a bias):
       // any part of the right length is this rank's.
@@ -523,7 +551,7 @@ LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &
   replicatedReads.append(newReads);
   scatteredReads.append(newScattered);
   for (auto [r, dim] : results)
-    split[r] = {dim, 1, s.seed, s.sizes, s.block};
+    split[r] = {dim, 1, s.seed, s.sizes, s.whole, s.block};
   return success();
 }
 
@@ -536,8 +564,8 @@ void Walk::run(func::FuncOp fn) {
     auto seedIt = seedOf.find(&op);
     if (seedIt != seedOf.end() && !split.count(op.getOperand(seeds[seedIt->second].input()))) {
       Seed &s = seeds[seedIt->second];
-      split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second, s.sizes,
-                                       s.sizes.empty() ? -1 : 0};
+      split[s.matmul->getResult(0)] = {s.dim(), s.blocks, seedIt->second,
+                                       s.sizes, s.whole,  s.sizes.empty() ? -1 : 0};
       columns.push_back(s.matmul);
       continue;
     }
@@ -546,200 +574,48 @@ void Walk::run(func::FuncOp fn) {
     // read a projected embedding whose own region stops at a layer norm).
     std::optional<Split> first;
     unsigned firstIndex = 0;
-    for (auto [i, v] : llvm::enumerate(op.getOperands()))
+    std::optional<int> wholeSeed;
+    for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+      std::optional<int> seed;
       if (auto it = split.find(v); it != split.end()) {
+        seed = it->second.seed;
         if (!first)
           first = it->second, firstIndex = i;
-        else
-          regions.unionSets(first->seed, it->second.seed);
+      } else if (auto w = wholeValues.find(v); w != wholeValues.end()) {
+        seed = w->second;
+        wholeSeed = wholeSeed.value_or(w->second);
       }
-    if (!first)
+      if (std::optional<int> other = first ? first->seed : wholeSeed; seed && other)
+        regions.unionSets(*other, *seed);
+    }
+    if (!first) {
+      if (wholeSeed)
+        carryWhole(&op, *wholeSeed);
       continue;
-    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed)))
-      failedRegions[root(first->seed)] = {};
+    }
+    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed))) {
+      // One block of a ragged seed that cannot be split here (a key head
+      // cut inside the head): retried whole.
+      Retry retry;
+      if (first->sizes.empty() && first->block >= 0)
+        retry.whole = first->block;
+      failedRegions[root(first->seed)] = retry;
+    }
   }
 }
 
-namespace {
-/// Resolves the walk's failed regions (all of them with `waitingToo`, else
-/// those that did not stop at an activation another region might split):
-/// a region of one seed retries with the blocks it asked for (equal, or
-/// ragged ones that divide over tp); the others' seeds are given up.
-/// Whether any was resolved.
-bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool waitingToo) {
-  bool changed = false;
-  DenseMap<int, SmallVector<int>> conflicts; // by the region's final root
-  for (auto &[region, disagreeing] : walk.conflicts)
-    conflicts[walk.root(region)].append(disagreeing);
-  DenseSet<int> conflicted;
-  for (auto &[region, retry] : walk.failedRegions) {
-    if (!waitingToo && walk.waiting.count(region))
-      continue;
-    changed = true;
-    // Regions that met with different splits: the seeds that disagreed
-    // with the op's first split operand go first (a multi-query
-    // attention's key and value projections, so that its queries split by
-    // heads, the one key head read whole, as Megatron-LM replicates key
-    // heads fewer than tp); the others walk again.
-    if (auto c = conflicts.find(walk.root(region)); c != conflicts.end()) {
-      if (conflicted.insert(c->first).second)
-        for (int m : c->second)
-          seeds[m].alive = false;
-      continue;
-    }
-    SmallVector<int> members;
-    for (int m : walk.regions.members(region))
-      members.push_back(m);
-    Seed *only = members.size() == 1 ? &seeds[members[0]] : nullptr;
-    if (only && only->blocks == 1 && retry.blocks > 1) {
-      only->blocks = retry.blocks;
-      continue;
-    }
-    // (Ragged blocks are in the output's units: a seed whose weight is a
-    // merging view, XLNet's [H, N * D], takes none.)
-    bool divides = !retry.sizes.empty() && !(only && only->weight.merges(only->weight.outAxis())) &&
-                   llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
-    if (only && only->blocks == 1 && divides && retry.block < 0) {
-      only->sizes = retry.sizes;
-      only->blocks = retry.sizes.size();
-      continue;
-    }
-    // One of its ragged blocks cut apart further: those parts become blocks.
-    if (only && divides && retry.block >= 0 && retry.block < (int64_t)only->sizes.size() &&
-        only->sizes[retry.block] == llvm::sum_of(retry.sizes)) {
-      auto at = only->sizes.begin() + retry.block;
-      at = only->sizes.erase(at);
-      only->sizes.insert(at, retry.sizes.begin(), retry.sizes.end());
-      only->blocks = only->sizes.size();
-      continue;
-    }
-    // Parts a fused projection is cut into that do not divide by tp (GQA's
-    // key heads, Mamba-2's groups): said, as pruneIndivisibleRagged does.
-    if (only && !retry.sizes.empty() && !divides) {
-      InFlightDiagnostic d = only->matmul->emitRemark("merak-tensor-parallel: '")
-                             << only->weight.param.getSymName()
-                             << "' stays whole: its parts along the split dimension (";
-      llvm::interleaveComma(retry.sizes, d);
-      d << ") do not all divide by tp=" << tp;
-    }
-    for (int m : members)
-      seeds[m].alive = false;
+void Walk::carryWhole(Operation *op, int seed) {
+  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::IsTerminator>()) {
+    if (!failedRegions.count(root(seed)))
+      failedRegions[root(seed)] = {};
+    return;
   }
-  return changed;
-}
-
-/// Gives up the consistent regions that would not pay: one without a
-/// row-parallel end (it would only add communication), and one that sums
-/// a norm's statistics but is not a Megatron block, whose columns read one
-/// value (the block's input) and whose ends are no wider than it and do
-/// not widen what they contract: such a norm on a residual stream would
-/// split the stream across blocks, and one on an LM head's transform or a
-/// low-rank projection would all-reduce more than it saves (the latent
-/// query of DeepSeek-V3 and Mistral 4, `q_b(norm(q_a(x)))`: q_a narrows,
-/// q_b widens its rank back; the heads split at q_b instead). Failed
-/// regions are left to resolveFailures. Whether any was given up.
-bool prune(Walk &walk, SmallVector<Seed> &seeds) {
-  DenseMap<int, int64_t> widestEnd;
-  DenseSet<int> widening;
-  for (Partial &p : walk.partials) {
-    int64_t &w = widestEnd[walk.root(p.seed)];
-    w = std::max(w, elements(p.op->getResult(0)));
-    // (The split activation it contracts: a weight split upstream through
-    // views, XLNet's o, may hold fewer elements than the tokens' output.)
-    if (llvm::any_of(p.op->getOperands(), [&](Value v) {
-          return walk.split.count(v) && (!walk.activations || walk.activations->contains(v)) &&
-                 elements(v) < elements(p.op->getResult(0));
-        }))
-      widening.insert(walk.root(p.seed));
-  }
-  DenseSet<Operation *> columns(walk.columns.begin(), walk.columns.end());
-  DenseMap<int, Value> inputOf; // null: the columns read several values
-  for (auto [i, s] : llvm::enumerate(seeds))
-    if (columns.contains(s.matmul)) {
-      Value input = s.matmul->getOperand(s.input());
-      auto [it, fresh] = inputOf.try_emplace(walk.root(i), input);
-      if (!fresh && it->second != input)
-        it->second = Value();
-    }
-  DenseSet<int> summing;
-  for (auto [op, seed] : walk.statistics)
-    summing.insert(walk.root(seed));
-  bool changed = false;
-  for (auto [i, s] : llvm::enumerate(seeds)) {
-    int root = walk.root(i);
-    if (!columns.contains(s.matmul) || walk.failedRegions.count(root))
-      continue;
-    Value input = inputOf.lookup(root);
-    bool block = input && widestEnd.lookup(root) <= elements(input) && !widening.contains(root);
-    if (!widestEnd.count(root) || (summing.contains(root) && !block))
-      s.alive = false, changed = true;
-  }
-  return changed;
-}
-
-/// Gives up the regions with ragged blocks (a fused projection whose parts
-/// the walk found, or parts joined) in which a split dimension does not
-/// divide by tp: the parts' heads or groups do not (Mamba-2's 2 groups at
-/// tp 4), and the layer stays whole, with a remark. In a region of equal
-/// blocks that is the user's error, reported after the walk. Whether any
-/// was given up.
-bool pruneIndivisibleRagged(Walk &walk, SmallVector<Seed> &seeds, int64_t tp) {
-  DenseSet<int> ragged, indivisible;
-  for (auto &[v, s] : walk.split) {
-    if (!s.sizes.empty())
-      ragged.insert(walk.root(s.seed));
-    else if (!s.divides(v, tp))
-      indivisible.insert(walk.root(s.seed));
-  }
-  if (ragged.empty())
-    return false;
-  for (ParamShard &p : walk.params)
-    if (!p.divides(tp))
-      indivisible.insert(walk.root(p.seed));
-  bool changed = false;
-  for (auto [i, s] : llvm::enumerate(seeds)) {
-    int root = walk.root(i);
-    if (!s.alive || !ragged.contains(root) || !indivisible.contains(root))
-      continue;
-    if (root == (int)i)
-      s.matmul->emitRemark("merak-tensor-parallel: '")
-          << s.weight.param.getSymName() << "' and its block stay whole: its parts (heads or "
-          << "groups) do not divide by tp=" << tp;
-    s.alive = false;
-    changed = true;
-  }
-  return changed;
-}
-} // namespace
-
-std::unique_ptr<Walk> tensor_parallel::planRegions(func::FuncOp fn, SmallVector<Seed> &seeds,
-                                                   const Getters &getters, int64_t tp) {
-  DenseSet<Value> fromInputs(fn.getArguments().begin(), fn.getArguments().end()), fromParams,
-      activations;
-  for (Operation &op : fn.getBody().front()) {
-    auto reads = [&](const DenseSet<Value> &set) {
-      return llvm::any_of(op.getOperands(), [&](Value v) { return set.contains(v); });
-    };
-    if (reads(fromInputs))
-      fromInputs.insert(op.result_begin(), op.result_end());
-    if (isa<GetParamOp>(op) || reads(fromParams))
-      fromParams.insert(op.result_begin(), op.result_end());
-    if (reads(activations) || (reads(fromInputs) && reads(fromParams)))
-      activations.insert(op.result_begin(), op.result_end());
-  }
-  // Each round gives up or retries at least one region, so this ends. A
-  // region waiting for another's split (queries meeting keys) is given up
-  // only after the definite failures and the pruning, which may seed the
-  // Linear it waits for (DeepSeek-V3's key heads behind the low-rank
-  // query projection's region).
-  while (true) {
-    auto walk = std::make_unique<Walk>(seeds, getters, &activations);
-    walk->run(fn);
-    if (resolveFailures(*walk, seeds, tp, /*waitingToo=*/false) || prune(*walk, seeds) ||
-        resolveFailures(*walk, seeds, tp, /*waitingToo=*/true) ||
-        pruneIndivisibleRagged(*walk, seeds, tp))
-      continue;
-    walk->activations = nullptr;
-    return walk;
-  }
+  for (Value r : op->getResults())
+    wholeValues[r] = seed;
+  // Each rank's gradient of the other values read here is partial too.
+  for (OpOperand &use : op->getOpOperands())
+    if (!wholeValues.count(use.get()) &&
+        isa<FloatType>(getElementTypeOrSelf(use.get().getType())) &&
+        !use.get().getDefiningOp<ConstantOp>())
+      replicatedReads.push_back(&use);
 }

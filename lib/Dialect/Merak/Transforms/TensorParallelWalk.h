@@ -33,10 +33,25 @@ struct Split {
   int seed = 0;
   /// Ragged blocks: their full lengths along dim (empty: `blocks` equal).
   SmallVector<int64_t> sizes = {};
+  /// Ragged blocks held whole by every rank (see Seed::whole), by block;
+  /// empty: none.
+  SmallVector<bool, 4> whole = {};
   /// Whether `v` (the value split so) divides over `tp` ranks: each of its
   /// blocks does (ragged blocks are checked when they are made).
   bool divides(Value v, int64_t tp) const {
     return !sizes.empty() || tensorOf(v).getDimSize(dim) % (blocks * tp) == 0;
+  }
+  /// The local length of `dim` (full length n) on each of `tp` ranks.
+  int64_t localSize(int64_t n, int64_t tp) const { return localLength(sizes, whole, n, tp); }
+  /// The local length of ragged blocks `sizes` (n: their sum) when those
+  /// marked in `whole` are held whole and the others split over tp.
+  static int64_t localLength(ArrayRef<int64_t> sizes, ArrayRef<bool> whole, int64_t n, int64_t tp) {
+    if (whole.empty())
+      return n / tp;
+    int64_t local = 0;
+    for (auto [len, w] : llvm::zip(sizes, whole))
+      local += w ? len : len / tp;
+    return local;
   }
   /// Where the value sits in its seed's ragged blocks: the index of
   /// sizes[0] there for a ragged value, the block it is for a plain one
@@ -54,6 +69,9 @@ struct Retry {
   /// With sizes: the seed's ragged block they cut apart (-1: the seed's
   /// whole output).
   int64_t block = -1;
+  /// A ragged seed's block that cannot be split (a multi-query attention's
+  /// one key head, cut inside the head): held whole instead (-1: none).
+  int64_t whole = -1;
 };
 
 /// A weight read by one Linear only: the param, its get_param, and the
@@ -95,6 +113,17 @@ struct Seed {
   Weight weight;
   /// Ragged blocks of its output (see Split).
   SmallVector<int64_t> sizes = {};
+  /// By block of `sizes` (empty: none): the blocks every rank computes
+  /// whole, the others being split over tp (the key and value heads of a
+  /// fused multi-query projection, fewer than tp: GPT-BigCode's and
+  /// Falcon's `[q | k | v]`, as BigCode's Megatron replicates them). Such a
+  /// block's values are the same on every rank, and each rank's gradient of
+  /// them is partial (the sum over its own query heads): the walk reads
+  /// them without f (Walk::wholeValues), and the weight's rows are this
+  /// rank's rows of the whole weight read through f
+  /// (`gather(tp_identity(W), rows)`), whose gradient sums over tp what
+  /// each rank's rows received.
+  SmallVector<bool, 4> whole = {};
   /// A conv2d's bias, split with its output channels: a parameter, or a
   /// splat constant (rebuilt at the local size).
   std::optional<Weight> bias = std::nullopt;
@@ -123,6 +152,8 @@ struct ParamShard {
   int seed;
   /// Ragged blocks (a bias added before they are taken apart).
   SmallVector<int64_t> sizes = {};
+  /// Those held whole (Seed::whole).
+  SmallVector<bool, 4> whole = {};
   /// Whether the parameter's `axis` divides over `tp` ranks in its blocks.
   bool divides(int64_t tp) { return !sizes.empty() || weight.size(axis) % (blocks * tp) == 0; }
 };
@@ -184,9 +215,18 @@ struct Walk {
   /// resolveFailures gives up those seeds only, and the next walk sees the
   /// rest of the region again.
   DenseMap<int, SmallVector<int>> conflicts;
-  /// The slices taking a ragged split's blocks apart, with their block's
-  /// full start (their local start is that over tp).
-  SmallVector<std::pair<SliceOp, int64_t>> raggedSlices;
+  /// The slices taking a ragged split's blocks apart, with the full
+  /// lengths of the split and of the whole blocks before theirs (their
+  /// local start is the first over tp plus the second).
+  struct RaggedSlice {
+    SliceOp slice;
+    int64_t splitBefore, wholeBefore;
+  };
+  SmallVector<RaggedSlice> raggedSlices;
+  /// Values computed from a seed's whole blocks (Seed::whole), by seed:
+  /// replicated, each rank's gradient of them partial. Read without f;
+  /// every other value an op computing them reads takes f.
+  DenseMap<Value, int> wholeValues;
 
   /// The activations: values computed from both the function's inputs and
   /// parameters, which are never read in parts (see scatteredReads); read
@@ -259,6 +299,11 @@ struct Walk {
   /// For `propagateRagged`: a split or slice cutting the ragged `s` into
   /// runs of whole blocks.
   LogicalResult takeRaggedApart(Operation *op, const Split &s);
+
+  /// `op` reads values of whole blocks (wholeValues) and no split one: its
+  /// results are such values too, or its region fails where they would
+  /// leave the walk's reach (the function's results).
+  void carryWhole(Operation *op, int seed);
 
   /// One propagation in program order from the alive seeds.
   void run(func::FuncOp fn);

@@ -152,7 +152,13 @@ def MerakTensorParallel : Pass<"merak-tensor-parallel", "mlir::ModuleOp"> {
     length divisible by tp): each rank holds its part of every block, the
     slices read the local parts (a block starting at s starts at s / tp),
     and the parts are split normally from there. A ragged split passes
-    only through those slices or that split.
+    only through those slices or that split. A block that cannot split (a
+    multi-query key or value head inside a fused projection, GPT-BigCode's
+    c_attn; the one group of B and C of a Mamba-2 mixer) is held whole:
+    every rank computes it, the weight stays whole (a remark names it) and
+    each rank reads its rows of it, `gather(tp_identity(W), rows)`, and the
+    values computed from such blocks alone are read without f (each rank's
+    gradient of them is partial, summed by the weight's f and the input's).
     A layer or RMS norm over the split features (OLMo 2's q and k norms
     over the whole projection) keeps the split where its region is a
     Megatron block (its column Linears read one value, and its row-parallel
