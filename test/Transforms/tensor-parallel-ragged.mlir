@@ -336,3 +336,53 @@ func.func @forward(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x1x3x4x
   %r = merak.add %y, %d : tensor<2x3x8xf32>, tensor<2x3x8xf32>
   return %r, %kh : tensor<2x3x8xf32>, tensor<2x1x3x4xf32>
 }
+
+// -----
+
+// Falcon's fused multi-query projection: viewed as [.., heads + 2,
+// head_dim], the queries sliced by heads, the key and value heads picked by
+// index behind a transpose. The parts [2, 1, 1] heads are the projection's
+// ragged blocks [8, 4, 4]; the picked key and value heads are held whole,
+// and the picks read their local positions (1 and 2 of the local 3 heads).
+// CHECK-DAG: merak.param @qkv : tensor<16x8xf32> = dense<5.000000e-01> : tensor<16x8xf32>{{$}}
+// CHECK-DAG: merak.param @o : tensor<8x4xf32> = {{.*}} {merak.shard = #merak.shard<axis = 1, blocks = 1, parts = 2>}
+// CHECK-LABEL: func.func @forward
+// CHECK: merak.constant dense<[0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15]> : tensor<12xi64>
+// CHECK: %[[V:.*]] = merak.reshape %{{.*}} : tensor<2x3x12xf32> to tensor<2x3x3x4xf32>
+// CHECK: %[[T:.*]] = merak.transpose %[[V]] perm = [2, 0, 1, 3] : tensor<2x3x3x4xf32> to tensor<3x2x3x4xf32>
+// CHECK: merak.slice %[[V]] starts = [0, 0, 0, 0] limits = [2, 3, 1, 4]
+// CHECK: %[[K:.*]] = merak.constant dense<1> : tensor<1xi64>
+// CHECK-NEXT: merak.gather %[[T]][%[[K]]] axis = 0 : tensor<3x2x3x4xf32>, tensor<1xi64> -> tensor<1x2x3x4xf32>
+// CHECK: %[[VI:.*]] = merak.constant dense<2> : tensor<1xi64>
+// CHECK-NEXT: merak.gather %[[T]][%[[VI]]] axis = 0 : tensor<3x2x3x4xf32>, tensor<1xi64> -> tensor<1x2x3x4xf32>
+// CHECK: merak.softmax %{{.*}} : tensor<2x1x3x3xf32>
+// CHECK: merak.all_reduce
+merak.param @qkv : tensor<16x8xf32> = dense<0.5> : tensor<16x8xf32>
+merak.param @o : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+func.func @forward(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = merak.get_param @qkv : tensor<16x8xf32>
+  %t = merak.transpose %w perm = [1, 0] : tensor<16x8xf32> to tensor<8x16xf32>
+  %m = merak.matmul %x, %t : tensor<2x3x8xf32>, tensor<8x16xf32> -> tensor<2x3x16xf32>
+  %h = merak.reshape %m : tensor<2x3x16xf32> to tensor<2x3x4x4xf32>
+  %hp = merak.transpose %h perm = [2, 0, 1, 3] : tensor<2x3x4x4xf32> to tensor<4x2x3x4xf32>
+  %q = merak.slice %h starts = [0, 0, 0, 0] limits = [2, 3, 2, 4] strides = [1, 1, 1, 1] : tensor<2x3x4x4xf32> to tensor<2x3x2x4xf32>
+  %qt = merak.transpose %q perm = [0, 2, 1, 3] : tensor<2x3x2x4xf32> to tensor<2x2x3x4xf32>
+  %ki = merak.constant dense<2> : tensor<1xi64>
+  %k = merak.gather %hp[%ki] axis = 0 : tensor<4x2x3x4xf32>, tensor<1xi64> -> tensor<1x2x3x4xf32>
+  %kh = merak.transpose %k perm = [1, 0, 2, 3] : tensor<1x2x3x4xf32> to tensor<2x1x3x4xf32>
+  %kb = merak.broadcast %kh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %kt = merak.transpose %kb perm = [0, 1, 3, 2] : tensor<2x2x3x4xf32> to tensor<2x2x4x3xf32>
+  %vi = merak.constant dense<3> : tensor<1xi64>
+  %v = merak.gather %hp[%vi] axis = 0 : tensor<4x2x3x4xf32>, tensor<1xi64> -> tensor<1x2x3x4xf32>
+  %vh = merak.transpose %v perm = [1, 0, 2, 3] : tensor<1x2x3x4xf32> to tensor<2x1x3x4xf32>
+  %vb = merak.broadcast %vh : tensor<2x1x3x4xf32> to tensor<2x2x3x4xf32>
+  %s = merak.matmul %qt, %kt : tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32> -> tensor<2x2x3x3xf32>
+  %p = merak.softmax %s axis = 3 : tensor<2x2x3x3xf32>
+  %a = merak.matmul %p, %vb : tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32> -> tensor<2x2x3x4xf32>
+  %at = merak.transpose %a perm = [0, 2, 1, 3] : tensor<2x2x3x4xf32> to tensor<2x3x2x4xf32>
+  %ar = merak.reshape %at : tensor<2x3x2x4xf32> to tensor<2x3x8xf32>
+  %wo = merak.get_param @o : tensor<8x8xf32>
+  %to = merak.transpose %wo perm = [1, 0] : tensor<8x8xf32> to tensor<8x8xf32>
+  %y = merak.matmul %ar, %to : tensor<2x3x8xf32>, tensor<8x8xf32> -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}

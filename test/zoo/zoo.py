@@ -90,13 +90,13 @@ PAR_B = 8  # the parallel check's batch: dp 2 x 4 micro-batches
 # work: the state-space and linear-attention hybrids' mixers (ragged blocks
 # through the conv1d), Mamba's (dt_proj's weight on the left), Phi-3's
 # ragged qkv_proj, RecurrentGemma's multi-query attention (its queries split
-# by heads, the one key/value head whole), GPT-BigCode's fused multi-query
-# c_attn (its key and value blocks whole). Fewer is a regression even where
-# (d) still passes.
+# by heads, the one key/value head whole), GPT-BigCode's and Falcon's fused
+# multi-query projections (their key and value blocks whole). Fewer is a
+# regression even where (d) still passes.
 TP_SPLITS = {"mamba": 13, "mamba2": 8, "jamba": 17, "phi3": 10, "nemotron-h": 15,
              "qwen3-next": 20, "qwen3.5": 18, "qwen3.5-moe": 22, "olmo-hybrid": 20,
              "falcon-h1": 16, "recurrent-gemma": 29, "xlnet": 19, "mistral4": 18,
-             "gpt-bigcode": 7}
+             "gpt-bigcode": 7, "falcon": 7}
 STEPS, TOLERANCE, PAR_TOLERANCE, FWD_TOLERANCE = 20, 1e-4, 1e-5, 1e-4
 # Exports that keep the example's data-dependent control flow: the
 # TorchScript trace of an eager expert loop holds one block per expert the

@@ -496,17 +496,29 @@ struct MerakTensorParallelPass
       if (iface && llvm::any_of(op.getOperands(), [&](Value v) { return walk->split.count(v); }))
         iface.adaptToLocalTypes();
     }
-    // A ragged block's slice starts after the local parts of the split
-    // blocks before it and the whole ones.
-    for (auto [slice, splitBefore, wholeBefore] : walk->raggedSlices) {
+    // A ragged block's slice (or gather) starts after the local parts of
+    // the split blocks before it and the whole ones.
+    OpBuilder b(&getContext());
+    for (auto [op, splitBefore, wholeBefore] : walk->raggedCuts) {
+      int64_t start = splitBefore / tp + wholeBefore;
+      if (auto pick = dyn_cast<GatherOp>(op)) { // whole blocks: positions start, start + 1, ...
+        auto type = cast<RankedTensorType>(pick.getIndices().getType());
+        SmallVector<APInt> positions;
+        for (int64_t i = 0; i < type.getNumElements(); ++i)
+          positions.push_back(APInt(type.getElementTypeBitWidth(), start + i, /*isSigned=*/true));
+        b.setInsertionPoint(pick);
+        pick.getIndicesMutable().assign(
+            ConstantOp::create(b, pick.getLoc(), DenseElementsAttr::get(type, positions)));
+        continue;
+      }
+      auto slice = cast<SliceOp>(op);
       int64_t dim = walk->split.lookup(slice.getInput()).dim;
       SmallVector<int64_t> starts(slice.getStarts()), limits(slice.getLimits());
-      starts[dim] = splitBefore / tp + wholeBefore;
+      starts[dim] = start;
       limits[dim] = starts[dim] + tensorOf(slice.getResult()).getDimSize(dim);
       slice.setStarts(starts);
       slice.setLimits(limits);
     }
-    OpBuilder b(&getContext());
     DenseMap<Value, Value> fOf;
     auto fFor = [&](Value x, Location loc) {
       Value &f = fOf[x];

@@ -65,13 +65,24 @@ bool resolveFailures(Walk &walk, SmallVector<Seed> &seeds, int64_t tp, bool wait
       only->blocks = retry.blocks;
       continue;
     }
+    // Parts of the output found on a view of it are in the view's units
+    // (Falcon's [q | k | v] as heads of [.., heads, head_dim]): the
+    // output's are these times its length over theirs.
+    SmallVector<int64_t> sizes = retry.sizes;
+    if (only && retry.block < 0 && !sizes.empty()) {
+      int64_t full = tensorOf(only->matmul->getResult(0)).getDimSize(only->dim());
+      int64_t sum = llvm::sum_of(sizes);
+      if (full % sum == 0)
+        for (int64_t &n : sizes)
+          n *= full / sum;
+    }
     // (Ragged blocks are in the output's units: a seed whose weight is a
     // merging view, XLNet's [H, N * D], takes none.)
-    bool divides = !retry.sizes.empty() && !(only && only->weight.merges(only->weight.outAxis())) &&
-                   llvm::all_of(retry.sizes, [&](int64_t n) { return n % tp == 0; });
+    bool divides = !sizes.empty() && !(only && only->weight.merges(only->weight.outAxis())) &&
+                   llvm::all_of(sizes, [&](int64_t n) { return n % tp == 0; });
     if (only && only->blocks == 1 && divides && retry.block < 0) {
-      only->sizes = retry.sizes;
-      only->blocks = retry.sizes.size();
+      only->sizes = sizes;
+      only->blocks = sizes.size();
       continue;
     }
     if (only && retry.whole >= 0 && canHoldWhole(*only, retry.whole)) {

@@ -29,6 +29,28 @@ bool isSplatConstant(Value v) {
   return c && cast<ElementsAttr>(c.getValue()).isSplat();
 }
 
+/// The positions [start, start + count) that `pick` takes from its data
+/// along its axis, when that is `dim` and its indices are constant and
+/// consecutive (Falcon's key and value heads picked from the fused
+/// projection viewed as heads); none otherwise.
+std::optional<std::pair<int64_t, int64_t>> pickedRun(GatherOp pick, int64_t dim) {
+  RankedTensorType data = tensorOf(pick.getData());
+  int64_t axis = pick.getAxis() < 0 ? pick.getAxis() + data.getRank() : pick.getAxis();
+  auto c = pick.getIndices().getDefiningOp<ConstantOp>();
+  auto values = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
+  if (axis != dim || !values || values.getNumElements() == 0)
+    return std::nullopt;
+  int64_t n = data.getDimSize(dim), start = 0, count = 0;
+  for (const APInt &x : values) {
+    int64_t i = x.getSExtValue() < 0 ? x.getSExtValue() + n : x.getSExtValue();
+    if (count == 0)
+      start = i;
+    if (i != start + count++ || i < 0 || i >= n)
+      return std::nullopt;
+  }
+  return std::make_pair(start, count);
+}
+
 /// Whether `op` reducing a split axis of `kind` needs the axis whole: a max
 /// or product over it. A mean is a partial sum scaled by 1/tp (float values
 /// only).
@@ -40,33 +62,49 @@ bool needsWholeAxis(Operation *op, FactorKind kind) {
          });
 }
 
-/// The parts `v` is cut into along `dim` when its readers are slices (stride
-/// 1, whole elsewhere) covering it exactly in contiguous ranges of
-/// different lengths, or one split along `dim` with different sizes (with
+/// Appends the ranges [start, start + length) of `v` along `dim` that its
+/// readers take: slices (stride 1, whole elsewhere), one split along `dim`,
+/// gathers of constant consecutive positions along it (pickedRun), and the
+/// same behind transposes. False for any other reader.
+bool pickedRanges(Value v, int64_t dim, SmallVectorImpl<std::pair<int64_t, int64_t>> &ranges) {
+  for (Operation *user : v.getUsers()) {
+    if (auto cut = dyn_cast<SplitOp>(user)) {
+      if (!v.hasOneUse() || (int64_t)cut.getAxis() != dim)
+        return false;
+      int64_t start = 0;
+      for (int64_t len : cut.getSizes())
+        ranges.push_back({start, len}), start += len;
+    } else if (auto pick = dyn_cast<GatherOp>(user)) {
+      std::optional<std::pair<int64_t, int64_t>> run = pickedRun(pick, dim);
+      if (!run || pick.getData() != v)
+        return false;
+      ranges.push_back(*run);
+    } else if (auto t = dyn_cast<TransposeOp>(user)) {
+      if (!pickedRanges(t.getResult(), llvm::find(t.getPerm(), dim) - t.getPerm().begin(), ranges))
+        return false;
+    } else if (auto slice = dyn_cast<SliceOp>(user)) {
+      ArrayRef<int64_t> in = tensorOf(v).getShape();
+      for (auto [d, size] : llvm::enumerate(in)) {
+        int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
+        if (slice.getStrides()[d] != 1 || ((int64_t)d != dim && (start != 0 || limit != size)))
+          return false;
+      }
+      ranges.push_back({slice.getStarts()[dim], slice.getLimits()[dim] - slice.getStarts()[dim]});
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The parts `v` is cut into along `dim` when its readers (pickedRanges)
+/// cover it exactly in contiguous ranges of different lengths (with
 /// `equalToo`, of any lengths); empty otherwise.
 SmallVector<int64_t> raggedParts(Value v, int64_t dim, bool equalToo = false) {
   int64_t n = tensorOf(v).getDimSize(dim);
   SmallVector<std::pair<int64_t, int64_t>> ranges;
-  for (Operation *user : v.getUsers()) {
-    if (auto cut = dyn_cast<SplitOp>(user)) {
-      if (!v.hasOneUse() || (int64_t)cut.getAxis() != dim)
-        return {};
-      int64_t start = 0;
-      for (int64_t len : cut.getSizes())
-        ranges.push_back({start, len}), start += len;
-      continue;
-    }
-    auto slice = dyn_cast<SliceOp>(user);
-    if (!slice)
-      return {};
-    ArrayRef<int64_t> in = tensorOf(v).getShape();
-    for (auto [d, size] : llvm::enumerate(in)) {
-      int64_t start = slice.getStarts()[d], limit = slice.getLimits()[d];
-      if (slice.getStrides()[d] != 1 || ((int64_t)d != dim && (start != 0 || limit != size)))
-        return {};
-    }
-    ranges.push_back({slice.getStarts()[dim], slice.getLimits()[dim] - slice.getStarts()[dim]});
-  }
+  if (!pickedRanges(v, dim, ranges))
+    return {};
   llvm::sort(ranges);
   SmallVector<int64_t> sizes;
   int64_t at = 0;
@@ -228,13 +266,21 @@ GatherOp Walk::gatheredRows(Value v, int64_t dim) {
   return g;
 }
 
+void Walk::ask(int seed, Retry retry) {
+  Retry &asked = failedRegions[root(seed)];
+  if (!asked.blocks && asked.sizes.empty() && asked.whole < 0)
+    asked = std::move(retry);
+}
+
 void Walk::askRetry(Operation *op, unsigned index, const ShardingRule &rule,
                     const ShardingRule::FactorSplit &fs, const Split &s) {
+  // (The last that applies: ragged parts over equal ones.)
+  std::optional<Retry> retry;
   // A fused projection split into equal parts: retry its seed with
   // blocks = parts so that every rank holds its share of each part.
   if (int64_t blocks = rule.blocksPastReplicated(rule.operands[index], s.dim, fs);
       blocks && s.blocks == 1)
-    failedRegions[root(s.seed)] = {blocks, {}};
+    retry = Retry{blocks, {}};
   // A fused projection reshaped to [..., parts, n] whose parts are
   // picked by index (PyTorch's nn.MultiheadAttention: q, k, v as
   // gathers of [3, ...]): the split landed on the parts; retry the
@@ -242,14 +288,16 @@ void Walk::askRetry(Operation *op, unsigned index, const ShardingRule &rule,
   if (auto pick = dyn_cast<GatherOp>(op);
       pick && index == 0 && s.blocks == 1 && (int64_t)pick.getAxis() == s.dim)
     if (int64_t parts = tensorOf(pick.getData()).getDimSize(s.dim); parts > 1)
-      failedRegions[root(s.seed)] = {parts, {}};
+      retry = Retry{parts, {}};
   // Parts of different lengths: retry with ragged blocks; a ragged
   // seed's block cut into parts of any lengths: retry with those parts as
   // its blocks.
   if (s.blocks == 1 && isa<SliceOp, SplitOp>(op))
     if (SmallVector<int64_t> sizes = raggedParts(op->getOperand(index), s.dim, s.block >= 0);
         !sizes.empty())
-      failedRegions[root(s.seed)] = {0, sizes, s.block};
+      retry = Retry{0, sizes, s.block};
+  if (retry)
+    ask(s.seed, *retry);
 }
 
 LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
@@ -464,6 +512,29 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
       place(r, part);
     return success();
   }
+  // The lengths of the split and the whole blocks before block `first`.
+  auto before = [&](int64_t first) {
+    RaggedCut at{op, 0, 0};
+    for (int64_t i = 0; i < first; ++i)
+      (isWhole(i) ? at.wholeBefore : at.splitBefore) += s.sizes[i];
+    return at;
+  };
+  if (auto pick = dyn_cast<GatherOp>(op)) {
+    // Positions picked by index: whole blocks only (one picked position
+    // cannot split over tp); a block still split is asked to be whole.
+    std::optional<std::pair<int64_t, int64_t>> picked = pickedRun(pick, s.dim);
+    auto blocks = picked ? run(picked->first, picked->second) : std::nullopt;
+    if (!blocks)
+      return failure();
+    if (partOf(blocks->first, blocks->second)) {
+      if (blocks->second == 1 && s.block >= 0 && !failedRegions.count(root(s.seed)))
+        failedRegions[root(s.seed)].whole = s.block + blocks->first;
+      return failure();
+    }
+    raggedCuts.push_back(before(blocks->first));
+    wholeValues[pick.getResult()] = s.seed;
+    return success();
+  }
   auto slice = cast<SliceOp>(op);
   ArrayRef<int64_t> in = tensorOf(slice.getInput()).getShape();
   for (auto [d, size] : llvm::enumerate(in))
@@ -474,20 +545,38 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
   auto blocks = run(start, slice.getLimits()[s.dim] - start);
   if (!blocks)
     return failure();
-  int64_t splitBefore = 0, wholeBefore = 0;
-  for (int64_t i = 0; i < blocks->first; ++i)
-    (isWhole(i) ? wholeBefore : splitBefore) += s.sizes[i];
-  raggedSlices.push_back({slice, splitBefore, wholeBefore});
+  raggedCuts.push_back(before(blocks->first));
   place(slice.getResult(), partOf(blocks->first, blocks->second));
+  return success();
+}
+
+LogicalResult Walk::viewRagged(ReshapeOp view, const Split &s) {
+  ArrayRef<int64_t> from = tensorOf(view.getInput()).getShape(),
+                    to = tensorOf(view.getResult()).getShape();
+  std::optional<int64_t> at = viewedDimension(from, to, s.dim);
+  if (!at)
+    return failure();
+  // A block of n along the leading dimension of a group is n * to / from
+  // along the other's: its elements are the same run.
+  SmallVector<int64_t> sizes;
+  for (int64_t n : s.sizes) {
+    if (n * to[*at] % from[s.dim])
+      return failure();
+    sizes.push_back(n * to[*at] / from[s.dim]);
+  }
+  split[view.getResult()] = {*at, 1, s.seed, sizes, s.whole, s.block};
   return success();
 }
 
 LogicalResult Walk::propagateRagged(Operation *op, unsigned index, const Split &s) {
   auto slice = dyn_cast<SliceOp>(op);
-  if (isa<SplitOp>(op) ||
+  auto pick = dyn_cast<GatherOp>(op);
+  if (isa<SplitOp>(op) || (pick && index == 0 && pickedRun(pick, s.dim)) ||
       (slice && (slice.getStarts()[s.dim] != 0 || slice.getStrides()[s.dim] != 1 ||
                  slice.getLimits()[s.dim] != tensorOf(slice.getInput()).getDimSize(s.dim))))
     return takeRaggedApart(op, s);
+  if (auto view = dyn_cast<ReshapeOp>(op))
+    return viewRagged(view, s);
   // Positions (a dropout mask) are recorded in equal blocks only.
   auto iface = dyn_cast<ShardingRuleOpInterface>(op);
   std::optional<ShardingRule> rule =

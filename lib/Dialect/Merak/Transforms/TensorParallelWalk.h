@@ -215,14 +215,14 @@ struct Walk {
   /// resolveFailures gives up those seeds only, and the next walk sees the
   /// rest of the region again.
   DenseMap<int, SmallVector<int>> conflicts;
-  /// The slices taking a ragged split's blocks apart, with the full
-  /// lengths of the split and of the whole blocks before theirs (their
+  /// The slices and gathers taking a ragged split's blocks apart, with the
+  /// full lengths of the split and of the whole blocks before theirs (their
   /// local start is the first over tp plus the second).
-  struct RaggedSlice {
-    SliceOp slice;
+  struct RaggedCut {
+    Operation *op;
     int64_t splitBefore, wholeBefore;
   };
-  SmallVector<RaggedSlice> raggedSlices;
+  SmallVector<RaggedCut> raggedCuts;
   /// Values computed from a seed's whole blocks (Seed::whole), by seed:
   /// replicated, each rank's gradient of them partial. Read without f;
   /// every other value an op computing them reads takes f.
@@ -274,6 +274,12 @@ struct Walk {
   /// partial sums.
   LogicalResult propagate(Operation *op, unsigned index, Split s);
 
+  /// Records that `seed`'s region failed, with what it asks of the seed,
+  /// unless an earlier failure of the region asked something already (the
+  /// first cut of a fused projection, Falcon's query slice, explains the
+  /// picks after it).
+  void ask(int seed, Retry retry);
+
   /// Split `s` of `op`'s operand `index` landed on a replicated factor
   /// (fs): records in failedRegions the blocks the seed may retry with
   /// (equal parts of a fused projection, or ragged ones), if any.
@@ -297,8 +303,14 @@ struct Walk {
   LogicalResult joinParts(ConcatOp cat, const Split &s);
 
   /// For `propagateRagged`: a split or slice cutting the ragged `s` into
-  /// runs of whole blocks.
+  /// runs of whole blocks, or a gather picking whole blocks held whole
+  /// (Falcon's key and value heads by index).
   LogicalResult takeRaggedApart(Operation *op, const Split &s);
+
+  /// For `propagateRagged`: a reshape that keeps the split dimension
+  /// leading its group (viewedDimension) carries the blocks in its own
+  /// units (the fused projection's [q | k | v] features viewed as heads).
+  LogicalResult viewRagged(ReshapeOp view, const Split &s);
 
   /// `op` reads values of whole blocks (wholeValues) and no split one: its
   /// results are such values too, or its region fails where they would
