@@ -142,8 +142,10 @@ struct MerakTensorParallelPass
   }
 
   /// Splits `w`'s param along `axis` and retypes its reads; a stack's
-  /// experts each along the matching axis of theirs.
-  void shardParam(Weight w, int64_t axis, int64_t blocks, ArrayRef<int64_t> sizes = {}) {
+  /// experts each along the matching axis of theirs. Ragged blocks some of
+  /// which are held `whole` keep the param whole (gatherRows).
+  void shardParam(Weight w, int64_t axis, int64_t blocks, ArrayRef<int64_t> sizes = {},
+                  ArrayRef<bool> whole = {}) {
     if (w.stack) {
       for (Value part : w.stack.getInputs()) {
         auto view = part.getDefiningOp<ReshapeOp>();
@@ -155,25 +157,32 @@ struct MerakTensorParallelPass
       w.stack.getResult().setType(local(tensorOf(w.stack.getResult()), axis));
       return;
     }
+    if (llvm::is_contained(whole, true))
+      return gatherRows(w, axis, sizes, whole);
+    // (The reader first: a view's dimension is found from the full shape.)
+    shortenReader(w, axis, [&](int64_t n) { return n / tp; });
     ParamOp param = w.param;
-    GetParamOp get = w.get;
-    TransposeOp transpose = w.transpose;
-    if (w.view) {
-      RankedTensorType viewed = tensorOf(w.view.getResult());
-      int64_t at =
-          *viewedDimension(tensorOf(w.view.getInput()).getShape(), viewed.getShape(), axis);
-      w.view.getResult().setType(local(viewed, at));
-    }
     auto type = local(param.getTensorType(), axis);
     param.setTypeAttr(TypeAttr::get(type));
     ShardLayout layout{axis, tp, blocks};
     layout.blockSizes.assign(sizes.begin(), sizes.end());
     setShardLayout(param, layout);
-    get.getResult().setType(type);
-    if (transpose) {
-      int64_t at = llvm::find(transpose.getPerm(), axis) - transpose.getPerm().begin();
-      transpose.getResult().setType(local(tensorOf(transpose.getResult()), at));
-    }
+    w.get.getResult().setType(type);
+  }
+
+  /// The transpose or view that reads `w`'s get_param: its dimension
+  /// holding the parameter's `axis` (n long, more through a merging view)
+  /// becomes length(n) long. Before the get_param is retyped.
+  static void shortenReader(Weight w, int64_t axis, function_ref<int64_t(int64_t)> length) {
+    Value reader = w.transpose ? w.transpose.getResult() : w.view ? w.view.getResult() : Value();
+    if (!reader)
+      return;
+    SmallVector<int64_t> shape(tensorOf(reader).getShape());
+    int64_t at = w.transpose
+                     ? llvm::find(w.transpose.getPerm(), axis) - w.transpose.getPerm().begin()
+                     : *viewedDimension(tensorOf(w.view.getInput()).getShape(), shape, axis);
+    shape[at] = length(shape[at]);
+    reader.setType(RankedTensorType::get(shape, tensorOf(reader).getElementType()));
   }
 
   /// A parameter whose ragged blocks `sizes` along `axis` are split over tp
@@ -182,8 +191,7 @@ struct MerakTensorParallelPass
   /// with rows = base + rank * stride (a split block's part r, a whole
   /// block's every row), whose gradient is zero outside them and summed
   /// over tp.
-  void gatherRows(OpBuilder &b, Weight w, int64_t axis, ArrayRef<int64_t> sizes,
-                  ArrayRef<bool> whole) {
+  void gatherRows(Weight w, int64_t axis, ArrayRef<int64_t> sizes, ArrayRef<bool> whole) {
     SmallVector<int64_t> base, stride;
     int64_t start = 0;
     for (auto [len, all] : llvm::zip(sizes, whole)) {
@@ -196,6 +204,7 @@ struct MerakTensorParallelPass
     }
     GetParamOp get = w.get;
     Location loc = get.getLoc();
+    OpBuilder b(get->getContext());
     b.setInsertionPointAfter(get);
     auto i64 = b.getI64Type();
     auto rowsType = RankedTensorType::get({(int64_t)base.size()}, i64);
@@ -210,18 +219,8 @@ struct MerakTensorParallelPass
     shape[axis] = base.size();
     auto localType = RankedTensorType::get(shape, tensorOf(get.getResult()).getElementType());
     Value mine = GatherOp::create(b, loc, localType, f, rows, axis);
+    shortenReader(w, axis, [&](int64_t) { return (int64_t)base.size(); });
     get.getResult().replaceAllUsesExcept(mine, f.getDefiningOp());
-    // The transpose or view that reads it: their dimension `axis` is
-    // shorter alike.
-    Value reader = w.transpose ? w.transpose.getResult() : w.view ? w.view.getResult() : Value();
-    if (!reader)
-      return;
-    SmallVector<int64_t> t(tensorOf(reader).getShape());
-    int64_t at = w.transpose
-                     ? llvm::find(w.transpose.getPerm(), axis) - w.transpose.getPerm().begin()
-                     : *viewedDimension(tensorOf(w.view.getInput()).getShape(), t, axis);
-    t[at] = base.size();
-    reader.setType(RankedTensorType::get(t, localType.getElementType()));
   }
 
   /// findVocabHead, and by default (`vocab-parallel-fallback`, not asked
@@ -551,10 +550,8 @@ struct MerakTensorParallelPass
             d, [&](auto block) { d << std::get<0>(block); }, ", ");
         d << " rows (heads or groups that do not split over tp=" << parts
           << ") are computed by every rank, the others split";
-        gatherRows(b, s.weight, s.weight.outAxis(), s.sizes, s.whole);
-      } else {
-        shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes);
       }
+      shardParam(s.weight, s.weight.outAxis(), s.blocks, s.sizes, s.whole);
       if (s.bias)
         shardParam(*s.bias, 0, s.blocks, s.sizes);
       if (s.splatBias) {
@@ -567,12 +564,8 @@ struct MerakTensorParallelPass
       }
       mm->setOperand(s.input(), fFor(mm->getOperand(s.input()), mm->getLoc()));
     }
-    for (ParamShard &p : walk->params) {
-      if (llvm::is_contained(p.whole, true))
-        gatherRows(b, p.weight, p.axis, p.sizes, p.whole);
-      else
-        shardParam(p.weight, p.axis, p.blocks, p.sizes);
-    }
+    for (ParamShard &p : walk->params)
+      shardParam(p.weight, p.axis, p.blocks, p.sizes, p.whole);
     // A norm's local sums: summed over tp (g), then f, so that each rank's
     // partial gradient of the sums is summed too.
     auto sumOverTp = [](OpBuilder &at, Value partial) -> Value {

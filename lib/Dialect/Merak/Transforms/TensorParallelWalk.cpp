@@ -29,18 +29,22 @@ bool isSplatConstant(Value v) {
   return c && cast<ElementsAttr>(c.getValue()).isSplat();
 }
 
+/// `g`'s axis, counted from the front of its data's dimensions.
+int64_t gatherAxis(GatherOp g) {
+  int64_t axis = g.getAxis();
+  return axis < 0 ? axis + tensorOf(g.getData()).getRank() : axis;
+}
+
 /// The positions [start, start + count) that `pick` takes from its data
 /// along its axis, when that is `dim` and its indices are constant and
 /// consecutive (Falcon's key and value heads picked from the fused
 /// projection viewed as heads); none otherwise.
 std::optional<std::pair<int64_t, int64_t>> pickedRun(GatherOp pick, int64_t dim) {
-  RankedTensorType data = tensorOf(pick.getData());
-  int64_t axis = pick.getAxis() < 0 ? pick.getAxis() + data.getRank() : pick.getAxis();
   auto c = pick.getIndices().getDefiningOp<ConstantOp>();
   auto values = c ? dyn_cast<DenseIntElementsAttr>(c.getValue()) : nullptr;
-  if (axis != dim || !values || values.getNumElements() == 0)
+  if (gatherAxis(pick) != dim || !values || values.getNumElements() == 0)
     return std::nullopt;
-  int64_t n = data.getDimSize(dim), start = 0, count = 0;
+  int64_t n = tensorOf(pick.getData()).getDimSize(dim), start = 0, count = 0;
   for (const APInt &x : values) {
     int64_t i = x.getSExtValue() < 0 ? x.getSExtValue() + n : x.getSExtValue();
     if (count == 0)
@@ -259,11 +263,16 @@ GatherOp Walk::gatheredRows(Value v, int64_t dim) {
   auto g = v.getDefiningOp<GatherOp>();
   if (!g || !v.hasOneUse())
     return {};
-  int64_t axis = g.getAxis() < 0 ? g.getAxis() + tensorOf(g.getData()).getRank() : g.getAxis();
+  int64_t axis = gatherAxis(g);
   int64_t indexRank = tensorOf(g.getIndices()).getRank();
   if (dim >= axis && dim < axis + indexRank)
     return {};
   return g;
+}
+
+void Walk::fail(int seed, int64_t whole) {
+  if (!failedRegions.count(root(seed)))
+    failedRegions[root(seed)].whole = whole;
 }
 
 void Walk::ask(int seed, Retry retry) {
@@ -345,9 +354,9 @@ LogicalResult Walk::propagate(Operation *op, unsigned index, Split s) {
         // retried whole.
         const Split &o = it->second;
         if (o.seed == s.seed && s.sizes.empty() && o.sizes.empty() && s.block >= 0 &&
-            o.block >= 0 && o.block != s.block && !failedRegions.count(root(s.seed))) {
+            o.block >= 0 && o.block != s.block) {
           ArrayRef<int64_t> sizes = seeds[s.seed].sizes;
-          failedRegions[root(s.seed)].whole = sizes[o.block] < sizes[s.block] ? o.block : s.block;
+          fail(s.seed, sizes[o.block] < sizes[s.block] ? o.block : s.block);
         }
         return failure();
       }
@@ -527,8 +536,8 @@ LogicalResult Walk::takeRaggedApart(Operation *op, const Split &s) {
     if (!blocks)
       return failure();
     if (partOf(blocks->first, blocks->second)) {
-      if (blocks->second == 1 && s.block >= 0 && !failedRegions.count(root(s.seed)))
-        failedRegions[root(s.seed)].whole = s.block + blocks->first;
+      if (blocks->second == 1 && s.block >= 0)
+        fail(s.seed, s.block + blocks->first);
       return failure();
     }
     raggedCuts.push_back(before(blocks->first));
@@ -682,23 +691,16 @@ void Walk::run(func::FuncOp fn) {
         carryWhole(&op, *wholeSeed);
       continue;
     }
-    if (failed(propagate(&op, firstIndex, *first)) && !failedRegions.count(root(first->seed))) {
-      // One block of a ragged seed that cannot be split here (a key head
-      // cut inside the head): retried whole.
-      Retry retry;
-      if (first->sizes.empty() && first->block >= 0)
-        retry.whole = first->block;
-      failedRegions[root(first->seed)] = retry;
-    }
+    // One block of a ragged seed that cannot be split here (a key head cut
+    // inside the head) is retried whole.
+    if (failed(propagate(&op, firstIndex, *first)))
+      fail(first->seed, first->sizes.empty() ? first->block : -1);
   }
 }
 
 void Walk::carryWhole(Operation *op, int seed) {
-  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::IsTerminator>()) {
-    if (!failedRegions.count(root(seed)))
-      failedRegions[root(seed)] = {};
-    return;
-  }
+  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::IsTerminator>())
+    return fail(seed);
   for (Value r : op->getResults())
     wholeValues[r] = seed;
   // Each rank's gradient of the other values read here is partial too.

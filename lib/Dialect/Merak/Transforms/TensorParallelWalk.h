@@ -41,11 +41,9 @@ struct Split {
   bool divides(Value v, int64_t tp) const {
     return !sizes.empty() || tensorOf(v).getDimSize(dim) % (blocks * tp) == 0;
   }
-  /// The local length of `dim` (full length n) on each of `tp` ranks.
-  int64_t localSize(int64_t n, int64_t tp) const { return localLength(sizes, whole, n, tp); }
-  /// The local length of ragged blocks `sizes` (n: their sum) when those
-  /// marked in `whole` are held whole and the others split over tp.
-  static int64_t localLength(ArrayRef<int64_t> sizes, ArrayRef<bool> whole, int64_t n, int64_t tp) {
+  /// The local length of `dim` (full length n) on each of `tp` ranks: the
+  /// whole blocks' lengths and the others' over tp.
+  int64_t localSize(int64_t n, int64_t tp) const {
     if (whole.empty())
       return n / tp;
     int64_t local = 0;
@@ -279,6 +277,11 @@ struct Walk {
   /// first cut of a fused projection, Falcon's query slice, explains the
   /// picks after it).
   void ask(int seed, Retry retry);
+
+  /// Records that `seed`'s region failed, unless it has failed already in
+  /// this walk, asking for its ragged block `whole` to be held whole (-1:
+  /// nothing).
+  void fail(int seed, int64_t whole = -1);
 
   /// Split `s` of `op`'s operand `index` landed on a replicated factor
   /// (fs): records in failedRegions the blocks the seed may retry with
