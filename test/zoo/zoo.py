@@ -20,8 +20,8 @@ exports), all with a dynamic batch axis; with --static-batch without one,
 as torch.onnx.export(model, (x,), path) writes by default (the batch baked
 into the graph: a second static export at batch 8 serves (d), whose batch
 merak-split-batch splits; when no check but (a), (d) and tp runs, as in the
-ctests, the one export at batch 8 serves (a) too). A model that exports only with a static batch
-is taken so too. Every initializer that is not a
+ctests, the one export at batch 8 serves (a) too). A model that exports
+only with a static batch is taken so too. Every initializer that is not a
 trainable parameter of the module is passed as --frozen. The cells of a row:
   export  the exporter's error, if it failed;
   a       merak-compile --compile-to=import;

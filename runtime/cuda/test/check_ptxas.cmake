@@ -1,6 +1,6 @@
 # Compiles every runtime/cuda/*.cu's device code for sm_90 with -Xptxas -v,
-# writes the report to OUT and fails when any kernel has a stack frame, spill stores or
-# loads, or local memory (lmem) > 0 bytes.
+# writes the report to OUT and fails when any kernel has a stack frame,
+# spill stores or loads, or local memory (lmem) > 0 bytes.
 # Usage: cmake -DNVCC=... -DHOST_CXX=... -DSRC_DIR=... -DINCLUDE_DIR=...
 #              -DOUT=report.txt -P check_ptxas.cmake
 file(GLOB kernels ${SRC_DIR}/*.cu)
