@@ -539,7 +539,6 @@ func.func @stacked_masks(%q: tensor<2x3x4x16xf32>, %kt: tensor<2x3x16x4xf32>, %v
 // NOWIN-LABEL: func.func @bloom_alibi
 // NOWIN-NOT: merak.attention
 // NOWIN: merak.softmax
-// NOWIN-LABEL: func.func
 func.func @bloom_alibi(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tensor<4x4x16xf32>) -> tensor<4x4x16xf32> {
   %scale = merak.constant dense<0.25> : tensor<f32>
   %alibi = merak.constant dense<[[[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]], [[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]]]> : tensor<4x1x4xf32>
@@ -558,10 +557,16 @@ func.func @bloom_alibi(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tens
 // -----
 
 // A bias added after the regrouping has the scores' [B, H, T, S] dims, not
-// q's [B * H, T, D]: not fused.
+// q's [B * H, T, D]: broadcast to the scores and regrouped alike.
 // CHECK-LABEL: func.func @bias_after_regroup
-// CHECK-NOT: merak.attention
-// CHECK: merak.softmax
+// CHECK-SAME: (%[[Q:.*]]: tensor<4x4x16xf32>, %{{.*}}: tensor<4x16x4xf32>, %[[V:.*]]: tensor<4x4x16xf32>, %[[B:.*]]: tensor<1x2x4x4xf32>)
+// CHECK: %[[BB:.*]] = merak.broadcast %[[B]] : tensor<1x2x4x4xf32> to tensor<2x2x4x4xf32>
+// CHECK: %[[RB:.*]] = merak.reshape %[[BB]] : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+// CHECK: merak.attention %[[Q]], %{{.*}}, %[[V]] bias %[[RB]] scale = 1.000000e+00 :
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @bias_after_regroup
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
 func.func @bias_after_regroup(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tensor<4x4x16xf32>, %bias: tensor<1x2x4x4xf32>) -> tensor<4x4x16xf32> {
   %s = merak.matmul %q, %kt : tensor<4x4x16xf32>, tensor<4x16x4xf32> -> tensor<4x4x4xf32>
   %s4 = merak.reshape %s : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
@@ -691,6 +696,145 @@ func.func @latent_attention(%q: tensor<1x2x4x24xf32>, %kt: tensor<1x2x24x4xf32>,
 func.func @wide_values(%q: tensor<1x2x4x8xf32>, %kt: tensor<1x2x8x4xf32>, %v: tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32> {
   %s = merak.matmul %q, %kt : tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32> -> tensor<1x2x4x4xf32>
   %p = merak.softmax %s axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// XLNet's relative attention: the content scores q kT over [B * H]
+// regrouped to [B, H, T, S], the position scores added (a computed bias),
+// the segment term a constant 0, and the scale applied to the sum. The
+// scale becomes the fused op's and multiplies the bias; the bias is
+// regrouped to q's leading dims.
+// CHECK-LABEL: func.func @xlnet_scaled_sum
+// CHECK-SAME: (%[[Q:.*]]: tensor<4x4x16xf32>, %{{.*}}: tensor<4x16x4xf32>, %[[V:.*]]: tensor<4x4x16xf32>, %[[BD:.*]]: tensor<2x2x4x4xf32>)
+// CHECK: %[[C:.*]] = merak.constant dense<2.500000e-01> : tensor<f32>
+// CHECK: %[[SB:.*]] = merak.mul %[[BD]], %[[C]]
+// CHECK: %[[RB:.*]] = merak.reshape %[[SB]] : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+// CHECK: merak.attention %[[Q]], %{{.*}}, %[[V]] bias %[[RB]] scale = 2.500000e-01 :
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @xlnet_scaled_sum
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+func.func @xlnet_scaled_sum(%q: tensor<4x4x16xf32>, %kt: tensor<4x16x4xf32>, %v: tensor<4x4x16xf32>, %bd: tensor<2x2x4x4xf32>) -> tensor<4x4x16xf32> {
+  %zero = merak.constant dense<0.0> : tensor<f32>
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<4x4x16xf32>, tensor<4x16x4xf32> -> tensor<4x4x4xf32>
+  %s4 = merak.reshape %s : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
+  %ab = merak.add %s4, %bd : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
+  %abe = merak.add %ab, %zero : tensor<2x2x4x4xf32>, tensor<f32>
+  %scaled = merak.mul %abe, %scale : tensor<2x2x4x4xf32>, tensor<f32>
+  %p4 = merak.softmax %scaled axis = 3 : tensor<2x2x4x4xf32>
+  %p = merak.reshape %p4 : tensor<2x2x4x4xf32> to tensor<4x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<4x4x4xf32>, tensor<4x4x16xf32> -> tensor<4x4x16xf32>
+  return %o : tensor<4x4x16xf32>
+}
+
+// -----
+
+// A constant mask inside a scale applied outside it: the scale would scale
+// its fill too (here to -1e4 * 0.01 = -100, no longer hidden): not fused.
+// CHECK-LABEL: func.func @mask_inside_outer_scale
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @mask_inside_outer_scale(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>, %b: tensor<1x2x4x4xf32>) -> tensor<1x2x4x16xf32> {
+  %keep = merak.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %fill = merak.constant dense<-1.0e4> : tensor<f32>
+  %c = merak.constant dense<0.01> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %m = merak.where %keep, %s, %fill : tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>
+  %a = merak.add %m, %b : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %scaled = merak.mul %a, %c : tensor<1x2x4x4xf32>, tensor<f32>
+  %p = merak.softmax %scaled axis = 3 : tensor<1x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// DeepSeek-V4's attention: more keys than queries (its compressed keys
+// after the sliding ones), a mask computed from the tokens added as a bias
+// ([B, 1, T, S]), and sinks. Fused with the CPU kernels, which take any
+// number of keys without a causal mask or a window.
+// CHECK-LABEL: func.func @more_keys_than_queries
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x16xf32>, %{{.*}}: tensor<2x2x16x6xf32>, %[[V:.*]]: tensor<2x2x6x16xf32>, %[[B:.*]]: tensor<2x1x4x6xf32>, %{{.*}}: tensor<2x2x4x1xf32>)
+// CHECK: merak.attention %[[Q]], %{{.*}}, %[[V]] bias %[[B]] scale = 2.500000e-01 :
+// CHECK-SAME: tensor<2x2x4x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x16xf32>, tensor<2x1x4x6xf32>
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @more_keys_than_queries
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+func.func @more_keys_than_queries(%q: tensor<2x2x4x16xf32>, %kt: tensor<2x2x16x6xf32>, %v: tensor<2x2x6x16xf32>, %b: tensor<2x1x4x6xf32>, %sink: tensor<2x2x4x1xf32>) -> tensor<2x2x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<2x2x4x16xf32>, tensor<2x2x16x6xf32> -> tensor<2x2x4x6xf32>
+  %ss = merak.mul %s, %scale : tensor<2x2x4x6xf32>, tensor<f32>
+  %sb = merak.add %ss, %b : tensor<2x2x4x6xf32>, tensor<2x1x4x6xf32>
+  %c = merak.concat %sb, %sink axis = 3 : tensor<2x2x4x6xf32>, tensor<2x2x4x1xf32> -> tensor<2x2x4x7xf32>
+  %m = merak.reduce_max %c axes = [3] {keepdims} : tensor<2x2x4x7xf32> -> tensor<2x2x4x1xf32>
+  %d = merak.sub %c, %m : tensor<2x2x4x7xf32>, tensor<2x2x4x1xf32>
+  %p7 = merak.softmax %d axis = 3 : tensor<2x2x4x7xf32>
+  %p = merak.slice %p7 starts = [0, 0, 0, 0] limits = [2, 2, 4, 6] strides = [1, 1, 1, 1] : tensor<2x2x4x7xf32> to tensor<2x2x4x6xf32>
+  %o = merak.matmul %p, %v : tensor<2x2x4x6xf32>, tensor<2x2x6x16xf32> -> tensor<2x2x4x16xf32>
+  return %o : tensor<2x2x4x16xf32>
+}
+
+// -----
+
+// More keys than queries under a constant mask that keeps the keys c <= r:
+// the kernels' causal mask needs as many keys as queries: not fused.
+// CHECK-LABEL: func.func @more_keys_causal
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @more_keys_causal(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x6xf32>, %v: tensor<1x2x6x16xf32>) -> tensor<1x2x4x16xf32> {
+  %keep = merak.constant dense<[[[[true, false, false, false, false, false], [true, true, false, false, false, false], [true, true, true, false, false, false], [true, true, true, true, false, false]]]]> : tensor<1x1x4x6xi1>
+  %fill = merak.constant dense<-1.0e9> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x6xf32> -> tensor<1x2x4x6xf32>
+  %m = merak.where %keep, %s, %fill : tensor<1x1x4x6xi1>, tensor<1x2x4x6xf32>, tensor<f32>
+  %p = merak.softmax %m axis = 3 : tensor<1x2x4x6xf32>
+  %o = merak.matmul %p, %v : tensor<1x2x4x6xf32>, tensor<1x2x6x16xf32> -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// XLNet's padding mask, subtracted from the scaled scores
+// (`score - 1e30 * mask`, the mask from the tokens): the fused op's bias
+// is its negation.
+// CHECK-LABEL: func.func @subtracted_mask
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x16xf32>, %{{.*}}: tensor<2x2x16x4xf32>, %[[V:.*]]: tensor<2x2x4x16xf32>, %[[M:.*]]: tensor<2x1x4x4xf32>)
+// CHECK-DAG: %[[NEG:.*]] = merak.constant dense<-1.000000e+00> : tensor<f32>
+// CHECK-DAG: %[[BIG:.*]] = merak.constant dense<1.000000e+30> : tensor<f32>
+// CHECK: %[[HIDE:.*]] = merak.mul %[[M]], %[[BIG]]
+// CHECK: %[[B:.*]] = merak.mul %[[HIDE]], %[[NEG]]
+// CHECK: merak.attention %[[Q]], %{{.*}}, %[[V]] bias %[[B]] scale = 2.500000e-01 :
+// CHECK-NOT: merak.softmax
+// NOWIN-LABEL: func.func @subtracted_mask
+// NOWIN-NOT: merak.attention
+// NOWIN: merak.softmax
+func.func @subtracted_mask(%q: tensor<2x2x4x16xf32>, %kt: tensor<2x2x16x4xf32>, %v: tensor<2x2x4x16xf32>, %m: tensor<2x1x4x4xf32>) -> tensor<2x2x4x16xf32> {
+  %scale = merak.constant dense<0.25> : tensor<f32>
+  %big = merak.constant dense<1.0e30> : tensor<f32>
+  %s = merak.matmul %q, %kt : tensor<2x2x4x16xf32>, tensor<2x2x16x4xf32> -> tensor<2x2x4x4xf32>
+  %ss = merak.mul %s, %scale : tensor<2x2x4x4xf32>, tensor<f32>
+  %hide = merak.mul %m, %big : tensor<2x1x4x4xf32>, tensor<f32>
+  %d = merak.sub %ss, %hide : tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>
+  %p = merak.softmax %d axis = 3 : tensor<2x2x4x4xf32>
+  %o = merak.matmul %p, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x16xf32> -> tensor<2x2x4x16xf32>
+  return %o : tensor<2x2x4x16xf32>
+}
+
+// -----
+
+// Scores subtracted from a bias (`b - s`) are not the scores plus a bias:
+// not fused.
+// CHECK-LABEL: func.func @scores_subtracted
+// CHECK-NOT: merak.attention
+// CHECK: merak.softmax
+func.func @scores_subtracted(%q: tensor<1x2x4x16xf32>, %kt: tensor<1x2x16x4xf32>, %v: tensor<1x2x4x16xf32>, %b: tensor<1x2x4x4xf32>) -> tensor<1x2x4x16xf32> {
+  %s = merak.matmul %q, %kt : tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32> -> tensor<1x2x4x4xf32>
+  %d = merak.sub %b, %s : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+  %p = merak.softmax %d axis = 3 : tensor<1x2x4x4xf32>
   %o = merak.matmul %p, %v : tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32> -> tensor<1x2x4x16xf32>
   return %o : tensor<1x2x4x16xf32>
 }

@@ -10,14 +10,22 @@
 //   s = where(mask, s, fill) | where(mask, fill, s) | add(s, bias)
 //                                        optional, constant masks (stacked
 //                                        ones, GPT-Neo's, intersect)
-//   s = add(s, b) | add(s, where(mask, b, fill))
+//   s = add(s, b) | add(s, where(mask, b, fill)) | sub(s, b)
 //                                        optional (cpu-forms), a bias b
 //                                        (T5's learned relative positions,
 //                                        a constant ALiBi, [..., T or 1, S]),
 //                                        inside or outside the masks
 //   s = reshape(s)                       optional, between any of these:
 //                                        only the leading dims regrouped
-//                                        (BLOOM's [B * H, T, S] products)
+//                                        (BLOOM's [B * H, T, S] products;
+//                                        a bias added after it is regrouped
+//                                        to q's dims)
+//   s = add(s, 0)                        optional, between any of these
+//   s = mul(s, c) | div(s, c)            optional, outside an add (a bias
+//                                        or an added 0): XLNet's
+//                                        (ac + bd + ef) * c; c scales the
+//                                        bias too (no mask inside it,
+//                                        whose fill it would scale)
 //   s = concat(s, sink), last axis       optional attention sinks (GPT-OSS),
 //   s = sub(s, reduce_max(s))            sink [..., T, 1] a logit per row;
 //   p = softmax(s, last axis)            the max subtracted or not (softmax
@@ -52,7 +60,9 @@
 // float32 there, which is what the fused op computes.
 //
 // Fused only where the one op serves both targets: float32, as many keys as
-// queries, a head dim equal for key and value (16, 32, 64 or 128, the CUDA
+// queries (unless cpu-forms, without a causal mask or a window: DeepSeek-V4's
+// compressed keys after its sliding ones), a head dim equal for key and
+// value (16, 32, 64 or 128, the CUDA
 // kernel's, unless cpu-forms: Phi-2's 80, Gemma's 256, and value heads of
 // another width than the query/key heads, multi-head latent attention's,
 // padded with zero columns to the wider one), a nonzero scale,
@@ -123,9 +133,12 @@ private:
   std::map<std::tuple<const HostTensor *, int, int64_t, int64_t>, std::optional<MaskKind>> masks;
   // The steps of tryFuse, each peeling one op off the scores (into chain).
   std::optional<MaskKind> peelMask(Value &x, SmallVectorImpl<Operation *> &chain);
-  std::optional<MaskKind> peelBias(Value &x, SmallVectorImpl<Operation *> &chain, Value &bias);
+  std::optional<MaskKind> peelBias(Value &x, SmallVectorImpl<Operation *> &chain, Value &bias,
+                                   bool &negated);
   double peelSoftcap(Value &x, SmallVectorImpl<Operation *> &chain);
   std::optional<double> peelScale(Value &x, SmallVectorImpl<Operation *> &chain);
+  std::optional<double> peelOuterScale(Value &x, SmallVectorImpl<Operation *> &chain);
+  bool peelZeroAdd(Value &x, SmallVectorImpl<Operation *> &chain);
   /// The value of `v` when everything it is computed from is constant
   /// (constants, frozen parameters), evaluated op by op with the reference
   /// evaluator within a budget of elements: masks that transformers builds
@@ -360,6 +373,40 @@ std::optional<double> AttentionFuser::peelScale(Value &x, SmallVectorImpl<Operat
   return 1.0;
 }
 
+/// Peels a scale applied outside a sum of the scores (XLNet's
+/// `(ac + bd + ef) * scale`): `x = mul(y, c) | div(y, c)` with y an add;
+/// x becomes y and the factor is returned; nullopt when x is no such
+/// product (or its factor is 0 or not finite).
+std::optional<double> AttentionFuser::peelOuterScale(Value &x,
+                                                     SmallVectorImpl<Operation *> &chain) {
+  Value y = x;
+  SmallVector<Operation *> peeled;
+  std::optional<double> factor = peelScale(y, peeled);
+  if (!factor || y == x || !y.getDefiningOp<AddOp>())
+    return std::nullopt;
+  chain.append(peeled);
+  x = y;
+  return *factor;
+}
+
+/// Peels `x = add(y, 0) | add(0, y)` with 0 a constant that does not grow
+/// y (XLNet's segment term `ef = 0` when no segments are given): y + 0 is
+/// y, so x becomes y.
+bool AttentionFuser::peelZeroAdd(Value &x, SmallVectorImpl<Operation *> &chain) {
+  auto add = x.getDefiningOp<AddOp>();
+  if (!add || !single(x))
+    return false;
+  for (int side = 0; side < 2; ++side) {
+    std::optional<double> zero = splat(add->getOperand(1 - side));
+    if (!zero || *zero != 0 || add->getOperand(side).getType() != x.getType())
+      continue;
+    chain.push_back(add);
+    x = add->getOperand(side);
+    return true;
+  }
+  return false;
+}
+
 /// Peels the mask off the scores `x` (`where(mask, x, fill)`,
 /// `where(mask, fill, x)` or `add(x, bias)`): the kind of mask (none when x
 /// has none), or nullopt when it is one the kernels cannot apply.
@@ -448,28 +495,32 @@ static bool broadcastsTo(ArrayRef<int64_t> lead, ArrayRef<int64_t> to) {
   return true;
 }
 
-/// Peels a bias off the scores `x`: `add(x, b)` (either side), b computed
-/// (T5) or a constant that is not a mask (ALiBi); when b is `where(mask, b2, fill)` with a constant
+/// Peels a bias off the scores `x`: `add(x, b)` (either side) or
+/// `sub(x, b)` (`negated`: XLNet's `score - 1e30 * mask`), b computed
+/// (T5) or a constant that is not a mask (ALiBi); when an added b is
+/// `where(mask, b2, fill)` with a constant
 /// mask the kernels apply (read by the cond) and nothing else reads it,
 /// the mask becomes the fused op's and b2 the bias. Returns the mask kind
 /// (none: MaskKind{}), or nullopt when x is no such add (or cpu-forms is
 /// off).
 std::optional<MaskKind> AttentionFuser::peelBias(Value &x, SmallVectorImpl<Operation *> &chain,
-                                                 Value &bias) {
-  auto add = x.getDefiningOp<AddOp>();
+                                                 Value &bias, bool &negated) {
+  Operation *op = x.getDefiningOp();
   auto scoresType = cast<RankedTensorType>(x.getType());
-  if (!add || !cpuForms || !single(x))
+  if (!isa_and_nonnull<AddOp, SubOp>(op) || !cpuForms || !single(x))
     return std::nullopt;
+  bool isSub = isa<SubOp>(op);
   int64_t t = scoresType.getDimSize(scoresType.getRank() - 2),
           s = scoresType.getDimSize(scoresType.getRank() - 1);
-  for (int side = 0; side < 2; ++side) {
-    Value scores = add->getOperand(side), b = add->getOperand(1 - side);
+  for (int side = 0; side < (isSub ? 1 : 2); ++side) {
+    Value scores = op->getOperand(side), b = op->getOperand(1 - side);
     if (scores.getType() != scoresType || !fitsAsBias(b, scoresType))
       continue;
-    chain.push_back(add);
+    chain.push_back(op);
     x = scores;
+    negated = isSub;
     MaskKind kind;
-    if (auto where = b.getDefiningOp<WhereOp>(); where && single(b)) {
+    if (auto where = b.getDefiningOp<WhereOp>(); where && single(b) && !isSub) {
       std::optional<double> fill = splat(where.getRhs());
       if (fill && *fill <= kMaskedFill && where.getLhs().getType() == b.getType()) {
         auto inner = maskOf(where.getCondition(), MaskReading::KeepNonzero, t, s);
@@ -597,7 +648,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     return false;
   int64_t t = smType.getDimSize(smType.getRank() - 2),
           s = smType.getDimSize(smType.getRank() - 1) - (sinkSlice ? 1 : 0);
-  if (t != s) // the CUDA kernel's self-attention shapes
+  if (t != s && !cpuForms) // the CUDA kernel's self-attention shapes
     return false;
   chain.push_back(sm);
   Value x = sm.getInput(), bias, sink;
@@ -605,28 +656,42 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     return false;
   // Peel, from the softmax back: masks (stacked ones intersect), at most
   // one bias (a computed one inside a constant mask, T5's decoder, or
-  // alone), regroupings of the leading dims (before the bias only: it
-  // must have q's), then the soft-capping, the scale, the product q kT,
-  // and scales applied to q or k before it (PyTorch's
+  // alone), regroupings of the leading dims (after the bias too: the
+  // rewrite regroups the bias alike), additions of zero, a scale outside
+  // the bias (XLNet's, which then scales the bias too; no mask inside it,
+  // whose fill it would scale), then the soft-capping, the scale, the
+  // product q kT, and scales applied to q or k before it (PyTorch's
   // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
   MaskKind mask;
+  std::optional<double> outer;
+  RankedTensorType biasScores; // the scores the bias is added to
+  bool negated = false;        // or subtracted from
   for (;;) {
     Value before = x;
-    if (peelLeadingReshape(x, chain)) {
-      if (bias)
-        return false; // the chain is dropped, nothing was rewritten
+    if (peelLeadingReshape(x, chain) || peelZeroAdd(x, chain))
       continue;
-    }
+    if (!bias && !outer && (outer = peelOuterScale(x, chain)))
+      continue;
     if (std::optional<MaskKind> m = peelMask(x, chain); m && x != before) {
+      if (outer)
+        return false; // the chain is dropped, nothing was rewritten
       mask = intersect(mask, *m);
       continue;
     }
-    if (std::optional<MaskKind> inner; !bias && (inner = peelBias(x, chain, bias))) {
+    auto scoresType = cast<RankedTensorType>(x.getType());
+    if (std::optional<MaskKind> inner; !bias && (inner = peelBias(x, chain, bias, negated))) {
+      if (outer && (inner->causal || inner->window))
+        return false;
       mask = intersect(mask, *inner);
+      biasScores = scoresType;
       continue;
     }
     break;
   }
+  // Causal masks and windows are the kernels' with as many keys as
+  // queries only.
+  if (t != s && (mask.causal || mask.window))
+    return false;
   // torch's NaN guard zeroes rows a mask hides entirely; the kernels
   // would give NaN there, which only a bias (a mask per batch) can cause.
   if (bias && guarded)
@@ -677,7 +742,11 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
       !vt.getElementType().isF32() || !qt.getElementType().isF32())
     return false;
 
-  rewriteAttention({pv, std::move(chain), q, kT, v, bias, sink, dropout, mask, *scale, softcap});
+  if (outer && softcap != 0)
+    return false; // a scale outside the capping
+  double biasScale = outer.value_or(1.0) * (negated ? -1.0 : 1.0);
+  rewriteAttention({pv, std::move(chain), q, kT, v, bias, biasScores, biasScale, sink, dropout,
+                    mask, outer.value_or(1.0) * *scale, softcap});
   return true;
 }
 

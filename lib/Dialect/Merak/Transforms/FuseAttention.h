@@ -19,11 +19,17 @@ struct MaskKind {
 };
 
 /// An attention tryFuse matched, ending in `pv`: its ops (`chain`), q, kT
-/// and v as the products read them, and what the fused op takes.
+/// and v as the products read them, and what the fused op takes. The bias
+/// is as the model adds it, to scores of type `biasScores` (whose leading
+/// dims may regroup q's), and is scaled by `biasScale` (a scale applied
+/// outside it; -1 for a bias subtracted).
 struct Matched {
   MatmulOp pv;
   SmallVector<Operation *> chain;
-  Value q, kT, v, bias, sink;
+  Value q, kT, v, bias;
+  RankedTensorType biasScores;
+  double biasScale;
+  Value sink;
   DropoutOp dropout;
   MaskKind mask;
   double scale, softcap;

@@ -4,6 +4,8 @@
 //
 //   matmul(softmax(scale * matmul(q, kT) [+ bias] [masked]), v)
 //     => attention(q, transpose(kT), v) {scale, causal, window, ...}
+//   matmul(softmax(c * (scale * matmul(q, kT) + bias)), v)
+//     => attention(q, transpose(kT), v, c * bias) {c * scale}
 //
 // Keys and values shared by heads are broadcast to q's; value heads of
 // another width than the query/key heads (multi-head latent attention) pad
@@ -26,6 +28,31 @@ Value broadcastLeading(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> le
   SmallVector<int64_t> shape(lead);
   shape.append(t.getShape().take_back(2).begin(), t.getShape().take_back(2).end());
   return BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x);
+}
+
+/// The fused op's bias: the model's times `m.biasScale`, and, when the
+/// model added it to scores whose leading dims regroup q's (XLNet's
+/// [B, H, T, S] sum of products taken over [B * H]), broadcast to those
+/// scores and regrouped to q's leading dims `lead`.
+Value fusedBias(OpBuilder &b, Location loc, const Matched &m, ArrayRef<int64_t> lead) {
+  Value bias = m.bias;
+  if (!bias)
+    return bias;
+  auto t = cast<RankedTensorType>(bias.getType());
+  if (m.biasScale != 1.0) {
+    auto scalar = RankedTensorType::get({}, t.getElementType());
+    Value c = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(t.getElementType(), m.biasScale)));
+    bias = MulOp::create(b, loc, bias, c);
+  }
+  ArrayRef<int64_t> scores = m.biasScores.getShape();
+  if (scores.drop_back(2) == lead)
+    return bias;
+  if (t.getShape() != scores)
+    bias = BroadcastOp::create(b, loc, m.biasScores, bias);
+  SmallVector<int64_t> shape(lead);
+  shape.append(scores.take_back(2).begin(), scores.take_back(2).end());
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), bias);
 }
 
 /// `x` [..., n] with zero columns [n, width) appended.
@@ -79,9 +106,10 @@ void mlir::merak::rewriteAttention(const Matched &m) {
   DropoutOp dropout = m.dropout;
   bool drops = dropout && dropout.getRatio().convertToDouble() > 0;
   auto attn = AttentionOp::create(
-      b, loc, TypeRange{RankedTensorType::get(outShape, b.getF32Type()), lseType}, q, k, v, m.bias,
-      b.getF64FloatAttr(m.scale), m.mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(),
-      b.getI64IntegerAttr(m.mask.window), b.getF64FloatAttr(m.softcap),
+      b, loc, TypeRange{RankedTensorType::get(outShape, b.getF32Type()), lseType}, q, k, v,
+      fusedBias(b, loc, m, batch), b.getF64FloatAttr(m.scale),
+      m.mask.causal ? b.getUnitAttr() : UnitAttr(), UnitAttr(), b.getI64IntegerAttr(m.mask.window),
+      b.getF64FloatAttr(m.softcap),
       b.getF64FloatAttr(drops ? dropout.getRatio().convertToDouble() : 0),
       b.getI64IntegerAttr(drops ? dropout.getSeed() : 0),
       drops ? dropout.getBatchSplitAttr() : DenseI64ArrayAttr(),

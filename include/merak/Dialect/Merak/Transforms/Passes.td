@@ -189,7 +189,12 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     fused backward returns: T5's learned relative-position bias (inside
     its decoder's constant causal mask, `where(mask, b, fill)`, which
     becomes `causal`), constant ALiBi slopes (BLOOM's, per key:
-    `[B * H, 1, S]`), masks that differ between batches. Windows,
+    `[B * H, 1, S]`), masks that differ between batches, XLNet's shifted
+    position scores. A bias added to the regrouped scores is regrouped to
+    q's dims; a scalar scale applied to the sum of the scores and a bias
+    (XLNet's `(ac + bd + ef) * scale`; no mask inside it) becomes the fused
+    op's and scales the bias too; an added constant 0 (XLNet's `ef`
+    without segments) is dropped. Windows,
     soft-capping, biases and head dims other than 16, 32, 64 and 128
     (Phi-2's 80, Phi-3's 96, Gemma's 256) only with `cpu-forms` (the CUDA
     kernels have none of them); so are value heads of another width than
@@ -208,7 +213,9 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     `sigmoid(lse - sink)`, the share of the row the sink leaves to the
     keys, whose gradient reaches the sinks and, through
     `merak.attention_grad`'s `lse_grad`, the scores.
-    Fused only for float32 self-attention (as many keys as queries) with a
+    Fused only for float32 self-attention (as many keys as queries; with
+    `cpu-forms` also more or fewer keys, without a causal mask or a window:
+    DeepSeek-V4's compressed keys after its sliding ones) with a
     head dimension equal for key and value (without `cpu-forms`: 16, 32,
     64 or 128, the CUDA kernel's), a nonzero scale and intermediates without other
     users; anything else (padding masks shaped [B, 1, 1, S]) stays
