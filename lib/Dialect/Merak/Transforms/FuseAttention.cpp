@@ -651,26 +651,27 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
   if (t != s && !cpuForms) // the CUDA kernel's self-attention shapes
     return false;
   chain.push_back(sm);
-  Value x = sm.getInput(), bias, sink;
+  Value x = sm.getInput(), sink;
   if (sinkSlice && !(sink = peelSinks(x, chain)))
     return false;
-  // Peel, from the softmax back: masks (stacked ones intersect), at most
-  // one bias (a computed one inside a constant mask, T5's decoder, or
-  // alone), regroupings of the leading dims (after the bias too: the
-  // rewrite regroups the bias alike), additions of zero, a scale outside
-  // the bias (XLNet's, which then scales the bias too; no mask inside it,
-  // whose fill it would scale), then the soft-capping, the scale, the
-  // product q kT, and scales applied to q or k before it (PyTorch's
-  // nn.MultiheadAttention divides q by sqrt(d)): the same factor.
+  // Peel, from the softmax back: masks (stacked ones intersect), biases
+  // (a computed one inside a constant mask, T5's decoder, or alone; XLNet
+  // subtracts its padding mask outside the scale and adds its position
+  // scores inside it), regroupings of the leading dims (after a bias too:
+  // the rewrite regroups the bias alike), additions of zero, a scale
+  // outside an add (XLNet's, which then scales the biases inside it; no
+  // mask inside it, whose fill it would scale), then the soft-capping, the
+  // scale, the product q kT, and scales applied to q or k before it
+  // (PyTorch's nn.MultiheadAttention divides q by sqrt(d)): the same
+  // factor.
   MaskKind mask;
   std::optional<double> outer;
-  RankedTensorType biasScores; // the scores the bias is added to
-  bool negated = false;        // or subtracted from
+  SmallVector<BiasTerm> biases;
   for (;;) {
     Value before = x;
     if (peelLeadingReshape(x, chain) || peelZeroAdd(x, chain))
       continue;
-    if (!bias && !outer && (outer = peelOuterScale(x, chain)))
+    if (!outer && (outer = peelOuterScale(x, chain)))
       continue;
     if (std::optional<MaskKind> m = peelMask(x, chain); m && x != before) {
       if (outer)
@@ -679,11 +680,13 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
       continue;
     }
     auto scoresType = cast<RankedTensorType>(x.getType());
-    if (std::optional<MaskKind> inner; !bias && (inner = peelBias(x, chain, bias, negated))) {
+    Value bias;
+    bool negated = false;
+    if (std::optional<MaskKind> inner; (inner = peelBias(x, chain, bias, negated))) {
       if (outer && (inner->causal || inner->window))
         return false;
       mask = intersect(mask, *inner);
-      biasScores = scoresType;
+      biases.push_back({bias, scoresType, outer.value_or(1.0) * (negated ? -1.0 : 1.0)});
       continue;
     }
     break;
@@ -694,7 +697,7 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
     return false;
   // torch's NaN guard zeroes rows a mask hides entirely; the kernels
   // would give NaN there, which only a bias (a mask per batch) can cause.
-  if (bias && guarded)
+  if (!biases.empty() && guarded)
     return false;
   double softcap = peelSoftcap(x, chain);
   std::optional<double> scale = peelScale(x, chain);
@@ -744,9 +747,8 @@ bool AttentionFuser::tryFuse(MatmulOp pv) {
 
   if (outer && softcap != 0)
     return false; // a scale outside the capping
-  double biasScale = outer.value_or(1.0) * (negated ? -1.0 : 1.0);
-  rewriteAttention({pv, std::move(chain), q, kT, v, bias, biasScores, biasScale, sink, dropout,
-                    mask, outer.value_or(1.0) * *scale, softcap});
+  rewriteAttention({pv, std::move(chain), q, kT, v, std::move(biases), sink, dropout, mask,
+                    outer.value_or(1.0) * *scale, softcap});
   return true;
 }
 

@@ -18,17 +18,23 @@ struct MaskKind {
   int64_t window = 0;
 };
 
+/// A term the model adds to the scores: `value` as the model adds it, to
+/// scores of type `scores` (whose leading dims may regroup q's), times
+/// `scale` (a scale applied outside it; negative for a term subtracted).
+struct BiasTerm {
+  Value value;
+  RankedTensorType scores;
+  double scale;
+};
+
 /// An attention tryFuse matched, ending in `pv`: its ops (`chain`), q, kT
-/// and v as the products read them, and what the fused op takes. The bias
-/// is as the model adds it, to scores of type `biasScores` (whose leading
-/// dims may regroup q's), and is scaled by `biasScale` (a scale applied
-/// outside it; -1 for a bias subtracted).
+/// and v as the products read them, and what the fused op takes (its bias
+/// the sum of `biases`).
 struct Matched {
   MatmulOp pv;
   SmallVector<Operation *> chain;
-  Value q, kT, v, bias;
-  RankedTensorType biasScores;
-  double biasScale;
+  Value q, kT, v;
+  SmallVector<BiasTerm> biases;
   Value sink;
   DropoutOp dropout;
   MaskKind mask;

@@ -30,29 +30,37 @@ Value broadcastLeading(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> le
   return BroadcastOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), x);
 }
 
-/// The fused op's bias: the model's times `m.biasScale`, and, when the
-/// model added it to scores whose leading dims regroup q's (XLNet's
+/// One term of the fused op's bias: the model's times its scale, and, when
+/// the model added it to scores whose leading dims regroup q's (XLNet's
 /// [B, H, T, S] sum of products taken over [B * H]), broadcast to those
 /// scores and regrouped to q's leading dims `lead`.
-Value fusedBias(OpBuilder &b, Location loc, const Matched &m, ArrayRef<int64_t> lead) {
-  Value bias = m.bias;
-  if (!bias)
-    return bias;
+Value biasTerm(OpBuilder &b, Location loc, const BiasTerm &term, ArrayRef<int64_t> lead) {
+  Value bias = term.value;
   auto t = cast<RankedTensorType>(bias.getType());
-  if (m.biasScale != 1.0) {
+  if (term.scale != 1.0) {
     auto scalar = RankedTensorType::get({}, t.getElementType());
     Value c = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(t.getElementType(), m.biasScale)));
+        b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(t.getElementType(), term.scale)));
     bias = MulOp::create(b, loc, bias, c);
   }
-  ArrayRef<int64_t> scores = m.biasScores.getShape();
+  ArrayRef<int64_t> scores = term.scores.getShape();
   if (scores.drop_back(2) == lead)
     return bias;
   if (t.getShape() != scores)
-    bias = BroadcastOp::create(b, loc, m.biasScores, bias);
+    bias = BroadcastOp::create(b, loc, term.scores, bias);
   SmallVector<int64_t> shape(lead);
   shape.append(scores.take_back(2).begin(), scores.take_back(2).end());
   return ReshapeOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), bias);
+}
+
+/// The fused op's bias: the sum of the matched terms (null without any).
+Value fusedBias(OpBuilder &b, Location loc, const Matched &m, ArrayRef<int64_t> lead) {
+  Value sum;
+  for (const BiasTerm &term : m.biases) {
+    Value v = biasTerm(b, loc, term, lead);
+    sum = sum ? AddOp::create(b, loc, sum, v).getResult() : v;
+  }
+  return sum;
 }
 
 /// `x` [..., n] with zero columns [n, width) appended.

@@ -194,7 +194,9 @@ def MerakFuseAttention : Pass<"merak-fuse-attention", "mlir::ModuleOp"> {
     q's dims; a scalar scale applied to the sum of the scores and a bias
     (XLNet's `(ac + bd + ef) * scale`; no mask inside it) becomes the fused
     op's and scales the bias too; an added constant 0 (XLNet's `ef`
-    without segments) is dropped. Windows,
+    without segments) is dropped; a subtracted term is a negated bias, and
+    several terms sum into one bias (XLNet's padding mask, subtracted
+    outside its scale, and its position scores inside it). Windows,
     soft-capping, biases and head dims other than 16, 32, 64 and 128
     (Phi-2's 80, Phi-3's 96, Gemma's 256) only with `cpu-forms` (the CUDA
     kernels have none of them); so are value heads of another width than
