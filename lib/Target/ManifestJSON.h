@@ -59,6 +59,13 @@ inline std::optional<int64_t> indexLimit(FunctionOpInterface fn, unsigned arg) {
   return std::nullopt;
 }
 
+/// An input's merak.ignore_index (merak-attach-loss's labels), if any.
+inline std::optional<int64_t> ignoreIndex(FunctionOpInterface fn, unsigned arg) {
+  if (auto ignored = fn.getArgAttrOfType<IntegerAttr>(arg, kIgnoreIndexAttr))
+    return ignored.getInt();
+  return std::nullopt;
+}
+
 /// `fn`'s argument `arg` is a language model's token ids (./train reads them
 /// from a token file and shifts them into the labels): [B, T] i64 or i32,
 /// and the `labels` argument, when there is one, of the same shape. Ids of a

@@ -137,6 +137,8 @@ LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m
     manifest.inputs.push_back(target::manifestTensor(n, full, off));
     manifest.inputs.back().role = role;
     manifest.inputs.back().indexLimit = target::indexLimit(lossFn, arg.getArgNumber());
+    if (std::optional<int64_t> ignored = target::ignoreIndex(lossFn, arg.getArgNumber()))
+      manifest.inputs.back().ignoreIndex = schema::SignedInt{*ignored};
   }
   auto i64 = RankedTensorType::get({}, IntegerType::get(module.getContext(), 64));
   manifest.inputs.push_back(target::manifestTensor("step", i64, place(8)));

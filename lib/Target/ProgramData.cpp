@@ -244,6 +244,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
         n, type, fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kOffsetAttr).getInt()));
     manifest.inputs.back().role = role;
     manifest.inputs.back().indexLimit = target::indexLimit(fn, arg.getArgNumber());
+    if (std::optional<int64_t> ignored = target::ignoreIndex(fn, arg.getArgNumber()))
+      manifest.inputs.back().ignoreIndex = schema::SignedInt{*ignored};
   }
   auto slots = fn->getAttrOfType<DenseI64ArrayAttr>(kResultOffsetsAttr);
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {

@@ -95,7 +95,8 @@ template <class T>
 Status checkIndexValues(const std::string &path, const ArraySpec &spec, const T *v, int64_t n,
                         int64_t perSample) {
   for (int64_t i = 0; i < n; ++i)
-    if (v[i] < 0 || static_cast<int64_t>(v[i]) >= spec.indexLimit)
+    if ((v[i] < 0 || static_cast<int64_t>(v[i]) >= spec.indexLimit) &&
+        (!spec.ignoreIndex || static_cast<int64_t>(v[i]) != *spec.ignoreIndex))
       return Status::error(path + ": value " + std::to_string(v[i]) + " at sample " +
                            std::to_string(i / perSample) + " (element " +
                            std::to_string(i % perSample) + ") of input '" + spec.name +

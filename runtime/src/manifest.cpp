@@ -208,6 +208,11 @@ void checkTensors(const schema::Program &p, Manifest &m) {
         fail(where + ": index_limit needs an integer input and a limit >= 1");
       t.indexLimit = *p.inputs[i].indexLimit;
     }
+    if (p.inputs[i].ignoreIndex) {
+      if (!isIndex(t.dtype))
+        fail(where + ": ignore_index needs an integer input");
+      t.ignoreIndex = p.inputs[i].ignoreIndex->value;
+    }
     if (t.role != "tokens" && t.role != "labels" && t.role != "step" &&
         t.role != "other")
       fail(where + ": unknown role '" + t.role +

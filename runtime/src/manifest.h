@@ -43,6 +43,8 @@
 #include "merak_rt/safetensors.h"
 #include "merak_rt/status.h"
 
+#include <optional>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,6 +70,8 @@ struct ManifestTensor {
   std::string role;      ///< inputs: tokens | labels | step | other
   /// Integer inputs: values lie in [0, indexLimit); 0: no limit recorded.
   int64_t indexLimit = 0;
+  /// Labels: a value the loss skips, allowed outside the limit.
+  std::optional<int64_t> ignoreIndex;
   /// Params sharded over tp ("shard"; shardParts == 0: replicated): dim
   /// shardAxis of globalShape is [shardBlocks, shardParts, rest]; this rank
   /// holds part tp_i of every block. dataBytes == 0: no initial data (zeros).

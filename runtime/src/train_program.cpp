@@ -50,9 +50,14 @@ Program loadProgram() {
       internalError("the embedded data holds " + std::to_string(merak_data_size) +
                     " bytes, but the shards of '" + t.name + "' lie at " +
                     std::to_string(t.dataOffset) + " + " + std::to_string(t.dataBytes));
-  p.tokens = m.inputWithRole("tokens");
-  // Without token ids (an MLP, a CNN), every input but the step comes from
-  // a directory of .npy arrays (array_data.h).
+  // Token ids alone (a language model) come from a token file. Without
+  // them (an MLP, a CNN), or with other inputs beside them (an attention
+  // mask), every input but the step comes from a directory of .npy arrays
+  // (array_data.h): input_ids.npy, attention_mask.npy, labels.npy.
+  const ManifestTensor *ids = m.inputWithRole("tokens");
+  bool others = std::any_of(m.inputs.begin(), m.inputs.end(),
+                            [](const ManifestTensor &in) { return in.role == "other"; });
+  p.tokens = others ? nullptr : ids;
   for (const ManifestTensor &in : m.inputs)
     if (!p.tokens && in.role != "step") {
       if (in.shape.empty() || (!p.arrayInputs.empty() && in.shape[0] != p.arrayInputs[0]->shape[0]))
@@ -60,10 +65,6 @@ Program loadProgram() {
                       "' has no batch dimension shared "
                       "with the other inputs");
       p.arrayInputs.push_back(&in);
-    } else if (p.tokens && in.role == "other") {
-      internalError("input '" + in.name +
-                    "' has role 'other' next to token ids; ./train can only "
-                    "feed tokens, labels and the step");
     }
   if (!p.tokens && p.arrayInputs.empty())
     internalError("the manifest has no input to feed");
@@ -83,7 +84,8 @@ Program loadProgram() {
     p.seqLen = p.tokens->shape[1];
   } else {
     p.batch = p.arrayInputs[0]->shape[0];
-    p.seqLen = 1; // "tokens" per second are samples per second
+    // Without token ids "tokens" per second are samples per second.
+    p.seqLen = ids ? ids->shape[1] : 1;
   }
   return p;
 }
@@ -94,8 +96,8 @@ Datasets openData(const Program &program, const TrainOptions &o) {
     std::vector<ArraySpec> specs;
     for (const ManifestTensor *in : program.arrayInputs)
       specs.push_back({in->name, in->dtype,
-                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end()),
-                       in->indexLimit});
+                       std::vector<int64_t>(in->shape.begin() + 1, in->shape.end()), in->indexLimit,
+                       in->ignoreIndex});
     Result<ArrayDataset> opened = ArrayDataset::open(o.data, specs, o.sampler, o.seed);
     if (!opened.ok())
       die(kExitError, opened.message());

@@ -98,3 +98,22 @@ TEST_F(ArrayDataTest, ErrorsNameTheFileAndTheMismatch) {
   ASSERT_FALSE(garbage.ok());
   EXPECT_NE(garbage.message().find("not a readable .npy"), std::string::npos);
 }
+
+TEST_F(ArrayDataTest, IndexLimitAllowsOnlyTheIgnoreIndex) {
+  // Labels of padded positions are -100 (PyTorch's ignore_index), which the
+  // loss skips; any other value outside [0, limit) is an error naming it.
+  std::vector<int64_t> y = {1, -100, 4, -100, 0};
+  writeNpy(dir + "/labels.npy", "<i8", "5,", y.data(), y.size() * 8);
+  ArraySpec labels{"labels", DType::I64, {}, 5, -100};
+  EXPECT_TRUE(ArrayDataset::open(dir, {labels}, Sampler::Sequential, 0).ok());
+  labels.ignoreIndex.reset();
+  auto strict = ArrayDataset::open(dir, {labels}, Sampler::Sequential, 0);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.message().find("value -100 at sample 1"), std::string::npos);
+  y[4] = 5;
+  writeNpy(dir + "/labels.npy", "<i8", "5,", y.data(), y.size() * 8);
+  labels.ignoreIndex = -100;
+  auto over = ArrayDataset::open(dir, {labels}, Sampler::Sequential, 0);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.message().find("value 5 at sample 4"), std::string::npos);
+}

@@ -253,3 +253,24 @@ TEST(Manifest, ZeroParts) {
   EXPECT_EQ(r.message(),
             "params[1] ('m.w'): a ZeRO part of 20 elements over 3 ranks must have shape [7]");
 }
+
+TEST(Manifest, LabelsIgnoreIndex) {
+  // merak-attach-loss's labels skip -100 (PyTorch's ignore_index): a
+  // negative integer, unlike the manifest's sizes and offsets.
+  std::string text = manifest();
+  std::string labels = "\"role\": \"labels\", \"dtype\": \"I32\", \"shape\": [2, 8],\n       "
+                       "\"offset\": 128";
+  size_t at = text.find(labels);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, labels.size(), labels + ", \"ignore_index\": -100");
+  Result<Manifest> r = parseManifest(text);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->inputWithRole("labels")->ignoreIndex, std::optional<int64_t>(-100));
+  EXPECT_FALSE(r->inputWithRole("tokens")->ignoreIndex.has_value());
+  std::string bad = text;
+  bad.replace(bad.find("-100"), 4, "\"x\"");
+  Result<Manifest> notInt = parseManifest(bad);
+  ASSERT_FALSE(notInt.ok());
+  EXPECT_NE(notInt.message().find("ignore_index must be an integer"), std::string::npos)
+      << notInt.message();
+}

@@ -5,11 +5,11 @@
 // shaped like the logits without the class axis; @forward is kept.
 // CHECK-LABEL: func.func @forward
 // CHECK-LABEL: func.func @loss
-// CHECK-SAME: (%[[IDS:.*]]: tensor<2x4xi64> {merak.name = "input_ids"}, %[[T:.*]]: tensor<2x4xi64> {merak.name = "targets"}, %[[L:.*]]: tensor<2x4xi64> {merak.index_limit = 5 : i64, merak.name = "labels"}) -> (tensor<f32> {merak.name = "loss"})
-// CHECK: %[[CE:.*]] = merak.cross_entropy %{{.*}}, %[[L]] axis = 2 reduction = "mean" : tensor<2x4x5xf32>, tensor<2x4xi64> -> tensor<f32>
+// CHECK-SAME: (%[[IDS:.*]]: tensor<2x4xi64> {merak.name = "input_ids"}, %[[T:.*]]: tensor<2x4xi64> {merak.name = "targets"}, %[[L:.*]]: tensor<2x4xi64> {merak.ignore_index = -100 : i64, merak.index_limit = 5 : i64, merak.name = "labels"}) -> (tensor<f32> {merak.name = "loss"})
+// CHECK: %[[CE:.*]] = merak.cross_entropy %{{.*}}, %[[L]] axis = 2 reduction = "mean" {ignore_index = -100 : i64} : tensor<2x4x5xf32>, tensor<2x4xi64> -> tensor<f32>
 // CHECK: return %[[CE]] : tensor<f32>
 // NAMED-LABEL: func.func @loss
-// NAMED-SAME: (%{{.*}}: tensor<2x4xi64> {merak.name = "input_ids"}, %[[T:.*]]: tensor<2x4xi64> {merak.index_limit = 5 : i64, merak.name = "targets"}) -> (tensor<f32> {merak.name = "loss"})
+// NAMED-SAME: (%{{.*}}: tensor<2x4xi64> {merak.name = "input_ids"}, %[[T:.*]]: tensor<2x4xi64> {merak.ignore_index = -100 : i64, merak.index_limit = 5 : i64, merak.name = "targets"}) -> (tensor<f32> {merak.name = "loss"})
 // NAMED: merak.cross_entropy %{{.*}}, %[[T]] axis = 2
 merak.param @emb : tensor<5x5xf32> = dense<1.0> : tensor<5x5xf32>
 func.func @forward(%ids: tensor<2x4xi64> {merak.name = "input_ids"}, %t: tensor<2x4xi64> {merak.name = "targets"}) -> (tensor<2x4x5xf32> {merak.name = "logits"}) {

@@ -23,7 +23,7 @@
 // CHECK: %[[Y:.*]] = merak.add %[[B]], %[[L]] : tensor<3xf32>, tensor<2x3x3xf32>
 // CHECK: return %[[Y]] : tensor<2x3x3xf32>
 // LOSS-LABEL: func.func @loss
-// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 5 : i64, group = "tp"} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 5 : i64, group = "tp", ignore_index = -100 : i64} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
 merak.param @emb : tensor<7x4xf32> = dense<0.25> : tensor<7x4xf32>
 merak.param @rec : tensor<4x4xf32> = dense<0.5> : tensor<4x4xf32>
 merak.param @head.weight : tensor<5x4xf32> = dense<0.125> : tensor<5x4xf32>

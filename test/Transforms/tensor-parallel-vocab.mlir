@@ -30,14 +30,14 @@
 // CHECK: return %[[L]] : tensor<2x3x3xf32>
 // CHECK-NOT: tensor<2x3x6xf32>
 // LOSS-LABEL: func.func @loss
-// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp", ignore_index = -100 : i64} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
 // LOSS-NOT: tensor<2x3x6xf32>
 // A vocabulary that does not divide by tp is padded (Megatron-LM): at tp 4,
 // shards of ceil(6 / 4) = 2 rows, the last one all padding (rows 6 and 7,
 // zeros, never looked up); the cross-entropy leaves the padding classes out.
 // PAD: merak.param @wte : tensor<2x4xf32> = dense<{{.*}}> : tensor<6x4xf32> {merak.shard = #merak.shard<axis = 0, blocks = 1, parts = 4, size = 6>}
 // PAD-LABEL: func.func @loss
-// PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp"} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
+// PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp", ignore_index = -100 : i64} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
 merak.param @wte : tensor<6x4xf32> = dense<[[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [0.9, 1.0, 1.1, 1.2], [1.3, 1.4, 1.5, 1.6], [1.7, 1.8, 1.9, 2.0], [2.1, 2.2, 2.3, 2.4]]> : tensor<6x4xf32>
 merak.param @fc1.weight : tensor<8x4xf32> = dense<0.5> : tensor<8x4xf32>
 merak.param @fc2.weight : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
@@ -116,7 +116,7 @@ func.func @forward(%ids: tensor<2x3xi64>, %positions: tensor<3xi64>) -> tensor<2
 // CHECK: %[[W:.*]] = merak.get_param @head : tensor<4x4xf32>
 // CHECK: %[[X:.*]] = merak.tp_identity
 // CHECK: merak.matmul %[[X]], %[[W]] : tensor<2x3x4xf32>, tensor<4x4xf32> -> tensor<2x3x4xf32>
-// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<f32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp", ignore_index = -100 : i64} : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<f32>
 merak.param @tok : tensor<8x4xf32> = dense<0.25> : tensor<8x4xf32>
 merak.param @head : tensor<4x8xf32> = dense<0.5> : tensor<4x8xf32>
 func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x8xf32> {
@@ -140,8 +140,8 @@ func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x8xf32> {
 // CHECK: %[[T:.*]] = merak.tanh %[[D]] : tensor<2x3x3xf32>
 // CHECK: %[[C:.*]] = merak.mul %[[T]], %{{.*}} : tensor<2x3x3xf32>, tensor<1x1x1xf32>
 // CHECK: return %[[C]] : tensor<2x3x3xf32>
-// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp"} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
-// PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp"} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
+// LOSS: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {group = "tp", ignore_index = -100 : i64} : tensor<2x3x3xf32>, tensor<2x3xi64> -> tensor<f32>
+// PAD: merak.cross_entropy %{{.*}}, %{{.*}} axis = 2 reduction = "mean" {classes = 6 : i64, group = "tp", ignore_index = -100 : i64} : tensor<2x3x2xf32>, tensor<2x3xi64> -> tensor<f32>
 merak.param @wte : tensor<6x4xf32> = dense<0.25> : tensor<6x4xf32>
 func.func @forward(%ids: tensor<2x3xi64>) -> tensor<2x3x6xf32> {
   %w = merak.get_param @wte : tensor<6x4xf32>

@@ -18,6 +18,7 @@
 #include "merak_rt/status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct ArraySpec {
   /// Integer arrays: values must lie in [0, indexLimit) (class labels,
   /// ids; the manifest's index_limit); 0: unchecked.
   int64_t indexLimit = 0;
+  /// A value allowed outside the limit (labels: the loss's ignore_index).
+  std::optional<int64_t> ignoreIndex;
 };
 
 class ArrayDataset {

@@ -46,6 +46,13 @@ enum Need { kRequired, kDefaulted };
 /// Elements of a list named "<list> dimension" in errors (shapes).
 constexpr const char *kDimension = "dimension";
 
+/// An integer that may be negative (the manifest's other integers are
+/// sizes, offsets and counts, read as non-negative).
+struct SignedInt {
+  int64_t value = 0;
+};
+inline void to_json(nlohmann::json &j, const SignedInt &s) { j = s.value; }
+
 /// Tensor parallelism: dimension `axis` as [blocks, parts, rest], or, with
 /// `block_sizes`, as blocks of those lengths, each cut into `parts`.
 struct Shard {
@@ -87,6 +94,9 @@ struct Tensor {
   /// Integer inputs: values must lie in [0, indexLimit) (token ids: the
   /// vocabulary), from merak-record-index-limits.
   std::optional<int64_t> indexLimit;
+  /// Labels: the one value outside [0, indexLimit) allowed, which the loss
+  /// skips (PyTorch's ignore_index, -100), from merak-attach-loss.
+  std::optional<SignedInt> ignoreIndex;
   template <class S, class V> static void visit(S &s, V &v) {
     v("name", s.name);
     v("dtype", s.dtype);
@@ -101,6 +111,7 @@ struct Tensor {
     v("data_bytes", s.dataBytes);
     v("zero", s.zero);
     v("index_limit", s.indexLimit);
+    v("ignore_index", s.ignoreIndex);
   }
 };
 
@@ -491,6 +502,10 @@ template <class T> void read(const nlohmann::json &j, T &out, const Label &l, co
     if (!ok)
       fail(l.value + " must be a non-negative integer");
     out = j.get<int64_t>();
+  } else if constexpr (std::is_same_v<T, SignedInt>) {
+    if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX))
+      fail(l.value + " must be an integer");
+    out.value = j.get<int64_t>();
   } else if constexpr (std::is_same_v<T, double>) {
     expect(j.is_number(), j, l, "a number");
     out = j.get<double>();

@@ -132,12 +132,16 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
                                      : outType.getShape().back() *
                                            (vocabGroup ? getMesh(fn->getParentOfType<ModuleOp>()).tp
                                                        : 1);
+      // Labels equal to -100 (PyTorch's ignore_index: padded positions, a
+      // tokenizer's masked labels) count for nothing, as in F.cross_entropy.
+      unsigned labelsArg = cast<BlockArgument>(labelsValue).getArgNumber();
       if (!ShapedType::isDynamic(outType.getShape().back()))
-        fn.setArgAttr(cast<BlockArgument>(labelsValue).getArgNumber(), kIndexLimitAttr,
-                      b.getI64IntegerAttr(classes));
+        fn.setArgAttr(labelsArg, kIndexLimitAttr, b.getI64IntegerAttr(classes));
+      fn.setArgAttr(labelsArg, kIgnoreIndexAttr, b.getI64IntegerAttr(kTorchIgnoreIndex));
       lossValue = CrossEntropyOp::create(
           b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
-          b.getStringAttr("mean"), IntegerAttr(), vocabGroup, vocabClasses);
+          b.getStringAttr("mean"), b.getI64IntegerAttr(kTorchIgnoreIndex), vocabGroup,
+          vocabClasses);
     }
     func::ReturnOp::create(b, ret.getLoc(), lossValue);
     ret.erase();

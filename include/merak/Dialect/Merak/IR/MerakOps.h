@@ -162,6 +162,11 @@ constexpr llvm::StringLiteral kVocabParallelAttr = "merak.vocab_parallel";
 /// On an integer argument of @forward/@loss: the exclusive upper bound of
 /// its values (merak-record-index-limits; the manifest's index_limit).
 constexpr llvm::StringLiteral kIndexLimitAttr = "merak.index_limit";
+/// On the labels argument of @loss: the label value the loss skips
+/// (PyTorch's ignore_index, -100; the manifest's ignore_index).
+constexpr llvm::StringLiteral kIgnoreIndexAttr = "merak.ignore_index";
+/// PyTorch's cross-entropy default ignore_index: padded positions' label.
+constexpr int64_t kTorchIgnoreIndex = -100;
 /// On such a result, when the vocabulary was padded to divide by tp: the
 /// real number of classes (the columns at global index >= it are padding).
 constexpr llvm::StringLiteral kVocabClassesAttr = "merak.vocab_classes";

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Fine-tuning on padded batches: Hugging Face models called with an
+attention_mask, as a tokenizer pads a batch of sentences of different
+lengths.
+
+    $(scripts/venv-path.sh)/bin/python test/zoo/padding_mask_check.py --bin build/bin \\
+        --workdir DIR [CHECK...]
+
+The zoo's models (test/zoo/zoo.py: 2 layers, width 64, sequence 16) are
+exported by dynamo (opset 20, a dynamic batch) as
+`model(input_ids=ids, attention_mask=mask).logits`, so the mask is a second
+graph input and every attention reads it (an additive bias built from the
+tokens, per row). The data: 8 rows of the bundled corpus, padded to
+lengths 16, 11, 14, 9, 16, 12, 7 and 15 (mask 0 and token 0 after the
+length), the labels the next tokens, -100 at the padded positions (PyTorch's
+ignore_index, which merak's cross-entropy skips too). Per model:
+  - the attention layers merak fuses (merak.attention with the mask in its
+    bias) are the ones EXPECT_FUSED names: today XLNet's; SDPA's exports
+    with a padding mask stay decomposed (see EXPECT_FUSED);
+  - 20 AdamW steps of ./train --data DIR (input_ids.npy, attention_mask.npy,
+    labels.npy; sequential sampler, batch 2) equal PyTorch float64 training
+    the same module on the same rows (loss rel <= 1e-4);
+  - tp2 (SGD) equals the serial program (rel <= 1e-5);
+  - dp2 (AdamW) equals PyTorch's DistributedDataParallel loss (each rank
+    averages its own labels, the ranks' losses are averaged; rel <= 1e-4):
+    with labels ignored the serial program's mean over the whole batch is
+    another loss, so dp is compared with DDP, as users run it.
+Ends with "N passed, M failed".
+"""
+import copy
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "torch"))
+import zoo  # noqa: E402
+from check_runner import run_checks  # noqa: E402
+
+# Encoders fine-tuned with padding (their attention not causal: the mask
+# alone hides the padding) and decoders padded on the right (the mask
+# under the causal one).
+CHECKS = ["bert", "roberta", "distilbert", "electra", "xlnet", "deberta-v2", "gpt2", "llama"]
+LENGTHS = [16, 11, 14, 9, 16, 12, 7, 15]
+# The mask's dtype as a tokenizer gives it (int64), but float for XLNet,
+# whose `1.0 - attention_mask` dynamo does not export with an integer mask.
+FLOAT_MASK = {"xlnet"}
+STEPS, TOL, PAR_TOL, LR = 20, 1e-4, 1e-5, 3e-3
+# Attentions fused per model, when not all of them (LAYERS). With a
+# padding mask, SDPA's export (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2,
+# Llama) adds where(mask, 0, -inf) to the scores and zeroes the NaN rows of
+# queries the mask hides entirely after the softmax (torch's guard); the
+# fused kernels give NaN there, so merak-fuse-attention leaves a bias from
+# the tokens under that guard decomposed. DeBERTa-v2 masks with where() on
+# a condition from the tokens, which the pass takes only when constant.
+# XLNet subtracts its mask from the scores: fused.
+EXPECT_FUSED = {"bert": 0, "roberta": 0, "distilbert": 0, "electra": 0, "deberta-v2": 0,
+                "gpt2": 0, "llama": 0}
+
+
+class Padded(torch.nn.Module):
+    """input_ids, attention_mask -> logits of the zoo's wrapped model."""
+
+    def __init__(self, wrapped):
+        super().__init__()
+        self.model = wrapped.model
+
+    def forward(self, input_ids, attention_mask):
+        kw = {"use_cache": False} if "use_cache" in self.model.forward.__code__.co_varnames else {}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True,
+                          **kw).logits
+
+
+class Env:
+    def __init__(self, bin_dir, work):
+        self.bin_dir, self.work = bin_dir, work
+        tokens = zoo.Zoo(bin_dir, work).tokens.astype(np.int64)
+        n = len(tokens) - zoo.T - 1
+        starts = [(i * 97) % n for i in range(len(LENGTHS))]
+        ids = np.stack([tokens[s:s + zoo.T] for s in starts])
+        labels = np.stack([tokens[s + 1:s + zoo.T + 1] for s in starts])
+        mask = np.zeros_like(ids)
+        for r, length in enumerate(LENGTHS):
+            mask[r, :length] = 1
+        ids[mask == 0] = 0
+        labels[mask == 0] = -100
+        self.ids, self.mask, self.labels = ids, mask, labels
+        self.data = {}
+        for kind, m in (("int", mask), ("float", mask.astype(np.float32))):
+            d = self.data[kind] = os.path.join(work, "padded-" + kind)
+            os.makedirs(d, exist_ok=True)
+            for name, a in (("input_ids", ids), ("attention_mask", m), ("labels", labels)):
+                np.save(os.path.join(d, name + ".npy"), a)
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+    def batches(self, mask_dtype):
+        """./train's sequential sampler: row r of step s is (s*B + r) mod N."""
+        for s in range(STEPS):
+            rows = [(s * zoo.B + r) % len(LENGTHS) for r in range(zoo.B)]
+            yield (torch.from_numpy(self.ids[rows]),
+                   torch.from_numpy(self.mask[rows]).to(mask_dtype),
+                   torch.from_numpy(self.labels[rows]))
+
+
+def export(model, path, mask_dtype):
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    example = (torch.zeros(zoo.B, zoo.T, dtype=torch.int64),
+               torch.ones(zoo.B, zoo.T, dtype=mask_dtype))
+    model.train()
+    torch.onnx.export(model, example, path, dynamo=True, optimize=False, opset_version=20,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                      dynamic_shapes=({0: batch}, {0: batch}), verbose=False)
+
+
+def reference(model, env, mask_dtype, dp=1):
+    """Per-step losses of PyTorch AdamW training `model` in float64; with
+    `dp`, DistributedDataParallel's loss: each of dp shards of the batch
+    averages its own labels, and the shards' losses (so their gradients)
+    are averaged."""
+    model = model.double().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.01)
+    losses = []
+    for ids, mask, labels in env.batches(torch.float64 if mask_dtype.is_floating_point
+                                         else mask_dtype):
+        opt.zero_grad()
+        logits = model(ids, mask)
+        shards = [F.cross_entropy(lg.reshape(-1, lg.size(-1)), lb.reshape(-1))
+                  for lg, lb in zip(logits.chunk(dp), labels.chunk(dp))]
+        loss = sum(shards) / dp
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def train(env, onnx, frozen, exe, flags, data, ranks=1):
+    shape = "%dx%d" % (zoo.B, zoo.T)
+    cmd = [os.path.join(env.bin_dir, "merak-compile"), onnx, "--input-shape",
+           "input_ids=" + shape, "--input-shape", "attention_mask=" + shape, "-o", exe]
+    for f in frozen:
+        cmd += ["--frozen", f]
+    zoo.tool(cmd + flags)
+    metrics = exe + ".jsonl"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    run = [exe, "--data", data, "--steps", str(STEPS), "--sampler", "sequential",
+           "--metrics", metrics]
+    zoo.tool((zoo.MPIRUN + ["-np", str(ranks)] if ranks > 1 else []) + run, env=env.env)
+    with open(metrics) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    if len(losses) != STEPS:
+        raise zoo.Failure("%d metrics lines for %d steps" % (len(losses), STEPS))
+    return losses, cmd + flags
+
+
+def max_rel(got, want):
+    return max(abs(g - w) / abs(w) for g, w in zip(got, want))
+
+
+def check(env, name):
+    wrapped, _ = zoo.build(name)
+    model = Padded(wrapped)
+    state = copy.deepcopy(model.state_dict())
+    work = os.path.join(env.work, name)
+    os.makedirs(work, exist_ok=True)
+    onnx = os.path.join(work, "model.onnx")
+    mask_dtype = torch.float32 if name in FLOAT_MASK else torch.int64
+    data = env.data["float" if name in FLOAT_MASK else "int"]
+    export(model, onnx, mask_dtype)
+    model.load_state_dict(state)
+    frozen = zoo.non_parameter_initializers(onnx, model)
+    got, cmd = train(env, onnx, frozen, os.path.join(work, "train-adamw"),
+                     ["--optimizer", "adamw", "--opt", "lr=%g" % LR], data)
+    emitted = zoo.tool([c for c in cmd if c != "-o" and not c.endswith("train-adamw")] +
+                       ["--compile-to=emit"])
+    fused = emitted.count("attention(")
+    want = reference(copy.deepcopy(model), env, mask_dtype)
+    err = max_rel(got, want)
+    sgd = ["--optimizer", "sgd", "--opt", "lr=0.02", "--opt", "momentum=0.9"]
+    serial, _ = train(env, onnx, frozen, os.path.join(work, "train-sgd"), sgd, data)
+    tp, _ = train(env, onnx, frozen, os.path.join(work, "train-sgd-t2"), sgd + ["--tp", "2"],
+                  data, ranks=2)
+    tp_err = max_rel(tp, serial)
+    dp, _ = train(env, onnx, frozen, os.path.join(work, "train-adamw-d2"),
+                  ["--optimizer", "adamw", "--opt", "lr=%g" % LR, "--dp", "2"], data, ranks=2)
+    model.load_state_dict(state)
+    dp_err = max_rel(dp, reference(copy.deepcopy(model), env, mask_dtype, dp=2))
+    expected = EXPECT_FUSED.get(name, zoo.LAYERS)
+    msg = ("%d attentions fused (%d expected); losses %.4f -> %.4f (torch %.4f -> %.4f), max rel "
+           "err %.1e; tp2 %.1e vs serial; dp2 %.1e vs torch's DDP loss" % (
+               fused, expected, got[0], got[-1], want[0], want[-1], err, tp_err, dp_err))
+    ok = (fused == expected and err <= TOL and want[-1] < want[0] and tp_err <= PAR_TOL and
+          dp_err <= TOL)
+    return ok, msg
+
+
+def main():
+    return run_checks(Env, check, CHECKS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
