@@ -310,7 +310,8 @@ def check_vocab(env, cfg, off):
     text = "\n".join(l for l in out.splitlines() if "merak.param" not in l)
     full = "x%dxf32>" % V_SPLIT
     local = "tensor<%dx%dx%dxf32>" % (BATCH // (cfg["dp"] * cfg["m"]), SEQ, V_SPLIT // cfg["tp"])
-    split = full not in text and local in text and '{group = "tp"}' in text
+    split = (full not in text and local in text and
+             re.search(r'merak\.cross_entropy .*\{.*group = "tp"', text) is not None)
     ok = ok and holders == [0, cfg["pp"] - 1] and split != off
     return ok, msg + "; wte held by stages %s, vocabulary %s" % (
         holders, "split (logits %s)" % local if split else "replicated")
