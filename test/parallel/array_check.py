@@ -377,7 +377,7 @@ def check(env, name):
         with open(ir) as f:
             text = f.read()
         if not re.search(r"merak.param @head : tensor<16x20xf32> .*axis = 1", text) or \
-                not re.search(r'group = "tp"\} : tensor<\d+x20xf32>', text):
+                not re.search(r'group = "tp"[^}]*\} : tensor<\d+x20xf32>', text):
             return False, msg + "; the [C, V] head or the logits are not split on V"
         msg += "; head split 20 of 40 columns per rank, vocab-parallel loss"
     return ok, msg
