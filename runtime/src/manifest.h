@@ -43,8 +43,6 @@
 #include "merak_rt/safetensors.h"
 #include "merak_rt/status.h"
 
-#include <optional>
-
 #include <cstdint>
 #include <optional>
 #include <string>
