@@ -338,11 +338,9 @@ def MerakAttachLoss : Pass<"merak-attach-loss", "mlir::ModuleOp"> {
       axis is the last) against integer labels: `labels=next-token` adds an
       argument `labels` shaped like the logits without the class axis (the
       data loader supplies the next token of every input position), and
-      `labels=NAME` uses that graph input instead. Labels equal to -100
-      (PyTorch's `ignore_index`: padded positions) are skipped and the mean
-      is taken over the others; the labels argument records it
-      (`merak.ignore_index`, the manifest's `ignore_index`), so that ./train
-      accepts that value in a labels array.
+      `labels=NAME` uses that graph input instead. Labels of -100 (PyTorch's
+      `ignore_index`: padding) are skipped, the mean taken over the others;
+      `merak.ignore_index` on the labels records it for ./train.
     - `loss=model-output`: the model already returns the loss; its first
       result (or `logits=NAME`) must be a scalar.
   }];
