@@ -139,13 +139,17 @@ def reference(model, env, mask_dtype, dp=1):
     return losses
 
 
-def train(env, onnx, frozen, exe, flags, data, ranks=1):
+def compile_cmd(env, onnx, frozen, flags):
     shape = "%dx%d" % (zoo.B, zoo.T)
     cmd = [os.path.join(env.bin_dir, "merak-compile"), onnx, "--input-shape",
-           "input_ids=" + shape, "--input-shape", "attention_mask=" + shape, "-o", exe]
+           "input_ids=" + shape, "--input-shape", "attention_mask=" + shape]
     for f in frozen:
         cmd += ["--frozen", f]
-    zoo.tool(cmd + flags)
+    return cmd + flags
+
+
+def train(env, onnx, frozen, exe, flags, data, ranks=1):
+    zoo.tool(compile_cmd(env, onnx, frozen, flags + ["-o", exe]))
     metrics = exe + ".jsonl"
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -156,7 +160,7 @@ def train(env, onnx, frozen, exe, flags, data, ranks=1):
         losses = [json.loads(line)["loss"] for line in f]
     if len(losses) != STEPS:
         raise zoo.Failure("%d metrics lines for %d steps" % (len(losses), STEPS))
-    return losses, cmd + flags
+    return losses
 
 
 def max_rel(got, want):
@@ -175,20 +179,19 @@ def check(env, name):
     export(model, onnx, mask_dtype)
     model.load_state_dict(state)
     frozen = zoo.non_parameter_initializers(onnx, model)
-    got, cmd = train(env, onnx, frozen, os.path.join(work, "train-adamw"),
-                     ["--optimizer", "adamw", "--opt", "lr=%g" % LR], data)
-    emitted = zoo.tool([c for c in cmd if c != "-o" and not c.endswith("train-adamw")] +
-                       ["--compile-to=emit"])
+    adamw = ["--optimizer", "adamw", "--opt", "lr=%g" % LR]
+    got = train(env, onnx, frozen, os.path.join(work, "train-adamw"), adamw, data)
+    emitted = zoo.tool(compile_cmd(env, onnx, frozen, adamw + ["--compile-to=emit"]))
     fused = emitted.count("attention(")
     want = reference(copy.deepcopy(model), env, mask_dtype)
     err = max_rel(got, want)
     sgd = ["--optimizer", "sgd", "--opt", "lr=0.02", "--opt", "momentum=0.9"]
-    serial, _ = train(env, onnx, frozen, os.path.join(work, "train-sgd"), sgd, data)
-    tp, _ = train(env, onnx, frozen, os.path.join(work, "train-sgd-t2"), sgd + ["--tp", "2"],
+    serial = train(env, onnx, frozen, os.path.join(work, "train-sgd"), sgd, data)
+    tp = train(env, onnx, frozen, os.path.join(work, "train-sgd-t2"), sgd + ["--tp", "2"],
                   data, ranks=2)
     tp_err = max_rel(tp, serial)
-    dp, _ = train(env, onnx, frozen, os.path.join(work, "train-adamw-d2"),
-                  ["--optimizer", "adamw", "--opt", "lr=%g" % LR, "--dp", "2"], data, ranks=2)
+    dp = train(env, onnx, frozen, os.path.join(work, "train-adamw-d2"), adamw + ["--dp", "2"],
+               data, ranks=2)
     model.load_state_dict(state)
     dp_err = max_rel(dp, reference(copy.deepcopy(model), env, mask_dtype, dp=2))
     expected = EXPECT_FUSED.get(name, zoo.LAYERS)
