@@ -119,6 +119,9 @@ void addForwardToLossPasses(OpPassManager &pm, const PipelineOptions &o) {
   loss.loss = o.loss;
   loss.logits = o.logits;
   loss.labels = o.labels;
+  // Split over dp ranks and micro-batches, the pieces' means weighed by
+  // their label counts average to the whole step's mean.
+  loss.globalMean = o.dp * o.microbatches > 1;
   pm.addPass(createMerakAttachLoss(loss));
   if (o.moeAuxLoss > 0) {
     MerakMoeAuxLossOptions aux;

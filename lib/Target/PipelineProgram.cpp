@@ -101,8 +101,8 @@ struct Layout {
   }
 };
 
-/// The step's inputs (every micro-batch's tokens and labels, or arrays, then
-/// the step) and outputs (the update's results), placed in A from `top`
+/// The step's inputs (every micro-batch's tokens and labels, or arrays; the
+/// label count; then the step) and outputs (the update's results), placed in A from `top`
 /// (advanced past them); their slots go into `l`.
 LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m, int64_t &top,
                                  Layout &l, schema::Program &manifest) {
@@ -112,22 +112,25 @@ LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m
     return off;
   };
   bool haveTokens = false;
-  std::string otherInput;
   for (BlockArgument arg : lossFn.getArguments()) {
     auto name = lossFn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "merak.name");
     auto type = cast<RankedTensorType>(arg.getType());
     std::string n = name ? name.str() : "";
+    if (n == kLabelCountInput && type.getRank() == 0) {
+      // One value for the whole step, read by every micro-batch.
+      l.dataRole[n] = n;
+      l.dataSlot[n] = {place(tensorBytes(type)), tensorBytes(type)};
+      manifest.inputs.push_back(target::manifestTensor(n, type, l.dataSlot[n].first));
+      manifest.inputs.back().role = n;
+      continue;
+    }
     std::string role;
     if (n == "labels")
       role = "labels";
     else if (!haveTokens && target::isTokenInput(lossFn, arg.getArgNumber()))
       role = "tokens", haveTokens = true;
-    else // an array input of a model without token ids (features, images)
-      role = "other", otherInput = n;
-    if (haveTokens && !otherInput.empty())
-      return lossFn.emitError("a pipeline program with token ids feeds only them and labels; "
-                              "input '")
-             << otherInput << "' is neither";
+    else // an array input: features, images, a padded batch's attention mask
+      role = "other";
     l.dataRole[n] = role;
     SmallVector<int64_t> shape(type.getShape());
     shape[0] *= m; // every micro-batch of the step
@@ -215,7 +218,7 @@ FailureOr<schema::Fragment> fragmentEntry(func::FuncOp f, const Layout &l) {
     } else if (l.dataSlot.count(kindName)) {
       std::string role = l.dataRole.lookup(kindName);
       a.source = role == "other" ? std::string("input") : role;
-      if (role == "other")
+      if (role == "other" || role == kLabelCountInput)
         a.inputOffset = l.dataSlot.lookup(kindName).first;
     } else {
       return f.emitError("fragment argument ") << i << " has no known source";

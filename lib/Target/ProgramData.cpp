@@ -238,6 +238,8 @@ LogicalResult mlir::merak::writeProgramData(ModuleOp module, const ProgramInfo &
       role = "labels";
     else if (n == "step" && type.getRank() == 0)
       role = "step";
+    else if (n == kLabelCountInput && type.getRank() == 0)
+      role = kLabelCountInput.str();
     else if (!haveTokens && target::isTokenInput(fn, arg.getArgNumber()))
       role = "tokens", haveTokens = true;
     manifest.inputs.push_back(target::manifestTensor(

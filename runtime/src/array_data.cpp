@@ -161,6 +161,7 @@ Result<ArrayDataset> ArrayDataset::open(const std::string &dir,
                            " samples, but " + ds.arrays_[0].path + " has " +
                            std::to_string(ds.samples_));
     ds.samples_ = shape[0];
+    a.dtype = spec.dtype;
     a.rowBytes = static_cast<int64_t>(dtypeSize(spec.dtype));
     for (int64_t d : spec.sampleShape)
       a.rowBytes *= d;
@@ -203,6 +204,34 @@ Status ArrayDataset::fill(size_t i, int64_t step, int64_t globalBatch,
     std::memcpy(out, a.data.data() + sampleOf(step, globalBatch, r) * a.rowBytes,
                 a.rowBytes);
   return Status::success();
+}
+
+namespace {
+template <class I> int64_t countNot(const char *row, int64_t n, int64_t value) {
+  int64_t k = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    I v;
+    std::memcpy(&v, row + e * static_cast<int64_t>(sizeof(I)), sizeof(I));
+    k += static_cast<int64_t>(v) != value;
+  }
+  return k;
+}
+} // namespace
+
+Result<int64_t> ArrayDataset::countOther(size_t i, int64_t step, int64_t globalBatch,
+                                         int64_t value) const {
+  if (i >= arrays_.size() || step < 0 || globalBatch < 1 ||
+      (arrays_[i].dtype != DType::I64 && arrays_[i].dtype != DType::I32))
+    return Status::error("internal: bad array count request");
+  const Array &a = arrays_[i];
+  const bool wide = a.dtype == DType::I64;
+  const int64_t n = a.rowBytes / (wide ? 8 : 4);
+  int64_t k = 0;
+  for (int64_t r = 0; r < globalBatch; ++r) {
+    const char *row = a.data.data() + sampleOf(step, globalBatch, r) * a.rowBytes;
+    k += wide ? countNot<int64_t>(row, n, value) : countNot<int32_t>(row, n, value);
+  }
+  return k;
 }
 
 } // namespace merak::rt

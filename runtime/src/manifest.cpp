@@ -3,6 +3,7 @@
 
 #include "json_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <set>
@@ -213,10 +214,10 @@ void checkTensors(const schema::Program &p, Manifest &m) {
         fail(where + ": ignore_index needs an integer input");
       t.ignoreIndex = p.inputs[i].ignoreIndex->value;
     }
-    if (t.role != "tokens" && t.role != "labels" && t.role != "step" &&
+    if (t.role != "tokens" && t.role != "labels" && t.role != "step" && t.role != "label_count" &&
         t.role != "other")
       fail(where + ": unknown role '" + t.role +
-           "' (expected tokens, labels, step or other)");
+           "' (expected tokens, labels, step, label_count or other)");
     if (t.role != "other")
       for (size_t j = 0; j < i; ++j)
         if (m.inputs[j].role == t.role)
@@ -237,6 +238,16 @@ void checkTensors(const schema::Program &p, Manifest &m) {
   if (const ManifestTensor *step = m.inputWithRole("step"))
     if (step->elements != 1 || !isIndex(step->dtype))
       fail("the step input '" + step->name + "' must be an I64 or I32 scalar");
+  // The loss's count of labels (merak-attach-loss's global-mean): a float
+  // scalar, of the labels of an input with an ignore_index.
+  if (const ManifestTensor *count = m.inputWithRole("label_count")) {
+    if (count->elements != 1 || count->dtype != DType::F32)
+      fail("the label_count input '" + count->name + "' must be an F32 scalar");
+    if (std::none_of(m.inputs.begin(), m.inputs.end(),
+                     [](const ManifestTensor &in) { return in.ignoreIndex.has_value(); }))
+      fail("the label_count input '" + count->name +
+           "' needs labels with an ignore_index to count");
+  }
 
   m.outputs = checkList(p.outputs, "outputs", m.arenaBytes, "arena_bytes");
   for (const char *name : {"loss", "grad_norm", "lr"})

@@ -64,6 +64,8 @@ Status PipelineRunner::Impl::bindArgs(const Fragment &f, Chunk &ch, char *A, int
       src = A + labels.offset + mb * s.bytes;
     else if (s.kind == "input") // an array input (features, images)
       src = A + s.inputOffset + mb * s.bytes;
+    else if (s.kind == "label_count") // the step's, the same for every micro-batch
+      src = A + s.inputOffset;
     else if (s.kind == "act")
       src = ch.actIn.of[mb] + s.msgOffset, inPlace = memory->hostResident();
     else if (s.kind == "cot")

@@ -74,8 +74,9 @@ void PipelineRunner::Impl::parseFragments(const schema::Pipeline &pl) {
     // arena slot (bindArgs, compute).
     const bool update = fr.kind == "update" || fr.kind == "prepare";
     for (const Slot &a : fr.args)
-      if (a.offset < 0 && (update || (a.kind != "tokens" && a.kind != "labels" &&
-                                      a.kind != "input" && keptKind(a.kind) < 0)))
+      if (a.offset < 0 &&
+          (update || (a.kind != "tokens" && a.kind != "labels" && a.kind != "input" &&
+                      a.kind != "label_count" && keptKind(a.kind) < 0)))
         bad("fragment \"" + f.name + "\"'s " + a.kind + " argument has no arena slot");
     for (const Slot &r : fr.results)
       if (r.offset < 0 && (update || keptKind(r.kind) < 0 || readsKind(fr, r.kind)))

@@ -30,6 +30,33 @@ void writeIndices(char *base, const ManifestTensor &t, const int64_t *values, ui
   }
 }
 
+/// The label_count input of step s: the global batch's labels other than
+/// the ignore_index (every label of a token file counts), over the pieces.
+Status fillLabelCount(const Program &program, Datasets &data, int64_t s, char *A) {
+  const ManifestTensor &labels = *program.countedLabels;
+  const int64_t globalBatch = program.batch * program.manifest.meshDp;
+  int64_t counted = 0;
+  if (data.arrays) {
+    auto at = std::find(program.arrayInputs.begin(), program.arrayInputs.end(), &labels);
+    if (at == program.arrayInputs.end())
+      return Status::error("internal: the counted labels '" + labels.name + "' are not read");
+    Result<int64_t> n = data.arrays->countOther(at - program.arrayInputs.begin(), s, globalBatch,
+                                                *labels.ignoreIndex);
+    if (!n.ok())
+      return n.status();
+    counted = n.value();
+  } else {
+    counted = globalBatch * (labels.elements / program.batch);
+  }
+  if (counted == 0)
+    return Status::error("every label of the batch is the ignore_index " +
+                         std::to_string(*labels.ignoreIndex) +
+                         ": the loss has no label to average (a batch of padding only)");
+  const float value = static_cast<float>(static_cast<double>(counted) / program.pieces);
+  std::memcpy(A + program.labelCount->offset, &value, sizeof(value));
+  return Status();
+}
+
 } // namespace
 
 Program loadProgram() {
@@ -59,7 +86,7 @@ Program loadProgram() {
                             [](const ManifestTensor &in) { return in.role == "other"; });
   p.tokens = others ? nullptr : ids;
   for (const ManifestTensor &in : m.inputs)
-    if (!p.tokens && in.role != "step") {
+    if (!p.tokens && in.role != "step" && in.role != "label_count") {
       if (in.shape.empty() || (!p.arrayInputs.empty() && in.shape[0] != p.arrayInputs[0]->shape[0]))
         internalError("input '" + in.name +
                       "' has no batch dimension shared "
@@ -70,6 +97,11 @@ Program loadProgram() {
     internalError("the manifest has no input to feed");
   p.labels = m.inputWithRole("labels");
   p.step = m.inputWithRole("step");
+  p.labelCount = m.inputWithRole("label_count");
+  for (const ManifestTensor &in : m.inputs)
+    if (in.ignoreIndex)
+      p.countedLabels = &in;
+  p.pieces = m.meshDp * (m.pipeline ? m.pipeline->microbatches : 1);
   p.loss = m.output("loss");
   p.gradNorm = m.output("grad_norm");
   p.lr = m.output("lr");
@@ -154,6 +186,9 @@ Status fillStepInputs(const Program &program, Datasets &data, int64_t s, int64_t
     if (program.labels)
       writeIndices(A, *program.labels, labels.data(), labels.size());
   }
+  if (program.labelCount)
+    if (Status st = fillLabelCount(program, data, s, A); !st.ok())
+      return st;
   if (program.step)
     writeIndices(A, *program.step, &s, 1);
   return Status();

@@ -31,6 +31,11 @@ struct Program {
   int64_t batch = 0, seqLen = 0;
   /// Inputs fed from .npy arrays when there are no token ids.
   std::vector<const ManifestTensor *> arrayInputs;
+  /// The loss's count of labels (role label_count), the labels it counts
+  /// (the input with an ignore_index), and the step's pieces: dp ranks x
+  /// micro-batches, over which the count is averaged.
+  const ManifestTensor *labelCount = nullptr, *countedLabels = nullptr;
+  int64_t pieces = 1;
 };
 
 /// Parses and checks the embedded manifest (an internal error otherwise).
@@ -49,7 +54,9 @@ Datasets openData(const Program &program, const TrainOptions &o);
 const char *constants(const Manifest &m, const WeightsFile *w, Buffer &constsCopy);
 
 /// Step `s`'s inputs in the arena: this data-parallel rank's rows of the
-/// global batch (token ids and labels, or every array input) and the step.
+/// global batch (token ids and labels, or every array input), the label
+/// count (the global batch's labels other than the ignore_index over the
+/// pieces; an error when there are none) and the step.
 Status fillStepInputs(const Program &program, Datasets &data, int64_t s, int64_t dpRank, char *A,
                       std::vector<int64_t> &inputs, std::vector<int64_t> &labels);
 

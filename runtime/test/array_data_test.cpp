@@ -117,3 +117,22 @@ TEST_F(ArrayDataTest, IndexLimitAllowsOnlyTheIgnoreIndex) {
   ASSERT_FALSE(over.ok());
   EXPECT_NE(over.message().find("value 5 at sample 4"), std::string::npos);
 }
+
+TEST_F(ArrayDataTest, CountOtherCountsTheStepsGlobalRows) {
+  // The loss's label count: elements of the step's global rows (every dp
+  // rank's) other than the ignore_index, whatever row a rank reads.
+  std::vector<int32_t> y = {1, -100, 4, -100, -100, 0, 2, 3, -100, -100};
+  writeNpy(dir + "/labels.npy", "<i4", "5, 2", y.data(), y.size() * 4);
+  auto ds = ArrayDataset::open(dir, {{"labels", DType::I32, {2}, 5, -100}}, Sampler::Sequential, 0);
+  ASSERT_TRUE(ds.ok()) << ds.message();
+  // Step 0 of a global batch of 2: samples 0, 1 (1 + 1 counted).
+  Result<int64_t> n = ds.value().countOther(0, 0, 2, -100);
+  ASSERT_TRUE(n.ok()) << n.message();
+  EXPECT_EQ(n.value(), 2);
+  // Step 1 of a global batch of 3: samples 3, 4, 0 (2 + 0 + 1).
+  EXPECT_EQ(ds.value().countOther(0, 1, 3, -100).value(), 3);
+  // Float arrays count nothing: an internal error.
+  auto floats = ArrayDataset::open(dir, {{"x", DType::F32, {3}}}, Sampler::Sequential, 0);
+  ASSERT_TRUE(floats.ok()) << floats.message();
+  EXPECT_FALSE(floats.value().countOther(0, 0, 2, -100).ok());
+}

@@ -136,7 +136,7 @@ TEST(Manifest, Errors) {
               "inputs[1] ('targets'): a second input with role 'tokens'");
   expectError("\"role\": \"step\"", "\"role\": \"mask\"",
               "inputs[2] ('t'): unknown role 'mask' (expected tokens, labels, "
-              "step or other)");
+              "step, label_count or other)");
   expectError("\"shape\": [2, 8],\n       \"offset\": 0",
               "\"shape\": [16],\n       \"offset\": 0",
               "the tokens input 'ids' must be an I64 or I32 tensor of shape "
@@ -273,4 +273,29 @@ TEST(Manifest, LabelsIgnoreIndex) {
   ASSERT_FALSE(notInt.ok());
   EXPECT_NE(notInt.message().find("ignore_index must be an integer"), std::string::npos)
       << notInt.message();
+}
+
+TEST(Manifest, LabelCount) {
+  // merak-attach-loss's global-mean: an F32 scalar that ./train fills with
+  // the step's count of labels other than the ignore_index.
+  std::string text = manifest();
+  std::string step = "{\"name\": \"t\", \"role\": \"step\"";
+  std::string count = "{\"name\": \"label_count\", \"role\": \"label_count\", \"dtype\": \"F32\", "
+                      "\"shape\": [], \"offset\": 200},\n      ";
+  text.insert(text.find(step), count);
+  Result<Manifest> noIgnore = parseManifest(text);
+  ASSERT_FALSE(noIgnore.ok());
+  EXPECT_EQ(noIgnore.message(),
+            "the label_count input 'label_count' needs labels with an ignore_index to count");
+  std::string labels = "\"role\": \"labels\", \"dtype\": \"I32\", \"shape\": [2, 8],\n       "
+                       "\"offset\": 128";
+  text.replace(text.find(labels), labels.size(), labels + ", \"ignore_index\": -100");
+  Result<Manifest> r = parseManifest(text);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->inputWithRole("label_count")->name, "label_count");
+  std::string wide = text;
+  wide.replace(wide.find("\"F32\", \"shape\": [], \"offset\": 200"), 5, "\"I64\"");
+  Result<Manifest> notFloat = parseManifest(wide);
+  ASSERT_FALSE(notFloat.ok());
+  EXPECT_EQ(notFloat.message(), "the label_count input 'label_count' must be an F32 scalar");
 }

@@ -20,16 +20,21 @@ ignore_index, which merak's cross-entropy skips too). Per model:
   - 20 AdamW steps of ./train --data DIR (input_ids.npy, attention_mask.npy,
     labels.npy; sequential sampler, batch 2) equal PyTorch float64 training
     the same module on the same rows (loss rel <= 1e-4);
-  - tp2 (SGD) equals the serial program (rel <= 1e-5);
-  - dp2 (AdamW) equals PyTorch's DistributedDataParallel loss (each rank
-    averages its own labels, the ranks' losses are averaged; rel <= 1e-4):
-    with labels ignored the serial program's mean over the whole batch is
-    another loss, so dp is compared with DDP, as users run it.
+  - tp2 and pp2 with 2 micro-batches (SGD) equal the serial program
+    (rel <= 1e-5);
+  - dp2 (AdamW) equals PyTorch's serial training too (rel <= 1e-4): the
+    loss is the mean over the whole step's counted labels, not the ranks'
+    means averaged (DistributedDataParallel's, which differs when the
+    ranks count different numbers of labels: the first step's two rows
+    count 16 and 11).
+And "all-padding": a step whose labels are all -100 stops the dp2 program
+(BERT) with an error naming it, not a NaN loss or a silent 0.
 Ends with "N passed, M failed".
 """
 import copy
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -121,7 +126,7 @@ def reference(model, env, mask_dtype, dp=1):
     """Per-step losses of PyTorch AdamW training `model` in float64; with
     `dp`, DistributedDataParallel's loss: each of dp shards of the batch
     averages its own labels, and the shards' losses (so their gradients)
-    are averaged."""
+    are averaged (the check shows how far that is from merak's dp)."""
     model = model.double().train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.01)
@@ -190,21 +195,52 @@ def check(env, name):
     tp = train(env, onnx, frozen, os.path.join(work, "train-sgd-t2"), sgd + ["--tp", "2"],
                   data, ranks=2)
     tp_err = max_rel(tp, serial)
+    pp = train(env, onnx, frozen, os.path.join(work, "train-sgd-p2m2"),
+               sgd + ["--pp", "2", "--microbatches", "2"], data, ranks=2)
+    pp_err = max_rel(pp, serial)
     dp = train(env, onnx, frozen, os.path.join(work, "train-adamw-d2"), adamw + ["--dp", "2"],
                data, ranks=2)
+    dp_err = max_rel(dp, want)
     model.load_state_dict(state)
-    dp_err = max_rel(dp, reference(copy.deepcopy(model), env, mask_dtype, dp=2))
+    ddp_gap = max_rel(reference(copy.deepcopy(model), env, mask_dtype, dp=2), want)
     expected = EXPECT_FUSED.get(name, zoo.LAYERS)
     msg = ("%d attentions fused (%d expected); losses %.4f -> %.4f (torch %.4f -> %.4f), max rel "
-           "err %.1e; tp2 %.1e vs serial; dp2 %.1e vs torch's DDP loss" % (
-               fused, expected, got[0], got[-1], want[0], want[-1], err, tp_err, dp_err))
+           "err %.1e; vs serial: tp2 %.1e, pp2 m2 %.1e; dp2 %.1e vs torch (DDP's loss: %.1e)" % (
+               fused, expected, got[0], got[-1], want[0], want[-1], err, tp_err, pp_err, dp_err,
+               ddp_gap))
     ok = (fused == expected and err <= TOL and want[-1] < want[0] and tp_err <= PAR_TOL and
-          dp_err <= TOL)
+          pp_err <= PAR_TOL and dp_err <= TOL)
     return ok, msg
 
 
+def check_all_padding(env):
+    wrapped, _ = zoo.build("bert")
+    model = Padded(wrapped)
+    work = os.path.join(env.work, "all-padding")
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    onnx = os.path.join(work, "model.onnx")
+    export(model, onnx, torch.int64)
+    labels = env.labels.copy()
+    labels[2:4] = -100  # step 1's two rows (sequential sampler, batch 2)
+    for name, a in (("input_ids", env.ids), ("attention_mask", env.mask), ("labels", labels)):
+        np.save(os.path.join(data, name + ".npy"), a)
+    exe = os.path.join(work, "train")
+    zoo.tool(compile_cmd(env, onnx, zoo.non_parameter_initializers(onnx, model),
+                         ["--dp", "2", "-o", exe]))
+    run = zoo.MPIRUN + ["-np", "2", exe, "--data", data, "--steps", "3", "--sampler",
+                        "sequential"]
+    p = subprocess.run(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env,
+                       timeout=300)
+    out = p.stdout.decode(errors="replace")
+    want = "step 1: every label of the batch is the ignore_index -100"
+    return p.returncode != 0 and want in out, "exit %d, %s" % (
+        p.returncode, zoo.first_error_line(out) or "no error")
+
+
 def main():
-    return run_checks(Env, check, CHECKS)
+    return run_checks(Env, lambda env, name: check_all_padding(env) if name == "all-padding"
+                      else check(env, name), CHECKS + ["all-padding"])
 
 
 if __name__ == "__main__":

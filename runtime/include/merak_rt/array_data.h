@@ -51,9 +51,14 @@ public:
   Status fill(size_t i, int64_t step, int64_t globalBatch, int64_t rowBegin,
               int64_t rowEnd, void *dst) const;
 
+  /// How many elements of integer array i in step `step`'s global rows
+  /// differ from `value` (the labels the loss counts: not its ignore_index).
+  Result<int64_t> countOther(size_t i, int64_t step, int64_t globalBatch, int64_t value) const;
+
   /// One input's rows (public for the index check in array_data.cpp).
   struct Array {
     std::string path;
+    DType dtype = DType::F32;
     std::vector<char> data; ///< N rows of rowBytes
     int64_t rowBytes = 0;
   };

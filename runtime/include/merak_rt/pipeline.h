@@ -21,10 +21,12 @@
 //   "stages", "microbatches", "schedule": "gpipe" | "1f1b",
 //   "fragments": [{"name", "stage", "kind", "arena_bytes",
 //       "args":    [{"source": "tokens"|"labels"|"input"|"act"|"cot"|"stash"|
-//                              "rstash"|"wstash"|"step",
+//                              "rstash"|"wstash"|"step"|"label_count",
 //                    "offset" (in A), "bytes", "msg_offset" (act/cot/*stash),
-//                    "input_offset" (input: the step input's offset in A,
-//                    an array input of a model without token ids)}],
+//                    "input_offset" (input: the step input's offset in A, an
+//                    array input other than token ids and labels, read a
+//                    micro-batch's rows at a time; label_count: the step's
+//                    label count, the same for every micro-batch)}],
 //       "results": [{"dest": "act"|"cot"|"stash"|"rstash"|"wstash"|"loss"|
 //                            "grad_norm"|"lr"|"none",
 //                    "offset", "bytes", "dtype", "msg_offset" | "out_offset"}]}],

@@ -54,8 +54,12 @@
 //                 with "shard" too (state of a tensor-parallel shard), the
 //                 tp rank's shard is what is flattened and split, and
 //                 "global_shape" is the full tensor's}],
-//   "inputs":  [{"name", "role": "tokens" | "labels" | "step" | "other",
-//                "dtype", "shape", "offset" (in A)}],
+//   "inputs":  [{"name", "role": "tokens" | "labels" | "step" |
+//                "label_count" | "other", "dtype", "shape", "offset" (in A),
+//                "index_limit", "ignore_index"}]; label_count (F32 scalar):
+//                the step's labels other than the ignore_index over its
+//                dp x micro-batch pieces (merak-attach-loss's global-mean),
+//                filled by ./train
 //   "outputs": [{"name" ("loss", "grad_norm", "lr", ...), "dtype", "shape",
 //                "offset" (in A)}],
 //   "hparams": {"lr": "<param name>", ...}   run-time overridable scalars

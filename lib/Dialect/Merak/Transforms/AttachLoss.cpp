@@ -4,6 +4,7 @@
 #include "merak/Dialect/Merak/IR/MerakOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/Support/Debug.h"
 
 namespace mlir::merak {
@@ -62,6 +63,46 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
     fn.setSymName("loss");
     if (failed(build(fn)))
       return signalPassFailure();
+  }
+
+  /// `global-mean`: the piece's mean `loss` becomes `loss * n / label_count`
+  /// (0 when the piece counts no label, whose mean is 0/0), with `n` its
+  /// labels other than the ignore_index and `label_count` a new argument:
+  /// the step's count over its dp x micro-batch pieces. The pieces' average
+  /// is then the sum over the step's counted labels over their number, the
+  /// serial program's mean; without ignored labels n == label_count and the
+  /// factor is exactly 1.
+  LogicalResult weighByLabelCount(func::FuncOp fn, OpBuilder &b, Value labels, Value &loss) {
+    Location loc = fn.getLoc();
+    auto labelsType = cast<RankedTensorType>(labels.getType());
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    auto f32 = b.getF32Type();
+    auto scalar = RankedTensorType::get({}, f32);
+    auto name = b.getNamedAttr("merak.name", b.getStringAttr(kLabelCountInput));
+    if (failed(fn.insertArgument(fn.getNumArguments(), scalar, b.getDictionaryAttr(name), loc)))
+      return failure();
+    Value labelCount = fn.getArguments().back();
+    Type labelElem = labelsType.getElementType();
+    Value ignore = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, labelElem),
+                               APInt(labelElem.getIntOrFloatBitWidth(), kTorchIgnoreIndex,
+                                     /*isSigned=*/true)));
+    Value counted = NeOp::create(b, loc, labels, ignore);
+    Value ones = CastOp::create(b, loc, RankedTensorType::get(labelsType.getShape(), f32), counted);
+    Value n = ReduceSumOp::create(
+        b, loc, ones, llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank())), false);
+    Value weight = DivOp::create(b, loc, n, labelCount);
+    if (lossType.getElementType() != f32)
+      weight = CastOp::create(b, loc, lossType, weight);
+    auto zeroOf = [&](RankedTensorType t) -> Value {
+      return ConstantOp::create(b, loc,
+                                DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), 0.0)));
+    };
+    Value some = GtOp::create(b, loc, n, zeroOf(scalar));
+    Value mean = WhereOp::create(b, loc, some, loss, zeroOf(lossType));
+    loss = MulOp::create(b, loc, mean, weight);
+    return success();
   }
 
   LogicalResult build(func::FuncOp fn) {
@@ -142,6 +183,8 @@ struct MerakAttachLossPass : merak::impl::MerakAttachLossBase<MerakAttachLossPas
           b, fn.getLoc(), out, labelsValue, b.getI64IntegerAttr(outType.getRank() - 1),
           b.getStringAttr("mean"), b.getI64IntegerAttr(kTorchIgnoreIndex), vocabGroup,
           vocabClasses);
+      if (globalMean && failed(weighByLabelCount(fn, b, labelsValue, lossValue)))
+        return failure();
     }
     func::ReturnOp::create(b, ret.getLoc(), lossValue);
     ret.erase();

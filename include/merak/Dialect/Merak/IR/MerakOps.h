@@ -167,6 +167,10 @@ constexpr llvm::StringLiteral kIndexLimitAttr = "merak.index_limit";
 constexpr llvm::StringLiteral kIgnoreIndexAttr = "merak.ignore_index";
 /// PyTorch's cross-entropy default ignore_index: padded positions' label.
 constexpr int64_t kTorchIgnoreIndex = -100;
+/// The argument merak-attach-loss's `global-mean` adds: the step's count of
+/// labels other than the ignore_index over its dp x micro-batch pieces
+/// (f32 scalar; the manifest's input role of the same name, ./train fills it).
+constexpr llvm::StringLiteral kLabelCountInput = "label_count";
 /// On such a result, when the vocabulary was padded to divide by tp: the
 /// real number of classes (the columns at global index >= it are padding).
 constexpr llvm::StringLiteral kVocabClassesAttr = "merak.vocab_classes";
