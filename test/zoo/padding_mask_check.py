@@ -27,8 +27,10 @@ ignore_index, which merak's cross-entropy skips too). Per model:
     means averaged (DistributedDataParallel's, which differs when the
     ranks count different numbers of labels: the first step's two rows
     count 16 and 11).
-And "all-padding": a step whose labels are all -100 stops the dp2 program
-(BERT) with an error naming it, not a NaN loss or a silent 0.
+And "pieces": GPT-2 at a batch of 4 under dp 2 x 2 micro-batches (and pp 2)
+equals PyTorch's serial training; "all-padding": a step whose labels are
+all -100 stops the dp2 program (BERT) with an error naming it, not a NaN
+loss or a silent 0.
 Ends with "N passed, M failed".
 """
 import copy
@@ -103,10 +105,10 @@ class Env:
                 np.save(os.path.join(d, name + ".npy"), a)
         self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-    def batches(self, mask_dtype):
+    def batches(self, mask_dtype, batch):
         """./train's sequential sampler: row r of step s is (s*B + r) mod N."""
         for s in range(STEPS):
-            rows = [(s * zoo.B + r) % len(LENGTHS) for r in range(zoo.B)]
+            rows = [(s * batch + r) % len(LENGTHS) for r in range(batch)]
             yield (torch.from_numpy(self.ids[rows]),
                    torch.from_numpy(self.mask[rows]).to(mask_dtype),
                    torch.from_numpy(self.labels[rows]))
@@ -122,7 +124,7 @@ def export(model, path, mask_dtype):
                       dynamic_shapes=({0: batch}, {0: batch}), verbose=False)
 
 
-def reference(model, env, mask_dtype, dp=1):
+def reference(model, env, mask_dtype, dp=1, batch=zoo.B):
     """Per-step losses of PyTorch AdamW training `model` in float64; with
     `dp`, DistributedDataParallel's loss: each of dp shards of the batch
     averages its own labels, and the shards' losses (so their gradients)
@@ -132,7 +134,7 @@ def reference(model, env, mask_dtype, dp=1):
                             weight_decay=0.01)
     losses = []
     for ids, mask, labels in env.batches(torch.float64 if mask_dtype.is_floating_point
-                                         else mask_dtype):
+                                         else mask_dtype, batch):
         opt.zero_grad()
         logits = model(ids, mask)
         shards = [F.cross_entropy(lg.reshape(-1, lg.size(-1)), lb.reshape(-1))
@@ -144,8 +146,8 @@ def reference(model, env, mask_dtype, dp=1):
     return losses
 
 
-def compile_cmd(env, onnx, frozen, flags):
-    shape = "%dx%d" % (zoo.B, zoo.T)
+def compile_cmd(env, onnx, frozen, flags, batch=zoo.B):
+    shape = "%dx%d" % (batch, zoo.T)
     cmd = [os.path.join(env.bin_dir, "merak-compile"), onnx, "--input-shape",
            "input_ids=" + shape, "--input-shape", "attention_mask=" + shape]
     for f in frozen:
@@ -153,8 +155,8 @@ def compile_cmd(env, onnx, frozen, flags):
     return cmd + flags
 
 
-def train(env, onnx, frozen, exe, flags, data, ranks=1):
-    zoo.tool(compile_cmd(env, onnx, frozen, flags + ["-o", exe]))
+def train(env, onnx, frozen, exe, flags, data, ranks=1, batch=zoo.B):
+    zoo.tool(compile_cmd(env, onnx, frozen, flags + ["-o", exe], batch))
     metrics = exe + ".jsonl"
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -213,6 +215,30 @@ def check(env, name):
     return ok, msg
 
 
+def check_pieces(env):
+    """GPT-2 at a global batch of 4 cut into dp 2 x 2 micro-batches of one
+    row each (every piece counts its own number of labels), without and
+    with pp 2: AdamW equal to PyTorch's serial training."""
+    wrapped, _ = zoo.build("gpt2")
+    model = Padded(wrapped)
+    state = copy.deepcopy(model.state_dict())
+    work = os.path.join(env.work, "pieces")
+    os.makedirs(work, exist_ok=True)
+    onnx = os.path.join(work, "model.onnx")
+    export(model, onnx, torch.int64)
+    model.load_state_dict(state)
+    frozen = zoo.non_parameter_initializers(onnx, model)
+    want = reference(copy.deepcopy(model), env, torch.int64, batch=4)
+    adamw = ["--optimizer", "adamw", "--opt", "lr=%g" % LR]
+    errs = []
+    for flags, ranks in ((["--dp", "2", "--microbatches", "2"], 2),
+                         (["--dp", "2", "--pp", "2", "--microbatches", "2"], 4)):
+        got = train(env, onnx, frozen, os.path.join(work, "train" + "".join(flags)),
+                    adamw + flags, env.data["int"], ranks=ranks, batch=4)
+        errs.append(max_rel(got, want))
+    return max(errs) <= TOL, "dp2 m2 %.1e, dp2 pp2 m2 %.1e vs torch (serial, batch 4)" % tuple(errs)
+
+
 def check_all_padding(env):
     wrapped, _ = zoo.build("bert")
     model = Padded(wrapped)
@@ -239,8 +265,9 @@ def check_all_padding(env):
 
 
 def main():
-    return run_checks(Env, lambda env, name: check_all_padding(env) if name == "all-padding"
-                      else check(env, name), CHECKS + ["all-padding"])
+    special = {"pieces": check_pieces, "all-padding": check_all_padding}
+    return run_checks(Env, lambda env, name: special[name](env) if name in special
+                      else check(env, name), CHECKS + list(special))
 
 
 if __name__ == "__main__":
