@@ -102,8 +102,8 @@ struct Layout {
 };
 
 /// The step's inputs (every micro-batch's tokens and labels, or arrays; the
-/// label count; then the step) and outputs (the update's results), placed in A from `top`
-/// (advanced past them); their slots go into `l`.
+/// label count; then the step) and outputs (the update's results), placed
+/// in A from `top` (advanced past them); their slots go into `l`.
 LogicalResult placeInputsOutputs(ModuleOp module, func::FuncOp lossFn, int64_t m, int64_t &top,
                                  Layout &l, schema::Program &manifest) {
   auto place = [&](int64_t bytes) {
