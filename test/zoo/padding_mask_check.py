@@ -174,18 +174,24 @@ def max_rel(got, want):
     return max(abs(g - w) / abs(w) for g, w in zip(got, want))
 
 
-def check(env, name):
-    wrapped, _ = zoo.build(name)
-    model = Padded(wrapped)
+def prepare(env, name, check_name, mask_dtype=torch.int64):
+    """Zoo model `name` wrapped and exported into DIR/<check_name>: the
+    module (at its initial weights), its initial state, the work directory,
+    the ONNX file and the --frozen globs."""
+    model = Padded(zoo.build(name)[0])
     state = copy.deepcopy(model.state_dict())
-    work = os.path.join(env.work, name)
+    work = os.path.join(env.work, check_name)
     os.makedirs(work, exist_ok=True)
     onnx = os.path.join(work, "model.onnx")
-    mask_dtype = torch.float32 if name in FLOAT_MASK else torch.int64
-    data = env.data["float" if name in FLOAT_MASK else "int"]
     export(model, onnx, mask_dtype)
     model.load_state_dict(state)
-    frozen = zoo.non_parameter_initializers(onnx, model)
+    return model, state, work, onnx, zoo.non_parameter_initializers(onnx, model)
+
+
+def check(env, name):
+    mask_dtype = torch.float32 if name in FLOAT_MASK else torch.int64
+    data = env.data["float" if name in FLOAT_MASK else "int"]
+    model, state, work, onnx, frozen = prepare(env, name, name, mask_dtype)
     adamw = ["--optimizer", "adamw", "--opt", "lr=%g" % LR]
     got = train(env, onnx, frozen, os.path.join(work, "train-adamw"), adamw, data)
     emitted = zoo.tool(compile_cmd(env, onnx, frozen, adamw + ["--compile-to=emit"]))
@@ -219,15 +225,7 @@ def check_pieces(env):
     """GPT-2 at a global batch of 4 cut into dp 2 x 2 micro-batches of one
     row each (every piece counts its own number of labels), without and
     with pp 2: AdamW equal to PyTorch's serial training."""
-    wrapped, _ = zoo.build("gpt2")
-    model = Padded(wrapped)
-    state = copy.deepcopy(model.state_dict())
-    work = os.path.join(env.work, "pieces")
-    os.makedirs(work, exist_ok=True)
-    onnx = os.path.join(work, "model.onnx")
-    export(model, onnx, torch.int64)
-    model.load_state_dict(state)
-    frozen = zoo.non_parameter_initializers(onnx, model)
+    model, _, work, onnx, frozen = prepare(env, "gpt2", "pieces")
     want = reference(copy.deepcopy(model), env, torch.int64, batch=4)
     adamw = ["--optimizer", "adamw", "--opt", "lr=%g" % LR]
     errs = []
@@ -240,20 +238,15 @@ def check_pieces(env):
 
 
 def check_all_padding(env):
-    wrapped, _ = zoo.build("bert")
-    model = Padded(wrapped)
-    work = os.path.join(env.work, "all-padding")
+    _, _, work, onnx, frozen = prepare(env, "bert", "all-padding")
     data = os.path.join(work, "data")
     os.makedirs(data, exist_ok=True)
-    onnx = os.path.join(work, "model.onnx")
-    export(model, onnx, torch.int64)
     labels = env.labels.copy()
     labels[2:4] = -100  # step 1's two rows (sequential sampler, batch 2)
     for name, a in (("input_ids", env.ids), ("attention_mask", env.mask), ("labels", labels)):
         np.save(os.path.join(data, name + ".npy"), a)
     exe = os.path.join(work, "train")
-    zoo.tool(compile_cmd(env, onnx, zoo.non_parameter_initializers(onnx, model),
-                         ["--dp", "2", "-o", exe]))
+    zoo.tool(compile_cmd(env, onnx, frozen, ["--dp", "2", "-o", exe]))
     run = zoo.MPIRUN + ["-np", "2", exe, "--data", data, "--steps", "3", "--sampler",
                         "sequential"]
     p = subprocess.run(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env.env,
